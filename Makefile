@@ -1,0 +1,34 @@
+# kvselect: `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+DEMO_SERVE ?= 1
+export DEMO_SERVE
+
+.PHONY: venv system-deps demo test test-unit test-integration bench lint clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "kvselect needs Python 3.11+"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+venv: $(STAMP)
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+demo: venv system-deps
+	$(PY) manage.py demo
+
+test: venv system-deps
+	bash scripts/run-tests.sh
+
+bench: venv
+	bash scripts/run-bench.sh
+
+clean:
+	rm -rf $(VENV) var/*.sqlite3 var/media staticfiles

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Debian packages kvselect needs beyond Python: fonts for CJK names in PDFs, Poppler's pdfsig
+# (signature cross-check), Pango for WeasyPrint, Chromium for the browser tests.
+set -euo pipefail
+need=()
+for pkg in fonts-noto-cjk poppler-utils libpango-1.0-0 libpangoft2-1.0-0 chromium chromium-driver; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
+  echo "kvselect: please install these Debian packages: ${need[*]}" >&2
+  exit 1
+fi
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+echo "kvselect: installing ${need[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

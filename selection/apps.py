@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class SelectionConfig(AppConfig):
+    name = "selection"
+    verbose_name = "Engine selection"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers system checks)
