@@ -34,6 +34,7 @@ if not SECRET_KEY and (VAR_DIR / "secret_key").exists():
     SECRET_KEY = (VAR_DIR / "secret_key").read_text().strip()
 if not SECRET_KEY and DEBUG:
     SECRET_KEY = "kvselect-insecure-development-key-do-not-use-in-production"
+SECRET_KEY_MISSING = not SECRET_KEY  # Django refuses an empty key on access; kvselect.E001 explains why
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 

@@ -8,7 +8,7 @@ from django.core.checks import Error, Tags, Warning, register
 
 @register(Tags.security, deploy=False)
 def secret_key_required(app_configs, **kwargs):
-    if not settings.DEBUG and not settings.SECRET_KEY:
+    if getattr(settings, "SECRET_KEY_MISSING", False):
         return [
             Error(
                 "SECRET_KEY is not set and DEBUG is off.",

@@ -1,0 +1,259 @@
+"""The decision: teams, selections, the constraints one-pager, weights, gates, candidates."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .domain.criteria import CRITERIA, DIMENSIONS
+
+CRITERION_CHOICES = [(c.id, c.name) for c in CRITERIA]
+DIMENSION_CHOICES = [(d.id, d.name) for d in DIMENSIONS]
+SCENARIO_CHOICES = [("A", _("A · High-concurrency short text")), ("B", _("B · Long documents")),
+                    ("C", _("C · Multi-turn and agents")), ("D", _("D · Offline batch"))]
+KV_PRECISION_CHOICES = [("bf16", "bf16/fp16"), ("fp8", "fp8"), ("int8", "int8"), ("int4", "int4")]
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=120, unique=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        ARCHITECT = "architect", _("Architect (edits)")
+        REVIEWER = "reviewer", _("Reviewer (comments, approves)")
+        PROCUREMENT = "procurement", _("Procurement (reads, verifies)")
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.ARCHITECT)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="unique_team_member")]
+
+
+class Selection(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", _("Draft")
+        VALIDATING = "validating", _("Validating")
+        DECIDING = "deciding", _("Deciding")
+        DECIDED = "decided", _("Decided")
+        ARCHIVED = "archived", _("Archived")
+
+    name = models.CharField(_("name"), max_length=200)
+    description = models.TextField(_("description"), blank=True)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="selections")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
+    business_owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+                                       verbose_name=_("business owner"))
+    platform_owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+                                       verbose_name=_("platform owner"))
+    security_owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+                                       verbose_name=_("security owner"))
+    observer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+                                 null=True, blank=True, verbose_name=_("post-launch observer"))
+    scenario = models.CharField(max_length=1, choices=SCENARIO_CHOICES, blank=True)
+    scenario_reasons = models.JSONField(default=list, blank=True)
+    scenario_mix = models.JSONField(default=dict, blank=True)
+    scenario_accepted = models.BooleanField(default=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Constraints(models.Model):
+    """The one-page sheet of business constraints. Units are in the field names."""
+
+    selection = models.OneToOneField(Selection, on_delete=models.CASCADE, related_name="constraints")
+    peak_concurrency = models.PositiveIntegerField(_("peak concurrent requests"), validators=[MinValueValidator(1), MaxValueValidator(1_000_000)])
+    request_rate = models.FloatField(_("request rate (req/s)"), null=True, blank=True, validators=[MinValueValidator(0)])
+    avg_input_tokens = models.PositiveIntegerField(_("average input tokens"), validators=[MinValueValidator(1)])
+    p95_input_tokens = models.PositiveIntegerField(_("p95 input tokens"), null=True, blank=True)
+    max_input_tokens = models.PositiveIntegerField(_("max input tokens"), validators=[MinValueValidator(1), MaxValueValidator(10_000_000)])
+    avg_output_tokens = models.PositiveIntegerField(_("average output tokens"), validators=[MinValueValidator(1)])
+    max_output_tokens = models.PositiveIntegerField(_("max output tokens"), validators=[MinValueValidator(1)])
+    multi_turn = models.BooleanField(_("multi-turn"), default=False)
+    average_turns = models.FloatField(_("average turns per session"), null=True, blank=True, validators=[MinValueValidator(1)])
+    idle_seconds_between_turns = models.FloatField(_("idle time between turns (s)"), null=True, blank=True, validators=[MinValueValidator(0)])
+    concurrent_sessions = models.PositiveIntegerField(_("concurrent sessions"), null=True, blank=True)
+    never_swap_sessions = models.PositiveIntegerField(_("sessions that must never be swapped out"), null=True, blank=True)
+    ttft_p95_ms = models.FloatField(_("TTFT p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(1)])
+    tpot_p95_ms = models.FloatField(_("TPOT p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(0.1)])
+    e2e_p95_ms = models.FloatField(_("end-to-end p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(1)])
+    throughput_target_tokens_s = models.FloatField(_("throughput target (output tokens/s)"), null=True, blank=True, validators=[MinValueValidator(0)])
+    gpu_model = models.CharField(_("GPU model"), max_length=60)
+    gpu_memory_gib = models.FloatField(_("GPU memory (GiB)"), validators=[MinValueValidator(1), MaxValueValidator(4096)])
+    gpu_count_budget = models.PositiveIntegerField(_("GPU count budget"), validators=[MinValueValidator(1)])
+    cost_per_gpu_hour = models.DecimalField(_("cost per GPU-hour"), max_digits=10, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(0)])
+    ops_team_size = models.PositiveIntegerField(_("operations team size"), validators=[MinValueValidator(1)])
+    target_model = models.CharField(_("target model"), max_length=120, help_text=_("A shipped model config name, or upload one"))
+    model_config = models.JSONField(_("uploaded model config"), null=True, blank=True)
+    kv_precisions_allowed = models.JSONField(_("KV precision allowed"), default=list)
+    notes = models.TextField(_("notes"), blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def clean(self) -> None:
+        errors = {}
+        if self.max_input_tokens and self.avg_input_tokens and self.avg_input_tokens > self.max_input_tokens:
+            errors["avg_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {"max": self.max_input_tokens}
+        if self.p95_input_tokens and self.max_input_tokens and self.p95_input_tokens > self.max_input_tokens:
+            errors["p95_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {"max": self.max_input_tokens}
+        if self.max_output_tokens and self.avg_output_tokens and self.avg_output_tokens > self.max_output_tokens:
+            errors["avg_output_tokens"] = _("must not exceed max output tokens (%(max)s)") % {"max": self.max_output_tokens}
+        if self.multi_turn and not self.average_turns:
+            errors["average_turns"] = _("required when multi-turn is on")
+        if not self.multi_turn and self.never_swap_sessions:
+            errors["never_swap_sessions"] = _("only meaningful for multi-turn sessions")
+        bad = [p for p in self.kv_precisions_allowed or [] if p not in dict(KV_PRECISION_CHOICES)]
+        if bad:
+            errors["kv_precisions_allowed"] = _("unknown precision(s): %(bad)s") % {"bad": ", ".join(map(str, bad))}
+        if errors:
+            raise ValidationError(errors)
+
+    def as_domain(self) -> dict:
+        """The plain mapping the pure domain functions take."""
+        data = {f.name: getattr(self, f.name) for f in self._meta.concrete_fields
+                if f.name not in {"id", "selection", "updated_at", "model_config"}}
+        if data.get("cost_per_gpu_hour") is not None:
+            data["cost_per_gpu_hour"] = float(data["cost_per_gpu_hour"])
+        return data
+
+
+class CriterionWeight(models.Model):
+    class Source(models.TextChoices):
+        PRESET = "preset", _("Preset")
+        EDITED = "edited", _("Edited")
+
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="weights")
+    criterion = models.CharField(max_length=40, choices=CRITERION_CHOICES)
+    weight = models.FloatField(validators=[MinValueValidator(0), MaxValueValidator(1)])
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.PRESET)
+    justification = models.TextField(blank=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["selection", "criterion"], name="unique_weight_per_criterion")]
+        ordering = ["id"]
+
+
+class Gate(models.Model):
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="gates")
+    dimension = models.CharField(max_length=20, choices=DIMENSION_CHOICES)
+    threshold = models.FloatField(_("minimum dimension score (0-1)"), validators=[MinValueValidator(0), MaxValueValidator(1)])
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["selection", "dimension"], name="unique_gate_per_dimension")]
+        ordering = ["id"]
+
+
+class AuditEntry(models.Model):
+    """Who changed what, when, from what to what, and why. Append-only."""
+
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="audit")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+    action = models.CharField(max_length=60)
+    field = models.CharField(max_length=80, blank=True)
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
+    justification = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+
+
+class Engine(models.Model):
+    """An engine of the versioned catalog (documented KV-cache features with sources)."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=80)
+    catalog_version = models.CharField(max_length=40)
+    data = models.JSONField(help_text="The catalog entry as shipped, facts with their source links")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def versions(self) -> list[str]:
+        return [v.get("version") for v in self.data.get("versions", [])]
+
+
+class Candidate(models.Model):
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="candidates")
+    engine = models.ForeignKey(Engine, on_delete=models.PROTECT, related_name="candidates")
+    engine_version = models.CharField(max_length=40)
+    label = models.CharField(max_length=120, blank=True, help_text=_("e.g. 'vLLM prefix on'"))
+    launch_flags = models.TextField(blank=True)
+    launch_recipe = models.TextField(blank=True, help_text=_("Optional command the GPU worker runs to start the engine"))
+    endpoint_url = models.URLField(blank=True)
+    metrics_url = models.URLField(blank=True)
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    model_name = models.CharField(max_length=200, blank=True)
+    gpu_model = models.CharField(max_length=60, blank=True)
+    gpu_count = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    tensor_parallel = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    kv_precision = models.CharField(max_length=8, choices=KV_PRECISION_CHOICES, default="bf16")
+    gpu_pool = models.SlugField(blank=True, help_text=_("GPU pool label: runs go to queue gpu.<label>"))
+    measured_capacity = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.label or f"{self.engine.name} {self.engine_version}"
+
+    @property
+    def display_name(self) -> str:
+        return str(self)
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class UploadToken(models.Model):
+    """A per-selection CI upload token: shown once, stored as a SHA-256 hash, revocable."""
+
+    PREFIX = "kvs_"
+
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="upload_tokens")
+    name = models.CharField(max_length=80)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    key_hint = models.CharField(max_length=12, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @classmethod
+    def generate(cls) -> str:
+        return cls.PREFIX + secrets.token_urlsafe(32)
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

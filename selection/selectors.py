@@ -1,0 +1,34 @@
+"""Read queries, with object-level permissions: a user sees only selections of their teams."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from .models import Candidate, Membership, Selection
+
+
+def selections_for(user) -> QuerySet[Selection]:
+    if not user.is_authenticated:
+        return Selection.objects.none()
+    if user.is_superuser:
+        return Selection.objects.all()
+    return Selection.objects.filter(team__members=user).distinct()
+
+
+def candidates_for(user) -> QuerySet[Candidate]:
+    return Candidate.objects.filter(selection__in=selections_for(user)).select_related("engine", "selection")
+
+
+def role_in(user, selection: Selection) -> str | None:
+    if user.is_superuser:
+        return Membership.Role.ARCHITECT
+    membership = Membership.objects.filter(team_id=selection.team_id, user=user).first()
+    return membership.role if membership else None
+
+
+def can_edit(user, selection: Selection) -> bool:
+    return role_in(user, selection) == Membership.Role.ARCHITECT
+
+
+def can_review(user, selection: Selection) -> bool:
+    return role_in(user, selection) in {Membership.Role.ARCHITECT, Membership.Role.REVIEWER}
