@@ -33,8 +33,10 @@ app.conf.update(
     },
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
-    broker_transport_options={"visibility_timeout": 7 * 3600},
 )
+if not str(app.conf.broker_url or "").startswith("sqla+"):
+    # Redis: an unacked task is redelivered after this long; longer than any validation run.
+    app.conf.broker_transport_options = {"visibility_timeout": 7 * 3600}
 app.autodiscover_tasks()
 
 

@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from ..domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
+from ..models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
+from ..selectors import selections_for
+
+User = get_user_model()
+
+
+class UserField(serializers.SlugRelatedField):
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="username", queryset=User.objects.all(), **kwargs)
+
+
+class SelectionSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    business_owner = UserField()
+    platform_owner = UserField()
+    security_owner = UserField()
+    observer = UserField(required=False, allow_null=True)
+
+    class Meta:
+        model = Selection
+        fields = ["id", "name", "description", "team", "status", "business_owner", "platform_owner",
+                  "security_owner", "observer", "scenario", "scenario_reasons", "scenario_mix",
+                  "scenario_accepted", "created_at", "updated_at"]
+        read_only_fields = ["status", "scenario", "scenario_reasons", "scenario_mix", "scenario_accepted",
+                            "created_at", "updated_at"]
+
+    def validate_team(self, team):
+        user = self.context["request"].user
+        if not user.is_superuser and not team.members.filter(pk=user.pk).exists():
+            raise serializers.ValidationError("You are not a member of this team.")
+        return team
+
+    def validate(self, attrs):
+        team = attrs.get("team") or getattr(self.instance, "team", None)
+        for role in ("business_owner", "platform_owner", "security_owner", "observer"):
+            user = attrs.get(role)
+            if user is not None and team is not None and not team.members.filter(pk=user.pk).exists():
+                raise serializers.ValidationError({role: f"{user.username} is not a member of team {team.name}."})
+        return attrs
+
+
+class ConstraintsSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Constraints
+        exclude = ["id", "selection"]
+        read_only_fields = ["updated_at"]
+
+
+class WeightSerializer(serializers.ModelSerializer):
+    updated_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = CriterionWeight
+        fields = ["criterion", "weight", "source", "justification", "updated_by", "updated_at"]
+
+
+class WeightsUpdateSerializer(serializers.Serializer):
+    weights = serializers.DictField(child=serializers.FloatField(min_value=0), allow_empty=False)
+    justification = serializers.CharField(allow_blank=False, trim_whitespace=True)
+
+    def validate_weights(self, value):
+        unknown = [k for k in value if k not in CRITERIA_BY_ID]
+        if unknown:
+            raise serializers.ValidationError(f"unknown criteria: {', '.join(unknown)}")
+        return value
+
+
+class GateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Gate
+        fields = ["dimension", "threshold"]
+
+
+class GatesUpdateSerializer(serializers.Serializer):
+    gates = serializers.DictField(child=serializers.FloatField(min_value=0, max_value=1))
+
+    def validate_gates(self, value):
+        unknown = [k for k in value if k not in DIMENSION_IDS]
+        if unknown:
+            raise serializers.ValidationError(f"unknown dimensions: {', '.join(unknown)}; one of {', '.join(DIMENSION_IDS)}")
+        return value
+
+
+class EngineSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Engine
+        fields = ["slug", "name", "catalog_version", "data"]
+
+
+class CandidateSerializer(serializers.ModelSerializer):
+    engine = serializers.SlugRelatedField(slug_field="slug", queryset=Engine.objects.all())
+    selection = serializers.PrimaryKeyRelatedField(read_only=True)
+    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
+                                    help_text="Endpoint API key: stored encrypted, never returned")
+    has_api_key = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Candidate
+        fields = ["id", "selection", "engine", "engine_version", "label", "launch_flags", "launch_recipe",
+                  "endpoint_url", "metrics_url", "api_key", "has_api_key", "model_name", "gpu_model", "gpu_count",
+                  "tensor_parallel", "kv_precision", "gpu_pool", "measured_capacity", "created_at"]
+        read_only_fields = ["measured_capacity", "created_at"]
+
+    def get_has_api_key(self, obj) -> bool:
+        return bool(obj.api_key_encrypted)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = AuditEntry
+        fields = ["at", "actor", "action", "field", "old", "new", "justification"]
+
+
+def visible_selections(request):
+    return selections_for(request.user)

@@ -1,0 +1,121 @@
+"""REST API for selections. Thin: validate with a serializer, call a service, return a serializer."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from .. import services
+from ..models import Engine
+from ..selectors import can_edit, candidates_for, selections_for
+from .serializers import (AuditEntrySerializer, CandidateSerializer, ConstraintsSerializer, EngineSerializer,
+                          GateSerializer, GatesUpdateSerializer, SelectionSerializer, WeightsUpdateSerializer,
+                          WeightSerializer)
+
+
+class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                       mixins.UpdateModelMixin, viewsets.GenericViewSet):
+    serializer_class = SelectionSerializer
+
+    def get_queryset(self):
+        return selections_for(self.request.user).select_related(
+            "team", "business_owner", "platform_owner", "security_owner", "observer")
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = services.create_selection(user=self.request.user, **data)
+
+    def perform_update(self, serializer):
+        if not can_edit(self.request.user, serializer.instance):
+            raise PermissionDenied("Only architects of this selection's team can change it.")
+        before = {k: str(getattr(serializer.instance, k)) for k in serializer.validated_data}
+        selection = serializer.save()
+        services.audit(selection, self.request.user, "selection.changed", old=before,
+                       new={k: str(getattr(selection, k)) for k in serializer.validated_data})
+
+    @extend_schema(request=ConstraintsSerializer, responses=ConstraintsSerializer)
+    @action(detail=True, methods=["get", "put"])
+    def constraints(self, request, pk=None):
+        selection = self.get_object()
+        instance = getattr(selection, "constraints", None) if hasattr(selection, "constraints") else None
+        if request.method == "GET":
+            if instance is None:
+                return Response({"detail": "No constraints yet: PUT the one-pager first."}, status=404)
+            return Response(ConstraintsSerializer(instance).data)
+        serializer = ConstraintsSerializer(instance, data=request.data)
+        serializer.is_valid(raise_exception=True)
+        constraints = services.save_constraints(selection=selection, user=request.user, data=serializer.validated_data)
+        return Response(ConstraintsSerializer(constraints).data)
+
+    @extend_schema(request=WeightsUpdateSerializer, responses=WeightSerializer(many=True))
+    @action(detail=True, methods=["get", "put"])
+    def weights(self, request, pk=None):
+        selection = self.get_object()
+        if request.method == "PUT":
+            serializer = WeightsUpdateSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            services.update_weights(selection=selection, user=request.user, **serializer.validated_data)
+        return Response(WeightSerializer(selection.weights.all(), many=True).data)
+
+    @extend_schema(request=GatesUpdateSerializer, responses=GateSerializer(many=True))
+    @action(detail=True, methods=["get", "put"])
+    def gates(self, request, pk=None):
+        selection = self.get_object()
+        warnings: list[str] = []
+        if request.method == "PUT":
+            serializer = GatesUpdateSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            warnings = services.set_gates(selection=selection, user=request.user, **serializer.validated_data)
+        response = Response(GateSerializer(selection.gates.all(), many=True).data)
+        if warnings:
+            response["Warning"] = '199 kvselect "' + warnings[0].replace('"', "'") + '"'
+        return response
+
+    @extend_schema(request=None, responses=SelectionSerializer)
+    @action(detail=True, methods=["post"], url_path="accept-scenario")
+    def accept_scenario(self, request, pk=None):
+        selection = self.get_object()
+        services.accept_scenario(selection=selection, user=request.user)
+        return Response(SelectionSerializer(selection, context={"request": request}).data)
+
+    @extend_schema(request=CandidateSerializer, responses=CandidateSerializer(many=True))
+    @action(detail=True, methods=["get", "post"])
+    def candidates(self, request, pk=None):
+        selection = self.get_object()
+        if request.method == "GET":
+            return Response(CandidateSerializer(selection.candidates.select_related("engine"), many=True).data)
+        serializer = CandidateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        api_key = data.pop("api_key", "")
+        candidate = services.add_candidate(selection=selection, user=request.user, data=data, api_key=api_key)
+        return Response(CandidateSerializer(candidate).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=AuditEntrySerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def audit(self, request, pk=None):
+        selection = self.get_object()
+        return Response(AuditEntrySerializer(selection.audit.select_related("actor")[:500], many=True).data)
+
+
+class CandidateViewSet(mixins.RetrieveModelMixin, mixins.UpdateModelMixin, viewsets.GenericViewSet):
+    serializer_class = CandidateSerializer
+
+    def get_queryset(self):
+        return candidates_for(self.request.user)
+
+    def perform_update(self, serializer):
+        data = dict(serializer.validated_data)
+        api_key = data.pop("api_key", None)
+        serializer.instance = services.update_candidate(candidate=serializer.instance, user=self.request.user,
+                                                        data=data, api_key=api_key)
+
+
+class EngineViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = EngineSerializer
+    queryset = Engine.objects.all()
+    lookup_field = "slug"

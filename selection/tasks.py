@@ -1,0 +1,17 @@
+"""Celery tasks of the selection app. Tasks take ids and are idempotent."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from .domain.scenarios import infer_scenario
+from .models import Selection
+
+
+@shared_task(name="selection.tasks.refresh_scenario")
+def refresh_scenario(selection_id: int) -> str:
+    """Re-infer a selection's scenario from its stored constraints (idempotent)."""
+    selection = Selection.objects.select_related("constraints").get(pk=selection_id)
+    scenario, reasons, mix = infer_scenario(selection.constraints.as_domain())
+    Selection.objects.filter(pk=selection_id).update(scenario=scenario, scenario_reasons=reasons, scenario_mix=mix)
+    return scenario

@@ -1,0 +1,141 @@
+"""Shared fixtures: users and teams, a sample selection, and a real Celery worker process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from selection import services
+from selection.models import Engine, Membership, Team
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+SAMPLE_CONSTRAINTS = {
+    "peak_concurrency": 200, "request_rate": 20.0, "avg_input_tokens": 800, "p95_input_tokens": 2000,
+    "max_input_tokens": 4096, "avg_output_tokens": 200, "max_output_tokens": 1024, "multi_turn": False,
+    "ttft_p95_ms": 800.0, "tpot_p95_ms": 60.0, "e2e_p95_ms": 15000.0, "gpu_model": "H100",
+    "gpu_memory_gib": 80.0, "gpu_count_budget": 4, "cost_per_gpu_hour": "2.50", "ops_team_size": 3,
+    "target_model": "Llama-3.1-8B", "kv_precisions_allowed": ["bf16", "fp8"],
+}
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username: str, team: Team | None = None, role: str = Membership.Role.ARCHITECT):
+        user = django_user_model.objects.create_user(username=username, password="pw-" + username + "-Long1")
+        if team is not None:
+            Membership.objects.create(team=team, user=user, role=role)
+        return user
+    return make
+
+
+@pytest.fixture
+def team(db):
+    return Team.objects.create(name="platform")
+
+
+@pytest.fixture
+def architect(make_user, team):
+    return make_user("alice", team)
+
+
+@pytest.fixture
+def reviewer(make_user, team):
+    return make_user("rita", team, Membership.Role.REVIEWER)
+
+
+@pytest.fixture
+def outsider(make_user, db):
+    other = Team.objects.create(name="other-team")
+    return make_user("mallory", other)
+
+
+@pytest.fixture
+def engines(db):
+    services.load_engine_catalog()
+    return {e.slug: e for e in Engine.objects.all()}
+
+
+@pytest.fixture
+def selection(architect, team):
+    return services.create_selection(user=architect, team=team, name="Support bot", business_owner=architect,
+                                     platform_owner=architect, security_owner=architect)
+
+
+@pytest.fixture
+def selection_with_constraints(selection, architect):
+    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    selection.refresh_from_db()
+    return selection
+
+
+def _database_url_for_worker() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A real `celery worker` process on the test database and the configured broker."""
+    from config.celery import app
+
+    with django_db_blocker.unblock():
+        env = dict(os.environ)
+        env["DATABASE_URL"] = _database_url_for_worker()
+        env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+        try:
+            with app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=3)
+                for queue in ("default", "gpu", "render"):
+                    with connection.channel() as channel:
+                        try:
+                            channel.queue_purge(queue)
+                        except Exception:  # the queue may not exist yet
+                            pass
+        except Exception as exc:  # an unreachable broker fails the run; it is never skipped
+            pytest.fail(f"Celery broker {settings.CELERY_BROKER_URL!r} unreachable: {exc}")
+        log = tmp_path_factory.mktemp("worker") / "worker.log"
+        handle = open(log, "wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "default,gpu,render",
+             "--pool", "threads", "-c", "4", "-n", f"test-{os.getpid()}@%h", "--loglevel", "INFO"],
+            cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail(f"Celery worker exited early:\n{log.read_text()[-3000:]}")
+            if b"ready." in log.read_bytes():
+                break
+            time.sleep(0.2)
+        else:
+            process.kill()
+            pytest.fail(f"Celery worker did not become ready:\n{log.read_text()[-3000:]}")
+        yield process
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        handle.close()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
