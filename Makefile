@@ -22,7 +22,7 @@ system-deps:
 	bash scripts/install-system-deps.sh
 
 demo: venv system-deps
-	$(PY) manage.py demo
+	bash scripts/demo.sh
 
 test: venv system-deps
 	bash scripts/run-tests.sh

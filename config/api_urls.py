@@ -3,5 +3,6 @@
 from django.urls import include, path
 
 urlpatterns = [
+    path("", include("benchmarks.api.urls")),
     path("", include("selection.api.urls")),
 ]

@@ -10,6 +10,8 @@ from .models import Candidate, Membership, Selection
 def selections_for(user) -> QuerySet[Selection]:
     if not user.is_authenticated:
         return Selection.objects.none()
+    if getattr(user, "token", None) is not None and not user.pk:  # a per-selection upload token
+        return Selection.objects.filter(pk=user.token.selection_id)
     if user.is_superuser:
         return Selection.objects.all()
     return Selection.objects.filter(team__members=user).distinct()

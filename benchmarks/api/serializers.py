@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import Artifact, BenchmarkRun, RunPoint
+from ..result import TEST_NAMES
+
+
+class RunPointSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunPoint
+        exclude = ["id", "run"]
+
+
+class ArtifactSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Artifact
+        fields = ["kind", "sha256", "size", "created_at"]
+
+
+class RunSerializer(serializers.ModelSerializer):
+    points = RunPointSerializer(many=True, read_only=True)
+    artifacts = ArtifactSerializer(many=True, read_only=True)
+    status_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BenchmarkRun
+        fields = ["id", "candidate", "test", "label", "origin", "status", "evidence", "tool", "tool_version", "format",
+                  "metadata", "definitions", "params", "verdicts", "notes", "partial", "error", "progress",
+                  "uploaded_by", "raw_sha256", "created_at", "started_at", "finished_at", "status_url", "points",
+                  "artifacts"]
+
+    def get_status_url(self, obj) -> str:
+        return f"/api/v1/runs/{obj.pk}/"
+
+
+class RunSummarySerializer(RunSerializer):
+    class Meta(RunSerializer.Meta):
+        fields = [f for f in RunSerializer.Meta.fields if f not in {"definitions", "metadata"}]
+
+
+class UploadSerializer(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=False)
+    test = serializers.ChoiceField(choices=TEST_NAMES)
+    format = serializers.CharField(required=False, allow_blank=True, max_length=60)
+    label = serializers.CharField(required=False, allow_blank=True, max_length=200)

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("candidates/<int:candidate_id>/results/", views.CandidateResultsView.as_view(), name="candidate-results"),
+    path("runs/<int:run_id>/", views.RunDetailView.as_view(), name="run-detail"),
+    path("runs/<int:run_id>/requests/", views.RunRequestsView.as_view(), name="run-requests"),
+]
