@@ -57,6 +57,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -159,6 +160,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Choose an LLM inference engine by its KV-cache management, with evidence.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
+        "SelectionStatusEnum": "selection.models.Selection.Status",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------------------

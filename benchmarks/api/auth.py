@@ -42,3 +42,17 @@ class UploadTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return self.keyword
+
+
+try:
+    from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+    class UploadTokenScheme(OpenApiAuthenticationExtension):
+        target_class = UploadTokenAuthentication
+        name = "uploadToken"
+
+        def get_security_definition(self, auto_schema):
+            return {"type": "apiKey", "in": "header", "name": "Authorization",
+                    "description": "Per-selection CI upload token: `Token kvs_...`"}
+except ImportError:  # pragma: no cover - drf-spectacular is a hard dependency
+    pass
