@@ -257,3 +257,102 @@ class UploadToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class Score(models.Model):
+    """One scoring computation: a snapshot of inputs and the full breakdown."""
+
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="scores")
+    computed_at = models.DateTimeField(auto_now_add=True)
+    rules_version = models.CharField(max_length=40)
+    inputs_hash = models.CharField(max_length=64, db_index=True)
+    include_simulated = models.BooleanField(default=False)
+    signable = models.BooleanField(default=False, help_text="False when SIMULATED evidence was used")
+    leader = models.CharField(max_length=40, blank=True)
+    coverage = models.FloatField(null=True, blank=True)
+    result = models.JSONField()
+    inputs = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-computed_at", "-id"]
+        get_latest_by = "computed_at"
+
+
+class DecisionRecord(models.Model):
+    """A versioned decision record. Frozen at review start; immutable once signed (also in the database)."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", _("Draft")
+        IN_REVIEW = "in_review", _("In review")
+        APPROVED = "approved", _("Approved")
+        SIGNED = "signed", _("Signed")
+        SUPERSEDED = "superseded", _("Superseded")
+
+    FROZEN_FIELDS = ("snapshot", "snapshot_sha256", "decision", "rationale", "applies_to", "does_not_apply_to",
+                     "review_by", "version", "selection_id", "supersedes_id", "include_simulated")
+
+    selection = models.ForeignKey(Selection, on_delete=models.PROTECT, related_name="records")
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.DRAFT)
+    decision = models.CharField(_("decision"), max_length=200, blank=True, help_text=_("The chosen candidate, in words"))
+    rationale = models.TextField(_("rationale"), blank=True)
+    applies_to = models.TextField(_("where the decision applies"), blank=True)
+    does_not_apply_to = models.TextField(_("where it does not apply (risk boundary)"), blank=True)
+    review_by = models.DateField(_("review-by date"), null=True, blank=True)
+    include_simulated = models.BooleanField(default=False)
+    snapshot = models.JSONField(null=True, blank=True)
+    snapshot_sha256 = models.CharField(max_length=64, blank=True)
+    supersedes = models.OneToOneField("self", on_delete=models.PROTECT, null=True, blank=True,
+                                      related_name="superseded_by")
+    pdf = models.FileField(upload_to="records/", blank=True, max_length=300)
+    pdf_sha256 = models.CharField(max_length=64, blank=True)
+    signed_pdf = models.FileField(upload_to="records/signed/", blank=True, max_length=300)
+    signed_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    review_started_at = models.DateTimeField(null=True, blank=True)
+    signed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [models.UniqueConstraint(fields=["selection", "version"], name="unique_record_version")]
+
+    def __str__(self) -> str:
+        return f"{self.selection.name} — record v{self.version}"
+
+    @property
+    def frozen(self) -> bool:
+        return self.status != self.Status.DRAFT
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.snapshot and self.snapshot.get("simulated"))
+
+
+class RecordApproval(models.Model):
+    class Role(models.TextChoices):
+        BUSINESS = "business", _("Business owner")
+        PLATFORM = "platform", _("Platform owner")
+        SECURITY = "security", _("Security owner")
+
+    record = models.ForeignKey(DecisionRecord, on_delete=models.PROTECT, related_name="approvals")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    comment = models.TextField(blank=True)
+    approved_at = models.DateTimeField(auto_now_add=True)
+    signed_at = models.DateTimeField(null=True, blank=True)
+    certificate_subject = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["record", "role"], name="unique_approval_per_role")]
+        ordering = ["id"]
+
+
+class RecordComment(models.Model):
+    record = models.ForeignKey(DecisionRecord, on_delete=models.CASCADE, related_name="comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
