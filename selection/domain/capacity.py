@@ -1120,7 +1120,7 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
 # Measured capacity from engine logs
 # --------------------------------------------------------------------------------------------
 
-_INT = r"(\d[\d,]*)"
+_INT = r"(\d{1,3}(?:,\d{3})+|\d+)"
 _LOG_PATTERNS = {
     # vLLM V1 (vllm/v1/core/kv_cache_utils.py) and worker
     "vllm_tokens": re.compile(r"GPU KV cache size:\s*" + _INT + r"\s*tokens"),
