@@ -33,7 +33,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 GiB = 1024**3
 MiB = 1024**2

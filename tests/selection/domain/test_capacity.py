@@ -1,9 +1,7 @@
 """KV-cache capacity model: formulas, traps published planners fall into, engine memory rules,
 the vLLM issue 12330 worked example, verdicts and engine-log parsing."""
 
-import copy
 import json
-import math
 
 import pytest
 
