@@ -1,0 +1,523 @@
+"""KV-cache capacity model: formulas, traps published planners fall into, engine memory rules,
+the vLLM issue 12330 worked example, verdicts and engine-log parsing."""
+
+import json
+
+import pytest
+
+from selection.domain import capacity as cap
+from selection.domain.capacity import GiB, CapacityError, CapacityInputs
+
+
+def spec(name):
+    return cap.validate_model_config(cap.load_model_config(name))
+
+
+def plan(name, **kw):
+    kw.setdefault("contexts", (4096, 32768, 131072))
+    return cap.plan_for_model(name, **kw)
+
+
+# ---------------------------------------------------------------- configs
+
+
+def test_every_shipped_config_validates_and_has_a_source():
+    names = cap.shipped_models()
+    for required in ("Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-7B", "Qwen2.5-72B", "Mistral-7B-v0.1",
+                     "DeepSeek-V3", "Gemma-3-27B", "gpt-oss-120b", "Nemotron-Nano-9B-v2", "Llama-3-8B"):
+        assert required in names
+    for name in names:
+        raw = cap.load_model_config(name)
+        assert raw["_source"]
+        cap.validate_model_config(raw)
+
+
+@pytest.mark.parametrize("name, billions", [
+    ("Llama-3-8B", 8.03), ("Llama-3.1-70B", 70.55), ("Qwen2.5-7B", 7.62), ("Qwen2.5-72B", 72.71),
+    ("Mistral-7B-v0.1", 7.24), ("DeepSeek-V3", 671.0), ("Gemma-3-27B", 27.0), ("gpt-oss-120b", 116.8),
+    ("Nemotron-Nano-9B-v2", 8.89),
+])
+def test_parameter_count_from_config_matches_published_sizes(name, billions):
+    assert spec(name).total_params / 1e9 == pytest.approx(billions, rel=0.01)
+
+
+def test_load_model_config_by_path_and_case_insensitive_name(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cap.load_model_config("llama-3.1-8b")))
+    assert cap.load_model_config(str(path))["hidden_size"] == 4096
+    with pytest.raises(CapacityError, match="model: 'nope'"):
+        cap.load_model_config("nope")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(CapacityError, match="JSON object"):
+        cap.load_model_config(str(bad))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("num_key_value_heads", -1, "config.num_key_value_heads: must be a positive integer, got -1"),
+    ("num_key_value_heads", 5, "config.num_key_value_heads: 5 must divide num_attention_heads"),
+    ("num_key_value_heads", 64, "exceeds num_attention_heads"),
+    ("num_hidden_layers", 0, "config.num_hidden_layers: must be a positive integer"),
+    ("hidden_size", "4096", "config.hidden_size"),
+    ("sliding_window", -5, "config.sliding_window"),
+    ("torch_dtype", "float7", "config.torch_dtype"),
+])
+def test_invalid_config_names_the_field(field, value, message):
+    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg[field] = value
+    with pytest.raises(CapacityError, match=message.replace("(", r"\(")):
+        cap.validate_model_config(cfg)
+
+
+def test_missing_required_field_is_named():
+    cfg = cap.load_model_config("Llama-3.1-8B")
+    del cfg["num_hidden_layers"]
+    with pytest.raises(CapacityError, match="config.num_hidden_layers: missing"):
+        cap.validate_model_config(cfg)
+
+
+def test_missing_kv_heads_means_mha_and_is_noted():
+    cfg = cap.load_model_config("Llama-3.1-8B")
+    del cfg["num_key_value_heads"]
+    s = cap.validate_model_config(cfg)
+    assert s.num_kv_heads == 32
+    assert any("multi-head attention assumed" in n for n in s.notes)
+
+
+# ---------------------------------------------------------------- bytes per token
+
+
+def test_standard_attention_uses_kv_heads_not_query_heads():
+    # 2 x 32 layers x 8 KV heads x 128 x 2 bytes; the trap (32 query heads) would give 4x this.
+    kv = cap.kv_bytes_per_token(spec("Llama-3.1-8B"), "bf16")
+    assert kv.per_rank == 2 * 32 * 8 * 128 * 2 == 131072
+    assert kv.per_rank != 2 * 32 * 32 * 128 * 2
+
+
+def test_explicit_head_dim_wins_over_hidden_over_heads():
+    # Gemma 3 27B: hidden 5376 / 32 heads = 168, but head_dim is 128.
+    s = spec("Gemma-3-27B")
+    assert s.head_dim == 128
+    assert cap.kv_bytes_per_token(s).per_layer_per_rank == 2 * 16 * 128 * 2
+
+
+def test_mqa_single_kv_head():
+    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg["num_key_value_heads"] = 1
+    assert cap.kv_bytes_per_token(cap.validate_model_config(cfg)).per_rank == 2 * 32 * 1 * 128 * 2
+
+
+def test_mla_has_no_factor_two_and_ignores_num_key_value_heads():
+    s = spec("DeepSeek-V3")  # config says num_key_value_heads 128: irrelevant for MLA
+    kv = cap.kv_bytes_per_token(s, "bf16")
+    assert kv.per_rank == 61 * (512 + 64) * 2 == 70272
+    assert kv.per_rank != 2 * 61 * (512 + 64) * 2  # the factor-2 trap
+    assert kv.per_rank != 2 * 61 * 128 * 192 * 2  # the "MHA with 128 KV heads" trap
+
+
+def test_mla_is_replicated_on_every_tp_rank_not_divided():
+    s = spec("DeepSeek-V3")
+    kv8 = cap.kv_bytes_per_token(s, "bf16", tp=8)
+    assert kv8.per_rank == 70272  # not 70272 / 8
+    assert kv8.total == 70272 * 8
+    assert kv8.replicated_across_tp
+
+
+def test_fp8_kv_halves_bytes():
+    s = spec("Llama-3.1-8B")
+    assert cap.kv_bytes_per_token(s, "fp8").per_rank == 131072 / 2
+    assert cap.kv_bytes_per_token(s, "fp16").per_rank == 131072
+
+
+def test_int8_and_int4_kv_count_the_scales_the_engine_stores():
+    s = spec("Llama-3.1-8B")
+    assert cap.kv_bytes_per_token(s, "int8", engine="trtllm").per_rank == 131072 / 2  # per-tensor scale
+    assert cap.kv_bytes_per_token(s, "int8", engine="llamacpp").per_rank == pytest.approx(65536 * 34 / 32)
+    assert cap.kv_bytes_per_token(s, "int4", engine="llamacpp").per_rank == pytest.approx(65536 * 18 / 32)
+    with pytest.raises(CapacityError, match="kv_dtype: int8 KV cache is not offered by vllm"):
+        cap.kv_bytes_per_token(s, "int8", engine="vllm")
+    with pytest.raises(CapacityError, match="kv_dtype: must be one of"):
+        cap.kv_bytes_per_token(s, "int2")
+
+
+@pytest.mark.parametrize("tp, kv_per_rank, total", [
+    (1, 8, 327680), (2, 4, 327680), (4, 2, 327680), (8, 1, 327680), (16, 1, 655360),
+])
+def test_tp_splits_kv_heads_and_replicates_beyond_their_number(tp, kv_per_rank, total):
+    kv = cap.kv_bytes_per_token(spec("Llama-3.1-70B"), "bf16", tp=tp)
+    assert kv.kv_heads_per_rank == kv_per_rank
+    assert kv.per_rank == 2 * 80 * kv_per_rank * 128 * 2
+    assert kv.total == total
+
+
+@pytest.mark.parametrize("tp, message", [
+    (3, "tp: 3 must divide num_attention_heads (64)"),
+    (0, "tp: must be a positive integer"),
+])
+def test_invalid_tp_is_rejected_with_the_rule(tp, message):
+    with pytest.raises(CapacityError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        cap.kv_bytes_per_token(spec("Llama-3.1-70B"), tp=tp)
+
+
+def test_tp_incompatible_with_kv_heads():
+    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"] = 48, 6, 128
+    s = cap.validate_model_config(cfg)
+    with pytest.raises(CapacityError, match=r"tp: 4 is incompatible with num_key_value_heads \(6\)"):
+        cap.kv_bytes_per_token(s, tp=4)
+    cap.kv_bytes_per_token(s, tp=3)  # 6 % 3 == 0
+    cap.kv_bytes_per_token(s, tp=12)  # 12 % 6 == 0
+
+
+def test_pp_splits_layers_and_the_larger_stage_binds():
+    s = spec("Llama-3.1-70B")
+    assert cap.kv_bytes_per_token(s, pp=2).per_rank == 40 * 2 * 8 * 128 * 2
+    assert cap.kv_bytes_per_token(s, pp=3).attention_layers_per_rank == 27  # 27 + 27 + 26
+    with pytest.raises(CapacityError, match="pp: 81 exceeds num_hidden_layers"):
+        cap.kv_bytes_per_token(s, pp=81)
+
+
+# ---------------------------------------------------------------- sliding window
+
+
+def test_qwen25_sliding_window_is_ignored_when_use_sliding_window_is_false():
+    cfg = cap.load_model_config("Qwen2.5-7B")
+    cfg["sliding_window"] = 4096  # a small window makes the trap visible
+    s = cap.validate_model_config(cfg)
+    assert set(s.layer_kinds) == {"full"} and s.sliding_window is None
+    p = cap.plan_for_model(s, gpu="H100-80GB", contexts=(4096, 32768))
+    assert p.bytes_per_sequence[32768] == pytest.approx(8 * p.bytes_per_sequence[4096])
+
+
+def test_use_sliding_window_true_honours_max_window_layers():
+    cfg = cap.load_model_config("Qwen2.5-7B")
+    cfg.update(use_sliding_window=True, sliding_window=4096, max_window_layers=20)
+    s = cap.validate_model_config(cfg)
+    assert s.layer_kinds[:20] == ("full",) * 20 and s.layer_kinds[20:] == ("sliding",) * 8
+
+
+def test_mistral_v01_window_on_every_layer_caps_the_sequence():
+    p = plan("Mistral-7B-v0.1", gpu="H100-80GB", contexts=(4096, 32768))
+    assert set(p.inputs.model.layer_kinds) == {"sliding"}
+    per_block = p.kv_bytes_per_token * 16
+    assert p.bytes_per_sequence[4096] == 256 * per_block
+    assert p.bytes_per_sequence[32768] == (256 + 1) * per_block  # window + one block, not 2048 blocks
+
+
+def test_gemma3_interleaved_pattern_only_global_layers_grow():
+    s = spec("Gemma-3-27B")
+    assert s.count("full") == 10 and s.count("sliding") == 52  # every 6th layer global
+    assert s.layer_kinds[5] == "full" and s.layer_kinds[0] == "sliding"
+    p = cap.plan_for_model(s, gpu="H100-80GB", tp=2, contexts=(131072,))
+    per_layer = p.kv.per_layer_per_rank
+    expected = per_layer * (10 * 131072 + 52 * (1024 // 16 + 1) * 16)
+    assert p.bytes_per_sequence[131072] == expected
+    naive = p.kv_bytes_per_token * 131072  # charging every layer for the whole context
+    assert p.bytes_per_sequence[131072] < naive / 5
+
+
+def test_gpt_oss_layer_types_alternate():
+    s = spec("gpt-oss-120b")
+    assert s.count("sliding") == 18 and s.count("full") == 18 and s.sliding_window == 128
+    assert cap.kv_bytes_per_token(s).per_rank == 36 * 2 * 8 * 64 * 2
+
+
+def test_layer_types_must_match_layer_count():
+    cfg = cap.load_model_config("gpt-oss-120b")
+    cfg["layer_types"] = cfg["layer_types"][:-1]
+    with pytest.raises(CapacityError, match="config.layer_types: must list one type per layer"):
+        cap.validate_model_config(cfg)
+
+
+def test_sglang_one_token_pages_cap_sliding_layers_at_the_window():
+    p = plan("Mistral-7B-v0.1", gpu="H100-80GB", engine="sglang", contexts=(32768,))
+    assert p.block_size == 1
+    assert p.bytes_per_sequence[32768] == 4096 * p.kv_bytes_per_token
+
+
+# ---------------------------------------------------------------- hybrid
+
+
+def test_hybrid_only_attention_layers_grow_and_ssm_state_is_constant():
+    s = spec("Nemotron-Nano-9B-v2")
+    assert (s.count("full"), s.count("ssm"), s.count("none")) == (4, 27, 25)
+    # conv: (128*80 + 2*8*128) * 3 + ssm: 128 heads * 80 * 128 state
+    assert s.ssm_state_elements_per_layer == (10240 + 2048) * 3 + 128 * 80 * 128
+    p = cap.plan_for_model(s, gpu="H100-80GB", contexts=(1024, 2048))
+    assert p.kv_bytes_per_token == 4 * 2 * 8 * 128 * 2
+    assert p.state_bytes_per_sequence == 27 * s.ssm_state_elements_per_layer * 2
+    growth = p.bytes_per_sequence[2048] - p.bytes_per_sequence[1024]
+    assert growth == 1024 * p.kv_bytes_per_token  # the SSM state does not grow
+    p2 = cap.plan_for_model(s, gpu="H100-80GB", tp=2, contexts=(1024,))
+    assert p2.state_bytes_per_sequence == p.state_bytes_per_sequence / 2  # heads sharded over TP
+
+
+def test_hybrid_pattern_length_is_validated():
+    cfg = cap.load_model_config("Nemotron-Nano-9B-v2")
+    cfg["hybrid_override_pattern"] += "M"
+    with pytest.raises(CapacityError, match="config.hybrid_override_pattern"):
+        cap.validate_model_config(cfg)
+
+
+def test_linear_attention_state_from_config():
+    cfg = {"model_type": "qwen3_next", "num_hidden_layers": 8, "hidden_size": 2048, "num_attention_heads": 16,
+           "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 151936, "full_attention_interval": 4,
+           "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+           "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+    s = cap.validate_model_config(cfg)
+    assert s.count("full") == 2 and s.count("linear") == 6
+    assert s.linear_state_elements_per_layer == 32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3
+
+
+# ---------------------------------------------------------------- weights
+
+
+def test_weights_from_dtype_and_quantization_config():
+    assert cap.weight_bytes(spec("Llama-3-8B")) / GiB == pytest.approx(14.96, abs=0.01)  # vLLM logs 14.96GiB
+    ds = spec("DeepSeek-V3")
+    assert ds.weight_quant == "fp8"
+    assert cap.weight_bytes(ds) / 1e9 == pytest.approx(673, rel=0.01)  # ~1 byte/param + bf16 embeddings
+    assert cap.weight_bytes(ds, "bf16") == ds.total_params * 2
+    oss = spec("gpt-oss-120b")
+    assert oss.quantized_groups == ("experts",)
+    assert 60 < cap.weight_bytes(oss) / 1e9 < 70  # MXFP4 experts, bf16 attention/embeddings
+    assert cap.weight_bytes_per_rank(ds, 8, 1) == cap.weight_bytes(ds) / 8
+
+
+# ---------------------------------------------------------------- engine memory rules
+
+
+def test_vllm_issue_12330_worked_example_from_the_kv_memory():
+    """Llama-3-8B on A100-40GB at 0.90 left 11.12 GiB for KV: 5,691 blocks of 16 tokens and
+    'Maximum concurrency for 8192 tokens per request: 11.12x'. Given the KV memory the log states
+    (kv_cache_memory_bytes), blocks and concurrency follow exactly from the config."""
+    p = plan("Llama-3-8B", gpu="A100-40GB", kv_cache_memory_bytes=int(11.12 * GiB), contexts=(8192,))
+    assert p.block_size == 16 and p.bytes_per_block == 2 * MiB
+    assert p.num_blocks == pytest.approx(5691, rel=0.01)
+    assert p.max_concurrency[8192] == pytest.approx(11.12, rel=0.01)
+    assert p.token_capacity == pytest.approx(5691 * 16, rel=0.01)
+
+
+def test_vllm_issue_12330_worked_example_through_gpu_memory_utilization():
+    """The same example through vLLM's rule: 39.39 GiB x 0.90 - weights - non-KV overheads.
+    Weights are counted from the config (14.96 GiB); the activation/non-torch overheads are not
+    derivable from a config, so the measured remainder (35.45 - 14.96 - 11.12 GiB) is passed as
+    overrides, split as the issue's log does not say."""
+    measured_overhead = 39.39 * 0.90 - 14.96 - 11.12
+    p = plan("Llama-3-8B", gpu="A100-40GB", gpu_memory_utilization=0.90, contexts=(8192,),
+             activation_peak_bytes=int(measured_overhead * GiB), non_torch_bytes=0, cuda_graph_bytes=0)
+    assert p.kv_memory_bytes / GiB == pytest.approx(11.12, rel=0.01)
+    assert p.num_blocks == pytest.approx(5691, rel=0.01)
+    assert p.max_concurrency[8192] == pytest.approx(11.12, rel=0.01)
+    assert any(e["name"] == "activation_peak_bytes" and e["source"].startswith("measured") for e in p.estimates)
+
+
+def test_vllm_profile_log_of_pr_10511_is_reproduced_from_the_config():
+    """vLLM PR 10511: Llama-3-8B, H100 79.22 GiB x 0.90 = 71.29; weights 14.96, non-torch 1.79,
+    activation peak 1.26 -> available_kv_cache_memory 53.29 GiB."""
+    p = plan("Llama-3-8B", gpu_mem_gib=79.22, gpu_memory_utilization=0.90, activation_peak_bytes=int(1.26 * GiB),
+             non_torch_bytes=int(1.79 * GiB), cuda_graph_bytes=0, contexts=(8192,))
+    assert p.kv_memory_bytes / GiB == pytest.approx(53.29, rel=0.002)
+
+
+def test_vllm_default_utilization_and_estimates_are_labelled():
+    p = plan("Llama-3.1-8B", gpu="H100-80GB")
+    names = {e["name"]: e for e in p.estimates}
+    assert names["gpu_memory_utilization"]["value"] == 0.92
+    for key in ("activation_peak_bytes", "non_torch_bytes", "cuda_graph_bytes"):
+        assert names[key]["source"].startswith("estimate:")
+    b = p.memory_breakdown
+    assert p.kv_memory_bytes == pytest.approx(
+        b["total"] * 0.92 - b["weights"] - b["activation_peak"] - b["non_torch"] - b["cuda_graphs"])
+
+
+def test_vllm_utilization_is_a_fraction_of_total_memory_not_of_free_memory():
+    lo = plan("Llama-3.1-8B", gpu="H100-80GB", gpu_memory_utilization=0.5)
+    hi = plan("Llama-3.1-8B", gpu="H100-80GB", gpu_memory_utilization=0.9)
+    assert hi.kv_memory_bytes - lo.kv_memory_bytes == pytest.approx(0.4 * 79.22 * GiB, rel=1e-6)
+
+
+def test_sglang_mem_fraction_covers_weights_and_pool():
+    p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="sglang", mem_fraction_static=0.85)
+    assert p.kv_memory_bytes == pytest.approx(79.22 * GiB * 0.85 - cap.weight_bytes(spec("Llama-3.1-8B")), rel=1e-6)
+    assert p.block_size == 1
+    assert p.token_capacity == int(p.kv_memory_bytes // 131072)
+
+
+def test_trtllm_fraction_of_free_memory_and_max_tokens():
+    p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="trtllm", activation_peak_bytes=0, non_torch_bytes=0)
+    free = 79.22 * GiB - cap.weight_bytes(spec("Llama-3.1-8B"))
+    assert p.kv_memory_bytes == pytest.approx(0.9 * free, rel=1e-6)
+    assert p.block_size == 32
+    capped = plan("Llama-3.1-8B", gpu="H100-80GB", engine="trtllm", max_tokens=100_000)
+    assert capped.token_capacity == 100_000 // 32 * 32
+
+
+def test_llamacpp_contiguous_context():
+    p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=8192, contexts=(2048, 8192))
+    assert p.kv_memory_bytes == 8192 * 131072
+    assert p.token_capacity == 8192 and p.max_sequences[2048] == 4
+
+
+def test_no_room_for_kv_when_weights_do_not_fit():
+    p = plan("Llama-3.1-70B", gpu="H100-80GB", tp=1)
+    assert p.kv_memory_bytes == 0 and p.num_blocks == 0 and p.token_capacity == 0
+    assert any("no KV cache fits" in n for n in p.notes)
+
+
+def test_larger_tp_gives_more_kv_per_gpu_for_70b():
+    caps = [plan("Llama-3.1-70B", gpu="H100-80GB", tp=tp).token_capacity for tp in (2, 4, 8)]
+    assert caps[0] < caps[1] < caps[2]
+
+
+def test_deepseek_v3_tp8_on_h200_uses_block_64_and_replicated_latent():
+    p = plan("DeepSeek-V3", gpu="H200-141GB", tp=8)
+    assert p.block_size == 64
+    assert p.kv_bytes_per_token == 70272 and p.kv_bytes_per_token_total == 70272 * 8
+    assert p.weight_bytes_per_rank / GiB == pytest.approx(78.4, rel=0.01)
+    assert p.token_capacity == p.num_blocks * 64 > 0
+
+
+def test_invalid_inputs_name_the_field():
+    s = spec("Llama-3.1-8B")
+    with pytest.raises(CapacityError, match="engine: must be one of"):
+        cap.plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, engine="tgi"))
+    with pytest.raises(CapacityError, match="gpu_memory_utilization: must be in"):
+        cap.plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, gpu_memory_utilization=1.5))
+    with pytest.raises(CapacityError, match="contexts: every context length"):
+        cap.plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, contexts=(0,)))
+    with pytest.raises(CapacityError, match="gpu: unknown GPU"):
+        cap.gpu_memory_bytes("B300")
+
+
+# ---------------------------------------------------------------- plan output
+
+
+def test_plan_to_dict_is_json_safe_and_has_the_contract_keys():
+    p = plan("Gemma-3-27B", gpu="H100-80GB", tp=2)
+    d = json.loads(json.dumps(p.to_dict()))
+    for key in ("kv_bytes_per_token", "kv_bytes_per_token_total", "block_size", "bytes_per_block", "num_blocks",
+                "token_capacity", "max_concurrency", "kv_memory_bytes", "weight_bytes_per_rank", "estimates",
+                "headroom", "memory_by_context"):
+        assert key in d
+    assert set(d["max_concurrency"]) == {"4096", "32768", "131072"}
+    assert d["headroom"]["sequences_at_70pct"]["4096"] <= d["headroom"]["sequences_at_80pct"]["4096"]
+    chart = d["memory_by_context"]
+    assert [r["context"] for r in chart] == sorted(r["context"] for r in chart)
+    assert all(a["bytes_per_sequence"] <= b["bytes_per_sequence"] for a, b in zip(chart, chart[1:]))
+
+
+def test_headroom_counts_sequences_at_70_and_80_percent_of_the_pool():
+    p = plan("Llama-3.1-8B", gpu="H100-80GB", contexts=(8192,))
+    per = p.bytes_per_sequence[8192]
+    assert p.headroom["sequences_at_80pct"]["8192"] == int(p.pool_bytes * 0.8 // per)
+    assert p.headroom["sequences_at_70pct"]["8192"] == int(p.pool_bytes * 0.7 // per)
+
+
+# ---------------------------------------------------------------- verdict
+
+CONSTRAINTS = {"peak_concurrency": 32, "avg_input_tokens": 2000, "avg_output_tokens": 500,
+               "max_input_tokens": 16000, "max_output_tokens": 2000, "gpu_budget": 8}
+
+
+def test_verdict_fits_with_headroom():
+    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), CONSTRAINTS)
+    assert v["fits"] and "30% headroom" in v["summary"]
+
+
+def test_verdict_does_not_fit_and_offers_tp_or_fp8():
+    c = dict(CONSTRAINTS, peak_concurrency=100, avg_input_tokens=4000)
+    v = cap.verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=2), c)
+    assert not v["fits"]
+    changes = {a["change"]: a for a in v["alternatives"]}
+    assert not changes["kv_dtype=fp8"]["fits"]  # 3.5 GiB of pool per GPU is too small either way
+    assert not changes["tp=4"]["fits"] and changes["tp=8"]["fits"]
+    assert "16" not in str([a["change"] for a in v["alternatives"]])  # beyond the 8-GPU budget
+    assert v["summary"] == "does not fit as planned; fits with tp=8 (8 GPUs)"
+
+
+def test_verdict_context_beyond_the_model_is_a_reason():
+    c = dict(CONSTRAINTS, max_input_tokens=40000)
+    v = cap.verdict(plan("Mistral-7B-v0.1", gpu="H100-80GB"), c)
+    assert not v["fits"] and any("exceeds the model's 32768 positions" in r for r in v["reasons"])
+
+
+def test_verdict_weights_not_fitting_and_bad_constraints():
+    v = cap.verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=1), CONSTRAINTS)
+    assert not v["fits"] and any("no room for KV" in r for r in v["reasons"])
+    with pytest.raises(CapacityError, match="constraints.peak_concurrency"):
+        cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), dict(CONSTRAINTS, peak_concurrency=0))
+
+
+def test_verdict_accepts_inputs():
+    inputs = CapacityInputs(model=spec("Llama-3.1-8B"), gpu_memory_bytes=int(79.22 * GiB))
+    assert cap.verdict(inputs, CONSTRAINTS)["fits"]
+
+
+# ---------------------------------------------------------------- logs
+
+
+VLLM_V1_LOG = """\
+INFO 05-01 10:00:01 [gpu_worker.py:276] Available KV cache memory: 11.12 GiB
+INFO 05-01 10:00:01 [kv_cache_utils.py:1013] GPU KV cache size: 91,056 tokens
+INFO 05-01 10:00:01 [kv_cache_utils.py:1017] Maximum concurrency for 8,192 tokens per request: 11.12x
+"""
+VLLM_V0_LOG = """\
+INFO 01-21 worker.py:266] the current vLLM instance can use total_gpu_memory (39.39GiB) x gpu_memory_utilization (0.90) = 35.45GiB
+INFO 01-21 worker.py:266] model weights take 14.99GiB; non_torch_memory takes 0.12GiB; PyTorch activation peak memory takes 9.22GiB; the rest of the memory reserved for KV Cache is 11.12GiB.
+INFO 01-21 executor_base.py:108] # CUDA blocks: 5691, # CPU blocks: 2048
+INFO 01-21 executor_base.py:113] Maximum concurrency for 8192 tokens per request: 11.12x
+"""
+SGLANG_LOG = """\
+[2025-07-22 10:00:00 TP0] KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB
+[2025-07-22 10:00:05] max_total_num_tokens=367404, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=2048, context_len=40960
+"""
+LLAMACPP_LOG = """\
+llama_context: n_ctx         = 8192
+llama_context: n_ctx_per_seq = 2048
+llama_kv_cache:      CUDA0 KV buffer size =  1024.00 MiB
+llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  4/1 seqs), K (f16):  512.00 MiB, V (f16):  512.00 MiB
+"""
+
+
+def test_parse_vllm_v1_log():
+    r = cap.parse_engine_capacity_log(VLLM_V1_LOG)
+    assert r == {"engine": "vllm", "kv_cache_tokens": 91056, "max_concurrency": {8192: 11.12},
+                 "kv_cache_memory_gib": 11.12}
+
+
+def test_parse_vllm_v0_log_blocks_and_kv_memory():
+    r = cap.parse_engine_capacity_log(VLLM_V0_LOG)
+    assert r["num_gpu_blocks"] == 5691 and r["max_concurrency"] == {8192: 11.12}
+    assert r["kv_cache_memory_gib"] == 11.12 and "kv_cache_tokens" not in r
+
+
+def test_parse_sglang_log():
+    r = cap.parse_engine_capacity_log(SGLANG_LOG)
+    assert r["engine"] == "sglang" and r["kv_cache_tokens"] == 367404
+    assert r["kv_cache_memory_gib"] == pytest.approx(16.46e9 / GiB, rel=1e-3)
+
+
+def test_parse_llamacpp_log_ignores_n_ctx_per_seq():
+    r = cap.parse_engine_capacity_log(LLAMACPP_LOG)
+    assert r["engine"] == "llamacpp" and r["n_ctx"] == 8192 and r["kv_cache_tokens"] == 8192
+    assert r["kv_cache_memory_gib"] == 1.0 and r["kv_layers"] == 32
+
+
+def test_parse_unknown_log():
+    assert cap.parse_engine_capacity_log("hello") == {"engine": None}
+
+
+def test_predicted_vs_measured_flags_more_than_ten_percent():
+    p = plan("Llama-3-8B", gpu="A100-40GB", kv_cache_memory_bytes=int(11.12 * GiB), contexts=(8192,))
+    measured = cap.parse_engine_capacity_log(VLLM_V1_LOG)["kv_cache_tokens"]
+    ok = cap.compare_predicted_measured(p.token_capacity, measured)
+    assert not ok["flagged"] and abs(ok["difference_pct"]) < 1
+    bad = cap.compare_predicted_measured(4.6 * measured, measured)  # the planner that skipped the fraction
+    assert bad["flagged"] and bad["difference_pct"] == pytest.approx(360.0)
+    assert cap.compare_predicted_measured(100, 0)["flagged"]
+    with pytest.raises(CapacityError, match="measured_tokens"):
+        cap.compare_predicted_measured(1, -1)
+
+
+MiB = 1024**2
