@@ -6,4 +6,8 @@ router = DefaultRouter()
 router.register("selections", views.SelectionViewSet, basename="selection")
 router.register("candidates", views.CandidateViewSet, basename="candidate")
 router.register("engines", views.EngineViewSet, basename="engine")
-urlpatterns = router.urls
+from django.urls import path
+
+from .capacity import CapacityView
+
+urlpatterns = [path("capacity/", CapacityView.as_view(), name="capacity"), *router.urls]

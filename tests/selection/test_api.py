@@ -96,3 +96,25 @@ def test_anonymous_is_rejected(selection):
 def test_openapi_schema_and_docs(api):
     assert api.get("/api/schema/").status_code == 200
     assert api.get("/api/docs/").status_code == 200
+
+
+def test_capacity_endpoint_matches_the_domain_model(api):
+    response = api.post("/api/v1/capacity/", {"model": "Llama-3.1-8B", "gpu_mem_gib": 80, "contexts": [8192]},
+                        format="json")
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    assert body["block_size"] == 16 and body["num_blocks"] > 0
+
+
+def test_capacity_endpoint_names_the_bad_field(api):
+    response = api.post("/api/v1/capacity/", {"model": "Llama-3.1-70B", "tp": 3}, format="json")
+    assert response.status_code == 400
+    assert "tp" in " ".join(response.json()) or "tp" in str(response.json())
+    response = api.post("/api/v1/capacity/", {"config": {"num_hidden_layers": -1}}, format="json")
+    assert response.status_code == 400 and "config" in str(response.json())
+
+
+def test_engines_come_from_the_catalog(api, engines):
+    slugs = {e["slug"] for e in api.get("/api/v1/engines/").json()["results"]}
+    assert {"vllm", "sglang", "llama-cpp", "tgi", "lmdeploy"} <= slugs or len(slugs) >= 6
