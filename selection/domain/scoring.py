@@ -954,8 +954,9 @@ def nearest_tie(matrix: np.ndarray, weights: np.ndarray, leader: int, challenger
 
     Minimise |delta|_2 subject to (w + delta) . d = 0 with d = s_leader - s_challenger,
     sum(delta) = 0 and w + delta >= 0. Closed form on the free set F:
-    delta_F = A^T (A A^T)^-1 b with A = [d_F; 1_F]; weights that would go negative are pinned at 0
-    (delta_j = -w_j) and the system is solved again (active set). None if no weight vector ties.
+    delta_F = A^T (A A^T)^-1 b with A = [d_F; 1_F]; a primal active set pins weights that would go
+    negative at 0 (delta_j = -w_j) and releases them when the KKT conditions ask. None if no weight
+    vector ties.
     """
     w = np.asarray(weights, dtype=float)
     d = matrix[leader] - matrix[challenger]
@@ -965,22 +966,28 @@ def nearest_tie(matrix: np.ndarray, weights: np.ndarray, leader: int, challenger
     if d.min() > 0 or np.ptp(d) < 1e-15:
         return None  # leader at least as good on every criterion under any weights
     fixed = np.zeros(len(w), dtype=bool)
-    delta = np.zeros_like(w)
-    for _ in range(len(w) + 1):
+    for _ in range(4 * len(w) + 4):
         free = ~fixed
-        delta_fixed = np.where(fixed, -w, 0.0)
-        rhs = np.array([-gap - d[fixed] @ delta_fixed[fixed], -delta_fixed[fixed].sum()])
-        a = np.vstack([d[free], np.ones(free.sum())])
+        delta = np.where(fixed, -w, 0.0)
+        rhs = np.array([-gap - d[fixed] @ delta[fixed], -delta[fixed].sum()])
+        a = np.vstack([d[free], np.ones(int(free.sum()))])
         gram = a @ a.T
-        if abs(np.linalg.det(gram)) < 1e-15:
+        if free.sum() < 2 or abs(np.linalg.det(gram)) < 1e-15:
             return None
-        delta = delta_fixed.copy()
-        delta[free] = a.T @ np.linalg.solve(gram, rhs)
-        negative = free & (w + delta < -1e-12)
-        if not negative.any():
-            break
-        fixed |= negative
-    else:  # pragma: no cover - active set cannot grow past n
+        multipliers = np.linalg.solve(gram, rhs)
+        delta[free] = a.T @ multipliers
+        negative = np.where(free & (w + delta < -1e-12), w + delta, np.inf)
+        if np.isfinite(negative).any():
+            fixed[int(np.argmin(negative))] = True  # pin the most negative weight at 0
+            continue
+        # KKT: a pinned weight whose unconstrained move would be upward must be released
+        wanted = multipliers[0] * d + multipliers[1]
+        violation = np.where(fixed & (wanted > -w + 1e-12), wanted + w, -np.inf)
+        if np.isfinite(violation).any():
+            fixed[int(np.argmax(violation))] = False
+            continue
+        break
+    else:  # pragma: no cover - the active set does not cycle for a least-distance problem
         return None
     new = np.clip(w + delta, 0.0, None)
     return {"distance": float(np.linalg.norm(delta)), "delta": delta, "weights": new}
