@@ -202,6 +202,51 @@ def cost_per_million_output_tokens(goodput_output_tokens_per_s: float, gpu_count
     return gpu_count * cost_per_gpu_hour / (goodput_output_tokens_per_s * 3600.0) * 1e6
 
 
+def sustainable_concurrency(points: Iterable[TMapping[str, Any]], ttft_p95_budget_ms: float, tpot_p95_budget_ms: float,
+                            max_error_rate: float = 0.01) -> float | None:
+    """Highest concurrency of a sweep whose TTFT p95, TPOT p95 and error rate are all within budget.
+
+    points: [{"concurrency", "ttft_p95_ms", "tpot_p95_ms", "error_rate"}, ...]. A point with a
+    missing value cannot prove it is within budget and is skipped. None when no point qualifies.
+    Divide by the GPU count for `sustainable_concurrency_per_gpu`.
+    """
+    best = None
+    for index, point in enumerate(points):
+        concurrency = point.get("concurrency")
+        if concurrency is None:
+            raise ScoringInputError(f"points[{index}].concurrency: required")
+        values = [point.get("ttft_p95_ms"), point.get("tpot_p95_ms"), point.get("error_rate")]
+        if any(v is None or not math.isfinite(float(v)) for v in values):
+            continue
+        ttft, tpot, errors = (float(v) for v in values)
+        if ttft <= ttft_p95_budget_ms and tpot <= tpot_p95_budget_ms and errors <= max_error_rate:
+            best = float(concurrency) if best is None else max(best, float(concurrency))
+    return best
+
+
+def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
+    """Rebuild a CandidateEvidence from its `dataclasses.asdict` / JSON form (e.g. a stored snapshot)."""
+    try:
+        metrics = {key: Metric(value=m["value"], run_ids=tuple(m.get("run_ids") or ()), evidence=m.get("evidence", MEASURED))
+                   for key, m in (data.get("metrics") or {}).items()}
+        documented = dict(data.get("documented") or {})
+    except (TypeError, KeyError) as error:
+        raise ScoringInputError(f"evidence.metrics: each metric needs a value ({error})") from None
+    for key, value in documented.items():
+        if isinstance(value, list):
+            documented[key] = tuple(value)
+    unknown = set(documented) - set(DocumentedFeatures.__dataclass_fields__)
+    if unknown:
+        raise ScoringInputError(f"evidence.documented: unknown field(s) {sorted(unknown)}")
+    for key, metric in metrics.items():
+        if metric.evidence not in (MEASURED, SIMULATED):
+            raise ScoringInputError(f"evidence.metrics.{key}.evidence: must be MEASURED or SIMULATED, got {metric.evidence!r}")
+    if not data.get("candidate"):
+        raise ScoringInputError("evidence.candidate: required")
+    return CandidateEvidence(candidate=str(data["candidate"]), label=str(data.get("label") or ""), metrics=metrics,
+                             documented=DocumentedFeatures(**documented))
+
+
 # --------------------------------------------------------------------------- the mapping table
 
 

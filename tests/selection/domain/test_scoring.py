@@ -288,13 +288,13 @@ def _totals(matrix, weights):
 def _scan_flip(matrix, weights, leader, k, direction, step=1e-4):
     """Brute force: walk w_k from its value in `direction` until someone strictly beats the leader."""
     grid = np.arange(weights[k], 1.0 + step / 2, step) if direction > 0 else np.arange(weights[k], -step / 2, -step)
-    for t in grid:
-        t = min(1.0, max(0.0, t))
-        totals = _totals(matrix, sc.weights_with(weights, k, t))
-        others = np.delete(totals, leader)
-        if others.max() > totals[leader] + 1e-9:
-            return t
-    return None
+    grid = np.clip(grid, 0.0, 1.0)
+    # the documented rule, written out independently: w_k -> t, others scaled by (1 - t) / (1 - w_k)
+    scaled = np.outer((1.0 - grid) / (1.0 - weights[k]), weights)
+    scaled[:, k] = grid
+    totals = scaled @ matrix.T
+    beaten = np.delete(totals, leader, axis=1).max(axis=1) > totals[:, leader] + 1e-9
+    return float(grid[int(np.argmax(beaten))]) if beaten.any() else None
 
 
 def test_per_criterion_flip_thresholds_match_a_brute_force_scan():
@@ -321,8 +321,7 @@ def _check_flips_against_scan(seed):
             else:
                 assert scanned is not None
                 assert scanned == pytest.approx(entry[key]["to"], abs=2e-4)
-                t = scanned
-                totals = matrix @ sc.weights_with(weights, k, t)
+                totals = matrix @ sc.weights_with(weights, k, scanned)
                 assert ids[int(np.argmax(totals))] == entry[key]["challenger"]
                 checked += 1
     return checked
@@ -500,3 +499,30 @@ def test_unknown_documented_level_is_missing_not_zero():
     result = score_candidates("A", [CandidateEvidence("a", "A", {}, doc)], CONS, {"memory_allocation": 1})
     ind = indicator(result, "a", "memory_allocation", "allocation_strategy")
     assert ind.status == "missing" and ind.score is None and "not in the level table" in ind.reason
+
+
+def test_sustainable_concurrency_is_the_highest_point_within_every_budget():
+    points = [
+        {"concurrency": 8, "ttft_p95_ms": 200, "tpot_p95_ms": 20, "error_rate": 0.0},
+        {"concurrency": 32, "ttft_p95_ms": 900, "tpot_p95_ms": 45, "error_rate": 0.005},
+        {"concurrency": 48, "ttft_p95_ms": None, "tpot_p95_ms": 45, "error_rate": 0.0},  # unproven
+        {"concurrency": 64, "ttft_p95_ms": 1500, "tpot_p95_ms": 48, "error_rate": 0.0},  # over TTFT budget
+        {"concurrency": 96, "ttft_p95_ms": 900, "tpot_p95_ms": 45, "error_rate": 0.02},  # too many errors
+    ]
+    assert sc.sustainable_concurrency(points, 1000, 50) == 32
+    assert sc.sustainable_concurrency(points[3:], 1000, 50) is None
+    with pytest.raises(ScoringInputError, match=r"points\[0\].concurrency"):
+        sc.sustainable_concurrency([{"ttft_p95_ms": 1}], 1000, 50)
+
+
+def test_evidence_round_trips_through_its_dict_form():
+    from dataclasses import asdict
+
+    original = cand("a", FULL_METRICS)
+    data = json.loads(json.dumps(asdict(original)))
+    rebuilt = sc.evidence_from_dict(data)
+    assert rebuilt == original
+    with pytest.raises(ScoringInputError, match="evidence.metrics.x.evidence"):
+        sc.evidence_from_dict({"candidate": "a", "metrics": {"x": {"value": 1, "evidence": "GUESSED"}}})
+    with pytest.raises(ScoringInputError, match="unknown field"):
+        sc.evidence_from_dict({"candidate": "a", "documented": {"speed": "fast"}})
