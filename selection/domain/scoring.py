@@ -1,0 +1,1121 @@
+"""Scoring: from evidence to an explainable, bounded recommendation (DOMAIN.md step 5).
+
+Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
+
+* **Indicators.** Each criterion is scored from one or more indicators. An indicator turns one
+  piece of evidence (a measured metric, or a documented feature from the engine catalog) into a
+  score in [0, 1] with a small named mapping whose bounds live in ONE table, `MAPPINGS`
+  (scenario overrides in `SCENARIO_BOUNDS`). Bounds are fixed per scenario, or relative to the
+  selection's constraints (e.g. TTFT p95 / budget); they are never min-max over the candidate
+  set, so adding or removing a weak candidate can never flip the winner.
+* **Missing evidence** is reported as missing, never as 0 or 1. A criterion's `score` is the
+  conservative lower bound (missing indicators contribute nothing; measured indicators weigh 2,
+  documented ones 1) and `score_upper` the value if every missing indicator came in at full
+  marks; `score` is None when no indicator of the criterion has evidence. The total is **not**
+  renormalised over the criteria present: it is sum(w_c * lower_c) with weights summing to 1 over
+  all weighted criteria, so missing evidence can never reward a candidate; `total_upper` shows
+  how far the missing evidence could lift it and `coverage` how much of the weight was evidenced.
+* **SIMULATED** evidence is excluded (reported as missing, reason given) from a final scoring
+  unless `include_simulated=True`; then it is used, marked, and the result is not signable.
+* **Gates** (dimension -> minimum dimension score, on the lower bound): a failing candidate is
+  screened out with the reason and still appears in the comparison with all its scores.
+* **Ranking** among candidates that pass the gates: weighted sum (the decision), TOPSIS with
+  vector normalisation over the passing candidates as a second opinion (shown beside it; being
+  set-relative, it can change when a candidate is added, which is why it does not decide).
+  Tie-break (the article's rule): candidates within `tie_margin` of the weighted-sum leader are
+  compared on the observability dimension score, then on lower operating complexity, then on
+  total, then by id.
+* **Sensitivity** is analysed on the weighted-sum ranking of the passing candidates (screening
+  held fixed, tie-break not applied), with weights normalised to sum to 1:
+  (a) per criterion k: weight w_k moves to t in [0, 1] and the other weights are rescaled
+      proportionally to keep the sum 1 (w_j -> w_j (1 - t) / (1 - w_k)); every total is then
+      linear in t and the flip point against each challenger has a closed form. Reported: the
+      smallest rise and the smallest fall of w_k beyond which another candidate leads, or none.
+  (b) per challenger: the smallest L2 (Euclidean) change of the normalised weight vector, staying
+      on the simplex (weights >= 0, summing to 1), that makes the challenger tie the leader.
+      Closed form d~ = d - mean(d), |delta| = gap / |d~| when that stays non-negative; otherwise
+      an active-set projection pins weights at 0.
+  (c) rank acceptability: N draws (default 10,000, fixed seed) of weights perturbed
+      multiplicatively by a uniform factor in [1 - spread, 1 + spread] and renormalised; the share
+      of draws in which each candidate ranks first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Literal, Mapping as TMapping
+
+import numpy as np
+
+RULES_VERSION = "kvselect-scoring/1"
+
+MEASURED = "MEASURED"
+SIMULATED = "SIMULATED"
+DOCUMENTED = "DOCUMENTED"
+
+SCENARIOS = ("A", "B", "C", "D")
+
+DIMENSIONS: dict[str, str] = {
+    "memory": "Memory allocation and reuse",
+    "scheduling": "Concurrency scheduling and isolation",
+    "context": "Context extension and compression",
+    "persistence": "Cross-turn persistence and offload",
+    "cost": "Cost structure",
+    "observability": "Observability",
+}
+
+DIMENSION_OF: dict[str, str] = {
+    "memory_allocation": "memory",
+    "cache_reuse": "memory",
+    "concurrency_control": "scheduling",
+    "context_extension": "context",
+    "cache_persistence": "persistence",
+    "cache_lifecycle": "persistence",
+    "session_recovery": "persistence",
+    "cost_control": "cost",
+    "throughput_unit_cost": "cost",
+    "observability": "observability",
+}
+
+CRITERION_LABELS: dict[str, str] = {
+    "memory_allocation": "memory allocation strategy",
+    "cache_reuse": "cache reuse",
+    "concurrency_control": "concurrency control",
+    "context_extension": "context extension",
+    "cache_persistence": "cache persistence",
+    "cache_lifecycle": "cache lifecycle management",
+    "session_recovery": "session recovery consistency",
+    "cost_control": "cost control",
+    "throughput_unit_cost": "throughput / unit cost",
+    "observability": "observability",
+}
+
+# Operating complexity, ordered (lower is better); and the team it needs to run it well.
+COMPLEXITY_RANK = {"low": 0, "medium": 1, "high": 2}
+TEAM_NEEDED = {"low": 1, "medium": 2, "high": 4}
+
+# Documented-feature vocabularies.
+HIGH_PRECISION_KV = {"auto", "bf16", "bfloat16", "fp16", "float16", "half", "fp32", "float32", "f16", "f32"}
+SCHEDULING_FEATURES = ("priority", "fair", "admission_limit")
+KV_METRIC_CATEGORIES = ("kv_usage", "prefix_hit_rate", "preemptions", "queue_depth")
+OFFLOAD_TIERS = ("cpu", "disk", "remote")
+
+# Default context a scenario must serve when the constraints do not state one (tokens).
+DEFAULT_REQUIRED_CONTEXT = {"A": 8192, "B": 131072, "C": 32768, "D": 8192}
+
+
+class ScoringInputError(ValueError):
+    """Bad input to scoring: the message names the field and the problem."""
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One measured quantity with its provenance."""
+
+    value: float | bool
+    run_ids: tuple[str, ...] = ()
+    evidence: str = MEASURED  # MEASURED or SIMULATED
+
+
+@dataclass(frozen=True)
+class DocumentedFeatures:
+    """What the engine catalog documents for this candidate's engine version. None = unknown.
+
+    An empty tuple means "documented as having none" (scores 0), unlike None (missing).
+    """
+
+    allocation_strategy: str | None = None  # paged | block | dynamic | static | preallocated
+    prefix_cache: str | None = None  # radix | hash | manual | none
+    kv_cache_dtypes: tuple[str, ...] | None = None  # e.g. ("auto", "fp8_e4m3")
+    offload_tiers: tuple[str, ...] | None = None  # subset of OFFLOAD_TIERS
+    scheduling_features: tuple[str, ...] | None = None  # subset of SCHEDULING_FEATURES
+    preemption_mode: str | None = None  # swap | recompute | none
+    metrics_exported: tuple[str, ...] | None = None  # subset of KV_METRIC_CATEGORIES
+    operating_complexity: str | None = None  # low | medium | high
+    sources: dict[str, str] = field(default_factory=dict)  # feature name -> source URL
+
+
+@dataclass(frozen=True)
+class CandidateEvidence:
+    """Everything known about one candidate: measured metrics and documented features.
+
+    Metric keys (see MAPPINGS for which indicator reads which): ttft_p95_ms, tpot_p95_ms,
+    error_rate, achieved_concurrency, kv_headroom_at_target (free share of the KV pool, 0..1),
+    soak_drift_p99_ratio (late p99 / early p99), prefix_saving_ratio (measured memory saving /
+    theoretical saving), max_context_rung_reached (tokens), swap_resume_ttft_ratio (TTFT after
+    swap-in / TTFT of a full recompute), continuation_correct (share or bool),
+    idle_release_share (share of idle sessions whose cache was released or swapped out),
+    capacity_prediction_error (|predicted - measured| / measured), sustainable_concurrency_per_gpu
+    (within the latency budget), cost_per_mtok (currency per million output tokens within the
+    budget; see cost_per_million_output_tokens), output_tokens_per_s_per_gpu (goodput).
+    """
+
+    candidate: str
+    label: str = ""
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    documented: DocumentedFeatures = field(default_factory=DocumentedFeatures)
+
+
+Evidence = CandidateEvidence  # the name used in the issue
+
+
+@dataclass(frozen=True)
+class ScoringConstraints:
+    """The parts of the constraints sheet that scoring reads."""
+
+    target_concurrency: float | None = None
+    ttft_p95_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    gpu_count_budget: float | None = None
+    cost_per_gpu_hour: float | None = None
+    team_size: float | None = None
+    max_context_tokens: float | None = None
+    throughput_target_tok_s: float | None = None  # output tokens/s for the whole deployment
+
+
+@dataclass(frozen=True)
+class ScoringOptions:
+    include_simulated: bool = False
+    tie_margin: float = 0.02
+    acceptability_draws: int = 10_000
+    acceptability_spread: float = 0.3
+    seed: int = 20260101
+
+
+def cost_per_million_output_tokens(goodput_output_tokens_per_s: float, gpu_count: float, cost_per_gpu_hour: float) -> float:
+    """Cost of one million output tokens served within the latency budget.
+
+    gpu_count * cost_per_gpu_hour buys an hour; in it the deployment serves goodput * 3600 tokens.
+    """
+    if not goodput_output_tokens_per_s or goodput_output_tokens_per_s <= 0:
+        raise ScoringInputError(f"goodput_output_tokens_per_s: must be positive, got {goodput_output_tokens_per_s!r}")
+    if gpu_count is None or gpu_count <= 0:
+        raise ScoringInputError(f"gpu_count: must be positive, got {gpu_count!r}")
+    if cost_per_gpu_hour is None or cost_per_gpu_hour < 0:
+        raise ScoringInputError(f"cost_per_gpu_hour: must be non-negative, got {cost_per_gpu_hour!r}")
+    return gpu_count * cost_per_gpu_hour / (goodput_output_tokens_per_s * 3600.0) * 1e6
+
+
+def sustainable_concurrency(points: Iterable[TMapping[str, Any]], ttft_p95_budget_ms: float, tpot_p95_budget_ms: float,
+                            max_error_rate: float = 0.01) -> float | None:
+    """Highest concurrency of a sweep whose TTFT p95, TPOT p95 and error rate are all within budget.
+
+    points: [{"concurrency", "ttft_p95_ms", "tpot_p95_ms", "error_rate"}, ...]. A point with a
+    missing value cannot prove it is within budget and is skipped. None when no point qualifies.
+    Divide by the GPU count for `sustainable_concurrency_per_gpu`.
+    """
+    best = None
+    for index, point in enumerate(points):
+        concurrency = point.get("concurrency")
+        if concurrency is None:
+            raise ScoringInputError(f"points[{index}].concurrency: required")
+        values = [point.get("ttft_p95_ms"), point.get("tpot_p95_ms"), point.get("error_rate")]
+        if any(v is None or not math.isfinite(float(v)) for v in values):
+            continue
+        ttft, tpot, errors = (float(v) for v in values)
+        if ttft <= ttft_p95_budget_ms and tpot <= tpot_p95_budget_ms and errors <= max_error_rate:
+            best = float(concurrency) if best is None else max(best, float(concurrency))
+    return best
+
+
+def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
+    """Rebuild a CandidateEvidence from its `dataclasses.asdict` / JSON form (e.g. a stored snapshot)."""
+    try:
+        metrics = {key: Metric(value=m["value"], run_ids=tuple(m.get("run_ids") or ()), evidence=m.get("evidence", MEASURED))
+                   for key, m in (data.get("metrics") or {}).items()}
+        documented = dict(data.get("documented") or {})
+    except (TypeError, KeyError) as error:
+        raise ScoringInputError(f"evidence.metrics: each metric needs a value ({error})") from None
+    for key, value in documented.items():
+        if isinstance(value, list):
+            documented[key] = tuple(value)
+    unknown = set(documented) - set(DocumentedFeatures.__dataclass_fields__)
+    if unknown:
+        raise ScoringInputError(f"evidence.documented: unknown field(s) {sorted(unknown)}")
+    for key, metric in metrics.items():
+        if metric.evidence not in (MEASURED, SIMULATED):
+            raise ScoringInputError(f"evidence.metrics.{key}.evidence: must be MEASURED or SIMULATED, got {metric.evidence!r}")
+    if not data.get("candidate"):
+        raise ScoringInputError("evidence.candidate: required")
+    return CandidateEvidence(candidate=str(data["candidate"]), label=str(data.get("label") or ""), metrics=metrics,
+                             documented=DocumentedFeatures(**documented))
+
+
+# --------------------------------------------------------------------------- the mapping table
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One row of the scoring table: how one indicator becomes a score in [0, 1]."""
+
+    criterion: str
+    indicator: str
+    inputs: tuple[str, ...]  # evidence keys / constraint fields read
+    source: Literal["measured", "documented"]
+    direction: Literal["higher_better", "lower_better", "levels"]
+    low: float | None  # higher_better: score 0 at/below low, 1 at/above high
+    high: float | None  # lower_better: score 1 at/below low, 0 at/above high
+    unit: str
+    formula: str
+    weight: float  # weight inside its criterion
+    levels: tuple[tuple[str, float], ...] = ()  # for direction == "levels"
+
+
+M, D = "measured", "documented"
+MAPPINGS: tuple[Mapping, ...] = (
+    # memory
+    Mapping("memory_allocation", "kv_headroom_at_target", ("kv_headroom_at_target",), M, "higher_better", 0.0, 0.30,
+            "share of KV pool", "free KV-pool share at target load; 0 -> 0, >= 0.30 (the article's 20-30% headroom) -> 1", 2.0),
+    Mapping("memory_allocation", "soak_drift_p99_ratio", ("soak_drift_p99_ratio",), M, "lower_better", 1.05, 1.50,
+            "ratio", "p99 latency late in the soak / early; <= 1.05 -> 1, >= 1.50 -> 0 (fragmentation drift)", 2.0),
+    Mapping("memory_allocation", "allocation_strategy", ("documented.allocation_strategy",), D, "levels", None, None,
+            "level", "paged/block 1.0, dynamic 0.6, static/preallocated 0.2", 1.0,
+            (("paged", 1.0), ("block", 1.0), ("dynamic", 0.6), ("static", 0.2), ("preallocated", 0.2))),
+    Mapping("cache_reuse", "prefix_saving_ratio", ("prefix_saving_ratio",), M, "higher_better", 0.20, 0.90,
+            "ratio", "measured prefix-reuse memory saving / theoretical saving; <= 0.2 -> 0, >= 0.9 -> 1", 2.0),
+    Mapping("cache_reuse", "prefix_cache_kind", ("documented.prefix_cache",), D, "levels", None, None,
+            "level", "radix 1.0, automatic hash 0.9, manual/explicit 0.5, none 0.0", 1.0,
+            (("radix", 1.0), ("hash", 0.9), ("manual", 0.5), ("none", 0.0))),
+    # scheduling
+    Mapping("concurrency_control", "ttft_p95_vs_budget", ("ttft_p95_ms", "constraints.ttft_p95_ms"), M, "lower_better", 0.5, 1.5,
+            "x budget", "TTFT p95 at target concurrency / TTFT p95 budget; <= 0.5 -> 1, >= 1.5 -> 0", 2.0),
+    Mapping("concurrency_control", "tpot_p95_vs_budget", ("tpot_p95_ms", "constraints.tpot_p95_ms"), M, "lower_better", 0.5, 1.5,
+            "x budget", "TPOT p95 at target concurrency / TPOT p95 budget; <= 0.5 -> 1, >= 1.5 -> 0", 2.0),
+    Mapping("concurrency_control", "error_rate", ("error_rate",), M, "lower_better", 0.0, 0.05,
+            "share", "failed / all requests at target concurrency; 0 -> 1, >= 5% -> 0", 2.0),
+    Mapping("concurrency_control", "achieved_concurrency_ratio", ("achieved_concurrency", "constraints.target_concurrency"), M,
+            "higher_better", 0.5, 1.0, "ratio", "achieved / target concurrency; <= 0.5 -> 0, >= 1.0 -> 1", 2.0),
+    Mapping("concurrency_control", "scheduling_isolation", ("documented.scheduling_features",), D, "higher_better", 0.0, 1.0,
+            "share", "share of {priority, fair, admission_limit} documented", 1.0),
+    # context
+    Mapping("context_extension", "context_reached_vs_required", ("max_context_rung_reached", "constraints.max_context_tokens"), M,
+            "higher_better", 0.25, 1.0, "ratio", "largest context rung served / required context; <= 0.25 -> 0, >= 1 -> 1", 2.0),
+    Mapping("context_extension", "kv_quantisation", ("documented.kv_cache_dtypes",), D, "levels", None, None,
+            "count", "low-precision KV dtypes documented: 0 -> 0.0, 1 -> 0.7, 2+ -> 1.0", 1.0,
+            (("0", 0.0), ("1", 0.7), ("2+", 1.0))),
+    # persistence
+    Mapping("cache_persistence", "swap_resume_ttft_ratio", ("swap_resume_ttft_ratio",), M, "lower_better", 0.2, 1.0,
+            "ratio", "TTFT resuming a swapped-out session / TTFT recomputing it; <= 0.2 -> 1, >= 1.0 -> 0", 2.0),
+    Mapping("cache_persistence", "offload_tiers", ("documented.offload_tiers",), D, "levels", None, None,
+            "count", "offload tiers beyond GPU (cpu, disk, remote): 0 -> 0.0, 1 -> 0.6, 2+ -> 1.0", 1.0,
+            (("0", 0.0), ("1", 0.6), ("2+", 1.0))),
+    Mapping("cache_lifecycle", "idle_release_share", ("idle_release_share",), M, "higher_better", 0.5, 1.0,
+            "share", "idle sessions whose cache was released or swapped out; <= 0.5 -> 0, 1.0 -> 1", 2.0),
+    Mapping("cache_lifecycle", "preemption_mode", ("documented.preemption_mode",), D, "levels", None, None,
+            "level", "swap 1.0, recompute 0.5, none 0.0", 1.0,
+            (("swap", 1.0), ("recompute", 0.5), ("none", 0.0))),
+    Mapping("session_recovery", "continuation_correct", ("continuation_correct",), M, "higher_better", 0.9, 1.0,
+            "share", "share of resumed sessions continuing correctly; <= 0.9 -> 0, 1.0 -> 1", 2.0),
+    # cost
+    Mapping("cost_control", "sustainable_concurrency_vs_need",
+            ("sustainable_concurrency_per_gpu", "constraints.target_concurrency", "constraints.gpu_count_budget"), M,
+            "higher_better", 0.5, 1.5, "ratio",
+            "concurrency per GPU within budget / (target concurrency / GPU budget); <= 0.5 -> 0, >= 1.5 -> 1", 2.0),
+    Mapping("cost_control", "cost_per_mtok_vs_reference",
+            ("cost_per_mtok", "constraints.gpu_count_budget", "constraints.cost_per_gpu_hour", "constraints.throughput_target_tok_s"),
+            M, "lower_better", 0.5, 1.5, "x reference",
+            "cost per 1M output tokens / reference (GPU budget x cost per GPU-hour at the throughput target); <= 0.5 -> 1, >= 1.5 -> 0",
+            2.0),
+    Mapping("cost_control", "ops_complexity_vs_team", ("documented.operating_complexity", "constraints.team_size"), D,
+            "higher_better", 0.5, 1.0, "ratio", "team size / team needed (low 1, medium 2, high 4); <= 0.5 -> 0, >= 1 -> 1", 1.0),
+    Mapping("throughput_unit_cost", "throughput_per_gpu_vs_need",
+            ("output_tokens_per_s_per_gpu", "constraints.throughput_target_tok_s", "constraints.gpu_count_budget"), M,
+            "higher_better", 0.5, 1.5, "ratio", "goodput tokens/s per GPU / (throughput target / GPU budget); <= 0.5 -> 0, >= 1.5 -> 1",
+            2.0),
+    # observability
+    Mapping("observability", "kv_metrics_exported", ("documented.metrics_exported",), D, "higher_better", 0.0, 1.0,
+            "share", "share of {kv_usage, prefix_hit_rate, preemptions, queue_depth} exported", 1.0),
+    Mapping("observability", "capacity_prediction_error", ("capacity_prediction_error",), M, "lower_better", 0.05, 0.5,
+            "relative error", "|predicted - measured capacity| / measured; <= 0.05 -> 1, >= 0.5 -> 0", 2.0),
+)
+
+# Scenario-defined bound overrides: indicator -> (low, high). D: latency barely matters.
+SCENARIO_BOUNDS: dict[str, dict[str, tuple[float, float]]] = {
+    "D": {"ttft_p95_vs_budget": (0.5, 4.0), "tpot_p95_vs_budget": (0.5, 4.0)},
+}
+
+
+def mappings_for(scenario: str) -> list[Mapping]:
+    """The table with the scenario's bound overrides applied."""
+    _check_scenario(scenario)
+    overrides = SCENARIO_BOUNDS.get(scenario, {})
+    rows = []
+    for row in MAPPINGS:
+        if row.indicator in overrides:
+            low, high = overrides[row.indicator]
+            formula = row.formula.replace(f"<= {row.low:g}", f"<= {low:g}").replace(f">= {row.high:g}", f">= {high:g}")
+            row = replace(row, low=low, high=high, formula=formula)
+        rows.append(row)
+    return rows
+
+
+def mapping_table(scenario: str) -> list[dict[str, Any]]:
+    """The table as JSON-safe rows for the UI and the PDF."""
+    return [
+        {
+            "criterion": row.criterion,
+            "criterion_label": CRITERION_LABELS[row.criterion],
+            "dimension": DIMENSION_OF[row.criterion],
+            "indicator": row.indicator,
+            "inputs": list(row.inputs),
+            "source": row.source,
+            "direction": row.direction,
+            "low": row.low,
+            "high": row.high,
+            "unit": row.unit,
+            "formula": row.formula,
+            "weight_in_criterion": row.weight,
+            "levels": [list(level) for level in row.levels],
+        }
+        for row in mappings_for(scenario)
+    ]
+
+
+# --------------------------------------------------------------------------- mapping functions
+
+
+def linear_higher_better(x: float, low: float, high: float) -> float:
+    """0 at/below low, 1 at/above high, linear between."""
+    return float(min(1.0, max(0.0, (x - low) / (high - low))))
+
+
+def linear_lower_better(x: float, low: float, high: float) -> float:
+    """1 at/below low, 0 at/above high, linear between."""
+    return float(min(1.0, max(0.0, (high - x) / (high - low))))
+
+
+def level_score(level: str, levels: tuple[tuple[str, float], ...]) -> float | None:
+    for name, value in levels:
+        if name == level:
+            return value
+    return None
+
+
+def _count_level(count: int) -> str:
+    return "2+" if count >= 2 else str(count)
+
+
+@dataclass
+class IndicatorScore:
+    indicator: str
+    source: str
+    status: Literal["ok", "missing", "excluded_simulated"]
+    score: float | None = None
+    input_value: Any = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+    low: float | None = None
+    high: float | None = None
+    unit: str = ""
+    formula: str = ""
+    weight: float = 1.0
+    evidence: str | None = None  # MEASURED | SIMULATED | DOCUMENTED
+    run_ids: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+class _Missing(Exception):
+    """Raised inside an input derivation when a needed value is absent (message = reason)."""
+
+
+def _constraint(constraints: ScoringConstraints, name: str) -> float:
+    value = getattr(constraints, name)
+    if value is None:
+        raise _Missing(f"constraints.{name} not set")
+    if value <= 0:
+        raise _Missing(f"constraints.{name} must be positive, got {value}")
+    return float(value)
+
+
+def _metric(evidence: CandidateEvidence, key: str, used: list[Metric]) -> float:
+    metric = evidence.metrics.get(key)
+    if metric is None or metric.value is None:
+        raise _Missing(f"no evidence for {key}")
+    value = float(metric.value)
+    if not math.isfinite(value):
+        raise _Missing(f"{key} is not a finite number")
+    used.append(metric)
+    return value
+
+
+def _derive(row: Mapping, ev: CandidateEvidence, cons: ScoringConstraints, scenario: str,
+            used: list[Metric], inputs: dict[str, Any]) -> Any:
+    """The indicator's input value x (a number, or a level name for `levels` rows)."""
+    doc = ev.documented
+    name = row.indicator
+    if name in ("ttft_p95_vs_budget", "tpot_p95_vs_budget"):
+        key = name.split("_vs_")[0] + "_ms"
+        inputs[key] = _metric(ev, key, used)
+        inputs[f"budget_{key}"] = _constraint(cons, key)
+        return inputs[key] / inputs[f"budget_{key}"]
+    if name == "achieved_concurrency_ratio":
+        inputs["achieved_concurrency"] = _metric(ev, "achieved_concurrency", used)
+        inputs["target_concurrency"] = _constraint(cons, "target_concurrency")
+        return inputs["achieved_concurrency"] / inputs["target_concurrency"]
+    if name == "context_reached_vs_required":
+        inputs["max_context_rung_reached"] = _metric(ev, "max_context_rung_reached", used)
+        required = cons.max_context_tokens or DEFAULT_REQUIRED_CONTEXT[scenario]
+        inputs["required_context"] = float(required)
+        inputs["required_context_from"] = "constraints.max_context_tokens" if cons.max_context_tokens else f"scenario {scenario} default"
+        return inputs["max_context_rung_reached"] / inputs["required_context"]
+    if name == "continuation_correct":
+        inputs[name] = _metric(ev, name, used)
+        return inputs[name]
+    if name == "sustainable_concurrency_vs_need":
+        inputs["sustainable_concurrency_per_gpu"] = _metric(ev, "sustainable_concurrency_per_gpu", used)
+        need = _constraint(cons, "target_concurrency") / _constraint(cons, "gpu_count_budget")
+        inputs["needed_concurrency_per_gpu"] = need
+        return inputs["sustainable_concurrency_per_gpu"] / need
+    if name == "cost_per_mtok_vs_reference":
+        inputs["cost_per_mtok"] = _metric(ev, "cost_per_mtok", used)
+        reference = cost_per_million_output_tokens(
+            _constraint(cons, "throughput_target_tok_s"), _constraint(cons, "gpu_count_budget"), _constraint(cons, "cost_per_gpu_hour"))
+        inputs["reference_cost_per_mtok"] = reference
+        return inputs["cost_per_mtok"] / reference
+    if name == "throughput_per_gpu_vs_need":
+        inputs["output_tokens_per_s_per_gpu"] = _metric(ev, "output_tokens_per_s_per_gpu", used)
+        need = _constraint(cons, "throughput_target_tok_s") / _constraint(cons, "gpu_count_budget")
+        inputs["needed_tokens_per_s_per_gpu"] = need
+        return inputs["output_tokens_per_s_per_gpu"] / need
+    if row.source == M:  # a plain metric read directly
+        inputs[row.inputs[0]] = _metric(ev, row.inputs[0], used)
+        return inputs[row.inputs[0]]
+    # documented
+    if name == "allocation_strategy":
+        return _documented(doc.allocation_strategy, "allocation_strategy", inputs)
+    if name == "prefix_cache_kind":
+        return _documented(doc.prefix_cache, "prefix_cache", inputs)
+    if name == "preemption_mode":
+        return _documented(doc.preemption_mode, "preemption_mode", inputs)
+    if name == "kv_quantisation":
+        dtypes = _documented(doc.kv_cache_dtypes, "kv_cache_dtypes", inputs)
+        low = sorted({d.lower() for d in dtypes} - HIGH_PRECISION_KV)
+        inputs["low_precision_kv_dtypes"] = low
+        return _count_level(len(low))
+    if name == "offload_tiers":
+        tiers = _documented(doc.offload_tiers, "offload_tiers", inputs)
+        known = sorted({t.lower() for t in tiers} & set(OFFLOAD_TIERS))
+        return _count_level(len(known))
+    if name == "scheduling_isolation":
+        features = {f.lower() for f in _documented(doc.scheduling_features, "scheduling_features", inputs)}
+        return sum(f in features for f in SCHEDULING_FEATURES) / len(SCHEDULING_FEATURES)
+    if name == "kv_metrics_exported":
+        exported = {f.lower() for f in _documented(doc.metrics_exported, "metrics_exported", inputs)}
+        return sum(c in exported for c in KV_METRIC_CATEGORIES) / len(KV_METRIC_CATEGORIES)
+    if name == "ops_complexity_vs_team":
+        complexity = _documented(doc.operating_complexity, "operating_complexity", inputs)
+        if complexity not in TEAM_NEEDED:
+            raise _Missing(f"operating_complexity {complexity!r} is not one of {sorted(TEAM_NEEDED)}")
+        inputs["team_size"] = _constraint(cons, "team_size")
+        inputs["team_needed"] = TEAM_NEEDED[complexity]
+        return inputs["team_size"] / TEAM_NEEDED[complexity]
+    raise AssertionError(f"no derivation for indicator {name}")  # pragma: no cover - table and code out of sync
+
+
+def _documented(value: Any, name: str, inputs: dict[str, Any]) -> Any:
+    if value is None:
+        raise _Missing(f"catalog does not document {name} (unknown)")
+    inputs[name] = list(value) if isinstance(value, (tuple, list)) else value
+    return value
+
+
+def score_indicator(row: Mapping, evidence: CandidateEvidence, constraints: ScoringConstraints, scenario: str,
+                    include_simulated: bool = False) -> IndicatorScore:
+    """Score one indicator of one candidate, with its explanation."""
+    result = IndicatorScore(indicator=row.indicator, source=row.source, status="missing", low=row.low, high=row.high,
+                            unit=row.unit, formula=row.formula, weight=row.weight)
+    used: list[Metric] = []
+    try:
+        x = _derive(row, evidence, constraints, scenario, used, result.inputs)
+    except _Missing as missing:
+        result.reason = str(missing)
+        return result
+    if row.source == M:
+        result.run_ids = sorted({run for metric in used for run in metric.run_ids})
+        simulated = any(metric.evidence == SIMULATED for metric in used)
+        result.evidence = SIMULATED if simulated else MEASURED
+        if simulated and not include_simulated:
+            result.status = "excluded_simulated"
+            result.reason = "SIMULATED evidence excluded from a final scoring"
+            return result
+    else:
+        result.evidence = DOCUMENTED
+        keys = [key.split(".", 1)[1] for key in row.inputs if key.startswith("documented.")]
+        result.sources = [evidence.documented.sources[k] for k in keys if k in evidence.documented.sources]
+    result.input_value = x
+    if row.direction == "levels":
+        value = level_score(str(x).lower(), row.levels)
+        if value is None:
+            result.reason = f"{x!r} is not in the level table ({', '.join(n for n, _ in row.levels)})"
+            return result
+    elif row.direction == "higher_better":
+        value = linear_higher_better(float(x), row.low, row.high)
+    else:
+        value = linear_lower_better(float(x), row.low, row.high)
+    result.score = value
+    result.status = "ok"
+    return result
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class CriterionScore:
+    criterion: str
+    dimension: str
+    weight: float  # normalised over all weighted criteria
+    score: float | None  # lower bound; None = no evidence at all
+    score_upper: float | None
+    coverage: float  # share of the indicator weight that has evidence
+    status: Literal["complete", "partial", "missing"]
+    uses_simulated: bool
+    indicators: list[IndicatorScore]
+    explanation: str
+
+
+@dataclass
+class DimensionScore:
+    dimension: str
+    score: float | None  # lower bound, weighted mean of its criteria (None: no evidence)
+    score_upper: float | None
+    coverage: float
+
+
+@dataclass
+class GateOutcome:
+    dimension: str
+    threshold: float
+    score: float | None
+    passed: bool
+    reason: str
+
+
+@dataclass
+class CandidateScore:
+    candidate: str
+    label: str
+    criteria: dict[str, CriterionScore]
+    dimensions: dict[str, DimensionScore]
+    total: float  # weighted sum of lower bounds (missing contributes nothing)
+    total_upper: float
+    coverage: float  # weight share with evidence
+    gates: list[GateOutcome]
+    screened_out: bool
+    screen_reasons: list[str]
+    topsis: float | None = None
+    rank: int | None = None
+    uses_simulated: bool = False
+    operating_complexity: str | None = None
+
+
+@dataclass
+class ScoringResult:
+    rules_version: str
+    inputs_hash: str
+    scenario: str
+    final: bool  # True: SIMULATED evidence excluded
+    signable: bool  # final, and no SIMULATED evidence used
+    weights: dict[str, float]
+    gates: dict[str, float]
+    options: ScoringOptions
+    candidates: list[CandidateScore]
+    ranking: list[str]  # passing candidates by recommendation order, then screened ones by total
+    winner: str | None
+    weighted_sum_leader: str | None
+    tie_break: dict[str, Any]
+    sensitivity: dict[str, Any]
+    sentences: list[str]
+    mappings: list[dict[str, Any]]
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe (no NaN/inf, tuples become lists)."""
+        return _json_safe(asdict(self))
+
+    def candidate(self, candidate_id: str) -> CandidateScore:
+        for cand in self.candidates:
+            if cand.candidate == candidate_id:
+                return cand
+        raise KeyError(candidate_id)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _check_scenario(scenario: str) -> None:
+    if scenario not in SCENARIOS:
+        raise ScoringInputError(f"scenario: must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
+
+
+def normalise_weights(weights: TMapping[str, float]) -> dict[str, float]:
+    """Validate and scale criterion weights to sum to 1 (order kept)."""
+    if not weights:
+        raise ScoringInputError("weights: at least one criterion needs a weight")
+    for criterion, weight in weights.items():
+        if criterion not in DIMENSION_OF:
+            raise ScoringInputError(f"weights.{criterion}: unknown criterion (known: {', '.join(DIMENSION_OF)})")
+        if weight is None or not math.isfinite(float(weight)) or float(weight) < 0:
+            raise ScoringInputError(f"weights.{criterion}: must be a non-negative number, got {weight!r}")
+    total = float(sum(float(w) for w in weights.values()))
+    if total <= 0:
+        raise ScoringInputError("weights: must not all be zero")
+    return {criterion: float(weight) / total for criterion, weight in weights.items()}
+
+
+def _score_criterion(criterion: str, weight: float, rows: list[Mapping], ev: CandidateEvidence,
+                     cons: ScoringConstraints, scenario: str, include_simulated: bool) -> CriterionScore:
+    indicators = [score_indicator(row, ev, cons, scenario, include_simulated) for row in rows if row.criterion == criterion]
+    total_weight = sum(ind.weight for ind in indicators)
+    present = [ind for ind in indicators if ind.status == "ok"]
+    covered = sum(ind.weight for ind in present)
+    coverage = covered / total_weight if total_weight else 0.0
+    if not present:
+        score = upper = None
+        status = "missing"
+    else:
+        score = sum(ind.weight * ind.score for ind in present) / total_weight
+        upper = score + (total_weight - covered) / total_weight
+        status = "complete" if covered == total_weight else "partial"
+    parts = []
+    for ind in indicators:
+        if ind.status == "ok":
+            shown = f"{ind.input_value:.3g}" if isinstance(ind.input_value, float) else str(ind.input_value)
+            runs = f" [runs {', '.join(ind.run_ids)}]" if ind.run_ids else ""
+            tag = f" {ind.evidence}" if ind.evidence == SIMULATED else ""
+            parts.append(f"{ind.indicator} = {shown} -> {ind.score:.2f}{tag}{runs}")
+        else:
+            parts.append(f"{ind.indicator}: missing ({ind.reason})")
+    head = "no evidence" if score is None else f"{score:.3f}" + ("" if status == "complete" else f" (up to {upper:.3f})")
+    explanation = f"{CRITERION_LABELS[criterion]}: {head}; " + "; ".join(parts)
+    return CriterionScore(
+        criterion=criterion, dimension=DIMENSION_OF[criterion], weight=weight, score=score, score_upper=upper,
+        coverage=coverage, status=status, uses_simulated=any(ind.status == "ok" and ind.evidence == SIMULATED for ind in present),
+        indicators=indicators, explanation=explanation,
+    )
+
+
+def _dimension_scores(criteria: dict[str, CriterionScore]) -> dict[str, DimensionScore]:
+    result = {}
+    for dimension in DIMENSIONS:
+        members = [c for c in criteria.values() if c.dimension == dimension]
+        if not members:
+            continue
+        total_w = sum(c.weight for c in members)
+        shares = [(c.weight / total_w if total_w > 0 else 1 / len(members)) for c in members]
+        if all(c.score is None for c in members):
+            result[dimension] = DimensionScore(dimension, None, None, 0.0)
+            continue
+        lower = sum(s * (c.score or 0.0) for s, c in zip(shares, members))
+        upper = sum(s * (c.score_upper if c.score_upper is not None else 1.0) for s, c in zip(shares, members))
+        coverage = sum(s * c.coverage for s, c in zip(shares, members))
+        result[dimension] = DimensionScore(dimension, lower, upper, coverage)
+    return result
+
+
+def _gate_outcomes(gates: TMapping[str, float], dims: dict[str, DimensionScore]) -> list[GateOutcome]:
+    outcomes = []
+    for dimension, threshold in gates.items():
+        dim = dims[dimension]
+        if dim.score is None:
+            outcomes.append(GateOutcome(dimension, threshold, None, False, f"{DIMENSIONS[dimension]}: no evidence (gate {threshold:.2f})"))
+        elif dim.score + 1e-12 < threshold:
+            outcomes.append(GateOutcome(dimension, threshold, dim.score, False,
+                                        f"{DIMENSIONS[dimension]} {dim.score:.2f} < gate {threshold:.2f}"))
+        else:
+            outcomes.append(GateOutcome(dimension, threshold, dim.score, True,
+                                        f"{DIMENSIONS[dimension]} {dim.score:.2f} >= gate {threshold:.2f}"))
+    return outcomes
+
+
+def _validate_gates(gates: TMapping[str, float], weights: dict[str, float]) -> None:
+    for dimension, threshold in gates.items():
+        if dimension not in DIMENSIONS:
+            raise ScoringInputError(f"gates.{dimension}: unknown dimension (known: {', '.join(DIMENSIONS)})")
+        if threshold is None or not (0.0 <= float(threshold) <= 1.0):
+            raise ScoringInputError(f"gates.{dimension}: threshold must be in [0, 1], got {threshold!r}")
+        if not any(DIMENSION_OF[c] == dimension for c in weights):
+            raise ScoringInputError(f"gates.{dimension}: no weighted criterion belongs to this dimension")
+
+
+def inputs_hash(scenario: str, evidence: Iterable[CandidateEvidence], constraints: ScoringConstraints,
+                weights: TMapping[str, float], gates: TMapping[str, float], options: ScoringOptions) -> str:
+    """SHA-256 of the canonical JSON of every input and the rules version."""
+    document = {
+        "rules_version": RULES_VERSION,
+        "scenario": scenario,
+        "evidence": [asdict(ev) for ev in evidence],
+        "constraints": asdict(constraints),
+        "weights": dict(weights),
+        "gates": dict(gates),
+        "options": asdict(options),
+    }
+    canonical = json.dumps(_json_safe(document), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def topsis(matrix: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """TOPSIS closeness (benefit criteria, vector normalisation). Rows: candidates.
+
+    A column of zeros stays zero. If every candidate is identical the closeness is 0.5 for all.
+    """
+    matrix = np.asarray(matrix, dtype=float)
+    norms = np.sqrt((matrix ** 2).sum(axis=0))
+    normalised = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    weighted = normalised * np.asarray(weights, dtype=float)
+    ideal, anti = weighted.max(axis=0), weighted.min(axis=0)
+    d_plus = np.sqrt(((weighted - ideal) ** 2).sum(axis=1))
+    d_minus = np.sqrt(((weighted - anti) ** 2).sum(axis=1))
+    denominator = d_plus + d_minus
+    return np.divide(d_minus, denominator, out=np.full(len(matrix), 0.5), where=denominator > 0)
+
+
+def score_candidates(
+    scenario: str,
+    evidence: list[CandidateEvidence],
+    constraints: ScoringConstraints,
+    weights: TMapping[str, float],
+    gates: TMapping[str, float] | None = None,
+    options: ScoringOptions | None = None,
+) -> ScoringResult:
+    """Score, screen, rank and analyse the candidates. See the module docstring for the rules."""
+    _check_scenario(scenario)
+    options = options or ScoringOptions()
+    gates = dict(gates or {})
+    if not evidence:
+        raise ScoringInputError("evidence: at least one candidate is needed")
+    ids = [ev.candidate for ev in evidence]
+    if len(set(ids)) != len(ids):
+        raise ScoringInputError(f"evidence: candidate ids must be unique, got {ids}")
+    if not (0.0 <= options.tie_margin < 1.0):
+        raise ScoringInputError(f"options.tie_margin: must be in [0, 1), got {options.tie_margin}")
+    norm_w = normalise_weights(weights)
+    _validate_gates(gates, norm_w)
+    rows = mappings_for(scenario)
+    criteria_ids = list(norm_w)
+
+    candidates: list[CandidateScore] = []
+    for ev in evidence:
+        criteria = {c: _score_criterion(c, norm_w[c], rows, ev, constraints, scenario, options.include_simulated)
+                    for c in criteria_ids}
+        dims = _dimension_scores(criteria)
+        total = sum(cs.weight * (cs.score or 0.0) for cs in criteria.values())
+        total_upper = sum(cs.weight * (cs.score_upper if cs.score_upper is not None else 1.0) for cs in criteria.values())
+        coverage = sum(cs.weight * cs.coverage for cs in criteria.values())
+        outcomes = _gate_outcomes(gates, dims)
+        reasons = [g.reason for g in outcomes if not g.passed]
+        candidates.append(CandidateScore(
+            candidate=ev.candidate, label=ev.label or ev.candidate, criteria=criteria, dimensions=dims, total=total,
+            total_upper=total_upper, coverage=coverage, gates=outcomes, screened_out=bool(reasons), screen_reasons=reasons,
+            uses_simulated=any(cs.uses_simulated for cs in criteria.values()),
+            operating_complexity=ev.documented.operating_complexity,
+        ))
+
+    passing = [c for c in candidates if not c.screened_out]
+    matrix = score_matrix(passing, criteria_ids)
+    w_vec = np.array([norm_w[c] for c in criteria_ids])
+    if len(passing) >= 2:
+        for cand, closeness in zip(passing, topsis(matrix, w_vec)):
+            cand.topsis = float(closeness)
+
+    order, tie = _recommend(passing, options.tie_margin)
+    screened = sorted((c for c in candidates if c.screened_out), key=lambda c: (-c.total, c.candidate))
+    ranking = [c.candidate for c in order] + [c.candidate for c in screened]
+    for position, cid in enumerate(ranking, start=1):
+        next(c for c in candidates if c.candidate == cid).rank = position
+
+    leader = min(passing, key=lambda c: (-c.total, c.candidate)).candidate if passing else None
+    labels = {c.candidate: c.label for c in candidates}
+    sensitivity = analyse_sensitivity(matrix, w_vec, [c.candidate for c in passing], criteria_ids, options, labels)
+    uses_sim = any(c.uses_simulated for c in candidates)
+    notes = []
+    if not options.include_simulated:
+        excluded = sum(1 for c in candidates for cs in c.criteria.values() for i in cs.indicators if i.status == "excluded_simulated")
+        if excluded:
+            notes.append(f"{excluded} SIMULATED indicator value(s) excluded from this final scoring")
+    else:
+        notes.append("SIMULATED evidence included: this scoring is not signable")
+    if any(c.coverage < 1.0 - 1e-12 for c in candidates):
+        notes.append("Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); "
+                     "total_upper shows the most it could add")
+    if len(passing) < len(candidates):
+        notes.append(f"{len(candidates) - len(passing)} candidate(s) screened out by the gates")
+    sentences = _headline(order, tie, labels, candidates)
+    if order and leader is not None and order[0].candidate != leader and len(passing) >= 2:
+        sentences.append(f"The sensitivity figures below concern the weighted-sum ranking, which {labels[leader]} leads; "
+                         f"the tie-break prefers {order[0].label} within the margin.")
+    sentences += sensitivity["sentences"]
+
+    return ScoringResult(
+        rules_version=RULES_VERSION,
+        inputs_hash=inputs_hash(scenario, evidence, constraints, weights, gates, options),
+        scenario=scenario,
+        final=not options.include_simulated,
+        signable=(not options.include_simulated) and not uses_sim,
+        weights=norm_w, gates=gates, options=options, candidates=candidates, ranking=ranking,
+        winner=order[0].candidate if order else None, weighted_sum_leader=leader, tie_break=tie,
+        sensitivity=sensitivity, sentences=sentences, mappings=mapping_table(scenario), notes=notes,
+    )
+
+
+def score_matrix(candidates: list[CandidateScore], criteria_ids: list[str]) -> np.ndarray:
+    """Candidates x criteria matrix of lower-bound scores (missing = 0, as in the total)."""
+    return np.array([[c.criteria[k].score or 0.0 for k in criteria_ids] for c in candidates], dtype=float).reshape(
+        len(candidates), len(criteria_ids))
+
+
+def _observability(c: CandidateScore) -> float:
+    dim = c.dimensions.get("observability")
+    return dim.score if dim is not None and dim.score is not None else -1.0
+
+
+def _complexity_rank(c: CandidateScore) -> int:
+    return COMPLEXITY_RANK.get(c.operating_complexity or "", len(COMPLEXITY_RANK))
+
+
+def _recommend(passing: list[CandidateScore], margin: float) -> tuple[list[CandidateScore], dict[str, Any]]:
+    """Order passing candidates: the tie-break group first (article's rule), then the rest by total."""
+    if not passing:
+        return [], {"applied": False, "margin": margin, "group": [], "explanation": "no candidate passes the gates"}
+    by_total = sorted(passing, key=lambda c: (-c.total, c.candidate))
+    top = by_total[0].total
+    group = [c for c in by_total if top - c.total <= margin + 1e-12]
+    rest = [c for c in by_total if c not in group]
+    if len(group) == 1:
+        return by_total, {"applied": False, "margin": margin, "group": [group[0].candidate],
+                          "explanation": f"{group[0].label} leads by more than the tie margin {margin:.2f}"}
+    ordered = sorted(group, key=lambda c: (-round(_observability(c), 9), _complexity_rank(c), -c.total, c.candidate))
+    first, second = ordered[0], ordered[1]
+    if round(_observability(first), 9) != round(_observability(second), 9):
+        deciding = f"better observability ({_observability(first):.2f} vs {_observability(second):.2f})"
+        rule = "observability"
+    elif _complexity_rank(first) != _complexity_rank(second):
+        deciding = f"lower operating complexity ({first.operating_complexity} vs {second.operating_complexity or 'unknown'})"
+        rule = "operating_complexity"
+    else:
+        deciding = "higher total (observability and operating complexity equal)"
+        rule = "total"
+    names = ", ".join(f"{c.label} {c.total:.3f}" for c in group)
+    explanation = f"within the tie margin {margin:.2f}: {names}; {first.label} is preferred on {deciding}"
+    return ordered + rest, {"applied": True, "margin": margin, "group": [c.candidate for c in group],
+                            "decided_by": rule, "explanation": explanation}
+
+
+def _headline(order: list[CandidateScore], tie: dict[str, Any], labels: dict[str, str],
+              candidates: list[CandidateScore]) -> list[str]:
+    sentences = []
+    if order:
+        first = order[0]
+        sentences.append(f"{first.label} is recommended with a weighted total of {first.total:.3f}"
+                         + (f" (up to {first.total_upper:.3f} if missing evidence came in at full marks)"
+                            if first.total_upper > first.total + 1e-9 else "")
+                         + f", evidence coverage {first.coverage:.0%}.")
+        if tie.get("applied"):
+            sentences.append(f"Tie-break applied: {tie['explanation']}.")
+    else:
+        sentences.append("No candidate passes the gates.")
+    for cand in candidates:
+        if cand.screened_out:
+            sentences.append(f"{cand.label} is screened out: {'; '.join(cand.screen_reasons)}.")
+    return sentences
+
+
+# --------------------------------------------------------------------------- sensitivity
+
+
+def weights_with(weights: np.ndarray, k: int, t: float) -> np.ndarray:
+    """Weights with w_k set to t and the others rescaled proportionally to sum 1 - t.
+
+    If every other weight is zero they share 1 - t equally.
+    """
+    weights = np.asarray(weights, dtype=float)
+    rest = 1.0 - weights[k]
+    if rest > 1e-12:
+        new = weights * (1.0 - t) / rest
+    else:
+        new = np.full_like(weights, (1.0 - t) / max(len(weights) - 1, 1))
+    new[k] = t
+    return new
+
+
+def flip_points(matrix: np.ndarray, weights: np.ndarray, leader: int, k: int) -> dict[str, Any]:
+    """Where, moving w_k alone (others rescaled), another candidate overtakes the leader.
+
+    Returns {"up": (t, challenger) | None, "down": (t, challenger) | None}: the nearest t above
+    (below) the current w_k at which a challenger ties the leader and beyond which it leads.
+    """
+    weights = np.asarray(weights, dtype=float)
+    wk = weights[k]
+    rest = 1.0 - wk
+    others = np.delete(np.arange(len(weights)), k)
+    if rest > 1e-12:
+        remainder = matrix[:, others] @ (weights[others] / rest)
+    else:
+        remainder = matrix[:, others].mean(axis=1) if len(others) else np.zeros(len(matrix))
+    s_k = matrix[:, k]
+    up, down = None, None
+    for c in range(len(matrix)):
+        if c == leader:
+            continue
+        # d(t) = t * a + (1 - t) * b, leader minus challenger
+        a = s_k[leader] - s_k[c]
+        b = remainder[leader] - remainder[c]
+        if abs(a - b) < 1e-15:
+            continue  # the gap does not depend on w_k
+        t = b / (b - a)
+        if not (1e-12 < t < 1 - 1e-12):
+            continue  # a tie only at t = 0 or 1 (or outside [0, 1]) is not a flip
+        slope = a - b
+        if t > wk + 1e-12 and slope < 0 and (up is None or t < up[0]):
+            up = (t, c)  # gap shrinks as w_k rises and crosses 0 at t
+        if t < wk - 1e-12 and slope > 0 and (down is None or t > down[0]):
+            down = (t, c)
+    return {"up": up, "down": down}
+
+
+def nearest_tie(matrix: np.ndarray, weights: np.ndarray, leader: int, challenger: int) -> dict[str, Any] | None:
+    """Smallest L2 change of the weight vector, on the simplex, making `challenger` tie `leader`.
+
+    Minimise |delta|_2 subject to (w + delta) . d = 0 with d = s_leader - s_challenger,
+    sum(delta) = 0 and w + delta >= 0. Closed form on the free set F:
+    delta_F = A^T (A A^T)^-1 b with A = [d_F; 1_F]; a primal active set pins weights that would go
+    negative at 0 (delta_j = -w_j) and releases them when the KKT conditions ask. None if no weight
+    vector ties.
+    """
+    w = np.asarray(weights, dtype=float)
+    d = matrix[leader] - matrix[challenger]
+    gap = float(w @ d)
+    if gap <= 0:
+        return {"distance": 0.0, "delta": np.zeros_like(w), "weights": w.copy()}
+    if d.min() > 0 or np.ptp(d) < 1e-15:
+        return None  # leader at least as good on every criterion under any weights
+    fixed = np.zeros(len(w), dtype=bool)
+    for _ in range(4 * len(w) + 4):
+        free = ~fixed
+        delta = np.where(fixed, -w, 0.0)
+        rhs = np.array([-gap - d[fixed] @ delta[fixed], -delta[fixed].sum()])
+        a = np.vstack([d[free], np.ones(int(free.sum()))])
+        gram = a @ a.T
+        if free.sum() < 2 or abs(np.linalg.det(gram)) < 1e-15:
+            return None
+        multipliers = np.linalg.solve(gram, rhs)
+        delta[free] = a.T @ multipliers
+        negative = np.where(free & (w + delta < -1e-12), w + delta, np.inf)
+        if np.isfinite(negative).any():
+            fixed[int(np.argmin(negative))] = True  # pin the most negative weight at 0
+            continue
+        # KKT: a pinned weight whose unconstrained move would be upward must be released
+        wanted = multipliers[0] * d + multipliers[1]
+        violation = np.where(fixed & (wanted > -w + 1e-12), wanted + w, -np.inf)
+        if np.isfinite(violation).any():
+            fixed[int(np.argmax(violation))] = False
+            continue
+        break
+    else:  # pragma: no cover - the active set does not cycle for a least-distance problem
+        return None
+    new = np.clip(w + delta, 0.0, None)
+    return {"distance": float(np.linalg.norm(delta)), "delta": delta, "weights": new}
+
+
+def rank_acceptability(matrix: np.ndarray, weights: np.ndarray, draws: int, spread: float, seed: int) -> np.ndarray:
+    """Share of perturbed weight vectors in which each candidate ranks first.
+
+    Each draw multiplies every weight by an independent uniform factor in [1 - spread, 1 + spread]
+    and renormalises to sum 1 (zero weights stay zero). Exact ties go to the lower index.
+    """
+    if not (0.0 <= spread < 1.0):
+        raise ScoringInputError(f"options.acceptability_spread: must be in [0, 1), got {spread}")
+    if draws < 1:
+        raise ScoringInputError(f"options.acceptability_draws: must be positive, got {draws}")
+    rng = np.random.default_rng(seed)
+    factors = rng.uniform(1.0 - spread, 1.0 + spread, size=(draws, len(weights)))
+    sampled = factors * np.asarray(weights, dtype=float)
+    sampled /= sampled.sum(axis=1, keepdims=True)
+    winners = np.argmax(sampled @ matrix.T, axis=1)
+    return np.bincount(winners, minlength=len(matrix)) / draws
+
+
+def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str], criteria_ids: list[str],
+                        options: ScoringOptions, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Sensitivity (a), (b), (c) of the weighted-sum leader among `ids` (rows of `matrix`)."""
+    labels = labels or {}
+    name = lambda i: labels.get(ids[i], ids[i])  # noqa: E731
+    result: dict[str, Any] = {"leader": None, "per_criterion": [], "nearest_ties": [], "acceptability": {},
+                              "norm": "L2", "sentences": []}
+    if len(ids) < 2:
+        result["sentences"].append("Sensitivity needs at least two candidates that pass the gates.")
+        return result
+    totals = matrix @ weights
+    leader = min(range(len(ids)), key=lambda i: (-totals[i], ids[i]))
+    result["leader"] = ids[leader]
+    sentences = result["sentences"]
+    for k, criterion in enumerate(criteria_ids):
+        points = flip_points(matrix, weights, leader, k)
+        label = CRITERION_LABELS[criterion]
+        entry = {"criterion": criterion, "weight": float(weights[k]), "rise": None, "fall": None}
+        clauses = []
+        if points["up"] is not None:
+            t, c = points["up"]
+            entry["rise"] = {"to": t, "by": t - weights[k], "challenger": ids[c]}
+            clauses.append(f"rises by more than {t - weights[k]:.2f} (above {t:.2f}, {name(c)} would lead)")
+        if points["down"] is not None:
+            t, c = points["down"]
+            entry["fall"] = {"to": t, "by": weights[k] - t, "challenger": ids[c]}
+            clauses.append(f"falls by more than {weights[k] - t:.2f} (below {t:.2f}, {name(c)} would lead)")
+        if clauses:
+            entry["sentence"] = f"{name(leader)} stays first unless the {label} weight " + " or ".join(clauses) + "."
+        else:
+            entry["sentence"] = f"{name(leader)} stays first for any {label} weight in [0, 1]."
+        result["per_criterion"].append(entry)
+        sentences.append(entry["sentence"])
+    ties = []
+    for c in range(len(ids)):
+        if c == leader:
+            continue
+        tie = nearest_tie(matrix, weights, leader, c)
+        if tie is None:
+            ties.append({"challenger": ids[c], "distance": None,
+                         "sentence": f"No weighting makes {name(c)} tie {name(leader)}: it is nowhere better."})
+            continue
+        moves = sorted(((float(tie["delta"][j]), criteria_ids[j]) for j in range(len(criteria_ids))), key=lambda m: -abs(m[0]))
+        main = ", ".join(f"{CRITERION_LABELS[cid]} {dv:+.2f}" for dv, cid in moves[:3] if abs(dv) >= 0.005)
+        ties.append({
+            "challenger": ids[c], "distance": tie["distance"],
+            "delta": {cid: float(tie["delta"][j]) for j, cid in enumerate(criteria_ids)},
+            "weights": {cid: float(tie["weights"][j]) for j, cid in enumerate(criteria_ids)},
+            "sentence": f"{name(c)} would tie {name(leader)} if the weights moved by {tie['distance']:.2f} (L2)"
+                        + (f", mainly {main}" if main else "") + ".",
+        })
+    ties.sort(key=lambda t: (t["distance"] is None, t["distance"] or 0.0))
+    result["nearest_ties"] = ties
+    sentences.extend(t["sentence"] for t in ties)
+    shares = rank_acceptability(matrix, weights, options.acceptability_draws, options.acceptability_spread, options.seed)
+    result["acceptability"] = {"draws": options.acceptability_draws, "spread": options.acceptability_spread,
+                               "seed": options.seed, "method": "multiplicative uniform perturbation, renormalised",
+                               "first_share": {ids[i]: float(shares[i]) for i in range(len(ids))}}
+    ranked = sorted(range(len(ids)), key=lambda i: -shares[i])
+    parts = [f"{name(i)} in {shares[i]:.1%}" for i in ranked if shares[i] > 0]
+    sentences.append(f"Across {options.acceptability_draws:,} weight vectors within ±{options.acceptability_spread:.0%} "
+                     f"of the chosen weights, the first place goes to " + "; ".join(parts) + ".")
+    return result
