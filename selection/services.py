@@ -21,6 +21,22 @@ from .selectors import can_edit
 CATALOG_PATH = Path(settings.BASE_DIR) / "selection" / "fixtures" / "engine_catalog.json"
 
 
+def schedule_rescoring(selection_id: int) -> None:
+    """After the current transaction commits, recompute scores on the `default` queue."""
+
+    def send() -> None:
+        from .tasks import recompute_scores
+
+        try:
+            recompute_scores.apply_async((selection_id,), retry=False)
+        except Exception:  # broker down: scores are recomputed on the next read or change
+            import logging
+
+            logging.getLogger(__name__).warning("could not queue rescoring of selection %s", selection_id)
+
+    transaction.on_commit(send)
+
+
 def _require_editor(user, selection: Selection) -> None:
     if not can_edit(user, selection):
         raise PermissionDenied("Only architects of this selection's team can change it.")
@@ -144,6 +160,7 @@ def update_weights(*, selection: Selection, user, weights: dict[str, float], jus
         audit(selection, user, "weight.removed", field=criterion, old=existing[criterion].weight, new=None,
               justification=justification)
         existing[criterion].delete()
+    schedule_rescoring(selection.pk)
     return normalised
 
 
@@ -165,6 +182,7 @@ def set_gates(*, selection: Selection, user, gates: dict[str, float]) -> list[st
         for dimension, threshold in gates.items():
             Gate.objects.create(selection=selection, dimension=dimension, threshold=float(threshold))
         audit(selection, user, "gates.changed", field="gates", old=old, new=gates)
+        schedule_rescoring(selection.pk)
     return gate_warnings(gates)
 
 

@@ -15,3 +15,13 @@ def refresh_scenario(selection_id: int) -> str:
     scenario, reasons, mix = infer_scenario(selection.constraints.as_domain())
     Selection.objects.filter(pk=selection_id).update(scenario=scenario, scenario_reasons=reasons, scenario_mix=mix)
     return scenario
+
+
+@shared_task(name="selection.tasks.recompute_scores")
+def recompute_scores(selection_id: int) -> int:
+    """Recompute both scorings (final, and with SIMULATED evidence included) after evidence or weights change."""
+    from .scores import compute_scores
+
+    selection = Selection.objects.get(pk=selection_id)
+    compute_scores(selection, include_simulated=True)
+    return compute_scores(selection, include_simulated=False).pk

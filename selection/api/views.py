@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -94,6 +94,24 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         api_key = data.pop("api_key", "")
         candidate = services.add_candidate(selection=selection, user=request.user, data=data, api_key=api_key)
         return Response(CandidateSerializer(candidate).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[OpenApiParameter("include_simulated", bool)], request=None, responses={200: dict})
+    @action(detail=True, methods=["get", "post"])
+    def scores(self, request, pk=None):
+        """The latest scoring with the full breakdown; POST recomputes it now."""
+        from ..scores import compute_scores, latest_score
+
+        selection = self.get_object()
+        include_simulated = request.query_params.get("include_simulated") in {"1", "true", "yes"}
+        score = latest_score(selection, include_simulated)
+        if request.method == "POST" or score is None:
+            if not selection.candidates.exists():
+                return Response({"detail": "No candidates yet: add candidates before scoring."}, status=404)
+            score = compute_scores(selection, include_simulated=include_simulated)
+        return Response({"id": score.pk, "computed_at": score.computed_at, "rules_version": score.rules_version,
+                         "inputs_hash": score.inputs_hash, "include_simulated": score.include_simulated,
+                         "signable": score.signable, "leader": score.leader, "coverage": score.coverage,
+                         "result": score.result})
 
     @extend_schema(responses=AuditEntrySerializer(many=True))
     @action(detail=True, methods=["get"])
