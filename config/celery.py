@@ -32,6 +32,9 @@ app.conf.update(
         "selection.tasks.sign_record": {"queue": "render"},
     },
     broker_connection_retry_on_startup=True,
+    beat_schedule={
+        "reap-stale-runs": {"task": "benchmarks.tasks.reap_stale_runs", "schedule": 30.0},
+    },
     worker_hijack_root_logger=False,
 )
 if not str(app.conf.broker_url or "").startswith("sqla+"):
