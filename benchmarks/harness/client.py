@@ -327,7 +327,14 @@ class OpenAIClient:
         perf = time.perf_counter
         record.send_time = perf()
         try:
-            async with session.post(self.base_url + path, data=data) as response:
+            try:
+                response_cm = await session.post(self.base_url + path, data=data)
+            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                # A kept-alive connection the server had already closed: nothing reached the engine,
+                # so one retry on a fresh connection is safe (the send time restarts).
+                record.send_time = perf()
+                response_cm = await session.post(self.base_url + path, data=data)
+            async with response_cm as response:
                 record.http_status = response.status
                 if response.status >= 400:
                     text = (await response.text(errors="replace"))[:500]
