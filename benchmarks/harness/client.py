@@ -149,6 +149,7 @@ class RequestRecord:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     usage_reported: bool = False
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens when reported
     finish_reason: str | None = None
     text: str = ""
     error_class: str | None = None  # one of ERROR_CLASSES, None when ok
@@ -243,6 +244,9 @@ def _handle_payload(record: RequestRecord, payload: bytes, now: float, api: Api,
         if usage.get("completion_tokens") is not None:
             record.output_tokens = int(usage["completion_tokens"])
             record.usage_reported = True
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            record.cached_tokens = int(details["cached_tokens"])
 
 
 class OpenAIClient:
