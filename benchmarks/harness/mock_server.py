@@ -86,11 +86,15 @@ def _split_prompt(body: dict[str, Any], chat: bool) -> str:
     return str(prompt)
 
 
+CONFIG_KEY = web.AppKey("config", MockConfig)
+STATE_KEY = web.AppKey("state", MockState)
+
+
 def build_app(config: MockConfig | None = None) -> web.Application:
     config = config or MockConfig()
     state = MockState()
     app = web.Application()
-    app["config"], app["state"] = config, state
+    app[CONFIG_KEY], app[STATE_KEY] = config, state
 
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -263,11 +267,11 @@ class MockServer:
 
     @property
     def config(self) -> MockConfig:
-        return self.app["config"]
+        return self.app[CONFIG_KEY]
 
     @property
     def state(self) -> MockState:
-        return self.app["state"]
+        return self.app[STATE_KEY]
 
     @property
     def url(self) -> str:
