@@ -27,6 +27,8 @@ _OOM_PATTERN = re.compile(
     re.IGNORECASE,
 )
 
+_STALE_CONNECTION_RETRIES = 4
+
 ERROR_CLASSES = ("http", "timeout", "disconnect", "connect", "oom", "stream_error", "cancelled", "client")
 
 
@@ -158,6 +160,7 @@ class RequestRecord:
     aborted: bool = False  # closed deliberately mid-stream
     done_marker: bool = False  # saw data: [DONE]
     streamed: bool = True
+    retries: int = 0  # re-sends after a stale kept-alive connection (nothing had reached the engine)
 
     @property
     def ok(self) -> bool:
@@ -261,6 +264,7 @@ class OpenAIClient:
         connect_timeout_s: float = 10.0,
         keep_text: bool = False,
         max_connections: int = 0,
+        keep_alive: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
@@ -272,6 +276,10 @@ class OpenAIClient:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=request_timeout_s)
         self._max_connections = max_connections
+        # Reuse connections between requests. Some servers (llama.cpp's) close a connection after
+        # every streamed response while advertising keep-alive; the client then switches this off
+        # by itself at the first stale connection (see send), or it can be off from the start.
+        self.keep_alive = keep_alive
         self._session: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:  # never show the key
@@ -286,7 +294,8 @@ class OpenAIClient:
 
     async def open(self) -> None:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300, enable_cleanup_closed=True)
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300,
+                                             force_close=not self.keep_alive)
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=False
             )
@@ -331,13 +340,21 @@ class OpenAIClient:
         perf = time.perf_counter
         record.send_time = perf()
         try:
-            try:
-                response_cm = await session.post(self.base_url + path, data=data)
-            except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
-                # A kept-alive connection the server had already closed: nothing reached the engine,
-                # so one retry on a fresh connection is safe (the send time restarts).
-                record.send_time = perf()
-                response_cm = await session.post(self.base_url + path, data=data)
+            attempt = 0
+            while True:
+                try:
+                    response_cm = await session.post(self.base_url + path, data=data)
+                    break
+                except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                    # A kept-alive connection the server had already closed (llama.cpp's HTTP
+                    # server does this routinely): no response came, so retrying is safe; the
+                    # send time restarts. Pooled connections may all be stale: a few attempts.
+                    attempt += 1
+                    self.keep_alive = False
+                    if attempt >= _STALE_CONNECTION_RETRIES:
+                        raise
+                    record.send_time = perf()
+                    record.retries = attempt
             async with response_cm as response:
                 record.http_status = response.status
                 if response.status >= 400:
@@ -352,6 +369,8 @@ class OpenAIClient:
                     _handle_complete_response(record, payload, spec.api, self.keep_text)
                     return record
                 await self._read_stream(response, record, spec)
+                if not self.keep_alive:
+                    response.close()  # do not return a connection the server is about to close
         except asyncio.CancelledError:
             record.end_time = perf()
             record.error_class, record.error = "cancelled", "cancelled by the load controller"

@@ -226,7 +226,8 @@ class _Session:
         self.target = target
         self.time_zero = time.perf_counter()
         self.client = OpenAIClient(target.endpoint_url, target.model, api_key=target.api_key,
-                                   request_timeout_s=target.request_timeout_s, keep_text=keep_text)
+                                   request_timeout_s=target.request_timeout_s, keep_text=keep_text,
+                                   keep_alive=target.engine != "llamacpp")
         headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
         self.metrics = MetricsSampler(target.metrics_url, target.engine if target.engine != "simulator" else "auto",
                                       time_zero=self.time_zero, headers=headers)
