@@ -1,0 +1,450 @@
+"""OpenAI-compatible streaming client that records what kvselect's definitions need, per request.
+
+Every engine kvselect validates (vLLM, SGLang, TensorRT-LLM, LMDeploy, TGI, llama.cpp) speaks this
+API, but they differ at the edges: some streams end without `data: [DONE]`, some carry usage only in
+the last chunk, some send errors inside the stream. The client takes the time of every network
+read once (perf_counter), keeps the per-chunk token counts, and takes token counts from the
+engine's usage whenever it reports them (never guessed when usage exists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+
+Api = Literal["chat", "completions"]
+
+# Engine out-of-memory messages (vLLM/torch, SGLang, TensorRT-LLM, llama.cpp, TGI).
+_OOM_PATTERN = re.compile(
+    r"out of memory|outofmemory|\bOOM\b|CUBLAS_STATUS_ALLOC_FAILED|failed to find free space in the KV cache"
+    r"|KV cache is full|no free (?:kv|cache) blocks|not enough (?:kv|cache|memory)",
+    re.IGNORECASE,
+)
+
+_STALE_CONNECTION_RETRIES = 4
+
+ERROR_CLASSES = ("http", "timeout", "disconnect", "connect", "oom", "stream_error", "cancelled", "client")
+
+
+class SSEParser:
+    """Incremental Server-Sent-Events parser: feed raw bytes, get the `data` payloads of complete events.
+
+    Handles LF, CRLF and CR line endings (also split across reads), comment lines, multi-line data
+    fields and fields other than `data` (ignored). `flush()` returns an event left without its
+    terminating blank line when the stream ends.
+    """
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buffer = self._buffer + data if self._buffer else data
+        if b"\r" in buffer:
+            held = b""
+            if buffer.endswith(b"\r"):  # may be the first half of a CRLF split across reads
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            blocks = buffer.split(b"\n\n")
+            self._buffer = blocks.pop() + held
+        else:
+            blocks = buffer.split(b"\n\n")
+            self._buffer = blocks.pop()
+        payloads = []
+        for block in blocks:
+            payload = _event_data(block)
+            if payload is not None:
+                payloads.append(payload)
+        return payloads
+
+    def flush(self) -> list[bytes]:
+        rest, self._buffer = self._buffer, b""
+        rest = rest.replace(b"\r\n", b"\n").replace(b"\r", b"\n").strip(b"\n")
+        payloads = []
+        for block in rest.split(b"\n\n") if rest else ():
+            payload = _event_data(block)
+            if payload is not None:
+                payloads.append(payload)
+        return payloads
+
+
+def _event_data(block: bytes) -> bytes | None:
+    """The joined `data` field of one event block, or None when the block has no data field."""
+    if block.startswith(b"data: ") and b"\n" not in block:  # the common case, fast
+        return block[6:]
+    parts = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            value = line[5:]
+            parts.append(value[1:] if value.startswith(b" ") else value)
+    return b"\n".join(parts) if parts else None
+
+
+def parse_sse(stream: bytes) -> list[bytes]:
+    """All data payloads of a complete SSE byte stream (convenience for tests and tools)."""
+    parser = SSEParser()
+    return parser.feed(stream) + parser.flush()
+
+
+@dataclass
+class RequestSpec:
+    """One request to send. `prompt` is a string or token ids (completions); `messages` for chat."""
+
+    api: Api = "chat"
+    prompt: str | list[int] | None = None
+    messages: list[dict[str, Any]] | None = None
+    max_tokens: int = 128
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    stream: bool = True
+    include_usage: bool = True
+    ignore_eos: bool | None = True  # None: not sent (engines that reject unknown fields)
+    temperature: float | None = None
+    seed: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    abort_after_tokens: int | None = None  # close the stream deliberately after this many tokens
+    request_id: str = ""
+    tag: str = ""  # free label (test phase, session id, ...)
+
+    def body(self, model: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": model, "stream": self.stream, self.max_tokens_field: self.max_tokens}
+        if self.api == "chat":
+            messages = self.messages
+            if messages is None:
+                if not isinstance(self.prompt, str):
+                    raise ValueError("RequestSpec.messages: chat requests need messages or a string prompt")
+                messages = [{"role": "user", "content": self.prompt}]
+            body["messages"] = messages
+        else:
+            if self.prompt is None:
+                raise ValueError("RequestSpec.prompt: completions requests need a prompt")
+            body["prompt"] = self.prompt
+        if self.stream and self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if self.ignore_eos is not None:
+            body["ignore_eos"] = self.ignore_eos
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.seed is not None:
+            body["seed"] = self.seed
+        body.update(self.extra_body)
+        return body
+
+
+@dataclass
+class RequestRecord:
+    """What happened to one request. Times are perf_counter seconds; latencies derived in ms."""
+
+    request_id: str = ""
+    tag: str = ""
+    send_time: float = 0.0
+    first_token_time: float | None = None
+    end_time: float | None = None
+    chunk_times: list[float] = field(default_factory=list)  # each content chunk's arrival
+    chunk_tokens: list[int] = field(default_factory=list)  # tokens in that chunk
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    usage_reported: bool = False
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens when reported
+    finish_reason: str | None = None
+    text: str = ""
+    error_class: str | None = None  # one of ERROR_CLASSES, None when ok
+    error: str | None = None
+    http_status: int | None = None
+    aborted: bool = False  # closed deliberately mid-stream
+    done_marker: bool = False  # saw data: [DONE]
+    streamed: bool = True
+    retries: int = 0  # re-sends after a stale kept-alive connection (nothing had reached the engine)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+    @property
+    def ttft_ms(self) -> float | None:
+        if not self.streamed or self.first_token_time is None:
+            return None
+        return (self.first_token_time - self.send_time) * 1000.0
+
+    @property
+    def e2e_ms(self) -> float | None:
+        return None if self.end_time is None else (self.end_time - self.send_time) * 1000.0
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """(e2e - TTFT) / (output tokens - 1): excludes the first token."""
+        ttft, e2e, tokens = self.ttft_ms, self.e2e_ms, self.output_tokens
+        if ttft is None or e2e is None or tokens is None or tokens < 2:
+            return None
+        return (e2e - ttft) / (tokens - 1)
+
+    def itl_ms(self) -> list[float]:
+        """Gaps between consecutive tokens; a chunk of k tokens counts k gaps of dt/k."""
+        times, counts = self.chunk_times, self.chunk_tokens
+        gaps: list[float] = []
+        for index in range(1, len(times)):
+            k = counts[index] or 1
+            gap = (times[index] - times[index - 1]) * 1000.0 / k
+            if k == 1:
+                gaps.append(gap)
+            else:
+                gaps.extend([gap] * k)
+        return gaps
+
+
+def classify_error_text(text: str) -> str:
+    """`oom` when an engine's message says it ran out of (KV) memory, else `stream_error`."""
+    return "oom" if _OOM_PATTERN.search(text or "") else "stream_error"
+
+
+def _handle_payload(record: RequestRecord, payload: bytes, now: float, api: Api, keep_text: bool) -> None:
+    if payload == b"[DONE]":
+        record.done_marker = True
+        return
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return  # keep-alive noise or a partial line from a broken server: ignore, timing stays
+    if not isinstance(obj, dict):
+        return
+    if "error" in obj and obj["error"]:
+        message = json.dumps(obj["error"]) if not isinstance(obj["error"], str) else obj["error"]
+        record.error_class = classify_error_text(message)
+        record.error = message[:500]
+        return
+    usage = obj.get("usage")
+    choices = obj.get("choices")
+    if choices:
+        choice = choices[0]
+        if api == "chat":
+            delta = choice.get("delta") or {}
+            content = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        else:
+            content = choice.get("text")
+        if content:
+            tokens = 1
+            if usage and usage.get("completion_tokens") is not None:  # continuous usage stats
+                counted = sum(record.chunk_tokens)
+                tokens = max(int(usage["completion_tokens"]) - counted, 1)
+            if record.first_token_time is None:
+                record.first_token_time = now
+            record.chunk_times.append(now)
+            record.chunk_tokens.append(tokens)
+            if keep_text:
+                record.text += content if isinstance(content, str) else str(content)
+        reason = choice.get("finish_reason")
+        if reason:
+            record.finish_reason = reason
+    if usage:
+        if usage.get("prompt_tokens") is not None:
+            record.prompt_tokens = int(usage["prompt_tokens"])
+        if usage.get("completion_tokens") is not None:
+            record.output_tokens = int(usage["completion_tokens"])
+            record.usage_reported = True
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            record.cached_tokens = int(details["cached_tokens"])
+
+
+class OpenAIClient:
+    """One HTTP session against one OpenAI-compatible endpoint (base URL without `/v1/...`)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        request_timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+        keep_text: bool = False,
+        max_connections: int = 0,
+        keep_alive: bool = True,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[:-3]
+        self.model = model
+        self.keep_text = keep_text
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=request_timeout_s)
+        self._max_connections = max_connections
+        # Reuse connections between requests. Some servers (llama.cpp's) close a connection after
+        # every streamed response while advertising keep-alive; the client then switches this off
+        # by itself at the first stale connection (see send), or it can be off from the start.
+        self.keep_alive = keep_alive
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIClient({self.base_url!r}, model={self.model!r})"
+
+    async def __aenter__(self) -> "OpenAIClient":
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300,
+                                             force_close=not self.keep_alive)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=False
+            )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("OpenAIClient: call open() or use 'async with' before sending")
+        return self._session
+
+    async def get_json(self, path: str, timeout_s: float = 5.0) -> Any:
+        async with self.session.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            response.raise_for_status()
+            return await response.json(content_type=None)
+
+    async def post_json(self, path: str, body: dict[str, Any], timeout_s: float = 30.0) -> tuple[int, Any]:
+        async with self.session.post(
+            self.base_url + path, json=body, timeout=aiohttp.ClientTimeout(total=timeout_s)
+        ) as response:
+            try:
+                data = await response.json(content_type=None)
+            except ValueError:
+                data = None
+            return response.status, data
+
+    async def send(self, spec: RequestSpec, record: RequestRecord | None = None) -> RequestRecord:
+        """Send one request and record it. Never raises for engine/network failures: they are recorded.
+
+        Pass `record` to keep a reference that survives cancellation (the partial data stays in it).
+        """
+        if record is None:
+            record = RequestRecord()
+        record.request_id, record.tag, record.streamed = spec.request_id, spec.tag, spec.stream
+        path = "/v1/chat/completions" if spec.api == "chat" else "/v1/completions"
+        data = json.dumps(spec.body(self.model)).encode()
+        session = self.session
+        perf = time.perf_counter
+        record.send_time = perf()
+        try:
+            attempt = 0
+            while True:
+                try:
+                    response_cm = await session.post(self.base_url + path, data=data)
+                    break
+                except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError):
+                    # A kept-alive connection the server had already closed (llama.cpp's HTTP
+                    # server does this routinely): no response came, so retrying is safe; the
+                    # send time restarts. Pooled connections may all be stale: a few attempts.
+                    attempt += 1
+                    self.keep_alive = False
+                    if attempt >= _STALE_CONNECTION_RETRIES:
+                        raise
+                    record.send_time = perf()
+                    record.retries = attempt
+            async with response_cm as response:
+                record.http_status = response.status
+                if response.status >= 400:
+                    text = (await response.text(errors="replace"))[:500]
+                    record.end_time = perf()
+                    record.error = f"HTTP {response.status}: {text}"
+                    record.error_class = "oom" if _OOM_PATTERN.search(text) else "http"
+                    return record
+                if not spec.stream:
+                    payload = await response.read()
+                    record.end_time = perf()
+                    _handle_complete_response(record, payload, spec.api, self.keep_text)
+                    return record
+                await self._read_stream(response, record, spec)
+                if not self.keep_alive:
+                    response.close()  # do not return a connection the server is about to close
+        except asyncio.CancelledError:
+            record.end_time = perf()
+            record.error_class, record.error = "cancelled", "cancelled by the load controller"
+            raise
+        except asyncio.TimeoutError:
+            record.end_time = perf()
+            record.error_class, record.error = "timeout", "no data within the read timeout"
+        except aiohttp.ClientConnectorError as exc:
+            record.end_time = perf()
+            record.error_class, record.error = "connect", str(exc)[:500]
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError) as exc:
+            record.end_time = perf()
+            record.error_class, record.error = "disconnect", f"{type(exc).__name__}: {exc}"[:500]
+        except aiohttp.ClientError as exc:
+            record.end_time = perf()
+            record.error_class, record.error = "client", f"{type(exc).__name__}: {exc}"[:500]
+        return record
+
+    async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord, spec: RequestSpec) -> None:
+        parser = SSEParser()
+        perf = time.perf_counter
+        api, keep_text = spec.api, self.keep_text
+        abort_after = spec.abort_after_tokens
+        content = response.content
+        last_data = perf()
+        while True:
+            data = await content.readany()
+            now = perf()
+            if not data:
+                break
+            last_data = now
+            for payload in parser.feed(data):
+                _handle_payload(record, payload, now, api, keep_text)
+            if abort_after is not None and sum(record.chunk_tokens) >= abort_after:
+                record.aborted = True
+                record.end_time = now
+                if not record.usage_reported:
+                    record.output_tokens = sum(record.chunk_tokens)
+                response.close()  # drops the connection: the engine sees a client disconnect
+                return
+        record.end_time = last_data  # the last byte's arrival
+        for payload in parser.flush():
+            _handle_payload(record, payload, record.end_time, api, keep_text)
+        _finish(record)
+
+
+def _handle_complete_response(record: RequestRecord, payload: bytes, api: Api, keep_text: bool) -> None:
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        record.error_class, record.error = "stream_error", "response is not JSON"
+        return
+    if isinstance(obj, dict) and obj.get("error"):
+        message = json.dumps(obj["error"])
+        record.error_class, record.error = classify_error_text(message), message[:500]
+        return
+    choice = (obj.get("choices") or [{}])[0]
+    text = (choice.get("message") or {}).get("content") if api == "chat" else choice.get("text")
+    if keep_text and text:
+        record.text = text
+    record.finish_reason = choice.get("finish_reason")
+    usage = obj.get("usage") or {}
+    if usage.get("prompt_tokens") is not None:
+        record.prompt_tokens = int(usage["prompt_tokens"])
+    if usage.get("completion_tokens") is not None:
+        record.output_tokens = int(usage["completion_tokens"])
+        record.usage_reported = True
+
+
+def _finish(record: RequestRecord) -> None:
+    """Close the books on a stream that ended: token counts and the missing-end check."""
+    counted = sum(record.chunk_tokens)
+    if not record.usage_reported:
+        record.output_tokens = counted  # no usage from the engine: the chunk count is all we have
+    if record.error_class is None and not (record.done_marker or record.finish_reason or record.usage_reported):
+        record.error_class = "disconnect"
+        record.error = "stream ended without finish_reason, usage or [DONE]"

@@ -1,0 +1,546 @@
+"""Load generation: closed loop (fixed concurrency) and open loop (Poisson/gamma arrivals).
+
+Why its own module: the established clients silently under-deliver (they report a concurrency or
+rate they did not keep). This one measures what it actually held: the time-weighted number of
+requests in flight, the lateness of open-loop sends and the event-loop lag, and flags the run as
+client-bound when the requested load was not kept. It is cancellable within well under 2 s
+(partial data kept) and reports progress at a fixed interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.result import LoadPoint, Stats
+
+Mode = Literal["closed", "open"]
+Arrival = Literal["poisson", "gamma", "constant"]
+ProgressCallback = Callable[[dict[str, Any]], Any]
+CancelHook = Any  # asyncio.Event | threading.Event | Callable[[], bool] | None
+
+# Thresholds for the client-bound flag.
+CONCURRENCY_KEPT_FRACTION = 0.95
+RATE_KEPT_FRACTION = 0.95
+LATE_SEND_MS = 10.0
+LATE_FRACTION = 0.05
+LOOP_LAG_P99_MS = 20.0
+
+
+class LoadConfigError(ValueError):
+    """A load configuration that cannot run; the message names the field."""
+
+
+@dataclass
+class LoadConfig:
+    mode: Mode = "closed"
+    concurrency: int | None = None  # closed loop: requests kept in flight
+    rate: float | None = None  # open loop: requests per second
+    arrival: Arrival = "poisson"
+    gamma_shape: float = 1.0  # open loop, gamma: <1 burstier than Poisson, >1 smoother
+    max_concurrency: int | None = None  # open loop: cap on requests in flight (None: none)
+    duration_s: float | None = None  # measured window, after warm-up
+    max_requests: int | None = None  # measured requests to issue
+    warmup_s: float = 0.0
+    warmup_requests: int = 0
+    ramp_up_s: float = 0.0  # closed: workers start spread over this; open: rate rises linearly
+    drain_timeout_s: float = 60.0  # after the window: wait this long for requests in flight
+    progress_interval_s: float = 1.0
+    seed: int = 0
+
+    def validate(self) -> None:
+        if self.mode not in ("closed", "open"):
+            raise LoadConfigError(f"load.mode: must be 'closed' or 'open', got {self.mode!r}")
+        if self.mode == "closed" and (not isinstance(self.concurrency, int) or self.concurrency < 1):
+            raise LoadConfigError(f"load.concurrency: must be a positive integer for a closed loop, got {self.concurrency!r}")
+        if self.mode == "open" and (self.rate is None or not self.rate > 0 or not math.isfinite(self.rate)):
+            raise LoadConfigError(f"load.rate: must be a positive number of requests/s for an open loop, got {self.rate!r}")
+        if self.duration_s is None and self.max_requests is None:
+            raise LoadConfigError("load.duration_s: give a duration or load.max_requests (neither was set)")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise LoadConfigError(f"load.duration_s: must be positive, got {self.duration_s!r}")
+        if self.max_requests is not None and self.max_requests < 1:
+            raise LoadConfigError(f"load.max_requests: must be at least 1, got {self.max_requests!r}")
+        if self.arrival not in ("poisson", "gamma", "constant"):
+            raise LoadConfigError(f"load.arrival: must be poisson, gamma or constant, got {self.arrival!r}")
+        if self.arrival == "gamma" and not self.gamma_shape > 0:
+            raise LoadConfigError(f"load.gamma_shape: must be positive, got {self.gamma_shape!r}")
+        if not 0 < self.progress_interval_s <= 2.0:
+            raise LoadConfigError(f"load.progress_interval_s: must be in (0, 2], got {self.progress_interval_s!r}")
+
+
+@dataclass
+class LoadOutcome:
+    """What a load run produced: the records and what the client actually delivered."""
+
+    config: LoadConfig
+    records: list[RequestRecord] = field(default_factory=list)  # measured window
+    warmup: list[RequestRecord] = field(default_factory=list)
+    run_start: float = 0.0  # perf_counter at start (time zero of start_s columns)
+    measure_start: float = 0.0
+    measure_end: float = 0.0
+    achieved_concurrency: float | None = None
+    peak_concurrency: int = 0
+    achieved_rate: float | None = None  # sends per second in the measured window
+    late_sends_fraction: float | None = None  # open loop: sends > LATE_SEND_MS behind schedule
+    send_lateness_ms_p99: float | None = None
+    loop_lag_ms_p99: float | None = None
+    client_cpu_s: float = 0.0
+    client_bound: bool = False
+    client_bound_reasons: list[str] = field(default_factory=list)
+    cancelled: bool = False
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.measure_end - self.measure_start, 0.0)
+
+
+def _cancel_requested(cancel: CancelHook) -> bool:
+    if cancel is None:
+        return False
+    if hasattr(cancel, "is_set"):
+        return bool(cancel.is_set())
+    return bool(cancel())
+
+
+def _inter_arrival(config: LoadConfig, rng: random.Random, rate: float) -> float:
+    if config.arrival == "constant":
+        return 1.0 / rate
+    if config.arrival == "gamma":
+        shape = config.gamma_shape
+        return rng.gammavariate(shape, 1.0 / (rate * shape))
+    return rng.expovariate(rate)
+
+
+class _Tracker:
+    """Requests in flight, integrated over time (the concurrency actually held)."""
+
+    __slots__ = ("in_flight", "peak", "_area", "_last", "_window_start", "done", "ttfts")
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.peak = 0
+        self._area = 0.0
+        self._last = time.perf_counter()
+        self._window_start: float | None = None
+        self.done = 0
+        self.ttfts: deque[float] = deque(maxlen=256)
+
+    def _advance(self, now: float) -> None:
+        if self._window_start is not None:
+            self._area += self.in_flight * (now - self._last)
+        self._last = now
+
+    def start_window(self, now: float) -> None:
+        self._advance(now)
+        self._window_start = now
+        self._area = 0.0
+
+    def up(self, now: float) -> None:
+        self._advance(now)
+        self.in_flight += 1
+        if self.in_flight > self.peak:
+            self.peak = self.in_flight
+
+    def down(self, now: float, record: RequestRecord) -> None:
+        self._advance(now)
+        self.in_flight -= 1
+        self.done += 1
+        ttft = record.ttft_ms
+        if ttft is not None:
+            self.ttfts.append(ttft)
+
+    def average(self, until: float) -> float | None:
+        self._advance(until)
+        if self._window_start is None or until <= self._window_start:
+            return None
+        return self._area / (until - self._window_start)
+
+    def ttft_p50(self) -> float | None:
+        if not self.ttfts:
+            return None
+        values = sorted(self.ttfts)
+        return values[len(values) // 2]
+
+
+async def run_load(
+    client: OpenAIClient,
+    make_request: Callable[[int], RequestSpec],
+    config: LoadConfig,
+    cancel: CancelHook = None,
+    progress: ProgressCallback | None = None,
+    phase: str = "load",
+) -> LoadOutcome:
+    """Drive `client` with requests from `make_request(index)` under `config`.
+
+    `cancel`: an asyncio/threading Event or a callable returning True to stop; checked every
+    0.2 s, in-flight requests are cancelled and the data so far kept (`outcome.cancelled`).
+    `progress`: called with {phase, percent, requests_done, ttft_p50_ms, in_flight, elapsed_s} at
+    least every `config.progress_interval_s`; a plain function runs in a worker thread (so a slow
+    database write never stalls the event loop), a coroutine function is awaited.
+    """
+    config.validate()
+    loop = asyncio.get_running_loop()
+    perf = time.perf_counter
+    outcome = LoadOutcome(config=config)
+    tracker = _Tracker()
+    rng = random.Random(config.seed)
+    stop = asyncio.Event()
+    warmup_count = config.warmup_requests
+    cpu_start = time.process_time()
+    run_start = perf()
+    outcome.run_start = run_start
+    measure_start = run_start + config.warmup_s
+    outcome.measure_start = measure_start
+    deadline = measure_start + config.duration_s if config.duration_s is not None else math.inf
+    total_requests = (config.max_requests or 0) + warmup_count
+    issued = 0
+    measured_sends: list[float] = []
+    lateness: list[float] = []
+    lags: list[float] = []
+    tasks: set[asyncio.Task] = set()
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-progress")
+    window_started = config.warmup_s <= 0 and warmup_count == 0
+    if window_started:
+        tracker.start_window(run_start)
+
+    def next_index() -> int | None:
+        nonlocal issued, window_started, measure_start
+        now = perf()
+        if stop.is_set() or now >= deadline:
+            return None
+        if config.max_requests is not None and issued >= total_requests:
+            return None
+        index = issued
+        issued += 1
+        if not window_started and index >= warmup_count and now >= measure_start:
+            window_started = True
+            if warmup_count:  # a warm-up by count: the window starts with the first measured send
+                measure_start = now
+                outcome.measure_start = now
+            tracker.start_window(now)
+        return index
+
+    async def one(index: int) -> None:
+        spec = make_request(index)
+        record = RequestRecord()
+        measured = index >= warmup_count and window_started
+        tracker.up(perf())
+        try:
+            await client.send(spec, record)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            tracker.down(perf(), record)
+            if measured:
+                outcome.records.append(record)
+                measured_sends.append(record.send_time)
+            else:
+                outcome.warmup.append(record)
+
+    async def closed_worker(worker: int) -> None:
+        delay = config.ramp_up_s * worker / max(config.concurrency or 1, 1)
+        if delay:
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+                return
+            except asyncio.TimeoutError:
+                pass
+        while True:
+            index = next_index()
+            if index is None:
+                return
+            await one(index)
+
+    async def open_scheduler() -> None:
+        semaphore = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        due = perf()
+        base_rate = float(config.rate or 1.0)
+        while True:
+            elapsed = due - run_start
+            rate = base_rate
+            if config.ramp_up_s > 0 and elapsed < config.ramp_up_s:
+                rate = max(base_rate * elapsed / config.ramp_up_s, base_rate * 0.05)
+            due += _inter_arrival(config, rng, rate)
+            delay = due - perf()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+            if semaphore is not None:
+                await semaphore.acquire()
+            index = next_index()
+            if index is None:
+                if semaphore is not None:
+                    semaphore.release()
+                return
+            if index >= warmup_count:
+                lateness.append((perf() - due) * 1000.0)
+            task = loop.create_task(one(index))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            if semaphore is not None:
+                task.add_done_callback(lambda _t: semaphore.release())
+
+    async def call_progress(payload: dict[str, Any]) -> None:
+        if progress is None:
+            return
+        if inspect.iscoroutinefunction(progress):
+            await progress(payload)
+        else:
+            await loop.run_in_executor(executor, progress, payload)
+
+    def progress_payload(now: float) -> dict[str, Any]:
+        fractions = []
+        if config.duration_s is not None:
+            fractions.append((now - run_start) / max(config.warmup_s + config.duration_s, 1e-9))
+        if config.max_requests is not None:
+            fractions.append(tracker.done / max(total_requests, 1))
+        percent = min(max(fractions) if fractions else 0.0, 1.0) * 100.0
+        return {
+            "phase": phase,
+            "percent": round(percent, 1),
+            "requests_done": tracker.done,
+            "ttft_p50_ms": tracker.ttft_p50(),
+            "in_flight": tracker.in_flight,
+            "elapsed_s": round(now - run_start, 3),
+        }
+
+    async def watcher() -> None:
+        """Cancel checks every 0.2 s, progress every interval, and the event-loop lag."""
+        next_progress = perf()
+        pending_progress: asyncio.Task | None = None
+        tick = 0.2
+        expected = perf() + tick
+        while True:
+            await asyncio.sleep(tick)
+            now = perf()
+            lags.append(max(now - expected, 0.0) * 1000.0)
+            expected = now + tick
+            if callable(cancel) and not hasattr(cancel, "is_set"):
+                requested = await loop.run_in_executor(executor, _cancel_requested, cancel)
+            else:
+                requested = _cancel_requested(cancel)
+            if requested and not stop.is_set():
+                outcome.cancelled = True
+                stop.set()
+                for task in list(tasks):
+                    task.cancel()
+            if now >= next_progress and (pending_progress is None or pending_progress.done()):
+                pending_progress = loop.create_task(call_progress(progress_payload(now)))
+                next_progress = now + config.progress_interval_s
+            if stop.is_set() and not tasks:
+                return
+
+    watch_task = loop.create_task(watcher())
+    try:
+        if config.mode == "closed":
+            for w in range(int(config.concurrency or 0)):
+                task = loop.create_task(closed_worker(w))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            deadline_wait = loop.create_task(_sleep_until(deadline, stop))
+            while tasks and not stop.is_set():
+                await asyncio.wait(set(tasks) | {deadline_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if deadline_wait.done():
+                    break
+            deadline_wait.cancel()
+        else:
+            scheduler = loop.create_task(open_scheduler())
+            await asyncio.wait({scheduler, loop.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            scheduler.cancel()
+        outcome.measure_end = perf()
+        # Drain: requests in flight at the end of the window may finish (bounded), then are cancelled.
+        if tasks and not stop.is_set():
+            stop.set()
+            done, pending = await asyncio.wait(set(tasks), timeout=config.drain_timeout_s)
+            for task in pending:
+                task.cancel()
+        stop.set()
+        if tasks:
+            await asyncio.wait(set(tasks), timeout=5.0)
+    finally:
+        stop.set()
+        for task in list(tasks):
+            task.cancel()
+        watch_task.cancel()
+        try:
+            await watch_task
+        except asyncio.CancelledError:
+            pass
+        end = perf()
+        if outcome.records and not outcome.cancelled:
+            outcome.measure_end = max((r.end_time or r.send_time) for r in outcome.records)
+        elif not outcome.measure_end:
+            outcome.measure_end = end
+        outcome.achieved_concurrency = tracker.average(outcome.measure_end)
+        outcome.peak_concurrency = tracker.peak
+        outcome.client_cpu_s = time.process_time() - cpu_start
+        final = progress_payload(end)
+        if not outcome.cancelled:
+            final["percent"] = 100.0
+        final["phase"] = f"{phase}:cancelled" if outcome.cancelled else f"{phase}:done"
+        try:
+            await call_progress(final)
+        finally:
+            executor.shutdown(wait=False)
+    _judge(outcome, measured_sends, lateness, lags)
+    return outcome
+
+
+async def _sleep_until(deadline: float, stop: asyncio.Event) -> None:
+    if math.isinf(deadline):
+        await stop.wait()
+        return
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=max(deadline - time.perf_counter(), 0))
+    except asyncio.TimeoutError:
+        pass
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(int(math.ceil(q / 100.0 * len(ordered))) - 1, len(ordered) - 1)] if ordered else None
+
+
+def _judge(outcome: LoadOutcome, sends: list[float], lateness: list[float], lags: list[float]) -> None:
+    """Decide whether the client kept the requested load; say why not."""
+    config = outcome.config
+    reasons = outcome.client_bound_reasons
+    window = outcome.duration_s
+    if sends and window > 0:
+        outcome.achieved_rate = len(sends) / window
+    outcome.loop_lag_ms_p99 = _percentile(lags, 99)
+    if outcome.cancelled:
+        return
+    if config.mode == "closed" and outcome.achieved_concurrency is not None and config.concurrency:
+        expected = config.concurrency
+        if config.max_requests is not None:  # a short request-count run cannot hold more than it sends
+            expected = min(expected, config.max_requests)
+        if outcome.achieved_concurrency < CONCURRENCY_KEPT_FRACTION * expected and config.ramp_up_s == 0:
+            reasons.append(
+                f"held {outcome.achieved_concurrency:.1f} requests in flight on average, {expected} requested"
+            )
+    if config.mode == "open":
+        if lateness:
+            late = sum(1 for x in lateness if x > LATE_SEND_MS) / len(lateness)
+            outcome.late_sends_fraction = late
+            outcome.send_lateness_ms_p99 = _percentile(lateness, 99)
+            if late > LATE_FRACTION and not config.max_concurrency:
+                reasons.append(f"{late:.0%} of sends were more than {LATE_SEND_MS:.0f} ms behind schedule")
+        if (
+            outcome.achieved_rate is not None
+            and config.rate
+            and config.duration_s
+            and config.max_requests is None
+            and len(sends) >= 20
+            and outcome.achieved_rate < RATE_KEPT_FRACTION * config.rate * _expected_rate_fraction(config, len(sends))
+        ):
+            reasons.append(f"sent {outcome.achieved_rate:.1f} requests/s, {config.rate:g} requested")
+    if outcome.loop_lag_ms_p99 is not None and outcome.loop_lag_ms_p99 > LOOP_LAG_P99_MS:
+        reasons.append(f"event-loop lag p99 {outcome.loop_lag_ms_p99:.1f} ms: client timings are unreliable")
+    outcome.client_bound = bool(reasons)
+
+
+def _expected_rate_fraction(config: LoadConfig, count: int) -> float:
+    """Poisson counts vary: allow 3 standard deviations below the requested count."""
+    return max(1.0 - 3.0 / math.sqrt(max(count, 1)), 0.5)
+
+
+def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | None = None) -> LoadPoint:
+    """One LoadPoint from a load outcome, in kvselect's definitions (see benchmarks.result)."""
+    records = outcome.records
+    finished = [r for r in records if r.error_class != "cancelled"]
+    completed = [r for r in finished if r.ok and not r.aborted]
+    failed = [r for r in finished if not r.ok]
+    window = outcome.duration_s or None
+    itl: list[float] = []
+    for record in completed:
+        itl.extend(record.itl_ms())
+    errors: dict[str, int] = {}
+    for record in failed:
+        errors[record.error_class or "unknown"] = errors.get(record.error_class or "unknown", 0) + 1
+    output_tokens = sum(r.output_tokens or 0 for r in completed)
+    prompt_tokens = sum(r.prompt_tokens or 0 for r in completed)
+    point = LoadPoint(
+        label=label,
+        concurrency=outcome.config.concurrency if outcome.config.mode == "closed" else outcome.config.max_concurrency,
+        request_rate=outcome.config.rate if outcome.config.mode == "open" else None,
+        achieved_concurrency=outcome.achieved_concurrency,
+        duration_s=window,
+        requests_completed=len(completed),
+        requests_failed=len(failed),
+        ttft_ms=Stats.from_values(r.ttft_ms for r in completed),
+        tpot_ms=Stats.from_values(r.tpot_ms for r in completed),
+        itl_ms=Stats.from_values(itl),
+        e2e_ms=Stats.from_values(r.e2e_ms for r in completed),
+        request_throughput=len(completed) / window if window else None,
+        output_token_throughput=output_tokens / window if window else None,
+        input_token_throughput=prompt_tokens / window if window and any(r.prompt_tokens is not None for r in completed) else None,
+        error_rate=len(failed) / len(finished) if finished else None,
+        client_bound=outcome.client_bound,
+        extra={
+            "errors_by_class": errors,
+            "aborted": sum(1 for r in records if r.aborted),
+            "cancelled_in_flight": sum(1 for r in records if r.error_class == "cancelled"),
+            "peak_concurrency": outcome.peak_concurrency,
+            "achieved_rate": outcome.achieved_rate,
+            "late_sends_fraction": outcome.late_sends_fraction,
+            "send_lateness_ms_p99": outcome.send_lateness_ms_p99,
+            "loop_lag_ms_p99": outcome.loop_lag_ms_p99,
+            "client_cpu_s": round(outcome.client_cpu_s, 3),
+            "client_bound_reasons": list(outcome.client_bound_reasons),
+            "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed)) if completed else None,
+            "warmup_requests": len(outcome.warmup),
+        },
+    )
+    if slo and completed:
+        good = [r for r in completed if _meets_slo(r, slo)]
+        point.slo_attainment = len(good) / len(completed)
+        point.goodput = len(good) / window if window else None
+    return point
+
+
+def _meets_slo(record: RequestRecord, slo: dict[str, float]) -> bool:
+    for key, limit in slo.items():
+        value = getattr(record, key, None)
+        if value is None or value > limit:
+            return False
+    return True
+
+
+def requests_rows(outcome: LoadOutcome, point_index: int = 0, time_zero: float | None = None) -> list[dict[str, Any]]:
+    """Rows of the per-request table (benchmarks.result.REQUEST_COLUMNS) for the measured records."""
+    zero = outcome.run_start if time_zero is None else time_zero
+    rows = []
+    for record in outcome.records:
+        itl = record.itl_ms()
+        rows.append(
+            {
+                "point": point_index,
+                "request_id": record.request_id,
+                "start_s": record.send_time - zero,
+                "ttft_ms": record.ttft_ms,
+                "tpot_ms": record.tpot_ms,
+                "itl_ms_mean": (sum(itl) / len(itl)) if itl else None,
+                "e2e_ms": record.e2e_ms,
+                "prompt_tokens": record.prompt_tokens,
+                "output_tokens": record.output_tokens,
+                "ok": record.ok and not record.aborted,
+                "error": record.error_class if not record.aborted else "aborted",
+                "finish_reason": record.finish_reason,
+            }
+        )
+    return rows

@@ -1,0 +1,331 @@
+"""Engine telemetry: scrape an engine's metrics every second and map them into canonical series.
+
+Why: KV usage, prefix hits, queueing and preemption are what kvselect judges engines on, and every
+engine names them differently (and renames them between versions; llama.cpp even removed its KV
+metric). Each engine has a map from canonical names to candidate metric names, newest first; every
+metric is optional and what was never seen is recorded in `absent`. Unknown engines keep the raw
+samples. Prometheus text is parsed with prometheus_client's parser; TensorRT-LLM's `/metrics`
+JSON (a list of IterationStats) is read from `kvCacheStats`.
+
+Canonical series: kv_usage_ratio (0..1), prefix_hit_ratio (per interval, from token counters when
+the engine has them, else its own gauge), running, waiting, preemptions (cumulative),
+kv_used_tokens, cpu_kv_usage_ratio, swap_out / swap_in (cumulative tokens or bytes offloaded and
+loaded back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+# canonical -> candidate metric names (counter names without `_total`), first found wins.
+ENGINE_MAPS: dict[str, dict[str, list[str]]] = {
+    "vllm": {
+        "kv_usage_ratio": ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+        "cpu_kv_usage_ratio": ["vllm:kv_offload_cpu_cache_usage_perc", "vllm:cpu_cache_usage_perc"],
+        "prefix_hits": ["vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"],
+        "prefix_queries": ["vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"],
+        "prefix_hit_ratio_gauge": ["vllm:gpu_prefix_cache_hit_rate"],
+        "running": ["vllm:num_requests_running"],
+        "waiting": ["vllm:num_requests_waiting"],
+        "swapped": ["vllm:num_requests_swapped"],
+        "preemptions": ["vllm:num_preemptions"],
+        "swap_out": ["vllm:kv_offload_store_bytes"],
+        "swap_in": ["vllm:kv_offload_load_bytes"],
+    },
+    "sglang": {
+        "kv_usage_ratio": ["sglang:token_usage", "sglang:full_token_usage"],
+        "kv_used_tokens": ["sglang:kv_used_tokens", "sglang:num_used_tokens"],
+        "prefix_hits": ["sglang:cached_tokens"],
+        "prefix_queries": ["sglang:prompt_tokens"],
+        "prefix_hit_ratio_gauge": ["sglang:cache_hit_rate"],
+        "running": ["sglang:num_running_reqs"],
+        "waiting": ["sglang:num_queue_reqs"],
+        "preemptions": ["sglang:num_retracted_reqs", "sglang:total_retracted_reqs"],
+        "swap_out": ["sglang:evicted_tokens", "sglang:hicache_backup_tokens"],
+        "swap_in": ["sglang:load_back_tokens"],
+        "cpu_kv_usage_ratio": [],
+    },
+    "lmdeploy": {
+        "kv_usage_ratio": ["lmdeploy:gpu_cache_usage_perc"],
+        "prefix_hits": ["lmdeploy:cached_tokens"],
+        "prefix_queries": ["lmdeploy:prompt_tokens"],
+        "prefix_hit_ratio_gauge": ["lmdeploy:prefix_cache_hit_rate"],
+        "running": ["lmdeploy:num_requests_running"],
+        "waiting": ["lmdeploy:num_requests_waiting"],
+    },
+    "tgi": {
+        "running": ["tgi_batch_current_size"],
+        "waiting": ["tgi_queue_size"],
+        "kv_used_tokens": ["tgi_batch_current_max_tokens"],
+    },
+    "trtllm": {
+        "kv_usage_ratio": ["trtllm_kv_cache_utilization"],
+        "cpu_kv_usage_ratio": ["trtllm_kv_cache_host_utilization"],
+        "prefix_hits": ["trtllm_kv_cache_reused_blocks"],
+        "prefix_misses": ["trtllm_kv_cache_missed_blocks"],
+        "prefix_hit_ratio_gauge": ["trtllm_kv_cache_hit_rate"],
+        "running": ["trtllm_num_requests_running"],
+        "waiting": ["trtllm_num_requests_waiting"],
+        "preemptions": ["trtllm_num_paused_requests"],
+        "swap_out": ["trtllm_kv_cache_offload_bytes"],
+        "swap_in": ["trtllm_kv_cache_onboard_bytes"],
+    },
+    "llamacpp": {
+        "kv_usage_ratio": ["llamacpp:kv_cache_usage_ratio"],
+        "kv_used_tokens": ["llamacpp:kv_cache_tokens"],
+        "prefix_hits": ["llamacpp:prompt_tokens_cached"],
+        "prefix_misses": ["llamacpp:prompt_tokens"],  # excludes cached tokens
+        "running": ["llamacpp:requests_processing"],
+        "waiting": ["llamacpp:requests_deferred"],
+    },
+}
+ENGINE_ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llamacpp",
+                  "llama-cpp": "llamacpp", "llama_cpp": "llamacpp", "text-generation-inference": "tgi"}
+PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "lmdeploy:": "lmdeploy", "tgi_": "tgi", "trtllm_": "trtllm",
+            "llamacpp:": "llamacpp"}
+CANONICAL_SERIES = ("kv_usage_ratio", "prefix_hit_ratio", "running", "waiting", "preemptions", "kv_used_tokens",
+                    "cpu_kv_usage_ratio", "swap_out", "swap_in")
+_RATIO_KEYS = {"kv_usage_ratio", "cpu_kv_usage_ratio", "prefix_hit_ratio_gauge"}
+
+
+def normalize_engine(engine: str | None) -> str:
+    name = (engine or "auto").strip().lower()
+    return ENGINE_ALIASES.get(name, name)
+
+
+def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Samples by name, with `_total` stripped from counter samples (names differ by version)."""
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.name
+            if name.endswith("_created"):
+                continue
+            if name.endswith("_total"):
+                name = name[: -len("_total")]
+            samples.setdefault(name, []).append((dict(sample.labels), float(sample.value)))
+    return samples
+
+
+def detect_engine(names: Any) -> str | None:
+    counts: dict[str, int] = {}
+    for name in names:
+        for prefix, engine in PREFIXES.items():
+            if name.startswith(prefix):
+                counts[engine] = counts.get(engine, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def map_samples(samples: dict[str, list[tuple[dict[str, str], float]]], engine: str) -> dict[str, float]:
+    """Canonical values (ratios averaged over label sets, e.g. data-parallel engines; counts summed)."""
+    values: dict[str, float] = {}
+    for canonical, candidates in ENGINE_MAPS.get(engine, {}).items():
+        for name in candidates:
+            found = samples.get(name)
+            if found:
+                numbers = [v for labels, v in found if "le" not in labels and "quantile" not in labels]
+                if not numbers:
+                    continue
+                values[canonical] = sum(numbers) / len(numbers) if canonical in _RATIO_KEYS else sum(numbers)
+                break
+    if "prefix_misses" in values and "prefix_hits" in values and "prefix_queries" not in values:
+        values["prefix_queries"] = values["prefix_hits"] + values.pop("prefix_misses")
+    values.pop("prefix_misses", None)
+    return values
+
+
+def map_trtllm_json(stats: Any) -> dict[str, float]:
+    """TensorRT-LLM `/metrics` JSON (list of IterationStats, newest last) into canonical values."""
+    if isinstance(stats, list):
+        stats = stats[-1] if stats else {}
+    if not isinstance(stats, dict):
+        return {}
+    values: dict[str, float] = {}
+    kv = stats.get("kvCacheStats") or {}
+    used, total = kv.get("usedNumBlocks"), kv.get("maxNumBlocks")
+    if isinstance(used, (int, float)) and isinstance(total, (int, float)) and total > 0:
+        values["kv_usage_ratio"] = used / total
+    if isinstance(kv.get("tokensPerBlock"), (int, float)) and isinstance(used, (int, float)):
+        values["kv_used_tokens"] = used * kv["tokensPerBlock"]
+    if isinstance(kv.get("reusedBlocks"), (int, float)) and isinstance(kv.get("missedBlocks"), (int, float)):
+        values["prefix_hits"] = float(kv["reusedBlocks"])
+        values["prefix_queries"] = float(kv["reusedBlocks"] + kv["missedBlocks"])
+    if isinstance(kv.get("cacheHitRate"), (int, float)):
+        values["prefix_hit_ratio_gauge"] = float(kv["cacheHitRate"])
+    for key, canonical in (("numActiveRequests", "running"), ("numQueuedRequests", "waiting")):
+        if isinstance(stats.get(key), (int, float)):
+            values[canonical] = float(stats[key])
+    paused = (stats.get("inflightBatchingStats") or {}).get("numPausedRequests")
+    if isinstance(paused, (int, float)):
+        values["preemptions"] = float(paused)
+    return values
+
+
+@dataclass
+class MetricsRecording:
+    """What a sampler recorded: canonical series, raw samples for unknown engines, what was absent."""
+
+    engine: str | None = None
+    url: str = ""
+    series: dict[str, list[list[float]]] = field(default_factory=dict)
+    raw: dict[str, list[list[float]]] = field(default_factory=dict)
+    absent: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    scrapes: int = 0
+    failed_scrapes: int = 0
+
+    def last(self, name: str) -> float | None:
+        values = self.series.get(name)
+        return values[-1][1] if values else None
+
+    def first(self, name: str) -> float | None:
+        values = self.series.get(name)
+        return values[0][1] if values else None
+
+    def run_prefix_hit_ratio(self) -> float | None:
+        """Hits / queries over the whole recording, from the cumulative token counters."""
+        hits, queries = self.series.get("prefix_hits"), self.series.get("prefix_queries")
+        if not hits or not queries:
+            return None
+        delta_q = queries[-1][1] - queries[0][1]
+        return (hits[-1][1] - hits[0][1]) / delta_q if delta_q > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "url": self.url, "absent": self.absent, "errors": self.errors[:20],
+                "scrapes": self.scrapes, "failed_scrapes": self.failed_scrapes,
+                "run_prefix_hit_ratio": self.run_prefix_hit_ratio()}
+
+
+class MetricsSampler:
+    """Samples an engine's metrics endpoint every `interval_s` in the background of a load run.
+
+    Times are seconds since `time_zero` (a perf_counter value; the load's run start), so the series
+    line up with the per-request table.
+    """
+
+    def __init__(self, url: str | None, engine: str | None = "auto", interval_s: float = 1.0,
+                 time_zero: float | None = None, timeout_s: float = 2.0, keep_raw: bool | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.engine = normalize_engine(engine)
+        self.interval_s = interval_s
+        self.time_zero = time.perf_counter() if time_zero is None else time_zero
+        self.timeout_s = timeout_s
+        self.keep_raw = keep_raw
+        self.headers = headers or {}
+        self.recording = MetricsRecording(engine=None if self.engine == "auto" else self.engine, url=url or "")
+        self._task: asyncio.Task | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._previous: dict[str, float] = {}
+
+    async def __aenter__(self) -> "MetricsSampler":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        if not self.url:
+            self.recording.absent = ["metrics endpoint (none configured)"]
+            return
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s), headers=self.headers)
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> MetricsRecording:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+            await self.sample_once()  # one final sample: the state right after the load
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        self._finalize()
+        return self.recording
+
+    async def _loop(self) -> None:
+        next_due = time.perf_counter()
+        while True:
+            await self.sample_once()
+            next_due += self.interval_s
+            await asyncio.sleep(max(next_due - time.perf_counter(), 0.0))
+
+    async def sample_once(self) -> dict[str, float] | None:
+        if self._session is None or not self.url:
+            return None
+        now = time.perf_counter() - self.time_zero
+        try:
+            async with self._session.get(self.url) as response:
+                body = await response.text()
+                status = response.status
+                content_type = response.headers.get("Content-Type", "")
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            self._error(f"{type(exc).__name__}: {exc}")
+            return None
+        if status >= 400:
+            self._error(f"HTTP {status} from {self.url}")
+            return None
+        self.recording.scrapes += 1
+        try:
+            values, raw = self._interpret(body, content_type)
+        except (ValueError, TypeError) as exc:
+            self._error(f"unparseable metrics: {exc}")
+            return None
+        self._record(now, values, raw)
+        return values
+
+    def _error(self, message: str) -> None:
+        self.recording.failed_scrapes += 1
+        if len(self.recording.errors) < 50:
+            self.recording.errors.append(message)
+
+    def _interpret(self, body: str, content_type: str) -> tuple[dict[str, float], dict[str, float]]:
+        stripped = body.lstrip()
+        if "json" in content_type or stripped.startswith(("[", "{")):
+            if self.engine in ("auto", "trtllm"):
+                self.recording.engine = "trtllm"
+            return map_trtllm_json(json.loads(body)), {}
+        samples = parse_prometheus(body)
+        engine = self.engine
+        if engine == "auto":
+            engine = detect_engine(samples) or "unknown"
+        self.recording.engine = engine
+        values = map_samples(samples, engine)
+        raw: dict[str, float] = {}
+        keep_raw = self.keep_raw if self.keep_raw is not None else engine not in ENGINE_MAPS
+        if keep_raw:
+            for name, entries in samples.items():
+                for labels, value in entries:
+                    key = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
+                    raw[key] = value
+        return values, raw
+
+    def _record(self, now: float, values: dict[str, float], raw: dict[str, float]) -> None:
+        series = self.recording.series
+        for name, value in values.items():
+            series.setdefault(name, []).append([now, value])
+        hits, queries = values.get("prefix_hits"), values.get("prefix_queries")
+        if hits is not None and queries is not None:
+            prev_h, prev_q = self._previous.get("prefix_hits"), self._previous.get("prefix_queries")
+            if prev_h is not None and prev_q is not None and queries > prev_q:
+                series.setdefault("prefix_hit_ratio", []).append([now, (hits - prev_h) / (queries - prev_q)])
+            self._previous.update(prefix_hits=hits, prefix_queries=queries)
+        elif "prefix_hit_ratio_gauge" in values:
+            series.setdefault("prefix_hit_ratio", []).append([now, values["prefix_hit_ratio_gauge"]])
+        for name, value in raw.items():
+            self.recording.raw.setdefault(name, []).append([now, value])
+
+    def _finalize(self) -> None:
+        if self.url:
+            self.recording.absent = [name for name in CANONICAL_SERIES if name not in self.recording.series]

@@ -1,0 +1,101 @@
+import asyncio
+import threading
+import time
+
+import pytest
+
+from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.load import LoadConfig, LoadConfigError, requests_rows, run_load, summarize
+from benchmarks.harness.mock_server import MockConfig
+
+
+def load(server, config, make=None, **kwargs):
+    async def go():
+        async with OpenAIClient(server.url, "m") as client:
+            factory = make or (lambda i: RequestSpec(prompt=f"p {i}", max_tokens=8, request_id=str(i)))
+            return await run_load(client, factory, config, **kwargs)
+
+    return go()
+
+
+def test_closed_loop_holds_concurrency_and_excludes_warmup(with_mock):
+    config = LoadConfig(concurrency=16, duration_s=1.0, warmup_s=0.3)
+    outcome = with_mock(MockConfig(ttft_s=0.02, itl_s=0.002), lambda s: load(s, config))
+    assert outcome.achieved_concurrency == pytest.approx(16, rel=0.06)
+    assert not outcome.client_bound and outcome.warmup and outcome.records
+    assert all(r.send_time >= outcome.measure_start for r in outcome.records)
+    point = summarize(outcome, label="c16", slo={"ttft_ms": 1000})
+    assert point.requests_completed == len(outcome.records) and point.error_rate == 0
+    assert point.ttft_ms.p50 > 20 and point.slo_attainment == 1.0 and point.extra["peak_concurrency"] == 16
+
+
+def test_request_count_limit_and_warmup_count(with_mock):
+    config = LoadConfig(concurrency=4, max_requests=10, warmup_requests=3)
+    outcome = with_mock(None, lambda s: load(s, config))
+    assert len(outcome.records) == 10 and len(outcome.warmup) == 3
+    rows = requests_rows(outcome)
+    assert len(rows) == 10 and all(row["ok"] for row in rows) and rows[0]["output_tokens"] == 8
+
+
+def test_open_loop_keeps_poisson_rate(with_mock):
+    config = LoadConfig(mode="open", rate=100, duration_s=1.5, seed=3)
+    outcome = with_mock(MockConfig(ttft_s=0.01), lambda s: load(s, config))
+    assert 100 * 0.7 < outcome.achieved_rate < 100 * 1.3
+    assert outcome.late_sends_fraction < 0.25  # a shared 2-core machine delays some sends by itself
+
+
+def test_blocked_client_is_flagged_client_bound(with_mock):
+    def slow_make(i):
+        time.sleep(0.03)  # a client that cannot keep up: it blocks its own event loop
+        return RequestSpec(prompt="p", max_tokens=2)
+
+    config = LoadConfig(mode="open", rate=200, duration_s=1.0)
+    outcome = with_mock(None, lambda s: load(s, config, make=slow_make))
+    assert outcome.client_bound
+    assert any("behind schedule" in r or "requests/s" in r for r in outcome.client_bound_reasons)
+    assert summarize(outcome).client_bound is True
+
+
+def test_cancel_stops_within_two_seconds_and_keeps_partial_data(with_mock):
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    config = LoadConfig(concurrency=8, duration_s=30)
+
+    started = time.perf_counter()
+    outcome = with_mock(MockConfig(itl_s=0.01),
+                        lambda s: load(s, config, make=lambda i: RequestSpec(prompt="p", max_tokens=1000), cancel=cancel))
+    assert time.perf_counter() - started < 0.5 + 2.0
+    assert outcome.cancelled and len(outcome.records) == 8
+    assert all(r.error_class == "cancelled" and r.chunk_times for r in outcome.records)
+    point = summarize(outcome)
+    assert point.extra["cancelled_in_flight"] == 8 and point.requests_failed == 0
+
+
+def test_cancel_callable_and_progress_every_interval(with_mock):
+    calls = []
+    state = {"stop": False}
+    config = LoadConfig(concurrency=2, duration_s=30, progress_interval_s=0.3)
+
+    async def go(server):
+        asyncio.get_running_loop().call_later(1.2, lambda: state.update(stop=True))
+        return await load(server, config, cancel=lambda: state["stop"], progress=calls.append, phase="stress")
+
+    outcome = with_mock(MockConfig(ttft_s=0.01), go)
+    assert outcome.cancelled
+    assert len(calls) >= 4 and calls[-1]["phase"] == "stress:cancelled"
+    assert set(calls[1]) >= {"phase", "percent", "requests_done", "ttft_p50_ms"}
+    assert calls[2]["ttft_p50_ms"] is not None and calls[2]["requests_done"] > 0
+
+
+@pytest.mark.parametrize(
+    "config, field",
+    [
+        (LoadConfig(concurrency=0, duration_s=1), "load.concurrency"),
+        (LoadConfig(mode="open", rate=0, duration_s=1), "load.rate"),
+        (LoadConfig(concurrency=1), "load.duration_s"),
+        (LoadConfig(concurrency=1, duration_s=1, progress_interval_s=5), "load.progress_interval_s"),
+    ],
+)
+def test_invalid_configs_name_the_field(config, field):
+    with pytest.raises(LoadConfigError, match=field):
+        config.validate()

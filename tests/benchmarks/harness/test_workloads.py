@@ -1,0 +1,124 @@
+import json
+import threading
+import time
+
+import pytest
+
+from benchmarks.harness import workloads as w
+from benchmarks.harness.mock_server import MockConfig
+from benchmarks.harness.safety import TargetRefused
+from benchmarks.result import REQUEST_COLUMNS
+
+CONSTRAINTS = {"peak_concurrency": 8, "avg_input_tokens": 64, "avg_output_tokens": 16, "max_input_tokens": 2048,
+               "ttft_p95_ms": 1000, "concurrent_sessions": 6, "idle_seconds_between_turns": 1.0}
+
+
+def target_for(server, **kwargs):
+    defaults = dict(metrics_url=server.url + "/metrics", engine="vllm", api_key="sk-test", allowed_hosts=["127.0.0.1"])
+    defaults.update(kwargs)
+    return w.Target(server.url, "m", **defaults)
+
+
+def verdicts(result):
+    return {v["name"]: v for v in result.verdicts}
+
+
+def test_plans_come_from_constraints_and_are_editable():
+    stress = w.plan("concurrency_stress", CONSTRAINTS)
+    assert stress["concurrency"] == 8 and stress["input_tokens"] == 64 and stress["ttft_p95_ms"] == 1000
+    ladder = w.plan("long_context", {"max_input_tokens": 100_000})
+    assert ladder["rungs"] == [16384, 32768, 65536]
+    assert w.plan("long_context", None, max_model_len=40_000)["rungs"] == [16384, 32768]
+    assert w.plan("swap_recovery", CONSTRAINTS)["idle_s"] == 1.0
+    json.dumps([w.plan(name, CONSTRAINTS) for name in w.PLANNERS])
+    with pytest.raises(w.PlanError, match="test: must be one of"):
+        w.plan("nope")
+
+
+def test_concurrency_stress_with_aborts(with_mock):
+    params = w.plan("concurrency_stress", CONSTRAINTS) | {"duration_s": 1.0, "warmup_s": 0.2, "settle_s": 3, "abort_fraction": 0.2}
+    progress = []
+    result = with_mock(MockConfig(ttft_s=0.01, itl_s=0.002, metrics_style="vllm"),
+                       lambda s: w.run_test("concurrency_stress", target_for(s), params, progress=progress.append))
+    assert result.tool == "kvselect-harness" and result.evidence == "MEASURED" and not result.partial
+    v = verdicts(result)
+    assert v["zero_errors"]["passed"] and v["ttft_p95_within_budget"]["passed"] and v["concurrency_held"]["passed"]
+    assert v["kv_back_to_baseline_after_aborts"]["passed"] and v["requests_released_after_aborts"]["passed"]
+    point = result.points[0]
+    assert point.extra["aborted"] > 0 and point.extra["kv_usage_ratio_max"] > 0
+    assert list(result.requests.columns) == list(REQUEST_COLUMNS)
+    assert "kv_usage_ratio" in result.timeseries and result.metadata["engine"] == "vllm"
+    document = json.dumps(result.to_native())
+    assert "sk-test" not in document
+    assert progress and progress[-1]["percent"] >= 90
+
+
+def test_budget_and_error_verdicts_fail_when_they_should(with_mock):
+    params = w.plan("concurrency_stress", CONSTRAINTS) | {"duration_s": 0.5, "warmup_s": 0, "ttft_p95_ms": 1, "abort_fraction": 0}
+    result = with_mock(MockConfig(ttft_s=0.02), lambda s: w.run_test("concurrency_stress", target_for(s), params))
+    assert verdicts(result)["ttft_p95_within_budget"]["passed"] is False
+    result = with_mock(MockConfig(oom_in_stream_after=1), lambda s: w.run_test("concurrency_stress", target_for(s), params))
+    v = verdicts(result)["zero_errors"]
+    assert v["passed"] is False and "oom" in v["detail"]
+
+
+def test_long_context_ladder_with_background(with_mock):
+    params = w.plan("long_context", CONSTRAINTS) | {"rungs": [256, 1024], "background_lead_s": 0.5, "background_concurrency": 2}
+    result = with_mock(MockConfig(ttft_s=0.01, prefill_s_per_token=0.00002, metrics_style="llamacpp"),
+                       lambda s: w.run_test("long_context", target_for(s, engine="llamacpp"), params))
+    assert [p.label for p in result.points] == ["256 alone", "256 with_background", "1K alone", "1K with_background"]
+    assert result.metadata["largest_successful_rung"] == 1024 and verdicts(result)["largest_rung_succeeds"]["passed"]
+    assert result.points[2].extra["prompt_tokens_reported"] == [1024]
+    assert result.points[1].extra["background_requests"] > 0
+
+
+def test_swap_recovery_continuation_and_resume_ttft(with_mock):
+    params = w.plan("swap_recovery", CONSTRAINTS) | {"idle_s": 0.5, "pressure_concurrency": 2, "sessions": 4}
+    result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("swap_recovery", target_for(s), params))
+    v = verdicts(result)
+    assert v["continuation_identical"]["passed"] and "2 of 2" in v["continuation_identical"]["detail"]
+    assert [p.requests_completed for p in result.points] == [4, 4, 2]
+    assert result.metadata["resume_over_warm_ttft_p50"] is not None
+
+
+def test_prefix_reuse_on_and_off(with_mock):
+    params = w.plan("prefix_reuse", CONSTRAINTS) | {"requests": 24, "kv_capacity_tokens": 65536}
+
+    async def go(server):
+        return await w.run_prefix_reuse(target_for(server), params, off_target=target_for(server))
+
+    result = with_mock(MockConfig(metrics_style="vllm"), go)
+    assert [p.label for p in result.points] == ["prefix_on", "prefix_off"]
+    v = verdicts(result)
+    assert v["prefix_reused"]["passed"] and v["kv_below_own_allocation"]["passed"] is not None
+    assert "prefix_off.kv_usage_ratio" in result.timeseries
+
+
+def test_stability_windows_and_drift(with_mock):
+    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 1.5, "window_s": 0.5}
+    result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("stability", target_for(s), params))
+    assert [p.label for p in result.points] == ["all", "first_window", "last_window"]
+    v = verdicts(result)
+    assert v["ttft_p50_drift"]["passed"] is not None and "kv_usage_slope_per_hour" in result.metadata["drift"]
+    with pytest.raises(w.PlanError, match="params.window_s"):
+        with_mock(None, lambda s: w.run_test("stability", target_for(s), params | {"window_s": 1.0}))
+
+
+def test_cancel_returns_partial_result_quickly(with_mock):
+    cancel = threading.Event()
+    threading.Timer(0.8, cancel.set).start()
+    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 60, "window_s": 10}
+    started = time.perf_counter()
+    result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("stability", target_for(s), params, cancel=cancel))
+    assert time.perf_counter() - started < 0.8 + 2.5
+    assert result.partial and "cancelled: partial data" in result.notes and result.points[0].requests_completed > 0
+
+
+def test_simulator_evidence_and_target_refusal(with_mock):
+    params = w.plan("concurrency_stress", CONSTRAINTS) | {"duration_s": 0.3, "warmup_s": 0, "abort_fraction": 0}
+    result = with_mock(None, lambda s: w.run_test("concurrency_stress", target_for(s, engine="simulator", metrics_url=None), params))
+    assert result.evidence == "SIMULATED"
+    refused = w.Target("http://169.254.169.254/v1", "m", allowed_hosts=["*"])
+    with pytest.raises(TargetRefused):
+        w.run_test_sync("concurrency_stress", refused, params)
+    assert "sk-" not in repr(w.Target("http://x", "m", api_key="sk-zzz"))
