@@ -140,15 +140,20 @@ def claim(run_id: int, worker: str) -> BenchmarkRun | None:
 
 
 class RunReporter:
-    """Throttled progress writes, a heartbeat thread, and a cached cancel flag, all on the run row."""
+    """Progress, heartbeat and cancel flag on the run row, all written from one background thread.
+
+    The harness calls `progress` and `cancelled` from its event loop, where the ORM must not run:
+    they only touch memory; the thread does the database work (progress at most once a second,
+    a heartbeat every few seconds, the cancel flag twice a second).
+    """
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
-        self._last_progress = 0.0
-        self._last_cancel_check = 0.0
-        self._cancelled = False
+        self._latest: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{run_id}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"run-{run_id}-reporter", daemon=True)
 
     def __enter__(self) -> "RunReporter":
         self._thread.start()
@@ -156,32 +161,41 @@ class RunReporter:
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _beat(self) -> None:
-        from django.db import connection
-
-        try:
-            while not self._stop.wait(HEARTBEAT_INTERVAL_S):
-                BenchmarkRun.objects.filter(pk=self.run_id, status=BenchmarkRun.Status.RUNNING).update(
-                    heartbeat_at=timezone.now())
-        finally:
-            connection.close()
+        self._thread.join(timeout=10)
+        self._flush()
 
     def progress(self, payload: dict[str, Any]) -> None:
-        now = time.monotonic()
-        if now - self._last_progress < PROGRESS_MIN_INTERVAL_S and payload.get("percent", 0) < 100:
-            return
-        self._last_progress = now
         clean = {k: payload.get(k) for k in ("phase", "percent", "requests_done", "ttft_p50_ms", "achieved_concurrency")}
-        BenchmarkRun.objects.filter(pk=self.run_id).update(progress=clean, heartbeat_at=timezone.now())
+        with self._lock:
+            self._latest = clean
 
     def cancelled(self) -> bool:
-        now = time.monotonic()
-        if not self._cancelled and now - self._last_cancel_check >= CANCEL_POLL_S:
-            self._last_cancel_check = now
-            self._cancelled = BenchmarkRun.objects.filter(pk=self.run_id, cancel_requested=True).exists()
-        return self._cancelled
+        return self._cancel.is_set()
+
+    def _flush(self) -> None:
+        with self._lock:
+            latest, self._latest = self._latest, None
+        if latest is not None:
+            BenchmarkRun.objects.filter(pk=self.run_id).update(progress=latest, heartbeat_at=timezone.now())
+
+    def _loop(self) -> None:
+        from django.db import connection
+
+        last_progress = last_beat = 0.0
+        try:
+            while not self._stop.wait(CANCEL_POLL_S):
+                now = time.monotonic()
+                if BenchmarkRun.objects.filter(pk=self.run_id, cancel_requested=True).exists():
+                    self._cancel.set()
+                if now - last_progress >= PROGRESS_MIN_INTERVAL_S:
+                    self._flush()
+                    last_progress = now
+                if now - last_beat >= HEARTBEAT_INTERVAL_S:
+                    BenchmarkRun.objects.filter(pk=self.run_id, status=BenchmarkRun.Status.RUNNING).update(
+                        heartbeat_at=timezone.now())
+                    last_beat = now
+        finally:
+            connection.close()
 
 
 def _probe_simulator(url: str) -> bool:

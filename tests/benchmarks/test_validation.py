@@ -1,0 +1,94 @@
+"""Validation runs through the database: plan, claim, execute against a real HTTP engine, cancel, reap."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from benchmarks import validation
+from benchmarks.models import BenchmarkRun
+from selection import services
+
+
+@pytest.fixture
+def candidate(selection_with_constraints, architect, engines, mock_engine):
+    return services.add_candidate(selection=selection_with_constraints, user=architect, data={
+        "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": mock_engine.url,
+        "metrics_url": mock_engine.url + "/metrics", "model_name": "mock"}, api_key="sk-test")
+
+
+SHORT = {"concurrency": 4, "duration_s": 1.0, "warmup_s": 0.0, "input_tokens": 16, "output_tokens": 8,
+         "settle_s": 0.5, "abort_fraction": 0.0}
+
+
+def test_plan_derives_parameters_from_constraints(candidate):
+    plan = validation.validation_plan(candidate)
+    assert set(plan) == {"concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability"}
+    assert plan["concurrency_stress"]["concurrency"] == 200
+    assert plan["concurrency_stress"]["ttft_p95_ms"] == 800.0
+
+
+def test_a_run_is_claimed_once(candidate, architect):
+    run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
+    assert validation.claim(run.pk, "w1") is not None
+    assert validation.claim(run.pk, "w2") is None  # a live worker owns it
+    BenchmarkRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    reclaimed = validation.claim(run.pk, "w3")
+    assert reclaimed is not None and reclaimed.attempt == 2 and reclaimed.worker == "w3"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_execute_stores_a_measured_result_with_progress(candidate, architect):
+    run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
+    run = validation.execute(validation.claim(run.pk, "w1"))
+    assert run.status == "succeeded", run.error
+    assert run.evidence == "MEASURED" and run.tool == "kvselect-harness"
+    point = run.points.get()
+    assert point.requests_completed > 0 and point.ttft_ms["p50"] is not None
+    assert run.progress["percent"] == 100
+    assert run.artifacts.filter(kind="native").exists()
+
+
+def test_cancel_of_a_queued_run_is_immediate(candidate, architect):
+    run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
+    run = validation.request_cancel(run, architect)
+    assert run.status == "cancelled"
+    assert validation.claim(run.pk, "w1") is None
+
+
+def test_reviewer_cannot_start_runs(candidate, reviewer):
+    with pytest.raises(PermissionDenied):
+        validation.start_validation(candidate=candidate, test="concurrency_stress", user=reviewer)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("url", ["http://10.1.2.3:8000", "http://169.254.169.254/latest", "http://example.com:80"])
+def test_endpoints_outside_the_allow_list_are_refused_before_any_connection(selection_with_constraints, architect,
+                                                                          engines, url):
+    candidate = services.add_candidate(selection=selection_with_constraints, user=architect, data={
+        "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url})
+    with pytest.raises(validation.ValidationError, match="endpoint_url"):
+        validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect)
+    assert not BenchmarkRun.objects.exists()
+
+
+@pytest.mark.reliability
+def test_reaper_fails_runs_whose_worker_stopped(candidate, architect):
+    run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
+    validation.claim(run.pk, "w1")
+    assert validation.reap_stale_runs() == []
+    BenchmarkRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert validation.reap_stale_runs() == [run.pk]
+    run.refresh_from_db()
+    assert run.status == "failed" and "worker lost" in run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_api_key_is_never_in_the_result(candidate, architect):
+    run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
+    run = validation.execute(validation.claim(run.pk, "w1"))
+    client = APIClient()
+    client.force_authenticate(architect)
+    assert "sk-test" not in client.get(f"/api/v1/runs/{run.pk}/").content.decode()
