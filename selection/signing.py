@@ -49,6 +49,8 @@ ROLE_LABELS = {
     "seal": "Organisational seal",
 }
 SIGNING_ORDER = ("business", "platform", "security", "seal")
+# What may be appended after a signature without voiding it (pyHanko ModificationLevel names).
+ALLOWED_LATER_CHANGES = ("NONE", "LTA_UPDATES", "FORM_FILLING")
 
 # A box is (page index starting at 0, x1, y1, x2, y2) in PDF points, origin bottom-left.
 Box = tuple[int, float, float, float, float]
@@ -222,8 +224,10 @@ class SignatureReport:
 
     @property
     def ok(self) -> bool:
-        """Intact, cryptographically valid, trusted, and later revisions only filled forms."""
-        return self.intact and self.valid and self.trusted and self.docmdp_ok is not False
+        """Intact, valid, trusted, and whatever was appended later only filled in (signed)
+        form fields or added validation data - never changed the content."""
+        return (self.intact and self.valid and self.trusted and self.docmdp_ok is not False
+                and self.modification_level in ALLOWED_LATER_CHANGES)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,33 @@ def test_flipped_byte_fails_every_signature_in_both_verifiers(unsigned_pdf, revi
         out.count("Signature Validation: Digest Mismatch.") == len(ROLES), out
 
 
+def test_content_appended_after_signing_voids_every_signature(revisions, ca):
+    """A "shadow" incremental update that draws new text on page 1 keeps each signature's
+    bytes intact, so the verifier must judge the later revision itself (pdfsig only says
+    "Not total document signed" here)."""
+    import io
+    from pyhanko.pdf_utils import generic
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+
+    writer = IncrementalPdfFileWriter(io.BytesIO(revisions[-1]))
+    page = writer.root["/Pages"]["/Kids"][0].get_object()
+    extra = writer.add_object(generic.StreamObject(
+        stream_data=b"BT /F1 24 Tf 100 100 Td (APPROVED BY NOBODY) Tj ET"))
+    contents = page.raw_get("/Contents")
+    page["/Contents"] = generic.ArrayObject(
+        (list(contents) if isinstance(contents, generic.ArrayObject) else [contents]) + [extra])
+    writer.update_container(page)
+    out = io.BytesIO()
+    writer.write(out)
+
+    report = signing.verify_pdf(out.getvalue(), [ca])
+    assert len(report.signatures) == len(ROLES)
+    for sig in report.signatures:
+        assert sig.intact and sig.valid and not sig.covers_whole_document
+        assert sig.modification_level == "OTHER" and not sig.ok
+    assert not report.all_ok
+
+
 def test_unknown_root_is_intact_and_valid_but_not_trusted(revisions, tmp_path):
     other = signing.issue_dev_certificates(tmp_path, {"business": "Mallory"}, "x")
     report = signing.verify_pdf(revisions[-1], [other.ca_certificate.read_bytes()])

@@ -8,6 +8,7 @@ default the development CA under <KVSELECT_VAR_DIR>/dev-certs if present.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Iterable
 
@@ -41,6 +42,10 @@ class Command(BaseCommand):
             raise CommandError(f"--trust: cannot read {exc.filename}: {exc.strerror}") from exc
 
     def handle(self, *args, **opts):
+        if opts["verbosity"] < 2:
+            # pyHanko logs each failed check with a traceback; the report already says it.
+            logging.getLogger("pyhanko").setLevel(logging.CRITICAL)
+            logging.getLogger("pyhanko_certvalidator").setLevel(logging.CRITICAL)
         path = Path(opts["file"])
         try:
             data = path.read_bytes()
