@@ -23,6 +23,6 @@ Written by \`scripts/vendor-assets.sh\` from the npm registry; do not edit by ha
 
 | file | package | version | sha256 |
 |---|---|---|---|
-| htmx.min.js | htmx.org (BSD-2-Clause, see htmx.LICENSE) | ${HTMX_VERSION} | ${sha256} |
+| htmx.min.js | htmx.org (0BSD, see htmx.LICENSE) | ${HTMX_VERSION} | ${sha256} |
 MD
 echo "vendored htmx.org ${HTMX_VERSION} -> $DEST/htmx.min.js ($sha256)"
