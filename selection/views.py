@@ -189,8 +189,12 @@ def _weights_form(selection: Selection, data=None) -> WeightsForm:
 def scenario(request: HttpRequest, pk: int) -> HttpResponse:
     selection = _get_selection(request, pk)
     form = _weights_form(selection)
+    has_constraints = Constraints.objects.filter(selection=selection).exists()
     if request.method == "POST":
         _require_edit(request, selection)
+        if not has_constraints:
+            messages.error(request, _("Fill in the constraints first: the weights start from the inferred scenario."))
+            return redirect("selection:constraints", pk=selection.pk)
         form = _weights_form(selection, request.POST)
         if form.is_valid():
             try:
@@ -201,7 +205,6 @@ def scenario(request: HttpRequest, pk: int) -> HttpResponse:
             else:
                 messages.success(request, _("Weights saved and recorded in the audit trail."))
                 return redirect("selection:scenario", pk=selection.pk)
-    has_constraints = Constraints.objects.filter(selection=selection).exists()
     mix = [{"scenario": s, "name": SCENARIO_NAMES.get(s, s), "percent": share * 100}
            for s, share in sorted((selection.scenario_mix or {}).items(), key=lambda kv: -kv[1])]
     return render(request, "selection/scenario.html", _context(

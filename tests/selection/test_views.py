@@ -378,3 +378,10 @@ def test_language_switch_to_simplified_chinese(client, architect):
     body = client.get(reverse("selection:dashboard")).content.decode()
     assert '<html lang="zh-hans">' in body
     assert 'value="zh-hans" lang="zh-hans" selected' in body
+
+
+def test_weights_cannot_be_posted_before_constraints(client, architect, selection):
+    client.force_login(architect)
+    response = client.post(url("selection:scenario", selection), {"cache_reuse": 1, "justification": "why"})
+    assert response.status_code == 302 and response["Location"] == url("selection:constraints", selection)
+    assert not CriterionWeight.objects.exists()
