@@ -26,6 +26,12 @@ from .forms import (CONSTRAINT_GROUPS, CONSTRAINT_UNITS, CandidateForm, Constrai
 from .models import Candidate, Constraints, Membership, Selection
 
 
+def _evidence_label(source: str) -> str:
+    """How a criterion is scored: from measurements, documented capabilities, or both."""
+    return {"measured": _("measured"), "documented": _("documented"),
+            "both": _("measured + documented")}.get(source, source)
+
+
 @dataclass(frozen=True)
 class NextStep:
     label: str
@@ -127,6 +133,8 @@ def _display(constraints: Constraints, name: str):
         return ", ".join(value or []) or "—"
     if isinstance(value, bool):
         return _("yes") if value else _("no")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return "—" if value in (None, "") else value
 
 
@@ -174,8 +182,8 @@ def _gate_rows(selection: Selection) -> list[dict]:
 def _weight_table(form: WeightsForm, selection: Selection) -> list[dict]:
     """One row per criterion of the form: its input next to the stored weight (if any)."""
     stored = {w.criterion: w for w in selection.weights.all()}
-    return [{"field": form[c.id], "criterion": c, "weight": stored.get(c.id), "dimension": _dimension_name(c.dimension)}
-            for c in form.criteria]
+    return [{"field": form[c.id], "criterion": c, "weight": stored.get(c.id), "dimension": _dimension_name(c.dimension),
+             "evidence": _evidence_label(c.source)} for c in form.criteria]
 
 
 def _weights_form(selection: Selection, data=None) -> WeightsForm:
@@ -210,7 +218,7 @@ def scenario(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "selection/scenario.html", _context(
         request, selection, "scenario", form=form, weight_table=_weight_table(form, selection), mix=mix,
         has_constraints=has_constraints, scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
-        audit=_audit(selection)))
+        audit=_audit(selection, 30)))
 
 
 @login_required

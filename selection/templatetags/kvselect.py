@@ -35,4 +35,6 @@ def audit_value(value) -> str:
 def field_type(bound_field) -> str:
     """The widget's input type ("checkbox", "number", "select", ...) for styling."""
     widget = bound_field.field.widget
+    if getattr(widget, "allow_multiple_selected", False) and getattr(widget, "input_type", "") == "checkbox":
+        return "checkboxselectmultiple"
     return getattr(widget, "input_type", None) or widget.__class__.__name__.lower()
