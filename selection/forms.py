@@ -57,11 +57,28 @@ CONSTRAINT_UNITS = {
 
 
 def shipped_model_configs(directory: Path | None = None) -> list[str]:
-    """Names of the model configs shipped under selection/fixtures/model_configs/ (file stems)."""
+    """Names of the model configs shipped under selection/fixtures/model_configs/.
+
+    A config is either ``<name>.json`` or a folder ``<name>/`` holding a Hugging Face ``config.json``.
+    """
     directory = directory or MODEL_CONFIGS_DIR
     if not directory.is_dir():
         return []
-    return sorted(p.stem for p in directory.glob("*.json"))
+    names = {p.stem for p in directory.glob("*.json")}
+    names |= {p.parent.name for p in directory.glob("*/config.json")}
+    return sorted(names)
+
+
+class AccessibleErrorsMixin:
+    """Point each invalid input at its error list (aria-describedby), so screen readers read the reason."""
+
+    def add_error(self, field, error) -> None:
+        super().add_error(field, error)
+        for name in list(getattr(self, "_errors", None) or {}):
+            if name in self.fields:
+                bound = self[name]
+                ids = [f"{bound.auto_id}_errors"] + ([f"{bound.auto_id}_helptext"] if bound.help_text else [])
+                self.fields[name].widget.attrs["aria-describedby"] = " ".join(ids)
 
 
 def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tuple[str, ...] = ()) -> None:
@@ -81,7 +98,7 @@ def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tu
                 form.add_error(None, f"{key}: {message}" if key != "__all__" else message)
 
 
-class SelectionCreateForm(forms.Form):
+class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
     name = forms.CharField(label=_("Name"), max_length=200)
     description = forms.CharField(label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 3}))
     team = forms.ModelChoiceField(label=_("Team"), queryset=Team.objects.none(),
@@ -125,7 +142,7 @@ def _user_label(user) -> str:
     return f"{full} ({user.get_username()})" if full else user.get_username()
 
 
-class ConstraintsForm(forms.ModelForm):
+class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
     """Every field of the one-pager. Model validators and Constraints.clean() run on is_valid()."""
 
     kv_precisions_allowed = forms.MultipleChoiceField(
@@ -161,7 +178,7 @@ class ConstraintsForm(forms.ModelForm):
         return {name: self.cleaned_data.get(name) for name in CONSTRAINT_FIELDS}
 
 
-class WeightsForm(forms.Form):
+class WeightsForm(AccessibleErrorsMixin, forms.Form):
     """One number per criterion of the selection's scenario mix (relative; normalised on save)."""
 
     justification = forms.CharField(
@@ -186,7 +203,7 @@ class WeightsForm(forms.Form):
         return {c.id: self.cleaned_data[c.id] for c in self.criteria}
 
 
-class GatesForm(forms.Form):
+class GatesForm(AccessibleErrorsMixin, forms.Form):
     """A checkbox and a threshold (0-1) per dimension; 2-3 gates recommended."""
 
     def __init__(self, *args, current: dict[str, float], **kwargs):
@@ -216,7 +233,7 @@ class GatesForm(forms.Form):
                 if self.cleaned_data.get(f"use_{d.id}")}
 
 
-class CandidateForm(forms.ModelForm):
+class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
     """A candidate: catalog engine + version + endpoint + hardware. The API key is write-only."""
 
     api_key = forms.CharField(

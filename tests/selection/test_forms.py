@@ -118,3 +118,24 @@ def test_candidate_form_rejects_unknown_precision_and_zero_gpus():
     form = CandidateForm({"engine": engine.pk, "engine_version": "0.8.5", "gpu_count": "0", "tensor_parallel": "1",
                           "kv_precision": "fp4"})
     assert not form.is_valid() and {"gpu_count", "kv_precision"} <= set(form.errors)
+
+
+def test_shipped_model_configs_accepts_hf_folders(tmp_path):
+    (tmp_path / "mistral-7b").mkdir()
+    (tmp_path / "mistral-7b" / "config.json").write_text("{}")
+    (tmp_path / "empty-folder").mkdir()
+    assert shipped_model_configs(tmp_path) == ["mistral-7b"]
+
+
+def test_invalid_input_is_described_by_its_error():
+    form = ConstraintsForm({**VALID_CONSTRAINTS, "gpu_memory_gib": "0"}, model_configs=[])
+    assert not form.is_valid()
+    html = str(form["gpu_memory_gib"])
+    assert 'aria-invalid="true"' in html and 'aria-describedby="id_gpu_memory_gib_errors"' in html
+
+
+def test_service_errors_are_described_too():
+    form = GatesForm({"use_memory": "on", "threshold_memory": "0.5"}, current={})
+    form.is_valid()
+    attach_service_errors(form, ValidationError({"gates.threshold_memory": ["too low"]}), prefixes=("gates",))
+    assert 'aria-describedby="id_threshold_memory_errors"' in str(form["threshold_memory"])
