@@ -1,0 +1,131 @@
+"""Admin: read-mostly views for operators. Day-to-day edits go through the audited web forms."""
+
+from django.contrib import admin
+
+from .models import (AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Membership, Selection, Team,
+                     UploadToken)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "member_count"]
+    search_fields = ["name"]
+    inlines = [MembershipInline]
+
+    @admin.display(description="members")
+    def member_count(self, team: Team) -> int:
+        return team.members.count()
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "team", "role"]
+    list_filter = ["role", "team"]
+    search_fields = ["user__username", "team__name"]
+    autocomplete_fields = ["user", "team"]
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ConstraintsInline(ReadOnlyInline):
+    model = Constraints
+
+
+class WeightInline(ReadOnlyInline):
+    model = CriterionWeight
+    fields = ["criterion", "weight", "source", "justification", "updated_by", "updated_at"]
+    readonly_fields = fields
+
+
+class GateInline(ReadOnlyInline):
+    model = Gate
+
+
+class CandidateInline(ReadOnlyInline):
+    model = Candidate
+    fields = ["engine", "engine_version", "label", "endpoint_url", "gpu_model", "gpu_count", "kv_precision"]
+    readonly_fields = fields
+
+
+@admin.register(Selection)
+class SelectionAdmin(admin.ModelAdmin):
+    """Status and names are editable here; constraints, weights and gates only through the audited forms."""
+
+    list_display = ["name", "team", "status", "scenario", "scenario_accepted", "updated_at"]
+    list_filter = ["status", "scenario", "team"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["scenario", "scenario_reasons", "scenario_mix", "scenario_accepted", "created_by",
+                       "created_at", "updated_at"]
+    inlines = [ConstraintsInline, WeightInline, GateInline, CandidateInline]
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Append-only: nobody edits or deletes the audit trail, not even in the admin."""
+
+    list_display = ["at", "selection", "actor", "action", "field"]
+    list_filter = ["action"]
+    search_fields = ["selection__name", "field", "justification"]
+    date_hierarchy = "at"
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Engine)
+class EngineAdmin(admin.ModelAdmin):
+    """The catalog is loaded from its versioned fixture; edit the fixture, not these rows."""
+
+    list_display = ["name", "slug", "catalog_version"]
+    search_fields = ["name", "slug"]
+    readonly_fields = ["slug", "name", "catalog_version", "data"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(Candidate)
+class CandidateAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "selection", "engine", "engine_version", "gpu_model", "gpu_count", "kv_precision"]
+    list_filter = ["engine", "kv_precision"]
+    search_fields = ["label", "selection__name", "model_name"]
+    exclude = ["api_key_encrypted"]
+    readonly_fields = ["selection", "measured_capacity", "created_at"]
+
+
+@admin.register(UploadToken)
+class UploadTokenAdmin(admin.ModelAdmin):
+    """Tokens are created in the app (shown once); here they can only be inspected."""
+
+    list_display = ["name", "selection", "key_hint", "created_by", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "selection__name", "key_hint"]
+    readonly_fields = ["selection", "name", "key_hint", "created_by", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -1,0 +1,283 @@
+"""Web forms of the architect's workspace. They parse and check input; services do the writes.
+
+No form here saves anything: views pass ``cleaned_data`` to ``selection.services`` and attach the
+services' ``ValidationError`` back with :func:`attach_service_errors`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
+
+from .domain import criteria as criteria_domain
+from .models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Membership, Team
+
+MODEL_CONFIGS_DIR = Path(settings.BASE_DIR) / "selection" / "fixtures" / "model_configs"
+
+# The one-pager's sections, in the order an architect thinks about them.
+CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
+    ("traffic", _("Traffic"), ["peak_concurrency", "request_rate", "throughput_target_tokens_s"]),
+    ("context", _("Context"), ["avg_input_tokens", "p95_input_tokens", "max_input_tokens",
+                               "avg_output_tokens", "max_output_tokens"]),
+    ("multi_turn", _("Multi-turn"), ["multi_turn", "average_turns", "idle_seconds_between_turns",
+                                     "concurrent_sessions", "never_swap_sessions"]),
+    ("latency", _("Latency budget"), ["ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"]),
+    ("hardware", _("Hardware & cost"), ["gpu_model", "gpu_memory_gib", "gpu_count_budget", "cost_per_gpu_hour"]),
+    ("team_model", _("Team & model"), ["ops_team_size", "target_model", "kv_precisions_allowed", "notes"]),
+]
+CONSTRAINT_FIELDS = [name for _key, _title, names in CONSTRAINT_GROUPS for name in names]
+
+# Units shown next to each input (the model's labels name the quantity).
+CONSTRAINT_UNITS = {
+    "peak_concurrency": _("requests"),
+    "request_rate": _("req/s"),
+    "throughput_target_tokens_s": _("output tokens/s"),
+    "avg_input_tokens": _("tokens"),
+    "p95_input_tokens": _("tokens"),
+    "max_input_tokens": _("tokens"),
+    "avg_output_tokens": _("tokens"),
+    "max_output_tokens": _("tokens"),
+    "average_turns": _("turns"),
+    "idle_seconds_between_turns": _("s"),
+    "concurrent_sessions": _("sessions"),
+    "never_swap_sessions": _("sessions"),
+    "ttft_p95_ms": _("ms"),
+    "tpot_p95_ms": _("ms"),
+    "e2e_p95_ms": _("ms"),
+    "gpu_memory_gib": _("GiB"),
+    "gpu_count_budget": _("GPUs"),
+    "cost_per_gpu_hour": _("per GPU-hour"),
+    "ops_team_size": _("people"),
+}
+
+
+def shipped_model_configs(directory: Path | None = None) -> list[str]:
+    """Names of the model configs shipped under selection/fixtures/model_configs/.
+
+    A config is either ``<name>.json`` or a folder ``<name>/`` holding a Hugging Face ``config.json``.
+    """
+    directory = directory or MODEL_CONFIGS_DIR
+    if not directory.is_dir():
+        return []
+    names = {p.stem for p in directory.glob("*.json")}
+    names |= {p.parent.name for p in directory.glob("*/config.json")}
+    return sorted(names)
+
+
+class AccessibleErrorsMixin:
+    """Point each invalid input at its error list (aria-describedby), so screen readers read the reason."""
+
+    def add_error(self, field, error) -> None:
+        super().add_error(field, error)
+        for name in list(getattr(self, "_errors", None) or {}):
+            if name in self.fields:
+                bound = self[name]
+                ids = [f"{bound.auto_id}_errors"] + ([f"{bound.auto_id}_helptext"] if bound.help_text else [])
+                self.fields[name].widget.attrs["aria-describedby"] = " ".join(ids)
+
+
+def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tuple[str, ...] = ()) -> None:
+    """Put a service's ValidationError on the form fields it names ("weights.x" -> field "x")."""
+    if not hasattr(error, "error_dict"):
+        form.add_error(None, error)
+        return
+    for key, messages in error.message_dict.items():
+        field = key
+        for prefix in prefixes:
+            if key.startswith(prefix + "."):
+                field = key[len(prefix) + 1:]
+        for message in messages:
+            if field in form.fields:
+                form.add_error(field, message)
+            else:
+                form.add_error(None, f"{key}: {message}" if key != "__all__" else message)
+
+
+class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
+    name = forms.CharField(label=_("Name"), max_length=200)
+    description = forms.CharField(label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    team = forms.ModelChoiceField(label=_("Team"), queryset=Team.objects.none(),
+                                  help_text=_("Teams where you are an architect."))
+    business_owner = forms.ModelChoiceField(label=_("Business owner"), queryset=None)
+    platform_owner = forms.ModelChoiceField(label=_("Platform owner"), queryset=None)
+    security_owner = forms.ModelChoiceField(label=_("Security owner"), queryset=None)
+    observer = forms.ModelChoiceField(label=_("Post-launch observer"), queryset=None, required=False)
+
+    OWNER_FIELDS = ("business_owner", "platform_owner", "security_owner", "observer")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        if user.is_superuser:
+            teams = Team.objects.all()
+        else:
+            teams = Team.objects.filter(membership__user=user, membership__role=Membership.Role.ARCHITECT)
+        self.fields["team"].queryset = teams.order_by("name").distinct()
+        members = get_user_model().objects.filter(memberships__team__in=teams).distinct().order_by("username")
+        for name in self.OWNER_FIELDS:
+            self.fields[name].queryset = members
+            self.fields[name].label_from_instance = _user_label
+        if teams.count() == 1:
+            self.fields["team"].initial = teams.first().pk
+
+    def clean(self):
+        data = super().clean()
+        team = data.get("team")
+        if team:
+            member_ids = set(Membership.objects.filter(team=team).values_list("user_id", flat=True))
+            for name in self.OWNER_FIELDS:
+                user = data.get(name)
+                if user is not None and user.pk not in member_ids:
+                    self.add_error(name, _("%(user)s is not a member of team %(team)s") % {
+                        "user": user.get_username(), "team": team.name})
+        return data
+
+
+def _user_label(user) -> str:
+    full = user.get_full_name()
+    return f"{full} ({user.get_username()})" if full else user.get_username()
+
+
+class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
+    """Every field of the one-pager. Model validators and Constraints.clean() run on is_valid()."""
+
+    kv_precisions_allowed = forms.MultipleChoiceField(
+        label=_("KV precision allowed"), choices=KV_PRECISION_CHOICES, widget=forms.CheckboxSelectMultiple,
+        required=False, help_text=_("Cache precisions the team accepts (accuracy vs memory)."))
+
+    class Meta:
+        model = Constraints
+        fields = CONSTRAINT_FIELDS
+        widgets = {"notes": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args, model_configs: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        configs = shipped_model_configs() if model_configs is None else model_configs
+        if configs:
+            current = self.initial.get("target_model") or ""
+            choices = [("", "---------")] + [(c, c) for c in configs]
+            if current and current not in configs:
+                choices.append((current, current))
+            self.fields["target_model"] = forms.ChoiceField(
+                label=Constraints._meta.get_field("target_model").verbose_name, choices=choices,
+                help_text=_("A model config shipped with kvselect."))
+        for name, field in self.fields.items():
+            field.unit = CONSTRAINT_UNITS.get(name, "")
+            if isinstance(field.widget, forms.NumberInput):
+                field.widget.attrs.setdefault("inputmode", "decimal")
+
+    def groups(self):
+        """(key, title, bound fields) per section, for the template."""
+        return [(key, title, [self[name] for name in names]) for key, title, names in CONSTRAINT_GROUPS]
+
+    def service_data(self) -> dict:
+        return {name: self.cleaned_data.get(name) for name in CONSTRAINT_FIELDS}
+
+
+class WeightsForm(AccessibleErrorsMixin, forms.Form):
+    """One number per criterion of the selection's scenario mix (relative; normalised on save)."""
+
+    justification = forms.CharField(
+        label=_("Justification"), widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_("Why these weights? Recorded in the audit trail with the change."),
+        error_messages={"required": _("A justification is required to change weights.")})
+
+    def __init__(self, *args, criteria: list[criteria_domain.Criterion], current: dict[str, float], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.criteria = criteria
+        justification = self.fields.pop("justification")
+        for criterion in criteria:
+            self.fields[criterion.id] = forms.FloatField(
+                label=criterion.name, min_value=0, max_value=1000, initial=round(current.get(criterion.id, 0.0) * 100, 2),
+                widget=forms.NumberInput(attrs={"step": "any", "data-weight-input": criterion.id}))
+        self.fields["justification"] = justification
+
+    def weight_fields(self):
+        return [self[c.id] for c in self.criteria]
+
+    def weights(self) -> dict[str, float]:
+        return {c.id: self.cleaned_data[c.id] for c in self.criteria}
+
+
+class GatesForm(AccessibleErrorsMixin, forms.Form):
+    """A checkbox and a threshold (0-1) per dimension; 2-3 gates recommended."""
+
+    def __init__(self, *args, current: dict[str, float], **kwargs):
+        super().__init__(*args, **kwargs)
+        for dimension in criteria_domain.DIMENSIONS:
+            self.fields[f"use_{dimension.id}"] = forms.BooleanField(
+                label=dimension.name, required=False, initial=dimension.id in current,
+                widget=forms.CheckboxInput(attrs={"data-gate-toggle": dimension.id}))
+            self.fields[f"threshold_{dimension.id}"] = forms.FloatField(
+                label=_("Minimum score for %(dimension)s") % {"dimension": dimension.name},
+                required=False, min_value=0, max_value=1, initial=current.get(dimension.id, 0.6),
+                widget=forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}))
+
+    def rows(self):
+        return [(d, self[f"use_{d.id}"], self[f"threshold_{d.id}"]) for d in criteria_domain.DIMENSIONS]
+
+    def clean(self):
+        data = super().clean()
+        for dimension in criteria_domain.DIMENSIONS:
+            if data.get(f"use_{dimension.id}") and data.get(f"threshold_{dimension.id}") is None \
+                    and f"threshold_{dimension.id}" not in self.errors:
+                self.add_error(f"threshold_{dimension.id}", _("a threshold between 0 and 1 is required for a gate"))
+        return data
+
+    def gates(self) -> dict[str, float]:
+        return {d.id: self.cleaned_data[f"threshold_{d.id}"] for d in criteria_domain.DIMENSIONS
+                if self.cleaned_data.get(f"use_{d.id}")}
+
+
+class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
+    """A candidate: catalog engine + version + endpoint + hardware. The API key is write-only."""
+
+    api_key = forms.CharField(
+        label=_("API key"), required=False, strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=_("Stored encrypted and never shown again. Leave empty to keep the current key."))
+    clear_api_key = forms.BooleanField(label=_("Remove the stored API key"), required=False)
+    # Local engines usually speak plain http; a scheme-less entry means http, not https.
+    endpoint_url = forms.URLField(label=_("Endpoint URL (OpenAI-compatible)"), required=False, assume_scheme="http",
+                                  widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/v1"}))
+    metrics_url = forms.URLField(label=_("Metrics URL (Prometheus)"), required=False, assume_scheme="http",
+                                 widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/metrics"}))
+
+    class Meta:
+        model = Candidate
+        fields = ["engine", "engine_version", "label", "launch_flags", "endpoint_url", "metrics_url",
+                  "model_name", "gpu_model", "gpu_count", "tensor_parallel", "kv_precision", "gpu_pool"]
+        labels = {
+            "engine": _("Engine"), "engine_version": _("Engine version"), "label": _("Label"),
+            "launch_flags": _("Launch flags"), "endpoint_url": _("Endpoint URL (OpenAI-compatible)"),
+            "metrics_url": _("Metrics URL (Prometheus)"), "model_name": _("Model name"),
+            "gpu_model": _("GPU model"), "gpu_count": _("GPU count"), "tensor_parallel": _("Tensor parallel (TP)"),
+            "kv_precision": _("KV precision"), "gpu_pool": _("GPU pool"),
+        }
+        widgets = {"launch_flags": forms.Textarea(attrs={"rows": 2, "spellcheck": "false"})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["engine"].queryset = Engine.objects.order_by("name")
+        self.fields["engine"].widget.attrs["data-engine-select"] = "1"
+        self.fields["engine_version"].widget.attrs.update({"list": "engine-versions", "data-version-input": "1"})
+        if not (self.instance and self.instance.pk and self.instance.api_key_encrypted):
+            del self.fields["clear_api_key"]
+            self.fields["api_key"].help_text = _("Stored encrypted and never shown again.")
+
+    def engine_versions(self) -> dict[str, list[str]]:
+        """Documented versions per engine id, for the version suggestions."""
+        return {str(e.pk): [v for v in e.versions if v] for e in self.fields["engine"].queryset}
+
+    def service_data(self) -> dict:
+        return {name: self.cleaned_data[name] for name in self.Meta.fields}
+
+    def service_api_key(self) -> str | None:
+        """The key to store: a new one, "" to remove, None to keep the current one."""
+        if self.cleaned_data.get("clear_api_key"):
+            return ""
+        return self.cleaned_data.get("api_key") or None

@@ -1,0 +1,40 @@
+"""Small presentation helpers for kvselect templates."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.formats import number_format
+
+register = template.Library()
+
+
+@register.filter
+def percent(value, digits: int = 1) -> str:
+    """0.2345 -> "23.5%" (a share of 1 shown as a percentage, localised)."""
+    try:
+        return f"{number_format(float(value) * 100, int(digits))}%"
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
+def audit_value(value) -> str:
+    """An audit old/new JSON value as short readable text."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {audit_value(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, list):
+        return ", ".join(audit_value(v) for v in value) or "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@register.filter
+def field_type(bound_field) -> str:
+    """The widget's input type ("checkbox", "number", "select", ...) for styling."""
+    widget = bound_field.field.widget
+    if getattr(widget, "allow_multiple_selected", False) and getattr(widget, "input_type", "") == "checkbox":
+        return "checkboxselectmultiple"
+    return getattr(widget, "input_type", None) or widget.__class__.__name__.lower()

@@ -1,0 +1,79 @@
+/* kvselect: small progressive enhancements. Every page works without JavaScript. */
+(function () {
+  "use strict";
+
+  function onReady(fn) {
+    if (document.readyState !== "loading") fn(); else document.addEventListener("DOMContentLoaded", fn);
+  }
+
+  // Language switcher: submit on change.
+  function autosubmit(root) {
+    root.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
+      select.addEventListener("change", function () { select.form.submit(); });
+    });
+  }
+
+  // Weights: show each relative value as a live normalised percentage.
+  function weights(root) {
+    root.querySelectorAll("form[data-weights-form]").forEach(function (form) {
+      var inputs = form.querySelectorAll("input[data-weight-input]");
+      var total = form.querySelector("output[data-weight-total]");
+      function update() {
+        var sum = 0;
+        inputs.forEach(function (input) { var v = parseFloat(input.value); if (v > 0) sum += v; });
+        inputs.forEach(function (input) {
+          var out = form.querySelector('output[data-weight-output="' + input.dataset.weightInput + '"]');
+          var v = parseFloat(input.value);
+          if (!out) return;
+          out.textContent = sum > 0 && v >= 0 ? (100 * v / sum).toFixed(1) + "%" : "—";
+        });
+        if (total) total.textContent = sum > 0 ? String(Math.round(sum * 100) / 100) : "0";
+      }
+      inputs.forEach(function (input) { input.addEventListener("input", update); });
+      update();
+    });
+  }
+
+  // Gates: warn as soon as more than the recommended number of gates is ticked.
+  function gates(root) {
+    root.querySelectorAll("form[data-gates-form]").forEach(function (form) {
+      var max = parseInt(form.dataset.maxGates || "3", 10);
+      var warning = document.querySelector("[data-gate-warning]");
+      var count = form.querySelector("output[data-gate-count]");
+      var boxes = form.querySelectorAll("input[data-gate-toggle]");
+      function update() {
+        var n = 0;
+        boxes.forEach(function (box) { if (box.checked) n += 1; });
+        if (count) count.textContent = String(n);
+        if (warning) warning.hidden = n <= max;
+      }
+      boxes.forEach(function (box) { box.addEventListener("change", update); });
+      update();
+    });
+  }
+
+  // Candidates: suggest the catalog's documented versions of the chosen engine.
+  function candidates(root) {
+    root.querySelectorAll("form[data-candidate-form]").forEach(function (form) {
+      var dataNode = document.getElementById("engine-versions-json");
+      var select = form.querySelector("select[data-engine-select]");
+      var list = document.getElementById("engine-versions");
+      if (!dataNode || !select || !list) return;
+      var versions = JSON.parse(dataNode.textContent || "{}");
+      function update() {
+        list.innerHTML = "";
+        (versions[select.value] || []).forEach(function (v) {
+          var option = document.createElement("option");
+          option.value = v;
+          list.appendChild(option);
+        });
+      }
+      select.addEventListener("change", update);
+      update();
+    });
+  }
+
+  function init(root) { autosubmit(root); weights(root); gates(root); candidates(root); }
+  onReady(function () { init(document); });
+  document.addEventListener("htmx:load", function (event) { if (event.target !== document.body) init(event.target); });
+})();

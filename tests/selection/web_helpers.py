@@ -1,0 +1,45 @@
+"""Plain builders shared by the web UI tests (no conftest, so other test packages stay unaffected)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+
+from selection import services
+from selection.models import Engine, Membership, Team
+
+VALID_CONSTRAINTS = {
+    "peak_concurrency": "64", "request_rate": "10", "throughput_target_tokens_s": "",
+    "avg_input_tokens": "1500", "p95_input_tokens": "3000", "max_input_tokens": "8192",
+    "avg_output_tokens": "300", "max_output_tokens": "1024",
+    "average_turns": "", "idle_seconds_between_turns": "", "concurrent_sessions": "", "never_swap_sessions": "",
+    "ttft_p95_ms": "800", "tpot_p95_ms": "50", "e2e_p95_ms": "",
+    "gpu_model": "H100 SXM", "gpu_memory_gib": "80", "gpu_count_budget": "8", "cost_per_gpu_hour": "2.50",
+    "ops_team_size": "3", "target_model": "llama-3.1-8b", "kv_precisions_allowed": ["bf16", "fp8"], "notes": "",
+}
+
+
+def make_user(username: str, team: Team | None = None, role: str = Membership.Role.ARCHITECT):
+    user = get_user_model().objects.create_user(username=username, password="pw-" + username)
+    if team is not None:
+        Membership.objects.create(team=team, user=user, role=role)
+    return user
+
+
+def make_selection(user, team: Team, name: str = "Support bot"):
+    return services.create_selection(user=user, team=team, name=name, business_owner=user,
+                                     platform_owner=user, security_owner=user)
+
+
+def with_constraints(selection, user, **overrides):
+    data = {"peak_concurrency": 64, "avg_input_tokens": 1500, "p95_input_tokens": 3000, "max_input_tokens": 8192,
+            "avg_output_tokens": 300, "max_output_tokens": 1024, "ttft_p95_ms": 800, "gpu_model": "H100",
+            "gpu_memory_gib": 80, "gpu_count_budget": 8, "ops_team_size": 3, "target_model": "llama-3.1-8b",
+            "kv_precisions_allowed": ["bf16"], **overrides}
+    services.save_constraints(selection=selection, user=user, data=data)
+    selection.refresh_from_db()
+    return selection
+
+
+def make_engine(slug: str = "vllm", versions=("0.6.3", "0.8.5")) -> Engine:
+    return Engine.objects.create(slug=slug, name=slug.upper(), catalog_version="test",
+                                 data={"slug": slug, "versions": [{"version": v} for v in versions]})
