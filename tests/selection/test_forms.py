@@ -36,14 +36,14 @@ def test_target_model_is_free_text_without_shipped_configs():
 
 
 def test_target_model_is_a_select_of_shipped_configs():
-    form = ConstraintsForm({**VALID_CONSTRAINTS, "target_model": "gpt-unknown"}, model_configs=["llama-3.1-8b"])
+    form = ConstraintsForm({**VALID_CONSTRAINTS, "target_model": "gpt-unknown"}, model_configs=["Llama-3.1-8B"])
     assert isinstance(form.fields["target_model"], forms.ChoiceField)
     assert not form.is_valid() and "target_model" in form.errors
-    assert ConstraintsForm(VALID_CONSTRAINTS, model_configs=["llama-3.1-8b"]).is_valid()
+    assert ConstraintsForm(VALID_CONSTRAINTS, model_configs=["Llama-3.1-8B"]).is_valid()
 
 
 def test_target_model_select_keeps_a_saved_value_not_shipped():
-    form = ConstraintsForm(initial={"target_model": "custom-model"}, model_configs=["llama-3.1-8b"])
+    form = ConstraintsForm(initial={"target_model": "custom-model"}, model_configs=["Llama-3.1-8B"])
     assert ("custom-model", "custom-model") in form.fields["target_model"].choices
 
 

@@ -312,7 +312,7 @@ def test_gate_threshold_out_of_range_names_the_dimension(client, architect, conf
 def candidate_post(engine, **overrides):
     return {"engine": engine.pk, "engine_version": "0.8.5", "label": "vLLM prefix on",
             "launch_flags": "--enable-prefix-caching", "endpoint_url": "http://127.0.0.1:8001/v1",
-            "metrics_url": "http://127.0.0.1:8001/metrics", "api_key": "sk-secret", "model_name": "llama-3.1-8b",
+            "metrics_url": "http://127.0.0.1:8001/metrics", "api_key": "sk-secret", "model_name": "Llama-3.1-8B",
             "gpu_model": "H100", "gpu_count": "1", "tensor_parallel": "1", "kv_precision": "fp8",
             "gpu_pool": "h100", **overrides}
 

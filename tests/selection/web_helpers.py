@@ -14,7 +14,7 @@ VALID_CONSTRAINTS = {
     "average_turns": "", "idle_seconds_between_turns": "", "concurrent_sessions": "", "never_swap_sessions": "",
     "ttft_p95_ms": "800", "tpot_p95_ms": "50", "e2e_p95_ms": "",
     "gpu_model": "H100 SXM", "gpu_memory_gib": "80", "gpu_count_budget": "8", "cost_per_gpu_hour": "2.50",
-    "ops_team_size": "3", "target_model": "llama-3.1-8b", "kv_precisions_allowed": ["bf16", "fp8"], "notes": "",
+    "ops_team_size": "3", "target_model": "Llama-3.1-8B", "kv_precisions_allowed": ["bf16", "fp8"], "notes": "",
 }
 
 
@@ -33,7 +33,7 @@ def make_selection(user, team: Team, name: str = "Support bot"):
 def with_constraints(selection, user, **overrides):
     data = {"peak_concurrency": 64, "avg_input_tokens": 1500, "p95_input_tokens": 3000, "max_input_tokens": 8192,
             "avg_output_tokens": 300, "max_output_tokens": 1024, "ttft_p95_ms": 800, "gpu_model": "H100",
-            "gpu_memory_gib": 80, "gpu_count_budget": 8, "ops_team_size": 3, "target_model": "llama-3.1-8b",
+            "gpu_memory_gib": 80, "gpu_count_budget": 8, "ops_team_size": 3, "target_model": "Llama-3.1-8B",
             "kv_precisions_allowed": ["bf16"], **overrides}
     services.save_constraints(selection=selection, user=user, data=data)
     selection.refresh_from_db()
