@@ -60,7 +60,7 @@ class EngineOOM(EngineError):
 class BlockKeys(Protocol):
     """Identity of the full blocks of a request's token stream (prompt then outputs)."""
 
-    def block_key(self, index: int, block_size: int) -> Hashable: ...
+    def block_keys(self, start: int, stop: int, block_size: int) -> list[Hashable]: ...
 
 
 class TokenStream:
@@ -87,30 +87,64 @@ class TokenStream:
             new.append(token)
         return new
 
-    def block_key(self, index: int, block_size: int) -> Hashable:
+    def block_keys(self, start: int, stop: int, block_size: int) -> list[Hashable]:
         if block_size != self._hash_bs:
             self._hashes, self._hash_bs = [], block_size
-        if index >= len(self._hashes):
+        if stop > len(self._hashes):
             tokens = self.prompt + self.outputs
             previous = self._hashes[-1] if self._hashes else None
-            self._hashes.extend(chain_hashes(tokens[: (index + 1) * block_size], block_size, len(self._hashes), previous))
-        return self._hashes[index]
+            self._hashes.extend(chain_hashes(tokens[: stop * block_size], block_size, len(self._hashes), previous))
+        return self._hashes[start:stop]
+
+
+class KeySpace:
+    """Allocates integer key ranges to named streams for one simulation (see SymbolicKeys)."""
+
+    def __init__(self) -> None:
+        self._bases: dict[Any, int] = {}
+        self._next = 1
+
+    def base(self, name: Any = None) -> int:
+        """The base of a named stream (None: a fresh anonymous one)."""
+        if name is not None and name in self._bases:
+            return self._bases[name]
+        base = self._next
+        self._next += 1
+        if name is not None:
+            self._bases[name] = base
+        return base
+
+    def keys(self, prefix_id: Any = None, prefix_tokens: int = 0, session_id: Any = None) -> "SymbolicKeys":
+        return SymbolicKeys(self, prefix_id, prefix_tokens, session_id)
 
 
 class SymbolicKeys:
-    """Offline block identity without token ids: shared prefix, then session stream, then own."""
+    """Offline block identity without token ids: a shared prefix's blocks, then the session's
+    stream (append-only across turns), then the request's own blocks.
 
-    __slots__ = ("prefix_id", "prefix_tokens", "session_id", "request_id")
+    Keys are integers `stream_id + block_index * STEP` with an odd STEP larger than any stream
+    id: unique, spread over the hash table's low bits (Python hashes small ints to themselves),
+    and a run of keys is a `range`, so bulk cache operations stay in C."""
 
-    def __init__(self, request_id: Any, prefix_id: Any = None, prefix_tokens: int = 0, session_id: Any = None) -> None:
-        self.request_id, self.prefix_id, self.prefix_tokens, self.session_id = request_id, prefix_id, prefix_tokens, session_id
+    STEP = 0x9E3779B1
 
-    def block_key(self, index: int, block_size: int) -> Hashable:
-        if self.prefix_id is not None and (index + 1) * block_size <= self.prefix_tokens:
-            return ("p", self.prefix_id, index)
-        if self.session_id is not None:
-            return ("s", self.session_id, self.prefix_id, index)
-        return ("r", self.request_id, index)
+    __slots__ = ("prefix_base", "prefix_blocks_tokens", "stream_base")
+
+    def __init__(self, space: KeySpace, prefix_id: Any = None, prefix_tokens: int = 0, session_id: Any = None) -> None:
+        self.prefix_base = space.base(("p", prefix_id)) if prefix_id is not None else 0
+        self.prefix_blocks_tokens = prefix_tokens if prefix_id is not None else 0
+        self.stream_base = space.base(("s", session_id, prefix_id)) if session_id is not None else space.base()
+
+    def block_keys(self, start: int, stop: int, block_size: int) -> list[Hashable]:
+        prefix_full = self.prefix_blocks_tokens // block_size
+        step = self.STEP
+        if stop <= prefix_full:
+            return list(range(self.prefix_base + start * step, self.prefix_base + stop * step, step))
+        if start >= prefix_full:
+            return list(range(self.stream_base + start * step, self.stream_base + stop * step, step))
+        return list(range(self.prefix_base + start * step, self.prefix_base + prefix_full * step, step)) + list(
+            range(self.stream_base + prefix_full * step, self.stream_base + stop * step, step)
+        )
 
 
 class Sequence:
@@ -182,6 +216,7 @@ class Engine:
         self.waiting: deque[Sequence] = deque()
         self.running: dict[int, Sequence] = {}  # admission order (the last is preempted first)
         self.decode: dict[int, Sequence] = {}
+        self.prefilling: dict[int, Sequence] = {}
         self.G = 0
         self.S = 0  # sum of KV lengths of decode sequences at G
         self.need_at = [0] * self.bs  # paged decode seqs needing a block when G % bs == r
@@ -211,12 +246,16 @@ class Engine:
         return self.used_blocks / self.total_blocks if self.total_blocks else 0.0
 
     def _allocate(self, count: int) -> None:
-        take = min(count, self.free)
-        self.free -= take
-        for _ in range(count - take):
-            key, _ = self.evictable.popitem(last=False)
-            del self.ref[key]
-            self.stats["evictions"] += 1
+        if count <= self.free:
+            self.free -= count
+            return
+        evict = count - self.free
+        self.free = 0
+        popitem, ref = self.evictable.popitem, self.ref
+        self.stats["evictions"] += evict
+        for _ in range(evict):
+            key, _ = popitem(last=False)
+            del ref[key]
             if self.offload:
                 self._store_cpu(key)
 
@@ -304,25 +343,30 @@ class Engine:
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
-    def _lookup(self, seq: Sequence) -> tuple[int, int]:
-        """Prefix-cache hits for a sequence about to be scheduled: (GPU blocks, CPU blocks)."""
+    def _lookup(self, seq: Sequence) -> tuple[list[Hashable], int, int]:
+        """Prefix-cache hits for a sequence about to be scheduled: (keys, GPU hits, CPU hits)."""
         if not self.prefix_caching:
-            return 0, 0
+            return [], 0, 0
         limit = (seq.target - 1) // self.bs  # at least one token is always computed
-        gpu_hits = cpu_hits = 0
-        keys, bs = seq.keys, self.bs
-        for index in range(limit):
-            key = keys.block_key(index, bs)
-            if cpu_hits == 0 and key in self.ref:
-                gpu_hits += 1
-            elif self.offload and key in self.cpu and key not in self.ref:
-                cpu_hits += 1
-            else:
+        keys = seq.keys.block_keys(0, limit, self.bs)
+        ref = self.ref
+        gpu_hits = 0
+        for key in keys:
+            if key not in ref:
                 break
-        return gpu_hits, cpu_hits
+            gpu_hits += 1
+        cpu_hits = 0
+        if self.offload:
+            cpu = self.cpu
+            for index in range(gpu_hits, len(keys)):
+                key = keys[index]
+                if key not in cpu or key in ref:
+                    break
+                cpu_hits += 1
+        return keys, gpu_hits, cpu_hits
 
     def _try_admit(self, seq: Sequence, budget: int, now: float, outcome_extra: list[float]) -> int:
-        """Admit the head of the queue if its first chunk fits; returns the chunk size or 0."""
+        """Admit the head of the queue if its first chunk fits; returns the chunk size, or -1."""
         if seq.swapped_blocks:  # swap-preempted: bring its blocks back
             if self.available < seq.swapped_blocks:
                 return -1
@@ -334,7 +378,7 @@ class Engine:
             seq.swapped_blocks = 0
             self._mark_swapped_in(seq)
             return 0
-        gpu_hits, cpu_hits = self._lookup(seq)
+        keys, gpu_hits, cpu_hits = self._lookup(seq)
         hit_blocks = gpu_hits + cpu_hits
         computed = hit_blocks * self.bs
         chunk = min(seq.target - computed, budget)
@@ -342,23 +386,28 @@ class Engine:
             need_new = self.static_blocks
         else:
             need_new = blocks_for(computed + chunk, self.bs) - gpu_hits
-        reclaimable = sum(1 for i in range(gpu_hits) if self.ref[seq.keys.block_key(i, self.bs)] == 0)
+        ref = self.ref
+        gpu_keys = keys[:gpu_hits]
+        reclaimable = 0
+        for key in gpu_keys:
+            if ref[key] == 0:
+                reclaimable += 1
         if self.available - reclaimable < need_new:
             return -1
-        keys, bs = seq.keys, self.bs
-        for index in range(gpu_hits):
-            key = keys.block_key(index, bs)
-            if self.ref[key] == 0:
-                del self.evictable[key]
-            self.ref[key] += 1
-            seq.shared.append(key)
-        cpu_keys = [keys.block_key(index, bs) for index in range(gpu_hits, hit_blocks)]
+        evictable = self.evictable
+        for key in gpu_keys:
+            count = ref[key]
+            if count == 0:
+                del evictable[key]
+            ref[key] = count + 1
+        seq.shared.extend(gpu_keys)
+        cpu_keys = keys[gpu_hits:hit_blocks]
         for key in cpu_keys:  # take them out first so eviction into the CPU tier cannot drop them
             del self.cpu[key]
         self._allocate(need_new)
         for key in cpu_keys:  # swap CPU-tier hits back in
-            self.ref[key] = 1
-            seq.shared.append(key)
+            ref[key] = 1
+        seq.shared.extend(cpu_keys)
         seq.private = need_new - cpu_hits
         if cpu_hits:
             self.stats["offload_load_blocks"] += cpu_hits
@@ -411,22 +460,37 @@ class Engine:
     def _leave_running(self, seq: Sequence) -> None:
         if seq.status == DECODE:
             self._leave_decode(seq)
+        else:
+            self.prefilling.pop(seq.order, None)
         del self.running[seq.order]
 
     def _release(self, seq: Sequence, now: float) -> None:
-        """Return a sequence's blocks: full blocks stay cached (prefix caching), the rest are freed."""
-        for key in seq.shared:
-            self._decref(key, now)
+        """Return a sequence's blocks: full blocks stay cached (prefix caching), the rest are freed.
+
+        Blocks join the LRU tail-first, so a chain's later blocks are evicted before its head."""
+        ref, evictable = self.ref, self.evictable
         private = seq.private
         if self.prefix_caching:
             full = seq.computed // self.bs
-            keys, bs = seq.keys, self.bs
-            for index in range(len(seq.shared), full):
-                key = keys.block_key(index, bs)
-                if key not in self.ref:
-                    self.ref[key] = 0
-                    self.evictable[key] = now
-                    private -= 1
+            start = len(seq.shared)
+            if full > start:
+                keys = seq.keys.block_keys(start, full, self.bs)
+                if ref.keys().isdisjoint(keys):
+                    keys.reverse()
+                    ref.update(dict.fromkeys(keys, 0))
+                    evictable.update(dict.fromkeys(keys, now))
+                    private -= len(keys)
+                else:
+                    for key in reversed(keys):
+                        if key not in ref:
+                            ref[key] = 0
+                            evictable[key] = now
+                            private -= 1
+        for key in reversed(seq.shared):
+            count = ref[key] - 1
+            ref[key] = count
+            if count == 0:
+                evictable[key] = now
         self.free += private
         seq.shared = []
         seq.private = 0
@@ -502,7 +566,7 @@ class Engine:
         prefill_tokens = 0
         prefill_ctx = 0
         chunks: list[tuple[Sequence, int]] = []
-        for seq in list(self.running.values()):
+        for seq in list(self.prefilling.values()) if self.prefilling else ():
             if seq.status != PREFILL or budget <= 0:
                 continue
             chunk = min(seq.target - seq.computed, budget)
@@ -541,6 +605,7 @@ class Engine:
                 self._enter_decode(seq)
                 continue
             seq.status = PREFILL
+            self.prefilling[seq.order] = seq
             chunks.append((seq, chunk))
             budget -= chunk
 
@@ -605,6 +670,7 @@ class Engine:
                 if seq.first_token_t is None:
                     seq.first_token_t = end
                 outcome.first_token.append(seq)
+                del self.prefilling[seq.order]
                 if seq.out_done >= seq.max_tokens:
                     del self.running[seq.order]
                     self._release(seq, end)
@@ -644,17 +710,20 @@ class Engine:
 
     def _register_full_blocks(self, seq: Sequence) -> None:
         """Publish newly computed full blocks in the prefix cache (still referenced by `seq`)."""
-        full = seq.computed // self.bs
-        keys, bs = seq.keys, self.bs
-        index = len(seq.shared)
-        while index < full and seq.private > 0:
-            key = keys.block_key(index, bs)
-            if key in self.ref:
-                break  # a duplicate computed concurrently: keep ours private
-            self.ref[key] = 1
-            seq.shared.append(key)
-            seq.private -= 1
-            index += 1
+        start = len(seq.shared)
+        full = min(seq.computed // self.bs, start + seq.private)
+        if full <= start:
+            return
+        keys = seq.keys.block_keys(start, full, self.bs)
+        ref = self.ref
+        if not ref.keys().isdisjoint(keys):
+            for index, key in enumerate(keys):
+                if key in ref:  # a duplicate computed concurrently: keep ours (and later ones) private
+                    keys = keys[:index]
+                    break
+        ref.update(dict.fromkeys(keys, 1))
+        seq.shared.extend(keys)
+        seq.private -= len(keys)
 
     def _finish(self, seq: Sequence, end: float, reason: str) -> None:
         self._leave_running(seq)
