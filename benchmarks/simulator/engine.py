@@ -223,6 +223,8 @@ class Engine:
         self.growth = 0  # decode-growth blocks not yet attributed to a sequence
         self.finish_heap: list[tuple[int, int, Sequence]] = []
         self._order = 0
+        self.peak_used_blocks = 0
+        self.peak_running = 0
         self._admitted = 0
         self.stats: dict[str, int] = dict.fromkeys(
             (
@@ -624,6 +626,11 @@ class Engine:
             steps, growth = 0, 0
         self._allocate(growth)
         self.growth += growth
+        used = self.total_blocks - self.free - len(self.evictable)
+        if used > self.peak_used_blocks:
+            self.peak_used_blocks = used
+        if len(self.running) > self.peak_running:
+            self.peak_running = len(self.running)
 
         # 5. duration: weights + KV read over bandwidth (decode), or compute (prefill)
         bandwidth = config.gpu_profile.hbm_bandwidth_bytes_per_s

@@ -127,9 +127,15 @@ def write_trace(path: str | Path, records: Iterable[TraceRecord]) -> None:
                              "" if r.prefix_id is None else r.prefix_id, r.prefix_tokens, "" if r.request_id is None else r.request_id])
 
 
-def simulate(records: list[TraceRecord], config: SimConfig, sample_interval_s: float = 1.0) -> NormalizedResult:
-    """Run the trace (sorted by arrival) and return the SIMULATED result."""
+def simulate(records: list[TraceRecord], config: SimConfig, sample_interval_s: float | None = None) -> NormalizedResult:
+    """Run the trace (sorted by arrival) and return the SIMULATED result.
+
+    Time series are sampled every `sample_interval_s` simulated seconds (default: the arrival
+    span / 1000, at least 10 ms); the peak KV usage is exact (tracked at every step)."""
     started = time.perf_counter()
+    if sample_interval_s is None:
+        span = records[-1].arrival_s - records[0].arrival_s if records else 0.0
+        sample_interval_s = max(span / 1000.0, 0.01)
     engine = Engine(config, coalesce=True)
     space = KeySpace()
     sequences: list[Sequence] = []
@@ -221,9 +227,10 @@ def _result(records, sequences, errors, engine, series, steps, elapsed, config) 
         "swap_in_blocks": stats["swap_in_blocks"],
         "swap_out_blocks": stats["swap_out_blocks"],
         "offload_store_blocks": stats["offload_store_blocks"],
-        "peak_kv_cache_usage": max(usage) if usage else None,
+        "peak_kv_cache_usage": engine.peak_used_blocks / engine.total_blocks,
+        "peak_used_blocks": engine.peak_used_blocks,
         "mean_kv_cache_usage": float(np.mean(usage)) if usage else None,
-        "peak_running": max((v for _, v in series["num_requests_running"]), default=None),
+        "peak_running": engine.peak_running,
         "engine_steps": steps,
         "simulation_wall_s": elapsed,
     }
@@ -269,7 +276,7 @@ def _result(records, sequences, errors, engine, series, steps, elapsed, config) 
     )
 
 
-def run_trace_file(trace: str | Path, config: SimConfig, out: str | Path | None = None, sample_interval_s: float = 1.0) -> NormalizedResult:
+def run_trace_file(trace: str | Path, config: SimConfig, out: str | Path | None = None, sample_interval_s: float | None = None) -> NormalizedResult:
     """Load, simulate and (optionally) write the native JSON result."""
     result = simulate(load_trace(trace), config, sample_interval_s)
     if out is not None:
