@@ -590,8 +590,9 @@ class Engine:
             chunks.append((seq, chunk))
             budget -= chunk
 
-        # 3. admit from the waiting queue (FIFO, head-of-line blocking)
-        while self.waiting and budget > 0 and len(self.running) < config.max_num_seqs:
+        # 3. admit from the waiting queue (FIFO, head-of-line blocking); not in a step that
+        #    had to preempt, or the victim would be readmitted at once and thrash
+        while self.waiting and budget > 0 and len(self.running) < config.max_num_seqs and not outcome.preempted:
             seq = self.waiting[0]
             chunk = self._try_admit(seq, budget, now, extra)
             if chunk < 0:
