@@ -77,8 +77,9 @@ class SimConfig:
     max_num_batched_tokens: int = 8192
     # scheduling / admission
     preemption_mode: str = "recompute"  # or "swap"
-    reject_policy: str = "queue"  # or "429"
-    max_waiting: int | None = None  # admission limit on the waiting queue (None: unbounded)
+    # "queue": wait without limit; "429": reject when max_num_seqs run and max_waiting wait
+    reject_policy: str = "queue"
+    max_waiting: int | None = None  # admission limit on the waiting queue under "429" (None: 0)
     # timing model
     step_overhead_s: float = 0.002
     prefill_mfu: float = 0.5

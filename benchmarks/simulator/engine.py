@@ -315,7 +315,9 @@ class Engine:
         if config.fault_oom_every and self._admitted % config.fault_oom_every == 0:
             self.stats["requests_oom"] += 1
             raise EngineOOM("CUDA out of memory (simulated fault): tried to allocate KV blocks")
-        if config.reject_policy == "429" and len(self.waiting) >= (config.max_waiting or 0):
+        # 429: reject when the batch is full (counting the queue) and max_waiting already wait
+        limit = config.max_waiting or 0
+        if config.reject_policy == "429" and len(self.waiting) >= limit and len(self.running) + len(self.waiting) >= config.max_num_seqs + limit:
             self.stats["requests_rejected"] += 1
             raise RequestRejected(f"server busy: {len(self.waiting)} requests waiting (limit {config.max_waiting or 0})")
         seq.arrival = now if seq.arrival is None else seq.arrival

@@ -174,7 +174,9 @@ def test_corruption_knob_is_caught_by_a_continuation_check():
 def test_admission_limits_reject_with_429_and_oversized_requests_fail():
     driver = Driver(small_config(reject_policy="429", max_waiting=2, max_num_seqs=1))
     driver.request(100, 10)
+    driver.step()  # it runs: the batch (1 sequence) is full
     driver.request(100, 10)
+    driver.request(100, 10)  # two may wait
     with pytest.raises(RequestRejected):
         driver.request(100, 10)
     assert driver.engine.stats["requests_rejected"] == 1
