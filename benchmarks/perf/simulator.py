@@ -1,6 +1,6 @@
 """Benchmark: the offline simulator must run 100,000 requests in under 20 s on one core.
 
-    python -m benchmarks.perf.simulator [--requests 100000] [--profile paged-prefix] [--rate 20]
+    python -m benchmarks.perf.simulator [--requests 100000] [--profile paged-prefix] [--rate 12]
 
 The trace is synthetic and deterministic: Poisson arrivals, prompts of 128-2048 tokens (half of
 them behind one of 8 shared 512-token system prompts, a quarter in multi-turn sessions), 16-512
@@ -48,7 +48,7 @@ def synthetic_trace(requests: int, rate: float, seed: int = 7) -> list[TraceReco
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--rate", type=float, default=20.0, help="arrivals per simulated second")
+    parser.add_argument("--rate", type=float, default=12.0, help="arrivals per simulated second")
     parser.add_argument("--profile", default="paged-prefix", choices=sorted(STRATEGIES))
     args = parser.parse_args(argv)
     trace = synthetic_trace(args.requests, args.rate)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict, deque
+from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Protocol
 
@@ -208,7 +209,7 @@ class Engine:
         self.static_blocks = blocks_for(config.max_model_len, self.bs)
         # pool
         self.free = self.total_blocks
-        self.ref: dict[Hashable, int] = {}  # GPU-cached block key -> reference count
+        self.ref: dict[Hashable, int] = {}  # cached block key -> reference count (>= 1: in use)
         self.evictable: OrderedDict[Hashable, float] = OrderedDict()  # ref 0, LRU first; value: time freed
         self.cpu: OrderedDict[Hashable, bool] = OrderedDict()  # CPU tier of cached blocks (LRU first)
         self.cpu_swap_used = 0  # CPU blocks held by swap-preempted sequences
@@ -253,13 +254,13 @@ class Engine:
             return
         evict = count - self.free
         self.free = 0
-        popitem, ref = self.evictable.popitem, self.ref
         self.stats["evictions"] += evict
-        for _ in range(evict):
-            key, _ = popitem(last=False)
-            del ref[key]
-            if self.offload:
+        evicted = map(self.evictable.popitem, repeat(False, evict))  # oldest first, in C
+        if self.offload:
+            for key, _ in list(evicted):
                 self._store_cpu(key)
+        else:
+            deque(evicted, maxlen=0)
 
     def _store_cpu(self, key: Hashable) -> None:
         if self.cpu_capacity <= self.cpu_swap_used:
@@ -274,8 +275,10 @@ class Engine:
 
     def _decref(self, key: Hashable, now: float) -> None:
         count = self.ref[key] - 1
-        self.ref[key] = count
-        if count == 0:
+        if count:
+            self.ref[key] = count
+        else:
+            del self.ref[key]
             self.evictable[key] = now
 
     def offload_idle(self, now: float) -> int:
@@ -290,7 +293,6 @@ class Engine:
             if freed_at > limit:
                 break
             evictable.popitem(last=False)
-            del self.ref[key]
             self.free += 1
             self._store_cpu(key)
             moved += 1
@@ -353,10 +355,10 @@ class Engine:
             return [], 0, 0
         limit = (seq.target - 1) // self.bs  # at least one token is always computed
         keys = seq.keys.block_keys(0, limit, self.bs)
-        ref = self.ref
+        ref, evictable = self.ref, self.evictable
         gpu_hits = 0
         for key in keys:
-            if key not in ref:
+            if key not in ref and key not in evictable:
                 break
             gpu_hits += 1
         cpu_hits = 0
@@ -364,7 +366,7 @@ class Engine:
             cpu = self.cpu
             for index in range(gpu_hits, len(keys)):
                 key = keys[index]
-                if key not in cpu or key in ref:
+                if key not in cpu or key in ref or key in evictable:
                     break
                 cpu_hits += 1
         return keys, gpu_hits, cpu_hits
@@ -390,20 +392,20 @@ class Engine:
             need_new = self.static_blocks
         else:
             need_new = blocks_for(computed + chunk, self.bs) - gpu_hits
-        ref = self.ref
+        ref, evictable = self.ref, self.evictable
         gpu_keys = keys[:gpu_hits]
         reclaimable = 0
         for key in gpu_keys:
-            if ref[key] == 0:
+            if key in evictable:
                 reclaimable += 1
         if self.available - reclaimable < need_new:
             return -1
-        evictable = self.evictable
         for key in gpu_keys:
-            count = ref[key]
-            if count == 0:
+            if key in evictable:
                 del evictable[key]
-            ref[key] = count + 1
+                ref[key] = 1
+            else:
+                ref[key] += 1
         seq.shared.extend(gpu_keys)
         cpu_keys = keys[gpu_hits:hit_blocks]
         for key in cpu_keys:  # take them out first so eviction into the CPU tier cannot drop them
@@ -479,21 +481,21 @@ class Engine:
             start = len(seq.shared)
             if full > start:
                 keys = seq.keys.block_keys(start, full, self.bs)
-                if ref.keys().isdisjoint(keys):
+                if ref.keys().isdisjoint(keys) and evictable.keys().isdisjoint(keys):
                     keys.reverse()
-                    ref.update(dict.fromkeys(keys, 0))
                     evictable.update(dict.fromkeys(keys, now))
                     private -= len(keys)
                 else:
                     for key in reversed(keys):
-                        if key not in ref:
-                            ref[key] = 0
+                        if key not in ref and key not in evictable:
                             evictable[key] = now
                             private -= 1
         for key in reversed(seq.shared):
             count = ref[key] - 1
-            ref[key] = count
-            if count == 0:
+            if count:
+                ref[key] = count
+            else:
+                del ref[key]
                 evictable[key] = now
         self.free += private
         seq.shared = []
@@ -504,8 +506,10 @@ class Engine:
         if steps <= 0:
             return 0
         bs, g = self.bs, self.G
+        if steps == 1:
+            return self.need_at[g % bs]
         if bs == 1:
-            return steps * sum(self.need_at)
+            return steps * self.need_at[0]
         total = 0
         for r, count in enumerate(self.need_at):
             if count:
@@ -725,10 +729,10 @@ class Engine:
         if full <= start:
             return
         keys = seq.keys.block_keys(start, full, self.bs)
-        ref = self.ref
-        if not ref.keys().isdisjoint(keys):
+        ref, evictable = self.ref, self.evictable
+        if not (ref.keys().isdisjoint(keys) and evictable.keys().isdisjoint(keys)):
             for index, key in enumerate(keys):
-                if key in ref:  # a duplicate computed concurrently: keep ours (and later ones) private
+                if key in ref or key in evictable:  # computed twice concurrently: keep ours (and later ones) private
                     keys = keys[:index]
                     break
         ref.update(dict.fromkeys(keys, 1))
@@ -769,7 +773,7 @@ class Engine:
         return {
             "kv_cache_usage": self.kv_cache_usage(),
             "used_blocks": self.used_blocks,
-            "cached_blocks": len(self.ref),
+            "cached_blocks": len(self.ref) + len(self.evictable),
             "evictable_blocks": len(self.evictable),
             "free_blocks": self.free,
             "cpu_blocks": len(self.cpu) + self.cpu_swap_used,
@@ -782,7 +786,9 @@ class Engine:
     def check_invariants(self) -> None:
         """Block conservation (tests): free + evictable + in-use == total."""
         private = sum(s.private for s in self.running.values())
-        in_use_shared = sum(1 for key, count in self.ref.items() if count > 0)
+        in_use_shared = len(self.ref)
+        assert all(count > 0 for count in self.ref.values())
+        assert self.ref.keys().isdisjoint(self.evictable.keys())
         total = self.free + len(self.evictable) + in_use_shared + private + self.growth
         assert total == self.total_blocks, (total, self.total_blocks, self.free, len(self.evictable), in_use_shared, private, self.growth)
         assert self.growth >= 0
