@@ -215,3 +215,31 @@ def test_random_workloads_conserve_blocks_and_finish(profile, coalesce):
     driver.run()
     assert all(s.finish_reason == "length" for s in seqs)
     assert driver.engine.used_blocks == 0
+
+
+def test_radix_reuses_a_prefix_to_the_token_where_paged_stops_at_a_block_boundary():
+    def hits(profile: str) -> int:
+        driver = Driver(small_config(profile=profile, num_blocks=400))
+        driver.request(600, 1, prefix_id="sys", prefix_tokens=250)
+        driver.run()
+        seq = driver.request(600, 1, prefix_id="sys", prefix_tokens=250)
+        driver.run()
+        return seq.hit_tokens
+
+    assert hits("paged-prefix") == 240  # 15 full blocks of 16
+    assert hits("radix") == 250
+
+
+def test_one_long_prompt_delays_the_short_requests_behind_it():
+    def short_ttft(with_long: bool) -> float:
+        driver = Driver(small_config(num_blocks=4000, max_model_len=16384, max_num_batched_tokens=2048))
+        if with_long:
+            driver.request(16000, 8)
+        shorts = [driver.request(100, 8) for _ in range(4)]
+        driver.run()
+        return max(s.first_token_t - s.arrival for s in shorts)
+
+    alone, behind_long = short_ttft(False), short_ttft(True)
+    config = small_config()
+    # chunked prefill: the long prompt takes the token budget for ~8 steps first
+    assert behind_long - alone >= 7 * 2048 / config.prefill_rate

@@ -186,6 +186,25 @@ def test_fault_knobs_drop_oom_crash_and_429():
     assert 429 in results["429"] and 200 in results["429"]
 
 
+def test_time_scale_runs_faster_than_simulated_time():
+    async def scenario():
+        server = await start_server(_config(time_scale=1000.0))
+        try:
+            async with aiohttp.ClientSession() as client:
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                await (await client.post(server.url + "/v1/completions", json={"prompt": "go", "max_tokens": 200})).json()
+                wall = loop.time() - started
+                metrics = await (await client.get(server.url + "/metrics")).text()
+            return wall, _metric(metrics, "vllm:e2e_request_latency_seconds_sum")
+        finally:
+            await server.stop()
+
+    wall, simulated = run(scenario())
+    assert simulated >= 200 * SimConfig().decode_step_s(0) * 0.99  # 199 decode steps + prefill, in simulated seconds
+    assert wall < simulated / 5
+
+
 @pytest.mark.slow
 def test_streams_to_a_thousand_concurrent_clients():
     async def scenario():
