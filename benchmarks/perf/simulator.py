@@ -26,7 +26,7 @@ def synthetic_trace(requests: int, rate: float, seed: int = 7) -> list[TraceReco
     rng = random.Random(seed)
     records = []
     t = 0.0
-    session_len: dict[int, int] = {}
+    session_len: dict[int, tuple[int, int]] = {}
     for i in range(requests):
         t += rng.expovariate(rate)
         output = rng.randint(16, 512)
@@ -36,10 +36,11 @@ def synthetic_trace(requests: int, rate: float, seed: int = 7) -> list[TraceReco
             records.append(TraceRecord(t, 512 + rng.randint(16, 1536), output, None, f"sys{prefix}", 512, i))
         elif kind < 0.75:
             sid = rng.randrange(2000)
-            history = session_len.get(sid, 0)
+            history, generation = session_len.get(sid, (0, 0))
             prompt = history + rng.randint(32, 256)
-            session_len[sid] = prompt + output if prompt + output < 4096 else 0  # a new conversation
-            records.append(TraceRecord(t, prompt, output, f"s{sid}", None, 0, i))
+            records.append(TraceRecord(t, prompt, output, f"s{sid}.{generation}", None, 0, i))
+            # the next turn extends this one; past 4096 tokens a new conversation (new session id) starts
+            session_len[sid] = (prompt + output, generation) if prompt + output < 4096 else (0, generation + 1)
         else:
             records.append(TraceRecord(t, rng.randint(128, 2048), output, None, None, 0, i))
     return records

@@ -11,7 +11,9 @@ Trace format (CSV with a header, or JSONL with one object per line). Columns:
 - `input_tokens` (alias `prompt_tokens`): prompt length, the whole prompt an engine sees
   (for a multi-turn session that includes the earlier turns), required
 - `output_tokens` (alias `max_tokens`): tokens to generate, required
-- `session_id`: optional; turns of one session share their history's KV blocks
+- `session_id`: optional; turns of one session share their history's KV blocks. A session is
+  append-only: each turn's prompt is the previous turn's prompt + output + new text (use a new
+  session id for a new conversation)
 - `prefix_id`, `prefix_tokens`: optional; requests with the same prefix id share their first
   `prefix_tokens` tokens (a system prompt)
 - `request_id`: optional (defaults to the line number)
@@ -154,7 +156,7 @@ def simulate(records: list[TraceRecord], config: SimConfig, sample_interval_s: f
             now = records[index].arrival_s
         while index < count and records[index].arrival_s <= now:
             r = records[index]
-            seq = Sequence(r.request_id, r.input_tokens, r.output_tokens, r.arrival_s,
+            seq = Sequence(index if r.request_id is None else r.request_id, r.input_tokens, r.output_tokens, r.arrival_s,
                            space.keys(r.prefix_id, r.prefix_tokens, r.session_id))
             sequences.append(seq)
             try:

@@ -327,3 +327,66 @@ async def serve_forever(config: SimConfig, host: str, port: int) -> None:
         await asyncio.Event().wait()
     finally:
         await server.stop()
+
+
+class ServerThread:
+    """The simulator on its own event loop in a background thread, for synchronous callers.
+
+        with ServerThread(SimConfig(time_scale=50)) as server:
+            requests.post(server.url + "/v1/completions", ...)
+    """
+
+    def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config, self.host, self.requested_port = config, host, port
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.server: SimServer | None = None
+        self._thread = None
+
+    def start(self) -> "ServerThread":
+        import threading
+
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.server = self.loop.run_until_complete(start_server(self.config, self.host, self.requested_port))
+            except BaseException as exc:  # reported to the caller
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self.loop.run_forever()
+            self.loop.run_until_complete(self.server.stop())
+            self.loop.close()
+
+        self._thread = threading.Thread(target=main, name="kvsim-server", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if failure:
+            raise failure[0]
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None, "server not started"
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None, "server not started"
+        return self.server.url
+
+    def stop(self) -> None:
+        if self.loop is not None and self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(30)
+            self._thread = None
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

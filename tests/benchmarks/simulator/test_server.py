@@ -226,3 +226,16 @@ def test_streams_to_a_thousand_concurrent_clients():
     counts, peak = asyncio.run(asyncio.wait_for(scenario(), 150))
     assert counts == [8] * 1000
     assert peak == 256  # max_num_seqs caps the batch; the rest queue and still stream
+
+
+def test_server_thread_serves_synchronous_callers():
+    import urllib.request
+
+    from benchmarks.simulator.server import ServerThread
+
+    with ServerThread(_config()) as server:
+        request = urllib.request.Request(server.url + "/v1/completions", data=json.dumps({"prompt": "a b", "max_tokens": 3}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        body = json.loads(urllib.request.urlopen(request, timeout=10).read())
+        port = server.port
+    assert body["usage"]["completion_tokens"] == 3 and port > 0
