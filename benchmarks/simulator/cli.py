@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--kv-bytes-per-token", type=int, default=None)
     parser.add_argument("--weight-bytes", type=int, default=None)
-    parser.add_argument("--max-model-len", type=int, default=16384)
+    parser.add_argument("--max-model-len", type=int, default=131072, help="context limit; the static profile pre-allocates this per slot")
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--preemption-mode", default="recompute", choices=("recompute", "swap"))

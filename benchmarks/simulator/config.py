@@ -72,7 +72,7 @@ class SimConfig:
     block_size: int = 16
     num_blocks: int | None = None  # None: derived from GPU memory
     gpu_memory_utilization: float = 0.9
-    max_model_len: int = 16384
+    max_model_len: int = 131072  # Llama-3.1 context; `static` pre-allocates this much per slot
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     # scheduling / admission

@@ -87,11 +87,13 @@ def test_jsonl_trace_and_errors(tmp_path):
 
 
 def test_requests_that_cannot_fit_are_recorded_as_failed():
-    result = simulate([TraceRecord(0.0, 100, 10), TraceRecord(0.1, 20000, 10)], SimConfig(num_blocks=500))
-    frame = result.requests
-    assert frame["ok"].tolist() == [True, False]
+    config = SimConfig(num_blocks=500, max_model_len=16384)
+    records = [TraceRecord(0.0, 100, 10), TraceRecord(0.1, 20000, 10), TraceRecord(0.2, 9000, 10)]
+    frame = simulate(records, config).requests
+    assert frame["ok"].tolist() == [True, False, False]
     assert "max_model_len" in frame["error"][1]
-    assert result.points[0].error_rate == 0.5
+    assert frame["error"][2] == "400: request needs 564 KV blocks, the pool has 500"
+    assert simulate(records, config).points[0].error_rate == pytest.approx(2 / 3)
 
 
 def test_perf_benchmark_runs_small():
