@@ -84,6 +84,9 @@ class SimConfig:
     step_overhead_s: float = 0.002
     prefill_mfu: float = 0.5
     prefill_tokens_per_s: float | None = None  # None: from GPU flops x MFU / (2 x params)
+    # attention FLOPs per prompt token per earlier context token: 4 x layers x hidden
+    # (QK^T and AV); Llama-3.1-8B: 4 x 32 x 4096. Makes long prompts' prefill superlinear.
+    attention_flops_per_token_ctx: float = 4 * 32 * 4096
     # CPU tier (paged-offload, swap preemption)
     cpu_blocks: int | None = None  # None: 4x the GPU pool
     offload_after_s: float = 5.0  # cached blocks idle this long move to the CPU tier
@@ -164,6 +167,12 @@ class SimConfig:
             return float(self.prefill_tokens_per_s)
         params = max(self.weight_bytes / 2.0, 1.0)
         return self.gpu_profile.bf16_flops * self.prefill_mfu / (2.0 * params)
+
+    def prefill_s(self, chunk: int, context_before: int = 0) -> float:
+        """Compute time of prefilling `chunk` tokens after `context_before` cached ones:
+        the dense part (2 FLOPs per parameter per token) plus causal attention."""
+        attention = self.attention_flops_per_token_ctx * (chunk * context_before + chunk * chunk / 2.0)
+        return chunk / self.prefill_rate + attention / (self.gpu_profile.bf16_flops * self.prefill_mfu)
 
     def decode_step_s(self, kv_tokens_read: int) -> float:
         """One decode iteration: roofline of weights + KV read over HBM bandwidth, plus overhead."""

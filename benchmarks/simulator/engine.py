@@ -571,7 +571,7 @@ class Engine:
         budget = config.max_num_batched_tokens - n_decode
 
         # 2. continue chunked prefills of running sequences
-        prefill_tokens = 0
+        prefill_compute = 0.0
         prefill_ctx = 0
         chunks: list[tuple[Sequence, int]] = []
         for seq in list(self.prefilling.values()) if self.prefilling else ():
@@ -620,7 +620,7 @@ class Engine:
 
         n_decode = len(self.decode)
         for seq, chunk in chunks:
-            prefill_tokens += chunk
+            prefill_compute += config.prefill_s(chunk, seq.computed)
             prefill_ctx += seq.computed + chunk
         swap_time = sum(extra)
 
@@ -644,7 +644,7 @@ class Engine:
         kvb = config.kv_bytes_per_token
         if steps <= 1:
             memory_time = (config.weight_bytes + kvb * (self.S + prefill_ctx)) / bandwidth
-            compute_time = prefill_tokens / config.prefill_rate
+            compute_time = prefill_compute
             duration = config.step_overhead_s + max(memory_time, compute_time) + swap_time
             if not n_decode and not chunks:
                 duration = swap_time or config.step_overhead_s

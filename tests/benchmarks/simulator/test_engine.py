@@ -86,8 +86,11 @@ def test_prefix_caching_saves_the_blocks_and_prefill_time_the_arithmetic_predict
     per_request = blocks_for(prefix + suffix, bs)
     assert used_off == requests * per_request
     assert used_on == prefix // bs + requests * (per_request - prefix // bs)
-    rate = engine.config.prefill_rate
-    assert ttft_off - ttft_on == pytest.approx(requests * prefix / rate, rel=1e-9)
+    config = engine.config
+    # the saved compute: a full prefill minus a prefill of the suffix after the cached prefix
+    saved = requests * (config.prefill_s(prefix + suffix, 0) - config.prefill_s(suffix, prefix))
+    assert ttft_off - ttft_on == pytest.approx(saved, rel=1e-9)
+    assert saved > requests * prefix / config.prefill_rate  # at least the dense FLOPs of the prefix
     assert engine.stats["prefix_hits"] == requests * prefix
 
 
@@ -243,3 +246,16 @@ def test_one_long_prompt_delays_the_short_requests_behind_it():
     config = small_config()
     # chunked prefill: the long prompt takes the token budget for ~8 steps first
     assert behind_long - alone >= 7 * 2048 / config.prefill_rate
+
+
+def test_long_context_memory_grows_linearly_and_ttft_superlinearly():
+    ttft, blocks = {}, {}
+    for context in (16384, 32768, 65536, 131000):
+        driver = Driver(SimConfig())  # the default H100 / Llama-3.1-8B pool
+        seq = driver.request(context, 2)
+        while seq.first_token_t is None:
+            driver.step()
+        ttft[context], blocks[context] = seq.first_token_t, driver.engine.used_blocks
+    assert all(blocks[c] == blocks_for(c, 16) for c in blocks)
+    assert ttft[32768] / ttft[16384] > 2 and ttft[131000] / ttft[16384] > 8  # attention makes it superlinear
+    assert 5 < ttft[131000] < 30  # seconds: the order of magnitude of a real 8B prefill at 128K on one H100
