@@ -1,0 +1,7 @@
+"""`python -m benchmarks.simulator --profile paged-prefix --port 8100` (or `--trace FILE --out FILE`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,392 @@
+"""OpenAI-compatible HTTP surface of the simulator (aiohttp, one asyncio loop).
+
+Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE streaming with
+`stream_options.include_usage`, or one JSON response), GET /v1/models, GET /health,
+POST /tokenize, GET /metrics (Prometheus, vLLM names + `kvsim:` series + `kvsim_info`).
+Every response carries the header `X-Kvsim-Evidence: SIMULATED`.
+
+`max_tokens` defaults: 16 for completions (OpenAI's default), 128 for chat. Generation never
+stops early (no EOS): finish_reason is always "length".
+
+In-process use (tests): `server = await start_server(config)` → `server.port`, `server.url`,
+`await server.stop()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from aiohttp import web
+
+from .config import SimConfig
+from .engine import EngineError
+from .live import LiveEngine, LiveRequest
+from .metrics import SimMetrics
+from .tokens import detokenize, render_chat, tokenize
+
+EVIDENCE_HEADER = {"X-Kvsim-Evidence": "SIMULATED"}
+STATE_KEY = web.AppKey("kvsim_state", object)
+
+
+class BadRequest(ValueError):
+    """The request body is invalid; the message names the field."""
+
+
+def _error(status: int, message: str, kind: str | None = None) -> web.Response:
+    kind = kind or {400: "BadRequestError", 429: "RateLimitError", 500: "InternalServerError"}.get(status, "Error")
+    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return web.json_response(body, status=status, headers=EVIDENCE_HEADER)
+
+
+@dataclass
+class _State:
+    config: SimConfig
+    live: LiveEngine
+    metrics: SimMetrics
+    on_crash: Callable[[], None]
+    requests_seen: int = 0
+    crashed: bool = False
+
+
+def _state(request: web.Request) -> _State:
+    return request.app[STATE_KEY]  # type: ignore[return-value]
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest("body: must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body: must be a JSON object")
+    return body
+
+
+def _max_tokens(body: dict[str, Any], default: int) -> int:
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise BadRequest(f"max_tokens: must be a positive integer, got {value!r}")
+    return value
+
+
+def _prompt_ids(body: dict[str, Any], chat: bool) -> list[int]:
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise BadRequest("messages: must be a non-empty list of message objects")
+        return tokenize(render_chat(messages))
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return tokenize(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt):
+        return list(prompt)
+    raise BadRequest("prompt: must be a string or a list of token ids")
+
+
+async def handle_generate(request: web.Request, chat: bool) -> web.StreamResponse:
+    state = _state(request)
+    if state.crashed:
+        return _error(503, "engine crashed (simulated fault)")
+    try:
+        body = await _body(request)
+        prompt_ids = _prompt_ids(body, chat)
+        max_tokens = _max_tokens(body, 128 if chat else 16)
+        stream = bool(body.get("stream", False))
+        options = body.get("stream_options") or {}
+        include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    state.requests_seen += 1
+    crash_after = state.config.fault_crash_after_requests
+    if crash_after is not None and state.requests_seen > crash_after:
+        state.crashed = True
+        state.on_crash()
+        return _error(503, "engine crashed (simulated fault)")
+    try:
+        handle = state.live.submit(prompt_ids, max_tokens)
+    except EngineError as exc:
+        return _error(exc.status, str(exc))
+    model = body.get("model") or state.config.served_model_name
+    request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    created = int(time.time())
+    if stream:
+        return await _stream(request, state, handle, chat, model, request_id, created, include_usage)
+    try:
+        tokens: list[int] = []
+        async for new in handle.tokens():
+            tokens.extend(new)
+    except asyncio.CancelledError:
+        state.live.abort(handle)
+        raise
+    text = detokenize(tokens)
+    if chat:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": "length"}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+    payload = {
+        "id": request_id,
+        "object": "chat.completion" if chat else "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": _usage(handle, len(tokens)),
+        "kvsim": {"evidence": "SIMULATED", "token_ids": tokens},
+    }
+    return web.json_response(payload, headers=EVIDENCE_HEADER)
+
+
+def _usage(handle: LiveRequest, completion_tokens: int) -> dict[str, Any]:
+    seq = handle.seq
+    return {
+        "prompt_tokens": seq.prompt_len,
+        "completion_tokens": completion_tokens,
+        "total_tokens": seq.prompt_len + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": seq.hit_tokens},
+    }
+
+
+async def _stream(request, state, handle, chat, model, request_id, created, include_usage) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **EVIDENCE_HEADER})
+    drop_after = state.config.fault_drop_after_tokens
+    sent = 0
+    obj = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(delta_text: str | None, finish: str | None, role: bool = False) -> bytes:
+        if chat:
+            delta: dict[str, Any] = {}
+            if role:
+                delta["role"] = "assistant"
+            if delta_text is not None:
+                delta["content"] = delta_text
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        else:
+            choice = {"index": 0, "text": delta_text or "", "logprobs": None, "finish_reason": finish}
+        data = {"id": request_id, "object": obj, "created": created, "model": model, "choices": [choice]}
+        return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+    try:
+        await response.prepare(request)
+        if chat:
+            await response.write(chunk("", None, role=True))
+        async for new in handle.tokens():
+            text = detokenize(new)
+            await response.write(chunk(text if sent == 0 else " " + text, None))
+            sent += len(new)
+            if drop_after is not None and sent >= drop_after:
+                state.live.abort(handle)
+                if request.transport is not None:
+                    request.transport.abort()  # the fault: the connection dies mid-stream
+                return response
+        await response.write(chunk("" if chat else "", "length"))
+        if include_usage:
+            data = {"id": request_id, "object": obj, "created": created, "model": model, "choices": [], "usage": _usage(handle, sent)}
+            await response.write(b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    except (ConnectionResetError, asyncio.CancelledError):
+        state.live.abort(handle)
+        raise
+    return response
+
+
+async def handle_chat(request: web.Request) -> web.StreamResponse:
+    return await handle_generate(request, chat=True)
+
+
+async def handle_completions(request: web.Request) -> web.StreamResponse:
+    return await handle_generate(request, chat=False)
+
+
+async def handle_models(request: web.Request) -> web.Response:
+    config = _state(request).config
+    model = {
+        "id": config.served_model_name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "kvsim",
+        "root": config.model,
+        "parent": None,
+        "max_model_len": config.max_model_len,
+    }
+    return web.json_response({"object": "list", "data": [model]}, headers=EVIDENCE_HEADER)
+
+
+async def handle_health(request: web.Request) -> web.Response:
+    if _state(request).crashed:
+        return web.Response(status=503, headers=EVIDENCE_HEADER)
+    return web.Response(status=200, headers=EVIDENCE_HEADER)
+
+
+async def handle_tokenize(request: web.Request) -> web.Response:
+    state = _state(request)
+    try:
+        body = await _body(request)
+        prompt_ids = _prompt_ids(body, chat="messages" in body)
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    return web.json_response(
+        {"count": len(prompt_ids), "max_model_len": state.config.max_model_len, "tokens": prompt_ids},
+        headers=EVIDENCE_HEADER,
+    )
+
+
+async def handle_metrics(request: web.Request) -> web.Response:
+    payload, content_type = _state(request).metrics.render()
+    response = web.Response(body=payload, headers=EVIDENCE_HEADER)
+    response.headers["Content-Type"] = content_type
+    return response
+
+
+def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) -> web.Application:
+    """The aiohttp application; the engine starts with the app (needs a running loop)."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+
+    async def startup(app: web.Application) -> None:
+        live = LiveEngine(config)
+        metrics = SimMetrics(live.engine, config.served_model_name, clock=live.now)
+        live.observer = metrics
+        app[STATE_KEY] = _State(config, live, metrics, on_crash or (lambda: None))
+
+    async def cleanup(app: web.Application) -> None:
+        await app[STATE_KEY].live.close()  # type: ignore[attr-defined]
+
+    app.on_startup.append(startup)
+    app.on_cleanup.append(cleanup)
+    app.router.add_post("/v1/chat/completions", handle_chat)
+    app.router.add_post("/v1/completions", handle_completions)
+    app.router.add_get("/v1/models", handle_models)
+    app.router.add_get("/health", handle_health)
+    app.router.add_post("/tokenize", handle_tokenize)
+    app.router.add_get("/metrics", handle_metrics)
+    return app
+
+
+class SimServer:
+    """A running simulator server (in-process)."""
+
+    def __init__(self, runner: web.AppRunner, port: int, host: str) -> None:
+        self.runner, self.port, self.host = runner, port, host
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def state(self) -> _State:
+        return self.runner.app[STATE_KEY]  # type: ignore[return-value]
+
+    @property
+    def engine(self):
+        return self.state.live.engine
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_server(config: SimConfig, host: str = "127.0.0.1", port: int = 0, hard_crash: bool = False) -> SimServer:
+    """Start serving on `port` (0: a free port); returns the handle with the bound port."""
+    holder: dict[str, SimServer] = {}
+
+    def on_crash() -> None:
+        if hard_crash:
+            os._exit(70)
+        server = holder.get("server")
+        if server is not None:  # stop listening, drop every connection
+            asyncio.get_running_loop().create_task(server.runner.shutdown())
+
+    app = create_app(config, on_crash)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    await site.start()
+    bound = runner.addresses[0][1]
+    server = SimServer(runner, bound, host)
+    holder["server"] = server
+    return server
+
+
+async def serve_forever(config: SimConfig, host: str, port: int) -> None:
+    server = await start_server(config, host, port, hard_crash=True)
+    print(
+        f"kvsim serving {config.served_model_name} (profile {config.profile}, {config.gpu}, "
+        f"{config.total_blocks} KV blocks of {config.effective_block_size} tokens, time scale {config.time_scale}) "
+        f"on {server.url} — all output is SIMULATED",
+        flush=True,
+    )
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+class ServerThread:
+    """The simulator on its own event loop in a background thread, for synchronous callers.
+
+        with ServerThread(SimConfig(time_scale=50)) as server:
+            requests.post(server.url + "/v1/completions", ...)
+    """
+
+    def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config, self.host, self.requested_port = config, host, port
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.server: SimServer | None = None
+        self._thread = None
+
+    def start(self) -> "ServerThread":
+        import threading
+
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.server = self.loop.run_until_complete(start_server(self.config, self.host, self.requested_port))
+            except BaseException as exc:  # reported to the caller
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self.loop.run_forever()
+            self.loop.run_until_complete(self.server.stop())
+            self.loop.close()
+
+        self._thread = threading.Thread(target=main, name="kvsim-server", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if failure:
+            raise failure[0]
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None, "server not started"
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None, "server not started"
+        return self.server.url
+
+    def stop(self) -> None:
+        if self.loop is not None and self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(30)
+            self._thread = None
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
