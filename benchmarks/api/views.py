@@ -7,7 +7,7 @@ import io
 from django.http import FileResponse, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -124,3 +124,57 @@ class RunRequestsView(APIView):
             return response
         return FileResponse(artifact.file.open("rb"), as_attachment=True, filename=f"run-{run.pk}-requests.parquet",
                             content_type="application/vnd.apache.parquet")
+
+
+class StartValidationSerializer(serializers.Serializer):
+    test = serializers.ChoiceField(choices=[t for t in ("concurrency_stress", "long_context", "swap_recovery", "prefix_reuse",
+                                                "stability")])
+    params = serializers.DictField(required=False, help_text="Overrides of the planned parameters")
+    label = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class CandidateValidationsView(APIView):
+    """GET the validation plan (five tests, parameters from the constraints); POST starts one test."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request, candidate_id: int):
+        from ..validation import validation_plan
+
+        candidate = candidate_for_request(request, candidate_id)
+        return Response(validation_plan(candidate))
+
+    @extend_schema(request=StartValidationSerializer, responses={202: RunSerializer})
+    def post(self, request, candidate_id: int):
+        from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+
+        from ..validation import ValidationError as RunValidationError
+        from ..validation import start_validation
+
+        candidate = candidate_for_request(request, candidate_id)
+        serializer = StartValidationSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            run = start_validation(candidate=candidate, user=request.user, test=serializer.validated_data["test"],
+                                   params=serializer.validated_data.get("params"),
+                                   label=serializer.validated_data.get("label", ""))
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        except RunValidationError as exc:
+            field, _, message = str(exc).partition(": ")
+            return Response({field: [message]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunCancelView(APIView):
+    @extend_schema(request=None, responses=RunSerializer)
+    def post(self, request, run_id: int):
+        from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+
+        from ..validation import request_cancel
+
+        run = run_for_request(request, run_id)
+        try:
+            run = request_cancel(run, request.user)
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        return Response(RunSerializer(run).data)

@@ -92,3 +92,19 @@ def test_api_key_is_never_in_the_result(candidate, architect):
     client = APIClient()
     client.force_authenticate(architect)
     assert "sk-test" not in client.get(f"/api/v1/runs/{run.pk}/").content.decode()
+
+
+def test_validation_api_plans_starts_and_cancels(candidate, architect, reviewer):
+    client = APIClient()
+    client.force_authenticate(architect)
+    url = f"/api/v1/candidates/{candidate.pk}/validations/"
+    assert "prefix_reuse" in client.get(url).json()
+    response = client.post(url, {"test": "concurrency_stress", "params": SHORT}, format="json")
+    assert response.status_code == 202, response.json()
+    run_id = response.json()["id"]
+    assert client.post(url, {"test": "warp_speed"}, format="json").status_code == 400
+    other = APIClient()
+    other.force_authenticate(reviewer)
+    assert other.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 403
+    response = client.post(f"/api/v1/runs/{run_id}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
