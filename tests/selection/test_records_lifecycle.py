@@ -138,3 +138,34 @@ def test_review_refuses_a_selection_without_a_winner(selection_with_constraints,
     record = records.create_draft(selection=selection_with_constraints, user=architect)
     with pytest.raises(ValidationError):
         records.start_review(record=record, user=architect)
+
+
+def test_records_api_lifecycle_sign_and_verify(decided, architect, owners, dev_certs, settings):
+    from rest_framework.test import APIClient
+
+    settings.KVSELECT_TRUST_ROOTS = [str(dev_certs.ca_certificate)]
+    client = APIClient()
+    client.force_authenticate(architect)
+    response = client.post(f"/api/v1/selections/{decided.pk}/records/", {"rationale": "fast"}, format="json")
+    assert response.status_code == 201, response.json()
+    rid = response.json()["id"]
+    assert client.post(f"/api/v1/records/{rid}/", {"action": "start_review"}, format="json").status_code == 200
+    assert client.patch(f"/api/v1/records/{rid}/", {"rationale": "x"}, format="json").status_code == 400
+    for role in ("business", "platform", "security"):
+        owner = APIClient()
+        owner.force_authenticate(owners[role])
+        assert owner.post(f"/api/v1/records/{rid}/", {"action": "approve", "role": role}, format="json").status_code == 200
+    for role in ("business", "platform", "security"):
+        owner = APIClient()
+        owner.force_authenticate(owners[role])
+        with dev_certs.pkcs12[role].open("rb") as handle:
+            response = owner.post(f"/api/v1/records/{rid}/sign/", {"role": role, "pkcs12": handle,
+                                                                   "passphrase": PASSPHRASE})
+        assert response.status_code == 200, response.json()
+    assert response.json()["status"] == "signed"
+    pdf = b"".join(client.get(f"/api/v1/records/{rid}/pdf/").streaming_content)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    report = client.post("/api/v1/records/verify/", {"file": SimpleUploadedFile("r.pdf", pdf)}).json()
+    assert report["all_ok"] and report["matches_known_record"] and len(report["signatures"]) == 3
+    assert client.post("/api/v1/records/verify/", {"file": SimpleUploadedFile("x.pdf", b"hello")}).status_code == 400
