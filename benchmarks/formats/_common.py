@@ -21,6 +21,7 @@ from benchmarks.result import REQUEST_COLUMNS, LoadPoint, NormalizedResult, Stat
 
 MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
 MAX_METADATA_DEPTH = 8
+LARGE_FILE = 8 * 1024 * 1024  # above this, sniffers look only at the first 64 KiB
 
 
 class FormatError(ValueError):
@@ -118,6 +119,19 @@ class Source:
             else:
                 raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
         return text[1:] if text.startswith("\ufeff") else text
+
+    @property
+    def large(self) -> bool:
+        return len(self.data) > LARGE_FILE
+
+    def doc_with(self, *markers: str) -> Any:
+        """The whole document, but for large files only when a marker key is near the start.
+
+        Keeps sniffing cheap: a 500 MB upload is decoded once, by the format that claims it.
+        """
+        if self.large and not any(marker in self.head for marker in markers):
+            raise FormatError(f"none of the keys {', '.join(markers)} near the start of a large file")
+        return self.json
 
     @cached_property
     def json(self) -> Any:

@@ -103,7 +103,7 @@ def sniff_json(source: Source) -> str | None:
         return "not a JSON object"
     if source.is_jsonl:
         return "newline-delimited records, not a summary"
-    doc = source.json
+    doc = source.doc_with('"aiperf_version"', '"schema_version"', '"benchmark_id"')
     if not isinstance(doc, dict):
         return "not a JSON object"
     if "aiperf_version" in doc or "schema_version" in doc:

@@ -57,7 +57,7 @@ RAW_DEFINITIONS = {
 def sniff_json(source: Source) -> str | None:
     if source.head.lstrip()[:1] != "{":
         return "not a JSON object"
-    doc = source.json
+    doc = source.doc_with('"request_latency"', '"time_to_first_token"')
     if not isinstance(doc, dict):
         return "not a JSON object"
     if any(k in doc for k in ("aiperf_version", "schema_version", "benchmark_id")):
@@ -108,9 +108,7 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
 def sniff_raw(source: Source) -> str | None:
     if source.head.lstrip()[:1] != "{":
         return "not a JSON object"
-    if '"experiments"' not in source.text:
-        return "no 'experiments' key (perf_analyzer profile_export.json)"
-    doc = source.json
+    doc = source.doc_with('"experiments"')
     if not isinstance(doc, dict) or "experiments" not in doc:
         return "no 'experiments' key (perf_analyzer profile_export.json)"
     return None

@@ -72,7 +72,7 @@ PERCENTILE_ORDER = ("p001", "p01", "p05", "p10", "p25", "p50", "p75", "p90", "p9
 def sniff_json(source: Source) -> str | None:
     if source.head.lstrip()[:1] != "{":
         return "not a JSON object"
-    doc = source.json
+    doc = source.doc_with('"benchmarks"')
     if not isinstance(doc, dict):
         return "not a JSON object"
     if "benchmarks" not in doc:

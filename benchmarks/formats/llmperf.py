@@ -52,7 +52,7 @@ def _stats(doc: dict[str, Any], metric: str) -> Stats:
 def sniff_summary(source: Source) -> str | None:
     if source.head.lstrip()[:1] != "{":
         return "not a JSON object"
-    doc = source.json
+    doc = source.doc_with('"num_concurrent_requests"', '"results_')
     if not isinstance(doc, dict):
         return "not a JSON object"
     if not any(k.startswith("results_") for k in doc) or "num_concurrent_requests" not in doc:
@@ -108,7 +108,7 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
 def sniff_responses(source: Source) -> str | None:
     if source.head.lstrip()[:1] != "[":
         return "not a JSON list"
-    doc = source.json
+    doc = source.doc_with('"ttft_s"')
     if not isinstance(doc, list) or not doc or not isinstance(doc[0], dict):
         return "not a list of response records"
     if not {"ttft_s", "end_to_end_latency_s"} <= set(doc[0]):

@@ -47,7 +47,7 @@ NUMERIC_COLUMNS = ("start_s", "ttft_ms", "tpot_ms", "itl_ms_mean", "e2e_ms", "pr
 def sniff(source: Source) -> str | None:
     if '"schema"' not in source.head:
         return "no 'schema' key"
-    doc = source.json
+    doc = source.doc_with('"schema"')
     if not isinstance(doc, dict):
         return "not a JSON object"
     schema = doc.get("schema")

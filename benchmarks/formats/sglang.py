@@ -54,6 +54,8 @@ def sniff(source: Source) -> str | None:
         doc = _lines(source, strict=False)[0]
     except FormatError as error:
         # a pretty-printed single object (as in shortened examples) is also accepted
+        if source.large:
+            return str(error)
         try:
             doc = source.json_lenient
         except FormatError:

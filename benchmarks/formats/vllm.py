@@ -40,7 +40,7 @@ from benchmarks.formats._common import (
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 
-LARGE_FILE = 8 * 1024 * 1024
+from benchmarks.formats._common import LARGE_FILE  # noqa: E402
 
 DEFINITIONS = {
     "ttft_ms": "vLLM: first non-empty chunk - request send (same as kvselect)",
