@@ -277,7 +277,8 @@ def pooled_itl_mean(sum_e2e_ms: float | None, sum_ttft_ms: float | None, sum_gap
     """Mean per-token ITL = total decode time / total token gaps; exact whatever the chunking."""
     if sum_e2e_ms is None or sum_ttft_ms is None or not sum_gaps_tokens or sum_gaps_tokens <= 0:
         return None
-    return (sum_e2e_ms - sum_ttft_ms) / sum_gaps_tokens
+    value = (sum_e2e_ms - sum_ttft_ms) / sum_gaps_tokens
+    return value if value >= 0 and math.isfinite(value) else None  # inconsistent inputs: missing, not wrong
 
 
 def cap_depth(value: Any, depth: int = MAX_METADATA_DEPTH) -> Any:

@@ -139,6 +139,8 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
     ttft_block = _block(doc, "time_to_first_token")
     osl = _sum(doc, "output_sequence_length")
     count = number((latency_block or {}).get("count"), "request_latency.count")
+    if count is None:  # schema 1.0 has no count/sum; every successful request has a latency
+        count = _avg(doc, "request_count")
     if latency_block and ttft_block and osl is not None and count:
         e2e_sum = _sum(doc, "request_latency", _scale(latency_block.get("unit"), "request_latency.unit"))
         ttft_sum = _sum(doc, "time_to_first_token", _scale(ttft_block.get("unit"), "time_to_first_token.unit"))
@@ -391,7 +393,7 @@ def read_jsonl_table(data: bytes) -> Any:
     try:
         return pj.read_json(
             io.BytesIO(data),
-            read_options=pj.ReadOptions(block_size=1 << 24),
+            read_options=pj.ReadOptions(block_size=1 << 20),
             parse_options=pj.ParseOptions(explicit_schema=_jsonl_schema(), unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
@@ -402,10 +404,8 @@ def read_jsonl_table(data: bytes) -> Any:
 def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     import pyarrow.compute as pc
 
-    try:
-        source.data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+    import pyarrow as pa
+
     table = read_jsonl_table(source.data)
     n = table.num_rows
     if n == 0:
@@ -413,6 +413,14 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     meta = table.column("metadata").combine_chunks()
     metrics = table.column("metrics").combine_chunks()
     error = table.column("error").combine_chunks()
+    strings = {"metadata.x_request_id": meta.field("x_request_id"), "metadata.benchmark_phase": meta.field("benchmark_phase"),
+               "error.type": error.field("type"), "error.message": error.field("message")}
+    strings.update({f"metrics.{name}.unit": metrics.field(name).field("unit") for name in JSONL_METRICS})
+    for name, column in strings.items():
+        try:
+            column.validate(full=True)  # pyarrow does not check UTF-8 while parsing
+        except pa.ArrowInvalid:
+            raise FormatError(f"{name}: not valid UTF-8 text") from None
     start_ns = meta.field("request_start_ns")
     if start_ns.null_count:
         bad = int(np.flatnonzero(start_ns.is_null().to_numpy(zero_copy_only=False))[0])
