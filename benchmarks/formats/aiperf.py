@@ -84,13 +84,14 @@ def _avg(doc: dict[str, Any], tag: str) -> float | None:
     return None if block is None else number(block.get("avg"), f"{tag}.avg")
 
 
-def _sum(doc: dict[str, Any], tag: str, scale: float = 1.0) -> float | None:
+def _sum(doc: dict[str, Any], tag: str, scale: float = 1.0, count: float | None = None) -> float | None:
     block = _block(doc, tag)
     if block is None:
         return None
     total = number(block.get("sum"), f"{tag}.sum")
     if total is None:
-        avg, count = number(block.get("avg"), f"{tag}.avg"), number(block.get("count"), f"{tag}.count")
+        avg = number(block.get("avg"), f"{tag}.avg")
+        count = number(block.get("count"), f"{tag}.count") or count
         total = avg * count if avg is not None and count is not None else None
     return None if total is None else total * scale
 
@@ -137,13 +138,13 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
         point.extra["itl_chunk_ms"] = chunk.__dict__.copy()
     latency_block = _block(doc, "request_latency")
     ttft_block = _block(doc, "time_to_first_token")
-    osl = _sum(doc, "output_sequence_length")
     count = number((latency_block or {}).get("count"), "request_latency.count")
     if count is None:  # schema 1.0 has no count/sum; every successful request has a latency
         count = _avg(doc, "request_count")
+    osl = _sum(doc, "output_sequence_length", count=count)
     if latency_block and ttft_block and osl is not None and count:
-        e2e_sum = _sum(doc, "request_latency", _scale(latency_block.get("unit"), "request_latency.unit"))
-        ttft_sum = _sum(doc, "time_to_first_token", _scale(ttft_block.get("unit"), "time_to_first_token.unit"))
+        e2e_sum = _sum(doc, "request_latency", _scale(latency_block.get("unit"), "request_latency.unit"), count)
+        ttft_sum = _sum(doc, "time_to_first_token", _scale(ttft_block.get("unit"), "time_to_first_token.unit"), count)
         point.itl_ms = mean_only(pooled_itl_mean(e2e_sum, ttft_sum, osl - count))
     point.request_throughput = _avg(doc, "request_throughput")
     point.output_token_throughput = _avg(doc, "output_token_throughput")

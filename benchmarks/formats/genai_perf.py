@@ -138,28 +138,36 @@ def parse_raw(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
             point.request_rate = value
         requests = get_list(experiment, "requests", path, required=True)
         n = len(requests)
-        start = np.full(n, np.nan)
-        first = np.full(n, np.nan)
-        last = np.full(n, np.nan)
+        # nanosecond epochs (~1.7e18) exceed float64 precision: subtract as integers first
+        start_ns: list[int] = []
+        ttft = np.full(n, np.nan)
+        e2e = np.full(n, np.nan)
+        last_ns: list[int] = []
         for i, request in enumerate(requests):
             rp = f"{path}.requests[{i}]"
             request = expect_object(request, rp)
-            start[i] = number(request.get("timestamp"), join(rp, "timestamp"), allow_none=False)
+            stamp0 = request.get("timestamp")
+            number(stamp0, join(rp, "timestamp"), allow_none=False)
+            stamp0 = int(stamp0)
+            start_ns.append(stamp0)
             stamps = expect_list(request.get("response_timestamps", []), join(rp, "response_timestamps"))
             for j, stamp in enumerate(stamps):
                 number(stamp, f"{join(rp, 'response_timestamps')}[{j}]", allow_none=False)
             if stamps:
-                first[i], last[i] = stamps[0], stamps[-1]
-        ok = np.isfinite(first)
-        ttft = (first - start) / 1e6
-        e2e = (last - start) / 1e6
+                ttft[i] = (int(stamps[0]) - stamp0) / 1e6
+                e2e[i] = (int(stamps[-1]) - stamp0) / 1e6
+                last_ns.append(int(stamps[-1]))
+        ok = np.isfinite(ttft)
+        origin = min(start_ns) if start_ns else 0
+        start = np.array([s - origin for s in start_ns], dtype=float)
         window = experiment.get("window_boundaries")
         if isinstance(window, list) and len(window) >= 2:
-            w0 = number(window[0], join(path, "window_boundaries[0]"), allow_none=False)
-            w1 = number(window[-1], join(path, "window_boundaries[-1]"), allow_none=False)
+            number(window[0], join(path, "window_boundaries[0]"), allow_none=False)
+            number(window[-1], join(path, "window_boundaries[-1]"), allow_none=False)
+            w0, w1 = int(window[0]), int(window[-1])
             point.duration_s = (w1 - w0) / 1e9 if w1 > w0 else None
-        elif n and ok.any():
-            point.duration_s = float((np.nanmax(last) - np.nanmin(start)) / 1e9) or None
+        elif last_ns:
+            point.duration_s = (max(last_ns) - origin) / 1e9 or None
         point.requests_completed = int(ok.sum())
         point.requests_failed = int((~ok).sum())
         if point.duration_s:
@@ -168,7 +176,7 @@ def parse_raw(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         point.e2e_ms = stats_from_array(e2e[ok])
         frames.append(request_frame({
             "point": np.full(n, index, dtype=np.int32),
-            "start_s": (start - np.nanmin(start)) / 1e9 if n else start,
+            "start_s": start / 1e9,
             "ttft_ms": ttft, "e2e_ms": e2e, "ok": ok,
             "error": np.where(ok, None, "no response"),
         }, n))

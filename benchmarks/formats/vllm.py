@@ -419,8 +419,7 @@ def parse_serving_doc(
         if n == completed + (failed or 0) or n == int(ok.sum()) == completed:
             ttft = _merge(ttft, stats_from_array(ttft_ms[ok_frame]))
             tpot = _merge(tpot, stats_from_array(tpot_ms[ok_frame]))
-            if latencies is not None or flavour == "sglang":
-                e2e = _merge(e2e, stats_from_array(e2e_ms[ok_frame]))
+            e2e = _merge(e2e, stats_from_array(e2e_ms[ok_frame]))
         else:
             result.notes.append(f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); summary statistics taken from the tool's aggregates")
     point.ttft_ms, point.tpot_ms, point.e2e_ms = ttft, tpot, e2e

@@ -1,0 +1,231 @@
+"""Unit conversion and the mapping of each tool's definitions onto kvselect's."""
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks.formats import detect_and_parse
+
+from .conftest import load
+
+
+def parse(name, **kwargs):
+    return detect_and_parse(load(name), name, **kwargs)
+
+
+def test_guidellm_latency_seconds_to_ms_and_tpot_including_ttft_kept_apart():
+    point = parse("guidellm.json").points[0]
+    assert point.e2e_ms.mean == pytest.approx(61.2)  # request_latency 0.0612 s
+    assert point.ttft_ms.mean == pytest.approx(24.146)
+    assert point.ttft_ms.p50 == pytest.approx(23.9534)
+    assert point.ttft_ms.max == pytest.approx(25.7146)
+    # time_per_output_token_ms includes TTFT: never in the tpot column
+    assert point.tpot_ms.mean is None
+    assert point.extra["guidellm_tpot_incl_ttft_ms"]["mean"] == pytest.approx(3.7968)
+    # token-weighted ITL: mean is the per-token mean, percentiles are not kvselect's
+    assert point.itl_ms.mean == pytest.approx(2.4402)
+    assert point.itl_ms.p50 is None and point.itl_ms.p99 is None
+    assert point.concurrency == 2 and point.achieved_concurrency == pytest.approx(1.8228)
+    assert point.request_throughput == pytest.approx(29.7926)
+    assert point.goodput == pytest.approx(29.7926) and point.slo_attainment == 1.0
+    assert point.extra["goodput_slo_ms"]["ttft_ms"] == 50.0
+
+
+def test_guidellm_csv_matches_json():
+    json_point = parse("guidellm.json").points[0]
+    csv_point = parse("guidellm.csv").points[0]
+    assert csv_point.ttft_ms.mean == pytest.approx(json_point.ttft_ms.mean, rel=1e-3)
+    assert csv_point.ttft_ms.p90 == pytest.approx(json_point.ttft_ms.p90, rel=1e-3)
+    assert csv_point.e2e_ms.mean == pytest.approx(json_point.e2e_ms.mean, rel=1e-3)
+    assert csv_point.itl_ms.mean == pytest.approx(json_point.itl_ms.mean, rel=1e-3)
+    assert csv_point.tpot_ms.mean is None
+    assert csv_point.concurrency == 2 and csv_point.duration_s == pytest.approx(0.2014, rel=1e-3)
+    assert csv_point.requests_completed == 6 and csv_point.requests_failed == 0
+
+
+def test_guidellm_v03_records_give_tpot_and_median_stands_in_for_p50():
+    result = parse("recon_guidellm_v0.3.json")
+    first = result.points[0]
+    assert first.label == "synchronous" and first.concurrency == 1
+    assert result.points[1].request_rate == 5.0
+    assert first.ttft_ms.p50 == pytest.approx(39.0)  # no p50 key in 0.3 percentiles
+    assert first.requests_completed == 4 and first.requests_failed == 1 and first.error_rate == pytest.approx(0.2)
+    # every request is in the file -> kvselect TPOT from per-request (last-first)/(n-1)
+    assert first.tpot_ms.mean == pytest.approx(17.0, rel=1e-4)
+    frame = result.requests
+    assert len(frame) == 10 and frame["ok"].sum() == 8
+    assert frame.loc[frame["ok"], "ttft_ms"].to_numpy() == pytest.approx([40.0] * 8, rel=1e-4)
+    assert frame.loc[frame["ok"], "e2e_ms"].to_numpy() == pytest.approx([300.0] * 8, rel=1e-4)
+
+
+def test_guidellm_layouts_are_named():
+    assert "0.4" in parse("recon_guidellm_v0.4.json").metadata["layout"]
+    assert "metadata v1" in parse("recon_guidellm_v0.6.json").metadata["layout"]
+    assert parse("recon_guidellm_v0.4.json").metadata["model"] == "toy-model"
+
+
+def test_aiperf_itl_is_kvselect_tpot_and_chunk_latency_is_kept_apart():
+    point = parse("aiperf.json").points[0]
+    assert point.tpot_ms.mean == pytest.approx(1.480349554347826)
+    assert point.extra["itl_chunk_ms"]["mean"] == pytest.approx(2.2698693166666666)
+    # per-token ITL mean = (sum latency - sum ttft) / (sum osl - count)
+    expected = (60.409364374999996 * 8 - 26.361324624999998 * 8) / (192 - 8)
+    assert point.itl_ms.mean == pytest.approx(expected)
+    assert point.itl_ms.p99 is None
+    assert point.duration_s == pytest.approx(0.264589568)
+    assert point.concurrency == 2  # from run_info.cli_command
+    assert point.error_rate == 0.0
+
+
+def test_aiperf_units_are_authoritative():
+    import json
+
+    doc = json.loads(load("aiperf.json"))
+    doc["time_to_first_token"] = {"unit": "sec", "avg": 0.5, "p50": 0.4, "p99": 0.9, "max": 1.0}
+    doc["request_latency"]["unit"] = "ns"
+    point = detect_and_parse(json.dumps(doc).encode(), "x.json").points[0]
+    assert point.ttft_ms.mean == 500.0 and point.ttft_ms.p99 == 900.0
+    assert point.e2e_ms.mean == pytest.approx(60.409364374999996e-6)
+
+
+def test_aiperf_jsonl_per_request():
+    result = parse("aiperf.profile_export.jsonl")
+    frame = result.requests
+    assert len(frame) == 2
+    assert frame["ok"].tolist() == [True, False]
+    assert "RequestCancellationError" in frame.loc[1, "error"]
+    assert frame.loc[0, "ttft_ms"] == pytest.approx(32.048665)
+    assert frame.loc[0, "tpot_ms"] == pytest.approx(1.3348429130434782)
+    assert frame.loc[1, "start_s"] == pytest.approx((1795991479522444442 - 1795991479520199685) / 1e9)
+    point = result.points[0]
+    assert point.requests_completed == 1 and point.requests_failed == 1 and point.error_rate == 0.5
+
+
+def test_vllm_summary_ms_and_per_request_seconds():
+    result = parse("vllm_bench_serve.json")
+    point = result.points[0]
+    assert point.ttft_ms.mean == 27.1595 and point.ttft_ms.p90 == 30.5603
+    assert point.tpot_ms.mean == 2.2174  # same definition as kvselect
+    assert point.e2e_ms.p99 == 64.814
+    assert point.request_rate is None and point.concurrency == 2
+    assert point.extra["itl_chunk_ms"]["mean"] == 2.2174
+    frame = result.requests
+    assert frame["ttft_ms"].tolist() == pytest.approx([27.0, 28.1])
+    assert frame["e2e_ms"].tolist() == pytest.approx([60.6, 60.6])
+    assert frame["start_s"].tolist() == pytest.approx([0.0, 0.0001], abs=1e-6)
+    assert result.metadata["gpu"] == "H100" and result.metadata["engine"] == "mock"
+    assert result.metadata["model"] == "mock-model"
+    assert "trimmed" in " ".join(result.notes)
+
+
+def test_vllm_legacy_goodput_key_and_exact_per_token_itl():
+    result = parse("recon_vllm_legacy_benchmark_serving.json")
+    point = result.points[0]
+    assert "legacy" in result.metadata["layout"]
+    assert point.goodput == 6.0
+    # one token per chunk (len(itls) == output_len - 1): chunk ITL is per-token ITL
+    assert point.itl_ms.mean == pytest.approx(10.5)
+    assert point.itl_ms.max == pytest.approx(12.0)
+    assert point.e2e_ms.mean == pytest.approx(30.5 + 7 * 10.5)
+
+
+def test_vllm_append_result_is_a_sweep():
+    points = parse("recon_vllm_append_result.jsonl").points
+    assert [p.request_rate for p in points] == [2.0, 8.0]
+    assert points[1].ttft_ms.mean > points[0].ttft_ms.mean
+
+
+def test_sglang_bare_infinity_and_derived_e2e():
+    result = parse("sglang_bench_serving.json")
+    point = result.points[0]
+    assert point.request_rate is None  # Infinity = unbounded
+    assert point.achieved_concurrency == 1.9325
+    assert point.e2e_ms.mean == 56.4621
+    assert point.slo_attainment == 1.0 and point.extra["goodput_slo_ms"] == {"ttft": 50.0, "tpot": 5.0}
+    frame = result.requests
+    assert frame["e2e_ms"].tolist() == pytest.approx([24.0 + 8.1, 24.4 + 9.0])
+
+
+def test_inference_perf_seconds_everywhere():
+    point = parse("inference-perf_summary_lifecycle_metrics.json").points[0]
+    assert point.ttft_ms.mean == pytest.approx(210.0)
+    assert point.tpot_ms.p99 == pytest.approx(27.75)
+    assert point.e2e_ms.p50 == pytest.approx(3310.0)
+    assert point.itl_ms.mean == pytest.approx(18.5) and point.itl_ms.p99 is None
+    assert point.extra["ntpot_ms"]["mean"] == pytest.approx(22.1)
+    assert point.requests_completed == 598 and point.requests_failed == 2
+    assert point.slo_attainment == pytest.approx(0.913)
+    assert point.request_rate == 10.0
+
+
+def test_inference_perf_prometheus_is_server_side_and_keeps_kv_metrics():
+    result = parse("inference-perf_summary_prometheus_metrics.json")
+    point = result.points[0]
+    assert "server-side" in result.definitions["ttft_ms"]
+    assert point.tpot_ms.mean is None
+    assert point.itl_ms.p99 == pytest.approx(24.0)
+    assert point.extra["server"]["kv_cache_usage_percentage"]["mean"] == 0.41
+
+
+def test_inference_perf_per_request():
+    result = parse("inference-perf_per_request_lifecycle_metrics.json")
+    frame = result.requests
+    assert frame["ok"].tolist() == [True, False]
+    assert frame.loc[0, "ttft_ms"] == pytest.approx(210.0, abs=0.01)
+    assert frame.loc[0, "e2e_ms"] == pytest.approx(3333.0, abs=0.01)
+    assert frame.loc[0, "tpot_ms"] == pytest.approx((3333.0 - 210.0) / 149, abs=0.01)
+    assert frame.loc[0, "prompt_tokens"] == 512
+    assert "504" in frame.loc[1, "error"]
+
+
+def test_llmperf_itl_including_ttft_is_not_kvselect_itl():
+    point = parse("llmperf_summary.json").points[0]
+    assert point.ttft_ms.p50 == pytest.approx(350.0)
+    assert point.e2e_ms.p95 == pytest.approx(7280.0)
+    assert point.extra["llmperf_itl_incl_ttft_ms"]["mean"] == pytest.approx(21.0)
+    assert point.itl_ms.mean == pytest.approx((5600 - 350) / 149)
+    assert point.tpot_ms.mean is None
+    assert point.request_throughput == pytest.approx(245.3 / 60)
+    assert point.concurrency == 8
+
+
+def test_llmperf_individual_responses_tpot_and_errors():
+    result = parse("llmperf_individual_responses.json")
+    frame = result.requests
+    assert frame["ok"].tolist() == [True, False]
+    assert frame.loc[0, "tpot_ms"] == pytest.approx((3520 - 341) / 149)
+    assert math.isnan(frame.loc[1, "ttft_ms"])  # failed request: missing, not 0
+    assert result.points[0].requests_failed == 1
+
+
+def test_perf_analyzer_raw_nanoseconds():
+    result = parse("genai-perf_profile_export_raw.json")
+    point = result.points[0]
+    assert point.concurrency == 8
+    assert point.ttft_ms.mean == pytest.approx((1741134590728534586 - 1741134590669919999) / 1e6)
+    assert point.e2e_ms.mean == pytest.approx((1741134590748123456 - 1741134590669919999) / 1e6)
+    assert point.tpot_ms.mean is None and point.itl_ms.mean is None
+    assert point.duration_s == pytest.approx(10.0)
+
+
+def test_genai_perf_summary():
+    point = parse("genai-perf_profile_export_genai_perf.json").points[0]
+    assert point.tpot_ms.p99 == pytest.approx(27.048)
+    assert point.goodput == 2.9
+    assert point.requests_completed == 100
+    assert point.itl_ms.mean == pytest.approx((6740.76 - 78.1) / 344.8)
+
+
+def test_missing_stays_none_never_zero():
+    point = parse("aiperf.profile_export_aiperf.csv").points[0]
+    assert point.itl_ms.mean is None
+    assert point.concurrency is None
+    vllm = parse("vllm_bench_serve.json").points[0]
+    assert vllm.ttft_ms.p95 is None  # not in --metric-percentiles 50,90,99
+
+
+def test_requests_have_one_row_per_request_and_fixed_columns():
+    frame = parse("recon_guidellm_v0.3.json").requests
+    assert frame["point"].tolist() == [0] * 5 + [1] * 5
+    assert np.issubdtype(frame["ttft_ms"].dtype, np.floating)
