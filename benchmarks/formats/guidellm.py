@@ -81,7 +81,8 @@ def sniff_json(source: Source) -> str | None:
     if not isinstance(benchmarks, list):
         return None  # recognised; parse names the bad type
     extra = set(doc) - {"benchmarks", "args", "metadata", "config", "conclusions"}
-    if extra:
+    versioned = isinstance(doc.get("metadata"), dict) and "guidellm_version" in doc["metadata"]
+    if extra and not versioned:  # a newer guidellm may add keys; an unversioned stranger may not
         return f"unexpected top-level keys {sorted(extra)[:5]} for a guidellm report"
     if benchmarks and isinstance(benchmarks[0], dict) and "metrics" not in benchmarks[0]:
         return "benchmarks[0] has no 'metrics'"

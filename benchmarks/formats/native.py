@@ -1,5 +1,21 @@
 """kvselect's own result format (`kvselect.result/1`, written by `NormalizedResult.to_native()`).
 
+Schema (JSON object; every key below, no others):
+- `schema` = "kvselect.result/1" (required); `tool` string (required); `tool_version` string|null;
+  `evidence` "MEASURED"|"SIMULATED" (required); `test` one of TEST_NAMES|null; `format` (ignored).
+- `metadata` object (free-form provenance); `definitions` object of strings; `notes` list of
+  strings; `partial` boolean; `verdicts` list of `{name: str, passed: bool, ...}`;
+  `timeseries` `{series: [[t_s, value], ...]}` with finite numbers.
+- `points` (required) list of LoadPoint objects: `label` str, numbers|null for `concurrency,
+  request_rate, achieved_concurrency, duration_s, request_throughput, output_token_throughput,
+  input_token_throughput, goodput`, fractions 0..1|null for `error_rate, slo_attainment`,
+  non-negative integers|null for `requests_completed, requests_failed`, `client_bound` bool|null,
+  `ttft_ms, tpot_ms, itl_ms, e2e_ms` objects with any of `mean, p50, p90, p95, p99, max`
+  (ms, number|null), `extra` object. Units and definitions: `benchmarks.result.DEFINITIONS`.
+- `requests` (optional) columnar `{column: [values...]}`, columns from REQUEST_COLUMNS, equal
+  lengths; `point` an index into `points`, `ok` booleans, `request_id/error/finish_reason`
+  strings|null, the rest numbers|null.
+
 Validated strictly: unknown keys, wrong types, non-finite numbers and unequal per-request column
 lengths are errors naming the path, because the harness and simulator write this format and a
 silent mismatch would corrupt evidence.
