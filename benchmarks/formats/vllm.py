@@ -40,7 +40,6 @@ from benchmarks.formats._common import (
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 
-from benchmarks.formats._common import LARGE_FILE  # noqa: E402
 
 DEFINITIONS = {
     "ttft_ms": "vLLM: first non-empty chunk - request send (same as kvselect)",
@@ -65,7 +64,7 @@ _STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_([a-z0-9_]+)_ms$")
 
 
 def sniff(source: Source) -> str | None:
-    if len(source.data) > LARGE_FILE:
+    if source.large:
         head = source.head
         if not head.lstrip().startswith("{"):
             return "not a JSON object"
@@ -110,7 +109,7 @@ def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
 
 
 def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
-    if len(source.data) > LARGE_FILE:
+    if source.large:
         docs = [_read_large(source.data)]
     else:
         docs = _documents(source, strict=True)
