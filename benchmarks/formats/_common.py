@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -419,5 +419,3 @@ def finish(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedRe
             point.error_rate = point.requests_failed / total if total else None
     return apply_slo(result, slo)
 
-
-Sniffer = Callable[[Source], "str | None"]

@@ -24,7 +24,6 @@ from benchmarks.formats._common import (
     cap_depth,
     expect_object,
     finish,
-    join,
     mean_only,
     number,
     per_request_tpot,

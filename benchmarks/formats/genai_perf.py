@@ -16,7 +16,6 @@ import numpy as np
 
 from benchmarks.formats import Format
 from benchmarks.formats._common import (
-    FormatError,
     Source,
     cap_depth,
     expect_list,
@@ -30,9 +29,8 @@ from benchmarks.formats._common import (
     pooled_itl_mean,
     request_frame,
     stats_from_array,
-    type_name,
 )
-from benchmarks.formats.aiperf import _avg, _block, _latency, _scale, parse_csv
+from benchmarks.formats.aiperf import _avg, _latency, parse_csv
 from benchmarks.result import LoadPoint, NormalizedResult
 
 DEFINITIONS = {

@@ -35,13 +35,11 @@ from benchmarks.formats._common import (
     get_list,
     get_number,
     get_object,
-    get_str,
     join,
     mean_only,
     number,
     request_frame,
     stats_from_array,
-    type_name,
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 

@@ -33,7 +33,6 @@ from benchmarks.formats._common import (
     request_frame,
     scaled_stats,
     stats_from_array,
-    type_name,
 )
 from benchmarks.result import LoadPoint, NormalizedResult
 

@@ -15,7 +15,6 @@ import numpy as np
 
 from benchmarks.formats import Format
 from benchmarks.formats._common import (
-    FormatError,
     Source,
     expect_list,
     expect_object,

@@ -14,7 +14,6 @@ arrays directly (no Python objects per request).
 from __future__ import annotations
 
 import io
-import json
 import math
 import re
 from typing import Any
@@ -29,9 +28,9 @@ from benchmarks.formats._common import (
     finish,
     get_int,
     get_number,
-    get_str,
     join,
     mean_only,
+    number,
     per_request_tpot,
     pooled_itl_mean,
     request_frame,
@@ -97,13 +96,13 @@ def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
     docs = []
     from benchmarks.formats._common import decode_json
 
-    for number, line in enumerate(source.text.splitlines(), start=1):
+    for lineno, line in enumerate(source.text.splitlines(), start=1):
         if line.strip():
-            value = decode_json(line, where=f"line {number}")
+            value = decode_json(line, where=f"line {lineno}")
             if not isinstance(value, dict):
                 if not strict:
                     return None
-                raise FormatError(f"line {number}: expected an object, got {type_name(value)}")
+                raise FormatError(f"line {lineno}: expected an object, got {type_name(value)}")
             docs.append(value)
     return docs or None
 
@@ -135,10 +134,6 @@ def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
 ARRAY_KEYS = ("input_lens", "output_lens", "ttfts", "latencies", "start_times", "errors", "itls")
 
 
-class _Columns(dict):
-    """Marker: per-request lists already converted to numpy arrays (large-file path)."""
-
-
 def _read_large(data: bytes) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.json as pj
@@ -153,7 +148,7 @@ def _read_large(data: bytes) -> dict[str, Any]:
         raise FormatError(f"(root): unreadable JSON ({str(error).splitlines()[0]})") from None
     if table.num_rows != 1:
         raise FormatError(f"(root): expected one JSON object, found {table.num_rows}")
-    doc: dict[str, Any] = _Columns()
+    doc: dict[str, Any] = {}  # per-request lists become ("arrays", numpy...) tuples
     arrays: dict[str, Any] = {}
     for name in table.column_names:
         column = table.column(name).combine_chunks()
@@ -282,12 +277,10 @@ def _rate(value: Any, path: str) -> float | None:
     """Requested rate: number, or inf/"inf"/Infinity (= unbounded -> None), or "trace"."""
     if value is None or value in ("inf", "Infinity", "trace"):
         return None
-    number_ = get_number({"v": value}, "v", "", allow_inf=True) if not isinstance(value, str) else None
     if isinstance(value, str):
         raise FormatError(f"{path}: expected a number or \"inf\", got {value!r}")
-    if number_ is None or math.isinf(number_):
-        return None
-    return number_
+    rate = number(value, path, allow_inf=True)
+    return None if rate is None or math.isinf(rate) else rate
 
 
 def parse_serving_doc(
@@ -427,7 +420,6 @@ def parse_serving_doc(
     if per_token_itl_exact:
         point.itl_ms = _merge(itl_chunk, itl_pooled)
     else:
-        sum_gaps = None
         if frame is not None:
             okf = frame["ok"].to_numpy(dtype=bool)
             t = frame["output_tokens"].to_numpy(dtype=float)[okf]

@@ -98,3 +98,11 @@ def test_genai_perf_csv_is_told_apart_from_aiperf_csv():
     assert point.tpot_ms.mean == pytest.approx(19.32)
     assert point.request_throughput == pytest.approx(3.21)
     assert point.requests_completed == 100
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_result_is_plain_json_without_nan(name):
+    import json
+
+    document = detect_and_parse(load(name), name, slo={"ttft_ms": 100}).to_native()
+    json.dumps(document, allow_nan=False)  # no numpy scalars, no NaN/inf leak into storage
