@@ -106,3 +106,13 @@ def test_result_is_plain_json_without_nan(name):
 
     document = detect_and_parse(load(name), name, slo={"ttft_ms": 100}).to_native()
     json.dumps(document, allow_nan=False)  # no numpy scalars, no NaN/inf leak into storage
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if detect_and_parse(load(n), n).requests is not None))
+def test_requests_write_to_parquet(name, tmp_path):
+    import pandas as pd
+
+    frame = detect_and_parse(load(name), name).requests
+    frame.to_parquet(tmp_path / "r.parquet")
+    again = pd.read_parquet(tmp_path / "r.parquet")
+    assert list(again.columns) == list(REQUEST_COLUMNS) and len(again) == len(frame)
