@@ -6,7 +6,7 @@ load point. Definition mapping (REFERENCE 1.8):
 - `time_to_first_token_ms` = kvselect TTFT.
 - `request_latency` is in **seconds** -> e2e_ms x1000.
 - `time_per_output_token_ms` = (last token - start)/tokens INCLUDES TTFT: not kvselect TPOT; kept
-  in `extra["guidellm_tpot_incl_ttft_ms"]`.
+  in `extra["guidellm_time_per_output_token_ms"]`.
 - `inter_token_latency_ms` = per request (last - first)/(tokens - 1) = kvselect TPOT per request,
   but its distribution is token-weighted: the mean equals kvselect's per-token ITL mean exactly,
   percentiles are neither, so itl_ms gets the mean only and tpot_ms comes from per-request records
@@ -45,9 +45,10 @@ from benchmarks.result import LoadPoint, NormalizedResult, Stats
 
 DEFINITIONS = {
     "ttft_ms": "guidellm time_to_first_token_ms: first token iteration - request start (same as kvselect)",
-    "tpot_ms": "guidellm has no kvselect TPOT aggregate: its time_per_output_token_ms includes TTFT "
-    "((last token - request start)/output tokens); kvselect TPOT taken from per-request inter_token_latency_ms "
-    "when every request is in the file",
+    "tpot_ms": "guidellm has no kvselect TPOT aggregate: its time_per_output_token_ms (kept in "
+    "extra.guidellm_time_per_output_token_ms) is (last token - request start)/output tokens in 0.7-0.8, i.e. "
+    "INCLUDES TTFT, and (last - first token)/output tokens in 0.3 (divides by n, not n - 1); kvselect TPOT "
+    "taken from per-request inter_token_latency_ms when every request is in the file",
     "itl_ms": "guidellm inter_token_latency_ms: per request (last - first token)/(tokens - 1), distribution weighted "
     "by tokens; its mean is the per-token ITL mean (kept), its percentiles are not (dropped)",
     "e2e_ms": "guidellm request_latency (seconds, converted): request start -> request end",
@@ -146,6 +147,13 @@ def _config_metadata(config: dict[str, Any], result: NormalizedResult) -> None:
         result.metadata["labels"] = cap_depth(labels, 3)
 
 
+def _worker_metadata(worker: dict[str, Any], result: NormalizedResult) -> None:
+    """guidellm <=0.3 kept the backend in each benchmark's `worker`."""
+    for src, dst in (("backend_model", "model"), ("backend_target", "backend_target"), ("backend_type", "backend_kind")):
+        if isinstance(worker.get(src), str) and worker[src]:
+            result.metadata.setdefault(dst, worker[src])
+
+
 def _distribution(metrics: dict[str, Any], name: str, path: str, status: str = "successful") -> dict[str, Any] | None:
     block = metrics.get(name)
     if block is None:
@@ -231,7 +239,7 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
         point.extra["guidellm_itl_token_weighted_ms"] = itl.__dict__.copy()
     tpot_incl = _stats(_distribution(metrics, "time_per_output_token_ms", mpath), join(mpath, "time_per_output_token_ms.successful"))
     if not tpot_incl.is_empty():
-        point.extra["guidellm_tpot_incl_ttft_ms"] = tpot_incl.__dict__.copy()
+        point.extra["guidellm_time_per_output_token_ms"] = tpot_incl.__dict__.copy()
     rps = _distribution(metrics, "requests_per_second", mpath)
     if rps is not None:
         point.request_throughput = number(rps.get("mean"), join(mpath, "requests_per_second.successful.mean"))
@@ -256,6 +264,8 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
     if isinstance(warnings, list) and warnings:
         point.extra["warnings"] = cap_depth(warnings, 3)
 
+    if isinstance(bench.get("worker"), dict) and "model" not in result.metadata:
+        _worker_metadata(bench["worker"], result)
     frame = _requests(bench, path, index, point)
     if frame is not None:
         complete = completed is not None and len(frame) == completed + (failed or 0) + (incomplete or 0)
@@ -352,13 +362,93 @@ def _csv_rows(source: Source) -> list[list[str]]:
 
 def sniff_csv(source: Source) -> str | None:
     first = source.head.split("\n", 1)[0]
+    if first.startswith("Type,Run Id,Id,Name,"):
+        return None  # guidellm <=0.3: one header row
     if not (first.startswith("Run Info,") or first.startswith("Benchmark,")):
-        return "first CSV header row does not start with guidellm's 'Run Info'/'Benchmark' group"
+        return "first CSV header row does not start with guidellm's 'Run Info'/'Benchmark' group (or 0.3's 'Type,Run Id')"
     return None
+
+
+V03_LIST = "[min, 0.1, 1, 5, 10, 25, 75, 90, 95, 99, max]"
+V03_ORDER = ("min", "p001", "p01", "p05", "p10", "p25", "p75", "p90", "p95", "p99", "max")
+
+
+def _parse_csv_v03(rows: list[list[str]], slo: dict[str, Any] | None) -> NormalizedResult:
+    """guidellm <=0.3 CSV: one header row, `Successful <metric> mean|median|std dev|[list]` columns."""
+    header = rows[0]
+    result = NormalizedResult(tool="guidellm", format="guidellm-csv", definitions=dict(DEFINITIONS))
+    result.metadata["layout"] = "guidellm <=0.3 CSV (one header row)"
+    for index, row in enumerate(r for r in rows[1:] if any(c.strip() for c in r)):
+        line = index + 2
+        if len(row) != len(header):
+            raise FormatError(f"CSV line {line}: has {len(row)} columns, the header has {len(header)}")
+        cells = dict(zip(header, row))
+
+        def num(column: str, scale: float = 1.0) -> float | None:
+            value = _csv_number({(column, "", ""): cells.get(column, "")}, (column, "", ""), line)
+            return None if value is None else value * scale
+
+        def stats(metric: str, scale: float = 1.0) -> Stats:
+            base = f"Successful {metric}"
+            out = Stats(mean=num(f"{base} mean", scale), p50=num(f"{base} median", scale))
+            raw = cells.get(f"{base} {V03_LIST}")
+            if raw:
+                try:
+                    values = json.loads(raw)
+                except ValueError:
+                    raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected a JSON list") from None
+                if not isinstance(values, list) or len(values) != len(V03_ORDER):
+                    raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected {len(V03_ORDER)} values")
+                for ours in ("p90", "p95", "p99", "max"):
+                    v = number(values[V03_ORDER.index(ours)], f"CSV line {line}, column {base} {V03_LIST}")
+                    setattr(out, ours, None if v is None else v * scale)
+            return out
+
+        name = cells.get("Name", "")
+        kind, _, value = name.partition("@")
+        point = LoadPoint(label=name or f"row {line}", duration_s=num("Duration"))
+        try:
+            if kind == "synchronous":
+                point.concurrency = 1.0
+            elif kind in ("concurrent", "throughput") and value:
+                point.concurrency = float(value)
+            elif kind in ("constant", "poisson", "async") and value:
+                point.request_rate = float(value)
+        except ValueError:
+            raise FormatError(f"CSV line {line}, column Name: unreadable strategy {name!r}") from None
+        completed, failed = num("Successful Requests"), num("Errored Requests")
+        point.requests_completed = None if completed is None else int(completed)
+        point.requests_failed = None if failed is None else int(failed)
+        point.ttft_ms = stats("Time to first token ms")
+        point.e2e_ms = stats("Request latency", 1000.0)
+        itl = stats("Inter token latency ms")
+        point.itl_ms = mean_only(itl.mean)
+        if not itl.is_empty():
+            point.extra["guidellm_itl_token_weighted_ms"] = itl.__dict__.copy()
+        tpot = stats("Time per output token ms")
+        if not tpot.is_empty():
+            point.extra["guidellm_time_per_output_token_ms"] = tpot.__dict__.copy()
+        point.request_throughput = num("Successful Requests per second mean")
+        point.achieved_concurrency = num("Successful Request concurrency mean")
+        point.output_token_throughput = num("Successful Output tokens per second mean")
+        worker_raw = cells.get("Worker")
+        if worker_raw and "model" not in result.metadata:
+            try:
+                worker = json.loads(worker_raw)
+            except ValueError:
+                worker = None
+            if isinstance(worker, dict):
+                _worker_metadata(worker, result)
+        result.points.append(point)
+    if not result.points:
+        raise FormatError("CSV: no benchmark rows after the header row")
+    return finish(result, slo)
 
 
 def parse_csv(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     rows = _csv_rows(source)
+    if rows and rows[0][:4] == ["Type", "Run Id", "Id", "Name"]:
+        return _parse_csv_v03(rows, slo)
     if len(rows) < 3:
         raise FormatError(f"CSV: expected three header rows (group, metric, statistic), found {len(rows)} rows")
     width = len(rows[0])
@@ -443,7 +533,7 @@ def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: Normal
         point.extra["guidellm_itl_token_weighted_ms"] = itl.__dict__.copy()
     tpot_incl = _csv_stats(cells, "Time per Output Token", "Successful ms", line)
     if not tpot_incl.is_empty():
-        point.extra["guidellm_tpot_incl_ttft_ms"] = tpot_incl.__dict__.copy()
+        point.extra["guidellm_time_per_output_token_ms"] = tpot_incl.__dict__.copy()
     point.request_throughput = _csv_number(cells, ("Server Throughput", "Successful Requests/Sec", "Mean"), line)
     point.achieved_concurrency = _csv_number(cells, ("Server Throughput", "Successful Concurrency", "Mean"), line)
     point.output_token_throughput = _csv_number(cells, ("Token Throughput", "Successful Output Tokens/Sec", "Mean"), line)

@@ -22,7 +22,7 @@ def test_guidellm_latency_seconds_to_ms_and_tpot_including_ttft_kept_apart():
     assert point.ttft_ms.max == pytest.approx(25.7146)
     # time_per_output_token_ms includes TTFT: never in the tpot column
     assert point.tpot_ms.mean is None
-    assert point.extra["guidellm_tpot_incl_ttft_ms"]["mean"] == pytest.approx(3.7968)
+    assert point.extra["guidellm_time_per_output_token_ms"]["mean"] == pytest.approx(3.7968)
     # token-weighted ITL: mean is the per-token mean, percentiles are not kvselect's
     assert point.itl_ms.mean == pytest.approx(2.4402)
     assert point.itl_ms.p50 is None and point.itl_ms.p99 is None
@@ -229,3 +229,32 @@ def test_requests_have_one_row_per_request_and_fixed_columns():
     frame = parse("recon_guidellm_v0.3.json").requests
     assert frame["point"].tolist() == [0] * 5 + [1] * 5
     assert np.issubdtype(frame["ttft_ms"].dtype, np.floating)
+
+
+def test_real_guidellm_031_sweep_and_per_request_tpot():
+    result = parse("guidellm_v0.3.1_sweep.json")
+    labels = [p.label for p in result.points]
+    assert labels[0] == "synchronous" and labels[1] == "throughput" and labels[2].startswith("constant@")
+    assert result.points[2].request_rate == pytest.approx(12.748612085582355)
+    assert result.metadata["model"] == "mock-model"
+    first = result.points[0]
+    assert first.e2e_ms.mean == pytest.approx(95.8557923634847)  # seconds -> ms
+    # every request is in the file: kvselect TPOT = per-request (last - first)/(n - 1)
+    frame = result.requests[result.requests["point"] == 0]
+    assert len(frame) == 6
+    assert first.tpot_ms.mean == pytest.approx(frame["tpot_ms"].mean())
+    record = frame.iloc[0]
+    assert record["tpot_ms"] == pytest.approx((1795995600.6850953 - 1795995600.647611) * 1000 / 15, rel=1e-4)
+    # 0.3's time_per_output_token_ms divides by n, kept apart
+    assert first.extra["guidellm_time_per_output_token_ms"]["mean"] != pytest.approx(first.tpot_ms.mean)
+
+
+def test_real_guidellm_031_csv_matches_its_layout():
+    point = parse("guidellm_v0.3.1.csv").points[0]
+    assert point.concurrency == 2 and point.requests_completed == 6
+    assert point.ttft_ms.mean == pytest.approx(48.108100891113274)
+    assert point.ttft_ms.p50 == pytest.approx(27.231454849243164)
+    assert point.ttft_ms.max == pytest.approx(112.6394271850586)
+    assert point.e2e_ms.mean == pytest.approx(102.73090998331705)
+    assert point.itl_ms.mean == pytest.approx(3.407128651936849) and point.itl_ms.p99 is None
+    assert point.tpot_ms.mean is None

@@ -11,6 +11,8 @@ CASES = {
     "guidellm.json": ("guidellm", "0.8.1", 1),
     "guidellm.csv": ("guidellm-csv", "0.8.1", 1),
     "recon_guidellm_v0.3.json": ("guidellm", None, 2),
+    "guidellm_v0.3.1_sweep.json": ("guidellm", None, 3),
+    "guidellm_v0.3.1.csv": ("guidellm-csv", None, 1),
     "recon_guidellm_v0.4.json": ("guidellm", None, 2),
     "recon_guidellm_v0.6.json": ("guidellm", "0.6.0", 2),
     "recon_guidellm_v0.7.json": ("guidellm", "0.7.3", 1),
