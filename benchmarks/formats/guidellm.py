@@ -216,8 +216,7 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
         concurrency = number(strategy.get("streams"), join(path, "config.strategy.streams"))
     elif kind in ("constant", "poisson", "async"):
         rate = number(strategy.get("rate"), join(path, "config.strategy.rate"))
-    elif kind == "throughput":
-        concurrency = number(strategy.get("max_concurrency"), join(path, "config.strategy.max_concurrency"))
+    cap = number(strategy.get("max_concurrency"), join(path, "config.strategy.max_concurrency")) if kind == "throughput" else None
     label = kind + (f"@{concurrency:g}" if concurrency is not None and kind != "synchronous" else "") + (f"@{rate:g}" if rate is not None else "")
     totals = metrics.get("request_totals", bench.get("request_totals"))
     completed = failed = incomplete = None
@@ -231,6 +230,8 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
                       requests_completed=completed, requests_failed=failed)
     if incomplete:
         point.extra["requests_incomplete"] = incomplete
+    if cap is not None:  # throughput mode: a cap on in-flight requests, not a requested concurrency
+        point.extra["max_concurrency"] = cap
     point.ttft_ms = _stats(_distribution(metrics, "time_to_first_token_ms", mpath), join(mpath, "time_to_first_token_ms.successful"))
     point.e2e_ms = _stats(_distribution(metrics, "request_latency", mpath), join(mpath, "request_latency.successful"), 1000.0)
     itl = _stats(_distribution(metrics, "inter_token_latency_ms", mpath), join(mpath, "inter_token_latency_ms.successful"))
@@ -266,6 +267,11 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
 
     if isinstance(bench.get("worker"), dict) and "model" not in result.metadata:
         _worker_metadata(bench["worker"], result)
+    if isinstance(config, dict) and isinstance(config.get("backend"), dict):
+        backend = config["backend"]
+        for src, dst in (("model", "model"), ("target", "backend_target")):
+            if isinstance(backend.get(src), str) and backend[src]:
+                result.metadata.setdefault(dst, backend[src])
     frame = _requests(bench, path, index, point)
     if frame is not None:
         complete = completed is not None and len(frame) == completed + (failed or 0) + (incomplete or 0)
@@ -464,7 +470,7 @@ def parse_csv(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         if len(row) != width:
             raise FormatError(f"CSV line {line}: has {len(row)} columns, the header has {width}")
         cells = {key: value for key, value in zip(keys, row)}
-        result.points.append(_csv_point(cells, line, result))
+        result.points.append(_csv_point(cells, line, result, index))
     if not result.points:
         raise FormatError("CSV: no benchmark rows after the three header rows")
     return finish(result, slo)
@@ -502,9 +508,20 @@ def _csv_stats(cells: dict[tuple[str, str, str], str], group: str, metric: str, 
     return stats
 
 
-def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: NormalizedResult) -> LoadPoint:
+def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: NormalizedResult, row: int) -> LoadPoint:
     strategy = cells.get(("Benchmark", "Strategy", ""), "")
     kind, _, value = strategy.partition("@")
+    if not value:  # 0.4-0.6 write the bare kind; the profile holds the streams/rates run
+        try:
+            profile = json.loads(cells.get(("Run Info", "Profile", ""), "") or "null")
+        except ValueError:
+            profile = None
+        done = profile.get("completed_strategies") if isinstance(profile, dict) else None
+        if isinstance(done, list) and row < len(done) and isinstance(done[row], dict):
+            setting = done[row].get("streams") if kind == "concurrent" else done[row].get("rate")
+            if isinstance(setting, (int, float)) and not isinstance(setting, bool):
+                value = str(setting)
+                strategy = f"{kind}@{setting:g}"
     concurrency = rate = None
     try:
         if kind == "synchronous":

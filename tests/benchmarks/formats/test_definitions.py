@@ -258,3 +258,24 @@ def test_real_guidellm_031_csv_matches_its_layout():
     assert point.e2e_ms.mean == pytest.approx(102.73090998331705)
     assert point.itl_ms.mean == pytest.approx(3.407128651936849) and point.itl_ms.p99 is None
     assert point.tpot_ms.mean is None
+
+
+@pytest.mark.parametrize("version", ["0.4.0", "0.6.1"])
+def test_real_guidellm_04_06_json_and_csv_agree(version):
+    json_point = parse(f"guidellm_v{version}.json").points[0]
+    csv_point = parse(f"guidellm_v{version}.csv").points[0]
+    assert json_point.concurrency == csv_point.concurrency == 2
+    for metric in ("ttft_ms", "e2e_ms"):
+        assert getattr(csv_point, metric).mean == pytest.approx(getattr(json_point, metric).mean)
+        assert getattr(csv_point, metric).p99 == pytest.approx(getattr(json_point, metric).p99)
+    assert csv_point.itl_ms.mean == pytest.approx(json_point.itl_ms.mean)
+    # all 6 requests are in the JSON: kvselect TPOT from per-request records; the CSV cannot give it
+    assert json_point.tpot_ms.mean is not None and csv_point.tpot_ms.mean is None
+    assert parse(f"guidellm_v{version}.json").metadata["model"] == "mock-model"
+
+
+def test_real_guidellm_06_sweep_csv_rows_take_their_rates_from_the_profile():
+    points = parse("guidellm_v0.6.1_sweep.csv").points
+    assert [p.label.split("@")[0] for p in points] == ["synchronous", "throughput", "constant"]
+    assert points[0].concurrency == 1 and points[1].concurrency is None
+    assert points[2].request_rate == pytest.approx(44.49953848602197)
