@@ -15,7 +15,8 @@ from typing import Any, Callable
 from benchmarks.formats._common import FormatError, Source
 from benchmarks.result import NormalizedResult
 
-__all__ = ["FORMATS", "Format", "FormatError", "UnrecognisedFormat", "detect_and_parse", "format_names"]
+__all__ = ["FORMATS", "Format", "FormatError", "UnrecognisedFormat", "detect", "detect_and_parse", "format_names",
+           "recompute_goodput"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,18 @@ def _safe_parse(fmt: Format, source: Source, slo: dict[str, Any] | None) -> Norm
         raise FormatError(f"{fmt.name}: could not parse ({type(error).__name__}: {error})") from error
     result.format = fmt.name
     return result
+
+
+def recompute_goodput(result: NormalizedResult, slo: dict[str, Any]) -> NormalizedResult:
+    """Recompute goodput/SLO attainment of a parsed result against another latency budget
+    (in place; needs `result.requests`, otherwise goodput becomes missing)."""
+    from benchmarks.formats._common import apply_slo, validate_slo
+
+    try:
+        validate_slo(slo)
+    except ValueError as error:
+        raise FormatError(str(error)) from None
+    return apply_slo(result, slo)
 
 
 def detect(data: bytes, filename: str | None = None) -> Format:

@@ -56,3 +56,12 @@ def test_one_token_answers_cannot_miss_tpot():
 def test_bad_slo_is_rejected(slo):
     with pytest.raises(FormatError, match="slo"):
         detect_and_parse(load("aiperf.json"), "a.json", slo=slo)
+
+
+def test_recompute_goodput_later_with_another_budget():
+    from benchmarks.formats import recompute_goodput
+
+    result = parse("recon_vllm_legacy_benchmark_serving.json", {"ttft_ms": 31.5, "tpot_ms": 11.5})
+    recompute_goodput(result, {"ttft_ms": 100})
+    assert result.points[0].slo_attainment == 1.0
+    assert result.points[0].extra["tool_goodput"] == 6.0
