@@ -103,14 +103,14 @@ def sniff_json(source: Source) -> str | None:
         return "not a JSON object"
     if source.is_jsonl:
         return "newline-delimited records, not a summary"
-    doc = source.doc_with('"aiperf_version"', '"schema_version"', '"benchmark_id"')
+    doc = source.doc_with('"aiperf_version"', '"schema_version"', '"benchmark_id"', '"request_latency"')
     if not isinstance(doc, dict):
         return "not a JSON object"
     if "aiperf_version" in doc or "schema_version" in doc:
         return None
-    if "benchmark_id" in doc and isinstance(doc.get("request_latency"), dict):
-        return None  # aiperf 0.1.x (no schema_version)
-    return "no aiperf_version/schema_version/benchmark_id keys"
+    if "request_latency" in doc and ("benchmark_id" in doc or {"was_cancelled", "error_summary"} <= set(doc)):
+        return None  # aiperf <=0.4 (no schema_version): metric keys + was_cancelled/error_summary
+    return "no aiperf_version/schema_version/benchmark_id keys (nor was_cancelled/error_summary of aiperf <=0.4)"
 
 
 def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
@@ -121,7 +121,7 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     result = NormalizedResult(tool="aiperf", format="aiperf", definitions=dict(DEFINITIONS))
     version = doc.get("aiperf_version")
     result.tool_version = version if isinstance(version, str) else None
-    result.metadata["schema_version"] = schema or "pre-1.0 (aiperf 0.1.x)"
+    result.metadata["schema_version"] = schema or "none (aiperf <=0.4, before schema_version)"
     result.points.append(_point_from_summary(doc, result))
     _metadata(doc, result)
     return finish(result, slo)
@@ -170,6 +170,9 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
             item = expect_object(item, f"error_summary[{i}]")
             errors += number(item.get("count"), f"error_summary[{i}].count") or 0
     point.requests_failed = None if errors is None else int(errors)
+    if point.requests_completed is None and errors and _block(doc, "request_latency") is None:
+        point.requests_completed = 0  # aiperf leaves request_count null when nothing succeeded
+        result.notes.append("no successful request: every latency metric is null")
     concurrency = _avg(doc, "effective_concurrency")
     point.achieved_concurrency = concurrency
     config = doc.get("input_config")
@@ -219,6 +222,10 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
         endpoint = config.get("endpoint")
         if isinstance(endpoint, dict) and isinstance(endpoint.get("urls"), list) and endpoint["urls"]:
             result.metadata["endpoint_url"] = str(endpoint["urls"][0])
+        elif isinstance(endpoint, dict) and isinstance(endpoint.get("url"), str):
+            result.metadata["endpoint_url"] = endpoint["url"]
+        if isinstance(endpoint, dict) and isinstance(endpoint.get("model_names"), list) and endpoint["model_names"]:
+            result.metadata.setdefault("model", str(endpoint["model_names"][0]))
         result.metadata["input_config"] = cap_depth(config, 5)
     for key in ("benchmark_id", "start_time", "end_time", "was_cancelled", "is_complete"):
         value = doc.get(key)
@@ -243,6 +250,7 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
 
 # --- CSV ----------------------------------------------------------------------------------------
 
+AIPERF_CSV_MARKERS = ("Inter Chunk Latency", "Credit", "Error Request Count", "Error Input Sequence Length")
 CSV_LATENCY = {"Time to First Token": "ttft_ms", "Inter Token Latency": "tpot_ms", "Request Latency": "e2e_ms"}
 
 
@@ -250,7 +258,7 @@ def sniff_csv(source: Source) -> str | None:
     first = source.head.split("\n", 1)[0].strip()
     if not first.startswith("Metric,avg,"):
         return "first line is not aiperf/genai-perf's 'Metric,avg,...' table header"
-    if "Inter Chunk Latency" not in source.head and "Credit" not in source.head and ",sum," not in first:
+    if not any(marker in source.head for marker in AIPERF_CSV_MARKERS) and ",sum," not in first:
         return "looks like genai-perf's CSV (no aiperf-only metrics)"
     return None
 
@@ -341,8 +349,15 @@ def parse_csv(source: Source, slo: dict[str, Any] | None, tool: str = "aiperf") 
                 point.requests_completed = int(value)
             elif key == "completed requests (success + error)":
                 point.extra["requests_total"] = int(value)
+            elif key == "error request count":
+                point.requests_failed = int(value)
+                point.extra["error_request_count"] = int(value)
     if point.ttft_ms.is_empty() and point.e2e_ms.is_empty():
-        raise FormatError("CSV: no Time to First Token or Request Latency row found")
+        if "error_request_count" not in point.extra:
+            raise FormatError("CSV: no Time to First Token or Request Latency row, nor an Error Request Count")
+        result.notes.append("every request failed: no latency rows in the CSV")
+        if point.requests_completed is None:
+            point.requests_completed = 0
     result.notes.append("CSV export carries no run configuration; concurrency/rate unknown")
     result.points.append(point)
     return finish(result, slo)

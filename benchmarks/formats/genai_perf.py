@@ -188,7 +188,9 @@ def sniff_csv(source: Source) -> str | None:
     first = source.head.split("\n", 1)[0].strip()
     if not first.startswith("Metric,avg,"):
         return "first line is not the 'Metric,avg,...' table header"
-    if "Inter Chunk Latency" in source.head or ",sum," in first:
+    from benchmarks.formats.aiperf import AIPERF_CSV_MARKERS
+
+    if any(marker in source.head for marker in AIPERF_CSV_MARKERS) or ",sum," in first:
         return "looks like aiperf's CSV"
     return None
 

@@ -279,3 +279,24 @@ def test_real_guidellm_06_sweep_csv_rows_take_their_rates_from_the_profile():
     assert [p.label.split("@")[0] for p in points] == ["synchronous", "throughput", "constant"]
     assert points[0].concurrency == 1 and points[1].concurrency is None
     assert points[2].request_rate == pytest.approx(44.49953848602197)
+
+
+def test_real_aiperf_030_summary_agrees_with_its_per_request_file():
+    summary = parse("aiperf_v0.3.0.json")
+    records = parse("aiperf_v0.3.0.profile_export.jsonl")
+    a, b = summary.points[0], records.points[0]
+    assert summary.metadata["model"] == "mock-model" and a.concurrency == 2
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert getattr(a, metric).mean == pytest.approx(getattr(b, metric).mean)
+    assert a.itl_ms.mean == pytest.approx(b.itl_ms.mean)
+    assert a.request_throughput == pytest.approx(b.request_throughput, rel=1e-6)
+    assert a.duration_s == pytest.approx(b.duration_s, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["aiperf_v0.3.0_all_errors.json", "aiperf_v0.3.0_all_errors.csv"])
+def test_real_aiperf_all_failed_run(name):
+    result = parse(name)
+    assert result.format.startswith("aiperf")
+    point = result.points[0]
+    assert point.requests_completed == 0 and point.requests_failed == 8
+    assert point.ttft_ms.mean is None and point.e2e_ms.mean is None  # missing, not zero
