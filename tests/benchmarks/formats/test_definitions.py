@@ -300,3 +300,11 @@ def test_real_aiperf_all_failed_run(name):
     point = result.points[0]
     assert point.requests_completed == 0 and point.requests_failed == 8
     assert point.ttft_ms.mean is None and point.e2e_ms.mean is None  # missing, not zero
+
+
+def test_real_aiperf_schema_11():
+    result = parse("aiperf_v0.8.0_schema1.1.json")
+    point = result.points[0]
+    assert result.metadata["schema_version"] == "1.1"
+    assert point.e2e_ms.mean == pytest.approx(64.91832475) and point.e2e_ms.max == pytest.approx(75.236316)
+    assert point.requests_completed == 8 and point.concurrency == 2

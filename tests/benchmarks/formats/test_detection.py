@@ -27,6 +27,7 @@ CASES = {
     "aiperf.profile_export_aiperf.csv": ("aiperf-csv", None, 1),
     "aiperf.profile_export.jsonl": ("aiperf-jsonl", None, 1),
     "aiperf_v0.3.0.json": ("aiperf", None, 1),
+    "aiperf_v0.8.0_schema1.1.json": ("aiperf", "0.8.0", 1),
     "aiperf_v0.3.0.csv": ("aiperf-csv", None, 1),
     "aiperf_v0.3.0.profile_export.jsonl": ("aiperf-jsonl", None, 1),
     "genai-perf_profile_export_genai_perf.json": ("genai-perf", None, 1),
