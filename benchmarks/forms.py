@@ -50,6 +50,8 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
         if not self.is_bound:
             # One key per rendered form: a double submit returns the first run instead of a duplicate.
             self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")
+            if "candidate" not in self.initial and len(candidates) == 1:
+                self.initial["candidate"] = candidates[0].pk
 
 
 class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):

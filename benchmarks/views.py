@@ -261,8 +261,20 @@ def _uploads_page(request: HttpRequest, selection: Selection, *, token_form=None
         request, selection, "evidence", candidates=candidates, first_candidate=first,
         tokens=selection.upload_tokens.select_related("created_by"),
         token_form=token_form or UploadTokenForm(), new_token=new_token, results_url=results_url,
-        upload_form=upload_form or ResultUploadForm(candidates=candidates), refusals=refusals or {})
+        upload_form=upload_form or ResultUploadForm(candidates=candidates, initial=_upload_initial(request, candidates)),
+        refusals=refusals or {})
     return render(request, "benchmarks/uploads.html", context, status=status)
+
+
+def _upload_initial(request: HttpRequest, candidates) -> dict:
+    """Preselect the candidate (and test) a link came from: ?candidate=<id>&test=<name>."""
+    initial = {}
+    wanted = request.GET.get("candidate", "")
+    if wanted.isdigit() and any(c.pk == int(wanted) for c in candidates):
+        initial["candidate"] = int(wanted)
+    if request.GET.get("test") in dict(BenchmarkRun._meta.get_field("test").choices):
+        initial["test"] = request.GET["test"]
+    return initial
 
 
 @login_required

@@ -20,11 +20,12 @@ def fixed_memory_bytes(plan: Mapping[str, Any]) -> float:
     return float(sum(breakdown.get(key) or 0 for key in FIXED_MEMORY_KEYS))
 
 
-def memory_lines(plan: Mapping[str, Any], concurrencies: list[int],
-                 label: Callable[[int], str] | None = None) -> tuple[list[int], dict[str, list[float]]]:
+def memory_lines(plan: Mapping[str, Any], concurrencies: list[int], label: Callable[[int], str] | None = None,
+                 clip_gib: float | None = None) -> tuple[list[int], dict[str, list[float | None]]]:
     """Contexts and, per concurrency, GiB per GPU = fixed memory + n x one sequence's KV bytes.
 
-    `label(n)` names each line (the view passes a translated one).
+    `label(n)` names each line (the view passes a translated one). Values above `clip_gib` become
+    None (a gap), so one line shooting to a terabyte at 128K does not flatten the others.
     """
     label = label or (lambda n: f"weights + KV, {n} sequence{'s' if n != 1 else ''}")
     rows = [row for row in plan.get("memory_by_context") or [] if row.get("context")]
@@ -32,7 +33,8 @@ def memory_lines(plan: Mapping[str, Any], concurrencies: list[int],
     fixed = fixed_memory_bytes(plan)
     lines: dict[str, list[float]] = {}
     for n in sorted({max(1, int(c)) for c in concurrencies}):
-        lines[label(n)] = [round((fixed + n * float(row.get("bytes_per_sequence") or 0)) / GIB, 3) for row in rows]
+        values = [round((fixed + n * float(row.get("bytes_per_sequence") or 0)) / GIB, 3) for row in rows]
+        lines[label(n)] = [v if clip_gib is None or v <= clip_gib else None for v in values]
     return contexts, lines
 
 

@@ -16,6 +16,7 @@ from .forms import CapacityWhatIfForm
 from .views import _context, _get_selection
 
 HEADROOM = 0.2  # the chart's dashed line: keep 20% of GPU memory free (DOMAIN.md's 20-30% rule)
+CLIP = 2.0  # lines stop above twice the GPU memory, so the region around the limit stays readable
 
 
 def _plan(candidate, overrides: dict) -> tuple[dict | None, dict | None]:
@@ -32,8 +33,8 @@ def _chart(plan: dict, peak: int | None) -> str:
 
     concurrencies = [1] + ([peak] if peak and peak > 1 else [])
     contexts, lines = capacity_display.memory_lines(
-        plan, concurrencies, label=lambda n: ngettext("weights + KV, %(n)d sequence", "weights + KV, %(n)d sequences",
-                                                      n) % {"n": n})
+        plan, concurrencies, clip_gib=CLIP * float(plan.get("gpu_memory_gib") or 0) or None,
+        label=lambda n: ngettext("weights + KV, %(n)d sequence", "weights + KV, %(n)d sequences", n) % {"n": n})
     if not contexts:
         return ""
     return chart_svg("capacity_memory_vs_context", contexts=contexts, memory_gib=lines,

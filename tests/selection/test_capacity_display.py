@@ -32,3 +32,10 @@ def test_concurrency_rows_apply_the_headroom_rule():
     assert [r["context"] for r in rows] == [2048, 8192]
     for r in rows:
         assert r["at_70"] <= r["at_80"] <= r["max_sequences"]
+
+
+def test_lines_leave_a_gap_above_the_clip_instead_of_flattening_the_chart():
+    plan = _plan()
+    contexts, lines = d.memory_lines(plan, [1, 256], label=str, clip_gib=160.0)
+    assert lines["1"][-1] is not None  # one sequence at the longest context stays on the chart
+    assert lines["256"][-1] is None and all(v is None or v <= 160.0 for v in lines["256"])

@@ -444,3 +444,14 @@ def test_evidence_empty_states_say_what_to_do(client, architect, selection):
     assert "No candidates yet" in body and "No runs yet" in body
     body = client.get(url("selection:uploads", selection)).content.decode()
     assert "No tokens yet" in body and "Add a candidate first" in body
+
+
+def test_upload_form_preselects_the_candidate_a_link_came_from(client, architect, selection, candidate):
+    second = services.add_candidate(selection=selection, user=architect, data={"engine": candidate.engine,
+                                                                               "engine_version": "0.8.5", "label": "B"})
+    client.force_login(architect)
+    response = client.get(url("selection:uploads", selection), {"candidate": second.pk, "test": "prefix_reuse"})
+    form = response.context["upload_form"]
+    assert form.initial["candidate"] == second.pk and form.initial["test"] == "prefix_reuse"
+    assert client.get(url("selection:uploads", selection), {"candidate": "999"}).context["upload_form"].initial.get(
+        "candidate") is None
