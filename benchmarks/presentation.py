@@ -55,9 +55,24 @@ def percentile_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     return rows
 
 
-def latency_series(name: str, points: Sequence[Mapping[str, Any]], percentile: str = "p95") -> dict[str, dict[str, list]]:
-    """Input for `charts.latency_vs_concurrency`: {name: {concurrency, ttft_ms, tpot_ms}}, or {} when
-    no point has a latency figure (an empty chart says nothing)."""
+PERCENTILE_PREFERENCE = ("p95", "p99", "p90", "p50", "mean")
+
+
+def chart_percentile(points: Sequence[Mapping[str, Any]]) -> str | None:
+    """The percentile to chart: p95 (the budgets' percentile) when any point has it, else the next best."""
+    for percentile in PERCENTILE_PREFERENCE:
+        if any(_finite((p.get(m) or {}).get(percentile)) is not None for p in points for m in ("ttft_ms", "tpot_ms")):
+            return percentile
+    return None
+
+
+def latency_series(name: str, points: Sequence[Mapping[str, Any]],
+                   percentile: str | None = None) -> dict[str, dict[str, list]]:
+    """Input for `charts.latency_vs_concurrency`: {name: {concurrency, ttft_ms, tpot_ms}}, sorted by load,
+    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure."""
+    percentile = percentile or chart_percentile(points)
+    if percentile is None:
+        return {}
     xs, ttft, tpot = [], [], []
     for index, point in enumerate(points):
         xs.append(point_x(point, index)[0])

@@ -223,12 +223,14 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     rows = presentation.percentile_rows(points)
     simulated = run.is_simulated
     latency_chart = ""
-    series = presentation.latency_series(run.label or run.candidate.display_name, points)
+    percentile = presentation.chart_percentile(points)
+    series = presentation.latency_series(run.label or run.candidate.display_name, points, percentile)
     if series:
-        latency_chart = chart_svg("latency_vs_concurrency", series=series, simulated=simulated,
-                                  ttft_budget_ms=_budget(selection, "ttft_p95_ms"),
-                                  tpot_budget_ms=_budget(selection, "tpot_p95_ms"),
-                                  title=_("TTFT and TPOT p95 per load point"))
+        budgets = percentile == "p95"  # the latency budget is a p95: drawn only against p95 lines
+        latency_chart = chart_svg("latency_vs_concurrency", series=series, simulated=simulated, percentile=percentile,
+                                  ttft_budget_ms=_budget(selection, "ttft_p95_ms") if budgets else None,
+                                  tpot_budget_ms=_budget(selection, "tpot_p95_ms") if budgets else None,
+                                  title=_("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile})
     kv = presentation.kv_series(run.timeseries)
     kv_chart = chart_svg("kv_usage_over_time", series=kv, simulated=simulated,
                          title=_("KV-cache usage over time")) if kv else ""

@@ -25,6 +25,13 @@ def test_latency_series_sorted_by_load_and_empty_without_latencies():
     assert p.latency_series("vLLM", [{"concurrency": 8}]) == {}
 
 
+def test_chart_percentile_falls_back_when_the_tool_has_no_p95():
+    assert p.chart_percentile([{"ttft_ms": {"p50": 1, "p99": 2}}]) == "p99"
+    assert p.chart_percentile([{"ttft_ms": {"p95": 1}}, {"tpot_ms": {"p50": 2}}]) == "p95"
+    assert p.chart_percentile([{"ttft_ms": {}}]) is None
+    assert p.latency_series("x", [{"concurrency": 2, "ttft_ms": {"p99": 32.8}}])["x"]["ttft_ms"] == [32.8]
+
+
 def test_kv_series_picks_kv_usage_only():
     series = p.kv_series({"kv_usage_ratio": [[0, 0.1], [1, 0.2]], "prefix_off.kv_usage_ratio": [[0, 0.3]],
                           "running": [[0, 4]], "kv_usage_ratio_extra": [[0, 1]]})

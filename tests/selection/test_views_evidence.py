@@ -397,6 +397,10 @@ def test_upload_with_the_real_vllm_parser(client, architect, selection, candidat
     assert response.status_code == 302, response.content.decode()[:2000]
     run = BenchmarkRun.objects.get()
     assert run.status == "succeeded" and run.points.count() >= 1 and run.tool
+    body = client.get(response["Location"]).content.decode()
+    assert "<svg" in body and "Download CSV" in body  # the file has no p95: the chart falls back to p99
+    csv = client.get(f"{reverse('run-requests', args=[run.pk])}?as=csv")
+    assert csv.status_code == 200 and b"ttft_ms" in csv.content
 
 
 def test_unrecognised_file_lists_each_format_tried(client, architect, selection, candidate, monkeypatch):
