@@ -15,3 +15,5 @@ urlpatterns = [
     path("selections/<int:pk>/candidates/", views.candidates, name="candidates"),
     path("selections/<int:pk>/candidates/<int:candidate_pk>/", views.candidate_edit, name="candidate-edit"),
 ]
+from .urls_decision import urlpatterns as decision_urlpatterns  # noqa: E402  steps 6-7: comparison, records, verify
+urlpatterns += decision_urlpatterns
