@@ -305,7 +305,7 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
         try:
             records.start_review(record=record, user=request.user)
         except ValidationError as error:
-            problems = [m for ms in error.message_dict.values() for m in ms] if hasattr(error, "error_dict") else error.messages
+            problems = error.messages
             return _record_page(request, selection, record, review_problems=problems, status=400)
         messages.success(request, _("Record v%(v)s is in review: the snapshot is frozen. The three owners approve next.")
                          % {"v": record.version})
@@ -326,7 +326,7 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
         try:
             records.approve(record=record, user=request.user, role=role, comment_text=request.POST.get("comment", ""))
         except ValidationError as error:
-            messages.error(request, " ".join(m for ms in error.message_dict.values() for m in ms))
+            messages.error(request, " ".join(error.messages))
         else:
             messages.success(request, _("Approved as %(role)s.") % {"role": _role_label(role).lower()})
         return back
@@ -334,10 +334,10 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
     return back
 
 
-@sensitive_variables("passphrase", "pkcs12")
 @sensitive_post_parameters("passphrase")
 @login_required
 @require_POST
+@sensitive_variables("passphrase", "pkcs12", "form")  # innermost: hides this frame's locals in error reports
 def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     selection = _get_selection(request, pk)
     record = _get_record(selection, record_pk)
@@ -397,6 +397,8 @@ def verify(request: HttpRequest) -> HttpResponse:
                 for signature in report.get("signatures", []):
                     signature["signing_time"] = parse_datetime(signature["signing_time"] or "")
                 # link the record only when the user may see its selection; otherwise just "issued by kvselect"
+                if report.get("error") and not report.get("signatures"):
+                    status = 400  # not a readable PDF: the page says why
                 report["record"] = DecisionRecord.objects.filter(
                     signed_sha256=report["sha256"], selection__in=selectors.selections_for(request.user)
                 ).select_related("selection").first()

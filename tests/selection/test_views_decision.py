@@ -6,7 +6,9 @@ import hashlib
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.exceptions import ValidationError
 from django.urls import reverse
+from django.utils.html import escape
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection import records, services
@@ -157,6 +159,10 @@ def test_review_lists_the_missing_sections(client, selection_with_constraints, a
     assert response.status_code == 400 and "The record cannot go to review yet" in body
     record.refresh_from_db()
     assert record.status == "draft"
+    with pytest.raises(ValidationError) as excinfo:
+        records.start_review(record=record, user=architect)
+    problems = excinfo.value.message_dict["snapshot"]
+    assert problems and all(f"<li>{escape(p)}</li>" in body for p in problems)
 
 
 def test_only_the_named_owner_sees_and_uses_approve(client, decided, architect, owners):
@@ -178,6 +184,9 @@ def test_verify_rejects_a_file_that_is_not_a_pdf(client, make_user, team):
     response = client.post(reverse("selection:record-verify"),
                            {"file": SimpleUploadedFile("x.pdf", b"hello, not a pdf")})
     assert response.status_code == 400 and "This is not a PDF" in response.content.decode()
+    response = client.post(reverse("selection:record-verify"), {"file": SimpleUploadedFile("y.pdf", b"%PDF-1.7 junk")})
+    body = response.content.decode()
+    assert response.status_code == 400 and "could not be read as a PDF" in body and "All 0" not in body
 
 
 def test_full_flow_draft_review_approve_sign_download_verify(client, decided, architect, owners, dev_certs, settings,
