@@ -29,7 +29,7 @@ from .domain import criteria as criteria_domain
 from .forms import attach_service_errors
 from .forms_decision import CommentForm, RecordDraftForm, SignForm, VerifyForm
 from .models import DecisionRecord, Selection
-from .views import _audit, _context, _get_selection, _require_edit
+from .views import _context, _get_selection, _require_edit
 
 def _role_label(role: str) -> str:
     return {"business": _("Business owner"), "platform": _("Platform owner"),

@@ -165,6 +165,23 @@ def test_review_lists_the_missing_sections(client, selection_with_constraints, a
     assert problems and all(f"<li>{escape(p)}</li>" in body for p in problems)
 
 
+def test_a_record_on_simulated_evidence_carries_the_banner(client, decided, architect, engines):
+    _stress_run(decided.candidates.get(engine__slug="sglang"), (20.0, 40.0), evidence="SIMULATED")
+    client.force_login(architect)
+    form = client.get(reverse("selection:records", args=[decided.pk])).content.decode()
+    assert 'name="include_simulated"' in form and "SIMULATED — not for procurement" in form  # the warning
+    client.post(reverse("selection:records", args=[decided.pk]), {"include_simulated": "on"})
+    record = DecisionRecord.objects.get(selection=decided)
+    assert record.include_simulated
+    records.start_review(record=record, user=architect)
+    record.refresh_from_db()
+    assert record.simulated
+    body = client.get(reverse("selection:record", args=[decided.pk, record.pk])).content.decode()
+    assert "SIMULATED — not for procurement" in body
+    listing = client.get(reverse("selection:records", args=[decided.pk])).content.decode()
+    assert 'badge--simulated">SIMULATED<' in listing
+
+
 def test_only_the_named_owner_sees_and_uses_approve(client, decided, architect, owners):
     record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
     url = reverse("selection:record-action", args=[decided.pk, record.pk])
