@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_datetime
@@ -140,6 +141,14 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
     return out
 
 
+def _changed_since(selection: Selection, when) -> bool:
+    """Whether settings (audited) or runs changed after `when`: then the page rescores (a no-op when the
+    inputs hash is unchanged), so nobody reads a stale comparison."""
+    runs = BenchmarkRun.objects.filter(candidate__selection=selection)
+    return (selection.audit.exclude(action__startswith="record.").filter(at__gt=when).exists()
+            or runs.filter(Q(created_at__gt=when) | Q(finished_at__gt=when)).exists())
+
+
 @login_required
 def comparison(request: HttpRequest, pk: int) -> HttpResponse:
     selection = _get_selection(request, pk)
@@ -148,7 +157,7 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
     score, error = None, ""
     if candidate_count:
         score = scores.latest_score(selection, include_simulated)
-        if score is None:
+        if score is None or _changed_since(selection, score.computed_at):
             try:
                 score = scores.compute_scores(selection, include_simulated=include_simulated)
             except ValueError as exc:  # the scoring inputs name the field and the problem

@@ -105,6 +105,17 @@ def test_a_criterion_without_evidence_is_missing_not_zero():
     assert "missing" in html and "0.000" not in html
 
 
+def test_comparison_rescores_when_new_evidence_arrives(client, decided, architect):
+    page(client, architect, "selection:comparison", decided.pk)
+    first = decided.scores.get(include_simulated=False)
+    assert page(client, architect, "selection:comparison", decided.pk).status_code == 200
+    assert decided.scores.count() == 1  # nothing changed: no rescoring
+    _stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
+    page(client, architect, "selection:comparison", decided.pk)
+    latest = decided.scores.filter(include_simulated=False).first()
+    assert latest.pk != first.pk and latest.inputs_hash != first.inputs_hash
+
+
 def test_comparison_empty_state_says_what_to_do(client, selection_with_constraints, architect):
     body = page(client, architect, "selection:comparison", selection_with_constraints.pk).content.decode()
     assert "add candidates and evidence" in body
