@@ -79,6 +79,7 @@ def test_comparison_shows_scores_missing_evidence_rules_and_charts(client, decid
     assert body.count("<svg") == 2  # dimension bars + TTFT/TPOT against concurrency
     assert reverse("selection:comparison-recompute", args=[decided.pk]) in body
     assert "not signable" in body  # the toggle is labelled
+    assert "Next: draft the decision record" in body
 
 
 def test_a_criterion_without_evidence_is_missing_not_zero():
