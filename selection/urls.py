@@ -19,3 +19,5 @@ urlpatterns = [
     path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", views_capacity.capacity_page, name="capacity"),
     *evidence_urls.urlpatterns,  # validation, runs, CI tokens and uploads (benchmarks/views.py)
 ]
+from .urls_decision import urlpatterns as decision_urlpatterns  # noqa: E402  steps 6-7: comparison, records, verify
+urlpatterns += decision_urlpatterns
