@@ -28,6 +28,8 @@ _OOM_PATTERN = re.compile(
 )
 
 _STALE_CONNECTION_RETRIES = 4
+# Events that need the full JSON parse (see OpenAIClient._read_stream's fast path).
+_SPECIAL_MARKERS = (b'"usage"', b'"error"', b"[DONE]", b'"finish_reason":"', b'"finish_reason": "')
 
 ERROR_CLASSES = ("http", "timeout", "disconnect", "connect", "oom", "stream_error", "cancelled", "client")
 
@@ -59,6 +61,37 @@ class SSEParser:
             self._buffer = blocks.pop()
         payloads = []
         for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:  # the common case, inline for speed
+                payloads.append(block[6:])
+                continue
+            payload = _event_data(block)
+            if payload is not None:
+                payloads.append(payload)
+        return payloads
+
+    def take_complete(self, data: bytes) -> bytes:
+        """Feed bytes; return the region of complete events (LF-normalised), keep the rest buffered."""
+        buffer = self._buffer + data if self._buffer else data
+        held = b""
+        if b"\r" in buffer:
+            if buffer.endswith(b"\r"):
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        cut = buffer.rfind(b"\n\n")
+        if cut < 0:
+            self._buffer = buffer + held
+            return b""
+        self._buffer = buffer[cut + 2:] + held
+        return buffer[: cut + 2]
+
+    @staticmethod
+    def events_of(complete: bytes) -> list[bytes]:
+        """The data payloads of a region returned by take_complete."""
+        payloads = []
+        for block in complete.split(b"\n\n")[:-1]:
+            if block[:6] == b"data: " and b"\n" not in block:
+                payloads.append(block[6:])
+                continue
             payload = _event_data(block)
             if payload is not None:
                 payloads.append(payload)
@@ -396,14 +429,57 @@ class OpenAIClient:
         abort_after = spec.abort_after_tokens
         content = response.content
         last_data = perf()
+        # Fast path, per network read: when every complete event in the read is a plain one-token
+        # chunk (content non-empty, finish_reason null, no usage, no error: counted with a few
+        # C-level scans of the whole read), the events are recorded without a JSON parse. Any other
+        # read goes event by event through the full parse. The markers cannot occur inside a JSON
+        # string (quotes are escaped there), so a mismatch only ever sends a read to the slow path.
+        fast = not keep_text
+        key = b'"content":' if api == "chat" else b'"text":'
+        marker_sets = ((key + b'"', key + b'""', b'"finish_reason":null'),
+                       (key[:-1] + b': "', key[:-1] + b': ""', b'"finish_reason": null'))
+        chunk_times, chunk_tokens = record.chunk_times, record.chunk_tokens
         while True:
             data = await content.readany()
             now = perf()
             if not data:
                 break
             last_data = now
-            for payload in parser.feed(data):
-                _handle_payload(record, payload, now, api, keep_text)
+            complete = parser.take_complete(data)
+            if not complete:
+                continue
+            tail = complete
+            if fast:
+                # The plain head of the read: everything before the first event that carries usage,
+                # an error, a finish reason or [DONE] (those go through the full parse).
+                stop = len(complete)
+                for marker in _SPECIAL_MARKERS:
+                    at = complete.find(marker, 0, stop)
+                    if at >= 0:
+                        stop = at
+                if stop < len(complete):
+                    boundary = complete.rfind(b"\n\n", 0, stop)
+                    cut = boundary + 2 if boundary >= 0 else 0
+                else:
+                    cut = len(complete)
+                head, tail = complete[:cut], complete[cut:]
+                events = head.count(b"\n\n")
+                if events and head.count(b"\n") == 2 * events and head.count(b"data: ") == events:
+                    for content_marker, empty_marker, null_marker in marker_sets:
+                        if (head.count(null_marker) == events and head.count(content_marker) == events
+                                and empty_marker not in head):
+                            if record.first_token_time is None:
+                                record.first_token_time = now
+                            chunk_times.extend([now] * events)
+                            chunk_tokens.extend([1] * events)
+                            break
+                    else:
+                        tail = complete
+                elif events:
+                    tail = complete
+            if tail:
+                for payload in parser.events_of(tail):
+                    _handle_payload(record, payload, now, api, keep_text)
             if abort_after is not None and sum(record.chunk_tokens) >= abort_after:
                 record.aborted = True
                 record.end_time = now
