@@ -312,5 +312,11 @@ class MockServer:
 
 def serve_forever(config: MockConfig, host: str = "127.0.0.1", port: int = 8000, reuse_port: bool = False) -> None:
     """Blocking entry point for a separate mock process (the benchmark runs one or several)."""
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
     web.run_app(build_app(config), host=host, port=port, access_log=None, print=None,
                 reuse_port=reuse_port, backlog=4096, handler_cancellation=True)
