@@ -423,73 +423,96 @@ class OpenAIClient:
         return record
 
     async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord, spec: RequestSpec) -> None:
-        parser = SSEParser()
+        recorder = StreamRecorder(record, spec.api, self.keep_text, spec.abort_after_tokens)
         perf = time.perf_counter
-        api, keep_text = spec.api, self.keep_text
-        abort_after = spec.abort_after_tokens
         content = response.content
         last_data = perf()
-        # Fast path, per network read: when every complete event in the read is a plain one-token
-        # chunk (content non-empty, finish_reason null, no usage, no error: counted with a few
-        # C-level scans of the whole read), the events are recorded without a JSON parse. Any other
-        # read goes event by event through the full parse. The markers cannot occur inside a JSON
-        # string (quotes are escaped there), so a mismatch only ever sends a read to the slow path.
-        fast = not keep_text
-        key = b'"content":' if api == "chat" else b'"text":'
-        marker_sets = ((key + b'"', key + b'""', b'"finish_reason":null'),
-                       (key[:-1] + b': "', key[:-1] + b': ""', b'"finish_reason": null'))
-        chunk_times, chunk_tokens = record.chunk_times, record.chunk_tokens
         while True:
             data = await content.readany()
             now = perf()
             if not data:
                 break
             last_data = now
-            complete = parser.take_complete(data)
-            if not complete:
-                continue
-            tail = complete
-            if fast:
-                # The plain head of the read: everything before the first event that carries usage,
-                # an error, a finish reason or [DONE] (those go through the full parse).
-                stop = len(complete)
-                for marker in _SPECIAL_MARKERS:
-                    at = complete.find(marker, 0, stop)
-                    if at >= 0:
-                        stop = at
-                if stop < len(complete):
-                    boundary = complete.rfind(b"\n\n", 0, stop)
-                    cut = boundary + 2 if boundary >= 0 else 0
-                else:
-                    cut = len(complete)
-                head, tail = complete[:cut], complete[cut:]
-                events = head.count(b"\n\n")
-                if events and head.count(b"\n") == 2 * events and head.count(b"data: ") == events:
-                    for content_marker, empty_marker, null_marker in marker_sets:
-                        if (head.count(null_marker) == events and head.count(content_marker) == events
-                                and empty_marker not in head):
-                            if record.first_token_time is None:
-                                record.first_token_time = now
-                            chunk_times.extend([now] * events)
-                            chunk_tokens.extend([1] * events)
-                            break
-                    else:
-                        tail = complete
-                elif events:
-                    tail = complete
-            if tail:
-                for payload in parser.events_of(tail):
-                    _handle_payload(record, payload, now, api, keep_text)
-            if abort_after is not None and sum(record.chunk_tokens) >= abort_after:
-                record.aborted = True
-                record.end_time = now
-                if not record.usage_reported:
-                    record.output_tokens = sum(record.chunk_tokens)
+            if recorder.feed(now, data):
                 response.close()  # drops the connection: the engine sees a client disconnect
                 return
-        record.end_time = last_data  # the last byte's arrival
-        for payload in parser.flush():
-            _handle_payload(record, payload, record.end_time, api, keep_text)
+        recorder.finish(last_data)
+
+
+
+class StreamRecorder:
+    """Turns the bytes of one SSE response into a RequestRecord, read by read.
+
+    Fast path, per network read: when every complete event in the read is a plain one-token
+    chunk (content non-empty, finish_reason null, no usage, no error: counted with a few C-level
+    scans of the whole read), the events are recorded without a JSON parse. Any other event goes
+    through the full parse. The markers cannot occur inside a JSON string (quotes are escaped
+    there), so a mismatch only ever sends a read to the slow path.
+    """
+
+    __slots__ = ("record", "api", "keep_text", "abort_after", "parser", "marker_sets", "last_data")
+
+    def __init__(self, record: RequestRecord, api: Api, keep_text: bool, abort_after: int | None) -> None:
+        self.record, self.api, self.keep_text, self.abort_after = record, api, keep_text, abort_after
+        self.parser = SSEParser()
+        key = b'"content":' if api == "chat" else b'"text":'
+        self.marker_sets = ((key + b'"', key + b'""', b'"finish_reason":null'),
+                            (key[:-1] + b': "', key[:-1] + b': ""', b'"finish_reason": null'))
+        self.last_data: float | None = None
+
+    def feed(self, now: float, data: bytes) -> bool:
+        """Record one read; True when the stream should be closed now (deliberate abort)."""
+        self.last_data = now
+        record = self.record
+        complete = self.parser.take_complete(data)
+        if not complete:
+            return False
+        tail = complete
+        if not self.keep_text:
+            # The plain head of the read: everything before the first event that carries usage,
+            # an error, a finish reason or [DONE] (those go through the full parse).
+            stop = len(complete)
+            for marker in _SPECIAL_MARKERS:
+                at = complete.find(marker, 0, stop)
+                if at >= 0:
+                    stop = at
+            if stop < len(complete):
+                boundary = complete.rfind(b"\n\n", 0, stop)
+                cut = boundary + 2 if boundary >= 0 else 0
+            else:
+                cut = len(complete)
+            head, tail = complete[:cut], complete[cut:]
+            events = head.count(b"\n\n")
+            if events and head.count(b"\n") == 2 * events and head.count(b"data: ") == events:
+                for content_marker, empty_marker, null_marker in self.marker_sets:
+                    if (head.count(null_marker) == events and head.count(content_marker) == events
+                            and empty_marker not in head):
+                        if record.first_token_time is None:
+                            record.first_token_time = now
+                        record.chunk_times.extend([now] * events)
+                        record.chunk_tokens.extend([1] * events)
+                        break
+                else:
+                    tail = complete
+            elif events:
+                tail = complete
+        if tail:
+            for payload in self.parser.events_of(tail):
+                _handle_payload(record, payload, now, self.api, self.keep_text)
+        if self.abort_after is not None and sum(record.chunk_tokens) >= self.abort_after:
+            record.aborted = True
+            record.end_time = now
+            if not record.usage_reported:
+                record.output_tokens = sum(record.chunk_tokens)
+            return True
+        return False
+
+    def finish(self, end_time: float) -> None:
+        """The stream ended (EOF) at `end_time`, the last byte's arrival."""
+        record = self.record
+        record.end_time = end_time
+        for payload in self.parser.flush():
+            _handle_payload(record, payload, end_time, self.api, self.keep_text)
         _finish(record)
 
 
