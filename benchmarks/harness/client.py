@@ -12,11 +12,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import aiohttp
+
+from benchmarks.harness.rawhttp import HTTPError, RawHTTPPool
 
 Api = Literal["chat", "completions"]
 
@@ -298,6 +302,7 @@ class OpenAIClient:
         keep_text: bool = False,
         max_connections: int = 0,
         keep_alive: bool = True,
+        transport: Literal["auto", "raw", "aiohttp"] = "auto",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
@@ -313,6 +318,27 @@ class OpenAIClient:
         # every streamed response while advertising keep-alive; the client then switches this off
         # by itself at the first stale connection (see send), or it can be off from the start.
         self.keep_alive = keep_alive
+        self.request_timeout_s = request_timeout_s
+        # Transport for completions: the lean protocol client on plain http (cheaper per token and
+        # timestamps taken where bytes arrive), aiohttp for https or when asked.
+        parts = urlsplit(self.base_url)
+        use_raw = transport == "raw" or (transport == "auto" and parts.scheme == "http")
+        if transport == "raw" and parts.scheme != "http":
+            raise ValueError(f"OpenAIClient.transport: 'raw' needs a plain http URL, got {parts.scheme!r}")
+        self._raw: RawHTTPPool | None = None
+        if use_raw:
+            host = parts.hostname or "127.0.0.1"
+            port = parts.port or 80
+            self._raw = RawHTTPPool(host, port, keep_alive=keep_alive)
+            host_header = parts.netloc.rsplit("@", 1)[-1]
+            auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+            prefix = parts.path.rstrip("/")
+            self._raw_head_template = (
+                "POST " + prefix.replace("{", "{{").replace("}", "}}") + "{path} HTTP/1.1\r\nHost: "
+                + host_header.replace("{", "{{").replace("}", "}}")
+                + "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {length}\r\n"
+                + auth.replace("{", "{{").replace("}", "}}") + "\r\n"
+            )
         self._session: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:  # never show the key
@@ -334,6 +360,8 @@ class OpenAIClient:
             )
 
     async def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -369,6 +397,8 @@ class OpenAIClient:
         record.request_id, record.tag, record.streamed = spec.request_id, spec.tag, spec.stream
         path = "/v1/chat/completions" if spec.api == "chat" else "/v1/completions"
         data = json.dumps(spec.body(self.model)).encode()
+        if self._raw is not None:
+            return await self._send_raw(spec, record, path, data)
         session = self.session
         perf = time.perf_counter
         record.send_time = perf()
@@ -420,6 +450,67 @@ class OpenAIClient:
         except aiohttp.ClientError as exc:
             record.end_time = perf()
             record.error_class, record.error = "client", f"{type(exc).__name__}: {exc}"[:500]
+        return record
+
+    async def _send_raw(self, spec: RequestSpec, record: RequestRecord, path: str, data: bytes) -> RequestRecord:
+        """The same request over the lean protocol client (plain http): timestamps in data_received."""
+        pool = self._raw
+        assert pool is not None
+        head = self._raw_head_template.format(path=path, length=len(data)).encode("latin-1")
+        recorder = StreamRecorder(record, spec.api, self.keep_text, spec.abort_after_tokens) if spec.stream else None
+        collected: list[bytes] = []
+        perf = time.perf_counter
+
+        def on_body(protocol: Any, now: float, chunk: bytes) -> None:
+            if recorder is None or protocol.status >= 400:
+                collected.append(chunk)
+                return
+            if record.aborted:
+                return
+            if recorder.feed(now, chunk):
+                pool.abort(protocol)  # the engine sees the client disconnect
+
+        def on_start() -> None:
+            record.send_time = perf()
+
+        try:
+            status, _, _ = await pool.request(head, data, on_body, self.request_timeout_s, on_start=on_start)
+        except asyncio.CancelledError:
+            record.end_time = perf()
+            record.error_class, record.error = "cancelled", "cancelled by the load controller"
+            raise
+        except asyncio.TimeoutError:
+            record.end_time = perf()
+            record.error_class, record.error = "timeout", "no data within the read timeout"
+            return record
+        except OSError as exc:
+            if record.aborted:
+                return record
+            record.end_time = perf()
+            if isinstance(exc, (ConnectionRefusedError, socket.gaierror)) or record.send_time == 0.0:
+                record.error_class = "connect"
+            else:
+                record.error_class = "disconnect"
+            record.error = f"{type(exc).__name__}: {exc}"[:500]
+            return record
+        except HTTPError as exc:
+            record.end_time = perf()
+            record.error_class, record.error = "client", f"malformed HTTP response: {exc}"[:500]
+            return record
+        record.http_status = status
+        if record.aborted:
+            return record
+        if status >= 400:
+            text = b"".join(collected).decode("utf-8", "replace")[:500]
+            record.end_time = perf()
+            record.error = f"HTTP {status}: {text}"
+            record.error_class = "oom" if _OOM_PATTERN.search(text) else "http"
+            return record
+        if recorder is None:
+            record.end_time = perf()
+            _handle_complete_response(record, b"".join(collected), spec.api, self.keep_text)
+            return record
+        recorder.finish(recorder.last_data if recorder.last_data is not None else perf())
         return record
 
     async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord, spec: RequestSpec) -> None:
