@@ -28,11 +28,11 @@ from selection.secretbox import decrypt
 from . import services
 from .harness import safety, workloads
 from .models import BenchmarkRun
-from .result import TEST_NAMES
+from .result import VALIDATION_TEST_NAMES
 
 logger = logging.getLogger(__name__)
 
-VALIDATION_TESTS = tuple(t for t in TEST_NAMES if t != "custom")
+VALIDATION_TESTS = VALIDATION_TEST_NAMES
 HEARTBEAT_INTERVAL_S = 5.0
 STALE_AFTER = timedelta(seconds=120)  # no heartbeat for this long: the worker is gone
 PROGRESS_MIN_INTERVAL_S = 1.0
