@@ -131,13 +131,15 @@ def signed_records_cleanup(transactional_db):
 
     from django.db import connection
 
-    from selection.models import DecisionRecord
+    from selection.models import DecisionRecord, RecordApproval
 
     migration = importlib.import_module("selection.migrations.0003_record_immutability_triggers")
     with connection.schema_editor() as editor:
         migration.backwards(None, editor)
     try:
-        DecisionRecord.objects.order_by("-version").delete()
+        RecordApproval.objects.all().delete()  # PROTECTs its record
+        for record in DecisionRecord.objects.order_by("-version"):  # successors first: they PROTECT predecessors
+            record.delete()
     finally:
         with connection.schema_editor() as editor:
             migration.forwards(None, editor)

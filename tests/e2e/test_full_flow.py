@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import OWNERS, PASSPHRASE, log_in
+from tests.e2e.flow import accept_scenario, create_selection, fill_constraints, save_constraints
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
@@ -30,34 +31,6 @@ SHORT_PARAMS = {
     "prefix_reuse": {"requests": "16", "concurrency": "4", "prefix_tokens": "256", "suffix_tokens": "64",
                      "output_tokens": "16"},
 }
-
-
-def fill_constraints(page) -> None:
-    values = {"peak_concurrency": "64", "request_rate": "10", "avg_input_tokens": "1500", "p95_input_tokens": "3000",
-              "max_input_tokens": "8192", "avg_output_tokens": "300", "max_output_tokens": "1024",
-              "ttft_p95_ms": "800", "tpot_p95_ms": "50", "e2e_p95_ms": "20000", "gpu_model": "H100",
-              "gpu_memory_gib": "80", "gpu_count_budget": "8", "cost_per_gpu_hour": "2.50", "ops_team_size": "3"}
-    for name, value in values.items():
-        page.fill(f"#id_{name}", value)
-    target = page.locator("#id_target_model")
-    if target.evaluate("e => e.tagName") == "SELECT":
-        target.select_option("Llama-3.1-8B")
-    else:
-        target.fill("Llama-3.1-8B")
-    for precision in ("bf16", "fp8"):
-        page.check(f"input[name=kv_precisions_allowed][value={precision}]")
-
-
-def create_selection(page, base_url: str, people, name: str) -> int:
-    page.goto(f"{base_url}/selections/new/")
-    page.fill("#id_name", name)
-    page.fill("#id_description", "Customer-support chat on Llama-3.1-8B")
-    page.select_option("#id_team", str(people["team"].pk))
-    for role in OWNERS:
-        page.select_option(f"#id_{role}_owner", str(people[role].pk))
-    page.click("button:has-text('Create selection'), form.card button[type=submit].btn--primary")
-    page.wait_for_url(re.compile(r"/selections/\d+/constraints/$"))
-    return int(re.search(r"/selections/(\d+)/", page.url).group(1))
 
 
 def wait_for_run_done(page, run_pk: int, timeout_ms: int = 90_000) -> str:
@@ -93,13 +66,10 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
     # --- 2. constraints one-pager -> scenario -> accept ----------------------------------------------------
     fill_constraints(page)
     shot(page, "02-constraints")
-    page.click("button:has-text('Save constraints and infer the scenario')")
-    page.wait_for_url(re.compile(rf"/selections/{pk}/scenario/$"))
+    save_constraints(page, pk)
     scenario = page.inner_text(".scenario-id").strip()
-    assert scenario in {"A", "B", "C", "D", "E", "F"}, scenario
-    assert page.locator("ul.reasons li").count() >= 1
-    page.click(f"button:has-text('Accept scenario {scenario}')")
-    page.wait_for_url(re.compile(rf"/selections/{pk}/gates/$"))
+    assert page.locator(f"button:has-text('Accept scenario {scenario}')").count() == 1
+    accept_scenario(page, pk)
     assert f"Scenario {scenario} accepted" in page.inner_text(".messages")
     page.click("nav.tabs a:has-text('Scenario & weights')")
     assert "Accepted." in page.inner_text("p.ok")
