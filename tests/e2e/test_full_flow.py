@@ -86,7 +86,7 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
         page.fill("#id_label", label)
         page.fill("#id_endpoint_url", server.url)
         page.fill("#id_metrics_url", server.url + "/metrics")
-        page.fill("#id_model_name", "kvsim-llama-3.1-8b")
+        page.fill("#id_model_name", "Llama-3.1-8B")  # a shipped config: the capacity model plans it
         page.fill("#id_gpu_model", "H100")
         page.click("button:has-text('Add candidate')")
         page.wait_for_load_state()
@@ -96,7 +96,12 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
     shot(page, "04-candidates")
 
     page.goto(f"{base}/selections/{pk}/candidates/{candidates['vllm'].pk}/capacity/")
-    assert page.locator("main").inner_text()
+    assert page.locator("section.verdict").count() == 1, page.inner_text("main")[:2000]
+    assert page.locator("section[aria-labelledby=chart-title] img, section[aria-labelledby=chart-title] svg").count() >= 1
+    with page.expect_response(lambda response: "kv_dtype=fp8" in response.url):
+        page.select_option("#id_kv_dtype", "fp8")  # what-if: htmx re-plans in place, nothing is saved
+    page.wait_for_function("() => /\\bfp8\\b/.test(document.querySelector('#capacity-plan').innerText)")
+    assert page.locator("#capacity-plan section.verdict").count() == 1
     shot(page, "05-capacity")
     timings["candidates"] = time.monotonic() - started
 
