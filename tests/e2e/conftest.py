@@ -12,9 +12,6 @@ from pathlib import Path
 
 import pytest
 
-# Playwright's sync API keeps an event loop in this thread; Django's ORM then refuses to run from
-# "an async context". The test thread only does setup reads/writes, so allow it (this process only).
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
 CHROMIUM = os.environ.get("KVSELECT_CHROMIUM", "/usr/bin/chromium")
@@ -29,17 +26,31 @@ def password_for(username: str) -> str:
     return f"pw-{username}-Long1"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
+    """One Chromium for the e2e package, stopped after its last test.
+
+    Playwright's sync API keeps a running event loop in the test thread while it is started, and
+    Django's ORM then refuses to run "from an async context". The e2e tests only do small setup
+    reads and writes there, so they are allowed while the browser lives, and only then.
+    """
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)) and not shutil.which(CHROMIUM):
         pytest.fail(f"Chromium not found at {CHROMIUM}: install it with scripts/install-system-deps.sh "
                     "(apt-get install -y chromium chromium-driver)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
