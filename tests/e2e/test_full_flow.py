@@ -67,8 +67,7 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
     # --- 2. constraints one-pager -> scenario -> accept ----------------------------------------------------
     fill_constraints(page)
     shot(page, "02-constraints")
-    save_constraints(page, pk)
-    scenario = page.inner_text(".scenario-id").strip()
+    scenario = save_constraints(page, pk)
     assert page.locator(f"button:has-text('Accept scenario {scenario}')").count() == 1
     accept_scenario(page, pk)
     assert f"Scenario {scenario} accepted" in page.inner_text(".messages")
