@@ -1,0 +1,274 @@
+"""The architect's whole flow in a real browser, on the live server, a real Celery worker and the simulator.
+
+Log in; create a selection with three owners; fill the constraints; accept the scenario; add vLLM,
+SGLang and llama.cpp candidates on simulator endpoints; run two validation tests and watch htmx
+move their progress bars to done; create a CI token and upload a fixture result over HTTP with it;
+compare (with SIMULATED evidence); draft a decision record, send it to review, approve and sign it
+as each owner with dev certificates; download the PDF and verify it: three valid signatures.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import OWNERS, PASSPHRASE, log_in
+from tests.e2e.flow import accept_scenario, create_selection, fill_constraints, save_constraints
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
+
+FIXTURES = Path(__file__).resolve().parent.parent / "benchmarks" / "formats" / "fixtures"
+CANDIDATES = (("vllm", "vLLM on the simulator"), ("sglang", "SGLang on the simulator"),
+              ("llama-cpp", "llama.cpp on the simulator"))
+SHORT_PARAMS = {
+    "concurrency_stress": {"concurrency": "4", "duration_s": "4", "settle_s": "0.5", "warmup_s": "0",
+                           "ramp_up_s": "0", "input_tokens": "128", "output_tokens": "16", "abort_fraction": "0"},
+    "prefix_reuse": {"requests": "16", "concurrency": "4", "prefix_tokens": "256", "suffix_tokens": "64",
+                     "output_tokens": "16"},
+}
+
+
+def wait_for_run_done(page, run_pk: int, timeout_ms: int = 90_000) -> str:
+    """htmx polls the progress fragment every 2 s and swaps it; wait until the bar is gone (terminal)."""
+    block = page.locator(f"#run-progress-{run_pk}")
+    page.wait_for_function(
+        """pk => { const el = document.getElementById('run-progress-' + pk);
+                   return el && el.classList.contains('runprogress--done'); }""",
+        arg=run_pk, timeout=timeout_ms)
+    return block.get_attribute("data-run-status")
+
+
+def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, people, signed_records_cleanup, simulators,
+                                       new_page, shot, settings, tmp_path):
+    from benchmarks.models import BenchmarkRun
+    from selection import services
+    from selection.models import Candidate, DecisionRecord
+    from selection.signing import issue_dev_certificates
+
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    services.load_engine_catalog()
+    certs = issue_dev_certificates(tmp_path / "certs", {role: full for role, (_u, full) in OWNERS.items()}, PASSPHRASE)
+    settings.KVSELECT_TRUST_ROOTS = [str(certs.ca_certificate)]
+    base = live_server.url
+
+    # --- 1. log in, create the selection ----------------------------------------------------------------
+    page = new_page()
+    log_in(page, base, "alice")
+    pk = create_selection(page, base, people, "Support chat")
+    assert "Next: fill in the constraints" in page.inner_text(".messages")
+
+    # --- 2. constraints one-pager -> scenario -> accept ----------------------------------------------------
+    fill_constraints(page)
+    shot(page, "02-constraints")
+    scenario = save_constraints(page, pk)
+    assert page.locator(f"button:has-text('Accept scenario {scenario}')").count() == 1
+    accept_scenario(page, pk)
+    assert f"Scenario {scenario} accepted" in page.inner_text(".messages")
+    page.click("nav.tabs a:has-text('Scenario & weights')")
+    assert "Accepted." in page.inner_text("p.ok")
+    shot(page, "03-scenario-weights")
+    timings["selection+constraints+scenario"] = time.monotonic() - started
+
+    # --- 3. three candidates from the catalog on simulator endpoints ---------------------------------------
+    from selection.models import Engine
+    for (slug, label), server in zip(CANDIDATES, simulators):
+        page.goto(f"{base}/selections/{pk}/candidates/")
+        engine = Engine.objects.get(slug=slug)
+        page.select_option("#id_engine", str(engine.pk))
+        page.fill("#id_engine_version", engine.versions[0] if engine.versions else "")
+        page.fill("#id_label", label)
+        page.fill("#id_endpoint_url", server.url)
+        page.fill("#id_metrics_url", server.url + "/metrics")
+        page.fill("#id_model_name", "Llama-3.1-8B")  # a shipped config: the capacity model plans it
+        page.fill("#id_gpu_model", "H100")
+        page.click("button:has-text('Add candidate')")
+        page.wait_for_load_state()
+        assert page.locator("table.table th[scope=row]", has_text=label).count() == 1, page.inner_text("main")[:2000]
+    candidates = {c.engine.slug: c for c in Candidate.objects.filter(selection_id=pk).select_related("engine")}
+    assert set(candidates) == {"vllm", "sglang", "llama-cpp"}
+    shot(page, "04-candidates")
+
+    page.goto(f"{base}/selections/{pk}/candidates/{candidates['vllm'].pk}/capacity/")
+    assert page.locator("section.verdict").count() == 1, page.inner_text("main")[:2000]
+    assert page.locator("section[aria-labelledby=chart-title] img, section[aria-labelledby=chart-title] svg").count() >= 1
+    with page.expect_response(lambda response: "kv_dtype=fp8" in response.url):
+        page.select_option("#id_kv_dtype", "fp8")  # what-if: htmx re-plans in place, nothing is saved
+    page.wait_for_function("() => /\\bfp8\\b/.test(document.querySelector('#capacity-plan').innerText)")
+    assert page.locator("#capacity-plan section.verdict").count() == 1
+    shot(page, "05-capacity")
+    timings["candidates"] = time.monotonic() - started
+
+    # --- 4. two validation tests; htmx moves the progress bars to done -------------------------------------
+    runs = {}
+    order = (("prefix_reuse", "sglang"), ("concurrency_stress", "vllm"))  # the page left open watches the stress run
+    for test, slug in order:
+        candidate = candidates[slug]
+        page.goto(f"{base}/selections/{pk}/candidates/{candidate.pk}/validation/")
+        form = page.locator(f"form[action$='/validation/{test}/start/']")
+        for name, value in SHORT_PARAMS[test].items():
+            field = form.locator(f"[name='{test}-{name}']")
+            if field.count():
+                field.fill(value)
+        form.locator("[name$='-label']").fill(f"e2e {test}")
+        form.locator("button[type=submit]").click()
+        page.wait_for_url(re.compile(rf"/candidates/{candidate.pk}/validation/"))
+        runs[test] = BenchmarkRun.objects.filter(candidate=candidate, test=test).latest("pk")
+        page.wait_for_selector(f"#run-progress-{runs[test].pk}")
+
+    # Stay on the stress run's page: htmx swaps the progress fragment in place (no reload, the marker
+    # survives) from queued through running (a percentage above 0) to done.
+    stress = runs["concurrency_stress"].pk
+    page.evaluate("window.__e2eNoReload = true")
+    assert page.locator(f"#run-progress-{stress} [role=progressbar]").count() == 1
+    page.wait_for_function(
+        """pk => { const el = document.getElementById('run-progress-' + pk);
+                   if (!el) return false;
+                   if (el.classList.contains('runprogress--done')) return true;
+                   const bar = el.querySelector('[role=progressbar]');
+                   return el.dataset.runStatus === 'running' && bar && Number(bar.getAttribute('aria-valuenow')) > 0; }""",
+        arg=stress, timeout=90_000)
+    shot(page, "06-validation-progress")  # mid-run when the poll caught it running, else just finished
+    assert wait_for_run_done(page, stress) == "succeeded", BenchmarkRun.objects.get(pk=stress).error
+    assert page.evaluate("window.__e2eNoReload === true"), "the page reloaded: progress was not updated by htmx"
+    assert page.locator(f"#run-progress-{stress} [role=progressbar]").count() == 0
+    assert "View results" in page.inner_text(f"#run-progress-{stress}")
+    page.goto(f"{base}/selections/{pk}/candidates/{candidates['sglang'].pk}/validation/")
+    assert wait_for_run_done(page, runs["prefix_reuse"].pk) == "succeeded"
+    for run in runs.values():
+        run.refresh_from_db()
+        assert run.status == "succeeded" and run.evidence == "SIMULATED", (run.test, run.status, run.error)
+    timings["validation runs"] = time.monotonic() - started
+
+    page.click(f"#run-progress-{runs['prefix_reuse'].pk} a:has-text('View results')")
+    page.wait_for_url(re.compile(rf"/runs/{runs['prefix_reuse'].pk}/$"))
+    assert "SIMULATED" in page.inner_text("main")
+    page.goto(f"{base}/selections/{pk}/runs/{runs['concurrency_stress'].pk}/")
+    assert "SIMULATED" in page.inner_text("main")
+    shot(page, "07-run")
+
+    # --- 5. a CI token, then a fixture upload over HTTP with it --------------------------------------------
+    page.goto(f"{base}/selections/{pk}/uploads/")
+    page.fill("#id_name", "nightly-ci")
+    page.click("button:has-text('Create token')")
+    page.wait_for_selector("[data-new-token]")
+    raw_token = page.input_value("#raw-token")
+    assert len(raw_token) >= 20
+    shot(page, "08-ci-token")
+    upload_url = f"{base}/api/v1/candidates/{candidates['vllm'].pk}/results/"
+    assert upload_url.split(base)[1] in page.inner_text("#curl-example")
+    status, body = post_multipart(upload_url, raw_token, {"test": "concurrency_stress", "label": "nightly"},
+                                  FIXTURES / "vllm_bench_serve.json")
+    assert status in (200, 201, 202), body
+    uploaded = BenchmarkRun.objects.filter(candidate=candidates["vllm"], origin="upload").latest("pk")
+    deadline = time.monotonic() + 60
+    while uploaded.status not in ("succeeded", "failed") and time.monotonic() < deadline:
+        time.sleep(0.3)
+        uploaded.refresh_from_db()
+    assert uploaded.status == "succeeded" and uploaded.evidence == "MEASURED", uploaded.error
+    page.goto(f"{base}/selections/{pk}/uploads/")  # not reload(): that would POST the token form again
+    assert page.locator("table.table--compact th[scope=row]", has_text="nightly-ci").count() == 1
+    assert "never" not in page.locator("table.table--compact tbody tr").first.inner_text()  # last used: now
+    timings["token+upload"] = time.monotonic() - started
+
+    # --- 6. comparison, SIMULATED included ------------------------------------------------------------------
+    page.goto(f"{base}/selections/{pk}/comparison/")
+    page.check("input[name=simulated]")
+    page.wait_for_url(re.compile(r"simulated=1"))
+    comparison_text = page.inner_text("main")
+    for _slug, label in CANDIDATES:
+        assert label in comparison_text
+    shot(page, "09-comparison")
+
+    # --- 7. decision record: draft -> review -> approve x3 -> sign x3 -> download -> verify -------------
+    page.goto(f"{base}/selections/{pk}/records/")
+    page.fill("#id_rationale", "Lowest TTFT at the target load; prefix reuse matters for our prompts.")
+    page.check("#id_include_simulated")
+    page.click("button:has-text('Create draft')")
+    page.wait_for_url(re.compile(rf"/selections/{pk}/records/\d+/$"))
+    record = DecisionRecord.objects.get(selection_id=pk)
+    page.click("button:has-text('Send to review')")
+    page.wait_for_load_state()
+    record.refresh_from_db()
+    assert record.status == "in_review", page.inner_text("main")[:2000]
+    record_url = f"{base}/selections/{pk}/records/{record.pk}/"
+
+    owner_pages = {}
+    for role, (username, _full) in OWNERS.items():
+        owner_pages[role] = owner = new_page()
+        log_in(owner, base, username)
+        owner.goto(record_url)
+        owner.fill(f"#approve-comment-{role}", f"{role} owner: agreed")
+        owner.click(f"form:has(input[name=role][value={role}]) button[type=submit]")
+        owner.wait_for_load_state()
+        assert owner.locator(".messages").count() == 1
+    record.refresh_from_db()
+    assert record.status == "approved"
+    timings["draft+review+approve"] = time.monotonic() - started
+
+    for role in OWNERS:
+        owner = owner_pages[role]
+        owner.goto(record_url)
+        owner.wait_for_selector("form.signform")
+        owner.set_input_files("form.signform input[type=file]", str(certs.pkcs12[role]))
+        owner.fill("form.signform input[type=password]", PASSPHRASE)
+        owner.click("form.signform button:has-text('Sign')")
+        owner.wait_for_load_state()
+        assert owner.locator("form.signform input[name=role][value=%s]" % role).count() == 0, owner.inner_text("main")[:2000]
+    record.refresh_from_db()
+    assert record.status == "signed"
+    timings["sign x3"] = time.monotonic() - started
+
+    owner = owner_pages["security"]
+    owner.goto(record_url)
+    shot(owner, "10-record")
+    with owner.expect_download() as download_info:
+        owner.click("a:has-text('Download signed PDF')")
+    pdf_path = tmp_path / "record.pdf"
+    download_info.value.save_as(pdf_path)
+    assert pdf_path.read_bytes().startswith(b"%PDF")
+
+    verifier = new_page()
+    log_in(verifier, base, "paula")
+    verifier.click("nav.topnav a:has-text('Verify a record')")
+    verifier.wait_for_url(re.compile(r"/records/verify/$"))
+    verifier.set_input_files("input[type=file]", str(pdf_path))
+    verifier.click("button:has-text('Verify')")
+    verifier.wait_for_selector(".verdict--ok, .verdict--bad")
+    verdict = verifier.inner_text("main")
+    assert "All 3 signatures are intact, valid and trusted." in verdict, verdict[:3000]
+    assert "This is exactly the record kvselect issued" in verdict
+    for _username, full in OWNERS.values():
+        assert full in verdict
+    shot(verifier, "11-verify")
+
+    page.goto(f"{base}/")
+    assert "Support chat" in page.inner_text("main")
+    shot(page, "01-dashboard")
+    timings["total"] = time.monotonic() - started
+    print("e2e timings (cumulative s):", {k: round(v, 1) for k, v in timings.items()})
+
+
+def post_multipart(url: str, token: str, fields: dict[str, str], path: Path) -> tuple[int, str]:
+    """A CI job's upload: multipart/form-data with `Authorization: Token ...`, as the curl example does."""
+    boundary = uuid.uuid4().hex
+    parts = []
+    for name, value in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{path.name}"\r\n'
+                 "Content-Type: application/json\r\n\r\n".encode() + path.read_bytes() + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    request = urllib.request.Request(url, data=b"".join(parts), method="POST", headers={
+        "Authorization": f"Token {token}", "Idempotency-Key": f"e2e-{boundary}",
+        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (the live server)
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
