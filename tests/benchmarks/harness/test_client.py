@@ -108,7 +108,9 @@ def test_deliberate_abort_closes_the_stream_and_the_engine_sees_it(with_mock, tr
             return record, server.state.running, server.state.aborted
 
     record, running, aborted = with_mock(MockConfig(itl_s=0.01), go)
-    assert record.aborted and record.ok and record.output_tokens == 3
+    # Tokens that arrived in the same network read as the third are counted too (they were received),
+    # so a loaded machine can see a few more than 3; the stream must still end long before 200.
+    assert record.aborted and record.ok and 3 <= record.output_tokens < 50
     assert running == 0 and aborted == 1
 
 
