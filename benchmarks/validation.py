@@ -85,6 +85,10 @@ def start_validation(*, candidate: Candidate, test: str, user, params: dict[str,
                                       status=BenchmarkRun.Status.QUEUED, params=merged, uploaded_by=user.get_username(),
                                       progress={"phase": "queued", "percent": 0})
     audit(candidate.selection, user, "validation.started", field=f"run:{run.pk}", new={"test": test, "params": merged})
+    from selection.models import Selection
+
+    Selection.objects.filter(pk=candidate.selection_id, status=Selection.Status.DRAFT).update(
+        status=Selection.Status.VALIDATING)
     transaction.on_commit(lambda: enqueue_validation(run))
     return run
 

@@ -92,6 +92,8 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
     record.status = DecisionRecord.Status.IN_REVIEW
     record.review_started_at = timezone.now()
     record.save()
+    Selection.objects.filter(pk=record.selection_id).exclude(status=Selection.Status.DECIDED).update(
+        status=Selection.Status.DECIDING)
     audit(record.selection, user, "record.review_started", field=f"record:v{record.version}",
           new={"snapshot_sha256": record.snapshot_sha256, "simulated": record.simulated})
     return record
@@ -199,6 +201,7 @@ def sign(*, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: 
         if next_signer_role(record) is None:
             record.status, record.signed_at = DecisionRecord.Status.SIGNED, timezone.now()
             fields += ["status", "signed_at"]
+            Selection.objects.filter(pk=record.selection_id).update(status=Selection.Status.DECIDED)
         record.save(update_fields=fields)
         audit(record.selection, user, "record.signed", field=f"record:v{record.version}",
               new={"role": role, "sha256": record.signed_sha256})

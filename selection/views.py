@@ -18,6 +18,8 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from benchmarks.models import BenchmarkRun
+
 from . import selectors, services
 from .domain import criteria as criteria_domain
 from .domain.scenarios import SCENARIO_NAMES
@@ -57,9 +59,33 @@ def next_step(selection: Selection, *, has_constraints: bool | None = None, cand
     if (candidate_count if candidate_count is not None else selection.candidates.count()) == 0:
         return NextStep(_("Add candidates"), _("Add the engines to compare, with their endpoints and hardware."),
                         reverse("selection:candidates", args=[pk]))
+    record = selection.records.first()
+    if record is not None and record.status in ("signed", "superseded"):
+        return NextStep(_("Decided"), _("The signed decision record is ready for procurement."),
+                        reverse("selection:record", args=[pk, record.pk]))
+    if record is not None and record.status in ("in_review", "approved"):
+        return NextStep(_("Approve and sign the record"), _("Each named owner approves, then signs in turn."),
+                        reverse("selection:record", args=[pk, record.pk]))
+    if record is not None:
+        return NextStep(_("Send the record to review"), _("Complete the draft decision record and start the review."),
+                        reverse("selection:record", args=[pk, record.pk]))
+    if BenchmarkRun.objects.filter(candidate__selection=selection, status=BenchmarkRun.Status.SUCCEEDED).exists():
+        return NextStep(_("Compare and decide"), _("Read the side-by-side comparison, then draft the decision record."),
+                        reverse("selection:comparison", args=[pk]))
     return NextStep(_("Validate the candidates"), _("Check each candidate's capacity, then run the validation tests or "
                                                     "upload CI results."),
                     reverse("selection:evidence", args=[pk]))
+
+
+def leading_candidate(selection: Selection) -> dict | None:
+    """The latest scoring's leader and its evidence coverage (SIMULATED-only evidence is marked)."""
+    score = selection.scores.filter(include_simulated=False).exclude(leader="").first() \
+        or selection.scores.exclude(leader="").first()
+    if score is None:
+        return None
+    leader = next((c for c in score.result.get("candidates", []) if c.get("candidate") == score.leader), {})
+    return {"label": leader.get("label") or score.leader, "coverage": score.coverage,
+            "simulated": not score.signable}
 
 
 def _get_selection(request: HttpRequest, pk: int) -> Selection:
@@ -87,7 +113,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     rows = []
     for selection in selections:
         has_constraints = hasattr(selection, "constraints")
-        rows.append({"selection": selection, "next": next_step(
+        rows.append({"selection": selection, "leader": leading_candidate(selection), "next": next_step(
             selection, has_constraints=has_constraints, candidate_count=selection.candidate_count,
             gate_count=selection.gate_count)})
     can_create = request.user.is_superuser or Membership.objects.filter(

@@ -72,6 +72,8 @@ def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, 
                      pkcs12=dev_certs.pkcs12["platform"].read_bytes(), passphrase=PASSPHRASE)
     record = sign_all(record, owners, dev_certs)
     assert record.status == "signed" and record.signed_sha256
+    decided.refresh_from_db()
+    assert decided.status == "decided"
     pdf = record.signed_pdf.open("rb").read()
     settings.KVSELECT_TRUST_ROOTS = [str(dev_certs.ca_certificate)]
     report = records.verify(pdf)

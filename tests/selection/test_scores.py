@@ -73,3 +73,15 @@ def test_scores_api_returns_the_breakdown(candidates, architect):
     assert body["result"]["rules_version"].startswith("kvselect-scoring/")
     assert {c["candidate"] for c in body["result"]["candidates"]} == {str(c.pk) for c in candidates}
     assert body["result"]["sentences"]
+
+
+def test_dashboard_shows_leader_coverage_and_next_step(client, candidates, architect):
+    selection = candidates[0].selection
+    services.accept_scenario(selection=selection, user=architect)
+    services.set_gates(selection=selection, user=architect, gates={"memory": 0.1})
+    add_run(candidates[0])
+    compute_scores(selection)
+    client.force_login(architect)
+    body = client.get("/").content.decode()
+    assert "Leading candidate" in body and "Compare and decide" in body
+    assert candidates[0].display_name in body or candidates[1].display_name in body or candidates[2].display_name in body
