@@ -59,9 +59,14 @@ class _SavedFiles:
 
     def save(self, run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:
         artifact = Artifact(run=run, kind=kind, sha256=sha256_hex(data), size=len(data))
+        field = artifact.file.field
+        # The name is chosen first so that a write failing half-way (disk full) leaves no orphan file:
+        # Django's FileSystemStorage does not remove what it wrote before the error.
+        name = field.storage.get_available_name(field.generate_filename(artifact, filename), max_length=field.max_length)
         try:
-            artifact.file.save(filename, ContentFile(data), save=False)
+            artifact.file.name = field.storage.save(name, ContentFile(data), max_length=field.max_length)
         except OSError as exc:
+            self._delete(name)
             raise StorageFailure(f"could not store the {kind} artifact: {exc.strerror or exc}") from exc
         self.names.append(artifact.file.name)
         artifact.save()
@@ -69,10 +74,14 @@ class _SavedFiles:
 
     def discard(self) -> None:
         for name in self.names:
-            try:
-                default_storage.delete(name)
-            except OSError:  # best effort: an orphan file is harmless, a half row is not
-                logger.warning("could not delete orphan artifact %s", name)
+            self._delete(name)
+
+    @staticmethod
+    def _delete(name: str) -> None:
+        try:
+            default_storage.delete(name)
+        except OSError:  # best effort: an orphan file is harmless, a half row is not
+            logger.warning("could not delete orphan artifact %s", name)
 
 
 def requests_parquet(result: NormalizedResult) -> bytes | None:
