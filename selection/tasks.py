@@ -25,3 +25,12 @@ def recompute_scores(selection_id: int) -> int:
     selection = Selection.objects.get(pk=selection_id)
     compute_scores(selection, include_simulated=True)
     return compute_scores(selection, include_simulated=False).pk
+
+
+@shared_task(name="selection.tasks.render_record", acks_late=True, max_retries=2, default_retry_delay=10)
+def render_record(record_id: int) -> str:
+    """Render an approved record's frozen snapshot to PDF (the `render` queue)."""
+    from .models import DecisionRecord
+    from .records import render_pdf
+
+    return render_pdf(DecisionRecord.objects.get(pk=record_id)).pdf_sha256

@@ -8,6 +8,15 @@ router.register("candidates", views.CandidateViewSet, basename="candidate")
 router.register("engines", views.EngineViewSet, basename="engine")
 from django.urls import path
 
+from . import records as record_views
 from .capacity import CapacityView
 
-urlpatterns = [path("capacity/", CapacityView.as_view(), name="capacity"), *router.urls]
+urlpatterns = [
+    path("capacity/", CapacityView.as_view(), name="capacity"),
+    path("selections/<int:selection_id>/records/", record_views.SelectionRecordsView.as_view(), name="selection-records"),
+    path("records/verify/", record_views.RecordVerifyView.as_view(), name="record-verify"),
+    path("records/<int:record_id>/", record_views.RecordDetailView.as_view(), name="record-detail"),
+    path("records/<int:record_id>/sign/", record_views.RecordSignView.as_view(), name="record-sign"),
+    path("records/<int:record_id>/pdf/", record_views.RecordPdfView.as_view(), name="record-pdf"),
+    *router.urls,
+]

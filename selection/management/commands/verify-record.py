@@ -28,8 +28,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def known_hashes(self) -> Iterable[str] | None:
-        """SHA-256 of every PDF kvselect issued, or None when unknown (hook for the records app)."""
-        return None
+        """SHA-256 of every signed PDF kvselect issued."""
+        from selection.models import DecisionRecord
+
+        return set(DecisionRecord.objects.exclude(signed_sha256="").values_list("signed_sha256", flat=True))
 
     def trust_roots(self, given: list[str]) -> list[bytes]:
         paths = [Path(p) for p in given]
