@@ -22,9 +22,12 @@ def parse_upload(run_id: int) -> str:
 def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""
     from .models import BenchmarkRun
-    from .validation import EngineUnavailable, claim, execute
+    from .validation import EndpointBusy, EngineUnavailable, claim, execute
 
-    run = claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
+    try:
+        run = claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
+    except EndpointBusy as exc:  # wait for the other test on this engine; does not use up the retries
+        raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1)
     if run is None:
         return "not claimed"
     try:

@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 VALIDATION_TESTS = tuple(t for t in TEST_NAMES if t != "custom")
 HEARTBEAT_INTERVAL_S = 5.0
-STALE_AFTER = timedelta(seconds=60)  # no heartbeat for this long: the worker is gone
+STALE_AFTER = timedelta(seconds=120)  # no heartbeat for this long: the worker is gone
 PROGRESS_MIN_INTERVAL_S = 1.0
 CANCEL_POLL_S = 0.5
 ENGINE_SLUGS = {"vllm": "vllm", "sglang": "sglang", "lmdeploy": "lmdeploy", "tgi": "tgi", "tensorrt-llm": "trtllm",
@@ -122,9 +122,30 @@ def request_cancel(run: BenchmarkRun, user) -> BenchmarkRun:
 # ----------------------------------------------------------------------------- worker side
 
 
+class EndpointBusy(RuntimeError):
+    """Another run is load-testing the same candidate: tests must not overlap on one engine."""
+
+
 def claim(run_id: int, worker: str) -> BenchmarkRun | None:
-    """Atomically take a queued run (or one whose worker died). None: someone else owns it, or it is done."""
+    """Atomically take a queued run (or one whose worker died). None: someone else owns it, or it is done.
+
+    Raises EndpointBusy while another live run tests the same candidate (their load would mix).
+    """
     now = timezone.now()
+    with transaction.atomic():
+        candidate_id = BenchmarkRun.objects.filter(pk=run_id).values_list("candidate_id", flat=True).first()
+        if candidate_id is None:
+            return None
+        Candidate.objects.select_for_update().filter(pk=candidate_id).first()  # serialise claims per candidate
+        busy = BenchmarkRun.objects.filter(candidate_id=candidate_id, status=BenchmarkRun.Status.RUNNING,
+                                           origin=BenchmarkRun.Origin.HARNESS,
+                                           heartbeat_at__gte=now - STALE_AFTER).exclude(pk=run_id).exists()
+        if busy and BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).exists():
+            raise EndpointBusy(f"candidate {candidate_id} is under another test")
+        return _claim(run_id, worker, now)
+
+
+def _claim(run_id: int, worker: str, now) -> BenchmarkRun | None:
     fields = dict(status=BenchmarkRun.Status.RUNNING, worker=worker[:200], attempt=F("attempt") + 1, started_at=now,
                   heartbeat_at=now, error="", progress={"phase": "starting", "percent": 0})
     taken = BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED, cancel_requested=False).update(**fields)
@@ -181,19 +202,25 @@ class RunReporter:
     def _loop(self) -> None:
         from django.db import connection
 
+        from django.db import DatabaseError
+
         last_progress = last_beat = 0.0
         try:
             while not self._stop.wait(CANCEL_POLL_S):
                 now = time.monotonic()
-                if BenchmarkRun.objects.filter(pk=self.run_id, cancel_requested=True).exists():
-                    self._cancel.set()
-                if now - last_progress >= PROGRESS_MIN_INTERVAL_S:
-                    self._flush()
-                    last_progress = now
-                if now - last_beat >= HEARTBEAT_INTERVAL_S:
-                    BenchmarkRun.objects.filter(pk=self.run_id, status=BenchmarkRun.Status.RUNNING).update(
-                        heartbeat_at=timezone.now())
-                    last_beat = now
+                try:
+                    if BenchmarkRun.objects.filter(pk=self.run_id, cancel_requested=True).exists():
+                        self._cancel.set()
+                    if now - last_progress >= PROGRESS_MIN_INTERVAL_S:
+                        self._flush()
+                        last_progress = now
+                    if now - last_beat >= HEARTBEAT_INTERVAL_S:
+                        BenchmarkRun.objects.filter(pk=self.run_id, status=BenchmarkRun.Status.RUNNING).update(
+                            heartbeat_at=timezone.now())
+                        last_beat = now
+                except DatabaseError as exc:  # a busy database must not silence the heartbeat for good
+                    logger.warning("run %s: reporter write failed, retrying: %s", self.run_id, exc)
+                    connection.close()
         finally:
             connection.close()
 

@@ -59,6 +59,53 @@ def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
     )
 
 
+def _verdict(run: BenchmarkRun, name: str) -> dict[str, Any] | None:
+    return next((v for v in run.verdicts or [] if v.get("name") == name), None)
+
+
+def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
+    """Scoring metrics a run's test-specific output implies (the harness's names -> scoring's names).
+
+    - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
+    - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %).
+    - prefix_reuse: prefix_saving_ratio = measured prefix-cache hit ratio / the shared share of the
+      prompt (prefix / (prefix + suffix)): 1 means every shareable token was reused.
+    - long_context: max_context_rung_reached = the largest rung that succeeded.
+    - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / first-turn (cold prefill) TTFT p50, a
+      conservative stand-in for "resume vs full recompute" (the resumed context is longer than turn 1);
+      continuation_correct = 1 when every resumed session continued identically, else 0.
+    """
+    derived: dict[str, float] = {}
+    points = {p.label: p for p in run.points.all()}
+    first = next(iter(points.values()), None)
+    if run.test == "concurrency_stress" and first is not None:
+        peak = (first.extra or {}).get("kv_usage_ratio_max")
+        if peak is not None:
+            derived["kv_headroom_at_target"] = max(0.0, 1.0 - float(peak))
+    elif run.test == "stability":
+        drift = _verdict(run, "ttft_p99_drift")
+        if drift and drift.get("value") is not None:
+            derived["soak_drift_p99_ratio"] = max(0.0, 1.0 + float(drift["value"]) / 100.0)
+    elif run.test == "prefix_reuse":
+        on = points.get("prefix_on") or first
+        prefix, suffix = (run.params or {}).get("prefix_tokens"), (run.params or {}).get("suffix_tokens")
+        hit = (on.extra or {}).get("prefix_hit_ratio") if on is not None else None
+        if hit is not None and prefix and suffix:
+            derived["prefix_saving_ratio"] = min(1.0, float(hit) / (prefix / (prefix + suffix)))
+    elif run.test == "long_context":
+        rung = (run.metadata or {}).get("largest_successful_rung")
+        if rung:
+            derived["max_context_rung_reached"] = float(rung)
+    elif run.test == "swap_recovery":
+        turn1, resume = points.get("turn1"), points.get("resume")
+        if turn1 is not None and resume is not None and turn1.ttft_ms.get("p50") and resume.ttft_ms.get("p50"):
+            derived["swap_resume_ttft_ratio"] = resume.ttft_ms["p50"] / turn1.ttft_ms["p50"]
+        same = _verdict(run, "continuation_identical")
+        if same and same.get("passed") is not None:
+            derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
+    return derived
+
+
 def latest_runs(candidate: Candidate) -> dict[str, BenchmarkRun]:
     runs: dict[str, BenchmarkRun] = {}
     for run in candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED).prefetch_related("points"):
@@ -108,7 +155,8 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
                 constraints["ttft_p95_ms"], constraints["tpot_p95_ms"])
             put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
     for run in runs.values():
-        derived = dict((run.metadata or {}).get("derived") or {})
+        derived = derived_from_run(run)
+        derived.update((run.metadata or {}).get("derived") or {})
         for point in run.points.all():
             derived.update({k: v for k, v in (point.extra or {}).items() if k in DERIVED_METRICS})
         for name in DERIVED_METRICS:

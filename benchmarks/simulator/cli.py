@@ -51,7 +51,29 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         values["weight_bytes"] = options["weight_bytes"]
     if options["model"] != DEFAULT_MODEL:
         values["served_model_name"] = f"kvsim-{options['model']}"
+    if options.get("kv_bytes_per_token") is None and options.get("num_blocks") is None:
+        plan = capacity_plan(options["model"], options["gpu"])
+        if plan is not None:
+            return SimConfig.from_capacity_plan(plan, **{k: v for k, v in values.items() if k != "num_blocks"})
     return SimConfig(**values)
+
+
+CAPACITY_GPU_NAMES = {"H100": "H100-80GB", "H200": "H200-141GB", "A100-80G": "A100-80GB", "L40S": "L40S-48GB"}
+
+
+def capacity_plan(model: str, gpu: str) -> Any:
+    """Size the block pool with kvselect's capacity model when `model` is a shipped config (vLLM rules).
+
+    Returns None for names the capacity model does not know (the simulator's defaults apply)."""
+    try:
+        from selection.domain import capacity
+    except ImportError:  # the simulator used on its own
+        return None
+    names = {name.lower(): name for name in capacity.shipped_models()}
+    if model.lower() not in names:
+        return None
+    return capacity.plan_for_model(names[model.lower()], gpu=CAPACITY_GPU_NAMES.get(gpu, gpu), engine="vllm",
+                                   block_size=16, gpu_memory_utilization=0.9)
 
 
 def run(options: dict[str, Any], stdout=sys.stdout) -> int:

@@ -108,3 +108,27 @@ def test_validation_api_plans_starts_and_cancels(candidate, architect, reviewer)
     assert other.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 403
     response = client.post(f"/api/v1/runs/{run_id}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
+
+
+def test_two_tests_never_load_the_same_engine_at_once(candidate, architect):
+    first = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
+    second = validation.start_validation(candidate=candidate, test="prefix_reuse", user=architect)
+    assert validation.claim(first.pk, "w1") is not None
+    with pytest.raises(validation.EndpointBusy):
+        validation.claim(second.pk, "w2")
+    BenchmarkRun.objects.filter(pk=first.pk).update(status="succeeded")
+    assert validation.claim(second.pk, "w2") is not None
+
+
+def test_derived_scoring_metrics_from_harness_output(candidate):
+    from selection.evidence import derived_from_run
+
+    run = BenchmarkRun.objects.create(candidate=candidate, test="prefix_reuse", origin="harness", status="succeeded",
+                                      params={"prefix_tokens": 750, "suffix_tokens": 250})
+    from benchmarks.models import RunPoint
+
+    RunPoint.objects.create(run=run, index=0, label="prefix_on", extra={"prefix_hit_ratio": 0.6})
+    assert derived_from_run(run) == {"prefix_saving_ratio": pytest.approx(0.8)}
+    stability = BenchmarkRun.objects.create(candidate=candidate, test="stability", origin="harness", status="succeeded",
+                                            verdicts=[{"name": "ttft_p99_drift", "passed": True, "value": 12.0}])
+    assert derived_from_run(stability) == {"soak_drift_p99_ratio": pytest.approx(1.12)}

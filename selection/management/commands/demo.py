@@ -1,10 +1,19 @@
-"""`make demo`: set up the embedded default, run a sample selection end to end, then serve the UI."""
+"""`make demo`: the whole pipeline on the embedded default, then the UI.
+
+Migrate, load the catalog, create a sample selection, start three simulated engines (one per
+allocation strategy) and a real Celery worker, run the five validation tests per candidate
+through the `gpu` queue, score, draft a decision record, have the three owners approve and sign
+it with development certificates, write the PDF under var/, then serve http://127.0.0.1:8000.
+Every result is SIMULATED and labelled so.
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,106 +22,261 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from selection import services
-from selection.models import Membership, Selection, Team
+from benchmarks import validation
+from benchmarks.models import BenchmarkRun
+from selection import records, services
+from selection.models import DecisionRecord, Engine, Membership, Selection, Team
+from selection.scores import compute_scores
+from selection.signing import issue_dev_certificates
 
 DEMO_TEAM = "Demo platform team"
 DEMO_SELECTION = "Customer-support assistant (demo)"
 DEMO_CONSTRAINTS = {
-    "peak_concurrency": 256, "request_rate": 30.0, "avg_input_tokens": 1200, "p95_input_tokens": 3000,
-    "max_input_tokens": 8192, "avg_output_tokens": 250, "max_output_tokens": 1024, "multi_turn": True,
-    "average_turns": 5, "idle_seconds_between_turns": 40, "concurrent_sessions": 400, "never_swap_sessions": 20,
-    "ttft_p95_ms": 800.0, "tpot_p95_ms": 50.0, "e2e_p95_ms": 15000.0, "throughput_target_tokens_s": 6000,
-    "gpu_model": "H100", "gpu_memory_gib": 80.0, "gpu_count_budget": 4, "cost_per_gpu_hour": "2.50",
+    "peak_concurrency": 32, "request_rate": 8.0, "avg_input_tokens": 1024, "p95_input_tokens": 4096,
+    "max_input_tokens": 32768, "avg_output_tokens": 128, "max_output_tokens": 1024, "multi_turn": True,
+    "average_turns": 5, "idle_seconds_between_turns": 6, "concurrent_sessions": 8, "never_swap_sessions": 2,
+    "ttft_p95_ms": 1500.0, "tpot_p95_ms": 60.0, "e2e_p95_ms": 20000.0, "throughput_target_tokens_s": 1500,
+    "gpu_model": "H100", "gpu_memory_gib": 80.0, "gpu_count_budget": 2, "cost_per_gpu_hour": "2.50",
     "ops_team_size": 3, "target_model": "Llama-3.1-8B", "kv_precisions_allowed": ["bf16", "fp8"],
     "notes": "Demo data: every result in this selection comes from the kvselect simulator (SIMULATED).",
 }
+# (catalog engine, simulator allocation strategy, extra simulator flags)
+DEMO_CANDIDATES = (
+    ("vllm", "paged-prefix", []),
+    ("sglang", "radix", []),
+    ("llama-cpp", "static", ["--max-model-len", "40960"]),
+)
+# Short parameters so the whole pipeline takes a couple of minutes on a laptop.
+DEMO_PARAMS = {
+    "concurrency_stress": {"concurrency": 32, "duration_s": 8.0, "warmup_s": 1.0, "settle_s": 2.0, "abort_fraction": 0.05},
+    "long_context": {"rungs": [8192, 16384, 32768], "repeats": 1, "background_lead_s": 2.0, "background_concurrency": 4},
+    "swap_recovery": {"sessions": 8, "idle_s": 6.0, "parallel": 8, "pressure_concurrency": 16},
+    "prefix_reuse": {"requests": 64, "concurrency": 16},
+    "stability": {"concurrency": 16, "duration_s": 16.0, "window_s": 4.0},
+}
+PERSONS = {"business": ("business", "伟", "张"), "platform": ("platform", "Priya", "Raman"),
+           "security": ("security", "Jonas", "Berg"), "observer": ("observer", "Ana", "Silva")}
+
+
+def free_port(preferred: int) -> int:
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", preferred)) != 0:
+            return preferred
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class Command(BaseCommand):
-    help = "Set up kvselect on the embedded default, run the sample selection end to end, then serve the UI."
+    help = "Run the sample selection end to end on the simulator, write a signed PDF under var/, then serve the UI."
 
     def add_arguments(self, parser):
         parser.add_argument("--no-serve", action="store_true", help="Stop after the pipeline (same as DEMO_SERVE=0)")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--fresh", action="store_true", help="Run the pipeline again even if a signed record exists")
 
     def step(self, message: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"==> {message}"))
 
     def handle(self, *args, **options):
+        self.children: list[subprocess.Popen] = []
         serve = not options["no_serve"] and os.environ.get("DEMO_SERVE", "1") != "0"
+        try:
+            self.run_pipeline(options)
+            if serve:
+                self.serve(options["port"])
+        finally:
+            self.stop_children()
+
+    # ------------------------------------------------------------------ pipeline
+
+    def run_pipeline(self, options) -> None:
         self.step("Migrating the database")
         call_command("migrate", interactive=False, verbosity=0)
         self.step("Loading the engine catalog")
-        count = services.load_engine_catalog()
-        self.stdout.write(f"    {count} engines")
+        self.stdout.write(f"    {services.load_engine_catalog()} engines")
         self.step("Creating the demo users, team and sample selection")
-        username, password = self.ensure_demo_user()
-        selection = self.ensure_sample_selection(username)
+        self.password = self.ensure_users()
+        selection = self.ensure_selection()
         self.stdout.write(f"    selection #{selection.pk}: {selection.name} -> scenario {selection.scenario}")
         for reason in selection.scenario_reasons:
             self.stdout.write(f"      - {reason}")
-        self.stdout.write(self.style.SUCCESS("Demo ready."))
-        self.stdout.write(f"    Log in as {username} / {password}")
-        if serve:
-            self.serve(options["port"], username, password)
+        self.step("Issuing development signing certificates (DEVELOPMENT CA, not for production)")
+        certs, passphrase = self.ensure_certs()
+        self.step("Starting the simulated engines (SIMULATED) and a Celery worker")
+        self.start_simulators(selection)
+        self.start_worker()
+        signed = selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
+        if signed is None or options["fresh"]:
+            self.step("Running the five validation tests per candidate on the gpu queue")
+            self.run_validations(selection)
+            self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
+            score = compute_scores(selection, include_simulated=True)
+            for sentence in score.result.get("sentences", [])[:4]:
+                self.stdout.write(f"    {sentence}")
+            self.step("Decision record: review, approvals and three PAdES signatures")
+            signed = self.sign_record(selection, certs, passphrase)
+        out = Path(settings.VAR_DIR) / "demo-decision-record.pdf"
+        with signed.signed_pdf.open("rb") as handle:
+            out.write_bytes(handle.read())
+        self.stdout.write(self.style.SUCCESS(f"    signed PDF (marked SIMULATED): {out}"))
+        self.check_pdfsig(out)
+        self.stdout.write(self.style.SUCCESS("Demo pipeline complete."))
+        self.stdout.write(f"    Log in as architect / {self.password}  (owners: business, platform, security — same password)")
 
-    def ensure_demo_user(self) -> tuple[str, str]:
+    def ensure_users(self) -> str:
         User = get_user_model()
-        username = "architect"
         password_file = Path(settings.VAR_DIR) / "demo-password"
-        user = User.objects.filter(username=username).first()
-        if user is None or not password_file.exists():
-            password = secrets.token_urlsafe(12)
-            user = user or User(username=username, first_name="Demo", last_name="Architect")
-            user.set_password(password)
-            user.save()
-            password_file.write_text(password)
+        if not password_file.exists():
+            password_file.write_text(secrets.token_urlsafe(12))
             password_file.chmod(0o600)
-        return username, password_file.read_text().strip()
+        password = password_file.read_text().strip()
+        for username, first, last in [("architect", "Demo", "Architect"), *PERSONS.values()]:
+            user, _ = User.objects.get_or_create(username=username, defaults={"first_name": first, "last_name": last})
+            if not user.check_password(password):
+                user.set_password(password)
+                user.save()
+        return password
 
     @transaction.atomic
-    def ensure_sample_selection(self, username: str) -> Selection:
+    def ensure_selection(self) -> Selection:
         User = get_user_model()
-        architect = User.objects.get(username=username)
+        architect = User.objects.get(username="architect")
         team, _ = Team.objects.get_or_create(name=DEMO_TEAM)
         Membership.objects.get_or_create(team=team, user=architect, defaults={"role": Membership.Role.ARCHITECT})
         owners = {}
-        for role, (login, first, last) in {
-            "business_owner": ("business", "Wei", "Zhang"), "platform_owner": ("platform", "Priya", "Raman"),
-            "security_owner": ("security", "Jonas", "Berg"), "observer": ("observer", "Ana", "Silva"),
-        }.items():
-            user, created = User.objects.get_or_create(username=login, defaults={"first_name": first, "last_name": last})
-            if created:
-                user.set_unusable_password()
-                user.save()
+        for role, (username, _, _) in PERSONS.items():
+            user = User.objects.get(username=username)
             Membership.objects.get_or_create(team=team, user=user, defaults={"role": Membership.Role.REVIEWER})
-            owners[role] = user
+            owners[role if role == "observer" else f"{role}_owner"] = user
         selection = Selection.objects.filter(team=team, name=DEMO_SELECTION).first()
         if selection is None:
             selection = services.create_selection(user=architect, team=team, name=DEMO_SELECTION,
-                                                  description="A support assistant with multi-turn sessions.",
-                                                  **owners)
+                                                  description="A support assistant with multi-turn sessions.", **owners)
             services.save_constraints(selection=selection, user=architect, data=dict(DEMO_CONSTRAINTS))
-            services.set_gates(selection=selection, user=architect, gates={"memory": 0.5, "persistence": 0.5})
+            services.set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
             selection.refresh_from_db()
             services.accept_scenario(selection=selection, user=architect)
-        return selection
+            for slug, profile, _ in DEMO_CANDIDATES:
+                engine = Engine.objects.get(slug=slug)
+                services.add_candidate(selection=selection, user=architect, data={
+                    "engine": engine, "engine_version": engine.versions[0], "label": f"{engine.name} (simulated {profile})",
+                    "model_name": "kvsim-llama-3.1-8b", "gpu_model": "H100", "gpu_count": 1})
+        return Selection.objects.get(pk=selection.pk)
 
-    def serve(self, port: int, username: str, password: str) -> None:
-        """A real Celery worker next to the web server, so jobs run off the request path."""
-        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "default,gpu,render",
-                                   "--pool", "threads", "-c", "4", "--loglevel", "WARNING"])
-        self.stdout.write(self.style.SUCCESS(f"Serving on http://127.0.0.1:{port}/  (log in as {username} / {password})"))
-        try:
-            call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
-        finally:
-            worker.send_signal(signal.SIGTERM)
+    def ensure_certs(self):
+        out = Path(settings.VAR_DIR) / "dev-certs"
+        passphrase_file = out / "passphrase.txt"
+        names = {role: f"{first} {last}" if role != "business" else f"{last}{first}"
+                 for role, (_, first, last) in PERSONS.items() if role != "observer"}
+        if not passphrase_file.exists() or not (out / "dev-ca.pem").exists():
+            out.mkdir(parents=True, exist_ok=True)
+            passphrase_file.write_text(secrets.token_urlsafe(16))
+            passphrase_file.chmod(0o600)
+            issue_dev_certificates(out, names, passphrase_file.read_text().strip())
+        paths = {role: out / f"{role}.p12" for role in names}
+        missing = [str(p) for p in paths.values() if not p.exists()]
+        if missing:
+            issue_dev_certificates(out, names, passphrase_file.read_text().strip())
+        self.stdout.write(f"    {out} (CA: dev-ca.pem)")
+        return paths, passphrase_file.read_text().strip()
+
+    def start_simulators(self, selection: Selection) -> None:
+        for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
+            port = free_port(8101 + index)
+            command = [sys.executable, "-m", "benchmarks.simulator", "--profile", profile, "--port", str(port),
+                       "--model", "llama-3.1-8b", "--gpu", "H100", *extra]
+            self.children.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            url = f"http://127.0.0.1:{port}"
+            candidate = selection.candidates.get(engine__slug=slug)
+            candidate.endpoint_url, candidate.metrics_url = url, f"{url}/metrics"
+            candidate.save(update_fields=["endpoint_url", "metrics_url"])
+            self.wait_for_port(port, f"simulator {profile}")
+            self.stdout.write(f"    {candidate.display_name}: {url} (profile {profile})")
+
+    def wait_for_port(self, port: int, what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.2)
+        raise CommandError(f"{what} did not start on port {port}")
+
+    def start_worker(self) -> None:
+        self.children.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-B", "-Q", "default,gpu,render",
+             "--pool", "threads", "-c", "6", "--loglevel", "WARNING", "-s", str(Path(settings.VAR_DIR) / "celerybeat-schedule")],
+            stdout=subprocess.DEVNULL, stderr=open(Path(settings.VAR_DIR) / "demo-worker.log", "ab")))
+
+    def run_validations(self, selection: Selection) -> None:
+        architect = get_user_model().objects.get(username="architect")
+        runs = []
+        for candidate in selection.candidates.select_related("engine"):
+            for test, params in DEMO_PARAMS.items():
+                runs.append(validation.start_validation(candidate=candidate, test=test, user=architect, params=params,
+                                                        label="demo"))
+        deadline = time.monotonic() + 900
+        last = ""
+        while time.monotonic() < deadline:
+            states = list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"))
+            done = [r for r in states if r.is_terminal]
+            percent = sum(100 if r.is_terminal else (r.progress or {}).get("percent") or 0 for r in states) / len(states)
+            bar = "#" * int(percent / 4)
+            line = f"    [{bar:<25}] {percent:5.1f}%  {len(done)}/{len(states)} runs done"
+            if line != last:
+                self.stdout.write(line)
+                last = line
+            if len(done) == len(states):
+                break
+            time.sleep(2)
+        else:
+            raise CommandError("validation runs did not finish within 15 minutes; see var/demo-worker.log")
+        for run in BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"):
+            mark = self.style.SUCCESS("ok") if run.status == "succeeded" else self.style.ERROR(run.status)
+            self.stdout.write(f"    {run.candidate.engine.name:<14} {run.test:<20} {mark} {run.evidence} {run.error[:80]}")
+
+    def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
+        User = get_user_model()
+        architect = User.objects.get(username="architect")
+        record = records.create_draft(selection=selection, user=architect, include_simulated=True,
+                                      rationale="Demonstration only: every figure comes from the simulator.")
+        record = records.start_review(record=record, user=architect)
+        for role in records.ROLES:
+            record = records.approve(record=record, user=User.objects.get(username=role), role=role,
+                                     comment_text="Approved for the demo.")
+        for role in records.ROLES:
+            record = records.sign(record=record, user=User.objects.get(username=role), role=role,
+                                  pkcs12=certs[role].read_bytes(), passphrase=passphrase)
+            self.stdout.write(f"    signed by the {role} owner")
+        return record
+
+    def check_pdfsig(self, path: Path) -> None:
+        if not shutil.which("pdfsig"):
+            self.stdout.write("    (pdfsig not installed: skipped the Poppler cross-check)")
+            return
+        result = subprocess.run(["pdfsig", str(path)], capture_output=True, text=True)
+        valid = result.stdout.count("Signature is Valid")
+        self.stdout.write(f"    pdfsig: {valid} signatures valid")
+        if valid < 3:
+            raise CommandError(f"pdfsig did not validate the three signatures:\n{result.stdout}")
+
+    # ------------------------------------------------------------------ serving
+
+    def serve(self, port: int) -> None:
+        self.stdout.write(self.style.SUCCESS(
+            f"Serving on http://127.0.0.1:{port}/  (log in as architect / {self.password})"))
+        call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
+
+    def stop_children(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in self.children:
             try:
-                worker.wait(timeout=10)
+                child.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                worker.kill()
-            time.sleep(0)
+                child.kill()
