@@ -145,3 +145,41 @@ def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(selecti
     assert run.partial and any("partial" in note for note in run.notes)  # ...and labelled partial
     assert run.artifacts.filter(kind="native").exists()
     assert run.evidence == "SIMULATED"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_of_one_run_have_exactly_one_winner(engine_candidate, architect):
+    """Redelivery races (two workers get the same message): the database decides, one wins."""
+    import threading
+
+    from django.db import connection
+
+    run = validation.start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect,
+                                      params=dict(LONG, duration_s=1.0))
+    barrier, results, errors = threading.Barrier(6), [], []
+
+    def worker(name):
+        try:
+            barrier.wait(10)
+            results.append((name, validation.claim(run.pk, name)))
+        except Exception as exc:  # a lock timeout would be a bug too: report it
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    if connection.vendor == "sqlite":
+        # SQLite's deferred transactions refuse the read-to-write upgrade at once ("database is
+        # locked") instead of waiting: a loser errors out, which is still not a second execution.
+        # (OPTIONS transaction_mode=IMMEDIATE would make them wait and return None instead.)
+        assert all("database is locked" in str(exc) for exc in errors), errors
+    else:
+        assert not errors, errors
+    winners = [name for name, claimed in results if claimed is not None]
+    assert len(results) + len(errors) == 6 and len(winners) == 1
+    final = _status(run.pk)
+    assert final.status == "running" and final.attempt == 1 and final.worker == winners[0]
