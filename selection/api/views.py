@@ -52,7 +52,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         return Response(ConstraintsSerializer(constraints).data)
 
     @extend_schema(request=WeightsUpdateSerializer, responses=WeightSerializer(many=True))
-    @action(detail=True, methods=["get", "put"])
+    @action(detail=True, methods=["get", "put"], pagination_class=None)
     def weights(self, request, pk=None, format=None):
         selection = self.get_object()
         if request.method == "PUT":
@@ -62,7 +62,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         return Response(WeightSerializer(selection.weights.all(), many=True).data)
 
     @extend_schema(request=GatesUpdateSerializer, responses=GateSerializer(many=True))
-    @action(detail=True, methods=["get", "put"])
+    @action(detail=True, methods=["get", "put"], pagination_class=None)
     def gates(self, request, pk=None, format=None):
         selection = self.get_object()
         warnings: list[str] = []
@@ -82,8 +82,9 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         services.accept_scenario(selection=selection, user=request.user)
         return Response(SelectionSerializer(selection, context={"request": request}).data)
 
-    @extend_schema(request=CandidateSerializer, responses=CandidateSerializer(many=True))
-    @action(detail=True, methods=["get", "post"])
+    @extend_schema(methods=["GET"], responses=CandidateSerializer(many=True))
+    @extend_schema(methods=["POST"], request=CandidateSerializer, responses={201: CandidateSerializer})
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
     def candidates(self, request, pk=None, format=None):
         selection = self.get_object()
         if request.method == "GET":
@@ -114,7 +115,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
                          "result": score.result})
 
     @extend_schema(responses=AuditEntrySerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)  # the newest 500, unpaginated (as documented)
     def audit(self, request, pk=None, format=None):
         selection = self.get_object()
         return Response(AuditEntrySerializer(selection.audit.select_related("actor")[:500], many=True).data)
