@@ -28,7 +28,7 @@ test: venv system-deps
 	bash scripts/run-tests.sh
 
 bench: venv
-	bash scripts/run-bench.sh
+	BENCH="$(BENCH)" bash scripts/run-bench.sh
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 var/media staticfiles

@@ -1,6 +1,8 @@
 from django.urls import path
 
-from . import views
+from benchmarks import urls as evidence_urls
+
+from . import views, views_capacity
 
 app_name = "selection"
 
@@ -14,4 +16,8 @@ urlpatterns = [
     path("selections/<int:pk>/gates/", views.gates, name="gates"),
     path("selections/<int:pk>/candidates/", views.candidates, name="candidates"),
     path("selections/<int:pk>/candidates/<int:candidate_pk>/", views.candidate_edit, name="candidate-edit"),
+    path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", views_capacity.capacity_page, name="capacity"),
+    *evidence_urls.urlpatterns,  # validation, runs, CI tokens and uploads (benchmarks/views.py)
 ]
+from .urls_decision import urlpatterns as decision_urlpatterns  # noqa: E402  steps 6-7: comparison, records, verify
+urlpatterns += decision_urlpatterns

@@ -57,8 +57,9 @@ def next_step(selection: Selection, *, has_constraints: bool | None = None, cand
     if (candidate_count if candidate_count is not None else selection.candidates.count()) == 0:
         return NextStep(_("Add candidates"), _("Add the engines to compare, with their endpoints and hardware."),
                         reverse("selection:candidates", args=[pk]))
-    return NextStep(_("Validate the candidates"), _("Run the validation tests on the priority dimensions."),
-                    reverse("selection:detail", args=[pk]))
+    return NextStep(_("Validate the candidates"), _("Check each candidate's capacity, then run the validation tests or "
+                                                    "upload CI results."),
+                    reverse("selection:evidence", args=[pk]))
 
 
 def _get_selection(request: HttpRequest, pk: int) -> Selection:

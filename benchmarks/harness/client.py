@@ -12,11 +12,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import aiohttp
+
+from benchmarks.harness.rawhttp import HTTPError, RawHTTPPool
 
 Api = Literal["chat", "completions"]
 
@@ -28,6 +32,8 @@ _OOM_PATTERN = re.compile(
 )
 
 _STALE_CONNECTION_RETRIES = 4
+# Events that need the full JSON parse (see OpenAIClient._read_stream's fast path).
+_SPECIAL_MARKERS = (b'"usage"', b'"error"', b"[DONE]", b'"finish_reason":"', b'"finish_reason": "')
 
 ERROR_CLASSES = ("http", "timeout", "disconnect", "connect", "oom", "stream_error", "cancelled", "client")
 
@@ -59,6 +65,37 @@ class SSEParser:
             self._buffer = blocks.pop()
         payloads = []
         for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:  # the common case, inline for speed
+                payloads.append(block[6:])
+                continue
+            payload = _event_data(block)
+            if payload is not None:
+                payloads.append(payload)
+        return payloads
+
+    def take_complete(self, data: bytes) -> bytes:
+        """Feed bytes; return the region of complete events (LF-normalised), keep the rest buffered."""
+        buffer = self._buffer + data if self._buffer else data
+        held = b""
+        if b"\r" in buffer:
+            if buffer.endswith(b"\r"):
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        cut = buffer.rfind(b"\n\n")
+        if cut < 0:
+            self._buffer = buffer + held
+            return b""
+        self._buffer = buffer[cut + 2:] + held
+        return buffer[: cut + 2]
+
+    @staticmethod
+    def events_of(complete: bytes) -> list[bytes]:
+        """The data payloads of a region returned by take_complete."""
+        payloads = []
+        for block in complete.split(b"\n\n")[:-1]:
+            if block[:6] == b"data: " and b"\n" not in block:
+                payloads.append(block[6:])
+                continue
             payload = _event_data(block)
             if payload is not None:
                 payloads.append(payload)
@@ -278,6 +315,7 @@ class OpenAIClient:
         keep_text: bool = False,
         max_connections: int = 0,
         keep_alive: bool = True,
+        transport: Literal["auto", "raw", "aiohttp"] = "auto",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
@@ -293,6 +331,27 @@ class OpenAIClient:
         # every streamed response while advertising keep-alive; the client then switches this off
         # by itself at the first stale connection (see send), or it can be off from the start.
         self.keep_alive = keep_alive
+        self.request_timeout_s = request_timeout_s
+        # Transport for completions: the lean protocol client on plain http (cheaper per token and
+        # timestamps taken where bytes arrive), aiohttp for https or when asked.
+        parts = urlsplit(self.base_url)
+        use_raw = transport == "raw" or (transport == "auto" and parts.scheme == "http")
+        if transport == "raw" and parts.scheme != "http":
+            raise ValueError(f"OpenAIClient.transport: 'raw' needs a plain http URL, got {parts.scheme!r}")
+        self._raw: RawHTTPPool | None = None
+        if use_raw:
+            host = parts.hostname or "127.0.0.1"
+            port = parts.port or 80
+            self._raw = RawHTTPPool(host, port, keep_alive=keep_alive)
+            host_header = parts.netloc.rsplit("@", 1)[-1]
+            auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+            prefix = parts.path.rstrip("/")
+            self._raw_head_template = (
+                "POST " + prefix.replace("{", "{{").replace("}", "}}") + "{path} HTTP/1.1\r\nHost: "
+                + host_header.replace("{", "{{").replace("}", "}}")
+                + "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {length}\r\n"
+                + auth.replace("{", "{{").replace("}", "}}") + "\r\n"
+            )
         self._session: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:  # never show the key
@@ -314,6 +373,8 @@ class OpenAIClient:
             )
 
     async def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -349,6 +410,8 @@ class OpenAIClient:
         record.request_id, record.tag, record.streamed = spec.request_id, spec.tag, spec.stream
         path = "/v1/chat/completions" if spec.api == "chat" else "/v1/completions"
         data = json.dumps(spec.body(self.model)).encode()
+        if self._raw is not None:
+            return await self._send_raw(spec, record, path, data)
         session = self.session
         perf = time.perf_counter
         record.send_time = perf()
@@ -402,11 +465,70 @@ class OpenAIClient:
             record.error_class, record.error = "client", f"{type(exc).__name__}: {exc}"[:500]
         return record
 
-    async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord, spec: RequestSpec) -> None:
-        parser = SSEParser()
+    async def _send_raw(self, spec: RequestSpec, record: RequestRecord, path: str, data: bytes) -> RequestRecord:
+        """The same request over the lean protocol client (plain http): timestamps in data_received."""
+        pool = self._raw
+        assert pool is not None
+        head = self._raw_head_template.format(path=path, length=len(data)).encode("latin-1")
+        recorder = StreamRecorder(record, spec.api, self.keep_text, spec.abort_after_tokens) if spec.stream else None
+        collected: list[bytes] = []
         perf = time.perf_counter
-        api, keep_text = spec.api, self.keep_text
-        abort_after = spec.abort_after_tokens
+
+        def on_body(protocol: Any, now: float, chunk: bytes) -> None:
+            if recorder is None or protocol.status >= 400:
+                collected.append(chunk)
+                return
+            if record.aborted:
+                return
+            if recorder.feed(now, chunk):
+                pool.abort(protocol)  # the engine sees the client disconnect
+
+        def on_start() -> None:
+            record.send_time = perf()
+
+        try:
+            status, _, _ = await pool.request(head, data, on_body, self.request_timeout_s, on_start=on_start)
+        except asyncio.CancelledError:
+            record.end_time = perf()
+            record.error_class, record.error = "cancelled", "cancelled by the load controller"
+            raise
+        except asyncio.TimeoutError:
+            record.end_time = perf()
+            record.error_class, record.error = "timeout", "no data within the read timeout"
+            return record
+        except OSError as exc:
+            if record.aborted:
+                return record
+            record.end_time = perf()
+            if isinstance(exc, (ConnectionRefusedError, socket.gaierror)) or record.send_time == 0.0:
+                record.error_class = "connect"
+            else:
+                record.error_class = "disconnect"
+            record.error = f"{type(exc).__name__}: {exc}"[:500]
+            return record
+        except HTTPError as exc:
+            record.end_time = perf()
+            record.error_class, record.error = "client", f"malformed HTTP response: {exc}"[:500]
+            return record
+        record.http_status = status
+        if record.aborted:
+            return record
+        if status >= 400:
+            text = b"".join(collected).decode("utf-8", "replace")[:500]
+            record.end_time = perf()
+            record.error = f"HTTP {status}: {text}"
+            record.error_class = "oom" if _OOM_PATTERN.search(text) else "http"
+            return record
+        if recorder is None:
+            record.end_time = perf()
+            _handle_complete_response(record, b"".join(collected), spec.api, self.keep_text)
+            return record
+        recorder.finish(recorder.last_data if recorder.last_data is not None else perf())
+        return record
+
+    async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord, spec: RequestSpec) -> None:
+        recorder = StreamRecorder(record, spec.api, self.keep_text, spec.abort_after_tokens)
+        perf = time.perf_counter
         content = response.content
         last_data = perf()
         while True:
@@ -415,18 +537,86 @@ class OpenAIClient:
             if not data:
                 break
             last_data = now
-            for payload in parser.feed(data):
-                _handle_payload(record, payload, now, api, keep_text)
-            if abort_after is not None and sum(record.chunk_tokens) >= abort_after:
-                record.aborted = True
-                record.end_time = now
-                if not record.usage_reported:
-                    record.output_tokens = sum(record.chunk_tokens)
+            if recorder.feed(now, data):
                 response.close()  # drops the connection: the engine sees a client disconnect
                 return
-        record.end_time = last_data  # the last byte's arrival
-        for payload in parser.flush():
-            _handle_payload(record, payload, record.end_time, api, keep_text)
+        recorder.finish(last_data)
+
+
+
+class StreamRecorder:
+    """Turns the bytes of one SSE response into a RequestRecord, read by read.
+
+    Fast path, per network read: when every complete event in the read is a plain one-token
+    chunk (content non-empty, finish_reason null, no usage, no error: counted with a few C-level
+    scans of the whole read), the events are recorded without a JSON parse. Any other event goes
+    through the full parse. The markers cannot occur inside a JSON string (quotes are escaped
+    there), so a mismatch only ever sends a read to the slow path.
+    """
+
+    __slots__ = ("record", "api", "keep_text", "abort_after", "parser", "marker_sets", "last_data")
+
+    def __init__(self, record: RequestRecord, api: Api, keep_text: bool, abort_after: int | None) -> None:
+        self.record, self.api, self.keep_text, self.abort_after = record, api, keep_text, abort_after
+        self.parser = SSEParser()
+        key = b'"content":' if api == "chat" else b'"text":'
+        self.marker_sets = ((key + b'"', key + b'""', b'"finish_reason":null'),
+                            (key[:-1] + b': "', key[:-1] + b': ""', b'"finish_reason": null'))
+        self.last_data: float | None = None
+
+    def feed(self, now: float, data: bytes) -> bool:
+        """Record one read; True when the stream should be closed now (deliberate abort)."""
+        self.last_data = now
+        record = self.record
+        complete = self.parser.take_complete(data)
+        if not complete:
+            return False
+        tail = complete
+        if not self.keep_text:
+            # The plain head of the read: everything before the first event that carries usage,
+            # an error, a finish reason or [DONE] (those go through the full parse).
+            stop = len(complete)
+            for marker in _SPECIAL_MARKERS:
+                at = complete.find(marker, 0, stop)
+                if at >= 0:
+                    stop = at
+            if stop < len(complete):
+                boundary = complete.rfind(b"\n\n", 0, stop)
+                cut = boundary + 2 if boundary >= 0 else 0
+            else:
+                cut = len(complete)
+            head, tail = complete[:cut], complete[cut:]
+            events = head.count(b"\n\n")
+            if events and head.count(b"\n") == 2 * events and head.count(b"data: ") == events:
+                for content_marker, empty_marker, null_marker in self.marker_sets:
+                    if (head.count(null_marker) == events and head.count(content_marker) == events
+                            and empty_marker not in head):
+                        if record.first_token_time is None:
+                            record.first_token_time = now
+                        record.chunk_times.extend([now] * events)
+                        record.chunk_tokens.extend([1] * events)
+                        break
+                else:
+                    tail = complete
+            elif events:
+                tail = complete
+        if tail:
+            for payload in self.parser.events_of(tail):
+                _handle_payload(record, payload, now, self.api, self.keep_text)
+        if self.abort_after is not None and sum(record.chunk_tokens) >= self.abort_after:
+            record.aborted = True
+            record.end_time = now
+            if not record.usage_reported:
+                record.output_tokens = sum(record.chunk_tokens)
+            return True
+        return False
+
+    def finish(self, end_time: float) -> None:
+        """The stream ended (EOF) at `end_time`, the last byte's arrival."""
+        record = self.record
+        record.end_time = end_time
+        for payload in self.parser.flush():
+            _handle_payload(record, payload, end_time, self.api, self.keep_text)
         _finish(record)
 
 

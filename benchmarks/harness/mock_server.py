@@ -58,6 +58,8 @@ class MockConfig:
     chunk_tokens: int = 1  # tokens per SSE chunk
     usage_in_chunks: bool = False  # continuous usage stats in every chunk
     tokenize_endpoint: bool = True
+    compact_json: bool = False  # vLLM/SGLang write compact JSON; json.dumps' default has spaces
+    write_mode: str = "per_token"  # or "batched" (zero-delay streams only)
 
 
 @dataclass
@@ -69,6 +71,7 @@ class MockState:
     prefix_hits: int = 0
     seen_prefixes: set[str] = field(default_factory=set)
     aborted: int = 0
+    true_ttft_ms: dict[str, float] = field(default_factory=dict)  # by body["kvselect_request_id"]
 
 
 def _split_prompt(body: dict[str, Any], chat: bool) -> str:
@@ -193,6 +196,10 @@ def build_app(config: MockConfig | None = None) -> web.Application:
             await response.prepare(request)
             first_written = None
             step = max(config.chunk_tokens, 1)
+            separators = (",", ":") if config.compact_json else None
+            # batched: a zero-delay stream written in one piece (the mock spends its CPU on serving,
+            # not on per-token writes; the client still parses every event)
+            batch: list[bytes] | None = [] if config.write_mode == "batched" and ttft <= 0 and config.itl_s <= 0 else None
             sent = 0
             while sent < max_tokens:
                 due = start + ttft + config.itl_s * sent
@@ -219,11 +226,20 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                                          "model": body.get("model"), "choices": [choice]}
                 if config.usage_in_chunks:
                     chunk["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": sent}
-                await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                data = b"data: " + json.dumps(chunk, separators=separators).encode() + b"\n\n"
+                if batch is not None:
+                    batch.append(data)
+                    continue
                 if first_written is None:
-                    first_written = time.perf_counter()
+                    first_written = time.perf_counter()  # just before the bytes reach the socket
+                await response.write(data)
                 state.active_tokens[rid] = prompt_tokens + sent
+            if batch:
+                first_written = time.perf_counter()
+                await response.write(b"".join(batch))
             if include_usage:
+                if body.get("kvselect_request_id") is not None and first_written is not None:
+                    state.true_ttft_ms[str(body["kvselect_request_id"])] = (first_written - start_wall) * 1000.0
                 usage_chunk = {
                     "id": "mock", "object": obj_type, "created": created, "model": body.get("model"), "choices": [],
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
@@ -249,6 +265,10 @@ def build_app(config: MockConfig | None = None) -> web.Application:
     async def completions_handler(request: web.Request) -> web.StreamResponse:
         return await complete(request, chat=False)
 
+    async def true_ttfts(request: web.Request) -> web.Response:
+        return web.json_response(state.true_ttft_ms)
+
+    app.router.add_get("/mock/true_ttft", true_ttfts)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/tokenize", tokenize)
@@ -292,5 +312,11 @@ class MockServer:
 
 def serve_forever(config: MockConfig, host: str = "127.0.0.1", port: int = 8000, reuse_port: bool = False) -> None:
     """Blocking entry point for a separate mock process (the benchmark runs one or several)."""
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
     web.run_app(build_app(config), host=host, port=port, access_log=None, print=None,
                 reuse_port=reuse_port, backlog=4096, handler_cancellation=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +35,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def _train_tokenizer(vocab_size: int) -> tuple[list[str], list[int], list[str], dict[str, int]]:
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+def train_tokenizer(vocab_size: int = 400) -> Any:
+    """A byte-level BPE `tokenizers.Tokenizer` trained on CORPUS (specials first: ids 0, 1, 2)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -45,6 +47,11 @@ def _train_tokenizer(vocab_size: int) -> tuple[list[str], list[int], list[str], 
         show_progress=False,
     )
     tokenizer.train_from_iterator(CORPUS * 4, trainer=trainer)
+    return tokenizer
+
+
+def _train_tokenizer(vocab_size: int) -> tuple[list[str], list[int], list[str], dict[str, int]]:
+    tokenizer = train_tokenizer(vocab_size)
     model = json.loads(tokenizer.to_str())["model"]
     vocab: dict[str, int] = model["vocab"]
     tokens = [""] * len(vocab)

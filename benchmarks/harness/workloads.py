@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
-from benchmarks.harness.load import LoadConfig, LoadOutcome, requests_rows, run_load, summarize
+from benchmarks.harness.load import LoadConfig, LoadOutcome, requests_rows, run_async, run_load, summarize
 from benchmarks.harness.metrics import MetricsRecording, MetricsSampler
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
@@ -848,4 +848,4 @@ async def run_test(test: str, target: Target, params: dict[str, Any], **kwargs: 
 
 def run_test_sync(test: str, target: Target, params: dict[str, Any], **kwargs: Any) -> NormalizedResult:
     """Blocking wrapper for Celery tasks and the CLI (runs its own event loop)."""
-    return asyncio.run(run_test(test, target, params, **kwargs))
+    return run_async(run_test(test, target, params, **kwargs))

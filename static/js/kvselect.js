@@ -73,7 +73,44 @@
     });
   }
 
-  function init(root) { autosubmit(root); weights(root); gates(root); candidates(root); }
+  // Copy buttons: copy the text of the element named by data-copy (the one-time token, the curl example).
+  function copyButtons(root) {
+    root.querySelectorAll("button[data-copy]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var target = document.querySelector(button.dataset.copy);
+        if (!target) return;
+        var text = target.value !== undefined && target.tagName === "INPUT" ? target.value : target.textContent;
+        var label = button.textContent;
+        function done() { button.textContent = "✓"; setTimeout(function () { button.textContent = label; }, 1500); }
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(text).then(done, function () { selectText(target); });
+        } else {
+          selectText(target);
+          try { if (document.execCommand("copy")) done(); } catch (e) { /* the text stays selected for Ctrl+C */ }
+        }
+      });
+    });
+  }
+
+  function selectText(node) {
+    if (node.select) { node.select(); return; }
+    var range = document.createRange();
+    range.selectNodeContents(node);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+
+  // Destructive forms (revoke, cancel) ask first; works for plain and htmx submissions.
+  function confirms(root) {
+    root.querySelectorAll("form[data-confirm]").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        if (!window.confirm(form.dataset.confirm)) { event.preventDefault(); event.stopImmediatePropagation(); }
+      }, true);
+    });
+  }
+
+  function init(root) { autosubmit(root); weights(root); gates(root); candidates(root); copyButtons(root); confirms(root); }
   onReady(function () { init(document); });
   document.addEventListener("htmx:load", function (event) { if (event.target !== document.body) init(event.target); });
 })();

@@ -38,7 +38,7 @@ def test_random_passphrase_is_written_privately(tmp_path):
     signing.load_signer((tmp_path / "security.p12").read_bytes(), pw)
 
 
-def test_verify_record_signed_and_tampered(dev_certs, tmp_path, capsys):
+def test_verify_record_signed_and_tampered(dev_certs, tmp_path, capsys, db):
     rendered = render_record(records.sample_record_context(n_charts=0))
     pdf = signing.prepare_signature_fields(rendered.pdf, rendered.signature_boxes)
     for role in ("business", "platform", "security"):

@@ -9,6 +9,12 @@ from benchmarks.harness.mock_server import MockConfig
 from .conftest import run
 
 
+@pytest.fixture(params=["raw", "aiohttp"])
+def transport(request):
+    """Every client behaviour is checked on both transports."""
+    return request.param
+
+
 def send(server, spec, **client_kwargs):
     async def go():
         async with OpenAIClient(server.url, "m", **client_kwargs) as client:
@@ -17,9 +23,9 @@ def send(server, spec, **client_kwargs):
     return go()
 
 
-def test_chat_stream_records_usage_timing_and_definitions(with_mock):
+def test_chat_stream_records_usage_timing_and_definitions(with_mock, transport):
     record = with_mock(MockConfig(ttft_s=0.03, itl_s=0.005),
-                       lambda s: send(s, RequestSpec(prompt="a b c d", max_tokens=6), keep_text=True))
+                       lambda s: send(s, RequestSpec(prompt="a b c d", max_tokens=6), keep_text=True, transport=transport))
     assert record.ok and record.done_marker and record.usage_reported
     assert (record.prompt_tokens, record.output_tokens, record.finish_reason) == (4, 6, "length")
     assert len(record.chunk_times) == 6 and record.text.split() == record.text.split()[:6]
@@ -28,10 +34,10 @@ def test_chat_stream_records_usage_timing_and_definitions(with_mock):
     assert len(record.itl_ms()) == 5 and 2 < sum(record.itl_ms()) / 5 < 30
 
 
-def test_completions_api_and_max_completion_tokens_field(with_mock):
+def test_completions_api_and_max_completion_tokens_field(with_mock, transport):
     spec = RequestSpec(api="completions", prompt="x y", max_tokens=3, max_tokens_field="max_completion_tokens")
     assert "max_tokens" not in spec.body("m") and spec.body("m")["max_completion_tokens"] == 3
-    record = with_mock(None, lambda s: send(s, spec))
+    record = with_mock(None, lambda s: send(s, spec, transport=transport))
     assert record.ok and record.output_tokens == 3
 
 
@@ -43,26 +49,26 @@ def test_body_omits_ignore_eos_when_none_and_sends_usage_option():
         RequestSpec(api="completions").body("m")
 
 
-def test_stream_without_done_marker_still_completes(with_mock):
-    record = with_mock(MockConfig(send_done=False), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4)))
+def test_stream_without_done_marker_still_completes(with_mock, transport):
+    record = with_mock(MockConfig(send_done=False), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4), transport=transport))
     assert record.ok and not record.done_marker and record.output_tokens == 4
 
 
-def test_without_usage_tokens_come_from_chunks(with_mock):
+def test_without_usage_tokens_come_from_chunks(with_mock, transport):
     spec = RequestSpec(prompt="a", max_tokens=5, include_usage=False)
-    record = with_mock(None, lambda s: send(s, spec))
+    record = with_mock(None, lambda s: send(s, spec, transport=transport))
     assert record.ok and not record.usage_reported and record.output_tokens == 5 and record.prompt_tokens is None
 
 
-def test_usage_wins_over_chunk_count_and_multi_token_chunks_split_itl(with_mock):
+def test_usage_wins_over_chunk_count_and_multi_token_chunks_split_itl(with_mock, transport):
     record = with_mock(MockConfig(chunk_tokens=3, itl_s=0.003, usage_in_chunks=True),
-                       lambda s: send(s, RequestSpec(prompt="a", max_tokens=9)))
+                       lambda s: send(s, RequestSpec(prompt="a", max_tokens=9), transport=transport))
     assert record.chunk_tokens == [3, 3, 3] and record.output_tokens == 9
     assert len(record.itl_ms()) == 6  # two later chunks of 3 tokens each count 3 gaps
 
 
-def test_non_streaming_has_e2e_but_no_ttft(with_mock):
-    record = with_mock(MockConfig(ttft_s=0.01), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4, stream=False)))
+def test_non_streaming_has_e2e_but_no_ttft(with_mock, transport):
+    record = with_mock(MockConfig(ttft_s=0.01), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4, stream=False), transport=transport))
     assert record.ok and record.output_tokens == 4 and record.e2e_ms > 10
     assert record.ttft_ms is None and record.tpot_ms is None
 
@@ -76,27 +82,27 @@ def test_non_streaming_has_e2e_but_no_ttft(with_mock):
         (MockConfig(drop_after=2), "disconnect"),
     ],
 )
-def test_errors_are_classified(with_mock, config, error_class):
-    record = with_mock(config, lambda s: send(s, RequestSpec(prompt="a", max_tokens=6)))
+def test_errors_are_classified(with_mock, config, error_class, transport):
+    record = with_mock(config, lambda s: send(s, RequestSpec(prompt="a", max_tokens=6), transport=transport))
     assert not record.ok and record.error_class == error_class and record.error
 
 
-def test_read_timeout_is_classified(with_mock):
-    record = with_mock(MockConfig(ttft_s=2.0), lambda s: send(s, RequestSpec(prompt="a", max_tokens=2), request_timeout_s=0.2))
+def test_read_timeout_is_classified(with_mock, transport):
+    record = with_mock(MockConfig(ttft_s=2.0), lambda s: send(s, RequestSpec(prompt="a", max_tokens=2), request_timeout_s=0.2, transport=transport))
     assert record.error_class == "timeout"
 
 
-def test_connection_refused_is_classified():
+def test_connection_refused_is_classified(transport):
     async def go():
-        async with OpenAIClient("http://127.0.0.1:1", "m", connect_timeout_s=1) as client:
+        async with OpenAIClient("http://127.0.0.1:1", "m", connect_timeout_s=1, transport=transport) as client:
             return await client.send(RequestSpec(prompt="a"))
 
     assert run(go()).error_class == "connect"
 
 
-def test_deliberate_abort_closes_the_stream_and_the_engine_sees_it(with_mock):
+def test_deliberate_abort_closes_the_stream_and_the_engine_sees_it(with_mock, transport):
     async def go(server):
-        async with OpenAIClient(server.url, "m") as client:
+        async with OpenAIClient(server.url, "m", transport=transport) as client:
             record = await client.send(RequestSpec(prompt="a", max_tokens=200, abort_after_tokens=3))
             await asyncio.sleep(0.2)
             return record, server.state.running, server.state.aborted
@@ -106,7 +112,7 @@ def test_deliberate_abort_closes_the_stream_and_the_engine_sees_it(with_mock):
     assert running == 0 and aborted == 1
 
 
-def test_api_key_header_is_sent_and_never_shown():
+def test_api_key_header_is_sent_and_never_shown(transport):
     seen = {}
 
     async def handler(request):
@@ -123,7 +129,7 @@ def test_api_key_header_is_sent_and_never_shown():
         await site.start()
         port = site._server.sockets[0].getsockname()[1]
         try:
-            client = OpenAIClient(f"http://127.0.0.1:{port}/v1", "m", api_key="sk-secret")
+            client = OpenAIClient(f"http://127.0.0.1:{port}/v1", "m", api_key="sk-secret", transport=transport)
             async with client:
                 record = await client.send(RequestSpec(prompt="a", stream=False))
             return record, repr(client)
@@ -147,3 +153,33 @@ def test_derived_metrics_from_a_synthetic_record():
     assert record.e2e_ms == pytest.approx(250.0)
     assert record.tpot_ms == pytest.approx(200.0 / 3)
     assert record.itl_ms() == pytest.approx([50.0, 50.0, 50.0])
+
+
+def test_raw_transport_parses_chunked_and_length_bodies_split_anywhere():
+    """The protocol client against hand-written responses, delivered one byte at a time."""
+    from benchmarks.harness.rawhttp import _ResponseProtocol
+
+    events = b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n\ndata: [DONE]\n\n'
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               + b"".join(b"%x;ext=1\r\n" % len(part) + part + b"\r\n" for part in (events[:10], events[10:]))
+               + b"0\r\n\r\n")
+    length = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(events) + events
+
+    async def go(raw):
+        loop = asyncio.get_running_loop()
+        protocol = _ResponseProtocol()
+        received = []
+        done = loop.create_future()
+        protocol.on_body, protocol.done, protocol.state = (lambda p, now, data: received.append(data)), done, "head"
+        for i in range(len(raw)):
+            protocol.data_received(raw[i:i + 1])
+        assert done.done()
+        return b"".join(received), protocol.keep_alive
+
+    assert run(go(chunked)) == (events, True)
+    assert run(go(length)) == (events, False)
+
+
+def test_raw_transport_refuses_https():
+    with pytest.raises(ValueError, match="transport"):
+        OpenAIClient("https://example.com", "m", transport="raw")

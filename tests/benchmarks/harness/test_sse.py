@@ -43,3 +43,75 @@ def test_any_split_of_a_stream_gives_the_same_events(items, newline, cuts):
         previous = point
     out += parser.flush()
     assert out == expected
+
+
+# The client's per-read fast path must record exactly what the full JSON parse records.
+import asyncio  # noqa: E402
+import json  # noqa: E402
+
+from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec  # noqa: E402
+
+
+class _FakeContent:
+    def __init__(self, reads):
+        self._reads = list(reads)
+
+    async def readany(self):
+        return self._reads.pop(0) if self._reads else b""
+
+
+class _FakeResponse:
+    def __init__(self, reads):
+        self.content = _FakeContent(reads)
+
+    def close(self):
+        pass
+
+
+def _event(kind, api, compact):
+    separators = (",", ":") if compact else None
+    if kind == "done":
+        return b"data: [DONE]\n\n"
+    choice = {"index": 0, "finish_reason": None}
+    if kind == "usage":
+        body = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 7}}
+    else:
+        text = {"token": "tok ", "empty": "", "quote": 'say "content":"x" ', "null": None}.get(kind, "t")
+        if kind == "finish":
+            choice["finish_reason"] = "length"
+        if api == "chat":
+            choice["delta"] = {"content": text} if kind != "role" else {"role": "assistant", "content": ""}
+        else:
+            choice["text"] = text
+        body = {"id": "x", "choices": [choice]}
+    return b"data: " + json.dumps(body, separators=separators).encode() + b"\n\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from(["token", "token", "token", "empty", "quote", "null", "role", "finish", "usage", "done"]), max_size=25),
+    st.sampled_from(["chat", "completions"]),
+    st.booleans(),
+    st.lists(st.integers(min_value=0, max_value=5000), max_size=8),
+)
+def test_fast_path_records_what_the_full_parse_records(kinds, api, compact, cuts):
+    stream = b"".join(_event(kind, api, compact) for kind in kinds)
+    points = sorted({c % (len(stream) + 1) for c in cuts})
+    reads, previous = [], 0
+    for point in points + [len(stream)]:
+        if stream[previous:point]:
+            reads.append(stream[previous:point])
+        previous = point
+
+    def record_with(keep_text):
+        client = OpenAIClient("http://127.0.0.1:1", "m", keep_text=keep_text)  # keep_text forces the full parse
+        record = RequestRecord()
+        asyncio.run(client._read_stream(_FakeResponse(reads), record, RequestSpec(api=api)))
+        return record
+
+    fast, slow = record_with(False), record_with(True)
+    assert fast.chunk_tokens == slow.chunk_tokens
+    assert len(fast.chunk_times) == len(slow.chunk_times)
+    assert (fast.output_tokens, fast.prompt_tokens, fast.finish_reason, fast.done_marker, fast.error_class) == (
+        slow.output_tokens, slow.prompt_tokens, slow.finish_reason, slow.done_marker, slow.error_class)
+    assert (fast.first_token_time is None) == (slow.first_token_time is None)

@@ -1,0 +1,516 @@
+"""aiperf (ai-dynamo/aiperf): `profile_export_aiperf.json` (schema 1.0-1.5, and pre-schema 0.1.x),
+its multi-table CSV, and the per-request `profile_export.jsonl`.
+
+Each metric block carries its own `unit`, which is authoritative (ms, sec, ns, tokens/sec...).
+Definition mapping: aiperf `inter_token_latency` = (latency - TTFT)/(OSL - 1) per request, i.e.
+kvselect **TPOT**; `inter_chunk_latency` is per-chunk and goes to `extra["itl_chunk_ms"]`;
+kvselect ITL gets only its exact mean (total decode time / total token gaps).
+The JSONL is read with pyarrow against an explicit schema (vectorised; 1M records in seconds).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+from benchmarks.formats import Format
+from benchmarks.formats._common import (
+    FormatError,
+    Source,
+    cap_depth,
+    expect_object,
+    finish,
+    mean_only,
+    number,
+    per_request_tpot,
+    pooled_itl_mean,
+    request_frame,
+    stats_from_array,
+    type_name,
+)
+from benchmarks.result import LoadPoint, NormalizedResult, Stats
+
+TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0}
+KNOWN_SCHEMAS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
+
+DEFINITIONS = {
+    "ttft_ms": "aiperf time_to_first_token: first content response - request start (reasoning counts)",
+    "tpot_ms": "aiperf inter_token_latency = (request_latency - TTFT)/(OSL - 1) per request (= kvselect TPOT)",
+    "itl_ms": "aiperf inter_chunk_latency is per chunk (kept in extra.itl_chunk_ms); kvselect ITL mean derived as "
+    "sum(latency - TTFT)/sum(OSL - 1); ITL percentiles not derivable",
+    "e2e_ms": "aiperf request_latency: request start -> last content response",
+    "request_throughput": "aiperf request_throughput: request_count / (last response - first request)",
+    "output_token_throughput": "aiperf output_token_throughput: total OSL (incl. reasoning) / duration",
+    "goodput": "aiperf goodput: requests meeting --goodput SLOs / duration",
+}
+STAT_MAP = {"mean": "avg", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "max": "max"}
+
+
+def _scale(unit: Any, path: str) -> float:
+    if not isinstance(unit, str):
+        raise FormatError(f"{path}: expected a unit string, got {type_name(unit)}")
+    scale = TIME_UNITS.get(unit.strip().lower())
+    if scale is None:
+        raise FormatError(f"{path}: unknown time unit {unit!r} (expected ns, us, ms or sec)")
+    return scale
+
+
+def _block(doc: dict[str, Any], tag: str) -> dict[str, Any] | None:
+    value = doc.get(tag)
+    if value is None:
+        return None
+    return expect_object(value, tag)
+
+
+def _latency(doc: dict[str, Any], tag: str) -> Stats:
+    block = _block(doc, tag)
+    if block is None:
+        return Stats()
+    scale = _scale(block.get("unit"), f"{tag}.unit")
+    values = {}
+    for ours, theirs in STAT_MAP.items():
+        v = number(block.get(theirs), f"{tag}.{theirs}")
+        values[ours] = None if v is None else v * scale
+    return Stats(**values)
+
+
+def _avg(doc: dict[str, Any], tag: str) -> float | None:
+    block = _block(doc, tag)
+    return None if block is None else number(block.get("avg"), f"{tag}.avg")
+
+
+def _sum(doc: dict[str, Any], tag: str, scale: float = 1.0, count: float | None = None) -> float | None:
+    block = _block(doc, tag)
+    if block is None:
+        return None
+    total = number(block.get("sum"), f"{tag}.sum")
+    if total is None:
+        avg = number(block.get("avg"), f"{tag}.avg")
+        count = number(block.get("count"), f"{tag}.count") or count
+        total = avg * count if avg is not None and count is not None else None
+    return None if total is None else total * scale
+
+
+# --- summary JSON -------------------------------------------------------------------------------
+
+
+def sniff_json(source: Source) -> str | None:
+    if source.head.lstrip()[:1] != "{":
+        return "not a JSON object"
+    if source.is_jsonl:
+        return "newline-delimited records, not a summary"
+    doc = source.doc_with('"aiperf_version"', '"schema_version"', '"benchmark_id"', '"request_latency"')
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    if "aiperf_version" in doc or "schema_version" in doc:
+        return None
+    if "request_latency" in doc and ("benchmark_id" in doc or {"was_cancelled", "error_summary"} <= set(doc)):
+        return None  # aiperf <=0.4 (no schema_version): metric keys + was_cancelled/error_summary
+    return "no aiperf_version/schema_version/benchmark_id keys (nor was_cancelled/error_summary of aiperf <=0.4)"
+
+
+def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
+    doc = expect_object(source.json, "(root)")
+    schema = doc.get("schema_version")
+    if schema is not None and (not isinstance(schema, str) or schema not in KNOWN_SCHEMAS):
+        raise FormatError(f"schema_version: unsupported aiperf schema {schema!r} (this parser reads {', '.join(KNOWN_SCHEMAS)})")
+    result = NormalizedResult(tool="aiperf", format="aiperf", definitions=dict(DEFINITIONS))
+    version = doc.get("aiperf_version")
+    result.tool_version = version if isinstance(version, str) else None
+    result.metadata["schema_version"] = schema or "none (aiperf <=0.4, before schema_version)"
+    result.points.append(_point_from_summary(doc, result))
+    _metadata(doc, result)
+    return finish(result, slo)
+
+
+def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPoint:
+    point = LoadPoint(label="aiperf")
+    point.ttft_ms = _latency(doc, "time_to_first_token")
+    point.tpot_ms = _latency(doc, "inter_token_latency")
+    point.e2e_ms = _latency(doc, "request_latency")
+    chunk = _latency(doc, "inter_chunk_latency")
+    if not chunk.is_empty():
+        point.extra["itl_chunk_ms"] = chunk.__dict__.copy()
+    latency_block = _block(doc, "request_latency")
+    ttft_block = _block(doc, "time_to_first_token")
+    count = number((latency_block or {}).get("count"), "request_latency.count")
+    if count is None:  # schema 1.0 has no count/sum; every successful request has a latency
+        count = _avg(doc, "request_count")
+    osl = _sum(doc, "output_sequence_length", count=count)
+    if latency_block and ttft_block and osl is not None and count:
+        e2e_sum = _sum(doc, "request_latency", _scale(latency_block.get("unit"), "request_latency.unit"), count)
+        ttft_sum = _sum(doc, "time_to_first_token", _scale(ttft_block.get("unit"), "time_to_first_token.unit"), count)
+        point.itl_ms = mean_only(pooled_itl_mean(e2e_sum, ttft_sum, osl - count))
+    point.request_throughput = _avg(doc, "request_throughput")
+    point.output_token_throughput = _avg(doc, "output_token_throughput")
+    point.input_token_throughput = _avg(doc, "input_token_throughput")
+    point.goodput = _avg(doc, "goodput")
+    fraction = _avg(doc, "good_request_fraction")
+    point.slo_attainment = fraction
+    duration = _block(doc, "benchmark_duration")
+    if duration is not None:
+        d = number(duration.get("avg"), "benchmark_duration.avg")
+        point.duration_s = None if d is None else d * _scale(duration.get("unit"), "benchmark_duration.unit") / 1000.0
+    completed = _avg(doc, "request_count")
+    errors = _avg(doc, "error_request_count")
+    point.requests_completed = None if completed is None else int(completed)
+    error_rate = _block(doc, "request_error_rate")
+    if error_rate is not None:
+        rate = number(error_rate.get("avg"), "request_error_rate.avg")
+        if rate is not None:
+            point.error_rate = rate / 100.0 if error_rate.get("unit") == "%" else rate
+    summary = doc.get("error_summary")
+    if errors is None and isinstance(summary, list):
+        errors = 0.0
+        for i, item in enumerate(summary):
+            item = expect_object(item, f"error_summary[{i}]")
+            errors += number(item.get("count"), f"error_summary[{i}].count") or 0
+    point.requests_failed = None if errors is None else int(errors)
+    if point.requests_completed is None and errors and _block(doc, "request_latency") is None:
+        point.requests_completed = 0  # aiperf leaves request_count null when nothing succeeded
+        result.notes.append("no successful request: every latency metric is null")
+    concurrency = _avg(doc, "effective_concurrency")
+    point.achieved_concurrency = concurrency
+    config = doc.get("input_config")
+    if isinstance(config, dict):
+        loadgen = config.get("loadgen") if isinstance(config.get("loadgen"), dict) else {}
+        phases = config.get("phases") if isinstance(config.get("phases"), dict) else {}
+        for holder in (loadgen, phases.get("profiling") if isinstance(phases.get("profiling"), dict) else {}, config):
+            c = holder.get("concurrency") if isinstance(holder, dict) else None
+            r = holder.get("request_rate") if isinstance(holder, dict) else None
+            if isinstance(c, (int, float)) and not isinstance(c, bool) and point.concurrency is None:
+                point.concurrency = float(c)
+            if isinstance(r, (int, float)) and not isinstance(r, bool) and point.request_rate is None:
+                point.request_rate = float(r)
+    if point.concurrency is None or point.request_rate is None:
+        command = (doc.get("run_info") or {}).get("cli_command") if isinstance(doc.get("run_info"), dict) else None
+        if isinstance(command, str):
+            _from_cli(command, point)
+    point.label = "aiperf" + (f" concurrency={point.concurrency:g}" if point.concurrency else "") + (f" rate={point.request_rate:g}" if point.request_rate else "")
+    return point
+
+
+def _from_cli(command: str, point: LoadPoint) -> None:
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return
+    for flag, attr in (("--concurrency", "concurrency"), ("--request-rate", "request_rate")):
+        if flag in words and words.index(flag) + 1 < len(words) and getattr(point, attr) is None:
+            try:
+                setattr(point, attr, float(words[words.index(flag) + 1]))
+            except ValueError:
+                pass
+
+
+def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
+    config = doc.get("input_config")
+    if isinstance(config, dict):
+        models = config.get("models")
+        if isinstance(models, dict) and isinstance(models.get("items"), list) and models["items"]:
+            first = models["items"][0]
+            if isinstance(first, dict) and isinstance(first.get("name"), str):
+                result.metadata["model"] = first["name"]
+        elif isinstance(config.get("model_names"), list) and config["model_names"]:
+            result.metadata["model"] = str(config["model_names"][0])
+        endpoint = config.get("endpoint")
+        if isinstance(endpoint, dict) and isinstance(endpoint.get("urls"), list) and endpoint["urls"]:
+            result.metadata["endpoint_url"] = str(endpoint["urls"][0])
+        elif isinstance(endpoint, dict) and isinstance(endpoint.get("url"), str):
+            result.metadata["endpoint_url"] = endpoint["url"]
+        if isinstance(endpoint, dict) and isinstance(endpoint.get("model_names"), list) and endpoint["model_names"]:
+            result.metadata.setdefault("model", str(endpoint["model_names"][0]))
+        result.metadata["input_config"] = cap_depth(config, 5)
+    for key in ("benchmark_id", "start_time", "end_time", "was_cancelled", "is_complete"):
+        value = doc.get(key)
+        if isinstance(value, (str, bool)):
+            result.metadata[key] = value
+    if isinstance(doc.get("run_info"), dict):
+        result.metadata["run_info"] = cap_depth(doc["run_info"], 3)
+    telemetry = doc.get("telemetry_data")
+    if isinstance(telemetry, dict) and isinstance(telemetry.get("endpoints"), dict) and telemetry["endpoints"]:
+        gpus = {}
+        for url, endpoint in telemetry["endpoints"].items():
+            if isinstance(endpoint, dict) and isinstance(endpoint.get("gpus"), dict):
+                for gpu_id, gpu in endpoint["gpus"].items():
+                    if isinstance(gpu, dict):
+                        gpus[gpu_id] = {k: gpu[k] for k in ("gpu_name", "gpu_model", "gpu_uuid", "hostname") if isinstance(gpu.get(k), str)}
+        if gpus:
+            result.metadata["hardware"] = gpus
+    if doc.get("was_cancelled") is True or doc.get("is_complete") is False:
+        result.partial = True
+        result.notes.append("aiperf reports the run as cancelled/incomplete")
+
+
+# --- CSV ----------------------------------------------------------------------------------------
+
+AIPERF_CSV_MARKERS = ("Inter Chunk Latency", "Credit", "Error Request Count", "Error Input Sequence Length")
+CSV_LATENCY = {"Time to First Token": "ttft_ms", "Inter Token Latency": "tpot_ms", "Request Latency": "e2e_ms"}
+
+
+def sniff_csv(source: Source) -> str | None:
+    first = source.head.split("\n", 1)[0].strip()
+    if not first.startswith("Metric,avg,"):
+        return "first line is not aiperf/genai-perf's 'Metric,avg,...' table header"
+    if not any(marker in source.head for marker in AIPERF_CSV_MARKERS) and ",sum," not in first:
+        return "looks like genai-perf's CSV (no aiperf-only metrics)"
+    return None
+
+
+def _csv_tables(text: str) -> list[list[list[str]]]:
+    tables: list[list[list[str]]] = [[]]
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not any(cell.strip() for cell in row):
+            if tables[-1]:
+                tables.append([])
+            continue
+        tables[-1].append(row)
+    return [t for t in tables if t]
+
+
+def _unit_of(name: str) -> tuple[str, str | None]:
+    if name.endswith(")") and "(" in name:
+        base, _, unit = name.rpartition("(")
+        return base.strip(), unit[:-1]
+    return name.strip(), None
+
+
+def parse_csv(source: Source, slo: dict[str, Any] | None, tool: str = "aiperf") -> NormalizedResult:
+    try:
+        tables = _csv_tables(source.text)
+    except csv.Error as error:
+        raise FormatError(f"unreadable CSV: {error}") from None
+    if not tables:
+        raise FormatError("CSV: empty")
+    header = tables[0][0]
+    if header[:2] != ["Metric", "avg"]:
+        raise FormatError(f"CSV table 1: expected header 'Metric,avg,...', got {','.join(header[:3])!r}")
+    result = NormalizedResult(tool=tool, format=f"{tool}-csv", definitions=dict(DEFINITIONS if tool == "aiperf" else _genai_definitions()))
+    point = LoadPoint(label=tool)
+    for line, row in enumerate(tables[0][1:], start=2):
+        if len(row) != len(header):
+            raise FormatError(f"CSV table 1 line {line}: has {len(row)} columns, header has {len(header)}")
+        name, unit = _unit_of(row[0])
+        cells = dict(zip(header, row))
+        target = CSV_LATENCY.get(name)
+        if target is None and name != "Inter Chunk Latency":
+            continue
+        scale = _scale(unit, f"CSV table 1 line {line} ({row[0]})")
+        values = {}
+        for ours, theirs in STAT_MAP.items():
+            raw = cells.get(theirs, "")
+            if raw.strip() == "":
+                values[ours] = None
+                continue
+            try:
+                v = float(raw)
+            except ValueError:
+                raise FormatError(f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a number, got {raw[:30]!r}") from None
+            if not math.isfinite(v):
+                raise FormatError(f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a finite number, got {raw!r}")
+            values[ours] = v * scale
+        if target is None:
+            point.extra["itl_chunk_ms"] = values
+        else:
+            setattr(point, target, Stats(**values))
+    for table in tables[1:]:
+        if table[0][:2] != ["Metric", "Value"]:
+            continue
+        for line, row in enumerate(table[1:], start=2):
+            if len(row) < 2:
+                raise FormatError(f"CSV Metric,Value table line {line}: expected two columns")
+            name, unit = _unit_of(row[0])
+            try:
+                value = float(row[1])
+            except ValueError:
+                raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}") from None
+            if not math.isfinite(value):
+                raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a finite number")
+            key = name.lower()
+            if key == "request throughput":
+                point.request_throughput = value
+            elif key == "output token throughput":
+                point.output_token_throughput = value
+            elif key == "input token throughput":
+                point.input_token_throughput = value
+            elif key in ("goodput", "request goodput"):
+                point.goodput = value
+            elif key == "goodrequestfraction":
+                point.slo_attainment = value
+            elif key == "benchmark duration":
+                point.duration_s = value * _scale(unit or "sec", f"CSV line {line}") / 1000.0
+            elif key in ("request count", "completed requests"):
+                point.requests_completed = int(value)
+            elif key == "completed requests (success + error)":
+                point.extra["requests_total"] = int(value)
+            elif key == "error request count":
+                point.requests_failed = int(value)
+                point.extra["error_request_count"] = int(value)
+    if point.ttft_ms.is_empty() and point.e2e_ms.is_empty():
+        if "error_request_count" not in point.extra:
+            raise FormatError("CSV: no Time to First Token or Request Latency row, nor an Error Request Count")
+        result.notes.append("every request failed: no latency rows in the CSV")
+        if point.requests_completed is None:
+            point.requests_completed = 0
+    result.notes.append("CSV export carries no run configuration; concurrency/rate unknown")
+    result.points.append(point)
+    return finish(result, slo)
+
+
+def _genai_definitions() -> dict[str, str]:
+    from benchmarks.formats.genai_perf import DEFINITIONS as GENAI
+
+    return dict(GENAI)
+
+
+# --- per-request JSONL --------------------------------------------------------------------------
+
+JSONL_METRICS = ("time_to_first_token", "request_latency", "inter_token_latency", "output_sequence_length", "input_sequence_length")
+
+
+def sniff_jsonl(source: Source) -> str | None:
+    if source.head.lstrip()[:1] != "{":
+        return "not JSON lines"
+    first = source.first_line_json()
+    if not isinstance(first, dict):
+        return "first line is not an object"
+    if not isinstance(first.get("metadata"), dict) or "metrics" not in first:
+        return "first record has no 'metadata'/'metrics' (aiperf profile_export.jsonl)"
+    if "request_start_ns" not in first["metadata"]:
+        return "metadata has no request_start_ns"
+    return None
+
+
+def _jsonl_schema() -> Any:
+    import pyarrow as pa
+
+    metric = lambda t: pa.struct([("value", t), ("unit", pa.string())])  # noqa: E731
+    return pa.schema([
+        ("metadata", pa.struct([
+            ("x_request_id", pa.string()), ("request_start_ns", pa.int64()), ("request_end_ns", pa.int64()),
+            ("benchmark_phase", pa.string()), ("was_cancelled", pa.bool_()),
+        ])),
+        ("metrics", pa.struct([(name, metric(pa.float64())) for name in JSONL_METRICS])),
+        ("error", pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())])),
+    ])
+
+
+def read_jsonl_table(data: bytes) -> Any:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        return pj.read_json(
+            io.BytesIO(data),
+            read_options=pj.ReadOptions(block_size=1 << 20),
+            parse_options=pj.ParseOptions(explicit_schema=_jsonl_schema(), unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        message = str(error).splitlines()[0]
+        raise FormatError(f"profile_export.jsonl: {message}") from None
+
+
+def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
+    import pyarrow.compute as pc
+
+    import pyarrow as pa
+
+    table = read_jsonl_table(source.data)
+    n = table.num_rows
+    if n == 0:
+        raise FormatError("profile_export.jsonl: no records")
+    meta = table.column("metadata").combine_chunks()
+    metrics = table.column("metrics").combine_chunks()
+    error = table.column("error").combine_chunks()
+    strings = {"metadata.x_request_id": meta.field("x_request_id"), "metadata.benchmark_phase": meta.field("benchmark_phase"),
+               "error.type": error.field("type"), "error.message": error.field("message")}
+    strings.update({f"metrics.{name}.unit": metrics.field(name).field("unit") for name in JSONL_METRICS})
+    for name, column in strings.items():
+        try:
+            column.validate(full=True)  # pyarrow does not check UTF-8 while parsing
+        except pa.ArrowInvalid:
+            raise FormatError(f"{name}: not valid UTF-8 text") from None
+    start_ns = meta.field("request_start_ns")
+    if start_ns.null_count:
+        bad = int(np.flatnonzero(start_ns.is_null().to_numpy(zero_copy_only=False))[0])
+        raise FormatError(f"line {bad + 1}: metadata.request_start_ns: missing required key")
+    phase = meta.field("benchmark_phase")
+    keep = pc.fill_null(pc.not_equal(phase, "warmup"), True).to_numpy(zero_copy_only=False)
+
+    def metric_ms(name: str, time: bool) -> np.ndarray:
+        column = metrics.field(name)
+        values = column.field("value").to_numpy(zero_copy_only=False).astype(float)
+        if not time:
+            return values
+        units = pc.unique(column.field("unit").drop_null()).to_pylist()
+        if len(units) > 1:
+            raise FormatError(f"metrics.{name}.unit: mixed units {units} across records")
+        return values * (_scale(units[0], f"metrics.{name}.unit") if units else 1.0)
+
+    ttft = metric_ms("time_to_first_token", True)
+    e2e = metric_ms("request_latency", True)
+    tpot_tool = metric_ms("inter_token_latency", True)
+    osl = metric_ms("output_sequence_length", False)
+    isl = metric_ms("input_sequence_length", False)
+    cancelled = pc.fill_null(meta.field("was_cancelled"), False).to_numpy(zero_copy_only=False).astype(bool)
+    ok = error.is_null().to_numpy(zero_copy_only=False) & ~cancelled
+    tpot = np.where(np.isnan(tpot_tool), per_request_tpot(e2e, ttft, osl), tpot_tool)
+    starts = start_ns.to_numpy(zero_copy_only=False)
+    start_s = (starts - starts.min()) / 1e9
+    messages = None
+    if error.null_count < n:
+        etype = error.field("type").to_numpy(zero_copy_only=False)
+        emsg = error.field("message").to_numpy(zero_copy_only=False)
+        messages = np.where(ok, None, np.array([f"{t}: {m}" if t else m for t, m in zip(etype, emsg)], dtype=object))
+    frame = request_frame(
+        {
+            "point": np.zeros(n, dtype=np.int32),
+            "request_id": meta.field("x_request_id").to_numpy(zero_copy_only=False),
+            "start_s": start_s,
+            "ttft_ms": ttft,
+            "tpot_ms": tpot,
+            "itl_ms_mean": tpot,
+            "e2e_ms": e2e,
+            "prompt_tokens": isl,
+            "output_tokens": osl,
+            "ok": ok,
+            "error": messages,
+        },
+        n,
+    )
+    if not keep.all():
+        frame = frame[keep].reset_index(drop=True)
+    result = NormalizedResult(tool="aiperf", format="aiperf-jsonl", definitions=dict(DEFINITIONS))
+    result.metadata["layout"] = "aiperf profile_export.jsonl (per-request records)"
+    okf = frame["ok"].to_numpy(dtype=bool)
+    ends = (starts[keep] / 1e9 + np.nan_to_num(frame["e2e_ms"].to_numpy(dtype=float)) / 1000.0)
+    duration = float(ends.max() - starts[keep].min() / 1e9) if len(frame) else None
+    point = LoadPoint(label="aiperf", duration_s=duration, requests_completed=int(okf.sum()), requests_failed=int((~okf).sum()))
+    point.ttft_ms = stats_from_array(frame["ttft_ms"].to_numpy(dtype=float)[okf])
+    point.tpot_ms = stats_from_array(frame["tpot_ms"].to_numpy(dtype=float)[okf])
+    point.e2e_ms = stats_from_array(frame["e2e_ms"].to_numpy(dtype=float)[okf])
+    t, e, f = (frame[c].to_numpy(dtype=float)[okf] for c in ("output_tokens", "e2e_ms", "ttft_ms"))
+    valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
+    if valid.any():
+        point.itl_ms = mean_only(pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum())))
+    if duration:
+        point.request_throughput = point.requests_completed / duration
+        total_out = float(np.nansum(t))
+        point.output_token_throughput = total_out / duration if np.isfinite(t).any() else None
+    result.requests = frame
+    result.points.append(point)
+    result.notes.append("summary statistics recomputed from per-request records; throughput over first start -> last end")
+    return finish(result, slo)
+
+
+FORMATS = [
+    Format("aiperf", "aiperf", "aiperf profile_export_aiperf.json (schema 1.0-1.5)", sniff_json, parse_json),
+    Format("aiperf-csv", "aiperf", "aiperf profile_export_aiperf.csv (several tables)", sniff_csv, lambda s, slo: parse_csv(s, slo, "aiperf")),
+    Format("aiperf-jsonl", "aiperf", "aiperf profile_export.jsonl (per-request records)", sniff_jsonl, parse_jsonl),
+]

@@ -1,0 +1,236 @@
+"""kvselect's own result format (`kvselect.result/1`, written by `NormalizedResult.to_native()`).
+
+Schema (JSON object; every key below, no others):
+- `schema` = "kvselect.result/1" (required); `tool` string (required); `tool_version` string|null;
+  `evidence` "MEASURED"|"SIMULATED" (required); `test` one of TEST_NAMES|null; `format` (ignored).
+- `metadata` object (free-form provenance); `definitions` object of strings; `notes` list of
+  strings; `partial` boolean; `verdicts` list of `{name: str, passed: bool, ...}`;
+  `timeseries` `{series: [[t_s, value], ...]}` with finite numbers.
+- `points` (required) list of LoadPoint objects: `label` str, numbers|null for `concurrency,
+  request_rate, achieved_concurrency, duration_s, request_throughput, output_token_throughput,
+  input_token_throughput, goodput`, fractions 0..1|null for `error_rate, slo_attainment`,
+  non-negative integers|null for `requests_completed, requests_failed`, `client_bound` bool|null,
+  `ttft_ms, tpot_ms, itl_ms, e2e_ms` objects with any of `mean, p50, p90, p95, p99, max`
+  (ms, number|null), `extra` object. Units and definitions: `benchmarks.result.DEFINITIONS`.
+- `requests` (optional) columnar `{column: [values...]}`, columns from REQUEST_COLUMNS, equal
+  lengths; `point` an index into `points`, `ok` booleans, `request_id/error/finish_reason`
+  strings|null, the rest numbers|null.
+
+Validated strictly: unknown keys, wrong types, non-finite numbers and unequal per-request column
+lengths are errors naming the path, because the harness and simulator write this format and a
+silent mismatch would corrupt evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from benchmarks.formats import Format
+from benchmarks.formats._common import (
+    FormatError,
+    Source,
+    expect_list,
+    expect_object,
+    finish,
+    join,
+    number,
+    request_frame,
+    type_name,
+)
+from benchmarks.result import (
+    LATENCY_METRICS,
+    NATIVE_SCHEMA,
+    REQUEST_COLUMNS,
+    STAT_KEYS,
+    TEST_NAMES,
+    LoadPoint,
+    NormalizedResult,
+    Stats,
+)
+
+TOP_KEYS = {"schema", "tool", "tool_version", "evidence", "test", "metadata", "definitions", "points",
+            "timeseries", "verdicts", "notes", "partial", "requests", "format"}
+REQUIRED = ("schema", "tool", "evidence", "points")
+POINT_NUMBERS = ("concurrency", "request_rate", "achieved_concurrency", "duration_s", "request_throughput",
+                 "output_token_throughput", "input_token_throughput", "error_rate", "goodput", "slo_attainment")
+POINT_INTS = ("requests_completed", "requests_failed")
+POINT_KEYS = set(LoadPoint.__dataclass_fields__)
+NUMERIC_COLUMNS = ("start_s", "ttft_ms", "tpot_ms", "itl_ms_mean", "e2e_ms", "prompt_tokens", "output_tokens")
+
+
+def sniff(source: Source) -> str | None:
+    if '"schema"' not in source.head:
+        return "no 'schema' key"
+    doc = source.doc_with('"schema"')
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    schema = doc.get("schema")
+    if not isinstance(schema, str) or not schema.startswith("kvselect.result/"):
+        return f"schema is {schema!r}, not kvselect.result/N"
+    return None
+
+
+def _string(doc: dict[str, Any], key: str, path: str, required: bool = False) -> str | None:
+    value = doc.get(key)
+    if value is None:
+        if required:
+            raise FormatError(f"{join(path, key)}: missing required key" if key not in doc else f"{join(path, key)}: expected a string, got null")
+        return None
+    if not isinstance(value, str):
+        raise FormatError(f"{join(path, key)}: expected a string, got {type_name(value)}")
+    return value
+
+
+def _stats(value: Any, path: str) -> Stats:
+    if value is None:
+        return Stats()
+    value = expect_object(value, path)
+    unknown = set(value) - set(STAT_KEYS)
+    if unknown:
+        raise FormatError(f"{path}: unknown statistic {sorted(unknown)[0]!r} (allowed: {', '.join(STAT_KEYS)})")
+    return Stats(**{k: number(value.get(k), join(path, k)) for k in STAT_KEYS})
+
+
+def _point(value: Any, path: str) -> LoadPoint:
+    value = expect_object(value, path)
+    unknown = set(value) - POINT_KEYS
+    if unknown:
+        raise FormatError(f"{join(path, sorted(unknown)[0])}: unknown key")
+    point = LoadPoint()
+    label = value.get("label", "")
+    if not isinstance(label, str):
+        raise FormatError(f"{join(path, 'label')}: expected a string, got {type_name(label)}")
+    point.label = label
+    for key in POINT_NUMBERS:
+        setattr(point, key, number(value.get(key), join(path, key)))
+    for key in POINT_INTS:
+        n = number(value.get(key), join(path, key))
+        if n is not None and (n != int(n) or n < 0):
+            raise FormatError(f"{join(path, key)}: expected a non-negative integer, got {value[key]!r}")
+        setattr(point, key, None if n is None else int(n))
+    for fraction in ("error_rate", "slo_attainment"):
+        v = getattr(point, fraction)
+        if v is not None and not 0 <= v <= 1:
+            raise FormatError(f"{join(path, fraction)}: must be between 0 and 1, got {v}")
+    for metric in LATENCY_METRICS:
+        setattr(point, metric, _stats(value.get(metric), join(path, metric)))
+    bound = value.get("client_bound")
+    if bound is not None and not isinstance(bound, bool):
+        raise FormatError(f"{join(path, 'client_bound')}: expected a boolean, got {type_name(bound)}")
+    point.client_bound = bound
+    extra = value.get("extra") or {}
+    point.extra = dict(expect_object(extra, join(path, "extra")))
+    return point
+
+
+def _requests(value: Any, n_points: int) -> Any:
+    value = expect_object(value, "requests")
+    unknown = set(value) - set(REQUEST_COLUMNS)
+    if unknown:
+        raise FormatError(f"requests.{sorted(unknown)[0]}: unknown column (allowed: {', '.join(REQUEST_COLUMNS)})")
+    lengths = {k: len(expect_list(v, f"requests.{k}")) for k, v in value.items()}
+    if not lengths:
+        return None
+    n = next(iter(lengths.values()))
+    for key, length in lengths.items():
+        if length != n:
+            raise FormatError(f"requests.{key}: has {length} rows, other columns have {n}")
+    columns: dict[str, Any] = {}
+    for key, items in value.items():
+        path = f"requests.{key}"
+        if key in NUMERIC_COLUMNS or key == "point":
+            for i, item in enumerate(items):
+                if item is not None and (isinstance(item, bool) or not isinstance(item, (int, float))):
+                    raise FormatError(f"{path}[{i}]: expected a number or null, got {type_name(item)}")
+            array = np.array([np.nan if v is None else v for v in items], dtype=float)
+            if np.isinf(array).any():
+                raise FormatError(f"{path}: non-finite number")
+            if key == "point":
+                if np.isnan(array).any() or (array != np.round(array)).any() or (array < 0).any() or (array >= max(n_points, 1)).any():
+                    raise FormatError(f"{path}: every row must name a point index 0..{n_points - 1}")
+                array = array.astype(np.int32)
+            columns[key] = array
+        elif key == "ok":
+            for i, item in enumerate(items):
+                if not isinstance(item, bool):
+                    raise FormatError(f"{path}[{i}]: expected a boolean, got {type_name(item)}")
+            columns[key] = np.array(items, dtype=bool)
+        else:
+            for i, item in enumerate(items):
+                if item is not None and not isinstance(item, str):
+                    raise FormatError(f"{path}[{i}]: expected a string or null, got {type_name(item)}")
+            columns[key] = np.array(items, dtype=object)
+    return request_frame(columns, n)
+
+
+def validate(doc: Any) -> NormalizedResult:
+    """A `kvselect.result/1` document -> NormalizedResult, or FormatError naming the bad path."""
+    doc = expect_object(doc, "(root)")
+    for key in REQUIRED:
+        if key not in doc:
+            raise FormatError(f"{key}: missing required key")
+    schema = doc["schema"]
+    if schema != NATIVE_SCHEMA:
+        raise FormatError(f"schema: unsupported version {schema!r} (this kvselect reads {NATIVE_SCHEMA})")
+    unknown = set(doc) - TOP_KEYS
+    if unknown:
+        raise FormatError(f"{sorted(unknown)[0]}: unknown key in {NATIVE_SCHEMA}")
+    evidence = doc["evidence"]
+    if evidence not in ("MEASURED", "SIMULATED"):
+        raise FormatError(f"evidence: must be MEASURED or SIMULATED, got {evidence!r}")
+    test = doc.get("test")
+    if test is not None and test not in TEST_NAMES:
+        raise FormatError(f"test: must be one of {', '.join(TEST_NAMES)}, got {test!r}")
+    result = NormalizedResult(
+        tool=_string(doc, "tool", "", required=True),
+        format="native",
+        tool_version=_string(doc, "tool_version", ""),
+        evidence=evidence,
+        test=test,
+    )
+    result.metadata = dict(expect_object(doc.get("metadata") or {}, "metadata"))
+    definitions = expect_object(doc.get("definitions") or {}, "definitions")
+    for key, value in definitions.items():
+        if not isinstance(value, str):
+            raise FormatError(f"definitions.{key}: expected a string, got {type_name(value)}")
+    result.definitions = dict(definitions)
+    points = expect_list(doc["points"], "points")
+    result.points = [_point(p, f"points[{i}]") for i, p in enumerate(points)]
+    timeseries = expect_object(doc.get("timeseries") or {}, "timeseries")
+    for name, series in timeseries.items():
+        for i, pair in enumerate(expect_list(series, f"timeseries.{name}")):
+            pair = expect_list(pair, f"timeseries.{name}[{i}]")
+            if len(pair) != 2:
+                raise FormatError(f"timeseries.{name}[{i}]: expected [t_s, value], got {len(pair)} items")
+            for j, item in enumerate(pair):
+                number(item, f"timeseries.{name}[{i}][{j}]", allow_none=False)
+    result.timeseries = {k: [list(map(float, p)) for p in v] for k, v in timeseries.items()}
+    verdicts = expect_list(doc.get("verdicts") or [], "verdicts")
+    for i, verdict in enumerate(verdicts):
+        verdict = expect_object(verdict, f"verdicts[{i}]")
+        if not isinstance(verdict.get("name"), str):
+            raise FormatError(f"verdicts[{i}].name: expected a string, got {type_name(verdict.get('name'))}")
+        if not isinstance(verdict.get("passed"), bool):
+            raise FormatError(f"verdicts[{i}].passed: expected a boolean, got {type_name(verdict.get('passed'))}")
+    result.verdicts = [dict(v) for v in verdicts]
+    notes = expect_list(doc.get("notes") or [], "notes")
+    for i, note in enumerate(notes):
+        if not isinstance(note, str):
+            raise FormatError(f"notes[{i}]: expected a string, got {type_name(note)}")
+    result.notes = list(notes)
+    partial = doc.get("partial", False)
+    if not isinstance(partial, bool):
+        raise FormatError(f"partial: expected a boolean, got {type_name(partial)}")
+    result.partial = partial
+    if doc.get("requests") is not None:
+        result.requests = _requests(doc["requests"], len(result.points))
+    return result
+
+
+def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
+    return finish(validate(source.json), slo)
+
+
+FORMATS = [Format("native", "kvselect", f"kvselect native result ({NATIVE_SCHEMA})", sniff, parse)]

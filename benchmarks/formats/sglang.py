@@ -1,0 +1,94 @@
+"""SGLang `bench_serving` JSONL (one flat object per run, appended; `request_rate` may be a bare
+`Infinity`, which strict JSON rejects, so this format alone decodes Python's NaN/Infinity).
+
+Same definitions as vLLM (TPOT excludes the first token, ITL pooled per chunk); `concurrency`
+is the achieved concurrency (sum of e2e / duration). `--output-details` adds per-request lists
+without per-request latency, so per-request e2e is derived as ttft + sum of chunk gaps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.formats import Format
+from benchmarks.formats._common import FormatError, Source, decode_json, finish, type_name
+from benchmarks.formats.vllm import parse_serving_doc
+from benchmarks.result import NormalizedResult
+
+DEFINITIONS = {
+    "ttft_ms": "SGLang: first non-empty chunk - request send (same as kvselect)",
+    "tpot_ms": "SGLang: per request (latency - ttft)/(output_len - 1), excludes first token (same as kvselect)",
+    "itl_ms": "SGLang: inter-chunk gaps pooled (per chunk); kept as kvselect ITL only when one token per chunk, "
+    "else only the exact mean",
+    "e2e_ms": "SGLang e2e_latency: request send -> last chunk",
+    "achieved_concurrency": "SGLang concurrency = sum of e2e latencies / duration",
+    "goodput": "SGLang request_goodput: requests meeting goodput_slos_ms / duration; slo_attainment = good / sent",
+}
+REQUIRED = ("completed", "duration", "request_throughput", "dataset_name")
+
+
+def _lines(source: Source, strict: bool) -> list[dict[str, Any]]:
+    docs = []
+    text = source.text if strict else source.head
+    lines = text.splitlines()
+    if not strict and len(source.data) > len(source.head.encode()):
+        lines = lines[:1]
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        value = decode_json(line, allow_nonfinite=True, where=f"line {number}")
+        if not isinstance(value, dict):
+            raise FormatError(f"line {number}: expected an object, got {type_name(value)}")
+        docs.append(value)
+        if not strict:
+            break
+    if not docs:
+        raise FormatError("empty file")
+    return docs
+
+
+def sniff(source: Source) -> str | None:
+    try:
+        doc = _lines(source, strict=False)[0]
+    except FormatError as error:
+        # a pretty-printed single object (as in shortened examples) is also accepted
+        if source.large:
+            return str(error)
+        try:
+            doc = source.json_lenient
+        except FormatError:
+            return str(error)
+        if not isinstance(doc, dict):
+            return "not a JSON object"
+    missing = [k for k in REQUIRED if k not in doc]
+    if missing:
+        return f"missing SGLang keys {missing}"
+    if "model_id" in doc:
+        return "has vLLM's model_id key"
+    return None
+
+
+def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
+    try:
+        docs = _lines(source, strict=True)
+    except FormatError:
+        doc = source.json_lenient
+        if not isinstance(doc, dict):
+            raise FormatError(f"(root): expected an object, got {type_name(doc)}") from None
+        docs = [doc]
+    result = NormalizedResult(tool="sglang", format="sglang", definitions=dict(DEFINITIONS))
+    frames = []
+    for index, doc in enumerate(docs):
+        path = "" if len(docs) == 1 else f"line {index + 1}"
+        point, frame = parse_serving_doc(doc, path, index, result, flavour="sglang")
+        result.points.append(point)
+        if frame is not None:
+            frames.append(frame)
+    if frames:
+        result.requests = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return finish(result, slo)
+
+
+FORMATS = [Format("sglang", "sglang", "SGLang bench_serving JSONL", sniff, parse)]

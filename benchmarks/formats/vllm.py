@@ -1,0 +1,483 @@
+"""vLLM `vllm bench serve --save-result [--save-detailed]` and the legacy `benchmark_serving.py`.
+
+Flat dict; aggregates `*_ms` in ms, per-request lists (`ttfts`, `itls`, `latencies`) in seconds,
+`start_times` are perf_counter values. TPOT and TTFT match kvselect's definitions. vLLM's ITL is
+pooled per *chunk*; it is only reported as kvselect ITL (per token) when the per-request data
+shows one token per chunk, otherwise only its mean (exact for any chunking) is kept and the
+chunk statistics go to `extra["itl_chunk_ms"]`. `--append-result` files (one object per line)
+become one load point per object. ≤0.8 wrote `"request_goodput:"` (trailing colon).
+
+Large detailed files (>8 MiB) are read with pyarrow and the per-request lists turned into numpy
+arrays directly (no Python objects per request).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from benchmarks.formats._common import (
+    FormatError,
+    Source,
+    cap_depth,
+    expect_object,
+    finish,
+    get_int,
+    get_number,
+    join,
+    mean_only,
+    number,
+    per_request_tpot,
+    pooled_itl_mean,
+    request_frame,
+    stats_from_array,
+    type_name,
+)
+from benchmarks.result import LoadPoint, NormalizedResult, Stats
+
+
+DEFINITIONS = {
+    "ttft_ms": "vLLM: first non-empty chunk - request send (same as kvselect)",
+    "tpot_ms": "vLLM: per request (latency - ttft)/(output_len - 1), excludes first token (same as kvselect)",
+    "itl_ms": "vLLM: every inter-chunk gap of every request pooled (per chunk, not per token); kept as "
+    "kvselect ITL only when each chunk carried one token, else only the exact mean",
+    "e2e_ms": "vLLM e2el: request send -> last chunk",
+    "request_throughput": "vLLM: completed / benchmark duration",
+    "goodput": "vLLM request_goodput: requests meeting --goodput SLOs / duration (SLOs not saved in the file)",
+}
+
+KNOWN_KEYS = {
+    "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+    "burstiness", "max_concurrency", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "duration",
+    "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
+    "request_goodput:", "output_throughput", "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls",
+    "latencies", "start_times", "queue_times", "generated_texts", "errors", "max_output_tokens_per_s",
+    "max_concurrent_requests", "rtfx", "server_queue_times", "server_ttfts", "best_of", "total_input_sequences",
+    "input_sequence_throughput", "rps_change_events", "use_beam_search",
+}
+_STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_([a-z0-9_]+)_ms$")
+
+
+def sniff(source: Source) -> str | None:
+    if source.large:
+        head = source.head
+        if not head.lstrip().startswith("{"):
+            return "not a JSON object"
+        missing = [k for k in ('"model_id"', '"completed"', '"duration"') if k not in head]
+        return f"no {', '.join(missing)} key near the start" if missing else None
+    docs = _documents(source, strict=False)
+    if docs is None:
+        return "not a JSON object (or newline-separated objects)"
+    doc = docs[0]
+    missing = [k for k in ("model_id", "completed", "duration", "request_throughput") if k not in doc]
+    if missing:
+        return f"missing vLLM keys {missing}"
+    return None
+
+
+def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
+    """The object(s) in the file: one, or several appended by --append-result."""
+    try:
+        doc = source.json
+        if isinstance(doc, dict):
+            return [doc]
+        if strict:
+            raise FormatError(f"(root): expected an object, got {type_name(doc)}")
+        return None
+    except FormatError as error:
+        if "Extra data" not in str(error):
+            if strict:
+                raise
+            return None
+    docs = []
+    from benchmarks.formats._common import decode_json
+
+    for lineno, line in enumerate(source.text.splitlines(), start=1):
+        if line.strip():
+            value = decode_json(line, where=f"line {lineno}")
+            if not isinstance(value, dict):
+                if not strict:
+                    return None
+                raise FormatError(f"line {lineno}: expected an object, got {type_name(value)}")
+            docs.append(value)
+    return docs or None
+
+
+def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
+    if source.large:
+        docs = [_read_large(source.data)]
+    else:
+        docs = _documents(source, strict=True)
+        if not docs:
+            raise FormatError("(root): no JSON object found")
+    result = NormalizedResult(tool="vllm", format="vllm", definitions=dict(DEFINITIONS))
+    frames = []
+    for index, doc in enumerate(docs):
+        path = "" if len(docs) == 1 else f"line {index + 1}"
+        point, frame = parse_serving_doc(doc, path, index, result, flavour="vllm")
+        result.points.append(point)
+        if frame is not None:
+            frames.append(frame)
+    if frames:
+        import pandas as pd
+
+        result.requests = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return finish(result, slo)
+
+
+# --- large files via pyarrow ------------------------------------------------------------------
+
+ARRAY_KEYS = ("input_lens", "output_lens", "ttfts", "latencies", "start_times", "errors", "itls")
+
+
+def _read_large(data: bytes) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        table = pj.read_json(
+            io.BytesIO(data),
+            read_options=pj.ReadOptions(block_size=len(data) + 1, use_threads=True),
+            parse_options=pj.ParseOptions(newlines_in_values=True),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+        raise FormatError(f"(root): unreadable JSON ({str(error).splitlines()[0]})") from None
+    if table.num_rows != 1:
+        raise FormatError(f"(root): expected one JSON object, found {table.num_rows}")
+    doc: dict[str, Any] = {}  # per-request lists become ("arrays", numpy...) tuples
+    arrays: dict[str, Any] = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if name in ARRAY_KEYS or name in ("generated_texts", "queue_times"):
+            arrays[name] = column
+            continue
+        value = column[0].as_py()
+        doc[name] = value
+    for name, column in arrays.items():
+        if name in ("generated_texts", "queue_times"):
+            continue
+        if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type):
+            raise FormatError(f"{name}: expected a list, got {column.type}")
+        values = column.values  # the one row's list
+        if name == "itls":
+            if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
+                raise FormatError(f"itls: expected a list of lists, got list of {values.type}")
+            offsets = values.offsets.to_numpy(zero_copy_only=False)
+            counts = np.diff(offsets)
+            flat = values.flatten()
+            if not (pa.types.is_floating(flat.type) or pa.types.is_integer(flat.type) or pa.types.is_null(flat.type)):
+                raise FormatError(f"itls: expected numbers, got {flat.type}")
+            doc["itls"] = ("arrays", flat.to_numpy(zero_copy_only=False).astype(float, copy=False), counts)
+        elif name == "errors":
+            if not (pa.types.is_string(values.type) or pa.types.is_null(values.type)):
+                raise FormatError(f"errors: expected strings, got {values.type}")
+            doc["errors"] = ("arrays", values)
+        else:
+            if not (pa.types.is_floating(values.type) or pa.types.is_integer(values.type) or pa.types.is_null(values.type)):
+                raise FormatError(f"{name}: expected a list of numbers, got list of {values.type}")
+            doc[name] = ("arrays", values.to_numpy(zero_copy_only=False).astype(float, copy=False))
+    return doc
+
+
+# --- shared with SGLang -------------------------------------------------------------------------
+
+
+def _float_array(doc: dict[str, Any], key: str, path: str) -> np.ndarray | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, tuple) and value and value[0] == "arrays":
+        return value[1]
+    if not isinstance(value, list):
+        raise FormatError(f"{join(path, key)}: expected a list, got {type_name(value)}")
+    for i, item in enumerate(value):
+        if item is not None and (isinstance(item, bool) or not isinstance(item, (int, float))):
+            raise FormatError(f"{join(path, key)}[{i}]: expected a number, got {type_name(item)}")
+    return np.array([np.nan if v is None else v for v in value], dtype=float)
+
+
+def _itl_arrays(doc: dict[str, Any], path: str) -> tuple[np.ndarray, np.ndarray] | None:
+    value = doc.get("itls")
+    if value is None:
+        return None
+    if isinstance(value, tuple) and value and value[0] == "arrays":
+        return value[1], value[2]
+    if not isinstance(value, list):
+        raise FormatError(f"{join(path, 'itls')}: expected a list, got {type_name(value)}")
+    counts = np.empty(len(value), dtype=np.int64)
+    for i, row in enumerate(value):
+        if not isinstance(row, list):
+            raise FormatError(f"{join(path, 'itls')}[{i}]: expected a list, got {type_name(row)}")
+        counts[i] = len(row)
+    flat = [x for row in value for x in row]
+    for i, item in enumerate(flat):
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            # locate the offending row for the message
+            row = int(np.searchsorted(np.cumsum(counts), i, side="right"))
+            raise FormatError(f"{join(path, 'itls')}[{row}]: expected numbers, got {type_name(item)}")
+    return np.asarray(flat, dtype=float), counts
+
+
+def _errors(doc: dict[str, Any], path: str, n: int) -> tuple[np.ndarray, list[Any]] | None:
+    value = doc.get("errors")
+    if value is None:
+        return None
+    if isinstance(value, tuple) and value and value[0] == "arrays":
+        import pyarrow.compute as pc
+
+        arr = value[1]
+        ok = pc.fill_null(pc.equal(pc.utf8_length(pc.fill_null(arr, "")), 0), True).to_numpy(zero_copy_only=False)
+        if not ok.all():
+            messages = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=object)
+            messages[ok] = None
+        else:
+            messages = np.full(len(arr), None, dtype=object)
+        return ok, messages
+    if not isinstance(value, list):
+        raise FormatError(f"{join(path, 'errors')}: expected a list, got {type_name(value)}")
+    ok = np.ones(len(value), dtype=bool)
+    messages: list[Any] = [None] * len(value)
+    for i, item in enumerate(value):
+        if item is None or item == "":
+            continue
+        if not isinstance(item, str):
+            raise FormatError(f"{join(path, 'errors')}[{i}]: expected a string, got {type_name(item)}")
+        ok[i] = False
+        messages[i] = item
+    return ok, np.asarray(messages, dtype=object)
+
+
+def stats_for(doc: dict[str, Any], metric: str, path: str) -> Stats:
+    """Stats from `mean_<m>_ms`, `median_<m>_ms`, `p<P>_<m>_ms` (whatever percentiles were saved)."""
+    def pick(*keys: str) -> float | None:
+        for key in keys:
+            if key in doc:
+                return get_number(doc, key, path)
+        return None
+
+    return Stats(
+        mean=pick(f"mean_{metric}_ms"),
+        p50=pick(f"p50_{metric}_ms", f"median_{metric}_ms"),
+        p90=pick(f"p90_{metric}_ms"),
+        p95=pick(f"p95_{metric}_ms"),
+        p99=pick(f"p99_{metric}_ms"),
+        max=pick(f"max_{metric}_ms"),
+    )
+
+
+def _merge(primary: Stats, fallback: Stats) -> Stats:
+    return Stats(**{k: getattr(primary, k) if getattr(primary, k) is not None else getattr(fallback, k) for k in ("mean", "p50", "p90", "p95", "p99", "max")})
+
+
+def _rate(value: Any, path: str) -> float | None:
+    """Requested rate: number, or inf/"inf"/Infinity (= unbounded -> None), or "trace"."""
+    if value is None or value in ("inf", "Infinity", "trace"):
+        return None
+    if isinstance(value, str):
+        raise FormatError(f"{path}: expected a number or \"inf\", got {value!r}")
+    rate = number(value, path, allow_inf=True)
+    return None if rate is None or math.isinf(rate) else rate
+
+
+def parse_serving_doc(
+    doc: dict[str, Any], path: str, index: int, result: NormalizedResult, flavour: str
+) -> tuple[LoadPoint, Any]:
+    """One vLLM or SGLang result object -> a load point and its per-request frame (or None)."""
+    expect_object(doc, path or "(root)")
+    e2e_key = "e2el" if flavour == "vllm" else "e2e_latency"
+    for key in ("duration", "completed"):
+        if key not in doc:
+            raise FormatError(f"{join(path, key)}: missing required key")
+    duration = get_number(doc, "duration", path, required=True)
+    completed = get_int(doc, "completed", path, required=True)
+    failed = get_int(doc, "failed", path)
+    num_prompts = get_int(doc, "num_prompts", path)
+    if failed is None and flavour == "vllm" and num_prompts is not None and num_prompts >= completed:
+        failed = num_prompts - completed
+        result.notes.append(f"point {index}: failed requests derived as num_prompts - completed (file has no 'failed')")
+    rate_value = doc.get("request_rate")
+    request_rate = _rate(rate_value, join(path, "request_rate"))
+    concurrency = get_number(doc, "max_concurrency", path)
+    label_bits = [f"rate={'inf' if request_rate is None else f'{request_rate:g}'}"]
+    if concurrency is not None:
+        label_bits.append(f"concurrency={concurrency:g}")
+    point = LoadPoint(
+        label=" ".join(label_bits),
+        concurrency=concurrency,
+        request_rate=request_rate,
+        duration_s=duration,
+        requests_completed=completed,
+        requests_failed=failed,
+        request_throughput=get_number(doc, "request_throughput", path),
+        output_token_throughput=get_number(doc, "output_throughput", path),
+        input_token_throughput=get_number(doc, "input_throughput", path),
+    )
+    total_input = get_number(doc, "total_input_tokens", path)
+    total_output = get_number(doc, "total_output_tokens", path)
+    if point.input_token_throughput is None and total_input is not None and duration:
+        point.input_token_throughput = total_input / duration
+    if flavour == "sglang":
+        point.achieved_concurrency = get_number(doc, "concurrency", path)
+    goodput_key = "request_goodput" if "request_goodput" in doc else ("request_goodput:" if "request_goodput:" in doc else None)
+    if goodput_key:
+        point.goodput = get_number(doc, goodput_key, path)
+    if flavour == "sglang":
+        point.slo_attainment = get_number(doc, "slo_attainment", path)
+        if isinstance(doc.get("goodput_slos_ms"), dict):
+            point.extra["goodput_slo_ms"] = cap_depth(doc["goodput_slos_ms"])
+    for key in ("max_output_tokens_per_s", "max_concurrent_requests", "burstiness", "total_throughput",
+                "total_token_throughput", "accept_length", "total_output_tokens_retokenized"):
+        if isinstance(doc.get(key), (int, float)) and not isinstance(doc.get(key), bool):
+            point.extra[key] = doc[key] if math.isfinite(doc[key]) else None
+    if isinstance(doc.get("cache_report"), dict):
+        point.extra["cache_report"] = cap_depth(doc["cache_report"])
+
+    ttft = stats_for(doc, "ttft", path)
+    tpot = stats_for(doc, "tpot", path)
+    itl_chunk = stats_for(doc, "itl", path)
+    e2e = stats_for(doc, e2e_key, path)
+
+    # per-request arrays (--save-detailed / --output-details)
+    frame = None
+    ttfts = _float_array(doc, "ttfts", path)
+    output_lens = _float_array(doc, "output_lens", path)
+    input_lens = _float_array(doc, "input_lens", path)
+    latencies = _float_array(doc, "latencies", path)
+    start_times = _float_array(doc, "start_times", path)
+    itls = _itl_arrays(doc, path)
+    per_token_itl_exact = False
+    if ttfts is not None:
+        n = len(ttfts)
+        for key, array in (("output_lens", output_lens), ("input_lens", input_lens), ("latencies", latencies), ("start_times", start_times)):
+            if array is not None and len(array) != n:
+                raise FormatError(f"{join(path, key)}: has {len(array)} entries but ttfts has {n}")
+        if itls is not None and len(itls[1]) != n:
+            raise FormatError(f"{join(path, 'itls')}: has {len(itls[1])} entries but ttfts has {n}")
+        errors = _errors(doc, path, n)
+        if errors is not None and len(errors[0]) != n:
+            raise FormatError(f"{join(path, 'errors')}: has {len(errors[0])} entries but ttfts has {n}")
+        ok = errors[0] if errors is not None else (output_lens > 0 if output_lens is not None else np.ones(n, dtype=bool))
+        ttft_ms = ttfts * 1000.0
+        itl_sum_ms = None
+        if itls is not None:
+            flat, counts = itls
+            sums = np.zeros(n)
+            if flat.size:
+                nonempty = counts > 0
+                starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+                sums[nonempty] = np.add.reduceat(flat, starts[nonempty]) if nonempty.any() else 0.0
+            itl_sum_ms = sums * 1000.0
+        if latencies is not None:
+            e2e_ms = latencies * 1000.0
+        elif itl_sum_ms is not None:
+            e2e_ms = ttft_ms + itl_sum_ms
+            result.notes.append(f"point {index}: per-request e2e derived as ttft + sum of inter-chunk gaps")
+        else:
+            e2e_ms = np.full(n, np.nan)
+        ttft_ms = np.where(ok, ttft_ms, np.nan)
+        e2e_ms = np.where(ok, e2e_ms, np.nan)
+        tokens = output_lens if output_lens is not None else np.full(n, np.nan)
+        tpot_ms = per_request_tpot(e2e_ms, ttft_ms, tokens)
+        itl_mean = np.full(n, np.nan)
+        if itl_sum_ms is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                itl_mean = np.where(ok & (tokens > 1), itl_sum_ms / (tokens - 1), np.nan)
+            ok_multi = ok & (tokens > 1)
+            if n == completed + (failed or 0) and ok_multi.any() and np.array_equal(itls[1][ok_multi], (tokens[ok_multi] - 1).astype(np.int64)):
+                per_token_itl_exact = True
+                ok_rows = np.repeat(ok, itls[1])
+                itl_pooled = stats_from_array(itls[0][ok_rows] * 1000.0)
+        start_s = start_times - np.nanmin(start_times) if start_times is not None and n else None
+        frame = request_frame(
+            {
+                "point": np.full(n, index, dtype=np.int32),
+                "start_s": start_s,
+                "ttft_ms": ttft_ms,
+                "tpot_ms": tpot_ms,
+                "itl_ms_mean": itl_mean,
+                "e2e_ms": e2e_ms,
+                "prompt_tokens": input_lens,
+                "output_tokens": output_lens,
+                "ok": ok,
+                "error": errors[1] if errors is not None else None,
+            },
+            n,
+        )
+        ok_frame = ok
+        if n == completed + (failed or 0) or n == int(ok.sum()) == completed:
+            ttft = _merge(ttft, stats_from_array(ttft_ms[ok_frame]))
+            tpot = _merge(tpot, stats_from_array(tpot_ms[ok_frame]))
+            e2e = _merge(e2e, stats_from_array(e2e_ms[ok_frame]))
+        else:
+            result.notes.append(f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); summary statistics taken from the tool's aggregates")
+    point.ttft_ms, point.tpot_ms, point.e2e_ms = ttft, tpot, e2e
+    if not itl_chunk.is_empty():
+        point.extra["itl_chunk_ms"] = itl_chunk.__dict__.copy()
+    if per_token_itl_exact:
+        point.itl_ms = _merge(itl_chunk, itl_pooled)
+    else:
+        if frame is not None:
+            okf = frame["ok"].to_numpy(dtype=bool)
+            t = frame["output_tokens"].to_numpy(dtype=float)[okf]
+            e = frame["e2e_ms"].to_numpy(dtype=float)[okf]
+            f = frame["ttft_ms"].to_numpy(dtype=float)[okf]
+            valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
+            if valid.any() and len(frame) == completed + (failed or 0):
+                point.itl_ms = mean_only(pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum())))
+        if point.itl_ms.is_empty() and e2e.mean is not None and ttft.mean is not None and total_output and completed:
+            point.itl_ms = mean_only(pooled_itl_mean(e2e.mean * completed, ttft.mean * completed, total_output - completed))
+    _collect_metadata(doc, result, flavour)
+    return point, frame
+
+
+def _collect_metadata(doc: dict[str, Any], result: NormalizedResult, flavour: str) -> None:
+    meta = result.metadata
+    if flavour == "vllm":
+        for key in ("model_id", "tokenizer_id", "backend", "endpoint_type", "label", "date"):
+            value = doc.get(key)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                meta.setdefault(key if key != "model_id" else "model", value)
+        pairs = {k: v for k, v in doc.items() if k not in KNOWN_KEYS and not _STAT_KEY.match(k)
+                 and (v is None or isinstance(v, (str, int, float, bool)))}
+        if pairs:
+            meta.setdefault("run_metadata", {}).update(cap_depth(pairs))
+            for key in ("engine", "gpu", "hardware"):
+                if key in pairs:
+                    meta.setdefault(key, pairs[key])
+        if "request_goodput:" in doc or "best_of" in doc:
+            meta["layout"] = "legacy benchmark_serving.py (vLLM <= 0.8)"
+        elif "endpoint_type" in doc and "backend" not in doc:
+            meta["layout"] = "vllm bench serve (0.9-0.10)"
+        else:
+            meta.setdefault("layout", "vllm bench serve (>= 0.11)")
+    else:
+        for key in ("backend", "dataset_name", "tag"):
+            value = doc.get(key)
+            if isinstance(value, str):
+                meta.setdefault(key, value)
+        info = doc.get("server_info")
+        if isinstance(info, dict):
+            meta["server_info"] = cap_depth(info, 4)
+            for src, dst in (("version", "engine_version"), ("model_path", "model"), ("served_model_name", "model")):
+                if isinstance(info.get(src), str):
+                    meta.setdefault(dst, info[src])
+            meta.setdefault("engine", "sglang")
+        for key in ("random_input_len", "random_output_len", "random_range_ratio", "sharegpt_output_len"):
+            if isinstance(doc.get(key), (int, float)) and not isinstance(doc.get(key), bool):
+                meta.setdefault("workload", {})[key] = doc[key]
+
+
+def _sniff_guard(source: Source) -> str | None:
+    try:
+        return sniff(source)
+    except FormatError as error:
+        return str(error)
+
+
+from benchmarks.formats import Format  # noqa: E402  (registry type; imported late to avoid a cycle)
+
+FORMATS = [Format("vllm", "vllm", "vllm bench serve / benchmark_serving.py --save-result JSON", _sniff_guard, parse)]

@@ -1,0 +1,99 @@
+"""Web forms for evidence: CI upload tokens, result uploads, and a validation test's parameters.
+
+Forms only read and check input; `selection.services` and `benchmarks.services/validation` write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Mapping
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from selection.forms import AccessibleErrorsMixin
+
+from . import presentation
+from .result import TEST_NAMES
+
+
+def format_choices() -> list[tuple[str, str]]:
+    """The result formats the parsers know ("" = detect automatically)."""
+    from . import formats
+
+    names = getattr(formats, "format_names", lambda: [])()
+    return [("", _("detect automatically"))] + [(name, name) for name in names]
+
+
+class UploadTokenForm(AccessibleErrorsMixin, forms.Form):
+    name = forms.CharField(label=_("Token name"), max_length=80,
+                           help_text=_("Where it is used, e.g. “github-actions nightly”."))
+
+
+class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
+    candidate = forms.ModelChoiceField(label=_("Candidate"), queryset=None,
+                                       help_text=_("The engine configuration the file measured."))
+    test = forms.ChoiceField(label=_("Test"), choices=[(t, t) for t in TEST_NAMES],
+                             help_text=_("Which validation test the run belongs to; “custom” for anything else."))
+    format = forms.ChoiceField(label=_("Format"), required=False,
+                               help_text=_("Leave on automatic unless detection picks the wrong tool."))
+    label = forms.CharField(label=_("Label"), required=False, max_length=200)
+    file = forms.FileField(label=_("Result file"),
+                           help_text=_("guidellm, aiperf, genai-perf, vLLM bench, SGLang, inference-perf, LLMPerf "
+                                       "or kvselect native JSON/CSV/JSONL, as the tool wrote it."))
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=200)
+
+    def __init__(self, *args, candidates, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["candidate"].queryset = candidates
+        self.fields["format"].choices = format_choices()
+        if not self.is_bound:
+            # One key per rendered form: a double submit returns the first run instead of a duplicate.
+            self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")
+            if "candidate" not in self.initial and len(candidates) == 1:
+                self.initial["candidate"] = candidates[0].pk
+
+
+class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
+    """One field per planned parameter of a test, typed after the planned value."""
+
+    label = forms.CharField(label=_("Run label"), required=False, max_length=200)
+    PARAM_ERRORS = {
+        "empty_list": _("give at least one number, separated by commas"),
+        "not_numbers": _("expected numbers separated by commas, got “%(detail)s”"),
+        "not_positive": _("every value must be positive"),
+        "bad_json": _("not valid JSON (%(detail)s)"),
+    }
+
+    def __init__(self, *args, plan: Mapping[str, Any], test: str, **kwargs):
+        kwargs.setdefault("prefix", test)
+        super().__init__(*args, **kwargs)
+        self.test, self.plan, self.kinds = test, dict(plan), {}
+        for key, default in self.plan.items():
+            kind = presentation.param_kind(default)
+            self.kinds[key] = kind
+            label = key.replace("_", " ")
+            if kind == "bool":
+                field = forms.BooleanField(label=label, required=False, initial=default)
+            elif kind == "int":
+                field = forms.IntegerField(label=label, initial=default, min_value=0)
+            elif kind == "float":
+                field = forms.FloatField(label=label, initial=default, min_value=0)
+            else:
+                field = forms.CharField(label=label, required=False, initial=presentation.format_param(default, kind),
+                                        help_text=_("comma-separated numbers") if kind.endswith("_list") else
+                                        (_("JSON; empty for none") if kind == "json" else ""))
+            self.fields[key] = field
+
+    def clean(self):
+        data = super().clean()
+        for key, kind in self.kinds.items():
+            if kind in ("int_list", "float_list", "json", "text") and key not in self.errors:
+                try:
+                    data[key] = presentation.parse_param(self.data.get(self.add_prefix(key), ""), kind)
+                except presentation.ParamError as error:
+                    self.add_error(key, self.PARAM_ERRORS[error.code] % {"detail": error.detail})
+        return data
+
+    def params(self) -> dict[str, Any]:
+        return {key: self.cleaned_data.get(key) for key in self.kinds}

@@ -1,0 +1,268 @@
+"""A lean HTTP/1.1 client on asyncio.Protocol for streamed responses over plain http.
+
+Why: with aiohttp every network read goes through a StreamReader and a task wake-up before the
+client can take its timestamp, which costs CPU per token and, on a busy event loop, skews TTFT and
+ITL. Here the time is taken in `data_received` itself and the body is handed over in the same
+call. It speaks only what the harness needs: one request at a time per connection, Content-Length
+or chunked bodies, keep-alive with a small pool, and a read timeout. https targets use aiohttp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable
+
+BodyCallback = Callable[["_ResponseProtocol", float, bytes], None]
+
+
+class HTTPError(Exception):
+    """Protocol-level failure (malformed response); the message says what was wrong."""
+
+
+class StaleConnection(ConnectionError):
+    """The server closed a kept-alive connection before answering: nothing reached it."""
+
+
+class _ResponseProtocol(asyncio.Protocol):
+    __slots__ = ("transport", "buffer", "state", "status", "headers", "on_body", "done", "remaining",
+                 "chunked", "keep_alive", "last_activity", "closed", "got_bytes", "header_time")
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.buffer = b""
+        self.state = "idle"
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.on_body: BodyCallback | None = None
+        self.done: asyncio.Future | None = None
+        self.remaining = 0
+        self.chunked = False
+        self.keep_alive = True
+        self.got_bytes = False
+        self.last_activity = 0.0
+        self.header_time = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        done = self.done
+        if done is not None and not done.done():
+            if self.state == "body" and not self.chunked and self.remaining < 0:  # read-until-close body
+                done.set_result(None)
+            elif not self.got_bytes:
+                done.set_exception(StaleConnection("connection closed before any response"))
+            else:
+                done.set_exception(ConnectionResetError("connection closed mid-response"))
+
+    def eof_received(self) -> bool | None:
+        return False  # close the transport; connection_lost settles the request
+
+    def start(self, request: bytes, on_body: BodyCallback, done: asyncio.Future) -> None:
+        self.state = "head"
+        self.on_body = on_body
+        self.done = done
+        self.last_activity = time.perf_counter()
+        self.transport.write(request)  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        self.last_activity = now
+        self.got_bytes = True
+        try:
+            self._consume(now, data)
+        except Exception as exc:  # noqa: BLE001 - any parse failure ends this request
+            if self.done is not None and not self.done.done():
+                self.done.set_exception(exc if isinstance(exc, HTTPError) else HTTPError(str(exc)))
+            self.keep_alive = False
+            if self.transport is not None:
+                self.transport.close()
+
+    def _consume(self, now: float, data: bytes) -> None:
+        if self.state == "head":
+            self.buffer += data
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buffer) > 65536:
+                    raise HTTPError("response headers larger than 64 KiB")
+                return
+            head, data = self.buffer[:end].decode("latin-1"), self.buffer[end + 4:]
+            self.buffer = b""
+            lines = head.split("\r\n")
+            parts = lines[0].split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+                raise HTTPError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+            self.status = int(parts[1])
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            self.headers = headers
+            self.header_time = now
+            self.keep_alive = parts[0] == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+            if "chunked" in headers.get("transfer-encoding", "").lower():
+                self.chunked = True
+                self.remaining = -1
+                self.state = "body"
+            elif "content-length" in headers:
+                self.remaining = int(headers["content-length"])
+                self.state = "body"
+                if self.remaining == 0:
+                    self._finish()
+                    return
+            else:
+                self.remaining = -1  # until the connection closes
+                self.keep_alive = False
+                self.state = "body"
+            if not data:
+                return
+        if self.state != "body":
+            return
+        if not self.chunked:
+            if self.remaining >= 0:
+                data = data[: self.remaining]
+                self.remaining -= len(data)
+            if data:
+                self.on_body(self, now, data)  # type: ignore[misc]
+            if self.remaining == 0:
+                self._finish()
+            return
+        self._consume_chunked(now, data)
+
+    def _consume_chunked(self, now: float, data: bytes) -> None:
+        buffer = self.buffer + data if self.buffer else data
+        out = []
+        position = 0
+        size = len(buffer)
+        while True:
+            if self.remaining > 0:  # inside a chunk's data
+                take = min(self.remaining, size - position)
+                if take <= 0:
+                    break
+                out.append(buffer[position:position + take])
+                position += take
+                self.remaining -= take
+                if self.remaining == 0:
+                    self.remaining = -2  # expect the CRLF after the chunk data
+                continue
+            if self.remaining == -2:
+                if size - position < 2:
+                    break
+                position += 2
+                self.remaining = -1
+                continue
+            line_start = position
+            line_end = buffer.find(b"\r\n", position)
+            if line_end < 0:
+                break
+            chunk_size = int(buffer[position:line_end].split(b";", 1)[0].strip(), 16)
+            position = line_end + 2
+            if chunk_size == 0:
+                trailer_end = buffer.find(b"\r\n", position)
+                if trailer_end < 0:
+                    position = line_start  # wait for the final CRLF
+                    break
+                self.buffer = b""
+                if out:
+                    self.on_body(self, now, b"".join(out))  # type: ignore[misc]
+                self._finish()
+                return
+            self.remaining = chunk_size
+        self.buffer = buffer[position:]
+        if out:
+            self.on_body(self, now, out[0] if len(out) == 1 else b"".join(out))  # type: ignore[misc]
+
+    def _finish(self) -> None:
+        done = self.done
+        self.state = "idle"
+        if done is not None and not done.done():
+            done.set_result(None)
+
+
+class RawHTTPPool:
+    """A pool of kept-alive connections to one host:port (plain http only)."""
+
+    def __init__(self, host: str, port: int, keep_alive: bool = True) -> None:
+        self.host, self.port = host, port
+        self.keep_alive = keep_alive
+        self._idle: list[_ResponseProtocol] = []
+
+    async def _connection(self) -> tuple[_ResponseProtocol, bool]:
+        while self._idle:
+            protocol = self._idle.pop()
+            if not protocol.closed and protocol.transport is not None and not protocol.transport.is_closing():
+                return protocol, True
+        loop = asyncio.get_running_loop()
+        _, protocol = await loop.create_connection(_ResponseProtocol, self.host, self.port)
+        return protocol, False  # type: ignore[return-value]
+
+    async def request(self, head: bytes, body: bytes, on_body: BodyCallback, timeout_s: float,
+                      on_start: Callable[[], None] | None = None) -> tuple[int, dict[str, str], _ResponseProtocol]:
+        """Send one request; body bytes go to `on_body(time, bytes)` as they arrive. Returns at the end."""
+        for attempt in range(4):
+            protocol, reused = await self._connection()
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
+            protocol._reset()
+            if on_start is not None:
+                on_start()
+            protocol.start(head + body, on_body, done)
+            watchdog = _Watchdog(loop, protocol, done, timeout_s)
+            try:
+                await done
+            except StaleConnection:
+                watchdog.cancel()
+                protocol.transport.close()  # type: ignore[union-attr]
+                if reused and attempt < 3:
+                    self.keep_alive = self.keep_alive and attempt == 0
+                    continue
+                raise
+            except BaseException:
+                watchdog.cancel()
+                protocol.transport.close()  # type: ignore[union-attr]
+                raise
+            watchdog.cancel()
+            if self.keep_alive and protocol.keep_alive and not protocol.closed:
+                self._idle.append(protocol)
+            else:
+                protocol.transport.close()  # type: ignore[union-attr]
+            return protocol.status, protocol.headers, protocol
+        raise StaleConnection("no usable connection")
+
+    def abort(self, protocol: _ResponseProtocol) -> None:
+        if protocol.transport is not None:
+            protocol.transport.close()
+
+    def close(self) -> None:
+        for protocol in self._idle:
+            if protocol.transport is not None:
+                protocol.transport.close()
+        self._idle.clear()
+
+
+class _Watchdog:
+    """Fails a request when no byte arrived for `timeout_s` (one timer, re-armed lazily)."""
+
+    __slots__ = ("loop", "protocol", "done", "timeout", "handle")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: _ResponseProtocol, done: asyncio.Future, timeout: float) -> None:
+        self.loop, self.protocol, self.done, self.timeout = loop, protocol, done, timeout
+        self.handle = loop.call_later(timeout, self._check)
+
+    def _check(self) -> None:
+        if self.done.done():
+            return
+        idle = time.perf_counter() - self.protocol.last_activity
+        if idle >= self.timeout:
+            self.done.set_exception(asyncio.TimeoutError())
+        else:
+            self.handle = self.loop.call_later(self.timeout - idle, self._check)
+
+    def cancel(self) -> None:
+        self.handle.cancel()

@@ -1,0 +1,147 @@
+"""Ingest benchmark: parse 1,000,000-record per-request files (aiperf JSONL, vLLM --save-detailed
+JSON) and compare with the time pyarrow alone needs to read the same bytes.
+
+    python -m benchmarks.perf.ingest [--records N] [--keep DIR]
+
+Each measurement runs in a fresh subprocess so its peak RSS (resource.getrusage) is its own.
+Targets (issue 4): < 30 s, < 2 GiB peak, ratio parse/pyarrow <= 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+AIPERF_LINE = (
+    '{{"metadata":{{"session_num":{i},"x_request_id":"req-{i}","x_correlation_id":"c-{i}","conversation_id":"conv-{i}",'
+    '"turn_index":0,"request_start_ns":{start},"request_ack_ns":{ack},"request_end_ns":{end},"worker_id":"worker_0",'
+    '"record_processor_id":"rp_0","benchmark_phase":"profiling","was_cancelled":false}},'
+    '"metrics":{{"time_to_first_token":{{"value":{ttft:.6f},"unit":"ms"}},"request_latency":{{"value":{lat:.6f},"unit":"ms"}},'
+    '"inter_token_latency":{{"value":{itl:.6f},"unit":"ms"}},"output_sequence_length":{{"value":{osl},"unit":"tokens"}},'
+    '"input_sequence_length":{{"value":{isl},"unit":"tokens"}},"inter_chunk_latency":{{"value":[{chunks}],"unit":"ms"}}}},'
+    '"error":null}}\n'
+)
+
+
+def write_aiperf(path: str, n: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    ttft = rng.uniform(20, 200, n)
+    itl = rng.uniform(1, 20, n)
+    osl = rng.integers(8, 64, n)
+    isl = rng.integers(64, 2048, n)
+    lat = ttft + itl * (osl - 1)
+    start = 1_795_991_479_000_000_000 + np.cumsum(rng.integers(10_000, 1_000_000, n))
+    with open(path, "w") as handle:
+        for i in range(n):
+            handle.write(AIPERF_LINE.format(
+                i=i, start=start[i], ack=start[i] + int(ttft[i] * 1e6), end=start[i] + int(lat[i] * 1e6),
+                ttft=ttft[i], lat=lat[i], itl=itl[i], osl=osl[i], isl=isl[i],
+                chunks=f"{itl[i]:.4f},{itl[i]:.4f},{itl[i]:.4f}",
+            ))
+
+
+def write_vllm(path: str, n: int, seed: int = 0, out_len: int = 16) -> None:
+    """A `vllm bench serve --save-result --save-detailed` file (one-token chunks, fixed length)."""
+    rng = np.random.default_rng(seed)
+    ttfts = rng.uniform(0.02, 0.2, n)
+    itls = rng.uniform(0.001, 0.02, (n, out_len - 1))
+    latencies = ttfts + itls.sum(axis=1)
+    head = {
+        "date": "20261129-224535", "endpoint_type": "openai-chat", "backend": "openai-chat", "label": None,
+        "model_id": "perf-model", "tokenizer_id": "perf-model", "num_prompts": n, "request_rate": "inf",
+        "burstiness": 1.0, "max_concurrency": 256, "duration": float(latencies.sum() / 256), "completed": n,
+        "failed": 0, "total_input_tokens": 512 * n, "total_output_tokens": out_len * n,
+        "request_throughput": 1000.0, "request_goodput": None, "output_throughput": 16000.0,
+        "total_token_throughput": 528000.0,
+    }
+    def floats(values: np.ndarray) -> str:
+        return ", ".join(f"{v:.6f}" for v in values)
+
+    with open(path, "w") as handle:
+        handle.write(json.dumps(head)[:-1])
+        handle.write(', "input_lens": [' + ", ".join(["512"] * n) + "]")
+        handle.write(', "output_lens": [' + ", ".join([str(out_len)] * n) + "]")
+        handle.write(', "ttfts": [' + floats(ttfts) + "]")
+        handle.write(', "itls": [')
+        for start in range(0, n, 100_000):
+            block = itls[start:start + 100_000]
+            text = "], [".join(floats(row) for row in block)
+            handle.write(("" if start == 0 else ", ") + "[" + text + "]")
+        handle.write("]")
+        handle.write(', "latencies": [' + floats(latencies) + "]")
+        handle.write(', "start_times": [' + floats(np.cumsum(rng.uniform(0, 0.001, n)) + 1000.0) + "]")
+        handle.write(', "errors": [' + ", ".join(['""'] * n) + "]")
+        handle.write(', "mean_ttft_ms": 110.0, "median_ttft_ms": 110.0, "p99_ttft_ms": 198.0, "mean_tpot_ms": 10.5,'
+                     ' "median_tpot_ms": 10.5, "p99_tpot_ms": 19.8, "mean_itl_ms": 10.5, "median_itl_ms": 10.5,'
+                     ' "p99_itl_ms": 19.8}')
+
+
+CHILD = r"""
+import resource, sys, time
+import io
+import pyarrow.compute, pyarrow.json as pj
+path, mode = sys.argv[1], sys.argv[2]
+if mode != "pyarrow":
+    from benchmarks.formats import detect_and_parse  # imports (pandas, numpy) are not timed
+with open(path, "rb") as handle:
+    data = handle.read()
+start = time.perf_counter()
+if mode == "pyarrow":
+    if path.endswith(".jsonl"):
+        table = pj.read_json(io.BytesIO(data))
+    else:
+        table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=len(data) + 1))
+    rows = table.num_rows
+else:
+    result = detect_and_parse(data, path.rsplit("/", 1)[-1])
+    rows = len(result.requests)
+elapsed = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(f"{elapsed:.3f} {peak:.0f} {rows}")
+"""
+
+
+def measure(path: str, mode: str) -> tuple[float, float, int]:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    output = subprocess.run([sys.executable, "-c", CHILD, path, mode], capture_output=True, text=True, cwd=root, check=True)
+    seconds, peak, rows = output.stdout.split()
+    return float(seconds), float(peak), int(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--keep", help="directory to write the generated files to (kept)")
+    args = parser.parse_args()
+    directory = args.keep or tempfile.mkdtemp(prefix="kvselect-ingest-")
+    os.makedirs(directory, exist_ok=True)
+    cases = [("aiperf profile_export.jsonl", os.path.join(directory, "profile_export.jsonl"), write_aiperf),
+             ("vLLM --save-detailed JSON", os.path.join(directory, "vllm_detailed.json"), write_vllm)]
+    print(f"{'file':30} {'records':>9} {'MiB':>7} {'pyarrow s':>9} {'parse s':>8} {'ratio':>6} {'peak MiB (pyarrow/parse)':>26}")
+    try:
+        for label, path, writer in cases:
+            began = time.perf_counter()
+            writer(path, args.records)
+            generated = time.perf_counter() - began
+            size = os.path.getsize(path) / 2**20
+            base_s, base_peak, _ = measure(path, "pyarrow")
+            parse_s, parse_peak, rows = measure(path, "parse")
+            print(f"{label:30} {rows:>9} {size:>7.0f} {base_s:>9.2f} {parse_s:>8.2f} {parse_s / base_s:>6.2f} "
+                  f"{base_peak:>12.0f} / {parse_peak:<8.0f}  (generated in {generated:.0f} s)")
+    finally:
+        if not args.keep:
+            for _, path, _ in cases:
+                if os.path.exists(path):
+                    os.remove(path)
+            os.rmdir(directory)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""What the run and validation pages show, computed from plain data (no Django imports).
+
+The views pass model fields (dicts, lists, numbers) in and get rows and chart inputs out, so the
+shaping rules (which percentile goes in which column, what counts as a KV series, how a typed
+parameter is read back from a form) are testable in milliseconds and shared by every page.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+from .result import DEFINITIONS, STAT_KEYS
+
+LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+KV_SERIES_SUFFIX = "kv_usage_ratio"
+
+
+def _finite(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def point_x(point: Mapping[str, Any], index: int) -> tuple[float, str]:
+    """The load a point was measured at, and what that number is (concurrency, rate or order)."""
+    for key, kind in (("concurrency", "concurrency"), ("achieved_concurrency", "concurrency"),
+                      ("request_rate", "rate")):
+        value = _finite(point.get(key))
+        if value is not None:
+            return value, kind
+    return float(index + 1), "index"
+
+
+def percentile_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per load point: its load and each latency metric's statistics (None = missing)."""
+    rows = []
+    for index, point in enumerate(points):
+        x, kind = point_x(point, index)
+        row = {"index": index, "label": point.get("label") or "", "load": x, "load_kind": kind,
+               "requests_completed": point.get("requests_completed"), "requests_failed": point.get("requests_failed"),
+               "request_throughput": _finite(point.get("request_throughput")),
+               "output_token_throughput": _finite(point.get("output_token_throughput")),
+               "error_rate": _finite(point.get("error_rate")), "goodput": _finite(point.get("goodput")),
+               "slo_attainment": _finite(point.get("slo_attainment")), "client_bound": point.get("client_bound")}
+        for metric in LATENCY_COLUMNS:
+            stats = point.get(metric) or {}
+            row[metric] = {key: _finite(stats.get(key)) for key in STAT_KEYS}
+        rows.append(row)
+    return rows
+
+
+PERCENTILE_PREFERENCE = ("p95", "p99", "p90", "p50", "mean")
+
+
+def chart_percentile(points: Sequence[Mapping[str, Any]]) -> str | None:
+    """The percentile to chart: p95 (the budgets' percentile) when any point has it, else the next best."""
+    for percentile in PERCENTILE_PREFERENCE:
+        if any(_finite((p.get(m) or {}).get(percentile)) is not None for p in points for m in ("ttft_ms", "tpot_ms")):
+            return percentile
+    return None
+
+
+def latency_series(name: str, points: Sequence[Mapping[str, Any]],
+                   percentile: str | None = None) -> dict[str, dict[str, list]]:
+    """Input for `charts.latency_vs_concurrency`: {name: {concurrency, ttft_ms, tpot_ms}}, sorted by load,
+    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure."""
+    percentile = percentile or chart_percentile(points)
+    if percentile is None:
+        return {}
+    xs, ttft, tpot = [], [], []
+    for index, point in enumerate(points):
+        xs.append(point_x(point, index)[0])
+        ttft.append(_finite((point.get("ttft_ms") or {}).get(percentile)))
+        tpot.append(_finite((point.get("tpot_ms") or {}).get(percentile)))
+    if not any(v is not None for v in ttft + tpot):
+        return {}
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    return {name: {"concurrency": [xs[i] for i in order], "ttft_ms": [ttft[i] for i in order],
+                   "tpot_ms": [tpot[i] for i in order]}}
+
+
+def kv_series(timeseries: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, list[list[float]]]:
+    """The KV-cache usage series of a run (`kv_usage_ratio`, `prefix_off.kv_usage_ratio`, ...)."""
+    out = {}
+    for name, points in (timeseries or {}).items():
+        if name == KV_SERIES_SUFFIX or name.endswith("." + KV_SERIES_SUFFIX):
+            pairs = [[float(p[0]), p[1]] for p in points or [] if len(p) >= 2 and _finite(p[0]) is not None]
+            if pairs:
+                out[name] = pairs
+    return out
+
+
+def definition_rows(original: Mapping[str, Any]) -> list[dict[str, str]]:
+    """kvselect's definition of each metric next to the tool's original one (when the file had it)."""
+    keys = list(DEFINITIONS) + [k for k in (original or {}) if k not in DEFINITIONS]
+    return [{"metric": key, "kvselect": DEFINITIONS.get(key, ""), "original": str((original or {}).get(key) or "")}
+            for key in keys if key in DEFINITIONS or (original or {}).get(key)]
+
+
+def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: bool) -> dict[str, Any]:
+    """The progress bar's figures: phase, percent clamped to 0-100, requests done, live TTFT p50."""
+    progress = progress or {}
+    percent = _finite(progress.get("percent"))
+    if terminal and status == "succeeded":
+        percent = 100.0
+    percent = max(0.0, min(100.0, percent if percent is not None else 0.0))
+    return {"phase": str(progress.get("phase") or status), "percent": round(percent, 1),
+            "requests_done": progress.get("requests_done"), "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),
+            "terminal": terminal}
+
+
+# ------------------------------------------------------------------ editable test parameters
+
+
+def param_kind(default: Any) -> str:
+    """How a planned parameter is edited: bool, int, float, int_list, float_list, json or text."""
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, float):
+        return "float"
+    if isinstance(default, list) and default and all(isinstance(v, int) and not isinstance(v, bool) for v in default):
+        return "int_list"
+    if isinstance(default, list) and default and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                     for v in default):
+        return "float_list"
+    if isinstance(default, str):
+        return "text"
+    return "json"  # None, dicts, empty or mixed lists
+
+
+def format_param(value: Any, kind: str) -> str:
+    if kind in ("int_list", "float_list"):
+        return ", ".join(str(v) for v in value)
+    if kind == "json":
+        return "" if value is None else json.dumps(value)
+    return "" if value is None else str(value)
+
+
+class ParamError(ValueError):
+    """A parameter value that cannot be read. `code` says what was expected (the form words it)."""
+
+    def __init__(self, code: str, detail: str = ""):
+        super().__init__(f"{code}: {detail}" if detail else code)
+        self.code, self.detail = code, detail
+
+
+def parse_param(raw: str, kind: str) -> Any:
+    """Read a form value back into the planned parameter's type. Empty json/text -> None.
+
+    Error codes: ``empty_list``, ``not_numbers`` (detail: the text), ``not_positive``,
+    ``bad_json`` (detail: the parser's message and column).
+    """
+    text = (raw or "").strip()
+    if kind in ("int_list", "float_list"):
+        parts = [p for p in text.replace(";", ",").split(",") if p.strip()]
+        if not parts:
+            raise ParamError("empty_list")
+        try:
+            values = [int(p) if kind == "int_list" else float(p) for p in parts]
+        except ValueError:
+            raise ParamError("not_numbers", text) from None
+        if any(v <= 0 for v in values):
+            raise ParamError("not_positive")
+        return values
+    if kind == "json":
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ParamError("bad_json", f"{error.msg}, column {error.colno}") from None
+    return text or None
+
+
+def changed_params(plan: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the parameters the user changed (what the audit trail should show as overrides)."""
+    return {key: value for key, value in values.items() if key not in plan or plan[key] != value}
+
+
+def sum_points(points: Iterable[Mapping[str, Any]], key: str) -> int | None:
+    values = [p.get(key) for p in points if p.get(key) is not None]
+    return sum(values) if values else None

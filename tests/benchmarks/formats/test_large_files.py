@@ -1,0 +1,70 @@
+"""The large-file paths (pyarrow, head-only sniffing) give the same results as the small ones."""
+
+import json
+
+import numpy as np
+import pytest
+
+import benchmarks.formats._common as common
+from benchmarks.formats import FormatError, detect_and_parse
+from benchmarks.perf.ingest import write_aiperf, write_vllm
+
+from .conftest import load
+
+
+@pytest.fixture
+def everything_is_large(monkeypatch):
+    monkeypatch.setattr(common, "LARGE_FILE", 0)
+
+
+def compare(small, large):
+    assert small.format == large.format
+    for a, b in zip(small.points, large.points):
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            for stat in ("mean", "p50", "p90", "p99", "max"):
+                x, y = getattr(getattr(a, metric), stat), getattr(getattr(b, metric), stat)
+                assert (x is None and y is None) or x == pytest.approx(y), (metric, stat)
+    assert small.requests["ttft_ms"].to_numpy() == pytest.approx(large.requests["ttft_ms"].to_numpy(), nan_ok=True)
+    assert small.requests["ok"].tolist() == large.requests["ok"].tolist()
+
+
+@pytest.mark.parametrize("name", ["vllm_bench_serve.json", "recon_vllm_legacy_benchmark_serving.json"])
+def test_vllm_pyarrow_path_matches(name, monkeypatch):
+    small = detect_and_parse(load(name), name)
+    monkeypatch.setattr(common, "LARGE_FILE", 0)
+    compare(small, detect_and_parse(load(name), name))
+
+
+def test_vllm_pyarrow_path_rejects_wrong_types(everything_is_large):
+    doc = json.loads(load("vllm_bench_serve.json"))
+    doc["ttfts"] = ["a", "b"]
+    with pytest.raises(FormatError, match="ttfts: expected a list of numbers"):
+        detect_and_parse(json.dumps(doc).encode(), "v.json")
+    doc["ttfts"] = 3
+    with pytest.raises(FormatError, match="ttfts: expected a list"):
+        detect_and_parse(json.dumps(doc).encode(), "v.json")
+
+
+def test_vllm_pyarrow_path_truncated(everything_is_large):
+    data = load("vllm_bench_serve.json")
+    with pytest.raises(FormatError, match="unreadable JSON"):
+        detect_and_parse(data[:-100], "v.json", format="vllm")
+
+
+def test_generated_perf_files_parse(tmp_path):
+    write_aiperf(str(tmp_path / "p.jsonl"), 500)
+    write_vllm(str(tmp_path / "v.json"), 300)
+    aiperf = detect_and_parse((tmp_path / "p.jsonl").read_bytes(), "p.jsonl")
+    vllm = detect_and_parse((tmp_path / "v.json").read_bytes(), "v.json")
+    assert len(aiperf.requests) == 500 and aiperf.points[0].requests_completed == 500
+    assert len(vllm.requests) == 300
+    # one token per chunk in the generated file -> exact per-token ITL percentiles
+    assert vllm.points[0].itl_ms.p99 is not None
+    frame = vllm.requests
+    assert np.allclose(frame["tpot_ms"], frame["itl_ms_mean"], atol=1e-3)  # 6-decimal seconds in the file
+
+
+def test_aiperf_warmup_records_are_dropped():
+    data = load("aiperf.profile_export.jsonl").replace(b'"benchmark_phase":"profiling"', b'"benchmark_phase":"warmup"', 1)
+    result = detect_and_parse(data, "profile_export.jsonl")
+    assert len(result.requests) == 1 and result.requests["ok"].tolist() == [False]

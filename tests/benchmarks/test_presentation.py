@@ -1,0 +1,73 @@
+"""Shaping run data for the pages: load axis, percentile rows, chart series, progress, parameters."""
+
+import pytest
+
+from benchmarks import presentation as p
+
+
+def test_point_load_prefers_requested_concurrency_then_achieved_then_rate():
+    assert p.point_x({"concurrency": 8, "achieved_concurrency": 7.5}, 0) == (8.0, "concurrency")
+    assert p.point_x({"achieved_concurrency": 7.5}, 0) == (7.5, "concurrency")
+    assert p.point_x({"request_rate": 2.0}, 0) == (2.0, "rate")
+    assert p.point_x({"request_rate": None}, 3) == (4.0, "index")
+
+
+def test_percentile_rows_keep_missing_as_none_not_zero():
+    rows = p.percentile_rows([{"concurrency": 4, "ttft_ms": {"p50": 10.0, "p99": float("nan")}, "tpot_ms": None}])
+    assert rows[0]["ttft_ms"]["p50"] == 10.0 and rows[0]["ttft_ms"]["p99"] is None
+    assert rows[0]["tpot_ms"] == {k: None for k in ("mean", "p50", "p90", "p95", "p99", "max")}
+
+
+def test_latency_series_sorted_by_load_and_empty_without_latencies():
+    points = [{"concurrency": 32, "ttft_ms": {"p95": 300}, "tpot_ms": {}}, {"concurrency": 8, "ttft_ms": {"p95": 100}}]
+    series = p.latency_series("vLLM", points)
+    assert series == {"vLLM": {"concurrency": [8.0, 32.0], "ttft_ms": [100.0, 300.0], "tpot_ms": [None, None]}}
+    assert p.latency_series("vLLM", [{"concurrency": 8}]) == {}
+
+
+def test_chart_percentile_falls_back_when_the_tool_has_no_p95():
+    assert p.chart_percentile([{"ttft_ms": {"p50": 1, "p99": 2}}]) == "p99"
+    assert p.chart_percentile([{"ttft_ms": {"p95": 1}}, {"tpot_ms": {"p50": 2}}]) == "p95"
+    assert p.chart_percentile([{"ttft_ms": {}}]) is None
+    assert p.latency_series("x", [{"concurrency": 2, "ttft_ms": {"p99": 32.8}}])["x"]["ttft_ms"] == [32.8]
+
+
+def test_kv_series_picks_kv_usage_only():
+    series = p.kv_series({"kv_usage_ratio": [[0, 0.1], [1, 0.2]], "prefix_off.kv_usage_ratio": [[0, 0.3]],
+                          "running": [[0, 4]], "kv_usage_ratio_extra": [[0, 1]]})
+    assert set(series) == {"kv_usage_ratio", "prefix_off.kv_usage_ratio"}
+
+
+def test_definitions_show_kvselect_and_the_tools_original():
+    rows = {r["metric"]: r for r in p.definition_rows({"tpot_ms": "incl. first token", "tool_only": "x"})}
+    assert rows["tpot_ms"]["original"] == "incl. first token" and "excludes the first token" in rows["tpot_ms"]["kvselect"]
+    assert rows["ttft_ms"]["original"] == "" and rows["tool_only"]["kvselect"] == ""
+
+
+@pytest.mark.parametrize("progress, status, terminal, percent", [
+    ({"percent": 42.54}, "running", False, 42.5), ({"percent": 180}, "running", False, 100.0),
+    ({"percent": None}, "queued", False, 0.0), ({"percent": 60}, "succeeded", True, 100.0),
+    ({"percent": 60}, "cancelled", True, 60.0), (None, "queued", False, 0.0)])
+def test_progress_percent_is_clamped_and_complete_on_success(progress, status, terminal, percent):
+    view = p.progress_view(progress, status, terminal)
+    assert view["percent"] == percent and view["terminal"] is terminal and view["phase"]
+
+
+@pytest.mark.parametrize("default, kind", [(True, "bool"), (8, "int"), (0.5, "float"), ([16384, 32768], "int_list"),
+                                           ([0.5, 1], "float_list"), (None, "json"), ({"a": 1}, "json"), ("x", "text")])
+def test_param_kind_follows_the_planned_value(default, kind):
+    assert p.param_kind(default) == kind
+
+
+def test_params_round_trip_through_the_form_text():
+    for value, kind in (([16384, 32768], "int_list"), ([0.5, 1.5], "float_list"), ({"a": [1]}, "json")):
+        assert p.parse_param(p.format_param(value, kind), kind) == value
+    assert p.parse_param("", "json") is None
+
+
+@pytest.mark.parametrize("raw, kind, code", [("", "int_list", "empty_list"), ("16K, 32K", "int_list", "not_numbers"),
+                                             ("0, 5", "int_list", "not_positive"), ("{bad", "json", "bad_json")])
+def test_bad_parameter_text_has_an_error_code(raw, kind, code):
+    with pytest.raises(p.ParamError) as error:
+        p.parse_param(raw, kind)
+    assert error.value.code == code
