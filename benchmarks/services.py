@@ -140,6 +140,26 @@ def _validate_upload_fields(test: str, fmt: str | None) -> None:
             raise IngestError("format", f"unknown format {fmt!r}; one of {', '.join(format_names())}")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gunzip_bounded(data: bytes, limit: int) -> bytes:
+    """Decompress a gzip upload, reading at most `limit` bytes of output (a gzip bomb stops there)."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+            out = handle.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise IngestError("file", f"not a valid gzip file ({exc})") from None
+    if len(out) > limit:
+        raise IngestError("file", f"decompressed size exceeds the limit of {limit:,} bytes (gzip bomb?)", 413)
+    if not out:
+        raise IngestError("file", "the gzip file is empty")
+    return out
+
+
 def find_idempotent(candidate: Candidate, key: str) -> BenchmarkRun | None:
     return BenchmarkRun.objects.filter(candidate=candidate, idempotency_key=key).first() if key else None
 
@@ -157,6 +177,11 @@ def ingest_upload(*, candidate: Candidate, data: bytes, filename: str, test: str
         raise IngestError("file", f"{len(data):,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}", 413)
     if not data:
         raise IngestError("file", "the file is empty")
+    compressed = data.startswith(GZIP_MAGIC)
+    if compressed:
+        compressed_size = len(data)
+        data = gunzip_bounded(data, settings.KVSELECT_MAX_UPLOAD_BYTES)
+        filename = filename[:-3] if (filename or "").lower().endswith(".gz") else filename
     existing = find_idempotent(candidate, idempotency_key)
     if existing:
         return existing, False
@@ -169,7 +194,9 @@ def ingest_upload(*, candidate: Candidate, data: bytes, filename: str, test: str
             run = BenchmarkRun.objects.create(
                 candidate=candidate, test=test, label=label[:200], origin=BenchmarkRun.Origin.UPLOAD,
                 status=BenchmarkRun.Status.PARSING, idempotency_key=idempotency_key[:200], uploaded_by=uploader[:150],
-                raw_sha256=sha256_hex(data), params={"filename": filename, "format": fmt or "auto"})
+                raw_sha256=sha256_hex(data), params={"filename": filename, "format": fmt or "auto",
+                                                     **({"compressed": "gzip", "compressed_size": compressed_size}
+                                                        if compressed else {})})
             files.save(run, Artifact.Kind.RAW, _safe_filename(filename), data)
             if result is not None:
                 apply_result(run, result, files, BenchmarkRun.Status.SUCCEEDED)
