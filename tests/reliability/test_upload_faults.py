@@ -69,12 +69,15 @@ def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(cand
     assert BenchmarkRun.objects.count() == 1
 
 
-def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, media):
+def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, media, monkeypatch):
     """Not a mock of apply_async: the Celery app is pointed at a closed port."""
     from config.celery import app
 
+    down = "redis://127.0.0.1:1/0"
+    monkeypatch.setenv("CELERY_BROKER_URL", down)  # Celery reads this variable before its own setting
+    monkeypatch.delenv("CELERY_BROKER_WRITE_URL", raising=False)
     original = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    app.conf.broker_url = down
     try:
         with mock.patch.object(app, "_pool", None), mock.patch.object(app.amqp, "_producer_pool", None):
             response = upload(ci, candidate.pk, LARGE, key="ci-real")

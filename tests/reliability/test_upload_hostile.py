@@ -172,3 +172,17 @@ def mutated_real_file(draw):
 def test_mutated_real_files_never_500(candidate, ci, media, case):
     name, data = case
     _check_outcome(upload(ci, candidate.pk, data, name))
+
+
+def test_nul_characters_in_lookup_fields_are_400_not_500(architect, team):
+    """PostgreSQL refuses NUL in text even in a WHERE clause; SQLite does not. Both must answer 400."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(architect)
+    response = client.post("/api/v1/selections/", {"name": "n", "team": "plat\x00form", "business_owner": "al\x00ice",
+                                                   "platform_owner": "alice", "security_owner": "alice"}, format="json")
+    assert response.status_code == 400, response.content
+    from selection.models import Selection
+
+    assert not Selection.objects.filter(name="n").exists()
