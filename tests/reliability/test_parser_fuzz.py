@@ -17,7 +17,7 @@ from benchmarks.harness.metrics import MetricsSampler, map_samples, map_trtllm_j
 
 pytestmark = pytest.mark.reliability
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20),

@@ -21,7 +21,7 @@ from selection.models import DecisionRecord
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
-EXAMPLES_PER_OPERATION = 12
+EXAMPLES_PER_OPERATION = 8
 
 
 @pytest.fixture
