@@ -22,6 +22,7 @@ SIMULATED = "SIMULATED"
 Evidence = Literal["MEASURED", "SIMULATED"]
 
 TEST_NAMES = ("concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability", "custom")
+VALIDATION_TEST_NAMES = TEST_NAMES[:-1]  # the five tests kvselect runs itself
 
 # kvselect's metric definitions. Parsers map each tool onto these.
 DEFINITIONS: dict[str, str] = {

@@ -28,11 +28,11 @@ from selection.secretbox import decrypt
 from . import services
 from .harness import safety, workloads
 from .models import BenchmarkRun
-from .result import TEST_NAMES
+from .result import VALIDATION_TEST_NAMES
 
 logger = logging.getLogger(__name__)
 
-VALIDATION_TESTS = tuple(t for t in TEST_NAMES if t != "custom")
+VALIDATION_TESTS = VALIDATION_TEST_NAMES
 HEARTBEAT_INTERVAL_S = 5.0
 STALE_AFTER = timedelta(seconds=120)  # no heartbeat for this long: the worker is gone
 PROGRESS_MIN_INTERVAL_S = 1.0
@@ -267,13 +267,114 @@ class EngineUnavailable(RuntimeError):
     """The engine did not answer before the load started (the task may retry)."""
 
 
+class LaunchedEngine:
+    """The candidate's launch recipe, run by the worker: start, wait for /health, stop, keep the log.
+
+    The recipe is an argument list (shlex-split, never a shell) that only the selection's
+    architects can set; its output goes to a log file that becomes the run's `engine_log`
+    artifact and is parsed for the KV capacity the engine really allocated.
+    """
+
+    def __init__(self, recipe: str, endpoint_url: str, startup_timeout_s: float = 600.0) -> None:
+        import shlex
+        import tempfile
+
+        self.argv = shlex.split(recipe)
+        if not self.argv:
+            raise ValidationError("launch_recipe: empty command")
+        self.endpoint_url = endpoint_url
+        self.startup_timeout_s = startup_timeout_s
+        self.log = tempfile.NamedTemporaryFile(prefix="kvselect-engine-", suffix=".log", delete=False)
+        self.process = None
+
+    def __enter__(self) -> "LaunchedEngine":
+        import subprocess
+
+        try:
+            self.process = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            raise EngineUnavailable(f"launch_recipe: could not start {self.argv[0]!r}: {exc.strerror or exc}") from exc
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise EngineUnavailable(f"launch_recipe: the engine exited with status {self.process.returncode} "
+                                        f"before it was healthy; last log lines: {self.tail()}")
+            if _healthy(self.endpoint_url):
+                return self
+            time.sleep(1.0)
+        self.stop()
+        raise EngineUnavailable(f"launch_recipe: not healthy within {self.startup_timeout_s:.0f} s")
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        import os
+        import signal
+
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=30)
+            except (ProcessLookupError, PermissionError):
+                pass
+            except Exception:  # still alive after 30 s
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.log.flush()
+
+    def text(self) -> str:
+        with open(self.log.name, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+
+    def tail(self, lines: int = 5) -> str:
+        return " | ".join(self.text().strip().splitlines()[-lines:])
+
+
+def record_measured_capacity(candidate: Candidate, log_text: str, run: BenchmarkRun) -> dict[str, Any] | None:
+    """Store what the engine's log says it allocated, next to the capacity model's prediction."""
+    from selection.capacity import plan_for_candidate
+    from selection.domain.capacity import CapacityError, parse_engine_capacity_log
+
+    found = parse_engine_capacity_log(log_text)
+    if not found.get("kv_cache_tokens"):
+        return None
+    measured = {"token_capacity": found["kv_cache_tokens"], "source": f"engine log of run {run.pk}",
+                "run_ids": [run.pk], "evidence": run.evidence, **{k: v for k, v in found.items() if k != "kv_cache_tokens"}}
+    try:
+        measured["predicted_token_capacity"] = plan_for_candidate(candidate)["token_capacity"]
+    except CapacityError as exc:
+        measured["prediction_error"] = str(exc)
+    Candidate.objects.filter(pk=candidate.pk).update(measured_capacity=measured)
+    return measured
+
+
 def execute(run: BenchmarkRun) -> BenchmarkRun:
     """Run a claimed validation run to a terminal state. Never leaves it `running`."""
+    from contextlib import nullcontext
+
     candidate = run.candidate
     try:
         check_candidate_target(candidate)
     except ValidationError as exc:
         return _finish_failed(run, str(exc))
+    engine = LaunchedEngine(candidate.launch_recipe, candidate.endpoint_url) if candidate.launch_recipe.strip() else None
+    with engine or nullcontext():
+        run = _execute_against_engine(run, candidate)
+    if engine is not None:
+        log_bytes = engine.text().encode()
+        from django.core.files.base import ContentFile
+
+        from .models import Artifact
+
+        artifact = Artifact(run=run, kind=Artifact.Kind.ENGINE_LOG, sha256=services.sha256_hex(log_bytes),
+                            size=len(log_bytes))
+        artifact.file.save(f"run-{run.pk}-engine.log", ContentFile(log_bytes), save=True)
+        record_measured_capacity(candidate, log_bytes.decode("utf-8", "replace"), run)
+    return run
+
+
+def _execute_against_engine(run: BenchmarkRun, candidate: Candidate) -> BenchmarkRun:
     if not _healthy(candidate.endpoint_url):
         raise EngineUnavailable(f"{candidate.endpoint_url} did not answer /health or /v1/models")
     target = target_for(candidate)

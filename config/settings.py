@@ -166,6 +166,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
         "SelectionStatusEnum": "selection.models.Selection.Status",
+        "ResultTestEnum": "benchmarks.result.TEST_NAMES",
+        "ValidationTestEnum": "benchmarks.result.VALIDATION_TEST_NAMES",
     },
 }
 
@@ -206,5 +208,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "weasyprint": {"level": "WARNING"},
+                "fontTools": {"level": "WARNING"}, "pyhanko": {"level": "WARNING"}},
 }

@@ -24,9 +24,14 @@ def model_config_for(candidate: Candidate) -> dict:
     constraints = getattr(candidate.selection, "constraints", None)
     if constraints is not None and constraints.model_config:
         return constraints.model_config
-    name = candidate.model_name or (constraints.target_model if constraints else "")
+    shipped = {name.lower(): name for name in model.shipped_models()}
+    served = (candidate.model_name or "").split("/")[-1].lower()
+    if served in shipped:  # the served name is a shipped config (e.g. meta-llama/Llama-3.1-8B -> Llama-3.1-8B)
+        return model.load_model_config(shipped[served])
+    name = constraints.target_model if constraints else ""
     if not name:
-        raise model.CapacityError("model: the candidate has no model and the constraints name no target model")
+        raise model.CapacityError("model: the candidate's served model is not a shipped config and the constraints "
+                                  "name no target model")
     return model.load_model_config(name)
 
 

@@ -137,7 +137,67 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
         out["latency"] = charts.latency_vs_concurrency(
             series, ttft_budget_ms=getattr(constraints, "ttft_p95_ms", None),
             tpot_budget_ms=getattr(constraints, "tpot_p95_ms", None), simulated=series_simulated)
+    out.update(_evidence_charts(selection, include_simulated))
     cache.set(key, out, 600)
+    return out
+
+
+def _evidence_charts(selection: Selection, include_simulated: bool) -> dict[str, str]:
+    """KV usage over time, TTFT against context, prefix on/off and soak drift, from each candidate's
+    latest run of the matching test (the same chart module as the PDF)."""
+    from .evidence import latest_runs
+
+    kv, context, prefix, drift = {}, {}, {}, {}
+    flags = {"kv": False, "context": False, "prefix": False, "drift": False}
+    for candidate in selection.candidates.select_related("engine"):
+        runs = {test: run for test, run in latest_runs(candidate).items() if include_simulated or not run.is_simulated}
+        name = candidate.display_name
+        stress = runs.get("concurrency_stress")
+        if stress is not None and (stress.timeseries or {}).get("kv_usage_ratio"):
+            kv[name] = stress.timeseries["kv_usage_ratio"]
+            flags["kv"] |= stress.is_simulated
+        ladder = runs.get("long_context")
+        if ladder is not None:
+            rungs = [((p.extra or {}).get("input_tokens_requested"), (p.ttft_ms or {}).get("p50"))
+                     for p in ladder.points.all() if "alone" in p.label]
+            rungs = [(tokens, ttft) for tokens, ttft in rungs if tokens]
+            if rungs:
+                context[name] = rungs
+                flags["context"] |= ladder.is_simulated
+        reuse = runs.get("prefix_reuse")
+        if reuse is not None:
+            points = {p.label: p for p in reuse.points.all()}
+            on = points.get("prefix_on")
+            off = points.get("prefix_off")
+            if on is not None and (on.extra or {}).get("kv_tokens_peak") is not None:
+                prefix[name] = {"on": on.extra["kv_tokens_peak"],
+                                "off": (off.extra or {}).get("kv_tokens_peak") if off is not None else None,
+                                "theoretical_on": None}
+                if prefix[name]["off"] is None:
+                    prefix[name]["off"] = (on.extra or {}).get("own_allocation_tokens")
+                flags["prefix"] |= reuse.is_simulated
+        soak = runs.get("stability")
+        if soak is not None:
+            points = {p.label: p for p in soak.points.all()}
+            first, last = points.get("first_window"), points.get("last_window")
+            if first is not None and last is not None:
+                duration = float((soak.params or {}).get("duration_s") or 1.0)
+                drift[name] = [(0.0, (first.ttft_ms or {}).get("p99")), (duration, (last.ttft_ms or {}).get("p99"))]
+                flags["drift"] |= soak.is_simulated
+    out: dict[str, str] = {}
+    renderers = (
+        ("kv_usage", kv, lambda: charts.kv_usage_over_time(kv, simulated=flags["kv"])),
+        ("ttft_context", context, lambda: charts.ttft_vs_context(context, simulated=flags["context"])),
+        ("prefix", prefix, lambda: charts.prefix_on_off(prefix, metric="KV tokens at peak (off = every request "
+                                                               "allocates its own)", simulated=flags["prefix"])),
+        ("soak", drift, lambda: charts.soak_drift(drift, simulated=flags["drift"])),
+    )
+    for key, data, render in renderers:
+        if data:
+            try:
+                out[key] = render()
+            except (charts.ChartInputError, TypeError, ValueError):
+                pass
     return out
 
 

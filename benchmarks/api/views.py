@@ -18,6 +18,7 @@ from selection.selectors import selections_for
 
 from .. import services
 from ..models import Artifact, BenchmarkRun
+from ..result import VALIDATION_TEST_NAMES
 from .permissions import is_upload_token
 from .serializers import RunSerializer, RunSummarySerializer, UploadSerializer
 
@@ -127,8 +128,7 @@ class RunRequestsView(APIView):
 
 
 class StartValidationSerializer(serializers.Serializer):
-    test = serializers.ChoiceField(choices=[t for t in ("concurrency_stress", "long_context", "swap_recovery", "prefix_reuse",
-                                                "stability")])
+    test = serializers.ChoiceField(choices=list(VALIDATION_TEST_NAMES))
     params = serializers.DictField(required=False, help_text="Overrides of the planned parameters")
     label = serializers.CharField(required=False, allow_blank=True, max_length=200)
 

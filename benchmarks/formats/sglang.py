@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from benchmarks.formats import Format
-from benchmarks.formats._common import FormatError, Source, decode_json, finish, type_name
-from benchmarks.formats.vllm import parse_serving_doc
+from benchmarks.formats._common import FormatError, Source, decode_json, type_name
+from benchmarks.formats.vllm import parse_serving_docs
 from benchmarks.result import NormalizedResult
 
 DEFINITIONS = {
@@ -78,17 +76,7 @@ def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         if not isinstance(doc, dict):
             raise FormatError(f"(root): expected an object, got {type_name(doc)}") from None
         docs = [doc]
-    result = NormalizedResult(tool="sglang", format="sglang", definitions=dict(DEFINITIONS))
-    frames = []
-    for index, doc in enumerate(docs):
-        path = "" if len(docs) == 1 else f"line {index + 1}"
-        point, frame = parse_serving_doc(doc, path, index, result, flavour="sglang")
-        result.points.append(point)
-        if frame is not None:
-            frames.append(frame)
-    if frames:
-        result.requests = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    return finish(result, slo)
+    return parse_serving_docs(docs, "sglang", DEFINITIONS, slo)
 
 
 FORMATS = [Format("sglang", "sglang", "SGLang bench_serving JSONL", sniff, parse)]

@@ -114,11 +114,17 @@ def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         docs = _documents(source, strict=True)
         if not docs:
             raise FormatError("(root): no JSON object found")
-    result = NormalizedResult(tool="vllm", format="vllm", definitions=dict(DEFINITIONS))
+    return parse_serving_docs(docs, "vllm", DEFINITIONS, slo)
+
+
+def parse_serving_docs(docs: list[dict[str, Any]], flavour: str, definitions: dict[str, str],
+                       slo: dict[str, Any] | None) -> NormalizedResult:
+    """One load point per document (a JSONL file or `--append-result` holds one per rate or concurrency)."""
+    result = NormalizedResult(tool=flavour, format=flavour, definitions=dict(definitions))
     frames = []
     for index, doc in enumerate(docs):
         path = "" if len(docs) == 1 else f"line {index + 1}"
-        point, frame = parse_serving_doc(doc, path, index, result, flavour="vllm")
+        point, frame = parse_serving_doc(doc, path, index, result, flavour=flavour)
         result.points.append(point)
         if frame is not None:
             frames.append(frame)

@@ -132,3 +132,57 @@ def test_derived_scoring_metrics_from_harness_output(candidate):
     stability = BenchmarkRun.objects.create(candidate=candidate, test="stability", origin="harness", status="succeeded",
                                             verdicts=[{"name": "ttft_p99_drift", "passed": True, "value": 12.0}])
     assert derived_from_run(stability) == {"soak_drift_p99_ratio": pytest.approx(1.12)}
+
+
+FAKE_ENGINE = '''
+import sys, http.server, json
+print("INFO 11-29 [kv_cache_utils.py:1087] GPU KV cache size: 91,056 tokens", flush=True)
+print("INFO 11-29 [kv_cache_utils.py:1091] Maximum concurrency for 8,192 tokens per request: 11.12x", flush=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+@pytest.mark.django_db(transaction=True)
+def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capacity(candidate, tmp_path,
+                                                                                     monkeypatch):
+    import socket
+    import sys
+
+    script = tmp_path / "fake_engine.py"
+    script.write_text(FAKE_ENGINE)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    candidate.launch_recipe = f"{sys.executable} {script} {port}"
+    candidate.endpoint_url = f"http://127.0.0.1:{port}"
+    candidate.save()
+    seen = {}
+
+    def fake_run(run, cand):
+        seen["healthy"] = validation._healthy(cand.endpoint_url)
+        return validation._finish_failed(run, "stopped after the launch check")
+
+    monkeypatch.setattr(validation, "_execute_against_engine", fake_run)
+    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="harness",
+                                      status="running", params=SHORT)
+    run = validation.execute(run)
+    assert seen["healthy"] is True
+    log = run.artifacts.get(kind="engine_log")
+    assert b"GPU KV cache size: 91,056 tokens" in log.file.open("rb").read()
+    candidate.refresh_from_db()
+    assert candidate.measured_capacity["token_capacity"] == 91056
+    assert candidate.measured_capacity["predicted_token_capacity"] > 0
+    assert not validation._healthy(candidate.endpoint_url)  # the engine was stopped
+
+
+def test_a_recipe_that_exits_early_is_reported(candidate, tmp_path):
+    import sys
+
+    engine = validation.LaunchedEngine(f"{sys.executable} -c \"print('boom'); raise SystemExit(3)\"",
+                                       "http://127.0.0.1:9", startup_timeout_s=10)
+    with pytest.raises(validation.EngineUnavailable, match="status 3.*boom"):
+        engine.__enter__()

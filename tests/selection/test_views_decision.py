@@ -280,3 +280,21 @@ def test_full_flow_draft_review_approve_sign_download_verify(client, decided, ar
     assert response.status_code == 302 and successor.supersedes_id == record.pk
     listing = client.get(reverse("selection:records", args=[decided.pk])).content.decode()
     assert "supersedes v1" in listing and "superseded by v2" in listing
+
+
+def test_comparison_draws_the_five_tests_charts(client, decided, architect):
+    candidate = decided.candidates.first()
+    stress = candidate.runs.get(test="concurrency_stress")
+    stress.timeseries = {"kv_usage_ratio": [[0, 0.1], [1, 0.4], [2, 0.6]]}
+    stress.save()
+    ladder = BenchmarkRun.objects.create(candidate=candidate, test="long_context", origin="harness", status="succeeded")
+    for index, tokens in enumerate((16384, 32768)):
+        RunPoint.objects.create(run=ladder, index=index, label=f"{tokens // 1024}K alone", ttft_ms={"p50": 100.0 * (index + 1)},
+                                extra={"input_tokens_requested": tokens})
+    soak = BenchmarkRun.objects.create(candidate=candidate, test="stability", origin="harness", status="succeeded",
+                                       params={"duration_s": 3600})
+    RunPoint.objects.create(run=soak, index=0, label="first_window", ttft_ms={"p99": 200.0})
+    RunPoint.objects.create(run=soak, index=1, label="last_window", ttft_ms={"p99": 260.0})
+    body = page(client, architect, "selection:comparison", decided.pk).content.decode()
+    assert "KV-cache usage over time" in body and "TTFT against context length" in body
+    assert "first and last window" in body
