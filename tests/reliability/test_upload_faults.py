@@ -74,9 +74,9 @@ def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, me
     from config.celery import app
 
     down = "redis://127.0.0.1:1/0"
+    original = app.conf.broker_url  # read before the variable below changes what it returns
     monkeypatch.setenv("CELERY_BROKER_URL", down)  # Celery reads this variable before its own setting
     monkeypatch.delenv("CELERY_BROKER_WRITE_URL", raising=False)
-    original = app.conf.broker_url
     app.conf.broker_url = down
     try:
         with mock.patch.object(app, "_pool", None), mock.patch.object(app.amqp, "_producer_pool", None):
@@ -87,6 +87,8 @@ def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, me
     run = BenchmarkRun.objects.get(pk=response.json()["id"])
     assert run.status == "parsing" and run.progress["phase"] == "waiting for the job queue"
     assert run.artifacts.filter(kind="raw").count() == 1
+    monkeypatch.undo()
+    assert app.conf.broker_url == original  # later tests (and their workers) get the real broker back
 
 
 @pytest.mark.parametrize("error", [OperationalError("server closed the connection unexpectedly"),
