@@ -59,9 +59,14 @@ class _SavedFiles:
 
     def save(self, run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:
         artifact = Artifact(run=run, kind=kind, sha256=sha256_hex(data), size=len(data))
+        field = artifact.file.field
+        # The name is chosen first so that a write failing half-way (disk full) leaves no orphan file:
+        # Django's FileSystemStorage does not remove what it wrote before the error.
+        name = field.storage.get_available_name(field.generate_filename(artifact, filename), max_length=field.max_length)
         try:
-            artifact.file.save(filename, ContentFile(data), save=False)
+            artifact.file.name = field.storage.save(name, ContentFile(data), max_length=field.max_length)
         except OSError as exc:
+            self._delete(name)
             raise StorageFailure(f"could not store the {kind} artifact: {exc.strerror or exc}") from exc
         self.names.append(artifact.file.name)
         artifact.save()
@@ -69,10 +74,14 @@ class _SavedFiles:
 
     def discard(self) -> None:
         for name in self.names:
-            try:
-                default_storage.delete(name)
-            except OSError:  # best effort: an orphan file is harmless, a half row is not
-                logger.warning("could not delete orphan artifact %s", name)
+            self._delete(name)
+
+    @staticmethod
+    def _delete(name: str) -> None:
+        try:
+            default_storage.delete(name)
+        except OSError:  # best effort: an orphan file is harmless, a half row is not
+            logger.warning("could not delete orphan artifact %s", name)
 
 
 def requests_parquet(result: NormalizedResult) -> bytes | None:
@@ -131,6 +140,26 @@ def _validate_upload_fields(test: str, fmt: str | None) -> None:
             raise IngestError("format", f"unknown format {fmt!r}; one of {', '.join(format_names())}")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gunzip_bounded(data: bytes, limit: int) -> bytes:
+    """Decompress a gzip upload, reading at most `limit` bytes of output (a gzip bomb stops there)."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+            out = handle.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise IngestError("file", f"not a valid gzip file ({exc})") from None
+    if len(out) > limit:
+        raise IngestError("file", f"decompressed size exceeds the limit of {limit:,} bytes (gzip bomb?)", 413)
+    if not out:
+        raise IngestError("file", "the gzip file is empty")
+    return out
+
+
 def find_idempotent(candidate: Candidate, key: str) -> BenchmarkRun | None:
     return BenchmarkRun.objects.filter(candidate=candidate, idempotency_key=key).first() if key else None
 
@@ -148,6 +177,11 @@ def ingest_upload(*, candidate: Candidate, data: bytes, filename: str, test: str
         raise IngestError("file", f"{len(data):,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}", 413)
     if not data:
         raise IngestError("file", "the file is empty")
+    compressed = data.startswith(GZIP_MAGIC)
+    if compressed:
+        compressed_size = len(data)
+        data = gunzip_bounded(data, settings.KVSELECT_MAX_UPLOAD_BYTES)
+        filename = filename[:-3] if (filename or "").lower().endswith(".gz") else filename
     existing = find_idempotent(candidate, idempotency_key)
     if existing:
         return existing, False
@@ -160,7 +194,9 @@ def ingest_upload(*, candidate: Candidate, data: bytes, filename: str, test: str
             run = BenchmarkRun.objects.create(
                 candidate=candidate, test=test, label=label[:200], origin=BenchmarkRun.Origin.UPLOAD,
                 status=BenchmarkRun.Status.PARSING, idempotency_key=idempotency_key[:200], uploaded_by=uploader[:150],
-                raw_sha256=sha256_hex(data), params={"filename": filename, "format": fmt or "auto"})
+                raw_sha256=sha256_hex(data), params={"filename": filename, "format": fmt or "auto",
+                                                     **({"compressed": "gzip", "compressed_size": compressed_size}
+                                                        if compressed else {})})
             files.save(run, Artifact.Kind.RAW, _safe_filename(filename), data)
             if result is not None:
                 apply_result(run, result, files, BenchmarkRun.Status.SUCCEEDED)

@@ -239,13 +239,17 @@ def _probe_simulator(url: str) -> bool:
 
 
 def _healthy(url: str) -> bool:
+    """True when the engine answers. A 5xx from /health is final: a crashed engine may still list its
+    models. /v1/models is asked only when /health is missing (404) or unreachable."""
     for path in ("/health", "/v1/models"):
         try:
             with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:  # noqa: S310
                 if response.status < 500:
                     return True
         except urllib.error.HTTPError as exc:
-            if exc.code < 500:
+            if exc.code >= 500:
+                return False
+            if not (exc.code == 404 and path == "/health"):
                 return True
         except (urllib.error.URLError, OSError, ValueError):
             continue

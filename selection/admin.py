@@ -2,8 +2,8 @@
 
 from django.contrib import admin
 
-from .models import (AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Membership, Selection, Team,
-                     UploadToken)
+from .models import (AuditEntry, Candidate, Constraints, CriterionWeight, DecisionRecord, Engine, Gate, Membership,
+                     RecordApproval, Selection, Team, UploadToken)
 
 
 class MembershipInline(admin.TabularInline):
@@ -128,4 +128,36 @@ class UploadTokenAdmin(admin.ModelAdmin):
     readonly_fields = ["selection", "name", "key_hint", "created_by", "created_at", "last_used_at"]
 
     def has_add_permission(self, request) -> bool:
+        return False
+
+
+class RecordApprovalInline(ReadOnlyInline):
+    model = RecordApproval
+    fields = ["role", "user", "approved_at", "signed_at", "certificate_subject", "comment"]
+    readonly_fields = fields
+
+
+@admin.register(DecisionRecord)
+class DecisionRecordAdmin(admin.ModelAdmin):
+    """View-only, for every record and every user including superusers.
+
+    Drafts are edited through the audited record workflow; a record that left draft is frozen, and
+    a signed one is immutable (database triggers enforce the same, this keeps the admin honest).
+    """
+
+    list_display = ["__str__", "selection", "status", "created_by", "created_at", "signed_at"]
+    list_filter = ["status"]
+    search_fields = ["selection__name", "decision"]
+    inlines = [RecordApprovalInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False

@@ -240,7 +240,20 @@ def classify_error_text(text: str) -> str:
     return "oom" if _OOM_PATTERN.search(text or "") else "stream_error"
 
 
+# What a JSON value of the wrong shape raises on the way through the chunk handlers.
+_MALFORMED = (AttributeError, TypeError, ValueError, OverflowError, KeyError, IndexError, RecursionError)
+
+
 def _handle_payload(record: RequestRecord, payload: bytes, now: float, api: Api, keep_text: bool) -> None:
+    """Apply one SSE data payload to the record. A hostile or broken engine cannot raise out of here:
+    a chunk that is not a completion chunk is ignored like keep-alive noise."""
+    try:
+        _apply_payload(record, payload, now, api, keep_text)
+    except _MALFORMED:
+        pass
+
+
+def _apply_payload(record: RequestRecord, payload: bytes, now: float, api: Api, keep_text: bool) -> None:
     if payload == b"[DONE]":
         record.done_marker = True
         return
@@ -608,6 +621,13 @@ class StreamRecorder:
 
 
 def _handle_complete_response(record: RequestRecord, payload: bytes, api: Api, keep_text: bool) -> None:
+    try:
+        _apply_complete_response(record, payload, api, keep_text)
+    except _MALFORMED:
+        record.error_class, record.error = "stream_error", "response is not a completion object"
+
+
+def _apply_complete_response(record: RequestRecord, payload: bytes, api: Api, keep_text: bool) -> None:
     try:
         obj = json.loads(payload)
     except ValueError:

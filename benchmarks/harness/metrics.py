@@ -295,7 +295,11 @@ class MetricsSampler:
         if "json" in content_type or stripped.startswith(("[", "{")):
             if self.engine in ("auto", "trtllm"):
                 self.recording.engine = "trtllm"
-            return map_trtllm_json(json.loads(body)), {}
+            try:
+                stats = json.loads(body)
+            except RecursionError as exc:  # hostile nesting: refused like any unparseable scrape
+                raise ValueError("metrics JSON is nested too deeply") from exc
+            return map_trtllm_json(stats), {}
         samples = parse_prometheus(body)
         engine = self.engine
         if engine == "auto":

@@ -39,7 +39,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
 
     @extend_schema(request=ConstraintsSerializer, responses=ConstraintsSerializer)
     @action(detail=True, methods=["get", "put"])
-    def constraints(self, request, pk=None):
+    def constraints(self, request, pk=None, format=None):
         selection = self.get_object()
         instance = getattr(selection, "constraints", None) if hasattr(selection, "constraints") else None
         if request.method == "GET":
@@ -52,8 +52,8 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         return Response(ConstraintsSerializer(constraints).data)
 
     @extend_schema(request=WeightsUpdateSerializer, responses=WeightSerializer(many=True))
-    @action(detail=True, methods=["get", "put"])
-    def weights(self, request, pk=None):
+    @action(detail=True, methods=["get", "put"], pagination_class=None)
+    def weights(self, request, pk=None, format=None):
         selection = self.get_object()
         if request.method == "PUT":
             serializer = WeightsUpdateSerializer(data=request.data)
@@ -62,8 +62,8 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         return Response(WeightSerializer(selection.weights.all(), many=True).data)
 
     @extend_schema(request=GatesUpdateSerializer, responses=GateSerializer(many=True))
-    @action(detail=True, methods=["get", "put"])
-    def gates(self, request, pk=None):
+    @action(detail=True, methods=["get", "put"], pagination_class=None)
+    def gates(self, request, pk=None, format=None):
         selection = self.get_object()
         warnings: list[str] = []
         if request.method == "PUT":
@@ -77,14 +77,15 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
 
     @extend_schema(request=None, responses=SelectionSerializer)
     @action(detail=True, methods=["post"], url_path="accept-scenario")
-    def accept_scenario(self, request, pk=None):
+    def accept_scenario(self, request, pk=None, format=None):
         selection = self.get_object()
         services.accept_scenario(selection=selection, user=request.user)
         return Response(SelectionSerializer(selection, context={"request": request}).data)
 
-    @extend_schema(request=CandidateSerializer, responses=CandidateSerializer(many=True))
-    @action(detail=True, methods=["get", "post"])
-    def candidates(self, request, pk=None):
+    @extend_schema(methods=["GET"], responses=CandidateSerializer(many=True))
+    @extend_schema(methods=["POST"], request=CandidateSerializer, responses={201: CandidateSerializer})
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
+    def candidates(self, request, pk=None, format=None):
         selection = self.get_object()
         if request.method == "GET":
             return Response(CandidateSerializer(selection.candidates.select_related("engine"), many=True).data)
@@ -97,7 +98,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
 
     @extend_schema(parameters=[OpenApiParameter("include_simulated", bool)], request=None, responses={200: dict})
     @action(detail=True, methods=["get", "post"])
-    def scores(self, request, pk=None):
+    def scores(self, request, pk=None, format=None):
         """The latest scoring with the full breakdown; POST recomputes it now."""
         from ..scores import compute_scores, latest_score
 
@@ -114,8 +115,8 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
                          "result": score.result})
 
     @extend_schema(responses=AuditEntrySerializer(many=True))
-    @action(detail=True, methods=["get"])
-    def audit(self, request, pk=None):
+    @action(detail=True, methods=["get"], pagination_class=None)  # the newest 500, unpaginated (as documented)
+    def audit(self, request, pk=None, format=None):
         selection = self.get_object()
         return Response(AuditEntrySerializer(selection.audit.select_related("actor")[:500], many=True).data)
 

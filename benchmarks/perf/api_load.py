@@ -1,0 +1,371 @@
+"""API load benchmark: concurrent CI clients uploading ~1 MB result files to gunicorn (issue 10).
+
+    python -m benchmarks.perf.api_load [--clients 50] [--duration 60] [--size-kb 1024] [--retry-fraction 0.1]
+
+Loopback only and bounded in time. It creates a scratch database (PostgreSQL when DATABASE_URL
+points at one, else a SQLite file), migrates it, creates a selection, a candidate and an upload
+token, starts `gunicorn config.wsgi` on 127.0.0.1 and a Celery worker on the configured broker
+(CELERY_BROKER_URL, else the embedded one), then runs the clients for `--duration` seconds. Each
+upload carries a unique Idempotency-Key; a fraction are sent again with the same key (a CI retry),
+some of those concurrently with the first attempt. Afterwards it waits for asynchronous parsing
+to finish and counts runs in the database:
+
+    lost        accepted keys with no run
+    duplicated  runs beyond one per key
+    errors      responses other than 200/201/202 (and client exceptions)
+
+and prints `lost=0 duplicated=0` when that holds, with p50/p99 upload latency. Exit status 0 only
+when lost, duplicated, errors and unfinished runs are all zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def vllm_detailed_result(size_bytes: int, seed: int = 0) -> bytes:
+    """A `vllm bench serve --save-detailed` JSON of about `size_bytes` (per-request arrays)."""
+    rng = random.Random(seed)
+    n = max(size_bytes // 1250, 10)
+    ttfts = [round(rng.uniform(0.02, 0.4), 6) for _ in range(n)]
+    itls = [[round(rng.uniform(0.005, 0.03), 6) for _ in range(100)] for _ in range(n)]
+    latencies = [round(t + sum(i), 6) for t, i in zip(ttfts, itls)]
+    document = {
+        "date": "20261129-224535", "endpoint_type": "openai-chat", "backend": "openai-chat", "label": None,
+        "model_id": "meta-llama/Llama-3.1-8B-Instruct", "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct",
+        "num_prompts": n, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 64,
+        "duration": round(max(latencies) + n * 0.01, 4), "completed": n, "failed": 0,
+        "total_input_tokens": 0, "total_output_tokens": 101 * n,
+        "input_lens": [rng.randint(100, 2000) for _ in range(n)], "output_lens": [101] * n, "ttfts": ttfts,
+        "itls": itls, "latencies": latencies, "start_times": [round(i * 0.01, 4) for i in range(n)],
+        "generated_texts": ["x" * 150] * n, "errors": [""] * n,
+    }
+    document["total_input_tokens"] = sum(document["input_lens"])
+    duration = document["duration"]
+    document.update(request_throughput=round(n / duration, 4), request_goodput=round(n / duration, 4),
+                    output_throughput=round(101 * n / duration, 4),
+                    total_token_throughput=round((101 * n + document["total_input_tokens"]) / duration, 4))
+    tpots = [(lat - t) / 100 for lat, t in zip(latencies, ttfts)]
+    flat_itls = [x for row in itls for x in row]
+    for metric, seconds in (("ttft", ttfts), ("tpot", tpots), ("itl", flat_itls), ("e2el", latencies)):
+        ms = [v * 1000 for v in seconds]
+        mean = sum(ms) / len(ms)
+        document[f"mean_{metric}_ms"] = round(mean, 4)
+        document[f"median_{metric}_ms"] = round(percentile(ms, 50), 4)
+        document[f"std_{metric}_ms"] = round((sum((v - mean) ** 2 for v in ms) / len(ms)) ** 0.5, 4)
+        for q in (50, 90, 99):
+            document[f"p{q}_{metric}_ms"] = round(percentile(ms, q), 4)
+    return json.dumps(document).encode()
+
+
+def private_broker(configured: str | None, workdir: Path) -> str:
+    """A broker no other worker listens on: Redis database 13 of the configured server, else a SQLite file."""
+    if configured and configured.startswith(("redis://", "rediss://")):
+        parts = urlparse(configured)
+        return urlunparse(parts._replace(path="/13"))
+    return f"sqla+sqlite:///{workdir / 'broker.sqlite3'}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(int(round(q / 100 * (len(ordered) - 1))), len(ordered) - 1)]
+
+
+# ------------------------------------------------------------------------------------------- setup
+
+
+class ScratchDatabase:
+    """A throw-away database next to the configured one (never the configured one itself)."""
+
+    def __init__(self, base_url: str | None, workdir: Path) -> None:
+        self.base_url, self.workdir = base_url, workdir
+        self.name = f"kvselect_apiload_{os.getpid()}"
+        self.postgres = bool(base_url and base_url.startswith(("postgres://", "postgresql://")))
+
+    @property
+    def url(self) -> str:
+        if not self.postgres:
+            return f"sqlite:///{self.workdir / 'load.sqlite3'}"
+        parts = urlparse(self.base_url)
+        return urlunparse(parts._replace(path=f"/{self.name}"))
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        parts = urlparse(self.base_url)
+        with psycopg.connect(urlunparse(parts._replace(path="/postgres")), autocommit=True) as connection:
+            connection.execute(sql)
+
+    def create(self) -> None:
+        if self.postgres:
+            self._admin(f'DROP DATABASE IF EXISTS "{self.name}"')
+            self._admin(f'CREATE DATABASE "{self.name}"')
+
+    def drop(self) -> None:
+        if self.postgres:
+            try:
+                self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            except Exception as exc:  # report, never hide
+                print(f"warning: could not drop {self.name}: {exc}", file=sys.stderr)
+
+
+def run_django(env: dict[str, str], code: str) -> str:
+    """Run Django code in a subprocess on the scratch database; returns its stdout."""
+    result = subprocess.run([sys.executable, "-c", "import django; django.setup()\n" + code], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise RuntimeError(f"setup step failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+    return result.stdout
+
+
+SETUP = """
+from selection import services
+from selection.models import Engine, Membership, Team
+from django.contrib.auth import get_user_model
+services.load_engine_catalog()
+team = Team.objects.create(name="load")
+user = get_user_model().objects.create_user("load-architect", password="load-Password-1")
+Membership.objects.create(team=team, user=user, role=Membership.Role.ARCHITECT)
+selection = services.create_selection(user=user, team=team, name="API load", business_owner=user,
+                                      platform_owner=user, security_owner=user)
+engine = Engine.objects.get(slug="vllm")
+candidate = services.add_candidate(selection=selection, user=user, data={"engine": engine,
+                                   "engine_version": engine.versions[0] if engine.versions else "0.11.0"})
+_, raw = services.create_upload_token(selection=selection, user=user, name="load")
+print(candidate.pk, raw)
+"""
+
+COUNT = """
+import json
+from django.db.models import Count
+from benchmarks.models import BenchmarkRun
+runs = BenchmarkRun.objects.filter(candidate_id={candidate})
+print(json.dumps({{
+    "runs": runs.count(),
+    "keys": {{row["idempotency_key"]: row["n"] for row in runs.values("idempotency_key").annotate(n=Count("id"))}},
+    "status": {{row["status"]: row["n"] for row in runs.values("status").annotate(n=Count("id"))}},
+    "errors": list(runs.exclude(error="").values_list("error", flat=True)[:5]),
+}}))
+"""
+
+
+def wait_ready(check, what: str, timeout: float, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited early:\n{log.read_text(errors='replace')[-3000:]}")
+        if check():
+            return
+        time.sleep(0.3)
+    raise RuntimeError(f"{what} not ready within {timeout}s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def http_ok(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(url, timeout=2)  # noqa: S310 - loopback only
+        return True
+    except urllib.error.HTTPError:
+        return True  # it answers
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------- load
+
+
+async def run_clients(base: str, candidate: int, token: str, payload: bytes, clients: int, duration: float,
+                      retry_fraction: float, seed: int) -> dict:
+    import aiohttp
+
+    rng = random.Random(seed)
+    url = f"{base}/api/v1/candidates/{candidate}/results/"
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+    accepted: dict[str, int] = {}  # key -> run id
+    mismatched: list[str] = []
+    errors: list[str] = []
+    deadline = time.monotonic() + duration
+
+    async def post(session, key: str) -> tuple[int, dict | None]:
+        form = aiohttp.FormData()
+        form.add_field("test", "concurrency_stress")
+        form.add_field("file", payload, filename="vllm_bench_serve.json", content_type="application/json")
+        started = time.perf_counter()
+        try:
+            async with session.post(url, data=form, headers={"Authorization": f"Token {token}",
+                                                             "Idempotency-Key": key}) as response:
+                body = await response.read()
+                status = response.status
+        except Exception as exc:  # counted as an error, never hidden
+            errors.append(f"{type(exc).__name__}: {exc}")
+            statuses["exception"] = statuses.get("exception", 0) + 1
+            return 0, None
+        latencies.append(time.perf_counter() - started)
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+        if status not in (200, 201, 202):
+            errors.append(f"HTTP {status}: {body[:300]!r}")
+            return status, None
+        return status, json.loads(body)
+
+    def note(key: str, body: dict | None) -> None:
+        if body is None:
+            return
+        previous = accepted.setdefault(key, body["id"])
+        if previous != body["id"]:
+            mismatched.append(f"{key}: runs {previous} and {body['id']}")
+
+    async def client(number: int) -> None:
+        timeout = aiohttp.ClientTimeout(total=300)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            sequence = 0
+            while time.monotonic() < deadline:
+                sequence += 1
+                key = f"load-{number}-{sequence}-{secrets.token_hex(4)}"
+                roll = rng.random()
+                if roll < retry_fraction / 2:  # a CI retry racing the first attempt
+                    results = await asyncio.gather(post(session, key), post(session, key))
+                    for _, body in results:
+                        note(key, body)
+                else:
+                    _, body = await post(session, key)
+                    note(key, body)
+                    if roll < retry_fraction and body is not None:  # a retry after a lost response
+                        _, again = await post(session, key)
+                        note(key, again)
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    return {"latencies": latencies, "statuses": statuses, "accepted": accepted, "mismatched": mismatched,
+            "errors": errors}
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of load")
+    parser.add_argument("--size-kb", type=int, default=1024, help="upload size")
+    parser.add_argument("--retry-fraction", type=float, default=0.1, help="uploads sent again with the same key")
+    parser.add_argument("--gunicorn-workers", type=int, default=4)
+    parser.add_argument("--gunicorn-threads", type=int, default=4)
+    parser.add_argument("--sync-parse-bytes", type=int, default=None,
+                        help="KVSELECT_SYNC_PARSE_BYTES for the server (default: the setting's; lower it to "
+                             "send uploads through the worker)")
+    parser.add_argument("--broker-url", default=None, help="default: database 13 of CELERY_BROKER_URL's Redis, "
+                                                             "else a private SQLite broker")
+    parser.add_argument("--drain-timeout", type=float, default=180.0, help="wait this long for queued parsing")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    workdir = Path(tempfile.mkdtemp(prefix="kvselect-apiload-"))
+    database = ScratchDatabase(os.environ.get("DATABASE_URL"), workdir)
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", DATABASE_URL=database.url,
+               KVSELECT_VAR_DIR=str(workdir / "var"), KVSELECT_MEDIA_ROOT=str(workdir / "media"),
+               SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(40), LOG_LEVEL="WARNING",
+               PYTHONPATH=str(ROOT))
+    if args.sync_parse_bytes is not None:
+        env["KVSELECT_SYNC_PARSE_BYTES"] = str(args.sync_parse_bytes)
+    env["CELERY_BROKER_URL"] = args.broker_url or private_broker(os.environ.get("CELERY_BROKER_URL"), workdir)
+    queue = "default"  # parse_upload's queue; the broker is private to this run, so no other worker takes it
+    processes: list[subprocess.Popen] = []
+    payload = vllm_detailed_result(args.size_kb * 1024, args.seed)
+    print(f"database={'postgresql' if database.postgres else 'sqlite'} broker={env['CELERY_BROKER_URL'].split(':')[0]} "
+          f"clients={args.clients} duration={args.duration:g}s upload={len(payload) / 1e6:.2f} MB", flush=True)
+    try:
+        database.create()
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True,
+                       timeout=600)
+        candidate_text, token = run_django(env, SETUP).split()[-2:]
+        candidate = int(candidate_text)
+
+        port = free_port()
+        server_log, worker_log = workdir / "gunicorn.log", workdir / "worker.log"
+        gunicorn = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "config.wsgi:application", "-b", f"127.0.0.1:{port}",
+             "-w", str(args.gunicorn_workers), "--threads", str(args.gunicorn_threads), "-k", "gthread",
+             "--timeout", "120", "--backlog", "2048"],
+            cwd=ROOT, env=env, stdout=open(server_log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        processes.append(gunicorn)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--pool", "threads", "-c", "2",
+             "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
+            cwd=ROOT, env=env, stdout=open(worker_log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        processes.append(worker)
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(lambda: http_ok(base + "/api/v1/"), "gunicorn", 60, gunicorn, server_log)
+
+        started = time.monotonic()
+        outcome = asyncio.run(run_clients(base, candidate, token, payload, args.clients, args.duration,
+                                          args.retry_fraction, args.seed))
+        elapsed = time.monotonic() - started
+
+        # Let queued parsing finish, then count what the database holds.
+        deadline = time.monotonic() + args.drain_timeout
+        while True:
+            counted = json.loads(run_django(env, COUNT.format(candidate=candidate)).strip().splitlines()[-1])
+            pending = counted["status"].get("parsing", 0) + counted["status"].get("queued", 0)
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        database.drop()
+
+    accepted = outcome["accepted"]
+    in_db = counted["keys"]
+    lost = sum(1 for key in accepted if key not in in_db)
+    duplicated = sum(n - 1 for n in in_db.values() if n > 1) + len(outcome["mismatched"])
+    unknown = sum(1 for key in in_db if key not in accepted)  # stored though the client saw an error
+    not_succeeded = sum(n for status, n in counted["status"].items() if status != "succeeded")
+    errors = len(outcome["errors"])
+    lat = outcome["latencies"]
+    requests = sum(outcome["statuses"].values())
+    print(f"requests={requests} ({requests / elapsed:.1f}/s, {requests * len(payload) / elapsed / 1e6:.1f} MB/s) "
+          f"statuses={outcome['statuses']} unique_keys={len(accepted)} runs={counted['runs']} "
+          f"run_status={counted['status']}")
+    print(f"upload latency p50={percentile(lat, 50) * 1000:.0f} ms p90={percentile(lat, 90) * 1000:.0f} ms "
+          f"p99={percentile(lat, 99) * 1000:.0f} ms max={max(lat, default=float('nan')) * 1000:.0f} ms")
+    print(f"errors={errors} not_succeeded={not_succeeded} stored_after_error={unknown}")
+    for line in outcome["errors"][:5] + counted["errors"]:
+        print(f"  {line}")
+    print(f"lost={lost} duplicated={duplicated}")
+    return 0 if lost == duplicated == errors == not_succeeded == 0 and requests else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

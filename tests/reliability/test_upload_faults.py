@@ -1,0 +1,171 @@
+"""Faults while CI uploads arrive: broker down, database errors, disk full. Nothing half-written."""
+
+from __future__ import annotations
+
+import errno
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerDown
+
+from benchmarks import services, validation
+from benchmarks.models import Artifact, BenchmarkRun, RunPoint
+from selection import services as selection_services
+
+from .helpers import media_files, token_client, upload
+
+pytestmark = pytest.mark.reliability
+
+LARGE = b'{"note": "a large CI result", "pad": "' + b"x" * 6000 + b'"}'
+
+
+@pytest.fixture
+def candidate(selection_with_constraints, architect, engines):
+    return selection_services.add_candidate(selection=selection_with_constraints, user=architect, data={
+        "engine": engines["vllm"], "engine_version": "0.11.0"})
+
+
+@pytest.fixture
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.KVSELECT_SYNC_PARSE_BYTES = 1024  # LARGE takes the asynchronous path
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def ci(selection_with_constraints, architect):
+    return token_client(selection_with_constraints, architect)
+
+
+def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(candidate, ci, media):
+    with mock.patch("benchmarks.tasks.parse_upload.apply_async", side_effect=BrokerDown("Error 111 connecting")):
+        response = upload(ci, candidate.pk, LARGE, key="ci-1")
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["status"] == "parsing"
+    run = BenchmarkRun.objects.get(pk=body["id"])
+    assert run.progress == {"phase": "waiting for the job queue"}
+    raw = run.artifacts.get(kind=Artifact.Kind.RAW)
+    with raw.file.open("rb") as handle:
+        assert handle.read() == LARGE  # the upload is stored, byte for byte
+    assert raw.sha256 == services.sha256_hex(LARGE) == run.raw_sha256
+    assert len(media_files(media)) == 1
+
+    # The reaper leaves young uploads alone, then re-queues once the broker is back.
+    with mock.patch("benchmarks.tasks.parse_upload.apply_async") as queued:
+        validation.reap_stale_runs()
+        assert not queued.called
+        validation.reap_stale_runs(now=timezone.now() + timedelta(minutes=1))
+    queued.assert_called_once_with((run.pk,), retry=False)
+    run.refresh_from_db()
+    assert run.status == "parsing"
+    # A client retry with the same key while waiting gets the same run, not a second one.
+    with mock.patch("benchmarks.tasks.parse_upload.apply_async", side_effect=BrokerDown("down")):
+        again = upload(ci, candidate.pk, LARGE, key="ci-1")
+    assert again.status_code == 200 and again.json()["id"] == run.pk
+    assert BenchmarkRun.objects.count() == 1
+
+
+def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, media, monkeypatch):
+    """Not a mock of apply_async: the Celery app is pointed at a closed port."""
+    from config.celery import app
+
+    down = "redis://127.0.0.1:1/0"
+    original = app.conf.broker_url  # read before the variable below changes what it returns
+    monkeypatch.setenv("CELERY_BROKER_URL", down)  # Celery reads this variable before its own setting
+    monkeypatch.delenv("CELERY_BROKER_WRITE_URL", raising=False)
+    app.conf.broker_url = down
+    try:
+        with mock.patch.object(app, "_pool", None), mock.patch.object(app.amqp, "_producer_pool", None):
+            response = upload(ci, candidate.pk, LARGE, key="ci-real")
+    finally:
+        app.conf.broker_url = original
+    assert response.status_code == 202, response.content
+    run = BenchmarkRun.objects.get(pk=response.json()["id"])
+    assert run.status == "parsing" and run.progress["phase"] == "waiting for the job queue"
+    assert run.artifacts.filter(kind="raw").count() == 1
+    monkeypatch.undo()
+    assert app.conf.broker_url == original  # later tests (and their workers) get the real broker back
+
+
+@pytest.mark.parametrize("error", [OperationalError("server closed the connection unexpectedly"),
+                                   InterfaceError("connection already closed")])
+def test_database_error_mid_write_is_503_and_nothing_half_written(candidate, ci, media, error):
+    # The run row is written, the raw file saved, then the artifact row insert fails.
+    with mock.patch.object(Artifact, "save", side_effect=error):
+        response = upload(ci, candidate.pk, LARGE, key="ci-db")
+    assert response.status_code == 503, response.content
+    assert "temporarily unavailable" in response.json()["detail"]
+    assert response["Retry-After"]
+    assert not BenchmarkRun.objects.exists()
+    assert not Artifact.objects.exists()
+    assert media_files(media) == []  # the saved raw file was removed again
+    # The client's retry with the same key succeeds once the database is back: exactly one run.
+    with mock.patch("benchmarks.tasks.parse_upload.apply_async"):
+        retry = upload(ci, candidate.pk, LARGE, key="ci-db")
+    assert retry.status_code == 202
+    assert BenchmarkRun.objects.count() == 1 and len(media_files(media)) == 1
+
+
+def test_database_error_on_read_is_503(candidate, ci, media, architect):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(architect)
+    with mock.patch("benchmarks.api.views.candidate_for_request", side_effect=OperationalError("the database system is starting up")):
+        response = client.get(f"/api/v1/candidates/{candidate.pk}/results/")
+    assert response.status_code == 503
+
+
+def test_disk_full_before_writing_is_507_with_nothing_recorded(candidate, ci, media):
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with mock.patch("django.core.files.storage.FileSystemStorage._save", side_effect=full):
+        response = upload(ci, candidate.pk, LARGE, key="ci-full")
+    assert response.status_code == 507, response.content
+    assert "No space left on device" in response.json()["detail"]
+    assert "raw artifact" in response.json()["detail"]
+    assert not BenchmarkRun.objects.exists() and not Artifact.objects.exists() and not RunPoint.objects.exists()
+    assert media_files(media) == []
+
+
+def test_disk_full_half_way_through_the_write_leaves_no_orphan_file(candidate, ci, media):
+    """The file is created and partly written before ENOSPC: the partial file must go too."""
+    from django.core.files.base import ContentFile
+
+    def chunks_then_full(self, chunk_size=None):
+        yield self.read(100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with mock.patch.object(ContentFile, "chunks", chunks_then_full):
+        response = upload(ci, candidate.pk, LARGE, key="ci-half")
+    assert response.status_code == 507, response.content
+    assert not BenchmarkRun.objects.exists() and not Artifact.objects.exists()
+    assert media_files(media) == []
+
+
+def test_storage_error_on_a_later_artifact_removes_the_earlier_files(candidate, media, architect):
+    """store_native_result writes several artifacts; the third fails: no rows, no files from the first two."""
+    from benchmarks.result import NormalizedResult
+
+    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="harness", status="running")
+    result = NormalizedResult(tool="kvselect-harness", format="kvselect-harness", test="concurrency_stress", points=[])
+    real_save = services._SavedFiles.save
+    calls = []
+
+    def save(self, run, kind, filename, data):
+        calls.append(kind)
+        if len(calls) == 3:
+            raise services.StorageFailure("could not store the log artifact: No space left on device")
+        return real_save(self, run, kind, filename, data)
+
+    with mock.patch.object(services._SavedFiles, "save", save), pytest.raises(services.StorageFailure):
+        services.store_native_result(run=run, result=result, status="succeeded",
+                                     extra_files={"log": ("a.log", b"1"), "trace": ("b.log", b"2")})
+    assert len(calls) == 3
+    assert not Artifact.objects.filter(run=run).exists()
+    assert media_files(media) == []
+    run.refresh_from_db()
+    assert run.status == "running"  # unchanged: the reaper or the worker decides, not a half-write
