@@ -28,6 +28,7 @@ from benchmarks.models import BenchmarkRun
 from . import records, scores, selectors
 from .domain import criteria as criteria_domain
 from .forms import attach_service_errors
+from .i18n_names import translate_name
 from .forms_decision import CommentForm, RecordDraftForm, SignForm, VerifyForm
 from .models import DecisionRecord, Selection
 from .views import _context, _get_selection, _require_edit
@@ -45,7 +46,7 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
     one block per dimension with its criteria. A missing score stays None (shown as "missing")."""
     columns = sorted(result.get("candidates", []),
                      key=lambda c: (c.get("screened_out", False), c.get("rank") or 10**6, c.get("label", "")))
-    dimension_names = {d.id: d.name for d in criteria_domain.DIMENSIONS}
+    dimension_names = {d.id: translate_name(d.name) for d in criteria_domain.DIMENSIONS}
     weights = result.get("weights") or {}
     seen = [d.id for d in criteria_domain.DIMENSIONS if any(d.id in (c.get("dimensions") or {}) for c in columns)]
     blocks = []
@@ -56,7 +57,7 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
         for cid in criteria_ids:
             criterion = criteria_domain.CRITERIA_BY_ID.get(cid)
             criteria_rows.append({
-                "id": cid, "name": criterion.name if criterion else cid, "weight": weights.get(cid),
+                "id": cid, "name": translate_name(criterion.name) if criterion else cid, "weight": weights.get(cid),
                 "cells": [_cell((c.get("criteria") or {}).get(cid)) for c in columns]})
         blocks.append({"id": dimension, "name": dimension_names.get(dimension, dimension),
                        "cells": [_cell((c.get("dimensions") or {}).get(dimension)) for c in columns],

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django import template
 from django.utils.formats import number_format
 
+from selection.i18n_names import translate_name, translate_reason
+
 register = template.Library()
 
 
@@ -38,3 +40,15 @@ def field_type(bound_field) -> str:
     if getattr(widget, "allow_multiple_selected", False) and getattr(widget, "input_type", "") == "checkbox":
         return "checkboxselectmultiple"
     return getattr(widget, "input_type", None) or widget.__class__.__name__.lower()
+
+
+@register.filter
+def domain_name(value):
+    """A criterion/dimension/scenario name or description from selection.domain, translated."""
+    return translate_name(value)
+
+
+@register.filter
+def scenario_reason(value):
+    """A scenario reason produced by selection.domain.scenarios, translated."""
+    return translate_reason(value)
