@@ -66,11 +66,31 @@ DOMAIN_NAMES = {
     "Offline batch": _("Offline batch"),
 }
 
+# Row labels of the record's business-constraints section (selection.record_context).
+DOMAIN_NAMES.update({
+    "Concurrency": _("Concurrency"),
+    "Context length": _("Context length"),
+    "Input tokens": _("Input tokens"),
+    "Output tokens": _("Output tokens"),
+    "Multi-turn": _("Multi-turn"),
+    "Latency budget": _("Latency budget"),
+    "Throughput target": _("Throughput target"),
+    "Memory limit": _("Memory limit"),
+    "Hardware": _("Hardware"),
+    "Cost": _("Cost"),
+    "Operations team": _("Operations team"),
+    "Model": _("Model"),
+})
+# Records written by hand (and older snapshots) use the names in lower case.
+_BY_CASEFOLD = {name.casefold(): lazy for name, lazy in DOMAIN_NAMES.items()}
+
 
 def translate_name(text):
     """A domain name/description in the active language; anything unknown unchanged."""
-    if isinstance(text, str) and text in DOMAIN_NAMES:
-        return str(DOMAIN_NAMES[text])
+    if isinstance(text, str):
+        lazy = DOMAIN_NAMES.get(text) or _BY_CASEFOLD.get(text.casefold())
+        if lazy is not None:
+            return str(lazy)
     return text
 
 
