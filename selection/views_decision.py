@@ -129,7 +129,8 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
             out["dimension_bars"] = charts.dimension_bars(
                 bars, dimensions=[b["id"] for b in table["dimensions"]],
                 labels={b["id"]: b["name"] for b in table["dimensions"]},
-                gates={g["id"]: float(g["threshold"]) for g in table["gates"]}, simulated=simulated)
+                gates={g["id"]: float(g["threshold"]) for g in table["gates"]}, simulated=simulated,
+                title=_("Score per dimension"))
         except charts.ChartInputError:
             pass
     series, series_simulated = _concurrency_series(selection, include_simulated)
@@ -137,7 +138,8 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
         constraints = getattr(selection, "constraints", None)
         out["latency"] = charts.latency_vs_concurrency(
             series, ttft_budget_ms=getattr(constraints, "ttft_p95_ms", None),
-            tpot_budget_ms=getattr(constraints, "tpot_p95_ms", None), simulated=series_simulated)
+            tpot_budget_ms=getattr(constraints, "tpot_p95_ms", None), simulated=series_simulated,
+            title=_("TTFT and TPOT against concurrency"))
     cache.set(key, out, 600)
     return out
 

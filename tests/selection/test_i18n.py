@@ -187,7 +187,7 @@ def test_the_record_pdf_renders_in_the_records_language(tmp_path):
     text = _pdftotext(pdf, tmp_path)
     for heading in ("1. 决策与理由", "2. 风险边界", "5. 门槛", "9. 评分、TOPSIS 与敏感性", "15. 签名", "显存分配策略"):
         assert heading in text, heading
-    assert "SIMULATED — 不可用于采购" in text  # the banner keeps the English word
+    assert "SIMULATED — 模拟数据，不可用于采购" in text  # the banner keeps the English word
     assert "Decision and rationale" not in text
 
 
@@ -196,3 +196,17 @@ def test_the_record_html_stays_english_for_english_records():
     with translation.override("zh-hans"):
         html = render_record_html(context)
     assert "1. Decision and rationale" in html and "决策" not in html
+
+
+@pytest.mark.django_db
+def test_validation_plan_parameters_and_simulated_badges_are_translated(zh_client, architect, flow):
+    from benchmarks.models import BenchmarkRun
+
+    zh_client.force_login(architect)
+    candidate = flow.candidates.first()
+    html = zh_client.get(reverse("selection:validation", args=[flow.pk, candidate.pk])).content.decode()
+    assert "时长（秒）" in html and "背景流量并发" in html and "duration s" not in html
+    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="validation",
+                                      status="succeeded", evidence="SIMULATED", tool="kvselect-sim")
+    html = zh_client.get(reverse("selection:run", args=[flow.pk, run.pk])).content.decode()
+    assert "SIMULATED 模拟" in html  # the English word stays visible next to the translation
