@@ -210,3 +210,16 @@ def test_validation_plan_parameters_and_simulated_badges_are_translated(zh_clien
                                       status="succeeded", evidence="SIMULATED", tool="kvselect-sim")
     html = zh_client.get(reverse("selection:run", args=[flow.pk, run.pk])).content.decode()
     assert "SIMULATED 模拟" in html  # the English word stays visible next to the translation
+
+
+@pytest.mark.django_db
+def test_forms_accept_dot_decimals_in_chinese_and_answer_in_chinese(zh_client, architect, flow):
+    from .web_helpers import VALID_CONSTRAINTS
+
+    zh_client.force_login(architect)
+    response = zh_client.post(reverse("selection:constraints", args=[flow.pk]),
+                              {**VALID_CONSTRAINTS, "cost_per_gpu_hour": "2.75"}, follow=True)
+    html = response.content.decode()
+    assert "约束已保存。推断的场景：" in html
+    flow.constraints.refresh_from_db()
+    assert float(flow.constraints.cost_per_gpu_hour) == 2.75
