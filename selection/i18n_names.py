@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from django.utils.translation import gettext, gettext_lazy as _
+from django.conf import settings
+from django.utils.translation import get_language, gettext, gettext_lazy as _
 
 from .domain import criteria as criteria_domain
 from .domain.scenarios import SCENARIO_NAMES
@@ -148,3 +149,10 @@ def translate_reason(text):
         if match:
             return str(template) % match.groupdict()
     return text
+
+
+def record_language() -> str:
+    """The language a new record snapshot is written in: the active one (the architect's who sends
+    it to review) when kvselect offers it, else English. The PDF renders in it whoever opens it."""
+    code = (get_language() or settings.LANGUAGE_CODE).lower()
+    return code if code in dict(settings.LANGUAGES) else "en"

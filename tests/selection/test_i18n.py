@@ -223,3 +223,32 @@ def test_forms_accept_dot_decimals_in_chinese_and_answer_in_chinese(zh_client, a
     assert "约束已保存。推断的场景：" in html
     flow.constraints.refresh_from_db()
     assert float(flow.constraints.cost_per_gpu_hour) == 2.75
+
+
+@pytest.mark.django_db
+def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(zh_client, make_user, architect, engines, team):
+    from selection.models import DecisionRecord, Membership
+
+    from .test_views_decision import ROLES, _stress_run
+
+    owners = {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
+
+    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
+                                          platform_owner=owners["platform"], security_owner=owners["security"])
+    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
+        candidate = services.add_candidate(selection=selection, user=architect, data={
+            "engine": engines[slug], "engine_version": engines[slug].versions[0]})
+        _stress_run(candidate, (ttft / 2, ttft))
+    zh_client.force_login(architect)
+    zh_client.post(reverse("selection:records", args=[selection.pk]),
+                   {"rationale": "TTFT 最低。", "review_by": "2027-06-30"})
+    record = DecisionRecord.objects.get(selection=selection)
+    response = zh_client.post(reverse("selection:record-action", args=[selection.pk, record.pk]),
+                              {"action": "start_review"}, follow=True)
+    assert "已提交评审" in response.content.decode() or "快照已冻结" in response.content.decode()
+    record.refresh_from_db()
+    assert record.snapshot["record"]["language"] == "zh-hans"
+    with translation.override("en"):
+        html = render_record_html(record.snapshot)
+    assert "1. 决策与理由" in html and "15. 签名" in html
