@@ -83,15 +83,16 @@ DOMAIN_NAMES.update({
     "Model": _("Model"),
 })
 # Records written by hand (and older snapshots) use the names in lower case.
-_BY_CASEFOLD = {name.casefold(): lazy for name, lazy in DOMAIN_NAMES.items()}
+_BY_CASEFOLD = {name.casefold(): name for name in DOMAIN_NAMES}
 
 
 def translate_name(text):
-    """A domain name/description in the active language; anything unknown unchanged."""
+    """A domain name/description in the active language; anything unknown (or untranslated) unchanged."""
     if isinstance(text, str):
-        lazy = DOMAIN_NAMES.get(text) or _BY_CASEFOLD.get(text.casefold())
-        if lazy is not None:
-            return str(lazy)
+        key = text if text in DOMAIN_NAMES else _BY_CASEFOLD.get(text.casefold())
+        if key is not None:
+            translated = str(DOMAIN_NAMES[key])
+            return text if translated == key else translated
     return text
 
 

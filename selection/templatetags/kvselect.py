@@ -6,6 +6,7 @@ from django import template
 from django.utils.formats import number_format
 
 from selection.i18n_names import translate_name, translate_reason
+from selection.i18n_scoring import translate_sentence
 
 register = template.Library()
 
@@ -52,3 +53,9 @@ def domain_name(value):
 def scenario_reason(value):
     """A scenario reason produced by selection.domain.scenarios, translated."""
     return translate_reason(value)
+
+
+@register.filter
+def score_sentence(value):
+    """A sentence, note or reason produced by selection.domain.scoring, translated."""
+    return translate_sentence(value)

@@ -241,6 +241,9 @@ def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(zh_client, mak
             "engine": engines[slug], "engine_version": engines[slug].versions[0]})
         _stress_run(candidate, (ttft / 2, ttft))
     zh_client.force_login(architect)
+    comparison = zh_client.get(reverse("selection:comparison", args=[selection.pk])).content.decode()
+    assert "加权总分" in comparison and "保持第一" in comparison and "排名第一的比例" in comparison
+    assert "stays first" not in comparison and "is recommended" not in comparison
     zh_client.post(reverse("selection:records", args=[selection.pk]),
                    {"rationale": "TTFT 最低。", "review_by": "2027-06-30"})
     record = DecisionRecord.objects.get(selection=selection)
@@ -252,3 +255,42 @@ def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(zh_client, mak
     with translation.override("en"):
         html = render_record_html(record.snapshot)
     assert "1. 决策与理由" in html and "15. 签名" in html
+
+
+SCORING_SENTENCES = [
+    "SGLang 0.5.5 is recommended with a weighted total of 0.457 (up to 0.982 if missing evidence came in at full "
+    "marks), evidence coverage 47%.",
+    "vLLM 0.11.0 is recommended with a weighted total of 0.220, evidence coverage 25%.",
+    "Tie-break applied: within the tie margin 0.02: SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; SGLang 0.5.5 is preferred "
+    "on higher total (observability and operating complexity equal).",
+    "SGLang 0.5.5 stays first for any cache persistence weight in [0, 1].",
+    "SGLang 0.5.5 stays first unless the concurrency control weight rises by more than 0.20 (above 0.38, vLLM 0.11.0 "
+    "would lead) or falls by more than 0.10 (below 0.08, vLLM 0.11.0 would lead).",
+    "vLLM 0.11.0 would tie SGLang 0.5.5 if the weights moved by 0.07 (L2), mainly cache persistence -0.06, "
+    "concurrency control +0.03.",
+    "No weighting makes vLLM 0.11.0 tie SGLang 0.5.5: it is nowhere better.",
+    "Across 10,000 weight vectors within ±30% of the chosen weights, the first place goes to SGLang 0.5.5 in 100.0%.",
+    "Sensitivity needs at least two candidates that pass the gates.",
+    "Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); total_upper shows the "
+    "most it could add",
+    "2 SIMULATED indicator value(s) excluded from this final scoring",
+    "1 candidate(s) screened out by the gates",
+    "LMDeploy 0.6 is screened out: Memory allocation and reuse 0.40 < gate 0.60; Observability: no evidence (gate 0.50).",
+    "Memory allocation and reuse 0.70 >= gate 0.60",
+]
+
+
+@pytest.mark.parametrize("sentence", SCORING_SENTENCES)
+def test_scoring_sentences_are_translated_keeping_names_and_numbers(sentence):
+    from selection.i18n_scoring import translate_sentence
+
+    with translation.override("zh-hans"):
+        translated = translate_sentence(sentence)
+    assert CJK.search(translated), translated
+    numbers = r"\d+(?:[.,]\d+)*%?"
+    assert sorted(re.findall(numbers, translated)) == sorted(re.findall(numbers, sentence))
+    for name in ("SGLang", "vLLM", "LMDeploy"):
+        assert translated.count(name) == sentence.count(name)
+    assert not re.search(r"\b(weight|gate|recommended|stays|would|evidence)\b", translated), translated
+    with translation.override("en"):
+        assert translate_sentence(sentence) == sentence
