@@ -21,9 +21,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from . import selectors, services
 from .domain import criteria as criteria_domain
 from .domain.scenarios import SCENARIO_NAMES
-from .i18n_names import translate_name
 from .forms import (CONSTRAINT_GROUPS, CONSTRAINT_UNITS, CandidateForm, ConstraintsForm, GatesForm, SelectionCreateForm, WeightsForm,
                     attach_service_errors)
+from .i18n_names import translate_name
 from .models import Candidate, Constraints, Membership, Selection
 
 

@@ -28,8 +28,8 @@ from benchmarks.models import BenchmarkRun
 from . import records, scores, selectors
 from .domain import criteria as criteria_domain
 from .forms import attach_service_errors
-from .i18n_names import translate_name
 from .forms_decision import CommentForm, RecordDraftForm, SignForm, VerifyForm
+from .i18n_names import translate_name
 from .models import DecisionRecord, Selection
 from .views import _context, _get_selection, _require_edit
 
