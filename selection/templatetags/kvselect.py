@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import template
 from django.utils.formats import number_format
 
+from selection.i18n_capacity import translate_capacity
 from selection.i18n_names import translate_name, translate_reason
 from selection.i18n_scoring import translate_sentence
 
@@ -59,3 +60,9 @@ def scenario_reason(value):
 def score_sentence(value):
     """A sentence, note or reason produced by selection.domain.scoring, translated."""
     return translate_sentence(value)
+
+
+@register.filter
+def capacity_sentence(value):
+    """A capacity verdict summary or reason produced by selection.domain.capacity, translated."""
+    return translate_capacity(value)

@@ -294,3 +294,38 @@ def test_scoring_sentences_are_translated_keeping_names_and_numbers(sentence):
     assert not re.search(r"\b(weight|gate|recommended|stays|would|evidence)\b", translated), translated
     with translation.override("en"):
         assert translate_sentence(sentence) == sentence
+
+
+CAPACITY_SENTENCES = [
+    "KV pool 56.62 GiB per GPU (28987 blocks of 16 tokens); 200 concurrent sequences (one at max context 5120, the "
+    "rest at avg 1000) need 25.11 GiB",
+    "max context 131072 exceeds the model's 8192 positions",
+    "weights (140.00 GiB per GPU) leave no room for KV cache",
+    "the plan uses 16 GPUs, above the budget of 8",
+    "fits with 30% headroom on 1 GPU(s) (TP=1, PP=1, bf16 KV)",
+    "fits with 20% headroom only on 2 GPU(s); below the 30% comfort margin",
+    "at 70% of the pool only 120 sequences of avg context fit",
+    "does not fit",
+    "at 80% of the pool only 90 sequences of avg context fit (peak 200)",
+]
+
+
+@pytest.mark.parametrize("sentence", CAPACITY_SENTENCES)
+def test_capacity_verdicts_are_translated_keeping_numbers(sentence):
+    from selection.i18n_capacity import translate_capacity
+
+    with translation.override("zh-hans"):
+        translated = translate_capacity(sentence)
+    assert CJK.search(translated), translated
+    numbers = r"\d+(?:[.,]\d+)*"
+    assert sorted(re.findall(numbers, translated)) == sorted(re.findall(numbers, sentence))
+    with translation.override("en"):
+        assert translate_capacity(sentence) == sentence
+
+
+@pytest.mark.django_db
+def test_the_capacity_page_shows_the_verdict_in_chinese(zh_client, architect, flow):
+    zh_client.force_login(architect)
+    candidate = flow.candidates.first()
+    html = zh_client.get(reverse("selection:capacity", args=[flow.pk, candidate.pk])).content.decode()
+    assert "KV 池每 GPU" in html and "KV pool" not in html
