@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
-from django.utils.translation import get_language, gettext, gettext_lazy as _
+from django.utils.translation import get_language, gettext, gettext_lazy as _, pgettext_lazy
 
 from .domain import criteria as criteria_domain
 from .domain.scenarios import SCENARIO_NAMES
@@ -157,3 +157,19 @@ def record_language() -> str:
     it to review) when kvselect offers it, else English. The PDF renders in it whoever opens it."""
     code = (get_language() or settings.LANGUAGE_CODE).lower()
     return code if code in dict(settings.LANGUAGES) else "en"
+
+
+# Validation test ids (benchmarks.result.TEST_NAMES): English pages show the id, as before.
+TEST_NAMES = {
+    "concurrency_stress": pgettext_lazy("validation test", "concurrency_stress"),
+    "long_context": pgettext_lazy("validation test", "long_context"),
+    "swap_recovery": pgettext_lazy("validation test", "swap_recovery"),
+    "prefix_reuse": pgettext_lazy("validation test", "prefix_reuse"),
+    "stability": pgettext_lazy("validation test", "stability"),
+    "custom": pgettext_lazy("validation test", "custom"),
+}
+
+
+def translate_test(test_id):
+    """A validation test id as shown to people: the id itself in English, a name elsewhere."""
+    return str(TEST_NAMES[test_id]) if test_id in TEST_NAMES else test_id

@@ -6,7 +6,7 @@ from django import template
 from django.utils.formats import number_format
 
 from selection.i18n_capacity import translate_capacity
-from selection.i18n_names import translate_name, translate_reason
+from selection.i18n_names import translate_name, translate_reason, translate_test
 from selection.i18n_scoring import translate_sentence
 
 register = template.Library()
@@ -66,3 +66,9 @@ def score_sentence(value):
 def capacity_sentence(value):
     """A capacity verdict summary or reason produced by selection.domain.capacity, translated."""
     return translate_capacity(value)
+
+
+@register.filter
+def test_name(value):
+    """A validation test id (concurrency_stress, ...) in the active language."""
+    return translate_test(value)

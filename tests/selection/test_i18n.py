@@ -206,10 +206,12 @@ def test_validation_plan_parameters_and_simulated_badges_are_translated(zh_clien
     candidate = flow.candidates.first()
     html = zh_client.get(reverse("selection:validation", args=[flow.pk, candidate.pk])).content.decode()
     assert "时长（秒）" in html and "背景流量并发" in html and "duration s" not in html
+    assert "运行 并发压力" in html  # the Run button names the test in Chinese
     run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="validation",
                                       status="succeeded", evidence="SIMULATED", tool="kvselect-sim")
     html = zh_client.get(reverse("selection:run", args=[flow.pk, run.pk])).content.decode()
     assert "SIMULATED 模拟" in html  # the English word stays visible next to the translation
+    assert "运行 #%d · 并发压力" % run.pk in html
 
 
 @pytest.mark.django_db
