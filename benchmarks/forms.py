@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from selection.forms import AccessibleErrorsMixin
 
@@ -54,6 +55,44 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
                 self.initial["candidate"] = candidates[0].pk
 
 
+# Labels of the planned parameters (benchmarks.harness.workloads.plan): the English text is the key
+# with spaces, as before; unknown keys fall back to that.
+PARAM_LABELS = {
+    "concurrency": pgettext_lazy("validation parameter", "concurrency"),
+    "duration_s": pgettext_lazy("validation parameter", "duration s"),
+    "warmup_s": pgettext_lazy("validation parameter", "warmup s"),
+    "ramp_up_s": pgettext_lazy("validation parameter", "ramp up s"),
+    "input_tokens": pgettext_lazy("validation parameter", "input tokens"),
+    "output_tokens": pgettext_lazy("validation parameter", "output tokens"),
+    "abort_fraction": pgettext_lazy("validation parameter", "abort fraction"),
+    "settle_s": pgettext_lazy("validation parameter", "settle s"),
+    "rungs": pgettext_lazy("validation parameter", "rungs"),
+    "repeats": pgettext_lazy("validation parameter", "repeats"),
+    "background_concurrency": pgettext_lazy("validation parameter", "background concurrency"),
+    "background_input_tokens": pgettext_lazy("validation parameter", "background input tokens"),
+    "background_output_tokens": pgettext_lazy("validation parameter", "background output tokens"),
+    "background_lead_s": pgettext_lazy("validation parameter", "background lead s"),
+    "with_background": pgettext_lazy("validation parameter", "with background"),
+    "required_tokens": pgettext_lazy("validation parameter", "required tokens"),
+    "sessions": pgettext_lazy("validation parameter", "sessions"),
+    "idle_fraction": pgettext_lazy("validation parameter", "idle fraction"),
+    "idle_s": pgettext_lazy("validation parameter", "idle s"),
+    "turn_input_tokens": pgettext_lazy("validation parameter", "turn input tokens"),
+    "pressure_concurrency": pgettext_lazy("validation parameter", "pressure concurrency"),
+    "pressure_input_tokens": pgettext_lazy("validation parameter", "pressure input tokens"),
+    "seed": pgettext_lazy("validation parameter", "seed"),
+    "parallel": pgettext_lazy("validation parameter", "parallel"),
+    "requests": pgettext_lazy("validation parameter", "requests"),
+    "prefix_tokens": pgettext_lazy("validation parameter", "prefix tokens"),
+    "suffix_tokens": pgettext_lazy("validation parameter", "suffix tokens"),
+    "kv_capacity_tokens": pgettext_lazy("validation parameter", "kv capacity tokens"),
+    "window_s": pgettext_lazy("validation parameter", "window s"),
+    "max_drift_pct": pgettext_lazy("validation parameter", "max drift pct"),
+    "ttft_p95_ms": pgettext_lazy("validation parameter", "ttft p95 ms"),
+    "tpot_p95_ms": pgettext_lazy("validation parameter", "tpot p95 ms"),
+}
+
+
 class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
     """One field per planned parameter of a test, typed after the planned value."""
 
@@ -72,7 +111,7 @@ class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
         for key, default in self.plan.items():
             kind = presentation.param_kind(default)
             self.kinds[key] = kind
-            label = key.replace("_", " ")
+            label = PARAM_LABELS.get(key, key.replace("_", " "))
             if kind == "bool":
                 field = forms.BooleanField(label=label, required=False, initial=default)
             elif kind == "int":

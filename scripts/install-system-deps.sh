@@ -3,7 +3,7 @@
 # (signature cross-check), Pango for WeasyPrint, Chromium for the browser tests.
 set -euo pipefail
 need=()
-for pkg in fonts-noto-cjk poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium chromium-driver; do
+for pkg in fonts-noto-cjk poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium chromium-driver gettext; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from .domain import criteria as criteria_domain
+from .i18n_names import translate_name
 from .models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Membership, Team
 
 MODEL_CONFIGS_DIR = Path(settings.BASE_DIR) / "selection" / "fixtures" / "model_configs"
@@ -192,7 +193,7 @@ class WeightsForm(AccessibleErrorsMixin, forms.Form):
         justification = self.fields.pop("justification")
         for criterion in criteria:
             self.fields[criterion.id] = forms.FloatField(
-                label=criterion.name, min_value=0, max_value=1000, initial=round(current.get(criterion.id, 0.0) * 100, 2),
+                label=translate_name(criterion.name), min_value=0, max_value=1000, initial=round(current.get(criterion.id, 0.0) * 100, 2),
                 widget=forms.NumberInput(attrs={"step": "any", "data-weight-input": criterion.id}))
         self.fields["justification"] = justification
 
@@ -210,10 +211,10 @@ class GatesForm(AccessibleErrorsMixin, forms.Form):
         super().__init__(*args, **kwargs)
         for dimension in criteria_domain.DIMENSIONS:
             self.fields[f"use_{dimension.id}"] = forms.BooleanField(
-                label=dimension.name, required=False, initial=dimension.id in current,
+                label=translate_name(dimension.name), required=False, initial=dimension.id in current,
                 widget=forms.CheckboxInput(attrs={"data-gate-toggle": dimension.id}))
             self.fields[f"threshold_{dimension.id}"] = forms.FloatField(
-                label=_("Minimum score for %(dimension)s") % {"dimension": dimension.name},
+                label=_("Minimum score for %(dimension)s") % {"dimension": translate_name(dimension.name)},
                 required=False, min_value=0, max_value=1, initial=current.get(dimension.id, 0.6),
                 widget=forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}))
 

@@ -13,8 +13,8 @@ from django.utils.translation import gettext_lazy as _
 
 from .domain.criteria import CRITERIA, DIMENSIONS
 
-CRITERION_CHOICES = [(c.id, c.name) for c in CRITERIA]
-DIMENSION_CHOICES = [(d.id, d.name) for d in DIMENSIONS]
+CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids listed in selection.i18n_names
+DIMENSION_CHOICES = [(d.id, _(d.name)) for d in DIMENSIONS]
 SCENARIO_CHOICES = [("A", _("A · High-concurrency short text")), ("B", _("B · Long documents")),
                     ("C", _("C · Multi-turn and agents")), ("D", _("D · Offline batch"))]
 KV_PRECISION_CHOICES = [("bf16", "bf16/fp16"), ("fp8", "fp8"), ("int8", "int8"), ("int4", "int4")]

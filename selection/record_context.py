@@ -23,6 +23,7 @@ from .domain import records as records_domain
 from .domain.capacity import CapacityError
 from .domain.scenarios import SCENARIO_NAMES
 from .evidence import latest_runs
+from .i18n_names import record_language
 from .models import Candidate, DecisionRecord, Selection
 from .scores import compute_scores
 
@@ -193,7 +194,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     now = timezone.now()
     context = {
         "record": {"id": f"DR-{selection.pk}-v{record.version}", "version": record.version, "title": selection.name,
-                   "created_at": now.isoformat(), "language": "en"},
+                   "created_at": now.isoformat(), "language": record_language()},
         "simulated": any(r.is_simulated for r in runs),
         "decision": {
             "chosen_engine": engine_label,

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from django.template import Context, Engine
+from django.utils import translation
 from weasyprint import HTML
 from weasyprint.urls import URLFetcher
 
@@ -79,7 +80,8 @@ class RenderedRecord:
 
 
 def _engine() -> Engine:
-    return Engine(dirs=[str(TEMPLATE_DIR)], autoescape=True, debug=False)
+    return Engine(dirs=[str(TEMPLATE_DIR)], autoescape=True, debug=False,
+                  libraries={"i18n": "django.templatetags.i18n", "kvselect": "selection.templatetags.kvselect"})
 
 
 def _svg_data_uri(svg: str) -> str:
@@ -93,8 +95,10 @@ def render_record_html(context: dict) -> str:
         for chart in test.get("charts", []):
             # Charts are images (data: URIs), never inline markup: an SVG cannot inject HTML.
             chart["data_uri"] = _svg_data_uri(chart["svg"])
-    # use_l10n=False: numbers render the same everywhere and need no app registry
-    return _engine().get_template(RECORD_TEMPLATE).render(Context(ctx, use_l10n=False))
+    # use_l10n=False: numbers render the same everywhere; the text is in the record's language
+    # (not the request's), so the PDF reads the same whoever renders it.
+    with translation.override(ctx["record"].get("language") or "en"):
+        return _engine().get_template(RECORD_TEMPLATE).render(Context(ctx, use_l10n=False))
 
 
 def html_to_pdf(html: str, fetcher: RestrictedURLFetcher | None = None) -> RenderedRecord:

@@ -25,6 +25,7 @@ from .domain import criteria as criteria_domain
 from .domain.scenarios import SCENARIO_NAMES
 from .forms import (CONSTRAINT_GROUPS, CONSTRAINT_UNITS, CandidateForm, ConstraintsForm, GatesForm, SelectionCreateForm, WeightsForm,
                     attach_service_errors)
+from .i18n_names import translate_name
 from .models import Candidate, Constraints, Membership, Selection
 
 
@@ -198,7 +199,13 @@ def _weight_rows(selection: Selection) -> list[dict]:
 
 
 def _dimension_name(dimension_id: str) -> str:
-    return next((d.name for d in criteria_domain.DIMENSIONS if d.id == dimension_id), dimension_id)
+    return next((translate_name(d.name) for d in criteria_domain.DIMENSIONS if d.id == dimension_id), dimension_id)
+
+
+def _gate_warnings(gates: dict[str, float]) -> list[str]:
+    """services.gate_warnings, in the active language (one warning per condition it raises)."""
+    return [_("%(count)s gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere.")
+            % {"count": len(gates)} for _warning in services.gate_warnings(gates)]
 
 
 def _gate_rows(selection: Selection) -> list[dict]:
@@ -283,7 +290,7 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
     priorities = criteria_domain.SCENARIO_PRIORITIES.get(selection.scenario, ())
     return render(request, "selection/gates.html", _context(
         request, selection, "gates", form=form, max_gates=criteria_domain.MAX_GATES,
-        gate_warnings=services.gate_warnings(current), audit=_audit(selection, 20),
+        gate_warnings=_gate_warnings(current), audit=_audit(selection, 20),
         priorities=[_dimension_name(d) for d in priorities]))
 
 

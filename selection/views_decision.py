@@ -29,6 +29,7 @@ from . import records, scores, selectors
 from .domain import criteria as criteria_domain
 from .forms import attach_service_errors
 from .forms_decision import CommentForm, RecordDraftForm, SignForm, VerifyForm
+from .i18n_names import translate_name
 from .models import DecisionRecord, Selection
 from .views import _context, _get_selection, _require_edit
 
@@ -45,7 +46,7 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
     one block per dimension with its criteria. A missing score stays None (shown as "missing")."""
     columns = sorted(result.get("candidates", []),
                      key=lambda c: (c.get("screened_out", False), c.get("rank") or 10**6, c.get("label", "")))
-    dimension_names = {d.id: d.name for d in criteria_domain.DIMENSIONS}
+    dimension_names = {d.id: translate_name(d.name) for d in criteria_domain.DIMENSIONS}
     weights = result.get("weights") or {}
     seen = [d.id for d in criteria_domain.DIMENSIONS if any(d.id in (c.get("dimensions") or {}) for c in columns)]
     blocks = []
@@ -56,7 +57,7 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
         for cid in criteria_ids:
             criterion = criteria_domain.CRITERIA_BY_ID.get(cid)
             criteria_rows.append({
-                "id": cid, "name": criterion.name if criterion else cid, "weight": weights.get(cid),
+                "id": cid, "name": translate_name(criterion.name) if criterion else cid, "weight": weights.get(cid),
                 "cells": [_cell((c.get("criteria") or {}).get(cid)) for c in columns]})
         blocks.append({"id": dimension, "name": dimension_names.get(dimension, dimension),
                        "cells": [_cell((c.get("dimensions") or {}).get(dimension)) for c in columns],
@@ -128,7 +129,8 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
             out["dimension_bars"] = charts.dimension_bars(
                 bars, dimensions=[b["id"] for b in table["dimensions"]],
                 labels={b["id"]: b["name"] for b in table["dimensions"]},
-                gates={g["id"]: float(g["threshold"]) for g in table["gates"]}, simulated=simulated)
+                gates={g["id"]: float(g["threshold"]) for g in table["gates"]}, simulated=simulated,
+                title=_("Score per dimension"))
         except charts.ChartInputError:
             pass
     series, series_simulated = _concurrency_series(selection, include_simulated)
@@ -136,7 +138,8 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
         constraints = getattr(selection, "constraints", None)
         out["latency"] = charts.latency_vs_concurrency(
             series, ttft_budget_ms=getattr(constraints, "ttft_p95_ms", None),
-            tpot_budget_ms=getattr(constraints, "tpot_p95_ms", None), simulated=series_simulated)
+            tpot_budget_ms=getattr(constraints, "tpot_p95_ms", None), simulated=series_simulated,
+            title=_("TTFT and TPOT against concurrency"))
     out.update(_evidence_charts(selection, include_simulated))
     cache.set(key, out, 600)
     return out
@@ -186,10 +189,12 @@ def _evidence_charts(selection: Selection, include_simulated: bool) -> dict[str,
                 flags["drift"] |= soak.is_simulated
     out: dict[str, str] = {}
     renderers = (
-        ("kv_usage", kv, lambda: charts.kv_usage_over_time(kv, simulated=flags["kv"])),
-        ("ttft_context", context, lambda: charts.ttft_vs_context(context, simulated=flags["context"])),
-        ("prefix", prefix, lambda: charts.prefix_on_off(prefix, metric="KV tokens at peak (off = every request "
-                                                               "allocates its own)", simulated=flags["prefix"])),
+        ("kv_usage", kv, lambda: charts.kv_usage_over_time(kv, title=_("KV-cache usage over time"),
+                                                            simulated=flags["kv"])),
+        ("ttft_context", context, lambda: charts.ttft_vs_context(context, title=_("TTFT against context length"),
+                                                                 simulated=flags["context"])),
+        ("prefix", prefix, lambda: charts.prefix_on_off(prefix, metric=_("KV tokens at peak (off = every request "
+                                                                         "allocates its own)"), simulated=flags["prefix"])),
         ("soak", drift, lambda: charts.soak_drift(drift, simulated=flags["drift"])),
     )
     for key, data, render in renderers:

@@ -5,6 +5,10 @@ from __future__ import annotations
 from django import template
 from django.utils.formats import number_format
 
+from selection.i18n_capacity import translate_capacity
+from selection.i18n_names import translate_name, translate_reason, translate_test
+from selection.i18n_scoring import translate_sentence
+
 register = template.Library()
 
 
@@ -38,3 +42,33 @@ def field_type(bound_field) -> str:
     if getattr(widget, "allow_multiple_selected", False) and getattr(widget, "input_type", "") == "checkbox":
         return "checkboxselectmultiple"
     return getattr(widget, "input_type", None) or widget.__class__.__name__.lower()
+
+
+@register.filter
+def domain_name(value):
+    """A criterion/dimension/scenario name or description from selection.domain, translated."""
+    return translate_name(value)
+
+
+@register.filter
+def scenario_reason(value):
+    """A scenario reason produced by selection.domain.scenarios, translated."""
+    return translate_reason(value)
+
+
+@register.filter
+def score_sentence(value):
+    """A sentence, note or reason produced by selection.domain.scoring, translated."""
+    return translate_sentence(value)
+
+
+@register.filter
+def capacity_sentence(value):
+    """A capacity verdict summary or reason produced by selection.domain.capacity, translated."""
+    return translate_capacity(value)
+
+
+@register.filter
+def test_name(value):
+    """A validation test id (concurrency_stress, ...) in the active language."""
+    return translate_test(value)

@@ -1,0 +1,333 @@
+"""Simplified Chinese: every page of the flow renders translated, the catalog is complete, domain
+names and scenario reasons are translated at display time, and the record PDF follows
+``record.language``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import translation
+
+from selection import services
+from selection.domain import criteria as criteria_domain
+from selection.domain import records
+from selection.domain.scenarios import SCENARIO_NAMES, infer_scenario
+from selection.i18n_names import DOMAIN_NAMES, translate_name, translate_reason
+from selection.record_pdf import render_record, render_record_html
+from tests.conftest import SAMPLE_CONSTRAINTS
+
+PO_FILE = Path(settings.BASE_DIR) / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _po_entries(text: str) -> list[dict]:
+    """(flags, msgid, msgstr) per entry of a .po file, continuation lines joined."""
+    entries = []
+    for block in text.strip().split("\n\n"):
+        entry = {"flags": "", "msgid": "", "msgstr": ""}
+        current = None
+        for line in block.splitlines():
+            if line.startswith("#,"):
+                entry["flags"] += line
+            elif line.startswith("#"):
+                continue
+            elif line.startswith(("msgid ", "msgid_plural ")):
+                current = "msgid" if line.startswith("msgid ") else None
+                if current:
+                    entry["msgid"] = line.split(" ", 1)[1].strip('"')
+            elif line.startswith("msgstr"):
+                current = "msgstr"
+                entry["msgstr"] += line.split(" ", 1)[1].strip('"')
+            elif line.startswith("msgctxt"):
+                current = None
+            elif line.startswith('"') and current:
+                entry[current] += line.strip('"')
+        entries.append(entry)
+    return entries
+
+
+def test_the_catalog_is_complete_and_has_no_fuzzy_entries():
+    entries = _po_entries(PO_FILE.read_text(encoding="utf-8"))
+    header, messages = entries[0], entries[1:]
+    assert header["msgid"] == "" and "fuzzy" not in header["flags"]
+    assert len(messages) > 700
+    assert [e["msgid"] for e in messages if not e["msgstr"]] == []
+    assert [e["msgid"] for e in messages if "fuzzy" in e["flags"]] == []
+    # placeholders survive translation (msgfmt --check-format checks python-format entries too)
+    for e in messages:
+        assert sorted(re.findall(r"%\(\w+\)[sd]", e["msgid"])) == sorted(re.findall(r"%\(\w+\)[sd]", e["msgstr"])), e
+
+
+def test_the_compiled_catalog_is_committed_next_to_the_po():
+    mo = PO_FILE.with_suffix(".mo")
+    assert mo.exists() and mo.stat().st_mtime >= PO_FILE.stat().st_mtime - 5
+
+
+def test_every_domain_name_has_a_translation():
+    names = [d.name for d in criteria_domain.DIMENSIONS] + [d.question for d in criteria_domain.DIMENSIONS]
+    names += [c.name for c in criteria_domain.CRITERIA] + [c.looks_at for c in criteria_domain.CRITERIA]
+    names += list(SCENARIO_NAMES.values())
+    assert set(names) <= set(DOMAIN_NAMES)
+    with translation.override("zh-hans"):
+        untranslated = [n for n in names if not CJK.search(translate_name(n))]
+        assert untranslated == []
+        assert translate_name("Cache reuse") == "缓存复用"
+        assert translate_name("cache reuse") == "缓存复用"  # hand-written records use lower case
+        assert translate_name("Support bot") == "Support bot"  # user data is never touched
+    with translation.override("en"):
+        assert translate_name("Cache reuse") == "Cache reuse"
+
+
+@pytest.mark.parametrize("constraints", [
+    {"max_input_tokens": 131072, "p95_input_tokens": 20000},
+    {"p95_input_tokens": 20000, "max_input_tokens": 30000, "ttft_p95_ms": 500},
+    {"multi_turn": True, "average_turns": 6, "never_swap_sessions": 12, "ttft_p95_ms": 800},
+    {"multi_turn": True, "ttft_p95_ms": 800},
+    {},
+    {"ttft_p95_ms": 120000},
+    {"peak_concurrency": 256, "avg_input_tokens": 1024, "ttft_p95_ms": 800},
+    {"peak_concurrency": 4, "avg_input_tokens": 1024, "ttft_p95_ms": 800},
+    {"multi_turn": True, "average_turns": 4, "max_input_tokens": 65536, "ttft_p95_ms": 900},
+])
+def test_every_scenario_reason_rule_is_translated_with_its_numbers(constraints):
+    _scenario, reasons, _mix = infer_scenario(constraints)
+    with translation.override("zh-hans"):
+        for reason in reasons:
+            translated = translate_reason(reason)
+            assert CJK.search(translated), reason
+            assert "->" in translated and not re.search(r"\b(tokens|turns|sessions|also)\b", translated), translated
+            assert re.findall(r"\d[\d,.]*K?", translated) == re.findall(r"\d[\d,.]*K?", reason)
+    with translation.override("en"):
+        assert [translate_reason(r) for r in reasons] == reasons
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def zh_client(client):
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    return client
+
+
+@pytest.fixture
+def flow(architect, team, engines):
+    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=architect,
+                                          platform_owner=architect, security_owner=architect)
+    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    services.add_candidate(selection=selection, user=architect,
+                           data={"engine": engines["vllm"], "engine_version": engines["vllm"].versions[0]})
+    selection.refresh_from_db()
+    return selection
+
+
+PAGES = [
+    ("selection:dashboard", False, ["选型", "新建选型", "语言"]),
+    ("selection:create", False, ["新建选型", "业务负责人", "创建选型"]),
+    ("selection:detail", True, ["概览", "约束一页纸", "审计轨迹", "高并发短文本"]),
+    ("selection:constraints", True, ["峰值并发请求数", "保存约束并推断场景", "时延预算"]),
+    ("selection:scenario", True, ["推断的场景", "评估标准权重", "显存分配策略", "保存权重", "-&gt;"]),
+    ("selection:gates", True, ["门槛", "显存分配与复用", "保存门槛"]),
+    ("selection:candidates", True, ["候选", "添加候选", "引擎版本"]),
+    ("selection:evidence", True, ["来自 CI 的结果", "最近的运行", "CI 令牌与上传"]),
+    ("selection:comparison", True, ["并排对比", "包含模拟（SIMULATED）证据"]),
+    ("selection:records", True, ["决策记录", "起草决策记录"]),
+    ("selection:record-verify", False, ["验证已签名的决策记录", "上传"]),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name, per_selection, expected", PAGES, ids=[p[0] for p in PAGES])
+def test_every_page_of_the_flow_renders_in_chinese(zh_client, architect, flow, name, per_selection, expected):
+    zh_client.force_login(architect)
+    response = zh_client.get(reverse(name, args=[flow.pk] if per_selection else []))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<html lang="zh-hans"' in html
+    missing = [text for text in expected if text not in html]
+    assert missing == [], missing
+
+
+@pytest.mark.django_db
+def test_the_same_pages_stay_english_by_default(client, architect, flow):
+    client.force_login(architect)
+    html = client.get(reverse("selection:scenario", args=[flow.pk])).content.decode()
+    assert "Criterion weights" in html and "Memory allocation strategy" in html and not CJK.search(
+        html.replace("简体中文", ""))
+
+
+@pytest.mark.django_db
+def test_messages_and_form_errors_are_translated(zh_client, architect, flow):
+    zh_client.force_login(architect)
+    response = zh_client.post(reverse("selection:gates", args=[flow.pk]), {"use_memory": "on"}, follow=True)
+    assert "门槛需要 0 到 1 之间的阈值" in response.content.decode()
+    response = zh_client.post(reverse("selection:scenario-accept", args=[flow.pk]), follow=True)
+    assert f"已接受场景 {flow.scenario}" in response.content.decode()
+
+
+# --- the record PDF -------------------------------------------------------------------------
+
+def _pdftotext(pdf: bytes, tmp_path) -> str:
+    path = tmp_path / "r.pdf"
+    path.write_bytes(pdf)
+    return subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, text=True,
+                          check=True, timeout=60).stdout
+
+
+def test_the_record_pdf_renders_in_the_records_language(tmp_path):
+    context = records.sample_record_context(simulated=True, n_charts=1, n_manifest=2)
+    context["record"]["language"] = "zh-hans"
+    with translation.override("en"):  # the request's language does not matter, the record's does
+        pdf = render_record(context).pdf
+        assert translation.get_language() == "en"  # and it is restored afterwards
+    text = _pdftotext(pdf, tmp_path)
+    for heading in ("1. 决策与理由", "2. 风险边界", "5. 门槛", "9. 评分、TOPSIS 与敏感性", "15. 签名", "显存分配策略"):
+        assert heading in text, heading
+    assert "SIMULATED — 模拟数据，不可用于采购" in text  # the banner keeps the English word
+    assert "Decision and rationale" not in text
+
+
+def test_the_record_html_stays_english_for_english_records():
+    context = records.sample_record_context(simulated=False, n_charts=0, n_manifest=1)
+    with translation.override("zh-hans"):
+        html = render_record_html(context)
+    assert "1. Decision and rationale" in html and "决策" not in html
+
+
+@pytest.mark.django_db
+def test_validation_plan_parameters_and_simulated_badges_are_translated(zh_client, architect, flow):
+    from benchmarks.models import BenchmarkRun
+
+    zh_client.force_login(architect)
+    candidate = flow.candidates.first()
+    html = zh_client.get(reverse("selection:validation", args=[flow.pk, candidate.pk])).content.decode()
+    assert "时长（秒）" in html and "背景流量并发" in html and "duration s" not in html
+    assert "运行 并发压力" in html  # the Run button names the test in Chinese
+    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="validation",
+                                      status="succeeded", evidence="SIMULATED", tool="kvselect-sim")
+    html = zh_client.get(reverse("selection:run", args=[flow.pk, run.pk])).content.decode()
+    assert "SIMULATED 模拟" in html  # the English word stays visible next to the translation
+    assert "运行 #%d · 并发压力" % run.pk in html
+
+
+@pytest.mark.django_db
+def test_forms_accept_dot_decimals_in_chinese_and_answer_in_chinese(zh_client, architect, flow):
+    from .web_helpers import VALID_CONSTRAINTS
+
+    zh_client.force_login(architect)
+    response = zh_client.post(reverse("selection:constraints", args=[flow.pk]),
+                              {**VALID_CONSTRAINTS, "cost_per_gpu_hour": "2.75"}, follow=True)
+    html = response.content.decode()
+    assert "约束已保存。推断的场景：" in html
+    flow.constraints.refresh_from_db()
+    assert float(flow.constraints.cost_per_gpu_hour) == 2.75
+
+
+@pytest.mark.django_db
+def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(zh_client, make_user, architect, engines, team):
+    from selection.models import DecisionRecord, Membership
+
+    from .test_views_decision import ROLES, _stress_run
+
+    owners = {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
+
+    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
+                                          platform_owner=owners["platform"], security_owner=owners["security"])
+    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
+        candidate = services.add_candidate(selection=selection, user=architect, data={
+            "engine": engines[slug], "engine_version": engines[slug].versions[0]})
+        _stress_run(candidate, (ttft / 2, ttft))
+    zh_client.force_login(architect)
+    comparison = zh_client.get(reverse("selection:comparison", args=[selection.pk])).content.decode()
+    assert "加权总分" in comparison and "保持第一" in comparison and "排名第一的比例" in comparison
+    assert "stays first" not in comparison and "is recommended" not in comparison
+    zh_client.post(reverse("selection:records", args=[selection.pk]),
+                   {"rationale": "TTFT 最低。", "review_by": "2027-06-30"})
+    record = DecisionRecord.objects.get(selection=selection)
+    response = zh_client.post(reverse("selection:record-action", args=[selection.pk, record.pk]),
+                              {"action": "start_review"}, follow=True)
+    assert "已提交评审" in response.content.decode() or "快照已冻结" in response.content.decode()
+    record.refresh_from_db()
+    assert record.snapshot["record"]["language"] == "zh-hans"
+    with translation.override("en"):
+        html = render_record_html(record.snapshot)
+    assert "1. 决策与理由" in html and "15. 签名" in html
+
+
+SCORING_SENTENCES = [
+    "SGLang 0.5.5 is recommended with a weighted total of 0.457 (up to 0.982 if missing evidence came in at full "
+    "marks), evidence coverage 47%.",
+    "vLLM 0.11.0 is recommended with a weighted total of 0.220, evidence coverage 25%.",
+    "Tie-break applied: within the tie margin 0.02: SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; SGLang 0.5.5 is preferred "
+    "on higher total (observability and operating complexity equal).",
+    "SGLang 0.5.5 stays first for any cache persistence weight in [0, 1].",
+    "SGLang 0.5.5 stays first unless the concurrency control weight rises by more than 0.20 (above 0.38, vLLM 0.11.0 "
+    "would lead) or falls by more than 0.10 (below 0.08, vLLM 0.11.0 would lead).",
+    "vLLM 0.11.0 would tie SGLang 0.5.5 if the weights moved by 0.07 (L2), mainly cache persistence -0.06, "
+    "concurrency control +0.03.",
+    "No weighting makes vLLM 0.11.0 tie SGLang 0.5.5: it is nowhere better.",
+    "Across 10,000 weight vectors within ±30% of the chosen weights, the first place goes to SGLang 0.5.5 in 100.0%.",
+    "Sensitivity needs at least two candidates that pass the gates.",
+    "Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); total_upper shows the "
+    "most it could add",
+    "2 SIMULATED indicator value(s) excluded from this final scoring",
+    "1 candidate(s) screened out by the gates",
+    "LMDeploy 0.6 is screened out: Memory allocation and reuse 0.40 < gate 0.60; Observability: no evidence (gate 0.50).",
+    "Memory allocation and reuse 0.70 >= gate 0.60",
+]
+
+
+@pytest.mark.parametrize("sentence", SCORING_SENTENCES)
+def test_scoring_sentences_are_translated_keeping_names_and_numbers(sentence):
+    from selection.i18n_scoring import translate_sentence
+
+    with translation.override("zh-hans"):
+        translated = translate_sentence(sentence)
+    assert CJK.search(translated), translated
+    numbers = r"\d+(?:[.,]\d+)*%?"
+    assert sorted(re.findall(numbers, translated)) == sorted(re.findall(numbers, sentence))
+    for name in ("SGLang", "vLLM", "LMDeploy"):
+        assert translated.count(name) == sentence.count(name)
+    assert not re.search(r"\b(weight|gate|recommended|stays|would|evidence)\b", translated), translated
+    with translation.override("en"):
+        assert translate_sentence(sentence) == sentence
+
+
+CAPACITY_SENTENCES = [
+    "KV pool 56.62 GiB per GPU (28987 blocks of 16 tokens); 200 concurrent sequences (one at max context 5120, the "
+    "rest at avg 1000) need 25.11 GiB",
+    "max context 131072 exceeds the model's 8192 positions",
+    "weights (140.00 GiB per GPU) leave no room for KV cache",
+    "the plan uses 16 GPUs, above the budget of 8",
+    "fits with 30% headroom on 1 GPU(s) (TP=1, PP=1, bf16 KV)",
+    "fits with 20% headroom only on 2 GPU(s); below the 30% comfort margin",
+    "at 70% of the pool only 120 sequences of avg context fit",
+    "does not fit",
+    "at 80% of the pool only 90 sequences of avg context fit (peak 200)",
+]
+
+
+@pytest.mark.parametrize("sentence", CAPACITY_SENTENCES)
+def test_capacity_verdicts_are_translated_keeping_numbers(sentence):
+    from selection.i18n_capacity import translate_capacity
+
+    with translation.override("zh-hans"):
+        translated = translate_capacity(sentence)
+    assert CJK.search(translated), translated
+    numbers = r"\d+(?:[.,]\d+)*"
+    assert sorted(re.findall(numbers, translated)) == sorted(re.findall(numbers, sentence))
+    with translation.override("en"):
+        assert translate_capacity(sentence) == sentence
+
+
+@pytest.mark.django_db
+def test_the_capacity_page_shows_the_verdict_in_chinese(zh_client, architect, flow):
+    zh_client.force_login(architect)
+    candidate = flow.candidates.first()
+    html = zh_client.get(reverse("selection:capacity", args=[flow.pk, candidate.pk])).content.decode()
+    assert "KV 池每 GPU" in html and "KV pool" not in html
