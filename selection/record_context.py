@@ -12,6 +12,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from benchmarks import charts
 from benchmarks.models import BenchmarkRun
@@ -56,20 +57,26 @@ def _person(user) -> str:
 def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
     c = selection.constraints
     rows = [
-        ("Concurrency", f"peak {c.peak_concurrency:,} concurrent requests"
+        (_("Concurrency"), _("peak %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"}
          + (f", {c.request_rate:g} req/s" if c.request_rate else "")),
-        ("Input tokens", f"average {c.avg_input_tokens:,}, p95 {c.p95_input_tokens or '—'}, max {c.max_input_tokens:,}"),
-        ("Output tokens", f"average {c.avg_output_tokens:,}, max {c.max_output_tokens:,}"),
-        ("Multi-turn", (f"yes: {c.average_turns:g} turns, {c.idle_seconds_between_turns or 0:g} s idle between turns, "
-                        f"{c.concurrent_sessions or '—'} concurrent sessions, {c.never_swap_sessions or 0} never swapped")
-         if c.multi_turn else "no"),
-        ("Latency budget", f"TTFT p95 {c.ttft_p95_ms or '—'} ms, TPOT p95 {c.tpot_p95_ms or '—'} ms, "
-                           f"end-to-end p95 {c.e2e_p95_ms or '—'} ms"),
-        ("Throughput target", f"{c.throughput_target_tokens_s:g} output tokens/s" if c.throughput_target_tokens_s else "—"),
-        ("Hardware", f"{c.gpu_model}, {c.gpu_memory_gib:g} GiB per GPU, budget {c.gpu_count_budget} GPUs"),
-        ("Cost", f"{c.cost_per_gpu_hour} per GPU-hour" if c.cost_per_gpu_hour is not None else "—"),
-        ("Operations team", f"{c.ops_team_size} people"),
-        ("Model", f"{c.target_model}; KV precision allowed: {', '.join(c.kv_precisions_allowed) or '—'}"),
+        (_("Input tokens"), _("average %(avg)s, p95 %(p95)s, max %(max)s") % {
+            "avg": f"{c.avg_input_tokens:,}", "p95": c.p95_input_tokens or "—", "max": f"{c.max_input_tokens:,}"}),
+        (_("Output tokens"), _("average %(avg)s, max %(max)s") % {"avg": f"{c.avg_output_tokens:,}",
+                                                                  "max": f"{c.max_output_tokens:,}"}),
+        (_("Multi-turn"), (_("yes: %(turns)s turns, %(idle)s s idle between turns, %(sessions)s concurrent sessions, "
+                             "%(never)s never swapped") % {
+            "turns": f"{c.average_turns:g}", "idle": f"{c.idle_seconds_between_turns or 0:g}",
+            "sessions": c.concurrent_sessions or "—", "never": c.never_swap_sessions or 0}) if c.multi_turn else _("no")),
+        (_("Latency budget"), _("TTFT p95 %(ttft)s ms, TPOT p95 %(tpot)s ms, end-to-end p95 %(e2e)s ms") % {
+            "ttft": c.ttft_p95_ms or "—", "tpot": c.tpot_p95_ms or "—", "e2e": c.e2e_p95_ms or "—"}),
+        (_("Throughput target"), _("%(n)s output tokens/s") % {"n": f"{c.throughput_target_tokens_s:g}"}
+         if c.throughput_target_tokens_s else "—"),
+        (_("Hardware"), _("%(gpu)s, %(mem)s GiB per GPU, budget %(count)s GPUs") % {
+            "gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}", "count": c.gpu_count_budget}),
+        (_("Cost"), _("%(cost)s per GPU-hour") % {"cost": c.cost_per_gpu_hour} if c.cost_per_gpu_hour is not None else "—"),
+        (_("Operations team"), _("%(n)s people") % {"n": c.ops_team_size}),
+        (_("Model"), _("%(model)s; KV precision allowed: %(kv)s") % {
+            "model": c.target_model, "kv": ", ".join(c.kv_precisions_allowed) or "—"}),
     ]
     return [{"label": label, "value": value} for label, value in rows]
 
@@ -181,9 +188,11 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     c = selection.constraints
     engine_label = f"{winner.engine.name} {winner.engine_version}"
     pool_tokens = winner_plan["token_capacity"] if winner_plan else None
-    headroom_statement = (f"Plan with {HEADROOM_PERCENT:g} % KV headroom: of {pool_tokens:,} tokens of KV capacity per "
-                          f"replica, budget {int(pool_tokens * (1 - HEADROOM_PERCENT / 100)):,} for traffic."
-                          if pool_tokens else f"Plan with {HEADROOM_PERCENT:g} % memory headroom.")
+    headroom_statement = (_("Plan with %(pct)s %% KV headroom: of %(pool)s tokens of KV capacity per replica, budget "
+                            "%(budget)s for traffic.") % {
+        "pct": f"{HEADROOM_PERCENT:g}", "pool": f"{pool_tokens:,}",
+        "budget": f"{int(pool_tokens * (1 - HEADROOM_PERCENT / 100)):,}"}
+        if pool_tokens else _("Plan with %(pct)s %% memory headroom.") % {"pct": f"{HEADROOM_PERCENT:g}"})
     criteria_ids = [w.criterion for w in selection.weights.all()]
     score_rows = []
     for cid, cand in by_id.items():
@@ -200,19 +209,21 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "chosen_engine": engine_label,
             "chosen_configuration": (f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
                                      f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"),
-            "summary": record.decision or f"Choose {engine_label} for {selection.name}.",
+            "summary": record.decision or _("Choose %(engine)s for %(selection)s.") % {
+                "engine": engine_label, "selection": selection.name},
             "rationale": [line for line in (record.rationale or "").splitlines() if line.strip()]
                          + list(result.get("sentences") or [])[:5],
         },
         "risk_boundary": {
             "applies_to": [line for line in record.applies_to.splitlines() if line.strip()] or [
-                f"up to {c.peak_concurrency:,} concurrent requests",
-                f"inputs up to {c.max_input_tokens:,} tokens, outputs up to {c.max_output_tokens:,}",
-                f"{c.gpu_model} with {c.gpu_memory_gib:g} GiB per GPU"],
+                _("up to %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"},
+                _("inputs up to %(inp)s tokens, outputs up to %(out)s") % {
+                    "inp": f"{c.max_input_tokens:,}", "out": f"{c.max_output_tokens:,}"},
+                _("%(gpu)s with %(mem)s GiB per GPU") % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"}],
             "does_not_apply_to": [line for line in record.does_not_apply_to.splitlines() if line.strip()] or [
-                "other GPU generations or memory sizes (results do not carry over)",
-                f"contexts beyond {c.max_input_tokens + c.max_output_tokens:,} tokens at high concurrency: use "
-                "retrieval, chunking or asynchronous batch rather than more cache tuning"],
+                _("other GPU generations or memory sizes (results do not carry over)"),
+                _("contexts beyond %(n)s tokens at high concurrency: use retrieval, chunking or asynchronous batch "
+                  "rather than more cache tuning") % {"n": f"{c.max_input_tokens + c.max_output_tokens:,}"}],
         },
         "constraints": _constraints_rows(selection),
         "scenario": {"id": selection.scenario, "name": SCENARIO_NAMES.get(selection.scenario, ""),
@@ -244,14 +255,17 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "headroom": {"percent": HEADROOM_PERCENT, "statement": headroom_statement},
             "monitoring": [{"signal": signal, "metric": _metric_for(signal, metrics), "threshold": SIGNAL_THRESHOLDS[signal],
                             "owner": _person(selection.platform_owner)} for signal in records_domain.MONITORED_SIGNALS],
-            "swap_policy": {"statement": ("Idle sessions may be swapped to CPU memory; resume cost was validated."
-                                          if c.multi_turn else "Single-turn traffic: no session swap policy needed."),
-                            "never_swap": [f"{c.never_swap_sessions} designated sessions"] if c.never_swap_sessions else []},
-            "hardware": f"Valid for {c.gpu_model} with {c.gpu_memory_gib:g} GiB; re-validate on any other GPU or memory size.",
-            "kv_format_compatibility": ("Check KV-cache format compatibility before engine or model upgrades: an "
-                                        "incompatible upgrade invalidates all cache at once and spikes memory."),
-            "fallback": "Keep the previous engine deployment warm for one release cycle.",
-            "rollback": "Roll back by re-pointing traffic to the previous deployment; drain, do not kill, in-flight sessions.",
+            "swap_policy": {"statement": (_("Idle sessions may be swapped to CPU memory; resume cost was validated.")
+                                          if c.multi_turn else _("Single-turn traffic: no session swap policy needed.")),
+                            "never_swap": [_("%(n)s designated sessions") % {"n": c.never_swap_sessions}]
+                            if c.never_swap_sessions else []},
+            "hardware": _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.") % {
+                "gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+            "kv_format_compatibility": _("Check KV-cache format compatibility before engine or model upgrades: an "
+                                         "incompatible upgrade invalidates all cache at once and spikes memory."),
+            "fallback": _("Keep the previous engine deployment warm for one release cycle."),
+            "rollback": _("Roll back by re-pointing traffic to the previous deployment; drain, do not kill, in-flight "
+                          "sessions."),
         },
         "evidence": [
             {"kind": "configuration", "checks": "engine version, launch flags, model and hardware",

@@ -171,3 +171,13 @@ def test_records_api_lifecycle_sign_and_verify(decided, architect, owners, dev_c
     report = client.post("/api/v1/records/verify/", {"file": SimpleUploadedFile("r.pdf", pdf)}).json()
     assert report["all_ok"] and report["matches_known_record"] and len(report["signatures"]) == 3
     assert client.post("/api/v1/records/verify/", {"file": SimpleUploadedFile("x.pdf", b"hello")}).status_code == 400
+
+
+def test_a_record_reviewed_in_chinese_has_a_chinese_snapshot(decided, architect):
+    from django.utils import translation
+
+    with translation.override("zh-hans"):
+        record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    assert record.snapshot["record"]["language"] == "zh-hans"
+    assert "升级引擎或模型前" in record.snapshot["rollout"]["kv_format_compatibility"]
+    assert record.snapshot["constraints"][0]["value"].startswith("峰值")
