@@ -11,9 +11,11 @@ Missing values (None or NaN) are drawn as gaps or "n/a", never as zero.
 
 from __future__ import annotations
 
+import contextvars
 import io
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import matplotlib
 
@@ -24,6 +26,25 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 SIMULATED_LABEL = "SIMULATED"
+# Axis and legend texts go through this translator; the web app and the PDF set Django's gettext
+# for the duration of a request (`translated`), so charts follow the page's language while this
+# module stays free of Django.
+_translator: contextvars.ContextVar[Callable[[str], str]] = contextvars.ContextVar("kvselect_chart_translator",
+                                                                                 default=lambda text: text)
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the chart texts
+    return _translator.get()(text)
+
+
+@contextmanager
+def translated(translate: Callable[[str], str]) -> Iterator[None]:
+    """Render charts with `translate` applied to every fixed text (axis labels, legends, marks)."""
+    token = _translator.set(translate)
+    try:
+        yield
+    finally:
+        _translator.reset(token)
 FONT_FAMILY = ["Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK TC", "WenQuanYi Zen Hei", "DejaVu Sans"]
 # Okabe-Ito: distinguishable with colour-vision deficiencies, stable order per series.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -79,7 +100,7 @@ def _figure(title: str, simulated: bool, size: tuple[float, float] = (7.0, 3.6),
     fig = Figure(figsize=size)
     FigureCanvasSVG(fig)
     axes = fig.subplots(1, ncols, squeeze=False)[0]
-    fig.suptitle(f"{title} ({SIMULATED_LABEL})" if simulated else title, fontsize=11)
+    fig.suptitle(f"{title} ({_(SIMULATED_LABEL)})" if simulated else title, fontsize=11)
     return fig, list(axes)
 
 
@@ -87,7 +108,7 @@ def _render(fig: Figure, title: str, simulated: bool) -> str:
     if simulated:
         fig.text(0.5, 0.5, SIMULATED_LABEL, ha="center", va="center", fontsize=40, color="#D55E00", alpha=0.25,
                  rotation=20, fontweight="bold", gid="simulated-watermark")
-        fig.text(0.005, 0.005, f"{SIMULATED_LABEL} data: produced by the simulator, not measured", ha="left", va="bottom",
+        fig.text(0.005, 0.005, _("SIMULATED data: produced by the simulator, not measured"), ha="left", va="bottom",
                  fontsize=7, color="#D55E00", gid="simulated-note")
     fig.tight_layout(rect=(0, 0.05, 1, 1) if simulated else (0, 0, 1, 1))
     buffer = io.StringIO()
@@ -137,7 +158,7 @@ def dimension_bars(scores: Mapping[str, Mapping[str, float | None]], dimensions:
             x = j - 0.4 + width * (i + 0.5)
             value = _num(per.get(dimension))
             if math.isnan(value):
-                ax.text(x, 0.02, "n/a", ha="center", va="bottom", fontsize=7, rotation=90, color="#555555")
+                ax.text(x, 0.02, _("n/a"), ha="center", va="bottom", fontsize=7, rotation=90, color="#555555")
                 continue
             if not -1e-9 <= value <= 1 + 1e-9:
                 raise ChartInputError(f"scores[{candidate!r}][{dimension!r}]: must be in [0, 1], got {value}")
@@ -145,10 +166,10 @@ def dimension_bars(scores: Mapping[str, Mapping[str, float | None]], dimensions:
     for j, dimension in enumerate(dimensions):
         if gates and dimension in gates:
             ax.hlines(gates[dimension], j - 0.45, j + 0.45, colors="#000000", linestyles="dashed", linewidth=1.2)
-            ax.text(j + 0.45, gates[dimension], f"gate {gates[dimension]:.2f}", fontsize=7, va="bottom", ha="right")
+            ax.text(j + 0.45, gates[dimension], _("gate %(value)s") % {"value": f"{gates[dimension]:.2f}"}, fontsize=7, va="bottom", ha="right")
     ax.set_xticks(range(len(dimensions)), [labels.get(d, d) for d in dimensions], rotation=15, ha="right")
     ax.set_ylim(0, 1.05)
-    ax.set_ylabel("score (0-1)")
+    ax.set_ylabel(_("score (0-1)"))
     handles = [Patch(color=_colour(i), label=candidate) for i, candidate in enumerate(scores)]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _render(fig, title, simulated)
@@ -173,8 +194,8 @@ def latency_vs_concurrency(series: Mapping[str, Mapping[str, Sequence[Any]]], tt
             ax.plot(x, y, marker="o", markersize=3, color=_colour(i), label=candidate)
     for ax, metric, budget in ((ax_ttft, "TTFT", ttft_budget_ms), (ax_tpot, "TPOT", tpot_budget_ms)):
         if budget is not None:
-            ax.axhline(budget, color="#000000", linestyle="dashed", linewidth=1, label=f"{metric} budget")
-        ax.set_xlabel("concurrency")
+            ax.axhline(budget, color="#000000", linestyle="dashed", linewidth=1, label=_("%(metric)s budget") % {"metric": metric})
+        ax.set_xlabel(_("concurrency"))
         ax.set_ylabel(f"{metric} {percentile} (ms)")
         ax.set_title(f"{metric} {percentile}", fontsize=9)
     ax_ttft.legend(fontsize=7)
@@ -194,9 +215,9 @@ def kv_usage_over_time(series: Mapping[str, Sequence[Sequence[Any]]], title: str
         xs, ys = _pairs(f"series[{candidate!r}]", points)
         ax.plot(xs, [y * 100 for y in ys], color=_colour(i), label=candidate)
     if limit is not None:
-        ax.axhline(limit * 100, color="#D55E00", linestyle="dashed", linewidth=1, label=f"limit {limit:.0%}")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("KV-cache usage (%)")
+        ax.axhline(limit * 100, color="#D55E00", linestyle="dashed", linewidth=1, label=_("limit %(percent)s") % {"percent": f"{limit:.0%}"})
+    ax.set_xlabel(_("time (s)"))
+    ax.set_ylabel(_("KV-cache usage (%)"))
     ax.set_ylim(0, 105)
     ax.legend(fontsize=8)
     return _render(fig, title, simulated)
@@ -223,7 +244,7 @@ def ttft_vs_context(series: Mapping[str, Sequence[Sequence[Any]]], title: str = 
         ordered = sorted(ticks)
         ax.set_xticks(ordered, [f"{int(t) // 1024}K" if t >= 1024 else f"{int(t)}" for t in ordered])
         ax.minorticks_off()
-    ax.set_xlabel("context length (tokens)")
+    ax.set_xlabel(_("context length (tokens)"))
     ax.set_ylabel(f"TTFT {percentile} (ms)")
     ax.legend(fontsize=8)
     return _render(fig, title, simulated)
@@ -239,19 +260,19 @@ def prefix_on_off(data: Mapping[str, Mapping[str, Any]], metric: str = "KV memor
     _check_series("data", data)
     fig, (ax,) = _figure(title, simulated)
     names = list(data)
-    for j, (key, colour, label) in enumerate((("off", "#999999", "prefix caching off"), ("on", "#0072B2", "prefix caching on"))):
+    for j, (key, colour, label) in enumerate((("off", "#999999", _("prefix caching off")), ("on", "#0072B2", _("prefix caching on")))):
         values = [_num(data[n].get(key)) for n in names]
         xs = [i - 0.2 + 0.4 * j for i in range(len(names))]
         ax.bar([x for x, v in zip(xs, values) if not math.isnan(v)], [v for v in values if not math.isnan(v)],
                width=0.38, color=colour, label=label)
         for x, v in zip(xs, values):
             if math.isnan(v):
-                ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color="#555555")
+                ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color="#555555")
     theory = [(i, _num(data[n].get("theoretical_on"))) for i, n in enumerate(names)]
     theory = [(i, v) for i, v in theory if not math.isnan(v)]
     if theory:
         ax.scatter([0.2 + i for i, _ in theory], [v for _, v in theory], marker="_", s=400, color="#000000",
-                   zorder=3, label="theoretical with reuse")
+                   zorder=3, label=_("theoretical with reuse"))
     ax.set_xticks(range(len(names)), names)
     ax.set_xlim(-0.6, len(names) - 0.4)
     ax.set_ylabel(metric)
@@ -276,7 +297,7 @@ def soak_drift(series: Mapping[str, Sequence[Sequence[Any]]], metric: str = "TTF
         first = next((y for y in ys if not math.isnan(y)), None)
         if first is not None:
             ax.axhline(first, color=_colour(i), linestyle="dotted", linewidth=0.8)
-    ax.set_xlabel("elapsed (h)")
+    ax.set_xlabel(_("elapsed (h)"))
     ax.set_ylabel(metric)
     ax.legend(fontsize=8)
     return _render(fig, title, simulated)
@@ -303,17 +324,17 @@ def capacity_memory_vs_context(contexts: Sequence[Any], memory_gib: Mapping[str,
         if len(ys) != len(xs):
             raise ChartInputError(f"memory_gib[{label!r}]: length {len(ys)} does not match contexts length {len(xs)}")
         ax.plot(xs, ys, marker="o", markersize=3, color=_colour(i), label=label)
-    ax.axhline(gpu_memory_gib, color="#000000", linewidth=1, label=f"GPU memory {gpu_memory_gib:g} GiB")
+    ax.axhline(gpu_memory_gib, color="#000000", linewidth=1, label=_("GPU memory %(gib)s GiB") % {"gib": f"{gpu_memory_gib:g}"})
     usable = gpu_memory_gib * (1 - headroom)
     ax.axhline(usable, color="#D55E00", linestyle="dashed", linewidth=1,
-               label=f"{headroom:.0%} headroom line {usable:.1f} GiB")
+               label=_("%(percent)s headroom line %(gib)s GiB") % {"percent": f"{headroom:.0%}", "gib": f"{usable:.1f}"})
     ax.set_xscale("log", base=2)
     valid = sorted({x for x in xs if not math.isnan(x) and x > 0})
     if valid:
         ax.set_xticks(valid, [f"{int(t) // 1024}K" if t >= 1024 else f"{int(t)}" for t in valid])
         ax.minorticks_off()
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("memory (GiB)")
+    ax.set_xlabel(_("context length (tokens)"))
+    ax.set_ylabel(_("memory (GiB)"))
     ax.legend(fontsize=7)
     return _render(fig, title, simulated)
 

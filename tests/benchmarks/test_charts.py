@@ -104,3 +104,12 @@ def test_bad_input_names_the_argument(call, message):
     with pytest.raises(charts.ChartInputError) as info:
         call()
     assert message in str(info.value)
+
+
+def test_chart_texts_follow_the_translator_and_default_to_english():
+    series = {"vLLM": {"concurrency": [1, 2], "ttft_ms": [10, 20], "tpot_ms": [5, 6]}}
+    assert ">concurrency<" in charts.latency_vs_concurrency(series)
+    with charts.translated(lambda text: {"concurrency": "并发"}.get(text, text)):
+        svg = charts.latency_vs_concurrency(series)
+    assert "并发" in svg and ">concurrency<" not in svg
+    assert ">concurrency<" in charts.latency_vs_concurrency(series)  # the translator is scoped
