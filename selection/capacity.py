@@ -39,8 +39,7 @@ def plan_for_candidate(candidate: Candidate, **overrides: Any) -> dict[str, Any]
     """Plan + verdict + predicted-vs-measured for one candidate, JSON-safe."""
     constraints = getattr(candidate.selection, "constraints", None)
     engine, note = semantics_for(candidate.engine.slug)
-    kv_dtype = "fp16" if candidate.kv_precision == "bf16" else candidate.kv_precision
-    kwargs: dict[str, Any] = {"kv_dtype": "bf16" if kv_dtype == "fp16" else kv_dtype, "tp": candidate.tensor_parallel,
+    kwargs: dict[str, Any] = {"kv_dtype": candidate.kv_precision, "tp": candidate.tensor_parallel,
                               "engine": engine, "gpu": candidate.gpu_model or (constraints.gpu_model if constraints else None)}
     if constraints is not None:
         kwargs["gpu_mem_gib"] = constraints.gpu_memory_gib

@@ -199,10 +199,6 @@ def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: 
     if api_key:
         candidate.api_key_encrypted = encrypt(api_key)
     candidate.full_clean()
-    versions = candidate.engine.versions
-    if versions and candidate.engine_version not in versions and not candidate.engine_version.startswith(tuple(versions)):
-        # Not an error: newer versions than the catalog documents are common. Record it.
-        pass
     candidate.save()
     audit(selection, user, "candidate.added", field="candidate", new={"id": candidate.pk, "engine": candidate.engine.slug,
                                                                     "version": candidate.engine_version})
