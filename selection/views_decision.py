@@ -13,7 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.dateparse import parse_datetime
@@ -116,7 +116,11 @@ def _concurrency_series(selection: Selection, include_simulated: bool) -> tuple[
 
 def _charts(selection: Selection, score, table: dict, include_simulated: bool) -> dict[str, str]:
     """The comparison's SVG charts (cached per score snapshot, language and toggle)."""
-    key = f"kvselect:cmp-charts:{score.pk}:{score.inputs_hash}:{int(include_simulated)}:{get_language()}"
+    # The evidence charts read runs the scoring inputs do not cover (time series, ladder points):
+    # the newest run and finish time of the selection are part of the key.
+    runs = BenchmarkRun.objects.filter(candidate__selection=selection).aggregate(last=Max("id"), done=Max("finished_at"))
+    key = (f"kvselect:cmp-charts:{selection.pk}:{score.pk}:{score.inputs_hash}:{runs['last']}:{runs['done']}:"
+           f"{int(include_simulated)}:{get_language()}")
     cached = cache.get(key)
     if cached is not None:
         return cached

@@ -186,3 +186,12 @@ def mock_engine():
 
     with ThreadedServer(lambda: MockServer(MockConfig(ttft_s=0.005, itl_s=0.001, metrics_style="vllm"))) as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with an empty cache: primary keys repeat across tests after rollbacks."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
