@@ -316,6 +316,7 @@ class OpenAIClient:
         max_connections: int = 0,
         keep_alive: bool = True,
         transport: Literal["auto", "raw", "aiohttp"] = "auto",
+        kernel_timestamps: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
@@ -342,7 +343,8 @@ class OpenAIClient:
         if use_raw:
             host = parts.hostname or "127.0.0.1"
             port = parts.port or 80
-            self._raw = RawHTTPPool(host, port, keep_alive=keep_alive)
+            self._raw = RawHTTPPool(host, port, keep_alive=keep_alive, connect_timeout_s=connect_timeout_s,
+                                    kernel_timestamps=kernel_timestamps)
             host_header = parts.netloc.rsplit("@", 1)[-1]
             auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
             prefix = parts.path.rstrip("/")
@@ -353,6 +355,12 @@ class OpenAIClient:
                 + auth.replace("{", "{{").replace("}", "}}") + "\r\n"
             )
         self._session: aiohttp.ClientSession | None = None
+
+    def timestamping(self) -> dict[str, Any]:
+        """How response times were taken (kernel receive stamps or user space), for a run's metadata."""
+        if self._raw is not None:
+            return {"transport": "raw", **self._raw.timestamping()}
+        return {"transport": "aiohttp", "receive_clock": "user space", "kernel_stamped_read_fraction": None}
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIClient({self.base_url!r}, model={self.model!r})"

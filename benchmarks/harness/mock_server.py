@@ -72,6 +72,9 @@ class MockState:
     seen_prefixes: set[str] = field(default_factory=set)
     aborted: int = 0
     true_ttft_ms: dict[str, float] = field(default_factory=dict)  # by body["kvselect_request_id"]
+    # (handler start, first token written), perf_counter seconds: CLOCK_MONOTONIC, comparable
+    # with a client's timestamps on the same host, so a TTFT error can be split into its legs
+    true_times: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def _split_prompt(body: dict[str, Any], chat: bool) -> str:
@@ -240,6 +243,7 @@ def build_app(config: MockConfig | None = None) -> web.Application:
             if include_usage:
                 if body.get("kvselect_request_id") is not None and first_written is not None:
                     state.true_ttft_ms[str(body["kvselect_request_id"])] = (first_written - start_wall) * 1000.0
+                    state.true_times[str(body["kvselect_request_id"])] = (start_wall, first_written)
                 usage_chunk = {
                     "id": "mock", "object": obj_type, "created": created, "model": body.get("model"), "choices": [],
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
@@ -268,7 +272,11 @@ def build_app(config: MockConfig | None = None) -> web.Application:
     async def true_ttfts(request: web.Request) -> web.Response:
         return web.json_response(state.true_ttft_ms)
 
+    async def true_times(request: web.Request) -> web.Response:
+        return web.json_response(state.true_times)
+
     app.router.add_get("/mock/true_ttft", true_ttfts)
+    app.router.add_get("/mock/true_times", true_times)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/tokenize", tokenize)

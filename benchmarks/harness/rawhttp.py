@@ -5,13 +5,21 @@ client can take its timestamp, which costs CPU per token and, on a busy event lo
 ITL. Here the time is taken in `data_received` itself and the body is handed over in the same
 call. It speaks only what the harness needs: one request at a time per connection, Content-Length
 or chunked bodies, keep-alive with a small pool, and a read timeout. https targets use aiohttp.
+
+On Linux the connections read with recvmsg and take the kernel's receive stamp of every read
+(see wireclock): the time handed to `on_body` is when the bytes reached this host, so a busy
+event loop no longer adds its lag to TTFT and ITL. Elsewhere, asyncio's own transport is used and
+the time is taken in `data_received`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
-from typing import Callable
+from typing import Any, Callable
+
+from benchmarks.harness import wireclock
 
 BodyCallback = Callable[["_ResponseProtocol", float, bytes], None]
 
@@ -72,7 +80,10 @@ class _ResponseProtocol(asyncio.Protocol):
         self.transport.write(request)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()
+        self.received(time.perf_counter(), data)
+
+    def received(self, now: float, data: bytes) -> None:
+        """Bytes that arrived at `now` (perf_counter seconds)."""
         self.last_activity = now
         self.got_bytes = True
         try:
@@ -188,10 +199,25 @@ class _ResponseProtocol(asyncio.Protocol):
 class RawHTTPPool:
     """A pool of kept-alive connections to one host:port (plain http only)."""
 
-    def __init__(self, host: str, port: int, keep_alive: bool = True) -> None:
+    def __init__(self, host: str, port: int, keep_alive: bool = True, connect_timeout_s: float = 10.0,
+                 kernel_timestamps: bool = True) -> None:
         self.host, self.port = host, port
         self.keep_alive = keep_alive
+        self.connect_timeout_s = connect_timeout_s
+        self.kernel_timestamps = kernel_timestamps and wireclock.SUPPORTED
+        self.stamped_reads = 0  # reads timed by the kernel's receive stamp
+        self.unstamped_reads = 0  # reads timed in user space (no stamp came with them)
         self._idle: list[_ResponseProtocol] = []
+        # recvmsg(n) allocates (and for 256 KiB, mmaps) n bytes per read; the pool's connections
+        # share one buffer instead (one event loop: each read is copied out before the next)
+        buffer = bytearray(256 * 1024)
+        self.read_buffers, self.read_view = (buffer,), memoryview(buffer)
+
+    def timestamping(self) -> dict[str, Any]:
+        """Where this pool's receive times came from, for the run's metadata."""
+        reads = self.stamped_reads + self.unstamped_reads
+        return {"receive_clock": "kernel (SO_TIMESTAMPNS)" if self.kernel_timestamps else "user space",
+                "kernel_stamped_read_fraction": round(self.stamped_reads / reads, 4) if reads else None}
 
     async def _connection(self) -> tuple[_ResponseProtocol, bool]:
         while self._idle:
@@ -199,8 +225,32 @@ class RawHTTPPool:
             if not protocol.closed and protocol.transport is not None and not protocol.transport.is_closing():
                 return protocol, True
         loop = asyncio.get_running_loop()
-        _, protocol = await loop.create_connection(_ResponseProtocol, self.host, self.port)
+        if self.kernel_timestamps:
+            return await asyncio.wait_for(self._open_stamped(loop), self.connect_timeout_s), False
+        _, protocol = await asyncio.wait_for(
+            loop.create_connection(_ResponseProtocol, self.host, self.port), self.connect_timeout_s)
         return protocol, False  # type: ignore[return-value]
+
+    async def _open_stamped(self, loop: asyncio.AbstractEventLoop) -> _ResponseProtocol:
+        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        error: OSError = OSError(f"no address for {self.host}:{self.port}")
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                wireclock.enable_receive_timestamps(sock)
+                await loop.sock_connect(sock, address)
+            except BaseException as exc:
+                sock.close()
+                if not isinstance(exc, OSError):
+                    raise
+                error = exc
+                continue
+            protocol = _ResponseProtocol()
+            _StampedTransport(loop, sock, protocol, self)
+            return protocol
+        raise error
 
     async def request(self, head: bytes, body: bytes, on_body: BodyCallback, timeout_s: float,
                       on_start: Callable[[], None] | None = None) -> tuple[int, dict[str, str], _ResponseProtocol]:
@@ -244,6 +294,90 @@ class RawHTTPPool:
             if protocol.transport is not None:
                 protocol.transport.close()
         self._idle.clear()
+
+
+class _StampedTransport:
+    """Just enough of an asyncio transport over a non-blocking socket, reading with recvmsg.
+
+    One read per readiness event (as asyncio's transports do); each read goes to the protocol
+    with the kernel's receive time, or the user-space time when no stamp came with it.
+    """
+
+    __slots__ = ("loop", "sock", "fd", "protocol", "pool", "pending", "closing")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: _ResponseProtocol,
+                 pool: RawHTTPPool) -> None:
+        self.loop, self.sock, self.fd, self.protocol, self.pool = loop, sock, sock.fileno(), protocol, pool
+        self.pending = bytearray()
+        self.closing = False
+        protocol.connection_made(self)  # type: ignore[arg-type]
+        loop.add_reader(self.fd, self._on_readable)
+
+    def _on_readable(self) -> None:
+        try:
+            size, ancillary, _, _ = self.sock.recvmsg_into(self.pool.read_buffers, wireclock.ANCILLARY_SPACE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lose(exc)
+            return
+        now = time.perf_counter()
+        data = self.pool.read_view[:size].tobytes()
+        if not data:
+            self.protocol.eof_received()
+            self._lose(None)
+            return
+        arrival = wireclock.arrival_time(ancillary, now) if ancillary else None
+        if arrival is None:
+            self.pool.unstamped_reads += 1
+            arrival = now
+        else:
+            self.pool.stamped_reads += 1
+        self.protocol.received(arrival, data)
+
+    def write(self, data: bytes) -> None:
+        if self.closing:
+            return
+        if not self.pending:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._lose(exc)
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self.loop.add_writer(self.fd, self._on_writable)
+        self.pending += data
+
+    def _on_writable(self) -> None:
+        try:
+            sent = self.sock.send(self.pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lose(exc)
+            return
+        del self.pending[:sent]
+        if not self.pending:
+            self.loop.remove_writer(self.fd)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self._lose(None)
+
+    def _lose(self, exc: Exception | None) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.loop.remove_reader(self.fd)
+        self.loop.remove_writer(self.fd)
+        self.sock.close()
+        self.loop.call_soon(self.protocol.connection_lost, exc)
 
 
 class _Watchdog:

@@ -318,6 +318,8 @@ def _build_result(test: str, session: _Session, params: dict[str, Any], points: 
         "engine_metrics": session.metrics.recording.to_dict(),
         "gpu": session.gpu.recording.to_dict(),
         "raw_metric_names": sorted(session.metrics.recording.raw)[:500],
+        # where TTFT/ITL times came from: kernel receive stamps, or the client's loop (user space)
+        "client_clock": session.client.timestamping(),
     }
     if extra_meta:
         metadata.update(extra_meta)

@@ -34,6 +34,8 @@ from benchmarks.harness.client import OpenAIClient, RequestSpec  # noqa: E402
 from benchmarks.harness.load import LoadConfig, run_async, run_load  # noqa: E402
 from benchmarks.harness.metrics import MetricsSampler  # noqa: E402
 from benchmarks.harness.mock_server import MockConfig, serve_forever  # noqa: E402
+from benchmarks.perf.wire_mock import WireMockConfig  # noqa: E402
+from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock  # noqa: E402
 
 REFERENCE_PEERS = {  # REFERENCE.md section 4, measured on this kind of machine (not re-measured here)
     "vllm bench serve 0.33": {"req_per_cpu_s": 1100, "ttft_mean_error_ms": 7, "held_64_256_1024": "held"},
@@ -50,11 +52,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_mock(config: MockConfig, processes: int = 1) -> tuple[str, list[multiprocessing.Process]]:
+def start_mock(config: MockConfig | WireMockConfig, processes: int = 1) -> tuple[str, list[multiprocessing.Process]]:
     port = free_port()
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=serve_forever, args=(config, "127.0.0.1", port, processes > 1), daemon=True)
-             for _ in range(processes)]
+    if isinstance(config, WireMockConfig):
+        procs = [ctx.Process(target=serve_wire_mock, args=(config, "127.0.0.1", port), daemon=True)]
+    else:
+        procs = [ctx.Process(target=serve_forever, args=(config, "127.0.0.1", port, processes > 1), daemon=True)
+                 for _ in range(processes)]
     for proc in procs:
         proc.start()
     url = f"http://127.0.0.1:{port}"
@@ -83,8 +88,9 @@ def _spec(index: int, tokens: int) -> RequestSpec:
                        extra_body={"kvselect_request_id": str(index)})
 
 
-async def harness_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0) -> dict[str, Any]:
-    async with OpenAIClient(url, "mock") as client:
+async def harness_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0,
+                      kernel_timestamps: bool = True) -> dict[str, Any]:
+    async with OpenAIClient(url, "mock", kernel_timestamps=kernel_timestamps) as client:
         cpu0 = time.process_time()
         outcome = await run_load(client, lambda i: _spec(i + id_offset, tokens),
                                  LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10))
@@ -93,7 +99,7 @@ async def harness_run(url: str, concurrency: int, duration_s: float, tokens: int
     return {"completed": len(done), "failed": sum(1 for r in outcome.records if not r.ok), "cpu_s": cpu,
             "wall_s": outcome.duration_s, "achieved_concurrency": outcome.achieved_concurrency,
             "client_bound": outcome.client_bound, "reasons": outcome.client_bound_reasons,
-            "ttft": {r.request_id: r.ttft_ms for r in done}}
+            "ttft": {r.request_id: r.ttft_ms for r in done}, "timestamping": client.timestamping()}
 
 
 async def bare_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0) -> dict[str, Any]:
@@ -197,79 +203,99 @@ def held(concurrency: int, duration_s: float) -> dict[str, Any]:
         stop_mock(procs)
 
 
+async def harness_user_clock_run(url: str, concurrency: int, duration_s: float, tokens: int) -> dict[str, Any]:
+    return await harness_run(url, concurrency, duration_s, tokens, kernel_timestamps=False)
+
+
 def fidelity(duration_s: float, concurrency: int = 64) -> dict[str, Any]:
+    """Each client's TTFT against the wire mock's own: request bytes in to first token out, stamped on the host."""
     out = {}
-    for name, fn in (("kvselect", harness_run), ("bare aiohttp", bare_run)):
-        url, procs = start_mock(MockConfig(ttft_s=0.050, itl_s=0.010, compact_json=True, metrics_style=None), processes=1)
+    clients = (("kvselect", harness_run), ("kvselect, user-space clock", harness_user_clock_run),
+               ("bare aiohttp", bare_run))
+    for name, fn in clients:
+        url, procs = start_mock(WireMockConfig(ttft_s=0.050, itl_s=0.010))
         try:
             result = run_async(fn(url, concurrency, duration_s, 128))
-            with urllib.request.urlopen(url + "/mock/true_ttft", timeout=10) as response:
-                truth = json.load(response)
+            with urllib.request.urlopen(url + "/mock/true_times", timeout=10) as response:
+                truth = {rid: (sent - arrival) * 1000.0 for rid, (arrival, sent) in json.load(response).items()}
         finally:
             stop_mock(procs)
-        errors = sorted(result["ttft"][rid] - truth[rid] for rid in result["ttft"] if rid in truth and result["ttft"][rid] is not None)
-        measured = [v for v in result["ttft"].values() if v is not None]
-        if not errors:
+        pairs = [(ttft, truth[rid]) for rid, ttft in result["ttft"].items() if rid in truth and ttft is not None]
+        if not pairs:
             out[name] = {"requests": 0}
             continue
+        errors = sorted(ttft - true for ttft, true in pairs)
         out[name] = {
             "requests": len(errors),
             "mean_error_ms": statistics.fmean(errors),
             "p50_error_ms": errors[len(errors) // 2],
             "p99_error_ms": errors[min(int(len(errors) * 0.99), len(errors) - 1)],
-            "mean_ttft_ms": statistics.fmean(measured),
-            "mean_true_ttft_ms": statistics.fmean(truth[rid] for rid in result["ttft"] if rid in truth),
-            "mean_error_vs_nominal_50ms": statistics.fmean(measured) - 50.0,
+            "max_error_ms": errors[-1],
+            "mean_ttft_ms": statistics.fmean(ttft for ttft, _ in pairs),
+            "mean_true_ttft_ms": statistics.fmean(true for _, true in pairs),
+            "mean_error_vs_nominal_50ms": statistics.fmean(ttft for ttft, _ in pairs) - 50.0,
+            "timestamping": result.get("timestamping"),
         }
     return out
+
+
+SECTIONS = ("throughput", "held", "fidelity")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description="kvselect harness benchmark")
     parser.add_argument("--quick", action="store_true", help="short runs (CI smoke)")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--only", choices=SECTIONS, action="append", help="run only this section (repeatable)")
     args = parser.parse_args(argv)
+    sections = args.only or SECTIONS
     seconds = 3.0 if args.quick else 8.0
     report: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average_at_start": os.getloadavg()}
     print(f"kvselect harness benchmark (cpus={os.cpu_count()}, load average {os.getloadavg()[0]:.1f})")
 
-    print("\n== requests per client CPU-second (mock streams 128 tokens/request, concurrency 64)")
-    report["throughput"] = {}
-    for mode in ("batched", "per_token"):
-        figures = throughput(mode, seconds)
-        report["throughput"][mode] = figures
-        for name, f in figures.items():
-            print(f"  [{mode:9}] {name:30} {f['req_per_cpu_s']:8.0f} req/CPU-s  {f['req_per_wall_s']:7.0f} req/s wall"
-                  f"  ({f['completed']} requests, {f['cpu_s']} CPU-s)")
-    best = max(f["req_per_cpu_s"] for f in report["throughput"]["batched"].values() if f)
-    print(f"  target >= {TARGETS['req_per_cpu_s']} req/CPU-s")
+    if "throughput" in sections:
+        print("\n== requests per client CPU-second (mock streams 128 tokens/request, concurrency 64)")
+        report["throughput"] = {}
+        for mode in ("batched", "per_token"):
+            figures = throughput(mode, seconds)
+            report["throughput"][mode] = figures
+            for name, f in figures.items():
+                print(f"  [{mode:9}] {name:30} {f['req_per_cpu_s']:8.0f} req/CPU-s  {f['req_per_wall_s']:7.0f} req/s wall"
+                      f"  ({f['completed']} requests, {f['cpu_s']} CPU-s)")
+        report["best_req_per_cpu_s"] = max(f["req_per_cpu_s"] for f in report["throughput"]["batched"].values() if f)
+        print(f"  target >= {TARGETS['req_per_cpu_s']} req/CPU-s")
 
-    print("\n== concurrency held (requests of 3 s TTFT + 4 tokens at 500 ms)")
-    report["held"] = []
-    for concurrency in (64, 256, 1024):
-        figures = held(concurrency, seconds)
-        report["held"].append(figures)
-        server = figures["server_running_mean"]
-        print(f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
-              f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, failed={figures['failed']}")
+    if "held" in sections:
+        print("\n== concurrency held (requests of 3 s TTFT + 4 tokens at 500 ms)")
+        report["held"] = []
+        for concurrency in (64, 256, 1024):
+            figures = held(concurrency, seconds)
+            report["held"].append(figures)
+            server = figures["server_running_mean"]
+            print(f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
+                  f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, failed={figures['failed']}")
 
-    print("\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency 64)")
-    report["fidelity"] = fidelity(max(seconds * 2, 6.0))
-    for name, f in report["fidelity"].items():
-        if f.get("requests"):
-            print(f"  {name:14} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, p99 {f['p99_error_ms']:+.3f} ms"
-                  f"  (mean TTFT {f['mean_ttft_ms']:.2f} ms vs server-recorded {f['mean_true_ttft_ms']:.2f}; {f['requests']} requests)")
-    print(f"  targets: mean error < {TARGETS['ttft_mean_error_ms']} ms, p99 error < {TARGETS['ttft_p99_error_ms']} ms")
+    if "fidelity" in sections:
+        print("\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency 64; truth = the wire mock's"
+              " request-in to first-token-out, kernel-stamped)")
+        report["fidelity"] = fidelity(max(seconds * 2, 6.0))
+        for name, f in report["fidelity"].items():
+            if f.get("requests"):
+                print(f"  {name:27} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, "
+                      f"p99 {f['p99_error_ms']:+.3f}, max {f['max_error_ms']:+.3f} ms  (mean TTFT {f['mean_ttft_ms']:.2f} ms"
+                      f" vs true {f['mean_true_ttft_ms']:.2f}, vs nominal 50: {f['mean_error_vs_nominal_50ms']:+.2f}; "
+                      f"{f['requests']} requests)")
+        print(f"  targets: mean error < {TARGETS['ttft_mean_error_ms']} ms, p99 error < {TARGETS['ttft_p99_error_ms']} ms")
 
     print("\n== peers (REFERENCE.md section 4: reference values measured elsewhere on this kind of machine, not re-run here)")
     for name, ref in REFERENCE_PEERS.items():
         print(f"  {name:24} {ref['req_per_cpu_s']:6} req/CPU-s, TTFT mean error +{ref['ttft_mean_error_ms']} ms, held: {ref['held_64_256_1024']}")
-    ours = report["throughput"]["batched"]["kvselect"]["req_per_cpu_s"]
-    bare = report["throughput"]["batched"]["bare aiohttp (same loop)"]["req_per_cpu_s"]
-    print(f"  kvselect / vllm bench serve (reference value) = {ours / 1100:.2f}x; "
-          f"kvselect / bare aiohttp loop (measured here) = {ours / max(bare, 1e-9):.2f}x")
+    if "throughput" in report:
+        ours = report["throughput"]["batched"]["kvselect"]["req_per_cpu_s"]
+        bare = report["throughput"]["batched"]["bare aiohttp (same loop)"]["req_per_cpu_s"]
+        print(f"  kvselect / vllm bench serve (reference value) = {ours / 1100:.2f}x; "
+              f"kvselect / bare aiohttp loop (measured here) = {ours / max(bare, 1e-9):.2f}x")
     report["reference_peers"] = REFERENCE_PEERS
-    report["best_req_per_cpu_s"] = best
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))
     return report

@@ -9,10 +9,12 @@ from benchmarks.harness.mock_server import MockConfig
 from .conftest import run
 
 
-@pytest.fixture(params=["raw", "aiohttp"])
+@pytest.fixture(params=["raw", "raw-user-clock", "aiohttp"])
 def transport(request):
-    """Every client behaviour is checked on both transports."""
-    return request.param
+    """Every client behaviour is checked on each transport: the lean client with kernel receive
+    stamps (Linux) and with asyncio's own transport, and aiohttp."""
+    return {"raw": {"transport": "raw"}, "raw-user-clock": {"transport": "raw", "kernel_timestamps": False},
+            "aiohttp": {"transport": "aiohttp"}}[request.param]
 
 
 def send(server, spec, **client_kwargs):
@@ -25,7 +27,7 @@ def send(server, spec, **client_kwargs):
 
 def test_chat_stream_records_usage_timing_and_definitions(with_mock, transport):
     record = with_mock(MockConfig(ttft_s=0.03, itl_s=0.005),
-                       lambda s: send(s, RequestSpec(prompt="a b c d", max_tokens=6), keep_text=True, transport=transport))
+                       lambda s: send(s, RequestSpec(prompt="a b c d", max_tokens=6), keep_text=True, **transport))
     assert record.ok and record.done_marker and record.usage_reported
     assert (record.prompt_tokens, record.output_tokens, record.finish_reason) == (4, 6, "length")
     assert len(record.chunk_times) == 6 and record.text.split() == record.text.split()[:6]
@@ -37,7 +39,7 @@ def test_chat_stream_records_usage_timing_and_definitions(with_mock, transport):
 def test_completions_api_and_max_completion_tokens_field(with_mock, transport):
     spec = RequestSpec(api="completions", prompt="x y", max_tokens=3, max_tokens_field="max_completion_tokens")
     assert "max_tokens" not in spec.body("m") and spec.body("m")["max_completion_tokens"] == 3
-    record = with_mock(None, lambda s: send(s, spec, transport=transport))
+    record = with_mock(None, lambda s: send(s, spec, **transport))
     assert record.ok and record.output_tokens == 3
 
 
@@ -50,25 +52,25 @@ def test_body_omits_ignore_eos_when_none_and_sends_usage_option():
 
 
 def test_stream_without_done_marker_still_completes(with_mock, transport):
-    record = with_mock(MockConfig(send_done=False), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4), transport=transport))
+    record = with_mock(MockConfig(send_done=False), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4), **transport))
     assert record.ok and not record.done_marker and record.output_tokens == 4
 
 
 def test_without_usage_tokens_come_from_chunks(with_mock, transport):
     spec = RequestSpec(prompt="a", max_tokens=5, include_usage=False)
-    record = with_mock(None, lambda s: send(s, spec, transport=transport))
+    record = with_mock(None, lambda s: send(s, spec, **transport))
     assert record.ok and not record.usage_reported and record.output_tokens == 5 and record.prompt_tokens is None
 
 
 def test_usage_wins_over_chunk_count_and_multi_token_chunks_split_itl(with_mock, transport):
     record = with_mock(MockConfig(chunk_tokens=3, itl_s=0.003, usage_in_chunks=True),
-                       lambda s: send(s, RequestSpec(prompt="a", max_tokens=9), transport=transport))
+                       lambda s: send(s, RequestSpec(prompt="a", max_tokens=9), **transport))
     assert record.chunk_tokens == [3, 3, 3] and record.output_tokens == 9
     assert len(record.itl_ms()) == 6  # two later chunks of 3 tokens each count 3 gaps
 
 
 def test_non_streaming_has_e2e_but_no_ttft(with_mock, transport):
-    record = with_mock(MockConfig(ttft_s=0.01), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4, stream=False), transport=transport))
+    record = with_mock(MockConfig(ttft_s=0.01), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4, stream=False), **transport))
     assert record.ok and record.output_tokens == 4 and record.e2e_ms > 10
     assert record.ttft_ms is None and record.tpot_ms is None
 
@@ -83,18 +85,18 @@ def test_non_streaming_has_e2e_but_no_ttft(with_mock, transport):
     ],
 )
 def test_errors_are_classified(with_mock, config, error_class, transport):
-    record = with_mock(config, lambda s: send(s, RequestSpec(prompt="a", max_tokens=6), transport=transport))
+    record = with_mock(config, lambda s: send(s, RequestSpec(prompt="a", max_tokens=6), **transport))
     assert not record.ok and record.error_class == error_class and record.error
 
 
 def test_read_timeout_is_classified(with_mock, transport):
-    record = with_mock(MockConfig(ttft_s=2.0), lambda s: send(s, RequestSpec(prompt="a", max_tokens=2), request_timeout_s=0.2, transport=transport))
+    record = with_mock(MockConfig(ttft_s=2.0), lambda s: send(s, RequestSpec(prompt="a", max_tokens=2), request_timeout_s=0.2, **transport))
     assert record.error_class == "timeout"
 
 
 def test_connection_refused_is_classified(transport):
     async def go():
-        async with OpenAIClient("http://127.0.0.1:1", "m", connect_timeout_s=1, transport=transport) as client:
+        async with OpenAIClient("http://127.0.0.1:1", "m", connect_timeout_s=1, **transport) as client:
             return await client.send(RequestSpec(prompt="a"))
 
     assert run(go()).error_class == "connect"
@@ -102,7 +104,7 @@ def test_connection_refused_is_classified(transport):
 
 def test_deliberate_abort_closes_the_stream_and_the_engine_sees_it(with_mock, transport):
     async def go(server):
-        async with OpenAIClient(server.url, "m", transport=transport) as client:
+        async with OpenAIClient(server.url, "m", **transport) as client:
             record = await client.send(RequestSpec(prompt="a", max_tokens=200, abort_after_tokens=3))
             await asyncio.sleep(0.2)
             return record, server.state.running, server.state.aborted
@@ -131,7 +133,7 @@ def test_api_key_header_is_sent_and_never_shown(transport):
         await site.start()
         port = site._server.sockets[0].getsockname()[1]
         try:
-            client = OpenAIClient(f"http://127.0.0.1:{port}/v1", "m", api_key="sk-secret", transport=transport)
+            client = OpenAIClient(f"http://127.0.0.1:{port}/v1", "m", api_key="sk-secret", **transport)
             async with client:
                 record = await client.send(RequestSpec(prompt="a", stream=False))
             return record, repr(client)
