@@ -273,7 +273,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             report["held"].append(figures)
             server = figures["server_running_mean"]
             print(f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
-                  f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, failed={figures['failed']}")
+                  f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, failed={figures['failed']}"
+                  + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else ""))
 
     if "fidelity" in sections:
         print("\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency 64; truth = the wire mock's"

@@ -4,14 +4,15 @@ import time
 
 import pytest
 
+from benchmarks.harness import wireclock
 from benchmarks.harness.client import OpenAIClient, RequestSpec
 from benchmarks.harness.load import LoadConfig, LoadConfigError, requests_rows, run_load, summarize
 from benchmarks.harness.mock_server import MockConfig
 
 
-def load(server, config, make=None, **kwargs):
+def load(server, config, make=None, client_kwargs=None, **kwargs):
     async def go():
-        async with OpenAIClient(server.url, "m") as client:
+        async with OpenAIClient(server.url, "m", **(client_kwargs or {})) as client:
             factory = make or (lambda i: RequestSpec(prompt=f"p {i}", max_tokens=8, request_id=str(i)))
             return await run_load(client, factory, config, **kwargs)
 
@@ -56,6 +57,25 @@ def test_blocked_client_is_flagged_client_bound(with_mock):
     assert outcome.client_bound
     assert any("behind schedule" in r or "requests/s" in r for r in outcome.client_bound_reasons)
     assert summarize(outcome).client_bound is True
+
+
+@pytest.mark.parametrize("kernel_timestamps", [True, False])
+def test_loop_lag_flags_the_run_only_when_it_skewed_the_response_times(with_mock, kernel_timestamps):
+    """A loop blocked 60 ms per refill: on the user-space clock the response times carry that lag
+    (client-bound); with kernel receive stamps they do not, and the load itself was kept."""
+    if kernel_timestamps and not wireclock.SUPPORTED:
+        pytest.skip("kernel receive stamps are Linux-only")
+
+    def slow_make(i):
+        time.sleep(0.06)
+        return RequestSpec(prompt="p", max_tokens=2)
+
+    config = LoadConfig(concurrency=2, duration_s=1.5)
+    outcome = with_mock(MockConfig(ttft_s=0.4), lambda s: load(s, config, make=slow_make,
+                                                               client_kwargs={"kernel_timestamps": kernel_timestamps}))
+    assert outcome.loop_lag_ms_p99 > 40
+    flagged = any("event-loop lag" in reason for reason in outcome.client_bound_reasons)
+    assert flagged is not kernel_timestamps
 
 
 def test_cancel_stops_within_two_seconds_and_keeps_partial_data(with_mock):
