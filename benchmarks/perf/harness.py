@@ -3,12 +3,13 @@
 Measures what issue 5 targets: requests per client CPU-second (mock streaming 128 tokens per
 request; single process and the multi-process mode), the concurrency actually held up to 1,024
 (seen by the client and by the server), and TTFT fidelity (true TTFT 50 ms, ITL 10 ms,
-concurrency 64: the client's TTFT against the mock's own record of when it wrote the first
-token). A bare aiohttp loop runs side by side against the same mock as a measured peer; vLLM's
+concurrency 64: each request's client TTFT against the wire mock's own, from the kernel stamp of
+the request's arrival to the send of its first token, so the error is the client's alone; kvselect
+on its kernel receive stamps, on its user-space clock, and a bare aiohttp loop). A bare aiohttp loop runs side by side against the same mock as a measured peer; vLLM's
 `vllm bench serve` and guidellm are not installable quickly here (CUDA wheels / heavy deps), so
 their figures are printed from REFERENCE.md, labelled as reference values.
 
-    python benchmarks/perf/harness.py [--quick] [--json OUT]
+    python benchmarks/perf/harness.py [--quick] [--json OUT] [--only throughput|held|fidelity]
 """
 
 from __future__ import annotations
