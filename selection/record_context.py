@@ -14,7 +14,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import charts
+from benchmarks import charts, presentation
 from benchmarks.models import BenchmarkRun
 
 from .capacity import plan_for_candidate
@@ -117,33 +117,42 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
 
 
 def _validation_entry(run: BenchmarkRun) -> dict[str, Any]:
-    points = list(run.points.all())
     verdicts = run.verdicts or []
     failed = [v for v in verdicts if v.get("passed") is False]
     verdict = "fail" if failed else ("pass" if any(v.get("passed") for v in verdicts) else "inconclusive")
+    rows = list(run.points.values())
+    percentile = presentation.chart_percentile(rows) or "p95"  # uploads may report p99 or p90 only
     metrics = []
-    if points:
-        last = points[-1]
-        for name, stats, key in (("TTFT p95", last.ttft_ms, "p95"), ("TPOT p95", last.tpot_ms, "p95")):
-            if stats.get(key) is not None:
-                metrics.append({"name": name, "value": f"{stats[key]:.1f}", "unit": "ms"})
-        if last.error_rate is not None:
-            metrics.append({"name": "error rate", "value": f"{last.error_rate * 100:.2f}", "unit": "%"})
-    chart_list = []
-    series = [{"label": run.candidate.display_name,
-               "points": [{"concurrency": p.achieved_concurrency or p.concurrency or p.index,
-                           "ttft_p95_ms": p.ttft_ms.get("p95"), "tpot_p95_ms": p.tpot_ms.get("p95")} for p in points]}]
-    try:
-        if points:
-            chart_list.append({"title": f"TTFT/TPOT — {TEST_TITLES.get(run.test, run.test)}",
-                               "svg": charts.latency_vs_concurrency(series, None, None, simulated=run.is_simulated)})
-    except (TypeError, ValueError, KeyError):
-        pass
-    summary = "; ".join(f"{v.get('name')}: {'pass' if v.get('passed') else 'fail' if v.get('passed') is False else 'n/a'}"
-                        for v in verdicts[:6]) or "No pass criteria were evaluated for this run."
+    if rows:
+        last = rows[-1]
+        for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms")):
+            value = (last.get(key) or {}).get(percentile)
+            if value is not None:
+                metrics.append({"name": f"{name} {percentile}", "value": f"{value:.1f}", "unit": "ms"})
+        if last.get("error_rate") is not None:
+            metrics.append({"name": "error rate", "value": f"{last['error_rate'] * 100:.2f}", "unit": "%"})
     return {"test": TEST_TITLES.get(run.test, run.test) + (" (SIMULATED)" if run.is_simulated else ""),
-            "candidate": run.candidate.display_name, "summary": summary, "verdict": verdict, "metrics": metrics,
-            "charts": chart_list}
+            "candidate": run.candidate.display_name, "summary": _summary(verdicts), "verdict": verdict,
+            "metrics": metrics, "charts": _validation_charts(run, rows, percentile)}
+
+
+def _summary(verdicts: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{v.get('name')}: {'pass' if v.get('passed') else 'fail' if v.get('passed') is False else 'n/a'}"
+                     for v in verdicts[:6]) or "No pass criteria were evaluated for this run."
+
+
+def _validation_charts(run: BenchmarkRun, rows: list[dict[str, Any]], percentile: str) -> list[dict[str, str]]:
+    """The run's latency against load (at the percentile it reports) and its KV usage over time."""
+    out = []
+    series = presentation.latency_series(run.candidate.display_name, rows, percentile)
+    if series:
+        out.append({"title": _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
+                    "svg": charts.latency_vs_concurrency(series, percentile=percentile, simulated=run.is_simulated)})
+    kv = presentation.kv_series(run.timeseries)
+    if kv:
+        out.append({"title": _("KV-cache usage over time"),
+                    "svg": charts.kv_usage_over_time(kv, simulated=run.is_simulated)})
+    return out
 
 
 def build_context(record: DecisionRecord) -> dict[str, Any]:

@@ -181,3 +181,21 @@ def test_a_record_reviewed_in_chinese_has_a_chinese_snapshot(decided, architect)
     assert record.snapshot["record"]["language"] == "zh-hans"
     assert "升级引擎或模型前" in record.snapshot["rollout"]["kv_format_compatibility"]
     assert record.snapshot["constraints"][0]["value"].startswith("峰值")
+
+
+def test_validation_results_carry_their_charts_at_the_percentile_each_run_reports(decided, architect):
+    """Each run's latency against load (p95 here; p99 for an upload that reports only p99) and its
+    KV usage over time are drawn into the record, with the metrics at the same percentile."""
+    sglang_run = BenchmarkRun.objects.get(candidate__engine__slug="sglang")
+    sglang_run.points.update(ttft_ms={"p99": 640.0}, tpot_ms={"p99": 41.0})
+    sglang_run.timeseries = {"kv_usage_ratio": [[0.0, 0.2], [1.0, 0.55], [2.0, 0.7]]}
+    sglang_run.save(update_fields=["timeseries"])
+    record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    entries = {entry["candidate"].split()[0]: entry for entry in record.snapshot["validation"]}
+    vllm, sglang = entries["vLLM"], entries["SGLang"]
+    assert [m["name"] for m in vllm["metrics"]][:2] == ["TTFT p95", "TPOT p95"]
+    assert [m["name"] for m in sglang["metrics"]][:2] == ["TTFT p99", "TPOT p99"]
+    assert sglang["metrics"][0]["value"] == "640.0"
+    assert len(vllm["charts"]) == 1 and "p95" in vllm["charts"][0]["title"]
+    assert [("p99" in c["title"], "KV" in c["title"]) for c in sglang["charts"]] == [(True, False), (False, True)]
+    assert all(c["svg"].lstrip().startswith(("<?xml", "<svg")) for c in vllm["charts"] + sglang["charts"])
