@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from datetime import date, timedelta
 from typing import Any
 
@@ -27,6 +28,8 @@ from .evidence import latest_runs
 from .i18n_names import record_language
 from .models import Candidate, DecisionRecord, Selection
 from .scores import compute_scores
+
+logger = logging.getLogger(__name__)
 
 HEADROOM_PERCENT = 25.0
 DIMENSION_NAMES = {d.id: d.name for d in criteria_domain.DIMENSIONS}
@@ -142,16 +145,22 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
 
 
 def _validation_charts(run: BenchmarkRun, rows: list[dict[str, Any]], percentile: str) -> list[dict[str, str]]:
-    """The run's latency against load (at the percentile it reports) and its KV usage over time."""
+    """The run's latency against load (at the percentile it reports) and its KV usage over time.
+
+    A chart the data cannot make is left out and logged: a record must not fail over a figure.
+    """
     out = []
-    series = presentation.latency_series(run.candidate.display_name, rows, percentile)
-    if series:
-        out.append({"title": _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
-                    "svg": charts.latency_vs_concurrency(series, percentile=percentile, simulated=run.is_simulated)})
-    kv = presentation.kv_series(run.timeseries)
-    if kv:
-        out.append({"title": _("KV-cache usage over time"),
-                    "svg": charts.kv_usage_over_time(kv, simulated=run.is_simulated)})
+    try:
+        series = presentation.latency_series(run.candidate.display_name, rows, percentile)
+        if series:
+            out.append({"title": _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
+                        "svg": charts.latency_vs_concurrency(series, percentile=percentile, simulated=run.is_simulated)})
+        kv = presentation.kv_series(run.timeseries)
+        if kv:
+            out.append({"title": _("KV-cache usage over time"),
+                        "svg": charts.kv_usage_over_time(kv, simulated=run.is_simulated)})
+    except charts.ChartInputError:
+        logger.warning("record chart for run %s left out", run.pk, exc_info=True)
     return out
 
 
