@@ -6,19 +6,17 @@ services' ``ValidationError`` back with :func:`attach_service_errors`.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from django import forms
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from .domain import criteria as criteria_domain
+from .domain.capacity import shipped_models
 from .i18n_names import translate_name
 from .models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Membership, Team
 
-MODEL_CONFIGS_DIR = Path(settings.BASE_DIR) / "selection" / "fixtures" / "model_configs"
 
 # The one-pager's sections, in the order an architect thinks about them.
 CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
@@ -55,19 +53,6 @@ CONSTRAINT_UNITS = {
     "cost_per_gpu_hour": _("per GPU-hour"),
     "ops_team_size": _("people"),
 }
-
-
-def shipped_model_configs(directory: Path | None = None) -> list[str]:
-    """Names of the model configs shipped under selection/fixtures/model_configs/.
-
-    A config is either ``<name>.json`` or a folder ``<name>/`` holding a Hugging Face ``config.json``.
-    """
-    directory = directory or MODEL_CONFIGS_DIR
-    if not directory.is_dir():
-        return []
-    names = {p.stem for p in directory.glob("*.json")}
-    names |= {p.parent.name for p in directory.glob("*/config.json")}
-    return sorted(names)
 
 
 class AccessibleErrorsMixin:
@@ -157,7 +142,7 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
 
     def __init__(self, *args, model_configs: list[str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        configs = shipped_model_configs() if model_configs is None else model_configs
+        configs = shipped_models() if model_configs is None else model_configs
         if configs:
             current = self.initial.get("target_model") or ""
             choices = [("", "---------")] + [(c, c) for c in configs]

@@ -75,9 +75,21 @@ class CapacityError(ValueError):
 # Loading and validating a config.json
 # --------------------------------------------------------------------------------------------
 
-def shipped_models() -> list[str]:
-    """Names of the model configs shipped under selection/fixtures/model_configs/."""
-    return sorted(p.stem for p in FIXTURES_DIR.glob("*.json"))
+def shipped_models(directory: Path | None = None) -> list[str]:
+    """Names of the model configs shipped under selection/fixtures/model_configs/.
+
+    A config is either ``<name>.json`` or a folder ``<name>/`` holding a Hugging Face ``config.json``.
+    """
+    directory = directory or FIXTURES_DIR
+    if not directory.is_dir():
+        return []
+    names = {p.stem for p in directory.glob("*.json")} | {p.parent.name for p in directory.glob("*/config.json")}
+    return sorted(names)
+
+
+def _shipped_path(name: str) -> Path:
+    flat = FIXTURES_DIR / f"{name}.json"
+    return flat if flat.is_file() else FIXTURES_DIR / name / "config.json"
 
 
 def load_model_config(name_or_path: str | Path) -> dict:
@@ -92,7 +104,7 @@ def load_model_config(name_or_path: str | Path) -> dict:
     wanted = wanted.split("/")[-1].lower()
     for stem in shipped_models():
         if stem.lower() == wanted:
-            return _read_json(FIXTURES_DIR / f"{stem}.json", stem)
+            return _read_json(_shipped_path(stem), stem)
     raise CapacityError(
         f"model: {text!r} is neither a readable config.json nor a shipped model "
         f"(shipped: {', '.join(shipped_models())})"
@@ -106,7 +118,8 @@ def _read_json(path: Path, label: str) -> dict:
         raise CapacityError(f"model: {label!r} is not a readable JSON config ({exc})") from exc
     if not isinstance(data, dict):
         raise CapacityError(f"model: {label!r} must hold a JSON object, got {type(data).__name__}")
-    data.setdefault("_name", path.stem)
+    # a Hugging Face folder's config.json is named after its folder
+    data.setdefault("_name", path.parent.name if path.name == "config.json" and path.parent.name else path.stem)
     return data
 
 

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 
 from selection.domain.criteria import criteria_for
 from selection.forms import (CONSTRAINT_FIELDS, CandidateForm, ConstraintsForm, GatesForm, WeightsForm,
-                             attach_service_errors, shipped_model_configs)
+                             attach_service_errors)
 from selection.models import Constraints
 
 from .web_helpers import VALID_CONSTRAINTS, make_engine
@@ -19,14 +19,6 @@ def test_one_pager_covers_every_constraints_field():
                 if f.editable and f.name not in {"id", "selection", "updated_at", "model_config"}}
     assert set(CONSTRAINT_FIELDS) == editable
     assert len(CONSTRAINT_FIELDS) == len(set(CONSTRAINT_FIELDS))
-
-
-def test_shipped_model_configs_lists_json_stems(tmp_path):
-    assert shipped_model_configs(tmp_path / "missing") == []
-    (tmp_path / "qwen2.5-7b.json").write_text("{}")
-    (tmp_path / "llama-3.1-8b.json").write_text("{}")
-    (tmp_path / "README.md").write_text("")
-    assert shipped_model_configs(tmp_path) == ["llama-3.1-8b", "qwen2.5-7b"]
 
 
 def test_target_model_is_free_text_without_shipped_configs():
@@ -118,13 +110,6 @@ def test_candidate_form_rejects_unknown_precision_and_zero_gpus():
     form = CandidateForm({"engine": engine.pk, "engine_version": "0.8.5", "gpu_count": "0", "tensor_parallel": "1",
                           "kv_precision": "fp4"})
     assert not form.is_valid() and {"gpu_count", "kv_precision"} <= set(form.errors)
-
-
-def test_shipped_model_configs_accepts_hf_folders(tmp_path):
-    (tmp_path / "mistral-7b").mkdir()
-    (tmp_path / "mistral-7b" / "config.json").write_text("{}")
-    (tmp_path / "empty-folder").mkdir()
-    assert shipped_model_configs(tmp_path) == ["mistral-7b"]
 
 
 def test_invalid_input_is_described_by_its_error():

@@ -521,3 +521,23 @@ def test_predicted_vs_measured_flags_more_than_ten_percent():
 
 
 MiB = 1024**2
+
+
+def test_shipped_models_lists_json_stems(tmp_path):
+    assert cap.shipped_models(tmp_path / "missing") == []
+    (tmp_path / "qwen2.5-7b.json").write_text("{}")
+    (tmp_path / "llama-3.1-8b.json").write_text("{}")
+    (tmp_path / "README.md").write_text("")
+    assert cap.shipped_models(tmp_path) == ["llama-3.1-8b", "qwen2.5-7b"]
+
+
+def test_shipped_models_accepts_hf_folders(tmp_path, monkeypatch):
+    (tmp_path / "mistral-7b").mkdir()
+    (tmp_path / "mistral-7b" / "config.json").write_text("{}")
+    (tmp_path / "empty-folder").mkdir()
+    assert cap.shipped_models(tmp_path) == ["mistral-7b"]
+    (tmp_path / "mistral-7b" / "config.json").write_text('{"model_type": "mistral"}')
+    monkeypatch.setattr(cap, "FIXTURES_DIR", tmp_path)
+    # the folder layout loads too, named after its folder (as a path to any config.json is)
+    assert cap.load_model_config("Mistral-7B") == {"model_type": "mistral", "_name": "mistral-7b"}
+    assert cap.load_model_config(tmp_path / "mistral-7b" / "config.json")["_name"] == "mistral-7b"
