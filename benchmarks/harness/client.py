@@ -360,7 +360,8 @@ class OpenAIClient:
         """How response times were taken (kernel receive stamps or user space), for a run's metadata."""
         if self._raw is not None:
             return {"transport": "raw", **self._raw.timestamping()}
-        return {"transport": "aiohttp", "receive_clock": "user space", "kernel_stamped_read_fraction": None}
+        return {"transport": "aiohttp", "receive_clock": "user space", "kernel_stamped_read_fraction": None,
+                "reads": None, "unstamped_reads": None}
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIClient({self.base_url!r}, model={self.model!r})"

@@ -405,7 +405,10 @@ async def run_load(
         finally:
             executor.shutdown(wait=False)
     clock = client.timestamping()
-    kernel_clock = clock["receive_clock"].startswith("kernel") and (clock["kernel_stamped_read_fraction"] or 0) >= 0.99
+    # a few unstamped reads (the kernel's stamping may switch on just after the first packets)
+    # do not make the run's times loop-dependent; many do
+    kernel_clock = clock["receive_clock"].startswith("kernel") and (clock["unstamped_reads"] or 0) <= max(
+        5, 0.01 * (clock["reads"] or 0))
     _judge(outcome, measured_sends, lateness, lags, kernel_clock)
     return outcome
 

@@ -208,6 +208,13 @@ class RawHTTPPool:
         self.stamped_reads = 0  # reads timed by the kernel's receive stamp
         self.unstamped_reads = 0  # reads timed in user space (no stamp came with them)
         self._idle: list[_ResponseProtocol] = []
+        # Linux switches packet stamping on lazily (deferred work) when the first socket asks, and
+        # off when the last one closes: a socket held for the pool's life switches it on before
+        # the first connection, so its first reads are stamped too.
+        self._stamping_switch: socket.socket | None = None
+        if self.kernel_timestamps:
+            self._stamping_switch = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            wireclock.enable_receive_timestamps(self._stamping_switch)
         # recvmsg(n) allocates (and for 256 KiB, mmaps) n bytes per read; the pool's connections
         # share one buffer instead (one event loop: each read is copied out before the next)
         buffer = bytearray(256 * 1024)
@@ -217,7 +224,8 @@ class RawHTTPPool:
         """Where this pool's receive times came from, for the run's metadata."""
         reads = self.stamped_reads + self.unstamped_reads
         return {"receive_clock": "kernel (SO_TIMESTAMPNS)" if self.kernel_timestamps else "user space",
-                "kernel_stamped_read_fraction": round(self.stamped_reads / reads, 4) if reads else None}
+                "kernel_stamped_read_fraction": round(self.stamped_reads / reads, 4) if reads else None,
+                "reads": reads, "unstamped_reads": self.unstamped_reads}
 
     async def _connection(self) -> tuple[_ResponseProtocol, bool]:
         while self._idle:
@@ -294,6 +302,9 @@ class RawHTTPPool:
             if protocol.transport is not None:
                 protocol.transport.close()
         self._idle.clear()
+        if self._stamping_switch is not None:
+            self._stamping_switch.close()
+            self._stamping_switch = None
 
 
 class _StampedTransport:
