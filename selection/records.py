@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -26,6 +27,13 @@ from .services import audit
 
 ROLES = ("business", "platform", "security")
 DRAFT_FIELDS = ("decision", "rationale", "applies_to", "does_not_apply_to", "review_by", "include_simulated")
+
+
+def stamp_font() -> Path | None:
+    """The font for signer names outside Latin-1 in signature stamps (KVSELECT_STAMP_FONT, or Noto Sans CJK)."""
+    if settings.KVSELECT_STAMP_FONT:
+        return Path(settings.KVSELECT_STAMP_FONT)
+    return signing.cjk_stamp_font(Path(settings.VAR_DIR) / "cache" / "fonts")
 
 
 def canonical_sha256(document: Any) -> str:
@@ -184,7 +192,8 @@ def sign(*, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: 
         name = user.get_full_name() or user.get_username()
         try:
             signed = signing.sign_pdf(current, pkcs12, passphrase, field_name=role, signer_name=name,
-                                      role=f"{role} owner", reason=f"Approves decision record v{record.version}")
+                                      role=f"{role} owner", reason=f"Approves decision record v{record.version}",
+                                      stamp_font=stamp_font())
             if role == ROLES[-1] and seal is not None:
                 signed = signing.sign_pdf(signed, seal[0], seal[1], field_name="seal", signer_name="Organisation seal",
                                           role="seal", reason="Organisational seal")

@@ -20,6 +20,7 @@ import datetime as dt
 import hashlib
 import io
 import logging
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -35,6 +36,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign import fields as sig_fields
 from pyhanko.sign import signers
 from pyhanko.sign.validation import validate_pdf_signature
+from pyhanko.pdf_utils.text import TextBoxStyle
 from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator import ValidationContext
 
@@ -124,13 +126,62 @@ def load_signer(pkcs12_bytes: bytes, passphrase: str | bytes | None) -> signers.
     return signer
 
 
-def _latin1_or(text: str, fallback: str) -> str:
-    """The stamp uses a standard PDF font (Latin-1); CJK names appear in the template's box."""
+# Debian's fonts-noto-cjk (scripts/install-system-deps.sh): a collection, of which pyHanko can
+# embed only single faces, so the Simplified Chinese face is extracted once into a cache.
+CJK_COLLECTIONS = ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",)
+CJK_FACE = "Noto Sans CJK SC"
+
+
+def cjk_stamp_font(cache_dir: Path) -> Path | None:
+    """An OpenType face covering Latin and CJK for signature stamps, or None where there is none.
+
+    Extracted from the system's Noto Sans CJK collection into `cache_dir` on first use (about a
+    second); later calls find the file.
+    """
+    target = Path(cache_dir) / "NotoSansCJKsc-Regular.otf"
+    if target.is_file():
+        return target
+    from fontTools.ttLib import TTCollection
+
+    for source in CJK_COLLECTIONS:
+        if not Path(source).is_file():
+            continue
+        for font in TTCollection(source, lazy=True).fonts:
+            if font["name"].getDebugName(1) == CJK_FACE:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+                font.save(partial)
+                partial.replace(target)  # atomic: a concurrent signer never reads half a font
+                return target
+    log.warning("no CJK font for signature stamps (looked for %s in %s)", CJK_FACE, ", ".join(CJK_COLLECTIONS))
+    return None
+
+
+def _font_covers(font_path: Path, text: str) -> bool:
+    from fontTools.ttLib import TTFont
+
+    with TTFont(font_path, lazy=True) as font:
+        cmap = font.getBestCmap() or {}
+    return all(ord(ch) in cmap for ch in text if not ch.isspace())
+
+
+def _stamp_text_style(signer_line: str, stamp_font: Path | str | None) -> tuple[str, TextBoxStyle | None]:
+    """The signer line and the font to draw it in.
+
+    Latin-1 text uses a standard PDF font (nothing embedded, fast). Other scripts use
+    `stamp_font`, embedded as a subset, when it has every glyph; otherwise the stamp says where
+    the name is (the record template prints it in any script above the signature box).
+    """
     try:
-        text.encode("latin-1")
-        return text
+        signer_line.encode("latin-1")
+        return signer_line, None
     except UnicodeEncodeError:
-        return fallback
+        pass
+    if stamp_font is not None and _font_covers(Path(stamp_font), signer_line):
+        from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
+
+        return signer_line, TextBoxStyle(font=GlyphAccumulatorFactory(str(stamp_font), font_size=10))
+    return "signer: see name above", None
 
 
 def sign_pdf(
@@ -142,13 +193,14 @@ def sign_pdf(
     role: str,
     reason: str,
     box: Sequence | None = None,
+    stamp_font: Path | str | None = None,
 ) -> bytes:
     """Append one PAdES B-B signature into ``field_name`` as an incremental update.
 
     The field must exist (see ``prepare_signature_fields``) unless ``box`` gives
     (page, x1, y1, x2, y2) in points to create it. The visible appearance shows the role,
-    the signer (Latin-1 only; the record template already prints the name in any script)
-    and the signing time.
+    the signer and the signing time; a signer name outside Latin-1 needs ``stamp_font`` (an
+    OpenType file with its glyphs, see ``cjk_stamp_font``).
     """
     if not field_name:
         raise SigningError("field_name: must be a non-empty string")
@@ -167,6 +219,7 @@ def sign_pdf(
 
     role_label = ROLE_LABELS.get(role, role)
     cert_cn = signer.signing_cert.subject.native.get("common_name", "")
+    signer_line, text_box_style = _stamp_text_style(cert_cn or signer_name, stamp_font)
     stamp_style = TextStampStyle(
         stamp_text=(
             "Digitally signed (PAdES)\n%(role)s\n%(signer_line)s\n%(ts)s"
@@ -174,6 +227,7 @@ def sign_pdf(
         timestamp_format="%Y-%m-%d %H:%M:%S UTC",
         border_width=0,
         background=None,
+        **({"text_box_style": text_box_style} if text_box_style is not None else {}),
     )
     meta = signers.PdfSignatureMetadata(
         field_name=field_name,
@@ -191,7 +245,7 @@ def sign_pdf(
             writer,
             appearance_text_params={
                 "role": role_label,
-                "signer_line": _latin1_or(cert_cn or signer_name, "signer: see name above"),
+                "signer_line": signer_line,
             },
             in_place=False,
         )

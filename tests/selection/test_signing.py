@@ -5,6 +5,7 @@ invalid after one flipped byte. The dev CA is not in pdfsig's NSS database, so p
 the issuer as untrusted; we assert on "Signature Validation" only.
 """
 
+import io
 import re
 import shutil
 import subprocess
@@ -208,3 +209,50 @@ def test_dev_certificates_reject_empty_inputs(tmp_path):
 def test_pdfsig_is_installed():
     # The cross-check above is only meaningful with Poppler present (scripts/install-system-deps.sh).
     assert shutil.which("pdfsig"), "poppler-utils (pdfsig) is not installed"
+
+
+def _stamp_appearance(pdf: bytes, field: str) -> tuple[bytes, set[str]]:
+    """The decoded appearance stream of a signature field's widget, and its fonts' base names."""
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    reader = PdfFileReader(io.BytesIO(pdf))
+    for annot_ref in reader.root["/AcroForm"]["/Fields"]:
+        widget = annot_ref.get_object()
+        if widget.get("/T") == field:
+            appearance = widget["/AP"]["/N"]
+            fonts = set()
+            stack = [appearance]
+            while stack:  # pyHanko nests the text box in form XObjects
+                xobject = stack.pop()
+                resources = xobject.get("/Resources")
+                if resources is None:
+                    continue
+                resources = resources.get_object() if hasattr(resources, "get_object") else resources
+                for font in (resources.get("/Font") or {}).values():
+                    fonts.add(str(font.get_object()["/BaseFont"]))
+                stack.extend(x.get_object() for x in (resources.get("/XObject") or {}).values())
+            return appearance.data, fonts
+    raise AssertionError(f"no widget {field}")
+
+
+def test_a_cjk_signer_name_is_drawn_in_an_embedded_cjk_font(unsigned_pdf, certs, ca, tmp_path):
+    """张伟's stamp embeds a subset of Noto Sans CJK (extracted once from the system collection);
+    Latin names keep the standard font, and without a CJK font the stamp points to the name."""
+    font = signing.cjk_stamp_font(tmp_path / "fonts")
+    assert font is not None and font.stat().st_size > 1_000_000  # system-deps installs fonts-noto-cjk
+    assert signing.cjk_stamp_font(tmp_path / "fonts") == font  # cached
+    cjk = signing.sign_pdf(unsigned_pdf, certs.pkcs12["business"].read_bytes(), PASS, "business",
+                           NAMES["business"], "business", "approve", stamp_font=font)
+    _, fonts = _stamp_appearance(cjk, "business")
+    assert any("NotoSansCJK" in name for name in fonts), fonts
+    assert signing.verify_pdf(cjk, [ca]).signatures[0].valid
+
+    latin = signing.sign_pdf(unsigned_pdf, certs.pkcs12["platform"].read_bytes(), PASS, "platform",
+                             NAMES["platform"], "platform", "approve", stamp_font=font)
+    _, fonts = _stamp_appearance(latin, "platform")
+    assert not any("NotoSansCJK" in name for name in fonts), fonts
+
+    without = signing.sign_pdf(unsigned_pdf, certs.pkcs12["business"].read_bytes(), PASS, "business",
+                               NAMES["business"], "business", "approve")
+    data, fonts = _stamp_appearance(without, "business")
+    assert not any("NotoSansCJK" in name for name in fonts)
