@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from datetime import date, timedelta
 from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks import charts, presentation
+from benchmarks import presentation
 from benchmarks.models import BenchmarkRun
 
+from . import run_charts
 from .capacity import plan_for_candidate
 from .domain import catalog as catalog_domain
 from .domain import criteria as criteria_domain
@@ -28,8 +28,6 @@ from .evidence import latest_runs
 from .i18n_names import record_language
 from .models import Candidate, DecisionRecord, Selection
 from .scores import compute_scores
-
-logger = logging.getLogger(__name__)
 
 HEADROOM_PERCENT = 25.0
 DIMENSION_NAMES = {d.id: d.name for d in criteria_domain.DIMENSIONS}
@@ -136,32 +134,12 @@ def _validation_entry(run: BenchmarkRun) -> dict[str, Any]:
             metrics.append({"name": "error rate", "value": f"{last['error_rate'] * 100:.2f}", "unit": "%"})
     return {"test": TEST_TITLES.get(run.test, run.test) + (" (SIMULATED)" if run.is_simulated else ""),
             "candidate": run.candidate.display_name, "summary": _summary(verdicts), "verdict": verdict,
-            "metrics": metrics, "charts": _validation_charts(run, rows, percentile)}
+            "metrics": metrics, "charts": run_charts.record_charts(run, rows, percentile)}
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
     return "; ".join(f"{v.get('name')}: {'pass' if v.get('passed') else 'fail' if v.get('passed') is False else 'n/a'}"
                      for v in verdicts[:6]) or "No pass criteria were evaluated for this run."
-
-
-def _validation_charts(run: BenchmarkRun, rows: list[dict[str, Any]], percentile: str) -> list[dict[str, str]]:
-    """The run's latency against load (at the percentile it reports) and its KV usage over time.
-
-    A chart the data cannot make is left out and logged: a record must not fail over a figure.
-    """
-    out = []
-    try:
-        series = presentation.latency_series(run.candidate.display_name, rows, percentile)
-        if series:
-            out.append({"title": _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
-                        "svg": charts.latency_vs_concurrency(series, percentile=percentile, simulated=run.is_simulated)})
-        kv = presentation.kv_series(run.timeseries)
-        if kv:
-            out.append({"title": _("KV-cache usage over time"),
-                        "svg": charts.kv_usage_over_time(kv, simulated=run.is_simulated)})
-    except charts.ChartInputError:
-        logger.warning("record chart for run %s left out", run.pk, exc_info=True)
-    return out
 
 
 def build_context(record: DecisionRecord) -> dict[str, Any]:

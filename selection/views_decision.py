@@ -25,7 +25,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from benchmarks import charts
 from benchmarks.models import BenchmarkRun
 
-from . import records, scores, selectors
+from . import records, run_charts, scores, selectors
 from .domain import criteria as criteria_domain
 from .forms import attach_service_errors
 from .forms_decision import CommentForm, RecordDraftForm, SignForm, VerifyForm
@@ -160,46 +160,30 @@ def _evidence_charts(selection: Selection, include_simulated: bool) -> dict[str,
         runs = {test: run for test, run in latest_runs(candidate).items() if include_simulated or not run.is_simulated}
         name = candidate.display_name
         stress = runs.get("concurrency_stress")
-        if stress is not None and (stress.timeseries or {}).get("kv_usage_ratio"):
-            kv[name] = stress.timeseries["kv_usage_ratio"]
+        if stress is not None and run_charts.kv_usage(stress):
+            kv[name] = run_charts.kv_usage(stress)
             flags["kv"] |= stress.is_simulated
         ladder = runs.get("long_context")
-        if ladder is not None:
-            rungs = [((p.extra or {}).get("input_tokens_requested"), (p.ttft_ms or {}).get("p50"))
-                     for p in ladder.points.all() if "alone" in p.label]
-            rungs = [(tokens, ttft) for tokens, ttft in rungs if tokens]
-            if rungs:
-                context[name] = rungs
-                flags["context"] |= ladder.is_simulated
+        if ladder is not None and (rungs := run_charts.context_rungs(ladder)):
+            context[name] = rungs
+            flags["context"] |= ladder.is_simulated
         reuse = runs.get("prefix_reuse")
-        if reuse is not None:
-            points = {p.label: p for p in reuse.points.all()}
-            on = points.get("prefix_on")
-            off = points.get("prefix_off")
-            if on is not None and (on.extra or {}).get("kv_tokens_peak") is not None:
-                prefix[name] = {"on": on.extra["kv_tokens_peak"],
-                                "off": (off.extra or {}).get("kv_tokens_peak") if off is not None else None,
-                                "theoretical_on": None}
-                if prefix[name]["off"] is None:
-                    prefix[name]["off"] = (on.extra or {}).get("own_allocation_tokens")
-                flags["prefix"] |= reuse.is_simulated
+        if reuse is not None and (peaks := run_charts.prefix_peaks(reuse)):
+            prefix[name] = peaks
+            flags["prefix"] |= reuse.is_simulated
         soak = runs.get("stability")
-        if soak is not None:
-            points = {p.label: p for p in soak.points.all()}
-            first, last = points.get("first_window"), points.get("last_window")
-            if first is not None and last is not None:
-                duration = float((soak.params or {}).get("duration_s") or 1.0)
-                drift[name] = [(0.0, (first.ttft_ms or {}).get("p99")), (duration, (last.ttft_ms or {}).get("p99"))]
-                flags["drift"] |= soak.is_simulated
+        if soak is not None and (points := run_charts.soak_drift_points(soak)):
+            drift[name] = points
+            flags["drift"] |= soak.is_simulated
     out: dict[str, str] = {}
     renderers = (
         ("kv_usage", kv, lambda: charts.kv_usage_over_time(kv, title=_("KV-cache usage over time"),
                                                             simulated=flags["kv"])),
         ("ttft_context", context, lambda: charts.ttft_vs_context(context, title=_("TTFT against context length"),
                                                                  simulated=flags["context"])),
-        ("prefix", prefix, lambda: charts.prefix_on_off(prefix, metric=_("KV tokens at peak (off = every request "
-                                                                         "allocates its own)"), simulated=flags["prefix"])),
-        ("soak", drift, lambda: charts.soak_drift(drift, simulated=flags["drift"])),
+        ("prefix", prefix, lambda: charts.prefix_on_off(prefix, metric=_(run_charts.PREFIX_METRIC),
+                                                        title=_(run_charts.PREFIX_TITLE), simulated=flags["prefix"])),
+        ("soak", drift, lambda: charts.soak_drift(drift, title=_(run_charts.SOAK_TITLE), simulated=flags["drift"])),
     )
     for key, data, render in renderers:
         if data:

@@ -184,18 +184,30 @@ def test_a_record_reviewed_in_chinese_has_a_chinese_snapshot(decided, architect)
 
 
 def test_validation_results_carry_their_charts_at_the_percentile_each_run_reports(decided, architect):
-    """Each run's latency against load (p95 here; p99 for an upload that reports only p99) and its
-    KV usage over time are drawn into the record, with the metrics at the same percentile."""
-    sglang_run = BenchmarkRun.objects.get(candidate__engine__slug="sglang")
-    sglang_run.points.update(ttft_ms={"p99": 640.0}, tpot_ms={"p99": 41.0})
-    sglang_run.timeseries = {"kv_usage_ratio": [[0.0, 0.2], [1.0, 0.55], [2.0, 0.7]]}
-    sglang_run.save(update_fields=["timeseries"])
+    """Each run is drawn in the record by what its test measures: latency against load (at the
+    percentile the run reports: p99 for an upload with only p99) for a load sweep, the drift for a
+    soak, and KV usage over time; a single load point draws no line."""
+    vllm_candidate = decided.candidates.get(engine__slug="vllm")
+    sweep = BenchmarkRun.objects.get(candidate=vllm_candidate)
+    RunPoint.objects.create(run=sweep, index=1, concurrency=400, achieved_concurrency=400, ttft_ms={"p95": 420.0},
+                            tpot_ms={"p95": 35.0}, error_rate=0.0)
+    soak = BenchmarkRun.objects.create(candidate=vllm_candidate, test="stability", origin="upload", status="succeeded",
+                                       evidence="MEASURED", params={"duration_s": 3600},
+                                       timeseries={"kv_usage_ratio": [[0.0, 0.2], [1800.0, 0.5], [3600.0, 0.52]]})
+    for index, (label, p99) in enumerate((("first_window", 300.0), ("last_window", 330.0))):
+        RunPoint.objects.create(run=soak, index=index, label=label, concurrency=64, ttft_ms={"p99": p99})
+    single = BenchmarkRun.objects.get(candidate__engine__slug="sglang")
+    single.points.update(ttft_ms={"p99": 640.0}, tpot_ms={"p99": 41.0})
+
     record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
-    entries = {entry["candidate"].split()[0]: entry for entry in record.snapshot["validation"]}
-    vllm, sglang = entries["vLLM"], entries["SGLang"]
-    assert [m["name"] for m in vllm["metrics"]][:2] == ["TTFT p95", "TPOT p95"]
-    assert [m["name"] for m in sglang["metrics"]][:2] == ["TTFT p99", "TPOT p99"]
-    assert sglang["metrics"][0]["value"] == "640.0"
-    assert len(vllm["charts"]) == 1 and "p95" in vllm["charts"][0]["title"]
-    assert [("p99" in c["title"], "KV" in c["title"]) for c in sglang["charts"]] == [(True, False), (False, True)]
-    assert all(c["svg"].lstrip().startswith(("<?xml", "<svg")) for c in vllm["charts"] + sglang["charts"])
+    entries = {(e["test"], e["candidate"].split()[0]): e for e in record.snapshot["validation"]}
+    sweep_entry = entries[("Concurrency stress", "vLLM")]
+    soak_entry = entries[("Long-run stability", "vLLM")]
+    single_entry = entries[("Concurrency stress", "SGLang")]
+    assert [m["name"] for m in sweep_entry["metrics"]][:2] == ["TTFT p95", "TPOT p95"]
+    assert [c["title"] for c in sweep_entry["charts"]] == ["TTFT and TPOT p95 per load point"]
+    assert [c["title"] for c in soak_entry["charts"]] == ["Latency drift during the soak", "KV-cache usage over time"]
+    assert [m["name"] for m in single_entry["metrics"]][:2] == ["TTFT p99", "TPOT p99"]
+    assert single_entry["metrics"][0]["value"] == "640.0" and single_entry["charts"] == []
+    svgs = [c["svg"] for e in (sweep_entry, soak_entry) for c in e["charts"]]
+    assert all(svg.lstrip().startswith(("<?xml", "<svg")) for svg in svgs)
