@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .domain import criteria as criteria_domain
 from .domain.capacity import shipped_models
-from .i18n_names import translate_name
+from .i18n_names import person_name, translate_name
 from .models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Membership, Team
 
 
@@ -124,7 +124,7 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
 
 
 def _user_label(user) -> str:
-    full = user.get_full_name()
+    full = person_name(user) if (user.first_name or user.last_name) else ""
     return f"{full} ({user.get_username()})" if full else user.get_username()
 
 

@@ -173,3 +173,18 @@ TEST_NAMES = {
 def translate_test(test_id):
     """A validation test id as shown to people: the id itself in English, a name elsewhere."""
     return str(TEST_NAMES[test_id]) if test_id in TEST_NAMES else test_id
+
+
+# Han, kana and hangul: names written family name first, without a space.
+_CJK_NAME = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def person_name(user) -> str:
+    """A person's name as their script writes it: 张伟 (family name first, no space) where
+    Django's get_full_name gives "伟 张"; "first last" otherwise; the username without a name."""
+    if user is None:
+        return ""
+    first, last = (user.first_name or "").strip(), (user.last_name or "").strip()
+    if first and last and _CJK_NAME.search(first + last):
+        return f"{last}{first}"
+    return user.get_full_name() or user.get_username()

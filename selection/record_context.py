@@ -25,7 +25,7 @@ from .domain import records as records_domain
 from .domain.capacity import CapacityError
 from .domain.scenarios import SCENARIO_NAMES
 from .evidence import latest_runs
-from .i18n_names import record_language
+from .i18n_names import person_name, record_language
 from .models import Candidate, DecisionRecord, Selection
 from .scores import compute_scores
 
@@ -50,9 +50,7 @@ SIGNAL_THRESHOLDS = {
 
 
 def _person(user) -> str:
-    if user is None:
-        return ""
-    return user.get_full_name() or user.get_username()
+    return person_name(user)
 
 
 def _constraints_rows(selection: Selection) -> list[dict[str, str]]:

@@ -20,6 +20,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from . import signing
+from .i18n_names import person_name
 from .domain import records as records_domain
 from .models import DecisionRecord, RecordApproval, RecordComment, Selection
 from .selectors import can_edit, can_review
@@ -189,7 +190,7 @@ def sign(*, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: 
         source = record.signed_pdf or record.pdf
         with source.open("rb") as handle:
             current = handle.read()
-        name = user.get_full_name() or user.get_username()
+        name = person_name(user)
         try:
             signed = signing.sign_pdf(current, pkcs12, passphrase, field_name=role, signer_name=name,
                                       role=f"{role} owner", reason=f"Approves decision record v{record.version}",

@@ -29,7 +29,7 @@ from . import records, run_charts, scores, selectors
 from .domain import criteria as criteria_domain
 from .forms import attach_service_errors
 from .forms_decision import CommentForm, RecordDraftForm, SignForm, VerifyForm
-from .i18n_names import translate_name
+from .i18n_names import person_name, translate_name
 from .models import DecisionRecord, Selection
 from .views import _context, _get_selection, _require_edit
 
@@ -296,12 +296,12 @@ def _initial_from(record: DecisionRecord | None) -> dict:
 
 def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
     events = [{"when": record.created_at, "what": _("Draft v%(v)s created by %(who)s") % {
-        "v": record.version, "who": record.created_by.get_full_name() or record.created_by.get_username()}}]
+        "v": record.version, "who": person_name(record.created_by)}}]
     if record.review_started_at:
         events.append({"when": record.review_started_at, "what": _("Sent to review; snapshot frozen")})
     for approval in approvals:
         events.append({"when": approval.approved_at, "what": _("Approved by the %(role)s (%(who)s)") % {
-            "role": _role_label(approval.role).lower(), "who": approval.user.get_full_name() or approval.user.get_username()}})
+            "role": _role_label(approval.role).lower(), "who": person_name(approval.user)}})
     for approval in approvals:
         if approval.signed_at:
             events.append({"when": approval.signed_at, "what": _("Signed by the %(role)s (%(subject)s)") % {

@@ -6,10 +6,16 @@ from django import template
 from django.utils.formats import number_format
 
 from selection.i18n_capacity import translate_capacity
-from selection.i18n_names import translate_name, translate_reason, translate_test
+from selection.i18n_names import person_name, translate_name, translate_reason, translate_test
 from selection.i18n_scoring import translate_sentence
 
 register = template.Library()
+
+
+@register.filter
+def person(user) -> str:
+    """A user's name as their script writes it (see i18n_names.person_name)."""
+    return person_name(user)
 
 
 @register.filter

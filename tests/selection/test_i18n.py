@@ -343,3 +343,15 @@ def test_charts_on_a_chinese_page_have_chinese_axes():
         svg = ChartLanguageMiddleware(lambda request: charts.capacity_memory_vs_context(
             [4096, 8192], {"vLLM": [1.0, 2.0]}, gpu_memory_gib=80.0))(None)
     assert "显存（GiB）" in svg and "上下文长度（token）" in svg
+
+
+def test_person_names_follow_their_script(django_user_model):
+    from selection.i18n_names import person_name
+
+    zhang = django_user_model(username="zw", first_name="伟", last_name="张")
+    ada = django_user_model(username="ada", first_name="Ada", last_name="Lovelace")
+    assert person_name(zhang) == "张伟"  # family name first, no space (Django: "伟 张")
+    assert person_name(ada) == "Ada Lovelace"
+    assert person_name(django_user_model(username="solo")) == "solo"
+    assert person_name(django_user_model(username="k", first_name="伟")) == "伟"
+    assert person_name(None) == ""

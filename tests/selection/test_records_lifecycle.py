@@ -211,3 +211,9 @@ def test_validation_results_carry_their_charts_at_the_percentile_each_run_report
     assert single_entry["metrics"][0]["value"] == "640.0" and single_entry["charts"] == []
     svgs = [c["svg"] for e in (sweep_entry, soak_entry) for c in e["charts"]]
     assert all(svg.lstrip().startswith(("<?xml", "<svg")) for svg in svgs)
+
+
+def test_owner_names_are_written_as_their_script_writes_them(decided, architect):
+    record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    names = {o["role"]: o["name"] for o in record.snapshot["owners"]}
+    assert names["business"] == "张伟"  # first_name 伟, last_name 张
