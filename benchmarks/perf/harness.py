@@ -278,16 +278,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else ""))
 
     if "fidelity" in sections:
-        print("\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency 64; truth = the wire mock's"
-              " request-in to first-token-out, kernel-stamped)")
-        report["fidelity"] = fidelity(max(seconds * 2, 6.0))
-        for name, f in report["fidelity"].items():
-            if f.get("requests"):
-                print(f"  {name:27} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, "
-                      f"p99 {f['p99_error_ms']:+.3f}, max {f['max_error_ms']:+.3f} ms  (mean TTFT {f['mean_ttft_ms']:.2f} ms"
-                      f" vs true {f['mean_true_ttft_ms']:.2f}, vs nominal 50: {f['mean_error_vs_nominal_50ms']:+.2f}; "
-                      f"{f['requests']} requests)")
-        print(f"  targets: mean error < {TARGETS['ttft_mean_error_ms']} ms, p99 error < {TARGETS['ttft_p99_error_ms']} ms")
+        # 64 is the target setting; 256 (not in --quick) shows how each clock holds up on a busy loop
+        for concurrency in (64,) if args.quick else (64, 256):
+            print(f"\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency {concurrency}; truth = the"
+                  " wire mock's request-in to first-token-out, kernel-stamped)")
+            figures = fidelity(max(seconds * 2, 6.0), concurrency)
+            report["fidelity" if concurrency == 64 else f"fidelity_{concurrency}"] = figures
+            for name, f in figures.items():
+                if f.get("requests"):
+                    print(f"  {name:27} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, "
+                          f"p99 {f['p99_error_ms']:+.3f}, max {f['max_error_ms']:+.3f} ms  (mean TTFT {f['mean_ttft_ms']:.2f} ms"
+                          f" vs true {f['mean_true_ttft_ms']:.2f}, vs nominal 50: {f['mean_error_vs_nominal_50ms']:+.2f}; "
+                          f"{f['requests']} requests)")
+        print(f"  targets (concurrency 64): mean error < {TARGETS['ttft_mean_error_ms']} ms, "
+              f"p99 error < {TARGETS['ttft_p99_error_ms']} ms")
 
     print("\n== peers (REFERENCE.md section 4: reference values measured elsewhere on this kind of machine, not re-run here)")
     for name, ref in REFERENCE_PEERS.items():
