@@ -51,7 +51,26 @@ def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
     kwargs = {}
     if test == "long_context":
         kwargs["max_model_len"] = (candidate.measured_capacity or {}).get("max_model_len")
-    return workloads.plan(test, constraints, **kwargs)
+    plan = workloads.plan(test, constraints, **kwargs)
+    if test == "prefix_reuse" and plan.get("kv_capacity_tokens") is None:
+        plan["kv_capacity_tokens"] = kv_capacity_tokens(candidate)
+    return plan
+
+
+def kv_capacity_tokens(candidate: Candidate) -> int | None:
+    """The candidate's KV-cache capacity in tokens: measured (engine log) when known, else the
+    capacity model's prediction; it turns an engine's KV usage ratio into tokens (prefix test)."""
+    measured = (candidate.measured_capacity or {}).get("token_capacity")
+    if measured:
+        return int(measured)
+    from selection.capacity import plan_for_candidate
+    from selection.domain.capacity import CapacityError
+
+    try:
+        return int(plan_for_candidate(candidate)["token_capacity"])
+    except (CapacityError, KeyError, TypeError) as exc:
+        logger.info("no KV capacity for candidate %s: %s", candidate.pk, exc)
+        return None
 
 
 def validation_plan(candidate: Candidate) -> dict[str, dict[str, Any]]:

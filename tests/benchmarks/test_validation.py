@@ -30,6 +30,19 @@ def test_plan_derives_parameters_from_constraints(candidate):
     assert plan["concurrency_stress"]["ttft_p95_ms"] == 800.0
 
 
+def test_prefix_plan_converts_kv_usage_with_the_measured_or_planned_capacity(candidate):
+    """The prefix test turns the engine's KV usage ratio into tokens: with the capacity the engine
+    logged when there is one, else the capacity model's prediction for the candidate."""
+    from selection.capacity import plan_for_candidate
+
+    planned = validation.plan_for(candidate, "prefix_reuse")["kv_capacity_tokens"]
+    assert planned == plan_for_candidate(candidate)["token_capacity"] > 0
+    candidate.measured_capacity = {"token_capacity": 123_456}
+    candidate.save(update_fields=["measured_capacity"])
+    assert validation.plan_for(candidate, "prefix_reuse")["kv_capacity_tokens"] == 123_456
+    assert "kv_capacity_tokens" not in validation.plan_for(candidate, "stability")
+
+
 def test_a_run_is_claimed_once(candidate, architect):
     run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
     assert validation.claim(run.pk, "w1") is not None
