@@ -43,6 +43,22 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
+class ViewOnlyAdmin(admin.ModelAdmin):
+    """Every field shown, nothing added, changed or deleted, whoever is logged in."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class ConstraintsInline(ReadOnlyInline):
     model = Constraints
 
@@ -76,25 +92,13 @@ class SelectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ViewOnlyAdmin):
     """Append-only: nobody edits or deletes the audit trail, not even in the admin."""
 
     list_display = ["at", "selection", "actor", "action", "field"]
     list_filter = ["action"]
     search_fields = ["selection__name", "field", "justification"]
     date_hierarchy = "at"
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Engine)
@@ -138,7 +142,7 @@ class RecordApprovalInline(ReadOnlyInline):
 
 
 @admin.register(DecisionRecord)
-class DecisionRecordAdmin(admin.ModelAdmin):
+class DecisionRecordAdmin(ViewOnlyAdmin):
     """View-only, for every record and every user including superusers.
 
     Drafts are edited through the audited record workflow; a record that left draft is frozen, and
@@ -149,15 +153,3 @@ class DecisionRecordAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     search_fields = ["selection__name", "decision"]
     inlines = [RecordApprovalInline]
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -26,7 +26,7 @@ from .domain.capacity import CapacityError
 from .domain.scenarios import SCENARIO_NAMES
 from .evidence import latest_runs
 from .i18n_names import person_name, record_language
-from .models import Candidate, DecisionRecord, Selection
+from .models import DecisionRecord, Selection
 from .scores import compute_scores
 
 HEADROOM_PERCENT = 25.0
@@ -47,10 +47,6 @@ SIGNAL_THRESHOLDS = {
     "swap": "preemptions/swaps > 1 per minute sustained for 10 min",
     "fragmentation": "KV usage > 0.8 while running requests < 50 % of validated concurrency",
 }
-
-
-def _person(user) -> str:
-    return person_name(user)
 
 
 def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
@@ -89,7 +85,7 @@ def _weights_section(selection: Selection) -> dict[str, Any]:
          "preset": round(presets.get(w.criterion, 0.0), 4)} for w in rows]}
     if edited:
         latest = max(edited, key=lambda w: w.updated_at)
-        section["edited_by"] = _person(latest.updated_by) or "unknown"
+        section["edited_by"] = person_name(latest.updated_by) or "unknown"
         section["edit_reason"] = latest.justification or "—"
     return section
 
@@ -248,7 +244,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "rollout": {
             "headroom": {"percent": HEADROOM_PERCENT, "statement": headroom_statement},
             "monitoring": [{"signal": signal, "metric": _metric_for(signal, metrics), "threshold": SIGNAL_THRESHOLDS[signal],
-                            "owner": _person(selection.platform_owner)} for signal in records_domain.MONITORED_SIGNALS],
+                            "owner": person_name(selection.platform_owner)} for signal in records_domain.MONITORED_SIGNALS],
             "swap_policy": {"statement": (_("Idle sessions may be swapped to CPU memory; resume cost was validated.")
                                           if c.multi_turn else _("Single-turn traffic: no session swap policy needed.")),
                             "never_swap": [_("%(n)s designated sessions") % {"n": c.never_swap_sessions}]
@@ -269,14 +265,14 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             {"kind": "responsibility", "checks": "approval and ownership",
              "evidence": "owners' approvals and signatures", "review": "audit trail of the selection"},
             {"kind": "review", "checks": "degradation, rollback, next optimisation",
-             "evidence": "re-evaluation triggers and review-by date", "review": f"observer: {_person(selection.observer) or '—'}"},
+             "evidence": "re-evaluation triggers and review-by date", "review": f"observer: {person_name(selection.observer) or '—'}"},
         ],
         "manifest": [_manifest_entry(r) for r in runs] or [{
             "kind": "run", "name": "no runs", "tool": "—", "version": "—",
             "sha256": hashlib.sha256(b"no evidence").hexdigest(), "provenance": "MEASURED"}],
-        "owners": [{"role": role, "name": _person(getattr(selection, f"{role}_owner")), "team": selection.team.name}
+        "owners": [{"role": role, "name": person_name(getattr(selection, f"{role}_owner")), "team": selection.team.name}
                    for role in ("business", "platform", "security")],
-        "observer": {"name": _person(selection.observer) or _person(selection.platform_owner),
+        "observer": {"name": person_name(selection.observer) or person_name(selection.platform_owner),
                      "team": selection.team.name, "watches": "capacity, cost and stability after launch"},
         "review": {"review_by": (record.review_by or (date.today() + REVIEW_AFTER)).isoformat(), "triggers": []},
         "lineage": {"supersedes": f"DR-{selection.pk}-v{record.supersedes.version}" if record.supersedes_id else ""},

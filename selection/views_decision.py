@@ -160,8 +160,8 @@ def _evidence_charts(selection: Selection, include_simulated: bool) -> dict[str,
         runs = {test: run for test, run in latest_runs(candidate).items() if include_simulated or not run.is_simulated}
         name = candidate.display_name
         stress = runs.get("concurrency_stress")
-        if stress is not None and run_charts.kv_usage(stress):
-            kv[name] = run_charts.kv_usage(stress)
+        if stress is not None and (usage := run_charts.kv_usage(stress)):
+            kv[name] = usage
             flags["kv"] |= stress.is_simulated
         ladder = runs.get("long_context")
         if ladder is not None and (rungs := run_charts.context_rungs(ladder)):
@@ -185,10 +185,10 @@ def _evidence_charts(selection: Selection, include_simulated: bool) -> dict[str,
                                                         title=_(run_charts.PREFIX_TITLE), simulated=flags["prefix"])),
         ("soak", drift, lambda: charts.soak_drift(drift, title=_(run_charts.SOAK_TITLE), simulated=flags["drift"])),
     )
-    for key, data, render in renderers:
+    for key, data, draw in renderers:
         if data:
             try:
-                out[key] = render()
+                out[key] = draw()
             except (charts.ChartInputError, TypeError, ValueError):
                 pass
     return out

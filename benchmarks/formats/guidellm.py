@@ -62,6 +62,10 @@ LAYOUTS = {
     "metadata1": "guidellm 0.5-0.6 ({metadata v1, args, benchmarks})",
     "metadata2": "guidellm 0.7-0.8 ({metadata v2, config, benchmarks})",
 }
+# LoadPoint attribute <- the mean of guidellm's successful-request distribution of that metric
+MEAN_METRICS = (("request_throughput", "requests_per_second"), ("output_token_throughput", "output_tokens_per_second"),
+                ("input_token_throughput", "prompt_tokens_per_second"), ("achieved_concurrency", "request_concurrency"),
+                ("goodput", "request_goodput"))
 PERCENTILE_ORDER = ("p001", "p01", "p05", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "p999")
 
 
@@ -241,21 +245,10 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
     tpot_incl = _stats(_distribution(metrics, "time_per_output_token_ms", mpath), join(mpath, "time_per_output_token_ms.successful"))
     if not tpot_incl.is_empty():
         point.extra["guidellm_time_per_output_token_ms"] = tpot_incl.__dict__.copy()
-    rps = _distribution(metrics, "requests_per_second", mpath)
-    if rps is not None:
-        point.request_throughput = number(rps.get("mean"), join(mpath, "requests_per_second.successful.mean"))
-    ots = _distribution(metrics, "output_tokens_per_second", mpath)
-    if ots is not None:
-        point.output_token_throughput = number(ots.get("mean"), join(mpath, "output_tokens_per_second.successful.mean"))
-    pts = _distribution(metrics, "prompt_tokens_per_second", mpath)
-    if pts is not None:
-        point.input_token_throughput = number(pts.get("mean"), join(mpath, "prompt_tokens_per_second.successful.mean"))
-    conc = _distribution(metrics, "request_concurrency", mpath)
-    if conc is not None:
-        point.achieved_concurrency = number(conc.get("mean"), join(mpath, "request_concurrency.successful.mean"))
-    goodput = _distribution(metrics, "request_goodput", mpath)
-    if goodput is not None:
-        point.goodput = number(goodput.get("mean"), join(mpath, "request_goodput.successful.mean"))
+    for attribute, metric in MEAN_METRICS:
+        distribution = _distribution(metrics, metric, mpath)
+        if distribution is not None:
+            setattr(point, attribute, number(distribution.get("mean"), join(mpath, f"{metric}.successful.mean")))
     if "slo_attainment" in metrics:
         point.slo_attainment = get_number(metrics, "slo_attainment", mpath)
     config = bench.get("config")

@@ -443,10 +443,7 @@ class OpenAIClient:
             async with response_cm as response:
                 record.http_status = response.status
                 if response.status >= 400:
-                    text = (await response.text(errors="replace"))[:500]
-                    record.end_time = perf()
-                    record.error = f"HTTP {response.status}: {text}"
-                    record.error_class = "oom" if _OOM_PATTERN.search(text) else "http"
+                    _http_error(record, response.status, (await response.text(errors="replace"))[:500])
                     return record
                 if not spec.stream:
                     payload = await response.read()
@@ -457,21 +454,16 @@ class OpenAIClient:
                 if not self.keep_alive:
                     response.close()  # do not return a connection the server is about to close
         except asyncio.CancelledError:
-            record.end_time = perf()
-            record.error_class, record.error = "cancelled", "cancelled by the load controller"
+            _fail(record, "cancelled", "cancelled by the load controller")
             raise
         except asyncio.TimeoutError:
-            record.end_time = perf()
-            record.error_class, record.error = "timeout", "no data within the read timeout"
+            _fail(record, "timeout", "no data within the read timeout")
         except aiohttp.ClientConnectorError as exc:
-            record.end_time = perf()
-            record.error_class, record.error = "connect", str(exc)[:500]
+            _fail(record, "connect", str(exc))
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError) as exc:
-            record.end_time = perf()
-            record.error_class, record.error = "disconnect", f"{type(exc).__name__}: {exc}"[:500]
+            _fail(record, "disconnect", f"{type(exc).__name__}: {exc}")
         except aiohttp.ClientError as exc:
-            record.end_time = perf()
-            record.error_class, record.error = "client", f"{type(exc).__name__}: {exc}"[:500]
+            _fail(record, "client", f"{type(exc).__name__}: {exc}")
         return record
 
     async def _send_raw(self, spec: RequestSpec, record: RequestRecord, path: str, data: bytes) -> RequestRecord:
@@ -498,35 +490,25 @@ class OpenAIClient:
         try:
             status, _, _ = await pool.request(head, data, on_body, self.request_timeout_s, on_start=on_start)
         except asyncio.CancelledError:
-            record.end_time = perf()
-            record.error_class, record.error = "cancelled", "cancelled by the load controller"
+            _fail(record, "cancelled", "cancelled by the load controller")
             raise
         except asyncio.TimeoutError:
-            record.end_time = perf()
-            record.error_class, record.error = "timeout", "no data within the read timeout"
+            _fail(record, "timeout", "no data within the read timeout")
             return record
         except OSError as exc:
             if record.aborted:
                 return record
-            record.end_time = perf()
-            if isinstance(exc, (ConnectionRefusedError, socket.gaierror)) or record.send_time == 0.0:
-                record.error_class = "connect"
-            else:
-                record.error_class = "disconnect"
-            record.error = f"{type(exc).__name__}: {exc}"[:500]
+            refused = isinstance(exc, (ConnectionRefusedError, socket.gaierror)) or record.send_time == 0.0
+            _fail(record, "connect" if refused else "disconnect", f"{type(exc).__name__}: {exc}")
             return record
         except HTTPError as exc:
-            record.end_time = perf()
-            record.error_class, record.error = "client", f"malformed HTTP response: {exc}"[:500]
+            _fail(record, "client", f"malformed HTTP response: {exc}")
             return record
         record.http_status = status
         if record.aborted:
             return record
         if status >= 400:
-            text = b"".join(collected).decode("utf-8", "replace")[:500]
-            record.end_time = perf()
-            record.error = f"HTTP {status}: {text}"
-            record.error_class = "oom" if _OOM_PATTERN.search(text) else "http"
+            _http_error(record, status, b"".join(collected).decode("utf-8", "replace")[:500])
             return record
         if recorder is None:
             record.end_time = perf()
@@ -627,6 +609,19 @@ class StreamRecorder:
         for payload in self.parser.flush():
             _handle_payload(record, payload, end_time, self.api, self.keep_text)
         _finish(record)
+
+
+def _fail(record: RequestRecord, error_class: str, message: str) -> None:
+    """The request ended now in error: its class (one of ERROR_CLASSES) and at most 500 characters of why."""
+    record.end_time = time.perf_counter()
+    record.error_class, record.error = error_class, message[:500]
+
+
+def _http_error(record: RequestRecord, status: int, text: str) -> None:
+    """An HTTP error status: `oom` when the body says the engine ran out of (KV) memory, else `http`."""
+    record.end_time = time.perf_counter()
+    record.error = f"HTTP {status}: {text}"
+    record.error_class = "oom" if _OOM_PATTERN.search(text) else "http"
 
 
 def _handle_complete_response(record: RequestRecord, payload: bytes, api: Api, keep_text: bool) -> None:

@@ -215,10 +215,7 @@ class RawHTTPPool:
         if self.kernel_timestamps:
             self._stamping_switch = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             wireclock.enable_receive_timestamps(self._stamping_switch)
-        # recvmsg(n) allocates (and for 256 KiB, mmaps) n bytes per read; the pool's connections
-        # share one buffer instead (one event loop: each read is copied out before the next)
-        buffer = bytearray(256 * 1024)
-        self.read_buffers, self.read_view = (buffer,), memoryview(buffer)
+        self.reader = wireclock.StampedReader()  # one read buffer for all the pool's connections
 
     def timestamping(self) -> dict[str, Any]:
         """Where this pool's receive times came from, for the run's metadata."""
@@ -326,19 +323,16 @@ class _StampedTransport:
 
     def _on_readable(self) -> None:
         try:
-            size, ancillary, _, _ = self.sock.recvmsg_into(self.pool.read_buffers, wireclock.ANCILLARY_SPACE)
+            data, now, arrival = self.pool.reader.read(self.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self._lose(exc)
             return
-        now = time.perf_counter()
-        data = self.pool.read_view[:size].tobytes()
         if not data:
             self.protocol.eof_received()
             self._lose(None)
             return
-        arrival = wireclock.arrival_time(ancillary, now) if ancillary else None
         if arrival is None:
             self.pool.unstamped_reads += 1
             arrival = now

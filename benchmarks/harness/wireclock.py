@@ -56,3 +56,26 @@ def arrival_time(ancillary: list[tuple[int, int, bytes]], now: float, wall_now: 
                 return now - max(age, 0.0)
             return None
     return None
+
+
+class StampedReader:
+    """Reads sockets with recvmsg into one reused buffer, returning each read's kernel stamp.
+
+    recvmsg(n) would allocate (and for 256 KiB, mmap) n bytes per read; sockets served by one
+    event loop share this reader's buffer instead, since each read is copied out before the next.
+    """
+
+    __slots__ = ("_buffers", "_view")
+
+    def __init__(self, size: int = 256 * 1024) -> None:
+        buffer = bytearray(size)
+        self._buffers, self._view = (buffer,), memoryview(buffer)
+
+    def read(self, sock: socket.socket) -> tuple[bytes, float, float | None]:
+        """One read: (data, perf_counter time of the read, arrival from the kernel stamp or None).
+
+        b"" at end of stream; raises what recvmsg_into raises (BlockingIOError when nothing waits).
+        """
+        size, ancillary, _, _ = sock.recvmsg_into(self._buffers, ANCILLARY_SPACE)
+        now = time.perf_counter()
+        return self._view[:size].tobytes(), now, arrival_time(ancillary, now) if ancillary else None

@@ -43,18 +43,16 @@ class _Connection:
 
     def on_readable(self) -> None:
         try:
-            data, ancillary, _, _ = self.sock.recvmsg(262144, wireclock.ANCILLARY_SPACE)
+            data, now, stamp = self.server.reader.read(self.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             self.close()
             return
-        now = time.perf_counter()
         if not data:
             self.close()
             return
         if not self.buffer:
-            stamp = wireclock.arrival_time(ancillary, now) if ancillary else None
             if stamp is None:
                 self.server.unstamped += 1
             self.arrival = now if stamp is None else stamp
@@ -143,7 +141,8 @@ class WireMockServer:
     def __init__(self, config: WireMockConfig, host: str = "127.0.0.1", port: int = 0) -> None:
         self.config = config
         self.true_times: dict[str, list[float]] = {}
-        self.unstamped = 0
+        self.unstamped = 0  # requests whose arrival had no kernel stamp
+        self.reader = wireclock.StampedReader()
         self.listener = socket.create_server((host, port), backlog=4096)
         self.listener.setblocking(False)
         self.port = self.listener.getsockname()[1]

@@ -231,17 +231,10 @@ def test_forms_accept_dot_decimals_in_chinese_and_answer_in_chinese(zh_client, a
 def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(zh_client, make_user, architect, engines, team):
     from selection.models import DecisionRecord, Membership
 
-    from .test_views_decision import ROLES, _stress_run
+    from .web_helpers import ROLES, decided_selection
 
     owners = {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
-
-    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
-                                          platform_owner=owners["platform"], security_owner=owners["security"])
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
-    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
-        candidate = services.add_candidate(selection=selection, user=architect, data={
-            "engine": engines[slug], "engine_version": engines[slug].versions[0]})
-        _stress_run(candidate, (ttft / 2, ttft))
+    selection = decided_selection(architect, team, owners, engines)
     zh_client.force_login(architect)
     comparison = zh_client.get(reverse("selection:comparison", args=[selection.pk])).content.decode()
     assert "加权总分" in comparison and "保持第一" in comparison and "排名第一的比例" in comparison

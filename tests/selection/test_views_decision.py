@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.exceptions import ValidationError
@@ -11,15 +9,15 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import records, services
+from selection import records
 from selection.models import AuditEntry, DecisionRecord, Membership
 from selection.signing import issue_dev_certificates
-from tests.conftest import SAMPLE_CONSTRAINTS
+
+from .web_helpers import ROLES, decided_selection, stress_run as _stress_run
 
 pytestmark = pytest.mark.django_db
 
 PASSPHRASE = "dev-pass-123"
-ROLES = ("business", "platform", "security")
 
 
 @pytest.fixture(scope="module")
@@ -34,29 +32,10 @@ def owners(make_user, team):
     return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
 
 
-def _stress_run(candidate, ttfts, evidence="MEASURED"):
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload",
-                                      status="succeeded", evidence=evidence, tool="vllm-bench", tool_version="0.33",
-                                      raw_sha256=hashlib.sha256(f"{candidate.pk}{evidence}".encode()).hexdigest())
-    for index, (concurrency, ttft) in enumerate(zip((50, 200), ttfts)):
-        RunPoint.objects.create(run=run, index=index, concurrency=concurrency, achieved_concurrency=concurrency,
-                                ttft_ms={"p95": ttft}, tpot_ms={"p95": 30.0}, error_rate=0.0,
-                                output_token_throughput=5000.0)
-    return run
-
-
 @pytest.fixture
 def decided(architect, team, owners, engines):
     """Two candidates with measured concurrency-stress evidence: enough to score and draft a record."""
-    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
-                                          platform_owner=owners["platform"], security_owner=owners["security"])
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
-    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
-        candidate = services.add_candidate(selection=selection, user=architect, data={
-            "engine": engines[slug], "engine_version": engines[slug].versions[0]})
-        _stress_run(candidate, (ttft / 2, ttft))
-    selection.refresh_from_db()
-    return selection
+    return decided_selection(architect, team, owners, engines)
 
 
 def page(client, user, name, *args, **kwargs):

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.contrib.auth import get_user_model
 
+from benchmarks.models import BenchmarkRun, RunPoint
 from selection import services
 from selection.models import Engine, Membership, Team
+from tests.conftest import SAMPLE_CONSTRAINTS
+
+ROLES = ("business", "platform", "security")
 
 VALID_CONSTRAINTS = {
     "peak_concurrency": "64", "request_rate": "10", "throughput_target_tokens_s": "",
@@ -43,3 +49,28 @@ def with_constraints(selection, user, **overrides):
 def make_engine(slug: str = "vllm", versions=("0.6.3", "0.8.5")) -> Engine:
     return Engine.objects.create(slug=slug, name=slug.upper(), catalog_version="test",
                                  data={"slug": slug, "versions": [{"version": v} for v in versions]})
+
+
+def stress_run(candidate, ttfts, evidence="MEASURED"):
+    """A concurrency-stress run at concurrency 50 and 200 with these TTFT p95s."""
+    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload",
+                                      status="succeeded", evidence=evidence, tool="vllm-bench", tool_version="0.33",
+                                      raw_sha256=hashlib.sha256(f"{candidate.pk}{evidence}".encode()).hexdigest())
+    for index, (concurrency, ttft) in enumerate(zip((50, 200), ttfts)):
+        RunPoint.objects.create(run=run, index=index, concurrency=concurrency, achieved_concurrency=concurrency,
+                                ttft_ms={"p95": ttft}, tpot_ms={"p95": 30.0}, error_rate=0.0,
+                                output_token_throughput=5000.0)
+    return run
+
+
+def decided_selection(architect, team, owners, engines):
+    """A selection with vLLM and SGLang candidates and measured stress evidence: enough to score and draft a record."""
+    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
+                                          platform_owner=owners["platform"], security_owner=owners["security"])
+    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
+        candidate = services.add_candidate(selection=selection, user=architect, data={
+            "engine": engines[slug], "engine_version": engines[slug].versions[0]})
+        stress_run(candidate, (ttft / 2, ttft))
+    selection.refresh_from_db()
+    return selection
