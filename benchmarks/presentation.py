@@ -7,11 +7,16 @@ parameter is read back from a form) are testable in milliseconds and shared by e
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-from .result import DEFINITIONS, STAT_KEYS
+from benchmarks import charts
+from benchmarks.result import DEFINITIONS, STAT_KEYS
+
+logger = logging.getLogger(__name__)
 
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 KV_SERIES_SUFFIX = "kv_usage_ratio"
@@ -188,3 +193,29 @@ def changed_params(plan: Mapping[str, Any], values: Mapping[str, Any]) -> dict[s
 def sum_points(points: Iterable[Mapping[str, Any]], key: str) -> int | None:
     values = [p.get(key) for p in points if p.get(key) is not None]
     return sum(values) if values else None
+
+
+def inline_svg(svg: str) -> str:
+    """An SVG document for inline HTML: drop the XML declaration and DOCTYPE before <svg."""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else ""
+
+
+@functools.lru_cache(maxsize=256)
+def _chart_cached(name: str, arguments: str) -> str:
+    return inline_svg(charts.CHARTS[name](**json.loads(arguments)))
+
+
+def chart_svg(name: str, **arguments) -> str:
+    """A chart as inline SVG ("" when the input cannot be drawn); identical inputs render once."""
+    try:
+        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str))
+    except (charts.ChartInputError, ValueError, TypeError) as error:
+        logger.warning("chart %s not drawn: %s", name, error)
+        return ""
+
+
+def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:
+    """What the run progress fragment needs (`templates/benchmarks/_run_progress.html`)."""
+    return {"selection": selection, "run": run, "can_edit": can_edit,
+            "progress": progress_view(run.progress, run.status, run.is_terminal)}

@@ -16,13 +16,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 NATIVE_SCHEMA = "kvselect.result/1"
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
 Evidence = Literal["MEASURED", "SIMULATED"]
 
-TEST_NAMES = ("concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability", "custom")
-VALIDATION_TEST_NAMES = TEST_NAMES[:-1]  # the five tests kvselect runs itself
 
 # kvselect's metric definitions. Parsers map each tool onto these.
 DEFINITIONS: dict[str, str] = {
@@ -82,7 +82,6 @@ class Stats:
     @classmethod
     def from_values(cls, values: Any) -> "Stats":
         """Statistics of raw samples (numpy's linear-interpolation percentiles)."""
-        import numpy as np
 
         array = np.asarray([v for v in values if v is not None], dtype=float)
         array = array[np.isfinite(array)]

@@ -167,8 +167,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
         "SelectionStatusEnum": "selection.models.Selection.Status",
-        "ResultTestEnum": "benchmarks.result.TEST_NAMES",
-        "ValidationTestEnum": "benchmarks.result.VALIDATION_TEST_NAMES",
+        "ResultTestEnum": "benchmarks.suite.TEST_IDS",
+        "ValidationTestEnum": "benchmarks.suite.RUNNABLE_TEST_IDS",
     },
 }
 

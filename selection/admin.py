@@ -2,8 +2,20 @@
 
 from django.contrib import admin
 
-from .models import (AuditEntry, Candidate, Constraints, CriterionWeight, DecisionRecord, Engine, Gate, Membership,
-                     RecordApproval, Selection, Team, UploadToken)
+from selection.models import (
+    AuditEntry,
+    Candidate,
+    Constraints,
+    CriterionWeight,
+    DecisionRecord,
+    Engine,
+    Gate,
+    Membership,
+    RecordApproval,
+    Selection,
+    Team,
+    UploadToken,
+)
 
 
 class MembershipInline(admin.TabularInline):

@@ -11,7 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .domain.criteria import CRITERIA, DIMENSIONS
+from selection.domain.criteria import CRITERIA, DIMENSIONS
 
 CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids listed in selection.i18n_names
 DIMENSION_CHOICES = [(d.id, _(d.name)) for d in DIMENSIONS]

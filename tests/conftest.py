@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from selection import services
+from selection.candidates.services import load_engine_catalog
 from selection.models import Engine, Membership, Team
+from selection.setup.services import create_selection, save_constraints
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -59,19 +60,19 @@ def outsider(make_user, db):
 
 @pytest.fixture
 def engines(db):
-    services.load_engine_catalog()
+    load_engine_catalog()
     return {e.slug: e for e in Engine.objects.all()}
 
 
 @pytest.fixture
 def selection(architect, team):
-    return services.create_selection(user=architect, team=team, name="Support bot", business_owner=architect,
+    return create_selection(user=architect, team=team, name="Support bot", business_owner=architect,
                                      platform_owner=architect, security_owner=architect)
 
 
 @pytest.fixture
 def selection_with_constraints(selection, architect):
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
     selection.refresh_from_db()
     return selection
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ..models import Artifact, BenchmarkRun, RunPoint
-from ..result import TEST_NAMES
+from benchmarks.models import Artifact, BenchmarkRun, RunPoint
+from benchmarks.suite import TEST_IDS
 
 
 class RunPointSerializer(serializers.ModelSerializer):
@@ -41,6 +41,6 @@ class RunSummarySerializer(RunSerializer):
 
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(allow_empty_file=False)
-    test = serializers.ChoiceField(choices=TEST_NAMES)
+    test = serializers.ChoiceField(choices=TEST_IDS)
     format = serializers.CharField(required=False, allow_blank=True, max_length=60)
     label = serializers.CharField(required=False, allow_blank=True, max_length=200)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from benchmarks.api import views
 
 urlpatterns = [
     path("candidates/<int:candidate_id>/results/", views.CandidateResultsView.as_view(), name="candidate-results"),

@@ -23,10 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source
+from benchmarks.formats.common import (
     cap_depth,
     expect_list,
     expect_object,

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    Source,
+from benchmarks.formats.base import Format, Source
+from benchmarks.formats.common import (
     expect_list,
     expect_object,
     finish,

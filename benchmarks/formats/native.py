@@ -2,7 +2,7 @@
 
 Schema (JSON object; every key below, no others):
 - `schema` = "kvselect.result/1" (required); `tool` string (required); `tool_version` string|null;
-  `evidence` "MEASURED"|"SIMULATED" (required); `test` one of TEST_NAMES|null; `format` (ignored).
+  `evidence` "MEASURED"|"SIMULATED" (required); `test` one of benchmarks.suite.TEST_IDS|null; `format` (ignored).
 - `metadata` object (free-form provenance); `definitions` object of strings; `notes` list of
   strings; `partial` boolean; `verdicts` list of `{name: str, passed: bool, ...}`;
   `timeseries` `{series: [[t_s, value], ...]}` with finite numbers.
@@ -27,28 +27,25 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source, type_name
+from benchmarks.formats.common import (
     expect_list,
     expect_object,
     finish,
     join,
     number,
     request_frame,
-    type_name,
 )
 from benchmarks.result import (
     LATENCY_METRICS,
     NATIVE_SCHEMA,
     REQUEST_COLUMNS,
     STAT_KEYS,
-    TEST_NAMES,
     LoadPoint,
     NormalizedResult,
     Stats,
 )
+from benchmarks.suite import TEST_IDS
 
 TOP_KEYS = {"schema", "tool", "tool_version", "evidence", "test", "metadata", "definitions", "points",
             "timeseries", "verdicts", "notes", "partial", "requests", "format"}
@@ -181,8 +178,8 @@ def validate(doc: Any) -> NormalizedResult:
     if evidence not in ("MEASURED", "SIMULATED"):
         raise FormatError(f"evidence: must be MEASURED or SIMULATED, got {evidence!r}")
     test = doc.get("test")
-    if test is not None and test not in TEST_NAMES:
-        raise FormatError(f"test: must be one of {', '.join(TEST_NAMES)}, got {test!r}")
+    if test is not None and test not in TEST_IDS:
+        raise FormatError(f"test: must be one of {', '.join(TEST_IDS)}, got {test!r}")
     result = NormalizedResult(
         tool=_string(doc, "tool", "", required=True),
         format="native",

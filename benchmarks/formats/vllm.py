@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source, decode_json, type_name
+from benchmarks.formats.common import (
     cap_depth,
     expect_object,
     finish,
@@ -35,10 +34,8 @@ from benchmarks.formats._common import (
     pooled_itl_mean,
     request_frame,
     stats_from_array,
-    type_name,
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-
 
 DEFINITIONS = {
     "ttft_ms": "vLLM: first non-empty chunk - request send (same as kvselect)",
@@ -94,8 +91,6 @@ def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
                 raise
             return None
     docs = []
-    from benchmarks.formats._common import decode_json
-
     for lineno, line in enumerate(source.text.splitlines(), start=1):
         if line.strip():
             value = decode_json(line, where=f"line {lineno}")
@@ -483,7 +478,5 @@ def _sniff_guard(source: Source) -> str | None:
     except FormatError as error:
         return str(error)
 
-
-from benchmarks.formats import Format  # noqa: E402  (registry type; imported late to avoid a cycle)
 
 FORMATS = [Format("vllm", "vllm", "vllm bench serve / benchmark_serving.py --save-result JSON", _sniff_guard, parse)]

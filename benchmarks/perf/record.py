@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from selection import signing  # noqa: E402
 from selection.domain.records import sample_record_context  # noqa: E402
-from selection.record_pdf import render_record  # noqa: E402
+from selection.records import signing
+from selection.records.pdf import render_record
 
 BUDGET_S = 5.0
 TARGET_PAGES = 20

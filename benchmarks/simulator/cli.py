@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from .config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
+from benchmarks.simulator.config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +83,7 @@ def run(options: dict[str, Any], stdout=sys.stdout) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if options.get("trace"):
-        from .offline import run_trace_file
+        from benchmarks.simulator.offline import run_trace_file
 
         result = run_trace_file(options["trace"], config, options.get("out"))
         point = result.points[0]
@@ -100,7 +100,7 @@ def run(options: dict[str, Any], stdout=sys.stdout) -> int:
         }
         print(json.dumps(summary, indent=2), file=stdout)
         return 0
-    from .server import serve_forever
+    from benchmarks.simulator.server import serve_forever
 
     try:
         asyncio.run(serve_forever(config, options["host"], options["port"]))

@@ -24,12 +24,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict, deque
-from itertools import repeat
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Hashable, Protocol
 
-from .config import SimConfig, blocks_for
-from .tokens import chain_hashes, corrupt, output_token, prompt_digest
+from benchmarks.simulator.config import SimConfig, blocks_for
+from benchmarks.simulator.tokens import chain_hashes, corrupt, output_token, prompt_digest
 
 WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
 

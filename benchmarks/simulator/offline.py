@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from benchmarks.result import REQUEST_COLUMNS, SIMULATED, LoadPoint, NormalizedResult, Stats
-
-from .config import SimConfig
-from .engine import Engine, EngineError, KeySpace, Sequence
+from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.engine import Engine, EngineError, KeySpace, Sequence
 
 TOOL = "kvsim"
 TOOL_VERSION = "1"

@@ -24,11 +24,11 @@ from typing import Any, Callable
 
 from aiohttp import web
 
-from .config import SimConfig
-from .engine import EngineError
-from .live import LiveEngine, LiveRequest
-from .metrics import SimMetrics
-from .tokens import detokenize, render_chat, tokenize
+from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.engine import EngineError
+from benchmarks.simulator.live import LiveEngine, LiveRequest
+from benchmarks.simulator.metrics import SimMetrics
+from benchmarks.simulator.tokens import detokenize, render_chat, tokenize
 
 EVIDENCE_HEADER = {"X-Kvsim-Evidence": "SIMULATED"}
 STATE_KEY = web.AppKey("kvsim_state", object)

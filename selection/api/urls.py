@@ -1,6 +1,6 @@
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from selection.api import views
 
 router = DefaultRouter()
 router.register("selections", views.SelectionViewSet, basename="selection")
@@ -8,8 +8,8 @@ router.register("candidates", views.CandidateViewSet, basename="candidate")
 router.register("engines", views.EngineViewSet, basename="engine")
 from django.urls import path
 
-from . import records as record_views
-from .capacity import CapacityView
+from selection.capacity.api import CapacityView
+from selection.records import api as record_views
 
 urlpatterns = [
     path("capacity/", CapacityView.as_view(), name="capacity"),

@@ -7,7 +7,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from selection import services
+from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
+from selection.candidates.services import add_candidate
+from selection.setup.services import create_selection
 
 FIXTURES = Path(__file__).parent / "formats" / "fixtures"
 # (fixture file, expected format name)
@@ -23,13 +25,13 @@ FILES = [
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines):
-    return services.add_candidate(selection=selection_with_constraints, user=architect,
+    return add_candidate(selection=selection_with_constraints, user=architect,
                                   data={"engine": engines["vllm"], "engine_version": "0.11.0"})
 
 
 @pytest.fixture
 def token_client(candidate, architect):
-    _, raw = services.create_upload_token(selection=candidate.selection, user=architect, name="ci")
+    _, raw = create_upload_token(selection=candidate.selection, user=architect, name="ci")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
     return client
@@ -89,16 +91,16 @@ def test_idempotency_key_returns_the_first_run(token_client, candidate):
 
 
 def test_token_of_another_selection_is_403_and_revoked_is_401(candidate, architect, team, engines, token_client):
-    other = services.create_selection(user=architect, team=team, name="Other", business_owner=architect,
+    other = create_selection(user=architect, team=team, name="Other", business_owner=architect,
                                       platform_owner=architect, security_owner=architect)
-    _, raw = services.create_upload_token(selection=other, user=architect, name="other-ci")
+    _, raw = create_upload_token(selection=other, user=architect, name="other-ci")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
     assert upload(client, candidate, "vllm_bench_serve.json").status_code == 403
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code == 403
     assert client.get("/api/v1/selections/").status_code == 403  # tokens only reach result endpoints
     token = other.upload_tokens.get()
-    services.revoke_upload_token(token=token, user=architect)
+    revoke_upload_token(token=token, user=architect)
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code == 401
 
 
@@ -107,7 +109,7 @@ def test_large_files_are_parsed_by_the_worker_path(token_client, candidate, sett
     with django_capture_on_commit_callbacks(execute=True):
         response = upload(token_client, candidate, "vllm_bench_serve.json")
     assert response.status_code == 202 and response.json()["status"] == "parsing"
-    from benchmarks.services import parse_stored_upload
+    from benchmarks.uploads.parse import parse_stored_upload
 
     run = parse_stored_upload(response.json()["id"])
     assert run.status == "succeeded" and run.points.exists()

@@ -47,13 +47,13 @@ def wait_for_run_done(page, run_pk: int, timeout_ms: int = 90_000) -> str:
 def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, people, signed_records_cleanup, simulators,
                                        new_page, shot, settings, tmp_path):
     from benchmarks.models import BenchmarkRun
-    from selection import services
+    from selection.candidates.services import load_engine_catalog
     from selection.models import Candidate, DecisionRecord
-    from selection.signing import issue_dev_certificates
+    from selection.records.signing import issue_dev_certificates
 
     timings: dict[str, float] = {}
     started = time.monotonic()
-    services.load_engine_catalog()
+    load_engine_catalog()
     certs = issue_dev_certificates(tmp_path / "certs", {role: full for role, (_u, full) in OWNERS.items()}, PASSPHRASE)
     settings.KVSELECT_TRUST_ROOTS = [str(certs.ca_certificate)]
     base = live_server.url

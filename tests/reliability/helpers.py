@@ -7,11 +7,11 @@ from pathlib import Path
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from selection import services
+from benchmarks.uploads.tokens import create_upload_token
 
 
 def token_client(selection, user, name: str = "ci") -> APIClient:
-    _, raw = services.create_upload_token(selection=selection, user=user, name=name)
+    _, raw = create_upload_token(selection=selection, user=user, name=name)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
     return client

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.db import DatabaseError, transaction
 from django.test import Client
@@ -12,8 +11,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import services
-from selection.models import Candidate, DecisionRecord, Membership, Selection, Team, UploadToken
+from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
+from selection.candidates.services import add_candidate
+from selection.models import Candidate, DecisionRecord, Selection, Team, UploadToken
+from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
 from .helpers import token_client, upload
@@ -28,10 +29,10 @@ def victim(make_user, engines):
     """Another team's selection with a candidate, a run, a draft and a signed record, and a token."""
     team = Team.objects.create(name=f"{MARKER}-team")
     owner = make_user("victor", team)
-    selection = services.create_selection(user=owner, team=team, name=f"{MARKER} selection", business_owner=owner,
+    selection = create_selection(user=owner, team=team, name=f"{MARKER} selection", business_owner=owner,
                                           platform_owner=owner, security_owner=owner)
-    services.save_constraints(selection=selection, user=owner, data=dict(SAMPLE_CONSTRAINTS))
-    candidate = services.add_candidate(selection=selection, user=owner, data={
+    save_constraints(selection=selection, user=owner, data=dict(SAMPLE_CONSTRAINTS))
+    candidate = add_candidate(selection=selection, user=owner, data={
         "engine": engines["vllm"], "engine_version": "0.11.0", "label": f"{MARKER} candidate",
         "endpoint_url": "http://127.0.0.1:9/", "model_name": "m"})
     run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload", status="succeeded",
@@ -41,7 +42,7 @@ def victim(make_user, engines):
     signed = DecisionRecord.objects.create(selection=selection, version=2, decision=f"{MARKER} signed",
                                            status=DecisionRecord.Status.SIGNED, created_by=owner, snapshot={"x": 1},
                                            snapshot_sha256="a" * 64, signed_sha256="b" * 64, signed_at=timezone.now())
-    token, _ = services.create_upload_token(selection=selection, user=owner, name=f"{MARKER}-ci")
+    token, _ = create_upload_token(selection=selection, user=owner, name=f"{MARKER}-ci")
     return {"team": team, "owner": owner, "selection": selection, "candidate": candidate, "run": run, "draft": draft,
             "signed": signed, "token": token}
 
@@ -141,7 +142,7 @@ def test_every_url_refuses_another_teams_objects(victim, outsider, who):
 
 
 def test_upload_token_is_scoped_to_its_selection(victim, selection_with_constraints, architect, engines):
-    mine = services.add_candidate(selection=selection_with_constraints, user=architect, data={
+    mine = add_candidate(selection=selection_with_constraints, user=architect, data={
         "engine": engines["vllm"], "engine_version": "0.11.0"})
     ci = token_client(selection_with_constraints, architect)
     theirs, their_run = victim["candidate"], victim["run"]
@@ -160,15 +161,15 @@ def test_upload_token_is_scoped_to_its_selection(victim, selection_with_constrai
 
 
 def test_upload_tokens_are_stored_hashed_and_revocable(selection_with_constraints, architect, engines):
-    token, raw = services.create_upload_token(selection=selection_with_constraints, user=architect, name="ci")
+    token, raw = create_upload_token(selection=selection_with_constraints, user=architect, name="ci")
     row = UploadToken.objects.get(pk=token.pk)
     assert raw not in str(row.__dict__) and row.key_hash != raw and len(row.key_hash) == 64
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
-    candidate = services.add_candidate(selection=selection_with_constraints, user=architect, data={
+    candidate = add_candidate(selection=selection_with_constraints, user=architect, data={
         "engine": engines["vllm"], "engine_version": "0.11.0"})
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code == 200
-    services.revoke_upload_token(token=token, user=architect)
+    revoke_upload_token(token=token, user=architect)
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code in (401, 403)
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw[:-1]}x")
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code in (401, 403)

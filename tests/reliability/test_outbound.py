@@ -8,9 +8,10 @@ from unittest import mock
 import pytest
 from rest_framework.test import APIClient
 
-from benchmarks import validation
 from benchmarks.models import BenchmarkRun
-from selection import services
+from benchmarks.validation.dispatch import ValidationError, start_validation
+from benchmarks.validation.worker import claim, execute
+from selection.candidates.services import add_candidate
 
 pytestmark = pytest.mark.reliability
 
@@ -30,7 +31,7 @@ def no_connections(monkeypatch):
 
 
 def _candidate(selection, user, engines, url):
-    return services.add_candidate(selection=selection, user=user, data={
+    return add_candidate(selection=selection, user=user, data={
         "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url})
 
 
@@ -55,10 +56,10 @@ def test_dns_rebinding_between_start_and_execution_is_refused_by_the_worker(
     settings.KVSELECT_ALLOWED_TARGETS = ["engine.internal"]
     candidate = _candidate(selection_with_constraints, architect, engines, "http://engine.internal:8000")
     with mock.patch("benchmarks.harness.safety._resolve", return_value=["10.0.0.5"]), \
-            mock.patch("benchmarks.validation.enqueue_validation"):
-        run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect)
+            mock.patch("benchmarks.validation.dispatch.enqueue_validation"):
+        run = start_validation(candidate=candidate, test="concurrency_stress", user=architect)
     with mock.patch("benchmarks.harness.safety._resolve", return_value=["169.254.169.254"]):
-        done = validation.execute(validation.claim(run.pk, "w1"))
+        done = execute(claim(run.pk, "w1"))
     assert done.status == "failed" and "endpoint_url" in done.error
     assert no_connections == []
 
@@ -72,6 +73,6 @@ def test_hostile_endpoint_urls_never_start_a_run(selection_with_constraints, arc
         candidate = _candidate(selection_with_constraints, architect, engines, url)
     except ModelValidationError:
         return  # refused when saved: fine
-    with pytest.raises(validation.ValidationError, match="endpoint_url"):
-        validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect)
+    with pytest.raises(ValidationError, match="endpoint_url"):
+        start_validation(candidate=candidate, test="concurrency_stress", user=architect)
     assert not BenchmarkRun.objects.exists() and no_connections == []

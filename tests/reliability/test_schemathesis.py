@@ -16,7 +16,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import services
+from selection.candidates.services import add_candidate
 from selection.models import DecisionRecord
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -53,7 +53,7 @@ def records_removable_at_teardown(django_db_blocker):
 
 @pytest.fixture
 def populated(records_removable_at_teardown, selection_with_constraints, architect, engines):
-    candidate = services.add_candidate(selection=selection_with_constraints, user=architect, data={
+    candidate = add_candidate(selection=selection_with_constraints, user=architect, data={
         "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": "http://127.0.0.1:9/",
         "model_name": "m"})
     run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload", status="succeeded",

@@ -11,9 +11,10 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerDown
 
-from benchmarks import services, validation
+from benchmarks import tasks
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from selection import services as selection_services
+from benchmarks.storage import SavedFiles, StorageFailure, sha256_hex, store_native_result
+from selection.candidates.services import add_candidate
 
 from .helpers import media_files, token_client, upload
 
@@ -24,7 +25,7 @@ LARGE = b'{"note": "a large CI result", "pad": "' + b"x" * 6000 + b'"}'
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines):
-    return selection_services.add_candidate(selection=selection_with_constraints, user=architect, data={
+    return add_candidate(selection=selection_with_constraints, user=architect, data={
         "engine": engines["vllm"], "engine_version": "0.11.0"})
 
 
@@ -51,14 +52,14 @@ def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(cand
     raw = run.artifacts.get(kind=Artifact.Kind.RAW)
     with raw.file.open("rb") as handle:
         assert handle.read() == LARGE  # the upload is stored, byte for byte
-    assert raw.sha256 == services.sha256_hex(LARGE) == run.raw_sha256
+    assert raw.sha256 == sha256_hex(LARGE) == run.raw_sha256
     assert len(media_files(media)) == 1
 
     # The reaper leaves young uploads alone, then re-queues once the broker is back.
     with mock.patch("benchmarks.tasks.parse_upload.apply_async") as queued:
-        validation.reap_stale_runs()
+        tasks.reap_stale_runs()
         assert not queued.called
-        validation.reap_stale_runs(now=timezone.now() + timedelta(minutes=1))
+        tasks.reap_stale_runs(now=timezone.now() + timedelta(minutes=1))
     queued.assert_called_once_with((run.pk,), retry=False)
     run.refresh_from_db()
     assert run.status == "parsing"
@@ -152,17 +153,17 @@ def test_storage_error_on_a_later_artifact_removes_the_earlier_files(candidate, 
 
     run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="harness", status="running")
     result = NormalizedResult(tool="kvselect-harness", format="kvselect-harness", test="concurrency_stress", points=[])
-    real_save = services._SavedFiles.save
+    real_save = SavedFiles.save
     calls = []
 
     def save(self, run, kind, filename, data):
         calls.append(kind)
         if len(calls) == 3:
-            raise services.StorageFailure("could not store the log artifact: No space left on device")
+            raise StorageFailure("could not store the log artifact: No space left on device")
         return real_save(self, run, kind, filename, data)
 
-    with mock.patch.object(services._SavedFiles, "save", save), pytest.raises(services.StorageFailure):
-        services.store_native_result(run=run, result=result, status="succeeded",
+    with mock.patch.object(SavedFiles, "save", save), pytest.raises(StorageFailure):
+        store_native_result(run=run, result=result, status="succeeded",
                                      extra_files={"log": ("a.log", b"1"), "trace": ("b.log", b"2")})
     assert len(calls) == 3
     assert not Artifact.objects.filter(run=run).exists()

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from selection import services as selection_services
+from selection.candidates.services import add_candidate
 
 from .helpers import media_files, token_client, upload
 
@@ -25,7 +25,7 @@ REAL = {name: (FIXTURES / name).read_bytes() for name in (
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines):
-    return selection_services.add_candidate(selection=selection_with_constraints, user=architect, data={
+    return add_candidate(selection=selection_with_constraints, user=architect, data={
         "engine": engines["vllm"], "engine_version": "0.11.0"})
 
 

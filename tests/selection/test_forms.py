@@ -6,10 +6,11 @@ import pytest
 from django import forms
 from django.core.exceptions import ValidationError
 
+from selection.candidates.forms import CandidateForm
 from selection.domain.criteria import criteria_for
-from selection.forms import (CONSTRAINT_FIELDS, CandidateForm, ConstraintsForm, GatesForm, WeightsForm,
-                             attach_service_errors)
 from selection.models import Constraints
+from selection.setup.forms import CONSTRAINT_FIELDS, ConstraintsForm, GatesForm, WeightsForm
+from selection.web import attach_service_errors
 
 from .web_helpers import VALID_CONSTRAINTS, make_engine
 

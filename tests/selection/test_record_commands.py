@@ -6,9 +6,9 @@ import pytest
 from django.core.management import call_command, get_commands
 from django.core.management.base import CommandError
 
-from selection import signing
 from selection.domain import records
-from selection.record_pdf import render_record
+from selection.records.pdf import render_record
+from selection.records import signing
 
 
 def test_dashed_commands_are_discovered():

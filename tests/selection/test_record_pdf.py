@@ -5,16 +5,10 @@ import subprocess
 
 import pytest
 
-from selection import signing
 from selection.domain import records
-from selection.record_pdf import (
-    RecordRenderError,
-    RestrictedURLFetcher,
-    TEMPLATE_DIR,
-    html_to_pdf,
-    render_record,
-    render_record_html,
-)
+from selection.records.pdf import render_record
+from selection.records import signing
+from selection.records.pdf import TEMPLATE_DIR, RecordRenderError, RestrictedURLFetcher, html_to_pdf, render_record_html
 
 BANNER = "SIMULATED — not for procurement"
 PASS = "pw-for-tests"
@@ -179,7 +173,7 @@ def test_capacity_deviation():
 
 def test_missing_signature_box_is_an_error(monkeypatch):
     ctx = records.sample_record_context(n_charts=0)
-    import selection.record_pdf as rp
+    import selection.records.pdf as rp
     real = rp.render_record_html
     monkeypatch.setattr(rp, "render_record_html",
                         lambda c: real(c).replace('id="sigfield-security"', 'id="gone"'))

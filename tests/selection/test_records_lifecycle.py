@@ -7,9 +7,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, transaction
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import records, services
+from selection.candidates.services import add_candidate
 from selection.models import DecisionRecord, Membership
-from selection.signing import issue_dev_certificates
+from selection.records.services import approve, create_draft, sign, start_review, update_draft
+from selection.records.signing import issue_dev_certificates
+from selection.records.verification import verification_report
+from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
 PASSPHRASE = "dev-pass-123"
@@ -31,11 +34,11 @@ def owners(make_user, team):
 def decided(architect, team, owners, engines):
     owners["business"].first_name, owners["business"].last_name = "伟", "张"
     owners["business"].save()
-    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
+    selection = create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
                                           platform_owner=owners["platform"], security_owner=owners["security"])
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
     for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
-        candidate = services.add_candidate(selection=selection, user=architect, data={
+        candidate = add_candidate(selection=selection, user=architect, data={
             "engine": engines[slug], "engine_version": engines[slug].versions[0]})
         run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload",
                                           status="succeeded", evidence="MEASURED", tool="vllm-bench", tool_version="0.33",
@@ -48,27 +51,27 @@ def decided(architect, team, owners, engines):
 
 def sign_all(record, owners, dev_certs):
     for role in ("business", "platform", "security"):
-        record = records.sign(record=record, user=owners[role], role=role,
+        record = sign(record=record, user=owners[role], role=role,
                               pkcs12=dev_certs.pkcs12[role].read_bytes(), passphrase=PASSPHRASE)
     return record
 
 
 def approve_all(record, owners):
     for role in ("business", "platform", "security"):
-        record = records.approve(record=record, user=owners[role], role=role)
+        record = approve(record=record, user=owners[role], role=role)
     return record
 
 
 def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, settings, tmp_path):
-    record = records.create_draft(selection=decided, user=architect, rationale="Lowest TTFT at target load.")
-    record = records.start_review(record=record, user=architect)
+    record = create_draft(selection=decided, user=architect, rationale="Lowest TTFT at target load.")
+    record = start_review(record=record, user=architect)
     assert record.status == "in_review" and len(record.snapshot_sha256) == 64
     winner = decided.candidates.get(pk=int(decided.scores.filter(include_simulated=False).first().leader))
     assert record.snapshot["decision"]["chosen_engine"] == f"{winner.engine.name} {winner.engine_version}"
     record = approve_all(record, owners)
     assert record.status == "approved"
     with pytest.raises(ValidationError, match="business owner signs next"):
-        records.sign(record=record, user=owners["platform"], role="platform",
+        sign(record=record, user=owners["platform"], role="platform",
                      pkcs12=dev_certs.pkcs12["platform"].read_bytes(), passphrase=PASSPHRASE)
     record = sign_all(record, owners, dev_certs)
     assert record.status == "signed" and record.signed_sha256
@@ -76,7 +79,7 @@ def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, 
     assert decided.status == "decided"
     pdf = record.signed_pdf.open("rb").read()
     settings.KVSELECT_TRUST_ROOTS = [str(dev_certs.ca_certificate)]
-    report = records.verify(pdf)
+    report = verification_report(pdf)
     assert len(report["signatures"]) == 3 and report["all_ok"]
     assert report["matches_known_record"] is True and report["record"]["version"] == 1
     text = subprocess.run(["pdftotext", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
@@ -87,23 +90,23 @@ def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, 
     assert pdfsig.stdout.count("Signature is Valid") == 3, pdfsig.stdout
     tampered = bytearray(pdf)
     tampered[len(pdf) // 3] ^= 0x01
-    bad = records.verify(bytes(tampered))
+    bad = verification_report(bytes(tampered))
     assert not bad["all_ok"] and bad["matches_known_record"] is False
 
 
 def test_only_the_named_owner_approves_and_only_once(decided, architect, owners):
-    record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
     with pytest.raises(PermissionDenied):
-        records.approve(record=record, user=owners["platform"], role="business")
-    records.approve(record=record, user=owners["business"], role="business")
+        approve(record=record, user=owners["platform"], role="business")
+    approve(record=record, user=owners["business"], role="business")
     with pytest.raises(ValidationError):
-        records.approve(record=record, user=owners["business"], role="business")
+        approve(record=record, user=owners["business"], role="business")
 
 
 def test_snapshot_is_frozen_in_the_service_and_the_database(decided, architect):
-    record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
     with pytest.raises(ValidationError, match="frozen"):
-        records.update_draft(record=record, user=architect, rationale="changed my mind")
+        update_draft(record=record, user=architect, rationale="changed my mind")
     with pytest.raises(DatabaseError, match="frozen"), transaction.atomic():
         DecisionRecord.objects.filter(pk=record.pk).update(rationale="sneaky")
     with pytest.raises(DatabaseError), transaction.atomic():
@@ -111,35 +114,35 @@ def test_snapshot_is_frozen_in_the_service_and_the_database(decided, architect):
 
 
 def test_signed_record_is_immutable_and_superseded_by_a_new_version(decided, architect, owners, dev_certs):
-    record = approve_all(records.start_review(record=records.create_draft(selection=decided, user=architect),
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect),
                                               user=architect), owners)
     record = sign_all(record, owners, dev_certs)
     with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
         DecisionRecord.objects.filter(pk=record.pk).update(signed_sha256="0" * 64)
     with pytest.raises(DatabaseError), transaction.atomic():
         DecisionRecord.objects.filter(pk=record.pk).update(status="draft")
-    successor = records.create_draft(selection=decided, user=architect, supersedes=record)
+    successor = create_draft(selection=decided, user=architect, supersedes=record)
     assert successor.version == 2
     with pytest.raises(ValidationError):
-        records.create_draft(selection=decided, user=architect, supersedes=record)
-    successor = sign_all(approve_all(records.start_review(record=successor, user=architect), owners), owners, dev_certs)
+        create_draft(selection=decided, user=architect, supersedes=record)
+    successor = sign_all(approve_all(start_review(record=successor, user=architect), owners), owners, dev_certs)
     record.refresh_from_db()
     assert record.status == "superseded" and successor.snapshot["lineage"]["supersedes"].endswith("v1")
 
 
 def test_wrong_passphrase_names_the_problem(decided, architect, owners, dev_certs):
-    record = approve_all(records.start_review(record=records.create_draft(selection=decided, user=architect),
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect),
                                               user=architect), owners)
     with pytest.raises(ValidationError) as excinfo:
-        records.sign(record=record, user=owners["business"], role="business",
+        sign(record=record, user=owners["business"], role="business",
                      pkcs12=dev_certs.pkcs12["business"].read_bytes(), passphrase="wrong")
     assert "pkcs12" in excinfo.value.message_dict
 
 
 def test_review_refuses_a_selection_without_a_winner(selection_with_constraints, architect):
-    record = records.create_draft(selection=selection_with_constraints, user=architect)
+    record = create_draft(selection=selection_with_constraints, user=architect)
     with pytest.raises(ValidationError):
-        records.start_review(record=record, user=architect)
+        start_review(record=record, user=architect)
 
 
 def test_records_api_lifecycle_sign_and_verify(decided, architect, owners, dev_certs, settings):
@@ -177,7 +180,7 @@ def test_a_record_reviewed_in_chinese_has_a_chinese_snapshot(decided, architect)
     from django.utils import translation
 
     with translation.override("zh-hans"):
-        record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+        record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
     assert record.snapshot["record"]["language"] == "zh-hans"
     assert "升级引擎或模型前" in record.snapshot["rollout"]["kv_format_compatibility"]
     assert record.snapshot["constraints"][0]["value"].startswith("峰值")
@@ -199,7 +202,7 @@ def test_validation_results_carry_their_charts_at_the_percentile_each_run_report
     single = BenchmarkRun.objects.get(candidate__engine__slug="sglang")
     single.points.update(ttft_ms={"p99": 640.0}, tpot_ms={"p99": 41.0})
 
-    record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
     entries = {(e["test"], e["candidate"].split()[0]): e for e in record.snapshot["validation"]}
     sweep_entry = entries[("Concurrency stress", "vLLM")]
     soak_entry = entries[("Long-run stability", "vLLM")]
@@ -214,6 +217,6 @@ def test_validation_results_carry_their_charts_at_the_percentile_each_run_report
 
 
 def test_owner_names_are_written_as_their_script_writes_them(decided, architect):
-    record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
     names = {o["role"]: o["name"] for o in record.snapshot["owners"]}
     assert names["business"] == "张伟"  # first_name 伟, last_name 张

@@ -4,16 +4,17 @@ import pytest
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import services
-from selection.evidence import documented_features, evidence_for
-from selection.scores import compute_scores
+from selection.candidates.services import add_candidate
+from selection.scoring.evidence import documented_features, evidence_for
+from selection.scoring.services import compute_scores
+from selection.setup.services import accept_scenario, set_gates
 
 
 @pytest.fixture
 def candidates(selection_with_constraints, architect, engines):
     made = []
     for slug in ("vllm", "sglang", "llama-cpp"):
-        made.append(services.add_candidate(selection=selection_with_constraints, user=architect,
+        made.append(add_candidate(selection=selection_with_constraints, user=architect,
                                            data={"engine": engines[slug], "engine_version": engines[slug].versions[0],
                                                  "gpu_count": 2}))
     return made
@@ -77,8 +78,8 @@ def test_scores_api_returns_the_breakdown(candidates, architect):
 
 def test_dashboard_shows_leader_coverage_and_next_step(client, candidates, architect):
     selection = candidates[0].selection
-    services.accept_scenario(selection=selection, user=architect)
-    services.set_gates(selection=selection, user=architect, gates={"memory": 0.1})
+    accept_scenario(selection=selection, user=architect)
+    set_gates(selection=selection, user=architect, gates={"memory": 0.1})
     add_run(candidates[0])
     compute_scores(selection)
     client.force_login(architect)

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 from weasyprint import HTML
 
-from selection import signing
-from selection.signing import SigningError
+from selection.records import signing
+from selection.records.signing import SigningError
 
 ROLES = ("business", "platform", "security", "seal")
 NAMES = {"business": "张伟", "platform": "Ada Lovelace", "security": "Sam Okafor",
@@ -118,6 +118,7 @@ def test_content_appended_after_signing_voids_every_signature(revisions, ca):
     bytes intact, so the verifier must judge the later revision itself (pdfsig only says
     "Not total document signed" here)."""
     import io
+
     from pyhanko.pdf_utils import generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 

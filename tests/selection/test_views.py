@@ -6,9 +6,10 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from selection import services
+from selection.candidates.services import add_candidate
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Gate, Membership, Selection, Team
 from selection.secretbox import decrypt
+from selection.setup.services import accept_scenario, set_gates
 
 from .web_helpers import VALID_CONSTRAINTS, make_engine, make_selection, make_user, with_constraints
 
@@ -121,7 +122,7 @@ def test_reviewer_can_view_but_not_post(client, reviewer, configured, page):
 
 
 def test_reviewer_cannot_edit_a_candidate(client, reviewer, architect, configured):
-    candidate = services.add_candidate(selection=configured, user=architect,
+    candidate = add_candidate(selection=configured, user=architect,
                                        data={"engine": make_engine(), "engine_version": "0.8.5"})
     client.force_login(reviewer)
     assert client.post(url("selection:candidate-edit", configured, candidate.pk), {"label": "x"}).status_code == 403
@@ -360,8 +361,8 @@ def test_edit_candidate_keeps_key_unless_replaced(client, architect, configured)
 # --- overview -------------------------------------------------------------------------------
 
 def test_overview_ties_it_together(client, architect, configured):
-    services.accept_scenario(selection=configured, user=architect)
-    services.set_gates(selection=configured, user=architect, gates={"memory": 0.6})
+    accept_scenario(selection=configured, user=architect)
+    set_gates(selection=configured, user=architect, gates={"memory": 0.6})
     client.force_login(architect)
     body = client.get(url("selection:detail", configured)).content.decode()
     assert "Constraints one-pager" in body and "8192" in body and "Memory allocation and reuse" in body

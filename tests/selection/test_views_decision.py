@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.html import escape
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import records
 from selection.models import AuditEntry, DecisionRecord, Membership
-from selection.signing import issue_dev_certificates
+from selection.records.services import create_draft, start_review
+from selection.records.signing import issue_dev_certificates
 
-from .web_helpers import ROLES, decided_selection, stress_run as _stress_run
+from .web_helpers import ROLES, decided_selection
+from .web_helpers import stress_run as _stress_run
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +65,7 @@ def test_comparison_shows_scores_missing_evidence_rules_and_charts(client, decid
 def test_a_criterion_without_evidence_is_missing_not_zero():
     from django.template.loader import render_to_string
 
-    from selection.views_decision import comparison_table
+    from selection.scoring.views import comparison_table
 
     result = {"winner": "1", "weights": {"cache_reuse": 0.5}, "gates": {"memory": 0.6}, "candidates": [
         {"candidate": "1", "label": "A", "rank": 1, "dimensions": {"memory": {"score": 0.5, "score_upper": 0.9}},
@@ -124,7 +125,7 @@ def test_recompute_is_for_architects_only(client, decided, architect, reviewer):
 
 
 def test_another_team_gets_404_everywhere(client, decided, architect, outsider):
-    record = records.create_draft(selection=decided, user=architect)
+    record = create_draft(selection=decided, user=architect)
     client.force_login(outsider)
     for name, args in (("selection:comparison", [decided.pk]), ("selection:records", [decided.pk]),
                        ("selection:record", [decided.pk, record.pk]), ("selection:record-pdf", [decided.pk, record.pk])):
@@ -142,7 +143,7 @@ def test_records_page_empty_state_and_reviewer_cannot_draft(client, decided, rev
 
 
 def test_review_lists_the_missing_sections(client, selection_with_constraints, architect):
-    record = records.create_draft(selection=selection_with_constraints, user=architect)
+    record = create_draft(selection=selection_with_constraints, user=architect)
     client.force_login(architect)
     response = client.post(reverse("selection:record-action", args=[selection_with_constraints.pk, record.pk]),
                            {"action": "start_review"})
@@ -151,7 +152,7 @@ def test_review_lists_the_missing_sections(client, selection_with_constraints, a
     record.refresh_from_db()
     assert record.status == "draft"
     with pytest.raises(ValidationError) as excinfo:
-        records.start_review(record=record, user=architect)
+        start_review(record=record, user=architect)
     problems = excinfo.value.message_dict["snapshot"]
     assert problems and all(f"<li>{escape(p)}</li>" in body for p in problems)
 
@@ -164,7 +165,7 @@ def test_a_record_on_simulated_evidence_carries_the_banner(client, decided, arch
     client.post(reverse("selection:records", args=[decided.pk]), {"include_simulated": "on"})
     record = DecisionRecord.objects.get(selection=decided)
     assert record.include_simulated
-    records.start_review(record=record, user=architect)
+    start_review(record=record, user=architect)
     record.refresh_from_db()
     assert record.simulated
     body = client.get(reverse("selection:record", args=[decided.pk, record.pk])).content.decode()
@@ -174,7 +175,7 @@ def test_a_record_on_simulated_evidence_carries_the_banner(client, decided, arch
 
 
 def test_only_the_named_owner_sees_and_uses_approve(client, decided, architect, owners):
-    record = records.start_review(record=records.create_draft(selection=decided, user=architect), user=architect)
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
     url = reverse("selection:record-action", args=[decided.pk, record.pk])
     business = page(client, owners["business"], "selection:record", decided.pk, record.pk).content.decode()
     assert 'name="role" value="business"' in business and 'name="role" value="platform"' not in business

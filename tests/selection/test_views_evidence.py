@@ -11,11 +11,13 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from benchmarks import services as evidence_services
 from benchmarks.models import BenchmarkRun, RunPoint
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-from selection import services
+from benchmarks.uploads import ingest
+from benchmarks.uploads.tokens import create_upload_token
+from selection.candidates.services import add_candidate
 from selection.models import AuditEntry, Membership, Team, UploadToken
+from selection.setup.services import accept_scenario, set_gates
 
 from .web_helpers import make_engine, make_selection, make_user, with_constraints
 
@@ -51,7 +53,7 @@ def selection(architect, team):
 
 @pytest.fixture
 def candidate(selection, architect):
-    return services.add_candidate(selection=selection, user=architect, data={
+    return add_candidate(selection=selection, user=architect, data={
         "engine": make_engine(), "engine_version": "0.8.5", "label": "vLLM prefix on", "model_name": "Llama-3.1-8B",
         "endpoint_url": "http://127.0.0.1:8001/v1", "gpu_model": "H100", "tensor_parallel": 1, "kv_precision": "bf16"})
 
@@ -90,7 +92,7 @@ def test_a_run_of_another_selection_is_404_even_with_a_visible_selection(client,
     elsewhere = Team.objects.create(name="Elsewhere")
     Membership.objects.create(team=elsewhere, user=architect, role=Membership.Role.ARCHITECT)
     other = make_selection(architect, elsewhere, name="Other")
-    foreign = services.add_candidate(selection=other, user=architect, data={"engine": candidate.engine,
+    foreign = add_candidate(selection=other, user=architect, data={"engine": candidate.engine,
                                                                            "engine_version": "0.8.5"})
     run = make_run(foreign)
     client.force_login(architect)
@@ -99,7 +101,7 @@ def test_a_run_of_another_selection_is_404_even_with_a_visible_selection(client,
 
 def test_reviewers_get_403_on_every_write(client, reviewer, selection, candidate):
     run = make_run(candidate)
-    token, _raw = services.create_upload_token(selection=selection, user=selection.created_by, name="ci")
+    token, _raw = create_upload_token(selection=selection, user=selection.created_by, name="ci")
     client.force_login(reviewer)
     posts = [(url("selection:validation-start", selection, candidate, "concurrency_stress"), {}),
              (url("selection:run-cancel", selection, run), {}),
@@ -195,7 +197,7 @@ def test_validation_page_shows_the_five_tests_with_editable_parameters(client, a
 
 
 def test_run_button_queues_a_run_with_edited_parameters(client, architect, selection, candidate, monkeypatch):
-    monkeypatch.setattr("benchmarks.validation.enqueue_validation", lambda run: True)
+    monkeypatch.setattr("benchmarks.validation.dispatch.enqueue_validation", lambda run: True)
     client.force_login(architect)
     page = client.get(url("selection:validation", selection, candidate))
     form = next(card["form"] for card in page.context["cards"] if card["test"] == "concurrency_stress")
@@ -342,7 +344,7 @@ def test_token_without_a_name_is_refused(client, architect, selection):
 
 
 def test_revoke_stops_the_token(client, architect, selection, candidate):
-    token, raw = services.create_upload_token(selection=selection, user=architect, name="ci")
+    token, raw = create_upload_token(selection=selection, user=architect, name="ci")
     client.force_login(architect)
     response = client.post(url("selection:token-revoke", selection, token), follow=True)
     token.refresh_from_db()
@@ -354,7 +356,7 @@ def test_revoke_stops_the_token(client, architect, selection, candidate):
 
 def test_another_selections_token_cannot_be_revoked_here(client, architect, team, selection):
     other = make_selection(architect, team, name="Other")
-    token, _raw = services.create_upload_token(selection=other, user=architect, name="ci")
+    token, _raw = create_upload_token(selection=other, user=architect, name="ci")
     client.force_login(architect)
     assert client.post(url("selection:token-revoke", selection, token)).status_code == 404
 
@@ -376,7 +378,7 @@ def upload_data(candidate, name="vllm_bench_serve.json", **extra):
 
 
 def test_upload_form_happy_path_creates_the_run(client, architect, selection, candidate, monkeypatch):
-    monkeypatch.setattr(evidence_services, "parse_bytes", lambda data, filename, fmt, slo: _fake_result())
+    monkeypatch.setattr(ingest, "parse_bytes", lambda data, filename, fmt, slo: _fake_result())
     client.force_login(architect)
     response = client.post(url("selection:result-upload", selection), upload_data(candidate))
     run = BenchmarkRun.objects.get()
@@ -410,7 +412,7 @@ def test_unrecognised_file_lists_each_format_tried(client, architect, selection,
     def refuse(data, filename, fmt, slo):
         raise Unrecognised("not a recognised benchmark result format")
 
-    monkeypatch.setattr(evidence_services, "parse_bytes", refuse)
+    monkeypatch.setattr(ingest, "parse_bytes", refuse)
     client.force_login(architect)
     response = client.post(url("selection:result-upload", selection), upload_data(candidate))
     body = response.content.decode()
@@ -436,8 +438,8 @@ def test_candidates_and_overview_link_to_capacity_and_validation(client, archite
         body = client.get(page).content.decode()
         assert url("selection:capacity", selection, candidate) in body
         assert url("selection:validation", selection, candidate) in body
-    services.accept_scenario(selection=selection, user=architect)
-    services.set_gates(selection=selection, user=architect, gates={"memory": 0.6})
+    accept_scenario(selection=selection, user=architect)
+    set_gates(selection=selection, user=architect, gates={"memory": 0.6})
     body = client.get(reverse("selection:dashboard")).content.decode()
     assert url("selection:evidence", selection) in body and "Validate the candidates" in body
 
@@ -451,7 +453,7 @@ def test_evidence_empty_states_say_what_to_do(client, architect, selection):
 
 
 def test_upload_form_preselects_the_candidate_a_link_came_from(client, architect, selection, candidate):
-    second = services.add_candidate(selection=selection, user=architect, data={"engine": candidate.engine,
+    second = add_candidate(selection=selection, user=architect, data={"engine": candidate.engine,
                                                                                "engine_version": "0.8.5", "label": "B"})
     client.force_login(architect)
     response = client.get(url("selection:uploads", selection), {"candidate": second.pk, "test": "prefix_reuse"})

@@ -7,8 +7,9 @@ import hashlib
 from django.contrib.auth import get_user_model
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import services
+from selection.candidates.services import add_candidate
 from selection.models import Engine, Membership, Team
+from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
 ROLES = ("business", "platform", "security")
@@ -32,7 +33,7 @@ def make_user(username: str, team: Team | None = None, role: str = Membership.Ro
 
 
 def make_selection(user, team: Team, name: str = "Support bot"):
-    return services.create_selection(user=user, team=team, name=name, business_owner=user,
+    return create_selection(user=user, team=team, name=name, business_owner=user,
                                      platform_owner=user, security_owner=user)
 
 
@@ -41,7 +42,7 @@ def with_constraints(selection, user, **overrides):
             "avg_output_tokens": 300, "max_output_tokens": 1024, "ttft_p95_ms": 800, "gpu_model": "H100",
             "gpu_memory_gib": 80, "gpu_count_budget": 8, "ops_team_size": 3, "target_model": "Llama-3.1-8B",
             "kv_precisions_allowed": ["bf16"], **overrides}
-    services.save_constraints(selection=selection, user=user, data=data)
+    save_constraints(selection=selection, user=user, data=data)
     selection.refresh_from_db()
     return selection
 
@@ -65,11 +66,11 @@ def stress_run(candidate, ttfts, evidence="MEASURED"):
 
 def decided_selection(architect, team, owners, engines):
     """A selection with vLLM and SGLang candidates and measured stress evidence: enough to score and draft a record."""
-    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
+    selection = create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
                                           platform_owner=owners["platform"], security_owner=owners["security"])
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
     for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
-        candidate = services.add_candidate(selection=selection, user=architect, data={
+        candidate = add_candidate(selection=selection, user=architect, data={
             "engine": engines[slug], "engine_version": engines[slug].versions[0]})
         stress_run(candidate, (ttft / 2, ttft))
     selection.refresh_from_db()

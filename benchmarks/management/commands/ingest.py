@@ -6,8 +6,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from benchmarks import services
-from benchmarks.result import TEST_NAMES
+from benchmarks.suite import TEST_IDS
+from benchmarks.uploads.ingest import IngestError, ingest_upload
 from selection.models import Candidate
 
 
@@ -17,7 +17,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file")
         parser.add_argument("--candidate", type=int, required=True)
-        parser.add_argument("--test", required=True, choices=TEST_NAMES)
+        parser.add_argument("--test", required=True, choices=TEST_IDS)
         parser.add_argument("--format", help="skip detection (see the API docs for names)")
         parser.add_argument("--label", default="")
 
@@ -29,10 +29,10 @@ class Command(BaseCommand):
         if candidate is None:
             raise CommandError(f"--candidate: no candidate with id {opts['candidate']}")
         try:
-            run, created = services.ingest_upload(candidate=candidate, data=path.read_bytes(), filename=path.name,
+            run, created = ingest_upload(candidate=candidate, data=path.read_bytes(), filename=path.name,
                                                   test=opts["test"], fmt=opts["format"], label=opts["label"],
                                                   uploader="cli", synchronous=True)
-        except services.IngestError as exc:
+        except IngestError as exc:
             raise CommandError(f"--{exc.field if exc.field != 'file' else 'file'}: {exc}") from exc
         except ValueError as exc:
             raise CommandError(f"FILE: {exc}") from exc

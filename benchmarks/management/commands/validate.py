@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.harness import safety, workloads
-from benchmarks.result import VALIDATION_TEST_NAMES
+from benchmarks.suite import RUNNABLE_TEST_IDS
 
 
 class Command(BaseCommand):
@@ -24,7 +24,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000")
         parser.add_argument("--model", required=True, help="served model name")
-        parser.add_argument("--test", required=True, choices=VALIDATION_TEST_NAMES)
+        parser.add_argument("--test", required=True, choices=RUNNABLE_TEST_IDS)
         load = parser.add_mutually_exclusive_group()
         load.add_argument("--concurrency", type=int, help="closed loop: requests kept in flight")
         load.add_argument("--rate", type=float, help="open loop: requests per second (Poisson)")

@@ -25,12 +25,15 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from benchmarks import validation
 from benchmarks.models import BenchmarkRun
-from selection import records, services
+from benchmarks.validation.dispatch import start_validation
+from selection.candidates.services import add_candidate, load_engine_catalog
+from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord, Engine, Membership, Selection, Team
-from selection.scores import compute_scores
-from selection.signing import issue_dev_certificates
+from selection.records.services import approve, create_draft, sign, start_review
+from selection.records.signing import issue_dev_certificates
+from selection.scoring.services import compute_scores
+from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates
 
 DEMO_TEAM = "Demo platform team"
 DEMO_SELECTION = "Customer-support assistant (demo)"
@@ -97,7 +100,7 @@ class Command(BaseCommand):
         self.step("Migrating the database")
         call_command("migrate", interactive=False, verbosity=0)
         self.step("Loading the engine catalog")
-        self.stdout.write(f"    {services.load_engine_catalog()} engines")
+        self.stdout.write(f"    {load_engine_catalog()} engines")
         self.step("Creating the demo users, team and sample selection")
         self.password = self.ensure_users()
         selection = self.ensure_selection()
@@ -154,15 +157,15 @@ class Command(BaseCommand):
             owners[role if role == "observer" else f"{role}_owner"] = user
         selection = Selection.objects.filter(team=team, name=DEMO_SELECTION).first()
         if selection is None:
-            selection = services.create_selection(user=architect, team=team, name=DEMO_SELECTION,
+            selection = create_selection(user=architect, team=team, name=DEMO_SELECTION,
                                                   description="A support assistant with multi-turn sessions.", **owners)
-            services.save_constraints(selection=selection, user=architect, data=dict(DEMO_CONSTRAINTS))
-            services.set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
+            save_constraints(selection=selection, user=architect, data=dict(DEMO_CONSTRAINTS))
+            set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
             selection.refresh_from_db()
-            services.accept_scenario(selection=selection, user=architect)
+            accept_scenario(selection=selection, user=architect)
             for slug, profile, _ in DEMO_CANDIDATES:
                 engine = Engine.objects.get(slug=slug)
-                services.add_candidate(selection=selection, user=architect, data={
+                add_candidate(selection=selection, user=architect, data={
                     "engine": engine, "engine_version": engine.versions[0], "label": f"{engine.name} (simulated {profile})",
                     "model_name": "kvsim-llama-3.1-8b", "gpu_model": "H100", "gpu_count": 1})
         return Selection.objects.get(pk=selection.pk)
@@ -217,7 +220,7 @@ class Command(BaseCommand):
         runs = []
         for candidate in selection.candidates.select_related("engine"):
             for test, params in DEMO_PARAMS.items():
-                runs.append(validation.start_validation(candidate=candidate, test=test, user=architect, params=params,
+                runs.append(start_validation(candidate=candidate, test=test, user=architect, params=params,
                                                         label="demo"))
         deadline = time.monotonic() + 900
         last = ""
@@ -242,14 +245,14 @@ class Command(BaseCommand):
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
         User = get_user_model()
         architect = User.objects.get(username="architect")
-        record = records.create_draft(selection=selection, user=architect, include_simulated=True,
+        record = create_draft(selection=selection, user=architect, include_simulated=True,
                                       rationale="Demonstration only: every figure comes from the simulator.")
-        record = records.start_review(record=record, user=architect)
-        for role in records.ROLES:
-            record = records.approve(record=record, user=User.objects.get(username=role), role=role,
+        record = start_review(record=record, user=architect)
+        for role in OWNER_ROLES:
+            record = approve(record=record, user=User.objects.get(username=role), role=role,
                                      comment_text="Approved for the demo.")
-        for role in records.ROLES:
-            record = records.sign(record=record, user=User.objects.get(username=role), role=role,
+        for role in OWNER_ROLES:
+            record = sign(record=record, user=User.objects.get(username=role), role=role,
                                   pkcs12=certs[role].read_bytes(), passphrase=passphrase)
             self.stdout.write(f"    signed by the {role} owner")
         return record

@@ -15,7 +15,8 @@ from typing import Iterable
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.signing import SigningError, verify_pdf
+from selection.models import DecisionRecord
+from selection.records.signing import SigningError, verify_pdf
 
 
 class Command(BaseCommand):
@@ -29,7 +30,6 @@ class Command(BaseCommand):
 
     def known_hashes(self) -> Iterable[str] | None:
         """SHA-256 of every signed PDF kvselect issued."""
-        from selection.models import DecisionRecord
 
         return set(DecisionRecord.objects.exclude(signed_sha256="").values_list("signed_sha256", flat=True))
 

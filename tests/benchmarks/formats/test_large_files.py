@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-import benchmarks.formats._common as common
+import benchmarks.formats.base as common
 from benchmarks.formats import FormatError, detect_and_parse
 from benchmarks.perf.ingest import write_aiperf, write_vllm
 

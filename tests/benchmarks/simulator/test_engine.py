@@ -7,7 +7,7 @@ import random
 import pytest
 
 from benchmarks.simulator.config import SimConfig, SimConfigError, blocks_for
-from benchmarks.simulator.engine import Engine, RequestRejected, RequestTooLarge, EngineOOM, Sequence, TokenStream
+from benchmarks.simulator.engine import Engine, EngineOOM, RequestRejected, RequestTooLarge, Sequence, TokenStream
 from benchmarks.simulator.tokens import reference_output
 
 from .helpers import Driver, small_config
