@@ -93,7 +93,9 @@ class Stats:
     @classmethod
     def from_mapping(cls, mapping: dict[str, Any] | None, scale: float = 1.0) -> "Stats":
         mapping = mapping or {}
-        return cls(**{k: (None if _clean(mapping.get(k)) is None else _clean(mapping.get(k)) * scale) for k in STAT_KEYS})
+        return cls(
+            **{k: (None if _clean(mapping.get(k)) is None else _clean(mapping.get(k)) * scale) for k in STAT_KEYS}
+        )
 
     def is_empty(self) -> bool:
         return all(getattr(self, k) is None for k in STAT_KEYS)
@@ -168,15 +170,3 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def point_from_dict(data: dict[str, Any]) -> LoadPoint:
-    """Rebuild a LoadPoint from its native dict (unknown keys go to `extra`)."""
-    known = {f for f in LoadPoint.__dataclass_fields__}
-    kwargs = {k: v for k, v in data.items() if k in known}
-    for metric in LATENCY_METRICS:
-        kwargs[metric] = Stats.from_mapping(data.get(metric))
-    extra = dict(data.get("extra") or {})
-    extra.update({k: v for k, v in data.items() if k not in known})
-    kwargs["extra"] = extra
-    return LoadPoint(**kwargs)

@@ -52,8 +52,11 @@ def kv_usage(run: BenchmarkRun) -> dict[str, list] | None:
 
 def context_rungs(run: BenchmarkRun) -> list[tuple[Any, Any]] | None:
     """Long-context ladder: (input tokens requested, TTFT p50) of each rung run alone."""
-    rungs = [((p.extra or {}).get("input_tokens_requested"), (p.ttft_ms or {}).get("p50"))
-             for p in run.points.all() if "alone" in p.label]
+    rungs = [
+        ((p.extra or {}).get("input_tokens_requested"), (p.ttft_ms or {}).get("p50"))
+        for p in run.points.all()
+        if "alone" in p.label
+    ]
     return [(tokens, ttft) for tokens, ttft in rungs if tokens] or None
 
 
@@ -90,17 +93,22 @@ def _draw_latency(data: Mapping[str, dict[str, Any]], simulated: bool, budgets: 
     series = {label: {k: d[k] for k in ("concurrency", "ttft_ms", "tpot_ms")} for label, d in data.items()}
     title = _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile}
     return title, charts.latency_vs_concurrency(
-        series, percentile=percentile, simulated=simulated, title=title,
+        series,
+        percentile=percentile,
+        simulated=simulated,
+        title=title,
         ttft_budget_ms=budgets.ttft_p95_ms if on_budget else None,
-        tpot_budget_ms=budgets.tpot_p95_ms if on_budget else None)
+        tpot_budget_ms=budgets.tpot_p95_ms if on_budget else None,
+    )
 
 
 def _draw_kv(data: Mapping[str, dict[str, list]], simulated: bool, budgets: Budgets) -> tuple[str, str]:
     series = {}
     for label, per_run in data.items():
         for name, points in per_run.items():
-            series[label if len(data) > 1 and name == KV_MAIN_SERIES else
-                   name if len(data) == 1 else f"{label} · {name}"] = points
+            series[
+                label if len(data) > 1 and name == KV_MAIN_SERIES else name if len(data) == 1 else f"{label} · {name}"
+            ] = points
     title = _("KV-cache usage over time")
     return title, charts.kv_usage_over_time(series, title=title, simulated=simulated)
 
@@ -116,8 +124,9 @@ SOAK_TITLE = gettext_noop("Latency drift during the soak")
 
 
 def _draw_prefix(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
-    return _(PREFIX_TITLE), charts.prefix_on_off(dict(data), metric=_(PREFIX_METRIC), title=_(PREFIX_TITLE),
-                                                 simulated=simulated)
+    return _(PREFIX_TITLE), charts.prefix_on_off(
+        dict(data), metric=_(PREFIX_METRIC), title=_(PREFIX_TITLE), simulated=simulated
+    )
 
 
 def _draw_soak(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
@@ -133,23 +142,52 @@ class ChartKind:
     only_series: str | None = None  # on the comparison: keep this series of each run (KV usage)
 
 
-KINDS: dict[str, ChartKind] = {kind.id: kind for kind in (
-    ChartKind("latency_vs_load", latency_vs_load, _draw_latency, gettext_noop(
-        "TTFT and TPOT against the load, from each candidate's latest run of the test; dashed lines are the "
-        "budgets (p95).")),
-    ChartKind("kv_usage", kv_usage, _draw_kv, gettext_noop(
-        "KV-cache usage over time during each candidate's concurrency stress run."), only_series=KV_MAIN_SERIES),
-    ChartKind("context_ladder", context_rungs, _draw_ladder, gettext_noop(
-        "TTFT of one long request alone, per context rung of the long-context test.")),
-    ChartKind("prefix_on_off", prefix_peaks, _draw_prefix, gettext_noop(
-        "Peak KV tokens with prefix caching on, against every request allocating its own (off).")),
-    ChartKind("soak_drift", soak_drift_points, _draw_soak, gettext_noop(
-        "TTFT p99 in the first and last window of the long-run stability test: drift shows as a slope.")),
-)}
+KINDS: dict[str, ChartKind] = {
+    kind.id: kind
+    for kind in (
+        ChartKind(
+            "latency_vs_load",
+            latency_vs_load,
+            _draw_latency,
+            gettext_noop(
+                "TTFT and TPOT against the load, from each candidate's latest run of the test; dashed lines are the "
+                "budgets (p95)."
+            ),
+        ),
+        ChartKind(
+            "kv_usage",
+            kv_usage,
+            _draw_kv,
+            gettext_noop("KV-cache usage over time during each candidate's concurrency stress run."),
+            only_series=KV_MAIN_SERIES,
+        ),
+        ChartKind(
+            "context_ladder",
+            context_rungs,
+            _draw_ladder,
+            gettext_noop("TTFT of one long request alone, per context rung of the long-context test."),
+        ),
+        ChartKind(
+            "prefix_on_off",
+            prefix_peaks,
+            _draw_prefix,
+            gettext_noop("Peak KV tokens with prefix caching on, against every request allocating its own (off)."),
+        ),
+        ChartKind(
+            "soak_drift",
+            soak_drift_points,
+            _draw_soak,
+            gettext_noop(
+                "TTFT p99 in the first and last window of the long-run stability test: drift shows as a slope."
+            ),
+        ),
+    )
+}
 
 
-def _render(kind: ChartKind, data: Mapping[str, Any], simulated: bool, budgets: Budgets,
-            where: str) -> tuple[str, str] | None:
+def _render(
+    kind: ChartKind, data: Mapping[str, Any], simulated: bool, budgets: Budgets, where: str
+) -> tuple[str, str] | None:
     try:
         return kind.draw(data, simulated, budgets)
     except (charts.ChartInputError, TypeError, ValueError):
@@ -168,15 +206,17 @@ def record_charts(run: BenchmarkRun, budgets: Budgets | None = None) -> list[dic
         data = kind.read(run)
         if data is None:
             continue
-        drawn = _render(kind, {run.candidate.display_name: data}, run.is_simulated, budgets or Budgets(),
-                        f"run {run.pk}")
+        drawn = _render(
+            kind, {run.candidate.display_name: data}, run.is_simulated, budgets or Budgets(), f"run {run.pk}"
+        )
         if drawn:
             out.append({"kind": kind.id, "title": drawn[0], "svg": drawn[1]})
     return out
 
 
-def comparison_charts(latest: Iterable[tuple[str, Mapping[str, BenchmarkRun]]],
-                      budgets: Budgets | None = None) -> list[dict[str, str]]:
+def comparison_charts(
+    latest: Iterable[tuple[str, Mapping[str, BenchmarkRun]]], budgets: Budgets | None = None
+) -> list[dict[str, str]]:
     """Each chart kind once, over every candidate's latest run of the first test listing it.
 
     `latest`: (candidate label, {test id: run}) per candidate, already filtered (SIMULATED or not).
@@ -205,4 +245,3 @@ def comparison_charts(latest: Iterable[tuple[str, Mapping[str, BenchmarkRun]]],
             if rendered:
                 out.append({"kind": kind.id, "title": rendered[0], "svg": rendered[1], "caption": _(kind.caption)})
     return out
-

@@ -44,7 +44,9 @@ class SavedFiles:
         field = artifact.file.field
         # The name is chosen first so that a write failing half-way (disk full) leaves no orphan file:
         # Django's FileSystemStorage does not remove what it wrote before the error.
-        name = field.storage.get_available_name(field.generate_filename(artifact, filename), max_length=field.max_length)
+        name = field.storage.get_available_name(
+            field.generate_filename(artifact, filename), max_length=field.max_length
+        )
         try:
             artifact.file.name = field.storage.save(name, ContentFile(data), max_length=field.max_length)
         except OSError as exc:
@@ -70,8 +72,11 @@ def requests_parquet(result: NormalizedResult) -> bytes | None:
     if result.requests is None or not len(result.requests):
         return None
 
-    table = result.requests if isinstance(result.requests, pa.Table) else pa.Table.from_pandas(
-        result.requests, preserve_index=False)
+    table = (
+        result.requests
+        if isinstance(result.requests, pa.Table)
+        else pa.Table.from_pandas(result.requests, preserve_index=False)
+    )
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     return buffer.getvalue()
@@ -79,18 +84,34 @@ def requests_parquet(result: NormalizedResult) -> bytes | None:
 
 def _write_points(run: BenchmarkRun, result: NormalizedResult) -> None:
     run.points.all().delete()
-    RunPoint.objects.bulk_create([
-        RunPoint(run=run, index=index, label=point.label[:120], concurrency=point.concurrency,
-                 request_rate=point.request_rate, achieved_concurrency=point.achieved_concurrency,
-                 duration_s=point.duration_s, requests_completed=point.requests_completed,
-                 requests_failed=point.requests_failed, ttft_ms=asdict(point.ttft_ms), tpot_ms=asdict(point.tpot_ms),
-                 itl_ms=asdict(point.itl_ms), e2e_ms=asdict(point.e2e_ms),
-                 request_throughput=point.request_throughput, output_token_throughput=point.output_token_throughput,
-                 input_token_throughput=point.input_token_throughput, error_rate=point.error_rate,
-                 goodput=point.goodput, slo_attainment=point.slo_attainment, client_bound=point.client_bound,
-                 extra=point.extra)
-        for index, point in enumerate(result.points)
-    ])
+    RunPoint.objects.bulk_create(
+        [
+            RunPoint(
+                run=run,
+                index=index,
+                label=point.label[:120],
+                concurrency=point.concurrency,
+                request_rate=point.request_rate,
+                achieved_concurrency=point.achieved_concurrency,
+                duration_s=point.duration_s,
+                requests_completed=point.requests_completed,
+                requests_failed=point.requests_failed,
+                ttft_ms=asdict(point.ttft_ms),
+                tpot_ms=asdict(point.tpot_ms),
+                itl_ms=asdict(point.itl_ms),
+                e2e_ms=asdict(point.e2e_ms),
+                request_throughput=point.request_throughput,
+                output_token_throughput=point.output_token_throughput,
+                input_token_throughput=point.input_token_throughput,
+                error_rate=point.error_rate,
+                goodput=point.goodput,
+                slo_attainment=point.slo_attainment,
+                client_bound=point.client_bound,
+                extra=point.extra,
+            )
+            for index, point in enumerate(result.points)
+        ]
+    )
 
 
 def apply_result(run: BenchmarkRun, result: NormalizedResult, files: SavedFiles, status: str) -> BenchmarkRun:
@@ -98,7 +119,12 @@ def apply_result(run: BenchmarkRun, result: NormalizedResult, files: SavedFiles,
     run.tool, run.tool_version, run.format = result.tool[:60], (result.tool_version or "")[:60], result.format[:60]
     run.evidence = result.evidence
     run.metadata, run.definitions = result.metadata, result.definitions
-    run.verdicts, run.timeseries, run.notes, run.partial = result.verdicts, result.timeseries, result.notes, result.partial
+    run.verdicts, run.timeseries, run.notes, run.partial = (
+        result.verdicts,
+        result.timeseries,
+        result.notes,
+        result.partial,
+    )
     run.status = status
     run.finished_at = timezone.now()
     run.save()
@@ -110,8 +136,9 @@ def apply_result(run: BenchmarkRun, result: NormalizedResult, files: SavedFiles,
     return run
 
 
-def store_native_result(*, run: BenchmarkRun, result: NormalizedResult, status: str,
-                        extra_files: dict[str, tuple[str, bytes]] | None = None) -> BenchmarkRun:
+def store_native_result(
+    *, run: BenchmarkRun, result: NormalizedResult, status: str, extra_files: dict[str, tuple[str, bytes]] | None = None
+) -> BenchmarkRun:
     """Store a result the harness or simulator produced for an existing run, with its native JSON."""
 
     files = SavedFiles()
@@ -130,8 +157,6 @@ def store_native_result(*, run: BenchmarkRun, result: NormalizedResult, status: 
         raise
     run.refresh_from_db()
     return run
-
-
 
 
 def save_artifact(run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:

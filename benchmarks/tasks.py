@@ -30,14 +30,21 @@ def parse_upload(run_id: int) -> str:
     return parse_stored_upload(run_id).status
 
 
-@shared_task(bind=True, name="benchmarks.tasks.run_validation", acks_late=True, reject_on_worker_lost=True,
-             max_retries=3, soft_time_limit=4 * 3600, time_limit=4 * 3600 + 120)
+@shared_task(
+    bind=True,
+    name="benchmarks.tasks.run_validation",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=3,
+    soft_time_limit=4 * 3600,
+    time_limit=4 * 3600 + 120,
+)
 def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""
     try:
         run = worker.claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
     except worker.EndpointBusy as exc:  # wait for the other test on this engine; does not use up the retries
-        raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1)
+        raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1) from exc
     if run is None:
         return "not claimed"
     try:
@@ -45,7 +52,7 @@ def run_validation(self, run_id: int) -> str:
     except EngineUnavailable as exc:
         if self.request.retries < self.max_retries:
             worker.requeue(run_id, f"waiting for the engine: {exc}")
-            raise self.retry(exc=exc, countdown=5 * 2 ** self.request.retries)
+            raise self.retry(exc=exc, countdown=5 * 2**self.request.retries) from exc
         return worker.finish_failed(run, f"engine unreachable: {exc}").status
 
 
@@ -54,8 +61,9 @@ def reap_stale_runs(now: datetime | None = None) -> list[int]:
     """Fail runs whose worker stopped sending heartbeats; queue again uploads whose parse task was lost."""
     now = now or timezone.now()
     stale = worker.reap_stale_runs(now)
-    for run in BenchmarkRun.objects.filter(status=BenchmarkRun.Status.PARSING, origin=BenchmarkRun.Origin.UPLOAD,
-                                           created_at__lt=now - UPLOAD_REQUEUE_AFTER):
+    for run in BenchmarkRun.objects.filter(
+        status=BenchmarkRun.Status.PARSING, origin=BenchmarkRun.Origin.UPLOAD, created_at__lt=now - UPLOAD_REQUEUE_AFTER
+    ):
         enqueue_parse(run)
     return stale
 

@@ -8,10 +8,14 @@ from benchmarks.validation import views as validation_views
 
 urlpatterns = [
     path("selections/<int:pk>/evidence/", run_views.evidence, name="evidence"),
-    path("selections/<int:pk>/candidates/<int:candidate_pk>/validation/", validation_views.validation,
-         name="validation"),
-    path("selections/<int:pk>/candidates/<int:candidate_pk>/validation/<slug:test>/start/",
-         validation_views.validation_start, name="validation-start"),
+    path(
+        "selections/<int:pk>/candidates/<int:candidate_pk>/validation/", validation_views.validation, name="validation"
+    ),
+    path(
+        "selections/<int:pk>/candidates/<int:candidate_pk>/validation/<slug:test>/start/",
+        validation_views.validation_start,
+        name="validation-start",
+    ),
     path("selections/<int:pk>/runs/<int:run_pk>/", run_views.run_detail, name="run"),
     path("selections/<int:pk>/runs/<int:run_pk>/progress/", run_views.run_progress, name="run-progress"),
     path("selections/<int:pk>/runs/<int:run_pk>/cancel/", run_views.run_cancel, name="run-cancel"),

@@ -34,8 +34,11 @@ logger = logging.getLogger(__name__)
 
 
 def _run(selection: Selection, run_pk: int) -> BenchmarkRun:
-    return get_object_or_404(BenchmarkRun.objects.select_related("candidate__engine", "candidate__selection"),
-                             pk=run_pk, candidate__selection=selection)
+    return get_object_or_404(
+        BenchmarkRun.objects.select_related("candidate__engine", "candidate__selection"),
+        pk=run_pk,
+        candidate__selection=selection,
+    )
 
 
 def _hx(request: HttpRequest) -> bool:
@@ -54,14 +57,26 @@ def evidence(request: HttpRequest, pk: int) -> HttpResponse:
     candidates = selection.candidates.select_related("engine").annotate(
         run_count=Count("runs", distinct=True),
         succeeded_count=Count("runs", filter=Q(runs__status=BenchmarkRun.Status.SUCCEEDED), distinct=True),
-        active_count=Count("runs", filter=~Q(runs__status__in=terminal), distinct=True))
-    runs = (BenchmarkRun.objects.filter(candidate__selection=selection).select_related("candidate__engine")
-            .order_by("-created_at", "-id")[:25])
+        active_count=Count("runs", filter=~Q(runs__status__in=terminal), distinct=True),
+    )
+    runs = (
+        BenchmarkRun.objects.filter(candidate__selection=selection)
+        .select_related("candidate__engine")
+        .order_by("-created_at", "-id")[:25]
+    )
     can_edit = selectors.can_edit(request.user, selection)
-    return render(request, "benchmarks/evidence.html", page_context(
-        request, selection, "evidence", candidates=candidates,
-        runs=[run_progress_context(selection, run, can_edit) for run in runs],
-        token_count=selection.upload_tokens.filter(revoked_at__isnull=True).count()))
+    return render(
+        request,
+        "benchmarks/evidence.html",
+        page_context(
+            request,
+            selection,
+            "evidence",
+            candidates=candidates,
+            runs=[run_progress_context(selection, run, can_edit) for run in runs],
+            token_count=selection.upload_tokens.filter(revoked_at__isnull=True).count(),
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------- validation
@@ -76,8 +91,11 @@ def run_progress(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     """The progress fragment; it keeps polling itself (htmx) until the run is terminal."""
     selection = get_selection(request, pk)
     run = _run(selection, run_pk)
-    return render(request, "benchmarks/_run_progress.html",
-                  run_progress_context(selection, run, selectors.can_edit(request.user, selection)))
+    return render(
+        request,
+        "benchmarks/_run_progress.html",
+        run_progress_context(selection, run, selectors.can_edit(request.user, selection)),
+    )
 
 
 @login_required
@@ -93,8 +111,10 @@ def run_cancel(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     elif run.is_terminal:
         messages.info(request, _("Run #%(run)s had already finished; nothing to cancel.") % {"run": run.pk})
     else:
-        messages.info(request, _("Cancel requested: run #%(run)s stops within seconds and keeps its partial data.") % {
-            "run": run.pk})
+        messages.info(
+            request,
+            _("Cancel requested: run #%(run)s stops within seconds and keeps its partial data.") % {"run": run.pk},
+        )
     return redirect("selection:run", pk=selection.pk, run_pk=run.pk)
 
 
@@ -117,26 +137,45 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     series = presentation.latency_series(run.label or run.candidate.display_name, points, percentile)
     if series:
         budgets = percentile == "p95"  # the latency budget is a p95: drawn only against p95 lines
-        latency_chart = chart_svg("latency_vs_concurrency", series=series, simulated=simulated, percentile=percentile,
-                                  ttft_budget_ms=_budget(selection, "ttft_p95_ms") if budgets else None,
-                                  tpot_budget_ms=_budget(selection, "tpot_p95_ms") if budgets else None,
-                                  title=_("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile})
+        latency_chart = chart_svg(
+            "latency_vs_concurrency",
+            series=series,
+            simulated=simulated,
+            percentile=percentile,
+            ttft_budget_ms=_budget(selection, "ttft_p95_ms") if budgets else None,
+            tpot_budget_ms=_budget(selection, "tpot_p95_ms") if budgets else None,
+            title=_("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
+        )
     kv = presentation.kv_series(run.timeseries)
-    kv_chart = chart_svg("kv_usage_over_time", series=kv, simulated=simulated,
-                         title=_("KV-cache usage over time")) if kv else ""
+    kv_chart = (
+        chart_svg("kv_usage_over_time", series=kv, simulated=simulated, title=_("KV-cache usage over time"))
+        if kv
+        else ""
+    )
     artifacts = list(run.artifacts.all())
     has_requests = any(a.kind == Artifact.Kind.REQUESTS for a in artifacts)
     api_requests = reverse("run-requests", args=[run.pk])
     context = page_context(
-        request, selection, "evidence", run=run, candidate=run.candidate, rows=rows, latency_chart=latency_chart,
-        kv_chart=kv_chart, kv_series_names=list(kv), artifacts=artifacts, has_requests=has_requests,
-        csv_url=f"{api_requests}?as=csv", parquet_url=f"{api_requests}?as=parquet",
-        definitions=presentation.definition_rows(run.definitions), kvselect_definitions=DEFINITIONS,
-        metadata=sorted((run.metadata or {}).items()), params=sorted((run.params or {}).items()),
-        verdicts=run.verdicts or [], passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
-        load_kind=rows[0]["load_kind"] if rows else "")
+        request,
+        selection,
+        "evidence",
+        run=run,
+        candidate=run.candidate,
+        rows=rows,
+        latency_chart=latency_chart,
+        kv_chart=kv_chart,
+        kv_series_names=list(kv),
+        artifacts=artifacts,
+        has_requests=has_requests,
+        csv_url=f"{api_requests}?as=csv",
+        parquet_url=f"{api_requests}?as=parquet",
+        definitions=presentation.definition_rows(run.definitions),
+        kvselect_definitions=DEFINITIONS,
+        metadata=sorted((run.metadata or {}).items()),
+        params=sorted((run.params or {}).items()),
+        verdicts=run.verdicts or [],
+        passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
+        load_kind=rows[0]["load_kind"] if rows else "",
+    )
     context["progress"] = presentation.progress_view(run.progress, run.status, run.is_terminal)
     return render(request, "benchmarks/run.html", context)
-
-
-

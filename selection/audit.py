@@ -8,10 +8,18 @@ from typing import Any
 from selection.models import AuditEntry, Selection
 
 
-def audit(selection: Selection, actor, action: str, field: str = "", old: Any = None, new: Any = None,
-          justification: str = "") -> AuditEntry:
-    return AuditEntry.objects.create(selection=selection, actor=actor, action=action, field=field,
-                                     old=jsonable(old), new=jsonable(new), justification=justification)
+def audit(
+    selection: Selection, actor, action: str, field: str = "", old: Any = None, new: Any = None, justification: str = ""
+) -> AuditEntry:
+    return AuditEntry.objects.create(
+        selection=selection,
+        actor=actor,
+        action=action,
+        field=field,
+        old=jsonable(old),
+        new=jsonable(new),
+        justification=justification,
+    )
 
 
 def jsonable(value: Any) -> Any:

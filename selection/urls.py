@@ -27,8 +27,7 @@ urlpatterns = [
     # 3: candidates and their capacity
     path("selections/<int:pk>/candidates/", candidate_views.candidates, name="candidates"),
     path("selections/<int:pk>/candidates/<int:candidate_pk>/", candidate_views.candidate_edit, name="candidate-edit"),
-    path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", capacity_views.capacity_page,
-         name="capacity"),
+    path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", capacity_views.capacity_page, name="capacity"),
     # 4: evidence (validation runs, CI uploads)
     *evidence_urls.urlpatterns,
     # 5: comparison and the decision record

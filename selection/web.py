@@ -23,8 +23,13 @@ def require_edit(request: HttpRequest, selection: Selection) -> None:
 
 
 def page_context(request: HttpRequest, selection: Selection, section: str, **extra) -> dict:
-    return {"selection": selection, "section": section, "can_edit": selectors.can_edit(request.user, selection),
-            "role": selectors.role_in(request.user, selection), **extra}
+    return {
+        "selection": selection,
+        "section": section,
+        "can_edit": selectors.can_edit(request.user, selection),
+        "role": selectors.role_in(request.user, selection),
+        **extra,
+    }
 
 
 def recent_audit(selection: Selection, limit: int = 50):
@@ -52,7 +57,7 @@ def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tu
         field = key
         for prefix in prefixes:
             if key.startswith(prefix + "."):
-                field = key[len(prefix) + 1:]
+                field = key[len(prefix) + 1 :]
         for message in messages:
             if field in form.fields:
                 form.add_error(field, message)

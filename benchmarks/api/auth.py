@@ -52,5 +52,9 @@ class UploadTokenScheme(OpenApiAuthenticationExtension):
     name = "uploadToken"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "header", "name": "Authorization",
-                "description": "Per-selection CI upload token: `Token kvs_...`"}
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "Per-selection CI upload token: `Token kvs_...`",
+        }

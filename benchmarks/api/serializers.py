@@ -25,10 +25,34 @@ class RunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BenchmarkRun
-        fields = ["id", "candidate", "test", "label", "origin", "status", "evidence", "tool", "tool_version", "format",
-                  "metadata", "definitions", "params", "verdicts", "notes", "partial", "error", "progress",
-                  "uploaded_by", "raw_sha256", "created_at", "started_at", "finished_at", "status_url", "points",
-                  "artifacts"]
+        fields = [
+            "id",
+            "candidate",
+            "test",
+            "label",
+            "origin",
+            "status",
+            "evidence",
+            "tool",
+            "tool_version",
+            "format",
+            "metadata",
+            "definitions",
+            "params",
+            "verdicts",
+            "notes",
+            "partial",
+            "error",
+            "progress",
+            "uploaded_by",
+            "raw_sha256",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "status_url",
+            "points",
+            "artifacts",
+        ]
 
     def get_status_url(self, obj) -> str:
         return f"/api/v1/runs/{obj.pk}/"

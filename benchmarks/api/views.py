@@ -38,7 +38,6 @@ def candidate_for_request(request, candidate_id: int) -> Candidate:
             raise PermissionDenied("This upload token belongs to another selection.")
         return candidate
     if not selections_for(request.user).filter(pk=candidate.selection_id).exists():
-
         raise Http404
     return candidate
 
@@ -59,13 +58,14 @@ class CandidateResultsView(APIView):
         runs = candidate.runs.prefetch_related("points", "artifacts")[:200]
         return Response(RunSummarySerializer(runs, many=True).data)
 
-    @extend_schema(request={"multipart/form-data": UploadSerializer}, responses={200: RunSerializer, 201: RunSerializer,
-                                                                                 202: RunSerializer},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)])
+    @extend_schema(
+        request={"multipart/form-data": UploadSerializer},
+        responses={200: RunSerializer, 201: RunSerializer, 202: RunSerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
+    )
     def post(self, request, candidate_id: int):
         candidate = candidate_for_request(request, candidate_id)
         if not is_upload_token(request.user):
-
             if not can_edit(request.user, candidate.selection):
                 raise PermissionDenied("Only architects (or the selection's upload tokens) can upload results.")
         upload = UploadSerializer(data=request.data)
@@ -73,14 +73,21 @@ class CandidateResultsView(APIView):
         handle = upload.validated_data["file"]
 
         if handle.size > settings.KVSELECT_MAX_UPLOAD_BYTES:
-            return Response({"file": [f"{handle.size:,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}"]},
-                            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            return Response(
+                {"file": [f"{handle.size:,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}"]},
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
         try:
             run, created = ingest_upload(
-                candidate=candidate, data=handle.read(), filename=handle.name, test=upload.validated_data["test"],
-                fmt=upload.validated_data.get("format") or None, label=upload.validated_data.get("label", ""),
+                candidate=candidate,
+                data=handle.read(),
+                filename=handle.name,
+                test=upload.validated_data["test"],
+                fmt=upload.validated_data.get("format") or None,
+                label=upload.validated_data.get("label", ""),
                 uploader=str(request.user) if is_upload_token(request.user) else request.user.get_username(),
-                idempotency_key=request.headers.get("Idempotency-Key", ""))
+                idempotency_key=request.headers.get("Idempotency-Key", ""),
+            )
         except IngestError as exc:
             return Response({exc.field: [str(exc)]}, status=exc.status)
         except StorageFailure as exc:
@@ -91,8 +98,11 @@ class CandidateResultsView(APIView):
                 body["formats_tried"] = exc.refusals
             return Response(body, status=status.HTTP_400_BAD_REQUEST)
         run = BenchmarkRun.objects.prefetch_related("points", "artifacts").get(pk=run.pk)
-        code = status.HTTP_200_OK if not created else (
-            status.HTTP_201_CREATED if run.status == BenchmarkRun.Status.SUCCEEDED else status.HTTP_202_ACCEPTED)
+        code = (
+            status.HTTP_200_OK
+            if not created
+            else (status.HTTP_201_CREATED if run.status == BenchmarkRun.Status.SUCCEEDED else status.HTTP_202_ACCEPTED)
+        )
         return Response(RunSerializer(run).data, status=code)
 
 
@@ -110,14 +120,18 @@ class RunRequestsView(APIView):
 
     allow_upload_token = True
 
-    @extend_schema(parameters=[OpenApiParameter("as", str, enum=["parquet", "csv"])], responses={(200, "application/octet-stream"): bytes})
+    @extend_schema(
+        parameters=[OpenApiParameter("as", str, enum=["parquet", "csv"])],
+        responses={(200, "application/octet-stream"): bytes},
+    )
     def get(self, request, run_id: int):
         run = run_for_request(request, run_id)
         artifact = run.artifacts.filter(kind=Artifact.Kind.REQUESTS).first()
         if artifact is None:
-            return Response({"detail": "This run has no per-request records (the file held summaries only)."}, status=404)
+            return Response(
+                {"detail": "This run has no per-request records (the file held summaries only)."}, status=404
+            )
         if request.query_params.get("as", "parquet") == "csv":
-
             with artifact.file.open("rb") as handle:
                 table = pq.read_table(handle)
             buffer = io.BytesIO()
@@ -125,8 +139,12 @@ class RunRequestsView(APIView):
             response = HttpResponse(buffer.getvalue(), content_type="text/csv")
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.csv"'
             return response
-        return FileResponse(artifact.file.open("rb"), as_attachment=True, filename=f"run-{run.pk}-requests.parquet",
-                            content_type="application/vnd.apache.parquet")
+        return FileResponse(
+            artifact.file.open("rb"),
+            as_attachment=True,
+            filename=f"run-{run.pk}-requests.parquet",
+            content_type="application/vnd.apache.parquet",
+        )
 
 
 class StartValidationSerializer(serializers.Serializer):
@@ -151,9 +169,13 @@ class CandidateValidationsView(APIView):
         serializer = StartValidationSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            run = start_validation(candidate=candidate, user=request.user, test=serializer.validated_data["test"],
-                                   params=serializer.validated_data.get("params"),
-                                   label=serializer.validated_data.get("label", ""))
+            run = start_validation(
+                candidate=candidate,
+                user=request.user,
+                test=serializer.validated_data["test"],
+                params=serializer.validated_data.get("params"),
+                label=serializer.validated_data.get("label", ""),
+            )
         except DjangoPermissionDenied as exc:
             raise PermissionDenied(str(exc)) from exc
         except RunValidationError as exc:

@@ -25,15 +25,24 @@ from benchmarks.formats.base import Format, FormatError, Source, UnrecognisedFor
 from benchmarks.formats.common import apply_slo, validate_slo
 from benchmarks.result import NormalizedResult
 
-__all__ = ["FORMATS", "Format", "FormatError", "UnrecognisedFormat", "detect", "detect_and_parse", "format_names",
-           "recompute_goodput"]
-
-
+__all__ = [
+    "FORMATS",
+    "Format",
+    "FormatError",
+    "UnrecognisedFormat",
+    "detect",
+    "detect_and_parse",
+    "format_names",
+    "recompute_goodput",
+]
 
 
 # Order matters only for tie-breaking; sniffers are written to be mutually exclusive.
-FORMATS: list[Format] = [fmt for module in (native, guidellm, aiperf, genai_perf, vllm, sglang, inference_perf, llmperf)
-                         for fmt in module.FORMATS]
+FORMATS: list[Format] = [
+    fmt
+    for module in (native, guidellm, aiperf, genai_perf, vllm, sglang, inference_perf, llmperf)
+    for fmt in module.FORMATS
+]
 
 
 def format_names() -> list[str]:

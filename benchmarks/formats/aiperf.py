@@ -74,7 +74,9 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     doc = expect_object(source.json, "(root)")
     schema = doc.get("schema_version")
     if schema is not None and (not isinstance(schema, str) or schema not in KNOWN_SCHEMAS):
-        raise FormatError(f"schema_version: unsupported aiperf schema {schema!r} (this parser reads {', '.join(KNOWN_SCHEMAS)})")
+        raise FormatError(
+            f"schema_version: unsupported aiperf schema {schema!r} (this parser reads {', '.join(KNOWN_SCHEMAS)})"
+        )
     result = NormalizedResult(tool="aiperf", format="aiperf", definitions=dict(DEFINITIONS))
     version = doc.get("aiperf_version")
     result.tool_version = version if isinstance(version, str) else None
@@ -99,8 +101,12 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
         count = metric_avg(doc, "request_count")
     osl = metric_sum(doc, "output_sequence_length", count=count)
     if latency_block and ttft_block and osl is not None and count:
-        e2e_sum = metric_sum(doc, "request_latency", unit_scale(latency_block.get("unit"), "request_latency.unit"), count)
-        ttft_sum = metric_sum(doc, "time_to_first_token", unit_scale(ttft_block.get("unit"), "time_to_first_token.unit"), count)
+        e2e_sum = metric_sum(
+            doc, "request_latency", unit_scale(latency_block.get("unit"), "request_latency.unit"), count
+        )
+        ttft_sum = metric_sum(
+            doc, "time_to_first_token", unit_scale(ttft_block.get("unit"), "time_to_first_token.unit"), count
+        )
         point.itl_ms = mean_only(pooled_itl_mean(e2e_sum, ttft_sum, osl - count))
     point.request_throughput = metric_avg(doc, "request_throughput")
     point.output_token_throughput = metric_avg(doc, "output_token_throughput")
@@ -111,7 +117,9 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
     duration = metric_block(doc, "benchmark_duration")
     if duration is not None:
         d = number(duration.get("avg"), "benchmark_duration.avg")
-        point.duration_s = None if d is None else d * unit_scale(duration.get("unit"), "benchmark_duration.unit") / 1000.0
+        point.duration_s = (
+            None if d is None else d * unit_scale(duration.get("unit"), "benchmark_duration.unit") / 1000.0
+        )
     completed = metric_avg(doc, "request_count")
     errors = metric_avg(doc, "error_request_count")
     point.requests_completed = None if completed is None else int(completed)
@@ -147,7 +155,11 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
         command = (doc.get("run_info") or {}).get("cli_command") if isinstance(doc.get("run_info"), dict) else None
         if isinstance(command, str):
             _from_cli(command, point)
-    point.label = "aiperf" + (f" concurrency={point.concurrency:g}" if point.concurrency else "") + (f" rate={point.request_rate:g}" if point.request_rate else "")
+    point.label = (
+        "aiperf"
+        + (f" concurrency={point.concurrency:g}" if point.concurrency else "")
+        + (f" rate={point.request_rate:g}" if point.request_rate else "")
+    )
     return point
 
 
@@ -193,11 +205,15 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
     telemetry = doc.get("telemetry_data")
     if isinstance(telemetry, dict) and isinstance(telemetry.get("endpoints"), dict) and telemetry["endpoints"]:
         gpus = {}
-        for url, endpoint in telemetry["endpoints"].items():
+        for endpoint in telemetry["endpoints"].values():
             if isinstance(endpoint, dict) and isinstance(endpoint.get("gpus"), dict):
                 for gpu_id, gpu in endpoint["gpus"].items():
                     if isinstance(gpu, dict):
-                        gpus[gpu_id] = {k: gpu[k] for k in ("gpu_name", "gpu_model", "gpu_uuid", "hostname") if isinstance(gpu.get(k), str)}
+                        gpus[gpu_id] = {
+                            k: gpu[k]
+                            for k in ("gpu_name", "gpu_model", "gpu_uuid", "hostname")
+                            if isinstance(gpu.get(k), str)
+                        }
         if gpus:
             result.metadata["hardware"] = gpus
     if doc.get("was_cancelled") is True or doc.get("is_complete") is False:
@@ -206,8 +222,6 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
 
 
 # --- CSV ----------------------------------------------------------------------------------------
-
-
 
 
 def sniff_csv(source: Source) -> str | None:
@@ -221,7 +235,13 @@ def sniff_csv(source: Source) -> str | None:
 
 # --- per-request JSONL --------------------------------------------------------------------------
 
-JSONL_METRICS = ("time_to_first_token", "request_latency", "inter_token_latency", "output_sequence_length", "input_sequence_length")
+JSONL_METRICS = (
+    "time_to_first_token",
+    "request_latency",
+    "inter_token_latency",
+    "output_sequence_length",
+    "input_sequence_length",
+)
 
 
 def sniff_jsonl(source: Source) -> str | None:
@@ -241,14 +261,24 @@ def _jsonl_schema() -> Any:
     import pyarrow as pa
 
     metric = lambda t: pa.struct([("value", t), ("unit", pa.string())])  # noqa: E731
-    return pa.schema([
-        ("metadata", pa.struct([
-            ("x_request_id", pa.string()), ("request_start_ns", pa.int64()), ("request_end_ns", pa.int64()),
-            ("benchmark_phase", pa.string()), ("was_cancelled", pa.bool_()),
-        ])),
-        ("metrics", pa.struct([(name, metric(pa.float64())) for name in JSONL_METRICS])),
-        ("error", pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())])),
-    ])
+    return pa.schema(
+        [
+            (
+                "metadata",
+                pa.struct(
+                    [
+                        ("x_request_id", pa.string()),
+                        ("request_start_ns", pa.int64()),
+                        ("request_end_ns", pa.int64()),
+                        ("benchmark_phase", pa.string()),
+                        ("was_cancelled", pa.bool_()),
+                    ]
+                ),
+            ),
+            ("metrics", pa.struct([(name, metric(pa.float64())) for name in JSONL_METRICS])),
+            ("error", pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())])),
+        ]
+    )
 
 
 def read_jsonl_table(data: bytes) -> Any:
@@ -277,8 +307,12 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     meta = table.column("metadata").combine_chunks()
     metrics = table.column("metrics").combine_chunks()
     error = table.column("error").combine_chunks()
-    strings = {"metadata.x_request_id": meta.field("x_request_id"), "metadata.benchmark_phase": meta.field("benchmark_phase"),
-               "error.type": error.field("type"), "error.message": error.field("message")}
+    strings = {
+        "metadata.x_request_id": meta.field("x_request_id"),
+        "metadata.benchmark_phase": meta.field("benchmark_phase"),
+        "error.type": error.field("type"),
+        "error.message": error.field("message"),
+    }
     strings.update({f"metrics.{name}.unit": metrics.field(name).field("unit") for name in JSONL_METRICS})
     for name, column in strings.items():
         try:
@@ -316,7 +350,8 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     if error.null_count < n:
         etype = error.field("type").to_numpy(zero_copy_only=False)
         emsg = error.field("message").to_numpy(zero_copy_only=False)
-        messages = np.where(ok, None, np.array([f"{t}: {m}" if t else m for t, m in zip(etype, emsg)], dtype=object))
+        texts = [f"{t}: {m}" if t else m for t, m in zip(etype, emsg, strict=False)]
+        messages = np.where(ok, None, np.array(texts, dtype=object))
     frame = request_frame(
         {
             "point": np.zeros(n, dtype=np.int32),
@@ -338,28 +373,40 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     result = NormalizedResult(tool="aiperf", format="aiperf-jsonl", definitions=dict(DEFINITIONS))
     result.metadata["layout"] = "aiperf profile_export.jsonl (per-request records)"
     okf = frame["ok"].to_numpy(dtype=bool)
-    ends = (starts[keep] / 1e9 + np.nan_to_num(frame["e2e_ms"].to_numpy(dtype=float)) / 1000.0)
+    ends = starts[keep] / 1e9 + np.nan_to_num(frame["e2e_ms"].to_numpy(dtype=float)) / 1000.0
     duration = float(ends.max() - starts[keep].min() / 1e9) if len(frame) else None
-    point = LoadPoint(label="aiperf", duration_s=duration, requests_completed=int(okf.sum()), requests_failed=int((~okf).sum()))
+    point = LoadPoint(
+        label="aiperf", duration_s=duration, requests_completed=int(okf.sum()), requests_failed=int((~okf).sum())
+    )
     point.ttft_ms = stats_from_array(frame["ttft_ms"].to_numpy(dtype=float)[okf])
     point.tpot_ms = stats_from_array(frame["tpot_ms"].to_numpy(dtype=float)[okf])
     point.e2e_ms = stats_from_array(frame["e2e_ms"].to_numpy(dtype=float)[okf])
     t, e, f = (frame[c].to_numpy(dtype=float)[okf] for c in ("output_tokens", "e2e_ms", "ttft_ms"))
     valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
     if valid.any():
-        point.itl_ms = mean_only(pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum())))
+        point.itl_ms = mean_only(
+            pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum()))
+        )
     if duration:
         point.request_throughput = point.requests_completed / duration
         total_out = float(np.nansum(t))
         point.output_token_throughput = total_out / duration if np.isfinite(t).any() else None
     result.requests = frame
     result.points.append(point)
-    result.notes.append("summary statistics recomputed from per-request records; throughput over first start -> last end")
+    result.notes.append(
+        "summary statistics recomputed from per-request records; throughput over first start -> last end"
+    )
     return finish(result, slo)
 
 
 FORMATS = [
     Format("aiperf", "aiperf", "aiperf profile_export_aiperf.json (schema 1.0-1.5)", sniff_json, parse_json),
-    Format("aiperf-csv", "aiperf", "aiperf profile_export_aiperf.csv (several tables)", sniff_csv, lambda s, slo: parse_metric_csv(s, slo, "aiperf", DEFINITIONS)),
+    Format(
+        "aiperf-csv",
+        "aiperf",
+        "aiperf profile_export_aiperf.csv (several tables)",
+        sniff_csv,
+        lambda s, slo: parse_metric_csv(s, slo, "aiperf", DEFINITIONS),
+    ),
     Format("aiperf-jsonl", "aiperf", "aiperf profile_export.jsonl (per-request records)", sniff_jsonl, parse_jsonl),
 ]

@@ -19,6 +19,7 @@ from benchmarks.result import NormalizedResult
 MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
 LARGE_FILE = 8 * 1024 * 1024  # above this, sniffers look only at the first 64 KiB
 
+
 class FormatError(ValueError):
     """A file of a recognised format that cannot be read; the message names the key path."""
 
@@ -162,6 +163,7 @@ class Source:
             return True
         except FormatError:
             return False
+
 
 @dataclass(frozen=True)
 class Format:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.formats.base import FormatError, type_name
-from benchmarks.result import REQUEST_COLUMNS, LoadPoint, NormalizedResult, Stats
+from benchmarks.result import REQUEST_COLUMNS, NormalizedResult, Stats
 
 MAX_METADATA_DEPTH = 8
 
@@ -61,7 +61,9 @@ def number(value: Any, path: str, allow_none: bool = True, allow_inf: bool = Fal
     return number_
 
 
-def get_number(mapping: dict[str, Any], key: str, path: str, required: bool = False, allow_inf: bool = False) -> float | None:
+def get_number(
+    mapping: dict[str, Any], key: str, path: str, required: bool = False, allow_inf: bool = False
+) -> float | None:
     if required:
         return number(require(mapping, key, path), join(path, key), allow_none=False, allow_inf=allow_inf)
     return number(mapping.get(key), join(path, key), allow_inf=allow_inf)
@@ -88,15 +90,6 @@ def get_list(mapping: dict[str, Any], key: str, path: str, required: bool = Fals
         return expect_list(require(mapping, key, path), join(path, key))
     value = mapping.get(key)
     return None if value is None else expect_list(value, join(path, key))
-
-
-def get_str(mapping: dict[str, Any], key: str, path: str) -> str | None:
-    value = mapping.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise FormatError(f"{join(path, key)}: expected a string, got {type_name(value)}")
-    return value
 
 
 def scaled_stats(mapping: dict[str, Any] | None, path: str, scale: float, keys: dict[str, str]) -> Stats:
@@ -177,14 +170,6 @@ def per_request_tpot(e2e_ms: np.ndarray, ttft_ms: np.ndarray, output_tokens: np.
     tokens = np.asarray(output_tokens, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(tokens > 1, (e2e_ms - ttft_ms) / (tokens - 1), np.nan)
-
-
-def stats_from_requests(frame: pd.DataFrame, point: LoadPoint, fill: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")) -> None:
-    """Fill still-empty latency stats of `point` from successful per-request rows."""
-    ok = frame[frame["ok"].astype(bool)]
-    for metric in fill:
-        if getattr(point, metric).is_empty() and metric in ok and ok[metric].notna().any():
-            setattr(point, metric, stats_from_array(ok[metric].to_numpy(dtype=float)))
 
 
 # --- SLO recomputation ----------------------------------------------------------------------
@@ -269,4 +254,3 @@ def finish(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedRe
             total = point.requests_completed + point.requests_failed
             point.error_rate = point.requests_failed / total if total else None
     return apply_slo(result, slo)
-

@@ -84,7 +84,9 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     point.requests_completed = None if count is None else int(count)
     osl = metric_avg(doc, "output_sequence_length")
     if count and osl is not None and point.e2e_ms.mean is not None and point.ttft_ms.mean is not None:
-        point.itl_ms = mean_only(pooled_itl_mean(point.e2e_ms.mean * count, point.ttft_ms.mean * count, (osl - 1) * count))
+        point.itl_ms = mean_only(
+            pooled_itl_mean(point.e2e_ms.mean * count, point.ttft_ms.mean * count, (osl - 1) * count)
+        )
     config = doc.get("input_config")
     if isinstance(config, dict):
         names = config.get("model_names") or config.get("model")
@@ -176,12 +178,19 @@ def parse_raw(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
             point.request_throughput = point.requests_completed / point.duration_s
         point.ttft_ms = stats_from_array(ttft[ok])
         point.e2e_ms = stats_from_array(e2e[ok])
-        frames.append(request_frame({
-            "point": np.full(n, index, dtype=np.int32),
-            "start_s": start / 1e9,
-            "ttft_ms": ttft, "e2e_ms": e2e, "ok": ok,
-            "error": np.where(ok, None, "no response"),
-        }, n))
+        frames.append(
+            request_frame(
+                {
+                    "point": np.full(n, index, dtype=np.int32),
+                    "start_s": start / 1e9,
+                    "ttft_ms": ttft,
+                    "e2e_ms": e2e,
+                    "ok": ok,
+                    "error": np.where(ok, None, "no response"),
+                },
+                n,
+            )
+        )
         result.points.append(point)
     if frames:
         result.requests = pd.concat(frames, ignore_index=True)
@@ -199,6 +208,18 @@ def sniff_csv(source: Source) -> str | None:
 
 FORMATS = [
     Format("genai-perf", "genai-perf", "genai-perf profile_export_genai_perf.json", sniff_json, parse_json),
-    Format("genai-perf-csv", "genai-perf", "genai-perf profile_export_genai_perf.csv", sniff_csv, lambda s, slo: parse_metric_csv(s, slo, "genai-perf", DEFINITIONS)),
-    Format("perf-analyzer-raw", "perf_analyzer", "perf_analyzer / genai-perf raw profile_export.json (ns timestamps)", sniff_raw, parse_raw),
+    Format(
+        "genai-perf-csv",
+        "genai-perf",
+        "genai-perf profile_export_genai_perf.csv",
+        sniff_csv,
+        lambda s, slo: parse_metric_csv(s, slo, "genai-perf", DEFINITIONS),
+    ),
+    Format(
+        "perf-analyzer-raw",
+        "perf_analyzer",
+        "perf_analyzer / genai-perf raw profile_export.json (ns timestamps)",
+        sniff_raw,
+        parse_raw,
+    ),
 ]

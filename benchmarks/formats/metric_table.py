@@ -22,6 +22,7 @@ STAT_MAP = {"mean": "avg", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99
 AIPERF_CSV_MARKERS = ("Inter Chunk Latency", "Credit", "Error Request Count", "Error Input Sequence Length")
 CSV_LATENCY = {"Time to First Token": "ttft_ms", "Inter Token Latency": "tpot_ms", "Request Latency": "e2e_ms"}
 
+
 def unit_scale(unit: Any, path: str) -> float:
     if not isinstance(unit, str):
         raise FormatError(f"{path}: expected a unit string, got {type_name(unit)}")
@@ -85,7 +86,9 @@ def unit_of(name: str) -> tuple[str, str | None]:
     return name.strip(), None
 
 
-def parse_metric_csv(source: Source, slo: dict[str, Any] | None, tool: str, definitions: dict[str, str]) -> NormalizedResult:
+def parse_metric_csv(
+    source: Source, slo: dict[str, Any] | None, tool: str, definitions: dict[str, str]
+) -> NormalizedResult:
     """The `Metric,avg,...` CSV table (plus its `Metric,Value` tables) that aiperf and genai-perf both write."""
     try:
         tables = csv_tables(source.text)
@@ -102,7 +105,7 @@ def parse_metric_csv(source: Source, slo: dict[str, Any] | None, tool: str, defi
         if len(row) != len(header):
             raise FormatError(f"CSV table 1 line {line}: has {len(row)} columns, header has {len(header)}")
         name, unit = unit_of(row[0])
-        cells = dict(zip(header, row))
+        cells = dict(zip(header, row, strict=False))
         target = CSV_LATENCY.get(name)
         if target is None and name != "Inter Chunk Latency":
             continue
@@ -116,9 +119,13 @@ def parse_metric_csv(source: Source, slo: dict[str, Any] | None, tool: str, defi
             try:
                 v = float(raw)
             except ValueError:
-                raise FormatError(f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a number, got {raw[:30]!r}") from None
+                raise FormatError(
+                    f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a number, got {raw[:30]!r}"
+                ) from None
             if not math.isfinite(v):
-                raise FormatError(f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a finite number, got {raw!r}")
+                raise FormatError(
+                    f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a finite number, got {raw!r}"
+                )
             values[ours] = v * scale
         if target is None:
             point.extra["itl_chunk_ms"] = values
@@ -134,7 +141,9 @@ def parse_metric_csv(source: Source, slo: dict[str, Any] | None, tool: str, defi
             try:
                 value = float(row[1])
             except ValueError:
-                raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}") from None
+                raise FormatError(
+                    f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}"
+                ) from None
             if not math.isfinite(value):
                 raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a finite number")
             key = name.lower()

@@ -47,11 +47,35 @@ from benchmarks.result import (
 )
 from benchmarks.suite import TEST_IDS
 
-TOP_KEYS = {"schema", "tool", "tool_version", "evidence", "test", "metadata", "definitions", "points",
-            "timeseries", "verdicts", "notes", "partial", "requests", "format"}
+TOP_KEYS = {
+    "schema",
+    "tool",
+    "tool_version",
+    "evidence",
+    "test",
+    "metadata",
+    "definitions",
+    "points",
+    "timeseries",
+    "verdicts",
+    "notes",
+    "partial",
+    "requests",
+    "format",
+}
 REQUIRED = ("schema", "tool", "evidence", "points")
-POINT_NUMBERS = ("concurrency", "request_rate", "achieved_concurrency", "duration_s", "request_throughput",
-                 "output_token_throughput", "input_token_throughput", "error_rate", "goodput", "slo_attainment")
+POINT_NUMBERS = (
+    "concurrency",
+    "request_rate",
+    "achieved_concurrency",
+    "duration_s",
+    "request_throughput",
+    "output_token_throughput",
+    "input_token_throughput",
+    "error_rate",
+    "goodput",
+    "slo_attainment",
+)
 POINT_INTS = ("requests_completed", "requests_failed")
 POINT_KEYS = set(LoadPoint.__dataclass_fields__)
 NUMERIC_COLUMNS = ("start_s", "ttft_ms", "tpot_ms", "itl_ms_mean", "e2e_ms", "prompt_tokens", "output_tokens")
@@ -73,7 +97,11 @@ def _string(doc: dict[str, Any], key: str, path: str, required: bool = False) ->
     value = doc.get(key)
     if value is None:
         if required:
-            raise FormatError(f"{join(path, key)}: missing required key" if key not in doc else f"{join(path, key)}: expected a string, got null")
+            raise FormatError(
+                f"{join(path, key)}: missing required key"
+                if key not in doc
+                else f"{join(path, key)}: expected a string, got null"
+            )
         return None
     if not isinstance(value, str):
         raise FormatError(f"{join(path, key)}: expected a string, got {type_name(value)}")
@@ -145,7 +173,12 @@ def _requests(value: Any, n_points: int) -> Any:
             if np.isinf(array).any():
                 raise FormatError(f"{path}: non-finite number")
             if key == "point":
-                if np.isnan(array).any() or (array != np.round(array)).any() or (array < 0).any() or (array >= max(n_points, 1)).any():
+                if (
+                    np.isnan(array).any()
+                    or (array != np.round(array)).any()
+                    or (array < 0).any()
+                    or (array >= max(n_points, 1)).any()
+                ):
                     raise FormatError(f"{path}: every row must name a point index 0..{n_points - 1}")
                 array = array.astype(np.int32)
             columns[key] = array

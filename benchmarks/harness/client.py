@@ -85,7 +85,7 @@ class SSEParser:
         if cut < 0:
             self._buffer = buffer + held
             return b""
-        self._buffer = buffer[cut + 2:] + held
+        self._buffer = buffer[cut + 2 :] + held
         return buffer[: cut + 2]
 
     @staticmethod
@@ -343,16 +343,24 @@ class OpenAIClient:
         if use_raw:
             host = parts.hostname or "127.0.0.1"
             port = parts.port or 80
-            self._raw = RawHTTPPool(host, port, keep_alive=keep_alive, connect_timeout_s=connect_timeout_s,
-                                    kernel_timestamps=kernel_timestamps)
+            self._raw = RawHTTPPool(
+                host,
+                port,
+                keep_alive=keep_alive,
+                connect_timeout_s=connect_timeout_s,
+                kernel_timestamps=kernel_timestamps,
+            )
             host_header = parts.netloc.rsplit("@", 1)[-1]
             auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
             prefix = parts.path.rstrip("/")
             self._raw_head_template = (
-                "POST " + prefix.replace("{", "{{").replace("}", "}}") + "{path} HTTP/1.1\r\nHost: "
+                "POST "
+                + prefix.replace("{", "{{").replace("}", "}}")
+                + "{path} HTTP/1.1\r\nHost: "
                 + host_header.replace("{", "{{").replace("}", "}}")
                 + "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {length}\r\n"
-                + auth.replace("{", "{{").replace("}", "}}") + "\r\n"
+                + auth.replace("{", "{{").replace("}", "}}")
+                + "\r\n"
             )
         self._session: aiohttp.ClientSession | None = None
 
@@ -360,8 +368,13 @@ class OpenAIClient:
         """How response times were taken (kernel receive stamps or user space), for a run's metadata."""
         if self._raw is not None:
             return {"transport": "raw", **self._raw.timestamping()}
-        return {"transport": "aiohttp", "receive_clock": "user space", "kernel_stamped_read_fraction": None,
-                "reads": None, "unstamped_reads": None}
+        return {
+            "transport": "aiohttp",
+            "receive_clock": "user space",
+            "kernel_stamped_read_fraction": None,
+            "reads": None,
+            "unstamped_reads": None,
+        }
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIClient({self.base_url!r}, model={self.model!r})"
@@ -375,8 +388,9 @@ class OpenAIClient:
 
     async def open(self) -> None:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300,
-                                             force_close=not self.keep_alive)
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, ttl_dns_cache=300, force_close=not self.keep_alive
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=False
             )
@@ -460,7 +474,12 @@ class OpenAIClient:
             _fail(record, "timeout", "no data within the read timeout")
         except aiohttp.ClientConnectorError as exc:
             _fail(record, "connect", str(exc))
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError) as exc:
+        except (
+            aiohttp.ClientPayloadError,
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientOSError,
+            ConnectionError,
+        ) as exc:
             _fail(record, "disconnect", f"{type(exc).__name__}: {exc}")
         except aiohttp.ClientError as exc:
             _fail(record, "client", f"{type(exc).__name__}: {exc}")
@@ -534,7 +553,6 @@ class OpenAIClient:
         recorder.finish(last_data)
 
 
-
 class StreamRecorder:
     """Turns the bytes of one SSE response into a RequestRecord, read by read.
 
@@ -551,8 +569,10 @@ class StreamRecorder:
         self.record, self.api, self.keep_text, self.abort_after = record, api, keep_text, abort_after
         self.parser = SSEParser()
         key = b'"content":' if api == "chat" else b'"text":'
-        self.marker_sets = ((key + b'"', key + b'""', b'"finish_reason":null'),
-                            (key[:-1] + b': "', key[:-1] + b': ""', b'"finish_reason": null'))
+        self.marker_sets = (
+            (key + b'"', key + b'""', b'"finish_reason":null'),
+            (key[:-1] + b': "', key[:-1] + b': ""', b'"finish_reason": null'),
+        )
         self.last_data: float | None = None
 
     def feed(self, now: float, data: bytes) -> bool:
@@ -580,8 +600,11 @@ class StreamRecorder:
             events = head.count(b"\n\n")
             if events and head.count(b"\n") == 2 * events and head.count(b"data: ") == events:
                 for content_marker, empty_marker, null_marker in self.marker_sets:
-                    if (head.count(null_marker) == events and head.count(content_marker) == events
-                            and empty_marker not in head):
+                    if (
+                        head.count(null_marker) == events
+                        and head.count(content_marker) == events
+                        and empty_marker not in head
+                    ):
                         if record.first_token_time is None:
                             record.first_token_time = now
                         record.chunk_times.extend([now] * events)

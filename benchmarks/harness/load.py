@@ -60,9 +60,13 @@ class LoadConfig:
         if self.mode not in ("closed", "open"):
             raise LoadConfigError(f"load.mode: must be 'closed' or 'open', got {self.mode!r}")
         if self.mode == "closed" and (not isinstance(self.concurrency, int) or self.concurrency < 1):
-            raise LoadConfigError(f"load.concurrency: must be a positive integer for a closed loop, got {self.concurrency!r}")
+            raise LoadConfigError(
+                f"load.concurrency: must be a positive integer for a closed loop, got {self.concurrency!r}"
+            )
         if self.mode == "open" and (self.rate is None or not self.rate > 0 or not math.isfinite(self.rate)):
-            raise LoadConfigError(f"load.rate: must be a positive number of requests/s for an open loop, got {self.rate!r}")
+            raise LoadConfigError(
+                f"load.rate: must be a positive number of requests/s for an open loop, got {self.rate!r}"
+            )
         if self.duration_s is None and self.max_requests is None:
             raise LoadConfigError("load.duration_s: give a duration or load.max_requests (neither was set)")
         if self.duration_s is not None and not self.duration_s > 0:
@@ -408,7 +412,8 @@ async def run_load(
     # a few unstamped reads (the kernel's stamping may switch on just after the first packets)
     # do not make the run's times loop-dependent; many do
     kernel_clock = clock["receive_clock"].startswith("kernel") and (clock["unstamped_reads"] or 0) <= max(
-        5, 0.01 * (clock["reads"] or 0))
+        5, 0.01 * (clock["reads"] or 0)
+    )
     _judge(outcome, measured_sends, lateness, lags, kernel_clock)
     return outcome
 
@@ -430,8 +435,9 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(int(math.ceil(q / 100.0 * len(ordered))) - 1, len(ordered) - 1)] if ordered else None
 
 
-def _judge(outcome: LoadOutcome, sends: list[float], lateness: list[float], lags: list[float],
-           kernel_clock: bool = False) -> None:
+def _judge(
+    outcome: LoadOutcome, sends: list[float], lateness: list[float], lags: list[float], kernel_clock: bool = False
+) -> None:
     """Decide whether the client kept the requested load; say why not.
 
     `kernel_clock`: response times came from the kernel's receive stamps, so a lagging loop did
@@ -509,7 +515,9 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
         e2e_ms=Stats.from_values(r.e2e_ms for r in completed),
         request_throughput=len(completed) / window if window else None,
         output_token_throughput=output_tokens / window if window else None,
-        input_token_throughput=prompt_tokens / window if window and any(r.prompt_tokens is not None for r in completed) else None,
+        input_token_throughput=prompt_tokens / window
+        if window and any(r.prompt_tokens is not None for r in completed)
+        else None,
         error_rate=len(failed) / len(finished) if finished else None,
         client_bound=outcome.client_bound,
         extra={
@@ -523,7 +531,9 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
             "loop_lag_ms_p99": outcome.loop_lag_ms_p99,
             "client_cpu_s": round(outcome.client_cpu_s, 3),
             "client_bound_reasons": list(outcome.client_bound_reasons),
-            "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed)) if completed else None,
+            "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed))
+            if completed
+            else None,
             "warmup_requests": len(outcome.warmup),
         },
     )

@@ -191,8 +191,11 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                         "created": created,
                         "model": body.get("model"),
                         "choices": [choice],
-                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
-                                  "total_tokens": prompt_tokens + max_tokens},
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": max_tokens,
+                            "total_tokens": prompt_tokens + max_tokens,
+                        },
                     }
                 )
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -202,7 +205,9 @@ def build_app(config: MockConfig | None = None) -> web.Application:
             separators = (",", ":") if config.compact_json else None
             # batched: a zero-delay stream written in one piece (the mock spends its CPU on serving,
             # not on per-token writes; the client still parses every event)
-            batch: list[bytes] | None = [] if config.write_mode == "batched" and ttft <= 0 and config.itl_s <= 0 else None
+            batch: list[bytes] | None = (
+                [] if config.write_mode == "batched" and ttft <= 0 and config.itl_s <= 0 else None
+            )
             sent = 0
             while sent < max_tokens:
                 due = start + ttft + config.itl_s * sent
@@ -217,7 +222,7 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                     await response.write(b"data: " + json.dumps(error).encode() + b"\n\n")
                     return response
                 count = min(step, max_tokens - sent)
-                piece = " ".join(output[sent:sent + count]) + " "
+                piece = " ".join(output[sent : sent + count]) + " "
                 sent += count
                 last = sent >= max_tokens
                 choice: dict[str, Any] = (
@@ -225,8 +230,13 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                     if chat
                     else {"index": 0, "text": piece, "finish_reason": "length" if last else None}
                 )
-                chunk: dict[str, Any] = {"id": "mock", "object": obj_type, "created": created,
-                                         "model": body.get("model"), "choices": [choice]}
+                chunk: dict[str, Any] = {
+                    "id": "mock",
+                    "object": obj_type,
+                    "created": created,
+                    "model": body.get("model"),
+                    "choices": [choice],
+                }
                 if config.usage_in_chunks:
                     chunk["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": sent}
                 data = b"data: " + json.dumps(chunk, separators=separators).encode() + b"\n\n"
@@ -245,10 +255,17 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                     state.true_ttft_ms[str(body["kvselect_request_id"])] = (first_written - start_wall) * 1000.0
                     state.true_times[str(body["kvselect_request_id"])] = (start_wall, first_written)
                 usage_chunk = {
-                    "id": "mock", "object": obj_type, "created": created, "model": body.get("model"), "choices": [],
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
-                              "total_tokens": prompt_tokens + max_tokens,
-                              "prompt_tokens_details": {"cached_tokens": cached}},
+                    "id": "mock",
+                    "object": obj_type,
+                    "created": created,
+                    "model": body.get("model"),
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": max_tokens,
+                        "total_tokens": prompt_tokens + max_tokens,
+                        "prompt_tokens_details": {"cached_tokens": cached},
+                    },
                     "mock": {"ttft_ms": None if first_written is None else (first_written - start_wall) * 1000.0},
                 }
                 await response.write(b"data: " + json.dumps(usage_chunk).encode() + b"\n\n")
@@ -326,5 +343,13 @@ def serve_forever(config: MockConfig, host: str = "127.0.0.1", port: int = 8000,
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:
         pass
-    web.run_app(build_app(config), host=host, port=port, access_log=None, print=None,
-                reuse_port=reuse_port, backlog=4096, handler_cancellation=True)
+    web.run_app(
+        build_app(config),
+        host=host,
+        port=port,
+        access_log=None,
+        print=None,
+        reuse_port=reuse_port,
+        backlog=4096,
+        handler_cancellation=True,
+    )

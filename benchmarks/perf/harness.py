@@ -5,7 +5,8 @@ request; single process and the multi-process mode), the concurrency actually he
 (seen by the client and by the server), and TTFT fidelity (true TTFT 50 ms, ITL 10 ms,
 concurrency 64: each request's client TTFT against the wire mock's own, from the kernel stamp of
 the request's arrival to the send of its first token, so the error is the client's alone; kvselect
-on its kernel receive stamps, on its user-space clock, and a bare aiohttp loop). A bare aiohttp loop runs side by side against the same mock as a measured peer; vLLM's
+on its kernel receive stamps, on its user-space clock, and a bare aiohttp loop). A bare aiohttp loop
+runs side by side against the same mock as a measured peer; vLLM's
 `vllm bench serve` and guidellm are not installable quickly here (CUDA wheels / heavy deps), so
 their figures are printed from REFERENCE.md, labelled as reference values.
 
@@ -59,8 +60,10 @@ def start_mock(config: MockConfig | WireMockConfig, processes: int = 1) -> tuple
     if isinstance(config, WireMockConfig):
         procs = [ctx.Process(target=serve_wire_mock, args=(config, "127.0.0.1", port), daemon=True)]
     else:
-        procs = [ctx.Process(target=serve_forever, args=(config, "127.0.0.1", port, processes > 1), daemon=True)
-                 for _ in range(processes)]
+        procs = [
+            ctx.Process(target=serve_forever, args=(config, "127.0.0.1", port, processes > 1), daemon=True)
+            for _ in range(processes)
+        ]
     for proc in procs:
         proc.start()
     url = f"http://127.0.0.1:{port}"
@@ -85,22 +88,37 @@ def stop_mock(procs: list[multiprocessing.Process]) -> None:
 
 
 def _spec(index: int, tokens: int) -> RequestSpec:
-    return RequestSpec(prompt=f"benchmark prompt {index}", max_tokens=tokens, request_id=str(index),
-                       extra_body={"kvselect_request_id": str(index)})
+    return RequestSpec(
+        prompt=f"benchmark prompt {index}",
+        max_tokens=tokens,
+        request_id=str(index),
+        extra_body={"kvselect_request_id": str(index)},
+    )
 
 
-async def harness_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0,
-                      kernel_timestamps: bool = True) -> dict[str, Any]:
+async def harness_run(
+    url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0, kernel_timestamps: bool = True
+) -> dict[str, Any]:
     async with OpenAIClient(url, "mock", kernel_timestamps=kernel_timestamps) as client:
         cpu0 = time.process_time()
-        outcome = await run_load(client, lambda i: _spec(i + id_offset, tokens),
-                                 LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10))
+        outcome = await run_load(
+            client,
+            lambda i: _spec(i + id_offset, tokens),
+            LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10),
+        )
         cpu = time.process_time() - cpu0
     done = [r for r in outcome.records if r.ok and r.output_tokens == tokens]
-    return {"completed": len(done), "failed": sum(1 for r in outcome.records if not r.ok), "cpu_s": cpu,
-            "wall_s": outcome.duration_s, "achieved_concurrency": outcome.achieved_concurrency,
-            "client_bound": outcome.client_bound, "reasons": outcome.client_bound_reasons,
-            "ttft": {r.request_id: r.ttft_ms for r in done}, "timestamping": client.timestamping()}
+    return {
+        "completed": len(done),
+        "failed": sum(1 for r in outcome.records if not r.ok),
+        "cpu_s": cpu,
+        "wall_s": outcome.duration_s,
+        "achieved_concurrency": outcome.achieved_concurrency,
+        "client_bound": outcome.client_bound,
+        "reasons": outcome.client_bound_reasons,
+        "ttft": {r.request_id: r.ttft_ms for r in done},
+        "timestamping": client.timestamping(),
+    }
 
 
 async def bare_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0) -> dict[str, Any]:
@@ -109,17 +127,26 @@ async def bare_run(url: str, concurrency: int, duration_s: float, tokens: int, i
     ttft: dict[str, float] = {}
     counter = [id_offset]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
         async def worker() -> None:
             while time.perf_counter() < stop_at:
                 counter[0] += 1
                 rid = str(counter[0])
-                body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": f"p {rid}"}],
-                                   "max_tokens": tokens, "stream": True, "kvselect_request_id": rid,
-                                   "stream_options": {"include_usage": True}}).encode()
+                body = json.dumps(
+                    {
+                        "model": "mock",
+                        "messages": [{"role": "user", "content": f"p {rid}"}],
+                        "max_tokens": tokens,
+                        "stream": True,
+                        "kvselect_request_id": rid,
+                        "stream_options": {"include_usage": True},
+                    }
+                ).encode()
                 start = time.perf_counter()
                 first = None
-                async with session.post(url + "/v1/chat/completions", data=body,
-                                        headers={"Content-Type": "application/json"}) as response:
+                async with session.post(
+                    url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+                ) as response:
                     async for _ in response.content.iter_any():
                         if first is None:
                             first = time.perf_counter()
@@ -140,20 +167,28 @@ def _proc_entry(kind: str, url: str, concurrency: int, duration_s: float, tokens
     queue.put(result)
 
 
-def multi_process(kind: str, url: str, concurrency: int, duration_s: float, tokens: int, processes: int) -> dict[str, Any]:
+def multi_process(
+    kind: str, url: str, concurrency: int, duration_s: float, tokens: int, processes: int
+) -> dict[str, Any]:
     """The multi-process mode: the concurrency split over processes, each with its own event loop."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     share = [concurrency // processes + (1 if i < concurrency % processes else 0) for i in range(processes)]
-    procs = [ctx.Process(target=_proc_entry, args=(kind, url, share[i], duration_s, tokens, i * 10_000_000, queue))
-             for i in range(processes)]
+    procs = [
+        ctx.Process(target=_proc_entry, args=(kind, url, share[i], duration_s, tokens, i * 10_000_000, queue))
+        for i in range(processes)
+    ]
     for proc in procs:
         proc.start()
     results = [queue.get(timeout=duration_s + 120) for _ in procs]
     for proc in procs:
         proc.join(10)
-    return {"completed": sum(r["completed"] for r in results), "cpu_s": sum(r["cpu_s"] for r in results),
-            "wall_s": max(r["wall_s"] for r in results), "processes": processes}
+    return {
+        "completed": sum(r["completed"] for r in results),
+        "cpu_s": sum(r["cpu_s"] for r in results),
+        "wall_s": max(r["wall_s"] for r in results),
+        "processes": processes,
+    }
 
 
 # ---------------------------------------------------------------- measurements
@@ -163,18 +198,27 @@ def throughput(write_mode: str, duration_s: float, concurrency: int = 64, tokens
     url, procs = start_mock(MockConfig(write_mode=write_mode, compact_json=True, metrics_style=None), processes=1)
     try:
         out = {}
-        runs = (("kvselect", harness_run, run_async), ("kvselect (plain asyncio loop)", harness_run, asyncio.run),
-                ("bare aiohttp (same loop)", bare_run, run_async))
+        runs = (
+            ("kvselect", harness_run, run_async),
+            ("kvselect (plain asyncio loop)", harness_run, asyncio.run),
+            ("bare aiohttp (same loop)", bare_run, run_async),
+        )
         for name, fn, runner in runs:
             result = runner(fn(url, concurrency, duration_s, tokens))
-            out[name] = {"req_per_cpu_s": result["completed"] / max(result["cpu_s"], 1e-9),
-                         "req_per_wall_s": result["completed"] / max(result["wall_s"], 1e-9),
-                         "completed": result["completed"], "cpu_s": round(result["cpu_s"], 2)}
+            out[name] = {
+                "req_per_cpu_s": result["completed"] / max(result["cpu_s"], 1e-9),
+                "req_per_wall_s": result["completed"] / max(result["wall_s"], 1e-9),
+                "completed": result["completed"],
+                "cpu_s": round(result["cpu_s"], 2),
+            }
         mp = multi_process("harness", url, concurrency, duration_s, tokens, processes=max(os.cpu_count() or 2, 2))
-        out["kvselect multi-process"] = {"req_per_cpu_s": mp["completed"] / max(mp["cpu_s"], 1e-9),
-                                         "req_per_wall_s": mp["completed"] / max(mp["wall_s"], 1e-9),
-                                         "completed": mp["completed"], "cpu_s": round(mp["cpu_s"], 2),
-                                         "processes": mp["processes"]}
+        out["kvselect multi-process"] = {
+            "req_per_cpu_s": mp["completed"] / max(mp["cpu_s"], 1e-9),
+            "req_per_wall_s": mp["completed"] / max(mp["wall_s"], 1e-9),
+            "completed": mp["completed"],
+            "cpu_s": round(mp["cpu_s"], 2),
+            "processes": mp["processes"],
+        }
         return out
     finally:
         stop_mock(procs)
@@ -184,20 +228,30 @@ def held(concurrency: int, duration_s: float) -> dict[str, Any]:
     """Concurrency seen by the client and by the server (the mock's running gauge)."""
     url, procs = start_mock(MockConfig(ttft_s=3.0, itl_s=0.5, metrics_style="vllm", compact_json=True), processes=1)
     try:
+
         async def go() -> dict[str, Any]:
             sampler = MetricsSampler(url + "/metrics", engine="vllm", interval_s=0.5)
             await sampler.start()
             async with OpenAIClient(url, "mock") as client:
-                outcome = await run_load(client, lambda i: _spec(i, 4),
-                                         LoadConfig(concurrency=concurrency, duration_s=duration_s, warmup_s=3.0,
-                                                    drain_timeout_s=15))
+                outcome = await run_load(
+                    client,
+                    lambda i: _spec(i, 4),
+                    LoadConfig(concurrency=concurrency, duration_s=duration_s, warmup_s=3.0, drain_timeout_s=15),
+                )
             recording = await sampler.stop()
-            window = (outcome.measure_start - sampler.time_zero + 0.5, outcome.measure_start - sampler.time_zero + duration_s)
+            window = (
+                outcome.measure_start - sampler.time_zero + 0.5,
+                outcome.measure_start - sampler.time_zero + duration_s,
+            )
             running = [v for t, v in recording.series.get("running", []) if window[0] <= t <= window[1]]
-            return {"requested": concurrency, "client_achieved": outcome.achieved_concurrency,
-                    "server_running_mean": statistics.fmean(running) if running else None,
-                    "client_bound": outcome.client_bound, "reasons": outcome.client_bound_reasons,
-                    "failed": sum(1 for r in outcome.records if not r.ok)}
+            return {
+                "requested": concurrency,
+                "client_achieved": outcome.achieved_concurrency,
+                "server_running_mean": statistics.fmean(running) if running else None,
+                "client_bound": outcome.client_bound,
+                "reasons": outcome.client_bound_reasons,
+                "failed": sum(1 for r in outcome.records if not r.ok),
+            }
 
         return run_async(go())
     finally:
@@ -211,8 +265,11 @@ async def harness_user_clock_run(url: str, concurrency: int, duration_s: float, 
 def fidelity(duration_s: float, concurrency: int = 64) -> dict[str, Any]:
     """Each client's TTFT against the wire mock's own: request bytes in to first token out, stamped on the host."""
     out = {}
-    clients = (("kvselect", harness_run), ("kvselect, user-space clock", harness_user_clock_run),
-               ("bare aiohttp", bare_run))
+    clients = (
+        ("kvselect", harness_run),
+        ("kvselect, user-space clock", harness_user_clock_run),
+        ("bare aiohttp", bare_run),
+    )
     for name, fn in clients:
         url, procs = start_mock(WireMockConfig(ttft_s=0.050, itl_s=0.010))
         try:
@@ -261,8 +318,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             figures = throughput(mode, seconds)
             report["throughput"][mode] = figures
             for name, f in figures.items():
-                print(f"  [{mode:9}] {name:30} {f['req_per_cpu_s']:8.0f} req/CPU-s  {f['req_per_wall_s']:7.0f} req/s wall"
-                      f"  ({f['completed']} requests, {f['cpu_s']} CPU-s)")
+                print(
+                    f"  [{mode:9}] {name:30} {f['req_per_cpu_s']:8.0f} req/CPU-s  {f['req_per_wall_s']:7.0f} req/s wall"
+                    f"  ({f['completed']} requests, {f['cpu_s']} CPU-s)"
+                )
         report["best_req_per_cpu_s"] = max(f["req_per_cpu_s"] for f in report["throughput"]["batched"].values() if f)
         print(f"  target >= {TARGETS['req_per_cpu_s']} req/CPU-s")
 
@@ -273,34 +332,52 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             figures = held(concurrency, seconds)
             report["held"].append(figures)
             server = figures["server_running_mean"]
-            print(f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
-                  f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, failed={figures['failed']}"
-                  + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else ""))
+            print(
+                f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
+                f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, "
+                f"failed={figures['failed']}"
+                + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else "")
+            )
 
     if "fidelity" in sections:
         # 64 is the target setting; 256 (not in --quick) shows how each clock holds up on a busy loop
         for concurrency in (64,) if args.quick else (64, 256):
-            print(f"\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency {concurrency}; truth = the"
-                  " wire mock's request-in to first-token-out, kernel-stamped)")
+            print(
+                f"\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency {concurrency}; truth = the"
+                " wire mock's request-in to first-token-out, kernel-stamped)"
+            )
             figures = fidelity(max(seconds * 2, 6.0), concurrency)
             report["fidelity" if concurrency == 64 else f"fidelity_{concurrency}"] = figures
             for name, f in figures.items():
                 if f.get("requests"):
-                    print(f"  {name:27} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, "
-                          f"p99 {f['p99_error_ms']:+.3f}, max {f['max_error_ms']:+.3f} ms  (mean TTFT {f['mean_ttft_ms']:.2f} ms"
-                          f" vs true {f['mean_true_ttft_ms']:.2f}, vs nominal 50: {f['mean_error_vs_nominal_50ms']:+.2f}; "
-                          f"{f['requests']} requests)")
-        print(f"  targets (concurrency 64): mean error < {TARGETS['ttft_mean_error_ms']} ms, "
-              f"p99 error < {TARGETS['ttft_p99_error_ms']} ms")
+                    print(
+                        f"  {name:27} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, "
+                        f"p99 {f['p99_error_ms']:+.3f}, max {f['max_error_ms']:+.3f} ms  "
+                        f"(mean TTFT {f['mean_ttft_ms']:.2f} ms vs true {f['mean_true_ttft_ms']:.2f}, "
+                        f"vs nominal 50: {f['mean_error_vs_nominal_50ms']:+.2f}; "
+                        f"{f['requests']} requests)"
+                    )
+        print(
+            f"  targets (concurrency 64): mean error < {TARGETS['ttft_mean_error_ms']} ms, "
+            f"p99 error < {TARGETS['ttft_p99_error_ms']} ms"
+        )
 
-    print("\n== peers (REFERENCE.md section 4: reference values measured elsewhere on this kind of machine, not re-run here)")
+    print(
+        "\n== peers (REFERENCE.md section 4: reference values measured elsewhere on this kind of machine, "
+        "not re-run here)"
+    )
     for name, ref in REFERENCE_PEERS.items():
-        print(f"  {name:24} {ref['req_per_cpu_s']:6} req/CPU-s, TTFT mean error +{ref['ttft_mean_error_ms']} ms, held: {ref['held_64_256_1024']}")
+        print(
+            f"  {name:24} {ref['req_per_cpu_s']:6} req/CPU-s, TTFT mean error +{ref['ttft_mean_error_ms']} ms, "
+            f"held: {ref['held_64_256_1024']}"
+        )
     if "throughput" in report:
         ours = report["throughput"]["batched"]["kvselect"]["req_per_cpu_s"]
         bare = report["throughput"]["batched"]["bare aiohttp (same loop)"]["req_per_cpu_s"]
-        print(f"  kvselect / vllm bench serve (reference value) = {ours / 1100:.2f}x; "
-              f"kvselect / bare aiohttp loop (measured here) = {ours / max(bare, 1e-9):.2f}x")
+        print(
+            f"  kvselect / vllm bench serve (reference value) = {ours / 1100:.2f}x; "
+            f"kvselect / bare aiohttp loop (measured here) = {ours / max(bare, 1e-9):.2f}x"
+        )
     report["reference_peers"] = REFERENCE_PEERS
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))

@@ -74,7 +74,7 @@ class _Connection:
                 length = int(value)
         if len(self.buffer) < end + 4 + length:
             return
-        body, self.buffer = self.buffer[end + 4:end + 4 + length], self.buffer[end + 4 + length:]
+        body, self.buffer = self.buffer[end + 4 : end + 4 + length], self.buffer[end + 4 + length :]
         arrival = self.arrival or time.perf_counter()
         self.arrival = time.perf_counter() if self.buffer else None
         if method == "GET":
@@ -86,8 +86,10 @@ class _Connection:
             self.send_simple(b'{"error": "not found"}', status="404 Not Found")
 
     def send_simple(self, payload: bytes, status: str = "200 OK") -> None:
-        self.send(b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                  % (status.encode(), len(payload), payload))
+        self.send(
+            b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (status.encode(), len(payload), payload)
+        )
         self.try_request()
 
     def stream(self, body: dict[str, Any], arrival: float, chat: bool) -> None:
@@ -105,18 +107,30 @@ class _Connection:
             if self.closed:
                 return
             last = index == tokens - 1
-            choice = ({"index": 0, "delta": {"content": f"w{index} "}, "finish_reason": "length" if last else None}
-                      if chat else {"index": 0, "text": f"w{index} ", "finish_reason": "length" if last else None})
-            event = b"data: " + json.dumps({"id": "wire", "object": kind, "choices": [choice]},
-                                           separators=(",", ":")).encode() + b"\n\n"
+            choice = (
+                {"index": 0, "delta": {"content": f"w{index} "}, "finish_reason": "length" if last else None}
+                if chat
+                else {"index": 0, "text": f"w{index} ", "finish_reason": "length" if last else None}
+            )
+            event = (
+                b"data: "
+                + json.dumps({"id": "wire", "object": kind, "choices": [choice]}, separators=(",", ":")).encode()
+                + b"\n\n"
+            )
             if index == 0:
                 self.server.true_times[rid] = [arrival, time.perf_counter()]
             self.send(b"%x\r\n%s\r\n" % (len(event), event))
             if not last:
                 loop.call_at(offset + arrival + config.ttft_s + config.itl_s * (index + 1), token, index + 1)
                 return
-            usage = json.dumps({"id": "wire", "object": kind, "choices": [], "usage": {
-                "prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}}).encode()
+            usage = json.dumps(
+                {
+                    "id": "wire",
+                    "object": kind,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+                }
+            ).encode()
             tail = b"data: " + usage + b"\n\ndata: [DONE]\n\n"
             self.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
             self.busy = False

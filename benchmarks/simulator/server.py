@@ -88,7 +88,11 @@ def _prompt_ids(body: dict[str, Any], chat: bool) -> list[int]:
         prompt = prompt[0]
     if isinstance(prompt, str):
         return tokenize(prompt)
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt):
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)
+    ):
         return list(prompt)
     raise BadRequest("prompt: must be a string or a list of token ids")
 
@@ -130,7 +134,12 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         raise
     text = detokenize(tokens)
     if chat:
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": "length"}
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": None,
+            "finish_reason": "length",
+        }
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
     payload = {
@@ -156,7 +165,9 @@ def _usage(handle: LiveRequest, completion_tokens: int) -> dict[str, Any]:
 
 
 async def _stream(request, state, handle, chat, model, request_id, created, include_usage) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **EVIDENCE_HEADER})
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **EVIDENCE_HEADER}
+    )
     drop_after = state.config.fault_drop_after_tokens
     sent = 0
     obj = "chat.completion.chunk" if chat else "text_completion"
@@ -189,7 +200,14 @@ async def _stream(request, state, handle, chat, model, request_id, created, incl
                 return response
         await response.write(chunk("" if chat else "", "length"))
         if include_usage:
-            data = {"id": request_id, "object": obj, "created": created, "model": model, "choices": [], "usage": _usage(handle, sent)}
+            data = {
+                "id": request_id,
+                "object": obj,
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": _usage(handle, sent),
+            }
             await response.write(b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -293,7 +311,9 @@ class SimServer:
         await self.runner.cleanup()
 
 
-async def start_server(config: SimConfig, host: str = "127.0.0.1", port: int = 0, hard_crash: bool = False) -> SimServer:
+async def start_server(
+    config: SimConfig, host: str = "127.0.0.1", port: int = 0, hard_crash: bool = False
+) -> SimServer:
     """Start serving on `port` (0: a free port); returns the handle with the bound port."""
     holder: dict[str, SimServer] = {}
 
@@ -332,8 +352,8 @@ async def serve_forever(config: SimConfig, host: str, port: int) -> None:
 class ServerThread:
     """The simulator on its own event loop in a background thread, for synchronous callers.
 
-        with ServerThread(SimConfig(time_scale=50)) as server:
-            requests.post(server.url + "/v1/completions", ...)
+    with ServerThread(SimConfig(time_scale=50)) as server:
+        requests.post(server.url + "/v1/completions", ...)
     """
 
     def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> None:

@@ -23,21 +23,31 @@ def format_choices() -> list[tuple[str, str]]:
 
 
 class UploadTokenForm(AccessibleErrorsMixin, forms.Form):
-    name = forms.CharField(label=_("Token name"), max_length=80,
-                           help_text=_("Where it is used, e.g. “github-actions nightly”."))
+    name = forms.CharField(
+        label=_("Token name"), max_length=80, help_text=_("Where it is used, e.g. “github-actions nightly”.")
+    )
 
 
 class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
-    candidate = forms.ModelChoiceField(label=_("Candidate"), queryset=None,
-                                       help_text=_("The engine configuration the file measured."))
-    test = forms.ChoiceField(label=_("Test"), choices=[(t, t) for t in TEST_IDS],
-                             help_text=_("Which validation test the run belongs to; “custom” for anything else."))
-    format = forms.ChoiceField(label=_("Format"), required=False,
-                               help_text=_("Leave on automatic unless detection picks the wrong tool."))
+    candidate = forms.ModelChoiceField(
+        label=_("Candidate"), queryset=None, help_text=_("The engine configuration the file measured.")
+    )
+    test = forms.ChoiceField(
+        label=_("Test"),
+        choices=[(t, t) for t in TEST_IDS],
+        help_text=_("Which validation test the run belongs to; “custom” for anything else."),
+    )
+    format = forms.ChoiceField(
+        label=_("Format"), required=False, help_text=_("Leave on automatic unless detection picks the wrong tool.")
+    )
     label = forms.CharField(label=_("Label"), required=False, max_length=200)
-    file = forms.FileField(label=_("Result file"),
-                           help_text=_("guidellm, aiperf, genai-perf, vLLM bench, SGLang, inference-perf, LLMPerf "
-                                       "or kvselect native JSON/CSV/JSONL, as the tool wrote it."))
+    file = forms.FileField(
+        label=_("Result file"),
+        help_text=_(
+            "guidellm, aiperf, genai-perf, vLLM bench, SGLang, inference-perf, LLMPerf "
+            "or kvselect native JSON/CSV/JSONL, as the tool wrote it."
+        ),
+    )
     idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=200)
 
     def __init__(self, *args, candidates, **kwargs):
@@ -49,5 +59,3 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
             self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")
             if "candidate" not in self.initial and len(candidates) == 1:
                 self.initial["candidate"] = candidates[0].pk
-
-

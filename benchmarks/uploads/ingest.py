@@ -60,9 +60,18 @@ def find_idempotent(candidate: Candidate, key: str) -> BenchmarkRun | None:
     return BenchmarkRun.objects.filter(candidate=candidate, idempotency_key=key).first() if key else None
 
 
-def ingest_upload(*, candidate: Candidate, data: bytes, filename: str, test: str, fmt: str | None = None,
-                  label: str = "", uploader: str = "", idempotency_key: str = "",
-                  synchronous: bool | None = None) -> tuple[BenchmarkRun, bool]:
+def ingest_upload(
+    *,
+    candidate: Candidate,
+    data: bytes,
+    filename: str,
+    test: str,
+    fmt: str | None = None,
+    label: str = "",
+    uploader: str = "",
+    idempotency_key: str = "",
+    synchronous: bool | None = None,
+) -> tuple[BenchmarkRun, bool]:
     """Store an uploaded result file. Returns (run, created).
 
     Small files are parsed here, before anything is written (a parse failure stores nothing).
@@ -70,7 +79,9 @@ def ingest_upload(*, candidate: Candidate, data: bytes, filename: str, test: str
     """
     _validate_upload_fields(test, fmt)
     if len(data) > settings.KVSELECT_MAX_UPLOAD_BYTES:
-        raise IngestError("file", f"{len(data):,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}", 413)
+        raise IngestError(
+            "file", f"{len(data):,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}", 413
+        )
     if not data:
         raise IngestError("file", "the file is empty")
     compressed = data.startswith(GZIP_MAGIC)
@@ -88,11 +99,20 @@ def ingest_upload(*, candidate: Candidate, data: bytes, filename: str, test: str
     try:
         with transaction.atomic():
             run = BenchmarkRun.objects.create(
-                candidate=candidate, test=test, label=label[:200], origin=BenchmarkRun.Origin.UPLOAD,
-                status=BenchmarkRun.Status.PARSING, idempotency_key=idempotency_key[:200], uploaded_by=uploader[:150],
-                raw_sha256=sha256_hex(data), params={"filename": filename, "format": fmt or "auto",
-                                                     **({"compressed": "gzip", "compressed_size": compressed_size}
-                                                        if compressed else {})})
+                candidate=candidate,
+                test=test,
+                label=label[:200],
+                origin=BenchmarkRun.Origin.UPLOAD,
+                status=BenchmarkRun.Status.PARSING,
+                idempotency_key=idempotency_key[:200],
+                uploaded_by=uploader[:150],
+                raw_sha256=sha256_hex(data),
+                params={
+                    "filename": filename,
+                    "format": fmt or "auto",
+                    **({"compressed": "gzip", "compressed_size": compressed_size} if compressed else {}),
+                },
+            )
             files.save(run, Artifact.Kind.RAW, _safe_filename(filename), data)
             if result is not None:
                 apply_result(run, result, files, BenchmarkRun.Status.SUCCEEDED)

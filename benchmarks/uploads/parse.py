@@ -33,11 +33,16 @@ def parse_stored_upload(run_id: int) -> BenchmarkRun:
     with raw.file.open("rb") as handle:
         data = handle.read()
     try:
-        result = parse_bytes(data, run.params.get("filename"), None if run.params.get("format") in (None, "auto")
-                             else run.params["format"], selection_slo(run.candidate))
+        result = parse_bytes(
+            data,
+            run.params.get("filename"),
+            None if run.params.get("format") in (None, "auto") else run.params["format"],
+            selection_slo(run.candidate),
+        )
     except ValueError as exc:
-        BenchmarkRun.objects.filter(pk=run.pk).update(status=BenchmarkRun.Status.FAILED, error=str(exc)[:5000],
-                                                      finished_at=timezone.now())
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            status=BenchmarkRun.Status.FAILED, error=str(exc)[:5000], finished_at=timezone.now()
+        )
         run.refresh_from_db()
         return run
     files = SavedFiles()

@@ -18,8 +18,9 @@ def create_upload_token(*, selection: Selection, user, name: str) -> tuple[Uploa
     if not name.strip():
         raise ValidationError({"name": "A name is required (e.g. 'github-actions')."})
     raw = UploadToken.generate()
-    token = UploadToken.objects.create(selection=selection, name=name.strip(), key_hash=hash_token(raw),
-                                       key_hint=raw[:8], created_by=user)
+    token = UploadToken.objects.create(
+        selection=selection, name=name.strip(), key_hash=hash_token(raw), key_hint=raw[:8], created_by=user
+    )
     audit(selection, user, "token.created", field="upload_token", new={"name": token.name, "hint": token.key_hint})
     return token, raw
 

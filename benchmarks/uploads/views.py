@@ -22,19 +22,35 @@ from selection.web import attach_service_errors, get_selection, page_context, re
 UPLOAD_FIELDS = {"file", "test", "format", "label", "candidate"}
 
 
-def _uploads_page(request: HttpRequest, selection: Selection, *, token_form=None, upload_form=None, new_token=None,
-                  refusals=None, status: int = 200) -> HttpResponse:
+def _uploads_page(
+    request: HttpRequest,
+    selection: Selection,
+    *,
+    token_form=None,
+    upload_form=None,
+    new_token=None,
+    refusals=None,
+    status: int = 200,
+) -> HttpResponse:
     candidates = selection.candidates.select_related("engine")
     first = candidates.first()
     results_url = request.build_absolute_uri(reverse("candidate-results", args=[first.pk if first else 0]))
     if not first:
         results_url = results_url.replace("/candidates/0/", "/candidates/<CANDIDATE_ID>/")
     context = page_context(
-        request, selection, "evidence", candidates=candidates, first_candidate=first,
+        request,
+        selection,
+        "evidence",
+        candidates=candidates,
+        first_candidate=first,
         tokens=selection.upload_tokens.select_related("created_by"),
-        token_form=token_form or UploadTokenForm(), new_token=new_token, results_url=results_url,
-        upload_form=upload_form or ResultUploadForm(candidates=candidates, initial=_upload_initial(request, candidates)),
-        refusals=refusals or {})
+        token_form=token_form or UploadTokenForm(),
+        new_token=new_token,
+        results_url=results_url,
+        upload_form=upload_form
+        or ResultUploadForm(candidates=candidates, initial=_upload_initial(request, candidates)),
+        refusals=refusals or {},
+    )
     return render(request, "benchmarks/uploads.html", context, status=status)
 
 
@@ -65,8 +81,7 @@ def token_create(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _uploads_page(request, selection, token_form=form, status=400)
     try:
-        token, raw = create_upload_token(selection=selection, user=request.user,
-                                                            name=form.cleaned_data["name"])
+        token, raw = create_upload_token(selection=selection, user=request.user, name=form.cleaned_data["name"])
     except DjangoValidationError as error:
         attach_service_errors(form, error)
         return _uploads_page(request, selection, token_form=form, status=400)
@@ -82,8 +97,9 @@ def token_revoke(request: HttpRequest, pk: int, token_pk: int) -> HttpResponse:
     require_edit(request, selection)
     token = get_object_or_404(UploadToken, pk=token_pk, selection=selection)
     revoke_upload_token(token=token, user=request.user)
-    messages.success(request, _("Token “%(name)s” revoked: uploads with it are refused from now on.") % {
-        "name": token.name})
+    messages.success(
+        request, _("Token “%(name)s” revoked: uploads with it are refused from now on.") % {"name": token.name}
+    )
     return redirect("selection:uploads", pk=selection.pk)
 
 
@@ -100,23 +116,42 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
     refusals = None
     try:
         run, created = ingest_upload(
-            candidate=data["candidate"], data=handle.read(), filename=handle.name, test=data["test"],
-            fmt=data.get("format") or None, label=data.get("label") or "", uploader=request.user.get_username(),
-            idempotency_key=data.get("idempotency_key") or "")
+            candidate=data["candidate"],
+            data=handle.read(),
+            filename=handle.name,
+            test=data["test"],
+            fmt=data.get("format") or None,
+            label=data.get("label") or "",
+            uploader=request.user.get_username(),
+            idempotency_key=data.get("idempotency_key") or "",
+        )
     except IngestError as error:
         form.add_error(error.field if error.field in UPLOAD_FIELDS else None, str(error))
     except StorageFailure as error:
-        form.add_error(None, _("The file could not be stored (%(error)s). Nothing was recorded; try again, and tell "
-                               "an administrator if it keeps failing.") % {"error": error})
+        form.add_error(
+            None,
+            _(
+                "The file could not be stored (%(error)s). Nothing was recorded; try again, and tell "
+                "an administrator if it keeps failing."
+            )
+            % {"error": error},
+        )
     except ValueError as error:  # the parsers: UnrecognisedFormat (with .refusals) or FormatError
         refusals = getattr(error, "refusals", None)
         if refusals:
-            form.add_error("file", _("No parser recognised this file. Each format tried and why it refused is listed "
-                                     "below; pick the format yourself if you know it, or upload the tool's own "
-                                     "result file unchanged."))
+            form.add_error(
+                "file",
+                _(
+                    "No parser recognised this file. Each format tried and why it refused is listed "
+                    "below; pick the format yourself if you know it, or upload the tool's own "
+                    "result file unchanged."
+                ),
+            )
         else:
-            form.add_error("file", _("The file was recognised but could not be read: %(error)s. Nothing was stored.") % {
-                "error": error})
+            form.add_error(
+                "file",
+                _("The file was recognised but could not be read: %(error)s. Nothing was stored.") % {"error": error},
+            )
     else:
         if not created:
             messages.info(request, _("This upload was already received: showing the first run."))

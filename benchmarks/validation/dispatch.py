@@ -22,20 +22,29 @@ from selection.selectors import require_editor
 
 
 @transaction.atomic
-def start_validation(*, candidate: Candidate, test: str, user, params: dict[str, Any] | None = None,
-                     label: str = "") -> BenchmarkRun:
+def start_validation(
+    *, candidate: Candidate, test: str, user, params: dict[str, Any] | None = None, label: str = ""
+) -> BenchmarkRun:
     require_editor(user, candidate.selection)
     if test not in RUNNABLE_TEST_IDS:
         raise ValidationError(f"test: must be one of {', '.join(RUNNABLE_TEST_IDS)}, got {test!r}")
     check_candidate_target(candidate)
     merged = plan_for(candidate, test)
     merged.update(params or {})
-    run = BenchmarkRun.objects.create(candidate=candidate, test=test, label=label[:200], origin=BenchmarkRun.Origin.HARNESS,
-                                      status=BenchmarkRun.Status.QUEUED, params=merged, uploaded_by=user.get_username(),
-                                      progress={"phase": "queued", "percent": 0})
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test=test,
+        label=label[:200],
+        origin=BenchmarkRun.Origin.HARNESS,
+        status=BenchmarkRun.Status.QUEUED,
+        params=merged,
+        uploaded_by=user.get_username(),
+        progress={"phase": "queued", "percent": 0},
+    )
     audit(candidate.selection, user, "validation.started", field=f"run:{run.pk}", new={"test": test, "params": merged})
     Selection.objects.filter(pk=candidate.selection_id, status=Selection.Status.DRAFT).update(
-        status=Selection.Status.VALIDATING)
+        status=Selection.Status.VALIDATING
+    )
     transaction.on_commit(lambda: enqueue_validation(run))
     return run
 

@@ -35,15 +35,18 @@ class LaunchedEngine:
 
     def __enter__(self) -> "LaunchedEngine":
         try:
-            self.process = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.argv, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         except OSError as exc:
             raise EngineUnavailable(f"launch_recipe: could not start {self.argv[0]!r}: {exc.strerror or exc}") from exc
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise EngineUnavailable(f"launch_recipe: the engine exited with status {self.process.returncode} "
-                                        f"before it was healthy; last log lines: {self.tail()}")
+                raise EngineUnavailable(
+                    f"launch_recipe: the engine exited with status {self.process.returncode} "
+                    f"before it was healthy; last log lines: {self.tail()}"
+                )
             if healthy(self.endpoint_url):
                 return self
             time.sleep(1.0)

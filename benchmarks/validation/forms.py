@@ -75,9 +75,14 @@ class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
             elif kind == "float":
                 field = forms.FloatField(label=label, initial=default, min_value=0)
             else:
-                field = forms.CharField(label=label, required=False, initial=presentation.format_param(default, kind),
-                                        help_text=_("comma-separated numbers") if kind.endswith("_list") else
-                                        (_("JSON; empty for none") if kind == "json" else ""))
+                field = forms.CharField(
+                    label=label,
+                    required=False,
+                    initial=presentation.format_param(default, kind),
+                    help_text=_("comma-separated numbers")
+                    if kind.endswith("_list")
+                    else (_("JSON; empty for none") if kind == "json" else ""),
+                )
             self.fields[key] = field
 
     def clean(self):

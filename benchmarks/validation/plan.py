@@ -42,4 +42,3 @@ def kv_capacity_tokens(candidate: Candidate) -> int | None:
 
 def validation_plan(candidate: Candidate) -> dict[str, dict[str, Any]]:
     return {test: plan_for(candidate, test) for test in RUNNABLE_TEST_IDS}
-

@@ -30,19 +30,30 @@ def check_candidate_target(candidate: Candidate) -> None:
                 raise ValidationError(f"{field}: {str(exc).split(': ', 1)[-1]}") from exc
 
 
-ENGINE_SLUGS = {"vllm": "vllm", "sglang": "sglang", "lmdeploy": "lmdeploy", "tgi": "tgi", "tensorrt-llm": "trtllm",
-                "llama-cpp": "llamacpp", "simulator": "simulator"}
+ENGINE_SLUGS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "lmdeploy": "lmdeploy",
+    "tgi": "tgi",
+    "tensorrt-llm": "trtllm",
+    "llama-cpp": "llamacpp",
+    "simulator": "simulator",
+}
 
 
 def target_for(candidate: Candidate) -> workloads.Target:
     simulated = is_simulator(candidate.metrics_url or candidate.endpoint_url)
     engine = "simulator" if simulated else ENGINE_SLUGS.get(candidate.engine.slug, "auto")
     base = candidate.endpoint_url.rstrip("/")
-    return workloads.Target(endpoint_url=base, model=candidate.model_name or "default",
-                            api_key=decrypt(candidate.api_key_encrypted) or None,
-                            metrics_url=candidate.metrics_url or f"{base}/metrics", engine=engine,
-                            evidence="SIMULATED" if simulated else "MEASURED",
-                            allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS))
+    return workloads.Target(
+        endpoint_url=base,
+        model=candidate.model_name or "default",
+        api_key=decrypt(candidate.api_key_encrypted) or None,
+        metrics_url=candidate.metrics_url or f"{base}/metrics",
+        engine=engine,
+        evidence="SIMULATED" if simulated else "MEASURED",
+        allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
+    )
 
 
 def is_simulator(url: str) -> bool:

@@ -25,13 +25,20 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
     for test, params in plan.items():
         form = bound if bound is not None and bound.test == test else ValidationParamsForm(plan=params, test=test)
         info = suite.BY_ID[test]
-        cards.append({"test": test, "form": form, "title": f"{info.number}. {_(info.title)}", "text": _(info.description)})
+        cards.append(
+            {"test": test, "form": form, "title": f"{info.number}. {_(info.title)}", "text": _(info.description)}
+        )
     return cards
 
 
-def _validation_page(request: HttpRequest, selection: Selection, candidate: Candidate,
-                     bound: ValidationParamsForm | None = None, refusal: dict | None = None,
-                     status: int = 200) -> HttpResponse:
+def _validation_page(
+    request: HttpRequest,
+    selection: Selection,
+    candidate: Candidate,
+    bound: ValidationParamsForm | None = None,
+    refusal: dict | None = None,
+    status: int = 200,
+) -> HttpResponse:
     context = page_context(request, selection, "evidence", candidate=candidate, refusal=refusal)
     context["cards"] = _plan_forms(candidate, bound)
     runs = candidate.runs.all()[:50]
@@ -60,12 +67,18 @@ def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str
     if not form.is_valid():
         return _validation_page(request, selection, candidate, bound=form, status=400)
     try:
-        run = start_validation(candidate=candidate, test=test, user=request.user,
-                                                  params=form.params(), label=form.cleaned_data.get("label") or "")
+        run = start_validation(
+            candidate=candidate,
+            test=test,
+            user=request.user,
+            params=form.params(),
+            label=form.cleaned_data.get("label") or "",
+        )
     except ValidationError as error:
         field, _sep, reason = str(error).partition(": ")
         refusal = {"test": test, "field": field if reason else "", "reason": reason or field}
         return _validation_page(request, selection, candidate, bound=form, refusal=refusal, status=400)
-    messages.success(request, _("Run #%(run)s of %(test)s queued. Its progress updates below.") % {
-        "run": run.pk, "test": test})
+    messages.success(
+        request, _("Run #%(run)s of %(test)s queued. Its progress updates below.") % {"run": run.pk, "test": test}
+    )
     return redirect(reverse("selection:validation", args=[selection.pk, candidate.pk]) + "#runs")

@@ -39,7 +39,6 @@ PROGRESS_MIN_INTERVAL_S = 1.0
 CANCEL_POLL_S = 0.5
 
 
-
 class EndpointBusy(RuntimeError):
     """Another run is load-testing the same candidate: tests must not overlap on one engine."""
 
@@ -55,27 +54,48 @@ def claim(run_id: int, worker: str) -> BenchmarkRun | None:
         if candidate_id is None:
             return None
         Candidate.objects.select_for_update().filter(pk=candidate_id).first()  # serialise claims per candidate
-        busy = BenchmarkRun.objects.filter(candidate_id=candidate_id, status=BenchmarkRun.Status.RUNNING,
-                                           origin=BenchmarkRun.Origin.HARNESS,
-                                           heartbeat_at__gte=now - STALE_AFTER).exclude(pk=run_id).exists()
+        busy = (
+            BenchmarkRun.objects.filter(
+                candidate_id=candidate_id,
+                status=BenchmarkRun.Status.RUNNING,
+                origin=BenchmarkRun.Origin.HARNESS,
+                heartbeat_at__gte=now - STALE_AFTER,
+            )
+            .exclude(pk=run_id)
+            .exists()
+        )
         if busy and BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).exists():
             raise EndpointBusy(f"candidate {candidate_id} is under another test")
         return _claim(run_id, worker, now)
 
 
 def _claim(run_id: int, worker: str, now) -> BenchmarkRun | None:
-    fields = dict(status=BenchmarkRun.Status.RUNNING, worker=worker[:200], attempt=F("attempt") + 1, started_at=now,
-                  heartbeat_at=now, error="", progress={"phase": "starting", "percent": 0})
-    taken = BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED, cancel_requested=False).update(**fields)
+    fields = dict(
+        status=BenchmarkRun.Status.RUNNING,
+        worker=worker[:200],
+        attempt=F("attempt") + 1,
+        started_at=now,
+        heartbeat_at=now,
+        error="",
+        progress={"phase": "starting", "percent": 0},
+    )
+    taken = BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED, cancel_requested=False).update(
+        **fields
+    )
     if not taken:
         # Redelivered after the worker died: restart from a clean state, but never beside a live worker.
-        taken = BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.RUNNING,
-                                            heartbeat_at__lt=now - STALE_AFTER).update(**fields)
+        taken = BenchmarkRun.objects.filter(
+            pk=run_id, status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER
+        ).update(**fields)
         if taken:
             run = BenchmarkRun.objects.get(pk=run_id)
             run.points.all().delete()
             run.artifacts.all().delete()
-    return BenchmarkRun.objects.select_related("candidate__engine", "candidate__selection").get(pk=run_id) if taken else None
+    return (
+        BenchmarkRun.objects.select_related("candidate__engine", "candidate__selection").get(pk=run_id)
+        if taken
+        else None
+    )
 
 
 class RunReporter:
@@ -104,7 +124,9 @@ class RunReporter:
         self._flush()
 
     def progress(self, payload: dict[str, Any]) -> None:
-        clean = {k: payload.get(k) for k in ("phase", "percent", "requests_done", "ttft_p50_ms", "achieved_concurrency")}
+        clean = {
+            k: payload.get(k) for k in ("phase", "percent", "requests_done", "ttft_p50_ms", "achieved_concurrency")
+        }
         with self._lock:
             self._latest = clean
 
@@ -130,7 +152,8 @@ class RunReporter:
                         last_progress = now
                     if now - last_beat >= HEARTBEAT_INTERVAL_S:
                         BenchmarkRun.objects.filter(pk=self.run_id, status=BenchmarkRun.Status.RUNNING).update(
-                            heartbeat_at=timezone.now())
+                            heartbeat_at=timezone.now()
+                        )
                         last_beat = now
                 except DatabaseError as exc:  # a busy database must not silence the heartbeat for good
                     logger.warning("run %s: reporter write failed, retrying: %s", self.run_id, exc)
@@ -146,7 +169,9 @@ def execute(run: BenchmarkRun) -> BenchmarkRun:
         check_candidate_target(candidate)
     except ValidationError as exc:
         return finish_failed(run, str(exc))
-    engine = LaunchedEngine(candidate.launch_recipe, candidate.endpoint_url) if candidate.launch_recipe.strip() else None
+    engine = (
+        LaunchedEngine(candidate.launch_recipe, candidate.endpoint_url) if candidate.launch_recipe.strip() else None
+    )
     with engine or nullcontext():
         run = _execute_against_engine(run, candidate)
     if engine is not None:
@@ -162,8 +187,9 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate) -> Benchmar
     target = target_for(candidate)
     with RunReporter(run.pk) as reporter:
         try:
-            result = workloads.run_test_sync(run.test, target, dict(run.params), cancel=reporter.cancelled,
-                                             progress=reporter.progress)
+            result = workloads.run_test_sync(
+                run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress
+            )
         except (workloads.PlanError, ValueError) as exc:
             return finish_failed(run, f"params: {exc}")
         except Exception as exc:  # the engine or network broke mid-test
@@ -174,13 +200,20 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate) -> Benchmar
     if not engine_alive:
         result.partial = True
         result.notes.append("The engine stopped answering during the test: the data below is partial.")
-    status = (BenchmarkRun.Status.CANCELLED if cancelled else
-              BenchmarkRun.Status.SUCCEEDED if engine_alive else BenchmarkRun.Status.FAILED)
+    status = (
+        BenchmarkRun.Status.CANCELLED
+        if cancelled
+        else BenchmarkRun.Status.SUCCEEDED
+        if engine_alive
+        else BenchmarkRun.Status.FAILED
+    )
     if cancelled:
         result.partial = True
     run = store_native_result(run=run, result=result, status=status)
     if not engine_alive:
-        BenchmarkRun.objects.filter(pk=run.pk).update(error="engine stopped answering during the test (partial data kept)")
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            error="engine stopped answering during the test (partial data kept)"
+        )
     BenchmarkRun.objects.filter(pk=run.pk).update(progress={**(run.progress or {}), "phase": status, "percent": 100})
     with transaction.atomic():
         schedule_rescoring(candidate.selection_id)
@@ -189,9 +222,12 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate) -> Benchmar
 
 
 def finish_failed(run: BenchmarkRun, error: str) -> BenchmarkRun:
-    BenchmarkRun.objects.filter(pk=run.pk).update(status=BenchmarkRun.Status.FAILED, error=error[:5000],
-                                                  finished_at=timezone.now(),
-                                                  progress={**(run.progress or {}), "phase": "failed"})
+    BenchmarkRun.objects.filter(pk=run.pk).update(
+        status=BenchmarkRun.Status.FAILED,
+        error=error[:5000],
+        finished_at=timezone.now(),
+        progress={**(run.progress or {}), "phase": "failed"},
+    )
     run.refresh_from_db()
     return run
 
@@ -199,23 +235,36 @@ def finish_failed(run: BenchmarkRun, error: str) -> BenchmarkRun:
 def reap_stale_runs(now: datetime | None = None) -> list[int]:
     """Mark runs whose worker stopped sending heartbeats as failed, with the cause."""
     now = now or timezone.now()
-    stale = list(BenchmarkRun.objects.filter(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER)
-                 .values_list("pk", flat=True))
+    stale = list(
+        BenchmarkRun.objects.filter(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER).values_list(
+            "pk", flat=True
+        )
+    )
     for run_id in stale:
-        BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.RUNNING,
-                                    heartbeat_at__lt=now - STALE_AFTER).update(
-            status=BenchmarkRun.Status.FAILED, finished_at=now, partial=True,
-            error=f"worker lost: no heartbeat for more than {int(STALE_AFTER.total_seconds())} s (killed or crashed)")
+        BenchmarkRun.objects.filter(
+            pk=run_id, status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER
+        ).update(
+            status=BenchmarkRun.Status.FAILED,
+            finished_at=now,
+            partial=True,
+            error=f"worker lost: no heartbeat for more than {int(STALE_AFTER.total_seconds())} s (killed or crashed)",
+        )
     return stale
 
 
 def requeue(run_id: int, reason: str) -> None:
     """Put a claimed run back in the queue (its task retries later), saying why it waits."""
     BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.RUNNING).update(
-        status=BenchmarkRun.Status.QUEUED, progress={"phase": reason, "percent": 0})
+        status=BenchmarkRun.Status.QUEUED, progress={"phase": reason, "percent": 0}
+    )
 
 
 def cancel_queued(run_id: int) -> bool:
     """Cancel a run no worker has picked up yet (a running one stops at its next cancel poll)."""
-    return bool(BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).update(
-        status=BenchmarkRun.Status.CANCELLED, finished_at=timezone.now(), progress={"phase": "cancelled", "percent": 0}))
+    return bool(
+        BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).update(
+            status=BenchmarkRun.Status.CANCELLED,
+            finished_at=timezone.now(),
+            progress={"phase": "cancelled", "percent": 0},
+        )
+    )

@@ -13,26 +13,56 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
     """A candidate: catalog engine + version + endpoint + hardware. The API key is write-only."""
 
     api_key = forms.CharField(
-        label=_("API key"), required=False, strip=True,
+        label=_("API key"),
+        required=False,
+        strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text=_("Stored encrypted and never shown again. Leave empty to keep the current key."))
+        help_text=_("Stored encrypted and never shown again. Leave empty to keep the current key."),
+    )
     clear_api_key = forms.BooleanField(label=_("Remove the stored API key"), required=False)
     # Local engines usually speak plain http; a scheme-less entry means http, not https.
-    endpoint_url = forms.URLField(label=_("Endpoint URL (OpenAI-compatible)"), required=False, assume_scheme="http",
-                                  widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/v1"}))
-    metrics_url = forms.URLField(label=_("Metrics URL (Prometheus)"), required=False, assume_scheme="http",
-                                 widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/metrics"}))
+    endpoint_url = forms.URLField(
+        label=_("Endpoint URL (OpenAI-compatible)"),
+        required=False,
+        assume_scheme="http",
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/v1"}),
+    )
+    metrics_url = forms.URLField(
+        label=_("Metrics URL (Prometheus)"),
+        required=False,
+        assume_scheme="http",
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/metrics"}),
+    )
 
     class Meta:
         model = Candidate
-        fields = ["engine", "engine_version", "label", "launch_flags", "endpoint_url", "metrics_url",
-                  "model_name", "gpu_model", "gpu_count", "tensor_parallel", "kv_precision", "gpu_pool"]
+        fields = [
+            "engine",
+            "engine_version",
+            "label",
+            "launch_flags",
+            "endpoint_url",
+            "metrics_url",
+            "model_name",
+            "gpu_model",
+            "gpu_count",
+            "tensor_parallel",
+            "kv_precision",
+            "gpu_pool",
+        ]
         labels = {
-            "engine": _("Engine"), "engine_version": _("Engine version"), "label": _("Label"),
-            "launch_flags": _("Launch flags"), "endpoint_url": _("Endpoint URL (OpenAI-compatible)"),
-            "metrics_url": _("Metrics URL (Prometheus)"), "model_name": _("Model name"),
-            "gpu_model": _("GPU model"), "gpu_count": _("GPU count"), "tensor_parallel": _("Tensor parallel (TP)"),
-            "kv_precision": _("KV precision"), "gpu_pool": _("GPU pool"),
+            "engine": _("Engine"),
+            "engine_version": _("Engine version"),
+            "label": _("Label"),
+            "launch_flags": _("Launch flags"),
+            "endpoint_url": _("Endpoint URL (OpenAI-compatible)"),
+            "metrics_url": _("Metrics URL (Prometheus)"),
+            "model_name": _("Model name"),
+            "gpu_model": _("GPU model"),
+            "gpu_count": _("GPU count"),
+            "tensor_parallel": _("Tensor parallel (TP)"),
+            "kv_precision": _("KV precision"),
+            "gpu_pool": _("GPU pool"),
         }
         widgets = {"launch_flags": forms.Textarea(attrs={"rows": 2, "spellcheck": "false"})}
 

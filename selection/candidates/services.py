@@ -25,8 +25,13 @@ def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: 
         candidate.api_key_encrypted = encrypt(api_key)
     candidate.full_clean()
     candidate.save()
-    audit(selection, user, "candidate.added", field="candidate", new={"id": candidate.pk, "engine": candidate.engine.slug,
-                                                                    "version": candidate.engine_version})
+    audit(
+        selection,
+        user,
+        "candidate.added",
+        field="candidate",
+        new={"id": candidate.pk, "engine": candidate.engine.slug, "version": candidate.engine_version},
+    )
     return candidate
 
 
@@ -40,8 +45,14 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
         candidate.api_key_encrypted = encrypt(api_key) if api_key else ""
     candidate.full_clean()
     candidate.save()
-    audit(candidate.selection, user, "candidate.changed", field=f"candidate:{candidate.pk}", old=old,
-          new={k: getattr(candidate, k) for k in data})
+    audit(
+        candidate.selection,
+        user,
+        "candidate.changed",
+        field=f"candidate:{candidate.pk}",
+        old=old,
+        new={k: getattr(candidate, k) for k in data},
+    )
     return candidate
 
 
@@ -52,7 +63,9 @@ def load_engine_catalog(path: Path | None = None) -> int:
     version = str(document.get("catalog_version", "unversioned"))
     count = 0
     for entry in document["engines"]:
-        Engine.objects.update_or_create(slug=entry["slug"], defaults={
-            "name": entry.get("name", entry["slug"]), "catalog_version": version, "data": entry})
+        Engine.objects.update_or_create(
+            slug=entry["slug"],
+            defaults={"name": entry.get("name", entry["slug"]), "catalog_version": version, "data": entry},
+        )
         count += 1
     return count

@@ -26,15 +26,24 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
         form = CandidateForm(request.POST, instance=Candidate(selection=selection))
         if form.is_valid():
             try:
-                candidate = add_candidate(selection=selection, user=request.user, data=form.service_data(),
-                                                   api_key=form.service_api_key() or "")
+                candidate = add_candidate(
+                    selection=selection,
+                    user=request.user,
+                    data=form.service_data(),
+                    api_key=form.service_api_key() or "",
+                )
             except ValidationError as error:
                 attach_service_errors(form, error)
             else:
                 messages.success(request, _("Candidate “%(name)s” added.") % {"name": candidate.display_name})
                 return redirect("selection:candidates", pk=selection.pk)
-    return render(request, "selection/candidates.html", page_context(
-        request, selection, "candidates", form=form, candidates=selection.candidates.select_related("engine")))
+    return render(
+        request,
+        "selection/candidates.html",
+        page_context(
+            request, selection, "candidates", form=form, candidates=selection.candidates.select_related("engine")
+        ),
+    )
 
 
 @login_required
@@ -48,12 +57,19 @@ def candidate_edit(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResp
         form = CandidateForm(request.POST, instance=Candidate.objects.get(pk=candidate.pk))
         if form.is_valid():
             try:
-                update_candidate(candidate=Candidate.objects.get(pk=candidate.pk), user=request.user,
-                                          data=form.service_data(), api_key=form.service_api_key())
+                update_candidate(
+                    candidate=Candidate.objects.get(pk=candidate.pk),
+                    user=request.user,
+                    data=form.service_data(),
+                    api_key=form.service_api_key(),
+                )
             except ValidationError as error:
                 attach_service_errors(form, error)
             else:
                 messages.success(request, _("Candidate saved."))
                 return redirect("selection:candidates", pk=selection.pk)
-    return render(request, "selection/candidate_edit.html", page_context(
-        request, selection, "candidates", form=form, candidate=candidate))
+    return render(
+        request,
+        "selection/candidate_edit.html",
+        page_context(request, selection, "candidates", form=form, candidate=candidate),
+    )

@@ -19,13 +19,16 @@ class CapacityRequestSerializer(serializers.Serializer):
     engine = serializers.ChoiceField(choices=list(capacity_model.ENGINES), default="vllm")
     gpu = serializers.CharField(required=False)
     gpu_mem_gib = serializers.FloatField(required=False, min_value=1, max_value=4096)
-    contexts = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=10_000_000), required=False,
-                                     max_length=32)
+    contexts = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=10_000_000), required=False, max_length=32
+    )
     gpu_memory_utilization = serializers.FloatField(required=False, min_value=0.01, max_value=1)
     mem_fraction_static = serializers.FloatField(required=False, min_value=0.01, max_value=1)
     free_gpu_memory_fraction = serializers.FloatField(required=False, min_value=0.01, max_value=1)
-    constraints = serializers.DictField(required=False, help_text="Optional: peak_concurrency, avg/max input and "
-                                        "output tokens, gpu_budget -> adds a verdict")
+    constraints = serializers.DictField(
+        required=False,
+        help_text="Optional: peak_concurrency, avg/max input and output tokens, gpu_budget -> adds a verdict",
+    )
 
     def validate(self, attrs):
         if not attrs.get("model") and not attrs.get("config"):
@@ -36,7 +39,13 @@ class CapacityRequestSerializer(serializers.Serializer):
 class CapacityView(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request):
-        return Response({"models": capacity_model.shipped_models(), "engines": list(capacity_model.ENGINES), "kv_dtypes": list(capacity_model.KV_DTYPES)})
+        return Response(
+            {
+                "models": capacity_model.shipped_models(),
+                "engines": list(capacity_model.ENGINES),
+                "kv_dtypes": list(capacity_model.KV_DTYPES),
+            }
+        )
 
     @extend_schema(request=CapacityRequestSerializer, responses={200: dict})
     def post(self, request):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-GIB = 1024 ** 3
+GIB = 1024**3
 # Memory an engine holds besides the KV pool, as the plan's breakdown names it.
 FIXED_MEMORY_KEYS = ("weights", "activation_peak", "non_torch", "cuda_graphs")
 
@@ -20,8 +20,12 @@ def fixed_memory_bytes(plan: Mapping[str, Any]) -> float:
     return float(sum(breakdown.get(key) or 0 for key in FIXED_MEMORY_KEYS))
 
 
-def memory_lines(plan: Mapping[str, Any], concurrencies: list[int], label: Callable[[int], str] | None = None,
-                 clip_gib: float | None = None) -> tuple[list[int], dict[str, list[float | None]]]:
+def memory_lines(
+    plan: Mapping[str, Any],
+    concurrencies: list[int],
+    label: Callable[[int], str] | None = None,
+    clip_gib: float | None = None,
+) -> tuple[list[int], dict[str, list[float | None]]]:
     """Contexts and, per concurrency, GiB per GPU = fixed memory + n x one sequence's KV bytes.
 
     `label(n)` names each line (the view passes a translated one). Values above `clip_gib` become
@@ -44,8 +48,14 @@ def split_estimates(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
     for item in plan.get("estimates") or []:
         source = str(item.get("source") or "")
         estimated = source.startswith("estimate:")
-        out.append({"name": item.get("name", ""), "value": item.get("value"), "estimated": estimated,
-                    "source": source.split(": ", 1)[1] if ": " in source else source})
+        out.append(
+            {
+                "name": item.get("name", ""),
+                "value": item.get("value"),
+                "estimated": estimated,
+                "source": source.split(": ", 1)[1] if ": " in source else source,
+            }
+        )
     return out
 
 
@@ -55,8 +65,14 @@ def concurrency_rows(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
     at80, at70 = headroom.get("sequences_at_80pct") or {}, headroom.get("sequences_at_70pct") or {}
     rows = []
     for context, value in sorted((plan.get("max_concurrency") or {}).items(), key=lambda kv: int(kv[0])):
-        rows.append({"context": int(context), "max_concurrency": value,
-                     "max_sequences": (plan.get("max_sequences") or {}).get(context),
-                     "at_80": at80.get(context), "at_70": at70.get(context),
-                     "bytes_per_sequence": (plan.get("bytes_per_sequence") or {}).get(context)})
+        rows.append(
+            {
+                "context": int(context),
+                "max_concurrency": value,
+                "max_sequences": (plan.get("max_sequences") or {}).get(context),
+                "at_80": at80.get(context),
+                "at_70": at70.get(context),
+                "bytes_per_sequence": (plan.get("bytes_per_sequence") or {}).get(context),
+            }
+        )
     return rows

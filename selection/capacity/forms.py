@@ -12,8 +12,13 @@ class CapacityWhatIfForm(AccessibleErrorsMixin, forms.Form):
     """What-if inputs of the capacity page (a GET form: it re-plans, it never saves)."""
 
     kv_dtype = forms.ChoiceField(label=_("KV precision"), required=False)
-    tp = forms.IntegerField(label=_("Tensor parallel (TP)"), required=False, min_value=1, max_value=1024,
-                            help_text=_("GPUs one replica's weights and KV cache are split across."))
+    tp = forms.IntegerField(
+        label=_("Tensor parallel (TP)"),
+        required=False,
+        min_value=1,
+        max_value=1024,
+        help_text=_("GPUs one replica's weights and KV cache are split across."),
+    )
     gpu = forms.ChoiceField(label=_("GPU"), required=False)
 
     def __init__(self, *args, kv_dtypes=(), gpus=(), **kwargs):

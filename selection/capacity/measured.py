@@ -16,8 +16,13 @@ def record_measured_capacity(candidate: Candidate, log_text: str, run: Benchmark
     found = parse_engine_capacity_log(log_text)
     if not found.get("kv_cache_tokens"):
         return None
-    measured = {"token_capacity": found["kv_cache_tokens"], "source": f"engine log of run {run.pk}",
-                "run_ids": [run.pk], "evidence": run.evidence, **{k: v for k, v in found.items() if k != "kv_cache_tokens"}}
+    measured = {
+        "token_capacity": found["kv_cache_tokens"],
+        "source": f"engine log of run {run.pk}",
+        "run_ids": [run.pk],
+        "evidence": run.evidence,
+        **{k: v for k, v in found.items() if k != "kv_cache_tokens"},
+    }
     try:
         measured["predicted_token_capacity"] = plan_for_candidate(candidate)["token_capacity"]
     except CapacityError as exc:

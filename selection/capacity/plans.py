@@ -9,8 +9,15 @@ from selection.models import Candidate
 
 # Catalog engines -> the capacity model's memory semantics. Engines whose memory rules the model
 # does not implement are planned with vLLM's paged semantics and say so.
-ENGINE_SEMANTICS = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "trtllm": "trtllm",
-                    "llama-cpp": "llamacpp", "llamacpp": "llamacpp", "llama.cpp": "llamacpp"}
+ENGINE_SEMANTICS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "tensorrt-llm": "trtllm",
+    "trtllm": "trtllm",
+    "llama-cpp": "llamacpp",
+    "llamacpp": "llamacpp",
+    "llama.cpp": "llamacpp",
+}
 
 
 def semantics_for(engine_slug: str) -> tuple[str, str | None]:
@@ -30,8 +37,9 @@ def model_config_for(candidate: Candidate) -> dict:
         return model.load_model_config(shipped[served])
     name = constraints.target_model if constraints else ""
     if not name:
-        raise model.CapacityError("model: the candidate's served model is not a shipped config and the constraints "
-                                  "name no target model")
+        raise model.CapacityError(
+            "model: the candidate's served model is not a shipped config and the constraints name no target model"
+        )
     return model.load_model_config(name)
 
 
@@ -39,12 +47,20 @@ def plan_for_candidate(candidate: Candidate, **overrides: Any) -> dict[str, Any]
     """Plan + verdict + predicted-vs-measured for one candidate, JSON-safe."""
     constraints = getattr(candidate.selection, "constraints", None)
     engine, note = semantics_for(candidate.engine.slug)
-    kwargs: dict[str, Any] = {"kv_dtype": candidate.kv_precision, "tp": candidate.tensor_parallel,
-                              "engine": engine, "gpu": candidate.gpu_model or (constraints.gpu_model if constraints else None)}
+    kwargs: dict[str, Any] = {
+        "kv_dtype": candidate.kv_precision,
+        "tp": candidate.tensor_parallel,
+        "engine": engine,
+        "gpu": candidate.gpu_model or (constraints.gpu_model if constraints else None),
+    }
     if constraints is not None:
         kwargs["gpu_mem_gib"] = constraints.gpu_memory_gib
-        contexts = sorted({constraints.avg_input_tokens + constraints.avg_output_tokens,
-                           constraints.max_input_tokens + constraints.max_output_tokens})
+        contexts = sorted(
+            {
+                constraints.avg_input_tokens + constraints.avg_output_tokens,
+                constraints.max_input_tokens + constraints.max_output_tokens,
+            }
+        )
         kwargs["contexts"] = contexts
     kwargs.update(overrides)
     plan = model.plan_for_model(model_config_for(candidate), **kwargs)

@@ -27,14 +27,34 @@ class RecordSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DecisionRecord
-        fields = ["id", "selection", "version", "status", "decision", "rationale", "applies_to", "does_not_apply_to",
-                  "review_by", "include_simulated", "snapshot_sha256", "pdf_sha256", "signed_sha256", "simulated",
-                  "supersedes", "created_at", "review_started_at", "signed_at", "approvals"]
+        fields = [
+            "id",
+            "selection",
+            "version",
+            "status",
+            "decision",
+            "rationale",
+            "applies_to",
+            "does_not_apply_to",
+            "review_by",
+            "include_simulated",
+            "snapshot_sha256",
+            "pdf_sha256",
+            "signed_sha256",
+            "simulated",
+            "supersedes",
+            "created_at",
+            "review_started_at",
+            "signed_at",
+            "approvals",
+        ]
         read_only_fields = [f for f in fields if f not in DRAFT_FIELDS]
 
     def get_approvals(self, obj) -> list[dict]:
-        return [{"role": a.role, "user": a.user.get_username(), "approved_at": a.approved_at, "signed_at": a.signed_at}
-                for a in obj.approvals.select_related("user")]
+        return [
+            {"role": a.role, "user": a.user.get_username(), "approved_at": a.approved_at, "signed_at": a.signed_at}
+            for a in obj.approvals.select_related("user")
+        ]
 
 
 def record_for(request, record_id: int) -> DecisionRecord:
@@ -62,8 +82,9 @@ class SelectionRecordsView(APIView):
         supersedes = None
         if request.data.get("supersedes"):
             supersedes = get_object_or_404(selection.records, pk=request.data["supersedes"])
-        record = _call(create_draft, selection=selection, user=request.user, supersedes=supersedes,
-                       **serializer.validated_data)
+        record = _call(
+            create_draft, selection=selection, user=request.user, supersedes=supersedes, **serializer.validated_data
+        )
         return Response(RecordSerializer(record).data, status=status.HTTP_201_CREATED)
 
 
@@ -99,8 +120,13 @@ class RecordDetailView(APIView):
         elif action == "approve":
             if "role" not in serializer.validated_data:
                 raise serializers.ValidationError({"role": "required to approve"})
-            record = _call(approve, record=record, user=request.user, role=serializer.validated_data["role"],
-                           comment_text=serializer.validated_data.get("comment", ""))
+            record = _call(
+                approve,
+                record=record,
+                user=request.user,
+                role=serializer.validated_data["role"],
+                comment_text=serializer.validated_data.get("comment", ""),
+            )
         else:
             _call(comment, record=record, user=request.user, text=serializer.validated_data.get("comment", ""))
         return Response(RecordSerializer(record).data)
@@ -121,8 +147,14 @@ class RecordSignView(APIView):
         serializer = RecordSignSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        record = _call(sign, record=record, user=request.user, role=data["role"],
-                       pkcs12=data["pkcs12"].read(1_000_000), passphrase=data["passphrase"])
+        record = _call(
+            sign,
+            record=record,
+            user=request.user,
+            role=data["role"],
+            pkcs12=data["pkcs12"].read(1_000_000),
+            passphrase=data["passphrase"],
+        )
         return Response(RecordSerializer(record).data)
 
 
@@ -132,9 +164,15 @@ class RecordPdfView(APIView):
         record = record_for(request, record_id)
         source = record.signed_pdf or record.pdf
         if not source:
-            return Response({"detail": "No PDF yet: the record is rendered once all three owners approved."}, status=404)
-        response = FileResponse(source.open("rb"), content_type="application/pdf", as_attachment=True,
-                                filename=f"decision-record-{record.selection_id}-v{record.version}.pdf")
+            return Response(
+                {"detail": "No PDF yet: the record is rendered once all three owners approved."}, status=404
+            )
+        response = FileResponse(
+            source.open("rb"),
+            content_type="application/pdf",
+            as_attachment=True,
+            filename=f"decision-record-{record.selection_id}-v{record.version}.pdf",
+        )
         response["Cache-Control"] = "private, no-transform"
         return response
 
@@ -157,6 +195,9 @@ class RecordVerifyView(APIView):
         if not data.startswith(b"%PDF"):
             return Response({"file": ["not a PDF (it does not start with %PDF)"]}, status=400)
         report = verification_report(data)
-        if report.get("record") and not selections_for(request.user).filter(name=report["record"]["selection"]).exists():
+        if (
+            report.get("record")
+            and not selections_for(request.user).filter(name=report["record"]["selection"]).exists()
+        ):
             report["record"] = {"issued_by_kvselect": True}  # do not leak another team's selection
         return Response(report)

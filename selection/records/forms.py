@@ -16,7 +16,9 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
     class Meta:
         model = DecisionRecord
         fields = ["decision", "rationale", "applies_to", "does_not_apply_to", "review_by", "include_simulated"]
-        labels = {"include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)")}
+        labels = {
+            "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)")
+        }
         help_texts = {
             "decision": _("Optional: left empty, the winner of the comparison is named."),
             "rationale": _("Why this engine, in your words; the scoring sentences are added automatically."),
@@ -40,9 +42,13 @@ class SignForm(AccessibleErrorsMixin, forms.Form):
     """The owner's PKCS#12 and its passphrase: used once in the request, never stored or logged."""
 
     pkcs12 = forms.FileField(label=_("Your certificate (PKCS#12, .p12 / .pfx)"))
-    passphrase = forms.CharField(label=_("Passphrase"), required=False, strip=False,
-                                 widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-                                 help_text=_("Used once to unlock the key for this signature; never stored."))
+    passphrase = forms.CharField(
+        label=_("Passphrase"),
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text=_("Used once to unlock the key for this signature; never stored."),
+    )
 
     def clean_pkcs12(self):
         handle = self.cleaned_data["pkcs12"]
@@ -61,5 +67,7 @@ class VerifyForm(AccessibleErrorsMixin, forms.Form):
         head = handle.read(5)
         handle.seek(0)
         if not head.startswith(b"%PDF"):
-            raise forms.ValidationError(_("This is not a PDF (it does not start with %PDF). Upload the record's PDF file."))
+            raise forms.ValidationError(
+                _("This is not a PDF (it does not start with %PDF). Upload the record's PDF file.")
+            )
         return handle

@@ -80,8 +80,12 @@ class RenderedRecord:
 
 
 def _engine() -> Engine:
-    return Engine(dirs=[str(TEMPLATE_DIR)], autoescape=True, debug=False,
-                  libraries={"i18n": "django.templatetags.i18n", "kvselect": "selection.templatetags.kvselect"})
+    return Engine(
+        dirs=[str(TEMPLATE_DIR)],
+        autoescape=True,
+        debug=False,
+        libraries={"i18n": "django.templatetags.i18n", "kvselect": "selection.templatetags.kvselect"},
+    )
 
 
 def _svg_data_uri(svg: str) -> str:
@@ -112,8 +116,8 @@ def html_to_pdf(html: str, fetcher: RestrictedURLFetcher | None = None) -> Rende
     boxes: dict[str, Box] = {}
     for index, page in enumerate(document.pages):
         for name, (x1, y1, x2, y2) in page.anchors.items():
-            if name.startswith(SIGFIELD_PREFIX) and name[len(SIGFIELD_PREFIX):] not in boxes:
-                boxes[name[len(SIGFIELD_PREFIX):]] = (
+            if name.startswith(SIGFIELD_PREFIX) and name[len(SIGFIELD_PREFIX) :] not in boxes:
+                boxes[name[len(SIGFIELD_PREFIX) :]] = (
                     index,
                     round(x1 * PX_TO_PT, 2),
                     round((page.height - y2) * PX_TO_PT, 2),
@@ -131,8 +135,3 @@ def render_record(context: dict, fetcher: RestrictedURLFetcher | None = None) ->
     if missing:
         raise RecordRenderError(f"template: no signature box for role(s) {missing}")
     return rendered
-
-
-def render_record_pdf(context: dict) -> bytes:
-    """The unsigned record PDF (use ``render_record`` when you also need the boxes)."""
-    return render_record(context).pdf

@@ -29,8 +29,9 @@ def render_pdf(record: DecisionRecord) -> DecisionRecord:
     if record.pdf or record.status not in (DecisionRecord.Status.APPROVED,):
         return record
     rendered = render_record(record.snapshot)
-    pdf = signing.prepare_signature_fields(rendered.pdf, {k: v for k, v in rendered.signature_boxes.items()
-                                                          if k in OWNER_ROLES or k == "seal"})
+    pdf = signing.prepare_signature_fields(
+        rendered.pdf, {k: v for k, v in rendered.signature_boxes.items() if k in OWNER_ROLES or k == "seal"}
+    )
     with transaction.atomic():
         locked = DecisionRecord.objects.select_for_update().get(pk=record.pk)
         if locked.pdf:

@@ -41,7 +41,9 @@ def owner_role(user, selection: Selection) -> list[str]:
 
 
 @transaction.atomic
-def create_draft(*, selection: Selection, user, supersedes: DecisionRecord | None = None, **fields: Any) -> DecisionRecord:
+def create_draft(
+    *, selection: Selection, user, supersedes: DecisionRecord | None = None, **fields: Any
+) -> DecisionRecord:
     if not can_edit(user, selection):
         raise PermissionDenied("Only architects of this selection's team can draft a decision record.")
     if supersedes is not None and supersedes.status != DecisionRecord.Status.SIGNED:
@@ -49,12 +51,22 @@ def create_draft(*, selection: Selection, user, supersedes: DecisionRecord | Non
     if supersedes is not None and DecisionRecord.objects.filter(supersedes=supersedes).exists():
         raise ValidationError({"supersedes": f"Record v{supersedes.version} already has a successor."})
     version = (selection.records.aggregate(v=Max("version"))["v"] or 0) + 1
-    record = DecisionRecord(selection=selection, version=version, created_by=user, supersedes=supersedes,
-                            **{k: v for k, v in fields.items() if k in DRAFT_FIELDS})
+    record = DecisionRecord(
+        selection=selection,
+        version=version,
+        created_by=user,
+        supersedes=supersedes,
+        **{k: v for k, v in fields.items() if k in DRAFT_FIELDS},
+    )
     record.full_clean()
     record.save()
-    audit(selection, user, "record.drafted", field=f"record:v{version}",
-          new={"supersedes": supersedes.version if supersedes else None})
+    audit(
+        selection,
+        user,
+        "record.drafted",
+        field=f"record:v{version}",
+        new={"supersedes": supersedes.version if supersedes else None},
+    )
     return record
 
 
@@ -64,16 +76,26 @@ def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionReco
     if not can_edit(user, record.selection):
         raise PermissionDenied("Only architects can edit a draft.")
     if record.status != DecisionRecord.Status.DRAFT:
-        raise ValidationError({"status": f"Record v{record.version} is {record.get_status_display()}: frozen. "
-                                         "Create a new version instead."})
+        raise ValidationError(
+            {
+                "status": f"Record v{record.version} is {record.get_status_display()}: frozen. "
+                "Create a new version instead."
+            }
+        )
     old = {k: str(getattr(record, k)) for k in fields if k in DRAFT_FIELDS}
     for key, value in fields.items():
         if key in DRAFT_FIELDS:
             setattr(record, key, value)
     record.full_clean()
     record.save()
-    audit(record.selection, user, "record.edited", field=f"record:v{record.version}", old=old,
-          new={k: str(getattr(record, k)) for k in old})
+    audit(
+        record.selection,
+        user,
+        "record.edited",
+        field=f"record:v{record.version}",
+        old=old,
+        new={k: str(getattr(record, k)) for k in old},
+    )
     return record
 
 
@@ -96,9 +118,15 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
     record.review_started_at = timezone.now()
     record.save()
     Selection.objects.filter(pk=record.selection_id).exclude(status=Selection.Status.DECIDED).update(
-        status=Selection.Status.DECIDING)
-    audit(record.selection, user, "record.review_started", field=f"record:v{record.version}",
-          new={"snapshot_sha256": record.snapshot_sha256, "simulated": record.simulated})
+        status=Selection.Status.DECIDING
+    )
+    audit(
+        record.selection,
+        user,
+        "record.review_started",
+        field=f"record:v{record.version}",
+        new={"snapshot_sha256": record.snapshot_sha256, "simulated": record.simulated},
+    )
     return record
 
 
@@ -123,8 +151,14 @@ def approve(*, record: DecisionRecord, user, role: str, comment_text: str = "") 
     if record.approvals.filter(role=role).exists():
         raise ValidationError({"role": f"The {role} owner has already approved."})
     RecordApproval.objects.create(record=record, role=role, user=user, comment=comment_text)
-    audit(record.selection, user, "record.approved", field=f"record:v{record.version}", new={"role": role},
-          justification=comment_text)
+    audit(
+        record.selection,
+        user,
+        "record.approved",
+        field=f"record:v{record.version}",
+        new={"role": role},
+        justification=comment_text,
+    )
     if record.approvals.count() == len(OWNER_ROLES):
         record.status = DecisionRecord.Status.APPROVED
         record.save(update_fields=["status"])
@@ -138,15 +172,20 @@ def next_signer_role(record: DecisionRecord) -> str | None:
     return next((role for role in OWNER_ROLES if role not in signed), None)
 
 
-def sign(*, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: str,
-         seal: tuple[bytes, str] | None = None) -> DecisionRecord:
+def sign(
+    *, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: str, seal: tuple[bytes, str] | None = None
+) -> DecisionRecord:
     """Add `role`'s PAdES signature (owners sign in order business, platform, security)."""
     record = render_pdf(record)
     with transaction.atomic():
         record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
         if record.status != DecisionRecord.Status.APPROVED:
-            raise ValidationError({"status": f"Record v{record.version} is {record.get_status_display()}: "
-                                             "only an approved record can be signed."})
+            raise ValidationError(
+                {
+                    "status": f"Record v{record.version} is {record.get_status_display()}: "
+                    "only an approved record can be signed."
+                }
+            )
         if role not in owner_role(user, record.selection):
             raise PermissionDenied(f"Only the named {role} owner can sign as {role} owner.")
         expected = next_signer_role(record)
@@ -157,20 +196,35 @@ def sign(*, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: 
             current = handle.read()
         name = person_name(user)
         try:
-            signed = signing.sign_pdf(current, pkcs12, passphrase, field_name=role, signer_name=name,
-                                      role=f"{role} owner", reason=f"Approves decision record v{record.version}",
-                                      stamp_font=stamp_font())
+            signed = signing.sign_pdf(
+                current,
+                pkcs12,
+                passphrase,
+                field_name=role,
+                signer_name=name,
+                role=f"{role} owner",
+                reason=f"Approves decision record v{record.version}",
+                stamp_font=stamp_font(),
+            )
             if role == OWNER_ROLES[-1] and seal is not None:
-                signed = signing.sign_pdf(signed, seal[0], seal[1], field_name="seal", signer_name="Organisation seal",
-                                          role="seal", reason="Organisational seal")
+                signed = signing.sign_pdf(
+                    signed,
+                    seal[0],
+                    seal[1],
+                    field_name="seal",
+                    signer_name="Organisation seal",
+                    role="seal",
+                    reason="Organisational seal",
+                )
         except signing.SigningError as exc:
             raise ValidationError({"pkcs12": str(exc)}) from exc
         approval = record.approvals.get(role=role)
         approval.signed_at = timezone.now()
         approval.certificate_subject = _subject(pkcs12, passphrase)
         approval.save(update_fields=["signed_at", "certificate_subject"])
-        record.signed_pdf.save(f"record-{record.selection_id}-v{record.version}-signed.pdf", ContentFile(signed),
-                               save=False)
+        record.signed_pdf.save(
+            f"record-{record.selection_id}-v{record.version}-signed.pdf", ContentFile(signed), save=False
+        )
         record.signed_sha256 = hashlib.sha256(signed).hexdigest()
         fields = ["signed_pdf", "signed_sha256"]
         if next_signer_role(record) is None:
@@ -178,13 +232,24 @@ def sign(*, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: 
             fields += ["status", "signed_at"]
             Selection.objects.filter(pk=record.selection_id).update(status=Selection.Status.DECIDED)
         record.save(update_fields=fields)
-        audit(record.selection, user, "record.signed", field=f"record:v{record.version}",
-              new={"role": role, "sha256": record.signed_sha256})
+        audit(
+            record.selection,
+            user,
+            "record.signed",
+            field=f"record:v{record.version}",
+            new={"role": role, "sha256": record.signed_sha256},
+        )
         if record.status == DecisionRecord.Status.SIGNED and record.supersedes_id:
             DecisionRecord.objects.filter(pk=record.supersedes_id, status=DecisionRecord.Status.SIGNED).update(
-                status=DecisionRecord.Status.SUPERSEDED)
-            audit(record.selection, user, "record.superseded", field=f"record:v{record.supersedes.version}",
-                  new={"superseded_by": record.version})
+                status=DecisionRecord.Status.SUPERSEDED
+            )
+            audit(
+                record.selection,
+                user,
+                "record.superseded",
+                field=f"record:v{record.supersedes.version}",
+                new={"superseded_by": record.version},
+            )
     return record
 
 
@@ -195,5 +260,3 @@ def _subject(pkcs12: bytes, passphrase: str) -> str:
         return cert.subject.rfc4514_string()[:300] if cert else ""
     except ValueError:
         return ""
-
-

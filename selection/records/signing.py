@@ -52,7 +52,6 @@ ROLE_LABELS = {
     "security": "Security owner",
     "seal": "Organisational seal",
 }
-SIGNING_ORDER = ("business", "platform", "security", "seal")
 # What may be appended after a signature without voiding it (pyHanko ModificationLevel names).
 ALLOWED_LATER_CHANGES = ("NONE", "LTA_UPDATES", "FORM_FILLING")
 
@@ -87,8 +86,7 @@ def existing_signature_fields(pdf_bytes: bytes) -> dict[str, bool]:
     """Map each signature field's name to whether it is already signed."""
     reader = PdfFileReader(io.BytesIO(pdf_bytes), strict=False)
     return {
-        name: value is not None
-        for name, value, _ref in sig_fields.enumerate_sig_fields(reader, filled_status=None)
+        name: value is not None for name, value, _ref in sig_fields.enumerate_sig_fields(reader, filled_status=None)
     }
 
 
@@ -102,9 +100,7 @@ def prepare_signature_fields(pdf_bytes: bytes, boxes: Mapping[str, Sequence]) ->
         if name in present:
             raise SigningError(f"field_name: signature field {name!r} already exists")
         page, x1, y1, x2, y2 = _check_box(name, box)
-        sig_fields.append_signature_field(
-            writer, sig_fields.SigFieldSpec(name, on_page=page, box=(x1, y1, x2, y2))
-        )
+        sig_fields.append_signature_field(writer, sig_fields.SigFieldSpec(name, on_page=page, box=(x1, y1, x2, y2)))
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
@@ -178,7 +174,6 @@ def _stamp_text_style(signer_line: str, stamp_font: Path | str | None) -> tuple[
     except UnicodeEncodeError:
         pass
     if stamp_font is not None and _font_covers(Path(stamp_font), signer_line):
-
         return signer_line, TextBoxStyle(font=GlyphAccumulatorFactory(str(stamp_font), font_size=10))
     return "signer: see name above", None
 
@@ -210,9 +205,7 @@ def sign_pdf(
     new_field_spec = None
     if field_name not in present:
         if box is None:
-            raise SigningError(
-                f"box: field {field_name!r} does not exist; give (page, x1, y1, x2, y2)"
-            )
+            raise SigningError(f"box: field {field_name!r} does not exist; give (page, x1, y1, x2, y2)")
         page, x1, y1, x2, y2 = _check_box(field_name, box)
         new_field_spec = sig_fields.SigFieldSpec(field_name, on_page=page, box=(x1, y1, x2, y2))
 
@@ -220,9 +213,7 @@ def sign_pdf(
     cert_cn = signer.signing_cert.subject.native.get("common_name", "")
     signer_line, text_box_style = _stamp_text_style(cert_cn or signer_name, stamp_font)
     stamp_style = TextStampStyle(
-        stamp_text=(
-            "Digitally signed (PAdES)\n%(role)s\n%(signer_line)s\n%(ts)s"
-        ),
+        stamp_text=("Digitally signed (PAdES)\n%(role)s\n%(signer_line)s\n%(ts)s"),
         timestamp_format="%Y-%m-%d %H:%M:%S UTC",
         border_width=0,
         background=None,
@@ -235,9 +226,7 @@ def sign_pdf(
         reason=f"{role_label}: {reason}" if reason else role_label,
         name=signer_name,
     )
-    pdf_signer = signers.PdfSigner(
-        meta, signer=signer, stamp_style=stamp_style, new_field_spec=new_field_spec
-    )
+    pdf_signer = signers.PdfSigner(meta, signer=signer, stamp_style=stamp_style, new_field_spec=new_field_spec)
     writer = _open_writer(pdf_bytes)
     try:
         out = pdf_signer.sign_pdf(
@@ -279,8 +268,13 @@ class SignatureReport:
     def ok(self) -> bool:
         """Intact, valid, trusted, and whatever was appended later only filled in (signed)
         form fields or added validation data - never changed the content."""
-        return (self.intact and self.valid and self.trusted and self.docmdp_ok is not False
-                and self.modification_level in ALLOWED_LATER_CHANGES)
+        return (
+            self.intact
+            and self.valid
+            and self.trusted
+            and self.docmdp_ok is not False
+            and self.modification_level in ALLOWED_LATER_CHANGES
+        )
 
 
 @dataclass(frozen=True)
@@ -294,9 +288,7 @@ class VerificationReport:
 
     @property
     def all_ok(self) -> bool:
-        return self.error is None and bool(self.signatures) and all(
-            s.ok for s in self.signatures
-        )
+        return self.error is None and bool(self.signatures) and all(s.ok for s in self.signatures)
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -310,8 +302,7 @@ class VerificationReport:
         lines = [f"document sha256: {self.sha256}"]
         if self.matches_known_record is not None:
             lines.append(
-                "issued by kvselect: "
-                + ("yes" if self.matches_known_record else "NO - not a record kvselect issued")
+                "issued by kvselect: " + ("yes" if self.matches_known_record else "NO - not a record kvselect issued")
             )
         if self.error:
             lines.append(f"error: {self.error}")
@@ -323,8 +314,7 @@ class VerificationReport:
                 f"#{i} field={s.field} signer={s.signer_common_name!r} time={when} "
                 f"intact={s.intact} valid={s.valid} trusted={s.trusted} "
                 f"coverage={s.coverage} whole_document={s.covers_whole_document} "
-                f"modifications={s.modification_level}"
-                + (f" error={s.error}" if s.error else "")
+                f"modifications={s.modification_level}" + (f" error={s.error}" if s.error else "")
             )
         lines.append("result: " + ("ALL SIGNATURES OK" if self.all_ok else "NOT VERIFIED"))
         return "\n".join(lines)
@@ -370,8 +360,9 @@ def verify_pdf(
             status = validate_pdf_signature(sig, signer_validation_context=vc)
         except Exception as exc:  # a damaged signature must fail, not crash the report
             reports.append(
-                SignatureReport(name, None, None, False, False, False, None, False, None,
-                                None, None, f"{type(exc).__name__}: {exc}")
+                SignatureReport(
+                    name, None, None, False, False, False, None, False, None, None, None, f"{type(exc).__name__}: {exc}"
+                )
             )
             continue
         coverage = _enum_name(status.coverage)
@@ -476,9 +467,7 @@ def issue_dev_certificates(
                 critical=True,
             )
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False)
             .sign(ca_key, hashes.SHA256())
         )
         blob = pkcs12.serialize_key_and_certificates(

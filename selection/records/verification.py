@@ -28,6 +28,7 @@ def verification_report(pdf_bytes: bytes) -> dict[str, Any]:
     report = signing.verify_pdf(pdf_bytes, trust_roots(), known_hashes=known)
     data = report.as_dict()
     record = DecisionRecord.objects.filter(signed_sha256=hashlib.sha256(pdf_bytes).hexdigest()).first()
-    data["record"] = ({"selection": record.selection.name, "version": record.version, "status": record.status}
-                      if record else None)
+    data["record"] = (
+        {"selection": record.selection.name, "version": record.version, "status": record.status} if record else None
+    )
     return data

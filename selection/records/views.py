@@ -38,8 +38,9 @@ from selection.web import attach_service_errors, get_selection, page_context, re
 
 
 def _role_label(role: str) -> str:
-    return {"business": _("Business owner"), "platform": _("Platform owner"),
-            "security": _("Security owner")}.get(role, role)
+    return {"business": _("Business owner"), "platform": _("Platform owner"), "security": _("Security owner")}.get(
+        role, role
+    )
 
 
 # --------------------------------------------------------------------------- comparison
@@ -71,22 +72,31 @@ def record_list(request: HttpRequest, pk: int) -> HttpResponse:
         form = RecordDraftForm(request.POST)
         if form.is_valid():
             try:
-                record = create_draft(selection=selection, user=request.user, supersedes=supersedes,
-                                              **form.cleaned_data)
+                record = create_draft(
+                    selection=selection, user=request.user, supersedes=supersedes, **form.cleaned_data
+                )
             except ValidationError as error:
                 attach_service_errors(form, error)
             else:
-                messages.success(request, _("Draft v%(version)s created. Next: check it and send it to review.") % {
-                    "version": record.version})
+                messages.success(
+                    request,
+                    _("Draft v%(version)s created. Next: check it and send it to review.")
+                    % {"version": record.version},
+                )
                 return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
     else:
         if request.GET.get("supersedes"):
             supersedes = _get_record(selection, request.GET["supersedes"])
         form = RecordDraftForm(initial=_initial_from(supersedes))
-    rows = [{"record": r, "successor": _successor(r)}
-            for r in selection.records.select_related("supersedes", "created_by").order_by("-version")]
-    return render(request, "selection/decision/records.html", page_context(
-        request, selection, "records", rows=rows, form=form, supersedes=supersedes))
+    rows = [
+        {"record": r, "successor": _successor(r)}
+        for r in selection.records.select_related("supersedes", "created_by").order_by("-version")
+    ]
+    return render(
+        request,
+        "selection/decision/records.html",
+        page_context(request, selection, "records", rows=rows, form=form, supersedes=supersedes),
+    )
 
 
 def _initial_from(record: DecisionRecord | None) -> dict:
@@ -96,42 +106,81 @@ def _initial_from(record: DecisionRecord | None) -> dict:
 
 
 def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
-    events = [{"when": record.created_at, "what": _("Draft v%(v)s created by %(who)s") % {
-        "v": record.version, "who": person_name(record.created_by)}}]
+    events = [
+        {
+            "when": record.created_at,
+            "what": _("Draft v%(v)s created by %(who)s") % {"v": record.version, "who": person_name(record.created_by)},
+        }
+    ]
     if record.review_started_at:
         events.append({"when": record.review_started_at, "what": _("Sent to review; snapshot frozen")})
     for approval in approvals:
-        events.append({"when": approval.approved_at, "what": _("Approved by the %(role)s (%(who)s)") % {
-            "role": _role_label(approval.role).lower(), "who": person_name(approval.user)}})
+        events.append(
+            {
+                "when": approval.approved_at,
+                "what": _("Approved by the %(role)s (%(who)s)")
+                % {"role": _role_label(approval.role).lower(), "who": person_name(approval.user)},
+            }
+        )
     for approval in approvals:
         if approval.signed_at:
-            events.append({"when": approval.signed_at, "what": _("Signed by the %(role)s (%(subject)s)") % {
-                "role": _role_label(approval.role).lower(), "subject": approval.certificate_subject or "—"}})
+            events.append(
+                {
+                    "when": approval.signed_at,
+                    "what": _("Signed by the %(role)s (%(subject)s)")
+                    % {"role": _role_label(approval.role).lower(), "subject": approval.certificate_subject or "—"},
+                }
+            )
     events.sort(key=lambda e: e["when"])
     return events
 
 
-def _record_page(request: HttpRequest, selection: Selection, record: DecisionRecord, *, edit_form=None,
-                 comment_form=None, sign_form=None, review_problems=None, status: int = 200) -> HttpResponse:
+def _record_page(
+    request: HttpRequest,
+    selection: Selection,
+    record: DecisionRecord,
+    *,
+    edit_form=None,
+    comment_form=None,
+    sign_form=None,
+    review_problems=None,
+    status: int = 200,
+) -> HttpResponse:
     approvals = list(record.approvals.select_related("user"))
     approved_roles = {a.role for a in approvals}
     mine = owner_role(request.user, selection)
     next_signer = next_signer_role(record) if record.status == DecisionRecord.Status.APPROVED else None
     in_review = record.status == DecisionRecord.Status.IN_REVIEW
-    owners = [{"role": role, "label": _role_label(role), "user": getattr(selection, f"{role}_owner"),
-               "approval": next((a for a in approvals if a.role == role), None),
-               "can_approve": in_review and role in mine and role not in approved_roles} for role in OWNER_ROLES]
+    owners = [
+        {
+            "role": role,
+            "label": _role_label(role),
+            "user": getattr(selection, f"{role}_owner"),
+            "approval": next((a for a in approvals if a.role == role), None),
+            "can_approve": in_review and role in mine and role not in approved_roles,
+        }
+        for role in OWNER_ROLES
+    ]
     can_edit = selectors.can_edit(request.user, selection)
     context = page_context(
-        request, selection, "records", record=record, owners=owners, timeline=_timeline(record, approvals),
-        comments=record.comments.select_related("author"), successor=_successor(record),
+        request,
+        selection,
+        "records",
+        record=record,
+        owners=owners,
+        timeline=_timeline(record, approvals),
+        comments=record.comments.select_related("author"),
+        successor=_successor(record),
         sign_role={"role": next_signer, "label": _role_label(next_signer)} if next_signer in mine else None,
         next_signer={"role": next_signer, "label": _role_label(next_signer)} if next_signer else None,
         edit_form=edit_form or (RecordDraftForm(instance=record) if can_edit and not record.frozen else None),
-        comment_form=comment_form or CommentForm(), sign_form=sign_form or SignForm(),
+        comment_form=comment_form or CommentForm(),
+        sign_form=sign_form or SignForm(),
         can_comment=selectors.can_review(request.user, selection) or bool(mine),
-        review_problems=review_problems or [], snapshot=record.snapshot or {},
-        has_pdf=bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED)
+        review_problems=review_problems or [],
+        snapshot=record.snapshot or {},
+        has_pdf=bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
+    )
     return render(request, "selection/decision/record.html", context, status=status)
 
 
@@ -170,8 +219,11 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
         except ValidationError as error:
             problems = error.messages
             return _record_page(request, selection, record, review_problems=problems, status=400)
-        messages.success(request, _("Record v%(v)s is in review: the snapshot is frozen. The three owners approve next.")
-                         % {"v": record.version})
+        messages.success(
+            request,
+            _("Record v%(v)s is in review: the snapshot is frozen. The three owners approve next.")
+            % {"v": record.version},
+        )
         return back
     if action == "comment":
         form = CommentForm(request.POST)
@@ -217,10 +269,15 @@ def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
             attach_service_errors(form, error)
         else:
             if record.status == DecisionRecord.Status.SIGNED:
-                messages.success(request, _("Signed. All three owners have signed: the record is final; download it below."))
+                messages.success(
+                    request, _("Signed. All three owners have signed: the record is final; download it below.")
+                )
             else:
-                messages.success(request, _("Signed as %(role)s. The %(next)s signs next.") % {
-                    "role": _role_label(role).lower(), "next": _role_label(next_signer_role(record) or "").lower()})
+                messages.success(
+                    request,
+                    _("Signed as %(role)s. The %(next)s signs next.")
+                    % {"role": _role_label(role).lower(), "next": _role_label(next_signer_role(record) or "").lower()},
+                )
             return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
     return _record_page(request, selection, record, sign_form=form, status=400)
 
@@ -234,8 +291,12 @@ def record_pdf(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     source = record.signed_pdf or record.pdf
     if not source:
         raise Http404(_("No PDF yet: it is rendered once all three owners have approved."))
-    response = FileResponse(source.open("rb"), content_type="application/pdf", as_attachment=True,
-                            filename=f"decision-record-{selection.pk}-v{record.version}.pdf")
+    response = FileResponse(
+        source.open("rb"),
+        content_type="application/pdf",
+        as_attachment=True,
+        filename=f"decision-record-{selection.pk}-v{record.version}.pdf",
+    )
     response["Cache-Control"] = "private, no-transform"
     return response
 
@@ -262,9 +323,13 @@ def verify(request: HttpRequest) -> HttpResponse:
                 # link the record only when the user may see its selection; otherwise just "issued by kvselect"
                 if report.get("error") and not report.get("signatures"):
                     status = 400  # not a readable PDF: the page says why
-                report["record"] = DecisionRecord.objects.filter(
-                    signed_sha256=report["sha256"], selection__in=selectors.selections_for(request.user)
-                ).select_related("selection").first()
+                report["record"] = (
+                    DecisionRecord.objects.filter(
+                        signed_sha256=report["sha256"], selection__in=selectors.selections_for(request.user)
+                    )
+                    .select_related("selection")
+                    .first()
+                )
         else:
             status = 400
     return render(request, "selection/decision/verify.html", {"form": form, "report": report}, status=status)

@@ -18,12 +18,24 @@ from selection.domain import catalog as catalog_domain
 from selection.domain import scoring
 from selection.models import Candidate, Selection
 
-DERIVED_METRICS = ("kv_headroom_at_target", "soak_drift_p99_ratio", "prefix_saving_ratio", "max_context_rung_reached",
-                   "swap_resume_ttft_ratio", "continuation_correct", "idle_release_share")
+DERIVED_METRICS = (
+    "kv_headroom_at_target",
+    "soak_drift_p99_ratio",
+    "prefix_saving_ratio",
+    "max_context_rung_reached",
+    "swap_resume_ttft_ratio",
+    "continuation_correct",
+    "idle_release_share",
+)
 
 ALLOCATION = {"paged": "paged", "radix": "paged", "static": "static", "contiguous": "preallocated"}
-PREFIX_CACHE = {"hash_block": "hash", "radix_tree": "radix", "block_trie": "radix", "slot_prompt_cache": "manual",
-                "none": "none"}
+PREFIX_CACHE = {
+    "hash_block": "hash",
+    "radix_tree": "radix",
+    "block_trie": "radix",
+    "slot_prompt_cache": "manual",
+    "none": "none",
+}
 PREEMPTION = {"swap": "swap", "recompute": "recompute", "none_by_default": "none", "none": "none"}
 METRIC_CATEGORIES = {
     "kv_usage": ("kv_cache_usage", "gpu_cache_usage", "token_usage", "kv_cache_utilization", "num_used_tokens"),
@@ -43,8 +55,9 @@ def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
     metrics = caps.get("metrics")
     exported = None
     if metrics is not None:
-        exported = tuple(cat for cat, needles in METRIC_CATEGORIES.items()
-                         if any(n in name for name in metrics for n in needles))
+        exported = tuple(
+            cat for cat, needles in METRIC_CATEGORIES.items() if any(n in name for name in metrics for n in needles)
+        )
     priority = caps.get("priority_scheduling")
     return scoring.DocumentedFeatures(
         allocation_strategy=ALLOCATION.get(caps.get("allocation_strategy") or "", None),
@@ -139,13 +152,26 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
                 put("output_tokens_per_s_per_gpu", goodput_tokens / gpus, stress)
                 cost = constraints.get("cost_per_gpu_hour")
                 if cost is not None:
-                    put("cost_per_mtok", scoring.cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)), stress)
+                    put(
+                        "cost_per_mtok",
+                        scoring.cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
+                        stress,
+                    )
         if constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points:
             sustainable = scoring.sustainable_concurrency(
-                [{"concurrency": p.achieved_concurrency or p.concurrency, "ttft_p95_ms": p.ttft_ms.get("p95"),
-                  "tpot_p95_ms": p.tpot_ms.get("p95"), "error_rate": p.error_rate}
-                 for p in points if (p.achieved_concurrency or p.concurrency) is not None],
-                constraints["ttft_p95_ms"], constraints["tpot_p95_ms"])
+                [
+                    {
+                        "concurrency": p.achieved_concurrency or p.concurrency,
+                        "ttft_p95_ms": p.ttft_ms.get("p95"),
+                        "tpot_p95_ms": p.tpot_ms.get("p95"),
+                        "error_rate": p.error_rate,
+                    }
+                    for p in points
+                    if (p.achieved_concurrency or p.concurrency) is not None
+                ],
+                constraints["ttft_p95_ms"],
+                constraints["tpot_p95_ms"],
+            )
             put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
     for run in runs.values():
         derived = derived_from_run(run)
@@ -159,28 +185,41 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
     predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
     if measured and predicted:
         metrics["capacity_prediction_error"] = scoring.Metric(
-            value=abs(predicted - measured) / measured, run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
-            evidence=candidate.measured_capacity.get("evidence", "MEASURED"))
+            value=abs(predicted - measured) / measured,
+            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
+            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
+        )
     return metrics
 
 
 def scoring_constraints(selection: Selection) -> scoring.ScoringConstraints:
     c = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
     return scoring.ScoringConstraints(
-        target_concurrency=c.get("peak_concurrency"), ttft_p95_ms=c.get("ttft_p95_ms"), tpot_p95_ms=c.get("tpot_p95_ms"),
-        gpu_count_budget=c.get("gpu_count_budget"), cost_per_gpu_hour=c.get("cost_per_gpu_hour"),
+        target_concurrency=c.get("peak_concurrency"),
+        ttft_p95_ms=c.get("ttft_p95_ms"),
+        tpot_p95_ms=c.get("tpot_p95_ms"),
+        gpu_count_budget=c.get("gpu_count_budget"),
+        cost_per_gpu_hour=c.get("cost_per_gpu_hour"),
         team_size=c.get("ops_team_size"),
         max_context_tokens=(c.get("max_input_tokens") or 0) + (c.get("max_output_tokens") or 0) or None,
-        throughput_target_tok_s=c.get("throughput_target_tokens_s"))
+        throughput_target_tok_s=c.get("throughput_target_tokens_s"),
+    )
 
 
-def evidence_for(selection: Selection, candidates: Iterable[Candidate] | None = None) -> list[scoring.CandidateEvidence]:
+def evidence_for(
+    selection: Selection, candidates: Iterable[Candidate] | None = None
+) -> list[scoring.CandidateEvidence]:
     constraints = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
     result = []
     for candidate in candidates if candidates is not None else selection.candidates.select_related("engine"):
-        result.append(scoring.CandidateEvidence(candidate=str(candidate.pk), label=candidate.display_name,
-                                                metrics=measured_metrics(candidate, constraints),
-                                                documented=documented_features(candidate)))
+        result.append(
+            scoring.CandidateEvidence(
+                candidate=str(candidate.pk),
+                label=candidate.display_name,
+                metrics=measured_metrics(candidate, constraints),
+                documented=documented_features(candidate),
+            )
+        )
     return result
 
 

@@ -19,10 +19,16 @@ from selection.web import AccessibleErrorsMixin
 # The one-pager's sections, in the order an architect thinks about them.
 CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
     ("traffic", _("Traffic"), ["peak_concurrency", "request_rate", "throughput_target_tokens_s"]),
-    ("context", _("Context"), ["avg_input_tokens", "p95_input_tokens", "max_input_tokens",
-                               "avg_output_tokens", "max_output_tokens"]),
-    ("multi_turn", _("Multi-turn"), ["multi_turn", "average_turns", "idle_seconds_between_turns",
-                                     "concurrent_sessions", "never_swap_sessions"]),
+    (
+        "context",
+        _("Context"),
+        ["avg_input_tokens", "p95_input_tokens", "max_input_tokens", "avg_output_tokens", "max_output_tokens"],
+    ),
+    (
+        "multi_turn",
+        _("Multi-turn"),
+        ["multi_turn", "average_turns", "idle_seconds_between_turns", "concurrent_sessions", "never_swap_sessions"],
+    ),
     ("latency", _("Latency budget"), ["ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"]),
     ("hardware", _("Hardware & cost"), ["gpu_model", "gpu_memory_gib", "gpu_count_budget", "cost_per_gpu_hour"]),
     ("team_model", _("Team & model"), ["ops_team_size", "target_model", "kv_precisions_allowed", "notes"]),
@@ -56,8 +62,9 @@ CONSTRAINT_UNITS = {
 class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
     name = forms.CharField(label=_("Name"), max_length=200)
     description = forms.CharField(label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 3}))
-    team = forms.ModelChoiceField(label=_("Team"), queryset=Team.objects.none(),
-                                  help_text=_("Teams where you are an architect."))
+    team = forms.ModelChoiceField(
+        label=_("Team"), queryset=Team.objects.none(), help_text=_("Teams where you are an architect.")
+    )
     business_owner = forms.ModelChoiceField(label=_("Business owner"), queryset=None)
     platform_owner = forms.ModelChoiceField(label=_("Platform owner"), queryset=None)
     security_owner = forms.ModelChoiceField(label=_("Security owner"), queryset=None)
@@ -87,8 +94,11 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
             for name in self.OWNER_FIELDS:
                 user = data.get(name)
                 if user is not None and user.pk not in member_ids:
-                    self.add_error(name, _("%(user)s is not a member of team %(team)s") % {
-                        "user": user.get_username(), "team": team.name})
+                    self.add_error(
+                        name,
+                        _("%(user)s is not a member of team %(team)s")
+                        % {"user": user.get_username(), "team": team.name},
+                    )
         return data
 
 
@@ -101,8 +111,12 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
     """Every field of the one-pager. Model validators and Constraints.clean() run on is_valid()."""
 
     kv_precisions_allowed = forms.MultipleChoiceField(
-        label=_("KV precision allowed"), choices=KV_PRECISION_CHOICES, widget=forms.CheckboxSelectMultiple,
-        required=False, help_text=_("Cache precisions the team accepts (accuracy vs memory)."))
+        label=_("KV precision allowed"),
+        choices=KV_PRECISION_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text=_("Cache precisions the team accepts (accuracy vs memory)."),
+    )
 
     class Meta:
         model = Constraints
@@ -118,8 +132,10 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
             if current and current not in configs:
                 choices.append((current, current))
             self.fields["target_model"] = forms.ChoiceField(
-                label=Constraints._meta.get_field("target_model").verbose_name, choices=choices,
-                help_text=_("A model config shipped with kvselect."))
+                label=Constraints._meta.get_field("target_model").verbose_name,
+                choices=choices,
+                help_text=_("A model config shipped with kvselect."),
+            )
         for name, field in self.fields.items():
             field.unit = CONSTRAINT_UNITS.get(name, "")
             if isinstance(field.widget, forms.NumberInput):
@@ -137,9 +153,11 @@ class WeightsForm(AccessibleErrorsMixin, forms.Form):
     """One number per criterion of the selection's scenario mix (relative; normalised on save)."""
 
     justification = forms.CharField(
-        label=_("Justification"), widget=forms.Textarea(attrs={"rows": 2}),
+        label=_("Justification"),
+        widget=forms.Textarea(attrs={"rows": 2}),
         help_text=_("Why these weights? Recorded in the audit trail with the change."),
-        error_messages={"required": _("A justification is required to change weights.")})
+        error_messages={"required": _("A justification is required to change weights.")},
+    )
 
     def __init__(self, *args, criteria: list[criteria_domain.Criterion], current: dict[str, float], **kwargs):
         super().__init__(*args, **kwargs)
@@ -147,8 +165,12 @@ class WeightsForm(AccessibleErrorsMixin, forms.Form):
         justification = self.fields.pop("justification")
         for criterion in criteria:
             self.fields[criterion.id] = forms.FloatField(
-                label=translate_name(criterion.name), min_value=0, max_value=1000, initial=round(current.get(criterion.id, 0.0) * 100, 2),
-                widget=forms.NumberInput(attrs={"step": "any", "data-weight-input": criterion.id}))
+                label=translate_name(criterion.name),
+                min_value=0,
+                max_value=1000,
+                initial=round(current.get(criterion.id, 0.0) * 100, 2),
+                widget=forms.NumberInput(attrs={"step": "any", "data-weight-input": criterion.id}),
+            )
         self.fields["justification"] = justification
 
     def weight_fields(self):
@@ -165,12 +187,19 @@ class GatesForm(AccessibleErrorsMixin, forms.Form):
         super().__init__(*args, **kwargs)
         for dimension in criteria_domain.DIMENSIONS:
             self.fields[f"use_{dimension.id}"] = forms.BooleanField(
-                label=translate_name(dimension.name), required=False, initial=dimension.id in current,
-                widget=forms.CheckboxInput(attrs={"data-gate-toggle": dimension.id}))
+                label=translate_name(dimension.name),
+                required=False,
+                initial=dimension.id in current,
+                widget=forms.CheckboxInput(attrs={"data-gate-toggle": dimension.id}),
+            )
             self.fields[f"threshold_{dimension.id}"] = forms.FloatField(
                 label=_("Minimum score for %(dimension)s") % {"dimension": translate_name(dimension.name)},
-                required=False, min_value=0, max_value=1, initial=current.get(dimension.id, 0.6),
-                widget=forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}))
+                required=False,
+                min_value=0,
+                max_value=1,
+                initial=current.get(dimension.id, 0.6),
+                widget=forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}),
+            )
 
     def rows(self):
         return [(d, self[f"use_{d.id}"], self[f"threshold_{d.id}"]) for d in criteria_domain.DIMENSIONS]
@@ -178,13 +207,17 @@ class GatesForm(AccessibleErrorsMixin, forms.Form):
     def clean(self):
         data = super().clean()
         for dimension in criteria_domain.DIMENSIONS:
-            if data.get(f"use_{dimension.id}") and data.get(f"threshold_{dimension.id}") is None \
-                    and f"threshold_{dimension.id}" not in self.errors:
+            if (
+                data.get(f"use_{dimension.id}")
+                and data.get(f"threshold_{dimension.id}") is None
+                and f"threshold_{dimension.id}" not in self.errors
+            ):
                 self.add_error(f"threshold_{dimension.id}", _("a threshold between 0 and 1 is required for a gate"))
         return data
 
     def gates(self) -> dict[str, float]:
-        return {d.id: self.cleaned_data[f"threshold_{d.id}"] for d in criteria_domain.DIMENSIONS
-                if self.cleaned_data.get(f"use_{d.id}")}
-
-
+        return {
+            d.id: self.cleaned_data[f"threshold_{d.id}"]
+            for d in criteria_domain.DIMENSIONS
+            if self.cleaned_data.get(f"use_{d.id}")
+        }

@@ -16,13 +16,24 @@ from selection.tasks import schedule_rescoring
 
 
 @transaction.atomic
-def create_selection(*, user, team, name: str, description: str = "", business_owner, platform_owner,
-                     security_owner, observer=None) -> Selection:
-    if not Membership.objects.filter(team=team, user=user, role=Membership.Role.ARCHITECT).exists() and not user.is_superuser:
+def create_selection(
+    *, user, team, name: str, description: str = "", business_owner, platform_owner, security_owner, observer=None
+) -> Selection:
+    if (
+        not Membership.objects.filter(team=team, user=user, role=Membership.Role.ARCHITECT).exists()
+        and not user.is_superuser
+    ):
         raise PermissionDenied("Only an architect of the team can create a selection for it.")
-    selection = Selection(team=team, name=name, description=description, business_owner=business_owner,
-                          platform_owner=platform_owner, security_owner=security_owner, observer=observer,
-                          created_by=user)
+    selection = Selection(
+        team=team,
+        name=name,
+        description=description,
+        business_owner=business_owner,
+        platform_owner=platform_owner,
+        security_owner=security_owner,
+        observer=observer,
+        created_by=user,
+    )
     selection.full_clean()
     selection.save()
     audit(selection, user, "selection.created", new={"name": name, "team": team.name})
@@ -55,9 +66,14 @@ def save_constraints(*, selection: Selection, user, data: dict[str, Any]) -> Con
 def _infer_and_apply(selection: Selection, user, constraints: dict[str, Any]) -> None:
     scenario, reasons, mix = infer_scenario(constraints)
     if scenario != selection.scenario or mix != selection.scenario_mix:
-        audit(selection, user, "scenario.inferred", field="scenario",
-              old={"scenario": selection.scenario, "mix": selection.scenario_mix},
-              new={"scenario": scenario, "mix": mix})
+        audit(
+            selection,
+            user,
+            "scenario.inferred",
+            field="scenario",
+            old={"scenario": selection.scenario, "mix": selection.scenario_mix},
+            new={"scenario": scenario, "mix": mix},
+        )
         selection.scenario_accepted = False
     selection.scenario, selection.scenario_reasons, selection.scenario_mix = scenario, reasons, mix
     selection.save(update_fields=["scenario", "scenario_reasons", "scenario_mix", "scenario_accepted", "updated_at"])
@@ -84,10 +100,20 @@ def apply_preset_weights(*, selection: Selection, user, keep_edited: bool = True
         if row and keep_edited and row.source == CriterionWeight.Source.EDITED:
             continue
         if row is None:
-            CriterionWeight.objects.create(selection=selection, criterion=criterion, weight=round(value, 6),
-                                           source=CriterionWeight.Source.PRESET, updated_by=user)
+            CriterionWeight.objects.create(
+                selection=selection,
+                criterion=criterion,
+                weight=round(value, 6),
+                source=CriterionWeight.Source.PRESET,
+                updated_by=user,
+            )
         elif abs(row.weight - value) > 1e-9 or row.source != CriterionWeight.Source.PRESET:
-            row.weight, row.source, row.justification, row.updated_by = round(value, 6), CriterionWeight.Source.PRESET, "", user
+            row.weight, row.source, row.justification, row.updated_by = (
+                round(value, 6),
+                CriterionWeight.Source.PRESET,
+                "",
+                user,
+            )
             row.save()
     return presets
 
@@ -102,7 +128,9 @@ def update_weights(*, selection: Selection, user, weights: dict[str, float], jus
     allowed = {c.id for c in criteria_domain.criteria_for(list((selection.scenario_mix or {"A": 1}).keys()))}
     for criterion, value in weights.items():
         if criterion not in allowed:
-            errors[f"weights.{criterion}"] = f"unknown criterion for scenario {selection.scenario}; allowed: {', '.join(sorted(allowed))}"
+            errors[f"weights.{criterion}"] = (
+                f"unknown criterion for scenario {selection.scenario}; allowed: {', '.join(sorted(allowed))}"
+            )
         elif not isinstance(value, (int, float)) or value < 0 or value != value:
             errors[f"weights.{criterion}"] = f"must be a number >= 0, got {value!r}"
     if not errors and sum(weights.values()) <= 0:
@@ -116,12 +144,32 @@ def update_weights(*, selection: Selection, user, weights: dict[str, float], jus
         old = row.weight if row.pk else None
         if row.pk and abs(old - value) < 1e-9:
             continue
-        row.weight, row.source, row.justification, row.updated_by = round(value, 6), CriterionWeight.Source.EDITED, justification, user
+        row.weight, row.source, row.justification, row.updated_by = (
+            round(value, 6),
+            CriterionWeight.Source.EDITED,
+            justification,
+            user,
+        )
         row.save()
-        audit(selection, user, "weight.changed", field=criterion, old=old, new=round(value, 6), justification=justification)
+        audit(
+            selection,
+            user,
+            "weight.changed",
+            field=criterion,
+            old=old,
+            new=round(value, 6),
+            justification=justification,
+        )
     for criterion in set(existing) - set(normalised):
-        audit(selection, user, "weight.removed", field=criterion, old=existing[criterion].weight, new=None,
-              justification=justification)
+        audit(
+            selection,
+            user,
+            "weight.removed",
+            field=criterion,
+            old=existing[criterion].weight,
+            new=None,
+            justification=justification,
+        )
         existing[criterion].delete()
     schedule_rescoring(selection.pk)
     return normalised
@@ -153,5 +201,3 @@ def gate_warnings(gates: dict[str, float]) -> list[str]:
     if len(gates) > criteria_domain.MAX_GATES:
         return [f"{len(gates)} gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere."]
     return []
-
-

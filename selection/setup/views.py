@@ -42,22 +42,37 @@ from selection.web import attach_service_errors, get_selection, page_context, re
 
 def _evidence_label(source: str) -> str:
     """How a criterion is scored: from measurements, documented capabilities, or both."""
-    return {"measured": _("measured"), "documented": _("documented"),
-            "both": _("measured + documented")}.get(source, source)
+    return {"measured": _("measured"), "documented": _("documented"), "both": _("measured + documented")}.get(
+        source, source
+    )
 
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    selections = (selectors.selections_for(request.user).select_related("team", "constraints")
-                  .annotate(candidate_count=Count("candidates", distinct=True), gate_count=Count("gates", distinct=True)))
+    selections = (
+        selectors.selections_for(request.user)
+        .select_related("team", "constraints")
+        .annotate(candidate_count=Count("candidates", distinct=True), gate_count=Count("gates", distinct=True))
+    )
     rows = []
     for selection in selections:
         has_constraints = hasattr(selection, "constraints")
-        rows.append({"selection": selection, "leader": leading_candidate(selection), "next": next_step(
-            selection, has_constraints=has_constraints, candidate_count=selection.candidate_count,
-            gate_count=selection.gate_count)})
-    can_create = request.user.is_superuser or Membership.objects.filter(
-        user=request.user, role=Membership.Role.ARCHITECT).exists()
+        rows.append(
+            {
+                "selection": selection,
+                "leader": leading_candidate(selection),
+                "next": next_step(
+                    selection,
+                    has_constraints=has_constraints,
+                    candidate_count=selection.candidate_count,
+                    gate_count=selection.gate_count,
+                ),
+            }
+        )
+    can_create = (
+        request.user.is_superuser
+        or Membership.objects.filter(user=request.user, role=Membership.Role.ARCHITECT).exists()
+    )
     return render(request, "selection/dashboard.html", {"rows": rows, "can_create": can_create})
 
 
@@ -71,8 +86,9 @@ def selection_create(request: HttpRequest) -> HttpResponse:
         except ValidationError as error:
             attach_service_errors(form, error)
         else:
-            messages.success(request, _("Selection “%(name)s” created. Next: fill in the constraints.") % {
-                "name": selection.name})
+            messages.success(
+                request, _("Selection “%(name)s” created. Next: fill in the constraints.") % {"name": selection.name}
+            )
             return redirect("selection:constraints", pk=selection.pk)
     return render(request, "selection/create.html", {"form": form})
 
@@ -84,14 +100,36 @@ def selection_detail(request: HttpRequest, pk: int) -> HttpResponse:
     summary = []
     if constraints:
         for _key, title, names in CONSTRAINT_GROUPS:
-            summary.append((title, [(Constraints._meta.get_field(name).verbose_name, _display(constraints, name),
-                                     CONSTRAINT_UNITS.get(name, "")) for name in names]))
-    return render(request, "selection/detail.html", page_context(
-        request, selection, "overview", constraints=constraints, summary=summary,
-        weights=_weight_rows(selection), gates=_gate_rows(selection),
-        candidates=selection.candidates.select_related("engine"), audit=recent_audit(selection, 10),
-        next=next_step(selection, has_constraints=constraints is not None),
-        scenario_name=SCENARIO_NAMES.get(selection.scenario, "")))
+            summary.append(
+                (
+                    title,
+                    [
+                        (
+                            Constraints._meta.get_field(name).verbose_name,
+                            _display(constraints, name),
+                            CONSTRAINT_UNITS.get(name, ""),
+                        )
+                        for name in names
+                    ],
+                )
+            )
+    return render(
+        request,
+        "selection/detail.html",
+        page_context(
+            request,
+            selection,
+            "overview",
+            constraints=constraints,
+            summary=summary,
+            weights=_weight_rows(selection),
+            gates=_gate_rows(selection),
+            candidates=selection.candidates.select_related("engine"),
+            audit=recent_audit(selection, 10),
+            next=next_step(selection, has_constraints=constraints is not None),
+            scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
+        ),
+    )
 
 
 def _display(constraints: Constraints, name: str):
@@ -120,8 +158,11 @@ def constraints_edit(request: HttpRequest, pk: int) -> HttpResponse:
                 attach_service_errors(form, error)
             else:
                 selection.refresh_from_db()
-                messages.success(request, _("Constraints saved. Inferred scenario: %(scenario)s.") % {
-                    "scenario": selection.get_scenario_display()})
+                messages.success(
+                    request,
+                    _("Constraints saved. Inferred scenario: %(scenario)s.")
+                    % {"scenario": selection.get_scenario_display()},
+                )
                 return redirect("selection:scenario", pk=selection.pk)
     else:
         form = ConstraintsForm(instance=instance)
@@ -132,8 +173,15 @@ def _weight_rows(selection: Selection) -> list[dict]:
     rows = []
     for weight in selection.weights.select_related("updated_by"):
         criterion = criteria_domain.CRITERIA_BY_ID.get(weight.criterion)
-        rows.append({"criterion": criterion, "id": weight.criterion, "weight": weight, "percent": weight.weight * 100,
-                     "dimension": _dimension_name(criterion.dimension) if criterion else ""})
+        rows.append(
+            {
+                "criterion": criterion,
+                "id": weight.criterion,
+                "weight": weight,
+                "percent": weight.weight * 100,
+                "dimension": _dimension_name(criterion.dimension) if criterion else "",
+            }
+        )
     return rows
 
 
@@ -143,20 +191,33 @@ def _dimension_name(dimension_id: str) -> str:
 
 def _gate_warnings(gates: dict[str, float]) -> list[str]:
     """services.gate_warnings, in the active language (one warning per condition it raises)."""
-    return [_("%(count)s gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere.")
-            % {"count": len(gates)} for _warning in gate_warnings(gates)]
+    return [
+        _("%(count)s gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere.")
+        % {"count": len(gates)}
+        for _warning in gate_warnings(gates)
+    ]
 
 
 def _gate_rows(selection: Selection) -> list[dict]:
-    return [{"dimension": _dimension_name(g.dimension), "id": g.dimension, "threshold": g.threshold}
-            for g in selection.gates.all()]
+    return [
+        {"dimension": _dimension_name(g.dimension), "id": g.dimension, "threshold": g.threshold}
+        for g in selection.gates.all()
+    ]
 
 
 def _weight_table(form: WeightsForm, selection: Selection) -> list[dict]:
     """One row per criterion of the form: its input next to the stored weight (if any)."""
     stored = {w.criterion: w for w in selection.weights.all()}
-    return [{"field": form[c.id], "criterion": c, "weight": stored.get(c.id), "dimension": _dimension_name(c.dimension),
-             "evidence": _evidence_label(c.source)} for c in form.criteria]
+    return [
+        {
+            "field": form[c.id],
+            "criterion": c,
+            "weight": stored.get(c.id),
+            "dimension": _dimension_name(c.dimension),
+            "evidence": _evidence_label(c.source),
+        }
+        for c in form.criteria
+    ]
 
 
 def _weights_form(selection: Selection, data=None) -> WeightsForm:
@@ -179,19 +240,36 @@ def scenario(request: HttpRequest, pk: int) -> HttpResponse:
         form = _weights_form(selection, request.POST)
         if form.is_valid():
             try:
-                update_weights(selection=selection, user=request.user, weights=form.weights(),
-                                        justification=form.cleaned_data["justification"])
+                update_weights(
+                    selection=selection,
+                    user=request.user,
+                    weights=form.weights(),
+                    justification=form.cleaned_data["justification"],
+                )
             except ValidationError as error:
                 attach_service_errors(form, error, prefixes=("weights",))
             else:
                 messages.success(request, _("Weights saved and recorded in the audit trail."))
                 return redirect("selection:scenario", pk=selection.pk)
-    mix = [{"scenario": s, "name": SCENARIO_NAMES.get(s, s), "percent": share * 100}
-           for s, share in sorted((selection.scenario_mix or {}).items(), key=lambda kv: -kv[1])]
-    return render(request, "selection/scenario.html", page_context(
-        request, selection, "scenario", form=form, weight_table=_weight_table(form, selection), mix=mix,
-        has_constraints=has_constraints, scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
-        audit=recent_audit(selection, 30)))
+    mix = [
+        {"scenario": s, "name": SCENARIO_NAMES.get(s, s), "percent": share * 100}
+        for s, share in sorted((selection.scenario_mix or {}).items(), key=lambda kv: -kv[1])
+    ]
+    return render(
+        request,
+        "selection/scenario.html",
+        page_context(
+            request,
+            selection,
+            "scenario",
+            form=form,
+            weight_table=_weight_table(form, selection),
+            mix=mix,
+            has_constraints=has_constraints,
+            scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
+            audit=recent_audit(selection, 30),
+        ),
+    )
 
 
 @login_required
@@ -203,8 +281,9 @@ def scenario_accept(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, _("Fill in the constraints first: the scenario is inferred from them."))
         return redirect("selection:constraints", pk=selection.pk)
     accept_scenario(selection=selection, user=request.user)
-    messages.success(request, _("Scenario %(scenario)s accepted. Next: choose the gates.") % {
-        "scenario": selection.scenario})
+    messages.success(
+        request, _("Scenario %(scenario)s accepted. Next: choose the gates.") % {"scenario": selection.scenario}
+    )
     return redirect("selection:gates", pk=selection.pk)
 
 
@@ -227,9 +306,17 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.success(request, _("Gates saved."))
                 return redirect("selection:gates", pk=selection.pk)
     priorities = criteria_domain.SCENARIO_PRIORITIES.get(selection.scenario, ())
-    return render(request, "selection/gates.html", page_context(
-        request, selection, "gates", form=form, max_gates=criteria_domain.MAX_GATES,
-        gate_warnings=_gate_warnings(current), audit=recent_audit(selection, 20),
-        priorities=[_dimension_name(d) for d in priorities]))
-
-
+    return render(
+        request,
+        "selection/gates.html",
+        page_context(
+            request,
+            selection,
+            "gates",
+            form=form,
+            max_gates=criteria_domain.MAX_GATES,
+            gate_warnings=_gate_warnings(current),
+            audit=recent_audit(selection, 20),
+            priorities=[_dimension_name(d) for d in priorities],
+        ),
+    )

@@ -17,8 +17,15 @@ def token_client(selection, user, name: str = "ci") -> APIClient:
     return client
 
 
-def upload(client: APIClient, candidate_id: int, data: bytes, filename: str = "result.json", key: str = "",
-           test: str = "concurrency_stress", **fields):
+def upload(
+    client: APIClient,
+    candidate_id: int,
+    data: bytes,
+    filename: str = "result.json",
+    key: str = "",
+    test: str = "concurrency_stress",
+    **fields,
+):
     headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     body = {"file": SimpleUploadedFile(filename, data), "test": test, **fields}
     return client.post(f"/api/v1/candidates/{candidate_id}/results/", body, format="multipart", **headers)

@@ -29,22 +29,59 @@ def victim(make_user, engines):
     """Another team's selection with a candidate, a run, a draft and a signed record, and a token."""
     team = Team.objects.create(name=f"{MARKER}-team")
     owner = make_user("victor", team)
-    selection = create_selection(user=owner, team=team, name=f"{MARKER} selection", business_owner=owner,
-                                          platform_owner=owner, security_owner=owner)
+    selection = create_selection(
+        user=owner,
+        team=team,
+        name=f"{MARKER} selection",
+        business_owner=owner,
+        platform_owner=owner,
+        security_owner=owner,
+    )
     save_constraints(selection=selection, user=owner, data=dict(SAMPLE_CONSTRAINTS))
-    candidate = add_candidate(selection=selection, user=owner, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0", "label": f"{MARKER} candidate",
-        "endpoint_url": "http://127.0.0.1:9/", "model_name": "m"})
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload", status="succeeded",
-                                      label=f"{MARKER} run", evidence="MEASURED", tool="vllm-bench")
+    candidate = add_candidate(
+        selection=selection,
+        user=owner,
+        data={
+            "engine": engines["vllm"],
+            "engine_version": "0.11.0",
+            "label": f"{MARKER} candidate",
+            "endpoint_url": "http://127.0.0.1:9/",
+            "model_name": "m",
+        },
+    )
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="concurrency_stress",
+        origin="upload",
+        status="succeeded",
+        label=f"{MARKER} run",
+        evidence="MEASURED",
+        tool="vllm-bench",
+    )
     RunPoint.objects.create(run=run, index=0, label=f"{MARKER} point", ttft_ms={"p95": 1.0})
     draft = DecisionRecord.objects.create(selection=selection, version=1, decision=f"{MARKER} draft", created_by=owner)
-    signed = DecisionRecord.objects.create(selection=selection, version=2, decision=f"{MARKER} signed",
-                                           status=DecisionRecord.Status.SIGNED, created_by=owner, snapshot={"x": 1},
-                                           snapshot_sha256="a" * 64, signed_sha256="b" * 64, signed_at=timezone.now())
+    signed = DecisionRecord.objects.create(
+        selection=selection,
+        version=2,
+        decision=f"{MARKER} signed",
+        status=DecisionRecord.Status.SIGNED,
+        created_by=owner,
+        snapshot={"x": 1},
+        snapshot_sha256="a" * 64,
+        signed_sha256="b" * 64,
+        signed_at=timezone.now(),
+    )
     token, _ = create_upload_token(selection=selection, user=owner, name=f"{MARKER}-ci")
-    return {"team": team, "owner": owner, "selection": selection, "candidate": candidate, "run": run, "draft": draft,
-            "signed": signed, "token": token}
+    return {
+        "team": team,
+        "owner": owner,
+        "selection": selection,
+        "candidate": candidate,
+        "run": run,
+        "draft": draft,
+        "signed": signed,
+        "token": token,
+    }
 
 
 def _walk(patterns, prefix="", namespace=""):
@@ -59,9 +96,15 @@ def _walk(patterns, prefix="", namespace=""):
 def _fill(route: str, params: list[str], victim) -> dict[str, str]:
     """Each URL parameter filled with the victim's object of the right kind."""
     sel, cand, run, rec = (victim["selection"].pk, victim["candidate"].pk, victim["run"].pk, victim["signed"].pk)
-    models = {"selection/selection": sel, "selection/candidate": cand, "benchmarks/benchmarkrun": run,
-              "selection/decisionrecord": rec, "selection/uploadtoken": victim["token"].pk,
-              "selection/team": victim["team"].pk, "auth/user": victim["owner"].pk}
+    models = {
+        "selection/selection": sel,
+        "selection/candidate": cand,
+        "benchmarks/benchmarkrun": run,
+        "selection/decisionrecord": rec,
+        "selection/uploadtoken": victim["token"].pk,
+        "selection/team": victim["team"].pk,
+        "auth/user": victim["owner"].pk,
+    }
     kwargs = {}
     for name in params:
         if name == "format":
@@ -79,7 +122,9 @@ def _fill(route: str, params: list[str], victim) -> dict[str, str]:
         elif name == "pk":
             kwargs[name] = cand if "candidates/(?P<pk>" in route else sel
         elif name == "object_id":
-            kwargs[name] = next((pk for key, pk in models.items() if key in route or key.replace("/", "/") in route), sel)
+            kwargs[name] = next(
+                (pk for key, pk in models.items() if key in route or key.replace("/", "/") in route), sel
+            )
         elif name == "content_type_id":
             kwargs[name] = ContentType.objects.get_for_model(Selection).pk
         elif name == "app_label":
@@ -142,19 +187,29 @@ def test_every_url_refuses_another_teams_objects(victim, outsider, who):
 
 
 def test_upload_token_is_scoped_to_its_selection(victim, selection_with_constraints, architect, engines):
-    mine = add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0"})
+    mine = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
     ci = token_client(selection_with_constraints, architect)
     theirs, their_run = victim["candidate"], victim["run"]
     assert upload(ci, theirs.pk, b'{"a": 1}', key="x").status_code == 403
-    for url in (f"/api/v1/candidates/{theirs.pk}/results/", f"/api/v1/runs/{their_run.pk}/",
-                f"/api/v1/runs/{their_run.pk}/requests/"):
+    for url in (
+        f"/api/v1/candidates/{theirs.pk}/results/",
+        f"/api/v1/runs/{their_run.pk}/",
+        f"/api/v1/runs/{their_run.pk}/requests/",
+    ):
         response = ci.get(url)
         assert response.status_code == 403, url
         assert MARKER not in response.content.decode()
     # Outside the upload endpoints a token is refused even for its own selection.
-    for url in (f"/api/v1/selections/{selection_with_constraints.pk}/", "/api/v1/selections/",
-                f"/api/v1/candidates/{mine.pk}/validations/", f"/api/v1/selections/{selection_with_constraints.pk}/records/"):
+    for url in (
+        f"/api/v1/selections/{selection_with_constraints.pk}/",
+        "/api/v1/selections/",
+        f"/api/v1/candidates/{mine.pk}/validations/",
+        f"/api/v1/selections/{selection_with_constraints.pk}/records/",
+    ):
         assert ci.get(url).status_code == 403, url
     assert ci.get(f"/api/v1/candidates/{mine.pk}/results/").status_code == 200
     assert not BenchmarkRun.objects.filter(candidate=theirs).exclude(pk=their_run.pk).exists()
@@ -166,8 +221,11 @@ def test_upload_tokens_are_stored_hashed_and_revocable(selection_with_constraint
     assert raw not in str(row.__dict__) and row.key_hash != raw and len(row.key_hash) == 64
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
-    candidate = add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0"})
+    candidate = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code == 200
     revoke_upload_token(token=token, user=architect)
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code in (401, 403)
@@ -222,7 +280,9 @@ def test_admin_cannot_alter_or_delete_decision_records_even_as_superuser(victim,
         delete = reverse("admin:selection_decisionrecord_delete", args=[record.pk])
         assert client.post(delete, {"post": "yes"}).status_code == 403
     changelist = reverse("admin:selection_decisionrecord_changelist")
-    bulk = client.post(changelist, {"action": "delete_selected", "_selected_action": [victim["signed"].pk], "post": "yes"})
+    bulk = client.post(
+        changelist, {"action": "delete_selected", "_selected_action": [victim["signed"].pk], "post": "yes"}
+    )
     assert bulk.status_code in (200, 302)
     assert client.get(reverse("admin:selection_decisionrecord_add")).status_code == 403
     signed = DecisionRecord.objects.get(pk=victim["signed"].pk)

@@ -25,8 +25,11 @@ LARGE = b'{"note": "a large CI result", "pad": "' + b"x" * 6000 + b'"}'
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines):
-    return add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0"})
+    return add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
 
 
 @pytest.fixture
@@ -92,8 +95,10 @@ def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, me
     assert app.conf.broker_url == original  # later tests (and their workers) get the real broker back
 
 
-@pytest.mark.parametrize("error", [OperationalError("server closed the connection unexpectedly"),
-                                   InterfaceError("connection already closed")])
+@pytest.mark.parametrize(
+    "error",
+    [OperationalError("server closed the connection unexpectedly"), InterfaceError("connection already closed")],
+)
 def test_database_error_mid_write_is_503_and_nothing_half_written(candidate, ci, media, error):
     # The run row is written, the raw file saved, then the artifact row insert fails.
     with mock.patch.object(Artifact, "save", side_effect=error):
@@ -116,7 +121,9 @@ def test_database_error_on_read_is_503(candidate, ci, media, architect):
 
     client = APIClient()
     client.force_authenticate(architect)
-    with mock.patch("benchmarks.api.views.candidate_for_request", side_effect=OperationalError("the database system is starting up")):
+    with mock.patch(
+        "benchmarks.api.views.candidate_for_request", side_effect=OperationalError("the database system is starting up")
+    ):
         response = client.get(f"/api/v1/candidates/{candidate.pk}/results/")
     assert response.status_code == 503
 
@@ -151,7 +158,9 @@ def test_storage_error_on_a_later_artifact_removes_the_earlier_files(candidate, 
     """store_native_result writes several artifacts; the third fails: no rows, no files from the first two."""
     from benchmarks.result import NormalizedResult
 
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="harness", status="running")
+    run = BenchmarkRun.objects.create(
+        candidate=candidate, test="concurrency_stress", origin="harness", status="running"
+    )
     result = NormalizedResult(tool="kvselect-harness", format="kvselect-harness", test="concurrency_stress", points=[])
     real_save = SavedFiles.save
     calls = []
@@ -163,8 +172,9 @@ def test_storage_error_on_a_later_artifact_removes_the_earlier_files(candidate, 
         return real_save(self, run, kind, filename, data)
 
     with mock.patch.object(SavedFiles, "save", save), pytest.raises(StorageFailure):
-        store_native_result(run=run, result=result, status="succeeded",
-                                     extra_files={"log": ("a.log", b"1"), "trace": ("b.log", b"2")})
+        store_native_result(
+            run=run, result=result, status="succeeded", extra_files={"log": ("a.log", b"1"), "trace": ("b.log", b"2")}
+        )
     assert len(calls) == 3
     assert not Artifact.objects.filter(run=run).exists()
     assert media_files(media) == []

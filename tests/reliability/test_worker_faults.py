@@ -16,8 +16,15 @@ from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
-LONG = {"concurrency": 2, "duration_s": 120.0, "warmup_s": 0.0, "input_tokens": 16, "output_tokens": 8,
-        "settle_s": 0.0, "abort_fraction": 0.0}
+LONG = {
+    "concurrency": 2,
+    "duration_s": 120.0,
+    "warmup_s": 0.0,
+    "input_tokens": 16,
+    "output_tokens": 8,
+    "settle_s": 0.0,
+    "abort_fraction": 0.0,
+}
 
 
 def _status(run_id: int) -> BenchmarkRun:
@@ -29,8 +36,11 @@ def test_worker_sigkill_mid_run_is_reaped_failed_and_never_run_twice(engine_cand
     killable_worker.start()
     run = start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect, params=LONG)
     # The worker claims it and the load is flowing (progress written by the reporter thread).
-    wait_for(lambda: _status(run.pk).status == "running" and (_status(run.pk).progress or {}).get("requests_done"),
-             timeout=60, interval=0.2)
+    wait_for(
+        lambda: _status(run.pk).status == "running" and (_status(run.pk).progress or {}).get("requests_done"),
+        timeout=60,
+        interval=0.2,
+    )
     claimed = _status(run.pk)
     assert claimed.attempt == 1 and claimed.worker
 
@@ -83,9 +93,17 @@ def test_engine_crash_knob_mid_test_fails_the_run_keeping_partial_data(selection
 
     config = SimConfig(time_scale=50.0, fault_crash_after_requests=30, max_model_len=8192)
     with ServerThread(config) as server:
-        candidate = add_candidate(selection=selection_with_constraints, user=architect, data={
-            "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": server.url,
-            "metrics_url": server.url + "/metrics", "model_name": config.served_model_name})
+        candidate = add_candidate(
+            selection=selection_with_constraints,
+            user=architect,
+            data={
+                "engine": engines["vllm"],
+                "engine_version": "0.11.0",
+                "endpoint_url": server.url,
+                "metrics_url": server.url + "/metrics",
+                "model_name": config.served_model_name,
+            },
+        )
         params = dict(LONG, concurrency=4, duration_s=4.0, settle_s=0.2)
         run = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=params)
         run = execute(claim(run.pk, "w1"))
@@ -107,7 +125,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(selection_with_constraints, architect, engines):
+def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(
+    selection_with_constraints, architect, engines
+):
     """The simulator as its own process with the hard crash knob (os._exit), like a killed llama-server."""
     import subprocess
     import sys
@@ -116,23 +136,36 @@ def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(selecti
     from tests.conftest import ROOT
 
     port = _free_port()
-    script = ("import asyncio\nfrom benchmarks.simulator.config import SimConfig\n"
-              "from benchmarks.simulator.server import serve_forever\n"
-              f"asyncio.run(serve_forever(SimConfig(time_scale=50.0, fault_crash_after_requests=40, max_model_len=8192),"
-              f" '127.0.0.1', {port}))\n")
-    engine = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    script = (
+        "import asyncio\nfrom benchmarks.simulator.config import SimConfig\n"
+        "from benchmarks.simulator.server import serve_forever\n"
+        f"asyncio.run(serve_forever(SimConfig(time_scale=50.0, fault_crash_after_requests=40, max_model_len=8192),"
+        f" '127.0.0.1', {port}))\n"
+    )
+    engine = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
+
         def up():
             try:
                 return urllib.request.urlopen(url + "/health", timeout=1).status == 200
             except OSError:
                 return False
+
         wait_for(up, timeout=30, interval=0.2)
-        candidate = add_candidate(selection=selection_with_constraints, user=architect, data={
-            "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url,
-            "metrics_url": url + "/metrics", "model_name": "kvsim-llama-3.1-8b"})
+        candidate = add_candidate(
+            selection=selection_with_constraints,
+            user=architect,
+            data={
+                "engine": engines["vllm"],
+                "engine_version": "0.11.0",
+                "endpoint_url": url,
+                "metrics_url": url + "/metrics",
+                "model_name": "kvsim-llama-3.1-8b",
+            },
+        )
         params = dict(LONG, concurrency=4, duration_s=3.0, settle_s=0.2)
         run = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=params)
         run = execute(claim(run.pk, "w1"))
@@ -156,8 +189,9 @@ def test_concurrent_claims_of_one_run_have_exactly_one_winner(engine_candidate, 
 
     from django.db import connection
 
-    run = start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect,
-                                      params=dict(LONG, duration_s=1.0))
+    run = start_validation(
+        candidate=engine_candidate, test="concurrency_stress", user=architect, params=dict(LONG, duration_s=1.0)
+    )
     barrier, results, errors = threading.Barrier(6), [], []
 
     def worker(name):

@@ -15,13 +15,12 @@ from django.utils import translation
 
 from selection.candidates.services import add_candidate
 from selection.domain import criteria as criteria_domain
-from selection.domain import records
 from selection.domain.scenarios import SCENARIO_NAMES, infer_scenario
 from selection.i18n import DOMAIN_NAMES, translate_name, translate_reason
-from selection.records.pdf import render_record
-from selection.records.pdf import render_record_html
+from selection.records.pdf import render_record, render_record_html
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
+from tests.support.record_context import sample_record_context
 
 PO_FILE = Path(settings.BASE_DIR) / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -181,7 +180,7 @@ def _pdftotext(pdf: bytes, tmp_path) -> str:
 
 
 def test_the_record_pdf_renders_in_the_records_language(tmp_path):
-    context = records.sample_record_context(simulated=True, n_charts=1, n_manifest=2)
+    context = sample_record_context(simulated=True, n_charts=1, n_manifest=2)
     context["record"]["language"] = "zh-hans"
     with translation.override("en"):  # the request's language does not matter, the record's does
         pdf = render_record(context).pdf
@@ -194,7 +193,7 @@ def test_the_record_pdf_renders_in_the_records_language(tmp_path):
 
 
 def test_the_record_html_stays_english_for_english_records():
-    context = records.sample_record_context(simulated=False, n_charts=0, n_manifest=1)
+    context = sample_record_context(simulated=False, n_charts=0, n_manifest=1)
     with translation.override("zh-hans"):
         html = render_record_html(context)
     assert "1. Decision and rationale" in html and "决策" not in html

@@ -29,16 +29,27 @@ class Command(BaseCommand):
         if candidate is None:
             raise CommandError(f"--candidate: no candidate with id {opts['candidate']}")
         try:
-            run, created = ingest_upload(candidate=candidate, data=path.read_bytes(), filename=path.name,
-                                                  test=opts["test"], fmt=opts["format"], label=opts["label"],
-                                                  uploader="cli", synchronous=True)
+            run, created = ingest_upload(
+                candidate=candidate,
+                data=path.read_bytes(),
+                filename=path.name,
+                test=opts["test"],
+                fmt=opts["format"],
+                label=opts["label"],
+                uploader="cli",
+                synchronous=True,
+            )
         except IngestError as exc:
             raise CommandError(f"--{exc.field if exc.field != 'file' else 'file'}: {exc}") from exc
         except ValueError as exc:
             raise CommandError(f"FILE: {exc}") from exc
         point = run.points.first()
-        self.stdout.write(f"run #{run.pk}: {run.tool} {run.tool_version} ({run.format}), {run.evidence}, "
-                          f"{run.points.count()} load point(s)")
+        self.stdout.write(
+            f"run #{run.pk}: {run.tool} {run.tool_version} ({run.format}), {run.evidence}, "
+            f"{run.points.count()} load point(s)"
+        )
         if point is not None:
-            self.stdout.write(f"  TTFT p50/p99 {point.ttft_ms.get('p50')}/{point.ttft_ms.get('p99')} ms, "
-                              f"TPOT p50 {point.tpot_ms.get('p50')} ms, {point.request_throughput} req/s")
+            self.stdout.write(
+                f"  TTFT p50/p99 {point.ttft_ms.get('p50')}/{point.ttft_ms.get('p99')} ms, "
+                f"TPOT p50 {point.tpot_ms.get('p50')} ms, {point.request_throughput} req/s"
+            )

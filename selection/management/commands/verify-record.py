@@ -24,8 +24,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="PDF to verify")
-        parser.add_argument("--trust", action="append", default=[],
-                            help="trusted root certificate (PEM or DER); repeatable")
+        parser.add_argument(
+            "--trust", action="append", default=[], help="trusted root certificate (PEM or DER); repeatable"
+        )
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def known_hashes(self) -> Iterable[str] | None:
@@ -57,7 +58,8 @@ class Command(BaseCommand):
             report = verify_pdf(data, self.trust_roots(opts["trust"]), self.known_hashes())
         except SigningError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False)
-                          if opts["json"] else report.as_text())
+        self.stdout.write(
+            json.dumps(report.as_dict(), indent=2, ensure_ascii=False) if opts["json"] else report.as_text()
+        )
         if not report.all_ok:
             raise CommandError("not verified: at least one signature is missing, altered or untrusted")

@@ -71,8 +71,10 @@ def test_loop_lag_flags_the_run_only_when_it_skewed_the_response_times(with_mock
         return RequestSpec(prompt="p", max_tokens=2)
 
     config = LoadConfig(concurrency=2, duration_s=1.5)
-    outcome = with_mock(MockConfig(ttft_s=0.4), lambda s: load(s, config, make=slow_make,
-                                                               client_kwargs={"kernel_timestamps": kernel_timestamps}))
+    outcome = with_mock(
+        MockConfig(ttft_s=0.4),
+        lambda s: load(s, config, make=slow_make, client_kwargs={"kernel_timestamps": kernel_timestamps}),
+    )
     assert outcome.loop_lag_ms_p99 > 40
     flagged = any("event-loop lag" in reason for reason in outcome.client_bound_reasons)
     assert flagged is not kernel_timestamps
@@ -84,8 +86,10 @@ def test_cancel_stops_within_two_seconds_and_keeps_partial_data(with_mock):
     config = LoadConfig(concurrency=8, duration_s=30)
 
     started = time.perf_counter()
-    outcome = with_mock(MockConfig(itl_s=0.01),
-                        lambda s: load(s, config, make=lambda i: RequestSpec(prompt="p", max_tokens=1000), cancel=cancel))
+    outcome = with_mock(
+        MockConfig(itl_s=0.01),
+        lambda s: load(s, config, make=lambda i: RequestSpec(prompt="p", max_tokens=1000), cancel=cancel),
+    )
     assert time.perf_counter() - started < 0.5 + 2.0
     assert outcome.cancelled and len(outcome.records) == 8
     assert all(r.error_class == "cancelled" and r.chunk_times for r in outcome.records)

@@ -21,8 +21,9 @@ PASSPHRASE = "dev-pass-123"
 @pytest.fixture(scope="module")
 def dev_certs(tmp_path_factory):
     out = tmp_path_factory.mktemp("certs")
-    return issue_dev_certificates(out, {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"},
-                                  PASSPHRASE)
+    return issue_dev_certificates(
+        out, {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"}, PASSPHRASE
+    )
 
 
 @pytest.fixture
@@ -34,25 +35,54 @@ def owners(make_user, team):
 def decided(architect, team, owners, engines):
     owners["business"].first_name, owners["business"].last_name = "伟", "张"
     owners["business"].save()
-    selection = create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
-                                          platform_owner=owners["platform"], security_owner=owners["security"])
+    selection = create_selection(
+        user=architect,
+        team=team,
+        name="Chat",
+        business_owner=owners["business"],
+        platform_owner=owners["platform"],
+        security_owner=owners["security"],
+    )
     save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
     for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
-        candidate = add_candidate(selection=selection, user=architect, data={
-            "engine": engines[slug], "engine_version": engines[slug].versions[0]})
-        run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload",
-                                          status="succeeded", evidence="MEASURED", tool="vllm-bench", tool_version="0.33",
-                                          raw_sha256="a" * 64 if slug == "vllm" else "b" * 64)
-        RunPoint.objects.create(run=run, index=0, concurrency=200, achieved_concurrency=200, ttft_ms={"p95": ttft},
-                                tpot_ms={"p95": 30.0}, error_rate=0.0, output_token_throughput=5000.0)
+        candidate = add_candidate(
+            selection=selection,
+            user=architect,
+            data={"engine": engines[slug], "engine_version": engines[slug].versions[0]},
+        )
+        run = BenchmarkRun.objects.create(
+            candidate=candidate,
+            test="concurrency_stress",
+            origin="upload",
+            status="succeeded",
+            evidence="MEASURED",
+            tool="vllm-bench",
+            tool_version="0.33",
+            raw_sha256="a" * 64 if slug == "vllm" else "b" * 64,
+        )
+        RunPoint.objects.create(
+            run=run,
+            index=0,
+            concurrency=200,
+            achieved_concurrency=200,
+            ttft_ms={"p95": ttft},
+            tpot_ms={"p95": 30.0},
+            error_rate=0.0,
+            output_token_throughput=5000.0,
+        )
     selection.refresh_from_db()
     return selection
 
 
 def sign_all(record, owners, dev_certs):
     for role in ("business", "platform", "security"):
-        record = sign(record=record, user=owners[role], role=role,
-                              pkcs12=dev_certs.pkcs12[role].read_bytes(), passphrase=PASSPHRASE)
+        record = sign(
+            record=record,
+            user=owners[role],
+            role=role,
+            pkcs12=dev_certs.pkcs12[role].read_bytes(),
+            passphrase=PASSPHRASE,
+        )
     return record
 
 
@@ -71,8 +101,13 @@ def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, 
     record = approve_all(record, owners)
     assert record.status == "approved"
     with pytest.raises(ValidationError, match="business owner signs next"):
-        sign(record=record, user=owners["platform"], role="platform",
-                     pkcs12=dev_certs.pkcs12["platform"].read_bytes(), passphrase=PASSPHRASE)
+        sign(
+            record=record,
+            user=owners["platform"],
+            role="platform",
+            pkcs12=dev_certs.pkcs12["platform"].read_bytes(),
+            passphrase=PASSPHRASE,
+        )
     record = sign_all(record, owners, dev_certs)
     assert record.status == "signed" and record.signed_sha256
     decided.refresh_from_db()
@@ -114,8 +149,7 @@ def test_snapshot_is_frozen_in_the_service_and_the_database(decided, architect):
 
 
 def test_signed_record_is_immutable_and_superseded_by_a_new_version(decided, architect, owners, dev_certs):
-    record = approve_all(start_review(record=create_draft(selection=decided, user=architect),
-                                              user=architect), owners)
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
     record = sign_all(record, owners, dev_certs)
     with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
         DecisionRecord.objects.filter(pk=record.pk).update(signed_sha256="0" * 64)
@@ -131,11 +165,15 @@ def test_signed_record_is_immutable_and_superseded_by_a_new_version(decided, arc
 
 
 def test_wrong_passphrase_names_the_problem(decided, architect, owners, dev_certs):
-    record = approve_all(start_review(record=create_draft(selection=decided, user=architect),
-                                              user=architect), owners)
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
     with pytest.raises(ValidationError) as excinfo:
-        sign(record=record, user=owners["business"], role="business",
-                     pkcs12=dev_certs.pkcs12["business"].read_bytes(), passphrase="wrong")
+        sign(
+            record=record,
+            user=owners["business"],
+            role="business",
+            pkcs12=dev_certs.pkcs12["business"].read_bytes(),
+            passphrase="wrong",
+        )
     assert "pkcs12" in excinfo.value.message_dict
 
 
@@ -159,13 +197,16 @@ def test_records_api_lifecycle_sign_and_verify(decided, architect, owners, dev_c
     for role in ("business", "platform", "security"):
         owner = APIClient()
         owner.force_authenticate(owners[role])
-        assert owner.post(f"/api/v1/records/{rid}/", {"action": "approve", "role": role}, format="json").status_code == 200
+        assert (
+            owner.post(f"/api/v1/records/{rid}/", {"action": "approve", "role": role}, format="json").status_code == 200
+        )
     for role in ("business", "platform", "security"):
         owner = APIClient()
         owner.force_authenticate(owners[role])
         with dev_certs.pkcs12[role].open("rb") as handle:
-            response = owner.post(f"/api/v1/records/{rid}/sign/", {"role": role, "pkcs12": handle,
-                                                                   "passphrase": PASSPHRASE})
+            response = owner.post(
+                f"/api/v1/records/{rid}/sign/", {"role": role, "pkcs12": handle, "passphrase": PASSPHRASE}
+            )
         assert response.status_code == 200, response.json()
     assert response.json()["status"] == "signed"
     pdf = b"".join(client.get(f"/api/v1/records/{rid}/pdf/").streaming_content)
@@ -192,11 +233,24 @@ def test_validation_results_carry_their_charts_at_the_percentile_each_run_report
     soak, and KV usage over time; a single load point draws no line."""
     vllm_candidate = decided.candidates.get(engine__slug="vllm")
     sweep = BenchmarkRun.objects.get(candidate=vllm_candidate)
-    RunPoint.objects.create(run=sweep, index=1, concurrency=400, achieved_concurrency=400, ttft_ms={"p95": 420.0},
-                            tpot_ms={"p95": 35.0}, error_rate=0.0)
-    soak = BenchmarkRun.objects.create(candidate=vllm_candidate, test="stability", origin="upload", status="succeeded",
-                                       evidence="MEASURED", params={"duration_s": 3600},
-                                       timeseries={"kv_usage_ratio": [[0.0, 0.2], [1800.0, 0.5], [3600.0, 0.52]]})
+    RunPoint.objects.create(
+        run=sweep,
+        index=1,
+        concurrency=400,
+        achieved_concurrency=400,
+        ttft_ms={"p95": 420.0},
+        tpot_ms={"p95": 35.0},
+        error_rate=0.0,
+    )
+    soak = BenchmarkRun.objects.create(
+        candidate=vllm_candidate,
+        test="stability",
+        origin="upload",
+        status="succeeded",
+        evidence="MEASURED",
+        params={"duration_s": 3600},
+        timeseries={"kv_usage_ratio": [[0.0, 0.2], [1800.0, 0.5], [3600.0, 0.52]]},
+    )
     for index, (label, p99) in enumerate((("first_window", 300.0), ("last_window", 330.0))):
         RunPoint.objects.create(run=soak, index=index, label=label, concurrency=64, ttft_ms={"p99": p99})
     single = BenchmarkRun.objects.get(candidate__engine__slug="sglang")

@@ -11,13 +11,15 @@ from selection.domain.criteria import criteria_for
 from selection.models import Constraints
 from selection.setup.forms import CONSTRAINT_FIELDS, ConstraintsForm, GatesForm, WeightsForm
 from selection.web import attach_service_errors
-
-from .web_helpers import VALID_CONSTRAINTS, make_engine
+from tests.selection.web_helpers import VALID_CONSTRAINTS, make_engine
 
 
 def test_one_pager_covers_every_constraints_field():
-    editable = {f.name for f in Constraints._meta.concrete_fields
-                if f.editable and f.name not in {"id", "selection", "updated_at", "model_config"}}
+    editable = {
+        f.name
+        for f in Constraints._meta.concrete_fields
+        if f.editable and f.name not in {"id", "selection", "updated_at", "model_config"}
+    }
     assert set(CONSTRAINT_FIELDS) == editable
     assert len(CONSTRAINT_FIELDS) == len(set(CONSTRAINT_FIELDS))
 
@@ -42,8 +44,15 @@ def test_target_model_select_keeps_a_saved_value_not_shipped():
 
 @pytest.mark.django_db
 def test_constraints_cross_field_errors_name_the_field():
-    form = ConstraintsForm({**VALID_CONSTRAINTS, "avg_output_tokens": "2000", "p95_input_tokens": "9000",
-                            "kv_precisions_allowed": ["fp4"]}, model_configs=[])
+    form = ConstraintsForm(
+        {
+            **VALID_CONSTRAINTS,
+            "avg_output_tokens": "2000",
+            "p95_input_tokens": "9000",
+            "kv_precisions_allowed": ["fp4"],
+        },
+        model_configs=[],
+    )
     assert not form.is_valid()
     assert "must not exceed max output tokens (1024)" in form.errors["avg_output_tokens"][0]
     assert "p95_input_tokens" in form.errors and "kv_precisions_allowed" in form.errors
@@ -53,13 +62,20 @@ def test_constraints_units_and_groups():
     form = ConstraintsForm(model_configs=[])
     assert form.fields["ttft_p95_ms"].unit == "ms" and form.fields["gpu_memory_gib"].unit == "GiB"
     assert [key for key, _title, _fields in form.groups()] == [
-        "traffic", "context", "multi_turn", "latency", "hardware", "team_model"]
+        "traffic",
+        "context",
+        "multi_turn",
+        "latency",
+        "hardware",
+        "team_model",
+    ]
 
 
 def test_weights_form_requires_justification_and_non_negative_values():
     criteria = criteria_for(["A"])
-    form = WeightsForm({c.id: "1" for c in criteria} | {"memory_allocation": "-2", "justification": ""},
-                       criteria=criteria, current={})
+    form = WeightsForm(
+        {c.id: "1" for c in criteria} | {"memory_allocation": "-2", "justification": ""}, criteria=criteria, current={}
+    )
     assert not form.is_valid()
     assert set(form.errors) == {"memory_allocation", "justification"}
 
@@ -86,8 +102,9 @@ def test_gates_form_returns_only_chosen_dimensions():
 def test_attach_service_errors_maps_prefixed_keys_to_fields():
     form = GatesForm({"use_memory": "on", "threshold_memory": "0.5"}, current={})
     form.is_valid()
-    attach_service_errors(form, ValidationError({"gates.threshold_memory": ["too low"], "gates": ["bad set"]}),
-                          prefixes=("gates",))
+    attach_service_errors(
+        form, ValidationError({"gates.threshold_memory": ["too low"], "gates": ["bad set"]}), prefixes=("gates",)
+    )
     assert form.errors["threshold_memory"] == ["too low"]
     assert form.non_field_errors() == ["gates: bad set"]
 
@@ -95,8 +112,14 @@ def test_attach_service_errors_maps_prefixed_keys_to_fields():
 @pytest.mark.django_db
 def test_candidate_form_api_key_is_write_only():
     engine = make_engine()
-    data = {"engine": engine.pk, "engine_version": "0.8.5", "gpu_count": "1", "tensor_parallel": "1",
-            "kv_precision": "bf16", "api_key": "sk-1"}
+    data = {
+        "engine": engine.pk,
+        "engine_version": "0.8.5",
+        "gpu_count": "1",
+        "tensor_parallel": "1",
+        "kv_precision": "bf16",
+        "api_key": "sk-1",
+    }
     form = CandidateForm(data)
     assert form.is_valid(), form.errors
     assert form.service_api_key() == "sk-1" and "api_key" not in form.service_data()
@@ -108,8 +131,15 @@ def test_candidate_form_api_key_is_write_only():
 @pytest.mark.django_db
 def test_candidate_form_rejects_unknown_precision_and_zero_gpus():
     engine = make_engine()
-    form = CandidateForm({"engine": engine.pk, "engine_version": "0.8.5", "gpu_count": "0", "tensor_parallel": "1",
-                          "kv_precision": "fp4"})
+    form = CandidateForm(
+        {
+            "engine": engine.pk,
+            "engine_version": "0.8.5",
+            "gpu_count": "0",
+            "tensor_parallel": "1",
+            "kv_precision": "fp4",
+        }
+    )
     assert not form.is_valid() and {"gpu_count", "kv_precision"} <= set(form.errors)
 
 

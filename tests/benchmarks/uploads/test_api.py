@@ -11,22 +11,31 @@ from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.candidates.services import add_candidate
 from selection.setup.services import create_selection
 
-FIXTURES = Path(__file__).parent / "formats" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "formats" / "fixtures"
 # (fixture file, expected format name)
 FILES = [
-    ("guidellm.json", "guidellm"), ("guidellm.csv", "guidellm-csv"), ("guidellm_v0.3.1_sweep.json", "guidellm"),
-    ("aiperf.json", "aiperf"), ("aiperf.profile_export.jsonl", "aiperf-jsonl"),
-    ("aiperf.profile_export_aiperf.csv", "aiperf-csv"), ("genai-perf_profile_export_genai_perf.json", "genai-perf"),
-    ("genai-perf_profile_export_raw.json", "perf-analyzer-raw"), ("vllm_bench_serve.json", "vllm"),
-    ("sglang_bench_serving.json", "sglang"), ("inference-perf_summary_lifecycle_metrics.json", "inference-perf"),
+    ("guidellm.json", "guidellm"),
+    ("guidellm.csv", "guidellm-csv"),
+    ("guidellm_v0.3.1_sweep.json", "guidellm"),
+    ("aiperf.json", "aiperf"),
+    ("aiperf.profile_export.jsonl", "aiperf-jsonl"),
+    ("aiperf.profile_export_aiperf.csv", "aiperf-csv"),
+    ("genai-perf_profile_export_genai_perf.json", "genai-perf"),
+    ("genai-perf_profile_export_raw.json", "perf-analyzer-raw"),
+    ("vllm_bench_serve.json", "vllm"),
+    ("sglang_bench_serving.json", "sglang"),
+    ("inference-perf_summary_lifecycle_metrics.json", "inference-perf"),
     ("llmperf_summary.json", "llmperf"),
 ]
 
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines):
-    return add_candidate(selection=selection_with_constraints, user=architect,
-                                  data={"engine": engines["vllm"], "engine_version": "0.11.0"})
+    return add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
 
 
 @pytest.fixture
@@ -39,9 +48,11 @@ def token_client(candidate, architect):
 
 def upload(client, candidate, name, data=None, **extra):
     content = data if data is not None else (FIXTURES / name).read_bytes()
-    return client.post(f"/api/v1/candidates/{candidate.pk}/results/",
-                       {"file": SimpleUploadedFile(name, content), "test": "concurrency_stress", **extra}, **{
-                           k: v for k, v in extra.items() if k.startswith("HTTP_")})
+    return client.post(
+        f"/api/v1/candidates/{candidate.pk}/results/",
+        {"file": SimpleUploadedFile(name, content), "test": "concurrency_stress", **extra},
+        **{k: v for k, v in extra.items() if k.startswith("HTTP_")},
+    )
 
 
 @pytest.mark.parametrize("name,fmt", FILES)
@@ -80,19 +91,35 @@ def test_a_corrupt_known_format_is_a_precise_400(token_client, candidate):
 
 
 def test_idempotency_key_returns_the_first_run(token_client, candidate):
-    first = token_client.post(f"/api/v1/candidates/{candidate.pk}/results/",
-                              {"file": SimpleUploadedFile("v.json", (FIXTURES / "vllm_bench_serve.json").read_bytes()),
-                               "test": "concurrency_stress"}, HTTP_IDEMPOTENCY_KEY="build-42")
-    again = token_client.post(f"/api/v1/candidates/{candidate.pk}/results/",
-                              {"file": SimpleUploadedFile("v.json", (FIXTURES / "vllm_bench_serve.json").read_bytes()),
-                               "test": "concurrency_stress"}, HTTP_IDEMPOTENCY_KEY="build-42")
+    first = token_client.post(
+        f"/api/v1/candidates/{candidate.pk}/results/",
+        {
+            "file": SimpleUploadedFile("v.json", (FIXTURES / "vllm_bench_serve.json").read_bytes()),
+            "test": "concurrency_stress",
+        },
+        HTTP_IDEMPOTENCY_KEY="build-42",
+    )
+    again = token_client.post(
+        f"/api/v1/candidates/{candidate.pk}/results/",
+        {
+            "file": SimpleUploadedFile("v.json", (FIXTURES / "vllm_bench_serve.json").read_bytes()),
+            "test": "concurrency_stress",
+        },
+        HTTP_IDEMPOTENCY_KEY="build-42",
+    )
     assert first.status_code == 201 and again.status_code == 200
     assert first.json()["id"] == again.json()["id"] and BenchmarkRun.objects.count() == 1
 
 
 def test_token_of_another_selection_is_403_and_revoked_is_401(candidate, architect, team, engines, token_client):
-    other = create_selection(user=architect, team=team, name="Other", business_owner=architect,
-                                      platform_owner=architect, security_owner=architect)
+    other = create_selection(
+        user=architect,
+        team=team,
+        name="Other",
+        business_owner=architect,
+        platform_owner=architect,
+        security_owner=architect,
+    )
     _, raw = create_upload_token(selection=other, user=architect, name="other-ci")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
@@ -104,7 +131,9 @@ def test_token_of_another_selection_is_403_and_revoked_is_401(candidate, archite
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code == 401
 
 
-def test_large_files_are_parsed_by_the_worker_path(token_client, candidate, settings, django_capture_on_commit_callbacks):
+def test_large_files_are_parsed_by_the_worker_path(
+    token_client, candidate, settings, django_capture_on_commit_callbacks
+):
     settings.KVSELECT_SYNC_PARSE_BYTES = 10
     with django_capture_on_commit_callbacks(execute=True):
         response = upload(token_client, candidate, "vllm_bench_serve.json")

@@ -10,8 +10,7 @@ from selection.candidates.services import add_candidate
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Gate, Membership, Selection, Team
 from selection.secretbox import decrypt
 from selection.setup.services import accept_scenario, set_gates
-
-from .web_helpers import VALID_CONSTRAINTS, make_engine, make_selection, make_user, with_constraints
+from tests.selection.web_helpers import VALID_CONSTRAINTS, make_engine, make_selection, make_user, with_constraints
 
 pytestmark = pytest.mark.django_db
 
@@ -49,6 +48,7 @@ def url(name, selection, *args):
 
 
 # --- rendering ------------------------------------------------------------------------------
+
 
 def test_login_required(client, selection):
     response = client.get(url("selection:detail", selection))
@@ -100,6 +100,7 @@ def test_dashboard_hides_other_teams_selections(client, selection):
 
 # --- permissions ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("page", PAGES)
 def test_another_teams_selection_is_404(client, selection, page):
     stranger = make_user("eve", Team.objects.create(name="Other"))
@@ -108,8 +109,16 @@ def test_another_teams_selection_is_404(client, selection, page):
     assert client.post(url(page, selection), {}).status_code == 404
 
 
-@pytest.mark.parametrize("page", ["selection:constraints", "selection:scenario", "selection:gates",
-                                  "selection:candidates", "selection:scenario-accept"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "selection:constraints",
+        "selection:scenario",
+        "selection:gates",
+        "selection:candidates",
+        "selection:scenario-accept",
+    ],
+)
 def test_reviewer_can_view_but_not_post(client, reviewer, configured, page):
     client.force_login(reviewer)
     if page != "selection:scenario-accept":
@@ -122,8 +131,9 @@ def test_reviewer_can_view_but_not_post(client, reviewer, configured, page):
 
 
 def test_reviewer_cannot_edit_a_candidate(client, reviewer, architect, configured):
-    candidate = add_candidate(selection=configured, user=architect,
-                                       data={"engine": make_engine(), "engine_version": "0.8.5"})
+    candidate = add_candidate(
+        selection=configured, user=architect, data={"engine": make_engine(), "engine_version": "0.8.5"}
+    )
     client.force_login(reviewer)
     assert client.post(url("selection:candidate-edit", configured, candidate.pk), {"label": "x"}).status_code == 403
 
@@ -135,20 +145,32 @@ def test_create_offers_only_teams_where_user_is_architect(client, team):
     client.force_login(user)
     body = client.get(reverse("selection:create")).content.decode()
     assert "Own team" in body and ">Platform<" not in body
-    response = client.post(reverse("selection:create"), {"name": "x", "team": team.pk, "business_owner": user.pk,
-                                                         "platform_owner": user.pk, "security_owner": user.pk})
+    response = client.post(
+        reverse("selection:create"),
+        {"name": "x", "team": team.pk, "business_owner": user.pk, "platform_owner": user.pk, "security_owner": user.pk},
+    )
     assert response.status_code == 200 and not Selection.objects.exists()
     assert "Select a valid choice" in response.content.decode()
 
 
 # --- create ---------------------------------------------------------------------------------
 
+
 def test_create_selection_with_owners(client, architect, team):
     owner = make_user("olga", team, Membership.Role.REVIEWER)
     client.force_login(architect)
-    response = client.post(reverse("selection:create"), {
-        "name": "Contract review", "description": "Long docs", "team": team.pk, "business_owner": owner.pk,
-        "platform_owner": architect.pk, "security_owner": owner.pk, "observer": owner.pk})
+    response = client.post(
+        reverse("selection:create"),
+        {
+            "name": "Contract review",
+            "description": "Long docs",
+            "team": team.pk,
+            "business_owner": owner.pk,
+            "platform_owner": architect.pk,
+            "security_owner": owner.pk,
+            "observer": owner.pk,
+        },
+    )
     selection = Selection.objects.get(name="Contract review")
     assert response.status_code == 302 and response["Location"] == url("selection:constraints", selection)
     assert (selection.business_owner, selection.observer, selection.created_by) == (owner, owner, architect)
@@ -160,14 +182,22 @@ def test_create_rejects_owner_outside_the_team(client, architect, team):
     Membership.objects.create(team=other, user=architect, role=Membership.Role.ARCHITECT)
     outsider = make_user("otto", other)
     client.force_login(architect)
-    response = client.post(reverse("selection:create"), {
-        "name": "x", "team": team.pk, "business_owner": outsider.pk, "platform_owner": architect.pk,
-        "security_owner": architect.pk})
+    response = client.post(
+        reverse("selection:create"),
+        {
+            "name": "x",
+            "team": team.pk,
+            "business_owner": outsider.pk,
+            "platform_owner": architect.pk,
+            "security_owner": architect.pk,
+        },
+    )
     assert response.status_code == 200 and not Selection.objects.exists()
     assert response.context["form"].errors["business_owner"] == ["otto is not a member of team Platform"]
 
 
 # --- constraints ----------------------------------------------------------------------------
+
 
 def test_constraints_save_infers_scenario_and_audits(client, architect, selection):
     client.force_login(architect)
@@ -192,8 +222,10 @@ def test_constraints_error_names_the_field_and_saves_nothing(client, architect, 
 def test_constraints_bad_edit_keeps_the_saved_values(client, architect, configured):
     client.force_login(architect)
     audit_before = AuditEntry.objects.count()
-    response = client.post(url("selection:constraints", configured),
-                           {**VALID_CONSTRAINTS, "peak_concurrency": "5", "multi_turn": "on", "average_turns": ""})
+    response = client.post(
+        url("selection:constraints", configured),
+        {**VALID_CONSTRAINTS, "peak_concurrency": "5", "multi_turn": "on", "average_turns": ""},
+    )
     assert "average_turns" in response.context["form"].errors
     assert Constraints.objects.get().peak_concurrency == 64 and AuditEntry.objects.count() == audit_before
 
@@ -207,6 +239,7 @@ def test_constraints_page_groups_fields_with_units(client, architect, selection)
 
 
 # --- scenario and weights -------------------------------------------------------------------
+
 
 def weight_post(selection, **values):
     data = {w.criterion: round(w.weight * 100, 3) for w in selection.weights.all()}
@@ -232,8 +265,9 @@ def test_accept_scenario(client, architect, configured):
 def test_weights_edit_without_justification_saves_nothing(client, architect, configured):
     client.force_login(architect)
     before = dict(CriterionWeight.objects.values_list("criterion", "weight"))
-    response = client.post(url("selection:scenario", configured),
-                           weight_post(configured, cache_reuse=50, justification="  "))
+    response = client.post(
+        url("selection:scenario", configured), weight_post(configured, cache_reuse=50, justification="  ")
+    )
     assert response.status_code == 200
     assert response.context["form"].errors["justification"] == ["A justification is required to change weights."]
     assert dict(CriterionWeight.objects.values_list("criterion", "weight")) == before
@@ -255,8 +289,9 @@ def test_weights_edit_normalises_and_audit_appears(client, architect, configured
 
 def test_weights_negative_value_names_the_criterion(client, architect, configured):
     client.force_login(architect)
-    response = client.post(url("selection:scenario", configured),
-                           weight_post(configured, cache_reuse=-1, justification="why"))
+    response = client.post(
+        url("selection:scenario", configured), weight_post(configured, cache_reuse=-1, justification="why")
+    )
     assert "cache_reuse" in response.context["form"].errors
     assert not CriterionWeight.objects.filter(source="edited").exists()
 
@@ -270,11 +305,14 @@ def test_weights_all_zero_shows_service_error(client, architect, configured):
 
 # --- gates ----------------------------------------------------------------------------------
 
+
 def test_gates_save_and_audit(client, architect, configured):
     client.force_login(architect)
-    response = client.post(url("selection:gates", configured), {
-        "use_memory": "on", "threshold_memory": "0.7", "use_scheduling": "on", "threshold_scheduling": "0.5"},
-        follow=True)
+    response = client.post(
+        url("selection:gates", configured),
+        {"use_memory": "on", "threshold_memory": "0.7", "use_scheduling": "on", "threshold_scheduling": "0.5"},
+        follow=True,
+    )
     assert dict(Gate.objects.values_list("dimension", "threshold")) == {"memory": 0.7, "scheduling": 0.5}
     entry = AuditEntry.objects.get(action="gates.changed")
     assert entry.new == {"memory": 0.7, "scheduling": 0.5} and "gates.changed" in response.content.decode()
@@ -294,8 +332,11 @@ def test_gate_warning_shows_with_four_gates(client, architect, configured):
 
 def test_no_visible_gate_warning_with_two_gates(client, architect, configured):
     client.force_login(architect)
-    response = client.post(url("selection:gates", configured), {
-        "use_memory": "on", "threshold_memory": "0.7", "use_cost": "on", "threshold_cost": "0.5"}, follow=True)
+    response = client.post(
+        url("selection:gates", configured),
+        {"use_memory": "on", "threshold_memory": "0.7", "use_cost": "on", "threshold_cost": "0.5"},
+        follow=True,
+    )
     body = response.content.decode()
     assert 'data-gate-warning role="alert" hidden>' in body
     assert "gates chosen: pick 2-3" not in body
@@ -310,12 +351,24 @@ def test_gate_threshold_out_of_range_names_the_dimension(client, architect, conf
 
 # --- candidates -----------------------------------------------------------------------------
 
+
 def candidate_post(engine, **overrides):
-    return {"engine": engine.pk, "engine_version": "0.8.5", "label": "vLLM prefix on",
-            "launch_flags": "--enable-prefix-caching", "endpoint_url": "http://127.0.0.1:8001/v1",
-            "metrics_url": "http://127.0.0.1:8001/metrics", "api_key": "sk-secret", "model_name": "Llama-3.1-8B",
-            "gpu_model": "H100", "gpu_count": "1", "tensor_parallel": "1", "kv_precision": "fp8",
-            "gpu_pool": "h100", **overrides}
+    return {
+        "engine": engine.pk,
+        "engine_version": "0.8.5",
+        "label": "vLLM prefix on",
+        "launch_flags": "--enable-prefix-caching",
+        "endpoint_url": "http://127.0.0.1:8001/v1",
+        "metrics_url": "http://127.0.0.1:8001/metrics",
+        "api_key": "sk-secret",
+        "model_name": "Llama-3.1-8B",
+        "gpu_model": "H100",
+        "gpu_count": "1",
+        "tensor_parallel": "1",
+        "kv_precision": "fp8",
+        "gpu_pool": "h100",
+        **overrides,
+    }
 
 
 def test_add_candidate_encrypts_key_and_never_shows_it(client, architect, configured):
@@ -335,8 +388,9 @@ def test_add_candidate_encrypts_key_and_never_shows_it(client, architect, config
 def test_add_candidate_bad_url_names_the_field(client, architect, configured):
     engine = make_engine()
     client.force_login(architect)
-    response = client.post(url("selection:candidates", configured), candidate_post(engine, endpoint_url="not a url",
-                                                                                  gpu_count="0"))
+    response = client.post(
+        url("selection:candidates", configured), candidate_post(engine, endpoint_url="not a url", gpu_count="0")
+    )
     errors = response.context["form"].errors
     assert "endpoint_url" in errors and "gpu_count" in errors and not Candidate.objects.exists()
 
@@ -346,19 +400,24 @@ def test_edit_candidate_keeps_key_unless_replaced(client, architect, configured)
     client.force_login(architect)
     client.post(url("selection:candidates", configured), candidate_post(engine))
     candidate = Candidate.objects.get()
-    response = client.post(url("selection:candidate-edit", configured, candidate.pk),
-                           candidate_post(engine, api_key="", tensor_parallel="2", label="vLLM TP2"))
+    response = client.post(
+        url("selection:candidate-edit", configured, candidate.pk),
+        candidate_post(engine, api_key="", tensor_parallel="2", label="vLLM TP2"),
+    )
     assert response.status_code == 302
     candidate.refresh_from_db()
     assert candidate.tensor_parallel == 2 and decrypt(candidate.api_key_encrypted) == "sk-secret"
-    client.post(url("selection:candidate-edit", configured, candidate.pk), candidate_post(engine, api_key="",
-                                                                                         clear_api_key="on"))
+    client.post(
+        url("selection:candidate-edit", configured, candidate.pk),
+        candidate_post(engine, api_key="", clear_api_key="on"),
+    )
     candidate.refresh_from_db()
     assert candidate.api_key_encrypted == ""
     assert AuditEntry.objects.filter(action="candidate.changed").count() == 2
 
 
 # --- overview -------------------------------------------------------------------------------
+
 
 def test_overview_ties_it_together(client, architect, configured):
     accept_scenario(selection=configured, user=architect)
@@ -370,6 +429,7 @@ def test_overview_ties_it_together(client, architect, configured):
 
 
 # --- language -------------------------------------------------------------------------------
+
 
 def test_language_switch_to_simplified_chinese(client, architect):
     client.force_login(architect)

@@ -14,18 +14,36 @@ from selection.setup.services import accept_scenario, set_gates
 def candidates(selection_with_constraints, architect, engines):
     made = []
     for slug in ("vllm", "sglang", "llama-cpp"):
-        made.append(add_candidate(selection=selection_with_constraints, user=architect,
-                                           data={"engine": engines[slug], "engine_version": engines[slug].versions[0],
-                                                 "gpu_count": 2}))
+        made.append(
+            add_candidate(
+                selection=selection_with_constraints,
+                user=architect,
+                data={"engine": engines[slug], "engine_version": engines[slug].versions[0], "gpu_count": 2},
+            )
+        )
     return made
 
 
 def add_run(candidate, evidence="MEASURED", ttft_p95=400.0, error_rate=0.0, derived=None):
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload",
-                                      status="succeeded", evidence=evidence, metadata={"derived": derived or {}})
-    RunPoint.objects.create(run=run, index=0, concurrency=200, achieved_concurrency=190,
-                            ttft_ms={"p95": ttft_p95}, tpot_ms={"p95": 30.0}, error_rate=error_rate,
-                            output_token_throughput=4000.0, slo_attainment=0.95)
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="concurrency_stress",
+        origin="upload",
+        status="succeeded",
+        evidence=evidence,
+        metadata={"derived": derived or {}},
+    )
+    RunPoint.objects.create(
+        run=run,
+        index=0,
+        concurrency=200,
+        achieved_concurrency=190,
+        ttft_ms={"p95": ttft_p95},
+        tpot_ms={"p95": 30.0},
+        error_rate=error_rate,
+        output_token_throughput=4000.0,
+        slo_attainment=0.95,
+    )
     return run
 
 
@@ -85,4 +103,6 @@ def test_dashboard_shows_leader_coverage_and_next_step(client, candidates, archi
     client.force_login(architect)
     body = client.get("/").content.decode()
     assert "Leading candidate" in body and "Compare and decide" in body
-    assert candidates[0].display_name in body or candidates[1].display_name in body or candidates[2].display_name in body
+    assert (
+        candidates[0].display_name in body or candidates[1].display_name in body or candidates[2].display_name in body
+    )

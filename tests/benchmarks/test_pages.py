@@ -18,12 +18,11 @@ from benchmarks.uploads.tokens import create_upload_token
 from selection.candidates.services import add_candidate
 from selection.models import AuditEntry, Membership, Team, UploadToken
 from selection.setup.services import accept_scenario, set_gates
-
-from .web_helpers import make_engine, make_selection, make_user, with_constraints
+from tests.selection.web_helpers import make_engine, make_selection, make_user, with_constraints
 
 pytestmark = pytest.mark.django_db
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "selection" / "fixtures"
 
 
 @pytest.fixture
@@ -53,14 +52,29 @@ def selection(architect, team):
 
 @pytest.fixture
 def candidate(selection, architect):
-    return add_candidate(selection=selection, user=architect, data={
-        "engine": make_engine(), "engine_version": "0.8.5", "label": "vLLM prefix on", "model_name": "Llama-3.1-8B",
-        "endpoint_url": "http://127.0.0.1:8001/v1", "gpu_model": "H100", "tensor_parallel": 1, "kv_precision": "bf16"})
+    return add_candidate(
+        selection=selection,
+        user=architect,
+        data={
+            "engine": make_engine(),
+            "engine_version": "0.8.5",
+            "label": "vLLM prefix on",
+            "model_name": "Llama-3.1-8B",
+            "endpoint_url": "http://127.0.0.1:8001/v1",
+            "gpu_model": "H100",
+            "tensor_parallel": 1,
+            "kv_precision": "bf16",
+        },
+    )
 
 
 def make_run(candidate, **fields):
-    defaults = {"test": "concurrency_stress", "origin": BenchmarkRun.Origin.HARNESS, "status": BenchmarkRun.Status.RUNNING,
-                "progress": {"phase": "load", "percent": 42.5, "requests_done": 1234, "ttft_p50_ms": 87.25}}
+    defaults = {
+        "test": "concurrency_stress",
+        "origin": BenchmarkRun.Origin.HARNESS,
+        "status": BenchmarkRun.Status.RUNNING,
+        "progress": {"phase": "load", "percent": 42.5, "requests_done": 1234, "ttft_p50_ms": 87.25},
+    }
     return BenchmarkRun.objects.create(candidate=candidate, **{**defaults, **fields})
 
 
@@ -69,14 +83,22 @@ def url(name, *args):
 
 
 def page_urls(selection, candidate, run):
-    return [url("selection:evidence", selection), url("selection:capacity", selection, candidate),
-            url("selection:validation", selection, candidate), url("selection:run", selection, run),
-            url("selection:run-progress", selection, run), url("selection:uploads", selection)]
+    return [
+        url("selection:evidence", selection),
+        url("selection:capacity", selection, candidate),
+        url("selection:validation", selection, candidate),
+        url("selection:run", selection, run),
+        url("selection:run-progress", selection, run),
+        url("selection:uploads", selection),
+    ]
 
 
 # --- access -----------------------------------------------------------------------------------
 
-def test_pages_render_for_the_team_and_404_for_another_team(client, architect, reviewer, outsider, selection, candidate):
+
+def test_pages_render_for_the_team_and_404_for_another_team(
+    client, architect, reviewer, outsider, selection, candidate
+):
     run = make_run(candidate)
     for user in (architect, reviewer):
         client.force_login(user)
@@ -92,8 +114,9 @@ def test_a_run_of_another_selection_is_404_even_with_a_visible_selection(client,
     elsewhere = Team.objects.create(name="Elsewhere")
     Membership.objects.create(team=elsewhere, user=architect, role=Membership.Role.ARCHITECT)
     other = make_selection(architect, elsewhere, name="Other")
-    foreign = add_candidate(selection=other, user=architect, data={"engine": candidate.engine,
-                                                                           "engine_version": "0.8.5"})
+    foreign = add_candidate(
+        selection=other, user=architect, data={"engine": candidate.engine, "engine_version": "0.8.5"}
+    )
     run = make_run(foreign)
     client.force_login(architect)
     assert client.get(url("selection:run", selection, run)).status_code == 404
@@ -103,11 +126,13 @@ def test_reviewers_get_403_on_every_write(client, reviewer, selection, candidate
     run = make_run(candidate)
     token, _raw = create_upload_token(selection=selection, user=selection.created_by, name="ci")
     client.force_login(reviewer)
-    posts = [(url("selection:validation-start", selection, candidate, "concurrency_stress"), {}),
-             (url("selection:run-cancel", selection, run), {}),
-             (url("selection:token-create", selection), {"name": "mine"}),
-             (url("selection:token-revoke", selection, token), {}),
-             (url("selection:result-upload", selection), {})]
+    posts = [
+        (url("selection:validation-start", selection, candidate, "concurrency_stress"), {}),
+        (url("selection:run-cancel", selection, run), {}),
+        (url("selection:token-create", selection), {"name": "mine"}),
+        (url("selection:token-revoke", selection, token), {}),
+        (url("selection:result-upload", selection), {}),
+    ]
     for target, data in posts:
         assert client.post(target, data).status_code == 403, target
     run.refresh_from_db()
@@ -125,6 +150,7 @@ def test_reviewer_sees_no_write_buttons(client, reviewer, selection, candidate):
 
 # --- capacity -----------------------------------------------------------------------------------
 
+
 def test_capacity_page_shows_plan_verdict_estimates_and_chart(client, architect, selection, candidate):
     client.force_login(architect)
     body = client.get(url("selection:capacity", selection, candidate)).content.decode()
@@ -137,8 +163,11 @@ def test_capacity_page_shows_plan_verdict_estimates_and_chart(client, architect,
 def test_capacity_what_if_is_a_partial_and_saves_nothing(client, architect, selection, candidate):
     client.force_login(architect)
     base = client.get(url("selection:capacity", selection, candidate)).context["plan"]
-    response = client.get(url("selection:capacity", selection, candidate), {"kv_dtype": "fp8", "tp": "2", "gpu": "H200-141GB"},
-                          HTTP_HX_REQUEST="true")
+    response = client.get(
+        url("selection:capacity", selection, candidate),
+        {"kv_dtype": "fp8", "tp": "2", "gpu": "H200-141GB"},
+        HTTP_HX_REQUEST="true",
+    )
     body = response.content.decode()
     assert response.status_code == 200 and "<html" not in body and "What-if plan: not saved" in body
     plan = response.context["plan"]
@@ -187,6 +216,7 @@ def test_capacity_without_a_model_explains_what_to_do(client, architect, selecti
 
 # --- validation -----------------------------------------------------------------------------------
 
+
 def test_validation_page_shows_the_five_tests_with_editable_parameters(client, architect, selection, candidate):
     client.force_login(architect)
     body = client.get(url("selection:validation", selection, candidate)).content.decode()
@@ -201,10 +231,17 @@ def test_run_button_queues_a_run_with_edited_parameters(client, architect, selec
     client.force_login(architect)
     page = client.get(url("selection:validation", selection, candidate))
     form = next(card["form"] for card in page.context["cards"] if card["test"] == "concurrency_stress")
-    data = {f"concurrency_stress-{k}": ("on" if v is True else "" if v is False else v)
-            for k, v in ((name, form[name].value()) for name in form.fields)}
-    data.update({"concurrency_stress-concurrency": "8", "concurrency_stress-duration_s": "30",
-                 "concurrency_stress-label": "smoke"})
+    data = {
+        f"concurrency_stress-{k}": ("on" if v is True else "" if v is False else v)
+        for k, v in ((name, form[name].value()) for name in form.fields)
+    }
+    data.update(
+        {
+            "concurrency_stress-concurrency": "8",
+            "concurrency_stress-duration_s": "30",
+            "concurrency_stress-label": "smoke",
+        }
+    )
     response = client.post(url("selection:validation-start", selection, candidate, "concurrency_stress"), data)
     assert response.status_code == 302
     run = BenchmarkRun.objects.get()
@@ -216,8 +253,9 @@ def test_run_button_queues_a_run_with_edited_parameters(client, architect, selec
 
 def test_bad_parameter_names_the_field_and_queues_nothing(client, architect, selection, candidate):
     client.force_login(architect)
-    response = client.post(url("selection:validation-start", selection, candidate, "long_context"),
-                           {"long_context-rungs": "16K, lots"})
+    response = client.post(
+        url("selection:validation-start", selection, candidate, "long_context"), {"long_context-rungs": "16K, lots"}
+    )
     assert response.status_code == 400 and not BenchmarkRun.objects.exists()
     assert "expected numbers separated by commas" in response.content.decode()
 
@@ -237,6 +275,7 @@ def test_refused_endpoint_shows_the_field_and_reason(client, architect, selectio
 
 
 # --- progress and cancel --------------------------------------------------------------------------
+
 
 def test_progress_partial_shows_percent_and_keeps_polling_while_running(client, architect, selection, candidate):
     run = make_run(candidate)
@@ -275,19 +314,41 @@ def test_cancel_of_a_running_run_requests_it_and_redirects(client, architect, se
 
 # --- run page -------------------------------------------------------------------------------------
 
+
 def _result_run(candidate, evidence="MEASURED"):
-    run = make_run(candidate, status=BenchmarkRun.Status.SUCCEEDED, evidence=evidence, tool="vllm-bench-serve",
-                   tool_version="0.11.0", format="vllm-bench-serve", uploaded_by="token:ci", raw_sha256="ab" * 32,
-                   verdicts=[{"name": "ttft_p95_within_budget", "passed": True, "detail": "612 <= 800 ms"},
-                             {"name": "no_errors", "passed": False, "detail": "3 failed"}],
-                   timeseries={"kv_usage_ratio": [[0, 0.1], [1, 0.5], [2, 0.7]]}, notes=["tool TPOT includes first token"],
-                   definitions={"tpot_ms": "vLLM: mean over output tokens incl. the first"}, partial=True,
-                   metadata={"engine": "vllm", "model": "Llama-3.1-8B"})
+    run = make_run(
+        candidate,
+        status=BenchmarkRun.Status.SUCCEEDED,
+        evidence=evidence,
+        tool="vllm-bench-serve",
+        tool_version="0.11.0",
+        format="vllm-bench-serve",
+        uploaded_by="token:ci",
+        raw_sha256="ab" * 32,
+        verdicts=[
+            {"name": "ttft_p95_within_budget", "passed": True, "detail": "612 <= 800 ms"},
+            {"name": "no_errors", "passed": False, "detail": "3 failed"},
+        ],
+        timeseries={"kv_usage_ratio": [[0, 0.1], [1, 0.5], [2, 0.7]]},
+        notes=["tool TPOT includes first token"],
+        definitions={"tpot_ms": "vLLM: mean over output tokens incl. the first"},
+        partial=True,
+        metadata={"engine": "vllm", "model": "Llama-3.1-8B"},
+    )
     for index, concurrency in enumerate((8, 32)):
-        RunPoint.objects.create(run=run, index=index, concurrency=concurrency, requests_completed=100, requests_failed=0,
-                                ttft_ms={"p50": 100.0 + index, "p90": 150.0, "p95": 200.0 + index, "p99": 300.0},
-                                tpot_ms={"p50": 20.0, "p95": 30.0, "p99": None}, itl_ms={}, e2e_ms={"p50": 2000.0},
-                                request_throughput=5.5, error_rate=0.0)
+        RunPoint.objects.create(
+            run=run,
+            index=index,
+            concurrency=concurrency,
+            requests_completed=100,
+            requests_failed=0,
+            ttft_ms={"p50": 100.0 + index, "p90": 150.0, "p95": 200.0 + index, "p99": 300.0},
+            tpot_ms={"p50": 20.0, "p95": 30.0, "p99": None},
+            itl_ms={},
+            e2e_ms={"p50": 2000.0},
+            request_throughput=5.5,
+            error_rate=0.0,
+        )
     return run
 
 
@@ -322,6 +383,7 @@ def test_empty_run_says_what_happens_next(client, architect, selection, candidat
 
 # --- CI tokens ------------------------------------------------------------------------------------
 
+
 def test_token_is_shown_once_and_stored_hashed(client, architect, selection, candidate):
     client.force_login(architect)
     response = client.post(url("selection:token-create", selection), {"name": "github-actions"})
@@ -349,8 +411,9 @@ def test_revoke_stops_the_token(client, architect, selection, candidate):
     response = client.post(url("selection:token-revoke", selection, token), follow=True)
     token.refresh_from_db()
     assert token.revoked_at is not None and "revoked" in response.content.decode()
-    api = client.post(reverse("candidate-results", args=[candidate.pk]), {"test": "custom"},
-                      HTTP_AUTHORIZATION=f"Token {raw}")
+    api = client.post(
+        reverse("candidate-results", args=[candidate.pk]), {"test": "custom"}, HTTP_AUTHORIZATION=f"Token {raw}"
+    )
     assert api.status_code in (401, 403)
 
 
@@ -363,18 +426,36 @@ def test_another_selections_token_cannot_be_revoked_here(client, architect, team
 
 # --- uploads --------------------------------------------------------------------------------------
 
+
 def _fake_result() -> NormalizedResult:
-    return NormalizedResult(tool="vllm-bench-serve", format="vllm-bench-serve", tool_version="0.11.0",
-                            metadata={"model": "mock-model"},
-                            points=[LoadPoint(concurrency=2, requests_completed=6, requests_failed=0,
-                                              ttft_ms=Stats(p50=27.0, p95=28.1), tpot_ms=Stats(p50=2.4))])
+    return NormalizedResult(
+        tool="vllm-bench-serve",
+        format="vllm-bench-serve",
+        tool_version="0.11.0",
+        metadata={"model": "mock-model"},
+        points=[
+            LoadPoint(
+                concurrency=2,
+                requests_completed=6,
+                requests_failed=0,
+                ttft_ms=Stats(p50=27.0, p95=28.1),
+                tpot_ms=Stats(p50=2.4),
+            )
+        ],
+    )
 
 
 def upload_data(candidate, name="vllm_bench_serve.json", **extra):
     content = (FIXTURES / "vllm_bench_serve.json").read_bytes()
-    return {"candidate": candidate.pk, "test": "concurrency_stress", "format": "", "label": "nightly",
-            "file": SimpleUploadedFile(name, content, content_type="application/json"),
-            "idempotency_key": "web-test-1", **extra}
+    return {
+        "candidate": candidate.pk,
+        "test": "concurrency_stress",
+        "format": "",
+        "label": "nightly",
+        "file": SimpleUploadedFile(name, content, content_type="application/json"),
+        "idempotency_key": "web-test-1",
+        **extra,
+    }
 
 
 def test_upload_form_happy_path_creates_the_run(client, architect, selection, candidate, monkeypatch):
@@ -423,18 +504,23 @@ def test_unrecognised_file_lists_each_format_tried(client, architect, selection,
 
 def test_upload_errors_name_the_field(client, architect, selection, candidate):
     client.force_login(architect)
-    response = client.post(url("selection:result-upload", selection),
-                           upload_data(candidate, file=SimpleUploadedFile("empty.json", b"")))
+    response = client.post(
+        url("selection:result-upload", selection), upload_data(candidate, file=SimpleUploadedFile("empty.json", b""))
+    )
     assert response.status_code == 400 and "file" in response.context["upload_form"].errors
     assert not BenchmarkRun.objects.exists()
 
 
 # --- navigation -----------------------------------------------------------------------------------
 
+
 def test_candidates_and_overview_link_to_capacity_and_validation(client, architect, selection, candidate):
     client.force_login(architect)
-    for page in (url("selection:candidates", selection), url("selection:detail", selection),
-                 url("selection:evidence", selection)):
+    for page in (
+        url("selection:candidates", selection),
+        url("selection:detail", selection),
+        url("selection:evidence", selection),
+    ):
         body = client.get(page).content.decode()
         assert url("selection:capacity", selection, candidate) in body
         assert url("selection:validation", selection, candidate) in body
@@ -453,11 +539,16 @@ def test_evidence_empty_states_say_what_to_do(client, architect, selection):
 
 
 def test_upload_form_preselects_the_candidate_a_link_came_from(client, architect, selection, candidate):
-    second = add_candidate(selection=selection, user=architect, data={"engine": candidate.engine,
-                                                                               "engine_version": "0.8.5", "label": "B"})
+    second = add_candidate(
+        selection=selection, user=architect, data={"engine": candidate.engine, "engine_version": "0.8.5", "label": "B"}
+    )
     client.force_login(architect)
     response = client.get(url("selection:uploads", selection), {"candidate": second.pk, "test": "prefix_reuse"})
     form = response.context["upload_form"]
     assert form.initial["candidate"] == second.pk and form.initial["test"] == "prefix_reuse"
-    assert client.get(url("selection:uploads", selection), {"candidate": "999"}).context["upload_form"].initial.get(
-        "candidate") is None
+    assert (
+        client.get(url("selection:uploads", selection), {"candidate": "999"})
+        .context["upload_form"]
+        .initial.get("candidate")
+        is None
+    )

@@ -17,7 +17,7 @@ def test_memory_lines_add_n_sequences_to_the_fixed_memory():
     i = contexts.index(8192)
     per_seq = plan["bytes_per_sequence"]["8192"] / GIB
     assert abs(lines["n=64"][i] - (fixed_gib + 64 * per_seq)) < 0.01
-    assert all(a < b for a, b in zip(lines["n=1"], lines["n=64"]))
+    assert all(a < b for a, b in zip(lines["n=1"], lines["n=64"], strict=False))
 
 
 def test_estimates_are_marked_and_overrides_are_not():

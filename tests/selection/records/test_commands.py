@@ -6,9 +6,9 @@ import pytest
 from django.core.management import call_command, get_commands
 from django.core.management.base import CommandError
 
-from selection.domain import records
-from selection.records.pdf import render_record
 from selection.records import signing
+from selection.records.pdf import render_record
+from tests.support.record_context import sample_record_context
 
 
 def test_dashed_commands_are_discovered():
@@ -39,11 +39,10 @@ def test_random_passphrase_is_written_privately(tmp_path):
 
 
 def test_verify_record_signed_and_tampered(dev_certs, tmp_path, capsys, db):
-    rendered = render_record(records.sample_record_context(n_charts=0))
+    rendered = render_record(sample_record_context(n_charts=0))
     pdf = signing.prepare_signature_fields(rendered.pdf, rendered.signature_boxes)
     for role in ("business", "platform", "security"):
-        pdf = signing.sign_pdf(pdf, (dev_certs / f"{role}.p12").read_bytes(), "pw", role,
-                               role, role, "approved")
+        pdf = signing.sign_pdf(pdf, (dev_certs / f"{role}.p12").read_bytes(), "pw", role, role, role, "approved")
     good = tmp_path / "good.pdf"
     good.write_bytes(pdf)
     call_command("verify-record", str(good), trust=[str(dev_certs / "dev-ca.pem")], json=True)

@@ -53,8 +53,9 @@ def test_weight_edit_requires_justification_and_is_audited(selection_with_constr
 
 def test_weight_edit_rejects_unknown_criterion_naming_it(selection_with_constraints, architect):
     with pytest.raises(ValidationError) as excinfo:
-        update_weights(selection=selection_with_constraints, user=architect,
-                                weights={"session_recovery": 1.0}, justification="x")
+        update_weights(
+            selection=selection_with_constraints, user=architect, weights={"session_recovery": 1.0}, justification="x"
+        )
     assert "weights.session_recovery" in excinfo.value.message_dict
 
 
@@ -69,18 +70,21 @@ def test_edited_weights_survive_a_constraint_change(selection_with_constraints, 
 
 
 def test_constraint_changes_are_audited_old_to_new(selection_with_constraints, architect):
-    save_constraints(selection=selection_with_constraints, user=architect,
-                              data=dict(SAMPLE_CONSTRAINTS, peak_concurrency=300))
+    save_constraints(
+        selection=selection_with_constraints, user=architect, data=dict(SAMPLE_CONSTRAINTS, peak_concurrency=300)
+    )
     entry = AuditEntry.objects.get(action="constraints.changed", field="peak_concurrency", old=200)
     assert entry.new == 300
 
 
 def test_gates_warn_above_three_and_are_audited(selection_with_constraints, architect):
-    warnings = set_gates(selection=selection_with_constraints, user=architect,
-                                  gates={"memory": 0.6, "scheduling": 0.5})
+    warnings = set_gates(selection=selection_with_constraints, user=architect, gates={"memory": 0.6, "scheduling": 0.5})
     assert warnings == []
-    warnings = set_gates(selection=selection_with_constraints, user=architect,
-                                  gates={"memory": 0.6, "scheduling": 0.5, "cost": 0.3, "observability": 0.2})
+    warnings = set_gates(
+        selection=selection_with_constraints,
+        user=architect,
+        gates={"memory": 0.6, "scheduling": 0.5, "cost": 0.3, "observability": 0.2},
+    )
     assert "no candidate scores full marks everywhere" in warnings[0].lower()
     assert Gate.objects.filter(selection=selection_with_constraints).count() == 4
     assert AuditEntry.objects.filter(action="gates.changed").count() == 2

@@ -19,13 +19,29 @@ from selection.candidates.services import add_candidate
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines, mock_engine):
-    return add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": mock_engine.url,
-        "metrics_url": mock_engine.url + "/metrics", "model_name": "mock"}, api_key="sk-test")
+    return add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={
+            "engine": engines["vllm"],
+            "engine_version": "0.11.0",
+            "endpoint_url": mock_engine.url,
+            "metrics_url": mock_engine.url + "/metrics",
+            "model_name": "mock",
+        },
+        api_key="sk-test",
+    )
 
 
-SHORT = {"concurrency": 4, "duration_s": 1.0, "warmup_s": 0.0, "input_tokens": 16, "output_tokens": 8,
-         "settle_s": 0.5, "abort_fraction": 0.0}
+SHORT = {
+    "concurrency": 4,
+    "duration_s": 1.0,
+    "warmup_s": 0.0,
+    "input_tokens": 16,
+    "output_tokens": 8,
+    "settle_s": 0.5,
+    "abort_fraction": 0.0,
+}
 
 
 def test_plan_derives_parameters_from_constraints(candidate):
@@ -83,10 +99,14 @@ def test_reviewer_cannot_start_runs(candidate, reviewer):
 
 @pytest.mark.reliability
 @pytest.mark.parametrize("url", ["http://10.1.2.3:8000", "http://169.254.169.254/latest", "http://example.com:80"])
-def test_endpoints_outside_the_allow_list_are_refused_before_any_connection(selection_with_constraints, architect,
-                                                                          engines, url):
-    candidate = add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url})
+def test_endpoints_outside_the_allow_list_are_refused_before_any_connection(
+    selection_with_constraints, architect, engines, url
+):
+    candidate = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url},
+    )
     with pytest.raises(ValidationError, match="endpoint_url"):
         start_validation(candidate=candidate, test="concurrency_stress", user=architect)
     assert not BenchmarkRun.objects.exists()
@@ -141,18 +161,28 @@ def test_two_tests_never_load_the_same_engine_at_once(candidate, architect):
 def test_derived_scoring_metrics_from_harness_output(candidate):
     from selection.scoring.evidence import derived_from_run
 
-    run = BenchmarkRun.objects.create(candidate=candidate, test="prefix_reuse", origin="harness", status="succeeded",
-                                      params={"prefix_tokens": 750, "suffix_tokens": 250})
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="prefix_reuse",
+        origin="harness",
+        status="succeeded",
+        params={"prefix_tokens": 750, "suffix_tokens": 250},
+    )
     from benchmarks.models import RunPoint
 
     RunPoint.objects.create(run=run, index=0, label="prefix_on", extra={"prefix_hit_ratio": 0.6})
     assert derived_from_run(run) == {"prefix_saving_ratio": pytest.approx(0.8)}
-    stability = BenchmarkRun.objects.create(candidate=candidate, test="stability", origin="harness", status="succeeded",
-                                            verdicts=[{"name": "ttft_p99_drift", "passed": True, "value": 12.0}])
+    stability = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="stability",
+        origin="harness",
+        status="succeeded",
+        verdicts=[{"name": "ttft_p99_drift", "passed": True, "value": 12.0}],
+    )
     assert derived_from_run(stability) == {"soak_drift_p99_ratio": pytest.approx(1.12)}
 
 
-FAKE_ENGINE = '''
+FAKE_ENGINE = """
 import sys, http.server, json
 print("INFO 11-29 [kv_cache_utils.py:1087] GPU KV cache size: 91,056 tokens", flush=True)
 print("INFO 11-29 [kv_cache_utils.py:1091] Maximum concurrency for 8,192 tokens per request: 11.12x", flush=True)
@@ -161,12 +191,11 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-'''
+"""
 
 
 @pytest.mark.django_db(transaction=True)
-def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capacity(candidate, tmp_path,
-                                                                                     monkeypatch):
+def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capacity(candidate, tmp_path, monkeypatch):
     import socket
     import sys
 
@@ -185,8 +214,9 @@ def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capa
         return finish_failed(run, "stopped after the launch check")
 
     monkeypatch.setattr(worker, "_execute_against_engine", fake_run)
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="harness",
-                                      status="running", params=SHORT)
+    run = BenchmarkRun.objects.create(
+        candidate=candidate, test="concurrency_stress", origin="harness", status="running", params=SHORT
+    )
     run = execute(run)
     assert seen["healthy"] is True
     log = run.artifacts.get(kind="engine_log")
@@ -200,7 +230,8 @@ def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capa
 def test_a_recipe_that_exits_early_is_reported(candidate, tmp_path):
     import sys
 
-    engine = LaunchedEngine(f"{sys.executable} -c \"print('boom'); raise SystemExit(3)\"",
-                                       "http://127.0.0.1:9", startup_timeout_s=10)
+    engine = LaunchedEngine(
+        f"{sys.executable} -c \"print('boom'); raise SystemExit(3)\"", "http://127.0.0.1:9", startup_timeout_s=10
+    )
     with pytest.raises(EngineUnavailable, match="status 3.*boom"):
         engine.__enter__()

@@ -17,8 +17,7 @@ from selection.records import signing
 from selection.records.signing import SigningError
 
 ROLES = ("business", "platform", "security", "seal")
-NAMES = {"business": "张伟", "platform": "Ada Lovelace", "security": "Sam Okafor",
-         "seal": "kvselect seal"}
+NAMES = {"business": "张伟", "platform": "Ada Lovelace", "security": "Sam Okafor", "seal": "kvselect seal"}
 PASS = "correct horse"
 
 
@@ -45,8 +44,9 @@ def revisions(unsigned_pdf, certs):
     """The PDF after each signature, in order business, platform, security, seal."""
     out, pdf = [], unsigned_pdf
     for role in ROLES:
-        pdf = signing.sign_pdf(pdf, certs.pkcs12[role].read_bytes(), PASS, role,
-                               NAMES[role], role, "approve the engine choice")
+        pdf = signing.sign_pdf(
+            pdf, certs.pkcs12[role].read_bytes(), PASS, role, NAMES[role], role, "approve the engine choice"
+        )
         out.append(pdf)
     return out
 
@@ -109,8 +109,9 @@ def test_flipped_byte_fails_every_signature_in_both_verifiers(unsigned_pdf, revi
     assert not report.all_ok
     out = _pdfsig(tampered, tmp_path)
     assert "Signature is Valid" not in out, out
-    assert out.count("Signature Validation: Signature is Invalid.") == len(ROLES) or \
-        out.count("Signature Validation: Digest Mismatch.") == len(ROLES), out
+    assert out.count("Signature Validation: Signature is Invalid.") == len(ROLES) or out.count(
+        "Signature Validation: Digest Mismatch."
+    ) == len(ROLES), out
 
 
 def test_content_appended_after_signing_voids_every_signature(revisions, ca):
@@ -124,11 +125,11 @@ def test_content_appended_after_signing_voids_every_signature(revisions, ca):
 
     writer = IncrementalPdfFileWriter(io.BytesIO(revisions[-1]))
     page = writer.root["/Pages"]["/Kids"][0].get_object()
-    extra = writer.add_object(generic.StreamObject(
-        stream_data=b"BT /F1 24 Tf 100 100 Td (APPROVED BY NOBODY) Tj ET"))
+    extra = writer.add_object(generic.StreamObject(stream_data=b"BT /F1 24 Tf 100 100 Td (APPROVED BY NOBODY) Tj ET"))
     contents = page.raw_get("/Contents")
     page["/Contents"] = generic.ArrayObject(
-        (list(contents) if isinstance(contents, generic.ArrayObject) else [contents]) + [extra])
+        (list(contents) if isinstance(contents, generic.ArrayObject) else [contents]) + [extra]
+    )
     writer.update_container(page)
     out = io.BytesIO()
     writer.write(out)
@@ -150,6 +151,7 @@ def test_unknown_root_is_intact_and_valid_but_not_trusted(revisions, tmp_path):
 
 def test_known_hashes_say_whether_kvselect_issued_the_file(revisions, ca):
     import hashlib
+
     digest = hashlib.sha256(revisions[-1]).hexdigest()
     assert signing.verify_pdf(revisions[-1], [ca], known_hashes=[digest]).matches_known_record
     assert signing.verify_pdf(revisions[-1], [ca], known_hashes=["0" * 64]).matches_known_record is False
@@ -161,22 +163,23 @@ def test_not_a_pdf_is_reported_not_raised(ca):
     assert report.error and not report.signatures and not report.all_ok
 
 
-@pytest.mark.parametrize("blob,passphrase", [
-    ("right-file", "wrong passphrase"),
-    ("garbage", PASS),
-    ("empty", PASS),
-])
+@pytest.mark.parametrize(
+    "blob,passphrase",
+    [
+        ("right-file", "wrong passphrase"),
+        ("garbage", PASS),
+        ("empty", PASS),
+    ],
+)
 def test_bad_pkcs12_or_passphrase_is_a_clear_signing_error(unsigned_pdf, certs, blob, passphrase):
-    data = {"right-file": certs.pkcs12["business"].read_bytes(), "garbage": b"\x30\x03junk",
-            "empty": b""}[blob]
+    data = {"right-file": certs.pkcs12["business"].read_bytes(), "garbage": b"\x30\x03junk", "empty": b""}[blob]
     with pytest.raises(SigningError, match="pkcs12"):
         signing.sign_pdf(unsigned_pdf, data, passphrase, "business", "x", "business", "r")
 
 
 def test_a_signed_field_cannot_be_signed_again(revisions, certs):
     with pytest.raises(SigningError, match="already signed"):
-        signing.sign_pdf(revisions[0], certs.pkcs12["platform"].read_bytes(), PASS,
-                         "business", "x", "business", "r")
+        signing.sign_pdf(revisions[0], certs.pkcs12["platform"].read_bytes(), PASS, "business", "x", "business", "r")
 
 
 def test_new_field_needs_a_box_and_then_signs(unsigned_pdf, certs, ca):
@@ -185,14 +188,14 @@ def test_new_field_needs_a_box_and_then_signs(unsigned_pdf, certs, ca):
         signing.sign_pdf(unsigned_pdf, p12, PASS, "extra", "x", "platform", "r")
     with pytest.raises(SigningError, match="x2 > x1"):
         signing.sign_pdf(unsigned_pdf, p12, PASS, "extra", "x", "platform", "r", box=(0, 50, 50, 10, 10))
-    pdf = signing.sign_pdf(unsigned_pdf, p12, PASS, "extra", "x", "platform", "r",
-                           box=(0, 300, 300, 450, 360))
+    pdf = signing.sign_pdf(unsigned_pdf, p12, PASS, "extra", "x", "platform", "r", box=(0, 300, 300, 450, 360))
     sigs = signing.verify_pdf(pdf, [ca]).signatures
     assert [s.field for s in sigs] == ["extra"] and sigs[0].ok
 
 
 def test_dev_ca_is_clearly_marked_and_keys_are_private(certs):
     from cryptography import x509
+
     ca_cert = x509.load_pem_x509_certificate(certs.ca_certificate.read_bytes())
     assert "DEVELOPMENT CA" in ca_cert.subject.rfc4514_string()
     assert "not for production" in ca_cert.subject.rfc4514_string()
@@ -242,18 +245,35 @@ def test_a_cjk_signer_name_is_drawn_in_an_embedded_cjk_font(unsigned_pdf, certs,
     font = signing.cjk_stamp_font(tmp_path / "fonts")
     assert font is not None and font.stat().st_size > 1_000_000  # system-deps installs fonts-noto-cjk
     assert signing.cjk_stamp_font(tmp_path / "fonts") == font  # cached
-    cjk = signing.sign_pdf(unsigned_pdf, certs.pkcs12["business"].read_bytes(), PASS, "business",
-                           NAMES["business"], "business", "approve", stamp_font=font)
+    cjk = signing.sign_pdf(
+        unsigned_pdf,
+        certs.pkcs12["business"].read_bytes(),
+        PASS,
+        "business",
+        NAMES["business"],
+        "business",
+        "approve",
+        stamp_font=font,
+    )
     _, fonts = _stamp_appearance(cjk, "business")
     assert any("NotoSansCJK" in name for name in fonts), fonts
     assert signing.verify_pdf(cjk, [ca]).signatures[0].valid
 
-    latin = signing.sign_pdf(unsigned_pdf, certs.pkcs12["platform"].read_bytes(), PASS, "platform",
-                             NAMES["platform"], "platform", "approve", stamp_font=font)
+    latin = signing.sign_pdf(
+        unsigned_pdf,
+        certs.pkcs12["platform"].read_bytes(),
+        PASS,
+        "platform",
+        NAMES["platform"],
+        "platform",
+        "approve",
+        stamp_font=font,
+    )
     _, fonts = _stamp_appearance(latin, "platform")
     assert not any("NotoSansCJK" in name for name in fonts), fonts
 
-    without = signing.sign_pdf(unsigned_pdf, certs.pkcs12["business"].read_bytes(), PASS, "business",
-                               NAMES["business"], "business", "approve")
+    without = signing.sign_pdf(
+        unsigned_pdf, certs.pkcs12["business"].read_bytes(), PASS, "business", NAMES["business"], "business", "approve"
+    )
     data, fonts = _stamp_appearance(without, "business")
     assert not any("NotoSansCJK" in name for name in fonts)

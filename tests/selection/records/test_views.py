@@ -12,9 +12,8 @@ from benchmarks.models import BenchmarkRun, RunPoint
 from selection.models import AuditEntry, DecisionRecord, Membership
 from selection.records.services import create_draft, start_review
 from selection.records.signing import issue_dev_certificates
-
-from .web_helpers import ROLES, decided_selection
-from .web_helpers import stress_run as _stress_run
+from tests.selection.web_helpers import ROLES, decided_selection
+from tests.selection.web_helpers import stress_run as _stress_run
 
 pytestmark = pytest.mark.django_db
 
@@ -23,9 +22,11 @@ PASSPHRASE = "dev-pass-123"
 
 @pytest.fixture(scope="module")
 def dev_certs(tmp_path_factory):
-    return issue_dev_certificates(tmp_path_factory.mktemp("certs"),
-                                  {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
-                                  PASSPHRASE)
+    return issue_dev_certificates(
+        tmp_path_factory.mktemp("certs"),
+        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
+        PASSPHRASE,
+    )
 
 
 @pytest.fixture
@@ -45,6 +46,7 @@ def page(client, user, name, *args, **kwargs):
 
 
 # --- comparison ------------------------------------------------------------------------------
+
 
 def test_comparison_shows_scores_missing_evidence_rules_and_charts(client, decided, architect):
     response = page(client, architect, "selection:comparison", decided.pk)
@@ -67,15 +69,47 @@ def test_a_criterion_without_evidence_is_missing_not_zero():
 
     from selection.scoring.views import comparison_table
 
-    result = {"winner": "1", "weights": {"cache_reuse": 0.5}, "gates": {"memory": 0.6}, "candidates": [
-        {"candidate": "1", "label": "A", "rank": 1, "dimensions": {"memory": {"score": 0.5, "score_upper": 0.9}},
-         "criteria": {"cache_reuse": {"dimension": "memory", "score": 0.5, "score_upper": 0.9, "status": "partial",
-                                      "coverage": 0.5, "indicators": []}},
-         "gates": [{"dimension": "memory", "threshold": 0.6, "score": 0.5, "passed": False, "reason": "0.50 < 0.60"}]},
-        {"candidate": "2", "label": "B", "rank": 2, "dimensions": {"memory": {"score": None}},
-         "criteria": {"cache_reuse": {"dimension": "memory", "score": None, "status": "missing",
-                                      "indicators": [{"indicator": "prefix_hit_rate", "status": "missing"}]}},
-         "gates": []}]}
+    result = {
+        "winner": "1",
+        "weights": {"cache_reuse": 0.5},
+        "gates": {"memory": 0.6},
+        "candidates": [
+            {
+                "candidate": "1",
+                "label": "A",
+                "rank": 1,
+                "dimensions": {"memory": {"score": 0.5, "score_upper": 0.9}},
+                "criteria": {
+                    "cache_reuse": {
+                        "dimension": "memory",
+                        "score": 0.5,
+                        "score_upper": 0.9,
+                        "status": "partial",
+                        "coverage": 0.5,
+                        "indicators": [],
+                    }
+                },
+                "gates": [
+                    {"dimension": "memory", "threshold": 0.6, "score": 0.5, "passed": False, "reason": "0.50 < 0.60"}
+                ],
+            },
+            {
+                "candidate": "2",
+                "label": "B",
+                "rank": 2,
+                "dimensions": {"memory": {"score": None}},
+                "criteria": {
+                    "cache_reuse": {
+                        "dimension": "memory",
+                        "score": None,
+                        "status": "missing",
+                        "indicators": [{"indicator": "prefix_hit_rate", "status": "missing"}],
+                    }
+                },
+                "gates": [],
+            },
+        ],
+    }
     table = comparison_table(result)
     assert [c["label"] for c in table["columns"]] == ["A", "B"] and table["winner"]["label"] == "A"
     cells = table["dimensions"][0]["criteria"][0]["cells"]
@@ -127,13 +161,18 @@ def test_recompute_is_for_architects_only(client, decided, architect, reviewer):
 def test_another_team_gets_404_everywhere(client, decided, architect, outsider):
     record = create_draft(selection=decided, user=architect)
     client.force_login(outsider)
-    for name, args in (("selection:comparison", [decided.pk]), ("selection:records", [decided.pk]),
-                       ("selection:record", [decided.pk, record.pk]), ("selection:record-pdf", [decided.pk, record.pk])):
+    for name, args in (
+        ("selection:comparison", [decided.pk]),
+        ("selection:records", [decided.pk]),
+        ("selection:record", [decided.pk, record.pk]),
+        ("selection:record-pdf", [decided.pk, record.pk]),
+    ):
         assert client.get(reverse(name, args=args)).status_code == 404, name
     assert client.post(reverse("selection:records", args=[decided.pk]), {"rationale": "x"}).status_code == 404
 
 
 # --- records ---------------------------------------------------------------------------------
+
 
 def test_records_page_empty_state_and_reviewer_cannot_draft(client, decided, reviewer):
     body = page(client, reviewer, "selection:records", decided.pk).content.decode()
@@ -145,8 +184,9 @@ def test_records_page_empty_state_and_reviewer_cannot_draft(client, decided, rev
 def test_review_lists_the_missing_sections(client, selection_with_constraints, architect):
     record = create_draft(selection=selection_with_constraints, user=architect)
     client.force_login(architect)
-    response = client.post(reverse("selection:record-action", args=[selection_with_constraints.pk, record.pk]),
-                           {"action": "start_review"})
+    response = client.post(
+        reverse("selection:record-action", args=[selection_with_constraints.pk, record.pk]), {"action": "start_review"}
+    )
     body = response.content.decode()
     assert response.status_code == 400 and "The record cannot go to review yet" in body
     record.refresh_from_db()
@@ -190,20 +230,24 @@ def test_only_the_named_owner_sees_and_uses_approve(client, decided, architect, 
 def test_verify_rejects_a_file_that_is_not_a_pdf(client, make_user, team):
     procurement = make_user("paula", team, Membership.Role.PROCUREMENT)
     assert page(client, procurement, "selection:record-verify").status_code == 200
-    response = client.post(reverse("selection:record-verify"),
-                           {"file": SimpleUploadedFile("x.pdf", b"hello, not a pdf")})
+    response = client.post(
+        reverse("selection:record-verify"), {"file": SimpleUploadedFile("x.pdf", b"hello, not a pdf")}
+    )
     assert response.status_code == 400 and "This is not a PDF" in response.content.decode()
     response = client.post(reverse("selection:record-verify"), {"file": SimpleUploadedFile("y.pdf", b"%PDF-1.7 junk")})
     body = response.content.decode()
     assert response.status_code == 400 and "could not be read as a PDF" in body and "All 0" not in body
 
 
-def test_full_flow_draft_review_approve_sign_download_verify(client, decided, architect, owners, dev_certs, settings,
-                                                             make_user, team):
+def test_full_flow_draft_review_approve_sign_download_verify(
+    client, decided, architect, owners, dev_certs, settings, make_user, team
+):
     settings.KVSELECT_TRUST_ROOTS = [str(dev_certs.ca_certificate)]
     client.force_login(architect)
-    response = client.post(reverse("selection:records", args=[decided.pk]), {
-        "rationale": "Lowest TTFT at the target load.", "review_by": "2027-06-30"})
+    response = client.post(
+        reverse("selection:records", args=[decided.pk]),
+        {"rationale": "Lowest TTFT at the target load.", "review_by": "2027-06-30"},
+    )
     record = DecisionRecord.objects.get(selection=decided)
     assert response.status_code == 302 and response["Location"].endswith(f"/records/{record.pk}/")
     action = reverse("selection:record-action", args=[decided.pk, record.pk])
@@ -217,19 +261,37 @@ def test_full_flow_draft_review_approve_sign_download_verify(client, decided, ar
     sign = reverse("selection:record-sign", args=[decided.pk, record.pk])
     client.force_login(owners["platform"])  # out of order: business signs first
     assert "Sign as" not in client.get(reverse("selection:record", args=[decided.pk, record.pk])).content.decode()
-    wrong = client.post(sign, {"role": "business", "passphrase": "x",
-                               "pkcs12": SimpleUploadedFile("p.p12", dev_certs.pkcs12["business"].read_bytes())})
+    wrong = client.post(
+        sign,
+        {
+            "role": "business",
+            "passphrase": "x",
+            "pkcs12": SimpleUploadedFile("p.p12", dev_certs.pkcs12["business"].read_bytes()),
+        },
+    )
     assert wrong.status_code == 403
     client.force_login(owners["business"])
-    bad = client.post(sign, {"role": "business", "passphrase": "wrong-secret-987",
-                             "pkcs12": SimpleUploadedFile("b.p12", dev_certs.pkcs12["business"].read_bytes())})
+    bad = client.post(
+        sign,
+        {
+            "role": "business",
+            "passphrase": "wrong-secret-987",
+            "pkcs12": SimpleUploadedFile("b.p12", dev_certs.pkcs12["business"].read_bytes()),
+        },
+    )
     assert bad.status_code == 400 and "wrong-secret-987" not in bad.content.decode()
     for role in ROLES:
         client.force_login(owners[role])
         body = client.get(reverse("selection:record", args=[decided.pk, record.pk])).content.decode()
         assert f'name="role" value="{role}"' in body and 'type="password"' in body
-        response = client.post(sign, {"role": role, "passphrase": PASSPHRASE,
-                                      "pkcs12": SimpleUploadedFile(f"{role}.p12", dev_certs.pkcs12[role].read_bytes())})
+        response = client.post(
+            sign,
+            {
+                "role": role,
+                "passphrase": PASSPHRASE,
+                "pkcs12": SimpleUploadedFile(f"{role}.p12", dev_certs.pkcs12[role].read_bytes()),
+            },
+        )
         assert response.status_code == 302, response.content.decode()[:2000]
     record.refresh_from_db()
     assert record.status == "signed"
@@ -255,7 +317,9 @@ def test_full_flow_draft_review_approve_sign_download_verify(client, decided, ar
     client.force_login(architect)
     body = client.get(reverse("selection:record", args=[decided.pk, record.pk])).content.decode()
     assert "Create new version (supersede)" in body
-    response = client.post(reverse("selection:records", args=[decided.pk]), {"supersedes": record.pk, "rationale": "v2"})
+    response = client.post(
+        reverse("selection:records", args=[decided.pk]), {"supersedes": record.pk, "rationale": "v2"}
+    )
     successor = DecisionRecord.objects.get(selection=decided, version=2)
     assert response.status_code == 302 and successor.supersedes_id == record.pk
     listing = client.get(reverse("selection:records", args=[decided.pk])).content.decode()
@@ -269,10 +333,16 @@ def test_comparison_draws_the_five_tests_charts(client, decided, architect):
     stress.save()
     ladder = BenchmarkRun.objects.create(candidate=candidate, test="long_context", origin="harness", status="succeeded")
     for index, tokens in enumerate((16384, 32768)):
-        RunPoint.objects.create(run=ladder, index=index, label=f"{tokens // 1024}K alone", ttft_ms={"p50": 100.0 * (index + 1)},
-                                extra={"input_tokens_requested": tokens})
-    soak = BenchmarkRun.objects.create(candidate=candidate, test="stability", origin="harness", status="succeeded",
-                                       params={"duration_s": 3600})
+        RunPoint.objects.create(
+            run=ladder,
+            index=index,
+            label=f"{tokens // 1024}K alone",
+            ttft_ms={"p50": 100.0 * (index + 1)},
+            extra={"input_tokens_requested": tokens},
+        )
+    soak = BenchmarkRun.objects.create(
+        candidate=candidate, test="stability", origin="harness", status="succeeded", params={"duration_s": 3600}
+    )
     RunPoint.objects.create(run=soak, index=0, label="first_window", ttft_ms={"p99": 200.0})
     RunPoint.objects.create(run=soak, index=1, label="last_window", ttft_ms={"p99": 260.0})
     body = page(client, architect, "selection:comparison", decided.pk).content.decode()
