@@ -1,10 +1,11 @@
-"""Translations of the domain's user-facing names and scenario reasons, applied at display time.
+"""Translations of what the domain writes, applied at display time.
 
-``selection.domain`` stays plain Python and speaks English; this module lists every criterion,
-dimension and scenario name (and the "looks at"/question texts) for makemessages, and turns the
-English scenario reasons the domain produces (stored as text on the selection) back into
-translatable templates by matching one pattern per rule. Unknown text is returned unchanged, so
-user data and future rules never break a page: at worst they stay English.
+``selection.domain`` stays plain Python: its sentences (scenario reasons, scoring sentences,
+notes and reasons, capacity verdicts) are `selection.domain.messages.Message`s, and
+`message_text` renders one (or its stored dict) in the active language with gettext. This
+module also lists every criterion, dimension and scenario name (and the "looks at"/question
+texts) for makemessages, for the tables that show the names on their own. Unknown text is
+returned unchanged, so user data never breaks a page: at worst it stays English.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
-from django.utils.translation import get_language, gettext
+from django.utils import translation
+from django.utils.translation import get_language, gettext, pgettext
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks import suite
 from selection.domain import criteria as criteria_domain
+from selection.domain import messages
 from selection.domain.scenarios import SCENARIO_NAMES
 
 # Every English domain name that may be shown, with its translatable form (the msgids are the
@@ -112,46 +115,19 @@ def scenario_name(scenario_id: str) -> str:
     return translate_name(SCENARIO_NAMES.get(scenario_id, ""))
 
 
-# One pattern per rule of selection.domain.scenarios.infer_scenario (keep in step with it).
-_REASON_RULES: tuple[tuple[re.Pattern, object], ...] = tuple((re.compile(p), t) for p, t in (
-    (r"max input (?P<value>\S+) tokens >= (?P<threshold>\S+) -> long documents",
-     _("max input %(value)s tokens >= %(threshold)s -> long documents")),
-    (r"p95 input (?P<value>\S+) tokens >= (?P<threshold>\S+) -> long documents",
-     _("p95 input %(value)s tokens >= %(threshold)s -> long documents")),
-    (r"multi-turn with (?P<turns>\S+) turns on average -> cache must persist across turns",
-     _("multi-turn with %(turns)s turns on average -> cache must persist across turns")),
-    (r"multi-turn sessions -> cache must persist across turns",
-     _("multi-turn sessions -> cache must persist across turns")),
-    (r"(?P<sessions>.+) sessions must never be swapped out -> persistence policy matters",
-     _("%(sessions)s sessions must never be swapped out -> persistence policy matters")),
-    (r"no latency budget -> offline batch: throughput and unit cost first",
-     _("no latency budget -> offline batch: throughput and unit cost first")),
-    (r"TTFT p95 budget (?P<budget>\S+) ms >= (?P<threshold>\S+) ms -> offline batch: throughput and unit cost first",
-     _("TTFT p95 budget %(budget)s ms >= %(threshold)s ms -> offline batch: throughput and unit cost first")),
-    (r"peak concurrency (?P<concurrency>\S+) >= (?P<threshold>\S+) with average input (?P<average>\S+) <= "
-     r"(?P<short>\S+) tokens -> high-concurrency short text",
-     _("peak concurrency %(concurrency)s >= %(threshold)s with average input %(average)s <= %(short)s tokens "
-       "-> high-concurrency short text")),
-    (r"no long context, multi-turn or batch signal -> interactive short text \(default\)",
-     _("no long context, multi-turn or batch signal -> interactive short text (default)")),
-))
-_ALSO = re.compile(r"also (?P<scenario>[A-D]) \((?P<name>[^)]*)\): (?P<reason>.*)", re.S)
+def _gettext(msgid: str, context: str | None) -> str:
+    return pgettext(context, msgid) if context else gettext(msgid)
 
 
-def translate_reason(text):
-    """A scenario reason (English, as stored) in the active language; unknown text unchanged."""
-    if not isinstance(text, str):
-        return text
-    also = _ALSO.fullmatch(text)
-    if also:
-        return gettext("also %(scenario)s (%(name)s): %(reason)s") % {
-            "scenario": also["scenario"], "name": translate_name(also["name"]),
-            "reason": translate_reason(also["reason"])}
-    for pattern, template in _REASON_RULES:
-        match = pattern.fullmatch(text)
-        if match:
-            return str(template) % match.groupdict()
-    return text
+def message_text(value, language: str | None = None):
+    """A message from the domain (a `Message`, or its dict as stored in Score.result,
+    Selection.scenario_reasons or a capacity verdict) as text in the active language, or in
+    `language` when given (a record's). Anything else, such as a plain English string stored
+    before messages existed, is returned unchanged."""
+    if language is None:
+        return messages.render(value, _gettext)
+    with translation.override(language):
+        return messages.render(value, _gettext)
 
 
 def record_language() -> str:

@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from selection.domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
+from selection.domain.messages import plain
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
 from selection.selectors import selections_for
 
@@ -15,8 +16,16 @@ class UserField(serializers.SlugRelatedField):
         super().__init__(slug_field="username", queryset=User.objects.all(), **kwargs)
 
 
+class EnglishMessagesField(serializers.JSONField):
+    """A JSON field whose stored messages (selection.domain.messages) are shown as English text."""
+
+    def to_representation(self, value):
+        return plain(super().to_representation(value))
+
+
 class SelectionSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    scenario_reasons = EnglishMessagesField(read_only=True)
     business_owner = UserField()
     platform_owner = UserField()
     security_owner = UserField()

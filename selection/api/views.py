@@ -21,6 +21,7 @@ from selection.api.serializers import (
 )
 from selection.audit import audit
 from selection.candidates.services import add_candidate, update_candidate
+from selection.domain.messages import plain
 from selection.models import Engine
 from selection.scoring.services import compute_scores, latest_score
 from selection.selectors import can_edit, candidates_for, selections_for
@@ -121,7 +122,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         return Response({"id": score.pk, "computed_at": score.computed_at, "rules_version": score.rules_version,
                          "inputs_hash": score.inputs_hash, "include_simulated": score.include_simulated,
                          "signable": score.signable, "leader": score.leader, "coverage": score.coverage,
-                         "result": score.result})
+                         "result": plain(score.result)})  # sentences as English text, as before
 
     @extend_schema(responses=AuditEntrySerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)  # the newest 500, unpaginated (as documented)

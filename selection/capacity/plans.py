@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from selection.domain import capacity as model
+from selection.domain.messages import to_json
 from selection.models import Candidate
 
 # Catalog engines -> the capacity model's memory semantics. Engines whose memory rules the model
@@ -70,7 +71,7 @@ def plan_for_candidate(candidate: Candidate, **overrides: Any) -> dict[str, Any]
     if constraints is not None:
         domain = constraints.as_domain()
         domain["gpu_budget"] = constraints.gpu_count_budget
-        data["verdict"] = model.verdict(plan, domain)
+        data["verdict"] = to_json(model.verdict(plan, domain))  # summary and reasons as message dicts
     measured = (candidate.measured_capacity or {}).get("token_capacity")
     if measured:
         data["measured"] = dict(candidate.measured_capacity)

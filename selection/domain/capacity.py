@@ -35,6 +35,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
+
 GiB = 1024**3
 MiB = 1024**2
 
@@ -1056,38 +1063,47 @@ def _assess(plan: CapacityPlan, c: dict) -> dict:
 
 def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[str, Any]) -> dict:
     """Fits / does not fit against peak concurrency and context lengths, with alternatives
-    (fp8 KV, a larger TP, more replicas) checked under the same engine rules."""
+    (fp8 KV, a larger TP, more replicas) checked under the same engine rules. The summary and the
+    reasons are `Message`s (``str()`` gives English; `messages.to_json` makes the dict JSON)."""
     plan = plan_or_inputs if isinstance(plan_or_inputs, CapacityPlan) else plan_capacity(plan_or_inputs)
     c = _read_constraints(constraints)
     i = plan.inputs
     gpus = i.tp * i.pp
     a = _assess(plan, c)
-    reasons: list[str] = []
+    reasons: list[Message] = []
     gib = lambda b: f"{b / GiB:.2f} GiB"  # noqa: E731
-    reasons.append(
-        f"KV pool {gib(a['pool_bytes'])} per GPU ({plan.num_blocks} blocks of {plan.block_size} tokens); "
-        f"{c['peak_concurrency']} concurrent sequences (one at max context {a['max_context']}, the rest at "
-        f"avg {a['avg_context']}) need {gib(a['need_bytes'])}")
+    reasons.append(Message(
+        _("KV pool %(pool)s per GPU (%(blocks)s blocks of %(block)s tokens); %(peak)s concurrent sequences (one at max "
+          "context %(max)s, the rest at avg %(avg)s) need %(need)s"),
+        {"pool": gib(a["pool_bytes"]), "blocks": str(plan.num_blocks), "block": str(plan.block_size),
+         "peak": str(c["peak_concurrency"]), "max": str(a["max_context"]), "avg": str(a["avg_context"]),
+         "need": gib(a["need_bytes"])}))
     mp = i.model.max_position_embeddings
     too_long = bool(mp) and a["max_context"] > mp
     if too_long:
-        reasons.append(f"max context {a['max_context']} exceeds the model's {mp} positions")
+        reasons.append(Message(_("max context %(max)s exceeds the model's %(positions)s positions"),
+                               {"max": str(a["max_context"]), "positions": str(mp)}))
     if plan.kv_memory_bytes <= 0:
-        reasons.append(f"weights ({gib(plan.weight_bytes_per_rank)} per GPU) leave no room for KV cache")
+        reasons.append(Message(_("weights (%(weights)s per GPU) leave no room for KV cache"),
+                               {"weights": gib(plan.weight_bytes_per_rank)}))
     over_budget = c["gpu_budget"] is not None and gpus > c["gpu_budget"]
     if over_budget:
-        reasons.append(f"the plan uses {gpus} GPUs, above the budget of {c['gpu_budget']}")
+        reasons.append(Message(_("the plan uses %(gpus)s GPUs, above the budget of %(budget)s"),
+                               {"gpus": str(gpus), "budget": str(c["gpu_budget"])}))
     fits = a["fits_20"] and not too_long and not over_budget
     if a["fits_30"] and fits:
-        summary = f"fits with 30% headroom on {gpus} GPU(s) (TP={i.tp}, PP={i.pp}, {i.kv_dtype} KV)"
+        summary = Message(_("fits with 30%% headroom on %(gpus)s GPU(s) (TP=%(tp)s, PP=%(pp)s, %(kv)s KV)"),
+                          {"gpus": str(gpus), "tp": str(i.tp), "pp": str(i.pp), "kv": i.kv_dtype})
     elif fits:
-        summary = f"fits with 20% headroom only on {gpus} GPU(s); below the 30% comfort margin"
-        reasons.append(f"at 70% of the pool only {a['seqs_70']} sequences of avg context fit")
+        summary = Message(_("fits with 20%% headroom only on %(gpus)s GPU(s); below the 30%% comfort margin"),
+                          {"gpus": str(gpus)})
+        reasons.append(Message(_("at 70%% of the pool only %(seqs)s sequences of avg context fit"),
+                               {"seqs": str(a["seqs_70"])}))
     else:
-        summary = "does not fit"
+        summary = Message(_("does not fit"))
         if not too_long and plan.kv_memory_bytes > 0 and not a["fits_20"]:
-            reasons.append(f"at 80% of the pool only {a['seqs_80']} sequences of avg context fit "
-                           f"(peak {c['peak_concurrency']})")
+            reasons.append(Message(_("at 80%% of the pool only %(seqs)s sequences of avg context fit (peak %(peak)s)"),
+                                   {"seqs": str(a["seqs_80"]), "peak": str(c["peak_concurrency"])}))
 
     alternatives: list[dict] = []
     if not a["fits_30"] and not too_long:
@@ -1123,7 +1139,8 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
         good = [x for x in alternatives if x["fits"]]
         if not fits and good:
             best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
-            summary = f"does not fit as planned; fits with {best['change']} ({best['gpus']} GPUs)"
+            summary = Message(_("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
+                              {"change": best["change"], "gpus": str(best["gpus"])})
     return {"fits": fits, "summary": summary, "reasons": reasons, "alternatives": alternatives,
             "avg_context": a["avg_context"], "max_context": a["max_context"],
             "sequences_at_70pct": a["seqs_70"], "sequences_at_80pct": a["seqs_80"]}

@@ -38,6 +38,9 @@ Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
   (c) rank acceptability: N draws (default 10,000, fixed seed) of weights perturbed
       multiplicatively by a uniform factor in [1 - spread, 1 + spread] and renormalised; the share
       of draws in which each candidate ranks first.
+* **Sentences** for people (the headline, tie-break explanation, notes, gate and screening
+  reasons, sensitivity sentences) are `messages.Message`s: ``str()`` is the English text, the
+  shell renders them in the reader's language.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ from typing import Mapping as TMapping
 
 import numpy as np
 
+from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
+
 RULES_VERSION = "kvselect-scoring/1"
 
 MEASURED = "MEASURED"
@@ -60,12 +70,12 @@ DOCUMENTED = "DOCUMENTED"
 SCENARIOS = ("A", "B", "C", "D")
 
 DIMENSIONS: dict[str, str] = {
-    "memory": "Memory allocation and reuse",
-    "scheduling": "Concurrency scheduling and isolation",
-    "context": "Context extension and compression",
-    "persistence": "Cross-turn persistence and offload",
-    "cost": "Cost structure",
-    "observability": "Observability",
+    "memory": _("Memory allocation and reuse"),
+    "scheduling": _("Concurrency scheduling and isolation"),
+    "context": _("Context extension and compression"),
+    "persistence": _("Cross-turn persistence and offload"),
+    "cost": _("Cost structure"),
+    "observability": _("Observability"),
 }
 
 DIMENSION_OF: dict[str, str] = {
@@ -81,18 +91,19 @@ DIMENSION_OF: dict[str, str] = {
     "observability": "observability",
 }
 
-CRITERION_LABELS: dict[str, str] = {
-    "memory_allocation": "memory allocation strategy",
-    "cache_reuse": "cache reuse",
-    "concurrency_control": "concurrency control",
-    "context_extension": "context extension",
-    "cache_persistence": "cache persistence",
-    "cache_lifecycle": "cache lifecycle management",
-    "session_recovery": "session recovery consistency",
-    "cost_control": "cost control",
-    "throughput_unit_cost": "throughput / unit cost",
-    "observability": "observability",
+CRITERION_LABELS: dict[str, str] = {  # as they read inside a sentence
+    "memory_allocation": _("memory allocation strategy"),
+    "cache_reuse": _("cache reuse"),
+    "concurrency_control": _("concurrency control"),
+    "context_extension": _("context extension"),
+    "cache_persistence": _("cache persistence"),
+    "cache_lifecycle": _("cache lifecycle management"),
+    "session_recovery": _("session recovery consistency"),
+    "cost_control": _("cost control"),
+    "throughput_unit_cost": _("throughput / unit cost"),
+    "observability": _("observability"),
 }
+OR_SEPARATOR = Message(_(" or "))
 
 # Operating complexity, ordered (lower is better); and the team it needs to run it well.
 COMPLEXITY_RANK = {"low": 0, "medium": 1, "high": 2}
@@ -553,7 +564,7 @@ def score_indicator(row: Mapping, evidence: CandidateEvidence, constraints: Scor
     if row.direction == "levels":
         value = level_score(str(x).lower(), row.levels)
         if value is None:
-            result.reason = f"{x!r} is not in the level table ({', '.join(n for n, _ in row.levels)})"
+            result.reason = f"{x!r} is not in the level table ({', '.join(n for n, _score in row.levels)})"
             return result
     elif row.direction == "higher_better":
         value = linear_higher_better(float(x), row.low, row.high)
@@ -595,7 +606,7 @@ class GateOutcome:
     threshold: float
     score: float | None
     passed: bool
-    reason: str
+    reason: Message
 
 
 @dataclass
@@ -609,7 +620,7 @@ class CandidateScore:
     coverage: float  # weight share with evidence
     gates: list[GateOutcome]
     screened_out: bool
-    screen_reasons: list[str]
+    screen_reasons: list[Message]
     topsis: float | None = None
     rank: int | None = None
     uses_simulated: bool = False
@@ -632,12 +643,12 @@ class ScoringResult:
     weighted_sum_leader: str | None
     tie_break: dict[str, Any]
     sensitivity: dict[str, Any]
-    sentences: list[str]
+    sentences: list[Message]
     mappings: list[dict[str, Any]]
-    notes: list[str]
+    notes: list[Message]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe (no NaN/inf, tuples become lists)."""
+        """JSON-safe (no NaN/inf, tuples become lists, messages become their stored dicts)."""
         return json_safe(asdict(self))
 
     def candidate(self, candidate_id: str) -> CandidateScore:
@@ -648,6 +659,8 @@ class ScoringResult:
 
 
 def json_safe(value: Any) -> Any:
+    if isinstance(value, Message):
+        return value.to_dict()
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -739,14 +752,19 @@ def _gate_outcomes(gates: TMapping[str, float], dims: dict[str, DimensionScore])
     outcomes = []
     for dimension, threshold in gates.items():
         dim = dims[dimension]
+        name = Message(DIMENSIONS[dimension])
         if dim.score is None:
-            outcomes.append(GateOutcome(dimension, threshold, None, False, f"{DIMENSIONS[dimension]}: no evidence (gate {threshold:.2f})"))
+            outcomes.append(GateOutcome(dimension, threshold, None, False, Message(
+                _("%(dimension)s: no evidence (gate %(threshold)s)"),
+                {"dimension": name, "threshold": f"{threshold:.2f}"})))
         elif dim.score + 1e-12 < threshold:
-            outcomes.append(GateOutcome(dimension, threshold, dim.score, False,
-                                        f"{DIMENSIONS[dimension]} {dim.score:.2f} < gate {threshold:.2f}"))
+            outcomes.append(GateOutcome(dimension, threshold, dim.score, False, Message(
+                _("%(dimension)s %(score)s < gate %(threshold)s"),
+                {"dimension": name, "score": f"{dim.score:.2f}", "threshold": f"{threshold:.2f}"})))
         else:
-            outcomes.append(GateOutcome(dimension, threshold, dim.score, True,
-                                        f"{DIMENSIONS[dimension]} {dim.score:.2f} >= gate {threshold:.2f}"))
+            outcomes.append(GateOutcome(dimension, threshold, dim.score, True, Message(
+                _("%(dimension)s %(score)s >= gate %(threshold)s"),
+                {"dimension": name, "score": f"{dim.score:.2f}", "threshold": f"{threshold:.2f}"})))
     return outcomes
 
 
@@ -854,18 +872,21 @@ def score_candidates(
     if not options.include_simulated:
         excluded = sum(1 for c in candidates for cs in c.criteria.values() for i in cs.indicators if i.status == "excluded_simulated")
         if excluded:
-            notes.append(f"{excluded} SIMULATED indicator value(s) excluded from this final scoring")
+            notes.append(Message(_("%(excluded)s SIMULATED indicator value(s) excluded from this final scoring"),
+                                 {"excluded": str(excluded)}))
     else:
-        notes.append("SIMULATED evidence included: this scoring is not signable")
+        notes.append(Message(_("SIMULATED evidence included: this scoring is not signable")))
     if any(c.coverage < 1.0 - 1e-12 for c in candidates):
-        notes.append("Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); "
-                     "total_upper shows the most it could add")
+        notes.append(Message(_("Some evidence is missing: totals are lower bounds (missing evidence contributes "
+                               "nothing); total_upper shows the most it could add")))
     if len(passing) < len(candidates):
-        notes.append(f"{len(candidates) - len(passing)} candidate(s) screened out by the gates")
+        notes.append(Message(_("%(count)s candidate(s) screened out by the gates"),
+                             {"count": str(len(candidates) - len(passing))}))
     sentences = _headline(order, tie, labels, candidates)
     if order and leader is not None and order[0].candidate != leader and len(passing) >= 2:
-        sentences.append(f"The sensitivity figures below concern the weighted-sum ranking, which {labels[leader]} leads; "
-                         f"the tie-break prefers {order[0].label} within the margin.")
+        sentences.append(Message(_("The sensitivity figures below concern the weighted-sum ranking, which %(leader)s "
+                                   "leads; the tie-break prefers %(preferred)s within the margin."),
+                                 {"leader": labels[leader], "preferred": order[0].label}))
     sentences += sensitivity["sentences"]
 
     return ScoringResult(
@@ -898,47 +919,58 @@ def _complexity_rank(c: CandidateScore) -> int:
 def _recommend(passing: list[CandidateScore], margin: float) -> tuple[list[CandidateScore], dict[str, Any]]:
     """Order passing candidates: the tie-break group first (article's rule), then the rest by total."""
     if not passing:
-        return [], {"applied": False, "margin": margin, "group": [], "explanation": "no candidate passes the gates"}
+        return [], {"applied": False, "margin": margin, "group": [],
+                    "explanation": Message(_("no candidate passes the gates"))}
     by_total = sorted(passing, key=lambda c: (-c.total, c.candidate))
     top = by_total[0].total
     group = [c for c in by_total if top - c.total <= margin + 1e-12]
     rest = [c for c in by_total if c not in group]
     if len(group) == 1:
         return by_total, {"applied": False, "margin": margin, "group": [group[0].candidate],
-                          "explanation": f"{group[0].label} leads by more than the tie margin {margin:.2f}"}
+                          "explanation": Message(_("%(name)s leads by more than the tie margin %(margin)s"),
+                                                 {"name": group[0].label, "margin": f"{margin:.2f}"})}
     ordered = sorted(group, key=lambda c: (-round(_observability(c), 9), _complexity_rank(c), -c.total, c.candidate))
     first, second = ordered[0], ordered[1]
     if round(_observability(first), 9) != round(_observability(second), 9):
-        deciding = f"better observability ({_observability(first):.2f} vs {_observability(second):.2f})"
+        deciding = Message(_("better observability (%(first)s vs %(second)s)"),
+                           {"first": f"{_observability(first):.2f}", "second": f"{_observability(second):.2f}"})
         rule = "observability"
     elif _complexity_rank(first) != _complexity_rank(second):
-        deciding = f"lower operating complexity ({first.operating_complexity} vs {second.operating_complexity or 'unknown'})"
+        deciding = Message(_("lower operating complexity (%(first)s vs %(second)s)"),
+                           {"first": str(first.operating_complexity),
+                            "second": second.operating_complexity or "unknown"})
         rule = "operating_complexity"
     else:
-        deciding = "higher total (observability and operating complexity equal)"
+        deciding = Message(_("higher total (observability and operating complexity equal)"))
         rule = "total"
-    names = ", ".join(f"{c.label} {c.total:.3f}" for c in group)
-    explanation = f"within the tie margin {margin:.2f}: {names}; {first.label} is preferred on {deciding}"
+    names = NAME_SEPARATOR.join(f"{c.label} {c.total:.3f}" for c in group)
+    explanation = Message(_("within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s"),
+                          {"margin": f"{margin:.2f}", "names": names, "first": first.label, "deciding": deciding})
     return ordered + rest, {"applied": True, "margin": margin, "group": [c.candidate for c in group],
                             "decided_by": rule, "explanation": explanation}
 
 
 def _headline(order: list[CandidateScore], tie: dict[str, Any], labels: dict[str, str],
-              candidates: list[CandidateScore]) -> list[str]:
+              candidates: list[CandidateScore]) -> list[Message]:
     sentences = []
     if order:
         first = order[0]
-        sentences.append(f"{first.label} is recommended with a weighted total of {first.total:.3f}"
-                         + (f" (up to {first.total_upper:.3f} if missing evidence came in at full marks)"
-                            if first.total_upper > first.total + 1e-9 else "")
-                         + f", evidence coverage {first.coverage:.0%}.")
+        values = {"name": first.label, "total": f"{first.total:.3f}", "coverage": f"{first.coverage:.0%}"}
+        if first.total_upper > first.total + 1e-9:
+            sentences.append(Message(_("%(name)s is recommended with a weighted total of %(total)s (up to %(upper)s if "
+                                       "missing evidence came in at full marks), evidence coverage %(coverage)s."),
+                                     {**values, "upper": f"{first.total_upper:.3f}"}))
+        else:
+            sentences.append(Message(_("%(name)s is recommended with a weighted total of %(total)s, evidence coverage "
+                                       "%(coverage)s."), values))
         if tie.get("applied"):
-            sentences.append(f"Tie-break applied: {tie['explanation']}.")
+            sentences.append(Message(_("Tie-break applied: %(explanation)s."), {"explanation": tie["explanation"]}))
     else:
-        sentences.append("No candidate passes the gates.")
+        sentences.append(Message(_("No candidate passes the gates.")))
     for cand in candidates:
         if cand.screened_out:
-            sentences.append(f"{cand.label} is screened out: {'; '.join(cand.screen_reasons)}.")
+            sentences.append(Message(_("%(name)s is screened out: %(reasons)s."),
+                                     {"name": cand.label, "reasons": CLAUSE_SEPARATOR.join(cand.screen_reasons)}))
     return sentences
 
 
@@ -1012,7 +1044,7 @@ def nearest_tie(matrix: np.ndarray, weights: np.ndarray, leader: int, challenger
     if d.min() > 0 or np.ptp(d) < 1e-15:
         return None  # leader at least as good on every criterion under any weights
     fixed = np.zeros(len(w), dtype=bool)
-    for _ in range(4 * len(w) + 4):
+    for _step in range(4 * len(w) + 4):
         free = ~fixed
         delta = np.where(fixed, -w, 0.0)
         rhs = np.array([-gap - d[fixed] @ delta[fixed], -delta[fixed].sum()])
@@ -1065,7 +1097,7 @@ def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str],
     result: dict[str, Any] = {"leader": None, "per_criterion": [], "nearest_ties": [], "acceptability": {},
                               "norm": "L2", "sentences": []}
     if len(ids) < 2:
-        result["sentences"].append("Sensitivity needs at least two candidates that pass the gates.")
+        result["sentences"].append(Message(_("Sensitivity needs at least two candidates that pass the gates.")))
         return result
     totals = matrix @ weights
     leader = min(range(len(ids)), key=lambda i: (-totals[i], ids[i]))
@@ -1073,21 +1105,26 @@ def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str],
     sentences = result["sentences"]
     for k, criterion in enumerate(criteria_ids):
         points = flip_points(matrix, weights, leader, k)
-        label = CRITERION_LABELS[criterion]
+        label = Message(CRITERION_LABELS[criterion])
         entry = {"criterion": criterion, "weight": float(weights[k]), "rise": None, "fall": None}
         clauses = []
         if points["up"] is not None:
             t, c = points["up"]
             entry["rise"] = {"to": t, "by": t - weights[k], "challenger": ids[c]}
-            clauses.append(f"rises by more than {t - weights[k]:.2f} (above {t:.2f}, {name(c)} would lead)")
+            clauses.append(Message(_("rises by more than %(by)s (above %(to)s, %(challenger)s would lead)"),
+                                   {"by": f"{t - weights[k]:.2f}", "to": f"{t:.2f}", "challenger": name(c)}))
         if points["down"] is not None:
             t, c = points["down"]
             entry["fall"] = {"to": t, "by": weights[k] - t, "challenger": ids[c]}
-            clauses.append(f"falls by more than {weights[k] - t:.2f} (below {t:.2f}, {name(c)} would lead)")
+            clauses.append(Message(_("falls by more than %(by)s (below %(to)s, %(challenger)s would lead)"),
+                                   {"by": f"{weights[k] - t:.2f}", "to": f"{t:.2f}", "challenger": name(c)}))
         if clauses:
-            entry["sentence"] = f"{name(leader)} stays first unless the {label} weight " + " or ".join(clauses) + "."
+            entry["sentence"] = Message(_("%(leader)s stays first unless the %(criterion)s weight %(clauses)s."),
+                                        {"leader": name(leader), "criterion": label,
+                                         "clauses": OR_SEPARATOR.join(clauses)})
         else:
-            entry["sentence"] = f"{name(leader)} stays first for any {label} weight in [0, 1]."
+            entry["sentence"] = Message(_("%(leader)s stays first for any %(criterion)s weight in [0, 1]."),
+                                        {"leader": name(leader), "criterion": label})
         result["per_criterion"].append(entry)
         sentences.append(entry["sentence"])
     ties = []
@@ -1097,16 +1134,22 @@ def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str],
         tie = nearest_tie(matrix, weights, leader, c)
         if tie is None:
             ties.append({"challenger": ids[c], "distance": None,
-                         "sentence": f"No weighting makes {name(c)} tie {name(leader)}: it is nowhere better."})
+                         "sentence": Message(
+                             _("No weighting makes %(challenger)s tie %(leader)s: it is nowhere better."),
+                             {"challenger": name(c), "leader": name(leader)})})
             continue
         moves = sorted(((float(tie["delta"][j]), criteria_ids[j]) for j in range(len(criteria_ids))), key=lambda m: -abs(m[0]))
-        main = ", ".join(f"{CRITERION_LABELS[cid]} {dv:+.2f}" for dv, cid in moves[:3] if abs(dv) >= 0.005)
+        main = [Message(_("%(criterion)s %(change)s"),
+                        {"criterion": Message(CRITERION_LABELS[cid]), "change": f"{dv:+.2f}"})
+                for dv, cid in moves[:3] if abs(dv) >= 0.005]
+        values = {"challenger": name(c), "leader": name(leader), "distance": f"{tie['distance']:.2f}"}
         ties.append({
             "challenger": ids[c], "distance": tie["distance"],
             "delta": {cid: float(tie["delta"][j]) for j, cid in enumerate(criteria_ids)},
             "weights": {cid: float(tie["weights"][j]) for j, cid in enumerate(criteria_ids)},
-            "sentence": f"{name(c)} would tie {name(leader)} if the weights moved by {tie['distance']:.2f} (L2)"
-                        + (f", mainly {main}" if main else "") + ".",
+            "sentence": Message(_("%(challenger)s would tie %(leader)s if the weights moved by %(distance)s (L2), "
+                                  "mainly %(main)s."), {**values, "main": NAME_SEPARATOR.join(main)}) if main
+            else Message(_("%(challenger)s would tie %(leader)s if the weights moved by %(distance)s (L2)."), values),
         })
     ties.sort(key=lambda t: (t["distance"] is None, t["distance"] or 0.0))
     result["nearest_ties"] = ties
@@ -1116,7 +1159,10 @@ def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str],
                                "seed": options.seed, "method": "multiplicative uniform perturbation, renormalised",
                                "first_share": {ids[i]: float(shares[i]) for i in range(len(ids))}}
     ranked = sorted(range(len(ids)), key=lambda i: -shares[i])
-    parts = [f"{name(i)} in {shares[i]:.1%}" for i in ranked if shares[i] > 0]
-    sentences.append(f"Across {options.acceptability_draws:,} weight vectors within ±{options.acceptability_spread:.0%} "
-                     f"of the chosen weights, the first place goes to " + "; ".join(parts) + ".")
+    parts = [Message(_("%(name)s in %(share)s"), {"name": name(i), "share": f"{shares[i]:.1%}"})
+             for i in ranked if shares[i] > 0]
+    sentences.append(Message(_("Across %(draws)s weight vectors within ±%(spread)s of the chosen weights, the first "
+                               "place goes to %(shares)s."),
+                             {"draws": f"{options.acceptability_draws:,}",
+                              "spread": f"{options.acceptability_spread:.0%}", "shares": CLAUSE_SEPARATOR.join(parts)}))
     return result

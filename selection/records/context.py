@@ -1,7 +1,9 @@
 """Build a decision record's context (the dict `domain.records` defines) from a selection's state.
 
 This is the snapshot that is frozen when review starts: everything the PDF shows comes from it,
-so a signed record never changes when the selection does.
+so a signed record never changes when the selection does. The domain's sentences (scenario
+reasons, scoring sentences, gate and screening reasons) are written into it as text in the
+record's language, as the rest of its prose is.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from selection.domain import catalog as catalog_domain
 from selection.domain import criteria as criteria_domain
 from selection.domain import records as records_domain
 from selection.domain.capacity import CapacityError
+from selection.domain.messages import CLAUSE_SEPARATOR, load
 from selection.domain.scenarios import SCENARIO_NAMES
-from selection.i18n import person_name, record_language
+from selection.i18n import message_text, person_name, record_language
 from selection.models import DecisionRecord, Selection
 from selection.scoring.services import compute_scores
 
@@ -132,6 +135,12 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
                      for v in verdicts[:6]) or "No pass criteria were evaluated for this run."
 
 
+def _clauses(reasons, language: str) -> str:
+    """Gate or screening reasons (stored messages, or plain text stored before them) as one text in
+    the record's language."""
+    return message_text(CLAUSE_SEPARATOR.join(load(reason) for reason in reasons), language)
+
+
 def build_context(record: DecisionRecord) -> dict[str, Any]:
     """The full record context for `record`, validated by `domain.records.build_record_context`."""
     selection = Selection.objects.select_related("constraints", "business_owner", "platform_owner", "security_owner",
@@ -187,9 +196,10 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                            "values": [round((crit.get(k) or {}).get("score") or 0.0, 3) for k in criteria_ids],
                            "topsis": round(cand.get("topsis") or 0.0, 3), "rank": cand.get("rank") or 0})
     now = timezone.now()
+    language = record_language()
     context = {
         "record": {"id": f"DR-{selection.pk}-v{record.version}", "version": record.version, "title": selection.name,
-                   "created_at": now.isoformat(), "language": record_language()},
+                   "created_at": now.isoformat(), "language": language},
         "simulated": any(r.is_simulated for r in runs),
         "decision": {
             "chosen_engine": engine_label,
@@ -198,7 +208,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "summary": record.decision or _("Choose %(engine)s for %(selection)s.") % {
                 "engine": engine_label, "selection": selection.name},
             "rationale": [line for line in (record.rationale or "").splitlines() if line.strip()]
-                         + list(result.get("sentences") or [])[:5],
+                         + [message_text(s, language) for s in (result.get("sentences") or [])[:5]],
         },
         "risk_boundary": {
             "applies_to": [line for line in record.applies_to.splitlines() if line.strip()] or [
@@ -213,18 +223,21 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         },
         "constraints": _constraints_rows(selection),
         "scenario": {"id": selection.scenario, "name": SCENARIO_NAMES.get(selection.scenario, ""),
-                     "reasons": selection.scenario_reasons},
+                     "reasons": [message_text(r, language) for r in selection.scenario_reasons]},
         "weights": _weights_section(selection),
         "gates": [{"dimension": DIMENSION_NAMES[g.dimension],
                    "threshold": f"dimension score >= {g.threshold:.2f}",
                    "results": [{"candidate": cand.get("label") or cid,
                                 "passed": _gate_passed(cand, g.dimension),
-                                "note": "; ".join(o.get("reason") or "" for o in cand.get("gates", [])
-                                                  if o.get("dimension") == g.dimension and not o.get("passed"))} for cid, cand in by_id.items()]}
+                                "note": _clauses((o.get("reason") or "" for o in cand.get("gates", [])
+                                                  if o.get("dimension") == g.dimension and not o.get("passed")),
+                                                 language)}
+                               for cid, cand in by_id.items()]}
                   for g in selection.gates.all()] or [{"dimension": "none", "threshold": "no gates were set", "results": []}],
         "candidates": [{"name": cand.display_name, "version": cand.engine_version,
                         "kept": not by_id.get(cid, {}).get("screened_out", False),
-                        "screening_note": "; ".join(by_id.get(cid, {}).get("screen_reasons") or []) or "passes the gates",
+                        "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
+                        or "passes the gates",
                         "documentation": cand.engine.data.get("homepage", {}).get("source") or ""}
                        for cid, cand in candidates.items()],
         "capacity": capacity_blocks,
@@ -232,7 +245,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "test": "none", "candidate": engine_label, "summary": "No validation evidence in this record.",
             "verdict": "inconclusive", "metrics": [], "charts": []}],
         "scores": {"criteria": [criteria_domain.CRITERIA_BY_ID[k].name for k in criteria_ids], "rows": score_rows,
-                   "sensitivity": list(result.get("sentences") or []),
+                   "sensitivity": [message_text(s, language) for s in result.get("sentences") or []],
                    "evidence_coverage": [{"candidate": cand.get("label") or cid, "coverage": cand.get("coverage") or 0.0}
                                          for cid, cand in by_id.items()],
                    "scoring_rules": [{"criterion": m["criterion"], "rule": m.get("formula") or m.get("rule") or ""}

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from selection.audit import audit
 from selection.domain import criteria as criteria_domain
+from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import Constraints, CriterionWeight, Gate, Membership, Selection
 from selection.selectors import require_editor
@@ -65,6 +66,7 @@ def save_constraints(*, selection: Selection, user, data: dict[str, Any]) -> Con
 
 def _infer_and_apply(selection: Selection, user, constraints: dict[str, Any]) -> None:
     scenario, reasons, mix = infer_scenario(constraints)
+    reasons = to_json(reasons)  # stored as message dicts, rendered in the reader's language
     if scenario != selection.scenario or mix != selection.scenario_mix:
         audit(
             selection,

@@ -5,9 +5,7 @@ from __future__ import annotations
 from django import template
 from django.utils.formats import number_format
 
-from selection.capacity.i18n import translate_capacity
-from selection.i18n import person_name, translate_name, translate_reason, translate_test
-from selection.scoring.i18n import translate_sentence
+from selection.i18n import message_text, person_name, translate_name, translate_test
 
 register = template.Library()
 
@@ -57,21 +55,10 @@ def domain_name(value):
 
 
 @register.filter
-def scenario_reason(value):
-    """A scenario reason produced by selection.domain.scenarios, translated."""
-    return translate_reason(value)
-
-
-@register.filter
-def score_sentence(value):
-    """A sentence, note or reason produced by selection.domain.scoring, translated."""
-    return translate_sentence(value)
-
-
-@register.filter
-def capacity_sentence(value):
-    """A capacity verdict summary or reason produced by selection.domain.capacity, translated."""
-    return translate_capacity(value)
+def message(value):
+    """A sentence from selection.domain (scenario reason, scoring sentence, note or reason, capacity
+    verdict), stored as a message, in the active language; plain text is shown unchanged."""
+    return message_text(value)
 
 
 @register.filter

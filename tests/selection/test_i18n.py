@@ -1,9 +1,10 @@
 """Simplified Chinese: every page of the flow renders translated, the catalog is complete, domain
-names and scenario reasons are translated at display time, and the record PDF follows
-``record.language``."""
+names and the domain's messages (scenario reasons, scoring sentences, capacity verdicts) are
+translated at display time, and the record PDF follows ``record.language``."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -12,11 +13,13 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 from django.utils import translation
+from django.utils.html import escape
 
 from selection.candidates.services import add_candidate
 from selection.domain import criteria as criteria_domain
+from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Join, Message
 from selection.domain.scenarios import SCENARIO_NAMES, infer_scenario
-from selection.i18n import DOMAIN_NAMES, translate_name, translate_reason
+from selection.i18n import DOMAIN_NAMES, message_text, translate_name
 from selection.records.pdf import render_record, render_record_html
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
@@ -30,7 +33,7 @@ def _po_entries(text: str) -> list[dict]:
     """(flags, msgid, msgstr) per entry of a .po file, continuation lines joined."""
     entries = []
     for block in text.strip().split("\n\n"):
-        entry = {"flags": "", "msgid": "", "msgstr": ""}
+        entry = {"flags": "", "msgctxt": "", "msgid": "", "msgstr": ""}
         current = None
         for line in block.splitlines():
             if line.startswith("#,"):
@@ -45,7 +48,8 @@ def _po_entries(text: str) -> list[dict]:
                 current = "msgstr"
                 entry["msgstr"] += line.split(" ", 1)[1].strip('"')
             elif line.startswith("msgctxt"):
-                current = None
+                current = "msgctxt"
+                entry["msgctxt"] = line.split(" ", 1)[1].strip('"')
             elif line.startswith('"') and current:
                 entry[current] += line.strip('"')
         entries.append(entry)
@@ -99,12 +103,45 @@ def test_every_scenario_reason_rule_is_translated_with_its_numbers(constraints):
     _scenario, reasons, _mix = infer_scenario(constraints)
     with translation.override("zh-hans"):
         for reason in reasons:
-            translated = translate_reason(reason)
+            translated = message_text(reason)
             assert CJK.search(translated), reason
             assert "->" in translated and not re.search(r"\b(tokens|turns|sessions|also)\b", translated), translated
-            assert re.findall(r"\d[\d,.]*K?", translated) == re.findall(r"\d[\d,.]*K?", reason)
+            assert re.findall(r"\d[\d,.]*K?", translated) == re.findall(r"\d[\d,.]*K?", str(reason))
+            assert message_text(reason.to_dict()) == translated  # as stored on the selection
     with translation.override("en"):
-        assert [translate_reason(r) for r in reasons] == reasons
+        assert [message_text(r) for r in reasons] == [str(r) for r in reasons]
+
+
+def _domain_templates() -> set[tuple[str | None, str]]:
+    """(context, msgid) of every template the pure domain marks for makemessages: `_("...")` and
+    `pgettext("context", "...")` calls in selection/domain/*.py."""
+    found = set()
+    for path in (Path(settings.BASE_DIR) / "selection" / "domain").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args and all(
+                    isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
+                if node.func.id == "_" and len(node.args) == 1:
+                    found.add((None, node.args[0].value))
+                elif node.func.id == "pgettext" and len(node.args) == 2:
+                    found.add((node.args[0].value, node.args[1].value))
+    return found
+
+
+def test_every_domain_template_is_in_the_catalog_in_chinese_with_its_placeholders():
+    templates = _domain_templates()
+    assert len(templates) > 60 and (None, "%(name)s is screened out: %(reasons)s.") in templates
+    assert ("list separator between clauses", "; ") in templates
+    entries = {(e["msgctxt"] or None, e["msgid"]): e for e in _po_entries(PO_FILE.read_text(encoding="utf-8"))}
+    for key in templates:
+        assert key in entries and entries[key]["msgstr"] and "fuzzy" not in entries[key]["flags"], key
+    with translation.override("zh-hans"):
+        for context, msgid in templates:
+            words = re.sub(r"%\(\w+\)s|%%", "", msgid)
+            if not re.search(r"[a-z]{2}", words):
+                continue  # separators and "%(criterion)s %(change)s": nothing to translate
+            translated = message_text(Message(msgid, {name: "1" for name in re.findall(r"%\((\w+)\)s", msgid)},
+                                              context=context))
+            assert CJK.search(translated), msgid
 
 
 # --- pages ----------------------------------------------------------------------------------
@@ -251,37 +288,114 @@ def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(zh_client, mak
     with translation.override("en"):
         html = render_record_html(record.snapshot)
     assert "1. 决策与理由" in html and "15. 签名" in html
+    # the domain's sentences are written into the snapshot in the record's language, too
+    snapshot = record.snapshot
+    sentences = snapshot["scores"]["sensitivity"] + snapshot["scenario"]["reasons"] + [
+        r["note"] for g in snapshot["gates"] for r in g["results"] if r.get("note")]
+    assert sentences and [s for s in sentences if not CJK.search(s)] == []
+    assert "保持第一" in html and "stays first" not in html and "is recommended" not in html
 
 
+def test_the_record_template_renders_stored_messages_in_the_records_language():
+    context = sample_record_context(simulated=False, n_charts=0, n_manifest=1)
+    context["record"]["language"] = "zh-hans"
+    reason, _mix = infer_scenario({"max_input_tokens": 131072})[1:]
+    sentence = SCORING_SENTENCES[4][1]
+    context["scenario"]["reasons"] = [reason[0].to_dict()]
+    context["decision"]["rationale"] = [sentence.to_dict(), "TTFT 最低。"]
+    context["scores"]["sensitivity"] = [sentence.to_dict()]
+    with translation.override("en"):
+        html = render_record_html(context)
+    with translation.override("zh-hans"):
+        assert html.count(escape(message_text(sentence))) == 2 and escape(message_text(reason[0])) in html
+    assert "stays first" not in html and "long documents" not in html and "TTFT 最低。" in html
+
+
+M = Message
+MEMORY, OBSERVABILITY = M("Memory allocation and reuse"), M("Observability")
+PERSISTENCE, CONCURRENCY = M("cache persistence"), M("concurrency control")
+
+# (the English sentence, as the domain wrote it before it returned messages; the message now)
 SCORING_SENTENCES = [
-    "SGLang 0.5.5 is recommended with a weighted total of 0.457 (up to 0.982 if missing evidence came in at full "
-    "marks), evidence coverage 47%.",
-    "vLLM 0.11.0 is recommended with a weighted total of 0.220, evidence coverage 25%.",
-    "Tie-break applied: within the tie margin 0.02: SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; SGLang 0.5.5 is preferred "
-    "on higher total (observability and operating complexity equal).",
-    "SGLang 0.5.5 stays first for any cache persistence weight in [0, 1].",
-    "SGLang 0.5.5 stays first unless the concurrency control weight rises by more than 0.20 (above 0.38, vLLM 0.11.0 "
-    "would lead) or falls by more than 0.10 (below 0.08, vLLM 0.11.0 would lead).",
-    "vLLM 0.11.0 would tie SGLang 0.5.5 if the weights moved by 0.07 (L2), mainly cache persistence -0.06, "
-    "concurrency control +0.03.",
-    "No weighting makes vLLM 0.11.0 tie SGLang 0.5.5: it is nowhere better.",
-    "Across 10,000 weight vectors within ±30% of the chosen weights, the first place goes to SGLang 0.5.5 in 100.0%.",
-    "Sensitivity needs at least two candidates that pass the gates.",
-    "Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); total_upper shows the "
-    "most it could add",
-    "2 SIMULATED indicator value(s) excluded from this final scoring",
-    "1 candidate(s) screened out by the gates",
-    "LMDeploy 0.6 is screened out: Memory allocation and reuse 0.40 < gate 0.60; Observability: no evidence (gate 0.50).",
-    "Memory allocation and reuse 0.70 >= gate 0.60",
+    ("SGLang 0.5.5 is recommended with a weighted total of 0.457 (up to 0.982 if missing evidence came in at full "
+     "marks), evidence coverage 47%.",
+     M("%(name)s is recommended with a weighted total of %(total)s (up to %(upper)s if missing evidence came in at "
+       "full marks), evidence coverage %(coverage)s.",
+       {"name": "SGLang 0.5.5", "total": "0.457", "upper": "0.982", "coverage": "47%"})),
+    ("vLLM 0.11.0 is recommended with a weighted total of 0.220, evidence coverage 25%.",
+     M("%(name)s is recommended with a weighted total of %(total)s, evidence coverage %(coverage)s.",
+       {"name": "vLLM 0.11.0", "total": "0.220", "coverage": "25%"})),
+    ("Tie-break applied: within the tie margin 0.02: SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; SGLang 0.5.5 is "
+     "preferred on higher total (observability and operating complexity equal).",
+     M("Tie-break applied: %(explanation)s.", {"explanation": M(
+         "within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s",
+         {"margin": "0.02", "names": NAME_SEPARATOR.join(["SGLang 0.5.5 0.457", "vLLM 0.11.0 0.448"]),
+          "first": "SGLang 0.5.5", "deciding": M("higher total (observability and operating complexity equal)")})})),
+    ("SGLang 0.5.5 stays first for any cache persistence weight in [0, 1].",
+     M("%(leader)s stays first for any %(criterion)s weight in [0, 1].",
+       {"leader": "SGLang 0.5.5", "criterion": PERSISTENCE})),
+    ("SGLang 0.5.5 stays first unless the concurrency control weight rises by more than 0.20 (above 0.38, vLLM 0.11.0 "
+     "would lead) or falls by more than 0.10 (below 0.08, vLLM 0.11.0 would lead).",
+     M("%(leader)s stays first unless the %(criterion)s weight %(clauses)s.",
+       {"leader": "SGLang 0.5.5", "criterion": CONCURRENCY, "clauses": M(" or ").join([
+           M("rises by more than %(by)s (above %(to)s, %(challenger)s would lead)",
+             {"by": "0.20", "to": "0.38", "challenger": "vLLM 0.11.0"}),
+           M("falls by more than %(by)s (below %(to)s, %(challenger)s would lead)",
+             {"by": "0.10", "to": "0.08", "challenger": "vLLM 0.11.0"})])})),
+    ("vLLM 0.11.0 would tie SGLang 0.5.5 if the weights moved by 0.07 (L2), mainly cache persistence -0.06, "
+     "concurrency control +0.03.",
+     M("%(challenger)s would tie %(leader)s if the weights moved by %(distance)s (L2), mainly %(main)s.",
+       {"challenger": "vLLM 0.11.0", "leader": "SGLang 0.5.5", "distance": "0.07", "main": NAME_SEPARATOR.join([
+           M("%(criterion)s %(change)s", {"criterion": PERSISTENCE, "change": "-0.06"}),
+           M("%(criterion)s %(change)s", {"criterion": CONCURRENCY, "change": "+0.03"})])})),
+    ("No weighting makes vLLM 0.11.0 tie SGLang 0.5.5: it is nowhere better.",
+     M("No weighting makes %(challenger)s tie %(leader)s: it is nowhere better.",
+       {"challenger": "vLLM 0.11.0", "leader": "SGLang 0.5.5"})),
+    ("Across 10,000 weight vectors within ±30% of the chosen weights, the first place goes to SGLang 0.5.5 in 100.0%.",
+     M("Across %(draws)s weight vectors within ±%(spread)s of the chosen weights, the first place goes to %(shares)s.",
+       {"draws": "10,000", "spread": "30%", "shares": CLAUSE_SEPARATOR.join([
+           M("%(name)s in %(share)s", {"name": "SGLang 0.5.5", "share": "100.0%"})])})),
+    ("Sensitivity needs at least two candidates that pass the gates.",
+     M("Sensitivity needs at least two candidates that pass the gates.")),
+    ("Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); total_upper shows the "
+     "most it could add",
+     M("Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); total_upper shows "
+       "the most it could add")),
+    ("2 SIMULATED indicator value(s) excluded from this final scoring",
+     M("%(excluded)s SIMULATED indicator value(s) excluded from this final scoring", {"excluded": "2"})),
+    ("1 candidate(s) screened out by the gates", M("%(count)s candidate(s) screened out by the gates", {"count": "1"})),
+    ("LMDeploy 0.6 is screened out: Memory allocation and reuse 0.40 < gate 0.60; Observability: no evidence (gate "
+     "0.50).",
+     M("%(name)s is screened out: %(reasons)s.", {"name": "LMDeploy 0.6", "reasons": CLAUSE_SEPARATOR.join([
+         M("%(dimension)s %(score)s < gate %(threshold)s", {"dimension": MEMORY, "score": "0.40", "threshold": "0.60"}),
+         M("%(dimension)s: no evidence (gate %(threshold)s)", {"dimension": OBSERVABILITY, "threshold": "0.50"})])})),
+    ("Memory allocation and reuse 0.70 >= gate 0.60",
+     M("%(dimension)s %(score)s >= gate %(threshold)s", {"dimension": MEMORY, "score": "0.70", "threshold": "0.60"})),
 ]
 
 
-@pytest.mark.parametrize("sentence", SCORING_SENTENCES)
-def test_scoring_sentences_are_translated_keeping_names_and_numbers(sentence):
-    from selection.scoring.i18n import translate_sentence
+def _templates(message) -> set[str]:
+    """The msgids in a message, nested ones and separators included."""
+    found = {message.msgid}
+    for value in message.params.values():
+        for part in ([value.separator, *value.items] if isinstance(value, Join) else [value]):
+            if isinstance(part, Message):
+                found |= _templates(part)
+    return found
 
+
+def test_the_sentences_below_use_the_domains_own_templates():
+    marked = {msgid for _context, msgid in _domain_templates()}
+    used = set().union(*(_templates(m) for _english, m in SCORING_SENTENCES + CAPACITY_SENTENCES))
+    assert used - marked == set()
+
+
+@pytest.mark.parametrize("sentence, message", SCORING_SENTENCES, ids=[s[:40] for s, _m in SCORING_SENTENCES])
+def test_scoring_sentences_are_translated_keeping_names_and_numbers(sentence, message):
+    assert str(message) == sentence
     with translation.override("zh-hans"):
-        translated = translate_sentence(sentence)
+        translated = message_text(message)
+        assert message_text(message.to_dict()) == translated  # as stored in Score.result
     assert CJK.search(translated), translated
     numbers = r"\d+(?:[.,]\d+)*%?"
     assert sorted(re.findall(numbers, translated)) == sorted(re.findall(numbers, sentence))
@@ -289,34 +403,54 @@ def test_scoring_sentences_are_translated_keeping_names_and_numbers(sentence):
         assert translated.count(name) == sentence.count(name)
     assert not re.search(r"\b(weight|gate|recommended|stays|would|evidence)\b", translated), translated
     with translation.override("en"):
-        assert translate_sentence(sentence) == sentence
+        assert message_text(message) == sentence
 
 
 CAPACITY_SENTENCES = [
-    "KV pool 56.62 GiB per GPU (28987 blocks of 16 tokens); 200 concurrent sequences (one at max context 5120, the "
-    "rest at avg 1000) need 25.11 GiB",
-    "max context 131072 exceeds the model's 8192 positions",
-    "weights (140.00 GiB per GPU) leave no room for KV cache",
-    "the plan uses 16 GPUs, above the budget of 8",
-    "fits with 30% headroom on 1 GPU(s) (TP=1, PP=1, bf16 KV)",
-    "fits with 20% headroom only on 2 GPU(s); below the 30% comfort margin",
-    "at 70% of the pool only 120 sequences of avg context fit",
-    "does not fit",
-    "at 80% of the pool only 90 sequences of avg context fit (peak 200)",
+    ("KV pool 56.62 GiB per GPU (28987 blocks of 16 tokens); 200 concurrent sequences (one at max context 5120, the "
+     "rest at avg 1000) need 25.11 GiB",
+     M("KV pool %(pool)s per GPU (%(blocks)s blocks of %(block)s tokens); %(peak)s concurrent sequences (one at max "
+       "context %(max)s, the rest at avg %(avg)s) need %(need)s",
+       {"pool": "56.62 GiB", "blocks": "28987", "block": "16", "peak": "200", "max": "5120", "avg": "1000",
+        "need": "25.11 GiB"})),
+    ("max context 131072 exceeds the model's 8192 positions",
+     M("max context %(max)s exceeds the model's %(positions)s positions", {"max": "131072", "positions": "8192"})),
+    ("weights (140.00 GiB per GPU) leave no room for KV cache",
+     M("weights (%(weights)s per GPU) leave no room for KV cache", {"weights": "140.00 GiB"})),
+    ("the plan uses 16 GPUs, above the budget of 8",
+     M("the plan uses %(gpus)s GPUs, above the budget of %(budget)s", {"gpus": "16", "budget": "8"})),
+    ("fits with 30% headroom on 1 GPU(s) (TP=1, PP=1, bf16 KV)",
+     M("fits with 30%% headroom on %(gpus)s GPU(s) (TP=%(tp)s, PP=%(pp)s, %(kv)s KV)",
+       {"gpus": "1", "tp": "1", "pp": "1", "kv": "bf16"})),
+    ("fits with 20% headroom only on 2 GPU(s); below the 30% comfort margin",
+     M("fits with 20%% headroom only on %(gpus)s GPU(s); below the 30%% comfort margin", {"gpus": "2"})),
+    ("at 70% of the pool only 120 sequences of avg context fit",
+     M("at 70%% of the pool only %(seqs)s sequences of avg context fit", {"seqs": "120"})),
+    ("does not fit", M("does not fit")),
+    ("at 80% of the pool only 90 sequences of avg context fit (peak 200)",
+     M("at 80%% of the pool only %(seqs)s sequences of avg context fit (peak %(peak)s)",
+       {"seqs": "90", "peak": "200"})),
+    ("does not fit as planned; fits with tp=8 (8 GPUs)",
+     M("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)", {"change": "tp=8", "gpus": "8"})),
 ]
 
 
-@pytest.mark.parametrize("sentence", CAPACITY_SENTENCES)
-def test_capacity_verdicts_are_translated_keeping_numbers(sentence):
-    from selection.capacity.i18n import translate_capacity
-
+@pytest.mark.parametrize("sentence, message", CAPACITY_SENTENCES, ids=[s[:40] for s, _m in CAPACITY_SENTENCES])
+def test_capacity_verdicts_are_translated_keeping_numbers(sentence, message):
+    assert str(message) == sentence
     with translation.override("zh-hans"):
-        translated = translate_capacity(sentence)
+        translated = message_text(message.to_dict())
     assert CJK.search(translated), translated
     numbers = r"\d+(?:[.,]\d+)*"
     assert sorted(re.findall(numbers, translated)) == sorted(re.findall(numbers, sentence))
     with translation.override("en"):
-        assert translate_capacity(sentence) == sentence
+        assert message_text(message) == sentence
+
+
+def test_plain_strings_stored_before_messages_are_shown_unchanged():
+    with translation.override("zh-hans"):
+        for sentence, _message in SCORING_SENTENCES + CAPACITY_SENTENCES:
+            assert message_text(sentence) == sentence
 
 
 @pytest.mark.django_db

@@ -28,6 +28,7 @@ from django.db import transaction
 from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import start_validation
 from selection.candidates.services import add_candidate, load_engine_catalog
+from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord, Engine, Membership, Selection, Team
 from selection.records.services import approve, create_draft, sign, start_review
@@ -140,7 +141,7 @@ class Command(BaseCommand):
         selection = self.ensure_selection()
         self.stdout.write(f"    selection #{selection.pk}: {selection.name} -> scenario {selection.scenario}")
         for reason in selection.scenario_reasons:
-            self.stdout.write(f"      - {reason}")
+            self.stdout.write(f"      - {render(reason)}")
         self.step("Issuing development signing certificates (DEVELOPMENT CA, not for production)")
         certs, passphrase = self.ensure_certs()
         self.step("Starting the simulated engines (SIMULATED) and a Celery worker")
@@ -153,7 +154,7 @@ class Command(BaseCommand):
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
             score = compute_scores(selection, include_simulated=True)
             for sentence in score.result.get("sentences", [])[:4]:
-                self.stdout.write(f"    {sentence}")
+                self.stdout.write(f"    {render(sentence)}")
             self.step("Decision record: review, approvals and three PAdES signatures")
             signed = self.sign_record(selection, certs, passphrase)
         out = Path(settings.VAR_DIR) / "demo-decision-record.pdf"

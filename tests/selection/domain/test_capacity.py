@@ -422,7 +422,7 @@ CONSTRAINTS = {"peak_concurrency": 32, "avg_input_tokens": 2000, "avg_output_tok
 
 def test_verdict_fits_with_headroom():
     v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), CONSTRAINTS)
-    assert v["fits"] and "30% headroom" in v["summary"]
+    assert v["fits"] and "30% headroom" in str(v["summary"])
 
 
 def test_verdict_does_not_fit_and_offers_tp_or_fp8():
@@ -433,18 +433,18 @@ def test_verdict_does_not_fit_and_offers_tp_or_fp8():
     assert not changes["kv_dtype=fp8"]["fits"]  # 3.5 GiB of pool per GPU is too small either way
     assert not changes["tp=4"]["fits"] and changes["tp=8"]["fits"]
     assert "16" not in str([a["change"] for a in v["alternatives"]])  # beyond the 8-GPU budget
-    assert v["summary"] == "does not fit as planned; fits with tp=8 (8 GPUs)"
+    assert str(v["summary"]) == "does not fit as planned; fits with tp=8 (8 GPUs)"
 
 
 def test_verdict_context_beyond_the_model_is_a_reason():
     c = dict(CONSTRAINTS, max_input_tokens=40000)
     v = cap.verdict(plan("Mistral-7B-v0.1", gpu="H100-80GB"), c)
-    assert not v["fits"] and any("exceeds the model's 32768 positions" in r for r in v["reasons"])
+    assert not v["fits"] and any("exceeds the model's 32768 positions" in str(r) for r in v["reasons"])
 
 
 def test_verdict_weights_not_fitting_and_bad_constraints():
     v = cap.verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=1), CONSTRAINTS)
-    assert not v["fits"] and any("no room for KV" in r for r in v["reasons"])
+    assert not v["fits"] and any("no room for KV" in str(r) for r in v["reasons"])
     with pytest.raises(CapacityError, match="constraints.peak_concurrency"):
         cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), dict(CONSTRAINTS, peak_concurrency=0))
 

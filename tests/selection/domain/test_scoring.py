@@ -166,7 +166,7 @@ def test_tie_within_margin_is_resolved_by_observability():
     assert result.weighted_sum_leader == "p"
     assert result.winner == "q" and result.ranking == ["q", "p"]
     assert result.tie_break["applied"] and result.tie_break["decided_by"] == "observability"
-    assert any("Tie-break applied" in s and "observability" in s for s in result.sentences)
+    assert any("Tie-break applied" in str(s) and "observability" in str(s) for s in result.sentences)
 
 
 def test_outside_the_margin_the_weighted_sum_decides():
@@ -204,10 +204,10 @@ def test_gate_failure_screens_out_but_keeps_the_candidate_in_the_comparison():
     assert s.screened_out and not w.screened_out
     assert result.winner == "weak" and result.ranking == ["weak", "strong"]
     assert s.rank == 2 and s.screen_reasons == [s.gates[0].reason]
-    assert s.screen_reasons[0] == "Memory allocation and reuse 0.43 < gate 0.50"
+    assert str(s.screen_reasons[0]) == "Memory allocation and reuse 0.43 < gate 0.50"
     assert s.topsis is None  # TOPSIS is over the passing candidates only
     assert s.criteria["concurrency_control"].score is not None  # still fully scored for the comparison
-    assert any("STRONG is screened out" in line for line in result.sentences)
+    assert any("STRONG is screened out" in str(line) for line in result.sentences)
 
 
 def test_gate_on_a_dimension_without_evidence_fails_with_reason():
@@ -219,8 +219,8 @@ def test_gate_on_a_dimension_without_evidence_fails_with_reason():
     empty = CandidateEvidence("e", "E")
     result = score_candidates("A", [empty], CONS, {"cache_persistence": 1.0}, gates={"persistence": 0.1})
     assert result.candidate("e").screened_out
-    assert "no evidence" in result.candidate("e").screen_reasons[0]
-    assert result.winner is None and result.sentences[0] == "No candidate passes the gates."
+    assert "no evidence" in str(result.candidate("e").screen_reasons[0])
+    assert result.winner is None and str(result.sentences[0]) == "No candidate passes the gates."
 
 
 # ------------------------------------------------------------------ missing and SIMULATED evidence
@@ -268,7 +268,7 @@ def test_simulated_evidence_is_excluded_from_a_final_scoring_unless_included():
     assert ind.status == "excluded_simulated" and ind.score is None and ind.evidence == SIMULATED
     assert final.candidate("sim").total == pytest.approx(0.9 / 3)
     assert final.final and final.signable and not final.candidate("sim").uses_simulated
-    assert any("SIMULATED" in note and "excluded" in note for note in final.notes)
+    assert any("SIMULATED" in str(note) and "excluded" in str(note) for note in final.notes)
 
     draft = score_candidates("A", [sim], CONS, {"cache_reuse": 1.0}, options=ScoringOptions(include_simulated=True))
     ind = indicator(draft, "sim", "cache_reuse", "prefix_saving_ratio")
@@ -335,12 +335,12 @@ def test_flip_sentence_and_none_sentence():
     # vLLM - SGLang at w_persistence = t: 0.4 (1 - t) - 0.3 t = 0 -> t = 4/7
     persistence = analysis["per_criterion"][1]
     assert persistence["rise"]["to"] == pytest.approx(4 / 7)
-    assert persistence["sentence"] == ("vLLM stays first unless the cache persistence weight rises by more than 0.07 "
-                                       "(above 0.57, SGLang would lead).")
+    assert str(persistence["sentence"]) == ("vLLM stays first unless the cache persistence weight rises by more than "
+                                            "0.07 (above 0.57, SGLang would lead).")
     dominant = np.array([[0.9, 0.9], [0.5, 0.6]])
     analysis = sc.analyse_sensitivity(dominant, weights, ["a", "b"], ["cache_reuse", "cache_persistence"],
                                       ScoringOptions(acceptability_draws=1000))
-    assert analysis["per_criterion"][0]["sentence"] == "a stays first for any cache reuse weight in [0, 1]."
+    assert str(analysis["per_criterion"][0]["sentence"]) == "a stays first for any cache reuse weight in [0, 1]."
     assert analysis["nearest_ties"][0]["distance"] is None
     assert analysis["acceptability"]["first_share"] == {"a": 1.0, "b": 0.0}
 

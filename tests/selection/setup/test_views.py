@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from selection.candidates.services import add_candidate
+from selection.domain.messages import render
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Gate, Membership, Selection, Team
 from selection.secretbox import decrypt
 from selection.setup.services import accept_scenario, set_gates
@@ -250,7 +251,7 @@ def weight_post(selection, **values):
 def test_scenario_page_shows_reasons_mix_and_weights(client, architect, configured):
     client.force_login(architect)
     body = client.get(url("selection:scenario", configured)).content.decode()
-    assert escape(configured.scenario_reasons[0]) in body
+    assert escape(render(configured.scenario_reasons[0])) in body
     assert "Accept scenario A" in body and "Memory allocation strategy" in body and "Preset" in body
 
 
