@@ -32,18 +32,24 @@ DOMAIN_NAMES = {
     "Cross-turn persistence and offload": _("Cross-turn persistence and offload"),
     "Cost structure": _("Cost structure"),
     "Observability": _("Observability"),
-    "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling.":
-        _("Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling."),
-    "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM.":
-        _("Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM."),
-    "Supported context, cache quantisation or compression, control of one long request's cache.":
-        _("Supported context, cache quantisation or compression, control of one long request's cache."),
-    "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in.":
-        _("Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in."),
-    "Memory and compute per unit of concurrency, utilisation.":
-        _("Memory and compute per unit of concurrency, utilisation."),
-    "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation.":
-        _("Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation."),
+    "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling.": _(
+        "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling."
+    ),
+    "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM.": _(
+        "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM."
+    ),
+    "Supported context, cache quantisation or compression, control of one long request's cache.": _(
+        "Supported context, cache quantisation or compression, control of one long request's cache."
+    ),
+    "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in.": _(
+        "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in."
+    ),
+    "Memory and compute per unit of concurrency, utilisation.": _(
+        "Memory and compute per unit of concurrency, utilisation."
+    ),
+    "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation.": _(
+        "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation."
+    ),
     # criteria
     "Memory allocation strategy": _("Memory allocation strategy"),
     "Cache reuse": _("Cache reuse"),
@@ -62,8 +68,9 @@ DOMAIN_NAMES = {
     "monitoring, alerting, capacity planning": _("monitoring, alerting, capacity planning"),
     "cost per unit of concurrency, utilisation": _("cost per unit of concurrency, utilisation"),
     "release, reclamation of aborted and idle sessions": _("release, reclamation of aborted and idle sessions"),
-    "continuation after swap-in equals continuation without it":
-        _("continuation after swap-in equals continuation without it"),
+    "continuation after swap-in equals continuation without it": _(
+        "continuation after swap-in equals continuation without it"
+    ),
     "output tokens per GPU-second, cost per million tokens": _("output tokens per GPU-second, cost per million tokens"),
     # scenarios
     "High-concurrency short text": _("High-concurrency short text"),
@@ -73,20 +80,22 @@ DOMAIN_NAMES = {
 }
 
 # Row labels of the record's business-constraints section (selection.record_context).
-DOMAIN_NAMES.update({
-    "Concurrency": _("Concurrency"),
-    "Context length": _("Context length"),
-    "Input tokens": _("Input tokens"),
-    "Output tokens": _("Output tokens"),
-    "Multi-turn": _("Multi-turn"),
-    "Latency budget": _("Latency budget"),
-    "Throughput target": _("Throughput target"),
-    "Memory limit": _("Memory limit"),
-    "Hardware": _("Hardware"),
-    "Cost": _("Cost"),
-    "Operations team": _("Operations team"),
-    "Model": _("Model"),
-})
+DOMAIN_NAMES.update(
+    {
+        "Concurrency": _("Concurrency"),
+        "Context length": _("Context length"),
+        "Input tokens": _("Input tokens"),
+        "Output tokens": _("Output tokens"),
+        "Multi-turn": _("Multi-turn"),
+        "Latency budget": _("Latency budget"),
+        "Throughput target": _("Throughput target"),
+        "Memory limit": _("Memory limit"),
+        "Hardware": _("Hardware"),
+        "Cost": _("Cost"),
+        "Operations team": _("Operations team"),
+        "Model": _("Model"),
+    }
+)
 # Records written by hand (and older snapshots) use the names in lower case.
 _BY_CASEFOLD = {name.casefold(): name for name in DOMAIN_NAMES}
 

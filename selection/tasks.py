@@ -25,8 +25,9 @@ def refresh_scenario(selection_id: int) -> str:
     """Re-infer a selection's scenario from its stored constraints (idempotent)."""
     selection = Selection.objects.select_related("constraints").get(pk=selection_id)
     scenario, reasons, mix = infer_scenario(selection.constraints.as_domain())
-    Selection.objects.filter(pk=selection_id).update(scenario=scenario, scenario_reasons=to_json(reasons),
-                                                     scenario_mix=mix)
+    Selection.objects.filter(pk=selection_id).update(
+        scenario=scenario, scenario_reasons=to_json(reasons), scenario_mix=mix
+    )
     return scenario
 
 

@@ -33,11 +33,32 @@ class SelectionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Selection
-        fields = ["id", "name", "description", "team", "status", "business_owner", "platform_owner",
-                  "security_owner", "observer", "scenario", "scenario_reasons", "scenario_mix",
-                  "scenario_accepted", "created_at", "updated_at"]
-        read_only_fields = ["status", "scenario", "scenario_reasons", "scenario_mix", "scenario_accepted",
-                            "created_at", "updated_at"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "team",
+            "status",
+            "business_owner",
+            "platform_owner",
+            "security_owner",
+            "observer",
+            "scenario",
+            "scenario_reasons",
+            "scenario_mix",
+            "scenario_accepted",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = [
+            "status",
+            "scenario",
+            "scenario_reasons",
+            "scenario_mix",
+            "scenario_accepted",
+            "created_at",
+            "updated_at",
+        ]
 
     def validate_team(self, team):
         user = self.context["request"].user
@@ -92,7 +113,9 @@ class GatesUpdateSerializer(serializers.Serializer):
     def validate_gates(self, value):
         unknown = [k for k in value if k not in DIMENSION_IDS]
         if unknown:
-            raise serializers.ValidationError(f"unknown dimensions: {', '.join(unknown)}; one of {', '.join(DIMENSION_IDS)}")
+            raise serializers.ValidationError(
+                f"unknown dimensions: {', '.join(unknown)}; one of {', '.join(DIMENSION_IDS)}"
+            )
         return value
 
 
@@ -105,15 +128,37 @@ class EngineSerializer(serializers.ModelSerializer):
 class CandidateSerializer(serializers.ModelSerializer):
     engine = serializers.SlugRelatedField(slug_field="slug", queryset=Engine.objects.all())
     selection = serializers.PrimaryKeyRelatedField(read_only=True)
-    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
-                                    help_text="Endpoint API key: stored encrypted, never returned")
+    api_key = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        help_text="Endpoint API key: stored encrypted, never returned",
+    )
     has_api_key = serializers.SerializerMethodField()
 
     class Meta:
         model = Candidate
-        fields = ["id", "selection", "engine", "engine_version", "label", "launch_flags", "launch_recipe",
-                  "endpoint_url", "metrics_url", "api_key", "has_api_key", "model_name", "gpu_model", "gpu_count",
-                  "tensor_parallel", "kv_precision", "gpu_pool", "measured_capacity", "created_at"]
+        fields = [
+            "id",
+            "selection",
+            "engine",
+            "engine_version",
+            "label",
+            "launch_flags",
+            "launch_recipe",
+            "endpoint_url",
+            "metrics_url",
+            "api_key",
+            "has_api_key",
+            "model_name",
+            "gpu_model",
+            "gpu_count",
+            "tensor_parallel",
+            "kv_precision",
+            "gpu_pool",
+            "measured_capacity",
+            "created_at",
+        ]
         read_only_fields = ["measured_capacity", "created_at"]
 
     def get_has_api_key(self, obj) -> bool:

@@ -68,9 +68,18 @@ GPU_MEMORY_GIB = {
 }
 
 _DTYPE_BYTES = {
-    "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
-    "float32": 4.0, "fp32": 4.0, "float": 4.0,
-    "fp8": 1.0, "float8": 1.0, "int8": 1.0, "int4": 0.5,
+    "bfloat16": 2.0,
+    "bf16": 2.0,
+    "float16": 2.0,
+    "fp16": 2.0,
+    "half": 2.0,
+    "float32": 4.0,
+    "fp32": 4.0,
+    "float": 4.0,
+    "fp8": 1.0,
+    "float8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
 }
 
 
@@ -81,6 +90,7 @@ class CapacityError(ValueError):
 # --------------------------------------------------------------------------------------------
 # Loading and validating a config.json
 # --------------------------------------------------------------------------------------------
+
 
 def shipped_models(directory: Path | None = None) -> list[str]:
     """Names of the model configs shipped under selection/fixtures/model_configs/.
@@ -203,8 +213,13 @@ def _pos_int(cfg: Mapping, key: str, default: Any = ..., *, allow_none: bool = F
 
 # transformers defaults that published configs omit
 _MODEL_TYPE_DEFAULTS = {
-    "gemma3_text": {"vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
-                    "tie_word_embeddings": True, "head_dim": 256},
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "max_position_embeddings": 131072,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+        "head_dim": 256,
+    },
     "gemma2": {"sliding_window_pattern": 2, "tie_word_embeddings": True},
 }
 
@@ -234,18 +249,17 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
             notes.append("config.num_key_value_heads absent: multi-head attention assumed (kv heads = attention heads)")
     if not is_mla:
         if kv_heads > heads:
-            raise CapacityError(
-                f"config.num_key_value_heads: {kv_heads} exceeds num_attention_heads ({heads})")
+            raise CapacityError(f"config.num_key_value_heads: {kv_heads} exceeds num_attention_heads ({heads})")
         if heads % kv_heads:
-            raise CapacityError(
-                f"config.num_key_value_heads: {kv_heads} must divide num_attention_heads ({heads})")
+            raise CapacityError(f"config.num_key_value_heads: {kv_heads} must divide num_attention_heads ({heads})")
 
     head_dim = _pos_int(cfg, "head_dim", None, allow_none=True)
     if head_dim is None:
         if hidden % heads:
             raise CapacityError(
                 f"config.head_dim: missing and hidden_size ({hidden}) is not a multiple of "
-                f"num_attention_heads ({heads})")
+                f"num_attention_heads ({heads})"
+            )
         head_dim = hidden // heads
 
     kv_lora = rope_dim = 0
@@ -266,8 +280,9 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
     torch_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if torch_dtype not in _DTYPE_BYTES:
         raise CapacityError(f"config.torch_dtype: unsupported dtype {torch_dtype!r}")
-    torch_dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
-                   "float": "fp32"}.get(torch_dtype, torch_dtype)
+    torch_dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}.get(
+        torch_dtype, torch_dtype
+    )
 
     spec = ModelSpec(
         name=str(cfg.get("_name") or cfg.get("_name_or_path") or model_type),
@@ -298,10 +313,19 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
 
 
 _LAYER_TYPE_MAP = {
-    "full_attention": "full", "attention": "full", "global": "full", "full": "full",
-    "sliding_attention": "sliding", "sliding": "sliding", "local": "sliding", "sliding_window": "sliding",
+    "full_attention": "full",
+    "attention": "full",
+    "global": "full",
+    "full": "full",
+    "sliding_attention": "sliding",
+    "sliding": "sliding",
+    "local": "sliding",
+    "sliding_window": "sliding",
     "chunked_attention": "sliding",
-    "linear_attention": "linear", "mamba": "ssm", "mamba2": "ssm", "ssm": "ssm",
+    "linear_attention": "linear",
+    "mamba": "ssm",
+    "mamba2": "ssm",
+    "ssm": "ssm",
 }
 
 
@@ -313,7 +337,8 @@ def _layer_kinds(cfg: Mapping, model_type: str, layers: int, window: int | None)
         if not isinstance(types, list) or len(types) != layers:
             raise CapacityError(
                 f"config.layer_types: must list one type per layer ({layers}), got "
-                f"{len(types) if isinstance(types, list) else type(types).__name__}")
+                f"{len(types) if isinstance(types, list) else type(types).__name__}"
+            )
         kinds = []
         for i, t in enumerate(types):
             if t not in _LAYER_TYPE_MAP:
@@ -330,7 +355,8 @@ def _layer_kinds(cfg: Mapping, model_type: str, layers: int, window: int | None)
         if not isinstance(pattern, str) or len(pattern) != layers:
             raise CapacityError(
                 f"config.hybrid_override_pattern: must have one character per layer ({layers}), "
-                f"got {len(pattern) if isinstance(pattern, str) else pattern!r}")
+                f"got {len(pattern) if isinstance(pattern, str) else pattern!r}"
+            )
         mapping = {"M": "ssm", "*": "full", "-": "none", "E": "none"}
         bad = sorted(set(pattern) - set(mapping))
         if bad:
@@ -372,8 +398,8 @@ def _mamba_state_elements(cfg: Mapping, hidden: int) -> int:
     kernel = cfg.get("conv_kernel") or cfg.get("mamba_d_conv") or 4
     if not nheads or not head_dim or not d_state:
         raise CapacityError(
-            "config.mamba_num_heads/mamba_head_dim/ssm_state_size: required to size the SSM state "
-            "of a hybrid model")
+            "config.mamba_num_heads/mamba_head_dim/ssm_state_size: required to size the SSM state of a hybrid model"
+        )
     d_inner = nheads * head_dim
     conv_dim = d_inner + 2 * groups * d_state
     return conv_dim * (kernel - 1) + nheads * head_dim * d_state
@@ -389,7 +415,8 @@ def _linear_state_elements(cfg: Mapping) -> int:
     if not all((nk, nv, dk, dv)):
         raise CapacityError(
             "config.linear_num_key_heads/linear_num_value_heads/linear_key_head_dim/"
-            "linear_value_head_dim: required to size the linear-attention state")
+            "linear_value_head_dim: required to size the linear-attention state"
+        )
     conv_dim = 2 * nk * dk + nv * dv
     return nv * dk * dv + conv_dim * (kernel - 1)
 
@@ -398,9 +425,18 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
     """Parameter count by group from the config (embeddings, attention, MLP, experts, SSM)."""
     H, L, V = spec.hidden_size, spec.num_layers, spec.vocab_size
     heads, kvh, hd = spec.num_attention_heads, spec.num_kv_heads, spec.head_dim
-    p = {"embedding": V * H, "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
-         "attention": 0, "dense_mlp": 0, "experts": 0, "shared_experts": 0, "router": 0,
-         "ssm": 0, "linear_attention": 0, "norms_and_biases": H}
+    p = {
+        "embedding": V * H,
+        "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
+        "attention": 0,
+        "dense_mlp": 0,
+        "experts": 0,
+        "shared_experts": 0,
+        "router": 0,
+        "ssm": 0,
+        "linear_attention": 0,
+        "norms_and_biases": H,
+    }
 
     # attention, per attention layer
     if spec.attention == "mla":
@@ -409,8 +445,11 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
         q_rank = cfg.get("q_lora_rank")
         qk = nope + spec.qk_rope_head_dim
         q = (H * q_rank + q_rank + q_rank * heads * qk) if q_rank else H * heads * qk
-        kv = H * (spec.kv_lora_rank + spec.qk_rope_head_dim) + spec.kv_lora_rank \
+        kv = (
+            H * (spec.kv_lora_rank + spec.qk_rope_head_dim)
+            + spec.kv_lora_rank
             + spec.kv_lora_rank * heads * (nope + vdim)
+        )
         attn = q + kv + heads * vdim * H
     else:
         attn = H * heads * hd + 2 * H * kvh * hd + heads * hd * H
@@ -498,8 +537,12 @@ def _weight_quantization(cfg: Mapping):
         per = 1.0 + 4.0 / (block[0] * block[1])  # fp32 scale_inv per block
         return "fp8", per, _LINEAR_GROUPS, [f"weights: fp8 checkpoint, block {block} scales counted"]
     if method == "mxfp4":
-        return "mxfp4", 4.25 / 8, ("experts",), [
-            "weights: MXFP4 experts (4-bit + one 8-bit scale per 32), other modules in torch_dtype"]
+        return (
+            "mxfp4",
+            4.25 / 8,
+            ("experts",),
+            ["weights: MXFP4 experts (4-bit + one 8-bit scale per 32), other modules in torch_dtype"],
+        )
     if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes"):
         bits = q.get("bits") or q.get("w_bit") or 4
         group = q.get("group_size") or q.get("q_group_size") or 128
@@ -512,20 +555,21 @@ def _weight_quantization(cfg: Mapping):
 # KV bytes per token
 # --------------------------------------------------------------------------------------------
 
+
 def validate_parallelism(spec: ModelSpec, tp: int, pp: int) -> None:
     """Reject tensor/pipeline sizes the model cannot be split into, with the rule that fails."""
     for name, value in (("tp", tp), ("pp", pp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise CapacityError(f"{name}: must be a positive integer, got {value!r}")
     if spec.num_attention_heads % tp:
-        raise CapacityError(
-            f"tp: {tp} must divide num_attention_heads ({spec.num_attention_heads})")
+        raise CapacityError(f"tp: {tp} must divide num_attention_heads ({spec.num_attention_heads})")
     if spec.attention == "standard":
         kv = spec.num_kv_heads
         if kv % tp and tp % kv:
             raise CapacityError(
                 f"tp: {tp} is incompatible with num_key_value_heads ({kv}): need kv_heads % tp == 0 "
-                f"(heads split) or tp % kv_heads == 0 (heads replicated)")
+                f"(heads split) or tp % kv_heads == 0 (heads replicated)"
+            )
     if pp > spec.num_layers:
         raise CapacityError(f"pp: {pp} exceeds num_hidden_layers ({spec.num_layers})")
 
@@ -588,8 +632,9 @@ def _per_layer_bytes(spec: ModelSpec, kv_dtype: str, tp: int, engine: str) -> tu
     return 2 * kv_rank * spec.head_dim * elt, kv_rank, tp > spec.num_kv_heads
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "bf16", tp: int = 1, pp: int = 1,
-                       engine: str = "vllm") -> KVBytes:
+def kv_bytes_per_token(
+    spec: ModelSpec, kv_dtype: str = "bf16", tp: int = 1, pp: int = 1, engine: str = "vllm"
+) -> KVBytes:
     """KV bytes one token costs in every attention layer (below any sliding window)."""
     validate_parallelism(spec, tp, pp)
     per_layer, kv_rank, replicated = _per_layer_bytes(spec, kv_dtype, tp, engine)
@@ -610,6 +655,7 @@ def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "bf16", tp: int = 1, pp:
 # --------------------------------------------------------------------------------------------
 # Weights
 # --------------------------------------------------------------------------------------------
+
 
 def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> float:
     """Bytes of all weights. weight_dtype overrides the checkpoint (bf16/fp16/fp8/int8/int4)."""
@@ -642,6 +688,7 @@ def weight_bytes_per_rank(spec: ModelSpec, tp: int, pp: int, weight_dtype: str |
 # --------------------------------------------------------------------------------------------
 # Plan
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class CapacityInputs:
@@ -680,8 +727,11 @@ class CapacityInputs:
     def validate(self) -> None:
         if self.engine not in ENGINES:
             raise CapacityError(f"engine: must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if isinstance(self.gpu_memory_bytes, bool) or not isinstance(self.gpu_memory_bytes, (int, float)) \
-                or self.gpu_memory_bytes <= 0:
+        if (
+            isinstance(self.gpu_memory_bytes, bool)
+            or not isinstance(self.gpu_memory_bytes, (int, float))
+            or self.gpu_memory_bytes <= 0
+        ):
             raise CapacityError(f"gpu_memory: must be positive, got {self.gpu_memory_bytes!r}")
         if not self.contexts:
             raise CapacityError("contexts: give at least one context length")
@@ -692,8 +742,14 @@ class CapacityInputs:
             v = getattr(self, name)
             if v is not None and not (0 < v <= 1):
                 raise CapacityError(f"{name}: must be in (0, 1], got {v!r}")
-        for name in ("kv_cache_memory_bytes", "max_tokens", "ctx_size", "block_size", "max_model_len",
-                     "max_num_batched_tokens"):
+        for name in (
+            "kv_cache_memory_bytes",
+            "max_tokens",
+            "ctx_size",
+            "block_size",
+            "max_model_len",
+            "max_num_batched_tokens",
+        ):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                 raise CapacityError(f"{name}: must be a positive integer, got {v!r}")
@@ -754,8 +810,9 @@ class CapacityPlan:
             "kv_heads_per_rank": self.kv.kv_heads_per_rank,
             "kv_replicated_across_tp": self.kv.replicated_across_tp,
             "attention_layers_per_rank": self.kv.attention_layers_per_rank,
-            "layer_kinds": {k: i.model.count(k) for k in ("full", "sliding", "ssm", "linear", "none")
-                            if i.model.count(k)},
+            "layer_kinds": {
+                k: i.model.count(k) for k in ("full", "sliding", "ssm", "linear", "none") if i.model.count(k)
+            },
             "sliding_window": i.model.sliding_window,
             "block_size": self.block_size,
             "bytes_per_block": _num(self.bytes_per_block),
@@ -785,7 +842,11 @@ def _num(x: float) -> float | int:
 
 
 def _estimate(name: str, value: float, source: str, overridden: bool = False) -> dict:
-    return {"name": name, "value": _num(value), "source": ("measured/override: " if overridden else "estimate: ") + source}
+    return {
+        "name": name,
+        "value": _num(value),
+        "source": ("measured/override: " if overridden else "estimate: ") + source,
+    }
 
 
 def _block_size(inputs: CapacityInputs, notes: list[str]) -> int:
@@ -809,8 +870,14 @@ def _state_bytes(inputs: CapacityInputs) -> float:
     best = 0.0
     for r in _stage_layers(spec.num_layers, inputs.pp):
         kinds = [spec.layer_kinds[i] for i in r]
-        b = (kinds.count("ssm") * spec.ssm_state_elements_per_layer
-             + kinds.count("linear") * spec.linear_state_elements_per_layer) * elt / inputs.tp
+        b = (
+            (
+                kinds.count("ssm") * spec.ssm_state_elements_per_layer
+                + kinds.count("linear") * spec.linear_state_elements_per_layer
+            )
+            * elt
+            / inputs.tp
+        )
         best = max(best, b)
     return best
 
@@ -841,9 +908,11 @@ def _activation_estimate(inputs: CapacityInputs) -> tuple[float, str]:
     per_token = (3 * inter / inputs.tp + 6 * spec.hidden_size) * 2
     logits = inputs.max_num_seqs * spec.vocab_size / inputs.tp * 4 * 2
     value = tokens * per_token + logits
-    src = (f"profile-run heuristic: {tokens} batched tokens x (3 x MLP width / TP + 6 x hidden) x 2 B "
-           f"+ {inputs.max_num_seqs} seqs x vocab logits fp32 x 2; replace with the engine log's "
-           f"'activation peak' / torch peak")
+    src = (
+        f"profile-run heuristic: {tokens} batched tokens x (3 x MLP width / TP + 6 x hidden) x 2 B "
+        f"+ {inputs.max_num_seqs} seqs x vocab logits fp32 x 2; replace with the engine log's "
+        f"'activation peak' / torch peak"
+    )
     return value, src
 
 
@@ -861,17 +930,23 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
     w_total = weight_bytes(spec, inputs.weight_dtype)
     breakdown: dict[str, float] = {"total": total, "weights": w_rank}
     if inputs.gpu_name in GPU_MEMORY_GIB and int(GPU_MEMORY_GIB[inputs.gpu_name] * GiB) == int(total):
-        estimates.append(_estimate(
-            "gpu_memory_bytes", total,
-            f"{inputs.gpu_name} total as torch/vLLM report it (approximate table value); pass the "
-            f"measured 'total_gpu_memory' to be exact"))
+        estimates.append(
+            _estimate(
+                "gpu_memory_bytes",
+                total,
+                f"{inputs.gpu_name} total as torch/vLLM report it (approximate table value); pass the "
+                f"measured 'total_gpu_memory' to be exact",
+            )
+        )
     max_model_len = inputs.max_model_len or spec.max_position_embeddings or max(inputs.contexts)
 
     if spec.attention == "mla" and inputs.tp > 1:
         notes.append(f"MLA latent cache is replicated on each of the {inputs.tp} TP ranks (not divided by TP)")
     if spec.attention == "standard" and inputs.tp > spec.num_kv_heads:
-        notes.append(f"TP {inputs.tp} > {spec.num_kv_heads} KV heads: each KV head is replicated on "
-                     f"{inputs.tp // spec.num_kv_heads} ranks")
+        notes.append(
+            f"TP {inputs.tp} > {spec.num_kv_heads} KV heads: each KV head is replicated on "
+            f"{inputs.tp // spec.num_kv_heads} ranks"
+        )
 
     eng = inputs.engine
     if eng == "vllm":
@@ -883,10 +958,14 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
             util = inputs.gpu_memory_utilization
             if util is None:
                 util = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-                estimates.append(_estimate(
-                    "gpu_memory_utilization", util,
-                    f"vLLM default {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} in current releases "
-                    f"({VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION} before); pass the value you run"))
+                estimates.append(
+                    _estimate(
+                        "gpu_memory_utilization",
+                        util,
+                        f"vLLM default {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} in current releases "
+                        f"({VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION} before); pass the value you run",
+                    )
+                )
             budget = total * util
             act, act_src = _activation_estimate(inputs)
             if inputs.activation_peak_bytes is not None:
@@ -894,26 +973,47 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
             estimates.append(_estimate("activation_peak_bytes", act, act_src, inputs.activation_peak_bytes is not None))
             nt = inputs.non_torch_bytes
             nt_val = float(nt) if nt is not None else (0.25 * GiB if inputs.tp * inputs.pp == 1 else 1.5 * GiB)
-            estimates.append(_estimate(
-                "non_torch_bytes", nt_val,
-                "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers "
-                "under TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP", nt is not None))
+            estimates.append(
+                _estimate(
+                    "non_torch_bytes",
+                    nt_val,
+                    "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers "
+                    "under TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
+                    nt is not None,
+                )
+            )
             cg = inputs.cuda_graph_bytes
             cg_val = float(cg) if cg is not None else (0.0 if inputs.enforce_eager else 0.5 * GiB)
-            estimates.append(_estimate(
-                "cuda_graph_bytes", cg_val,
-                "vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)", cg is not None))
+            estimates.append(
+                _estimate(
+                    "cuda_graph_bytes",
+                    cg_val,
+                    "vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)",
+                    cg is not None,
+                )
+            )
             kv_mem = budget - w_rank - act - nt_val - cg_val
-            breakdown.update({"budget": budget, "activation_peak": act, "non_torch": nt_val,
-                              "cuda_graphs": cg_val, "unused_by_engine": total - budget})
+            breakdown.update(
+                {
+                    "budget": budget,
+                    "activation_peak": act,
+                    "non_torch": nt_val,
+                    "cuda_graphs": cg_val,
+                    "unused_by_engine": total - budget,
+                }
+            )
     elif eng == "sglang":
         frac = inputs.mem_fraction_static
         if frac is None:
             frac = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83}.get(inputs.tp, 0.79 if inputs.tp >= 16 else 0.88)
-            estimates.append(_estimate(
-                "mem_fraction_static", frac,
-                "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer "
-                "releases derive it from GPU memory - pass the value you run"))
+            estimates.append(
+                _estimate(
+                    "mem_fraction_static",
+                    frac,
+                    "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer "
+                    "releases derive it from GPU memory - pass the value you run",
+                )
+            )
         kv_mem = total * frac - w_rank
         breakdown.update({"static_budget": total * frac, "activations_and_graphs": total * (1 - frac)})
         notes.append("SGLang: mem_fraction_static of total memory covers weights + KV pool")
@@ -928,8 +1028,9 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
         estimates.append(_estimate("activation_peak_bytes", act, act_src, inputs.activation_peak_bytes is not None))
         nt = inputs.non_torch_bytes
         nt_val = float(nt) if nt is not None else 1.0 * GiB
-        estimates.append(_estimate("runtime_overhead_bytes", nt_val,
-                                   "CUDA context + runtime buffers (~1 GiB)", nt is not None))
+        estimates.append(
+            _estimate("runtime_overhead_bytes", nt_val, "CUDA context + runtime buffers (~1 GiB)", nt is not None)
+        )
         free = total - w_rank - act - nt_val
         kv_mem = free * frac
         breakdown.update({"free_after_load": free, "activation_peak": act, "runtime": nt_val})
@@ -943,13 +1044,18 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
         if inputs.ctx_size:
             ctx = inputs.ctx_size
             kv_mem = float(_sequence_bytes(inputs, kv, 1, ctx))
-            notes.append(f"llama.cpp allocates --ctx-size {ctx} cells contiguously at start; "
-                         f"parallel slots share them (n_ctx / n_parallel each)")
+            notes.append(
+                f"llama.cpp allocates --ctx-size {ctx} cells contiguously at start; "
+                f"parallel slots share them (n_ctx / n_parallel each)"
+            )
         else:
             nt = inputs.non_torch_bytes
             nt_val = float(nt) if nt is not None else 1.0 * GiB
-            estimates.append(_estimate("compute_buffers_bytes", nt_val,
-                                       "llama.cpp compute buffers + CUDA context (~1 GiB)", nt is not None))
+            estimates.append(
+                _estimate(
+                    "compute_buffers_bytes", nt_val, "llama.cpp compute buffers + CUDA context (~1 GiB)", nt is not None
+                )
+            )
             kv_mem = total - w_rank - nt_val
             notes.append("llama.cpp: no --ctx-size given; pool = what is left after weights")
 
@@ -967,8 +1073,10 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
     else:
         per_seq = _sequence_bytes(inputs, kv, block, max_model_len)
         token_capacity = int(kv_mem / per_seq * max_model_len) if per_seq else 0
-        notes.append(f"token_capacity = max concurrency at max_model_len ({max_model_len}) x max_model_len "
-                     "(vLLM's definition for sliding/hybrid layouts)")
+        notes.append(
+            f"token_capacity = max concurrency at max_model_len ({max_model_len}) x max_model_len "
+            "(vLLM's definition for sliding/hybrid layouts)"
+        )
 
     pool = num_blocks * bytes_per_block if uniform else kv_mem
     conc, seqs, per = {}, {}, {}
@@ -987,23 +1095,45 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
         "sequences_at_70pct": {str(c): int(pool * 0.7 // per[c]) if per[c] else 0 for c in per},
         "sequences_at_80pct": {str(c): int(pool * 0.8 // per[c]) if per[c] else 0 for c in per},
     }
-    grid = sorted({2 ** k for k in range(10, 21) if 2 ** k <= max(max_model_len, max(inputs.contexts))}
-                  | set(inputs.contexts))
+    grid = sorted(
+        {2**k for k in range(10, 21) if 2**k <= max(max_model_len, max(inputs.contexts))} | set(inputs.contexts)
+    )
     by_ctx = []
     for c in grid:
         b = _sequence_bytes(inputs, kv, block, c)
-        by_ctx.append({"context": c, "bytes_per_sequence": _num(b),
-                       "max_sequences": int(pool // b) if b else 0,
-                       "sequences_at_80pct": int(pool * 0.8 // b) if b else 0,
-                       "sequences_at_70pct": int(pool * 0.7 // b) if b else 0})
+        by_ctx.append(
+            {
+                "context": c,
+                "bytes_per_sequence": _num(b),
+                "max_sequences": int(pool // b) if b else 0,
+                "sequences_at_80pct": int(pool * 0.8 // b) if b else 0,
+                "sequences_at_70pct": int(pool * 0.7 // b) if b else 0,
+            }
+        )
 
     return CapacityPlan(
-        inputs=inputs, kv=kv, kv_bytes_per_token=kv.per_rank, kv_bytes_per_token_total=kv.total,
-        block_size=block, bytes_per_block=bytes_per_block, num_blocks=num_blocks,
-        token_capacity=token_capacity, kv_memory_bytes=kv_mem, pool_bytes=pool, weight_bytes_per_rank=w_rank,
-        weight_bytes_total=w_total, state_bytes_per_sequence=state, max_model_len=max_model_len,
-        max_concurrency=conc, max_sequences=seqs, bytes_per_sequence=per, headroom=headroom,
-        memory_by_context=by_ctx, memory_breakdown=breakdown, estimates=estimates, notes=notes,
+        inputs=inputs,
+        kv=kv,
+        kv_bytes_per_token=kv.per_rank,
+        kv_bytes_per_token_total=kv.total,
+        block_size=block,
+        bytes_per_block=bytes_per_block,
+        num_blocks=num_blocks,
+        token_capacity=token_capacity,
+        kv_memory_bytes=kv_mem,
+        pool_bytes=pool,
+        weight_bytes_per_rank=w_rank,
+        weight_bytes_total=w_total,
+        state_bytes_per_sequence=state,
+        max_model_len=max_model_len,
+        max_concurrency=conc,
+        max_sequences=seqs,
+        bytes_per_sequence=per,
+        headroom=headroom,
+        memory_by_context=by_ctx,
+        memory_breakdown=breakdown,
+        estimates=estimates,
+        notes=notes,
     )
 
 
@@ -1025,8 +1155,13 @@ def gpu_memory_bytes(gpu: str | None = None, gib: float | None = None) -> tuple[
 # Verdict against a selection's constraints
 # --------------------------------------------------------------------------------------------
 
-_CONSTRAINT_KEYS = ("peak_concurrency", "avg_input_tokens", "avg_output_tokens",
-                    "max_input_tokens", "max_output_tokens")
+_CONSTRAINT_KEYS = (
+    "peak_concurrency",
+    "avg_input_tokens",
+    "avg_output_tokens",
+    "max_input_tokens",
+    "max_output_tokens",
+)
 
 
 def _read_constraints(constraints: Mapping[str, Any]) -> dict:
@@ -1036,7 +1171,10 @@ def _read_constraints(constraints: Mapping[str, Any]) -> dict:
     for key in _CONSTRAINT_KEYS:
         v = constraints.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "peak_concurrency" else 0):
-            raise CapacityError(f"constraints.{key}: must be a {'positive' if key == 'peak_concurrency' else 'non-negative'} integer, got {v!r}")
+            raise CapacityError(
+                f"constraints.{key}: must be a {'positive' if key == 'peak_concurrency' else 'non-negative'} "
+                f"integer, got {v!r}"
+            )
         out[key] = v
     budget = constraints.get("gpu_budget")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
@@ -1053,8 +1191,12 @@ def _assess(plan: CapacityPlan, c: dict) -> dict:
     per_max = plan.sequence_bytes(max_ctx)
     need = (c["peak_concurrency"] - 1) * per_avg + per_max
     return {
-        "avg_context": avg_ctx, "max_context": max_ctx, "need_bytes": need, "pool_bytes": pool,
-        "fits_30": pool > 0 and need <= 0.7 * pool, "fits_20": pool > 0 and need <= 0.8 * pool,
+        "avg_context": avg_ctx,
+        "max_context": max_ctx,
+        "need_bytes": need,
+        "pool_bytes": pool,
+        "fits_30": pool > 0 and need <= 0.7 * pool,
+        "fits_20": pool > 0 and need <= 0.8 * pool,
         "seqs_80": int(0.8 * pool // per_avg) if per_avg else 0,
         "seqs_70": int(0.7 * pool // per_avg) if per_avg else 0,
         "max_fits": pool > 0 and per_max <= 0.8 * pool,
@@ -1072,38 +1214,69 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
     a = _assess(plan, c)
     reasons: list[Message] = []
     gib = lambda b: f"{b / GiB:.2f} GiB"  # noqa: E731
-    reasons.append(Message(
-        _("KV pool %(pool)s per GPU (%(blocks)s blocks of %(block)s tokens); %(peak)s concurrent sequences (one at max "
-          "context %(max)s, the rest at avg %(avg)s) need %(need)s"),
-        {"pool": gib(a["pool_bytes"]), "blocks": str(plan.num_blocks), "block": str(plan.block_size),
-         "peak": str(c["peak_concurrency"]), "max": str(a["max_context"]), "avg": str(a["avg_context"]),
-         "need": gib(a["need_bytes"])}))
+    reasons.append(
+        Message(
+            _(
+                "KV pool %(pool)s per GPU (%(blocks)s blocks of %(block)s tokens); %(peak)s concurrent sequences "
+                "(one at max context %(max)s, the rest at avg %(avg)s) need %(need)s"
+            ),
+            {
+                "pool": gib(a["pool_bytes"]),
+                "blocks": str(plan.num_blocks),
+                "block": str(plan.block_size),
+                "peak": str(c["peak_concurrency"]),
+                "max": str(a["max_context"]),
+                "avg": str(a["avg_context"]),
+                "need": gib(a["need_bytes"]),
+            },
+        )
+    )
     mp = i.model.max_position_embeddings
     too_long = bool(mp) and a["max_context"] > mp
     if too_long:
-        reasons.append(Message(_("max context %(max)s exceeds the model's %(positions)s positions"),
-                               {"max": str(a["max_context"]), "positions": str(mp)}))
+        reasons.append(
+            Message(
+                _("max context %(max)s exceeds the model's %(positions)s positions"),
+                {"max": str(a["max_context"]), "positions": str(mp)},
+            )
+        )
     if plan.kv_memory_bytes <= 0:
-        reasons.append(Message(_("weights (%(weights)s per GPU) leave no room for KV cache"),
-                               {"weights": gib(plan.weight_bytes_per_rank)}))
+        reasons.append(
+            Message(
+                _("weights (%(weights)s per GPU) leave no room for KV cache"),
+                {"weights": gib(plan.weight_bytes_per_rank)},
+            )
+        )
     over_budget = c["gpu_budget"] is not None and gpus > c["gpu_budget"]
     if over_budget:
-        reasons.append(Message(_("the plan uses %(gpus)s GPUs, above the budget of %(budget)s"),
-                               {"gpus": str(gpus), "budget": str(c["gpu_budget"])}))
+        reasons.append(
+            Message(
+                _("the plan uses %(gpus)s GPUs, above the budget of %(budget)s"),
+                {"gpus": str(gpus), "budget": str(c["gpu_budget"])},
+            )
+        )
     fits = a["fits_20"] and not too_long and not over_budget
     if a["fits_30"] and fits:
-        summary = Message(_("fits with 30%% headroom on %(gpus)s GPU(s) (TP=%(tp)s, PP=%(pp)s, %(kv)s KV)"),
-                          {"gpus": str(gpus), "tp": str(i.tp), "pp": str(i.pp), "kv": i.kv_dtype})
+        summary = Message(
+            _("fits with 30%% headroom on %(gpus)s GPU(s) (TP=%(tp)s, PP=%(pp)s, %(kv)s KV)"),
+            {"gpus": str(gpus), "tp": str(i.tp), "pp": str(i.pp), "kv": i.kv_dtype},
+        )
     elif fits:
-        summary = Message(_("fits with 20%% headroom only on %(gpus)s GPU(s); below the 30%% comfort margin"),
-                          {"gpus": str(gpus)})
-        reasons.append(Message(_("at 70%% of the pool only %(seqs)s sequences of avg context fit"),
-                               {"seqs": str(a["seqs_70"])}))
+        summary = Message(
+            _("fits with 20%% headroom only on %(gpus)s GPU(s); below the 30%% comfort margin"), {"gpus": str(gpus)}
+        )
+        reasons.append(
+            Message(_("at 70%% of the pool only %(seqs)s sequences of avg context fit"), {"seqs": str(a["seqs_70"])})
+        )
     else:
         summary = Message(_("does not fit"))
         if not too_long and plan.kv_memory_bytes > 0 and not a["fits_20"]:
-            reasons.append(Message(_("at 80%% of the pool only %(seqs)s sequences of avg context fit (peak %(peak)s)"),
-                                   {"seqs": str(a["seqs_80"]), "peak": str(c["peak_concurrency"])}))
+            reasons.append(
+                Message(
+                    _("at 80%% of the pool only %(seqs)s sequences of avg context fit (peak %(peak)s)"),
+                    {"seqs": str(a["seqs_80"]), "peak": str(c["peak_concurrency"])},
+                )
+            )
 
     alternatives: list[dict] = []
     if not a["fits_30"] and not too_long:
@@ -1112,9 +1285,15 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
             try:
                 alt = plan_capacity(replace(i, kv_dtype="fp8" if i.engine != "llamacpp" else "int8"))
                 aa = _assess(alt, c)
-                alternatives.append({"change": f"kv_dtype={alt.inputs.kv_dtype}", "gpus": gpus,
-                                     "fits": aa["fits_20"] and not over_budget,
-                                     "headroom_30": aa["fits_30"], "sequences_at_80pct": aa["seqs_80"]})
+                alternatives.append(
+                    {
+                        "change": f"kv_dtype={alt.inputs.kv_dtype}",
+                        "gpus": gpus,
+                        "fits": aa["fits_20"] and not over_budget,
+                        "headroom_30": aa["fits_30"],
+                        "sequences_at_80pct": aa["seqs_80"],
+                    }
+                )
             except CapacityError:
                 pass
         for k in (2, 4, 8, 16, 32):
@@ -1125,25 +1304,47 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
             except CapacityError:
                 continue
             aa = _assess(alt, c)
-            alternatives.append({"change": f"tp={k}", "gpus": k * i.pp, "fits": aa["fits_20"],
-                                 "headroom_30": aa["fits_30"], "sequences_at_80pct": aa["seqs_80"]})
+            alternatives.append(
+                {
+                    "change": f"tp={k}",
+                    "gpus": k * i.pp,
+                    "fits": aa["fits_20"],
+                    "headroom_30": aa["fits_30"],
+                    "sequences_at_80pct": aa["seqs_80"],
+                }
+            )
             if aa["fits_30"]:
                 break
         if a["max_fits"] and a["seqs_80"] > 0:
             replicas = math.ceil(c["peak_concurrency"] / a["seqs_80"])
             if replicas > 1:
                 n = replicas * gpus
-                alternatives.append({"change": f"{replicas} replicas of TP={i.tp}", "gpus": n,
-                                     "fits": budget is None or n <= budget, "headroom_30": False,
-                                     "sequences_at_80pct": a["seqs_80"] * replicas})
+                alternatives.append(
+                    {
+                        "change": f"{replicas} replicas of TP={i.tp}",
+                        "gpus": n,
+                        "fits": budget is None or n <= budget,
+                        "headroom_30": False,
+                        "sequences_at_80pct": a["seqs_80"] * replicas,
+                    }
+                )
         good = [x for x in alternatives if x["fits"]]
         if not fits and good:
             best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
-            summary = Message(_("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
-                              {"change": best["change"], "gpus": str(best["gpus"])})
-    return {"fits": fits, "summary": summary, "reasons": reasons, "alternatives": alternatives,
-            "avg_context": a["avg_context"], "max_context": a["max_context"],
-            "sequences_at_70pct": a["seqs_70"], "sequences_at_80pct": a["seqs_80"]}
+            summary = Message(
+                _("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
+                {"change": best["change"], "gpus": str(best["gpus"])},
+            )
+    return {
+        "fits": fits,
+        "summary": summary,
+        "reasons": reasons,
+        "alternatives": alternatives,
+        "avg_context": a["avg_context"],
+        "max_context": a["max_context"],
+        "sequences_at_70pct": a["seqs_70"],
+        "sequences_at_80pct": a["seqs_80"],
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -1160,8 +1361,9 @@ _LOG_PATTERNS = {
     "vllm_v0_kv_gib": re.compile(r"reserved for KV Cache is\s*([\d.]+)\s*GiB", re.IGNORECASE),
     # SGLang scheduler / memory pool
     "sglang_max_total": re.compile(r"max_total_num_tokens=\s*" + _INT),
-    "sglang_allocated": re.compile(r"KV Cache is allocated\.\s*#tokens:\s*" + _INT
-                                   + r"(?:,\s*K size:\s*([\d.]+)\s*GB,\s*V size:\s*([\d.]+)\s*GB)?"),
+    "sglang_allocated": re.compile(
+        r"KV Cache is allocated\.\s*#tokens:\s*" + _INT + r"(?:,\s*K size:\s*([\d.]+)\s*GB,\s*V size:\s*([\d.]+)\s*GB)?"
+    ),
     # llama.cpp
     "llamacpp_n_ctx": re.compile(r"\bn_ctx\s*=\s*(\d+)"),
     "llamacpp_kv_size": re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+)\s*cells,\s*(\d+)\s*layers"),
@@ -1226,8 +1428,7 @@ def parse_engine_capacity_log(text: str) -> dict:
     return out
 
 
-def compare_predicted_measured(predicted_tokens: float, measured_tokens: float,
-                               threshold_pct: float = 10.0) -> dict:
+def compare_predicted_measured(predicted_tokens: float, measured_tokens: float, threshold_pct: float = 10.0) -> dict:
     """Predicted vs measured KV token capacity; more than threshold_pct apart is flagged."""
     for name, v in (("predicted_tokens", predicted_tokens), ("measured_tokens", measured_tokens)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
@@ -1236,10 +1437,13 @@ def compare_predicted_measured(predicted_tokens: float, measured_tokens: float,
         diff = 0.0 if predicted_tokens == 0 else math.inf
     else:
         diff = (predicted_tokens - measured_tokens) / measured_tokens * 100
-    return {"predicted_tokens": predicted_tokens, "measured_tokens": measured_tokens,
-            "difference_pct": round(diff, 2) if math.isfinite(diff) else None,
-            "flagged": (not math.isfinite(diff)) or abs(diff) > threshold_pct,
-            "threshold_pct": threshold_pct}
+    return {
+        "predicted_tokens": predicted_tokens,
+        "measured_tokens": measured_tokens,
+        "difference_pct": round(diff, 2) if math.isfinite(diff) else None,
+        "flagged": (not math.isfinite(diff)) or abs(diff) > threshold_pct,
+        "threshold_pct": threshold_pct,
+    }
 
 
 def plan_for_model(model: str | Mapping[str, Any] | ModelSpec, **kwargs: Any) -> CapacityPlan:
@@ -1264,10 +1468,26 @@ def plan_for_model(model: str | Mapping[str, Any] | ModelSpec, **kwargs: Any) ->
 
 
 __all__ = [
-    "CapacityError", "ModelSpec", "KVBytes", "CapacityInputs", "CapacityPlan", "ENGINES", "KV_DTYPES",
-    "GPU_MEMORY_GIB", "shipped_models", "load_model_config", "validate_model_config",
-    "validate_parallelism", "kv_element_bytes", "kv_bytes_per_token", "weight_bytes",
-    "weight_bytes_per_rank", "plan_capacity", "plan_for_model", "gpu_memory_bytes", "verdict",
-    "parse_engine_capacity_log", "compare_predicted_measured",
+    "CapacityError",
+    "ModelSpec",
+    "KVBytes",
+    "CapacityInputs",
+    "CapacityPlan",
+    "ENGINES",
+    "KV_DTYPES",
+    "GPU_MEMORY_GIB",
+    "shipped_models",
+    "load_model_config",
+    "validate_model_config",
+    "validate_parallelism",
+    "kv_element_bytes",
+    "kv_bytes_per_token",
+    "weight_bytes",
+    "weight_bytes_per_rank",
+    "plan_capacity",
+    "plan_for_model",
+    "gpu_memory_bytes",
+    "verdict",
+    "parse_engine_capacity_log",
+    "compare_predicted_measured",
 ]
-

@@ -69,25 +69,37 @@ def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[Message], 
     max_input = get("max_input_tokens") or 0
     p95_input = get("p95_input_tokens") or 0
     if max_input >= t["long_max_input_tokens"]:
-        matched.setdefault("B", []).append(Message(
-            _("max input %(value)s tokens >= %(threshold)s -> long documents"),
-            {"value": _fmt_tokens(max_input), "threshold": _fmt_tokens(t["long_max_input_tokens"])}))
+        matched.setdefault("B", []).append(
+            Message(
+                _("max input %(value)s tokens >= %(threshold)s -> long documents"),
+                {"value": _fmt_tokens(max_input), "threshold": _fmt_tokens(t["long_max_input_tokens"])},
+            )
+        )
     elif p95_input >= t["long_p95_input_tokens"]:
-        matched.setdefault("B", []).append(Message(
-            _("p95 input %(value)s tokens >= %(threshold)s -> long documents"),
-            {"value": _fmt_tokens(p95_input), "threshold": _fmt_tokens(t["long_p95_input_tokens"])}))
+        matched.setdefault("B", []).append(
+            Message(
+                _("p95 input %(value)s tokens >= %(threshold)s -> long documents"),
+                {"value": _fmt_tokens(p95_input), "threshold": _fmt_tokens(t["long_p95_input_tokens"])},
+            )
+        )
 
     turns = get("average_turns") or 0
     if get("multi_turn") and turns >= t["multi_turn_min_turns"]:
-        matched.setdefault("C", []).append(Message(
-            _("multi-turn with %(turns)s turns on average -> cache must persist across turns"),
-            {"turns": f"{turns:g}"}))
+        matched.setdefault("C", []).append(
+            Message(
+                _("multi-turn with %(turns)s turns on average -> cache must persist across turns"),
+                {"turns": f"{turns:g}"},
+            )
+        )
     elif get("multi_turn"):
         matched.setdefault("C", []).append(Message(_("multi-turn sessions -> cache must persist across turns")))
     if get("never_swap_sessions"):
-        matched.setdefault("C", []).append(Message(
-            _("%(sessions)s sessions must never be swapped out -> persistence policy matters"),
-            {"sessions": str(get("never_swap_sessions"))}))
+        matched.setdefault("C", []).append(
+            Message(
+                _("%(sessions)s sessions must never be swapped out -> persistence policy matters"),
+                {"sessions": str(get("never_swap_sessions"))},
+            )
+        )
 
     ttft_budget = get("ttft_p95_ms")
     e2e_budget = get("e2e_p95_ms")
@@ -100,17 +112,27 @@ def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[Message], 
         else:
             reason = Message(
                 _("TTFT p95 budget %(budget)s ms >= %(threshold)s ms -> offline batch: throughput and unit cost first"),
-                {"budget": f"{ttft_budget or e2e_budget:,.0f}", "threshold": f"{t['batch_min_ttft_p95_ms']:,.0f}"})
+                {"budget": f"{ttft_budget or e2e_budget:,.0f}", "threshold": f"{t['batch_min_ttft_p95_ms']:,.0f}"},
+            )
         matched.setdefault("D", []).append(reason)
 
     concurrency = get("peak_concurrency") or 0
     avg_input = get("avg_input_tokens") or 0
     if concurrency >= t["high_concurrency"] and avg_input <= t["short_avg_input_tokens"] and "D" not in matched:
-        matched.setdefault("A", []).append(Message(
-            _("peak concurrency %(concurrency)s >= %(threshold)s with average input %(average)s <= %(short)s tokens "
-              "-> high-concurrency short text"),
-            {"concurrency": f"{concurrency:,}", "threshold": f"{t['high_concurrency']:,.0f}",
-             "average": _fmt_tokens(avg_input), "short": _fmt_tokens(t["short_avg_input_tokens"])}))
+        matched.setdefault("A", []).append(
+            Message(
+                _(
+                    "peak concurrency %(concurrency)s >= %(threshold)s with average input %(average)s <= %(short)s "
+                    "tokens -> high-concurrency short text"
+                ),
+                {
+                    "concurrency": f"{concurrency:,}",
+                    "threshold": f"{t['high_concurrency']:,.0f}",
+                    "average": _fmt_tokens(avg_input),
+                    "short": _fmt_tokens(t["short_avg_input_tokens"]),
+                },
+            )
+        )
 
     if not matched:
         matched["A"] = [Message(_("no long context, multi-turn or batch signal -> interactive short text (default)"))]
@@ -124,7 +146,11 @@ def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[Message], 
         mix = {primary: 1.0}
     reasons = list(matched[primary])
     for other in others:
-        reasons += [Message(_("also %(scenario)s (%(name)s): %(reason)s"),
-                            {"scenario": other, "name": Message(SCENARIO_NAMES[other]), "reason": r})
-                    for r in matched[other]]
+        reasons += [
+            Message(
+                _("also %(scenario)s (%(name)s): %(reason)s"),
+                {"scenario": other, "name": Message(SCENARIO_NAMES[other]), "reason": r},
+            )
+            for r in matched[other]
+        ]
     return primary, reasons, mix

@@ -23,8 +23,18 @@ def plan(name, **kw):
 
 def test_every_shipped_config_validates_and_has_a_source():
     names = cap.shipped_models()
-    for required in ("Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-7B", "Qwen2.5-72B", "Mistral-7B-v0.1",
-                     "DeepSeek-V3", "Gemma-3-27B", "gpt-oss-120b", "Nemotron-Nano-9B-v2", "Llama-3-8B"):
+    for required in (
+        "Llama-3.1-8B",
+        "Llama-3.1-70B",
+        "Qwen2.5-7B",
+        "Qwen2.5-72B",
+        "Mistral-7B-v0.1",
+        "DeepSeek-V3",
+        "Gemma-3-27B",
+        "gpt-oss-120b",
+        "Nemotron-Nano-9B-v2",
+        "Llama-3-8B",
+    ):
         assert required in names
     for name in names:
         raw = cap.load_model_config(name)
@@ -32,11 +42,20 @@ def test_every_shipped_config_validates_and_has_a_source():
         cap.validate_model_config(raw)
 
 
-@pytest.mark.parametrize("name, billions", [
-    ("Llama-3-8B", 8.03), ("Llama-3.1-70B", 70.55), ("Qwen2.5-7B", 7.62), ("Qwen2.5-72B", 72.71),
-    ("Mistral-7B-v0.1", 7.24), ("DeepSeek-V3", 671.0), ("Gemma-3-27B", 27.0), ("gpt-oss-120b", 116.8),
-    ("Nemotron-Nano-9B-v2", 8.89),
-])
+@pytest.mark.parametrize(
+    "name, billions",
+    [
+        ("Llama-3-8B", 8.03),
+        ("Llama-3.1-70B", 70.55),
+        ("Qwen2.5-7B", 7.62),
+        ("Qwen2.5-72B", 72.71),
+        ("Mistral-7B-v0.1", 7.24),
+        ("DeepSeek-V3", 671.0),
+        ("Gemma-3-27B", 27.0),
+        ("gpt-oss-120b", 116.8),
+        ("Nemotron-Nano-9B-v2", 8.89),
+    ],
+)
 def test_parameter_count_from_config_matches_published_sizes(name, billions):
     assert spec(name).total_params / 1e9 == pytest.approx(billions, rel=0.01)
 
@@ -53,15 +72,18 @@ def test_load_model_config_by_path_and_case_insensitive_name(tmp_path):
         cap.load_model_config(str(bad))
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("num_key_value_heads", -1, "config.num_key_value_heads: must be a positive integer, got -1"),
-    ("num_key_value_heads", 5, "config.num_key_value_heads: 5 must divide num_attention_heads"),
-    ("num_key_value_heads", 64, "exceeds num_attention_heads"),
-    ("num_hidden_layers", 0, "config.num_hidden_layers: must be a positive integer"),
-    ("hidden_size", "4096", "config.hidden_size"),
-    ("sliding_window", -5, "config.sliding_window"),
-    ("torch_dtype", "float7", "config.torch_dtype"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("num_key_value_heads", -1, "config.num_key_value_heads: must be a positive integer, got -1"),
+        ("num_key_value_heads", 5, "config.num_key_value_heads: 5 must divide num_attention_heads"),
+        ("num_key_value_heads", 64, "exceeds num_attention_heads"),
+        ("num_hidden_layers", 0, "config.num_hidden_layers: must be a positive integer"),
+        ("hidden_size", "4096", "config.hidden_size"),
+        ("sliding_window", -5, "config.sliding_window"),
+        ("torch_dtype", "float7", "config.torch_dtype"),
+    ],
+)
 def test_invalid_config_names_the_field(field, value, message):
     cfg = cap.load_model_config("Llama-3.1-8B")
     cfg[field] = value
@@ -140,9 +162,16 @@ def test_int8_and_int4_kv_count_the_scales_the_engine_stores():
         cap.kv_bytes_per_token(s, "int2")
 
 
-@pytest.mark.parametrize("tp, kv_per_rank, total", [
-    (1, 8, 327680), (2, 4, 327680), (4, 2, 327680), (8, 1, 327680), (16, 1, 655360),
-])
+@pytest.mark.parametrize(
+    "tp, kv_per_rank, total",
+    [
+        (1, 8, 327680),
+        (2, 4, 327680),
+        (4, 2, 327680),
+        (8, 1, 327680),
+        (16, 1, 655360),
+    ],
+)
 def test_tp_splits_kv_heads_and_replicates_beyond_their_number(tp, kv_per_rank, total):
     kv = cap.kv_bytes_per_token(spec("Llama-3.1-70B"), "bf16", tp=tp)
     assert kv.kv_heads_per_rank == kv_per_rank
@@ -150,10 +179,13 @@ def test_tp_splits_kv_heads_and_replicates_beyond_their_number(tp, kv_per_rank, 
     assert kv.total == total
 
 
-@pytest.mark.parametrize("tp, message", [
-    (3, "tp: 3 must divide num_attention_heads (64)"),
-    (0, "tp: must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "tp, message",
+    [
+        (3, "tp: 3 must divide num_attention_heads (64)"),
+        (0, "tp: must be a positive integer"),
+    ],
+)
 def test_invalid_tp_is_rejected_with_the_rule(tp, message):
     with pytest.raises(CapacityError, match=message.replace("(", r"\(").replace(")", r"\)")):
         cap.kv_bytes_per_token(spec("Llama-3.1-70B"), tp=tp)
@@ -260,10 +292,21 @@ def test_hybrid_pattern_length_is_validated():
 
 
 def test_linear_attention_state_from_config():
-    cfg = {"model_type": "qwen3_next", "num_hidden_layers": 8, "hidden_size": 2048, "num_attention_heads": 16,
-           "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 151936, "full_attention_interval": 4,
-           "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-           "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+    cfg = {
+        "model_type": "qwen3_next",
+        "num_hidden_layers": 8,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "vocab_size": 151936,
+        "full_attention_interval": 4,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+    }
     s = cap.validate_model_config(cfg)
     assert s.count("full") == 2 and s.count("linear") == 6
     assert s.linear_state_elements_per_layer == 32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3
@@ -304,8 +347,15 @@ def test_vllm_issue_12330_worked_example_through_gpu_memory_utilization():
     derivable from a config, so the measured remainder (35.45 - 14.96 - 11.12 GiB) is passed as
     overrides, split as the issue's log does not say."""
     measured_overhead = 39.39 * 0.90 - 14.96 - 11.12
-    p = plan("Llama-3-8B", gpu="A100-40GB", gpu_memory_utilization=0.90, contexts=(8192,),
-             activation_peak_bytes=int(measured_overhead * GiB), non_torch_bytes=0, cuda_graph_bytes=0)
+    p = plan(
+        "Llama-3-8B",
+        gpu="A100-40GB",
+        gpu_memory_utilization=0.90,
+        contexts=(8192,),
+        activation_peak_bytes=int(measured_overhead * GiB),
+        non_torch_bytes=0,
+        cuda_graph_bytes=0,
+    )
     assert p.kv_memory_bytes / GiB == pytest.approx(11.12, rel=0.01)
     assert p.num_blocks == pytest.approx(5691, rel=0.01)
     assert p.max_concurrency[8192] == pytest.approx(11.12, rel=0.01)
@@ -315,8 +365,15 @@ def test_vllm_issue_12330_worked_example_through_gpu_memory_utilization():
 def test_vllm_profile_log_of_pr_10511_is_reproduced_from_the_config():
     """vLLM PR 10511: Llama-3-8B, H100 79.22 GiB x 0.90 = 71.29; weights 14.96, non-torch 1.79,
     activation peak 1.26 -> available_kv_cache_memory 53.29 GiB."""
-    p = plan("Llama-3-8B", gpu_mem_gib=79.22, gpu_memory_utilization=0.90, activation_peak_bytes=int(1.26 * GiB),
-             non_torch_bytes=int(1.79 * GiB), cuda_graph_bytes=0, contexts=(8192,))
+    p = plan(
+        "Llama-3-8B",
+        gpu_mem_gib=79.22,
+        gpu_memory_utilization=0.90,
+        activation_peak_bytes=int(1.26 * GiB),
+        non_torch_bytes=int(1.79 * GiB),
+        cuda_graph_bytes=0,
+        contexts=(8192,),
+    )
     assert p.kv_memory_bytes / GiB == pytest.approx(53.29, rel=0.002)
 
 
@@ -328,7 +385,8 @@ def test_vllm_default_utilization_and_estimates_are_labelled():
         assert names[key]["source"].startswith("estimate:")
     b = p.memory_breakdown
     assert p.kv_memory_bytes == pytest.approx(
-        b["total"] * 0.92 - b["weights"] - b["activation_peak"] - b["non_torch"] - b["cuda_graphs"])
+        b["total"] * 0.92 - b["weights"] - b["activation_peak"] - b["non_torch"] - b["cuda_graphs"]
+    )
 
 
 def test_vllm_utilization_is_a_fraction_of_total_memory_not_of_free_memory():
@@ -396,15 +454,26 @@ def test_invalid_inputs_name_the_field():
 def test_plan_to_dict_is_json_safe_and_has_the_contract_keys():
     p = plan("Gemma-3-27B", gpu="H100-80GB", tp=2)
     d = json.loads(json.dumps(p.to_dict()))
-    for key in ("kv_bytes_per_token", "kv_bytes_per_token_total", "block_size", "bytes_per_block", "num_blocks",
-                "token_capacity", "max_concurrency", "kv_memory_bytes", "weight_bytes_per_rank", "estimates",
-                "headroom", "memory_by_context"):
+    for key in (
+        "kv_bytes_per_token",
+        "kv_bytes_per_token_total",
+        "block_size",
+        "bytes_per_block",
+        "num_blocks",
+        "token_capacity",
+        "max_concurrency",
+        "kv_memory_bytes",
+        "weight_bytes_per_rank",
+        "estimates",
+        "headroom",
+        "memory_by_context",
+    ):
         assert key in d
     assert set(d["max_concurrency"]) == {"4096", "32768", "131072"}
     assert d["headroom"]["sequences_at_70pct"]["4096"] <= d["headroom"]["sequences_at_80pct"]["4096"]
     chart = d["memory_by_context"]
     assert [r["context"] for r in chart] == sorted(r["context"] for r in chart)
-    assert all(a["bytes_per_sequence"] <= b["bytes_per_sequence"] for a, b in zip(chart, chart[1:]))
+    assert all(a["bytes_per_sequence"] <= b["bytes_per_sequence"] for a, b in zip(chart, chart[1:], strict=False))
 
 
 def test_headroom_counts_sequences_at_70_and_80_percent_of_the_pool():
@@ -416,8 +485,14 @@ def test_headroom_counts_sequences_at_70_and_80_percent_of_the_pool():
 
 # ---------------------------------------------------------------- verdict
 
-CONSTRAINTS = {"peak_concurrency": 32, "avg_input_tokens": 2000, "avg_output_tokens": 500,
-               "max_input_tokens": 16000, "max_output_tokens": 2000, "gpu_budget": 8}
+CONSTRAINTS = {
+    "peak_concurrency": 32,
+    "avg_input_tokens": 2000,
+    "avg_output_tokens": 500,
+    "max_input_tokens": 16000,
+    "max_output_tokens": 2000,
+    "gpu_budget": 8,
+}
 
 
 def test_verdict_fits_with_headroom():
@@ -482,8 +557,12 @@ llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  4/1 seqs), K (f16
 
 def test_parse_vllm_v1_log():
     r = cap.parse_engine_capacity_log(VLLM_V1_LOG)
-    assert r == {"engine": "vllm", "kv_cache_tokens": 91056, "max_concurrency": {8192: 11.12},
-                 "kv_cache_memory_gib": 11.12}
+    assert r == {
+        "engine": "vllm",
+        "kv_cache_tokens": 91056,
+        "max_concurrency": {8192: 11.12},
+        "kv_cache_memory_gib": 11.12,
+    }
 
 
 def test_parse_vllm_v0_log_blocks_and_kv_memory():

@@ -17,26 +17,40 @@ from selection.domain.messages import (
 def screened() -> Message:
     """A sentence with every kind of value: text, a nested message (with a nested name) and a join."""
     dimension = Message("Memory allocation and reuse")
-    reasons = CLAUSE_SEPARATOR.join([
-        Message("%(dimension)s %(score)s < gate %(threshold)s", {"dimension": dimension, "score": "0.40",
-                                                                 "threshold": "0.60"}),
-        Message("%(dimension)s: no evidence (gate %(threshold)s)", {"dimension": Message("Observability"),
-                                                                    "threshold": "0.50"}),
-    ])
+    reasons = CLAUSE_SEPARATOR.join(
+        [
+            Message(
+                "%(dimension)s %(score)s < gate %(threshold)s",
+                {"dimension": dimension, "score": "0.40", "threshold": "0.60"},
+            ),
+            Message(
+                "%(dimension)s: no evidence (gate %(threshold)s)",
+                {"dimension": Message("Observability"), "threshold": "0.50"},
+            ),
+        ]
+    )
     return Message("%(name)s is screened out: %(reasons)s.", {"name": "LMDeploy 0.6", "reasons": reasons})
 
 
 def test_str_is_the_english_sentence():
-    assert str(Message("max input %(value)s tokens >= %(threshold)s -> long documents",
-                       {"value": "128K", "threshold": "32K"})) == "max input 128K tokens >= 32K -> long documents"
+    assert (
+        str(
+            Message(
+                "max input %(value)s tokens >= %(threshold)s -> long documents", {"value": "128K", "threshold": "32K"}
+            )
+        )
+        == "max input 128K tokens >= 32K -> long documents"
+    )
     assert str(Message("does not fit")) == "does not fit"
     headroom = Message("fits with 30%% headroom on %(gpus)s GPU(s)", {"gpus": 2})
     assert str(headroom) == "fits with 30% headroom on 2 GPU(s)"
 
 
 def test_nested_messages_and_joins_render_in_english():
-    assert str(screened()) == ("LMDeploy 0.6 is screened out: Memory allocation and reuse 0.40 < gate 0.60; "
-                               "Observability: no evidence (gate 0.50).")
+    assert str(screened()) == (
+        "LMDeploy 0.6 is screened out: Memory allocation and reuse 0.40 < gate 0.60; "
+        "Observability: no evidence (gate 0.50)."
+    )
     assert str(NAME_SEPARATOR.join(["a +0.03", Message("b"), 3])) == "a +0.03, b, 3"
     assert str(Join([], CLAUSE_SEPARATOR)) == ""
 
@@ -46,8 +60,11 @@ def test_to_dict_is_json_and_round_trips():
     data = message.to_dict()
     assert data["msgid"] == "%(name)s is screened out: %(reasons)s."
     assert data["params"]["name"] == "LMDeploy 0.6"
-    assert data["params"]["reasons"]["separator"] == {"msgid": "; ", "params": {},
-                                                      "context": "list separator between clauses"}
+    assert data["params"]["reasons"]["separator"] == {
+        "msgid": "; ",
+        "params": {},
+        "context": "list separator between clauses",
+    }
     assert json.loads(json.dumps(data)) == data
     again = Message.from_dict(json.loads(json.dumps(data)))
     assert again == message and hash(again) == hash(message) and str(again) == str(message)
@@ -61,12 +78,19 @@ def test_translate_is_applied_to_every_template_nested_ones_and_separators_inclu
         seen.append((msgid, context))
         return "[" + msgid + "]"
 
-    assert render(screened(), shout) == ("[LMDeploy 0.6 is screened out: "
-                                         "[[Memory allocation and reuse] 0.40 < gate 0.60]"
-                                         "[; ][[Observability]: no evidence (gate 0.50)].]")
+    assert render(screened(), shout) == (
+        "[LMDeploy 0.6 is screened out: "
+        "[[Memory allocation and reuse] 0.40 < gate 0.60]"
+        "[; ][[Observability]: no evidence (gate 0.50)].]"
+    )
     assert {msgid for msgid, _ in seen} == {
-        "%(name)s is screened out: %(reasons)s.", "%(dimension)s %(score)s < gate %(threshold)s",
-        "%(dimension)s: no evidence (gate %(threshold)s)", "Memory allocation and reuse", "Observability", "; "}
+        "%(name)s is screened out: %(reasons)s.",
+        "%(dimension)s %(score)s < gate %(threshold)s",
+        "%(dimension)s: no evidence (gate %(threshold)s)",
+        "Memory allocation and reuse",
+        "Observability",
+        "; ",
+    }
     assert ("; ", "list separator between clauses") in seen
     # the stored form renders the same
     assert render(screened().to_dict(), shout) == render(screened(), shout)
@@ -91,13 +115,21 @@ def test_legacy_plain_strings_and_other_values_pass_unchanged():
 
 
 def test_to_json_and_plain_walk_nested_data():
-    result = {"sentences": [screened()], "tie_break": {"explanation": Message("no candidate passes the gates")},
-              "notes": ("legacy note",), "score": 0.5}
+    result = {
+        "sentences": [screened()],
+        "tie_break": {"explanation": Message("no candidate passes the gates")},
+        "notes": ("legacy note",),
+        "score": 0.5,
+    }
     stored = to_json(result)
     assert json.loads(json.dumps(stored)) == stored
     assert stored["sentences"][0] == screened().to_dict()
-    english = {"sentences": [str(screened())], "tie_break": {"explanation": "no candidate passes the gates"},
-               "notes": ["legacy note"], "score": 0.5}
+    english = {
+        "sentences": [str(screened())],
+        "tie_break": {"explanation": "no candidate passes the gates"},
+        "notes": ["legacy note"],
+        "score": 0.5,
+    }
     assert plain(stored) == english and plain(result) == english
 
 

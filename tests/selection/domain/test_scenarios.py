@@ -2,8 +2,15 @@ import pytest
 
 from selection.domain.scenarios import PRIMARY_SHARE, THRESHOLDS, infer_scenario
 
-BASE = {"peak_concurrency": 8, "avg_input_tokens": 1000, "max_input_tokens": 4000, "p95_input_tokens": 2000,
-        "multi_turn": False, "ttft_p95_ms": 1000.0, "e2e_p95_ms": None}
+BASE = {
+    "peak_concurrency": 8,
+    "avg_input_tokens": 1000,
+    "max_input_tokens": 4000,
+    "p95_input_tokens": 2000,
+    "multi_turn": False,
+    "ttft_p95_ms": 1000.0,
+    "e2e_p95_ms": None,
+}
 
 
 def infer(**overrides):
