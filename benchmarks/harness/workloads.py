@@ -1,4 +1,4 @@
-"""The five KV-cache validation tests of DOMAIN.md, run against any OpenAI-compatible endpoint.
+"""The five KV-cache validation tests of docs/domain.md, run against any OpenAI-compatible endpoint.
 
 Each test has `plan_<test>(constraints) -> params` (a plain, JSON-serialisable dict the user may
 edit) and `run_<test>(target, params, cancel=None, progress=None) -> NormalizedResult` with
@@ -850,8 +850,7 @@ async def run_swap_recovery(
             "continuation_identical",
             (not mismatched) if compared else None,
             f"{len(compared) - len(mismatched)} of {len(compared)} resumed sessions continued exactly as without "
-            "the idle period"
-            + (f"; differing sessions: {mismatched[:10]}" if mismatched else ""),
+            "the idle period" + (f"; differing sessions: {mismatched[:10]}" if mismatched else ""),
             len(mismatched),
             0,
         ),

@@ -335,8 +335,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(
                 f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
                 f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, "
-                f"failed={figures['failed']}"
-                + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else "")
+                f"failed={figures['failed']}" + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else "")
             )
 
     if "fidelity" in sections:

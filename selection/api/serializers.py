@@ -6,7 +6,6 @@ from rest_framework import serializers
 from selection.domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
 from selection.domain.messages import plain
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
-from selection.selectors import selections_for
 
 User = get_user_model()
 
@@ -171,7 +170,3 @@ class AuditEntrySerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEntry
         fields = ["at", "actor", "action", "field", "old", "new", "justification"]
-
-
-def visible_selections(request):
-    return selections_for(request.user)

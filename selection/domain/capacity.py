@@ -1089,7 +1089,7 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
             notes.append(f"context {c} exceeds the model's max_position_embeddings ({spec.max_position_embeddings})")
 
     headroom = {
-        "rule": "plan with 20-30% memory headroom, never from the theoretical maximum (DOMAIN.md)",
+        "rule": "plan with 20-30% memory headroom, never from the theoretical maximum (docs/domain.md)",
         "pool_bytes_at_70pct": int(pool * 0.7),
         "pool_bytes_at_80pct": int(pool * 0.8),
         "sequences_at_70pct": {str(c): int(pool * 0.7 // per[c]) if per[c] else 0 for c in per},

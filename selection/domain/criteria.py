@@ -1,4 +1,4 @@
-"""The six evaluation dimensions of DOMAIN.md, their criteria, and the scenario weight presets.
+"""The six evaluation dimensions of docs/domain.md, their criteria, and the scenario weight presets.
 
 The article gives H/M/L suggestions for scenarios A and B (seven criteria); C and D are derived
 from its text: C "puts persistence and swap-out first" and adds cache lifecycle management and

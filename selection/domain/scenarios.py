@@ -1,4 +1,4 @@
-"""Scenario inference: which of DOMAIN.md's four scenarios the constraints describe, and why.
+"""Scenario inference: which of the four scenarios (docs/domain.md) the constraints describe, and why.
 
 Every threshold lives in THRESHOLDS, and every rule says in words what it saw (a
 `messages.Message`, translated where it is shown). A selection can
@@ -9,7 +9,6 @@ default weights blend the presets by that mix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from selection.domain.messages import Message
@@ -43,16 +42,6 @@ SCENARIO_NAMES = {
 # Precedence when several apply: the scenario whose failure mode is hardest to retrofit first.
 PRECEDENCE = ("C", "B", "D", "A")
 PRIMARY_SHARE = 0.6
-
-
-@dataclass(frozen=True)
-class ScenarioInference:
-    scenario: str
-    reasons: list[Message]
-    mix: dict[str, float]
-
-    def as_tuple(self) -> tuple[str, list[Message], dict[str, float]]:
-        return self.scenario, self.reasons, self.mix
 
 
 def _fmt_tokens(value: float) -> str:

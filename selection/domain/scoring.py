@@ -1,4 +1,4 @@
-"""Scoring: from evidence to an explainable, bounded recommendation (DOMAIN.md step 5).
+"""Scoring: from evidence to an explainable, bounded recommendation (docs/domain.md, step 5).
 
 Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
 
