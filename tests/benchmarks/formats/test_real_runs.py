@@ -227,3 +227,10 @@ def test_the_head_of_a_large_file_of_zeros_is_refused_naming_every_format():
 )
 def test_the_head_of_a_real_file_is_accepted(name, fmt):
     assert detect_head(real(name)[:65536], name.removesuffix(".gz")).name == fmt
+
+
+def test_uploads_are_judged_by_the_harness_rule():
+    from benchmarks.harness import load
+    from benchmarks.result import CONCURRENCY_KEPT_FRACTION
+
+    assert CONCURRENCY_KEPT_FRACTION == load.CONCURRENCY_KEPT_FRACTION
