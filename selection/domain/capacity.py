@@ -1610,7 +1610,30 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
                 {"gpus": str(gpus), "budget": str(c["gpu_budget"])},
             )
         )
-    fits = a["fits_20"] and not too_long and not over_budget
+    few_slots = plan.slots is not None and c["peak_concurrency"] > plan.slots
+    if few_slots:
+        reasons.append(
+            Message(
+                _(
+                    "llama-server serves at most %(slots)s requests at once (-np); "
+                    "%(wait)s of the peak %(peak)s would wait"
+                ),
+                {
+                    "slots": str(plan.slots),
+                    "wait": str(c["peak_concurrency"] - plan.slots),
+                    "peak": str(c["peak_concurrency"]),
+                },
+            )
+        )
+    short_slot = plan.sequence_limit is not None and a["max_context"] > plan.sequence_limit
+    if short_slot:
+        reasons.append(
+            Message(
+                _("a slot holds at most %(limit)s tokens, less than the max context %(max)s"),
+                {"limit": str(plan.sequence_limit), "max": str(a["max_context"])},
+            )
+        )
+    fits = a["fits_20"] and not too_long and not over_budget and not few_slots and not short_slot
     if a["fits_30"] and fits:
         summary = Message(
             _("fits with 30%% headroom on %(gpus)s GPU(s) (TP=%(tp)s, PP=%(pp)s, %(kv)s KV)"),

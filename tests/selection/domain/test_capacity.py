@@ -757,3 +757,22 @@ def test_shipped_models_accepts_hf_folders(tmp_path, monkeypatch):
     # the folder layout loads too, named after its folder (as a path to any config.json is)
     assert cap.load_model_config("Mistral-7B") == {"model_type": "mistral", "_name": "mistral-7b"}
     assert cap.load_model_config(tmp_path / "mistral-7b" / "config.json")["_name"] == "mistral-7b"
+
+
+def test_verdict_on_llamacpp_counts_its_slots_and_the_longest_sequence_a_slot_holds():
+    c = {
+        "peak_concurrency": 8,
+        "avg_input_tokens": 1000,
+        "avg_output_tokens": 200,
+        "max_input_tokens": 4000,
+        "max_output_tokens": 1000,
+    }
+    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768), c)
+    assert not v["fits"]  # 4 auto slots for a peak of 8, though the 32768 cells would hold them
+    reasons = [str(r) for r in v["reasons"]]
+    assert "llama-server serves at most 4 requests at once (-np); 4 of the peak 8 would wait" in reasons
+    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768, n_parallel=8), c)
+    reasons = [str(r) for r in v["reasons"]]
+    assert not v["fits"] and "a slot holds at most 4096 tokens, less than the max context 5000" in reasons
+    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=65536, n_parallel=8), c)
+    assert v["fits"]
