@@ -204,6 +204,42 @@ def test_capacity_predicted_vs_measured_flags_more_than_ten_percent(client, arch
     assert "data-flagged" not in body and "within tolerance" in body
 
 
+def test_capacity_shows_what_a_runs_engine_metrics_measured(client, architect, selection, candidate):
+    # before: "Nothing measured yet" although a run had sampled vllm:cache_config_info
+    client.force_login(architect)
+    predicted = client.get(url("selection:capacity", selection, candidate)).context["plan"]["token_capacity"]
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="concurrency_stress",
+        origin="harness",
+        status="succeeded",
+        metadata={
+            "engine_metrics": {"kv_capacity": {"tokens": int(predicted * 0.98), "source": "vllm:cache_config_info"}}
+        },
+    )
+    body = client.get(url("selection:capacity", selection, candidate)).content.decode()
+    assert "Nothing measured yet" not in body and "within tolerance" in body
+    assert f"engine metrics of run {run.pk}" in body and str(int(predicted * 0.98)) in body
+
+
+def test_capacity_of_llamacpp_follows_its_launch_flags(client, architect, selection):
+    llama = add_candidate(
+        selection=selection,
+        user=architect,
+        data={
+            "engine": make_engine("llama-cpp", versions=("master",)),
+            "engine_version": "master",
+            "model_name": "meta-llama/Llama-3.1-8B",
+            "launch_flags": "-c 32768 -np 8",
+        },
+    )
+    client.force_login(architect)
+    plan = client.get(url("selection:capacity", selection, llama)).context["plan"]
+    assert plan["engine"] == "llamacpp" and plan["token_capacity"] == 32768  # not all the free memory
+    assert plan["slots"] == 8 and plan["sequence_limit"] == 4096
+    assert any("from the launch flags: ctx_size=32768, n_parallel=8" in note for note in plan["notes"])
+
+
 def test_capacity_without_a_model_explains_what_to_do(client, architect, selection, candidate):
     selection.constraints.target_model = "no-such-model"
     selection.constraints.save()
