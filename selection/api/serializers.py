@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from selection.domain import limits
 from selection.domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
 from selection.domain.messages import plain
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
@@ -74,11 +75,17 @@ class SelectionSerializer(serializers.ModelSerializer):
         return attrs
 
 
+def bounded(bounds: dict[str, tuple[float, float]]) -> dict[str, dict]:
+    """extra_kwargs giving each number its bounds from `selection.domain.limits` (checked, and in the schema)."""
+    return {name: {"min_value": low, "max_value": high} for name, (low, high) in bounds.items()}
+
+
 class ConstraintsSerializer(serializers.ModelSerializer):
     class Meta:
         model = Constraints
         exclude = ["id", "selection"]
         read_only_fields = ["updated_at"]
+        extra_kwargs = bounded(limits.CONSTRAINT_BOUNDS)
 
 
 class WeightSerializer(serializers.ModelSerializer):
@@ -159,6 +166,7 @@ class CandidateSerializer(serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = ["measured_capacity", "created_at"]
+        extra_kwargs = bounded(limits.CANDIDATE_BOUNDS)
 
     def get_has_api_key(self, obj) -> bool:
         return bool(obj.api_key_encrypted)

@@ -41,7 +41,7 @@ def selection(architect, team):
 @pytest.fixture
 def configured(selection, architect):
     """A selection with its constraints filled in (scenario inferred, preset weights set)."""
-    return with_constraints(selection, architect)
+    return with_constraints(selection, architect, kv_precisions_allowed=["bf16", "fp8"])
 
 
 def url(name, selection, *args):
@@ -403,7 +403,7 @@ def test_edit_candidate_keeps_key_unless_replaced(client, architect, configured)
     candidate = Candidate.objects.get()
     response = client.post(
         url("selection:candidate-edit", configured, candidate.pk),
-        candidate_post(engine, api_key="", tensor_parallel="2", label="vLLM TP2"),
+        candidate_post(engine, api_key="", gpu_count="2", tensor_parallel="2", label="vLLM TP2"),
     )
     assert response.status_code == 302
     candidate.refresh_from_db()
