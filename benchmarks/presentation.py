@@ -232,6 +232,22 @@ def chart_svg(name: str, **arguments) -> str:
         return ""
 
 
+PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA = "pass", "fail", "inconclusive", "insufficient_data"
+
+
+def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
+    """A finished run's overall verdict from its pass criteria ({name, passed, ...}; passed None =
+    could not be judged): FAIL when any criterion failed; PASS when every one passed;
+    INCONCLUSIVE when some passed and the rest could not be judged; INSUFFICIENT_DATA when none
+    could be judged (or the run has no criteria, as most uploads)."""
+    judged = [v.get("passed") for v in verdicts or [] if v.get("passed") is not None]
+    if any(passed is False for passed in judged):
+        return FAIL
+    if not judged:
+        return INSUFFICIENT_DATA
+    return PASS if len(judged) == len(verdicts or []) else INCONCLUSIVE
+
+
 def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:
     """What the run progress fragment needs (`templates/benchmarks/_run_progress.html`)."""
     return {
@@ -239,4 +255,5 @@ def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, 
         "run": run,
         "can_edit": can_edit,
         "progress": progress_view(run.progress, run.status, run.is_terminal),
+        "verdict": run_verdict(run.verdicts) if run.status == "succeeded" else None,
     }

@@ -178,4 +178,5 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
         load_kind=rows[0]["load_kind"] if rows else "",
     )
     context["progress"] = presentation.progress_view(run.progress, run.status, run.is_terminal)
+    context["verdict"] = presentation.run_verdict(run.verdicts) if run.status == BenchmarkRun.Status.SUCCEEDED else None
     return render(request, "benchmarks/run.html", context)

@@ -7,6 +7,7 @@ from django import forms
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
+from django.utils.functional import SimpleLazyObject
 from django.utils.translation import gettext as _
 
 from selection import selectors
@@ -30,6 +31,11 @@ def page_context(request: HttpRequest, selection: Selection, section: str, **ext
         "role": selectors.role_in(request.user, selection),
         **extra,
     }
+
+
+def workspace(request: HttpRequest) -> dict:
+    """Context processor: what the top navigation offers this user (asked only when a page shows it)."""
+    return {"can_create_selection": SimpleLazyObject(lambda: selectors.can_create_selection(request.user))}
 
 
 def recent_audit(selection: Selection, limit: int = 50):

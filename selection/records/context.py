@@ -295,6 +295,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "title": selection.name,
             "created_at": now.isoformat(),
             "language": language,
+            "time_zone": timezone.get_current_timezone_name(),
         },
         "simulated": any(r.is_simulated for r in runs),
         "decision": {
