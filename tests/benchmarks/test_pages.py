@@ -262,6 +262,21 @@ def test_validation_page_shows_the_five_tests_with_editable_parameters(client, a
     assert 'name="long_context-rungs"' in body and "No runs yet" in body
 
 
+def test_validation_plan_says_how_long_and_how_heavy_before_run(client, architect, selection, candidate):
+    client.force_login(architect)
+    page = client.get(url("selection:validation", selection, candidate))
+    body = page.content.decode()
+    cards = {card["test"]: card for card in page.context["cards"]}
+    soak = cards["stability"]["estimate"]
+    assert soak["seconds"] == 3600 and soak["long"] and soak["duration"] == "about 1 h"
+    assert 'data-estimate="stability"' in body and 'data-estimate-warning="long"' in body
+    assert "about 1 h, up to 32 concurrent requests" in body
+    assert not cards["concurrency_stress"]["estimate"]["long"]  # 10 + 300 + 30 s
+    # parameter labels are words with units, not identifiers
+    assert ">Duration (s) <" in body and ">TTFT p95 budget (ms) <" in body
+    assert ">duration s" not in body and ">ttft p95 ms" not in body
+
+
 def test_run_button_queues_a_run_with_edited_parameters(client, architect, selection, candidate, monkeypatch):
     monkeypatch.setattr("benchmarks.validation.dispatch.enqueue_validation", lambda run: True)
     client.force_login(architect)
