@@ -122,6 +122,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         self.children: list[subprocess.Popen] = []
         serve = not options["no_serve"] and os.environ.get("DEMO_SERVE", "1") != "0"
+        if serve:
+            self.check_port(options["port"])
         try:
             self.run_pipeline(options)
             if serve:
@@ -371,9 +373,22 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------------ serving
 
+    def check_port(self, port: int) -> None:
+        """Fail before the pipeline, not after it, when the web port is taken."""
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                raise CommandError(
+                    f"port {port} is already in use (another demo or server?): stop it, or serve elsewhere "
+                    f"with `make demo PORT={port + 1}`"
+                )
+
     def serve(self, port: int) -> None:
         self.stdout.write(
             self.style.SUCCESS(f"Serving on http://127.0.0.1:{port}/  (log in as architect / {self.password})")
+        )
+        self.stdout.write(
+            "    Ctrl+C stops the web server, the three simulators and the worker together; `make demo` starts "
+            "them again (the data stays in var/)."
         )
         call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
 
