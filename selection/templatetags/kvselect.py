@@ -8,6 +8,7 @@ from datetime import date, datetime
 from django import template
 from django.utils import timezone
 from django.utils.formats import number_format
+from django.utils.translation import gettext as _
 
 from selection.i18n import message_text, person_name, translate_name, translate_test
 
@@ -43,6 +44,18 @@ def when(value, precision: str = "") -> str:
     if isinstance(value, date):
         return value.isoformat()
     return ""
+
+
+@register.filter
+def role_name(role: str) -> str:
+    """A signature field or owner role (business, platform, security, seal) in the active language."""
+    names = {
+        "business": _("Business owner"),
+        "platform": _("Platform owner"),
+        "security": _("Security owner"),
+        "seal": _("Organisational seal"),
+    }
+    return str(names.get(role, role))
 
 
 @register.filter

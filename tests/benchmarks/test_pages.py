@@ -8,10 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import translation
 
 from benchmarks.models import BenchmarkRun, RunPoint
+from benchmarks.presentation import DEFINITION_TITLES
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from benchmarks.uploads import ingest
 from benchmarks.uploads.tokens import create_upload_token
@@ -415,6 +418,58 @@ def test_run_page_shows_provenance_verdicts_points_charts_and_definitions(client
     assert "vLLM: mean over output tokens incl. the first" in body and "tool TPOT includes first token" in body
     assert "data-partial" in body
     assert "no per-request records" in body  # no Parquet artifact
+
+
+def test_the_evidence_list_shows_each_finished_runs_verdict_beside_succeeded(client, architect, selection, candidate):
+    failing = _result_run(candidate)  # one criterion passed, one failed
+    passing = make_run(
+        candidate, status=BenchmarkRun.Status.SUCCEEDED, verdicts=[{"name": "zero_errors", "passed": True}]
+    )
+    unjudged = make_run(
+        candidate, status=BenchmarkRun.Status.SUCCEEDED, verdicts=[{"name": "prefix_reused", "passed": None}]
+    )
+    partly = make_run(
+        candidate,
+        status=BenchmarkRun.Status.SUCCEEDED,
+        verdicts=[{"name": "zero_errors", "passed": True}, {"name": "prefix_reused", "passed": None}],
+    )
+    upload = make_run(candidate, status=BenchmarkRun.Status.SUCCEEDED, verdicts=[])
+    client.force_login(architect)
+    body = client.get(url("selection:evidence", selection)).content.decode()
+    for run, verdict in (
+        (failing, "fail"),
+        (passing, "pass"),
+        (unjudged, "insufficient_data"),
+        (partly, "inconclusive"),
+        (upload, "insufficient_data"),
+    ):
+        block = body.split(f'id="run-progress-{run.pk}"', 1)[1].split("runprogress__figures", 1)[0]
+        assert f'data-verdict="{verdict}"' in block, (run.pk, verdict)
+    assert ">insufficient data<" in body and ">inconclusive<" in body
+    assert 'data-verdict="fail"' in client.get(url("selection:run", selection, failing)).content.decode()
+
+
+def test_the_run_page_names_criteria_parameters_and_provenance_in_words(client, architect, selection, candidate):
+    run = _result_run(candidate)
+    run.verdicts = [
+        {"name": "ttft_p95_within_budget[resume]", "passed": True, "detail": "p95 612.0 ms vs budget 800 ms"},
+        {"name": "prefix_reused", "passed": None, "detail": "no prefix-hit metric"},
+    ]
+    run.params = {"duration_s": 30.0, "ttft_p95_ms": 800.0}
+    run.save()
+    client.force_login(architect)
+    body = client.get(url("selection:run", selection, run)).content.decode()
+    assert "TTFT p95 within the budget" in body and "(after the pause)" in body
+    assert ">not judged<" in body  # an unjudged criterion is not shown as failed
+    assert "Duration (s)" in body and "TTFT p95 budget (ms)" in body
+    assert '<dt title="engine">Engine</dt>' in body and '<dt title="model">Model</dt>' in body
+    with translation.override("zh-hans"):
+        expected = [translation.gettext(t) for t in ("TTFT p95 within the budget", "not judged", "Engine")]
+        expected.append(translation.gettext(DEFINITION_TITLES["ttft_ms"]))
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    body = client.get(url("selection:run", selection, run)).content.decode()
+    for text in expected:
+        assert text in body and re.search(r"[\u4e00-\u9fff]", text), text
 
 
 def test_simulated_run_has_a_banner_and_marked_charts(client, architect, selection, candidate):

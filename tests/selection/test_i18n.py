@@ -184,7 +184,7 @@ def flow(architect, team, engines):
 PAGES = [
     ("selection:dashboard", False, ["选型", "新建选型", "语言"]),
     ("selection:create", False, ["新建选型", "业务负责人", "创建选型"]),
-    ("selection:detail", True, ["概览", "约束一页纸", "审计轨迹", "高并发短文本"]),
+    ("selection:detail", True, ["概览", "约束概览", "审计轨迹", "高并发短文本"]),
     ("selection:constraints", True, ["峰值并发请求数", "保存约束并推断场景", "时延预算"]),
     ("selection:scenario", True, ["推断的场景", "评估标准权重", "显存分配策略", "保存权重", "-&gt;"]),
     ("selection:gates", True, ["门槛", "显存分配与复用", "保存门槛"]),
@@ -645,3 +645,26 @@ def test_person_names_follow_their_script(django_user_model):
     assert person_name(django_user_model(username="solo")) == "solo"
     assert person_name(django_user_model(username="k", first_name="伟")) == "伟"
     assert person_name(None) == ""
+
+
+@pytest.mark.django_db
+def test_issue_19_chinese_details(zh_client, architect, flow):
+    """The end-to-end budget label, role names on the verify page, 采购。 and 约束概览 (issue 19)."""
+    from django.utils import translation
+
+    from selection.templatetags.kvselect import role_name
+
+    zh_client.force_login(architect)
+    candidate = flow.candidates.first()
+    html = zh_client.get(reverse("selection:validation", args=[flow.pk, candidate.pk])).content.decode()
+    assert "端到端 p95 预算（毫秒）" in html and "e2e p95 ms" not in html and "约 1 小时" in html
+    with translation.override("zh-hans"):
+        assert [role_name(r) for r in ("business", "platform", "security")] == [
+            "业务负责人",
+            "平台负责人",
+            "安全负责人",
+        ]
+        assert translation.gettext("SIMULATED — not for procurement.").endswith("采购。")
+        assert translation.gettext("Constraints one-pager") == "约束概览"
+    record_page = (Path(__file__).resolve().parents[2] / "templates/selection/decision/record.html").read_text()
+    assert '{% translate "SIMULATED — not for procurement." %}</strong> ' in record_page  # the full stop is translated
