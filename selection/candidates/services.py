@@ -71,9 +71,8 @@ def check_candidate(candidate: Candidate) -> None:
         candidate.full_clean()
     except ValidationError as error:
         errors = error.message_dict
-    found = candidate_errors(candidate)
-    for field, message in found.items():
-        if field not in errors:
+    for field, message in candidate_errors(candidate).items():
+        if field not in errors or field in limits.CANDIDATE_BOUNDS:  # "between 1 and 100,000", not the database's range
             errors[field] = [message]
     if errors:
         raise ValidationError(errors)
@@ -107,7 +106,7 @@ def candidate_errors(candidate: Candidate) -> dict[str, str]:
     allowed = (constraints.kv_precisions_allowed or []) if constraints else []
     offered = offered_kv_precisions(candidate.engine, candidate.engine_version) if candidate.engine_id else None
     if precision and offered is not None and precision not in offered:
-        errors["kv_precision"] = _("%(engine)s does not offer a %(precision)s KV cache (it offers: %(offered)s)") % {
+        errors["kv_precision"] = _("%(engine)s has no %(precision)s KV cache (it offers: %(offered)s)") % {
             "engine": candidate.engine.name,
             "precision": names.get(precision, precision),
             "offered": ", ".join(names.get(p, p) for p in sorted(offered, key=list(names).index)),
@@ -147,14 +146,14 @@ def offered_kv_precisions(engine: Engine, version: str) -> set[str] | None:
 
 
 def duplicate_label(candidate: Candidate) -> str | None:
-    """The display name when another candidate of the selection has the same one (case-insensitive)."""
+    """The other candidate's name when it is this one's display name, ignoring case; else None."""
     name = str(candidate).strip() if candidate.engine_id else candidate.label.strip()
     if not name:
         return None
     others = Candidate.objects.filter(selection_id=candidate.selection_id).select_related("engine")
     if candidate.pk:
         others = others.exclude(pk=candidate.pk)
-    return name if any(str(other).strip().casefold() == name.casefold() for other in others) else None
+    return next((str(other).strip() for other in others if str(other).strip().casefold() == name.casefold()), None)
 
 
 @transaction.atomic

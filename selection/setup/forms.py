@@ -11,10 +11,11 @@ from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import criteria as criteria_domain
+from selection.domain import limits
 from selection.domain.capacity import shipped_models
 from selection.i18n import person_name, translate_name
 from selection.models import KV_PRECISION_CHOICES, Constraints, Membership, Team
-from selection.web import AccessibleErrorsMixin
+from selection.web import AccessibleErrorsMixin, bound_numbers
 
 # The one-pager's sections, in the order an architect thinks about them.
 CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
@@ -136,6 +137,7 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
                 choices=choices,
                 help_text=_("A model config shipped with kvselect."),
             )
+        bound_numbers(self, limits.CONSTRAINT_BOUNDS)
         for name, field in self.fields.items():
             field.unit = CONSTRAINT_UNITS.get(name, "")
             if isinstance(field.widget, forms.NumberInput):
