@@ -84,7 +84,7 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
     if plan is not None:
         context.update(
             chart=_chart(plan, peak),
-            estimates=split_estimates(plan),
+            estimates=split_estimates(plan, translate=_),
             concurrency_rows=concurrency_rows(plan),
             comparison=plan.get("predicted_vs_measured"),
             measured=plan.get("measured"),
