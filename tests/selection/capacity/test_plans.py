@@ -9,8 +9,12 @@ from selection.capacity.plans import plan_for_candidate
 
 @pytest.fixture
 def add(selection_with_constraints, architect, engines):
+    made = []
+
     def make(slug, **data):
         engine = engines[slug]
+        made.append(slug)
+        data.setdefault("label", f"{engine.name} #{len(made)}")  # labels are unique within a selection
         data.setdefault("engine_version", engine.versions[0])
         data.setdefault("model_name", "meta-llama/Llama-3.1-8B")
         return add_candidate(selection=selection_with_constraints, user=architect, data={"engine": engine, **data})
