@@ -61,7 +61,7 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
-RULES_VERSION = "kvselect-scoring/1"
+RULES_VERSION = "kvselect-scoring/2"  # 2: the context requirement is the longest input
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -115,7 +115,7 @@ SCHEDULING_FEATURES = ("priority", "fair", "admission_limit")
 KV_METRIC_CATEGORIES = ("kv_usage", "prefix_hit_rate", "preemptions", "queue_depth")
 OFFLOAD_TIERS = ("cpu", "disk", "remote")
 
-# Default context a scenario must serve when the constraints do not state one (tokens).
+# Default longest input a scenario must serve when the constraints do not state one (tokens).
 DEFAULT_REQUIRED_CONTEXT = {"A": 8192, "B": 131072, "C": 32768, "D": 8192}
 
 
@@ -160,8 +160,9 @@ class CandidateEvidence:
     Metric keys (see MAPPINGS for which indicator reads which): ttft_p95_ms, tpot_p95_ms,
     error_rate, achieved_concurrency, kv_headroom_at_target (free share of the KV pool, 0..1),
     soak_drift_p99_ratio (late p99 / early p99), prefix_saving_ratio (measured memory saving /
-    theoretical saving), max_context_rung_reached (tokens), swap_resume_ttft_ratio (TTFT after
-    swap-in / TTFT of a full recompute), continuation_correct (share or bool),
+    theoretical saving), max_context_rung_reached (the longest input the ladder served, tokens),
+    swap_resume_ttft_ratio (TTFT after swap-in / TTFT of a full recompute of the same history),
+    continuation_correct (share or bool),
     idle_release_share (share of idle sessions whose cache was released or swapped out),
     capacity_prediction_error (|predicted - measured| / measured), sustainable_concurrency_per_gpu
     (within the latency budget), cost_per_mtok (currency per million output tokens within the
@@ -187,7 +188,7 @@ class ScoringConstraints:
     gpu_count_budget: float | None = None
     cost_per_gpu_hour: float | None = None
     team_size: float | None = None
-    max_context_tokens: float | None = None
+    max_context_tokens: float | None = None  # the longest input the context ladder must serve (tokens)
     throughput_target_tok_s: float | None = None  # output tokens/s for the whole deployment
 
 
@@ -429,7 +430,7 @@ MAPPINGS: tuple[Mapping, ...] = (
         0.25,
         1.0,
         "ratio",
-        "largest context rung served / required context; <= 0.25 -> 0, >= 1 -> 1",
+        "largest input rung of the context ladder served / the longest input required; <= 0.25 -> 0, >= 1 -> 1",
         2.0,
     ),
     Mapping(

@@ -202,7 +202,9 @@ def scoring_constraints(selection: Selection) -> scoring.ScoringConstraints:
         gpu_count_budget=c.get("gpu_count_budget"),
         cost_per_gpu_hour=c.get("cost_per_gpu_hour"),
         team_size=c.get("ops_team_size"),
-        max_context_tokens=(c.get("max_input_tokens") or 0) + (c.get("max_output_tokens") or 0) or None,
+        # the context ladder's rungs are input lengths and it climbs to the longest input the
+        # constraints name: a ladder that reached it meets the requirement (docs/domain.md, test 2)
+        max_context_tokens=c.get("max_input_tokens") or None,
         throughput_target_tok_s=c.get("throughput_target_tokens_s"),
     )
 

@@ -113,3 +113,21 @@ def test_a_client_bound_point_gives_no_achieved_concurrency(candidates):
     RunPoint.objects.filter(run=run).update(client_bound=True)  # the client held 190 of 200, not the engine
     metrics = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics
     assert "achieved_concurrency" not in metrics and metrics["ttft_p95_ms"].value == 400.0
+
+
+def test_a_context_ladder_that_reached_the_longest_input_scores_full_marks(candidates):
+    """The ladder's rungs are inputs: reaching max_input_tokens (4,096) meets the requirement; the
+    maximum output is not added to it (it was: 4,096 / 5,120 scored 0.733, the demo's 0.96)."""
+    BenchmarkRun.objects.create(
+        candidate=candidates[0],
+        test="long_context",
+        origin="upload",
+        status="succeeded",
+        evidence="MEASURED",
+        metadata={"largest_successful_rung": 4096},
+    )
+    result = compute_scores(candidates[0].selection).result
+    vllm = next(c for c in result["candidates"] if c["candidate"] == str(candidates[0].pk))
+    indicators = vllm["criteria"]["context_extension"]["indicators"]
+    reached = next(i for i in indicators if i["indicator"] == "context_reached_vs_required")
+    assert reached["inputs"]["required_context"] == 4096 and reached["score"] == 1.0
