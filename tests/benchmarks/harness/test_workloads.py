@@ -121,6 +121,13 @@ def test_prefix_reuse_on_and_off(with_mock):
     assert [p.label for p in result.points] == ["prefix_on", "prefix_off"]
     v = verdicts(result)
     assert v["prefix_reused"]["passed"] and v["kv_below_own_allocation"]["passed"] is not None
+    # one threshold: the one reported is the one applied, and the detail states it (it reported the
+    # shared share 0.75 and passed at half of it)
+    reused = v["prefix_reused"]
+    shared = params["prefix_tokens"] / (params["prefix_tokens"] + params["suffix_tokens"])
+    assert reused["threshold"] == pytest.approx(w.PREFIX_REUSE_MIN_SHARE * shared)
+    assert reused["passed"] == (reused["value"] >= reused["threshold"])
+    assert f"vs threshold {reused['threshold']:.3g}" in reused["detail"]
     assert "prefix_off.kv_usage_ratio" in result.timeseries
 
 
