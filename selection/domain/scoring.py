@@ -24,7 +24,9 @@ Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
   set-relative, it can change when a candidate is added, which is why it does not decide).
   Tie-break (the article's rule): candidates within `tie_margin` of the weighted-sum leader are
   compared on the observability dimension score, then on lower operating complexity, then on
-  total, then by id.
+  total, then by id. `method` says so in a sentence, and when TOPSIS ranks another candidate
+  first it says which, by how much, and on which criteria TOPSIS's rescaling by the set's spread
+  favours it (the criteria where that candidate's weighted normalised lead is largest).
 * **Sensitivity** is analysed on the weighted-sum ranking of the passing candidates (screening
   held fixed, tie-break not applied), with weights normalised to sum to 1:
   (a) per criterion k: weight w_k moves to t in [0, 1] and the other weights are rescaled
@@ -914,6 +916,9 @@ class ScoringResult:
     sentences: list[Message]
     mappings: list[dict[str, Any]]
     notes: list[Message]
+    # which ranking decides and what the other says: {decides, second_opinion, topsis_leader,
+    # agrees (None with fewer than two passing candidates), sentence}
+    method: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (no NaN/inf, tuples become lists, messages become their stored dicts)."""
@@ -1237,6 +1242,8 @@ def score_candidates(
             )
         )
     sentences = _headline(order, tie, labels, candidates)
+    method = ranking_method(order, passing, matrix, w_vec, criteria_ids)
+    sentences.append(method["sentence"])
     if order and leader is not None and order[0].candidate != leader and len(passing) >= 2:
         sentences.append(
             Message(
@@ -1267,6 +1274,7 @@ def score_candidates(
         sentences=sentences,
         mappings=mapping_table(scenario),
         notes=notes,
+        method=method,
     )
 
 
@@ -1338,6 +1346,87 @@ def _recommend(passing: list[CandidateScore], margin: float) -> tuple[list[Candi
         "decided_by": rule,
         "explanation": explanation,
     }
+
+
+def ranking_method(
+    order: list[CandidateScore],
+    passing: list[CandidateScore],
+    matrix: np.ndarray,
+    weights: np.ndarray,
+    criteria_ids: list[str],
+) -> dict[str, Any]:
+    """Which ranking decides (the weighted sum, with the tie-break), why, and what TOPSIS says.
+
+    `passing` are the rows of `matrix` (each candidate's criterion scores). When TOPSIS ranks
+    another candidate first, the sentence names the criteria where that candidate's lead is largest
+    after TOPSIS's vector normalisation and weighting: where its rescaling favours it.
+    """
+    method: dict[str, Any] = {
+        "decides": "weighted_sum",
+        "second_opinion": "topsis",
+        "topsis_leader": None,
+        "agrees": None,
+    }
+    scored = [c for c in passing if c.topsis is not None]
+    if not order or len(scored) < 2:
+        method["sentence"] = Message(
+            _(
+                "The weighted sum decides: each criterion is scored against fixed bounds, so adding or removing "
+                "a candidate cannot change the order. TOPSIS needs at least two candidates that pass the gates."
+            )
+        )
+        return method
+    winner = order[0]
+    leader = min(scored, key=lambda c: (-round(c.topsis, 9), c.candidate))
+    method["topsis_leader"] = leader.candidate
+    method["agrees"] = leader.candidate == winner.candidate
+    why = Message(
+        _(
+            "The weighted sum decides (with the tie-break): each criterion is scored against fixed bounds, so "
+            "adding or removing a candidate cannot change the order. TOPSIS is a second opinion relative to this "
+            "candidate set."
+        )
+    )
+    if method["agrees"]:
+        method["sentence"] = Message(
+            _("%(why)s It agrees: %(name)s is also first by TOPSIS closeness (%(closeness)s)."),
+            {"why": why, "name": winner.label, "closeness": f"{winner.topsis:.3f}"},
+        )
+        return method
+    rows = {c.candidate: i for i, c in enumerate(passing)}
+    norms = np.sqrt((matrix**2).sum(axis=0))
+    scaled = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0) * weights
+    lead = scaled[rows[leader.candidate]] - scaled[rows[winner.candidate]]
+    favoured = [criteria_ids[k] for k in np.argsort(-lead, kind="stable")[:2] if lead[k] > 1e-9]
+    values = {
+        "why": why,
+        "other": leader.label,
+        "other_closeness": f"{leader.topsis:.3f}",
+        "name": winner.label,
+        "closeness": f"{(winner.topsis or 0.0):.3f}",
+        "total": f"{winner.total:.3f}",
+        "other_total": f"{leader.total:.3f}",
+    }
+    if favoured:
+        method["favoured_criteria"] = favoured
+        method["sentence"] = Message(
+            _(
+                "%(why)s TOPSIS ranks %(other)s first (closeness %(other_closeness)s against %(closeness)s for "
+                "%(name)s): it rescales each criterion by the spread within this set, which weighs %(other)s's lead "
+                "on %(criteria)s more than the weighted sum does (%(name)s %(total)s, %(other)s %(other_total)s)."
+            ),
+            {**values, "criteria": NAME_SEPARATOR.join(Message(CRITERION_LABELS[k]) for k in favoured)},
+        )
+    else:
+        method["sentence"] = Message(
+            _(
+                "%(why)s TOPSIS ranks %(other)s first (closeness %(other_closeness)s against %(closeness)s for "
+                "%(name)s): it measures the distance to the best and worst score of this set on each criterion, "
+                "not the weighted sum (%(name)s %(total)s, %(other)s %(other_total)s)."
+            ),
+            values,
+        )
+    return method
 
 
 def _headline(

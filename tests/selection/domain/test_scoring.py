@@ -604,3 +604,37 @@ def test_evidence_round_trips_through_its_dict_form():
         sc.evidence_from_dict({"candidate": "a", "metrics": {"x": {"value": 1, "evidence": "GUESSED"}}})
     with pytest.raises(ScoringInputError, match="unknown field"):
         sc.evidence_from_dict({"candidate": "a", "documented": {"speed": "fast"}})
+
+
+# ------------------------------------------------------------------ which ranking decides
+
+
+def test_when_topsis_picks_another_leader_the_result_says_which_method_decides_and_why():
+    def ev(cid, correct, rung, idle):
+        values = {"continuation_correct": correct, "max_context_rung_reached": rung, "idle_release_share": idle}
+        return CandidateEvidence(cid, cid.upper(), metrics(values), DocumentedFeatures())
+
+    weights = {"session_recovery": 1, "context_extension": 1, "cache_lifecycle": 1}
+    evidence = [ev("a", 0.92, 8192, 0.9), ev("b", 0.9, 16384, 0.9), ev("c", 1.0, 8192, 0.9)]
+    result = score_candidates("A", evidence, CONS, weights, options=ScoringOptions(tie_margin=0.0))
+    b, c = result.candidate("b"), result.candidate("c")
+    assert c.total > b.total and b.topsis > c.topsis  # the two methods disagree
+    assert result.winner == "c"
+    method = result.method
+    assert method["decides"] == "weighted_sum" and method["topsis_leader"] == "b" and method["agrees"] is False
+    assert method["favoured_criteria"] == ["context_extension"]  # b's only lead
+    text = str(method["sentence"])
+    assert text.startswith("The weighted sum decides") and "fixed bounds" in text
+    assert f"TOPSIS ranks B first (closeness {b.topsis:.3f} against {c.topsis:.3f} for C)" in text
+    assert "context extension" in text and method["sentence"] in result.sentences
+    assert json.loads(json.dumps(result.to_dict()))["method"]["sentence"]["msgid"] == method["sentence"].msgid
+
+
+def test_when_topsis_agrees_the_result_says_so():
+    a = cand("a", dict(FULL_METRICS))
+    b = cand("b", dict(FULL_METRICS, ttft_p95_ms=1400.0, error_rate=0.04))
+    result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1.0})
+    assert result.winner == "a" and result.method["agrees"] is True and result.method["topsis_leader"] == "a"
+    assert "It agrees: A is also first by TOPSIS closeness" in str(result.method["sentence"])
+    alone = score_candidates("A", [a], CONS, {"concurrency_control": 1.0})
+    assert alone.method["agrees"] is None and "TOPSIS needs at least two" in str(alone.method["sentence"])

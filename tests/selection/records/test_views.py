@@ -63,6 +63,9 @@ def test_comparison_shows_scores_missing_evidence_rules_and_charts(client, decid
     assert reverse("selection:comparison-recompute", args=[decided.pk]) in body
     assert "not signable" in body  # the toggle is labelled
     assert "Next: draft the decision record" in body
+    # which ranking decides, why, and what the other says (issue 16 item 18)
+    assert "Ranking method" in body and render(score.result["method"]["sentence"]) in body.replace("&#x27;", "'")
+    assert "second opinion" in body
 
 
 def test_a_criterion_without_evidence_is_missing_not_zero():
