@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
 
 from selection.domain.records import OWNER_ROLES
-from selection.models import DecisionRecord
+from selection.i18n import person_name
+from selection.models import DecisionRecord, RecordApproval
 from selection.records import signing
 from selection.records.pdf import render_record
 
@@ -22,13 +25,29 @@ def stamp_font() -> Path | None:
     return signing.cjk_stamp_font(Path(settings.VAR_DIR) / "cache" / "fonts")
 
 
+def with_approvals(snapshot: dict[str, Any], approvals: list[RecordApproval]) -> dict[str, Any]:
+    """The frozen snapshot with who approved when: the snapshot is frozen when review starts, the
+    owners approve after it, and the PDF is rendered once all three have (the snapshot itself never
+    changes)."""
+    context = copy.deepcopy(snapshot)
+    by_role = {approval.role: approval for approval in approvals}
+    for owner in context.get("owners") or []:
+        approval = by_role.get(owner.get("role"))
+        if approval is None:
+            continue
+        owner["approved_at"] = approval.approved_at.isoformat()  # written in the record's time zone (`when`)
+        owner["approved_by"] = person_name(approval.user)
+        owner["approval_comment"] = approval.comment
+    return context
+
+
 def render_pdf(record: DecisionRecord) -> DecisionRecord:
     """Render the frozen snapshot to PDF with the three signature fields in place (idempotent)."""
 
     record = DecisionRecord.objects.get(pk=record.pk)
     if record.pdf or record.status not in (DecisionRecord.Status.APPROVED,):
         return record
-    rendered = render_record(record.snapshot)
+    rendered = render_record(with_approvals(record.snapshot, list(record.approvals.select_related("user"))))
     pdf = signing.prepare_signature_fields(
         rendered.pdf, {k: v for k, v in rendered.signature_boxes.items() if k in OWNER_ROLES or k == "seal"}
     )

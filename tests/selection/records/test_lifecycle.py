@@ -119,6 +119,14 @@ def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, 
     assert report["matches_known_record"] is True and report["record"]["version"] == 1
     text = subprocess.run(["pdftotext", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
     assert "张" in text and "SIMULATED" not in text
+    # the approvals table says who approved when (it said "not yet" for all three on a signed record)
+    flat = " ".join(text.split())
+    assert "not yet" not in flat
+    for approval in record.approvals.select_related("user"):
+        when = approval.approved_at.strftime("%Y-%m-%d %H:%M UTC")
+        who = "张伟" if approval.role == "business" else approval.user.username
+        assert f"{when} · by {who}" in flat
+    assert "approved_at" not in record.snapshot["owners"][0]  # the frozen snapshot is not touched
     path = tmp_path / "signed.pdf"
     path.write_bytes(pdf)
     pdfsig = subprocess.run(["pdfsig", str(path)], capture_output=True, text=True)
