@@ -18,11 +18,16 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
     candidates:    [{name, version, kept: bool, screening_note, documentation?}]
     capacity:      [{candidate, configuration, rows:[{quantity, unit, predicted, measured?}]}]
                    build adds per row: deviation_pct (float|None), flagged (|deviation| > 10 %)
-    validation:    [{test, candidate, summary, verdict: pass|fail|inconclusive,
+    validation:    [{test, candidate, summary, verdicts?:[str] (every verdict), verdict: pass|fail|inconclusive,
                      metrics:[{name, value, unit}], charts:[{title, svg: str (SVG markup)}]}]
-    scores:        {criteria:[str], rows:[{candidate, values:[float], topsis: float, rank:int}],
+                   in the articles' order of the tests
+    scores:        {criteria:[str], rows:[{candidate, values:[float|None], total?: float|None,
+                    topsis: float|None, rank: int|None, screened_out?: bool}], method?: str,
                     sensitivity:[str], evidence_coverage:[{candidate, coverage: 0..1, note?}],
                     scoring_rules:[{criterion, rule}]}
+                   None is a missing score (printed "—", never 0). build adds `tables`: the rows
+                   transposed (criteria down, candidates across), at most SCORE_COLUMNS candidates
+                   per table, so no table is wider than the page however many candidates compete
     rollout:       {headroom:{percent: 20..30, statement},
                     monitoring:[{signal: memory|cache_hit_rate|swap|fragmentation|<other>,
                                  metric (the engine's real name), threshold, action?, owner?}],
@@ -36,6 +41,7 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
     observer:      {name, team?, watches}
     review:        {review_by: ISO date, triggers:[str]}  - build merges REEVALUATION_TRIGGERS
     lineage:       {supersedes?: str, superseded_by?: str}
+    score:         {id, inputs_hash, rules_version}?           - the scoring snapshot behind section 9
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ EVIDENCE_KINDS = ("configuration", "runtime", "responsibility", "review")
 PROVENANCES = ("MEASURED", "SIMULATED")
 HEADROOM_RANGE = (20.0, 30.0)
 CAPACITY_FLAG_FRACTION = 0.10
+SCORE_COLUMNS = 4  # candidates per scores table: beside the criterion column, they fit A4 portrait
 REEVALUATION_TRIGGERS = (
     "engine major version change",
     "model change",
@@ -109,12 +116,44 @@ def _need(ctx: dict, path: str, problems: list[str]) -> Any:
     return cur
 
 
+def score_tables(scores: dict, problems: list[str]) -> list[dict]:
+    """The scores transposed for the page: criteria as rows, at most SCORE_COLUMNS candidates as
+    columns per table, then the weighted total, TOPSIS and rank. A missing value stays None."""
+    criteria = list(scores.get("criteria") or [])
+    rows = list(scores.get("rows") or [])
+    for i, row in enumerate(rows):
+        values = row.get("values")
+        if not isinstance(values, list) or len(values) != len(criteria):
+            problems.append(f"scores.rows[{i}].values: need one value (or None) per criterion ({len(criteria)})")
+            return []
+        for key, value in [("values", v) for v in values] + [(k, row.get(k)) for k in ("total", "topsis")]:
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                problems.append(f"scores.rows[{i}].{key}: must be a number or None (missing), got {value!r}")
+                return []
+    tables = []
+    for start in range(0, len(rows), SCORE_COLUMNS):
+        chunk = rows[start : start + SCORE_COLUMNS]
+        tables.append(
+            {
+                "candidates": [row.get("candidate") for row in chunk],
+                "criteria": [
+                    {"name": name, "values": [row["values"][k] for row in chunk]} for k, name in enumerate(criteria)
+                ],
+                "totals": [row.get("total") for row in chunk],
+                "topsis": [row.get("topsis") for row in chunk],
+                "ranks": [row.get("rank") for row in chunk],
+                "screened_out": [bool(row.get("screened_out")) for row in chunk],
+            }
+        )
+    return tables
+
+
 def build_record_context(context: dict) -> dict:
     """Validate ``context`` and return a copy with derived fields; raise RecordContextError.
 
     Derived: ``simulated`` (True if any manifest entry is SIMULATED), capacity rows'
-    ``deviation_pct``/``flagged``, the standard re-evaluation triggers merged into
-    ``review.triggers``, and ``lineage`` defaulted to empty.
+    ``deviation_pct``/``flagged``, ``scores.tables`` (see `score_tables`), the standard
+    re-evaluation triggers merged into ``review.triggers``, and ``lineage`` defaulted to empty.
     """
     problems = [f"{s}: missing" for s in missing_sections(context)]
     ctx = copy.deepcopy(context)
@@ -199,6 +238,8 @@ def build_record_context(context: dict) -> dict:
         for j, chart in enumerate(test.get("charts", [])):
             if "<svg" not in str(chart.get("svg", "")):
                 problems.append(f"validation[{i}].charts[{j}].svg: not SVG markup")
+
+    ctx["scores"]["tables"] = score_tables(ctx["scores"], problems)
 
     triggers = list(ctx["review"].get("triggers") or [])
     for t in REEVALUATION_TRIGGERS:

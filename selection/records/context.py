@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from benchmarks import presentation, suite
-from benchmarks.models import BenchmarkRun
+from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, record_charts
 from benchmarks.selectors import latest_runs
 from selection.capacity.plans import plan_for_candidate
@@ -45,6 +47,25 @@ SIGNAL_THRESHOLDS = {
     "cache_hit_rate": "prefix hit rate < 50 % of the validated figure for 15 min",
     "swap": "preemptions/swaps > 1 per minute sustained for 10 min",
     "fragmentation": "KV usage > 0.8 while running requests < 50 % of validated concurrency",
+}
+# What the owner does when the alert fires (translated into the record's language when frozen).
+SIGNAL_ACTIONS = {
+    "memory": gettext_noop(
+        "page the platform on-call: hold new sessions at the gateway or add a replica before the headroom is "
+        "gone; look for sessions that keep their cache"
+    ),
+    "cache_hit_rate": gettext_noop(
+        "ticket to the platform team: check prompt templates and request routing for a changed shared prefix; "
+        "re-run the prefix-reuse test"
+    ),
+    "swap": gettext_noop(
+        "page the platform on-call: lower the concurrency limit or add capacity; check that never-swapped "
+        "sessions are unaffected"
+    ),
+    "fragmentation": gettext_noop(
+        "ticket to the platform team: rolling restart in low traffic; re-run the long-run stability test and "
+        "re-evaluate if it recurs"
+    ),
 }
 
 
@@ -147,6 +168,24 @@ def _gate_passed(candidate_score: dict[str, Any], dimension: str) -> bool:
     return bool(outcome and outcome.get("passed"))
 
 
+def _manifest_entries(run: BenchmarkRun) -> list[dict[str, Any]]:
+    """The run, then each file it stored (per-request Parquet, engine log, native result) with its
+    SHA-256; the raw upload is the run's own hash."""
+    entries = [_manifest_entry(run)]
+    for artifact in run.artifacts.exclude(kind=Artifact.Kind.RAW):
+        entries.append(
+            {
+                "kind": "artifact",
+                "name": f"run-{run.pk} {artifact.get_kind_display()}: {Path(artifact.file.name).name}",
+                "tool": run.tool or run.origin,
+                "version": run.tool_version or "—",
+                "sha256": artifact.sha256,
+                "provenance": run.evidence,
+            }
+        )
+    return entries
+
+
 def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
     sha = (
         run.raw_sha256
@@ -183,6 +222,7 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets) -> dict[str, Any]:
         "test": suite.title_of(run.test) + (" (SIMULATED)" if run.is_simulated else ""),
         "candidate": run.candidate.display_name,
         "summary": _summary(verdicts),
+        "verdicts": [_verdict_line(v) for v in verdicts],
         "verdict": verdict,
         "metrics": metrics,
         "charts": record_charts(run, budgets),
@@ -190,13 +230,34 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets) -> dict[str, Any]:
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
-    return (
-        "; ".join(
-            f"{v.get('name')}: {'pass' if v.get('passed') else 'fail' if v.get('passed') is False else 'n/a'}"
-            for v in verdicts[:6]
-        )
-        or "No pass criteria were evaluated for this run."
-    )
+    """How many verdicts the run has and how they came out; each one is listed below it."""
+    if not verdicts:
+        return "No pass criteria were evaluated for this run."
+    outcomes = [_outcome(v) for v in verdicts]
+    counts = ", ".join(f"{outcomes.count(o)} {o}" for o in dict.fromkeys(outcomes))
+    return f"{len(verdicts)} verdict{'' if len(verdicts) == 1 else 's'}: {counts}."
+
+
+def _outcome(verdict: dict[str, Any]) -> str:
+    return "pass" if verdict.get("passed") else "fail" if verdict.get("passed") is False else "n/a"
+
+
+def _verdict_line(verdict: dict[str, Any]) -> str:
+    """One verdict as the record prints it: every verdict of every test, none left out."""
+    detail = verdict.get("detail")
+    return f"{verdict.get('name')}: {_outcome(verdict)}" + (f" — {detail}" if detail else "")
+
+
+def _in_articles_order(runs: list[BenchmarkRun], candidates: list) -> list[BenchmarkRun]:
+    """Runs by test in the articles' order (stress, long context, swap-out, prefix reuse, stability,
+    then the rest), then by candidate as the comparison lists them."""
+    rank = {c.pk: i for i, c in enumerate(candidates)}
+    order = {test.id: test.number if test.number is not None else 99 for test in suite.TESTS}
+    return sorted(runs, key=lambda r: (order.get(r.test, 99), rank.get(r.candidate_id, 99), r.pk))
+
+
+def _rounded(value: Any) -> float | None:
+    return None if value is None else round(float(value), 3)
 
 
 def _clauses(reasons, language: str) -> str:
@@ -225,6 +286,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             if run.is_simulated and not record.include_simulated:
                 continue
             runs.append(run)
+    ranked = sorted(candidates.values(), key=lambda c: (by_id.get(str(c.pk)) or {}).get("rank") or 10**6)
+    runs = _in_articles_order(runs, ranked)
     capacity_blocks, winner_plan = [], None
     for candidate in candidates.values():
         try:
@@ -276,16 +339,20 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     )
     criteria_ids = [w.criterion for w in selection.weights.all()]
     score_rows = []
-    for cid, cand in by_id.items():
+    for cid, cand in sorted(by_id.items(), key=lambda item: item[1].get("rank") or 10**6):
         crit = cand.get("criteria", {})
         score_rows.append(
             {
                 "candidate": cand.get("label") or cid,
-                "values": [round((crit.get(k) or {}).get("score") or 0.0, 3) for k in criteria_ids],
-                "topsis": round(cand.get("topsis") or 0.0, 3),
-                "rank": cand.get("rank") or 0,
+                # a missing score stays None: the record prints "—" (missing), never 0
+                "values": [_rounded((crit.get(k) or {}).get("score")) for k in criteria_ids],
+                "total": _rounded(cand.get("total")),
+                "topsis": _rounded(cand.get("topsis")),
+                "rank": cand.get("rank"),
+                "screened_out": bool(cand.get("screened_out")),
             }
         )
+    method = (result.get("method") or {}).get("sentence")
     now = timezone.now()
     language = record_language()
     context = {
@@ -383,6 +450,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "scores": {
             "criteria": [criteria_domain.CRITERIA_BY_ID[k].name for k in criteria_ids],
             "rows": score_rows,
+            "method": message_text(method, language) if method else "",
             "sensitivity": [message_text(s, language) for s in result.get("sentences") or []],
             "evidence_coverage": [
                 {"candidate": cand.get("label") or cid, "coverage": cand.get("coverage") or 0.0}
@@ -400,6 +468,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                     "signal": signal,
                     "metric": _metric_for(signal, metrics),
                     "threshold": SIGNAL_THRESHOLDS[signal],
+                    "action": _(SIGNAL_ACTIONS[signal]),
                     "owner": person_name(selection.platform_owner),
                 }
                 for signal in records_domain.MONITORED_SIGNALS
@@ -451,7 +520,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                 "review": f"observer: {person_name(selection.observer) or '—'}",
             },
         ],
-        "manifest": [_manifest_entry(r) for r in runs]
+        "manifest": [entry for r in runs for entry in _manifest_entries(r)]
         or [
             {
                 "kind": "run",

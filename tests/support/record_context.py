@@ -205,9 +205,22 @@ def sample_record_context(
         "scores": {
             "criteria": ["alloc", "reuse", "concurrency", "context", "persistence", "observability", "cost"],
             "rows": [
-                {"candidate": "vLLM 0.33.0", "values": [4, 4, 5, 3, 3, 5, 4], "topsis": 0.71, "rank": 1},
-                {"candidate": "SGLang 0.5.23", "values": [5, 5, 4, 3, 4, 3, 4], "topsis": 0.68, "rank": 2},
+                {
+                    "candidate": "vLLM 0.33.0",
+                    "values": [0.8, 0.8, 1.0, 0.6, 0.6, 1.0, 0.8],
+                    "total": 0.812,
+                    "topsis": 0.71,
+                    "rank": 1,
+                },
+                {
+                    "candidate": "SGLang 0.5.23",
+                    "values": [1.0, 1.0, 0.8, 0.6, None, 0.6, 0.8],  # None: no swap-out evidence ("—")
+                    "total": 0.78,
+                    "topsis": 0.68,
+                    "rank": 2,
+                },
             ],
+            "method": "The weighted sum decides; TOPSIS agrees: vLLM is also first by closeness (0.710).",
             "sensitivity": [
                 "vLLM stays first unless the observability weight falls below 0.09.",
                 "Raising cache reuse above 0.26 makes SGLang first.",
