@@ -2,9 +2,9 @@
 
 Measured metrics come from the latest succeeded run of each test per candidate. Standard ones are
 computed from the load points (TTFT/TPOT p95, error rate, achieved concurrency, goodput); test-
-specific ones (prefix saving, swap-resume ratio, continuation correctness, soak drift, largest
-context rung, KV headroom) are read by their scoring names from the run's `metadata["derived"]`
-or its points' `extra`, where the harness and the simulator write them.
+specific ones (prefix saving, swap-resume ratio against a recompute, continuation correctness,
+soak drift, largest context rung, KV headroom) are read by their scoring names from the run's
+`metadata["derived"]` or its points' `extra`, where the harness and the simulator write them.
 """
 
 from __future__ import annotations
@@ -84,9 +84,12 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
     - prefix_reuse: prefix_saving_ratio = measured prefix-cache hit ratio / the shared share of the
       prompt (prefix / (prefix + suffix)): 1 means every shareable token was reused.
     - long_context: max_context_rung_reached = the largest rung that succeeded.
-    - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / first-turn (cold prefill) TTFT p50, a
-      conservative stand-in for "resume vs full recompute" (the resumed context is longer than turn 1);
+    - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / recompute TTFT p50 of the same
+      histories, as the swap test measures both (its `resume` figures, else its "resume" and
+      "recompute" points), and only when the test observed the eviction; without a recompute
+      measurement it is missing (a first turn is a different, shorter prompt: no stand-in);
       continuation_correct = 1 when every resumed session continued identically, else 0.
+    A value the harness wrote into `metadata["derived"]` takes precedence over these.
     """
     derived: dict[str, float] = {}
     points = {p.label: p for p in run.points.all()}
@@ -110,13 +113,34 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if rung:
             derived["max_context_rung_reached"] = float(rung)
     elif run.test == "swap_recovery":
-        turn1, resume = points.get("turn1"), points.get("resume")
-        if turn1 is not None and resume is not None and turn1.ttft_ms.get("p50") and resume.ttft_ms.get("p50"):
-            derived["swap_resume_ttft_ratio"] = resume.ttft_ms["p50"] / turn1.ttft_ms["p50"]
+        ratio = swap_resume_over_recompute(run.metadata or {}, points, run.verdicts or [])
+        if ratio is not None:
+            derived["swap_resume_ttft_ratio"] = ratio
         same = _verdict(run, "continuation_identical")
         if same and same.get("passed") is not None:
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
     return derived
+
+
+def swap_resume_over_recompute(metadata: dict[str, Any], points: dict[str, Any], verdicts: list) -> float | None:
+    """Resume TTFT p50 / recompute TTFT p50 of the same histories (the swap test's forced eviction),
+    or None when the test did not measure a recompute or did not observe the eviction."""
+    eviction = metadata.get("eviction")
+    if isinstance(eviction, dict) and not eviction.get("observed"):
+        return None  # nothing was evicted: a resume cost says nothing about swapping
+    exercised = next((v for v in verdicts if v.get("name") == "eviction_exercised"), None)
+    if exercised is not None and not (exercised.get("status") == "pass" or exercised.get("passed") is True):
+        return None
+    figures = metadata.get("resume") if isinstance(metadata.get("resume"), dict) else {}
+    resumed = (figures.get("resume_ttft_ms") or {}).get("p50")
+    recomputed = (figures.get("recompute_ttft_ms") or {}).get("p50")
+    if resumed is None or not recomputed:
+        resume, recompute = points.get("resume"), points.get("recompute")
+        resumed = resume.ttft_ms.get("p50") if resume is not None else None
+        recomputed = recompute.ttft_ms.get("p50") if recompute is not None else None
+    if resumed is None or not recomputed:
+        return None
+    return float(resumed) / float(recomputed)
 
 
 def _target_point(points: list, target: float | None):

@@ -131,3 +131,62 @@ def test_a_context_ladder_that_reached_the_longest_input_scores_full_marks(candi
     indicators = vllm["criteria"]["context_extension"]["indicators"]
     reached = next(i for i in indicators if i["indicator"] == "context_reached_vs_required")
     assert reached["inputs"]["required_context"] == 4096 and reached["score"] == 1.0
+
+
+def swap_run(candidate, ttft_p50, metadata=None, verdicts=None):
+    """A swap-out run: one point per phase (the swap test of the validation-tests overhaul labels
+    them turn1, warm, resume, never_swap, recompute) with its TTFT p50."""
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="swap_recovery",
+        origin="harness",
+        status="succeeded",
+        evidence="MEASURED",
+        metadata=metadata or {},
+        verdicts=verdicts or [],
+    )
+    for index, (label, p50) in enumerate(ttft_p50.items()):
+        RunPoint.objects.create(run=run, index=index, label=label, concurrency=8, ttft_ms={"p50": p50})
+    return run
+
+
+def test_the_swap_score_divides_by_the_recompute_of_the_same_history(candidates):
+    """A resumed session's TTFT is compared with recomputing that history, as the rule says; it
+    was divided by the first turn's TTFT (a shorter prompt): 300 / 100 = 3.0 scored 0."""
+    phases = {"turn1": 100.0, "warm": 120.0, "resume": 300.0, "recompute": 600.0}
+    figures = {
+        "warm_ttft_ms": {"n": 8, "p50": 120.0},
+        "resume_ttft_ms": {"n": 8, "p50": 300.0},
+        "recompute_ttft_ms": {"n": 8, "p50": 600.0},
+    }
+    eviction = {"observed": True, "evidence": ["12 preemptions"]}
+    swap_run(candidates[0], phases, {"resume": figures, "eviction": eviction})
+    metrics = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics
+    assert metrics["swap_resume_ttft_ratio"].value == pytest.approx(0.5)
+    # the points alone (an upload in the native format) give the same ratio
+    swap_run(candidates[1], phases, verdicts=[{"name": "eviction_exercised", "status": "pass", "passed": True}])
+    metrics = evidence_for(candidates[1].selection, [candidates[1]])[0].metrics
+    assert metrics["swap_resume_ttft_ratio"].value == pytest.approx(0.5)
+    result = compute_scores(candidates[0].selection).result
+    vllm = next(c for c in result["candidates"] if c["candidate"] == str(candidates[0].pk))
+    indicators = vllm["criteria"]["cache_persistence"]["indicators"]
+    ratio = next(i for i in indicators if i["indicator"] == "swap_resume_ttft_ratio")
+    assert ratio["score"] == pytest.approx((1.0 - 0.5) / 0.8)
+
+
+def test_no_recompute_or_no_eviction_leaves_the_swap_score_missing(candidates):
+    swap_run(candidates[0], {"turn1": 100.0, "resume": 300.0})  # no recompute measured: no stand-in
+    not_evicted = {"resume": {"resume_ttft_ms": {"p50": 300.0}, "recompute_ttft_ms": {"p50": 600.0}}}
+    swap_run(candidates[1], {"resume": 300.0, "recompute": 600.0}, {**not_evicted, "eviction": {"observed": False}})
+    swap_run(
+        candidates[2],
+        {"resume": 300.0, "recompute": 600.0},
+        verdicts=[{"name": "eviction_exercised", "status": "not exercised", "passed": None}],
+    )
+    for candidate in candidates:
+        metrics = evidence_for(candidate.selection, [candidate])[0].metrics
+        assert "swap_resume_ttft_ratio" not in metrics
+    # the harness's own figure (metadata["derived"]) is used as it wrote it
+    run = swap_run(candidates[0], {"resume": 300.0, "recompute": 600.0}, {"derived": {"swap_resume_ttft_ratio": 0.4}})
+    ratio = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics["swap_resume_ttft_ratio"]
+    assert ratio.value == 0.4 and ratio.run_ids == (str(run.pk),)
