@@ -7,7 +7,10 @@ Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
   score in [0, 1] with a small named mapping whose bounds live in ONE table, `MAPPINGS`
   (scenario overrides in `SCENARIO_BOUNDS`). Bounds are fixed per scenario, or relative to the
   selection's constraints (e.g. TTFT p95 / budget); they are never min-max over the candidate
-  set, so adding or removing a weak candidate can never flip the winner.
+  set, so adding or removing a weak candidate can never flip the winner. A documented feature
+  that a test observed overrides the documentation: the overload test confirms an admission limit
+  (rejection or queueing past the sustainable load) or refutes it (OOM or a crash), see
+  `ADMISSION_HELD`.
 * **Missing evidence** is reported as missing, never as 0 or 1. A criterion's `score` is the
   conservative lower bound (missing indicators contribute nothing; measured indicators weigh 2,
   documented ones 1) and `score_upper` the value if every missing indicator came in at full
@@ -114,6 +117,10 @@ TEAM_NEEDED = {"low": 1, "medium": 2, "high": 4}
 # Documented-feature vocabularies.
 HIGH_PRECISION_KV = {"auto", "bf16", "bfloat16", "fp16", "float16", "half", "fp32", "float32", "f16", "f32"}
 SCHEDULING_FEATURES = ("priority", "fair", "admission_limit")
+# The overload test's level past the sustainable load (metric overload_handling: rejection 1.0,
+# queueing 0.7, latency collapse 0.3, OOM or crash 0.0) confirms a bounded admission at or above
+# the first value and refutes a documented one at or below the second.
+ADMISSION_HELD, ADMISSION_FAILED = 0.7, 0.0
 KV_METRIC_CATEGORIES = ("kv_usage", "prefix_hit_rate", "preemptions", "queue_depth")
 OFFLOAD_TIERS = ("cpu", "disk", "remote")
 
@@ -152,7 +159,7 @@ class DocumentedFeatures:
     preemption_mode: str | None = None  # swap | recompute | none
     metrics_exported: tuple[str, ...] | None = None  # subset of KV_METRIC_CATEGORIES
     operating_complexity: str | None = None  # low | medium | high
-    sources: dict[str, str] = field(default_factory=dict)  # feature name -> source URL
+    sources: dict[str, str] = field(default_factory=dict)  # feature name -> source URL(s), space-separated
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,8 @@ class CandidateEvidence:
     idle_release_share (share of idle sessions whose cache was released or swapped out),
     capacity_prediction_error (|predicted - measured| / measured), sustainable_concurrency_per_gpu
     (within the latency budget), cost_per_mtok (currency per million output tokens within the
-    budget; see cost_per_million_output_tokens), output_tokens_per_s_per_gpu (goodput).
+    budget; see cost_per_million_output_tokens), output_tokens_per_s_per_gpu (goodput),
+    overload_handling (the overload test's level past the sustainable load, 0..1).
     """
 
     candidate: str
@@ -413,13 +421,14 @@ MAPPINGS: tuple[Mapping, ...] = (
     Mapping(
         "concurrency_control",
         "scheduling_isolation",
-        ("documented.scheduling_features",),
+        ("documented.scheduling_features", "overload_handling"),
         D,
         "higher_better",
         0.0,
         1.0,
         "share",
-        "share of {priority, fair, admission_limit} documented",
+        "share of {priority, fair, admission_limit} documented; the overload test confirms the admission limit "
+        "(rejection or queueing past the sustainable load) or refutes it (OOM or a crash)",
         1.0,
     ),
     # context
@@ -709,6 +718,7 @@ def _derive(
     scenario: str,
     used: list[Metric],
     inputs: dict[str, Any],
+    include_simulated: bool = False,
 ) -> Any:
     """The indicator's input value x (a number, or a level name for `levels` rows)."""
     doc = ev.documented
@@ -772,7 +782,20 @@ def _derive(
         known = sorted({t.lower() for t in tiers} & set(OFFLOAD_TIERS))
         return _count_level(len(known))
     if name == "scheduling_isolation":
-        features = {f.lower() for f in _documented(doc.scheduling_features, "scheduling_features", inputs)}
+        overload = _overload_level(ev, include_simulated, used)
+        if doc.scheduling_features is None and overload is None:
+            raise _Missing("catalog does not document scheduling_features (unknown)")
+        features = {f.lower() for f in doc.scheduling_features or ()}
+        if doc.scheduling_features is not None:
+            inputs["scheduling_features"] = list(doc.scheduling_features)
+        if overload is not None:
+            inputs["overload_handling"] = overload
+            if overload >= ADMISSION_HELD:
+                features.add("admission_limit")
+                inputs["admission_limit"] = "held in the overload test (rejection or queueing, no OOM)"
+            elif overload <= ADMISSION_FAILED:
+                features.discard("admission_limit")
+                inputs["admission_limit"] = "failed in the overload test (OOM or a crash past the sustainable load)"
         return sum(f in features for f in SCHEDULING_FEATURES) / len(SCHEDULING_FEATURES)
     if name == "kv_metrics_exported":
         exported = {f.lower() for f in _documented(doc.metrics_exported, "metrics_exported", inputs)}
@@ -785,6 +808,15 @@ def _derive(
         inputs["team_needed"] = TEAM_NEEDED[complexity]
         return inputs["team_size"] / TEAM_NEEDED[complexity]
     raise AssertionError(f"no derivation for indicator {name}")  # pragma: no cover - table and code out of sync
+
+
+def _overload_level(ev: CandidateEvidence, include_simulated: bool, used: list[Metric]) -> float | None:
+    """The overload test's level, when measured (SIMULATED only when it may be used)."""
+    metric = ev.metrics.get("overload_handling")
+    if metric is None or metric.value is None or (metric.evidence == SIMULATED and not include_simulated):
+        return None
+    used.append(metric)
+    return float(metric.value)
 
 
 def _documented(value: Any, name: str, inputs: dict[str, Any]) -> Any:
@@ -814,7 +846,7 @@ def score_indicator(
     )
     used: list[Metric] = []
     try:
-        x = _derive(row, evidence, constraints, scenario, used, result.inputs)
+        x = _derive(row, evidence, constraints, scenario, used, result.inputs, include_simulated)
     except _Missing as missing:
         result.reason = str(missing)
         return result
@@ -828,8 +860,9 @@ def score_indicator(
             return result
     else:
         result.evidence = DOCUMENTED
+        result.run_ids = sorted({run for metric in used for run in metric.run_ids})  # a test that confirmed it
         keys = [key.split(".", 1)[1] for key in row.inputs if key.startswith("documented.")]
-        result.sources = [evidence.documented.sources[k] for k in keys if k in evidence.documented.sources]
+        result.sources = [url for k in keys for url in evidence.documented.sources.get(k, "").split()]
     result.input_value = x
     if row.direction == "levels":
         value = level_score(str(x).lower(), row.levels)

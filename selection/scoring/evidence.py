@@ -26,7 +26,10 @@ DERIVED_METRICS = (
     "swap_resume_ttft_ratio",
     "continuation_correct",
     "idle_release_share",
+    "overload_handling",  # the overload test's level past the sustainable load (rejection 1.0 ... OOM 0.0)
 )
+# catalog capability -> scoring's scheduling feature (domain.scoring.SCHEDULING_FEATURES)
+SCHEDULING = {"priority_scheduling": "priority", "fair_scheduling": "fair", "admission_limit": "admission_limit"}
 
 ALLOCATION = {"paged": "paged", "radix": "paged", "static": "static", "contiguous": "preallocated"}
 PREFIX_CACHE = {
@@ -58,18 +61,27 @@ def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
         exported = tuple(
             cat for cat, needles in METRIC_CATEGORIES.items() if any(n in name for name in metrics for n in needles)
         )
-    priority = caps.get("priority_scheduling")
+    scheduling = {feature: caps.get(capability) for capability, feature in SCHEDULING.items()}
     return scoring.DocumentedFeatures(
         allocation_strategy=ALLOCATION.get(caps.get("allocation_strategy") or "", None),
         prefix_cache=PREFIX_CACHE.get(caps.get("prefix_cache_kind") or "", None),
         kv_cache_dtypes=tuple(caps["kv_quant_dtypes"]) if caps.get("kv_quant_dtypes") is not None else None,
         offload_tiers=tuple(caps["offload_tiers"]) if caps.get("offload_tiers") is not None else None,
-        scheduling_features=None if priority is None else (("priority",) if priority else ()),
+        # documented as present; one the catalog leaves unknown counts as absent, all unknown is missing
+        scheduling_features=None
+        if all(v is None for v in scheduling.values())
+        else tuple(feature for feature, present in scheduling.items() if present),
         preemption_mode=PREEMPTION.get(caps.get("preemption_mode") or "", None),
         metrics_exported=exported,
         operating_complexity=caps.get("ops_complexity"),
-        sources={k: v for k, v in (caps.get("sources") or {}).items() if v},
+        sources={k: v for k, v in (caps.get("sources") or {}).items() if v} | _scheduling_source(caps),
     )
+
+
+def _scheduling_source(caps: dict[str, Any]) -> dict[str, str]:
+    """The catalog pages the scheduling features were read from, as one source."""
+    urls = dict.fromkeys(url for cap in SCHEDULING if (url := (caps.get("sources") or {}).get(cap)))
+    return {"scheduling_features": " ".join(urls)} if urls else {}
 
 
 def _verdict(run: BenchmarkRun, name: str) -> dict[str, Any] | None:

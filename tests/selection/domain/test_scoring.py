@@ -638,3 +638,33 @@ def test_when_topsis_agrees_the_result_says_so():
     assert "It agrees: A is also first by TOPSIS closeness" in str(result.method["sentence"])
     alone = score_candidates("A", [a], CONS, {"concurrency_control": 1.0})
     assert alone.method["agrees"] is None and "TOPSIS needs at least two" in str(alone.method["sentence"])
+
+
+# ------------------------------------------------------------------ scheduling isolation
+
+
+@pytest.mark.parametrize(
+    "documented, overload, evidence, expected, admission",
+    [
+        (("priority", "fair", "admission_limit"), None, MEASURED, 1.0, None),  # it could never exceed 1/3
+        (("priority", "admission_limit"), 0.0, MEASURED, 1 / 3, "failed in the overload test"),  # OOM past it
+        (("priority",), 1.0, MEASURED, 2 / 3, "held in the overload test"),  # clean rejection observed
+        (("priority",), 0.7, MEASURED, 2 / 3, "held in the overload test"),  # bounded queueing, no OOM
+        (("priority", "admission_limit"), 0.3, MEASURED, 2 / 3, None),  # latency collapse: the docs stand
+        (None, 1.0, MEASURED, 1 / 3, "held in the overload test"),  # nothing documented, observed
+        (("priority", "admission_limit"), 0.0, SIMULATED, 2 / 3, None),  # SIMULATED is not used here
+    ],
+)
+def test_scheduling_isolation_maps_fair_scheduling_and_admission_limits(
+    documented, overload, evidence, expected, admission
+):
+    doc = DocumentedFeatures(scheduling_features=documented)
+    values = {} if overload is None else {"overload_handling": overload}
+    ev = CandidateEvidence("a", "A", metrics(values, evidence, run="run-overload"), doc)
+    result = score_candidates("A", [ev], CONS, {"concurrency_control": 1.0})
+    isolation = indicator(result, "a", "concurrency_control", "scheduling_isolation")
+    assert isolation.status == "ok" and isolation.score == pytest.approx(expected)
+    if admission is None:
+        assert "admission_limit" not in isolation.inputs
+    else:
+        assert isolation.inputs["admission_limit"].startswith(admission) and isolation.run_ids == ["run-overload"]

@@ -190,3 +190,35 @@ def test_no_recompute_or_no_eviction_leaves_the_swap_score_missing(candidates):
     run = swap_run(candidates[0], {"resume": 300.0, "recompute": 600.0}, {"derived": {"swap_resume_ttft_ratio": 0.4}})
     ratio = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics["swap_resume_ttft_ratio"]
     assert ratio.value == 0.4 and ratio.run_ids == (str(run.pk),)
+
+
+def test_scheduling_isolation_reads_the_catalogs_admission_limits_and_the_overload_test(candidates):
+    """Only "priority" was ever mapped, so no engine could score above 1/3; the catalog now states
+    admission limits and fair scheduling, and the overload test confirms or refutes the limit."""
+    vllm, sglang, llama = (documented_features(c) for c in candidates)
+    assert vllm.scheduling_features == ("priority", "admission_limit")  # fair: documented as absent
+    assert llama.scheduling_features == ("admission_limit",)  # -np slots; priority and fair unknown
+    assert "vllm/config/scheduler.py" in vllm.sources["scheduling_features"]
+
+    def isolation(candidate):
+        result = compute_scores(candidate.selection).result
+        scored = next(c for c in result["candidates"] if c["candidate"] == str(candidate.pk))
+        rows = scored["criteria"]["concurrency_control"]["indicators"]
+        return next(i for i in rows if i["indicator"] == "scheduling_isolation")
+
+    assert isolation(candidates[0])["score"] == pytest.approx(2 / 3)
+    # the overload test (validation-tests overhaul, branch issue15) saw an OOM past the sustainable load
+    overload = BenchmarkRun.objects.create(
+        candidate=candidates[0],
+        test="overload",
+        origin="harness",
+        status="succeeded",
+        evidence="MEASURED",
+        metadata={
+            "derived": {"sustainable_concurrency": 48, "overload_handling": 0.0},
+            "past_sustainable": ["oom"],
+        },
+    )
+    refuted = isolation(candidates[0])
+    assert refuted["score"] == pytest.approx(1 / 3) and refuted["run_ids"] == [str(overload.pk)]
+    assert refuted["inputs"]["admission_limit"].startswith("failed in the overload test")
