@@ -353,6 +353,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             }
         )
     method = (result.get("method") or {}).get("sentence")
+    sentences = [s for s in result.get("sentences") or [] if s != method]  # the method has its own line
     now = timezone.now()
     language = record_language()
     context = {
@@ -374,7 +375,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "summary": record.decision
             or _("Choose %(engine)s for %(selection)s.") % {"engine": engine_label, "selection": selection.name},
             "rationale": [line for line in (record.rationale or "").splitlines() if line.strip()]
-            + [message_text(s, language) for s in (result.get("sentences") or [])[:5]],
+            + [message_text(s, language) for s in sentences[:5]],
         },
         "risk_boundary": {
             "applies_to": [line for line in record.applies_to.splitlines() if line.strip()]
@@ -451,7 +452,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "criteria": [criteria_domain.CRITERIA_BY_ID[k].name for k in criteria_ids],
             "rows": score_rows,
             "method": message_text(method, language) if method else "",
-            "sensitivity": [message_text(s, language) for s in result.get("sentences") or []],
+            "sensitivity": [message_text(s, language) for s in sentences],
             "evidence_coverage": [
                 {"candidate": cand.get("label") or cid, "coverage": cand.get("coverage") or 0.0}
                 for cid, cand in by_id.items()

@@ -189,6 +189,7 @@ def test_the_record_states_its_scores_and_evidence_fully(demo_like, architect):
     assert all(row["total"] is not None for row in scores["rows"])
     # item 18: which method decides, and what TOPSIS says
     assert scores["method"].startswith("The weighted sum decides")
+    assert scores["method"] not in scores["sensitivity"] + snapshot["decision"]["rationale"]  # stated once
     # item 23: the scoring snapshot's hash and rules version travel with the scores
     assert len(snapshot["score"]["inputs_hash"]) == 64 and snapshot["score"]["rules_version"].startswith("kvselect")
     # item 22: every verdict, not the first six
