@@ -32,8 +32,11 @@ _OOM_PATTERN = re.compile(
 )
 
 _STALE_CONNECTION_RETRIES = 4
-# Events that need the full JSON parse (see OpenAIClient._read_stream's fast path).
-_SPECIAL_MARKERS = (b'"usage"', b'"error"', b"[DONE]", b'"finish_reason":"', b'"finish_reason": "')
+# Events that need the full JSON parse (see StreamRecorder's fast path): usage with a value (SGLang's
+# and TGI's `"usage":null` on every chunk is not), errors, the end marker and a finish reason.
+_SPECIAL_MARKERS = (b'"usage":{', b'"usage": {', b'"error"', b"[DONE]", b'"finish_reason":"', b'"finish_reason": "')
+# A string-valued reasoning field beside an empty content: a token the counting cannot see.
+_REASONING_MARKERS = (b'"reasoning_content":"', b'"reasoning_content": "', b'"reasoning":"', b'"reasoning": "')
 
 ERROR_CLASSES = ("http", "timeout", "disconnect", "connect", "oom", "stream_error", "cancelled", "client")
 
@@ -75,6 +78,8 @@ class SSEParser:
 
     def take_complete(self, data: bytes) -> bytes:
         """Feed bytes; return the region of complete events (LF-normalised), keep the rest buffered."""
+        if not self._buffer and data[-2:] == b"\n\n" and b"\r" not in data:  # whole events, the usual read
+            return data
         buffer = self._buffer + data if self._buffer else data
         held = b""
         if b"\r" in buffer:
@@ -538,9 +543,12 @@ class OpenAIClient:
 class StreamRecorder:
     """Turns the bytes of one SSE response into a RequestRecord, read by read.
 
-    Fast path, per network read: when every complete event in the read is a plain one-token
-    chunk (content non-empty, finish_reason null, no usage, no error: counted with a few C-level
-    scans of the whole read), the events are recorded without a JSON parse. Any other event goes
+    Fast path, per network read: the events before the first one that needs a full parse (usage
+    with a value, an error, a finish reason, `[DONE]`) are counted with a few C-level scans of the
+    whole read instead of parsed. They qualify when every one is a single `data:` line with a
+    string content (`text` for completions) and a null finish reason: then the tokens are the
+    events whose content is not empty. That covers vLLM's and SGLang's opening role chunk
+    (`"content":""`) and TGI's `data:` without a space and `"usage":null`. Any other event goes
     through the full parse. The markers cannot occur inside a JSON string (quotes are escaped
     there), so a mismatch only ever sends a read to the slow path.
     """
@@ -564,8 +572,6 @@ class StreamRecorder:
             return False
         tail = complete
         if not self.keep_text:
-            # The plain head of the read: everything before the first event that carries usage,
-            # an error, a finish reason or [DONE] (those go through the full parse).
             stop = len(complete)
             for marker in _SPECIAL_MARKERS:
                 at = complete.find(marker, 0, stop)
@@ -574,23 +580,23 @@ class StreamRecorder:
             if stop < len(complete):
                 boundary = complete.rfind(b"\n\n", 0, stop)
                 cut = boundary + 2 if boundary >= 0 else 0
+                head, tail = complete[:cut], complete[cut:]
             else:
-                cut = len(complete)
-            head, tail = complete[:cut], complete[cut:]
+                head, tail = complete, b""
             events = head.count(b"\n\n")
-            if events and head.count(b"\n") == 2 * events and head.count(b"data: ") == events:
-                for content_marker, empty_marker, null_marker in self.marker_sets:
-                    if (head.count(null_marker) == events and head.count(content_marker) == events
-                            and empty_marker not in head):
-                        if record.first_token_time is None:
-                            record.first_token_time = now
-                        record.chunk_times.extend([now] * events)
-                        record.chunk_tokens.extend([1] * events)
-                        break
-                else:
+            if events:
+                tokens = self._count_plain(head, events)
+                if tokens is None:
                     tail = complete
-            elif events:
-                tail = complete
+                elif tokens:
+                    if record.first_token_time is None:
+                        record.first_token_time = now
+                    if tokens == 1:
+                        record.chunk_times.append(now)
+                        record.chunk_tokens.append(1)
+                    else:
+                        record.chunk_times.extend([now] * tokens)
+                        record.chunk_tokens.extend([1] * tokens)
         if tail:
             for payload in self.parser.events_of(tail):
                 _handle_payload(record, payload, now, self.api, self.keep_text)
@@ -601,6 +607,18 @@ class StreamRecorder:
                 record.output_tokens = sum(record.chunk_tokens)
             return True
         return False
+
+    def _count_plain(self, head: bytes, events: int) -> int | None:
+        """Tokens in `events` plain events (one each unless the content is empty); None: parse them."""
+        if head.count(b"\n") != 2 * events or head.count(b"data:") != events:
+            return None
+        for content_marker, empty_marker, null_marker in self.marker_sets:
+            if head.count(null_marker) == events and head.count(content_marker) == events:
+                empty = head.count(empty_marker)
+                if empty and any(marker in head for marker in _REASONING_MARKERS):
+                    return None
+                return events - empty
+        return None
 
     def finish(self, end_time: float) -> None:
         """The stream ended (EOF) at `end_time`, the last byte's arrival."""

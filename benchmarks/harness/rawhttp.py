@@ -147,6 +147,16 @@ class _ResponseProtocol(asyncio.Protocol):
         self._consume_chunked(now, data)
 
     def _consume_chunked(self, now: float, data: bytes) -> None:
+        if not self.buffer and self.remaining == -1:  # the usual read: exactly one whole chunk (one event)
+            line_end = data.find(b"\r\n", 0, 10)
+            if line_end > 0:
+                try:
+                    end = line_end + 2 + int(data[:line_end], 16)
+                except ValueError:
+                    end = -1
+                if end > line_end + 2 and len(data) == end + 2 and data[end:] == b"\r\n":
+                    self.on_body(self, now, data[line_end + 2:end])  # type: ignore[misc]
+                    return
         buffer = self.buffer + data if self.buffer else data
         out = []
         position = 0
