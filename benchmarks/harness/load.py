@@ -94,6 +94,7 @@ class LoadOutcome:
     send_lateness_ms_p99: float | None = None
     loop_lag_ms_p99: float | None = None
     client_cpu_s: float = 0.0
+    processes: int = 1  # worker processes that drove the load (their records merged here)
     client_bound: bool = False
     client_bound_reasons: list[str] = field(default_factory=list)
     cancelled: bool = False

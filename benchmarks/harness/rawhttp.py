@@ -147,16 +147,32 @@ class _ResponseProtocol(asyncio.Protocol):
         self._consume_chunked(now, data)
 
     def _consume_chunked(self, now: float, data: bytes) -> None:
-        if not self.buffer and self.remaining == -1:  # the usual read: exactly one whole chunk (one event)
-            line_end = data.find(b"\r\n", 0, 10)
-            if line_end > 0:
+        if not self.buffer and self.remaining == -1:
+            # The usual read: whole chunks (an engine writes one event per chunk; a busy client reads
+            # several at once). A tight loop over them; anything else goes to the general parser below.
+            size = len(data)
+            position = 0
+            pieces = []
+            while position < size:
+                line_end = data.find(b"\r\n", position, position + 10)
+                if line_end < 0:
+                    break
                 try:
-                    end = line_end + 2 + int(data[:line_end], 16)
+                    length = int(data[position:line_end], 16)
                 except ValueError:
-                    end = -1
-                if end > line_end + 2 and len(data) == end + 2 and data[end:] == b"\r\n":
-                    self.on_body(self, now, data[line_end + 2:end])  # type: ignore[misc]
-                    return
+                    break
+                start = line_end + 2
+                end = start + length
+                if length <= 0 or end + 2 > size or data[end:end + 2] != b"\r\n":
+                    break
+                pieces.append(data[start:end])
+                position = end + 2
+            if position == size:
+                self.on_body(self, now, pieces[0] if len(pieces) == 1 else b"".join(pieces))  # type: ignore[misc]
+                return
+            if pieces:  # whole chunks, then the rest (a partial chunk, the last-chunk marker) below
+                self.on_body(self, now, b"".join(pieces))  # type: ignore[misc]
+                data = data[position:]
         buffer = self.buffer + data if self.buffer else data
         out = []
         position = 0

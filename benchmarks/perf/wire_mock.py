@@ -12,7 +12,8 @@ did in between, and a client's error is what the client adds on both legs.
 It speaks only what the benchmark needs: POST /v1/chat/completions (or /v1/completions) with a
 Content-Length body and `stream: true`, chunked SSE in a real engine's exact shape (vLLM's by
 default), keep-alive; GET /health and
-GET /mock/true_times ({request id: [arrival, first token sent]}, perf_counter seconds).
+GET /mock/true_times ({request id: [arrival, first token sent, last byte sent]}, perf_counter
+seconds; a request without `kvselect_request_id`, as a peer client sends it, is numbered `anon-N`).
 """
 
 from __future__ import annotations
@@ -98,7 +99,11 @@ class _Connection:
         config, loop = self.server.config, self.server.loop
         assert loop is not None
         tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
-        rid = str(body.get("kvselect_request_id", ""))
+        rid = body.get("kvselect_request_id")
+        if rid is None:
+            self.server.anonymous += 1
+            rid = f"anon-{self.server.anonymous}"
+        rid = str(rid)
         events = EngineStream(config.shape, chat, "wire-" + rid, str(body.get("model")), int(time.time()))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -124,6 +129,7 @@ class _Connection:
                 self.send(b"%x\r\n%s\r\n" % (len(usage), usage))
             done = events.done()
             self.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+            self.server.true_times[rid].append(time.perf_counter())
             self.busy = False
             self.try_request()
 
@@ -147,6 +153,7 @@ class WireMockServer:
         self.config = config
         self.true_times: dict[str, list[float]] = {}
         self.unstamped = 0  # requests whose arrival had no kernel stamp
+        self.anonymous = 0  # requests without a kvselect_request_id
         self.reader = wireclock.StampedReader()
         self.listener = socket.create_server((host, port), backlog=4096)
         self.listener.setblocking(False)
