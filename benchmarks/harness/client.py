@@ -322,6 +322,11 @@ class OpenAIClient:
         transport: Literal["auto", "raw", "aiohttp"] = "auto",
         kernel_timestamps: bool = True,
     ) -> None:
+        # what clone() needs to open the same client again in a worker process
+        self._settings = {"base_url": base_url, "model": model, "api_key": api_key, "request_timeout_s": request_timeout_s,
+                          "connect_timeout_s": connect_timeout_s, "keep_text": keep_text,
+                          "max_connections": max_connections, "transport": transport,
+                          "kernel_timestamps": kernel_timestamps}
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[:-3]
@@ -366,6 +371,17 @@ class OpenAIClient:
             return {"transport": "raw", **self._raw.timestamping()}
         return {"transport": "aiohttp", "receive_clock": "user space", "kernel_stamped_read_fraction": None,
                 "reads": None, "unstamped_reads": None}
+
+    def clone(self) -> "OpenAIClient":
+        """A new, unopened client with the same settings (one per worker process: sockets and
+        sessions belong to the event loop that opened them)."""
+        return OpenAIClient(**self._settings, keep_alive=self.keep_alive)
+
+    def absorb_reads(self, stamped: int, unstamped: int) -> None:
+        """Count reads that clones made in worker processes, so timestamping() covers the whole run."""
+        if self._raw is not None:
+            self._raw.stamped_reads += stamped
+            self._raw.unstamped_reads += unstamped
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIClient({self.base_url!r}, model={self.model!r})"
