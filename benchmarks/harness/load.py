@@ -584,9 +584,9 @@ def peak_concurrency(records: list[RequestRecord]) -> int:
     return peak
 
 
-def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None]:
+def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None, float | None]:
     """(fraction of token events that shared a read with earlier tokens of a paced stream, the most
-    such a read may have stamped its earliest token late, ms).
+    such a read may have stamped its earliest token late, ms, the streams' median gap between reads, ms).
 
     A read is stamped with its newest packet's arrival. A stream the engine writes token by token
     (median gap between reads at least PACED_GAP_MS) puts one token in each read while the client
@@ -595,6 +595,7 @@ def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None
     """
     shared = total = 0
     worst = 0.0
+    paced_gaps: list[float] = []
     for record in records:
         times = record.chunk_times
         if len(times) < 3:
@@ -606,6 +607,7 @@ def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None
         gap_ms = gaps[len(gaps) // 2] * 1000.0
         if gap_ms < PACED_GAP_MS:
             continue
+        paced_gaps.append(gap_ms)
         total += len(times)
         extra = len(times) - len(distinct)
         if extra:
@@ -616,8 +618,9 @@ def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None
                 longest = max(longest, run)
             worst = max(worst, (longest - 1) * gap_ms)
     if not total:
-        return None, None
-    return shared / total, worst
+        return None, None, None
+    paced_gaps.sort()
+    return shared / total, worst, paced_gaps[len(paced_gaps) // 2]
 
 
 async def _sleep_until(deadline: float, stop: asyncio.Event) -> None:
@@ -649,7 +652,7 @@ def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
     reasons = outcome.client_bound_reasons
     lateness, lags = outcome.send_lateness_ms, outcome.loop_lags_ms
     outcome.loop_lag_ms_p99 = _percentile(lags, 99)
-    outcome.late_read_fraction, outcome.late_read_max_ms = late_reads(outcome.records)
+    outcome.late_read_fraction, outcome.late_read_max_ms, gap_ms = late_reads(outcome.records)
     if lateness:
         outcome.late_sends_fraction = sum(1 for x in lateness if x > LATE_SEND_MS) / len(lateness)
         outcome.send_lateness_ms_p99 = _percentile(lateness, 99)
@@ -674,9 +677,13 @@ def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
     if late is not None and late > LATE_FRACTION and not (config.mode == "open" and config.max_concurrency):
         when = "behind schedule" if config.mode == "open" else "after the previous response ended"
         reasons.append(f"{late:.0%} of sends were more than {LATE_SEND_MS:.0f} ms {when}")
-    if outcome.late_read_fraction is not None and outcome.late_read_fraction > LATE_READ_FRACTION:
+    # A read of several paced tokens is the client's doing only when its loop fell more than a gap
+    # behind; a server (or a shared host) that sent them in a burst is not.
+    loop_late = outcome.loop_lag_ms_p99 is not None and gap_ms is not None and outcome.loop_lag_ms_p99 >= gap_ms
+    if outcome.late_read_fraction is not None and outcome.late_read_fraction > LATE_READ_FRACTION and loop_late:
         reasons.append(f"{outcome.late_read_fraction:.0%} of tokens were read together with tokens sent one or more "
-                       f"inter-token gaps earlier: their TTFT/ITL are stamped late, by up to "
+                       f"inter-token gaps ({gap_ms:.0f} ms) earlier while the event loop lagged (p99 "
+                       f"{outcome.loop_lag_ms_p99:.0f} ms): their TTFT/ITL are stamped late, by up to "
                        f"{outcome.late_read_max_ms:.0f} ms")
     if config.mode == "open":
         sends = len(outcome.records)

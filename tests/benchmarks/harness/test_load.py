@@ -183,9 +183,9 @@ def test_late_reads_ignore_streams_written_at_once():
     at_once = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[1.0] * 10, chunk_tokens=[1] * 10)
     paced = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[0.01 * i for i in range(10)] + [0.2, 0.2, 0.2],
                           chunk_tokens=[1] * 13)
-    assert late_reads([at_once]) == (None, None)
-    fraction, worst = late_reads([paced, at_once])
-    assert fraction == pytest.approx(2 / 13) and worst == pytest.approx(20.0)
+    assert late_reads([at_once]) == (None, None, None)
+    fraction, worst, gap = late_reads([paced, at_once])
+    assert fraction == pytest.approx(2 / 13) and worst == pytest.approx(20.0) and gap == pytest.approx(10.0)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes fork (Linux)")
