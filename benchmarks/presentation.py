@@ -47,7 +47,8 @@ def percentile_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                "request_throughput": _finite(point.get("request_throughput")),
                "output_token_throughput": _finite(point.get("output_token_throughput")),
                "error_rate": _finite(point.get("error_rate")), "goodput": _finite(point.get("goodput")),
-               "slo_attainment": _finite(point.get("slo_attainment")), "client_bound": point.get("client_bound")}
+               "slo_attainment": _finite(point.get("slo_attainment")), "client_bound": point.get("client_bound"),
+               "client_bound_reasons": list((point.get("extra") or {}).get("client_bound_reasons") or [])}
         for metric in LATENCY_COLUMNS:
             stats = point.get(metric) or {}
             row[metric] = {key: _finite(stats.get(key)) for key in STAT_KEYS}
