@@ -28,7 +28,7 @@ test: venv system-deps
 	bash scripts/run-tests.sh
 
 bench: venv
-	BENCH="$(BENCH)" bash scripts/run-bench.sh
+	BENCH="$(BENCH)" PEERS="$(PEERS)" bash scripts/run-bench.sh
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 var/media staticfiles
