@@ -570,7 +570,8 @@ class StreamRecorder:
     template. A string with an escaped quote is parsed too, so the template can never misread one.
     """
 
-    __slots__ = ("record", "api", "keep_text", "abort_after", "parser", "key", "prefix", "suffix", "last_data")
+    __slots__ = ("record", "api", "keep_text", "abort_after", "parser", "key", "prefix", "suffix", "head", "tail",
+                 "last_data")
 
     def __init__(self, record: RequestRecord, api: Api, keep_text: bool, abort_after: int | None) -> None:
         self.record, self.api, self.keep_text, self.abort_after = record, api, keep_text, abort_after
@@ -578,30 +579,50 @@ class StreamRecorder:
         self.key = b'"content":' if api == "chat" else b'"text":'
         self.prefix: bytes | None = None  # the learnt template, None until a plain token event is seen
         self.suffix = b""
+        self.head = self.tail = 0  # len(prefix), len(suffix) + 1
         self.last_data: float | None = None
 
     def feed(self, now: float, data: bytes) -> bool:
         """Record one read; True when the stream should be closed now (deliberate abort)."""
         self.last_data = now
         record = self.record
+        prefix = self.prefix
+        if prefix is not None and not self.parser._buffer:
+            # the usual read: one whole template token event (_one_token, inline: this runs per token)
+            first, last = self.head, len(data) - self.tail
+            if (last - first >= 2 and data.startswith(prefix) and data.endswith(self.suffix) and data[first] == _QUOTE
+                    and data[last] == _QUOTE and data[last - 1] != _BACKSLASH and data.find(b'"', first + 1, last) < 0):
+                if record.first_token_time is None:
+                    record.first_token_time = now
+                record.chunk_times.append(now)
+                record.chunk_tokens.append(1)
+                if self.abort_after is not None:
+                    return self._abort_due(now)
+                return False
         complete = self.parser.take_complete(data)
         if not complete:
             return False
-        prefix = self.prefix
-        if prefix is not None and self._one_token(complete, 0, len(complete)):  # the usual read: one token
+        if prefix is not None and self._one_token(complete, 0, len(complete)):
             if record.first_token_time is None:
                 record.first_token_time = now
             record.chunk_times.append(now)
             record.chunk_tokens.append(1)
         else:
             self._feed_events(now, complete)
-        if self.abort_after is not None and sum(record.chunk_tokens) >= self.abort_after:
-            record.aborted = True
-            record.end_time = now
-            if not record.usage_reported:
-                record.output_tokens = sum(record.chunk_tokens)
-            return True
+        if self.abort_after is not None:
+            return self._abort_due(now)
         return False
+
+    def _abort_due(self, now: float) -> bool:
+        """A deliberate abort once `abort_after` tokens have arrived: True when the stream must close."""
+        record = self.record
+        if sum(record.chunk_tokens) < self.abort_after:  # type: ignore[operator]
+            return False
+        record.aborted = True
+        record.end_time = now
+        if not record.usage_reported:
+            record.output_tokens = sum(record.chunk_tokens)
+        return True
 
     def _one_token(self, data: bytes, start: int, end: int) -> bool:
         """Whether data[start:end] is one event of the template with a non-empty, plain string."""
@@ -671,6 +692,7 @@ class StreamRecorder:
                 break
             last += 1
         self.prefix, self.suffix = block[:first], block[last + 1:]
+        self.head, self.tail = len(self.prefix), len(self.suffix) + 1
         return True
 
     def finish(self, end_time: float) -> None:

@@ -586,32 +586,31 @@ def peak_concurrency(records: list[RequestRecord]) -> int:
 
 def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None, float | None]:
     """(fraction of token events that shared a read with earlier tokens of a paced stream, the most
-    such a read may have stamped its earliest token late, ms, the streams' median gap between reads, ms).
+    such a read may have stamped its earliest token late, ms, the streams' median gap between tokens, ms).
 
     A read is stamped with its newest packet's arrival. A stream the engine writes token by token
-    (median gap between reads at least PACED_GAP_MS) puts one token in each read while the client
-    keeps up; a read holding k of its tokens means the loop came late, and its first token
-    arrived about (k - 1) gaps before the stamp.
+    (its tokens at least PACED_GAP_MS apart on average) puts one token in each read while the
+    client keeps up; a read holding k of its tokens means the tokens queued, and its first token
+    arrived about (k - 1) gaps before the stamp. O(1) Python work per record (set and len in C).
     """
     shared = total = 0
     worst = 0.0
     paced_gaps: list[float] = []
     for record in records:
         times = record.chunk_times
-        if len(times) < 3:
+        count = len(times)
+        if count < 3:
             continue
-        distinct = sorted(set(times))
-        if len(distinct) < 3:
+        reads = len(set(times))
+        if reads < 3:
             continue  # the whole stream in one or two reads: written at once, not paced
-        gaps = sorted(b - a for a, b in zip(distinct, distinct[1:]))
-        gap_ms = gaps[len(gaps) // 2] * 1000.0
+        gap_ms = (times[-1] - times[0]) * 1000.0 / (count - 1)
         if gap_ms < PACED_GAP_MS:
             continue
         paced_gaps.append(gap_ms)
-        total += len(times)
-        extra = len(times) - len(distinct)
-        if extra:
-            shared += extra
+        total += count
+        if reads < count:
+            shared += count - reads
             run = longest = 1
             for previous, current in zip(times, times[1:]):
                 run = run + 1 if current == previous else 1

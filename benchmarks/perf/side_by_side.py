@@ -17,7 +17,8 @@ and the server must stream as an engine does (vLLM's role chunk, one event per t
   over the steady part of the run (from the arrival that completed the requested concurrency to
   the last arrival).
 
-Peers: a bare aiohttp loop always; `vllm bench serve` and guidellm when `scripts/install-bench-peers.sh`
+Peers: a bare aiohttp loop and a read-only floor (recvmsg and discard: what any Python client
+pays per read before parsing anything) always; `vllm bench serve` and guidellm when `scripts/install-bench-peers.sh`
 (`make bench BENCH=harness PEERS=1`) put them under var/cache/bench-peers. Repeats are interleaved
 (every client once, then again) so a slow spell of the shared machine hits them alike.
 
@@ -45,6 +46,7 @@ from typing import Any, Callable
 
 import aiohttp
 
+from benchmarks.harness import wireclock
 from benchmarks.harness.client import OpenAIClient, RequestSpec
 from benchmarks.harness.load import LoadConfig, run_async, run_load
 from benchmarks.perf.wire_mock import WireMockConfig
@@ -232,8 +234,48 @@ async def bare_client(url: str, concurrency: int, requests: int) -> dict[str, An
     return {"ttft_ms": ttfts, "completed": len(ttfts)}
 
 
+async def read_floor_client(url: str, concurrency: int, requests: int) -> dict[str, Any]:
+    """The floor of any Python client on these streams: per connection, send a request, then read
+    each arrival with recvmsg (kernel stamp) and discard it; no HTTP or SSE parsing, no records.
+    What kvselect's client costs above this is its parsing and bookkeeping."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    reader = wireclock.StampedReader()
+    counter = iter(range(requests))
+    completed = 0
+
+    async def worker() -> None:
+        nonlocal completed
+        sock = socket.socket()
+        sock.setblocking(False)
+        wireclock.enable_receive_timestamps(sock)
+        await loop.sock_connect(sock, (host, int(port)))
+        for index in counter:
+            body = json.dumps(_body(index)).encode()
+            finished = loop.create_future()
+
+            def on_read(finished: asyncio.Future = finished) -> None:
+                data, _, _ = reader.read(sock)
+                if data.endswith(b"0\r\n\r\n") and not finished.done():
+                    finished.set_result(None)
+
+            sock.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: mock\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            loop.add_reader(sock.fileno(), on_read)
+            await finished
+            loop.remove_reader(sock.fileno())
+            completed += 1
+        sock.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"ttft_ms": [], "completed": completed}  # it sees no tokens, so it reports no TTFT
+
+
+CLIENT_RUNNERS = {"kvselect": kvselect_client, "bare": bare_client, "floor": read_floor_client}
+
+
 def client_main(kind: str, url: str, concurrency: int, requests: int, out: str) -> None:
-    runner = kvselect_client if kind == "kvselect" else bare_client
+    runner = CLIENT_RUNNERS[kind]
     Path(out).write_text(json.dumps(run_async(runner(url, concurrency, requests))))
 
 
@@ -281,7 +323,8 @@ def kvselect_command(kind: str) -> Callable[[str, int, int, Path], tuple[list[st
 
 
 def available_clients() -> dict[str, Callable[..., tuple[list[str], Callable[[], dict[str, Any]]]]]:
-    clients = {"kvselect": kvselect_command("kvselect"), "bare aiohttp loop": kvselect_command("bare")}
+    clients = {"kvselect": kvselect_command("kvselect"), "bare aiohttp loop": kvselect_command("bare"),
+               "read-only floor": kvselect_command("floor")}
     if (PEERS_DIR / "vllm" / "bin" / "vllm").exists():
         clients["vllm bench serve"] = vllm_command
     return clients
@@ -364,7 +407,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                     entry[figure] = {"median": statistics.median(values), "min": min(values), "max": max(values),
                                      "values": values}
         ours = clients.get("kvselect", {}).get("req_per_cpu_s")
-        for peer in ("vllm bench serve", "bare aiohttp loop"):
+        for peer in ("vllm bench serve", "bare aiohttp loop", "read-only floor"):
             theirs = clients.get(peer, {}).get("req_per_cpu_s")
             if ours and theirs:
                 clients.setdefault("ratios", {})[f"kvselect / {peer}"] = ours["median"] / theirs["median"]
@@ -375,10 +418,11 @@ def format_run(run: dict[str, Any]) -> str:
     if "error" in run:
         return f"c={run['concurrency']:<4} {run['client']:20} failed: {run['error']}"
     held = run.get("held_server")
+    mean, p99 = run.get("ttft_mean_error_ms"), run.get("ttft_p99_error_ms")
+    ttft = "TTFT n/a" if mean is None else f"TTFT error mean {mean:+.2f} ms p99 {p99:+.2f} ms"
     return (f"c={run['concurrency']:<4} {run['client']:20} {run['req_per_cpu_s'] or 0:7.0f} req/CPU-s "
             f"({run['requests_in_window']} requests, {run['cpu_s']:.2f} CPU-s in {run['window_s']:.1f} s: client at "
-            f"{run['cpu_share_of_a_core'] or 0:.0%} of a core), TTFT error mean "
-            f"{run['ttft_mean_error_ms'] or 0:+.2f} ms p99 {run['ttft_p99_error_ms'] or 0:+.2f} ms, held "
+            f"{run['cpu_share_of_a_core'] or 0:.0%} of a core), {ttft}, held "
             f"{held if held is None else round(held, 1)} (server)"
             + (f", kvselect says held {run['achieved_concurrency']:.1f}" if run.get("achieved_concurrency") else "")
             + (f", client-bound: {'; '.join(run['reasons'])}" if run.get("client_bound") else ""))

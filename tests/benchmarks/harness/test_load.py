@@ -181,7 +181,7 @@ def test_reads_of_tokens_sent_apart_are_flagged_as_stamped_late():
 
 def test_late_reads_ignore_streams_written_at_once():
     at_once = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[1.0] * 10, chunk_tokens=[1] * 10)
-    paced = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[0.01 * i for i in range(10)] + [0.2, 0.2, 0.2],
+    paced = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[0.01 * i for i in range(10)] + [0.12, 0.12, 0.12],
                           chunk_tokens=[1] * 13)
     assert late_reads([at_once]) == (None, None, None)
     fraction, worst, gap = late_reads([paced, at_once])
