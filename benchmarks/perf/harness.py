@@ -26,6 +26,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import resource
 import socket
 import statistics
 import sys
@@ -99,12 +100,15 @@ def _spec(index: int, tokens: int) -> RequestSpec:
 
 
 async def harness_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0,
-                      kernel_timestamps: bool = True) -> dict[str, Any]:
+                      kernel_timestamps: bool = True, processes: int | None = None) -> dict[str, Any]:
     async with OpenAIClient(url, "mock", kernel_timestamps=kernel_timestamps) as client:
-        cpu0 = time.process_time()
+        cpu0, children0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         outcome = await run_load(client, lambda i: _spec(i + id_offset, tokens),
-                                 LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10))
-        cpu = time.process_time() - cpu0
+                                 LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10,
+                                            processes=processes))
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # worker processes, once joined
+        cpu = (time.process_time() - cpu0 + children.ru_utime - children0.ru_utime
+               + children.ru_stime - children0.ru_stime)
     done = [r for r in outcome.records if r.ok and r.output_tokens == tokens]
     return {"completed": len(done), "failed": sum(1 for r in outcome.records if not r.ok), "cpu_s": cpu,
             "wall_s": outcome.duration_s, "achieved_concurrency": outcome.achieved_concurrency,
@@ -142,29 +146,6 @@ async def bare_run(url: str, concurrency: int, duration_s: float, tokens: int, i
     return {"completed": len(ttft), "cpu_s": cpu, "wall_s": time.perf_counter() - wall0, "ttft": ttft}
 
 
-def _proc_entry(kind: str, url: str, concurrency: int, duration_s: float, tokens: int, offset: int, queue: Any) -> None:
-    runner = harness_run if kind == "harness" else bare_run
-    result = run_async(runner(url, concurrency, duration_s, tokens, offset))
-    result.pop("ttft", None)
-    queue.put(result)
-
-
-def multi_process(kind: str, url: str, concurrency: int, duration_s: float, tokens: int, processes: int) -> dict[str, Any]:
-    """The multi-process mode: the concurrency split over processes, each with its own event loop."""
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    share = [concurrency // processes + (1 if i < concurrency % processes else 0) for i in range(processes)]
-    procs = [ctx.Process(target=_proc_entry, args=(kind, url, share[i], duration_s, tokens, i * 10_000_000, queue))
-             for i in range(processes)]
-    for proc in procs:
-        proc.start()
-    results = [queue.get(timeout=duration_s + 120) for _ in procs]
-    for proc in procs:
-        proc.join(10)
-    return {"completed": sum(r["completed"] for r in results), "cpu_s": sum(r["cpu_s"] for r in results),
-            "wall_s": max(r["wall_s"] for r in results), "processes": processes}
-
-
 # ---------------------------------------------------------------- measurements
 
 
@@ -179,11 +160,12 @@ def throughput(write_mode: str, duration_s: float, concurrency: int = 64, tokens
             out[name] = {"req_per_cpu_s": result["completed"] / max(result["cpu_s"], 1e-9),
                          "req_per_wall_s": result["completed"] / max(result["wall_s"], 1e-9),
                          "completed": result["completed"], "cpu_s": round(result["cpu_s"], 2)}
-        mp = multi_process("harness", url, concurrency, duration_s, tokens, processes=max(os.cpu_count() or 2, 2))
+        processes = max(os.cpu_count() or 2, 2)  # run_load's worker processes, forked and merged
+        mp = run_async(harness_run(url, concurrency, duration_s, tokens, processes=processes))
         out["kvselect multi-process"] = {"req_per_cpu_s": mp["completed"] / max(mp["cpu_s"], 1e-9),
                                          "req_per_wall_s": mp["completed"] / max(mp["wall_s"], 1e-9),
                                          "completed": mp["completed"], "cpu_s": round(mp["cpu_s"], 2),
-                                         "processes": mp["processes"]}
+                                         "processes": processes}
         return out
     finally:
         stop_mock(procs)

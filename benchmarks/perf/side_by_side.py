@@ -338,8 +338,8 @@ def run_one(name: str, build: Callable[..., Any], concurrency: int, requests: in
     try:
         command, read = build(url, concurrency, requests, work)
         env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   preexec_fn=lambda: os.sched_setaffinity(0, client_cpus))
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        os.sched_setaffinity(process.pid, client_cpus)  # before it is done importing, long before it forks
         with TreeCPU(process.pid) as tree:
             output, _ = process.communicate(timeout=600)
         if process.returncode != 0:

@@ -6,7 +6,12 @@ import json
 import pytest
 
 from benchmarks.harness import client as client_module
-from benchmarks.harness.client import RequestRecord, RequestSpec, StreamRecorder, parse_sse
+from benchmarks.harness.client import (
+    RequestRecord,
+    RequestSpec,
+    StreamRecorder,
+    parse_sse,
+)
 from benchmarks.harness.engine_streams import SHAPES, EngineStream
 from benchmarks.harness.mock_server import MockConfig
 
@@ -78,7 +83,7 @@ def test_template_never_misreads_escaped_quotes_empty_strings_or_reasoning(monke
     events = EngineStream("vllm", True, "id", "m", 1)
     data = (events.opening() + events.token("a ") + events.token('say "hi"') + events.token("")
             + events.token("\\") + events.token("z", "length") + events.usage(1, 4) + events.done())
-    record, parses = feed_counting_parses(monkeypatch, data, one_event_per_read, keep_text=False)
+    record, _ = feed_counting_parses(monkeypatch, data, one_event_per_read, keep_text=False)
     assert len(record.chunk_times) == 4  # "a ", 'say "hi"', "\\", "z"; the empty string is no token
     reasoning = data.replace(b'{"content":""}', b'{"content":"","reasoning_content":"thinking"}')
     record, _ = feed_counting_parses(monkeypatch, reasoning, one_event_per_read)
