@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 DEMO_SERVE ?= 1
 export DEMO_SERVE
 
-.PHONY: venv system-deps demo test test-unit test-integration bench lint clean
+.PHONY: venv system-deps demo test bench lint clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "kvselect needs Python 3.11+"'
@@ -26,6 +26,10 @@ demo: venv system-deps
 
 test: venv system-deps
 	bash scripts/run-tests.sh
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 bench: venv
 	BENCH="$(BENCH)" PEERS="$(PEERS)" bash scripts/run-bench.sh

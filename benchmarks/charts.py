@@ -29,8 +29,9 @@ SIMULATED_LABEL = "SIMULATED"
 # Axis and legend texts go through this translator; the web app and the PDF set Django's gettext
 # for the duration of a request (`translated`), so charts follow the page's language while this
 # module stays free of Django.
-_translator: contextvars.ContextVar[Callable[[str], str]] = contextvars.ContextVar("kvselect_chart_translator",
-                                                                                 default=lambda text: text)
+_translator: contextvars.ContextVar[Callable[[str], str]] = contextvars.ContextVar(
+    "kvselect_chart_translator", default=lambda text: text
+)
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the chart texts
@@ -45,6 +46,8 @@ def translated(translate: Callable[[str], str]) -> Iterator[None]:
         yield
     finally:
         _translator.reset(token)
+
+
 FONT_FAMILY = ["Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK TC", "WenQuanYi Zen Hei", "DejaVu Sans"]
 # Okabe-Ito: distinguishable with colour-vision deficiencies, stable order per series.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -106,10 +109,29 @@ def _figure(title: str, simulated: bool, size: tuple[float, float] = (7.0, 3.6),
 
 def _render(fig: Figure, title: str, simulated: bool) -> str:
     if simulated:
-        fig.text(0.5, 0.5, SIMULATED_LABEL, ha="center", va="center", fontsize=40, color="#D55E00", alpha=0.25,
-                 rotation=20, fontweight="bold", gid="simulated-watermark")
-        fig.text(0.005, 0.005, _("SIMULATED data: produced by the simulator, not measured"), ha="left", va="bottom",
-                 fontsize=7, color="#D55E00", gid="simulated-note")
+        fig.text(
+            0.5,
+            0.5,
+            SIMULATED_LABEL,
+            ha="center",
+            va="center",
+            fontsize=40,
+            color="#D55E00",
+            alpha=0.25,
+            rotation=20,
+            fontweight="bold",
+            gid="simulated-watermark",
+        )
+        fig.text(
+            0.005,
+            0.005,
+            _("SIMULATED data: produced by the simulator, not measured"),
+            ha="left",
+            va="bottom",
+            fontsize=7,
+            color="#D55E00",
+            gid="simulated-note",
+        )
     fig.tight_layout(rect=(0, 0.05, 1, 1) if simulated else (0, 0, 1, 1))
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Title": title})
@@ -137,9 +159,14 @@ def _colour(index: int) -> str:
 
 
 @_chart
-def dimension_bars(scores: Mapping[str, Mapping[str, float | None]], dimensions: Sequence[str] | None = None,
-                   labels: Mapping[str, str] | None = None, gates: Mapping[str, float] | None = None,
-                   title: str = "Score per dimension", simulated: bool = False) -> str:
+def dimension_bars(
+    scores: Mapping[str, Mapping[str, float | None]],
+    dimensions: Sequence[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    gates: Mapping[str, float] | None = None,
+    title: str = "Score per dimension",
+    simulated: bool = False,
+) -> str:
     """Grouped bars: candidates x dimensions, scores in [0, 1]; gate thresholds as short marks.
 
     scores: candidate -> dimension -> score (None = no evidence, shown as "n/a").
@@ -166,7 +193,14 @@ def dimension_bars(scores: Mapping[str, Mapping[str, float | None]], dimensions:
     for j, dimension in enumerate(dimensions):
         if gates and dimension in gates:
             ax.hlines(gates[dimension], j - 0.45, j + 0.45, colors="#000000", linestyles="dashed", linewidth=1.2)
-            ax.text(j + 0.45, gates[dimension], _("gate %(value)s") % {"value": f"{gates[dimension]:.2f}"}, fontsize=7, va="bottom", ha="right")
+            ax.text(
+                j + 0.45,
+                gates[dimension],
+                _("gate %(value)s") % {"value": f"{gates[dimension]:.2f}"},
+                fontsize=7,
+                va="bottom",
+                ha="right",
+            )
     ax.set_xticks(range(len(dimensions)), [labels.get(d, d) for d in dimensions], rotation=15, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel(_("score (0-1)"))
@@ -176,9 +210,14 @@ def dimension_bars(scores: Mapping[str, Mapping[str, float | None]], dimensions:
 
 
 @_chart
-def latency_vs_concurrency(series: Mapping[str, Mapping[str, Sequence[Any]]], ttft_budget_ms: float | None = None,
-                           tpot_budget_ms: float | None = None, percentile: str = "p95",
-                           title: str = "TTFT and TPOT against concurrency", simulated: bool = False) -> str:
+def latency_vs_concurrency(
+    series: Mapping[str, Mapping[str, Sequence[Any]]],
+    ttft_budget_ms: float | None = None,
+    tpot_budget_ms: float | None = None,
+    percentile: str = "p95",
+    title: str = "TTFT and TPOT against concurrency",
+    simulated: bool = False,
+) -> str:
     """Two panels: TTFT and TPOT (ms) against concurrency, one line per candidate, budgets dashed.
 
     series: candidate -> {"concurrency": [...], "ttft_ms": [...], "tpot_ms": [...]} (same lengths).
@@ -190,11 +229,19 @@ def latency_vs_concurrency(series: Mapping[str, Mapping[str, Sequence[Any]]], tt
         for key, ax in (("ttft_ms", ax_ttft), ("tpot_ms", ax_tpot)):
             y = [_num(v) for v in data.get(key, [])]
             if len(y) != len(x):
-                raise ChartInputError(f"series[{candidate!r}].{key}: length {len(y)} does not match concurrency length {len(x)}")
+                raise ChartInputError(
+                    f"series[{candidate!r}].{key}: length {len(y)} does not match concurrency length {len(x)}"
+                )
             ax.plot(x, y, marker="o", markersize=3, color=_colour(i), label=candidate)
     for ax, metric, budget in ((ax_ttft, "TTFT", ttft_budget_ms), (ax_tpot, "TPOT", tpot_budget_ms)):
         if budget is not None:
-            ax.axhline(budget, color="#000000", linestyle="dashed", linewidth=1, label=_("%(metric)s budget") % {"metric": metric})
+            ax.axhline(
+                budget,
+                color="#000000",
+                linestyle="dashed",
+                linewidth=1,
+                label=_("%(metric)s budget") % {"metric": metric},
+            )
         ax.set_xlabel(_("concurrency"))
         ax.set_ylabel(f"{metric} {percentile} (ms)")
         ax.set_title(f"{metric} {percentile}", fontsize=9)
@@ -203,8 +250,12 @@ def latency_vs_concurrency(series: Mapping[str, Mapping[str, Sequence[Any]]], tt
 
 
 @_chart
-def kv_usage_over_time(series: Mapping[str, Sequence[Sequence[Any]]], title: str = "KV-cache usage over time",
-                       limit: float | None = None, simulated: bool = False) -> str:
+def kv_usage_over_time(
+    series: Mapping[str, Sequence[Sequence[Any]]],
+    title: str = "KV-cache usage over time",
+    limit: float | None = None,
+    simulated: bool = False,
+) -> str:
     """KV-cache usage (share 0..1, shown in %) against time (s); an optional limit line.
 
     series: candidate -> [(t_s, usage), ...].
@@ -215,7 +266,13 @@ def kv_usage_over_time(series: Mapping[str, Sequence[Sequence[Any]]], title: str
         xs, ys = _pairs(f"series[{candidate!r}]", points)
         ax.plot(xs, [y * 100 for y in ys], color=_colour(i), label=candidate)
     if limit is not None:
-        ax.axhline(limit * 100, color="#D55E00", linestyle="dashed", linewidth=1, label=_("limit %(percent)s") % {"percent": f"{limit:.0%}"})
+        ax.axhline(
+            limit * 100,
+            color="#D55E00",
+            linestyle="dashed",
+            linewidth=1,
+            label=_("limit %(percent)s") % {"percent": f"{limit:.0%}"},
+        )
     ax.set_xlabel(_("time (s)"))
     ax.set_ylabel(_("KV-cache usage (%)"))
     ax.set_ylim(0, 105)
@@ -224,8 +281,12 @@ def kv_usage_over_time(series: Mapping[str, Sequence[Sequence[Any]]], title: str
 
 
 @_chart
-def ttft_vs_context(series: Mapping[str, Sequence[Sequence[Any]]], title: str = "TTFT against context length",
-                    percentile: str = "p95", simulated: bool = False) -> str:
+def ttft_vs_context(
+    series: Mapping[str, Sequence[Sequence[Any]]],
+    title: str = "TTFT against context length",
+    percentile: str = "p95",
+    simulated: bool = False,
+) -> str:
     """TTFT (ms) against context length (tokens, log2 axis), one line per candidate.
 
     series: candidate -> [(context_tokens, ttft_ms), ...]; a rung that failed has ttft None.
@@ -251,8 +312,12 @@ def ttft_vs_context(series: Mapping[str, Sequence[Sequence[Any]]], title: str = 
 
 
 @_chart
-def prefix_on_off(data: Mapping[str, Mapping[str, Any]], metric: str = "KV memory (GiB)",
-                  title: str = "Prefix caching off vs on", simulated: bool = False) -> str:
+def prefix_on_off(
+    data: Mapping[str, Mapping[str, Any]],
+    metric: str = "KV memory (GiB)",
+    title: str = "Prefix caching off vs on",
+    simulated: bool = False,
+) -> str:
     """Paired bars per candidate: the metric with prefix caching off and on, plus the theory.
 
     data: candidate -> {"off": value, "on": value, "theoretical_on": value (optional)}.
@@ -260,19 +325,33 @@ def prefix_on_off(data: Mapping[str, Mapping[str, Any]], metric: str = "KV memor
     _check_series("data", data)
     fig, (ax,) = _figure(title, simulated)
     names = list(data)
-    for j, (key, colour, label) in enumerate((("off", "#999999", _("prefix caching off")), ("on", "#0072B2", _("prefix caching on")))):
+    for j, (key, colour, label) in enumerate(
+        (("off", "#999999", _("prefix caching off")), ("on", "#0072B2", _("prefix caching on")))
+    ):
         values = [_num(data[n].get(key)) for n in names]
         xs = [i - 0.2 + 0.4 * j for i in range(len(names))]
-        ax.bar([x for x, v in zip(xs, values) if not math.isnan(v)], [v for v in values if not math.isnan(v)],
-               width=0.38, color=colour, label=label)
-        for x, v in zip(xs, values):
+        ax.bar(
+            [x for x, v in zip(xs, values, strict=False) if not math.isnan(v)],
+            [v for v in values if not math.isnan(v)],
+            width=0.38,
+            color=colour,
+            label=label,
+        )
+        for x, v in zip(xs, values, strict=False):
             if math.isnan(v):
                 ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color="#555555")
     theory = [(i, _num(data[n].get("theoretical_on"))) for i, n in enumerate(names)]
     theory = [(i, v) for i, v in theory if not math.isnan(v)]
     if theory:
-        ax.scatter([0.2 + i for i, _ in theory], [v for _, v in theory], marker="_", s=400, color="#000000",
-                   zorder=3, label=_("theoretical with reuse"))
+        ax.scatter(
+            [0.2 + i for i, _ in theory],
+            [v for _, v in theory],
+            marker="_",
+            s=400,
+            color="#000000",
+            zorder=3,
+            label=_("theoretical with reuse"),
+        )
     ax.set_xticks(range(len(names)), names)
     ax.set_xlim(-0.6, len(names) - 0.4)
     ax.set_ylabel(metric)
@@ -281,8 +360,12 @@ def prefix_on_off(data: Mapping[str, Mapping[str, Any]], metric: str = "KV memor
 
 
 @_chart
-def soak_drift(series: Mapping[str, Sequence[Sequence[Any]]], metric: str = "TTFT p99 (ms)",
-               title: str = "Latency drift during the soak", simulated: bool = False) -> str:
+def soak_drift(
+    series: Mapping[str, Sequence[Sequence[Any]]],
+    metric: str = "TTFT p99 (ms)",
+    title: str = "Latency drift during the soak",
+    simulated: bool = False,
+) -> str:
     """A latency percentile over a long run (hours on the x axis), one line per candidate; each
     line's start value is drawn dotted so drift is visible.
 
@@ -304,9 +387,14 @@ def soak_drift(series: Mapping[str, Sequence[Sequence[Any]]], metric: str = "TTF
 
 
 @_chart
-def capacity_memory_vs_context(contexts: Sequence[Any], memory_gib: Mapping[str, Sequence[Any]], gpu_memory_gib: float,
-                               headroom: float = 0.2, title: str = "Memory against context length",
-                               simulated: bool = False) -> str:
+def capacity_memory_vs_context(
+    contexts: Sequence[Any],
+    memory_gib: Mapping[str, Sequence[Any]],
+    gpu_memory_gib: float,
+    headroom: float = 0.2,
+    title: str = "Memory against context length",
+    simulated: bool = False,
+) -> str:
     """Memory needed (GiB) against context length, one line per configuration, with the GPU's
     memory and the usable line that keeps `headroom` free (the article's 20-30%).
 
@@ -324,10 +412,17 @@ def capacity_memory_vs_context(contexts: Sequence[Any], memory_gib: Mapping[str,
         if len(ys) != len(xs):
             raise ChartInputError(f"memory_gib[{label!r}]: length {len(ys)} does not match contexts length {len(xs)}")
         ax.plot(xs, ys, marker="o", markersize=3, color=_colour(i), label=label)
-    ax.axhline(gpu_memory_gib, color="#000000", linewidth=1, label=_("GPU memory %(gib)s GiB") % {"gib": f"{gpu_memory_gib:g}"})
+    ax.axhline(
+        gpu_memory_gib, color="#000000", linewidth=1, label=_("GPU memory %(gib)s GiB") % {"gib": f"{gpu_memory_gib:g}"}
+    )
     usable = gpu_memory_gib * (1 - headroom)
-    ax.axhline(usable, color="#D55E00", linestyle="dashed", linewidth=1,
-               label=_("%(percent)s headroom line %(gib)s GiB") % {"percent": f"{headroom:.0%}", "gib": f"{usable:.1f}"})
+    ax.axhline(
+        usable,
+        color="#D55E00",
+        linestyle="dashed",
+        linewidth=1,
+        label=_("%(percent)s headroom line %(gib)s GiB") % {"percent": f"{headroom:.0%}", "gib": f"{usable:.1f}"},
+    )
     ax.set_xscale("log", base=2)
     valid = sorted({x for x in xs if not math.isnan(x) and x > 0})
     if valid:

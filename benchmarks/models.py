@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .result import TEST_NAMES
+from benchmarks.suite import TEST_IDS
 
-TEST_CHOICES = [(name, name) for name in TEST_NAMES]
+TEST_CHOICES = [(name, name) for name in TEST_IDS]
 
 
 class BenchmarkRun(models.Model):

@@ -7,11 +7,16 @@ parameter is read back from a form) are testable in milliseconds and shared by e
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from .result import DEFINITIONS, STAT_KEYS
+from benchmarks import charts
+from benchmarks.result import DEFINITIONS, STAT_KEYS
+
+logger = logging.getLogger(__name__)
 
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 KV_SERIES_SUFFIX = "kv_usage_ratio"
@@ -29,8 +34,11 @@ def _finite(value: Any) -> float | None:
 
 def point_x(point: Mapping[str, Any], index: int) -> tuple[float, str]:
     """The load a point was measured at, and what that number is (concurrency, rate or order)."""
-    for key, kind in (("concurrency", "concurrency"), ("achieved_concurrency", "concurrency"),
-                      ("request_rate", "rate")):
+    for key, kind in (
+        ("concurrency", "concurrency"),
+        ("achieved_concurrency", "concurrency"),
+        ("request_rate", "rate"),
+    ):
         value = _finite(point.get(key))
         if value is not None:
             return value, kind
@@ -42,13 +50,21 @@ def percentile_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     rows = []
     for index, point in enumerate(points):
         x, kind = point_x(point, index)
-        row = {"index": index, "label": point.get("label") or "", "load": x, "load_kind": kind,
-               "requests_completed": point.get("requests_completed"), "requests_failed": point.get("requests_failed"),
-               "request_throughput": _finite(point.get("request_throughput")),
-               "output_token_throughput": _finite(point.get("output_token_throughput")),
-               "error_rate": _finite(point.get("error_rate")), "goodput": _finite(point.get("goodput")),
-               "slo_attainment": _finite(point.get("slo_attainment")), "client_bound": point.get("client_bound"),
-               "client_bound_reasons": list((point.get("extra") or {}).get("client_bound_reasons") or [])}
+        row = {
+            "index": index,
+            "label": point.get("label") or "",
+            "load": x,
+            "load_kind": kind,
+            "requests_completed": point.get("requests_completed"),
+            "requests_failed": point.get("requests_failed"),
+            "request_throughput": _finite(point.get("request_throughput")),
+            "output_token_throughput": _finite(point.get("output_token_throughput")),
+            "error_rate": _finite(point.get("error_rate")),
+            "goodput": _finite(point.get("goodput")),
+            "slo_attainment": _finite(point.get("slo_attainment")),
+            "client_bound": point.get("client_bound"),
+            "client_bound_reasons": list((point.get("extra") or {}).get("client_bound_reasons") or []),
+        }
         for metric in LATENCY_COLUMNS:
             stats = point.get(metric) or {}
             row[metric] = {key: _finite(stats.get(key)) for key in STAT_KEYS}
@@ -67,8 +83,9 @@ def chart_percentile(points: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def latency_series(name: str, points: Sequence[Mapping[str, Any]],
-                   percentile: str | None = None) -> dict[str, dict[str, list]]:
+def latency_series(
+    name: str, points: Sequence[Mapping[str, Any]], percentile: str | None = None
+) -> dict[str, dict[str, list]]:
     """Input for `charts.latency_vs_concurrency`: {name: {concurrency, ttft_ms, tpot_ms}}, sorted by load,
     at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure."""
     percentile = percentile or chart_percentile(points)
@@ -82,8 +99,13 @@ def latency_series(name: str, points: Sequence[Mapping[str, Any]],
     if not any(v is not None for v in ttft + tpot):
         return {}
     order = sorted(range(len(xs)), key=lambda i: xs[i])
-    return {name: {"concurrency": [xs[i] for i in order], "ttft_ms": [ttft[i] for i in order],
-                   "tpot_ms": [tpot[i] for i in order]}}
+    return {
+        name: {
+            "concurrency": [xs[i] for i in order],
+            "ttft_ms": [ttft[i] for i in order],
+            "tpot_ms": [tpot[i] for i in order],
+        }
+    }
 
 
 def kv_series(timeseries: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, list[list[float]]]:
@@ -100,8 +122,11 @@ def kv_series(timeseries: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, li
 def definition_rows(original: Mapping[str, Any]) -> list[dict[str, str]]:
     """kvselect's definition of each metric next to the tool's original one (when the file had it)."""
     keys = list(DEFINITIONS) + [k for k in (original or {}) if k not in DEFINITIONS]
-    return [{"metric": key, "kvselect": DEFINITIONS.get(key, ""), "original": str((original or {}).get(key) or "")}
-            for key in keys if key in DEFINITIONS or (original or {}).get(key)]
+    return [
+        {"metric": key, "kvselect": DEFINITIONS.get(key, ""), "original": str((original or {}).get(key) or "")}
+        for key in keys
+        if key in DEFINITIONS or (original or {}).get(key)
+    ]
 
 
 def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: bool) -> dict[str, Any]:
@@ -111,9 +136,13 @@ def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: boo
     if terminal and status == "succeeded":
         percent = 100.0
     percent = max(0.0, min(100.0, percent if percent is not None else 0.0))
-    return {"phase": str(progress.get("phase") or status), "percent": round(percent, 1),
-            "requests_done": progress.get("requests_done"), "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),
-            "terminal": terminal}
+    return {
+        "phase": str(progress.get("phase") or status),
+        "percent": round(percent, 1),
+        "requests_done": progress.get("requests_done"),
+        "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),
+        "terminal": terminal,
+    }
 
 
 # ------------------------------------------------------------------ editable test parameters
@@ -129,8 +158,11 @@ def param_kind(default: Any) -> str:
         return "float"
     if isinstance(default, list) and default and all(isinstance(v, int) and not isinstance(v, bool) for v in default):
         return "int_list"
-    if isinstance(default, list) and default and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                     for v in default):
+    if (
+        isinstance(default, list)
+        and default
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in default)
+    ):
         return "float_list"
     if isinstance(default, str):
         return "text"
@@ -181,11 +213,31 @@ def parse_param(raw: str, kind: str) -> Any:
     return text or None
 
 
-def changed_params(plan: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Only the parameters the user changed (what the audit trail should show as overrides)."""
-    return {key: value for key, value in values.items() if key not in plan or plan[key] != value}
+def inline_svg(svg: str) -> str:
+    """An SVG document for inline HTML: drop the XML declaration and DOCTYPE before <svg."""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else ""
 
 
-def sum_points(points: Iterable[Mapping[str, Any]], key: str) -> int | None:
-    values = [p.get(key) for p in points if p.get(key) is not None]
-    return sum(values) if values else None
+@functools.lru_cache(maxsize=256)
+def _chart_cached(name: str, arguments: str) -> str:
+    return inline_svg(charts.CHARTS[name](**json.loads(arguments)))
+
+
+def chart_svg(name: str, **arguments) -> str:
+    """A chart as inline SVG ("" when the input cannot be drawn); identical inputs render once."""
+    try:
+        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str))
+    except (charts.ChartInputError, ValueError, TypeError) as error:
+        logger.warning("chart %s not drawn: %s", name, error)
+        return ""
+
+
+def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:
+    """What the run progress fragment needs (`templates/benchmarks/_run_progress.html`)."""
+    return {
+        "selection": selection,
+        "run": run,
+        "can_edit": can_edit,
+        "progress": progress_view(run.progress, run.status, run.is_terminal),
+    }

@@ -16,13 +16,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 NATIVE_SCHEMA = "kvselect.result/1"
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
 Evidence = Literal["MEASURED", "SIMULATED"]
 
-TEST_NAMES = ("concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability", "custom")
-VALIDATION_TEST_NAMES = TEST_NAMES[:-1]  # the five tests kvselect runs itself
 
 # kvselect's metric definitions. Parsers map each tool onto these.
 DEFINITIONS: dict[str, str] = {
@@ -82,7 +82,6 @@ class Stats:
     @classmethod
     def from_values(cls, values: Any) -> "Stats":
         """Statistics of raw samples (numpy's linear-interpolation percentiles)."""
-        import numpy as np
 
         array = np.asarray([v for v in values if v is not None], dtype=float)
         array = array[np.isfinite(array)]
@@ -94,7 +93,9 @@ class Stats:
     @classmethod
     def from_mapping(cls, mapping: dict[str, Any] | None, scale: float = 1.0) -> "Stats":
         mapping = mapping or {}
-        return cls(**{k: (None if _clean(mapping.get(k)) is None else _clean(mapping.get(k)) * scale) for k in STAT_KEYS})
+        return cls(
+            **{k: (None if _clean(mapping.get(k)) is None else _clean(mapping.get(k)) * scale) for k in STAT_KEYS}
+        )
 
     def is_empty(self) -> bool:
         return all(getattr(self, k) is None for k in STAT_KEYS)
@@ -169,15 +170,3 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def point_from_dict(data: dict[str, Any]) -> LoadPoint:
-    """Rebuild a LoadPoint from its native dict (unknown keys go to `extra`)."""
-    known = {f for f in LoadPoint.__dataclass_fields__}
-    kwargs = {k: v for k, v in data.items() if k in known}
-    for metric in LATENCY_METRICS:
-        kwargs[metric] = Stats.from_mapping(data.get(metric))
-    extra = dict(data.get("extra") or {})
-    extra.update({k: v for k, v in data.items() if k not in known})
-    kwargs["extra"] = extra
-    return LoadPoint(**kwargs)

@@ -1,49 +1,90 @@
-"""Celery tasks for evidence. Each takes an id, claims its row, and is safe to run twice."""
+"""Celery tasks of the evidence app and their enqueue helpers. Each task takes an id, claims its
+row, and is safe to run twice.
+
+Services enqueue through the helpers here; task bodies call modules that never import this one
+(`uploads.parse`, `validation.worker`), so imports stay one-way.
+"""
 
 from __future__ import annotations
 
 import socket
+from datetime import datetime, timedelta
 
 from celery import shared_task
 from celery.utils.log import get_task_logger
+from django.utils import timezone
 
-from . import services
+from benchmarks.models import BenchmarkRun
+from benchmarks.uploads.parse import parse_stored_upload
+from benchmarks.validation import worker
+from benchmarks.validation.engine import EngineUnavailable
+from config.celery import gpu_queue
 
 logger = get_task_logger(__name__)
+
+UPLOAD_REQUEUE_AFTER = timedelta(seconds=30)  # an upload still `parsing` this long after arrival lost its task
 
 
 @shared_task(name="benchmarks.tasks.parse_upload", acks_late=True, max_retries=3, default_retry_delay=5)
 def parse_upload(run_id: int) -> str:
-    return services.parse_stored_upload(run_id).status
+    return parse_stored_upload(run_id).status
 
 
-@shared_task(bind=True, name="benchmarks.tasks.run_validation", acks_late=True, reject_on_worker_lost=True,
-             max_retries=3, soft_time_limit=4 * 3600, time_limit=4 * 3600 + 120)
+@shared_task(
+    bind=True,
+    name="benchmarks.tasks.run_validation",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=3,
+    soft_time_limit=4 * 3600,
+    time_limit=4 * 3600 + 120,
+)
 def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""
-    from .models import BenchmarkRun
-    from .validation import EndpointBusy, EngineUnavailable, claim, execute
-
     try:
-        run = claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
-    except EndpointBusy as exc:  # wait for the other test on this engine; does not use up the retries
-        raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1)
+        run = worker.claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
+    except worker.EndpointBusy as exc:  # wait for the other test on this engine; does not use up the retries
+        raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1) from exc
     if run is None:
         return "not claimed"
     try:
-        return execute(run).status
+        return worker.execute(run).status
     except EngineUnavailable as exc:
         if self.request.retries < self.max_retries:
-            BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.RUNNING).update(
-                status=BenchmarkRun.Status.QUEUED, progress={"phase": f"waiting for the engine: {exc}", "percent": 0})
-            raise self.retry(exc=exc, countdown=5 * 2 ** self.request.retries)
-        from .validation import _finish_failed
-
-        return _finish_failed(run, f"engine unreachable: {exc}").status
+            worker.requeue(run_id, f"waiting for the engine: {exc}")
+            raise self.retry(exc=exc, countdown=5 * 2**self.request.retries) from exc
+        return worker.finish_failed(run, f"engine unreachable: {exc}").status
 
 
 @shared_task(name="benchmarks.tasks.reap_stale_runs")
-def reap_stale_runs() -> list[int]:
-    from .validation import reap_stale_runs as reap
+def reap_stale_runs(now: datetime | None = None) -> list[int]:
+    """Fail runs whose worker stopped sending heartbeats; queue again uploads whose parse task was lost."""
+    now = now or timezone.now()
+    stale = worker.reap_stale_runs(now)
+    for run in BenchmarkRun.objects.filter(
+        status=BenchmarkRun.Status.PARSING, origin=BenchmarkRun.Origin.UPLOAD, created_at__lt=now - UPLOAD_REQUEUE_AFTER
+    ):
+        enqueue_parse(run)
+    return stale
 
-    return reap()
+
+def enqueue_parse(run: BenchmarkRun) -> bool:
+    """Queue parsing; if the broker is down the run stays `parsing` and the reaper re-queues it."""
+    try:
+        parse_upload.apply_async((run.pk,), retry=False)
+        return True
+    except Exception as exc:  # kombu raises OperationalError and friends when the broker is down
+        logger.warning("broker unavailable, run %s waits for the reaper: %s", run.pk, exc)
+        BenchmarkRun.objects.filter(pk=run.pk).update(progress={"phase": "waiting for the job queue"})
+        return False
+
+
+def enqueue_validation(run: BenchmarkRun) -> bool:
+    """Queue a validation run on its GPU pool's queue; if the broker is down the run says so and waits."""
+    try:
+        run_validation.apply_async((run.pk,), queue=gpu_queue(run.candidate.gpu_pool or None), retry=False)
+        return True
+    except Exception as exc:
+        logger.warning("could not queue validation run %s: %s", run.pk, exc)
+        BenchmarkRun.objects.filter(pk=run.pk).update(progress={"phase": "waiting for the job queue", "percent": 0})
+        return False

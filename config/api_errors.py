@@ -19,15 +19,21 @@ def exception_handler(exc, context):
         # The database is restarting or unreachable: the transaction rolled back, so the client
         # may simply retry (with the same Idempotency-Key for uploads).
         logger.warning("database unavailable during %s: %s", context.get("view").__class__.__name__, exc)
-        return Response({"detail": "The database is temporarily unavailable; nothing was stored. "
-                                   f"Retry in {DATABASE_RETRY_AFTER_S} s."},
-                        status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
+        return Response(
+            {
+                "detail": "The database is temporarily unavailable; nothing was stored. "
+                f"Retry in {DATABASE_RETRY_AFTER_S} s."
+            },
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
     if isinstance(exc, DataError):
         # Input the database cannot hold or compare (a NUL character in PostgreSQL text, a number
         # out of range) that the serializers let through: the client's problem, not a server error.
-        return Response({"detail": f"A value in the request cannot be stored or looked up: {str(exc).strip()[:200]}"},
-                        status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            {"detail": f"A value in the request cannot be stored or looked up: {str(exc).strip()[:200]}"},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(detail=detail)

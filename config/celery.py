@@ -29,7 +29,6 @@ app.conf.update(
     task_routes={
         "benchmarks.tasks.run_validation": {"queue": "gpu"},
         "selection.tasks.render_record": {"queue": "render"},
-        "selection.tasks.sign_record": {"queue": "render"},
     },
     broker_connection_retry_on_startup=True,
     beat_schedule={

@@ -91,18 +91,19 @@ TEMPLATES = [
 ]
 
 DEFAULT_SQLITE_URL = f"sqlite:///{VAR_DIR / 'kvselect.sqlite3'}"
-DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", DEFAULT_SQLITE_URL), conn_max_age=0
-    )
-}
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", DEFAULT_SQLITE_URL), conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not :memory:, so that a real Celery worker process can share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-kvselect.sqlite3")}
     # IMMEDIATE transactions take the write lock up front (no deadlocked read->write upgrades between
     # the web process and the worker); WAL lets readers proceed while one writer writes.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})
+        {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
@@ -167,8 +168,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
         "SelectionStatusEnum": "selection.models.Selection.Status",
-        "ResultTestEnum": "benchmarks.result.TEST_NAMES",
-        "ValidationTestEnum": "benchmarks.result.VALIDATION_TEST_NAMES",
+        "ResultTestEnum": "benchmarks.suite.TEST_IDS",
+        "ValidationTestEnum": "benchmarks.suite.RUNNABLE_TEST_IDS",
     },
 }
 
@@ -212,6 +213,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "weasyprint": {"level": "WARNING"},
-                "fontTools": {"level": "WARNING"}, "pyhanko": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "weasyprint": {"level": "WARNING"},
+        "fontTools": {"level": "WARNING"},
+        "pyhanko": {"level": "WARNING"},
+    },
 }

@@ -2,8 +2,20 @@
 
 from django.contrib import admin
 
-from .models import (AuditEntry, Candidate, Constraints, CriterionWeight, DecisionRecord, Engine, Gate, Membership,
-                     RecordApproval, Selection, Team, UploadToken)
+from selection.models import (
+    AuditEntry,
+    Candidate,
+    Constraints,
+    CriterionWeight,
+    DecisionRecord,
+    Engine,
+    Gate,
+    Membership,
+    RecordApproval,
+    Selection,
+    Team,
+    UploadToken,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -86,8 +98,15 @@ class SelectionAdmin(admin.ModelAdmin):
     list_display = ["name", "team", "status", "scenario", "scenario_accepted", "updated_at"]
     list_filter = ["status", "scenario", "team"]
     search_fields = ["name", "description"]
-    readonly_fields = ["scenario", "scenario_reasons", "scenario_mix", "scenario_accepted", "created_by",
-                       "created_at", "updated_at"]
+    readonly_fields = [
+        "scenario",
+        "scenario_reasons",
+        "scenario_mix",
+        "scenario_accepted",
+        "created_by",
+        "created_at",
+        "updated_at",
+    ]
     inlines = [ConstraintsInline, WeightInline, GateInline, CandidateInline]
 
 

@@ -6,4 +6,4 @@ class SelectionConfig(AppConfig):
     verbose_name = "Engine selection"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers system checks)
+        from selection import checks  # noqa: F401  (registers system checks)

@@ -11,12 +11,16 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .domain.criteria import CRITERIA, DIMENSIONS
+from selection.domain.criteria import CRITERIA, DIMENSIONS
 
 CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids listed in selection.i18n_names
 DIMENSION_CHOICES = [(d.id, _(d.name)) for d in DIMENSIONS]
-SCENARIO_CHOICES = [("A", _("A · High-concurrency short text")), ("B", _("B · Long documents")),
-                    ("C", _("C · Multi-turn and agents")), ("D", _("D · Offline batch"))]
+SCENARIO_CHOICES = [
+    ("A", _("A · High-concurrency short text")),
+    ("B", _("B · Long documents")),
+    ("C", _("C · Multi-turn and agents")),
+    ("D", _("D · Offline batch")),
+]
 KV_PRECISION_CHOICES = [("bf16", "bf16/fp16"), ("fp8", "fp8"), ("int8", "int8"), ("int4", "int4")]
 
 
@@ -54,14 +58,23 @@ class Selection(models.Model):
     description = models.TextField(_("description"), blank=True)
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="selections")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
-    business_owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
-                                       verbose_name=_("business owner"))
-    platform_owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
-                                       verbose_name=_("platform owner"))
-    security_owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
-                                       verbose_name=_("security owner"))
-    observer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
-                                 null=True, blank=True, verbose_name=_("post-launch observer"))
+    business_owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", verbose_name=_("business owner")
+    )
+    platform_owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", verbose_name=_("platform owner")
+    )
+    security_owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", verbose_name=_("security owner")
+    )
+    observer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
+        verbose_name=_("post-launch observer"),
+    )
     scenario = models.CharField(max_length=1, choices=SCENARIO_CHOICES, blank=True)
     scenario_reasons = models.JSONField(default=list, blank=True)
     scenario_mix = models.JSONField(default=dict, blank=True)
@@ -81,28 +94,57 @@ class Constraints(models.Model):
     """The one-page sheet of business constraints. Units are in the field names."""
 
     selection = models.OneToOneField(Selection, on_delete=models.CASCADE, related_name="constraints")
-    peak_concurrency = models.PositiveIntegerField(_("peak concurrent requests"), validators=[MinValueValidator(1), MaxValueValidator(1_000_000)])
-    request_rate = models.FloatField(_("request rate (req/s)"), null=True, blank=True, validators=[MinValueValidator(0)])
+    peak_concurrency = models.PositiveIntegerField(
+        _("peak concurrent requests"), validators=[MinValueValidator(1), MaxValueValidator(1_000_000)]
+    )
+    request_rate = models.FloatField(
+        _("request rate (req/s)"), null=True, blank=True, validators=[MinValueValidator(0)]
+    )
     avg_input_tokens = models.PositiveIntegerField(_("average input tokens"), validators=[MinValueValidator(1)])
     p95_input_tokens = models.PositiveIntegerField(_("p95 input tokens"), null=True, blank=True)
-    max_input_tokens = models.PositiveIntegerField(_("max input tokens"), validators=[MinValueValidator(1), MaxValueValidator(10_000_000)])
+    max_input_tokens = models.PositiveIntegerField(
+        _("max input tokens"), validators=[MinValueValidator(1), MaxValueValidator(10_000_000)]
+    )
     avg_output_tokens = models.PositiveIntegerField(_("average output tokens"), validators=[MinValueValidator(1)])
     max_output_tokens = models.PositiveIntegerField(_("max output tokens"), validators=[MinValueValidator(1)])
     multi_turn = models.BooleanField(_("multi-turn"), default=False)
-    average_turns = models.FloatField(_("average turns per session"), null=True, blank=True, validators=[MinValueValidator(1)])
-    idle_seconds_between_turns = models.FloatField(_("idle time between turns (s)"), null=True, blank=True, validators=[MinValueValidator(0)])
+    average_turns = models.FloatField(
+        _("average turns per session"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    idle_seconds_between_turns = models.FloatField(
+        _("idle time between turns (s)"), null=True, blank=True, validators=[MinValueValidator(0)]
+    )
     concurrent_sessions = models.PositiveIntegerField(_("concurrent sessions"), null=True, blank=True)
-    never_swap_sessions = models.PositiveIntegerField(_("sessions that must never be swapped out"), null=True, blank=True)
+    never_swap_sessions = models.PositiveIntegerField(
+        _("sessions that must never be swapped out"), null=True, blank=True
+    )
     ttft_p95_ms = models.FloatField(_("TTFT p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(1)])
-    tpot_p95_ms = models.FloatField(_("TPOT p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(0.1)])
-    e2e_p95_ms = models.FloatField(_("end-to-end p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(1)])
-    throughput_target_tokens_s = models.FloatField(_("throughput target (output tokens/s)"), null=True, blank=True, validators=[MinValueValidator(0)])
+    tpot_p95_ms = models.FloatField(
+        _("TPOT p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(0.1)]
+    )
+    e2e_p95_ms = models.FloatField(
+        _("end-to-end p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    throughput_target_tokens_s = models.FloatField(
+        _("throughput target (output tokens/s)"), null=True, blank=True, validators=[MinValueValidator(0)]
+    )
     gpu_model = models.CharField(_("GPU model"), max_length=60)
-    gpu_memory_gib = models.FloatField(_("GPU memory (GiB)"), validators=[MinValueValidator(1), MaxValueValidator(4096)])
+    gpu_memory_gib = models.FloatField(
+        _("GPU memory (GiB)"), validators=[MinValueValidator(1), MaxValueValidator(4096)]
+    )
     gpu_count_budget = models.PositiveIntegerField(_("GPU count budget"), validators=[MinValueValidator(1)])
-    cost_per_gpu_hour = models.DecimalField(_("cost per GPU-hour"), max_digits=10, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(0)])
+    cost_per_gpu_hour = models.DecimalField(
+        _("cost per GPU-hour"),
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+    )
     ops_team_size = models.PositiveIntegerField(_("operations team size"), validators=[MinValueValidator(1)])
-    target_model = models.CharField(_("target model"), max_length=120, help_text=_("A shipped model config name, or upload one"))
+    target_model = models.CharField(
+        _("target model"), max_length=120, help_text=_("A shipped model config name, or upload one")
+    )
     model_config = models.JSONField(_("uploaded model config"), null=True, blank=True)
     kv_precisions_allowed = models.JSONField(_("KV precision allowed"), default=list)
     notes = models.TextField(_("notes"), blank=True)
@@ -111,11 +153,17 @@ class Constraints(models.Model):
     def clean(self) -> None:
         errors = {}
         if self.max_input_tokens and self.avg_input_tokens and self.avg_input_tokens > self.max_input_tokens:
-            errors["avg_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {"max": self.max_input_tokens}
+            errors["avg_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {
+                "max": self.max_input_tokens
+            }
         if self.p95_input_tokens and self.max_input_tokens and self.p95_input_tokens > self.max_input_tokens:
-            errors["p95_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {"max": self.max_input_tokens}
+            errors["p95_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {
+                "max": self.max_input_tokens
+            }
         if self.max_output_tokens and self.avg_output_tokens and self.avg_output_tokens > self.max_output_tokens:
-            errors["avg_output_tokens"] = _("must not exceed max output tokens (%(max)s)") % {"max": self.max_output_tokens}
+            errors["avg_output_tokens"] = _("must not exceed max output tokens (%(max)s)") % {
+                "max": self.max_output_tokens
+            }
         if self.multi_turn and not self.average_turns:
             errors["average_turns"] = _("required when multi-turn is on")
         if not self.multi_turn and self.never_swap_sessions:
@@ -128,8 +176,11 @@ class Constraints(models.Model):
 
     def as_domain(self) -> dict:
         """The plain mapping the pure domain functions take."""
-        data = {f.name: getattr(self, f.name) for f in self._meta.concrete_fields
-                if f.name not in {"id", "selection", "updated_at", "model_config"}}
+        data = {
+            f.name: getattr(self, f.name)
+            for f in self._meta.concrete_fields
+            if f.name not in {"id", "selection", "updated_at", "model_config"}
+        }
         if data.get("cost_per_gpu_hour") is not None:
             data["cost_per_gpu_hour"] = float(data["cost_per_gpu_hour"])
         return data
@@ -156,7 +207,9 @@ class CriterionWeight(models.Model):
 class Gate(models.Model):
     selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="gates")
     dimension = models.CharField(max_length=20, choices=DIMENSION_CHOICES)
-    threshold = models.FloatField(_("minimum dimension score (0-1)"), validators=[MinValueValidator(0), MaxValueValidator(1)])
+    threshold = models.FloatField(
+        _("minimum dimension score (0-1)"), validators=[MinValueValidator(0), MaxValueValidator(1)]
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["selection", "dimension"], name="unique_gate_per_dimension")]
@@ -205,7 +258,9 @@ class Candidate(models.Model):
     engine_version = models.CharField(max_length=40)
     label = models.CharField(max_length=120, blank=True, help_text=_("e.g. 'vLLM prefix on'"))
     launch_flags = models.TextField(blank=True)
-    launch_recipe = models.TextField(blank=True, help_text=_("Optional command the GPU worker runs to start the engine"))
+    launch_recipe = models.TextField(
+        blank=True, help_text=_("Optional command the GPU worker runs to start the engine")
+    )
     endpoint_url = models.URLField(blank=True)
     metrics_url = models.URLField(blank=True)
     api_key_encrypted = models.TextField(blank=True, editable=False)
@@ -288,13 +343,26 @@ class DecisionRecord(models.Model):
         SIGNED = "signed", _("Signed")
         SUPERSEDED = "superseded", _("Superseded")
 
-    FROZEN_FIELDS = ("snapshot", "snapshot_sha256", "decision", "rationale", "applies_to", "does_not_apply_to",
-                     "review_by", "version", "selection_id", "supersedes_id", "include_simulated")
+    FROZEN_FIELDS = (
+        "snapshot",
+        "snapshot_sha256",
+        "decision",
+        "rationale",
+        "applies_to",
+        "does_not_apply_to",
+        "review_by",
+        "version",
+        "selection_id",
+        "supersedes_id",
+        "include_simulated",
+    )
 
     selection = models.ForeignKey(Selection, on_delete=models.PROTECT, related_name="records")
     version = models.PositiveIntegerField()
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.DRAFT)
-    decision = models.CharField(_("decision"), max_length=200, blank=True, help_text=_("The chosen candidate, in words"))
+    decision = models.CharField(
+        _("decision"), max_length=200, blank=True, help_text=_("The chosen candidate, in words")
+    )
     rationale = models.TextField(_("rationale"), blank=True)
     applies_to = models.TextField(_("where the decision applies"), blank=True)
     does_not_apply_to = models.TextField(_("where it does not apply (risk boundary)"), blank=True)
@@ -302,8 +370,9 @@ class DecisionRecord(models.Model):
     include_simulated = models.BooleanField(default=False)
     snapshot = models.JSONField(null=True, blank=True)
     snapshot_sha256 = models.CharField(max_length=64, blank=True)
-    supersedes = models.OneToOneField("self", on_delete=models.PROTECT, null=True, blank=True,
-                                      related_name="superseded_by")
+    supersedes = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+    )
     pdf = models.FileField(upload_to="records/", blank=True, max_length=300)
     pdf_sha256 = models.CharField(max_length=64, blank=True)
     signed_pdf = models.FileField(upload_to="records/signed/", blank=True, max_length=300)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
-from .models import Candidate, Membership, Selection
+from selection.models import Candidate, Membership, Selection
 
 
 def selections_for(user) -> QuerySet[Selection]:
@@ -34,3 +35,8 @@ def can_edit(user, selection: Selection) -> bool:
 
 def can_review(user, selection: Selection) -> bool:
     return role_in(user, selection) in {Membership.Role.ARCHITECT, Membership.Role.REVIEWER}
+
+
+def require_editor(user, selection: Selection) -> None:
+    if not can_edit(user, selection):
+        raise PermissionDenied("Only architects of this selection's team can change it.")

@@ -1,11 +1,22 @@
-"""Celery tasks of the selection app. Tasks take ids and are idempotent."""
+"""Celery tasks of the selection app and their enqueue helpers. Tasks take ids and are idempotent.
+
+Services enqueue through the helpers here (after their transaction commits); task bodies call
+modules that never import this one (scoring services, record rendering), so imports stay one-way.
+"""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
 
-from .domain.scenarios import infer_scenario
-from .models import Selection
+from celery import shared_task
+from django.db import transaction
+
+from selection.domain.scenarios import infer_scenario
+from selection.models import DecisionRecord, Selection
+from selection.records.rendering import render_pdf
+from selection.scoring.services import compute_scores
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="selection.tasks.refresh_scenario")
@@ -20,8 +31,6 @@ def refresh_scenario(selection_id: int) -> str:
 @shared_task(name="selection.tasks.recompute_scores")
 def recompute_scores(selection_id: int) -> int:
     """Recompute both scorings (final, and with SIMULATED evidence included) after evidence or weights change."""
-    from .scores import compute_scores
-
     selection = Selection.objects.get(pk=selection_id)
     compute_scores(selection, include_simulated=True)
     return compute_scores(selection, include_simulated=False).pk
@@ -30,7 +39,24 @@ def recompute_scores(selection_id: int) -> int:
 @shared_task(name="selection.tasks.render_record", acks_late=True, max_retries=2, default_retry_delay=10)
 def render_record(record_id: int) -> str:
     """Render an approved record's frozen snapshot to PDF (the `render` queue)."""
-    from .models import DecisionRecord
-    from .records import render_pdf
-
     return render_pdf(DecisionRecord.objects.get(pk=record_id)).pdf_sha256
+
+
+def schedule_rescoring(selection_id: int) -> None:
+    """After the current transaction commits, recompute scores on the `default` queue."""
+
+    def send() -> None:
+        try:
+            recompute_scores.apply_async((selection_id,), retry=False)
+        except Exception:  # broker down: scores are recomputed on the next read or change
+            logger.warning("could not queue rescoring of selection %s", selection_id)
+
+    transaction.on_commit(send)
+
+
+def queue_render(record_id: int) -> None:
+    """Queue the PDF rendering of a fully approved record (broker down: rendered on first signing)."""
+    try:
+        render_record.apply_async((record_id,), retry=False)
+    except Exception:
+        logger.warning("could not queue rendering of record %s; it renders on first signing", record_id)

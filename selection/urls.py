@@ -1,23 +1,42 @@
+"""Every page of the workspace, in the order an architect meets them (namespace ``selection``).
+
+The evidence pages (validation, runs, CI uploads) are the benchmarks app's, mounted here so that
+one namespace covers the whole flow.
+"""
+
 from django.urls import path
 
 from benchmarks import urls as evidence_urls
-
-from . import views, views_capacity
+from selection.candidates import views as candidate_views
+from selection.capacity import views as capacity_views
+from selection.records import views as record_views
+from selection.scoring import views as scoring_views
+from selection.setup import views as setup_views
 
 app_name = "selection"
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
-    path("selections/new/", views.selection_create, name="create"),
-    path("selections/<int:pk>/", views.selection_detail, name="detail"),
-    path("selections/<int:pk>/constraints/", views.constraints_edit, name="constraints"),
-    path("selections/<int:pk>/scenario/", views.scenario, name="scenario"),
-    path("selections/<int:pk>/scenario/accept/", views.scenario_accept, name="scenario-accept"),
-    path("selections/<int:pk>/gates/", views.gates, name="gates"),
-    path("selections/<int:pk>/candidates/", views.candidates, name="candidates"),
-    path("selections/<int:pk>/candidates/<int:candidate_pk>/", views.candidate_edit, name="candidate-edit"),
-    path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", views_capacity.capacity_page, name="capacity"),
-    *evidence_urls.urlpatterns,  # validation, runs, CI tokens and uploads (benchmarks/views.py)
+    # 1-2: the selection, its constraints, scenario, weights and gates
+    path("", setup_views.dashboard, name="dashboard"),
+    path("selections/new/", setup_views.selection_create, name="create"),
+    path("selections/<int:pk>/", setup_views.selection_detail, name="detail"),
+    path("selections/<int:pk>/constraints/", setup_views.constraints_edit, name="constraints"),
+    path("selections/<int:pk>/scenario/", setup_views.scenario, name="scenario"),
+    path("selections/<int:pk>/scenario/accept/", setup_views.scenario_accept, name="scenario-accept"),
+    path("selections/<int:pk>/gates/", setup_views.gates, name="gates"),
+    # 3: candidates and their capacity
+    path("selections/<int:pk>/candidates/", candidate_views.candidates, name="candidates"),
+    path("selections/<int:pk>/candidates/<int:candidate_pk>/", candidate_views.candidate_edit, name="candidate-edit"),
+    path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", capacity_views.capacity_page, name="capacity"),
+    # 4: evidence (validation runs, CI uploads)
+    *evidence_urls.urlpatterns,
+    # 5: comparison and the decision record
+    path("selections/<int:pk>/comparison/", scoring_views.comparison, name="comparison"),
+    path("selections/<int:pk>/comparison/recompute/", scoring_views.comparison_recompute, name="comparison-recompute"),
+    path("selections/<int:pk>/records/", record_views.record_list, name="records"),
+    path("selections/<int:pk>/records/<int:record_pk>/", record_views.record_detail, name="record"),
+    path("selections/<int:pk>/records/<int:record_pk>/action/", record_views.record_action, name="record-action"),
+    path("selections/<int:pk>/records/<int:record_pk>/sign/", record_views.record_sign, name="record-sign"),
+    path("selections/<int:pk>/records/<int:record_pk>/pdf/", record_views.record_pdf, name="record-pdf"),
+    path("records/verify/", record_views.verify, name="record-verify"),
 ]
-from .urls_decision import urlpatterns as decision_urlpatterns  # noqa: E402  steps 6-7: comparison, records, verify
-urlpatterns += decision_urlpatterns

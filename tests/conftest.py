@@ -11,18 +11,32 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from selection import services
+from selection.candidates.services import load_engine_catalog
 from selection.models import Engine, Membership, Team
+from selection.setup.services import create_selection, save_constraints
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 SAMPLE_CONSTRAINTS = {
-    "peak_concurrency": 200, "request_rate": 20.0, "avg_input_tokens": 800, "p95_input_tokens": 2000,
-    "max_input_tokens": 4096, "avg_output_tokens": 200, "max_output_tokens": 1024, "multi_turn": False,
-    "ttft_p95_ms": 800.0, "tpot_p95_ms": 60.0, "e2e_p95_ms": 15000.0, "gpu_model": "H100",
-    "gpu_memory_gib": 80.0, "gpu_count_budget": 4, "cost_per_gpu_hour": "2.50", "ops_team_size": 3,
-    "target_model": "Llama-3.1-8B", "kv_precisions_allowed": ["bf16", "fp8"],
+    "peak_concurrency": 200,
+    "request_rate": 20.0,
+    "avg_input_tokens": 800,
+    "p95_input_tokens": 2000,
+    "max_input_tokens": 4096,
+    "avg_output_tokens": 200,
+    "max_output_tokens": 1024,
+    "multi_turn": False,
+    "ttft_p95_ms": 800.0,
+    "tpot_p95_ms": 60.0,
+    "e2e_p95_ms": 15000.0,
+    "gpu_model": "H100",
+    "gpu_memory_gib": 80.0,
+    "gpu_count_budget": 4,
+    "cost_per_gpu_hour": "2.50",
+    "ops_team_size": 3,
+    "target_model": "Llama-3.1-8B",
+    "kv_precisions_allowed": ["bf16", "fp8"],
 }
 
 
@@ -33,6 +47,7 @@ def make_user(django_user_model):
         if team is not None:
             Membership.objects.create(team=team, user=user, role=role)
         return user
+
     return make
 
 
@@ -59,19 +74,25 @@ def outsider(make_user, db):
 
 @pytest.fixture
 def engines(db):
-    services.load_engine_catalog()
+    load_engine_catalog()
     return {e.slug: e for e in Engine.objects.all()}
 
 
 @pytest.fixture
 def selection(architect, team):
-    return services.create_selection(user=architect, team=team, name="Support bot", business_owner=architect,
-                                     platform_owner=architect, security_owner=architect)
+    return create_selection(
+        user=architect,
+        team=team,
+        name="Support bot",
+        business_owner=architect,
+        platform_owner=architect,
+        security_owner=architect,
+    )
 
 
 @pytest.fixture
 def selection_with_constraints(selection, architect):
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
     selection.refresh_from_db()
     return selection
 
@@ -109,9 +130,29 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         log = tmp_path_factory.mktemp("worker") / "worker.log"
         handle = open(log, "wb")
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "default,gpu,render",
-             "--pool", "threads", "-c", "4", "-n", f"test-{os.getpid()}@%h", "--loglevel", "INFO"],
-            cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                "default,gpu,render",
+                "--pool",
+                "threads",
+                "-c",
+                "4",
+                "-n",
+                f"test-{os.getpid()}@%h",
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if process.poll() is not None:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ..models import Artifact, BenchmarkRun, RunPoint
-from ..result import TEST_NAMES
+from benchmarks.models import Artifact, BenchmarkRun, RunPoint
+from benchmarks.suite import TEST_IDS
 
 
 class RunPointSerializer(serializers.ModelSerializer):
@@ -25,10 +25,34 @@ class RunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BenchmarkRun
-        fields = ["id", "candidate", "test", "label", "origin", "status", "evidence", "tool", "tool_version", "format",
-                  "metadata", "definitions", "params", "verdicts", "notes", "partial", "error", "progress",
-                  "uploaded_by", "raw_sha256", "created_at", "started_at", "finished_at", "status_url", "points",
-                  "artifacts"]
+        fields = [
+            "id",
+            "candidate",
+            "test",
+            "label",
+            "origin",
+            "status",
+            "evidence",
+            "tool",
+            "tool_version",
+            "format",
+            "metadata",
+            "definitions",
+            "params",
+            "verdicts",
+            "notes",
+            "partial",
+            "error",
+            "progress",
+            "uploaded_by",
+            "raw_sha256",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "status_url",
+            "points",
+            "artifacts",
+        ]
 
     def get_status_url(self, obj) -> str:
         return f"/api/v1/runs/{obj.pk}/"
@@ -41,6 +65,6 @@ class RunSummarySerializer(RunSerializer):
 
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(allow_empty_file=False)
-    test = serializers.ChoiceField(choices=TEST_NAMES)
+    test = serializers.ChoiceField(choices=TEST_IDS)
     format = serializers.CharField(required=False, allow_blank=True, max_length=60)
     label = serializers.CharField(required=False, allow_blank=True, max_length=200)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import io
 
-from django.http import FileResponse, HttpResponse
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -13,14 +17,17 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks.api.permissions import is_upload_token
+from benchmarks.api.serializers import RunSerializer, RunSummarySerializer, UploadSerializer
+from benchmarks.models import Artifact, BenchmarkRun
+from benchmarks.storage import StorageFailure
+from benchmarks.suite import RUNNABLE_TEST_IDS
+from benchmarks.uploads.ingest import IngestError, ingest_upload
+from benchmarks.validation.dispatch import ValidationError as RunValidationError
+from benchmarks.validation.dispatch import request_cancel, start_validation
+from benchmarks.validation.plan import validation_plan
 from selection.models import Candidate
-from selection.selectors import selections_for
-
-from .. import services
-from ..models import Artifact, BenchmarkRun
-from ..result import VALIDATION_TEST_NAMES
-from .permissions import is_upload_token
-from .serializers import RunSerializer, RunSummarySerializer, UploadSerializer
+from selection.selectors import can_edit, selections_for
 
 
 def candidate_for_request(request, candidate_id: int) -> Candidate:
@@ -31,8 +38,6 @@ def candidate_for_request(request, candidate_id: int) -> Candidate:
             raise PermissionDenied("This upload token belongs to another selection.")
         return candidate
     if not selections_for(request.user).filter(pk=candidate.selection_id).exists():
-        from django.http import Http404
-
         raise Http404
     return candidate
 
@@ -53,33 +58,39 @@ class CandidateResultsView(APIView):
         runs = candidate.runs.prefetch_related("points", "artifacts")[:200]
         return Response(RunSummarySerializer(runs, many=True).data)
 
-    @extend_schema(request={"multipart/form-data": UploadSerializer}, responses={200: RunSerializer, 201: RunSerializer,
-                                                                                 202: RunSerializer},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)])
+    @extend_schema(
+        request={"multipart/form-data": UploadSerializer},
+        responses={200: RunSerializer, 201: RunSerializer, 202: RunSerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
+    )
     def post(self, request, candidate_id: int):
         candidate = candidate_for_request(request, candidate_id)
         if not is_upload_token(request.user):
-            from selection.selectors import can_edit
-
             if not can_edit(request.user, candidate.selection):
                 raise PermissionDenied("Only architects (or the selection's upload tokens) can upload results.")
         upload = UploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
         handle = upload.validated_data["file"]
-        from django.conf import settings
 
         if handle.size > settings.KVSELECT_MAX_UPLOAD_BYTES:
-            return Response({"file": [f"{handle.size:,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}"]},
-                            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            return Response(
+                {"file": [f"{handle.size:,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}"]},
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
         try:
-            run, created = services.ingest_upload(
-                candidate=candidate, data=handle.read(), filename=handle.name, test=upload.validated_data["test"],
-                fmt=upload.validated_data.get("format") or None, label=upload.validated_data.get("label", ""),
+            run, created = ingest_upload(
+                candidate=candidate,
+                data=handle.read(),
+                filename=handle.name,
+                test=upload.validated_data["test"],
+                fmt=upload.validated_data.get("format") or None,
+                label=upload.validated_data.get("label", ""),
                 uploader=str(request.user) if is_upload_token(request.user) else request.user.get_username(),
-                idempotency_key=request.headers.get("Idempotency-Key", ""))
-        except services.IngestError as exc:
+                idempotency_key=request.headers.get("Idempotency-Key", ""),
+            )
+        except IngestError as exc:
             return Response({exc.field: [str(exc)]}, status=exc.status)
-        except services.StorageFailure as exc:
+        except StorageFailure as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_507_INSUFFICIENT_STORAGE)
         except ValueError as exc:  # the parsers' UnrecognisedFormat / FormatError
             body = {"file": [str(exc)]}
@@ -87,8 +98,11 @@ class CandidateResultsView(APIView):
                 body["formats_tried"] = exc.refusals
             return Response(body, status=status.HTTP_400_BAD_REQUEST)
         run = BenchmarkRun.objects.prefetch_related("points", "artifacts").get(pk=run.pk)
-        code = status.HTTP_200_OK if not created else (
-            status.HTTP_201_CREATED if run.status == BenchmarkRun.Status.SUCCEEDED else status.HTTP_202_ACCEPTED)
+        code = (
+            status.HTTP_200_OK
+            if not created
+            else (status.HTTP_201_CREATED if run.status == BenchmarkRun.Status.SUCCEEDED else status.HTTP_202_ACCEPTED)
+        )
         return Response(RunSerializer(run).data, status=code)
 
 
@@ -106,16 +120,18 @@ class RunRequestsView(APIView):
 
     allow_upload_token = True
 
-    @extend_schema(parameters=[OpenApiParameter("as", str, enum=["parquet", "csv"])], responses={(200, "application/octet-stream"): bytes})
+    @extend_schema(
+        parameters=[OpenApiParameter("as", str, enum=["parquet", "csv"])],
+        responses={(200, "application/octet-stream"): bytes},
+    )
     def get(self, request, run_id: int):
         run = run_for_request(request, run_id)
         artifact = run.artifacts.filter(kind=Artifact.Kind.REQUESTS).first()
         if artifact is None:
-            return Response({"detail": "This run has no per-request records (the file held summaries only)."}, status=404)
+            return Response(
+                {"detail": "This run has no per-request records (the file held summaries only)."}, status=404
+            )
         if request.query_params.get("as", "parquet") == "csv":
-            import pyarrow.csv as pacsv
-            import pyarrow.parquet as pq
-
             with artifact.file.open("rb") as handle:
                 table = pq.read_table(handle)
             buffer = io.BytesIO()
@@ -123,12 +139,16 @@ class RunRequestsView(APIView):
             response = HttpResponse(buffer.getvalue(), content_type="text/csv")
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.csv"'
             return response
-        return FileResponse(artifact.file.open("rb"), as_attachment=True, filename=f"run-{run.pk}-requests.parquet",
-                            content_type="application/vnd.apache.parquet")
+        return FileResponse(
+            artifact.file.open("rb"),
+            as_attachment=True,
+            filename=f"run-{run.pk}-requests.parquet",
+            content_type="application/vnd.apache.parquet",
+        )
 
 
 class StartValidationSerializer(serializers.Serializer):
-    test = serializers.ChoiceField(choices=list(VALIDATION_TEST_NAMES))
+    test = serializers.ChoiceField(choices=list(RUNNABLE_TEST_IDS))
     params = serializers.DictField(required=False, help_text="Overrides of the planned parameters")
     label = serializers.CharField(required=False, allow_blank=True, max_length=200)
 
@@ -138,25 +158,24 @@ class CandidateValidationsView(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request, candidate_id: int):
-        from ..validation import validation_plan
 
         candidate = candidate_for_request(request, candidate_id)
         return Response(validation_plan(candidate))
 
     @extend_schema(request=StartValidationSerializer, responses={202: RunSerializer})
     def post(self, request, candidate_id: int):
-        from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-
-        from ..validation import ValidationError as RunValidationError
-        from ..validation import start_validation
 
         candidate = candidate_for_request(request, candidate_id)
         serializer = StartValidationSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            run = start_validation(candidate=candidate, user=request.user, test=serializer.validated_data["test"],
-                                   params=serializer.validated_data.get("params"),
-                                   label=serializer.validated_data.get("label", ""))
+            run = start_validation(
+                candidate=candidate,
+                user=request.user,
+                test=serializer.validated_data["test"],
+                params=serializer.validated_data.get("params"),
+                label=serializer.validated_data.get("label", ""),
+            )
         except DjangoPermissionDenied as exc:
             raise PermissionDenied(str(exc)) from exc
         except RunValidationError as exc:
@@ -168,9 +187,6 @@ class CandidateValidationsView(APIView):
 class RunCancelView(APIView):
     @extend_schema(request=None, responses=RunSerializer)
     def post(self, request, run_id: int):
-        from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-
-        from ..validation import request_cancel
 
         run = run_for_request(request, run_id)
         try:

@@ -9,48 +9,40 @@ No other exception escapes (hostile uploads included).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from benchmarks.formats._common import FormatError, Source
+from benchmarks.formats import (
+    aiperf,
+    genai_perf,
+    guidellm,
+    inference_perf,
+    llmperf,
+    native,
+    sglang,
+    vllm,
+)
+from benchmarks.formats.base import Format, FormatError, Source, UnrecognisedFormat
+from benchmarks.formats.common import apply_slo, validate_slo
 from benchmarks.result import NormalizedResult
 
-__all__ = ["FORMATS", "Format", "FormatError", "UnrecognisedFormat", "detect", "detect_and_parse", "format_names",
-           "recompute_goodput"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "FormatError",
+    "UnrecognisedFormat",
+    "detect",
+    "detect_and_parse",
+    "format_names",
+    "recompute_goodput",
+]
 
 
-@dataclass(frozen=True)
-class Format:
-    """One file format: `sniff` returns None to accept or a reason to refuse; `parse` reads it."""
-
-    name: str
-    tool: str
-    description: str
-    sniff: Callable[[Source], str | None]
-    parse: Callable[[Source, dict[str, Any] | None], NormalizedResult]
-
-
-class UnrecognisedFormat(ValueError):
-    """No format accepted the file; `refusals` maps each format tried to its reason."""
-
-    def __init__(self, refusals: dict[str, str], filename: str | None = None):
-        self.refusals = refusals
-        label = f"{filename!r}" if filename else "the file"
-        reasons = "; ".join(f"{name}: {reason}" for name, reason in refusals.items())
-        super().__init__(f"{label} is not a recognised benchmark result format. Tried {reasons}")
-
-
-def _registry() -> list[Format]:
-    from benchmarks.formats import aiperf, genai_perf, guidellm, inference_perf, llmperf, native, sglang, vllm
-
-    formats: list[Format] = []
-    # order matters only for tie-breaking; sniffers are written to be mutually exclusive
-    for module in (native, guidellm, aiperf, genai_perf, vllm, sglang, inference_perf, llmperf):
-        formats.extend(module.FORMATS)
-    return formats
-
-
-FORMATS: list[Format] = _registry()
+# Order matters only for tie-breaking; sniffers are written to be mutually exclusive.
+FORMATS: list[Format] = [
+    fmt
+    for module in (native, guidellm, aiperf, genai_perf, vllm, sglang, inference_perf, llmperf)
+    for fmt in module.FORMATS
+]
 
 
 def format_names() -> list[str]:
@@ -84,8 +76,6 @@ def _safe_parse(fmt: Format, source: Source, slo: dict[str, Any] | None) -> Norm
 def recompute_goodput(result: NormalizedResult, slo: dict[str, Any]) -> NormalizedResult:
     """Recompute goodput/SLO attainment of a parsed result against another latency budget
     (in place; needs `result.requests`, otherwise goodput becomes missing)."""
-    from benchmarks.formats._common import apply_slo, validate_slo
-
     try:
         validate_slo(slo)
     except ValueError as error:
@@ -118,8 +108,6 @@ def detect_and_parse(
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError("data must be bytes")
-    from benchmarks.formats._common import validate_slo
-
     try:
         validate_slo(slo)
     except ValueError as error:

@@ -10,17 +10,13 @@ The JSONL is read with pyarrow against an explicit schema (vectorised; 1M record
 
 from __future__ import annotations
 
-import csv
 import io
-import math
 from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source
+from benchmarks.formats.common import (
     cap_depth,
     expect_object,
     finish,
@@ -30,11 +26,18 @@ from benchmarks.formats._common import (
     pooled_itl_mean,
     request_frame,
     stats_from_array,
-    type_name,
 )
-from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from benchmarks.formats.metric_table import (
+    AIPERF_CSV_MARKERS,
+    latency_stats,
+    metric_avg,
+    metric_block,
+    metric_sum,
+    parse_metric_csv,
+    unit_scale,
+)
+from benchmarks.result import LoadPoint, NormalizedResult
 
-TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0}
 KNOWN_SCHEMAS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
 
 DEFINITIONS = {
@@ -47,52 +50,6 @@ DEFINITIONS = {
     "output_token_throughput": "aiperf output_token_throughput: total OSL (incl. reasoning) / duration",
     "goodput": "aiperf goodput: requests meeting --goodput SLOs / duration",
 }
-STAT_MAP = {"mean": "avg", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "max": "max"}
-
-
-def _scale(unit: Any, path: str) -> float:
-    if not isinstance(unit, str):
-        raise FormatError(f"{path}: expected a unit string, got {type_name(unit)}")
-    scale = TIME_UNITS.get(unit.strip().lower())
-    if scale is None:
-        raise FormatError(f"{path}: unknown time unit {unit!r} (expected ns, us, ms or sec)")
-    return scale
-
-
-def _block(doc: dict[str, Any], tag: str) -> dict[str, Any] | None:
-    value = doc.get(tag)
-    if value is None:
-        return None
-    return expect_object(value, tag)
-
-
-def _latency(doc: dict[str, Any], tag: str) -> Stats:
-    block = _block(doc, tag)
-    if block is None:
-        return Stats()
-    scale = _scale(block.get("unit"), f"{tag}.unit")
-    values = {}
-    for ours, theirs in STAT_MAP.items():
-        v = number(block.get(theirs), f"{tag}.{theirs}")
-        values[ours] = None if v is None else v * scale
-    return Stats(**values)
-
-
-def _avg(doc: dict[str, Any], tag: str) -> float | None:
-    block = _block(doc, tag)
-    return None if block is None else number(block.get("avg"), f"{tag}.avg")
-
-
-def _sum(doc: dict[str, Any], tag: str, scale: float = 1.0, count: float | None = None) -> float | None:
-    block = _block(doc, tag)
-    if block is None:
-        return None
-    total = number(block.get("sum"), f"{tag}.sum")
-    if total is None:
-        avg = number(block.get("avg"), f"{tag}.avg")
-        count = number(block.get("count"), f"{tag}.count") or count
-        total = avg * count if avg is not None and count is not None else None
-    return None if total is None else total * scale
 
 
 # --- summary JSON -------------------------------------------------------------------------------
@@ -117,7 +74,9 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     doc = expect_object(source.json, "(root)")
     schema = doc.get("schema_version")
     if schema is not None and (not isinstance(schema, str) or schema not in KNOWN_SCHEMAS):
-        raise FormatError(f"schema_version: unsupported aiperf schema {schema!r} (this parser reads {', '.join(KNOWN_SCHEMAS)})")
+        raise FormatError(
+            f"schema_version: unsupported aiperf schema {schema!r} (this parser reads {', '.join(KNOWN_SCHEMAS)})"
+        )
     result = NormalizedResult(tool="aiperf", format="aiperf", definitions=dict(DEFINITIONS))
     version = doc.get("aiperf_version")
     result.tool_version = version if isinstance(version, str) else None
@@ -129,36 +88,42 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
 
 def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPoint:
     point = LoadPoint(label="aiperf")
-    point.ttft_ms = _latency(doc, "time_to_first_token")
-    point.tpot_ms = _latency(doc, "inter_token_latency")
-    point.e2e_ms = _latency(doc, "request_latency")
-    chunk = _latency(doc, "inter_chunk_latency")
+    point.ttft_ms = latency_stats(doc, "time_to_first_token")
+    point.tpot_ms = latency_stats(doc, "inter_token_latency")
+    point.e2e_ms = latency_stats(doc, "request_latency")
+    chunk = latency_stats(doc, "inter_chunk_latency")
     if not chunk.is_empty():
         point.extra["itl_chunk_ms"] = chunk.__dict__.copy()
-    latency_block = _block(doc, "request_latency")
-    ttft_block = _block(doc, "time_to_first_token")
+    latency_block = metric_block(doc, "request_latency")
+    ttft_block = metric_block(doc, "time_to_first_token")
     count = number((latency_block or {}).get("count"), "request_latency.count")
     if count is None:  # schema 1.0 has no count/sum; every successful request has a latency
-        count = _avg(doc, "request_count")
-    osl = _sum(doc, "output_sequence_length", count=count)
+        count = metric_avg(doc, "request_count")
+    osl = metric_sum(doc, "output_sequence_length", count=count)
     if latency_block and ttft_block and osl is not None and count:
-        e2e_sum = _sum(doc, "request_latency", _scale(latency_block.get("unit"), "request_latency.unit"), count)
-        ttft_sum = _sum(doc, "time_to_first_token", _scale(ttft_block.get("unit"), "time_to_first_token.unit"), count)
+        e2e_sum = metric_sum(
+            doc, "request_latency", unit_scale(latency_block.get("unit"), "request_latency.unit"), count
+        )
+        ttft_sum = metric_sum(
+            doc, "time_to_first_token", unit_scale(ttft_block.get("unit"), "time_to_first_token.unit"), count
+        )
         point.itl_ms = mean_only(pooled_itl_mean(e2e_sum, ttft_sum, osl - count))
-    point.request_throughput = _avg(doc, "request_throughput")
-    point.output_token_throughput = _avg(doc, "output_token_throughput")
-    point.input_token_throughput = _avg(doc, "input_token_throughput")
-    point.goodput = _avg(doc, "goodput")
-    fraction = _avg(doc, "good_request_fraction")
+    point.request_throughput = metric_avg(doc, "request_throughput")
+    point.output_token_throughput = metric_avg(doc, "output_token_throughput")
+    point.input_token_throughput = metric_avg(doc, "input_token_throughput")
+    point.goodput = metric_avg(doc, "goodput")
+    fraction = metric_avg(doc, "good_request_fraction")
     point.slo_attainment = fraction
-    duration = _block(doc, "benchmark_duration")
+    duration = metric_block(doc, "benchmark_duration")
     if duration is not None:
         d = number(duration.get("avg"), "benchmark_duration.avg")
-        point.duration_s = None if d is None else d * _scale(duration.get("unit"), "benchmark_duration.unit") / 1000.0
-    completed = _avg(doc, "request_count")
-    errors = _avg(doc, "error_request_count")
+        point.duration_s = (
+            None if d is None else d * unit_scale(duration.get("unit"), "benchmark_duration.unit") / 1000.0
+        )
+    completed = metric_avg(doc, "request_count")
+    errors = metric_avg(doc, "error_request_count")
     point.requests_completed = None if completed is None else int(completed)
-    error_rate = _block(doc, "request_error_rate")
+    error_rate = metric_block(doc, "request_error_rate")
     if error_rate is not None:
         rate = number(error_rate.get("avg"), "request_error_rate.avg")
         if rate is not None:
@@ -170,10 +135,10 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
             item = expect_object(item, f"error_summary[{i}]")
             errors += number(item.get("count"), f"error_summary[{i}].count") or 0
     point.requests_failed = None if errors is None else int(errors)
-    if point.requests_completed is None and errors and _block(doc, "request_latency") is None:
+    if point.requests_completed is None and errors and metric_block(doc, "request_latency") is None:
         point.requests_completed = 0  # aiperf leaves request_count null when nothing succeeded
         result.notes.append("no successful request: every latency metric is null")
-    concurrency = _avg(doc, "effective_concurrency")
+    concurrency = metric_avg(doc, "effective_concurrency")
     point.achieved_concurrency = concurrency
     config = doc.get("input_config")
     if isinstance(config, dict):
@@ -190,7 +155,11 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
         command = (doc.get("run_info") or {}).get("cli_command") if isinstance(doc.get("run_info"), dict) else None
         if isinstance(command, str):
             _from_cli(command, point)
-    point.label = "aiperf" + (f" concurrency={point.concurrency:g}" if point.concurrency else "") + (f" rate={point.request_rate:g}" if point.request_rate else "")
+    point.label = (
+        "aiperf"
+        + (f" concurrency={point.concurrency:g}" if point.concurrency else "")
+        + (f" rate={point.request_rate:g}" if point.request_rate else "")
+    )
     return point
 
 
@@ -236,11 +205,15 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
     telemetry = doc.get("telemetry_data")
     if isinstance(telemetry, dict) and isinstance(telemetry.get("endpoints"), dict) and telemetry["endpoints"]:
         gpus = {}
-        for url, endpoint in telemetry["endpoints"].items():
+        for endpoint in telemetry["endpoints"].values():
             if isinstance(endpoint, dict) and isinstance(endpoint.get("gpus"), dict):
                 for gpu_id, gpu in endpoint["gpus"].items():
                     if isinstance(gpu, dict):
-                        gpus[gpu_id] = {k: gpu[k] for k in ("gpu_name", "gpu_model", "gpu_uuid", "hostname") if isinstance(gpu.get(k), str)}
+                        gpus[gpu_id] = {
+                            k: gpu[k]
+                            for k in ("gpu_name", "gpu_model", "gpu_uuid", "hostname")
+                            if isinstance(gpu.get(k), str)
+                        }
         if gpus:
             result.metadata["hardware"] = gpus
     if doc.get("was_cancelled") is True or doc.get("is_complete") is False:
@@ -249,9 +222,6 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
 
 
 # --- CSV ----------------------------------------------------------------------------------------
-
-AIPERF_CSV_MARKERS = ("Inter Chunk Latency", "Credit", "Error Request Count", "Error Input Sequence Length")
-CSV_LATENCY = {"Time to First Token": "ttft_ms", "Inter Token Latency": "tpot_ms", "Request Latency": "e2e_ms"}
 
 
 def sniff_csv(source: Source) -> str | None:
@@ -263,115 +233,15 @@ def sniff_csv(source: Source) -> str | None:
     return None
 
 
-def _csv_tables(text: str) -> list[list[list[str]]]:
-    tables: list[list[list[str]]] = [[]]
-    for row in csv.reader(io.StringIO(text)):
-        if not row or not any(cell.strip() for cell in row):
-            if tables[-1]:
-                tables.append([])
-            continue
-        tables[-1].append(row)
-    return [t for t in tables if t]
-
-
-def _unit_of(name: str) -> tuple[str, str | None]:
-    if name.endswith(")") and "(" in name:
-        base, _, unit = name.rpartition("(")
-        return base.strip(), unit[:-1]
-    return name.strip(), None
-
-
-def parse_csv(source: Source, slo: dict[str, Any] | None, tool: str = "aiperf") -> NormalizedResult:
-    try:
-        tables = _csv_tables(source.text)
-    except csv.Error as error:
-        raise FormatError(f"unreadable CSV: {error}") from None
-    if not tables:
-        raise FormatError("CSV: empty")
-    header = tables[0][0]
-    if header[:2] != ["Metric", "avg"]:
-        raise FormatError(f"CSV table 1: expected header 'Metric,avg,...', got {','.join(header[:3])!r}")
-    result = NormalizedResult(tool=tool, format=f"{tool}-csv", definitions=dict(DEFINITIONS if tool == "aiperf" else _genai_definitions()))
-    point = LoadPoint(label=tool)
-    for line, row in enumerate(tables[0][1:], start=2):
-        if len(row) != len(header):
-            raise FormatError(f"CSV table 1 line {line}: has {len(row)} columns, header has {len(header)}")
-        name, unit = _unit_of(row[0])
-        cells = dict(zip(header, row))
-        target = CSV_LATENCY.get(name)
-        if target is None and name != "Inter Chunk Latency":
-            continue
-        scale = _scale(unit, f"CSV table 1 line {line} ({row[0]})")
-        values = {}
-        for ours, theirs in STAT_MAP.items():
-            raw = cells.get(theirs, "")
-            if raw.strip() == "":
-                values[ours] = None
-                continue
-            try:
-                v = float(raw)
-            except ValueError:
-                raise FormatError(f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a number, got {raw[:30]!r}") from None
-            if not math.isfinite(v):
-                raise FormatError(f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a finite number, got {raw!r}")
-            values[ours] = v * scale
-        if target is None:
-            point.extra["itl_chunk_ms"] = values
-        else:
-            setattr(point, target, Stats(**values))
-    for table in tables[1:]:
-        if table[0][:2] != ["Metric", "Value"]:
-            continue
-        for line, row in enumerate(table[1:], start=2):
-            if len(row) < 2:
-                raise FormatError(f"CSV Metric,Value table line {line}: expected two columns")
-            name, unit = _unit_of(row[0])
-            try:
-                value = float(row[1])
-            except ValueError:
-                raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}") from None
-            if not math.isfinite(value):
-                raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a finite number")
-            key = name.lower()
-            if key == "request throughput":
-                point.request_throughput = value
-            elif key == "output token throughput":
-                point.output_token_throughput = value
-            elif key == "input token throughput":
-                point.input_token_throughput = value
-            elif key in ("goodput", "request goodput"):
-                point.goodput = value
-            elif key == "goodrequestfraction":
-                point.slo_attainment = value
-            elif key == "benchmark duration":
-                point.duration_s = value * _scale(unit or "sec", f"CSV line {line}") / 1000.0
-            elif key in ("request count", "completed requests"):
-                point.requests_completed = int(value)
-            elif key == "completed requests (success + error)":
-                point.extra["requests_total"] = int(value)
-            elif key == "error request count":
-                point.requests_failed = int(value)
-                point.extra["error_request_count"] = int(value)
-    if point.ttft_ms.is_empty() and point.e2e_ms.is_empty():
-        if "error_request_count" not in point.extra:
-            raise FormatError("CSV: no Time to First Token or Request Latency row, nor an Error Request Count")
-        result.notes.append("every request failed: no latency rows in the CSV")
-        if point.requests_completed is None:
-            point.requests_completed = 0
-    result.notes.append("CSV export carries no run configuration; concurrency/rate unknown")
-    result.points.append(point)
-    return finish(result, slo)
-
-
-def _genai_definitions() -> dict[str, str]:
-    from benchmarks.formats.genai_perf import DEFINITIONS as GENAI
-
-    return dict(GENAI)
-
-
 # --- per-request JSONL --------------------------------------------------------------------------
 
-JSONL_METRICS = ("time_to_first_token", "request_latency", "inter_token_latency", "output_sequence_length", "input_sequence_length")
+JSONL_METRICS = (
+    "time_to_first_token",
+    "request_latency",
+    "inter_token_latency",
+    "output_sequence_length",
+    "input_sequence_length",
+)
 
 
 def sniff_jsonl(source: Source) -> str | None:
@@ -391,14 +261,24 @@ def _jsonl_schema() -> Any:
     import pyarrow as pa
 
     metric = lambda t: pa.struct([("value", t), ("unit", pa.string())])  # noqa: E731
-    return pa.schema([
-        ("metadata", pa.struct([
-            ("x_request_id", pa.string()), ("request_start_ns", pa.int64()), ("request_end_ns", pa.int64()),
-            ("benchmark_phase", pa.string()), ("was_cancelled", pa.bool_()),
-        ])),
-        ("metrics", pa.struct([(name, metric(pa.float64())) for name in JSONL_METRICS])),
-        ("error", pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())])),
-    ])
+    return pa.schema(
+        [
+            (
+                "metadata",
+                pa.struct(
+                    [
+                        ("x_request_id", pa.string()),
+                        ("request_start_ns", pa.int64()),
+                        ("request_end_ns", pa.int64()),
+                        ("benchmark_phase", pa.string()),
+                        ("was_cancelled", pa.bool_()),
+                    ]
+                ),
+            ),
+            ("metrics", pa.struct([(name, metric(pa.float64())) for name in JSONL_METRICS])),
+            ("error", pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())])),
+        ]
+    )
 
 
 def read_jsonl_table(data: bytes) -> Any:
@@ -417,9 +297,8 @@ def read_jsonl_table(data: bytes) -> Any:
 
 
 def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
-    import pyarrow.compute as pc
-
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     table = read_jsonl_table(source.data)
     n = table.num_rows
@@ -428,8 +307,12 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     meta = table.column("metadata").combine_chunks()
     metrics = table.column("metrics").combine_chunks()
     error = table.column("error").combine_chunks()
-    strings = {"metadata.x_request_id": meta.field("x_request_id"), "metadata.benchmark_phase": meta.field("benchmark_phase"),
-               "error.type": error.field("type"), "error.message": error.field("message")}
+    strings = {
+        "metadata.x_request_id": meta.field("x_request_id"),
+        "metadata.benchmark_phase": meta.field("benchmark_phase"),
+        "error.type": error.field("type"),
+        "error.message": error.field("message"),
+    }
     strings.update({f"metrics.{name}.unit": metrics.field(name).field("unit") for name in JSONL_METRICS})
     for name, column in strings.items():
         try:
@@ -451,7 +334,7 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         units = pc.unique(column.field("unit").drop_null()).to_pylist()
         if len(units) > 1:
             raise FormatError(f"metrics.{name}.unit: mixed units {units} across records")
-        return values * (_scale(units[0], f"metrics.{name}.unit") if units else 1.0)
+        return values * (unit_scale(units[0], f"metrics.{name}.unit") if units else 1.0)
 
     ttft = metric_ms("time_to_first_token", True)
     e2e = metric_ms("request_latency", True)
@@ -467,7 +350,8 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     if error.null_count < n:
         etype = error.field("type").to_numpy(zero_copy_only=False)
         emsg = error.field("message").to_numpy(zero_copy_only=False)
-        messages = np.where(ok, None, np.array([f"{t}: {m}" if t else m for t, m in zip(etype, emsg)], dtype=object))
+        texts = [f"{t}: {m}" if t else m for t, m in zip(etype, emsg, strict=False)]
+        messages = np.where(ok, None, np.array(texts, dtype=object))
     frame = request_frame(
         {
             "point": np.zeros(n, dtype=np.int32),
@@ -489,28 +373,40 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     result = NormalizedResult(tool="aiperf", format="aiperf-jsonl", definitions=dict(DEFINITIONS))
     result.metadata["layout"] = "aiperf profile_export.jsonl (per-request records)"
     okf = frame["ok"].to_numpy(dtype=bool)
-    ends = (starts[keep] / 1e9 + np.nan_to_num(frame["e2e_ms"].to_numpy(dtype=float)) / 1000.0)
+    ends = starts[keep] / 1e9 + np.nan_to_num(frame["e2e_ms"].to_numpy(dtype=float)) / 1000.0
     duration = float(ends.max() - starts[keep].min() / 1e9) if len(frame) else None
-    point = LoadPoint(label="aiperf", duration_s=duration, requests_completed=int(okf.sum()), requests_failed=int((~okf).sum()))
+    point = LoadPoint(
+        label="aiperf", duration_s=duration, requests_completed=int(okf.sum()), requests_failed=int((~okf).sum())
+    )
     point.ttft_ms = stats_from_array(frame["ttft_ms"].to_numpy(dtype=float)[okf])
     point.tpot_ms = stats_from_array(frame["tpot_ms"].to_numpy(dtype=float)[okf])
     point.e2e_ms = stats_from_array(frame["e2e_ms"].to_numpy(dtype=float)[okf])
     t, e, f = (frame[c].to_numpy(dtype=float)[okf] for c in ("output_tokens", "e2e_ms", "ttft_ms"))
     valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
     if valid.any():
-        point.itl_ms = mean_only(pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum())))
+        point.itl_ms = mean_only(
+            pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum()))
+        )
     if duration:
         point.request_throughput = point.requests_completed / duration
         total_out = float(np.nansum(t))
         point.output_token_throughput = total_out / duration if np.isfinite(t).any() else None
     result.requests = frame
     result.points.append(point)
-    result.notes.append("summary statistics recomputed from per-request records; throughput over first start -> last end")
+    result.notes.append(
+        "summary statistics recomputed from per-request records; throughput over first start -> last end"
+    )
     return finish(result, slo)
 
 
 FORMATS = [
     Format("aiperf", "aiperf", "aiperf profile_export_aiperf.json (schema 1.0-1.5)", sniff_json, parse_json),
-    Format("aiperf-csv", "aiperf", "aiperf profile_export_aiperf.csv (several tables)", sniff_csv, lambda s, slo: parse_csv(s, slo, "aiperf")),
+    Format(
+        "aiperf-csv",
+        "aiperf",
+        "aiperf profile_export_aiperf.csv (several tables)",
+        sniff_csv,
+        lambda s, slo: parse_metric_csv(s, slo, "aiperf", DEFINITIONS),
+    ),
     Format("aiperf-jsonl", "aiperf", "aiperf profile_export.jsonl (per-request records)", sniff_jsonl, parse_jsonl),
 ]

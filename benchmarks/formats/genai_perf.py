@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    Source,
+from benchmarks.formats.base import Format, Source
+from benchmarks.formats.common import (
     cap_depth,
     expect_list,
     expect_object,
@@ -30,7 +29,12 @@ from benchmarks.formats._common import (
     request_frame,
     stats_from_array,
 )
-from benchmarks.formats.aiperf import _avg, _latency, parse_csv
+from benchmarks.formats.metric_table import (
+    AIPERF_CSV_MARKERS,
+    latency_stats,
+    metric_avg,
+    parse_metric_csv,
+)
 from benchmarks.result import LoadPoint, NormalizedResult
 
 DEFINITIONS = {
@@ -70,17 +74,19 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     doc = expect_object(source.json, "(root)")
     result = NormalizedResult(tool="genai-perf", format="genai-perf", definitions=dict(DEFINITIONS))
     point = LoadPoint(label="genai-perf")
-    point.ttft_ms = _latency(doc, "time_to_first_token")
-    point.tpot_ms = _latency(doc, "inter_token_latency")
-    point.e2e_ms = _latency(doc, "request_latency")
-    point.request_throughput = _avg(doc, "request_throughput")
-    point.output_token_throughput = _avg(doc, "output_token_throughput")
-    point.goodput = _avg(doc, "request_goodput")
-    count = _avg(doc, "request_count")
+    point.ttft_ms = latency_stats(doc, "time_to_first_token")
+    point.tpot_ms = latency_stats(doc, "inter_token_latency")
+    point.e2e_ms = latency_stats(doc, "request_latency")
+    point.request_throughput = metric_avg(doc, "request_throughput")
+    point.output_token_throughput = metric_avg(doc, "output_token_throughput")
+    point.goodput = metric_avg(doc, "request_goodput")
+    count = metric_avg(doc, "request_count")
     point.requests_completed = None if count is None else int(count)
-    osl = _avg(doc, "output_sequence_length")
+    osl = metric_avg(doc, "output_sequence_length")
     if count and osl is not None and point.e2e_ms.mean is not None and point.ttft_ms.mean is not None:
-        point.itl_ms = mean_only(pooled_itl_mean(point.e2e_ms.mean * count, point.ttft_ms.mean * count, (osl - 1) * count))
+        point.itl_ms = mean_only(
+            pooled_itl_mean(point.e2e_ms.mean * count, point.ttft_ms.mean * count, (osl - 1) * count)
+        )
     config = doc.get("input_config")
     if isinstance(config, dict):
         names = config.get("model_names") or config.get("model")
@@ -172,12 +178,19 @@ def parse_raw(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
             point.request_throughput = point.requests_completed / point.duration_s
         point.ttft_ms = stats_from_array(ttft[ok])
         point.e2e_ms = stats_from_array(e2e[ok])
-        frames.append(request_frame({
-            "point": np.full(n, index, dtype=np.int32),
-            "start_s": start / 1e9,
-            "ttft_ms": ttft, "e2e_ms": e2e, "ok": ok,
-            "error": np.where(ok, None, "no response"),
-        }, n))
+        frames.append(
+            request_frame(
+                {
+                    "point": np.full(n, index, dtype=np.int32),
+                    "start_s": start / 1e9,
+                    "ttft_ms": ttft,
+                    "e2e_ms": e2e,
+                    "ok": ok,
+                    "error": np.where(ok, None, "no response"),
+                },
+                n,
+            )
+        )
         result.points.append(point)
     if frames:
         result.requests = pd.concat(frames, ignore_index=True)
@@ -188,8 +201,6 @@ def sniff_csv(source: Source) -> str | None:
     first = source.head.split("\n", 1)[0].strip()
     if not first.startswith("Metric,avg,"):
         return "first line is not the 'Metric,avg,...' table header"
-    from benchmarks.formats.aiperf import AIPERF_CSV_MARKERS
-
     if any(marker in source.head for marker in AIPERF_CSV_MARKERS) or ",sum," in first:
         return "looks like aiperf's CSV"
     return None
@@ -197,6 +208,18 @@ def sniff_csv(source: Source) -> str | None:
 
 FORMATS = [
     Format("genai-perf", "genai-perf", "genai-perf profile_export_genai_perf.json", sniff_json, parse_json),
-    Format("genai-perf-csv", "genai-perf", "genai-perf profile_export_genai_perf.csv", sniff_csv, lambda s, slo: parse_csv(s, slo, "genai-perf")),
-    Format("perf-analyzer-raw", "perf_analyzer", "perf_analyzer / genai-perf raw profile_export.json (ns timestamps)", sniff_raw, parse_raw),
+    Format(
+        "genai-perf-csv",
+        "genai-perf",
+        "genai-perf profile_export_genai_perf.csv",
+        sniff_csv,
+        lambda s, slo: parse_metric_csv(s, slo, "genai-perf", DEFINITIONS),
+    ),
+    Format(
+        "perf-analyzer-raw",
+        "perf_analyzer",
+        "perf_analyzer / genai-perf raw profile_export.json (ns timestamps)",
+        sniff_raw,
+        parse_raw,
+    ),
 ]

@@ -23,10 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source
+from benchmarks.formats.common import (
     cap_depth,
     expect_list,
     expect_object,
@@ -63,9 +61,13 @@ LAYOUTS = {
     "metadata2": "guidellm 0.7-0.8 ({metadata v2, config, benchmarks})",
 }
 # LoadPoint attribute <- the mean of guidellm's successful-request distribution of that metric
-MEAN_METRICS = (("request_throughput", "requests_per_second"), ("output_token_throughput", "output_tokens_per_second"),
-                ("input_token_throughput", "prompt_tokens_per_second"), ("achieved_concurrency", "request_concurrency"),
-                ("goodput", "request_goodput"))
+MEAN_METRICS = (
+    ("request_throughput", "requests_per_second"),
+    ("output_token_throughput", "output_tokens_per_second"),
+    ("input_token_throughput", "prompt_tokens_per_second"),
+    ("achieved_concurrency", "request_concurrency"),
+    ("goodput", "request_goodput"),
+)
 PERCENTILE_ORDER = ("p001", "p01", "p05", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "p999")
 
 
@@ -114,7 +116,9 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     result = NormalizedResult(tool="guidellm", format="guidellm", definitions=dict(DEFINITIONS))
     result.metadata["layout"] = LAYOUTS[layout]
     metadata = doc.get("metadata") or {}
-    result.tool_version = metadata.get("guidellm_version") if isinstance(metadata.get("guidellm_version"), str) else None
+    result.tool_version = (
+        metadata.get("guidellm_version") if isinstance(metadata.get("guidellm_version"), str) else None
+    )
     if isinstance(metadata.get("platform"), str):
         result.metadata["platform"] = metadata["platform"]
     run_config = doc.get("config") if layout == "metadata2" else doc.get("args")
@@ -153,7 +157,11 @@ def _config_metadata(config: dict[str, Any], result: NormalizedResult) -> None:
 
 def _worker_metadata(worker: dict[str, Any], result: NormalizedResult) -> None:
     """guidellm <=0.3 kept the backend in each benchmark's `worker`."""
-    for src, dst in (("backend_model", "model"), ("backend_target", "backend_target"), ("backend_type", "backend_kind")):
+    for src, dst in (
+        ("backend_model", "model"),
+        ("backend_target", "backend_target"),
+        ("backend_type", "backend_kind"),
+    ):
         if isinstance(worker.get(src), str) and worker[src]:
             result.metadata.setdefault(dst, worker[src])
 
@@ -220,8 +228,16 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
         concurrency = number(strategy.get("streams"), join(path, "config.strategy.streams"))
     elif kind in ("constant", "poisson", "async"):
         rate = number(strategy.get("rate"), join(path, "config.strategy.rate"))
-    cap = number(strategy.get("max_concurrency"), join(path, "config.strategy.max_concurrency")) if kind == "throughput" else None
-    label = kind + (f"@{concurrency:g}" if concurrency is not None and kind != "synchronous" else "") + (f"@{rate:g}" if rate is not None else "")
+    cap = (
+        number(strategy.get("max_concurrency"), join(path, "config.strategy.max_concurrency"))
+        if kind == "throughput"
+        else None
+    )
+    label = (
+        kind
+        + (f"@{concurrency:g}" if concurrency is not None and kind != "synchronous" else "")
+        + (f"@{rate:g}" if rate is not None else "")
+    )
     totals = metrics.get("request_totals", bench.get("request_totals"))
     completed = failed = incomplete = None
     if totals is not None:
@@ -229,20 +245,33 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
         completed = get_int(totals, "successful", join(mpath, "request_totals"))
         failed = get_int(totals, "errored", join(mpath, "request_totals"))
         incomplete = get_int(totals, "incomplete", join(mpath, "request_totals"))
-    point = LoadPoint(label=label, concurrency=concurrency, request_rate=rate,
-                      duration_s=get_number(bench, "duration", path),
-                      requests_completed=completed, requests_failed=failed)
+    point = LoadPoint(
+        label=label,
+        concurrency=concurrency,
+        request_rate=rate,
+        duration_s=get_number(bench, "duration", path),
+        requests_completed=completed,
+        requests_failed=failed,
+    )
     if incomplete:
         point.extra["requests_incomplete"] = incomplete
     if cap is not None:  # throughput mode: a cap on in-flight requests, not a requested concurrency
         point.extra["max_concurrency"] = cap
-    point.ttft_ms = _stats(_distribution(metrics, "time_to_first_token_ms", mpath), join(mpath, "time_to_first_token_ms.successful"))
-    point.e2e_ms = _stats(_distribution(metrics, "request_latency", mpath), join(mpath, "request_latency.successful"), 1000.0)
-    itl = _stats(_distribution(metrics, "inter_token_latency_ms", mpath), join(mpath, "inter_token_latency_ms.successful"))
+    point.ttft_ms = _stats(
+        _distribution(metrics, "time_to_first_token_ms", mpath), join(mpath, "time_to_first_token_ms.successful")
+    )
+    point.e2e_ms = _stats(
+        _distribution(metrics, "request_latency", mpath), join(mpath, "request_latency.successful"), 1000.0
+    )
+    itl = _stats(
+        _distribution(metrics, "inter_token_latency_ms", mpath), join(mpath, "inter_token_latency_ms.successful")
+    )
     point.itl_ms = mean_only(itl.mean)
     if not itl.is_empty():
         point.extra["guidellm_itl_token_weighted_ms"] = itl.__dict__.copy()
-    tpot_incl = _stats(_distribution(metrics, "time_per_output_token_ms", mpath), join(mpath, "time_per_output_token_ms.successful"))
+    tpot_incl = _stats(
+        _distribution(metrics, "time_per_output_token_ms", mpath), join(mpath, "time_per_output_token_ms.successful")
+    )
     if not tpot_incl.is_empty():
         point.extra["guidellm_time_per_output_token_ms"] = tpot_incl.__dict__.copy()
     for attribute, metric in MEAN_METRICS:
@@ -272,7 +301,10 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
         if complete and ok["tpot_ms"].notna().any():
             point.tpot_ms = stats_from_array(ok["tpot_ms"].to_numpy(dtype=float))
         elif not complete:
-            result.notes.append(f"point {index}: the file holds {len(frame)} sampled requests; TPOT (kvselect definition) not derivable from guidellm's token-weighted aggregates")
+            result.notes.append(
+                f"point {index}: the file holds {len(frame)} sampled requests; TPOT (kvselect definition) "
+                "not derivable from guidellm's token-weighted aggregates"
+            )
     return point, frame
 
 
@@ -283,7 +315,20 @@ def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) ->
     rpath = join(path, "requests")
     requests = expect_object(requests, rpath)
     start = get_number(bench, "start_time", path)
-    rows: dict[str, list[Any]] = {k: [] for k in ("request_id", "start", "ttft_ms", "tpot_ms", "e2e_ms", "prompt_tokens", "output_tokens", "ok", "error")}
+    rows: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "request_id",
+            "start",
+            "ttft_ms",
+            "tpot_ms",
+            "e2e_ms",
+            "prompt_tokens",
+            "output_tokens",
+            "ok",
+            "error",
+        )
+    }
     for status in ("successful", "errored", "incomplete"):
         records = requests.get(status)
         if records is None:
@@ -325,6 +370,7 @@ def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) ->
     n = len(rows["ok"])
     if n == 0:
         return None
+
     def col(name: str) -> np.ndarray:
         return np.array([np.nan if v is None else v for v in rows[name]], dtype=float)
 
@@ -364,7 +410,9 @@ def sniff_csv(source: Source) -> str | None:
     if first.startswith("Type,Run Id,Id,Name,"):
         return None  # guidellm <=0.3: one header row
     if not (first.startswith("Run Info,") or first.startswith("Benchmark,")):
-        return "first CSV header row does not start with guidellm's 'Run Info'/'Benchmark' group (or 0.3's 'Type,Run Id')"
+        return (
+            "first CSV header row does not start with guidellm's 'Run Info'/'Benchmark' group (or 0.3's 'Type,Run Id')"
+        )
     return None
 
 
@@ -381,13 +429,13 @@ def _parse_csv_v03(rows: list[list[str]], slo: dict[str, Any] | None) -> Normali
         line = index + 2
         if len(row) != len(header):
             raise FormatError(f"CSV line {line}: has {len(row)} columns, the header has {len(header)}")
-        cells = dict(zip(header, row))
+        cells = dict(zip(header, row, strict=False))
 
-        def num(column: str, scale: float = 1.0) -> float | None:
+        def num(column: str, scale: float = 1.0, cells: dict = cells, line: int = line) -> float | None:
             value = _csv_number({(column, "", ""): cells.get(column, "")}, (column, "", ""), line)
             return None if value is None else value * scale
 
-        def stats(metric: str, scale: float = 1.0) -> Stats:
+        def stats(metric: str, scale: float = 1.0, cells: dict = cells, line: int = line) -> Stats:
             base = f"Successful {metric}"
             out = Stats(mean=num(f"{base} mean", scale), p50=num(f"{base} median", scale))
             raw = cells.get(f"{base} {V03_LIST}")
@@ -454,7 +502,7 @@ def parse_csv(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     for r, row in enumerate(rows[:3]):
         if len(row) != width:
             raise FormatError(f"CSV header row {r + 1}: has {len(row)} columns, row 1 has {width}")
-    keys = list(zip(rows[0], rows[1], rows[2]))
+    keys = list(zip(rows[0], rows[1], rows[2], strict=False))
     result = NormalizedResult(tool="guidellm", format="guidellm-csv", definitions=dict(DEFINITIONS))
     result.metadata["layout"] = "guidellm CSV (three header rows)"
     data_rows = [row for row in rows[3:] if any(cell.strip() for cell in row)]
@@ -462,7 +510,7 @@ def parse_csv(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         line = index + 4
         if len(row) != width:
             raise FormatError(f"CSV line {line}: has {len(row)} columns, the header has {width}")
-        cells = {key: value for key, value in zip(keys, row)}
+        cells = {key: value for key, value in zip(keys, row, strict=False)}
         result.points.append(_csv_point(cells, line, result, index))
     if not result.points:
         raise FormatError("CSV: no benchmark rows after the three header rows")
@@ -476,9 +524,13 @@ def _csv_number(cells: dict[tuple[str, str, str], str], key: tuple[str, str, str
     try:
         value = float(raw)
     except ValueError:
-        raise FormatError(f"CSV line {line}, column {' / '.join(k for k in key if k)}: expected a number, got {raw[:40]!r}") from None
+        raise FormatError(
+            f"CSV line {line}, column {' / '.join(k for k in key if k)}: expected a number, got {raw[:40]!r}"
+        ) from None
     if not math.isfinite(value):
-        raise FormatError(f"CSV line {line}, column {' / '.join(k for k in key if k)}: expected a finite number, got {raw!r}")
+        raise FormatError(
+            f"CSV line {line}, column {' / '.join(k for k in key if k)}: expected a finite number, got {raw!r}"
+        )
     return value
 
 
@@ -491,12 +543,20 @@ def _csv_stats(cells: dict[tuple[str, str, str], str], group: str, metric: str, 
         try:
             values = json.loads(raw)
         except ValueError:
-            raise FormatError(f"CSV line {line}, column {group} / {metric} / Percentiles: expected a JSON list, got {raw[:40]!r}") from None
+            raise FormatError(
+                f"CSV line {line}, column {group} / {metric} / Percentiles: expected a JSON list, got {raw[:40]!r}"
+            ) from None
         if not isinstance(values, list) or len(values) != len(PERCENTILE_ORDER):
-            raise FormatError(f"CSV line {line}, column {group} / {metric} / Percentiles: expected {len(PERCENTILE_ORDER)} values (p001..p999)")
-        mapping = dict(zip(PERCENTILE_ORDER, values))
+            raise FormatError(
+                f"CSV line {line}, column {group} / {metric} / Percentiles: expected {len(PERCENTILE_ORDER)} values "
+                "(p001..p999)"
+            )
+        mapping = dict(zip(PERCENTILE_ORDER, values, strict=False))
         for ours in ("p90", "p95", "p99"):
-            value = number(mapping[ours], f"CSV line {line}, column {group} / {metric} / Percentiles[{PERCENTILE_ORDER.index(ours)}]")
+            value = number(
+                mapping[ours],
+                f"CSV line {line}, column {group} / {metric} / Percentiles[{PERCENTILE_ORDER.index(ours)}]",
+            )
             setattr(stats, ours, None if value is None else value * scale)
     return stats
 
@@ -546,7 +606,9 @@ def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: Normal
         point.extra["guidellm_time_per_output_token_ms"] = tpot_incl.__dict__.copy()
     point.request_throughput = _csv_number(cells, ("Server Throughput", "Successful Requests/Sec", "Mean"), line)
     point.achieved_concurrency = _csv_number(cells, ("Server Throughput", "Successful Concurrency", "Mean"), line)
-    point.output_token_throughput = _csv_number(cells, ("Token Throughput", "Successful Output Tokens/Sec", "Mean"), line)
+    point.output_token_throughput = _csv_number(
+        cells, ("Token Throughput", "Successful Output Tokens/Sec", "Mean"), line
+    )
     point.input_token_throughput = _csv_number(cells, ("Token Throughput", "Successful Input Tokens/Sec", "Mean"), line)
     point.goodput = _csv_number(cells, ("Server Throughput", "Successful Goodput/Sec", "mean"), line)
     point.slo_attainment = _csv_number(cells, ("Server Throughput", "SLO Attainment", ""), line)

@@ -15,10 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source
+from benchmarks.formats.common import (
     expect_list,
     expect_object,
     finish,
@@ -65,7 +63,11 @@ def sniff_summary(source: Source) -> str | None:
     if not isinstance(doc, dict) or "successes" not in doc or "load_summary" not in doc:
         return "no 'load_summary'/'successes' keys"
     successes = doc["successes"]
-    if isinstance(successes, dict) and "latency" not in successes and ("rate" in successes or "kv_cache_usage_percentage" in successes):
+    if (
+        isinstance(successes, dict)
+        and "latency" not in successes
+        and ("rate" in successes or "kv_cache_usage_percentage" in successes)
+    ):
         return "this is the prometheus summary (no successes.latency)"
     return None
 
@@ -85,15 +87,32 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
         request_rate=get_number(load, "requested_rate", "load_summary"),
         concurrency=get_number(load, "concurrency", "load_summary"),
     )
-    point.label = f"rate={point.request_rate:g}" if point.request_rate is not None else (f"concurrency={point.concurrency:g}" if point.concurrency else "inference-perf")
-    point.ttft_ms = scaled_stats(get_object(latency, "time_to_first_token", lpath), join(lpath, "time_to_first_token"), 1000.0, KEYS)
-    point.tpot_ms = scaled_stats(get_object(latency, "time_per_output_token", lpath), join(lpath, "time_per_output_token"), 1000.0, KEYS)
-    point.e2e_ms = scaled_stats(get_object(latency, "request_latency", lpath), join(lpath, "request_latency"), 1000.0, KEYS)
-    itl = scaled_stats(get_object(latency, "inter_token_latency", lpath), join(lpath, "inter_token_latency"), 1000.0, KEYS)
+    point.label = (
+        f"rate={point.request_rate:g}"
+        if point.request_rate is not None
+        else (f"concurrency={point.concurrency:g}" if point.concurrency else "inference-perf")
+    )
+    point.ttft_ms = scaled_stats(
+        get_object(latency, "time_to_first_token", lpath), join(lpath, "time_to_first_token"), 1000.0, KEYS
+    )
+    point.tpot_ms = scaled_stats(
+        get_object(latency, "time_per_output_token", lpath), join(lpath, "time_per_output_token"), 1000.0, KEYS
+    )
+    point.e2e_ms = scaled_stats(
+        get_object(latency, "request_latency", lpath), join(lpath, "request_latency"), 1000.0, KEYS
+    )
+    itl = scaled_stats(
+        get_object(latency, "inter_token_latency", lpath), join(lpath, "inter_token_latency"), 1000.0, KEYS
+    )
     point.itl_ms = mean_only(itl.mean)
     if not itl.is_empty():
         point.extra["itl_pooled_zero_gaps_ms"] = itl.__dict__.copy()
-    ntpot = scaled_stats(get_object(latency, "normalized_time_per_output_token", lpath), join(lpath, "normalized_time_per_output_token"), 1000.0, KEYS)
+    ntpot = scaled_stats(
+        get_object(latency, "normalized_time_per_output_token", lpath),
+        join(lpath, "normalized_time_per_output_token"),
+        1000.0,
+        KEYS,
+    )
     if not ntpot.is_empty():
         point.extra["ntpot_ms"] = ntpot.__dict__.copy()
     throughput = get_object(successes, "throughput", "successes") or {}
@@ -111,11 +130,17 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
         point.slo_attainment = None if pct is None else pct / 100.0
         point.extra["goodput_by_slo_pct"] = {k: v for k, v in goodput.items() if k.endswith("_attainment_percentage")}
     prompt = get_object(successes, "prompt_tokens", "successes")
-    if prompt and get_number(prompt, "cached", "successes.prompt_tokens") is not None and get_number(prompt, "total", "successes.prompt_tokens"):
+    if (
+        prompt
+        and get_number(prompt, "cached", "successes.prompt_tokens") is not None
+        and get_number(prompt, "total", "successes.prompt_tokens")
+    ):
         point.extra["prompt_cache_hit_fraction"] = prompt["cached"] / prompt["total"]
     by_label = failures.get("by_label") if isinstance(failures, dict) else None
     if isinstance(by_label, dict):
-        point.extra["failures_by_label"] = {str(k): (v.get("count") if isinstance(v, dict) else None) for k, v in by_label.items()}
+        point.extra["failures_by_label"] = {
+            str(k): (v.get("count") if isinstance(v, dict) else None) for k, v in by_label.items()
+        }
     result.points.append(point)
     return finish(result, slo)
 
@@ -135,13 +160,21 @@ def sniff_prometheus(source: Source) -> str | None:
 def parse_prometheus(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     doc = expect_object(source.json, "(root)")
     successes = get_object(doc, "successes", "", required=True)
-    result = NormalizedResult(tool="inference-perf", format="inference-perf-prometheus", definitions=dict(PROM_DEFINITIONS))
+    result = NormalizedResult(
+        tool="inference-perf", format="inference-perf-prometheus", definitions=dict(PROM_DEFINITIONS)
+    )
     result.metadata["source"] = "engine metrics via PromQL (server-side)"
     point = LoadPoint(label="prometheus", requests_completed=get_int(successes, "count", "successes"))
     point.request_throughput = get_number(successes, "rate", "successes")
-    point.ttft_ms = scaled_stats(get_object(successes, "time_to_first_token", "successes"), "successes.time_to_first_token", 1000.0, KEYS)
-    point.itl_ms = scaled_stats(get_object(successes, "inter_token_latency", "successes"), "successes.inter_token_latency", 1000.0, KEYS)
-    point.e2e_ms = scaled_stats(get_object(successes, "request_latency", "successes"), "successes.request_latency", 1000.0, KEYS)
+    point.ttft_ms = scaled_stats(
+        get_object(successes, "time_to_first_token", "successes"), "successes.time_to_first_token", 1000.0, KEYS
+    )
+    point.itl_ms = scaled_stats(
+        get_object(successes, "inter_token_latency", "successes"), "successes.inter_token_latency", 1000.0, KEYS
+    )
+    point.e2e_ms = scaled_stats(
+        get_object(successes, "request_latency", "successes"), "successes.request_latency", 1000.0, KEYS
+    )
     output_len = get_object(successes, "output_len", "successes")
     if output_len:
         point.output_token_throughput = get_number(output_len, "rate", "successes.output_len")
@@ -202,21 +235,36 @@ def parse_requests(source: Source, slo: dict[str, Any] | None) -> NormalizedResu
     e2e = (end - start) * 1000.0
     ttft = ttft_s * 1000.0
     tpot = per_request_tpot(e2e, ttft, output)
-    frame = request_frame({
-        "start_s": start - np.nanmin(start) if n else start,
-        "ttft_ms": np.where(ok, ttft, np.nan), "tpot_ms": np.where(ok, tpot, np.nan), "itl_ms_mean": np.where(ok, tpot, np.nan),
-        "e2e_ms": np.where(ok, e2e, np.nan), "prompt_tokens": prompt, "output_tokens": output, "ok": ok,
-        "error": np.array(errors, dtype=object),
-    }, n)
+    frame = request_frame(
+        {
+            "start_s": start - np.nanmin(start) if n else start,
+            "ttft_ms": np.where(ok, ttft, np.nan),
+            "tpot_ms": np.where(ok, tpot, np.nan),
+            "itl_ms_mean": np.where(ok, tpot, np.nan),
+            "e2e_ms": np.where(ok, e2e, np.nan),
+            "prompt_tokens": prompt,
+            "output_tokens": output,
+            "ok": ok,
+            "error": np.array(errors, dtype=object),
+        },
+        n,
+    )
     result = NormalizedResult(tool="inference-perf", format="inference-perf-requests", definitions=dict(DEFINITIONS))
     duration = float(np.nanmax(end) - np.nanmin(start)) if n else None
-    point = LoadPoint(label="inference-perf", duration_s=duration or None, requests_completed=int(ok.sum()), requests_failed=int((~ok).sum()))
+    point = LoadPoint(
+        label="inference-perf",
+        duration_s=duration or None,
+        requests_completed=int(ok.sum()),
+        requests_failed=int((~ok).sum()),
+    )
     point.ttft_ms = stats_from_array(ttft[ok])
     point.tpot_ms = stats_from_array(tpot[ok])
     point.e2e_ms = stats_from_array(e2e[ok])
     valid = ok & np.isfinite(e2e) & np.isfinite(ttft) & (output >= 1)
     if valid.any():
-        point.itl_ms = mean_only(pooled_itl_mean(float(e2e[valid].sum()), float(ttft[valid].sum()), float((output[valid] - 1).sum())))
+        point.itl_ms = mean_only(
+            pooled_itl_mean(float(e2e[valid].sum()), float(ttft[valid].sum()), float((output[valid] - 1).sum()))
+        )
     if point.duration_s:
         point.request_throughput = point.requests_completed / point.duration_s
         if np.isfinite(output[ok]).any():
@@ -227,7 +275,25 @@ def parse_requests(source: Source, slo: dict[str, Any] | None) -> NormalizedResu
 
 
 FORMATS = [
-    Format("inference-perf", "inference-perf", "inference-perf summary_lifecycle_metrics.json / stage_N", sniff_summary, parse_summary),
-    Format("inference-perf-prometheus", "inference-perf", "inference-perf summary_prometheus_metrics.json", sniff_prometheus, parse_prometheus),
-    Format("inference-perf-requests", "inference-perf", "inference-perf per_request_lifecycle_metrics.json", sniff_requests, parse_requests),
+    Format(
+        "inference-perf",
+        "inference-perf",
+        "inference-perf summary_lifecycle_metrics.json / stage_N",
+        sniff_summary,
+        parse_summary,
+    ),
+    Format(
+        "inference-perf-prometheus",
+        "inference-perf",
+        "inference-perf summary_prometheus_metrics.json",
+        sniff_prometheus,
+        parse_prometheus,
+    ),
+    Format(
+        "inference-perf-requests",
+        "inference-perf",
+        "inference-perf per_request_lifecycle_metrics.json",
+        sniff_requests,
+        parse_requests,
+    ),
 ]

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    Source,
+from benchmarks.formats.base import Format, Source
+from benchmarks.formats.common import (
     expect_list,
     expect_object,
     finish,
@@ -36,7 +35,14 @@ DEFINITIONS = {
     "(kept in extra.llmperf_itl_incl_ttft_ms); mean derived from individual responses when present",
     "request_throughput": "llmperf num_completed_requests_per_min / 60",
 }
-QUANTILES = {"p50": "quantiles_p50", "p90": "quantiles_p90", "p95": "quantiles_p95", "p99": "quantiles_p99", "mean": "mean", "max": "max"}
+QUANTILES = {
+    "p50": "quantiles_p50",
+    "p90": "quantiles_p90",
+    "p95": "quantiles_p95",
+    "p99": "quantiles_p99",
+    "mean": "mean",
+    "max": "max",
+}
 
 
 def _stats(doc: dict[str, Any], metric: str) -> Stats:
@@ -73,9 +79,12 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
     concurrency = get_number(doc, "num_concurrent_requests", "", required=True)
     completed = get_number(doc, "results_num_completed_requests", "")
     failed = get_number(doc, "results_number_errors", "")
-    point = LoadPoint(label=f"concurrency={concurrency:g}", concurrency=concurrency,
-                      requests_completed=None if completed is None else int(completed),
-                      requests_failed=None if failed is None else int(failed))
+    point = LoadPoint(
+        label=f"concurrency={concurrency:g}",
+        concurrency=concurrency,
+        requests_completed=None if completed is None else int(completed),
+        requests_failed=None if failed is None else int(failed),
+    )
     point.ttft_ms = _stats(doc, "ttft_s")
     point.e2e_ms = _stats(doc, "end_to_end_latency_s")
     itl = _stats(doc, "inter_token_latency_s")
@@ -98,7 +107,9 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
     out_mean = get_number(doc, "results_number_output_tokens_mean", "")
     if point.e2e_ms.mean is not None and point.ttft_ms.mean is not None and out_mean and completed:
         # mean-based estimate is exact for the pooled per-token mean only with equal lengths: note it
-        point.itl_ms = mean_only(pooled_itl_mean(point.e2e_ms.mean * completed, point.ttft_ms.mean * completed, (out_mean - 1) * completed))
+        point.itl_ms = mean_only(
+            pooled_itl_mean(point.e2e_ms.mean * completed, point.ttft_ms.mean * completed, (out_mean - 1) * completed)
+        )
         result.notes.append("itl_ms.mean derived from mean e2e, mean TTFT and mean output tokens")
     result.points.append(point)
     return finish(result, slo)
@@ -128,15 +139,30 @@ def parse_responses(source: Source, slo: dict[str, Any] | None) -> NormalizedRes
         if code is not None:
             ok[i] = False
             errors[i] = f"{code}: {record.get('error_msg') or ''}".strip()
-        for array, key in ((ttft, "ttft_s"), (e2e, "end_to_end_latency_s"), (out, "number_output_tokens"), (inp, "number_input_tokens")):
+        for array, key in (
+            (ttft, "ttft_s"),
+            (e2e, "end_to_end_latency_s"),
+            (out, "number_output_tokens"),
+            (inp, "number_input_tokens"),
+        ):
             v = get_number(record, key, path, required=key in ("ttft_s", "end_to_end_latency_s"))
             array[i] = np.nan if v is None else v
     ttft_ms = np.where(ok, ttft * 1000.0, np.nan)
     e2e_ms = np.where(ok, e2e * 1000.0, np.nan)
     tpot = per_request_tpot(e2e_ms, ttft_ms, out)
-    frame = request_frame({"ttft_ms": ttft_ms, "tpot_ms": tpot, "itl_ms_mean": tpot, "e2e_ms": e2e_ms,
-                           "prompt_tokens": inp, "output_tokens": out, "ok": ok,
-                           "error": np.array(errors, dtype=object)}, n)
+    frame = request_frame(
+        {
+            "ttft_ms": ttft_ms,
+            "tpot_ms": tpot,
+            "itl_ms_mean": tpot,
+            "e2e_ms": e2e_ms,
+            "prompt_tokens": inp,
+            "output_tokens": out,
+            "ok": ok,
+            "error": np.array(errors, dtype=object),
+        },
+        n,
+    )
     result = NormalizedResult(tool="llmperf", format="llmperf-responses", definitions=dict(DEFINITIONS))
     point = LoadPoint(label="llmperf", requests_completed=int(ok.sum()), requests_failed=int((~ok).sum()))
     point.ttft_ms = stats_from_array(ttft_ms[ok])
@@ -144,7 +170,9 @@ def parse_responses(source: Source, slo: dict[str, Any] | None) -> NormalizedRes
     point.e2e_ms = stats_from_array(e2e_ms[ok])
     valid = ok & np.isfinite(out) & (out >= 1)
     if valid.any():
-        point.itl_ms = mean_only(pooled_itl_mean(float(e2e_ms[valid].sum()), float(ttft_ms[valid].sum()), float((out[valid] - 1).sum())))
+        point.itl_ms = mean_only(
+            pooled_itl_mean(float(e2e_ms[valid].sum()), float(ttft_ms[valid].sum()), float((out[valid] - 1).sum()))
+        )
     result.notes.append("individual responses carry no timestamps: duration and throughput unknown")
     result.points.append(point)
     result.requests = frame

@@ -2,7 +2,7 @@
 
 Schema (JSON object; every key below, no others):
 - `schema` = "kvselect.result/1" (required); `tool` string (required); `tool_version` string|null;
-  `evidence` "MEASURED"|"SIMULATED" (required); `test` one of TEST_NAMES|null; `format` (ignored).
+  `evidence` "MEASURED"|"SIMULATED" (required); `test` one of benchmarks.suite.TEST_IDS|null; `format` (ignored).
 - `metadata` object (free-form provenance); `definitions` object of strings; `notes` list of
   strings; `partial` boolean; `verdicts` list of `{name: str, passed: bool, ...}`;
   `timeseries` `{series: [[t_s, value], ...]}` with finite numbers.
@@ -27,34 +27,55 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source, type_name
+from benchmarks.formats.common import (
     expect_list,
     expect_object,
     finish,
     join,
     number,
     request_frame,
-    type_name,
 )
 from benchmarks.result import (
     LATENCY_METRICS,
     NATIVE_SCHEMA,
     REQUEST_COLUMNS,
     STAT_KEYS,
-    TEST_NAMES,
     LoadPoint,
     NormalizedResult,
     Stats,
 )
+from benchmarks.suite import TEST_IDS
 
-TOP_KEYS = {"schema", "tool", "tool_version", "evidence", "test", "metadata", "definitions", "points",
-            "timeseries", "verdicts", "notes", "partial", "requests", "format"}
+TOP_KEYS = {
+    "schema",
+    "tool",
+    "tool_version",
+    "evidence",
+    "test",
+    "metadata",
+    "definitions",
+    "points",
+    "timeseries",
+    "verdicts",
+    "notes",
+    "partial",
+    "requests",
+    "format",
+}
 REQUIRED = ("schema", "tool", "evidence", "points")
-POINT_NUMBERS = ("concurrency", "request_rate", "achieved_concurrency", "duration_s", "request_throughput",
-                 "output_token_throughput", "input_token_throughput", "error_rate", "goodput", "slo_attainment")
+POINT_NUMBERS = (
+    "concurrency",
+    "request_rate",
+    "achieved_concurrency",
+    "duration_s",
+    "request_throughput",
+    "output_token_throughput",
+    "input_token_throughput",
+    "error_rate",
+    "goodput",
+    "slo_attainment",
+)
 POINT_INTS = ("requests_completed", "requests_failed")
 POINT_KEYS = set(LoadPoint.__dataclass_fields__)
 NUMERIC_COLUMNS = ("start_s", "ttft_ms", "tpot_ms", "itl_ms_mean", "e2e_ms", "prompt_tokens", "output_tokens")
@@ -76,7 +97,11 @@ def _string(doc: dict[str, Any], key: str, path: str, required: bool = False) ->
     value = doc.get(key)
     if value is None:
         if required:
-            raise FormatError(f"{join(path, key)}: missing required key" if key not in doc else f"{join(path, key)}: expected a string, got null")
+            raise FormatError(
+                f"{join(path, key)}: missing required key"
+                if key not in doc
+                else f"{join(path, key)}: expected a string, got null"
+            )
         return None
     if not isinstance(value, str):
         raise FormatError(f"{join(path, key)}: expected a string, got {type_name(value)}")
@@ -148,7 +173,12 @@ def _requests(value: Any, n_points: int) -> Any:
             if np.isinf(array).any():
                 raise FormatError(f"{path}: non-finite number")
             if key == "point":
-                if np.isnan(array).any() or (array != np.round(array)).any() or (array < 0).any() or (array >= max(n_points, 1)).any():
+                if (
+                    np.isnan(array).any()
+                    or (array != np.round(array)).any()
+                    or (array < 0).any()
+                    or (array >= max(n_points, 1)).any()
+                ):
                     raise FormatError(f"{path}: every row must name a point index 0..{n_points - 1}")
                 array = array.astype(np.int32)
             columns[key] = array
@@ -181,8 +211,8 @@ def validate(doc: Any) -> NormalizedResult:
     if evidence not in ("MEASURED", "SIMULATED"):
         raise FormatError(f"evidence: must be MEASURED or SIMULATED, got {evidence!r}")
     test = doc.get("test")
-    if test is not None and test not in TEST_NAMES:
-        raise FormatError(f"test: must be one of {', '.join(TEST_NAMES)}, got {test!r}")
+    if test is not None and test not in TEST_IDS:
+        raise FormatError(f"test: must be one of {', '.join(TEST_IDS)}, got {test!r}")
     result = NormalizedResult(
         tool=_string(doc, "tool", "", required=True),
         format="native",

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.formats import Format
-from benchmarks.formats._common import FormatError, Source, decode_json, type_name
+from benchmarks.formats.base import Format, FormatError, Source, decode_json, type_name
 from benchmarks.formats.vllm import parse_serving_docs
 from benchmarks.result import NormalizedResult
 

@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats._common import (
-    FormatError,
-    Source,
+from benchmarks.formats.base import Format, FormatError, Source, decode_json, type_name
+from benchmarks.formats.common import (
     cap_depth,
     expect_object,
     finish,
@@ -35,10 +34,8 @@ from benchmarks.formats._common import (
     pooled_itl_mean,
     request_frame,
     stats_from_array,
-    type_name,
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-
 
 DEFINITIONS = {
     "ttft_ms": "vLLM: first non-empty chunk - request send (same as kvselect)",
@@ -51,13 +48,48 @@ DEFINITIONS = {
 }
 
 KNOWN_KEYS = {
-    "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
-    "burstiness", "max_concurrency", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "duration",
-    "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
-    "request_goodput:", "output_throughput", "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls",
-    "latencies", "start_times", "queue_times", "generated_texts", "errors", "max_output_tokens_per_s",
-    "max_concurrent_requests", "rtfx", "server_queue_times", "server_ttfts", "best_of", "total_input_sequences",
-    "input_sequence_throughput", "rps_change_events", "use_beam_search",
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "ramp_up_strategy",
+    "ramp_up_start_rps",
+    "ramp_up_end_rps",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "request_goodput:",
+    "output_throughput",
+    "total_token_throughput",
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+    "server_queue_times",
+    "server_ttfts",
+    "best_of",
+    "total_input_sequences",
+    "input_sequence_throughput",
+    "rps_change_events",
+    "use_beam_search",
 }
 _STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_([a-z0-9_]+)_ms$")
 
@@ -94,8 +126,6 @@ def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
                 raise
             return None
     docs = []
-    from benchmarks.formats._common import decode_json
-
     for lineno, line in enumerate(source.text.splitlines(), start=1):
         if line.strip():
             value = decode_json(line, where=f"line {lineno}")
@@ -117,8 +147,9 @@ def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     return parse_serving_docs(docs, "vllm", DEFINITIONS, slo)
 
 
-def parse_serving_docs(docs: list[dict[str, Any]], flavour: str, definitions: dict[str, str],
-                       slo: dict[str, Any] | None) -> NormalizedResult:
+def parse_serving_docs(
+    docs: list[dict[str, Any]], flavour: str, definitions: dict[str, str], slo: dict[str, Any] | None
+) -> NormalizedResult:
     """One load point per document (a JSONL file or `--append-result` holds one per rate or concurrency)."""
     result = NormalizedResult(tool=flavour, format=flavour, definitions=dict(definitions))
     frames = []
@@ -183,7 +214,9 @@ def _read_large(data: bytes) -> dict[str, Any]:
                 raise FormatError(f"errors: expected strings, got {values.type}")
             doc["errors"] = ("arrays", values)
         else:
-            if not (pa.types.is_floating(values.type) or pa.types.is_integer(values.type) or pa.types.is_null(values.type)):
+            if not (
+                pa.types.is_floating(values.type) or pa.types.is_integer(values.type) or pa.types.is_null(values.type)
+            ):
                 raise FormatError(f"{name}: expected a list of numbers, got list of {values.type}")
             doc[name] = ("arrays", values.to_numpy(zero_copy_only=False).astype(float, copy=False))
     return doc
@@ -259,6 +292,7 @@ def _errors(doc: dict[str, Any], path: str, n: int) -> tuple[np.ndarray, list[An
 
 def stats_for(doc: dict[str, Any], metric: str, path: str) -> Stats:
     """Stats from `mean_<m>_ms`, `median_<m>_ms`, `p<P>_<m>_ms` (whatever percentiles were saved)."""
+
     def pick(*keys: str) -> float | None:
         for key in keys:
             if key in doc:
@@ -276,7 +310,12 @@ def stats_for(doc: dict[str, Any], metric: str, path: str) -> Stats:
 
 
 def _merge(primary: Stats, fallback: Stats) -> Stats:
-    return Stats(**{k: getattr(primary, k) if getattr(primary, k) is not None else getattr(fallback, k) for k in ("mean", "p50", "p90", "p95", "p99", "max")})
+    return Stats(
+        **{
+            k: getattr(primary, k) if getattr(primary, k) is not None else getattr(fallback, k)
+            for k in ("mean", "p50", "p90", "p95", "p99", "max")
+        }
+    )
 
 
 def _rate(value: Any, path: str) -> float | None:
@@ -284,7 +323,7 @@ def _rate(value: Any, path: str) -> float | None:
     if value is None or value in ("inf", "Infinity", "trace"):
         return None
     if isinstance(value, str):
-        raise FormatError(f"{path}: expected a number or \"inf\", got {value!r}")
+        raise FormatError(f'{path}: expected a number or "inf", got {value!r}')
     rate = number(value, path, allow_inf=True)
     return None if rate is None or math.isinf(rate) else rate
 
@@ -328,15 +367,24 @@ def parse_serving_doc(
         point.input_token_throughput = total_input / duration
     if flavour == "sglang":
         point.achieved_concurrency = get_number(doc, "concurrency", path)
-    goodput_key = "request_goodput" if "request_goodput" in doc else ("request_goodput:" if "request_goodput:" in doc else None)
+    goodput_key = (
+        "request_goodput" if "request_goodput" in doc else ("request_goodput:" if "request_goodput:" in doc else None)
+    )
     if goodput_key:
         point.goodput = get_number(doc, goodput_key, path)
     if flavour == "sglang":
         point.slo_attainment = get_number(doc, "slo_attainment", path)
         if isinstance(doc.get("goodput_slos_ms"), dict):
             point.extra["goodput_slo_ms"] = cap_depth(doc["goodput_slos_ms"])
-    for key in ("max_output_tokens_per_s", "max_concurrent_requests", "burstiness", "total_throughput",
-                "total_token_throughput", "accept_length", "total_output_tokens_retokenized"):
+    for key in (
+        "max_output_tokens_per_s",
+        "max_concurrent_requests",
+        "burstiness",
+        "total_throughput",
+        "total_token_throughput",
+        "accept_length",
+        "total_output_tokens_retokenized",
+    ):
         if isinstance(doc.get(key), (int, float)) and not isinstance(doc.get(key), bool):
             point.extra[key] = doc[key] if math.isfinite(doc[key]) else None
     if isinstance(doc.get("cache_report"), dict):
@@ -358,7 +406,12 @@ def parse_serving_doc(
     per_token_itl_exact = False
     if ttfts is not None:
         n = len(ttfts)
-        for key, array in (("output_lens", output_lens), ("input_lens", input_lens), ("latencies", latencies), ("start_times", start_times)):
+        for key, array in (
+            ("output_lens", output_lens),
+            ("input_lens", input_lens),
+            ("latencies", latencies),
+            ("start_times", start_times),
+        ):
             if array is not None and len(array) != n:
                 raise FormatError(f"{join(path, key)}: has {len(array)} entries but ttfts has {n}")
         if itls is not None and len(itls[1]) != n:
@@ -366,7 +419,11 @@ def parse_serving_doc(
         errors = _errors(doc, path, n)
         if errors is not None and len(errors[0]) != n:
             raise FormatError(f"{join(path, 'errors')}: has {len(errors[0])} entries but ttfts has {n}")
-        ok = errors[0] if errors is not None else (output_lens > 0 if output_lens is not None else np.ones(n, dtype=bool))
+        ok = (
+            errors[0]
+            if errors is not None
+            else (output_lens > 0 if output_lens is not None else np.ones(n, dtype=bool))
+        )
         ttft_ms = ttfts * 1000.0
         itl_sum_ms = None
         if itls is not None:
@@ -393,7 +450,11 @@ def parse_serving_doc(
             with np.errstate(invalid="ignore", divide="ignore"):
                 itl_mean = np.where(ok & (tokens > 1), itl_sum_ms / (tokens - 1), np.nan)
             ok_multi = ok & (tokens > 1)
-            if n == completed + (failed or 0) and ok_multi.any() and np.array_equal(itls[1][ok_multi], (tokens[ok_multi] - 1).astype(np.int64)):
+            if (
+                n == completed + (failed or 0)
+                and ok_multi.any()
+                and np.array_equal(itls[1][ok_multi], (tokens[ok_multi] - 1).astype(np.int64))
+            ):
                 per_token_itl_exact = True
                 ok_rows = np.repeat(ok, itls[1])
                 itl_pooled = stats_from_array(itls[0][ok_rows] * 1000.0)
@@ -419,7 +480,10 @@ def parse_serving_doc(
             tpot = _merge(tpot, stats_from_array(tpot_ms[ok_frame]))
             e2e = _merge(e2e, stats_from_array(e2e_ms[ok_frame]))
         else:
-            result.notes.append(f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); summary statistics taken from the tool's aggregates")
+            result.notes.append(
+                f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); "
+                "summary statistics taken from the tool's aggregates"
+            )
     point.ttft_ms, point.tpot_ms, point.e2e_ms = ttft, tpot, e2e
     if not itl_chunk.is_empty():
         point.extra["itl_chunk_ms"] = itl_chunk.__dict__.copy()
@@ -433,9 +497,13 @@ def parse_serving_doc(
             f = frame["ttft_ms"].to_numpy(dtype=float)[okf]
             valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
             if valid.any() and len(frame) == completed + (failed or 0):
-                point.itl_ms = mean_only(pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum())))
+                point.itl_ms = mean_only(
+                    pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum()))
+                )
         if point.itl_ms.is_empty() and e2e.mean is not None and ttft.mean is not None and total_output and completed:
-            point.itl_ms = mean_only(pooled_itl_mean(e2e.mean * completed, ttft.mean * completed, total_output - completed))
+            point.itl_ms = mean_only(
+                pooled_itl_mean(e2e.mean * completed, ttft.mean * completed, total_output - completed)
+            )
     _collect_metadata(doc, result, flavour)
     return point, frame
 
@@ -447,8 +515,11 @@ def _collect_metadata(doc: dict[str, Any], result: NormalizedResult, flavour: st
             value = doc.get(key)
             if isinstance(value, (str, int, float)) and not isinstance(value, bool):
                 meta.setdefault(key if key != "model_id" else "model", value)
-        pairs = {k: v for k, v in doc.items() if k not in KNOWN_KEYS and not _STAT_KEY.match(k)
-                 and (v is None or isinstance(v, (str, int, float, bool)))}
+        pairs = {
+            k: v
+            for k, v in doc.items()
+            if k not in KNOWN_KEYS and not _STAT_KEY.match(k) and (v is None or isinstance(v, (str, int, float, bool)))
+        }
         if pairs:
             meta.setdefault("run_metadata", {}).update(cap_depth(pairs))
             for key in ("engine", "gpu", "hardware"):
@@ -483,7 +554,5 @@ def _sniff_guard(source: Source) -> str | None:
     except FormatError as error:
         return str(error)
 
-
-from benchmarks.formats import Format  # noqa: E402  (registry type; imported late to avoid a cycle)
 
 FORMATS = [Format("vllm", "vllm", "vllm bench serve / benchmark_serving.py --save-result JSON", _sniff_guard, parse)]

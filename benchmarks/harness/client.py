@@ -33,8 +33,17 @@ _OOM_PATTERN = re.compile(
 
 _STALE_CONNECTION_RETRIES = 4
 # An event that carries any of these is never learnt as the plain-token template (StreamRecorder).
-_NOT_PLAIN = (b'"usage":{', b'"usage": {', b'"error"', b'"finish_reason":"', b'"finish_reason": "',
-              b'"reasoning_content":"', b'"reasoning_content": "', b'"reasoning":"', b'"reasoning": "')
+_NOT_PLAIN = (
+    b'"usage":{',
+    b'"usage": {',
+    b'"error"',
+    b'"finish_reason":"',
+    b'"finish_reason": "',
+    b'"reasoning_content":"',
+    b'"reasoning_content": "',
+    b'"reasoning":"',
+    b'"reasoning": "',
+)
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 
 ERROR_CLASSES = ("http", "timeout", "disconnect", "connect", "oom", "stream_error", "cancelled", "client")
@@ -89,7 +98,7 @@ class SSEParser:
         if cut < 0:
             self._buffer = buffer + held
             return b""
-        self._buffer = buffer[cut + 2:] + held
+        self._buffer = buffer[cut + 2 :] + held
         return buffer[: cut + 2]
 
     @staticmethod
@@ -323,10 +332,17 @@ class OpenAIClient:
         kernel_timestamps: bool = True,
     ) -> None:
         # what clone() needs to open the same client again in a worker process
-        self._settings = {"base_url": base_url, "model": model, "api_key": api_key, "request_timeout_s": request_timeout_s,
-                          "connect_timeout_s": connect_timeout_s, "keep_text": keep_text,
-                          "max_connections": max_connections, "transport": transport,
-                          "kernel_timestamps": kernel_timestamps}
+        self._settings = {
+            "base_url": base_url,
+            "model": model,
+            "api_key": api_key,
+            "request_timeout_s": request_timeout_s,
+            "connect_timeout_s": connect_timeout_s,
+            "keep_text": keep_text,
+            "max_connections": max_connections,
+            "transport": transport,
+            "kernel_timestamps": kernel_timestamps,
+        }
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[:-3]
@@ -352,16 +368,24 @@ class OpenAIClient:
         if use_raw:
             host = parts.hostname or "127.0.0.1"
             port = parts.port or 80
-            self._raw = RawHTTPPool(host, port, keep_alive=keep_alive, connect_timeout_s=connect_timeout_s,
-                                    kernel_timestamps=kernel_timestamps)
+            self._raw = RawHTTPPool(
+                host,
+                port,
+                keep_alive=keep_alive,
+                connect_timeout_s=connect_timeout_s,
+                kernel_timestamps=kernel_timestamps,
+            )
             host_header = parts.netloc.rsplit("@", 1)[-1]
             auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
             prefix = parts.path.rstrip("/")
             self._raw_head_template = (
-                "POST " + prefix.replace("{", "{{").replace("}", "}}") + "{path} HTTP/1.1\r\nHost: "
+                "POST "
+                + prefix.replace("{", "{{").replace("}", "}}")
+                + "{path} HTTP/1.1\r\nHost: "
                 + host_header.replace("{", "{{").replace("}", "}}")
                 + "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {length}\r\n"
-                + auth.replace("{", "{{").replace("}", "}}") + "\r\n"
+                + auth.replace("{", "{{").replace("}", "}}")
+                + "\r\n"
             )
         self._session: aiohttp.ClientSession | None = None
 
@@ -369,8 +393,13 @@ class OpenAIClient:
         """How response times were taken (kernel receive stamps or user space), for a run's metadata."""
         if self._raw is not None:
             return {"transport": "raw", **self._raw.timestamping()}
-        return {"transport": "aiohttp", "receive_clock": "user space", "kernel_stamped_read_fraction": None,
-                "reads": None, "unstamped_reads": None}
+        return {
+            "transport": "aiohttp",
+            "receive_clock": "user space",
+            "kernel_stamped_read_fraction": None,
+            "reads": None,
+            "unstamped_reads": None,
+        }
 
     def clone(self) -> "OpenAIClient":
         """A new, unopened client with the same settings (one per worker process: sockets and
@@ -395,8 +424,9 @@ class OpenAIClient:
 
     async def open(self) -> None:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300,
-                                             force_close=not self.keep_alive)
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, ttl_dns_cache=300, force_close=not self.keep_alive
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=False
             )
@@ -480,7 +510,12 @@ class OpenAIClient:
             _fail(record, "timeout", "no data within the read timeout")
         except aiohttp.ClientConnectorError as exc:
             _fail(record, "connect", str(exc))
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError) as exc:
+        except (
+            aiohttp.ClientPayloadError,
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientOSError,
+            ConnectionError,
+        ) as exc:
             _fail(record, "disconnect", f"{type(exc).__name__}: {exc}")
         except aiohttp.ClientError as exc:
             _fail(record, "client", f"{type(exc).__name__}: {exc}")
@@ -554,7 +589,6 @@ class OpenAIClient:
         recorder.finish(last_data)
 
 
-
 class StreamRecorder:
     """Turns the bytes of one SSE response into a RequestRecord, read by read.
 
@@ -570,8 +604,19 @@ class StreamRecorder:
     template. A string with an escaped quote is parsed too, so the template can never misread one.
     """
 
-    __slots__ = ("record", "api", "keep_text", "abort_after", "parser", "key", "prefix", "suffix", "head", "tail",
-                 "last_data")
+    __slots__ = (
+        "record",
+        "api",
+        "keep_text",
+        "abort_after",
+        "parser",
+        "key",
+        "prefix",
+        "suffix",
+        "head",
+        "tail",
+        "last_data",
+    )
 
     def __init__(self, record: RequestRecord, api: Api, keep_text: bool, abort_after: int | None) -> None:
         self.record, self.api, self.keep_text, self.abort_after = record, api, keep_text, abort_after
@@ -590,8 +635,15 @@ class StreamRecorder:
         if prefix is not None and not self.parser._buffer:
             # the usual read: one whole template token event (_one_token, inline: this runs per token)
             first, last = self.head, len(data) - self.tail
-            if (last - first >= 2 and data.startswith(prefix) and data.endswith(self.suffix) and data[first] == _QUOTE
-                    and data[last] == _QUOTE and data[last - 1] != _BACKSLASH and data.find(b'"', first + 1, last) < 0):
+            if (
+                last - first >= 2
+                and data.startswith(prefix)
+                and data.endswith(self.suffix)
+                and data[first] == _QUOTE
+                and data[last] == _QUOTE
+                and data[last - 1] != _BACKSLASH
+                and data.find(b'"', first + 1, last) < 0
+            ):
                 if record.first_token_time is None:
                     record.first_token_time = now
                 record.chunk_times.append(now)
@@ -629,9 +681,15 @@ class StreamRecorder:
         prefix, suffix = self.prefix, self.suffix
         first = start + len(prefix)  # type: ignore[arg-type]
         last = end - len(suffix) - 1  # the closing quote
-        return (last - first >= 2 and data.startswith(prefix, start) and data.endswith(suffix, start, end)  # type: ignore[arg-type]
-                and data[first] == _QUOTE and data[last] == _QUOTE and data[last - 1] != _BACKSLASH
-                and data.find(b'"', first + 1, last) < 0)
+        return (
+            last - first >= 2
+            and data.startswith(prefix, start)
+            and data.endswith(suffix, start, end)  # type: ignore[arg-type]
+            and data[first] == _QUOTE
+            and data[last] == _QUOTE
+            and data[last - 1] != _BACKSLASH
+            and data.find(b'"', first + 1, last) < 0
+        )
 
     def _feed_events(self, now: float, complete: bytes) -> None:
         """Each event in turn: template tokens counted, the others parsed (and perhaps learnt from)."""
@@ -644,20 +702,32 @@ class StreamRecorder:
         while start < size:
             end = find(b"\n\n", start) + 2
             first, last = start + head, end - tail  # the string's opening and closing quotes, if it is one
-            if (fast and last - first >= 2 and startswith(prefix, start) and endswith(suffix, start, end)
-                    and complete[first] == _QUOTE and complete[last] == _QUOTE and complete[last - 1] != _BACKSLASH
-                    and find(b'"', first + 1, last) < 0):
+            if (
+                fast
+                and last - first >= 2
+                and startswith(prefix, start)
+                and endswith(suffix, start, end)
+                and complete[first] == _QUOTE
+                and complete[last] == _QUOTE
+                and complete[last - 1] != _BACKSLASH
+                and find(b'"', first + 1, last) < 0
+            ):
                 counted += 1
             else:
                 if counted:  # in order: a parsed event may count tokens from those before it
                     self._count(now, counted)
                     counted = 0
-                payload = _event_data(complete[start:end - 2])
+                payload = _event_data(complete[start : end - 2])
                 if payload is not None:
                     tokens = len(record.chunk_tokens)
                     _handle_payload(record, payload, now, api, keep_text)
-                    if (not keep_text and len(record.chunk_tokens) == tokens + 1 and record.error_class is None
-                            and record.finish_reason is None and self._learn(complete, start, end)):
+                    if (
+                        not keep_text
+                        and len(record.chunk_tokens) == tokens + 1
+                        and record.error_class is None
+                        and record.finish_reason is None
+                        and self._learn(complete, start, end)
+                    ):
                         prefix, suffix, fast = self.prefix or b"", self.suffix, True
                         head, tail = len(prefix), len(suffix) + 1
             start = end
@@ -691,7 +761,7 @@ class StreamRecorder:
             if backslashes % 2 == 0:
                 break
             last += 1
-        self.prefix, self.suffix = block[:first], block[last + 1:]
+        self.prefix, self.suffix = block[:first], block[last + 1 :]
         self.head, self.tail = len(self.prefix), len(self.suffix) + 1
         return True
 

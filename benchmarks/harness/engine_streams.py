@@ -42,8 +42,18 @@ class EngineStream:
     text, so a mock spends its CPU on serving rather than on building chunks.
     """
 
-    __slots__ = ("shape", "chat", "head", "prefix", "suffix", "last_suffix", "finish_event", "usage_head",
-                 "data", "opening_event")
+    __slots__ = (
+        "shape",
+        "chat",
+        "head",
+        "prefix",
+        "suffix",
+        "last_suffix",
+        "finish_event",
+        "usage_head",
+        "data",
+        "opening_event",
+    )
 
     def __init__(self, shape: Shape, chat: bool, request_id: str, model: str, created: int) -> None:
         if shape not in SHAPES:
@@ -53,30 +63,55 @@ class EngineStream:
         ident, name = _json(request_id), _json(model)
         self.data = b"data:" if shape == "tgi" else b"data: "
         if shape == "tgi":
-            self.head = (b'{"object":' + kind + b',"id":' + ident + b',"created":' + str(created).encode()
-                         + b',"model":' + name + b',"system_fingerprint":' + _json(TGI_FINGERPRINT) + b',"choices":')
+            self.head = (
+                b'{"object":'
+                + kind
+                + b',"id":'
+                + ident
+                + b',"created":'
+                + str(created).encode()
+                + b',"model":'
+                + name
+                + b',"system_fingerprint":'
+                + _json(TGI_FINGERPRINT)
+                + b',"choices":'
+            )
         else:
-            self.head = (b'{"id":' + ident + b',"object":' + kind + b',"created":' + str(created).encode()
-                         + b',"model":' + name + b',"choices":')
+            self.head = (
+                b'{"id":'
+                + ident
+                + b',"object":'
+                + kind
+                + b',"created":'
+                + str(created).encode()
+                + b',"model":'
+                + name
+                + b',"choices":'
+            )
         key = b'"content":' if chat else b'"text":'
         open_delta = b'[{"index":0,"delta":{' if chat else b'[{"index":0,'
         close_delta = b"}" if chat else b""
         if shape == "vllm":
             self.prefix = self.data + self.head + open_delta + key
-            self.suffix = close_delta + (b',"logprobs":null,"finish_reason":null,"token_ids":null}],'
-                                         b'"kv_transfer_params":null}\n\n' if chat else
-                                         b',"logprobs":null,"finish_reason":null,"stop_reason":null,'
-                                         b'"prompt_token_ids":null,"token_ids":null}],"kv_transfer_params":null}\n\n')
-            self.last_suffix = close_delta + (b',"logprobs":null,"finish_reason":%s,"stop_reason":null,"token_ids":null,'
-                                              b'"weight_versions":null}],"kv_transfer_params":null}\n\n')
+            self.suffix = close_delta + (
+                b',"logprobs":null,"finish_reason":null,"token_ids":null}],"kv_transfer_params":null}\n\n'
+                if chat
+                else b',"logprobs":null,"finish_reason":null,"stop_reason":null,'
+                b'"prompt_token_ids":null,"token_ids":null}],"kv_transfer_params":null}\n\n'
+            )
+            self.last_suffix = close_delta + (
+                b',"logprobs":null,"finish_reason":%s,"stop_reason":null,"token_ids":null,'
+                b'"weight_versions":null}],"kv_transfer_params":null}\n\n'
+            )
             self.finish_event = b""
         elif shape == "sglang":
             self.prefix = self.data + self.head + open_delta + key
             self.suffix = close_delta + b',"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
             self.last_suffix = self.suffix
             finish_delta = b'[{"index":0,"delta":{}' if chat else b'[{"index":0,"text":""'
-            self.finish_event = (self.data + self.head + finish_delta
-                                 + b',"logprobs":null,"finish_reason":%s,"matched_stop":null}]}\n\n')
+            self.finish_event = (
+                self.data + self.head + finish_delta + b',"logprobs":null,"finish_reason":%s,"matched_stop":null}]}\n\n'
+            )
         else:
             tgi_open = b'[{"index":0,"delta":{"role":"assistant",' if chat else open_delta
             self.prefix = self.data + self.head + tgi_open + key
@@ -86,10 +121,16 @@ class EngineStream:
         self.usage_head = self.data + self.head + b'[],"usage":'
         self.opening_event = b""
         if chat and shape != "tgi":
-            self.opening_event = (self.data + self.head + b'[{"index":0,"delta":{"role":"assistant","content":""}'
-                                  + (b',"logprobs":null,"finish_reason":null}],"prompt_token_ids":null,'
-                                     b'"prompt_text":null}\n\n' if shape == "vllm" else
-                                     b',"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'))
+            self.opening_event = (
+                self.data
+                + self.head
+                + b'[{"index":0,"delta":{"role":"assistant","content":""}'
+                + (
+                    b',"logprobs":null,"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}\n\n'
+                    if shape == "vllm"
+                    else b',"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+                )
+            )
 
     def opening(self) -> bytes:
         """The chunk an engine sends before the first token (vLLM's and SGLang's role chunk), or b""."""
@@ -105,20 +146,31 @@ class EngineStream:
         else:
             suffix = self.last_suffix % _json(finish_reason)
         if usage is not None:  # after the text, so never inside the escaped string
-            suffix = (suffix.replace(b"}]", b'}],"usage":' + _json(usage), 1) if self.shape != "tgi"
-                      else suffix.replace(b'"usage":null', b'"usage":' + _json(usage), 1))
+            suffix = (
+                suffix.replace(b"}]", b'}],"usage":' + _json(usage), 1)
+                if self.shape != "tgi"
+                else suffix.replace(b'"usage":null', b'"usage":' + _json(usage), 1)
+            )
         event = self.prefix + _json(text) + suffix
         if finish_reason is not None and self.finish_event:
             event += self.finish_event % _json(finish_reason)
         return event
 
-    def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None,
-              extra: dict[str, Any] | None = None) -> bytes:
+    def usage(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> bytes:
         """The usage chunk (`stream_options.include_usage`); `extra` adds top-level keys (a mock's truth)."""
         total = prompt_tokens + completion_tokens
         if self.shape == "tgi":
-            usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                                     "total_tokens": total}
+            usage: dict[str, Any] = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": total,
+            }
         else:
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": total, "completion_tokens": completion_tokens}
         if cached_tokens is not None:

@@ -76,9 +76,13 @@ class LoadConfig:
         if self.mode not in ("closed", "open"):
             raise LoadConfigError(f"load.mode: must be 'closed' or 'open', got {self.mode!r}")
         if self.mode == "closed" and (not isinstance(self.concurrency, int) or self.concurrency < 1):
-            raise LoadConfigError(f"load.concurrency: must be a positive integer for a closed loop, got {self.concurrency!r}")
+            raise LoadConfigError(
+                f"load.concurrency: must be a positive integer for a closed loop, got {self.concurrency!r}"
+            )
         if self.mode == "open" and (self.rate is None or not self.rate > 0 or not math.isfinite(self.rate)):
-            raise LoadConfigError(f"load.rate: must be a positive number of requests/s for an open loop, got {self.rate!r}")
+            raise LoadConfigError(
+                f"load.rate: must be a positive number of requests/s for an open loop, got {self.rate!r}"
+            )
         if self.duration_s is None and self.max_requests is None:
             raise LoadConfigError("load.duration_s: give a duration or load.max_requests (neither was set)")
         if self.duration_s is not None and not self.duration_s > 0:
@@ -465,8 +469,9 @@ async def _run_here(
             await call_progress(final)
         finally:
             executor.shutdown(wait=False)
-    outcome.achieved_concurrency = held_concurrency(outcome.records + outcome.warmup, outcome.measure_start,
-                                                    outcome.measure_end)
+    outcome.achieved_concurrency = held_concurrency(
+        outcome.records + outcome.warmup, outcome.measure_start, outcome.measure_end
+    )
     outcome.wall_s = end - run_start
     if outcome.wall_s > 0:
         busy_end = _thread_busy_s()
@@ -481,18 +486,31 @@ async def _run_here(
 
 def _share(config: LoadConfig, worker: int, workers: int) -> LoadConfig:
     """Worker `worker`'s part of the load: its share of the concurrency, requests and rate."""
+
     def part(total: int | None) -> int | None:
         return None if total is None else total // workers + (1 if worker < total % workers else 0)
 
-    return replace(config, concurrency=part(config.concurrency), max_requests=part(config.max_requests),
-                   warmup_requests=part(config.warmup_requests) or 0,
-                   max_concurrency=part(config.max_concurrency) if config.max_concurrency else None,
-                   rate=config.rate / workers if config.rate else None, seed=config.seed + worker, processes=1)
+    return replace(
+        config,
+        concurrency=part(config.concurrency),
+        max_requests=part(config.max_requests),
+        warmup_requests=part(config.warmup_requests) or 0,
+        max_concurrency=part(config.max_concurrency) if config.max_concurrency else None,
+        rate=config.rate / workers if config.rate else None,
+        seed=config.seed + worker,
+        processes=1,
+    )
 
 
-async def _run_in_processes(client: OpenAIClient, make_request: Callable[[int], RequestSpec], config: LoadConfig,
-                            workers: int, cancel: CancelHook, progress: ProgressCallback | None,
-                            phase: str) -> LoadOutcome:
+async def _run_in_processes(
+    client: OpenAIClient,
+    make_request: Callable[[int], RequestSpec],
+    config: LoadConfig,
+    workers: int,
+    cancel: CancelHook,
+    progress: ProgressCallback | None,
+    phase: str,
+) -> LoadOutcome:
     """The load split over forked worker processes; their outcomes merged exactly (records, CPU, reads)."""
     loop = asyncio.get_running_loop()
     latest: dict[int, dict[str, Any]] = {}
@@ -501,8 +519,9 @@ async def _run_in_processes(client: OpenAIClient, make_request: Callable[[int], 
     async def job(worker: int, stopped: Callable[[], bool], report: Callable[[dict[str, Any]], None]) -> LoadOutcome:
         share = _share(config, worker, workers)
         async with client.clone() as own:
-            outcome = await _run_here(own, lambda index: make_request(index * workers + worker), share,
-                                      stopped, report, phase)
+            outcome = await _run_here(
+                own, lambda index: make_request(index * workers + worker), share, stopped, report, phase
+            )
             outcome.client_clock = own.timestamping()
         return outcome
 
@@ -510,8 +529,11 @@ async def _run_in_processes(client: OpenAIClient, make_request: Callable[[int], 
         latest[worker] = payload
         if progress is None or worker != 0:
             return
-        merged = dict(payload, requests_done=sum(p.get("requests_done") or 0 for p in latest.values()),
-                      in_flight=sum(p.get("in_flight") or 0 for p in latest.values()))
+        merged = dict(
+            payload,
+            requests_done=sum(p.get("requests_done") or 0 for p in latest.values()),
+            in_flight=sum(p.get("in_flight") or 0 for p in latest.values()),
+        )
         result = progress(merged)
         if inspect.isawaitable(result):
             loop.create_task(result)  # type: ignore[arg-type]
@@ -519,10 +541,13 @@ async def _run_in_processes(client: OpenAIClient, make_request: Callable[[int], 
     if callable(cancel) and not hasattr(cancel, "is_set"):
         cancel_requested = cancel
     else:
+
         def cancel_requested() -> bool:
             return _cancel_requested(cancel)
-    outcomes: list[LoadOutcome] = await worker_processes.run_forked(job, workers, run_async, cancel_requested,
-                                                                    on_progress)
+
+    outcomes: list[LoadOutcome] = await worker_processes.run_forked(
+        job, workers, run_async, cancel_requested, on_progress
+    )
     merged = LoadOutcome(config=config, processes=workers)
     for part in outcomes:
         merged.records.extend(part.records)
@@ -539,16 +564,21 @@ async def _run_in_processes(client: OpenAIClient, make_request: Callable[[int], 
     merged.cancelled = any(part.cancelled for part in outcomes)
     merged.client_cpu_s += time.process_time() - cpu_start  # the parent's own share (relaying, merging)
     merged.wall_s = time.perf_counter() - wall_start
-    merged.achieved_concurrency = held_concurrency(merged.records + merged.warmup, merged.measure_start,
-                                                   merged.measure_end)
+    merged.achieved_concurrency = held_concurrency(
+        merged.records + merged.warmup, merged.measure_start, merged.measure_end
+    )
     merged.peak_concurrency = peak_concurrency(merged.records + merged.warmup)
     sends = [record.send_time for record in merged.records if record.send_time > 0]
     merged.achieved_rate = len(sends) / merged.duration_s if sends and merged.duration_s > 0 else None
     clocks = [part.client_clock or {} for part in outcomes]
     reads = sum(clock.get("reads") or 0 for clock in clocks)
     unstamped = sum(clock.get("unstamped_reads") or 0 for clock in clocks)
-    merged.client_clock = dict(clocks[0], reads=reads, unstamped_reads=unstamped,
-                               kernel_stamped_read_fraction=round((reads - unstamped) / reads, 4) if reads else None)
+    merged.client_clock = dict(
+        clocks[0],
+        reads=reads,
+        unstamped_reads=unstamped,
+        kernel_stamped_read_fraction=round((reads - unstamped) / reads, 4) if reads else None,
+    )
     client.absorb_reads(reads - unstamped, unstamped)
     return merged
 
@@ -574,9 +604,11 @@ def held_concurrency(records: list[RequestRecord], start: float, end: float) -> 
 
 def peak_concurrency(records: list[RequestRecord]) -> int:
     """The most requests in flight at once, from the same send and end times."""
-    edges = sorted([(r.send_time, 1) for r in records if r.send_time > 0]
-                   + [(r.end_time, -1) for r in records if r.send_time > 0 and r.end_time is not None],
-                   key=lambda edge: (edge[0], edge[1]))
+    edges = sorted(
+        [(r.send_time, 1) for r in records if r.send_time > 0]
+        + [(r.end_time, -1) for r in records if r.send_time > 0 and r.end_time is not None],
+        key=lambda edge: (edge[0], edge[1]),
+    )
     peak = current = 0
     for _, step in edges:
         current += step
@@ -612,7 +644,7 @@ def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None
         if reads < count:
             shared += count - reads
             run = longest = 1
-            for previous, current in zip(times, times[1:]):
+            for previous, current in zip(times, times[1:], strict=False):
                 run = run + 1 if current == previous else 1
                 longest = max(longest, run)
             worst = max(worst, (longest - 1) * gap_ms)
@@ -662,8 +694,10 @@ def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
             count = len(outcome.busy_fractions)
             who = "client process" if count == 1 else f"client worker {index + 1} of {count}"
             cpu = outcome.cpu_fractions[index] if index < len(outcome.cpu_fractions) else busy
-            reasons.append(f"{who} needed {busy:.0%} of a core (ran {cpu:.0%}, waited for one {max(busy - cpu, 0):.0%}):"
-                           " the client, not the engine, set the pace")
+            reasons.append(
+                f"{who} needed {busy:.0%} of a core (ran {cpu:.0%}, waited for one {max(busy - cpu, 0):.0%}):"
+                " the client, not the engine, set the pace"
+            )
     if config.mode == "closed" and outcome.achieved_concurrency is not None and config.concurrency:
         expected = config.concurrency
         if config.max_requests is not None:  # a short request-count run cannot hold more than it sends
@@ -680,10 +714,12 @@ def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
     # behind; a server (or a shared host) that sent them in a burst is not.
     loop_late = outcome.loop_lag_ms_p99 is not None and gap_ms is not None and outcome.loop_lag_ms_p99 >= gap_ms
     if outcome.late_read_fraction is not None and outcome.late_read_fraction > LATE_READ_FRACTION and loop_late:
-        reasons.append(f"{outcome.late_read_fraction:.0%} of tokens were read together with tokens sent one or more "
-                       f"inter-token gaps ({gap_ms:.0f} ms) earlier while the event loop lagged (p99 "
-                       f"{outcome.loop_lag_ms_p99:.0f} ms): their TTFT/ITL are stamped late, by up to "
-                       f"{outcome.late_read_max_ms:.0f} ms")
+        reasons.append(
+            f"{outcome.late_read_fraction:.0%} of tokens were read together with tokens sent one or more "
+            f"inter-token gaps ({gap_ms:.0f} ms) earlier while the event loop lagged (p99 "
+            f"{outcome.loop_lag_ms_p99:.0f} ms): their TTFT/ITL are stamped late, by up to "
+            f"{outcome.late_read_max_ms:.0f} ms"
+        )
     if config.mode == "open":
         sends = len(outcome.records)
         if (
@@ -734,7 +770,9 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
         e2e_ms=Stats.from_values(r.e2e_ms for r in completed),
         request_throughput=len(completed) / window if window else None,
         output_token_throughput=output_tokens / window if window else None,
-        input_token_throughput=prompt_tokens / window if window and any(r.prompt_tokens is not None for r in completed) else None,
+        input_token_throughput=prompt_tokens / window
+        if window and any(r.prompt_tokens is not None for r in completed)
+        else None,
         error_rate=len(failed) / len(finished) if finished else None,
         client_bound=outcome.client_bound,
         extra={
@@ -753,7 +791,9 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
             "late_read_fraction": outcome.late_read_fraction,
             "late_read_max_ms": outcome.late_read_max_ms,
             "client_bound_reasons": list(outcome.client_bound_reasons),
-            "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed)) if completed else None,
+            "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed))
+            if completed
+            else None,
             "warmup_requests": len(outcome.warmup),
         },
     )

@@ -86,12 +86,34 @@ ENGINE_MAPS: dict[str, dict[str, list[str]]] = {
         "waiting": ["llamacpp:requests_deferred"],
     },
 }
-ENGINE_ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt-llm": "trtllm", "llama.cpp": "llamacpp",
-                  "llama-cpp": "llamacpp", "llama_cpp": "llamacpp", "text-generation-inference": "tgi"}
-PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "lmdeploy:": "lmdeploy", "tgi_": "tgi", "trtllm_": "trtllm",
-            "llamacpp:": "llamacpp"}
-CANONICAL_SERIES = ("kv_usage_ratio", "prefix_hit_ratio", "running", "waiting", "preemptions", "kv_used_tokens",
-                    "cpu_kv_usage_ratio", "swap_out", "swap_in")
+ENGINE_ALIASES = {
+    "tensorrt-llm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "trt-llm": "trtllm",
+    "llama.cpp": "llamacpp",
+    "llama-cpp": "llamacpp",
+    "llama_cpp": "llamacpp",
+    "text-generation-inference": "tgi",
+}
+PREFIXES = {
+    "vllm:": "vllm",
+    "sglang:": "sglang",
+    "lmdeploy:": "lmdeploy",
+    "tgi_": "tgi",
+    "trtllm_": "trtllm",
+    "llamacpp:": "llamacpp",
+}
+CANONICAL_SERIES = (
+    "kv_usage_ratio",
+    "prefix_hit_ratio",
+    "running",
+    "waiting",
+    "preemptions",
+    "kv_used_tokens",
+    "cpu_kv_usage_ratio",
+    "swap_out",
+    "swap_in",
+)
 _RATIO_KEYS = {"kv_usage_ratio", "cpu_kv_usage_ratio", "prefix_hit_ratio_gauge"}
 
 
@@ -198,9 +220,15 @@ class MetricsRecording:
         return (hits[-1][1] - hits[0][1]) / delta_q if delta_q > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "url": self.url, "absent": self.absent, "errors": self.errors[:20],
-                "scrapes": self.scrapes, "failed_scrapes": self.failed_scrapes,
-                "run_prefix_hit_ratio": self.run_prefix_hit_ratio()}
+        return {
+            "engine": self.engine,
+            "url": self.url,
+            "absent": self.absent,
+            "errors": self.errors[:20],
+            "scrapes": self.scrapes,
+            "failed_scrapes": self.failed_scrapes,
+            "run_prefix_hit_ratio": self.run_prefix_hit_ratio(),
+        }
 
 
 class MetricsSampler:
@@ -210,9 +238,16 @@ class MetricsSampler:
     line up with the per-request table.
     """
 
-    def __init__(self, url: str | None, engine: str | None = "auto", interval_s: float = 1.0,
-                 time_zero: float | None = None, timeout_s: float = 2.0, keep_raw: bool | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None,
+        engine: str | None = "auto",
+        interval_s: float = 1.0,
+        time_zero: float | None = None,
+        timeout_s: float = 2.0,
+        keep_raw: bool | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.url = url
         self.engine = normalize_engine(engine)
         self.interval_s = interval_s
@@ -311,7 +346,9 @@ class MetricsSampler:
         if keep_raw:
             for name, entries in samples.items():
                 for labels, value in entries:
-                    key = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
+                    key = name + (
+                        "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else ""
+                    )
                     raw[key] = value
         return values, raw
 

@@ -193,19 +193,25 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                         "created": created,
                         "model": body.get("model"),
                         "choices": [choice],
-                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
-                                  "total_tokens": prompt_tokens + max_tokens},
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": max_tokens,
+                            "total_tokens": prompt_tokens + max_tokens,
+                        },
                     }
                 )
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await response.prepare(request)
-            events = EngineStream(config.shape, chat, ("chatcmpl-" if chat else "cmpl-") + str(rid), str(body.get("model")),
-                                  created)
+            events = EngineStream(
+                config.shape, chat, ("chatcmpl-" if chat else "cmpl-") + str(rid), str(body.get("model")), created
+            )
             first_written = None
             step = max(config.chunk_tokens, 1)
             # batched: a zero-delay stream written in one piece (the mock spends its CPU on serving,
             # not on per-token writes; the client still parses every event)
-            batch: list[bytes] | None = [] if config.write_mode == "batched" and ttft <= 0 and config.itl_s <= 0 else None
+            batch: list[bytes] | None = (
+                [] if config.write_mode == "batched" and ttft <= 0 and config.itl_s <= 0 else None
+            )
             sent = 0
             while sent < max_tokens:
                 due = start + ttft + config.itl_s * sent
@@ -220,12 +226,14 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                     await response.write(b"data: " + json.dumps(error).encode() + b"\n\n")
                     return response
                 count = min(step, max_tokens - sent)
-                piece = " ".join(output[sent:sent + count]) + " "
+                piece = " ".join(output[sent : sent + count]) + " "
                 sent += count
                 last = sent >= max_tokens
                 usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if config.usage_in_chunks else None
                 # the engines send their opening role chunk with the first token
-                data = (events.opening() if sent == count else b"") + events.token(piece, "length" if last else None, usage)
+                data = (events.opening() if sent == count else b"") + events.token(
+                    piece, "length" if last else None, usage
+                )
                 if batch is not None:
                     batch.append(data)
                     continue
@@ -316,5 +324,13 @@ def serve_forever(config: MockConfig, host: str = "127.0.0.1", port: int = 8000,
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:
         pass
-    web.run_app(build_app(config), host=host, port=port, access_log=None, print=None,
-                reuse_port=reuse_port, backlog=4096, handler_cancellation=True)
+    web.run_app(
+        build_app(config),
+        host=host,
+        port=port,
+        access_log=None,
+        print=None,
+        reuse_port=reuse_port,
+        backlog=4096,
+        handler_cancellation=True,
+    )

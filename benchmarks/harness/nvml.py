@@ -59,8 +59,13 @@ class GpuSampler:
             name = pynvml.nvmlDeviceGetName(handle)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
             self._handles.append(handle)
-            self.recording.gpus.append({"index": index, "name": name.decode() if isinstance(name, bytes) else name,
-                                        "memory_total_mib": memory.total / 2**20})
+            self.recording.gpus.append(
+                {
+                    "index": index,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "memory_total_mib": memory.total / 2**20,
+                }
+            )
         self.recording.available = True
         return True
 

@@ -25,10 +25,6 @@ WORD_POOL = (
 ).split()
 
 
-class PromptError(ValueError):
-    """The engine's tokenizer gave no usable words (message says why)."""
-
-
 @dataclass
 class PromptFactory:
     """Makes prompts of a given token length; `describe()` records how the length was obtained."""
@@ -68,7 +64,10 @@ class PromptFactory:
 
 async def tokenize_count(client: OpenAIClient, text: str) -> int | None:
     """Token count from the engine's /tokenize (llama.cpp `content`, vLLM/SGLang `prompt`), or None."""
-    for body in ({"content": text, "add_special": False}, {"model": client.model, "prompt": text, "add_special_tokens": False}):
+    for body in (
+        {"content": text, "add_special": False},
+        {"model": client.model, "prompt": text, "add_special_tokens": False},
+    ):
         try:
             status, data = await client.post_json("/tokenize", body, timeout_s=30.0)
         except Exception:  # noqa: BLE001 - any failure means "no usable endpoint"
@@ -112,13 +111,22 @@ async def _calibrate_from_usage(client: OpenAIClient, api: str, pool: list[str])
     for words in (20, 120):
         text = " " + " ".join(rng.choice(pool) for _ in range(words))
         record = await client.send(
-            RequestSpec(api=api, prompt=text, max_tokens=1, ignore_eos=None, request_id=f"calibrate-{words}", tag="calibrate")
+            RequestSpec(
+                api=api, prompt=text, max_tokens=1, ignore_eos=None, request_id=f"calibrate-{words}", tag="calibrate"
+            )
         )
         if record.prompt_tokens is None:
-            return PromptFactory(words=pool, exact=False, source="default (engine reports no prompt tokens)",
-                                 tokens_per_word=1.3)
+            return PromptFactory(
+                words=pool, exact=False, source="default (engine reports no prompt tokens)", tokens_per_word=1.3
+            )
         counts.append((words, record.prompt_tokens))
     (w1, t1), (w2, t2) = counts
     slope = max((t2 - t1) / (w2 - w1), 0.1)
-    return PromptFactory(words=pool, exact=False, source="usage-calibrated", tokens_per_word=slope,
-                         overhead_tokens=t1 - slope * w1, checks=[{"words": w, "engine_tokens": t} for w, t in counts])
+    return PromptFactory(
+        words=pool,
+        exact=False,
+        source="usage-calibrated",
+        tokens_per_word=slope,
+        overhead_tokens=t1 - slope * w1,
+        checks=[{"words": w, "engine_tokens": t} for w, t in counts],
+    )

@@ -33,8 +33,22 @@ class StaleConnection(ConnectionError):
 
 
 class _ResponseProtocol(asyncio.Protocol):
-    __slots__ = ("transport", "buffer", "state", "status", "headers", "on_body", "done", "remaining",
-                 "chunked", "keep_alive", "last_activity", "closed", "got_bytes", "header_time")
+    __slots__ = (
+        "transport",
+        "buffer",
+        "state",
+        "status",
+        "headers",
+        "on_body",
+        "done",
+        "remaining",
+        "chunked",
+        "keep_alive",
+        "last_activity",
+        "closed",
+        "got_bytes",
+        "header_time",
+    )
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -96,7 +110,7 @@ class _ResponseProtocol(asyncio.Protocol):
                     except ValueError:
                         end = -1
                     if end > line_end + 2 and len(data) == end + 2 and data.endswith(b"\r\n"):
-                        self.on_body(self, now, data[line_end + 2:end])  # type: ignore[misc]
+                        self.on_body(self, now, data[line_end + 2 : end])  # type: ignore[misc]
                         return
             self._consume(now, data)
         except Exception as exc:  # noqa: BLE001 - any parse failure ends this request
@@ -114,7 +128,7 @@ class _ResponseProtocol(asyncio.Protocol):
                 if len(self.buffer) > 65536:
                     raise HTTPError("response headers larger than 64 KiB")
                 return
-            head, data = self.buffer[:end].decode("latin-1"), self.buffer[end + 4:]
+            head, data = self.buffer[:end].decode("latin-1"), self.buffer[end + 4 :]
             self.buffer = b""
             lines = head.split("\r\n")
             parts = lines[0].split(" ", 2)
@@ -174,7 +188,7 @@ class _ResponseProtocol(asyncio.Protocol):
                     break
                 start = line_end + 2
                 end = start + length
-                if length <= 0 or end + 2 > size or data[end:end + 2] != b"\r\n":
+                if length <= 0 or end + 2 > size or data[end : end + 2] != b"\r\n":
                     break
                 pieces.append(data[start:end])
                 position = end + 2
@@ -193,7 +207,7 @@ class _ResponseProtocol(asyncio.Protocol):
                 take = min(self.remaining, size - position)
                 if take <= 0:
                     break
-                out.append(buffer[position:position + take])
+                out.append(buffer[position : position + take])
                 position += take
                 self.remaining -= take
                 if self.remaining == 0:
@@ -236,8 +250,14 @@ class _ResponseProtocol(asyncio.Protocol):
 class RawHTTPPool:
     """A pool of kept-alive connections to one host:port (plain http only)."""
 
-    def __init__(self, host: str, port: int, keep_alive: bool = True, connect_timeout_s: float = 10.0,
-                 kernel_timestamps: bool = True) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        keep_alive: bool = True,
+        connect_timeout_s: float = 10.0,
+        kernel_timestamps: bool = True,
+    ) -> None:
         self.host, self.port = host, port
         self.keep_alive = keep_alive
         self.connect_timeout_s = connect_timeout_s
@@ -257,9 +277,12 @@ class RawHTTPPool:
     def timestamping(self) -> dict[str, Any]:
         """Where this pool's receive times came from, for the run's metadata."""
         reads = self.stamped_reads + self.unstamped_reads
-        return {"receive_clock": "kernel (SO_TIMESTAMPNS)" if self.kernel_timestamps else "user space",
-                "kernel_stamped_read_fraction": round(self.stamped_reads / reads, 4) if reads else None,
-                "reads": reads, "unstamped_reads": self.unstamped_reads}
+        return {
+            "receive_clock": "kernel (SO_TIMESTAMPNS)" if self.kernel_timestamps else "user space",
+            "kernel_stamped_read_fraction": round(self.stamped_reads / reads, 4) if reads else None,
+            "reads": reads,
+            "unstamped_reads": self.unstamped_reads,
+        }
 
     async def _connection(self) -> tuple[_ResponseProtocol, bool]:
         while self._idle:
@@ -270,7 +293,8 @@ class RawHTTPPool:
         if self.kernel_timestamps:
             return await asyncio.wait_for(self._open_stamped(loop), self.connect_timeout_s), False
         _, protocol = await asyncio.wait_for(
-            loop.create_connection(_ResponseProtocol, self.host, self.port), self.connect_timeout_s)
+            loop.create_connection(_ResponseProtocol, self.host, self.port), self.connect_timeout_s
+        )
         return protocol, False  # type: ignore[return-value]
 
     async def _open_stamped(self, loop: asyncio.AbstractEventLoop) -> _ResponseProtocol:
@@ -294,8 +318,14 @@ class RawHTTPPool:
             return protocol
         raise error
 
-    async def request(self, head: bytes, body: bytes, on_body: BodyCallback, timeout_s: float,
-                      on_start: Callable[[], None] | None = None) -> tuple[int, dict[str, str], _ResponseProtocol]:
+    async def request(
+        self,
+        head: bytes,
+        body: bytes,
+        on_body: BodyCallback,
+        timeout_s: float,
+        on_start: Callable[[], None] | None = None,
+    ) -> tuple[int, dict[str, str], _ResponseProtocol]:
         """Send one request; body bytes go to `on_body(time, bytes)` as they arrive. Returns at the end."""
         for attempt in range(4):
             protocol, reused = await self._connection()
@@ -350,8 +380,9 @@ class _StampedTransport:
 
     __slots__ = ("loop", "sock", "fd", "protocol", "pool", "pending", "closing", "read")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: _ResponseProtocol,
-                 pool: RawHTTPPool) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: _ResponseProtocol, pool: RawHTTPPool
+    ) -> None:
         self.loop, self.sock, self.fd, self.protocol, self.pool = loop, sock, sock.fileno(), protocol, pool
         self.read = pool.reader.read
         self.pending = bytearray()
@@ -428,7 +459,9 @@ class _Watchdog:
 
     __slots__ = ("loop", "protocol", "done", "timeout", "handle")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: _ResponseProtocol, done: asyncio.Future, timeout: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, protocol: _ResponseProtocol, done: asyncio.Future, timeout: float
+    ) -> None:
         self.loop, self.protocol, self.done, self.timeout = loop, protocol, done, timeout
         self.handle = loop.call_later(timeout, self._check)
 

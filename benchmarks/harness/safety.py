@@ -13,10 +13,18 @@ import socket
 from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
-METADATA_HOSTS = {"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
-                  "instance-data.ec2.internal", "metadata.azure.com"}
-METADATA_ADDRESSES = {ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254",
-                                                         "100.100.100.200", "192.0.0.192")}
+METADATA_HOSTS = {
+    "metadata.google.internal",
+    "metadata.goog",
+    "metadata",
+    "instance-data",
+    "instance-data.ec2.internal",
+    "metadata.azure.com",
+}
+METADATA_ADDRESSES = {
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "192.0.0.192")
+}
 
 
 class TargetRefused(ValueError):

@@ -85,6 +85,9 @@ class StampedReader:
         if level == _SOL_SOCKET and kind == SO_TIMESTAMPNS and len(ancillary) == 1 and len(data) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)  # arrival_time's arithmetic, inline: every read
             age = time.time() - (seconds + nanoseconds * 1e-9)
-            return self._view[:size].tobytes(), now, (now - max(age, 0.0) if -0.001 <= age <= _MAX_PLAUSIBLE_AGE_S
-                                                      else None)
+            return (
+                self._view[:size].tobytes(),
+                now,
+                (now - max(age, 0.0) if -0.001 <= age <= _MAX_PLAUSIBLE_AGE_S else None),
+            )
         return self._view[:size].tobytes(), now, arrival_time(ancillary, now)

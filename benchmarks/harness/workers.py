@@ -60,8 +60,14 @@ def _child(job: Job, run: RunCoroutine, worker: int, stop: Any, conn: Connection
     conn.close()
 
 
-async def run_forked(job: Job, workers: int, run: RunCoroutine, cancel_requested: Callable[[], bool],
-                     on_progress: Callable[[int, dict[str, Any]], None], poll_s: float = 0.1) -> list[Any]:
+async def run_forked(
+    job: Job,
+    workers: int,
+    run: RunCoroutine,
+    cancel_requested: Callable[[], bool],
+    on_progress: Callable[[int, dict[str, Any]], None],
+    poll_s: float = 0.1,
+) -> list[Any]:
     """Run `job(worker, stopped, report)` in `workers` forked processes; their results in worker order.
 
     `run` runs a coroutine to completion on a new event loop (the child's). `cancel_requested` is
@@ -73,8 +79,9 @@ async def run_forked(job: Job, workers: int, run: RunCoroutine, cancel_requested
     pipes, processes = [], []
     for worker in range(workers):
         parent_end, child_end = context.Pipe(duplex=False)
-        process = context.Process(target=_child, args=(job, run, worker, stop, child_end), daemon=True,
-                                  name=f"kvselect-load-worker-{worker}")
+        process = context.Process(
+            target=_child, args=(job, run, worker, stop, child_end), daemon=True, name=f"kvselect-load-worker-{worker}"
+        )
         process.start()
         child_end.close()
         pipes.append(parent_end)

@@ -64,8 +64,14 @@ class Target:
         return SIMULATED if self.engine == "simulator" else MEASURED
 
     def describe(self) -> dict[str, Any]:
-        return {"endpoint_url": self.endpoint_url, "model": self.model, "metrics_url": self.metrics_url,
-                "engine": self.engine, "api": self.api, "api_key_set": bool(self.api_key)}
+        return {
+            "endpoint_url": self.endpoint_url,
+            "model": self.model,
+            "metrics_url": self.metrics_url,
+            "engine": self.engine,
+            "api": self.api,
+            "api_key_set": bool(self.api_key),
+        }
 
 
 # ---------------------------------------------------------------- plans
@@ -180,13 +186,25 @@ class Reporter:
             if payload.get("ttft_p50_ms") is not None:
                 self.ttft_p50 = payload["ttft_p50_ms"]
             if self.progress is not None:
-                self.progress(payload | {"phase": name, "percent": round(start + (end - start) * float(payload.get("percent") or 0) / 100.0, 1),
-                                         "requests_done": self.done})
+                self.progress(
+                    payload
+                    | {
+                        "phase": name,
+                        "percent": round(start + (end - start) * float(payload.get("percent") or 0) / 100.0, 1),
+                        "requests_done": self.done,
+                    }
+                )
+
         return report
 
     async def emit(self, name: str, percent: float) -> None:
         if self.progress is not None:
-            payload = {"phase": name, "percent": round(percent, 1), "requests_done": self.done, "ttft_p50_ms": self.ttft_p50}
+            payload = {
+                "phase": name,
+                "percent": round(percent, 1),
+                "requests_done": self.done,
+                "ttft_p50_ms": self.ttft_p50,
+            }
             await asyncio.get_running_loop().run_in_executor(self._executor, self.progress, payload)
 
     async def ticking(self, name: str, start: float, end: float, awaitable: Any, expected_s: float) -> Any:
@@ -225,12 +243,21 @@ class _Session:
                 check_target(target.metrics_url, target.allowed_hosts)
         self.target = target
         self.time_zero = time.perf_counter()
-        self.client = OpenAIClient(target.endpoint_url, target.model, api_key=target.api_key,
-                                   request_timeout_s=target.request_timeout_s, keep_text=keep_text,
-                                   keep_alive=target.engine != "llamacpp")
+        self.client = OpenAIClient(
+            target.endpoint_url,
+            target.model,
+            api_key=target.api_key,
+            request_timeout_s=target.request_timeout_s,
+            keep_text=keep_text,
+            keep_alive=target.engine != "llamacpp",
+        )
         headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
-        self.metrics = MetricsSampler(target.metrics_url, target.engine if target.engine != "simulator" else "auto",
-                                      time_zero=self.time_zero, headers=headers)
+        self.metrics = MetricsSampler(
+            target.metrics_url,
+            target.engine if target.engine != "simulator" else "auto",
+            time_zero=self.time_zero,
+            headers=headers,
+        )
         self.gpu = GpuSampler(time_zero=self.time_zero)
         self.prompts: PromptFactory | None = None
 
@@ -250,8 +277,14 @@ class _Session:
 
     def spec(self, prompt: str | None = None, max_tokens: int = 64, **kwargs: Any) -> RequestSpec:
         target = self.target
-        return RequestSpec(api=target.api, prompt=prompt, max_tokens=max_tokens, ignore_eos=target.ignore_eos,
-                           max_tokens_field=target.max_tokens_field, **kwargs)  # type: ignore[arg-type]
+        return RequestSpec(
+            api=target.api,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            ignore_eos=target.ignore_eos,
+            max_tokens_field=target.max_tokens_field,
+            **kwargs,
+        )  # type: ignore[arg-type]
 
     def now(self) -> float:
         return time.perf_counter() - self.time_zero
@@ -275,7 +308,9 @@ def _budget_verdicts(point: LoadPoint, params: dict[str, Any], label: str = "") 
         if value is None:
             verdicts.append(_verdict(name, None, f"no completed requests to measure {key}", None, budget))
         else:
-            verdicts.append(_verdict(name, value <= budget, f"p95 {value:.1f} ms vs budget {budget:g} ms", value, budget))
+            verdicts.append(
+                _verdict(name, value <= budget, f"p95 {value:.1f} ms vs budget {budget:g} ms", value, budget)
+            )
     return verdicts
 
 
@@ -285,7 +320,11 @@ def _errors_verdict(points: list[LoadPoint], name: str = "zero_errors") -> dict[
     for p in points:
         for k, v in (p.extra.get("errors_by_class") or {}).items():
             classes[k] = classes.get(k, 0) + v
-    detail = "no failed requests" if not failed else f"{failed} failed requests: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items()))
+    detail = (
+        "no failed requests"
+        if not failed
+        else f"{failed} failed requests: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items()))
+    )
     return _verdict(name, failed == 0, detail, failed, 0)
 
 
@@ -293,9 +332,17 @@ def _series_in(recording: MetricsRecording, name: str, start: float, end: float)
     return [v for t, v in recording.series.get(name, []) if start <= t <= end]
 
 
-def _build_result(test: str, session: _Session, params: dict[str, Any], points: list[LoadPoint],
-                  outcomes: list[LoadOutcome], verdicts: list[dict[str, Any]], notes: list[str],
-                  partial: bool, extra_meta: dict[str, Any] | None = None) -> NormalizedResult:
+def _build_result(
+    test: str,
+    session: _Session,
+    params: dict[str, Any],
+    points: list[LoadPoint],
+    outcomes: list[LoadOutcome],
+    verdicts: list[dict[str, Any]],
+    notes: list[str],
+    partial: bool,
+    extra_meta: dict[str, Any] | None = None,
+) -> NormalizedResult:
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -326,14 +373,25 @@ def _build_result(test: str, session: _Session, params: dict[str, Any], points: 
     from benchmarks.result import DEFINITIONS
 
     return NormalizedResult(
-        tool=TOOL, format=FORMAT, tool_version=HARNESS_VERSION, evidence=session.target.evidence_label,  # type: ignore[arg-type]
-        test=test, metadata=metadata, definitions=dict(DEFINITIONS), points=points, requests=frame,
-        timeseries=timeseries, verdicts=verdicts, notes=notes, partial=partial,
+        tool=TOOL,
+        format=FORMAT,
+        tool_version=HARNESS_VERSION,
+        evidence=session.target.evidence_label,  # type: ignore[arg-type]
+        test=test,
+        metadata=metadata,
+        definitions=dict(DEFINITIONS),
+        points=points,
+        requests=frame,
+        timeseries=timeseries,
+        verdicts=verdicts,
+        notes=notes,
+        partial=partial,
     )
 
 
-async def _settle(session: _Session, baseline: dict[str, float] | None, settle_s: float, reporter: Reporter,
-                  phase: str, pct: float) -> dict[str, Any]:
+async def _settle(
+    session: _Session, baseline: dict[str, float] | None, settle_s: float, reporter: Reporter, phase: str, pct: float
+) -> dict[str, Any]:
     """After a load: wait until nothing runs and KV usage is back to its baseline (or time runs out)."""
     start = time.perf_counter()
     last: dict[str, float] | None = None
@@ -351,7 +409,9 @@ async def _settle(session: _Session, baseline: dict[str, float] | None, settle_s
     return {"after": last, "waited_s": round(time.perf_counter() - start, 2)}
 
 
-def _kv_verdicts(baseline: dict[str, float] | None, settled: dict[str, Any], engine: str | None) -> list[dict[str, Any]]:
+def _kv_verdicts(
+    baseline: dict[str, float] | None, settled: dict[str, Any], engine: str | None
+) -> list[dict[str, Any]]:
     after = settled.get("after")
     if after is None:
         return [_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no metrics: cannot judge")]
@@ -359,9 +419,15 @@ def _kv_verdicts(baseline: dict[str, float] | None, settled: dict[str, Any], eng
     running = after.get("running")
     if running is not None:
         waiting = after.get("waiting") or 0
-        verdicts.append(_verdict("requests_released_after_aborts", running + waiting == 0,
-                                 f"{running:g} running, {waiting:g} waiting {settled['waited_s']} s after the load",
-                                 running + waiting, 0))
+        verdicts.append(
+            _verdict(
+                "requests_released_after_aborts",
+                running + waiting == 0,
+                f"{running:g} running, {waiting:g} waiting {settled['waited_s']} s after the load",
+                running + waiting,
+                0,
+            )
+        )
     kv, base = after.get("kv_usage_ratio"), (baseline or {}).get("kv_usage_ratio")
     if kv is None or base is None:
         verdicts.append(_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no KV usage metric"))
@@ -369,7 +435,9 @@ def _kv_verdicts(baseline: dict[str, float] | None, settled: dict[str, Any], eng
         detail = f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE})"
         if engine == "llamacpp" and kv > base + KV_BASELINE_TOLERANCE:
             detail += "; llama.cpp slots keep finished requests' cache for reuse, so usage stays up by design"
-        verdicts.append(_verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, detail, kv, base))
+        verdicts.append(
+            _verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, detail, kv, base)
+        )
     return verdicts
 
 
@@ -383,8 +451,9 @@ def _require(params: dict[str, Any], key: str, kind: type, minimum: float = 0) -
 # ---------------------------------------------------------------- 1. concurrency stress
 
 
-async def run_concurrency_stress(target: Target, params: dict[str, Any], cancel: Any = None,
-                                 progress: Callable[[dict[str, Any]], Any] | None = None) -> NormalizedResult:
+async def run_concurrency_stress(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
     concurrency = _require(params, "concurrency", int, 1)
     duration = _require(params, "duration_s", float, 0.1)
     input_tokens = _require(params, "input_tokens", int, 1)
@@ -400,12 +469,21 @@ async def run_concurrency_stress(target: Target, params: dict[str, Any], cancel:
 
         def make(index: int) -> RequestSpec:
             abort = abort_every and index % abort_every == abort_every - 1
-            return session.spec(prompts.text(input_tokens, seed=index), output_tokens, request_id=f"stress-{index}",
-                                abort_after_tokens=max(output_tokens // 4, 1) if abort else None)
+            return session.spec(
+                prompts.text(input_tokens, seed=index),
+                output_tokens,
+                request_id=f"stress-{index}",
+                abort_after_tokens=max(output_tokens // 4, 1) if abort else None,
+            )
 
-        config = LoadConfig(mode="closed", concurrency=concurrency, duration_s=duration,
-                            warmup_s=float(params.get("warmup_s") or 0.0), ramp_up_s=float(params.get("ramp_up_s") or 0.0),
-                            drain_timeout_s=float(params.get("drain_timeout_s") or 120.0))
+        config = LoadConfig(
+            mode="closed",
+            concurrency=concurrency,
+            duration_s=duration,
+            warmup_s=float(params.get("warmup_s") or 0.0),
+            ramp_up_s=float(params.get("ramp_up_s") or 0.0),
+            drain_timeout_s=float(params.get("drain_timeout_s") or 120.0),
+        )
         outcome = await run_load(session.client, make, config, cancel=cancel, progress=reporter.phase("load", 0, 90))
         point = summarize(outcome, label=f"c={concurrency}", slo=_slo(params))
         window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero)
@@ -415,17 +493,32 @@ async def run_concurrency_stress(target: Target, params: dict[str, Any], cancel:
             settled = await _settle(session, baseline, float(params.get("settle_s") or 30.0), reporter, "settle", 95)
     verdicts = _budget_verdicts(point, params) + [_errors_verdict([point])]
     held = point.achieved_concurrency
-    verdicts.append(_verdict("concurrency_held", (held or 0) >= 0.95 * concurrency and not outcome.client_bound,
-                             f"held {held or 0:.1f} of {concurrency} on average" +
-                             (f"; client-bound: {'; '.join(outcome.client_bound_reasons)}" if outcome.client_bound else ""),
-                             held, concurrency))
+    verdicts.append(
+        _verdict(
+            "concurrency_held",
+            (held or 0) >= 0.95 * concurrency and not outcome.client_bound,
+            f"held {held or 0:.1f} of {concurrency} on average"
+            + (f"; client-bound: {'; '.join(outcome.client_bound_reasons)}" if outcome.client_bound else ""),
+            held,
+            concurrency,
+        )
+    )
     if abort_every:
         verdicts.extend(_kv_verdicts(baseline, settled, session.metrics.recording.engine))
     if outcome.cancelled:
         notes.append("cancelled: partial data")
     reporter.close()
-    return _build_result("concurrency_stress", session, params, [point], [outcome], verdicts, notes,
-                         outcome.cancelled, {"kv_baseline": baseline, "kv_after": settled.get("after")})
+    return _build_result(
+        "concurrency_stress",
+        session,
+        params,
+        [point],
+        [outcome],
+        verdicts,
+        notes,
+        outcome.cancelled,
+        {"kv_baseline": baseline, "kv_after": settled.get("after")},
+    )
 
 
 def _slo(params: dict[str, Any]) -> dict[str, float] | None:
@@ -455,8 +548,9 @@ def _attach_engine_stats(point: LoadPoint, recording: MetricsRecording, start: f
 # ---------------------------------------------------------------- 2. long context
 
 
-async def run_long_context(target: Target, params: dict[str, Any], cancel: Any = None,
-                           progress: Callable[[dict[str, Any]], Any] | None = None) -> NormalizedResult:
+async def run_long_context(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
     rungs = [int(r) for r in params.get("rungs") or []]
     if not rungs or any(r < 1 for r in rungs):
         raise PlanError(f"params.rungs: must be a non-empty list of positive token counts, got {params.get('rungs')!r}")
@@ -484,8 +578,9 @@ async def run_long_context(target: Target, params: dict[str, Any], cancel: Any =
                     pct0, pct1 = 100 * step / steps, 100 * (step + 1) / steps
                     step += 1
                     label = f"{rung // 1024}K {mode}" if rung >= 1024 else f"{rung} {mode}"
-                    point, outcome = await _long_rung(session, prompts, rung, output_tokens, repeats, mode, params,
-                                                      reporter, label, pct0, pct1)
+                    point, outcome = await _long_rung(
+                        session, prompts, rung, output_tokens, repeats, mode, params, reporter, label, pct0, pct1
+                    )
                     points.append(point)
                     outcomes.append(outcome)
                     rung_ok = rung_ok and (point.requests_failed or 0) == 0 and (point.requests_completed or 0) > 0
@@ -499,27 +594,59 @@ async def run_long_context(target: Target, params: dict[str, Any], cancel: Any =
             notes.append("cancelled: partial data")
     required = int(params.get("required_tokens") or rungs[-1])
     verdicts = [
-        _verdict("largest_rung_succeeds", (largest_ok or 0) >= min(required, rungs[-1]),
-                 f"largest successful input: {largest_ok or 0} tokens; required {min(required, rungs[-1])}",
-                 largest_ok, min(required, rungs[-1])),
+        _verdict(
+            "largest_rung_succeeds",
+            (largest_ok or 0) >= min(required, rungs[-1]),
+            f"largest successful input: {largest_ok or 0} tokens; required {min(required, rungs[-1])}",
+            largest_ok,
+            min(required, rungs[-1]),
+        ),
         _errors_verdict([p for p in points]),
     ]
     for point in points:
         if point.label.endswith("with_background"):
-            before, during = point.extra.get("background_ttft_p95_before_ms"), point.extra.get("background_ttft_p95_during_ms")
+            before, during = (
+                point.extra.get("background_ttft_p95_before_ms"),
+                point.extra.get("background_ttft_p95_during_ms"),
+            )
             if before and during:
                 limit = max(2.0 * before, float(params.get("ttft_p95_ms") or 0))
-                verdicts.append(_verdict(f"short_traffic_isolated[{point.label}]", during <= limit,
-                                         f"short requests' TTFT p95 {during:.1f} ms during the long request vs {before:.1f} ms before",
-                                         during, limit))
+                verdicts.append(
+                    _verdict(
+                        f"short_traffic_isolated[{point.label}]",
+                        during <= limit,
+                        f"short requests' TTFT p95 {during:.1f} ms during the long request vs {before:.1f} ms before",
+                        during,
+                        limit,
+                    )
+                )
     reporter.close()
-    return _build_result("long_context", session, params, points, outcomes, verdicts, notes, partial,
-                         {"largest_successful_rung": largest_ok})
+    return _build_result(
+        "long_context",
+        session,
+        params,
+        points,
+        outcomes,
+        verdicts,
+        notes,
+        partial,
+        {"largest_successful_rung": largest_ok},
+    )
 
 
-async def _long_rung(session: _Session, prompts: PromptFactory, rung: int, output_tokens: int, repeats: int,
-                     mode: str, params: dict[str, Any], reporter: Reporter, label: str,
-                     pct0: float, pct1: float) -> tuple[LoadPoint, LoadOutcome]:
+async def _long_rung(
+    session: _Session,
+    prompts: PromptFactory,
+    rung: int,
+    output_tokens: int,
+    repeats: int,
+    mode: str,
+    params: dict[str, Any],
+    reporter: Reporter,
+    label: str,
+    pct0: float,
+    pct1: float,
+) -> tuple[LoadPoint, LoadOutcome]:
     outcome = LoadOutcome(config=LoadConfig(mode="closed", concurrency=1, max_requests=repeats))
     outcome.run_start = session.time_zero
     stop_bg = asyncio.Event()
@@ -527,20 +654,43 @@ async def _long_rung(session: _Session, prompts: PromptFactory, rung: int, outpu
     if mode == "with_background":
         bg_in = int(params.get("background_input_tokens") or 256)
         bg_out = int(params.get("background_output_tokens") or 64)
-        bg_config = LoadConfig(mode="closed", concurrency=int(params.get("background_concurrency") or 4),
-                               duration_s=24 * 3600.0, drain_timeout_s=5.0, progress_interval_s=2.0)
-        bg_task = asyncio.ensure_future(run_load(
-            session.client, lambda i: session.spec(prompts.text(bg_in, seed=10_000 + i), bg_out, request_id=f"bg-{i}", tag="background"),
-            bg_config, cancel=lambda: stop_bg.is_set() or reporter.cancelled()))
-        await reporter.ticking(label, pct0, pct0 + (pct1 - pct0) * 0.2, asyncio.sleep(float(params.get("background_lead_s") or 5.0)),
-                               float(params.get("background_lead_s") or 5.0))
+        bg_config = LoadConfig(
+            mode="closed",
+            concurrency=int(params.get("background_concurrency") or 4),
+            duration_s=24 * 3600.0,
+            drain_timeout_s=5.0,
+            progress_interval_s=2.0,
+        )
+        bg_task = asyncio.ensure_future(
+            run_load(
+                session.client,
+                lambda i: session.spec(
+                    prompts.text(bg_in, seed=10_000 + i), bg_out, request_id=f"bg-{i}", tag="background"
+                ),
+                bg_config,
+                cancel=lambda: stop_bg.is_set() or reporter.cancelled(),
+            )
+        )
+        await reporter.ticking(
+            label,
+            pct0,
+            pct0 + (pct1 - pct0) * 0.2,
+            asyncio.sleep(float(params.get("background_lead_s") or 5.0)),
+            float(params.get("background_lead_s") or 5.0),
+        )
     outcome.measure_start = time.perf_counter()
     for repeat in range(repeats):
-        spec = session.spec(prompts.text(rung, seed=rung * 100 + repeat + (1 if mode != "alone" else 0)), output_tokens,
-                            request_id=f"long-{rung}-{mode}-{repeat}", tag=label)
+        spec = session.spec(
+            prompts.text(rung, seed=rung * 100 + repeat + (1 if mode != "alone" else 0)),
+            output_tokens,
+            request_id=f"long-{rung}-{mode}-{repeat}",
+            tag=label,
+        )
         record = RequestRecord()
         try:
-            await reporter.ticking(label, pct0, pct1, session.client.send(spec, record), expected_s=max(rung / 2000.0, 2.0))
+            await reporter.ticking(
+                label, pct0, pct1, session.client.send(spec, record), expected_s=max(rung / 2000.0, 2.0)
+            )
         finally:
             outcome.records.append(record)
     outcome.measure_end = time.perf_counter()
@@ -552,25 +702,35 @@ async def _long_rung(session: _Session, prompts: PromptFactory, rung: int, outpu
     point.concurrency = 1
     point.extra["input_tokens_requested"] = rung
     point.extra["prompt_tokens_reported"] = [r.prompt_tokens for r in outcome.records]
-    _attach_engine_stats(point, session.metrics.recording, outcome.measure_start - session.time_zero,
-                         outcome.measure_end - session.time_zero + 1.0)
+    _attach_engine_stats(
+        point,
+        session.metrics.recording,
+        outcome.measure_start - session.time_zero,
+        outcome.measure_end - session.time_zero + 1.0,
+    )
     if bg_outcome is not None:
         long_start, long_end = outcome.measure_start, outcome.measure_end
         before = [r.ttft_ms for r in bg_outcome.records if r.ok and r.send_time < long_start and r.ttft_ms is not None]
-        during = [r.ttft_ms for r in bg_outcome.records
-                  if r.ok and r.ttft_ms is not None and r.send_time < long_end and (r.first_token_time or 0) > long_start]
+        during = [
+            r.ttft_ms
+            for r in bg_outcome.records
+            if r.ok and r.ttft_ms is not None and r.send_time < long_end and (r.first_token_time or 0) > long_start
+        ]
         point.extra["background_requests"] = len(bg_outcome.records)
         point.extra["background_ttft_p95_before_ms"] = Stats.from_values(before).p95
         point.extra["background_ttft_p95_during_ms"] = Stats.from_values(during).p95
-        point.extra["background_failed"] = sum(1 for r in bg_outcome.records if not r.ok and r.error_class != "cancelled")
+        point.extra["background_failed"] = sum(
+            1 for r in bg_outcome.records if not r.ok and r.error_class != "cancelled"
+        )
     return point, outcome
 
 
 # ---------------------------------------------------------------- 3. swap-out and recovery
 
 
-async def run_swap_recovery(target: Target, params: dict[str, Any], cancel: Any = None,
-                            progress: Callable[[dict[str, Any]], Any] | None = None) -> NormalizedResult:
+async def run_swap_recovery(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
     sessions_n = _require(params, "sessions", int, 1)
     idle_fraction = float(params.get("idle_fraction") or 0.5)
     idle_s = _require(params, "idle_s", float, 0)
@@ -586,7 +746,9 @@ async def run_swap_recovery(target: Target, params: dict[str, Any], cancel: Any 
     first: dict[int, RequestRecord] = {}
     warm: dict[int, RequestRecord] = {}
     resumed: dict[int, RequestRecord] = {}
-    outcomes = [LoadOutcome(config=LoadConfig(mode="closed", concurrency=parallel, max_requests=sessions_n)) for _ in range(3)]
+    outcomes = [
+        LoadOutcome(config=LoadConfig(mode="closed", concurrency=parallel, max_requests=sessions_n)) for _ in range(3)
+    ]
     pressure_outcome: LoadOutcome | None = None
     async with _Session(target, keep_text=True) as session:
         prompts = session.prompts
@@ -602,9 +764,14 @@ async def run_swap_recovery(target: Target, params: dict[str, Any], cancel: Any 
             reply = first[sid].text
             user2 = prompts.text(turn_tokens, seed=seed + 100_000 + sid)
             if target.api == "chat":
-                messages = [{"role": "user", "content": user1}, {"role": "assistant", "content": reply},
-                            {"role": "user", "content": user2}]
-                return session.spec(None, output_tokens, messages=messages, request_id=f"s{sid}-t2-{tag}", tag=tag, **greedy)
+                messages = [
+                    {"role": "user", "content": user1},
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": user2},
+                ]
+                return session.spec(
+                    None, output_tokens, messages=messages, request_id=f"s{sid}-t2-{tag}", tag=tag, **greedy
+                )
             return session.spec(user1 + reply + user2, output_tokens, request_id=f"s{sid}-t2-{tag}", tag=tag, **greedy)
 
         async def send(sid: int, turn: int, tag: str, into: dict[int, RequestRecord], outcome: LoadOutcome) -> None:
@@ -616,11 +783,23 @@ async def run_swap_recovery(target: Target, params: dict[str, Any], cancel: Any 
                     into[sid] = record
                     outcome.records.append(record)
 
-        async def phase(ids: list[int], turn: int, tag: str, into: dict[int, RequestRecord], outcome: LoadOutcome,
-                        pct0: float, pct1: float) -> None:
+        async def phase(
+            ids: list[int],
+            turn: int,
+            tag: str,
+            into: dict[int, RequestRecord],
+            outcome: LoadOutcome,
+            pct0: float,
+            pct1: float,
+        ) -> None:
             outcome.measure_start = time.perf_counter()
-            await reporter.ticking(tag, pct0, pct1, asyncio.gather(*(send(i, turn, tag, into, outcome) for i in ids)),
-                                   expected_s=max(len(ids) / parallel, 1.0))
+            await reporter.ticking(
+                tag,
+                pct0,
+                pct1,
+                asyncio.gather(*(send(i, turn, tag, into, outcome) for i in ids)),
+                expected_s=max(len(ids) / parallel, 1.0),
+            )
             outcome.measure_end = time.perf_counter()
 
         try:
@@ -635,9 +814,16 @@ async def run_swap_recovery(target: Target, params: dict[str, Any], cancel: Any 
                     p_in = int(params.get("pressure_input_tokens") or turn_tokens)
                     pressure_outcome = await run_load(
                         session.client,
-                        lambda i: session.spec(prompts.text(p_in, seed=900_000 + i), output_tokens, request_id=f"pressure-{i}", tag="pressure"),
+                        lambda i: session.spec(
+                            prompts.text(p_in, seed=900_000 + i),
+                            output_tokens,
+                            request_id=f"pressure-{i}",
+                            tag="pressure",
+                        ),
                         LoadConfig(mode="closed", concurrency=pressure_c, duration_s=idle_s, drain_timeout_s=30.0),
-                        cancel=cancel, progress=reporter.phase("idle", 40, 80))
+                        cancel=cancel,
+                        progress=reporter.phase("idle", 40, 80),
+                    )
                     if pressure_outcome.cancelled:
                         raise _Cancelled()
                 else:
@@ -647,25 +833,41 @@ async def run_swap_recovery(target: Target, params: dict[str, Any], cancel: Any 
             partial = True
             notes.append("cancelled: partial data")
     labels = ("turn1", "warm", "resume")
-    points = [summarize(outcome, label=label) for outcome, label in zip(outcomes, labels)]
-    for point, outcome in zip(points, outcomes):
-        _attach_engine_stats(point, session.metrics.recording, outcome.measure_start - session.time_zero,
-                             outcome.measure_end - session.time_zero)
+    points = [summarize(outcome, label=label) for outcome, label in zip(outcomes, labels, strict=False)]
+    for point, outcome in zip(points, outcomes, strict=False):
+        _attach_engine_stats(
+            point,
+            session.metrics.recording,
+            outcome.measure_start - session.time_zero,
+            outcome.measure_end - session.time_zero,
+        )
     warm_idle = [warm[i].ttft_ms for i in idle_ids if i in warm and warm[i].ok]
     resume_ttft = [resumed[i].ttft_ms for i in resumed if resumed[i].ok]
     compared = [i for i in resumed if resumed[i].ok and i in warm and warm[i].ok]
     mismatched = [i for i in compared if resumed[i].text != warm[i].text]
     verdicts = [
-        _verdict("continuation_identical", (not mismatched) if compared else None,
-                 f"{len(compared) - len(mismatched)} of {len(compared)} resumed sessions continued exactly as without the idle period"
-                 + (f"; differing sessions: {mismatched[:10]}" if mismatched else ""), len(mismatched), 0),
+        _verdict(
+            "continuation_identical",
+            (not mismatched) if compared else None,
+            f"{len(compared) - len(mismatched)} of {len(compared)} resumed sessions continued exactly as without "
+            "the idle period"
+            + (f"; differing sessions: {mismatched[:10]}" if mismatched else ""),
+            len(mismatched),
+            0,
+        ),
         _errors_verdict(points),
     ]
     warm_stats, resume_stats = Stats.from_values(warm_idle), Stats.from_values(resume_ttft)
-    extra = {"warm_ttft_ms": warm_stats.__dict__, "resume_ttft_ms": resume_stats.__dict__,
-             "resume_over_warm_ttft_p50": (resume_stats.p50 / warm_stats.p50) if resume_stats.p50 and warm_stats.p50 else None,
-             "idle_sessions": len(idle_ids), "pressure_requests": len(pressure_outcome.records) if pressure_outcome else 0,
-             "cached_tokens_resume": [resumed[i].cached_tokens for i in sorted(resumed)][:200]}
+    extra = {
+        "warm_ttft_ms": warm_stats.__dict__,
+        "resume_ttft_ms": resume_stats.__dict__,
+        "resume_over_warm_ttft_p50": (resume_stats.p50 / warm_stats.p50)
+        if resume_stats.p50 and warm_stats.p50
+        else None,
+        "idle_sessions": len(idle_ids),
+        "pressure_requests": len(pressure_outcome.records) if pressure_outcome else 0,
+        "cached_tokens_resume": [resumed[i].cached_tokens for i in sorted(resumed)][:200],
+    }
     points[2].extra.update({"resume_over_warm_ttft_p50": extra["resume_over_warm_ttft_p50"]})
     verdicts.extend(_budget_verdicts(points[2], params, label="resume"))
     reporter.close()
@@ -675,9 +877,13 @@ async def run_swap_recovery(target: Target, params: dict[str, Any], cancel: Any 
 # ---------------------------------------------------------------- 4. prefix reuse
 
 
-async def run_prefix_reuse(target: Target, params: dict[str, Any], cancel: Any = None,
-                           progress: Callable[[dict[str, Any]], Any] | None = None,
-                           off_target: Target | None = None) -> NormalizedResult:
+async def run_prefix_reuse(
+    target: Target,
+    params: dict[str, Any],
+    cancel: Any = None,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+    off_target: Target | None = None,
+) -> NormalizedResult:
     """Shared-prefix load against `target` (prefix caching on) and, if given, `off_target` (off)."""
     requests = _require(params, "requests", int, 1)
     concurrency = _require(params, "concurrency", int, 1)
@@ -698,12 +904,20 @@ async def run_prefix_reuse(target: Target, params: dict[str, Any], cancel: Any =
             assert prompts is not None
             outcome = await run_load(
                 session.client,
-                lambda i: session.spec(prompts.shared_prefix(prefix, suffix, seed=i), output_tokens, request_id=f"{label}-{i}"),
+                lambda i, prompts=prompts, label=label: session.spec(
+                    prompts.shared_prefix(prefix, suffix, seed=i), output_tokens, request_id=f"{label}-{i}"
+                ),
                 LoadConfig(mode="closed", concurrency=concurrency, max_requests=requests),
-                cancel=cancel, progress=reporter.phase(label, 100 * n / len(configs), 100 * (n + 1) / len(configs)))
+                cancel=cancel,
+                progress=reporter.phase(label, 100 * n / len(configs), 100 * (n + 1) / len(configs)),
+            )
             point = summarize(outcome, label=label, slo=_slo(params))
-            _attach_engine_stats(point, session.metrics.recording, outcome.measure_start - session.time_zero,
-                                 outcome.measure_end - session.time_zero + 1.0)
+            _attach_engine_stats(
+                point,
+                session.metrics.recording,
+                outcome.measure_start - session.time_zero,
+                outcome.measure_end - session.time_zero + 1.0,
+            )
             cached = [r.cached_tokens for r in outcome.records if r.cached_tokens is not None]
             point.extra["usage_cached_tokens_mean"] = (sum(cached) / len(cached)) if cached else None
             own = concurrency * (prefix + suffix + output_tokens)
@@ -723,18 +937,37 @@ async def run_prefix_reuse(target: Target, params: dict[str, Any], cancel: Any =
     verdicts = [_errors_verdict(points)] + _budget_verdicts(on, params, label="prefix_on")
     used, own = on.extra.get("kv_tokens_peak"), on.extra["own_allocation_tokens"]
     if used is None:
-        verdicts.append(_verdict("kv_below_own_allocation", None,
-                                 "no KV token count from the engine (give params.kv_capacity_tokens to convert its usage ratio)"))
+        verdicts.append(
+            _verdict(
+                "kv_below_own_allocation",
+                None,
+                "no KV token count from the engine (give params.kv_capacity_tokens to convert its usage ratio)",
+            )
+        )
     else:
-        verdicts.append(_verdict("kv_below_own_allocation", used < 0.8 * own,
-                                 f"peak KV {used:.0f} tokens vs {own} if every request allocated its own prefix", used, own))
+        verdicts.append(
+            _verdict(
+                "kv_below_own_allocation",
+                used < 0.8 * own,
+                f"peak KV {used:.0f} tokens vs {own} if every request allocated its own prefix",
+                used,
+                own,
+            )
+        )
     hit = on.extra.get("prefix_hit_ratio")
     if hit is None and on.extra.get("usage_cached_tokens_mean") is not None:
         hit = on.extra["usage_cached_tokens_mean"] / (prefix + suffix)
-    verdicts.append(_verdict("prefix_reused", None if hit is None else hit >= 0.5 * prefix / (prefix + suffix),
-                             "no prefix-hit metric or cached-token usage from the engine" if hit is None
-                             else f"prefix hit ratio {hit:.2f} (shared share of the prompt {prefix / (prefix + suffix):.2f})",
-                             hit, prefix / (prefix + suffix)))
+    verdicts.append(
+        _verdict(
+            "prefix_reused",
+            None if hit is None else hit >= 0.5 * prefix / (prefix + suffix),
+            "no prefix-hit metric or cached-token usage from the engine"
+            if hit is None
+            else f"prefix hit ratio {hit:.2f} (shared share of the prompt {prefix / (prefix + suffix):.2f})",
+            hit,
+            prefix / (prefix + suffix),
+        )
+    )
     if len(points) == 2:
         off = points[1]
         if on.ttft_ms.p50 is not None and off.ttft_ms.p50:
@@ -751,8 +984,9 @@ async def run_prefix_reuse(target: Target, params: dict[str, Any], cancel: Any =
 # ---------------------------------------------------------------- 5. long-run stability
 
 
-async def run_stability(target: Target, params: dict[str, Any], cancel: Any = None,
-                        progress: Callable[[dict[str, Any]], Any] | None = None) -> NormalizedResult:
+async def run_stability(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
     concurrency = _require(params, "concurrency", int, 1)
     duration = _require(params, "duration_s", float, 0.1)
     window = _require(params, "window_s", float, 0.01)
@@ -770,21 +1004,36 @@ async def run_stability(target: Target, params: dict[str, Any], cancel: Any = No
             session.client,
             lambda i: session.spec(prompts.text(input_tokens, seed=i), output_tokens, request_id=f"stab-{i}"),
             LoadConfig(mode="closed", concurrency=concurrency, duration_s=duration, drain_timeout_s=60.0),
-            cancel=cancel, progress=reporter.phase("load", 0, 100))
+            cancel=cancel,
+            progress=reporter.phase("load", 0, 100),
+        )
     overall = summarize(outcome, label="all", slo=_slo(params))
     start = outcome.measure_start
     first_records = [r for r in outcome.records if r.send_time < start + window]
     last_start = max(outcome.measure_end - window, start + window)
-    last_records = [r for r in outcome.records if r.send_time >= last_start and (r.end_time or 0) <= outcome.measure_end + 1e-6]
+    last_records = [
+        r for r in outcome.records if r.send_time >= last_start and (r.end_time or 0) <= outcome.measure_end + 1e-6
+    ]
     points = [overall]
-    for label, records, t0, t1 in (("first_window", first_records, start, start + window),
-                                   ("last_window", last_records, last_start, outcome.measure_end)):
-        part = LoadOutcome(config=outcome.config, records=records, run_start=outcome.run_start, measure_start=t0,
-                           measure_end=t1, achieved_concurrency=None, client_bound=outcome.client_bound)
+    for label, records, t0, t1 in (
+        ("first_window", first_records, start, start + window),
+        ("last_window", last_records, last_start, outcome.measure_end),
+    ):
+        part = LoadOutcome(
+            config=outcome.config,
+            records=records,
+            run_start=outcome.run_start,
+            measure_start=t0,
+            measure_end=t1,
+            achieved_concurrency=None,
+            client_bound=outcome.client_bound,
+        )
         point = summarize(part, label=label)
         _attach_engine_stats(point, session.metrics.recording, t0 - session.time_zero, t1 - session.time_zero)
         points.append(point)
-    _attach_engine_stats(overall, session.metrics.recording, start - session.time_zero, outcome.measure_end - session.time_zero)
+    _attach_engine_stats(
+        overall, session.metrics.recording, start - session.time_zero, outcome.measure_end - session.time_zero
+    )
     first, last = points[1], points[2]
     verdicts = [_errors_verdict([overall])]
     drift: dict[str, float | None] = {}
@@ -792,9 +1041,17 @@ async def run_stability(target: Target, params: dict[str, Any], cancel: Any = No
         a, b = getattr(getattr(first, metric), key), getattr(getattr(last, metric), key)
         value = (b - a) / a * 100.0 if a and b is not None else None
         drift[f"{metric}_{key}_drift_pct"] = value
-        verdicts.append(_verdict(f"{metric.replace('_ms', '')}_{key}_drift", None if value is None else value <= max_drift,
-                                 "not enough requests in a window" if value is None
-                                 else f"{value:+.1f} % from the first to the last window", value, max_drift))
+        verdicts.append(
+            _verdict(
+                f"{metric.replace('_ms', '')}_{key}_drift",
+                None if value is None else value <= max_drift,
+                "not enough requests in a window"
+                if value is None
+                else f"{value:+.1f} % from the first to the last window",
+                value,
+                max_drift,
+            )
+        )
     kv = session.metrics.recording.series.get("kv_usage_ratio", [])
     slope = _slope(kv)
     drift["kv_usage_slope_per_hour"] = None if slope is None else slope * 3600.0
@@ -803,7 +1060,9 @@ async def run_stability(target: Target, params: dict[str, Any], cancel: Any = No
     if outcome.cancelled:
         notes.append("cancelled: partial data")
     reporter.close()
-    return _build_result("stability", session, params, points, [outcome], verdicts, notes, outcome.cancelled, {"drift": drift})
+    return _build_result(
+        "stability", session, params, points, [outcome], verdicts, notes, outcome.cancelled, {"drift": drift}
+    )
 
 
 def _slope(series: list[list[float]]) -> float | None:

@@ -44,23 +44,41 @@ def vllm_detailed_result(size_bytes: int, seed: int = 0) -> bytes:
     n = max(size_bytes // 1250, 10)
     ttfts = [round(rng.uniform(0.02, 0.4), 6) for _ in range(n)]
     itls = [[round(rng.uniform(0.005, 0.03), 6) for _ in range(100)] for _ in range(n)]
-    latencies = [round(t + sum(i), 6) for t, i in zip(ttfts, itls)]
+    latencies = [round(t + sum(i), 6) for t, i in zip(ttfts, itls, strict=False)]
     document = {
-        "date": "20261129-224535", "endpoint_type": "openai-chat", "backend": "openai-chat", "label": None,
-        "model_id": "meta-llama/Llama-3.1-8B-Instruct", "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct",
-        "num_prompts": n, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 64,
-        "duration": round(max(latencies) + n * 0.01, 4), "completed": n, "failed": 0,
-        "total_input_tokens": 0, "total_output_tokens": 101 * n,
-        "input_lens": [rng.randint(100, 2000) for _ in range(n)], "output_lens": [101] * n, "ttfts": ttfts,
-        "itls": itls, "latencies": latencies, "start_times": [round(i * 0.01, 4) for i in range(n)],
-        "generated_texts": ["x" * 150] * n, "errors": [""] * n,
+        "date": "20261129-224535",
+        "endpoint_type": "openai-chat",
+        "backend": "openai-chat",
+        "label": None,
+        "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+        "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct",
+        "num_prompts": n,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": 64,
+        "duration": round(max(latencies) + n * 0.01, 4),
+        "completed": n,
+        "failed": 0,
+        "total_input_tokens": 0,
+        "total_output_tokens": 101 * n,
+        "input_lens": [rng.randint(100, 2000) for _ in range(n)],
+        "output_lens": [101] * n,
+        "ttfts": ttfts,
+        "itls": itls,
+        "latencies": latencies,
+        "start_times": [round(i * 0.01, 4) for i in range(n)],
+        "generated_texts": ["x" * 150] * n,
+        "errors": [""] * n,
     }
     document["total_input_tokens"] = sum(document["input_lens"])
     duration = document["duration"]
-    document.update(request_throughput=round(n / duration, 4), request_goodput=round(n / duration, 4),
-                    output_throughput=round(101 * n / duration, 4),
-                    total_token_throughput=round((101 * n + document["total_input_tokens"]) / duration, 4))
-    tpots = [(lat - t) / 100 for lat, t in zip(latencies, ttfts)]
+    document.update(
+        request_throughput=round(n / duration, 4),
+        request_goodput=round(n / duration, 4),
+        output_throughput=round(101 * n / duration, 4),
+        total_token_throughput=round((101 * n + document["total_input_tokens"]) / duration, 4),
+    )
+    tpots = [(lat - t) / 100 for lat, t in zip(latencies, ttfts, strict=False)]
     flat_itls = [x for row in itls for x in row]
     for metric, seconds in (("ttft", ttfts), ("tpot", tpots), ("itl", flat_itls), ("e2el", latencies)):
         ms = [v * 1000 for v in seconds]
@@ -134,8 +152,14 @@ class ScratchDatabase:
 
 def run_django(env: dict[str, str], code: str) -> str:
     """Run Django code in a subprocess on the scratch database; returns its stdout."""
-    result = subprocess.run([sys.executable, "-c", "import django; django.setup()\n" + code], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()\n" + code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"setup step failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
     return result.stdout
@@ -199,8 +223,16 @@ def http_ok(url: str) -> bool:
 # ------------------------------------------------------------------------------------------- load
 
 
-async def run_clients(base: str, candidate: int, token: str, payload: bytes, clients: int, duration: float,
-                      retry_fraction: float, seed: int) -> dict:
+async def run_clients(
+    base: str,
+    candidate: int,
+    token: str,
+    payload: bytes,
+    clients: int,
+    duration: float,
+    retry_fraction: float,
+    seed: int,
+) -> dict:
     import aiohttp
 
     rng = random.Random(seed)
@@ -218,8 +250,9 @@ async def run_clients(base: str, candidate: int, token: str, payload: bytes, cli
         form.add_field("file", payload, filename="vllm_bench_serve.json", content_type="application/json")
         started = time.perf_counter()
         try:
-            async with session.post(url, data=form, headers={"Authorization": f"Token {token}",
-                                                             "Idempotency-Key": key}) as response:
+            async with session.post(
+                url, data=form, headers={"Authorization": f"Token {token}", "Idempotency-Key": key}
+            ) as response:
                 body = await response.read()
                 status = response.status
         except Exception as exc:  # counted as an error, never hidden
@@ -260,8 +293,13 @@ async def run_clients(base: str, candidate: int, token: str, payload: bytes, cli
                         note(key, again)
 
     await asyncio.gather(*(client(i) for i in range(clients)))
-    return {"latencies": latencies, "statuses": statuses, "accepted": accepted, "mismatched": mismatched,
-            "errors": errors}
+    return {
+        "latencies": latencies,
+        "statuses": statuses,
+        "accepted": accepted,
+        "mismatched": mismatched,
+        "errors": errors,
+    }
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -275,11 +313,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-fraction", type=float, default=0.1, help="uploads sent again with the same key")
     parser.add_argument("--gunicorn-workers", type=int, default=4)
     parser.add_argument("--gunicorn-threads", type=int, default=4)
-    parser.add_argument("--sync-parse-bytes", type=int, default=None,
-                        help="KVSELECT_SYNC_PARSE_BYTES for the server (default: the setting's; lower it to "
-                             "send uploads through the worker)")
-    parser.add_argument("--broker-url", default=None, help="default: database 13 of CELERY_BROKER_URL's Redis, "
-                                                             "else a private SQLite broker")
+    parser.add_argument(
+        "--sync-parse-bytes",
+        type=int,
+        default=None,
+        help="KVSELECT_SYNC_PARSE_BYTES for the server (default: the setting's; lower it to "
+        "send uploads through the worker)",
+    )
+    parser.add_argument(
+        "--broker-url",
+        default=None,
+        help="default: database 13 of CELERY_BROKER_URL's Redis, else a private SQLite broker",
+    )
     parser.add_argument("--drain-timeout", type=float, default=180.0, help="wait this long for queued parsing")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -287,44 +332,97 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kvselect-apiload-"))
     database = ScratchDatabase(os.environ.get("DATABASE_URL"), workdir)
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env.update(DJANGO_SETTINGS_MODULE="config.settings", DATABASE_URL=database.url,
-               KVSELECT_VAR_DIR=str(workdir / "var"), KVSELECT_MEDIA_ROOT=str(workdir / "media"),
-               SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(40), LOG_LEVEL="WARNING",
-               PYTHONPATH=str(ROOT))
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=database.url,
+        KVSELECT_VAR_DIR=str(workdir / "var"),
+        KVSELECT_MEDIA_ROOT=str(workdir / "media"),
+        SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(40),
+        LOG_LEVEL="WARNING",
+        PYTHONPATH=str(ROOT),
+    )
     if args.sync_parse_bytes is not None:
         env["KVSELECT_SYNC_PARSE_BYTES"] = str(args.sync_parse_bytes)
     env["CELERY_BROKER_URL"] = args.broker_url or private_broker(os.environ.get("CELERY_BROKER_URL"), workdir)
     queue = "default"  # parse_upload's queue; the broker is private to this run, so no other worker takes it
     processes: list[subprocess.Popen] = []
     payload = vllm_detailed_result(args.size_kb * 1024, args.seed)
-    print(f"database={'postgresql' if database.postgres else 'sqlite'} broker={env['CELERY_BROKER_URL'].split(':')[0]} "
-          f"clients={args.clients} duration={args.duration:g}s upload={len(payload) / 1e6:.2f} MB", flush=True)
+    print(
+        f"database={'postgresql' if database.postgres else 'sqlite'} broker={env['CELERY_BROKER_URL'].split(':')[0]} "
+        f"clients={args.clients} duration={args.duration:g}s upload={len(payload) / 1e6:.2f} MB",
+        flush=True,
+    )
     try:
         database.create()
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True,
-                       timeout=600)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=600
+        )
         candidate_text, token = run_django(env, SETUP).split()[-2:]
         candidate = int(candidate_text)
 
         port = free_port()
         server_log, worker_log = workdir / "gunicorn.log", workdir / "worker.log"
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi:application", "-b", f"127.0.0.1:{port}",
-             "-w", str(args.gunicorn_workers), "--threads", str(args.gunicorn_threads), "-k", "gthread",
-             "--timeout", "120", "--backlog", "2048"],
-            cwd=ROOT, env=env, stdout=open(server_log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi:application",
+                "-b",
+                f"127.0.0.1:{port}",
+                "-w",
+                str(args.gunicorn_workers),
+                "--threads",
+                str(args.gunicorn_threads),
+                "-k",
+                "gthread",
+                "--timeout",
+                "120",
+                "--backlog",
+                "2048",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=open(server_log, "wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         processes.append(gunicorn)
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--pool", "threads", "-c", "2",
-             "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
-            cwd=ROOT, env=env, stdout=open(worker_log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                queue,
+                "--pool",
+                "threads",
+                "-c",
+                "2",
+                "-n",
+                f"{queue}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "WARNING",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=open(worker_log, "wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         processes.append(worker)
         base = f"http://127.0.0.1:{port}"
         wait_ready(lambda: http_ok(base + "/api/v1/"), "gunicorn", 60, gunicorn, server_log)
 
         started = time.monotonic()
-        outcome = asyncio.run(run_clients(base, candidate, token, payload, args.clients, args.duration,
-                                          args.retry_fraction, args.seed))
+        outcome = asyncio.run(
+            run_clients(base, candidate, token, payload, args.clients, args.duration, args.retry_fraction, args.seed)
+        )
         elapsed = time.monotonic() - started
 
         # Let queued parsing finish, then count what the database holds.
@@ -355,11 +453,15 @@ def main(argv: list[str] | None = None) -> int:
     errors = len(outcome["errors"])
     lat = outcome["latencies"]
     requests = sum(outcome["statuses"].values())
-    print(f"requests={requests} ({requests / elapsed:.1f}/s, {requests * len(payload) / elapsed / 1e6:.1f} MB/s) "
-          f"statuses={outcome['statuses']} unique_keys={len(accepted)} runs={counted['runs']} "
-          f"run_status={counted['status']}")
-    print(f"upload latency p50={percentile(lat, 50) * 1000:.0f} ms p90={percentile(lat, 90) * 1000:.0f} ms "
-          f"p99={percentile(lat, 99) * 1000:.0f} ms max={max(lat, default=float('nan')) * 1000:.0f} ms")
+    print(
+        f"requests={requests} ({requests / elapsed:.1f}/s, {requests * len(payload) / elapsed / 1e6:.1f} MB/s) "
+        f"statuses={outcome['statuses']} unique_keys={len(accepted)} runs={counted['runs']} "
+        f"run_status={counted['status']}"
+    )
+    print(
+        f"upload latency p50={percentile(lat, 50) * 1000:.0f} ms p90={percentile(lat, 90) * 1000:.0f} ms "
+        f"p99={percentile(lat, 99) * 1000:.0f} ms max={max(lat, default=float('nan')) * 1000:.0f} ms"
+    )
     print(f"errors={errors} not_succeeded={not_succeeded} stored_after_error={unknown}")
     for line in outcome["errors"][:5] + counted["errors"]:
         print(f"  {line}")

@@ -31,21 +31,36 @@ def build_model(directory: Path, hidden: int, layers: int) -> None:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(2000), bos_token="<|endoftext|>",
-                                        eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=train_tokenizer(2000),
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(directory)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 8 // 3 // 64 * 64,
-                         num_hidden_layers=layers, num_attention_heads=hidden // 128, num_key_value_heads=max(hidden // 256, 1),
-                         max_position_embeddings=16384, bos_token_id=0, eos_token_id=None, pad_token_id=0,
-                         torch_dtype="bfloat16")
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 8 // 3 // 64 * 64,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 128,
+        num_key_value_heads=max(hidden // 256, 1),
+        max_position_embeddings=16384,
+        bos_token_id=0,
+        eos_token_id=None,
+        pad_token_id=0,
+        torch_dtype="bfloat16",
+    )
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.generation_config = GenerationConfig(bos_token_id=0, eos_token_id=None, pad_token_id=0, do_sample=False)
     model.save_pretrained(directory)
     params = sum(p.numel() for p in model.parameters())
-    print(f"model: {params / 1e9:.2f} B parameters, hidden {hidden}, {layers} layers, vocab {len(tokenizer)}", flush=True)
+    print(
+        f"model: {params / 1e9:.2f} B parameters, hidden {hidden}, {layers} layers, vocab {len(tokenizer)}", flush=True
+    )
     del model
     torch.cuda.empty_cache()
 
@@ -78,8 +93,22 @@ def main() -> None:
     print(f"model written in {time.time() - started:.1f} s", flush=True)
     port = free_port()
     log = open(out / "engine.log", "w")
-    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir), "--continuous-batching",
-               "--host", "127.0.0.1", "--port", str(port), "--device", "cuda:0", "--log-level", "info"]
+    command = [
+        sys.executable,
+        "-m",
+        "transformers.cli.transformers",
+        "serve",
+        str(model_dir),
+        "--continuous-batching",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        "cuda:0",
+        "--log-level",
+        "info",
+    ]
     engine = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     url = f"http://127.0.0.1:{port}"
     try:
@@ -98,8 +127,19 @@ def main() -> None:
         target = w.Target(url, str(model_dir), engine="transformers", api="chat", ignore_eos=None, metrics_url=None)
         constraints = {"peak_concurrency": 32, "avg_input_tokens": 512, "avg_output_tokens": 128}
         summary = {}
-        stress = w.plan("concurrency_stress", constraints) | {"duration_s": args.seconds, "warmup_s": 5.0, "abort_fraction": 0.05, "settle_s": 5}
-        prefix = w.plan("prefix_reuse", constraints) | {"requests": 384, "concurrency": 32, "prefix_tokens": 768, "suffix_tokens": 128, "output_tokens": 64}
+        stress = w.plan("concurrency_stress", constraints) | {
+            "duration_s": args.seconds,
+            "warmup_s": 5.0,
+            "abort_fraction": 0.05,
+            "settle_s": 5,
+        }
+        prefix = w.plan("prefix_reuse", constraints) | {
+            "requests": 384,
+            "concurrency": 32,
+            "prefix_tokens": 768,
+            "suffix_tokens": 128,
+            "output_tokens": 64,
+        }
         for test, params in (("concurrency_stress", stress), ("prefix_reuse", prefix)):
             t0 = time.time()
             result = w.run_test_sync(test, target, params)
@@ -107,13 +147,24 @@ def main() -> None:
             (out / f"{test}.json").write_text(json.dumps(document, indent=1, default=str))
             point = result.points[0]
             gpu = result.metadata["gpu"]
-            peak_mem = max((v for k, s in result.timeseries.items() if k.endswith("memory_used_mib") for _, v in s), default=None)
-            peak_util = max((v for k, s in result.timeseries.items() if k.endswith("util_pct") for _, v in s), default=None)
+            peak_mem = max(
+                (v for k, s in result.timeseries.items() if k.endswith("memory_used_mib") for _, v in s), default=None
+            )
+            peak_util = max(
+                (v for k, s in result.timeseries.items() if k.endswith("util_pct") for _, v in s), default=None
+            )
             summary[test] = {
-                "wall_s": round(time.time() - t0, 1), "completed": point.requests_completed, "failed": point.requests_failed,
-                "achieved_concurrency": point.achieved_concurrency, "ttft_ms": point.ttft_ms.__dict__,
-                "tpot_ms": point.tpot_ms.__dict__, "output_tok_s": point.output_token_throughput,
-                "client_bound": point.client_bound, "gpu": gpu, "gpu_peak_memory_mib": peak_mem, "gpu_peak_util_pct": peak_util,
+                "wall_s": round(time.time() - t0, 1),
+                "completed": point.requests_completed,
+                "failed": point.requests_failed,
+                "achieved_concurrency": point.achieved_concurrency,
+                "ttft_ms": point.ttft_ms.__dict__,
+                "tpot_ms": point.tpot_ms.__dict__,
+                "output_tok_s": point.output_token_throughput,
+                "client_bound": point.client_bound,
+                "gpu": gpu,
+                "gpu_peak_memory_mib": peak_mem,
+                "gpu_peak_util_pct": peak_util,
                 "verdicts": [(v["name"], v["passed"], v["detail"]) for v in result.verdicts],
                 "engine_metrics_absent": result.metadata["engine_metrics"]["absent"],
                 "prompts": result.metadata["prompts"]["source"],

@@ -53,8 +53,13 @@ REFERENCE_PEERS = {  # REFERENCE.md section 4, measured elsewhere on this kind o
     "aiperf 0.13": {"req_per_cpu_s": 200, "ttft_mean_error_ms": 15, "held_64_256_1024": "about 27 whatever asked"},
     "guidellm 0.8": {"req_per_cpu_s": 130, "ttft_mean_error_ms": 12, "held_64_256_1024": "21 / 76 / 99"},
 }
-TARGETS = {"req_per_cpu_s": 2000, "ttft_mean_error_ms": 1.0, "ttft_p99_error_ms": 5.0,
-           "vs_vllm_bench_serve": 2.0, "vs_bare_aiohttp": 1.4}
+TARGETS = {
+    "req_per_cpu_s": 2000,
+    "ttft_mean_error_ms": 1.0,
+    "ttft_p99_error_ms": 5.0,
+    "vs_vllm_bench_serve": 2.0,
+    "vs_bare_aiohttp": 1.4,
+}
 
 
 def free_port() -> int:
@@ -69,8 +74,10 @@ def start_mock(config: MockConfig | WireMockConfig, processes: int = 1) -> tuple
     if isinstance(config, WireMockConfig):
         procs = [ctx.Process(target=serve_wire_mock, args=(config, "127.0.0.1", port), daemon=True)]
     else:
-        procs = [ctx.Process(target=serve_forever, args=(config, "127.0.0.1", port, processes > 1), daemon=True)
-                 for _ in range(processes)]
+        procs = [
+            ctx.Process(target=serve_forever, args=(config, "127.0.0.1", port, processes > 1), daemon=True)
+            for _ in range(processes)
+        ]
     for proc in procs:
         proc.start()
     url = f"http://127.0.0.1:{port}"
@@ -95,25 +102,46 @@ def stop_mock(procs: list[multiprocessing.Process]) -> None:
 
 
 def _spec(index: int, tokens: int) -> RequestSpec:
-    return RequestSpec(prompt=f"benchmark prompt {index}", max_tokens=tokens, request_id=str(index),
-                       extra_body={"kvselect_request_id": str(index)})
+    return RequestSpec(
+        prompt=f"benchmark prompt {index}",
+        max_tokens=tokens,
+        request_id=str(index),
+        extra_body={"kvselect_request_id": str(index)},
+    )
 
 
-async def harness_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0,
-                      kernel_timestamps: bool = True, processes: int | None = None) -> dict[str, Any]:
+async def harness_run(
+    url: str,
+    concurrency: int,
+    duration_s: float,
+    tokens: int,
+    id_offset: int = 0,
+    kernel_timestamps: bool = True,
+    processes: int | None = None,
+) -> dict[str, Any]:
     async with OpenAIClient(url, "mock", kernel_timestamps=kernel_timestamps) as client:
         cpu0, children0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        outcome = await run_load(client, lambda i: _spec(i + id_offset, tokens),
-                                 LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10,
-                                            processes=processes))
+        outcome = await run_load(
+            client,
+            lambda i: _spec(i + id_offset, tokens),
+            LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10, processes=processes),
+        )
         children = resource.getrusage(resource.RUSAGE_CHILDREN)  # worker processes, once joined
-        cpu = (time.process_time() - cpu0 + children.ru_utime - children0.ru_utime
-               + children.ru_stime - children0.ru_stime)
+        cpu = (
+            time.process_time() - cpu0 + children.ru_utime - children0.ru_utime + children.ru_stime - children0.ru_stime
+        )
     done = [r for r in outcome.records if r.ok and r.output_tokens == tokens]
-    return {"completed": len(done), "failed": sum(1 for r in outcome.records if not r.ok), "cpu_s": cpu,
-            "wall_s": outcome.duration_s, "achieved_concurrency": outcome.achieved_concurrency,
-            "client_bound": outcome.client_bound, "reasons": outcome.client_bound_reasons,
-            "ttft": {r.request_id: r.ttft_ms for r in done}, "timestamping": client.timestamping()}
+    return {
+        "completed": len(done),
+        "failed": sum(1 for r in outcome.records if not r.ok),
+        "cpu_s": cpu,
+        "wall_s": outcome.duration_s,
+        "achieved_concurrency": outcome.achieved_concurrency,
+        "client_bound": outcome.client_bound,
+        "reasons": outcome.client_bound_reasons,
+        "ttft": {r.request_id: r.ttft_ms for r in done},
+        "timestamping": client.timestamping(),
+    }
 
 
 async def bare_run(url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0) -> dict[str, Any]:
@@ -122,17 +150,26 @@ async def bare_run(url: str, concurrency: int, duration_s: float, tokens: int, i
     ttft: dict[str, float] = {}
     counter = [id_offset]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
         async def worker() -> None:
             while time.perf_counter() < stop_at:
                 counter[0] += 1
                 rid = str(counter[0])
-                body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": f"p {rid}"}],
-                                   "max_tokens": tokens, "stream": True, "kvselect_request_id": rid,
-                                   "stream_options": {"include_usage": True}}).encode()
+                body = json.dumps(
+                    {
+                        "model": "mock",
+                        "messages": [{"role": "user", "content": f"p {rid}"}],
+                        "max_tokens": tokens,
+                        "stream": True,
+                        "kvselect_request_id": rid,
+                        "stream_options": {"include_usage": True},
+                    }
+                ).encode()
                 start = time.perf_counter()
                 first = None
-                async with session.post(url + "/v1/chat/completions", data=body,
-                                        headers={"Content-Type": "application/json"}) as response:
+                async with session.post(
+                    url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+                ) as response:
                     async for _ in response.content.iter_any():
                         if first is None:
                             first = time.perf_counter()
@@ -153,19 +190,28 @@ def throughput(write_mode: str, duration_s: float, concurrency: int = 64, tokens
     url, procs = start_mock(MockConfig(write_mode=write_mode, metrics_style=None), processes=1)
     try:
         out = {}
-        runs = (("kvselect", harness_run, run_async), ("kvselect (plain asyncio loop)", harness_run, asyncio.run),
-                ("bare aiohttp (same loop)", bare_run, run_async))
+        runs = (
+            ("kvselect", harness_run, run_async),
+            ("kvselect (plain asyncio loop)", harness_run, asyncio.run),
+            ("bare aiohttp (same loop)", bare_run, run_async),
+        )
         for name, fn, runner in runs:
             result = runner(fn(url, concurrency, duration_s, tokens))
-            out[name] = {"req_per_cpu_s": result["completed"] / max(result["cpu_s"], 1e-9),
-                         "req_per_wall_s": result["completed"] / max(result["wall_s"], 1e-9),
-                         "completed": result["completed"], "cpu_s": round(result["cpu_s"], 2)}
+            out[name] = {
+                "req_per_cpu_s": result["completed"] / max(result["cpu_s"], 1e-9),
+                "req_per_wall_s": result["completed"] / max(result["wall_s"], 1e-9),
+                "completed": result["completed"],
+                "cpu_s": round(result["cpu_s"], 2),
+            }
         processes = max(os.cpu_count() or 2, 2)  # run_load's worker processes, forked and merged
         mp = run_async(harness_run(url, concurrency, duration_s, tokens, processes=processes))
-        out["kvselect multi-process"] = {"req_per_cpu_s": mp["completed"] / max(mp["cpu_s"], 1e-9),
-                                         "req_per_wall_s": mp["completed"] / max(mp["wall_s"], 1e-9),
-                                         "completed": mp["completed"], "cpu_s": round(mp["cpu_s"], 2),
-                                         "processes": processes}
+        out["kvselect multi-process"] = {
+            "req_per_cpu_s": mp["completed"] / max(mp["cpu_s"], 1e-9),
+            "req_per_wall_s": mp["completed"] / max(mp["wall_s"], 1e-9),
+            "completed": mp["completed"],
+            "cpu_s": round(mp["cpu_s"], 2),
+            "processes": processes,
+        }
         return out
     finally:
         stop_mock(procs)
@@ -175,20 +221,30 @@ def held(concurrency: int, duration_s: float) -> dict[str, Any]:
     """Concurrency seen by the client and by the server (the mock's running gauge)."""
     url, procs = start_mock(MockConfig(ttft_s=3.0, itl_s=0.5, metrics_style="vllm"), processes=1)
     try:
+
         async def go() -> dict[str, Any]:
             sampler = MetricsSampler(url + "/metrics", engine="vllm", interval_s=0.5)
             await sampler.start()
             async with OpenAIClient(url, "mock") as client:
-                outcome = await run_load(client, lambda i: _spec(i, 4),
-                                         LoadConfig(concurrency=concurrency, duration_s=duration_s, warmup_s=3.0,
-                                                    drain_timeout_s=15))
+                outcome = await run_load(
+                    client,
+                    lambda i: _spec(i, 4),
+                    LoadConfig(concurrency=concurrency, duration_s=duration_s, warmup_s=3.0, drain_timeout_s=15),
+                )
             recording = await sampler.stop()
-            window = (outcome.measure_start - sampler.time_zero + 0.5, outcome.measure_start - sampler.time_zero + duration_s)
+            window = (
+                outcome.measure_start - sampler.time_zero + 0.5,
+                outcome.measure_start - sampler.time_zero + duration_s,
+            )
             running = [v for t, v in recording.series.get("running", []) if window[0] <= t <= window[1]]
-            return {"requested": concurrency, "client_achieved": outcome.achieved_concurrency,
-                    "server_running_mean": statistics.fmean(running) if running else None,
-                    "client_bound": outcome.client_bound, "reasons": outcome.client_bound_reasons,
-                    "failed": sum(1 for r in outcome.records if not r.ok)}
+            return {
+                "requested": concurrency,
+                "client_achieved": outcome.achieved_concurrency,
+                "server_running_mean": statistics.fmean(running) if running else None,
+                "client_bound": outcome.client_bound,
+                "reasons": outcome.client_bound_reasons,
+                "failed": sum(1 for r in outcome.records if not r.ok),
+            }
 
         return run_async(go())
     finally:
@@ -202,8 +258,11 @@ async def harness_user_clock_run(url: str, concurrency: int, duration_s: float, 
 def fidelity(duration_s: float, concurrency: int = 64) -> dict[str, Any]:
     """Each client's TTFT against the wire mock's own: request bytes in to first token out, stamped on the host."""
     out = {}
-    clients = (("kvselect", harness_run), ("kvselect, user-space clock", harness_user_clock_run),
-               ("bare aiohttp", bare_run))
+    clients = (
+        ("kvselect", harness_run),
+        ("kvselect, user-space clock", harness_user_clock_run),
+        ("bare aiohttp", bare_run),
+    )
     for name, fn in clients:
         url, procs = start_mock(WireMockConfig(ttft_s=0.050, itl_s=0.010))
         try:
@@ -248,15 +307,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if "side_by_side" in sections:
         peers = [name for name in sbs.available_clients() if name not in ("kvselect", "bare aiohttp loop")]
         concurrencies, repeats = ((64,), 1) if args.quick else ((64, 256), 3)
-        print(f"\n== side by side on the vLLM-shaped wire mock (TTFT 50 ms, ITL 10 ms, {sbs.TOKENS} tokens; "
-              f"client pinned to core {sorted(sbs.cpu_split()[1])}, {repeats} interleaved repeats; installed peers: "
-              f"{', '.join(peers) or 'none (make bench BENCH=harness PEERS=1 installs vllm bench serve and guidellm)'})")
+        print(
+            f"\n== side by side on the vLLM-shaped wire mock (TTFT 50 ms, ITL 10 ms, {sbs.TOKENS} tokens; "
+            f"client pinned to core {sorted(sbs.cpu_split()[1])}, {repeats} interleaved repeats; installed peers: "
+            f"{', '.join(peers) or 'none (make bench BENCH=harness PEERS=1 installs vllm bench serve and guidellm)'})"
+        )
         figures = sbs.side_by_side(concurrencies, repeats, 3 if args.quick else sbs.REQUESTS_PER_SLOT)
         report["side_by_side"] = figures
         sbs.print_table(figures["summary"])
-        print(f"  targets: kvselect >= {TARGETS['vs_vllm_bench_serve']}x vllm bench serve and >= "
-              f"{TARGETS['vs_bare_aiohttp']}x the bare aiohttp loop (requests per client CPU-second), TTFT mean "
-              f"error < {TARGETS['ttft_mean_error_ms']} ms at concurrency 64")
+        print(
+            f"  targets: kvselect >= {TARGETS['vs_vllm_bench_serve']}x vllm bench serve and >= "
+            f"{TARGETS['vs_bare_aiohttp']}x the bare aiohttp loop (requests per client CPU-second), TTFT mean "
+            f"error < {TARGETS['ttft_mean_error_ms']} ms at concurrency 64"
+        )
 
     if "throughput" in sections:
         print("\n== requests per client CPU-second (mock streams 128 tokens/request, concurrency 64)")
@@ -265,8 +328,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             figures = throughput(mode, seconds)
             report["throughput"][mode] = figures
             for name, f in figures.items():
-                print(f"  [{mode:9}] {name:30} {f['req_per_cpu_s']:8.0f} req/CPU-s  {f['req_per_wall_s']:7.0f} req/s wall"
-                      f"  ({f['completed']} requests, {f['cpu_s']} CPU-s)")
+                print(
+                    f"  [{mode:9}] {name:30} {f['req_per_cpu_s']:8.0f} req/CPU-s  {f['req_per_wall_s']:7.0f} req/s wall"
+                    f"  ({f['completed']} requests, {f['cpu_s']} CPU-s)"
+                )
         report["best_req_per_cpu_s"] = max(f["req_per_cpu_s"] for f in report["throughput"]["batched"].values() if f)
         print(f"  target >= {TARGETS['req_per_cpu_s']} req/CPU-s")
 
@@ -277,35 +342,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             figures = held(concurrency, seconds)
             report["held"].append(figures)
             server = figures["server_running_mean"]
-            print(f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
-                  f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, failed={figures['failed']}"
-                  + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else ""))
+            print(
+                f"  requested {concurrency:5}: client {figures['client_achieved'] or 0:7.1f}, server sees "
+                f"{server if server is None else round(server, 1)}, client-bound={figures['client_bound']}, "
+                f"failed={figures['failed']}" + (f" ({'; '.join(figures['reasons'])})" if figures["reasons"] else "")
+            )
 
     if "fidelity" in sections:
         # 64 is the target setting; 256 (not in --quick) shows how each clock holds up on a busy loop
         for concurrency in (64,) if args.quick else (64, 256):
-            print(f"\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency {concurrency}; truth = the"
-                  " wire mock's request-in to first-token-out, kernel-stamped)")
+            print(
+                f"\n== TTFT fidelity (true TTFT 50 ms, ITL 10 ms, 128 tokens, concurrency {concurrency}; truth = the"
+                " wire mock's request-in to first-token-out, kernel-stamped)"
+            )
             figures = fidelity(max(seconds * 2, 6.0), concurrency)
             report["fidelity" if concurrency == 64 else f"fidelity_{concurrency}"] = figures
             for name, f in figures.items():
                 if f.get("requests"):
-                    print(f"  {name:27} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, "
-                          f"p99 {f['p99_error_ms']:+.3f}, max {f['max_error_ms']:+.3f} ms  (mean TTFT {f['mean_ttft_ms']:.2f} ms"
-                          f" vs true {f['mean_true_ttft_ms']:.2f}, vs nominal 50: {f['mean_error_vs_nominal_50ms']:+.2f}; "
-                          f"{f['requests']} requests)")
-        print(f"  targets (concurrency 64): mean error < {TARGETS['ttft_mean_error_ms']} ms, "
-              f"p99 error < {TARGETS['ttft_p99_error_ms']} ms")
+                    print(
+                        f"  {name:27} mean error {f['mean_error_ms']:+.3f} ms, p50 {f['p50_error_ms']:+.3f}, "
+                        f"p99 {f['p99_error_ms']:+.3f}, max {f['max_error_ms']:+.3f} ms  "
+                        f"(mean TTFT {f['mean_ttft_ms']:.2f} ms vs true {f['mean_true_ttft_ms']:.2f}, "
+                        f"vs nominal 50: {f['mean_error_vs_nominal_50ms']:+.2f}; "
+                        f"{f['requests']} requests)"
+                    )
+        print(
+            f"  targets (concurrency 64): mean error < {TARGETS['ttft_mean_error_ms']} ms, "
+            f"p99 error < {TARGETS['ttft_p99_error_ms']} ms"
+        )
 
     measured = set(sbs.available_clients())
-    unmeasured = {name: ref for name, ref in REFERENCE_PEERS.items()
-                  if not any(name.split()[0] in peer for peer in measured)}
+    unmeasured = {
+        name: ref for name, ref in REFERENCE_PEERS.items() if not any(name.split()[0] in peer for peer in measured)
+    }
     if unmeasured:
-        print("\n== peers not installed here: REFERENCE.md section 4's values, measured elsewhere on this kind of"
-              " machine (reference values, not re-run)")
+        print(
+            "\n== peers not installed here: REFERENCE.md section 4's values, measured elsewhere on this kind of"
+            " machine (reference values, not re-run)"
+        )
         for name, ref in unmeasured.items():
-            print(f"  {name:24} {ref['req_per_cpu_s']:6} req/CPU-s, TTFT mean error +{ref['ttft_mean_error_ms']} ms, "
-                  f"held: {ref['held_64_256_1024']}")
+            print(
+                f"  {name:24} {ref['req_per_cpu_s']:6} req/CPU-s, TTFT mean error +{ref['ttft_mean_error_ms']} ms, "
+                f"held: {ref['held_64_256_1024']}"
+            )
         if "throughput" in report and "vllm bench serve 0.33" in unmeasured:
             ours = report["throughput"]["batched"]["kvselect"]["req_per_cpu_s"]
             print(f"  kvselect (throughput section) / vllm bench serve (reference value) = {ours / 1100:.2f}x")

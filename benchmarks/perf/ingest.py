@@ -40,11 +40,20 @@ def write_aiperf(path: str, n: int, seed: int = 0) -> None:
     start = 1_795_991_479_000_000_000 + np.cumsum(rng.integers(10_000, 1_000_000, n))
     with open(path, "w") as handle:
         for i in range(n):
-            handle.write(AIPERF_LINE.format(
-                i=i, start=start[i], ack=start[i] + int(ttft[i] * 1e6), end=start[i] + int(lat[i] * 1e6),
-                ttft=ttft[i], lat=lat[i], itl=itl[i], osl=osl[i], isl=isl[i],
-                chunks=f"{itl[i]:.4f},{itl[i]:.4f},{itl[i]:.4f}",
-            ))
+            handle.write(
+                AIPERF_LINE.format(
+                    i=i,
+                    start=start[i],
+                    ack=start[i] + int(ttft[i] * 1e6),
+                    end=start[i] + int(lat[i] * 1e6),
+                    ttft=ttft[i],
+                    lat=lat[i],
+                    itl=itl[i],
+                    osl=osl[i],
+                    isl=isl[i],
+                    chunks=f"{itl[i]:.4f},{itl[i]:.4f},{itl[i]:.4f}",
+                )
+            )
 
 
 def write_vllm(path: str, n: int, seed: int = 0, out_len: int = 16) -> None:
@@ -54,13 +63,27 @@ def write_vllm(path: str, n: int, seed: int = 0, out_len: int = 16) -> None:
     itls = rng.uniform(0.001, 0.02, (n, out_len - 1))
     latencies = ttfts + itls.sum(axis=1)
     head = {
-        "date": "20261129-224535", "endpoint_type": "openai-chat", "backend": "openai-chat", "label": None,
-        "model_id": "perf-model", "tokenizer_id": "perf-model", "num_prompts": n, "request_rate": "inf",
-        "burstiness": 1.0, "max_concurrency": 256, "duration": float(latencies.sum() / 256), "completed": n,
-        "failed": 0, "total_input_tokens": 512 * n, "total_output_tokens": out_len * n,
-        "request_throughput": 1000.0, "request_goodput": None, "output_throughput": 16000.0,
+        "date": "20261129-224535",
+        "endpoint_type": "openai-chat",
+        "backend": "openai-chat",
+        "label": None,
+        "model_id": "perf-model",
+        "tokenizer_id": "perf-model",
+        "num_prompts": n,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": 256,
+        "duration": float(latencies.sum() / 256),
+        "completed": n,
+        "failed": 0,
+        "total_input_tokens": 512 * n,
+        "total_output_tokens": out_len * n,
+        "request_throughput": 1000.0,
+        "request_goodput": None,
+        "output_throughput": 16000.0,
         "total_token_throughput": 528000.0,
     }
+
     def floats(values: np.ndarray) -> str:
         return ", ".join(f"{v:.6f}" for v in values)
 
@@ -71,16 +94,18 @@ def write_vllm(path: str, n: int, seed: int = 0, out_len: int = 16) -> None:
         handle.write(', "ttfts": [' + floats(ttfts) + "]")
         handle.write(', "itls": [')
         for start in range(0, n, 100_000):
-            block = itls[start:start + 100_000]
+            block = itls[start : start + 100_000]
             text = "], [".join(floats(row) for row in block)
             handle.write(("" if start == 0 else ", ") + "[" + text + "]")
         handle.write("]")
         handle.write(', "latencies": [' + floats(latencies) + "]")
         handle.write(', "start_times": [' + floats(np.cumsum(rng.uniform(0, 0.001, n)) + 1000.0) + "]")
         handle.write(', "errors": [' + ", ".join(['""'] * n) + "]")
-        handle.write(', "mean_ttft_ms": 110.0, "median_ttft_ms": 110.0, "p99_ttft_ms": 198.0, "mean_tpot_ms": 10.5,'
-                     ' "median_tpot_ms": 10.5, "p99_tpot_ms": 19.8, "mean_itl_ms": 10.5, "median_itl_ms": 10.5,'
-                     ' "p99_itl_ms": 19.8}')
+        handle.write(
+            ', "mean_ttft_ms": 110.0, "median_ttft_ms": 110.0, "p99_ttft_ms": 198.0, "mean_tpot_ms": 10.5,'
+            ' "median_tpot_ms": 10.5, "p99_tpot_ms": 19.8, "mean_itl_ms": 10.5, "median_itl_ms": 10.5,'
+            ' "p99_itl_ms": 19.8}'
+        )
 
 
 CHILD = r"""
@@ -110,7 +135,9 @@ print(f"{elapsed:.3f} {peak:.0f} {rows}")
 
 def measure(path: str, mode: str) -> tuple[float, float, int]:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    output = subprocess.run([sys.executable, "-c", CHILD, path, mode], capture_output=True, text=True, cwd=root, check=True)
+    output = subprocess.run(
+        [sys.executable, "-c", CHILD, path, mode], capture_output=True, text=True, cwd=root, check=True
+    )
     seconds, peak, rows = output.stdout.split()
     return float(seconds), float(peak), int(rows)
 
@@ -122,9 +149,14 @@ def main() -> None:
     args = parser.parse_args()
     directory = args.keep or tempfile.mkdtemp(prefix="kvselect-ingest-")
     os.makedirs(directory, exist_ok=True)
-    cases = [("aiperf profile_export.jsonl", os.path.join(directory, "profile_export.jsonl"), write_aiperf),
-             ("vLLM --save-detailed JSON", os.path.join(directory, "vllm_detailed.json"), write_vllm)]
-    print(f"{'file':30} {'records':>9} {'MiB':>7} {'pyarrow s':>9} {'parse s':>8} {'ratio':>6} {'peak MiB (pyarrow/parse)':>26}")
+    cases = [
+        ("aiperf profile_export.jsonl", os.path.join(directory, "profile_export.jsonl"), write_aiperf),
+        ("vLLM --save-detailed JSON", os.path.join(directory, "vllm_detailed.json"), write_vllm),
+    ]
+    print(
+        f"{'file':30} {'records':>9} {'MiB':>7} {'pyarrow s':>9} {'parse s':>8} {'ratio':>6} "
+        f"{'peak MiB (pyarrow/parse)':>26}"
+    )
     try:
         for label, path, writer in cases:
             began = time.perf_counter()
@@ -133,8 +165,10 @@ def main() -> None:
             size = os.path.getsize(path) / 2**20
             base_s, base_peak, _ = measure(path, "pyarrow")
             parse_s, parse_peak, rows = measure(path, "parse")
-            print(f"{label:30} {rows:>9} {size:>7.0f} {base_s:>9.2f} {parse_s:>8.2f} {parse_s / base_s:>6.2f} "
-                  f"{base_peak:>12.0f} / {parse_peak:<8.0f}  (generated in {generated:.0f} s)")
+            print(
+                f"{label:30} {rows:>9} {size:>7.0f} {base_s:>9.2f} {parse_s:>8.2f} {parse_s / base_s:>6.2f} "
+                f"{base_peak:>12.0f} / {parse_peak:<8.0f}  (generated in {generated:.0f} s)"
+            )
     finally:
         if not args.keep:
             for _, path, _ in cases:

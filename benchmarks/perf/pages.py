@@ -27,8 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     var = tempfile.mkdtemp(prefix="kvselect-pages-")
-    os.environ.update({"KVSELECT_VAR_DIR": var, "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
-                       "DATABASE_URL": f"sqlite:///{var}/bench.sqlite3", "CELERY_TASK_ALWAYS_EAGER": "0"})
+    os.environ.update(
+        {
+            "KVSELECT_VAR_DIR": var,
+            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
+            "DATABASE_URL": f"sqlite:///{var}/bench.sqlite3",
+            "CELERY_TASK_ALWAYS_EAGER": "0",
+        }
+    )
     os.environ.pop("CELERY_BROKER_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
@@ -86,36 +92,76 @@ def seed(n_candidates: int, n_runs: int):
     from django.contrib.auth import get_user_model
 
     from benchmarks.models import BenchmarkRun, RunPoint
-    from selection import services
+    from selection.candidates.services import add_candidate, load_engine_catalog
     from selection.models import Engine, Membership, Team
+    from selection.setup.services import create_selection, save_constraints
 
-    services.load_engine_catalog()
+    load_engine_catalog()
     user = get_user_model().objects.create_user("bench", password="bench-password-1")
     team = Team.objects.create(name="bench")
     Membership.objects.create(team=team, user=user, role=Membership.Role.ARCHITECT)
-    selection = services.create_selection(user=user, team=team, name="Bench", business_owner=user,
-                                          platform_owner=user, security_owner=user)
-    services.save_constraints(selection=selection, user=user, data={
-        "peak_concurrency": 64, "avg_input_tokens": 1000, "max_input_tokens": 8000, "avg_output_tokens": 200,
-        "max_output_tokens": 1000, "ttft_p95_ms": 800.0, "tpot_p95_ms": 50.0, "gpu_model": "H100",
-        "gpu_memory_gib": 80, "gpu_count_budget": 4, "cost_per_gpu_hour": "2.00", "ops_team_size": 3,
-        "target_model": "Llama-3.1-8B", "kv_precisions_allowed": ["bf16"]})
+    selection = create_selection(
+        user=user, team=team, name="Bench", business_owner=user, platform_owner=user, security_owner=user
+    )
+    save_constraints(
+        selection=selection,
+        user=user,
+        data={
+            "peak_concurrency": 64,
+            "avg_input_tokens": 1000,
+            "max_input_tokens": 8000,
+            "avg_output_tokens": 200,
+            "max_output_tokens": 1000,
+            "ttft_p95_ms": 800.0,
+            "tpot_p95_ms": 50.0,
+            "gpu_model": "H100",
+            "gpu_memory_gib": 80,
+            "gpu_count_budget": 4,
+            "cost_per_gpu_hour": "2.00",
+            "ops_team_size": 3,
+            "target_model": "Llama-3.1-8B",
+            "kv_precisions_allowed": ["bf16"],
+        },
+    )
     engines = list(Engine.objects.all())
-    candidates = [services.add_candidate(selection=selection, user=user, data={
-        "engine": engines[i % len(engines)], "engine_version": engines[i % len(engines)].versions[0],
-        "label": f"candidate {i}", "endpoint_url": "http://127.0.0.1:9"}) for i in range(n_candidates)]
+    candidates = [
+        add_candidate(
+            selection=selection,
+            user=user,
+            data={
+                "engine": engines[i % len(engines)],
+                "engine_version": engines[i % len(engines)].versions[0],
+                "label": f"candidate {i}",
+                "endpoint_url": "http://127.0.0.1:9",
+            },
+        )
+        for i in range(n_candidates)
+    ]
     tests = ("concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability")
     last = None
     for i in range(n_runs):
         candidate = candidates[i % n_candidates]
-        last = BenchmarkRun.objects.create(candidate=candidate, test=tests[i % len(tests)], origin="upload",
-                                           status="succeeded", tool="bench", evidence="MEASURED",
-                                           timeseries={"kv_usage_ratio": [[t, 0.3 + t / 200] for t in range(60)]})
+        last = BenchmarkRun.objects.create(
+            candidate=candidate,
+            test=tests[i % len(tests)],
+            origin="upload",
+            status="succeeded",
+            tool="bench",
+            evidence="MEASURED",
+            timeseries={"kv_usage_ratio": [[t, 0.3 + t / 200] for t in range(60)]},
+        )
         for j, concurrency in enumerate((8, 32, 64)):
-            RunPoint.objects.create(run=last, index=j, concurrency=concurrency, achieved_concurrency=concurrency,
-                                    ttft_ms={"p50": 100 + i, "p95": 200 + i + j * 50, "p99": 300 + i},
-                                    tpot_ms={"p50": 20, "p95": 30 + j, "p99": 40}, error_rate=0.0,
-                                    output_token_throughput=1000.0 * (j + 1), request_throughput=5.0 * (j + 1))
+            RunPoint.objects.create(
+                run=last,
+                index=j,
+                concurrency=concurrency,
+                achieved_concurrency=concurrency,
+                ttft_ms={"p50": 100 + i, "p95": 200 + i + j * 50, "p99": 300 + i},
+                tpot_ms={"p50": 20, "p95": 30 + j, "p99": 40},
+                error_rate=0.0,
+                output_token_throughput=1000.0 * (j + 1),
+                request_throughput=5.0 * (j + 1),
+            )
     return selection, candidates[0], last
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from selection import signing  # noqa: E402
-from selection.domain.records import sample_record_context  # noqa: E402
-from selection.record_pdf import render_record  # noqa: E402
+from selection.records import signing  # noqa: E402  (after the path and settings above)
+from selection.records.pdf import render_record  # noqa: E402
+from tests.support.record_context import sample_record_context  # noqa: E402
 
 BUDGET_S = 5.0
 TARGET_PAGES = 20
@@ -38,12 +38,18 @@ def run_once(context: dict, certs: signing.DevCertificatePaths) -> dict:
     c1, t1 = time.process_time(), time.perf_counter()
     pdf = signing.prepare_signature_fields(rendered.pdf, rendered.signature_boxes)
     for role in ROLES:
-        pdf = signing.sign_pdf(pdf, certs.pkcs12[role].read_bytes(), PASSPHRASE, role,
-                               role, role, "benchmark approval")
+        pdf = signing.sign_pdf(pdf, certs.pkcs12[role].read_bytes(), PASSPHRASE, role, role, role, "benchmark approval")
     c2, t2 = time.process_time(), time.perf_counter()
-    return {"render_s": t1 - t0, "sign_s": t2 - t1, "total_s": t2 - t0,
-            "render_cpu_s": c1 - c0, "sign_cpu_s": c2 - c1,
-            "pages": rendered.page_count, "bytes": len(pdf), "pdf": pdf}
+    return {
+        "render_s": t1 - t0,
+        "sign_s": t2 - t1,
+        "total_s": t2 - t0,
+        "render_cpu_s": c1 - c0,
+        "sign_cpu_s": c2 - c1,
+        "pages": rendered.page_count,
+        "bytes": len(pdf),
+        "pdf": pdf,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,21 +62,26 @@ def main(argv: list[str] | None = None) -> int:
     charts = sum(len(t["charts"]) for t in context["validation"])
     with tempfile.TemporaryDirectory() as tmp:
         certs = signing.issue_dev_certificates(
-            tmp, {"business": "张伟", "platform": "李娜", "security": "Sam Okafor"}, PASSPHRASE)
+            tmp, {"business": "张伟", "platform": "李娜", "security": "Sam Okafor"}, PASSPHRASE
+        )
         results = [run_once(context, certs) for _ in range(args.runs)]
         report = signing.verify_pdf(results[-1]["pdf"], [certs.ca_certificate.read_bytes()])
 
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for i, r in enumerate(results, 1):
-        print(f"run {i}{' (cold)' if i == 1 else ''}: render {r['render_s']:.2f} s "
-              f"(cpu {r['render_cpu_s']:.2f}), 3 signatures {r['sign_s']:.2f} s "
-              f"(cpu {r['sign_cpu_s']:.2f}), total {r['total_s']:.2f} s "
-              f"[{r['pages']} pages, {charts} charts, {r['bytes'] / 1024:.0f} KiB]")
+        print(
+            f"run {i}{' (cold)' if i == 1 else ''}: render {r['render_s']:.2f} s "
+            f"(cpu {r['render_cpu_s']:.2f}), 3 signatures {r['sign_s']:.2f} s "
+            f"(cpu {r['sign_cpu_s']:.2f}), total {r['total_s']:.2f} s "
+            f"[{r['pages']} pages, {charts} charts, {r['bytes'] / 1024:.0f} KiB]"
+        )
     median_cpu = statistics.median(r["render_cpu_s"] + r["sign_cpu_s"] for r in results)
     failed = median_cpu > BUDGET_S
-    print(f"median: cpu {median_cpu:.2f} s, wall {statistics.median(r['total_s'] for r in results):.2f} s"
-          f" (render {statistics.median(r['render_s'] for r in results):.2f} s,"
-          f" signing {statistics.median(r['sign_s'] for r in results):.2f} s)")
+    print(
+        f"median: cpu {median_cpu:.2f} s, wall {statistics.median(r['total_s'] for r in results):.2f} s"
+        f" (render {statistics.median(r['render_s'] for r in results):.2f} s,"
+        f" signing {statistics.median(r['sign_s'] for r in results):.2f} s)"
+    )
     if results[0]["pages"] < TARGET_PAGES:
         print(f"record has {results[0]['pages']} pages, expected >= {TARGET_PAGES}")
         failed = True

@@ -193,24 +193,42 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _body(index: int) -> dict[str, Any]:
     words = " ".join(f"w{(index * 7 + k) % 97}" for k in range(PROMPT_TOKENS))
-    return {"model": "mock", "messages": [{"role": "user", "content": words}], "max_tokens": TOKENS, "stream": True,
-            "stream_options": {"include_usage": True}, "ignore_eos": True, "kvselect_request_id": str(index)}
+    return {
+        "model": "mock",
+        "messages": [{"role": "user", "content": words}],
+        "max_tokens": TOKENS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "kvselect_request_id": str(index),
+    }
 
 
 async def kvselect_client(url: str, concurrency: int, requests: int) -> dict[str, Any]:
     """kvselect's harness as a validation run drives it (its default transport, clock and processes)."""
     async with OpenAIClient(url, "mock") as client:
+
         def make(index: int) -> RequestSpec:
             body = _body(index)
-            return RequestSpec(messages=body["messages"], max_tokens=TOKENS, request_id=str(index),
-                               extra_body={"kvselect_request_id": str(index)})
+            return RequestSpec(
+                messages=body["messages"],
+                max_tokens=TOKENS,
+                request_id=str(index),
+                extra_body={"kvselect_request_id": str(index)},
+            )
 
-        outcome = await run_load(client, make, LoadConfig(concurrency=concurrency, max_requests=requests,
-                                                          drain_timeout_s=30))
+        outcome = await run_load(
+            client, make, LoadConfig(concurrency=concurrency, max_requests=requests, drain_timeout_s=30)
+        )
     ok = [r for r in outcome.records if r.ok]
-    return {"ttft_ms": [r.ttft_ms for r in ok if r.ttft_ms is not None], "completed": len(ok),
-            "achieved_concurrency": outcome.achieved_concurrency, "client_bound": outcome.client_bound,
-            "reasons": outcome.client_bound_reasons, "processes": outcome.processes}
+    return {
+        "ttft_ms": [r.ttft_ms for r in ok if r.ttft_ms is not None],
+        "completed": len(ok),
+        "achieved_concurrency": outcome.achieved_concurrency,
+        "client_bound": outcome.client_bound,
+        "reasons": outcome.client_bound_reasons,
+        "processes": outcome.processes,
+    }
 
 
 async def bare_client(url: str, concurrency: int, requests: int) -> dict[str, Any]:
@@ -218,12 +236,16 @@ async def bare_client(url: str, concurrency: int, requests: int) -> dict[str, An
     ttfts: list[float] = []
     counter = iter(range(requests))
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
         async def worker() -> None:
             for index in counter:
                 start = time.perf_counter()
                 first = None
-                async with session.post(url + "/v1/chat/completions", data=json.dumps(_body(index)).encode(),
-                                        headers={"Content-Type": "application/json"}) as response:
+                async with session.post(
+                    url + "/v1/chat/completions",
+                    data=json.dumps(_body(index)).encode(),
+                    headers={"Content-Type": "application/json"},
+                ) as response:
                     async for _ in response.content.iter_any():
                         if first is None:
                             first = time.perf_counter()
@@ -259,8 +281,10 @@ async def read_floor_client(url: str, concurrency: int, requests: int) -> dict[s
                 if data.endswith(b"0\r\n\r\n") and not finished.done():
                     finished.set_result(None)
 
-            sock.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: mock\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            sock.send(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: mock\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
             loop.add_reader(sock.fileno(), on_read)
             await finished
             loop.remove_reader(sock.fileno())
@@ -289,26 +313,66 @@ def make_tokenizer(python: Path, directory: Path) -> Path:
         "vocab = {'[UNK]': 0, '[EOS]': 1, **{f'w{i}': i + 2 for i in range(4000)}}\n"
         "tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token='[UNK]'))\n"
         "tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()\n"
-        "PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='[UNK]', eos_token='[EOS]').save_pretrained(sys.argv[1])\n"
+        "fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='[UNK]', eos_token='[EOS]')\n"
+        "fast.save_pretrained(sys.argv[1])\n"
     )
     subprocess.run([str(python), "-c", script, str(directory)], check=True, capture_output=True, timeout=300)
     return directory
 
 
-def vllm_command(url: str, concurrency: int, requests: int, work: Path) -> tuple[list[str], Callable[[], dict[str, Any]]]:
+def vllm_command(
+    url: str, concurrency: int, requests: int, work: Path
+) -> tuple[list[str], Callable[[], dict[str, Any]]]:
     venv = PEERS_DIR / "vllm"
     tokenizer = make_tokenizer(venv / "bin" / "python", PEERS_DIR / "tokenizer")
-    command = [str(venv / "bin" / "vllm"), "bench", "serve", "--backend", "openai-chat", "--base-url", url,
-               "--endpoint", "/v1/chat/completions", "--model", "mock", "--tokenizer", str(tokenizer),
-               "--dataset-name", "random", "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(TOKENS),
-               "--num-prompts", str(requests), "--max-concurrency", str(concurrency), "--request-rate", "inf",
-               "--ignore-eos", "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(work),
-               "--result-filename", "vllm.json", "--percentile-metrics", "ttft", "--metric-percentiles", "99"]
+    command = [
+        str(venv / "bin" / "vllm"),
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        "mock",
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(PROMPT_TOKENS),
+        "--random-output-len",
+        str(TOKENS),
+        "--num-prompts",
+        str(requests),
+        "--max-concurrency",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(work),
+        "--result-filename",
+        "vllm.json",
+        "--percentile-metrics",
+        "ttft",
+        "--metric-percentiles",
+        "99",
+    ]
 
     def read() -> dict[str, Any]:
         data = json.loads((work / "vllm.json").read_text())
         ttfts = [value * 1000.0 for value in data.get("ttfts") or [] if value]
-        return {"ttft_ms": ttfts, "completed": data.get("completed"), "max_concurrent": data.get("max_concurrent_requests")}
+        return {
+            "ttft_ms": ttfts,
+            "completed": data.get("completed"),
+            "max_concurrent": data.get("max_concurrent_requests"),
+        }
 
     return command, read
 
@@ -316,22 +380,36 @@ def vllm_command(url: str, concurrency: int, requests: int, work: Path) -> tuple
 def kvselect_command(kind: str) -> Callable[[str, int, int, Path], tuple[list[str], Callable[[], dict[str, Any]]]]:
     def build(url: str, concurrency: int, requests: int, work: Path) -> tuple[list[str], Callable[[], dict[str, Any]]]:
         out = work / f"{kind}.json"
-        command = [sys.executable, "-m", "benchmarks.perf.side_by_side", "client", kind, url, str(concurrency),
-                   str(requests), str(out)]
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.perf.side_by_side",
+            "client",
+            kind,
+            url,
+            str(concurrency),
+            str(requests),
+            str(out),
+        ]
         return command, lambda: json.loads(out.read_text())
+
     return build
 
 
 def available_clients() -> dict[str, Callable[..., tuple[list[str], Callable[[], dict[str, Any]]]]]:
-    clients = {"kvselect": kvselect_command("kvselect"), "bare aiohttp loop": kvselect_command("bare"),
-               "read-only floor": kvselect_command("floor")}
+    clients = {
+        "kvselect": kvselect_command("kvselect"),
+        "bare aiohttp loop": kvselect_command("bare"),
+        "read-only floor": kvselect_command("floor"),
+    }
     if (PEERS_DIR / "vllm" / "bin" / "vllm").exists():
         clients["vllm bench serve"] = vllm_command
     return clients
 
 
-def run_one(name: str, build: Callable[..., Any], concurrency: int, requests: int, cpus: tuple[set[int], set[int]],
-            work: Path) -> dict[str, Any]:
+def run_one(
+    name: str, build: Callable[..., Any], concurrency: int, requests: int, cpus: tuple[set[int], set[int]], work: Path
+) -> dict[str, Any]:
     """One client, one run, against a fresh mock; measured from outside."""
     mock_cpus, client_cpus = cpus
     url, mock = start_mock(MOCK, mock_cpus)
@@ -358,18 +436,31 @@ def run_one(name: str, build: Callable[..., Any], concurrency: int, requests: in
     true_ttfts = [(t[1] - t[0]) * 1000.0 for t in finished]
     ttfts = result.get("ttft_ms") or []
     return {
-        "client": name, "concurrency": concurrency, "requests": len(finished), "requests_in_window": in_window,
-        "cpu_s": cpu, "window_s": end - begin, "req_per_cpu_s": in_window / cpu if cpu > 0 else None,
+        "client": name,
+        "concurrency": concurrency,
+        "requests": len(finished),
+        "requests_in_window": in_window,
+        "cpu_s": cpu,
+        "window_s": end - begin,
+        "req_per_cpu_s": in_window / cpu if cpu > 0 else None,
         "cpu_share_of_a_core": cpu / (end - begin) if end > begin else None,
         "ttft_mean_error_ms": statistics.fmean(ttfts) - statistics.fmean(true_ttfts) if ttfts else None,
         "ttft_p99_error_ms": _percentile(ttfts, 0.99) - _percentile(true_ttfts, 0.99) if ttfts else None,
         "held_server": held_by_server(truth, concurrency),
-        **{key: result[key] for key in ("achieved_concurrency", "client_bound", "reasons", "processes") if key in result},
+        **{
+            key: result[key]
+            for key in ("achieved_concurrency", "client_bound", "reasons", "processes")
+            if key in result
+        },
     }
 
 
-def side_by_side(concurrencies: tuple[int, ...] = (64, 256), repeats: int = 3,
-                 requests_per_slot: int = REQUESTS_PER_SLOT, only: list[str] | None = None) -> dict[str, Any]:
+def side_by_side(
+    concurrencies: tuple[int, ...] = (64, 256),
+    repeats: int = 3,
+    requests_per_slot: int = REQUESTS_PER_SLOT,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
     """Every available client at every concurrency, `repeats` interleaved rounds; medians and ranges."""
     cpus = cpu_split()
     clients = {name: build for name, build in available_clients().items() if not only or name in only}
@@ -382,8 +473,12 @@ def side_by_side(concurrencies: tuple[int, ...] = (64, 256), repeats: int = 3,
                     result.update(client=name, concurrency=concurrency, repeat=repeat)
                     runs.append(result)
                     print("   ", format_run(result), flush=True)
-    return {"runs": runs, "summary": summarize(runs), "mock": vars(MOCK) | {"tokens": TOKENS},
-            "placement": {"mock": sorted(cpus[0]), "client": sorted(cpus[1])}}
+    return {
+        "runs": runs,
+        "summary": summarize(runs),
+        "mock": vars(MOCK) | {"tokens": TOKENS},
+        "placement": {"mock": sorted(cpus[0]), "client": sorted(cpus[1])},
+    }
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -394,8 +489,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             continue
         key = f"c={run['concurrency']}"
         entry = table.setdefault(key, {}).setdefault(run["client"], {})
-        for figure in ("req_per_cpu_s", "ttft_mean_error_ms", "ttft_p99_error_ms", "held_server",
-                       "achieved_concurrency", "cpu_share_of_a_core"):
+        for figure in (
+            "req_per_cpu_s",
+            "ttft_mean_error_ms",
+            "ttft_p99_error_ms",
+            "held_server",
+            "achieved_concurrency",
+            "cpu_share_of_a_core",
+        ):
             if run.get(figure) is not None:
                 entry.setdefault(figure, []).append(run[figure])
         if run.get("client_bound") is not None:
@@ -404,8 +505,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for entry in clients.values():
             for figure, values in list(entry.items()):
                 if figure != "client_bound" and values:
-                    entry[figure] = {"median": statistics.median(values), "min": min(values), "max": max(values),
-                                     "values": values}
+                    entry[figure] = {
+                        "median": statistics.median(values),
+                        "min": min(values),
+                        "max": max(values),
+                        "values": values,
+                    }
         ours = clients.get("kvselect", {}).get("req_per_cpu_s")
         for peer in ("vllm bench serve", "bare aiohttp loop", "read-only floor"):
             theirs = clients.get(peer, {}).get("req_per_cpu_s")
@@ -420,12 +525,14 @@ def format_run(run: dict[str, Any]) -> str:
     held = run.get("held_server")
     mean, p99 = run.get("ttft_mean_error_ms"), run.get("ttft_p99_error_ms")
     ttft = "TTFT n/a" if mean is None else f"TTFT error mean {mean:+.2f} ms p99 {p99:+.2f} ms"
-    return (f"c={run['concurrency']:<4} {run['client']:20} {run['req_per_cpu_s'] or 0:7.0f} req/CPU-s "
-            f"({run['requests_in_window']} requests, {run['cpu_s']:.2f} CPU-s in {run['window_s']:.1f} s: client at "
-            f"{run['cpu_share_of_a_core'] or 0:.0%} of a core), {ttft}, held "
-            f"{held if held is None else round(held, 1)} (server)"
-            + (f", kvselect says held {run['achieved_concurrency']:.1f}" if run.get("achieved_concurrency") else "")
-            + (f", client-bound: {'; '.join(run['reasons'])}" if run.get("client_bound") else ""))
+    return (
+        f"c={run['concurrency']:<4} {run['client']:20} {run['req_per_cpu_s'] or 0:7.0f} req/CPU-s "
+        f"({run['requests_in_window']} requests, {run['cpu_s']:.2f} CPU-s in {run['window_s']:.1f} s: client at "
+        f"{run['cpu_share_of_a_core'] or 0:.0%} of a core), {ttft}, held "
+        f"{held if held is None else round(held, 1)} (server)"
+        + (f", kvselect says held {run['achieved_concurrency']:.1f}" if run.get("achieved_concurrency") else "")
+        + (f", client-bound: {'; '.join(run['reasons'])}" if run.get("client_bound") else "")
+    )
 
 
 def print_table(summary: dict[str, dict[str, Any]]) -> None:
@@ -440,8 +547,11 @@ def print_table(summary: dict[str, dict[str, Any]]) -> None:
         for name, entry in clients.items():
             if name == "ratios":
                 continue
-            print(f"    {name:20} | {cell(entry, 'req_per_cpu_s', '.0f')} | {cell(entry, 'ttft_mean_error_ms', '+.2f')} | "
-                  f"{cell(entry, 'ttft_p99_error_ms', '+.1f')} | {cell(entry, 'held_server', '.1f')}")
+            print(
+                f"    {name:20} | {cell(entry, 'req_per_cpu_s', '.0f')} | "
+                f"{cell(entry, 'ttft_mean_error_ms', '+.2f')} | {cell(entry, 'ttft_p99_error_ms', '+.1f')} | "
+                f"{cell(entry, 'held_server', '.1f')}"
+            )
         for ratio, value in clients.get("ratios", {}).items():
             print(f"    {ratio} = {value:.2f}x")
 

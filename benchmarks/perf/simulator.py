@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = point.extra
     print(
         f"kvsim offline: {args.requests} requests ({args.profile}, {config.gpu}) in {cpu:.2f} s CPU "
-        f"({wall:.2f} s wall) [budget {BUDGET_S:.0f} s CPU on one core] | simulated {point.duration_s:.0f} s, {extra['engine_steps']} engine steps, "
+        f"({wall:.2f} s wall) [budget {BUDGET_S:.0f} s CPU on one core] | simulated {point.duration_s:.0f} s, "
+        f"{extra['engine_steps']} engine steps, "
         f"completed {point.requests_completed}, failed {point.requests_failed}, "
         f"TTFT p50 {point.ttft_ms.p50:.1f} ms, TPOT p50 {point.tpot_ms.p50:.2f} ms, "
         f"peak KV {extra['peak_kv_cache_usage']:.2f}, prefix hit rate {extra['prefix_cache_hit_rate']:.2f}, "

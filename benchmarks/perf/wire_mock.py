@@ -78,7 +78,7 @@ class _Connection:
                 length = int(value)
         if len(self.buffer) < end + 4 + length:
             return
-        body, self.buffer = self.buffer[end + 4:end + 4 + length], self.buffer[end + 4 + length:]
+        body, self.buffer = self.buffer[end + 4 : end + 4 + length], self.buffer[end + 4 + length :]
         arrival = self.arrival or time.perf_counter()
         self.arrival = time.perf_counter() if self.buffer else None
         if method == "GET":
@@ -90,8 +90,10 @@ class _Connection:
             self.send_simple(b'{"error": "not found"}', status="404 Not Found")
 
     def send_simple(self, payload: bytes, status: str = "200 OK") -> None:
-        self.send(b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                  % (status.encode(), len(payload), payload))
+        self.send(
+            b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (status.encode(), len(payload), payload)
+        )
         self.try_request()
 
     def stream(self, body: dict[str, Any], arrival: float, chat: bool) -> None:

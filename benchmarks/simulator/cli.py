@@ -10,15 +10,17 @@ import sys
 from typing import Any
 
 from benchmarks.harness.engine_streams import SHAPES
-
-from .config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
+from benchmarks.simulator.config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="paged-prefix", choices=sorted(STRATEGIES), help="allocation strategy")
-    parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="model name (label only until the capacity model is wired: the KV size comes from "
-                             "--kv-bytes-per-token/--weight-bytes; default Llama-3.1-8B BF16)")
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="model name (label only until the capacity model is wired: the KV size comes from "
+        "--kv-bytes-per-token/--weight-bytes; default Llama-3.1-8B BF16)",
+    )
     parser.add_argument("--gpu", default="H100", choices=sorted(GPU_PROFILES))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8100)
@@ -27,7 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--kv-bytes-per-token", type=int, default=None)
     parser.add_argument("--weight-bytes", type=int, default=None)
-    parser.add_argument("--max-model-len", type=int, default=131072, help="context limit; the static profile pre-allocates this per slot")
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=131072,
+        help="context limit; the static profile pre-allocates this per slot",
+    )
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--preemption-mode", default="recompute", choices=("recompute", "swap"))
@@ -35,19 +42,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-waiting", type=int, default=None)
     parser.add_argument("--offload-after-s", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stream-shape", default="vllm", choices=SHAPES,
-                        help="whose SSE stream to write, byte for byte (vllm, sglang or tgi)")
+    parser.add_argument(
+        "--stream-shape",
+        default="vllm",
+        choices=SHAPES,
+        help="whose SSE stream to write, byte for byte (vllm, sglang or tgi)",
+    )
     parser.add_argument("--trace", default=None, help="run this CSV/JSONL trace offline instead of serving")
     parser.add_argument("--out", default=None, help="offline: write the native JSON result here")
 
 
 def config_from_options(options: dict[str, Any]) -> SimConfig:
     values: dict[str, Any] = dict(
-        profile=options["profile"], model=options["model"], gpu=options["gpu"], time_scale=options["time_scale"],
-        num_blocks=options["num_blocks"], block_size=options["block_size"], max_model_len=options["max_model_len"],
-        max_num_seqs=options["max_num_seqs"], max_num_batched_tokens=options["max_num_batched_tokens"],
-        preemption_mode=options["preemption_mode"], reject_policy=options["reject_policy"],
-        max_waiting=options["max_waiting"], offload_after_s=options["offload_after_s"], seed=options["seed"],
+        profile=options["profile"],
+        model=options["model"],
+        gpu=options["gpu"],
+        time_scale=options["time_scale"],
+        num_blocks=options["num_blocks"],
+        block_size=options["block_size"],
+        max_model_len=options["max_model_len"],
+        max_num_seqs=options["max_num_seqs"],
+        max_num_batched_tokens=options["max_num_batched_tokens"],
+        preemption_mode=options["preemption_mode"],
+        reject_policy=options["reject_policy"],
+        max_waiting=options["max_waiting"],
+        offload_after_s=options["offload_after_s"],
+        seed=options["seed"],
         stream_shape=options.get("stream_shape") or "vllm",
     )
     if options.get("kv_bytes_per_token") is not None:
@@ -77,8 +97,13 @@ def capacity_plan(model: str, gpu: str) -> Any:
     names = {name.lower(): name for name in capacity.shipped_models()}
     if model.lower() not in names:
         return None
-    return capacity.plan_for_model(names[model.lower()], gpu=CAPACITY_GPU_NAMES.get(gpu, gpu), engine="vllm",
-                                   block_size=16, gpu_memory_utilization=0.9)
+    return capacity.plan_for_model(
+        names[model.lower()],
+        gpu=CAPACITY_GPU_NAMES.get(gpu, gpu),
+        engine="vllm",
+        block_size=16,
+        gpu_memory_utilization=0.9,
+    )
 
 
 def run(options: dict[str, Any], stdout=sys.stdout) -> int:
@@ -88,7 +113,7 @@ def run(options: dict[str, Any], stdout=sys.stdout) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if options.get("trace"):
-        from .offline import run_trace_file
+        from benchmarks.simulator.offline import run_trace_file
 
         result = run_trace_file(options["trace"], config, options.get("out"))
         point = result.points[0]
@@ -100,12 +125,15 @@ def run(options: dict[str, Any], stdout=sys.stdout) -> int:
             "duration_s": point.duration_s,
             "ttft_ms_p50": point.ttft_ms.p50,
             "tpot_ms_p50": point.tpot_ms.p50,
-            **{k: point.extra[k] for k in ("peak_kv_cache_usage", "prefix_cache_hit_rate", "preemptions", "simulation_wall_s")},
+            **{
+                k: point.extra[k]
+                for k in ("peak_kv_cache_usage", "prefix_cache_hit_rate", "preemptions", "simulation_wall_s")
+            },
             "out": options.get("out"),
         }
         print(json.dumps(summary, indent=2), file=stdout)
         return 0
-    from .server import serve_forever
+    from benchmarks.simulator.server import serve_forever
 
     try:
         asyncio.run(serve_forever(config, options["host"], options["port"]))

@@ -24,12 +24,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict, deque
-from itertools import repeat
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Hashable, Protocol
 
-from .config import SimConfig, blocks_for
-from .tokens import chain_hashes, corrupt, output_token, prompt_digest
+from benchmarks.simulator.config import SimConfig, blocks_for
+from benchmarks.simulator.tokens import chain_hashes, corrupt, output_token, prompt_digest
 
 WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
 
@@ -152,14 +152,48 @@ class Sequence:
     """One request inside the engine."""
 
     __slots__ = (
-        "request_id", "prompt_len", "max_tokens", "arrival", "keys", "stream", "status", "order",
-        "computed", "target", "out_done", "shared", "private", "enter_g", "enter_kv", "enter_out",
-        "finish_g", "need_r", "static", "hit_tokens", "preemptions", "swapped_blocks", "swapped_in",
-        "first_scheduled", "first_token_t", "finish_t", "finish_reason", "error", "emitted", "user",
+        "request_id",
+        "prompt_len",
+        "max_tokens",
+        "arrival",
+        "keys",
+        "stream",
+        "status",
+        "order",
+        "computed",
+        "target",
+        "out_done",
+        "shared",
+        "private",
+        "enter_g",
+        "enter_kv",
+        "enter_out",
+        "finish_g",
+        "need_r",
+        "static",
+        "hit_tokens",
+        "preemptions",
+        "swapped_blocks",
+        "swapped_in",
+        "first_scheduled",
+        "first_token_t",
+        "finish_t",
+        "finish_reason",
+        "error",
+        "emitted",
+        "user",
     )
 
-    def __init__(self, request_id: Any, prompt_len: int, max_tokens: int, arrival: float, keys: BlockKeys,
-                 stream: TokenStream | None = None, user: Any = None) -> None:
+    def __init__(
+        self,
+        request_id: Any,
+        prompt_len: int,
+        max_tokens: int,
+        arrival: float,
+        keys: BlockKeys,
+        stream: TokenStream | None = None,
+        user: Any = None,
+    ) -> None:
         self.request_id, self.prompt_len, self.max_tokens, self.arrival = request_id, prompt_len, max_tokens, arrival
         self.keys, self.stream, self.user = keys, stream, user
         self.status = WAITING
@@ -229,9 +263,20 @@ class Engine:
         self._admitted = 0
         self.stats: dict[str, int] = dict.fromkeys(
             (
-                "prefix_queries", "prefix_hits", "preemptions", "swap_in_blocks", "swap_out_blocks",
-                "offload_store_blocks", "offload_load_blocks", "prompt_tokens", "generation_tokens",
-                "requests_success", "requests_aborted", "requests_rejected", "requests_oom", "evictions",
+                "prefix_queries",
+                "prefix_hits",
+                "preemptions",
+                "swap_in_blocks",
+                "swap_out_blocks",
+                "offload_store_blocks",
+                "offload_load_blocks",
+                "prompt_tokens",
+                "generation_tokens",
+                "requests_success",
+                "requests_aborted",
+                "requests_rejected",
+                "requests_oom",
+                "evictions",
             ),
             0,
         )
@@ -308,7 +353,8 @@ class Engine:
             raise RequestTooLarge(f"max_tokens: must be a positive integer, got {seq.max_tokens}")
         if seq.prompt_len + seq.max_tokens > config.max_model_len:
             raise RequestTooLarge(
-                f"prompt ({seq.prompt_len} tokens) + max_tokens ({seq.max_tokens}) exceeds max_model_len {config.max_model_len}"
+                f"prompt ({seq.prompt_len} tokens) + max_tokens ({seq.max_tokens}) exceeds max_model_len "
+                f"{config.max_model_len}"
             )
         needed = self.static_blocks if self.static else blocks_for(seq.prompt_len + seq.max_tokens, self.bs)
         if needed > self.total_blocks:
@@ -319,9 +365,15 @@ class Engine:
             raise EngineOOM("CUDA out of memory (simulated fault): tried to allocate KV blocks")
         # 429: reject when the batch is full (counting the queue) and max_waiting already wait
         limit = config.max_waiting or 0
-        if config.reject_policy == "429" and len(self.waiting) >= limit and len(self.running) + len(self.waiting) >= config.max_num_seqs + limit:
+        if (
+            config.reject_policy == "429"
+            and len(self.waiting) >= limit
+            and len(self.running) + len(self.waiting) >= config.max_num_seqs + limit
+        ):
             self.stats["requests_rejected"] += 1
-            raise RequestRejected(f"server busy: {len(self.waiting)} requests waiting (limit {config.max_waiting or 0})")
+            raise RequestRejected(
+                f"server busy: {len(self.waiting)} requests waiting (limit {config.max_waiting or 0})"
+            )
         seq.arrival = now if seq.arrival is None else seq.arrival
         self.offload_idle(now)
         self.waiting.append(seq)
@@ -523,7 +575,11 @@ class Engine:
         seq.preemptions += 1
         cost = 0.0
         blocks = len(seq.shared) + seq.private
-        if self.config.preemption_mode == "swap" and seq.status == DECODE and self.cpu_capacity - self.cpu_swap_used - len(self.cpu) >= blocks:
+        if (
+            self.config.preemption_mode == "swap"
+            and seq.status == DECODE
+            and self.cpu_capacity - self.cpu_swap_used - len(self.cpu) >= blocks
+        ):
             for key in seq.shared:
                 self._decref(key, now)
             self.free += seq.private
@@ -650,7 +706,9 @@ class Engine:
                 duration = swap_time or config.step_overhead_s
         else:
             per_step = config.step_overhead_s + config.weight_bytes / bandwidth
-            duration = steps * per_step + kvb / bandwidth * (steps * self.S + n_decode * steps * (steps - 1) / 2) + swap_time
+            duration = (
+                steps * per_step + kvb / bandwidth * (steps * self.S + n_decode * steps * (steps - 1) / 2) + swap_time
+            )
         outcome.duration = duration
         outcome.steps = max(steps, 1)
         end = now + duration
@@ -790,5 +848,13 @@ class Engine:
         assert all(count > 0 for count in self.ref.values())
         assert self.ref.keys().isdisjoint(self.evictable.keys())
         total = self.free + len(self.evictable) + in_use_shared + private + self.growth
-        assert total == self.total_blocks, (total, self.total_blocks, self.free, len(self.evictable), in_use_shared, private, self.growth)
+        assert total == self.total_blocks, (
+            total,
+            self.total_blocks,
+            self.free,
+            len(self.evictable),
+            in_use_shared,
+            private,
+            self.growth,
+        )
         assert self.growth >= 0

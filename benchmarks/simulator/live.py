@@ -12,8 +12,8 @@ import asyncio
 import itertools
 from typing import Any, Callable
 
-from .config import SimConfig
-from .engine import Engine, Sequence, TokenStream
+from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.engine import Engine, Sequence, TokenStream
 
 DONE = object()
 

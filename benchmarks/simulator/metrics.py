@@ -13,12 +13,77 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from .engine import Engine, Sequence
+from benchmarks.simulator.engine import Engine, Sequence
 
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py)
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+REQUEST_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 
 
 class _EngineCollector:
@@ -47,35 +112,86 @@ class _EngineCollector:
         yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running))
         yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting))
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_cache_usage())
-        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", stats["prefix_queries"])
-        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", stats["prefix_hits"])
+        yield counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            stats["prefix_queries"],
+        )
+        yield counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", stats["prefix_hits"]
+        )
         yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", stats["preemptions"])
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", stats["prompt_tokens"])
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", stats["generation_tokens"])
-        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.", labels=names + ["finished_reason"])
+        success = CounterMetricFamily(
+            "vllm:request_success", "Count of successfully processed requests.", labels=names + ["finished_reason"]
+        )
         success.add_metric(values + ["length"], stats["requests_success"])
         success.add_metric(values + ["abort"], stats["requests_aborted"])
         yield success
-        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=[
-            "block_size", "num_gpu_blocks", "num_cpu_blocks", "enable_prefix_caching", "gpu_memory_utilization", "cache_dtype"])
-        info.add_metric([str(engine.bs), str(engine.total_blocks), str(engine.cpu_capacity), str(engine.prefix_caching),
-                         str(config.gpu_memory_utilization), "auto"], 1)
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            labels=[
+                "block_size",
+                "num_gpu_blocks",
+                "num_cpu_blocks",
+                "enable_prefix_caching",
+                "gpu_memory_utilization",
+                "cache_dtype",
+            ],
+        )
+        info.add_metric(
+            [
+                str(engine.bs),
+                str(engine.total_blocks),
+                str(engine.cpu_capacity),
+                str(engine.prefix_caching),
+                str(config.gpu_memory_utilization),
+                "auto",
+            ],
+            1,
+        )
         yield info
         # what vLLM has no name for
-        yield gauge("kvsim:cpu_blocks", "KV blocks held in the CPU tier (offloaded cache + swapped sequences).", len(engine.cpu) + engine.cpu_swap_used)
-        yield gauge("kvsim:cpu_cache_usage_perc", "CPU-tier usage, 1 = full.",
-                    (len(engine.cpu) + engine.cpu_swap_used) / engine.cpu_capacity if engine.cpu_capacity else 0.0)
-        yield gauge("kvsim:fragmentation_ratio", "Share of in-use KV slots holding no token (internal fragmentation).", engine.fragmentation())
+        yield gauge(
+            "kvsim:cpu_blocks",
+            "KV blocks held in the CPU tier (offloaded cache + swapped sequences).",
+            len(engine.cpu) + engine.cpu_swap_used,
+        )
+        yield gauge(
+            "kvsim:cpu_cache_usage_perc",
+            "CPU-tier usage, 1 = full.",
+            (len(engine.cpu) + engine.cpu_swap_used) / engine.cpu_capacity if engine.cpu_capacity else 0.0,
+        )
+        yield gauge(
+            "kvsim:fragmentation_ratio",
+            "Share of in-use KV slots holding no token (internal fragmentation).",
+            engine.fragmentation(),
+        )
         yield gauge("kvsim:gpu_blocks_total", "KV blocks in the GPU pool.", engine.total_blocks)
         yield gauge("kvsim:gpu_blocks_cached", "GPU blocks cached and unreferenced (evictable).", len(engine.evictable))
-        yield counter("kvsim:swap_in_blocks", "Blocks moved CPU -> GPU (offload hits and swapped-in sequences).", stats["swap_in_blocks"])
+        yield counter(
+            "kvsim:swap_in_blocks",
+            "Blocks moved CPU -> GPU (offload hits and swapped-in sequences).",
+            stats["swap_in_blocks"],
+        )
         yield counter("kvsim:swap_out_blocks", "Blocks moved GPU -> CPU by swap preemption.", stats["swap_out_blocks"])
-        yield counter("kvsim:offload_store_blocks", "Cached blocks moved GPU -> CPU (idle or evicted).", stats["offload_store_blocks"])
+        yield counter(
+            "kvsim:offload_store_blocks",
+            "Cached blocks moved GPU -> CPU (idle or evicted).",
+            stats["offload_store_blocks"],
+        )
         yield counter("kvsim:evicted_blocks", "Cached blocks evicted from the GPU pool.", stats["evictions"])
-        yield counter("kvsim:requests_rejected", "Requests rejected by the admission limit (429).", stats["requests_rejected"])
+        yield counter(
+            "kvsim:requests_rejected", "Requests rejected by the admission limit (429).", stats["requests_rejected"]
+        )
         yield counter("kvsim:requests_oom", "Requests failed by the injected OOM fault.", stats["requests_oom"])
-        kvsim = GaugeMetricFamily("kvsim_info", "This engine is the kvsim simulator: all figures are SIMULATED.",
-                                  labels=["evidence", "profile", "gpu", "model", "time_scale"])
+        kvsim = GaugeMetricFamily(
+            "kvsim_info",
+            "This engine is the kvsim simulator: all figures are SIMULATED.",
+            labels=["evidence", "profile", "gpu", "model", "time_scale"],
+        )
         kvsim.add_metric(["SIMULATED", config.profile, config.gpu, config.model, str(config.time_scale)], 1)
         yield kvsim
 
@@ -92,11 +208,23 @@ class SimMetrics:
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Any:
             return Histogram(name, doc, names, buckets=buckets, registry=self.registry).labels(*values)
 
-        self.ttft = histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
-        self.itl = histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
-        self.tpot = histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS)
-        self.e2e = histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", REQUEST_BUCKETS)
-        self.queue = histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS)
+        self.ttft = histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
+        )
+        self.itl = histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS
+        )
+        self.tpot = histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            ITL_BUCKETS,
+        )
+        self.e2e = histogram(
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", REQUEST_BUCKETS
+        )
+        self.queue = histogram(
+            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS
+        )
 
     # observer protocol (LiveEngine)
     def first_token(self, seq: Sequence) -> None:

@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from benchmarks.result import REQUEST_COLUMNS, SIMULATED, LoadPoint, NormalizedResult, Stats
-
-from .config import SimConfig
-from .engine import Engine, EngineError, KeySpace, Sequence
+from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.engine import Engine, EngineError, KeySpace, Sequence
 
 TOOL = "kvsim"
 TOOL_VERSION = "1"
@@ -123,10 +122,21 @@ def write_trace(path: str | Path, records: Iterable[TraceRecord]) -> None:
     """Write records as CSV (tests and the perf benchmark generate traces with this)."""
     with Path(path).open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["arrival_s", "input_tokens", "output_tokens", "session_id", "prefix_id", "prefix_tokens", "request_id"])
+        writer.writerow(
+            ["arrival_s", "input_tokens", "output_tokens", "session_id", "prefix_id", "prefix_tokens", "request_id"]
+        )
         for r in records:
-            writer.writerow([repr(r.arrival_s), r.input_tokens, r.output_tokens, "" if r.session_id is None else r.session_id,
-                             "" if r.prefix_id is None else r.prefix_id, r.prefix_tokens, "" if r.request_id is None else r.request_id])
+            writer.writerow(
+                [
+                    repr(r.arrival_s),
+                    r.input_tokens,
+                    r.output_tokens,
+                    "" if r.session_id is None else r.session_id,
+                    "" if r.prefix_id is None else r.prefix_id,
+                    r.prefix_tokens,
+                    "" if r.request_id is None else r.request_id,
+                ]
+            )
 
 
 def simulate(records: list[TraceRecord], config: SimConfig, sample_interval_s: float | None = None) -> NormalizedResult:
@@ -143,8 +153,11 @@ def simulate(records: list[TraceRecord], config: SimConfig, sample_interval_s: f
     sequences: list[Sequence] = []
     errors: dict[int, str] = {}
     series: dict[str, list[list[float]]] = {
-        "kv_cache_usage_perc": [], "num_requests_running": [], "num_requests_waiting": [],
-        "kvsim_fragmentation": [], "kvsim_cpu_blocks": [],
+        "kv_cache_usage_perc": [],
+        "num_requests_running": [],
+        "num_requests_waiting": [],
+        "kvsim_fragmentation": [],
+        "kvsim_cpu_blocks": [],
     }
     count = len(records)
     index = 0
@@ -156,8 +169,13 @@ def simulate(records: list[TraceRecord], config: SimConfig, sample_interval_s: f
             now = records[index].arrival_s
         while index < count and records[index].arrival_s <= now:
             r = records[index]
-            seq = Sequence(index if r.request_id is None else r.request_id, r.input_tokens, r.output_tokens, r.arrival_s,
-                           space.keys(r.prefix_id, r.prefix_tokens, r.session_id))
+            seq = Sequence(
+                index if r.request_id is None else r.request_id,
+                r.input_tokens,
+                r.output_tokens,
+                r.arrival_s,
+                space.keys(r.prefix_id, r.prefix_tokens, r.session_id),
+            )
             sequences.append(seq)
             try:
                 engine.add(seq, now)
@@ -278,7 +296,9 @@ def _result(records, sequences, errors, engine, series, steps, elapsed, config) 
     )
 
 
-def run_trace_file(trace: str | Path, config: SimConfig, out: str | Path | None = None, sample_interval_s: float | None = None) -> NormalizedResult:
+def run_trace_file(
+    trace: str | Path, config: SimConfig, out: str | Path | None = None, sample_interval_s: float | None = None
+) -> NormalizedResult:
     """Load, simulate and (optionally) write the native JSON result."""
     result = simulate(load_trace(trace), config, sample_interval_s)
     if out is not None:

@@ -26,12 +26,11 @@ from typing import Any, Callable
 from aiohttp import web
 
 from benchmarks.harness.engine_streams import EngineStream
-
-from .config import SimConfig
-from .engine import EngineError
-from .live import LiveEngine, LiveRequest
-from .metrics import SimMetrics
-from .tokens import detokenize, render_chat, tokenize
+from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.engine import EngineError
+from benchmarks.simulator.live import LiveEngine, LiveRequest
+from benchmarks.simulator.metrics import SimMetrics
+from benchmarks.simulator.tokens import detokenize, render_chat, tokenize
 
 EVIDENCE_HEADER = {"X-Kvsim-Evidence": "SIMULATED"}
 STATE_KEY = web.AppKey("kvsim_state", object)
@@ -91,7 +90,11 @@ def _prompt_ids(body: dict[str, Any], chat: bool) -> list[int]:
         prompt = prompt[0]
     if isinstance(prompt, str):
         return tokenize(prompt)
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt):
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)
+    ):
         return list(prompt)
     raise BadRequest("prompt: must be a string or a list of token ids")
 
@@ -133,7 +136,12 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         raise
     text = detokenize(tokens)
     if chat:
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": "length"}
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": None,
+            "finish_reason": "length",
+        }
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
     payload = {
@@ -158,9 +166,20 @@ def _usage(handle: LiveRequest, completion_tokens: int) -> dict[str, Any]:
     }
 
 
-async def _stream(request: web.Request, state: _State, handle: LiveRequest, chat: bool, model: str, request_id: str,
-                  created: int, include_usage: bool, max_tokens: int) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **EVIDENCE_HEADER})
+async def _stream(
+    request: web.Request,
+    state: _State,
+    handle: LiveRequest,
+    chat: bool,
+    model: str,
+    request_id: str,
+    created: int,
+    include_usage: bool,
+    max_tokens: int,
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **EVIDENCE_HEADER}
+    )
     drop_after = state.config.fault_drop_after_tokens
     events = EngineStream(state.config.stream_shape, chat, request_id, model, created)  # type: ignore[arg-type]
     sent = 0
@@ -172,7 +191,9 @@ async def _stream(request: web.Request, state: _State, handle: LiveRequest, chat
             sent += len(new)
             # generation never stops early: the chunk that reaches max_tokens is the last
             finish = "length" if sent >= max_tokens else None
-            await response.write((events.opening() if first else b"") + events.token(text if first else " " + text, finish))
+            await response.write(
+                (events.opening() if first else b"") + events.token(text if first else " " + text, finish)
+            )
             if drop_after is not None and sent >= drop_after:
                 state.live.abort(handle)
                 if request.transport is not None:
@@ -282,7 +303,9 @@ class SimServer:
         await self.runner.cleanup()
 
 
-async def start_server(config: SimConfig, host: str = "127.0.0.1", port: int = 0, hard_crash: bool = False) -> SimServer:
+async def start_server(
+    config: SimConfig, host: str = "127.0.0.1", port: int = 0, hard_crash: bool = False
+) -> SimServer:
     """Start serving on `port` (0: a free port); returns the handle with the bound port."""
     holder: dict[str, SimServer] = {}
 
@@ -321,8 +344,8 @@ async def serve_forever(config: SimConfig, host: str, port: int) -> None:
 class ServerThread:
     """The simulator on its own event loop in a background thread, for synchronous callers.
 
-        with ServerThread(SimConfig(time_scale=50)) as server:
-            requests.post(server.url + "/v1/completions", ...)
+    with ServerThread(SimConfig(time_scale=50)) as server:
+        requests.post(server.url + "/v1/completions", ...)
     """
 
     def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from ..domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
-from ..models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
-from ..selectors import selections_for
+from selection.domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
+from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
+from selection.selectors import selections_for
 
 User = get_user_model()
 

@@ -1,19 +1,22 @@
+"""The selection app's REST routes (collected under /api/v1/ by config.api_urls)."""
+
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from selection.api import views
+from selection.capacity.api import CapacityView
+from selection.records import api as record_views
 
 router = DefaultRouter()
 router.register("selections", views.SelectionViewSet, basename="selection")
 router.register("candidates", views.CandidateViewSet, basename="candidate")
 router.register("engines", views.EngineViewSet, basename="engine")
-from django.urls import path
-
-from . import records as record_views
-from .capacity import CapacityView
 
 urlpatterns = [
     path("capacity/", CapacityView.as_view(), name="capacity"),
-    path("selections/<int:selection_id>/records/", record_views.SelectionRecordsView.as_view(), name="selection-records"),
+    path(
+        "selections/<int:selection_id>/records/", record_views.SelectionRecordsView.as_view(), name="selection-records"
+    ),
     path("records/verify/", record_views.RecordVerifyView.as_view(), name="record-verify"),
     path("records/<int:record_id>/", record_views.RecordDetailView.as_view(), name="record-detail"),
     path("records/<int:record_id>/sign/", record_views.RecordSignView.as_view(), name="record-sign"),

@@ -8,12 +8,23 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from .. import services
-from ..models import Engine
-from ..selectors import can_edit, candidates_for, selections_for
-from .serializers import (AuditEntrySerializer, CandidateSerializer, ConstraintsSerializer, EngineSerializer,
-                          GateSerializer, GatesUpdateSerializer, SelectionSerializer, WeightsUpdateSerializer,
-                          WeightSerializer)
+from selection.api.serializers import (
+    AuditEntrySerializer,
+    CandidateSerializer,
+    ConstraintsSerializer,
+    EngineSerializer,
+    GateSerializer,
+    GatesUpdateSerializer,
+    SelectionSerializer,
+    WeightSerializer,
+    WeightsUpdateSerializer,
+)
+from selection.audit import audit
+from selection.candidates.services import add_candidate, update_candidate
+from selection.models import Engine
+from selection.scoring.services import compute_scores, latest_score
+from selection.selectors import can_edit, candidates_for, selections_for
+from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates, update_weights
 
 
 class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
@@ -26,14 +37,14 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = services.create_selection(user=self.request.user, **data)
+        serializer.instance = create_selection(user=self.request.user, **data)
 
     def perform_update(self, serializer):
         if not can_edit(self.request.user, serializer.instance):
             raise PermissionDenied("Only architects of this selection's team can change it.")
         before = {k: str(getattr(serializer.instance, k)) for k in serializer.validated_data}
         selection = serializer.save()
-        services.audit(selection, self.request.user, "selection.changed", old=before,
+        audit(selection, self.request.user, "selection.changed", old=before,
                        new={k: str(getattr(selection, k)) for k in serializer.validated_data})
 
     @extend_schema(request=ConstraintsSerializer, responses=ConstraintsSerializer)
@@ -47,7 +58,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
             return Response(ConstraintsSerializer(instance).data)
         serializer = ConstraintsSerializer(instance, data=request.data)
         serializer.is_valid(raise_exception=True)
-        constraints = services.save_constraints(selection=selection, user=request.user, data=serializer.validated_data)
+        constraints = save_constraints(selection=selection, user=request.user, data=serializer.validated_data)
         return Response(ConstraintsSerializer(constraints).data)
 
     @extend_schema(request=WeightsUpdateSerializer, responses=WeightSerializer(many=True))
@@ -57,7 +68,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         if request.method == "PUT":
             serializer = WeightsUpdateSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
-            services.update_weights(selection=selection, user=request.user, **serializer.validated_data)
+            update_weights(selection=selection, user=request.user, **serializer.validated_data)
         return Response(WeightSerializer(selection.weights.all(), many=True).data)
 
     @extend_schema(request=GatesUpdateSerializer, responses=GateSerializer(many=True))
@@ -68,7 +79,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         if request.method == "PUT":
             serializer = GatesUpdateSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
-            warnings = services.set_gates(selection=selection, user=request.user, **serializer.validated_data)
+            warnings = set_gates(selection=selection, user=request.user, **serializer.validated_data)
         response = Response(GateSerializer(selection.gates.all(), many=True).data)
         if warnings:
             response["Warning"] = '199 kvselect "' + warnings[0].replace('"', "'") + '"'
@@ -78,7 +89,7 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
     @action(detail=True, methods=["post"], url_path="accept-scenario")
     def accept_scenario(self, request, pk=None, format=None):
         selection = self.get_object()
-        services.accept_scenario(selection=selection, user=request.user)
+        accept_scenario(selection=selection, user=request.user)
         return Response(SelectionSerializer(selection, context={"request": request}).data)
 
     @extend_schema(methods=["GET"], responses=CandidateSerializer(many=True))
@@ -92,14 +103,13 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         api_key = data.pop("api_key", "")
-        candidate = services.add_candidate(selection=selection, user=request.user, data=data, api_key=api_key)
+        candidate = add_candidate(selection=selection, user=request.user, data=data, api_key=api_key)
         return Response(CandidateSerializer(candidate).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[OpenApiParameter("include_simulated", bool)], request=None, responses={200: dict})
     @action(detail=True, methods=["get", "post"])
     def scores(self, request, pk=None, format=None):
         """The latest scoring with the full breakdown; POST recomputes it now."""
-        from ..scores import compute_scores, latest_score
 
         selection = self.get_object()
         include_simulated = request.query_params.get("include_simulated") in {"1", "true", "yes"}
@@ -129,7 +139,7 @@ class CandidateViewSet(mixins.RetrieveModelMixin, mixins.UpdateModelMixin, views
     def perform_update(self, serializer):
         data = dict(serializer.validated_data)
         api_key = data.pop("api_key", None)
-        serializer.instance = services.update_candidate(candidate=serializer.instance, user=self.request.user,
+        serializer.instance = update_candidate(candidate=serializer.instance, user=self.request.user,
                                                         data=data, api_key=api_key)
 
 

@@ -45,12 +45,23 @@ FEATURE_KEYS = (
 
 # KV dtype spellings differ per engine; screening compares families ("fp8", "int8", ...).
 _DTYPE_FAMILIES = {
-    "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_e4m3fn": "fp8", "fp8_inc": "fp8",
-    "int8": "int8", "q8_0": "int8",
-    "int4": "int4", "q4_0": "int4", "q4_1": "int4", "iq4_nl": "int4",
-    "q5_0": "int5", "q5_1": "int5",
-    "nvfp4": "fp4", "fp4_e2m1": "fp4",
-    "bf16": "bf16", "bfloat16": "bf16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8_e4m3fn": "fp8",
+    "fp8_inc": "fp8",
+    "int8": "int8",
+    "q8_0": "int8",
+    "int4": "int4",
+    "q4_0": "int4",
+    "q4_1": "int4",
+    "iq4_nl": "int4",
+    "q5_0": "int5",
+    "q5_1": "int5",
+    "nvfp4": "fp4",
+    "fp4_e2m1": "fp4",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
     "turbo_quant": "turbo_quant",
 }
 
@@ -299,7 +310,7 @@ def _validate_version(raw: Any, path: str, seen: set[str], errors: list[str]) ->
             errors.append(f'{path}.features: missing "{key}"')
     for key, fact in feats.items():
         if key not in _VALUE_CHECKS:
-            errors.append(f'{path}.features.{key}: unknown feature (expected one of: {", ".join(FEATURE_KEYS)})')
+            errors.append(f"{path}.features.{key}: unknown feature (expected one of: {', '.join(FEATURE_KEYS)})")
             continue
         _validate_fact(fact, f"{path}.features.{key}", _VALUE_CHECKS[key], errors)
 
@@ -365,6 +376,7 @@ def _check_str_list(value: Any) -> str | None:
 def _check_enum(allowed: tuple[str, ...]):
     def check(value: Any) -> str | None:
         return None if value in allowed else f"must be one of {', '.join(allowed)}, got {value!r}"
+
     return check
 
 
@@ -372,7 +384,7 @@ def _check_object(value: Any, required: tuple[str, ...]) -> str | None:
     if not isinstance(value, dict):
         return f"must be an object, got {value!r}"
     missing = [k for k in required if k not in value]
-    return f'missing {", ".join(repr(k) for k in missing)}' if missing else None
+    return f"missing {', '.join(repr(k) for k in missing)}" if missing else None
 
 
 def _check_prefix_caching(value: Any) -> str | None:
@@ -548,9 +560,7 @@ def screen(caps: Mapping[str, Any], required: Mapping[str, Any]) -> list[dict[st
     sources = caps.get("sources", {})
     for name, need in required.items():
         if name not in _CAPABILITY_FEATURE:
-            raise CatalogLookupError(
-                f"required.{name}: unknown capability (screenable: {', '.join(SCREENABLE)})"
-            )
+            raise CatalogLookupError(f"required.{name}: unknown capability (screenable: {', '.join(SCREENABLE)})")
         documented = caps.get(name)
         if documented is None or documented == UNKNOWN:
             passed, status = None, UNDOCUMENTED

@@ -31,26 +31,69 @@ class Criterion:
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
-    Dimension("memory", "Memory allocation and reuse", "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling."),
-    Dimension("scheduling", "Concurrency scheduling and isolation", "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM."),
-    Dimension("context", "Context extension and compression", "Supported context, cache quantisation or compression, control of one long request's cache."),
-    Dimension("persistence", "Cross-turn persistence and offload", "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in."),
+    Dimension(
+        "memory",
+        "Memory allocation and reuse",
+        "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling.",
+    ),
+    Dimension(
+        "scheduling",
+        "Concurrency scheduling and isolation",
+        "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM.",
+    ),
+    Dimension(
+        "context",
+        "Context extension and compression",
+        "Supported context, cache quantisation or compression, control of one long request's cache.",
+    ),
+    Dimension(
+        "persistence",
+        "Cross-turn persistence and offload",
+        "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in.",
+    ),
     Dimension("cost", "Cost structure", "Memory and compute per unit of concurrency, utilisation."),
-    Dimension("observability", "Observability", "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation."),
+    Dimension(
+        "observability",
+        "Observability",
+        "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation.",
+    ),
 )
 DIMENSION_IDS = tuple(d.id for d in DIMENSIONS)
 
 CRITERIA: tuple[Criterion, ...] = (
-    Criterion("memory_allocation", "memory", "Memory allocation strategy", "pre-allocation / dynamic, fragmentation", "both"),
+    Criterion(
+        "memory_allocation", "memory", "Memory allocation strategy", "pre-allocation / dynamic, fragmentation", "both"
+    ),
     Criterion("cache_reuse", "memory", "Cache reuse", "prefix cache, identical-input de-duplication", "both"),
     Criterion("concurrency_control", "scheduling", "Concurrency control", "limit, isolation, rejection policy", "both"),
     Criterion("context_extension", "context", "Context extension", "long context, cache compression", "both"),
     Criterion("cache_persistence", "persistence", "Cache persistence", "cross-turn keep, swap out / swap in", "both"),
     Criterion("observability", "observability", "Observability", "monitoring, alerting, capacity planning", "both"),
     Criterion("cost_control", "cost", "Cost control", "cost per unit of concurrency, utilisation", "both"),
-    Criterion("cache_lifecycle", "persistence", "Cache lifecycle management", "release, reclamation of aborted and idle sessions", "both", ("C",)),
-    Criterion("session_recovery", "persistence", "Session recovery consistency", "continuation after swap-in equals continuation without it", "measured", ("C",)),
-    Criterion("throughput_unit_cost", "cost", "Throughput / unit cost", "output tokens per GPU-second, cost per million tokens", "measured", ("D",)),
+    Criterion(
+        "cache_lifecycle",
+        "persistence",
+        "Cache lifecycle management",
+        "release, reclamation of aborted and idle sessions",
+        "both",
+        ("C",),
+    ),
+    Criterion(
+        "session_recovery",
+        "persistence",
+        "Session recovery consistency",
+        "continuation after swap-in equals continuation without it",
+        "measured",
+        ("C",),
+    ),
+    Criterion(
+        "throughput_unit_cost",
+        "cost",
+        "Throughput / unit cost",
+        "output tokens per GPU-second, cost per million tokens",
+        "measured",
+        ("D",),
+    ),
 )
 CRITERIA_BY_ID = {c.id: c for c in CRITERIA}
 
@@ -59,17 +102,47 @@ LEVEL_VALUES = {"H": 3.0, "M": 2.0, "L": 1.0}
 
 PRESET_LEVELS: dict[str, dict[str, str]] = {
     # From the article's table.
-    "A": {"memory_allocation": "H", "cache_reuse": "H", "concurrency_control": "H", "context_extension": "M",
-          "cache_persistence": "L", "observability": "M", "cost_control": "H"},
-    "B": {"memory_allocation": "H", "cache_reuse": "M", "concurrency_control": "M", "context_extension": "H",
-          "cache_persistence": "M", "observability": "M", "cost_control": "H"},
+    "A": {
+        "memory_allocation": "H",
+        "cache_reuse": "H",
+        "concurrency_control": "H",
+        "context_extension": "M",
+        "cache_persistence": "L",
+        "observability": "M",
+        "cost_control": "H",
+    },
+    "B": {
+        "memory_allocation": "H",
+        "cache_reuse": "M",
+        "concurrency_control": "M",
+        "context_extension": "H",
+        "cache_persistence": "M",
+        "observability": "M",
+        "cost_control": "H",
+    },
     # Derived from the text: persistence and swap first, plus the two C-only criteria.
-    "C": {"memory_allocation": "M", "cache_reuse": "M", "concurrency_control": "M", "context_extension": "M",
-          "cache_persistence": "H", "cache_lifecycle": "H", "session_recovery": "H", "observability": "M",
-          "cost_control": "M"},
+    "C": {
+        "memory_allocation": "M",
+        "cache_reuse": "M",
+        "concurrency_control": "M",
+        "context_extension": "M",
+        "cache_persistence": "H",
+        "cache_lifecycle": "H",
+        "session_recovery": "H",
+        "observability": "M",
+        "cost_control": "M",
+    },
     # Derived from the text: reuse and throughput/unit cost first, latency-driven criteria last.
-    "D": {"memory_allocation": "M", "cache_reuse": "H", "concurrency_control": "L", "context_extension": "L",
-          "cache_persistence": "L", "observability": "L", "cost_control": "H", "throughput_unit_cost": "H"},
+    "D": {
+        "memory_allocation": "M",
+        "cache_reuse": "H",
+        "concurrency_control": "L",
+        "context_extension": "L",
+        "cache_persistence": "L",
+        "observability": "L",
+        "cost_control": "H",
+        "throughput_unit_cost": "H",
+    },
 }
 
 SCENARIO_PRIORITIES = {

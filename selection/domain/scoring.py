@@ -46,7 +46,8 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable, Literal, Mapping as TMapping
+from typing import Any, Iterable, Literal
+from typing import Mapping as TMapping
 
 import numpy as np
 
@@ -637,7 +638,7 @@ class ScoringResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (no NaN/inf, tuples become lists)."""
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
     def candidate(self, candidate_id: str) -> CandidateScore:
         for cand in self.candidates:
@@ -646,11 +647,11 @@ class ScoringResult:
         raise KeyError(candidate_id)
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, (np.floating, float)):
         number = float(value)
         return number if math.isfinite(number) else None
@@ -771,7 +772,7 @@ def inputs_hash(scenario: str, evidence: Iterable[CandidateEvidence], constraint
         "gates": dict(gates),
         "options": asdict(options),
     }
-    canonical = json.dumps(_json_safe(document), sort_keys=True, separators=(",", ":"), default=str)
+    canonical = json.dumps(json_safe(document), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

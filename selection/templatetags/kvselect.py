@@ -5,9 +5,9 @@ from __future__ import annotations
 from django import template
 from django.utils.formats import number_format
 
-from selection.i18n_capacity import translate_capacity
-from selection.i18n_names import person_name, translate_name, translate_reason, translate_test
-from selection.i18n_scoring import translate_sentence
+from selection.capacity.i18n import translate_capacity
+from selection.i18n import person_name, translate_name, translate_reason, translate_test
+from selection.scoring.i18n import translate_sentence
 
 register = template.Library()
 

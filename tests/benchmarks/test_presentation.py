@@ -6,9 +6,15 @@ from benchmarks import presentation as p
 
 
 def test_percentile_rows_say_why_a_point_is_client_bound():
-    reasons = ["client process needed 97% of a core (ran 60%, waited for one 37%): the client, not the engine, set the pace"]
-    rows = p.percentile_rows([{"concurrency": 256, "client_bound": True, "extra": {"client_bound_reasons": reasons}},
-                              {"concurrency": 64, "client_bound": False}])
+    reasons = [
+        "client process needed 97% of a core (ran 60%, waited for one 37%): the client, not the engine, set the pace"
+    ]
+    rows = p.percentile_rows(
+        [
+            {"concurrency": 256, "client_bound": True, "extra": {"client_bound_reasons": reasons}},
+            {"concurrency": 64, "client_bound": False},
+        ]
+    )
     assert rows[0]["client_bound_reasons"] == reasons and rows[1]["client_bound_reasons"] == []
 
 
@@ -40,28 +46,54 @@ def test_chart_percentile_falls_back_when_the_tool_has_no_p95():
 
 
 def test_kv_series_picks_kv_usage_only():
-    series = p.kv_series({"kv_usage_ratio": [[0, 0.1], [1, 0.2]], "prefix_off.kv_usage_ratio": [[0, 0.3]],
-                          "running": [[0, 4]], "kv_usage_ratio_extra": [[0, 1]]})
+    series = p.kv_series(
+        {
+            "kv_usage_ratio": [[0, 0.1], [1, 0.2]],
+            "prefix_off.kv_usage_ratio": [[0, 0.3]],
+            "running": [[0, 4]],
+            "kv_usage_ratio_extra": [[0, 1]],
+        }
+    )
     assert set(series) == {"kv_usage_ratio", "prefix_off.kv_usage_ratio"}
 
 
 def test_definitions_show_kvselect_and_the_tools_original():
     rows = {r["metric"]: r for r in p.definition_rows({"tpot_ms": "incl. first token", "tool_only": "x"})}
-    assert rows["tpot_ms"]["original"] == "incl. first token" and "excludes the first token" in rows["tpot_ms"]["kvselect"]
+    assert (
+        rows["tpot_ms"]["original"] == "incl. first token" and "excludes the first token" in rows["tpot_ms"]["kvselect"]
+    )
     assert rows["ttft_ms"]["original"] == "" and rows["tool_only"]["kvselect"] == ""
 
 
-@pytest.mark.parametrize("progress, status, terminal, percent", [
-    ({"percent": 42.54}, "running", False, 42.5), ({"percent": 180}, "running", False, 100.0),
-    ({"percent": None}, "queued", False, 0.0), ({"percent": 60}, "succeeded", True, 100.0),
-    ({"percent": 60}, "cancelled", True, 60.0), (None, "queued", False, 0.0)])
+@pytest.mark.parametrize(
+    "progress, status, terminal, percent",
+    [
+        ({"percent": 42.54}, "running", False, 42.5),
+        ({"percent": 180}, "running", False, 100.0),
+        ({"percent": None}, "queued", False, 0.0),
+        ({"percent": 60}, "succeeded", True, 100.0),
+        ({"percent": 60}, "cancelled", True, 60.0),
+        (None, "queued", False, 0.0),
+    ],
+)
 def test_progress_percent_is_clamped_and_complete_on_success(progress, status, terminal, percent):
     view = p.progress_view(progress, status, terminal)
     assert view["percent"] == percent and view["terminal"] is terminal and view["phase"]
 
 
-@pytest.mark.parametrize("default, kind", [(True, "bool"), (8, "int"), (0.5, "float"), ([16384, 32768], "int_list"),
-                                           ([0.5, 1], "float_list"), (None, "json"), ({"a": 1}, "json"), ("x", "text")])
+@pytest.mark.parametrize(
+    "default, kind",
+    [
+        (True, "bool"),
+        (8, "int"),
+        (0.5, "float"),
+        ([16384, 32768], "int_list"),
+        ([0.5, 1], "float_list"),
+        (None, "json"),
+        ({"a": 1}, "json"),
+        ("x", "text"),
+    ],
+)
 def test_param_kind_follows_the_planned_value(default, kind):
     assert p.param_kind(default) == kind
 
@@ -72,8 +104,15 @@ def test_params_round_trip_through_the_form_text():
     assert p.parse_param("", "json") is None
 
 
-@pytest.mark.parametrize("raw, kind, code", [("", "int_list", "empty_list"), ("16K, 32K", "int_list", "not_numbers"),
-                                             ("0, 5", "int_list", "not_positive"), ("{bad", "json", "bad_json")])
+@pytest.mark.parametrize(
+    "raw, kind, code",
+    [
+        ("", "int_list", "empty_list"),
+        ("16K, 32K", "int_list", "not_numbers"),
+        ("0, 5", "int_list", "not_positive"),
+        ("{bad", "json", "bad_json"),
+    ],
+)
 def test_bad_parameter_text_has_an_error_code(raw, kind, code):
     with pytest.raises(p.ParamError) as error:
         p.parse_param(raw, kind)

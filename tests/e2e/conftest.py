@@ -15,8 +15,16 @@ import pytest
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
 CHROMIUM = os.environ.get("KVSELECT_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1280, "height": 800}
 PASSPHRASE = "e2e-dev-pass-123"
 OWNERS = {"business": ("wei", "Wei Zhang"), "platform": ("priya", "Priya Raman"), "security": ("jonas", "Jonas Berg")}
@@ -35,8 +43,10 @@ def browser():
     reads and writes there, so they are allowed while the browser lives, and only then.
     """
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)) and not shutil.which(CHROMIUM):
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install it with scripts/install-system-deps.sh "
-                    "(apt-get install -y chromium chromium-driver)")
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install it with scripts/install-system-deps.sh "
+            "(apt-get install -y chromium chromium-driver)"
+        )
     from playwright.sync_api import sync_playwright
 
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
@@ -84,6 +94,7 @@ def shot(screenshot_dir):
         target = screenshot_dir / f"{name}.png"
         page.screenshot(path=str(target), full_page=True)
         return target
+
     return take
 
 
@@ -93,8 +104,10 @@ def simulators():
     from benchmarks.simulator.config import SimConfig
     from benchmarks.simulator.server import ServerThread
 
-    servers = [ServerThread(SimConfig(profile=profile, time_scale=50.0)).start()
-               for profile in ("paged-prefix", "radix", "static")]
+    servers = [
+        ServerThread(SimConfig(profile=profile, time_scale=50.0)).start()
+        for profile in ("paged-prefix", "radix", "static")
+    ]
     yield servers
     for server in servers:
         server.stop()
@@ -109,8 +122,9 @@ def people(transactional_db, django_user_model):
 
     def user(username: str, full_name: str, role: str):
         first, last = full_name.split(" ", 1)
-        created = django_user_model.objects.create_user(username=username, password=password_for(username),
-                                                        first_name=first, last_name=last)
+        created = django_user_model.objects.create_user(
+            username=username, password=password_for(username), first_name=first, last_name=last
+        )
         Membership.objects.create(team=team, user=created, role=role)
         return created
 

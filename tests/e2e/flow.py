@@ -10,10 +10,23 @@ SCENARIOS = {"A", "B", "C", "D", "E", "F"}
 
 
 def fill_constraints(page) -> None:
-    values = {"peak_concurrency": "64", "request_rate": "10", "avg_input_tokens": "1500", "p95_input_tokens": "3000",
-              "max_input_tokens": "8192", "avg_output_tokens": "300", "max_output_tokens": "1024",
-              "ttft_p95_ms": "800", "tpot_p95_ms": "50", "e2e_p95_ms": "20000", "gpu_model": "H100",
-              "gpu_memory_gib": "80", "gpu_count_budget": "8", "cost_per_gpu_hour": "2.50", "ops_team_size": "3"}
+    values = {
+        "peak_concurrency": "64",
+        "request_rate": "10",
+        "avg_input_tokens": "1500",
+        "p95_input_tokens": "3000",
+        "max_input_tokens": "8192",
+        "avg_output_tokens": "300",
+        "max_output_tokens": "1024",
+        "ttft_p95_ms": "800",
+        "tpot_p95_ms": "50",
+        "e2e_p95_ms": "20000",
+        "gpu_model": "H100",
+        "gpu_memory_gib": "80",
+        "gpu_count_budget": "8",
+        "cost_per_gpu_hour": "2.50",
+        "ops_team_size": "3",
+    }
     for name, value in values.items():
         page.fill(f"#id_{name}", value)
     target = page.locator("#id_target_model")

@@ -24,13 +24,29 @@ from tests.e2e.flow import accept_scenario, create_selection, fill_constraints, 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
 FIXTURES = Path(__file__).resolve().parent.parent / "benchmarks" / "formats" / "fixtures"
-CANDIDATES = (("vllm", "vLLM on the simulator"), ("sglang", "SGLang on the simulator"),
-              ("llama-cpp", "llama.cpp on the simulator"))
+CANDIDATES = (
+    ("vllm", "vLLM on the simulator"),
+    ("sglang", "SGLang on the simulator"),
+    ("llama-cpp", "llama.cpp on the simulator"),
+)
 SHORT_PARAMS = {
-    "concurrency_stress": {"concurrency": "4", "duration_s": "4", "settle_s": "0.5", "warmup_s": "0",
-                           "ramp_up_s": "0", "input_tokens": "128", "output_tokens": "16", "abort_fraction": "0"},
-    "prefix_reuse": {"requests": "16", "concurrency": "4", "prefix_tokens": "256", "suffix_tokens": "64",
-                     "output_tokens": "16"},
+    "concurrency_stress": {
+        "concurrency": "4",
+        "duration_s": "4",
+        "settle_s": "0.5",
+        "warmup_s": "0",
+        "ramp_up_s": "0",
+        "input_tokens": "128",
+        "output_tokens": "16",
+        "abort_fraction": "0",
+    },
+    "prefix_reuse": {
+        "requests": "16",
+        "concurrency": "4",
+        "prefix_tokens": "256",
+        "suffix_tokens": "64",
+        "output_tokens": "16",
+    },
 }
 
 
@@ -40,20 +56,23 @@ def wait_for_run_done(page, run_pk: int, timeout_ms: int = 90_000) -> str:
     page.wait_for_function(
         """pk => { const el = document.getElementById('run-progress-' + pk);
                    return el && el.classList.contains('runprogress--done'); }""",
-        arg=run_pk, timeout=timeout_ms)
+        arg=run_pk,
+        timeout=timeout_ms,
+    )
     return block.get_attribute("data-run-status")
 
 
-def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, people, signed_records_cleanup, simulators,
-                                       new_page, shot, settings, tmp_path):
+def test_the_whole_flow_in_the_browser(
+    live_server, celery_worker_process, people, signed_records_cleanup, simulators, new_page, shot, settings, tmp_path
+):
     from benchmarks.models import BenchmarkRun
-    from selection import services
+    from selection.candidates.services import load_engine_catalog
     from selection.models import Candidate, DecisionRecord
-    from selection.signing import issue_dev_certificates
+    from selection.records.signing import issue_dev_certificates
 
     timings: dict[str, float] = {}
     started = time.monotonic()
-    services.load_engine_catalog()
+    load_engine_catalog()
     certs = issue_dev_certificates(tmp_path / "certs", {role: full for role, (_u, full) in OWNERS.items()}, PASSPHRASE)
     settings.KVSELECT_TRUST_ROOTS = [str(certs.ca_certificate)]
     base = live_server.url
@@ -78,7 +97,8 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
 
     # --- 3. three candidates from the catalog on simulator endpoints ---------------------------------------
     from selection.models import Engine
-    for (slug, label), server in zip(CANDIDATES, simulators):
+
+    for (slug, label), server in zip(CANDIDATES, simulators, strict=False):
         page.goto(f"{base}/selections/{pk}/candidates/")
         engine = Engine.objects.get(slug=slug)
         page.select_option("#id_engine", str(engine.pk))
@@ -97,7 +117,9 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
 
     page.goto(f"{base}/selections/{pk}/candidates/{candidates['vllm'].pk}/capacity/")
     assert page.locator("section.verdict").count() == 1, page.inner_text("main")[:2000]
-    assert page.locator("section[aria-labelledby=chart-title] img, section[aria-labelledby=chart-title] svg").count() >= 1
+    assert (
+        page.locator("section[aria-labelledby=chart-title] img, section[aria-labelledby=chart-title] svg").count() >= 1
+    )
     with page.expect_response(lambda response: "kv_dtype=fp8" in response.url):
         page.select_option("#id_kv_dtype", "fp8")  # what-if: htmx re-plans in place, nothing is saved
     page.wait_for_function("() => /\\bfp8\\b/.test(document.querySelector('#capacity-plan').innerText)")
@@ -132,8 +154,10 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
                    if (!el) return false;
                    if (el.classList.contains('runprogress--done')) return true;
                    const bar = el.querySelector('[role=progressbar]');
-                   return el.dataset.runStatus === 'running' && bar && Number(bar.getAttribute('aria-valuenow')) > 0; }""",
-        arg=stress, timeout=90_000)
+                   return el.dataset.runStatus === 'running' && bar && Number(bar.getAttribute('aria-valuenow')) > 0; }""",  # noqa: E501
+        arg=stress,
+        timeout=90_000,
+    )
     shot(page, "06-validation-progress")  # mid-run when the poll caught it running, else just finished
     assert wait_for_run_done(page, stress) == "succeeded", BenchmarkRun.objects.get(pk=stress).error
     assert page.evaluate("window.__e2eNoReload === true"), "the page reloaded: progress was not updated by htmx"
@@ -163,8 +187,9 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
     shot(page, "08-ci-token")
     upload_url = f"{base}/api/v1/candidates/{candidates['vllm'].pk}/results/"
     assert upload_url.split(base)[1] in page.inner_text("#curl-example")
-    status, body = post_multipart(upload_url, raw_token, {"test": "concurrency_stress", "label": "nightly"},
-                                  FIXTURES / "vllm_bench_serve.json")
+    status, body = post_multipart(
+        upload_url, raw_token, {"test": "concurrency_stress", "label": "nightly"}, FIXTURES / "vllm_bench_serve.json"
+    )
     assert status in (200, 201, 202), body
     uploaded = BenchmarkRun.objects.filter(candidate=candidates["vllm"], origin="upload").latest("pk")
     deadline = time.monotonic() + 60
@@ -220,7 +245,9 @@ def test_the_whole_flow_in_the_browser(live_server, celery_worker_process, peopl
         owner.fill("form.signform input[type=password]", PASSPHRASE)
         owner.click("form.signform button:has-text('Sign')")
         owner.wait_for_load_state()
-        assert owner.locator("form.signform input[name=role][value=%s]" % role).count() == 0, owner.inner_text("main")[:2000]
+        assert owner.locator("form.signform input[name=role][value=%s]" % role).count() == 0, owner.inner_text("main")[
+            :2000
+        ]
     record.refresh_from_db()
     assert record.status == "signed"
     timings["sign x3"] = time.monotonic() - started
@@ -261,12 +288,23 @@ def post_multipart(url: str, token: str, fields: dict[str, str], path: Path) -> 
     parts = []
     for name, value in fields.items():
         parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{path.name}"\r\n'
-                 "Content-Type: application/json\r\n\r\n".encode() + path.read_bytes() + b"\r\n")
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{path.name}"\r\n'
+        "Content-Type: application/json\r\n\r\n".encode()
+        + path.read_bytes()
+        + b"\r\n"
+    )
     parts.append(f"--{boundary}--\r\n".encode())
-    request = urllib.request.Request(url, data=b"".join(parts), method="POST", headers={
-        "Authorization": f"Token {token}", "Idempotency-Key": f"e2e-{boundary}",
-        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    request = urllib.request.Request(
+        url,
+        data=b"".join(parts),
+        method="POST",
+        headers={
+            "Authorization": f"Token {token}",
+            "Idempotency-Key": f"e2e-{boundary}",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 (the live server)
             return response.status, response.read().decode()

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from django.conf import settings
 
-from selection import services
+from selection.candidates.services import add_candidate
 from tests.conftest import ROOT, _database_url_for_worker
 
 
@@ -30,10 +30,33 @@ class KillableWorker:
         self._log = open(self.log_path, "ab")
         offset = self.log_path.stat().st_size
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", self.queue, "--pool", "threads", "-c", "2",
-             "-n", f"kill-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-             "--without-heartbeat"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-Q",
+                self.queue,
+                "--pool",
+                "threads",
+                "-c",
+                "2",
+                "-n",
+                f"kill-{uuid.uuid4().hex[:8]}@%h",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -91,6 +114,15 @@ def killable_worker(tmp_path, gpu_pool_label):
 @pytest.fixture
 def engine_candidate(selection_with_constraints, architect, engines, mock_engine, gpu_pool_label):
     """A vLLM candidate pointing at the in-process mock engine, on a private GPU pool queue."""
-    return services.add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": mock_engine.url,
-        "metrics_url": mock_engine.url + "/metrics", "model_name": "mock", "gpu_pool": gpu_pool_label})
+    return add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={
+            "engine": engines["vllm"],
+            "engine_version": "0.11.0",
+            "endpoint_url": mock_engine.url,
+            "metrics_url": mock_engine.url + "/metrics",
+            "model_name": "mock",
+            "gpu_pool": gpu_pool_label,
+        },
+    )

@@ -7,18 +7,25 @@ from pathlib import Path
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from selection import services
+from benchmarks.uploads.tokens import create_upload_token
 
 
 def token_client(selection, user, name: str = "ci") -> APIClient:
-    _, raw = services.create_upload_token(selection=selection, user=user, name=name)
+    _, raw = create_upload_token(selection=selection, user=user, name=name)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
     return client
 
 
-def upload(client: APIClient, candidate_id: int, data: bytes, filename: str = "result.json", key: str = "",
-           test: str = "concurrency_stress", **fields):
+def upload(
+    client: APIClient,
+    candidate_id: int,
+    data: bytes,
+    filename: str = "result.json",
+    key: str = "",
+    test: str = "concurrency_stress",
+    **fields,
+):
     headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     body = {"file": SimpleUploadedFile(filename, data), "test": test, **fields}
     return client.post(f"/api/v1/candidates/{candidate_id}/results/", body, format="multipart", **headers)

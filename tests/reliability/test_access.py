@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.db import DatabaseError, transaction
 from django.test import Client
@@ -12,8 +11,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import services
-from selection.models import Candidate, DecisionRecord, Membership, Selection, Team, UploadToken
+from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
+from selection.candidates.services import add_candidate
+from selection.models import Candidate, DecisionRecord, Selection, Team, UploadToken
+from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
 from .helpers import token_client, upload
@@ -28,22 +29,59 @@ def victim(make_user, engines):
     """Another team's selection with a candidate, a run, a draft and a signed record, and a token."""
     team = Team.objects.create(name=f"{MARKER}-team")
     owner = make_user("victor", team)
-    selection = services.create_selection(user=owner, team=team, name=f"{MARKER} selection", business_owner=owner,
-                                          platform_owner=owner, security_owner=owner)
-    services.save_constraints(selection=selection, user=owner, data=dict(SAMPLE_CONSTRAINTS))
-    candidate = services.add_candidate(selection=selection, user=owner, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0", "label": f"{MARKER} candidate",
-        "endpoint_url": "http://127.0.0.1:9/", "model_name": "m"})
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload", status="succeeded",
-                                      label=f"{MARKER} run", evidence="MEASURED", tool="vllm-bench")
+    selection = create_selection(
+        user=owner,
+        team=team,
+        name=f"{MARKER} selection",
+        business_owner=owner,
+        platform_owner=owner,
+        security_owner=owner,
+    )
+    save_constraints(selection=selection, user=owner, data=dict(SAMPLE_CONSTRAINTS))
+    candidate = add_candidate(
+        selection=selection,
+        user=owner,
+        data={
+            "engine": engines["vllm"],
+            "engine_version": "0.11.0",
+            "label": f"{MARKER} candidate",
+            "endpoint_url": "http://127.0.0.1:9/",
+            "model_name": "m",
+        },
+    )
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="concurrency_stress",
+        origin="upload",
+        status="succeeded",
+        label=f"{MARKER} run",
+        evidence="MEASURED",
+        tool="vllm-bench",
+    )
     RunPoint.objects.create(run=run, index=0, label=f"{MARKER} point", ttft_ms={"p95": 1.0})
     draft = DecisionRecord.objects.create(selection=selection, version=1, decision=f"{MARKER} draft", created_by=owner)
-    signed = DecisionRecord.objects.create(selection=selection, version=2, decision=f"{MARKER} signed",
-                                           status=DecisionRecord.Status.SIGNED, created_by=owner, snapshot={"x": 1},
-                                           snapshot_sha256="a" * 64, signed_sha256="b" * 64, signed_at=timezone.now())
-    token, _ = services.create_upload_token(selection=selection, user=owner, name=f"{MARKER}-ci")
-    return {"team": team, "owner": owner, "selection": selection, "candidate": candidate, "run": run, "draft": draft,
-            "signed": signed, "token": token}
+    signed = DecisionRecord.objects.create(
+        selection=selection,
+        version=2,
+        decision=f"{MARKER} signed",
+        status=DecisionRecord.Status.SIGNED,
+        created_by=owner,
+        snapshot={"x": 1},
+        snapshot_sha256="a" * 64,
+        signed_sha256="b" * 64,
+        signed_at=timezone.now(),
+    )
+    token, _ = create_upload_token(selection=selection, user=owner, name=f"{MARKER}-ci")
+    return {
+        "team": team,
+        "owner": owner,
+        "selection": selection,
+        "candidate": candidate,
+        "run": run,
+        "draft": draft,
+        "signed": signed,
+        "token": token,
+    }
 
 
 def _walk(patterns, prefix="", namespace=""):
@@ -58,9 +96,15 @@ def _walk(patterns, prefix="", namespace=""):
 def _fill(route: str, params: list[str], victim) -> dict[str, str]:
     """Each URL parameter filled with the victim's object of the right kind."""
     sel, cand, run, rec = (victim["selection"].pk, victim["candidate"].pk, victim["run"].pk, victim["signed"].pk)
-    models = {"selection/selection": sel, "selection/candidate": cand, "benchmarks/benchmarkrun": run,
-              "selection/decisionrecord": rec, "selection/uploadtoken": victim["token"].pk,
-              "selection/team": victim["team"].pk, "auth/user": victim["owner"].pk}
+    models = {
+        "selection/selection": sel,
+        "selection/candidate": cand,
+        "benchmarks/benchmarkrun": run,
+        "selection/decisionrecord": rec,
+        "selection/uploadtoken": victim["token"].pk,
+        "selection/team": victim["team"].pk,
+        "auth/user": victim["owner"].pk,
+    }
     kwargs = {}
     for name in params:
         if name == "format":
@@ -78,7 +122,9 @@ def _fill(route: str, params: list[str], victim) -> dict[str, str]:
         elif name == "pk":
             kwargs[name] = cand if "candidates/(?P<pk>" in route else sel
         elif name == "object_id":
-            kwargs[name] = next((pk for key, pk in models.items() if key in route or key.replace("/", "/") in route), sel)
+            kwargs[name] = next(
+                (pk for key, pk in models.items() if key in route or key.replace("/", "/") in route), sel
+            )
         elif name == "content_type_id":
             kwargs[name] = ContentType.objects.get_for_model(Selection).pk
         elif name == "app_label":
@@ -141,34 +187,47 @@ def test_every_url_refuses_another_teams_objects(victim, outsider, who):
 
 
 def test_upload_token_is_scoped_to_its_selection(victim, selection_with_constraints, architect, engines):
-    mine = services.add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0"})
+    mine = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
     ci = token_client(selection_with_constraints, architect)
     theirs, their_run = victim["candidate"], victim["run"]
     assert upload(ci, theirs.pk, b'{"a": 1}', key="x").status_code == 403
-    for url in (f"/api/v1/candidates/{theirs.pk}/results/", f"/api/v1/runs/{their_run.pk}/",
-                f"/api/v1/runs/{their_run.pk}/requests/"):
+    for url in (
+        f"/api/v1/candidates/{theirs.pk}/results/",
+        f"/api/v1/runs/{their_run.pk}/",
+        f"/api/v1/runs/{their_run.pk}/requests/",
+    ):
         response = ci.get(url)
         assert response.status_code == 403, url
         assert MARKER not in response.content.decode()
     # Outside the upload endpoints a token is refused even for its own selection.
-    for url in (f"/api/v1/selections/{selection_with_constraints.pk}/", "/api/v1/selections/",
-                f"/api/v1/candidates/{mine.pk}/validations/", f"/api/v1/selections/{selection_with_constraints.pk}/records/"):
+    for url in (
+        f"/api/v1/selections/{selection_with_constraints.pk}/",
+        "/api/v1/selections/",
+        f"/api/v1/candidates/{mine.pk}/validations/",
+        f"/api/v1/selections/{selection_with_constraints.pk}/records/",
+    ):
         assert ci.get(url).status_code == 403, url
     assert ci.get(f"/api/v1/candidates/{mine.pk}/results/").status_code == 200
     assert not BenchmarkRun.objects.filter(candidate=theirs).exclude(pk=their_run.pk).exists()
 
 
 def test_upload_tokens_are_stored_hashed_and_revocable(selection_with_constraints, architect, engines):
-    token, raw = services.create_upload_token(selection=selection_with_constraints, user=architect, name="ci")
+    token, raw = create_upload_token(selection=selection_with_constraints, user=architect, name="ci")
     row = UploadToken.objects.get(pk=token.pk)
     assert raw not in str(row.__dict__) and row.key_hash != raw and len(row.key_hash) == 64
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
-    candidate = services.add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0"})
+    candidate = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code == 200
-    services.revoke_upload_token(token=token, user=architect)
+    revoke_upload_token(token=token, user=architect)
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code in (401, 403)
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw[:-1]}x")
     assert client.get(f"/api/v1/candidates/{candidate.pk}/results/").status_code in (401, 403)
@@ -221,7 +280,9 @@ def test_admin_cannot_alter_or_delete_decision_records_even_as_superuser(victim,
         delete = reverse("admin:selection_decisionrecord_delete", args=[record.pk])
         assert client.post(delete, {"post": "yes"}).status_code == 403
     changelist = reverse("admin:selection_decisionrecord_changelist")
-    bulk = client.post(changelist, {"action": "delete_selected", "_selected_action": [victim["signed"].pk], "post": "yes"})
+    bulk = client.post(
+        changelist, {"action": "delete_selected", "_selected_action": [victim["signed"].pk], "post": "yes"}
+    )
     assert bulk.status_code in (200, 302)
     assert client.get(reverse("admin:selection_decisionrecord_add")).status_code == 403
     signed = DecisionRecord.objects.get(pk=victim["signed"].pk)

@@ -12,13 +12,22 @@ pytestmark = pytest.mark.reliability
 def manage(*args, **env):
     full_env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
     full_env.update(env)
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=full_env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    result = manage("check", "--deploy", "--fail-level", "WARNING", SECRET_KEY="p" * 20 + "roduction-Key-9f8e7d6c5b4a3210zyxw",
-                    KVSELECT_TLS="1", CELERY_BROKER_URL="redis://127.0.0.1:6379/0", KVSELECT_VAR_DIR=str(tmp_path))
+    result = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        SECRET_KEY="p" * 20 + "roduction-Key-9f8e7d6c5b4a3210zyxw",
+        KVSELECT_TLS="1",
+        CELERY_BROKER_URL="redis://127.0.0.1:6379/0",
+        KVSELECT_VAR_DIR=str(tmp_path),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 

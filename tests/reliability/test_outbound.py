@@ -8,9 +8,10 @@ from unittest import mock
 import pytest
 from rest_framework.test import APIClient
 
-from benchmarks import validation
 from benchmarks.models import BenchmarkRun
-from selection import services
+from benchmarks.validation.dispatch import ValidationError, start_validation
+from benchmarks.validation.worker import claim, execute
+from selection.candidates.services import add_candidate
 
 pytestmark = pytest.mark.reliability
 
@@ -30,20 +31,25 @@ def no_connections(monkeypatch):
 
 
 def _candidate(selection, user, engines, url):
-    return services.add_candidate(selection=selection, user=user, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url})
+    return add_candidate(
+        selection=selection,
+        user=user,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url},
+    )
 
 
 @pytest.mark.parametrize("address", ["169.254.169.254", "fd00:ec2::254", "169.254.10.1"])
 def test_allow_listed_name_resolving_to_metadata_or_link_local_is_refused_via_the_api(
-        selection_with_constraints, architect, engines, settings, no_connections, address):
+    selection_with_constraints, architect, engines, settings, no_connections, address
+):
     settings.KVSELECT_ALLOWED_TARGETS = ["engine.internal"]
     candidate = _candidate(selection_with_constraints, architect, engines, "http://engine.internal:8000")
     client = APIClient()
     client.force_authenticate(architect)
     with mock.patch("benchmarks.harness.safety._resolve", return_value=[address]):
-        response = client.post(f"/api/v1/candidates/{candidate.pk}/validations/", {"test": "concurrency_stress"},
-                               format="json")
+        response = client.post(
+            f"/api/v1/candidates/{candidate.pk}/validations/", {"test": "concurrency_stress"}, format="json"
+        )
     assert response.status_code == 400, response.content
     assert "endpoint_url" in response.json()
     assert not BenchmarkRun.objects.exists() and no_connections == []
@@ -51,20 +57,31 @@ def test_allow_listed_name_resolving_to_metadata_or_link_local_is_refused_via_th
 
 @pytest.mark.django_db(transaction=True)
 def test_dns_rebinding_between_start_and_execution_is_refused_by_the_worker(
-        selection_with_constraints, architect, engines, settings, no_connections):
+    selection_with_constraints, architect, engines, settings, no_connections
+):
     settings.KVSELECT_ALLOWED_TARGETS = ["engine.internal"]
     candidate = _candidate(selection_with_constraints, architect, engines, "http://engine.internal:8000")
-    with mock.patch("benchmarks.harness.safety._resolve", return_value=["10.0.0.5"]), \
-            mock.patch("benchmarks.validation.enqueue_validation"):
-        run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect)
+    with (
+        mock.patch("benchmarks.harness.safety._resolve", return_value=["10.0.0.5"]),
+        mock.patch("benchmarks.validation.dispatch.enqueue_validation"),
+    ):
+        run = start_validation(candidate=candidate, test="concurrency_stress", user=architect)
     with mock.patch("benchmarks.harness.safety._resolve", return_value=["169.254.169.254"]):
-        done = validation.execute(validation.claim(run.pk, "w1"))
+        done = execute(claim(run.pk, "w1"))
     assert done.status == "failed" and "endpoint_url" in done.error
     assert no_connections == []
 
 
-@pytest.mark.parametrize("url", ["http://metadata.google.internal/computeMetadata/v1/", "http://[::ffff:169.254.169.254]/",
-                                 "http://user:pw@127.0.0.1:8000/", "file:///etc/passwd", "gopher://127.0.0.1:70/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://metadata.google.internal/computeMetadata/v1/",
+        "http://[::ffff:169.254.169.254]/",
+        "http://user:pw@127.0.0.1:8000/",
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:70/",
+    ],
+)
 def test_hostile_endpoint_urls_never_start_a_run(selection_with_constraints, architect, engines, no_connections, url):
     from django.core.exceptions import ValidationError as ModelValidationError
 
@@ -72,6 +89,6 @@ def test_hostile_endpoint_urls_never_start_a_run(selection_with_constraints, arc
         candidate = _candidate(selection_with_constraints, architect, engines, url)
     except ModelValidationError:
         return  # refused when saved: fine
-    with pytest.raises(validation.ValidationError, match="endpoint_url"):
-        validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect)
+    with pytest.raises(ValidationError, match="endpoint_url"):
+        start_validation(candidate=candidate, test="concurrency_stress", user=architect)
     assert not BenchmarkRun.objects.exists() and no_connections == []

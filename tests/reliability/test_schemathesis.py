@@ -16,7 +16,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import services
+from selection.candidates.services import add_candidate
 from selection.models import DecisionRecord
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -53,16 +53,36 @@ def records_removable_at_teardown(django_db_blocker):
 
 @pytest.fixture
 def populated(records_removable_at_teardown, selection_with_constraints, architect, engines):
-    candidate = services.add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": "http://127.0.0.1:9/",
-        "model_name": "m"})
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload", status="succeeded",
-                                      evidence="MEASURED", tool="vllm-bench")
+    candidate = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={
+            "engine": engines["vllm"],
+            "engine_version": "0.11.0",
+            "endpoint_url": "http://127.0.0.1:9/",
+            "model_name": "m",
+        },
+    )
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="concurrency_stress",
+        origin="upload",
+        status="succeeded",
+        evidence="MEASURED",
+        tool="vllm-bench",
+    )
     RunPoint.objects.create(run=run, index=0, concurrency=8, ttft_ms={"p50": 10.0, "p95": 20.0})
-    record = DecisionRecord.objects.create(selection=selection_with_constraints, version=1, decision="vLLM",
-                                           created_by=architect)
-    return {"selection_id": selection_with_constraints.pk, "candidate_id": candidate.pk, "run_id": run.pk,
-            "record_id": record.pk, "pk": selection_with_constraints.pk, "slug": "vllm"}
+    record = DecisionRecord.objects.create(
+        selection=selection_with_constraints, version=1, decision="vLLM", created_by=architect
+    )
+    return {
+        "selection_id": selection_with_constraints.pk,
+        "candidate_id": candidate.pk,
+        "run_id": run.pk,
+        "record_id": record.pk,
+        "pk": selection_with_constraints.pk,
+        "slug": "vllm",
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -84,8 +104,10 @@ def test_api_conforms_to_its_schema_and_never_answers_5xx(populated, architect, 
     assert len(operations) >= 20
     failures = []
     for operation in operations:
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         @given(case=operation.as_strategy(), data=st.data())
         def check(case, data):
             for name in list(case.path_parameters or {}):
@@ -93,8 +115,11 @@ def test_api_conforms_to_its_schema_and_never_answers_5xx(populated, architect, 
                     case.path_parameters[name] = populated[name]
                 elif isinstance(case.path_parameters[name], int) and data.draw(st.booleans()):
                     case.path_parameters[name] = data.draw(st.sampled_from(ids))
-            case.call_and_validate(base_url=live_server.url, headers=headers, checks=[not_a_server_error, response_schema_conformance,
-                                                            content_type_conformance])
+            case.call_and_validate(
+                base_url=live_server.url,
+                headers=headers,
+                checks=[not_a_server_error, response_schema_conformance, content_type_conformance],
+            )
 
         try:
             check()

@@ -11,9 +11,10 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerDown
 
-from benchmarks import services, validation
+from benchmarks import tasks
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from selection import services as selection_services
+from benchmarks.storage import SavedFiles, StorageFailure, sha256_hex, store_native_result
+from selection.candidates.services import add_candidate
 
 from .helpers import media_files, token_client, upload
 
@@ -24,8 +25,11 @@ LARGE = b'{"note": "a large CI result", "pad": "' + b"x" * 6000 + b'"}'
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines):
-    return selection_services.add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0"})
+    return add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
 
 
 @pytest.fixture
@@ -51,14 +55,14 @@ def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(cand
     raw = run.artifacts.get(kind=Artifact.Kind.RAW)
     with raw.file.open("rb") as handle:
         assert handle.read() == LARGE  # the upload is stored, byte for byte
-    assert raw.sha256 == services.sha256_hex(LARGE) == run.raw_sha256
+    assert raw.sha256 == sha256_hex(LARGE) == run.raw_sha256
     assert len(media_files(media)) == 1
 
     # The reaper leaves young uploads alone, then re-queues once the broker is back.
     with mock.patch("benchmarks.tasks.parse_upload.apply_async") as queued:
-        validation.reap_stale_runs()
+        tasks.reap_stale_runs()
         assert not queued.called
-        validation.reap_stale_runs(now=timezone.now() + timedelta(minutes=1))
+        tasks.reap_stale_runs(now=timezone.now() + timedelta(minutes=1))
     queued.assert_called_once_with((run.pk,), retry=False)
     run.refresh_from_db()
     assert run.status == "parsing"
@@ -91,8 +95,10 @@ def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, me
     assert app.conf.broker_url == original  # later tests (and their workers) get the real broker back
 
 
-@pytest.mark.parametrize("error", [OperationalError("server closed the connection unexpectedly"),
-                                   InterfaceError("connection already closed")])
+@pytest.mark.parametrize(
+    "error",
+    [OperationalError("server closed the connection unexpectedly"), InterfaceError("connection already closed")],
+)
 def test_database_error_mid_write_is_503_and_nothing_half_written(candidate, ci, media, error):
     # The run row is written, the raw file saved, then the artifact row insert fails.
     with mock.patch.object(Artifact, "save", side_effect=error):
@@ -115,7 +121,9 @@ def test_database_error_on_read_is_503(candidate, ci, media, architect):
 
     client = APIClient()
     client.force_authenticate(architect)
-    with mock.patch("benchmarks.api.views.candidate_for_request", side_effect=OperationalError("the database system is starting up")):
+    with mock.patch(
+        "benchmarks.api.views.candidate_for_request", side_effect=OperationalError("the database system is starting up")
+    ):
         response = client.get(f"/api/v1/candidates/{candidate.pk}/results/")
     assert response.status_code == 503
 
@@ -150,20 +158,23 @@ def test_storage_error_on_a_later_artifact_removes_the_earlier_files(candidate, 
     """store_native_result writes several artifacts; the third fails: no rows, no files from the first two."""
     from benchmarks.result import NormalizedResult
 
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="harness", status="running")
+    run = BenchmarkRun.objects.create(
+        candidate=candidate, test="concurrency_stress", origin="harness", status="running"
+    )
     result = NormalizedResult(tool="kvselect-harness", format="kvselect-harness", test="concurrency_stress", points=[])
-    real_save = services._SavedFiles.save
+    real_save = SavedFiles.save
     calls = []
 
     def save(self, run, kind, filename, data):
         calls.append(kind)
         if len(calls) == 3:
-            raise services.StorageFailure("could not store the log artifact: No space left on device")
+            raise StorageFailure("could not store the log artifact: No space left on device")
         return real_save(self, run, kind, filename, data)
 
-    with mock.patch.object(services._SavedFiles, "save", save), pytest.raises(services.StorageFailure):
-        services.store_native_result(run=run, result=result, status="succeeded",
-                                     extra_files={"log": ("a.log", b"1"), "trace": ("b.log", b"2")})
+    with mock.patch.object(SavedFiles, "save", save), pytest.raises(StorageFailure):
+        store_native_result(
+            run=run, result=result, status="succeeded", extra_files={"log": ("a.log", b"1"), "trace": ("b.log", b"2")}
+        )
     assert len(calls) == 3
     assert not Artifact.objects.filter(run=run).exists()
     assert media_files(media) == []

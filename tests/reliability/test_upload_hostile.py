@@ -11,22 +11,33 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from selection import services as selection_services
+from selection.candidates.services import add_candidate
 
 from .helpers import media_files, token_client, upload
 
 pytestmark = pytest.mark.reliability
 
 FIXTURES = Path(__file__).resolve().parents[1] / "benchmarks" / "formats" / "fixtures"
-REAL = {name: (FIXTURES / name).read_bytes() for name in (
-    "vllm_bench_serve.json", "sglang_bench_serving.json", "guidellm.csv", "llmperf_summary.json",
-    "genai-perf_profile_export_genai_perf.json", "aiperf.profile_export_aiperf.csv")}
+REAL = {
+    name: (FIXTURES / name).read_bytes()
+    for name in (
+        "vllm_bench_serve.json",
+        "sglang_bench_serving.json",
+        "guidellm.csv",
+        "llmperf_summary.json",
+        "genai-perf_profile_export_genai_perf.json",
+        "aiperf.profile_export_aiperf.csv",
+    )
+}
 
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines):
-    return selection_services.add_candidate(selection=selection_with_constraints, user=architect, data={
-        "engine": engines["vllm"], "engine_version": "0.11.0"})
+    return add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
 
 
 @pytest.fixture
@@ -89,8 +100,11 @@ def test_deeply_nested_json_is_400_naming_the_nesting(candidate, ci, media):
 def test_nan_and_infinity_in_a_strict_format_are_400(candidate, ci, media, literal):
     document = json.loads(REAL["vllm_bench_serve.json"])
     key = next(k for k, v in document.items() if isinstance(v, float))
-    text = REAL["vllm_bench_serve.json"].decode().replace(json.dumps({key: document[key]})[1:-1],
-                                                          f'"{key}": {literal.decode()}', 1)
+    text = (
+        REAL["vllm_bench_serve.json"]
+        .decode()
+        .replace(json.dumps({key: document[key]})[1:-1], f'"{key}": {literal.decode()}', 1)
+    )
     assert literal.decode() in text
     response = upload(ci, candidate.pk, text.encode(), "vllm_bench_serve.json")
     assert_refused(response, 400, "nan" if literal == b"NaN" else "infinity")
@@ -102,7 +116,7 @@ def test_huge_numbers_never_reach_the_database_as_non_finite(candidate, ci, medi
         if isinstance(value, float):
             document[key] = 1.7e308
         elif isinstance(value, int) and not isinstance(value, bool):
-            document[key] = 10 ** 400
+            document[key] = 10**400
     response = upload(ci, candidate.pk, json.dumps(document).encode(), "vllm_bench_serve.json")
     assert response.status_code in (201, 400), response.content[:500]
     if response.status_code == 400:
@@ -136,12 +150,18 @@ def _check_outcome(response):
         assert not BenchmarkRun.objects.exists() and not Artifact.objects.exists()
 
 
-FUZZ = settings(max_examples=40, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @FUZZ
-@given(data=st.binary(min_size=1, max_size=3000), name=st.sampled_from(["r.json", "r.csv", "r.jsonl", "r", "r.json.gz"]))
+@given(
+    data=st.binary(min_size=1, max_size=3000), name=st.sampled_from(["r.json", "r.csv", "r.jsonl", "r", "r.json.gz"])
+)
 def test_arbitrary_bytes_never_500(candidate, ci, media, data, name):
     _check_outcome(upload(ci, candidate.pk, data, name))
 
@@ -158,12 +178,28 @@ def mutated_real_file(draw):
         elif op == "truncate":
             del data[at:]
         elif op == "insert":
-            data[at:at] = draw(st.sampled_from([b"NaN", b"1e999", b"-1", b"\xff", b'"', b"{", b"]", b",", b"\n",
-                                                b"null", b"99999999999999999999999", b"\x00"]))
+            data[at:at] = draw(
+                st.sampled_from(
+                    [
+                        b"NaN",
+                        b"1e999",
+                        b"-1",
+                        b"\xff",
+                        b'"',
+                        b"{",
+                        b"]",
+                        b",",
+                        b"\n",
+                        b"null",
+                        b"99999999999999999999999",
+                        b"\x00",
+                    ]
+                )
+            )
         elif op == "delete":
-            del data[at:at + draw(st.integers(1, 50))]
+            del data[at : at + draw(st.integers(1, 50))]
         elif op == "dup":
-            data[at:at] = data[at:at + draw(st.integers(1, 200))]
+            data[at:at] = data[at : at + draw(st.integers(1, 200))]
     return name, bytes(data) or b"x"
 
 
@@ -180,8 +216,17 @@ def test_nul_characters_in_lookup_fields_are_400_not_500(architect, team):
 
     client = APIClient()
     client.force_authenticate(architect)
-    response = client.post("/api/v1/selections/", {"name": "n", "team": "plat\x00form", "business_owner": "al\x00ice",
-                                                   "platform_owner": "alice", "security_owner": "alice"}, format="json")
+    response = client.post(
+        "/api/v1/selections/",
+        {
+            "name": "n",
+            "team": "plat\x00form",
+            "business_owner": "al\x00ice",
+            "platform_owner": "alice",
+            "security_owner": "alice",
+        },
+        format="json",
+    )
     assert response.status_code == 400, response.content
     from selection.models import Selection
 

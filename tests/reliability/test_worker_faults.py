@@ -7,15 +7,24 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from benchmarks import tasks, validation
+from benchmarks import tasks
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from selection import services
+from benchmarks.validation.dispatch import start_validation
+from benchmarks.validation.worker import STALE_AFTER, claim, execute
+from selection.candidates.services import add_candidate
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
-LONG = {"concurrency": 2, "duration_s": 120.0, "warmup_s": 0.0, "input_tokens": 16, "output_tokens": 8,
-        "settle_s": 0.0, "abort_fraction": 0.0}
+LONG = {
+    "concurrency": 2,
+    "duration_s": 120.0,
+    "warmup_s": 0.0,
+    "input_tokens": 16,
+    "output_tokens": 8,
+    "settle_s": 0.0,
+    "abort_fraction": 0.0,
+}
 
 
 def _status(run_id: int) -> BenchmarkRun:
@@ -25,10 +34,13 @@ def _status(run_id: int) -> BenchmarkRun:
 @pytest.mark.django_db(transaction=True)
 def test_worker_sigkill_mid_run_is_reaped_failed_and_never_run_twice(engine_candidate, architect, killable_worker):
     killable_worker.start()
-    run = validation.start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect, params=LONG)
+    run = start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect, params=LONG)
     # The worker claims it and the load is flowing (progress written by the reporter thread).
-    wait_for(lambda: _status(run.pk).status == "running" and (_status(run.pk).progress or {}).get("requests_done"),
-             timeout=60, interval=0.2)
+    wait_for(
+        lambda: _status(run.pk).status == "running" and (_status(run.pk).progress or {}).get("requests_done"),
+        timeout=60,
+        interval=0.2,
+    )
     claimed = _status(run.pk)
     assert claimed.attempt == 1 and claimed.worker
 
@@ -36,12 +48,12 @@ def test_worker_sigkill_mid_run_is_reaped_failed_and_never_run_twice(engine_cand
     # Killed: the row still says running, with a heartbeat that will stop advancing.
     assert _status(run.pk).status == "running"
     # While the heartbeat is fresh nobody else may take it (no concurrent execution).
-    assert validation.claim(run.pk, "intruder") is None
-    assert validation.reap_stale_runs() == []
+    assert claim(run.pk, "intruder") is None
+    assert tasks.reap_stale_runs() == []
 
     # Once the heartbeat is older than STALE_AFTER the reaper fails it with the cause.
-    later = timezone.now() + validation.STALE_AFTER + timedelta(seconds=5)
-    assert validation.reap_stale_runs(now=later) == [run.pk]
+    later = timezone.now() + STALE_AFTER + timedelta(seconds=5)
+    assert tasks.reap_stale_runs(now=later) == [run.pk]
     reaped = _status(run.pk)
     assert reaped.status == "failed" and reaped.partial
     assert "worker lost" in reaped.error and "killed or crashed" in reaped.error
@@ -60,16 +72,16 @@ def test_worker_sigkill_mid_run_is_reaped_failed_and_never_run_twice(engine_cand
 def test_redelivery_after_a_silent_worker_restarts_clean_once(engine_candidate, architect):
     """A stale running run redelivered before the reaper: one new worker restarts it from a clean state."""
     short = dict(LONG, duration_s=1.0, settle_s=0.2)
-    run = validation.start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect, params=short)
-    first = validation.claim(run.pk, "w1")
+    run = start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect, params=short)
+    first = claim(run.pk, "w1")
     # The first worker wrote some partial rows, then died silently.
     RunPoint.objects.create(run=first, index=0, label="stale")
-    BenchmarkRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - validation.STALE_AFTER * 2)
-    second = validation.claim(run.pk, "w2")
+    BenchmarkRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - STALE_AFTER * 2)
+    second = claim(run.pk, "w2")
     assert second is not None and second.attempt == 2 and second.worker == "w2"
     assert not RunPoint.objects.filter(run_id=run.pk).exists()  # clean start: the dead attempt's rows are gone
-    assert validation.claim(run.pk, "w3") is None  # w2 is live: never two executions at once
-    done = validation.execute(second)
+    assert claim(run.pk, "w3") is None  # w2 is live: never two executions at once
+    done = execute(second)
     assert done.status == "succeeded", done.error
     assert list(done.points.values_list("index", flat=True)) == [0]  # exactly one point, not two
 
@@ -81,12 +93,20 @@ def test_engine_crash_knob_mid_test_fails_the_run_keeping_partial_data(selection
 
     config = SimConfig(time_scale=50.0, fault_crash_after_requests=30, max_model_len=8192)
     with ServerThread(config) as server:
-        candidate = services.add_candidate(selection=selection_with_constraints, user=architect, data={
-            "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": server.url,
-            "metrics_url": server.url + "/metrics", "model_name": config.served_model_name})
+        candidate = add_candidate(
+            selection=selection_with_constraints,
+            user=architect,
+            data={
+                "engine": engines["vllm"],
+                "engine_version": "0.11.0",
+                "endpoint_url": server.url,
+                "metrics_url": server.url + "/metrics",
+                "model_name": config.served_model_name,
+            },
+        )
         params = dict(LONG, concurrency=4, duration_s=4.0, settle_s=0.2)
-        run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=params)
-        run = validation.execute(validation.claim(run.pk, "w1"))
+        run = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=params)
+        run = execute(claim(run.pk, "w1"))
     # The simulated crash answers 503 on /health but still lists its models: that is not "alive".
     assert run.status == "failed"
     assert "engine stopped answering" in run.error
@@ -105,7 +125,9 @@ def _free_port() -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(selection_with_constraints, architect, engines):
+def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(
+    selection_with_constraints, architect, engines
+):
     """The simulator as its own process with the hard crash knob (os._exit), like a killed llama-server."""
     import subprocess
     import sys
@@ -114,26 +136,39 @@ def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(selecti
     from tests.conftest import ROOT
 
     port = _free_port()
-    script = ("import asyncio\nfrom benchmarks.simulator.config import SimConfig\n"
-              "from benchmarks.simulator.server import serve_forever\n"
-              f"asyncio.run(serve_forever(SimConfig(time_scale=50.0, fault_crash_after_requests=40, max_model_len=8192),"
-              f" '127.0.0.1', {port}))\n")
-    engine = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    script = (
+        "import asyncio\nfrom benchmarks.simulator.config import SimConfig\n"
+        "from benchmarks.simulator.server import serve_forever\n"
+        f"asyncio.run(serve_forever(SimConfig(time_scale=50.0, fault_crash_after_requests=40, max_model_len=8192),"
+        f" '127.0.0.1', {port}))\n"
+    )
+    engine = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
+
         def up():
             try:
                 return urllib.request.urlopen(url + "/health", timeout=1).status == 200
             except OSError:
                 return False
+
         wait_for(up, timeout=30, interval=0.2)
-        candidate = services.add_candidate(selection=selection_with_constraints, user=architect, data={
-            "engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url,
-            "metrics_url": url + "/metrics", "model_name": "kvsim-llama-3.1-8b"})
+        candidate = add_candidate(
+            selection=selection_with_constraints,
+            user=architect,
+            data={
+                "engine": engines["vllm"],
+                "engine_version": "0.11.0",
+                "endpoint_url": url,
+                "metrics_url": url + "/metrics",
+                "model_name": "kvsim-llama-3.1-8b",
+            },
+        )
         params = dict(LONG, concurrency=4, duration_s=3.0, settle_s=0.2)
-        run = validation.start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=params)
-        run = validation.execute(validation.claim(run.pk, "w1"))
+        run = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=params)
+        run = execute(claim(run.pk, "w1"))
         assert engine.wait(10) == 70  # the engine really died
     finally:
         if engine.poll() is None:
@@ -154,14 +189,15 @@ def test_concurrent_claims_of_one_run_have_exactly_one_winner(engine_candidate, 
 
     from django.db import connection
 
-    run = validation.start_validation(candidate=engine_candidate, test="concurrency_stress", user=architect,
-                                      params=dict(LONG, duration_s=1.0))
+    run = start_validation(
+        candidate=engine_candidate, test="concurrency_stress", user=architect, params=dict(LONG, duration_s=1.0)
+    )
     barrier, results, errors = threading.Barrier(6), [], []
 
     def worker(name):
         try:
             barrier.wait(10)
-            results.append((name, validation.claim(run.pk, name)))
+            results.append((name, claim(run.pk, name)))
         except Exception as exc:  # a lock timeout would be a bug too: report it
             errors.append(exc)
         finally:

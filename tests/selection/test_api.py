@@ -14,16 +14,28 @@ def api(architect):
 
 @pytest.fixture
 def engine(db):
-    return Engine.objects.create(slug="vllm", name="vLLM", catalog_version="test", data={"versions": [{"version": "0.11"}]})
+    return Engine.objects.create(
+        slug="vllm", name="vLLM", catalog_version="test", data={"versions": [{"version": "0.11"}]}
+    )
 
 
 def test_create_selection_and_put_constraints(api, architect, team):
-    response = api.post("/api/v1/selections/", {"name": "Docs QA", "team": team.name, "business_owner": "alice",
-                                                 "platform_owner": "alice", "security_owner": "alice"}, format="json")
+    response = api.post(
+        "/api/v1/selections/",
+        {
+            "name": "Docs QA",
+            "team": team.name,
+            "business_owner": "alice",
+            "platform_owner": "alice",
+            "security_owner": "alice",
+        },
+        format="json",
+    )
     assert response.status_code == 201, response.json()
     sid = response.json()["id"]
-    response = api.put(f"/api/v1/selections/{sid}/constraints/", dict(SAMPLE_CONSTRAINTS, max_input_tokens=131072),
-                       format="json")
+    response = api.put(
+        f"/api/v1/selections/{sid}/constraints/", dict(SAMPLE_CONSTRAINTS, max_input_tokens=131072), format="json"
+    )
     assert response.status_code == 200, response.json()
     detail = api.get(f"/api/v1/selections/{sid}/").json()
     assert detail["scenario"] == "B"
@@ -31,12 +43,16 @@ def test_create_selection_and_put_constraints(api, architect, team):
 
 
 def test_constraints_errors_are_json_naming_the_field(api, selection):
-    response = api.put(f"/api/v1/selections/{selection.pk}/constraints/",
-                       dict(SAMPLE_CONSTRAINTS, peak_concurrency=-5), format="json")
+    response = api.put(
+        f"/api/v1/selections/{selection.pk}/constraints/", dict(SAMPLE_CONSTRAINTS, peak_concurrency=-5), format="json"
+    )
     assert response.status_code == 400
     assert "peak_concurrency" in response.json()
-    response = api.put(f"/api/v1/selections/{selection.pk}/constraints/",
-                       dict(SAMPLE_CONSTRAINTS, avg_output_tokens=5000, max_output_tokens=100), format="json")
+    response = api.put(
+        f"/api/v1/selections/{selection.pk}/constraints/",
+        dict(SAMPLE_CONSTRAINTS, avg_output_tokens=5000, max_output_tokens=100),
+        format="json",
+    )
     assert response.status_code == 400
     assert "avg_output_tokens" in response.json()
 
@@ -45,8 +61,9 @@ def test_weights_put_requires_justification(api, selection_with_constraints):
     url = f"/api/v1/selections/{selection_with_constraints.pk}/weights/"
     response = api.put(url, {"weights": {"cache_reuse": 1}}, format="json")
     assert response.status_code == 400 and "justification" in response.json()
-    response = api.put(url, {"weights": {"cache_reuse": 1, "cost_control": 3}, "justification": "cost first"},
-                       format="json")
+    response = api.put(
+        url, {"weights": {"cache_reuse": 1, "cost_control": 3}, "justification": "cost first"}, format="json"
+    )
     assert response.status_code == 200
     weights = {w["criterion"]: w["weight"] for w in response.json()}
     assert weights == pytest.approx({"cache_reuse": 0.25, "cost_control": 0.75})
@@ -63,8 +80,11 @@ def test_gates_more_than_three_carry_a_warning(api, selection_with_constraints):
 
 def test_add_candidate_keeps_api_key_write_only(api, selection_with_constraints, engine):
     url = f"/api/v1/selections/{selection_with_constraints.pk}/candidates/"
-    response = api.post(url, {"engine": "vllm", "engine_version": "0.11.0", "endpoint_url": "http://127.0.0.1:8100",
-                              "api_key": "sk-secret"}, format="json")
+    response = api.post(
+        url,
+        {"engine": "vllm", "engine_version": "0.11.0", "endpoint_url": "http://127.0.0.1:8100", "api_key": "sk-secret"},
+        format="json",
+    )
     assert response.status_code == 201, response.json()
     body = response.json()
     assert "api_key" not in body and body["has_api_key"] is True
@@ -75,8 +95,12 @@ def test_another_teams_selection_is_404(selection_with_constraints, outsider):
     client = APIClient()
     client.force_authenticate(outsider)
     sid = selection_with_constraints.pk
-    for url in (f"/api/v1/selections/{sid}/", f"/api/v1/selections/{sid}/constraints/",
-                f"/api/v1/selections/{sid}/weights/", f"/api/v1/selections/{sid}/audit/"):
+    for url in (
+        f"/api/v1/selections/{sid}/",
+        f"/api/v1/selections/{sid}/constraints/",
+        f"/api/v1/selections/{sid}/weights/",
+        f"/api/v1/selections/{sid}/audit/",
+    ):
         assert client.get(url).status_code == 404, url
     assert client.get("/api/v1/selections/").json()["count"] == 0
 
@@ -99,8 +123,9 @@ def test_openapi_schema_and_docs(api):
 
 
 def test_capacity_endpoint_matches_the_domain_model(api):
-    response = api.post("/api/v1/capacity/", {"model": "Llama-3.1-8B", "gpu_mem_gib": 80, "contexts": [8192]},
-                        format="json")
+    response = api.post(
+        "/api/v1/capacity/", {"model": "Llama-3.1-8B", "gpu_mem_gib": 80, "contexts": [8192]}, format="json"
+    )
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2

@@ -13,13 +13,14 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import translation
 
-from selection import services
+from selection.candidates.services import add_candidate
 from selection.domain import criteria as criteria_domain
-from selection.domain import records
 from selection.domain.scenarios import SCENARIO_NAMES, infer_scenario
-from selection.i18n_names import DOMAIN_NAMES, translate_name, translate_reason
-from selection.record_pdf import render_record, render_record_html
+from selection.i18n import DOMAIN_NAMES, translate_name, translate_reason
+from selection.records.pdf import render_record, render_record_html
+from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
+from tests.support.record_context import sample_record_context
 
 PO_FILE = Path(settings.BASE_DIR) / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -116,10 +117,10 @@ def zh_client(client):
 
 @pytest.fixture
 def flow(architect, team, engines):
-    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=architect,
+    selection = create_selection(user=architect, team=team, name="Chat", business_owner=architect,
                                           platform_owner=architect, security_owner=architect)
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
-    services.add_candidate(selection=selection, user=architect,
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    add_candidate(selection=selection, user=architect,
                            data={"engine": engines["vllm"], "engine_version": engines["vllm"].versions[0]})
     selection.refresh_from_db()
     return selection
@@ -179,7 +180,7 @@ def _pdftotext(pdf: bytes, tmp_path) -> str:
 
 
 def test_the_record_pdf_renders_in_the_records_language(tmp_path):
-    context = records.sample_record_context(simulated=True, n_charts=1, n_manifest=2)
+    context = sample_record_context(simulated=True, n_charts=1, n_manifest=2)
     context["record"]["language"] = "zh-hans"
     with translation.override("en"):  # the request's language does not matter, the record's does
         pdf = render_record(context).pdf
@@ -192,7 +193,7 @@ def test_the_record_pdf_renders_in_the_records_language(tmp_path):
 
 
 def test_the_record_html_stays_english_for_english_records():
-    context = records.sample_record_context(simulated=False, n_charts=0, n_manifest=1)
+    context = sample_record_context(simulated=False, n_charts=0, n_manifest=1)
     with translation.override("zh-hans"):
         html = render_record_html(context)
     assert "1. Decision and rationale" in html and "决策" not in html
@@ -277,7 +278,7 @@ SCORING_SENTENCES = [
 
 @pytest.mark.parametrize("sentence", SCORING_SENTENCES)
 def test_scoring_sentences_are_translated_keeping_names_and_numbers(sentence):
-    from selection.i18n_scoring import translate_sentence
+    from selection.scoring.i18n import translate_sentence
 
     with translation.override("zh-hans"):
         translated = translate_sentence(sentence)
@@ -307,7 +308,7 @@ CAPACITY_SENTENCES = [
 
 @pytest.mark.parametrize("sentence", CAPACITY_SENTENCES)
 def test_capacity_verdicts_are_translated_keeping_numbers(sentence):
-    from selection.i18n_capacity import translate_capacity
+    from selection.capacity.i18n import translate_capacity
 
     with translation.override("zh-hans"):
         translated = translate_capacity(sentence)
@@ -339,7 +340,7 @@ def test_charts_on_a_chinese_page_have_chinese_axes():
 
 
 def test_person_names_follow_their_script(django_user_model):
-    from selection.i18n_names import person_name
+    from selection.i18n import person_name
 
     zhang = django_user_model(username="zw", first_name="伟", last_name="张")
     ada = django_user_model(username="ada", first_name="Ada", last_name="Lovelace")

@@ -7,20 +7,37 @@ import hashlib
 from django.contrib.auth import get_user_model
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection import services
+from selection.candidates.services import add_candidate
 from selection.models import Engine, Membership, Team
+from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
 ROLES = ("business", "platform", "security")
 
 VALID_CONSTRAINTS = {
-    "peak_concurrency": "64", "request_rate": "10", "throughput_target_tokens_s": "",
-    "avg_input_tokens": "1500", "p95_input_tokens": "3000", "max_input_tokens": "8192",
-    "avg_output_tokens": "300", "max_output_tokens": "1024",
-    "average_turns": "", "idle_seconds_between_turns": "", "concurrent_sessions": "", "never_swap_sessions": "",
-    "ttft_p95_ms": "800", "tpot_p95_ms": "50", "e2e_p95_ms": "",
-    "gpu_model": "H100 SXM", "gpu_memory_gib": "80", "gpu_count_budget": "8", "cost_per_gpu_hour": "2.50",
-    "ops_team_size": "3", "target_model": "Llama-3.1-8B", "kv_precisions_allowed": ["bf16", "fp8"], "notes": "",
+    "peak_concurrency": "64",
+    "request_rate": "10",
+    "throughput_target_tokens_s": "",
+    "avg_input_tokens": "1500",
+    "p95_input_tokens": "3000",
+    "max_input_tokens": "8192",
+    "avg_output_tokens": "300",
+    "max_output_tokens": "1024",
+    "average_turns": "",
+    "idle_seconds_between_turns": "",
+    "concurrent_sessions": "",
+    "never_swap_sessions": "",
+    "ttft_p95_ms": "800",
+    "tpot_p95_ms": "50",
+    "e2e_p95_ms": "",
+    "gpu_model": "H100 SXM",
+    "gpu_memory_gib": "80",
+    "gpu_count_budget": "8",
+    "cost_per_gpu_hour": "2.50",
+    "ops_team_size": "3",
+    "target_model": "Llama-3.1-8B",
+    "kv_precisions_allowed": ["bf16", "fp8"],
+    "notes": "",
 }
 
 
@@ -32,45 +49,85 @@ def make_user(username: str, team: Team | None = None, role: str = Membership.Ro
 
 
 def make_selection(user, team: Team, name: str = "Support bot"):
-    return services.create_selection(user=user, team=team, name=name, business_owner=user,
-                                     platform_owner=user, security_owner=user)
+    return create_selection(
+        user=user, team=team, name=name, business_owner=user, platform_owner=user, security_owner=user
+    )
 
 
 def with_constraints(selection, user, **overrides):
-    data = {"peak_concurrency": 64, "avg_input_tokens": 1500, "p95_input_tokens": 3000, "max_input_tokens": 8192,
-            "avg_output_tokens": 300, "max_output_tokens": 1024, "ttft_p95_ms": 800, "gpu_model": "H100",
-            "gpu_memory_gib": 80, "gpu_count_budget": 8, "ops_team_size": 3, "target_model": "Llama-3.1-8B",
-            "kv_precisions_allowed": ["bf16"], **overrides}
-    services.save_constraints(selection=selection, user=user, data=data)
+    data = {
+        "peak_concurrency": 64,
+        "avg_input_tokens": 1500,
+        "p95_input_tokens": 3000,
+        "max_input_tokens": 8192,
+        "avg_output_tokens": 300,
+        "max_output_tokens": 1024,
+        "ttft_p95_ms": 800,
+        "gpu_model": "H100",
+        "gpu_memory_gib": 80,
+        "gpu_count_budget": 8,
+        "ops_team_size": 3,
+        "target_model": "Llama-3.1-8B",
+        "kv_precisions_allowed": ["bf16"],
+        **overrides,
+    }
+    save_constraints(selection=selection, user=user, data=data)
     selection.refresh_from_db()
     return selection
 
 
 def make_engine(slug: str = "vllm", versions=("0.6.3", "0.8.5")) -> Engine:
-    return Engine.objects.create(slug=slug, name=slug.upper(), catalog_version="test",
-                                 data={"slug": slug, "versions": [{"version": v} for v in versions]})
+    return Engine.objects.create(
+        slug=slug,
+        name=slug.upper(),
+        catalog_version="test",
+        data={"slug": slug, "versions": [{"version": v} for v in versions]},
+    )
 
 
 def stress_run(candidate, ttfts, evidence="MEASURED"):
     """A concurrency-stress run at concurrency 50 and 200 with these TTFT p95s."""
-    run = BenchmarkRun.objects.create(candidate=candidate, test="concurrency_stress", origin="upload",
-                                      status="succeeded", evidence=evidence, tool="vllm-bench", tool_version="0.33",
-                                      raw_sha256=hashlib.sha256(f"{candidate.pk}{evidence}".encode()).hexdigest())
-    for index, (concurrency, ttft) in enumerate(zip((50, 200), ttfts)):
-        RunPoint.objects.create(run=run, index=index, concurrency=concurrency, achieved_concurrency=concurrency,
-                                ttft_ms={"p95": ttft}, tpot_ms={"p95": 30.0}, error_rate=0.0,
-                                output_token_throughput=5000.0)
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="concurrency_stress",
+        origin="upload",
+        status="succeeded",
+        evidence=evidence,
+        tool="vllm-bench",
+        tool_version="0.33",
+        raw_sha256=hashlib.sha256(f"{candidate.pk}{evidence}".encode()).hexdigest(),
+    )
+    for index, (concurrency, ttft) in enumerate(zip((50, 200), ttfts, strict=False)):
+        RunPoint.objects.create(
+            run=run,
+            index=index,
+            concurrency=concurrency,
+            achieved_concurrency=concurrency,
+            ttft_ms={"p95": ttft},
+            tpot_ms={"p95": 30.0},
+            error_rate=0.0,
+            output_token_throughput=5000.0,
+        )
     return run
 
 
 def decided_selection(architect, team, owners, engines):
     """A selection with vLLM and SGLang candidates and measured stress evidence: enough to score and draft a record."""
-    selection = services.create_selection(user=architect, team=team, name="Chat", business_owner=owners["business"],
-                                          platform_owner=owners["platform"], security_owner=owners["security"])
-    services.save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    selection = create_selection(
+        user=architect,
+        team=team,
+        name="Chat",
+        business_owner=owners["business"],
+        platform_owner=owners["platform"],
+        security_owner=owners["security"],
+    )
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
     for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
-        candidate = services.add_candidate(selection=selection, user=architect, data={
-            "engine": engines[slug], "engine_version": engines[slug].versions[0]})
+        candidate = add_candidate(
+            selection=selection,
+            user=architect,
+            data={"engine": engines[slug], "engine_version": engines[slug].versions[0]},
+        )
         stress_run(candidate, (ttft / 2, ttft))
     selection.refresh_from_db()
     return selection

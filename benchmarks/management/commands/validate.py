@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.harness import safety, workloads
-from benchmarks.result import VALIDATION_TEST_NAMES
+from benchmarks.suite import RUNNABLE_TEST_IDS
 
 
 class Command(BaseCommand):
@@ -24,17 +24,25 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000")
         parser.add_argument("--model", required=True, help="served model name")
-        parser.add_argument("--test", required=True, choices=VALIDATION_TEST_NAMES)
+        parser.add_argument("--test", required=True, choices=RUNNABLE_TEST_IDS)
         load = parser.add_mutually_exclusive_group()
         load.add_argument("--concurrency", type=int, help="closed loop: requests kept in flight")
         load.add_argument("--rate", type=float, help="open loop: requests per second (Poisson)")
         parser.add_argument("--duration", type=float, help="seconds of measured load")
         parser.add_argument("--metrics-url", help="Prometheus /metrics URL (default: <endpoint>/metrics)")
         parser.add_argument("--engine", default="auto", help="vllm, sglang, lmdeploy, tgi, trtllm, llamacpp or auto")
-        parser.add_argument("--api-key-env", default="KVSELECT_ENDPOINT_API_KEY",
-                            help="environment variable holding the endpoint's API key (never a flag: flags leak)")
-        parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                            help="override a planned parameter (JSON value), repeatable")
+        parser.add_argument(
+            "--api-key-env",
+            default="KVSELECT_ENDPOINT_API_KEY",
+            help="environment variable holding the endpoint's API key (never a flag: flags leak)",
+        )
+        parser.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a planned parameter (JSON value), repeatable",
+        )
         parser.add_argument("--out", help="write the native JSON here (default: stdout)")
 
     def handle(self, *args, **opts):
@@ -43,8 +51,10 @@ class Command(BaseCommand):
             if opts["metrics_url"]:
                 safety.check_target(opts["metrics_url"], settings.KVSELECT_ALLOWED_TARGETS)
         except safety.TargetRefused as exc:
-            raise CommandError(f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; "
-                               "set KVSELECT_ALLOWED_TARGETS)") from exc
+            raise CommandError(
+                f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; "
+                "set KVSELECT_ALLOWED_TARGETS)"
+            ) from exc
         params = workloads.plan(opts["test"])
         if opts["concurrency"] is not None:
             params["concurrency"] = opts["concurrency"]
@@ -60,15 +70,21 @@ class Command(BaseCommand):
                 params[key] = json.loads(value)
             except json.JSONDecodeError:
                 params[key] = value
-        target = workloads.Target(endpoint_url=opts["endpoint"].rstrip("/"), model=opts["model"],
-                                  api_key=os.environ.get(opts["api_key_env"]) or None,
-                                  metrics_url=opts["metrics_url"] or opts["endpoint"].rstrip("/") + "/metrics",
-                                  engine=opts["engine"], allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS))
+        target = workloads.Target(
+            endpoint_url=opts["endpoint"].rstrip("/"),
+            model=opts["model"],
+            api_key=os.environ.get(opts["api_key_env"]) or None,
+            metrics_url=opts["metrics_url"] or opts["endpoint"].rstrip("/") + "/metrics",
+            engine=opts["engine"],
+            allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
+        )
 
         def progress(payload):
             if opts["verbosity"] >= 1:
-                sys.stderr.write(f"\r{payload.get('phase', ''):<24} {payload.get('percent') or 0:5.1f}%  "
-                                 f"{payload.get('requests_done') or 0} requests")
+                sys.stderr.write(
+                    f"\r{payload.get('phase', ''):<24} {payload.get('percent') or 0:5.1f}%  "
+                    f"{payload.get('requests_done') or 0} requests"
+                )
                 sys.stderr.flush()
 
         try:

@@ -25,22 +25,42 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from benchmarks import validation
 from benchmarks.models import BenchmarkRun
-from selection import records, services
+from benchmarks.validation.dispatch import start_validation
+from selection.candidates.services import add_candidate, load_engine_catalog
+from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord, Engine, Membership, Selection, Team
-from selection.scores import compute_scores
-from selection.signing import issue_dev_certificates
+from selection.records.services import approve, create_draft, sign, start_review
+from selection.records.signing import issue_dev_certificates
+from selection.scoring.services import compute_scores
+from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates
 
 DEMO_TEAM = "Demo platform team"
 DEMO_SELECTION = "Customer-support assistant (demo)"
 DEMO_CONSTRAINTS = {
-    "peak_concurrency": 32, "request_rate": 8.0, "avg_input_tokens": 1024, "p95_input_tokens": 4096,
-    "max_input_tokens": 32768, "avg_output_tokens": 128, "max_output_tokens": 1024, "multi_turn": True,
-    "average_turns": 5, "idle_seconds_between_turns": 6, "concurrent_sessions": 8, "never_swap_sessions": 2,
-    "ttft_p95_ms": 1500.0, "tpot_p95_ms": 60.0, "e2e_p95_ms": 20000.0, "throughput_target_tokens_s": 1500,
-    "gpu_model": "H100", "gpu_memory_gib": 80.0, "gpu_count_budget": 2, "cost_per_gpu_hour": "2.50",
-    "ops_team_size": 3, "target_model": "Llama-3.1-8B", "kv_precisions_allowed": ["bf16", "fp8"],
+    "peak_concurrency": 32,
+    "request_rate": 8.0,
+    "avg_input_tokens": 1024,
+    "p95_input_tokens": 4096,
+    "max_input_tokens": 32768,
+    "avg_output_tokens": 128,
+    "max_output_tokens": 1024,
+    "multi_turn": True,
+    "average_turns": 5,
+    "idle_seconds_between_turns": 6,
+    "concurrent_sessions": 8,
+    "never_swap_sessions": 2,
+    "ttft_p95_ms": 1500.0,
+    "tpot_p95_ms": 60.0,
+    "e2e_p95_ms": 20000.0,
+    "throughput_target_tokens_s": 1500,
+    "gpu_model": "H100",
+    "gpu_memory_gib": 80.0,
+    "gpu_count_budget": 2,
+    "cost_per_gpu_hour": "2.50",
+    "ops_team_size": 3,
+    "target_model": "Llama-3.1-8B",
+    "kv_precisions_allowed": ["bf16", "fp8"],
     "notes": "Demo data: every result in this selection comes from the kvselect simulator (SIMULATED).",
 }
 # (catalog engine, simulator allocation strategy, extra simulator flags)
@@ -51,14 +71,29 @@ DEMO_CANDIDATES = (
 )
 # Short parameters so the whole pipeline takes a couple of minutes on a laptop.
 DEMO_PARAMS = {
-    "concurrency_stress": {"concurrency": 32, "duration_s": 8.0, "warmup_s": 1.0, "settle_s": 2.0, "abort_fraction": 0.05},
-    "long_context": {"rungs": [8192, 16384, 32768], "repeats": 1, "background_lead_s": 2.0, "background_concurrency": 4},
+    "concurrency_stress": {
+        "concurrency": 32,
+        "duration_s": 8.0,
+        "warmup_s": 1.0,
+        "settle_s": 2.0,
+        "abort_fraction": 0.05,
+    },
+    "long_context": {
+        "rungs": [8192, 16384, 32768],
+        "repeats": 1,
+        "background_lead_s": 2.0,
+        "background_concurrency": 4,
+    },
     "swap_recovery": {"sessions": 8, "idle_s": 6.0, "parallel": 8, "pressure_concurrency": 16},
     "prefix_reuse": {"requests": 64, "concurrency": 16},
     "stability": {"concurrency": 16, "duration_s": 16.0, "window_s": 4.0},
 }
-PERSONS = {"business": ("business", "伟", "张"), "platform": ("platform", "Priya", "Raman"),
-           "security": ("security", "Jonas", "Berg"), "observer": ("observer", "Ana", "Silva")}
+PERSONS = {
+    "business": ("business", "伟", "张"),
+    "platform": ("platform", "Priya", "Raman"),
+    "security": ("security", "Jonas", "Berg"),
+    "observer": ("observer", "Ana", "Silva"),
+}
 
 
 def free_port(preferred: int) -> int:
@@ -76,7 +111,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--no-serve", action="store_true", help="Stop after the pipeline (same as DEMO_SERVE=0)")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--fresh", action="store_true", help="Run the pipeline again even if a signed record exists")
+        parser.add_argument(
+            "--fresh", action="store_true", help="Run the pipeline again even if a signed record exists"
+        )
 
     def step(self, message: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"==> {message}"))
@@ -97,7 +134,7 @@ class Command(BaseCommand):
         self.step("Migrating the database")
         call_command("migrate", interactive=False, verbosity=0)
         self.step("Loading the engine catalog")
-        self.stdout.write(f"    {services.load_engine_catalog()} engines")
+        self.stdout.write(f"    {load_engine_catalog()} engines")
         self.step("Creating the demo users, team and sample selection")
         self.password = self.ensure_users()
         selection = self.ensure_selection()
@@ -125,7 +162,9 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"    signed PDF (marked SIMULATED): {out}"))
         self.check_pdfsig(out)
         self.stdout.write(self.style.SUCCESS("Demo pipeline complete."))
-        self.stdout.write(f"    Log in as architect / {self.password}  (owners: business, platform, security — same password)")
+        self.stdout.write(
+            f"    Log in as architect / {self.password}  (owners: business, platform, security — same password)"
+        )
 
     def ensure_users(self) -> str:
         User = get_user_model()
@@ -154,24 +193,41 @@ class Command(BaseCommand):
             owners[role if role == "observer" else f"{role}_owner"] = user
         selection = Selection.objects.filter(team=team, name=DEMO_SELECTION).first()
         if selection is None:
-            selection = services.create_selection(user=architect, team=team, name=DEMO_SELECTION,
-                                                  description="A support assistant with multi-turn sessions.", **owners)
-            services.save_constraints(selection=selection, user=architect, data=dict(DEMO_CONSTRAINTS))
-            services.set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
+            selection = create_selection(
+                user=architect,
+                team=team,
+                name=DEMO_SELECTION,
+                description="A support assistant with multi-turn sessions.",
+                **owners,
+            )
+            save_constraints(selection=selection, user=architect, data=dict(DEMO_CONSTRAINTS))
+            set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
             selection.refresh_from_db()
-            services.accept_scenario(selection=selection, user=architect)
+            accept_scenario(selection=selection, user=architect)
             for slug, profile, _ in DEMO_CANDIDATES:
                 engine = Engine.objects.get(slug=slug)
-                services.add_candidate(selection=selection, user=architect, data={
-                    "engine": engine, "engine_version": engine.versions[0], "label": f"{engine.name} (simulated {profile})",
-                    "model_name": "kvsim-llama-3.1-8b", "gpu_model": "H100", "gpu_count": 1})
+                add_candidate(
+                    selection=selection,
+                    user=architect,
+                    data={
+                        "engine": engine,
+                        "engine_version": engine.versions[0],
+                        "label": f"{engine.name} (simulated {profile})",
+                        "model_name": "kvsim-llama-3.1-8b",
+                        "gpu_model": "H100",
+                        "gpu_count": 1,
+                    },
+                )
         return Selection.objects.get(pk=selection.pk)
 
     def ensure_certs(self):
         out = Path(settings.VAR_DIR) / "dev-certs"
         passphrase_file = out / "passphrase.txt"
-        names = {role: f"{first} {last}" if role != "business" else f"{last}{first}"
-                 for role, (_, first, last) in PERSONS.items() if role != "observer"}
+        names = {
+            role: f"{first} {last}" if role != "business" else f"{last}{first}"
+            for role, (_, first, last) in PERSONS.items()
+            if role != "observer"
+        }
         if not passphrase_file.exists() or not (out / "dev-ca.pem").exists():
             out.mkdir(parents=True, exist_ok=True)
             passphrase_file.write_text(secrets.token_urlsafe(16))
@@ -187,8 +243,20 @@ class Command(BaseCommand):
     def start_simulators(self, selection: Selection) -> None:
         for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
             port = free_port(8101 + index)
-            command = [sys.executable, "-m", "benchmarks.simulator", "--profile", profile, "--port", str(port),
-                       "--model", "llama-3.1-8b", "--gpu", "H100", *extra]
+            command = [
+                sys.executable,
+                "-m",
+                "benchmarks.simulator",
+                "--profile",
+                profile,
+                "--port",
+                str(port),
+                "--model",
+                "llama-3.1-8b",
+                "--gpu",
+                "H100",
+                *extra,
+            ]
             self.children.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             url = f"http://127.0.0.1:{port}"
             candidate = selection.candidates.get(engine__slug=slug)
@@ -207,24 +275,48 @@ class Command(BaseCommand):
         raise CommandError(f"{what} did not start on port {port}")
 
     def start_worker(self) -> None:
-        self.children.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-B", "-Q", "default,gpu,render",
-             "--pool", "threads", "-c", "6", "--loglevel", "WARNING", "-s", str(Path(settings.VAR_DIR) / "celerybeat-schedule")],
-            stdout=subprocess.DEVNULL, stderr=open(Path(settings.VAR_DIR) / "demo-worker.log", "ab")))
+        self.children.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "config",
+                    "worker",
+                    "-B",
+                    "-Q",
+                    "default,gpu,render",
+                    "--pool",
+                    "threads",
+                    "-c",
+                    "6",
+                    "--loglevel",
+                    "WARNING",
+                    "-s",
+                    str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=open(Path(settings.VAR_DIR) / "demo-worker.log", "ab"),
+            )
+        )
 
     def run_validations(self, selection: Selection) -> None:
         architect = get_user_model().objects.get(username="architect")
         runs = []
         for candidate in selection.candidates.select_related("engine"):
             for test, params in DEMO_PARAMS.items():
-                runs.append(validation.start_validation(candidate=candidate, test=test, user=architect, params=params,
-                                                        label="demo"))
+                runs.append(
+                    start_validation(candidate=candidate, test=test, user=architect, params=params, label="demo")
+                )
         deadline = time.monotonic() + 900
         last = ""
         while time.monotonic() < deadline:
             states = list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"))
             done = [r for r in states if r.is_terminal]
-            percent = sum(100 if r.is_terminal else (r.progress or {}).get("percent") or 0 for r in states) / len(states)
+            percent = sum(100 if r.is_terminal else (r.progress or {}).get("percent") or 0 for r in states) / len(
+                states
+            )
             bar = "#" * int(percent / 4)
             line = f"    [{bar:<25}] {percent:5.1f}%  {len(done)}/{len(states)} runs done"
             if line != last:
@@ -237,20 +329,32 @@ class Command(BaseCommand):
             raise CommandError("validation runs did not finish within 15 minutes; see var/demo-worker.log")
         for run in BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"):
             mark = self.style.SUCCESS("ok") if run.status == "succeeded" else self.style.ERROR(run.status)
-            self.stdout.write(f"    {run.candidate.engine.name:<14} {run.test:<20} {mark} {run.evidence} {run.error[:80]}")
+            self.stdout.write(
+                f"    {run.candidate.engine.name:<14} {run.test:<20} {mark} {run.evidence} {run.error[:80]}"
+            )
 
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
         User = get_user_model()
         architect = User.objects.get(username="architect")
-        record = records.create_draft(selection=selection, user=architect, include_simulated=True,
-                                      rationale="Demonstration only: every figure comes from the simulator.")
-        record = records.start_review(record=record, user=architect)
-        for role in records.ROLES:
-            record = records.approve(record=record, user=User.objects.get(username=role), role=role,
-                                     comment_text="Approved for the demo.")
-        for role in records.ROLES:
-            record = records.sign(record=record, user=User.objects.get(username=role), role=role,
-                                  pkcs12=certs[role].read_bytes(), passphrase=passphrase)
+        record = create_draft(
+            selection=selection,
+            user=architect,
+            include_simulated=True,
+            rationale="Demonstration only: every figure comes from the simulator.",
+        )
+        record = start_review(record=record, user=architect)
+        for role in OWNER_ROLES:
+            record = approve(
+                record=record, user=User.objects.get(username=role), role=role, comment_text="Approved for the demo."
+            )
+        for role in OWNER_ROLES:
+            record = sign(
+                record=record,
+                user=User.objects.get(username=role),
+                role=role,
+                pkcs12=certs[role].read_bytes(),
+                passphrase=passphrase,
+            )
             self.stdout.write(f"    signed by the {role} owner")
         return record
 
@@ -267,8 +371,9 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ serving
 
     def serve(self, port: int) -> None:
-        self.stdout.write(self.style.SUCCESS(
-            f"Serving on http://127.0.0.1:{port}/  (log in as architect / {self.password})"))
+        self.stdout.write(
+            self.style.SUCCESS(f"Serving on http://127.0.0.1:{port}/  (log in as architect / {self.password})")
+        )
         call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
 
     def stop_children(self) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.signing import SigningError, issue_dev_certificates
+from selection.records.signing import SigningError, issue_dev_certificates
 
 DEFAULT_NAMES = {
     "business": "Business Owner (dev)",
@@ -25,17 +25,20 @@ PASSPHRASE_ENV = "KVSELECT_DEV_CERT_PASSPHRASE"
 
 
 class Command(BaseCommand):
-    help = ("Issue a kvselect DEVELOPMENT CA (not for production) and a PKCS#12 per owner "
-            "(business, platform, security) plus an organisational seal.")
+    help = (
+        "Issue a kvselect DEVELOPMENT CA (not for production) and a PKCS#12 per owner "
+        "(business, platform, security) plus an organisational seal."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--out", default=None,
-                            help="directory (default: <KVSELECT_VAR_DIR>/dev-certs)")
+        parser.add_argument("--out", default=None, help="directory (default: <KVSELECT_VAR_DIR>/dev-certs)")
         for role, name in DEFAULT_NAMES.items():
             parser.add_argument(f"--{role}", default=name, help=f"{role} person name (default {name!r})")
-        parser.add_argument("--passphrase", default=None,
-                            help=f"PKCS#12 passphrase (default: ${PASSPHRASE_ENV}, else a random one "
-                                 "written to <out>/passphrase.txt)")
+        parser.add_argument(
+            "--passphrase",
+            default=None,
+            help=f"PKCS#12 passphrase (default: ${PASSPHRASE_ENV}, else a random one written to <out>/passphrase.txt)",
+        )
         parser.add_argument("--force", action="store_true", help="replace an existing development CA")
 
     def handle(self, *args, **opts):
@@ -55,8 +58,7 @@ class Command(BaseCommand):
             paths = issue_dev_certificates(out, names, passphrase)
         except SigningError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(self.style.WARNING(
-            "DEVELOPMENT certificates - not for production or procurement."))
+        self.stdout.write(self.style.WARNING("DEVELOPMENT certificates - not for production or procurement."))
         self.stdout.write(f"CA certificate (trust root): {paths.ca_certificate}")
         for role, path in paths.pkcs12.items():
             self.stdout.write(f"{role:9s} {names[role]}: {path}")

@@ -10,13 +10,27 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from selection.domain import capacity as cap
 
 _OPTION_OF_FIELD = {
-    "model": "--model", "config": "--model", "kv_dtype": "--kv-dtype", "tp": "--tp", "pp": "--pp",
-    "engine": "--engine", "gpu_mem_gib": "--gpu-mem-gib", "gpu_memory": "--gpu-mem-gib", "gpu": "--gpu",
-    "contexts": "--context", "gpu_memory_utilization": "--mem-fraction", "mem_fraction_static": "--mem-fraction",
-    "free_gpu_memory_fraction": "--mem-fraction", "kv_cache_memory_bytes": "--kv-cache-memory-gib",
-    "max_tokens": "--max-tokens", "ctx_size": "--ctx-size", "block_size": "--block-size",
-    "weight_dtype": "--weight-dtype", "max_model_len": "--max-model-len",
-    "activation_peak_bytes": "--activation-gib", "non_torch_bytes": "--non-torch-gib",
+    "model": "--model",
+    "config": "--model",
+    "kv_dtype": "--kv-dtype",
+    "tp": "--tp",
+    "pp": "--pp",
+    "engine": "--engine",
+    "gpu_mem_gib": "--gpu-mem-gib",
+    "gpu_memory": "--gpu-mem-gib",
+    "gpu": "--gpu",
+    "contexts": "--context",
+    "gpu_memory_utilization": "--mem-fraction",
+    "mem_fraction_static": "--mem-fraction",
+    "free_gpu_memory_fraction": "--mem-fraction",
+    "kv_cache_memory_bytes": "--kv-cache-memory-gib",
+    "max_tokens": "--max-tokens",
+    "ctx_size": "--ctx-size",
+    "block_size": "--block-size",
+    "weight_dtype": "--weight-dtype",
+    "max_model_len": "--max-model-len",
+    "activation_peak_bytes": "--activation-gib",
+    "non_torch_bytes": "--non-torch-gib",
     "cuda_graph_bytes": "--cuda-graph-gib",
 }
 
@@ -35,24 +49,36 @@ def _gib(b: float) -> str:
 
 class Command(BaseCommand):
     requires_system_checks: list = []  # pure calculation: no database, no checks noise on stdout/stderr
-    help = ("KV-cache capacity plan: KV bytes per token, blocks, token capacity and concurrent "
-            "sequences per context length for a model config under an engine's memory rules.")
+    help = (
+        "KV-cache capacity plan: KV bytes per token, blocks, token capacity and concurrent "
+        "sequences per context length for a model config under an engine's memory rules."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--model", required=True,
-                            help=f"shipped model name ({', '.join(cap.shipped_models())}) or path to a config.json")
+        parser.add_argument(
+            "--model",
+            required=True,
+            help=f"shipped model name ({', '.join(cap.shipped_models())}) or path to a config.json",
+        )
         parser.add_argument("--kv-dtype", default="bf16", help="bf16|fp16|fp8|int8|int4 (default bf16)")
         parser.add_argument("--tp", default="1", help="tensor-parallel size (default 1)")
         parser.add_argument("--pp", default="1", help="pipeline-parallel size (default 1)")
         parser.add_argument("--engine", default="vllm", help="vllm|sglang|trtllm|llamacpp (default vllm)")
-        parser.add_argument("--gpu", default=None,
-                            help=f"known GPU ({', '.join(cap.GPU_MEMORY_GIB)}); default H100-80GB")
+        parser.add_argument(
+            "--gpu", default=None, help=f"known GPU ({', '.join(cap.GPU_MEMORY_GIB)}); default H100-80GB"
+        )
         parser.add_argument("--gpu-mem-gib", default=None, help="GPU memory in GiB (overrides --gpu)")
-        parser.add_argument("--context", nargs="+", default=None,
-                            help="context lengths of interest in tokens (default 4096 32768 131072)")
-        parser.add_argument("--mem-fraction", default=None,
-                            help="vLLM gpu_memory_utilization / SGLang mem_fraction_static / "
-                                 "TensorRT-LLM free_gpu_memory_fraction")
+        parser.add_argument(
+            "--context",
+            nargs="+",
+            default=None,
+            help="context lengths of interest in tokens (default 4096 32768 131072)",
+        )
+        parser.add_argument(
+            "--mem-fraction",
+            default=None,
+            help="vLLM gpu_memory_utilization / SGLang mem_fraction_static / TensorRT-LLM free_gpu_memory_fraction",
+        )
         parser.add_argument("--kv-cache-memory-gib", default=None, help="vLLM kv_cache_memory_bytes, in GiB")
         parser.add_argument("--max-tokens", default=None, help="TensorRT-LLM KvCacheConfig.max_tokens")
         parser.add_argument("--ctx-size", default=None, help="llama.cpp --ctx-size")
@@ -97,9 +123,12 @@ class Command(BaseCommand):
             raise CommandError(f"--kv-dtype: must be one of {', '.join(cap.KV_DTYPES)}, got {o['kv_dtype']!r}")
         contexts = tuple(self._int(c, "--context") for c in o["context"]) if o["context"] else None
         kwargs = {
-            "kv_dtype": kv_dtype, "engine": engine,
-            "tp": self._int(o["tp"], "--tp"), "pp": self._int(o["pp"], "--pp"),
-            "gpu": o["gpu"], "gpu_mem_gib": self._float(o["gpu_mem_gib"], "--gpu-mem-gib"),
+            "kv_dtype": kv_dtype,
+            "engine": engine,
+            "tp": self._int(o["tp"], "--tp"),
+            "pp": self._int(o["pp"], "--pp"),
+            "gpu": o["gpu"],
+            "gpu_mem_gib": self._float(o["gpu_mem_gib"], "--gpu-mem-gib"),
             "max_tokens": self._int(o["max_tokens"], "--max-tokens"),
             "ctx_size": self._int(o["ctx_size"], "--ctx-size"),
             "block_size": self._int(o["block_size"], "--block-size"),
@@ -110,11 +139,19 @@ class Command(BaseCommand):
             kwargs["contexts"] = contexts
         frac = self._float(o["mem_fraction"], "--mem-fraction")
         if frac is not None:
-            kwargs[{"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static",
-                    "trtllm": "free_gpu_memory_fraction"}.get(engine, "gpu_memory_utilization")] = frac
-        for opt, field in (("kv_cache_memory_gib", "kv_cache_memory_bytes"),
-                           ("activation_gib", "activation_peak_bytes"),
-                           ("non_torch_gib", "non_torch_bytes"), ("cuda_graph_gib", "cuda_graph_bytes")):
+            kwargs[
+                {
+                    "vllm": "gpu_memory_utilization",
+                    "sglang": "mem_fraction_static",
+                    "trtllm": "free_gpu_memory_fraction",
+                }.get(engine, "gpu_memory_utilization")
+            ] = frac
+        for opt, field in (
+            ("kv_cache_memory_gib", "kv_cache_memory_bytes"),
+            ("activation_gib", "activation_peak_bytes"),
+            ("non_torch_gib", "non_torch_bytes"),
+            ("cuda_graph_gib", "cuda_graph_bytes"),
+        ):
             v = self._float(o[opt], "--" + opt.replace("_", "-"))
             if v is not None:
                 kwargs[field] = int(v * cap.GiB)
@@ -132,15 +169,25 @@ class Command(BaseCommand):
     def _table(self, plan: cap.CapacityPlan, d: dict) -> str:
         i = plan.inputs
         rows = [
-            ("model", f"{d['model']} ({d['model_type']}, {d['attention']} attention, "
-                      f"{d['params_total'] / 1e9:.2f}B params)"),
-            ("layers", ", ".join(f"{n} {k}" for k, n in d["layer_kinds"].items())
-             + (f"; window {d['sliding_window']}" if d["sliding_window"] else "")),
-            ("engine / GPU", f"{i.engine}, {d['gpu_name']} ({d['gpu_memory_gib']} GiB), TP={i.tp} PP={i.pp}, "
-                             f"KV {i.kv_dtype}"),
-            ("KV bytes/token", f"{d['kv_bytes_per_token']:,} per GPU, {d['kv_bytes_per_token_total']:,} all GPUs"
-                               f" ({d['kv_heads_per_rank']} KV head(s)/rank"
-                               f"{', replicated across TP' if d['kv_replicated_across_tp'] else ''})"),
+            (
+                "model",
+                f"{d['model']} ({d['model_type']}, {d['attention']} attention, {d['params_total'] / 1e9:.2f}B params)",
+            ),
+            (
+                "layers",
+                ", ".join(f"{n} {k}" for k, n in d["layer_kinds"].items())
+                + (f"; window {d['sliding_window']}" if d["sliding_window"] else ""),
+            ),
+            (
+                "engine / GPU",
+                f"{i.engine}, {d['gpu_name']} ({d['gpu_memory_gib']} GiB), TP={i.tp} PP={i.pp}, KV {i.kv_dtype}",
+            ),
+            (
+                "KV bytes/token",
+                f"{d['kv_bytes_per_token']:,} per GPU, {d['kv_bytes_per_token_total']:,} all GPUs"
+                f" ({d['kv_heads_per_rank']} KV head(s)/rank"
+                f"{', replicated across TP' if d['kv_replicated_across_tp'] else ''})",
+            ),
             ("weights", f"{_gib(plan.weight_bytes_per_rank)} per GPU ({_gib(plan.weight_bytes_total)} total)"),
             ("KV pool", f"{_gib(plan.kv_memory_bytes)} per GPU"),
             ("blocks", f"{d['num_blocks']:,} x {d['block_size']} tokens ({d['bytes_per_block']:,} B/block)"),
@@ -153,9 +200,11 @@ class Command(BaseCommand):
         out.append("")
         out.append(f"{'context':>9}  {'bytes/seq':>12}  {'max conc.':>9}  {'seqs @80%':>9}  {'seqs @70%':>9}")
         for c in sorted(plan.max_concurrency):
-            out.append(f"{c:>9,}  {_gib(plan.bytes_per_sequence[c]):>12}  {plan.max_concurrency[c]:>8.2f}x"
-                       f"  {d['headroom']['sequences_at_80pct'][str(c)]:>9,}"
-                       f"  {d['headroom']['sequences_at_70pct'][str(c)]:>9,}")
+            out.append(
+                f"{c:>9,}  {_gib(plan.bytes_per_sequence[c]):>12}  {plan.max_concurrency[c]:>8.2f}x"
+                f"  {d['headroom']['sequences_at_80pct'][str(c)]:>9,}"
+                f"  {d['headroom']['sequences_at_70pct'][str(c)]:>9,}"
+            )
         if plan.estimates:
             out.append("")
             out.append("estimates (override with measured values):")

@@ -15,7 +15,8 @@ from typing import Iterable
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.signing import SigningError, verify_pdf
+from selection.models import DecisionRecord
+from selection.records.signing import SigningError, verify_pdf
 
 
 class Command(BaseCommand):
@@ -23,13 +24,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="PDF to verify")
-        parser.add_argument("--trust", action="append", default=[],
-                            help="trusted root certificate (PEM or DER); repeatable")
+        parser.add_argument(
+            "--trust", action="append", default=[], help="trusted root certificate (PEM or DER); repeatable"
+        )
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def known_hashes(self) -> Iterable[str] | None:
         """SHA-256 of every signed PDF kvselect issued."""
-        from selection.models import DecisionRecord
 
         return set(DecisionRecord.objects.exclude(signed_sha256="").values_list("signed_sha256", flat=True))
 
@@ -57,7 +58,8 @@ class Command(BaseCommand):
             report = verify_pdf(data, self.trust_roots(opts["trust"]), self.known_hashes())
         except SigningError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(json.dumps(report.as_dict(), indent=2, ensure_ascii=False)
-                          if opts["json"] else report.as_text())
+        self.stdout.write(
+            json.dumps(report.as_dict(), indent=2, ensure_ascii=False) if opts["json"] else report.as_text()
+        )
         if not report.all_ok:
             raise CommandError("not verified: at least one signature is missing, altered or untrusted")

@@ -30,30 +30,68 @@ def delete_path(doc, path):
 
 
 WRONG_TYPES = [
-    ("guidellm.json", ["benchmarks", 0, "metrics", "time_to_first_token_ms"], [1, 2],
-     "benchmarks[0].metrics.time_to_first_token_ms: expected an object, got list"),
-    ("guidellm.json", ["benchmarks", 0, "metrics", "request_latency", "successful", "mean"], "fast",
-     "benchmarks[0].metrics.request_latency.successful.mean: expected a number, got string"),
+    (
+        "guidellm.json",
+        ["benchmarks", 0, "metrics", "time_to_first_token_ms"],
+        [1, 2],
+        "benchmarks[0].metrics.time_to_first_token_ms: expected an object, got list",
+    ),
+    (
+        "guidellm.json",
+        ["benchmarks", 0, "metrics", "request_latency", "successful", "mean"],
+        "fast",
+        "benchmarks[0].metrics.request_latency.successful.mean: expected a number, got string",
+    ),
     ("guidellm.json", ["benchmarks"], {"a": 1}, "benchmarks: expected a list, got object"),
-    ("recon_guidellm_v0.3.json", ["benchmarks", 1, "requests", "successful", 2, "output_tokens"], "x",
-     "benchmarks[1].requests.successful[2].output_tokens: expected a number, got string"),
+    (
+        "recon_guidellm_v0.3.json",
+        ["benchmarks", 1, "requests", "successful", 2, "output_tokens"],
+        "x",
+        "benchmarks[1].requests.successful[2].output_tokens: expected a number, got string",
+    ),
     ("aiperf.json", ["time_to_first_token", "p99"], "slow", "time_to_first_token.p99: expected a number, got string"),
     ("aiperf.json", ["request_latency", "unit"], "fortnights", "request_latency.unit: unknown time unit 'fortnights'"),
     ("aiperf.json", ["schema_version"], "9.0", "schema_version: unsupported aiperf schema '9.0'"),
-    ("genai-perf_profile_export_genai_perf.json", ["inter_token_latency"], 3, "inter_token_latency: expected an object, got number"),
-    ("genai-perf_profile_export_raw.json", ["experiments", 0, "requests", 0, "response_timestamps", 1], "late",
-     "experiments[0].requests[0].response_timestamps[1]: expected a number, got string"),
+    (
+        "genai-perf_profile_export_genai_perf.json",
+        ["inter_token_latency"],
+        3,
+        "inter_token_latency: expected an object, got number",
+    ),
+    (
+        "genai-perf_profile_export_raw.json",
+        ["experiments", 0, "requests", 0, "response_timestamps", 1],
+        "late",
+        "experiments[0].requests[0].response_timestamps[1]: expected a number, got string",
+    ),
     ("vllm_bench_serve.json", ["ttfts", 1], "x", "ttfts[1]: expected a number, got string"),
     ("vllm_bench_serve.json", ["itls", 0], 5, "itls[0]: expected a list, got number"),
     ("vllm_bench_serve.json", ["completed"], "six", "completed: expected a number, got string"),
     ("vllm_bench_serve.json", ["output_lens"], [16], "output_lens: has 1 entries but ttfts has 2"),
-    ("inference-perf_summary_lifecycle_metrics.json", ["successes", "latency", "time_to_first_token"], [],
-     "successes.latency.time_to_first_token: expected an object, got list"),
-    ("inference-perf_per_request_lifecycle_metrics.json", [0, "info", "response_metrics", "output_token_times"], "soon",
-     "[0].info.response_metrics.output_token_times: expected a list, got string"),
-    ("inference-perf_summary_prometheus_metrics.json", ["successes", "request_latency", "p90"], "x",
-     "successes.request_latency.p90: expected a number, got string"),
-    ("llmperf_summary.json", ["results_ttft_s_quantiles_p50"], "x", "results_ttft_s_quantiles_p50: expected a number, got string"),
+    (
+        "inference-perf_summary_lifecycle_metrics.json",
+        ["successes", "latency", "time_to_first_token"],
+        [],
+        "successes.latency.time_to_first_token: expected an object, got list",
+    ),
+    (
+        "inference-perf_per_request_lifecycle_metrics.json",
+        [0, "info", "response_metrics", "output_token_times"],
+        "soon",
+        "[0].info.response_metrics.output_token_times: expected a list, got string",
+    ),
+    (
+        "inference-perf_summary_prometheus_metrics.json",
+        ["successes", "request_latency", "p90"],
+        "x",
+        "successes.request_latency.p90: expected a number, got string",
+    ),
+    (
+        "llmperf_summary.json",
+        ["results_ttft_s_quantiles_p50"],
+        "x",
+        "results_ttft_s_quantiles_p50: expected a number, got string",
+    ),
     ("llmperf_individual_responses.json", [1, "ttft_s"], None, "[1].ttft_s: expected a number, got null"),
 ]
 
@@ -69,9 +107,19 @@ MISSING = [
     ("guidellm.json", ["benchmarks", 0, "metrics"], "benchmarks[0]", "guidellm"),
     ("vllm_bench_serve.json", ["duration"], "duration: missing required key", "vllm"),
     ("sglang_bench_serving.json", ["completed"], "completed: missing required key", "sglang"),
-    ("inference-perf_summary_lifecycle_metrics.json", ["successes", "latency"], "successes.latency: missing required key", "inference-perf"),
+    (
+        "inference-perf_summary_lifecycle_metrics.json",
+        ["successes", "latency"],
+        "successes.latency: missing required key",
+        "inference-perf",
+    ),
     ("llmperf_summary.json", ["num_concurrent_requests"], "num_concurrent_requests: missing required key", "llmperf"),
-    ("genai-perf_profile_export_raw.json", ["experiments", 0, "requests"], "experiments[0].requests: missing required key", "perf-analyzer-raw"),
+    (
+        "genai-perf_profile_export_raw.json",
+        ["experiments", 0, "requests"],
+        "experiments[0].requests: missing required key",
+        "perf-analyzer-raw",
+    ),
 ]
 
 
@@ -83,16 +131,32 @@ def test_missing_key_names_the_path(name, path, message, fmt):
     assert message in str(caught.value)
 
 
-TRUNCATABLE = ["guidellm.json", "aiperf.json", "genai-perf_profile_export_genai_perf.json", "genai-perf_profile_export_raw.json",
-               "vllm_bench_serve.json", "inference-perf_summary_lifecycle_metrics.json", "inference-perf_summary_prometheus_metrics.json",
-               "inference-perf_per_request_lifecycle_metrics.json", "llmperf_summary.json", "llmperf_individual_responses.json",
-               "sglang_bench_serving.json"]
-FORMAT_OF = {"guidellm.json": "guidellm", "aiperf.json": "aiperf", "genai-perf_profile_export_genai_perf.json": "genai-perf",
-             "genai-perf_profile_export_raw.json": "perf-analyzer-raw", "vllm_bench_serve.json": "vllm",
-             "inference-perf_summary_lifecycle_metrics.json": "inference-perf",
-             "inference-perf_summary_prometheus_metrics.json": "inference-perf-prometheus",
-             "inference-perf_per_request_lifecycle_metrics.json": "inference-perf-requests", "llmperf_summary.json": "llmperf",
-             "llmperf_individual_responses.json": "llmperf-responses", "sglang_bench_serving.json": "sglang"}
+TRUNCATABLE = [
+    "guidellm.json",
+    "aiperf.json",
+    "genai-perf_profile_export_genai_perf.json",
+    "genai-perf_profile_export_raw.json",
+    "vllm_bench_serve.json",
+    "inference-perf_summary_lifecycle_metrics.json",
+    "inference-perf_summary_prometheus_metrics.json",
+    "inference-perf_per_request_lifecycle_metrics.json",
+    "llmperf_summary.json",
+    "llmperf_individual_responses.json",
+    "sglang_bench_serving.json",
+]
+FORMAT_OF = {
+    "guidellm.json": "guidellm",
+    "aiperf.json": "aiperf",
+    "genai-perf_profile_export_genai_perf.json": "genai-perf",
+    "genai-perf_profile_export_raw.json": "perf-analyzer-raw",
+    "vllm_bench_serve.json": "vllm",
+    "inference-perf_summary_lifecycle_metrics.json": "inference-perf",
+    "inference-perf_summary_prometheus_metrics.json": "inference-perf-prometheus",
+    "inference-perf_per_request_lifecycle_metrics.json": "inference-perf-requests",
+    "llmperf_summary.json": "llmperf",
+    "llmperf_individual_responses.json": "llmperf-responses",
+    "sglang_bench_serving.json": "sglang",
+}
 
 
 @pytest.mark.parametrize("name", TRUNCATABLE)
@@ -112,7 +176,9 @@ def test_truncated_jsonl_record_is_rejected():
 
 
 def test_aiperf_jsonl_wrong_type():
-    data = load("aiperf.profile_export.jsonl").replace(b'"time_to_first_token":{"value":32.048665', b'"time_to_first_token":{"value":"soon"', 1)
+    data = load("aiperf.profile_export.jsonl").replace(
+        b'"time_to_first_token":{"value":32.048665', b'"time_to_first_token":{"value":"soon"', 1
+    )
     with pytest.raises(FormatError, match="time_to_first_token"):
         detect_and_parse(data, "profile_export.jsonl")
 
@@ -125,7 +191,9 @@ def test_guidellm_csv_corrupt_cell_names_line_and_column():
     rows[3][16] = "quick"  # Timings / Duration / Sec
     out = io.StringIO()
     csv.writer(out).writerows(rows)
-    with pytest.raises(FormatError, match="CSV line 4, column Timings / Duration / Sec: expected a number, got 'quick'"):
+    with pytest.raises(
+        FormatError, match="CSV line 4, column Timings / Duration / Sec: expected a number, got 'quick'"
+    ):
         detect_and_parse(out.getvalue().encode(), "benchmarks.csv")
 
 
@@ -137,7 +205,11 @@ def test_guidellm_csv_short_row():
 
 
 def test_aiperf_csv_corrupt_cell():
-    text = load("aiperf.profile_export_aiperf.csv").decode().replace("Request Latency (ms),60.41", "Request Latency (ms),sixty", 1)
+    text = (
+        load("aiperf.profile_export_aiperf.csv")
+        .decode()
+        .replace("Request Latency (ms),60.41", "Request Latency (ms),sixty", 1)
+    )
     with pytest.raises(FormatError, match=r"Request Latency \(ms\)\), column avg: expected a number, got 'sixty'"):
         detect_and_parse(text.encode(), "profile_export_aiperf.csv")
 

@@ -11,8 +11,14 @@ from benchmarks.result import NormalizedResult
 
 from .conftest import FIXTURES
 
-REAL = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".json", ".jsonl", ".csv") and p.name != "aiperf.inputs.json")
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+REAL = sorted(
+    p.name for p in FIXTURES.iterdir() if p.suffix in (".json", ".jsonl", ".csv") and p.name != "aiperf.inputs.json"
+)
+SETTINGS = settings(
+    max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def attempt(data, filename=None, fmt=None):
@@ -47,17 +53,25 @@ def test_mutated_real_files(name, data):
     if operation == "truncate":
         mutated = original[:position]
     elif operation == "flip":
-        mutated = original[:position] + bytes([original[position] ^ data.draw(st.integers(1, 255))]) + original[position + 1:]
+        mutated = (
+            original[:position]
+            + bytes([original[position] ^ data.draw(st.integers(1, 255))])
+            + original[position + 1 :]
+        )
     elif operation == "insert":
         mutated = original[:position] + data.draw(st.binary(min_size=1, max_size=16)) + original[position:]
     else:
-        mutated = original[:position] + original[position + data.draw(st.integers(1, 64)):]
+        mutated = original[:position] + original[position + data.draw(st.integers(1, 64)) :]
     fmt = data.draw(st.sampled_from([None] + format_names()))
     attempt(mutated, name, fmt)
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )

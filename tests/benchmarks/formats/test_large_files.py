@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-import benchmarks.formats._common as common
+import benchmarks.formats.base as common
 from benchmarks.formats import FormatError, detect_and_parse
 from benchmarks.perf.ingest import write_aiperf, write_vllm
 
@@ -19,7 +19,7 @@ def everything_is_large(monkeypatch):
 
 def compare(small, large):
     assert small.format == large.format
-    for a, b in zip(small.points, large.points):
+    for a, b in zip(small.points, large.points, strict=False):
         for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
             for stat in ("mean", "p50", "p90", "p99", "max"):
                 x, y = getattr(getattr(a, metric), stat), getattr(getattr(b, metric), stat)
@@ -65,6 +65,8 @@ def test_generated_perf_files_parse(tmp_path):
 
 
 def test_aiperf_warmup_records_are_dropped():
-    data = load("aiperf.profile_export.jsonl").replace(b'"benchmark_phase":"profiling"', b'"benchmark_phase":"warmup"', 1)
+    data = load("aiperf.profile_export.jsonl").replace(
+        b'"benchmark_phase":"profiling"', b'"benchmark_phase":"warmup"', 1
+    )
     result = detect_and_parse(data, "profile_export.jsonl")
     assert len(result.requests) == 1 and result.requests["ok"].tolist() == [False]

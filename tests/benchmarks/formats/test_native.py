@@ -37,24 +37,33 @@ def base_doc():
     return detect_and_parse(load("llmperf_individual_responses.json"), "x.json").to_native()
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda d: d.update(schema="kvselect.result/2"), "schema: unsupported version 'kvselect.result/2'"),
-    (lambda d: d.update(evidence="GUESSED"), "evidence: must be MEASURED or SIMULATED"),
-    (lambda d: d.update(test="smoke"), "test: must be one of"),
-    (lambda d: d.update(surprise=1), "surprise: unknown key"),
-    (lambda d: d.pop("points"), "points: missing required key"),
-    (lambda d: d["points"][0].update(ttft_ms={"mean": "fast"}), "points[0].ttft_ms.mean: expected a number, got string"),
-    (lambda d: d["points"][0].update(ttft_ms={"p42": 1.0}), "points[0].ttft_ms: unknown statistic 'p42'"),
-    (lambda d: d["points"][0].update(error_rate=1.5), "points[0].error_rate: must be between 0 and 1"),
-    (lambda d: d["points"][0].update(requests_completed=2.5), "points[0].requests_completed: expected a non-negative integer"),
-    (lambda d: d["points"][0].update(colour="red"), "points[0].colour: unknown key"),
-    (lambda d: d["requests"].update(ttft_ms=[1.0]), "requests.ttft_ms: has 1 rows, other columns have 2"),
-    (lambda d: d["requests"].update(ok=[1, 0]), "requests.ok[0]: expected a boolean, got number"),
-    (lambda d: d["requests"].update(point=[0, 3]), "requests.point: every row must name a point index"),
-    (lambda d: d["requests"].update(shoe_size=[1, 2]), "requests.shoe_size: unknown column"),
-    (lambda d: d.update(timeseries={"kv": [[0.0]]}), "timeseries.kv[0]: expected [t_s, value]"),
-    (lambda d: d.update(verdicts=[{"name": "x", "passed": "yes"}]), "verdicts[0].passed: expected a boolean"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda d: d.update(schema="kvselect.result/2"), "schema: unsupported version 'kvselect.result/2'"),
+        (lambda d: d.update(evidence="GUESSED"), "evidence: must be MEASURED or SIMULATED"),
+        (lambda d: d.update(test="smoke"), "test: must be one of"),
+        (lambda d: d.update(surprise=1), "surprise: unknown key"),
+        (lambda d: d.pop("points"), "points: missing required key"),
+        (
+            lambda d: d["points"][0].update(ttft_ms={"mean": "fast"}),
+            "points[0].ttft_ms.mean: expected a number, got string",
+        ),
+        (lambda d: d["points"][0].update(ttft_ms={"p42": 1.0}), "points[0].ttft_ms: unknown statistic 'p42'"),
+        (lambda d: d["points"][0].update(error_rate=1.5), "points[0].error_rate: must be between 0 and 1"),
+        (
+            lambda d: d["points"][0].update(requests_completed=2.5),
+            "points[0].requests_completed: expected a non-negative integer",
+        ),
+        (lambda d: d["points"][0].update(colour="red"), "points[0].colour: unknown key"),
+        (lambda d: d["requests"].update(ttft_ms=[1.0]), "requests.ttft_ms: has 1 rows, other columns have 2"),
+        (lambda d: d["requests"].update(ok=[1, 0]), "requests.ok[0]: expected a boolean, got number"),
+        (lambda d: d["requests"].update(point=[0, 3]), "requests.point: every row must name a point index"),
+        (lambda d: d["requests"].update(shoe_size=[1, 2]), "requests.shoe_size: unknown column"),
+        (lambda d: d.update(timeseries={"kv": [[0.0]]}), "timeseries.kv[0]: expected [t_s, value]"),
+        (lambda d: d.update(verdicts=[{"name": "x", "passed": "yes"}]), "verdicts[0].passed: expected a boolean"),
+    ],
+)
 def test_strict_validation(change, message):
     doc = base_doc()
     change(doc)

@@ -13,8 +13,11 @@ from .conftest import run
 def transport(request):
     """Every client behaviour is checked on each transport: the lean client with kernel receive
     stamps (Linux) and with asyncio's own transport, and aiohttp."""
-    return {"raw": {"transport": "raw"}, "raw-user-clock": {"transport": "raw", "kernel_timestamps": False},
-            "aiohttp": {"transport": "aiohttp"}}[request.param]
+    return {
+        "raw": {"transport": "raw"},
+        "raw-user-clock": {"transport": "raw", "kernel_timestamps": False},
+        "aiohttp": {"transport": "aiohttp"},
+    }[request.param]
 
 
 def send(server, spec, **client_kwargs):
@@ -26,8 +29,10 @@ def send(server, spec, **client_kwargs):
 
 
 def test_chat_stream_records_usage_timing_and_definitions(with_mock, transport):
-    record = with_mock(MockConfig(ttft_s=0.03, itl_s=0.005),
-                       lambda s: send(s, RequestSpec(prompt="a b c d", max_tokens=6), keep_text=True, **transport))
+    record = with_mock(
+        MockConfig(ttft_s=0.03, itl_s=0.005),
+        lambda s: send(s, RequestSpec(prompt="a b c d", max_tokens=6), keep_text=True, **transport),
+    )
     assert record.ok and record.done_marker and record.usage_reported
     assert (record.prompt_tokens, record.output_tokens, record.finish_reason) == (4, 6, "length")
     assert len(record.chunk_times) == 6 and record.text.split() == record.text.split()[:6]
@@ -52,7 +57,9 @@ def test_body_omits_ignore_eos_when_none_and_sends_usage_option():
 
 
 def test_stream_without_done_marker_still_completes(with_mock, transport):
-    record = with_mock(MockConfig(send_done=False), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4), **transport))
+    record = with_mock(
+        MockConfig(send_done=False), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4), **transport)
+    )
     assert record.ok and not record.done_marker and record.output_tokens == 4
 
 
@@ -63,14 +70,18 @@ def test_without_usage_tokens_come_from_chunks(with_mock, transport):
 
 
 def test_usage_wins_over_chunk_count_and_multi_token_chunks_split_itl(with_mock, transport):
-    record = with_mock(MockConfig(chunk_tokens=3, itl_s=0.003, usage_in_chunks=True),
-                       lambda s: send(s, RequestSpec(prompt="a", max_tokens=9), **transport))
+    record = with_mock(
+        MockConfig(chunk_tokens=3, itl_s=0.003, usage_in_chunks=True),
+        lambda s: send(s, RequestSpec(prompt="a", max_tokens=9), **transport),
+    )
     assert record.chunk_tokens == [3, 3, 3] and record.output_tokens == 9
     assert len(record.itl_ms()) == 6  # two later chunks of 3 tokens each count 3 gaps
 
 
 def test_non_streaming_has_e2e_but_no_ttft(with_mock, transport):
-    record = with_mock(MockConfig(ttft_s=0.01), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4, stream=False), **transport))
+    record = with_mock(
+        MockConfig(ttft_s=0.01), lambda s: send(s, RequestSpec(prompt="a", max_tokens=4, stream=False), **transport)
+    )
     assert record.ok and record.output_tokens == 4 and record.e2e_ms > 10
     assert record.ttft_ms is None and record.tpot_ms is None
 
@@ -90,7 +101,10 @@ def test_errors_are_classified(with_mock, config, error_class, transport):
 
 
 def test_read_timeout_is_classified(with_mock, transport):
-    record = with_mock(MockConfig(ttft_s=2.0), lambda s: send(s, RequestSpec(prompt="a", max_tokens=2), request_timeout_s=0.2, **transport))
+    record = with_mock(
+        MockConfig(ttft_s=2.0),
+        lambda s: send(s, RequestSpec(prompt="a", max_tokens=2), request_timeout_s=0.2, **transport),
+    )
     assert record.error_class == "timeout"
 
 
@@ -121,8 +135,12 @@ def test_api_key_header_is_sent_and_never_shown(transport):
 
     async def handler(request):
         seen["auth"] = request.headers.get("Authorization")
-        return web.json_response({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
-                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+        return web.json_response(
+            {
+                "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            }
+        )
 
     async def go():
         app = web.Application()
@@ -151,8 +169,14 @@ def test_oom_text_classifier():
 
 
 def test_derived_metrics_from_a_synthetic_record():
-    record = RequestRecord(send_time=10.0, first_token_time=10.05, end_time=10.25,
-                           chunk_times=[10.05, 10.10, 10.20], chunk_tokens=[1, 1, 2], output_tokens=4)
+    record = RequestRecord(
+        send_time=10.0,
+        first_token_time=10.05,
+        end_time=10.25,
+        chunk_times=[10.05, 10.10, 10.20],
+        chunk_tokens=[1, 1, 2],
+        output_tokens=4,
+    )
     assert record.ttft_ms == pytest.approx(50.0)
     assert record.e2e_ms == pytest.approx(250.0)
     assert record.tpot_ms == pytest.approx(200.0 / 3)
@@ -164,9 +188,11 @@ def test_raw_transport_parses_chunked_and_length_bodies_split_anywhere():
     from benchmarks.harness.rawhttp import _ResponseProtocol
 
     events = b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n\ndata: [DONE]\n\n'
-    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-               + b"".join(b"%x;ext=1\r\n" % len(part) + part + b"\r\n" for part in (events[:10], events[10:]))
-               + b"0\r\n\r\n")
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"".join(b"%x;ext=1\r\n" % len(part) + part + b"\r\n" for part in (events[:10], events[10:]))
+        + b"0\r\n\r\n"
+    )
     length = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(events) + events
 
     async def go(raw):
@@ -176,7 +202,7 @@ def test_raw_transport_parses_chunked_and_length_bodies_split_anywhere():
         done = loop.create_future()
         protocol.on_body, protocol.done, protocol.state = (lambda p, now, data: received.append(data)), done, "head"
         for i in range(len(raw)):
-            protocol.data_received(raw[i:i + 1])
+            protocol.data_received(raw[i : i + 1])
         assert done.done()
         return b"".join(received), protocol.keep_alive
 

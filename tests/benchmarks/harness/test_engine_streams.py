@@ -46,8 +46,9 @@ def test_every_shape_is_valid_sse_json_with_the_engines_markers(shape, chat):
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_client_counts_each_shape_from_the_mock(with_mock, shape, api):
-    record = with_mock(MockConfig(shape=shape, itl_s=0.002),
-                       lambda s: send(s, RequestSpec(api=api, prompt="a b c", max_tokens=9)))
+    record = with_mock(
+        MockConfig(shape=shape, itl_s=0.002), lambda s: send(s, RequestSpec(api=api, prompt="a b c", max_tokens=9))
+    )
     assert record.ok and record.output_tokens == 9 and record.finish_reason == "length" and record.done_marker
     assert len(record.chunk_times) == 9 and record.first_token_time is not None
 
@@ -69,7 +70,9 @@ def one_event_per_read(data):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("reads", [one_event_per_read, lambda data: [data[i:i + 700] for i in range(0, len(data), 700)]])
+@pytest.mark.parametrize(
+    "reads", [one_event_per_read, lambda data: [data[i : i + 700] for i in range(0, len(data), 700)]]
+)
 def test_a_vllm_length_stream_needs_a_handful_of_parses_not_one_per_token(monkeypatch, shape, reads):
     data = stream(shape, tokens=[f"w{i} " for i in range(128)])
     record, parses = feed_counting_parses(monkeypatch, data, reads)
@@ -81,8 +84,16 @@ def test_a_vllm_length_stream_needs_a_handful_of_parses_not_one_per_token(monkey
 
 def test_template_never_misreads_escaped_quotes_empty_strings_or_reasoning(monkeypatch):
     events = EngineStream("vllm", True, "id", "m", 1)
-    data = (events.opening() + events.token("a ") + events.token('say "hi"') + events.token("")
-            + events.token("\\") + events.token("z", "length") + events.usage(1, 4) + events.done())
+    data = (
+        events.opening()
+        + events.token("a ")
+        + events.token('say "hi"')
+        + events.token("")
+        + events.token("\\")
+        + events.token("z", "length")
+        + events.usage(1, 4)
+        + events.done()
+    )
     record, _ = feed_counting_parses(monkeypatch, data, one_event_per_read, keep_text=False)
     assert len(record.chunk_times) == 4  # "a ", 'say "hi"', "\\", "z"; the empty string is no token
     reasoning = data.replace(b'{"content":""}', b'{"content":"","reasoning_content":"thinking"}')

@@ -45,9 +45,26 @@ def llama_server(tmp_path_factory):
     port = free_port()
     log = open(tmp_path_factory.mktemp("log") / "llama-server.log", "w")
     process = subprocess.Popen(
-        [str(binary), "-m", str(model), "-t", "1", "-tb", "1", "--metrics", "-np", "16", "-c", "8192",
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            str(binary),
+            "-m",
+            str(model),
+            "-t",
+            "1",
+            "-tb",
+            "1",
+            "--metrics",
+            "-np",
+            "16",
+            "-c",
+            "8192",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -72,8 +89,9 @@ def llama_server(tmp_path_factory):
 
 
 def target(url):
-    return w.Target(url, "tiny", metrics_url=url + "/metrics", engine="llamacpp", api="completions",
-                    allowed_hosts=["127.0.0.1"])
+    return w.Target(
+        url, "tiny", metrics_url=url + "/metrics", engine="llamacpp", api="completions", allowed_hosts=["127.0.0.1"]
+    )
 
 
 def test_concurrency_stress_against_llama_server(llama_server):
@@ -99,7 +117,9 @@ def test_concurrency_stress_against_llama_server(llama_server):
 
 
 def test_swap_recovery_greedy_continuation_on_llama_server(llama_server):
-    params = w.plan("swap_recovery", {"concurrent_sessions": 4, "avg_input_tokens": 48, "idle_seconds_between_turns": 1.0})
+    params = w.plan(
+        "swap_recovery", {"concurrent_sessions": 4, "avg_input_tokens": 48, "idle_seconds_between_turns": 1.0}
+    )
     params |= {"pressure_concurrency": 4, "output_tokens": 16}
     result = w.run_test_sync("swap_recovery", target(llama_server), params)
     v = {x["name"]: x for x in result.verdicts}

@@ -7,8 +7,18 @@ import pytest
 
 from benchmarks.harness import wireclock
 from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
-from benchmarks.harness.load import (PROCESS_CONCURRENCY, LoadConfig, LoadConfigError, held_concurrency, late_reads,
-                                     peak_concurrency, process_count, requests_rows, run_load, summarize)
+from benchmarks.harness.load import (
+    PROCESS_CONCURRENCY,
+    LoadConfig,
+    LoadConfigError,
+    held_concurrency,
+    late_reads,
+    peak_concurrency,
+    process_count,
+    requests_rows,
+    run_load,
+    summarize,
+)
 from benchmarks.harness.mock_server import MockConfig
 from benchmarks.perf.wire_mock import WireMockConfig, WireMockServer
 
@@ -74,8 +84,10 @@ def test_loop_lag_flags_the_run_only_when_it_skewed_the_response_times(with_mock
         return RequestSpec(prompt="p", max_tokens=2)
 
     config = LoadConfig(concurrency=2, duration_s=1.5)
-    outcome = with_mock(MockConfig(ttft_s=0.4), lambda s: load(s, config, make=slow_make,
-                                                               client_kwargs={"kernel_timestamps": kernel_timestamps}))
+    outcome = with_mock(
+        MockConfig(ttft_s=0.4),
+        lambda s: load(s, config, make=slow_make, client_kwargs={"kernel_timestamps": kernel_timestamps}),
+    )
     assert outcome.loop_lag_ms_p99 > 40
     flagged = any("event-loop lag" in reason for reason in outcome.client_bound_reasons)
     assert flagged is not kernel_timestamps
@@ -87,8 +99,10 @@ def test_cancel_stops_within_two_seconds_and_keeps_partial_data(with_mock):
     config = LoadConfig(concurrency=8, duration_s=30)
 
     started = time.perf_counter()
-    outcome = with_mock(MockConfig(itl_s=0.01),
-                        lambda s: load(s, config, make=lambda i: RequestSpec(prompt="p", max_tokens=1000), cancel=cancel))
+    outcome = with_mock(
+        MockConfig(itl_s=0.01),
+        lambda s: load(s, config, make=lambda i: RequestSpec(prompt="p", max_tokens=1000), cancel=cancel),
+    )
     assert time.perf_counter() - started < 0.5 + 2.0
     assert outcome.cancelled and len(outcome.records) == 8
     assert all(r.error_class == "cancelled" and r.chunk_times for r in outcome.records)
@@ -165,8 +179,14 @@ def test_reads_of_tokens_sent_apart_are_flagged_as_stamped_late():
     if not wireclock.SUPPORTED:
         pytest.skip("the wire mock reads kernel stamps (Linux)")
     server = WireMockServer(WireMockConfig(ttft_s=0.01, itl_s=0.004))
-    thread = threading.Thread(target=lambda: (asyncio.set_event_loop(loop := asyncio.new_event_loop()),
-                                              server.start(loop), loop.run_forever()), daemon=True)
+    thread = threading.Thread(
+        target=lambda: (
+            asyncio.set_event_loop(loop := asyncio.new_event_loop()),
+            server.start(loop),
+            loop.run_forever(),
+        ),
+        daemon=True,
+    )
     thread.start()
 
     def blocking_make(i):
@@ -181,8 +201,12 @@ def test_reads_of_tokens_sent_apart_are_flagged_as_stamped_late():
 
 def test_late_reads_ignore_streams_written_at_once():
     at_once = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[1.0] * 10, chunk_tokens=[1] * 10)
-    paced = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[0.01 * i for i in range(10)] + [0.12, 0.12, 0.12],
-                          chunk_tokens=[1] * 13)
+    paced = RequestRecord(
+        send_time=0.0,
+        end_time=1.0,
+        chunk_times=[0.01 * i for i in range(10)] + [0.12, 0.12, 0.12],
+        chunk_tokens=[1] * 13,
+    )
     assert late_reads([at_once]) == (None, None, None)
     fraction, worst, gap = late_reads([paced, at_once])
     assert fraction == pytest.approx(2 / 13) and worst == pytest.approx(20.0) and gap == pytest.approx(10.0)
@@ -195,8 +219,12 @@ def test_worker_processes_merge_their_requests_exactly(with_mock):
 
     async def go(server):
         async with OpenAIClient(server.url, "m") as client:
-            outcome = await run_load(client, lambda i: RequestSpec(prompt=f"p {i}", max_tokens=4, request_id=str(i)),
-                                     config, progress=seen.append)
+            outcome = await run_load(
+                client,
+                lambda i: RequestSpec(prompt=f"p {i}", max_tokens=4, request_id=str(i)),
+                config,
+                progress=seen.append,
+            )
             return outcome, client.timestamping()
 
     outcome, clock = with_mock(MockConfig(itl_s=0.002), go)

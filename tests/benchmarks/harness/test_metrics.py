@@ -36,7 +36,7 @@ sglang:prompt_tokens_total{model_name="m"} 120
 """
 LMDEPLOY = "lmdeploy:gpu_cache_usage_perc 0.7\nlmdeploy:num_requests_running 5\nlmdeploy:num_requests_waiting 1\n"
 TGI = "tgi_queue_size 3\ntgi_batch_current_size 8\n"
-TRTLLM = "trtllm_kv_cache_utilization 0.33\ntrtllm_num_requests_running 4\ntrtllm_kv_cache_reused_blocks_total 6\ntrtllm_kv_cache_missed_blocks_total 2\n"
+TRTLLM = "trtllm_kv_cache_utilization 0.33\ntrtllm_num_requests_running 4\ntrtllm_kv_cache_reused_blocks_total 6\ntrtllm_kv_cache_missed_blocks_total 2\n"  # noqa: E501  (data as the tool writes it)
 LLAMACPP = """# TYPE llamacpp:prompt_tokens_total counter
 llamacpp:prompt_tokens_total 90
 # TYPE llamacpp:prompt_tokens_seconds gauge
@@ -50,9 +50,21 @@ llamacpp:requests_processing 2
 @pytest.mark.parametrize(
     "text, engine, expected",
     [
-        (VLLM_V1, "vllm", {"kv_usage_ratio": 0.4, "running": 5, "prefix_hits": 250, "prefix_queries": 1000, "preemptions": 7}),
-        (VLLM_V0, "vllm", {"kv_usage_ratio": 0.25, "cpu_kv_usage_ratio": 0.1, "swapped": 2, "prefix_hit_ratio_gauge": 0.4}),
-        (SGLANG, "sglang", {"kv_usage_ratio": 0.61, "running": 12, "waiting": 4, "prefix_hits": 30, "prefix_queries": 120}),
+        (
+            VLLM_V1,
+            "vllm",
+            {"kv_usage_ratio": 0.4, "running": 5, "prefix_hits": 250, "prefix_queries": 1000, "preemptions": 7},
+        ),
+        (
+            VLLM_V0,
+            "vllm",
+            {"kv_usage_ratio": 0.25, "cpu_kv_usage_ratio": 0.1, "swapped": 2, "prefix_hit_ratio_gauge": 0.4},
+        ),
+        (
+            SGLANG,
+            "sglang",
+            {"kv_usage_ratio": 0.61, "running": 12, "waiting": 4, "prefix_hits": 30, "prefix_queries": 120},
+        ),
         (LMDEPLOY, "lmdeploy", {"kv_usage_ratio": 0.7, "running": 5, "waiting": 1}),
         (TGI, "tgi", {"running": 8, "waiting": 3}),
         (TRTLLM, "trtllm", {"kv_usage_ratio": 0.33, "running": 4, "prefix_hits": 6, "prefix_queries": 8}),
@@ -70,13 +82,33 @@ def test_engine_maps(text, engine, expected):
 
 
 def test_trtllm_json_iteration_stats():
-    stats = [{"numActiveRequests": 1}, {"numActiveRequests": 3, "numQueuedRequests": 2,
-             "kvCacheStats": {"maxNumBlocks": 100, "usedNumBlocks": 25, "tokensPerBlock": 32, "reusedBlocks": 3,
-                              "missedBlocks": 1, "cacheHitRate": 0.75},
-             "inflightBatchingStats": {"numPausedRequests": 1}}]
+    stats = [
+        {"numActiveRequests": 1},
+        {
+            "numActiveRequests": 3,
+            "numQueuedRequests": 2,
+            "kvCacheStats": {
+                "maxNumBlocks": 100,
+                "usedNumBlocks": 25,
+                "tokensPerBlock": 32,
+                "reusedBlocks": 3,
+                "missedBlocks": 1,
+                "cacheHitRate": 0.75,
+            },
+            "inflightBatchingStats": {"numPausedRequests": 1},
+        },
+    ]
     values = map_trtllm_json(stats)
-    assert values == {"kv_usage_ratio": 0.25, "kv_used_tokens": 800, "prefix_hits": 3.0, "prefix_queries": 4.0,
-                      "prefix_hit_ratio_gauge": 0.75, "running": 3.0, "waiting": 2.0, "preemptions": 1.0}
+    assert values == {
+        "kv_usage_ratio": 0.25,
+        "kv_used_tokens": 800,
+        "prefix_hits": 3.0,
+        "prefix_queries": 4.0,
+        "prefix_hit_ratio_gauge": 0.75,
+        "running": 3.0,
+        "waiting": 2.0,
+        "preemptions": 1.0,
+    }
 
 
 def test_sampler_derives_prefix_ratio_from_counters_and_records_absence(with_mock):

@@ -8,9 +8,16 @@ def fake_resolver(table):
 
 
 def test_allow_listed_host_passes_and_is_normalised():
-    assert check_target("http://Engine.Internal:8000/v1", ["engine.internal"], fake_resolver({"engine.internal": ["10.0.0.5"]})) == "engine.internal"
+    assert (
+        check_target(
+            "http://Engine.Internal:8000/v1", ["engine.internal"], fake_resolver({"engine.internal": ["10.0.0.5"]})
+        )
+        == "engine.internal"
+    )
     assert check_target("https://10.1.2.3/v1", "10.0.0.0/8, other") == "10.1.2.3"
-    assert check_target("http://gpu-7.pool.example.com", ["*.pool.example.com"], fake_resolver({"gpu-7.pool.example.com": ["10.0.0.7"]}))
+    assert check_target(
+        "http://gpu-7.pool.example.com", ["*.pool.example.com"], fake_resolver({"gpu-7.pool.example.com": ["10.0.0.7"]})
+    )
 
 
 def test_host_not_in_list_is_refused_naming_the_setting():
@@ -20,8 +27,16 @@ def test_host_not_in_list_is_refused_naming_the_setting():
         check_target("http://127.0.0.1:8000", [])
 
 
-@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data", "http://169.254.1.1:80", "http://[fe80::1]:8000",
-                                 "http://[::ffff:169.254.169.254]/", "http://metadata.google.internal/computeMetadata"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data",
+        "http://169.254.1.1:80",
+        "http://[fe80::1]:8000",
+        "http://[::ffff:169.254.169.254]/",
+        "http://metadata.google.internal/computeMetadata",
+    ],
+)
 def test_link_local_and_metadata_always_refused_even_with_wildcard(url):
     with pytest.raises(TargetRefused, match="always refused"):
         check_target(url, ["*"])

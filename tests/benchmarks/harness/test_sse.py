@@ -1,4 +1,5 @@
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.harness.client import SSEParser, parse_sse
 
@@ -27,11 +28,15 @@ def test_crlf_split_across_reads_is_not_a_blank_line():
     assert out == [b"a\nb"]
 
 
-payloads = st.lists(st.binary(min_size=1, max_size=30).filter(lambda b: b"\n" not in b and b"\r" not in b), min_size=1, max_size=8)
+payloads = st.lists(
+    st.binary(min_size=1, max_size=30).filter(lambda b: b"\n" not in b and b"\r" not in b), min_size=1, max_size=8
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(payloads, st.sampled_from([b"\n", b"\r\n", b"\r"]), st.lists(st.integers(min_value=0, max_value=400), max_size=10))
+@given(
+    payloads, st.sampled_from([b"\n", b"\r\n", b"\r"]), st.lists(st.integers(min_value=0, max_value=400), max_size=10)
+)
 def test_any_split_of_a_stream_gives_the_same_events(items, newline, cuts):
     stream = b"".join(b"data: " + item + newline + newline for item in items)
     expected = items  # exactly one space after "data:" is stripped; the payload keeps the rest
@@ -89,7 +94,10 @@ def _event(kind, api, compact):
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.lists(st.sampled_from(["token", "token", "token", "empty", "quote", "null", "role", "finish", "usage", "done"]), max_size=25),
+    st.lists(
+        st.sampled_from(["token", "token", "token", "empty", "quote", "null", "role", "finish", "usage", "done"]),
+        max_size=25,
+    ),
     st.sampled_from(["chat", "completions"]),
     st.booleans(),
     st.lists(st.integers(min_value=0, max_value=5000), max_size=8),
@@ -113,5 +121,10 @@ def test_fast_path_records_what_the_full_parse_records(kinds, api, compact, cuts
     assert fast.chunk_tokens == slow.chunk_tokens
     assert len(fast.chunk_times) == len(slow.chunk_times)
     assert (fast.output_tokens, fast.prompt_tokens, fast.finish_reason, fast.done_marker, fast.error_class) == (
-        slow.output_tokens, slow.prompt_tokens, slow.finish_reason, slow.done_marker, slow.error_class)
+        slow.output_tokens,
+        slow.prompt_tokens,
+        slow.finish_reason,
+        slow.done_marker,
+        slow.error_class,
+    )
     assert (fast.first_token_time is None) == (slow.first_token_time is None)

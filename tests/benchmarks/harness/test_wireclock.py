@@ -49,7 +49,9 @@ class OneShotServer(threading.Thread):
             while b"\r\n\r\n" not in data:
                 data += conn.recv(65536)
             head, _, body = data.partition(b"\r\n\r\n")
-            length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
+            length = int(
+                [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0]
+            )
             while len(body) < length:
                 body += conn.recv(1 << 20)
             self.body_bytes = len(body)
@@ -57,11 +59,15 @@ class OneShotServer(threading.Thread):
             time.sleep(0.05)
             token = b'data: {"choices":[{"index":0,"delta":{"content":"a "},"finish_reason":null}]}\n\n'
             self.first_sent = time.perf_counter()
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         + b"%x\r\n%s\r\n" % (len(token), token))
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + b"%x\r\n%s\r\n" % (len(token), token)
+            )
             time.sleep(0.4)
-            tail = (b'data: {"choices":[{"index":0,"delta":{"content":"b "},"finish_reason":"length"}],'
-                    b'"usage":{"prompt_tokens":1,"completion_tokens":2}}\n\ndata: [DONE]\n\n')
+            tail = (
+                b'data: {"choices":[{"index":0,"delta":{"content":"b "},"finish_reason":"length"}],'
+                b'"usage":{"prompt_tokens":1,"completion_tokens":2}}\n\ndata: [DONE]\n\n'
+            )
             conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
 
 

@@ -9,8 +9,15 @@ from benchmarks.harness.mock_server import MockConfig
 from benchmarks.harness.safety import TargetRefused
 from benchmarks.result import REQUEST_COLUMNS
 
-CONSTRAINTS = {"peak_concurrency": 8, "avg_input_tokens": 64, "avg_output_tokens": 16, "max_input_tokens": 2048,
-               "ttft_p95_ms": 1000, "concurrent_sessions": 6, "idle_seconds_between_turns": 1.0}
+CONSTRAINTS = {
+    "peak_concurrency": 8,
+    "avg_input_tokens": 64,
+    "avg_output_tokens": 16,
+    "max_input_tokens": 2048,
+    "ttft_p95_ms": 1000,
+    "concurrent_sessions": 6,
+    "idle_seconds_between_turns": 1.0,
+}
 
 
 def target_for(server, **kwargs):
@@ -36,14 +43,23 @@ def test_plans_come_from_constraints_and_are_editable():
 
 
 def test_concurrency_stress_with_aborts(with_mock):
-    params = w.plan("concurrency_stress", CONSTRAINTS) | {"duration_s": 1.0, "warmup_s": 0.2, "settle_s": 3, "abort_fraction": 0.2}
+    params = w.plan("concurrency_stress", CONSTRAINTS) | {
+        "duration_s": 1.0,
+        "warmup_s": 0.2,
+        "settle_s": 3,
+        "abort_fraction": 0.2,
+    }
     progress = []
-    result = with_mock(MockConfig(ttft_s=0.01, itl_s=0.002, metrics_style="vllm"),
-                       lambda s: w.run_test("concurrency_stress", target_for(s), params, progress=progress.append))
+    result = with_mock(
+        MockConfig(ttft_s=0.01, itl_s=0.002, metrics_style="vllm"),
+        lambda s: w.run_test("concurrency_stress", target_for(s), params, progress=progress.append),
+    )
     assert result.tool == "kvselect-harness" and result.evidence == "MEASURED" and not result.partial
     v = verdicts(result)
     assert v["zero_errors"]["passed"] and v["ttft_p95_within_budget"]["passed"]
-    assert result.points[0].achieved_concurrency >= 7.5, v["concurrency_held"]["detail"]  # verdict may flag loop lag on a busy box
+    assert result.points[0].achieved_concurrency >= 7.5, v["concurrency_held"][
+        "detail"
+    ]  # verdict may flag loop lag on a busy box
     assert v["kv_back_to_baseline_after_aborts"]["passed"] and v["requests_released_after_aborts"]["passed"]
     point = result.points[0]
     assert point.extra["aborted"] > 0 and point.extra["kv_usage_ratio_max"] > 0
@@ -55,18 +71,31 @@ def test_concurrency_stress_with_aborts(with_mock):
 
 
 def test_budget_and_error_verdicts_fail_when_they_should(with_mock):
-    params = w.plan("concurrency_stress", CONSTRAINTS) | {"duration_s": 0.5, "warmup_s": 0, "ttft_p95_ms": 1, "abort_fraction": 0}
+    params = w.plan("concurrency_stress", CONSTRAINTS) | {
+        "duration_s": 0.5,
+        "warmup_s": 0,
+        "ttft_p95_ms": 1,
+        "abort_fraction": 0,
+    }
     result = with_mock(MockConfig(ttft_s=0.02), lambda s: w.run_test("concurrency_stress", target_for(s), params))
     assert verdicts(result)["ttft_p95_within_budget"]["passed"] is False
-    result = with_mock(MockConfig(oom_in_stream_after=1), lambda s: w.run_test("concurrency_stress", target_for(s), params))
+    result = with_mock(
+        MockConfig(oom_in_stream_after=1), lambda s: w.run_test("concurrency_stress", target_for(s), params)
+    )
     v = verdicts(result)["zero_errors"]
     assert v["passed"] is False and "oom" in v["detail"]
 
 
 def test_long_context_ladder_with_background(with_mock):
-    params = w.plan("long_context", CONSTRAINTS) | {"rungs": [256, 1024], "background_lead_s": 0.5, "background_concurrency": 2}
-    result = with_mock(MockConfig(ttft_s=0.01, prefill_s_per_token=0.00002, metrics_style="llamacpp"),
-                       lambda s: w.run_test("long_context", target_for(s, engine="llamacpp"), params))
+    params = w.plan("long_context", CONSTRAINTS) | {
+        "rungs": [256, 1024],
+        "background_lead_s": 0.5,
+        "background_concurrency": 2,
+    }
+    result = with_mock(
+        MockConfig(ttft_s=0.01, prefill_s_per_token=0.00002, metrics_style="llamacpp"),
+        lambda s: w.run_test("long_context", target_for(s, engine="llamacpp"), params),
+    )
     assert [p.label for p in result.points] == ["256 alone", "256 with_background", "1K alone", "1K with_background"]
     assert result.metadata["largest_successful_rung"] == 1024 and verdicts(result)["largest_rung_succeeds"]["passed"]
     assert result.points[2].extra["prompt_tokens_reported"] == [1024]
@@ -117,7 +146,9 @@ def test_cancel_returns_partial_result_quickly(with_mock):
 
 def test_simulator_evidence_and_target_refusal(with_mock):
     params = w.plan("concurrency_stress", CONSTRAINTS) | {"duration_s": 0.3, "warmup_s": 0, "abort_fraction": 0}
-    result = with_mock(None, lambda s: w.run_test("concurrency_stress", target_for(s, engine="simulator", metrics_url=None), params))
+    result = with_mock(
+        None, lambda s: w.run_test("concurrency_stress", target_for(s, engine="simulator", metrics_url=None), params)
+    )
     assert result.evidence == "SIMULATED"
     refused = w.Target("http://169.254.169.254/v1", "m", allowed_hosts=["*"])
     with pytest.raises(TargetRefused):

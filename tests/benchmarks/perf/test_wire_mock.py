@@ -21,7 +21,9 @@ def serve_and_load(config, specs, **client_kwargs):
         try:
             async with OpenAIClient(server.url, "m", **client_kwargs) as client:
                 records = await asyncio.gather(*(client.send(spec) for spec in specs))
-            health = await asyncio.to_thread(lambda: json.load(urllib.request.urlopen(server.url + "/health", timeout=5)))
+            health = await asyncio.to_thread(
+                lambda: json.load(urllib.request.urlopen(server.url + "/health", timeout=5))
+            )
             return records, dict(server.true_times), health, server.unstamped
         finally:
             server.close()
@@ -30,7 +32,10 @@ def serve_and_load(config, specs, **client_kwargs):
 
 
 def test_streams_the_requested_tokens_and_records_wire_times_per_request():
-    specs = [RequestSpec(prompt=f"p{i}", max_tokens=5, request_id=f"r{i}", extra_body={"kvselect_request_id": f"r{i}"}) for i in range(6)]
+    specs = [
+        RequestSpec(prompt=f"p{i}", max_tokens=5, request_id=f"r{i}", extra_body={"kvselect_request_id": f"r{i}"})
+        for i in range(6)
+    ]
     records, truth, health, unstamped = serve_and_load(WireMockConfig(ttft_s=0.04, itl_s=0.005), specs)
     assert health == {"status": "ok"}
     assert all(r.ok and r.output_tokens == 5 and r.done_marker and r.finish_reason == "length" for r in records)

@@ -1,4 +1,4 @@
-"""The engine model shows the KV-cache effects DOMAIN.md describes, by block arithmetic."""
+"""The engine model shows the KV-cache effects docs/domain.md describes, by block arithmetic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import pytest
 
 from benchmarks.simulator.config import SimConfig, SimConfigError, blocks_for
-from benchmarks.simulator.engine import Engine, RequestRejected, RequestTooLarge, EngineOOM, Sequence, TokenStream
+from benchmarks.simulator.engine import Engine, EngineOOM, RequestRejected, RequestTooLarge, Sequence, TokenStream
 from benchmarks.simulator.tokens import reference_output
 
 from .helpers import Driver, small_config
@@ -28,7 +28,12 @@ def test_capacity_plan_is_read_by_duck_typing():
         weight_bytes_per_rank = 8_000_000_000
 
     config = SimConfig.from_capacity_plan(Plan(), profile="radix")
-    assert (config.block_size, config.num_blocks, config.kv_bytes_per_token, config.weight_bytes) == (32, 1234, 65536, 8_000_000_000)
+    assert (config.block_size, config.num_blocks, config.kv_bytes_per_token, config.weight_bytes) == (
+        32,
+        1234,
+        65536,
+        8_000_000_000,
+    )
     assert config.total_blocks == 1234 * 32  # radix allocates per token from the same memory
 
 
@@ -72,7 +77,9 @@ def test_prefix_caching_saves_the_blocks_and_prefill_time_the_arithmetic_predict
     prefix, suffix, bs = 4096, 512, 16
 
     def run(profile: str) -> tuple[int, float, Engine]:
-        driver = Driver(small_config(profile=profile, num_blocks=8000, max_model_len=8192, max_num_batched_tokens=65536))
+        driver = Driver(
+            small_config(profile=profile, num_blocks=8000, max_model_len=8192, max_num_batched_tokens=65536)
+        )
         driver.request(prefix + suffix, 1, prefix_id="system", prefix_tokens=prefix)
         driver.run()  # warms the cache with the system prompt
         driver.idle(1.0)
@@ -206,12 +213,27 @@ def test_abort_frees_every_block():
 @pytest.mark.parametrize("coalesce", [False, True])
 def test_random_workloads_conserve_blocks_and_finish(profile, coalesce):
     rng = random.Random(hash((profile, coalesce)) & 0xFFFF)
-    driver = Driver(small_config(profile=profile, num_blocks=300, max_model_len=2048, offload_after_s=0.5,
-                                 preemption_mode=rng.choice(["recompute", "swap"])), coalesce=coalesce)
+    driver = Driver(
+        small_config(
+            profile=profile,
+            num_blocks=300,
+            max_model_len=2048,
+            offload_after_s=0.5,
+            preemption_mode=rng.choice(["recompute", "swap"]),
+        ),
+        coalesce=coalesce,
+    )
     seqs = []
     for _ in range(60):
-        seqs.append(driver.request(rng.randint(1, 900), rng.randint(1, 300), prefix_id=rng.choice([None, "a", "b"]),
-                                   prefix_tokens=rng.choice([0, 64, 200]), session_id=rng.choice([None, 1, 2, 3])))
+        seqs.append(
+            driver.request(
+                rng.randint(1, 900),
+                rng.randint(1, 300),
+                prefix_id=rng.choice([None, "a", "b"]),
+                prefix_tokens=rng.choice([0, 64, 200]),
+                session_id=rng.choice([None, 1, 2, 3]),
+            )
+        )
         for _ in range(rng.randint(0, 5)):
             if driver.engine.has_work():
                 driver.step()

@@ -74,7 +74,9 @@ def test_kv_usage_is_higher_with_more_concurrency_offline():
 
 def test_jsonl_trace_and_errors(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text('{"arrival": 0.5, "prompt_tokens": 10, "max_tokens": 3, "session_id": "a"}\n\n{"timestamp": 0, "input_tokens": 5, "output_tokens": 2}\n')
+    path.write_text(
+        '{"arrival": 0.5, "prompt_tokens": 10, "max_tokens": 3, "session_id": "a"}\n\n{"timestamp": 0, "input_tokens": 5, "output_tokens": 2}\n'  # noqa: E501  (data as the tool writes it)
+    )
     records = load_trace(path)
     assert [r.arrival_s for r in records] == [0.0, 0.5] and records[1].session_id == "a"
     bad = tmp_path / "bad.csv"

@@ -32,7 +32,7 @@ async def _sse(response: aiohttp.ClientResponse) -> list:
     async for raw in response.content:
         line = raw.decode().strip()
         if line.startswith("data: "):
-            payload = line[len("data: "):]
+            payload = line[len("data: ") :]
             events.append(payload if payload == "[DONE]" else json.loads(payload))
     return events
 
@@ -50,7 +50,13 @@ def test_chat_streams_sse_with_usage_and_metrics_use_vllm_names():
         try:
             async with aiohttp.ClientSession() as client:
                 messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "summarise the rules"}]
-                body = {"model": "x", "messages": messages, "max_tokens": 12, "stream": True, "stream_options": {"include_usage": True}}
+                body = {
+                    "model": "x",
+                    "messages": messages,
+                    "max_tokens": 12,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
                 async with client.post(server.url + "/v1/chat/completions", json=body) as response:
                     assert response.status == 200
                     assert response.headers["Content-Type"].startswith("text/event-stream")
@@ -79,9 +85,16 @@ def test_chat_streams_sse_with_usage_and_metrics_use_vllm_names():
     assert _metric(metrics, "vllm:generation_tokens_total") == 12
     assert _metric(metrics, "vllm:time_to_first_token_seconds_count") == 1
     assert _metric(metrics, "vllm:num_requests_running") == 0
-    for name in ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_hits_total", "vllm:num_preemptions_total",
-                 "vllm:num_requests_waiting", "vllm:inter_token_latency_seconds_count", "kvsim:fragmentation_ratio",
-                 "kvsim:cpu_blocks", "kvsim:swap_in_blocks_total"):
+    for name in (
+        "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_hits_total",
+        "vllm:num_preemptions_total",
+        "vllm:num_requests_waiting",
+        "vllm:inter_token_latency_seconds_count",
+        "kvsim:fragmentation_ratio",
+        "kvsim:cpu_blocks",
+        "kvsim:swap_in_blocks_total",
+    ):
         _metric(metrics, name)
     assert 'kvsim_info{evidence="SIMULATED"' in metrics
 
@@ -96,7 +109,9 @@ def test_completions_models_tokenize_health_and_prefix_hits():
                 tokens = await (await client.post(server.url + "/tokenize", json={"prompt": "a b  c"})).json()
                 results = []
                 for suffix in ("first question", "second question"):
-                    response = await client.post(server.url + "/v1/completions", json={"prompt": SYSTEM + " " + suffix, "max_tokens": 5})
+                    response = await client.post(
+                        server.url + "/v1/completions", json={"prompt": SYSTEM + " " + suffix, "max_tokens": 5}
+                    )
                     results.append(await response.json())
                 bad = await client.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": -1})
                 return models, tokens, results, bad.status, await bad.json()
@@ -116,15 +131,27 @@ def test_completions_models_tokenize_health_and_prefix_hits():
 
 def test_multi_turn_continuation_check_detects_the_corruption_fault():
     async def conversation(corrupt: bool):
-        server = await start_server(_config(profile="paged-offload", offload_after_s=1.0, fault_corrupt_swapped_in=corrupt))
+        server = await start_server(
+            _config(profile="paged-offload", offload_after_s=1.0, fault_corrupt_swapped_in=corrupt)
+        )
         try:
             async with aiohttp.ClientSession() as client:
                 messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hello"}]
-                first = await (await client.post(server.url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 20})).json()
+                first = await (
+                    await client.post(
+                        server.url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 20}
+                    )
+                ).json()
                 await asyncio.sleep(0.05)  # 10 simulated seconds idle: the session is offloaded
-                messages += [{"role": "assistant", "content": first["choices"][0]["message"]["content"]},
-                             {"role": "user", "content": "and then"}]
-                second = await (await client.post(server.url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 10})).json()
+                messages += [
+                    {"role": "assistant", "content": first["choices"][0]["message"]["content"]},
+                    {"role": "user", "content": "and then"},
+                ]
+                second = await (
+                    await client.post(
+                        server.url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 10}
+                    )
+                ).json()
                 swapped = server.engine.stats["swap_in_blocks"]
             return second, messages, swapped
         finally:
@@ -133,7 +160,9 @@ def test_multi_turn_continuation_check_detects_the_corruption_fault():
     for corrupt in (False, True):
         second, messages, swapped = run(conversation(corrupt))
         assert swapped > 0
-        assert second["usage"]["prompt_tokens_details"]["cached_tokens"] > len(tokenize(SYSTEM))  # the history was reused
+        assert second["usage"]["prompt_tokens_details"]["cached_tokens"] > len(
+            tokenize(SYSTEM)
+        )  # the history was reused
         expected = reference_output(tokenize(render_chat(messages)), 10)
         matches = second["kvsim"]["token_ids"] == expected
         assert matches is (not corrupt)
@@ -145,7 +174,9 @@ def test_fault_knobs_drop_oom_crash_and_429():
         server = await start_server(_config(fault_drop_after_tokens=3))
         try:
             async with aiohttp.ClientSession() as client:
-                response = await client.post(server.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 50, "stream": True})
+                response = await client.post(
+                    server.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 50, "stream": True}
+                )
                 with pytest.raises(aiohttp.ClientPayloadError):
                     await response.read()
                 results["aborted"] = server.engine.stats["requests_aborted"]
@@ -154,7 +185,10 @@ def test_fault_knobs_drop_oom_crash_and_429():
         server = await start_server(_config(fault_oom_every=2))
         try:
             async with aiohttp.ClientSession() as client:
-                statuses = [(await client.post(server.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2})).status for _ in range(4)]
+                statuses = [
+                    (await client.post(server.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2})).status
+                    for _ in range(4)
+                ]
                 results["oom"] = statuses
         finally:
             await server.stop()
@@ -175,7 +209,9 @@ def test_fault_knobs_drop_oom_crash_and_429():
         try:
             async with aiohttp.ClientSession() as client:
                 body = {"prompt": "hi", "max_tokens": 3}
-                responses = await asyncio.gather(*(client.post(server.url + "/v1/completions", json=body) for _ in range(5)))
+                responses = await asyncio.gather(
+                    *(client.post(server.url + "/v1/completions", json=body) for _ in range(5))
+                )
                 results["429"] = sorted(r.status for r in responses)
         finally:
             await server.stop()
@@ -195,7 +231,9 @@ def test_time_scale_runs_faster_than_simulated_time():
             async with aiohttp.ClientSession() as client:
                 loop = asyncio.get_running_loop()
                 started = loop.time()
-                await (await client.post(server.url + "/v1/completions", json={"prompt": "go", "max_tokens": 200})).json()
+                await (
+                    await client.post(server.url + "/v1/completions", json={"prompt": "go", "max_tokens": 200})
+                ).json()
                 wall = loop.time() - started
                 metrics = await (await client.get(server.url + "/metrics")).text()
             return wall, _metric(metrics, "vllm:e2e_request_latency_seconds_sum")
@@ -214,8 +252,14 @@ def test_streams_to_a_thousand_concurrent_clients():
         try:
             connector = aiohttp.TCPConnector(limit=0)
             async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as client:
+
                 async def one(i: int) -> int:
-                    body = {"prompt": f"client {i} says hello", "max_tokens": 8, "stream": True, "stream_options": {"include_usage": True}}
+                    body = {
+                        "prompt": f"client {i} says hello",
+                        "max_tokens": 8,
+                        "stream": True,
+                        "stream_options": {"include_usage": True},
+                    }
                     async with client.post(server.url + "/v1/completions", json=body) as response:
                         events = await _sse(response)
                     return events[-2]["usage"]["completion_tokens"]
@@ -236,8 +280,11 @@ def test_server_thread_serves_synchronous_callers():
     from benchmarks.simulator.server import ServerThread
 
     with ServerThread(_config()) as server:
-        request = urllib.request.Request(server.url + "/v1/completions", data=json.dumps({"prompt": "a b", "max_tokens": 3}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            server.url + "/v1/completions",
+            data=json.dumps({"prompt": "a b", "max_tokens": 3}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         body = json.loads(urllib.request.urlopen(request, timeout=10).read())
         port = server.port
     assert body["usage"]["completion_tokens"] == 3 and port > 0
@@ -249,8 +296,13 @@ def test_streams_in_each_engines_shape_and_the_harness_reads_them(shape):
         server = await start_server(_config(stream_shape=shape))
         try:
             async with aiohttp.ClientSession() as session:
-                body = {"model": "x", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 6,
-                        "stream": True, "stream_options": {"include_usage": True}}
+                body = {
+                    "model": "x",
+                    "messages": [{"role": "user", "content": "hello there"}],
+                    "max_tokens": 6,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
                 async with session.post(server.url + "/v1/chat/completions", json=body) as response:
                     raw = await response.read()
             async with OpenAIClient(server.url, "x") as client:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from selection.domain import capacity as cap
-from selection.domain.capacity import GiB, CapacityError, CapacityInputs
+from selection.domain.capacity import CapacityError, CapacityInputs, GiB
 
 
 def spec(name):

@@ -124,7 +124,9 @@ def test_bad_values_and_missing_features_are_all_reported(raw):
     with pytest.raises(CatalogError) as exc:
         parse_catalog(raw)
     errors = exc.value.errors
-    assert any(e.startswith("engines[1].versions[0].features.allocation_strategy.value: must be one of") for e in errors)
+    assert any(
+        e.startswith("engines[1].versions[0].features.allocation_strategy.value: must be one of") for e in errors
+    )
     assert any("features.ops_complexity.value: level must be one of low, medium, high" in e for e in errors)
     assert 'engines[1].versions[0].features: missing "kv_metrics"' in errors
     assert any(e.startswith("engines[1].versions[0].features.colour: unknown feature") for e in errors)
@@ -171,11 +173,24 @@ def test_a_minimal_valid_catalog_loads_from_a_file(raw, tmp_path):
 
 def _caps(**overrides):
     base = {
-        "engine": "x", "version": "1", "allocation_strategy": "paged", "prefix_cache_kind": "radix_tree",
-        "kv_quant_dtypes": ["fp8_e4m3", "q8_0"], "offload_tiers": None, "priority_scheduling": None,
-        "metrics": ["x:kv_usage"], "ops_complexity": "medium", "chunked_prefill": True,
-        "sources": {"allocation_strategy": "https://a", "kv_quant_dtypes": "https://q", "ops_complexity": "https://o",
-                    "offload_tiers": None, "priority_scheduling": None, "metrics": "https://m"},
+        "engine": "x",
+        "version": "1",
+        "allocation_strategy": "paged",
+        "prefix_cache_kind": "radix_tree",
+        "kv_quant_dtypes": ["fp8_e4m3", "q8_0"],
+        "offload_tiers": None,
+        "priority_scheduling": None,
+        "metrics": ["x:kv_usage"],
+        "ops_complexity": "medium",
+        "chunked_prefill": True,
+        "sources": {
+            "allocation_strategy": "https://a",
+            "kv_quant_dtypes": "https://q",
+            "ops_complexity": "https://o",
+            "offload_tiers": None,
+            "priority_scheduling": None,
+            "metrics": "https://m",
+        },
     }
     base.update(overrides)
     return base
@@ -188,7 +203,9 @@ def test_screen_reports_unknown_as_undocumented_not_fail():
 
 
 def test_screen_pass_and_fail_carry_the_source():
-    rows = screen(_caps(), {"allocation_strategy": "paged", "kv_quant_dtypes": ["fp8", "int8"], "ops_complexity": "low"})
+    rows = screen(
+        _caps(), {"allocation_strategy": "paged", "kv_quant_dtypes": ["fp8", "int8"], "ops_complexity": "low"}
+    )
     by = {r["capability"]: r for r in rows}
     assert by["allocation_strategy"]["passed"] is True and by["allocation_strategy"]["source"] == "https://a"
     assert by["kv_quant_dtypes"]["passed"] is True  # fp8_e4m3 -> fp8, q8_0 -> int8

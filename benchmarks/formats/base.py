@@ -1,0 +1,186 @@
+"""The registry's types: what every parser takes (`Source`), declares (`Format`) and raises.
+
+`Source` decodes the uploaded bytes lazily and once, strictly (no NaN/Infinity unless the format
+writes them, nesting capped), so that every sniffer can look at the same document cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable
+
+import numpy as np
+
+from benchmarks.result import NormalizedResult
+
+MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
+LARGE_FILE = 8 * 1024 * 1024  # above this, sniffers look only at the first 64 KiB
+
+
+class FormatError(ValueError):
+    """A file of a recognised format that cannot be read; the message names the key path."""
+
+
+def type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def reject_constant(name: str) -> float:
+    raise FormatError(f"{name} is not valid JSON (NaN/Infinity are not allowed in this format)")
+
+
+def allow_constant(name: str) -> float:
+    return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[name]
+
+
+def naive_depth(text: str) -> int:
+    """Maximum bracket depth counting brackets inside strings too (an upper bound; numpy-fast)."""
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    delta = np.zeros(raw.size, dtype=np.int8)
+    delta[(raw == 0x5B) | (raw == 0x7B)] = 1
+    delta[(raw == 0x5D) | (raw == 0x7D)] = -1
+    return int(np.cumsum(delta, dtype=np.int64).max()) if raw.size else 0
+
+
+def value_depth(value: Any) -> int:
+    """Exact nesting depth of a decoded value, iteratively (no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def decode_json(text: str, allow_nonfinite: bool = False, where: str = "") -> Any:
+    """Strict JSON: NaN/Infinity only when the format writes them; depth capped."""
+    prefix = f"{where}: " if where else ""
+    try:
+        value = json.loads(text, parse_constant=allow_constant if allow_nonfinite else reject_constant)
+    except FormatError as error:
+        raise FormatError(f"{prefix}{error}") from None
+    except json.JSONDecodeError as error:
+        raise FormatError(f"{prefix}invalid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
+    except RecursionError:
+        raise FormatError(f"{prefix}document nested deeper than {MAX_DEPTH} levels") from None
+    if (text.count("[") + text.count("{")) > MAX_DEPTH and naive_depth(text) > MAX_DEPTH:
+        if value_depth(value) > MAX_DEPTH:
+            raise FormatError(f"{prefix}document nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+@dataclass
+class Source:
+    """The uploaded bytes, decoded lazily and once, shared by every format's sniffer."""
+
+    data: bytes
+    filename: str | None = None
+
+    @cached_property
+    def text(self) -> str:
+        try:
+            text = self.data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+        return text[1:] if text.startswith("\ufeff") else text
+
+    @cached_property
+    def head(self) -> str:
+        """The first 64 KiB as text (for sniffing large files without reading them whole)."""
+        chunk = self.data[:65536]
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if error.start >= len(chunk) - 4 and len(self.data) > len(chunk):
+                text = chunk[: error.start].decode("utf-8")
+            else:
+                raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+        return text[1:] if text.startswith("\ufeff") else text
+
+    @property
+    def large(self) -> bool:
+        return len(self.data) > LARGE_FILE
+
+    def doc_with(self, *markers: str) -> Any:
+        """The whole document, but for large files only when a marker key is near the start.
+
+        Keeps sniffing cheap: a 500 MB upload is decoded once, by the format that claims it.
+        """
+        if self.large and not any(marker in self.head for marker in markers):
+            raise FormatError(f"none of the keys {', '.join(markers)} near the start of a large file")
+        return self.json
+
+    @cached_property
+    def json(self) -> Any:
+        """The whole document as strict JSON (no NaN/Infinity)."""
+        return decode_json(self.text)
+
+    @cached_property
+    def json_lenient(self) -> Any:
+        """The whole document, allowing Python's NaN/Infinity literals (SGLang writes them)."""
+        return decode_json(self.text, allow_nonfinite=True)
+
+    def first_line_json(self, allow_nonfinite: bool = False) -> Any:
+        """The first non-empty line parsed as JSON (sniffing JSONL)."""
+        head = self.head
+        for line in head.splitlines():
+            if line.strip():
+                if len(line) == len(head) and len(self.data) > len(head.encode()):
+                    raise FormatError("first line longer than 64 KiB; not a JSONL record")
+                return decode_json(line, allow_nonfinite=allow_nonfinite, where="line 1")
+        raise FormatError("empty file")
+
+    @property
+    def is_jsonl(self) -> bool:
+        """More than one top-level JSON value, one per line."""
+        stripped = self.head.lstrip()
+        if not stripped.startswith("{"):
+            return False
+        lines = [line for line in self.head.splitlines() if line.strip()]
+        if len(lines) < 2:
+            return False
+        try:
+            decode_json(lines[0], allow_nonfinite=True)
+            return True
+        except FormatError:
+            return False
+
+
+@dataclass(frozen=True)
+class Format:
+    """One file format: `sniff` returns None to accept or a reason to refuse; `parse` reads it."""
+
+    name: str
+    tool: str
+    description: str
+    sniff: Callable[[Source], str | None]
+    parse: Callable[[Source, dict[str, Any] | None], NormalizedResult]
+
+
+class UnrecognisedFormat(ValueError):
+    """No format accepted the file; `refusals` maps each format tried to its reason."""
+
+    def __init__(self, refusals: dict[str, str], filename: str | None = None):
+        self.refusals = refusals
+        label = f"{filename!r}" if filename else "the file"
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in refusals.items())
+        super().__init__(f"{label} is not a recognised benchmark result format. Tried {reasons}")

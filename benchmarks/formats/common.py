@@ -1,0 +1,256 @@
+"""Shared plumbing for the result-file parsers: path-aware field access, statistics, the
+per-request table and SLO recomputation (decoding and the registry types are in `base`).
+
+Every parser reports bad input as `FormatError` naming the JSON path of the offending value, so
+an upload gets a message a CI user can act on ("benchmarks[0].metrics: expected an object, got
+list") instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.formats.base import FormatError, type_name
+from benchmarks.result import REQUEST_COLUMNS, NormalizedResult, Stats
+
+MAX_METADATA_DEPTH = 8
+
+
+# --- path-aware accessors -------------------------------------------------------------------
+
+
+def expect_object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise FormatError(f"{path}: expected an object, got {type_name(value)}")
+    return value
+
+
+def expect_list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise FormatError(f"{path}: expected a list, got {type_name(value)}")
+    return value
+
+
+def require(mapping: dict[str, Any], key: str, path: str) -> Any:
+    if key not in mapping:
+        raise FormatError(f"{join(path, key)}: missing required key")
+    return mapping[key]
+
+
+def join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def number(value: Any, path: str, allow_none: bool = True, allow_inf: bool = False) -> float | None:
+    """A finite number (bool is not a number); None stays None when allowed."""
+    if value is None:
+        if allow_none:
+            return None
+        raise FormatError(f"{path}: expected a number, got null")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(f"{path}: expected a number, got {type_name(value)}")
+    number_ = float(value)
+    if math.isnan(number_) or (math.isinf(number_) and not allow_inf):
+        raise FormatError(f"{path}: expected a finite number, got {value!r}")
+    return number_
+
+
+def get_number(
+    mapping: dict[str, Any], key: str, path: str, required: bool = False, allow_inf: bool = False
+) -> float | None:
+    if required:
+        return number(require(mapping, key, path), join(path, key), allow_none=False, allow_inf=allow_inf)
+    return number(mapping.get(key), join(path, key), allow_inf=allow_inf)
+
+
+def get_int(mapping: dict[str, Any], key: str, path: str, required: bool = False) -> int | None:
+    value = get_number(mapping, key, path, required=required)
+    if value is None:
+        return None
+    if value != int(value) or value < 0:
+        raise FormatError(f"{join(path, key)}: expected a non-negative integer, got {mapping[key]!r}")
+    return int(value)
+
+
+def get_object(mapping: dict[str, Any], key: str, path: str, required: bool = False) -> dict[str, Any] | None:
+    if required:
+        return expect_object(require(mapping, key, path), join(path, key))
+    value = mapping.get(key)
+    return None if value is None else expect_object(value, join(path, key))
+
+
+def get_list(mapping: dict[str, Any], key: str, path: str, required: bool = False) -> list[Any] | None:
+    if required:
+        return expect_list(require(mapping, key, path), join(path, key))
+    value = mapping.get(key)
+    return None if value is None else expect_list(value, join(path, key))
+
+
+def scaled_stats(mapping: dict[str, Any] | None, path: str, scale: float, keys: dict[str, str]) -> Stats:
+    """Stats from a tool's statistic block; `keys` maps our stat name to the tool's key."""
+    if mapping is None:
+        return Stats()
+    expect_object(mapping, path)
+    values = {}
+    for ours, theirs in keys.items():
+        value = number(mapping.get(theirs), join(path, theirs))
+        values[ours] = None if value is None else value * scale
+    return Stats(**values)
+
+
+def stats_from_array(values: np.ndarray) -> Stats:
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return Stats()
+    p50, p90, p95, p99 = np.percentile(values, [50, 90, 95, 99])
+    return Stats(float(values.mean()), float(p50), float(p90), float(p95), float(p99), float(values.max()))
+
+
+def mean_only(value: float | None) -> Stats:
+    return Stats(mean=value)
+
+
+def pooled_itl_mean(sum_e2e_ms: float | None, sum_ttft_ms: float | None, sum_gaps_tokens: float | None) -> float | None:
+    """Mean per-token ITL = total decode time / total token gaps; exact whatever the chunking."""
+    if sum_e2e_ms is None or sum_ttft_ms is None or not sum_gaps_tokens or sum_gaps_tokens <= 0:
+        return None
+    value = (sum_e2e_ms - sum_ttft_ms) / sum_gaps_tokens
+    return value if value >= 0 and math.isfinite(value) else None  # inconsistent inputs: missing, not wrong
+
+
+def cap_depth(value: Any, depth: int = MAX_METADATA_DEPTH) -> Any:
+    """A copy of JSON-like metadata cut off below `depth` levels (kept provenance stays small)."""
+    if depth <= 0:
+        return "…" if isinstance(value, (dict, list)) else value
+    if isinstance(value, dict):
+        return {str(k): cap_depth(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cap_depth(v, depth - 1) for v in value[:100]]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# --- per-request table ----------------------------------------------------------------------
+
+
+def request_frame(columns: dict[str, Any], n: int) -> pd.DataFrame:
+    """The per-request table with exactly REQUEST_COLUMNS; absent columns are all-missing."""
+    data: dict[str, Any] = {}
+    for column in REQUEST_COLUMNS:
+        value = columns.get(column)
+        if value is None:
+            if column in ("request_id", "error", "finish_reason"):
+                data[column] = pd.Series([None] * n, dtype="object")
+            elif column == "ok":
+                data[column] = np.ones(n, dtype=bool)
+            elif column == "point":
+                data[column] = np.zeros(n, dtype=np.int32)
+            else:
+                data[column] = np.full(n, np.nan)
+        else:
+            data[column] = value
+    frame = pd.DataFrame(data, columns=list(REQUEST_COLUMNS))
+    if len(frame) != n:
+        raise FormatError(f"per-request columns have inconsistent lengths (expected {n} rows)")
+    return frame
+
+
+def per_request_tpot(e2e_ms: np.ndarray, ttft_ms: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
+    """kvselect TPOT per request: (e2e - ttft) / (output tokens - 1); NaN where undefined."""
+    e2e_ms = np.asarray(e2e_ms, dtype=float)
+    ttft_ms = np.asarray(ttft_ms, dtype=float)
+    tokens = np.asarray(output_tokens, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tokens > 1, (e2e_ms - ttft_ms) / (tokens - 1), np.nan)
+
+
+# --- SLO recomputation ----------------------------------------------------------------------
+
+SLO_KEYS = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_ms"}
+
+
+def validate_slo(slo: dict[str, Any] | None) -> dict[str, float]:
+    if not slo:
+        return {}
+    if not isinstance(slo, dict):
+        raise ValueError(f"slo: expected a dict, got {type_name(slo)}")
+    cleaned = {}
+    for key, value in slo.items():
+        if key not in SLO_KEYS:
+            raise ValueError(f"slo.{key}: unknown SLO (allowed: {', '.join(SLO_KEYS)})")
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"slo.{key}: must be a positive number of ms, got {value!r}")
+        cleaned[key] = float(value)
+    return cleaned
+
+
+def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedResult:
+    """Recompute goodput and SLO attainment against kvselect's latency budget.
+
+    With per-request data: goodput = requests meeting every SLO / point duration, attainment =
+    good / (completed + failed). A sample of requests gives an estimate (noted). Without
+    per-request data the tool's own goodput (against its own SLO) cannot be reused: it moves to
+    `extra["tool_goodput"]` and goodput stays missing.
+    """
+    budget = validate_slo(slo)
+    if not budget:
+        return result
+    frame = result.requests
+    for index, point in enumerate(result.points):
+        if point.goodput is not None or point.slo_attainment is not None:
+            point.extra.setdefault("tool_goodput", point.goodput)
+            point.extra.setdefault("tool_slo_attainment", point.slo_attainment)
+        point.goodput = None
+        point.slo_attainment = None
+        point.extra["slo"] = dict(budget)
+        if frame is None or not len(frame):
+            continue
+        rows = frame[frame["point"] == index]
+        if not len(rows):
+            continue
+        good = rows["ok"].to_numpy(dtype=bool).copy()
+        for metric, limit in budget.items():
+            values = rows[metric].to_numpy(dtype=float)
+            meets = values <= limit
+            if metric == "tpot_ms":  # a one-token answer has no TPOT: it cannot miss the SLO
+                tokens = rows["output_tokens"].to_numpy(dtype=float)
+                meets |= np.isnan(values) & (tokens <= 1)
+            good &= meets
+        good_count = int(good.sum())
+        total = len(rows)
+        expected = None
+        if point.requests_completed is not None:
+            expected = point.requests_completed + (point.requests_failed or 0)
+        point.slo_attainment = good_count / total
+        duration = point.duration_s
+        if expected is not None and expected != total:
+            ok_rows = int(rows["ok"].sum())
+            if point.request_throughput is not None and ok_rows:
+                point.goodput = point.request_throughput * good_count / ok_rows
+            result.notes.append(
+                f"point {index}: goodput/SLO attainment estimated from a sample of {total} of {expected} requests"
+            )
+        elif duration:
+            point.goodput = good_count / duration
+        elif point.request_throughput is not None and int(rows["ok"].sum()):
+            point.goodput = point.request_throughput * good_count / int(rows["ok"].sum())
+    return result
+
+
+def finish(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedResult:
+    """Common tail of every parser: error rates, SLO recomputation."""
+    for point in result.points:
+        if point.error_rate is None and point.requests_completed is not None and point.requests_failed is not None:
+            total = point.requests_completed + point.requests_failed
+            point.error_rate = point.requests_failed / total if total else None
+    return apply_slo(result, slo)

@@ -1,0 +1,177 @@
+"""The metric blocks and the `Metric,avg,...` CSV that aiperf and genai-perf both write.
+
+genai-perf's summary JSON and CSV are aiperf's ancestors: one block per metric tag
+`{unit, avg, p1..p99, min, max, std[, count, sum]}`, and a CSV whose first table is
+`Metric,avg,min,max,p99,...` followed by `Metric,Value` tables. Both parsers read them here.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+from benchmarks.formats.base import FormatError, Source, type_name
+from benchmarks.formats.common import expect_object, finish, number
+from benchmarks.result import LoadPoint, NormalizedResult, Stats
+
+TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0}
+STAT_MAP = {"mean": "avg", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "max": "max"}
+# Rows only aiperf writes: they tell its CSV from genai-perf's.
+AIPERF_CSV_MARKERS = ("Inter Chunk Latency", "Credit", "Error Request Count", "Error Input Sequence Length")
+CSV_LATENCY = {"Time to First Token": "ttft_ms", "Inter Token Latency": "tpot_ms", "Request Latency": "e2e_ms"}
+
+
+def unit_scale(unit: Any, path: str) -> float:
+    if not isinstance(unit, str):
+        raise FormatError(f"{path}: expected a unit string, got {type_name(unit)}")
+    scale = TIME_UNITS.get(unit.strip().lower())
+    if scale is None:
+        raise FormatError(f"{path}: unknown time unit {unit!r} (expected ns, us, ms or sec)")
+    return scale
+
+
+def metric_block(doc: dict[str, Any], tag: str) -> dict[str, Any] | None:
+    value = doc.get(tag)
+    if value is None:
+        return None
+    return expect_object(value, tag)
+
+
+def latency_stats(doc: dict[str, Any], tag: str) -> Stats:
+    block = metric_block(doc, tag)
+    if block is None:
+        return Stats()
+    scale = unit_scale(block.get("unit"), f"{tag}.unit")
+    values = {}
+    for ours, theirs in STAT_MAP.items():
+        v = number(block.get(theirs), f"{tag}.{theirs}")
+        values[ours] = None if v is None else v * scale
+    return Stats(**values)
+
+
+def metric_avg(doc: dict[str, Any], tag: str) -> float | None:
+    block = metric_block(doc, tag)
+    return None if block is None else number(block.get("avg"), f"{tag}.avg")
+
+
+def metric_sum(doc: dict[str, Any], tag: str, scale: float = 1.0, count: float | None = None) -> float | None:
+    block = metric_block(doc, tag)
+    if block is None:
+        return None
+    total = number(block.get("sum"), f"{tag}.sum")
+    if total is None:
+        avg = number(block.get("avg"), f"{tag}.avg")
+        count = number(block.get("count"), f"{tag}.count") or count
+        total = avg * count if avg is not None and count is not None else None
+    return None if total is None else total * scale
+
+
+def csv_tables(text: str) -> list[list[list[str]]]:
+    tables: list[list[list[str]]] = [[]]
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not any(cell.strip() for cell in row):
+            if tables[-1]:
+                tables.append([])
+            continue
+        tables[-1].append(row)
+    return [t for t in tables if t]
+
+
+def unit_of(name: str) -> tuple[str, str | None]:
+    if name.endswith(")") and "(" in name:
+        base, _, unit = name.rpartition("(")
+        return base.strip(), unit[:-1]
+    return name.strip(), None
+
+
+def parse_metric_csv(
+    source: Source, slo: dict[str, Any] | None, tool: str, definitions: dict[str, str]
+) -> NormalizedResult:
+    """The `Metric,avg,...` CSV table (plus its `Metric,Value` tables) that aiperf and genai-perf both write."""
+    try:
+        tables = csv_tables(source.text)
+    except csv.Error as error:
+        raise FormatError(f"unreadable CSV: {error}") from None
+    if not tables:
+        raise FormatError("CSV: empty")
+    header = tables[0][0]
+    if header[:2] != ["Metric", "avg"]:
+        raise FormatError(f"CSV table 1: expected header 'Metric,avg,...', got {','.join(header[:3])!r}")
+    result = NormalizedResult(tool=tool, format=f"{tool}-csv", definitions=dict(definitions))
+    point = LoadPoint(label=tool)
+    for line, row in enumerate(tables[0][1:], start=2):
+        if len(row) != len(header):
+            raise FormatError(f"CSV table 1 line {line}: has {len(row)} columns, header has {len(header)}")
+        name, unit = unit_of(row[0])
+        cells = dict(zip(header, row, strict=False))
+        target = CSV_LATENCY.get(name)
+        if target is None and name != "Inter Chunk Latency":
+            continue
+        scale = unit_scale(unit, f"CSV table 1 line {line} ({row[0]})")
+        values = {}
+        for ours, theirs in STAT_MAP.items():
+            raw = cells.get(theirs, "")
+            if raw.strip() == "":
+                values[ours] = None
+                continue
+            try:
+                v = float(raw)
+            except ValueError:
+                raise FormatError(
+                    f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a number, got {raw[:30]!r}"
+                ) from None
+            if not math.isfinite(v):
+                raise FormatError(
+                    f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a finite number, got {raw!r}"
+                )
+            values[ours] = v * scale
+        if target is None:
+            point.extra["itl_chunk_ms"] = values
+        else:
+            setattr(point, target, Stats(**values))
+    for table in tables[1:]:
+        if table[0][:2] != ["Metric", "Value"]:
+            continue
+        for line, row in enumerate(table[1:], start=2):
+            if len(row) < 2:
+                raise FormatError(f"CSV Metric,Value table line {line}: expected two columns")
+            name, unit = unit_of(row[0])
+            try:
+                value = float(row[1])
+            except ValueError:
+                raise FormatError(
+                    f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}"
+                ) from None
+            if not math.isfinite(value):
+                raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a finite number")
+            key = name.lower()
+            if key == "request throughput":
+                point.request_throughput = value
+            elif key == "output token throughput":
+                point.output_token_throughput = value
+            elif key == "input token throughput":
+                point.input_token_throughput = value
+            elif key in ("goodput", "request goodput"):
+                point.goodput = value
+            elif key == "goodrequestfraction":
+                point.slo_attainment = value
+            elif key == "benchmark duration":
+                point.duration_s = value * unit_scale(unit or "sec", f"CSV line {line}") / 1000.0
+            elif key in ("request count", "completed requests"):
+                point.requests_completed = int(value)
+            elif key == "completed requests (success + error)":
+                point.extra["requests_total"] = int(value)
+            elif key == "error request count":
+                point.requests_failed = int(value)
+                point.extra["error_request_count"] = int(value)
+    if point.ttft_ms.is_empty() and point.e2e_ms.is_empty():
+        if "error_request_count" not in point.extra:
+            raise FormatError("CSV: no Time to First Token or Request Latency row, nor an Error Request Count")
+        result.notes.append("every request failed: no latency rows in the CSV")
+        if point.requests_completed is None:
+            point.requests_completed = 0
+    result.notes.append("CSV export carries no run configuration; concurrency/rate unknown")
+    result.points.append(point)
+    return finish(result, slo)

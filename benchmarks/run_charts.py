@@ -1,0 +1,247 @@
+"""The charts a run's evidence is drawn as: one reader and one drawing per chart kind.
+
+Which kinds a test has is a column of the test table (`benchmarks.suite`): the decision record
+draws each of a run's kinds for that run, and the comparison page draws each kind once, over
+every candidate's latest run of the first test that lists it. Both read the same fields of the
+same points here, so a test's charts change in one place. Drawing is `benchmarks.charts`
+(Django-free); texts are translated when drawn.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
+from benchmarks import charts, presentation, suite
+from benchmarks.models import BenchmarkRun
+
+logger = logging.getLogger(__name__)
+
+KV_MAIN_SERIES = presentation.KV_SERIES_SUFFIX
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The selection's latency budget (a p95), drawn on latency charts at that percentile."""
+
+    ttft_p95_ms: float | None = None
+    tpot_p95_ms: float | None = None
+
+
+# --------------------------------------------------------------------------- readers (one run)
+
+
+def latency_vs_load(run: BenchmarkRun) -> dict[str, Any] | None:
+    """TTFT and TPOT at the run's percentile against load; None with fewer than two loads."""
+    rows = list(run.points.values())
+    percentile = presentation.chart_percentile(rows)
+    series = presentation.latency_series("run", rows, percentile)
+    if not series or len(set(series["run"]["concurrency"])) < 2:  # a line against load needs two loads
+        return None
+    return {"percentile": percentile, **series["run"]}
+
+
+def kv_usage(run: BenchmarkRun) -> dict[str, list] | None:
+    """The engine's KV-cache usage ratio over the run, per series (the prefix-off one too)."""
+    return presentation.kv_series(run.timeseries) or None
+
+
+def context_rungs(run: BenchmarkRun) -> list[tuple[Any, Any]] | None:
+    """Long-context ladder: (input tokens requested, TTFT p50) of each rung run alone."""
+    rungs = [
+        ((p.extra or {}).get("input_tokens_requested"), (p.ttft_ms or {}).get("p50"))
+        for p in run.points.all()
+        if "alone" in p.label
+    ]
+    return [(tokens, ttft) for tokens, ttft in rungs if tokens] or None
+
+
+def prefix_peaks(run: BenchmarkRun) -> dict[str, Any] | None:
+    """Prefix reuse: peak KV tokens with prefix caching on and off (off falls back to the
+    capacity model's every-request-allocates-its-own figure)."""
+    points = {p.label: p for p in run.points.all()}
+    on, off = points.get("prefix_on"), points.get("prefix_off")
+    if on is None or (on.extra or {}).get("kv_tokens_peak") is None:
+        return None
+    off_value = (off.extra or {}).get("kv_tokens_peak") if off is not None else None
+    if off_value is None:
+        off_value = (on.extra or {}).get("own_allocation_tokens")
+    return {"on": on.extra["kv_tokens_peak"], "off": off_value, "theoretical_on": None}
+
+
+def soak_drift_points(run: BenchmarkRun) -> list[tuple[float, Any]] | None:
+    """Long-run stability: TTFT p99 of the first and the last window, at 0 and the run's duration."""
+    points = {p.label: p for p in run.points.all()}
+    first, last = points.get("first_window"), points.get("last_window")
+    if first is None or last is None:
+        return None
+    duration = float((run.params or {}).get("duration_s") or 1.0)
+    return [(0.0, (first.ttft_ms or {}).get("p99")), (duration, (last.ttft_ms or {}).get("p99"))]
+
+
+# --------------------------------------------------------------------------- drawings ({label: data})
+
+
+def _draw_latency(data: Mapping[str, dict[str, Any]], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+    percentiles = {d["percentile"] for d in data.values()}
+    percentile = percentiles.pop() if len(percentiles) == 1 else "mixed"
+    on_budget = percentile == "p95"  # the budget is a p95: drawn only against p95 lines
+    series = {label: {k: d[k] for k in ("concurrency", "ttft_ms", "tpot_ms")} for label, d in data.items()}
+    title = _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile}
+    return title, charts.latency_vs_concurrency(
+        series,
+        percentile=percentile,
+        simulated=simulated,
+        title=title,
+        ttft_budget_ms=budgets.ttft_p95_ms if on_budget else None,
+        tpot_budget_ms=budgets.tpot_p95_ms if on_budget else None,
+    )
+
+
+def _draw_kv(data: Mapping[str, dict[str, list]], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+    series = {}
+    for label, per_run in data.items():
+        for name, points in per_run.items():
+            series[
+                label if len(data) > 1 and name == KV_MAIN_SERIES else name if len(data) == 1 else f"{label} · {name}"
+            ] = points
+    title = _("KV-cache usage over time")
+    return title, charts.kv_usage_over_time(series, title=title, simulated=simulated)
+
+
+def _draw_ladder(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+    title = _("TTFT against context length")
+    return title, charts.ttft_vs_context(dict(data), title=title, percentile="p50", simulated=simulated)
+
+
+PREFIX_METRIC = gettext_noop("KV tokens at peak (off = every request allocates its own)")
+PREFIX_TITLE = gettext_noop("Prefix caching off vs on")
+SOAK_TITLE = gettext_noop("Latency drift during the soak")
+
+
+def _draw_prefix(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+    return _(PREFIX_TITLE), charts.prefix_on_off(
+        dict(data), metric=_(PREFIX_METRIC), title=_(PREFIX_TITLE), simulated=simulated
+    )
+
+
+def _draw_soak(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+    return _(SOAK_TITLE), charts.soak_drift(dict(data), title=_(SOAK_TITLE), simulated=simulated)
+
+
+@dataclass(frozen=True)
+class ChartKind:
+    id: str
+    read: Callable[[BenchmarkRun], Any]  # one run's data, or None when it cannot be drawn
+    draw: Callable[[Mapping[str, Any], bool, Budgets], tuple[str, str]]  # {label: data} -> (title, SVG)
+    caption: str  # what the comparison page says under it (marked for translation)
+    only_series: str | None = None  # on the comparison: keep this series of each run (KV usage)
+
+
+KINDS: dict[str, ChartKind] = {
+    kind.id: kind
+    for kind in (
+        ChartKind(
+            "latency_vs_load",
+            latency_vs_load,
+            _draw_latency,
+            gettext_noop(
+                "TTFT and TPOT against the load, from each candidate's latest run of the test; dashed lines are the "
+                "budgets (p95)."
+            ),
+        ),
+        ChartKind(
+            "kv_usage",
+            kv_usage,
+            _draw_kv,
+            gettext_noop("KV-cache usage over time during each candidate's concurrency stress run."),
+            only_series=KV_MAIN_SERIES,
+        ),
+        ChartKind(
+            "context_ladder",
+            context_rungs,
+            _draw_ladder,
+            gettext_noop("TTFT of one long request alone, per context rung of the long-context test."),
+        ),
+        ChartKind(
+            "prefix_on_off",
+            prefix_peaks,
+            _draw_prefix,
+            gettext_noop("Peak KV tokens with prefix caching on, against every request allocating its own (off)."),
+        ),
+        ChartKind(
+            "soak_drift",
+            soak_drift_points,
+            _draw_soak,
+            gettext_noop(
+                "TTFT p99 in the first and last window of the long-run stability test: drift shows as a slope."
+            ),
+        ),
+    )
+}
+
+
+def _render(
+    kind: ChartKind, data: Mapping[str, Any], simulated: bool, budgets: Budgets, where: str
+) -> tuple[str, str] | None:
+    try:
+        return kind.draw(data, simulated, budgets)
+    except (charts.ChartInputError, TypeError, ValueError):
+        logger.warning("chart %s for %s left out", kind.id, where, exc_info=True)
+        return None
+
+
+def record_charts(run: BenchmarkRun, budgets: Budgets | None = None) -> list[dict[str, str]]:
+    """The charts of one run in the decision record, in its test's order.
+
+    A chart the data cannot make is logged and left out: a record must not fail over a figure.
+    """
+    test = suite.BY_ID.get(run.test) or suite.BY_ID["custom"]
+    out = []
+    for kind in (KINDS[k] for k in test.charts):
+        data = kind.read(run)
+        if data is None:
+            continue
+        drawn = _render(
+            kind, {run.candidate.display_name: data}, run.is_simulated, budgets or Budgets(), f"run {run.pk}"
+        )
+        if drawn:
+            out.append({"kind": kind.id, "title": drawn[0], "svg": drawn[1]})
+    return out
+
+
+def comparison_charts(
+    latest: Iterable[tuple[str, Mapping[str, BenchmarkRun]]], budgets: Budgets | None = None
+) -> list[dict[str, str]]:
+    """Each chart kind once, over every candidate's latest run of the first test listing it.
+
+    `latest`: (candidate label, {test id: run}) per candidate, already filtered (SIMULATED or not).
+    """
+    latest = list(latest)
+    drawn: set[str] = set()
+    out = []
+    for test in suite.TESTS:
+        for kind in (KINDS[k] for k in test.charts if k not in drawn):
+            data, simulated = {}, False
+            for label, runs in latest:
+                run = runs.get(test.id)
+                value = kind.read(run) if run is not None else None
+                if value is None:
+                    continue
+                if kind.only_series is not None:
+                    value = {kind.only_series: value[kind.only_series]} if kind.only_series in value else None
+                    if value is None:
+                        continue
+                data[label] = value
+                simulated |= run.is_simulated
+            if not data:
+                continue
+            drawn.add(kind.id)
+            rendered = _render(kind, data, simulated, budgets or Budgets(), f"the comparison of {test.id}")
+            if rendered:
+                out.append({"kind": kind.id, "title": rendered[0], "svg": rendered[1], "caption": _(kind.caption)})
+    return out

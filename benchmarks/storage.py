@@ -1,0 +1,170 @@
+"""Write operations on evidence: storing normalised results, ingesting uploads.
+
+Nothing is half-written: a result is validated (parsed) before anything is stored, rows are
+written in one transaction, and files saved for a transaction that rolls back are deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from dataclasses import asdict
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils import timezone
+
+from benchmarks.models import Artifact, BenchmarkRun, RunPoint
+from benchmarks.result import NormalizedResult
+
+logger = logging.getLogger(__name__)
+
+
+class StorageFailure(RuntimeError):
+    """An artifact could not be saved (disk full, bucket down): nothing was recorded."""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class SavedFiles:
+    """Files saved during a transaction; deleted again if it rolls back."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def save(self, run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:
+        artifact = Artifact(run=run, kind=kind, sha256=sha256_hex(data), size=len(data))
+        field = artifact.file.field
+        # The name is chosen first so that a write failing half-way (disk full) leaves no orphan file:
+        # Django's FileSystemStorage does not remove what it wrote before the error.
+        name = field.storage.get_available_name(
+            field.generate_filename(artifact, filename), max_length=field.max_length
+        )
+        try:
+            artifact.file.name = field.storage.save(name, ContentFile(data), max_length=field.max_length)
+        except OSError as exc:
+            self._delete(name)
+            raise StorageFailure(f"could not store the {kind} artifact: {exc.strerror or exc}") from exc
+        self.names.append(artifact.file.name)
+        artifact.save()
+        return artifact
+
+    def discard(self) -> None:
+        for name in self.names:
+            self._delete(name)
+
+    @staticmethod
+    def _delete(name: str) -> None:
+        try:
+            default_storage.delete(name)
+        except OSError:  # best effort: an orphan file is harmless, a half row is not
+            logger.warning("could not delete orphan artifact %s", name)
+
+
+def requests_parquet(result: NormalizedResult) -> bytes | None:
+    if result.requests is None or not len(result.requests):
+        return None
+
+    table = (
+        result.requests
+        if isinstance(result.requests, pa.Table)
+        else pa.Table.from_pandas(result.requests, preserve_index=False)
+    )
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    return buffer.getvalue()
+
+
+def _write_points(run: BenchmarkRun, result: NormalizedResult) -> None:
+    run.points.all().delete()
+    RunPoint.objects.bulk_create(
+        [
+            RunPoint(
+                run=run,
+                index=index,
+                label=point.label[:120],
+                concurrency=point.concurrency,
+                request_rate=point.request_rate,
+                achieved_concurrency=point.achieved_concurrency,
+                duration_s=point.duration_s,
+                requests_completed=point.requests_completed,
+                requests_failed=point.requests_failed,
+                ttft_ms=asdict(point.ttft_ms),
+                tpot_ms=asdict(point.tpot_ms),
+                itl_ms=asdict(point.itl_ms),
+                e2e_ms=asdict(point.e2e_ms),
+                request_throughput=point.request_throughput,
+                output_token_throughput=point.output_token_throughput,
+                input_token_throughput=point.input_token_throughput,
+                error_rate=point.error_rate,
+                goodput=point.goodput,
+                slo_attainment=point.slo_attainment,
+                client_bound=point.client_bound,
+                extra=point.extra,
+            )
+            for index, point in enumerate(result.points)
+        ]
+    )
+
+
+def apply_result(run: BenchmarkRun, result: NormalizedResult, files: SavedFiles, status: str) -> BenchmarkRun:
+    """Copy a normalised result onto a run (inside the caller's transaction)."""
+    run.tool, run.tool_version, run.format = result.tool[:60], (result.tool_version or "")[:60], result.format[:60]
+    run.evidence = result.evidence
+    run.metadata, run.definitions = result.metadata, result.definitions
+    run.verdicts, run.timeseries, run.notes, run.partial = (
+        result.verdicts,
+        result.timeseries,
+        result.notes,
+        result.partial,
+    )
+    run.status = status
+    run.finished_at = timezone.now()
+    run.save()
+    _write_points(run, result)
+    parquet = requests_parquet(result)
+    if parquet is not None:
+        run.artifacts.filter(kind=Artifact.Kind.REQUESTS).delete()
+        files.save(run, Artifact.Kind.REQUESTS, f"run-{run.pk}-requests.parquet", parquet)
+    return run
+
+
+def store_native_result(
+    *, run: BenchmarkRun, result: NormalizedResult, status: str, extra_files: dict[str, tuple[str, bytes]] | None = None
+) -> BenchmarkRun:
+    """Store a result the harness or simulator produced for an existing run, with its native JSON."""
+
+    files = SavedFiles()
+    try:
+        with transaction.atomic():
+            locked = BenchmarkRun.objects.select_for_update().get(pk=run.pk)
+            apply_result(locked, result, files, status)
+            native = json.dumps(result.to_native(include_requests=False), default=str).encode()
+            locked.raw_sha256 = sha256_hex(native)
+            locked.save(update_fields=["raw_sha256"])
+            files.save(locked, Artifact.Kind.NATIVE, f"run-{locked.pk}.json", native)
+            for kind, (name, content) in (extra_files or {}).items():
+                files.save(locked, kind, name, content)
+    except BaseException:
+        files.discard()
+        raise
+    run.refresh_from_db()
+    return run
+
+
+def save_artifact(run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:
+    """Store one artifact of an existing run on its own (a worker's engine log, say)."""
+    files = SavedFiles()
+    try:
+        with transaction.atomic():
+            return files.save(run, kind, filename, data)
+    except BaseException:
+        files.discard()
+        raise

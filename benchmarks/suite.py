@@ -1,0 +1,109 @@
+"""The validation tests, in one table.
+
+Each row says what a test is (id, its number in the articles' order, title), what it does and
+what it measures (the validation page and the record print these), and which charts its
+evidence is drawn as (`benchmarks.run_charts` draws them, for the record and the comparison).
+Every title, form choice, chart mapping and translation reads this table: adding a test is adding
+a row here and its workload in `benchmarks.harness.workloads`.
+
+The texts are English and marked with `_`, a no-op named so that `makemessages` collects them;
+pages and the record translate them when they show them. No Django here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
+    return text
+
+
+@dataclass(frozen=True)
+class ValidationTest:
+    id: str
+    number: int | None  # position in the articles' order; None for uploads that fit no test
+    title: str
+    description: str  # what the test does and when it passes (the validation page)
+    measures: str  # one line: what the evidence shows (the record)
+    charts: tuple[str, ...]  # chart kinds of `benchmarks.run_charts`, the test's own view first
+    runnable: bool = True  # kvselect's harness runs it; False: uploads only
+
+
+TESTS: tuple[ValidationTest, ...] = (
+    ValidationTest(
+        "concurrency_stress",
+        1,
+        _("Concurrency stress"),
+        _(
+            "Hold the target concurrency for the duration: KV usage, queueing, preemptions and latency "
+            "percentiles over time. Passes when TTFT p95 is within the budget, no request fails, and KV usage "
+            "returns to its baseline after the deliberate aborts."
+        ),
+        _("latency and errors at the target concurrency, KV usage over time, release after aborts"),
+        ("latency_vs_load", "kv_usage"),
+    ),
+    ValidationTest(
+        "long_context",
+        2,
+        _("Long context"),
+        _(
+            "A ladder of long inputs (16K to 128K tokens, capped at the model's maximum), alone and beside short "
+            "traffic: TTFT and KV usage per rung and the largest rung that succeeds."
+        ),
+        _("TTFT and KV per rung of the context ladder, the largest rung served"),
+        ("context_ladder", "kv_usage"),
+    ),
+    ValidationTest(
+        "swap_recovery",
+        3,
+        _("Swap-out and recovery"),
+        _(
+            "Multi-turn sessions, some idle between turns while other traffic fills the cache: resume TTFT "
+            "against warm TTFT, and with greedy decoding the continuation must be identical."
+        ),
+        _("resume cost of idle sessions and the correctness of their continuation"),
+        ("latency_vs_load", "kv_usage"),
+    ),
+    ValidationTest(
+        "prefix_reuse",
+        4,
+        _("Prefix reuse"),
+        _(
+            "Requests sharing a long system prompt, with prefix caching on (and off as a second configuration): "
+            "KV usage and TTFT against the capacity model's “every request allocates its own” figure."
+        ),
+        _("KV memory with a shared prefix against every request allocating its own"),
+        ("prefix_on_off", "kv_usage"),
+    ),
+    ValidationTest(
+        "stability",
+        5,
+        _("Long-run stability"),
+        _(
+            "Medium concurrency for a long time: drift of TTFT/TPOT p50 and p99 between the first and last "
+            "windows, the KV usage trend, preemptions and errors."
+        ),
+        _("latency drift between the first and the last window, the KV usage trend"),
+        ("soak_drift", "kv_usage"),
+    ),
+    ValidationTest(
+        "custom",
+        None,
+        _("Custom"),
+        _("Any other benchmark result uploaded from CI."),
+        _("what the uploaded benchmark measured"),
+        ("latency_vs_load", "kv_usage"),
+        runnable=False,
+    ),
+)
+
+BY_ID: dict[str, ValidationTest] = {test.id: test for test in TESTS}
+TEST_IDS: tuple[str, ...] = tuple(test.id for test in TESTS)
+RUNNABLE_TEST_IDS: tuple[str, ...] = tuple(test.id for test in TESTS if test.runnable)
+
+
+def title_of(test_id: str) -> str:
+    """The English title of a test id (unknown ids are shown as they are)."""
+    test = BY_ID.get(test_id)
+    return test.title if test else test_id

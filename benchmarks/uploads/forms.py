@@ -1,0 +1,61 @@
+"""Web forms for evidence: CI upload tokens, result uploads, and a validation test's parameters.
+
+Forms only read and check input; `selection.services` and `benchmarks.services/validation` write.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from benchmarks import formats
+from benchmarks.suite import TEST_IDS
+from selection.web import AccessibleErrorsMixin
+
+
+def format_choices() -> list[tuple[str, str]]:
+    """The result formats the parsers know ("" = detect automatically)."""
+
+    names = getattr(formats, "format_names", lambda: [])()
+    return [("", _("detect automatically"))] + [(name, name) for name in names]
+
+
+class UploadTokenForm(AccessibleErrorsMixin, forms.Form):
+    name = forms.CharField(
+        label=_("Token name"), max_length=80, help_text=_("Where it is used, e.g. “github-actions nightly”.")
+    )
+
+
+class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
+    candidate = forms.ModelChoiceField(
+        label=_("Candidate"), queryset=None, help_text=_("The engine configuration the file measured.")
+    )
+    test = forms.ChoiceField(
+        label=_("Test"),
+        choices=[(t, t) for t in TEST_IDS],
+        help_text=_("Which validation test the run belongs to; “custom” for anything else."),
+    )
+    format = forms.ChoiceField(
+        label=_("Format"), required=False, help_text=_("Leave on automatic unless detection picks the wrong tool.")
+    )
+    label = forms.CharField(label=_("Label"), required=False, max_length=200)
+    file = forms.FileField(
+        label=_("Result file"),
+        help_text=_(
+            "guidellm, aiperf, genai-perf, vLLM bench, SGLang, inference-perf, LLMPerf "
+            "or kvselect native JSON/CSV/JSONL, as the tool wrote it."
+        ),
+    )
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=200)
+
+    def __init__(self, *args, candidates, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["candidate"].queryset = candidates
+        self.fields["format"].choices = format_choices()
+        if not self.is_bound:
+            # One key per rendered form: a double submit returns the first run instead of a duplicate.
+            self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")
+            if "candidate" not in self.initial and len(candidates) == 1:
+                self.initial["candidate"] = candidates[0].pk

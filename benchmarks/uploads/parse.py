@@ -1,0 +1,62 @@
+"""Parsing an upload: bytes -> normalised result (any format), and the stored raw upload of a
+large file parsed later by the `parse_upload` task (this module owns an upload's status)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from benchmarks.formats import detect_and_parse
+from benchmarks.models import Artifact, BenchmarkRun
+from benchmarks.result import NormalizedResult
+from benchmarks.storage import SavedFiles, apply_result
+from selection.models import Candidate
+
+
+def selection_slo(candidate: Candidate) -> dict[str, float]:
+    """The selection's latency budget as an SLO for goodput: {ttft_ms, tpot_ms, e2e_ms}."""
+    constraints = getattr(candidate.selection, "constraints", None)
+    if constraints is None:
+        return {}
+    slo = {"ttft_ms": constraints.ttft_p95_ms, "tpot_ms": constraints.tpot_p95_ms, "e2e_ms": constraints.e2e_p95_ms}
+    return {k: float(v) for k, v in slo.items() if v is not None}
+
+
+def parse_stored_upload(run_id: int) -> BenchmarkRun:
+    """Parse a stored raw upload (the `parse_upload` task body). Idempotent."""
+    run = BenchmarkRun.objects.select_related("candidate__selection__constraints").get(pk=run_id)
+    if run.status != BenchmarkRun.Status.PARSING:
+        return run
+    raw = run.artifacts.get(kind=Artifact.Kind.RAW)
+    with raw.file.open("rb") as handle:
+        data = handle.read()
+    try:
+        result = parse_bytes(
+            data,
+            run.params.get("filename"),
+            None if run.params.get("format") in (None, "auto") else run.params["format"],
+            selection_slo(run.candidate),
+        )
+    except ValueError as exc:
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            status=BenchmarkRun.Status.FAILED, error=str(exc)[:5000], finished_at=timezone.now()
+        )
+        run.refresh_from_db()
+        return run
+    files = SavedFiles()
+    try:
+        with transaction.atomic():
+            locked = BenchmarkRun.objects.select_for_update().get(pk=run.pk)
+            if locked.status == BenchmarkRun.Status.PARSING:
+                apply_result(locked, result, files, BenchmarkRun.Status.SUCCEEDED)
+    except BaseException:
+        files.discard()
+        raise
+    run.refresh_from_db()
+    return run
+
+
+def parse_bytes(data: bytes, filename: str | None, fmt: str | None, slo: dict[str, Any]) -> NormalizedResult:
+    return detect_and_parse(data, filename=filename, format=fmt or None, slo=slo or None)

@@ -1,0 +1,83 @@
+"""The candidate's endpoint as a load target: the outbound allow-list check, the probes (is it
+up? is it kvselect's simulator?) and the harness `Target` built from the candidate."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from urllib.parse import urljoin
+
+from django.conf import settings
+
+from benchmarks.harness import safety, workloads
+from selection.models import Candidate
+from selection.secretbox import decrypt
+
+
+class ValidationError(ValueError):
+    """A run that cannot start; the message begins with the field at fault ("endpoint_url: ...")."""
+
+
+def check_candidate_target(candidate: Candidate) -> None:
+    """Refuse endpoints outside KVSELECT_ALLOWED_TARGETS (and link-local/metadata) before any connection."""
+    if not candidate.endpoint_url:
+        raise ValidationError("endpoint_url: the candidate has no endpoint to test")
+    for field, url in (("endpoint_url", candidate.endpoint_url), ("metrics_url", candidate.metrics_url)):
+        if url:
+            try:
+                safety.check_target(url, settings.KVSELECT_ALLOWED_TARGETS)
+            except safety.TargetRefused as exc:
+                raise ValidationError(f"{field}: {str(exc).split(': ', 1)[-1]}") from exc
+
+
+ENGINE_SLUGS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "lmdeploy": "lmdeploy",
+    "tgi": "tgi",
+    "tensorrt-llm": "trtllm",
+    "llama-cpp": "llamacpp",
+    "simulator": "simulator",
+}
+
+
+def target_for(candidate: Candidate) -> workloads.Target:
+    simulated = is_simulator(candidate.metrics_url or candidate.endpoint_url)
+    engine = "simulator" if simulated else ENGINE_SLUGS.get(candidate.engine.slug, "auto")
+    base = candidate.endpoint_url.rstrip("/")
+    return workloads.Target(
+        endpoint_url=base,
+        model=candidate.model_name or "default",
+        api_key=decrypt(candidate.api_key_encrypted) or None,
+        metrics_url=candidate.metrics_url or f"{base}/metrics",
+        engine=engine,
+        evidence="SIMULATED" if simulated else "MEASURED",
+        allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
+    )
+
+
+def is_simulator(url: str) -> bool:
+    """True when the endpoint is kvselect's simulator (its /metrics carries kvsim_info)."""
+    try:
+        with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", "/metrics"), timeout=3) as response:  # noqa: S310
+            return b"kvsim_info" in response.read(2_000_000)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def healthy(url: str) -> bool:
+    """True when the engine answers. A 5xx from /health is final: a crashed engine may still list its
+    models. /v1/models is asked only when /health is missing (404) or unreachable."""
+    for path in ("/health", "/v1/models"):
+        try:
+            with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:  # noqa: S310
+                if response.status < 500:
+                    return True
+        except urllib.error.HTTPError as exc:
+            if exc.code >= 500:
+                return False
+            if not (exc.code == 404 and path == "/health"):
+                return True
+        except (urllib.error.URLError, OSError, ValueError):
+            continue
+    return False

@@ -1,0 +1,84 @@
+"""The validation page of a candidate: the planned tests with their editable parameters, and Run."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from benchmarks import suite
+from benchmarks.presentation import run_progress_context
+from benchmarks.validation.dispatch import ValidationError, start_validation
+from benchmarks.validation.forms import ValidationParamsForm
+from benchmarks.validation.plan import validation_plan
+from selection.models import Candidate, Selection
+from selection.web import get_candidate, get_selection, page_context, require_edit
+
+
+def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None) -> list[dict]:
+    plan = validation_plan(candidate)
+    cards = []
+    for test, params in plan.items():
+        form = bound if bound is not None and bound.test == test else ValidationParamsForm(plan=params, test=test)
+        info = suite.BY_ID[test]
+        cards.append(
+            {"test": test, "form": form, "title": f"{info.number}. {_(info.title)}", "text": _(info.description)}
+        )
+    return cards
+
+
+def _validation_page(
+    request: HttpRequest,
+    selection: Selection,
+    candidate: Candidate,
+    bound: ValidationParamsForm | None = None,
+    refusal: dict | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = page_context(request, selection, "evidence", candidate=candidate, refusal=refusal)
+    context["cards"] = _plan_forms(candidate, bound)
+    runs = candidate.runs.all()[:50]
+    context["runs"] = [run_progress_context(selection, run, context["can_edit"]) for run in runs]
+    return render(request, "benchmarks/validation.html", context, status=status)
+
+
+@login_required
+@require_GET
+def validation(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    return _validation_page(request, selection, get_candidate(selection, candidate_pk))
+
+
+@login_required
+@require_POST
+def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str) -> HttpResponse:
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    candidate = get_candidate(selection, candidate_pk)
+    plan = validation_plan(candidate)
+    if test not in plan:
+        messages.error(request, _("Unknown test “%(test)s”: choose one of the five tests below.") % {"test": test})
+        return redirect("selection:validation", pk=selection.pk, candidate_pk=candidate.pk)
+    form = ValidationParamsForm(request.POST, plan=plan[test], test=test)
+    if not form.is_valid():
+        return _validation_page(request, selection, candidate, bound=form, status=400)
+    try:
+        run = start_validation(
+            candidate=candidate,
+            test=test,
+            user=request.user,
+            params=form.params(),
+            label=form.cleaned_data.get("label") or "",
+        )
+    except ValidationError as error:
+        field, _sep, reason = str(error).partition(": ")
+        refusal = {"test": test, "field": field if reason else "", "reason": reason or field}
+        return _validation_page(request, selection, candidate, bound=form, refusal=refusal, status=400)
+    messages.success(
+        request, _("Run #%(run)s of %(test)s queued. Its progress updates below.") % {"run": run.pk, "test": test}
+    )
+    return redirect(reverse("selection:validation", args=[selection.pk, candidate.pk]) + "#runs")

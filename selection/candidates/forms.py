@@ -1,0 +1,89 @@
+"""The candidate form: engine, version, launch flags, endpoint, hardware and the KV precision."""
+
+from __future__ import annotations
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from selection.models import Candidate, Engine
+from selection.web import AccessibleErrorsMixin
+
+
+class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
+    """A candidate: catalog engine + version + endpoint + hardware. The API key is write-only."""
+
+    api_key = forms.CharField(
+        label=_("API key"),
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=_("Stored encrypted and never shown again. Leave empty to keep the current key."),
+    )
+    clear_api_key = forms.BooleanField(label=_("Remove the stored API key"), required=False)
+    # Local engines usually speak plain http; a scheme-less entry means http, not https.
+    endpoint_url = forms.URLField(
+        label=_("Endpoint URL (OpenAI-compatible)"),
+        required=False,
+        assume_scheme="http",
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/v1"}),
+    )
+    metrics_url = forms.URLField(
+        label=_("Metrics URL (Prometheus)"),
+        required=False,
+        assume_scheme="http",
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/metrics"}),
+    )
+
+    class Meta:
+        model = Candidate
+        fields = [
+            "engine",
+            "engine_version",
+            "label",
+            "launch_flags",
+            "endpoint_url",
+            "metrics_url",
+            "model_name",
+            "gpu_model",
+            "gpu_count",
+            "tensor_parallel",
+            "kv_precision",
+            "gpu_pool",
+        ]
+        labels = {
+            "engine": _("Engine"),
+            "engine_version": _("Engine version"),
+            "label": _("Label"),
+            "launch_flags": _("Launch flags"),
+            "endpoint_url": _("Endpoint URL (OpenAI-compatible)"),
+            "metrics_url": _("Metrics URL (Prometheus)"),
+            "model_name": _("Model name"),
+            "gpu_model": _("GPU model"),
+            "gpu_count": _("GPU count"),
+            "tensor_parallel": _("Tensor parallel (TP)"),
+            "kv_precision": _("KV precision"),
+            "gpu_pool": _("GPU pool"),
+        }
+        widgets = {"launch_flags": forms.Textarea(attrs={"rows": 2, "spellcheck": "false"})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["engine"].queryset = Engine.objects.order_by("name")
+        self.fields["engine"].widget.attrs["data-engine-select"] = "1"
+        self.fields["engine_version"].widget.attrs.update({"list": "engine-versions", "data-version-input": "1"})
+        if not (self.instance and self.instance.pk and self.instance.api_key_encrypted):
+            del self.fields["clear_api_key"]
+            self.fields["api_key"].help_text = _("Stored encrypted and never shown again.")
+
+    def engine_versions(self) -> dict[str, list[str]]:
+        """Documented versions per engine id, for the version suggestions."""
+        return {str(e.pk): [v for v in e.versions if v] for e in self.fields["engine"].queryset}
+
+    def service_data(self) -> dict:
+        return {name: self.cleaned_data[name] for name in self.Meta.fields}
+
+    def service_api_key(self) -> str | None:
+        """The key to store: a new one, "" to remove, None to keep the current one."""
+        if self.cleaned_data.get("clear_api_key"):
+            return ""
+        return self.cleaned_data.get("api_key") or None

@@ -1,0 +1,75 @@
+"""The candidates page of a selection: the list, the add form and the edit page."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods
+
+from selection.candidates.forms import CandidateForm
+from selection.candidates.services import add_candidate, update_candidate
+from selection.models import Candidate
+from selection.web import attach_service_errors, get_selection, page_context, require_edit
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def candidates(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    form = CandidateForm()
+    if request.method == "POST":
+        require_edit(request, selection)
+        form = CandidateForm(request.POST, instance=Candidate(selection=selection))
+        if form.is_valid():
+            try:
+                candidate = add_candidate(
+                    selection=selection,
+                    user=request.user,
+                    data=form.service_data(),
+                    api_key=form.service_api_key() or "",
+                )
+            except ValidationError as error:
+                attach_service_errors(form, error)
+            else:
+                messages.success(request, _("Candidate “%(name)s” added.") % {"name": candidate.display_name})
+                return redirect("selection:candidates", pk=selection.pk)
+    return render(
+        request,
+        "selection/candidates.html",
+        page_context(
+            request, selection, "candidates", form=form, candidates=selection.candidates.select_related("engine")
+        ),
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def candidate_edit(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    candidate = get_object_or_404(selection.candidates.select_related("engine"), pk=candidate_pk)
+    form = CandidateForm(instance=candidate)
+    if request.method == "POST":
+        require_edit(request, selection)
+        form = CandidateForm(request.POST, instance=Candidate.objects.get(pk=candidate.pk))
+        if form.is_valid():
+            try:
+                update_candidate(
+                    candidate=Candidate.objects.get(pk=candidate.pk),
+                    user=request.user,
+                    data=form.service_data(),
+                    api_key=form.service_api_key(),
+                )
+            except ValidationError as error:
+                attach_service_errors(form, error)
+            else:
+                messages.success(request, _("Candidate saved."))
+                return redirect("selection:candidates", pk=selection.pk)
+    return render(
+        request,
+        "selection/candidate_edit.html",
+        page_context(request, selection, "candidates", form=form, candidate=candidate),
+    )

@@ -1,0 +1,78 @@
+"""Capacity plans for candidates: the Django-side glue around `domain.capacity`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selection.domain import capacity as model
+from selection.models import Candidate
+
+# Catalog engines -> the capacity model's memory semantics. Engines whose memory rules the model
+# does not implement are planned with vLLM's paged semantics and say so.
+ENGINE_SEMANTICS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "tensorrt-llm": "trtllm",
+    "trtllm": "trtllm",
+    "llama-cpp": "llamacpp",
+    "llamacpp": "llamacpp",
+    "llama.cpp": "llamacpp",
+}
+
+
+def semantics_for(engine_slug: str) -> tuple[str, str | None]:
+    engine = ENGINE_SEMANTICS.get(engine_slug)
+    if engine:
+        return engine, None
+    return "vllm", f"{engine_slug}: memory rules not modelled; planned with vLLM's paged-KV semantics (estimate)"
+
+
+def model_config_for(candidate: Candidate) -> dict:
+    constraints = getattr(candidate.selection, "constraints", None)
+    if constraints is not None and constraints.model_config:
+        return constraints.model_config
+    shipped = {name.lower(): name for name in model.shipped_models()}
+    served = (candidate.model_name or "").split("/")[-1].lower()
+    if served in shipped:  # the served name is a shipped config (e.g. meta-llama/Llama-3.1-8B -> Llama-3.1-8B)
+        return model.load_model_config(shipped[served])
+    name = constraints.target_model if constraints else ""
+    if not name:
+        raise model.CapacityError(
+            "model: the candidate's served model is not a shipped config and the constraints name no target model"
+        )
+    return model.load_model_config(name)
+
+
+def plan_for_candidate(candidate: Candidate, **overrides: Any) -> dict[str, Any]:
+    """Plan + verdict + predicted-vs-measured for one candidate, JSON-safe."""
+    constraints = getattr(candidate.selection, "constraints", None)
+    engine, note = semantics_for(candidate.engine.slug)
+    kwargs: dict[str, Any] = {
+        "kv_dtype": candidate.kv_precision,
+        "tp": candidate.tensor_parallel,
+        "engine": engine,
+        "gpu": candidate.gpu_model or (constraints.gpu_model if constraints else None),
+    }
+    if constraints is not None:
+        kwargs["gpu_mem_gib"] = constraints.gpu_memory_gib
+        contexts = sorted(
+            {
+                constraints.avg_input_tokens + constraints.avg_output_tokens,
+                constraints.max_input_tokens + constraints.max_output_tokens,
+            }
+        )
+        kwargs["contexts"] = contexts
+    kwargs.update(overrides)
+    plan = model.plan_for_model(model_config_for(candidate), **kwargs)
+    data = plan.to_dict()
+    if note:
+        data.setdefault("notes", []).append(note)
+    if constraints is not None:
+        domain = constraints.as_domain()
+        domain["gpu_budget"] = constraints.gpu_count_budget
+        data["verdict"] = model.verdict(plan, domain)
+    measured = (candidate.measured_capacity or {}).get("token_capacity")
+    if measured:
+        data["measured"] = dict(candidate.measured_capacity)
+        data["predicted_vs_measured"] = model.compare_predicted_measured(plan.token_capacity, measured)
+    return data

@@ -1,0 +1,94 @@
+"""The capacity page of a candidate: the capacity model's plan, verdict, estimates, predicted vs
+measured, the memory chart, and what-if controls that re-plan without saving (htmx GET partial)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+from django.views.decorators.http import require_GET
+
+from benchmarks.presentation import chart_svg
+from selection.capacity.display import concurrency_rows, memory_lines, split_estimates
+from selection.capacity.forms import CapacityWhatIfForm
+from selection.capacity.plans import plan_for_candidate
+from selection.domain import capacity as capacity_model
+from selection.web import get_selection, page_context
+
+HEADROOM = 0.2  # the chart's dashed line: keep 20% of GPU memory free (docs/domain.md: plan with 20-30% headroom)
+CLIP = 2.0  # lines stop above twice the GPU memory, so the region around the limit stays readable
+
+
+def _plan(candidate, overrides: dict) -> tuple[dict | None, dict | None]:
+    """(plan, None) or (None, {field, message}) with the capacity model's own message."""
+    try:
+        return plan_for_candidate(candidate, **overrides), None
+    except capacity_model.CapacityError as error:
+        field, sep, message = str(error).partition(": ")
+        return None, {"field": field if sep else "", "message": message if sep else field}
+
+
+def _chart(plan: dict, peak: int | None) -> str:
+
+    concurrencies = [1] + ([peak] if peak and peak > 1 else [])
+    contexts, lines = memory_lines(
+        plan,
+        concurrencies,
+        clip_gib=CLIP * float(plan.get("gpu_memory_gib") or 0) or None,
+        label=lambda n: ngettext("weights + KV, %(n)d sequence", "weights + KV, %(n)d sequences", n) % {"n": n},
+    )
+    if not contexts:
+        return ""
+    return chart_svg(
+        "capacity_memory_vs_context",
+        contexts=contexts,
+        memory_gib=lines,
+        gpu_memory_gib=plan.get("gpu_memory_gib"),
+        headroom=HEADROOM,
+        title=_("Memory per GPU against context length"),
+    )
+
+
+@login_required
+@require_GET
+def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    candidate = get_object_or_404(selection.candidates.select_related("engine", "selection"), pk=candidate_pk)
+    form = CapacityWhatIfForm(
+        request.GET or None, kv_dtypes=capacity_model.KV_DTYPES, gpus=list(capacity_model.GPU_MEMORY_GIB)
+    )
+    overrides, plan, error = {}, None, None
+    if form.is_bound and not form.is_valid():
+        error = {"field": "", "message": _("Correct the what-if inputs: nothing was re-planned.")}
+    else:
+        if form.is_bound:
+            overrides = form.overrides(capacity_model.GPU_MEMORY_GIB)
+        plan, error = _plan(candidate, overrides)
+    constraints = getattr(selection, "constraints", None)
+    peak = constraints.peak_concurrency if constraints is not None else None
+    context = page_context(
+        request,
+        selection,
+        "evidence",
+        candidate=candidate,
+        form=form,
+        plan=plan,
+        error=error,
+        what_if=bool(overrides),
+        peak=peak,
+        headroom_pct=int(HEADROOM * 100),
+    )
+    if plan is not None:
+        context.update(
+            chart=_chart(plan, peak),
+            estimates=split_estimates(plan),
+            concurrency_rows=concurrency_rows(plan),
+            comparison=plan.get("predicted_vs_measured"),
+            verdict=plan.get("verdict"),
+        )
+    template = (
+        "selection/_capacity_plan.html" if request.headers.get("HX-Request") == "true" else "selection/capacity.html"
+    )
+    return render(request, template, context, status=200)

@@ -1,0 +1,203 @@
+"""REST API for decision records: lifecycle, download, and verification of any PDF."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import FileResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from selection.domain.records import OWNER_ROLES
+from selection.models import DecisionRecord
+from selection.records.services import DRAFT_FIELDS, approve, comment, create_draft, sign, start_review, update_draft
+from selection.records.verification import verification_report
+from selection.selectors import selections_for
+
+MAX_PDF_BYTES = 50 * 1024 * 1024
+
+
+class RecordSerializer(serializers.ModelSerializer):
+    approvals = serializers.SerializerMethodField()
+    simulated = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = DecisionRecord
+        fields = [
+            "id",
+            "selection",
+            "version",
+            "status",
+            "decision",
+            "rationale",
+            "applies_to",
+            "does_not_apply_to",
+            "review_by",
+            "include_simulated",
+            "snapshot_sha256",
+            "pdf_sha256",
+            "signed_sha256",
+            "simulated",
+            "supersedes",
+            "created_at",
+            "review_started_at",
+            "signed_at",
+            "approvals",
+        ]
+        read_only_fields = [f for f in fields if f not in DRAFT_FIELDS]
+
+    def get_approvals(self, obj) -> list[dict]:
+        return [
+            {"role": a.role, "user": a.user.get_username(), "approved_at": a.approved_at, "signed_at": a.signed_at}
+            for a in obj.approvals.select_related("user")
+        ]
+
+
+def record_for(request, record_id: int) -> DecisionRecord:
+    return get_object_or_404(DecisionRecord.objects.filter(selection__in=selections_for(request.user)), pk=record_id)
+
+
+def _call(fn, **kwargs):
+    try:
+        return fn(**kwargs)
+    except DjangoPermissionDenied as exc:
+        raise PermissionDenied(str(exc)) from exc
+
+
+class SelectionRecordsView(APIView):
+    @extend_schema(responses=RecordSerializer(many=True))
+    def get(self, request, selection_id: int):
+        selection = get_object_or_404(selections_for(request.user), pk=selection_id)
+        return Response(RecordSerializer(selection.records.all(), many=True).data)
+
+    @extend_schema(request=RecordSerializer, responses={201: RecordSerializer})
+    def post(self, request, selection_id: int):
+        selection = get_object_or_404(selections_for(request.user), pk=selection_id)
+        serializer = RecordSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        supersedes = None
+        if request.data.get("supersedes"):
+            supersedes = get_object_or_404(selection.records, pk=request.data["supersedes"])
+        record = _call(
+            create_draft, selection=selection, user=request.user, supersedes=supersedes, **serializer.validated_data
+        )
+        return Response(RecordSerializer(record).data, status=status.HTTP_201_CREATED)
+
+
+class RecordActionSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["start_review", "approve", "comment"])
+    role = serializers.ChoiceField(choices=list(OWNER_ROLES), required=False)
+    comment = serializers.CharField(required=False, allow_blank=True)
+
+
+class RecordDetailView(APIView):
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    @extend_schema(responses=RecordSerializer)
+    def get(self, request, record_id: int):
+        return Response(RecordSerializer(record_for(request, record_id)).data)
+
+    @extend_schema(request=RecordSerializer, responses=RecordSerializer)
+    def patch(self, request, record_id: int):
+        record = record_for(request, record_id)
+        serializer = RecordSerializer(record, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        record = _call(update_draft, record=record, user=request.user, **serializer.validated_data)
+        return Response(RecordSerializer(record).data)
+
+    @extend_schema(request=RecordActionSerializer, responses=RecordSerializer)
+    def post(self, request, record_id: int):
+        record = record_for(request, record_id)
+        serializer = RecordActionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        action = serializer.validated_data["action"]
+        if action == "start_review":
+            record = _call(start_review, record=record, user=request.user)
+        elif action == "approve":
+            if "role" not in serializer.validated_data:
+                raise serializers.ValidationError({"role": "required to approve"})
+            record = _call(
+                approve,
+                record=record,
+                user=request.user,
+                role=serializer.validated_data["role"],
+                comment_text=serializer.validated_data.get("comment", ""),
+            )
+        else:
+            _call(comment, record=record, user=request.user, text=serializer.validated_data.get("comment", ""))
+        return Response(RecordSerializer(record).data)
+
+
+class RecordSignSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=list(OWNER_ROLES))
+    pkcs12 = serializers.FileField(help_text="Your PKCS#12 (.p12) certificate and key")
+    passphrase = serializers.CharField(write_only=True, allow_blank=True, help_text="Used once, never stored")
+
+
+class RecordSignView(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": RecordSignSerializer}, responses=RecordSerializer)
+    def post(self, request, record_id: int):
+        record = record_for(request, record_id)
+        serializer = RecordSignSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        record = _call(
+            sign,
+            record=record,
+            user=request.user,
+            role=data["role"],
+            pkcs12=data["pkcs12"].read(1_000_000),
+            passphrase=data["passphrase"],
+        )
+        return Response(RecordSerializer(record).data)
+
+
+class RecordPdfView(APIView):
+    @extend_schema(responses={(200, "application/pdf"): bytes})
+    def get(self, request, record_id: int):
+        record = record_for(request, record_id)
+        source = record.signed_pdf or record.pdf
+        if not source:
+            return Response(
+                {"detail": "No PDF yet: the record is rendered once all three owners approved."}, status=404
+            )
+        response = FileResponse(
+            source.open("rb"),
+            content_type="application/pdf",
+            as_attachment=True,
+            filename=f"decision-record-{record.selection_id}-v{record.version}.pdf",
+        )
+        response["Cache-Control"] = "private, no-transform"
+        return response
+
+
+class VerifySerializer(serializers.Serializer):
+    file = serializers.FileField()
+
+
+class RecordVerifyView(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": VerifySerializer}, responses={200: dict})
+    def post(self, request):
+        serializer = VerifySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        handle = serializer.validated_data["file"]
+        if handle.size > MAX_PDF_BYTES:
+            return Response({"file": [f"larger than {MAX_PDF_BYTES // (1024 * 1024)} MiB"]}, status=413)
+        data = handle.read()
+        if not data.startswith(b"%PDF"):
+            return Response({"file": ["not a PDF (it does not start with %PDF)"]}, status=400)
+        report = verification_report(data)
+        if (
+            report.get("record")
+            and not selections_for(request.user).filter(name=report["record"]["selection"]).exists()
+        ):
+            report["record"] = {"issued_by_kvselect": True}  # do not leak another team's selection
+        return Response(report)

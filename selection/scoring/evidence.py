@@ -1,0 +1,227 @@
+"""From stored runs and the catalog to scoring inputs (`domain.scoring.CandidateEvidence`).
+
+Measured metrics come from the latest succeeded run of each test per candidate. Standard ones are
+computed from the load points (TTFT/TPOT p95, error rate, achieved concurrency, goodput); test-
+specific ones (prefix saving, swap-resume ratio, continuation correctness, soak drift, largest
+context rung, KV headroom) are read by their scoring names from the run's `metadata["derived"]`
+or its points' `extra`, where the harness and the simulator write them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from benchmarks.models import BenchmarkRun
+from benchmarks.result import SIMULATED
+from benchmarks.selectors import latest_runs
+from selection.domain import catalog as catalog_domain
+from selection.domain import scoring
+from selection.models import Candidate, Selection
+
+DERIVED_METRICS = (
+    "kv_headroom_at_target",
+    "soak_drift_p99_ratio",
+    "prefix_saving_ratio",
+    "max_context_rung_reached",
+    "swap_resume_ttft_ratio",
+    "continuation_correct",
+    "idle_release_share",
+)
+
+ALLOCATION = {"paged": "paged", "radix": "paged", "static": "static", "contiguous": "preallocated"}
+PREFIX_CACHE = {
+    "hash_block": "hash",
+    "radix_tree": "radix",
+    "block_trie": "radix",
+    "slot_prompt_cache": "manual",
+    "none": "none",
+}
+PREEMPTION = {"swap": "swap", "recompute": "recompute", "none_by_default": "none", "none": "none"}
+METRIC_CATEGORIES = {
+    "kv_usage": ("kv_cache_usage", "gpu_cache_usage", "token_usage", "kv_cache_utilization", "num_used_tokens"),
+    "prefix_hit_rate": ("prefix_cache", "cache_hit", "hit_rate", "cached_tokens"),
+    "preemptions": ("preempt", "retracted"),
+    "queue_depth": ("waiting", "queue", "deferred"),
+}
+
+
+def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
+    """The catalog's facts for the candidate's engine, in scoring's vocabulary (None = unknown)."""
+    try:
+        version = candidate.engine_version if candidate.engine_version in candidate.engine.versions else None
+        caps = catalog_domain.capabilities(candidate.engine.slug, version)
+    except (catalog_domain.CatalogLookupError, catalog_domain.CatalogError):
+        return scoring.DocumentedFeatures()
+    metrics = caps.get("metrics")
+    exported = None
+    if metrics is not None:
+        exported = tuple(
+            cat for cat, needles in METRIC_CATEGORIES.items() if any(n in name for name in metrics for n in needles)
+        )
+    priority = caps.get("priority_scheduling")
+    return scoring.DocumentedFeatures(
+        allocation_strategy=ALLOCATION.get(caps.get("allocation_strategy") or "", None),
+        prefix_cache=PREFIX_CACHE.get(caps.get("prefix_cache_kind") or "", None),
+        kv_cache_dtypes=tuple(caps["kv_quant_dtypes"]) if caps.get("kv_quant_dtypes") is not None else None,
+        offload_tiers=tuple(caps["offload_tiers"]) if caps.get("offload_tiers") is not None else None,
+        scheduling_features=None if priority is None else (("priority",) if priority else ()),
+        preemption_mode=PREEMPTION.get(caps.get("preemption_mode") or "", None),
+        metrics_exported=exported,
+        operating_complexity=caps.get("ops_complexity"),
+        sources={k: v for k, v in (caps.get("sources") or {}).items() if v},
+    )
+
+
+def _verdict(run: BenchmarkRun, name: str) -> dict[str, Any] | None:
+    return next((v for v in run.verdicts or [] if v.get("name") == name), None)
+
+
+def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
+    """Scoring metrics a run's test-specific output implies (the harness's names -> scoring's names).
+
+    - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
+    - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %).
+    - prefix_reuse: prefix_saving_ratio = measured prefix-cache hit ratio / the shared share of the
+      prompt (prefix / (prefix + suffix)): 1 means every shareable token was reused.
+    - long_context: max_context_rung_reached = the largest rung that succeeded.
+    - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / first-turn (cold prefill) TTFT p50, a
+      conservative stand-in for "resume vs full recompute" (the resumed context is longer than turn 1);
+      continuation_correct = 1 when every resumed session continued identically, else 0.
+    """
+    derived: dict[str, float] = {}
+    points = {p.label: p for p in run.points.all()}
+    first = next(iter(points.values()), None)
+    if run.test == "concurrency_stress" and first is not None:
+        peak = (first.extra or {}).get("kv_usage_ratio_max")
+        if peak is not None:
+            derived["kv_headroom_at_target"] = max(0.0, 1.0 - float(peak))
+    elif run.test == "stability":
+        drift = _verdict(run, "ttft_p99_drift")
+        if drift and drift.get("value") is not None:
+            derived["soak_drift_p99_ratio"] = max(0.0, 1.0 + float(drift["value"]) / 100.0)
+    elif run.test == "prefix_reuse":
+        on = points.get("prefix_on") or first
+        prefix, suffix = (run.params or {}).get("prefix_tokens"), (run.params or {}).get("suffix_tokens")
+        hit = (on.extra or {}).get("prefix_hit_ratio") if on is not None else None
+        if hit is not None and prefix and suffix:
+            derived["prefix_saving_ratio"] = min(1.0, float(hit) / (prefix / (prefix + suffix)))
+    elif run.test == "long_context":
+        rung = (run.metadata or {}).get("largest_successful_rung")
+        if rung:
+            derived["max_context_rung_reached"] = float(rung)
+    elif run.test == "swap_recovery":
+        turn1, resume = points.get("turn1"), points.get("resume")
+        if turn1 is not None and resume is not None and turn1.ttft_ms.get("p50") and resume.ttft_ms.get("p50"):
+            derived["swap_resume_ttft_ratio"] = resume.ttft_ms["p50"] / turn1.ttft_ms["p50"]
+        same = _verdict(run, "continuation_identical")
+        if same and same.get("passed") is not None:
+            derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
+    return derived
+
+
+def _target_point(points: list, target: float | None):
+    with_concurrency = [p for p in points if p.concurrency is not None]
+    if target and with_concurrency:
+        return min(with_concurrency, key=lambda p: (abs(p.concurrency - target), -p.concurrency))
+    return points[-1] if points else None
+
+
+def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[str, scoring.Metric]:
+    metrics: dict[str, scoring.Metric] = {}
+    runs = latest_runs(candidate)
+
+    def put(name: str, value: Any, run: BenchmarkRun) -> None:
+        if value is None:
+            return
+        metrics[name] = scoring.Metric(value=value, run_ids=(str(run.pk),), evidence=run.evidence)
+
+    stress = runs.get("concurrency_stress") or runs.get("custom")
+    gpus = max(candidate.gpu_count, 1)
+    if stress is not None:
+        points = list(stress.points.all())
+        point = _target_point(points, constraints.get("peak_concurrency"))
+        if point is not None:
+            put("ttft_p95_ms", point.ttft_ms.get("p95"), stress)
+            put("tpot_p95_ms", point.tpot_ms.get("p95"), stress)
+            put("error_rate", point.error_rate, stress)
+            put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
+            goodput_tokens = point.output_token_throughput
+            if goodput_tokens is not None and point.slo_attainment is not None:
+                goodput_tokens *= point.slo_attainment
+            if goodput_tokens:
+                put("output_tokens_per_s_per_gpu", goodput_tokens / gpus, stress)
+                cost = constraints.get("cost_per_gpu_hour")
+                if cost is not None:
+                    put(
+                        "cost_per_mtok",
+                        scoring.cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
+                        stress,
+                    )
+        if constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points:
+            sustainable = scoring.sustainable_concurrency(
+                [
+                    {
+                        "concurrency": p.achieved_concurrency or p.concurrency,
+                        "ttft_p95_ms": p.ttft_ms.get("p95"),
+                        "tpot_p95_ms": p.tpot_ms.get("p95"),
+                        "error_rate": p.error_rate,
+                    }
+                    for p in points
+                    if (p.achieved_concurrency or p.concurrency) is not None
+                ],
+                constraints["ttft_p95_ms"],
+                constraints["tpot_p95_ms"],
+            )
+            put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
+    for run in runs.values():
+        derived = derived_from_run(run)
+        derived.update((run.metadata or {}).get("derived") or {})
+        for point in run.points.all():
+            derived.update({k: v for k, v in (point.extra or {}).items() if k in DERIVED_METRICS})
+        for name in DERIVED_METRICS:
+            if name in derived and name not in metrics:
+                put(name, derived[name], run)
+    measured = (candidate.measured_capacity or {}).get("token_capacity")
+    predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
+    if measured and predicted:
+        metrics["capacity_prediction_error"] = scoring.Metric(
+            value=abs(predicted - measured) / measured,
+            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
+            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
+        )
+    return metrics
+
+
+def scoring_constraints(selection: Selection) -> scoring.ScoringConstraints:
+    c = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
+    return scoring.ScoringConstraints(
+        target_concurrency=c.get("peak_concurrency"),
+        ttft_p95_ms=c.get("ttft_p95_ms"),
+        tpot_p95_ms=c.get("tpot_p95_ms"),
+        gpu_count_budget=c.get("gpu_count_budget"),
+        cost_per_gpu_hour=c.get("cost_per_gpu_hour"),
+        team_size=c.get("ops_team_size"),
+        max_context_tokens=(c.get("max_input_tokens") or 0) + (c.get("max_output_tokens") or 0) or None,
+        throughput_target_tok_s=c.get("throughput_target_tokens_s"),
+    )
+
+
+def evidence_for(
+    selection: Selection, candidates: Iterable[Candidate] | None = None
+) -> list[scoring.CandidateEvidence]:
+    constraints = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
+    result = []
+    for candidate in candidates if candidates is not None else selection.candidates.select_related("engine"):
+        result.append(
+            scoring.CandidateEvidence(
+                candidate=str(candidate.pk),
+                label=candidate.display_name,
+                metrics=measured_metrics(candidate, constraints),
+                documented=documented_features(candidate),
+            )
+        )
+    return result
+
+
+def uses_simulated(evidence: list[scoring.CandidateEvidence]) -> bool:
+    return any(m.evidence == SIMULATED for e in evidence for m in e.metrics.values())

@@ -1,0 +1,222 @@
+"""The side-by-side comparison: scores per dimension and criterion, gates, sensitivity and the
+evidence charts of every candidate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
+from django.db.models import Max, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from benchmarks import charts
+from benchmarks.models import BenchmarkRun
+from benchmarks.run_charts import Budgets, comparison_charts
+from benchmarks.selectors import latest_runs
+from selection.domain import criteria as criteria_domain
+from selection.i18n import translate_name
+from selection.models import Selection
+from selection.scoring.services import compute_scores, latest_score
+from selection.web import get_selection, page_context, require_edit
+
+
+def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
+    """The Score.result reshaped for a side-by-side table: candidates as columns (by rank), then
+    one block per dimension with its criteria. A missing score stays None (shown as "missing")."""
+    columns = sorted(
+        result.get("candidates", []),
+        key=lambda c: (c.get("screened_out", False), c.get("rank") or 10**6, c.get("label", "")),
+    )
+    dimension_names = {d.id: translate_name(d.name) for d in criteria_domain.DIMENSIONS}
+    weights = result.get("weights") or {}
+    seen = [d.id for d in criteria_domain.DIMENSIONS if any(d.id in (c.get("dimensions") or {}) for c in columns)]
+    blocks = []
+    for dimension in seen:
+        criteria_ids = list(
+            dict.fromkeys(
+                cid
+                for c in columns
+                for cid, crit in (c.get("criteria") or {}).items()
+                if crit.get("dimension") == dimension
+            )
+        )
+        criteria_rows = []
+        for cid in criteria_ids:
+            criterion = criteria_domain.CRITERIA_BY_ID.get(cid)
+            criteria_rows.append(
+                {
+                    "id": cid,
+                    "name": translate_name(criterion.name) if criterion else cid,
+                    "weight": weights.get(cid),
+                    "cells": [_cell((c.get("criteria") or {}).get(cid)) for c in columns],
+                }
+            )
+        blocks.append(
+            {
+                "id": dimension,
+                "name": dimension_names.get(dimension, dimension),
+                "cells": [_cell((c.get("dimensions") or {}).get(dimension)) for c in columns],
+                "criteria": criteria_rows,
+            }
+        )
+    gate_rows = []
+    for dimension, threshold in (result.get("gates") or {}).items():
+        cells = []
+        for c in columns:
+            gate = next((g for g in c.get("gates") or [] if g.get("dimension") == dimension), None)
+            cells.append(gate or {"passed": None, "score": None, "reason": ""})
+        gate_rows.append(
+            {"id": dimension, "name": dimension_names.get(dimension, dimension), "threshold": threshold, "cells": cells}
+        )
+    missing = {
+        c.get("candidate"): sorted(
+            {
+                ind.get("indicator")
+                for crit in (c.get("criteria") or {}).values()
+                for ind in crit.get("indicators") or []
+                if ind.get("status") == "missing"
+            }
+        )
+        for c in columns
+    }
+    return {
+        "columns": columns,
+        "dimensions": blocks,
+        "gates": gate_rows,
+        "missing": [missing[c.get("candidate")] for c in columns],
+        "winner": next((c for c in columns if c.get("candidate") == result.get("winner")), None),
+    }
+
+
+def _cell(data: dict | None) -> dict:
+    data = data or {}
+    score = data.get("score")
+    return {
+        "score": score,
+        "upper": data.get("score_upper"),
+        "coverage": data.get("coverage"),
+        "status": data.get("status") or ("missing" if score is None else "ok"),
+        "missing": score is None,
+        "explanation": data.get("explanation", ""),
+        "simulated": data.get("uses_simulated", False),
+    }
+
+
+def _charts(selection: Selection, score, table: dict, include_simulated: bool) -> dict[str, Any]:
+    """The comparison's SVG charts (cached per score snapshot, language and toggle): the scores per
+    dimension, then each evidence chart once over every candidate (`benchmarks.run_charts`)."""
+    # The evidence charts read runs the scoring inputs do not cover (time series, ladder points):
+    # the newest run and finish time of the selection are part of the key.
+    runs = BenchmarkRun.objects.filter(candidate__selection=selection).aggregate(
+        last=Max("id"), done=Max("finished_at")
+    )
+    key = (
+        f"kvselect:cmp-charts:{selection.pk}:{score.pk}:{score.inputs_hash}:{runs['last']}:{runs['done']}:"
+        f"{int(include_simulated)}:{get_language()}"
+    )
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    out: dict[str, Any] = {"dimension_bars": "", "evidence": []}
+    bars = {
+        c["label"]: {d: (c.get("dimensions") or {}).get(d, {}).get("score") for d in c.get("dimensions") or {}}
+        for c in table["columns"]
+    }
+    if bars and any(bars.values()):
+        try:
+            out["dimension_bars"] = charts.dimension_bars(
+                bars,
+                dimensions=[b["id"] for b in table["dimensions"]],
+                labels={b["id"]: b["name"] for b in table["dimensions"]},
+                gates={g["id"]: float(g["threshold"]) for g in table["gates"]},
+                simulated=not score.signable,
+                title=_("Score per dimension"),
+            )
+        except charts.ChartInputError:
+            pass
+    latest = [
+        (
+            candidate.display_name,
+            {test: run for test, run in latest_runs(candidate).items() if include_simulated or not run.is_simulated},
+        )
+        for candidate in selection.candidates.select_related("engine")
+    ]
+    constraints = getattr(selection, "constraints", None)
+    out["evidence"] = comparison_charts(
+        latest, Budgets(getattr(constraints, "ttft_p95_ms", None), getattr(constraints, "tpot_p95_ms", None))
+    )
+    cache.set(key, out, 600)
+    return out
+
+
+def _changed_since(selection: Selection, when) -> bool:
+    """Whether settings (audited) or runs changed after `when`: then the page rescores (a no-op when the
+    inputs hash is unchanged), so nobody reads a stale comparison."""
+    runs = BenchmarkRun.objects.filter(candidate__selection=selection)
+    return (
+        selection.audit.exclude(action__startswith="record.").filter(at__gt=when).exists()
+        or runs.filter(Q(created_at__gt=when) | Q(finished_at__gt=when)).exists()
+    )
+
+
+@login_required
+def comparison(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    include_simulated = request.GET.get("simulated") == "1"
+    candidate_count = selection.candidates.count()
+    score, error = None, ""
+    if candidate_count:
+        score = latest_score(selection, include_simulated)
+        if score is None or _changed_since(selection, score.computed_at):
+            try:
+                score = compute_scores(selection, include_simulated=include_simulated)
+            except ValueError as exc:  # the scoring inputs name the field and the problem
+                error = str(exc)
+    table = comparison_table(score.result) if score else None
+    return render(
+        request,
+        "selection/decision/comparison.html",
+        page_context(
+            request,
+            selection,
+            "comparison",
+            score=score,
+            table=table,
+            error=error,
+            candidate_count=candidate_count,
+            include_simulated=include_simulated,
+            charts=_charts(selection, score, table, include_simulated) if score else {},
+            result=score.result if score else {},
+        ),
+    )
+
+
+@login_required
+@require_POST
+def comparison_recompute(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    include_simulated = request.POST.get("simulated") == "1"
+    target = redirect("selection:comparison", pk=selection.pk)
+    if include_simulated:
+        target["Location"] += "?simulated=1"
+    if not selection.candidates.exists():
+        messages.error(request, _("Nothing to score yet: add candidates and evidence first."))
+        return target
+    try:
+        score = compute_scores(selection, include_simulated=include_simulated)
+    except ValueError as exc:
+        messages.error(request, _("Scoring failed: %(error)s") % {"error": exc})
+    else:
+        messages.success(
+            request,
+            _("Scores recomputed (rules %(rules)s, inputs %(hash)s).")
+            % {"rules": score.rules_version, "hash": score.inputs_hash[:12]},
+        )
+    return target

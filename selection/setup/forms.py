@@ -1,0 +1,223 @@
+"""Web forms of the architect's workspace. They parse and check input; services do the writes.
+
+No form here saves anything: views pass ``cleaned_data`` to ``selection.services`` and attach the
+services' ``ValidationError`` back with :func:`attach_service_errors`.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.utils.translation import gettext_lazy as _
+
+from selection.domain import criteria as criteria_domain
+from selection.domain.capacity import shipped_models
+from selection.i18n import person_name, translate_name
+from selection.models import KV_PRECISION_CHOICES, Constraints, Membership, Team
+from selection.web import AccessibleErrorsMixin
+
+# The one-pager's sections, in the order an architect thinks about them.
+CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
+    ("traffic", _("Traffic"), ["peak_concurrency", "request_rate", "throughput_target_tokens_s"]),
+    (
+        "context",
+        _("Context"),
+        ["avg_input_tokens", "p95_input_tokens", "max_input_tokens", "avg_output_tokens", "max_output_tokens"],
+    ),
+    (
+        "multi_turn",
+        _("Multi-turn"),
+        ["multi_turn", "average_turns", "idle_seconds_between_turns", "concurrent_sessions", "never_swap_sessions"],
+    ),
+    ("latency", _("Latency budget"), ["ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"]),
+    ("hardware", _("Hardware & cost"), ["gpu_model", "gpu_memory_gib", "gpu_count_budget", "cost_per_gpu_hour"]),
+    ("team_model", _("Team & model"), ["ops_team_size", "target_model", "kv_precisions_allowed", "notes"]),
+]
+CONSTRAINT_FIELDS = [name for _key, _title, names in CONSTRAINT_GROUPS for name in names]
+
+# Units shown next to each input (the model's labels name the quantity).
+CONSTRAINT_UNITS = {
+    "peak_concurrency": _("requests"),
+    "request_rate": _("req/s"),
+    "throughput_target_tokens_s": _("output tokens/s"),
+    "avg_input_tokens": _("tokens"),
+    "p95_input_tokens": _("tokens"),
+    "max_input_tokens": _("tokens"),
+    "avg_output_tokens": _("tokens"),
+    "max_output_tokens": _("tokens"),
+    "average_turns": _("turns"),
+    "idle_seconds_between_turns": _("s"),
+    "concurrent_sessions": _("sessions"),
+    "never_swap_sessions": _("sessions"),
+    "ttft_p95_ms": _("ms"),
+    "tpot_p95_ms": _("ms"),
+    "e2e_p95_ms": _("ms"),
+    "gpu_memory_gib": _("GiB"),
+    "gpu_count_budget": _("GPUs"),
+    "cost_per_gpu_hour": _("per GPU-hour"),
+    "ops_team_size": _("people"),
+}
+
+
+class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
+    name = forms.CharField(label=_("Name"), max_length=200)
+    description = forms.CharField(label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    team = forms.ModelChoiceField(
+        label=_("Team"), queryset=Team.objects.none(), help_text=_("Teams where you are an architect.")
+    )
+    business_owner = forms.ModelChoiceField(label=_("Business owner"), queryset=None)
+    platform_owner = forms.ModelChoiceField(label=_("Platform owner"), queryset=None)
+    security_owner = forms.ModelChoiceField(label=_("Security owner"), queryset=None)
+    observer = forms.ModelChoiceField(label=_("Post-launch observer"), queryset=None, required=False)
+
+    OWNER_FIELDS = ("business_owner", "platform_owner", "security_owner", "observer")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        if user.is_superuser:
+            teams = Team.objects.all()
+        else:
+            teams = Team.objects.filter(membership__user=user, membership__role=Membership.Role.ARCHITECT)
+        self.fields["team"].queryset = teams.order_by("name").distinct()
+        members = get_user_model().objects.filter(memberships__team__in=teams).distinct().order_by("username")
+        for name in self.OWNER_FIELDS:
+            self.fields[name].queryset = members
+            self.fields[name].label_from_instance = _user_label
+        if teams.count() == 1:
+            self.fields["team"].initial = teams.first().pk
+
+    def clean(self):
+        data = super().clean()
+        team = data.get("team")
+        if team:
+            member_ids = set(Membership.objects.filter(team=team).values_list("user_id", flat=True))
+            for name in self.OWNER_FIELDS:
+                user = data.get(name)
+                if user is not None and user.pk not in member_ids:
+                    self.add_error(
+                        name,
+                        _("%(user)s is not a member of team %(team)s")
+                        % {"user": user.get_username(), "team": team.name},
+                    )
+        return data
+
+
+def _user_label(user) -> str:
+    full = person_name(user) if (user.first_name or user.last_name) else ""
+    return f"{full} ({user.get_username()})" if full else user.get_username()
+
+
+class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
+    """Every field of the one-pager. Model validators and Constraints.clean() run on is_valid()."""
+
+    kv_precisions_allowed = forms.MultipleChoiceField(
+        label=_("KV precision allowed"),
+        choices=KV_PRECISION_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text=_("Cache precisions the team accepts (accuracy vs memory)."),
+    )
+
+    class Meta:
+        model = Constraints
+        fields = CONSTRAINT_FIELDS
+        widgets = {"notes": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args, model_configs: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        configs = shipped_models() if model_configs is None else model_configs
+        if configs:
+            current = self.initial.get("target_model") or ""
+            choices = [("", "---------")] + [(c, c) for c in configs]
+            if current and current not in configs:
+                choices.append((current, current))
+            self.fields["target_model"] = forms.ChoiceField(
+                label=Constraints._meta.get_field("target_model").verbose_name,
+                choices=choices,
+                help_text=_("A model config shipped with kvselect."),
+            )
+        for name, field in self.fields.items():
+            field.unit = CONSTRAINT_UNITS.get(name, "")
+            if isinstance(field.widget, forms.NumberInput):
+                field.widget.attrs.setdefault("inputmode", "decimal")
+
+    def groups(self):
+        """(key, title, bound fields) per section, for the template."""
+        return [(key, title, [self[name] for name in names]) for key, title, names in CONSTRAINT_GROUPS]
+
+    def service_data(self) -> dict:
+        return {name: self.cleaned_data.get(name) for name in CONSTRAINT_FIELDS}
+
+
+class WeightsForm(AccessibleErrorsMixin, forms.Form):
+    """One number per criterion of the selection's scenario mix (relative; normalised on save)."""
+
+    justification = forms.CharField(
+        label=_("Justification"),
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_("Why these weights? Recorded in the audit trail with the change."),
+        error_messages={"required": _("A justification is required to change weights.")},
+    )
+
+    def __init__(self, *args, criteria: list[criteria_domain.Criterion], current: dict[str, float], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.criteria = criteria
+        justification = self.fields.pop("justification")
+        for criterion in criteria:
+            self.fields[criterion.id] = forms.FloatField(
+                label=translate_name(criterion.name),
+                min_value=0,
+                max_value=1000,
+                initial=round(current.get(criterion.id, 0.0) * 100, 2),
+                widget=forms.NumberInput(attrs={"step": "any", "data-weight-input": criterion.id}),
+            )
+        self.fields["justification"] = justification
+
+    def weight_fields(self):
+        return [self[c.id] for c in self.criteria]
+
+    def weights(self) -> dict[str, float]:
+        return {c.id: self.cleaned_data[c.id] for c in self.criteria}
+
+
+class GatesForm(AccessibleErrorsMixin, forms.Form):
+    """A checkbox and a threshold (0-1) per dimension; 2-3 gates recommended."""
+
+    def __init__(self, *args, current: dict[str, float], **kwargs):
+        super().__init__(*args, **kwargs)
+        for dimension in criteria_domain.DIMENSIONS:
+            self.fields[f"use_{dimension.id}"] = forms.BooleanField(
+                label=translate_name(dimension.name),
+                required=False,
+                initial=dimension.id in current,
+                widget=forms.CheckboxInput(attrs={"data-gate-toggle": dimension.id}),
+            )
+            self.fields[f"threshold_{dimension.id}"] = forms.FloatField(
+                label=_("Minimum score for %(dimension)s") % {"dimension": translate_name(dimension.name)},
+                required=False,
+                min_value=0,
+                max_value=1,
+                initial=current.get(dimension.id, 0.6),
+                widget=forms.NumberInput(attrs={"step": "0.05", "min": "0", "max": "1"}),
+            )
+
+    def rows(self):
+        return [(d, self[f"use_{d.id}"], self[f"threshold_{d.id}"]) for d in criteria_domain.DIMENSIONS]
+
+    def clean(self):
+        data = super().clean()
+        for dimension in criteria_domain.DIMENSIONS:
+            if (
+                data.get(f"use_{dimension.id}")
+                and data.get(f"threshold_{dimension.id}") is None
+                and f"threshold_{dimension.id}" not in self.errors
+            ):
+                self.add_error(f"threshold_{dimension.id}", _("a threshold between 0 and 1 is required for a gate"))
+        return data
+
+    def gates(self) -> dict[str, float]:
+        return {
+            d.id: self.cleaned_data[f"threshold_{d.id}"]
+            for d in criteria_domain.DIMENSIONS
+            if self.cleaned_data.get(f"use_{d.id}")
+        }

@@ -1,0 +1,97 @@
+"""What an architect should do next on a selection, and who leads so far (the dashboard's columns)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from benchmarks.models import BenchmarkRun
+from selection.models import Constraints, Selection
+
+
+@dataclass(frozen=True)
+class NextStep:
+    label: str
+    hint: str
+    url: str
+
+
+def next_step(
+    selection: Selection,
+    *,
+    has_constraints: bool | None = None,
+    candidate_count: int | None = None,
+    gate_count: int | None = None,
+) -> NextStep:
+    """What the architect should do next on this selection (the five steps of docs/domain.md)."""
+    if has_constraints is None:
+        has_constraints = Constraints.objects.filter(selection=selection).exists()
+    pk = selection.pk
+    if not has_constraints:
+        return NextStep(
+            _("Fill in the constraints"),
+            _("One page of business constraints drives everything else."),
+            reverse("selection:constraints", args=[pk]),
+        )
+    if not selection.scenario_accepted:
+        return NextStep(
+            _("Review the scenario"),
+            _("Check the inferred scenario and its reasons, then accept it."),
+            reverse("selection:scenario", args=[pk]),
+        )
+    if (gate_count if gate_count is not None else selection.gates.count()) == 0:
+        return NextStep(
+            _("Choose gates"),
+            _("Pick 2-3 priority dimensions as first-round gates."),
+            reverse("selection:gates", args=[pk]),
+        )
+    if (candidate_count if candidate_count is not None else selection.candidates.count()) == 0:
+        return NextStep(
+            _("Add candidates"),
+            _("Add the engines to compare, with their endpoints and hardware."),
+            reverse("selection:candidates", args=[pk]),
+        )
+    record = selection.records.first()
+    if record is not None and record.status in ("signed", "superseded"):
+        return NextStep(
+            _("Decided"),
+            _("The signed decision record is ready for procurement."),
+            reverse("selection:record", args=[pk, record.pk]),
+        )
+    if record is not None and record.status in ("in_review", "approved"):
+        return NextStep(
+            _("Approve and sign the record"),
+            _("Each named owner approves, then signs in turn."),
+            reverse("selection:record", args=[pk, record.pk]),
+        )
+    if record is not None:
+        return NextStep(
+            _("Send the record to review"),
+            _("Complete the draft decision record and start the review."),
+            reverse("selection:record", args=[pk, record.pk]),
+        )
+    if BenchmarkRun.objects.filter(candidate__selection=selection, status=BenchmarkRun.Status.SUCCEEDED).exists():
+        return NextStep(
+            _("Compare and decide"),
+            _("Read the side-by-side comparison, then draft the decision record."),
+            reverse("selection:comparison", args=[pk]),
+        )
+    return NextStep(
+        _("Validate the candidates"),
+        _("Check each candidate's capacity, then run the validation tests or upload CI results."),
+        reverse("selection:evidence", args=[pk]),
+    )
+
+
+def leading_candidate(selection: Selection) -> dict | None:
+    """The latest scoring's leader and its evidence coverage (SIMULATED-only evidence is marked)."""
+    score = (
+        selection.scores.filter(include_simulated=False).exclude(leader="").first()
+        or selection.scores.exclude(leader="").first()
+    )
+    if score is None:
+        return None
+    leader = next((c for c in score.result.get("candidates", []) if c.get("candidate") == score.leader), {})
+    return {"label": leader.get("label") or score.leader, "coverage": score.coverage, "simulated": not score.signable}

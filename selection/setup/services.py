@@ -1,0 +1,203 @@
+"""Write operations on selections. Each validates first and writes inside one transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+
+from selection.audit import audit
+from selection.domain import criteria as criteria_domain
+from selection.domain.scenarios import infer_scenario
+from selection.models import Constraints, CriterionWeight, Gate, Membership, Selection
+from selection.selectors import require_editor
+from selection.tasks import schedule_rescoring
+
+
+@transaction.atomic
+def create_selection(
+    *, user, team, name: str, description: str = "", business_owner, platform_owner, security_owner, observer=None
+) -> Selection:
+    if (
+        not Membership.objects.filter(team=team, user=user, role=Membership.Role.ARCHITECT).exists()
+        and not user.is_superuser
+    ):
+        raise PermissionDenied("Only an architect of the team can create a selection for it.")
+    selection = Selection(
+        team=team,
+        name=name,
+        description=description,
+        business_owner=business_owner,
+        platform_owner=platform_owner,
+        security_owner=security_owner,
+        observer=observer,
+        created_by=user,
+    )
+    selection.full_clean()
+    selection.save()
+    audit(selection, user, "selection.created", new={"name": name, "team": team.name})
+    return selection
+
+
+@transaction.atomic
+def save_constraints(*, selection: Selection, user, data: dict[str, Any]) -> Constraints:
+    """Create or update the one-pager, re-infer the scenario, and reset preset weights.
+
+    Weights the architect edited are kept; preset weights follow the new scenario mix.
+    """
+    require_editor(user, selection)
+    selection = Selection.objects.select_for_update().get(pk=selection.pk)
+    existing = Constraints.objects.filter(selection=selection).first()
+    old = existing.as_domain() if existing else None
+    constraints = existing or Constraints(selection=selection)
+    for field, value in data.items():
+        setattr(constraints, field, value)
+    constraints.full_clean(exclude=["selection"])
+    constraints.save()
+    new = constraints.as_domain()
+    changed = {k: (old.get(k) if old else None, v) for k, v in new.items() if not old or old.get(k) != v}
+    for field, (before, after) in changed.items():
+        audit(selection, user, "constraints.changed", field=field, old=before, new=after)
+    _infer_and_apply(selection, user, new)
+    return constraints
+
+
+def _infer_and_apply(selection: Selection, user, constraints: dict[str, Any]) -> None:
+    scenario, reasons, mix = infer_scenario(constraints)
+    if scenario != selection.scenario or mix != selection.scenario_mix:
+        audit(
+            selection,
+            user,
+            "scenario.inferred",
+            field="scenario",
+            old={"scenario": selection.scenario, "mix": selection.scenario_mix},
+            new={"scenario": scenario, "mix": mix},
+        )
+        selection.scenario_accepted = False
+    selection.scenario, selection.scenario_reasons, selection.scenario_mix = scenario, reasons, mix
+    selection.save(update_fields=["scenario", "scenario_reasons", "scenario_mix", "scenario_accepted", "updated_at"])
+    apply_preset_weights(selection=selection, user=user, keep_edited=True)
+
+
+@transaction.atomic
+def accept_scenario(*, selection: Selection, user) -> None:
+    require_editor(user, selection)
+    selection.scenario_accepted = True
+    selection.save(update_fields=["scenario_accepted", "updated_at"])
+    audit(selection, user, "scenario.accepted", new={"scenario": selection.scenario, "mix": selection.scenario_mix})
+
+
+def apply_preset_weights(*, selection: Selection, user, keep_edited: bool = True) -> dict[str, float]:
+    """Write the mix-blended presets; edited weights stay unless keep_edited is False."""
+    presets = criteria_domain.blended_weights(selection.scenario_mix or {selection.scenario or "A": 1.0})
+    existing = {w.criterion: w for w in selection.weights.all()}
+    for criterion in set(existing) - set(presets):
+        if existing[criterion].source == CriterionWeight.Source.PRESET or not keep_edited:
+            existing[criterion].delete()
+    for criterion, value in presets.items():
+        row = existing.get(criterion)
+        if row and keep_edited and row.source == CriterionWeight.Source.EDITED:
+            continue
+        if row is None:
+            CriterionWeight.objects.create(
+                selection=selection,
+                criterion=criterion,
+                weight=round(value, 6),
+                source=CriterionWeight.Source.PRESET,
+                updated_by=user,
+            )
+        elif abs(row.weight - value) > 1e-9 or row.source != CriterionWeight.Source.PRESET:
+            row.weight, row.source, row.justification, row.updated_by = (
+                round(value, 6),
+                CriterionWeight.Source.PRESET,
+                "",
+                user,
+            )
+            row.save()
+    return presets
+
+
+@transaction.atomic
+def update_weights(*, selection: Selection, user, weights: dict[str, float], justification: str) -> dict[str, float]:
+    """Edit weights (raw relative values, normalised to sum 1). A justification is required."""
+    require_editor(user, selection)
+    errors: dict[str, str] = {}
+    if not (justification or "").strip():
+        errors["justification"] = "A justification is required to change weights."
+    allowed = {c.id for c in criteria_domain.criteria_for(list((selection.scenario_mix or {"A": 1}).keys()))}
+    for criterion, value in weights.items():
+        if criterion not in allowed:
+            errors[f"weights.{criterion}"] = (
+                f"unknown criterion for scenario {selection.scenario}; allowed: {', '.join(sorted(allowed))}"
+            )
+        elif not isinstance(value, (int, float)) or value < 0 or value != value:
+            errors[f"weights.{criterion}"] = f"must be a number >= 0, got {value!r}"
+    if not errors and sum(weights.values()) <= 0:
+        errors["weights"] = "at least one weight must be positive"
+    if errors:
+        raise ValidationError(errors)
+    normalised = criteria_domain.normalise({c: float(v) for c, v in weights.items()})
+    existing = {w.criterion: w for w in selection.weights.select_for_update()}
+    for criterion, value in normalised.items():
+        row = existing.get(criterion) or CriterionWeight(selection=selection, criterion=criterion, weight=0)
+        old = row.weight if row.pk else None
+        if row.pk and abs(old - value) < 1e-9:
+            continue
+        row.weight, row.source, row.justification, row.updated_by = (
+            round(value, 6),
+            CriterionWeight.Source.EDITED,
+            justification,
+            user,
+        )
+        row.save()
+        audit(
+            selection,
+            user,
+            "weight.changed",
+            field=criterion,
+            old=old,
+            new=round(value, 6),
+            justification=justification,
+        )
+    for criterion in set(existing) - set(normalised):
+        audit(
+            selection,
+            user,
+            "weight.removed",
+            field=criterion,
+            old=existing[criterion].weight,
+            new=None,
+            justification=justification,
+        )
+        existing[criterion].delete()
+    schedule_rescoring(selection.pk)
+    return normalised
+
+
+@transaction.atomic
+def set_gates(*, selection: Selection, user, gates: dict[str, float]) -> list[str]:
+    """Replace the gates. Returns warnings (more than 3 gates is allowed but discouraged)."""
+    require_editor(user, selection)
+    errors = {}
+    for dimension, threshold in gates.items():
+        if dimension not in criteria_domain.DIMENSION_IDS:
+            errors[f"gates.{dimension}"] = f"unknown dimension; one of {', '.join(criteria_domain.DIMENSION_IDS)}"
+        elif not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+            errors[f"gates.{dimension}"] = f"threshold must be between 0 and 1, got {threshold!r}"
+    if errors:
+        raise ValidationError(errors)
+    old = {g.dimension: g.threshold for g in selection.gates.all()}
+    if old != gates:
+        selection.gates.all().delete()
+        for dimension, threshold in gates.items():
+            Gate.objects.create(selection=selection, dimension=dimension, threshold=float(threshold))
+        audit(selection, user, "gates.changed", field="gates", old=old, new=gates)
+        schedule_rescoring(selection.pk)
+    return gate_warnings(gates)
+
+
+def gate_warnings(gates: dict[str, float]) -> list[str]:
+    if len(gates) > criteria_domain.MAX_GATES:
+        return [f"{len(gates)} gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere."]
+    return []

@@ -1,0 +1,322 @@
+"""The architect's pages. Thin: parse the form, call the service, redirect.
+
+Every view resolves its selection through ``selectors.selections_for`` (another team's selection
+is a 404) and every write checks ``selectors.can_edit`` (reviewers and procurement get a 403).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
+
+from selection import selectors
+from selection.domain import criteria as criteria_domain
+from selection.domain.scenarios import SCENARIO_NAMES
+from selection.i18n import translate_name
+from selection.models import Constraints, Membership, Selection
+from selection.setup.forms import (
+    CONSTRAINT_GROUPS,
+    CONSTRAINT_UNITS,
+    ConstraintsForm,
+    GatesForm,
+    SelectionCreateForm,
+    WeightsForm,
+)
+from selection.setup.next_step import leading_candidate, next_step
+from selection.setup.services import (
+    accept_scenario,
+    create_selection,
+    gate_warnings,
+    save_constraints,
+    set_gates,
+    update_weights,
+)
+from selection.web import attach_service_errors, get_selection, page_context, recent_audit, require_edit
+
+
+def _evidence_label(source: str) -> str:
+    """How a criterion is scored: from measurements, documented capabilities, or both."""
+    return {"measured": _("measured"), "documented": _("documented"), "both": _("measured + documented")}.get(
+        source, source
+    )
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    selections = (
+        selectors.selections_for(request.user)
+        .select_related("team", "constraints")
+        .annotate(candidate_count=Count("candidates", distinct=True), gate_count=Count("gates", distinct=True))
+    )
+    rows = []
+    for selection in selections:
+        has_constraints = hasattr(selection, "constraints")
+        rows.append(
+            {
+                "selection": selection,
+                "leader": leading_candidate(selection),
+                "next": next_step(
+                    selection,
+                    has_constraints=has_constraints,
+                    candidate_count=selection.candidate_count,
+                    gate_count=selection.gate_count,
+                ),
+            }
+        )
+    can_create = (
+        request.user.is_superuser
+        or Membership.objects.filter(user=request.user, role=Membership.Role.ARCHITECT).exists()
+    )
+    return render(request, "selection/dashboard.html", {"rows": rows, "can_create": can_create})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def selection_create(request: HttpRequest) -> HttpResponse:
+    form = SelectionCreateForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            selection = create_selection(user=request.user, **form.cleaned_data)
+        except ValidationError as error:
+            attach_service_errors(form, error)
+        else:
+            messages.success(
+                request, _("Selection “%(name)s” created. Next: fill in the constraints.") % {"name": selection.name}
+            )
+            return redirect("selection:constraints", pk=selection.pk)
+    return render(request, "selection/create.html", {"form": form})
+
+
+@login_required
+def selection_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    constraints = Constraints.objects.filter(selection=selection).first()
+    summary = []
+    if constraints:
+        for _key, title, names in CONSTRAINT_GROUPS:
+            summary.append(
+                (
+                    title,
+                    [
+                        (
+                            Constraints._meta.get_field(name).verbose_name,
+                            _display(constraints, name),
+                            CONSTRAINT_UNITS.get(name, ""),
+                        )
+                        for name in names
+                    ],
+                )
+            )
+    return render(
+        request,
+        "selection/detail.html",
+        page_context(
+            request,
+            selection,
+            "overview",
+            constraints=constraints,
+            summary=summary,
+            weights=_weight_rows(selection),
+            gates=_gate_rows(selection),
+            candidates=selection.candidates.select_related("engine"),
+            audit=recent_audit(selection, 10),
+            next=next_step(selection, has_constraints=constraints is not None),
+            scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
+        ),
+    )
+
+
+def _display(constraints: Constraints, name: str):
+    value = getattr(constraints, name)
+    if name == "kv_precisions_allowed":
+        return ", ".join(value or []) or "—"
+    if isinstance(value, bool):
+        return _("yes") if value else _("no")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return "—" if value in (None, "") else value
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def constraints_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    instance = Constraints.objects.filter(selection=selection).first() or Constraints(selection=selection)
+    if request.method == "POST":
+        require_edit(request, selection)
+        form = ConstraintsForm(request.POST, instance=instance)
+        if form.is_valid():
+            try:
+                save_constraints(selection=selection, user=request.user, data=form.service_data())
+            except ValidationError as error:
+                attach_service_errors(form, error)
+            else:
+                selection.refresh_from_db()
+                messages.success(
+                    request,
+                    _("Constraints saved. Inferred scenario: %(scenario)s.")
+                    % {"scenario": selection.get_scenario_display()},
+                )
+                return redirect("selection:scenario", pk=selection.pk)
+    else:
+        form = ConstraintsForm(instance=instance)
+    return render(request, "selection/constraints.html", page_context(request, selection, "constraints", form=form))
+
+
+def _weight_rows(selection: Selection) -> list[dict]:
+    rows = []
+    for weight in selection.weights.select_related("updated_by"):
+        criterion = criteria_domain.CRITERIA_BY_ID.get(weight.criterion)
+        rows.append(
+            {
+                "criterion": criterion,
+                "id": weight.criterion,
+                "weight": weight,
+                "percent": weight.weight * 100,
+                "dimension": _dimension_name(criterion.dimension) if criterion else "",
+            }
+        )
+    return rows
+
+
+def _dimension_name(dimension_id: str) -> str:
+    return next((translate_name(d.name) for d in criteria_domain.DIMENSIONS if d.id == dimension_id), dimension_id)
+
+
+def _gate_warnings(gates: dict[str, float]) -> list[str]:
+    """services.gate_warnings, in the active language (one warning per condition it raises)."""
+    return [
+        _("%(count)s gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere.")
+        % {"count": len(gates)}
+        for _warning in gate_warnings(gates)
+    ]
+
+
+def _gate_rows(selection: Selection) -> list[dict]:
+    return [
+        {"dimension": _dimension_name(g.dimension), "id": g.dimension, "threshold": g.threshold}
+        for g in selection.gates.all()
+    ]
+
+
+def _weight_table(form: WeightsForm, selection: Selection) -> list[dict]:
+    """One row per criterion of the form: its input next to the stored weight (if any)."""
+    stored = {w.criterion: w for w in selection.weights.all()}
+    return [
+        {
+            "field": form[c.id],
+            "criterion": c,
+            "weight": stored.get(c.id),
+            "dimension": _dimension_name(c.dimension),
+            "evidence": _evidence_label(c.source),
+        }
+        for c in form.criteria
+    ]
+
+
+def _weights_form(selection: Selection, data=None) -> WeightsForm:
+    scenarios = list((selection.scenario_mix or {selection.scenario or "A": 1}).keys())
+    current = {w.criterion: w.weight for w in selection.weights.all()}
+    return WeightsForm(data, criteria=criteria_domain.criteria_for(scenarios), current=current)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def scenario(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    form = _weights_form(selection)
+    has_constraints = Constraints.objects.filter(selection=selection).exists()
+    if request.method == "POST":
+        require_edit(request, selection)
+        if not has_constraints:
+            messages.error(request, _("Fill in the constraints first: the weights start from the inferred scenario."))
+            return redirect("selection:constraints", pk=selection.pk)
+        form = _weights_form(selection, request.POST)
+        if form.is_valid():
+            try:
+                update_weights(
+                    selection=selection,
+                    user=request.user,
+                    weights=form.weights(),
+                    justification=form.cleaned_data["justification"],
+                )
+            except ValidationError as error:
+                attach_service_errors(form, error, prefixes=("weights",))
+            else:
+                messages.success(request, _("Weights saved and recorded in the audit trail."))
+                return redirect("selection:scenario", pk=selection.pk)
+    mix = [
+        {"scenario": s, "name": SCENARIO_NAMES.get(s, s), "percent": share * 100}
+        for s, share in sorted((selection.scenario_mix or {}).items(), key=lambda kv: -kv[1])
+    ]
+    return render(
+        request,
+        "selection/scenario.html",
+        page_context(
+            request,
+            selection,
+            "scenario",
+            form=form,
+            weight_table=_weight_table(form, selection),
+            mix=mix,
+            has_constraints=has_constraints,
+            scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
+            audit=recent_audit(selection, 30),
+        ),
+    )
+
+
+@login_required
+@require_POST
+def scenario_accept(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    if not selection.scenario:
+        messages.error(request, _("Fill in the constraints first: the scenario is inferred from them."))
+        return redirect("selection:constraints", pk=selection.pk)
+    accept_scenario(selection=selection, user=request.user)
+    messages.success(
+        request, _("Scenario %(scenario)s accepted. Next: choose the gates.") % {"scenario": selection.scenario}
+    )
+    return redirect("selection:gates", pk=selection.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def gates(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    current = {g.dimension: g.threshold for g in selection.gates.all()}
+    form = GatesForm(current=current)
+    if request.method == "POST":
+        require_edit(request, selection)
+        form = GatesForm(request.POST, current=current)
+        if form.is_valid():
+            try:
+                set_gates(selection=selection, user=request.user, gates=form.gates())
+            except ValidationError as error:
+                attach_service_errors(form, error, prefixes=("gates",))
+            else:
+                # The >3 warning is shown on the page itself (server-side and live), not as a flash.
+                messages.success(request, _("Gates saved."))
+                return redirect("selection:gates", pk=selection.pk)
+    priorities = criteria_domain.SCENARIO_PRIORITIES.get(selection.scenario, ())
+    return render(
+        request,
+        "selection/gates.html",
+        page_context(
+            request,
+            selection,
+            "gates",
+            form=form,
+            max_gates=criteria_domain.MAX_GATES,
+            gate_warnings=_gate_warnings(current),
+            audit=recent_audit(selection, 20),
+            priorities=[_dimension_name(d) for d in priorities],
+        ),
+    )

@@ -1,0 +1,59 @@
+"""`manage.py issue-dev-certs` and `manage.py verify-record` (dashed command names)."""
+
+import json
+
+import pytest
+from django.core.management import call_command, get_commands
+from django.core.management.base import CommandError
+
+from selection.records import signing
+from selection.records.pdf import render_record
+from tests.support.record_context import sample_record_context
+
+
+def test_dashed_commands_are_discovered():
+    commands = get_commands()
+    assert commands.get("issue-dev-certs") == "selection"
+    assert commands.get("verify-record") == "selection"
+
+
+@pytest.fixture
+def dev_certs(tmp_path, capsys):
+    call_command("issue-dev-certs", out=str(tmp_path), passphrase="pw", business="张伟")
+    out = capsys.readouterr().out
+    assert "DEVELOPMENT" in out and "business.p12" in out
+    return tmp_path
+
+
+def test_issue_refuses_to_overwrite_without_force(dev_certs):
+    with pytest.raises(CommandError, match="--force"):
+        call_command("issue-dev-certs", out=str(dev_certs), passphrase="pw")
+    call_command("issue-dev-certs", out=str(dev_certs), passphrase="pw", force=True)
+
+
+def test_random_passphrase_is_written_privately(tmp_path):
+    call_command("issue-dev-certs", out=str(tmp_path))
+    pw = (tmp_path / "passphrase.txt").read_text().strip()
+    assert len(pw) >= 20 and (tmp_path / "passphrase.txt").stat().st_mode & 0o077 == 0
+    signing.load_signer((tmp_path / "security.p12").read_bytes(), pw)
+
+
+def test_verify_record_signed_and_tampered(dev_certs, tmp_path, capsys, db):
+    rendered = render_record(sample_record_context(n_charts=0))
+    pdf = signing.prepare_signature_fields(rendered.pdf, rendered.signature_boxes)
+    for role in ("business", "platform", "security"):
+        pdf = signing.sign_pdf(pdf, (dev_certs / f"{role}.p12").read_bytes(), "pw", role, role, role, "approved")
+    good = tmp_path / "good.pdf"
+    good.write_bytes(pdf)
+    call_command("verify-record", str(good), trust=[str(dev_certs / "dev-ca.pem")], json=True)
+    report = json.loads(capsys.readouterr().out)
+    assert report["all_ok"] and len(report["signatures"]) == 3
+    assert report["signatures"][0]["signer_common_name"] == "张伟"
+
+    bad = tmp_path / "bad.pdf"
+    data = bytearray(pdf)
+    data[pdf.index(b"stream") + 40] ^= 1
+    bad.write_bytes(bytes(data))
+    with pytest.raises(CommandError, match="not verified"):
+        call_command("verify-record", str(bad), trust=[str(dev_certs / "dev-ca.pem")])
+    assert "NOT VERIFIED" in capsys.readouterr().out

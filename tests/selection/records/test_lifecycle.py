@@ -1,0 +1,276 @@
+"""Decision records end to end: draft -> review (frozen) -> approvals -> PDF -> three signatures -> verify."""
+
+import subprocess
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import DatabaseError, transaction
+
+from benchmarks.models import BenchmarkRun, RunPoint
+from selection.candidates.services import add_candidate
+from selection.models import DecisionRecord, Membership
+from selection.records.services import approve, create_draft, sign, start_review, update_draft
+from selection.records.signing import issue_dev_certificates
+from selection.records.verification import verification_report
+from selection.setup.services import create_selection, save_constraints
+from tests.conftest import SAMPLE_CONSTRAINTS
+
+PASSPHRASE = "dev-pass-123"
+
+
+@pytest.fixture(scope="module")
+def dev_certs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("certs")
+    return issue_dev_certificates(
+        out, {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"}, PASSPHRASE
+    )
+
+
+@pytest.fixture
+def owners(make_user, team):
+    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ("business", "platform", "security")}
+
+
+@pytest.fixture
+def decided(architect, team, owners, engines):
+    owners["business"].first_name, owners["business"].last_name = "伟", "张"
+    owners["business"].save()
+    selection = create_selection(
+        user=architect,
+        team=team,
+        name="Chat",
+        business_owner=owners["business"],
+        platform_owner=owners["platform"],
+        security_owner=owners["security"],
+    )
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
+        candidate = add_candidate(
+            selection=selection,
+            user=architect,
+            data={"engine": engines[slug], "engine_version": engines[slug].versions[0]},
+        )
+        run = BenchmarkRun.objects.create(
+            candidate=candidate,
+            test="concurrency_stress",
+            origin="upload",
+            status="succeeded",
+            evidence="MEASURED",
+            tool="vllm-bench",
+            tool_version="0.33",
+            raw_sha256="a" * 64 if slug == "vllm" else "b" * 64,
+        )
+        RunPoint.objects.create(
+            run=run,
+            index=0,
+            concurrency=200,
+            achieved_concurrency=200,
+            ttft_ms={"p95": ttft},
+            tpot_ms={"p95": 30.0},
+            error_rate=0.0,
+            output_token_throughput=5000.0,
+        )
+    selection.refresh_from_db()
+    return selection
+
+
+def sign_all(record, owners, dev_certs):
+    for role in ("business", "platform", "security"):
+        record = sign(
+            record=record,
+            user=owners[role],
+            role=role,
+            pkcs12=dev_certs.pkcs12[role].read_bytes(),
+            passphrase=PASSPHRASE,
+        )
+    return record
+
+
+def approve_all(record, owners):
+    for role in ("business", "platform", "security"):
+        record = approve(record=record, user=owners[role], role=role)
+    return record
+
+
+def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, settings, tmp_path):
+    record = create_draft(selection=decided, user=architect, rationale="Lowest TTFT at target load.")
+    record = start_review(record=record, user=architect)
+    assert record.status == "in_review" and len(record.snapshot_sha256) == 64
+    winner = decided.candidates.get(pk=int(decided.scores.filter(include_simulated=False).first().leader))
+    assert record.snapshot["decision"]["chosen_engine"] == f"{winner.engine.name} {winner.engine_version}"
+    record = approve_all(record, owners)
+    assert record.status == "approved"
+    with pytest.raises(ValidationError, match="business owner signs next"):
+        sign(
+            record=record,
+            user=owners["platform"],
+            role="platform",
+            pkcs12=dev_certs.pkcs12["platform"].read_bytes(),
+            passphrase=PASSPHRASE,
+        )
+    record = sign_all(record, owners, dev_certs)
+    assert record.status == "signed" and record.signed_sha256
+    decided.refresh_from_db()
+    assert decided.status == "decided"
+    pdf = record.signed_pdf.open("rb").read()
+    settings.KVSELECT_TRUST_ROOTS = [str(dev_certs.ca_certificate)]
+    report = verification_report(pdf)
+    assert len(report["signatures"]) == 3 and report["all_ok"]
+    assert report["matches_known_record"] is True and report["record"]["version"] == 1
+    text = subprocess.run(["pdftotext", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
+    assert "张" in text and "SIMULATED" not in text
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(pdf)
+    pdfsig = subprocess.run(["pdfsig", str(path)], capture_output=True, text=True)
+    assert pdfsig.stdout.count("Signature is Valid") == 3, pdfsig.stdout
+    tampered = bytearray(pdf)
+    tampered[len(pdf) // 3] ^= 0x01
+    bad = verification_report(bytes(tampered))
+    assert not bad["all_ok"] and bad["matches_known_record"] is False
+
+
+def test_only_the_named_owner_approves_and_only_once(decided, architect, owners):
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    with pytest.raises(PermissionDenied):
+        approve(record=record, user=owners["platform"], role="business")
+    approve(record=record, user=owners["business"], role="business")
+    with pytest.raises(ValidationError):
+        approve(record=record, user=owners["business"], role="business")
+
+
+def test_snapshot_is_frozen_in_the_service_and_the_database(decided, architect):
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    with pytest.raises(ValidationError, match="frozen"):
+        update_draft(record=record, user=architect, rationale="changed my mind")
+    with pytest.raises(DatabaseError, match="frozen"), transaction.atomic():
+        DecisionRecord.objects.filter(pk=record.pk).update(rationale="sneaky")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        DecisionRecord.objects.filter(pk=record.pk).delete()
+
+
+def test_signed_record_is_immutable_and_superseded_by_a_new_version(decided, architect, owners, dev_certs):
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
+    record = sign_all(record, owners, dev_certs)
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        DecisionRecord.objects.filter(pk=record.pk).update(signed_sha256="0" * 64)
+    with pytest.raises(DatabaseError), transaction.atomic():
+        DecisionRecord.objects.filter(pk=record.pk).update(status="draft")
+    successor = create_draft(selection=decided, user=architect, supersedes=record)
+    assert successor.version == 2
+    with pytest.raises(ValidationError):
+        create_draft(selection=decided, user=architect, supersedes=record)
+    successor = sign_all(approve_all(start_review(record=successor, user=architect), owners), owners, dev_certs)
+    record.refresh_from_db()
+    assert record.status == "superseded" and successor.snapshot["lineage"]["supersedes"].endswith("v1")
+
+
+def test_wrong_passphrase_names_the_problem(decided, architect, owners, dev_certs):
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
+    with pytest.raises(ValidationError) as excinfo:
+        sign(
+            record=record,
+            user=owners["business"],
+            role="business",
+            pkcs12=dev_certs.pkcs12["business"].read_bytes(),
+            passphrase="wrong",
+        )
+    assert "pkcs12" in excinfo.value.message_dict
+
+
+def test_review_refuses_a_selection_without_a_winner(selection_with_constraints, architect):
+    record = create_draft(selection=selection_with_constraints, user=architect)
+    with pytest.raises(ValidationError):
+        start_review(record=record, user=architect)
+
+
+def test_records_api_lifecycle_sign_and_verify(decided, architect, owners, dev_certs, settings):
+    from rest_framework.test import APIClient
+
+    settings.KVSELECT_TRUST_ROOTS = [str(dev_certs.ca_certificate)]
+    client = APIClient()
+    client.force_authenticate(architect)
+    response = client.post(f"/api/v1/selections/{decided.pk}/records/", {"rationale": "fast"}, format="json")
+    assert response.status_code == 201, response.json()
+    rid = response.json()["id"]
+    assert client.post(f"/api/v1/records/{rid}/", {"action": "start_review"}, format="json").status_code == 200
+    assert client.patch(f"/api/v1/records/{rid}/", {"rationale": "x"}, format="json").status_code == 400
+    for role in ("business", "platform", "security"):
+        owner = APIClient()
+        owner.force_authenticate(owners[role])
+        assert (
+            owner.post(f"/api/v1/records/{rid}/", {"action": "approve", "role": role}, format="json").status_code == 200
+        )
+    for role in ("business", "platform", "security"):
+        owner = APIClient()
+        owner.force_authenticate(owners[role])
+        with dev_certs.pkcs12[role].open("rb") as handle:
+            response = owner.post(
+                f"/api/v1/records/{rid}/sign/", {"role": role, "pkcs12": handle, "passphrase": PASSPHRASE}
+            )
+        assert response.status_code == 200, response.json()
+    assert response.json()["status"] == "signed"
+    pdf = b"".join(client.get(f"/api/v1/records/{rid}/pdf/").streaming_content)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    report = client.post("/api/v1/records/verify/", {"file": SimpleUploadedFile("r.pdf", pdf)}).json()
+    assert report["all_ok"] and report["matches_known_record"] and len(report["signatures"]) == 3
+    assert client.post("/api/v1/records/verify/", {"file": SimpleUploadedFile("x.pdf", b"hello")}).status_code == 400
+
+
+def test_a_record_reviewed_in_chinese_has_a_chinese_snapshot(decided, architect):
+    from django.utils import translation
+
+    with translation.override("zh-hans"):
+        record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    assert record.snapshot["record"]["language"] == "zh-hans"
+    assert "升级引擎或模型前" in record.snapshot["rollout"]["kv_format_compatibility"]
+    assert record.snapshot["constraints"][0]["value"].startswith("峰值")
+
+
+def test_validation_results_carry_their_charts_at_the_percentile_each_run_reports(decided, architect):
+    """Each run is drawn in the record by what its test measures: latency against load (at the
+    percentile the run reports: p99 for an upload with only p99) for a load sweep, the drift for a
+    soak, and KV usage over time; a single load point draws no line."""
+    vllm_candidate = decided.candidates.get(engine__slug="vllm")
+    sweep = BenchmarkRun.objects.get(candidate=vllm_candidate)
+    RunPoint.objects.create(
+        run=sweep,
+        index=1,
+        concurrency=400,
+        achieved_concurrency=400,
+        ttft_ms={"p95": 420.0},
+        tpot_ms={"p95": 35.0},
+        error_rate=0.0,
+    )
+    soak = BenchmarkRun.objects.create(
+        candidate=vllm_candidate,
+        test="stability",
+        origin="upload",
+        status="succeeded",
+        evidence="MEASURED",
+        params={"duration_s": 3600},
+        timeseries={"kv_usage_ratio": [[0.0, 0.2], [1800.0, 0.5], [3600.0, 0.52]]},
+    )
+    for index, (label, p99) in enumerate((("first_window", 300.0), ("last_window", 330.0))):
+        RunPoint.objects.create(run=soak, index=index, label=label, concurrency=64, ttft_ms={"p99": p99})
+    single = BenchmarkRun.objects.get(candidate__engine__slug="sglang")
+    single.points.update(ttft_ms={"p99": 640.0}, tpot_ms={"p99": 41.0})
+
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    entries = {(e["test"], e["candidate"].split()[0]): e for e in record.snapshot["validation"]}
+    sweep_entry = entries[("Concurrency stress", "vLLM")]
+    soak_entry = entries[("Long-run stability", "vLLM")]
+    single_entry = entries[("Concurrency stress", "SGLang")]
+    assert [m["name"] for m in sweep_entry["metrics"]][:2] == ["TTFT p95", "TPOT p95"]
+    assert [c["title"] for c in sweep_entry["charts"]] == ["TTFT and TPOT p95 per load point"]
+    assert [c["title"] for c in soak_entry["charts"]] == ["Latency drift during the soak", "KV-cache usage over time"]
+    assert [m["name"] for m in single_entry["metrics"]][:2] == ["TTFT p99", "TPOT p99"]
+    assert single_entry["metrics"][0]["value"] == "640.0" and single_entry["charts"] == []
+    svgs = [c["svg"] for e in (sweep_entry, soak_entry) for c in e["charts"]]
+    assert all(svg.lstrip().startswith(("<?xml", "<svg")) for svg in svgs)
+
+
+def test_owner_names_are_written_as_their_script_writes_them(decided, architect):
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    names = {o["role"]: o["name"] for o in record.snapshot["owners"]}
+    assert names["business"] == "张伟"  # first_name 伟, last_name 张

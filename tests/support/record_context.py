@@ -1,0 +1,317 @@
+"""A complete, valid decision-record context for tests and the record benchmark.
+
+Plain data in the shape `selection.domain.records` defines: every section filled, fake charts
+and hashes, a Chinese business owner (so the PDF needs CJK fonts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+
+def sample_chart_svg(title: str, seed: int, points: int = 60) -> str:
+    """A small deterministic line chart as SVG markup (stand-in for the chart module)."""
+    w, h, pad = 480, 200, 30
+    ys = [0.5 + 0.35 * math.sin((i + seed) / 6.0) * math.cos(seed + i / 17.0) for i in range(points)]
+    coords = " ".join(
+        f"{pad + i * (w - 2 * pad) / (points - 1):.1f},{h - pad - y * (h - 2 * pad):.1f}" for i, y in enumerate(ys)
+    )
+    safe_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+        f'viewBox="0 0 {w} {h}">'
+        f'<rect x="0" y="0" width="{w}" height="{h}" fill="white"/>'
+        f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#444"/>'
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#444"/>'
+        f'<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{coords}"/>'
+        f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="13">{safe_title}</text>'
+        f"</svg>"
+    )
+
+
+def _fake_sha(label: str) -> str:
+    return hashlib.sha256(label.encode()).hexdigest()
+
+
+def sample_record_context(
+    simulated: bool = True,
+    n_charts: int = 2,
+    n_manifest: int = 6,
+    business_owner: str = "张伟",
+) -> dict:
+    """A complete, valid record context (vLLM chosen for scenario A), SIMULATED by default."""
+    provenance = "SIMULATED" if simulated else "MEASURED"
+    tests = ["Concurrency stress", "Long context", "Swap-out and recovery", "Prefix reuse", "Long-run stability"]
+    validation = []
+    for i in range(max(n_charts, len(tests))):
+        name = tests[i % len(tests)]
+        cand = "vLLM 0.33.0" if i % 2 == 0 else "SGLang 0.5.23"
+        validation.append(
+            {
+                "test": name if i < len(tests) else f"{name} (repeat {i // len(tests)})",
+                "candidate": cand,
+                "summary": f"{cand} held the target load; memory stayed below the planned ceiling.",
+                "verdict": "pass" if i % 4 else "inconclusive",
+                "metrics": [
+                    {"name": "TTFT p99", "value": f"{420 + 13 * i}", "unit": "ms"},
+                    {"name": "error rate", "value": f"{0.1 * (i % 3):.1f}", "unit": "%"},
+                    {"name": "peak KV-cache usage", "value": f"{71 + i % 9}", "unit": "%"},
+                ],
+                "charts": (
+                    [
+                        {
+                            "title": f"KV-cache usage over time — {name}",
+                            "svg": sample_chart_svg(f"KV-cache usage — {name}", i),
+                        }
+                    ]
+                    if i < n_charts
+                    else []
+                ),
+            }
+        )
+    manifest = [
+        {
+            "kind": "run" if i % 2 == 0 else "artifact",
+            "name": f"run-{i:03d}" if i % 2 == 0 else f"artifacts/run-{i - 1:03d}/requests.parquet",
+            "tool": "vllm bench serve" if i % 3 else "guidellm",
+            "version": "0.33.0" if i % 3 else "0.8.1",
+            "sha256": _fake_sha(f"artifact-{i}"),
+            "provenance": provenance,
+        }
+        for i in range(n_manifest)
+    ]
+    return {
+        "record": {
+            "id": "DR-2026-0007",
+            "version": 2,
+            "title": "Inference engine for customer-service chat (scenario A)",
+            "created_at": "2026-11-29T10:00:00+00:00",
+            "language": "en",
+        },
+        "simulated": simulated,
+        "decision": {
+            "chosen_engine": "vLLM 0.33.0",
+            "chosen_configuration": "paged KV cache, block size 16, prefix caching on, "
+            "max_num_seqs 256, gpu_memory_utilization 0.75",
+            "summary": "Choose vLLM 0.33.0 for customer-service chat on 1x H100 80 GB. It met "
+            "the concurrency and prefix-reuse gates with the lowest memory per "
+            "concurrent request and the best observability.",
+            "rationale": [
+                "Paged allocation kept fragmentation below 4 % at 256 concurrent requests.",
+                "Prefix caching cut KV memory by 38 % for the shared system prompt.",
+                "SGLang scored within 0.03 TOPSIS; vLLM's metrics cover all four alert signals.",
+            ],
+        },
+        "risk_boundary": {
+            "applies_to": [
+                "short chat turns up to 8K tokens",
+                "up to 256 concurrent sessions",
+                "H100 80 GB, one GPU per replica",
+            ],
+            "does_not_apply_to": [
+                "contexts above 32K tokens at high concurrency (use retrieval or chunking)",
+                "other GPU generations or memory sizes",
+                "offline batch workloads",
+            ],
+        },
+        "constraints": [
+            {"label": "Concurrency", "value": "200 sustained, 256 peak"},
+            {"label": "Context length", "value": "average 1.5K, maximum 8K tokens"},
+            {"label": "Multi-turn", "value": "yes, 6 turns on average"},
+            {"label": "Latency budget", "value": "TTFT p99 < 800 ms, TPOT p99 < 60 ms"},
+            {"label": "Memory limit", "value": "80 GB per GPU, 1 GPU per replica"},
+            {"label": "Operations team", "value": "3 engineers, no dedicated CUDA expertise"},
+        ],
+        "scenario": {
+            "id": "A",
+            "name": "high-concurrency short text",
+            "reasons": ["many short requests", "strict latency", "shared system prompt"],
+        },
+        "weights": {
+            "source": "edited",
+            "edited_by": "李娜 (platform)",
+            "edit_reason": "observability raised: the on-call team is small",
+            "items": [
+                {"criterion": "memory allocation strategy", "weight": 0.20, "preset": 0.20},
+                {"criterion": "cache reuse", "weight": 0.18, "preset": 0.20},
+                {"criterion": "concurrency control", "weight": 0.20, "preset": 0.20},
+                {"criterion": "context extension", "weight": 0.08, "preset": 0.10},
+                {"criterion": "cache persistence", "weight": 0.04, "preset": 0.05},
+                {"criterion": "observability", "weight": 0.15, "preset": 0.10},
+                {"criterion": "cost control", "weight": 0.15, "preset": 0.15},
+            ],
+        },
+        "gates": [
+            {
+                "dimension": "memory allocation and reuse",
+                "threshold": "fragmentation < 10 % at 200 concurrent",
+                "results": [
+                    {"candidate": "vLLM 0.33.0", "passed": True},
+                    {"candidate": "SGLang 0.5.23", "passed": True},
+                    {"candidate": "TGI 3.3", "passed": False, "note": "no KV usage metric"},
+                ],
+            },
+            {
+                "dimension": "concurrency scheduling",
+                "threshold": "error rate < 0.5 % at 256 concurrent",
+                "results": [
+                    {"candidate": "vLLM 0.33.0", "passed": True},
+                    {"candidate": "SGLang 0.5.23", "passed": True},
+                ],
+            },
+        ],
+        "candidates": [
+            {
+                "name": "vLLM",
+                "version": "0.33.0",
+                "kept": True,
+                "screening_note": "documents paged KV cache, prefix caching, preemption",
+                "documentation": "docs.vllm.ai — design/paged_attention",
+            },
+            {
+                "name": "SGLang",
+                "version": "0.5.23",
+                "kept": True,
+                "screening_note": "radix-tree prefix cache, HiCache offload documented",
+            },
+            {
+                "name": "TGI",
+                "version": "3.3",
+                "kept": False,
+                "screening_note": "maintenance mode; no KV usage or hit-rate metric",
+            },
+        ],
+        "capacity": [
+            {
+                "candidate": "vLLM 0.33.0",
+                "configuration": "Llama-3.1-8B bf16, block 16",
+                "rows": [
+                    {"quantity": "KV bytes per token", "unit": "KiB", "predicted": 128, "measured": 128},
+                    {"quantity": "max concurrent at 2K", "unit": "requests", "predicted": 240, "measured": 226},
+                    {"quantity": "peak memory at 200 concurrent", "unit": "GiB", "predicted": 55.0, "measured": 61.3},
+                ],
+            },
+            {
+                "candidate": "SGLang 0.5.23",
+                "configuration": "Llama-3.1-8B bf16, page 1",
+                "rows": [
+                    {"quantity": "max concurrent at 2K", "unit": "requests", "predicted": 240, "measured": 231},
+                    {"quantity": "peak memory at 200 concurrent", "unit": "GiB", "predicted": 55.0, "measured": None},
+                ],
+            },
+        ],
+        "validation": validation,
+        "scores": {
+            "criteria": ["alloc", "reuse", "concurrency", "context", "persistence", "observability", "cost"],
+            "rows": [
+                {"candidate": "vLLM 0.33.0", "values": [4, 4, 5, 3, 3, 5, 4], "topsis": 0.71, "rank": 1},
+                {"candidate": "SGLang 0.5.23", "values": [5, 5, 4, 3, 4, 3, 4], "topsis": 0.68, "rank": 2},
+            ],
+            "sensitivity": [
+                "vLLM stays first unless the observability weight falls below 0.09.",
+                "Raising cache reuse above 0.26 makes SGLang first.",
+            ],
+            "evidence_coverage": [
+                {"candidate": "vLLM 0.33.0", "coverage": 0.9, "note": "long-run test 4 h of 8 h"},
+                {"candidate": "SGLang 0.5.23", "coverage": 0.7, "note": "no swap-out test"},
+            ],
+            "scoring_rules": [
+                {"criterion": "memory allocation", "rule": "5 = fragmentation < 2 %, 1 = > 20 %"},
+                {"criterion": "observability", "rule": "5 = all four alert signals exported as metrics"},
+            ],
+        },
+        "rollout": {
+            "headroom": {
+                "percent": 25,
+                "statement": "Plan 200 concurrent requests at 2K tokens: "
+                "KV cache 48.0 GiB + weights 16.1 GiB = 64.1 GiB of 80 GiB (25 % headroom).",
+            },
+            "monitoring": [
+                {
+                    "signal": "memory",
+                    "metric": "vllm:kv_cache_usage_perc",
+                    "threshold": "> 0.90 for 5 min",
+                    "action": "page platform on-call",
+                    "owner": "platform",
+                },
+                {
+                    "signal": "cache_hit_rate",
+                    "metric": "rate(vllm:prefix_cache_hits_total[5m]) / rate(vllm:prefix_cache_queries_total[5m])",
+                    "threshold": "< 0.30 for 15 min",
+                    "action": "ticket",
+                    "owner": "platform",
+                },
+                {
+                    "signal": "swap",
+                    "metric": "rate(vllm:num_preemptions_total[5m])",
+                    "threshold": "> 1/s for 5 min",
+                    "action": "page",
+                    "owner": "platform",
+                },
+                {
+                    "signal": "fragmentation",
+                    "metric": 'vllm:num_requests_waiting_by_reason{reason="capacity"} '
+                    "while vllm:kv_cache_usage_perc < 0.8",
+                    "threshold": "> 0 for 10 min",
+                    "action": "ticket",
+                    "owner": "platform",
+                },
+            ],
+            "swap_policy": {
+                "statement": "Preempted requests are recomputed; idle chat sessions may lose their cache after 10 min.",
+                "never_swap": ["VIP escalation sessions", "payment dialogues"],
+            },
+            "hardware": "Measured on NVIDIA H100 80 GB (SXM); results do not carry to other "
+            "memory sizes or GPU generations.",
+            "kv_format_compatibility": "Engine or model upgrades invalidate the whole cache; "
+            "roll replicas one at a time with 30 % extra headroom.",
+            "fallback": "Route to the previous engine pool (SGLang 0.5.23) via the gateway.",
+            "rollback": "Redeploy the previous image tag; cache rebuilds within 10 min.",
+        },
+        "evidence": [
+            {
+                "kind": "configuration",
+                "checks": "engine flags, model revision, image digest",
+                "evidence": "git tag deploy/2026-11-29",
+                "review": "change record CHG-1042",
+            },
+            {
+                "kind": "runtime",
+                "checks": "latency, errors, KV usage",
+                "evidence": "Prometheus, 30 days",
+                "review": "queryable per tenant",
+            },
+            {
+                "kind": "responsibility",
+                "checks": "approvals and alert owners",
+                "evidence": "this record, on-call rota",
+                "review": "platform team",
+            },
+            {
+                "kind": "review",
+                "checks": "degradation and rollback",
+                "evidence": "post-launch review",
+                "review": "observer owns the conclusion",
+            },
+        ],
+        "manifest": manifest,
+        "owners": [
+            {
+                "role": "business",
+                "name": business_owner,
+                "team": "Customer service",
+                "approved_at": "2026-11-29T11:00:00+00:00",
+            },
+            {"role": "platform", "name": "李娜", "team": "Platform", "approved_at": "2026-11-29T11:10:00+00:00"},
+            {"role": "security", "name": "Sam Okafor", "team": "Security", "approved_at": "2026-11-29T11:20:00+00:00"},
+        ],
+        "seal": {"name": "kvselect organisational seal"},
+        "observer": {
+            "name": "王芳",
+            "team": "Platform SRE",
+            "watches": "capacity, cost per 1K requests and stability for 90 days",
+        },
+        "review": {"review_by": "2027-05-31", "triggers": []},
+        "lineage": {"supersedes": "DR-2026-0007 v1", "superseded_by": None},
+    }
