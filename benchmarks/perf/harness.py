@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"kvselect harness benchmark (cpus={os.cpu_count()}, load average {os.getloadavg()[0]:.1f})")
 
     if "side_by_side" in sections:
-        peers = [name for name in sbs.available_clients() if name not in ("kvselect", "bare aiohttp loop")]
+        peers = [
+            name for name in sbs.available_clients() if name not in ("kvselect", "bare aiohttp loop", "read-only floor")
+        ]
         concurrencies, repeats = ((64,), 1) if args.quick else ((64, 256), 3)
         print(
             f"\n== side by side on the vLLM-shaped wire mock (TTFT 50 ms, ITL 10 ms, {sbs.TOKENS} tokens; "

@@ -18,7 +18,8 @@ and the server must stream as an engine does (vLLM's role chunk, one event per t
   the last arrival).
 
 Peers: a bare aiohttp loop and a read-only floor (recvmsg and discard: what any Python client
-pays per read before parsing anything) always; `vllm bench serve` and guidellm when `scripts/install-bench-peers.sh`
+pays per read before parsing anything) always (guidellm reports only its summary: its TTFT error
+is taken from its mean and p99); `vllm bench serve` and guidellm when `scripts/install-bench-peers.sh`
 (`make bench BENCH=harness PEERS=1`) put them under var/cache/bench-peers. Repeats are interleaved
 (every client once, then again) so a slow spell of the shared machine hits them alike.
 
@@ -46,6 +47,7 @@ from typing import Any, Callable
 
 import aiohttp
 
+from benchmarks.formats import detect_and_parse
 from benchmarks.harness import wireclock
 from benchmarks.harness.client import OpenAIClient, RequestSpec
 from benchmarks.harness.load import LoadConfig, run_async, run_load
@@ -377,6 +379,33 @@ def vllm_command(
     return command, read
 
 
+def guidellm_command(
+    url: str, concurrency: int, requests: int, work: Path
+) -> tuple[list[str], Callable[[], dict[str, Any]]]:
+    """guidellm 0.8: concurrent profile, synthetic prompts, its JSON report read by kvselect's own parser."""
+    venv = PEERS_DIR / "guidellm"
+    tokenizer = make_tokenizer(PEERS_DIR / "vllm" / "bin" / "python", PEERS_DIR / "tokenizer")
+    out = work / "guidellm.json"
+    command = [
+        str(venv / "bin" / "guidellm"), "run",
+        "--backend", f"kind=openai_http,target={url},model=mock",
+        "--profile", f"kind=concurrent,streams={concurrency}",
+        "--constraint", f"kind=max_requests,count={requests}",
+        "--data", f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={TOKENS}",
+        "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
+        "--output", f"kind=json,path={out}",
+        "--disable-console",
+    ]  # fmt: skip
+
+    def read() -> dict[str, Any]:
+        result = detect_and_parse(out.read_bytes(), out.name)
+        point = result.points[-1]
+        return {"ttft_mean_ms": point.ttft_ms.mean, "ttft_p99_ms": point.ttft_ms.p99,
+                "completed": point.requests_completed}  # fmt: skip
+
+    return command, read
+
+
 def kvselect_command(kind: str) -> Callable[[str, int, int, Path], tuple[list[str], Callable[[], dict[str, Any]]]]:
     def build(url: str, concurrency: int, requests: int, work: Path) -> tuple[list[str], Callable[[], dict[str, Any]]]:
         out = work / f"{kind}.json"
@@ -404,6 +433,8 @@ def available_clients() -> dict[str, Callable[..., tuple[list[str], Callable[[],
     }
     if (PEERS_DIR / "vllm" / "bin" / "vllm").exists():
         clients["vllm bench serve"] = vllm_command
+    if (PEERS_DIR / "guidellm" / "bin" / "guidellm").exists() and (PEERS_DIR / "vllm" / "bin" / "python").exists():
+        clients["guidellm"] = guidellm_command  # its tokenizer is written by the vllm venv's transformers
     return clients
 
 
@@ -435,6 +466,8 @@ def run_one(
     cpu = tree.at(end) - tree.at(begin)
     true_ttfts = [(t[1] - t[0]) * 1000.0 for t in finished]
     ttfts = result.get("ttft_ms") or []
+    mean = statistics.fmean(ttfts) if ttfts else result.get("ttft_mean_ms")
+    p99 = _percentile(ttfts, 0.99) if ttfts else result.get("ttft_p99_ms")
     return {
         "client": name,
         "concurrency": concurrency,
@@ -444,8 +477,8 @@ def run_one(
         "window_s": end - begin,
         "req_per_cpu_s": in_window / cpu if cpu > 0 else None,
         "cpu_share_of_a_core": cpu / (end - begin) if end > begin else None,
-        "ttft_mean_error_ms": statistics.fmean(ttfts) - statistics.fmean(true_ttfts) if ttfts else None,
-        "ttft_p99_error_ms": _percentile(ttfts, 0.99) - _percentile(true_ttfts, 0.99) if ttfts else None,
+        "ttft_mean_error_ms": mean - statistics.fmean(true_ttfts) if mean is not None else None,
+        "ttft_p99_error_ms": p99 - _percentile(true_ttfts, 0.99) if p99 is not None else None,
         "held_server": held_by_server(truth, concurrency),
         **{
             key: result[key]
