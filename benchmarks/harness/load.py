@@ -525,6 +525,10 @@ async def _run_in_processes(
             outcome.client_clock = own.timestamping()
         return outcome
 
+    # As in one process: a plain progress function or cancel check runs on a worker thread (a
+    # database write or read must not run on, nor stall, the event loop), a coroutine is awaited.
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-progress")
+
     def on_progress(worker: int, payload: dict[str, Any]) -> None:
         latest[worker] = payload
         if progress is None or worker != 0:
@@ -534,20 +538,22 @@ async def _run_in_processes(
             requests_done=sum(p.get("requests_done") or 0 for p in latest.values()),
             in_flight=sum(p.get("in_flight") or 0 for p in latest.values()),
         )
-        result = progress(merged)
-        if inspect.isawaitable(result):
-            loop.create_task(result)  # type: ignore[arg-type]
+        if inspect.iscoroutinefunction(progress):
+            loop.create_task(progress(merged))
+        else:
+            loop.run_in_executor(executor, progress, merged)
 
-    if callable(cancel) and not hasattr(cancel, "is_set"):
-        cancel_requested = cancel
-    else:
+    async def cancel_requested() -> bool:
+        if callable(cancel) and not hasattr(cancel, "is_set"):
+            return bool(await loop.run_in_executor(executor, _cancel_requested, cancel))
+        return _cancel_requested(cancel)
 
-        def cancel_requested() -> bool:
-            return _cancel_requested(cancel)
-
-    outcomes: list[LoadOutcome] = await worker_processes.run_forked(
-        job, workers, run_async, cancel_requested, on_progress
-    )
+    try:
+        outcomes: list[LoadOutcome] = await worker_processes.run_forked(
+            job, workers, run_async, cancel_requested, on_progress
+        )
+    finally:
+        executor.shutdown(wait=True)  # the last progress report is written before the outcome returns
     merged = LoadOutcome(config=config, processes=workers)
     for part in outcomes:
         merged.records.extend(part.records)

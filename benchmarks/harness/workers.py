@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Awaitable, Callable
 
 Job = Callable[[int, Callable[[], bool], Callable[[dict[str, Any]], None]], Awaitable[Any]]
+CancelCheck = Callable[[], Awaitable[bool]]
 RunCoroutine = Callable[[Awaitable[Any]], Any]
 
 
@@ -64,13 +65,13 @@ async def run_forked(
     job: Job,
     workers: int,
     run: RunCoroutine,
-    cancel_requested: Callable[[], bool],
+    cancel_requested: CancelCheck,
     on_progress: Callable[[int, dict[str, Any]], None],
     poll_s: float = 0.1,
 ) -> list[Any]:
     """Run `job(worker, stopped, report)` in `workers` forked processes; their results in worker order.
 
-    `run` runs a coroutine to completion on a new event loop (the child's). `cancel_requested` is
+    `run` runs a coroutine to completion on a new event loop (the child's). `cancel_requested` (awaited) is
     polled every `poll_s` and, once true, `stopped()` turns true in every child. Raises
     WorkerFailed when a worker raised or died without a result.
     """
@@ -90,7 +91,7 @@ async def run_forked(
     errors: dict[int, str] = {}
     try:
         while len(results) + len(errors) < workers:
-            if not stop.is_set() and cancel_requested():
+            if not stop.is_set() and await cancel_requested():
                 stop.set()
             for worker, pipe in enumerate(pipes):
                 if worker in results or worker in errors:

@@ -244,3 +244,37 @@ def test_one_process_unless_the_concurrency_needs_more():
     assert 1 <= many <= 8
     with pytest.raises(LoadConfigError):
         LoadConfig(concurrency=4, duration_s=1, processes=0).validate()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes fork (Linux)")
+def test_worker_processes_cancel_and_report_progress_off_the_event_loop(with_mock):
+    """Django's database calls refuse to run on an event loop: the parent checks cancel and reports
+    progress on a worker thread, as one process does."""
+
+    def on_event_loop() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    calls, checks = [], []
+    started = time.perf_counter()
+
+    def cancel() -> bool:
+        checks.append(on_event_loop())
+        return time.perf_counter() - started > 0.8
+
+    config = LoadConfig(concurrency=4, duration_s=30, processes=2, progress_interval_s=0.2)
+    outcome = with_mock(
+        MockConfig(itl_s=0.01),
+        lambda s: load(
+            s,
+            config,
+            make=lambda i: RequestSpec(prompt="p", max_tokens=1000),
+            cancel=cancel,
+            progress=lambda payload: calls.append(on_event_loop()),
+        ),
+    )
+    assert outcome.cancelled and time.perf_counter() - started < 0.8 + 4
+    assert calls and checks and not any(calls) and not any(checks)
