@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 DEMO_SERVE ?= 1
 export DEMO_SERVE
+# `make demo PORT=8001` serves on another port; DEMO_ARGS=--fresh reruns the validation tests.
+PORT ?= 8000
+DEMO_ARGS ?=
 
 .PHONY: venv system-deps demo test bench lint clean
 
@@ -22,7 +25,7 @@ system-deps:
 	bash scripts/install-system-deps.sh
 
 demo: venv system-deps
-	bash scripts/demo.sh
+	bash scripts/demo.sh --port "$(PORT)" $(DEMO_ARGS)
 
 test: venv system-deps
 	bash scripts/run-tests.sh

@@ -51,6 +51,12 @@ class BenchmarkRun(models.Model):
     idempotency_key = models.CharField(max_length=200, blank=True)
     uploaded_by = models.CharField(max_length=150, blank=True, help_text="user name or 'token:<name>'")
     raw_sha256 = models.CharField(max_length=64, blank=True)
+    # Evidence-quality warnings of an upload (model or engine in the file's metadata not the
+    # candidate's, too few requests): such a run counts for scoring only once someone who may edit
+    # the selection has confirmed it as evidence (`benchmarks.uploads.quality`).
+    quality_warnings = models.JSONField(default=list, blank=True)
+    evidence_confirmed_by = models.CharField(max_length=150, blank=True)
+    evidence_confirmed_at = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True)
     attempt = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -78,6 +84,11 @@ class BenchmarkRun(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """Warned about and not yet confirmed as evidence: scoring leaves it out."""
+        return bool(self.quality_warnings) and self.evidence_confirmed_at is None
 
 
 class RunPoint(models.Model):

@@ -19,6 +19,98 @@ from benchmarks.result import DEFINITIONS, STAT_KEYS
 logger = logging.getLogger(__name__)
 
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the texts below; the page translates them
+    return text
+
+
+# The pass criteria the validation tests state ({name, passed, detail}), by name; a criterion a
+# test adds later shows its own name. "name[label]" qualifies a criterion with the load point.
+CRITERION_TITLES = {
+    "ttft_p95_within_budget": _("TTFT p95 within the budget"),
+    "tpot_p95_within_budget": _("TPOT p95 within the budget"),
+    "e2e_p95_within_budget": _("End-to-end p95 within the budget"),
+    "zero_errors": _("No failed requests"),
+    "concurrency_held": _("The requested concurrency was held"),
+    "kv_back_to_baseline_after_aborts": _("KV usage back to its baseline after aborted requests"),
+    "largest_rung_succeeds": _("The longest required context succeeds"),
+    "short_traffic_isolated": _("Short requests unaffected by the long one"),
+    "continuation_identical": _("Resumed sessions continue exactly as without the pause"),
+    "kv_below_own_allocation": _("KV use below one copy of the prefix per request"),
+    "prefix_reused": _("The shared prefix is reused"),
+    "ttft_p50_drift": _("TTFT p50 drift within the limit"),
+    "ttft_p99_drift": _("TTFT p99 drift within the limit"),
+    "tpot_p50_drift": _("TPOT p50 drift within the limit"),
+    "tpot_p99_drift": _("TPOT p99 drift within the limit"),
+}
+CRITERION_QUALIFIERS = {
+    "resume": _("after the pause"),
+    "prefix_on": _("prefix caching on"),
+    "prefix_off": _("prefix caching off"),
+}
+# Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
+METADATA_LABELS = {
+    "engine": _("Engine"),
+    "model": _("Model"),
+    "gpu": _("GPU"),
+    "hardware": _("Hardware"),
+    "target": _("Target"),
+    "endpoint_url": _("Endpoint"),
+    "params": _("Parameters"),
+    "prompts": _("Prompts"),
+    "client_clock": _("Client clock"),
+    "engine_metrics": _("Engine metrics"),
+    "raw_metric_names": _("Engine metric names"),
+    "platform": _("Platform"),
+    "source": _("Source"),
+    "schema_version": _("Schema version"),
+    "results_version": _("Results version"),
+    "labels": _("Labels"),
+    "run_info": _("Run information"),
+    "input_config": _("Input configuration"),
+    "derived": _("Derived figures"),
+    "client_bound": _("Client-bound"),
+    "tool": _("Tool"),
+    "tool_version": _("Tool version"),
+    "simulator": _("Simulator"),
+}
+DEFINITION_TITLES = {
+    "ttft_ms": _("time from sending the request to receiving the first output token (ms)"),
+    "tpot_ms": _("per request: (end-to-end - TTFT) / (output tokens - 1); excludes the first token (ms)"),
+    "itl_ms": _("gap between consecutive output tokens, per token (a chunk of k tokens counts k gaps of dt/k) (ms)"),
+    "e2e_ms": _("time from sending the request to receiving the last byte (ms)"),
+    "request_throughput": _("completed requests per second of benchmark wall time"),
+    "output_token_throughput": _("output tokens per second of benchmark wall time"),
+    "error_rate": _("failed requests / (completed + failed)"),
+    "goodput": _("completed requests per second meeting every SLO of the latency budget"),
+}
+
+
+def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text) -> list[dict[str, Any]]:
+    """The run page's pass criteria: each with its title and qualifier (through `translate`), its
+    status (pass, fail, or not judged when `passed` is None), and the detail the test wrote."""
+    rows = []
+    for verdict in verdicts or []:
+        name = str(verdict.get("name") or "")
+        base, _sep, qualifier = name.partition("[")
+        qualifier = qualifier.rstrip("]")
+        title = CRITERION_TITLES.get(base)
+        passed = verdict.get("passed")
+        rows.append(
+            {
+                "name": name,
+                "title": translate(title) if title else base,
+                "qualifier": translate(CRITERION_QUALIFIERS[qualifier])
+                if qualifier in CRITERION_QUALIFIERS
+                else qualifier,
+                "status": "pass" if passed is True else "fail" if passed is False else "not_judged",
+                "detail": str(verdict.get("detail") or ""),
+            }
+        )
+    return rows
+
+
 KV_SERIES_SUFFIX = "kv_usage_ratio"
 
 
@@ -119,11 +211,15 @@ def kv_series(timeseries: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, li
     return out
 
 
-def definition_rows(original: Mapping[str, Any]) -> list[dict[str, str]]:
+def definition_rows(original: Mapping[str, Any], translate=lambda text: text) -> list[dict[str, str]]:
     """kvselect's definition of each metric next to the tool's original one (when the file had it)."""
     keys = list(DEFINITIONS) + [k for k in (original or {}) if k not in DEFINITIONS]
     return [
-        {"metric": key, "kvselect": DEFINITIONS.get(key, ""), "original": str((original or {}).get(key) or "")}
+        {
+            "metric": key,
+            "kvselect": translate(DEFINITION_TITLES[key]) if key in DEFINITION_TITLES else DEFINITIONS.get(key, ""),
+            "original": str((original or {}).get(key) or ""),
+        }
         for key in keys
         if key in DEFINITIONS or (original or {}).get(key)
     ]
@@ -233,6 +329,22 @@ def chart_svg(name: str, **arguments) -> str:
         return ""
 
 
+PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA = "pass", "fail", "inconclusive", "insufficient_data"
+
+
+def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
+    """A finished run's overall verdict from its pass criteria ({name, passed, ...}; passed None =
+    could not be judged): FAIL when any criterion failed; PASS when every one passed;
+    INCONCLUSIVE when some passed and the rest could not be judged; INSUFFICIENT_DATA when none
+    could be judged (or the run has no criteria, as most uploads)."""
+    judged = [v.get("passed") for v in verdicts or [] if v.get("passed") is not None]
+    if any(passed is False for passed in judged):
+        return FAIL
+    if not judged:
+        return INSUFFICIENT_DATA
+    return PASS if len(judged) == len(verdicts or []) else INCONCLUSIVE
+
+
 def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:
     """What the run progress fragment needs (`templates/benchmarks/_run_progress.html`)."""
     return {
@@ -240,4 +352,5 @@ def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, 
         "run": run,
         "can_edit": can_edit,
         "progress": progress_view(run.progress, run.status, run.is_terminal),
+        "verdict": run_verdict(run.verdicts) if run.status == "succeeded" else None,
     }

@@ -37,6 +37,16 @@ DEFINITIONS: dict[str, str] = {
 }
 
 STAT_KEYS = ("mean", "p50", "p90", "p95", "p99", "max")
+
+# A closed loop that held less than this share of the requested concurrency (time-weighted
+# requests in flight) is client-bound: the harness's rule (`benchmarks/harness/load.py`), applied
+# to uploads too, so an engine is never judged at a load its client did not send.
+CONCURRENCY_KEPT_FRACTION = 0.95
+# A request the client cancelled (a run cut at its end, a deliberate cancellation test) is marked
+# in the per-request table by `error` = "cancelled" or "cancelled: <the tool's message>": it is
+# neither a success nor an engine failure, and not an SLO miss; points count them in
+# `extra["cancelled_in_flight"]`.
+CANCELLED = "cancelled"
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 # Columns of the per-request table (Parquet artifact). Times in seconds since the run start
@@ -55,6 +65,22 @@ REQUEST_COLUMNS = (
     "error",
     "finish_reason",
 )
+
+
+def is_cancelled(error: Any) -> bool:
+    """Whether a per-request `error` marks a request the client cancelled (see CANCELLED)."""
+    return isinstance(error, str) and (error == CANCELLED or error.startswith(CANCELLED + ":"))
+
+
+def concurrency_shortfall(achieved: float | None, requested: float | None, requests: int | None = None) -> str | None:
+    """Why a closed loop is client-bound (the harness's rule), or None when it kept its load or
+    cannot be judged. A run of fewer requests than the concurrency cannot hold more than it sent."""
+    if achieved is None or not requested:
+        return None
+    expected = min(requested, requests) if requests else requested
+    if achieved < CONCURRENCY_KEPT_FRACTION * expected:
+        return f"held {achieved:.1f} requests in flight on average, {expected:g} requested"
+    return None
 
 
 def _clean(value: Any) -> float | None:

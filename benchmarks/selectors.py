@@ -7,7 +7,11 @@ from selection.models import Candidate
 
 
 def latest_runs(candidate: Candidate) -> dict[str, BenchmarkRun]:
+    """The newest succeeded run per test; an upload with evidence-quality warnings counts only
+    once confirmed as evidence (`benchmarks.uploads.quality`)."""
     runs: dict[str, BenchmarkRun] = {}
     for run in candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED).prefetch_related("points"):
+        if run.needs_confirmation:
+            continue
         runs.setdefault(run.test, run)  # ordered newest first
     return runs

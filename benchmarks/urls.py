@@ -19,6 +19,11 @@ urlpatterns = [
     path("selections/<int:pk>/runs/<int:run_pk>/", run_views.run_detail, name="run"),
     path("selections/<int:pk>/runs/<int:run_pk>/progress/", run_views.run_progress, name="run-progress"),
     path("selections/<int:pk>/runs/<int:run_pk>/cancel/", run_views.run_cancel, name="run-cancel"),
+    path(
+        "selections/<int:pk>/runs/<int:run_pk>/use-as-evidence/",
+        upload_views.run_use_as_evidence,
+        name="run-use-as-evidence",
+    ),
     path("selections/<int:pk>/uploads/", upload_views.uploads, name="uploads"),
     path("selections/<int:pk>/uploads/file/", upload_views.result_upload, name="result-upload"),
     path("selections/<int:pk>/tokens/", upload_views.token_create, name="token-create"),

@@ -23,6 +23,7 @@ from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.presentation import chart_svg, run_progress_context
 from benchmarks.result import DEFINITIONS
 from benchmarks.validation.dispatch import request_cancel
+from benchmarks.validation.forms import param_label
 from selection import selectors
 from selection.models import Selection
 from selection.web import get_selection, page_context, require_edit
@@ -169,13 +170,17 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
         has_requests=has_requests,
         csv_url=f"{api_requests}?as=csv",
         parquet_url=f"{api_requests}?as=parquet",
-        definitions=presentation.definition_rows(run.definitions),
+        definitions=presentation.definition_rows(run.definitions, translate=_),
         kvselect_definitions=DEFINITIONS,
-        metadata=sorted((run.metadata or {}).items()),
-        params=sorted((run.params or {}).items()),
-        verdicts=run.verdicts or [],
+        metadata=[
+            (_(presentation.METADATA_LABELS[key]) if key in presentation.METADATA_LABELS else key, key, value)
+            for key, value in sorted((run.metadata or {}).items())
+        ],
+        params=[(param_label(key), key, value) for key, value in sorted((run.params or {}).items())],
+        verdicts=presentation.criterion_rows(run.verdicts, translate=_),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",
     )
     context["progress"] = presentation.progress_view(run.progress, run.status, run.is_terminal)
+    context["verdict"] = presentation.run_verdict(run.verdicts) if run.status == BenchmarkRun.Status.SUCCEEDED else None
     return render(request, "benchmarks/run.html", context)

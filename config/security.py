@@ -18,6 +18,5 @@ class ContentSecurityPolicyMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if not request.path.startswith("/api/docs/"):  # Swagger UI ships inline bootstrapping
-            response.headers.setdefault("Content-Security-Policy", self.policy)
+        response.headers.setdefault("Content-Security-Policy", self.policy)
         return response

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "axes",
     "selection",
@@ -62,6 +63,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "selection.middleware.ChartLanguageMiddleware",
+    "selection.middleware.TimezoneMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -85,6 +87,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "selection.web.workspace",
             ],
         },
     },
@@ -165,6 +168,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Choose an LLM inference engine by its KV-cache management, with evidence.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI's assets from the drf-spectacular-sidecar package, served as static files: /api/docs/
+    # needs no CDN (air-gapped installs, and the Content-Security-Policy allows only 'self').
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "benchmarks.models.BenchmarkRun.Status",
         "SelectionStatusEnum": "selection.models.Selection.Status",

@@ -1,10 +1,11 @@
-"""Translations of the domain's user-facing names and scenario reasons, applied at display time.
+"""Translations of what the domain writes, applied at display time.
 
-``selection.domain`` stays plain Python and speaks English; this module lists every criterion,
-dimension and scenario name (and the "looks at"/question texts) for makemessages, and turns the
-English scenario reasons the domain produces (stored as text on the selection) back into
-translatable templates by matching one pattern per rule. Unknown text is returned unchanged, so
-user data and future rules never break a page: at worst they stay English.
+``selection.domain`` stays plain Python: its sentences (scenario reasons, scoring sentences,
+notes and reasons, capacity verdicts) are `selection.domain.messages.Message`s, and
+`message_text` renders one (or its stored dict) in the active language with gettext. This
+module also lists every criterion, dimension and scenario name (and the "looks at"/question
+texts) for makemessages, for the tables that show the names on their own. Unknown text is
+returned unchanged, so user data never breaks a page: at worst it stays English.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
-from django.utils.translation import get_language, gettext
+from django.utils import translation
+from django.utils.translation import get_language, gettext, pgettext
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks import suite
 from selection.domain import criteria as criteria_domain
+from selection.domain import messages
 from selection.domain.scenarios import SCENARIO_NAMES
 
 # Every English domain name that may be shown, with its translatable form (the msgids are the
@@ -29,18 +32,24 @@ DOMAIN_NAMES = {
     "Cross-turn persistence and offload": _("Cross-turn persistence and offload"),
     "Cost structure": _("Cost structure"),
     "Observability": _("Observability"),
-    "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling.":
-        _("Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling."),
-    "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM.":
-        _("Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM."),
-    "Supported context, cache quantisation or compression, control of one long request's cache.":
-        _("Supported context, cache quantisation or compression, control of one long request's cache."),
-    "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in.":
-        _("Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in."),
-    "Memory and compute per unit of concurrency, utilisation.":
-        _("Memory and compute per unit of concurrency, utilisation."),
-    "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation.":
-        _("Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation."),
+    "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling.": _(
+        "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling."
+    ),
+    "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM.": _(
+        "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM."
+    ),
+    "Supported context, cache quantisation or compression, control of one long request's cache.": _(
+        "Supported context, cache quantisation or compression, control of one long request's cache."
+    ),
+    "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in.": _(
+        "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in."
+    ),
+    "Memory and compute per unit of concurrency, utilisation.": _(
+        "Memory and compute per unit of concurrency, utilisation."
+    ),
+    "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation.": _(
+        "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation."
+    ),
     # criteria
     "Memory allocation strategy": _("Memory allocation strategy"),
     "Cache reuse": _("Cache reuse"),
@@ -59,8 +68,9 @@ DOMAIN_NAMES = {
     "monitoring, alerting, capacity planning": _("monitoring, alerting, capacity planning"),
     "cost per unit of concurrency, utilisation": _("cost per unit of concurrency, utilisation"),
     "release, reclamation of aborted and idle sessions": _("release, reclamation of aborted and idle sessions"),
-    "continuation after swap-in equals continuation without it":
-        _("continuation after swap-in equals continuation without it"),
+    "continuation after swap-in equals continuation without it": _(
+        "continuation after swap-in equals continuation without it"
+    ),
     "output tokens per GPU-second, cost per million tokens": _("output tokens per GPU-second, cost per million tokens"),
     # scenarios
     "High-concurrency short text": _("High-concurrency short text"),
@@ -70,20 +80,22 @@ DOMAIN_NAMES = {
 }
 
 # Row labels of the record's business-constraints section (selection.record_context).
-DOMAIN_NAMES.update({
-    "Concurrency": _("Concurrency"),
-    "Context length": _("Context length"),
-    "Input tokens": _("Input tokens"),
-    "Output tokens": _("Output tokens"),
-    "Multi-turn": _("Multi-turn"),
-    "Latency budget": _("Latency budget"),
-    "Throughput target": _("Throughput target"),
-    "Memory limit": _("Memory limit"),
-    "Hardware": _("Hardware"),
-    "Cost": _("Cost"),
-    "Operations team": _("Operations team"),
-    "Model": _("Model"),
-})
+DOMAIN_NAMES.update(
+    {
+        "Concurrency": _("Concurrency"),
+        "Context length": _("Context length"),
+        "Input tokens": _("Input tokens"),
+        "Output tokens": _("Output tokens"),
+        "Multi-turn": _("Multi-turn"),
+        "Latency budget": _("Latency budget"),
+        "Throughput target": _("Throughput target"),
+        "Memory limit": _("Memory limit"),
+        "Hardware": _("Hardware"),
+        "Cost": _("Cost"),
+        "Operations team": _("Operations team"),
+        "Model": _("Model"),
+    }
+)
 # Records written by hand (and older snapshots) use the names in lower case.
 _BY_CASEFOLD = {name.casefold(): name for name in DOMAIN_NAMES}
 
@@ -112,46 +124,19 @@ def scenario_name(scenario_id: str) -> str:
     return translate_name(SCENARIO_NAMES.get(scenario_id, ""))
 
 
-# One pattern per rule of selection.domain.scenarios.infer_scenario (keep in step with it).
-_REASON_RULES: tuple[tuple[re.Pattern, object], ...] = tuple((re.compile(p), t) for p, t in (
-    (r"max input (?P<value>\S+) tokens >= (?P<threshold>\S+) -> long documents",
-     _("max input %(value)s tokens >= %(threshold)s -> long documents")),
-    (r"p95 input (?P<value>\S+) tokens >= (?P<threshold>\S+) -> long documents",
-     _("p95 input %(value)s tokens >= %(threshold)s -> long documents")),
-    (r"multi-turn with (?P<turns>\S+) turns on average -> cache must persist across turns",
-     _("multi-turn with %(turns)s turns on average -> cache must persist across turns")),
-    (r"multi-turn sessions -> cache must persist across turns",
-     _("multi-turn sessions -> cache must persist across turns")),
-    (r"(?P<sessions>.+) sessions must never be swapped out -> persistence policy matters",
-     _("%(sessions)s sessions must never be swapped out -> persistence policy matters")),
-    (r"no latency budget -> offline batch: throughput and unit cost first",
-     _("no latency budget -> offline batch: throughput and unit cost first")),
-    (r"TTFT p95 budget (?P<budget>\S+) ms >= (?P<threshold>\S+) ms -> offline batch: throughput and unit cost first",
-     _("TTFT p95 budget %(budget)s ms >= %(threshold)s ms -> offline batch: throughput and unit cost first")),
-    (r"peak concurrency (?P<concurrency>\S+) >= (?P<threshold>\S+) with average input (?P<average>\S+) <= "
-     r"(?P<short>\S+) tokens -> high-concurrency short text",
-     _("peak concurrency %(concurrency)s >= %(threshold)s with average input %(average)s <= %(short)s tokens "
-       "-> high-concurrency short text")),
-    (r"no long context, multi-turn or batch signal -> interactive short text \(default\)",
-     _("no long context, multi-turn or batch signal -> interactive short text (default)")),
-))
-_ALSO = re.compile(r"also (?P<scenario>[A-D]) \((?P<name>[^)]*)\): (?P<reason>.*)", re.S)
+def _gettext(msgid: str, context: str | None) -> str:
+    return pgettext(context, msgid) if context else gettext(msgid)
 
 
-def translate_reason(text):
-    """A scenario reason (English, as stored) in the active language; unknown text unchanged."""
-    if not isinstance(text, str):
-        return text
-    also = _ALSO.fullmatch(text)
-    if also:
-        return gettext("also %(scenario)s (%(name)s): %(reason)s") % {
-            "scenario": also["scenario"], "name": translate_name(also["name"]),
-            "reason": translate_reason(also["reason"])}
-    for pattern, template in _REASON_RULES:
-        match = pattern.fullmatch(text)
-        if match:
-            return str(template) % match.groupdict()
-    return text
+def message_text(value, language: str | None = None):
+    """A message from the domain (a `Message`, or its dict as stored in Score.result,
+    Selection.scenario_reasons or a capacity verdict) as text in the active language, or in
+    `language` when given (a record's). Anything else, such as a plain English string stored
+    before messages existed, is returned unchanged."""
+    if language is None:
+        return messages.render(value, _gettext)
+    with translation.override(language):
+        return messages.render(value, _gettext)
 
 
 def record_language() -> str:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from selection.domain import limits
 from selection.domain.criteria import CRITERIA, DIMENSIONS
 
 CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids listed in selection.i18n_names
@@ -22,6 +25,32 @@ SCENARIO_CHOICES = [
     ("D", _("D · Offline batch")),
 ]
 KV_PRECISION_CHOICES = [("bf16", "bf16/fp16"), ("fp8", "fp8"), ("int8", "int8"), ("int4", "int4")]
+
+
+def breach_message(kind: str, params: dict, meta) -> str:
+    """A breach of `selection.domain.limits` as the field error shown to the user."""
+    if kind == limits.OUT_OF_RANGE:
+        return _("must be between %(min)s and %(max)s") % {
+            "min": limits.plain_number(params["min"]),
+            "max": limits.plain_number(params["max"]),
+        }
+    if kind == limits.ABOVE_FIELD:
+        return _("must not exceed %(field)s (%(limit)s)") % {
+            "field": meta.get_field(params["other"]).verbose_name,
+            "limit": limits.plain_number(params["limit"], grouping=False),
+        }
+    if kind == limits.NEEDS_FIELD:
+        return _("needs %(field)s to be filled in") % {"field": meta.get_field(params["other"]).verbose_name}
+    return _("must be a finite number")
+
+
+def passes_own_validators(instance: models.Model, name: str) -> bool:
+    field = instance._meta.get_field(name)
+    try:
+        field.run_validators(getattr(instance, field.attname))
+    except ValidationError:
+        return False
+    return True
 
 
 class Team(models.Model):
@@ -151,23 +180,15 @@ class Constraints(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     def clean(self) -> None:
-        errors = {}
-        if self.max_input_tokens and self.avg_input_tokens and self.avg_input_tokens > self.max_input_tokens:
-            errors["avg_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {
-                "max": self.max_input_tokens
-            }
-        if self.p95_input_tokens and self.max_input_tokens and self.p95_input_tokens > self.max_input_tokens:
-            errors["p95_input_tokens"] = _("must not exceed max input tokens (%(max)s)") % {
-                "max": self.max_input_tokens
-            }
-        if self.max_output_tokens and self.avg_output_tokens and self.avg_output_tokens > self.max_output_tokens:
-            errors["avg_output_tokens"] = _("must not exceed max output tokens (%(max)s)") % {
-                "max": self.max_output_tokens
-            }
+        errors: dict[str, Any] = {}
+        values = {f.attname: getattr(self, f.attname) for f in self._meta.concrete_fields}
+        for field, kind, params in limits.constraint_breaches(values):
+            if passes_own_validators(self, field):  # else clean_fields() has said it already
+                errors[field] = breach_message(kind, params, self._meta)
         if self.multi_turn and not self.average_turns:
-            errors["average_turns"] = _("required when multi-turn is on")
+            errors.setdefault("average_turns", _("required when multi-turn is on"))
         if not self.multi_turn and self.never_swap_sessions:
-            errors["never_swap_sessions"] = _("only meaningful for multi-turn sessions")
+            errors.setdefault("never_swap_sessions", _("only meaningful for multi-turn sessions"))
         bad = [p for p in self.kv_precisions_allowed or [] if p not in dict(KV_PRECISION_CHOICES)]
         if bad:
             errors["kv_precisions_allowed"] = _("unknown precision(s): %(bad)s") % {"bad": ", ".join(map(str, bad))}
@@ -392,6 +413,21 @@ class DecisionRecord(models.Model):
     @property
     def frozen(self) -> bool:
         return self.status != self.Status.DRAFT
+
+    def clean(self) -> None:
+        if self.status != self.Status.DRAFT:  # a frozen record keeps the date it was reviewed with
+            return
+        today = timezone.localdate()
+        breach = limits.review_by_breach(self.review_by, today)
+        if breach == limits.IN_PAST:
+            raise ValidationError({"review_by": _("must be after today (%(today)s)") % {"today": today.isoformat()}})
+        if breach == limits.TOO_FAR:
+            raise ValidationError(
+                {
+                    "review_by": _("must be within %(years)s years, by %(latest)s at the latest")
+                    % {"years": limits.REVIEW_BY_MAX_YEARS, "latest": limits.latest_review_by(today).isoformat()}
+                }
+            )
 
     @property
     def simulated(self) -> bool:

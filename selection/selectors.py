@@ -37,6 +37,13 @@ def can_review(user, selection: Selection) -> bool:
     return role_in(user, selection) in {Membership.Role.ARCHITECT, Membership.Role.REVIEWER}
 
 
+def can_create_selection(user) -> bool:
+    """Architects of some team (and superusers) start selections; reviewers and procurement do not."""
+    if not user.is_authenticated:
+        return False
+    return user.is_superuser or Membership.objects.filter(user=user, role=Membership.Role.ARCHITECT).exists()
+
+
 def require_editor(user, selection: Selection) -> None:
     if not can_edit(user, selection):
         raise PermissionDenied("Only architects of this selection's team can change it.")

@@ -11,6 +11,7 @@ import logging
 from celery import shared_task
 from django.db import transaction
 
+from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import DecisionRecord, Selection
 from selection.records.rendering import render_pdf
@@ -24,7 +25,9 @@ def refresh_scenario(selection_id: int) -> str:
     """Re-infer a selection's scenario from its stored constraints (idempotent)."""
     selection = Selection.objects.select_related("constraints").get(pk=selection_id)
     scenario, reasons, mix = infer_scenario(selection.constraints.as_domain())
-    Selection.objects.filter(pk=selection_id).update(scenario=scenario, scenario_reasons=reasons, scenario_mix=mix)
+    Selection.objects.filter(pk=selection_id).update(
+        scenario=scenario, scenario_reasons=to_json(reasons), scenario_mix=mix
+    )
     return scenario
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from django import forms
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
+from django.utils.functional import SimpleLazyObject
 from django.utils.translation import gettext as _
 
 from selection import selectors
-from selection.models import Candidate, Selection
+from selection.domain import limits
+from selection.models import Candidate, Selection, breach_message
 
 
 def get_selection(request: HttpRequest, pk: int) -> Selection:
@@ -30,6 +33,11 @@ def page_context(request: HttpRequest, selection: Selection, section: str, **ext
         "role": selectors.role_in(request.user, selection),
         **extra,
     }
+
+
+def workspace(request: HttpRequest) -> dict:
+    """Context processor: what the top navigation offers this user (asked only when a page shows it)."""
+    return {"can_create_selection": SimpleLazyObject(lambda: selectors.can_create_selection(request.user))}
 
 
 def recent_audit(selection: Selection, limit: int = 50):
@@ -68,3 +76,29 @@ def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tu
 def get_candidate(selection: Selection, candidate_pk: int) -> Candidate:
     """One of the selection's candidates, or a 404 (never another selection's)."""
     return get_object_or_404(selection.candidates.select_related("engine"), pk=candidate_pk)
+
+
+def bound_numbers(form: forms.Form, bounds: dict[str, tuple[float, float]]) -> None:
+    """Give each number field of `form` its bounds from `selection.domain.limits`, with the same message
+    as the services ("must be between 1 and 100,000"), in place of the database's integer range."""
+    for name, (low, high) in bounds.items():
+        field = form.fields.get(name)
+        if not isinstance(field, (forms.IntegerField, forms.FloatField, forms.DecimalField)):
+            continue
+        field.validators = [v for v in field.validators if not isinstance(v, (MinValueValidator, MaxValueValidator))]
+        field.validators.append(BoundsValidator(low, high))
+        field.widget.attrs.update(
+            {"min": limits.plain_number(low, grouping=False), "max": limits.plain_number(high, grouping=False)}
+        )
+
+
+class BoundsValidator:
+    def __init__(self, low: float, high: float):
+        self.low, self.high = low, high
+
+    def __call__(self, value) -> None:
+        if value is not None and not self.low <= float(value) <= self.high:
+            raise ValidationError(breach_message(limits.OUT_OF_RANGE, {"min": self.low, "max": self.high}, None))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, BoundsValidator) and (self.low, self.high) == (other.low, other.high)

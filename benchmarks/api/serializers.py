@@ -22,6 +22,7 @@ class RunSerializer(serializers.ModelSerializer):
     points = RunPointSerializer(many=True, read_only=True)
     artifacts = ArtifactSerializer(many=True, read_only=True)
     status_url = serializers.SerializerMethodField()
+    needs_confirmation = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = BenchmarkRun
@@ -46,6 +47,10 @@ class RunSerializer(serializers.ModelSerializer):
             "progress",
             "uploaded_by",
             "raw_sha256",
+            "quality_warnings",
+            "needs_confirmation",
+            "evidence_confirmed_by",
+            "evidence_confirmed_at",
             "created_at",
             "started_at",
             "finished_at",

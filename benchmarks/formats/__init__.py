@@ -4,7 +4,10 @@
 shape of the file) and parses with the one that accepts. `format=` skips detection. When no
 format accepts the file, `UnrecognisedFormat` lists each format tried and why it refused; when
 the format is recognised but the content is broken, `FormatError` names the offending key path.
-No other exception escapes (hostile uploads included).
+A parse that finds neither requests nor figures (a parser forced onto another tool's file) is a
+`FormatError` too, never an empty result. `detect_head(head)` sniffs only the first bytes of an
+upload, so a file no format could accept is refused before anything is stored. No other
+exception escapes (hostile uploads included).
 """
 
 from __future__ import annotations
@@ -21,17 +24,19 @@ from benchmarks.formats import (
     sglang,
     vllm,
 )
-from benchmarks.formats.base import Format, FormatError, Source, UnrecognisedFormat
+from benchmarks.formats.base import HEAD_BYTES, AcceptedOnHead, Format, FormatError, Source, UnrecognisedFormat
 from benchmarks.formats.common import apply_slo, validate_slo
-from benchmarks.result import NormalizedResult
+from benchmarks.result import STAT_KEYS, NormalizedResult
 
 __all__ = [
     "FORMATS",
     "Format",
     "FormatError",
     "UnrecognisedFormat",
+    "HEAD_BYTES",
     "detect",
     "detect_and_parse",
+    "detect_head",
     "format_names",
     "recompute_goodput",
 ]
@@ -69,8 +74,39 @@ def _safe_parse(fmt: Format, source: Source, slo: dict[str, Any] | None) -> Norm
         raise FormatError(f"{fmt.name}: file too large to parse in memory") from None
     except Exception as error:  # a parser bug must still surface as a clean rejection
         raise FormatError(f"{fmt.name}: could not parse ({type(error).__name__}: {error})") from error
+    if not holds_evidence(result):
+        raise FormatError(
+            f"{fmt.name}: the file holds no request and no figure this format defines (no request counts, "
+            "latencies or throughputs); is it another tool's file?"
+        )
     result.format = fmt.name
     return result
+
+
+POINT_FIGURES = (
+    "requests_completed",
+    "requests_failed",
+    "request_throughput",
+    "output_token_throughput",
+    "input_token_throughput",
+    "goodput",
+    "slo_attainment",
+    "achieved_concurrency",
+)
+
+
+def holds_evidence(result: NormalizedResult) -> bool:
+    """At least one request record, request count (zero counts too: "every request failed" is a
+    result), latency statistic or throughput."""
+    if result.requests is not None and len(result.requests):
+        return True
+    for point in result.points:
+        if any(getattr(point, name) is not None for name in POINT_FIGURES):
+            return True
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            if any(getattr(getattr(point, metric), stat) is not None for stat in STAT_KEYS):
+                return True
+    return False
 
 
 def recompute_goodput(result: NormalizedResult, slo: dict[str, Any]) -> NormalizedResult:
@@ -81,6 +117,23 @@ def recompute_goodput(result: NormalizedResult, slo: dict[str, Any]) -> Normaliz
     except ValueError as error:
         raise FormatError(str(error)) from None
     return apply_slo(result, slo)
+
+
+def detect_head(head: bytes, filename: str | None = None) -> Format:
+    """The first format whose sniffer accepts the first bytes of an upload (`HEAD_BYTES` are
+    enough), or UnrecognisedFormat listing every refusal. A format whose marker keys are in the
+    head counts as accepting: only the whole file (parsed later) can say more."""
+    source = Source(bytes(head[:HEAD_BYTES]), filename, head_only=True)
+    refusals: dict[str, str] = {}
+    for fmt in FORMATS:
+        try:
+            reason = _safe_sniff(fmt, source)
+        except AcceptedOnHead:
+            return fmt
+        if reason is None:
+            return fmt
+        refusals[fmt.name] = reason
+    raise UnrecognisedFormat(refusals, filename)
 
 
 def detect(data: bytes, filename: str | None = None) -> Format:

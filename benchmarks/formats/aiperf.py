@@ -17,9 +17,11 @@ import numpy as np
 
 from benchmarks.formats.base import Format, FormatError, Source
 from benchmarks.formats.common import (
+    cancelled_mask,
     cap_depth,
     expect_object,
     finish,
+    held_concurrency,
     mean_only,
     number,
     per_request_tpot,
@@ -36,7 +38,7 @@ from benchmarks.formats.metric_table import (
     parse_metric_csv,
     unit_scale,
 )
-from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.result import CANCELLED, LoadPoint, NormalizedResult
 
 KNOWN_SCHEMAS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
 
@@ -134,6 +136,17 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
         for i, item in enumerate(summary):
             item = expect_object(item, f"error_summary[{i}]")
             errors += number(item.get("count"), f"error_summary[{i}].count") or 0
+    cancelled = _cancellations(summary)
+    if cancelled and errors is not None:
+        # aiperf counts a request its client cancelled (--request-cancellation-rate) as an error
+        # (code 499); kvselect counts it apart: not an engine failure, not an SLO miss
+        errors = max(errors - cancelled, 0)
+        point.extra["cancelled_in_flight"] = cancelled
+        total = (point.requests_completed or 0) + errors
+        point.error_rate = errors / total if total else None
+        good = metric_avg(doc, "good_request_count")
+        if good is not None and total:
+            point.slo_attainment = good / total
     point.requests_failed = None if errors is None else int(errors)
     if point.requests_completed is None and errors and metric_block(doc, "request_latency") is None:
         point.requests_completed = 0  # aiperf leaves request_count null when nothing succeeded
@@ -143,8 +156,14 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
     config = doc.get("input_config")
     if isinstance(config, dict):
         loadgen = config.get("loadgen") if isinstance(config.get("loadgen"), dict) else {}
-        phases = config.get("phases") if isinstance(config.get("phases"), dict) else {}
-        for holder in (loadgen, phases.get("profiling") if isinstance(phases.get("profiling"), dict) else {}, config):
+        phases = config.get("phases")
+        if isinstance(phases, list):  # 0.13: [{name, kind, type, concurrency, ...}, ...]
+            profiling = next(
+                (p for p in phases if isinstance(p, dict) and "profiling" in (p.get("kind"), p.get("name"))), {}
+            )
+        else:
+            profiling = phases.get("profiling") if isinstance(phases, dict) else {}
+        for holder in (loadgen, profiling if isinstance(profiling, dict) else {}, config):
             c = holder.get("concurrency") if isinstance(holder, dict) else None
             r = holder.get("request_rate") if isinstance(holder, dict) else None
             if isinstance(c, (int, float)) and not isinstance(c, bool) and point.concurrency is None:
@@ -161,6 +180,18 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
         + (f" rate={point.request_rate:g}" if point.request_rate else "")
     )
     return point
+
+
+def _cancellations(summary: Any) -> int:
+    """Requests aiperf's error_summary lists as cancelled by the client (RequestCancellationError, 499)."""
+    count = 0
+    for i, item in enumerate(summary if isinstance(summary, list) else []):
+        details = item.get("error_details") if isinstance(item, dict) else None
+        if not isinstance(details, dict):
+            continue
+        if details.get("type") == "RequestCancellationError" or details.get("code") == 499:
+            count += int(number(item.get("count"), f"error_summary[{i}].count") or 0)
+    return count
 
 
 def _from_cli(command: str, point: LoadPoint) -> None:
@@ -343,6 +374,7 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     isl = metric_ms("input_sequence_length", False)
     cancelled = pc.fill_null(meta.field("was_cancelled"), False).to_numpy(zero_copy_only=False).astype(bool)
     ok = error.is_null().to_numpy(zero_copy_only=False) & ~cancelled
+    end_ns = meta.field("request_end_ns").to_numpy(zero_copy_only=False)
     tpot = np.where(np.isnan(tpot_tool), per_request_tpot(e2e, ttft, osl), tpot_tool)
     starts = start_ns.to_numpy(zero_copy_only=False)
     start_s = (starts - starts.min()) / 1e9
@@ -352,6 +384,10 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         emsg = error.field("message").to_numpy(zero_copy_only=False)
         texts = [f"{t}: {m}" if t else m for t, m in zip(etype, emsg, strict=False)]
         messages = np.where(ok, None, np.array(texts, dtype=object))
+    if cancelled.any():  # the client cancelled them (--request-cancellation-rate): not engine failures
+        if messages is None:
+            messages = np.full(n, None, dtype=object)
+        messages[cancelled] = [f"{CANCELLED}: {m}" if m else CANCELLED for m in messages[cancelled]]
     frame = request_frame(
         {
             "point": np.zeros(n, dtype=np.int32),
@@ -373,11 +409,24 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     result = NormalizedResult(tool="aiperf", format="aiperf-jsonl", definitions=dict(DEFINITIONS))
     result.metadata["layout"] = "aiperf profile_export.jsonl (per-request records)"
     okf = frame["ok"].to_numpy(dtype=bool)
-    ends = starts[keep] / 1e9 + np.nan_to_num(frame["e2e_ms"].to_numpy(dtype=float)) / 1000.0
-    duration = float(ends.max() - starts[keep].min() / 1e9) if len(frame) else None
+    gone = cancelled_mask(frame["error"])
+    start_kept = starts[keep] / 1e9
+    # a request ends at its last response (aiperf's own duration uses it); one without a latency
+    # (failed, cancelled) at its request_end_ns
+    end_kept = start_kept + frame["e2e_ms"].to_numpy(dtype=float) / 1000.0
+    end_kept = np.where(np.isfinite(end_kept), end_kept, np.asarray(end_ns, dtype=float)[keep] / 1e9)
+    duration = float(np.nanmax(end_kept) - start_kept.min()) if len(frame) and np.isfinite(end_kept).any() else None
     point = LoadPoint(
-        label="aiperf", duration_s=duration, requests_completed=int(okf.sum()), requests_failed=int((~okf).sum())
+        label="aiperf",
+        duration_s=duration,
+        requests_completed=int(okf.sum()),
+        requests_failed=int((~okf & ~gone).sum()),
     )
+    if gone.any():
+        point.extra["cancelled_in_flight"] = int(gone.sum())
+    point.achieved_concurrency = held_concurrency(start_kept, end_kept)
+    if point.achieved_concurrency is not None:
+        point.extra["achieved_concurrency_source"] = "request_start_ns/request_end_ns of every record"
     point.ttft_ms = stats_from_array(frame["ttft_ms"].to_numpy(dtype=float)[okf])
     point.tpot_ms = stats_from_array(frame["tpot_ms"].to_numpy(dtype=float)[okf])
     point.e2e_ms = stats_from_array(frame["e2e_ms"].to_numpy(dtype=float)[okf])
@@ -391,10 +440,16 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         point.request_throughput = point.requests_completed / duration
         total_out = float(np.nansum(t))
         point.output_token_throughput = total_out / duration if np.isfinite(t).any() else None
+        isl = frame["prompt_tokens"].to_numpy(dtype=float)[okf]
+        point.input_token_throughput = float(np.nansum(isl)) / duration if np.isfinite(isl).any() else None
     result.requests = frame
     result.points.append(point)
     result.notes.append(
         "summary statistics recomputed from per-request records; throughput over first start -> last end"
+    )
+    result.notes.append(
+        "the requested concurrency or rate is not in profile_export.jsonl (it is in profile_export_aiperf.json): "
+        "the run cannot be judged client-bound from this file alone"
     )
     return finish(result, slo)
 

@@ -18,10 +18,16 @@ from benchmarks.result import NormalizedResult
 
 MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
 LARGE_FILE = 8 * 1024 * 1024  # above this, sniffers look only at the first 64 KiB
+HEAD_BYTES = 65536  # what a sniffer of a large file (or of an upload not read yet) looks at
 
 
 class FormatError(ValueError):
     """A file of a recognised format that cannot be read; the message names the key path."""
+
+
+class AcceptedOnHead(Exception):
+    """Raised by `Source.doc_with` on a head-only source whose head holds a format's marker key:
+    the head looks like that format, and only the whole file could tell more."""
 
 
 def type_name(value: Any) -> str:
@@ -94,9 +100,12 @@ class Source:
 
     data: bytes
     filename: str | None = None
+    head_only: bool = False  # `data` is only the first bytes of the upload (sniffing before storing)
 
     @cached_property
     def text(self) -> str:
+        if self.head_only:
+            raise FormatError("only the first bytes of the file were read")
         try:
             text = self.data.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -106,11 +115,11 @@ class Source:
     @cached_property
     def head(self) -> str:
         """The first 64 KiB as text (for sniffing large files without reading them whole)."""
-        chunk = self.data[:65536]
+        chunk = self.data[:HEAD_BYTES]
         try:
             text = chunk.decode("utf-8")
         except UnicodeDecodeError as error:
-            if error.start >= len(chunk) - 4 and len(self.data) > len(chunk):
+            if error.start >= len(chunk) - 4 and (self.head_only or len(self.data) > len(chunk)):
                 text = chunk[: error.start].decode("utf-8")
             else:
                 raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
@@ -118,15 +127,23 @@ class Source:
 
     @property
     def large(self) -> bool:
-        return len(self.data) > LARGE_FILE
+        return self.head_only or len(self.data) > LARGE_FILE
+
+    @property
+    def head_is_partial(self) -> bool:
+        """The head is not the whole file (its last line may be cut)."""
+        return self.head_only or len(self.data) > len(self.head.encode())
 
     def doc_with(self, *markers: str) -> Any:
         """The whole document, but for large files only when a marker key is near the start.
 
-        Keeps sniffing cheap: a 500 MB upload is decoded once, by the format that claims it.
+        Keeps sniffing cheap: a 500 MB upload is decoded once, by the format that claims it. On a
+        head-only source a marker near the start is as far as sniffing can go (`AcceptedOnHead`).
         """
         if self.large and not any(marker in self.head for marker in markers):
             raise FormatError(f"none of the keys {', '.join(markers)} near the start of a large file")
+        if self.head_only:
+            raise AcceptedOnHead
         return self.json
 
     @cached_property
@@ -144,7 +161,7 @@ class Source:
         head = self.head
         for line in head.splitlines():
             if line.strip():
-                if len(line) == len(head) and len(self.data) > len(head.encode()):
+                if len(line) == len(head) and self.head_is_partial:
                     raise FormatError("first line longer than 64 KiB; not a JSONL record")
                 return decode_json(line, allow_nonfinite=allow_nonfinite, where="line 1")
         raise FormatError("empty file")

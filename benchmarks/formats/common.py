@@ -15,7 +15,14 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.formats.base import FormatError, type_name
-from benchmarks.result import REQUEST_COLUMNS, NormalizedResult, Stats
+from benchmarks.result import (
+    REQUEST_COLUMNS,
+    LoadPoint,
+    NormalizedResult,
+    Stats,
+    concurrency_shortfall,
+    is_cancelled,
+)
 
 MAX_METADATA_DEPTH = 8
 
@@ -194,12 +201,20 @@ def validate_slo(slo: dict[str, Any] | None) -> dict[str, float]:
     return cleaned
 
 
+def cancelled_mask(errors: Any) -> np.ndarray:
+    """Rows of the per-request table whose request the client cancelled (`result.CANCELLED`)."""
+    return np.array([is_cancelled(e) for e in errors], dtype=bool)
+
+
 def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedResult:
     """Recompute goodput and SLO attainment against kvselect's latency budget.
 
     With per-request data: goodput = requests meeting every SLO / point duration, attainment =
-    good / (completed + failed). A sample of requests gives an estimate (noted). Without
-    per-request data the tool's own goodput (against its own SLO) cannot be reused: it moves to
+    good / (completed + failed). Requests the client cancelled (a run cut at its end) are neither:
+    they are left out and counted in `extra["cancelled_in_flight"]`. A sample of requests gives
+    an estimate (noted). A successful request whose latency the file does not give cannot be
+    judged: then goodput stays missing (noted), never counted as a miss. Without per-request data
+    the tool's own goodput (against its own SLO) cannot be reused: it moves to
     `extra["tool_goodput"]` and goodput stays missing.
     """
     budget = validate_slo(slo)
@@ -216,16 +231,31 @@ def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> Normalize
         if frame is None or not len(frame):
             continue
         rows = frame[frame["point"] == index]
+        cancelled = cancelled_mask(rows["error"])
+        if cancelled.any():
+            point.extra.setdefault("cancelled_in_flight", int(cancelled.sum()))
+            rows = rows[~cancelled]
         if not len(rows):
             continue
-        good = rows["ok"].to_numpy(dtype=bool).copy()
+        ok = rows["ok"].to_numpy(dtype=bool)
+        good = ok.copy()
+        undetermined: list[str] = []
         for metric, limit in budget.items():
             values = rows[metric].to_numpy(dtype=float)
             meets = values <= limit
+            unknown = np.isnan(values)
             if metric == "tpot_ms":  # a one-token answer has no TPOT: it cannot miss the SLO
                 tokens = rows["output_tokens"].to_numpy(dtype=float)
-                meets |= np.isnan(values) & (tokens <= 1)
+                meets |= unknown & (tokens <= 1)
+                unknown &= ~(tokens <= 1)
+            if (unknown & ok).any():
+                undetermined.append(f"{int((unknown & ok).sum())} successful requests have no {metric}")
             good &= meets
+        if undetermined:
+            result.notes.append(
+                f"point {index}: goodput/SLO attainment not derivable: {'; '.join(undetermined)} in the file"
+            )
+            continue
         good_count = int(good.sum())
         total = len(rows)
         expected = None
@@ -234,7 +264,7 @@ def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> Normalize
         point.slo_attainment = good_count / total
         duration = point.duration_s
         if expected is not None and expected != total:
-            ok_rows = int(rows["ok"].sum())
+            ok_rows = int(ok.sum())
             if point.request_throughput is not None and ok_rows:
                 point.goodput = point.request_throughput * good_count / ok_rows
             result.notes.append(
@@ -242,15 +272,58 @@ def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> Normalize
             )
         elif duration:
             point.goodput = good_count / duration
-        elif point.request_throughput is not None and int(rows["ok"].sum()):
-            point.goodput = point.request_throughput * good_count / int(rows["ok"].sum())
+        elif point.request_throughput is not None and int(ok.sum()):
+            point.goodput = point.request_throughput * good_count / int(ok.sum())
     return result
 
 
+def held_concurrency(starts: np.ndarray, ends: np.ndarray, window: tuple[float, float] | None = None) -> float | None:
+    """Time-weighted requests in flight: each request's [start, end] clipped to the window (by
+    default first start -> last end), summed, divided by the window. Missing when any request
+    lacks a start or an end (a partial sum would understate it)."""
+    starts, ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+    if not starts.size or not (np.isfinite(starts).all() and np.isfinite(ends).all()):
+        return None
+    low, high = window if window is not None else (float(starts.min()), float(ends.max()))
+    if not high > low:
+        return None
+    overlap = np.clip(np.minimum(ends, high) - np.maximum(starts, low), 0.0, None)
+    return float(overlap.sum() / (high - low))
+
+
+def judge_client(point: LoadPoint) -> None:
+    """Mark a closed-loop point client-bound when it held less than the harness's share of its
+    requested concurrency (`result.concurrency_shortfall`); open loops and points without an
+    achieved concurrency stay unjudged (None)."""
+    if point.client_bound is not None or point.request_rate is not None:
+        return
+    if point.concurrency is None or point.achieved_concurrency is None:
+        return
+    requests = None
+    if point.requests_completed is not None:
+        requests = point.requests_completed + (point.requests_failed or 0)
+        requests += int(point.extra.get("cancelled_in_flight") or 0)
+    reason = concurrency_shortfall(point.achieved_concurrency, point.concurrency, requests or None)
+    point.client_bound = reason is not None
+    point.extra["client_bound_reasons"] = [reason] if reason else []
+
+
 def finish(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedResult:
-    """Common tail of every parser: error rates, SLO recomputation."""
-    for point in result.points:
+    """Common tail of every parser: error rates, achieved concurrency from per-request start and
+    end times where the parser had none, SLO recomputation, the client-bound judgement."""
+    frame = result.requests
+    for index, point in enumerate(result.points):
         if point.error_rate is None and point.requests_completed is not None and point.requests_failed is not None:
             total = point.requests_completed + point.requests_failed
             point.error_rate = point.requests_failed / total if total else None
-    return apply_slo(result, slo)
+        if point.achieved_concurrency is None and frame is not None and len(frame):
+            rows = frame[frame["point"] == index]
+            starts = rows["start_s"].to_numpy(dtype=float)
+            held = held_concurrency(starts, starts + rows["e2e_ms"].to_numpy(dtype=float) / 1000.0)
+            if held is not None:
+                point.achieved_concurrency = held
+                point.extra["achieved_concurrency_source"] = "per-request start and end times"
+    apply_slo(result, slo)
+    for point in result.points:
+        judge_client(point)
+    return result

@@ -11,6 +11,15 @@ load point. Definition mapping (REFERENCE 1.8):
   but its distribution is token-weighted: the mean equals kvselect's per-token ITL mean exactly,
   percentiles are neither, so itl_ms gets the mean only and tpot_ms comes from per-request records
   when the file holds every request (`--metrics sample_size` trims them).
+
+Records vs totals (0.7-0.8): `requests.*` hold more records than `request_totals` counts (warm-up,
+cool-down, requests made after the window). A record is counted iff its `info.timings.request_start`
+is before `scheduler_metrics.measure_end_time` and its `request_end` is null or after
+`measure_start_time` (exact for every status in real 0.7.4 and 0.8.1 files); only counted records
+enter the per-request table. `incomplete` records are requests guidellm cancelled when the run
+ended: marked cancelled, not failures, not SLO misses. Achieved concurrency = every counted
+record's [request_start_time, request_end_time] clipped to the window / the window (reproduces
+guidellm's `request_concurrency.total.mean`).
 """
 
 from __future__ import annotations
@@ -33,13 +42,14 @@ from benchmarks.formats.common import (
     get_list,
     get_number,
     get_object,
+    held_concurrency,
     join,
     mean_only,
     number,
     request_frame,
     stats_from_array,
 )
-from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from benchmarks.result import CANCELLED, LoadPoint, NormalizedResult, Stats
 
 DEFINITIONS = {
     "ttft_ms": "guidellm time_to_first_token_ms: first token iteration - request start (same as kvselect)",
@@ -51,6 +61,8 @@ DEFINITIONS = {
     "by tokens; its mean is the per-token ITL mean (kept), its percentiles are not (dropped)",
     "e2e_ms": "guidellm request_latency (seconds, converted): request start -> request end",
     "request_throughput": "guidellm requests_per_second.successful.mean over the measurement window",
+    "achieved_concurrency": "requests in flight (any status) over guidellm's measurement window, from its request "
+    "records (= its request_concurrency.total.mean)",
     "output_token_throughput": "guidellm output_tokens_per_second.successful.mean (time distribution)",
     "goodput": "guidellm 0.8 request_goodput (errored requests count as non-conforming) against config.slo",
 }
@@ -65,7 +77,6 @@ MEAN_METRICS = (
     ("request_throughput", "requests_per_second"),
     ("output_token_throughput", "output_tokens_per_second"),
     ("input_token_throughput", "prompt_tokens_per_second"),
-    ("achieved_concurrency", "request_concurrency"),
     ("goodput", "request_goodput"),
 )
 PERCENTILE_ORDER = ("p001", "p01", "p05", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "p999")
@@ -255,6 +266,7 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
     )
     if incomplete:
         point.extra["requests_incomplete"] = incomplete
+        point.extra["cancelled_in_flight"] = incomplete  # guidellm's "incomplete": cancelled when the run ended
     if cap is not None:  # throughput mode: a cap on in-flight requests, not a requested concurrency
         point.extra["max_concurrency"] = cap
     point.ttft_ms = _stats(
@@ -294,21 +306,84 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
         for src, dst in (("model", "model"), ("target", "backend_target")):
             if isinstance(backend.get(src), str) and backend[src]:
                 result.metadata.setdefault(dst, backend[src])
-    frame = _requests(bench, path, index, point)
-    if frame is not None:
-        complete = completed is not None and len(frame) == completed + (failed or 0) + (incomplete or 0)
+    window = _measure_window(bench, path)
+    records = _requests(bench, path, index, window)
+    frame = None
+    if records is not None:
+        frame, counted, spans = records
+        by_status = {status: int(counted[status].sum()) for status in counted}
+        totals_known = completed is not None
+        expected = {"successful": completed or 0, "errored": failed or 0, "incomplete": incomplete or 0}
+        left_out = sum(len(mask) - int(mask.sum()) for mask in counted.values())
+        if window is not None and left_out:
+            result.notes.append(
+                f"point {index}: {left_out} request records lie outside guidellm's measurement window (warm-up, "
+                "cool-down or after its end) and are left out, as guidellm's own totals leave them out"
+            )
+        complete = totals_known and all(by_status.get(k, 0) == v for k, v in expected.items())
         ok = frame[frame["ok"]]
         if complete and ok["tpot_ms"].notna().any():
             point.tpot_ms = stats_from_array(ok["tpot_ms"].to_numpy(dtype=float))
         elif not complete:
+            held = sum(by_status.values())
             result.notes.append(
-                f"point {index}: the file holds {len(frame)} sampled requests; TPOT (kvselect definition) "
-                "not derivable from guidellm's token-weighted aggregates"
+                f"point {index}: the file holds {held} of the {sum(expected.values())} requests guidellm counted "
+                "(sampled); TPOT (kvselect definition) not derivable from guidellm's token-weighted aggregates"
+                if totals_known
+                else f"point {index}: guidellm's request totals are missing; TPOT not derived from its records"
             )
+        if complete and window is not None:
+            point.achieved_concurrency = held_concurrency(spans[0], spans[1], window)
+            point.extra["achieved_concurrency_source"] = (
+                "guidellm request records, each clipped to the measurement window (requests in flight, any status)"
+            )
+    if point.achieved_concurrency is None:
+        concurrency_dist = metrics.get("request_concurrency")
+        if isinstance(concurrency_dist, dict) and isinstance(concurrency_dist.get("total"), dict):
+            point.achieved_concurrency = number(
+                concurrency_dist["total"].get("mean"), join(mpath, "request_concurrency.total.mean")
+            )
+        else:
+            distribution = _distribution(metrics, "request_concurrency", mpath)
+            if distribution is not None:
+                point.achieved_concurrency = number(
+                    distribution.get("mean"), join(mpath, "request_concurrency.successful.mean")
+                )
     return point, frame
 
 
-def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) -> Any:
+def _measure_window(bench: dict[str, Any], path: str) -> tuple[float, float] | None:
+    """guidellm's measurement window (0.7+: scheduler_metrics.measure_start/end_time)."""
+    scheduler = bench.get("scheduler_metrics")
+    if not isinstance(scheduler, dict):
+        return None
+    spath = join(path, "scheduler_metrics")
+    start = get_number(scheduler, "measure_start_time", spath)
+    end = get_number(scheduler, "measure_end_time", spath)
+    return (start, end) if start is not None and end is not None and end > start else None
+
+
+def _counted(record: dict[str, Any], rp: str, window: tuple[float, float] | None) -> bool:
+    """Whether guidellm's totals count a record: it started before the window's end and did not
+    end before its start (`info.timings.request_start/request_end`; checked against every record
+    of real 0.7.4 and 0.8.1 files, warm-up and cool-down included)."""
+    if window is None:
+        return True
+    info = record.get("info")
+    timings = info.get("timings") if isinstance(info, dict) else None
+    if not isinstance(timings, dict):
+        return True
+    tpath = join(join(rp, "info"), "timings")
+    started = get_number(timings, "request_start", tpath)
+    ended = get_number(timings, "request_end", tpath)
+    if started is None:
+        return False  # never sent
+    return started < window[1] and (ended is None or ended > window[0])
+
+
+def _requests(bench: dict[str, Any], path: str, index: int, window: tuple[float, float] | None) -> Any:
+    """The per-request frame of the records guidellm counted, which records were counted per
+    status, and each counted record's [start, end] (for the concurrency held)."""
     requests = bench.get("requests")
     if requests is None:
         return None
@@ -320,6 +395,7 @@ def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) ->
         for k in (
             "request_id",
             "start",
+            "end",
             "ttft_ms",
             "tpot_ms",
             "e2e_ms",
@@ -329,14 +405,19 @@ def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) ->
             "error",
         )
     }
+    counted: dict[str, np.ndarray] = {}
     for status in ("successful", "errored", "incomplete"):
         records = requests.get(status)
         if records is None:
             continue
         records = expect_list(records, join(rpath, status))
+        mask = np.zeros(len(records), dtype=bool)
         for i, record in enumerate(records):
             rp = f"{join(rpath, status)}[{i}]"
             record = expect_object(record, rp)
+            if not _counted(record, rp, window):
+                continue
+            mask[i] = True
             info = record.get("info") if isinstance(record.get("info"), dict) else {}
             rid = record.get("request_id")
             rows["request_id"].append(rid if isinstance(rid, str) else None)
@@ -344,6 +425,10 @@ def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) ->
             if started is None:
                 started = get_number(record, "start_time", rp)
             rows["start"].append(started)
+            ended = get_number(record, "request_end_time", rp)
+            if ended is None:
+                ended = get_number(record, "end_time", rp)
+            rows["end"].append(ended)
             latency = get_number(record, "request_latency", rp)
             if latency is None:
                 end = get_number(record, "end_time", rp)
@@ -366,18 +451,26 @@ def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) ->
             rows["output_tokens"].append(output_tokens)
             rows["ok"].append(status == "successful")
             error = info.get("error") if info else record.get("error")
-            rows["error"].append(error if isinstance(error, str) else (status if status != "successful" else None))
+            message = error if isinstance(error, str) else None
+            if status == "incomplete":  # guidellm cancels the requests still in flight when a run ends
+                rows["error"].append(f"{CANCELLED}: {message}" if message else CANCELLED)
+            else:
+                rows["error"].append(message or (status if status != "successful" else None))
+        counted[status] = mask
     n = len(rows["ok"])
-    if n == 0:
+    if n == 0 and not counted:
         return None
 
     def col(name: str) -> np.ndarray:
         return np.array([np.nan if v is None else v for v in rows[name]], dtype=float)
 
     starts = col("start")
+    ends = col("end")
+    if window is not None:  # a request cut at the end has no end time of its own: it ran to the end
+        ends = np.where(np.isnan(ends) & np.isfinite(starts), window[1], ends)
     origin = start if start is not None else (np.nanmin(starts) if np.isfinite(starts).any() else 0.0)
     tpot = col("tpot_ms")
-    return request_frame(
+    frame = request_frame(
         {
             "point": np.full(n, index, dtype=np.int32),
             "request_id": np.array(rows["request_id"], dtype=object),
@@ -393,6 +486,7 @@ def _requests(bench: dict[str, Any], path: str, index: int, point: LoadPoint) ->
         },
         n,
     )
+    return frame, counted, (starts, ends)
 
 
 # --- CSV ----------------------------------------------------------------------------------------
@@ -564,17 +658,24 @@ def _csv_stats(cells: dict[tuple[str, str, str], str], group: str, metric: str, 
 def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: NormalizedResult, row: int) -> LoadPoint:
     strategy = cells.get(("Benchmark", "Strategy", ""), "")
     kind, _, value = strategy.partition("@")
-    if not value:  # 0.4-0.6 write the bare kind; the profile holds the streams/rates run
+    if not value:  # 0.4-0.7 write the bare kind; the profile holds the streams/rates run
         try:
             profile = json.loads(cells.get(("Run Info", "Profile", ""), "") or "null")
         except ValueError:
             profile = None
+        setting = None
         done = profile.get("completed_strategies") if isinstance(profile, dict) else None
         if isinstance(done, list) and row < len(done) and isinstance(done[row], dict):
             setting = done[row].get("streams") if kind == "concurrent" else done[row].get("rate")
-            if isinstance(setting, (int, float)) and not isinstance(setting, bool):
-                value = str(setting)
-                strategy = f"{kind}@{setting:g}"
+        elif isinstance(profile, dict) and profile.get("kind") == kind:
+            # 0.7: no completed_strategies; the profile lists the streams (or rates), one per benchmark row
+            listed = profile.get("streams") if kind == "concurrent" else profile.get("rate")
+            listed = listed if isinstance(listed, list) else [listed]
+            if row < len(listed):
+                setting = listed[row]
+        if isinstance(setting, (int, float)) and not isinstance(setting, bool):
+            value = str(setting)
+            strategy = f"{kind}@{setting:g}"
     concurrency = rate = None
     try:
         if kind == "synchronous":
@@ -605,7 +706,17 @@ def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: Normal
     if not tpot_incl.is_empty():
         point.extra["guidellm_time_per_output_token_ms"] = tpot_incl.__dict__.copy()
     point.request_throughput = _csv_number(cells, ("Server Throughput", "Successful Requests/Sec", "Mean"), line)
-    point.achieved_concurrency = _csv_number(cells, ("Server Throughput", "Successful Concurrency", "Mean"), line)
+    # requests in flight of every status, as the JSON's request_concurrency.total (the CSV has one
+    # column per status; the sum of their means is the total's mean)
+    held = [
+        _csv_number(cells, ("Server Throughput", f"{status} Concurrency", "Mean"), line)
+        for status in ("Successful", "Incomplete", "Errored")
+    ]
+    point.achieved_concurrency = None if held[0] is None else sum(v for v in held if v is not None)
+    incomplete = _csv_number(cells, ("Request Counts", "Incomplete", ""), line)
+    if incomplete:
+        point.extra["requests_incomplete"] = int(incomplete)
+        point.extra["cancelled_in_flight"] = int(incomplete)
     point.output_token_throughput = _csv_number(
         cells, ("Token Throughput", "Successful Output Tokens/Sec", "Mean"), line
     )

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from benchmarks.formats.base import FormatError, Source, type_name
-from benchmarks.formats.common import expect_object, finish, number
+from benchmarks.formats.common import expect_object, finish, number, pooled_itl_mean
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 
 TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0}
@@ -21,6 +21,9 @@ STAT_MAP = {"mean": "avg", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99
 # Rows only aiperf writes: they tell its CSV from genai-perf's.
 AIPERF_CSV_MARKERS = ("Inter Chunk Latency", "Credit", "Error Request Count", "Error Input Sequence Length")
 CSV_LATENCY = {"Time to First Token": "ttft_ms", "Inter Token Latency": "tpot_ms", "Request Latency": "e2e_ms"}
+# rows whose `sum` column the per-token ITL mean is derived from (aiperf's decode duration = latency - TTFT)
+SUM_ROWS = ("Decode Duration", "Output Sequence Length")
+TIMED = ("Decode Duration",)
 
 
 def unit_scale(unit: Any, path: str) -> float:
@@ -101,11 +104,19 @@ def parse_metric_csv(
         raise FormatError(f"CSV table 1: expected header 'Metric,avg,...', got {','.join(header[:3])!r}")
     result = NormalizedResult(tool=tool, format=f"{tool}-csv", definitions=dict(definitions))
     point = LoadPoint(label=tool)
+    sums: dict[str, float] = {}
     for line, row in enumerate(tables[0][1:], start=2):
         if len(row) != len(header):
             raise FormatError(f"CSV table 1 line {line}: has {len(row)} columns, header has {len(header)}")
         name, unit = unit_of(row[0])
         cells = dict(zip(header, row, strict=False))
+        if name in SUM_ROWS:
+            total = _cell(cells, "sum", line, row[0])
+            if total is not None:
+                sums[name] = total * (unit_scale(unit, f"CSV table 1 line {line} ({row[0]})") if name in TIMED else 1.0)
+        if name == "Effective Concurrency":  # aiperf: time-weighted requests in flight
+            point.achieved_concurrency = _cell(cells, "avg", line, row[0])
+            continue
         target = CSV_LATENCY.get(name)
         if target is None and name != "Inter Chunk Latency":
             continue
@@ -131,6 +142,7 @@ def parse_metric_csv(
             point.extra["itl_chunk_ms"] = values
         else:
             setattr(point, target, Stats(**values))
+    error_rate = None
     for table in tables[1:]:
         if table[0][:2] != ["Metric", "Value"]:
             continue
@@ -166,12 +178,42 @@ def parse_metric_csv(
             elif key == "error request count":
                 point.requests_failed = int(value)
                 point.extra["error_request_count"] = int(value)
+            elif key == "request error rate":
+                error_rate = value / 100.0 if unit == "%" else value
     if point.ttft_ms.is_empty() and point.e2e_ms.is_empty():
         if "error_request_count" not in point.extra:
             raise FormatError("CSV: no Time to First Token or Request Latency row, nor an Error Request Count")
         result.notes.append("every request failed: no latency rows in the CSV")
         if point.requests_completed is None:
             point.requests_completed = 0
-    result.notes.append("CSV export carries no run configuration; concurrency/rate unknown")
+    if error_rate is not None:
+        point.error_rate = error_rate
+        if point.requests_failed is None and error_rate == 0 and point.requests_completed is not None:
+            point.requests_failed = 0  # aiperf writes no Error Request Count row when nothing failed
+    if point.requests_failed:
+        result.notes.append(
+            "the CSV does not say which errors were requests the client cancelled (the JSON export does): all are "
+            "counted as failed"
+        )
+    decode, osl, count = sums.get("Decode Duration"), sums.get("Output Sequence Length"), point.requests_completed
+    if point.itl_ms.is_empty() and decode is not None and osl is not None and count:
+        # per-token ITL mean = total decode time (latency - TTFT) / total token gaps, exact for any chunking
+        point.itl_ms = Stats(mean=pooled_itl_mean(decode, 0.0, osl - count))
+    result.notes.append("CSV export carries no run configuration; the requested concurrency/rate is unknown")
     result.points.append(point)
     return finish(result, slo)
+
+
+def _cell(cells: dict[str, str], column: str, line: int, name: str) -> float | None:
+    raw = cells.get(column, "")
+    if raw.strip() == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise FormatError(
+            f"CSV table 1 line {line} ({name}), column {column}: expected a number, got {raw[:30]!r}"
+        ) from None
+    if not math.isfinite(value):
+        raise FormatError(f"CSV table 1 line {line} ({name}), column {column}: expected a finite number, got {raw!r}")
+    return value

@@ -30,7 +30,7 @@ def _lines(source: Source, strict: bool) -> list[dict[str, Any]]:
     docs = []
     text = source.text if strict else source.head
     lines = text.splitlines()
-    if not strict and len(source.data) > len(source.head.encode()):
+    if not strict and source.head_is_partial:
         lines = lines[:1]
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -47,6 +47,13 @@ def _lines(source: Source, strict: bool) -> list[dict[str, Any]]:
 
 
 def sniff(source: Source) -> str | None:
+    head = source.head
+    if source.head_is_partial and head.lstrip().startswith("{") and "\n" not in head.strip():
+        # one run with --output-details can make line 1 longer than the head: judge it by its keys
+        missing = [k for k in REQUIRED if f'"{k}"' not in head]
+        if missing:
+            return f"first line longer than the head, without the SGLang keys {missing}"
+        return "has vLLM's model_id key" if '"model_id"' in head else None
     try:
         doc = _lines(source, strict=False)[0]
     except FormatError as error:

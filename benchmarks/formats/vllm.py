@@ -7,6 +7,12 @@ shows one token per chunk, otherwise only its mean (exact for any chunking) is k
 chunk statistics go to `extra["itl_chunk_ms"]`. `--append-result` files (one object per line)
 become one load point per object. ≤0.8 wrote `"request_goodput:"` (trailing colon).
 
+Per-request lists are used only when they are whole: ≤0.8 files have no `latencies`, so e2e is
+ttft + the listed gaps; their lists hold one gap per chunk (a chunk may carry several tokens), so
+their length proves nothing, but their mean TPOT must give back the file's `mean_tpot_ms`. When
+it does not (gaps missing) or cannot be checked, the tool's summary figures stay and what they do
+not give is missing, with a note.
+
 Large detailed files (>8 MiB) are read with pyarrow and the per-request lists turned into numpy
 arrays directly (no Python objects per request).
 """
@@ -27,6 +33,7 @@ from benchmarks.formats.common import (
     finish,
     get_int,
     get_number,
+    held_concurrency,
     join,
     mean_only,
     number,
@@ -44,6 +51,8 @@ DEFINITIONS = {
     "kvselect ITL only when each chunk carried one token, else only the exact mean",
     "e2e_ms": "vLLM e2el: request send -> last chunk",
     "request_throughput": "vLLM: completed / benchmark duration",
+    "achieved_concurrency": "sum of per-request latencies / (last end - first start), from start_times and "
+    "latencies; vLLM's max_concurrent_requests counts requests active in a 1-second bucket and is not a concurrency",
     "goodput": "vLLM request_goodput: requests meeting --goodput SLOs / duration (SLOs not saved in the file)",
 }
 
@@ -403,7 +412,7 @@ def parse_serving_doc(
     latencies = _float_array(doc, "latencies", path)
     start_times = _float_array(doc, "start_times", path)
     itls = _itl_arrays(doc, path)
-    per_token_itl_exact = False
+    itl_pooled = None
     if ttfts is not None:
         n = len(ttfts)
         for key, array in (
@@ -424,6 +433,7 @@ def parse_serving_doc(
             if errors is not None
             else (output_lens > 0 if output_lens is not None else np.ones(n, dtype=bool))
         )
+        every_request = n == completed + (failed or 0) or n == int(ok.sum()) == completed
         ttft_ms = ttfts * 1000.0
         itl_sum_ms = None
         if itls is not None:
@@ -434,30 +444,50 @@ def parse_serving_doc(
                 starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
                 sums[nonempty] = np.add.reduceat(flat, starts[nonempty]) if nonempty.any() else 0.0
             itl_sum_ms = sums * 1000.0
+        tokens = output_lens if output_lens is not None else np.full(n, np.nan)
         if latencies is not None:
             e2e_ms = latencies * 1000.0
         elif itl_sum_ms is not None:
             e2e_ms = ttft_ms + itl_sum_ms
-            result.notes.append(f"point {index}: per-request e2e derived as ttft + sum of inter-chunk gaps")
         else:
             e2e_ms = np.full(n, np.nan)
         ttft_ms = np.where(ok, ttft_ms, np.nan)
         e2e_ms = np.where(ok, e2e_ms, np.nan)
-        tokens = output_lens if output_lens is not None else np.full(n, np.nan)
         tpot_ms = per_request_tpot(e2e_ms, ttft_ms, tokens)
         itl_mean = np.full(n, np.nan)
         if itl_sum_ms is not None:
             with np.errstate(invalid="ignore", divide="ignore"):
                 itl_mean = np.where(ok & (tokens > 1), itl_sum_ms / (tokens - 1), np.nan)
-            ok_multi = ok & (tokens > 1)
-            if (
-                n == completed + (failed or 0)
-                and ok_multi.any()
-                and np.array_equal(itls[1][ok_multi], (tokens[ok_multi] - 1).astype(np.int64))
-            ):
-                per_token_itl_exact = True
-                ok_rows = np.repeat(ok, itls[1])
-                itl_pooled = stats_from_array(itls[0][ok_rows] * 1000.0)
+        # Per-request lists are only used when they are whole. A real file keeps one gap per chunk
+        # (a chunk may hold several tokens), so a short list is not proof of a cut; the check is
+        # that the lists give back the tool's own mean TPOT.
+        if latencies is None and itl_sum_ms is not None:
+            consistent, why = _lists_reproduce_tpot(tpot_ms, tpot.mean, every_request)
+            if not consistent:
+                e2e_ms[:] = np.nan
+                tpot_ms[:] = np.nan
+                itl_mean[:] = np.nan
+                result.notes.append(
+                    f"point {index}: per-request e2e, TPOT and ITL not derived from the inter-token lists: {why}; "
+                    "the tool's own summary figures are kept and the figures they do not give are missing"
+                )
+        elif latencies is not None and itl_sum_ms is not None:
+            whole = np.isclose(itl_sum_ms, e2e_ms - ttft_ms, rtol=1e-3, atol=0.5) | ~np.isfinite(e2e_ms)
+            if not whole.all():
+                itl_mean[:] = np.nan
+                result.notes.append(
+                    f"point {index}: the inter-token lists of {int((~whole).sum())} requests do not add up to their "
+                    "latency - TTFT: per-request ITL not derived"
+                )
+        ok_multi = ok & (tokens > 1) & np.isfinite(itl_mean)
+        if (
+            itls is not None
+            and every_request
+            and ok_multi.any()
+            and np.array_equal(itls[1][ok_multi], (tokens[ok_multi] - 1).astype(np.int64))
+        ):
+            ok_rows = np.repeat(ok, itls[1])  # one token per chunk: chunk gaps are token gaps
+            itl_pooled = stats_from_array(itls[0][ok_rows] * 1000.0)
         start_s = start_times - np.nanmin(start_times) if start_times is not None and n else None
         frame = request_frame(
             {
@@ -474,11 +504,15 @@ def parse_serving_doc(
             },
             n,
         )
-        ok_frame = ok
-        if n == completed + (failed or 0) or n == int(ok.sum()) == completed:
-            ttft = _merge(ttft, stats_from_array(ttft_ms[ok_frame]))
-            tpot = _merge(tpot, stats_from_array(tpot_ms[ok_frame]))
-            e2e = _merge(e2e, stats_from_array(e2e_ms[ok_frame]))
+        if every_request:
+            ttft = _merge(ttft, stats_from_array(ttft_ms[ok]))
+            tpot = _merge(tpot, stats_from_array(tpot_ms[ok]))
+            e2e = _merge(e2e, stats_from_array(e2e_ms[ok]))
+            if start_times is not None and latencies is not None:
+                held = held_concurrency(start_times, start_times + latencies)
+                if held is not None:
+                    point.achieved_concurrency = held
+                    point.extra["achieved_concurrency_source"] = "start_times + latencies of every request"
         else:
             result.notes.append(
                 f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); "
@@ -487,16 +521,16 @@ def parse_serving_doc(
     point.ttft_ms, point.tpot_ms, point.e2e_ms = ttft, tpot, e2e
     if not itl_chunk.is_empty():
         point.extra["itl_chunk_ms"] = itl_chunk.__dict__.copy()
-    if per_token_itl_exact:
+    if itl_pooled is not None:
         point.itl_ms = _merge(itl_chunk, itl_pooled)
     else:
-        if frame is not None:
+        if frame is not None and len(frame) == completed + (failed or 0):
             okf = frame["ok"].to_numpy(dtype=bool)
             t = frame["output_tokens"].to_numpy(dtype=float)[okf]
             e = frame["e2e_ms"].to_numpy(dtype=float)[okf]
             f = frame["ttft_ms"].to_numpy(dtype=float)[okf]
             valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
-            if valid.any() and len(frame) == completed + (failed or 0):
+            if valid.any() and valid.sum() == okf.sum():
                 point.itl_ms = mean_only(
                     pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum()))
                 )
@@ -504,8 +538,30 @@ def parse_serving_doc(
             point.itl_ms = mean_only(
                 pooled_itl_mean(e2e.mean * completed, ttft.mean * completed, total_output - completed)
             )
+        if point.itl_ms.is_empty() and not itl_chunk.is_empty():
+            result.notes.append(
+                f"point {index}: per-token ITL missing: the tool's ITL is per chunk (kept in extra.itl_chunk_ms) "
+                "and neither whole per-request lists nor a mean e2e latency give it per token"
+            )
     _collect_metadata(doc, result, flavour)
     return point, frame
+
+
+def _lists_reproduce_tpot(tpot_ms: np.ndarray, file_mean: float | None, every_request: bool) -> tuple[bool, str]:
+    """Whether TPOT recomputed from the per-request lists matches the tool's own mean TPOT (then
+    no gap is missing from them). Real files agree to rounding (checked on vLLM 0.8.5
+    benchmark_serving.py files with 1-6 tokens per chunk: 1e-6 relative)."""
+    if not every_request:
+        return False, "they do not hold every request, so they cannot be checked"
+    if file_mean is None:
+        return False, "the file has no mean TPOT to check them against"
+    values = tpot_ms[np.isfinite(tpot_ms)]
+    if not values.size:
+        return False, "they give no TPOT"
+    recomputed = float(values.mean())
+    if math.isclose(recomputed, file_mean, rel_tol=1e-3, abs_tol=1e-3):
+        return True, ""
+    return False, f"their mean TPOT is {recomputed:.4g} ms, the tool's is {file_mean:.4g} ms (gaps missing)"
 
 
 def _collect_metadata(doc: dict[str, Any], result: NormalizedResult, flavour: str) -> None:

@@ -11,6 +11,11 @@ Canonical series: kv_usage_ratio (0..1), prefix_hit_ratio (per interval, from to
 the engine has them, else its own gauge), running, waiting, preemptions (cumulative),
 kv_used_tokens, cpu_kv_usage_ratio, swap_out / swap_in (cumulative tokens or bytes offloaded and
 loaded back).
+
+The KV capacity the engine allocated, when its metrics state it (vLLM's `vllm:cache_config_info`
+num_gpu_blocks x block_size, SGLang's `sglang:max_total_num_tokens`, TensorRT-LLM's max blocks x
+tokens per block), is kept as `kv_capacity` {tokens, source}: the measured capacity the capacity
+page compares with its prediction.
 """
 
 from __future__ import annotations
@@ -163,6 +168,28 @@ def map_samples(samples: dict[str, list[tuple[dict[str, str], float]]], engine: 
     return values
 
 
+def kv_capacity(samples: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, Any] | None:
+    """The KV tokens the engine allocated, from the metrics that state it, with where it came from."""
+    for labels, _value in samples.get("vllm:cache_config_info", []):
+        blocks, size = labels.get("num_gpu_blocks"), labels.get("block_size")
+        if blocks and size and blocks.isdigit() and size.isdigit():
+            return {
+                "tokens": int(blocks) * int(size),
+                "source": f"vllm:cache_config_info num_gpu_blocks {blocks} x block_size {size}",
+            }
+    found = [v for _, v in samples.get("sglang:max_total_num_tokens", []) if v > 0]
+    if found:
+        return {"tokens": int(max(found)), "source": "sglang:max_total_num_tokens"}
+    blocks = [v for _, v in samples.get("trtllm_kv_cache_max_blocks", [])]
+    per_block = [v for _, v in samples.get("trtllm_kv_cache_tokens_per_block", [])]
+    if blocks and per_block and blocks[0] > 0 and per_block[0] > 0:
+        return {
+            "tokens": int(blocks[0] * per_block[0]),
+            "source": "trtllm_kv_cache_max_blocks x trtllm_kv_cache_tokens_per_block",
+        }
+    return None
+
+
 def map_trtllm_json(stats: Any) -> dict[str, float]:
     """TensorRT-LLM `/metrics` JSON (list of IterationStats, newest last) into canonical values."""
     if isinstance(stats, list):
@@ -200,6 +227,7 @@ class MetricsRecording:
     raw: dict[str, list[list[float]]] = field(default_factory=dict)
     absent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    kv_capacity: dict[str, Any] | None = None  # {tokens, source} when the engine's metrics state it
     scrapes: int = 0
     failed_scrapes: int = 0
 
@@ -228,6 +256,7 @@ class MetricsRecording:
             "scrapes": self.scrapes,
             "failed_scrapes": self.failed_scrapes,
             "run_prefix_hit_ratio": self.run_prefix_hit_ratio(),
+            "kv_capacity": self.kv_capacity,
         }
 
 
@@ -334,8 +363,20 @@ class MetricsSampler:
                 stats = json.loads(body)
             except RecursionError as exc:  # hostile nesting: refused like any unparseable scrape
                 raise ValueError("metrics JSON is nested too deeply") from exc
+            kv = (stats[-1] if isinstance(stats, list) and stats else stats) or {}
+            kv = kv.get("kvCacheStats") if isinstance(kv, dict) else None
+            if (
+                isinstance(kv, dict)
+                and isinstance(kv.get("maxNumBlocks"), int)
+                and isinstance(kv.get("tokensPerBlock"), int)
+            ):
+                self.recording.kv_capacity = {
+                    "tokens": kv["maxNumBlocks"] * kv["tokensPerBlock"],
+                    "source": "TensorRT-LLM /metrics kvCacheStats maxNumBlocks x tokensPerBlock",
+                }
             return map_trtllm_json(stats), {}
         samples = parse_prometheus(body)
+        self.recording.kv_capacity = kv_capacity(samples) or self.recording.kv_capacity
         engine = self.engine
         if engine == "auto":
             engine = detect_engine(samples) or "unknown"

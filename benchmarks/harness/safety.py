@@ -39,6 +39,11 @@ def _resolve(host: str, port: int) -> list[str]:
     return sorted({info[4][0] for info in infos})
 
 
+def resolve(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to (the lookup `check_target` uses when given no resolver)."""
+    return _resolve(host, port)
+
+
 def _forbidden_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped

@@ -1,4 +1,4 @@
-"""The five KV-cache validation tests of DOMAIN.md, run against any OpenAI-compatible endpoint.
+"""The five KV-cache validation tests of docs/domain.md, run against any OpenAI-compatible endpoint.
 
 Each test has `plan_<test>(constraints) -> params` (a plain, JSON-serialisable dict the user may
 edit) and `run_<test>(target, params, cancel=None, progress=None) -> NormalizedResult` with

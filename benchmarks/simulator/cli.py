@@ -18,9 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help="model name (label only until the capacity model is wired: the KV size comes from "
-        "--kv-bytes-per-token/--weight-bytes; default Llama-3.1-8B BF16)",
+        help="a shipped model config (Llama-3.1-70B, Qwen2.5-7B, ...; see `manage.py kvcapacity`): the KV size, "
+        "weights and block pool come from it with vLLM's rules; any other name needs --kv-bytes-per-token",
     )
+    parser.add_argument("--tp", type=int, default=1, help="tensor parallelism the shipped config is sharded over")
+    parser.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp8"), help="KV-cache precision")
     parser.add_argument("--gpu", default="H100", choices=sorted(GPU_PROFILES))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8100)
@@ -77,16 +79,48 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
     if options["model"] != DEFAULT_MODEL:
         values["served_model_name"] = f"kvsim-{options['model']}"
     if options.get("kv_bytes_per_token") is None and options.get("num_blocks") is None:
-        plan = capacity_plan(options["model"], options["gpu"])
+        plan = capacity_plan(
+            options["model"], options["gpu"], options.get("tp") or 1, options.get("kv_dtype") or "bf16"
+        )
         if plan is not None:
             return SimConfig.from_capacity_plan(plan, **{k: v for k, v in values.items() if k != "num_blocks"})
+        if options["model"].lower() != DEFAULT_MODEL and shipped_names():
+            raise SimConfigError(
+                f"model: {options['model']!r} is not a shipped model config (shipped: {', '.join(shipped_names())}); "
+                "give --kv-bytes-per-token and --weight-bytes to simulate another model"
+            )
     return SimConfig(**values)
+
+
+def shipped_names() -> list[str]:
+    """The shipped model configs the capacity model can size, or none when the simulator runs on its own."""
+    try:
+        from selection.domain import capacity  # optional: the simulator also runs without kvselect's selection
+    except ImportError:
+        return []
+    return list(capacity.shipped_models())
+
+
+def describe_serving(config: SimConfig, options: dict[str, Any]) -> str:
+    """What the simulator serves, how it was sized, and the model name a client must send."""
+    sized = (
+        f"sized from the shipped config {options['model']} (TP {options.get('tp') or 1}, KV "
+        f"{options.get('kv_dtype') or 'bf16'}, vLLM rules on one {config.gpu})"
+        if options.get("kv_bytes_per_token") is None and options.get("num_blocks") is None
+        else "sized from --kv-bytes-per-token / --num-blocks"
+    )
+    tokens = config.total_blocks * config.effective_block_size
+    return (
+        f"{sized}: {config.kv_bytes_per_token:,} KV bytes per token, {config.total_blocks:,} blocks of "
+        f"{config.effective_block_size} tokens = {tokens:,} tokens of KV cache\n"
+        f"model name to send (the candidate's Model name): {config.served_model_name}"
+    )
 
 
 CAPACITY_GPU_NAMES = {"H100": "H100-80GB", "H200": "H200-141GB", "A100-80G": "A100-80GB", "L40S": "L40S-48GB"}
 
 
-def capacity_plan(model: str, gpu: str) -> Any:
+def capacity_plan(model: str, gpu: str, tp: int = 1, kv_dtype: str = "bf16") -> Any:
     """Size the block pool with kvselect's capacity model when `model` is a shipped config (vLLM rules).
 
     Returns None for names the capacity model does not know (the simulator's defaults apply)."""
@@ -97,13 +131,24 @@ def capacity_plan(model: str, gpu: str) -> Any:
     names = {name.lower(): name for name in capacity.shipped_models()}
     if model.lower() not in names:
         return None
-    return capacity.plan_for_model(
-        names[model.lower()],
-        gpu=CAPACITY_GPU_NAMES.get(gpu, gpu),
-        engine="vllm",
-        block_size=16,
-        gpu_memory_utilization=0.9,
-    )
+    try:
+        plan = capacity.plan_for_model(
+            names[model.lower()],
+            gpu=CAPACITY_GPU_NAMES.get(gpu, gpu),
+            engine="vllm",
+            block_size=16,
+            gpu_memory_utilization=0.9,
+            tp=tp,
+            kv_dtype=kv_dtype,
+        )
+    except capacity.CapacityError as exc:
+        raise SimConfigError(f"model: {exc}") from None
+    if plan.num_blocks <= 0:
+        raise SimConfigError(
+            f"model: {names[model.lower()]} leaves no room for a KV cache on one {gpu} at TP {tp} "
+            f"({plan.weight_bytes_per_rank / 2**30:.0f} GiB of weights per GPU): give a larger --tp"
+        )
+    return plan
 
 
 def run(options: dict[str, Any], stdout=sys.stdout) -> int:
@@ -135,6 +180,7 @@ def run(options: dict[str, Any], stdout=sys.stdout) -> int:
         return 0
     from benchmarks.simulator.server import serve_forever
 
+    print(describe_serving(config, options), file=stdout, flush=True)
     try:
         asyncio.run(serve_forever(config, options["host"], options["port"]))
     except KeyboardInterrupt:

@@ -1,8 +1,12 @@
 """Accepting an uploaded result file (API, upload form, `manage.py ingest`).
 
 Nothing is half-written: small files are parsed before anything is stored (a parse failure
-stores nothing); large ones are stored raw and parsed on the `default` queue. A retried upload
-with the same Idempotency-Key returns the first run.
+stores nothing); large ones are stored raw and parsed on the `default` queue, once their first
+bytes look like a known format (else 400 with every format's refusal, nothing stored). A retried
+upload with the same Idempotency-Key and the same file returns the first run; the same key with
+another file is a 409 naming the key and the first run (a CI job's key must name its file).
+An upload whose file names another model or engine, or holds fewer than 20 requests, is stored
+with its warnings and counts for scoring once confirmed (`benchmarks.uploads.quality`).
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import zlib
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from benchmarks.formats import format_names
+from benchmarks.formats import HEAD_BYTES, detect_head, format_names
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.storage import SavedFiles, apply_result, sha256_hex
 from benchmarks.suite import TEST_IDS
 from benchmarks.tasks import enqueue_parse
 from benchmarks.uploads.parse import parse_bytes, selection_slo
+from benchmarks.uploads.quality import warnings_for_candidate
 from selection.models import Candidate
 
 
@@ -60,6 +65,18 @@ def find_idempotent(candidate: Candidate, key: str) -> BenchmarkRun | None:
     return BenchmarkRun.objects.filter(candidate=candidate, idempotency_key=key).first() if key else None
 
 
+def same_upload(existing: BenchmarkRun, key: str, sha256: str) -> BenchmarkRun:
+    """The first run of a retried upload; the key reused for another file is a conflict."""
+    if existing.raw_sha256 and existing.raw_sha256 != sha256:
+        raise IngestError(
+            "Idempotency-Key",
+            f"the key {key!r} was already used for run #{existing.pk} with a different file "
+            f"(SHA-256 {existing.raw_sha256[:12]}…, this one {sha256[:12]}…); give each file its own key",
+            409,
+        )
+    return existing
+
+
 def ingest_upload(
     *,
     candidate: Candidate,
@@ -89,12 +106,15 @@ def ingest_upload(
         compressed_size = len(data)
         data = gunzip_bounded(data, settings.KVSELECT_MAX_UPLOAD_BYTES)
         filename = filename[:-3] if (filename or "").lower().endswith(".gz") else filename
+    digest = sha256_hex(data)
     existing = find_idempotent(candidate, idempotency_key)
     if existing:
-        return existing, False
+        return same_upload(existing, idempotency_key, digest), False
     if synchronous is None:
         synchronous = len(data) <= settings.KVSELECT_SYNC_PARSE_BYTES
     result = parse_bytes(data, filename, fmt, selection_slo(candidate)) if synchronous else None
+    if result is None:
+        detect_head(data[:HEAD_BYTES], filename)  # UnrecognisedFormat: nothing stored
     files = SavedFiles()
     try:
         with transaction.atomic():
@@ -106,7 +126,7 @@ def ingest_upload(
                 status=BenchmarkRun.Status.PARSING,
                 idempotency_key=idempotency_key[:200],
                 uploaded_by=uploader[:150],
-                raw_sha256=sha256_hex(data),
+                raw_sha256=digest,
                 params={
                     "filename": filename,
                     "format": fmt or "auto",
@@ -115,12 +135,13 @@ def ingest_upload(
             )
             files.save(run, Artifact.Kind.RAW, _safe_filename(filename), data)
             if result is not None:
+                run.quality_warnings = warnings_for_candidate(result, candidate)
                 apply_result(run, result, files, BenchmarkRun.Status.SUCCEEDED)
     except IntegrityError:
         files.discard()
         existing = find_idempotent(candidate, idempotency_key)
         if existing:  # a concurrent retry with the same key won the race
-            return existing, False
+            return same_upload(existing, idempotency_key, digest), False
         raise
     except BaseException:
         files.discard()

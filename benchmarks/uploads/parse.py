@@ -12,6 +12,7 @@ from benchmarks.formats import detect_and_parse
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.result import NormalizedResult
 from benchmarks.storage import SavedFiles, apply_result
+from benchmarks.uploads.quality import warnings_for_candidate
 from selection.models import Candidate
 
 
@@ -26,7 +27,7 @@ def selection_slo(candidate: Candidate) -> dict[str, float]:
 
 def parse_stored_upload(run_id: int) -> BenchmarkRun:
     """Parse a stored raw upload (the `parse_upload` task body). Idempotent."""
-    run = BenchmarkRun.objects.select_related("candidate__selection__constraints").get(pk=run_id)
+    run = BenchmarkRun.objects.select_related("candidate__selection__constraints", "candidate__engine").get(pk=run_id)
     if run.status != BenchmarkRun.Status.PARSING:
         return run
     raw = run.artifacts.get(kind=Artifact.Kind.RAW)
@@ -50,6 +51,7 @@ def parse_stored_upload(run_id: int) -> BenchmarkRun:
         with transaction.atomic():
             locked = BenchmarkRun.objects.select_for_update().get(pk=run.pk)
             if locked.status == BenchmarkRun.Status.PARSING:
+                locked.quality_warnings = warnings_for_candidate(result, run.candidate)
                 apply_result(locked, result, files, BenchmarkRun.Status.SUCCEEDED)
     except BaseException:
         files.discard()

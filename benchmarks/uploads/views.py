@@ -15,6 +15,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.storage import StorageFailure
 from benchmarks.uploads.forms import ResultUploadForm, UploadTokenForm
 from benchmarks.uploads.ingest import IngestError, ingest_upload
+from benchmarks.uploads.quality import confirm_as_evidence
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.models import Selection, UploadToken
 from selection.web import attach_service_errors, get_selection, page_context, require_edit
@@ -161,3 +162,17 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, _("Result uploaded and parsed."))
         return redirect("selection:run", pk=selection.pk, run_pk=run.pk)
     return _uploads_page(request, selection, upload_form=form, refusals=refusals, status=400)
+
+
+@login_required
+@require_POST
+def run_use_as_evidence(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
+    """Confirm a warned-about upload as evidence: scoring counts it from now on (audited)."""
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    run = get_object_or_404(
+        BenchmarkRun.objects.select_related("candidate__selection"), pk=run_pk, candidate__selection=selection
+    )
+    confirm_as_evidence(run=run, user=request.user)
+    messages.success(request, _("Run #%(run)s is used as evidence despite its warnings.") % {"run": run.pk})
+    return redirect("selection:run", pk=selection.pk, run_pk=run.pk)

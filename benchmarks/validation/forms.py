@@ -11,42 +11,60 @@ from django.utils.translation import pgettext_lazy
 from benchmarks import presentation
 from selection.web import AccessibleErrorsMixin
 
-# Labels of the planned parameters (benchmarks.harness.workloads.plan): the English text is the key
-# with spaces, as before; unknown keys fall back to that.
+# Labels of the planned parameters (benchmarks.harness.workloads.plan), as words with their units;
+# a parameter not listed here is named by `param_label` from its key.
 PARAM_LABELS = {
-    "concurrency": pgettext_lazy("validation parameter", "concurrency"),
-    "duration_s": pgettext_lazy("validation parameter", "duration s"),
-    "warmup_s": pgettext_lazy("validation parameter", "warmup s"),
-    "ramp_up_s": pgettext_lazy("validation parameter", "ramp up s"),
-    "input_tokens": pgettext_lazy("validation parameter", "input tokens"),
-    "output_tokens": pgettext_lazy("validation parameter", "output tokens"),
-    "abort_fraction": pgettext_lazy("validation parameter", "abort fraction"),
-    "settle_s": pgettext_lazy("validation parameter", "settle s"),
-    "rungs": pgettext_lazy("validation parameter", "rungs"),
-    "repeats": pgettext_lazy("validation parameter", "repeats"),
-    "background_concurrency": pgettext_lazy("validation parameter", "background concurrency"),
-    "background_input_tokens": pgettext_lazy("validation parameter", "background input tokens"),
-    "background_output_tokens": pgettext_lazy("validation parameter", "background output tokens"),
-    "background_lead_s": pgettext_lazy("validation parameter", "background lead s"),
-    "with_background": pgettext_lazy("validation parameter", "with background"),
-    "required_tokens": pgettext_lazy("validation parameter", "required tokens"),
-    "sessions": pgettext_lazy("validation parameter", "sessions"),
-    "idle_fraction": pgettext_lazy("validation parameter", "idle fraction"),
-    "idle_s": pgettext_lazy("validation parameter", "idle s"),
-    "turn_input_tokens": pgettext_lazy("validation parameter", "turn input tokens"),
-    "pressure_concurrency": pgettext_lazy("validation parameter", "pressure concurrency"),
-    "pressure_input_tokens": pgettext_lazy("validation parameter", "pressure input tokens"),
-    "seed": pgettext_lazy("validation parameter", "seed"),
-    "parallel": pgettext_lazy("validation parameter", "parallel"),
-    "requests": pgettext_lazy("validation parameter", "requests"),
-    "prefix_tokens": pgettext_lazy("validation parameter", "prefix tokens"),
-    "suffix_tokens": pgettext_lazy("validation parameter", "suffix tokens"),
-    "kv_capacity_tokens": pgettext_lazy("validation parameter", "kv capacity tokens"),
-    "window_s": pgettext_lazy("validation parameter", "window s"),
-    "max_drift_pct": pgettext_lazy("validation parameter", "max drift pct"),
-    "ttft_p95_ms": pgettext_lazy("validation parameter", "ttft p95 ms"),
-    "tpot_p95_ms": pgettext_lazy("validation parameter", "tpot p95 ms"),
+    "concurrency": pgettext_lazy("validation parameter", "Concurrent requests"),
+    "duration_s": pgettext_lazy("validation parameter", "Duration (s)"),
+    "warmup_s": pgettext_lazy("validation parameter", "Warm-up (s)"),
+    "ramp_up_s": pgettext_lazy("validation parameter", "Ramp-up (s)"),
+    "input_tokens": pgettext_lazy("validation parameter", "Input tokens per request"),
+    "output_tokens": pgettext_lazy("validation parameter", "Output tokens per request"),
+    "abort_fraction": pgettext_lazy("validation parameter", "Share of requests aborted mid-stream (0-1)"),
+    "settle_s": pgettext_lazy("validation parameter", "Settling time after the load (s)"),
+    "drain_timeout_s": pgettext_lazy("validation parameter", "Drain timeout (s)"),
+    "rungs": pgettext_lazy("validation parameter", "Context lengths to try (tokens)"),
+    "repeats": pgettext_lazy("validation parameter", "Repeats per context length"),
+    "background_concurrency": pgettext_lazy("validation parameter", "Background concurrent requests"),
+    "background_input_tokens": pgettext_lazy("validation parameter", "Background input tokens per request"),
+    "background_output_tokens": pgettext_lazy("validation parameter", "Background output tokens per request"),
+    "background_lead_s": pgettext_lazy("validation parameter", "Background traffic before the long request (s)"),
+    "with_background": pgettext_lazy("validation parameter", "Run background traffic"),
+    "required_tokens": pgettext_lazy("validation parameter", "Required context (tokens)"),
+    "sessions": pgettext_lazy("validation parameter", "Sessions"),
+    "idle_fraction": pgettext_lazy("validation parameter", "Share of sessions left idle (0-1)"),
+    "idle_s": pgettext_lazy("validation parameter", "Idle time between turns (s)"),
+    "turn_input_tokens": pgettext_lazy("validation parameter", "Input tokens per turn"),
+    "pressure_concurrency": pgettext_lazy("validation parameter", "Concurrent requests while sessions are idle"),
+    "pressure_input_tokens": pgettext_lazy("validation parameter", "Input tokens of that traffic"),
+    "seed": pgettext_lazy("validation parameter", "Random seed"),
+    "parallel": pgettext_lazy("validation parameter", "Sessions sent at once"),
+    "requests": pgettext_lazy("validation parameter", "Requests"),
+    "prefix_tokens": pgettext_lazy("validation parameter", "Shared prefix (tokens)"),
+    "suffix_tokens": pgettext_lazy("validation parameter", "Unique suffix (tokens)"),
+    "kv_capacity_tokens": pgettext_lazy("validation parameter", "KV-cache capacity (tokens)"),
+    "window_s": pgettext_lazy("validation parameter", "Drift window (s)"),
+    "max_drift_pct": pgettext_lazy("validation parameter", "Largest allowed drift (%)"),
+    "ttft_p95_ms": pgettext_lazy("validation parameter", "TTFT p95 budget (ms)"),
+    "tpot_p95_ms": pgettext_lazy("validation parameter", "TPOT p95 budget (ms)"),
+    "e2e_p95_ms": pgettext_lazy("validation parameter", "End-to-end p95 budget (ms)"),
 }
+UNIT_SUFFIXES = (("_ms", "ms"), ("_s", "s"), ("_pct", "%"), ("_tokens", "tokens"))
+ACRONYMS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "kv": "KV", "e2e": "end-to-end", "p95": "p95", "p99": "p99"}
+
+
+def param_label(key: str):
+    """A parameter's label: its entry in PARAM_LABELS, else words from its key ("settle_s" -> "Settle (s)")."""
+    if key in PARAM_LABELS:
+        return PARAM_LABELS[key]
+    unit = ""
+    for suffix, name in UNIT_SUFFIXES:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            key, unit = key[: -len(suffix)], f" ({name})"
+            break
+    words = [ACRONYMS.get(word, word) for word in key.split("_") if word]
+    text = " ".join(words) or key
+    return text[0].upper() + text[1:] + unit
 
 
 class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
@@ -67,7 +85,7 @@ class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
         for key, default in self.plan.items():
             kind = presentation.param_kind(default)
             self.kinds[key] = kind
-            label = PARAM_LABELS.get(key, key.replace("_", " "))
+            label = param_label(key)
             if kind == "bool":
                 field = forms.BooleanField(label=label, required=False, initial=default)
             elif kind == "int":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from typing import Mapping
 from urllib.parse import urljoin
 
 from django.conf import settings
@@ -22,12 +23,31 @@ def check_candidate_target(candidate: Candidate) -> None:
     """Refuse endpoints outside KVSELECT_ALLOWED_TARGETS (and link-local/metadata) before any connection."""
     if not candidate.endpoint_url:
         raise ValidationError("endpoint_url: the candidate has no endpoint to test")
-    for field, url in (("endpoint_url", candidate.endpoint_url), ("metrics_url", candidate.metrics_url)):
+    refused = refused_urls({"endpoint_url": candidate.endpoint_url, "metrics_url": candidate.metrics_url})
+    for field, reason in refused.items():
+        raise ValidationError(f"{field}: {reason}")
+
+
+def refused_urls(urls: Mapping[str, str], resolver: safety.Resolver | None = None) -> dict[str, str]:
+    """field -> why, for each URL the outbound allow-list refuses (the rule the worker applies before
+    any connection); empty URLs pass. `resolver` replaces the DNS lookup (see `lenient_resolver`)."""
+    refused = {}
+    for field, url in urls.items():
         if url:
             try:
-                safety.check_target(url, settings.KVSELECT_ALLOWED_TARGETS)
+                safety.check_target(url, settings.KVSELECT_ALLOWED_TARGETS, resolver=resolver)
             except safety.TargetRefused as exc:
-                raise ValidationError(f"{field}: {str(exc).split(': ', 1)[-1]}") from exc
+                refused[field] = str(exc).split(": ", 1)[-1]
+    return refused
+
+
+def lenient_resolver(host: str, port: int) -> list[str]:
+    """DNS for a check at save time: a name that resolves to a forbidden address is refused, a name
+    this server cannot resolve (yet) passes; the worker resolves again before each run."""
+    try:
+        return safety.resolve(host, port)
+    except OSError:
+        return []
 
 
 ENGINE_SLUGS = {

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks import suite
+from benchmarks.harness import estimates
 from benchmarks.presentation import run_progress_context
 from benchmarks.validation.dispatch import ValidationError, start_validation
 from benchmarks.validation.forms import ValidationParamsForm
@@ -26,9 +27,48 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
         form = bound if bound is not None and bound.test == test else ValidationParamsForm(plan=params, test=test)
         info = suite.BY_ID[test]
         cards.append(
-            {"test": test, "form": form, "title": f"{info.number}. {_(info.title)}", "text": _(info.description)}
+            {
+                "test": test,
+                "form": form,
+                "title": f"{info.number}. {_(info.title)}",
+                "text": _(info.description),
+                "estimate": estimate_view(estimates.estimate(test, params)),
+            }
         )
     return cards
+
+
+def estimate_view(figures: dict | None) -> dict | None:
+    """An estimate (`benchmarks.harness.estimates`) in words: duration, load, and its warnings."""
+    if figures is None:
+        return None
+    return {
+        **figures,
+        "duration": duration_words(figures["seconds"]),
+        "tokens_text": compact_number(figures["tokens"]),
+        "requests_text": compact_number(figures["requests"]),
+        "long": estimates.LONG in figures["warnings"],
+        "heavy": estimates.HEAVY in figures["warnings"],
+    }
+
+
+def duration_words(seconds: float) -> str:
+    if seconds < 90:
+        return _("about %(n)s s") % {"n": int(round(seconds))}
+    minutes = int(round(seconds / 60))
+    if minutes < 60:
+        return _("about %(n)s min") % {"n": minutes}
+    if minutes % 60 == 0:
+        return _("about %(h)s h") % {"h": minutes // 60}
+    return _("about %(h)s h %(m)s min") % {"h": minutes // 60, "m": minutes % 60}
+
+
+def compact_number(value: float) -> str:
+    """12 345 678 -> "12.3 M", 45 600 -> "45.6 K": an estimate's size, not its digits."""
+    for limit, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " K")):
+        if value >= limit:
+            return f"{value / limit:.1f}".rstrip("0").rstrip(".") + suffix
+    return str(int(value))
 
 
 def _validation_page(

@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from selection.domain import limits
 from selection.domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
+from selection.domain.messages import plain
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
-from selection.selectors import selections_for
 
 User = get_user_model()
 
@@ -15,8 +16,16 @@ class UserField(serializers.SlugRelatedField):
         super().__init__(slug_field="username", queryset=User.objects.all(), **kwargs)
 
 
+class EnglishMessagesField(serializers.JSONField):
+    """A JSON field whose stored messages (selection.domain.messages) are shown as English text."""
+
+    def to_representation(self, value):
+        return plain(super().to_representation(value))
+
+
 class SelectionSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    scenario_reasons = EnglishMessagesField(read_only=True)
     business_owner = UserField()
     platform_owner = UserField()
     security_owner = UserField()
@@ -24,11 +33,32 @@ class SelectionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Selection
-        fields = ["id", "name", "description", "team", "status", "business_owner", "platform_owner",
-                  "security_owner", "observer", "scenario", "scenario_reasons", "scenario_mix",
-                  "scenario_accepted", "created_at", "updated_at"]
-        read_only_fields = ["status", "scenario", "scenario_reasons", "scenario_mix", "scenario_accepted",
-                            "created_at", "updated_at"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "team",
+            "status",
+            "business_owner",
+            "platform_owner",
+            "security_owner",
+            "observer",
+            "scenario",
+            "scenario_reasons",
+            "scenario_mix",
+            "scenario_accepted",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = [
+            "status",
+            "scenario",
+            "scenario_reasons",
+            "scenario_mix",
+            "scenario_accepted",
+            "created_at",
+            "updated_at",
+        ]
 
     def validate_team(self, team):
         user = self.context["request"].user
@@ -45,11 +75,17 @@ class SelectionSerializer(serializers.ModelSerializer):
         return attrs
 
 
+def bounded(bounds: dict[str, tuple[float, float]]) -> dict[str, dict]:
+    """extra_kwargs giving each number its bounds from `selection.domain.limits` (checked, and in the schema)."""
+    return {name: {"min_value": low, "max_value": high} for name, (low, high) in bounds.items()}
+
+
 class ConstraintsSerializer(serializers.ModelSerializer):
     class Meta:
         model = Constraints
         exclude = ["id", "selection"]
         read_only_fields = ["updated_at"]
+        extra_kwargs = bounded(limits.CONSTRAINT_BOUNDS)
 
 
 class WeightSerializer(serializers.ModelSerializer):
@@ -83,7 +119,9 @@ class GatesUpdateSerializer(serializers.Serializer):
     def validate_gates(self, value):
         unknown = [k for k in value if k not in DIMENSION_IDS]
         if unknown:
-            raise serializers.ValidationError(f"unknown dimensions: {', '.join(unknown)}; one of {', '.join(DIMENSION_IDS)}")
+            raise serializers.ValidationError(
+                f"unknown dimensions: {', '.join(unknown)}; one of {', '.join(DIMENSION_IDS)}"
+            )
         return value
 
 
@@ -96,16 +134,39 @@ class EngineSerializer(serializers.ModelSerializer):
 class CandidateSerializer(serializers.ModelSerializer):
     engine = serializers.SlugRelatedField(slug_field="slug", queryset=Engine.objects.all())
     selection = serializers.PrimaryKeyRelatedField(read_only=True)
-    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True,
-                                    help_text="Endpoint API key: stored encrypted, never returned")
+    api_key = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        help_text="Endpoint API key: stored encrypted, never returned",
+    )
     has_api_key = serializers.SerializerMethodField()
 
     class Meta:
         model = Candidate
-        fields = ["id", "selection", "engine", "engine_version", "label", "launch_flags", "launch_recipe",
-                  "endpoint_url", "metrics_url", "api_key", "has_api_key", "model_name", "gpu_model", "gpu_count",
-                  "tensor_parallel", "kv_precision", "gpu_pool", "measured_capacity", "created_at"]
+        fields = [
+            "id",
+            "selection",
+            "engine",
+            "engine_version",
+            "label",
+            "launch_flags",
+            "launch_recipe",
+            "endpoint_url",
+            "metrics_url",
+            "api_key",
+            "has_api_key",
+            "model_name",
+            "gpu_model",
+            "gpu_count",
+            "tensor_parallel",
+            "kv_precision",
+            "gpu_pool",
+            "measured_capacity",
+            "created_at",
+        ]
         read_only_fields = ["measured_capacity", "created_at"]
+        extra_kwargs = bounded(limits.CANDIDATE_BOUNDS)
 
     def get_has_api_key(self, obj) -> bool:
         return bool(obj.api_key_encrypted)
@@ -117,7 +178,3 @@ class AuditEntrySerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEntry
         fields = ["at", "actor", "action", "field", "old", "new", "justification"]
-
-
-def visible_selections(request):
-    return selections_for(request.user)

@@ -21,19 +21,26 @@ from selection.api.serializers import (
 )
 from selection.audit import audit
 from selection.candidates.services import add_candidate, update_candidate
+from selection.domain.messages import plain
 from selection.models import Engine
 from selection.scoring.services import compute_scores, latest_score
 from selection.selectors import can_edit, candidates_for, selections_for
 from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates, update_weights
 
 
-class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                       mixins.UpdateModelMixin, viewsets.GenericViewSet):
+class SelectionViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet,
+):
     serializer_class = SelectionSerializer
 
     def get_queryset(self):
         return selections_for(self.request.user).select_related(
-            "team", "business_owner", "platform_owner", "security_owner", "observer")
+            "team", "business_owner", "platform_owner", "security_owner", "observer"
+        )
 
     def perform_create(self, serializer):
         data = serializer.validated_data
@@ -44,8 +51,13 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
             raise PermissionDenied("Only architects of this selection's team can change it.")
         before = {k: str(getattr(serializer.instance, k)) for k in serializer.validated_data}
         selection = serializer.save()
-        audit(selection, self.request.user, "selection.changed", old=before,
-                       new={k: str(getattr(selection, k)) for k in serializer.validated_data})
+        audit(
+            selection,
+            self.request.user,
+            "selection.changed",
+            old=before,
+            new={k: str(getattr(selection, k)) for k in serializer.validated_data},
+        )
 
     @extend_schema(request=ConstraintsSerializer, responses=ConstraintsSerializer)
     @action(detail=True, methods=["get", "put"])
@@ -118,10 +130,19 @@ class SelectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
             if not selection.candidates.exists():
                 return Response({"detail": "No candidates yet: add candidates before scoring."}, status=404)
             score = compute_scores(selection, include_simulated=include_simulated)
-        return Response({"id": score.pk, "computed_at": score.computed_at, "rules_version": score.rules_version,
-                         "inputs_hash": score.inputs_hash, "include_simulated": score.include_simulated,
-                         "signable": score.signable, "leader": score.leader, "coverage": score.coverage,
-                         "result": score.result})
+        return Response(
+            {
+                "id": score.pk,
+                "computed_at": score.computed_at,
+                "rules_version": score.rules_version,
+                "inputs_hash": score.inputs_hash,
+                "include_simulated": score.include_simulated,
+                "signable": score.signable,
+                "leader": score.leader,
+                "coverage": score.coverage,
+                "result": plain(score.result),  # its sentences as English text, as before
+            }
+        )
 
     @extend_schema(responses=AuditEntrySerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)  # the newest 500, unpaginated (as documented)
@@ -139,8 +160,9 @@ class CandidateViewSet(mixins.RetrieveModelMixin, mixins.UpdateModelMixin, views
     def perform_update(self, serializer):
         data = dict(serializer.validated_data)
         api_key = data.pop("api_key", None)
-        serializer.instance = update_candidate(candidate=serializer.instance, user=self.request.user,
-                                                        data=data, api_key=api_key)
+        serializer.instance = update_candidate(
+            candidate=serializer.instance, user=self.request.user, data=data, api_key=api_key
+        )
 
 
 class EngineViewSet(viewsets.ReadOnlyModelViewSet):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from selection.domain import limits
 from selection.models import Candidate, Engine
-from selection.web import AccessibleErrorsMixin
+from selection.web import AccessibleErrorsMixin, bound_numbers
 
 
 class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
@@ -68,6 +69,7 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        bound_numbers(self, limits.CANDIDATE_BOUNDS)
         self.fields["engine"].queryset = Engine.objects.order_by("name")
         self.fields["engine"].widget.attrs["data-engine-select"] = "1"
         self.fields["engine_version"].widget.attrs.update({"list": "engine-versions", "data-version-input": "1"})

@@ -7,10 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.translation import gettext as _
 
+from benchmarks.validation.target import lenient_resolver, refused_urls
 from selection.audit import audit
-from selection.models import Candidate, Engine, Selection
+from selection.domain import catalog as catalog_domain
+from selection.domain import limits
+from selection.models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Selection, breach_message
 from selection.secretbox import encrypt
 from selection.setup.services import require_editor
 
@@ -23,7 +28,7 @@ def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: 
     candidate = Candidate(selection=selection, **data)
     if api_key:
         candidate.api_key_encrypted = encrypt(api_key)
-    candidate.full_clean()
+    check_candidate(candidate)
     candidate.save()
     audit(
         selection,
@@ -43,7 +48,7 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
         setattr(candidate, field, value)
     if api_key is not None:
         candidate.api_key_encrypted = encrypt(api_key) if api_key else ""
-    candidate.full_clean()
+    check_candidate(candidate)
     candidate.save()
     audit(
         candidate.selection,
@@ -54,6 +59,101 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
         new={k: getattr(candidate, k) for k in data},
     )
     return candidate
+
+
+def check_candidate(candidate: Candidate) -> None:
+    """Refuse a candidate that cannot be tested or compared, naming the field: the model's own rules,
+    then `selection.domain.limits` (GPU count and TP), the selection's GPU budget and allowed KV
+    precisions, the engine's documented KV precisions, a label another candidate already has, and
+    endpoints the outbound allow-list refuses (the rule the worker applies before a run)."""
+    errors: dict[str, list[str]] = {}
+    try:
+        candidate.full_clean()
+    except ValidationError as error:
+        errors = error.message_dict
+    for field, message in candidate_errors(candidate).items():
+        if field not in errors or field in limits.CANDIDATE_BOUNDS:  # "between 1 and 100,000", not the database's range
+            errors[field] = [message]
+    if errors:
+        raise ValidationError(errors)
+
+
+def candidate_errors(candidate: Candidate) -> dict[str, str]:
+    """field -> why, for each rule of `check_candidate` beyond the model's own (empty when sane)."""
+    errors: dict[str, str] = {}
+    values = {"gpu_count": candidate.gpu_count, "tensor_parallel": candidate.tensor_parallel}
+    for field, kind, params in limits.out_of_bounds(values, limits.CANDIDATE_BOUNDS):
+        errors[field] = breach_message(kind, params, Candidate._meta)
+    constraints = Constraints.objects.filter(selection_id=candidate.selection_id).first()
+    budget = constraints.gpu_count_budget if constraints else None
+    if "gpu_count" not in errors and budget and candidate.gpu_count and candidate.gpu_count > budget:
+        errors["gpu_count"] = _("%(count)s GPUs exceed the selection's GPU budget of %(budget)s") % {
+            "count": candidate.gpu_count,
+            "budget": budget,
+        }
+    if (
+        "tensor_parallel" not in errors
+        and candidate.tensor_parallel
+        and candidate.gpu_count
+        and candidate.tensor_parallel > candidate.gpu_count
+    ):
+        errors["tensor_parallel"] = _("TP %(tp)s needs at least %(tp)s GPUs; the candidate has %(count)s") % {
+            "tp": candidate.tensor_parallel,
+            "count": candidate.gpu_count,
+        }
+    precision = candidate.kv_precision
+    names = dict(KV_PRECISION_CHOICES)
+    allowed = (constraints.kv_precisions_allowed or []) if constraints else []
+    offered = offered_kv_precisions(candidate.engine, candidate.engine_version) if candidate.engine_id else None
+    if precision and offered is not None and precision not in offered:
+        errors["kv_precision"] = _("%(engine)s has no %(precision)s KV cache (it offers: %(offered)s)") % {
+            "engine": candidate.engine.name,
+            "precision": names.get(precision, precision),
+            "offered": ", ".join(names.get(p, p) for p in sorted(offered, key=list(names).index)),
+        }
+    elif precision and allowed and precision not in allowed:
+        errors["kv_precision"] = _("the constraints allow only %(allowed)s") % {
+            "allowed": ", ".join(names.get(p, p) for p in allowed)
+        }
+    label = duplicate_label(candidate)
+    if label and candidate.label.strip():
+        errors["label"] = _("another candidate of this selection is already called “%(label)s”") % {"label": label}
+    elif label:
+        errors["label"] = _(
+            "another candidate of this selection is already called “%(label)s”: give this one a label"
+        ) % {"label": label}
+    refused = refused_urls(
+        {"endpoint_url": candidate.endpoint_url, "metrics_url": candidate.metrics_url}, resolver=lenient_resolver
+    )
+    for field, reason in refused.items():
+        errors[field] = _("the outbound allow-list refuses this URL: %(reason)s") % {"reason": reason}
+    return errors
+
+
+def offered_kv_precisions(engine: Engine, version: str) -> set[str] | None:
+    """The KV precisions (of KV_PRECISION_CHOICES) the catalog documents for the engine's version,
+    or for any of its versions when this one is not in the catalog; None when undocumented."""
+    versions = [version] if version in engine.versions else engine.versions
+    offered: set[str] | None = None
+    for name in versions:
+        try:
+            families = catalog_domain.capabilities(engine.slug, name).get("kv_quant_families")
+        except catalog_domain.CatalogError:
+            continue
+        if families is not None:
+            offered = (offered or {"bf16"}) | set(families)  # every engine runs its model's native bf16/fp16
+    return None if offered is None else offered & set(dict(KV_PRECISION_CHOICES))
+
+
+def duplicate_label(candidate: Candidate) -> str | None:
+    """The other candidate's name when it is this one's display name, ignoring case; else None."""
+    name = str(candidate).strip() if candidate.engine_id else candidate.label.strip()
+    if not name:
+        return None
+    others = Candidate.objects.filter(selection_id=candidate.selection_id).select_related("engine")
+    if candidate.pk:
+        others = others.exclude(pk=candidate.pk)
+    return next((str(other).strip() for other in others if str(other).strip().casefold() == name.casefold()), None)
 
 
 @transaction.atomic

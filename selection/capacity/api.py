@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from selection.domain import capacity as capacity_model
+from selection.domain.messages import plain
 
 
 class CapacityRequestSerializer(serializers.Serializer):
@@ -59,7 +60,7 @@ class CapacityView(APIView):
             plan = capacity_model.plan_for_model(source, **data)
             body = plan.to_dict()
             if constraints:
-                body["verdict"] = capacity_model.verdict(plan, constraints)
+                body["verdict"] = plain(capacity_model.verdict(plan, constraints))  # English text, as before
         except capacity_model.CapacityError as exc:
             field, _, message = str(exc).partition(": ")
             return Response({field or "non_field_errors": [message or str(exc)]}, status=400)

@@ -42,15 +42,40 @@ def memory_lines(
     return contexts, lines
 
 
-def split_estimates(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each estimated input with whether it is an estimate or a measured override, and its source."""
+def _(text: str) -> str:  # named `_` so `makemessages` collects the labels; the page translates them
+    return text
+
+
+# The capacity model's estimated inputs (`selection.domain.capacity`, its `_estimate` calls) in words.
+ESTIMATE_LABELS = {
+    "gpu_memory_bytes": _("GPU memory (bytes)"),
+    "gpu_memory_utilization": _("vLLM GPU memory share (gpu_memory_utilization)"),
+    "activation_peak_bytes": _("Activation peak during the profile run (bytes)"),
+    "non_torch_bytes": _("Memory outside PyTorch: CUDA context, NCCL (bytes)"),
+    "cuda_graph_bytes": _("CUDA graphs (bytes)"),
+    "mem_fraction_static": _("SGLang static memory share (mem_fraction_static)"),
+    "free_gpu_memory_fraction": _("TensorRT-LLM free-memory share (free_gpu_memory_fraction)"),
+    "cache_max_entry_count": _("LMDeploy KV share of free memory (cache_max_entry_count)"),
+    "compute_buffers_bytes": _("llama.cpp compute buffers and CUDA context (bytes)"),
+    "runtime_overhead_bytes": _("Runtime overhead (bytes)"),
+    "max_num_batched_tokens": _("Tokens batched per step (max_num_batched_tokens)"),
+}
+
+
+def split_estimates(
+    plan: Mapping[str, Any], translate: Callable[[str], str] = lambda text: text
+) -> list[dict[str, Any]]:
+    """Each estimated input with its label (through `translate`), whether it is an estimate or a
+    measured override, and its source (the capacity model's English sentence)."""
     out = []
     for item in plan.get("estimates") or []:
         source = str(item.get("source") or "")
         estimated = source.startswith("estimate:")
+        name = item.get("name", "")
         out.append(
             {
-                "name": item.get("name", ""),
+                "name": name,
+                "label": translate(ESTIMATE_LABELS[name]) if name in ESTIMATE_LABELS else name,
                 "value": item.get("value"),
                 "estimated": estimated,
                 "source": source.split(": ", 1)[1] if ": " in source else source,

@@ -1,4 +1,10 @@
-"""The KV capacity an engine really allocated, read from its log, beside the capacity model's prediction."""
+"""The KV capacity an engine really allocated, beside the capacity model's prediction.
+
+Two sources, the most direct first: the engine's start-up log (kvselect launched the engine, so
+the worker recorded it on the candidate), else the engine's own metrics sampled during a run (the
+harness keeps `metadata.engine_metrics.kv_capacity` when they state it: vLLM's cache_config_info,
+SGLang's max_total_num_tokens, TensorRT-LLM's max blocks). The page shows it as soon as a run has it.
+"""
 
 from __future__ import annotations
 
@@ -29,3 +35,21 @@ def record_measured_capacity(candidate: Candidate, log_text: str, run: Benchmark
         measured["prediction_error"] = str(exc)
     Candidate.objects.filter(pk=candidate.pk).update(measured_capacity=measured)
     return measured
+
+
+def measured_capacity(candidate: Candidate) -> dict[str, Any]:
+    """The measured capacity to show for a candidate: the engine log's, else the newest run whose
+    engine metrics stated the KV capacity; {} when nothing measured it."""
+    if (candidate.measured_capacity or {}).get("token_capacity"):
+        return dict(candidate.measured_capacity)
+    runs = candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED).only("pk", "evidence", "metadata")
+    for run in runs:  # newest first
+        found = ((run.metadata or {}).get("engine_metrics") or {}).get("kv_capacity")
+        if isinstance(found, dict) and isinstance(found.get("tokens"), int) and found["tokens"] > 0:
+            return {
+                "token_capacity": found["tokens"],
+                "source": f"engine metrics of run {run.pk} ({found.get('source') or 'KV capacity'})",
+                "run_ids": [run.pk],
+                "evidence": run.evidence,
+            }
+    return {}

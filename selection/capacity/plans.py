@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from selection.domain import capacity as model
+from selection.domain import catalog
+from selection.domain.messages import to_json
 from selection.models import Candidate
 
 # Catalog engines -> the capacity model's memory semantics. Engines whose memory rules the model
@@ -14,6 +16,7 @@ ENGINE_SEMANTICS = {
     "sglang": "sglang",
     "tensorrt-llm": "trtllm",
     "trtllm": "trtllm",
+    "lmdeploy": "lmdeploy",
     "llama-cpp": "llamacpp",
     "llamacpp": "llamacpp",
     "llama.cpp": "llamacpp",
@@ -43,8 +46,20 @@ def model_config_for(candidate: Candidate) -> dict:
     return model.load_model_config(name)
 
 
-def plan_for_candidate(candidate: Candidate, **overrides: Any) -> dict[str, Any]:
-    """Plan + verdict + predicted-vs-measured for one candidate, JSON-safe."""
+def launch_inputs(candidate: Candidate, engine: str) -> dict[str, Any]:
+    """Plan inputs from the engine's launch line: the recipe kvselect runs, then the flags field."""
+    return model.inputs_from_flags(engine, f"{candidate.launch_recipe} {candidate.launch_flags}")
+
+
+def plan_for_candidate(
+    candidate: Candidate, *, measured: dict[str, Any] | None = None, **overrides: Any
+) -> dict[str, Any]:
+    """Plan + verdict + predicted-vs-measured for one candidate, JSON-safe.
+
+    The engine's own rules and its version's default memory fraction (the catalog's memory_budget
+    fact), the candidate's launch flags (llama.cpp's -c/-np, vLLM's --gpu-memory-utilization, ...),
+    then the what-if overrides. `measured` is the measured capacity to compare with (default: the
+    one recorded on the candidate)."""
     constraints = getattr(candidate.selection, "constraints", None)
     engine, note = semantics_for(candidate.engine.slug)
     kwargs: dict[str, Any] = {
@@ -62,17 +77,28 @@ def plan_for_candidate(candidate: Candidate, **overrides: Any) -> dict[str, Any]
             }
         )
         kwargs["contexts"] = contexts
+    if not note and candidate.engine_version in candidate.engine.versions:
+        default = catalog.memory_default(candidate.engine.slug, candidate.engine_version)
+        if default is not None:
+            kwargs["memory_default"] = default
+    flags = launch_inputs(candidate, engine)
+    kwargs.update(flags)
     kwargs.update(overrides)
     plan = model.plan_for_model(model_config_for(candidate), **kwargs)
     data = plan.to_dict()
     if note:
         data.setdefault("notes", []).append(note)
+    if flags:
+        data.setdefault("notes", []).append(
+            "from the launch flags: " + ", ".join(f"{k}={v}" for k, v in sorted(flags.items()))
+        )
     if constraints is not None:
         domain = constraints.as_domain()
         domain["gpu_budget"] = constraints.gpu_count_budget
-        data["verdict"] = model.verdict(plan, domain)
-    measured = (candidate.measured_capacity or {}).get("token_capacity")
-    if measured:
-        data["measured"] = dict(candidate.measured_capacity)
-        data["predicted_vs_measured"] = model.compare_predicted_measured(plan.token_capacity, measured)
+        data["verdict"] = to_json(model.verdict(plan, domain))  # summary and reasons as message dicts
+    measured = measured if measured is not None else (candidate.measured_capacity or {})
+    if measured.get("token_capacity"):
+        data["measured"] = dict(measured)
+        tokens = measured["token_capacity"]
+        data["predicted_vs_measured"] = model.compare_predicted_measured(plan.token_capacity, tokens)
     return data

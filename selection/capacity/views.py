@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 from benchmarks.presentation import chart_svg
 from selection.capacity.display import concurrency_rows, memory_lines, split_estimates
 from selection.capacity.forms import CapacityWhatIfForm
+from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
 from selection.domain import capacity as capacity_model
 from selection.web import get_selection, page_context
@@ -24,7 +25,7 @@ CLIP = 2.0  # lines stop above twice the GPU memory, so the region around the li
 def _plan(candidate, overrides: dict) -> tuple[dict | None, dict | None]:
     """(plan, None) or (None, {field, message}) with the capacity model's own message."""
     try:
-        return plan_for_candidate(candidate, **overrides), None
+        return plan_for_candidate(candidate, measured=measured_capacity(candidate), **overrides), None
     except capacity_model.CapacityError as error:
         field, sep, message = str(error).partition(": ")
         return None, {"field": field if sep else "", "message": message if sep else field}
@@ -83,9 +84,10 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
     if plan is not None:
         context.update(
             chart=_chart(plan, peak),
-            estimates=split_estimates(plan),
+            estimates=split_estimates(plan, translate=_),
             concurrency_rows=concurrency_rows(plan),
             comparison=plan.get("predicted_vs_measured"),
+            measured=plan.get("measured"),
             verdict=plan.get("verdict"),
         )
     template = (

@@ -16,10 +16,29 @@ Assumptions worth knowing (also repeated in the plan's ``estimates``/``notes``):
   int4: llama.cpp ``q4_0`` (18/32 bytes/element). vLLM and SGLang have no int8/int4 KV cache, so
   those combinations are rejected instead of guessed.
 * Paging: vLLM blocks of 16 tokens (64 for MLA models: the FlashMLA backend forces it), SGLang
-  pages of 1 token, TensorRT-LLM ``tokens_per_block`` 32, llama.cpp one contiguous buffer of
-  ``--ctx-size`` cells. A sequence occupies ceil(tokens / block) blocks in every layer.
-* A sliding-window layer keeps at most ceil(window / block) + 1 blocks (vLLM's bound; the extra
-  block covers a window that does not start on a block edge); with 1-token pages: the window.
+  pages of 1 token, TensorRT-LLM ``tokens_per_block`` 32, LMDeploy blocks of 64, llama.cpp one
+  contiguous buffer of ``--ctx-size`` cells. A sequence occupies ceil(tokens / block) blocks in
+  every layer.
+* A sliding-window layer in vLLM holds, at its peak, the last ``window - 1`` tokens plus the
+  tokens of one scheduled chunk: ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len),
+  block) + 1`` blocks (``SlidingWindowSpec.max_memory_usage_bytes``, vllm/v1/kv_cache_interface.py
+  at v0.11.0; the extra block covers a window that does not start on a block edge). That bound,
+  not the bare window, is what vLLM admits a request against. A chunked-local layer (Llama 4)
+  holds ``cdiv(min(attention_chunk_size + max_num_batched_tokens, max_model_len), block)`` blocks
+  (``ChunkedLocalAttentionSpec``, same file). Other paged engines: ceil(window / block) + 1
+  blocks; with 1-token pages the window.
+* Engines' memory budgets: vLLM ``gpu_memory_utilization`` of TOTAL memory (0.9 in v0.11.0 and
+  earlier, 0.92 by v0.33.0; the catalog holds the default of each version), SGLang
+  ``mem_fraction_static`` of total memory for weights + KV, TensorRT-LLM
+  ``free_gpu_memory_fraction`` and LMDeploy ``cache_max_entry_count`` (0.8) of the memory FREE
+  after loading (LMDeploy's PyTorch engine first sets aside its prefill/logits runtime buffers),
+  llama.cpp exactly ``-c`` cells: not a share of memory at all.
+* llama.cpp (``llama-server``): ``-c`` 0 means the model's trained context; ``-np`` slots (default
+  auto: 4 slots over one unified buffer) split it (``n_ctx / np`` cells each, padded to 256) unless
+  ``--kv-unified`` shares it; sliding-window layers keep ``min(n_ctx_seq, n_swa x (np if unified
+  else 1) + n_ubatch)`` cells per stream, padded to 256 (src/llama-context.cpp,
+  src/llama-kv-cache-iswa.cpp; tools/server/README.md at the catalog's commit). At most ``np``
+  requests run at once.
 * SSM (Mamba-2) and linear-attention layers hold a constant per-sequence state, computed from the
   config, in the model dtype unless ``ssm_state_dtype`` says otherwise (vLLM's "auto").
 * Pipeline parallelism splits layers contiguously, earlier stages taking the remainder; the stage
@@ -31,23 +50,48 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
+
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
 
 GiB = 1024**3
 MiB = 1024**2
 
 FIXTURES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "model_configs"
 
-ENGINES = ("vllm", "sglang", "trtllm", "llamacpp")
+ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy", "llamacpp")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 
-DEFAULT_BLOCK_SIZE = {"vllm": 16, "sglang": 1, "trtllm": 32, "llamacpp": 1}
+DEFAULT_BLOCK_SIZE = {"vllm": 16, "sglang": 1, "trtllm": 32, "lmdeploy": 64, "llamacpp": 1}
 VLLM_MLA_BLOCK_SIZE = 64
+# Used only when the engine version's own default is not given (plans for candidates take it from
+# the catalog): 0.92 in vllm/config/cache.py of v0.33.0, 0.9 in v0.11.0 and before.
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
+# vllm/engine/arg_utils.py (v0.11.0) API-server default max_num_batched_tokens: 8192 on GPUs of at
+# least 70 GiB that are not A100s, else 2048.
+VLLM_BATCHED_TOKENS_LARGE_GPU, VLLM_BATCHED_TOKENS_OTHER = 8192, 2048
 TRTLLM_DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.9
+# lmdeploy/messages.py and lmdeploy/cli/utils.py at v0.16.0: --cache-max-entry-count 0.8 ("the
+# percentage of free gpu memory occupied by the k/v cache, excluding weights"), blocks of 64
+# tokens, max_prefill_token_num 8192; lmdeploy/utils.py get_max_batch_size for the logits reserve.
+LMDEPLOY_DEFAULT_CACHE_MAX_ENTRY_COUNT = 0.8
+LMDEPLOY_MAX_PREFILL_TOKEN_NUM = 8192
+LMDEPLOY_MAX_BATCH_SIZE = {"a100": 384, "a800": 384, "h100": 1024, "h800": 1024, "l20y": 1024, "h200": 1024}
+LMDEPLOY_OTHER_MAX_BATCH_SIZE = 128
+# llama.cpp (tools/server/README.md at 00dc805): -np -1 = auto = 4 slots over a unified buffer;
+# -ub 512; cells padded to 256 (src/llama-context.cpp, src/llama-kv-cache-iswa.cpp).
+LLAMACPP_AUTO_SLOTS = 4
+LLAMACPP_DEFAULT_UBATCH = 512
+LLAMACPP_PAD = 256
 
 # GPU memory as the driver reports it (what torch.cuda.mem_get_info / vLLM's "total_gpu_memory"
 # see), not the marketing figure.
@@ -61,9 +105,18 @@ GPU_MEMORY_GIB = {
 }
 
 _DTYPE_BYTES = {
-    "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
-    "float32": 4.0, "fp32": 4.0, "float": 4.0,
-    "fp8": 1.0, "float8": 1.0, "int8": 1.0, "int4": 0.5,
+    "bfloat16": 2.0,
+    "bf16": 2.0,
+    "float16": 2.0,
+    "fp16": 2.0,
+    "half": 2.0,
+    "float32": 4.0,
+    "fp32": 4.0,
+    "float": 4.0,
+    "fp8": 1.0,
+    "float8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
 }
 
 
@@ -74,6 +127,7 @@ class CapacityError(ValueError):
 # --------------------------------------------------------------------------------------------
 # Loading and validating a config.json
 # --------------------------------------------------------------------------------------------
+
 
 def shipped_models(directory: Path | None = None) -> list[str]:
     """Names of the model configs shipped under selection/fixtures/model_configs/.
@@ -147,6 +201,7 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     layer_kinds: tuple[str, ...] = ()
     sliding_window: int | None = None
+    local_attention: str = "sliding"  # what the "sliding" layers do: "sliding" window or "chunked" (Llama 4)
     ssm_state_elements_per_layer: int = 0  # per sequence, whole model width (sharded by TP)
     linear_state_elements_per_layer: int = 0
     params: dict[str, int] = field(default_factory=dict)  # breakdown, whole model
@@ -196,8 +251,13 @@ def _pos_int(cfg: Mapping, key: str, default: Any = ..., *, allow_none: bool = F
 
 # transformers defaults that published configs omit
 _MODEL_TYPE_DEFAULTS = {
-    "gemma3_text": {"vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
-                    "tie_word_embeddings": True, "head_dim": 256},
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "max_position_embeddings": 131072,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+        "head_dim": 256,
+    },
     "gemma2": {"sliding_window_pattern": 2, "tie_word_embeddings": True},
 }
 
@@ -227,18 +287,17 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
             notes.append("config.num_key_value_heads absent: multi-head attention assumed (kv heads = attention heads)")
     if not is_mla:
         if kv_heads > heads:
-            raise CapacityError(
-                f"config.num_key_value_heads: {kv_heads} exceeds num_attention_heads ({heads})")
+            raise CapacityError(f"config.num_key_value_heads: {kv_heads} exceeds num_attention_heads ({heads})")
         if heads % kv_heads:
-            raise CapacityError(
-                f"config.num_key_value_heads: {kv_heads} must divide num_attention_heads ({heads})")
+            raise CapacityError(f"config.num_key_value_heads: {kv_heads} must divide num_attention_heads ({heads})")
 
     head_dim = _pos_int(cfg, "head_dim", None, allow_none=True)
     if head_dim is None:
         if hidden % heads:
             raise CapacityError(
                 f"config.head_dim: missing and hidden_size ({hidden}) is not a multiple of "
-                f"num_attention_heads ({heads})")
+                f"num_attention_heads ({heads})"
+            )
         head_dim = hidden // heads
 
     kv_lora = rope_dim = 0
@@ -252,6 +311,7 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
 
     kinds, used_window, kind_notes = _layer_kinds(cfg, model_type, layers, window)
     notes.extend(kind_notes)
+    local = "chunked" if _chunked_local(cfg, model_type) and "sliding" in kinds else "sliding"
 
     ssm_elems = _mamba_state_elements(cfg, hidden) if "ssm" in kinds else 0
     lin_elems = _linear_state_elements(cfg) if "linear" in kinds else 0
@@ -259,8 +319,9 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
     torch_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if torch_dtype not in _DTYPE_BYTES:
         raise CapacityError(f"config.torch_dtype: unsupported dtype {torch_dtype!r}")
-    torch_dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
-                   "float": "fp32"}.get(torch_dtype, torch_dtype)
+    torch_dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}.get(
+        torch_dtype, torch_dtype
+    )
 
     spec = ModelSpec(
         name=str(cfg.get("_name") or cfg.get("_name_or_path") or model_type),
@@ -278,6 +339,7 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
         qk_rope_head_dim=rope_dim,
         layer_kinds=tuple(kinds),
         sliding_window=used_window,
+        local_attention=local,
         ssm_state_elements_per_layer=ssm_elems,
         linear_state_elements_per_layer=lin_elems,
         torch_dtype=torch_dtype,
@@ -291,22 +353,54 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
 
 
 _LAYER_TYPE_MAP = {
-    "full_attention": "full", "attention": "full", "global": "full", "full": "full",
-    "sliding_attention": "sliding", "sliding": "sliding", "local": "sliding", "sliding_window": "sliding",
+    "full_attention": "full",
+    "attention": "full",
+    "global": "full",
+    "full": "full",
+    "sliding_attention": "sliding",
+    "sliding": "sliding",
+    "local": "sliding",
+    "sliding_window": "sliding",
     "chunked_attention": "sliding",
-    "linear_attention": "linear", "mamba": "ssm", "mamba2": "ssm", "ssm": "ssm",
+    "linear_attention": "linear",
+    "mamba": "ssm",
+    "mamba2": "ssm",
+    "ssm": "ssm",
 }
+
+
+def _chunked_local(cfg: Mapping, model_type: str) -> bool:
+    """Whether the model's local layers attend within fixed chunks (Llama 4) rather than a window."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        if "chunked_attention" in types and any(t in ("sliding_attention", "sliding", "local") for t in types):
+            raise CapacityError("config.layer_types: sliding-window and chunked-local layers in one model")
+        return "chunked_attention" in types
+    return model_type.startswith("llama4") and cfg.get("attention_chunk_size") is not None
 
 
 def _layer_kinds(cfg: Mapping, model_type: str, layers: int, window: int | None):
     """Per-layer cache kind. Honours use_sliding_window, layer_types, patterns, hybrid layouts."""
     notes: list[str] = []
+    if cfg.get("layer_types") is None and model_type.startswith("llama4") and cfg.get("attention_chunk_size"):
+        # Llama 4: layers with RoPE (no_rope_layers[i] == 1) attend within attention_chunk_size
+        # chunks, the NoPE layers (every 4th by transformers' default) globally
+        chunk = _pos_int(cfg, "attention_chunk_size")
+        flags = cfg.get("no_rope_layers")
+        if flags is None:
+            every = cfg.get("no_rope_layer_interval") or 4
+            flags = [int((i + 1) % every != 0) for i in range(layers)]
+            notes.append(f"config.no_rope_layers absent: transformers' default (every {every}th layer global) applied")
+        if not isinstance(flags, list) or len(flags) != layers:
+            raise CapacityError(f"config.no_rope_layers: must list one flag per layer ({layers})")
+        return ["sliding" if flag else "full" for flag in flags], chunk, notes
     if cfg.get("layer_types") is not None:
         types = cfg["layer_types"]
         if not isinstance(types, list) or len(types) != layers:
             raise CapacityError(
                 f"config.layer_types: must list one type per layer ({layers}), got "
-                f"{len(types) if isinstance(types, list) else type(types).__name__}")
+                f"{len(types) if isinstance(types, list) else type(types).__name__}"
+            )
         kinds = []
         for i, t in enumerate(types):
             if t not in _LAYER_TYPE_MAP:
@@ -323,7 +417,8 @@ def _layer_kinds(cfg: Mapping, model_type: str, layers: int, window: int | None)
         if not isinstance(pattern, str) or len(pattern) != layers:
             raise CapacityError(
                 f"config.hybrid_override_pattern: must have one character per layer ({layers}), "
-                f"got {len(pattern) if isinstance(pattern, str) else pattern!r}")
+                f"got {len(pattern) if isinstance(pattern, str) else pattern!r}"
+            )
         mapping = {"M": "ssm", "*": "full", "-": "none", "E": "none"}
         bad = sorted(set(pattern) - set(mapping))
         if bad:
@@ -365,8 +460,8 @@ def _mamba_state_elements(cfg: Mapping, hidden: int) -> int:
     kernel = cfg.get("conv_kernel") or cfg.get("mamba_d_conv") or 4
     if not nheads or not head_dim or not d_state:
         raise CapacityError(
-            "config.mamba_num_heads/mamba_head_dim/ssm_state_size: required to size the SSM state "
-            "of a hybrid model")
+            "config.mamba_num_heads/mamba_head_dim/ssm_state_size: required to size the SSM state of a hybrid model"
+        )
     d_inner = nheads * head_dim
     conv_dim = d_inner + 2 * groups * d_state
     return conv_dim * (kernel - 1) + nheads * head_dim * d_state
@@ -382,7 +477,8 @@ def _linear_state_elements(cfg: Mapping) -> int:
     if not all((nk, nv, dk, dv)):
         raise CapacityError(
             "config.linear_num_key_heads/linear_num_value_heads/linear_key_head_dim/"
-            "linear_value_head_dim: required to size the linear-attention state")
+            "linear_value_head_dim: required to size the linear-attention state"
+        )
     conv_dim = 2 * nk * dk + nv * dv
     return nv * dk * dv + conv_dim * (kernel - 1)
 
@@ -391,9 +487,18 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
     """Parameter count by group from the config (embeddings, attention, MLP, experts, SSM)."""
     H, L, V = spec.hidden_size, spec.num_layers, spec.vocab_size
     heads, kvh, hd = spec.num_attention_heads, spec.num_kv_heads, spec.head_dim
-    p = {"embedding": V * H, "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
-         "attention": 0, "dense_mlp": 0, "experts": 0, "shared_experts": 0, "router": 0,
-         "ssm": 0, "linear_attention": 0, "norms_and_biases": H}
+    p = {
+        "embedding": V * H,
+        "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
+        "attention": 0,
+        "dense_mlp": 0,
+        "experts": 0,
+        "shared_experts": 0,
+        "router": 0,
+        "ssm": 0,
+        "linear_attention": 0,
+        "norms_and_biases": H,
+    }
 
     # attention, per attention layer
     if spec.attention == "mla":
@@ -402,8 +507,11 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
         q_rank = cfg.get("q_lora_rank")
         qk = nope + spec.qk_rope_head_dim
         q = (H * q_rank + q_rank + q_rank * heads * qk) if q_rank else H * heads * qk
-        kv = H * (spec.kv_lora_rank + spec.qk_rope_head_dim) + spec.kv_lora_rank \
+        kv = (
+            H * (spec.kv_lora_rank + spec.qk_rope_head_dim)
+            + spec.kv_lora_rank
             + spec.kv_lora_rank * heads * (nope + vdim)
+        )
         attn = q + kv + heads * vdim * H
     else:
         attn = H * heads * hd + 2 * H * kvh * hd + heads * hd * H
@@ -491,8 +599,12 @@ def _weight_quantization(cfg: Mapping):
         per = 1.0 + 4.0 / (block[0] * block[1])  # fp32 scale_inv per block
         return "fp8", per, _LINEAR_GROUPS, [f"weights: fp8 checkpoint, block {block} scales counted"]
     if method == "mxfp4":
-        return "mxfp4", 4.25 / 8, ("experts",), [
-            "weights: MXFP4 experts (4-bit + one 8-bit scale per 32), other modules in torch_dtype"]
+        return (
+            "mxfp4",
+            4.25 / 8,
+            ("experts",),
+            ["weights: MXFP4 experts (4-bit + one 8-bit scale per 32), other modules in torch_dtype"],
+        )
     if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes"):
         bits = q.get("bits") or q.get("w_bit") or 4
         group = q.get("group_size") or q.get("q_group_size") or 128
@@ -505,20 +617,21 @@ def _weight_quantization(cfg: Mapping):
 # KV bytes per token
 # --------------------------------------------------------------------------------------------
 
+
 def validate_parallelism(spec: ModelSpec, tp: int, pp: int) -> None:
     """Reject tensor/pipeline sizes the model cannot be split into, with the rule that fails."""
     for name, value in (("tp", tp), ("pp", pp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise CapacityError(f"{name}: must be a positive integer, got {value!r}")
     if spec.num_attention_heads % tp:
-        raise CapacityError(
-            f"tp: {tp} must divide num_attention_heads ({spec.num_attention_heads})")
+        raise CapacityError(f"tp: {tp} must divide num_attention_heads ({spec.num_attention_heads})")
     if spec.attention == "standard":
         kv = spec.num_kv_heads
         if kv % tp and tp % kv:
             raise CapacityError(
                 f"tp: {tp} is incompatible with num_key_value_heads ({kv}): need kv_heads % tp == 0 "
-                f"(heads split) or tp % kv_heads == 0 (heads replicated)")
+                f"(heads split) or tp % kv_heads == 0 (heads replicated)"
+            )
     if pp > spec.num_layers:
         raise CapacityError(f"pp: {pp} exceeds num_hidden_layers ({spec.num_layers})")
 
@@ -531,6 +644,11 @@ def kv_element_bytes(kv_dtype: str, engine: str) -> float:
         raise CapacityError(f"engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
     if kv_dtype in ("bf16", "fp16"):
         return 2.0
+    if engine == "lmdeploy":
+        raise CapacityError(
+            f"kv_dtype: LMDeploy's quantised KV layouts (--quant-policy) are not modelled; plan {kv_dtype} from a "
+            "measured engine log, or plan bf16"
+        )
     if kv_dtype == "fp8":
         if engine == "llamacpp":
             raise CapacityError("kv_dtype: llama.cpp has no fp8 KV cache; use int8 (q8_0) or int4 (q4_0)")
@@ -581,8 +699,9 @@ def _per_layer_bytes(spec: ModelSpec, kv_dtype: str, tp: int, engine: str) -> tu
     return 2 * kv_rank * spec.head_dim * elt, kv_rank, tp > spec.num_kv_heads
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "bf16", tp: int = 1, pp: int = 1,
-                       engine: str = "vllm") -> KVBytes:
+def kv_bytes_per_token(
+    spec: ModelSpec, kv_dtype: str = "bf16", tp: int = 1, pp: int = 1, engine: str = "vllm"
+) -> KVBytes:
     """KV bytes one token costs in every attention layer (below any sliding window)."""
     validate_parallelism(spec, tp, pp)
     per_layer, kv_rank, replicated = _per_layer_bytes(spec, kv_dtype, tp, engine)
@@ -603,6 +722,7 @@ def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "bf16", tp: int = 1, pp:
 # --------------------------------------------------------------------------------------------
 # Weights
 # --------------------------------------------------------------------------------------------
+
 
 def weight_bytes(spec: ModelSpec, weight_dtype: str | None = None) -> float:
     """Bytes of all weights. weight_dtype overrides the checkpoint (bf16/fp16/fp8/int8/int4)."""
@@ -636,6 +756,7 @@ def weight_bytes_per_rank(spec: ModelSpec, tp: int, pp: int, weight_dtype: str |
 # Plan
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class CapacityInputs:
     """Everything a capacity plan depends on. Byte quantities are per GPU (per rank)."""
@@ -662,8 +783,16 @@ class CapacityInputs:
     # TensorRT-LLM
     free_gpu_memory_fraction: float | None = None
     max_tokens: int | None = None
-    # llama.cpp
+    # LMDeploy
+    cache_max_entry_count: float | None = None
+    # llama.cpp (llama-server flags -c, -np, --kv-unified / --no-kv-unified, -ub)
     ctx_size: int | None = None
+    n_parallel: int | None = None
+    kv_unified: bool | None = None
+    n_ubatch: int | None = None
+    # the engine version's default memory fraction and where it is stated (the catalog's
+    # memory_budget fact), used when the fraction itself is not given
+    memory_default: tuple[float, str] | None = None
     # measured overrides for estimated quantities (bytes per GPU)
     activation_peak_bytes: int | None = None
     non_torch_bytes: int | None = None
@@ -673,20 +802,36 @@ class CapacityInputs:
     def validate(self) -> None:
         if self.engine not in ENGINES:
             raise CapacityError(f"engine: must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if isinstance(self.gpu_memory_bytes, bool) or not isinstance(self.gpu_memory_bytes, (int, float)) \
-                or self.gpu_memory_bytes <= 0:
+        if (
+            isinstance(self.gpu_memory_bytes, bool)
+            or not isinstance(self.gpu_memory_bytes, (int, float))
+            or self.gpu_memory_bytes <= 0
+        ):
             raise CapacityError(f"gpu_memory: must be positive, got {self.gpu_memory_bytes!r}")
         if not self.contexts:
             raise CapacityError("contexts: give at least one context length")
         for c in self.contexts:
             if isinstance(c, bool) or not isinstance(c, int) or c <= 0:
                 raise CapacityError(f"contexts: every context length must be a positive integer, got {c!r}")
-        for name in ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"):
+        for name in (
+            "gpu_memory_utilization",
+            "mem_fraction_static",
+            "free_gpu_memory_fraction",
+            "cache_max_entry_count",
+        ):
             v = getattr(self, name)
             if v is not None and not (0 < v <= 1):
                 raise CapacityError(f"{name}: must be in (0, 1], got {v!r}")
-        for name in ("kv_cache_memory_bytes", "max_tokens", "ctx_size", "block_size", "max_model_len",
-                     "max_num_batched_tokens"):
+        for name in (
+            "kv_cache_memory_bytes",
+            "max_tokens",
+            "ctx_size",
+            "block_size",
+            "max_model_len",
+            "max_num_batched_tokens",
+            "n_parallel",
+            "n_ubatch",
+        ):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                 raise CapacityError(f"{name}: must be a positive integer, got {v!r}")
@@ -694,6 +839,14 @@ class CapacityInputs:
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise CapacityError(f"{name}: must be >= 0, got {v!r}")
+        if self.kv_unified is not None and not isinstance(self.kv_unified, bool):
+            raise CapacityError(f"kv_unified: must be true or false, got {self.kv_unified!r}")
+        if self.memory_default is not None:
+            value = self.memory_default[0] if isinstance(self.memory_default, tuple) else None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise CapacityError(
+                    f"memory_default: must be (a fraction in (0, 1], its source), got {self.memory_default!r}"
+                )
         validate_parallelism(self.model, self.tp, self.pp)
         kv_element_bytes(self.kv_dtype, self.engine)
 
@@ -724,6 +877,8 @@ class CapacityPlan:
     memory_breakdown: dict[str, float]
     estimates: list[dict]
     notes: list[str]
+    slots: int | None = None  # llama.cpp: requests served at once (-np)
+    sequence_limit: int | None = None  # llama.cpp: the longest sequence one slot holds
 
     def sequence_bytes(self, context: int) -> float:
         return _sequence_bytes(self.inputs, self.kv, self.block_size, context)
@@ -747,9 +902,13 @@ class CapacityPlan:
             "kv_heads_per_rank": self.kv.kv_heads_per_rank,
             "kv_replicated_across_tp": self.kv.replicated_across_tp,
             "attention_layers_per_rank": self.kv.attention_layers_per_rank,
-            "layer_kinds": {k: i.model.count(k) for k in ("full", "sliding", "ssm", "linear", "none")
-                            if i.model.count(k)},
+            "layer_kinds": {
+                k: i.model.count(k) for k in ("full", "sliding", "ssm", "linear", "none") if i.model.count(k)
+            },
             "sliding_window": i.model.sliding_window,
+            "local_attention": i.model.local_attention if i.model.sliding_window else None,
+            "slots": self.slots,
+            "sequence_limit": self.sequence_limit,
             "block_size": self.block_size,
             "bytes_per_block": _num(self.bytes_per_block),
             "num_blocks": self.num_blocks,
@@ -778,7 +937,11 @@ def _num(x: float) -> float | int:
 
 
 def _estimate(name: str, value: float, source: str, overridden: bool = False) -> dict:
-    return {"name": name, "value": _num(value), "source": ("measured/override: " if overridden else "estimate: ") + source}
+    return {
+        "name": name,
+        "value": _num(value),
+        "source": ("measured/override: " if overridden else "estimate: ") + source,
+    }
 
 
 def _block_size(inputs: CapacityInputs, notes: list[str]) -> int:
@@ -802,41 +965,143 @@ def _state_bytes(inputs: CapacityInputs) -> float:
     best = 0.0
     for r in _stage_layers(spec.num_layers, inputs.pp):
         kinds = [spec.layer_kinds[i] for i in r]
-        b = (kinds.count("ssm") * spec.ssm_state_elements_per_layer
-             + kinds.count("linear") * spec.linear_state_elements_per_layer) * elt / inputs.tp
+        b = (
+            (
+                kinds.count("ssm") * spec.ssm_state_elements_per_layer
+                + kinds.count("linear") * spec.linear_state_elements_per_layer
+            )
+            * elt
+            / inputs.tp
+        )
         best = max(best, b)
     return best
+
+
+def _max_model_len(inputs: CapacityInputs) -> int:
+    return inputs.max_model_len or inputs.model.max_position_embeddings or max(inputs.contexts)
+
+
+def _vllm_batched_tokens(inputs: CapacityInputs) -> int:
+    """vLLM's max_num_batched_tokens: given, else the API server's default for the GPU (v0.11.0
+    vllm/engine/arg_utils.py: 8192 with at least 70 GiB and not an A100, else 2048)."""
+    if inputs.max_num_batched_tokens:
+        return inputs.max_num_batched_tokens
+    large = inputs.gpu_memory_bytes >= 70 * GiB and "a100" not in (inputs.gpu_name or "").lower()
+    return VLLM_BATCHED_TOKENS_LARGE_GPU if large else VLLM_BATCHED_TOKENS_OTHER
+
+
+def _local_cap_blocks(inputs: CapacityInputs, block: int) -> int | None:
+    """Blocks one sequence holds at most in a sliding-window / chunked-local layer (None: no cap)."""
+    spec = inputs.model
+    window = spec.sliding_window
+    if window is None:
+        return None
+    if inputs.engine == "vllm":
+        batched, longest = _vllm_batched_tokens(inputs), _max_model_len(inputs)
+        if spec.local_attention == "chunked":  # ChunkedLocalAttentionSpec (v0.11.0)
+            return math.ceil(min(window + batched, longest) / block)
+        return math.ceil(min(window - 1 + batched, longest) / block) + 1  # SlidingWindowSpec (v0.11.0)
+    return window if block == 1 else math.ceil(window / block) + 1
 
 
 def _sequence_bytes(inputs: CapacityInputs, kv: KVBytes, block: int, context: int) -> float:
     """Bytes one sequence of `context` tokens holds on the binding rank, paging included."""
     spec = inputs.model
     blocks_full = math.ceil(context / block)
+    cap_blocks = _local_cap_blocks(inputs, block)
     best = 0.0
     for r in _stage_layers(spec.num_layers, inputs.pp):
         kinds = [spec.layer_kinds[i] for i in r]
         full, sliding = kinds.count("full"), kinds.count("sliding")
         tokens_full = blocks_full * block
         if sliding:
-            w = spec.sliding_window or context
-            cap_blocks = w if block == 1 else math.ceil(w / block) + 1
-            tokens_sliding = min(blocks_full, cap_blocks) * block
+            tokens_sliding = (blocks_full if cap_blocks is None else min(blocks_full, cap_blocks)) * block
         else:
             tokens_sliding = 0
         best = max(best, kv.per_layer_per_rank * (full * tokens_full + sliding * tokens_sliding))
     return best + _state_bytes(inputs)
 
 
+def _pad(value: int, to: int = LLAMACPP_PAD) -> int:
+    return -(-value // to) * to
+
+
+@dataclass(frozen=True)
+class LlamaCppLayout:
+    """How llama-server lays out its KV buffer from its flags (see the module docstring)."""
+
+    n_ctx: int  # cells of the full-attention buffer, all streams
+    n_ctx_seq: int  # the longest sequence one slot holds
+    slots: int  # -np: requests served at once
+    unified: bool
+    streams: int  # 1 when unified, else one per slot
+    swa_cells: int  # cells per stream of a sliding-window layer
+    notes: tuple[str, ...]
+
+
+def llamacpp_layout(inputs: CapacityInputs) -> LlamaCppLayout:
+    spec = inputs.model
+    notes = []
+    ctx = inputs.ctx_size
+    if ctx is None:
+        if not spec.max_position_embeddings:
+            raise CapacityError(
+                "ctx_size: llama-server's -c 0 takes the model's trained context, and the config has no "
+                "max_position_embeddings; give -c"
+            )
+        ctx = spec.max_position_embeddings
+        notes.append(f"-c not given: llama-server takes the model's trained context ({ctx})")
+    if inputs.n_parallel is None:  # tools/server: "n_parallel is set to auto, using n_parallel = 4 and kv_unified"
+        slots, unified = LLAMACPP_AUTO_SLOTS, True
+        notes.append(f"-np not given: llama-server's auto is {slots} slots over one unified KV buffer")
+    else:
+        slots, unified = inputs.n_parallel, bool(inputs.kv_unified)
+    n_ctx = _pad(ctx)
+    if unified:
+        n_ctx_seq, streams = n_ctx, 1
+    else:
+        n_ctx_seq, streams = _pad(n_ctx // slots), slots
+        n_ctx = n_ctx_seq * slots
+    ubatch = min(inputs.n_ubatch or LLAMACPP_DEFAULT_UBATCH, 2048, n_ctx)  # n_ubatch <= n_batch (2048) <= n_ctx
+    swa_cells = n_ctx_seq
+    if spec.sliding_window:
+        swa_cells = _pad(min(n_ctx_seq, spec.sliding_window * (slots if unified else 1) + ubatch))
+    if n_ctx_seq > (spec.max_position_embeddings or n_ctx_seq):
+        notes.append(f"a slot holds {n_ctx_seq} tokens, more than the model's {spec.max_position_embeddings} positions")
+    return LlamaCppLayout(n_ctx, n_ctx_seq, slots, unified, streams, swa_cells, tuple(notes))
+
+
+def _llamacpp_pool_bytes(inputs: CapacityInputs, kv: KVBytes, layout: LlamaCppLayout) -> float:
+    """The KV buffer llama-server allocates on the binding rank (exactly, from its flags)."""
+    spec = inputs.model
+    best = 0.0
+    for r in _stage_layers(spec.num_layers, inputs.pp):
+        kinds = [spec.layer_kinds[i] for i in r]
+        cells = kinds.count("full") * layout.n_ctx_seq + kinds.count("sliding") * layout.swa_cells
+        best = max(best, kv.per_layer_per_rank * cells * layout.streams)
+    return best + _state_bytes(inputs) * layout.slots
+
+
+def _default_fraction(inputs: CapacityInputs, fallback: float, fallback_source: str) -> tuple[float, str]:
+    """The engine version's default memory fraction (from the catalog) when given, else `fallback`."""
+    if inputs.memory_default is not None:
+        value, source = inputs.memory_default
+        return float(value), f"{source}; pass the value you run"
+    return fallback, f"{fallback_source}; pass the value you run"
+
+
 def _activation_estimate(inputs: CapacityInputs) -> tuple[float, str]:
     spec = inputs.model
-    tokens = inputs.max_num_batched_tokens or (8192 if inputs.gpu_memory_bytes >= 70 * GiB else 2048)
+    tokens = _vllm_batched_tokens(inputs)
     inter = spec.intermediate_size or 4 * spec.hidden_size
     per_token = (3 * inter / inputs.tp + 6 * spec.hidden_size) * 2
     logits = inputs.max_num_seqs * spec.vocab_size / inputs.tp * 4 * 2
     value = tokens * per_token + logits
-    src = (f"profile-run heuristic: {tokens} batched tokens x (3 x MLP width / TP + 6 x hidden) x 2 B "
-           f"+ {inputs.max_num_seqs} seqs x vocab logits fp32 x 2; replace with the engine log's "
-           f"'activation peak' / torch peak")
+    src = (
+        f"profile-run heuristic: {tokens} batched tokens x (3 x MLP width / TP + 6 x hidden) x 2 B "
+        f"+ {inputs.max_num_seqs} seqs x vocab logits fp32 x 2; replace with the engine log's "
+        f"'activation peak' / torch peak"
+    )
     return value, src
 
 
@@ -854,17 +1119,23 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
     w_total = weight_bytes(spec, inputs.weight_dtype)
     breakdown: dict[str, float] = {"total": total, "weights": w_rank}
     if inputs.gpu_name in GPU_MEMORY_GIB and int(GPU_MEMORY_GIB[inputs.gpu_name] * GiB) == int(total):
-        estimates.append(_estimate(
-            "gpu_memory_bytes", total,
-            f"{inputs.gpu_name} total as torch/vLLM report it (approximate table value); pass the "
-            f"measured 'total_gpu_memory' to be exact"))
+        estimates.append(
+            _estimate(
+                "gpu_memory_bytes",
+                total,
+                f"{inputs.gpu_name} total as torch/vLLM report it (approximate table value); pass the "
+                f"measured 'total_gpu_memory' to be exact",
+            )
+        )
     max_model_len = inputs.max_model_len or spec.max_position_embeddings or max(inputs.contexts)
 
     if spec.attention == "mla" and inputs.tp > 1:
         notes.append(f"MLA latent cache is replicated on each of the {inputs.tp} TP ranks (not divided by TP)")
     if spec.attention == "standard" and inputs.tp > spec.num_kv_heads:
-        notes.append(f"TP {inputs.tp} > {spec.num_kv_heads} KV heads: each KV head is replicated on "
-                     f"{inputs.tp // spec.num_kv_heads} ranks")
+        notes.append(
+            f"TP {inputs.tp} > {spec.num_kv_heads} KV heads: each KV head is replicated on "
+            f"{inputs.tp // spec.num_kv_heads} ranks"
+        )
 
     eng = inputs.engine
     if eng == "vllm":
@@ -875,11 +1146,13 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
         else:
             util = inputs.gpu_memory_utilization
             if util is None:
-                util = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-                estimates.append(_estimate(
-                    "gpu_memory_utilization", util,
-                    f"vLLM default {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} in current releases "
-                    f"({VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION} before); pass the value you run"))
+                util, source = _default_fraction(
+                    inputs,
+                    VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+                    f"vLLM default {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.33.0 "
+                    f"({VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.11.0 and before; vllm/config/cache.py)",
+                )
+                estimates.append(_estimate("gpu_memory_utilization", util, source))
             budget = total * util
             act, act_src = _activation_estimate(inputs)
             if inputs.activation_peak_bytes is not None:
@@ -887,42 +1160,69 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
             estimates.append(_estimate("activation_peak_bytes", act, act_src, inputs.activation_peak_bytes is not None))
             nt = inputs.non_torch_bytes
             nt_val = float(nt) if nt is not None else (0.25 * GiB if inputs.tp * inputs.pp == 1 else 1.5 * GiB)
-            estimates.append(_estimate(
-                "non_torch_bytes", nt_val,
-                "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers "
-                "under TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP", nt is not None))
+            estimates.append(
+                _estimate(
+                    "non_torch_bytes",
+                    nt_val,
+                    "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers "
+                    "under TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
+                    nt is not None,
+                )
+            )
             cg = inputs.cuda_graph_bytes
             cg_val = float(cg) if cg is not None else (0.0 if inputs.enforce_eager else 0.5 * GiB)
-            estimates.append(_estimate(
-                "cuda_graph_bytes", cg_val,
-                "vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)", cg is not None))
+            estimates.append(
+                _estimate(
+                    "cuda_graph_bytes",
+                    cg_val,
+                    "vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)",
+                    cg is not None,
+                )
+            )
             kv_mem = budget - w_rank - act - nt_val - cg_val
-            breakdown.update({"budget": budget, "activation_peak": act, "non_torch": nt_val,
-                              "cuda_graphs": cg_val, "unused_by_engine": total - budget})
+            breakdown.update(
+                {
+                    "budget": budget,
+                    "activation_peak": act,
+                    "non_torch": nt_val,
+                    "cuda_graphs": cg_val,
+                    "unused_by_engine": total - budget,
+                }
+            )
     elif eng == "sglang":
         frac = inputs.mem_fraction_static
-        if frac is None:
+        if frac is None and inputs.memory_default is not None:
+            frac, source = _default_fraction(inputs, 0.0, "")
+            estimates.append(_estimate("mem_fraction_static", frac, source))
+        elif frac is None:
             frac = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83}.get(inputs.tp, 0.79 if inputs.tp >= 16 else 0.88)
-            estimates.append(_estimate(
-                "mem_fraction_static", frac,
-                "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer "
-                "releases derive it from GPU memory - pass the value you run"))
+            estimates.append(
+                _estimate(
+                    "mem_fraction_static",
+                    frac,
+                    "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer "
+                    "releases derive it from GPU memory - pass the value you run",
+                )
+            )
         kv_mem = total * frac - w_rank
         breakdown.update({"static_budget": total * frac, "activations_and_graphs": total * (1 - frac)})
         notes.append("SGLang: mem_fraction_static of total memory covers weights + KV pool")
     elif eng == "trtllm":
         frac = inputs.free_gpu_memory_fraction
         if frac is None:
-            frac = TRTLLM_DEFAULT_FREE_GPU_MEMORY_FRACTION
-            estimates.append(_estimate("free_gpu_memory_fraction", frac, "TensorRT-LLM KvCacheConfig default 0.9"))
+            frac, source = _default_fraction(
+                inputs, TRTLLM_DEFAULT_FREE_GPU_MEMORY_FRACTION, "TensorRT-LLM KvCacheConfig default 0.9"
+            )
+            estimates.append(_estimate("free_gpu_memory_fraction", frac, source))
         act, act_src = _activation_estimate(inputs)
         if inputs.activation_peak_bytes is not None:
             act = float(inputs.activation_peak_bytes)
         estimates.append(_estimate("activation_peak_bytes", act, act_src, inputs.activation_peak_bytes is not None))
         nt = inputs.non_torch_bytes
         nt_val = float(nt) if nt is not None else 1.0 * GiB
-        estimates.append(_estimate("runtime_overhead_bytes", nt_val,
-                                   "CUDA context + runtime buffers (~1 GiB)", nt is not None))
+        estimates.append(
+            _estimate("runtime_overhead_bytes", nt_val, "CUDA context + runtime buffers (~1 GiB)", nt is not None)
+        )
         free = total - w_rank - act - nt_val
         kv_mem = free * frac
         breakdown.update({"free_after_load": free, "activation_peak": act, "runtime": nt_val})
@@ -932,72 +1232,264 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
             if cap < kv_mem:
                 kv_mem = cap
                 notes.append("TensorRT-LLM max_tokens is the tighter limit (min of max_tokens and the fraction)")
+    elif eng == "lmdeploy":
+        frac, frac_src = inputs.cache_max_entry_count, None
+        if frac is None:
+            frac, frac_src = _default_fraction(
+                inputs,
+                LMDEPLOY_DEFAULT_CACHE_MAX_ENTRY_COUNT,
+                "LMDeploy --cache-max-entry-count default 0.8 (lmdeploy/messages.py, v0.16.0)",
+            )
+            estimates.append(_estimate("cache_max_entry_count", frac, frac_src))
+        nt = inputs.non_torch_bytes
+        nt_val = float(nt) if nt is not None else (0.25 * GiB if inputs.tp * inputs.pp == 1 else 1.5 * GiB)
+        estimates.append(
+            _estimate(
+                "non_torch_bytes",
+                nt_val,
+                "CUDA context and NCCL buffers outside torch: ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
+                nt is not None,
+            )
+        )
+        batches = next(
+            (v for k, v in LMDEPLOY_MAX_BATCH_SIZE.items() if k in (inputs.gpu_name or "").lower()),
+            LMDEPLOY_OTHER_MAX_BATCH_SIZE,
+        )
+        runtime = (LMDEPLOY_MAX_PREFILL_TOKEN_NUM + 2 * batches) * spec.vocab_size * 2
+        if inputs.activation_peak_bytes is not None:
+            runtime = float(inputs.activation_peak_bytes)
+        estimates.append(
+            _estimate(
+                "activation_peak_bytes",
+                runtime,
+                f"LMDeploy PyTorch engine runtime reserve (max_prefill_token_num {LMDEPLOY_MAX_PREFILL_TOKEN_NUM} "
+                f"+ 2 x max_batch_size {batches}) x vocab x 2 B, set aside before the fraction "
+                "(lmdeploy/pytorch/engine/executor/base.py _get_runtime_size, v0.16.0)",
+                inputs.activation_peak_bytes is not None,
+            )
+        )
+        free = total - w_rank - nt_val
+        kv_mem = (free - runtime) * frac
+        breakdown.update({"free_after_load": free, "activation_peak": runtime, "non_torch": nt_val})
+        notes.append(
+            "LMDeploy: cache_max_entry_count is a share of the memory FREE after loading the weights "
+            "(and after the runtime reserve), not of total memory"
+        )
     else:  # llamacpp
-        if inputs.ctx_size:
-            ctx = inputs.ctx_size
-            kv_mem = float(_sequence_bytes(inputs, kv, 1, ctx))
-            notes.append(f"llama.cpp allocates --ctx-size {ctx} cells contiguously at start; "
-                         f"parallel slots share them (n_ctx / n_parallel each)")
-        else:
-            nt = inputs.non_torch_bytes
-            nt_val = float(nt) if nt is not None else 1.0 * GiB
-            estimates.append(_estimate("compute_buffers_bytes", nt_val,
-                                       "llama.cpp compute buffers + CUDA context (~1 GiB)", nt is not None))
-            kv_mem = total - w_rank - nt_val
-            notes.append("llama.cpp: no --ctx-size given; pool = what is left after weights")
+        layout = llamacpp_layout(inputs)
+        notes.extend(layout.notes)
+        kv_mem = float(_llamacpp_pool_bytes(inputs, kv, layout))
+        shared = "one buffer shared by" if layout.unified else "split over"
+        notes.append(
+            f"llama-server allocates exactly {layout.n_ctx} cells ({shared} {layout.slots} slots, "
+            f"{layout.n_ctx_seq} tokens per sequence at most), whatever memory is free"
+        )
+        breakdown["kv_pool_from_flags"] = kv_mem
+        nt = inputs.non_torch_bytes
+        nt_val = float(nt) if nt is not None else 1.0 * GiB
+        estimates.append(
+            _estimate(
+                "compute_buffers_bytes", nt_val, "llama.cpp compute buffers + CUDA context (~1 GiB)", nt is not None
+            )
+        )
+        if w_rank + nt_val + kv_mem > total:
+            notes.append(
+                "weights + compute buffers + this KV buffer exceed the GPU: llama-server's --fit (on by default) "
+                "lowers an unset -c until it fits, else it fails to start; set -c/-np to what fits"
+            )
 
     breakdown["kv_pool"] = max(kv_mem, 0.0)
     if kv_mem <= 0:
         notes.append("weights and runtime overheads exceed the engine's memory budget: no KV cache fits")
         kv_mem = 0.0
 
+    if eng == "vllm" and spec.count("sliding") and not inputs.max_num_batched_tokens:
+        estimates.append(
+            _estimate(
+                "max_num_batched_tokens",
+                _vllm_batched_tokens(inputs),
+                "vLLM API-server default for this GPU (v0.11.0 vllm/engine/arg_utils.py: 8192 from 70 GiB, not on "
+                "A100s, else 2048); a sliding-window or chunked-local layer holds one such chunk beyond its window",
+            )
+        )
     bytes_per_block = kv.per_rank * block
     num_blocks = int(kv_mem // bytes_per_block) if bytes_per_block else 0
     state = _state_bytes(inputs)
     uniform = spec.count("sliding") == 0 and state == 0
-    if uniform:
+    layout = llamacpp_layout(inputs) if eng == "llamacpp" else None
+    if layout is not None:
+        token_capacity = layout.n_ctx
+    elif uniform:
         token_capacity = num_blocks * block
     else:
         per_seq = _sequence_bytes(inputs, kv, block, max_model_len)
         token_capacity = int(kv_mem / per_seq * max_model_len) if per_seq else 0
-        notes.append(f"token_capacity = max concurrency at max_model_len ({max_model_len}) x max_model_len "
-                     "(vLLM's definition for sliding/hybrid layouts)")
+        notes.append(
+            f"token_capacity = max concurrency at max_model_len ({max_model_len}) x max_model_len "
+            "(vLLM's definition for sliding/hybrid layouts)"
+        )
 
-    pool = num_blocks * bytes_per_block if uniform else kv_mem
+    pool = num_blocks * bytes_per_block if uniform and layout is None else kv_mem
+
+    def fitting(context: int, share: float, b: float) -> int:
+        """Sequences of `context` tokens in `share` of the pool (llama.cpp: no more than its slots,
+        none longer than a slot)."""
+        n = int(pool * share // b) if b else 0
+        if layout is not None:
+            n = 0 if context > layout.n_ctx_seq else min(n, layout.slots)
+        return n
+
     conc, seqs, per = {}, {}, {}
     for c in sorted(set(inputs.contexts)):
         b = _sequence_bytes(inputs, kv, block, c)
         per[c] = b
         conc[c] = round(pool / b, 2) if b else 0.0
-        seqs[c] = int(pool // b) if b else 0
+        seqs[c] = fitting(c, 1.0, b)
+        if layout is not None:
+            conc[c] = float(min(conc[c], seqs[c]))
         if spec.max_position_embeddings and c > spec.max_position_embeddings:
             notes.append(f"context {c} exceeds the model's max_position_embeddings ({spec.max_position_embeddings})")
 
     headroom = {
-        "rule": "plan with 20-30% memory headroom, never from the theoretical maximum (DOMAIN.md)",
+        "rule": "plan with 20-30% memory headroom, never from the theoretical maximum (docs/domain.md)",
         "pool_bytes_at_70pct": int(pool * 0.7),
         "pool_bytes_at_80pct": int(pool * 0.8),
-        "sequences_at_70pct": {str(c): int(pool * 0.7 // per[c]) if per[c] else 0 for c in per},
-        "sequences_at_80pct": {str(c): int(pool * 0.8 // per[c]) if per[c] else 0 for c in per},
+        "sequences_at_70pct": {str(c): fitting(c, 0.7, per[c]) for c in per},
+        "sequences_at_80pct": {str(c): fitting(c, 0.8, per[c]) for c in per},
     }
-    grid = sorted({2 ** k for k in range(10, 21) if 2 ** k <= max(max_model_len, max(inputs.contexts))}
-                  | set(inputs.contexts))
+    grid = sorted(
+        {2**k for k in range(10, 21) if 2**k <= max(max_model_len, max(inputs.contexts))} | set(inputs.contexts)
+    )
     by_ctx = []
     for c in grid:
         b = _sequence_bytes(inputs, kv, block, c)
-        by_ctx.append({"context": c, "bytes_per_sequence": _num(b),
-                       "max_sequences": int(pool // b) if b else 0,
-                       "sequences_at_80pct": int(pool * 0.8 // b) if b else 0,
-                       "sequences_at_70pct": int(pool * 0.7 // b) if b else 0})
+        by_ctx.append(
+            {
+                "context": c,
+                "bytes_per_sequence": _num(b),
+                "max_sequences": fitting(c, 1.0, b),
+                "sequences_at_80pct": fitting(c, 0.8, b),
+                "sequences_at_70pct": fitting(c, 0.7, b),
+            }
+        )
 
     return CapacityPlan(
-        inputs=inputs, kv=kv, kv_bytes_per_token=kv.per_rank, kv_bytes_per_token_total=kv.total,
-        block_size=block, bytes_per_block=bytes_per_block, num_blocks=num_blocks,
-        token_capacity=token_capacity, kv_memory_bytes=kv_mem, pool_bytes=pool, weight_bytes_per_rank=w_rank,
-        weight_bytes_total=w_total, state_bytes_per_sequence=state, max_model_len=max_model_len,
-        max_concurrency=conc, max_sequences=seqs, bytes_per_sequence=per, headroom=headroom,
-        memory_by_context=by_ctx, memory_breakdown=breakdown, estimates=estimates, notes=notes,
+        inputs=inputs,
+        kv=kv,
+        kv_bytes_per_token=kv.per_rank,
+        kv_bytes_per_token_total=kv.total,
+        block_size=block,
+        bytes_per_block=bytes_per_block,
+        num_blocks=num_blocks,
+        token_capacity=token_capacity,
+        kv_memory_bytes=kv_mem,
+        pool_bytes=pool,
+        weight_bytes_per_rank=w_rank,
+        weight_bytes_total=w_total,
+        state_bytes_per_sequence=state,
+        max_model_len=max_model_len,
+        max_concurrency=conc,
+        max_sequences=seqs,
+        bytes_per_sequence=per,
+        headroom=headroom,
+        memory_by_context=by_ctx,
+        memory_breakdown=breakdown,
+        estimates=estimates,
+        notes=notes,
+        slots=layout.slots if layout is not None else None,
+        sequence_limit=layout.n_ctx_seq if layout is not None else None,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Launch flags -> plan inputs
+# --------------------------------------------------------------------------------------------
+
+# engine -> {flag spelling: (CapacityInputs field, type)}; "switch" flags take no value
+_FLAGS: dict[str, dict[str, tuple[str, Any]]] = {
+    "vllm": {
+        "--gpu-memory-utilization": ("gpu_memory_utilization", float),
+        "--max-model-len": ("max_model_len", int),
+        "--max-num-batched-tokens": ("max_num_batched_tokens", int),
+        "--block-size": ("block_size", int),
+        "--kv-cache-memory": ("kv_cache_memory_bytes", int),
+        "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", int),
+        "--max-num-seqs": ("max_num_seqs", int),
+        "--enforce-eager": ("enforce_eager", "switch"),
+    },
+    "sglang": {
+        "--mem-fraction-static": ("mem_fraction_static", float),
+        "--context-length": ("max_model_len", int),
+        "--page-size": ("block_size", int),
+    },
+    "trtllm": {
+        "--kv_cache_free_gpu_memory_fraction": ("free_gpu_memory_fraction", float),
+        "--max_seq_len": ("max_model_len", int),
+    },
+    "lmdeploy": {
+        "--cache-max-entry-count": ("cache_max_entry_count", float),
+        "--cache-block-seq-len": ("block_size", int),
+        "--block-size": ("block_size", int),
+        "--session-len": ("max_model_len", int),
+    },
+    "llamacpp": {
+        "-c": ("ctx_size", int),
+        "--ctx-size": ("ctx_size", int),
+        "-np": ("n_parallel", int),
+        "--parallel": ("n_parallel", int),
+        "-ub": ("n_ubatch", int),
+        "--ubatch-size": ("n_ubatch", int),
+        "-kvu": ("kv_unified", True),
+        "--kv-unified": ("kv_unified", True),
+        "-no-kvu": ("kv_unified", False),
+        "--no-kv-unified": ("kv_unified", False),
+    },
+}
+
+
+def inputs_from_flags(engine: str, text: str) -> dict[str, Any]:
+    """The plan inputs an engine's launch flags set (`--flag value` or `--flag=value`; the last
+    one wins; flags the plan does not use are ignored). A bad value names its flag."""
+    table = _FLAGS.get(engine, {})
+    try:
+        words = shlex.split(text or "")
+    except ValueError as exc:
+        raise CapacityError(f"launch_flags: cannot split them ({exc})") from None
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        flag, sep, inline = word.partition("=")
+        entry = table.get(flag if sep else word)
+        i += 1
+        if entry is None:
+            continue
+        name, kind = entry
+        if kind == "switch":
+            out[name] = True
+            continue
+        if isinstance(kind, bool):
+            out[name] = kind
+            continue
+        if sep:
+            raw = inline
+        elif i < len(words):
+            raw = words[i]
+            i += 1
+        else:
+            raise CapacityError(f"launch_flags: {flag} needs a value")
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise CapacityError(f"launch_flags: {flag} needs a number, got {raw!r}") from None
+        if name == "ctx_size" and value == 0:
+            out.pop(name, None)  # -c 0: the model's trained context
+            continue
+        if name == "n_parallel" and value < 0:
+            out.pop(name, None)  # -np -1: auto
+            continue
+        out[name] = value
+    return out
 
 
 def gpu_memory_bytes(gpu: str | None = None, gib: float | None = None) -> tuple[int, str]:
@@ -1018,8 +1510,13 @@ def gpu_memory_bytes(gpu: str | None = None, gib: float | None = None) -> tuple[
 # Verdict against a selection's constraints
 # --------------------------------------------------------------------------------------------
 
-_CONSTRAINT_KEYS = ("peak_concurrency", "avg_input_tokens", "avg_output_tokens",
-                    "max_input_tokens", "max_output_tokens")
+_CONSTRAINT_KEYS = (
+    "peak_concurrency",
+    "avg_input_tokens",
+    "avg_output_tokens",
+    "max_input_tokens",
+    "max_output_tokens",
+)
 
 
 def _read_constraints(constraints: Mapping[str, Any]) -> dict:
@@ -1029,7 +1526,10 @@ def _read_constraints(constraints: Mapping[str, Any]) -> dict:
     for key in _CONSTRAINT_KEYS:
         v = constraints.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "peak_concurrency" else 0):
-            raise CapacityError(f"constraints.{key}: must be a {'positive' if key == 'peak_concurrency' else 'non-negative'} integer, got {v!r}")
+            raise CapacityError(
+                f"constraints.{key}: must be a {'positive' if key == 'peak_concurrency' else 'non-negative'} "
+                f"integer, got {v!r}"
+            )
         out[key] = v
     budget = constraints.get("gpu_budget")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
@@ -1046,8 +1546,12 @@ def _assess(plan: CapacityPlan, c: dict) -> dict:
     per_max = plan.sequence_bytes(max_ctx)
     need = (c["peak_concurrency"] - 1) * per_avg + per_max
     return {
-        "avg_context": avg_ctx, "max_context": max_ctx, "need_bytes": need, "pool_bytes": pool,
-        "fits_30": pool > 0 and need <= 0.7 * pool, "fits_20": pool > 0 and need <= 0.8 * pool,
+        "avg_context": avg_ctx,
+        "max_context": max_ctx,
+        "need_bytes": need,
+        "pool_bytes": pool,
+        "fits_30": pool > 0 and need <= 0.7 * pool,
+        "fits_20": pool > 0 and need <= 0.8 * pool,
         "seqs_80": int(0.8 * pool // per_avg) if per_avg else 0,
         "seqs_70": int(0.7 * pool // per_avg) if per_avg else 0,
         "max_fits": pool > 0 and per_max <= 0.8 * pool,
@@ -1056,38 +1560,101 @@ def _assess(plan: CapacityPlan, c: dict) -> dict:
 
 def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[str, Any]) -> dict:
     """Fits / does not fit against peak concurrency and context lengths, with alternatives
-    (fp8 KV, a larger TP, more replicas) checked under the same engine rules."""
+    (fp8 KV, a larger TP, more replicas) checked under the same engine rules. The summary and the
+    reasons are `Message`s (``str()`` gives English; `messages.to_json` makes the dict JSON)."""
     plan = plan_or_inputs if isinstance(plan_or_inputs, CapacityPlan) else plan_capacity(plan_or_inputs)
     c = _read_constraints(constraints)
     i = plan.inputs
     gpus = i.tp * i.pp
     a = _assess(plan, c)
-    reasons: list[str] = []
+    reasons: list[Message] = []
     gib = lambda b: f"{b / GiB:.2f} GiB"  # noqa: E731
     reasons.append(
-        f"KV pool {gib(a['pool_bytes'])} per GPU ({plan.num_blocks} blocks of {plan.block_size} tokens); "
-        f"{c['peak_concurrency']} concurrent sequences (one at max context {a['max_context']}, the rest at "
-        f"avg {a['avg_context']}) need {gib(a['need_bytes'])}")
+        Message(
+            _(
+                "KV pool %(pool)s per GPU (%(blocks)s blocks of %(block)s tokens); %(peak)s concurrent sequences "
+                "(one at max context %(max)s, the rest at avg %(avg)s) need %(need)s"
+            ),
+            {
+                "pool": gib(a["pool_bytes"]),
+                "blocks": str(plan.num_blocks),
+                "block": str(plan.block_size),
+                "peak": str(c["peak_concurrency"]),
+                "max": str(a["max_context"]),
+                "avg": str(a["avg_context"]),
+                "need": gib(a["need_bytes"]),
+            },
+        )
+    )
     mp = i.model.max_position_embeddings
     too_long = bool(mp) and a["max_context"] > mp
     if too_long:
-        reasons.append(f"max context {a['max_context']} exceeds the model's {mp} positions")
+        reasons.append(
+            Message(
+                _("max context %(max)s exceeds the model's %(positions)s positions"),
+                {"max": str(a["max_context"]), "positions": str(mp)},
+            )
+        )
     if plan.kv_memory_bytes <= 0:
-        reasons.append(f"weights ({gib(plan.weight_bytes_per_rank)} per GPU) leave no room for KV cache")
+        reasons.append(
+            Message(
+                _("weights (%(weights)s per GPU) leave no room for KV cache"),
+                {"weights": gib(plan.weight_bytes_per_rank)},
+            )
+        )
     over_budget = c["gpu_budget"] is not None and gpus > c["gpu_budget"]
     if over_budget:
-        reasons.append(f"the plan uses {gpus} GPUs, above the budget of {c['gpu_budget']}")
-    fits = a["fits_20"] and not too_long and not over_budget
+        reasons.append(
+            Message(
+                _("the plan uses %(gpus)s GPUs, above the budget of %(budget)s"),
+                {"gpus": str(gpus), "budget": str(c["gpu_budget"])},
+            )
+        )
+    few_slots = plan.slots is not None and c["peak_concurrency"] > plan.slots
+    if few_slots:
+        reasons.append(
+            Message(
+                _(
+                    "llama-server serves at most %(slots)s requests at once (-np); "
+                    "%(wait)s of the peak %(peak)s would wait"
+                ),
+                {
+                    "slots": str(plan.slots),
+                    "wait": str(c["peak_concurrency"] - plan.slots),
+                    "peak": str(c["peak_concurrency"]),
+                },
+            )
+        )
+    short_slot = plan.sequence_limit is not None and a["max_context"] > plan.sequence_limit
+    if short_slot:
+        reasons.append(
+            Message(
+                _("a slot holds at most %(limit)s tokens, less than the max context %(max)s"),
+                {"limit": str(plan.sequence_limit), "max": str(a["max_context"])},
+            )
+        )
+    fits = a["fits_20"] and not too_long and not over_budget and not few_slots and not short_slot
     if a["fits_30"] and fits:
-        summary = f"fits with 30% headroom on {gpus} GPU(s) (TP={i.tp}, PP={i.pp}, {i.kv_dtype} KV)"
+        summary = Message(
+            _("fits with 30%% headroom on %(gpus)s GPU(s) (TP=%(tp)s, PP=%(pp)s, %(kv)s KV)"),
+            {"gpus": str(gpus), "tp": str(i.tp), "pp": str(i.pp), "kv": i.kv_dtype},
+        )
     elif fits:
-        summary = f"fits with 20% headroom only on {gpus} GPU(s); below the 30% comfort margin"
-        reasons.append(f"at 70% of the pool only {a['seqs_70']} sequences of avg context fit")
+        summary = Message(
+            _("fits with 20%% headroom only on %(gpus)s GPU(s); below the 30%% comfort margin"), {"gpus": str(gpus)}
+        )
+        reasons.append(
+            Message(_("at 70%% of the pool only %(seqs)s sequences of avg context fit"), {"seqs": str(a["seqs_70"])})
+        )
     else:
-        summary = "does not fit"
+        summary = Message(_("does not fit"))
         if not too_long and plan.kv_memory_bytes > 0 and not a["fits_20"]:
-            reasons.append(f"at 80% of the pool only {a['seqs_80']} sequences of avg context fit "
-                           f"(peak {c['peak_concurrency']})")
+            reasons.append(
+                Message(
+                    _("at 80%% of the pool only %(seqs)s sequences of avg context fit (peak %(peak)s)"),
+                    {"seqs": str(a["seqs_80"]), "peak": str(c["peak_concurrency"])},
+                )
+            )
 
     alternatives: list[dict] = []
     if not a["fits_30"] and not too_long:
@@ -1096,9 +1663,15 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
             try:
                 alt = plan_capacity(replace(i, kv_dtype="fp8" if i.engine != "llamacpp" else "int8"))
                 aa = _assess(alt, c)
-                alternatives.append({"change": f"kv_dtype={alt.inputs.kv_dtype}", "gpus": gpus,
-                                     "fits": aa["fits_20"] and not over_budget,
-                                     "headroom_30": aa["fits_30"], "sequences_at_80pct": aa["seqs_80"]})
+                alternatives.append(
+                    {
+                        "change": f"kv_dtype={alt.inputs.kv_dtype}",
+                        "gpus": gpus,
+                        "fits": aa["fits_20"] and not over_budget,
+                        "headroom_30": aa["fits_30"],
+                        "sequences_at_80pct": aa["seqs_80"],
+                    }
+                )
             except CapacityError:
                 pass
         for k in (2, 4, 8, 16, 32):
@@ -1109,24 +1682,47 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
             except CapacityError:
                 continue
             aa = _assess(alt, c)
-            alternatives.append({"change": f"tp={k}", "gpus": k * i.pp, "fits": aa["fits_20"],
-                                 "headroom_30": aa["fits_30"], "sequences_at_80pct": aa["seqs_80"]})
+            alternatives.append(
+                {
+                    "change": f"tp={k}",
+                    "gpus": k * i.pp,
+                    "fits": aa["fits_20"],
+                    "headroom_30": aa["fits_30"],
+                    "sequences_at_80pct": aa["seqs_80"],
+                }
+            )
             if aa["fits_30"]:
                 break
         if a["max_fits"] and a["seqs_80"] > 0:
             replicas = math.ceil(c["peak_concurrency"] / a["seqs_80"])
             if replicas > 1:
                 n = replicas * gpus
-                alternatives.append({"change": f"{replicas} replicas of TP={i.tp}", "gpus": n,
-                                     "fits": budget is None or n <= budget, "headroom_30": False,
-                                     "sequences_at_80pct": a["seqs_80"] * replicas})
+                alternatives.append(
+                    {
+                        "change": f"{replicas} replicas of TP={i.tp}",
+                        "gpus": n,
+                        "fits": budget is None or n <= budget,
+                        "headroom_30": False,
+                        "sequences_at_80pct": a["seqs_80"] * replicas,
+                    }
+                )
         good = [x for x in alternatives if x["fits"]]
         if not fits and good:
             best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
-            summary = f"does not fit as planned; fits with {best['change']} ({best['gpus']} GPUs)"
-    return {"fits": fits, "summary": summary, "reasons": reasons, "alternatives": alternatives,
-            "avg_context": a["avg_context"], "max_context": a["max_context"],
-            "sequences_at_70pct": a["seqs_70"], "sequences_at_80pct": a["seqs_80"]}
+            summary = Message(
+                _("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
+                {"change": best["change"], "gpus": str(best["gpus"])},
+            )
+    return {
+        "fits": fits,
+        "summary": summary,
+        "reasons": reasons,
+        "alternatives": alternatives,
+        "avg_context": a["avg_context"],
+        "max_context": a["max_context"],
+        "sequences_at_70pct": a["seqs_70"],
+        "sequences_at_80pct": a["seqs_80"],
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -1143,8 +1739,9 @@ _LOG_PATTERNS = {
     "vllm_v0_kv_gib": re.compile(r"reserved for KV Cache is\s*([\d.]+)\s*GiB", re.IGNORECASE),
     # SGLang scheduler / memory pool
     "sglang_max_total": re.compile(r"max_total_num_tokens=\s*" + _INT),
-    "sglang_allocated": re.compile(r"KV Cache is allocated\.\s*#tokens:\s*" + _INT
-                                   + r"(?:,\s*K size:\s*([\d.]+)\s*GB,\s*V size:\s*([\d.]+)\s*GB)?"),
+    "sglang_allocated": re.compile(
+        r"KV Cache is allocated\.\s*#tokens:\s*" + _INT + r"(?:,\s*K size:\s*([\d.]+)\s*GB,\s*V size:\s*([\d.]+)\s*GB)?"
+    ),
     # llama.cpp
     "llamacpp_n_ctx": re.compile(r"\bn_ctx\s*=\s*(\d+)"),
     "llamacpp_kv_size": re.compile(r"size\s*=\s*([\d.]+)\s*MiB\s*\(\s*(\d+)\s*cells,\s*(\d+)\s*layers"),
@@ -1209,8 +1806,7 @@ def parse_engine_capacity_log(text: str) -> dict:
     return out
 
 
-def compare_predicted_measured(predicted_tokens: float, measured_tokens: float,
-                               threshold_pct: float = 10.0) -> dict:
+def compare_predicted_measured(predicted_tokens: float, measured_tokens: float, threshold_pct: float = 10.0) -> dict:
     """Predicted vs measured KV token capacity; more than threshold_pct apart is flagged."""
     for name, v in (("predicted_tokens", predicted_tokens), ("measured_tokens", measured_tokens)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
@@ -1219,10 +1815,13 @@ def compare_predicted_measured(predicted_tokens: float, measured_tokens: float,
         diff = 0.0 if predicted_tokens == 0 else math.inf
     else:
         diff = (predicted_tokens - measured_tokens) / measured_tokens * 100
-    return {"predicted_tokens": predicted_tokens, "measured_tokens": measured_tokens,
-            "difference_pct": round(diff, 2) if math.isfinite(diff) else None,
-            "flagged": (not math.isfinite(diff)) or abs(diff) > threshold_pct,
-            "threshold_pct": threshold_pct}
+    return {
+        "predicted_tokens": predicted_tokens,
+        "measured_tokens": measured_tokens,
+        "difference_pct": round(diff, 2) if math.isfinite(diff) else None,
+        "flagged": (not math.isfinite(diff)) or abs(diff) > threshold_pct,
+        "threshold_pct": threshold_pct,
+    }
 
 
 def plan_for_model(model: str | Mapping[str, Any] | ModelSpec, **kwargs: Any) -> CapacityPlan:
@@ -1247,10 +1846,29 @@ def plan_for_model(model: str | Mapping[str, Any] | ModelSpec, **kwargs: Any) ->
 
 
 __all__ = [
-    "CapacityError", "ModelSpec", "KVBytes", "CapacityInputs", "CapacityPlan", "ENGINES", "KV_DTYPES",
-    "GPU_MEMORY_GIB", "shipped_models", "load_model_config", "validate_model_config",
-    "validate_parallelism", "kv_element_bytes", "kv_bytes_per_token", "weight_bytes",
-    "weight_bytes_per_rank", "plan_capacity", "plan_for_model", "gpu_memory_bytes", "verdict",
-    "parse_engine_capacity_log", "compare_predicted_measured",
+    "CapacityError",
+    "ModelSpec",
+    "KVBytes",
+    "CapacityInputs",
+    "CapacityPlan",
+    "ENGINES",
+    "KV_DTYPES",
+    "GPU_MEMORY_GIB",
+    "shipped_models",
+    "load_model_config",
+    "validate_model_config",
+    "validate_parallelism",
+    "kv_element_bytes",
+    "kv_bytes_per_token",
+    "weight_bytes",
+    "weight_bytes_per_rank",
+    "plan_capacity",
+    "plan_for_model",
+    "gpu_memory_bytes",
+    "verdict",
+    "parse_engine_capacity_log",
+    "compare_predicted_measured",
+    "inputs_from_flags",
+    "llamacpp_layout",
+    "LlamaCppLayout",
 ]
-

@@ -25,6 +25,7 @@ ALLOCATION_STRATEGIES = ("paged", "radix", "static", "contiguous")
 PREFIX_CACHE_KINDS = ("hash_block", "radix_tree", "block_trie", "slot_prompt_cache", "none")
 OFFLOAD_TIERS = ("cpu", "disk", "remote")
 OPS_LEVELS = ("low", "medium", "high")
+MEMORY_BUDGET_BASES = ("total", "free", "context")  # a share of total memory, of free memory, or -c cells
 
 # Every version of every engine documents (or marks unknown) exactly these features.
 FEATURE_KEYS = (
@@ -41,6 +42,7 @@ FEATURE_KEYS = (
     "kv_metrics",
     "openai_compatible_api",
     "ops_complexity",
+    "memory_budget",
 )
 
 # KV dtype spellings differ per engine; screening compares families ("fp8", "int8", ...).
@@ -209,6 +211,20 @@ def features(slug: str, version: str | None = None) -> Mapping[str, Fact]:
 
 def capabilities(slug: str, version: str | None = None) -> dict[str, Any]:
     return default_catalog().capabilities(slug, version)
+
+
+def memory_default(slug: str, version: str | None = None) -> tuple[float, str] | None:
+    """The engine version's default memory fraction and the URL stating it, when the catalog has one."""
+    try:
+        fact = features(slug, version).get("memory_budget")
+    except CatalogLookupError:
+        return None
+    if fact is None or not fact.known or not isinstance(fact.value, dict):
+        return None
+    value = fact.value
+    if value.get("of") not in ("total", "free") or value.get("default") is None:
+        return None
+    return float(value["default"]), f"{value['flag']} default of this engine version ({fact.source})"
 
 
 def _build_fact(raw: Mapping[str, Any]) -> Fact:
@@ -431,6 +447,22 @@ def _check_metrics_endpoint(value: Any) -> str | None:
     return _check_optional_bool(value["enabled_by_default"], "enabled_by_default")
 
 
+def _check_memory_budget(value: Any) -> str | None:
+    problem = _check_object(value, ("flag", "default", "of"))
+    if problem:
+        return problem
+    if not isinstance(value["flag"], str) or not value["flag"].startswith("-"):
+        return f"flag must be a command-line flag, got {value['flag']!r}"
+    if value["of"] not in MEMORY_BUDGET_BASES:
+        return f"of must be one of {', '.join(MEMORY_BUDGET_BASES)}, got {value['of']!r}"
+    default = value["default"]
+    if default is not None and (isinstance(default, bool) or not isinstance(default, (int, float))):
+        return f"default must be a number or null (derived), got {default!r}"
+    if value["of"] != "context" and default is not None and not 0 < default <= 1:
+        return f"default must be a fraction in (0, 1], got {default!r}"
+    return None
+
+
 def _check_ops_complexity(value: Any) -> str | None:
     problem = _check_object(value, ("level", "why"))
     if problem:
@@ -456,6 +488,7 @@ _VALUE_CHECKS = {
     "kv_metrics": _check_str_list,
     "openai_compatible_api": _check_bool,
     "ops_complexity": _check_ops_complexity,
+    "memory_budget": _check_memory_budget,
 }
 
 

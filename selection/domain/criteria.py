@@ -1,4 +1,4 @@
-"""The six evaluation dimensions of DOMAIN.md, their criteria, and the scenario weight presets.
+"""The six evaluation dimensions of docs/domain.md, their criteria, and the scenario weight presets.
 
 The article gives H/M/L suggestions for scenarios A and B (seven criteria); C and D are derived
 from its text: C "puts persistence and swap-out first" and adds cache lifecycle management and
@@ -186,3 +186,19 @@ def normalise(weights: dict[str, float]) -> dict[str, float]:
     if total <= 0:
         raise ValueError("weights: at least one weight must be positive")
     return {c: v / total for c, v in weights.items()}
+
+
+def percentages(weights: dict[str, float], decimals: int = 1) -> dict[str, float]:
+    """Weights (any scale) as percentages rounded to `decimals` that add up to exactly 100
+    (largest remainder), so a table of them and its "100 %" total agree. Empty or all-zero
+    weights give zeros."""
+    total = sum(max(v, 0.0) for v in weights.values())
+    if total <= 0:
+        return {c: 0.0 for c in weights}
+    unit = 10**decimals
+    exact = {c: max(v, 0.0) * 100 * unit / total for c, v in weights.items()}
+    floors = {c: int(x) for c, x in exact.items()}
+    left = 100 * unit - sum(floors.values())
+    for c in sorted(exact, key=lambda c: floors[c] - exact[c])[:left]:
+        floors[c] += 1
+    return {c: floors[c] / unit for c in weights}

@@ -1,6 +1,7 @@
-"""Scenario inference: which of DOMAIN.md's four scenarios the constraints describe, and why.
+"""Scenario inference: which of the four scenarios (docs/domain.md) the constraints describe, and why.
 
-Every threshold lives in THRESHOLDS, and every rule says in words what it saw. A selection can
+Every threshold lives in THRESHOLDS, and every rule says in words what it saw (a
+`messages.Message`, translated where it is shown). A selection can
 match several scenarios (a coding agent with 128K contexts is C and B): the mix gives the
 primary scenario a share of PRIMARY_SHARE and splits the rest equally among the others, and the
 default weights blend the presets by that mix.
@@ -8,8 +9,14 @@ default weights blend the presets by that mix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
+
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
 
 THRESHOLDS: dict[str, float] = {
     # B, long documents: the article's "64K-128K+" documents; 32K is where one request's cache
@@ -26,10 +33,10 @@ THRESHOLDS: dict[str, float] = {
 }
 
 SCENARIO_NAMES = {
-    "A": "High-concurrency short text",
-    "B": "Long documents",
-    "C": "Multi-turn and agents",
-    "D": "Offline batch",
+    "A": _("High-concurrency short text"),
+    "B": _("Long documents"),
+    "C": _("Multi-turn and agents"),
+    "D": _("Offline batch"),
 }
 
 # Precedence when several apply: the scenario whose failure mode is hardest to retrofit first.
@@ -37,47 +44,50 @@ PRECEDENCE = ("C", "B", "D", "A")
 PRIMARY_SHARE = 0.6
 
 
-@dataclass(frozen=True)
-class ScenarioInference:
-    scenario: str
-    reasons: list[str]
-    mix: dict[str, float]
-
-    def as_tuple(self) -> tuple[str, list[str], dict[str, float]]:
-        return self.scenario, self.reasons, self.mix
-
-
 def _fmt_tokens(value: float) -> str:
     return f"{value / 1024:g}K" if value >= 1024 and value % 1024 == 0 else f"{value:,.0f}"
 
 
-def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[str], dict[str, float]]:
-    """(scenario, reasons, mix) from a constraints mapping (field names of the one-pager)."""
+def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[Message], dict[str, float]]:
+    """(scenario, reasons, mix) from a constraints mapping (field names of the one-pager); each
+    reason is a `Message` (``str()`` gives the English sentence)."""
     t = THRESHOLDS
     get = constraints.get
-    matched: dict[str, list[str]] = {}
+    matched: dict[str, list[Message]] = {}
 
     max_input = get("max_input_tokens") or 0
     p95_input = get("p95_input_tokens") or 0
     if max_input >= t["long_max_input_tokens"]:
         matched.setdefault("B", []).append(
-            f"max input {_fmt_tokens(max_input)} tokens >= {_fmt_tokens(t['long_max_input_tokens'])} -> long documents"
+            Message(
+                _("max input %(value)s tokens >= %(threshold)s -> long documents"),
+                {"value": _fmt_tokens(max_input), "threshold": _fmt_tokens(t["long_max_input_tokens"])},
+            )
         )
     elif p95_input >= t["long_p95_input_tokens"]:
         matched.setdefault("B", []).append(
-            f"p95 input {_fmt_tokens(p95_input)} tokens >= {_fmt_tokens(t['long_p95_input_tokens'])} -> long documents"
+            Message(
+                _("p95 input %(value)s tokens >= %(threshold)s -> long documents"),
+                {"value": _fmt_tokens(p95_input), "threshold": _fmt_tokens(t["long_p95_input_tokens"])},
+            )
         )
 
     turns = get("average_turns") or 0
     if get("multi_turn") and turns >= t["multi_turn_min_turns"]:
         matched.setdefault("C", []).append(
-            f"multi-turn with {turns:g} turns on average -> cache must persist across turns"
+            Message(
+                _("multi-turn with %(turns)s turns on average -> cache must persist across turns"),
+                {"turns": f"{turns:g}"},
+            )
         )
     elif get("multi_turn"):
-        matched.setdefault("C", []).append("multi-turn sessions -> cache must persist across turns")
+        matched.setdefault("C", []).append(Message(_("multi-turn sessions -> cache must persist across turns")))
     if get("never_swap_sessions"):
         matched.setdefault("C", []).append(
-            f"{get('never_swap_sessions')} sessions must never be swapped out -> persistence policy matters"
+            Message(
+                _("%(sessions)s sessions must never be swapped out -> persistence policy matters"),
+                {"sessions": str(get("never_swap_sessions"))},
+            )
         )
 
     ttft_budget = get("ttft_p95_ms")
@@ -87,22 +97,34 @@ def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[str], dict
     )
     if not interactive and not get("multi_turn"):
         if ttft_budget is None and e2e_budget is None:
-            reason = "no latency budget -> offline batch: throughput and unit cost first"
+            reason = Message(_("no latency budget -> offline batch: throughput and unit cost first"))
         else:
-            reason = (f"TTFT p95 budget {ttft_budget or e2e_budget:,.0f} ms >= "
-                      f"{t['batch_min_ttft_p95_ms']:,.0f} ms -> offline batch: throughput and unit cost first")
+            reason = Message(
+                _("TTFT p95 budget %(budget)s ms >= %(threshold)s ms -> offline batch: throughput and unit cost first"),
+                {"budget": f"{ttft_budget or e2e_budget:,.0f}", "threshold": f"{t['batch_min_ttft_p95_ms']:,.0f}"},
+            )
         matched.setdefault("D", []).append(reason)
 
     concurrency = get("peak_concurrency") or 0
     avg_input = get("avg_input_tokens") or 0
     if concurrency >= t["high_concurrency"] and avg_input <= t["short_avg_input_tokens"] and "D" not in matched:
         matched.setdefault("A", []).append(
-            f"peak concurrency {concurrency:,} >= {t['high_concurrency']:,.0f} with average input "
-            f"{_fmt_tokens(avg_input)} <= {_fmt_tokens(t['short_avg_input_tokens'])} tokens -> high-concurrency short text"
+            Message(
+                _(
+                    "peak concurrency %(concurrency)s >= %(threshold)s with average input %(average)s <= %(short)s "
+                    "tokens -> high-concurrency short text"
+                ),
+                {
+                    "concurrency": f"{concurrency:,}",
+                    "threshold": f"{t['high_concurrency']:,.0f}",
+                    "average": _fmt_tokens(avg_input),
+                    "short": _fmt_tokens(t["short_avg_input_tokens"]),
+                },
+            )
         )
 
     if not matched:
-        matched["A"] = ["no long context, multi-turn or batch signal -> interactive short text (default)"]
+        matched["A"] = [Message(_("no long context, multi-turn or batch signal -> interactive short text (default)"))]
 
     primary = next(s for s in PRECEDENCE if s in matched)
     others = [s for s in PRECEDENCE if s in matched and s != primary]
@@ -113,5 +135,11 @@ def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[str], dict
         mix = {primary: 1.0}
     reasons = list(matched[primary])
     for other in others:
-        reasons += [f"also {other} ({SCENARIO_NAMES[other]}): {r}" for r in matched[other]]
+        reasons += [
+            Message(
+                _("also %(scenario)s (%(name)s): %(reason)s"),
+                {"scenario": other, "name": Message(SCENARIO_NAMES[other]), "reason": r},
+            )
+            for r in matched[other]
+        ]
     return primary, reasons, mix

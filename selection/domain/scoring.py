@@ -1,4 +1,4 @@
-"""Scoring: from evidence to an explainable, bounded recommendation (DOMAIN.md step 5).
+"""Scoring: from evidence to an explainable, bounded recommendation (docs/domain.md, step 5).
 
 Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
 
@@ -38,6 +38,9 @@ Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
   (c) rank acceptability: N draws (default 10,000, fixed seed) of weights perturbed
       multiplicatively by a uniform factor in [1 - spread, 1 + spread] and renormalised; the share
       of draws in which each candidate ranks first.
+* **Sentences** for people (the headline, tie-break explanation, notes, gate and screening
+  reasons, sensitivity sentences) are `messages.Message`s: ``str()`` is the English text, the
+  shell renders them in the reader's language.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ from typing import Mapping as TMapping
 
 import numpy as np
 
+from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
+
 RULES_VERSION = "kvselect-scoring/1"
 
 MEASURED = "MEASURED"
@@ -60,12 +70,12 @@ DOCUMENTED = "DOCUMENTED"
 SCENARIOS = ("A", "B", "C", "D")
 
 DIMENSIONS: dict[str, str] = {
-    "memory": "Memory allocation and reuse",
-    "scheduling": "Concurrency scheduling and isolation",
-    "context": "Context extension and compression",
-    "persistence": "Cross-turn persistence and offload",
-    "cost": "Cost structure",
-    "observability": "Observability",
+    "memory": _("Memory allocation and reuse"),
+    "scheduling": _("Concurrency scheduling and isolation"),
+    "context": _("Context extension and compression"),
+    "persistence": _("Cross-turn persistence and offload"),
+    "cost": _("Cost structure"),
+    "observability": _("Observability"),
 }
 
 DIMENSION_OF: dict[str, str] = {
@@ -81,18 +91,19 @@ DIMENSION_OF: dict[str, str] = {
     "observability": "observability",
 }
 
-CRITERION_LABELS: dict[str, str] = {
-    "memory_allocation": "memory allocation strategy",
-    "cache_reuse": "cache reuse",
-    "concurrency_control": "concurrency control",
-    "context_extension": "context extension",
-    "cache_persistence": "cache persistence",
-    "cache_lifecycle": "cache lifecycle management",
-    "session_recovery": "session recovery consistency",
-    "cost_control": "cost control",
-    "throughput_unit_cost": "throughput / unit cost",
-    "observability": "observability",
+CRITERION_LABELS: dict[str, str] = {  # as they read inside a sentence
+    "memory_allocation": _("memory allocation strategy"),
+    "cache_reuse": _("cache reuse"),
+    "concurrency_control": _("concurrency control"),
+    "context_extension": _("context extension"),
+    "cache_persistence": _("cache persistence"),
+    "cache_lifecycle": _("cache lifecycle management"),
+    "session_recovery": _("session recovery consistency"),
+    "cost_control": _("cost control"),
+    "throughput_unit_cost": _("throughput / unit cost"),
+    "observability": _("observability"),
 }
+OR_SEPARATOR = Message(_(" or "))
 
 # Operating complexity, ordered (lower is better); and the team it needs to run it well.
 COMPLEXITY_RANK = {"low": 0, "medium": 1, "high": 2}
@@ -189,7 +200,9 @@ class ScoringOptions:
     seed: int = 20260101
 
 
-def cost_per_million_output_tokens(goodput_output_tokens_per_s: float, gpu_count: float, cost_per_gpu_hour: float) -> float:
+def cost_per_million_output_tokens(
+    goodput_output_tokens_per_s: float, gpu_count: float, cost_per_gpu_hour: float
+) -> float:
     """Cost of one million output tokens served within the latency budget.
 
     gpu_count * cost_per_gpu_hour buys an hour; in it the deployment serves goodput * 3600 tokens.
@@ -203,8 +216,12 @@ def cost_per_million_output_tokens(goodput_output_tokens_per_s: float, gpu_count
     return gpu_count * cost_per_gpu_hour / (goodput_output_tokens_per_s * 3600.0) * 1e6
 
 
-def sustainable_concurrency(points: Iterable[TMapping[str, Any]], ttft_p95_budget_ms: float, tpot_p95_budget_ms: float,
-                            max_error_rate: float = 0.01) -> float | None:
+def sustainable_concurrency(
+    points: Iterable[TMapping[str, Any]],
+    ttft_p95_budget_ms: float,
+    tpot_p95_budget_ms: float,
+    max_error_rate: float = 0.01,
+) -> float | None:
     """Highest concurrency of a sweep whose TTFT p95, TPOT p95 and error rate are all within budget.
 
     points: [{"concurrency", "ttft_p95_ms", "tpot_p95_ms", "error_rate"}, ...]. A point with a
@@ -228,8 +245,10 @@ def sustainable_concurrency(points: Iterable[TMapping[str, Any]], ttft_p95_budge
 def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
     """Rebuild a CandidateEvidence from its `dataclasses.asdict` / JSON form (e.g. a stored snapshot)."""
     try:
-        metrics = {key: Metric(value=m["value"], run_ids=tuple(m.get("run_ids") or ()), evidence=m.get("evidence", MEASURED))
-                   for key, m in (data.get("metrics") or {}).items()}
+        metrics = {
+            key: Metric(value=m["value"], run_ids=tuple(m.get("run_ids") or ()), evidence=m.get("evidence", MEASURED))
+            for key, m in (data.get("metrics") or {}).items()
+        }
         documented = dict(data.get("documented") or {})
     except (TypeError, KeyError) as error:
         raise ScoringInputError(f"evidence.metrics: each metric needs a value ({error})") from None
@@ -241,11 +260,17 @@ def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
         raise ScoringInputError(f"evidence.documented: unknown field(s) {sorted(unknown)}")
     for key, metric in metrics.items():
         if metric.evidence not in (MEASURED, SIMULATED):
-            raise ScoringInputError(f"evidence.metrics.{key}.evidence: must be MEASURED or SIMULATED, got {metric.evidence!r}")
+            raise ScoringInputError(
+                f"evidence.metrics.{key}.evidence: must be MEASURED or SIMULATED, got {metric.evidence!r}"
+            )
     if not data.get("candidate"):
         raise ScoringInputError("evidence.candidate: required")
-    return CandidateEvidence(candidate=str(data["candidate"]), label=str(data.get("label") or ""), metrics=metrics,
-                             documented=DocumentedFeatures(**documented))
+    return CandidateEvidence(
+        candidate=str(data["candidate"]),
+        label=str(data.get("label") or ""),
+        metrics=metrics,
+        documented=DocumentedFeatures(**documented),
+    )
 
 
 # --------------------------------------------------------------------------- the mapping table
@@ -271,69 +296,298 @@ class Mapping:
 M, D = "measured", "documented"
 MAPPINGS: tuple[Mapping, ...] = (
     # memory
-    Mapping("memory_allocation", "kv_headroom_at_target", ("kv_headroom_at_target",), M, "higher_better", 0.0, 0.30,
-            "share of KV pool", "free KV-pool share at target load; 0 -> 0, >= 0.30 (the article's 20-30% headroom) -> 1", 2.0),
-    Mapping("memory_allocation", "soak_drift_p99_ratio", ("soak_drift_p99_ratio",), M, "lower_better", 1.05, 1.50,
-            "ratio", "p99 latency late in the soak / early; <= 1.05 -> 1, >= 1.50 -> 0 (fragmentation drift)", 2.0),
-    Mapping("memory_allocation", "allocation_strategy", ("documented.allocation_strategy",), D, "levels", None, None,
-            "level", "paged/block 1.0, dynamic 0.6, static/preallocated 0.2", 1.0,
-            (("paged", 1.0), ("block", 1.0), ("dynamic", 0.6), ("static", 0.2), ("preallocated", 0.2))),
-    Mapping("cache_reuse", "prefix_saving_ratio", ("prefix_saving_ratio",), M, "higher_better", 0.20, 0.90,
-            "ratio", "measured prefix-reuse memory saving / theoretical saving; <= 0.2 -> 0, >= 0.9 -> 1", 2.0),
-    Mapping("cache_reuse", "prefix_cache_kind", ("documented.prefix_cache",), D, "levels", None, None,
-            "level", "radix 1.0, automatic hash 0.9, manual/explicit 0.5, none 0.0", 1.0,
-            (("radix", 1.0), ("hash", 0.9), ("manual", 0.5), ("none", 0.0))),
+    Mapping(
+        "memory_allocation",
+        "kv_headroom_at_target",
+        ("kv_headroom_at_target",),
+        M,
+        "higher_better",
+        0.0,
+        0.30,
+        "share of KV pool",
+        "free KV-pool share at target load; 0 -> 0, >= 0.30 (the article's 20-30% headroom) -> 1",
+        2.0,
+    ),
+    Mapping(
+        "memory_allocation",
+        "soak_drift_p99_ratio",
+        ("soak_drift_p99_ratio",),
+        M,
+        "lower_better",
+        1.05,
+        1.50,
+        "ratio",
+        "p99 latency late in the soak / early; <= 1.05 -> 1, >= 1.50 -> 0 (fragmentation drift)",
+        2.0,
+    ),
+    Mapping(
+        "memory_allocation",
+        "allocation_strategy",
+        ("documented.allocation_strategy",),
+        D,
+        "levels",
+        None,
+        None,
+        "level",
+        "paged/block 1.0, dynamic 0.6, static/preallocated 0.2",
+        1.0,
+        (("paged", 1.0), ("block", 1.0), ("dynamic", 0.6), ("static", 0.2), ("preallocated", 0.2)),
+    ),
+    Mapping(
+        "cache_reuse",
+        "prefix_saving_ratio",
+        ("prefix_saving_ratio",),
+        M,
+        "higher_better",
+        0.20,
+        0.90,
+        "ratio",
+        "measured prefix-reuse memory saving / theoretical saving; <= 0.2 -> 0, >= 0.9 -> 1",
+        2.0,
+    ),
+    Mapping(
+        "cache_reuse",
+        "prefix_cache_kind",
+        ("documented.prefix_cache",),
+        D,
+        "levels",
+        None,
+        None,
+        "level",
+        "radix 1.0, automatic hash 0.9, manual/explicit 0.5, none 0.0",
+        1.0,
+        (("radix", 1.0), ("hash", 0.9), ("manual", 0.5), ("none", 0.0)),
+    ),
     # scheduling
-    Mapping("concurrency_control", "ttft_p95_vs_budget", ("ttft_p95_ms", "constraints.ttft_p95_ms"), M, "lower_better", 0.5, 1.5,
-            "x budget", "TTFT p95 at target concurrency / TTFT p95 budget; <= 0.5 -> 1, >= 1.5 -> 0", 2.0),
-    Mapping("concurrency_control", "tpot_p95_vs_budget", ("tpot_p95_ms", "constraints.tpot_p95_ms"), M, "lower_better", 0.5, 1.5,
-            "x budget", "TPOT p95 at target concurrency / TPOT p95 budget; <= 0.5 -> 1, >= 1.5 -> 0", 2.0),
-    Mapping("concurrency_control", "error_rate", ("error_rate",), M, "lower_better", 0.0, 0.05,
-            "share", "failed / all requests at target concurrency; 0 -> 1, >= 5% -> 0", 2.0),
-    Mapping("concurrency_control", "achieved_concurrency_ratio", ("achieved_concurrency", "constraints.target_concurrency"), M,
-            "higher_better", 0.5, 1.0, "ratio", "achieved / target concurrency; <= 0.5 -> 0, >= 1.0 -> 1", 2.0),
-    Mapping("concurrency_control", "scheduling_isolation", ("documented.scheduling_features",), D, "higher_better", 0.0, 1.0,
-            "share", "share of {priority, fair, admission_limit} documented", 1.0),
+    Mapping(
+        "concurrency_control",
+        "ttft_p95_vs_budget",
+        ("ttft_p95_ms", "constraints.ttft_p95_ms"),
+        M,
+        "lower_better",
+        0.5,
+        1.5,
+        "x budget",
+        "TTFT p95 at target concurrency / TTFT p95 budget; <= 0.5 -> 1, >= 1.5 -> 0",
+        2.0,
+    ),
+    Mapping(
+        "concurrency_control",
+        "tpot_p95_vs_budget",
+        ("tpot_p95_ms", "constraints.tpot_p95_ms"),
+        M,
+        "lower_better",
+        0.5,
+        1.5,
+        "x budget",
+        "TPOT p95 at target concurrency / TPOT p95 budget; <= 0.5 -> 1, >= 1.5 -> 0",
+        2.0,
+    ),
+    Mapping(
+        "concurrency_control",
+        "error_rate",
+        ("error_rate",),
+        M,
+        "lower_better",
+        0.0,
+        0.05,
+        "share",
+        "failed / all requests at target concurrency; 0 -> 1, >= 5% -> 0",
+        2.0,
+    ),
+    Mapping(
+        "concurrency_control",
+        "achieved_concurrency_ratio",
+        ("achieved_concurrency", "constraints.target_concurrency"),
+        M,
+        "higher_better",
+        0.5,
+        1.0,
+        "ratio",
+        "achieved / target concurrency; <= 0.5 -> 0, >= 1.0 -> 1",
+        2.0,
+    ),
+    Mapping(
+        "concurrency_control",
+        "scheduling_isolation",
+        ("documented.scheduling_features",),
+        D,
+        "higher_better",
+        0.0,
+        1.0,
+        "share",
+        "share of {priority, fair, admission_limit} documented",
+        1.0,
+    ),
     # context
-    Mapping("context_extension", "context_reached_vs_required", ("max_context_rung_reached", "constraints.max_context_tokens"), M,
-            "higher_better", 0.25, 1.0, "ratio", "largest context rung served / required context; <= 0.25 -> 0, >= 1 -> 1", 2.0),
-    Mapping("context_extension", "kv_quantisation", ("documented.kv_cache_dtypes",), D, "levels", None, None,
-            "count", "low-precision KV dtypes documented: 0 -> 0.0, 1 -> 0.7, 2+ -> 1.0", 1.0,
-            (("0", 0.0), ("1", 0.7), ("2+", 1.0))),
+    Mapping(
+        "context_extension",
+        "context_reached_vs_required",
+        ("max_context_rung_reached", "constraints.max_context_tokens"),
+        M,
+        "higher_better",
+        0.25,
+        1.0,
+        "ratio",
+        "largest context rung served / required context; <= 0.25 -> 0, >= 1 -> 1",
+        2.0,
+    ),
+    Mapping(
+        "context_extension",
+        "kv_quantisation",
+        ("documented.kv_cache_dtypes",),
+        D,
+        "levels",
+        None,
+        None,
+        "count",
+        "low-precision KV dtypes documented: 0 -> 0.0, 1 -> 0.7, 2+ -> 1.0",
+        1.0,
+        (("0", 0.0), ("1", 0.7), ("2+", 1.0)),
+    ),
     # persistence
-    Mapping("cache_persistence", "swap_resume_ttft_ratio", ("swap_resume_ttft_ratio",), M, "lower_better", 0.2, 1.0,
-            "ratio", "TTFT resuming a swapped-out session / TTFT recomputing it; <= 0.2 -> 1, >= 1.0 -> 0", 2.0),
-    Mapping("cache_persistence", "offload_tiers", ("documented.offload_tiers",), D, "levels", None, None,
-            "count", "offload tiers beyond GPU (cpu, disk, remote): 0 -> 0.0, 1 -> 0.6, 2+ -> 1.0", 1.0,
-            (("0", 0.0), ("1", 0.6), ("2+", 1.0))),
-    Mapping("cache_lifecycle", "idle_release_share", ("idle_release_share",), M, "higher_better", 0.5, 1.0,
-            "share", "idle sessions whose cache was released or swapped out; <= 0.5 -> 0, 1.0 -> 1", 2.0),
-    Mapping("cache_lifecycle", "preemption_mode", ("documented.preemption_mode",), D, "levels", None, None,
-            "level", "swap 1.0, recompute 0.5, none 0.0", 1.0,
-            (("swap", 1.0), ("recompute", 0.5), ("none", 0.0))),
-    Mapping("session_recovery", "continuation_correct", ("continuation_correct",), M, "higher_better", 0.9, 1.0,
-            "share", "share of resumed sessions continuing correctly; <= 0.9 -> 0, 1.0 -> 1", 2.0),
+    Mapping(
+        "cache_persistence",
+        "swap_resume_ttft_ratio",
+        ("swap_resume_ttft_ratio",),
+        M,
+        "lower_better",
+        0.2,
+        1.0,
+        "ratio",
+        "TTFT resuming a swapped-out session / TTFT recomputing it; <= 0.2 -> 1, >= 1.0 -> 0",
+        2.0,
+    ),
+    Mapping(
+        "cache_persistence",
+        "offload_tiers",
+        ("documented.offload_tiers",),
+        D,
+        "levels",
+        None,
+        None,
+        "count",
+        "offload tiers beyond GPU (cpu, disk, remote): 0 -> 0.0, 1 -> 0.6, 2+ -> 1.0",
+        1.0,
+        (("0", 0.0), ("1", 0.6), ("2+", 1.0)),
+    ),
+    Mapping(
+        "cache_lifecycle",
+        "idle_release_share",
+        ("idle_release_share",),
+        M,
+        "higher_better",
+        0.5,
+        1.0,
+        "share",
+        "idle sessions whose cache was released or swapped out; <= 0.5 -> 0, 1.0 -> 1",
+        2.0,
+    ),
+    Mapping(
+        "cache_lifecycle",
+        "preemption_mode",
+        ("documented.preemption_mode",),
+        D,
+        "levels",
+        None,
+        None,
+        "level",
+        "swap 1.0, recompute 0.5, none 0.0",
+        1.0,
+        (("swap", 1.0), ("recompute", 0.5), ("none", 0.0)),
+    ),
+    Mapping(
+        "session_recovery",
+        "continuation_correct",
+        ("continuation_correct",),
+        M,
+        "higher_better",
+        0.9,
+        1.0,
+        "share",
+        "share of resumed sessions continuing correctly; <= 0.9 -> 0, 1.0 -> 1",
+        2.0,
+    ),
     # cost
-    Mapping("cost_control", "sustainable_concurrency_vs_need",
-            ("sustainable_concurrency_per_gpu", "constraints.target_concurrency", "constraints.gpu_count_budget"), M,
-            "higher_better", 0.5, 1.5, "ratio",
-            "concurrency per GPU within budget / (target concurrency / GPU budget); <= 0.5 -> 0, >= 1.5 -> 1", 2.0),
-    Mapping("cost_control", "cost_per_mtok_vs_reference",
-            ("cost_per_mtok", "constraints.gpu_count_budget", "constraints.cost_per_gpu_hour", "constraints.throughput_target_tok_s"),
-            M, "lower_better", 0.5, 1.5, "x reference",
-            "cost per 1M output tokens / reference (GPU budget x cost per GPU-hour at the throughput target); <= 0.5 -> 1, >= 1.5 -> 0",
-            2.0),
-    Mapping("cost_control", "ops_complexity_vs_team", ("documented.operating_complexity", "constraints.team_size"), D,
-            "higher_better", 0.5, 1.0, "ratio", "team size / team needed (low 1, medium 2, high 4); <= 0.5 -> 0, >= 1 -> 1", 1.0),
-    Mapping("throughput_unit_cost", "throughput_per_gpu_vs_need",
-            ("output_tokens_per_s_per_gpu", "constraints.throughput_target_tok_s", "constraints.gpu_count_budget"), M,
-            "higher_better", 0.5, 1.5, "ratio", "goodput tokens/s per GPU / (throughput target / GPU budget); <= 0.5 -> 0, >= 1.5 -> 1",
-            2.0),
+    Mapping(
+        "cost_control",
+        "sustainable_concurrency_vs_need",
+        ("sustainable_concurrency_per_gpu", "constraints.target_concurrency", "constraints.gpu_count_budget"),
+        M,
+        "higher_better",
+        0.5,
+        1.5,
+        "ratio",
+        "concurrency per GPU within budget / (target concurrency / GPU budget); <= 0.5 -> 0, >= 1.5 -> 1",
+        2.0,
+    ),
+    Mapping(
+        "cost_control",
+        "cost_per_mtok_vs_reference",
+        (
+            "cost_per_mtok",
+            "constraints.gpu_count_budget",
+            "constraints.cost_per_gpu_hour",
+            "constraints.throughput_target_tok_s",
+        ),
+        M,
+        "lower_better",
+        0.5,
+        1.5,
+        "x reference",
+        "cost per 1M output tokens / reference (GPU budget x cost per GPU-hour at the throughput target); "
+        "<= 0.5 -> 1, >= 1.5 -> 0",
+        2.0,
+    ),
+    Mapping(
+        "cost_control",
+        "ops_complexity_vs_team",
+        ("documented.operating_complexity", "constraints.team_size"),
+        D,
+        "higher_better",
+        0.5,
+        1.0,
+        "ratio",
+        "team size / team needed (low 1, medium 2, high 4); <= 0.5 -> 0, >= 1 -> 1",
+        1.0,
+    ),
+    Mapping(
+        "throughput_unit_cost",
+        "throughput_per_gpu_vs_need",
+        ("output_tokens_per_s_per_gpu", "constraints.throughput_target_tok_s", "constraints.gpu_count_budget"),
+        M,
+        "higher_better",
+        0.5,
+        1.5,
+        "ratio",
+        "goodput tokens/s per GPU / (throughput target / GPU budget); <= 0.5 -> 0, >= 1.5 -> 1",
+        2.0,
+    ),
     # observability
-    Mapping("observability", "kv_metrics_exported", ("documented.metrics_exported",), D, "higher_better", 0.0, 1.0,
-            "share", "share of {kv_usage, prefix_hit_rate, preemptions, queue_depth} exported", 1.0),
-    Mapping("observability", "capacity_prediction_error", ("capacity_prediction_error",), M, "lower_better", 0.05, 0.5,
-            "relative error", "|predicted - measured capacity| / measured; <= 0.05 -> 1, >= 0.5 -> 0", 2.0),
+    Mapping(
+        "observability",
+        "kv_metrics_exported",
+        ("documented.metrics_exported",),
+        D,
+        "higher_better",
+        0.0,
+        1.0,
+        "share",
+        "share of {kv_usage, prefix_hit_rate, preemptions, queue_depth} exported",
+        1.0,
+    ),
+    Mapping(
+        "observability",
+        "capacity_prediction_error",
+        ("capacity_prediction_error",),
+        M,
+        "lower_better",
+        0.05,
+        0.5,
+        "relative error",
+        "|predicted - measured capacity| / measured; <= 0.05 -> 1, >= 0.5 -> 0",
+        2.0,
+    ),
 )
 
 # Scenario-defined bound overrides: indicator -> (low, high). D: latency barely matters.
@@ -445,8 +699,14 @@ def _metric(evidence: CandidateEvidence, key: str, used: list[Metric]) -> float:
     return value
 
 
-def _derive(row: Mapping, ev: CandidateEvidence, cons: ScoringConstraints, scenario: str,
-            used: list[Metric], inputs: dict[str, Any]) -> Any:
+def _derive(
+    row: Mapping,
+    ev: CandidateEvidence,
+    cons: ScoringConstraints,
+    scenario: str,
+    used: list[Metric],
+    inputs: dict[str, Any],
+) -> Any:
     """The indicator's input value x (a number, or a level name for `levels` rows)."""
     doc = ev.documented
     name = row.indicator
@@ -463,7 +723,9 @@ def _derive(row: Mapping, ev: CandidateEvidence, cons: ScoringConstraints, scena
         inputs["max_context_rung_reached"] = _metric(ev, "max_context_rung_reached", used)
         required = cons.max_context_tokens or DEFAULT_REQUIRED_CONTEXT[scenario]
         inputs["required_context"] = float(required)
-        inputs["required_context_from"] = "constraints.max_context_tokens" if cons.max_context_tokens else f"scenario {scenario} default"
+        inputs["required_context_from"] = (
+            "constraints.max_context_tokens" if cons.max_context_tokens else f"scenario {scenario} default"
+        )
         return inputs["max_context_rung_reached"] / inputs["required_context"]
     if name == "continuation_correct":
         inputs[name] = _metric(ev, name, used)
@@ -476,7 +738,10 @@ def _derive(row: Mapping, ev: CandidateEvidence, cons: ScoringConstraints, scena
     if name == "cost_per_mtok_vs_reference":
         inputs["cost_per_mtok"] = _metric(ev, "cost_per_mtok", used)
         reference = cost_per_million_output_tokens(
-            _constraint(cons, "throughput_target_tok_s"), _constraint(cons, "gpu_count_budget"), _constraint(cons, "cost_per_gpu_hour"))
+            _constraint(cons, "throughput_target_tok_s"),
+            _constraint(cons, "gpu_count_budget"),
+            _constraint(cons, "cost_per_gpu_hour"),
+        )
         inputs["reference_cost_per_mtok"] = reference
         return inputs["cost_per_mtok"] / reference
     if name == "throughput_per_gpu_vs_need":
@@ -526,11 +791,24 @@ def _documented(value: Any, name: str, inputs: dict[str, Any]) -> Any:
     return value
 
 
-def score_indicator(row: Mapping, evidence: CandidateEvidence, constraints: ScoringConstraints, scenario: str,
-                    include_simulated: bool = False) -> IndicatorScore:
+def score_indicator(
+    row: Mapping,
+    evidence: CandidateEvidence,
+    constraints: ScoringConstraints,
+    scenario: str,
+    include_simulated: bool = False,
+) -> IndicatorScore:
     """Score one indicator of one candidate, with its explanation."""
-    result = IndicatorScore(indicator=row.indicator, source=row.source, status="missing", low=row.low, high=row.high,
-                            unit=row.unit, formula=row.formula, weight=row.weight)
+    result = IndicatorScore(
+        indicator=row.indicator,
+        source=row.source,
+        status="missing",
+        low=row.low,
+        high=row.high,
+        unit=row.unit,
+        formula=row.formula,
+        weight=row.weight,
+    )
     used: list[Metric] = []
     try:
         x = _derive(row, evidence, constraints, scenario, used, result.inputs)
@@ -553,7 +831,7 @@ def score_indicator(row: Mapping, evidence: CandidateEvidence, constraints: Scor
     if row.direction == "levels":
         value = level_score(str(x).lower(), row.levels)
         if value is None:
-            result.reason = f"{x!r} is not in the level table ({', '.join(n for n, _ in row.levels)})"
+            result.reason = f"{x!r} is not in the level table ({', '.join(n for n, _score in row.levels)})"
             return result
     elif row.direction == "higher_better":
         value = linear_higher_better(float(x), row.low, row.high)
@@ -595,7 +873,7 @@ class GateOutcome:
     threshold: float
     score: float | None
     passed: bool
-    reason: str
+    reason: Message
 
 
 @dataclass
@@ -609,7 +887,7 @@ class CandidateScore:
     coverage: float  # weight share with evidence
     gates: list[GateOutcome]
     screened_out: bool
-    screen_reasons: list[str]
+    screen_reasons: list[Message]
     topsis: float | None = None
     rank: int | None = None
     uses_simulated: bool = False
@@ -632,12 +910,12 @@ class ScoringResult:
     weighted_sum_leader: str | None
     tie_break: dict[str, Any]
     sensitivity: dict[str, Any]
-    sentences: list[str]
+    sentences: list[Message]
     mappings: list[dict[str, Any]]
-    notes: list[str]
+    notes: list[Message]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe (no NaN/inf, tuples become lists)."""
+        """JSON-safe (no NaN/inf, tuples become lists, messages become their stored dicts)."""
         return json_safe(asdict(self))
 
     def candidate(self, candidate_id: str) -> CandidateScore:
@@ -648,6 +926,8 @@ class ScoringResult:
 
 
 def json_safe(value: Any) -> Any:
+    if isinstance(value, Message):
+        return value.to_dict()
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -685,9 +965,18 @@ def normalise_weights(weights: TMapping[str, float]) -> dict[str, float]:
     return {criterion: float(weight) / total for criterion, weight in weights.items()}
 
 
-def _score_criterion(criterion: str, weight: float, rows: list[Mapping], ev: CandidateEvidence,
-                     cons: ScoringConstraints, scenario: str, include_simulated: bool) -> CriterionScore:
-    indicators = [score_indicator(row, ev, cons, scenario, include_simulated) for row in rows if row.criterion == criterion]
+def _score_criterion(
+    criterion: str,
+    weight: float,
+    rows: list[Mapping],
+    ev: CandidateEvidence,
+    cons: ScoringConstraints,
+    scenario: str,
+    include_simulated: bool,
+) -> CriterionScore:
+    indicators = [
+        score_indicator(row, ev, cons, scenario, include_simulated) for row in rows if row.criterion == criterion
+    ]
     total_weight = sum(ind.weight for ind in indicators)
     present = [ind for ind in indicators if ind.status == "ok"]
     covered = sum(ind.weight for ind in present)
@@ -708,12 +997,21 @@ def _score_criterion(criterion: str, weight: float, rows: list[Mapping], ev: Can
             parts.append(f"{ind.indicator} = {shown} -> {ind.score:.2f}{tag}{runs}")
         else:
             parts.append(f"{ind.indicator}: missing ({ind.reason})")
-    head = "no evidence" if score is None else f"{score:.3f}" + ("" if status == "complete" else f" (up to {upper:.3f})")
+    head = (
+        "no evidence" if score is None else f"{score:.3f}" + ("" if status == "complete" else f" (up to {upper:.3f})")
+    )
     explanation = f"{CRITERION_LABELS[criterion]}: {head}; " + "; ".join(parts)
     return CriterionScore(
-        criterion=criterion, dimension=DIMENSION_OF[criterion], weight=weight, score=score, score_upper=upper,
-        coverage=coverage, status=status, uses_simulated=any(ind.status == "ok" and ind.evidence == SIMULATED for ind in present),
-        indicators=indicators, explanation=explanation,
+        criterion=criterion,
+        dimension=DIMENSION_OF[criterion],
+        weight=weight,
+        score=score,
+        score_upper=upper,
+        coverage=coverage,
+        status=status,
+        uses_simulated=any(ind.status == "ok" and ind.evidence == SIMULATED for ind in present),
+        indicators=indicators,
+        explanation=explanation,
     )
 
 
@@ -728,9 +1026,11 @@ def _dimension_scores(criteria: dict[str, CriterionScore]) -> dict[str, Dimensio
         if all(c.score is None for c in members):
             result[dimension] = DimensionScore(dimension, None, None, 0.0)
             continue
-        lower = sum(s * (c.score or 0.0) for s, c in zip(shares, members))
-        upper = sum(s * (c.score_upper if c.score_upper is not None else 1.0) for s, c in zip(shares, members))
-        coverage = sum(s * c.coverage for s, c in zip(shares, members))
+        lower = sum(s * (c.score or 0.0) for s, c in zip(shares, members, strict=True))
+        upper = sum(
+            s * (c.score_upper if c.score_upper is not None else 1.0) for s, c in zip(shares, members, strict=True)
+        )
+        coverage = sum(s * c.coverage for s, c in zip(shares, members, strict=True))
         result[dimension] = DimensionScore(dimension, lower, upper, coverage)
     return result
 
@@ -739,14 +1039,46 @@ def _gate_outcomes(gates: TMapping[str, float], dims: dict[str, DimensionScore])
     outcomes = []
     for dimension, threshold in gates.items():
         dim = dims[dimension]
+        name = Message(DIMENSIONS[dimension])
         if dim.score is None:
-            outcomes.append(GateOutcome(dimension, threshold, None, False, f"{DIMENSIONS[dimension]}: no evidence (gate {threshold:.2f})"))
+            outcomes.append(
+                GateOutcome(
+                    dimension,
+                    threshold,
+                    None,
+                    False,
+                    Message(
+                        _("%(dimension)s: no evidence (gate %(threshold)s)"),
+                        {"dimension": name, "threshold": f"{threshold:.2f}"},
+                    ),
+                )
+            )
         elif dim.score + 1e-12 < threshold:
-            outcomes.append(GateOutcome(dimension, threshold, dim.score, False,
-                                        f"{DIMENSIONS[dimension]} {dim.score:.2f} < gate {threshold:.2f}"))
+            outcomes.append(
+                GateOutcome(
+                    dimension,
+                    threshold,
+                    dim.score,
+                    False,
+                    Message(
+                        _("%(dimension)s %(score)s < gate %(threshold)s"),
+                        {"dimension": name, "score": f"{dim.score:.2f}", "threshold": f"{threshold:.2f}"},
+                    ),
+                )
+            )
         else:
-            outcomes.append(GateOutcome(dimension, threshold, dim.score, True,
-                                        f"{DIMENSIONS[dimension]} {dim.score:.2f} >= gate {threshold:.2f}"))
+            outcomes.append(
+                GateOutcome(
+                    dimension,
+                    threshold,
+                    dim.score,
+                    True,
+                    Message(
+                        _("%(dimension)s %(score)s >= gate %(threshold)s"),
+                        {"dimension": name, "score": f"{dim.score:.2f}", "threshold": f"{threshold:.2f}"},
+                    ),
+                )
+            )
     return outcomes
 
 
@@ -760,8 +1092,14 @@ def _validate_gates(gates: TMapping[str, float], weights: dict[str, float]) -> N
             raise ScoringInputError(f"gates.{dimension}: no weighted criterion belongs to this dimension")
 
 
-def inputs_hash(scenario: str, evidence: Iterable[CandidateEvidence], constraints: ScoringConstraints,
-                weights: TMapping[str, float], gates: TMapping[str, float], options: ScoringOptions) -> str:
+def inputs_hash(
+    scenario: str,
+    evidence: Iterable[CandidateEvidence],
+    constraints: ScoringConstraints,
+    weights: TMapping[str, float],
+    gates: TMapping[str, float],
+    options: ScoringOptions,
+) -> str:
     """SHA-256 of the canonical JSON of every input and the rules version."""
     document = {
         "rules_version": RULES_VERSION,
@@ -782,7 +1120,7 @@ def topsis(matrix: np.ndarray, weights: np.ndarray) -> np.ndarray:
     A column of zeros stays zero. If every candidate is identical the closeness is 0.5 for all.
     """
     matrix = np.asarray(matrix, dtype=float)
-    norms = np.sqrt((matrix ** 2).sum(axis=0))
+    norms = np.sqrt((matrix**2).sum(axis=0))
     normalised = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
     weighted = normalised * np.asarray(weights, dtype=float)
     ideal, anti = weighted.max(axis=0), weighted.min(axis=0)
@@ -818,26 +1156,40 @@ def score_candidates(
 
     candidates: list[CandidateScore] = []
     for ev in evidence:
-        criteria = {c: _score_criterion(c, norm_w[c], rows, ev, constraints, scenario, options.include_simulated)
-                    for c in criteria_ids}
+        criteria = {
+            c: _score_criterion(c, norm_w[c], rows, ev, constraints, scenario, options.include_simulated)
+            for c in criteria_ids
+        }
         dims = _dimension_scores(criteria)
         total = sum(cs.weight * (cs.score or 0.0) for cs in criteria.values())
-        total_upper = sum(cs.weight * (cs.score_upper if cs.score_upper is not None else 1.0) for cs in criteria.values())
+        total_upper = sum(
+            cs.weight * (cs.score_upper if cs.score_upper is not None else 1.0) for cs in criteria.values()
+        )
         coverage = sum(cs.weight * cs.coverage for cs in criteria.values())
         outcomes = _gate_outcomes(gates, dims)
         reasons = [g.reason for g in outcomes if not g.passed]
-        candidates.append(CandidateScore(
-            candidate=ev.candidate, label=ev.label or ev.candidate, criteria=criteria, dimensions=dims, total=total,
-            total_upper=total_upper, coverage=coverage, gates=outcomes, screened_out=bool(reasons), screen_reasons=reasons,
-            uses_simulated=any(cs.uses_simulated for cs in criteria.values()),
-            operating_complexity=ev.documented.operating_complexity,
-        ))
+        candidates.append(
+            CandidateScore(
+                candidate=ev.candidate,
+                label=ev.label or ev.candidate,
+                criteria=criteria,
+                dimensions=dims,
+                total=total,
+                total_upper=total_upper,
+                coverage=coverage,
+                gates=outcomes,
+                screened_out=bool(reasons),
+                screen_reasons=reasons,
+                uses_simulated=any(cs.uses_simulated for cs in criteria.values()),
+                operating_complexity=ev.documented.operating_complexity,
+            )
+        )
 
     passing = [c for c in candidates if not c.screened_out]
     matrix = score_matrix(passing, criteria_ids)
     w_vec = np.array([norm_w[c] for c in criteria_ids])
     if len(passing) >= 2:
-        for cand, closeness in zip(passing, topsis(matrix, w_vec)):
+        for cand, closeness in zip(passing, topsis(matrix, w_vec), strict=True):
             cand.topsis = float(closeness)
 
     order, tie = _recommend(passing, options.tie_margin)
@@ -852,20 +1204,48 @@ def score_candidates(
     uses_sim = any(c.uses_simulated for c in candidates)
     notes = []
     if not options.include_simulated:
-        excluded = sum(1 for c in candidates for cs in c.criteria.values() for i in cs.indicators if i.status == "excluded_simulated")
+        excluded = sum(
+            1
+            for c in candidates
+            for cs in c.criteria.values()
+            for i in cs.indicators
+            if i.status == "excluded_simulated"
+        )
         if excluded:
-            notes.append(f"{excluded} SIMULATED indicator value(s) excluded from this final scoring")
+            notes.append(
+                Message(
+                    _("%(excluded)s SIMULATED indicator value(s) excluded from this final scoring"),
+                    {"excluded": str(excluded)},
+                )
+            )
     else:
-        notes.append("SIMULATED evidence included: this scoring is not signable")
+        notes.append(Message(_("SIMULATED evidence included: this scoring is not signable")))
     if any(c.coverage < 1.0 - 1e-12 for c in candidates):
-        notes.append("Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); "
-                     "total_upper shows the most it could add")
+        notes.append(
+            Message(
+                _(
+                    "Some evidence is missing: totals are lower bounds (missing evidence contributes "
+                    "nothing); total_upper shows the most it could add"
+                )
+            )
+        )
     if len(passing) < len(candidates):
-        notes.append(f"{len(candidates) - len(passing)} candidate(s) screened out by the gates")
+        notes.append(
+            Message(
+                _("%(count)s candidate(s) screened out by the gates"), {"count": str(len(candidates) - len(passing))}
+            )
+        )
     sentences = _headline(order, tie, labels, candidates)
     if order and leader is not None and order[0].candidate != leader and len(passing) >= 2:
-        sentences.append(f"The sensitivity figures below concern the weighted-sum ranking, which {labels[leader]} leads; "
-                         f"the tie-break prefers {order[0].label} within the margin.")
+        sentences.append(
+            Message(
+                _(
+                    "The sensitivity figures below concern the weighted-sum ranking, which %(leader)s "
+                    "leads; the tie-break prefers %(preferred)s within the margin."
+                ),
+                {"leader": labels[leader], "preferred": order[0].label},
+            )
+        )
     sentences += sensitivity["sentences"]
 
     return ScoringResult(
@@ -874,16 +1254,26 @@ def score_candidates(
         scenario=scenario,
         final=not options.include_simulated,
         signable=(not options.include_simulated) and not uses_sim,
-        weights=norm_w, gates=gates, options=options, candidates=candidates, ranking=ranking,
-        winner=order[0].candidate if order else None, weighted_sum_leader=leader, tie_break=tie,
-        sensitivity=sensitivity, sentences=sentences, mappings=mapping_table(scenario), notes=notes,
+        weights=norm_w,
+        gates=gates,
+        options=options,
+        candidates=candidates,
+        ranking=ranking,
+        winner=order[0].candidate if order else None,
+        weighted_sum_leader=leader,
+        tie_break=tie,
+        sensitivity=sensitivity,
+        sentences=sentences,
+        mappings=mapping_table(scenario),
+        notes=notes,
     )
 
 
 def score_matrix(candidates: list[CandidateScore], criteria_ids: list[str]) -> np.ndarray:
     """Candidates x criteria matrix of lower-bound scores (missing = 0, as in the total)."""
     return np.array([[c.criteria[k].score or 0.0 for k in criteria_ids] for c in candidates], dtype=float).reshape(
-        len(candidates), len(criteria_ids))
+        len(candidates), len(criteria_ids)
+    )
 
 
 def _observability(c: CandidateScore) -> float:
@@ -898,47 +1288,93 @@ def _complexity_rank(c: CandidateScore) -> int:
 def _recommend(passing: list[CandidateScore], margin: float) -> tuple[list[CandidateScore], dict[str, Any]]:
     """Order passing candidates: the tie-break group first (article's rule), then the rest by total."""
     if not passing:
-        return [], {"applied": False, "margin": margin, "group": [], "explanation": "no candidate passes the gates"}
+        return [], {
+            "applied": False,
+            "margin": margin,
+            "group": [],
+            "explanation": Message(_("no candidate passes the gates")),
+        }
     by_total = sorted(passing, key=lambda c: (-c.total, c.candidate))
     top = by_total[0].total
     group = [c for c in by_total if top - c.total <= margin + 1e-12]
     rest = [c for c in by_total if c not in group]
     if len(group) == 1:
-        return by_total, {"applied": False, "margin": margin, "group": [group[0].candidate],
-                          "explanation": f"{group[0].label} leads by more than the tie margin {margin:.2f}"}
+        return by_total, {
+            "applied": False,
+            "margin": margin,
+            "group": [group[0].candidate],
+            "explanation": Message(
+                _("%(name)s leads by more than the tie margin %(margin)s"),
+                {"name": group[0].label, "margin": f"{margin:.2f}"},
+            ),
+        }
     ordered = sorted(group, key=lambda c: (-round(_observability(c), 9), _complexity_rank(c), -c.total, c.candidate))
     first, second = ordered[0], ordered[1]
     if round(_observability(first), 9) != round(_observability(second), 9):
-        deciding = f"better observability ({_observability(first):.2f} vs {_observability(second):.2f})"
+        deciding = Message(
+            _("better observability (%(first)s vs %(second)s)"),
+            {"first": f"{_observability(first):.2f}", "second": f"{_observability(second):.2f}"},
+        )
         rule = "observability"
     elif _complexity_rank(first) != _complexity_rank(second):
-        deciding = f"lower operating complexity ({first.operating_complexity} vs {second.operating_complexity or 'unknown'})"
+        deciding = Message(
+            _("lower operating complexity (%(first)s vs %(second)s)"),
+            {"first": str(first.operating_complexity), "second": second.operating_complexity or "unknown"},
+        )
         rule = "operating_complexity"
     else:
-        deciding = "higher total (observability and operating complexity equal)"
+        deciding = Message(_("higher total (observability and operating complexity equal)"))
         rule = "total"
-    names = ", ".join(f"{c.label} {c.total:.3f}" for c in group)
-    explanation = f"within the tie margin {margin:.2f}: {names}; {first.label} is preferred on {deciding}"
-    return ordered + rest, {"applied": True, "margin": margin, "group": [c.candidate for c in group],
-                            "decided_by": rule, "explanation": explanation}
+    names = NAME_SEPARATOR.join(f"{c.label} {c.total:.3f}" for c in group)
+    explanation = Message(
+        _("within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s"),
+        {"margin": f"{margin:.2f}", "names": names, "first": first.label, "deciding": deciding},
+    )
+    return ordered + rest, {
+        "applied": True,
+        "margin": margin,
+        "group": [c.candidate for c in group],
+        "decided_by": rule,
+        "explanation": explanation,
+    }
 
 
-def _headline(order: list[CandidateScore], tie: dict[str, Any], labels: dict[str, str],
-              candidates: list[CandidateScore]) -> list[str]:
+def _headline(
+    order: list[CandidateScore], tie: dict[str, Any], labels: dict[str, str], candidates: list[CandidateScore]
+) -> list[Message]:
     sentences = []
     if order:
         first = order[0]
-        sentences.append(f"{first.label} is recommended with a weighted total of {first.total:.3f}"
-                         + (f" (up to {first.total_upper:.3f} if missing evidence came in at full marks)"
-                            if first.total_upper > first.total + 1e-9 else "")
-                         + f", evidence coverage {first.coverage:.0%}.")
+        values = {"name": first.label, "total": f"{first.total:.3f}", "coverage": f"{first.coverage:.0%}"}
+        if first.total_upper > first.total + 1e-9:
+            sentences.append(
+                Message(
+                    _(
+                        "%(name)s is recommended with a weighted total of %(total)s (up to %(upper)s if "
+                        "missing evidence came in at full marks), evidence coverage %(coverage)s."
+                    ),
+                    {**values, "upper": f"{first.total_upper:.3f}"},
+                )
+            )
+        else:
+            sentences.append(
+                Message(
+                    _("%(name)s is recommended with a weighted total of %(total)s, evidence coverage %(coverage)s."),
+                    values,
+                )
+            )
         if tie.get("applied"):
-            sentences.append(f"Tie-break applied: {tie['explanation']}.")
+            sentences.append(Message(_("Tie-break applied: %(explanation)s."), {"explanation": tie["explanation"]}))
     else:
-        sentences.append("No candidate passes the gates.")
+        sentences.append(Message(_("No candidate passes the gates.")))
     for cand in candidates:
         if cand.screened_out:
-            sentences.append(f"{cand.label} is screened out: {'; '.join(cand.screen_reasons)}.")
+            sentences.append(
+                Message(
+                    _("%(name)s is screened out: %(reasons)s."),
+                    {"name": cand.label, "reasons": CLAUSE_SEPARATOR.join(cand.screen_reasons)},
+                )
+            )
     return sentences
 
 
@@ -1012,7 +1448,7 @@ def nearest_tie(matrix: np.ndarray, weights: np.ndarray, leader: int, challenger
     if d.min() > 0 or np.ptp(d) < 1e-15:
         return None  # leader at least as good on every criterion under any weights
     fixed = np.zeros(len(w), dtype=bool)
-    for _ in range(4 * len(w) + 4):
+    for _step in range(4 * len(w) + 4):
         free = ~fixed
         delta = np.where(fixed, -w, 0.0)
         rhs = np.array([-gap - d[fixed] @ delta[fixed], -delta[fixed].sum()])
@@ -1057,15 +1493,27 @@ def rank_acceptability(matrix: np.ndarray, weights: np.ndarray, draws: int, spre
     return np.bincount(winners, minlength=len(matrix)) / draws
 
 
-def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str], criteria_ids: list[str],
-                        options: ScoringOptions, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def analyse_sensitivity(
+    matrix: np.ndarray,
+    weights: np.ndarray,
+    ids: list[str],
+    criteria_ids: list[str],
+    options: ScoringOptions,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Sensitivity (a), (b), (c) of the weighted-sum leader among `ids` (rows of `matrix`)."""
     labels = labels or {}
     name = lambda i: labels.get(ids[i], ids[i])  # noqa: E731
-    result: dict[str, Any] = {"leader": None, "per_criterion": [], "nearest_ties": [], "acceptability": {},
-                              "norm": "L2", "sentences": []}
+    result: dict[str, Any] = {
+        "leader": None,
+        "per_criterion": [],
+        "nearest_ties": [],
+        "acceptability": {},
+        "norm": "L2",
+        "sentences": [],
+    }
     if len(ids) < 2:
-        result["sentences"].append("Sensitivity needs at least two candidates that pass the gates.")
+        result["sentences"].append(Message(_("Sensitivity needs at least two candidates that pass the gates.")))
         return result
     totals = matrix @ weights
     leader = min(range(len(ids)), key=lambda i: (-totals[i], ids[i]))
@@ -1073,21 +1521,37 @@ def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str],
     sentences = result["sentences"]
     for k, criterion in enumerate(criteria_ids):
         points = flip_points(matrix, weights, leader, k)
-        label = CRITERION_LABELS[criterion]
+        label = Message(CRITERION_LABELS[criterion])
         entry = {"criterion": criterion, "weight": float(weights[k]), "rise": None, "fall": None}
         clauses = []
         if points["up"] is not None:
             t, c = points["up"]
             entry["rise"] = {"to": t, "by": t - weights[k], "challenger": ids[c]}
-            clauses.append(f"rises by more than {t - weights[k]:.2f} (above {t:.2f}, {name(c)} would lead)")
+            clauses.append(
+                Message(
+                    _("rises by more than %(by)s (above %(to)s, %(challenger)s would lead)"),
+                    {"by": f"{t - weights[k]:.2f}", "to": f"{t:.2f}", "challenger": name(c)},
+                )
+            )
         if points["down"] is not None:
             t, c = points["down"]
             entry["fall"] = {"to": t, "by": weights[k] - t, "challenger": ids[c]}
-            clauses.append(f"falls by more than {weights[k] - t:.2f} (below {t:.2f}, {name(c)} would lead)")
+            clauses.append(
+                Message(
+                    _("falls by more than %(by)s (below %(to)s, %(challenger)s would lead)"),
+                    {"by": f"{weights[k] - t:.2f}", "to": f"{t:.2f}", "challenger": name(c)},
+                )
+            )
         if clauses:
-            entry["sentence"] = f"{name(leader)} stays first unless the {label} weight " + " or ".join(clauses) + "."
+            entry["sentence"] = Message(
+                _("%(leader)s stays first unless the %(criterion)s weight %(clauses)s."),
+                {"leader": name(leader), "criterion": label, "clauses": OR_SEPARATOR.join(clauses)},
+            )
         else:
-            entry["sentence"] = f"{name(leader)} stays first for any {label} weight in [0, 1]."
+            entry["sentence"] = Message(
+                _("%(leader)s stays first for any %(criterion)s weight in [0, 1]."),
+                {"leader": name(leader), "criterion": label},
+            )
         result["per_criterion"].append(entry)
         sentences.append(entry["sentence"])
     ties = []
@@ -1096,27 +1560,77 @@ def analyse_sensitivity(matrix: np.ndarray, weights: np.ndarray, ids: list[str],
             continue
         tie = nearest_tie(matrix, weights, leader, c)
         if tie is None:
-            ties.append({"challenger": ids[c], "distance": None,
-                         "sentence": f"No weighting makes {name(c)} tie {name(leader)}: it is nowhere better."})
+            ties.append(
+                {
+                    "challenger": ids[c],
+                    "distance": None,
+                    "sentence": Message(
+                        _("No weighting makes %(challenger)s tie %(leader)s: it is nowhere better."),
+                        {"challenger": name(c), "leader": name(leader)},
+                    ),
+                }
+            )
             continue
-        moves = sorted(((float(tie["delta"][j]), criteria_ids[j]) for j in range(len(criteria_ids))), key=lambda m: -abs(m[0]))
-        main = ", ".join(f"{CRITERION_LABELS[cid]} {dv:+.2f}" for dv, cid in moves[:3] if abs(dv) >= 0.005)
-        ties.append({
-            "challenger": ids[c], "distance": tie["distance"],
-            "delta": {cid: float(tie["delta"][j]) for j, cid in enumerate(criteria_ids)},
-            "weights": {cid: float(tie["weights"][j]) for j, cid in enumerate(criteria_ids)},
-            "sentence": f"{name(c)} would tie {name(leader)} if the weights moved by {tie['distance']:.2f} (L2)"
-                        + (f", mainly {main}" if main else "") + ".",
-        })
+        moves = sorted(
+            ((float(tie["delta"][j]), criteria_ids[j]) for j in range(len(criteria_ids))), key=lambda m: -abs(m[0])
+        )
+        main = [
+            Message(
+                _("%(criterion)s %(change)s"), {"criterion": Message(CRITERION_LABELS[cid]), "change": f"{dv:+.2f}"}
+            )
+            for dv, cid in moves[:3]
+            if abs(dv) >= 0.005
+        ]
+        values = {"challenger": name(c), "leader": name(leader), "distance": f"{tie['distance']:.2f}"}
+        ties.append(
+            {
+                "challenger": ids[c],
+                "distance": tie["distance"],
+                "delta": {cid: float(tie["delta"][j]) for j, cid in enumerate(criteria_ids)},
+                "weights": {cid: float(tie["weights"][j]) for j, cid in enumerate(criteria_ids)},
+                "sentence": Message(
+                    _(
+                        "%(challenger)s would tie %(leader)s if the weights moved by %(distance)s (L2), "
+                        "mainly %(main)s."
+                    ),
+                    {**values, "main": NAME_SEPARATOR.join(main)},
+                )
+                if main
+                else Message(
+                    _("%(challenger)s would tie %(leader)s if the weights moved by %(distance)s (L2)."), values
+                ),
+            }
+        )
     ties.sort(key=lambda t: (t["distance"] is None, t["distance"] or 0.0))
     result["nearest_ties"] = ties
     sentences.extend(t["sentence"] for t in ties)
-    shares = rank_acceptability(matrix, weights, options.acceptability_draws, options.acceptability_spread, options.seed)
-    result["acceptability"] = {"draws": options.acceptability_draws, "spread": options.acceptability_spread,
-                               "seed": options.seed, "method": "multiplicative uniform perturbation, renormalised",
-                               "first_share": {ids[i]: float(shares[i]) for i in range(len(ids))}}
+    shares = rank_acceptability(
+        matrix, weights, options.acceptability_draws, options.acceptability_spread, options.seed
+    )
+    result["acceptability"] = {
+        "draws": options.acceptability_draws,
+        "spread": options.acceptability_spread,
+        "seed": options.seed,
+        "method": "multiplicative uniform perturbation, renormalised",
+        "first_share": {ids[i]: float(shares[i]) for i in range(len(ids))},
+    }
     ranked = sorted(range(len(ids)), key=lambda i: -shares[i])
-    parts = [f"{name(i)} in {shares[i]:.1%}" for i in ranked if shares[i] > 0]
-    sentences.append(f"Across {options.acceptability_draws:,} weight vectors within ±{options.acceptability_spread:.0%} "
-                     f"of the chosen weights, the first place goes to " + "; ".join(parts) + ".")
+    parts = [
+        Message(_("%(name)s in %(share)s"), {"name": name(i), "share": f"{shares[i]:.1%}"})
+        for i in ranked
+        if shares[i] > 0
+    ]
+    sentences.append(
+        Message(
+            _(
+                "Across %(draws)s weight vectors within ±%(spread)s of the chosen weights, the first "
+                "place goes to %(shares)s."
+            ),
+            {
+                "draws": f"{options.acceptability_draws:,}",
+                "spread": f"{options.acceptability_spread:.0%}",
+                "shares": CLAUSE_SEPARATOR.join(parts),
+            },
+        )
+    )
     return result

@@ -1,7 +1,9 @@
 """Build a decision record's context (the dict `domain.records` defines) from a selection's state.
 
 This is the snapshot that is frozen when review starts: everything the PDF shows comes from it,
-so a signed record never changes when the selection does.
+so a signed record never changes when the selection does. The domain's sentences (scenario
+reasons, scoring sentences, gate and screening reasons) are written into it as text in the
+record's language, as the rest of its prose is.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from selection.domain import catalog as catalog_domain
 from selection.domain import criteria as criteria_domain
 from selection.domain import records as records_domain
 from selection.domain.capacity import CapacityError
+from selection.domain.messages import CLAUSE_SEPARATOR, load
 from selection.domain.scenarios import SCENARIO_NAMES
-from selection.i18n import person_name, record_language
+from selection.i18n import message_text, person_name, record_language
 from selection.models import DecisionRecord, Selection
 from selection.scoring.services import compute_scores
 
@@ -48,26 +51,63 @@ SIGNAL_THRESHOLDS = {
 def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
     c = selection.constraints
     rows = [
-        (_("Concurrency"), _("peak %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"}
-         + (f", {c.request_rate:g} req/s" if c.request_rate else "")),
-        (_("Input tokens"), _("average %(avg)s, p95 %(p95)s, max %(max)s") % {
-            "avg": f"{c.avg_input_tokens:,}", "p95": c.p95_input_tokens or "—", "max": f"{c.max_input_tokens:,}"}),
-        (_("Output tokens"), _("average %(avg)s, max %(max)s") % {"avg": f"{c.avg_output_tokens:,}",
-                                                                  "max": f"{c.max_output_tokens:,}"}),
-        (_("Multi-turn"), (_("yes: %(turns)s turns, %(idle)s s idle between turns, %(sessions)s concurrent sessions, "
-                             "%(never)s never swapped") % {
-            "turns": f"{c.average_turns:g}", "idle": f"{c.idle_seconds_between_turns or 0:g}",
-            "sessions": c.concurrent_sessions or "—", "never": c.never_swap_sessions or 0}) if c.multi_turn else _("no")),
-        (_("Latency budget"), _("TTFT p95 %(ttft)s ms, TPOT p95 %(tpot)s ms, end-to-end p95 %(e2e)s ms") % {
-            "ttft": c.ttft_p95_ms or "—", "tpot": c.tpot_p95_ms or "—", "e2e": c.e2e_p95_ms or "—"}),
-        (_("Throughput target"), _("%(n)s output tokens/s") % {"n": f"{c.throughput_target_tokens_s:g}"}
-         if c.throughput_target_tokens_s else "—"),
-        (_("Hardware"), _("%(gpu)s, %(mem)s GiB per GPU, budget %(count)s GPUs") % {
-            "gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}", "count": c.gpu_count_budget}),
-        (_("Cost"), _("%(cost)s per GPU-hour") % {"cost": c.cost_per_gpu_hour} if c.cost_per_gpu_hour is not None else "—"),
+        (
+            _("Concurrency"),
+            _("peak %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"}
+            + (f", {c.request_rate:g} req/s" if c.request_rate else ""),
+        ),
+        (
+            _("Input tokens"),
+            _("average %(avg)s, p95 %(p95)s, max %(max)s")
+            % {"avg": f"{c.avg_input_tokens:,}", "p95": c.p95_input_tokens or "—", "max": f"{c.max_input_tokens:,}"},
+        ),
+        (
+            _("Output tokens"),
+            _("average %(avg)s, max %(max)s") % {"avg": f"{c.avg_output_tokens:,}", "max": f"{c.max_output_tokens:,}"},
+        ),
+        (
+            _("Multi-turn"),
+            (
+                _(
+                    "yes: %(turns)s turns, %(idle)s s idle between turns, %(sessions)s concurrent sessions, "
+                    "%(never)s never swapped"
+                )
+                % {
+                    "turns": f"{c.average_turns:g}",
+                    "idle": f"{c.idle_seconds_between_turns or 0:g}",
+                    "sessions": c.concurrent_sessions or "—",
+                    "never": c.never_swap_sessions or 0,
+                }
+            )
+            if c.multi_turn
+            else _("no"),
+        ),
+        (
+            _("Latency budget"),
+            _("TTFT p95 %(ttft)s ms, TPOT p95 %(tpot)s ms, end-to-end p95 %(e2e)s ms")
+            % {"ttft": c.ttft_p95_ms or "—", "tpot": c.tpot_p95_ms or "—", "e2e": c.e2e_p95_ms or "—"},
+        ),
+        (
+            _("Throughput target"),
+            _("%(n)s output tokens/s") % {"n": f"{c.throughput_target_tokens_s:g}"}
+            if c.throughput_target_tokens_s
+            else "—",
+        ),
+        (
+            _("Hardware"),
+            _("%(gpu)s, %(mem)s GiB per GPU, budget %(count)s GPUs")
+            % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}", "count": c.gpu_count_budget},
+        ),
+        (
+            _("Cost"),
+            _("%(cost)s per GPU-hour") % {"cost": c.cost_per_gpu_hour} if c.cost_per_gpu_hour is not None else "—",
+        ),
         (_("Operations team"), _("%(n)s people") % {"n": c.ops_team_size}),
-        (_("Model"), _("%(model)s; KV precision allowed: %(kv)s") % {
-            "model": c.target_model, "kv": ", ".join(c.kv_precisions_allowed) or "—"}),
+        (
+            _("Model"),
+            _("%(model)s; KV precision allowed: %(kv)s")
+            % {"model": c.target_model, "kv": ", ".join(c.kv_precisions_allowed) or "—"},
+        ),
     ]
     return [{"label": label, "value": value} for label, value in rows]
 
@@ -76,9 +116,17 @@ def _weights_section(selection: Selection) -> dict[str, Any]:
     presets = criteria_domain.blended_weights(selection.scenario_mix or {selection.scenario or "A": 1.0})
     rows = list(selection.weights.select_related("updated_by"))
     edited = [w for w in rows if w.source == "edited"]
-    section: dict[str, Any] = {"source": "edited" if edited else "preset", "items": [
-        {"criterion": criteria_domain.CRITERIA_BY_ID[w.criterion].name, "weight": round(w.weight, 4),
-         "preset": round(presets.get(w.criterion, 0.0), 4)} for w in rows]}
+    section: dict[str, Any] = {
+        "source": "edited" if edited else "preset",
+        "items": [
+            {
+                "criterion": criteria_domain.CRITERIA_BY_ID[w.criterion].name,
+                "weight": round(w.weight, 4),
+                "preset": round(presets.get(w.criterion, 0.0), 4),
+            }
+            for w in rows
+        ],
+    }
     if edited:
         latest = max(edited, key=lambda w: w.updated_at)
         section["edited_by"] = person_name(latest.updated_by) or "unknown"
@@ -100,11 +148,20 @@ def _gate_passed(candidate_score: dict[str, Any], dimension: str) -> bool:
 
 
 def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
-    sha = run.raw_sha256 or hashlib.sha256(json.dumps(
-        {"id": run.pk, "test": run.test, "metadata": run.metadata}, sort_keys=True, default=str).encode()).hexdigest()
-    return {"kind": "run", "name": f"run-{run.pk} {run.test} ({run.candidate.display_name})",
-            "tool": run.tool or run.origin, "version": run.tool_version or "—", "sha256": sha,
-            "provenance": run.evidence}
+    sha = (
+        run.raw_sha256
+        or hashlib.sha256(
+            json.dumps({"id": run.pk, "test": run.test, "metadata": run.metadata}, sort_keys=True, default=str).encode()
+        ).hexdigest()
+    )
+    return {
+        "kind": "run",
+        "name": f"run-{run.pk} {run.test} ({run.candidate.display_name})",
+        "tool": run.tool or run.origin,
+        "version": run.tool_version or "—",
+        "sha256": sha,
+        "provenance": run.evidence,
+    }
 
 
 def _validation_entry(run: BenchmarkRun, budgets: Budgets) -> dict[str, Any]:
@@ -122,20 +179,37 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets) -> dict[str, Any]:
                 metrics.append({"name": f"{name} {percentile}", "value": f"{value:.1f}", "unit": "ms"})
         if last.get("error_rate") is not None:
             metrics.append({"name": "error rate", "value": f"{last['error_rate'] * 100:.2f}", "unit": "%"})
-    return {"test": suite.title_of(run.test) + (" (SIMULATED)" if run.is_simulated else ""),
-            "candidate": run.candidate.display_name, "summary": _summary(verdicts), "verdict": verdict,
-            "metrics": metrics, "charts": record_charts(run, budgets)}
+    return {
+        "test": suite.title_of(run.test) + (" (SIMULATED)" if run.is_simulated else ""),
+        "candidate": run.candidate.display_name,
+        "summary": _summary(verdicts),
+        "verdict": verdict,
+        "metrics": metrics,
+        "charts": record_charts(run, budgets),
+    }
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{v.get('name')}: {'pass' if v.get('passed') else 'fail' if v.get('passed') is False else 'n/a'}"
-                     for v in verdicts[:6]) or "No pass criteria were evaluated for this run."
+    return (
+        "; ".join(
+            f"{v.get('name')}: {'pass' if v.get('passed') else 'fail' if v.get('passed') is False else 'n/a'}"
+            for v in verdicts[:6]
+        )
+        or "No pass criteria were evaluated for this run."
+    )
+
+
+def _clauses(reasons, language: str) -> str:
+    """Gate or screening reasons (stored messages, or plain text stored before them) as one text in
+    the record's language."""
+    return message_text(CLAUSE_SEPARATOR.join(load(reason) for reason in reasons), language)
 
 
 def build_context(record: DecisionRecord) -> dict[str, Any]:
     """The full record context for `record`, validated by `domain.records.build_record_context`."""
-    selection = Selection.objects.select_related("constraints", "business_owner", "platform_owner", "security_owner",
-                                                 "observer").get(pk=record.selection_id)
+    selection = Selection.objects.select_related(
+        "constraints", "business_owner", "platform_owner", "security_owner", "observer"
+    ).get(pk=record.selection_id)
     if not selection.candidates.exists():
         raise records_domain.RecordContextError(["candidates: add candidates and their evidence before a record"])
     score = compute_scores(selection, include_simulated=record.include_simulated)
@@ -161,115 +235,242 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         if candidate is winner:
             winner_plan = plan
         measured = (candidate.measured_capacity or {}).get("token_capacity")
-        capacity_blocks.append({
-            "candidate": candidate.display_name,
-            "configuration": f"TP={candidate.tensor_parallel}, KV {candidate.kv_precision}, {candidate.gpu_model or selection.constraints.gpu_model}",
-            "rows": [
-                {"quantity": "KV bytes per token (per GPU)", "unit": "B", "predicted": plan["kv_bytes_per_token"]},
-                {"quantity": "KV blocks", "unit": "blocks", "predicted": plan["num_blocks"]},
-                {"quantity": "token capacity", "unit": "tokens", "predicted": plan["token_capacity"], "measured": measured},
-            ]})
-    caps = catalog_domain.capabilities(winner.engine.slug) if winner.engine.slug in catalog_domain.default_catalog().slugs else {}
+        capacity_blocks.append(
+            {
+                "candidate": candidate.display_name,
+                "configuration": f"TP={candidate.tensor_parallel}, KV {candidate.kv_precision}, "
+                f"{candidate.gpu_model or selection.constraints.gpu_model}",
+                "rows": [
+                    {"quantity": "KV bytes per token (per GPU)", "unit": "B", "predicted": plan["kv_bytes_per_token"]},
+                    {"quantity": "KV blocks", "unit": "blocks", "predicted": plan["num_blocks"]},
+                    {
+                        "quantity": "token capacity",
+                        "unit": "tokens",
+                        "predicted": plan["token_capacity"],
+                        "measured": measured,
+                    },
+                ],
+            }
+        )
+    caps = (
+        catalog_domain.capabilities(winner.engine.slug)
+        if winner.engine.slug in catalog_domain.default_catalog().slugs
+        else {}
+    )
     metrics = caps.get("metrics") or []
     c = selection.constraints
     engine_label = f"{winner.engine.name} {winner.engine_version}"
     pool_tokens = winner_plan["token_capacity"] if winner_plan else None
-    headroom_statement = (_("Plan with %(pct)s %% KV headroom: of %(pool)s tokens of KV capacity per replica, budget "
-                            "%(budget)s for traffic.") % {
-        "pct": f"{HEADROOM_PERCENT:g}", "pool": f"{pool_tokens:,}",
-        "budget": f"{int(pool_tokens * (1 - HEADROOM_PERCENT / 100)):,}"}
-        if pool_tokens else _("Plan with %(pct)s %% memory headroom.") % {"pct": f"{HEADROOM_PERCENT:g}"})
+    headroom_statement = (
+        _(
+            "Plan with %(pct)s %% KV headroom: of %(pool)s tokens of KV capacity per replica, budget "
+            "%(budget)s for traffic."
+        )
+        % {
+            "pct": f"{HEADROOM_PERCENT:g}",
+            "pool": f"{pool_tokens:,}",
+            "budget": f"{int(pool_tokens * (1 - HEADROOM_PERCENT / 100)):,}",
+        }
+        if pool_tokens
+        else _("Plan with %(pct)s %% memory headroom.") % {"pct": f"{HEADROOM_PERCENT:g}"}
+    )
     criteria_ids = [w.criterion for w in selection.weights.all()]
     score_rows = []
     for cid, cand in by_id.items():
         crit = cand.get("criteria", {})
-        score_rows.append({"candidate": cand.get("label") or cid,
-                           "values": [round((crit.get(k) or {}).get("score") or 0.0, 3) for k in criteria_ids],
-                           "topsis": round(cand.get("topsis") or 0.0, 3), "rank": cand.get("rank") or 0})
+        score_rows.append(
+            {
+                "candidate": cand.get("label") or cid,
+                "values": [round((crit.get(k) or {}).get("score") or 0.0, 3) for k in criteria_ids],
+                "topsis": round(cand.get("topsis") or 0.0, 3),
+                "rank": cand.get("rank") or 0,
+            }
+        )
     now = timezone.now()
+    language = record_language()
     context = {
-        "record": {"id": f"DR-{selection.pk}-v{record.version}", "version": record.version, "title": selection.name,
-                   "created_at": now.isoformat(), "language": record_language()},
+        "record": {
+            "id": f"DR-{selection.pk}-v{record.version}",
+            "version": record.version,
+            "title": selection.name,
+            "created_at": now.isoformat(),
+            "language": language,
+            "time_zone": timezone.get_current_timezone_name(),
+        },
         "simulated": any(r.is_simulated for r in runs),
         "decision": {
             "chosen_engine": engine_label,
-            "chosen_configuration": (f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
-                                     f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"),
-            "summary": record.decision or _("Choose %(engine)s for %(selection)s.") % {
-                "engine": engine_label, "selection": selection.name},
+            "chosen_configuration": (
+                f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
+                f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"
+            ),
+            "summary": record.decision
+            or _("Choose %(engine)s for %(selection)s.") % {"engine": engine_label, "selection": selection.name},
             "rationale": [line for line in (record.rationale or "").splitlines() if line.strip()]
-                         + list(result.get("sentences") or [])[:5],
+            + [message_text(s, language) for s in (result.get("sentences") or [])[:5]],
         },
         "risk_boundary": {
-            "applies_to": [line for line in record.applies_to.splitlines() if line.strip()] or [
+            "applies_to": [line for line in record.applies_to.splitlines() if line.strip()]
+            or [
                 _("up to %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"},
-                _("inputs up to %(inp)s tokens, outputs up to %(out)s") % {
-                    "inp": f"{c.max_input_tokens:,}", "out": f"{c.max_output_tokens:,}"},
-                _("%(gpu)s with %(mem)s GiB per GPU") % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"}],
-            "does_not_apply_to": [line for line in record.does_not_apply_to.splitlines() if line.strip()] or [
+                _("inputs up to %(inp)s tokens, outputs up to %(out)s")
+                % {"inp": f"{c.max_input_tokens:,}", "out": f"{c.max_output_tokens:,}"},
+                _("%(gpu)s with %(mem)s GiB per GPU") % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+            ],
+            "does_not_apply_to": [line for line in record.does_not_apply_to.splitlines() if line.strip()]
+            or [
                 _("other GPU generations or memory sizes (results do not carry over)"),
-                _("contexts beyond %(n)s tokens at high concurrency: use retrieval, chunking or asynchronous batch "
-                  "rather than more cache tuning") % {"n": f"{c.max_input_tokens + c.max_output_tokens:,}"}],
+                _(
+                    "contexts beyond %(n)s tokens at high concurrency: use retrieval, chunking or asynchronous batch "
+                    "rather than more cache tuning"
+                )
+                % {"n": f"{c.max_input_tokens + c.max_output_tokens:,}"},
+            ],
         },
         "constraints": _constraints_rows(selection),
-        "scenario": {"id": selection.scenario, "name": SCENARIO_NAMES.get(selection.scenario, ""),
-                     "reasons": selection.scenario_reasons},
+        "scenario": {
+            "id": selection.scenario,
+            "name": SCENARIO_NAMES.get(selection.scenario, ""),
+            "reasons": [message_text(r, language) for r in selection.scenario_reasons],
+        },
         "weights": _weights_section(selection),
-        "gates": [{"dimension": DIMENSION_NAMES[g.dimension],
-                   "threshold": f"dimension score >= {g.threshold:.2f}",
-                   "results": [{"candidate": cand.get("label") or cid,
-                                "passed": _gate_passed(cand, g.dimension),
-                                "note": "; ".join(o.get("reason") or "" for o in cand.get("gates", [])
-                                                  if o.get("dimension") == g.dimension and not o.get("passed"))} for cid, cand in by_id.items()]}
-                  for g in selection.gates.all()] or [{"dimension": "none", "threshold": "no gates were set", "results": []}],
-        "candidates": [{"name": cand.display_name, "version": cand.engine_version,
-                        "kept": not by_id.get(cid, {}).get("screened_out", False),
-                        "screening_note": "; ".join(by_id.get(cid, {}).get("screen_reasons") or []) or "passes the gates",
-                        "documentation": cand.engine.data.get("homepage", {}).get("source") or ""}
-                       for cid, cand in candidates.items()],
+        "gates": [
+            {
+                "dimension": DIMENSION_NAMES[g.dimension],
+                "threshold": f"dimension score >= {g.threshold:.2f}",
+                "results": [
+                    {
+                        "candidate": cand.get("label") or cid,
+                        "passed": _gate_passed(cand, g.dimension),
+                        "note": _clauses(
+                            (
+                                o.get("reason") or ""
+                                for o in cand.get("gates", [])
+                                if o.get("dimension") == g.dimension and not o.get("passed")
+                            ),
+                            language,
+                        ),
+                    }
+                    for cid, cand in by_id.items()
+                ],
+            }
+            for g in selection.gates.all()
+        ]
+        or [{"dimension": "none", "threshold": "no gates were set", "results": []}],
+        "candidates": [
+            {
+                "name": cand.display_name,
+                "version": cand.engine_version,
+                "kept": not by_id.get(cid, {}).get("screened_out", False),
+                "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
+                or "passes the gates",
+                "documentation": cand.engine.data.get("homepage", {}).get("source") or "",
+            }
+            for cid, cand in candidates.items()
+        ],
         "capacity": capacity_blocks,
-        "validation": [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms)) for r in runs] or [{
-            "test": "none", "candidate": engine_label, "summary": "No validation evidence in this record.",
-            "verdict": "inconclusive", "metrics": [], "charts": []}],
-        "scores": {"criteria": [criteria_domain.CRITERIA_BY_ID[k].name for k in criteria_ids], "rows": score_rows,
-                   "sensitivity": list(result.get("sentences") or []),
-                   "evidence_coverage": [{"candidate": cand.get("label") or cid, "coverage": cand.get("coverage") or 0.0}
-                                         for cid, cand in by_id.items()],
-                   "scoring_rules": [{"criterion": m["criterion"], "rule": m.get("formula") or m.get("rule") or ""}
-                                     for m in result.get("mappings", [])]},
+        "validation": [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms)) for r in runs]
+        or [
+            {
+                "test": "none",
+                "candidate": engine_label,
+                "summary": "No validation evidence in this record.",
+                "verdict": "inconclusive",
+                "metrics": [],
+                "charts": [],
+            }
+        ],
+        "scores": {
+            "criteria": [criteria_domain.CRITERIA_BY_ID[k].name for k in criteria_ids],
+            "rows": score_rows,
+            "sensitivity": [message_text(s, language) for s in result.get("sentences") or []],
+            "evidence_coverage": [
+                {"candidate": cand.get("label") or cid, "coverage": cand.get("coverage") or 0.0}
+                for cid, cand in by_id.items()
+            ],
+            "scoring_rules": [
+                {"criterion": m["criterion"], "rule": m.get("formula") or m.get("rule") or ""}
+                for m in result.get("mappings", [])
+            ],
+        },
         "rollout": {
             "headroom": {"percent": HEADROOM_PERCENT, "statement": headroom_statement},
-            "monitoring": [{"signal": signal, "metric": _metric_for(signal, metrics), "threshold": SIGNAL_THRESHOLDS[signal],
-                            "owner": person_name(selection.platform_owner)} for signal in records_domain.MONITORED_SIGNALS],
-            "swap_policy": {"statement": (_("Idle sessions may be swapped to CPU memory; resume cost was validated.")
-                                          if c.multi_turn else _("Single-turn traffic: no session swap policy needed.")),
-                            "never_swap": [_("%(n)s designated sessions") % {"n": c.never_swap_sessions}]
-                            if c.never_swap_sessions else []},
-            "hardware": _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.") % {
-                "gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
-            "kv_format_compatibility": _("Check KV-cache format compatibility before engine or model upgrades: an "
-                                         "incompatible upgrade invalidates all cache at once and spikes memory."),
+            "monitoring": [
+                {
+                    "signal": signal,
+                    "metric": _metric_for(signal, metrics),
+                    "threshold": SIGNAL_THRESHOLDS[signal],
+                    "owner": person_name(selection.platform_owner),
+                }
+                for signal in records_domain.MONITORED_SIGNALS
+            ],
+            "swap_policy": {
+                "statement": (
+                    _("Idle sessions may be swapped to CPU memory; resume cost was validated.")
+                    if c.multi_turn
+                    else _("Single-turn traffic: no session swap policy needed.")
+                ),
+                "never_swap": [_("%(n)s designated sessions") % {"n": c.never_swap_sessions}]
+                if c.never_swap_sessions
+                else [],
+            },
+            "hardware": _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
+            % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+            "kv_format_compatibility": _(
+                "Check KV-cache format compatibility before engine or model upgrades: an "
+                "incompatible upgrade invalidates all cache at once and spikes memory."
+            ),
             "fallback": _("Keep the previous engine deployment warm for one release cycle."),
-            "rollback": _("Roll back by re-pointing traffic to the previous deployment; drain, do not kill, in-flight "
-                          "sessions."),
+            "rollback": _(
+                "Roll back by re-pointing traffic to the previous deployment; drain, do not kill, in-flight sessions."
+            ),
         },
         "evidence": [
-            {"kind": "configuration", "checks": "engine version, launch flags, model and hardware",
-             "evidence": "candidate configuration and capacity plan in this record", "review": "versions kept in kvselect"},
-            {"kind": "runtime", "checks": "latency, errors, KV usage",
-             "evidence": f"{len(runs)} validation runs listed in the manifest", "review": "queryable per run in kvselect"},
-            {"kind": "responsibility", "checks": "approval and ownership",
-             "evidence": "owners' approvals and signatures", "review": "audit trail of the selection"},
-            {"kind": "review", "checks": "degradation, rollback, next optimisation",
-             "evidence": "re-evaluation triggers and review-by date", "review": f"observer: {person_name(selection.observer) or '—'}"},
+            {
+                "kind": "configuration",
+                "checks": "engine version, launch flags, model and hardware",
+                "evidence": "candidate configuration and capacity plan in this record",
+                "review": "versions kept in kvselect",
+            },
+            {
+                "kind": "runtime",
+                "checks": "latency, errors, KV usage",
+                "evidence": f"{len(runs)} validation runs listed in the manifest",
+                "review": "queryable per run in kvselect",
+            },
+            {
+                "kind": "responsibility",
+                "checks": "approval and ownership",
+                "evidence": "owners' approvals and signatures",
+                "review": "audit trail of the selection",
+            },
+            {
+                "kind": "review",
+                "checks": "degradation, rollback, next optimisation",
+                "evidence": "re-evaluation triggers and review-by date",
+                "review": f"observer: {person_name(selection.observer) or '—'}",
+            },
         ],
-        "manifest": [_manifest_entry(r) for r in runs] or [{
-            "kind": "run", "name": "no runs", "tool": "—", "version": "—",
-            "sha256": hashlib.sha256(b"no evidence").hexdigest(), "provenance": "MEASURED"}],
-        "owners": [{"role": role, "name": person_name(getattr(selection, f"{role}_owner")), "team": selection.team.name}
-                   for role in ("business", "platform", "security")],
-        "observer": {"name": person_name(selection.observer) or person_name(selection.platform_owner),
-                     "team": selection.team.name, "watches": "capacity, cost and stability after launch"},
+        "manifest": [_manifest_entry(r) for r in runs]
+        or [
+            {
+                "kind": "run",
+                "name": "no runs",
+                "tool": "—",
+                "version": "—",
+                "sha256": hashlib.sha256(b"no evidence").hexdigest(),
+                "provenance": "MEASURED",
+            }
+        ],
+        "owners": [
+            {"role": role, "name": person_name(getattr(selection, f"{role}_owner")), "team": selection.team.name}
+            for role in ("business", "platform", "security")
+        ],
+        "observer": {
+            "name": person_name(selection.observer) or person_name(selection.platform_owner),
+            "team": selection.team.name,
+            "watches": "capacity, cost and stability after launch",
+        },
         "review": {"review_by": (record.review_by or (date.today() + REVIEW_AFTER)).isoformat(), "triggers": []},
         "lineage": {"supersedes": f"DR-{selection.pk}-v{record.supersedes.version}" if record.supersedes_id else ""},
         "score": {"id": score.pk, "inputs_hash": score.inputs_hash, "rules_version": score.rules_version},

@@ -18,9 +18,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.template import Context, Engine
-from django.utils import translation
+from django.utils import timezone, translation
 from weasyprint import HTML
 from weasyprint.urls import URLFetcher
 
@@ -101,8 +102,17 @@ def render_record_html(context: dict) -> str:
             chart["data_uri"] = _svg_data_uri(chart["svg"])
     # use_l10n=False: numbers render the same everywhere; the text is in the record's language
     # (not the request's), so the PDF reads the same whoever renders it.
-    with translation.override(ctx["record"].get("language") or "en"):
+    # Times are written in the time zone of the architect who sent the record to review (UTC for
+    # older snapshots), with the zone named next to each one.
+    with translation.override(ctx["record"].get("language") or "en"), timezone.override(record_zone(ctx)):
         return _engine().get_template(RECORD_TEMPLATE).render(Context(ctx, use_l10n=False))
+
+
+def record_zone(ctx: dict) -> ZoneInfo:
+    try:
+        return ZoneInfo(str(ctx["record"].get("time_zone") or "UTC"))
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return ZoneInfo("UTC")
 
 
 def html_to_pdf(html: str, fetcher: RestrictedURLFetcher | None = None) -> RenderedRecord:

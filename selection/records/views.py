@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import translation
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
@@ -19,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from selection import selectors
 from selection.domain.records import OWNER_ROLES
-from selection.i18n import person_name
+from selection.i18n import person_name, record_language
 from selection.models import DecisionRecord, Selection
 from selection.records.forms import CommentForm, RecordDraftForm, SignForm, VerifyForm
 from selection.records.rendering import render_pdf
@@ -35,6 +36,14 @@ from selection.records.services import (
 )
 from selection.records.verification import verification_report
 from selection.web import attach_service_errors, get_selection, page_context, require_edit
+
+
+def language_name(code: str) -> str:
+    """A language code as its speakers write it ("zh-hans" -> 简体中文), for the record's language note."""
+    try:
+        return translation.get_language_info(code)["name_local"]
+    except KeyError:
+        return code
 
 
 def _role_label(role: str) -> str:
@@ -179,6 +188,9 @@ def _record_page(
         can_comment=selectors.can_review(request.user, selection) or bool(mine),
         review_problems=review_problems or [],
         snapshot=record.snapshot or {},
+        record_language=language_name(
+            ((record.snapshot or {}).get("record") or {}).get("language") or record_language()
+        ),
         has_pdf=bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
     )
     return render(request, "selection/decision/record.html", context, status=status)

@@ -144,7 +144,8 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
             put("ttft_p95_ms", point.ttft_ms.get("p95"), stress)
             put("tpot_p95_ms", point.tpot_ms.get("p95"), stress)
             put("error_rate", point.error_rate, stress)
-            put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
+            if not point.client_bound:  # a client that did not keep the load says nothing of the engine
+                put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
             goodput_tokens = point.output_token_throughput
             if goodput_tokens is not None and point.slo_attainment is not None:
                 goodput_tokens *= point.slo_attainment

@@ -27,10 +27,13 @@ def compute_scores(selection: Selection, include_simulated: bool = False) -> Sco
     )
     data = result.to_dict()
     latest = selection.scores.filter(include_simulated=include_simulated).first()
+    # Same inputs and rules: reuse the row, unless its sentences are worded differently (a row stored
+    # before the sentences became messages holds English text; a new row lets them translate).
     if (
         latest is not None
         and latest.inputs_hash == data["inputs_hash"]
         and latest.rules_version == data["rules_version"]
+        and latest.result.get("sentences") == data["sentences"]
     ):
         return latest
     ranked = [c for c in data["candidates"] if c.get("rank") == 1]

@@ -3,6 +3,7 @@ evidence charts of every candidate."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.contrib import messages
@@ -116,10 +117,8 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
     runs = BenchmarkRun.objects.filter(candidate__selection=selection).aggregate(
         last=Max("id"), done=Max("finished_at")
     )
-    key = (
-        f"kvselect:cmp-charts:{selection.pk}:{score.pk}:{score.inputs_hash}:{runs['last']}:{runs['done']}:"
-        f"{int(include_simulated)}:{get_language()}"
-    )
+    parts = f"{selection.pk}:{score.pk}:{score.inputs_hash}:{runs['last']}:{runs['done']}:{int(include_simulated)}"
+    key = f"kvselect:cmp-charts:{hashlib.sha256(parts.encode()).hexdigest()}:{get_language()}"  # no spaces (memcached)
     cached = cache.get(key)
     if cached is not None:
         return cached

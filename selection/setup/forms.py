@@ -11,10 +11,11 @@ from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import criteria as criteria_domain
+from selection.domain import limits
 from selection.domain.capacity import shipped_models
 from selection.i18n import person_name, translate_name
 from selection.models import KV_PRECISION_CHOICES, Constraints, Membership, Team
-from selection.web import AccessibleErrorsMixin
+from selection.web import AccessibleErrorsMixin, bound_numbers
 
 # The one-pager's sections, in the order an architect thinks about them.
 CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
@@ -136,6 +137,7 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
                 choices=choices,
                 help_text=_("A model config shipped with kvselect."),
             )
+        bound_numbers(self, limits.CONSTRAINT_BOUNDS)
         for name, field in self.fields.items():
             field.unit = CONSTRAINT_UNITS.get(name, "")
             if isinstance(field.widget, forms.NumberInput):
@@ -150,7 +152,10 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
 
 
 class WeightsForm(AccessibleErrorsMixin, forms.Form):
-    """One number per criterion of the selection's scenario mix (relative; normalised on save)."""
+    """One number per criterion of the selection's scenario mix (relative; normalised on save).
+
+    Each starts at its current percentage (`criteria.percentages`): a row left as it is stays
+    unedited when another changes (see `setup.services.update_weights`)."""
 
     justification = forms.CharField(
         label=_("Justification"),
@@ -159,16 +164,16 @@ class WeightsForm(AccessibleErrorsMixin, forms.Form):
         error_messages={"required": _("A justification is required to change weights.")},
     )
 
-    def __init__(self, *args, criteria: list[criteria_domain.Criterion], current: dict[str, float], **kwargs):
+    def __init__(self, *args, criteria: list[criteria_domain.Criterion], current_percent: dict[str, float], **kwargs):
         super().__init__(*args, **kwargs)
-        self.criteria = criteria
+        self.criteria, self.current_percent = criteria, current_percent
         justification = self.fields.pop("justification")
         for criterion in criteria:
             self.fields[criterion.id] = forms.FloatField(
                 label=translate_name(criterion.name),
                 min_value=0,
                 max_value=1000,
-                initial=round(current.get(criterion.id, 0.0) * 100, 2),
+                initial=current_percent.get(criterion.id, 0.0),
                 widget=forms.NumberInput(attrs={"step": "any", "data-weight-input": criterion.id}),
             )
         self.fields["justification"] = justification

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from selection.audit import audit
 from selection.domain import criteria as criteria_domain
+from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import Constraints, CriterionWeight, Gate, Membership, Selection
 from selection.selectors import require_editor
@@ -65,6 +66,7 @@ def save_constraints(*, selection: Selection, user, data: dict[str, Any]) -> Con
 
 def _infer_and_apply(selection: Selection, user, constraints: dict[str, Any]) -> None:
     scenario, reasons, mix = infer_scenario(constraints)
+    reasons = to_json(reasons)  # stored as message dicts, rendered in the reader's language
     if scenario != selection.scenario or mix != selection.scenario_mix:
         audit(
             selection,
@@ -120,7 +122,12 @@ def apply_preset_weights(*, selection: Selection, user, keep_edited: bool = True
 
 @transaction.atomic
 def update_weights(*, selection: Selection, user, weights: dict[str, float], justification: str) -> dict[str, float]:
-    """Edit weights (raw relative values, normalised to sum 1). A justification is required."""
+    """Edit weights (relative values, normalised to sum 1). A justification is required.
+
+    A row counts as edited when its value differs from its current percentage as the page shows it
+    (`criteria.percentages`); only those rows become "edited" and carry the justification. The
+    others keep their exact share and their source: renormalised around the edit, not edited.
+    """
     require_editor(user, selection)
     errors: dict[str, str] = {}
     if not (justification or "").strip():
@@ -137,24 +144,26 @@ def update_weights(*, selection: Selection, user, weights: dict[str, float], jus
         errors["weights"] = "at least one weight must be positive"
     if errors:
         raise ValidationError(errors)
-    normalised = criteria_domain.normalise({c: float(v) for c, v in weights.items()})
     existing = {w.criterion: w for w in selection.weights.select_for_update()}
+    stored = {c: row.weight for c, row in existing.items()}
+    shown = criteria_domain.percentages(stored)
+    exact = {c: share * 100 for c, share in criteria_domain.normalise(stored).items()} if sum(stored.values()) else {}
+    edited = {c for c, v in weights.items() if c not in shown or abs(float(v) - shown[c]) > 0.05}
+    raw = {c: (float(v) if c in edited else exact.get(c, 0.0)) for c, v in weights.items()}
+    normalised = criteria_domain.normalise(raw)
     for criterion, value in normalised.items():
         row = existing.get(criterion) or CriterionWeight(selection=selection, criterion=criterion, weight=0)
         old = row.weight if row.pk else None
         if row.pk and abs(old - value) < 1e-9:
             continue
-        row.weight, row.source, row.justification, row.updated_by = (
-            round(value, 6),
-            CriterionWeight.Source.EDITED,
-            justification,
-            user,
-        )
+        row.weight = round(value, 6)
+        if criterion in edited:
+            row.source, row.justification, row.updated_by = CriterionWeight.Source.EDITED, justification, user
         row.save()
         audit(
             selection,
             user,
-            "weight.changed",
+            "weight.changed" if criterion in edited else "weight.renormalised",
             field=criterion,
             old=old,
             new=round(value, 6),

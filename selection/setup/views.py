@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -19,7 +19,7 @@ from selection import selectors
 from selection.domain import criteria as criteria_domain
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import translate_name
-from selection.models import Constraints, Membership, Selection
+from selection.models import Constraints, Selection
 from selection.setup.forms import (
     CONSTRAINT_GROUPS,
     CONSTRAINT_UNITS,
@@ -69,16 +69,16 @@ def dashboard(request: HttpRequest) -> HttpResponse:
                 ),
             }
         )
-    can_create = (
-        request.user.is_superuser
-        or Membership.objects.filter(user=request.user, role=Membership.Role.ARCHITECT).exists()
+    return render(
+        request, "selection/dashboard.html", {"rows": rows, "can_create": selectors.can_create_selection(request.user)}
     )
-    return render(request, "selection/dashboard.html", {"rows": rows, "can_create": can_create})
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def selection_create(request: HttpRequest) -> HttpResponse:
+    if not selectors.can_create_selection(request.user):
+        raise PermissionDenied(_("Only a team's architects start selections; ask one to create it or to add you."))
     form = SelectionCreateForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
@@ -171,14 +171,16 @@ def constraints_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _weight_rows(selection: Selection) -> list[dict]:
     rows = []
-    for weight in selection.weights.select_related("updated_by"):
+    stored = list(selection.weights.select_related("updated_by"))
+    shown = criteria_domain.percentages({w.criterion: w.weight for w in stored})
+    for weight in stored:
         criterion = criteria_domain.CRITERIA_BY_ID.get(weight.criterion)
         rows.append(
             {
                 "criterion": criterion,
                 "id": weight.criterion,
                 "weight": weight,
-                "percent": weight.weight * 100,
+                "percent": shown[weight.criterion],
                 "dimension": _dimension_name(criterion.dimension) if criterion else "",
             }
         )
@@ -213,6 +215,7 @@ def _weight_table(form: WeightsForm, selection: Selection) -> list[dict]:
             "field": form[c.id],
             "criterion": c,
             "weight": stored.get(c.id),
+            "percent": form.current_percent.get(c.id),
             "dimension": _dimension_name(c.dimension),
             "evidence": _evidence_label(c.source),
         }
@@ -222,8 +225,9 @@ def _weight_table(form: WeightsForm, selection: Selection) -> list[dict]:
 
 def _weights_form(selection: Selection, data=None) -> WeightsForm:
     scenarios = list((selection.scenario_mix or {selection.scenario or "A": 1}).keys())
-    current = {w.criterion: w.weight for w in selection.weights.all()}
-    return WeightsForm(data, criteria=criteria_domain.criteria_for(scenarios), current=current)
+    # What the scoring uses: each stored weight's share of their sum, shown to 0.1 % adding up to 100 %.
+    current = criteria_domain.percentages({w.criterion: w.weight for w in selection.weights.all()})
+    return WeightsForm(data, criteria=criteria_domain.criteria_for(scenarios), current_percent=current)
 
 
 @login_required

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from django import template
-from django.utils.formats import number_format
+import math
+from datetime import date, datetime
 
-from selection.capacity.i18n import translate_capacity
-from selection.i18n import person_name, translate_name, translate_reason, translate_test
-from selection.scoring.i18n import translate_sentence
+from django import template
+from django.utils import timezone
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+
+from selection.i18n import message_text, person_name, translate_name, translate_test
 
 register = template.Library()
 
@@ -16,6 +19,43 @@ register = template.Library()
 def person(user) -> str:
     """A user's name as their script writes it (see i18n_names.person_name)."""
     return person_name(user)
+
+
+@register.filter
+def when(value, precision: str = "") -> str:
+    """A moment as kvselect writes it everywhere: "2026-03-02 14:05 UTC+01:00", in the active time
+    zone (the user's, see `selection.middleware.TimezoneMiddleware`); `when:"s"` adds seconds.
+    Takes datetimes, dates ("2026-03-02") and the ISO strings stored in record snapshots."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value) if "T" in value or " " in value else date.fromisoformat(value)
+        except ValueError:
+            return value
+    if isinstance(value, datetime):
+        if timezone.is_naive(value):
+            value = timezone.make_aware(value, timezone.get_default_timezone())
+        local = timezone.localtime(value)
+        offset = local.utcoffset()
+        minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+        sign = "+" if minutes > 0 else "-"
+        zone = "UTC" if minutes == 0 else f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+        pattern = "%Y-%m-%d %H:%M:%S" if precision == "s" else "%Y-%m-%d %H:%M"
+        return f"{local.strftime(pattern)} {zone}"
+    if isinstance(value, date):
+        return value.isoformat()
+    return ""
+
+
+@register.filter
+def role_name(role: str) -> str:
+    """A signature field or owner role (business, platform, security, seal) in the active language."""
+    names = {
+        "business": _("Business owner"),
+        "platform": _("Platform owner"),
+        "security": _("Security owner"),
+        "seal": _("Organisational seal"),
+    }
+    return str(names.get(role, role))
 
 
 @register.filter
@@ -36,9 +76,23 @@ def audit_value(value) -> str:
         return ", ".join(f"{k}: {audit_value(v)}" for k, v in value.items()) or "—"
     if isinstance(value, list):
         return ", ".join(audit_value(v) for v in value) or "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return plain_number(value)
     return str(value)
+
+
+def plain_number(value: float) -> str:
+    """20000.0 -> "20,000", 0.123456 -> "0.1235", 2e-05 -> "0.00002": never an exponent; whole
+    numbers exact, others to four significant digits below 1 and four decimals above."""
+    if not math.isfinite(value):
+        return str(value)
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    if abs(value) >= 1:
+        text = f"{value:,.4f}"
+    else:
+        text = f"{value:.{3 - math.floor(math.log10(abs(value)))}f}"
+    return text.rstrip("0").rstrip(".")
 
 
 @register.filter
@@ -57,21 +111,10 @@ def domain_name(value):
 
 
 @register.filter
-def scenario_reason(value):
-    """A scenario reason produced by selection.domain.scenarios, translated."""
-    return translate_reason(value)
-
-
-@register.filter
-def score_sentence(value):
-    """A sentence, note or reason produced by selection.domain.scoring, translated."""
-    return translate_sentence(value)
-
-
-@register.filter
-def capacity_sentence(value):
-    """A capacity verdict summary or reason produced by selection.domain.capacity, translated."""
-    return translate_capacity(value)
+def message(value):
+    """A sentence from selection.domain (scenario reason, scoring sentence, note or reason, capacity
+    verdict), stored as a message, in the active language; plain text is shown unchanged."""
+    return message_text(value)
 
 
 @register.filter

@@ -13,19 +13,36 @@
     });
   }
 
-  // Weights: show each relative value as a live normalised percentage.
+  // Weights: show each relative value as a live normalised percentage, rounded to 0.1 % so that
+  // the column adds up to exactly 100.0 % (largest remainder, as selection.domain.criteria.percentages).
+  function percentages(values) {
+    var total = 0, keys = Object.keys(values), floors = {}, left = 1000;
+    keys.forEach(function (k) { total += values[k]; });
+    if (total <= 0) return null;
+    keys.forEach(function (k) { floors[k] = Math.floor(values[k] * 1000 / total); left -= floors[k]; });
+    keys.slice().sort(function (a, b) {
+      return (floors[a] - values[a] * 1000 / total) - (floors[b] - values[b] * 1000 / total);
+    }).slice(0, left).forEach(function (k) { floors[k] += 1; });
+    keys.forEach(function (k) { floors[k] = floors[k] / 10; });
+    return floors;
+  }
+
   function weights(root) {
     root.querySelectorAll("form[data-weights-form]").forEach(function (form) {
       var inputs = form.querySelectorAll("input[data-weight-input]");
       var total = form.querySelector("output[data-weight-total]");
       function update() {
-        var sum = 0;
-        inputs.forEach(function (input) { var v = parseFloat(input.value); if (v > 0) sum += v; });
+        var values = {}, sum = 0;
+        inputs.forEach(function (input) {
+          var v = parseFloat(input.value);
+          values[input.dataset.weightInput] = v > 0 ? v : 0;
+          if (v > 0) sum += v;
+        });
+        var shares = percentages(values);
         inputs.forEach(function (input) {
           var out = form.querySelector('output[data-weight-output="' + input.dataset.weightInput + '"]');
-          var v = parseFloat(input.value);
           if (!out) return;
-          out.textContent = sum > 0 && v >= 0 ? (100 * v / sum).toFixed(1) + "%" : "—";
+          out.textContent = shares && parseFloat(input.value) >= 0 ? shares[input.dataset.weightInput].toFixed(1) + "%" : "—";
         });
         if (total) total.textContent = sum > 0 ? String(Math.round(sum * 100) / 100) : "0";
       }
@@ -110,7 +127,28 @@
     });
   }
 
-  function init(root) { autosubmit(root); weights(root); gates(root); candidates(root); copyButtons(root); confirms(root); }
+  // Time zone: the server shows times in the zone the browser reports (kept in a cookie).
+  function timeZone() {
+    var zone;
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { return; }
+    if (!zone) return;
+    var current = (document.cookie.match(/(?:^|; )kvselect_tz=([^;]*)/) || [])[1];
+    if (current !== encodeURIComponent(zone)) {
+      document.cookie = "kvselect_tz=" + encodeURIComponent(zone) + "; path=/; max-age=31536000; samesite=lax";
+    }
+  }
+
+  // Error pages: offer the previous page when there is one on this site.
+  function historyBack(root) {
+    root.querySelectorAll("a[data-history-back]").forEach(function (link) {
+      if (window.history.length < 2 || !document.referrer || document.referrer.indexOf(location.origin) !== 0) return;
+      link.hidden = false;
+      link.addEventListener("click", function (event) { event.preventDefault(); window.history.back(); });
+    });
+  }
+
+  function init(root) { autosubmit(root); weights(root); gates(root); candidates(root); copyButtons(root); confirms(root); historyBack(root); }
+  timeZone();
   onReady(function () { init(document); });
   document.addEventListener("htmx:load", function (event) { if (event.target !== document.body) init(event.target); });
 })();

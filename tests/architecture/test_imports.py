@@ -76,7 +76,8 @@ def test_a_cycle_closed_inside_a_function_is_found(tmp_path):
         {
             "pkg/__init__.py": "",
             "pkg/services.py": "from pkg.tasks import enqueue\n",
-            "pkg/tasks.py": "def enqueue():\n    from pkg.services import run  # a lazy import still closes the cycle\n",
+            # a lazy import still closes the cycle
+            "pkg/tasks.py": "def enqueue():\n    from pkg.services import run\n",
             "pkg/leaf.py": "import pkg.services\n",
         },
     )

@@ -8,10 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import translation
 
 from benchmarks.models import BenchmarkRun, RunPoint
+from benchmarks.presentation import DEFINITION_TITLES
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from benchmarks.uploads import ingest
 from benchmarks.uploads.tokens import create_upload_token
@@ -204,6 +207,42 @@ def test_capacity_predicted_vs_measured_flags_more_than_ten_percent(client, arch
     assert "data-flagged" not in body and "within tolerance" in body
 
 
+def test_capacity_shows_what_a_runs_engine_metrics_measured(client, architect, selection, candidate):
+    # before: "Nothing measured yet" although a run had sampled vllm:cache_config_info
+    client.force_login(architect)
+    predicted = client.get(url("selection:capacity", selection, candidate)).context["plan"]["token_capacity"]
+    run = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="concurrency_stress",
+        origin="harness",
+        status="succeeded",
+        metadata={
+            "engine_metrics": {"kv_capacity": {"tokens": int(predicted * 0.98), "source": "vllm:cache_config_info"}}
+        },
+    )
+    body = client.get(url("selection:capacity", selection, candidate)).content.decode()
+    assert "Nothing measured yet" not in body and "within tolerance" in body
+    assert f"engine metrics of run {run.pk}" in body and str(int(predicted * 0.98)) in body
+
+
+def test_capacity_of_llamacpp_follows_its_launch_flags(client, architect, selection):
+    llama = add_candidate(
+        selection=selection,
+        user=architect,
+        data={
+            "engine": make_engine("llama-cpp", versions=("master",)),
+            "engine_version": "master",
+            "model_name": "meta-llama/Llama-3.1-8B",
+            "launch_flags": "-c 32768 -np 8",
+        },
+    )
+    client.force_login(architect)
+    plan = client.get(url("selection:capacity", selection, llama)).context["plan"]
+    assert plan["engine"] == "llamacpp" and plan["token_capacity"] == 32768  # not all the free memory
+    assert plan["slots"] == 8 and plan["sequence_limit"] == 4096
+    assert any("from the launch flags: ctx_size=32768, n_parallel=8" in note for note in plan["notes"])
+
+
 def test_capacity_without_a_model_explains_what_to_do(client, architect, selection, candidate):
     selection.constraints.target_model = "no-such-model"
     selection.constraints.save()
@@ -224,6 +263,21 @@ def test_validation_page_shows_the_five_tests_with_editable_parameters(client, a
         assert f"Run {test}" in body
     assert 'name="concurrency_stress-concurrency" value="64"' in body  # peak concurrency from the constraints
     assert 'name="long_context-rungs"' in body and "No runs yet" in body
+
+
+def test_validation_plan_says_how_long_and_how_heavy_before_run(client, architect, selection, candidate):
+    client.force_login(architect)
+    page = client.get(url("selection:validation", selection, candidate))
+    body = page.content.decode()
+    cards = {card["test"]: card for card in page.context["cards"]}
+    soak = cards["stability"]["estimate"]
+    assert soak["seconds"] == 3600 and soak["long"] and soak["duration"] == "about 1 h"
+    assert 'data-estimate="stability"' in body and 'data-estimate-warning="long"' in body
+    assert "about 1 h, up to 32 concurrent requests" in body
+    assert not cards["concurrency_stress"]["estimate"]["long"]  # 10 + 300 + 30 s
+    # parameter labels are words with units, not identifiers
+    assert ">Duration (s) <" in body and ">TTFT p95 budget (ms) <" in body
+    assert ">duration s" not in body and ">ttft p95 ms" not in body
 
 
 def test_run_button_queues_a_run_with_edited_parameters(client, architect, selection, candidate, monkeypatch):
@@ -364,6 +418,58 @@ def test_run_page_shows_provenance_verdicts_points_charts_and_definitions(client
     assert "vLLM: mean over output tokens incl. the first" in body and "tool TPOT includes first token" in body
     assert "data-partial" in body
     assert "no per-request records" in body  # no Parquet artifact
+
+
+def test_the_evidence_list_shows_each_finished_runs_verdict_beside_succeeded(client, architect, selection, candidate):
+    failing = _result_run(candidate)  # one criterion passed, one failed
+    passing = make_run(
+        candidate, status=BenchmarkRun.Status.SUCCEEDED, verdicts=[{"name": "zero_errors", "passed": True}]
+    )
+    unjudged = make_run(
+        candidate, status=BenchmarkRun.Status.SUCCEEDED, verdicts=[{"name": "prefix_reused", "passed": None}]
+    )
+    partly = make_run(
+        candidate,
+        status=BenchmarkRun.Status.SUCCEEDED,
+        verdicts=[{"name": "zero_errors", "passed": True}, {"name": "prefix_reused", "passed": None}],
+    )
+    upload = make_run(candidate, status=BenchmarkRun.Status.SUCCEEDED, verdicts=[])
+    client.force_login(architect)
+    body = client.get(url("selection:evidence", selection)).content.decode()
+    for run, verdict in (
+        (failing, "fail"),
+        (passing, "pass"),
+        (unjudged, "insufficient_data"),
+        (partly, "inconclusive"),
+        (upload, "insufficient_data"),
+    ):
+        block = body.split(f'id="run-progress-{run.pk}"', 1)[1].split("runprogress__figures", 1)[0]
+        assert f'data-verdict="{verdict}"' in block, (run.pk, verdict)
+    assert ">insufficient data<" in body and ">inconclusive<" in body
+    assert 'data-verdict="fail"' in client.get(url("selection:run", selection, failing)).content.decode()
+
+
+def test_the_run_page_names_criteria_parameters_and_provenance_in_words(client, architect, selection, candidate):
+    run = _result_run(candidate)
+    run.verdicts = [
+        {"name": "ttft_p95_within_budget[resume]", "passed": True, "detail": "p95 612.0 ms vs budget 800 ms"},
+        {"name": "prefix_reused", "passed": None, "detail": "no prefix-hit metric"},
+    ]
+    run.params = {"duration_s": 30.0, "ttft_p95_ms": 800.0}
+    run.save()
+    client.force_login(architect)
+    body = client.get(url("selection:run", selection, run)).content.decode()
+    assert "TTFT p95 within the budget" in body and "(after the pause)" in body
+    assert ">not judged<" in body  # an unjudged criterion is not shown as failed
+    assert "Duration (s)" in body and "TTFT p95 budget (ms)" in body
+    assert '<dt title="engine">Engine</dt>' in body and '<dt title="model">Model</dt>' in body
+    with translation.override("zh-hans"):
+        expected = [translation.gettext(t) for t in ("TTFT p95 within the budget", "not judged", "Engine")]
+        expected.append(translation.gettext(DEFINITION_TITLES["ttft_ms"]))
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    body = client.get(url("selection:run", selection, run)).content.decode()
+    for text in expected:
+        assert text in body and re.search(r"[\u4e00-\u9fff]", text), text
 
 
 def test_simulated_run_has_a_banner_and_marked_charts(client, architect, selection, candidate):

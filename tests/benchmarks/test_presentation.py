@@ -117,3 +117,39 @@ def test_bad_parameter_text_has_an_error_code(raw, kind, code):
     with pytest.raises(p.ParamError) as error:
         p.parse_param(raw, kind)
     assert error.value.code == code
+
+
+def test_the_translatable_definitions_are_kvselects_definitions():
+    from benchmarks.result import DEFINITIONS
+
+    assert p.DEFINITION_TITLES == DEFINITIONS
+
+
+def test_criteria_are_named_in_words_with_their_status():
+    rows = p.criterion_rows(
+        [
+            {"name": "tpot_p95_within_budget[prefix_on]", "passed": False, "detail": "p95 70 ms vs budget 50 ms"},
+            {"name": "kv_back_to_baseline_after_aborts", "passed": None},
+            {"name": "a_new_criterion", "passed": True},
+        ]
+    )
+    assert [(r["title"], r["qualifier"], r["status"]) for r in rows] == [
+        ("TPOT p95 within the budget", "prefix caching on", "fail"),
+        ("KV usage back to its baseline after aborted requests", "", "not_judged"),
+        ("a_new_criterion", "", "pass"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "verdicts, overall",
+    [
+        ([{"passed": True}, {"passed": True}], "pass"),
+        ([{"passed": True}, {"passed": False}], "fail"),
+        ([{"passed": True}, {"passed": None}], "inconclusive"),
+        ([{"passed": None}], "insufficient_data"),
+        ([], "insufficient_data"),
+        (None, "insufficient_data"),
+    ],
+)
+def test_a_runs_overall_verdict(verdicts, overall):
+    assert p.run_verdict(verdicts) == overall

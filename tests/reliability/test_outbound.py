@@ -12,6 +12,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import ValidationError, start_validation
 from benchmarks.validation.worker import claim, execute
 from selection.candidates.services import add_candidate
+from selection.models import Candidate
 
 pytestmark = pytest.mark.reliability
 
@@ -85,10 +86,13 @@ def test_dns_rebinding_between_start_and_execution_is_refused_by_the_worker(
 def test_hostile_endpoint_urls_never_start_a_run(selection_with_constraints, architect, engines, no_connections, url):
     from django.core.exceptions import ValidationError as ModelValidationError
 
-    try:
-        candidate = _candidate(selection_with_constraints, architect, engines, url)
-    except ModelValidationError:
-        return  # refused when saved: fine
+    with pytest.raises(ModelValidationError) as refused:  # refused when saved, naming the field
+        _candidate(selection_with_constraints, architect, engines, url)
+    assert "endpoint_url" in refused.value.message_dict
+    # a candidate stored before the rule (or the allow-list) changed is refused again before a run
+    candidate = Candidate.objects.create(
+        selection=selection_with_constraints, engine=engines["vllm"], engine_version="0.11.0", endpoint_url=url
+    )
     with pytest.raises(ValidationError, match="endpoint_url"):
         start_validation(candidate=candidate, test="concurrency_stress", user=architect)
     assert not BenchmarkRun.objects.exists() and no_connections == []

@@ -143,3 +143,19 @@ def test_capacity_endpoint_names_the_bad_field(api):
 def test_engines_come_from_the_catalog(api, engines):
     slugs = {e["slug"] for e in api.get("/api/v1/engines/").json()["results"]}
     assert {"vllm", "sglang", "llama-cpp", "tgi", "lmdeploy"} <= slugs or len(slugs) >= 6
+
+
+def test_api_docs_work_offline_under_the_sites_csp(api, client, architect):
+    """Swagger UI comes from the drf-spectacular-sidecar package, served by kvselect: no CDN, no inline script."""
+    import re
+
+    response = api.get("/api/docs/")
+    body = response.content.decode()
+    assert response.status_code == 200 and "script-src 'self'" in response["Content-Security-Policy"]
+    sources = re.findall(r'(?:src|href)="([^"]+)"', body)
+    assert sources and all(s.startswith("/") for s in sources), sources  # nothing from another host
+    assert "<script>" not in body
+    client.force_login(architect)
+    for source in sources:
+        assert client.get(source).status_code == 200, source
+    assert any("swagger-ui-bundle.js" in s for s in sources)

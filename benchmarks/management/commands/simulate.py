@@ -1,8 +1,9 @@
 """`python manage.py simulate`: serve the KV-cache simulator, or run a trace offline.
 
 A thin wrapper over `benchmarks.simulator.cli` (same options as `python -m benchmarks.simulator`).
-`--model` is a label for now: the KV geometry comes from --kv-bytes-per-token / --weight-bytes
-(defaults: Llama-3.1-8B BF16) until the capacity model is wired in.
+`--model NAME` sizes the engine from the shipped model config with the capacity model (`--tp`,
+`--kv-dtype`, vLLM's rules on the chosen GPU) and prints the KV size, the block pool and the model
+name a client must send; --kv-bytes-per-token / --weight-bytes simulate a model that is not shipped.
 """
 
 from django.core.management.base import BaseCommand, CommandError

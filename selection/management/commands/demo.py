@@ -28,6 +28,7 @@ from django.db import transaction
 from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import start_validation
 from selection.candidates.services import add_candidate, load_engine_catalog
+from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord, Engine, Membership, Selection, Team
 from selection.records.services import approve, create_draft, sign, start_review
@@ -121,6 +122,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         self.children: list[subprocess.Popen] = []
         serve = not options["no_serve"] and os.environ.get("DEMO_SERVE", "1") != "0"
+        if serve:
+            self.check_port(options["port"])
         try:
             self.run_pipeline(options)
             if serve:
@@ -140,7 +143,7 @@ class Command(BaseCommand):
         selection = self.ensure_selection()
         self.stdout.write(f"    selection #{selection.pk}: {selection.name} -> scenario {selection.scenario}")
         for reason in selection.scenario_reasons:
-            self.stdout.write(f"      - {reason}")
+            self.stdout.write(f"      - {render(reason)}")
         self.step("Issuing development signing certificates (DEVELOPMENT CA, not for production)")
         certs, passphrase = self.ensure_certs()
         self.step("Starting the simulated engines (SIMULATED) and a Celery worker")
@@ -153,7 +156,7 @@ class Command(BaseCommand):
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
             score = compute_scores(selection, include_simulated=True)
             for sentence in score.result.get("sentences", [])[:4]:
-                self.stdout.write(f"    {sentence}")
+                self.stdout.write(f"    {render(sentence)}")
             self.step("Decision record: review, approvals and three PAdES signatures")
             signed = self.sign_record(selection, certs, passphrase)
         out = Path(settings.VAR_DIR) / "demo-decision-record.pdf"
@@ -370,9 +373,22 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------------ serving
 
+    def check_port(self, port: int) -> None:
+        """Fail before the pipeline, not after it, when the web port is taken."""
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                raise CommandError(
+                    f"port {port} is already in use (another demo or server?): stop it, or serve elsewhere "
+                    f"with `make demo PORT={port + 1}`"
+                )
+
     def serve(self, port: int) -> None:
         self.stdout.write(
             self.style.SUCCESS(f"Serving on http://127.0.0.1:{port}/  (log in as architect / {self.password})")
+        )
+        self.stdout.write(
+            "    Ctrl+C stops the web server, the three simulators and the worker together; `make demo` starts "
+            "them again (the data stays in var/)."
         )
         call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
 

@@ -2,7 +2,14 @@ import asyncio
 
 import pytest
 
-from benchmarks.harness.metrics import MetricsSampler, detect_engine, map_samples, map_trtllm_json, parse_prometheus
+from benchmarks.harness.metrics import (
+    MetricsSampler,
+    detect_engine,
+    kv_capacity,
+    map_samples,
+    map_trtllm_json,
+    parse_prometheus,
+)
 from benchmarks.harness.mock_server import MockConfig
 
 VLLM_V1 = """# TYPE vllm:kv_cache_usage_perc gauge
@@ -109,6 +116,35 @@ def test_trtllm_json_iteration_stats():
         "waiting": 2.0,
         "preemptions": 1.0,
     }
+
+
+@pytest.mark.parametrize(
+    "text,tokens",
+    [
+        (
+            'vllm:cache_config_info{block_size="16",cache_dtype="auto",num_gpu_blocks="29466",'
+            'gpu_memory_utilization="0.9"} 1.0\n',
+            29466 * 16,
+        ),
+        ('sglang:max_total_num_tokens{model_name="m"} 401234.0\n', 401234),
+        ("trtllm_kv_cache_max_blocks 1000.0\ntrtllm_kv_cache_tokens_per_block 32.0\n", 32000),
+        ('vllm:kv_cache_usage_perc{model_name="m"} 0.5\n', None),
+    ],
+)
+def test_the_kv_capacity_an_engines_metrics_state(text, tokens):
+    found = kv_capacity(parse_prometheus(text))
+    assert (found or {}).get("tokens") == tokens
+
+
+def test_the_sampler_keeps_the_capacity_in_its_recording():
+    sampler = MetricsSampler("http://127.0.0.1:1/metrics", engine="auto")
+    sampler._interpret('vllm:cache_config_info{block_size="16",num_gpu_blocks="100"} 1.0\n', "text/plain")
+    assert sampler.recording.to_dict()["kv_capacity"] == {
+        "tokens": 1600,
+        "source": "vllm:cache_config_info num_gpu_blocks 100 x block_size 16",
+    }
+    sampler._interpret('[{"kvCacheStats": {"maxNumBlocks": 10, "tokensPerBlock": 32}}]', "application/json")
+    assert sampler.recording.kv_capacity["tokens"] == 320
 
 
 def test_sampler_derives_prefix_ratio_from_counters_and_records_absence(with_mock):

@@ -1,5 +1,6 @@
 """The CI upload API: every format through HTTP, tokens, idempotency, nothing half-written."""
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -7,8 +8,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
+from benchmarks.selectors import latest_runs
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.candidates.services import add_candidate
+from selection.models import AuditEntry
 from selection.setup.services import create_selection
 
 FIXTURES = Path(__file__).parents[1] / "formats" / "fixtures"
@@ -148,3 +151,94 @@ def test_oversized_upload_is_413(token_client, candidate, settings):
     settings.KVSELECT_MAX_UPLOAD_BYTES = 100
     assert upload(token_client, candidate, "vllm_bench_serve.json").status_code == 413
     assert not BenchmarkRun.objects.exists()
+
+
+# --- issue 16: idempotency per file, refusing unknown large files before storing, evidence quality ------
+
+
+def keyed(client, candidate, name, key, data=None):
+    content = data if data is not None else (FIXTURES / name).read_bytes()
+    return client.post(
+        f"/api/v1/candidates/{candidate.pk}/results/",
+        {"file": SimpleUploadedFile(name, content), "test": "concurrency_stress"},
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
+
+
+def test_idempotency_key_reused_for_another_file_is_a_409_naming_the_key_and_the_first_run(token_client, candidate):
+    first = keyed(token_client, candidate, "vllm_bench_serve.json", "build-42")
+    assert first.status_code == 201
+    other = keyed(token_client, candidate, "guidellm.json", "build-42")  # before: 200 with the first run
+    assert other.status_code == 409
+    message = other.json()["Idempotency-Key"][0]
+    assert "'build-42'" in message and f"run #{first.json()['id']}" in message
+    assert BenchmarkRun.objects.count() == 1
+    # the README's key names the job, the test and the file: two files of one job are two runs
+    a = keyed(token_client, candidate, "guidellm.json", "run-7-1-concurrency_stress-guidellm.json")
+    b = keyed(token_client, candidate, "aiperf.json", "run-7-1-concurrency_stress-aiperf.json")
+    assert a.status_code == b.status_code == 201 and a.json()["id"] != b.json()["id"]
+    again = keyed(token_client, candidate, "aiperf.json", "run-7-1-concurrency_stress-aiperf.json")
+    assert again.status_code == 200 and again.json()["id"] == b.json()["id"]
+
+
+def test_the_readme_example_key_names_the_file():
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    assert '-H "Idempotency-Key: $GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT-concurrency_stress-benchmarks.json"' in readme
+
+
+def test_a_large_unrecognisable_file_is_refused_before_anything_is_stored(token_client, candidate, settings):
+    settings.KVSELECT_SYNC_PARSE_BYTES = 1024  # the asynchronous path: before, 202 and a failure later
+    response = upload(token_client, candidate, "results.json", data=bytes(200_000))
+    assert response.status_code == 400
+    assert "guidellm" in response.json()["formats_tried"] and "aiperf-jsonl" in response.json()["formats_tried"]
+    assert not BenchmarkRun.objects.exists() and not Artifact.objects.exists()
+
+
+def test_a_large_real_file_still_goes_to_the_worker(token_client, candidate, settings):
+    settings.KVSELECT_SYNC_PARSE_BYTES = 1024
+    data = gzip.decompress((FIXTURES / "guidellm_0.8.1_c64_max12s.benchmarks.json.gz").read_bytes())
+    response = upload(token_client, candidate, "benchmarks.json", data=data)
+    assert response.status_code == 202 and response.json()["status"] == "parsing"
+
+
+def test_a_forced_wrong_parser_is_refused_with_the_reason(token_client, candidate):
+    response = upload(token_client, candidate, "guidellm.json", format="aiperf")  # before: 201, an empty run
+    assert response.status_code == 400 and "no request and no figure" in response.json()["file"][0]
+    assert not BenchmarkRun.objects.exists()
+
+
+def test_an_upload_with_quality_warnings_counts_only_once_confirmed(token_client, candidate, architect, client):
+    candidate.model_name = "meta-llama/Llama-3.1-8B"
+    candidate.save()
+    body = upload(token_client, candidate, "vllm_bench_serve.json").json()  # mock-model, engine=mock, 6 requests
+    codes = {w["code"]: w for w in body["quality_warnings"]}
+    assert set(codes) == {"model_mismatch", "engine_mismatch", "few_requests"}
+    assert codes["model_mismatch"]["file"] == "mock-model" and codes["few_requests"]["requests"] == 6
+    assert body["needs_confirmation"] is True
+    run = BenchmarkRun.objects.get(pk=body["id"])
+    assert latest_runs(candidate) == {}  # scoring leaves it out
+    client.force_login(architect)
+    page = client.get(f"/selections/{candidate.selection.pk}/runs/{run.pk}/").content.decode()
+    assert 'data-warning="model_mismatch"' in page and "Use as evidence" in page
+    response = client.post(f"/selections/{candidate.selection.pk}/runs/{run.pk}/use-as-evidence/")
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.evidence_confirmed_by == architect.get_username() and not run.needs_confirmation
+    assert latest_runs(candidate)["concurrency_stress"].pk == run.pk
+    assert AuditEntry.objects.filter(action="upload.confirmed_as_evidence", field=f"run:{run.pk}").exists()
+
+
+def test_only_an_editor_may_confirm_an_upload_as_evidence(token_client, candidate, reviewer, client):
+    run_id = upload(token_client, candidate, "vllm_bench_serve.json").json()["id"]
+    client.force_login(reviewer)
+    response = client.post(f"/selections/{candidate.selection.pk}/runs/{run_id}/use-as-evidence/")
+    assert response.status_code == 403
+    assert BenchmarkRun.objects.get(pk=run_id).needs_confirmation
+
+
+def test_a_file_of_the_candidates_model_and_engine_with_enough_requests_has_no_warning(token_client, candidate):
+    candidate.model_name = "mock-model"
+    candidate.save()
+    data = gzip.decompress((FIXTURES / "vllm_0.33.0_bench_serve_c64_n1000.json.gz").read_bytes())
+    body = upload(token_client, candidate, "v.json", data=data.replace(b'"engine": "mock"', b'"engine": "vllm"')).json()
+    assert body["quality_warnings"] == [] and body["needs_confirmation"] is False

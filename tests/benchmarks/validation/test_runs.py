@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -15,6 +16,7 @@ from benchmarks.validation.engine import EngineUnavailable, LaunchedEngine, heal
 from benchmarks.validation.plan import plan_for, validation_plan
 from benchmarks.validation.worker import EndpointBusy, claim, execute, finish_failed
 from selection.candidates.services import add_candidate
+from selection.models import Candidate
 
 
 @pytest.fixture
@@ -102,11 +104,12 @@ def test_reviewer_cannot_start_runs(candidate, reviewer):
 def test_endpoints_outside_the_allow_list_are_refused_before_any_connection(
     selection_with_constraints, architect, engines, url
 ):
-    candidate = add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={"engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url},
-    )
+    data = {"engine": engines["vllm"], "engine_version": "0.11.0", "endpoint_url": url}
+    with pytest.raises(DjangoValidationError) as refused:  # refused at the door, when saved
+        add_candidate(selection=selection_with_constraints, user=architect, data=data)
+    assert "endpoint_url" in refused.value.message_dict
+    # ... and again before a run, for a candidate saved before the allow-list changed
+    candidate = Candidate.objects.create(selection=selection_with_constraints, **data)
     with pytest.raises(ValidationError, match="endpoint_url"):
         start_validation(candidate=candidate, test="concurrency_stress", user=architect)
     assert not BenchmarkRun.objects.exists()

@@ -39,3 +39,16 @@ def test_lines_leave_a_gap_above_the_clip_instead_of_flattening_the_chart():
     contexts, lines = memory_lines(plan, [1, 256], label=str, clip_gib=160.0)
     assert lines["1"][-1] is not None  # one sequence at the longest context stays on the chart
     assert lines["256"][-1] is None and all(v is None or v <= 160.0 for v in lines["256"])
+
+
+def test_every_estimate_the_capacity_model_makes_has_a_label():
+    import re
+    from pathlib import Path
+
+    from selection.capacity.display import ESTIMATE_LABELS
+
+    source = (Path(__file__).resolve().parents[3] / "selection/domain/capacity.py").read_text()
+    named = set(re.findall(r'_estimate\(\s*"([a-z_]+)"', source))
+    assert named and named <= set(ESTIMATE_LABELS), named - set(ESTIMATE_LABELS)
+    rows = split_estimates({"estimates": [{"name": "cuda_graph_bytes", "value": 1, "source": "estimate: x"}]})
+    assert rows[0]["label"] == "CUDA graphs (bytes)" and rows[0]["source"] == "x"

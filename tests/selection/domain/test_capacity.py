@@ -2,6 +2,7 @@
 the vLLM issue 12330 worked example, verdicts and engine-log parsing."""
 
 import json
+import math
 
 import pytest
 
@@ -23,8 +24,18 @@ def plan(name, **kw):
 
 def test_every_shipped_config_validates_and_has_a_source():
     names = cap.shipped_models()
-    for required in ("Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-7B", "Qwen2.5-72B", "Mistral-7B-v0.1",
-                     "DeepSeek-V3", "Gemma-3-27B", "gpt-oss-120b", "Nemotron-Nano-9B-v2", "Llama-3-8B"):
+    for required in (
+        "Llama-3.1-8B",
+        "Llama-3.1-70B",
+        "Qwen2.5-7B",
+        "Qwen2.5-72B",
+        "Mistral-7B-v0.1",
+        "DeepSeek-V3",
+        "Gemma-3-27B",
+        "gpt-oss-120b",
+        "Nemotron-Nano-9B-v2",
+        "Llama-3-8B",
+    ):
         assert required in names
     for name in names:
         raw = cap.load_model_config(name)
@@ -32,11 +43,20 @@ def test_every_shipped_config_validates_and_has_a_source():
         cap.validate_model_config(raw)
 
 
-@pytest.mark.parametrize("name, billions", [
-    ("Llama-3-8B", 8.03), ("Llama-3.1-70B", 70.55), ("Qwen2.5-7B", 7.62), ("Qwen2.5-72B", 72.71),
-    ("Mistral-7B-v0.1", 7.24), ("DeepSeek-V3", 671.0), ("Gemma-3-27B", 27.0), ("gpt-oss-120b", 116.8),
-    ("Nemotron-Nano-9B-v2", 8.89),
-])
+@pytest.mark.parametrize(
+    "name, billions",
+    [
+        ("Llama-3-8B", 8.03),
+        ("Llama-3.1-70B", 70.55),
+        ("Qwen2.5-7B", 7.62),
+        ("Qwen2.5-72B", 72.71),
+        ("Mistral-7B-v0.1", 7.24),
+        ("DeepSeek-V3", 671.0),
+        ("Gemma-3-27B", 27.0),
+        ("gpt-oss-120b", 116.8),
+        ("Nemotron-Nano-9B-v2", 8.89),
+    ],
+)
 def test_parameter_count_from_config_matches_published_sizes(name, billions):
     assert spec(name).total_params / 1e9 == pytest.approx(billions, rel=0.01)
 
@@ -53,15 +73,18 @@ def test_load_model_config_by_path_and_case_insensitive_name(tmp_path):
         cap.load_model_config(str(bad))
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("num_key_value_heads", -1, "config.num_key_value_heads: must be a positive integer, got -1"),
-    ("num_key_value_heads", 5, "config.num_key_value_heads: 5 must divide num_attention_heads"),
-    ("num_key_value_heads", 64, "exceeds num_attention_heads"),
-    ("num_hidden_layers", 0, "config.num_hidden_layers: must be a positive integer"),
-    ("hidden_size", "4096", "config.hidden_size"),
-    ("sliding_window", -5, "config.sliding_window"),
-    ("torch_dtype", "float7", "config.torch_dtype"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("num_key_value_heads", -1, "config.num_key_value_heads: must be a positive integer, got -1"),
+        ("num_key_value_heads", 5, "config.num_key_value_heads: 5 must divide num_attention_heads"),
+        ("num_key_value_heads", 64, "exceeds num_attention_heads"),
+        ("num_hidden_layers", 0, "config.num_hidden_layers: must be a positive integer"),
+        ("hidden_size", "4096", "config.hidden_size"),
+        ("sliding_window", -5, "config.sliding_window"),
+        ("torch_dtype", "float7", "config.torch_dtype"),
+    ],
+)
 def test_invalid_config_names_the_field(field, value, message):
     cfg = cap.load_model_config("Llama-3.1-8B")
     cfg[field] = value
@@ -140,9 +163,16 @@ def test_int8_and_int4_kv_count_the_scales_the_engine_stores():
         cap.kv_bytes_per_token(s, "int2")
 
 
-@pytest.mark.parametrize("tp, kv_per_rank, total", [
-    (1, 8, 327680), (2, 4, 327680), (4, 2, 327680), (8, 1, 327680), (16, 1, 655360),
-])
+@pytest.mark.parametrize(
+    "tp, kv_per_rank, total",
+    [
+        (1, 8, 327680),
+        (2, 4, 327680),
+        (4, 2, 327680),
+        (8, 1, 327680),
+        (16, 1, 655360),
+    ],
+)
 def test_tp_splits_kv_heads_and_replicates_beyond_their_number(tp, kv_per_rank, total):
     kv = cap.kv_bytes_per_token(spec("Llama-3.1-70B"), "bf16", tp=tp)
     assert kv.kv_heads_per_rank == kv_per_rank
@@ -150,10 +180,13 @@ def test_tp_splits_kv_heads_and_replicates_beyond_their_number(tp, kv_per_rank, 
     assert kv.total == total
 
 
-@pytest.mark.parametrize("tp, message", [
-    (3, "tp: 3 must divide num_attention_heads (64)"),
-    (0, "tp: must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "tp, message",
+    [
+        (3, "tp: 3 must divide num_attention_heads (64)"),
+        (0, "tp: must be a positive integer"),
+    ],
+)
 def test_invalid_tp_is_rejected_with_the_rule(tp, message):
     with pytest.raises(CapacityError, match=message.replace("(", r"\(").replace(")", r"\)")):
         cap.kv_bytes_per_token(spec("Llama-3.1-70B"), tp=tp)
@@ -201,7 +234,61 @@ def test_mistral_v01_window_on_every_layer_caps_the_sequence():
     assert set(p.inputs.model.layer_kinds) == {"sliding"}
     per_block = p.kv_bytes_per_token * 16
     assert p.bytes_per_sequence[4096] == 256 * per_block
-    assert p.bytes_per_sequence[32768] == (256 + 1) * per_block  # window + one block, not 2048 blocks
+    # vLLM's SlidingWindowSpec (vllm/v1/kv_cache_interface.py, v0.11.0): the window - 1 tokens plus one
+    # scheduled chunk of max_num_batched_tokens (8192 on an H100), then one block for alignment:
+    # cdiv(min(4096 - 1 + 8192, 32768), 16) + 1 = 769 blocks, not 2048, and not the bare window's 257
+    assert p.bytes_per_sequence[32768] == 769 * per_block
+    assert any(e["name"] == "max_num_batched_tokens" and e["value"] == 8192 for e in p.estimates)
+
+
+def test_mistral_v01_at_32k_on_an_h100_admits_about_38_sequences_not_115():
+    p = plan("Mistral-7B-v0.1", gpu="H100-80GB", contexts=(32768,), memory_default=(0.9, "vLLM 0.11.0"))
+    assert p.max_concurrency[32768] == pytest.approx(37.3, abs=0.1)  # before: 114.65x (the bare window)
+    assert p.max_concurrency[32768] == pytest.approx(p.num_blocks / 769, abs=0.01)
+
+
+def test_vllm_sliding_window_follows_max_num_batched_tokens_and_max_model_len():
+    small = plan("Mistral-7B-v0.1", gpu="H100-80GB", contexts=(32768,), max_num_batched_tokens=2048)
+    assert small.bytes_per_sequence[32768] == (math.ceil((4095 + 2048) / 16) + 1) * small.kv_bytes_per_token * 16
+    short = plan("Mistral-7B-v0.1", gpu="H100-80GB", contexts=(8192,), max_model_len=8192)
+    assert short.bytes_per_sequence[8192] == 512 * short.kv_bytes_per_token * 16  # min(.., max_model_len) caps it
+    a100 = plan("Mistral-7B-v0.1", gpu="A100-80GB", contexts=(32768,))  # 2048 batched tokens on A100s
+    assert a100.bytes_per_sequence[32768] == 385 * a100.kv_bytes_per_token * 16
+
+
+def test_sglang_and_trtllm_keep_the_window_bound():
+    sglang = plan("Mistral-7B-v0.1", gpu="H100-80GB", engine="sglang", contexts=(32768,))
+    assert sglang.bytes_per_sequence[32768] == 4096 * sglang.kv_bytes_per_token
+    trt = plan("Mistral-7B-v0.1", gpu="H100-80GB", engine="trtllm", contexts=(32768,))
+    assert trt.bytes_per_sequence[32768] == (4096 // 32 + 1) * 32 * trt.kv_bytes_per_token
+
+
+LLAMA4_SCOUT_TEXT = {  # the text_config of meta-llama/Llama-4-Scout-17B-16E (the fields the plan reads)
+    "model_type": "llama4_text",
+    "num_hidden_layers": 48,
+    "hidden_size": 5120,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 202048,
+    "max_position_embeddings": 10485760,
+    "attention_chunk_size": 8192,
+    "intermediate_size": 8192,
+    "num_local_experts": 16,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_llama4_chunked_local_layers_hold_one_chunk_plus_one_scheduled_chunk():
+    s = cap.validate_model_config(LLAMA4_SCOUT_TEXT)
+    assert s.count("full") == 12 and s.count("sliding") == 36 and s.local_attention == "chunked"
+    p = cap.plan_for_model(s, gpu="H200-141GB", tp=8, contexts=(131072,), max_model_len=131072)
+    # ChunkedLocalAttentionSpec (v0.11.0): cdiv(min(8192 + 8192, max_model_len), 16) blocks, no extra block
+    expected = p.kv.per_layer_per_rank * (12 * 131072 + 36 * (16384 // 16) * 16)
+    assert p.bytes_per_sequence[131072] == expected
+    cfg = dict(LLAMA4_SCOUT_TEXT, layer_types=["chunked_attention", "sliding_attention"] * 24)
+    with pytest.raises(CapacityError, match="config.layer_types: sliding-window and chunked-local"):
+        cap.validate_model_config(cfg)
 
 
 def test_gemma3_interleaved_pattern_only_global_layers_grow():
@@ -210,10 +297,11 @@ def test_gemma3_interleaved_pattern_only_global_layers_grow():
     assert s.layer_kinds[5] == "full" and s.layer_kinds[0] == "sliding"
     p = cap.plan_for_model(s, gpu="H100-80GB", tp=2, contexts=(131072,))
     per_layer = p.kv.per_layer_per_rank
-    expected = per_layer * (10 * 131072 + 52 * (1024 // 16 + 1) * 16)
+    # the 1024-token window layers hold the window - 1 plus one chunk of 8192 batched tokens in vLLM
+    expected = per_layer * (10 * 131072 + 52 * (math.ceil((1023 + 8192) / 16) + 1) * 16)
     assert p.bytes_per_sequence[131072] == expected
     naive = p.kv_bytes_per_token * 131072  # charging every layer for the whole context
-    assert p.bytes_per_sequence[131072] < naive / 5
+    assert p.bytes_per_sequence[131072] < naive / 4
 
 
 def test_gpt_oss_layer_types_alternate():
@@ -260,10 +348,21 @@ def test_hybrid_pattern_length_is_validated():
 
 
 def test_linear_attention_state_from_config():
-    cfg = {"model_type": "qwen3_next", "num_hidden_layers": 8, "hidden_size": 2048, "num_attention_heads": 16,
-           "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 151936, "full_attention_interval": 4,
-           "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-           "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+    cfg = {
+        "model_type": "qwen3_next",
+        "num_hidden_layers": 8,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "vocab_size": 151936,
+        "full_attention_interval": 4,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+    }
     s = cap.validate_model_config(cfg)
     assert s.count("full") == 2 and s.count("linear") == 6
     assert s.linear_state_elements_per_layer == 32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3
@@ -304,8 +403,15 @@ def test_vllm_issue_12330_worked_example_through_gpu_memory_utilization():
     derivable from a config, so the measured remainder (35.45 - 14.96 - 11.12 GiB) is passed as
     overrides, split as the issue's log does not say."""
     measured_overhead = 39.39 * 0.90 - 14.96 - 11.12
-    p = plan("Llama-3-8B", gpu="A100-40GB", gpu_memory_utilization=0.90, contexts=(8192,),
-             activation_peak_bytes=int(measured_overhead * GiB), non_torch_bytes=0, cuda_graph_bytes=0)
+    p = plan(
+        "Llama-3-8B",
+        gpu="A100-40GB",
+        gpu_memory_utilization=0.90,
+        contexts=(8192,),
+        activation_peak_bytes=int(measured_overhead * GiB),
+        non_torch_bytes=0,
+        cuda_graph_bytes=0,
+    )
     assert p.kv_memory_bytes / GiB == pytest.approx(11.12, rel=0.01)
     assert p.num_blocks == pytest.approx(5691, rel=0.01)
     assert p.max_concurrency[8192] == pytest.approx(11.12, rel=0.01)
@@ -315,8 +421,15 @@ def test_vllm_issue_12330_worked_example_through_gpu_memory_utilization():
 def test_vllm_profile_log_of_pr_10511_is_reproduced_from_the_config():
     """vLLM PR 10511: Llama-3-8B, H100 79.22 GiB x 0.90 = 71.29; weights 14.96, non-torch 1.79,
     activation peak 1.26 -> available_kv_cache_memory 53.29 GiB."""
-    p = plan("Llama-3-8B", gpu_mem_gib=79.22, gpu_memory_utilization=0.90, activation_peak_bytes=int(1.26 * GiB),
-             non_torch_bytes=int(1.79 * GiB), cuda_graph_bytes=0, contexts=(8192,))
+    p = plan(
+        "Llama-3-8B",
+        gpu_mem_gib=79.22,
+        gpu_memory_utilization=0.90,
+        activation_peak_bytes=int(1.26 * GiB),
+        non_torch_bytes=int(1.79 * GiB),
+        cuda_graph_bytes=0,
+        contexts=(8192,),
+    )
     assert p.kv_memory_bytes / GiB == pytest.approx(53.29, rel=0.002)
 
 
@@ -328,7 +441,8 @@ def test_vllm_default_utilization_and_estimates_are_labelled():
         assert names[key]["source"].startswith("estimate:")
     b = p.memory_breakdown
     assert p.kv_memory_bytes == pytest.approx(
-        b["total"] * 0.92 - b["weights"] - b["activation_peak"] - b["non_torch"] - b["cuda_graphs"])
+        b["total"] * 0.92 - b["weights"] - b["activation_peak"] - b["non_torch"] - b["cuda_graphs"]
+    )
 
 
 def test_vllm_utilization_is_a_fraction_of_total_memory_not_of_free_memory():
@@ -357,6 +471,87 @@ def test_llamacpp_contiguous_context():
     p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=8192, contexts=(2048, 8192))
     assert p.kv_memory_bytes == 8192 * 131072
     assert p.token_capacity == 8192 and p.max_sequences[2048] == 4
+
+
+def test_llamacpp_without_flags_allocates_the_trained_context_not_all_free_memory():
+    # llama-server -c 0 = the trained context; -np auto = 4 slots over one unified buffer
+    p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", contexts=(4096, 131072))
+    assert p.token_capacity == 131072  # before: 524,635 (everything left after the weights)
+    assert p.kv_memory_bytes == 131072 * 131072 and p.slots == 4 and p.sequence_limit == 131072
+    assert p.max_sequences[4096] == 4 and p.max_concurrency[4096] == 4  # four slots, whatever the memory
+    assert p.max_sequences[131072] == 1
+
+
+def test_llamacpp_slots_split_the_context_unless_unified():
+    split = plan(
+        "Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768, n_parallel=8, contexts=(2048, 4096, 8192)
+    )
+    assert split.sequence_limit == 4096 and split.token_capacity == 32768
+    assert (split.max_sequences[2048], split.max_sequences[4096], split.max_sequences[8192]) == (8, 8, 0)
+    unified = plan(
+        "Llama-3.1-8B",
+        gpu="H100-80GB",
+        engine="llamacpp",
+        ctx_size=32768,
+        n_parallel=8,
+        kv_unified=True,
+        contexts=(2048, 8192),
+    )
+    assert unified.sequence_limit == 32768 and unified.max_sequences[8192] == 4 and unified.max_sequences[2048] == 8
+    odd = plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=10000, n_parallel=3, contexts=(2048,))
+    assert odd.sequence_limit == 3584 and odd.token_capacity == 3 * 3584  # pad(10240 // 3, 256) per slot
+
+
+def test_llamacpp_sliding_window_layers_keep_window_plus_ubatch_cells():
+    s = spec("Gemma-3-27B")
+    p = cap.plan_for_model(s, gpu="H200-141GB", engine="llamacpp", ctx_size=65536, n_parallel=4, contexts=(4096,))
+    swa = -(-(1024 + 512) // 256) * 256  # min(16384, 1024 x 1 + 512) padded to 256, per slot
+    assert p.kv_memory_bytes == p.kv.per_layer_per_rank * (10 * 16384 + 52 * swa) * 4
+
+
+def test_llamacpp_flags_are_read_from_the_launch_line():
+    assert cap.inputs_from_flags("llamacpp", "-m m.gguf -c 32768 -np 8 --kv-unified -ub=256 --metrics") == {
+        "ctx_size": 32768,
+        "n_parallel": 8,
+        "kv_unified": True,
+        "n_ubatch": 256,
+    }
+    assert cap.inputs_from_flags("llamacpp", "-c 0 -np -1") == {}  # 0 = trained context, -1 = auto
+    assert cap.inputs_from_flags("vllm", "--gpu-memory-utilization=0.85 --max-model-len 32768 --enforce-eager") == {
+        "gpu_memory_utilization": 0.85,
+        "max_model_len": 32768,
+        "enforce_eager": True,
+    }
+    assert cap.inputs_from_flags("lmdeploy", "--cache-max-entry-count 0.5 --session-len 8192") == {
+        "cache_max_entry_count": 0.5,
+        "max_model_len": 8192,
+    }
+    with pytest.raises(CapacityError, match="launch_flags: -c needs a number"):
+        cap.inputs_from_flags("llamacpp", "-c lots")
+
+
+def test_lmdeploy_plans_with_its_own_rule_blocks_of_64_and_a_share_of_free_memory():
+    p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="lmdeploy", non_torch_bytes=0, contexts=(4096,))
+    assert p.block_size == 64
+    runtime = (8192 + 2 * 1024) * 128256 * 2  # max_prefill_token_num + 2 x max_batch_size (H100), x vocab x 2 B
+    free = 79.22 * GiB - cap.weight_bytes(spec("Llama-3.1-8B"))
+    assert p.kv_memory_bytes == pytest.approx((free - runtime) * 0.8, rel=1e-6)
+    assert p.num_blocks == int(p.kv_memory_bytes // (64 * 131072))
+    names = {e["name"]: e for e in p.estimates}
+    assert (
+        names["cache_max_entry_count"]["value"] == 0.8
+        and "lmdeploy" in names["cache_max_entry_count"]["source"].lower()
+    )
+    with pytest.raises(CapacityError, match="kv_dtype: LMDeploy's quantised KV layouts"):
+        plan("Llama-3.1-8B", gpu="H100-80GB", engine="lmdeploy", kv_dtype="int8")
+
+
+def test_the_engine_versions_default_memory_fraction_is_used_with_its_source():
+    p = plan("Llama-3.1-8B", gpu="H100-80GB", memory_default=(0.9, "vLLM 0.11.0 vllm/config/cache.py"))
+    names = {e["name"]: e for e in p.estimates}
+    assert names["gpu_memory_utilization"]["value"] == 0.9
+    assert "vLLM 0.11.0 vllm/config/cache.py" in names["gpu_memory_utilization"]["source"]
+    assert p.memory_breakdown["budget"] == pytest.approx(0.9 * 79.22 * GiB, rel=1e-6)
 
 
 def test_no_room_for_kv_when_weights_do_not_fit():
@@ -396,15 +591,26 @@ def test_invalid_inputs_name_the_field():
 def test_plan_to_dict_is_json_safe_and_has_the_contract_keys():
     p = plan("Gemma-3-27B", gpu="H100-80GB", tp=2)
     d = json.loads(json.dumps(p.to_dict()))
-    for key in ("kv_bytes_per_token", "kv_bytes_per_token_total", "block_size", "bytes_per_block", "num_blocks",
-                "token_capacity", "max_concurrency", "kv_memory_bytes", "weight_bytes_per_rank", "estimates",
-                "headroom", "memory_by_context"):
+    for key in (
+        "kv_bytes_per_token",
+        "kv_bytes_per_token_total",
+        "block_size",
+        "bytes_per_block",
+        "num_blocks",
+        "token_capacity",
+        "max_concurrency",
+        "kv_memory_bytes",
+        "weight_bytes_per_rank",
+        "estimates",
+        "headroom",
+        "memory_by_context",
+    ):
         assert key in d
     assert set(d["max_concurrency"]) == {"4096", "32768", "131072"}
     assert d["headroom"]["sequences_at_70pct"]["4096"] <= d["headroom"]["sequences_at_80pct"]["4096"]
     chart = d["memory_by_context"]
     assert [r["context"] for r in chart] == sorted(r["context"] for r in chart)
-    assert all(a["bytes_per_sequence"] <= b["bytes_per_sequence"] for a, b in zip(chart, chart[1:]))
+    assert all(a["bytes_per_sequence"] <= b["bytes_per_sequence"] for a, b in zip(chart, chart[1:], strict=False))
 
 
 def test_headroom_counts_sequences_at_70_and_80_percent_of_the_pool():
@@ -416,13 +622,19 @@ def test_headroom_counts_sequences_at_70_and_80_percent_of_the_pool():
 
 # ---------------------------------------------------------------- verdict
 
-CONSTRAINTS = {"peak_concurrency": 32, "avg_input_tokens": 2000, "avg_output_tokens": 500,
-               "max_input_tokens": 16000, "max_output_tokens": 2000, "gpu_budget": 8}
+CONSTRAINTS = {
+    "peak_concurrency": 32,
+    "avg_input_tokens": 2000,
+    "avg_output_tokens": 500,
+    "max_input_tokens": 16000,
+    "max_output_tokens": 2000,
+    "gpu_budget": 8,
+}
 
 
 def test_verdict_fits_with_headroom():
     v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), CONSTRAINTS)
-    assert v["fits"] and "30% headroom" in v["summary"]
+    assert v["fits"] and "30% headroom" in str(v["summary"])
 
 
 def test_verdict_does_not_fit_and_offers_tp_or_fp8():
@@ -433,18 +645,18 @@ def test_verdict_does_not_fit_and_offers_tp_or_fp8():
     assert not changes["kv_dtype=fp8"]["fits"]  # 3.5 GiB of pool per GPU is too small either way
     assert not changes["tp=4"]["fits"] and changes["tp=8"]["fits"]
     assert "16" not in str([a["change"] for a in v["alternatives"]])  # beyond the 8-GPU budget
-    assert v["summary"] == "does not fit as planned; fits with tp=8 (8 GPUs)"
+    assert str(v["summary"]) == "does not fit as planned; fits with tp=8 (8 GPUs)"
 
 
 def test_verdict_context_beyond_the_model_is_a_reason():
     c = dict(CONSTRAINTS, max_input_tokens=40000)
     v = cap.verdict(plan("Mistral-7B-v0.1", gpu="H100-80GB"), c)
-    assert not v["fits"] and any("exceeds the model's 32768 positions" in r for r in v["reasons"])
+    assert not v["fits"] and any("exceeds the model's 32768 positions" in str(r) for r in v["reasons"])
 
 
 def test_verdict_weights_not_fitting_and_bad_constraints():
     v = cap.verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=1), CONSTRAINTS)
-    assert not v["fits"] and any("no room for KV" in r for r in v["reasons"])
+    assert not v["fits"] and any("no room for KV" in str(r) for r in v["reasons"])
     with pytest.raises(CapacityError, match="constraints.peak_concurrency"):
         cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), dict(CONSTRAINTS, peak_concurrency=0))
 
@@ -482,8 +694,12 @@ llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  4/1 seqs), K (f16
 
 def test_parse_vllm_v1_log():
     r = cap.parse_engine_capacity_log(VLLM_V1_LOG)
-    assert r == {"engine": "vllm", "kv_cache_tokens": 91056, "max_concurrency": {8192: 11.12},
-                 "kv_cache_memory_gib": 11.12}
+    assert r == {
+        "engine": "vllm",
+        "kv_cache_tokens": 91056,
+        "max_concurrency": {8192: 11.12},
+        "kv_cache_memory_gib": 11.12,
+    }
 
 
 def test_parse_vllm_v0_log_blocks_and_kv_memory():
@@ -541,3 +757,22 @@ def test_shipped_models_accepts_hf_folders(tmp_path, monkeypatch):
     # the folder layout loads too, named after its folder (as a path to any config.json is)
     assert cap.load_model_config("Mistral-7B") == {"model_type": "mistral", "_name": "mistral-7b"}
     assert cap.load_model_config(tmp_path / "mistral-7b" / "config.json")["_name"] == "mistral-7b"
+
+
+def test_verdict_on_llamacpp_counts_its_slots_and_the_longest_sequence_a_slot_holds():
+    c = {
+        "peak_concurrency": 8,
+        "avg_input_tokens": 1000,
+        "avg_output_tokens": 200,
+        "max_input_tokens": 4000,
+        "max_output_tokens": 1000,
+    }
+    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768), c)
+    assert not v["fits"]  # 4 auto slots for a peak of 8, though the 32768 cells would hold them
+    reasons = [str(r) for r in v["reasons"]]
+    assert "llama-server serves at most 4 requests at once (-np); 4 of the peak 8 would wait" in reasons
+    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768, n_parallel=8), c)
+    reasons = [str(r) for r in v["reasons"]]
+    assert not v["fits"] and "a slot holds at most 4096 tokens, less than the max context 5000" in reasons
+    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=65536, n_parallel=8), c)
+    assert v["fits"]

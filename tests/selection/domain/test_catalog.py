@@ -33,7 +33,7 @@ def raw():
 
 
 def test_shipped_catalog_validates_and_is_versioned(shipped):
-    assert shipped.catalog_version == "2026.11.1"
+    assert shipped.catalog_version == "2026.12.1"
     assert shipped.origin.endswith("engine_catalog.json")
 
 

@@ -227,6 +227,29 @@ def test_a_record_reviewed_in_chinese_has_a_chinese_snapshot(decided, architect)
     assert record.snapshot["constraints"][0]["value"].startswith("峰值")
 
 
+def test_an_english_draft_stays_english_in_a_chinese_record_and_the_page_says_so(decided, architect, client):
+    from django.utils import translation
+
+    draft = create_draft(
+        selection=decided,
+        user=architect,
+        decision="Choose vLLM for the support bot",
+        rationale="Lowest TTFT at our peak load.",
+        applies_to="EU region only",
+    )
+    with translation.override("zh-hans"):
+        record = start_review(record=draft, user=architect)
+    snapshot = record.snapshot
+    assert snapshot["record"]["language"] == "zh-hans"
+    assert snapshot["decision"]["summary"] == "Choose vLLM for the support bot"
+    assert snapshot["decision"]["rationale"][0] == "Lowest TTFT at our peak load."
+    assert snapshot["risk_boundary"]["applies_to"] == ["EU region only"]
+    client.force_login(architect)
+    body = client.get(f"/selections/{decided.pk}/records/{record.pk}/").content.decode()
+    assert "data-record-language" in body and "This record is written in 简体中文" in body
+    assert "stays exactly as its author wrote it" in body
+
+
 def test_validation_results_carry_their_charts_at_the_percentile_each_run_reports(decided, architect):
     """Each run is drawn in the record by what its test measures: latency against load (at the
     percentile the run reports: p99 for an upload with only p99) for a load sweep, the drift for a

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from benchmarks.models import BenchmarkRun, RunPoint
+from selection.domain.messages import render
 from selection.models import AuditEntry, DecisionRecord, Membership
 from selection.records.services import create_draft, start_review
 from selection.records.signing import issue_dev_certificates
@@ -56,7 +57,7 @@ def test_comparison_shows_scores_missing_evidence_rules_and_charts(client, decid
     winner = next(c for c in score.result["candidates"] if c["candidate"] == score.result["winner"])
     assert winner["label"] in body and "TOPSIS" in body
     assert "indicators missing" in body and "<code>kv_headroom_at_target</code>" in body  # named, never 0
-    assert score.result["sentences"][0].split(" (")[0] in body  # the sensitivity sentences
+    assert render(score.result["sentences"][0]).split(" (")[0] in body  # the sensitivity sentences
     assert "kv_headroom_at_target" in body  # the scoring rules table
     assert body.count("<svg") == 2  # dimension bars + TTFT/TPOT against concurrency
     assert reverse("selection:comparison-recompute", args=[decided.pk]) in body

@@ -106,3 +106,10 @@ def test_dashboard_shows_leader_coverage_and_next_step(client, candidates, archi
     assert (
         candidates[0].display_name in body or candidates[1].display_name in body or candidates[2].display_name in body
     )
+
+
+def test_a_client_bound_point_gives_no_achieved_concurrency(candidates):
+    run = add_run(candidates[0])
+    RunPoint.objects.filter(run=run).update(client_bound=True)  # the client held 190 of 200, not the engine
+    metrics = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics
+    assert "achieved_concurrency" not in metrics and metrics["ttft_p95_ms"].value == 400.0

@@ -74,7 +74,9 @@ def test_constraints_units_and_groups():
 def test_weights_form_requires_justification_and_non_negative_values():
     criteria = criteria_for(["A"])
     form = WeightsForm(
-        {c.id: "1" for c in criteria} | {"memory_allocation": "-2", "justification": ""}, criteria=criteria, current={}
+        {c.id: "1" for c in criteria} | {"memory_allocation": "-2", "justification": ""},
+        criteria=criteria,
+        current_percent={},
     )
     assert not form.is_valid()
     assert set(form.errors) == {"memory_allocation", "justification"}
@@ -82,7 +84,7 @@ def test_weights_form_requires_justification_and_non_negative_values():
 
 def test_weights_form_shows_current_weights_as_percent():
     criteria = criteria_for(["A"])
-    form = WeightsForm(criteria=criteria, current={"cache_reuse": 0.25})
+    form = WeightsForm(criteria=criteria, current_percent={"cache_reuse": 25.0})
     assert form["cache_reuse"].initial == 25.0
     assert list(form.fields)[-1] == "justification"
 

@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from selection.candidates.services import add_candidate
+from selection.domain.messages import render
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Gate, Membership, Selection, Team
 from selection.secretbox import decrypt
 from selection.setup.services import accept_scenario, set_gates
@@ -40,7 +41,7 @@ def selection(architect, team):
 @pytest.fixture
 def configured(selection, architect):
     """A selection with its constraints filled in (scenario inferred, preset weights set)."""
-    return with_constraints(selection, architect)
+    return with_constraints(selection, architect, kv_precisions_allowed=["bf16", "fp8"])
 
 
 def url(name, selection, *args):
@@ -250,7 +251,7 @@ def weight_post(selection, **values):
 def test_scenario_page_shows_reasons_mix_and_weights(client, architect, configured):
     client.force_login(architect)
     body = client.get(url("selection:scenario", configured)).content.decode()
-    assert escape(configured.scenario_reasons[0]) in body
+    assert escape(render(configured.scenario_reasons[0])) in body
     assert "Accept scenario A" in body and "Memory allocation strategy" in body and "Preset" in body
 
 
@@ -402,7 +403,7 @@ def test_edit_candidate_keeps_key_unless_replaced(client, architect, configured)
     candidate = Candidate.objects.get()
     response = client.post(
         url("selection:candidate-edit", configured, candidate.pk),
-        candidate_post(engine, api_key="", tensor_parallel="2", label="vLLM TP2"),
+        candidate_post(engine, api_key="", gpu_count="2", tensor_parallel="2", label="vLLM TP2"),
     )
     assert response.status_code == 302
     candidate.refresh_from_db()

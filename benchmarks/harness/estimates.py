@@ -1,0 +1,108 @@
+"""How long a validation test will take and how hard it will load the endpoint, from its parameters,
+so the validation page can say so before Run.
+
+The fixed phases (warm-up, measured duration, settling, idle time, a background's lead) are
+known exactly; a request's own time is not known before the run, so it is taken at the latency
+budget the run is judged against (TTFT + output tokens x TPOT; `ASSUMED` when the constraints set
+no budget), and long prompts add their prefill at `ASSUMED["prefill_tokens_s"]`. The figure is an
+order of magnitude, labelled "about" where it is shown. A test this module does not know gets an
+estimate from the usual parameter names (duration_s, warmup_s, settle_s, concurrency), or none.
+
+A test is *long* from `LONG_S` seconds and *heavy* from `HEAVY_CONCURRENCY` concurrent requests;
+the page warns about both (the endpoint should not be serving production traffic meanwhile).
+Pure Python, no Django.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+ASSUMED = {"ttft_ms": 1000.0, "tpot_ms": 50.0, "prefill_tokens_s": 10_000.0}
+LONG_S = 900.0  # 15 minutes
+HEAVY_CONCURRENCY = 128
+LONG, HEAVY = "long", "heavy"
+
+
+def _number(params: Mapping[str, Any], key: str, default: float = 0.0) -> float:
+    value = params.get(key)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if math.isfinite(number) and number >= 0 else default
+
+
+def request_seconds(params: Mapping[str, Any], input_tokens: float = 0.0, output_key: str = "output_tokens") -> float:
+    """One request at the latency budget: TTFT (plus the prefill of a long prompt) + output x TPOT."""
+    ttft = _number(params, "ttft_p95_ms", ASSUMED["ttft_ms"]) / 1000
+    tpot = _number(params, "tpot_p95_ms", ASSUMED["tpot_ms"]) / 1000
+    prefill = max(input_tokens - 8192, 0) / ASSUMED["prefill_tokens_s"]
+    return ttft + prefill + _number(params, output_key, 128) * tpot
+
+
+def _closed_loop(concurrency: float, seconds: float, per_request: float) -> float:
+    return concurrency * seconds / per_request if per_request > 0 else 0.0
+
+
+def estimate(test: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """{seconds, concurrency, requests, tokens, warnings} for `test` run with `params`; None when
+    nothing can be estimated. Tokens count prompt and output tokens sent through the endpoint."""
+    p = params
+    per_token = _number(p, "input_tokens", 512) + _number(p, "output_tokens", 128)
+    if test == "concurrency_stress":
+        concurrency = _number(p, "concurrency", 1)
+        loaded = _number(p, "warmup_s") + _number(p, "ramp_up_s") + _number(p, "duration_s")
+        seconds = loaded + _number(p, "settle_s")
+        requests = _closed_loop(concurrency, loaded, request_seconds(p, _number(p, "input_tokens")))
+        tokens = requests * per_token
+    elif test == "long_context":
+        rungs = [float(r) for r in p.get("rungs") or [] if isinstance(r, (int, float))]
+        repeats = max(_number(p, "repeats", 1), 1)
+        lead = _number(p, "background_lead_s") if p.get("with_background") else 0.0
+        per_rung = [lead + request_seconds(p, rung) for rung in rungs]
+        seconds = repeats * sum(per_rung)
+        background = _number(p, "background_concurrency") if p.get("with_background") else 0.0
+        concurrency = background + 1
+        bg_request = _number(p, "background_input_tokens", 256) + _number(p, "background_output_tokens", 64)
+        requests = repeats * len(rungs) + _closed_loop(background, seconds, request_seconds(p))
+        tokens = repeats * sum(rungs) + (requests - repeats * len(rungs)) * bg_request
+    elif test == "swap_recovery":
+        sessions = max(_number(p, "sessions", 1), 1)
+        parallel = max(_number(p, "parallel", 16), 1)
+        turn = request_seconds(p, 2 * _number(p, "turn_input_tokens", 256))
+        seconds = 3 * math.ceil(sessions / parallel) * turn + _number(p, "idle_s")
+        pressure = _number(p, "pressure_concurrency")
+        concurrency = max(parallel, pressure)
+        pressure_requests = _closed_loop(pressure, _number(p, "idle_s"), request_seconds(p))
+        requests = 3 * sessions + pressure_requests
+        tokens = 3 * sessions * (2 * _number(p, "turn_input_tokens", 256) + _number(p, "output_tokens", 32))
+        tokens += pressure_requests * (_number(p, "pressure_input_tokens", 512) + _number(p, "output_tokens", 32))
+    elif test == "prefix_reuse":
+        requests = max(_number(p, "requests", 1), 1)
+        concurrency = max(_number(p, "concurrency", 1), 1)
+        prompt = _number(p, "prefix_tokens") + _number(p, "suffix_tokens")
+        seconds = math.ceil(requests / concurrency) * request_seconds(p, prompt)
+        tokens = requests * (prompt + _number(p, "output_tokens", 64))
+    elif test == "stability":
+        concurrency = _number(p, "concurrency", 1)
+        seconds = _number(p, "duration_s")
+        requests = _closed_loop(concurrency, seconds, request_seconds(p, _number(p, "input_tokens")))
+        tokens = requests * per_token
+    else:
+        seconds = sum(_number(p, k) for k in ("warmup_s", "ramp_up_s", "duration_s", "settle_s", "idle_s"))
+        concurrency = _number(p, "concurrency")
+        if not seconds:
+            return None
+        requests = _closed_loop(concurrency, seconds, request_seconds(p, _number(p, "input_tokens")))
+        tokens = requests * per_token
+    warnings = [LONG] if seconds >= LONG_S else []
+    if concurrency >= HEAVY_CONCURRENCY:
+        warnings.append(HEAVY)
+    return {
+        "seconds": round(seconds),
+        "concurrency": int(concurrency),
+        "requests": int(round(requests)),
+        "tokens": int(round(tokens)),
+        "warnings": warnings,
+    }

@@ -1,0 +1,98 @@
+"""Evidence quality of an upload: warnings that hold it back from scoring until confirmed.
+
+An uploaded file may have measured something else than the candidate: its metadata names another
+model or engine, or it holds too few requests for its percentiles to mean much. Such a run is
+stored with its warnings (shown on its page) and counts for scoring only once someone who may
+edit the selection confirms it as evidence (`confirm_as_evidence`, audited). A warning is a code
+and its values, so pages say it in their own language.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from benchmarks.models import BenchmarkRun
+from benchmarks.result import NormalizedResult
+from selection.audit import audit
+from selection.selectors import require_editor
+
+MIN_REQUESTS = 20  # fewer requests in a load point: its p95/p99 rest on one or two requests
+
+# engine names as files and the catalog spell them -> one name
+ENGINE_NAMES = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "tensorrt-llm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "trt-llm": "trtllm",
+    "trtllm": "trtllm",
+    "lmdeploy": "lmdeploy",
+    "tgi": "tgi",
+    "text-generation-inference": "tgi",
+    "llama-cpp": "llamacpp",
+    "llama.cpp": "llamacpp",
+    "llama_cpp": "llamacpp",
+    "llamacpp": "llamacpp",
+}
+
+
+def model_key(name: Any) -> str:
+    """A served model name compared without its organisation and case (meta-llama/Llama-3.1-8B)."""
+    return str(name or "").strip().rstrip("/").split("/")[-1].lower()
+
+
+def engine_key(name: Any) -> str:
+    text = str(name or "").strip().lower()
+    return ENGINE_NAMES.get(text, text)
+
+
+def evidence_warnings(result: NormalizedResult, *, model: str, engine: str) -> list[dict[str, Any]]:
+    """Warnings about a parsed upload for a candidate serving `model` on `engine` (catalog slug).
+
+    A name missing on either side is not a mismatch (nothing to compare)."""
+    warnings: list[dict[str, Any]] = []
+    file_model = result.metadata.get("model")
+    if isinstance(file_model, str) and model and model_key(file_model) != model_key(model):
+        warnings.append({"code": "model_mismatch", "file": file_model, "candidate": model})
+    file_engine = result.metadata.get("engine")
+    if isinstance(file_engine, str) and file_engine and engine and engine_key(file_engine) != engine_key(engine):
+        warnings.append({"code": "engine_mismatch", "file": file_engine, "candidate": engine})
+    counts = [
+        (index, (point.requests_completed or 0) + (point.requests_failed or 0))
+        for index, point in enumerate(result.points)
+        if point.requests_completed is not None
+    ]
+    if counts:
+        index, fewest = min(counts, key=lambda item: item[1])
+        if fewest < MIN_REQUESTS:
+            label = result.points[index].label or str(index)
+            warnings.append({"code": "few_requests", "requests": fewest, "point": label, "minimum": MIN_REQUESTS})
+    return warnings
+
+
+def warnings_for_candidate(result: NormalizedResult, candidate) -> list[dict[str, Any]]:
+    constraints = getattr(candidate.selection, "constraints", None)
+    model = candidate.model_name or (constraints.target_model if constraints is not None else "")
+    return evidence_warnings(result, model=model or "", engine=candidate.engine.slug)
+
+
+def confirm_as_evidence(*, run: BenchmarkRun, user) -> BenchmarkRun:
+    """Count a warned-about upload as evidence despite its warnings (who and when are kept)."""
+    require_editor(user, run.candidate.selection)
+    if not run.needs_confirmation:
+        return run
+    with transaction.atomic():
+        run.evidence_confirmed_by = user.get_username()[:150]
+        run.evidence_confirmed_at = timezone.now()
+        run.save(update_fields=["evidence_confirmed_by", "evidence_confirmed_at"])
+        audit(
+            run.candidate.selection,
+            user,
+            "upload.confirmed_as_evidence",
+            field=f"run:{run.pk}",
+            new=[w.get("code") for w in run.quality_warnings],
+        )
+    return run

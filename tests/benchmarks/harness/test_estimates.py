@@ -1,0 +1,45 @@
+"""A validation test's duration and load are estimated from its parameters before Run."""
+
+from __future__ import annotations
+
+from benchmarks.harness import estimates, workloads
+
+CONSTRAINTS = {
+    "peak_concurrency": 200,
+    "avg_input_tokens": 800,
+    "avg_output_tokens": 200,
+    "max_input_tokens": 65536,
+    "ttft_p95_ms": 800.0,
+    "tpot_p95_ms": 50.0,
+    "concurrent_sessions": 200,
+    "idle_seconds_between_turns": 60.0,
+}
+
+
+def test_a_one_hour_soak_at_high_concurrency_is_long_and_heavy():
+    plan = dict(workloads.plan("stability", CONSTRAINTS), concurrency=200)
+    figures = estimates.estimate("stability", plan)
+    assert figures["seconds"] == 3600 and figures["concurrency"] == 200
+    assert figures["warnings"] == [estimates.LONG, estimates.HEAVY]
+    # 200 in flight, each request 0.8 s + 200 x 50 ms = 10.8 s, for an hour
+    assert figures["requests"] == round(200 * 3600 / 10.8)
+    assert abs(figures["tokens"] - figures["requests"] * 1000) < 1000
+
+
+def test_the_stress_test_counts_its_fixed_phases():
+    plan = workloads.plan("concurrency_stress", dict(CONSTRAINTS, peak_concurrency=32))
+    figures = estimates.estimate("concurrency_stress", plan)
+    assert figures["seconds"] == plan["warmup_s"] + plan["duration_s"] + plan["settle_s"]
+    assert figures["warnings"] == [] and figures["concurrency"] == 32
+
+
+def test_every_planned_test_has_an_estimate():
+    for test in workloads.PLANNERS:
+        figures = estimates.estimate(test, workloads.plan(test, CONSTRAINTS))
+        assert figures is not None and figures["seconds"] > 0 and figures["concurrency"] >= 1, test
+
+
+def test_an_unknown_test_is_estimated_from_the_usual_names_or_not_at_all():
+    assert estimates.estimate("new_test", {"duration_s": 60, "concurrency": 4})["seconds"] == 60
+    assert estimates.estimate("new_test", {"rows": 3}) is None
+    assert estimates.estimate("stability", {"duration_s": "x", "concurrency": None})["seconds"] == 0
