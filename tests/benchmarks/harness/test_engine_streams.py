@@ -4,6 +4,8 @@ counted without a JSON parse per token (the role chunk used to send every read t
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.harness import client as client_module
 from benchmarks.harness.client import (
@@ -108,3 +110,45 @@ def test_a_template_that_changes_mid_stream_is_learnt_again(monkeypatch):
     data += b"".join(later.token(f"u{i}") for i in range(5)) + later.token("end", "length") + later.usage(1, 11)
     record, parses = feed_counting_parses(monkeypatch, data + later.done(), one_event_per_read)
     assert len(record.chunk_times) == 11 and len(parses) <= 7
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shape=st.sampled_from(SHAPES),
+    texts=st.lists(
+        st.lists(st.sampled_from(["a", " ", '"', "\\", "}", "]", "é", "\n", ":", "data: "]), max_size=6).map("".join),
+        min_size=1,
+        max_size=40,
+    ),
+    cuts=st.lists(st.integers(min_value=1, max_value=4000), max_size=12),
+    event_cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=30),
+)
+def test_the_template_path_counts_exactly_what_the_full_parse_counts(shape, texts, cuts, event_cuts):
+    """Any token texts (quotes, backslashes, brackets, newlines, "data: " inside), any read splits:
+    the cheap path records the same tokens as parsing every event (keep_text turns it off)."""
+    events = EngineStream(shape, True, "id", "m", 1)
+    data = (
+        events.opening()
+        + b"".join(events.token(text, "length" if i == len(texts) - 1 else None) for i, text in enumerate(texts))
+        + events.usage(3, len(texts))
+        + events.done()
+    )
+    # reads cut anywhere, and reads of whole events (one or several) as a client that falls behind gets them
+    boundaries = [i + 2 for i in range(len(data) - 1) if data[i : i + 2] == b"\n\n"]
+    whole = {boundaries[cut % len(boundaries)] for cut in event_cuts}
+    points = sorted({min(cut, len(data)) for cut in cuts} | whole | {len(data)})
+    reads, start = [], 0
+    for point in points:
+        if point > start:
+            reads.append(data[start:point])
+            start = point
+    counted = []
+    for keep_text in (False, True):
+        record = RequestRecord()
+        recorder = StreamRecorder(record, "chat", keep_text, None)
+        for index, piece in enumerate(reads):
+            recorder.feed(float(index), piece)
+        recorder.finish(99.0)
+        counted.append((record.chunk_times, record.first_token_time, record.output_tokens, record.finish_reason))
+    assert counted[0] == counted[1]
+    assert len(counted[0][0]) == sum(1 for text in texts if text)
