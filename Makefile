@@ -35,7 +35,7 @@ lint: venv
 	$(PY) -m ruff format --check .
 
 bench: venv
-	BENCH="$(BENCH)" bash scripts/run-bench.sh
+	BENCH="$(BENCH)" PEERS="$(PEERS)" bash scripts/run-bench.sh
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 var/media staticfiles

@@ -155,6 +155,7 @@ def percentile_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
             "goodput": _finite(point.get("goodput")),
             "slo_attainment": _finite(point.get("slo_attainment")),
             "client_bound": point.get("client_bound"),
+            "client_bound_reasons": list((point.get("extra") or {}).get("client_bound_reasons") or []),
         }
         for metric in LATENCY_COLUMNS:
             stats = point.get(metric) or {}

@@ -32,8 +32,19 @@ _OOM_PATTERN = re.compile(
 )
 
 _STALE_CONNECTION_RETRIES = 4
-# Events that need the full JSON parse (see OpenAIClient._read_stream's fast path).
-_SPECIAL_MARKERS = (b'"usage"', b'"error"', b"[DONE]", b'"finish_reason":"', b'"finish_reason": "')
+# An event that carries any of these is never learnt as the plain-token template (StreamRecorder).
+_NOT_PLAIN = (
+    b'"usage":{',
+    b'"usage": {',
+    b'"error"',
+    b'"finish_reason":"',
+    b'"finish_reason": "',
+    b'"reasoning_content":"',
+    b'"reasoning_content": "',
+    b'"reasoning":"',
+    b'"reasoning": "',
+)
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
 
 ERROR_CLASSES = ("http", "timeout", "disconnect", "connect", "oom", "stream_error", "cancelled", "client")
 
@@ -75,6 +86,8 @@ class SSEParser:
 
     def take_complete(self, data: bytes) -> bytes:
         """Feed bytes; return the region of complete events (LF-normalised), keep the rest buffered."""
+        if not self._buffer and data[-2:] == b"\n\n" and b"\r" not in data:  # whole events, the usual read
+            return data
         buffer = self._buffer + data if self._buffer else data
         held = b""
         if b"\r" in buffer:
@@ -318,6 +331,18 @@ class OpenAIClient:
         transport: Literal["auto", "raw", "aiohttp"] = "auto",
         kernel_timestamps: bool = True,
     ) -> None:
+        # what clone() needs to open the same client again in a worker process
+        self._settings = {
+            "base_url": base_url,
+            "model": model,
+            "api_key": api_key,
+            "request_timeout_s": request_timeout_s,
+            "connect_timeout_s": connect_timeout_s,
+            "keep_text": keep_text,
+            "max_connections": max_connections,
+            "transport": transport,
+            "kernel_timestamps": kernel_timestamps,
+        }
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[:-3]
@@ -375,6 +400,17 @@ class OpenAIClient:
             "reads": None,
             "unstamped_reads": None,
         }
+
+    def clone(self) -> "OpenAIClient":
+        """A new, unopened client with the same settings (one per worker process: sockets and
+        sessions belong to the event loop that opened them)."""
+        return OpenAIClient(**self._settings, keep_alive=self.keep_alive)
+
+    def absorb_reads(self, stamped: int, unstamped: int) -> None:
+        """Count reads that clones made in worker processes, so timestamping() covers the whole run."""
+        if self._raw is not None:
+            self._raw.stamped_reads += stamped
+            self._raw.unstamped_reads += unstamped
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIClient({self.base_url!r}, model={self.model!r})"
@@ -556,74 +592,178 @@ class OpenAIClient:
 class StreamRecorder:
     """Turns the bytes of one SSE response into a RequestRecord, read by read.
 
-    Fast path, per network read: when every complete event in the read is a plain one-token
-    chunk (content non-empty, finish_reason null, no usage, no error: counted with a few C-level
-    scans of the whole read), the events are recorded without a JSON parse. Any other event goes
-    through the full parse. The markers cannot occur inside a JSON string (quotes are escaped
-    there), so a mismatch only ever sends a read to the slow path.
+    Fast path: an engine writes a stream's token events from one template, the same bytes around a
+    different content string (vLLM: `data: {"id":...,"delta":{"content":` + the string + `},
+    "logprobs":null,"finish_reason":null,...}`). The first plain token event (a content string,
+    no finish reason, usage, error or reasoning text) is parsed and its bytes before and after the
+    string are kept; a later event that starts and ends with exactly those bytes and holds one
+    JSON string between them is a token when that string is not empty, counted without a parse
+    (a few C-level byte comparisons). Everything else — vLLM's and SGLang's opening role chunk, the
+    finish, usage and `[DONE]`, an event whose template changed (SGLang and TGI stamp `created`
+    per chunk, in seconds) — goes through the full parse, and a plain one teaches the new
+    template. A string with an escaped quote is parsed too, so the template can never misread one.
     """
 
-    __slots__ = ("record", "api", "keep_text", "abort_after", "parser", "marker_sets", "last_data")
+    __slots__ = (
+        "record",
+        "api",
+        "keep_text",
+        "abort_after",
+        "parser",
+        "key",
+        "prefix",
+        "suffix",
+        "head",
+        "tail",
+        "last_data",
+    )
 
     def __init__(self, record: RequestRecord, api: Api, keep_text: bool, abort_after: int | None) -> None:
         self.record, self.api, self.keep_text, self.abort_after = record, api, keep_text, abort_after
         self.parser = SSEParser()
-        key = b'"content":' if api == "chat" else b'"text":'
-        self.marker_sets = (
-            (key + b'"', key + b'""', b'"finish_reason":null'),
-            (key[:-1] + b': "', key[:-1] + b': ""', b'"finish_reason": null'),
-        )
+        self.key = b'"content":' if api == "chat" else b'"text":'
+        self.prefix: bytes | None = None  # the learnt template, None until a plain token event is seen
+        self.suffix = b""
+        self.head = self.tail = 0  # len(prefix), len(suffix) + 1
         self.last_data: float | None = None
 
     def feed(self, now: float, data: bytes) -> bool:
         """Record one read; True when the stream should be closed now (deliberate abort)."""
         self.last_data = now
         record = self.record
+        prefix = self.prefix
+        if prefix is not None and not self.parser._buffer:
+            # the usual read: one whole template token event (_one_token, inline: this runs per token)
+            first, last = self.head, len(data) - self.tail
+            if (
+                last - first >= 2
+                and data.startswith(prefix)
+                and data.endswith(self.suffix)
+                and data[first] == _QUOTE
+                and data[last] == _QUOTE
+                and data[last - 1] != _BACKSLASH
+                and data.find(b'"', first + 1, last) < 0
+            ):
+                if record.first_token_time is None:
+                    record.first_token_time = now
+                record.chunk_times.append(now)
+                record.chunk_tokens.append(1)
+                if self.abort_after is not None:
+                    return self._abort_due(now)
+                return False
         complete = self.parser.take_complete(data)
         if not complete:
             return False
-        tail = complete
-        if not self.keep_text:
-            # The plain head of the read: everything before the first event that carries usage,
-            # an error, a finish reason or [DONE] (those go through the full parse).
-            stop = len(complete)
-            for marker in _SPECIAL_MARKERS:
-                at = complete.find(marker, 0, stop)
-                if at >= 0:
-                    stop = at
-            if stop < len(complete):
-                boundary = complete.rfind(b"\n\n", 0, stop)
-                cut = boundary + 2 if boundary >= 0 else 0
-            else:
-                cut = len(complete)
-            head, tail = complete[:cut], complete[cut:]
-            events = head.count(b"\n\n")
-            if events and head.count(b"\n") == 2 * events and head.count(b"data: ") == events:
-                for content_marker, empty_marker, null_marker in self.marker_sets:
-                    if (
-                        head.count(null_marker) == events
-                        and head.count(content_marker) == events
-                        and empty_marker not in head
-                    ):
-                        if record.first_token_time is None:
-                            record.first_token_time = now
-                        record.chunk_times.extend([now] * events)
-                        record.chunk_tokens.extend([1] * events)
-                        break
-                else:
-                    tail = complete
-            elif events:
-                tail = complete
-        if tail:
-            for payload in self.parser.events_of(tail):
-                _handle_payload(record, payload, now, self.api, self.keep_text)
-        if self.abort_after is not None and sum(record.chunk_tokens) >= self.abort_after:
-            record.aborted = True
-            record.end_time = now
-            if not record.usage_reported:
-                record.output_tokens = sum(record.chunk_tokens)
-            return True
+        if prefix is not None and self._one_token(complete, 0, len(complete)):
+            if record.first_token_time is None:
+                record.first_token_time = now
+            record.chunk_times.append(now)
+            record.chunk_tokens.append(1)
+        else:
+            self._feed_events(now, complete)
+        if self.abort_after is not None:
+            return self._abort_due(now)
         return False
+
+    def _abort_due(self, now: float) -> bool:
+        """A deliberate abort once `abort_after` tokens have arrived: True when the stream must close."""
+        record = self.record
+        if sum(record.chunk_tokens) < self.abort_after:  # type: ignore[operator]
+            return False
+        record.aborted = True
+        record.end_time = now
+        if not record.usage_reported:
+            record.output_tokens = sum(record.chunk_tokens)
+        return True
+
+    def _one_token(self, data: bytes, start: int, end: int) -> bool:
+        """Whether data[start:end] is one event of the template with a non-empty, plain string."""
+        prefix, suffix = self.prefix, self.suffix
+        first = start + len(prefix)  # type: ignore[arg-type]
+        last = end - len(suffix) - 1  # the closing quote
+        return (
+            last - first >= 2
+            and data.startswith(prefix, start)
+            and data.endswith(suffix, start, end)  # type: ignore[arg-type]
+            and data[first] == _QUOTE
+            and data[last] == _QUOTE
+            and data[last - 1] != _BACKSLASH
+            and data.find(b'"', first + 1, last) < 0
+        )
+
+    def _feed_events(self, now: float, complete: bytes) -> None:
+        """Each event in turn: template tokens counted, the others parsed (and perhaps learnt from)."""
+        record, api, keep_text = self.record, self.api, self.keep_text
+        prefix, suffix = self.prefix or b"", self.suffix
+        fast = self.prefix is not None and not keep_text
+        head, tail = len(prefix), len(suffix) + 1
+        find, startswith, endswith = complete.find, complete.startswith, complete.endswith
+        start, size, counted = 0, len(complete), 0
+        while start < size:
+            end = find(b"\n\n", start) + 2
+            first, last = start + head, end - tail  # the string's opening and closing quotes, if it is one
+            if (
+                fast
+                and last - first >= 2
+                and startswith(prefix, start)
+                and endswith(suffix, start, end)
+                and complete[first] == _QUOTE
+                and complete[last] == _QUOTE
+                and complete[last - 1] != _BACKSLASH
+                and find(b'"', first + 1, last) < 0
+            ):
+                counted += 1
+            else:
+                if counted:  # in order: a parsed event may count tokens from those before it
+                    self._count(now, counted)
+                    counted = 0
+                payload = _event_data(complete[start : end - 2])
+                if payload is not None:
+                    tokens = len(record.chunk_tokens)
+                    _handle_payload(record, payload, now, api, keep_text)
+                    if (
+                        not keep_text
+                        and len(record.chunk_tokens) == tokens + 1
+                        and record.error_class is None
+                        and record.finish_reason is None
+                        and self._learn(complete, start, end)
+                    ):
+                        prefix, suffix, fast = self.prefix or b"", self.suffix, True
+                        head, tail = len(prefix), len(suffix) + 1
+            start = end
+        if counted:
+            self._count(now, counted)
+
+    def _count(self, now: float, tokens: int) -> None:
+        record = self.record
+        if record.first_token_time is None:
+            record.first_token_time = now
+        record.chunk_times.extend([now] * tokens)
+        record.chunk_tokens.extend([1] * tokens)
+
+    def _learn(self, data: bytes, start: int, end: int) -> bool:
+        """Keep the bytes around the content string of a parsed plain token event as the template."""
+        block = data[start:end]
+        if b"\n" in block[:-2] or not block.startswith(b"data:") or any(marker in block for marker in _NOT_PLAIN):
+            return False
+        at = block.find(self.key + b'"')
+        if at < 0 or block.find(self.key, at + 1) >= 0:
+            return False
+        first = at + len(self.key)
+        last = first + 1
+        while True:  # the string's closing quote: the first one not escaped
+            last = block.find(b'"', last)
+            if last < 0:
+                return False
+            backslashes = 0
+            while block[last - 1 - backslashes] == _BACKSLASH:
+                backslashes += 1
+            if backslashes % 2 == 0:
+                break
+            last += 1
+        self.prefix, self.suffix = block[:first], block[last + 1 :]
+        self.head, self.tail = len(self.prefix), len(self.suffix) + 1
+        return True
 
     def finish(self, end_time: float) -> None:
         """The stream ended (EOF) at `end_time`, the last byte's arrival."""

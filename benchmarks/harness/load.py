@@ -2,9 +2,16 @@
 
 Why its own module: the established clients silently under-deliver (they report a concurrency or
 rate they did not keep). This one measures what it actually held: the time-weighted number of
-requests in flight, the lateness of open-loop sends and the event-loop lag, and flags the run as
-client-bound when the requested load was not kept. It is cancellable within well under 2 s
+requests in flight (from each request's send to its last byte, both on the one perf_counter
+clock, so it can never exceed what was requested), and flags the run as client-bound, saying
+which, when the client process used more than 90% of a core, when sends were late, when reads
+held tokens that arrived more than one inter-token gap apart (their times are stamped late), or
+when the requested concurrency or rate was not kept. It is cancellable within well under 2 s
 (partial data kept) and reports progress at a fixed interval.
+
+Above PROCESS_CONCURRENCY requests in flight one event loop saturates its core, so a closed loop
+is split over worker processes (`benchmarks.harness.workers`), one per core it may use, and their
+records merged: held concurrency, peak, lateness and reads are computed on the merged records.
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ import math
 import random
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
+from benchmarks.harness import workers as worker_processes
 from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
 from benchmarks.result import LoadPoint, Stats
 
@@ -33,6 +41,13 @@ RATE_KEPT_FRACTION = 0.95
 LATE_SEND_MS = 10.0
 LATE_FRACTION = 0.05
 LOOP_LAG_P99_MS = 20.0
+CPU_BUSY_FRACTION = 0.90  # of one core, per client process (running or waiting to run)
+LATE_READ_FRACTION = 0.01  # of token events that shared a read with tokens more than one gap apart
+PACED_GAP_MS = 1.0  # a stream whose median gap between reads is at least this streams token by token
+# A closed loop above this many requests in flight runs in worker processes (one per usable core):
+# one process on vLLM-shaped streams (10 ms between tokens) nears a core at about this many
+# (benchmarks/perf/side_by_side.py prints each run's share of a core).
+PROCESS_CONCURRENCY = 512
 
 
 class LoadConfigError(ValueError):
@@ -55,6 +70,7 @@ class LoadConfig:
     drain_timeout_s: float = 60.0  # after the window: wait this long for requests in flight
     progress_interval_s: float = 1.0
     seed: int = 0
+    processes: int | None = None  # worker processes; None: one per usable core above PROCESS_CONCURRENCY
 
     def validate(self) -> None:
         if self.mode not in ("closed", "open"):
@@ -77,6 +93,8 @@ class LoadConfig:
             raise LoadConfigError(f"load.arrival: must be poisson, gamma or constant, got {self.arrival!r}")
         if self.arrival == "gamma" and not self.gamma_shape > 0:
             raise LoadConfigError(f"load.gamma_shape: must be positive, got {self.gamma_shape!r}")
+        if self.processes is not None and (not isinstance(self.processes, int) or self.processes < 1):
+            raise LoadConfigError(f"load.processes: must be a positive integer or None, got {self.processes!r}")
         if not 0 < self.progress_interval_s <= 2.0:
             raise LoadConfigError(f"load.progress_interval_s: must be in (0, 2], got {self.progress_interval_s!r}")
 
@@ -98,9 +116,20 @@ class LoadOutcome:
     send_lateness_ms_p99: float | None = None
     loop_lag_ms_p99: float | None = None
     client_cpu_s: float = 0.0
+    wall_s: float = 0.0  # the run's wall time, start to end (the client CPU check's denominator)
+    processes: int = 1  # worker processes that drove the load (their records merged here)
+    cpu_fractions: list[float] = field(default_factory=list)  # each client process's CPU time / wall time
+    # each client event loop's time running or waiting for a core / wall time: its demand for a core,
+    # which a shared machine may not meet (Linux schedstat; else equal to the CPU share)
+    busy_fractions: list[float] = field(default_factory=list)
+    late_read_fraction: float | None = None  # of token events read together with tokens a gap apart
+    late_read_max_ms: float | None = None  # how late such a read's earliest token may be stamped
+    client_clock: dict[str, Any] | None = None  # how response times were taken (OpenAIClient.timestamping)
     client_bound: bool = False
     client_bound_reasons: list[str] = field(default_factory=list)
     cancelled: bool = False
+    send_lateness_ms: list[float] = field(default_factory=list, repr=False)  # raw, for judging and merging
+    loop_lags_ms: list[float] = field(default_factory=list, repr=False)
 
     @property
     def duration_s(self) -> float:
@@ -125,48 +154,28 @@ def _inter_arrival(config: LoadConfig, rng: random.Random, rate: float) -> float
 
 
 class _Tracker:
-    """Requests in flight, integrated over time (the concurrency actually held)."""
+    """Requests in flight now, the peak and recent TTFTs: for progress reports (held concurrency is
+    computed afterwards from the records, on one clock)."""
 
-    __slots__ = ("in_flight", "peak", "_area", "_last", "_window_start", "done", "ttfts")
+    __slots__ = ("in_flight", "peak", "done", "ttfts")
 
     def __init__(self) -> None:
         self.in_flight = 0
         self.peak = 0
-        self._area = 0.0
-        self._last = time.perf_counter()
-        self._window_start: float | None = None
         self.done = 0
         self.ttfts: deque[float] = deque(maxlen=256)
 
-    def _advance(self, now: float) -> None:
-        if self._window_start is not None:
-            self._area += self.in_flight * (now - self._last)
-        self._last = now
-
-    def start_window(self, now: float) -> None:
-        self._advance(now)
-        self._window_start = now
-        self._area = 0.0
-
-    def up(self, now: float) -> None:
-        self._advance(now)
+    def up(self) -> None:
         self.in_flight += 1
         if self.in_flight > self.peak:
             self.peak = self.in_flight
 
-    def down(self, now: float, record: RequestRecord) -> None:
-        self._advance(now)
+    def down(self, record: RequestRecord) -> None:
         self.in_flight -= 1
         self.done += 1
         ttft = record.ttft_ms
         if ttft is not None:
             self.ttfts.append(ttft)
-
-    def average(self, until: float) -> float | None:
-        self._advance(until)
-        if self._window_start is None or until <= self._window_start:
-            return None
-        return self._area / (until - self._window_start)
 
     def ttft_p50(self) -> float | None:
         if not self.ttfts:
@@ -185,6 +194,17 @@ def run_async(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
+def process_count(config: LoadConfig) -> int:
+    """Worker processes for this load: as configured, else one per usable core above PROCESS_CONCURRENCY."""
+    if config.processes is not None:
+        return config.processes if worker_processes.fork_available() else 1
+    if config.mode != "closed" or not config.concurrency or config.concurrency <= PROCESS_CONCURRENCY:
+        return 1
+    if not worker_processes.fork_available():
+        return 1
+    return max(1, min(worker_processes.usable_cores(), math.ceil(config.concurrency / PROCESS_CONCURRENCY)))
+
+
 async def run_load(
     client: OpenAIClient,
     make_request: Callable[[int], RequestSpec],
@@ -200,8 +220,47 @@ async def run_load(
     `progress`: called with {phase, percent, requests_done, ttft_p50_ms, in_flight, elapsed_s} at
     least every `config.progress_interval_s`; a plain function runs in a worker thread (so a slow
     database write never stalls the event loop), a coroutine function is awaited.
+    With several worker processes (`process_count`), `make_request` runs in them (it is inherited
+    through fork, not pickled) with the same indices as in one process.
     """
     config.validate()
+    processes = process_count(config)
+    if processes > 1:
+        outcome = await _run_in_processes(client, make_request, config, processes, cancel, progress, phase)
+    else:
+        outcome = await _run_here(client, make_request, config, cancel, progress, phase)
+        outcome.client_clock = client.timestamping()
+    _judge(outcome, _kernel_clock(outcome.client_clock))
+    return outcome
+
+
+def _thread_busy_s() -> float | None:
+    """Seconds this thread has run plus waited on the run queue (Linux schedstat), None elsewhere."""
+    try:
+        with open("/proc/thread-self/schedstat") as handle:
+            run_ns, wait_ns = handle.read().split()[:2]
+        return (int(run_ns) + int(wait_ns)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+def _kernel_clock(clock: dict[str, Any] | None) -> bool:
+    """Response times from kernel stamps: a few unstamped reads (stamping switching on just after
+    the first packets) do not make the run's times loop-dependent; many do."""
+    if not clock or not str(clock.get("receive_clock", "")).startswith("kernel"):
+        return False
+    return (clock.get("unstamped_reads") or 0) <= max(5, 0.01 * (clock.get("reads") or 0))
+
+
+async def _run_here(
+    client: OpenAIClient,
+    make_request: Callable[[int], RequestSpec],
+    config: LoadConfig,
+    cancel: CancelHook,
+    progress: ProgressCallback | None,
+    phase: str,
+) -> LoadOutcome:
+    """The load in this process's event loop (judged by the caller)."""
     loop = asyncio.get_running_loop()
     perf = time.perf_counter
     outcome = LoadOutcome(config=config)
@@ -209,7 +268,7 @@ async def run_load(
     rng = random.Random(config.seed)
     stop = asyncio.Event()
     warmup_count = config.warmup_requests
-    cpu_start = time.process_time()
+    cpu_start, busy_start = time.process_time(), _thread_busy_s()
     run_start = perf()
     outcome.run_start = run_start
     measure_start = run_start + config.warmup_s
@@ -223,8 +282,6 @@ async def run_load(
     tasks: set[asyncio.Task] = set()
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-progress")
     window_started = config.warmup_s <= 0 and warmup_count == 0
-    if window_started:
-        tracker.start_window(run_start)
 
     def next_index() -> int | None:
         nonlocal issued, window_started, measure_start
@@ -240,25 +297,25 @@ async def run_load(
             if warmup_count:  # a warm-up by count: the window starts with the first measured send
                 measure_start = now
                 outcome.measure_start = now
-            tracker.start_window(now)
         return index
 
-    async def one(index: int) -> None:
+    async def one(index: int) -> RequestRecord:
         spec = make_request(index)
         record = RequestRecord()
         measured = index >= warmup_count and window_started
-        tracker.up(perf())
+        tracker.up()
         try:
             await client.send(spec, record)
         except asyncio.CancelledError:
             pass
         finally:
-            tracker.down(perf(), record)
+            tracker.down(record)
             if measured:
                 outcome.records.append(record)
                 measured_sends.append(record.send_time)
             else:
                 outcome.warmup.append(record)
+        return record
 
     async def closed_worker(worker: int) -> None:
         delay = config.ramp_up_s * worker / max(config.concurrency or 1, 1)
@@ -268,11 +325,16 @@ async def run_load(
                 return
             except asyncio.TimeoutError:
                 pass
+        previous_end: float | None = None
         while True:
             index = next_index()
             if index is None:
                 return
-            await one(index)
+            record = await one(index)
+            # closed loop: a send is late by the time since this worker's previous response ended
+            if previous_end is not None and index >= warmup_count and record.send_time > 0:
+                lateness.append((record.send_time - previous_end) * 1000.0)
+            previous_end = record.end_time
 
     async def open_scheduler() -> None:
         semaphore = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
@@ -397,7 +459,6 @@ async def run_load(
             outcome.measure_end = max((r.end_time or r.send_time) for r in outcome.records)
         elif not outcome.measure_end:
             outcome.measure_end = end
-        outcome.achieved_concurrency = tracker.average(outcome.measure_end)
         outcome.peak_concurrency = tracker.peak
         outcome.client_cpu_s = time.process_time() - cpu_start
         final = progress_payload(end)
@@ -408,14 +469,195 @@ async def run_load(
             await call_progress(final)
         finally:
             executor.shutdown(wait=False)
-    clock = client.timestamping()
-    # a few unstamped reads (the kernel's stamping may switch on just after the first packets)
-    # do not make the run's times loop-dependent; many do
-    kernel_clock = clock["receive_clock"].startswith("kernel") and (clock["unstamped_reads"] or 0) <= max(
-        5, 0.01 * (clock["reads"] or 0)
+    outcome.achieved_concurrency = held_concurrency(
+        outcome.records + outcome.warmup, outcome.measure_start, outcome.measure_end
     )
-    _judge(outcome, measured_sends, lateness, lags, kernel_clock)
+    outcome.wall_s = end - run_start
+    if outcome.wall_s > 0:
+        busy_end = _thread_busy_s()
+        outcome.cpu_fractions = [outcome.client_cpu_s / outcome.wall_s]
+        busy = outcome.client_cpu_s if busy_start is None or busy_end is None else busy_end - busy_start
+        outcome.busy_fractions = [min(busy / outcome.wall_s, 1.0)]
+    outcome.send_lateness_ms, outcome.loop_lags_ms = lateness, lags
+    if sends_window := [t for t in measured_sends if t > 0]:
+        outcome.achieved_rate = len(sends_window) / outcome.duration_s if outcome.duration_s > 0 else None
     return outcome
+
+
+def _share(config: LoadConfig, worker: int, workers: int) -> LoadConfig:
+    """Worker `worker`'s part of the load: its share of the concurrency, requests and rate."""
+
+    def part(total: int | None) -> int | None:
+        return None if total is None else total // workers + (1 if worker < total % workers else 0)
+
+    return replace(
+        config,
+        concurrency=part(config.concurrency),
+        max_requests=part(config.max_requests),
+        warmup_requests=part(config.warmup_requests) or 0,
+        max_concurrency=part(config.max_concurrency) if config.max_concurrency else None,
+        rate=config.rate / workers if config.rate else None,
+        seed=config.seed + worker,
+        processes=1,
+    )
+
+
+async def _run_in_processes(
+    client: OpenAIClient,
+    make_request: Callable[[int], RequestSpec],
+    config: LoadConfig,
+    workers: int,
+    cancel: CancelHook,
+    progress: ProgressCallback | None,
+    phase: str,
+) -> LoadOutcome:
+    """The load split over forked worker processes; their outcomes merged exactly (records, CPU, reads)."""
+    loop = asyncio.get_running_loop()
+    latest: dict[int, dict[str, Any]] = {}
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+
+    async def job(worker: int, stopped: Callable[[], bool], report: Callable[[dict[str, Any]], None]) -> LoadOutcome:
+        share = _share(config, worker, workers)
+        async with client.clone() as own:
+            outcome = await _run_here(
+                own, lambda index: make_request(index * workers + worker), share, stopped, report, phase
+            )
+            outcome.client_clock = own.timestamping()
+        return outcome
+
+    # As in one process: a plain progress function or cancel check runs on a worker thread (a
+    # database write or read must not run on, nor stall, the event loop), a coroutine is awaited.
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-progress")
+
+    def on_progress(worker: int, payload: dict[str, Any]) -> None:
+        latest[worker] = payload
+        if progress is None or worker != 0:
+            return
+        merged = dict(
+            payload,
+            requests_done=sum(p.get("requests_done") or 0 for p in latest.values()),
+            in_flight=sum(p.get("in_flight") or 0 for p in latest.values()),
+        )
+        if inspect.iscoroutinefunction(progress):
+            loop.create_task(progress(merged))
+        else:
+            loop.run_in_executor(executor, progress, merged)
+
+    async def cancel_requested() -> bool:
+        if callable(cancel) and not hasattr(cancel, "is_set"):
+            return bool(await loop.run_in_executor(executor, _cancel_requested, cancel))
+        return _cancel_requested(cancel)
+
+    try:
+        outcomes: list[LoadOutcome] = await worker_processes.run_forked(
+            job, workers, run_async, cancel_requested, on_progress
+        )
+    finally:
+        executor.shutdown(wait=True)  # the last progress report is written before the outcome returns
+    merged = LoadOutcome(config=config, processes=workers)
+    for part in outcomes:
+        merged.records.extend(part.records)
+        merged.warmup.extend(part.warmup)
+        merged.send_lateness_ms.extend(part.send_lateness_ms)
+        merged.loop_lags_ms.extend(part.loop_lags_ms)
+        merged.client_cpu_s += part.client_cpu_s
+        merged.cpu_fractions.extend(part.cpu_fractions)
+        merged.busy_fractions.extend(part.busy_fractions)
+    merged.records.sort(key=lambda record: record.send_time)
+    merged.run_start = min(part.run_start for part in outcomes)
+    merged.measure_start = min(part.measure_start for part in outcomes)
+    merged.measure_end = max(part.measure_end for part in outcomes)
+    merged.cancelled = any(part.cancelled for part in outcomes)
+    merged.client_cpu_s += time.process_time() - cpu_start  # the parent's own share (relaying, merging)
+    merged.wall_s = time.perf_counter() - wall_start
+    merged.achieved_concurrency = held_concurrency(
+        merged.records + merged.warmup, merged.measure_start, merged.measure_end
+    )
+    merged.peak_concurrency = peak_concurrency(merged.records + merged.warmup)
+    sends = [record.send_time for record in merged.records if record.send_time > 0]
+    merged.achieved_rate = len(sends) / merged.duration_s if sends and merged.duration_s > 0 else None
+    clocks = [part.client_clock or {} for part in outcomes]
+    reads = sum(clock.get("reads") or 0 for clock in clocks)
+    unstamped = sum(clock.get("unstamped_reads") or 0 for clock in clocks)
+    merged.client_clock = dict(
+        clocks[0],
+        reads=reads,
+        unstamped_reads=unstamped,
+        kernel_stamped_read_fraction=round((reads - unstamped) / reads, 4) if reads else None,
+    )
+    client.absorb_reads(reads - unstamped, unstamped)
+    return merged
+
+
+def held_concurrency(records: list[RequestRecord], start: float, end: float) -> float | None:
+    """Requests in flight, time-weighted over [start, end]: each from its send to its last byte.
+
+    Both ends are perf_counter times of the same clock (the send just before the socket write, the
+    end the kernel's receive stamp of the last byte), and a closed-loop worker sends its next
+    request only after its previous one ended, so this never exceeds the concurrency asked for.
+    """
+    if end <= start:
+        return None
+    area = 0.0
+    for record in records:
+        if record.send_time <= 0:
+            continue  # never sent (no connection): nothing was in flight
+        stop = record.end_time if record.end_time is not None else end
+        if stop > start and record.send_time < end:
+            area += min(stop, end) - max(record.send_time, start)
+    return area / (end - start)
+
+
+def peak_concurrency(records: list[RequestRecord]) -> int:
+    """The most requests in flight at once, from the same send and end times."""
+    edges = sorted(
+        [(r.send_time, 1) for r in records if r.send_time > 0]
+        + [(r.end_time, -1) for r in records if r.send_time > 0 and r.end_time is not None],
+        key=lambda edge: (edge[0], edge[1]),
+    )
+    peak = current = 0
+    for _, step in edges:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None, float | None]:
+    """(fraction of token events that shared a read with earlier tokens of a paced stream, the most
+    such a read may have stamped its earliest token late, ms, the streams' median gap between tokens, ms).
+
+    A read is stamped with its newest packet's arrival. A stream the engine writes token by token
+    (its tokens at least PACED_GAP_MS apart on average) puts one token in each read while the
+    client keeps up; a read holding k of its tokens means the tokens queued, and its first token
+    arrived about (k - 1) gaps before the stamp. O(1) Python work per record (set and len in C).
+    """
+    shared = total = 0
+    worst = 0.0
+    paced_gaps: list[float] = []
+    for record in records:
+        times = record.chunk_times
+        count = len(times)
+        if count < 3:
+            continue
+        reads = len(set(times))
+        if reads < 3:
+            continue  # the whole stream in one or two reads: written at once, not paced
+        gap_ms = (times[-1] - times[0]) * 1000.0 / (count - 1)
+        if gap_ms < PACED_GAP_MS:
+            continue
+        paced_gaps.append(gap_ms)
+        total += count
+        if reads < count:
+            shared += count - reads
+            run = longest = 1
+            for previous, current in zip(times, times[1:], strict=False):
+                run = run + 1 if current == previous else 1
+                longest = max(longest, run)
+            worst = max(worst, (longest - 1) * gap_ms)
+    if not total:
+        return None, None, None
+    paced_gaps.sort()
+    return shared / total, worst, paced_gaps[len(paced_gaps) // 2]
 
 
 async def _sleep_until(deadline: float, stop: asyncio.Event) -> None:
@@ -435,23 +677,33 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(int(math.ceil(q / 100.0 * len(ordered))) - 1, len(ordered) - 1)] if ordered else None
 
 
-def _judge(
-    outcome: LoadOutcome, sends: list[float], lateness: list[float], lags: list[float], kernel_clock: bool = False
-) -> None:
-    """Decide whether the client kept the requested load; say why not.
+def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
+    """Decide whether the client kept the requested load and timed it truly; say why not.
 
     `kernel_clock`: response times came from the kernel's receive stamps, so a lagging loop did
-    not skew them; its effect on the load itself (late sends, concurrency not refilled) is judged
-    by the other checks.
+    not skew them by itself; what it did to the load (late sends, concurrency not refilled, reads
+    of several tokens stamped with the last one's arrival, a saturated core) is judged by the
+    other checks.
     """
     config = outcome.config
     reasons = outcome.client_bound_reasons
-    window = outcome.duration_s
-    if sends and window > 0:
-        outcome.achieved_rate = len(sends) / window
+    lateness, lags = outcome.send_lateness_ms, outcome.loop_lags_ms
     outcome.loop_lag_ms_p99 = _percentile(lags, 99)
+    outcome.late_read_fraction, outcome.late_read_max_ms, gap_ms = late_reads(outcome.records)
+    if lateness:
+        outcome.late_sends_fraction = sum(1 for x in lateness if x > LATE_SEND_MS) / len(lateness)
+        outcome.send_lateness_ms_p99 = _percentile(lateness, 99)
     if outcome.cancelled:
         return
+    for index, busy in enumerate(outcome.busy_fractions):
+        if busy > CPU_BUSY_FRACTION:
+            count = len(outcome.busy_fractions)
+            who = "client process" if count == 1 else f"client worker {index + 1} of {count}"
+            cpu = outcome.cpu_fractions[index] if index < len(outcome.cpu_fractions) else busy
+            reasons.append(
+                f"{who} needed {busy:.0%} of a core (ran {cpu:.0%}, waited for one {max(busy - cpu, 0):.0%}):"
+                " the client, not the engine, set the pace"
+            )
     if config.mode == "closed" and outcome.achieved_concurrency is not None and config.concurrency:
         expected = config.concurrency
         if config.max_requests is not None:  # a short request-count run cannot hold more than it sends
@@ -460,20 +712,29 @@ def _judge(
             reasons.append(
                 f"held {outcome.achieved_concurrency:.1f} requests in flight on average, {expected} requested"
             )
+    late = outcome.late_sends_fraction
+    if late is not None and late > LATE_FRACTION and not (config.mode == "open" and config.max_concurrency):
+        when = "behind schedule" if config.mode == "open" else "after the previous response ended"
+        reasons.append(f"{late:.0%} of sends were more than {LATE_SEND_MS:.0f} ms {when}")
+    # A read of several paced tokens is the client's doing only when its loop fell more than a gap
+    # behind; a server (or a shared host) that sent them in a burst is not.
+    loop_late = outcome.loop_lag_ms_p99 is not None and gap_ms is not None and outcome.loop_lag_ms_p99 >= gap_ms
+    if outcome.late_read_fraction is not None and outcome.late_read_fraction > LATE_READ_FRACTION and loop_late:
+        reasons.append(
+            f"{outcome.late_read_fraction:.0%} of tokens were read together with tokens sent one or more "
+            f"inter-token gaps ({gap_ms:.0f} ms) earlier while the event loop lagged (p99 "
+            f"{outcome.loop_lag_ms_p99:.0f} ms): their TTFT/ITL are stamped late, by up to "
+            f"{outcome.late_read_max_ms:.0f} ms"
+        )
     if config.mode == "open":
-        if lateness:
-            late = sum(1 for x in lateness if x > LATE_SEND_MS) / len(lateness)
-            outcome.late_sends_fraction = late
-            outcome.send_lateness_ms_p99 = _percentile(lateness, 99)
-            if late > LATE_FRACTION and not config.max_concurrency:
-                reasons.append(f"{late:.0%} of sends were more than {LATE_SEND_MS:.0f} ms behind schedule")
+        sends = len(outcome.records)
         if (
             outcome.achieved_rate is not None
             and config.rate
             and config.duration_s
             and config.max_requests is None
-            and len(sends) >= 20
-            and outcome.achieved_rate < RATE_KEPT_FRACTION * config.rate * _expected_rate_fraction(config, len(sends))
+            and sends >= 20
+            and outcome.achieved_rate < RATE_KEPT_FRACTION * config.rate * _expected_rate_fraction(config, sends)
         ):
             reasons.append(f"sent {outcome.achieved_rate:.1f} requests/s, {config.rate:g} requested")
     if outcome.loop_lag_ms_p99 is not None and outcome.loop_lag_ms_p99 > LOOP_LAG_P99_MS and not kernel_clock:
@@ -530,6 +791,11 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
             "send_lateness_ms_p99": outcome.send_lateness_ms_p99,
             "loop_lag_ms_p99": outcome.loop_lag_ms_p99,
             "client_cpu_s": round(outcome.client_cpu_s, 3),
+            "client_processes": outcome.processes,
+            "client_cpu_fraction": round(max(outcome.cpu_fractions), 3) if outcome.cpu_fractions else None,
+            "client_busy_fraction": round(max(outcome.busy_fractions), 3) if outcome.busy_fractions else None,
+            "late_read_fraction": outcome.late_read_fraction,
+            "late_read_max_ms": outcome.late_read_max_ms,
             "client_bound_reasons": list(outcome.client_bound_reasons),
             "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed))
             if completed

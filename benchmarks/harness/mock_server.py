@@ -3,8 +3,9 @@
 Why: timing fidelity can only be measured against a server whose true TTFT and ITL are known, and
 the harness's edge cases (no `[DONE]`, usage only at the end, HTTP errors, OOM text, broken
 streams, deliberate aborts) need a server that produces them on demand. Tokens are whitespace
-words; the continuation is a pure function of the prompt (greedy decoding is deterministic). The
-final chunk carries `mock.ttft_ms`, the server-side time from reading the request to writing the
+words; the continuation is a pure function of the prompt (greedy decoding is deterministic). Streams are
+written in a real engine's exact shape (`shape`: vLLM by default, SGLang or TGI). The usage
+chunk carries `mock.ttft_ms`, the server-side time from reading the request to writing the
 first token, so a client's TTFT error can be measured without the sleep overshoot of the mock.
 
 It also serves `/tokenize` (llama.cpp and vLLM request shapes), `/health` and `/metrics` in the
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from benchmarks.harness.engine_streams import EngineStream, Shape
 
 VOCAB = [f"w{i}" for i in range(512)]
 
@@ -58,7 +61,7 @@ class MockConfig:
     chunk_tokens: int = 1  # tokens per SSE chunk
     usage_in_chunks: bool = False  # continuous usage stats in every chunk
     tokenize_endpoint: bool = True
-    compact_json: bool = False  # vLLM/SGLang write compact JSON; json.dumps' default has spaces
+    shape: Shape = "vllm"  # whose stream to write, byte for byte (see engine_streams)
     write_mode: str = "per_token"  # or "batched" (zero-delay streams only)
 
 
@@ -173,7 +176,6 @@ def build_app(config: MockConfig | None = None) -> web.Application:
         state.running += 1
         state.active_tokens[rid] = prompt_tokens
         created = int(time.time())
-        obj_type = "chat.completion.chunk" if chat else "text_completion"
         ttft = config.ttft_s + config.prefill_s_per_token * (prompt_tokens - cached)
         try:
             if not stream:
@@ -200,9 +202,11 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                 )
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await response.prepare(request)
+            events = EngineStream(
+                config.shape, chat, ("chatcmpl-" if chat else "cmpl-") + str(rid), str(body.get("model")), created
+            )
             first_written = None
             step = max(config.chunk_tokens, 1)
-            separators = (",", ":") if config.compact_json else None
             # batched: a zero-delay stream written in one piece (the mock spends its CPU on serving,
             # not on per-token writes; the client still parses every event)
             batch: list[bytes] | None = (
@@ -225,21 +229,11 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                 piece = " ".join(output[sent : sent + count]) + " "
                 sent += count
                 last = sent >= max_tokens
-                choice: dict[str, Any] = (
-                    {"index": 0, "delta": {"content": piece}, "finish_reason": "length" if last else None}
-                    if chat
-                    else {"index": 0, "text": piece, "finish_reason": "length" if last else None}
+                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if config.usage_in_chunks else None
+                # the engines send their opening role chunk with the first token
+                data = (events.opening() if sent == count else b"") + events.token(
+                    piece, "length" if last else None, usage
                 )
-                chunk: dict[str, Any] = {
-                    "id": "mock",
-                    "object": obj_type,
-                    "created": created,
-                    "model": body.get("model"),
-                    "choices": [choice],
-                }
-                if config.usage_in_chunks:
-                    chunk["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": sent}
-                data = b"data: " + json.dumps(chunk, separators=separators).encode() + b"\n\n"
                 if batch is not None:
                     batch.append(data)
                     continue
@@ -254,23 +248,10 @@ def build_app(config: MockConfig | None = None) -> web.Application:
                 if body.get("kvselect_request_id") is not None and first_written is not None:
                     state.true_ttft_ms[str(body["kvselect_request_id"])] = (first_written - start_wall) * 1000.0
                     state.true_times[str(body["kvselect_request_id"])] = (start_wall, first_written)
-                usage_chunk = {
-                    "id": "mock",
-                    "object": obj_type,
-                    "created": created,
-                    "model": body.get("model"),
-                    "choices": [],
-                    "usage": {
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": max_tokens,
-                        "total_tokens": prompt_tokens + max_tokens,
-                        "prompt_tokens_details": {"cached_tokens": cached},
-                    },
-                    "mock": {"ttft_ms": None if first_written is None else (first_written - start_wall) * 1000.0},
-                }
-                await response.write(b"data: " + json.dumps(usage_chunk).encode() + b"\n\n")
+                truth = {"mock": {"ttft_ms": None if first_written is None else (first_written - start_wall) * 1000.0}}
+                await response.write(events.usage(prompt_tokens, max_tokens, cached, truth))
             if config.send_done:
-                await response.write(b"data: [DONE]\n\n")
+                await response.write(events.done())
             await response.write_eof()
             return response
         except (ConnectionResetError, asyncio.CancelledError):

@@ -101,6 +101,17 @@ class _ResponseProtocol(asyncio.Protocol):
         self.last_activity = now
         self.got_bytes = True
         try:
+            if self.remaining == -1 and not self.buffer and self.chunked and self.state == "body":
+                # the usual read of a stream: exactly one whole chunk (an engine writes an event per chunk)
+                line_end = data.find(b"\r\n", 0, 10)
+                if line_end > 0:
+                    try:
+                        end = line_end + 2 + int(data[:line_end], 16)
+                    except ValueError:
+                        end = -1
+                    if end > line_end + 2 and len(data) == end + 2 and data.endswith(b"\r\n"):
+                        self.on_body(self, now, data[line_end + 2 : end])  # type: ignore[misc]
+                        return
             self._consume(now, data)
         except Exception as exc:  # noqa: BLE001 - any parse failure ends this request
             if self.done is not None and not self.done.done():
@@ -161,6 +172,32 @@ class _ResponseProtocol(asyncio.Protocol):
         self._consume_chunked(now, data)
 
     def _consume_chunked(self, now: float, data: bytes) -> None:
+        if not self.buffer and self.remaining == -1:
+            # Whole chunks (a busy client reads several events at once; `received` takes a single
+            # one). A tight loop over them; anything else goes to the general parser below.
+            size = len(data)
+            position = 0
+            pieces = []
+            while position < size:
+                line_end = data.find(b"\r\n", position, position + 10)
+                if line_end < 0:
+                    break
+                try:
+                    length = int(data[position:line_end], 16)
+                except ValueError:
+                    break
+                start = line_end + 2
+                end = start + length
+                if length <= 0 or end + 2 > size or data[end : end + 2] != b"\r\n":
+                    break
+                pieces.append(data[start:end])
+                position = end + 2
+            if position == size:
+                self.on_body(self, now, pieces[0] if len(pieces) == 1 else b"".join(pieces))  # type: ignore[misc]
+                return
+            if pieces:  # whole chunks, then the rest (a partial chunk, the last-chunk marker) below
+                self.on_body(self, now, b"".join(pieces))  # type: ignore[misc]
+                data = data[position:]
         buffer = self.buffer + data if self.buffer else data
         out = []
         position = 0
@@ -341,12 +378,13 @@ class _StampedTransport:
     with the kernel's receive time, or the user-space time when no stamp came with it.
     """
 
-    __slots__ = ("loop", "sock", "fd", "protocol", "pool", "pending", "closing")
+    __slots__ = ("loop", "sock", "fd", "protocol", "pool", "pending", "closing", "read")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: _ResponseProtocol, pool: RawHTTPPool
     ) -> None:
         self.loop, self.sock, self.fd, self.protocol, self.pool = loop, sock, sock.fileno(), protocol, pool
+        self.read = pool.reader.read
         self.pending = bytearray()
         self.closing = False
         protocol.connection_made(self)  # type: ignore[arg-type]
@@ -354,7 +392,7 @@ class _StampedTransport:
 
     def _on_readable(self) -> None:
         try:
-            data, now, arrival = self.pool.reader.read(self.sock)
+            data, now, arrival = self.read(self.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:

@@ -27,6 +27,7 @@ _TIMESPEC = struct.Struct("@ll")
 ANCILLARY_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 # A stamp older than this is not a packet that waited in the socket buffer but a clock that stepped.
 _MAX_PLAUSIBLE_AGE_S = 60.0
+_SOL_SOCKET = socket.SOL_SOCKET
 
 SUPPORTED = sys.platform.startswith("linux") and ANCILLARY_SPACE > 0
 
@@ -78,4 +79,15 @@ class StampedReader:
         """
         size, ancillary, _, _ = sock.recvmsg_into(self._buffers, ANCILLARY_SPACE)
         now = time.perf_counter()
-        return self._view[:size].tobytes(), now, arrival_time(ancillary, now) if ancillary else None
+        if not ancillary:
+            return self._view[:size].tobytes(), now, None
+        level, kind, data = ancillary[0]
+        if level == _SOL_SOCKET and kind == SO_TIMESTAMPNS and len(ancillary) == 1 and len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)  # arrival_time's arithmetic, inline: every read
+            age = time.time() - (seconds + nanoseconds * 1e-9)
+            return (
+                self._view[:size].tobytes(),
+                now,
+                (now - max(age, 0.0) if -0.001 <= age <= _MAX_PLAUSIBLE_AGE_S else None),
+            )
+        return self._view[:size].tobytes(), now, arrival_time(ancillary, now)

@@ -302,6 +302,9 @@ def _verdict(name: str, passed: bool | None, detail: str, value: Any = None, thr
 
 def _budget_verdicts(point: LoadPoint, params: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
     verdicts = []
+    # a client that could not keep the load or timed late reads inflates latencies: the verdict says so
+    reasons = (point.extra or {}).get("client_bound_reasons") or [] if point.client_bound else []
+    caveat = f"; client-bound, so partly the client's: {'; '.join(reasons)}" if reasons else ""
     for key, stats in (("ttft_p95_ms", point.ttft_ms), ("tpot_p95_ms", point.tpot_ms), ("e2e_p95_ms", point.e2e_ms)):
         budget = params.get(key)
         if budget is None:
@@ -312,7 +315,7 @@ def _budget_verdicts(point: LoadPoint, params: dict[str, Any], label: str = "") 
             verdicts.append(_verdict(name, None, f"no completed requests to measure {key}", None, budget))
         else:
             verdicts.append(
-                _verdict(name, value <= budget, f"p95 {value:.1f} ms vs budget {budget:g} ms", value, budget)
+                _verdict(name, value <= budget, f"p95 {value:.1f} ms vs budget {budget:g} ms{caveat}", value, budget)
             )
     return verdicts
 

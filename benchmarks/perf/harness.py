@@ -1,16 +1,22 @@
-"""Benchmark of the validation harness's load client against a local mock engine.
+"""Benchmark of the validation harness's load client against local mock engines.
 
-Measures what issue 5 targets: requests per client CPU-second (mock streaming 128 tokens per
-request; single process and the multi-process mode), the concurrency actually held up to 1,024
-(seen by the client and by the server), and TTFT fidelity (true TTFT 50 ms, ITL 10 ms,
-concurrency 64: each request's client TTFT against the wire mock's own, from the kernel stamp of
-the request's arrival to the send of its first token, so the error is the client's alone; kvselect
-on its kernel receive stamps, on its user-space clock, and a bare aiohttp loop). A bare aiohttp loop
-runs side by side against the same mock as a measured peer; vLLM's
-`vllm bench serve` and guidellm are not installable quickly here (CUDA wheels / heavy deps), so
-their figures are printed from REFERENCE.md, labelled as reference values.
+Every mock streams as vLLM 0.33 does (role chunk first, one event per token, usage, `[DONE]`).
+Sections:
+- side_by_side (benchmarks/perf/side_by_side.py): kvselect, a bare aiohttp loop and, when
+  `make bench BENCH=harness PEERS=1` installed them, `vllm bench serve` (and guidellm), each as its
+  own process tree pinned to its own core, against the wire mock (true TTFT 50 ms, ITL 10 ms, 128
+  tokens) at concurrency 64 and 256, three interleaved repeats: requests per client CPU-second,
+  TTFT error against the wire truth, concurrency held as the server saw it, and the ratios. The
+  target: kvselect >= 2x `vllm bench serve` and >= 1.4x the bare loop, TTFT mean error < 1 ms at 64.
+  Without the peers the bare loop runs and REFERENCE.md's figures are printed, labelled as such.
+- throughput: requests per client CPU-second in this process against the aiohttp mock (streams
+  written at once, and per token), single process and worker processes.
+- held: the concurrency held up to 1,024, seen by the client and by the server.
+- fidelity: each request's client TTFT against the wire mock's own (kernel stamp of the request's
+  arrival to the send of its first token), kvselect on kernel stamps, on its user-space clock, and
+  the bare aiohttp loop.
 
-    python benchmarks/perf/harness.py [--quick] [--json OUT] [--only throughput|held|fidelity]
+    python benchmarks/perf/harness.py [--quick] [--json OUT] [--only side_by_side|throughput|held|fidelity]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import resource
 import socket
 import statistics
 import sys
@@ -36,16 +43,23 @@ from benchmarks.harness.client import OpenAIClient, RequestSpec  # noqa: E402
 from benchmarks.harness.load import LoadConfig, run_async, run_load  # noqa: E402
 from benchmarks.harness.metrics import MetricsSampler  # noqa: E402
 from benchmarks.harness.mock_server import MockConfig, serve_forever  # noqa: E402
+from benchmarks.perf import side_by_side as sbs  # noqa: E402
 from benchmarks.perf.wire_mock import WireMockConfig  # noqa: E402
 from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock  # noqa: E402
 
-REFERENCE_PEERS = {  # REFERENCE.md section 4, measured on this kind of machine (not re-measured here)
+REFERENCE_PEERS = {  # REFERENCE.md section 4, measured elsewhere on this kind of machine (printed when not installed)
     "vllm bench serve 0.33": {"req_per_cpu_s": 1100, "ttft_mean_error_ms": 7, "held_64_256_1024": "held"},
     "bare aiohttp loop": {"req_per_cpu_s": 1500, "ttft_mean_error_ms": 2, "held_64_256_1024": "held"},
     "aiperf 0.13": {"req_per_cpu_s": 200, "ttft_mean_error_ms": 15, "held_64_256_1024": "about 27 whatever asked"},
     "guidellm 0.8": {"req_per_cpu_s": 130, "ttft_mean_error_ms": 12, "held_64_256_1024": "21 / 76 / 99"},
 }
-TARGETS = {"req_per_cpu_s": 2000, "ttft_mean_error_ms": 1.0, "ttft_p99_error_ms": 5.0}
+TARGETS = {
+    "req_per_cpu_s": 2000,
+    "ttft_mean_error_ms": 1.0,
+    "ttft_p99_error_ms": 5.0,
+    "vs_vllm_bench_serve": 2.0,
+    "vs_bare_aiohttp": 1.4,
+}
 
 
 def free_port() -> int:
@@ -97,16 +111,25 @@ def _spec(index: int, tokens: int) -> RequestSpec:
 
 
 async def harness_run(
-    url: str, concurrency: int, duration_s: float, tokens: int, id_offset: int = 0, kernel_timestamps: bool = True
+    url: str,
+    concurrency: int,
+    duration_s: float,
+    tokens: int,
+    id_offset: int = 0,
+    kernel_timestamps: bool = True,
+    processes: int | None = None,
 ) -> dict[str, Any]:
     async with OpenAIClient(url, "mock", kernel_timestamps=kernel_timestamps) as client:
-        cpu0 = time.process_time()
+        cpu0, children0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         outcome = await run_load(
             client,
             lambda i: _spec(i + id_offset, tokens),
-            LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10),
+            LoadConfig(concurrency=concurrency, duration_s=duration_s, drain_timeout_s=10, processes=processes),
         )
-        cpu = time.process_time() - cpu0
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # worker processes, once joined
+        cpu = (
+            time.process_time() - cpu0 + children.ru_utime - children0.ru_utime + children.ru_stime - children0.ru_stime
+        )
     done = [r for r in outcome.records if r.ok and r.output_tokens == tokens]
     return {
         "completed": len(done),
@@ -160,42 +183,11 @@ async def bare_run(url: str, concurrency: int, duration_s: float, tokens: int, i
     return {"completed": len(ttft), "cpu_s": cpu, "wall_s": time.perf_counter() - wall0, "ttft": ttft}
 
 
-def _proc_entry(kind: str, url: str, concurrency: int, duration_s: float, tokens: int, offset: int, queue: Any) -> None:
-    runner = harness_run if kind == "harness" else bare_run
-    result = run_async(runner(url, concurrency, duration_s, tokens, offset))
-    result.pop("ttft", None)
-    queue.put(result)
-
-
-def multi_process(
-    kind: str, url: str, concurrency: int, duration_s: float, tokens: int, processes: int
-) -> dict[str, Any]:
-    """The multi-process mode: the concurrency split over processes, each with its own event loop."""
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    share = [concurrency // processes + (1 if i < concurrency % processes else 0) for i in range(processes)]
-    procs = [
-        ctx.Process(target=_proc_entry, args=(kind, url, share[i], duration_s, tokens, i * 10_000_000, queue))
-        for i in range(processes)
-    ]
-    for proc in procs:
-        proc.start()
-    results = [queue.get(timeout=duration_s + 120) for _ in procs]
-    for proc in procs:
-        proc.join(10)
-    return {
-        "completed": sum(r["completed"] for r in results),
-        "cpu_s": sum(r["cpu_s"] for r in results),
-        "wall_s": max(r["wall_s"] for r in results),
-        "processes": processes,
-    }
-
-
 # ---------------------------------------------------------------- measurements
 
 
 def throughput(write_mode: str, duration_s: float, concurrency: int = 64, tokens: int = 128) -> dict[str, Any]:
-    url, procs = start_mock(MockConfig(write_mode=write_mode, compact_json=True, metrics_style=None), processes=1)
+    url, procs = start_mock(MockConfig(write_mode=write_mode, metrics_style=None), processes=1)
     try:
         out = {}
         runs = (
@@ -211,13 +203,14 @@ def throughput(write_mode: str, duration_s: float, concurrency: int = 64, tokens
                 "completed": result["completed"],
                 "cpu_s": round(result["cpu_s"], 2),
             }
-        mp = multi_process("harness", url, concurrency, duration_s, tokens, processes=max(os.cpu_count() or 2, 2))
+        processes = max(os.cpu_count() or 2, 2)  # run_load's worker processes, forked and merged
+        mp = run_async(harness_run(url, concurrency, duration_s, tokens, processes=processes))
         out["kvselect multi-process"] = {
             "req_per_cpu_s": mp["completed"] / max(mp["cpu_s"], 1e-9),
             "req_per_wall_s": mp["completed"] / max(mp["wall_s"], 1e-9),
             "completed": mp["completed"],
             "cpu_s": round(mp["cpu_s"], 2),
-            "processes": mp["processes"],
+            "processes": processes,
         }
         return out
     finally:
@@ -226,7 +219,7 @@ def throughput(write_mode: str, duration_s: float, concurrency: int = 64, tokens
 
 def held(concurrency: int, duration_s: float) -> dict[str, Any]:
     """Concurrency seen by the client and by the server (the mock's running gauge)."""
-    url, procs = start_mock(MockConfig(ttft_s=3.0, itl_s=0.5, metrics_style="vllm", compact_json=True), processes=1)
+    url, procs = start_mock(MockConfig(ttft_s=3.0, itl_s=0.5, metrics_style="vllm"), processes=1)
     try:
 
         async def go() -> dict[str, Any]:
@@ -275,7 +268,7 @@ def fidelity(duration_s: float, concurrency: int = 64) -> dict[str, Any]:
         try:
             result = run_async(fn(url, concurrency, duration_s, 128))
             with urllib.request.urlopen(url + "/mock/true_times", timeout=10) as response:
-                truth = {rid: (sent - arrival) * 1000.0 for rid, (arrival, sent) in json.load(response).items()}
+                truth = {rid: (times[1] - times[0]) * 1000.0 for rid, times in json.load(response).items()}
         finally:
             stop_mock(procs)
         pairs = [(ttft, truth[rid]) for rid, ttft in result["ttft"].items() if rid in truth and ttft is not None]
@@ -297,7 +290,7 @@ def fidelity(duration_s: float, concurrency: int = 64) -> dict[str, Any]:
     return out
 
 
-SECTIONS = ("throughput", "held", "fidelity")
+SECTIONS = ("side_by_side", "throughput", "held", "fidelity")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -310,6 +303,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seconds = 3.0 if args.quick else 8.0
     report: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average_at_start": os.getloadavg()}
     print(f"kvselect harness benchmark (cpus={os.cpu_count()}, load average {os.getloadavg()[0]:.1f})")
+
+    if "side_by_side" in sections:
+        peers = [
+            name for name in sbs.available_clients() if name not in ("kvselect", "bare aiohttp loop", "read-only floor")
+        ]
+        concurrencies, repeats = ((64,), 1) if args.quick else ((64, 256), 3)
+        print(
+            f"\n== side by side on the vLLM-shaped wire mock (TTFT 50 ms, ITL 10 ms, {sbs.TOKENS} tokens; "
+            f"client pinned to core {sorted(sbs.cpu_split()[1])}, {repeats} interleaved repeats; installed peers: "
+            f"{', '.join(peers) or 'none (make bench BENCH=harness PEERS=1 installs vllm bench serve and guidellm)'})"
+        )
+        figures = sbs.side_by_side(concurrencies, repeats, 3 if args.quick else sbs.REQUESTS_PER_SLOT)
+        report["side_by_side"] = figures
+        sbs.print_table(figures["summary"])
+        print(
+            f"  targets: kvselect >= {TARGETS['vs_vllm_bench_serve']}x vllm bench serve and >= "
+            f"{TARGETS['vs_bare_aiohttp']}x the bare aiohttp loop (requests per client CPU-second), TTFT mean "
+            f"error < {TARGETS['ttft_mean_error_ms']} ms at concurrency 64"
+        )
 
     if "throughput" in sections:
         print("\n== requests per client CPU-second (mock streams 128 tokens/request, concurrency 64)")
@@ -361,22 +373,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"p99 error < {TARGETS['ttft_p99_error_ms']} ms"
         )
 
-    print(
-        "\n== peers (REFERENCE.md section 4: reference values measured elsewhere on this kind of machine, "
-        "not re-run here)"
-    )
-    for name, ref in REFERENCE_PEERS.items():
+    measured = set(sbs.available_clients())
+    unmeasured = {
+        name: ref for name, ref in REFERENCE_PEERS.items() if not any(name.split()[0] in peer for peer in measured)
+    }
+    if unmeasured:
         print(
-            f"  {name:24} {ref['req_per_cpu_s']:6} req/CPU-s, TTFT mean error +{ref['ttft_mean_error_ms']} ms, "
-            f"held: {ref['held_64_256_1024']}"
+            "\n== peers not installed here: REFERENCE.md section 4's values, measured elsewhere on this kind of"
+            " machine (reference values, not re-run)"
         )
-    if "throughput" in report:
-        ours = report["throughput"]["batched"]["kvselect"]["req_per_cpu_s"]
-        bare = report["throughput"]["batched"]["bare aiohttp (same loop)"]["req_per_cpu_s"]
-        print(
-            f"  kvselect / vllm bench serve (reference value) = {ours / 1100:.2f}x; "
-            f"kvselect / bare aiohttp loop (measured here) = {ours / max(bare, 1e-9):.2f}x"
-        )
+        for name, ref in unmeasured.items():
+            print(
+                f"  {name:24} {ref['req_per_cpu_s']:6} req/CPU-s, TTFT mean error +{ref['ttft_mean_error_ms']} ms, "
+                f"held: {ref['held_64_256_1024']}"
+            )
+        if "throughput" in report and "vllm bench serve 0.33" in unmeasured:
+            ours = report["throughput"]["batched"]["kvselect"]["req_per_cpu_s"]
+            print(f"  kvselect (throughput section) / vllm bench serve (reference value) = {ours / 1100:.2f}x")
     report["reference_peers"] = REFERENCE_PEERS
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))

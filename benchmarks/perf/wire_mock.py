@@ -10,8 +10,10 @@ each send(). Its true TTFT is therefore bytes-in to bytes-out on this host, what
 did in between, and a client's error is what the client adds on both legs.
 
 It speaks only what the benchmark needs: POST /v1/chat/completions (or /v1/completions) with a
-Content-Length body and `stream: true`, chunked SSE, keep-alive; GET /health and
-GET /mock/true_times ({request id: [arrival, first token sent]}, perf_counter seconds).
+Content-Length body and `stream: true`, chunked SSE in a real engine's exact shape (vLLM's by
+default), keep-alive; GET /health and
+GET /mock/true_times ({request id: [arrival, first token sent, last byte sent]}, perf_counter
+seconds; a request without `kvselect_request_id`, as a peer client sends it, is numbered `anon-N`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.harness import wireclock
+from benchmarks.harness.engine_streams import EngineStream, Shape
 
 
 @dataclass(frozen=True)
 class WireMockConfig:
     ttft_s: float = 0.050
     itl_s: float = 0.010
+    shape: Shape = "vllm"  # whose stream to write (role chunk first, one event per token, usage, [DONE])
 
 
 class _Connection:
@@ -97,8 +101,13 @@ class _Connection:
         config, loop = self.server.config, self.server.loop
         assert loop is not None
         tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
-        rid = str(body.get("kvselect_request_id", ""))
-        kind = "chat.completion.chunk" if chat else "text_completion"
+        rid = body.get("kvselect_request_id")
+        if rid is None:
+            self.server.anonymous += 1
+            rid = f"anon-{self.server.anonymous}"
+        rid = str(rid)
+        events = EngineStream(config.shape, chat, "wire-" + rid, str(body.get("model")), int(time.time()))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         self.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         # loop.time() is time.monotonic(): the same clock as perf_counter on Linux
         offset = loop.time() - time.perf_counter()
@@ -107,32 +116,22 @@ class _Connection:
             if self.closed:
                 return
             last = index == tokens - 1
-            choice = (
-                {"index": 0, "delta": {"content": f"w{index} "}, "finish_reason": "length" if last else None}
-                if chat
-                else {"index": 0, "text": f"w{index} ", "finish_reason": "length" if last else None}
-            )
-            event = (
-                b"data: "
-                + json.dumps({"id": "wire", "object": kind, "choices": [choice]}, separators=(",", ":")).encode()
-                + b"\n\n"
-            )
+            event = events.token(f"w{index} ", "length" if last else None)
             if index == 0:
                 self.server.true_times[rid] = [arrival, time.perf_counter()]
+                opening = events.opening()  # vLLM writes its role chunk just before the first token
+                if opening:
+                    self.send(b"%x\r\n%s\r\n" % (len(opening), opening))
             self.send(b"%x\r\n%s\r\n" % (len(event), event))
             if not last:
                 loop.call_at(offset + arrival + config.ttft_s + config.itl_s * (index + 1), token, index + 1)
                 return
-            usage = json.dumps(
-                {
-                    "id": "wire",
-                    "object": kind,
-                    "choices": [],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
-                }
-            ).encode()
-            tail = b"data: " + usage + b"\n\ndata: [DONE]\n\n"
-            self.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+            if include_usage:
+                usage = events.usage(1, tokens)
+                self.send(b"%x\r\n%s\r\n" % (len(usage), usage))
+            done = events.done()
+            self.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+            self.server.true_times[rid].append(time.perf_counter())
             self.busy = False
             self.try_request()
 
@@ -156,6 +155,7 @@ class WireMockServer:
         self.config = config
         self.true_times: dict[str, list[float]] = {}
         self.unstamped = 0  # requests whose arrival had no kernel stamp
+        self.anonymous = 0  # requests without a kvselect_request_id
         self.reader = wireclock.StampedReader()
         self.listener = socket.create_server((host, port), backlog=4096)
         self.listener.setblocking(False)

@@ -9,6 +9,7 @@ import json
 import sys
 from typing import Any
 
+from benchmarks.harness.engine_streams import SHAPES
 from benchmarks.simulator.config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
 
 
@@ -43,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-waiting", type=int, default=None)
     parser.add_argument("--offload-after-s", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stream-shape",
+        default="vllm",
+        choices=SHAPES,
+        help="whose SSE stream to write, byte for byte (vllm, sglang or tgi)",
+    )
     parser.add_argument("--trace", default=None, help="run this CSV/JSONL trace offline instead of serving")
     parser.add_argument("--out", default=None, help="offline: write the native JSON result here")
 
@@ -63,6 +70,7 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         max_waiting=options["max_waiting"],
         offload_after_s=options["offload_after_s"],
         seed=options["seed"],
+        stream_shape=options.get("stream_shape") or "vllm",
     )
     if options.get("kv_bytes_per_token") is not None:
         values["kv_bytes_per_token"] = options["kv_bytes_per_token"]

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from benchmarks.harness.engine_streams import SHAPES
+
 GIB = 1024**3
 
 
@@ -99,8 +101,11 @@ class SimConfig:
     fault_drop_after_tokens: int | None = None
     fault_oom_every: int | None = None  # every Nth request fails with an OOM error
     fault_crash_after_requests: int | None = None
+    stream_shape: str = "vllm"  # whose SSE stream the server writes: vllm, sglang or tgi (engine_streams)
 
     def __post_init__(self) -> None:
+        if self.stream_shape not in SHAPES:
+            raise SimConfigError(f"stream_shape: must be one of {', '.join(SHAPES)}, got {self.stream_shape!r}")
         if self.profile not in STRATEGIES:
             raise SimConfigError(f"profile: must be one of {sorted(STRATEGIES)}, got {self.profile!r}")
         if self.gpu not in GPU_PROFILES:

@@ -1,7 +1,8 @@
 """OpenAI-compatible HTTP surface of the simulator (aiohttp, one asyncio loop).
 
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE streaming with
-`stream_options.include_usage`, or one JSON response), GET /v1/models, GET /health,
+`stream_options.include_usage`, written in a real engine's exact shape, `stream_shape`: vLLM's
+by default, or one JSON response), GET /v1/models, GET /health,
 POST /tokenize, GET /metrics (Prometheus, vLLM names + `kvsim:` series + `kvsim_info`).
 Every response carries the header `X-Kvsim-Evidence: SIMULATED`.
 
@@ -24,6 +25,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from benchmarks.harness.engine_streams import EngineStream
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.engine import EngineError
 from benchmarks.simulator.live import LiveEngine, LiveRequest
@@ -124,7 +126,7 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
     request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
     if stream:
-        return await _stream(request, state, handle, chat, model, request_id, created, include_usage)
+        return await _stream(request, state, handle, chat, model, request_id, created, include_usage, max_tokens)
     try:
         tokens: list[int] = []
         async for new in handle.tokens():
@@ -164,52 +166,42 @@ def _usage(handle: LiveRequest, completion_tokens: int) -> dict[str, Any]:
     }
 
 
-async def _stream(request, state, handle, chat, model, request_id, created, include_usage) -> web.StreamResponse:
+async def _stream(
+    request: web.Request,
+    state: _State,
+    handle: LiveRequest,
+    chat: bool,
+    model: str,
+    request_id: str,
+    created: int,
+    include_usage: bool,
+    max_tokens: int,
+) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **EVIDENCE_HEADER}
     )
     drop_after = state.config.fault_drop_after_tokens
+    events = EngineStream(state.config.stream_shape, chat, request_id, model, created)  # type: ignore[arg-type]
     sent = 0
-    obj = "chat.completion.chunk" if chat else "text_completion"
-
-    def chunk(delta_text: str | None, finish: str | None, role: bool = False) -> bytes:
-        if chat:
-            delta: dict[str, Any] = {}
-            if role:
-                delta["role"] = "assistant"
-            if delta_text is not None:
-                delta["content"] = delta_text
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        else:
-            choice = {"index": 0, "text": delta_text or "", "logprobs": None, "finish_reason": finish}
-        data = {"id": request_id, "object": obj, "created": created, "model": model, "choices": [choice]}
-        return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
-
     try:
         await response.prepare(request)
-        if chat:
-            await response.write(chunk("", None, role=True))
         async for new in handle.tokens():
             text = detokenize(new)
-            await response.write(chunk(text if sent == 0 else " " + text, None))
+            first = sent == 0
             sent += len(new)
+            # generation never stops early: the chunk that reaches max_tokens is the last
+            finish = "length" if sent >= max_tokens else None
+            await response.write(
+                (events.opening() if first else b"") + events.token(text if first else " " + text, finish)
+            )
             if drop_after is not None and sent >= drop_after:
                 state.live.abort(handle)
                 if request.transport is not None:
                     request.transport.abort()  # the fault: the connection dies mid-stream
                 return response
-        await response.write(chunk("" if chat else "", "length"))
         if include_usage:
-            data = {
-                "id": request_id,
-                "object": obj,
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": _usage(handle, sent),
-            }
-            await response.write(b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
+            await response.write(events.usage(handle.seq.prompt_len, sent, handle.seq.hit_tokens))
+        await response.write(events.done())
         await response.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         state.live.abort(handle)

@@ -5,6 +5,19 @@ import pytest
 from benchmarks import presentation as p
 
 
+def test_percentile_rows_say_why_a_point_is_client_bound():
+    reasons = [
+        "client process needed 97% of a core (ran 60%, waited for one 37%): the client, not the engine, set the pace"
+    ]
+    rows = p.percentile_rows(
+        [
+            {"concurrency": 256, "client_bound": True, "extra": {"client_bound_reasons": reasons}},
+            {"concurrency": 64, "client_bound": False},
+        ]
+    )
+    assert rows[0]["client_bound_reasons"] == reasons and rows[1]["client_bound_reasons"] == []
+
+
 def test_point_load_prefers_requested_concurrency_then_achieved_then_rate():
     assert p.point_x({"concurrency": 8, "achieved_concurrency": 7.5}, 0) == (8.0, "concurrency")
     assert p.point_x({"achieved_concurrency": 7.5}, 0) == (7.5, "concurrency")

@@ -1,13 +1,26 @@
 import asyncio
+import sys
 import threading
 import time
 
 import pytest
 
 from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, RequestSpec
-from benchmarks.harness.load import LoadConfig, LoadConfigError, requests_rows, run_load, summarize
+from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.load import (
+    PROCESS_CONCURRENCY,
+    LoadConfig,
+    LoadConfigError,
+    held_concurrency,
+    late_reads,
+    peak_concurrency,
+    process_count,
+    requests_rows,
+    run_load,
+    summarize,
+)
 from benchmarks.harness.mock_server import MockConfig
+from benchmarks.perf.wire_mock import WireMockConfig, WireMockServer
 
 
 def load(server, config, make=None, client_kwargs=None, **kwargs):
@@ -125,3 +138,143 @@ def test_cancel_callable_and_progress_every_interval(with_mock):
 def test_invalid_configs_name_the_field(config, field):
     with pytest.raises(LoadConfigError, match=field):
         config.validate()
+
+
+def test_held_concurrency_never_exceeds_the_request(with_mock):
+    """Held concurrency runs on one clock (send to last byte): kernel-stamped ends earlier than the
+    loop noticed them used to end the window early and report more than was asked (64.2 of 64)."""
+    config = LoadConfig(concurrency=16, duration_s=1.0)
+    outcome = with_mock(MockConfig(ttft_s=0.01, itl_s=0.002), lambda s: load(s, config))
+    assert 14 <= outcome.achieved_concurrency <= 16
+    assert outcome.peak_concurrency <= 16
+
+
+def test_held_concurrency_of_sequential_requests_is_at_most_one():
+    records = [RequestRecord(send_time=t, end_time=t + 0.099) for t in (1.0, 1.1, 1.2, 1.3)]
+    assert held_concurrency(records, 1.0, 1.399) == pytest.approx(0.99, abs=0.01)
+    assert held_concurrency(records, 1.05, 1.25) <= 1.0
+    assert peak_concurrency(records) == 1
+    overlapping = records + [RequestRecord(send_time=1.15, end_time=1.25)]
+    assert peak_concurrency(overlapping) == 2
+    assert held_concurrency([RequestRecord(send_time=0.0, end_time=None)], 1.0, 2.0) == 0.0  # never sent
+
+
+def test_a_cpu_starved_client_is_flagged_and_says_why(with_mock):
+    def burning_make(i):
+        end = time.process_time() + 0.02
+        while time.process_time() < end:  # the client's own work eats its core
+            pass
+        return RequestSpec(prompt="p", max_tokens=2)
+
+    config = LoadConfig(concurrency=4, duration_s=1.0)
+    outcome = with_mock(MockConfig(ttft_s=0.01), lambda s: load(s, config, make=burning_make))
+    assert outcome.client_bound
+    assert any("of a core" in reason for reason in outcome.client_bound_reasons), outcome.client_bound_reasons
+    assert summarize(outcome).extra["client_busy_fraction"] > 0.9
+
+
+def test_reads_of_tokens_sent_apart_are_flagged_as_stamped_late():
+    """A loop that falls behind reads several paced tokens at once, all stamped with the newest one's
+    arrival: the run says so (kernel stamps fix receive times, not late reads)."""
+    if not wireclock.SUPPORTED:
+        pytest.skip("the wire mock reads kernel stamps (Linux)")
+    server = WireMockServer(WireMockConfig(ttft_s=0.01, itl_s=0.004))
+    thread = threading.Thread(
+        target=lambda: (
+            asyncio.set_event_loop(loop := asyncio.new_event_loop()),
+            server.start(loop),
+            loop.run_forever(),
+        ),
+        daemon=True,
+    )
+    thread.start()
+
+    def blocking_make(i):
+        time.sleep(0.05)  # blocks the client's loop while the other streams' tokens arrive
+        return RequestSpec(prompt="p", max_tokens=40, extra_body={"kvselect_request_id": str(i)})
+
+    config = LoadConfig(concurrency=4, duration_s=1.5)
+    outcome = asyncio.run(load(server, config, make=blocking_make))
+    assert outcome.late_read_fraction > 0.05 and outcome.late_read_max_ms >= 8
+    assert any("stamped late" in reason for reason in outcome.client_bound_reasons)
+
+
+def test_late_reads_ignore_streams_written_at_once():
+    at_once = RequestRecord(send_time=0.0, end_time=1.0, chunk_times=[1.0] * 10, chunk_tokens=[1] * 10)
+    paced = RequestRecord(
+        send_time=0.0,
+        end_time=1.0,
+        chunk_times=[0.01 * i for i in range(10)] + [0.12, 0.12, 0.12],
+        chunk_tokens=[1] * 13,
+    )
+    assert late_reads([at_once]) == (None, None, None)
+    fraction, worst, gap = late_reads([paced, at_once])
+    assert fraction == pytest.approx(2 / 13) and worst == pytest.approx(20.0) and gap == pytest.approx(10.0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes fork (Linux)")
+def test_worker_processes_merge_their_requests_exactly(with_mock):
+    config = LoadConfig(concurrency=6, max_requests=30, warmup_requests=4, processes=2)
+    seen = []
+
+    async def go(server):
+        async with OpenAIClient(server.url, "m") as client:
+            outcome = await run_load(
+                client,
+                lambda i: RequestSpec(prompt=f"p {i}", max_tokens=4, request_id=str(i)),
+                config,
+                progress=seen.append,
+            )
+            return outcome, client.timestamping()
+
+    outcome, clock = with_mock(MockConfig(itl_s=0.002), go)
+    assert outcome.processes == 2 and len(outcome.busy_fractions) == 2
+    ids = sorted(int(r.request_id) for r in outcome.records + outcome.warmup)
+    assert ids == list(range(34))  # every index once, whichever worker sent it
+    assert len(outcome.records) == 30 and all(r.ok and r.output_tokens == 4 for r in outcome.records)
+    assert outcome.achieved_concurrency <= 6 and outcome.peak_concurrency <= 6
+    assert clock["reads"] == outcome.client_clock["reads"] > 0
+    assert seen and seen[-1]["phase"] == "load:done"
+
+
+def test_one_process_unless_the_concurrency_needs_more():
+    assert process_count(LoadConfig(concurrency=64, duration_s=1)) == 1
+    assert process_count(LoadConfig(concurrency=1, duration_s=1, processes=1)) == 1
+    many = process_count(LoadConfig(concurrency=PROCESS_CONCURRENCY * 8, duration_s=1))
+    assert 1 <= many <= 8
+    with pytest.raises(LoadConfigError):
+        LoadConfig(concurrency=4, duration_s=1, processes=0).validate()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes fork (Linux)")
+def test_worker_processes_cancel_and_report_progress_off_the_event_loop(with_mock):
+    """Django's database calls refuse to run on an event loop: the parent checks cancel and reports
+    progress on a worker thread, as one process does."""
+
+    def on_event_loop() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    calls, checks = [], []
+    started = time.perf_counter()
+
+    def cancel() -> bool:
+        checks.append(on_event_loop())
+        return time.perf_counter() - started > 0.8
+
+    config = LoadConfig(concurrency=4, duration_s=30, processes=2, progress_interval_s=0.2)
+    outcome = with_mock(
+        MockConfig(itl_s=0.01),
+        lambda s: load(
+            s,
+            config,
+            make=lambda i: RequestSpec(prompt="p", max_tokens=1000),
+            cancel=cancel,
+            progress=lambda payload: calls.append(on_event_loop()),
+        ),
+    )
+    assert outcome.cancelled and time.perf_counter() - started < 0.8 + 4
+    assert calls and checks and not any(calls) and not any(checks)

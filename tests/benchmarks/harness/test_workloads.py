@@ -7,7 +7,7 @@ import pytest
 from benchmarks.harness import workloads as w
 from benchmarks.harness.mock_server import MockConfig
 from benchmarks.harness.safety import TargetRefused
-from benchmarks.result import REQUEST_COLUMNS
+from benchmarks.result import REQUEST_COLUMNS, LoadPoint, Stats
 
 CONSTRAINTS = {
     "peak_concurrency": 8,
@@ -161,3 +161,16 @@ def test_simulator_evidence_and_target_refusal(with_mock):
     with pytest.raises(TargetRefused):
         w.run_test_sync("concurrency_stress", refused, params)
     assert "sk-" not in repr(w.Target("http://x", "m", api_key="sk-zzz"))
+
+
+def test_latency_verdicts_of_a_client_bound_point_say_the_client_may_be_in_them():
+    reasons = [
+        "client process needed 97% of a core (ran 97%, waited for one 0%): the client, not the engine, set the pace"
+    ]
+    bound = LoadPoint(
+        label="c=256", ttft_ms=Stats(p95=80.0), client_bound=True, extra={"client_bound_reasons": reasons}
+    )
+    kept = LoadPoint(label="c=64", ttft_ms=Stats(p95=80.0), client_bound=False)
+    (verdict,) = w._budget_verdicts(bound, {"ttft_p95_ms": 100})
+    assert verdict["passed"] and "client-bound" in verdict["detail"] and "97% of a core" in verdict["detail"]
+    assert "client-bound" not in w._budget_verdicts(kept, {"ttft_p95_ms": 100})[0]["detail"]

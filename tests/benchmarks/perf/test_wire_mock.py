@@ -41,7 +41,8 @@ def test_streams_the_requested_tokens_and_records_wire_times_per_request():
     assert all(r.ok and r.output_tokens == 5 and r.done_marker and r.finish_reason == "length" for r in records)
     assert sorted(truth) == [f"r{i}" for i in range(6)]
     for record in records:
-        arrival, first_sent = truth[record.request_id]
+        arrival, first_sent, last_sent = truth[record.request_id]
+        assert first_sent <= last_sent <= record.end_time + 0.0005
         true_ttft_ms = (first_sent - arrival) * 1000
         assert 40 <= true_ttft_ms < 60  # it never sends early; late only by its own timer lag
         # both clocks are CLOCK_MONOTONIC: the request reached the mock after the client sent it,

@@ -8,7 +8,9 @@ import json
 import aiohttp
 import pytest
 
-from benchmarks.simulator.config import SimConfig
+from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.engine_streams import SHAPES
+from benchmarks.simulator.config import SimConfig, SimConfigError
 from benchmarks.simulator.server import start_server
 from benchmarks.simulator.tokens import detokenize, reference_output, render_chat, tokenize
 
@@ -286,3 +288,37 @@ def test_server_thread_serves_synchronous_callers():
         body = json.loads(urllib.request.urlopen(request, timeout=10).read())
         port = server.port
     assert body["usage"]["completion_tokens"] == 3 and port > 0
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_streams_in_each_engines_shape_and_the_harness_reads_them(shape):
+    async def scenario():
+        server = await start_server(_config(stream_shape=shape))
+        try:
+            async with aiohttp.ClientSession() as session:
+                body = {
+                    "model": "x",
+                    "messages": [{"role": "user", "content": "hello there"}],
+                    "max_tokens": 6,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
+                async with session.post(server.url + "/v1/chat/completions", json=body) as response:
+                    raw = await response.read()
+            async with OpenAIClient(server.url, "x") as client:
+                record = await client.send(RequestSpec(prompt="hello there", max_tokens=6))
+            return raw, record
+        finally:
+            await server.stop()
+
+    raw, record = run(scenario())
+    blocks = [block for block in raw.split(b"\n\n") if block]
+    assert blocks[-1] == b"data: [DONE]"
+    assert all(block.startswith(b"data:{" if shape == "tgi" else b"data: {") for block in blocks[:-1])
+    assert (b'"role":"assistant","content":""' in blocks[0]) is (shape != "tgi")  # vLLM's and SGLang's opening chunk
+    assert record.ok and record.output_tokens == 6 and record.finish_reason == "length" and record.chunk_times
+
+
+def test_unknown_stream_shape_is_refused():
+    with pytest.raises(SimConfigError, match="stream_shape"):
+        _config(stream_shape="openai")
