@@ -17,6 +17,7 @@ PURE = (
     "benchmarks.formats",
     "benchmarks.harness",
     "benchmarks.simulator",
+    "benchmarks.traces",
     "benchmarks.result",
     "benchmarks.suite",
     "benchmarks.charts",

@@ -1,0 +1,636 @@
+"""The trace formats kvselect reads, streamed in chunks and normalised to one set of columns.
+
+Four formats, each with a sniff (does the file look like it?) and a reader:
+
+- `kvselect`: kvselect's own request log, CSV with a header or JSONL, one request per row:
+  `timestamp` (seconds, since the trace start or the epoch, or an ISO 8601 time), `input_tokens`,
+  `output_tokens`, optional `session_id`, `tenant`, `prefix_group` or `prefix_hash` (requests
+  with the same value share their first `prefix_tokens` tokens), `prefix_tokens`, and `ttft_ms` /
+  `e2e_ms` as observed in production. For a turn of a session, `input_tokens` is the whole prompt
+  the engine saw (the earlier turns included).
+- `mooncake`: the Mooncake traces (github.com/kvcache-ai/Mooncake, FAST'25 release), JSONL with
+  `timestamp` (ms since the first request), `input_length`, `output_length` and `hash_ids` (one
+  id per 512-token block; equal ids are the same prefix block). An optional `session_id` (as
+  aiperf's multi-turn Mooncake traces write it) groups turns.
+- `azure`: the Azure LLM inference traces 2023/2024 (github.com/Azure/AzurePublicDataset,
+  AzureLLMInferenceDataset2023.md / 2024.md), CSV `TIMESTAMP` (a date and time, e.g.
+  `2023-11-16 18:17:03.9799600`), `ContextTokens`, `GeneratedTokens`.
+- `burstgpt`: BurstGPT (github.com/HPMLL/BurstGPT), CSV `Timestamp` (seconds from 0:00 on the
+  first day), `Model`, `Request tokens`, `Response tokens`, `Total tokens`, `Log Type`; a failed
+  request has `Response tokens` 0. A `Session ID` column, announced by the authors, is read when
+  present.
+
+Files are read with pyarrow in blocks of a few MiB (`.gz` is decompressed on the fly), so memory
+does not grow with the file. Every chunk comes out as a `TraceChunk` whose frame has the columns
+`COLUMNS` in file order. Problems raise `TraceError` naming the line and the column as the file
+spells it; a file no format accepts raises `UnrecognisedTrace` with every format's reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+
+COLUMNS = (
+    "line",  # line number in the file (1 = the first line), for messages and request ids
+    "arrival_s",  # seconds in the file's own time base (the stats and the replay rebase it)
+    "input_tokens",
+    "output_tokens",
+    "session_id",  # str or None
+    "tenant",  # str or None
+    "prefix_key",  # str or None: requests with the same key share their first prefix_tokens tokens
+    "prefix_tokens",  # float, NaN when not given
+    "ttft_ms",  # float, NaN when not observed
+    "e2e_ms",  # float, NaN when not observed
+    "failed",  # no output to replay (BurstGPT's failures, output 0)
+)
+MOONCAKE_BLOCK_TOKENS = 512  # the Mooncake traces' block size (the length of hash_ids = ceil(input / 512))
+MAX_TOKENS = 10_000_000  # the constraints one-pager's own ceiling
+BLOCK_BYTES = 4 * 1024 * 1024
+HEAD_BYTES = 64 * 1024
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message names the line and the column."""
+
+
+class UnrecognisedTrace(TraceError):
+    """No format accepts the file; `reasons` maps each format to why it refused."""
+
+    def __init__(self, reasons: dict[str, str]):
+        self.reasons = reasons
+        super().__init__(
+            "not a trace kvselect reads: " + "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+        )
+
+
+@dataclass
+class TraceChunk:
+    """Rows of a trace in file order, in `COLUMNS`; Mooncake's block hashes aligned with them."""
+
+    frame: pd.DataFrame
+    hash_ids: pa.ListArray | None = None
+    bytes_read: int = 0  # of the file on disk (compressed bytes for .gz), for progress
+
+
+@dataclass(frozen=True)
+class Head:
+    """The start of a file: what a sniff looks at."""
+
+    kind: str  # "jsonl" or "csv"
+    keys: tuple[str, ...]  # JSONL: the first object's keys; CSV: the header's columns
+    first: dict[str, Any] | None = None  # JSONL: the first object
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    name: str
+    title: str
+    source: str  # where the format is described
+    kind: str  # "jsonl", "csv" or "either"
+    fields: dict[str, tuple[str, ...]]  # canonical name -> the file's column names, first found wins
+    required: tuple[str, ...]  # canonical names that must be present
+    time_unit: str  # "s", "ms" or "datetime" ("s-or-datetime": numbers are seconds, strings ISO 8601)
+    jsonl_schema: pa.Schema | None = None
+
+    def sniff(self, head: Head) -> str | None:
+        """None when the file looks like this format, else why not."""
+        if self.kind != "either" and head.kind != self.kind:
+            return f"not {self.kind.upper()}"
+        missing = [self.fields[name][0] for name in self.required if not any(c in head.keys for c in self.fields[name])]
+        if missing:
+            return "no " + ", ".join(repr(m) for m in missing) + (" key" if head.kind == "jsonl" else " column")
+        return None
+
+    def column(self, name: str, keys: tuple[str, ...]) -> str | None:
+        return next((c for c in self.fields.get(name, ()) if c in keys), None)
+
+
+KVSELECT = TraceFormat(
+    name="kvselect",
+    title="kvselect request log (CSV or JSONL)",
+    source="docs/domain.md#production-traces",
+    kind="either",
+    fields={
+        "arrival": ("timestamp",),
+        "input_tokens": ("input_tokens",),
+        "output_tokens": ("output_tokens",),
+        "session_id": ("session_id",),
+        "tenant": ("tenant",),
+        "prefix_key": ("prefix_group", "prefix_hash"),
+        "prefix_tokens": ("prefix_tokens",),
+        "ttft_ms": ("ttft_ms",),
+        "e2e_ms": ("e2e_ms",),
+    },
+    required=("arrival", "input_tokens", "output_tokens"),
+    time_unit="s-or-datetime",
+    jsonl_schema=pa.schema(
+        [
+            ("timestamp", pa.float64()),
+            ("input_tokens", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("session_id", pa.string()),
+            ("tenant", pa.string()),
+            ("prefix_group", pa.string()),
+            ("prefix_hash", pa.string()),
+            ("prefix_tokens", pa.float64()),
+            ("ttft_ms", pa.float64()),
+            ("e2e_ms", pa.float64()),
+        ]
+    ),
+)
+MOONCAKE = TraceFormat(
+    name="mooncake",
+    title="Mooncake trace (JSONL)",
+    source="https://github.com/kvcache-ai/Mooncake/tree/main/FAST25-release/traces",
+    kind="jsonl",
+    fields={
+        "arrival": ("timestamp",),
+        "input_tokens": ("input_length",),
+        "output_tokens": ("output_length",),
+        "session_id": ("session_id",),
+        "hash_ids": ("hash_ids",),
+    },
+    required=("arrival", "input_tokens", "output_tokens"),
+    time_unit="ms",
+    jsonl_schema=pa.schema(
+        [
+            ("timestamp", pa.float64()),
+            ("input_length", pa.int64()),
+            ("output_length", pa.int64()),
+            ("hash_ids", pa.list_(pa.int64())),
+            ("session_id", pa.string()),
+        ]
+    ),
+)
+AZURE = TraceFormat(
+    name="azure",
+    title="Azure LLM inference trace (CSV)",
+    source="https://github.com/Azure/AzurePublicDataset/blob/master/AzureLLMInferenceDataset2023.md",
+    kind="csv",
+    fields={
+        "arrival": ("TIMESTAMP",),
+        "input_tokens": ("ContextTokens",),
+        "output_tokens": ("GeneratedTokens",),
+    },
+    required=("arrival", "input_tokens", "output_tokens"),
+    time_unit="datetime",
+)
+BURSTGPT = TraceFormat(
+    name="burstgpt",
+    title="BurstGPT trace (CSV)",
+    source="https://github.com/HPMLL/BurstGPT#schema",
+    kind="csv",
+    fields={
+        "arrival": ("Timestamp",),
+        "input_tokens": ("Request tokens",),
+        "output_tokens": ("Response tokens",),
+        "session_id": ("Session ID", "SessionID"),
+    },
+    required=("arrival", "input_tokens", "output_tokens"),
+    time_unit="s",
+)
+
+# Sniffs are mutually exclusive (the required column names differ); order is for the messages.
+FORMATS: dict[str, TraceFormat] = {f.name: f for f in (KVSELECT, MOONCAKE, AZURE, BURSTGPT)}
+
+
+# --------------------------------------------------------------------------- files
+
+
+def file_size(path: str | Path) -> int:
+    return Path(path).stat().st_size
+
+
+def _streams(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:
+    """(the file on disk, its decompressed stream): `.gz` files are read through gzip."""
+    raw = pa.OSFile(str(path), "rb")
+    if path.suffix.lower() == ".gz":
+        return raw, pa.CompressedInputStream(raw, "gzip")
+    return raw, raw
+
+
+def read_head(path: str | Path) -> Head:
+    """The first line of the file, as a JSONL object or a CSV header."""
+    path = Path(path)
+    try:
+        raw, stream = _streams(path)
+    except OSError as exc:
+        raise TraceError(f"{path.name}: cannot open ({exc})") from None
+    try:
+        data = stream.read(HEAD_BYTES)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceError(f"{path.name}: cannot read ({exc})") from None
+    finally:
+        stream.close()
+        raw.close()
+    text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if not first:
+        raise TraceError(f"{path.name}: the file is empty")
+    if first.lstrip().startswith("{"):
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"line 1: not a JSON object ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise TraceError("line 1: not a JSON object")
+        return Head("jsonl", tuple(obj), obj)
+    header = next(csv.reader([first]))
+    return Head("csv", tuple(name.strip() for name in header))
+
+
+def detect(path: str | Path) -> TraceFormat:
+    """The format whose sniff accepts the file, or UnrecognisedTrace with every format's reason."""
+    head = read_head(path)
+    reasons = {}
+    for fmt in FORMATS.values():
+        reason = fmt.sniff(head)
+        if reason is None:
+            return fmt
+        reasons[fmt.name] = reason
+    raise UnrecognisedTrace(reasons)
+
+
+def format_named(name: str) -> TraceFormat:
+    if name not in FORMATS:
+        raise TraceError(f"format: must be one of {', '.join(FORMATS)}, got {name!r}")
+    return FORMATS[name]
+
+
+def read_trace(
+    path: str | Path, fmt: TraceFormat | str | None = None, chunk_rows: int = 65_536
+) -> Iterator[TraceChunk]:
+    """The trace's rows in chunks of about `chunk_rows`, normalised (see the module docstring)."""
+    path = Path(path)
+    head = read_head(path)
+    if fmt is None:
+        fmt = detect(path)
+    elif isinstance(fmt, str):
+        fmt = format_named(fmt)
+    reason = fmt.sniff(head)
+    if reason is not None:
+        raise TraceError(f"{path.name} is not a {fmt.name} trace: {reason}")
+    if head.kind == "jsonl":
+        yield from _jsonl_chunks(path, fmt, chunk_rows)
+    else:
+        yield from _csv_chunks(path, fmt, head, chunk_rows)
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def _csv_chunks(path: Path, fmt: TraceFormat, head: Head, chunk_rows: int) -> Iterator[TraceChunk]:
+    wanted = {name: fmt.column(name, head.keys) for name in fmt.fields}
+    present = [c for cols in fmt.fields.values() for c in cols if c in head.keys]
+    raw, stream = _streams(path)
+    try:
+        reader = pa_csv.open_csv(
+            stream,
+            read_options=pa_csv.ReadOptions(block_size=min(BLOCK_BYTES, max(chunk_rows * 64, 256))),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=False),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=present,
+                column_types={c: pa.string() for c in present},
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
+        line = 2  # the header is line 1
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except pa.ArrowInvalid as exc:
+                raise TraceError(f"{path.name}: not readable as CSV after line {line - 1} ({exc})") from None
+            if batch.num_rows == 0:
+                continue
+            columns = _columns(fmt, head.keys, batch.column)
+            yield _normalise(columns, fmt, wanted, line, batch.num_rows, None, raw.tell())
+            line += batch.num_rows
+    finally:
+        stream.close()
+        raw.close()
+
+
+# --------------------------------------------------------------------------- JSONL
+
+
+def _jsonl_chunks(path: Path, fmt: TraceFormat, chunk_rows: int) -> Iterator[TraceChunk]:
+    raw, stream = _streams(path)
+    block_bytes = min(BLOCK_BYTES, max(chunk_rows * 128, 256))
+    try:
+        line = 1
+        rest = b""
+        while True:
+            data = stream.read(block_bytes)
+            block = rest + data
+            if not data:
+                rest = b""
+            else:
+                cut = block.rfind(b"\n")
+                if cut < 0:
+                    rest = block
+                    continue
+                block, rest = block[: cut + 1], block[cut + 1 :]
+            if block.strip():
+                for chunk in _jsonl_block(block, fmt, line):
+                    chunk.bytes_read = raw.tell()
+                    yield chunk
+            line += block.count(b"\n")
+            if not data:
+                break
+    finally:
+        stream.close()
+        raw.close()
+
+
+def _jsonl_block(block: bytes, fmt: TraceFormat, first_line: int) -> Iterator[TraceChunk]:
+    if block.startswith(b"\xef\xbb\xbf"):
+        block = block[3:]
+    table = None
+    # The fast path (pyarrow's JSON reader) needs one row per line; blank lines would shift the numbering.
+    if fmt.jsonl_schema is not None and not block.startswith(b"\n") and b"\n\n" not in block and b"\n\r\n" not in block:
+        try:
+            table = pa_json.read_json(
+                io.BytesIO(block),
+                parse_options=pa_json.ParseOptions(
+                    explicit_schema=fmt.jsonl_schema, unexpected_field_behavior="ignore"
+                ),
+            )
+        except pa.ArrowInvalid:
+            table = None  # mixed types or a broken line: the line-by-line path says which
+    if table is None:
+        table, lines = _jsonl_lines(block, fmt, first_line)
+    else:
+        lines = None
+    if table.num_rows == 0:
+        return
+    wanted = {name: fmt.column(name, tuple(table.column_names)) for name in fmt.fields}
+    columns = _columns(fmt, tuple(table.column_names), lambda c: table.column(c).combine_chunks())
+    hashes = columns.pop("hash_ids", None)
+    yield _normalise(columns, fmt, wanted, first_line, table.num_rows, lines, 0, hashes)
+
+
+def _jsonl_lines(block: bytes, fmt: TraceFormat, first_line: int) -> tuple[pa.Table, np.ndarray]:
+    """Parse a block line by line: exact line numbers, values of any JSON type converted or refused."""
+    names = list(dict.fromkeys(c for cols in fmt.fields.values() for c in cols))
+    values: dict[str, list[Any]] = {name: [] for name in names}
+    lines: list[int] = []
+    for offset, text in enumerate(block.split(b"\n")):
+        if not text.strip():
+            continue
+        number = first_line + offset
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise TraceError(f"line {number}: not JSON ({getattr(exc, 'msg', exc)})") from None
+        if not isinstance(obj, dict):
+            raise TraceError(f"line {number}: must be a JSON object, got {type(obj).__name__}")
+        lines.append(number)
+        for name in names:
+            value = obj.get(name)
+            if name == "hash_ids":
+                if value is not None and (
+                    not isinstance(value, list)
+                    or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+                ):
+                    raise TraceError(f"line {number}: hash_ids: must be a list of integers, got {value!r}")
+            elif isinstance(value, (dict, list)):
+                raise TraceError(f"line {number}: {name}: must be a number or a string, got {value!r}")
+            elif value is not None and not isinstance(value, str):
+                value = str(value) if not isinstance(value, bool) else str(value).lower()
+            values[name].append(value)
+    arrays = {
+        name: pa.array(column, type=pa.list_(pa.int64()) if name == "hash_ids" else pa.string())
+        for name, column in values.items()
+    }
+    return pa.table(arrays), np.asarray(lines, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- normalising
+
+
+def _normalise(
+    columns: dict[str, pa.Array],
+    fmt: TraceFormat,
+    wanted: dict[str, str | None],
+    first_line: int,
+    rows: int,
+    lines: np.ndarray | None,
+    bytes_read: int,
+    hashes: pa.Array | None = None,
+) -> TraceChunk:
+    line = lines if lines is not None else np.arange(first_line, first_line + rows, dtype=np.int64)
+
+    def where(index: int) -> int:
+        return int(line[index])
+
+    def name_of(key: str) -> str:
+        return wanted.get(key) or key
+
+    missing = [fmt.fields[key][0] for key in fmt.required if wanted.get(key) is None]
+    if missing:
+        raise TraceError(f"line {first_line}: missing {', '.join(repr(m) for m in missing)}")
+    arrival = _times(columns["arrival"], fmt.time_unit, name_of("arrival"), where)
+    input_tokens = _integers(columns["input_tokens"], name_of("input_tokens"), where, minimum=1)
+    output_tokens = _integers(columns["output_tokens"], name_of("output_tokens"), where, minimum=0)
+    prefix_tokens = (
+        _numbers(columns["prefix_tokens"], name_of("prefix_tokens"), where, required=False)
+        if "prefix_tokens" in columns
+        else np.full(rows, np.nan)
+    )
+    bad = np.flatnonzero(~np.isnan(prefix_tokens) & ((prefix_tokens < 0) | (prefix_tokens > input_tokens)))
+    if bad.size:
+        i = bad[0]
+        raise TraceError(
+            f"line {where(i)}: {name_of('prefix_tokens')}: must be between 0 and the input tokens "
+            f"({input_tokens[i]}), got {prefix_tokens[i]:g}"
+        )
+    observed = {}
+    for key in ("ttft_ms", "e2e_ms"):
+        values = (
+            _numbers(columns[key], name_of(key), where, required=False) if key in columns else np.full(rows, np.nan)
+        )
+        negative = np.flatnonzero(values < 0)
+        if negative.size:
+            raise TraceError(f"line {where(negative[0])}: {name_of(key)}: must be >= 0, got {values[negative[0]]:g}")
+        observed[key] = values
+    frame = pd.DataFrame(
+        {
+            "line": line,
+            "arrival_s": arrival,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "session_id": _strings(columns.get("session_id"), rows),
+            "tenant": _strings(columns.get("tenant"), rows),
+            "prefix_key": _prefix_keys(columns, rows),
+            "prefix_tokens": prefix_tokens,
+            "ttft_ms": observed["ttft_ms"],
+            "e2e_ms": observed["e2e_ms"],
+            "failed": output_tokens == 0,
+        },
+        columns=list(COLUMNS),
+    )
+    if hashes is not None and hashes.null_count == len(hashes):
+        hashes = None
+    return TraceChunk(frame=frame, hash_ids=hashes, bytes_read=bytes_read)
+
+
+def _as_strings(array: pa.Array) -> pa.Array:
+    return (
+        array if pa.types.is_string(array.type) or pa.types.is_large_string(array.type) else pc.cast(array, pa.string())
+    )
+
+
+def _numbers(array: pa.Array, name: str, where: Callable[[int], int], required: bool = True) -> np.ndarray:
+    """float64 values (NaN for empty cells); a value that is not a number names its line."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if pa.types.is_floating(array.type) or pa.types.is_integer(array.type):
+        values = array.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if array.null_count:
+            values = np.where(array.is_null().to_numpy(zero_copy_only=False), np.nan, values)
+    else:
+        strings = _as_strings(array)
+        trimmed = pc.utf8_trim_whitespace(strings)
+        empty = pc.or_kleene(pc.is_null(trimmed), pc.equal(trimmed, "")).to_numpy(zero_copy_only=False)
+        try:
+            values = pc.cast(pc.if_else(pc.equal(trimmed, ""), None, trimmed), pa.float64()).to_numpy(
+                zero_copy_only=False
+            )
+            values = np.where(empty, np.nan, values)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            text = pd.Series(trimmed.to_pylist(), dtype=object)
+            parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+            bad = np.flatnonzero(np.isnan(parsed) & ~empty)
+            if bad.size:
+                raise TraceError(f"line {where(bad[0])}: {name}: not a number, got {text[bad[0]]!r}") from None
+            values = parsed
+    if required:
+        missing = np.flatnonzero(np.isnan(values))
+        if missing.size:
+            raise TraceError(f"line {where(missing[0])}: {name}: missing")
+    infinite = np.flatnonzero(np.isinf(values))
+    if infinite.size:
+        raise TraceError(f"line {where(infinite[0])}: {name}: must be finite, got {values[infinite[0]]}")
+    return values
+
+
+def _integers(array: pa.Array, name: str, where: Callable[[int], int], minimum: int) -> np.ndarray:
+    values = _numbers(array, name, where)
+    bad = np.flatnonzero((values != np.floor(values)) | (values < minimum) | (values > MAX_TOKENS))
+    if bad.size:
+        value = values[bad[0]]
+        kind = "a positive integer" if minimum >= 1 else "an integer >= 0"
+        raise TraceError(f"line {where(bad[0])}: {name}: must be {kind} up to {MAX_TOKENS:,}, got {value:g}")
+    return values.astype(np.int64)
+
+
+def _times(array: pa.Array, unit: str, name: str, where: Callable[[int], int]) -> np.ndarray:
+    """Seconds (float64) from numbers in `unit` or ISO 8601 date-times."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if unit in ("s", "ms"):
+        values = _numbers(array, name, where) * (0.001 if unit == "ms" else 1.0)
+    else:
+        strings = pc.utf8_trim_whitespace(_as_strings(array))
+        numeric = np.full(len(strings), np.nan)
+        if unit == "s-or-datetime":
+            try:
+                numeric = pc.cast(strings, pa.float64()).to_numpy(zero_copy_only=False)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                numeric = pd.to_numeric(pd.Series(strings.to_pylist(), dtype=object), errors="coerce").to_numpy(
+                    dtype=np.float64
+                )
+        todo = np.isnan(numeric)
+        values = numeric
+        if todo.any():
+            text = pd.Series(strings.to_pylist(), dtype=object)
+            parsed = pd.to_datetime(text[todo], format="ISO8601", utc=True, errors="coerce")
+            seconds = (parsed - pd.Timestamp("1970-01-01", tz="UTC")) / pd.Timedelta(seconds=1)
+            values = numeric.copy()
+            values[todo] = seconds.to_numpy(dtype=np.float64, na_value=np.nan)
+            bad = np.flatnonzero(np.isnan(values))
+            if bad.size:
+                value = text[bad[0]]
+                if value is None or value == "":
+                    raise TraceError(f"line {where(bad[0])}: {name}: missing")
+                expected = "seconds or an ISO 8601 time" if unit == "s-or-datetime" else "a date and time"
+                raise TraceError(f"line {where(bad[0])}: {name}: must be {expected}, got {value!r}")
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    if bad.size:
+        raise TraceError(f"line {where(bad[0])}: {name}: must be a non-negative time, got {values[bad[0]]:g}")
+    return values
+
+
+def _strings(array: pa.Array | None, rows: int) -> np.ndarray:
+    if array is None:
+        return np.full(rows, None, dtype=object)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    values = pc.utf8_trim_whitespace(_as_strings(array))
+    values = pc.if_else(pc.equal(values, ""), None, values)
+    return values.to_pandas().to_numpy(dtype=object)
+
+
+def _prefix_keys(columns: dict[str, pa.Array], rows: int) -> np.ndarray:
+    return _strings(columns.get("prefix_key"), rows)
+
+
+def _columns(fmt: TraceFormat, keys: tuple[str, ...], get: Callable[[str], pa.Array]) -> dict[str, pa.Array]:
+    """Canonical name -> the file's column; several spellings present (prefix_group, prefix_hash) coalesce."""
+    columns = {}
+    for name, candidates in fmt.fields.items():
+        present = [c for c in candidates if c in keys]
+        if not present:
+            continue
+        if len(present) == 1 or name == "hash_ids":
+            columns[name] = get(present[0])
+        else:
+            columns[name] = pc.coalesce(*[_as_strings(_combined(get(c))) for c in present])
+    return columns
+
+
+def _combined(array: pa.Array) -> pa.Array:
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+# --------------------------------------------------------------------------- writing (tests, benchmarks)
+
+
+def write_kvselect_csv(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Write rows (dicts with kvselect's column names) as kvselect's CSV trace."""
+    names = [
+        "timestamp",
+        "session_id",
+        "tenant",
+        "input_tokens",
+        "output_tokens",
+        "prefix_group",
+        "prefix_tokens",
+        "ttft_ms",
+        "e2e_ms",
+    ]
+    with Path(path).open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(names)
+        for row in rows:
+            writer.writerow(["" if _blank(row.get(n)) else row.get(n) for n in names])
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
