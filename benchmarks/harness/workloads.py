@@ -7,6 +7,10 @@ the engine exports no KV metric). Constraints use the field names of selection's
 (peak_concurrency, avg_input_tokens, max_input_tokens, avg_output_tokens, ttft_p95_ms,
 tpot_p95_ms, concurrent_sessions, idle_seconds_between_turns, ...); missing ones get defaults.
 
+`trace_replay` replays a production trace on its own clock (`benchmarks.harness.trace_replay`) and
+reports per traffic group; `params.length_trace` (a trace file) makes the concurrency-stress and
+stability tests draw each request's input and output length from that trace instead.
+
 `cancel` and `progress` behave as in `benchmarks.harness.load.run_load` (progress must be a plain
 function here; it receives {phase, percent, requests_done, ttft_p50_ms, ...} with percent over
 the whole test). A cancelled test returns the data gathered so far with `partial=True`.
@@ -23,12 +27,22 @@ from typing import Any, Callable
 
 from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
-from benchmarks.harness.load import LoadConfig, LoadOutcome, requests_rows, run_async, run_load, summarize
+from benchmarks.harness.load import (
+    LATE_SEND_MS,
+    LoadConfig,
+    LoadOutcome,
+    requests_rows,
+    run_async,
+    run_load,
+    summarize,
+)
 from benchmarks.harness.metrics import MetricsRecording, MetricsSampler
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
+from benchmarks.harness.trace_replay import PromptBuilder, ReplayOutcome, lengths_from_trace, load_plan, run_replay
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult, Stats
+from benchmarks.traces.replay import GROUPS
 
 TOOL = "kvselect-harness"
 FORMAT = "kvselect-harness"
@@ -161,6 +175,16 @@ def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
         "input_tokens": int(_get(constraints, "avg_input_tokens", 512)),
         "output_tokens": int(_get(constraints, "avg_output_tokens", 128)),
         "max_drift_pct": 25.0,
+        **_budgets(constraints),
+    }
+
+
+def plan_trace_replay(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "trace": None,  # the trace file (validate --trace FILE); its format is detected unless given
+        "format": None,
+        "speedup": 1.0,  # 2: the same traffic in half the time (twice the rate)
+        "sample": None,  # replay the first N requests only
         **_budgets(constraints),
     }
 
@@ -465,6 +489,7 @@ async def run_concurrency_stress(
     input_tokens = _require(params, "input_tokens", int, 1)
     output_tokens = _require(params, "output_tokens", int, 1)
     abort_fraction = float(params.get("abort_fraction") or 0.0)
+    lengths = _trace_lengths(params, input_tokens, output_tokens)
     reporter = Reporter(progress, cancel)
     notes: list[str] = []
     async with _Session(target) as session:
@@ -475,11 +500,12 @@ async def run_concurrency_stress(
 
         def make(index: int) -> RequestSpec:
             abort = abort_every and index % abort_every == abort_every - 1
+            request_input, request_output = lengths(index)
             return session.spec(
-                prompts.text(input_tokens, seed=index),
-                output_tokens,
+                prompts.text(request_input, seed=index),
+                request_output,
                 request_id=f"stress-{index}",
-                abort_after_tokens=max(output_tokens // 4, 1) if abort else None,
+                abort_after_tokens=max(request_output // 4, 1) if abort else None,
             )
 
         config = LoadConfig(
@@ -523,8 +549,29 @@ async def run_concurrency_stress(
         verdicts,
         notes,
         outcome.cancelled,
-        {"kv_baseline": baseline, "kv_after": settled.get("after")},
+        {"kv_baseline": baseline, "kv_after": settled.get("after"), **_lengths_meta(lengths)},
     )
+
+
+def _trace_lengths(params: dict[str, Any], input_tokens: int, output_tokens: int) -> Callable[[int], tuple[int, int]]:
+    """(input, output) tokens of request `index`: the fixed ones, or the trace's (params.length_trace)."""
+    if not params.get("length_trace"):
+
+        def fixed(index: int) -> tuple[int, int]:
+            return input_tokens, output_tokens
+
+        return fixed
+    try:
+        return lengths_from_trace(
+            params["length_trace"], params.get("length_trace_format"), int(params.get("length_trace_sample") or 10_000)
+        )
+    except ValueError as exc:
+        raise PlanError(f"params.length_trace: {exc}") from exc
+
+
+def _lengths_meta(lengths: Callable[[int], tuple[int, int]]) -> dict[str, Any]:
+    source = getattr(lengths, "source", None)
+    return {"lengths": source} if source else {}
 
 
 def _slo(params: dict[str, Any]) -> dict[str, float] | None:
@@ -1003,6 +1050,7 @@ async def run_stability(
     input_tokens = _require(params, "input_tokens", int, 1)
     output_tokens = _require(params, "output_tokens", int, 1)
     max_drift = float(params.get("max_drift_pct") or 25.0)
+    lengths = _trace_lengths(params, input_tokens, output_tokens)
     reporter = Reporter(progress, cancel)
     notes: list[str] = []
     async with _Session(target) as session:
@@ -1010,7 +1058,7 @@ async def run_stability(
         assert prompts is not None
         outcome = await run_load(
             session.client,
-            lambda i: session.spec(prompts.text(input_tokens, seed=i), output_tokens, request_id=f"stab-{i}"),
+            lambda i: session.spec(prompts.text(lengths(i)[0], seed=i), lengths(i)[1], request_id=f"stab-{i}"),
             LoadConfig(mode="closed", concurrency=concurrency, duration_s=duration, drain_timeout_s=60.0),
             cancel=cancel,
             progress=reporter.phase("load", 0, 100),
@@ -1069,7 +1117,15 @@ async def run_stability(
         notes.append("cancelled: partial data")
     reporter.close()
     return _build_result(
-        "stability", session, params, points, [outcome], verdicts, notes, outcome.cancelled, {"drift": drift}
+        "stability",
+        session,
+        params,
+        points,
+        [outcome],
+        verdicts,
+        notes,
+        outcome.cancelled,
+        {"drift": drift, **_lengths_meta(lengths)},
     )
 
 
@@ -1086,12 +1142,131 @@ def _slope(series: list[list[float]]) -> float | None:
     return sum((t - mean_t) * (v - mean_v) for t, v in series) / var
 
 
+# ---------------------------------------------------------------- trace replay
+
+
+async def run_trace_replay(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
+    """The production trace, open loop on its own clock (benchmarks.harness.trace_replay), per traffic group."""
+    if not params.get("trace"):
+        raise PlanError("params.trace: the trace file to replay is required (validate --trace FILE)")
+    try:
+        plan = load_plan(params["trace"], params.get("format"), params.get("speedup") or 1.0, params.get("sample"))
+    except ValueError as exc:
+        raise PlanError(f"params.trace: {exc}") from exc
+    if plan.requests == 0:
+        raise PlanError("params.trace: the trace has no request to replay (every row failed)")
+    reporter = Reporter(progress, cancel)
+    notes: list[str] = []
+    async with _Session(target, keep_text=plan.has_history) as session:
+        prompts = session.prompts
+        assert prompts is not None
+        builder = PromptBuilder(prompts, target.api, plan.block_tokens)
+
+        def make_spec(turn, prompt) -> RequestSpec:
+            return session.spec(
+                prompt.text, turn.output_tokens, messages=prompt.messages, request_id=turn.request_id, tag=turn.group
+            )
+
+        replayed = await run_replay(
+            session.client, plan, make_spec, builder, cancel=cancel, progress=reporter.phase("replay", 0, 100)
+        )
+    points, outcomes = _replay_points(replayed, plan, params, session)
+    lateness = replayed.lateness_p99_ms()
+    verdicts = [_errors_verdict(points[:1])]
+    for point in points[1:]:
+        verdicts.extend(_budget_verdicts(point, params, label=point.label))
+    verdicts.append(
+        _verdict(
+            "arrivals_on_time",
+            None if lateness is None else lateness <= LATE_SEND_MS,
+            "no request was sent"
+            if lateness is None
+            else f"send lateness p99 {lateness:.2f} ms against the trace's clock (limit {LATE_SEND_MS:g} ms)",
+            lateness,
+            LATE_SEND_MS,
+        )
+    )
+    if replayed.cancelled:
+        notes.append("cancelled: partial data")
+    if replayed.unsent:
+        notes.append(f"{replayed.unsent} turns were never sent")
+    reporter.close()
+    return _build_result(
+        "trace_replay",
+        session,
+        params,
+        points,
+        outcomes,
+        verdicts,
+        notes,
+        replayed.cancelled,
+        {"replay": plan.describe(), "send_lateness_ms_p99": lateness},
+    )
+
+
+def _replay_points(
+    replayed: ReplayOutcome, plan, params: dict[str, Any], session: _Session
+) -> tuple[list[LoadPoint], list[LoadOutcome]]:
+    """One point for the whole replay, then one per traffic group present; request rows under their group."""
+    duration = replayed.duration_s
+    config = LoadConfig(mode="open", rate=plan.requests / duration if duration > 0 else None, duration_s=duration)
+    everything = LoadOutcome(
+        config=config,
+        records=[record for _turn, record in replayed.records],
+        run_start=replayed.start,
+        measure_start=replayed.start,
+        measure_end=replayed.end,
+        achieved_concurrency=replayed.in_flight_area / duration if duration > 0 else None,
+        peak_concurrency=replayed.peak_in_flight,
+        cancelled=replayed.cancelled,
+    )
+    everything.achieved_rate = len(everything.records) / duration if duration > 0 else None
+    everything.send_lateness_ms_p99 = replayed.lateness_p99_ms()
+    if replayed.lateness_ms:
+        everything.late_sends_fraction = sum(1 for x in replayed.lateness_ms if x > LATE_SEND_MS) / len(
+            replayed.lateness_ms
+        )
+    everything.loop_lag_ms_p99 = _percentile_of(replayed.loop_lag_ms, 99)
+    slo = _slo(params)
+    points = [summarize(everything, label="all", slo=slo)]
+    outcomes = [LoadOutcome(config=config, run_start=replayed.start)]  # the request rows sit under their group
+    window = (replayed.start - session.time_zero, replayed.end - session.time_zero)
+    _attach_engine_stats(points[0], session.metrics.recording, *window)
+    for group in GROUPS:
+        records = [record for turn, record in replayed.records if turn.group == group]
+        if not records:
+            continue
+        part = LoadOutcome(
+            config=config,
+            records=records,
+            run_start=replayed.start,
+            measure_start=replayed.start,
+            measure_end=replayed.end,
+            cancelled=replayed.cancelled,
+        )
+        point = summarize(part, label=group, slo=slo)
+        point.extra["requests_planned"] = plan.group_counts()[group]
+        points.append(point)
+        outcomes.append(part)
+    return points, outcomes
+
+
+def _percentile_of(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(max(math.ceil(q / 100.0 * len(ordered)) - 1, 0), len(ordered) - 1)]
+
+
 PLANNERS: dict[str, Callable[..., dict[str, Any]]] = {
     "concurrency_stress": plan_concurrency_stress,
     "long_context": plan_long_context,
     "swap_recovery": plan_swap_recovery,
     "prefix_reuse": plan_prefix_reuse,
     "stability": plan_stability,
+    "trace_replay": plan_trace_replay,
 }
 RUNNERS: dict[str, Callable[..., Any]] = {
     "concurrency_stress": run_concurrency_stress,
@@ -1099,6 +1274,7 @@ RUNNERS: dict[str, Callable[..., Any]] = {
     "swap_recovery": run_swap_recovery,
     "prefix_reuse": run_prefix_reuse,
     "stability": run_stability,
+    "trace_replay": run_trace_replay,
 }
 
 
@@ -1109,7 +1285,7 @@ def plan(test: str, constraints: dict[str, Any] | None = None, **kwargs: Any) ->
 
 
 async def run_test(test: str, target: Target, params: dict[str, Any], **kwargs: Any) -> NormalizedResult:
-    """Run one of the five tests by its ingest-API name."""
+    """Run one of the validation tests (the five, and the trace replay) by its ingest-API name."""
     if test not in RUNNERS:
         raise PlanError(f"test: must be one of {', '.join(RUNNERS)}, got {test!r}")
     return await RUNNERS[test](target, params, **kwargs)

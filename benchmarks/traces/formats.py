@@ -29,6 +29,7 @@ spells it; a file no format accepts raises `UnrecognisedTrace` with every format
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -212,6 +213,15 @@ FORMATS: dict[str, TraceFormat] = {f.name: f for f in (KVSELECT, MOONCAKE, AZURE
 
 def file_size(path: str | Path) -> int:
     return Path(path).stat().st_size
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of the file's bytes as stored (compressed for .gz), read in blocks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _streams(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:

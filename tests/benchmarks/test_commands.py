@@ -58,3 +58,73 @@ def test_ingest_names_the_bad_option(selection_with_constraints, architect, engi
     (tmp_path / "x.json").write_text("{}")
     with pytest.raises(CommandError, match="--candidate"):
         call_command("ingest", str(tmp_path / "x.json"), "--candidate", "999", "--test", "custom")
+
+
+def _small_trace(path):
+    from benchmarks.traces.synthetic import synthetic_requests, write_trace
+
+    frame = synthetic_requests(24, rate=40.0, seed=3, idle_mean_s=0.05, tenants=0, long_share=0.0)
+    frame["input_tokens"] = frame["input_tokens"].clip(upper=300)
+    frame["output_tokens"] = frame["output_tokens"].clip(upper=8)
+    frame["prefix_tokens"] = frame["prefix_tokens"].clip(upper=100)
+    frame["e2e_ms"] = 50.0
+    return write_trace(path, frame, "kvselect-csv")
+
+
+def test_validate_trace_replays_it_and_ingest_accepts_the_result(
+    mock_engine, tmp_path, selection_with_constraints, architect, engines, capsys
+):
+    trace, out = _small_trace(tmp_path / "trace.csv"), tmp_path / "replay.json"
+    call_command(
+        "validate",
+        "--endpoint",
+        mock_engine.url,
+        "--model",
+        "mock",
+        "--trace",
+        str(trace),
+        "--speedup",
+        "2",
+        "--sample",
+        "20",
+        "--out",
+        str(out),
+    )
+    document = json.loads(out.read_text())
+    assert document["test"] == "trace_replay" and document["metadata"]["replay"]["requests"] == 20
+    assert document["points"][0]["label"] == "all" and document["metadata"]["send_lateness_ms_p99"] is not None
+    assert "send lateness p99" in capsys.readouterr().err
+    candidate = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
+    call_command("ingest", str(out), "--candidate", str(candidate.pk), "--test", "trace_replay")
+    assert BenchmarkRun.objects.get().test == "trace_replay"
+
+
+def test_validate_with_a_test_and_a_trace_takes_the_traces_lengths(mock_engine, tmp_path):
+    trace, out = _small_trace(tmp_path / "trace.csv"), tmp_path / "stress.json"
+    call_command(
+        "validate",
+        *("--endpoint", mock_engine.url, "--model", "mock", "--test", "concurrency_stress"),
+        *("--trace", str(trace), "--concurrency", "2", "--duration", "0.5", "--param", "settle_s=0.2"),
+        *("--param", "warmup_s=0", "--param", "abort_fraction=0", "--out", str(out)),
+        verbosity=0,
+    )
+    document = json.loads(out.read_text())
+    assert document["metadata"]["lengths"]["format"] == "kvselect"
+    assert max(document["requests"]["prompt_tokens"]) > 0
+
+
+def test_validate_trace_options_name_the_problem(tmp_path):
+    endpoint = ("--endpoint", "http://127.0.0.1:9", "--model", "m")
+    with pytest.raises(CommandError, match="--test: required"):
+        call_command("validate", *endpoint)
+    with pytest.raises(CommandError, match="--trace: .* no such file"):
+        call_command("validate", *endpoint, "--trace", str(tmp_path / "none.csv"))
+    trace = _small_trace(tmp_path / "trace.csv")
+    with pytest.raises(CommandError, match="--sample: must be a positive"):
+        call_command("validate", *endpoint, "--trace", str(trace), "--sample", "0")
+    with pytest.raises(CommandError, match="--trace: long_context keeps its own request shapes"):
+        call_command("validate", *endpoint, "--trace", str(trace), "--test", "long_context")

@@ -2,6 +2,11 @@
 
 Writes kvselect's native result format, which the ingest API accepts. The target must pass the
 same allow-list as the Celery jobs (KVSELECT_ALLOWED_TARGETS).
+
+`--trace FILE` alone replays a production trace (kvselect CSV/JSONL, Mooncake, Azure, BurstGPT)
+open loop on its own clock and reports per traffic group; `--speedup X` scales its clock (2 = twice
+the rate), `--sample N` keeps its first N requests. With `--test`, the test draws its requests'
+lengths from the trace instead (concurrency_stress and stability).
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.harness import safety, workloads
 from benchmarks.suite import RUNNABLE_TEST_IDS
+from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
+
+TESTS_TAKING_TRACE_LENGTHS = ("concurrency_stress", "stability")
 
 
 class Command(BaseCommand):
@@ -24,7 +32,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000")
         parser.add_argument("--model", required=True, help="served model name")
-        parser.add_argument("--test", required=True, choices=RUNNABLE_TEST_IDS)
+        parser.add_argument("--test", choices=RUNNABLE_TEST_IDS, help="default with --trace: replay the trace")
+        parser.add_argument("--trace", help="a production trace: replay it, or with --test take its lengths")
+        parser.add_argument("--format", dest="trace_format", choices=sorted(TRACE_FORMATS), help="the trace's format")
+        parser.add_argument("--speedup", type=float, default=1.0, help="trace clock speed-up (2: twice the rate)")
+        parser.add_argument("--sample", type=int, help="replay only the first N requests of the trace")
         load = parser.add_mutually_exclusive_group()
         load.add_argument("--concurrency", type=int, help="closed loop: requests kept in flight")
         load.add_argument("--rate", type=float, help="open loop: requests per second (Poisson)")
@@ -55,7 +67,34 @@ class Command(BaseCommand):
                 f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; "
                 "set KVSELECT_ALLOWED_TARGETS)"
             ) from exc
-        params = workloads.plan(opts["test"])
+        test = opts["test"]
+        if test is None and not opts["trace"]:
+            raise CommandError("--test: required (or give --trace FILE to replay a trace)")
+        if opts["trace"] and not Path(opts["trace"]).is_file():
+            raise CommandError(f"--trace: {opts['trace']}: no such file")
+        if opts["sample"] is not None and opts["sample"] < 1:
+            raise CommandError(f"--sample: must be a positive number of requests, got {opts['sample']}")
+        if not opts["speedup"] > 0:
+            raise CommandError(f"--speedup: must be positive, got {opts['speedup']}")
+        if test is None:
+            test = "trace_replay"
+            params = workloads.plan(test)
+            params.update(
+                trace=opts["trace"], format=opts["trace_format"], speedup=opts["speedup"], sample=opts["sample"]
+            )
+        else:
+            params = workloads.plan(test)
+            if opts["trace"]:
+                if test not in TESTS_TAKING_TRACE_LENGTHS:
+                    raise CommandError(
+                        f"--trace: {test} keeps its own request shapes; the trace's lengths apply to "
+                        f"{', '.join(TESTS_TAKING_TRACE_LENGTHS)} (or leave out --test to replay the trace)"
+                    )
+                params.update(
+                    length_trace=opts["trace"],
+                    length_trace_format=opts["trace_format"],
+                    length_trace_sample=opts["sample"] or 10_000,
+                )
         if opts["concurrency"] is not None:
             params["concurrency"] = opts["concurrency"]
         if opts["rate"] is not None:
@@ -81,20 +120,44 @@ class Command(BaseCommand):
 
         def progress(payload):
             if opts["verbosity"] >= 1:
+                late = payload.get("send_lateness_ms_p99")
                 sys.stderr.write(
-                    f"\r{payload.get('phase', ''):<24} {payload.get('percent') or 0:5.1f}%  "
-                    f"{payload.get('requests_done') or 0} requests"
+                    f"\r{payload.get('phase', ''):<24} {progress_bar(payload.get('percent') or 0)} "
+                    f"{payload.get('percent') or 0:5.1f}%  {payload.get('requests_done') or 0} requests"
+                    + (f"  send lateness p99 {late:.1f} ms" if late is not None else "")
                 )
                 sys.stderr.flush()
 
         try:
-            result = workloads.run_test_sync(opts["test"], target, params, progress=progress)
+            result = workloads.run_test_sync(test, target, params, progress=progress)
         except (workloads.PlanError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         sys.stderr.write("\n")
+        if test == "trace_replay":
+            self.stderr.write(replay_summary(result))
         document = json.dumps(result.to_native(), indent=2, default=str)
         if opts["out"]:
             Path(opts["out"]).write_text(document)
             self.stderr.write(f"wrote {opts['out']} ({result.evidence}, {len(result.points)} load point(s))")
         else:
             self.stdout.write(document)
+
+
+def progress_bar(percent: float, width: int = 24) -> str:
+    filled = int(round(width * min(max(percent, 0.0), 100.0) / 100.0))
+    return "[" + "#" * filled + " " * (width - filled) + "]"
+
+
+def replay_summary(result) -> str:
+    """One line per traffic group: requests, TTFT and TPOT p95, errors; then the send lateness."""
+    lines = [f"trace replay ({result.evidence}): {result.metadata.get('replay', {}).get('file', '')}"]
+    for point in result.points:
+        ttft = "n/a" if point.ttft_ms.p95 is None else f"{point.ttft_ms.p95:.1f} ms"
+        tpot = "n/a" if point.tpot_ms.p95 is None else f"{point.tpot_ms.p95:.2f} ms"
+        lines.append(
+            f"  {point.label:<10} {point.requests_completed or 0:>7} ok {point.requests_failed or 0:>5} failed  "
+            f"TTFT p95 {ttft}  TPOT p95 {tpot}"
+        )
+    late = result.metadata.get("send_lateness_ms_p99")
+    lines.append(f"  send lateness p99: {'n/a' if late is None else f'{late:.2f} ms'}")
+    return "\n".join(lines)

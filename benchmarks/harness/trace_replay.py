@@ -1,0 +1,348 @@
+"""Replay a trace against an endpoint, open loop on the trace's own clock (plan: `benchmarks.traces.replay`).
+
+Why its own scheduler: `load.run_load` draws arrivals from a distribution; a replay has fixed
+send times for first turns and send times that depend on answers for later turns. Every send is
+a timer of the event loop (`loop.call_at`) set ahead of time (first turns, fed LOOKAHEAD_S
+before they are due) or when the previous turn's answer ends (later turns: answer end + recorded
+gap). Lateness is measured per send (the timer firing minus its due time, on perf_counter), so a
+report says how faithful the arrival times were (`send_lateness_ms_p99`).
+
+Prompts (`PromptBuilder`): exact token counts through the engine's tokenizer when it has one
+(`harness.prompts`); a request of a prefix group starts with its group's text; a Mooncake request
+is the concatenation of its blocks' texts (equal hash id, equal text); a later turn of a session
+sends the earlier turns and the engine's real answer to them (chat messages, or the text
+concatenated for completions), then its new text.
+
+The scheduler takes a `make_spec(turn, prompt)` hook and an optional `on_record(turn, record)`
+hook, and answers per turn, so other tests (a model switch under the trace's load, a second
+tenant's flood) can drive it and read the records by traffic group or by tenant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import math
+import time
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.prompts import PromptFactory
+from benchmarks.traces.formats import detect, file_sha256, format_named, read_trace
+from benchmarks.traces.replay import ReplayPlan, Turn, build_plan
+
+LOOKAHEAD_S = 0.5  # first turns get their timer this long before they are due
+START_DELAY_S = 0.2  # the replay's time zero, after the scheduler is up
+BLOCK_SEED = 1_000_003
+PREFIX_SEED = 7_000_001
+BLOCK_CACHE = 4096
+
+
+def load_plan(path: str | Path, fmt: str | None = None, speedup: float = 1.0, sample: int | None = None) -> ReplayPlan:
+    """The replay plan of a trace file (its format detected unless given), with its SHA-256 recorded."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    trace_format = detect(path) if fmt is None else format_named(fmt)
+    source = {"file": path.name, "format": trace_format.name, "sha256": file_sha256(path)}
+    return build_plan(read_trace(path, trace_format), speedup=float(speedup), sample=sample, source=source)
+
+
+def lengths_from_trace(path: str | Path, fmt: str | None = None, sample: int = 10_000, seed: int = 0):
+    """(input, output) tokens of request i drawn from the trace's first `sample` requests (deterministic).
+
+    For the tests that take the trace's length distribution instead of fixed lengths."""
+    plan = load_plan(path, fmt, sample=sample)
+    pairs = [(turn.input_tokens, turn.output_tokens) for turn in plan.turns]
+    if not pairs:
+        raise ValueError("the trace has no request with an output")
+    order = np.random.default_rng(seed).permutation(len(pairs)).tolist()
+
+    def lengths(index: int) -> tuple[int, int]:
+        return pairs[order[index % len(order)]]
+
+    lengths.source = {**plan.source, "requests": len(pairs)}  # type: ignore[attr-defined]
+    return lengths
+
+
+@dataclass
+class Prompt:
+    """What one turn sends: a text (completions, or chat with one user message) or chat messages."""
+
+    text: str | None = None
+    messages: list[dict[str, str]] | None = None
+
+
+class PromptBuilder:
+    """Turns of a plan into prompts of the recorded lengths, with the trace's sharing (module docstring)."""
+
+    def __init__(self, prompts: PromptFactory, api: Api = "chat", block_tokens: int = 512) -> None:
+        self.prompts = prompts
+        self.api = api
+        self.block_tokens = block_tokens
+        self._blocks: OrderedDict[int, list[str]] = OrderedDict()
+        self._history: dict[int, Prompt] = {}  # session -> the last prompt sent (with its answer added later)
+
+    def _words(self, tokens: int, seed: int) -> str:
+        return self.prompts.text(tokens, seed=seed)
+
+    def _block(self, block_id: int, tokens: int) -> str:
+        words = self._blocks.get(block_id)
+        if words is None:
+            words = self._words(self.block_tokens, BLOCK_SEED + block_id).split()
+            self._blocks[block_id] = words
+            if len(self._blocks) > BLOCK_CACHE:
+                self._blocks.popitem(last=False)
+        else:
+            self._blocks.move_to_end(block_id)
+        count = min(self.prompts.word_count(tokens), len(words))
+        return " " + " ".join(words[:count])
+
+    def _fresh(self, turn: Turn) -> str:
+        if turn.hash_ids:
+            last = turn.input_tokens - self.block_tokens * (len(turn.hash_ids) - 1)
+            parts = [self._block(b, self.block_tokens) for b in turn.hash_ids[:-1]]
+            parts.append(self._block(turn.hash_ids[-1], max(last, 1)))
+            return "".join(parts)
+        if turn.prefix_key is not None and turn.prefix_tokens > 0:
+            seed = PREFIX_SEED + zlib.crc32(turn.prefix_key.encode())
+            rest = turn.input_tokens - turn.prefix_tokens
+            return self._words(turn.prefix_tokens, seed) + (self._words(rest, turn.line) if rest > 0 else "")
+        return self._words(turn.input_tokens, turn.line)
+
+    def prompt(self, turn: Turn) -> Prompt:
+        previous = self._history.get(turn.session) if turn.history_tokens else None
+        if previous is None:
+            text = self._fresh(turn)
+            prompt = Prompt(text=text) if self.api != "chat" else Prompt(messages=[{"role": "user", "content": text}])
+        else:
+            new = self._words(max(turn.new_tokens, 1), turn.line)
+            if self.api == "chat":
+                prompt = Prompt(messages=[*(previous.messages or []), {"role": "user", "content": new}])
+            else:
+                prompt = Prompt(text=(previous.text or "") + new)
+        self._history[turn.session] = prompt
+        return prompt
+
+    def answered(self, turn: Turn, record: RequestRecord, last_turn: bool) -> None:
+        """Add the engine's answer to the session's history (forgotten after the last turn)."""
+        if last_turn:
+            self._history.pop(turn.session, None)
+            return
+        prompt = self._history.get(turn.session)
+        if prompt is None:
+            return
+        if self.api == "chat":
+            prompt.messages = [*(prompt.messages or []), {"role": "assistant", "content": record.text}]
+        else:
+            prompt.text = (prompt.text or "") + record.text
+
+
+@dataclass
+class ReplayOutcome:
+    """What a replay produced: every turn's record, the send lateness and what the client held."""
+
+    records: list[tuple[Turn, RequestRecord]] = field(default_factory=list)
+    lateness_ms: list[float] = field(default_factory=list)
+    loop_lag_ms: list[float] = field(default_factory=list)
+    start: float = 0.0  # perf_counter of the replay's time zero
+    end: float = 0.0
+    peak_in_flight: int = 0
+    in_flight_area: float = 0.0  # request-seconds in flight (achieved concurrency = area / duration)
+    cancelled: bool = False
+    unsent: int = 0  # turns never sent (cancelled, or their session stopped)
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.end - self.start, 0.0)
+
+    def lateness_p99_ms(self) -> float | None:
+        return percentile(self.lateness_ms, 99)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (the load client's definition)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(max(math.ceil(q / 100.0 * len(ordered)) - 1, 0), len(ordered) - 1)]
+
+
+def _cancel_requested(cancel: Any) -> bool:
+    if cancel is None:
+        return False
+    return bool(cancel.is_set() if hasattr(cancel, "is_set") else cancel())
+
+
+async def run_replay(
+    client: OpenAIClient,
+    plan: ReplayPlan,
+    make_spec: Callable[[Turn, Prompt], RequestSpec],
+    builder: PromptBuilder,
+    cancel: Any = None,
+    progress: Callable[[dict[str, Any]], Any] | None = None,
+    on_record: Callable[[Turn, RequestRecord], Any] | None = None,
+    progress_interval_s: float = 1.0,
+    drain_timeout_s: float = 120.0,
+) -> ReplayOutcome:
+    """Send every turn of `plan` at its time (module docstring); returns when all are answered or cancelled."""
+    loop = asyncio.get_running_loop()
+    perf = time.perf_counter
+    outcome = ReplayOutcome()
+    total = plan.requests
+    first_turns = plan.first_turns()
+    sessions = plan.sessions
+    done = asyncio.Event()
+    state = {"sent": 0, "finished": 0, "in_flight": 0, "last_change": 0.0}
+    tasks: set[asyncio.Task] = set()
+    handles: set[asyncio.TimerHandle] = set()
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-replay")
+    loop_minus_perf = loop.time() - perf()
+    outcome.start = perf() + START_DELAY_S
+    state["last_change"] = outcome.start
+
+    def account(now: float, delta: int) -> None:
+        if now > state["last_change"]:
+            outcome.in_flight_area += state["in_flight"] * (now - state["last_change"])
+        state["last_change"] = max(now, state["last_change"])
+        state["in_flight"] += delta
+        outcome.peak_in_flight = max(outcome.peak_in_flight, state["in_flight"])
+
+    def finish_one() -> None:
+        state["finished"] += 1
+        if state["finished"] >= total:
+            done.set()
+
+    def schedule(turn: Turn, due: float) -> None:
+        handle = loop.call_at(due + loop_minus_perf, launch, turn, due)
+        handles.add(handle)
+
+    def launch(turn: Turn, due: float) -> None:
+        if done.is_set():
+            return
+        now = perf()
+        outcome.lateness_ms.append((now - due) * 1000.0)
+        state["sent"] += 1
+        account(now, +1)
+        task = loop.create_task(one(turn))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def one(turn: Turn) -> None:
+        record = RequestRecord()
+        session = sessions[turn.session]
+        last = turn.index + 1 >= len(session.turns)
+        try:
+            spec = make_spec(turn, builder.prompt(turn))
+            await client.send(spec, record)
+        except asyncio.CancelledError:
+            record.error_class = record.error_class or "cancelled"
+            raise
+        finally:
+            now = perf()
+            account(now, -1)
+            outcome.records.append((turn, record))
+            if on_record is not None:
+                on_record(turn, record)
+            if not done.is_set():
+                builder.answered(turn, record, last)
+                if not last:
+                    following = session.turns[turn.index + 1]
+                    schedule(following, max(record.end_time or now, now) + following.gap_s)
+            finish_one()
+
+    async def feeder() -> None:
+        for turn in first_turns:
+            due = outcome.start + turn.offset_s
+            wait = due - perf() - LOOKAHEAD_S
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(done.wait(), timeout=wait)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+            if done.is_set():
+                return
+            schedule(turn, due)
+
+    async def call_progress(payload: dict[str, Any]) -> None:
+        if progress is None:
+            return
+        if inspect.iscoroutinefunction(progress):
+            await progress(payload)
+        else:
+            await loop.run_in_executor(executor, progress, payload)
+
+    def payload(now: float) -> dict[str, Any]:
+        return {
+            "phase": "replay",
+            "percent": round(100.0 * state["finished"] / max(total, 1), 1),
+            "requests_done": state["finished"],
+            "in_flight": state["in_flight"],
+            "elapsed_s": round(now - outcome.start, 3),
+            "send_lateness_ms_p99": percentile(outcome.lateness_ms[-2000:], 99),
+        }
+
+    async def watcher() -> None:
+        tick = 0.2
+        expected = perf() + tick
+        next_progress = perf()
+        pending: asyncio.Task | None = None
+        while not done.is_set():
+            await asyncio.sleep(tick)
+            now = perf()
+            outcome.loop_lag_ms.append(max(now - expected, 0.0) * 1000.0)
+            expected = now + tick
+            if _cancel_requested(cancel):
+                outcome.cancelled = True
+                done.set()
+                break
+            if progress is not None and now >= next_progress and (pending is None or pending.done()):
+                pending = loop.create_task(call_progress(payload(now)))
+                next_progress = now + progress_interval_s
+
+    if total == 0:
+        outcome.end = outcome.start
+        return outcome
+    feed = loop.create_task(feeder())
+    watch = loop.create_task(watcher())
+    try:
+        await done.wait()
+        if outcome.cancelled:
+            for handle in handles:
+                handle.cancel()
+            for task in list(tasks):
+                task.cancel()
+        if tasks:
+            await asyncio.wait(set(tasks), timeout=drain_timeout_s if not outcome.cancelled else 5.0)
+    finally:
+        for handle in handles:
+            handle.cancel()
+        for task in (feed, watch, *tasks):
+            task.cancel()
+        for task in (feed, watch):
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        outcome.end = (
+            max((r.end_time or r.send_time or outcome.start) for _t, r in outcome.records)
+            if outcome.records
+            else perf()
+        )
+        account(max(outcome.end, state["last_change"]), 0)
+        outcome.unsent = total - state["sent"]
+        final = payload(perf())
+        final["phase"] = "replay:cancelled" if outcome.cancelled else "replay:done"
+        try:
+            await call_progress(final)
+        finally:
+            executor.shutdown(wait=False)
+    return outcome
