@@ -11,6 +11,7 @@ from typing import Any
 
 from benchmarks.harness.engine_streams import SHAPES
 from benchmarks.simulator.config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
+from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=SHAPES,
         help="whose SSE stream to write, byte for byte (vllm, sglang or tgi)",
     )
-    parser.add_argument("--trace", default=None, help="run this CSV/JSONL trace offline instead of serving")
+    parser.add_argument(
+        "--trace",
+        default=None,
+        help="run this trace offline instead of serving: the simulator's CSV/JSONL, or a production trace "
+        "(kvselect, mooncake, azure, burstgpt)",
+    )
+    parser.add_argument(
+        "--format", dest="trace_format", default=None, choices=sorted(TRACE_FORMATS), help="the trace's format"
+    )
+    parser.add_argument(
+        "--speedup", type=float, default=1.0, help="offline: divide the trace's clock (2: twice the rate)"
+    )
+    parser.add_argument("--sample", type=int, default=None, help="offline: only the first N requests of the trace")
     parser.add_argument("--out", default=None, help="offline: write the native JSON result here")
 
 
@@ -158,13 +171,28 @@ def run(options: dict[str, Any], stdout=sys.stdout) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if options.get("trace"):
-        from benchmarks.simulator.offline import run_trace_file
+        from benchmarks.simulator.offline import TraceError, run_trace_file
 
-        result = run_trace_file(options["trace"], config, options.get("out"))
+        speedup, sample = options.get("speedup") or 1.0, options.get("sample")
+        if not speedup > 0:
+            print(f"error: --speedup: must be positive, got {speedup}", file=sys.stderr)
+            return 2
+        if sample is not None and sample < 1:
+            print(f"error: --sample: must be a positive number of requests, got {sample}", file=sys.stderr)
+            return 2
+        try:
+            result = run_trace_file(
+                options["trace"], config, options.get("out"), None, options.get("trace_format"), speedup, sample
+            )
+        except (TraceError, OSError) as exc:
+            print(f"error: --trace: {exc}", file=sys.stderr)
+            return 2
         point = result.points[0]
         summary = {
             "evidence": result.evidence,
             "profile": config.profile,
+            "speedup": speedup,
+            "requests": result.metadata.get("trace_requests"),
             "requests_completed": point.requests_completed,
             "requests_failed": point.requests_failed,
             "duration_s": point.duration_s,

@@ -17,6 +17,15 @@ Trace format (CSV with a header, or JSONL with one object per line). Columns:
 - `prefix_id`, `prefix_tokens`: optional; requests with the same prefix id share their first
   `prefix_tokens` tokens (a system prompt)
 - `request_id`: optional (defaults to the line number)
+
+Production traces in the formats of `benchmarks.traces` (kvselect's request log, Mooncake, Azure
+LLM inference, BurstGPT) run too: `load_trace(path, format=None, speedup=1.0, sample=None)`
+detects them, builds the same replay plan the load client uses (`benchmarks.traces.replay`) and
+runs its requests at their recorded arrivals divided by `speedup` ("what if 2x the traffic":
+`--speedup 2`). Sessions keep their KV history across turns, prefix groups share their blocks,
+and Mooncake's `hash_ids` become block keys (equal id, equal 512-token block), so the simulated
+prefix-cache hits follow the trace's own sharing. Offline, a later turn arrives at its recorded
+time (the replay against an endpoint waits for the answer instead).
 """
 
 from __future__ import annotations
@@ -32,6 +41,9 @@ from typing import Any, Iterable
 from benchmarks.result import REQUEST_COLUMNS, SIMULATED, LoadPoint, NormalizedResult, Stats
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.engine import Engine, EngineError, KeySpace, Sequence
+from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, read_head, read_trace
+from benchmarks.traces.formats import TraceError as TraceFormatError
+from benchmarks.traces.replay import ReplayPlan, build_plan
 
 TOOL = "kvsim"
 TOOL_VERSION = "1"
@@ -51,6 +63,26 @@ class TraceRecord:
     prefix_id: Any = None
     prefix_tokens: int = 0
     request_id: Any = None
+    hash_ids: tuple[int, ...] | None = None  # Mooncake block hashes (MOONCAKE_BLOCK_TOKENS tokens each)
+
+
+class HashIdKeys:
+    """Block keys from a trace's block hashes: a simulator block inside trace block j is keyed by
+    (hash_ids[j], its position in that block), so equal ids share cache; blocks past the hashed
+    prompt (the outputs) are the request's own."""
+
+    __slots__ = ("hash_ids", "own", "trace_block")
+
+    def __init__(self, hash_ids: tuple[int, ...], own: int, trace_block: int = MOONCAKE_BLOCK_TOKENS) -> None:
+        self.hash_ids, self.own, self.trace_block = hash_ids, own, trace_block
+
+    def block_keys(self, start: int, stop: int, block_size: int) -> list[Any]:
+        keys: list[Any] = []
+        per = max(self.trace_block // block_size, 1)
+        for index in range(start, stop):
+            j, within = divmod(index, per)
+            keys.append(("h", self.hash_ids[j], within) if j < len(self.hash_ids) else ("o", self.own, index))
+        return keys
 
 
 _ALIASES = {
@@ -95,9 +127,55 @@ def _record(row: dict[str, Any], line: int) -> TraceRecord:
     )
 
 
-def load_trace(path: str | Path) -> list[TraceRecord]:
-    """Read a CSV or JSONL trace (by extension; `.jsonl`/`.json` is JSONL), sorted by arrival."""
+_SIMULATOR_COLUMNS = {"arrival_s", "arrival", "prefix_id", "prompt_tokens", "max_tokens"}
+
+
+def load_trace(
+    path: str | Path, format: str | None = None, speedup: float = 1.0, sample: int | None = None
+) -> list[TraceRecord]:
+    """Read a trace, sorted by arrival: the simulator's own CSV/JSONL (above), or a production trace
+    (`benchmarks.traces`: its format detected unless given), scaled by `speedup`, cut to `sample`."""
     path = Path(path)
+    if format is None:
+        try:
+            own = bool(_SIMULATOR_COLUMNS & set(read_head(path).keys))
+        except TraceFormatError:
+            own = True  # let the simulator's reader say what is wrong
+        if own:
+            records = _load_own(path)
+            if speedup != 1.0:
+                for record in records:
+                    record.arrival_s /= speedup
+            return records[:sample] if sample else records
+    try:
+        plan = build_plan(read_trace(path, format), speedup=speedup, sample=sample)
+    except (TraceFormatError, ValueError) as exc:
+        raise TraceError(str(exc)) from None
+    return records_from_plan(plan)
+
+
+def records_from_plan(plan: ReplayPlan) -> list[TraceRecord]:
+    """The plan's turns as offline records: each at its recorded (scaled) arrival."""
+    records = []
+    for session in plan.sessions:
+        for turn in session.turns:
+            records.append(
+                TraceRecord(
+                    arrival_s=turn.offset_s,
+                    input_tokens=turn.input_tokens,
+                    output_tokens=turn.output_tokens,
+                    session_id=f"s{turn.session}" if len(session.turns) > 1 else None,
+                    prefix_id=turn.prefix_key,
+                    prefix_tokens=turn.prefix_tokens,
+                    request_id=turn.request_id,
+                    hash_ids=turn.hash_ids,
+                )
+            )
+    records.sort(key=lambda r: r.arrival_s)
+    return records
+
+
+def _load_own(path: Path) -> list[TraceRecord]:
     records = []
     with path.open(newline="", encoding="utf-8") as handle:
         if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
@@ -169,12 +247,13 @@ def simulate(records: list[TraceRecord], config: SimConfig, sample_interval_s: f
             now = records[index].arrival_s
         while index < count and records[index].arrival_s <= now:
             r = records[index]
+            keys = (
+                HashIdKeys(r.hash_ids, space.base())
+                if r.hash_ids
+                else space.keys(r.prefix_id, r.prefix_tokens, r.session_id)
+            )
             seq = Sequence(
-                index if r.request_id is None else r.request_id,
-                r.input_tokens,
-                r.output_tokens,
-                r.arrival_s,
-                space.keys(r.prefix_id, r.prefix_tokens, r.session_id),
+                index if r.request_id is None else r.request_id, r.input_tokens, r.output_tokens, r.arrival_s, keys
             )
             sequences.append(seq)
             try:
@@ -297,10 +376,17 @@ def _result(records, sequences, errors, engine, series, steps, elapsed, config) 
 
 
 def run_trace_file(
-    trace: str | Path, config: SimConfig, out: str | Path | None = None, sample_interval_s: float | None = None
+    trace: str | Path,
+    config: SimConfig,
+    out: str | Path | None = None,
+    sample_interval_s: float | None = None,
+    format: str | None = None,
+    speedup: float = 1.0,
+    sample: int | None = None,
 ) -> NormalizedResult:
     """Load, simulate and (optionally) write the native JSON result."""
-    result = simulate(load_trace(trace), config, sample_interval_s)
+    result = simulate(load_trace(trace, format, speedup, sample), config, sample_interval_s)
+    result.metadata["trace"] = {"file": Path(trace).name, "format": format, "speedup": speedup, "sample": sample}
     if out is not None:
         Path(out).write_text(json.dumps(result.to_native(), indent=None, default=str), encoding="utf-8")
     return result
