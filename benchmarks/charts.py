@@ -434,7 +434,69 @@ def capacity_memory_vs_context(
     return _render(fig, title, simulated)
 
 
+@_chart
+def length_distribution(
+    histograms: Mapping[str, Mapping[str, Sequence[Any]]],
+    title: str = "Input and output lengths",
+    simulated: bool = False,
+) -> str:
+    """Requests per length bin (log-spaced token bins), one panel per histogram, side by side.
+
+    histograms: label -> {"edges": [e0, e1, ... en], "counts": [c0 ... c(n-1)]} (bin i is [e_i, e_i+1)).
+    """
+    _check_series("histograms", histograms)
+    fig, axes = _figure(title, simulated, size=(8.0, 3.4), ncols=len(histograms))
+    for i, (ax, (label, data)) in enumerate(zip(axes, histograms.items(), strict=True)):
+        edges = [_num(e) for e in data.get("edges", [])]
+        counts = [_num(c) for c in data.get("counts", [])]
+        if counts and len(edges) != len(counts) + 1:
+            raise ChartInputError(
+                f"histograms[{label!r}]: {len(edges)} edges for {len(counts)} counts (need one more edge)"
+            )
+        if counts:
+            widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+            ax.bar(edges[:-1], counts, width=widths, align="edge", color=_colour(i), edgecolor="white", linewidth=0.3)
+            ax.set_xscale("log")
+        else:
+            ax.text(0.5, 0.5, _("n/a"), ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel(_("tokens"))
+        ax.set_ylabel(_("requests"))
+    return _render(fig, title, simulated)
+
+
+@_chart
+def arrival_rate(
+    points: Sequence[Sequence[Any]],
+    title: str = "Arrivals over time",
+    mean_rps: float | None = None,
+    simulated: bool = False,
+) -> str:
+    """Requests per second (averaged per bin) against time since the first request; the mean dashed.
+
+    points: [(t_s, requests_per_second), ...].
+    """
+    xs, ys = _pairs("points", points)
+    fig, (ax,) = _figure(title, simulated)
+    ax.plot(xs, ys, color=_colour(0), linewidth=1, label=_("arrivals"))
+    if mean_rps is not None:
+        ax.axhline(
+            mean_rps,
+            color="#000000",
+            linestyle="dashed",
+            linewidth=1,
+            label=_("mean %(rate)s req/s") % {"rate": f"{mean_rps:.3g}"},
+        )
+    ax.set_xlabel(_("time since the first request (s)"))
+    ax.set_ylabel(_("requests per second"))
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    return _render(fig, title, simulated)
+
+
 CHARTS = {
+    "length_distribution": length_distribution,
+    "arrival_rate": arrival_rate,
     "dimension_bars": dimension_bars,
     "latency_vs_concurrency": latency_vs_concurrency,
     "kv_usage_over_time": kv_usage_over_time,

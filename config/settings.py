@@ -195,6 +195,9 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 KVSELECT_ALLOWED_TARGETS = env_list("KVSELECT_ALLOWED_TARGETS", "127.0.0.1,localhost,::1")
 KVSELECT_MAX_UPLOAD_BYTES = int(os.environ.get("KVSELECT_MAX_UPLOAD_BYTES", str(200 * 1024 * 1024)))
 KVSELECT_SYNC_PARSE_BYTES = int(os.environ.get("KVSELECT_SYNC_PARSE_BYTES", str(8 * 1024 * 1024)))
+# Production traces uploaded on the page are read in the request (streamed); larger ones go through
+# `manage.py import-trace` on the server.
+KVSELECT_MAX_TRACE_UPLOAD_BYTES = int(os.environ.get("KVSELECT_MAX_TRACE_UPLOAD_BYTES", str(200 * 1024 * 1024)))
 # OpenType font for signer names outside Latin-1 in signature stamps; unset = Noto Sans CJK SC
 # extracted from Debian's fonts-noto-cjk into var/cache/fonts
 KVSELECT_STAMP_FONT = os.environ.get("KVSELECT_STAMP_FONT", "")

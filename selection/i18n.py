@@ -86,6 +86,7 @@ DOMAIN_NAMES.update(
         "Context length": _("Context length"),
         "Input tokens": _("Input tokens"),
         "Output tokens": _("Output tokens"),
+        "Prefix sharing": _("Prefix sharing"),
         "Multi-turn": _("Multi-turn"),
         "Latency budget": _("Latency budget"),
         "Throughput target": _("Throughput target"),

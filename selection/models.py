@@ -126,16 +126,28 @@ class Constraints(models.Model):
     peak_concurrency = models.PositiveIntegerField(
         _("peak concurrent requests"), validators=[MinValueValidator(1), MaxValueValidator(1_000_000)]
     )
+    p95_concurrency = models.PositiveIntegerField(
+        _("p95 concurrent requests"), null=True, blank=True, validators=[MaxValueValidator(1_000_000)]
+    )
     request_rate = models.FloatField(
         _("request rate (req/s)"), null=True, blank=True, validators=[MinValueValidator(0)]
     )
+    tenants = models.PositiveIntegerField(_("tenants"), null=True, blank=True)
     avg_input_tokens = models.PositiveIntegerField(_("average input tokens"), validators=[MinValueValidator(1)])
     p95_input_tokens = models.PositiveIntegerField(_("p95 input tokens"), null=True, blank=True)
     max_input_tokens = models.PositiveIntegerField(
         _("max input tokens"), validators=[MinValueValidator(1), MaxValueValidator(10_000_000)]
     )
     avg_output_tokens = models.PositiveIntegerField(_("average output tokens"), validators=[MinValueValidator(1)])
+    p95_output_tokens = models.PositiveIntegerField(_("p95 output tokens"), null=True, blank=True)
     max_output_tokens = models.PositiveIntegerField(_("max output tokens"), validators=[MinValueValidator(1)])
+    prefix_sharing_ratio = models.FloatField(
+        _("prefix-sharing ratio"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        help_text=_("Share of input tokens that repeat a prefix already sent (system prompts, earlier turns)."),
+    )
     multi_turn = models.BooleanField(_("multi-turn"), default=False)
     average_turns = models.FloatField(
         _("average turns per session"), null=True, blank=True, validators=[MinValueValidator(1)]
@@ -205,6 +217,39 @@ class Constraints(models.Model):
         if data.get("cost_per_gpu_hour") is not None:
             data["cost_per_gpu_hour"] = float(data["cost_per_gpu_hour"])
         return data
+
+
+class TraceImport(models.Model):
+    """A production request log imported on a selection: the file, its SHA-256, its statistics and the
+    one-pager it proposes (benchmarks.traces). Accepting the proposal writes it into the constraints."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed", _("Proposed")
+        ACCEPTED = "accepted", _("Accepted")
+
+    selection = models.ForeignKey(Selection, on_delete=models.CASCADE, related_name="traces")
+    file = models.FileField(upload_to="traces/", max_length=300)
+    name = models.CharField(_("file name"), max_length=255)
+    sha256 = models.CharField(max_length=64, db_index=True)
+    size_bytes = models.PositiveBigIntegerField()
+    format = models.CharField(max_length=20)
+    rows = models.PositiveBigIntegerField()
+    statistics = models.JSONField()
+    proposal = models.JSONField(help_text="[{field, value, basis}] in the one-pager's order")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PROPOSED)
+    imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    imported_at = models.DateTimeField(auto_now_add=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    accepted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-imported_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["selection", "sha256"], name="unique_trace_per_selection")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.sha256[:12]})"
 
 
 class CriterionWeight(models.Model):

@@ -12,6 +12,7 @@ from selection.capacity import views as capacity_views
 from selection.records import views as record_views
 from selection.scoring import views as scoring_views
 from selection.setup import views as setup_views
+from selection.traces import views as trace_views
 
 app_name = "selection"
 
@@ -21,6 +22,9 @@ urlpatterns = [
     path("selections/new/", setup_views.selection_create, name="create"),
     path("selections/<int:pk>/", setup_views.selection_detail, name="detail"),
     path("selections/<int:pk>/constraints/", setup_views.constraints_edit, name="constraints"),
+    path("selections/<int:pk>/traces/", trace_views.traces, name="traces"),
+    path("selections/<int:pk>/traces/<int:trace_pk>/", trace_views.trace_detail, name="trace"),
+    path("selections/<int:pk>/traces/<int:trace_pk>/accept/", trace_views.trace_accept, name="trace-accept"),
     path("selections/<int:pk>/scenario/", setup_views.scenario, name="scenario"),
     path("selections/<int:pk>/scenario/accept/", setup_views.scenario_accept, name="scenario-accept"),
     path("selections/<int:pk>/gates/", setup_views.gates, name="gates"),

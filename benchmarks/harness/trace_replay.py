@@ -88,10 +88,24 @@ class PromptBuilder:
         self.api = api
         self.block_tokens = block_tokens
         self._blocks: OrderedDict[int, list[str]] = OrderedDict()
+        self._prefixes: OrderedDict[tuple[str, int], str] = OrderedDict()
         self._history: dict[int, Prompt] = {}  # session -> the last prompt sent (with its answer added later)
+        self._vocabulary = np.asarray(prompts.words, dtype=object)
 
     def _words(self, tokens: int, seed: int) -> str:
-        return self.prompts.text(tokens, seed=seed)
+        """`tokens` tokens of words (the factory's vocabulary and word count), a pure function of the seed."""
+        count = self.prompts.word_count(tokens)
+        picks = np.random.default_rng(seed).integers(0, len(self._vocabulary), count)
+        return " " + " ".join(self._vocabulary[picks].tolist())
+
+    def _prefix(self, key: str, tokens: int) -> str:
+        cached = self._prefixes.get((key, tokens))
+        if cached is None:
+            cached = self._words(tokens, PREFIX_SEED + zlib.crc32(key.encode()))
+            self._prefixes[(key, tokens)] = cached
+            if len(self._prefixes) > BLOCK_CACHE:
+                self._prefixes.popitem(last=False)
+        return cached
 
     def _block(self, block_id: int, tokens: int) -> str:
         words = self._blocks.get(block_id)
@@ -112,9 +126,9 @@ class PromptBuilder:
             parts.append(self._block(turn.hash_ids[-1], max(last, 1)))
             return "".join(parts)
         if turn.prefix_key is not None and turn.prefix_tokens > 0:
-            seed = PREFIX_SEED + zlib.crc32(turn.prefix_key.encode())
             rest = turn.input_tokens - turn.prefix_tokens
-            return self._words(turn.prefix_tokens, seed) + (self._words(rest, turn.line) if rest > 0 else "")
+            prefix = self._prefix(turn.prefix_key, turn.prefix_tokens)
+            return prefix + (self._words(rest, turn.line) if rest > 0 else "")
         return self._words(turn.input_tokens, turn.line)
 
     def prompt(self, turn: Turn) -> Prompt:

@@ -5,8 +5,9 @@ The bounds are generous (a real deployment is far inside them) and only stop typ
 absurd values (10^12 GPUs, a 30-year latency budget) before they reach the capacity model, the
 validation plan or a signed record. Rules between fields:
 
-* constraints: averages and p95s do not exceed their maximums; never-swapped sessions do not
-  exceed the concurrent sessions (and need them); the TTFT budget fits in the end-to-end budget;
+* constraints: averages and p95s do not exceed their maximums (the p95 concurrency its peak);
+  never-swapped sessions do not exceed the concurrent sessions (and need them); the TTFT budget
+  fits in the end-to-end budget;
 * candidates: tensor parallelism does not exceed the GPU count, the GPU count does not exceed the
   selection's GPU budget, the KV precision is one the engine offers and the constraints allow,
   labels are unique within a selection (see ``selection.candidates.services``);
@@ -23,13 +24,17 @@ from typing import Any, Mapping
 # field -> (lowest, highest), inclusive. The one table of bounds; units are in the field names.
 CONSTRAINT_BOUNDS: dict[str, tuple[float, float]] = {
     "peak_concurrency": (1, 1_000_000),
+    "p95_concurrency": (0, 1_000_000),
     "request_rate": (0, 1_000_000),  # req/s
+    "tenants": (1, 10_000_000),
     "throughput_target_tokens_s": (0, 1_000_000_000),
     "avg_input_tokens": (1, 10_000_000),
     "p95_input_tokens": (1, 10_000_000),
     "max_input_tokens": (1, 10_000_000),
     "avg_output_tokens": (1, 1_000_000),
+    "p95_output_tokens": (1, 1_000_000),
     "max_output_tokens": (1, 1_000_000),
+    "prefix_sharing_ratio": (0, 1),  # share of input tokens
     "average_turns": (1, 10_000),
     "idle_seconds_between_turns": (0, 30 * 86_400),  # a month
     "concurrent_sessions": (1, 100_000_000),
@@ -53,6 +58,8 @@ NOT_ABOVE = (
     ("avg_input_tokens", "max_input_tokens"),
     ("p95_input_tokens", "max_input_tokens"),
     ("avg_output_tokens", "max_output_tokens"),
+    ("p95_output_tokens", "max_output_tokens"),
+    ("p95_concurrency", "peak_concurrency"),
     ("never_swap_sessions", "concurrent_sessions"),
     ("ttft_p95_ms", "e2e_p95_ms"),
 )

@@ -75,7 +75,9 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         (
             _("Concurrency"),
             _("peak %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"}
-            + (f", {c.request_rate:g} req/s" if c.request_rate else ""),
+            + (_(", p95 %(n)s") % {"n": f"{c.p95_concurrency:,}"} if c.p95_concurrency is not None else "")
+            + (f", {c.request_rate:g} req/s" if c.request_rate else "")
+            + (_(", %(n)s tenants") % {"n": c.tenants} if c.tenants else ""),
         ),
         (
             _("Input tokens"),
@@ -84,7 +86,14 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         ),
         (
             _("Output tokens"),
-            _("average %(avg)s, max %(max)s") % {"avg": f"{c.avg_output_tokens:,}", "max": f"{c.max_output_tokens:,}"},
+            _("average %(avg)s, max %(max)s") % {"avg": f"{c.avg_output_tokens:,}", "max": f"{c.max_output_tokens:,}"}
+            + (_(", p95 %(n)s") % {"n": f"{c.p95_output_tokens:,}"} if c.p95_output_tokens is not None else ""),
+        ),
+        (
+            _("Prefix sharing"),
+            _("%(pct)s of input tokens repeat a prefix already sent") % {"pct": f"{c.prefix_sharing_ratio:.0%}"}
+            if c.prefix_sharing_ratio is not None
+            else "—",
         ),
         (
             _("Multi-turn"),

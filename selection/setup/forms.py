@@ -19,11 +19,23 @@ from selection.web import AccessibleErrorsMixin, bound_numbers
 
 # The one-pager's sections, in the order an architect thinks about them.
 CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
-    ("traffic", _("Traffic"), ["peak_concurrency", "request_rate", "throughput_target_tokens_s"]),
+    (
+        "traffic",
+        _("Traffic"),
+        ["peak_concurrency", "p95_concurrency", "request_rate", "throughput_target_tokens_s", "tenants"],
+    ),
     (
         "context",
         _("Context"),
-        ["avg_input_tokens", "p95_input_tokens", "max_input_tokens", "avg_output_tokens", "max_output_tokens"],
+        [
+            "avg_input_tokens",
+            "p95_input_tokens",
+            "max_input_tokens",
+            "avg_output_tokens",
+            "p95_output_tokens",
+            "max_output_tokens",
+            "prefix_sharing_ratio",
+        ],
     ),
     (
         "multi_turn",
@@ -39,7 +51,11 @@ CONSTRAINT_FIELDS = [name for _key, _title, names in CONSTRAINT_GROUPS for name 
 # Units shown next to each input (the model's labels name the quantity).
 CONSTRAINT_UNITS = {
     "peak_concurrency": _("requests"),
+    "p95_concurrency": _("requests"),
     "request_rate": _("req/s"),
+    "tenants": _("tenants"),
+    "p95_output_tokens": _("tokens"),
+    "prefix_sharing_ratio": _("0-1"),
     "throughput_target_tokens_s": _("output tokens/s"),
     "avg_input_tokens": _("tokens"),
     "p95_input_tokens": _("tokens"),

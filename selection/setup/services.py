@@ -42,10 +42,11 @@ def create_selection(
 
 
 @transaction.atomic
-def save_constraints(*, selection: Selection, user, data: dict[str, Any]) -> Constraints:
+def save_constraints(*, selection: Selection, user, data: dict[str, Any], justification: str = "") -> Constraints:
     """Create or update the one-pager, re-infer the scenario, and reset preset weights.
 
-    Weights the architect edited are kept; preset weights follow the new scenario mix.
+    Weights the architect edited are kept; preset weights follow the new scenario mix. The
+    justification goes with every field's audit entry (a trace's proposal: "from trace <sha256>").
     """
     require_editor(user, selection)
     selection = Selection.objects.select_for_update().get(pk=selection.pk)
@@ -59,7 +60,7 @@ def save_constraints(*, selection: Selection, user, data: dict[str, Any]) -> Con
     new = constraints.as_domain()
     changed = {k: (old.get(k) if old else None, v) for k, v in new.items() if not old or old.get(k) != v}
     for field, (before, after) in changed.items():
-        audit(selection, user, "constraints.changed", field=field, old=before, new=after)
+        audit(selection, user, "constraints.changed", field=field, old=before, new=after, justification=justification)
     _infer_and_apply(selection, user, new)
     return constraints
 

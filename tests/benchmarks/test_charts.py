@@ -38,6 +38,14 @@ SAMPLES = {
     "capacity_memory_vs_context": lambda sim: charts.capacity_memory_vs_context(
         [4096, 16384, 131072], {"weights + KV @ 16": [20, 30, 100]}, 80, headroom=0.2, simulated=sim
     ),
+    "length_distribution": lambda sim: charts.length_distribution(
+        {
+            "input tokens": {"edges": [1, 10, 100, 1000], "counts": [5, 50, 20]},
+            "output tokens": {"edges": [], "counts": []},
+        },
+        simulated=sim,
+    ),
+    "arrival_rate": lambda sim: charts.arrival_rate([(0, 4.0), (60, 9.0), (120, 2.0)], mean_rps=5.0, simulated=sim),
 }
 
 EXPECTED_TEXT = {
@@ -57,6 +65,8 @@ EXPECTED_TEXT = {
     "prefix_on_off": ["prefix caching off", "prefix caching on", "theoretical with reuse", "KV memory (GiB)"],
     "soak_drift": ["elapsed (h)", "TTFT p99 (ms)", "vLLM"],
     "capacity_memory_vs_context": ["GPU memory 80 GiB", "20% headroom line 64.0 GiB", "memory (GiB)", "4K", "128K"],
+    "length_distribution": ["input tokens", "output tokens", "tokens", "requests", "n/a"],
+    "arrival_rate": ["time since the first request (s)", "requests per second", "mean 5 req/s"],
 }
 
 

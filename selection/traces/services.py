@@ -1,0 +1,149 @@
+"""Import a production trace on a selection, and accept the one-pager it proposes.
+
+The parsing, statistics and proposal are `benchmarks.traces` (pure); here: who may, the stored
+file with its SHA-256 (the same file twice is the same import), one transaction per write, the
+audit trail ("from trace <sha256>" on every constraint the proposal changed).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from django.core.exceptions import ValidationError
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from benchmarks.traces.formats import TraceError, detect, file_sha256, format_named, read_trace
+from benchmarks.traces.proposal import proposal_values, propose_constraints
+from benchmarks.traces.stats import ServiceModel, trace_statistics
+from selection.audit import audit, jsonable
+from selection.models import Constraints, Selection, TraceImport
+from selection.selectors import require_editor
+from selection.setup.services import save_constraints
+
+logger = logging.getLogger(__name__)
+DEFAULT_SERVICE = ServiceModel()
+
+
+def service_model_for(selection: Selection) -> ServiceModel:
+    """How long a request without an observed latency is held in flight: the selection's latency
+    budget when it has one (the concurrency the engine must hold if it answers within budget)."""
+    constraints = Constraints.objects.filter(selection=selection).first()
+    if constraints is None:
+        return DEFAULT_SERVICE
+    return ServiceModel(
+        ttft_ms=constraints.ttft_p95_ms or DEFAULT_SERVICE.ttft_ms,
+        tpot_ms=constraints.tpot_p95_ms or DEFAULT_SERVICE.tpot_ms,
+    )
+
+
+def import_trace(
+    *,
+    selection: Selection,
+    user,
+    path: str | Path,
+    name: str | None = None,
+    format: str | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+) -> tuple[TraceImport, bool]:
+    """Read the trace at `path` whole (nothing is stored unless it all reads), store it with its
+    statistics and proposal. Returns (import, created); the same file again returns the first import."""
+    require_editor(user, selection)
+    path = Path(path)
+    name = (name or path.name)[:255]
+    sha256 = file_sha256(path)
+    existing = TraceImport.objects.filter(selection=selection, sha256=sha256).first()
+    if existing is not None:
+        return existing, False
+    try:
+        trace_format = detect(path) if not format else format_named(format)
+        statistics = trace_statistics(
+            read_trace(path, trace_format), service=service_model_for(selection), progress=progress
+        )
+    except TraceError as exc:
+        raise ValidationError({"file": str(exc)}) from exc
+    except OSError as exc:
+        raise ValidationError({"file": f"{name}: cannot read ({exc.strerror or exc})"}) from exc
+    if statistics["rows"] == 0:
+        raise ValidationError({"file": f"{name}: the trace has no request"})
+    trace = TraceImport(
+        selection=selection,
+        name=name,
+        sha256=sha256,
+        size_bytes=path.stat().st_size,
+        format=trace_format.name,
+        rows=statistics["rows"],
+        statistics=jsonable(statistics),
+        proposal=jsonable(propose_constraints(statistics)),
+        imported_by=user,
+    )
+    suffix = "".join(path.suffixes[-2:]) if path.suffix.lower() == ".gz" else path.suffix
+    stored = ""
+    try:
+        with transaction.atomic():
+            with path.open("rb") as handle:
+                trace.file.save(f"{selection.pk}/{sha256}{suffix.lower()}", File(handle), save=False)
+            stored = trace.file.name
+            trace.save()
+            audit(
+                selection,
+                user,
+                "trace.imported",
+                field=f"trace:{sha256[:12]}",
+                new={"sha256": sha256, "format": trace_format.name, "rows": statistics["rows"], "name": name},
+            )
+    except IntegrityError:
+        _discard(stored)
+        existing = TraceImport.objects.filter(selection=selection, sha256=sha256).first()
+        if existing is not None:  # the same file imported at the same moment
+            return existing, False
+        raise
+    except BaseException:
+        _discard(stored)
+        raise
+    return trace, True
+
+
+@transaction.atomic
+def accept_trace_proposal(*, trace: TraceImport, user) -> Constraints:
+    """Write the trace's proposal into the one-pager; every changed field is audited "from trace <sha256>"."""
+    selection = trace.selection
+    require_editor(user, selection)
+    if not Constraints.objects.filter(selection=selection).exists():
+        raise ValidationError(
+            {
+                "constraints": "fill in the one-pager first (hardware, model, latency budget, team): "
+                "a trace proposes only the traffic fields"
+            }
+        )
+    constraints = save_constraints(
+        selection=selection,
+        user=user,
+        data=proposal_values(trace.proposal),
+        justification=f"from trace {trace.sha256}",
+    )
+    TraceImport.objects.filter(pk=trace.pk).update(
+        status=TraceImport.Status.ACCEPTED, accepted_by=user, accepted_at=timezone.now()
+    )
+    audit(
+        selection,
+        user,
+        "trace.accepted",
+        field=f"trace:{trace.sha256[:12]}",
+        new={"sha256": trace.sha256, "fields": sorted(proposal_values(trace.proposal))},
+        justification=f"from trace {trace.sha256}",
+    )
+    return constraints
+
+
+def _discard(name: str) -> None:
+    if not name:
+        return
+    try:
+        default_storage.delete(name)
+    except OSError:  # best effort: an orphan file is harmless, a half row is not
+        logger.warning("could not delete orphan trace file %s", name)
