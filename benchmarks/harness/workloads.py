@@ -1202,7 +1202,12 @@ async def run_trace_replay(
         verdicts,
         notes,
         replayed.cancelled,
-        {"replay": plan.describe(), "send_lateness_ms_p99": lateness},
+        {
+            "replay": plan.describe(),
+            "send_lateness_ms_p99": lateness,
+            "send_lateness_ms": {f"p{q}": _percentile_of(replayed.lateness_ms, q) for q in (50, 90, 99, 99.9)}
+            | {"max": max(replayed.lateness_ms, default=None), "sends": len(replayed.lateness_ms)},
+        },
     )
 
 

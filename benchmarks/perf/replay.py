@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import socket
 import sys
 import tempfile
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             target = workloads.Target(url, "kvsim", metrics_url=url + "/metrics", engine="simulator")
             params = workloads.plan("trace_replay") | {"trace": str(trace)}
+            load_before = os.getloadavg()[0]
             cpu = time.process_time()
             began = time.perf_counter()
             result = run_async(workloads.run_test("trace_replay", target, params))
@@ -102,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     extra = everything.extra
     replay = result.metadata["replay"]
     lateness = result.metadata["send_lateness_ms_p99"]
+    spread = result.metadata["send_lateness_ms"]
     figures = {
+        "send_lateness_ms": spread,
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpus": os.cpu_count(),
         "requests": replay["requests"],
         "trace_rate_rps": replay["mean_rate_rps"],
         "achieved_rate_rps": extra.get("achieved_rate"),
@@ -120,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         f"trace replay against the simulator ({result.evidence}): {figures['requests']} requests at "
         f"{figures['trace_rate_rps']} req/s recorded, {figures['achieved_rate_rps'] or 0:.1f} req/s sent; "
         f"completed {figures['completed']}, failed {figures['failed']}"
+    )
+    print(
+        f"  send lateness p50 {spread['p50']:.2f} ms, p90 {spread['p90']:.2f} ms, p99.9 {spread['p99.9']:.1f} ms, "
+        f"max {spread['max']:.1f} ms; load average {figures['load_average_1min'][0]} -> "
+        f"{figures['load_average_1min'][1]} on {figures['cpus']} CPUs (a busy shared machine delays any timer)"
     )
     print(
         f"  send lateness p99 {lateness:.2f} ms (target < {TARGET_P99_MS:g} ms), late (>10 ms) "
