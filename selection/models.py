@@ -421,6 +421,7 @@ class DecisionRecord(models.Model):
         "selection_id",
         "supersedes_id",
         "include_simulated",
+        "project_checks",
     )
 
     selection = models.ForeignKey(Selection, on_delete=models.PROTECT, related_name="records")
@@ -434,6 +435,17 @@ class DecisionRecord(models.Model):
     does_not_apply_to = models.TextField(_("where it does not apply (risk boundary)"), blank=True)
     review_by = models.DateField(_("review-by date"), null=True, blank=True)
     include_simulated = models.BooleanField(default=False)
+    # nullable without a default: SQLite adds the column in place (a table rebuild would drop the
+    # immutability triggers of migration 0003)
+    project_checks = models.JSONField(
+        _("project checks"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "The three checks of a real project (affected applications, teams and data; platform readiness; "
+            "business acceptance and staged rollout), the security checklist and who watches after launch"
+        ),
+    )
     snapshot = models.JSONField(null=True, blank=True)
     snapshot_sha256 = models.CharField(max_length=64, blank=True)
     supersedes = models.OneToOneField(

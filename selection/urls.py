@@ -42,5 +42,17 @@ urlpatterns = [
     path("selections/<int:pk>/records/<int:record_pk>/action/", record_views.record_action, name="record-action"),
     path("selections/<int:pk>/records/<int:record_pk>/sign/", record_views.record_sign, name="record-sign"),
     path("selections/<int:pk>/records/<int:record_pk>/pdf/", record_views.record_pdf, name="record-pdf"),
+    path(
+        "selections/<int:pk>/records/<int:record_pk>/alerts.yml",
+        record_views.record_monitoring,
+        {"kind": "alerts"},
+        name="record-alerts",
+    ),
+    path(
+        "selections/<int:pk>/records/<int:record_pk>/dashboard.json",
+        record_views.record_monitoring,
+        {"kind": "dashboard"},
+        name="record-dashboard",
+    ),
     path("records/verify/", record_views.verify, name="record-verify"),
 ]

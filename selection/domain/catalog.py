@@ -42,10 +42,28 @@ FEATURE_KEYS = (
     "max_context",
     "metrics_endpoint",
     "kv_metrics",
+    "monitoring_metrics",
     "openai_compatible_api",
     "ops_complexity",
     "memory_budget",
 )
+
+# What an engine's metrics mean for monitoring (`monitoring_metrics`): role -> the metric types it
+# may have. Ratios are gauges in 0..1; latencies histograms in seconds; lengths histograms in tokens.
+MONITORING_ROLES: dict[str, tuple[str, ...]] = {
+    "kv_usage": ("gauge",),
+    "cache_hit_rate": ("gauge",),
+    "cache_hits": ("counter",),
+    "cache_queries": ("counter",),
+    "preemptions": ("counter", "gauge"),
+    "running": ("gauge",),
+    "queue_length": ("gauge",),
+    "queue_wait": ("histogram",),
+    "ttft": ("histogram",),
+    "tpot": ("histogram",),
+    "request_length": ("histogram",),
+    "errors": ("counter", "gauge"),
+}
 
 # KV dtype spellings differ per engine; screening compares families ("fp8", "int8", ...).
 _DTYPE_FAMILIES = {
@@ -476,6 +494,23 @@ def _check_ops_complexity(value: Any) -> str | None:
     return None
 
 
+def _check_monitoring_metrics(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return f"must be an object of role -> {{metric, type}}, got {value!r}"
+    for role, entry in value.items():
+        if role not in MONITORING_ROLES:
+            return f"{role}: unknown role (one of {', '.join(MONITORING_ROLES)})"
+        if not isinstance(entry, dict) or set(entry) != {"metric", "type"}:
+            return f"{role}: must be {{metric, type}}, got {entry!r}"
+        if not isinstance(entry["metric"], str) or not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", entry["metric"]):
+            return f"{role}.metric: must be a Prometheus metric name, got {entry['metric']!r}"
+        if entry["type"] not in MONITORING_ROLES[role]:
+            return f"{role}.type: must be {' or '.join(MONITORING_ROLES[role])}, got {entry['type']!r}"
+    if ("cache_hits" in value) != ("cache_queries" in value):
+        return "cache_hits and cache_queries: give both counters or neither"
+    return None
+
+
 _VALUE_CHECKS = {
     "allocation_strategy": _check_enum(ALLOCATION_STRATEGIES),
     "block_size_default": _check_positive_int,
@@ -490,6 +525,7 @@ _VALUE_CHECKS = {
     "max_context": _check_max_context,
     "metrics_endpoint": _check_metrics_endpoint,
     "kv_metrics": _check_str_list,
+    "monitoring_metrics": _check_monitoring_metrics,
     "openai_compatible_api": _check_bool,
     "ops_complexity": _check_ops_complexity,
     "memory_budget": _check_memory_budget,
@@ -543,6 +579,7 @@ def normalise_capabilities(eng: Engine, ver: EngineVersion) -> dict[str, Any]:
         "max_context_model_bound": max_ctx["model_bound"] if max_ctx else None,
         "metrics_endpoint": endpoint["path"] if endpoint else None,
         "metrics": list(known("kv_metrics")) if known("kv_metrics") is not None else None,
+        "monitoring_metrics": dict(known("monitoring_metrics")) if known("monitoring_metrics") is not None else None,
         "openai_compatible_api": known("openai_compatible_api"),
         "ops_complexity": ops["level"] if ops else None,
     }
@@ -568,6 +605,7 @@ _CAPABILITY_FEATURE = {
     "max_context_model_bound": "max_context",
     "metrics_endpoint": "metrics_endpoint",
     "metrics": "kv_metrics",
+    "monitoring_metrics": "monitoring_metrics",
     "openai_compatible_api": "openai_compatible_api",
     "ops_complexity": "ops_complexity",
 }

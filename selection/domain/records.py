@@ -32,7 +32,16 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
                     monitoring:[{signal: memory|cache_hit_rate|swap|fragmentation|<other>,
                                  metric (the engine's real name), threshold, action?, owner?}],
                     swap_policy:{statement, never_swap:[str]},
-                    hardware, kv_format_compatibility, fallback, rollback}
+                    hardware, kv_format_compatibility, fallback, rollback,
+                    staged_rollout?:[{stage, traffic_percent, gate, decides}]}
+    operations:    {record_id, engine:{slug, version, name}, job, metrics:{role:{metric, type}},
+                    thresholds:{kv_usage_warning, ttft_p95_ms?, ...}, headroom_percent, evidence,
+                    owner, rollback}            - what selection.domain.monitoring exports
+    project_checks:{affected:{applications, teams, data:[str], confirmed_by},
+                    readiness:{items:[{item, status: ready|not_ready|not_stated, note, hint}], confirmed_by},
+                    acceptance:{pilot_result, stages:[...], stages_derived, confirmed_by},
+                    security:{items:[...], confirmed_by}, watch:{capacity, cost, stability},
+                    open_items:[str]}          - selection.domain.project_checks.record_section
     evidence:      [{kind: configuration|runtime|responsibility|review, checks, evidence, review}]
     manifest:      [{kind: run|artifact, name, tool, version, sha256 (64 hex),
                      provenance: MEASURED|SIMULATED}]
@@ -69,11 +78,14 @@ REQUIRED_SECTIONS = (
     "owners",
     "observer",
     "review",
+    "operations",
+    "project_checks",
 )  # lineage (supersedes / superseded_by) and seal are optional
 OWNER_ROLES = ("business", "platform", "security")
 MONITORED_SIGNALS = ("memory", "cache_hit_rate", "swap", "fragmentation")
 EVIDENCE_KINDS = ("configuration", "runtime", "responsibility", "review")
 PROVENANCES = ("MEASURED", "SIMULATED")
+CHECK_STATUSES = ("ready", "not_ready", "not_stated")
 HEADROOM_RANGE = (20.0, 30.0)
 CAPACITY_FLAG_FRACTION = 0.10
 SCORE_COLUMNS = 4  # candidates per scores table: beside the criterion column, they fit A4 portrait
@@ -200,6 +212,33 @@ def build_record_context(context: dict) -> dict:
     for i, m in enumerate(ctx["rollout"].get("monitoring") or []):
         if not m.get("metric") or not m.get("threshold"):
             problems.append(f"rollout.monitoring[{i}]: needs metric and threshold")
+
+    operations = ctx["operations"]
+    for key in ("record_id", "engine", "thresholds"):
+        if not operations.get(key):
+            problems.append(f"operations.{key}: missing")
+    if operations.get("headroom_percent") != headroom:
+        problems.append(
+            f"operations.headroom_percent: must equal rollout.headroom.percent ({headroom!r}), "
+            f"got {operations.get('headroom_percent')!r}"
+        )
+    if operations.get("evidence") not in PROVENANCES:
+        problems.append(f"operations.evidence: must be MEASURED or SIMULATED, got {operations.get('evidence')!r}")
+    checks = ctx["project_checks"]
+    for section in ("affected", "readiness", "acceptance", "security", "watch"):
+        if not isinstance(checks.get(section), dict):
+            problems.append(f"project_checks.{section}: missing")
+    for section in ("readiness", "security"):
+        for i, item in enumerate((checks.get(section) or {}).get("items") or []):
+            if item.get("status") not in CHECK_STATUSES:
+                problems.append(
+                    f"project_checks.{section}.items[{i}].status: must be one of {', '.join(CHECK_STATUSES)}"
+                )
+    if not ((checks.get("acceptance") or {}).get("stages")):
+        problems.append("project_checks.acceptance.stages: at least one rollout stage")
+    for area in ("capacity", "cost", "stability"):
+        if not (checks.get("watch") or {}).get(area):
+            problems.append(f"project_checks.watch.{area}: nobody is named")
 
     kinds = {e.get("kind") for e in ctx["evidence"]}
     for kind in EVIDENCE_KINDS:

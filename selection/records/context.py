@@ -25,6 +25,8 @@ from benchmarks.selectors import latest_runs
 from selection.capacity.plans import plan_for_candidate
 from selection.domain import catalog as catalog_domain
 from selection.domain import criteria as criteria_domain
+from selection.domain import monitoring as monitoring_domain
+from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain.capacity import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load
@@ -36,18 +38,6 @@ from selection.scoring.services import compute_scores
 HEADROOM_PERCENT = 25.0
 DIMENSION_NAMES = {d.id: d.name for d in criteria_domain.DIMENSIONS}
 REVIEW_AFTER = timedelta(days=180)
-SIGNAL_NEEDLES = {
-    "memory": ("kv_cache_usage", "gpu_cache_usage", "token_usage", "kv_cache_utilization", "n_tokens_max"),
-    "cache_hit_rate": ("prefix_cache_hits", "cache_hit", "prefix_cache", "cached_tokens"),
-    "swap": ("preemption", "retracted", "host_utilization", "offload", "swap", "deferred"),
-    "fragmentation": ("fragmentation", "num_used_tokens", "kv_cache_usage", "gpu_cache_usage", "token_usage"),
-}
-SIGNAL_THRESHOLDS = {
-    "memory": "KV-cache usage > 0.85 for 5 min (keeps the 25 % headroom)",
-    "cache_hit_rate": "prefix hit rate < 50 % of the validated figure for 15 min",
-    "swap": "preemptions/swaps > 1 per minute sustained for 10 min",
-    "fragmentation": "KV usage > 0.8 while running requests < 50 % of validated concurrency",
-}
 # What the owner does when the alert fires (translated into the record's language when frozen).
 SIGNAL_ACTIONS = {
     "memory": gettext_noop(
@@ -164,14 +154,6 @@ def _weights_section(selection: Selection) -> dict[str, Any]:
     return section
 
 
-def _metric_for(signal: str, metrics: list[str]) -> str:
-    for needle in SIGNAL_NEEDLES[signal]:
-        for name in metrics:
-            if needle in name:
-                return name
-    return "not exported by this engine: derive from logs or add an exporter"
-
-
 def _gate_passed(candidate_score: dict[str, Any], dimension: str) -> bool:
     outcome = next((o for o in candidate_score.get("gates", []) if o.get("dimension") == dimension), None)
     return bool(outcome and outcome.get("passed"))
@@ -275,6 +257,104 @@ def _clauses(reasons, language: str) -> str:
     return message_text(CLAUSE_SEPARATOR.join(load(reason) for reason in reasons), language)
 
 
+ROLLBACK = gettext_noop(
+    "Roll back by re-pointing traffic to the previous deployment; drain, do not kill, in-flight sessions."
+)
+NOT_EXPORTED = gettext_noop("not exported by this engine: derive from logs or add an exporter")
+
+
+def _operations(record: DecisionRecord, selection: Selection, winner, runs: list[BenchmarkRun]) -> dict[str, Any]:
+    """What the chosen engine's monitoring watches and the record's thresholds (selection.domain.monitoring)."""
+    c = selection.constraints
+    catalog = catalog_domain.default_catalog()
+    caps: dict[str, Any] = {}
+    if winner.engine.slug in catalog.slugs:
+        known = [v.version for v in catalog.engine(winner.engine.slug).versions]
+        version = winner.engine_version if winner.engine_version in known else None
+        caps = catalog.capabilities(winner.engine.slug, version)
+    hit_ratio = None
+    for run in runs:
+        if run.candidate_id == winner.pk and run.test == "prefix_reuse":
+            on = run.points.filter(label="prefix_on").first()
+            hit_ratio = ((on.extra or {}).get("prefix_hit_ratio") if on else None) or hit_ratio
+    return {
+        "record_id": f"DR-{selection.pk}-v{record.version}",
+        "engine": {
+            "slug": winner.engine.slug,
+            "version": winner.engine_version,
+            "name": f"{winner.engine.name} {winner.engine_version}",
+        },
+        "job": winner.engine.slug,
+        "metrics_endpoint": caps.get("metrics_endpoint"),
+        "metrics": caps.get("monitoring_metrics") or {},
+        "metrics_source": (caps.get("sources") or {}).get("monitoring_metrics"),
+        "headroom_percent": HEADROOM_PERCENT,
+        "thresholds": {
+            "kv_usage_warning": round(1 - HEADROOM_PERCENT / 100, 4),
+            "ttft_p95_ms": c.ttft_p95_ms,
+            "tpot_p95_ms": c.tpot_p95_ms,
+            "e2e_p95_ms": c.e2e_p95_ms,
+            "max_input_tokens": c.max_input_tokens,
+            "validated_concurrency": c.peak_concurrency,
+            "prefix_hit_ratio_validated": hit_ratio,
+        },
+        "evidence": "SIMULATED" if any(r.is_simulated for r in runs) else "MEASURED",
+        "owner": person_name(selection.platform_owner),
+        "rollback": _(ROLLBACK),
+    }
+
+
+def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for item in monitoring_domain.plan_signals(operations):
+        alerts = ", ".join(rule["alert"] for rule in item["rules"])
+        parts = [_(SIGNAL_ACTIONS[item["signal"]])] if item["signal"] in SIGNAL_ACTIONS else []
+        parts.append((_("alert: %(alerts)s") % {"alerts": alerts}) if alerts else _("dashboard only"))
+        rows.append(
+            {
+                "signal": item["signal"],
+                "metric": item["metric"] or _(NOT_EXPORTED),
+                "threshold": monitoring_domain.render(item["threshold"], _),
+                "action": "; ".join(parts),
+                "owner": operations["owner"],
+            }
+        )
+    return rows
+
+
+def _project_checks(record: DecisionRecord, selection: Selection, operations: dict[str, Any]) -> dict[str, Any]:
+    c = selection.constraints
+    business = person_name(selection.business_owner)
+    budget = _("the latency budget")
+    if c.ttft_p95_ms:
+        budget = _("TTFT p95 within %(ttft)s ms") % {"ttft": f"{c.ttft_p95_ms:g}"}
+    gate = _("%(budget)s and error rate below 1 %% for 7 days") % {"budget": budget}
+    stages = [
+        {"stage": name, "traffic_percent": share, "gate": gate, "decides": business}
+        for name, share in ((_("pilot"), 5.0), (_("expand"), 25.0), (_("half"), 50.0), (_("full"), 100.0))
+    ]
+    hints = {
+        "readiness": {
+            "permissions": _("who may call the engine and who may change its configuration"),
+            "monitoring": _("alert rules and dashboard exported from this record (alerts.yml, dashboard.json)"),
+            "logs": _("request and error logs kept, queryable by tenant and application"),
+            "capacity": _("GPUs for the capacity plan in this record, with the headroom"),
+            "rollback": operations["rollback"],
+        },
+        "security": {
+            "permissions": _("access to the engine's API and to its launch configuration"),
+            "logs": _("who called what, kept as long as the policy says"),
+            "audit_trail": _("this selection's audit trail and the engine's configuration changes"),
+        },
+    }
+    try:
+        checks = project_checks_domain.normalise(record.project_checks or {})
+    except project_checks_domain.ProjectChecksError as exc:
+        raise records_domain.RecordContextError(exc.problems) from exc
+    watcher = person_name(selection.observer) or person_name(selection.platform_owner)
+    return project_checks_domain.record_section(checks, stages, watcher, hints)
+
+
 def build_context(record: DecisionRecord) -> dict[str, Any]:
     """The full record context for `record`, validated by `domain.records.build_record_context`."""
     selection = Selection.objects.select_related(
@@ -324,13 +404,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                 ],
             }
         )
-    caps = (
-        catalog_domain.capabilities(winner.engine.slug)
-        if winner.engine.slug in catalog_domain.default_catalog().slugs
-        else {}
-    )
-    metrics = caps.get("metrics") or []
     c = selection.constraints
+    operations = _operations(record, selection, winner, runs)
     engine_label = f"{winner.engine.name} {winner.engine_version}"
     pool_tokens = winner_plan["token_capacity"] if winner_plan else None
     headroom_statement = (
@@ -365,6 +440,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     sentences = [s for s in result.get("sentences") or [] if s != method]  # the method has its own line
     now = timezone.now()
     language = record_language()
+    project_checks = _project_checks(record, selection, operations)
     context = {
         "record": {
             "id": f"DR-{selection.pk}-v{record.version}",
@@ -473,16 +549,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         },
         "rollout": {
             "headroom": {"percent": HEADROOM_PERCENT, "statement": headroom_statement},
-            "monitoring": [
-                {
-                    "signal": signal,
-                    "metric": _metric_for(signal, metrics),
-                    "threshold": SIGNAL_THRESHOLDS[signal],
-                    "action": _(SIGNAL_ACTIONS[signal]),
-                    "owner": person_name(selection.platform_owner),
-                }
-                for signal in records_domain.MONITORED_SIGNALS
-            ],
+            "monitoring": _monitoring_rows(operations),
             "swap_policy": {
                 "statement": (
                     _("Idle sessions may be swapped to CPU memory; resume cost was validated.")
@@ -500,10 +567,11 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                 "incompatible upgrade invalidates all cache at once and spikes memory."
             ),
             "fallback": _("Keep the previous engine deployment warm for one release cycle."),
-            "rollback": _(
-                "Roll back by re-pointing traffic to the previous deployment; drain, do not kill, in-flight sessions."
-            ),
+            "rollback": operations["rollback"],
+            "staged_rollout": project_checks["acceptance"]["stages"],
         },
+        "operations": operations,
+        "project_checks": project_checks,
         "evidence": [
             {
                 "kind": "configuration",

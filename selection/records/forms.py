@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from selection.domain import project_checks as checks_domain
 from selection.models import DecisionRecord
 from selection.web import AccessibleErrorsMixin
 
@@ -12,7 +13,138 @@ MAX_PKCS12_BYTES = 1_000_000
 MAX_PDF_BYTES = 50 * 1024 * 1024
 
 
+STATUS_CHOICES = [("not_stated", _("not stated")), ("ready", _("ready")), ("not_ready", _("not ready"))]
+READINESS_LABELS = {
+    "permissions": _("Permissions"),
+    "monitoring": _("Monitoring"),
+    "logs": _("Logs"),
+    "capacity": _("Capacity"),
+    "rollback": _("Rollback plan"),
+}
+SECURITY_LABELS = {"permissions": _("Permissions"), "logs": _("Logs"), "audit_trail": _("Audit trail")}
+WATCH_LABELS = {"capacity": _("Watches capacity"), "cost": _("Watches cost"), "stability": _("Watches stability")}
+AFFECTED_LABELS = {
+    "applications": _("Affected applications"),
+    "teams": _("Affected teams"),
+    "data": _("Affected data"),
+}
+
+
 class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
+    """The draft's fields, and the project checks the owners confirm (stored as `project_checks`)."""
+
+    pilot_result = forms.CharField(
+        label=_("Does the business accept the pilot's results?"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_("The business owner's view of the pilot, in a sentence or two."),
+    )
+    rollout_stages = forms.CharField(
+        label=_("Staged rollout"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text=_(
+            "One stage per line: name | traffic % | gating metric | who decides. Left empty: 5 %, 25 %, 50 %, "
+            "100 % gated by the latency budget and the error rate, decided by the business owner."
+        ),
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        current = checks_domain.empty()
+        try:
+            current = checks_domain.normalise(
+                self.initial.get("project_checks") or getattr(self.instance, "project_checks", None) or {}
+            )
+        except checks_domain.ProjectChecksError:
+            pass
+        for key, label in AFFECTED_LABELS.items():
+            self.fields[f"affected_{key}"] = forms.CharField(
+                label=label,
+                required=False,
+                widget=forms.Textarea(attrs={"rows": 2}),
+                help_text=_("One per line."),
+                initial="\n".join(current["affected"][key]),
+            )
+        for section, labels in (("readiness", READINESS_LABELS), ("security", SECURITY_LABELS)):
+            for item, label in labels.items():
+                self.fields[f"{section}_{item}"] = forms.ChoiceField(
+                    label=label, choices=STATUS_CHOICES, required=False, initial=current[section][item]["status"]
+                )
+                self.fields[f"{section}_{item}_note"] = forms.CharField(
+                    label=_("%(item)s: how") % {"item": label},
+                    required=False,
+                    max_length=500,
+                    initial=current[section][item]["note"],
+                )
+        self.fields["pilot_result"].initial = current["acceptance"]["pilot_result"]
+        self.fields["rollout_stages"].initial = checks_domain.stages_text(current["acceptance"]["stages"])
+        for area, label in WATCH_LABELS.items():
+            self.fields[f"watch_{area}"] = forms.CharField(
+                label=label,
+                required=False,
+                max_length=120,
+                initial=current["watch"][area],
+                help_text=_("Left empty: the selection's post-launch observer."),
+            )
+
+    def groups(self):
+        """(title, bound fields) per part of the form, for the template."""
+        draft = [self[name] for name in self.Meta.fields]
+        return [
+            (_("Decision"), draft),
+            (_("1. Affected applications, teams and data"), [self[f"affected_{k}"] for k in AFFECTED_LABELS]),
+            (
+                _("2. Platform readiness (the platform owner confirms)"),
+                [self[f"readiness_{i}{s}"] for i in READINESS_LABELS for s in ("", "_note")],
+            ),
+            (
+                _("3. Business acceptance and the pace of expansion (the business owner confirms)"),
+                [self["pilot_result"], self["rollout_stages"]],
+            ),
+            (
+                _("Security checklist (the security owner confirms)"),
+                [self[f"security_{i}{s}"] for i in SECURITY_LABELS for s in ("", "_note")],
+            ),
+            (_("Who watches after launch"), [self[f"watch_{a}"] for a in WATCH_LABELS]),
+        ]
+
+    def clean(self):
+        data = super().clean()
+        try:
+            stages = checks_domain.parse_stages(data.get("rollout_stages") or "")
+        except checks_domain.ProjectChecksError as exc:
+            for problem in exc.problems:
+                self.add_error("rollout_stages", problem.split(": ", 1)[1])
+            return data
+        raw = {
+            "affected": {
+                key: [line for line in (data.get(f"affected_{key}") or "").splitlines() if line.strip()]
+                for key in AFFECTED_LABELS
+            },
+            "readiness": {
+                item: {
+                    "status": data.get(f"readiness_{item}") or "not_stated",
+                    "note": data.get(f"readiness_{item}_note"),
+                }
+                for item in READINESS_LABELS
+            },
+            "acceptance": {"pilot_result": data.get("pilot_result") or "", "stages": stages},
+            "security": {
+                item: {
+                    "status": data.get(f"security_{item}") or "not_stated",
+                    "note": data.get(f"security_{item}_note"),
+                }
+                for item in SECURITY_LABELS
+            },
+            "watch": {area: data.get(f"watch_{area}") or "" for area in WATCH_LABELS},
+        }
+        try:
+            data["project_checks"] = checks_domain.normalise(raw)
+        except checks_domain.ProjectChecksError as exc:
+            self.add_error(None, "; ".join(exc.problems))
+        return data
+
     class Meta:
         model = DecisionRecord
         fields = ["decision", "rationale", "applies_to", "does_not_apply_to", "review_by", "include_simulated"]

@@ -19,6 +19,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from selection.audit import audit
+from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
@@ -29,11 +30,29 @@ from selection.records.rendering import render_pdf, stamp_font
 from selection.selectors import can_edit, can_review
 from selection.tasks import queue_render
 
-DRAFT_FIELDS = ("decision", "rationale", "applies_to", "does_not_apply_to", "review_by", "include_simulated")
+DRAFT_FIELDS = (
+    "decision",
+    "rationale",
+    "applies_to",
+    "does_not_apply_to",
+    "review_by",
+    "include_simulated",
+    "project_checks",
+)
 
 
 def canonical_sha256(document: Any) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def _check_project_checks(fields: dict[str, Any]) -> None:
+    """Normalise `project_checks` in place; a wrong one is refused naming its fields."""
+    if "project_checks" not in fields:
+        return
+    try:
+        fields["project_checks"] = project_checks_domain.normalise(fields["project_checks"])
+    except project_checks_domain.ProjectChecksError as exc:
+        raise ValidationError({"project_checks": exc.problems}) from exc
 
 
 def owner_role(user, selection: Selection) -> list[str]:
@@ -50,6 +69,7 @@ def create_draft(
         raise ValidationError({"supersedes": "Only a signed record can be superseded."})
     if supersedes is not None and DecisionRecord.objects.filter(supersedes=supersedes).exists():
         raise ValidationError({"supersedes": f"Record v{supersedes.version} already has a successor."})
+    _check_project_checks(fields)
     version = (selection.records.aggregate(v=Max("version"))["v"] or 0) + 1
     record = DecisionRecord(
         selection=selection,
@@ -82,6 +102,7 @@ def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionReco
                 "Create a new version instead."
             }
         )
+    _check_project_checks(fields)
     old = {k: str(getattr(record, k)) for k in fields if k in DRAFT_FIELDS}
     for key, value in fields.items():
         if key in DRAFT_FIELDS:

@@ -19,10 +19,12 @@ from django.views.decorators.debug import sensitive_post_parameters, sensitive_v
 from django.views.decorators.http import require_http_methods, require_POST
 
 from selection import selectors
+from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name, record_language
 from selection.models import DecisionRecord, Selection
 from selection.records.forms import CommentForm, RecordDraftForm, SignForm, VerifyForm
+from selection.records.operations import ALERTS_FILE, DASHBOARD_FILE, export_monitoring, exportable
 from selection.records.rendering import render_pdf
 from selection.records.services import (
     approve,
@@ -111,7 +113,9 @@ def record_list(request: HttpRequest, pk: int) -> HttpResponse:
 def _initial_from(record: DecisionRecord | None) -> dict:
     if record is None:
         return {}
-    return {k: getattr(record, k) for k in ("decision", "rationale", "applies_to", "does_not_apply_to")}
+    return {
+        k: getattr(record, k) for k in ("decision", "rationale", "applies_to", "does_not_apply_to", "project_checks")
+    }
 
 
 def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
@@ -167,6 +171,7 @@ def _record_page(
             "user": getattr(selection, f"{role}_owner"),
             "approval": next((a for a in approvals if a.role == role), None),
             "can_approve": in_review and role in mine and role not in approved_roles,
+            "confirms": _confirms(role),
         }
         for role in OWNER_ROLES
     ]
@@ -192,6 +197,8 @@ def _record_page(
             ((record.snapshot or {}).get("record") or {}).get("language") or record_language()
         ),
         has_pdf=bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
+        monitoring_export=exportable(record),
+        open_items=((record.snapshot or {}).get("project_checks") or {}).get("open_items") or [],
     )
     return render(request, "selection/decision/record.html", context, status=status)
 
@@ -309,6 +316,33 @@ def record_pdf(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
         as_attachment=True,
         filename=f"decision-record-{selection.pk}-v{record.version}.pdf",
     )
+    response["Cache-Control"] = "private, no-transform"
+    return response
+
+
+def _confirms(role: str) -> list[str]:
+    """The project checks an owner's approval confirms (selection.domain.project_checks.CONFIRMED_BY)."""
+    names = {
+        "affected": _("affected applications, teams and data"),
+        "readiness": _("platform readiness"),
+        "acceptance": _("acceptance of the pilot and the staged rollout"),
+        "security": _("the security checklist"),
+    }
+    return [names[section] for section, roles in CONFIRMED_BY.items() if role in roles]
+
+
+@login_required
+def record_monitoring(request: HttpRequest, pk: int, record_pk: int, kind: str) -> HttpResponse:
+    """alerts.yml or dashboard.json of a signed record (any member who sees the selection)."""
+    selection = get_selection(request, pk)
+    record = _get_record(selection, record_pk)
+    try:
+        files = export_monitoring(record)
+    except ValidationError as error:
+        raise Http404(" ".join(error.messages)) from error
+    name = {"alerts": ALERTS_FILE, "dashboard": DASHBOARD_FILE}[kind]
+    response = HttpResponse(files[name], content_type="application/yaml" if kind == "alerts" else "application/json")
+    response["Content-Disposition"] = f'attachment; filename="record-{selection.pk}-v{record.version}-{name}"'
     response["Cache-Control"] = "private, no-transform"
     return response
 

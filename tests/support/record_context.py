@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import math
 
+from selection.domain import catalog, project_checks
+
 
 def sample_chart_svg(title: str, seed: int, points: int = 60) -> str:
     """A small deterministic line chart as SVG markup (stand-in for the chart module)."""
@@ -327,4 +329,58 @@ def sample_record_context(
         },
         "review": {"review_by": "2027-05-31", "triggers": []},
         "lineage": {"supersedes": "DR-2026-0007 v1", "superseded_by": None},
+        "operations": sample_operations(simulated),
+        "project_checks": sample_project_checks(business_owner),
     }
+
+
+def sample_operations(simulated: bool = True) -> dict:
+    """What the record's monitoring export reads: vLLM 0.11.0's metrics from the shipped catalog."""
+    caps = catalog.capabilities("vllm", "0.11.0")
+    return {
+        "record_id": "DR-2026-0007-v2",
+        "engine": {"slug": "vllm", "version": "0.11.0", "name": "vLLM 0.11.0"},
+        "job": "vllm",
+        "metrics_endpoint": caps["metrics_endpoint"],
+        "metrics": caps["monitoring_metrics"],
+        "metrics_source": caps["sources"]["monitoring_metrics"],
+        "headroom_percent": 25,
+        "thresholds": {
+            "kv_usage_warning": 0.75,
+            "ttft_p95_ms": 800.0,
+            "tpot_p95_ms": 60.0,
+            "e2e_p95_ms": 15000.0,
+            "max_input_tokens": 4096,
+            "validated_concurrency": 200,
+            "prefix_hit_ratio_validated": 0.62,
+        },
+        "evidence": "SIMULATED" if simulated else "MEASURED",
+        "owner": "李娜",
+        "rollback": "Redeploy the previous image tag; cache rebuilds within 10 min.",
+    }
+
+
+def sample_project_checks(business_owner: str = "张伟") -> dict:
+    checks = project_checks.normalise(
+        {
+            "affected": {"applications": ["support chat", "ticket triage"], "teams": ["Customer service"], "data": []},
+            "readiness": {
+                "permissions": {"status": "ready", "note": "gateway API keys per application"},
+                "monitoring": {"status": "ready", "note": "alerts.yml loaded in Prometheus"},
+                "logs": {"status": "not_ready", "note": "error logs not yet queryable per tenant"},
+            },
+            "acceptance": {"pilot_result": "Answers fit the support scenario at the pilot's 5 % share."},
+            "security": {"audit_trail": {"status": "ready", "note": "kvselect audit trail, config changes in git"}},
+            "watch": {"capacity": "王芳", "cost": "Finance: 陈静"},
+        }
+    )
+    stages = [
+        {
+            "stage": "pilot",
+            "traffic_percent": 5.0,
+            "gate": "TTFT p95 within 800 ms for 7 days",
+            "decides": business_owner,
+        },
+        {"stage": "full", "traffic_percent": 100.0, "gate": "error rate below 1 %", "decides": business_owner},
+    ]
+    return project_checks.record_section(checks, stages, "王芳", {"readiness": {}, "security": {}})

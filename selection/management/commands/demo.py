@@ -9,6 +9,7 @@ Every result is SIMULATED and labelled so.
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 import shutil
@@ -89,6 +90,28 @@ DEMO_PARAMS = {
     "prefix_reuse": {"requests": 64, "concurrency": 16},
     "stability": {"concurrency": 16, "duration_s": 16.0, "window_s": 4.0},
 }
+# The three project checks, the security checklist and who watches after launch (demo statements).
+DEMO_PROJECT_CHECKS = {
+    "affected": {
+        "applications": ["support assistant (web chat)", "agent hand-over"],
+        "teams": ["Customer support", "Platform SRE"],
+        "data": ["chat transcripts (30 days)"],
+    },
+    "readiness": {
+        "permissions": {"status": "ready", "note": "gateway API keys per application"},
+        "monitoring": {"status": "ready", "note": "alerts.yml and dashboard.json exported from this record"},
+        "logs": {"status": "not_ready", "note": "error logs not yet queryable per tenant"},
+        "capacity": {"status": "ready", "note": "2 x H100 booked with 25 % headroom"},
+        "rollback": {"status": "ready", "note": "previous deployment kept warm for one release"},
+    },
+    "acceptance": {"pilot_result": "Demo: answers fit the support scenario (SIMULATED, not a real pilot)."},
+    "security": {
+        "permissions": {"status": "ready", "note": "engine reachable from the gateway only"},
+        "logs": {"status": "ready", "note": "request logs kept 90 days"},
+        "audit_trail": {"status": "ready", "note": "kvselect's audit trail and git for launch flags"},
+    },
+    "watch": {"capacity": "Ana Silva", "cost": "Priya Raman", "stability": "Ana Silva"},
+}
 PERSONS = {
     "business": ("business", "伟", "张"),
     "platform": ("platform", "Priya", "Raman"),
@@ -164,6 +187,7 @@ class Command(BaseCommand):
             out.write_bytes(handle.read())
         self.stdout.write(self.style.SUCCESS(f"    signed PDF (marked SIMULATED): {out}"))
         self.check_pdfsig(out)
+        self.export_monitoring(signed)
         self.stdout.write(self.style.SUCCESS("Demo pipeline complete."))
         self.stdout.write(
             f"    Log in as architect / {self.password}  (owners: business, platform, security — same password)"
@@ -344,6 +368,7 @@ class Command(BaseCommand):
             user=architect,
             include_simulated=True,
             rationale="Demonstration only: every figure comes from the simulator.",
+            project_checks=DEMO_PROJECT_CHECKS,
         )
         record = start_review(record=record, user=architect)
         for role in OWNER_ROLES:
@@ -360,6 +385,19 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"    signed by the {role} owner")
         return record
+
+    def export_monitoring(self, record: DecisionRecord) -> None:
+        """The signed record's alert rules and dashboard under var/, checked by promtool when installed."""
+        out = Path(settings.VAR_DIR) / "demo-monitoring"
+        call_command("export-monitoring", str(record.pk), "--out", str(out), stdout=io.StringIO())
+        self.stdout.write(f"    alert rules and dashboard: {out}/alerts.yml, {out}/dashboard.json")
+        if not shutil.which("promtool"):
+            self.stdout.write("    (promtool not installed: skipped the rules check)")
+            return
+        result = subprocess.run(["promtool", "check", "rules", str(out / "alerts.yml")], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CommandError(f"promtool refused the exported rules:\n{result.stdout}{result.stderr}")
+        self.stdout.write("    promtool: " + (result.stdout.strip().splitlines() or ["SUCCESS"])[-1].strip())
 
     def check_pdfsig(self, path: Path) -> None:
         if not shutil.which("pdfsig"):
