@@ -122,7 +122,7 @@ class TraceFormat:
 KVSELECT = TraceFormat(
     name="kvselect",
     title="kvselect request log (CSV or JSONL)",
-    source="docs/domain.md#production-traces",
+    source="docs/domain.md (Production traces)",
     kind="either",
     fields={
         "arrival": ("timestamp",),
