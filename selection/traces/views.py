@@ -58,7 +58,9 @@ def traces(request: HttpRequest, pk: int) -> HttpResponse:
         return _traces_page(request, selection, form, status=400)
     upload = form.cleaned_data["file"]
     with tempfile.TemporaryDirectory(prefix="kvselect-trace-") as directory:
-        path = Path(directory) / Path(upload.name).name
+        # a fixed name with the upload's own extensions (.csv, .jsonl, .gz): nothing of the client's path
+        suffixes = "".join(x for x in Path(upload.name).suffixes[-2:] if x[1:].isalnum())
+        path = Path(directory) / f"trace{suffixes.lower()}"
         with path.open("wb") as handle:
             for chunk in upload.chunks():
                 handle.write(chunk)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 
@@ -144,3 +145,17 @@ def test_another_teams_trace_is_a_404(client, selection_with_constraints, archit
     client.force_login(outsider)
     assert client.get(reverse("selection:trace", args=[selection_with_constraints.pk, trace.pk])).status_code == 404
     assert Membership.objects.filter(user=outsider, team=selection_with_constraints.team).count() == 0
+
+
+def test_a_gzipped_upload_is_read_as_it_streams_whatever_its_name(
+    client, selection_with_constraints, architect, tmp_path
+):
+    client.force_login(architect)
+    body = b"Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,API log\n"
+    response = client.post(
+        reverse("selection:traces", args=[selection_with_constraints.pk]),
+        {"file": SimpleUploadedFile("../../etc/burst.csv.gz", gzip.compress(body))},
+    )
+    trace = TraceImport.objects.get()
+    assert response.status_code == 302 and trace.format == "burstgpt" and trace.rows == 1
+    assert trace.file.name.endswith(".csv.gz") and ".." not in trace.file.name
