@@ -14,6 +14,7 @@ Target (issue 18): send lateness p99 < 5 ms at 500 req/s.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import multiprocessing
 import os
@@ -40,8 +41,6 @@ def free_port() -> int:
 
 
 def serve(port: int) -> None:
-    import asyncio
-
     config = SimConfig(num_blocks=200_000, max_model_len=8192, max_num_seqs=1024, time_scale=50.0)
     asyncio.run(serve_forever(config, "127.0.0.1", port))
 

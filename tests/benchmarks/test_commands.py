@@ -5,6 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from benchmarks.models import BenchmarkRun
+from benchmarks.traces.synthetic import synthetic_requests, write_trace
 from selection.candidates.services import add_candidate
 
 FIXTURES = Path(__file__).parent / "formats" / "fixtures"
@@ -61,8 +62,6 @@ def test_ingest_names_the_bad_option(selection_with_constraints, architect, engi
 
 
 def _small_trace(path):
-    from benchmarks.traces.synthetic import synthetic_requests, write_trace
-
     frame = synthetic_requests(24, rate=40.0, seed=3, idle_mean_s=0.05, tenants=0, long_share=0.0)
     frame["input_tokens"] = frame["input_tokens"].clip(upper=300)
     frame["output_tokens"] = frame["output_tokens"].clip(upper=8)
