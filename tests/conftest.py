@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.utils import translation
 
 from selection.candidates.services import load_engine_catalog
 from selection.models import Engine, Membership, Team
@@ -236,3 +237,11 @@ def _fresh_cache():
 
     cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _default_language():
+    """Each test starts in the default language: a request through LocaleMiddleware (a Chinese page, say)
+    leaves its language active in the thread, and the next test would render in it."""
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
