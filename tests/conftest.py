@@ -117,6 +117,9 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         env = dict(os.environ)
         env["DATABASE_URL"] = _database_url_for_worker()
         env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+        # A task the worker runs after its test ended must never block the next teardown's flush: on
+        # PostgreSQL, the worker gives up a lock wait first (a flush deadlocked with a late rescoring).
+        env["PGOPTIONS"] = "-c lock_timeout=800"
         try:
             with app.connection_for_write() as connection:
                 connection.ensure_connection(max_retries=3)
