@@ -9,7 +9,9 @@ pyHanko-specific stays behind the pure functions below so an upgrade touches one
   incremental update with a visible box showing "signed", the role, the signer and the time.
   Owners sign in sequence (business, platform, security), an organisational seal last.
 - ``verify_pdf`` reports every signature: intact, valid, trusted against the given roots, the
-  coverage / modification level, and the document's SHA-256.
+  coverage / modification level, and the document's SHA-256. The modification analysis is
+  pyHanko's (same rules, same verdicts); only its reverse-reference table and its object-stream
+  reads are computed in linear time (see "modification analysis" below).
 - ``issue_dev_certificates`` creates a clearly-labelled development CA and one PKCS#12 per
   owner (never for production).
 """
@@ -21,6 +23,7 @@ import hashlib
 import io
 import logging
 import os
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -32,12 +35,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from fontTools.ttLib import TTCollection, TTFont
+from pyhanko.pdf_utils import generic, misc
+from pyhanko.pdf_utils.decode_limits import DecodePurpose
 from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from pyhanko.pdf_utils.reader import PdfFileReader
+from pyhanko.pdf_utils.reader import HistoricalResolver, PdfFileReader, RawPdfPath
 from pyhanko.pdf_utils.text import TextBoxStyle
 from pyhanko.sign import fields as sig_fields
 from pyhanko.sign import signers
+from pyhanko.sign.diff_analysis import DEFAULT_DIFF_POLICY, StandardDiffPolicy
 from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator import ValidationContext
@@ -244,6 +250,249 @@ def sign_pdf(
     return out.getvalue()
 
 
+# --------------------------------------------------------------------------- modification analysis
+#
+# pyHanko checks what each revision after a signature changed (a later revision may only fill
+# signature fields). For every object a later revision overrides it needs every path from the
+# trailer to that object in the signed revision, and pyHanko 0.38 precomputes that table for
+# *every* object by enumerating *every* path: cost = number of paths, not objects. WeasyPrint
+# gives all pages one /Resources dictionary holding every Form XObject of the document, and each
+# XObject's /Resources points at the shared /Font dictionary, so each font object is reached by
+# pages x (XObjects + 1) paths (21 x 226 = 4,746 in a 21-page, 10-chart record) and the whole
+# font subtree is walked that often - again for each signed revision. The table below gives the
+# same answer (checked entry by entry against pyHanko's) but computes the entry for one reference
+# when the analysis asks for it, walking only objects from which that reference can be reached:
+# one linear pass over the graph plus the (few) paths to the catalog, info, metadata and the
+# field a signing revision overrides. The rules and the verdicts are pyHanko's, unchanged.
+
+_TRAILER = object()  # the trailer's node in the reference graph
+
+
+class UsagesOfRef(dict):
+    """ref -> {RawPdfPath}: the same answer as pyHanko 0.38's HistoricalResolver
+    `_load_reverse_xref_cache`, but each entry is computed when first asked for, by walking only
+    the objects from which that reference can be reached."""
+
+    def __init__(self, resolver: HistoricalResolver):
+        super().__init__()
+        self.resolver = resolver
+        self._parents: dict | None = None
+        self._page_tree: dict | None = None
+        self._struct_tree: set | None = None
+
+    def __bool__(self):  # pyHanko does `cache or {}`: an empty lazy table must stay in use
+        return True
+
+    # -- one linear pass over the revision's graph -------------------------------------------
+    def _index(self):
+        if self._parents is not None:
+            return
+        resolver = self.resolver
+        parents: dict = defaultdict(set)
+        todo = [(_TRAILER, resolver.trailer_view)]
+        seen = set()
+        while todo:
+            node, obj = todo.pop()
+            stack = [obj]
+            while stack:
+                o = stack.pop()
+                if isinstance(o, generic.IndirectObject):
+                    ref = o.reference
+                    parents[ref].add(node)
+                    if ref not in seen:
+                        seen.add(ref)
+                        todo.append((ref, resolver(ref)))
+                elif isinstance(o, generic.DictionaryObject):
+                    stack.extend(o.values())
+                elif isinstance(o, generic.ArrayObject):
+                    stack.extend(o)
+        self._parents = parents
+        # the same canonical page-tree paths and structure-tree members as pyHanko
+        root = resolver.root
+        pages_ref = root.raw_get("/Pages")
+        page_tree = {}
+        pages_path = ("/Root", "/Pages")
+        if isinstance(pages_ref, generic.IndirectObject):
+            page_tree[pages_ref.reference] = pages_path
+
+        def walk_pages(node, path):
+            for ix, kid in enumerate(node["/Kids"]):
+                kid_path = path + ("/Kids", ix)
+                if isinstance(kid, generic.IndirectObject):
+                    if kid.reference in page_tree:
+                        raise misc.PdfReadError("Circular reference in page tree in mapping stage")
+                    page_tree[kid.reference] = kid_path
+                kid = kid.get_object()
+                if kid.get("/Type", None) == "/Pages":
+                    walk_pages(kid, kid_path)
+
+        walk_pages(pages_ref.get_object(), pages_path)
+        self._page_tree = page_tree
+        struct = set()
+
+        def walk_struct(elem):
+            try:
+                children = elem["/K"]
+            except KeyError:
+                return
+            if not isinstance(children, generic.ArrayObject):
+                children = (children,)
+            for child in children:
+                child_ref = None
+                if isinstance(child, generic.IndirectObject):
+                    child_ref = child.reference
+                    child = child.get_object()
+                if not isinstance(child, generic.DictionaryObject):
+                    continue
+                try:
+                    if child["/Type"] != "/StructElem":
+                        continue
+                except KeyError:
+                    pass
+                if child_ref is not None:
+                    if child_ref in struct:
+                        raise misc.PdfReadError("Circular reference in structure tree in mapping stage")
+                    struct.add(child_ref)
+                walk_struct(child)
+
+        try:
+            walk_struct(root.raw_get("/StructTreeRoot").get_object())
+        except KeyError:
+            pass
+        self._struct_tree = struct
+
+    def _ancestors(self, target) -> set:
+        found, todo = {target}, [target]
+        parents = self._parents
+        while todo:
+            for parent in parents.get(todo.pop(), ()):
+                if parent is not _TRAILER and parent not in found:
+                    found.add(parent)
+                    todo.append(parent)
+        return found
+
+    # -- the paths to one reference, by pyHanko's own rules ------------------------------------
+    def __missing__(self, target):
+        self._index()
+        if target not in self._parents:
+            raise KeyError(target)  # not reachable: pyHanko's table has no entry either
+        relevant = self._ancestors(target)
+        resolver, page_tree, struct_tree = self.resolver, self._page_tree, self._struct_tree
+        found: set = set()
+        on_path: set = set()
+
+        def walk(obj, path, is_struct):  # one frame per step, like pyHanko's own walk
+            if isinstance(obj, generic.IndirectObject):
+                ref = obj.reference
+                if ref not in relevant or ref in on_path:
+                    return  # no path from here reaches the target, or a cycle
+                if ref == target:
+                    found.add(path)  # a path through the target cannot reach it again
+                    return
+                if page_tree.get(ref, path) != path:
+                    return  # page-tree nodes only via their canonical path
+                if not is_struct and ref in struct_tree:
+                    return
+                on_path.add(ref)
+                try:
+                    walk(resolver(ref), path, is_struct)
+                finally:
+                    on_path.discard(ref)
+            elif isinstance(obj, generic.DictionaryObject):
+                for k, v in obj.items():
+                    if k == "/Parent" or (is_struct and k == "/P"):
+                        continue
+                    walk(v, path + (k,), is_struct or (path == ("/Root", "/StructTreeRoot") and k == "/K"))
+            elif isinstance(obj, generic.ArrayObject):
+                for ix, v in enumerate(obj):
+                    walk(v, path + (ix,), is_struct)
+
+        walk(resolver.trailer_view, (), False)
+        result = {RawPdfPath(*p) for p in found}
+        self[target] = result
+        return result
+
+
+def install_on_demand_usages(resolver: HistoricalResolver) -> None:
+    """Give `resolver` the on-demand table, unless pyHanko already built its own."""
+    if getattr(resolver, "_indirect_object_access_cache", "absent") is None:
+        resolver._indirect_object_access_cache = UsagesOfRef(resolver)
+
+
+class ObjStmIndexReader(PdfFileReader):
+    """A reader that parses each object stream's header once.
+
+    pyHanko 0.38 re-reads an object stream's header from the start for every object it takes from
+    it; WeasyPrint (pydyf) puts every non-stream object of the record (~500) into one object
+    stream, so reading the document once costs ~N^2/2 header entries (0.5 s of CPU for the demo
+    record). Only the common case is handled here; anything unusual (an index out of range, an
+    object missing from the header, a damaged header or object) is left to pyHanko's own method,
+    so the result is the same object or the same error.
+    """
+
+    def _get_object_from_stream(self, idnum, stmnum, idx):
+        if self.strict:  # strict mode also checks each object's position: pyHanko's method
+            return super()._get_object_from_stream(idnum, stmnum, idx)
+        indexes = self.__dict__.setdefault("_kvs_objstm_index", {})
+        entry = indexes.get(stmnum)
+        if entry is None:
+            entry = indexes[stmnum] = self._kvs_index_objstm(stmnum)
+        if entry is not False:
+            data, first, offsets, count = entry
+            offset = offsets.get(idnum)
+            if offset is not None and 0 <= idx < count:
+                stream = io.BytesIO(data)
+                stream.seek(first + offset)
+                try:
+                    obj = generic.read_object(stream, generic.Reference(idnum, 0, self))
+                except (misc.PdfStreamError, misc.PdfReadError):
+                    obj = None
+                if obj is not None and not isinstance(obj, (generic.StreamObject, generic.IndirectObject)):
+                    return obj
+        return super()._get_object_from_stream(idnum, stmnum, idx)
+
+    def _kvs_index_objstm(self, stmnum):
+        try:
+            stream = generic.Reference(stmnum, 0, self).get_object()
+            if not isinstance(stream, generic.StreamObject) or stream.get("/Type") != "/ObjStm":
+                return False
+            count, first = int(stream["/N"]), int(stream["/First"])
+            data = stream.read_data(DecodePurpose.OBJECT_STREAM)
+        except Exception:
+            return False
+        header = io.BytesIO(data)
+        offsets: dict[int, int] = {}
+        for _ in range(count):
+            try:
+                misc.read_non_whitespace(header, seek_back=True)
+                objnum = generic.NumberObject.read_from_stream(header)
+                misc.read_non_whitespace(header, seek_back=True)
+                offset = generic.NumberObject.read_from_stream(header)
+            except Exception:  # damaged: the objects after this point go to pyHanko's method
+                break
+            offsets.setdefault(int(objnum), int(offset))  # pyHanko takes the first match
+        return data, first, offsets, count
+
+
+class _OnDemandUsagesDiffPolicy(StandardDiffPolicy):
+    """pyHanko's default diff policy (same rules, same verdicts), with the on-demand table."""
+
+    def review_file(self, reader, base_revision, field_mdp_spec=None, doc_mdp=None):
+        if isinstance(base_revision, int):
+            base_revision = reader.get_historical_resolver(base_revision)
+        install_on_demand_usages(base_revision)
+        return super().review_file(reader, base_revision, field_mdp_spec=field_mdp_spec, doc_mdp=doc_mdp)
+
+
+DIFF_POLICY = _OnDemandUsagesDiffPolicy(
+    global_rules=DEFAULT_DIFF_POLICY.global_rules,
+    form_rule=DEFAULT_DIFF_POLICY.form_rule,
+    reject_object_freeing=DEFAULT_DIFF_POLICY.reject_object_freeing,
+    ignore_orphaned_objects=DEFAULT_DIFF_POLICY.ignore_orphaned_objects,
+    ignore_identical_objects=DEFAULT_DIFF_POLICY.ignore_identical_objects,
+)
+
+
 # --------------------------------------------------------------------------- verification
 
 
@@ -347,7 +596,7 @@ def verify_pdf(
     except Exception as exc:
         raise SigningError(f"trust_roots: not a DER or PEM certificate ({exc})") from exc
     try:
-        reader = PdfFileReader(io.BytesIO(pdf_bytes), strict=False)
+        reader = ObjStmIndexReader(io.BytesIO(pdf_bytes), strict=False)
         embedded = list(reader.embedded_signatures)
     except Exception as exc:
         return VerificationReport(digest, [], f"not a readable PDF ({exc})", known)
@@ -357,7 +606,7 @@ def verify_pdf(
         name = sig.field_name
         vc = ValidationContext(trust_roots=roots, allow_fetching=False)
         try:
-            status = validate_pdf_signature(sig, signer_validation_context=vc)
+            status = validate_pdf_signature(sig, signer_validation_context=vc, diff_policy=DIFF_POLICY)
         except Exception as exc:  # a damaged signature must fail, not crash the report
             reports.append(
                 SignatureReport(
