@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from fontTools.ttLib import TTCollection, TTFont
+from lxml import etree
 from pyhanko.pdf_utils import generic, misc
 from pyhanko.pdf_utils.decode_limits import DecodePurpose
 from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
@@ -43,7 +44,18 @@ from pyhanko.pdf_utils.reader import HistoricalResolver, PdfFileReader, RawPdfPa
 from pyhanko.pdf_utils.text import TextBoxStyle
 from pyhanko.sign import fields as sig_fields
 from pyhanko.sign import signers
-from pyhanko.sign.diff_analysis import DEFAULT_DIFF_POLICY, StandardDiffPolicy
+from pyhanko.sign.diff_analysis import (
+    DEFAULT_DIFF_POLICY,
+    CatalogModificationRule,
+    DocInfoRule,
+    DSSCompareRule,
+    MetadataUpdateRule,
+    ModificationLevel,
+    ObjectStreamRule,
+    StandardDiffPolicy,
+    SuspiciousModification,
+    XrefStreamRule,
+)
 from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator import ValidationContext
@@ -474,8 +486,75 @@ class ObjStmIndexReader(PdfFileReader):
         return data, first, offsets, count
 
 
+# What a signing or validation-data (DSS) revision rewrites in the document's metadata; anything
+# else changed in /Info or the XMP after a signature (a new title, author, subject...) voids it.
+# pyHanko's own rules accept any /Info edit and any well-formed XMP at LTA_UPDATES, so a retitled
+# record still said "all signatures OK".
+MUTABLE_INFO_KEYS = frozenset({"/ModDate", "/Producer"})
+_XMP_NS = "http://ns.adobe.com/xap/1.0/"
+_PDF_NS = "http://ns.adobe.com/pdf/1.3/"
+_RDF_NS = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+MUTABLE_XMP_PROPERTIES = frozenset({f"{{{_XMP_NS}}}ModifyDate", f"{{{_XMP_NS}}}MetadataDate", f"{{{_PDF_NS}}}Producer"})
+
+
+def _in_revision(resolver: HistoricalResolver, obj):
+    """`obj` as this revision has it: an indirect reference read from a historical revision points at
+    the reader (the newest revision), so it is resolved through the revision's own resolver."""
+    return resolver(obj.reference) if isinstance(obj, generic.IndirectObject) else obj
+
+
+def _info_entries(resolver: HistoricalResolver) -> dict[str, str]:
+    info = _in_revision(resolver, resolver.trailer_view.raw_get("/Info") if "/Info" in resolver.trailer_view else None)
+    if not isinstance(info, generic.DictionaryObject):
+        return {}
+    return {str(key): repr(_in_revision(resolver, value)) for key, value in info.items()}
+
+
+def _xmp_properties(resolver: HistoricalResolver) -> dict[str, str]:
+    """Every property of the XMP packet (attributes and elements of each rdf:Description)."""
+    root = _in_revision(resolver, resolver.trailer_view.raw_get("/Root"))
+    metadata = _in_revision(resolver, root.raw_get("/Metadata")) if "/Metadata" in root else None
+    if not isinstance(metadata, generic.StreamObject):
+        return {}
+    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    xml = etree.fromstring(metadata.read_data(DecodePurpose.XMP_METADATA), parser=parser)
+    properties: dict[str, str] = {}
+    for description in xml.iter(f"{{{_RDF_NS}}}Description"):
+        for name, value in description.attrib.items():
+            if name != f"{{{_RDF_NS}}}about":
+                properties[name] = value
+        for child in description:
+            properties[str(child.tag)] = etree.tostring(child, method="c14n").decode()
+    return properties
+
+
+def _refuse_changes(what: str, before: Mapping[str, str], after: Mapping[str, str], mutable: frozenset) -> None:
+    changed = sorted(k for k in before.keys() | after.keys() if k not in mutable and before.get(k) != after.get(k))
+    if changed:
+        raise SuspiciousModification(f"{what} changed after signing: {', '.join(changed)}")
+
+
+class StrictDocInfoRule(DocInfoRule):
+    """pyHanko's /Info rule, refusing any change but the modification date and the producer."""
+
+    def apply(self, old, new):
+        _refuse_changes("/Info", _info_entries(old), _info_entries(new), MUTABLE_INFO_KEYS)
+        yield from super().apply(old, new)
+
+
+class StrictMetadataRule(MetadataUpdateRule):
+    """pyHanko's XMP rule (well-formed XML, no entities), refusing any change to a property but
+    the modification and metadata dates and the producer."""
+
+    def apply(self, old, new):
+        updates = list(super().apply(old, new))  # the syntax checks come first
+        _refuse_changes("XMP metadata", _xmp_properties(old), _xmp_properties(new), MUTABLE_XMP_PROPERTIES)
+        yield from updates
+
+
 class _OnDemandUsagesDiffPolicy(StandardDiffPolicy):
-    """pyHanko's default diff policy (same rules, same verdicts), with the on-demand table."""
+    """pyHanko's default diff policy with the on-demand table (same walking rules, same verdicts),
+    and /Info and XMP edits after a signature refused (see StrictDocInfoRule)."""
 
     def review_file(self, reader, base_revision, field_mdp_spec=None, doc_mdp=None):
         if isinstance(base_revision, int):
@@ -484,8 +563,17 @@ class _OnDemandUsagesDiffPolicy(StandardDiffPolicy):
         return super().review_file(reader, base_revision, field_mdp_spec=field_mdp_spec, doc_mdp=doc_mdp)
 
 
+# DEFAULT_DIFF_POLICY's rules, in its order, with the two metadata rules made strict (a test
+# checks this list against pyHanko's, so an upgrade that adds a rule is noticed).
 DIFF_POLICY = _OnDemandUsagesDiffPolicy(
-    global_rules=DEFAULT_DIFF_POLICY.global_rules,
+    global_rules=[
+        CatalogModificationRule(),
+        StrictDocInfoRule().as_qualified(ModificationLevel.LTA_UPDATES),
+        XrefStreamRule().as_qualified(ModificationLevel.LTA_UPDATES),
+        ObjectStreamRule().as_qualified(ModificationLevel.LTA_UPDATES),
+        DSSCompareRule().as_qualified(ModificationLevel.LTA_UPDATES),
+        StrictMetadataRule().as_qualified(ModificationLevel.LTA_UPDATES),
+    ],
     form_rule=DEFAULT_DIFF_POLICY.form_rule,
     reject_object_freeing=DEFAULT_DIFF_POLICY.reject_object_freeing,
     ignore_orphaned_objects=DEFAULT_DIFF_POLICY.ignore_orphaned_objects,
@@ -583,6 +671,7 @@ def verify_pdf(
     pdf_bytes: bytes,
     trust_roots: Iterable[bytes],
     known_hashes: Iterable[str] | None = None,
+    diff_policy: StandardDiffPolicy | None = None,
 ) -> VerificationReport:
     """Verify every signature against ``trust_roots`` (DER or PEM certificates).
 
@@ -606,7 +695,7 @@ def verify_pdf(
         name = sig.field_name
         vc = ValidationContext(trust_roots=roots, allow_fetching=False)
         try:
-            status = validate_pdf_signature(sig, signer_validation_context=vc, diff_policy=DIFF_POLICY)
+            status = validate_pdf_signature(sig, signer_validation_context=vc, diff_policy=diff_policy or DIFF_POLICY)
         except Exception as exc:  # a damaged signature must fail, not crash the report
             reports.append(
                 SignatureReport(

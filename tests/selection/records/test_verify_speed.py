@@ -13,6 +13,7 @@ import pytest
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
+from pyhanko.sign.diff_analysis import DEFAULT_DIFF_POLICY
 
 from selection.records import signing
 from selection.records.pdf import render_record
@@ -153,3 +154,42 @@ def test_an_edit_after_the_last_signature_voids_every_signature(big_record, edit
     for sig in report.signatures:
         assert sig.intact and sig.valid and not sig.covers_whole_document
         assert sig.modification_level == "OTHER" and not sig.ok
+
+
+def _retitle(writer):
+    """Change the document title in /Info (what a viewer shows in its title bar)."""
+    info = writer.trailer["/Info"]
+    info["/Title"] = generic.TextStringObject("Decision revoked")
+    writer.mark_update(writer.trailer.raw_get("/Info"))
+
+
+def _xmp_subject(writer):
+    """Give the XMP packet a subject (dc:description) only: /Info has none, so pyHanko's writer
+    leaves /Info alone and writes it into the XMP it regenerates."""
+    writer.document_meta.subject = "Decision revoked"
+    writer.update_root()  # an identical catalog: makes the writer write a revision
+
+
+@pytest.mark.parametrize("edit", [_retitle, _xmp_subject])
+def test_a_metadata_edit_after_the_last_signature_is_refused(small_record, edit):
+    """pyHanko's default rules accept any /Info edit and any well-formed XMP as LTA_UPDATES; kvselect
+    only lets a later revision rewrite the modification date and the producer."""
+    pdf, ca, _ = small_record
+    assert signing.verify_pdf(pdf, [ca]).all_ok
+    edited = _append(pdf, edit)
+    pyhanko_verdict = signing.verify_pdf(edited, [ca], diff_policy=DEFAULT_DIFF_POLICY)
+    assert pyhanko_verdict.signatures[-1].modification_level == "LTA_UPDATES"
+    report = signing.verify_pdf(edited, [ca])
+    assert not report.all_ok
+    assert {s.modification_level for s in report.signatures} == {"OTHER"}
+
+
+def test_the_strict_policy_keeps_every_rule_of_pyhankos_default_in_order():
+    def kind(rule):
+        return type(getattr(rule, "rule", rule))
+
+    ours = [kind(r) for r in signing.DIFF_POLICY.global_rules]
+    theirs = [kind(r) for r in DEFAULT_DIFF_POLICY.global_rules]
+    assert len(ours) == len(theirs)
+    assert all(issubclass(a, b) for a, b in zip(ours, theirs, strict=True))
+    assert signing.DIFF_POLICY.form_rule is DEFAULT_DIFF_POLICY.form_rule
