@@ -3,21 +3,29 @@
 This is the ONLY module that imports pyHanko (pinned to 0.38.* in pyproject.toml): everything
 pyHanko-specific stays behind the pure functions below so an upgrade touches one file.
 
+- ``certificate_info``, ``pkcs12_certificate`` and ``trust_root_of`` read a certificate's public
+  facts (the SHA-256 fingerprint each signature field is checked against) and which trust root
+  certifies it: what an owner's enrolment stores.
 - ``prepare_signature_fields`` adds empty, visible signature fields at the boxes the record
   template laid out (one incremental update), so each owner signs an existing field by name.
-- ``sign_pdf`` appends one PAdES baseline signature (B-B, subfilter ETSI.CAdES.detached) as an
-  incremental update with a visible box showing "signed", the role, the signer and the time.
-  Owners sign in sequence (business, platform, security), an organisational seal last.
-- ``verify_pdf`` reports every signature: intact, valid, trusted against the given roots, the
-  coverage / modification level, and the document's SHA-256. The modification analysis is
-  pyHanko's (same rules, same verdicts); only its reverse-reference table and its object-stream
-  reads are computed in linear time (see "modification analysis" below).
-- ``issue_dev_certificates`` creates a clearly-labelled development CA and one PKCS#12 per
-  owner (never for production).
+- ``sign_pdf`` appends one PAdES baseline signature (subfilter ETSI.CAdES.detached) as an
+  incremental update with a visible box showing "signed", the role, the signer and the time; it
+  refuses a key whose certificate is not the expected (enrolled) one. B-B by default; B-T with an
+  RFC 3161 timestamp, B-LT with the chain and revocation data in the document's DSS. Owners sign
+  in sequence (business, platform, security), an organisational seal last.
+- ``verify_pdf`` reports every signature, offline: intact, valid, trusted and by which root (a
+  development CA flagged), signed by the owner named for its field, the coverage / modification
+  level, the PAdES level reached, and the document's SHA-256. The modification analysis is
+  pyHanko's in linear time (see "modification analysis" below), and stricter about metadata: after
+  a signature, only the modification dates and the producer may change.
+- ``issue_dev_certificates`` creates a clearly-labelled development CA (with its CRL and a
+  development time-stamping authority) and one PKCS#12 per owner; ``issue_certificate`` issues
+  one more from it (never for production).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import io
@@ -28,12 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from asn1crypto import crl as asn1_crl
+from asn1crypto import keys as asn1_keys
 from asn1crypto import x509 as asn1_x509
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from fontTools.ttLib import TTCollection, TTFont
 from lxml import etree
 from pyhanko.pdf_utils import generic, misc
@@ -56,14 +66,20 @@ from pyhanko.sign.diff_analysis import (
     SuspiciousModification,
     XrefStreamRule,
 )
+from pyhanko.sign.timestamps import DummyTimeStamper, HTTPTimeStamper
 from pyhanko.sign.validation import validate_pdf_signature
+from pyhanko.sign.validation.dss import DocumentSecurityStore
+from pyhanko.sign.validation.errors import NoDSSFoundError
 from pyhanko.stamp import TextStampStyle
-from pyhanko_certvalidator import ValidationContext
+from pyhanko_certvalidator import CertificateValidator, ValidationContext
+from pyhanko_certvalidator.registry import SimpleCertificateStore
 
 log = logging.getLogger(__name__)
 
 DEV_CA_COMMON_NAME = "kvselect DEVELOPMENT CA \u2014 not for production"
+DEV_TSA_COMMON_NAME = "kvselect DEVELOPMENT TSA \u2014 not for production"
 DEV_ORGANISATION = "kvselect development (not for production)"
+SEAL_FIELD = "seal"  # the organisational seal's field: signed last, by no owner
 ROLE_LABELS = {
     "business": "Business owner",
     "platform": "Platform owner",
@@ -79,6 +95,130 @@ Box = tuple[int, float, float, float, float]
 
 class SigningError(ValueError):
     """Signing or certificate handling failed; the message says which input and why."""
+
+
+# --------------------------------------------------------------------------- certificates
+
+
+@dataclass(frozen=True)
+class CertificateInfo:
+    """The public facts of one X.509 certificate, as kvselect shows and compares them."""
+
+    sha256: str  # of the DER encoding: what each signature field is checked against
+    subject: str  # RFC 4514
+    common_name: str
+    issuer: str
+    not_before: dt.datetime
+    not_after: dt.datetime
+    is_ca: bool
+    development: bool  # issued by (or is) a kvselect development CA: never for procurement
+    pem: str
+
+    @property
+    def short(self) -> str:
+        return f"{self.common_name or self.subject} (SHA-256 {self.sha256[:16]}…)"
+
+
+def _asn1_cert(data: bytes) -> asn1_x509.Certificate:
+    if data.lstrip().startswith(b"-----BEGIN"):
+        data = x509.load_pem_x509_certificate(data).public_bytes(serialization.Encoding.DER)
+    return asn1_x509.Certificate.load(data)
+
+
+def _asn1_crl(data: bytes) -> asn1_crl.CertificateList:
+    if data.lstrip().startswith(b"-----BEGIN"):
+        data = x509.load_pem_x509_crl(data).public_bytes(serialization.Encoding.DER)
+    return asn1_crl.CertificateList.load(data)
+
+
+def _subject_line(cert: asn1_x509.Certificate) -> str:
+    return cert.subject.native.get("common_name") or cert.subject.human_friendly
+
+
+def _is_development(cert: x509.Certificate) -> bool:
+    def marked(name: x509.Name) -> bool:
+        organisations = [a.value for a in name.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
+        common_names = [a.value for a in name.get_attributes_for_oid(NameOID.COMMON_NAME)]
+        return DEV_ORGANISATION in organisations or any("DEVELOPMENT CA" in str(cn) for cn in common_names)
+
+    return marked(cert.issuer) or marked(cert.subject)
+
+
+def _info(cert: x509.Certificate) -> CertificateInfo:
+    try:
+        is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    common_names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return CertificateInfo(
+        sha256=cert.fingerprint(hashes.SHA256()).hex(),
+        subject=cert.subject.rfc4514_string(),
+        common_name=str(common_names[0].value) if common_names else "",
+        issuer=cert.issuer.rfc4514_string(),
+        not_before=cert.not_valid_before_utc,
+        not_after=cert.not_valid_after_utc,
+        is_ca=is_ca,
+        development=_is_development(cert),
+        pem=cert.public_bytes(serialization.Encoding.PEM).decode("ascii"),
+    )
+
+
+def certificate_info(data: bytes) -> CertificateInfo:
+    """The first certificate of a PEM (or DER) file; a SigningError naming ``certificate`` otherwise."""
+    try:
+        if data.lstrip().startswith(b"-----BEGIN"):
+            cert = x509.load_pem_x509_certificates(data)[0]
+        else:
+            cert = x509.load_der_x509_certificate(data)
+    except ValueError as exc:
+        raise SigningError("certificate: not a PEM or DER X.509 certificate") from exc
+    return _info(cert)
+
+
+def bundle_certificates(data: bytes) -> list[bytes]:
+    """Every certificate of a PEM bundle (or the one DER certificate), DER-encoded."""
+    try:
+        if data.lstrip().startswith(b"-----BEGIN"):
+            return [c.public_bytes(serialization.Encoding.DER) for c in x509.load_pem_x509_certificates(data)]
+        return [x509.load_der_x509_certificate(data).public_bytes(serialization.Encoding.DER)]
+    except ValueError as exc:
+        raise SigningError("certificate: not a PEM or DER X.509 certificate") from exc
+
+
+def pkcs12_certificate(pkcs12_bytes: bytes, passphrase: str | bytes | None) -> CertificateInfo:
+    """The signing certificate inside a PKCS#12 (a wrong passphrase is a SigningError naming pkcs12)."""
+    signer = load_signer(pkcs12_bytes, passphrase)
+    return certificate_info(signer.signing_cert.dump())
+
+
+def trust_root_of(
+    certificate: bytes, trust_roots: Iterable[bytes], intermediates: Iterable[bytes] = ()
+) -> CertificateInfo | None:
+    """The root among ``trust_roots`` that certifies ``certificate`` for signing (digital signature
+    or non-repudiation) now, through ``intermediates`` if needed; None when none does. Offline:
+    nothing is fetched, missing revocation data is not an error here."""
+    roots = [_asn1_cert(r) for r in trust_roots]
+    if not roots:
+        return None
+    context = ValidationContext(trust_roots=roots, allow_fetching=False)
+    validator = CertificateValidator(
+        _asn1_cert(certificate), intermediate_certs=[_asn1_cert(c) for c in intermediates], validation_context=context
+    )
+    try:
+        path = asyncio.run(validator.async_validate_usage({"digital_signature"}))
+    except Exception:  # any path-building or usage failure: not certified by these roots
+        try:
+            path = asyncio.run(validator.async_validate_usage({"non_repudiation"}))
+        except Exception:
+            return None
+    return _anchor_info(path)
+
+
+def _anchor_info(path) -> CertificateInfo | None:
+    """The trust anchor of a certvalidator path, when it is a certificate."""
+    anchor = getattr(path, "trust_anchor", None)
+    cert = getattr(getattr(anchor, "authority", None), "certificate", None)
+    return certificate_info(cert.dump()) if cert is not None else None
 
 
 # --------------------------------------------------------------------------- signing
@@ -196,6 +336,57 @@ def _stamp_text_style(signer_line: str, stamp_font: Path | str | None) -> tuple[
     return "signer: see name above", None
 
 
+class _OfflineEmbeddingIsIntended(logging.Filter):
+    """kvselect embeds the revocation data it holds (the CRLs it is given) without fetching on
+    purpose; pyHanko warns about that on every signature."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "fetching is not allowed" not in record.getMessage()
+
+
+logging.getLogger("pyhanko.sign.signers.pdf_signer").addFilter(_OfflineEmbeddingIsIntended())
+
+
+@dataclass(frozen=True)
+class ValidationMaterial:
+    """What a signature embeds for long-term validation (PAdES B-LT): the signer's chain up to one
+    of ``trust_roots`` and its revocation data (``crls``, DER or PEM; fetched from the CA only when
+    ``allow_fetching``). Without revocation data the chain is embedded and the level stays B-T."""
+
+    trust_roots: Sequence[bytes]
+    crls: Sequence[bytes] = ()
+    allow_fetching: bool = False
+
+    def validation_context(self) -> ValidationContext:
+        return ValidationContext(
+            trust_roots=[_asn1_cert(r) for r in self.trust_roots],
+            crls=[_asn1_crl(c) for c in self.crls],
+            allow_fetching=self.allow_fetching,
+        )
+
+
+def http_timestamper(url: str):
+    """An RFC 3161 time-stamping client for ``url`` (pass it to ``sign_pdf`` as ``timestamper``)."""
+    if not url.startswith(("http://", "https://")):
+        raise SigningError(f"tsa_url: must be an http(s) URL, got {url!r}")
+    return HTTPTimeStamper(url)
+
+
+def dev_timestamper(cert_dir: str | Path):
+    """The development TSA issued by ``issue_dev_certificates`` (in-process: no network, dev only)."""
+    folder = Path(cert_dir)
+    try:
+        tsa_cert = _asn1_cert((folder / DEV_TSA_CERT).read_bytes())
+        key = serialization.load_pem_private_key((folder / DEV_TSA_KEY).read_bytes(), password=None)
+        ca = _asn1_cert((folder / DEV_CA_CERT).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise SigningError(f"tsa: no development time-stamping authority under {folder} ({exc})") from exc
+    tsa_key = asn1_keys.PrivateKeyInfo.load(
+        key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return DummyTimeStamper(tsa_cert=tsa_cert, tsa_key=tsa_key, certs_to_embed=SimpleCertificateStore.from_certs([ca]))
+
+
 def sign_pdf(
     pdf_bytes: bytes,
     pkcs12_bytes: bytes,
@@ -206,17 +397,33 @@ def sign_pdf(
     reason: str,
     box: Sequence | None = None,
     stamp_font: Path | str | None = None,
+    *,
+    expected_certificate_sha256: str | None = None,
+    timestamper=None,
+    validation_material: ValidationMaterial | None = None,
 ) -> bytes:
-    """Append one PAdES B-B signature into ``field_name`` as an incremental update.
+    """Append one PAdES signature into ``field_name`` as an incremental update.
 
     The field must exist (see ``prepare_signature_fields``) unless ``box`` gives
     (page, x1, y1, x2, y2) in points to create it. The visible appearance shows the role,
     the signer and the signing time; a signer name outside Latin-1 needs ``stamp_font`` (an
     OpenType file with its glyphs, see ``cjk_stamp_font``).
+
+    ``expected_certificate_sha256`` refuses any key whose certificate is not that one (an owner
+    signs only with their enrolled certificate). With a ``timestamper`` (``http_timestamper``,
+    ``dev_timestamper``) the signature carries an RFC 3161 timestamp (PAdES B-T); with
+    ``validation_material`` the chain and revocation data follow in the document's DSS (B-LT).
     """
     if not field_name:
         raise SigningError("field_name: must be a non-empty string")
     signer = load_signer(pkcs12_bytes, passphrase)
+    if expected_certificate_sha256 is not None:
+        actual = signer.signing_cert.sha256.hex()
+        if actual != expected_certificate_sha256.lower():
+            raise SigningError(
+                f"pkcs12: this certificate ({_subject_line(signer.signing_cert)}, SHA-256 {actual[:16]}…) is not "
+                f"the enrolled certificate for field {field_name!r} (SHA-256 {expected_certificate_sha256[:16]}…)"
+            )
     present = existing_signature_fields(pdf_bytes)
     if present.get(field_name):
         raise SigningError(f"field_name: signature field {field_name!r} is already signed")
@@ -237,14 +444,20 @@ def sign_pdf(
         background=None,
         **({"text_box_style": text_box_style} if text_box_style is not None else {}),
     )
+    ltv = {}
+    if validation_material is not None:
+        ltv = {"embed_validation_info": True, "validation_context": validation_material.validation_context()}
     meta = signers.PdfSignatureMetadata(
         field_name=field_name,
         md_algorithm="sha256",
         subfilter=sig_fields.SigSeedSubFilter.PADES,
         reason=f"{role_label}: {reason}" if reason else role_label,
         name=signer_name,
+        **ltv,
     )
-    pdf_signer = signers.PdfSigner(meta, signer=signer, stamp_style=stamp_style, new_field_spec=new_field_spec)
+    pdf_signer = signers.PdfSigner(
+        meta, signer=signer, stamp_style=stamp_style, new_field_spec=new_field_spec, timestamper=timestamper
+    )
     writer = _open_writer(pdf_bytes)
     try:
         out = pdf_signer.sign_pdf(
@@ -583,6 +796,16 @@ DIFF_POLICY = _OnDemandUsagesDiffPolicy(
 
 # --------------------------------------------------------------------------- verification
 
+PADES_SUBFILTER = "/ETSI.CAdES.detached"
+
+
+@dataclass(frozen=True)
+class ExpectedSigner:
+    """Who must sign one field: the owner's name and their enrolled certificate's SHA-256."""
+
+    name: str
+    certificate_sha256: str
+
 
 @dataclass(frozen=True)
 class SignatureReport:
@@ -600,18 +823,39 @@ class SignatureReport:
     docmdp_ok: bool | None
     reason: str | None
     error: str | None = None
+    signer_certificate_sha256: str | None = None
+    trust_root: str | None = None  # the root that validated the signer's chain (its common name)
+    trust_root_sha256: str | None = None
+    development_certificate: bool = False  # the signer or its root is a kvselect development CA's
+    level: str | None = None  # PAdES baseline level reached: B-B, B-T (timestamped), B-LT (verifiable offline)
+    timestamp: dt.datetime | None = None  # the time an RFC 3161 timestamp proves
+    timestamp_authority: str | None = None
+    expected_signer: str | None = None  # the owner named for this field, when one is
+    signed_by_owner: bool | None = None  # None: no owner is named for this field
 
     @property
     def ok(self) -> bool:
-        """Intact, valid, trusted, and whatever was appended later only filled in (signed)
-        form fields or added validation data - never changed the content."""
+        """Intact, valid, trusted, signed by the owner named for the field (when one is), and
+        whatever was appended later only filled in (signed) form fields or added validation
+        data - never changed the content."""
         return (
             self.intact
             and self.valid
             and self.trusted
             and self.docmdp_ok is not False
             and self.modification_level in ALLOWED_LATER_CHANGES
+            and self.signed_by_owner is not False
         )
+
+    @property
+    def owner_check(self) -> str:
+        if self.signed_by_owner is None:
+            return "no owner named for this field"
+        if self.signed_by_owner:
+            return f"signed by the named owner ({self.expected_signer})"
+        if self.expected_signer is None:
+            return "signed by someone else: no owner signs this field"
+        return f"signed by someone else: this field is {self.expected_signer}'s"
 
 
 @dataclass(frozen=True)
@@ -622,17 +866,30 @@ class VerificationReport:
     signatures: list[SignatureReport] = field(default_factory=list)
     error: str | None = None
     matches_known_record: bool | None = None  # None: no list of issued hashes was given
+    unsigned_fields: list[str] = field(default_factory=list)  # owners' fields nobody signed
 
     @property
     def all_ok(self) -> bool:
-        return self.error is None and bool(self.signatures) and all(s.ok for s in self.signatures)
+        return (
+            self.error is None
+            and bool(self.signatures)
+            and not self.unsigned_fields
+            and all(s.ok for s in self.signatures)
+        )
+
+    @property
+    def development_certificates(self) -> bool:
+        return any(s.development_certificate for s in self.signatures)
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        for sig in data["signatures"]:
-            if sig["signing_time"] is not None:
-                sig["signing_time"] = sig["signing_time"].isoformat()
+        for sig, report in zip(data["signatures"], self.signatures, strict=True):
+            for key in ("signing_time", "timestamp"):
+                if sig[key] is not None:
+                    sig[key] = sig[key].isoformat()
+            sig["ok"] = report.ok
         data["all_ok"] = self.all_ok
+        data["development_certificates"] = self.development_certificates
         return data
 
     def as_text(self) -> str:
@@ -653,18 +910,106 @@ class VerificationReport:
                 f"coverage={s.coverage} whole_document={s.covers_whole_document} "
                 f"modifications={s.modification_level}" + (f" error={s.error}" if s.error else "")
             )
+            if s.signer_certificate_sha256:
+                lines.append(f"   certificate SHA-256 {s.signer_certificate_sha256}")
+            root = s.trust_root or "none (not trusted)"
+            flag = " [DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT]" if s.development_certificate else ""
+            lines.append(f"   trust root: {root}{flag}")
+            lines.append(f"   owner: {s.owner_check}")
+            stamp = ""
+            if s.timestamp:
+                stamp = f" (timestamp {s.timestamp.isoformat()} by {s.timestamp_authority or 'unknown TSA'})"
+            lines.append(f"   level: {s.level or 'none'}{stamp}")
+        for name in self.unsigned_fields:
+            lines.append(f"field={name}: NOT SIGNED")
         lines.append("result: " + ("ALL SIGNATURES OK" if self.all_ok else "NOT VERIFIED"))
         return "\n".join(lines)
 
 
-def _asn1_cert(data: bytes) -> asn1_x509.Certificate:
-    if data.lstrip().startswith(b"-----BEGIN"):
-        data = x509.load_pem_x509_certificate(data).public_bytes(serialization.Encoding.DER)
-    return asn1_x509.Certificate.load(data)
-
-
 def _enum_name(value) -> str | None:
     return None if value is None else getattr(value, "name", str(value))
+
+
+def _read_dss(reader: PdfFileReader) -> DocumentSecurityStore | None:
+    try:
+        return DocumentSecurityStore.read_dss(reader)
+    except NoDSSFoundError:
+        return None
+    except Exception as exc:  # a damaged DSS: verify as if there were none
+        log.warning("unreadable document security store: %s", exc)
+        return None
+
+
+def _timestamp_ok(status) -> bool:
+    ts = status.timestamp_validity
+    return ts is not None and bool(ts.intact and ts.valid and ts.trusted)
+
+
+def _validate(sig, roots: list, dss: DocumentSecurityStore | None, policy, *, offline: bool):
+    """pyHanko's validation of one signature. ``offline``: trust and revocation only from the
+    document's DSS and ``roots``, revocation data required (hard-fail) - what PAdES B-LT promises.
+    Otherwise revocation data is used when present (soft-fail). Nothing is ever fetched."""
+    kwargs = {"trust_roots": roots, "allow_fetching": False, "revocation_mode": "hard-fail" if offline else "soft-fail"}
+
+    def context() -> ValidationContext:
+        return dss.as_validation_context(dict(kwargs)) if dss is not None else ValidationContext(**kwargs)
+
+    return validate_pdf_signature(
+        sig, signer_validation_context=context(), ts_validation_context=context(), diff_policy=policy
+    )
+
+
+def _signature_report(
+    sig, roots: list, dss: DocumentSecurityStore | None, policy, expected: Mapping[str, ExpectedSigner] | None
+) -> SignatureReport:
+    name = sig.field_name
+    status, long_term = None, False
+    if dss is not None and (dss.crls or dss.ocsps):
+        status = _validate(sig, roots, dss, policy, offline=True)
+        long_term = bool(status.trusted)
+        if not status.trusted:
+            status = None  # not verifiable from the DSS alone: say whether it is trusted at all
+    if status is None:
+        status = _validate(sig, roots, dss, policy, offline=False)
+    coverage = _enum_name(status.coverage)
+    cert = status.signing_cert
+    anchor = _anchor_info(status.validation_path) if status.trusted else None
+    signer_info = certificate_info(cert.dump()) if cert is not None else None
+    level = None
+    if status.intact and status.valid and str(sig.sig_object.get("/SubFilter")) == PADES_SUBFILTER:
+        level = "B-B"
+        if _timestamp_ok(status):
+            level = "B-LT" if long_term else "B-T"
+    ts = status.timestamp_validity
+    owner = None if expected is None else expected.get(name)
+    fingerprint = signer_info.sha256 if signer_info else None
+    if expected is None or (owner is None and name == SEAL_FIELD):
+        signed_by_owner = None
+    else:
+        signed_by_owner = owner is not None and fingerprint == owner.certificate_sha256.lower()
+    reason = sig.sig_object.get("/Reason")
+    return SignatureReport(
+        field=name,
+        signer_common_name=cert.subject.native.get("common_name") if cert is not None else None,
+        signing_time=status.signer_reported_dt,
+        intact=bool(status.intact),
+        valid=bool(status.valid),
+        trusted=bool(status.trusted),
+        coverage=coverage,
+        covers_whole_document=coverage == "ENTIRE_FILE",
+        modification_level=_enum_name(status.modification_level),
+        docmdp_ok=status.docmdp_ok,
+        reason=str(reason) if reason is not None else None,
+        signer_certificate_sha256=fingerprint,
+        trust_root=(anchor.common_name or anchor.subject) if anchor else None,
+        trust_root_sha256=anchor.sha256 if anchor else None,
+        development_certificate=bool((signer_info and signer_info.development) or (anchor and anchor.development)),
+        level=level,
+        timestamp=ts.timestamp if ts is not None and _timestamp_ok(status) else None,
+        timestamp_authority=_subject_line(ts.signing_cert) if ts is not None and ts.signing_cert else None,
+        expected_signer=owner.name if owner else None,
+        signed_by_owner=signed_by_owner,
+    )
 
 
 def verify_pdf(
@@ -672,11 +1017,16 @@ def verify_pdf(
     trust_roots: Iterable[bytes],
     known_hashes: Iterable[str] | None = None,
     diff_policy: StandardDiffPolicy | None = None,
+    expected_signers: Mapping[str, ExpectedSigner] | None = None,
 ) -> VerificationReport:
-    """Verify every signature against ``trust_roots`` (DER or PEM certificates).
+    """Verify every signature against ``trust_roots`` (DER or PEM certificates), offline.
 
     ``known_hashes`` (SHA-256 hex of PDFs kvselect issued) lets the caller say whether this
-    exact file is one of them; verification itself needs no database.
+    exact file is one of them; ``expected_signers`` (field -> owner and enrolled certificate)
+    checks each field was signed by its owner - a field signed by anyone else, an owner's field
+    left unsigned or a signature in a field that names no owner (the seal aside) fails the
+    document. A document security store (PAdES B-LT) is used as the only source of revocation
+    data; nothing is fetched. Verification itself needs no database.
     """
     digest = hashlib.sha256(pdf_bytes).hexdigest()
     known = None if known_hashes is None else digest in {h.lower() for h in known_hashes}
@@ -689,48 +1039,55 @@ def verify_pdf(
         embedded = list(reader.embedded_signatures)
     except Exception as exc:
         return VerificationReport(digest, [], f"not a readable PDF ({exc})", known)
-
+    dss = _read_dss(reader)
+    policy = diff_policy or DIFF_POLICY
     reports = []
     for sig in embedded:
-        name = sig.field_name
-        vc = ValidationContext(trust_roots=roots, allow_fetching=False)
         try:
-            status = validate_pdf_signature(sig, signer_validation_context=vc, diff_policy=diff_policy or DIFF_POLICY)
+            reports.append(_signature_report(sig, roots, dss, policy, expected_signers))
         except Exception as exc:  # a damaged signature must fail, not crash the report
             reports.append(
                 SignatureReport(
-                    name, None, None, False, False, False, None, False, None, None, None, f"{type(exc).__name__}: {exc}"
+                    sig.field_name,
+                    None,
+                    None,
+                    False,
+                    False,
+                    False,
+                    None,
+                    False,
+                    None,
+                    None,
+                    None,
+                    f"{type(exc).__name__}: {exc}",
                 )
             )
-            continue
-        coverage = _enum_name(status.coverage)
-        cn = status.signing_cert.subject.native.get("common_name") if status.signing_cert else None
-        reason = sig.sig_object.get("/Reason")
-        reports.append(
-            SignatureReport(
-                field=name,
-                signer_common_name=cn,
-                signing_time=status.signer_reported_dt,
-                intact=bool(status.intact),
-                valid=bool(status.valid),
-                trusted=bool(status.trusted),
-                coverage=coverage,
-                covers_whole_document=coverage == "ENTIRE_FILE",
-                modification_level=_enum_name(status.modification_level),
-                docmdp_ok=status.docmdp_ok,
-                reason=str(reason) if reason is not None else None,
-            )
-        )
-    return VerificationReport(digest, reports, None, known)
+    signed = {r.field for r in reports}
+    unsigned = [name for name in (expected_signers or {}) if name not in signed]
+    return VerificationReport(digest, reports, None, known, unsigned)
 
 
 # --------------------------------------------------------------------------- development CA
+
+# File names under the development CA's folder (issue_dev_certificates).
+DEV_CA_CERT = "dev-ca.pem"
+DEV_CA_KEY = "dev-ca-key.pem"
+DEV_CA_CRL = "dev-ca.crl"
+DEV_TSA_CERT = "dev-tsa.pem"
+DEV_TSA_KEY = "dev-tsa-key.pem"
+# Named in every development certificate so validators know where revocation data lives; never
+# fetched (.invalid): the CRL travels in each signed record's DSS.
+DEV_CRL_URL = "http://crl.kvselect.invalid/dev-ca.crl"
 
 
 @dataclass(frozen=True)
 class DevCertificatePaths:
     ca_certificate: Path  # PEM; give it to verify_pdf as a trust root
     pkcs12: dict[str, Path]  # role -> PKCS#12 file protected by the passphrase
+    ca_key: Path  # PEM, private: issues owner certificates and the CRL
+    crl: Path  # PEM: the development CA's (empty) revocation list, embedded in B-LT records
+    tsa_certificate: Path  # PEM: the development time-stamping authority (RSA, timeStamping EKU)
+    tsa_key: Path
 
 
 def _name(common_name: str, unit: str) -> x509.Name:
@@ -743,13 +1100,82 @@ def _name(common_name: str, unit: str) -> x509.Name:
     )
 
 
+def _write_private(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    path.chmod(0o600)
+
+
+def _private_pem(key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _leaf(subject: x509.Name, key, ca_cert: x509.Certificate, ca_key, until: dt.datetime, *, tsa: bool = False):
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(min(until, ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            # digitalSignature, plus contentCommitment (non-repudiation) for people
+            x509.KeyUsage(True, not tsa, False, False, False, False, False, False, False),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False)
+        .add_extension(
+            x509.CRLDistributionPoints(
+                [x509.DistributionPoint([x509.UniformResourceIdentifier(DEV_CRL_URL)], None, None, None)]
+            ),
+            False,
+        )
+    )
+    if tsa:  # RFC 3161: the only extended key usage, critical
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING]), critical=True)
+    return builder.sign(ca_key, hashes.SHA256())
+
+
+def _owner_pkcs12(person: str, unit: str, passphrase: str, ca_cert, ca_key, until: dt.datetime, label: str):
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _leaf(_name(str(person), unit), key, ca_cert, ca_key, until)
+    blob = pkcs12.serialize_key_and_certificates(
+        name=label.encode(),
+        key=key,
+        cert=cert,
+        cas=[ca_cert],
+        encryption_algorithm=serialization.BestAvailableEncryption(passphrase.encode()),
+    )
+    return blob, cert
+
+
+def _dev_crl(ca_cert: x509.Certificate, ca_key) -> bytes:
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    crl = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(now)
+        .next_update(ca_cert.not_valid_after_utc)  # a development CRL for the CA's whole life: offline years later
+        .add_extension(x509.CRLNumber(1), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return crl.public_bytes(serialization.Encoding.PEM)
+
+
 def issue_dev_certificates(
     out_dir: str | Path,
     names: Mapping[str, str],
     passphrase: str,
     valid_days: int = 825,
 ) -> DevCertificatePaths:
-    """Create a development CA and a PKCS#12 per role (role -> person name) under ``out_dir``.
+    """Create a development CA, its CRL, a development TSA and a PKCS#12 per role (role -> person
+    name) under ``out_dir``. The CA key is kept (mode 0600) to issue owners' certificates later.
 
     Every subject carries "DEVELOPMENT" so nobody mistakes these for production identities.
     """
@@ -767,7 +1193,6 @@ def issue_dev_certificates(
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name(DEV_CA_COMMON_NAME, "development certificate authority")
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -781,42 +1206,45 @@ def issue_dev_certificates(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False),
             critical=True,
         )
-        .add_extension(ca_ski, critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    ca_path = out / "dev-ca.pem"
+    ca_path = out / DEV_CA_CERT
     ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(out / DEV_CA_KEY, _private_pem(ca_key))
+    (out / DEV_CA_CRL).write_bytes(_dev_crl(ca_cert, ca_key))
+    tsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # pyHanko's test TSA is RSA-only
+    tsa_cert = _leaf(_name(DEV_TSA_COMMON_NAME, "time-stamping authority"), tsa_key, ca_cert, ca_key, until, tsa=True)
+    (out / DEV_TSA_CERT).write_bytes(tsa_cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(out / DEV_TSA_KEY, _private_pem(tsa_key))
 
     p12_paths: dict[str, Path] = {}
     for role, person in names.items():
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(str(person), f"{ROLE_LABELS.get(role, role)} (DEVELOPMENT)"))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(until)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                # digitalSignature + contentCommitment (non-repudiation)
-                x509.KeyUsage(True, True, False, False, False, False, False, False, False),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        blob = pkcs12.serialize_key_and_certificates(
-            name=f"{role}: {person}".encode(),
-            key=key,
-            cert=cert,
-            cas=[ca_cert],
-            encryption_algorithm=serialization.BestAvailableEncryption(passphrase.encode()),
-        )
+        unit = f"{ROLE_LABELS.get(role, role)} (DEVELOPMENT)"
+        blob, _cert = _owner_pkcs12(str(person), unit, passphrase, ca_cert, ca_key, until, f"{role}: {person}")
         path = out / f"{role}.p12"
-        path.write_bytes(blob)
-        path.chmod(0o600)
+        _write_private(path, blob)
         p12_paths[role] = path
-    return DevCertificatePaths(ca_path, p12_paths)
+    return DevCertificatePaths(
+        ca_path, p12_paths, out / DEV_CA_KEY, out / DEV_CA_CRL, out / DEV_TSA_CERT, out / DEV_TSA_KEY
+    )
+
+
+def issue_certificate(
+    ca_dir: str | Path, person: str, passphrase: str, valid_days: int = 825
+) -> tuple[bytes, CertificateInfo]:
+    """A new signing key and certificate for ``person`` from the development CA under ``ca_dir``:
+    the PKCS#12 (protected by ``passphrase``; kvselect never keeps it) and its certificate."""
+    if not person or not person.strip():
+        raise SigningError("person: the certificate needs a name")
+    if len(passphrase or "") < 8:
+        raise SigningError("passphrase: at least 8 characters")
+    folder = Path(ca_dir)
+    try:
+        ca_cert = x509.load_pem_x509_certificate((folder / DEV_CA_CERT).read_bytes())
+        ca_key = serialization.load_pem_private_key((folder / DEV_CA_KEY).read_bytes(), password=None)
+    except (OSError, ValueError) as exc:
+        raise SigningError(f"ca: no certificate authority that can issue under {folder} ({exc})") from exc
+    until = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=valid_days)
+    blob, cert = _owner_pkcs12(person, "Owner (DEVELOPMENT)", passphrase, ca_cert, ca_key, until, person)
+    return blob, _info(cert)

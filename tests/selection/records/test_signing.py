@@ -199,8 +199,13 @@ def test_dev_ca_is_clearly_marked_and_keys_are_private(certs):
     ca_cert = x509.load_pem_x509_certificate(certs.ca_certificate.read_bytes())
     assert "DEVELOPMENT CA" in ca_cert.subject.rfc4514_string()
     assert "not for production" in ca_cert.subject.rfc4514_string()
-    for path in certs.pkcs12.values():
+    for path in (*certs.pkcs12.values(), certs.ca_key, certs.tsa_key):
         assert path.stat().st_mode & 0o077 == 0
+    tsa = x509.load_pem_x509_certificate(certs.tsa_certificate.read_bytes())
+    usage = tsa.extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+    assert usage.critical and list(usage.value) == [x509.oid.ExtendedKeyUsageOID.TIME_STAMPING]
+    crl = x509.load_pem_x509_crl(certs.crl.read_bytes())
+    assert crl.is_signature_valid(ca_cert.public_key()) and len(crl) == 0
 
 
 def test_dev_certificates_reject_empty_inputs(tmp_path):
