@@ -33,6 +33,9 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     beat_schedule={
         "reap-stale-runs": {"task": "benchmarks.tasks.reap_stale_runs", "schedule": 30.0},
+        # signed decisions whose review-by date passed, whose engine has a newer major version in the
+        # catalog or whose hardware changed: marked, listed on the dashboard, owners emailed
+        "flag-reevaluations": {"task": "selection.tasks.flag_reevaluations", "schedule": 6 * 3600.0},
     },
     worker_hijack_root_logger=False,
 )

@@ -201,6 +201,23 @@ KVSELECT_MAX_TRACE_UPLOAD_BYTES = int(os.environ.get("KVSELECT_MAX_TRACE_UPLOAD_
 # OpenType font for signer names outside Latin-1 in signature stamps; unset = Noto Sans CJK SC
 # extracted from Debian's fonts-noto-cjk into var/cache/fonts
 KVSELECT_STAMP_FONT = os.environ.get("KVSELECT_STAMP_FONT", "")
+# Signing and verification (selection/records/trust.py): CA certificates owners' certificates may
+# chain to (PEM or DER files; the development CA under KVSELECT_DEV_CA_DIR is added when present,
+# and flagged "not for procurement"), CRL files embedded in signatures for offline verification
+# (PAdES B-LT), whether missing revocation data may be fetched from the CAs while signing, and an
+# RFC 3161 time-stamping authority (PAdES B-T; "dev" = the in-process development TSA).
+KVSELECT_TRUST_ROOTS = env_list("KVSELECT_TRUST_ROOTS")
+KVSELECT_CRLS = env_list("KVSELECT_CRLS")
+KVSELECT_REVOCATION_FETCH = env_bool("KVSELECT_REVOCATION_FETCH", False)
+KVSELECT_TSA_URL = os.environ.get("KVSELECT_TSA_URL", "")
+KVSELECT_DEV_CA_DIR = os.environ.get("KVSELECT_DEV_CA_DIR", str(VAR_DIR / "dev-certs"))
+# Where links in emails point (owners told a decision is due for re-evaluation).
+KVSELECT_BASE_URL = os.environ.get("KVSELECT_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Mail goes through Django's backend: the console unless EMAIL_BACKEND (and EMAIL_HOST...) say otherwise.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "kvselect <kvselect@localhost>")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 

@@ -13,6 +13,7 @@ from selection.models import (
     Membership,
     RecordApproval,
     Selection,
+    SigningCertificate,
     Team,
     UploadToken,
 )
@@ -156,7 +157,16 @@ class UploadTokenAdmin(admin.ModelAdmin):
 
 class RecordApprovalInline(ReadOnlyInline):
     model = RecordApproval
-    fields = ["role", "user", "approved_at", "signed_at", "certificate_subject", "comment"]
+    fields = [
+        "role",
+        "user",
+        "approved_at",
+        "signed_at",
+        "certificate_subject",
+        "certificate_sha256",
+        "development_certificate",
+        "comment",
+    ]
     readonly_fields = fields
 
 
@@ -172,3 +182,12 @@ class DecisionRecordAdmin(ViewOnlyAdmin):
     list_filter = ["status"]
     search_fields = ["selection__name", "decision"]
     inlines = [RecordApprovalInline]
+
+
+@admin.register(SigningCertificate)
+class SigningCertificateAdmin(ViewOnlyAdmin):
+    """Owners enrol on their profile (audited in every selection they own); here they can only be inspected."""
+
+    list_display = ["user", "common_name", "sha256", "trust_root", "development", "enrolled_at", "replaced_at"]
+    list_filter = ["development", "source"]
+    search_fields = ["user__username", "common_name", "sha256"]

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -75,6 +76,33 @@ class Membership(models.Model):
         constraints = [models.UniqueConstraint(fields=["team", "user"], name="unique_team_member")]
 
 
+OWNER_FIELDS = ("business_owner", "platform_owner", "security_owner")
+
+
+def owner_conflicts(owners: dict, changed: tuple[str, ...] | frozenset = ()) -> dict[str, str]:
+    """Separation of duties: field -> message for each owner field that repeats a person already
+    holding another owner role. ``owners`` maps business_owner / platform_owner / security_owner
+    to users (or None); of two fields naming one person, the one in ``changed`` is blamed, else the
+    later one. The post-launch observer may be any of them.
+    """
+    errors: dict[str, str] = {}
+    holder: dict = {}
+    for name in OWNER_FIELDS:
+        user = owners.get(name)
+        if user is None:
+            continue
+        other = holder.get(user.pk)
+        if other is None:
+            holder[user.pk] = name
+            continue
+        blamed, kept = (other, name) if other in changed and name not in changed else (name, other)
+        errors[blamed] = _(
+            "%(user)s is already the %(role)s: the business, platform and security owners must be three "
+            "different people"
+        ) % {"user": user.get_username(), "role": Selection._meta.get_field(kept).verbose_name}
+    return errors
+
+
 class Selection(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", _("Draft")
@@ -117,6 +145,12 @@ class Selection(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        owners = {name: getattr(self, name) if getattr(self, f"{name}_id") else None for name in OWNER_FIELDS}
+        errors = owner_conflicts(owners)
+        if errors:
+            raise ValidationError(errors)
 
 
 class Constraints(models.Model):
@@ -448,6 +482,11 @@ class DecisionRecord(models.Model):
     )
     snapshot = models.JSONField(null=True, blank=True)
     snapshot_sha256 = models.CharField(max_length=64, blank=True)
+    # Set by the periodic re-evaluation check (records/reevaluation.py) on a signed record: since
+    # when it is due and why (review-by date passed, newer engine major, hardware changed).
+    reevaluation_due_since = models.DateTimeField(null=True, blank=True)
+    reevaluation_reasons = models.JSONField(default=list, blank=True)
+    owners_notified_at = models.DateTimeField(null=True, blank=True)
     supersedes = models.OneToOneField(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
     )
@@ -504,10 +543,55 @@ class RecordApproval(models.Model):
     approved_at = models.DateTimeField(auto_now_add=True)
     signed_at = models.DateTimeField(null=True, blank=True)
     certificate_subject = models.CharField(max_length=300, blank=True)
+    certificate_sha256 = models.CharField(max_length=64, blank=True)
+    development_certificate = models.BooleanField(
+        default=False, help_text="Signed with a certificate from a kvselect development CA: not for procurement"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["record", "role"], name="unique_approval_per_role")]
         ordering = ["id"]
+
+
+class SigningCertificate(models.Model):
+    """An owner's enrolled signing certificate: the public part only, never a key.
+
+    A user has at most one current certificate; signing refuses any other, and the record's
+    snapshot names it per owner. A replaced certificate keeps its row (records signed with it
+    still name it), with ``replaced_at`` set.
+    """
+
+    class Source(models.TextChoices):
+        UPLOADED = "uploaded", _("Uploaded by the owner")
+        ISSUED = "issued", _("Issued by the configured CA")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="signing_certificates")
+    sha256 = models.CharField(max_length=64, db_index=True)
+    certificate_pem = models.TextField()
+    subject = models.CharField(max_length=500)
+    common_name = models.CharField(max_length=200, blank=True)
+    issuer = models.CharField(max_length=500)
+    trust_root = models.CharField(max_length=200, help_text="The configured trust root that certifies it")
+    not_before = models.DateTimeField()
+    not_after = models.DateTimeField()
+    development = models.BooleanField(default=False, help_text="From a kvselect development CA: not for procurement")
+    source = models.CharField(max_length=10, choices=Source.choices)
+    enrolled_at = models.DateTimeField(auto_now_add=True)
+    replaced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-enrolled_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user"], condition=Q(replaced_at__isnull=True), name="one_current_certificate_per_user"
+            ),
+            models.UniqueConstraint(
+                fields=["sha256"], condition=Q(replaced_at__isnull=True), name="certificate_current_for_one_user"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.common_name or self.subject} ({self.sha256[:16]}…)"
 
 
 class RecordComment(models.Model):

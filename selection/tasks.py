@@ -14,6 +14,7 @@ from django.db import transaction
 from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import DecisionRecord, Selection
+from selection.records.reevaluation import flag_records_due
 from selection.records.rendering import render_pdf
 from selection.scoring.services import compute_scores
 
@@ -43,6 +44,12 @@ def recompute_scores(selection_id: int) -> int:
 def render_record(record_id: int) -> str:
     """Render an approved record's frozen snapshot to PDF (the `render` queue)."""
     return render_pdf(DecisionRecord.objects.get(pk=record_id)).pdf_sha256
+
+
+@shared_task(name="selection.tasks.flag_reevaluations")
+def flag_reevaluations() -> list[int]:
+    """The periodic re-evaluation check (beat): mark signed records that are due and email their owners."""
+    return [record.pk for record in flag_records_due()]
 
 
 def schedule_rescoring(selection_id: int) -> None:

@@ -9,6 +9,7 @@ from django.urls import path
 from benchmarks import urls as evidence_urls
 from selection.candidates import views as candidate_views
 from selection.capacity import views as capacity_views
+from selection.certificates import views as certificate_views
 from selection.records import views as record_views
 from selection.scoring import views as scoring_views
 from selection.setup import views as setup_views
@@ -54,5 +55,13 @@ urlpatterns = [
         {"kind": "dashboard"},
         name="record-dashboard",
     ),
+    path(
+        "selections/<int:pk>/records/<int:record_pk>/reevaluate/",
+        record_views.record_reevaluate,
+        name="record-reevaluate",
+    ),
     path("records/verify/", record_views.verify, name="record-verify"),
+    # the owner's signing certificate
+    path("profile/", certificate_views.profile, name="profile"),
+    path("profile/certificate/issue/", certificate_views.certificate_issue, name="certificate-issue"),
 ]

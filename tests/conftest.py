@@ -80,14 +80,24 @@ def engines(db):
 
 
 @pytest.fixture
-def selection(architect, team):
+def selection_owners(make_user, team):
+    """The three owners of the sample selection: three different people (separation of duties),
+    reviewers of the team; the architect drafts, they approve and sign."""
+    return {
+        role: make_user(name, team, Membership.Role.REVIEWER)
+        for role, name in (("business", "bea"), ("platform", "pat"), ("security", "sid"))
+    }
+
+
+@pytest.fixture
+def selection(architect, team, selection_owners):
     return create_selection(
         user=architect,
         team=team,
         name="Support bot",
-        business_owner=architect,
-        platform_owner=architect,
-        security_owner=architect,
+        business_owner=selection_owners["business"],
+        platform_owner=selection_owners["platform"],
+        security_owner=selection_owners["security"],
     )
 
 

@@ -6,7 +6,19 @@ from rest_framework import serializers
 from selection.domain import limits
 from selection.domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
 from selection.domain.messages import plain
-from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Engine, Gate, Selection, Team
+from selection.models import (
+    OWNER_FIELDS,
+    AuditEntry,
+    Candidate,
+    Constraints,
+    CriterionWeight,
+    Engine,
+    Gate,
+    Selection,
+    Team,
+    owner_conflicts,
+)
+from selection.records.staleness import staleness
 
 User = get_user_model()
 
@@ -30,6 +42,10 @@ class SelectionSerializer(serializers.ModelSerializer):
     platform_owner = UserField()
     security_owner = UserField()
     observer = UserField(required=False, allow_null=True)
+    inputs_changed = serializers.SerializerMethodField(
+        help_text="Set once the constraints, weights, gates, candidates or evidence changed after the current signed "
+        "record was signed: since when, and what changed"
+    )
 
     class Meta:
         model = Selection
@@ -43,6 +59,7 @@ class SelectionSerializer(serializers.ModelSerializer):
             "platform_owner",
             "security_owner",
             "observer",
+            "inputs_changed",
             "scenario",
             "scenario_reasons",
             "scenario_mix",
@@ -60,6 +77,10 @@ class SelectionSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
 
+    def get_inputs_changed(self, obj) -> dict | None:
+        stale = staleness(obj)
+        return stale.as_dict() if stale else None
+
     def validate_team(self, team):
         user = self.context["request"].user
         if not user.is_superuser and not team.members.filter(pk=user.pk).exists():
@@ -72,6 +93,10 @@ class SelectionSerializer(serializers.ModelSerializer):
             user = attrs.get(role)
             if user is not None and team is not None and not team.members.filter(pk=user.pk).exists():
                 raise serializers.ValidationError({role: f"{user.username} is not a member of team {team.name}."})
+        owners = {name: attrs.get(name, getattr(self.instance, name, None)) for name in OWNER_FIELDS}
+        conflicts = owner_conflicts(owners, changed=tuple(attrs))
+        if conflicts:
+            raise serializers.ValidationError({name: str(message) for name, message in conflicts.items()})
         return attrs
 
 

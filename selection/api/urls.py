@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 
 from selection.api import views
 from selection.capacity.api import CapacityView
+from selection.certificates.api import MyCertificateView
 from selection.records import api as record_views
 
 router = DefaultRouter()
@@ -14,6 +15,7 @@ router.register("engines", views.EngineViewSet, basename="engine")
 
 urlpatterns = [
     path("capacity/", CapacityView.as_view(), name="capacity"),
+    path("me/certificate/", MyCertificateView.as_view(), name="my-certificate"),
     path(
         "selections/<int:selection_id>/records/", record_views.SelectionRecordsView.as_view(), name="selection-records"
     ),

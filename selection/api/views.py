@@ -19,13 +19,19 @@ from selection.api.serializers import (
     WeightSerializer,
     WeightsUpdateSerializer,
 )
-from selection.audit import audit
 from selection.candidates.services import add_candidate, update_candidate
 from selection.domain.messages import plain
 from selection.models import Engine
 from selection.scoring.services import compute_scores, latest_score
 from selection.selectors import can_edit, candidates_for, selections_for
-from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates, update_weights
+from selection.setup.services import (
+    accept_scenario,
+    create_selection,
+    save_constraints,
+    set_gates,
+    update_selection,
+    update_weights,
+)
 
 
 class SelectionViewSet(
@@ -49,14 +55,8 @@ class SelectionViewSet(
     def perform_update(self, serializer):
         if not can_edit(self.request.user, serializer.instance):
             raise PermissionDenied("Only architects of this selection's team can change it.")
-        before = {k: str(getattr(serializer.instance, k)) for k in serializer.validated_data}
-        selection = serializer.save()
-        audit(
-            selection,
-            self.request.user,
-            "selection.changed",
-            old=before,
-            new={k: str(getattr(selection, k)) for k in serializer.validated_data},
+        serializer.instance = update_selection(
+            selection=serializer.instance, user=self.request.user, **serializer.validated_data
         )
 
     @extend_schema(request=ConstraintsSerializer, responses=ConstraintsSerializer)

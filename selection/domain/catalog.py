@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -679,3 +679,25 @@ def _meets(name: str, documented: Any, need: Any) -> bool:
     if isinstance(need, (list, tuple, set, frozenset)):
         return documented in need
     return documented == need
+
+
+_VERSION_NUMBER = re.compile(r"v?(\d+)(?:\.(\d+))?")
+
+
+def major_version(version: str) -> tuple[int, ...] | None:
+    """The part of a version whose change may break compatibility (KV-cache format, flags): the
+    first number, or the first two below 1.0 (semantic versioning: a 0.y release may break
+    anything, and engines like vLLM do). None for a version that is not numbered ("master@00dc805")."""
+    match = _VERSION_NUMBER.match(str(version).strip())
+    if match is None:
+        return None
+    major = int(match.group(1))
+    return (0, int(match.group(2) or 0)) if major == 0 else (major,)
+
+
+def newer_major_versions(current: str, available: Iterable[str]) -> list[str]:
+    """The versions in ``available`` of a newer major version than ``current`` (none when either is unnumbered)."""
+    mine = major_version(current)
+    if mine is None:
+        return []
+    return [v for v in available if (other := major_version(v)) is not None and other > mine]

@@ -45,7 +45,10 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
     evidence:      [{kind: configuration|runtime|responsibility|review, checks, evidence, review}]
     manifest:      [{kind: run|artifact, name, tool, version, sha256 (64 hex),
                      provenance: MEASURED|SIMULATED}]
-    owners:        [{role: business|platform|security, name, team?, approved_at?: ISO str}]
+    owners:        [{role: business|platform|security, name, team?, approved_at?: ISO str,
+                     certificate_sha256 (64 hex: the owner's enrolled signing certificate, which
+                     verification checks their signature field against), certificate_subject?,
+                     development_certificate?: bool}]  - three different people
     seal:          {name}?                                  - optional organisational seal box
     observer:      {name, team?, watches}
     review:        {review_by: ISO date, triggers:[str]}  - build merges REEVALUATION_TRIGGERS
@@ -266,6 +269,13 @@ def build_record_context(context: dict) -> dict:
     for i, o in enumerate(ctx["owners"]):
         if not o.get("name"):
             problems.append(f"owners[{i}].name: missing")
+        if not _SHA256.match(str(o.get("certificate_sha256") or "")):
+            problems.append(
+                f"owners[{i}].certificate_sha256: {o.get('name') or o.get('role')} has no enrolled signing certificate"
+            )
+    fingerprints = [o.get("certificate_sha256") for o in ctx["owners"] if o.get("certificate_sha256")]
+    if len(set(fingerprints)) != len(fingerprints):
+        problems.append("owners: two owners share one signing certificate; each signs as themselves")
 
     for block in ctx["capacity"]:
         for row in block.get("rows", []):

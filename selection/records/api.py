@@ -14,7 +14,16 @@ from rest_framework.views import APIView
 
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord
-from selection.records.services import DRAFT_FIELDS, approve, comment, create_draft, sign, start_review, update_draft
+from selection.records.services import (
+    DRAFT_FIELDS,
+    approve,
+    comment,
+    create_draft,
+    sign,
+    start_reevaluation,
+    start_review,
+    update_draft,
+)
 from selection.records.verification import verification_report
 from selection.selectors import selections_for
 
@@ -24,6 +33,7 @@ MAX_PDF_BYTES = 50 * 1024 * 1024
 class RecordSerializer(serializers.ModelSerializer):
     approvals = serializers.SerializerMethodField()
     simulated = serializers.BooleanField(read_only=True)
+    superseded_by = serializers.SerializerMethodField(help_text="The record that supersedes this one (or its draft)")
 
     class Meta:
         model = DecisionRecord
@@ -47,18 +57,36 @@ class RecordSerializer(serializers.ModelSerializer):
             "review_started_at",
             "signed_at",
             "approvals",
+            "superseded_by",
+            "reevaluation_due_since",
+            "reevaluation_reasons",
         ]
         read_only_fields = [f for f in fields if f not in DRAFT_FIELDS]
 
     def get_approvals(self, obj) -> list[dict]:
         return [
-            {"role": a.role, "user": a.user.get_username(), "approved_at": a.approved_at, "signed_at": a.signed_at}
+            {
+                "role": a.role,
+                "user": a.user.get_username(),
+                "approved_at": a.approved_at,
+                "signed_at": a.signed_at,
+                "certificate_sha256": a.certificate_sha256,
+                "development_certificate": a.development_certificate,
+            }
             for a in obj.approvals.select_related("user")
         ]
+
+    def get_superseded_by(self, obj) -> int | None:
+        successor = DecisionRecord.objects.filter(supersedes=obj).values_list("pk", flat=True).first()
+        return successor
 
 
 def record_for(request, record_id: int) -> DecisionRecord:
     return get_object_or_404(DecisionRecord.objects.filter(selection__in=selections_for(request.user)), pk=record_id)
+
+
+def record_visible(request, record_id: int) -> bool:
+    return DecisionRecord.objects.filter(pk=record_id, selection__in=selections_for(request.user)).exists()
 
 
 def _call(fn, **kwargs):
@@ -89,7 +117,7 @@ class SelectionRecordsView(APIView):
 
 
 class RecordActionSerializer(serializers.Serializer):
-    action = serializers.ChoiceField(choices=["start_review", "approve", "comment"])
+    action = serializers.ChoiceField(choices=["start_review", "approve", "comment", "start_reevaluation"])
     role = serializers.ChoiceField(choices=list(OWNER_ROLES), required=False)
     comment = serializers.CharField(required=False, allow_blank=True)
 
@@ -117,6 +145,9 @@ class RecordDetailView(APIView):
         action = serializer.validated_data["action"]
         if action == "start_review":
             record = _call(start_review, record=record, user=request.user)
+        elif action == "start_reevaluation":
+            successor = _call(start_reevaluation, record=record, user=request.user)
+            return Response(RecordSerializer(successor).data, status=status.HTTP_201_CREATED)
         elif action == "approve":
             if "role" not in serializer.validated_data:
                 raise serializers.ValidationError({"role": "required to approve"})
@@ -195,9 +226,8 @@ class RecordVerifyView(APIView):
         if not data.startswith(b"%PDF"):
             return Response({"file": ["not a PDF (it does not start with %PDF)"]}, status=400)
         report = verification_report(data)
-        if (
-            report.get("record")
-            and not selections_for(request.user).filter(name=report["record"]["selection"]).exists()
-        ):
-            report["record"] = {"issued_by_kvselect": True}  # do not leak another team's selection
+        issued = report.get("record")
+        if issued and not record_visible(request, issued["id"]):
+            # do not leak another team's selection
+            report["record"] = {"issued_by_kvselect": report["matches_known_record"], "simulated": issued["simulated"]}
         return Response(report)

@@ -23,6 +23,7 @@ from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, record_charts
 from benchmarks.selectors import latest_runs
 from selection.capacity.plans import plan_for_candidate
+from selection.certificates.services import current_certificate
 from selection.domain import catalog as catalog_domain
 from selection.domain import criteria as criteria_domain
 from selection.domain import monitoring as monitoring_domain
@@ -355,6 +356,20 @@ def _project_checks(record: DecisionRecord, selection: Selection, operations: di
     return project_checks_domain.record_section(checks, stages, watcher, hints)
 
 
+def _owner_entry(selection: Selection, role: str) -> dict[str, Any]:
+    """An owner and the signing certificate they enrolled: their field is checked against it."""
+    user = getattr(selection, f"{role}_owner")
+    entry = {"role": role, "name": person_name(user), "team": selection.team.name}
+    certificate = current_certificate(user)
+    if certificate is not None:
+        entry.update(
+            certificate_sha256=certificate.sha256,
+            certificate_subject=certificate.subject,
+            development_certificate=certificate.development,
+        )
+    return entry
+
+
 def build_context(record: DecisionRecord) -> dict[str, Any]:
     """The full record context for `record`, validated by `domain.records.build_record_context`."""
     selection = Selection.objects.select_related(
@@ -609,10 +624,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                 "provenance": "MEASURED",
             }
         ],
-        "owners": [
-            {"role": role, "name": person_name(getattr(selection, f"{role}_owner")), "team": selection.team.name}
-            for role in ("business", "platform", "security")
-        ],
+        "owners": [_owner_entry(selection, role) for role in records_domain.OWNER_ROLES],
         "observer": {
             "name": person_name(selection.observer) or person_name(selection.platform_owner),
             "team": selection.team.name,
@@ -621,5 +633,12 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "review": {"review_by": (record.review_by or (date.today() + REVIEW_AFTER)).isoformat(), "triggers": []},
         "lineage": {"supersedes": f"DR-{selection.pk}-v{record.supersedes.version}" if record.supersedes_id else ""},
         "score": {"id": score.pk, "inputs_hash": score.inputs_hash, "rules_version": score.rules_version},
+        # what the periodic re-evaluation compares against (records/reevaluation.py); not printed
+        "basis": {
+            "candidate": winner.pk,
+            "engine": winner.engine.slug,
+            "engine_version": winner.engine_version,
+            "hardware": {"gpu_model": c.gpu_model, "gpu_memory_gib": c.gpu_memory_gib},
+        },
     }
     return records_domain.build_record_context(context)

@@ -3,6 +3,13 @@
 The snapshot is frozen when review starts; after the first signature nothing in the record can
 change (also enforced by database triggers, see migration 0003). Signing happens in the request
 because the owner's PKCS#12 passphrase must never reach a broker or the database.
+
+Separation of duties: the business, platform and security owners are three different people,
+each of whom enrolled a signing certificate; review freezes who they are and which certificate
+each signs with, and signing refuses any other key. The architect who drafted a record never
+approves or signs it as security owner (nor drafts it, when they are the security owner).
+Signatures carry an RFC 3161 timestamp when a TSA is configured and their validation data
+(PAdES B-LT), see ``records.trust``.
 """
 
 from __future__ import annotations
@@ -11,7 +18,6 @@ import hashlib
 import json
 from typing import Any
 
-from cryptography.hazmat.primitives.serialization import pkcs12 as p12
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.db import transaction
@@ -19,14 +25,16 @@ from django.db.models import Max
 from django.utils import timezone
 
 from selection.audit import audit
+from selection.certificates.services import current_certificate
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
-from selection.models import DecisionRecord, RecordApproval, RecordComment, Selection
+from selection.models import OWNER_FIELDS, DecisionRecord, RecordApproval, RecordComment, Selection, owner_conflicts
 from selection.records import signing
 from selection.records.context import build_context
 from selection.records.rendering import render_pdf, stamp_font
+from selection.records.trust import timestamper, validation_material
 from selection.selectors import can_edit, can_review
 from selection.tasks import queue_render
 
@@ -59,12 +67,25 @@ def owner_role(user, selection: Selection) -> list[str]:
     return [role for role in OWNER_ROLES if getattr(selection, f"{role}_owner_id") == user.pk]
 
 
+def _refuse_drafter_as_security(record: DecisionRecord, user, role: str, action: str) -> None:
+    if role == "security" and record.created_by_id == user.pk:
+        raise PermissionDenied(
+            f"You drafted record v{record.version}: someone else must {action} it as security owner "
+            "(separation of duties)."
+        )
+
+
 @transaction.atomic
 def create_draft(
     *, selection: Selection, user, supersedes: DecisionRecord | None = None, **fields: Any
 ) -> DecisionRecord:
     if not can_edit(user, selection):
         raise PermissionDenied("Only architects of this selection's team can draft a decision record.")
+    if selection.security_owner_id == user.pk:
+        raise PermissionDenied(
+            "You are this selection's security owner: another architect drafts its decision record, "
+            "so that the security owner reviews what someone else wrote (separation of duties)."
+        )
     if supersedes is not None and supersedes.status != DecisionRecord.Status.SIGNED:
         raise ValidationError({"supersedes": "Only a signed record can be superseded."})
     if supersedes is not None and DecisionRecord.objects.filter(supersedes=supersedes).exists():
@@ -129,10 +150,19 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
         raise PermissionDenied("Only architects can send a record to review.")
     if record.status != DecisionRecord.Status.DRAFT:
         raise ValidationError({"status": f"Record v{record.version} is already {record.get_status_display()}."})
+    selection = record.selection
+    duties = [
+        f"{field}: {message}"
+        for field, message in owner_conflicts({name: getattr(selection, name) for name in OWNER_FIELDS}).items()
+    ]
+    if selection.security_owner_id == record.created_by_id:
+        duties.append("security_owner: drafted this record; another person must own security (separation of duties)")
     try:
         snapshot = build_context(record)
     except records_domain.RecordContextError as exc:
-        raise ValidationError({"snapshot": exc.problems}) from exc
+        raise ValidationError({"snapshot": duties + exc.problems}) from exc
+    if duties:
+        raise ValidationError({"snapshot": duties})
     record.snapshot = json.loads(json.dumps(snapshot, default=str))
     record.snapshot_sha256 = canonical_sha256(record.snapshot)
     record.status = DecisionRecord.Status.IN_REVIEW
@@ -167,6 +197,7 @@ def approve(*, record: DecisionRecord, user, role: str, comment_text: str = "") 
         raise ValidationError({"role": f"must be one of {', '.join(OWNER_ROLES)}"})
     if role not in owner_role(user, record.selection):
         raise PermissionDenied(f"Only the named {role} owner can approve as {role} owner.")
+    _refuse_drafter_as_security(record, user, role, "approve")
     if record.status != DecisionRecord.Status.IN_REVIEW:
         raise ValidationError({"status": f"Record v{record.version} is {record.get_status_display()}, not in review."})
     if record.approvals.filter(role=role).exists():
@@ -193,10 +224,46 @@ def next_signer_role(record: DecisionRecord) -> str | None:
     return next((role for role in OWNER_ROLES if role not in signed), None)
 
 
+def _enrolled_certificate_for(record: DecisionRecord, user, role: str) -> str:
+    """The certificate `user` must sign `role`'s field with: the one the snapshot froze, still theirs."""
+    frozen = next((o for o in (record.snapshot or {}).get("owners", []) if o.get("role") == role), {})
+    expected = frozen.get("certificate_sha256")
+    if not expected:
+        raise ValidationError(
+            {"pkcs12": f"Record v{record.version} names no certificate for the {role} owner: create a new version."}
+        )
+    current = current_certificate(user)
+    if current is None or current.sha256 != expected:
+        raise ValidationError(
+            {
+                "pkcs12": f"Record v{record.version} was frozen with your certificate SHA-256 {expected[:16]}…, "
+                "which is no longer your enrolled certificate: this record can no longer be signed by you; "
+                "an architect creates a new version."
+            }
+        )
+    return expected
+
+
+def _check_key(pkcs12: bytes, passphrase: str, expected: str, user) -> signing.CertificateInfo:
+    try:
+        info = signing.pkcs12_certificate(pkcs12, passphrase)
+    except signing.SigningError as exc:
+        raise ValidationError({"pkcs12": str(exc)}) from exc
+    if info.sha256 != expected:
+        raise ValidationError(
+            {
+                "pkcs12": f"This certificate ({info.short}) is not your enrolled signing certificate "
+                f"({person_name(user)}, SHA-256 {expected[:16]}…): sign with your own key."
+            }
+        )
+    return info
+
+
 def sign(
     *, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: str, seal: tuple[bytes, str] | None = None
 ) -> DecisionRecord:
-    """Add `role`'s PAdES signature (owners sign in order business, platform, security)."""
+    """Add `role`'s PAdES signature (owners sign in order business, platform, security), only with
+    the signing certificate the owner enrolled and the record's snapshot names."""
     record = render_pdf(record)
     with transaction.atomic():
         record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
@@ -209,13 +276,20 @@ def sign(
             )
         if role not in owner_role(user, record.selection):
             raise PermissionDenied(f"Only the named {role} owner can sign as {role} owner.")
+        _refuse_drafter_as_security(record, user, role, "sign")
         expected = next_signer_role(record)
         if role != expected:
             raise ValidationError({"role": f"The {expected} owner signs next (order: business, platform, security)."})
+        fingerprint = _enrolled_certificate_for(record, user, role)
+        certificate = _check_key(pkcs12, passphrase, fingerprint, user)
         source = record.signed_pdf or record.pdf
         with source.open("rb") as handle:
             current = handle.read()
         name = person_name(user)
+        try:
+            long_term = {"timestamper": timestamper(), "validation_material": validation_material()}
+        except signing.SigningError as exc:  # the configured TSA cannot be used: nothing is signed
+            raise ValidationError({"__all__": f"Timestamping is misconfigured: {exc}"}) from exc
         try:
             signed = signing.sign_pdf(
                 current,
@@ -226,6 +300,8 @@ def sign(
                 role=f"{role} owner",
                 reason=f"Approves decision record v{record.version}",
                 stamp_font=stamp_font(),
+                expected_certificate_sha256=fingerprint,
+                **long_term,
             )
             if role == OWNER_ROLES[-1] and seal is not None:
                 signed = signing.sign_pdf(
@@ -236,13 +312,18 @@ def sign(
                     signer_name="Organisation seal",
                     role="seal",
                     reason="Organisational seal",
+                    **long_term,
                 )
         except signing.SigningError as exc:
             raise ValidationError({"pkcs12": str(exc)}) from exc
         approval = record.approvals.get(role=role)
         approval.signed_at = timezone.now()
-        approval.certificate_subject = _subject(pkcs12, passphrase)
-        approval.save(update_fields=["signed_at", "certificate_subject"])
+        approval.certificate_subject = certificate.subject[:300]
+        approval.certificate_sha256 = certificate.sha256
+        approval.development_certificate = certificate.development
+        approval.save(
+            update_fields=["signed_at", "certificate_subject", "certificate_sha256", "development_certificate"]
+        )
         record.signed_pdf.save(
             f"record-{record.selection_id}-v{record.version}-signed.pdf", ContentFile(signed), save=False
         )
@@ -258,7 +339,12 @@ def sign(
             user,
             "record.signed",
             field=f"record:v{record.version}",
-            new={"role": role, "sha256": record.signed_sha256},
+            new={
+                "role": role,
+                "sha256": record.signed_sha256,
+                "certificate_sha256": certificate.sha256,
+                "development_certificate": certificate.development,
+            },
         )
         if record.status == DecisionRecord.Status.SIGNED and record.supersedes_id:
             DecisionRecord.objects.filter(pk=record.supersedes_id, status=DecisionRecord.Status.SIGNED).update(
@@ -274,10 +360,20 @@ def sign(
     return record
 
 
-def _subject(pkcs12: bytes, passphrase: str) -> str:
+REEVALUATION_COPIED_FIELDS = ("decision", "rationale", "applies_to", "does_not_apply_to", "include_simulated")
 
-    try:
-        _, cert, _ = p12.load_key_and_certificates(pkcs12, passphrase.encode() if passphrase else None)
-        return cert.subject.rfc4514_string()[:300] if cert else ""
-    except ValueError:
-        return ""
+
+@transaction.atomic
+def start_reevaluation(*, record: DecisionRecord, user) -> DecisionRecord:
+    """Draft the record that supersedes signed ``record``: its decision fields carried over, a new
+    review-by date. Linked both ways: the draft supersedes ``record``, which names it as successor."""
+    fields = {name: getattr(record, name) for name in REEVALUATION_COPIED_FIELDS}
+    successor = create_draft(selection=record.selection, user=user, supersedes=record, **fields)
+    audit(
+        record.selection,
+        user,
+        "record.reevaluation_started",
+        field=f"record:v{record.version}",
+        new={"successor": successor.version, "reasons": [r.get("code") for r in record.reevaluation_reasons or []]},
+    )
+    return successor

@@ -33,6 +33,7 @@ from selection.records.services import (
     next_signer_role,
     owner_role,
     sign,
+    start_reevaluation,
     start_review,
     update_draft,
 )
@@ -164,11 +165,13 @@ def _record_page(
     mine = owner_role(request.user, selection)
     next_signer = next_signer_role(record) if record.status == DecisionRecord.Status.APPROVED else None
     in_review = record.status == DecisionRecord.Status.IN_REVIEW
+    frozen = {o.get("role"): o.get("certificate_sha256") for o in (record.snapshot or {}).get("owners", [])}
     owners = [
         {
             "role": role,
             "label": _role_label(role),
             "user": getattr(selection, f"{role}_owner"),
+            "certificate": frozen.get(role),
             "approval": next((a for a in approvals if a.role == role), None),
             "can_approve": in_review and role in mine and role not in approved_roles,
             "confirms": _confirms(role),
@@ -185,7 +188,9 @@ def _record_page(
         timeline=_timeline(record, approvals),
         comments=record.comments.select_related("author"),
         successor=_successor(record),
-        sign_role={"role": next_signer, "label": _role_label(next_signer)} if next_signer in mine else None,
+        sign_role={"role": next_signer, "label": _role_label(next_signer), "certificate": frozen.get(next_signer)}
+        if next_signer in mine
+        else None,
         next_signer={"role": next_signer, "label": _role_label(next_signer)} if next_signer else None,
         edit_form=edit_form or (RecordDraftForm(instance=record) if can_edit and not record.frozen else None),
         comment_form=comment_form or CommentForm(),
@@ -199,6 +204,7 @@ def _record_page(
         has_pdf=bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
         monitoring_export=exportable(record),
         open_items=((record.snapshot or {}).get("project_checks") or {}).get("open_items") or [],
+        development_signatures=any(a.development_certificate for a in approvals),
     )
     return render(request, "selection/decision/record.html", context, status=status)
 
@@ -302,6 +308,26 @@ def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def record_reevaluate(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
+    """Start re-evaluating a signed record: draft the record that supersedes it (architects)."""
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    record = _get_record(selection, record_pk)
+    try:
+        successor = start_reevaluation(record=record, user=request.user)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
+    messages.success(
+        request,
+        _("Re-evaluation started: draft v%(new)s supersedes v%(old)s. Check it against the changed inputs.")
+        % {"new": successor.version, "old": record.version},
+    )
+    return redirect("selection:record", pk=selection.pk, record_pk=successor.pk)
+
+
+@login_required
 def record_pdf(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     record = _get_record(selection, record_pk)
@@ -365,13 +391,15 @@ def verify(request: HttpRequest) -> HttpResponse:
                 status = 400
             else:
                 for signature in report.get("signatures", []):
-                    signature["signing_time"] = parse_datetime(signature["signing_time"] or "")
-                # link the record only when the user may see its selection; otherwise just "issued by kvselect"
+                    for key in ("signing_time", "timestamp"):
+                        signature[key] = parse_datetime(signature[key] or "")
                 if report.get("error") and not report.get("signatures"):
                     status = 400  # not a readable PDF: the page says why
+                # link the record only when the user may see its selection; otherwise just "issued by kvselect"
+                issued = report.get("record") or {}
                 report["record"] = (
                     DecisionRecord.objects.filter(
-                        signed_sha256=report["sha256"], selection__in=selectors.selections_for(request.user)
+                        pk=issued.get("id"), selection__in=selectors.selections_for(request.user)
                     )
                     .select_related("selection")
                     .first()

@@ -14,7 +14,7 @@ from selection.domain import criteria as criteria_domain
 from selection.domain import limits
 from selection.domain.capacity import shipped_models
 from selection.i18n import person_name, translate_name
-from selection.models import KV_PRECISION_CHOICES, Constraints, Membership, Team
+from selection.models import KV_PRECISION_CHOICES, OWNER_FIELDS, Constraints, Membership, Team, owner_conflicts
 from selection.web import AccessibleErrorsMixin, bound_numbers
 
 # The one-pager's sections, in the order an architect thinks about them.
@@ -84,8 +84,14 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
     )
     business_owner = forms.ModelChoiceField(label=_("Business owner"), queryset=None)
     platform_owner = forms.ModelChoiceField(label=_("Platform owner"), queryset=None)
-    security_owner = forms.ModelChoiceField(label=_("Security owner"), queryset=None)
-    observer = forms.ModelChoiceField(label=_("Post-launch observer"), queryset=None, required=False)
+    security_owner = forms.ModelChoiceField(
+        label=_("Security owner"),
+        queryset=None,
+        help_text=_("Three different people own the decision; the security owner does not draft its record."),
+    )
+    observer = forms.ModelChoiceField(
+        label=_("Post-launch observer"), queryset=None, required=False, help_text=_("May be one of the owners.")
+    )
 
     OWNER_FIELDS = ("business_owner", "platform_owner", "security_owner", "observer")
 
@@ -116,6 +122,9 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
                         _("%(user)s is not a member of team %(team)s")
                         % {"user": user.get_username(), "team": team.name},
                     )
+        for name, message in owner_conflicts({n: data.get(n) for n in OWNER_FIELDS}).items():
+            if name not in self.errors:
+                self.add_error(name, message)
         return data
 
 

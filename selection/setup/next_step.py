@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.urls import reverse
+from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
 from benchmarks.models import BenchmarkRun
-from selection.models import Constraints, Selection
+from selection.models import Constraints, DecisionRecord, Selection
+from selection.records.staleness import staleness
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,7 @@ def next_step(
         )
     record = selection.records.first()
     if record is not None and record.status in ("signed", "superseded"):
-        return NextStep(
-            _("Decided"),
-            _("The signed decision record is ready for procurement."),
-            reverse("selection:record", args=[pk, record.pk]),
-        )
+        return _decided(selection, record)
     if record is not None and record.status in ("in_review", "approved"):
         return NextStep(
             _("Approve and sign the record"),
@@ -83,6 +81,37 @@ def next_step(
         _("Check each candidate's capacity, then run the validation tests or upload CI results."),
         reverse("selection:evidence", args=[pk]),
     )
+
+
+def _decided(selection: Selection, record: DecisionRecord) -> NextStep:
+    """A signed decision: stale, due, not for procurement (SIMULATED, development CA), or ready."""
+    url = reverse("selection:record", args=[selection.pk, record.pk])
+    stale = staleness(selection)
+    if stale is not None:
+        return NextStep(
+            _("Decided — inputs changed since %(since)s") % {"since": date_format(stale.since, "SHORT_DATE_FORMAT")},
+            _("The %(kinds)s changed after the record was signed: re-evaluate the decision.")
+            % {"kinds": stale.kind_labels},
+            url,
+        )
+    if record.reevaluation_due_since is not None:
+        return NextStep(
+            _("Decided — due for re-evaluation"),
+            "; ".join(r.get("text", "") for r in record.reevaluation_reasons or []),
+            url,
+        )
+    blockers = []
+    if record.simulated:
+        blockers.append(_("it rests on SIMULATED evidence"))
+    if record.approvals.filter(development_certificate=True).exists():
+        blockers.append(_("it is signed with development certificates (development CA)"))
+    if blockers:
+        return NextStep(
+            _("Decided — not for procurement"),
+            _("The signed decision record is not for procurement: %(why)s.") % {"why": _(" and ").join(blockers)},
+            url,
+        )
+    return NextStep(_("Decided"), _("The signed decision record is ready for procurement."), url)
 
 
 def leading_candidate(selection: Selection) -> dict | None:

@@ -11,7 +11,7 @@ from selection.audit import audit
 from selection.domain import criteria as criteria_domain
 from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
-from selection.models import Constraints, CriterionWeight, Gate, Membership, Selection
+from selection.models import OWNER_FIELDS, Constraints, CriterionWeight, Gate, Membership, Selection
 from selection.selectors import require_editor
 from selection.tasks import schedule_rescoring
 
@@ -39,6 +39,32 @@ def create_selection(
     selection.save()
     audit(selection, user, "selection.created", new={"name": name, "team": team.name})
     return selection
+
+
+SELECTION_FIELDS = ("name", "description", "team", *OWNER_FIELDS, "observer")
+
+
+@transaction.atomic
+def update_selection(*, selection: Selection, user, **fields: Any) -> Selection:
+    """Rename, re-describe or re-assign the owners (three different people; the observer may be any)."""
+    require_editor(user, selection)
+    selection = Selection.objects.select_for_update().get(pk=selection.pk)
+    changed = {k: v for k, v in fields.items() if k in SELECTION_FIELDS and getattr(selection, k) != v}
+    old = {k: _shown(getattr(selection, k)) for k in changed}
+    for key, value in changed.items():
+        setattr(selection, key, value)
+    selection.full_clean()
+    if changed:
+        selection.save()
+        audit(selection, user, "selection.changed", old=old, new={k: _shown(v) for k, v in changed.items()})
+    return selection
+
+
+def _shown(value: Any) -> Any:
+    """A user or team as its name in the audit trail."""
+    if hasattr(value, "get_username"):
+        return value.get_username()
+    return str(value) if value is not None and not isinstance(value, (str, int, float, bool)) else value
 
 
 @transaction.atomic

@@ -19,7 +19,8 @@ from selection import selectors
 from selection.domain import criteria as criteria_domain
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import translate_name
-from selection.models import Constraints, Selection
+from selection.models import Constraints, DecisionRecord, Selection
+from selection.records.reevaluation import due_records
 from selection.setup.forms import (
     CONSTRAINT_GROUPS,
     CONSTRAINT_UNITS,
@@ -69,9 +70,13 @@ def dashboard(request: HttpRequest) -> HttpResponse:
                 ),
             }
         )
-    return render(
-        request, "selection/dashboard.html", {"rows": rows, "can_create": selectors.can_create_selection(request.user)}
-    )
+    due = [
+        {"record": record, "can_start": selectors.can_edit(request.user, record.selection)}
+        for record in due_records(selections)
+        if not DecisionRecord.objects.filter(supersedes=record).exists()
+    ]
+    context = {"rows": rows, "can_create": selectors.can_create_selection(request.user), "due": due}
+    return render(request, "selection/dashboard.html", context)
 
 
 @login_required

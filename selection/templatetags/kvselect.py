@@ -11,8 +11,15 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
 from selection.i18n import message_text, person_name, translate_name, translate_test
+from selection.records.staleness import staleness
 
 register = template.Library()
+
+
+@register.simple_tag
+def inputs_changed(selection):
+    """What changed since the selection's current signed decision was signed (None: nothing)."""
+    return staleness(selection) if getattr(selection, "pk", None) else None
 
 
 @register.filter

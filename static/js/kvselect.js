@@ -127,6 +127,21 @@
     });
   }
 
+  // Slow submissions (verifying a PDF): after a second, show the form's progress note and an
+  // indeterminate bar, and keep the button from being pressed twice.
+  function busy(root) {
+    root.querySelectorAll("form[data-busy]").forEach(function (form) {
+      form.addEventListener("submit", function () {
+        var note = form.querySelector("[data-busy-note]");
+        var button = form.querySelector("button[type=submit]");
+        setTimeout(function () {
+          if (note) note.hidden = false;
+          if (button) { button.disabled = true; button.setAttribute("aria-busy", "true"); }
+        }, 1000);
+      });
+    });
+  }
+
   // Time zone: the server shows times in the zone the browser reports (kept in a cookie).
   function timeZone() {
     var zone;
@@ -147,7 +162,10 @@
     });
   }
 
-  function init(root) { autosubmit(root); weights(root); gates(root); candidates(root); copyButtons(root); confirms(root); historyBack(root); }
+  function init(root) {
+    autosubmit(root); weights(root); gates(root); candidates(root); copyButtons(root); confirms(root); historyBack(root);
+    busy(root);
+  }
   timeZone();
   onReady(function () { init(document); });
   document.addEventListener("htmx:load", function (event) { if (event.target !== document.body) init(event.target); });

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from benchmarks.models import BenchmarkRun, RunPoint
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.candidates.services import add_candidate
-from selection.models import Candidate, DecisionRecord, Selection, Team, UploadToken
+from selection.models import Candidate, DecisionRecord, Membership, Selection, Team, UploadToken
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
@@ -34,8 +34,8 @@ def victim(make_user, engines):
         team=team,
         name=f"{MARKER} selection",
         business_owner=owner,
-        platform_owner=owner,
-        security_owner=owner,
+        platform_owner=make_user("victoria", team, Membership.Role.REVIEWER),
+        security_owner=make_user("vincent", team, Membership.Role.REVIEWER),
     )
     save_constraints(selection=selection, user=owner, data=dict(SAMPLE_CONSTRAINTS))
     candidate = add_candidate(

@@ -228,6 +228,7 @@ def test_nul_characters_in_lookup_fields_are_400_not_500(architect, team):
         format="json",
     )
     assert response.status_code == 400, response.content
+    assert "business_owner" in response.json()  # the NUL byte is refused where it is, whatever else is wrong
     from selection.models import Selection
 
     assert not Selection.objects.filter(name="n").exists()

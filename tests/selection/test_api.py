@@ -19,15 +19,16 @@ def engine(db):
     )
 
 
-def test_create_selection_and_put_constraints(api, architect, team):
+def test_create_selection_and_put_constraints(api, architect, team, selection_owners):
     response = api.post(
         "/api/v1/selections/",
         {
             "name": "Docs QA",
             "team": team.name,
             "business_owner": "alice",
-            "platform_owner": "alice",
-            "security_owner": "alice",
+            "platform_owner": "pat",
+            "security_owner": "sid",
+            "observer": "alice",  # the observer may be one of the owners
         },
         format="json",
     )
@@ -40,6 +41,22 @@ def test_create_selection_and_put_constraints(api, architect, team):
     detail = api.get(f"/api/v1/selections/{sid}/").json()
     assert detail["scenario"] == "B"
     assert any("long documents" in r for r in detail["scenario_reasons"])
+
+
+def test_one_person_cannot_hold_two_owner_roles(api, team, selection, selection_owners):
+    """Separation of duties: creating or changing a selection names the field that repeats an owner."""
+    payload = {"name": "Dup", "team": team.name, "business_owner": "bea", "platform_owner": "pat"}
+    response = api.post("/api/v1/selections/", dict(payload, security_owner="bea"), format="json")
+    assert response.status_code == 400
+    assert list(response.json()) == ["security_owner"] and "already the business owner" in str(response.json())
+    response = api.patch(f"/api/v1/selections/{selection.pk}/", {"platform_owner": "sid"}, format="json")
+    assert response.status_code == 400 and "platform_owner" in response.json()
+    selection.refresh_from_db()
+    assert selection.platform_owner == selection_owners["platform"]
+    response = api.patch(f"/api/v1/selections/{selection.pk}/", {"observer": "sid"}, format="json")
+    assert response.status_code == 200 and response.json()["observer"] == "sid"
+    change = selection.audit.get(action="selection.changed")
+    assert change.new == {"observer": "sid"} and change.old == {"observer": None}
 
 
 def test_constraints_errors_are_json_naming_the_field(api, selection):

@@ -8,7 +8,9 @@ from django.contrib.auth import get_user_model
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
+from selection.certificates.services import enrol_certificate
 from selection.models import Engine, Membership, Team
+from selection.records import signing
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
@@ -48,9 +50,26 @@ def make_user(username: str, team: Team | None = None, role: str = Membership.Ro
     return user
 
 
+def team_owners(team: Team) -> dict:
+    """Three different people who own the team's selections (reviewers of the team), made once per team."""
+    owners = {}
+    for role in ROLES:
+        user, created = get_user_model().objects.get_or_create(username=f"{role}-owner-{team.pk}")
+        if created:
+            Membership.objects.create(team=team, user=user, role=Membership.Role.REVIEWER)
+        owners[role] = user
+    return owners
+
+
 def make_selection(user, team: Team, name: str = "Support bot"):
+    owners = team_owners(team)
     return create_selection(
-        user=user, team=team, name=name, business_owner=user, platform_owner=user, security_owner=user
+        user=user,
+        team=team,
+        name=name,
+        business_owner=owners["business"],
+        platform_owner=owners["platform"],
+        security_owner=owners["security"],
     )
 
 
@@ -131,3 +150,11 @@ def decided_selection(architect, team, owners, engines):
         stress_run(candidate, (ttft / 2, ttft))
     selection.refresh_from_db()
     return selection
+
+
+def enrol_owners(owners: dict, certs: signing.DevCertificatePaths, passphrase: str, settings) -> None:
+    """Trust the development CA of `certs` and enrol each owner's certificate from it (role -> user)."""
+    settings.KVSELECT_TRUST_ROOTS = [str(certs.ca_certificate)]
+    for role, user in owners.items():
+        info = signing.pkcs12_certificate(certs.pkcs12[role].read_bytes(), passphrase)
+        enrol_certificate(user=user, certificate=info.pem.encode())

@@ -3,8 +3,12 @@
 Migrate, load the catalog, create a sample selection, start three simulated engines (one per
 allocation strategy) and a real Celery worker, run the five validation tests per candidate
 through the `gpu` queue, score, draft a decision record, have the three owners approve and sign
-it with development certificates, write the PDF under var/, then serve http://127.0.0.1:8000.
-Every result is SIMULATED and labelled so.
+it with development certificates (each owner enrols theirs first; three different people, the
+architect drafts), write the PDF under var/, then serve http://127.0.0.1:8000. Every result is
+SIMULATED and labelled so, and every signature is flagged as a development certificate: the record
+is never "ready for procurement". With KVSELECT_TSA_URL=dev (scripts/demo.sh sets it) signatures
+are timestamped by the development TSA and carry their validation data (PAdES B-LT). Mail (owners
+told of a decision due for re-evaluation) goes to the console.
 """
 
 from __future__ import annotations
@@ -29,11 +33,20 @@ from django.db import transaction
 from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import start_validation
 from selection.candidates.services import add_candidate, load_engine_catalog
+from selection.certificates.services import enrol_certificate
 from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord, Engine, Membership, Selection, Team
 from selection.records.services import approve, create_draft, sign, start_review
-from selection.records.signing import issue_dev_certificates
+from selection.records.signing import (
+    DEV_CA_CRL,
+    DEV_CA_KEY,
+    DEV_TSA_CERT,
+    DEV_TSA_KEY,
+    issue_dev_certificates,
+    pkcs12_certificate,
+)
+from selection.records.verification import verify_document
 from selection.scoring.services import compute_scores
 from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates
 
@@ -186,6 +199,7 @@ class Command(BaseCommand):
         with signed.signed_pdf.open("rb") as handle:
             out.write_bytes(handle.read())
         self.stdout.write(self.style.SUCCESS(f"    signed PDF (marked SIMULATED): {out}"))
+        self.report_verification(out)
         self.check_pdfsig(out)
         self.export_monitoring(signed)
         self.stdout.write(self.style.SUCCESS("Demo pipeline complete."))
@@ -201,7 +215,10 @@ class Command(BaseCommand):
             password_file.chmod(0o600)
         password = password_file.read_text().strip()
         for username, first, last in [("architect", "Demo", "Architect"), *PERSONS.values()]:
-            user, _ = User.objects.get_or_create(username=username, defaults={"first_name": first, "last_name": last})
+            user, _ = User.objects.get_or_create(
+                username=username,
+                defaults={"first_name": first, "last_name": last, "email": f"{username}@kvselect.invalid"},
+            )
             if not user.check_password(password):
                 user.set_password(password)
                 user.save()
@@ -248,7 +265,7 @@ class Command(BaseCommand):
         return Selection.objects.get(pk=selection.pk)
 
     def ensure_certs(self):
-        out = Path(settings.VAR_DIR) / "dev-certs"
+        out = Path(settings.KVSELECT_DEV_CA_DIR)
         passphrase_file = out / "passphrase.txt"
         names = {
             role: f"{first} {last}" if role != "business" else f"{last}{first}"
@@ -261,11 +278,17 @@ class Command(BaseCommand):
             passphrase_file.chmod(0o600)
             issue_dev_certificates(out, names, passphrase_file.read_text().strip())
         paths = {role: out / f"{role}.p12" for role in names}
-        missing = [str(p) for p in paths.values() if not p.exists()]
-        if missing:
+        authority = [out / name for name in (DEV_CA_KEY, DEV_CA_CRL, DEV_TSA_CERT, DEV_TSA_KEY)]
+        missing = [str(p) for p in [*paths.values(), *authority] if not p.exists()]
+        if missing:  # a CA from before it kept its key, CRL and TSA: issue a complete one
             issue_dev_certificates(out, names, passphrase_file.read_text().strip())
-        self.stdout.write(f"    {out} (CA: dev-ca.pem)")
-        return paths, passphrase_file.read_text().strip()
+        passphrase = passphrase_file.read_text().strip()
+        User = get_user_model()
+        for role, path in paths.items():
+            certificate = pkcs12_certificate(path.read_bytes(), passphrase)
+            enrol_certificate(user=User.objects.get(username=role), certificate=certificate.pem.encode())
+        self.stdout.write(f"    {out} (CA: dev-ca.pem); each owner enrolled their certificate")
+        return paths, passphrase
 
     def start_simulators(self, selection: Selection) -> None:
         for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
@@ -398,6 +421,22 @@ class Command(BaseCommand):
         if result.returncode != 0:
             raise CommandError(f"promtool refused the exported rules:\n{result.stdout}{result.stderr}")
         self.stdout.write("    promtool: " + (result.stdout.strip().splitlines() or ["SUCCESS"])[-1].strip())
+
+    def report_verification(self, path: Path) -> None:
+        verification = verify_document(path.read_bytes())
+        report = verification.report
+        levels = ", ".join(sorted({s.level or "none" for s in report.signatures}))
+        owners = all(s.signed_by_owner for s in report.signatures)
+        self.stdout.write(
+            f"    verified: {len(report.signatures)} signatures, "
+            f"{'each by its named owner' if owners else 'NOT all by their named owners'}, PAdES {levels}"
+        )
+        if verification.simulated:
+            self.stdout.write(self.style.ERROR("    SIMULATED evidence - not for procurement"))
+        if report.development_certificates:
+            self.stdout.write(self.style.ERROR("    DEVELOPMENT CERTIFICATE (development CA) - not for procurement"))
+        if not report.all_ok:
+            raise CommandError(f"the demo record does not verify:\n{report.as_text()}")
 
     def check_pdfsig(self, path: Path) -> None:
         if not shutil.which("pdfsig"):

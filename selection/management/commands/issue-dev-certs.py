@@ -31,7 +31,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--out", default=None, help="directory (default: <KVSELECT_VAR_DIR>/dev-certs)")
+        parser.add_argument("--out", default=None, help="directory (default: KVSELECT_DEV_CA_DIR, <var>/dev-certs)")
         for role, name in DEFAULT_NAMES.items():
             parser.add_argument(f"--{role}", default=name, help=f"{role} person name (default {name!r})")
         parser.add_argument(
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="replace an existing development CA")
 
     def handle(self, *args, **opts):
-        out = Path(opts["out"] or Path(settings.VAR_DIR) / "dev-certs")
+        out = Path(opts["out"] or settings.KVSELECT_DEV_CA_DIR)
         if (out / "dev-ca.pem").exists() and not opts["force"]:
             raise CommandError(f"{out / 'dev-ca.pem'} exists; use --force to replace it")
         passphrase = opts["passphrase"] or os.environ.get(PASSPHRASE_ENV)
@@ -60,6 +60,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self.stdout.write(self.style.WARNING("DEVELOPMENT certificates - not for production or procurement."))
         self.stdout.write(f"CA certificate (trust root): {paths.ca_certificate}")
+        self.stdout.write(f"CA key (keep private; issues owners' certificates): {paths.ca_key}")
+        self.stdout.write(f"CRL (embedded in signatures for offline verification): {paths.crl}")
+        self.stdout.write(f"time-stamping authority (KVSELECT_TSA_URL=dev): {paths.tsa_certificate}")
         for role, path in paths.pkcs12.items():
             self.stdout.write(f"{role:9s} {names[role]}: {path}")
         if written_passphrase:

@@ -1,8 +1,12 @@
-"""`python manage.py verify-record FILE`: check every signature of a decision-record PDF.
+"""`python manage.py verify-record FILE`: check every signature of a decision-record PDF, offline.
 
-Prints signer, time, intact / valid / trusted and coverage per signature and the document's
-SHA-256; exits non-zero unless every signature verifies. Trust roots: --trust PEM/DER files,
-default the development CA under <KVSELECT_VAR_DIR>/dev-certs if present.
+Prints per signature: signer, time, intact / valid / trusted, the trust root that validated it
+(a development CA flagged "DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT"), whether the owner
+the record names for the field signed it, the PAdES level (B-B, B-T, B-LT) and coverage; then
+which record kvselect issued it from, SIMULATED when the record is, and whether it is ready for
+procurement. Exits non-zero unless every signature verifies. Trust roots: --trust PEM/DER files,
+default the configured roots (KVSELECT_TRUST_ROOTS and the development CA, if issued). Nothing is
+fetched: revocation data comes from the document itself (PAdES B-LT).
 """
 
 from __future__ import annotations
@@ -10,17 +14,15 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Iterable
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.models import DecisionRecord
-from selection.records.signing import SigningError, verify_pdf
+from selection.records.signing import SigningError
+from selection.records.verification import verify_document
 
 
 class Command(BaseCommand):
-    help = "Verify the PAdES signatures of a decision-record PDF (and whether kvselect issued it)."
+    help = "Verify the PAdES signatures of a decision-record PDF: signers, owners, trust roots, level."
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="PDF to verify")
@@ -29,18 +31,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    def known_hashes(self) -> Iterable[str] | None:
-        """SHA-256 of every signed PDF kvselect issued."""
-
-        return set(DecisionRecord.objects.exclude(signed_sha256="").values_list("signed_sha256", flat=True))
-
-    def trust_roots(self, given: list[str]) -> list[bytes]:
-        paths = [Path(p) for p in given]
-        if not paths:
-            dev_ca = Path(settings.VAR_DIR) / "dev-certs" / "dev-ca.pem"
-            paths = [dev_ca] if dev_ca.exists() else []
+    def trust_roots(self, given: list[str]) -> list[bytes] | None:
         try:
-            return [p.read_bytes() for p in paths]
+            return [Path(p).read_bytes() for p in given] or None
         except OSError as exc:
             raise CommandError(f"--trust: cannot read {exc.filename}: {exc.strerror}") from exc
 
@@ -55,11 +48,40 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"file: cannot read {path}: {exc.strerror}") from exc
         try:
-            report = verify_pdf(data, self.trust_roots(opts["trust"]), self.known_hashes())
+            verification = verify_document(data, self.trust_roots(opts["trust"]))
         except SigningError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(
-            json.dumps(report.as_dict(), indent=2, ensure_ascii=False) if opts["json"] else report.as_text()
-        )
+        report, record = verification.report, verification.record
+        if opts["json"]:
+            out = report.as_dict()
+            out["record"] = (
+                {"id": f"DR-{record.selection_id}-v{record.version}", "exact": verification.exact} if record else None
+            )
+            out["simulated"] = verification.simulated
+            out["procurement_ready"] = verification.procurement_ready
+            self.stdout.write(json.dumps(out, indent=2, ensure_ascii=False))
+        else:
+            self.stdout.write(report.as_text())
+            self.write_record_lines(verification)
         if not report.all_ok:
-            raise CommandError("not verified: at least one signature is missing, altered or untrusted")
+            raise CommandError("not verified: at least one signature is missing, altered, untrusted or not its owner's")
+
+    def write_record_lines(self, verification) -> None:
+        record = verification.record
+        if record is None:
+            self.stdout.write("record: not one kvselect rendered (owners not checked)")
+        else:
+            how = "exactly the signed record" if verification.exact else "built on the PDF kvselect rendered for"
+            self.stdout.write(f"record: {how} DR-{record.selection_id}-v{record.version} ({record.selection.name})")
+            if record.simulated:
+                self.stdout.write(
+                    self.style.ERROR("SIMULATED: the evidence comes from the simulator - not for procurement")
+                )
+        if verification.report.development_certificates:
+            self.stdout.write(
+                self.style.ERROR(
+                    "DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT: signed under kvselect's development CA"
+                )
+            )
+        ready = "yes" if verification.procurement_ready else "no"
+        self.stdout.write(f"ready for procurement: {ready}")

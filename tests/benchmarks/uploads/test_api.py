@@ -114,14 +114,16 @@ def test_idempotency_key_returns_the_first_run(token_client, candidate):
     assert first.json()["id"] == again.json()["id"] and BenchmarkRun.objects.count() == 1
 
 
-def test_token_of_another_selection_is_403_and_revoked_is_401(candidate, architect, team, engines, token_client):
+def test_token_of_another_selection_is_403_and_revoked_is_401(
+    candidate, architect, team, engines, token_client, selection_owners
+):
     other = create_selection(
         user=architect,
         team=team,
         name="Other",
-        business_owner=architect,
-        platform_owner=architect,
-        security_owner=architect,
+        business_owner=selection_owners["business"],
+        platform_owner=selection_owners["platform"],
+        security_owner=selection_owners["security"],
     )
     _, raw = create_upload_token(selection=other, user=architect, name="other-ci")
     client = APIClient()

@@ -4,16 +4,22 @@ import subprocess
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management import call_command
 from django.db import DatabaseError, transaction
+from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
-from selection.models import DecisionRecord, Membership
+from selection.certificates.services import current_certificate
+from selection.models import DecisionRecord, Membership, SigningCertificate
+from selection.records import signing
+from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, sign, start_review, update_draft
 from selection.records.signing import issue_dev_certificates
 from selection.records.verification import verification_report
-from selection.setup.services import create_selection, save_constraints
+from selection.setup.services import create_selection, save_constraints, update_selection
 from tests.conftest import SAMPLE_CONSTRAINTS
+from tests.selection.web_helpers import enrol_owners
 
 PASSPHRASE = "dev-pass-123"
 
@@ -32,9 +38,10 @@ def owners(make_user, team):
 
 
 @pytest.fixture
-def decided(architect, team, owners, engines):
+def decided(architect, team, owners, engines, dev_certs, settings):
     owners["business"].first_name, owners["business"].last_name = "伟", "张"
     owners["business"].save()
+    enrol_owners(owners, dev_certs, PASSPHRASE, settings)
     selection = create_selection(
         user=architect,
         team=team,
@@ -117,6 +124,8 @@ def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, 
     report = verification_report(pdf)
     assert len(report["signatures"]) == 3 and report["all_ok"]
     assert report["matches_known_record"] is True and report["record"]["version"] == 1
+    assert report["owners_checked"] and all(sig["signed_by_owner"] for sig in report["signatures"])
+    assert report["simulated"] is False and report["development_certificates"] and not report["procurement_ready"]
     text = subprocess.run(["pdftotext", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
     assert "张" in text and "SIMULATED" not in text
     # the approvals table says who approved when (it said "not yet" for all three on a signed record)
@@ -305,3 +314,94 @@ def test_owner_names_are_written_as_their_script_writes_them(decided, architect)
     record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
     names = {o["role"]: o["name"] for o in record.snapshot["owners"]}
     assert names["business"] == "张伟"  # first_name 伟, last_name 张
+
+
+def test_signing_with_another_owners_key_is_refused(decided, architect, owners, dev_certs):
+    """张伟 (business) tries the platform owner's PKCS#12: refused before anything is signed."""
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
+    with pytest.raises(ValidationError) as excinfo:
+        sign(
+            record=record,
+            user=owners["business"],
+            role="business",
+            pkcs12=dev_certs.pkcs12["platform"].read_bytes(),
+            passphrase=PASSPHRASE,
+        )
+    message = excinfo.value.message_dict["pkcs12"][0]
+    assert "Priya Raman" in message and "is not your enrolled signing certificate" in message and "张伟" in message
+    record.refresh_from_db()
+    assert not record.signed_pdf and not record.approvals.filter(signed_at__isnull=False).exists()
+
+
+def test_the_snapshot_names_each_owners_certificate_and_signing_records_it(decided, architect, owners, dev_certs):
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    enrolled = {o["role"]: o["certificate_sha256"] for o in record.snapshot["owners"]}
+    assert enrolled == {role: current_certificate(owners[role]).sha256 for role in owners}
+    assert len(set(enrolled.values())) == 3 and all(o["development_certificate"] for o in record.snapshot["owners"])
+    record = sign_all(approve_all(record, owners), owners, dev_certs)
+    approvals = {a.role: a for a in record.approvals.all()}
+    assert {role: a.certificate_sha256 for role, a in approvals.items()} == enrolled
+    assert all(a.development_certificate for a in approvals.values())
+
+
+def test_an_owner_without_an_enrolled_certificate_blocks_the_review(decided, architect, owners):
+    SigningCertificate.objects.filter(user=owners["security"]).update(replaced_at=timezone.now())
+    with pytest.raises(ValidationError) as excinfo:
+        start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    assert any("has no enrolled signing certificate" in p for p in excinfo.value.message_dict["snapshot"])
+
+
+def test_the_drafter_never_owns_security(decided, architect, owners):
+    """The security owner cannot draft; an architect who drafted cannot approve, sign or send to
+    review as security owner (separation of duties)."""
+    Membership.objects.filter(user=owners["security"]).update(role=Membership.Role.ARCHITECT)
+    with pytest.raises(PermissionDenied, match="You are this selection's security owner"):
+        create_draft(selection=decided, user=owners["security"])
+    first = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    second = create_draft(selection=decided, user=architect)
+    update_selection(selection=decided, user=architect, security_owner=architect)  # moved mid-review
+    with pytest.raises(PermissionDenied, match="You drafted record v1: someone else must approve it"):
+        approve(record=first, user=architect, role="security")
+    with pytest.raises(ValidationError) as excinfo:
+        start_review(record=second, user=architect)
+    assert any(p.startswith("security_owner: drafted this record") for p in excinfo.value.message_dict["snapshot"])
+
+
+def test_a_record_signed_by_a_non_owner_fails_verification_per_field(decided, architect, owners, dev_certs):
+    """A copy of the rendered record with the business field signed with Priya Raman's key (outside
+    kvselect, which refuses it): intact, valid and trusted, but verification names the field and fails."""
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
+    record = render_pdf(record)
+    pdf = record.pdf.open("rb").read()
+    for role, key in (("business", "platform"), ("platform", "platform"), ("security", "security")):
+        pdf = signing.sign_pdf(pdf, dev_certs.pkcs12[key].read_bytes(), PASSPHRASE, role, role, role, "approve")
+    report = verification_report(pdf)
+    business, platform, security = report["signatures"]
+    assert report["record"]["version"] == record.version and report["record"]["exact"] is False
+    assert report["owners_checked"] and not report["all_ok"] and not report["procurement_ready"]
+    assert business["intact"] and business["valid"] and business["trusted"]
+    assert business["signed_by_owner"] is False and business["expected_signer"] == "张伟" and not business["ok"]
+    assert platform["signed_by_owner"] and security["signed_by_owner"]
+
+
+def test_a_timestamped_b_lt_record_verifies_offline_and_names_its_trust(
+    decided, architect, owners, dev_certs, settings, tmp_path, capsys
+):
+    settings.KVSELECT_TSA_URL = "dev"
+    settings.KVSELECT_DEV_CA_DIR = str(dev_certs.ca_certificate.parent)  # its CRL is embedded, its TSA stamps
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
+    record = sign_all(record, owners, dev_certs)
+    pdf = record.signed_pdf.open("rb").read()
+    report = verification_report(pdf)  # offline: revocation data from the document's DSS only
+    assert report["all_ok"] and report["owners_checked"], report
+    assert [s["level"] for s in report["signatures"]] == ["B-LT"] * 3
+    assert {s["trust_root"] for s in report["signatures"]} == {signing.DEV_CA_COMMON_NAME}
+    assert all(s["development_certificate"] and s["timestamp"] for s in report["signatures"])
+    assert report["simulated"] is False and report["procurement_ready"] is False  # measured, but a development CA
+    path = tmp_path / "record.pdf"
+    path.write_bytes(pdf)
+    call_command("verify-record", str(path))
+    out = capsys.readouterr().out
+    assert "level: B-LT (timestamp" in out and f"trust root: {signing.DEV_CA_COMMON_NAME}" in out
+    assert "DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT" in out and "ready for procurement: no" in out
+    assert out.count("owner: signed by the named owner") == 3

@@ -11,9 +11,10 @@ from django.utils.html import escape
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.domain.messages import render
 from selection.models import AuditEntry, DecisionRecord, Membership
+from selection.records import signing
 from selection.records.services import create_draft, start_review
 from selection.records.signing import issue_dev_certificates
-from tests.selection.web_helpers import ROLES, decided_selection
+from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners
 from tests.selection.web_helpers import stress_run as _stress_run
 
 pytestmark = pytest.mark.django_db
@@ -36,8 +37,10 @@ def owners(make_user, team):
 
 
 @pytest.fixture
-def decided(architect, team, owners, engines):
-    """Two candidates with measured concurrency-stress evidence: enough to score and draft a record."""
+def decided(architect, team, owners, engines, dev_certs, settings):
+    """Two candidates with measured concurrency-stress evidence, owners with enrolled certificates:
+    enough to score, draft a record and sign it."""
+    enrol_owners(owners, dev_certs, PASSPHRASE, settings)
     return decided_selection(architect, team, owners, engines)
 
 
@@ -313,10 +316,15 @@ def test_full_flow_draft_review_approve_sign_download_verify(
     response = client.post(reverse("selection:record-verify"), {"file": SimpleUploadedFile("r.pdf", pdf)})
     body = response.content.decode()
     assert response.status_code == 200
-    assert "All 3 signatures are intact, valid and trusted." in body
+    assert "All 3 signatures are intact, valid, trusted and by the named owners." in body
     assert "This is exactly the record kvselect issued" in body and "Chat, v1" in body
     for name in ("Wei Zhang", "Priya Raman", "Jonas Berg"):
         assert name in body
+    # trust is stated: the root named per signature, the development CA flagged, never "ready for procurement"
+    assert body.count(escape(signing.DEV_CA_COMMON_NAME)) >= 3
+    assert "development certificate — not for procurement" in body and "Not ready for procurement" in body
+    assert "simulated-banner" not in body and "· SIMULATED" not in body  # measured evidence
+    assert body.count("signed by the named owner") == 3
 
     client.force_login(architect)
     body = client.get(reverse("selection:record", args=[decided.pk, record.pk])).content.decode()

@@ -159,6 +159,7 @@ def test_create_offers_only_teams_where_user_is_architect(client, team):
 
 def test_create_selection_with_owners(client, architect, team):
     owner = make_user("olga", team, Membership.Role.REVIEWER)
+    security = make_user("sid", team, Membership.Role.REVIEWER)
     client.force_login(architect)
     response = client.post(
         reverse("selection:create"),
@@ -168,14 +169,35 @@ def test_create_selection_with_owners(client, architect, team):
             "team": team.pk,
             "business_owner": owner.pk,
             "platform_owner": architect.pk,
-            "security_owner": owner.pk,
-            "observer": owner.pk,
+            "security_owner": security.pk,
+            "observer": owner.pk,  # the observer may be one of the owners
         },
     )
     selection = Selection.objects.get(name="Contract review")
     assert response.status_code == 302 and response["Location"] == url("selection:constraints", selection)
     assert (selection.business_owner, selection.observer, selection.created_by) == (owner, owner, architect)
     assert selection.audit.filter(action="selection.created").exists()
+
+
+def test_create_refuses_one_person_in_two_owner_roles(client, architect, team):
+    owner = make_user("olga", team, Membership.Role.REVIEWER)
+    client.force_login(architect)
+    response = client.post(
+        reverse("selection:create"),
+        {
+            "name": "Contract review",
+            "team": team.pk,
+            "business_owner": owner.pk,
+            "platform_owner": architect.pk,
+            "security_owner": owner.pk,
+        },
+    )
+    body = response.content.decode()
+    assert response.status_code == 200 and not Selection.objects.filter(name="Contract review").exists()
+    form = response.context["form"]
+    assert list(form.errors) == ["security_owner"]
+    assert "olga is already the business owner" in form.errors["security_owner"][0]
+    assert "three different people" in body
 
 
 def test_create_rejects_owner_outside_the_team(client, architect, team):
