@@ -12,6 +12,8 @@ from selection.domain.catalog import (
     CatalogError,
     CatalogLookupError,
     load_catalog,
+    major_version,
+    newer_major_versions,
     parse_catalog,
     screen,
 )
@@ -234,3 +236,12 @@ def test_screen_on_the_shipped_catalog(shipped):
     rows = screen(shipped.capabilities("llama-cpp"), {"priority_scheduling": True, "openai_compatible_api": True})
     assert [r["status"] for r in rows] == ["undocumented", "pass"]
     assert rows[1]["source"].startswith("https://github.com/ggml-org/llama.cpp/")
+
+
+def test_major_versions_follow_semantic_versioning():
+    assert major_version("1.4.0rc4") == (1,) and major_version("v2.0") == (2,)
+    assert major_version("0.11.0") == (0, 11)  # below 1.0 a minor release may break anything
+    assert major_version("master@00dc805") is None
+    assert newer_major_versions("0.6.3", ["0.6.9", "0.11.0", "master@x"]) == ["0.11.0"]
+    assert newer_major_versions("1.4.0", ["1.9.0", "2.0.0rc1"]) == ["2.0.0rc1"]
+    assert newer_major_versions("master@00dc805", ["1.0"]) == []

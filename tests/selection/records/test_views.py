@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.html import escape
+from weasyprint import HTML
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.domain.messages import render
@@ -360,3 +363,30 @@ def test_comparison_draws_the_five_tests_charts(client, decided, architect):
     body = page(client, architect, "selection:comparison", decided.pk).content.decode()
     assert "KV-cache usage over time" in body and "TTFT against context length" in body
     assert "first and last window" in body
+
+
+def test_verify_page_shows_simulated_and_the_development_ca(client, decided, architect, dev_certs, settings):
+    """A record on SIMULATED evidence signed under the development CA: both in red, never procurement-ready."""
+    pdf = signing.prepare_signature_fields(
+        HTML(string="<h1>Record</h1>").write_pdf(), {"business": (0, 40, 60, 200, 140)}
+    )
+    pdf = signing.sign_pdf(
+        pdf, dev_certs.pkcs12["business"].read_bytes(), PASSPHRASE, "business", "b", "business", "ok"
+    )
+    DecisionRecord.objects.create(
+        selection=decided,
+        version=1,
+        status=DecisionRecord.Status.SIGNED,
+        created_by=architect,
+        snapshot={"simulated": True},
+        snapshot_sha256="c" * 64,
+        signed_sha256=hashlib.sha256(pdf).hexdigest(),
+    )
+    client.force_login(architect)
+    body = client.post(reverse("selection:record-verify"), {"file": SimpleUploadedFile("r.pdf", pdf)}).content.decode()
+    assert (
+        'class="alert alert--error simulated-banner"' in body and "rests on evidence produced by the simulator" in body
+    )
+    assert 'class="alert alert--error dev-ca"' in body and escape(signing.DEV_CA_COMMON_NAME) in body
+    assert "Not ready for procurement · SIMULATED · development certificate" in body
+    assert "data-busy" in body and "data-busy-note hidden" in body  # the progress note, shown after a second
