@@ -58,6 +58,24 @@ def test_the_pure_cores_import_no_django():
     assert offenders == []
 
 
+def test_only_the_signing_module_imports_pyhanko():
+    """pyHanko (and its certificate validator) stay behind selection.records.signing: an upgrade touches one file."""
+    offenders = []
+    for name, path in project_modules(ROOT).items():
+        if name == "selection.records.signing":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [f"{name}:{node.lineno} {m}" for m in modules if m.split(".")[0].startswith("pyhanko")]
+    assert offenders == []
+
+
 @pytest.mark.parametrize("app", ["selection", "benchmarks"])
 def test_an_app_root_holds_at_most_15_modules(app):
     modules = sorted(p.name for p in (ROOT / app).glob("*.py"))
