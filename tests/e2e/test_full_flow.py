@@ -67,8 +67,9 @@ def test_the_whole_flow_in_the_browser(
 ):
     from benchmarks.models import BenchmarkRun
     from selection.candidates.services import load_engine_catalog
+    from selection.certificates.services import enrol_certificate
     from selection.models import Candidate, DecisionRecord
-    from selection.records.signing import issue_dev_certificates
+    from selection.records.signing import issue_dev_certificates, pkcs12_certificate
 
     timings: dict[str, float] = {}
     started = time.monotonic()
@@ -76,6 +77,11 @@ def test_the_whole_flow_in_the_browser(
     certs = issue_dev_certificates(tmp_path / "certs", {role: full for role, (_u, full) in OWNERS.items()}, PASSPHRASE)
     settings.KVSELECT_TRUST_ROOTS = [str(certs.ca_certificate)]
     base = live_server.url
+    # Each owner enrols their signing certificate before the record goes to review: the platform and
+    # security owners here, the business owner on the profile page below.
+    enrolled = {role: pkcs12_certificate(certs.pkcs12[role].read_bytes(), PASSPHRASE) for role in OWNERS}
+    for role in ("platform", "security"):
+        enrol_certificate(user=people[role], certificate=enrolled[role].pem.encode())
 
     # --- 1. log in, create the selection ----------------------------------------------------------------
     page = new_page()
@@ -212,6 +218,17 @@ def test_the_whole_flow_in_the_browser(
     shot(page, "09-comparison")
 
     # --- 7. decision record: draft -> review -> approve x3 -> sign x3 -> download -> verify -------------
+    business = new_page()
+    log_in(business, base, OWNERS["business"][0])
+    business.goto(f"{base}/profile/")
+    certificate_file = tmp_path / "business.pem"
+    certificate_file.write_text(enrolled["business"].pem)
+    business.set_input_files("input[name=certificate]", str(certificate_file))
+    business.click("button:has-text('Enrol certificate')")
+    business.wait_for_load_state()
+    assert "Certificate enrolled" in business.inner_text(".messages")
+    assert enrolled["business"].sha256 in business.inner_text("main")
+    shot(business, "10a-signing-certificate")
     page.goto(f"{base}/selections/{pk}/records/")
     page.fill("#id_rationale", "Lowest TTFT at the target load; prefix reuse matters for our prompts.")
     page.check("#id_include_simulated")
@@ -269,7 +286,8 @@ def test_the_whole_flow_in_the_browser(
     verifier.click("button:has-text('Verify')")
     verifier.wait_for_selector(".verdict--ok, .verdict--bad")
     verdict = verifier.inner_text("main")
-    assert "All 3 signatures are intact, valid and trusted." in verdict, verdict[:3000]
+    assert "All 3 signatures are intact, valid, trusted and by the named owners." in verdict, verdict[:3000]
+    assert "development certificate — not for procurement" in verdict and "SIMULATED" in verdict
     assert "This is exactly the record kvselect issued" in verdict
     for _username, full in OWNERS.values():
         assert full in verdict
