@@ -18,7 +18,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.records.signing import SigningError
-from selection.records.verification import verify_document
+from selection.records.verification import expected_signers, verify_document
 
 
 class Command(BaseCommand):
@@ -73,6 +73,10 @@ class Command(BaseCommand):
         else:
             how = "exactly the signed record" if verification.exact else "built on the PDF kvselect rendered for"
             self.stdout.write(f"record: {how} DR-{record.selection_id}-v{record.version} ({record.selection.name})")
+            if expected_signers(record) is None:
+                self.stdout.write(
+                    "owners not checked: the record names no signing certificates (signed before enrolment)"
+                )
             if record.simulated:
                 self.stdout.write(
                     self.style.ERROR("SIMULATED: the evidence comes from the simulator - not for procurement")
