@@ -162,14 +162,14 @@ def zh_client(client):
 
 
 @pytest.fixture
-def flow(architect, team, engines):
+def flow(architect, team, engines, selection_owners):
     selection = create_selection(
         user=architect,
         team=team,
         name="Chat",
-        business_owner=architect,
-        platform_owner=architect,
-        security_owner=architect,
+        business_owner=selection_owners["business"],
+        platform_owner=selection_owners["platform"],
+        security_owner=selection_owners["security"],
     )
     save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
     add_candidate(
@@ -193,6 +193,7 @@ PAGES = [
     ("selection:comparison", True, ["并排对比", "包含模拟（SIMULATED）证据"]),
     ("selection:records", True, ["决策记录", "起草决策记录"]),
     ("selection:record-verify", False, ["验证已签名的决策记录", "上传"]),
+    ("selection:profile", False, ["你的签名证书", "登记证书", "尚未登记证书"]),
 ]
 
 
@@ -298,12 +299,16 @@ def test_forms_accept_dot_decimals_in_chinese_and_answer_in_chinese(zh_client, a
 
 
 @pytest.mark.django_db
-def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(zh_client, make_user, architect, engines, team):
+def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(
+    zh_client, make_user, architect, engines, team, settings, tmp_path
+):
     from selection.models import DecisionRecord, Membership
+    from selection.records.signing import issue_dev_certificates
 
-    from .web_helpers import ROLES, decided_selection
+    from .web_helpers import ROLES, decided_selection, enrol_owners
 
     owners = {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
+    enrol_owners(owners, issue_dev_certificates(tmp_path, {r: r for r in ROLES}, "pw-zh"), "pw-zh", settings)
     selection = decided_selection(architect, team, owners, engines)
     zh_client.force_login(architect)
     comparison = zh_client.get(reverse("selection:comparison", args=[selection.pk])).content.decode()
