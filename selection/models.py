@@ -485,7 +485,9 @@ class DecisionRecord(models.Model):
     # Set by the periodic re-evaluation check (records/reevaluation.py) on a signed record: since
     # when it is due and why (review-by date passed, newer engine major, hardware changed).
     reevaluation_due_since = models.DateTimeField(null=True, blank=True)
-    reevaluation_reasons = models.JSONField(default=list, blank=True)
+    # nullable, no default: SQLite adds the column in place instead of remaking the table, which would
+    # drop the immutability triggers of migration 0003
+    reevaluation_reasons = models.JSONField(null=True, blank=True)
     owners_notified_at = models.DateTimeField(null=True, blank=True)
     supersedes = models.OneToOneField(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
