@@ -1,11 +1,13 @@
 """`manage.py issue-dev-certs` and `manage.py verify-record` (dashed command names)."""
 
+import hashlib
 import json
 
 import pytest
 from django.core.management import call_command, get_commands
 from django.core.management.base import CommandError
 
+from selection.models import DecisionRecord
 from selection.records import signing
 from selection.records.pdf import render_record
 from tests.support.record_context import sample_record_context
@@ -57,3 +59,26 @@ def test_verify_record_signed_and_tampered(dev_certs, tmp_path, capsys, db):
     with pytest.raises(CommandError, match="not verified"):
         call_command("verify-record", str(bad), trust=[str(dev_certs / "dev-ca.pem")])
     assert "NOT VERIFIED" in capsys.readouterr().out
+
+
+def test_verify_record_flags_simulated_and_the_development_ca(dev_certs, tmp_path, capsys, architect, selection):
+    """A record kvselect issued on SIMULATED evidence, signed under the development CA: both in the report."""
+    rendered = render_record(sample_record_context(n_charts=0))
+    pdf = signing.prepare_signature_fields(rendered.pdf, rendered.signature_boxes)
+    pdf = signing.sign_pdf(pdf, (dev_certs / "business.p12").read_bytes(), "pw", "business", "张伟", "business", "ok")
+    DecisionRecord.objects.create(
+        selection=selection,
+        version=1,
+        status=DecisionRecord.Status.SIGNED,
+        created_by=architect,
+        snapshot={"simulated": True},
+        snapshot_sha256="d" * 64,
+        signed_sha256=hashlib.sha256(pdf).hexdigest(),
+    )
+    path = tmp_path / "simulated.pdf"
+    path.write_bytes(pdf)
+    call_command("verify-record", str(path), trust=[str(dev_certs / "dev-ca.pem")])
+    out = capsys.readouterr().out
+    assert f"trust root: {signing.DEV_CA_COMMON_NAME} [DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT]" in out
+    assert "SIMULATED: the evidence comes from the simulator - not for procurement" in out
+    assert "record: exactly the signed record" in out and "ready for procurement: no" in out
