@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.urls import reverse
-from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
 from benchmarks.models import BenchmarkRun
 from selection.models import Constraints, DecisionRecord, Selection
 from selection.records.staleness import staleness
+from selection.templatetags.kvselect import when
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _decided(selection: Selection, record: DecisionRecord) -> NextStep:
     stale = staleness(selection)
     if stale is not None:
         return NextStep(
-            _("Decided — inputs changed since %(since)s") % {"since": date_format(stale.since, "SHORT_DATE_FORMAT")},
+            _("Decided — inputs changed since %(since)s") % {"since": when(stale.since)},
             _("The %(kinds)s changed after the record was signed: re-evaluate the decision.")
             % {"kinds": stale.kind_labels},
             url,

@@ -20,11 +20,14 @@ from selection.models import Membership
 from selection.records.pdf import html_to_pdf, render_record_html
 from selection.records.rendering import render_pdf, with_approvals
 from selection.records.services import approve, create_draft, start_review
+from selection.records.signing import issue_dev_certificates
 from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates
+from tests.selection.web_helpers import enrol_owners
 
 pytestmark = pytest.mark.django_db
 
 ROLES = ("business", "platform", "security")
+PASSPHRASE = "document-pass-1"
 STRESS_VERDICTS = (
     "zero_errors",
     "ttft_p95_within_budget",
@@ -57,6 +60,8 @@ def demo_like(architect, team, owners, engines, settings, tmp_path):
     settings.MEDIA_ROOT = str(tmp_path / "media")
     owners["business"].first_name, owners["business"].last_name = "伟", "张"
     owners["business"].save()
+    certs = issue_dev_certificates(tmp_path / "certs", {role: role for role in ROLES}, PASSPHRASE)
+    enrol_owners(owners, certs, PASSPHRASE, settings)  # the snapshot names each owner's certificate
     selection = create_selection(
         user=architect,
         team=team,
