@@ -176,3 +176,13 @@ def test_api_docs_work_offline_under_the_sites_csp(api, client, architect):
     for source in sources:
         assert client.get(source).status_code == 200, source
     assert any("swagger-ui-bundle.js" in s for s in sources)
+
+
+@pytest.mark.django_db
+def test_a_huge_page_limit_is_capped_not_a_server_error(client, architect, selection):
+    client.force_login(architect)
+    response = client.get("/api/v1/selections/", {"limit": str(10**30), "offset": str(10**25)})
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+    response = client.get("/api/v1/selections/", {"limit": str(10**30)})
+    assert response.status_code == 200 and len(response.json()["results"]) == 1
