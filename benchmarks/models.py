@@ -60,6 +60,9 @@ class BenchmarkRun(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     attempt = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the broker last took this run's task; empty: it refused it"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -2,6 +2,11 @@
 
 Nothing is half-written: a result is validated (parsed) before anything is stored, rows are
 written in one transaction, and files saved for a transaction that rolls back are deleted.
+
+Nothing finished is lost: a validation run's result is first written to its write-ahead file
+(`runs/<id>/pending/result.json`, atomically renamed into place) and only then stored in the
+database; the file is removed once the rows are committed. A worker that dies, or a database
+that stays away, between the two leaves the file for the reaper to store.
 """
 
 from __future__ import annotations
@@ -10,7 +15,10 @@ import hashlib
 import io
 import json
 import logging
+import os
 from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +27,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks.formats.native import validate as validate_native
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.result import NormalizedResult
 
@@ -137,18 +146,35 @@ def apply_result(run: BenchmarkRun, result: NormalizedResult, files: SavedFiles,
 
 
 def store_native_result(
-    *, run: BenchmarkRun, result: NormalizedResult, status: str, extra_files: dict[str, tuple[str, bytes]] | None = None
-) -> BenchmarkRun:
-    """Store a result the harness or simulator produced for an existing run, with its native JSON."""
+    *,
+    run: BenchmarkRun,
+    result: NormalizedResult,
+    status: str,
+    extra_files: dict[str, tuple[str, bytes]] | None = None,
+    error: str = "",
+    owned_by=None,
+) -> BenchmarkRun | None:
+    """Store a result the harness or simulator produced for an existing run, with its native JSON.
+
+    `owned_by`: a Q object the locked run must match (a worker's attempt that still owns it);
+    when it does not, nothing is written and None is returned.
+    """
 
     files = SavedFiles()
     try:
         with transaction.atomic():
-            locked = BenchmarkRun.objects.select_for_update().get(pk=run.pk)
+            locked_rows = BenchmarkRun.objects.select_for_update().filter(pk=run.pk)
+            if owned_by is not None:
+                locked_rows = locked_rows.filter(owned_by)
+            locked = locked_rows.first()
+            if locked is None:
+                return None
             apply_result(locked, result, files, status)
             native = json.dumps(result.to_native(include_requests=False), default=str).encode()
             locked.raw_sha256 = sha256_hex(native)
-            locked.save(update_fields=["raw_sha256"])
+            locked.error = error[:5000]
+            locked.progress = {"phase": status, "percent": 100}
+            locked.save(update_fields=["raw_sha256", "error", "progress"])
             files.save(locked, Artifact.Kind.NATIVE, f"run-{locked.pk}.json", native)
             for kind, (name, content) in (extra_files or {}).items():
                 files.save(locked, kind, name, content)
@@ -157,6 +183,78 @@ def store_native_result(
         raise
     run.refresh_from_db()
     return run
+
+
+# --------------------------------------------------------------------------------- write-ahead
+
+
+def pending_name(run_id: int) -> str:
+    return f"runs/{run_id}/pending/result.json"
+
+
+def _pending_path(run_id: int) -> Path:
+    # The write-ahead file needs a rename on a real file system (FileSystemStorage).
+    return Path(default_storage.path(pending_name(run_id)))
+
+
+def write_pending(run_id: int, envelope: dict[str, Any]) -> None:
+    """Write (or replace) a run's write-ahead file: a temporary file, fsync, then an atomic rename."""
+    path = _pending_path(run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(envelope, default=str).encode()
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def pending_envelope(
+    *, run_id: int, attempt: int, status: str, error: str, result: NormalizedResult, store_error: str = ""
+) -> dict[str, Any]:
+    return {
+        "kind": "kvselect.pending-result/1",
+        "run": run_id,
+        "attempt": attempt,
+        "status": status,
+        "error": error,
+        "store_error": store_error,
+        "written_at": timezone.now().isoformat(),
+        "result": result.to_native(include_requests=True),
+    }
+
+
+def read_pending(run_id: int) -> dict[str, Any] | None:
+    """A run's write-ahead envelope, its result validated again (None: no file, or an unreadable one)."""
+    try:
+        data = _pending_path(run_id).read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        envelope = json.loads(data)
+        envelope["result"] = validate_native(envelope["result"])
+    except (ValueError, KeyError, TypeError) as exc:  # a torn or foreign file: report, never store it
+        logger.error("run %s: unreadable write-ahead file (%s)", run_id, exc)
+        return None
+    return envelope
+
+
+def discard_pending(run_id: int) -> None:
+    path = _pending_path(run_id)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    try:
+        path.parent.rmdir()
+    except OSError:  # not empty or already gone
+        pass
 
 
 def save_artifact(run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:

@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 
 from celery import shared_task
 from celery.utils.log import get_task_logger
+from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun
@@ -44,6 +46,7 @@ def run_validation(self, run_id: int) -> str:
     try:
         run = worker.claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
     except worker.EndpointBusy as exc:  # wait for the other test on this engine; does not use up the retries
+        BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).update(enqueued_at=timezone.now())
         raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1) from exc
     if run is None:
         return "not claimed"
@@ -58,14 +61,31 @@ def run_validation(self, run_id: int) -> str:
 
 @shared_task(name="benchmarks.tasks.reap_stale_runs")
 def reap_stale_runs(now: datetime | None = None) -> list[int]:
-    """Fail runs whose worker stopped sending heartbeats; queue again uploads whose parse task was lost."""
+    """Fail (or store the write-ahead result of) runs whose worker stopped sending heartbeats; queue
+    again uploads whose parse task was lost and validation runs no worker will otherwise pick up."""
     now = now or timezone.now()
     stale = worker.reap_stale_runs(now)
     for run in BenchmarkRun.objects.filter(
         status=BenchmarkRun.Status.PARSING, origin=BenchmarkRun.Origin.UPLOAD, created_at__lt=now - UPLOAD_REQUEUE_AFTER
     ):
         enqueue_parse(run)
+    for run in unsent_validation_runs(now).select_related("candidate"):
+        enqueue_validation(run)
     return stale
+
+
+def unsent_validation_runs(now: datetime):
+    """Queued validation runs whose task the broker refused (sent again after a short grace), or took
+    so long ago that its message may be lost (a broker restarted without its data). A copy of a
+    message that is still queued is harmless: the claim lets one task run it."""
+    unsent = timedelta(seconds=settings.KVSELECT_UNSENT_REQUEUE_S)
+    resend = timedelta(seconds=settings.KVSELECT_QUEUED_RESEND_S)
+    return BenchmarkRun.objects.filter(
+        Q(enqueued_at__isnull=True, created_at__lt=now - unsent) | Q(enqueued_at__lt=now - resend),
+        status=BenchmarkRun.Status.QUEUED,
+        origin=BenchmarkRun.Origin.HARNESS,
+        cancel_requested=False,
+    )
 
 
 def enqueue_parse(run: BenchmarkRun) -> bool:
@@ -80,11 +100,17 @@ def enqueue_parse(run: BenchmarkRun) -> bool:
 
 
 def enqueue_validation(run: BenchmarkRun) -> bool:
-    """Queue a validation run on its GPU pool's queue; if the broker is down the run says so and waits."""
+    """Queue a validation run on its GPU pool's queue. If the broker is down the run says so and
+    waits; the reaper sends it again (`unsent_validation_runs`), so no queued run is left behind."""
     try:
         run_validation.apply_async((run.pk,), queue=gpu_queue(run.candidate.gpu_pool or None), retry=False)
-        return True
     except Exception as exc:
         logger.warning("could not queue validation run %s: %s", run.pk, exc)
-        BenchmarkRun.objects.filter(pk=run.pk).update(progress={"phase": "waiting for the job queue", "percent": 0})
+        BenchmarkRun.objects.filter(pk=run.pk, status=BenchmarkRun.Status.QUEUED).update(
+            enqueued_at=None, progress={"phase": "waiting for the job queue", "percent": 0}
+        )
         return False
+    BenchmarkRun.objects.filter(pk=run.pk, status=BenchmarkRun.Status.QUEUED).update(
+        enqueued_at=timezone.now(), progress={"phase": "queued", "percent": 0}
+    )
+    return True

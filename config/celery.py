@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from django.conf import settings
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -32,7 +33,10 @@ app.conf.update(
     },
     broker_connection_retry_on_startup=True,
     beat_schedule={
-        "reap-stale-runs": {"task": "benchmarks.tasks.reap_stale_runs", "schedule": 30.0},
+        "reap-stale-runs": {
+            "task": "benchmarks.tasks.reap_stale_runs",
+            "schedule": settings.KVSELECT_REAPER_INTERVAL_S,
+        },
         # signed decisions whose review-by date passed, whose engine has a newer major version in the
         # catalog or whose hardware changed: marked, listed on the dashboard, owners emailed
         "flag-reevaluations": {"task": "selection.tasks.flag_reevaluations", "schedule": 6 * 3600.0},
@@ -41,7 +45,7 @@ app.conf.update(
 )
 if not str(app.conf.broker_url or "").startswith("sqla+"):
     # Redis: an unacked task is redelivered after this long; longer than any validation run.
-    app.conf.broker_transport_options = {"visibility_timeout": 7 * 3600}
+    app.conf.broker_transport_options = {"visibility_timeout": settings.KVSELECT_BROKER_VISIBILITY_TIMEOUT_S}
 app.autodiscover_tasks()
 
 

@@ -189,11 +189,25 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or EMBEDDED_BROKER_URL
 CELERY_BROKER_IS_EMBEDDED = CELERY_BROKER_URL == EMBEDDED_BROKER_URL
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Redis: an unacked task (its worker was killed) is delivered again after this long; longer than any
+# validation run by default. The reliability tests shorten it.
+KVSELECT_BROKER_VISIBILITY_TIMEOUT_S = int(os.environ.get("KVSELECT_BROKER_VISIBILITY_TIMEOUT_S", str(7 * 3600)))
 
 # --- kvselect -----------------------------------------------------------------------------
 # Hosts the validation harness may send load to (exact host names or IP addresses).
 KVSELECT_ALLOWED_TARGETS = env_list("KVSELECT_ALLOWED_TARGETS", "127.0.0.1,localhost,::1")
 KVSELECT_MAX_UPLOAD_BYTES = int(os.environ.get("KVSELECT_MAX_UPLOAD_BYTES", str(200 * 1024 * 1024)))
+# Validation runs: a heartbeat every INTERVAL; none for STALE and the reaper (every REAPER_INTERVAL)
+# stores the run's write-ahead result or fails it: a dead worker is seen within STALE + REAPER_INTERVAL.
+KVSELECT_HEARTBEAT_INTERVAL_S = float(os.environ.get("KVSELECT_HEARTBEAT_INTERVAL_S", "5"))
+KVSELECT_HEARTBEAT_STALE_S = float(os.environ.get("KVSELECT_HEARTBEAT_STALE_S", "30"))
+KVSELECT_REAPER_INTERVAL_S = float(os.environ.get("KVSELECT_REAPER_INTERVAL_S", "15"))
+# How long a worker keeps retrying to store a finished result while the database is away.
+KVSELECT_STORE_RETRY_S = float(os.environ.get("KVSELECT_STORE_RETRY_S", "600"))
+# A queued run whose task the broker refused is sent again after this long; one the broker took but
+# no worker started (a lost message) is sent again after QUEUED_RESEND (claims make copies harmless).
+KVSELECT_UNSENT_REQUEUE_S = float(os.environ.get("KVSELECT_UNSENT_REQUEUE_S", "30"))
+KVSELECT_QUEUED_RESEND_S = float(os.environ.get("KVSELECT_QUEUED_RESEND_S", "900"))
 KVSELECT_SYNC_PARSE_BYTES = int(os.environ.get("KVSELECT_SYNC_PARSE_BYTES", str(8 * 1024 * 1024)))
 # Production traces uploaded on the page are read in the request (streamed); larger ones go through
 # `manage.py import-trace` on the server.

@@ -7,6 +7,16 @@ and the reaper's verdict on a worker that stopped sending heartbeats. The run ro
 atomically (a redelivered task never runs a live run twice), progress and a heartbeat are
 written to the row, cancellation is read from the row, and the result is stored in the same
 normalised form as CI uploads.
+
+Liveness: a background thread writes a heartbeat every `KVSELECT_HEARTBEAT_INTERVAL_S` (5 s) from
+the claim until the run is terminal (engine launch and storing included); a run without one for
+`KVSELECT_HEARTBEAT_STALE_S` (30 s) is reaped by the task beat runs every
+`KVSELECT_REAPER_INTERVAL_S` (15 s): a dead worker is detected within 30 + 15 = 45 s.
+
+Durability: a finished result is written to its write-ahead file before the database
+(`storage.write_pending`), then stored in one transaction that is retried, on a fresh
+connection, while the database is restarting (`KVSELECT_STORE_RETRY_S`, 10 min). The reaper
+stores a stale run's write-ahead result instead of failing it, and says why it had to.
 """
 
 from __future__ import annotations
@@ -18,13 +28,22 @@ from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
-from django.db.models import F
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from benchmarks.harness import workloads
 from benchmarks.models import Artifact, BenchmarkRun
-from benchmarks.storage import save_artifact, store_native_result
+from benchmarks.result import NormalizedResult
+from benchmarks.storage import (
+    discard_pending,
+    pending_envelope,
+    read_pending,
+    save_artifact,
+    store_native_result,
+    write_pending,
+)
 from benchmarks.validation.engine import EngineUnavailable, LaunchedEngine
 from benchmarks.validation.target import ValidationError, check_candidate_target, healthy, target_for
 from selection.capacity.measured import record_measured_capacity
@@ -33,10 +52,19 @@ from selection.tasks import schedule_rescoring
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_INTERVAL_S = 5.0
-STALE_AFTER = timedelta(seconds=120)  # no heartbeat for this long: the worker is gone
 PROGRESS_MIN_INTERVAL_S = 1.0
 CANCEL_POLL_S = 0.5
+WORKER_LOST = "worker lost"  # how the reaper's verdict begins (a live worker may take its run back)
+RETRY_DELAY_MAX_S = 5.0
+
+
+def heartbeat_interval_s() -> float:
+    return float(settings.KVSELECT_HEARTBEAT_INTERVAL_S)
+
+
+def stale_after() -> timedelta:
+    """No heartbeat for this long: the worker is gone."""
+    return timedelta(seconds=float(settings.KVSELECT_HEARTBEAT_STALE_S))
 
 
 class EndpointBusy(RuntimeError):
@@ -59,7 +87,7 @@ def claim(run_id: int, worker: str) -> BenchmarkRun | None:
                 candidate_id=candidate_id,
                 status=BenchmarkRun.Status.RUNNING,
                 origin=BenchmarkRun.Origin.HARNESS,
-                heartbeat_at__gte=now - STALE_AFTER,
+                heartbeat_at__gte=now - stale_after(),
             )
             .exclude(pk=run_id)
             .exists()
@@ -85,7 +113,7 @@ def _claim(run_id: int, worker: str, now) -> BenchmarkRun | None:
     if not taken:
         # Redelivered after the worker died: restart from a clean state, but never beside a live worker.
         taken = BenchmarkRun.objects.filter(
-            pk=run_id, status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER
+            pk=run_id, status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - stale_after()
         ).update(**fields)
         if taken:
             run = BenchmarkRun.objects.get(pk=run_id)
@@ -98,16 +126,45 @@ def _claim(run_id: int, worker: str, now) -> BenchmarkRun | None:
     )
 
 
-class RunReporter:
-    """Progress, heartbeat and cancel flag on the run row, all written from one background thread.
+def owned_by(attempt: int) -> Q:
+    """The rows an attempt still owns: running under it, or reaped as lost while it was in fact alive
+    (the database was away longer than the heartbeat threshold): the live worker takes it back."""
+    return Q(attempt=attempt) & (
+        Q(status=BenchmarkRun.Status.RUNNING) | Q(status=BenchmarkRun.Status.FAILED, error__startswith=WORKER_LOST)
+    )
 
-    The harness calls `progress` and `cancelled` from its event loop, where the ORM must not run:
-    they only touch memory; the thread does the database work (progress at most once a second,
-    a heartbeat every few seconds, the cancel flag twice a second).
+
+def with_reconnect(operation, what: str, budget_s: float | None = None):
+    """Run a database operation; on a lost connection (a restart, a failover) reconnect and retry
+    with backoff for up to `budget_s` (KVSELECT_STORE_RETRY_S), then raise the last error."""
+    budget = float(settings.KVSELECT_STORE_RETRY_S) if budget_s is None else budget_s
+    deadline = time.monotonic() + budget
+    delay = 0.25
+    while True:
+        try:
+            return operation()
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("%s: database unavailable, retrying in %.1f s: %s", what, delay, exc)
+            close_old_connections()
+            connection.close()  # never reuse a connection a restart killed
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_DELAY_MAX_S)
+
+
+class RunReporter:
+    """Heartbeat, progress and cancel flag on the run row, all written from one background thread.
+
+    It runs from the claim until the run is terminal. The harness calls `progress` and `cancelled`
+    from its event loop, where the ORM must not run: they only touch memory; the thread does the
+    database work (progress at most once a second, a heartbeat every few seconds, the cancel flag
+    twice a second) on its own connection, reconnecting after a database restart. Nothing here
+    raises into the caller: a lost progress update is only a stale percentage.
     """
 
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
+    def __init__(self, run_id: int, attempt: int) -> None:
+        self.run_id, self.attempt = run_id, attempt
         self._latest: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -120,8 +177,7 @@ class RunReporter:
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
-        self._flush()
+        self._thread.join(timeout=15)
 
     def progress(self, payload: dict[str, Any]) -> None:
         clean = {
@@ -133,11 +189,27 @@ class RunReporter:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    def _rows(self):
+        return BenchmarkRun.objects.filter(pk=self.run_id, attempt=self.attempt, status=BenchmarkRun.Status.RUNNING)
+
     def _flush(self) -> None:
         with self._lock:
-            latest, self._latest = self._latest, None
+            latest = self._latest
         if latest is not None:
-            BenchmarkRun.objects.filter(pk=self.run_id).update(progress=latest, heartbeat_at=timezone.now())
+            self._rows().update(progress=latest, heartbeat_at=timezone.now())
+            with self._lock:
+                if self._latest is latest:
+                    self._latest = None
+
+    def _beat(self) -> None:
+        now = timezone.now()
+        if self._rows().update(heartbeat_at=now):
+            return
+        revived = BenchmarkRun.objects.filter(owned_by(self.attempt), pk=self.run_id).exclude(
+            status=BenchmarkRun.Status.RUNNING
+        )
+        if revived.update(status=BenchmarkRun.Status.RUNNING, error="", finished_at=None, heartbeat_at=now):
+            logger.warning("run %s: reaped as lost while its worker was alive; taken back", self.run_id)
 
     def _loop(self) -> None:
         last_progress = last_beat = 0.0
@@ -150,12 +222,10 @@ class RunReporter:
                     if now - last_progress >= PROGRESS_MIN_INTERVAL_S:
                         self._flush()
                         last_progress = now
-                    if now - last_beat >= HEARTBEAT_INTERVAL_S:
-                        BenchmarkRun.objects.filter(pk=self.run_id, status=BenchmarkRun.Status.RUNNING).update(
-                            heartbeat_at=timezone.now()
-                        )
+                    if now - last_beat >= heartbeat_interval_s():
+                        self._beat()
                         last_beat = now
-                except DatabaseError as exc:  # a busy database must not silence the heartbeat for good
+                except DatabaseError as exc:  # a restarting database must not silence the heartbeat for good
                     logger.warning("run %s: reporter write failed, retrying: %s", self.run_id, exc)
                     connection.close()
         finally:
@@ -163,7 +233,12 @@ class RunReporter:
 
 
 def execute(run: BenchmarkRun) -> BenchmarkRun:
-    """Run a claimed validation run to a terminal state. Never leaves it `running`."""
+    """Run a claimed validation run to a terminal state, with a heartbeat throughout."""
+    with RunReporter(run.pk, run.attempt) as reporter:
+        return _execute(run, reporter)
+
+
+def _execute(run: BenchmarkRun, reporter: RunReporter) -> BenchmarkRun:
     candidate = run.candidate
     try:
         check_candidate_target(candidate)
@@ -173,33 +248,38 @@ def execute(run: BenchmarkRun) -> BenchmarkRun:
         LaunchedEngine(candidate.launch_recipe, candidate.endpoint_url) if candidate.launch_recipe.strip() else None
     )
     with engine or nullcontext():
-        run = _execute_against_engine(run, candidate)
+        run = _execute_against_engine(run, candidate, reporter)
     if engine is not None:
         log_bytes = engine.text().encode()
-        save_artifact(run, Artifact.Kind.ENGINE_LOG, f"run-{run.pk}-engine.log", log_bytes)
-        record_measured_capacity(candidate, log_bytes.decode("utf-8", "replace"), run)
+
+        def keep_log() -> None:
+            save_artifact(run, Artifact.Kind.ENGINE_LOG, f"run-{run.pk}-engine.log", log_bytes)
+            record_measured_capacity(candidate, log_bytes.decode("utf-8", "replace"), run)
+
+        with_reconnect(keep_log, f"run {run.pk}: engine log")
     return run
 
 
-def _execute_against_engine(run: BenchmarkRun, candidate: Candidate) -> BenchmarkRun:
+def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: RunReporter) -> BenchmarkRun:
     if not healthy(candidate.endpoint_url):
         raise EngineUnavailable(f"{candidate.endpoint_url} did not answer /health or /v1/models")
     target = target_for(candidate)
-    with RunReporter(run.pk) as reporter:
-        try:
-            result = workloads.run_test_sync(
-                run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress
-            )
-        except (workloads.PlanError, ValueError) as exc:
-            return finish_failed(run, f"params: {exc}")
-        except Exception as exc:  # the engine or network broke mid-test
-            logger.exception("validation run %s failed", run.pk)
-            return finish_failed(run, f"{type(exc).__name__}: {exc}")
+    try:
+        result = workloads.run_test_sync(
+            run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress
+        )
+    except (workloads.PlanError, ValueError) as exc:
+        return finish_failed(run, f"params: {exc}")
+    except Exception as exc:  # the engine or network broke mid-test
+        logger.exception("validation run %s failed", run.pk)
+        return finish_failed(run, f"{type(exc).__name__}: {exc}")
     cancelled = reporter.cancelled()
     engine_alive = cancelled or healthy(candidate.endpoint_url)
+    error = ""
     if not engine_alive:
         result.partial = True
         result.notes.append("The engine stopped answering during the test: the data below is partial.")
+        error = "engine stopped answering during the test (partial data kept)"
     status = (
         BenchmarkRun.Status.CANCELLED
         if cancelled
@@ -209,53 +289,109 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate) -> Benchmar
     )
     if cancelled:
         result.partial = True
-    run = store_native_result(run=run, result=result, status=status)
-    if not engine_alive:
-        BenchmarkRun.objects.filter(pk=run.pk).update(
-            error="engine stopped answering during the test (partial data kept)"
-        )
-    BenchmarkRun.objects.filter(pk=run.pk).update(progress={**(run.progress or {}), "phase": status, "percent": 100})
-    with transaction.atomic():
-        schedule_rescoring(candidate.selection_id)
-    run.refresh_from_db()
-    return run
+    return finish(run, result, status, error)
+
+
+def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str = "") -> BenchmarkRun:
+    """Store a finished test's result: the write-ahead file first, then the database (retried on a
+    fresh connection while it restarts). If the database stays away, the file is left for the
+    reaper with the reason, and the error is raised."""
+    envelope = pending_envelope(run_id=run.pk, attempt=run.attempt, status=status, error=error, result=result)
+    write_pending(run.pk, envelope)
+
+    def store() -> BenchmarkRun | None:
+        stored = store_native_result(run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt))
+        if stored is not None:
+            with transaction.atomic():
+                schedule_rescoring(run.candidate.selection_id)
+        return stored
+
+    try:
+        stored = with_reconnect(store, f"run {run.pk}: storing the result")
+    except (OperationalError, InterfaceError) as exc:
+        envelope["store_error"] = f"{type(exc).__name__}: {exc}".strip()[:500]
+        write_pending(run.pk, envelope)
+        raise
+    discard_pending(run.pk)
+    if stored is None:  # another attempt owns the run now (redelivered after this one went silent)
+        logger.warning("run %s: attempt %s no longer owns the run; its result was not stored", run.pk, run.attempt)
+        run.refresh_from_db()
+        return run
+    return stored
 
 
 def finish_failed(run: BenchmarkRun, error: str) -> BenchmarkRun:
-    BenchmarkRun.objects.filter(pk=run.pk).update(
-        status=BenchmarkRun.Status.FAILED,
-        error=error[:5000],
-        finished_at=timezone.now(),
-        progress={**(run.progress or {}), "phase": "failed"},
-    )
-    run.refresh_from_db()
+    def write() -> None:
+        BenchmarkRun.objects.filter(owned_by(run.attempt), pk=run.pk).update(
+            status=BenchmarkRun.Status.FAILED,
+            error=error[:5000],
+            finished_at=timezone.now(),
+            progress={"phase": "failed", "percent": (run.progress or {}).get("percent", 0)},
+        )
+        run.refresh_from_db()
+
+    with_reconnect(write, f"run {run.pk}: recording the failure")
     return run
 
 
 def reap_stale_runs(now: datetime | None = None) -> list[int]:
-    """Mark runs whose worker stopped sending heartbeats as failed, with the cause."""
+    """Runs whose worker stopped sending heartbeats: store the result the worker wrote ahead when
+    there is one, else fail the run, saying which happened and that no data was stored."""
     now = now or timezone.now()
+    threshold = now - stale_after()
     stale = list(
-        BenchmarkRun.objects.filter(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER).values_list(
+        BenchmarkRun.objects.filter(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=threshold).values_list(
             "pk", flat=True
         )
     )
     for run_id in stale:
-        BenchmarkRun.objects.filter(
-            pk=run_id, status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER
-        ).update(
+        still_stale = Q(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=threshold)
+        envelope = read_pending(run_id)
+        if envelope is not None and _recover(run_id, envelope, still_stale):
+            continue
+        seconds = int(stale_after().total_seconds())
+        BenchmarkRun.objects.filter(still_stale, pk=run_id).update(
             status=BenchmarkRun.Status.FAILED,
             finished_at=now,
-            partial=True,
-            error=f"worker lost: no heartbeat for more than {int(STALE_AFTER.total_seconds())} s (killed or crashed)",
+            partial=False,
+            progress={"phase": "failed", "percent": 0},
+            error=f"{WORKER_LOST}: no heartbeat for more than {seconds} s (killed or crashed); "
+            "no result was stored, so the run has no data",
         )
     return stale
+
+
+def _recover(run_id: int, envelope: dict[str, Any], still_stale: Q) -> bool:
+    """Store a stale run's write-ahead result. True when stored (or already stored)."""
+    run = BenchmarkRun.objects.filter(pk=run_id).first()
+    if run is None or run.attempt != envelope.get("attempt"):
+        discard_pending(run_id)  # a file of an attempt that no longer exists
+        return False
+    result: NormalizedResult = envelope["result"]
+    cause = (
+        f"the worker could not write it to the database ({envelope['store_error']})"
+        if envelope.get("store_error")
+        else "the worker stopped (killed or crashed) after the test finished, before it was stored"
+    )
+    result.notes.append(
+        f"Stored by the reaper from the worker's write-ahead file (written {envelope.get('written_at')}): {cause}."
+    )
+    stored = store_native_result(
+        run=run, result=result, status=envelope["status"], error=envelope.get("error") or "", owned_by=still_stale
+    )
+    if stored is None:
+        return False
+    discard_pending(run_id)
+    with transaction.atomic():
+        schedule_rescoring(run.candidate.selection_id)
+    logger.warning("run %s: stored from its write-ahead file by the reaper (%s)", run_id, cause)
+    return True
 
 
 def requeue(run_id: int, reason: str) -> None:
     """Put a claimed run back in the queue (its task retries later), saying why it waits."""
     BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.RUNNING).update(
-        status=BenchmarkRun.Status.QUEUED, progress={"phase": reason, "percent": 0}
+        status=BenchmarkRun.Status.QUEUED, progress={"phase": reason, "percent": 0}, enqueued_at=timezone.now()
     )
 
 

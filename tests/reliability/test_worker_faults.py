@@ -10,7 +10,7 @@ from django.utils import timezone
 from benchmarks import tasks
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.validation.dispatch import start_validation
-from benchmarks.validation.worker import STALE_AFTER, claim, execute
+from benchmarks.validation.worker import claim, execute, stale_after
 from selection.candidates.services import add_candidate
 from tests.conftest import wait_for
 
@@ -51,12 +51,13 @@ def test_worker_sigkill_mid_run_is_reaped_failed_and_never_run_twice(engine_cand
     assert claim(run.pk, "intruder") is None
     assert tasks.reap_stale_runs() == []
 
-    # Once the heartbeat is older than STALE_AFTER the reaper fails it with the cause.
-    later = timezone.now() + STALE_AFTER + timedelta(seconds=5)
+    # Once the heartbeat is older than stale_after() the reaper fails it with the cause.
+    later = timezone.now() + stale_after() + timedelta(seconds=5)
     assert tasks.reap_stale_runs(now=later) == [run.pk]
     reaped = _status(run.pk)
-    assert reaped.status == "failed" and reaped.partial
-    assert "worker lost" in reaped.error and "killed or crashed" in reaped.error
+    assert reaped.status == "failed" and not reaped.partial  # nothing was stored: no data, not "partial"
+    assert "worker lost" in reaped.error and "killed or crashed" in reaped.error and "no data" in reaped.error
+    assert reaped.progress == {"phase": "failed", "percent": 0}  # not the dead worker's last percentage
     assert reaped.finished_at is not None
     assert RunPoint.objects.filter(run=reaped).count() == 0
     assert Artifact.objects.filter(run=reaped).count() == 0
@@ -76,7 +77,7 @@ def test_redelivery_after_a_silent_worker_restarts_clean_once(engine_candidate, 
     first = claim(run.pk, "w1")
     # The first worker wrote some partial rows, then died silently.
     RunPoint.objects.create(run=first, index=0, label="stale")
-    BenchmarkRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - STALE_AFTER * 2)
+    BenchmarkRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - stale_after() * 2)
     second = claim(run.pk, "w2")
     assert second is not None and second.attempt == 2 and second.worker == "w2"
     assert not RunPoint.objects.filter(run_id=run.pk).exists()  # clean start: the dead attempt's rows are gone

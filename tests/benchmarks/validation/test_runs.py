@@ -212,7 +212,7 @@ def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capa
     candidate.save()
     seen = {}
 
-    def fake_run(run, cand):
+    def fake_run(run, cand, reporter):
         seen["healthy"] = healthy(cand.endpoint_url)
         return finish_failed(run, "stopped after the launch check")
 
