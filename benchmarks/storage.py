@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from django.core.files.base import ContentFile
+from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
@@ -49,7 +49,13 @@ class SavedFiles:
         self.names: list[str] = []
 
     def save(self, run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:
-        artifact = Artifact(run=run, kind=kind, sha256=sha256_hex(data), size=len(data))
+        return self.save_file(run, kind, filename, ContentFile(data), sha256=sha256_hex(data), size=len(data))
+
+    def save_file(
+        self, run: BenchmarkRun, kind: str, filename: str, content: File, *, sha256: str, size: int
+    ) -> Artifact:
+        """Store `content` (streamed in chunks; a file on local disk with `temporary_file_path` is moved)."""
+        artifact = Artifact(run=run, kind=kind, sha256=sha256, size=size)
         field = artifact.file.field
         # The name is chosen first so that a write failing half-way (disk full) leaves no orphan file:
         # Django's FileSystemStorage does not remove what it wrote before the error.
@@ -57,7 +63,7 @@ class SavedFiles:
             field.generate_filename(artifact, filename), max_length=field.max_length
         )
         try:
-            artifact.file.name = field.storage.save(name, ContentFile(data), max_length=field.max_length)
+            artifact.file.name = field.storage.save(name, content, max_length=field.max_length)
         except OSError as exc:
             self._delete(name)
             raise StorageFailure(f"could not store the {kind} artifact: {exc.strerror or exc}") from exc
@@ -255,6 +261,14 @@ def discard_pending(run_id: int) -> None:
         path.parent.rmdir()
     except OSError:  # not empty or already gone
         pass
+
+
+def local_path(artifact: Artifact) -> str | None:
+    """The artifact's path on local disk (FileSystemStorage), else None (read it through the storage)."""
+    try:
+        return artifact.file.path
+    except NotImplementedError:
+        return None
 
 
 def save_artifact(run: BenchmarkRun, kind: str, filename: str, data: bytes) -> Artifact:

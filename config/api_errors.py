@@ -10,8 +10,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from config.errors import DATABASE_RETRY_AFTER_S
+
 logger = logging.getLogger(__name__)
-DATABASE_RETRY_AFTER_S = 5
 
 
 def exception_handler(exc, context):

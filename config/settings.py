@@ -58,6 +58,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.request_limits.RequestSizeLimitMiddleware",
+    "config.errors.DatabaseUnavailableMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -234,6 +236,11 @@ EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "kvselect <kvselect@localhost>")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Larger uploads arrive in a file here: beside MEDIA_ROOT, so storing one is a rename, not a copy.
+FILE_UPLOAD_TEMP_DIR = os.environ.get("KVSELECT_UPLOAD_TEMP_DIR") or str(MEDIA_ROOT / "incoming")
+Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
+# A request body may exceed the upload limit by this much (the multipart envelope and form fields).
+KVSELECT_REQUEST_OVERHEAD_BYTES = 1024 * 1024
 
 # --- Security -----------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True

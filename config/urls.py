@@ -15,3 +15,5 @@ urlpatterns = [
     path("api/v1/", include("config.api_urls")),
     path("", include("selection.urls")),
 ]
+
+handler500 = "config.errors.server_error"

@@ -80,7 +80,7 @@ class CandidateResultsView(APIView):
         try:
             run, created = ingest_upload(
                 candidate=candidate,
-                data=handle.read(),
+                data=handle,
                 filename=handle.name,
                 test=upload.validated_data["test"],
                 fmt=upload.validated_data.get("format") or None,

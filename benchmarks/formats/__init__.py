@@ -1,13 +1,14 @@
 """Parsers for benchmark-client result files, normalised to `benchmarks.result.NormalizedResult`.
 
 `detect_and_parse(data, filename)` tries every registered format's sniffer (cheap, looks at the
-shape of the file) and parses with the one that accepts. `format=` skips detection. When no
-format accepts the file, `UnrecognisedFormat` lists each format tried and why it refused; when
-the format is recognised but the content is broken, `FormatError` names the offending key path.
-A parse that finds neither requests nor figures (a parser forced onto another tool's file) is a
-`FormatError` too, never an empty result. `detect_head(head)` sniffs only the first bytes of an
-upload, so a file no format could accept is refused before anything is stored. No other
-exception escapes (hostile uploads included).
+shape of the file) and parses with the one that accepts; `detect_and_parse_file(path, ...)`
+does the same for a file on disk (per-request JSONL is then read in blocks, never whole).
+`format=` skips detection. When no format accepts the file, `UnrecognisedFormat` lists each
+format tried and why it refused; when the format is recognised but the content is broken,
+`FormatError` names the offending key path. A parse that finds neither requests nor figures (a
+parser forced onto another tool's file) is a `FormatError` too, never an empty result.
+`detect_head(head)` sniffs only the first bytes of an upload, so a file no format could accept is
+refused before anything is stored. No other exception escapes (hostile uploads included).
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from benchmarks.formats import (
     sglang,
     vllm,
 )
-from benchmarks.formats.base import HEAD_BYTES, AcceptedOnHead, Format, FormatError, Source, UnrecognisedFormat
+from benchmarks.formats.base import (
+    HEAD_BYTES,
+    AcceptedOnHead,
+    FileSource,
+    Format,
+    FormatError,
+    Source,
+    UnrecognisedFormat,
+)
 from benchmarks.formats.common import apply_slo, validate_slo
 from benchmarks.result import STAT_KEYS, NormalizedResult
 
@@ -36,6 +45,7 @@ __all__ = [
     "HEAD_BYTES",
     "detect",
     "detect_and_parse",
+    "detect_and_parse_file",
     "detect_head",
     "format_names",
     "recompute_goodput",
@@ -161,11 +171,26 @@ def detect_and_parse(
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError("data must be bytes")
+    return _detect_and_parse(Source(bytes(data), filename), format, slo)
+
+
+def detect_and_parse_file(
+    path: str,
+    filename: str | None = None,
+    format: str | None = None,
+    slo: dict[str, Any] | None = None,
+) -> NormalizedResult:
+    """`detect_and_parse` for a file on disk: sniffers read its first 64 KiB; a parser reads the whole
+    only if its format needs it (per-request JSONL is read in blocks)."""
+    return _detect_and_parse(FileSource(path, filename), format, slo)
+
+
+def _detect_and_parse(source: Source, format: str | None, slo: dict[str, Any] | None) -> NormalizedResult:
     try:
         validate_slo(slo)
     except ValueError as error:
         raise FormatError(str(error)) from None
-    source = Source(bytes(data), filename)
+    filename = source.filename
     if format is not None:
         chosen = next((f for f in FORMATS if f.name == format), None)
         if chosen is None:

@@ -312,13 +312,14 @@ def _jsonl_schema() -> Any:
     )
 
 
-def read_jsonl_table(data: bytes) -> Any:
+def read_jsonl_table(data: bytes | str) -> Any:
+    """The records' table (only the columns kvselect reads), from bytes or a file's path (read in blocks)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     try:
         return pj.read_json(
-            io.BytesIO(data),
+            io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data,  # a path: pyarrow reads it natively
             read_options=pj.ReadOptions(block_size=1 << 20),
             parse_options=pj.ParseOptions(explicit_schema=_jsonl_schema(), unexpected_field_behavior="ignore"),
         )
@@ -331,7 +332,7 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = read_jsonl_table(source.data)
+    table = read_jsonl_table(source.path or source.data)  # a stored file is read in blocks, never whole
     n = table.num_rows
     if n == 0:
         raise FormatError("profile_export.jsonl: no records")

@@ -2,12 +2,15 @@
 
 `Source` decodes the uploaded bytes lazily and once, strictly (no NaN/Infinity unless the format
 writes them, nesting capped), so that every sniffer can look at the same document cheaply.
+`FileSource` is the same over a file on disk: sniffers read only its head, and a parser that
+can read it in blocks (from `path`) never holds the whole file in memory.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
@@ -101,6 +104,15 @@ class Source:
     data: bytes
     filename: str | None = None
     head_only: bool = False  # `data` is only the first bytes of the upload (sniffing before storing)
+    path = None  # a file on disk (FileSource): parsers that can read it in blocks do
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def head_bytes(self) -> bytes:
+        return self.data[:HEAD_BYTES]
 
     @cached_property
     def text(self) -> str:
@@ -115,11 +127,11 @@ class Source:
     @cached_property
     def head(self) -> str:
         """The first 64 KiB as text (for sniffing large files without reading them whole)."""
-        chunk = self.data[:HEAD_BYTES]
+        chunk = self.head_bytes
         try:
             text = chunk.decode("utf-8")
         except UnicodeDecodeError as error:
-            if error.start >= len(chunk) - 4 and (self.head_only or len(self.data) > len(chunk)):
+            if error.start >= len(chunk) - 4 and (self.head_only or self.size > len(chunk)):
                 text = chunk[: error.start].decode("utf-8")
             else:
                 raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
@@ -127,12 +139,12 @@ class Source:
 
     @property
     def large(self) -> bool:
-        return self.head_only or len(self.data) > LARGE_FILE
+        return self.head_only or self.size > LARGE_FILE
 
     @property
     def head_is_partial(self) -> bool:
         """The head is not the whole file (its last line may be cut)."""
-        return self.head_only or len(self.data) > len(self.head.encode())
+        return self.head_only or self.size > len(self.head.encode())
 
     def doc_with(self, *markers: str) -> Any:
         """The whole document, but for large files only when a marker key is near the start.
@@ -180,6 +192,32 @@ class Source:
             return True
         except FormatError:
             return False
+
+
+class FileSource(Source):
+    """A result file on disk: the head for sniffing, the whole only for a parser that asks for `data`."""
+
+    def __init__(self, path: str | os.PathLike, filename: str | None = None) -> None:
+        self.path = str(path)
+        self.filename = filename
+        self.head_only = False
+
+    def __repr__(self) -> str:
+        return f"FileSource({self.path!r}, {self.filename!r})"
+
+    @cached_property
+    def data(self) -> bytes:  # type: ignore[override]
+        with open(self.path, "rb") as handle:
+            return handle.read()
+
+    @cached_property
+    def size(self) -> int:  # type: ignore[override]
+        return os.path.getsize(self.path)
+
+    @cached_property
+    def head_bytes(self) -> bytes:  # type: ignore[override]
+        with open(self.path, "rb") as handle:
+            return handle.read(HEAD_BYTES)
 
 
 @dataclass(frozen=True)

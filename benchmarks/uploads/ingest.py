@@ -7,20 +7,31 @@ upload with the same Idempotency-Key and the same file returns the first run; th
 another file is a 409 naming the key and the first run (a CI job's key must name its file).
 An upload whose file names another model or engine, or holds fewer than 20 requests, is stored
 with its warnings and counts for scoring once confirmed (`benchmarks.uploads.quality`).
+
+Memory stays bounded whatever the size: the upload arrives on disk (Django's temporary upload
+file), is hashed and, when gzip, decompressed in chunks to another file on disk, stopping at
+KVSELECT_MAX_UPLOAD_BYTES (a gzip bomb stops there); the file is moved into storage, not copied.
+Only files small enough to parse at once (KVSELECT_SYNC_PARSE_BYTES) are read into memory.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
+import os
+import tempfile
 import zlib
+from dataclasses import dataclass
+from typing import IO
 
 from django.conf import settings
+from django.core.files import File
 from django.db import IntegrityError, transaction
 
 from benchmarks.formats import HEAD_BYTES, detect_head, format_names
 from benchmarks.models import Artifact, BenchmarkRun
-from benchmarks.storage import SavedFiles, apply_result, sha256_hex
+from benchmarks.storage import SavedFiles, apply_result
 from benchmarks.suite import TEST_IDS
 from benchmarks.tasks import enqueue_parse
 from benchmarks.uploads.parse import parse_bytes, selection_slo
@@ -45,20 +56,112 @@ def _validate_upload_fields(test: str, fmt: str | None) -> None:
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1024 * 1024
 
 
-def gunzip_bounded(data: bytes, limit: int) -> bytes:
-    """Decompress a gzip upload, reading at most `limit` bytes of output (a gzip bomb stops there)."""
+class SpooledUpload(File):
+    """An upload on local disk, moved (not copied) into storage by FileSystemStorage."""
+
+    def __init__(self, handle: IO[bytes], path: str, name: str | None = None) -> None:
+        super().__init__(handle, name)
+        self.path = path
+
+    def temporary_file_path(self) -> str:
+        return self.path
+
+
+@dataclass
+class StagedUpload:
+    """The (decompressed) upload: its file, size and SHA-256, read in chunks once."""
+
+    file: File
+    size: int
+    sha256: str
+    compressed_size: int | None = None
+    spooled: bool = False  # a temporary file of ours: removed in `close` unless storage moved it
+
+    def read(self) -> bytes:
+        self.file.seek(0)
+        return self.file.read()
+
+    def head(self) -> bytes:
+        self.file.seek(0)
+        head = self.file.read(HEAD_BYTES)
+        self.file.seek(0)
+        return head
+
+    def close(self) -> None:
+        self.file.close()
+        if self.spooled and os.path.exists(self.file.temporary_file_path()):
+            os.unlink(self.file.temporary_file_path())
+
+
+def spool_directory() -> str:
+    """Where decompressed uploads are written: Django's upload directory, beside storage when it is local."""
+    directory = settings.FILE_UPLOAD_TEMP_DIR or tempfile.gettempdir()
+    os.makedirs(directory, exist_ok=True)
+    return str(directory)
+
+
+def _hash_file(handle: IO[bytes]) -> tuple[int, str]:
+    digest, size = hashlib.sha256(), 0
+    handle.seek(0)
+    while chunk := handle.read(CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    handle.seek(0)
+    return size, digest.hexdigest()
+
+
+def gunzip_to_disk(handle: IO[bytes], limit: int) -> StagedUpload:
+    """Decompress a gzip upload in chunks into a file on disk, refusing (413) once the output passes `limit`."""
+    spool = tempfile.NamedTemporaryFile(
+        prefix="kvselect-gunzip-", suffix=".upload", dir=spool_directory(), delete=False
+    )
+    digest, size = hashlib.sha256(), 0
+    handle.seek(0)
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-            out = handle.read(limit + 1)
+        with gzip.GzipFile(fileobj=handle, mode="rb") as reader:
+            while chunk := reader.read(CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise IngestError(
+                        "file", f"decompressed size exceeds the limit of {limit:,} bytes (gzip bomb?)", 413
+                    )
+                digest.update(chunk)
+                spool.write(chunk)
+        spool.flush()
     except (OSError, EOFError, zlib.error) as exc:
+        spool.close()
+        os.unlink(spool.name)
         raise IngestError("file", f"not a valid gzip file ({exc})") from None
-    if len(out) > limit:
-        raise IngestError("file", f"decompressed size exceeds the limit of {limit:,} bytes (gzip bomb?)", 413)
-    if not out:
+    except BaseException:
+        spool.close()
+        os.unlink(spool.name)
+        raise
+    if not size:
+        spool.close()
+        os.unlink(spool.name)
         raise IngestError("file", "the gzip file is empty")
-    return out
+    spool.seek(0)
+    return StagedUpload(SpooledUpload(spool, spool.name), size, digest.hexdigest(), spooled=True)
+
+
+def stage_upload(upload: IO[bytes] | bytes, limit: int) -> StagedUpload:
+    """Size-check, hash and (gzip) decompress an upload, in chunks: never the whole file in memory."""
+    handle = File(io.BytesIO(upload)) if isinstance(upload, (bytes, bytearray)) else upload
+    size, digest = _hash_file(handle)
+    if size > limit:
+        raise IngestError("file", f"{size:,} bytes exceeds the limit of {limit:,}", 413)
+    if not size:
+        raise IngestError("file", "the file is empty")
+    head = handle.read(2)
+    handle.seek(0)
+    if head == GZIP_MAGIC:
+        staged = gunzip_to_disk(handle, limit)
+        staged.compressed_size = size
+        return staged
+    return StagedUpload(handle if isinstance(handle, File) else File(handle), size, digest)
 
 
 def find_idempotent(candidate: Candidate, key: str) -> BenchmarkRun | None:
@@ -80,7 +183,7 @@ def same_upload(existing: BenchmarkRun, key: str, sha256: str) -> BenchmarkRun:
 def ingest_upload(
     *,
     candidate: Candidate,
-    data: bytes,
+    data: bytes | IO[bytes],
     filename: str,
     test: str,
     fmt: str | None = None,
@@ -89,32 +192,52 @@ def ingest_upload(
     idempotency_key: str = "",
     synchronous: bool | None = None,
 ) -> tuple[BenchmarkRun, bool]:
-    """Store an uploaded result file. Returns (run, created).
+    """Store an uploaded result file (bytes, or a binary file such as Django's upload). Returns (run, created).
 
     Small files are parsed here, before anything is written (a parse failure stores nothing).
     Large files are stored raw and parsed by the `parse_upload` task; the run says `parsing`.
     """
     _validate_upload_fields(test, fmt)
-    if len(data) > settings.KVSELECT_MAX_UPLOAD_BYTES:
-        raise IngestError(
-            "file", f"{len(data):,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}", 413
+    staged = stage_upload(data, settings.KVSELECT_MAX_UPLOAD_BYTES)
+    try:
+        return _ingest_staged(
+            staged,
+            candidate=candidate,
+            filename=filename,
+            test=test,
+            fmt=fmt,
+            label=label,
+            uploader=uploader,
+            idempotency_key=idempotency_key,
+            synchronous=synchronous,
         )
-    if not data:
-        raise IngestError("file", "the file is empty")
-    compressed = data.startswith(GZIP_MAGIC)
+    finally:
+        staged.close()
+
+
+def _ingest_staged(
+    staged: StagedUpload,
+    *,
+    candidate: Candidate,
+    filename: str,
+    test: str,
+    fmt: str | None,
+    label: str,
+    uploader: str,
+    idempotency_key: str,
+    synchronous: bool | None,
+) -> tuple[BenchmarkRun, bool]:
+    compressed = staged.compressed_size is not None
     if compressed:
-        compressed_size = len(data)
-        data = gunzip_bounded(data, settings.KVSELECT_MAX_UPLOAD_BYTES)
         filename = filename[:-3] if (filename or "").lower().endswith(".gz") else filename
-    digest = sha256_hex(data)
     existing = find_idempotent(candidate, idempotency_key)
     if existing:
-        return same_upload(existing, idempotency_key, digest), False
+        return same_upload(existing, idempotency_key, staged.sha256), False
     if synchronous is None:
-        synchronous = len(data) <= settings.KVSELECT_SYNC_PARSE_BYTES
-    result = parse_bytes(data, filename, fmt, selection_slo(candidate)) if synchronous else None
+        synchronous = staged.size <= settings.KVSELECT_SYNC_PARSE_BYTES
+    result = parse_bytes(staged.read(), filename, fmt, selection_slo(candidate)) if synchronous else None
     if result is None:
-        detect_head(data[:HEAD_BYTES], filename)  # UnrecognisedFormat: nothing stored
+        detect_head(staged.head(), filename)  # UnrecognisedFormat: nothing stored
     files = SavedFiles()
     try:
         with transaction.atomic():
@@ -126,14 +249,17 @@ def ingest_upload(
                 status=BenchmarkRun.Status.PARSING,
                 idempotency_key=idempotency_key[:200],
                 uploaded_by=uploader[:150],
-                raw_sha256=digest,
+                raw_sha256=staged.sha256,
                 params={
                     "filename": filename,
                     "format": fmt or "auto",
-                    **({"compressed": "gzip", "compressed_size": compressed_size} if compressed else {}),
+                    **({"compressed": "gzip", "compressed_size": staged.compressed_size} if compressed else {}),
                 },
             )
-            files.save(run, Artifact.Kind.RAW, _safe_filename(filename), data)
+            staged.file.seek(0)
+            files.save_file(
+                run, Artifact.Kind.RAW, _safe_filename(filename), staged.file, sha256=staged.sha256, size=staged.size
+            )
             if result is not None:
                 run.quality_warnings = warnings_for_candidate(result, candidate)
                 apply_result(run, result, files, BenchmarkRun.Status.SUCCEEDED)
@@ -141,7 +267,7 @@ def ingest_upload(
         files.discard()
         existing = find_idempotent(candidate, idempotency_key)
         if existing:  # a concurrent retry with the same key won the race
-            return same_upload(existing, idempotency_key, digest), False
+            return same_upload(existing, idempotency_key, staged.sha256), False
         raise
     except BaseException:
         files.discard()

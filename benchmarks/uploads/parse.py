@@ -8,10 +8,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks.formats import detect_and_parse
+from benchmarks.formats import detect_and_parse, detect_and_parse_file
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.result import NormalizedResult
-from benchmarks.storage import SavedFiles, apply_result
+from benchmarks.storage import SavedFiles, apply_result, local_path
 from benchmarks.uploads.quality import warnings_for_candidate
 from selection.models import Candidate
 
@@ -31,15 +31,17 @@ def parse_stored_upload(run_id: int) -> BenchmarkRun:
     if run.status != BenchmarkRun.Status.PARSING:
         return run
     raw = run.artifacts.get(kind=Artifact.Kind.RAW)
-    with raw.file.open("rb") as handle:
-        data = handle.read()
+    filename = run.params.get("filename")
+    fmt = None if run.params.get("format") in (None, "auto") else run.params["format"]
+    path = local_path(raw)
     try:
-        result = parse_bytes(
-            data,
-            run.params.get("filename"),
-            None if run.params.get("format") in (None, "auto") else run.params["format"],
-            selection_slo(run.candidate),
-        )
+        if path is not None:  # parsed from disk: a file larger than memory stays on disk
+            result = detect_and_parse_file(
+                path, filename=filename, format=fmt, slo=selection_slo(run.candidate) or None
+            )
+        else:
+            with raw.file.open("rb") as handle:
+                result = parse_bytes(handle.read(), filename, fmt, selection_slo(run.candidate))
     except ValueError as exc:
         BenchmarkRun.objects.filter(pk=run.pk).update(
             status=BenchmarkRun.Status.FAILED, error=str(exc)[:5000], finished_at=timezone.now()

@@ -118,7 +118,7 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         run, created = ingest_upload(
             candidate=data["candidate"],
-            data=handle.read(),
+            data=handle,
             filename=handle.name,
             test=data["test"],
             fmt=data.get("format") or None,

@@ -144,13 +144,18 @@ def test_disk_full_before_writing_is_507_with_nothing_recorded(candidate, ci, me
 
 def test_disk_full_half_way_through_the_write_leaves_no_orphan_file(candidate, ci, media):
     """The file is created and partly written before ENOSPC: the partial file must go too."""
-    from django.core.files.base import ContentFile
+    from django.core.files.base import File
+    from django.core.files.uploadedfile import InMemoryUploadedFile
 
     def chunks_then_full(self, chunk_size=None):
+        self.seek(0)
         yield self.read(100)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with mock.patch.object(ContentFile, "chunks", chunks_then_full):
+    with (
+        mock.patch.object(File, "chunks", chunks_then_full),
+        mock.patch.object(InMemoryUploadedFile, "chunks", chunks_then_full),
+    ):
         response = upload(ci, candidate.pk, LARGE, key="ci-half")
     assert response.status_code == 507, response.content
     assert not BenchmarkRun.objects.exists() and not Artifact.objects.exists()

@@ -29,16 +29,17 @@ class Command(BaseCommand):
         if candidate is None:
             raise CommandError(f"--candidate: no candidate with id {opts['candidate']}")
         try:
-            run, created = ingest_upload(
-                candidate=candidate,
-                data=path.read_bytes(),
-                filename=path.name,
-                test=opts["test"],
-                fmt=opts["format"],
-                label=opts["label"],
-                uploader="cli",
-                synchronous=True,
-            )
+            with path.open("rb") as handle:  # read in chunks: the file may be larger than memory
+                run, created = ingest_upload(
+                    candidate=candidate,
+                    data=handle,
+                    filename=path.name,
+                    test=opts["test"],
+                    fmt=opts["format"],
+                    label=opts["label"],
+                    uploader="cli",
+                    synchronous=True,
+                )
         except IngestError as exc:
             raise CommandError(f"--{exc.field if exc.field != 'file' else 'file'}: {exc}") from exc
         except ValueError as exc:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import benchmarks.formats.base as common
-from benchmarks.formats import FormatError, detect_and_parse
+from benchmarks.formats import FormatError, detect_and_parse, detect_and_parse_file
 from benchmarks.perf.ingest import write_aiperf, write_vllm
 
-from .conftest import load
+from .conftest import FIXTURES, load
 
 
 @pytest.fixture
@@ -70,3 +70,38 @@ def test_aiperf_warmup_records_are_dropped():
     )
     result = detect_and_parse(data, "profile_export.jsonl")
     assert len(result.requests) == 1 and result.requests["ok"].tolist() == [False]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".json", ".jsonl", ".csv")))
+def test_a_file_on_disk_parses_as_its_bytes_do(name):
+    """detect_and_parse_file (the stored upload, read from its path) gives what detect_and_parse gives."""
+    path = FIXTURES / name
+    try:
+        expected = detect_and_parse(path.read_bytes(), name)
+    except ValueError as error:
+        with pytest.raises(type(error)):
+            detect_and_parse_file(str(path), name)
+        return
+    got = detect_and_parse_file(str(path), name)
+    assert got.format == expected.format and len(got.points) == len(expected.points)
+    if expected.requests is not None:
+        compare(expected, got)
+
+
+def test_a_large_jsonl_on_disk_is_parsed_without_reading_it_whole(tmp_path):
+    """Per-request JSONL is read in blocks from the path: no Python copy of the file, ever."""
+    import tracemalloc
+
+    path = tmp_path / "profile_export.jsonl"
+    write_aiperf(str(path), 10_000, chunks_per_record=400)  # ~3.7 KB a record, as aiperf writes them
+    size = path.stat().st_size
+    assert size > 30_000_000
+    detect_and_parse(load("aiperf.profile_export.jsonl"), "profile_export.jsonl")  # imports are not the file
+    tracemalloc.start()
+    try:
+        result = detect_and_parse_file(str(path), path.name)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(result.requests) == 10_000
+    assert peak < size / 3, f"peak Python allocation {peak / 1e6:.0f} MB for a {size / 1e6:.0f} MB file"

@@ -1,0 +1,94 @@
+"""Request bodies larger than an upload may be are refused before they are read.
+
+- `RequestSizeLimitMiddleware`: a Content-Length above KVSELECT_MAX_UPLOAD_BYTES plus the
+  multipart envelope (KVSELECT_REQUEST_OVERHEAD_BYTES) is a 413 at once, before the CSRF check
+  or the upload parser reads a byte (gunicorn's gthread worker then drains at most 64 KiB of
+  what is left before it closes the connection).
+- `ChunkedBodyLimit` (WSGI, around the Django application): Django reads a body only up to its
+  Content-Length, so a chunked body without one would read as empty. Under a server that
+  delimits the body itself (`wsgi.input_terminated`, gunicorn), the body is read into a
+  temporary file, at most the same limit (beyond it: 413, and nothing more is read),
+  and handed to Django with its length.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+
+CHUNK = 1024 * 1024
+
+
+def body_limit() -> int:
+    return int(settings.KVSELECT_MAX_UPLOAD_BYTES) + int(settings.KVSELECT_REQUEST_OVERHEAD_BYTES)
+
+
+def too_large_message(size: int | None) -> str:
+    limit = int(settings.KVSELECT_MAX_UPLOAD_BYTES)
+    what = f"The request body ({size:,} bytes)" if size is not None else "The request body"
+    return f"{what} exceeds the limit of {limit:,} bytes for an upload; nothing was read or stored."
+
+
+class RequestSizeLimitMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > body_limit():
+            message = too_large_message(length)
+            if request.path.startswith("/api/"):
+                response: HttpResponse = JsonResponse({"file": [message]}, status=413)
+            else:
+                response = HttpResponse(message, status=413, content_type="text/plain; charset=utf-8")
+            return response
+        return self.get_response(request)
+
+
+class ChunkedBodyLimit:
+    """WSGI middleware: a chunked request body, bounded, becomes one Django can read."""
+
+    def __init__(self, application) -> None:
+        self.application = application
+
+    def __call__(self, environ, start_response):
+        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+        if not chunked or environ.get("CONTENT_LENGTH") or not environ.get("wsgi.input_terminated"):
+            return self.application(environ, start_response)
+        limit = body_limit()
+        spool = tempfile.TemporaryFile(dir=settings.FILE_UPLOAD_TEMP_DIR)
+        size = 0
+        source = environ["wsgi.input"]
+        while chunk := source.read(CHUNK):
+            size += len(chunk)
+            if size > limit:
+                spool.close()
+                return self.refuse(environ, start_response)
+            spool.write(chunk)
+        spool.seek(0)
+        environ = dict(environ, CONTENT_LENGTH=str(size))
+        environ["wsgi.input"] = spool
+        environ.pop("HTTP_TRANSFER_ENCODING", None)
+        try:
+            return self.application(environ, start_response)
+        finally:
+            spool.close()  # Django has read what it needs before returning its response
+
+    @staticmethod
+    def refuse(environ, start_response):
+        message = too_large_message(None)
+        if environ.get("PATH_INFO", "").startswith("/api/"):
+            body, kind = json.dumps({"file": [message]}).encode(), "application/json"
+        else:
+            body, kind = message.encode(), "text/plain; charset=utf-8"
+        start_response(
+            "413 Request Entity Too Large",
+            [("Content-Type", kind), ("Content-Length", str(len(body)))],
+        )
+        return [body]
