@@ -65,7 +65,7 @@ class SavedFiles:
         try:
             artifact.file.name = field.storage.save(name, content, max_length=field.max_length)
         except OSError as exc:
-            self._delete(name)
+            delete_file(name)
             raise StorageFailure(f"could not store the {kind} artifact: {exc.strerror or exc}") from exc
         self.names.append(artifact.file.name)
         artifact.save()
@@ -73,14 +73,21 @@ class SavedFiles:
 
     def discard(self) -> None:
         for name in self.names:
-            self._delete(name)
+            delete_file(name)
 
-    @staticmethod
-    def _delete(name: str) -> None:
-        try:
-            default_storage.delete(name)
-        except OSError:  # best effort: an orphan file is harmless, a half row is not
-            logger.warning("could not delete orphan artifact %s", name)
+
+def delete_file(name: str) -> None:
+    try:
+        default_storage.delete(name)
+    except OSError:  # best effort: an orphan file is harmless, a half row is not
+        logger.warning("could not delete orphan artifact %s", name)
+
+
+def remove_artifact_file(sender, instance: Artifact, **kwargs) -> None:
+    """post_delete of an artifact (on its own or in a cascade): its file goes once the deletion commits."""
+    name = instance.file.name
+    if name:
+        transaction.on_commit(lambda: delete_file(name))
 
 
 def requests_parquet(result: NormalizedResult) -> bytes | None:

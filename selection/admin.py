@@ -1,7 +1,16 @@
-"""Admin: read-mostly views for operators. Day-to-day edits go through the audited web forms."""
+"""Admin: read-mostly views for operators. Day-to-day edits go through the audited web forms.
 
-from django.contrib import admin
+Nothing here deletes evidence a decision record stands on: a candidate cited by a record in
+review or signed cannot be deleted (the PROTECT citation is listed instead), selections are
+archived rather than deleted, and every deletion that is allowed is audited and removes its files.
+"""
 
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from selection.audit import audit
+from selection.candidates.services import delete_candidate
 from selection.models import (
     AuditEntry,
     Candidate,
@@ -109,6 +118,18 @@ class SelectionAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     inlines = [ConstraintsInline, WeightInline, GateInline, CandidateInline]
+    actions = ["archive"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # a selection is archived, never deleted: its audit trail and records stay
+
+    @admin.action(description="Archive the selected selections (kept, with their evidence and audit trail)")
+    def archive(self, request, queryset) -> None:
+        with transaction.atomic():
+            for selection in queryset.exclude(status=Selection.Status.ARCHIVED).select_for_update():
+                old = selection.status
+                Selection.objects.filter(pk=selection.pk).update(status=Selection.Status.ARCHIVED)
+                audit(selection, request.user, "selection.archived", field="status", old=old, new="archived")
 
 
 @admin.register(AuditEntry)
@@ -140,6 +161,17 @@ class CandidateAdmin(admin.ModelAdmin):
     search_fields = ["label", "selection__name", "model_name"]
     exclude = ["api_key_encrypted"]
     readonly_fields = ["selection", "measured_capacity", "created_at"]
+
+    def delete_model(self, request, obj: Candidate) -> None:
+        self.delete_queryset(request, [obj])
+
+    def delete_queryset(self, request, queryset) -> None:
+        """Through the service: audited, the runs' files removed, refused for cited evidence."""
+        for candidate in queryset:
+            try:
+                delete_candidate(candidate=candidate, user=request.user)
+            except ValidationError as error:
+                self.message_user(request, "; ".join(error.messages), messages.ERROR)
 
 
 @admin.register(UploadToken)

@@ -596,6 +596,32 @@ class SigningCertificate(models.Model):
         return f"{self.common_name or self.subject} ({self.sha256[:16]}…)"
 
 
+class RecordCitation(models.Model):
+    """Evidence a record's snapshot was built from: every candidate it compared (`run` empty) and every
+    run it lists. Written when review starts; from then on the record, the run, its artifacts and
+    points, and the candidate cannot be deleted (PROTECT here; the database triggers of the
+    migration `evidence_deletion_triggers` for everything else)."""
+
+    record = models.ForeignKey(DecisionRecord, on_delete=models.PROTECT, related_name="citations")
+    candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="citations")
+    run = models.ForeignKey(
+        "benchmarks.BenchmarkRun", on_delete=models.PROTECT, null=True, blank=True, related_name="citations"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["record", "run"], condition=models.Q(run__isnull=False), name="unique_cited_run"
+            ),
+            models.UniqueConstraint(
+                fields=["record", "candidate"], condition=models.Q(run__isnull=True), name="unique_cited_candidate"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record} cites {f'run #{self.run_id}' if self.run_id else self.candidate}"
+
+
 class RecordComment(models.Model):
     record = models.ForeignKey(DecisionRecord, on_delete=models.CASCADE, related_name="comments")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

@@ -156,6 +156,41 @@ def duplicate_label(candidate: Candidate) -> str | None:
     return next((str(other).strip() for other in others if str(other).strip().casefold() == name.casefold()), None)
 
 
+class EvidenceCited(ValidationError):
+    """The candidate (or its runs) is cited by a decision record that left draft."""
+
+
+@transaction.atomic
+def delete_candidate(*, candidate: Candidate, user) -> None:
+    """Delete a candidate, its runs and their files, audited; refused when a record that left draft
+    cites it or its runs (archive the selection instead). The caller checks the user may delete
+    (the admin: Django's delete permission)."""
+    records = sorted(
+        {(c.record.version, c.record.get_status_display()) for c in candidate.citations.select_related("record")}
+    )
+    if records:
+        cited = ", ".join(f"v{version} ({status})" for version, status in records)
+        raise EvidenceCited(
+            {"candidate": f"{candidate} is evidence of decision record {cited}: it cannot be deleted; archive instead."}
+        )
+    runs = list(candidate.runs.prefetch_related("artifacts"))
+    audit(
+        candidate.selection,
+        user,
+        "candidate.deleted",
+        field=f"candidate:{candidate.pk}",
+        old={
+            "id": candidate.pk,
+            "name": str(candidate),
+            "engine": candidate.engine.slug,
+            "version": candidate.engine_version,
+            "runs": [run.pk for run in runs],
+            "files": [artifact.file.name for run in runs for artifact in run.artifacts.all()],
+        },
+    )
+    candidate.delete()  # the artifact files are removed once this commits (benchmarks.storage)
+
+
 @transaction.atomic
 def load_engine_catalog(path: Path | None = None) -> int:
     """Load (or update) the engine catalog fixture into Engine rows. Returns the engine count."""

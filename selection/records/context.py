@@ -12,7 +12,7 @@ import hashlib
 import json
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -33,7 +33,7 @@ from selection.domain.capacity import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language
-from selection.models import DecisionRecord, Selection
+from selection.models import Candidate, DecisionRecord, Selection
 from selection.scoring.services import compute_scores
 
 HEADROOM_PERCENT = 25.0
@@ -370,6 +370,16 @@ def _owner_entry(selection: Selection, role: str) -> dict[str, Any]:
     return entry
 
 
+def record_runs(candidates: Iterable[Candidate], *, include_simulated: bool) -> list[BenchmarkRun]:
+    """The runs a record lists (and cites): each candidate's latest successful run per test."""
+    return [
+        run
+        for candidate in candidates
+        for run in latest_runs(candidate).values()
+        if include_simulated or not run.is_simulated
+    ]
+
+
 def build_context(record: DecisionRecord) -> dict[str, Any]:
     """The full record context for `record`, validated by `domain.records.build_record_context`."""
     selection = Selection.objects.select_related(
@@ -384,12 +394,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     winner = candidates.get(str(result.get("winner") or ""))
     if winner is None:
         raise records_domain.RecordContextError(["decision: no candidate passes the gates with evidence yet"])
-    runs: list[BenchmarkRun] = []
-    for candidate in candidates.values():
-        for run in latest_runs(candidate).values():
-            if run.is_simulated and not record.include_simulated:
-                continue
-            runs.append(run)
+    runs = record_runs(candidates.values(), include_simulated=record.include_simulated)
     ranked = sorted(candidates.values(), key=lambda c: (by_id.get(str(c.pk)) or {}).get("rank") or 10**6)
     runs = _in_articles_order(runs, ranked)
     capacity_blocks, winner_plan = [], None

@@ -30,9 +30,17 @@ from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
-from selection.models import OWNER_FIELDS, DecisionRecord, RecordApproval, RecordComment, Selection, owner_conflicts
+from selection.models import (
+    OWNER_FIELDS,
+    DecisionRecord,
+    RecordApproval,
+    RecordCitation,
+    RecordComment,
+    Selection,
+    owner_conflicts,
+)
 from selection.records import signing
-from selection.records.context import build_context
+from selection.records.context import build_context, record_runs
 from selection.records.rendering import render_pdf, stamp_font
 from selection.records.trust import timestamper, validation_material
 from selection.selectors import can_edit, can_review
@@ -168,6 +176,7 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
     record.status = DecisionRecord.Status.IN_REVIEW
     record.review_started_at = timezone.now()
     record.save()
+    cite_evidence(record)
     Selection.objects.filter(pk=record.selection_id).exclude(status=Selection.Status.DECIDED).update(
         status=Selection.Status.DECIDING
     )
@@ -179,6 +188,17 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
         new={"snapshot_sha256": record.snapshot_sha256, "simulated": record.simulated},
     )
     return record
+
+
+def cite_evidence(record: DecisionRecord) -> None:
+    """Tie the frozen record to the candidates it compared and the runs it lists: from now on none
+    of them (nor the runs' artifacts and points) can be deleted (PROTECT and database triggers)."""
+    candidates = list(record.selection.candidates.all())
+    runs = record_runs(candidates, include_simulated=record.include_simulated)
+    RecordCitation.objects.bulk_create(
+        [RecordCitation(record=record, candidate=candidate) for candidate in candidates]
+        + [RecordCitation(record=record, candidate_id=run.candidate_id, run=run) for run in runs]
+    )
 
 
 @transaction.atomic
