@@ -1,0 +1,98 @@
+"""The demo's checks of its signed record: Poppler's pdfsig and kvselect's own verification must both
+pass, because pdfsig also calls every signature valid on a PDF with an edit appended after the
+last signature (issue 20 item 10; the demo runs `report_verification` before `check_pdfsig`)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+
+import pytest
+from pyhanko.pdf_utils import generic
+from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+from weasyprint import HTML
+
+from django.core.management.base import CommandError
+
+from selection.management.commands.demo import Command
+from selection.records import signing
+from tests.conftest import IN_CI
+
+ROLES = ("business", "platform", "security")
+NAMES = {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"}
+PASS = "demo-check-pass"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return signing.issue_dev_certificates(tmp_path_factory.mktemp("certs"), NAMES, PASS)
+
+
+@pytest.fixture(scope="module")
+def signed(certs):
+    pdf = HTML(string="<h1>Record</h1>" + "<p>The decision.</p>" * 20).write_pdf()
+    pdf = signing.prepare_signature_fields(
+        pdf, {role: (0, 40 + 130 * i, 60, 160 + 130 * i, 140) for i, role in enumerate(ROLES)}
+    )
+    for role in ROLES:
+        pdf = signing.sign_pdf(pdf, certs.pkcs12[role].read_bytes(), PASS, role, NAMES[role], role, "approve")
+    return pdf
+
+
+def appended_edit(pdf: bytes) -> bytes:
+    """An incremental update after the last signature that draws new text on page 1."""
+    writer = IncrementalPdfFileWriter(io.BytesIO(pdf))
+    page = writer.root["/Pages"]["/Kids"][0].get_object()
+    extra = writer.add_object(generic.StreamObject(stream_data=b"BT /F1 24 Tf 100 100 Td (APPROVED BY NOBODY) Tj ET"))
+    contents = page.raw_get("/Contents")
+    page["/Contents"] = generic.ArrayObject(
+        (list(contents) if isinstance(contents, generic.ArrayObject) else [contents]) + [extra]
+    )
+    writer.update_container(page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+@pytest.fixture(autouse=True)
+def need_pdfsig():
+    if not shutil.which("pdfsig"):
+        if IN_CI:
+            pytest.fail("pdfsig (poppler-utils) is missing in CI")
+        pytest.skip("pdfsig (poppler-utils) is not installed")
+
+
+@pytest.fixture
+def trusted(certs, settings):
+    settings.KVSELECT_TRUST_ROOTS = [str(certs.ca_certificate)]
+
+
+def demo_checks(path) -> None:
+    command = Command()
+    command.report_verification(path)
+    command.check_pdfsig(path)
+
+
+def pdfsig_valid(path) -> int:
+    return subprocess.run(["pdfsig", str(path)], capture_output=True, text=True, timeout=120).stdout.count(
+        "Signature is Valid"
+    )
+
+
+@pytest.mark.django_db
+def test_the_demo_checks_pass_a_record_signed_three_times(signed, trusted, tmp_path):
+    path = tmp_path / "record.pdf"
+    path.write_bytes(signed)
+    demo_checks(path)
+
+
+@pytest.mark.django_db
+def test_the_demo_checks_fail_an_edit_appended_after_the_last_signature(signed, trusted, tmp_path):
+    path = tmp_path / "edited.pdf"
+    path.write_bytes(appended_edit(signed))
+    assert pdfsig_valid(path) == 3  # pdfsig alone still calls all three valid: its check alone passed this file
+    Command().check_pdfsig(path)  # (it does not raise)
+    with pytest.raises(CommandError, match="does not verify") as refused:
+        demo_checks(path)
+    assert "modifications=OTHER" in str(refused.value) or "OTHER" in str(refused.value)
