@@ -539,9 +539,14 @@ class OpenAIClient:
             if recorder.feed(now, chunk):
                 pool.abort(protocol)  # the engine sees the client disconnect
 
+        sent = False
+
         def on_start() -> None:
+            nonlocal sent
+            sent = True
             record.send_time = perf()
 
+        record.send_time = perf()  # a request that never connects is still timed, on the clock of the others
         try:
             status, _, _ = await pool.request(head, data, on_body, self.request_timeout_s, on_start=on_start)
         except asyncio.CancelledError:
@@ -553,7 +558,7 @@ class OpenAIClient:
         except OSError as exc:
             if record.aborted:
                 return record
-            refused = isinstance(exc, (ConnectionRefusedError, socket.gaierror)) or record.send_time == 0.0
+            refused = isinstance(exc, (ConnectionRefusedError, socket.gaierror)) or not sent
             _fail(record, "connect" if refused else "disconnect", f"{type(exc).__name__}: {exc}")
             return record
         except HTTPError as exc:

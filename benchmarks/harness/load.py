@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal
 
 from benchmarks.harness import workers as worker_processes
 from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.stopping import LIMITS, EarlyStop
 from benchmarks.result import LoadPoint, Stats
 
 Mode = Literal["closed", "open"]
@@ -61,6 +62,9 @@ class LoadConfig:
     rate: float | None = None  # open loop: requests per second
     arrival: Arrival = "poisson"
     gamma_shape: float = 1.0  # open loop, gamma: <1 burstier than Poisson, >1 smoother
+    # stop early, keeping the data, when the engine is gone (benchmarks.harness.stopping; None: never)
+    stop_after_connection_failures: int | None = LIMITS["consecutive_connection_failures"]
+    stop_after_s_without_success: float | None = LIMITS["seconds_without_success"]
     max_concurrency: int | None = None  # open loop: cap on requests in flight (None: none)
     duration_s: float | None = None  # measured window, after warm-up
     max_requests: int | None = None  # measured requests to issue
@@ -109,6 +113,7 @@ class LoadOutcome:
     run_start: float = 0.0  # perf_counter at start (time zero of start_s columns)
     measure_start: float = 0.0
     measure_end: float = 0.0
+    stopped_early: str | None = None  # why the load stopped before its planned end (the engine is gone)
     achieved_concurrency: float | None = None
     peak_concurrency: int = 0
     achieved_rate: float | None = None  # sends per second in the measured window
@@ -281,6 +286,8 @@ async def _run_here(
     lags: list[float] = []
     tasks: set[asyncio.Task] = set()
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-progress")
+    stopper = EarlyStop(config.stop_after_connection_failures, config.stop_after_s_without_success)
+    stopper.start(run_start)
     window_started = config.warmup_s <= 0 and warmup_count == 0
 
     def next_index() -> int | None:
@@ -310,6 +317,9 @@ async def _run_here(
             pass
         finally:
             tracker.down(record)
+            if stopper.observe(record.ok, record.error_class, record.error, perf()) and not stop.is_set():
+                outcome.stopped_early = stopper.reason  # a dead engine is not hammered until the planned end
+                stop.set()
             if measured:
                 outcome.records.append(record)
                 measured_sends.append(record.send_time)
@@ -407,6 +417,9 @@ async def _run_here(
                 requested = await loop.run_in_executor(executor, _cancel_requested, cancel)
             else:
                 requested = _cancel_requested(cancel)
+            if stopper.check(now) and not stop.is_set():
+                outcome.stopped_early = stopper.reason
+                stop.set()
             if requested and not stop.is_set():
                 outcome.cancelled = True
                 stop.set()
@@ -568,6 +581,7 @@ async def _run_in_processes(
     merged.measure_start = min(part.measure_start for part in outcomes)
     merged.measure_end = max(part.measure_end for part in outcomes)
     merged.cancelled = any(part.cancelled for part in outcomes)
+    merged.stopped_early = next((part.stopped_early for part in outcomes if part.stopped_early), None)
     merged.client_cpu_s += time.process_time() - cpu_start  # the parent's own share (relaying, merging)
     merged.wall_s = time.perf_counter() - wall_start
     merged.achieved_concurrency = held_concurrency(
@@ -801,6 +815,7 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
             if completed
             else None,
             "warmup_requests": len(outcome.warmup),
+            "stopped_early": outcome.stopped_early,
         },
     )
     if slo and completed:

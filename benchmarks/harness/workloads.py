@@ -320,15 +320,22 @@ class _Session:
         return await self.metrics.sample_once()
 
 
+MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring's max_error_rate too)
+
+
 def _verdict(name: str, passed: bool | None, detail: str, value: Any = None, threshold: Any = None) -> dict[str, Any]:
     return {"name": name, "passed": passed, "detail": detail, "value": value, "threshold": threshold}
 
 
 def _budget_verdicts(point: LoadPoint, params: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
+    """Latency p95 against its budget. Measured over the successful requests only, so a point whose
+    error rate exceeds `max_error_rate` (default MAX_ERROR_RATE, as scoring's) fails whatever its p95."""
     verdicts = []
     # a client that could not keep the load or timed late reads inflates latencies: the verdict says so
     reasons = (point.extra or {}).get("client_bound_reasons") or [] if point.client_bound else []
     caveat = f"; client-bound, so partly the client's: {'; '.join(reasons)}" if reasons else ""
+    max_errors = float(params.get("max_error_rate", MAX_ERROR_RATE))
+    too_many_errors = point.error_rate is not None and point.error_rate > max_errors
     for key, stats in (("ttft_p95_ms", point.ttft_ms), ("tpot_p95_ms", point.tpot_ms), ("e2e_p95_ms", point.e2e_ms)):
         budget = params.get(key)
         if budget is None:
@@ -337,6 +344,12 @@ def _budget_verdicts(point: LoadPoint, params: dict[str, Any], label: str = "") 
         name = f"{key.replace('_p95_ms', '')}_p95_within_budget" + (f"[{label}]" if label else "")
         if value is None:
             verdicts.append(_verdict(name, None, f"no completed requests to measure {key}", None, budget))
+        elif too_many_errors:
+            detail = (
+                f"p95 {value:.1f} ms vs budget {budget:g} ms, but {point.error_rate:.1%} of requests failed "
+                f"(at most {max_errors:.1%} allowed): a latency over the few that succeeded is not a pass"
+            )
+            verdicts.append(_verdict(name, False, detail, value, budget))
         else:
             verdicts.append(
                 _verdict(name, value <= budget, f"p95 {value:.1f} ms vs budget {budget:g} ms{caveat}", value, budget)

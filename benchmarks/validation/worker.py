@@ -274,9 +274,14 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
         logger.exception("validation run %s failed", run.pk)
         return finish_failed(run, f"{type(exc).__name__}: {exc}")
     cancelled = reporter.cancelled()
-    engine_alive = cancelled or healthy(candidate.endpoint_url)
+    stopped = [p.extra["stopped_early"] for p in result.points if p.extra.get("stopped_early")]
+    engine_alive = cancelled or (not stopped and healthy(candidate.endpoint_url))
     error = ""
-    if not engine_alive:
+    if stopped and not cancelled:
+        result.partial = True
+        result.notes.append(f"The load stopped early: {stopped[0]}. The data below is partial.")
+        error = f"stopped early: {stopped[0]} (partial data kept)"
+    elif not engine_alive:
         result.partial = True
         result.notes.append("The engine stopped answering during the test: the data below is partial.")
         error = "engine stopped answering during the test (partial data kept)"
@@ -300,18 +305,21 @@ def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str 
     write_pending(run.pk, envelope)
 
     def store() -> BenchmarkRun | None:
-        stored = store_native_result(run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt))
+        try:
+            stored = store_native_result(
+                run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt)
+            )
+        except (OperationalError, InterfaceError) as exc:
+            if not envelope["store_error"]:  # the file says why the database does not have it yet
+                envelope["store_error"] = f"{type(exc).__name__}: {exc}".strip()[:500]
+                write_pending(run.pk, envelope)
+            raise
         if stored is not None:
             with transaction.atomic():
                 schedule_rescoring(run.candidate.selection_id)
         return stored
 
-    try:
-        stored = with_reconnect(store, f"run {run.pk}: storing the result")
-    except (OperationalError, InterfaceError) as exc:
-        envelope["store_error"] = f"{type(exc).__name__}: {exc}".strip()[:500]
-        write_pending(run.pk, envelope)
-        raise
+    stored = with_reconnect(store, f"run {run.pk}: storing the result")
     discard_pending(run.pk)
     if stored is None:  # another attempt owns the run now (redelivered after this one went silent)
         logger.warning("run %s: attempt %s no longer owns the run; its result was not stored", run.pk, run.attempt)
@@ -369,7 +377,8 @@ def _recover(run_id: int, envelope: dict[str, Any], still_stale: Q) -> bool:
         return False
     result: NormalizedResult = envelope["result"]
     cause = (
-        f"the worker could not write it to the database ({envelope['store_error']})"
+        f"the database refused the worker's write ({envelope['store_error']}) and the worker stopped "
+        "before a retry succeeded"
         if envelope.get("store_error")
         else "the worker stopped (killed or crashed) after the test finished, before it was stored"
     )
