@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Debian packages kvselect needs beyond Python: fonts for CJK names in PDFs, Poppler's pdfsig
 # (signature cross-check), Pango for WeasyPrint, Chromium for the browser tests, Prometheus's promtool
-# (the exported alerting rules are checked with `promtool check rules`; Debian ships it in `prometheus`).
+# (the exported alerting rules are checked with `promtool check rules`; Debian ships it in `prometheus`),
+# PostgreSQL and Redis binaries for the reliability suite's private servers (tests/reliability/services.py).
 set -euo pipefail
 need=()
-for pkg in fonts-noto-cjk poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium chromium-driver gettext prometheus; do
+for pkg in fonts-noto-cjk poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium chromium-driver gettext \
+  prometheus postgresql redis-server; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 [ ${#need[@]} -eq 0 ] && exit 0
