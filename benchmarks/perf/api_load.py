@@ -166,19 +166,21 @@ def run_django(env: dict[str, str], code: str) -> str:
 
 
 SETUP = """
-from selection import services
+from benchmarks.uploads.tokens import create_upload_token
+from selection.candidates.services import add_candidate, load_engine_catalog
 from selection.models import Engine, Membership, Team
+from selection.setup.services import create_selection
 from django.contrib.auth import get_user_model
-services.load_engine_catalog()
+load_engine_catalog()
 team = Team.objects.create(name="load")
 user = get_user_model().objects.create_user("load-architect", password="load-Password-1")
 Membership.objects.create(team=team, user=user, role=Membership.Role.ARCHITECT)
-selection = services.create_selection(user=user, team=team, name="API load", business_owner=user,
-                                      platform_owner=user, security_owner=user)
+selection = create_selection(user=user, team=team, name="API load", business_owner=user,
+                             platform_owner=user, security_owner=user)
 engine = Engine.objects.get(slug="vllm")
-candidate = services.add_candidate(selection=selection, user=user, data={"engine": engine,
-                                   "engine_version": engine.versions[0] if engine.versions else "0.11.0"})
-_, raw = services.create_upload_token(selection=selection, user=user, name="load")
+candidate = add_candidate(selection=selection, user=user, data={"engine": engine,
+                          "engine_version": engine.versions[0] if engine.versions else "0.11.0"})
+_, raw = create_upload_token(selection=selection, user=user, name="load")
 print(candidate.pk, raw)
 """
 

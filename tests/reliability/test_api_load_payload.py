@@ -18,3 +18,12 @@ def test_load_payload_is_a_parseable_vllm_detailed_result_of_about_the_requested
 
 def test_percentile_nearest_rank():
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0 and percentile([1.0] * 5 + [9.0], 99) == 9.0
+
+
+def test_the_load_benchmark_sets_up_its_world(db, capsys):
+    """Its setup script imports the services where they live (it broke when the shells became folders)."""
+    from benchmarks.perf.api_load import SETUP
+
+    exec(compile(SETUP, "api_load.SETUP", "exec"), {})  # noqa: S102 - the benchmark's own script
+    candidate, token = capsys.readouterr().out.split()[-2:]
+    assert candidate.isdigit() and token.startswith("kvs_")
