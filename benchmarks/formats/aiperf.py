@@ -10,7 +10,6 @@ The JSONL is read with pyarrow against an explicit schema (vectorised; 1M record
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
@@ -313,16 +312,22 @@ def _jsonl_schema() -> Any:
 
 
 def read_jsonl_table(data: bytes | str) -> Any:
-    """The records' table (only the columns kvselect reads), from bytes or a file's path (read in blocks)."""
+    """The records' table (only the columns kvselect reads), from bytes or a file's path.
+
+    Read as a stream of 1 MiB blocks (`open_json`): memory follows the table, not the file.
+    `read_json` held several times the input while parsing the records' long inter-chunk
+    latency lists it then drops (about 0.8 GiB for a 1 GiB file of 290,000 records).
+    """
     import pyarrow as pa
     import pyarrow.json as pj
 
     try:
-        return pj.read_json(
-            io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data,  # a path: pyarrow reads it natively
+        reader = pj.open_json(
+            pa.BufferReader(data) if isinstance(data, (bytes, bytearray)) else data,  # a path: read natively
             read_options=pj.ReadOptions(block_size=1 << 20),
             parse_options=pj.ParseOptions(explicit_schema=_jsonl_schema(), unexpected_field_behavior="ignore"),
         )
+        return pa.Table.from_batches(list(reader), schema=reader.schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
         message = str(error).splitlines()[0]
         raise FormatError(f"profile_export.jsonl: {message}") from None

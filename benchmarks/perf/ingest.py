@@ -1,23 +1,37 @@
 """Ingest benchmark: parse 1,000,000-record per-request files (aiperf JSONL, vLLM --save-detailed
-JSON) and compare with the time pyarrow alone needs to read the same bytes.
+JSON) and compare with the time pyarrow alone needs to read the same bytes; then stream a 4 GiB
+upload through the web app and parse it from disk, reporting each process's peak memory.
 
-    python -m benchmarks.perf.ingest [--records N] [--keep DIR]
+    python -m benchmarks.perf.ingest [--records N] [--keep DIR] [--upload-gib 4] [--skip-parse]
 
 Each measurement runs in a fresh subprocess so its peak RSS (resource.getrusage) is its own.
 Targets (issue 4): < 30 s, < 2 GiB peak, ratio parse/pyarrow <= 2.
+
+The streamed upload (issue 16 item 10): an aiperf profile_export.jsonl of `--upload-gib` GiB
+(1M records carry ~3.7 KB each in real files) is generated in var/, POSTed to gunicorn on
+loopback as a CI job would (multipart, Content-Length, read from disk as it is sent), stored,
+then parsed from its stored path by `parse_stored_upload` in its own process. Reported: the web
+worker's peak RSS (VmHWM) and the parse's; target < 2 GiB each. The file and the scratch
+database are deleted afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import urlsplit
 
 import numpy as np
+
+from benchmarks.perf.api_load import ROOT, SETUP, ScratchDatabase, free_port, http_ok, run_django, wait_ready
 
 AIPERF_LINE = (
     '{{"metadata":{{"session_num":{i},"x_request_id":"req-{i}","x_correlation_id":"c-{i}","conversation_id":"conv-{i}",'
@@ -146,11 +160,179 @@ def measure(path: str, mode: str) -> tuple[float, float, int]:
     return float(seconds), float(peak), int(rows)
 
 
+UPLOAD_PARSE = r"""
+import json, resource, sys, time
+import django
+django.setup()
+from benchmarks.uploads.parse import parse_stored_upload
+started = time.perf_counter()
+run = parse_stored_upload(int(sys.argv[1]))
+point = run.points.first()
+print(json.dumps({"status": run.status, "error": run.error[:300], "seconds": time.perf_counter() - started,
+                  "requests": point.requests_completed if point else None,
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident set (VmHWM), MiB."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(p) for p in handle.read().split()]
+
+
+def post_file(url: str, token: str, path: str, chunk: int = 1024 * 1024) -> tuple[int, dict]:
+    """POST a file as multipart/form-data, streamed from disk with its Content-Length (as curl -F does)."""
+    boundary = "kvselect-bench-boundary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="test"\r\n\r\nconcurrency_stress\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="profile_export.jsonl"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=1800)
+    connection.putrequest("POST", parts.path)
+    connection.putheader("Authorization", f"Token {token}")
+    connection.putheader("Content-Type", f"multipart/form-data; boundary={boundary}")
+    connection.putheader("Content-Length", str(len(head) + os.path.getsize(path) + len(tail)))
+    connection.endheaders()
+    connection.send(head)
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            connection.send(block)
+    connection.send(tail)
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response.status, json.loads(body)
+
+
+def streamed_upload(size_gib: float) -> None:
+    """Generate, upload (streamed) and parse a `size_gib` GiB aiperf JSONL; print each peak RSS."""
+
+    workdir = ROOT / "var" / f"bench-ingest-{os.getpid()}"
+    workdir.mkdir(parents=True)
+    path = str(workdir / "profile_export.jsonl")
+    gunicorn = None
+    try:
+        chunks = 400  # ~3.7 KB a record, as aiperf writes them at a few hundred output tokens
+        probe = str(workdir / "probe.jsonl")
+        write_aiperf(probe, 100, chunks_per_record=chunks)
+        records = int(size_gib * 2**30 / (os.path.getsize(probe) / 100))
+        os.remove(probe)
+        began = time.perf_counter()
+        write_aiperf(path, records, chunks_per_record=chunks)
+        size = os.path.getsize(path)
+        print(
+            f"streamed upload: {size / 2**30:.2f} GiB aiperf JSONL, {records:,} records "
+            f"(generated in {time.perf_counter() - began:.0f} s)",
+            flush=True,
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KVSELECT_", "CELERY_", "DATABASE_URL"))}
+        env.update(
+            DJANGO_SETTINGS_MODULE="config.settings",
+            DATABASE_URL=ScratchDatabase(None, workdir).url,
+            CELERY_BROKER_URL=f"sqla+sqlite:///{workdir / 'broker.sqlite3'}",  # no worker: parsed below
+            KVSELECT_VAR_DIR=str(workdir / "var"),
+            KVSELECT_MEDIA_ROOT=str(workdir / "media"),
+            KVSELECT_MAX_UPLOAD_BYTES=str(size + 2**20),
+            SECRET_KEY=os.environ.get("SECRET_KEY") or "kvselect-bench-only",
+            LOG_LEVEL="WARNING",
+            PYTHONPATH=str(ROOT),
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=600
+        )
+        candidate, token = run_django(env, SETUP).split()[-2:]
+        port = free_port()
+        log = workdir / "gunicorn.log"
+        gunicorn = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi:application",
+                "-b",
+                f"127.0.0.1:{port}",
+                "-w",
+                "1",
+                "--threads",
+                "1",
+                "-k",
+                "gthread",
+                "--timeout",
+                "1800",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=open(log, "wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(lambda: http_ok(base + "/api/v1/"), "gunicorn", 60, gunicorn, log)
+        (worker,) = children(gunicorn.pid)
+        idle = peak_rss_mib(worker)
+        began = time.perf_counter()
+        status, body = post_file(f"{base}/api/v1/candidates/{candidate}/results/", token, path)
+        upload_s = time.perf_counter() - began
+        web_peak = peak_rss_mib(worker)
+        if status != 202:
+            raise RuntimeError(f"upload answered {status}: {str(body)[:500]}")
+        os.remove(path)  # the stored copy is the one parsed; keep the disk footprint at one file
+        result = subprocess.run(
+            [sys.executable, "-c", UPLOAD_PARSE, str(body["id"])],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"parse failed:\n{result.stderr[-3000:]}")
+        parsed = json.loads(result.stdout.strip().splitlines()[-1])
+        verdict = "OK" if max(web_peak, parsed["peak_mib"]) < 2048 else "OVER"
+        print(
+            f"  web worker (gunicorn): peak RSS {web_peak:.0f} MiB (idle {idle:.0f} MiB), upload {upload_s:.0f} s "
+            f"({size / 2**20 / upload_s:.0f} MiB/s), answered {status} {body['status']}"
+        )
+        print(
+            f"  parse from the stored path: peak RSS {parsed['peak_mib']:.0f} MiB, {parsed['seconds']:.0f} s, "
+            f"{parsed['requests']:,} requests, run {parsed['status']} {parsed['error']}"
+        )
+        print(
+            f"  peak memory of a streamed {size / 2**30:.1f} GiB upload: "
+            f"{max(web_peak, parsed['peak_mib']):.0f} MiB (target < 2048 MiB: {verdict})"
+        )
+    finally:
+        if gunicorn is not None and gunicorn.poll() is None:
+            os.killpg(gunicorn.pid, signal.SIGTERM)
+            gunicorn.wait(30)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--keep", help="directory to write the generated files to (kept)")
+    parser.add_argument("--upload-gib", type=float, default=4.0, help="streamed upload size; 0 skips it")
+    parser.add_argument("--skip-parse", action="store_true", help="only the streamed upload")
     args = parser.parse_args()
+    if not args.skip_parse:
+        parse_benchmark(args)
+    if args.upload_gib > 0:
+        streamed_upload(args.upload_gib)
+
+
+def parse_benchmark(args: argparse.Namespace) -> None:
     directory = args.keep or tempfile.mkdtemp(prefix="kvselect-ingest-")
     os.makedirs(directory, exist_ok=True)
     cases = [
