@@ -175,7 +175,8 @@ def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(
         if engine.poll() is None:
             engine.kill()
     assert run.status == "failed"
-    assert "engine stopped answering" in run.error
+    # the load stops at the 50th refused connection instead of hammering the dead port to the end
+    assert "stopped early" in run.error and "could not connect" in run.error
     point = run.points.get()  # the data gathered before the crash is kept...
     assert point.requests_completed >= 1
     assert run.partial and any("partial" in note for note in run.notes)  # ...and labelled partial
