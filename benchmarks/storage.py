@@ -4,7 +4,7 @@ Nothing is half-written: a result is validated (parsed) before anything is store
 written in one transaction, and files saved for a transaction that rolls back are deleted.
 
 Nothing finished is lost: a validation run's result is first written to its write-ahead file
-(`runs/<id>/pending/result.json`, atomically renamed into place) and only then stored in the
+(`runs/<id>/pending/attempt-<n>.json`, atomically renamed into place) and only then stored in the
 database; the file is removed once the rows are committed. A worker that dies, or a database
 that stays away, between the two leaves the file for the reaper to store.
 """
@@ -201,18 +201,19 @@ def store_native_result(
 # --------------------------------------------------------------------------------- write-ahead
 
 
-def pending_name(run_id: int) -> str:
-    return f"runs/{run_id}/pending/result.json"
+def pending_name(run_id: int, attempt: int) -> str:
+    """One file per attempt: a worker presumed dead that wakes up never touches its successor's."""
+    return f"runs/{run_id}/pending/attempt-{attempt}.json"
 
 
-def _pending_path(run_id: int) -> Path:
+def _pending_path(run_id: int, attempt: int) -> Path:
     # The write-ahead file needs a rename on a real file system (FileSystemStorage).
-    return Path(default_storage.path(pending_name(run_id)))
+    return Path(default_storage.path(pending_name(run_id, attempt)))
 
 
-def write_pending(run_id: int, envelope: dict[str, Any]) -> None:
+def write_pending(run_id: int, attempt: int, envelope: dict[str, Any]) -> None:
     """Write (or replace) a run's write-ahead file: a temporary file, fsync, then an atomic rename."""
-    path = _pending_path(run_id)
+    path = _pending_path(run_id, attempt)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(envelope, default=str).encode()
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -243,10 +244,10 @@ def pending_envelope(
     }
 
 
-def read_pending(run_id: int) -> dict[str, Any] | None:
-    """A run's write-ahead envelope, its result validated again (None: no file, or an unreadable one)."""
+def read_pending(run_id: int, attempt: int) -> dict[str, Any] | None:
+    """An attempt's write-ahead envelope, its result validated again (None: no file, or an unreadable one)."""
     try:
-        data = _pending_path(run_id).read_bytes()
+        data = _pending_path(run_id, attempt).read_bytes()
     except FileNotFoundError:
         return None
     try:
@@ -258,8 +259,8 @@ def read_pending(run_id: int) -> dict[str, Any] | None:
     return envelope
 
 
-def discard_pending(run_id: int) -> None:
-    path = _pending_path(run_id)
+def discard_pending(run_id: int, attempt: int) -> None:
+    path = _pending_path(run_id, attempt)
     try:
         path.unlink()
     except FileNotFoundError:

@@ -302,7 +302,7 @@ def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str 
     fresh connection while it restarts). If the database stays away, the file is left for the
     reaper with the reason, and the error is raised."""
     envelope = pending_envelope(run_id=run.pk, attempt=run.attempt, status=status, error=error, result=result)
-    write_pending(run.pk, envelope)
+    write_pending(run.pk, run.attempt, envelope)
 
     def store() -> BenchmarkRun | None:
         try:
@@ -312,7 +312,7 @@ def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str 
         except (OperationalError, InterfaceError) as exc:
             if not envelope["store_error"]:  # the file says why the database does not have it yet
                 envelope["store_error"] = f"{type(exc).__name__}: {exc}".strip()[:500]
-                write_pending(run.pk, envelope)
+                write_pending(run.pk, run.attempt, envelope)
             raise
         if stored is not None:
             with transaction.atomic():
@@ -320,7 +320,7 @@ def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str 
         return stored
 
     stored = with_reconnect(store, f"run {run.pk}: storing the result")
-    discard_pending(run.pk)
+    discard_pending(run.pk, run.attempt)
     if stored is None:  # another attempt owns the run now (redelivered after this one went silent)
         logger.warning("run %s: attempt %s no longer owns the run; its result was not stored", run.pk, run.attempt)
         run.refresh_from_db()
@@ -349,13 +349,13 @@ def reap_stale_runs(now: datetime | None = None) -> list[int]:
     threshold = now - stale_after()
     stale = list(
         BenchmarkRun.objects.filter(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=threshold).values_list(
-            "pk", flat=True
+            "pk", "attempt"
         )
     )
-    for run_id in stale:
-        still_stale = Q(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=threshold)
-        envelope = read_pending(run_id)
-        if envelope is not None and _recover(run_id, envelope, still_stale):
+    for run_id, attempt in stale:
+        still_stale = Q(status=BenchmarkRun.Status.RUNNING, heartbeat_at__lt=threshold, attempt=attempt)
+        envelope = read_pending(run_id, attempt)
+        if envelope is not None and _recover(run_id, attempt, envelope, still_stale):
             continue
         seconds = int(stale_after().total_seconds())
         BenchmarkRun.objects.filter(still_stale, pk=run_id).update(
@@ -366,14 +366,13 @@ def reap_stale_runs(now: datetime | None = None) -> list[int]:
             error=f"{WORKER_LOST}: no heartbeat for more than {seconds} s (killed or crashed); "
             "no result was stored, so the run has no data",
         )
-    return stale
+    return [run_id for run_id, _ in stale]
 
 
-def _recover(run_id: int, envelope: dict[str, Any], still_stale: Q) -> bool:
-    """Store a stale run's write-ahead result. True when stored (or already stored)."""
+def _recover(run_id: int, attempt: int, envelope: dict[str, Any], still_stale: Q) -> bool:
+    """Store a stale attempt's write-ahead result. True when it was stored."""
     run = BenchmarkRun.objects.filter(pk=run_id).first()
-    if run is None or run.attempt != envelope.get("attempt"):
-        discard_pending(run_id)  # a file of an attempt that no longer exists
+    if run is None:
         return False
     result: NormalizedResult = envelope["result"]
     cause = (
@@ -390,7 +389,7 @@ def _recover(run_id: int, envelope: dict[str, Any], still_stale: Q) -> bool:
     )
     if stored is None:
         return False
-    discard_pending(run_id)
+    discard_pending(run_id, attempt)
     with transaction.atomic():
         schedule_rescoring(run.candidate.selection_id)
     logger.warning("run %s: stored from its write-ahead file by the reaper (%s)", run_id, cause)

@@ -155,8 +155,8 @@ def terminal(stack: Stack, run_id: int) -> dict | None:
     return row if row["status"] in TERMINAL else None
 
 
-def pending_file(stack: Stack, run_id: int) -> Path:
-    return stack.media / "runs" / str(run_id) / "pending" / "result.json"
+def pending_file(stack: Stack, run_id: int, attempt: int = 1) -> Path:
+    return stack.media / "runs" / str(run_id) / "pending" / f"attempt-{attempt}.json"
 
 
 @pytest.mark.timeout(240)

@@ -82,7 +82,7 @@ def test_a_store_that_loses_its_connection_is_retried_on_a_fresh_one(candidate, 
         done = execute(claim(run.pk, "w1"))
     assert len(calls) == 2
     assert done.status == "succeeded" and done.points.count() == 1
-    assert read_pending(run.pk) is None  # the write-ahead file went once the rows were committed
+    assert read_pending(run.pk, 1) is None  # the write-ahead file went once the rows were committed
 
 
 @pytest.mark.django_db(transaction=True)
@@ -92,7 +92,7 @@ def test_a_result_the_database_refused_is_stored_by_the_reaper_with_the_cause(ca
     down = OperationalError("could not connect to server: Connection refused")
     with mock.patch.object(worker, "store_native_result", side_effect=down), pytest.raises(OperationalError):
         execute(claim(run.pk, "w1"))
-    envelope = json.loads((media / pending_name(run.pk)).read_text())
+    envelope = json.loads((media / pending_name(run.pk, 1)).read_text())
     assert envelope["status"] == "succeeded" and "Connection refused" in envelope["store_error"]
     assert BenchmarkRun.objects.get(pk=run.pk).status == "running"
     assert tasks.reap_stale_runs(now=timezone.now() + stale_after() + timedelta(seconds=5)) == [run.pk]
@@ -101,7 +101,7 @@ def test_a_result_the_database_refused_is_stored_by_the_reaper_with_the_cause(ca
     assert stored.artifacts.filter(kind="requests").exists()
     assert "Stored by the reaper from the worker's write-ahead file" in stored.notes[-1]
     assert "Connection refused" in stored.notes[-1]
-    assert read_pending(run.pk) is None
+    assert read_pending(run.pk, 1) is None
 
 
 @pytest.mark.django_db(transaction=True)
