@@ -9,11 +9,10 @@ import shutil
 import subprocess
 
 import pytest
+from django.core.management.base import CommandError
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from weasyprint import HTML
-
-from django.core.management.base import CommandError
 
 from selection.management.commands.demo import Command
 from selection.records import signing

@@ -122,7 +122,7 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("selection", "0006_record_citations")]
+    dependencies = [("selection", "0007_record_citations")]
     operations = [
         migrations.RunPython(backfill, migrations.RunPython.noop),
         migrations.RunPython(forwards, backwards),
