@@ -175,8 +175,12 @@ load_engine_catalog()
 team = Team.objects.create(name="load")
 user = get_user_model().objects.create_user("load-architect", password="load-Password-1")
 Membership.objects.create(team=team, user=user, role=Membership.Role.ARCHITECT)
-selection = create_selection(user=user, team=team, name="API load", business_owner=user,
-                             platform_owner=user, security_owner=user)
+owners = {}
+for role in ("business", "platform", "security"):  # three different people (separation of duties)
+    owners[role] = get_user_model().objects.create_user(f"load-{role}", password="load-Password-1")
+    Membership.objects.create(team=team, user=owners[role], role=Membership.Role.REVIEWER)
+selection = create_selection(user=user, team=team, name="API load", business_owner=owners["business"],
+                             platform_owner=owners["platform"], security_owner=owners["security"])
 engine = Engine.objects.get(slug="vllm")
 candidate = add_candidate(selection=selection, user=user, data={"engine": engine,
                           "engine_version": engine.versions[0] if engine.versions else "0.11.0"})

@@ -46,8 +46,12 @@ load_engine_catalog()
 team = Team.objects.create(name="reliability")
 user = get_user_model().objects.create_user("architect", password="reliability-Password-1")
 Membership.objects.create(team=team, user=user, role=Membership.Role.ARCHITECT)
-selection = create_selection(user=user, team=team, name="Faults", business_owner=user, platform_owner=user,
-                             security_owner=user)
+owners = {}
+for role in ("business", "platform", "security"):  # three different people (separation of duties)
+    owners[role] = get_user_model().objects.create_user(role, password="reliability-Password-1")
+    Membership.objects.create(team=team, user=owners[role], role=Membership.Role.REVIEWER)
+selection = create_selection(user=user, team=team, name="Faults", business_owner=owners["business"],
+                             platform_owner=owners["platform"], security_owner=owners["security"])
 save_constraints(selection=selection, user=user, data={
     "peak_concurrency": 8, "request_rate": 2.0, "avg_input_tokens": 16, "p95_input_tokens": 16,
     "max_input_tokens": 64, "avg_output_tokens": 8, "max_output_tokens": 16, "multi_turn": False,
