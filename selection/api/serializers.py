@@ -23,7 +23,17 @@ from selection.records.staleness import staleness
 User = get_user_model()
 
 
-class UserField(serializers.SlugRelatedField):
+class LookupField(serializers.SlugRelatedField):
+    """A slug lookup that refuses text no database can compare (a NUL character) on its own field: PostgreSQL
+    raises DataError for it in the WHERE clause, which DRF does not turn into a field error."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            raise serializers.ValidationError("must not contain a NUL (0x00) character")
+        return super().to_internal_value(data)
+
+
+class UserField(LookupField):
     def __init__(self, **kwargs):
         super().__init__(slug_field="username", queryset=User.objects.all(), **kwargs)
 
@@ -36,7 +46,7 @@ class EnglishMessagesField(serializers.JSONField):
 
 
 class SelectionSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    team = LookupField(slug_field="name", queryset=Team.objects.all())
     scenario_reasons = EnglishMessagesField(read_only=True)
     business_owner = UserField()
     platform_owner = UserField()

@@ -26,6 +26,7 @@ pyHanko-specific stays behind the pure functions below so an upgrade touches one
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
 import hashlib
 import io
@@ -34,7 +35,7 @@ import os
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from asn1crypto import crl as asn1_crl
 from asn1crypto import keys as asn1_keys
@@ -205,13 +206,24 @@ def trust_root_of(
         _asn1_cert(certificate), intermediate_certs=[_asn1_cert(c) for c in intermediates], validation_context=context
     )
     try:
-        path = asyncio.run(validator.async_validate_usage({"digital_signature"}))
+        path = _run_coroutine(validator.async_validate_usage({"digital_signature"}))
     except Exception:  # any path-building or usage failure: not certified by these roots
         try:
-            path = asyncio.run(validator.async_validate_usage({"non_repudiation"}))
+            path = _run_coroutine(validator.async_validate_usage({"non_repudiation"}))
         except Exception:
             return None
     return _anchor_info(path)
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    """Run one of certvalidator's coroutines to its end from synchronous code, also from a thread whose
+    event loop is running (an ASGI server, a browser-driven test), where asyncio.run() refuses."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _anchor_info(path) -> CertificateInfo | None:
