@@ -6,6 +6,22 @@ stack with a fixed `svg.hashsalt`, no date in the metadata, and text kept as <te
 prefers Noto Sans CJK and falls back to DejaVu Sans). When `simulated=True` the chart carries a
 visible "SIMULATED" label and its title says so: simulator output is never shown unmarked.
 
+The rules every chart follows, in one place:
+
+* **One colour per candidate.** `candidate_colours` gives each candidate a colour by its position
+  in the selection; a page or a record passes that mapping (`colours`) to every chart it draws, so
+  a candidate keeps its colour from chart to chart. A series the mapping does not name takes the
+  next colour no candidate of the mapping uses. Reference lines (budgets, limits, the GPU's memory)
+  are black or grey, never a candidate's colour.
+* **No line through a single point.** A latency chart whose candidates were each measured at one
+  load draws bars (one per candidate, the load in its label) instead of lines "against" a load
+  that did not vary.
+* **Units that fit the data.** Time axes are in seconds, minutes or hours by the span shown (a 15 s
+  run in seconds, a 4 h soak in hours); token axes read 512, 1.5K, 128K, 1M, and ticks closer than
+  the labels' width are thinned so they never overlap.
+* **Nothing clipped.** Long tick and legend labels are wrapped (CJK by character), legends sit
+  outside the plot, and the saved figure is cropped to everything drawn (`bbox_inches="tight"`).
+
 Missing values (None or NaN) are drawn as gaps or "n/a", never as zero.
 """
 
@@ -14,6 +30,8 @@ from __future__ import annotations
 import contextvars
 import io
 import math
+import re
+import unicodedata
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -23,6 +41,7 @@ matplotlib.use("Agg")
 
 from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 SIMULATED_LABEL = "SIMULATED"
@@ -38,6 +57,10 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the chart texts
     return _translator.get()(text)
 
 
+def gettext_noop(text: str) -> str:  # marks a text for `makemessages`; `_` translates it when drawn
+    return text
+
+
 @contextmanager
 def translated(translate: Callable[[str], str]) -> Iterator[None]:
     """Render charts with `translate` applied to every fixed text (axis labels, legends, marks)."""
@@ -49,9 +72,17 @@ def translated(translate: Callable[[str], str]) -> Iterator[None]:
 
 
 FONT_FAMILY = ["Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK TC", "WenQuanYi Zen Hei", "DejaVu Sans"]
-# Okabe-Ito: distinguishable with colour-vision deficiencies, stable order per series.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+# Okabe-Ito, distinguishable with colour-vision deficiencies, without its black (kept for reference
+# lines): the candidates' colours, in the order candidates take them. Past seven candidates the
+# colours repeat.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]
+REFERENCE = "#000000"  # budgets, the GPU's memory
+REFERENCE_SOFT = "#555555"  # limits and headroom lines, the legend's neutral swatches
+WORSE = "#B2182B"  # "caching made it worse"
+NA = "#555555"
 HASH_SALT = "kvselect-charts"
+LEGEND_WIDTH = 28  # characters (a CJK character counts two) before a legend label wraps
+TICK_WIDTH = 16
 
 RC = {
     "svg.hashsalt": HASH_SALT,
@@ -65,12 +96,129 @@ RC = {
     "axes.spines.right": False,
 }
 
+# Time axes: the largest span (s) each unit is used for, and the label of each axis in that unit.
+TIME_UNITS = ((180.0, "s", 1.0), (3 * 3600.0, "min", 60.0), (math.inf, "h", 3600.0))
+TIME_LABELS = {
+    "time": {"s": gettext_noop("time (s)"), "min": gettext_noop("time (min)"), "h": gettext_noop("time (h)")},
+    "elapsed": {
+        "s": gettext_noop("elapsed (s)"),
+        "min": gettext_noop("elapsed (min)"),
+        "h": gettext_noop("elapsed (h)"),
+    },
+    "since_first": {
+        "s": gettext_noop("time since the first request (s)"),
+        "min": gettext_noop("time since the first request (min)"),
+        "h": gettext_noop("time since the first request (h)"),
+    },
+}
+
 
 class ChartInputError(ValueError):
     """Bad chart input: the message names the argument and the problem."""
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def candidate_colours(names: Iterable[str]) -> dict[str, str]:
+    """One colour per candidate, by its position in `names` (the selection's candidates in their
+    order): pass the result to every chart of a page or a record so a candidate keeps its colour."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name not in out:
+            out[name] = PALETTE[len(out) % len(PALETTE)]
+    return out
+
+
+def series_colours(names: Iterable[str], colours: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The colour of each series: the one `colours` gives it, else the next colour that no
+    candidate of `colours` uses (so a series the page did not name never takes a candidate's)."""
+    colours = dict(colours or {})
+    taken = set(colours.values())
+    spare = [c for c in PALETTE if c not in taken] or PALETTE
+    out, extra = {}, 0
+    for name in names:
+        if name in colours:
+            out[name] = colours[name]
+        else:
+            out[name] = spare[extra % len(spare)]
+            extra += 1
+    return out
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """The unit a time axis spanning `span_s` seconds reads in (s, min, h) and its divisor."""
+    for limit, unit, divisor in TIME_UNITS:
+        if span_s <= limit:
+            return unit, divisor
+    return "h", 3600.0  # pragma: no cover (inf above)
+
+
+def token_label(tokens: float) -> str:
+    """A token count as an axis reads it: 512, 1000, 1K, 1.5K, 128K, 1M."""
+    if tokens < 1024:
+        return f"{tokens:g}" if tokens != int(tokens) else str(int(tokens))
+    if tokens < 1024 * 1024:
+        return f"{round(tokens / 1024, 1):g}K"
+    return f"{round(tokens / (1024 * 1024), 1):g}M"
+
+
+def thinned_log_ticks(values: Iterable[float], max_ticks: int = 9, min_gap: float = 0.4) -> list[float]:
+    """The values to tick on a log2 axis: sorted, without ones closer (in log2 units) than the
+    larger of `min_gap` and the span / `max_ticks` to the previous tick; the largest is kept."""
+    ordered = sorted({v for v in values if v is not None and math.isfinite(v) and v > 0})
+    if len(ordered) <= 1:
+        return ordered
+    gap = max(min_gap, (math.log2(ordered[-1]) - math.log2(ordered[0])) / max_ticks)
+    kept = [ordered[0]]
+    for value in ordered[1:]:
+        if math.log2(value) - math.log2(kept[-1]) >= gap - 1e-9:
+            kept.append(value)
+    if kept[-1] != ordered[-1]:  # the largest (the context asked for) is always labelled
+        kept[-1] = ordered[-1]
+        if len(kept) > 1 and math.log2(kept[-1]) - math.log2(kept[-2]) < gap - 1e-9:
+            kept.pop(-2)
+    return kept
+
+
+def _display_width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+_CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"  # CJK characters and punctuation: a line may break between any two
+_WRAP_TOKENS = re.compile(rf"\s+|[{_CJK}]|[^\s{_CJK}]+")
+
+
+def wrap(text: str, width: int) -> str:
+    """`text` on lines of at most `width` columns (a CJK character is two): at spaces, between CJK
+    characters, and inside a word longer than a line (a long unbroken name never runs off)."""
+    text = str(text)
+    if _display_width(text) <= width:
+        return text
+    lines: list[str] = []
+    line, used = "", 0
+    for token in _WRAP_TOKENS.findall(text):
+        if token.isspace():
+            if line:
+                line, used = line + " ", used + 1
+            continue
+        while _display_width(token) > width:  # a word longer than a line: cut it
+            if line.strip():
+                lines.append(line.rstrip())
+                line, used = "", 0
+            cut = 0
+            while cut < len(token) and _display_width(token[: cut + 1]) <= width:
+                cut += 1
+            lines.append(token[:cut])
+            token = token[cut:]
+        size = _display_width(token)
+        if line.strip() and used + size > width:
+            lines.append(line.rstrip())
+            line, used = "", 0
+        line, used = line + token, used + size
+    if line.strip():
+        lines.append(line.rstrip())
+    return "\n".join(lines)
 
 
 def _num(value: Any) -> float:
@@ -103,8 +251,22 @@ def _figure(title: str, simulated: bool, size: tuple[float, float] = (7.0, 3.6),
     fig = Figure(figsize=size)
     FigureCanvasSVG(fig)
     axes = fig.subplots(1, ncols, squeeze=False)[0]
-    fig.suptitle(f"{title} ({_(SIMULATED_LABEL)})" if simulated else title, fontsize=11)
+    shown = f"{title} ({_(SIMULATED_LABEL)})" if simulated else title
+    fig.suptitle(wrap(shown, 90), fontsize=11)
     return fig, list(axes)
+
+
+def _legend(ax, handles=None):
+    """The legend right of the plot, labels wrapped: it never hides data."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+        for handle, label in zip(handles, labels, strict=True):
+            handle.set_label(label)
+    for handle in handles:
+        handle.set_label(wrap(handle.get_label(), LEGEND_WIDTH))
+    if not handles:
+        return None
+    return ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _render(fig: Figure, title: str, simulated: bool) -> str:
@@ -134,7 +296,7 @@ def _render(fig: Figure, title: str, simulated: bool) -> str:
         )
     fig.tight_layout(rect=(0, 0.05, 1, 1) if simulated else (0, 0, 1, 1))
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None, "Title": title})
+    fig.savefig(buffer, format="svg", metadata={"Date": None, "Title": title}, bbox_inches="tight", pad_inches=0.08)
     return buffer.getvalue()
 
 
@@ -155,6 +317,21 @@ def _colour(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
+def _token_axis(ax, values: Iterable[float]) -> None:
+    ticks = thinned_log_ticks(values)
+    if ticks:
+        ax.set_xticks(ticks, [token_label(t) for t in ticks])
+        ax.minorticks_off()
+
+
+def _time_axis(ax, spans: Iterable[float], kind: str) -> float:
+    """Set the axis label in the unit the span fits; returns the divisor for the x values."""
+    span = max((s for s in spans if not math.isnan(s)), default=0.0)
+    unit, divisor = time_unit(span)
+    ax.set_xlabel(_(TIME_LABELS[kind][unit]))
+    return divisor
+
+
 # --------------------------------------------------------------------------- charts
 
 
@@ -166,17 +343,19 @@ def dimension_bars(
     gates: Mapping[str, float] | None = None,
     title: str = "Score per dimension",
     simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
 ) -> str:
     """Grouped bars: candidates x dimensions, scores in [0, 1]; gate thresholds as short marks.
 
     scores: candidate -> dimension -> score (None = no evidence, shown as "n/a").
-    labels: optional display names for the dimension ids.
+    labels: optional display names for the dimension ids (wrapped under the bars, never clipped).
     """
     _check_series("scores", scores)
     dimensions = list(dimensions or dict.fromkeys(d for per in scores.values() for d in per))
     if not dimensions:
         raise ChartInputError("dimensions: no dimension to draw")
     labels = labels or {}
+    palette = series_colours(scores, colours)
     fig, (ax,) = _figure(title, simulated, size=(8.0, 3.8))
     n = len(scores)
     width = 0.8 / n
@@ -185,14 +364,14 @@ def dimension_bars(
             x = j - 0.4 + width * (i + 0.5)
             value = _num(per.get(dimension))
             if math.isnan(value):
-                ax.text(x, 0.02, _("n/a"), ha="center", va="bottom", fontsize=7, rotation=90, color="#555555")
+                ax.text(x, 0.02, _("n/a"), ha="center", va="bottom", fontsize=7, rotation=90, color=NA)
                 continue
             if not -1e-9 <= value <= 1 + 1e-9:
                 raise ChartInputError(f"scores[{candidate!r}][{dimension!r}]: must be in [0, 1], got {value}")
-            ax.bar(x, value, width=width * 0.95, color=_colour(i))
+            ax.bar(x, value, width=width * 0.95, color=palette[candidate])
     for j, dimension in enumerate(dimensions):
         if gates and dimension in gates:
-            ax.hlines(gates[dimension], j - 0.45, j + 0.45, colors="#000000", linestyles="dashed", linewidth=1.2)
+            ax.hlines(gates[dimension], j - 0.45, j + 0.45, colors=REFERENCE, linestyles="dashed", linewidth=1.2)
             ax.text(
                 j + 0.45,
                 gates[dimension],
@@ -201,12 +380,19 @@ def dimension_bars(
                 va="bottom",
                 ha="right",
             )
-    ax.set_xticks(range(len(dimensions)), [labels.get(d, d) for d in dimensions], rotation=15, ha="right")
+    ax.set_xticks(
+        range(len(dimensions)), [wrap(labels.get(d, d), TICK_WIDTH) for d in dimensions], fontsize=8, ha="center"
+    )
+    ax.set_xlim(-0.55, len(dimensions) - 0.45)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel(_("score (0-1)"))
-    handles = [Patch(color=_colour(i), label=candidate) for i, candidate in enumerate(scores)]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _legend(ax, [Patch(color=palette[candidate], label=candidate) for candidate in scores])
     return _render(fig, title, simulated)
+
+
+def _single_load(xs_per_series: Iterable[list[float]]) -> bool:
+    """Whether no series has two distinct loads (then a line 'against the load' would be one point)."""
+    return all(len({x for x in xs if not math.isnan(x)}) < 2 for xs in xs_per_series)
 
 
 @_chart
@@ -217,35 +403,68 @@ def latency_vs_concurrency(
     percentile: str = "p95",
     title: str = "TTFT and TPOT against concurrency",
     simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
 ) -> str:
     """Two panels: TTFT and TPOT (ms) against concurrency, one line per candidate, budgets dashed.
+    When no candidate was measured at two loads, one bar per candidate instead (its load in the label).
 
     series: candidate -> {"concurrency": [...], "ttft_ms": [...], "tpot_ms": [...]} (same lengths).
     """
     _check_series("series", series)
-    fig, (ax_ttft, ax_tpot) = _figure(title, simulated, size=(8.0, 3.6), ncols=2)
-    for i, (candidate, data) in enumerate(series.items()):
-        x = [_num(v) for v in data.get("concurrency", [])]
-        for key, ax in (("ttft_ms", ax_ttft), ("tpot_ms", ax_tpot)):
-            y = [_num(v) for v in data.get(key, [])]
+    palette = series_colours(series, colours)
+    data = {}
+    for candidate, values in series.items():
+        x = [_num(v) for v in values.get("concurrency", [])]
+        data[candidate] = {"x": x}
+        for key in ("ttft_ms", "tpot_ms"):
+            y = [_num(v) for v in values.get(key, [])]
             if len(y) != len(x):
                 raise ChartInputError(
                     f"series[{candidate!r}].{key}: length {len(y)} does not match concurrency length {len(x)}"
                 )
-            ax.plot(x, y, marker="o", markersize=3, color=_colour(i), label=candidate)
+            data[candidate][key] = y
+    bars = _single_load(d["x"] for d in data.values())
+    fig, (ax_ttft, ax_tpot) = _figure(title, simulated, size=(8.0, 3.6), ncols=2)
+    names = list(data)
+    for i, candidate in enumerate(names):
+        d = data[candidate]
+        for key, ax in (("ttft_ms", ax_ttft), ("tpot_ms", ax_tpot)):
+            if bars:
+                value = next((y for y in d[key] if not math.isnan(y)), math.nan)
+                if math.isnan(value):
+                    ax.text(i, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
+                else:
+                    ax.bar(i, value, width=0.6, color=palette[candidate], label=candidate)
+            else:
+                ax.plot(d["x"], d[key], marker="o", markersize=3, color=palette[candidate], label=candidate)
     for ax, metric, budget in ((ax_ttft, "TTFT", ttft_budget_ms), (ax_tpot, "TPOT", tpot_budget_ms)):
         if budget is not None:
             ax.axhline(
                 budget,
-                color="#000000",
+                color=REFERENCE,
                 linestyle="dashed",
                 linewidth=1,
                 label=_("%(metric)s budget") % {"metric": metric},
             )
-        ax.set_xlabel(_("concurrency"))
+        if bars:
+            ticks = []
+            for candidate in names:
+                load = next((x for x in data[candidate]["x"] if not math.isnan(x)), math.nan)
+                at = "" if math.isnan(load) else "\n" + _("at concurrency %(load)s") % {"load": f"{load:g}"}
+                ticks.append(wrap(candidate, TICK_WIDTH) + at)
+            ax.set_xticks(range(len(names)), ticks, fontsize=7)
+            ax.set_xlim(-0.6, len(names) - 0.4)
+            ax.set_ylim(bottom=0)
+            ax.grid(axis="x", visible=False)
+        else:
+            ax.set_xlabel(_("concurrency"))
         ax.set_ylabel(f"{metric} {percentile} (ms)")
         ax.set_title(f"{metric} {percentile}", fontsize=9)
-    ax_ttft.legend(fontsize=7)
+    found: dict[str, Any] = {}  # each candidate once (from either panel), then the budgets
+    for ax in (ax_ttft, ax_tpot):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    _legend(ax_tpot, [found[n] for n in names if n in found] + [h for n, h in found.items() if n not in names])
     return _render(fig, title, simulated)
 
 
@@ -255,28 +474,41 @@ def kv_usage_over_time(
     title: str = "KV-cache usage over time",
     limit: float | None = None,
     simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
 ) -> str:
-    """KV-cache usage (share 0..1, shown in %) against time (s); an optional limit line.
+    """KV-cache usage (share 0..1, shown in %) against time (s, min or h by the span); an optional
+    limit line. A series whose colour an earlier series of the chart already drew (the same
+    candidate's prefix-off engine, say) is dashed.
 
-    series: candidate -> [(t_s, usage), ...].
+    series: label -> [(t_s, usage), ...].
     """
     _check_series("series", series)
+    palette = series_colours(series, colours)
     fig, (ax,) = _figure(title, simulated)
-    for i, (candidate, points) in enumerate(series.items()):
-        xs, ys = _pairs(f"series[{candidate!r}]", points)
-        ax.plot(xs, [y * 100 for y in ys], color=_colour(i), label=candidate)
+    parsed = {label: _pairs(f"series[{label!r}]", points) for label, points in series.items()}
+    divisor = _time_axis(ax, (x for xs, _ys in parsed.values() for x in xs), "time")
+    drawn: set[str] = set()
+    for label, (xs, ys) in parsed.items():
+        colour = palette[label]
+        ax.plot(
+            [x / divisor for x in xs],
+            [y * 100 for y in ys],
+            color=colour,
+            linestyle="dashed" if colour in drawn else "solid",
+            label=label,
+        )
+        drawn.add(colour)
     if limit is not None:
         ax.axhline(
             limit * 100,
-            color="#D55E00",
+            color=REFERENCE_SOFT,
             linestyle="dashed",
             linewidth=1,
             label=_("limit %(percent)s") % {"percent": f"{limit:.0%}"},
         )
-    ax.set_xlabel(_("time (s)"))
     ax.set_ylabel(_("KV-cache usage (%)"))
     ax.set_ylim(0, 105)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _render(fig, title, simulated)
 
 
@@ -286,28 +518,27 @@ def ttft_vs_context(
     title: str = "TTFT against context length",
     percentile: str = "p95",
     simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
 ) -> str:
     """TTFT (ms) against context length (tokens, log2 axis), one line per candidate.
 
     series: candidate -> [(context_tokens, ttft_ms), ...]; a rung that failed has ttft None.
     """
     _check_series("series", series)
+    palette = series_colours(series, colours)
     fig, (ax,) = _figure(title, simulated)
     ticks: set[float] = set()
-    for i, (candidate, points) in enumerate(series.items()):
+    for candidate, points in series.items():
         xs, ys = _pairs(f"series[{candidate!r}]", points)
         if any(x <= 0 for x in xs if not math.isnan(x)):
             raise ChartInputError(f"series[{candidate!r}]: context lengths must be positive")
         ticks.update(x for x in xs if not math.isnan(x))
-        ax.plot(xs, ys, marker="o", markersize=3, color=_colour(i), label=candidate)
+        ax.plot(xs, ys, marker="o", markersize=3, color=palette[candidate], label=candidate)
     ax.set_xscale("log", base=2)
-    if ticks:
-        ordered = sorted(ticks)
-        ax.set_xticks(ordered, [f"{int(t) // 1024}K" if t >= 1024 else f"{int(t)}" for t in ordered])
-        ax.minorticks_off()
+    _token_axis(ax, ticks)
     ax.set_xlabel(_("context length (tokens)"))
     ax.set_ylabel(f"TTFT {percentile} (ms)")
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _render(fig, title, simulated)
 
 
@@ -317,45 +548,94 @@ def prefix_on_off(
     metric: str = "KV memory (GiB)",
     title: str = "Prefix caching off vs on",
     simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
 ) -> str:
-    """Paired bars per candidate: the metric with prefix caching off and on, plus the theory.
+    """Per candidate, the metric (lower is better) with prefix caching off (hatched) and on (solid,
+    the candidate's colour), the theory as a black tick, and the change caching made above each
+    "on" bar: a saving, or in red when caching made it worse. The key below the chart says what
+    each mark is.
 
-    data: candidate -> {"off": value, "on": value, "theoretical_on": value (optional)}.
+    data: candidate -> {"off": value, "on": value, "theoretical_on": value (optional),
+    "off_modelled": True when "off" is the capacity model's every-request-allocates-its-own figure
+    rather than a run with caching off}.
     """
     _check_series("data", data)
-    fig, (ax,) = _figure(title, simulated)
+    palette = series_colours(data, colours)
+    fig, (ax,) = _figure(title, simulated, size=(8.0, 3.6))
     names = list(data)
-    for j, (key, colour, label) in enumerate(
-        (("off", "#999999", _("prefix caching off")), ("on", "#0072B2", _("prefix caching on")))
-    ):
-        values = [_num(data[n].get(key)) for n in names]
-        xs = [i - 0.2 + 0.4 * j for i in range(len(names))]
-        ax.bar(
-            [x for x, v in zip(xs, values, strict=False) if not math.isnan(v)],
-            [v for v in values if not math.isnan(v)],
-            width=0.38,
-            color=colour,
-            label=label,
-        )
-        for x, v in zip(xs, values, strict=False):
-            if math.isnan(v):
-                ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color="#555555")
+    top = 0.0
+    modelled = False
+    for i, name in enumerate(names):
+        off, on = _num(data[name].get("off")), _num(data[name].get("on"))
+        modelled |= bool(data[name].get("off_modelled"))
+        for x, value, solid in ((i - 0.2, off, False), (i + 0.2, on, True)):
+            if math.isnan(value):
+                ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
+                continue
+            top = max(top, value)
+            ax.bar(
+                x,
+                value,
+                width=0.38,
+                color=palette[name] if solid else "white",
+                edgecolor=palette[name],
+                hatch=None if solid else "///",
+                linewidth=1,
+            )
+        if not (math.isnan(off) or math.isnan(on)) and off > 0:
+            change = (on - off) / off
+            worse = change > 1e-9
+            text = (
+                _("+%(percent)s: worse with caching") % {"percent": f"{change:.0%}"}
+                if worse
+                else f"{change:.0%}".replace("-", "−")
+            )
+            ax.annotate(
+                text,
+                (i + 0.2, on),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color=WORSE if worse else "#000000",
+                fontweight="bold" if worse else "normal",
+            )
     theory = [(i, _num(data[n].get("theoretical_on"))) for i, n in enumerate(names)]
     theory = [(i, v) for i, v in theory if not math.isnan(v)]
     if theory:
-        ax.scatter(
-            [0.2 + i for i, _ in theory],
-            [v for _, v in theory],
-            marker="_",
-            s=400,
-            color="#000000",
-            zorder=3,
-            label=_("theoretical with reuse"),
-        )
-    ax.set_xticks(range(len(names)), names)
+        top = max(top, max(v for _i, v in theory))
+        ax.scatter([0.2 + i for i, _v in theory], [v for _i, v in theory], marker="_", s=400, color=REFERENCE, zorder=3)
+    ax.set_xticks(range(len(names)), [wrap(n, TICK_WIDTH) for n in names], fontsize=8)
     ax.set_xlim(-0.6, len(names) - 0.4)
-    ax.set_ylabel(metric)
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, top * 1.18 if top > 0 else 1)
+    ax.grid(axis="x", visible=False)
+    ax.set_ylabel(wrap(metric, 36))
+    key = [
+        Patch(
+            facecolor="white",
+            edgecolor=REFERENCE_SOFT,
+            hatch="///",
+            label=_("off (modelled): every request holds its own copy of the prefix")
+            if modelled
+            else _("off: measured with prefix caching off"),
+        ),
+        Patch(facecolor=REFERENCE_SOFT, label=_("on: measured with prefix caching on (the candidate's colour)")),
+    ]
+    if theory:
+        key.append(
+            Line2D(
+                [],
+                [],
+                color=REFERENCE,
+                marker="_",
+                linestyle="none",
+                markersize=14,
+                label=_("theory: the shared prefix held once, the least caching can use"),
+            )
+        )
+    key.append(Patch(facecolor="none", edgecolor="none", label=_("lower is better; the % is on against off")))
+    _legend(ax, key)
     return _render(fig, title, simulated)
 
 
@@ -365,25 +645,29 @@ def soak_drift(
     metric: str = "TTFT p99 (ms)",
     title: str = "Latency drift during the soak",
     simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
 ) -> str:
-    """A latency percentile over a long run (hours on the x axis), one line per candidate; each
-    line's start value is drawn dotted so drift is visible.
+    """A latency percentile over a long run (s, min or h on the x axis by the run's length), one
+    line per candidate; each line's start value is drawn dotted so drift is visible.
 
     series: candidate -> [(t_s, value), ...].
     """
     _check_series("series", series)
+    palette = series_colours(series, colours)
     fig, (ax,) = _figure(title, simulated)
-    for i, (candidate, points) in enumerate(series.items()):
-        xs, ys = _pairs(f"series[{candidate!r}]", points)
-        hours = [x / 3600.0 for x in xs]
-        ax.plot(hours, ys, color=_colour(i), label=candidate)
+    parsed = {candidate: _pairs(f"series[{candidate!r}]", points) for candidate, points in series.items()}
+    divisor = _time_axis(ax, (x for xs, _ys in parsed.values() for x in xs), "elapsed")
+    for candidate, (xs, ys) in parsed.items():
+        ax.plot([x / divisor for x in xs], ys, marker="o", markersize=3, color=palette[candidate], label=candidate)
         first = next((y for y in ys if not math.isnan(y)), None)
         if first is not None:
-            ax.axhline(first, color=_colour(i), linestyle="dotted", linewidth=0.8)
-    ax.set_xlabel(_("elapsed (h)"))
+            ax.axhline(first, color=palette[candidate], linestyle="dotted", linewidth=0.8)
     ax.set_ylabel(metric)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _render(fig, title, simulated)
+
+
+LINESTYLES = ("solid", "dashed", "dashdot", "dotted")
 
 
 @_chart
@@ -394,11 +678,13 @@ def capacity_memory_vs_context(
     headroom: float = 0.2,
     title: str = "Memory against context length",
     simulated: bool = False,
+    colour: str | None = None,
 ) -> str:
     """Memory needed (GiB) against context length, one line per configuration, with the GPU's
     memory and the usable line that keeps `headroom` free (the article's 20-30%).
 
     memory_gib: label -> values, one per context in `contexts` (e.g. "weights + KV @ 16 concurrent").
+    colour: the candidate's colour (`candidate_colours`); its configurations differ by line style.
     """
     _check_series("memory_gib", memory_gib)
     if not (0.0 <= headroom < 1.0):
@@ -411,26 +697,34 @@ def capacity_memory_vs_context(
         ys = [_num(v) for v in values]
         if len(ys) != len(xs):
             raise ChartInputError(f"memory_gib[{label!r}]: length {len(ys)} does not match contexts length {len(xs)}")
-        ax.plot(xs, ys, marker="o", markersize=3, color=_colour(i), label=label)
+        ax.plot(
+            xs,
+            ys,
+            marker="os^D"[i % 4],
+            markersize=3,
+            color=colour or _colour(i),
+            linestyle=LINESTYLES[i % len(LINESTYLES)] if colour else "solid",
+            label=label,
+        )
     ax.axhline(
-        gpu_memory_gib, color="#000000", linewidth=1, label=_("GPU memory %(gib)s GiB") % {"gib": f"{gpu_memory_gib:g}"}
+        gpu_memory_gib,
+        color=REFERENCE,
+        linewidth=1,
+        label=_("GPU memory %(gib)s GiB") % {"gib": f"{gpu_memory_gib:g}"},
     )
     usable = gpu_memory_gib * (1 - headroom)
     ax.axhline(
         usable,
-        color="#D55E00",
+        color=REFERENCE_SOFT,
         linestyle="dashed",
         linewidth=1,
         label=_("%(percent)s headroom line %(gib)s GiB") % {"percent": f"{headroom:.0%}", "gib": f"{usable:.1f}"},
     )
     ax.set_xscale("log", base=2)
-    valid = sorted({x for x in xs if not math.isnan(x) and x > 0})
-    if valid:
-        ax.set_xticks(valid, [f"{int(t) // 1024}K" if t >= 1024 else f"{int(t)}" for t in valid])
-        ax.minorticks_off()
+    _token_axis(ax, xs)
     ax.set_xlabel(_("context length (tokens)"))
     ax.set_ylabel(_("memory (GiB)"))
-    ax.legend(fontsize=7)
+    _legend(ax)
     return _render(fig, title, simulated)
 
 
@@ -459,7 +753,7 @@ def length_distribution(
             ax.set_xscale("log")
         else:
             ax.text(0.5, 0.5, _("n/a"), ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(label, fontsize=9)
+        ax.set_title(wrap(label, 40), fontsize=9)
         ax.set_xlabel(_("tokens"))
         ax.set_ylabel(_("requests"))
     return _render(fig, title, simulated)
@@ -472,25 +766,26 @@ def arrival_rate(
     mean_rps: float | None = None,
     simulated: bool = False,
 ) -> str:
-    """Requests per second (averaged per bin) against time since the first request; the mean dashed.
+    """Requests per second (averaged per bin) against time since the first request (s, min or h by
+    the trace's length); the mean dashed.
 
     points: [(t_s, requests_per_second), ...].
     """
     xs, ys = _pairs("points", points)
     fig, (ax,) = _figure(title, simulated)
-    ax.plot(xs, ys, color=_colour(0), linewidth=1, label=_("arrivals"))
+    divisor = _time_axis(ax, xs, "since_first")
+    ax.plot([x / divisor for x in xs], ys, color=_colour(0), linewidth=1, label=_("arrivals"))
     if mean_rps is not None:
         ax.axhline(
             mean_rps,
-            color="#000000",
+            color=REFERENCE,
             linestyle="dashed",
             linewidth=1,
             label=_("mean %(rate)s req/s") % {"rate": f"{mean_rps:.3g}"},
         )
-    ax.set_xlabel(_("time since the first request (s)"))
     ax.set_ylabel(_("requests per second"))
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return _render(fig, title, simulated)
 
 

@@ -4,20 +4,24 @@ Which kinds a test has is a column of the test table (`benchmarks.suite`): the d
 draws each of a run's kinds for that run, and the comparison page draws each kind once, over
 every candidate's latest run of the first test that lists it. Both read the same fields of the
 same points here, so a test's charts change in one place. Drawing is `benchmarks.charts`
-(Django-free); texts are translated when drawn.
+(Django-free); texts are translated when drawn. Both take the page's or the record's candidate
+colours (`candidate_colours`: by the candidates' order in the selection), so a candidate has one
+colour in every chart.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from benchmarks import charts, presentation, suite
 from benchmarks.models import BenchmarkRun
+from selection.models import Selection
+from selection.selectors import compared_candidates
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +72,10 @@ def prefix_peaks(run: BenchmarkRun) -> dict[str, Any] | None:
     if on is None or (on.extra or {}).get("kv_tokens_peak") is None:
         return None
     off_value = (off.extra or {}).get("kv_tokens_peak") if off is not None else None
-    if off_value is None:
+    modelled = off_value is None
+    if modelled:
         off_value = (on.extra or {}).get("own_allocation_tokens")
-    return {"on": on.extra["kv_tokens_peak"], "off": off_value, "theoretical_on": None}
+    return {"on": on.extra["kv_tokens_peak"], "off": off_value, "theoretical_on": None, "off_modelled": modelled}
 
 
 def soak_drift_points(run: BenchmarkRun) -> list[tuple[float, Any]] | None:
@@ -85,8 +90,23 @@ def soak_drift_points(run: BenchmarkRun) -> list[tuple[float, Any]] | None:
 
 # --------------------------------------------------------------------------- drawings ({label: data})
 
+Colours = Mapping[str, str]  # candidate label -> colour (`charts.candidate_colours`)
 
-def _draw_latency(data: Mapping[str, dict[str, Any]], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+
+def candidate_colours(labels: Sequence[str]) -> dict[str, str]:
+    """The colour of each candidate, by its position among the selection's candidates (`labels`, in
+    the selection's order): one mapping for every chart of a page or a record."""
+    return charts.candidate_colours(labels)
+
+
+def selection_colours(selection: Selection) -> dict[str, str]:
+    """The colours of the selection's compared candidates, by display name (`candidate_colours`)."""
+    return candidate_colours([candidate.display_name for candidate in compared_candidates(selection)])
+
+
+def _draw_latency(
+    data: Mapping[str, dict[str, Any]], simulated: bool, budgets: Budgets, colours: Colours
+) -> tuple[str, str]:
     percentiles = {d["percentile"] for d in data.values()}
     percentile = percentiles.pop() if len(percentiles) == 1 else "mixed"
     on_budget = percentile == "p95"  # the budget is a p95: drawn only against p95 lines
@@ -99,45 +119,63 @@ def _draw_latency(data: Mapping[str, dict[str, Any]], simulated: bool, budgets: 
         title=title,
         ttft_budget_ms=budgets.ttft_p95_ms if on_budget else None,
         tpot_budget_ms=budgets.tpot_p95_ms if on_budget else None,
+        colours=colours,
     )
 
 
-def _draw_kv(data: Mapping[str, dict[str, list]], simulated: bool, budgets: Budgets) -> tuple[str, str]:
-    series = {}
+KV_SERIES_NAMES = {"prefix_off": gettext_noop("prefix caching off")}
+
+
+def kv_series_label(candidate: str, name: str) -> str:
+    """A KV series as the legend names it: the candidate for its engine's own series, "candidate ·
+    prefix caching off" for the prefix-off engine beside it (`prefix_off.kv_usage_ratio`)."""
+    if name == KV_MAIN_SERIES:
+        return candidate
+    prefix = name.removesuffix("." + KV_MAIN_SERIES)
+    return f"{candidate} · {_(KV_SERIES_NAMES[prefix]) if prefix in KV_SERIES_NAMES else prefix}"
+
+
+def _draw_kv(
+    data: Mapping[str, dict[str, list]], simulated: bool, budgets: Budgets, colours: Colours
+) -> tuple[str, str]:
+    series, series_colours = {}, {}
+    known = charts.series_colours(data, colours)  # the candidates' own, then spare ones
     for label, per_run in data.items():
         for name, points in per_run.items():
-            series[
-                label if len(data) > 1 and name == KV_MAIN_SERIES else name if len(data) == 1 else f"{label} · {name}"
-            ] = points
+            shown = kv_series_label(label, name)
+            series[shown] = points
+            series_colours[shown] = known[label]  # the prefix-off series in its candidate's colour (dashed)
     title = _("KV-cache usage over time")
-    return title, charts.kv_usage_over_time(series, title=title, simulated=simulated)
+    return title, charts.kv_usage_over_time(series, title=title, simulated=simulated, colours=series_colours)
 
 
-def _draw_ladder(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+def _draw_ladder(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
     title = _("TTFT against context length")
-    return title, charts.ttft_vs_context(dict(data), title=title, percentile="p50", simulated=simulated)
+    return title, charts.ttft_vs_context(
+        dict(data), title=title, percentile="p50", simulated=simulated, colours=colours
+    )
 
 
-PREFIX_METRIC = gettext_noop("KV tokens at peak (off = every request allocates its own)")
+PREFIX_METRIC = gettext_noop("KV tokens at peak")
 PREFIX_TITLE = gettext_noop("Prefix caching off vs on")
 SOAK_TITLE = gettext_noop("Latency drift during the soak")
 
 
-def _draw_prefix(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
+def _draw_prefix(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
     return _(PREFIX_TITLE), charts.prefix_on_off(
-        dict(data), metric=_(PREFIX_METRIC), title=_(PREFIX_TITLE), simulated=simulated
+        dict(data), metric=_(PREFIX_METRIC), title=_(PREFIX_TITLE), simulated=simulated, colours=colours
     )
 
 
-def _draw_soak(data: Mapping[str, Any], simulated: bool, budgets: Budgets) -> tuple[str, str]:
-    return _(SOAK_TITLE), charts.soak_drift(dict(data), title=_(SOAK_TITLE), simulated=simulated)
+def _draw_soak(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
+    return _(SOAK_TITLE), charts.soak_drift(dict(data), title=_(SOAK_TITLE), simulated=simulated, colours=colours)
 
 
 @dataclass(frozen=True)
 class ChartKind:
     id: str
     read: Callable[[BenchmarkRun], Any]  # one run's data, or None when it cannot be drawn
-    draw: Callable[[Mapping[str, Any], bool, Budgets], tuple[str, str]]  # {label: data} -> (title, SVG)
+    draw: Callable[[Mapping[str, Any], bool, Budgets, Colours], tuple[str, str]]  # {label: data} -> (title, SVG)
     caption: str  # what the comparison page says under it (marked for translation)
     only_series: str | None = None  # on the comparison: keep this series of each run (KV usage)
 
@@ -171,7 +209,11 @@ KINDS: dict[str, ChartKind] = {
             "prefix_on_off",
             prefix_peaks,
             _draw_prefix,
-            gettext_noop("Peak KV tokens with prefix caching on, against every request allocating its own (off)."),
+            gettext_noop(
+                "Peak KV tokens with prefix caching off (hatched: measured with caching off, or modelled as every "
+                "request holding its own copy of the prefix) and on (solid); the black mark is the theory, the "
+                "shared prefix held once. The percentage is the change caching made; red when it made it worse."
+            ),
         ),
         ChartKind(
             "soak_drift",
@@ -186,42 +228,48 @@ KINDS: dict[str, ChartKind] = {
 
 
 def _render(
-    kind: ChartKind, data: Mapping[str, Any], simulated: bool, budgets: Budgets, where: str
+    kind: ChartKind, data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours, where: str
 ) -> tuple[str, str] | None:
     try:
-        return kind.draw(data, simulated, budgets)
+        return kind.draw(data, simulated, budgets, colours)
     except (charts.ChartInputError, TypeError, ValueError):
         logger.warning("chart %s for %s left out", kind.id, where, exc_info=True)
         return None
 
 
-def record_charts(run: BenchmarkRun, budgets: Budgets | None = None) -> list[dict[str, str]]:
-    """The charts of one run in the decision record, in its test's order.
+def record_charts(
+    run: BenchmarkRun, budgets: Budgets | None = None, colours: Colours | None = None
+) -> list[dict[str, str]]:
+    """The charts of one run in the decision record, in its test's order, in the run's candidate's
+    colour from `colours` (the record's candidates).
 
     A chart the data cannot make is logged and left out: a record must not fail over a figure.
     """
     test = suite.BY_ID.get(run.test) or suite.BY_ID["custom"]
+    label = run.candidate.display_name
     out = []
     for kind in (KINDS[k] for k in test.charts):
         data = kind.read(run)
         if data is None:
             continue
-        drawn = _render(
-            kind, {run.candidate.display_name: data}, run.is_simulated, budgets or Budgets(), f"run {run.pk}"
-        )
+        drawn = _render(kind, {label: data}, run.is_simulated, budgets or Budgets(), colours or {}, f"run {run.pk}")
         if drawn:
             out.append({"kind": kind.id, "title": drawn[0], "svg": drawn[1]})
     return out
 
 
 def comparison_charts(
-    latest: Iterable[tuple[str, Mapping[str, BenchmarkRun]]], budgets: Budgets | None = None
+    latest: Iterable[tuple[str, Mapping[str, BenchmarkRun]]],
+    budgets: Budgets | None = None,
+    colours: Colours | None = None,
 ) -> list[dict[str, str]]:
-    """Each chart kind once, over every candidate's latest run of the first test listing it.
+    """Each chart kind once, over every candidate's latest run of the first test listing it, every
+    candidate in its colour from `colours` (default: by its position in `latest`).
 
     `latest`: (candidate label, {test id: run}) per candidate, already filtered (SIMULATED or not).
     """
     latest = list(latest)
+    colours = colours if colours is not None else candidate_colours([label for label, _runs in latest])
     drawn: set[str] = set()
     out = []
     for test in suite.TESTS:
@@ -241,7 +289,7 @@ def comparison_charts(
             if not data:
                 continue
             drawn.add(kind.id)
-            rendered = _render(kind, data, simulated, budgets or Budgets(), f"the comparison of {test.id}")
+            rendered = _render(kind, data, simulated, budgets or Budgets(), colours, f"the comparison of {test.id}")
             if rendered:
                 out.append({"kind": kind.id, "title": rendered[0], "svg": rendered[1], "caption": _(kind.caption)})
     return out

@@ -22,6 +22,7 @@ from benchmarks import presentation
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.presentation import chart_svg, run_progress_context
 from benchmarks.result import DEFINITIONS
+from benchmarks.run_charts import kv_series_label, selection_colours
 from benchmarks.validation.dispatch import request_cancel
 from benchmarks.validation.forms import param_label
 from selection import selectors
@@ -135,7 +136,9 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     simulated = run.is_simulated
     latency_chart = ""
     percentile = presentation.chart_percentile(points)
-    series = presentation.latency_series(run.label or run.candidate.display_name, points, percentile)
+    name = run.label or run.candidate.display_name
+    colour = selection_colours(selection).get(run.candidate.display_name)  # the candidate's, as on every page
+    series = presentation.latency_series(name, points, percentile)
     if series:
         budgets = percentile == "p95"  # the latency budget is a p95: drawn only against p95 lines
         latency_chart = chart_svg(
@@ -146,10 +149,18 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
             ttft_budget_ms=_budget(selection, "ttft_p95_ms") if budgets else None,
             tpot_budget_ms=_budget(selection, "tpot_p95_ms") if budgets else None,
             title=_("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
+            colours={name: colour} if colour else None,
         )
     kv = presentation.kv_series(run.timeseries)
+    kv_named = {kv_series_label(name, key): points for key, points in kv.items()}
     kv_chart = (
-        chart_svg("kv_usage_over_time", series=kv, simulated=simulated, title=_("KV-cache usage over time"))
+        chart_svg(
+            "kv_usage_over_time",
+            series=kv_named,
+            simulated=simulated,
+            title=_("KV-cache usage over time"),
+            colours=dict.fromkeys(kv_named, colour) if colour else None,
+        )
         if kv
         else ""
     )

@@ -22,6 +22,12 @@ def candidates_for(user) -> QuerySet[Candidate]:
     return Candidate.objects.filter(selection__in=selections_for(user)).select_related("engine", "selection")
 
 
+def compared_candidates(selection: Selection) -> QuerySet[Candidate]:
+    """The candidates the comparison, the scores and a new record take, in the selection's order
+    (the order that gives each its chart colour)."""
+    return selection.candidates.select_related("engine").order_by("id")
+
+
 def role_in(user, selection: Selection) -> str | None:
     if user.is_superuser:
         return Membership.Role.ARCHITECT

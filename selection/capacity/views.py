@@ -11,6 +11,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET
 
 from benchmarks.presentation import chart_svg
+from benchmarks.run_charts import selection_colours
 from selection.capacity.display import concurrency_rows, memory_lines, split_estimates
 from selection.capacity.forms import CapacityWhatIfForm
 from selection.capacity.measured import measured_capacity
@@ -31,8 +32,7 @@ def _plan(candidate, overrides: dict) -> tuple[dict | None, dict | None]:
         return None, {"field": field if sep else "", "message": message if sep else field}
 
 
-def _chart(plan: dict, peak: int | None) -> str:
-
+def _chart(plan: dict, peak: int | None, colour: str | None) -> str:
     concurrencies = [1] + ([peak] if peak and peak > 1 else [])
     contexts, lines = memory_lines(
         plan,
@@ -49,6 +49,7 @@ def _chart(plan: dict, peak: int | None) -> str:
         gpu_memory_gib=plan.get("gpu_memory_gib"),
         headroom=HEADROOM,
         title=_("Memory per GPU against context length"),
+        colour=colour,
     )
 
 
@@ -83,7 +84,7 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
     )
     if plan is not None:
         context.update(
-            chart=_chart(plan, peak),
+            chart=_chart(plan, peak, selection_colours(selection).get(candidate.display_name)),
             estimates=split_estimates(plan, translate=_),
             concurrency_rows=concurrency_rows(plan),
             comparison=plan.get("predicted_vs_measured"),

@@ -20,7 +20,7 @@ from django.utils.translation import gettext_noop
 
 from benchmarks import presentation, suite
 from benchmarks.models import Artifact, BenchmarkRun
-from benchmarks.run_charts import Budgets, record_charts
+from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
 from selection.capacity.plans import plan_for_candidate
 from selection.certificates.services import current_certificate
@@ -35,6 +35,7 @@ from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language
 from selection.models import Candidate, DecisionRecord, Selection
 from selection.scoring.services import compute_scores
+from selection.selectors import compared_candidates
 
 HEADROOM_PERCENT = 25.0
 DIMENSION_NAMES = {d.id: d.name for d in criteria_domain.DIMENSIONS}
@@ -195,7 +196,7 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def _validation_entry(run: BenchmarkRun, budgets: Budgets) -> dict[str, Any]:
+def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
     verdicts = run.verdicts or []
     failed = [v for v in verdicts if v.get("passed") is False]
     verdict = "fail" if failed else ("pass" if any(v.get("passed") for v in verdicts) else "inconclusive")
@@ -217,7 +218,7 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets) -> dict[str, Any]:
         "verdicts": [_verdict_line(v) for v in verdicts],
         "verdict": verdict,
         "metrics": metrics,
-        "charts": record_charts(run, budgets),
+        "charts": record_charts(run, budgets, colours),
     }
 
 
@@ -389,7 +390,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         raise records_domain.RecordContextError(["candidates: add candidates and their evidence before a record"])
     score = compute_scores(selection, include_simulated=record.include_simulated)
     result = score.result
-    candidates = {str(c.pk): c for c in selection.candidates.select_related("engine")}
+    candidates = {str(c.pk): c for c in compared_candidates(selection)}
+    colours = candidate_colours([c.display_name for c in candidates.values()])  # one per candidate, every chart
     by_id = {c["candidate"]: c for c in result.get("candidates", [])}
     winner = candidates.get(str(result.get("winner") or ""))
     if winner is None:
@@ -542,7 +544,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             for cid, cand in candidates.items()
         ],
         "capacity": capacity_blocks,
-        "validation": [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms)) for r in runs]
+        "validation": [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs]
         or [
             {
                 "test": "none",

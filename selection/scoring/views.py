@@ -18,12 +18,13 @@ from django.views.decorators.http import require_POST
 
 from benchmarks import charts
 from benchmarks.models import BenchmarkRun
-from benchmarks.run_charts import Budgets, comparison_charts
+from benchmarks.run_charts import Budgets, comparison_charts, selection_colours
 from benchmarks.selectors import latest_runs
 from selection.domain import criteria as criteria_domain
 from selection.i18n import translate_name
 from selection.models import Selection
 from selection.scoring.services import compute_scores, latest_score
+from selection.selectors import compared_candidates
 from selection.web import get_selection, page_context, require_edit
 
 
@@ -123,6 +124,7 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
     if cached is not None:
         return cached
     out: dict[str, Any] = {"dimension_bars": "", "evidence": []}
+    colours = selection_colours(selection)  # one colour per candidate in every chart of the page
     bars = {
         c["label"]: {d: (c.get("dimensions") or {}).get(d, {}).get("score") for d in c.get("dimensions") or {}}
         for c in table["columns"]
@@ -136,6 +138,7 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
                 gates={g["id"]: float(g["threshold"]) for g in table["gates"]},
                 simulated=not score.signable,
                 title=_("Score per dimension"),
+                colours=colours,
             )
         except charts.ChartInputError:
             pass
@@ -144,11 +147,13 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
             candidate.display_name,
             {test: run for test, run in latest_runs(candidate).items() if include_simulated or not run.is_simulated},
         )
-        for candidate in selection.candidates.select_related("engine")
+        for candidate in compared_candidates(selection)
     ]
     constraints = getattr(selection, "constraints", None)
     out["evidence"] = comparison_charts(
-        latest, Budgets(getattr(constraints, "ttft_p95_ms", None), getattr(constraints, "tpot_p95_ms", None))
+        latest,
+        Budgets(getattr(constraints, "ttft_p95_ms", None), getattr(constraints, "tpot_p95_ms", None)),
+        colours,
     )
     cache.set(key, out, 600)
     return out

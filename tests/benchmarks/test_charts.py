@@ -1,13 +1,14 @@
-"""The shared chart module: valid, deterministic SVG with its labels, and the SIMULATED marker."""
+"""The shared chart module: valid, deterministic SVG with its labels, and the SIMULATED marker; one
+colour per candidate across charts, no line through a single load, units that fit the data, labels
+that neither clip nor overlap, and a prefix chart that explains itself."""
 
-import xml.etree.ElementTree as ET
+import re
 
 import matplotlib
 import pytest
 
 from benchmarks import charts
-
-SVG = "{http://www.w3.org/2000/svg}"
+from tests.support.svg import colours_used, legend_colours, texts
 
 SAMPLES = {
     "dimension_bars": lambda sim: charts.dimension_bars(
@@ -62,18 +63,12 @@ EXPECTED_TEXT = {
     "latency_vs_concurrency": ["TTFT p95 (ms)", "TPOT p95 (ms)", "concurrency", "vLLM", "SGLang", "TTFT budget"],
     "kv_usage_over_time": ["KV-cache usage (%)", "time (s)", "limit 80%", "vLLM"],
     "ttft_vs_context": ["context length (tokens)", "16K", "32K", "128K", "TTFT p95 (ms)"],
-    "prefix_on_off": ["prefix caching off", "prefix caching on", "theoretical with reuse", "KV memory (GiB)"],
-    "soak_drift": ["elapsed (h)", "TTFT p99 (ms)", "vLLM"],
+    "prefix_on_off": ["off: measured with prefix caching off", "on: measured with prefix caching on", "theory:", "KV"],
+    "soak_drift": ["elapsed (min)", "TTFT p99 (ms)", "vLLM"],
     "capacity_memory_vs_context": ["GPU memory 80 GiB", "20% headroom line 64.0 GiB", "memory (GiB)", "4K", "128K"],
     "length_distribution": ["input tokens", "output tokens", "tokens", "requests", "n/a"],
     "arrival_rate": ["time since the first request (s)", "requests per second", "mean 5 req/s"],
 }
-
-
-def texts(svg: str) -> list[str]:
-    root = ET.fromstring(svg.encode())
-    assert root.tag == f"{SVG}svg"
-    return ["".join(node.itertext()) for node in root.iter(f"{SVG}text")]
 
 
 def test_every_chart_has_a_sample():
@@ -84,7 +79,7 @@ def test_every_chart_has_a_sample():
 def test_chart_is_valid_svg_with_its_labels(name):
     svg = SAMPLES[name](False)
     found = texts(svg)
-    joined = "\n".join(found)
+    joined = " ".join(found)  # a wrapped label is one text per line
     for label in EXPECTED_TEXT[name]:
         assert label in joined, (name, label)
     assert charts.SIMULATED_LABEL not in svg
@@ -166,3 +161,133 @@ def test_chart_texts_follow_the_translator_and_default_to_english():
         svg = charts.latency_vs_concurrency(series)
     assert "并发" in svg and ">concurrency<" not in svg
     assert ">concurrency<" in charts.latency_vs_concurrency(series)  # the translator is scoped
+
+
+# --------------------------------------------------------------------------- issue 19: honest charts
+
+CANDIDATES = ["vLLM prefix on", "SGLang radix", "llama.cpp slots"]
+COLOURS = charts.candidate_colours(CANDIDATES)
+
+
+def test_candidates_take_distinct_colours_in_their_order_and_no_reference_colour():
+    assert list(COLOURS) == CANDIDATES
+    assert len(set(COLOURS.values())) == 3
+    assert list(COLOURS.values()) == charts.PALETTE[:3]
+    assert charts.REFERENCE not in charts.PALETTE and charts.REFERENCE_SOFT not in charts.PALETTE
+
+
+def test_a_candidate_keeps_its_colour_in_every_chart_whichever_candidates_the_chart_holds():
+    """The same mapping passed to every chart: llama.cpp is green in the bars where all three are
+    drawn and in the charts that hold it alone (before, the first series of a chart was always blue)."""
+    third, second = CANDIDATES[2], CANDIDATES[1]
+    drawn = {
+        "bars": charts.dimension_bars(
+            {c: {"memory": 0.5, "cost": 0.4} for c in reversed(CANDIDATES)}, colours=COLOURS
+        ),  # the comparison's columns are by rank: any order
+        "latency": charts.latency_vs_concurrency(
+            {third: {"concurrency": [1, 8], "ttft_ms": [50, 90], "tpot_ms": [10, 12]}}, colours=COLOURS
+        ),
+        "kv": charts.kv_usage_over_time({second: [(0, 0.1), (5, 0.5)]}, colours=COLOURS),
+        "ladder": charts.ttft_vs_context({third: [(1024, 30), (8192, 90)]}, colours=COLOURS),
+        "soak": charts.soak_drift({second: [(0, 100), (15, 130)], third: [(0, 90), (15, 95)]}, colours=COLOURS),
+    }
+    for name, svg in drawn.items():
+        legend = legend_colours(svg)
+        shown = [c for c in CANDIDATES if c in legend]
+        assert shown, name
+        for candidate in shown:
+            assert legend[candidate] == COLOURS[candidate].lower(), (name, candidate, legend)
+    prefix = charts.prefix_on_off({third: {"off": 40, "on": 12}}, colours=COLOURS)
+    assert COLOURS[third].lower() in colours_used(prefix)
+    assert COLOURS[CANDIDATES[0]].lower() not in colours_used(prefix)
+    memory = charts.capacity_memory_vs_context([1024, 4096], {"a": [1, 2], "b": [2, 3]}, 80, colour=COLOURS[second])
+    assert set(legend_colours(memory).values()) - {charts.REFERENCE.lower(), charts.REFERENCE_SOFT.lower()} == {
+        COLOURS[second].lower()
+    }
+
+
+def test_a_series_the_mapping_does_not_name_never_takes_a_candidates_colour():
+    colours = charts.series_colours(["SGLang radix", "an upload's own label"], COLOURS)
+    assert colours["SGLang radix"] == COLOURS["SGLang radix"]
+    assert colours["an upload's own label"] not in COLOURS.values()
+
+
+def test_one_load_per_candidate_draws_bars_not_a_line_through_one_point():
+    svg = charts.latency_vs_concurrency(
+        {
+            "vLLM": {"concurrency": [32], "ttft_ms": [120], "tpot_ms": [20]},
+            "SGLang": {"concurrency": [32], "ttft_ms": [90], "tpot_ms": [None]},
+        },
+        ttft_budget_ms=800,
+    )
+    found = texts(svg)
+    assert "at concurrency 32" in found and "concurrency" not in found  # no axis "against concurrency"
+    assert "n/a" in found  # the missing TPOT is said, not drawn as 0
+    assert set(legend_colours(svg)) == {"vLLM", "SGLang", "TTFT budget"}
+    lines = charts.latency_vs_concurrency({"vLLM": {"concurrency": [1, 32], "ttft_ms": [50, 120], "tpot_ms": [9, 20]}})
+    assert "concurrency" in texts(lines) and "at concurrency 32" not in texts(lines)
+
+
+@pytest.mark.parametrize(
+    "end_s, label",
+    [(15, "elapsed (s)"), (180, "elapsed (s)"), (1800, "elapsed (min)"), (4 * 3600, "elapsed (h)")],
+)
+def test_the_soak_axis_reads_in_the_unit_that_fits_its_length(end_s, label):
+    found = texts(charts.soak_drift({"vLLM": [(0, 100), (end_s, 110)]}))
+    assert label in found
+    ticks = [float(t.replace("−", "-")) for t in found if re.fullmatch(r"−?\d+(\.\d+)?", t)]
+    assert max(ticks) >= 1  # a 15 s soak reads 0-15, not 0.000-0.004
+
+
+def test_time_axes_of_kv_usage_and_arrivals_fit_the_span_too():
+    assert "time (s)" in texts(charts.kv_usage_over_time({"a": [(0, 0.1), (15, 0.2)]}))
+    assert "time (h)" in texts(charts.kv_usage_over_time({"a": [(0, 0.1), (6 * 3600, 0.2)]}))
+    assert "time since the first request (min)" in texts(charts.arrival_rate([(0, 1.0), (1200, 2.0)]))
+
+
+@pytest.mark.parametrize(
+    "tokens, label",
+    [(512, "512"), (1000, "1000"), (1024, "1K"), (1536, "1.5K"), (131072, "128K"), (1048576, "1M")],
+)
+def test_token_counts_read_as_numbers_an_architect_types(tokens, label):
+    assert charts.token_label(tokens) == label
+
+
+def test_context_ticks_never_repeat_a_label_or_crowd_each_other():
+    svg = charts.ttft_vs_context({"a": [(1000, 30), (1024, 31), (1100, 32), (1536, 35), (2048, 40), (131072, 900)]})
+    ticks = [t for t in texts(svg) if re.fullmatch(r"\d+(\.\d+)?[KM]?", t)]
+    token_ticks = [t for t in ticks if t.endswith(("K", "M")) or int(float(t)) >= 1000]
+    assert len(token_ticks) == len(set(token_ticks)), token_ticks  # no "1K1K"
+    assert "128K" in token_ticks  # the longest rung is always labelled
+    kept = charts.thinned_log_ticks([1000, 1024, 1100, 1536, 2048, 131072])
+    assert all(b / a >= 2**0.4 for a, b in zip(kept, kept[1:], strict=False)), kept
+
+
+def test_long_labels_wrap_instead_of_clipping():
+    assert charts.wrap("Memory allocation and reuse", 16) == "Memory\nallocation and\nreuse"
+    assert all(
+        charts._display_width(line) <= 16 for line in charts.wrap("内存分配与复用维度的得分情况说明", 16).split("\n")
+    )
+    long = "Support-bot-" + "x" * 60
+    assert all(len(line) <= 16 for line in charts.wrap(long, 16).split("\n"))
+    svg = charts.dimension_bars(
+        {"vLLM": {"memory": 0.5, "scheduling": 0.4}},
+        labels={"memory": "Memory allocation and reuse", "scheduling": "Concurrency scheduling and isolation"},
+    )
+    found = texts(svg)
+    assert "Memory" in found and "reuse" in found  # the whole label, on lines
+    width, height = (float(v) for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
+    for x, y in re.findall(r'<text[^>]* x="(-?[\d.]+)" y="(-?[\d.]+)"', svg):
+        assert 0 <= float(x) <= width and 0 <= float(y) <= height  # nothing drawn outside the picture
+
+
+def test_the_prefix_chart_says_what_each_mark_is_and_when_caching_made_it_worse():
+    better = texts(charts.prefix_on_off({"vLLM": {"off": 40000, "on": 12000, "theoretical_on": 10000}}))
+    joined = " ".join(better)
+    assert "off: measured with prefix caching off" in joined
+    assert "theory: the shared prefix held once" in joined
+    assert "−70%" in better and "worse" not in joined
+    worse = " ".join(texts(charts.prefix_on_off({"SGLang": {"off": 20000, "on": 23000, "off_modelled": True}})))
+    assert "+15%: worse with caching" in worse
+    assert "off (modelled): every request holds its own copy" in worse
+    assert charts.WORSE.lower() in colours_used(charts.prefix_on_off({"SGLang": {"off": 20000, "on": 23000}}))
