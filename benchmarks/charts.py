@@ -634,7 +634,11 @@ def prefix_on_off(
                 label=_("theory: the shared prefix held once, the least caching can use"),
             )
         )
-    key.append(Patch(facecolor="none", edgecolor="none", label=_("lower is better; the % is on against off")))
+    key.append(
+        Patch(
+            facecolor="none", edgecolor="none", label=_("lower is better; the percentage is the change from off to on")
+        )
+    )
     _legend(ax, key)
     return _render(fig, title, simulated)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from benchmarks.models import BenchmarkRun
+from benchmarks.result import SIMULATED
 from selection.models import Candidate
 
 
@@ -15,3 +18,10 @@ def latest_runs(candidate: Candidate) -> dict[str, BenchmarkRun]:
             continue
         runs.setdefault(run.test, run)  # ordered newest first
     return runs
+
+
+def simulated_run_count(candidates: Iterable[Candidate]) -> int:
+    """How many finished runs of these candidates are SIMULATED (a measured-only view leaves them out)."""
+    return BenchmarkRun.objects.filter(
+        candidate__in=list(candidates), status=BenchmarkRun.Status.SUCCEEDED, evidence=SIMULATED
+    ).count()

@@ -1,5 +1,6 @@
-"""The side-by-side comparison: scores per dimension and criterion, gates, sensitivity and the
-evidence charts of every candidate."""
+"""The side-by-side comparison: the decision as its headline (leader, margin with its measurement
+interval, coverage, robustness, a plain verdict), scores per dimension and criterion, gates,
+sensitivity and the evidence charts of every candidate."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from django.views.decorators.http import require_POST
 from benchmarks import charts
 from benchmarks.models import BenchmarkRun
 from benchmarks.run_charts import Budgets, comparison_charts, selection_colours
-from benchmarks.selectors import latest_runs
+from benchmarks.selectors import latest_runs, simulated_run_count
 from selection.domain import criteria as criteria_domain
+from selection.domain.headline import decision_headline
 from selection.i18n import translate_name
 from selection.models import Selection
 from selection.scoring.services import compute_scores, latest_score
@@ -183,6 +185,9 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
             except ValueError as exc:  # the scoring inputs name the field and the problem
                 error = str(exc)
     table = comparison_table(score.result) if score else None
+    headline = decision_headline(score.result) if score else None
+    # the default view leaves SIMULATED runs out: say that they exist, and offer the view with them
+    simulated_runs = simulated_run_count(compared_candidates(selection)) if headline and not include_simulated else 0
     return render(
         request,
         "selection/decision/comparison.html",
@@ -197,6 +202,8 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
             include_simulated=include_simulated,
             charts=_charts(selection, score, table, include_simulated) if score else {},
             result=score.result if score else {},
+            headline=headline,
+            simulated_runs=simulated_runs,
         ),
     )
 

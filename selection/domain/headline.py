@@ -1,0 +1,266 @@
+"""The decision at the head of the comparison: who leads, by how much, on how much evidence, how
+robust that is, and a plain verdict (docs/domain.md, step 5).
+
+Pure: a stored scoring result (`scoring.ScoringResult.to_dict()`, as a `Score` row holds it) in,
+messages and figures out. The rules, in one place:
+
+* **Leader and runner-up.** The leader is the recommended candidate (the weighted sum with the
+  tie-break); the runner-up the next one that passes the gates. The margin is the leader's total
+  minus the runner-up's (negative when the tie-break preferred a candidate with a lower total).
+* **Measurement interval of the margin.** When scoring carries each total's range with every
+  measurement at the ends of its 95 % interval (`total_interval`, bootstrap over the runs'
+  requests), the margin's interval is (leader low - runner-up high, leader high - runner-up low);
+  without one on either side it is unknown, never assumed to be zero.
+* **Verdict**, the first that applies:
+  - *inconclusive*: the leader's evidence covers less than `COVERAGE_MIN` of the weight, or the
+    runner-up's upper bound (its missing evidence at full marks) reaches the leader's total: the
+    evidence still missing could reverse the order;
+  - *close*: the margin is within the tie margin, or its interval reaches zero (inside the
+    measurement noise), or the leader is first in fewer than `ROBUST_SHARE` of the perturbed weight
+    vectors;
+  - *clear*: otherwise. A leader with no runner-up is *clear* on enough coverage, else
+    *inconclusive*. No leader: *none*.
+* **Robustness is never shown alone**: the weight-vector share and the noise clause come with the
+  coverage and the upper bounds (`caveat`), so "100 % of 10,000 weight vectors" on a third of the
+  evidence cannot read as certainty.
+
+Sentences are `messages.Message`s, translated where shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from selection.domain.messages import CLAUSE_SEPARATOR, Message
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
+
+CLEAR, CLOSE, INCONCLUSIVE, NONE = "clear", "close", "inconclusive", "none"
+COVERAGE_MIN = 0.5  # below: too little of the weight is evidenced to call a winner
+ROBUST_SHARE = 0.9  # below: the weights, not the evidence, decide: a close call
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value is None or isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _interval(candidate: Mapping[str, Any]) -> tuple[float, float] | None:
+    ends = candidate.get("total_interval")
+    if not isinstance(ends, (list, tuple)) or len(ends) != 2:
+        return None
+    low, high = _float(ends[0]), _float(ends[1])
+    return None if low is None or high is None else (min(low, high), max(low, high))
+
+
+def margin_interval(leader: Mapping[str, Any], runner_up: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The margin with every measurement at the ends of its interval, or None when neither total has
+    an interval (a side without one counts at its total)."""
+    lead, other = _interval(leader), _interval(runner_up)
+    if lead is None and other is None:
+        return None
+    lead = lead or (float(leader.get("total") or 0.0),) * 2
+    other = other or (float(runner_up.get("total") or 0.0),) * 2
+    return lead[0] - other[1], lead[1] - other[0]
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}".replace("-", "−")
+
+
+def _share(share: float) -> str:
+    """A share of weight vectors: whole percents only when exact (99.6 % never reads as 100 %)."""
+    return f"{share:.0%}" if share in (0.0, 1.0) else f"{share:.1%}"
+
+
+def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The headline of a stored scoring result: verdict, leader, runner-up, margin (with its
+    interval), robustness figures, and the sentences (`lead`, `coverage`, `robustness`, `verdict_reason`,
+    `caveat`) as messages."""
+    candidates = {c.get("candidate"): c for c in result.get("candidates") or []}
+    leader = candidates.get(result.get("winner"))
+    if leader is None:
+        return {"verdict": NONE, "leader": None, "runner_up": None}
+    ranking = [candidates[cid] for cid in result.get("ranking") or [] if cid in candidates]
+    runner_up = next((c for c in ranking if c is not leader and not c.get("screened_out")), None)
+    options = result.get("options") or {}
+    tie_margin = float(options.get("tie_margin") or 0.0)
+    acceptability = (result.get("sensitivity") or {}).get("acceptability") or {}
+    share = _float((acceptability.get("first_share") or {}).get(leader.get("candidate")))
+    total, coverage = float(leader.get("total") or 0.0), float(leader.get("coverage") or 0.0)
+    upper = float(leader.get("total_upper") if leader.get("total_upper") is not None else total)
+    name = leader.get("label") or leader.get("candidate")
+    out: dict[str, Any] = {
+        "leader": leader,
+        "runner_up": runner_up,
+        "margin": None,
+        "margin_interval": None,
+        "share": share,
+        "draws": acceptability.get("draws"),
+        "spread": acceptability.get("spread"),
+        "coverage": coverage,
+    }
+    inconclusive: list[Message] = []
+    close: list[Message] = []
+    if coverage < COVERAGE_MIN:
+        inconclusive.append(
+            Message(
+                _("only %(coverage)s of the weight is evidenced for %(name)s"),
+                {"coverage": f"{coverage:.0%}", "name": name},
+            )
+        )
+    if runner_up is None:
+        out["lead"] = Message(
+            _("%(name)s is the only candidate that passes the gates: weighted total %(total)s."),
+            {"name": name, "total": f"{total:.3f}"},
+        )
+        out["coverage_sentence"] = Message(
+            _(
+                "Evidence coverage %(coverage)s; with the missing evidence at full marks the total could reach "
+                "%(upper)s."
+            ),
+            {"coverage": f"{coverage:.0%}", "upper": f"{upper:.3f}"},
+        )
+        out["robustness"] = Message(
+            _("Robustness to weights and to measurement noise needs a second candidate that passes the gates.")
+        )
+        out["caveat"] = out["coverage_sentence"]
+        clear = Message(
+            _("Clear: %(name)s is the only candidate that passes the gates, on enough evidence."), {"name": name}
+        )
+        return _verdict(out, inconclusive, close, clear)
+
+    other = runner_up.get("label") or runner_up.get("candidate")
+    other_total = float(runner_up.get("total") or 0.0)
+    other_coverage = float(runner_up.get("coverage") or 0.0)
+    other_upper = float(runner_up.get("total_upper") if runner_up.get("total_upper") is not None else other_total)
+    margin = total - other_total
+    interval = margin_interval(leader, runner_up)
+    out["margin"], out["margin_interval"] = margin, interval
+    values = {
+        "name": name,
+        "other": other,
+        "total": f"{total:.3f}",
+        "other_total": f"{other_total:.3f}",
+        "margin": _signed(margin),
+    }
+    if interval is not None:
+        out["lead"] = Message(
+            _(
+                "%(name)s leads %(other)s by %(margin)s (%(low)s to %(high)s with the measurements at the ends of "
+                "their 95%% intervals): weighted total %(total)s against %(other_total)s."
+            ),
+            {**values, "low": _signed(interval[0]), "high": _signed(interval[1])},
+        )
+    else:
+        out["lead"] = Message(
+            _(
+                "%(name)s leads %(other)s by %(margin)s (no measurement interval yet): weighted total %(total)s "
+                "against %(other_total)s."
+            ),
+            values,
+        )
+    out["coverage_sentence"] = Message(
+        _(
+            "Evidence coverage: %(name)s %(coverage)s, %(other)s %(other_coverage)s; with the missing evidence at "
+            "full marks the totals could reach %(upper)s and %(other_upper)s."
+        ),
+        {
+            **values,
+            "coverage": f"{coverage:.0%}",
+            "other_coverage": f"{other_coverage:.0%}",
+            "upper": f"{upper:.3f}",
+            "other_upper": f"{other_upper:.3f}",
+        },
+    )
+    out["caveat"] = Message(
+        _(
+            "These figures hold for the evidence so far: coverage %(coverage)s (%(name)s) and %(other_coverage)s "
+            "(%(other)s), totals up to %(upper)s and %(other_upper)s with the missing evidence at full marks."
+        ),
+        {
+            **values,
+            "coverage": f"{coverage:.0%}",
+            "other_coverage": f"{other_coverage:.0%}",
+            "upper": f"{upper:.3f}",
+            "other_upper": f"{other_upper:.3f}",
+        },
+    )
+    noise_list = set((result.get("tie_break") or {}).get("noise") or [])
+    in_noise = (interval is not None and interval[0] <= 1e-12) or runner_up.get("candidate") in noise_list
+    if interval is None:
+        noise = Message(_("no measurement has an interval yet, so robustness to measurement noise is unknown"))
+    elif in_noise:
+        noise = Message(_("the margin is inside the measurement noise (the totals' intervals overlap)"))
+    else:
+        noise = Message(_("the margin stays above zero with every measurement at the ends of its 95%% interval"))
+    if share is not None:
+        out["robustness"] = Message(
+            _("Robustness: %(name)s is first in %(share)s of %(draws)s weight vectors within ±%(spread)s; %(noise)s."),
+            {
+                "name": name,
+                "share": _share(share),
+                "draws": f"{int(acceptability.get('draws') or 0):,}",
+                "spread": f"{float(acceptability.get('spread') or 0.0):.0%}",
+                "noise": noise,
+            },
+        )
+    else:
+        out["robustness"] = Message(_("Robustness: %(noise)s."), {"noise": noise})
+    if other_upper >= total - 1e-12:
+        inconclusive.append(
+            Message(
+                _("with its missing evidence %(other)s could reach %(other_upper)s, above %(name)s's %(total)s"),
+                {**values, "other_upper": f"{other_upper:.3f}"},
+            )
+        )
+    if abs(margin) <= tie_margin + 1e-12:
+        close.append(Message(_("the margin is within the tie margin %(tie)s"), {"tie": f"{tie_margin:.2f}"}))
+    if in_noise:
+        close.append(Message(_("the margin is inside the measurement noise")))
+    if share is not None and share < ROBUST_SHARE:
+        close.append(
+            Message(
+                _("%(name)s is first in only %(share)s of the weight vectors"), {"name": name, "share": _share(share)}
+            )
+        )
+    if interval is None:
+        clear = Message(
+            _(
+                "Clear: %(name)s's lead is beyond the tie margin, holds for most weight vectors, and the missing "
+                "evidence cannot reverse it; its robustness to measurement noise is not known yet."
+            ),
+            {"name": name},
+        )
+    else:
+        clear = Message(
+            _(
+                "Clear: %(name)s's lead is beyond the tie margin and the measurement noise, holds for most weight "
+                "vectors, and the missing evidence cannot reverse it."
+            ),
+            {"name": name},
+        )
+    return _verdict(out, inconclusive, close, clear)
+
+
+def _verdict(out: dict[str, Any], inconclusive: list[Message], close: list[Message], clear: Message) -> dict[str, Any]:
+    if inconclusive:
+        out["verdict"] = INCONCLUSIVE
+        out["verdict_reason"] = Message(
+            _("Inconclusive: %(reasons)s. Run the missing validation tests, then recompute."),
+            {"reasons": CLAUSE_SEPARATOR.join(inconclusive)},
+        )
+    elif close:
+        out["verdict"] = CLOSE
+        out["verdict_reason"] = Message(
+            _("Close: %(reasons)s. Weigh the tie-break and the sensitivity below before signing."),
+            {"reasons": CLAUSE_SEPARATOR.join(close)},
+        )
+    else:
+        out["verdict"], out["verdict_reason"] = CLEAR, clear
+    return out
