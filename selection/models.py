@@ -372,12 +372,19 @@ class Candidate(models.Model):
     gpu_pool = models.SlugField(blank=True, help_text=_("GPU pool label: runs go to queue gpu.<label>"))
     measured_capacity = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # archived: out of the comparison, the scores and new records; kept with its runs and in the audit
+    # trail (nullable without a default: SQLite adds the column in place)
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
 
     def __str__(self) -> str:
         return self.label or f"{self.engine.name} {self.engine_version}"
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
 
     @property
     def display_name(self) -> str:
@@ -500,6 +507,10 @@ class DecisionRecord(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     review_started_at = models.DateTimeField(null=True, blank=True)
     signed_at = models.DateTimeField(null=True, blank=True)
+    # an archived draft is out of the records list and cannot go to review; a draft only (the service
+    # refuses the rest, and a record that left draft is frozen). Nullable without a default: SQLite adds
+    # the column in place (a table rebuild would drop the immutability triggers of migration 0003)
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-version"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
-from selection.models import Candidate, Membership, Selection
+from selection.models import Candidate, DecisionRecord, Membership, Selection
 
 
 def selections_for(user) -> QuerySet[Selection]:
@@ -23,9 +23,21 @@ def candidates_for(user) -> QuerySet[Candidate]:
 
 
 def compared_candidates(selection: Selection) -> QuerySet[Candidate]:
-    """The candidates the comparison, the scores and a new record take, in the selection's order
-    (the order that gives each its chart colour)."""
-    return selection.candidates.select_related("engine").order_by("id")
+    """The candidates the comparison, the scores and a new record take (archived ones left out), in
+    the selection's order (the order that gives each its chart colour)."""
+    return selection.candidates.filter(archived_at__isnull=True).select_related("engine").order_by("id")
+
+
+def archived_candidates(selection: Selection) -> QuerySet[Candidate]:
+    return selection.candidates.filter(archived_at__isnull=False).select_related("engine").order_by("id")
+
+
+def open_draft(selection: Selection, supersedes: DecisionRecord | None = None) -> DecisionRecord | None:
+    """The draft a new draft attempt continues (one open draft per lineage: a second attempt edits it
+    instead of leaving an orphan version); archived drafts are not open."""
+    return selection.records.filter(
+        status=DecisionRecord.Status.DRAFT, archived_at__isnull=True, supersedes=supersedes
+    ).first()
 
 
 def role_in(user, selection: Selection) -> str | None:
@@ -36,6 +48,12 @@ def role_in(user, selection: Selection) -> str | None:
 
 
 def can_edit(user, selection: Selection) -> bool:
+    """Architects of the team change a selection; nobody changes an archived one (restore it first)."""
+    return can_archive(user, selection) and selection.status != Selection.Status.ARCHIVED
+
+
+def can_archive(user, selection: Selection) -> bool:
+    """Architects of the team archive a selection, its candidates and drafts, and restore them."""
     return role_in(user, selection) == Membership.Role.ARCHITECT
 
 
@@ -51,5 +69,12 @@ def can_create_selection(user) -> bool:
 
 
 def require_editor(user, selection: Selection) -> None:
+    if selection.status == Selection.Status.ARCHIVED and can_archive(user, selection):
+        raise PermissionDenied("This selection is archived: restore it to change it.")
     if not can_edit(user, selection):
         raise PermissionDenied("Only architects of this selection's team can change it.")
+
+
+def require_archiver(user, selection: Selection) -> None:
+    if not can_archive(user, selection):
+        raise PermissionDenied("Only architects of this selection's team can archive or restore.")

@@ -22,6 +22,8 @@ urlpatterns = [
     path("", setup_views.dashboard, name="dashboard"),
     path("selections/new/", setup_views.selection_create, name="create"),
     path("selections/<int:pk>/", setup_views.selection_detail, name="detail"),
+    path("selections/<int:pk>/archive/", setup_views.selection_archive, name="archive"),
+    path("selections/<int:pk>/restore/", setup_views.selection_restore, name="restore"),
     path("selections/<int:pk>/constraints/", setup_views.constraints_edit, name="constraints"),
     path("selections/<int:pk>/traces/", trace_views.traces, name="traces"),
     path("selections/<int:pk>/traces/<int:trace_pk>/", trace_views.trace_detail, name="trace"),
@@ -32,6 +34,16 @@ urlpatterns = [
     # 3: candidates and their capacity
     path("selections/<int:pk>/candidates/", candidate_views.candidates, name="candidates"),
     path("selections/<int:pk>/candidates/<int:candidate_pk>/", candidate_views.candidate_edit, name="candidate-edit"),
+    path(
+        "selections/<int:pk>/candidates/<int:candidate_pk>/archive/",
+        candidate_views.candidate_archive,
+        name="candidate-archive",
+    ),
+    path(
+        "selections/<int:pk>/candidates/<int:candidate_pk>/restore/",
+        candidate_views.candidate_restore,
+        name="candidate-restore",
+    ),
     path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", capacity_views.capacity_page, name="capacity"),
     # 4: evidence (validation runs, CI uploads)
     *evidence_urls.urlpatterns,

@@ -21,8 +21,15 @@ def get_selection(request: HttpRequest, pk: int) -> Selection:
 
 
 def require_edit(request: HttpRequest, selection: Selection) -> None:
+    if selection.status == Selection.Status.ARCHIVED and selectors.can_archive(request.user, selection):
+        raise PermissionDenied(_("This selection is archived: restore it to change it."))
     if not selectors.can_edit(request.user, selection):
         raise PermissionDenied(_("Only architects of this selection's team can change it."))
+
+
+def require_archive(request: HttpRequest, selection: Selection) -> None:
+    if not selectors.can_archive(request.user, selection):
+        raise PermissionDenied(_("Only architects of this selection's team can archive or restore."))
 
 
 def page_context(request: HttpRequest, selection: Selection, section: str, **extra) -> dict:
@@ -30,6 +37,7 @@ def page_context(request: HttpRequest, selection: Selection, section: str, **ext
         "selection": selection,
         "section": section,
         "can_edit": selectors.can_edit(request.user, selection),
+        "can_archive": selectors.can_archive(request.user, selection),
         "role": selectors.role_in(request.user, selection),
         **extra,
     }

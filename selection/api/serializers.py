@@ -199,8 +199,9 @@ class CandidateSerializer(serializers.ModelSerializer):
             "gpu_pool",
             "measured_capacity",
             "created_at",
+            "archived_at",
         ]
-        read_only_fields = ["measured_capacity", "created_at"]
+        read_only_fields = ["measured_capacity", "created_at", "archived_at"]
         extra_kwargs = bounded(limits.CANDIDATE_BOUNDS)
 
     def get_has_api_key(self, obj) -> bool:

@@ -23,7 +23,7 @@ from selection.candidates.services import add_candidate, update_candidate
 from selection.domain.messages import plain
 from selection.models import Engine
 from selection.scoring.services import compute_scores, latest_score
-from selection.selectors import can_edit, candidates_for, selections_for
+from selection.selectors import can_edit, candidates_for, compared_candidates, selections_for
 from selection.setup.services import (
     accept_scenario,
     create_selection,
@@ -127,7 +127,7 @@ class SelectionViewSet(
         include_simulated = request.query_params.get("include_simulated") in {"1", "true", "yes"}
         score = latest_score(selection, include_simulated)
         if request.method == "POST" or score is None:
-            if not selection.candidates.exists():
+            if not compared_candidates(selection).exists():
                 return Response({"detail": "No candidates yet: add candidates before scoring."}, status=404)
             score = compute_scores(selection, include_simulated=include_simulated)
         return Response(

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from benchmarks.validation.target import lenient_resolver, refused_urls
@@ -57,6 +58,49 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
         field=f"candidate:{candidate.pk}",
         old=old,
         new={k: getattr(candidate, k) for k in data},
+    )
+    return candidate
+
+
+@transaction.atomic
+def archive_candidate(*, candidate: Candidate, user) -> Candidate:
+    """Take a candidate out of the comparison, the scores and new records; its runs, its capacity
+    plan and the records that already cite it stay, and the audit trail says who archived it."""
+    require_editor(user, candidate.selection)
+    candidate = Candidate.objects.select_for_update().select_related("selection", "engine").get(pk=candidate.pk)
+    if candidate.archived_at is None:
+        candidate.archived_at = timezone.now()
+        candidate.save(update_fields=["archived_at"])
+        audit(
+            candidate.selection,
+            user,
+            "candidate.archived",
+            field=f"candidate:{candidate.pk}",
+            new={"id": candidate.pk, "name": candidate.display_name},
+        )
+    return candidate
+
+
+@transaction.atomic
+def restore_candidate(*, candidate: Candidate, user) -> Candidate:
+    """Bring an archived candidate back into the comparison (refused when a compared candidate took its name)."""
+    require_editor(user, candidate.selection)
+    candidate = Candidate.objects.select_for_update().select_related("selection", "engine").get(pk=candidate.pk)
+    if candidate.archived_at is None:
+        return candidate
+    candidate.archived_at = None
+    other = duplicate_label(candidate)
+    if other is not None:
+        raise ValidationError(
+            {"label": _("another candidate is already called “%(other)s”: rename one of them first") % {"other": other}}
+        )
+    candidate.save(update_fields=["archived_at"])
+    audit(
+        candidate.selection,
+        user,
+        "candidate.restored",
+        field=f"candidate:{candidate.pk}",
+        new={"id": candidate.pk, "name": candidate.display_name},
     )
     return candidate
 
@@ -146,11 +190,14 @@ def offered_kv_precisions(engine: Engine, version: str) -> set[str] | None:
 
 
 def duplicate_label(candidate: Candidate) -> str | None:
-    """The other candidate's name when it is this one's display name, ignoring case; else None."""
+    """The other compared candidate's name when it is this one's display name, ignoring case; else
+    None (an archived candidate's name is free again)."""
     name = str(candidate).strip() if candidate.engine_id else candidate.label.strip()
     if not name:
         return None
-    others = Candidate.objects.filter(selection_id=candidate.selection_id).select_related("engine")
+    others = Candidate.objects.filter(selection_id=candidate.selection_id, archived_at__isnull=True).select_related(
+        "engine"
+    )
     if candidate.pk:
         others = others.exclude(pk=candidate.pk)
     return next((str(other).strip() for other in others if str(other).strip().casefold() == name.casefold()), None)

@@ -1,4 +1,5 @@
-"""The candidates page of a selection: the list, the add form and the edit page."""
+"""The candidates page of a selection: the list, the add form, the edit page, and archiving (a
+candidate set aside leaves the comparison, the scores and new records, and can be restored)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from selection.candidates.forms import CandidateForm
-from selection.candidates.services import add_candidate, update_candidate
+from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
 from selection.models import Candidate
-from selection.web import attach_service_errors, get_selection, page_context, require_edit
+from selection.selectors import archived_candidates, compared_candidates
+from selection.web import attach_service_errors, get_candidate, get_selection, page_context, require_edit
 
 
 @login_required
@@ -41,7 +43,12 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         "selection/candidates.html",
         page_context(
-            request, selection, "candidates", form=form, candidates=selection.candidates.select_related("engine")
+            request,
+            selection,
+            "candidates",
+            form=form,
+            candidates=compared_candidates(selection),
+            archived=archived_candidates(selection),
         ),
     )
 
@@ -73,3 +80,32 @@ def candidate_edit(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResp
         "selection/candidate_edit.html",
         page_context(request, selection, "candidates", form=form, candidate=candidate),
     )
+
+
+@login_required
+@require_POST
+def candidate_archive(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    candidate = archive_candidate(candidate=get_candidate(selection, candidate_pk), user=request.user)
+    messages.success(
+        request,
+        _("Candidate “%(name)s” archived: it is out of the comparison and new records, and kept with its runs.")
+        % {"name": candidate.display_name},
+    )
+    return redirect("selection:candidates", pk=selection.pk)
+
+
+@login_required
+@require_POST
+def candidate_restore(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    candidate = get_candidate(selection, candidate_pk)
+    try:
+        restore_candidate(candidate=candidate, user=request.user)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, _("Candidate “%(name)s” restored.") % {"name": candidate.display_name})
+    return redirect("selection:candidates", pk=selection.pk)

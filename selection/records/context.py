@@ -386,7 +386,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     selection = Selection.objects.select_related(
         "constraints", "business_owner", "platform_owner", "security_owner", "observer"
     ).get(pk=record.selection_id)
-    if not selection.candidates.exists():
+    if not compared_candidates(selection).exists():
         raise records_domain.RecordContextError(["candidates: add candidates and their evidence before a record"])
     score = compute_scores(selection, include_simulated=record.include_simulated)
     result = score.result

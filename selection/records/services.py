@@ -43,7 +43,7 @@ from selection.records import signing
 from selection.records.context import build_context, record_runs
 from selection.records.rendering import render_pdf, stamp_font
 from selection.records.trust import timestamper, validation_material
-from selection.selectors import can_edit, can_review
+from selection.selectors import can_edit, can_review, open_draft
 from selection.tasks import queue_render
 
 DRAFT_FIELDS = (
@@ -96,9 +96,13 @@ def create_draft(
         )
     if supersedes is not None and supersedes.status != DecisionRecord.Status.SIGNED:
         raise ValidationError({"supersedes": "Only a signed record can be superseded."})
-    if supersedes is not None and DecisionRecord.objects.filter(supersedes=supersedes).exists():
+    successor = DecisionRecord.objects.filter(supersedes=supersedes).first() if supersedes is not None else None
+    if successor is not None and successor.status != DecisionRecord.Status.DRAFT:
         raise ValidationError({"supersedes": f"Record v{supersedes.version} already has a successor."})
     _check_project_checks(fields)
+    current = _draft_to_continue(selection, supersedes, user)
+    if current is not None:  # a second attempt edits the open draft: no orphan version
+        return update_draft(record=current, user=user, **fields)
     version = (selection.records.aggregate(v=Max("version"))["v"] or 0) + 1
     record = DecisionRecord(
         selection=selection,
@@ -119,6 +123,56 @@ def create_draft(
     return record
 
 
+def _draft_to_continue(selection: Selection, supersedes: DecisionRecord | None, user) -> DecisionRecord | None:
+    """The draft a new attempt continues: the open draft of the lineage, or the successor draft of
+    `supersedes` even when archived (a record has one successor: it is brought back)."""
+    if supersedes is not None:
+        successor = DecisionRecord.objects.filter(supersedes=supersedes, status=DecisionRecord.Status.DRAFT).first()
+        if successor is not None and successor.archived_at is not None:
+            DecisionRecord.objects.filter(pk=successor.pk).update(archived_at=None)
+            audit(successor.selection, user, "record.restored", field=f"record:v{successor.version}")
+            successor.refresh_from_db()
+        return successor
+    return open_draft(selection)
+
+
+@transaction.atomic
+def archive_draft(*, record: DecisionRecord, user) -> DecisionRecord:
+    """Set a draft aside: out of the records list, never sent to review; kept (and audited). Only a
+    draft: a record in review, approved or signed is never archived."""
+    record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
+    if not can_edit(user, record.selection):
+        raise PermissionDenied("Only architects can archive a draft.")
+    if record.status != DecisionRecord.Status.DRAFT:
+        raise ValidationError(
+            {"status": f"Record v{record.version} is {record.get_status_display()}: only a draft can be archived."}
+        )
+    if record.archived_at is None:
+        record.archived_at = timezone.now()
+        record.save(update_fields=["archived_at"])
+        audit(record.selection, user, "record.archived", field=f"record:v{record.version}")
+    return record
+
+
+@transaction.atomic
+def restore_draft(*, record: DecisionRecord, user) -> DecisionRecord:
+    """An archived draft back in the list (refused while another draft of its lineage is open)."""
+    record = DecisionRecord.objects.select_for_update().select_related("selection", "supersedes").get(pk=record.pk)
+    if not can_edit(user, record.selection):
+        raise PermissionDenied("Only architects can restore a draft.")
+    if record.archived_at is None:
+        return record
+    other = open_draft(record.selection, record.supersedes)
+    if other is not None:
+        raise ValidationError(
+            {"status": f"Draft v{other.version} is open: archive it or send it to review before restoring this one."}
+        )
+    record.archived_at = None
+    record.save(update_fields=["archived_at"])
+    audit(record.selection, user, "record.restored", field=f"record:v{record.version}")
+    return record
+
+
 @transaction.atomic
 def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionRecord:
     record = DecisionRecord.objects.select_for_update().get(pk=record.pk)
@@ -131,6 +185,8 @@ def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionReco
                 "Create a new version instead."
             }
         )
+    if record.archived_at is not None:
+        raise ValidationError({"status": f"Draft v{record.version} is archived: restore it to edit it."})
     _check_project_checks(fields)
     old = {k: str(getattr(record, k)) for k in fields if k in DRAFT_FIELDS}
     for key, value in fields.items():
@@ -158,6 +214,10 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
         raise PermissionDenied("Only architects can send a record to review.")
     if record.status != DecisionRecord.Status.DRAFT:
         raise ValidationError({"status": f"Record v{record.version} is already {record.get_status_display()}."})
+    if record.archived_at is not None:
+        raise ValidationError(
+            {"status": f"Draft v{record.version} is archived: restore it before sending it to review."}
+        )
     selection = record.selection
     duties = [
         f"{field}: {message}"

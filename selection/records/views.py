@@ -28,10 +28,12 @@ from selection.records.operations import ALERTS_FILE, DASHBOARD_FILE, export_mon
 from selection.records.rendering import render_pdf
 from selection.records.services import (
     approve,
+    archive_draft,
     comment,
     create_draft,
     next_signer_role,
     owner_role,
+    restore_draft,
     sign,
     start_reevaluation,
     start_review,
@@ -83,6 +85,7 @@ def record_list(request: HttpRequest, pk: int) -> HttpResponse:
             supersedes = _get_record(selection, request.POST["supersedes"])
         form = RecordDraftForm(request.POST)
         if form.is_valid():
+            continued = selectors.open_draft(selection, supersedes)
             try:
                 record = create_draft(
                     selection=selection, user=request.user, supersedes=supersedes, **form.cleaned_data
@@ -90,24 +93,34 @@ def record_list(request: HttpRequest, pk: int) -> HttpResponse:
             except ValidationError as error:
                 attach_service_errors(form, error)
             else:
-                messages.success(
-                    request,
-                    _("Draft v%(version)s created. Next: check it and send it to review.")
-                    % {"version": record.version},
-                )
+                if continued is not None and continued.pk == record.pk:
+                    text = _(
+                        "Draft v%(version)s updated: a new attempt continues the open draft rather than adding a "
+                        "version. Next: check it and send it to review."
+                    )
+                else:
+                    text = _("Draft v%(version)s created. Next: check it and send it to review.")
+                messages.success(request, text % {"version": record.version})
                 return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
     else:
         if request.GET.get("supersedes"):
             supersedes = _get_record(selection, request.GET["supersedes"])
         form = RecordDraftForm(initial=_initial_from(supersedes))
-    rows = [
-        {"record": r, "successor": _successor(r)}
-        for r in selection.records.select_related("supersedes", "created_by").order_by("-version")
-    ]
+    records = list(selection.records.select_related("supersedes", "created_by").order_by("-version"))
+    rows = [{"record": r, "successor": _successor(r)} for r in records if r.archived_at is None]
     return render(
         request,
         "selection/decision/records.html",
-        page_context(request, selection, "records", rows=rows, form=form, supersedes=supersedes),
+        page_context(
+            request,
+            selection,
+            "records",
+            rows=rows,
+            archived=[r for r in records if r.archived_at is not None],
+            open_draft=selectors.open_draft(selection, supersedes),
+            form=form,
+            supersedes=supersedes,
+        ),
     )
 
 
@@ -192,7 +205,8 @@ def _record_page(
         if next_signer in mine
         else None,
         next_signer={"role": next_signer, "label": _role_label(next_signer)} if next_signer else None,
-        edit_form=edit_form or (RecordDraftForm(instance=record) if can_edit and not record.frozen else None),
+        edit_form=edit_form
+        or (RecordDraftForm(instance=record) if can_edit and not record.frozen and not record.archived_at else None),
         comment_form=comment_form or CommentForm(),
         sign_form=sign_form or SignForm(),
         can_comment=selectors.can_review(request.user, selection) or bool(mine),
@@ -233,7 +247,8 @@ def record_detail(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
 @login_required
 @require_POST
 def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
-    """start_review (architects), comment (reviewers, architects, owners), approve (the named owner)."""
+    """start_review, archive and restore a draft (architects), comment (reviewers, architects, owners),
+    approve (the named owner)."""
     selection = get_selection(request, pk)
     record = _get_record(selection, record_pk)
     action = request.POST.get("action")
@@ -269,6 +284,21 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
             messages.error(request, " ".join(error.messages))
         else:
             messages.success(request, _("Approved as %(role)s.") % {"role": _role_label(role).lower()})
+        return back
+    if action in ("archive", "restore"):
+        try:
+            (archive_draft if action == "archive" else restore_draft)(record=record, user=request.user)
+        except ValidationError as error:
+            messages.error(request, " ".join(error.messages))
+            return back
+        if action == "archive":
+            messages.success(
+                request,
+                _("Draft v%(v)s archived: it is out of the records list and kept in the audit trail.")
+                % {"v": record.version},
+            )
+            return redirect("selection:records", pk=selection.pk)
+        messages.success(request, _("Draft v%(v)s restored.") % {"v": record.version})
         return back
     messages.error(request, _("Unknown action: %(action)s.") % {"action": action or "—"})
     return back

@@ -17,6 +17,7 @@ from benchmarks.selectors import latest_runs
 from selection.domain import catalog as catalog_domain
 from selection.domain import scoring
 from selection.models import Candidate, Selection
+from selection.selectors import compared_candidates
 
 DERIVED_METRICS = (
     "kv_headroom_at_target",
@@ -250,7 +251,7 @@ def evidence_for(
 ) -> list[scoring.CandidateEvidence]:
     constraints = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
     result = []
-    for candidate in candidates if candidates is not None else selection.candidates.select_related("engine"):
+    for candidate in candidates if candidates is not None else compared_candidates(selection):
         result.append(
             scoring.CandidateEvidence(
                 candidate=str(candidate.pk),

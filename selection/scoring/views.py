@@ -175,7 +175,7 @@ def _changed_since(selection: Selection, when) -> bool:
 def comparison(request: HttpRequest, pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     include_simulated = request.GET.get("simulated") == "1"
-    candidate_count = selection.candidates.count()
+    candidate_count = compared_candidates(selection).count()
     score, error = None, ""
     if candidate_count:
         score = latest_score(selection, include_simulated)
@@ -217,7 +217,7 @@ def comparison_recompute(request: HttpRequest, pk: int) -> HttpResponse:
     target = redirect("selection:comparison", pk=selection.pk)
     if include_simulated:
         target["Location"] += "?simulated=1"
-    if not selection.candidates.exists():
+    if not compared_candidates(selection).exists():
         messages.error(request, _("Nothing to score yet: add candidates and evidence first."))
         return target
     try:

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from benchmarks.models import BenchmarkRun
 from selection.models import Constraints, DecisionRecord, Selection
 from selection.records.staleness import staleness
+from selection.selectors import compared_candidates
 from selection.templatetags.kvselect import when
 
 
@@ -49,13 +50,13 @@ def next_step(
             _("Pick 2-3 priority dimensions as first-round gates."),
             reverse("selection:gates", args=[pk]),
         )
-    if (candidate_count if candidate_count is not None else selection.candidates.count()) == 0:
+    if (candidate_count if candidate_count is not None else compared_candidates(selection).count()) == 0:
         return NextStep(
             _("Add candidates"),
             _("Add the engines to compare, with their endpoints and hardware."),
             reverse("selection:candidates", args=[pk]),
         )
-    record = selection.records.first()
+    record = selection.records.filter(archived_at__isnull=True).first()  # an archived draft is set aside
     if record is not None and record.status in ("signed", "superseded"):
         return _decided(selection, record)
     if record is not None and record.status in ("in_review", "approved"):

@@ -12,7 +12,7 @@ from selection.domain import criteria as criteria_domain
 from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import OWNER_FIELDS, Constraints, CriterionWeight, Gate, Membership, Selection
-from selection.selectors import require_editor
+from selection.selectors import require_archiver, require_editor
 from selection.tasks import schedule_rescoring
 
 
@@ -107,6 +107,37 @@ def _infer_and_apply(selection: Selection, user, constraints: dict[str, Any]) ->
     selection.scenario, selection.scenario_reasons, selection.scenario_mix = scenario, reasons, mix
     selection.save(update_fields=["scenario", "scenario_reasons", "scenario_mix", "scenario_accepted", "updated_at"])
     apply_preset_weights(selection=selection, user=user, keep_edited=True)
+
+
+@transaction.atomic
+def archive_selection(*, selection: Selection, user) -> Selection:
+    """Take a selection off the dashboard and make it read-only; its records (signed ones stay valid),
+    evidence and audit trail are kept. The status it had is audited, and restored by `restore_selection`."""
+    require_archiver(user, selection)
+    selection = Selection.objects.select_for_update().get(pk=selection.pk)
+    if selection.status != Selection.Status.ARCHIVED:
+        old = selection.status
+        selection.status = Selection.Status.ARCHIVED
+        selection.save(update_fields=["status", "updated_at"])
+        audit(selection, user, "selection.archived", field="status", old=old, new=selection.status)
+    return selection
+
+
+@transaction.atomic
+def restore_selection(*, selection: Selection, user) -> Selection:
+    """Back on the dashboard with the status it had when it was archived."""
+    require_archiver(user, selection)
+    selection = Selection.objects.select_for_update().get(pk=selection.pk)
+    if selection.status == Selection.Status.ARCHIVED:
+        archived = selection.audit.filter(action="selection.archived").order_by("-at", "-id").first()
+        previous = archived.old if archived is not None else None
+        known = previous in Selection.Status.values and previous != Selection.Status.ARCHIVED
+        selection.status = previous if known else Selection.Status.DRAFT
+        selection.save(update_fields=["status", "updated_at"])
+        audit(
+            selection, user, "selection.restored", field="status", old=Selection.Status.ARCHIVED, new=selection.status
+        )
+    return selection
 
 
 @transaction.atomic

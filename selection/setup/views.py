@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -32,13 +32,22 @@ from selection.setup.forms import (
 from selection.setup.next_step import leading_candidate, next_step
 from selection.setup.services import (
     accept_scenario,
+    archive_selection,
     create_selection,
     gate_warnings,
+    restore_selection,
     save_constraints,
     set_gates,
     update_weights,
 )
-from selection.web import attach_service_errors, get_selection, page_context, recent_audit, require_edit
+from selection.web import (
+    attach_service_errors,
+    get_selection,
+    page_context,
+    recent_audit,
+    require_archive,
+    require_edit,
+)
 
 
 def _evidence_label(source: str) -> str:
@@ -50,10 +59,18 @@ def _evidence_label(source: str) -> str:
 
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
-    selections = (
-        selectors.selections_for(request.user)
-        .select_related("team", "constraints")
-        .annotate(candidate_count=Count("candidates", distinct=True), gate_count=Count("gates", distinct=True))
+    """The user's selections; archived ones only when asked for (`?archived=1`)."""
+    show_archived = request.GET.get("archived") == "1"
+    visible = selectors.selections_for(request.user)
+    archived_count = visible.filter(status=Selection.Status.ARCHIVED).count()
+    visible = (
+        visible.filter(status=Selection.Status.ARCHIVED)
+        if show_archived
+        else visible.exclude(status=Selection.Status.ARCHIVED)
+    )
+    selections = visible.select_related("team", "constraints").annotate(
+        candidate_count=Count("candidates", filter=Q(candidates__archived_at__isnull=True), distinct=True),
+        gate_count=Count("gates", distinct=True),
     )
     rows = []
     for selection in selections:
@@ -72,10 +89,16 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         )
     due = [
         {"record": record, "can_start": selectors.can_edit(request.user, record.selection)}
-        for record in due_records(selections)
+        for record in ([] if show_archived else due_records(selections))
         if not DecisionRecord.objects.filter(supersedes=record).exists()
     ]
-    context = {"rows": rows, "can_create": selectors.can_create_selection(request.user), "due": due}
+    context = {
+        "rows": rows,
+        "can_create": selectors.can_create_selection(request.user),
+        "due": due,
+        "show_archived": show_archived,
+        "archived_count": archived_count,
+    }
     return render(request, "selection/dashboard.html", context)
 
 
@@ -129,12 +152,39 @@ def selection_detail(request: HttpRequest, pk: int) -> HttpResponse:
             summary=summary,
             weights=_weight_rows(selection),
             gates=_gate_rows(selection),
-            candidates=selection.candidates.select_related("engine"),
+            candidates=selectors.compared_candidates(selection),
             audit=recent_audit(selection, 10),
             next=next_step(selection, has_constraints=constraints is not None),
             scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
         ),
     )
+
+
+@login_required
+@require_POST
+def selection_archive(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    require_archive(request, selection)
+    archive_selection(selection=selection, user=request.user)
+    messages.success(
+        request,
+        _(
+            "Selection “%(name)s” archived: it is off the dashboard and read-only; its records, evidence and audit "
+            "trail are kept."
+        )
+        % {"name": selection.name},
+    )
+    return redirect("selection:detail", pk=selection.pk)
+
+
+@login_required
+@require_POST
+def selection_restore(request: HttpRequest, pk: int) -> HttpResponse:
+    selection = get_selection(request, pk)
+    require_archive(request, selection)
+    restore_selection(selection=selection, user=request.user)
+    messages.success(request, _("Selection “%(name)s” restored.") % {"name": selection.name})
+    return redirect("selection:detail", pk=selection.pk)
 
 
 def _display(constraints: Constraints, name: str):

@@ -174,9 +174,12 @@ def test_signed_record_is_immutable_and_superseded_by_a_new_version(decided, arc
         DecisionRecord.objects.filter(pk=record.pk).update(status="draft")
     successor = create_draft(selection=decided, user=architect, supersedes=record)
     assert successor.version == 2
-    with pytest.raises(ValidationError):
+    # a second attempt continues the successor draft (issue 19: no orphan version) ...
+    assert create_draft(selection=decided, user=architect, supersedes=record).pk == successor.pk
+    successor = start_review(record=successor, user=architect)
+    with pytest.raises(ValidationError):  # ... and once it left draft, the record has its successor
         create_draft(selection=decided, user=architect, supersedes=record)
-    successor = sign_all(approve_all(start_review(record=successor, user=architect), owners), owners, dev_certs)
+    successor = sign_all(approve_all(successor, owners), owners, dev_certs)
     record.refresh_from_db()
     assert record.status == "superseded" and successor.snapshot["lineage"]["supersedes"].endswith("v1")
 
