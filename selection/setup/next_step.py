@@ -32,6 +32,12 @@ def next_step(
     if has_constraints is None:
         has_constraints = Constraints.objects.filter(selection=selection).exists()
     pk = selection.pk
+    if selection.status == Selection.Status.ARCHIVED:
+        return NextStep(
+            _("Archived"),
+            _("Read-only: an architect restores the selection to continue."),
+            reverse("selection:detail", args=[pk]),
+        )
     if not has_constraints:
         return NextStep(
             _("Fill in the constraints"),

@@ -115,6 +115,8 @@ def test_an_archived_selection_is_off_the_dashboard_and_read_only_until_restored
 
     page = client.get(reverse("selection:detail", args=[decided.pk])).content.decode()
     assert "data-archived-selection" in page and reverse("selection:restore", args=[decided.pk]) in page
+    assert "Read-only: an architect restores the selection to continue." in page  # the next step says so
+    assert "data-archive-selection" not in page
     refused = client.post(reverse("selection:gates", args=[decided.pk]), {"memory": "on"})
     assert refused.status_code == 403  # read-only
     assert "This selection is archived: restore it to change it." in refused.content.decode()
