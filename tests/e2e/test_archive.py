@@ -60,9 +60,9 @@ def test_archive_a_candidate_a_draft_and_the_selection_then_restore(live_server,
     assert page.locator("a:has-text('Add candidates'), button:has-text('Add candidate')").count() == 0
     shot(page, "i19-18-selection-archived")
     page.goto(f"{base}/")
-    assert page.locator(f"a[href='/selections/{selection.pk}/']").count() == 0
+    assert page.locator(f"a.clip[href='/selections/{selection.pk}/']").count() == 0
     page.click("a[data-archived-selections]")
-    assert page.locator(f"a[href='/selections/{selection.pk}/']").count() == 1
+    assert page.locator(f"a.clip[href='/selections/{selection.pk}/']").count() == 1
     page.goto(f"{base}/selections/{selection.pk}/")
     page.click("[data-archived-selection] button")
     page.wait_for_load_state()
