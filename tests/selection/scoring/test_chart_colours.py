@@ -13,20 +13,32 @@ from benchmarks import charts
 from selection.candidates.services import add_candidate
 from selection.models import Membership
 from selection.records.services import create_draft, start_review
+from selection.records.signing import issue_dev_certificates
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
-from tests.selection.web_helpers import ROLES, stress_run
+from tests.selection.web_helpers import ROLES, enrol_owners, stress_run
 from tests.support.svg import legend_colours
 
 pytestmark = pytest.mark.django_db
 
 BLUE, ORANGE = (colour.lower() for colour in charts.PALETTE[:2])
+PASSPHRASE = "dev-pass-123"
+
+
+@pytest.fixture(scope="module")
+def dev_certs(tmp_path_factory):
+    return issue_dev_certificates(
+        tmp_path_factory.mktemp("certs"),
+        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
+        PASSPHRASE,
+    )
 
 
 @pytest.fixture
-def ranked_against_order(architect, team, make_user, engines):
+def ranked_against_order(architect, team, make_user, engines, dev_certs, settings):
     """vLLM added first (blue), SGLang second (orange); SGLang is faster, so it ranks first."""
     owners = {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
+    enrol_owners(owners, dev_certs, PASSPHRASE, settings)  # a record goes to review only with enrolled owners
     selection = create_selection(
         user=architect,
         team=team,
