@@ -61,14 +61,28 @@ def gettext_noop(text: str) -> str:  # marks a text for `makemessages`; `_` tran
     return text
 
 
+_language: contextvars.ContextVar[Callable[[], str]] = contextvars.ContextVar(
+    "kvselect_chart_language", default=lambda: ""
+)
+
+
 @contextmanager
-def translated(translate: Callable[[str], str]) -> Iterator[None]:
-    """Render charts with `translate` applied to every fixed text (axis labels, legends, marks)."""
+def translated(translate: Callable[[str], str], language: Callable[[], str] | None = None) -> Iterator[None]:
+    """Render charts with `translate` applied to every fixed text (axis labels, legends, marks);
+    `language` says which language `translate` gives now (Django's get_language), for caches."""
     token = _translator.set(translate)
+    language_token = _language.set(language or (lambda: f"translator-{id(translate)}"))
     try:
         yield
     finally:
+        _language.reset(language_token)
         _translator.reset(token)
+
+
+def translation_key() -> str:
+    """What the fixed texts are translated into now: part of the key of any cache of drawn charts,
+    so a chart drawn in English is never served to a Chinese page."""
+    return _language.get()()
 
 
 FONT_FAMILY = ["Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK TC", "WenQuanYi Zen Hei", "DejaVu Sans"]

@@ -316,14 +316,15 @@ def inline_svg(svg: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _chart_cached(name: str, arguments: str) -> str:
+def _chart_cached(name: str, arguments: str, language: str) -> str:
     return inline_svg(charts.CHARTS[name](**json.loads(arguments)))
 
 
 def chart_svg(name: str, **arguments) -> str:
-    """A chart as inline SVG ("" when the input cannot be drawn); identical inputs render once."""
+    """A chart as inline SVG ("" when the input cannot be drawn); identical inputs in the same
+    language render once."""
     try:
-        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str))
+        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str), charts.translation_key())
     except (charts.ChartInputError, ValueError, TypeError) as error:
         logger.warning("chart %s not drawn: %s", name, error)
         return ""

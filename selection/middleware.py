@@ -6,7 +6,7 @@ from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import get_language, gettext
 
 from benchmarks import charts
 
@@ -18,7 +18,7 @@ class ChartLanguageMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        with charts.translated(gettext):
+        with charts.translated(gettext, language=get_language):
             return self.get_response(request)
 
 

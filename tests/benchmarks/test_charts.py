@@ -291,3 +291,14 @@ def test_the_prefix_chart_says_what_each_mark_is_and_when_caching_made_it_worse(
     assert "+15%: worse with caching" in worse
     assert "off (modelled): every request holds its own copy" in worse
     assert charts.WORSE.lower() in colours_used(charts.prefix_on_off({"SGLang": {"off": 20000, "on": 23000}}))
+
+
+def test_a_cached_chart_is_never_served_in_another_language():
+    """benchmarks.presentation caches drawn charts: the language they were drawn in is part of the key."""
+    from benchmarks.presentation import chart_svg
+
+    series = {"a": {"concurrency": [1, 2], "ttft_ms": [1, 2], "tpot_ms": [1, 2]}}
+    assert ">concurrency<" in chart_svg("latency_vs_concurrency", series=series)
+    with charts.translated(lambda text: {"concurrency": "并发"}.get(text, text), language=lambda: "zh-hans"):
+        assert "并发" in chart_svg("latency_vs_concurrency", series=series)
+    assert ">concurrency<" in chart_svg("latency_vs_concurrency", series=series)
