@@ -43,7 +43,7 @@ from selection.records import signing
 from selection.records.context import build_context, record_runs
 from selection.records.rendering import render_pdf, stamp_font
 from selection.records.trust import timestamper, validation_material
-from selection.selectors import can_edit, can_review, open_draft
+from selection.selectors import can_edit, can_review, compared_candidates, open_draft
 from selection.tasks import queue_render
 
 DRAFT_FIELDS = (
@@ -253,7 +253,7 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
 def cite_evidence(record: DecisionRecord) -> None:
     """Tie the frozen record to the candidates it compared and the runs it lists: from now on none
     of them (nor the runs' artifacts and points) can be deleted (PROTECT and database triggers)."""
-    candidates = list(record.selection.candidates.all())
+    candidates = list(compared_candidates(record.selection))  # an archived candidate is not compared
     runs = record_runs(candidates, include_simulated=record.include_simulated)
     RecordCitation.objects.bulk_create(
         [RecordCitation(record=record, candidate=candidate) for candidate in candidates]
