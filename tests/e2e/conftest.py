@@ -147,24 +147,31 @@ def log_in(page, base_url: str, username: str) -> None:
 def signed_records_cleanup(transactional_db):
     """Let the transactional flush delete the records this test signed.
 
-    Database triggers (selection migration 0003) forbid deleting a record that left draft, and the
-    SQLite flush deletes row by row. After the test: drop the triggers, delete the records, put
-    the triggers back, so other tests in the session still run against them.
+    Database triggers forbid deleting a record that left draft (selection migration 0003) and the
+    evidence it cites (the citations, its runs and candidates: `evidence_deletion_triggers`), and
+    the SQLite flush deletes row by row. After the test: drop the triggers, delete the citations
+    and the records, put the triggers back, so other tests in the session still run against them.
     """
     yield
     import importlib
 
     from django.db import connection
 
-    from selection.models import DecisionRecord, RecordApproval
+    from selection.models import DecisionRecord, RecordApproval, RecordCitation
 
-    migration = importlib.import_module("selection.migrations.0003_record_immutability_triggers")
+    migrations = [
+        importlib.import_module(f"selection.migrations.{name}")
+        for name in ("0003_record_immutability_triggers", "0008_evidence_deletion_triggers")
+    ]
     with connection.schema_editor() as editor:
-        migration.backwards(None, editor)
+        for migration in migrations:
+            migration.backwards(None, editor)
     try:
+        RecordCitation.objects.all().delete()  # PROTECT their records, runs and candidates
         RecordApproval.objects.all().delete()  # PROTECTs its record
         for record in DecisionRecord.objects.order_by("-version"):  # successors first: they PROTECT predecessors
             record.delete()
     finally:
         with connection.schema_editor() as editor:
-            migration.forwards(None, editor)
+            for migration in migrations:
+                migration.forwards(None, editor)
