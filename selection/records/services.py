@@ -157,7 +157,11 @@ def archive_draft(*, record: DecisionRecord, user) -> DecisionRecord:
 @transaction.atomic
 def restore_draft(*, record: DecisionRecord, user) -> DecisionRecord:
     """An archived draft back in the list (refused while another draft of its lineage is open)."""
-    record = DecisionRecord.objects.select_for_update().select_related("selection", "supersedes").get(pk=record.pk)
+    record = (
+        DecisionRecord.objects.select_for_update(of=("self",))
+        .select_related("selection", "supersedes")
+        .get(pk=record.pk)
+    )
     if not can_edit(user, record.selection):
         raise PermissionDenied("Only architects can restore a draft.")
     if record.archived_at is None:
