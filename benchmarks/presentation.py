@@ -14,6 +14,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from benchmarks import charts
+from benchmarks.harness import verdicts as verdict_status
 from benchmarks.result import DEFINITIONS, STAT_KEYS
 
 logger = logging.getLogger(__name__)
@@ -89,14 +90,13 @@ DEFINITION_TITLES = {
 
 def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text) -> list[dict[str, Any]]:
     """The run page's pass criteria: each with its title and qualifier (through `translate`), its
-    status (pass, fail, or not judged when `passed` is None), and the detail the test wrote."""
+    status (benchmarks.harness.verdicts.STATUSES), sample size and interval, and the test's detail."""
     rows = []
     for verdict in verdicts or []:
         name = str(verdict.get("name") or "")
         base, _sep, qualifier = name.partition("[")
         qualifier = qualifier.rstrip("]")
         title = CRITERION_TITLES.get(base)
-        passed = verdict.get("passed")
         rows.append(
             {
                 "name": name,
@@ -104,7 +104,9 @@ def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambd
                 "qualifier": translate(CRITERION_QUALIFIERS[qualifier])
                 if qualifier in CRITERION_QUALIFIERS
                 else qualifier,
-                "status": "pass" if passed is True else "fail" if passed is False else "not_judged",
+                "status": verdict_status.status_of(verdict),
+                "n": verdict.get("n"),
+                "interval": verdict.get("interval"),
                 "detail": str(verdict.get("detail") or ""),
             }
         )
@@ -334,16 +336,18 @@ PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA = "pass", "fail", "inconclusive", "i
 
 
 def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
-    """A finished run's overall verdict from its pass criteria ({name, passed, ...}; passed None =
-    could not be judged): FAIL when any criterion failed; PASS when every one passed;
-    INCONCLUSIVE when some passed and the rest could not be judged; INSUFFICIENT_DATA when none
-    could be judged (or the run has no criteria, as most uploads)."""
-    judged = [v.get("passed") for v in verdicts or [] if v.get("passed") is not None]
-    if any(passed is False for passed in judged):
+    """A finished run's overall verdict from its pass criteria: FAIL when any criterion failed;
+    PASS when every one passed; INSUFFICIENT_DATA when none could be judged (or the run has no
+    criteria, as most uploads); otherwise INCONCLUSIVE (some passed, the rest inconclusive, not
+    exercised or short of data: a run is only as good as its weakest verdict)."""
+    statuses = [verdict_status.status_of(dict(v)) for v in verdicts or []]
+    if FAIL in statuses:
         return FAIL
-    if not judged:
+    if statuses and all(status == PASS for status in statuses):
+        return PASS
+    if not any(status in (PASS, INCONCLUSIVE) for status in statuses):
         return INSUFFICIENT_DATA
-    return PASS if len(judged) == len(verdicts or []) else INCONCLUSIVE
+    return INCONCLUSIVE
 
 
 def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from benchmarks.formats.common import (
     number,
     request_frame,
 )
+from benchmarks.harness import verdicts as verdict_status
 from benchmarks.result import (
     LATENCY_METRICS,
     NATIVE_SCHEMA,
@@ -242,8 +243,18 @@ def validate(doc: Any) -> NormalizedResult:
         verdict = expect_object(verdict, f"verdicts[{i}]")
         if not isinstance(verdict.get("name"), str):
             raise FormatError(f"verdicts[{i}].name: expected a string, got {type_name(verdict.get('name'))}")
-        if not isinstance(verdict.get("passed"), bool):
-            raise FormatError(f"verdicts[{i}].passed: expected a boolean, got {type_name(verdict.get('passed'))}")
+        status = verdict.get("status")
+        if status is not None and status not in verdict_status.STATUSES:
+            raise FormatError(
+                f"verdicts[{i}].status: expected one of {', '.join(verdict_status.STATUSES)}, got {status!r}"
+            )
+        passed = verdict.get("passed")
+        if not isinstance(passed, bool) and not (passed is None and status is not None):
+            raise FormatError(
+                f"verdicts[{i}].passed: expected a boolean (or null with a status), got {type_name(passed)}"
+            )
+        if status is not None and passed is not (True if status == "pass" else False if status == "fail" else None):
+            raise FormatError(f"verdicts[{i}].passed: {passed!r} contradicts status {status!r}")
     result.verdicts = [dict(v) for v in verdicts]
     notes = expect_list(doc.get("notes") or [], "notes")
     for i, note in enumerate(notes):

@@ -113,6 +113,7 @@ class LoadOutcome:
     run_start: float = 0.0  # perf_counter at start (time zero of start_s columns)
     measure_start: float = 0.0
     measure_end: float = 0.0
+    load_end: float = 0.0  # when the load stopped issuing (the deadline, or the last send): held concurrency ends here
     stopped_early: str | None = None  # why the load stopped before its planned end (the engine is gone)
     achieved_concurrency: float | None = None
     peak_concurrency: int = 0
@@ -448,7 +449,7 @@ async def _run_here(
             scheduler = loop.create_task(open_scheduler())
             await asyncio.wait({scheduler, loop.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
             scheduler.cancel()
-        outcome.measure_end = perf()
+        outcome.measure_end = outcome.load_end = perf()
         # Drain: requests in flight at the end of the window may finish (bounded), then are cancelled.
         if tasks and not stop.is_set():
             stop.set()
@@ -483,7 +484,7 @@ async def _run_here(
         finally:
             executor.shutdown(wait=False)
     outcome.achieved_concurrency = held_concurrency(
-        outcome.records + outcome.warmup, outcome.measure_start, outcome.measure_end
+        outcome.records + outcome.warmup, outcome.measure_start, held_window_end(outcome)
     )
     outcome.wall_s = end - run_start
     if outcome.wall_s > 0:
@@ -584,8 +585,9 @@ async def _run_in_processes(
     merged.stopped_early = next((part.stopped_early for part in outcomes if part.stopped_early), None)
     merged.client_cpu_s += time.process_time() - cpu_start  # the parent's own share (relaying, merging)
     merged.wall_s = time.perf_counter() - wall_start
+    merged.load_end = max(part.load_end for part in outcomes)
     merged.achieved_concurrency = held_concurrency(
-        merged.records + merged.warmup, merged.measure_start, merged.measure_end
+        merged.records + merged.warmup, merged.measure_start, held_window_end(merged)
     )
     merged.peak_concurrency = peak_concurrency(merged.records + merged.warmup)
     sends = [record.send_time for record in merged.records if record.send_time > 0]
@@ -601,6 +603,19 @@ async def _run_in_processes(
     )
     client.absorb_reads(reads - unstamped, unstamped)
     return merged
+
+
+def held_window_end(outcome: "LoadOutcome") -> float:
+    """The end of the window held concurrency is averaged over: while the load still issued
+    requests. The drain after the deadline (and, for a fixed request count, the tail after the last
+    send) has workers that may not send again, so counting it would flag a client that kept the
+    load as one that did not."""
+    end = outcome.load_end or outcome.measure_end
+    if outcome.config.max_requests is not None and outcome.config.duration_s is None:
+        sends = [r.send_time for r in outcome.records if r.send_time > 0]
+        if sends:
+            end = min(end, max(sends))
+    return min(end, outcome.measure_end) if outcome.measure_end else end
 
 
 def held_concurrency(records: list[RequestRecord], start: float, end: float) -> float | None:

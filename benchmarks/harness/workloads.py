@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.lengths import distribution, length_sampler
 from benchmarks.harness.load import (
     LATE_SEND_MS,
     LoadConfig,
@@ -41,6 +42,17 @@ from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
 from benchmarks.harness.trace_replay import PromptBuilder, ReplayOutcome, lengths_from_trace, load_plan, run_replay
+from benchmarks.harness.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    judge_percentile,
+    verdict,
+)
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult, Stats
 from benchmarks.traces.replay import GROUPS
 
@@ -107,6 +119,19 @@ def _budgets(constraints: dict[str, Any] | None) -> dict[str, float]:
     return budgets
 
 
+def _distributions(constraints: dict[str, Any] | None) -> dict[str, Any]:
+    """Input and output length distributions from the constraints (average, p95, max)."""
+    c = constraints or {}
+    return {
+        "input_distribution": distribution(
+            c.get("avg_input_tokens"), c.get("p95_input_tokens"), c.get("max_input_tokens")
+        ),
+        "output_distribution": distribution(
+            c.get("avg_output_tokens"), c.get("p95_output_tokens"), c.get("max_output_tokens")
+        ),
+    }
+
+
 def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "concurrency": int(_get(constraints, "peak_concurrency", 64)),
@@ -115,6 +140,7 @@ def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[s
         "ramp_up_s": 0.0,
         "input_tokens": int(_get(constraints, "avg_input_tokens", 512)),
         "output_tokens": int(_get(constraints, "avg_output_tokens", 128)),
+        **_distributions(constraints),
         "abort_fraction": 0.05,  # requests closed mid-stream on purpose
         "settle_s": 30.0,  # after the load: time allowed for KV usage to return to baseline
         **_budgets(constraints),
@@ -323,37 +349,74 @@ class _Session:
 MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring's max_error_rate too)
 
 
-def _verdict(name: str, passed: bool | None, detail: str, value: Any = None, threshold: Any = None) -> dict[str, Any]:
-    return {"name": name, "passed": passed, "detail": detail, "value": value, "threshold": threshold}
+def _verdict(
+    name: str,
+    passed: bool | None,
+    detail: str,
+    value: Any = None,
+    threshold: Any = None,
+    n: int | None = None,
+    status: str | None = None,
+) -> dict[str, Any]:
+    if status is None:
+        status = PASS if passed is True else FAIL if passed is False else NOT_JUDGED
+    return verdict(name, status, detail, value, threshold, n)
 
 
-def _budget_verdicts(point: LoadPoint, params: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
-    """Latency p95 against its budget. Measured over the successful requests only, so a point whose
-    error rate exceeds `max_error_rate` (default MAX_ERROR_RATE, as scoring's) fails whatever its p95."""
+def _budget_verdicts(
+    point: LoadPoint, params: dict[str, Any], label: str = "", records: list[RequestRecord] | None = None
+) -> list[dict[str, Any]]:
+    """Latency p95 of the successful `records` against its budget, with sample size and bootstrap
+    interval (benchmarks.harness.verdicts). A point whose error rate exceeds `max_error_rate`
+    (default MAX_ERROR_RATE, as scoring's) fails whatever its p95; a client-bound point's failure is
+    inconclusive. Without `records` (a point read back from a file) the point's own p95 is judged."""
     verdicts = []
-    # a client that could not keep the load or timed late reads inflates latencies: the verdict says so
-    reasons = (point.extra or {}).get("client_bound_reasons") or [] if point.client_bound else []
-    caveat = f"; client-bound, so partly the client's: {'; '.join(reasons)}" if reasons else ""
+    reasons = (
+        ((point.extra or {}).get("client_bound_reasons") or ["the client did not hold the load"])
+        if (point.client_bound)
+        else []
+    )
     max_errors = float(params.get("max_error_rate", MAX_ERROR_RATE))
     too_many_errors = point.error_rate is not None and point.error_rate > max_errors
-    for key, stats in (("ttft_p95_ms", point.ttft_ms), ("tpot_p95_ms", point.tpot_ms), ("e2e_p95_ms", point.e2e_ms)):
+    ok = [r for r in records or [] if r.ok]
+    for key, stats, attr in (
+        ("ttft_p95_ms", point.ttft_ms, "ttft_ms"),
+        ("tpot_p95_ms", point.tpot_ms, "tpot_ms"),
+        ("e2e_p95_ms", point.e2e_ms, "e2e_ms"),
+    ):
         budget = params.get(key)
         if budget is None:
             continue
-        value = stats.p95
         name = f"{key.replace('_p95_ms', '')}_p95_within_budget" + (f"[{label}]" if label else "")
-        if value is None:
-            verdicts.append(_verdict(name, None, f"no completed requests to measure {key}", None, budget))
-        elif too_many_errors:
-            detail = (
-                f"p95 {value:.1f} ms vs budget {budget:g} ms, but {point.error_rate:.1%} of requests failed "
-                f"(at most {max_errors:.1%} allowed): a latency over the few that succeeded is not a pass"
+        what = attr.replace("_ms", "").upper()
+        if records is not None:
+            judged = judge_percentile(
+                name, [getattr(r, attr) for r in ok], 95, float(budget), what, client_bound_reasons=reasons
             )
-            verdicts.append(_verdict(name, False, detail, value, budget))
+        elif stats.p95 is None:
+            judged = _verdict(
+                name, None, f"no completed requests to measure {key}", None, budget, status=INSUFFICIENT_DATA
+            )
         else:
-            verdicts.append(
-                _verdict(name, value <= budget, f"p95 {value:.1f} ms vs budget {budget:g} ms{caveat}", value, budget)
+            n = point.requests_completed
+            status = INSUFFICIENT_DATA if (n or 0) < MIN_SAMPLES else compare(stats.p95, None, float(budget))
+            detail = f"{what} p95 {stats.p95:.1f} ms (n={n}) vs budget {budget:g} ms"
+            if reasons and status in (PASS, FAIL):
+                status = INCONCLUSIVE
+                detail += f"; inconclusive (client-bound): {'; '.join(reasons)}"
+            judged = _verdict(name, None, detail, stats.p95, budget, n, status)
+        if too_many_errors and judged["status"] != INSUFFICIENT_DATA:
+            judged = verdict(
+                name,
+                FAIL,
+                judged["detail"] + f", but {point.error_rate:.1%} of requests failed (at most {max_errors:.1%} "
+                "allowed): a latency over the few that succeeded is not a pass",
+                judged["value"],
+                budget,
+                judged["n"],
+                judged["interval"],
             )
+        verdicts.append(judged)
     return verdicts
 
 
@@ -536,16 +599,26 @@ async def run_concurrency_stress(
         settled = {"after": None, "waited_s": 0}
         if not outcome.cancelled:
             settled = await _settle(session, baseline, float(params.get("settle_s") or 30.0), reporter, "settle", 95)
-    verdicts = _budget_verdicts(point, params) + [_errors_verdict([point])]
+    verdicts = _budget_verdicts(point, params, records=outcome.records) + [_errors_verdict([point])]
     held = point.achieved_concurrency
+    if outcome.client_bound:
+        status = INCONCLUSIVE  # the client, not the engine, failed to keep the load
+    else:
+        status = PASS if (held or 0) >= 0.95 * concurrency else FAIL
     verdicts.append(
         _verdict(
             "concurrency_held",
-            (held or 0) >= 0.95 * concurrency and not outcome.client_bound,
+            None,
             f"held {held or 0:.1f} of {concurrency} on average"
-            + (f"; client-bound: {'; '.join(outcome.client_bound_reasons)}" if outcome.client_bound else ""),
+            + (
+                f"; inconclusive (client-bound): {'; '.join(outcome.client_bound_reasons)}"
+                if outcome.client_bound
+                else ""
+            ),
             held,
             concurrency,
+            point.requests_completed,
+            status,
         )
     )
     if abort_every:
@@ -567,13 +640,10 @@ async def run_concurrency_stress(
 
 
 def _trace_lengths(params: dict[str, Any], input_tokens: int, output_tokens: int) -> Callable[[int], tuple[int, int]]:
-    """(input, output) tokens of request `index`: the fixed ones, or the trace's (params.length_trace)."""
+    """(input, output) tokens of request `index`: the trace's (params.length_trace), else drawn from
+    the constraints' distribution (params.input_distribution, benchmarks.harness.lengths), else fixed."""
     if not params.get("length_trace"):
-
-        def fixed(index: int) -> tuple[int, int]:
-            return input_tokens, output_tokens
-
-        return fixed
+        return length_sampler(params, input_tokens, output_tokens)
     try:
         return lengths_from_trace(
             params["length_trace"], params.get("length_trace_format"), int(params.get("length_trace_sample") or 10_000)
@@ -934,7 +1004,7 @@ async def run_swap_recovery(
         "cached_tokens_resume": [resumed[i].cached_tokens for i in sorted(resumed)][:200],
     }
     points[2].extra.update({"resume_over_warm_ttft_p50": extra["resume_over_warm_ttft_p50"]})
-    verdicts.extend(_budget_verdicts(points[2], params, label="resume"))
+    verdicts.extend(_budget_verdicts(points[2], params, label="resume", records=outcomes[2].records))
     reporter.close()
     return _build_result("swap_recovery", session, params, points, outcomes, verdicts, notes, partial, extra)
 
@@ -999,7 +1069,7 @@ async def run_prefix_reuse(
                 notes.append("cancelled: partial data")
                 break
     on = points[0]
-    verdicts = [_errors_verdict(points)] + _budget_verdicts(on, params, label="prefix_on")
+    verdicts = [_errors_verdict(points)] + _budget_verdicts(on, params, label="prefix_on", records=outcomes[0].records)
     used, own = on.extra.get("kv_tokens_peak"), on.extra["own_allocation_tokens"]
     if used is None:
         verdicts.append(
@@ -1124,7 +1194,7 @@ async def run_stability(
     kv = session.metrics.recording.series.get("kv_usage_ratio", [])
     slope = _slope(kv)
     drift["kv_usage_slope_per_hour"] = None if slope is None else slope * 3600.0
-    verdicts.extend(_budget_verdicts(overall, params))
+    verdicts.extend(_budget_verdicts(overall, params, records=outcome.records))
     overall.extra.update(drift)
     if outcome.cancelled:
         notes.append("cancelled: partial data")
@@ -1188,8 +1258,8 @@ async def run_trace_replay(
     points, outcomes = _replay_points(replayed, plan, params, session)
     lateness = replayed.lateness_p99_ms()
     verdicts = [_errors_verdict(points[:1])]
-    for point in points[1:]:
-        verdicts.extend(_budget_verdicts(point, params, label=point.label))
+    for point, outcome in zip(points[1:], outcomes[1:], strict=True):
+        verdicts.extend(_budget_verdicts(point, params, label=point.label, records=outcome.records))
     verdicts.append(
         _verdict(
             "arrivals_on_time",

@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from benchmarks import presentation, suite
+from benchmarks.harness import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
@@ -198,8 +199,7 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
 
 def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
     verdicts = run.verdicts or []
-    failed = [v for v in verdicts if v.get("passed") is False]
-    verdict = "fail" if failed else ("pass" if any(v.get("passed") for v in verdicts) else "inconclusive")
+    verdict = presentation.run_verdict(verdicts)
     rows = list(run.points.values())
     percentile = presentation.chart_percentile(rows) or "p95"  # uploads may report p99 or p90 only
     metrics = []
@@ -232,7 +232,7 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
 
 
 def _outcome(verdict: dict[str, Any]) -> str:
-    return "pass" if verdict.get("passed") else "fail" if verdict.get("passed") is False else "n/a"
+    return verdict_status.status_of(verdict).replace("_", " ")
 
 
 def _verdict_line(verdict: dict[str, Any]) -> str:

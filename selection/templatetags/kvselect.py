@@ -9,6 +9,7 @@ from django import template
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from selection.i18n import message_text, person_name, translate_name, translate_test
 from selection.records.staleness import staleness
@@ -20,6 +21,22 @@ register = template.Library()
 def inputs_changed(selection):
     """What changed since the selection's current signed decision was signed (None: nothing)."""
     return staleness(selection) if getattr(selection, "pk", None) else None
+
+
+VERDICT_STATUS_LABELS = {
+    "pass": gettext_lazy("pass"),
+    "fail": gettext_lazy("fail"),
+    "inconclusive": gettext_lazy("inconclusive"),
+    "insufficient_data": gettext_lazy("insufficient data"),
+    "not_exercised": gettext_lazy("not exercised"),
+    "not_judged": gettext_lazy("not judged"),
+}
+
+
+@register.filter
+def verdict_status(status: str) -> str:
+    """A verdict status (benchmarks.harness.verdicts.STATUSES) in the reader's language."""
+    return str(VERDICT_STATUS_LABELS.get(status, status))
 
 
 @register.filter

@@ -44,14 +44,14 @@ def test_plans_come_from_constraints_and_are_editable():
 
 def test_concurrency_stress_with_aborts(with_mock):
     params = w.plan("concurrency_stress", CONSTRAINTS) | {
-        "duration_s": 1.0,
+        "duration_s": 3.0,
         "warmup_s": 0.2,
         "settle_s": 3,
         "abort_fraction": 0.2,
     }
     progress = []
     result = with_mock(
-        MockConfig(ttft_s=0.01, itl_s=0.002, metrics_style="vllm"),
+        MockConfig(ttft_s=0.2, itl_s=0.01, metrics_style="vllm"),
         lambda s: w.run_test("concurrency_stress", target_for(s), params, progress=progress.append),
     )
     assert result.tool == "kvselect-harness" and result.evidence == "MEASURED" and not result.partial
@@ -72,18 +72,36 @@ def test_concurrency_stress_with_aborts(with_mock):
 
 def test_budget_and_error_verdicts_fail_when_they_should(with_mock):
     params = w.plan("concurrency_stress", CONSTRAINTS) | {
-        "duration_s": 0.5,
+        "duration_s": 3.0,
         "warmup_s": 0,
         "ttft_p95_ms": 1,
         "abort_fraction": 0,
     }
-    result = with_mock(MockConfig(ttft_s=0.02), lambda s: w.run_test("concurrency_stress", target_for(s), params))
-    assert verdicts(result)["ttft_p95_within_budget"]["passed"] is False
+    result = with_mock(
+        MockConfig(ttft_s=0.2, itl_s=0.01), lambda s: w.run_test("concurrency_stress", target_for(s), params)
+    )
+    ttft = verdicts(result)["ttft_p95_within_budget"]
+    assert ttft["passed"] is False and ttft["status"] == "fail" and ttft["n"] >= 20, ttft
+    low, high = ttft["interval"]
+    assert 1 < low <= ttft["value"] <= high and "95% CI" in ttft["detail"]
     result = with_mock(
         MockConfig(oom_in_stream_after=1), lambda s: w.run_test("concurrency_stress", target_for(s), params)
     )
     v = verdicts(result)["zero_errors"]
     assert v["passed"] is False and "oom" in v["detail"]
+
+
+def test_a_percentile_from_too_few_requests_is_insufficient_data_never_a_pass(with_mock):
+    params = w.plan("concurrency_stress", CONSTRAINTS) | {
+        "concurrency": 2,
+        "duration_s": 0.1,
+        "warmup_s": 0,
+        "abort_fraction": 0,
+    }
+    result = with_mock(MockConfig(ttft_s=0.02), lambda s: w.run_test("concurrency_stress", target_for(s), params))
+    ttft = verdicts(result)["ttft_p95_within_budget"]
+    assert ttft["status"] == "insufficient_data" and ttft["passed"] is None and ttft["n"] < 20, ttft
+    assert "at least 20" in ttft["detail"]
 
 
 def test_long_context_ladder_with_background(with_mock):
@@ -168,9 +186,15 @@ def test_latency_verdicts_of_a_client_bound_point_say_the_client_may_be_in_them(
         "client process needed 97% of a core (ran 97%, waited for one 0%): the client, not the engine, set the pace"
     ]
     bound = LoadPoint(
-        label="c=256", ttft_ms=Stats(p95=80.0), client_bound=True, extra={"client_bound_reasons": reasons}
+        label="c=256",
+        ttft_ms=Stats(p95=80.0),
+        client_bound=True,
+        requests_completed=500,
+        extra={"client_bound_reasons": reasons},
     )
-    kept = LoadPoint(label="c=64", ttft_ms=Stats(p95=80.0), client_bound=False)
+    kept = LoadPoint(label="c=64", ttft_ms=Stats(p95=80.0), client_bound=False, requests_completed=500)
     (verdict,) = w._budget_verdicts(bound, {"ttft_p95_ms": 100})
-    assert verdict["passed"] and "client-bound" in verdict["detail"] and "97% of a core" in verdict["detail"]
-    assert "client-bound" not in w._budget_verdicts(kept, {"ttft_p95_ms": 100})[0]["detail"]
+    assert verdict["status"] == "inconclusive" and verdict["passed"] is None
+    assert "inconclusive (client-bound)" in verdict["detail"] and "97% of a core" in verdict["detail"]
+    (verdict,) = w._budget_verdicts(kept, {"ttft_p95_ms": 100})
+    assert verdict["status"] == "pass" and "client-bound" not in verdict["detail"]

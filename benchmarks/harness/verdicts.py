@@ -1,0 +1,175 @@
+"""Verdicts that say how much was observed: sample size, a bootstrap interval, and a status that is
+never "pass" unless the behaviour was seen with enough data to decide (docs/domain.md, "verdicts").
+
+A verdict is a plain dict so it travels unchanged through the native format, the database and the
+record: {name, status, passed, detail, value, threshold, n, interval}. `passed` is True only for
+PASS and False only for FAIL; every other status leaves it None, so older readers that only know
+`passed` treat those as "not judged", never as a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+PASS = "pass"
+FAIL = "fail"
+INCONCLUSIVE = "inconclusive"  # judged, but the interval straddles the threshold or the client was the limit
+INSUFFICIENT_DATA = "insufficient_data"  # too few samples to judge
+NOT_EXERCISED = "not_exercised"  # the behaviour the test is about never happened (no eviction, ...)
+NOT_JUDGED = "not_judged"  # the engine exports nothing to judge it by
+STATUSES = (PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, NOT_JUDGED)
+
+MIN_SAMPLES = 20  # below it a percentile is "insufficient data", never a pass
+CONFIDENCE = 0.95
+BOOTSTRAP_SEED = 20261201  # fixed: the same requests give the same interval on every run
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_WORK = 20_000_000  # resamples x samples kept under this (large runs get fewer resamples)
+
+
+def verdict(
+    name: str,
+    status: str,
+    detail: str,
+    value: Any = None,
+    threshold: Any = None,
+    n: int | None = None,
+    interval: Sequence[float] | None = None,
+) -> dict[str, Any]:
+    if status not in STATUSES:
+        raise ValueError(f"status: must be one of {', '.join(STATUSES)}, got {status!r}")
+    return {
+        "name": name,
+        "status": status,
+        "passed": True if status == PASS else False if status == FAIL else None,
+        "detail": detail,
+        "value": value,
+        "threshold": threshold,
+        "n": n,
+        "interval": None if interval is None else [float(interval[0]), float(interval[1])],
+    }
+
+
+def status_of(item: dict[str, Any]) -> str:
+    """The status of a verdict, also of one written before statuses existed (`passed` only)."""
+    status = item.get("status")
+    if status in STATUSES:
+        return status
+    passed = item.get("passed")
+    return PASS if passed is True else FAIL if passed is False else NOT_JUDGED
+
+
+def bootstrap_interval(
+    values: Sequence[float],
+    statistic: Callable[[np.ndarray], np.ndarray],
+    confidence: float = CONFIDENCE,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of `statistic` (vectorised: it maps a (resamples, n) array to
+    (resamples,)). None under two samples."""
+    data = np.asarray([v for v in values if v is not None], dtype=float)
+    data = data[np.isfinite(data)]
+    if data.size < 2:
+        return None
+    resamples = int(max(200, min(BOOTSTRAP_RESAMPLES, BOOTSTRAP_WORK // data.size)))
+    rng = np.random.default_rng(seed)
+    estimates = statistic(data[rng.integers(0, data.size, size=(resamples, data.size))])
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(estimates, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def percentile_interval(values: Sequence[float], q: float) -> tuple[float, float] | None:
+    return bootstrap_interval(values, lambda sample: np.percentile(sample, q, axis=1))
+
+
+def ratio_interval(
+    numerators: Sequence[float], denominators: Sequence[float], q: float = 50.0
+) -> tuple[float, float] | None:
+    """Interval of percentile(numerators) / percentile(denominators), both resampled independently."""
+    top = np.asarray([v for v in numerators if v is not None], dtype=float)
+    bottom = np.asarray([v for v in denominators if v is not None], dtype=float)
+    if top.size < 2 or bottom.size < 2:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    resamples = BOOTSTRAP_RESAMPLES
+    a = np.percentile(top[rng.integers(0, top.size, size=(resamples, top.size))], q, axis=1)
+    b = np.percentile(bottom[rng.integers(0, bottom.size, size=(resamples, bottom.size))], q, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = a / b
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size == 0:
+        return None
+    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def compare(value: float, interval: Sequence[float] | None, threshold: float, at_most: bool = True) -> str:
+    """PASS/FAIL when the whole interval is on one side of the threshold, else INCONCLUSIVE."""
+    low, high = (value, value) if interval is None else (interval[0], interval[1])
+    if at_most:
+        if high <= threshold:
+            return PASS
+        if low > threshold:
+            return FAIL
+    else:
+        if low >= threshold:
+            return PASS
+        if high < threshold:
+            return FAIL
+    return INCONCLUSIVE
+
+
+def judge_percentile(
+    name: str,
+    values: Sequence[float],
+    q: float,
+    threshold: float,
+    what: str,
+    unit: str = "ms",
+    at_most: bool = True,
+    client_bound_reasons: Sequence[str] = (),
+    min_samples: int = MIN_SAMPLES,
+) -> dict[str, Any]:
+    """p`q` of `values` against `threshold`, with its sample size and bootstrap interval.
+
+    Fewer than `min_samples` values: INSUFFICIENT_DATA. An interval across the threshold:
+    INCONCLUSIVE. A value measured by a client that could not keep the load is INCONCLUSIVE
+    (client-bound): the lateness may be the client's, and an under-held load proves nothing."""
+    data = [float(v) for v in values if v is not None and np.isfinite(v)]
+    n = len(data)
+    sign = "<=" if at_most else ">="
+    if n < min_samples:
+        return verdict(
+            name,
+            INSUFFICIENT_DATA,
+            f"{what} p{q:g} from {n} requests: at least {min_samples} are needed to judge it "
+            f"(threshold {sign} {threshold:g} {unit})",
+            float(np.percentile(data, q)) if data else None,
+            threshold,
+            n,
+        )
+    value = float(np.percentile(data, q))
+    interval = percentile_interval(data, q)
+    status = compare(value, interval, threshold, at_most)
+    detail = (
+        f"{what} p{q:g} {value:.1f} {unit} (95% CI {interval[0]:.1f}–{interval[1]:.1f}, n={n}) "
+        f"vs {sign} {threshold:g} {unit}"
+        if interval
+        else f"{what} p{q:g} {value:.1f} {unit} (n={n}) vs {sign} {threshold:g} {unit}"
+    )
+    if status == INCONCLUSIVE:
+        detail += ": the interval straddles the threshold"
+    if client_bound_reasons and status in (PASS, FAIL):
+        # late sends or reads inflate latencies; a load not held leaves the engine under-loaded:
+        # either way the figure is partly the client's, neither a pass nor an engine failure
+        status = INCONCLUSIVE
+        detail += f"; inconclusive (client-bound): {'; '.join(client_bound_reasons)}"
+    return verdict(name, status, detail, value, threshold, n, interval)
+
+
+def count_label(status: str) -> str:
+    """Human words for a status (the record and the run page)."""
+    return status.replace("_", " ")
