@@ -335,6 +335,16 @@ def chart_svg(name: str, **arguments) -> str:
 PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA = "pass", "fail", "inconclusive", "insufficient_data"
 
 
+def observed_line(metadata: Mapping[str, Any] | None, simulated: bool) -> str:
+    """What a validation test observed, in one sentence with its figures and sample sizes (the
+    harness writes metadata["observed"]["line"]); empty for uploads, which carry figures only."""
+    observed = (metadata or {}).get("observed")
+    line = observed.get("line") if isinstance(observed, Mapping) else None
+    if not line:
+        return ""
+    return f"SIMULATED — {line}" if simulated else str(line)
+
+
 def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
     """A finished run's overall verdict from its pass criteria: FAIL when any criterion failed;
     PASS when every one passed; INSUFFICIENT_DATA when none could be judged (or the run has no

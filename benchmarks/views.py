@@ -189,6 +189,7 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
         ],
         params=[(param_label(key), key, value) for key, value in sorted((run.params or {}).items())],
         verdicts=presentation.criterion_rows(run.verdicts, translate=_),
+        observed=presentation.observed_line(run.metadata, run.is_simulated),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",
     )

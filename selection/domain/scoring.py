@@ -66,7 +66,7 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
-RULES_VERSION = "kvselect-scoring/2"  # 2: the context requirement is the longest input
+RULES_VERSION = "kvselect-scoring/3"  # 3: a lead inside the measurement noise is a tie; 2: longest input
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -142,6 +142,8 @@ class Metric:
     value: float | bool
     run_ids: tuple[str, ...] = ()
     evidence: str = MEASURED  # MEASURED or SIMULATED
+    # 95 % interval of the value (bootstrap over the run's requests); None: not known
+    interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -685,6 +687,8 @@ class IndicatorScore:
     run_ids: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     reason: str = ""
+    # the score with every measured input at the ends of its 95 % interval; None: no interval
+    score_interval: tuple[float, float] | None = None
 
 
 class _Missing(Exception):
@@ -875,7 +879,33 @@ def score_indicator(
         value = linear_lower_better(float(x), row.low, row.high)
     result.score = value
     result.status = "ok"
+    if row.source == M and row.direction != "levels" and any(m.interval for m in used):
+        result.score_interval = _score_interval(row, evidence, constraints, scenario, include_simulated, value)
     return result
+
+
+def _score_interval(
+    row: Mapping,
+    evidence: CandidateEvidence,
+    constraints: ScoringConstraints,
+    scenario: str,
+    include_simulated: bool,
+    score: float,
+) -> tuple[float, float]:
+    """The indicator's score with its measured inputs at the low ends, then the high ends, of their
+    intervals (exact for the usual one-metric indicator; both ends kept for several)."""
+    scores = [score]
+    for end in (0, 1):
+        moved = {
+            key: replace(metric, value=metric.interval[end]) if metric.interval else metric
+            for key, metric in evidence.metrics.items()
+        }
+        x = _derive(row, replace(evidence, metrics=moved), constraints, scenario, [], {}, include_simulated)
+        if row.direction == "higher_better":
+            scores.append(linear_higher_better(float(x), row.low, row.high))
+        else:
+            scores.append(linear_lower_better(float(x), row.low, row.high))
+    return min(scores), max(scores)
 
 
 # --------------------------------------------------------------------------- results
@@ -893,6 +923,7 @@ class CriterionScore:
     uses_simulated: bool
     indicators: list[IndicatorScore]
     explanation: str
+    score_interval: tuple[float, float] | None = None  # the lower-bound score at its inputs' interval ends
 
 
 @dataclass
@@ -928,6 +959,8 @@ class CandidateScore:
     rank: int | None = None
     uses_simulated: bool = False
     operating_complexity: str | None = None
+    # the total with every measured input at the ends of its 95 % interval (None: no interval)
+    total_interval: tuple[float, float] | None = None
 
 
 @dataclass
@@ -1020,11 +1053,18 @@ def _score_criterion(
     present = [ind for ind in indicators if ind.status == "ok"]
     covered = sum(ind.weight for ind in present)
     coverage = covered / total_weight if total_weight else 0.0
+    interval = None
     if not present:
         score = upper = None
         status = "missing"
     else:
         score = sum(ind.weight * ind.score for ind in present) / total_weight
+        if any(ind.score_interval for ind in present):
+            interval = tuple(
+                sum(ind.weight * (ind.score_interval[end] if ind.score_interval else ind.score) for ind in present)
+                / total_weight
+                for end in (0, 1)
+            )
         upper = score + (total_weight - covered) / total_weight
         status = "complete" if covered == total_weight else "partial"
     parts = []
@@ -1051,6 +1091,7 @@ def _score_criterion(
         uses_simulated=any(ind.status == "ok" and ind.evidence == SIMULATED for ind in present),
         indicators=indicators,
         explanation=explanation,
+        score_interval=interval,
     )
 
 
@@ -1205,6 +1246,15 @@ def score_candidates(
             cs.weight * (cs.score_upper if cs.score_upper is not None else 1.0) for cs in criteria.values()
         )
         coverage = sum(cs.weight * cs.coverage for cs in criteria.values())
+        total_interval = None
+        if any(cs.score_interval for cs in criteria.values()):
+            total_interval = tuple(
+                sum(
+                    cs.weight * (cs.score_interval[end] if cs.score_interval else (cs.score or 0.0))
+                    for cs in criteria.values()
+                )
+                for end in (0, 1)
+            )
         outcomes = _gate_outcomes(gates, dims)
         reasons = [g.reason for g in outcomes if not g.passed]
         candidates.append(
@@ -1221,6 +1271,7 @@ def score_candidates(
                 screen_reasons=reasons,
                 uses_simulated=any(cs.uses_simulated for cs in criteria.values()),
                 operating_complexity=ev.documented.operating_complexity,
+                total_interval=total_interval,
             )
         )
 
@@ -1337,16 +1388,21 @@ def _recommend(passing: list[CandidateScore], margin: float) -> tuple[list[Candi
             "explanation": Message(_("no candidate passes the gates")),
         }
     by_total = sorted(passing, key=lambda c: (-c.total, c.candidate))
-    top = by_total[0].total
-    group = [c for c in by_total if top - c.total <= margin + 1e-12]
+    top = by_total[0]
+    # a lead inside the measurement noise (the totals' 95 % intervals overlap) is no win either
+    noise = [c.candidate for c in by_total[1:] if top.total - c.total > margin + 1e-12 and _overlap(top, c)]
+    group = [c for c in by_total if top.total - c.total <= margin + 1e-12 or c.candidate in noise]
     rest = [c for c in by_total if c not in group]
     if len(group) == 1:
         return by_total, {
             "applied": False,
             "margin": margin,
             "group": [group[0].candidate],
+            "noise": [],
             "explanation": Message(
-                _("%(name)s leads by more than the tie margin %(margin)s"),
+                _("%(name)s leads by more than the tie margin %(margin)s and the measurement noise")
+                if top.total_interval is not None
+                else _("%(name)s leads by more than the tie margin %(margin)s"),
                 {"name": group[0].label, "margin": f"{margin:.2f}"},
             ),
         }
@@ -1369,16 +1425,29 @@ def _recommend(passing: list[CandidateScore], margin: float) -> tuple[list[Candi
         rule = "total"
     names = NAME_SEPARATOR.join(f"{c.label} {c.total:.3f}" for c in group)
     explanation = Message(
-        _("within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s"),
+        _("within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s")
+        if not noise
+        else _(
+            "within the tie margin %(margin)s or the measurement noise (overlapping 95%% intervals): %(names)s; "
+            "%(first)s is preferred on %(deciding)s"
+        ),
         {"margin": f"{margin:.2f}", "names": names, "first": first.label, "deciding": deciding},
     )
     return ordered + rest, {
         "applied": True,
         "margin": margin,
+        "noise": noise,
         "group": [c.candidate for c in group],
         "decided_by": rule,
         "explanation": explanation,
     }
+
+
+def _overlap(a: CandidateScore, b: CandidateScore) -> bool:
+    """Whether two totals' 95 % intervals overlap (without intervals on both: unknown, no)."""
+    if a.total_interval is None or b.total_interval is None:
+        return False
+    return a.total_interval[0] <= b.total_interval[1] and b.total_interval[0] <= a.total_interval[1]
 
 
 def ranking_method(

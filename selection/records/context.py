@@ -215,6 +215,7 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
         "test": suite.title_of(run.test) + (" (SIMULATED)" if run.is_simulated else ""),
         "candidate": run.candidate.display_name,
         "summary": _summary(verdicts),
+        "observed": presentation.observed_line(run.metadata, run.is_simulated),
         "verdicts": [_verdict_line(v) for v in verdicts],
         "verdict": verdict,
         "metrics": metrics,
@@ -236,9 +237,12 @@ def _outcome(verdict: dict[str, Any]) -> str:
 
 
 def _verdict_line(verdict: dict[str, Any]) -> str:
-    """One verdict as the record prints it: every verdict of every test, none left out."""
+    """One verdict as the record prints it: every verdict of every test, none left out, each with
+    its sample size when it has one."""
     detail = verdict.get("detail")
-    return f"{verdict.get('name')}: {_outcome(verdict)}" + (f" — {detail}" if detail else "")
+    n = verdict.get("n")
+    size = f" (n={n})" if n is not None and f"n={n}" not in str(detail or "") else ""
+    return f"{verdict.get('name')}: {_outcome(verdict)}{size}" + (f" — {detail}" if detail else "")
 
 
 def _in_articles_order(runs: list[BenchmarkRun], candidates: list) -> list[BenchmarkRun]:

@@ -163,14 +163,33 @@ def _target_point(points: list, target: float | None):
     return points[-1] if points else None
 
 
+def _pair(interval: Any) -> tuple[float, float] | None:
+    """A stored [low, high] as a tuple of floats, or None when it is not one."""
+    if not isinstance(interval, (list, tuple)) or len(interval) != 2:
+        return None
+    try:
+        low, high = float(interval[0]), float(interval[1])
+    except (TypeError, ValueError):
+        return None
+    return (min(low, high), max(low, high))
+
+
+def _interval_of(run: BenchmarkRun, verdict_name: str) -> tuple[float, float] | None:
+    """The interval a harness verdict measured (its value's 95 % bootstrap interval)."""
+    verdict = next((v for v in run.verdicts or [] if v.get("name") == verdict_name), None)
+    return _pair((verdict or {}).get("interval"))
+
+
 def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[str, scoring.Metric]:
     metrics: dict[str, scoring.Metric] = {}
     runs = latest_runs(candidate)
 
-    def put(name: str, value: Any, run: BenchmarkRun) -> None:
+    def put(name: str, value: Any, run: BenchmarkRun, interval: Any = None) -> None:
         if value is None:
             return
-        metrics[name] = scoring.Metric(value=value, run_ids=(str(run.pk),), evidence=run.evidence)
+        metrics[name] = scoring.Metric(
+            value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=_pair(interval)
+        )
 
     stress = runs.get("concurrency_stress") or runs.get("custom")
     gpus = max(candidate.gpu_count, 1)
@@ -178,8 +197,9 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
         points = list(stress.points.all())
         point = _target_point(points, constraints.get("peak_concurrency"))
         if point is not None:
-            put("ttft_p95_ms", point.ttft_ms.get("p95"), stress)
-            put("tpot_p95_ms", point.tpot_ms.get("p95"), stress)
+            # the harness's budget verdicts carry the p95's bootstrap interval (uploads have none)
+            put("ttft_p95_ms", point.ttft_ms.get("p95"), stress, _interval_of(stress, "ttft_p95_within_budget"))
+            put("tpot_p95_ms", point.tpot_ms.get("p95"), stress, _interval_of(stress, "tpot_p95_within_budget"))
             put("error_rate", point.error_rate, stress)
             if not point.client_bound:  # a client that did not keep the load says nothing of the engine
                 put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
@@ -216,9 +236,10 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
         derived.update((run.metadata or {}).get("derived") or {})
         for point in run.points.all():
             derived.update({k: v for k, v in (point.extra or {}).items() if k in DERIVED_METRICS})
+        intervals = (run.metadata or {}).get("derived_intervals") or {}
         for name in DERIVED_METRICS:
             if name in derived and name not in metrics:
-                put(name, derived[name], run)
+                put(name, derived[name], run, intervals.get(name))
     measured = (candidate.measured_capacity or {}).get("token_capacity")
     predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
     if measured and predicted:

@@ -149,7 +149,25 @@ def test_criteria_are_named_in_words_with_their_status():
         ([{"passed": None}], "insufficient_data"),
         ([], "insufficient_data"),
         (None, "insufficient_data"),
+        ([{"status": "pass", "passed": True}, {"status": "not_exercised", "passed": None}], "inconclusive"),
+        ([{"status": "not_exercised", "passed": None}], "insufficient_data"),
+        ([{"status": "pass", "passed": True}, {"status": "inconclusive", "passed": None}], "inconclusive"),
+        ([{"status": "insufficient_data", "passed": None}, {"status": "fail", "passed": False}], "fail"),
     ],
 )
 def test_a_runs_overall_verdict(verdicts, overall):
     assert p.run_verdict(verdicts) == overall
+
+
+def test_the_observed_line_is_labelled_simulated_and_empty_for_uploads():
+    metadata = {"observed": {"line": "evicted 12 of 16 idle sessions (n=16)"}}
+    assert p.observed_line(metadata, simulated=True) == "SIMULATED — evicted 12 of 16 idle sessions (n=16)"
+    assert p.observed_line(metadata, simulated=False) == "evicted 12 of 16 idle sessions (n=16)"
+    assert p.observed_line({}, simulated=False) == "" and p.observed_line(None, simulated=True) == ""
+
+
+def test_criterion_rows_carry_status_sample_size_and_interval():
+    (row,) = p.criterion_rows(
+        [{"name": "ttft_p95_within_budget", "status": "inconclusive", "passed": None, "n": 40, "interval": [9, 12]}]
+    )
+    assert row["status"] == "inconclusive" and row["n"] == 40 and row["interval"] == [9, 12]

@@ -62,6 +62,15 @@ def base_doc():
         (lambda d: d["requests"].update(shoe_size=[1, 2]), "requests.shoe_size: unknown column"),
         (lambda d: d.update(timeseries={"kv": [[0.0]]}), "timeseries.kv[0]: expected [t_s, value]"),
         (lambda d: d.update(verdicts=[{"name": "x", "passed": "yes"}]), "verdicts[0].passed: expected a boolean"),
+        (lambda d: d.update(verdicts=[{"name": "x", "passed": None}]), "verdicts[0].passed: expected a boolean"),
+        (
+            lambda d: d.update(verdicts=[{"name": "x", "status": "maybe", "passed": None}]),
+            "verdicts[0].status: expected one of",
+        ),
+        (
+            lambda d: d.update(verdicts=[{"name": "x", "status": "inconclusive", "passed": True}]),
+            "verdicts[0].passed: True contradicts status 'inconclusive'",
+        ),
     ],
 )
 def test_strict_validation(change, message):
@@ -70,6 +79,13 @@ def test_strict_validation(change, message):
     with pytest.raises(FormatError) as caught:
         detect_and_parse(json.dumps(doc).encode(), "r.json", format="native")
     assert message in str(caught.value)
+
+
+def test_a_verdict_without_a_pass_carries_its_status():
+    doc = base_doc()
+    doc["verdicts"] = [{"name": "eviction_exercised", "status": "not_exercised", "passed": None, "n": 16}]
+    result = detect_and_parse(json.dumps(doc).encode(), "r.json", format="native")
+    assert result.verdicts[0]["status"] == "not_exercised" and result.verdicts[0]["n"] == 16
 
 
 def test_native_is_detected_by_schema():

@@ -668,3 +668,41 @@ def test_scheduling_isolation_maps_fair_scheduling_and_admission_limits(
         assert "admission_limit" not in isolation.inputs
     else:
         assert isolation.inputs["admission_limit"].startswith(admission) and isolation.run_ids == ["run-overload"]
+
+
+# ------------------------------------------------------------------ measurement noise
+
+
+def _noisy_pair(p_interval, q_interval):
+    p = CandidateEvidence(
+        "p",
+        "P",
+        {"ttft_p95_ms": Metric(700.0, ("1",), MEASURED, p_interval)},
+        DocumentedFeatures(operating_complexity="high"),
+    )
+    q = CandidateEvidence(
+        "q",
+        "Q",
+        {"ttft_p95_ms": Metric(760.0, ("2",), MEASURED, q_interval)},
+        DocumentedFeatures(operating_complexity="low"),
+    )
+    return score_candidates("A", [p, q], CONS, {"concurrency_control": 1}, options=ScoringOptions(tie_margin=0.0))
+
+
+def test_a_lead_inside_the_measurement_noise_is_a_tie_decided_by_the_tie_break():
+    result = _noisy_pair((650.0, 760.0), (700.0, 820.0))
+    p, q = result.candidate("p"), result.candidate("q")
+    assert p.total > q.total and result.weighted_sum_leader == "p"
+    low, high = p.total_interval
+    assert low <= p.total <= high and q.total_interval[0] <= q.total <= q.total_interval[1]
+    assert result.tie_break["applied"] and result.tie_break["noise"] == ["q"]
+    assert result.winner == "q" and result.tie_break["decided_by"] == "operating_complexity"
+    assert "measurement noise" in str(result.tie_break["explanation"].to_dict())
+
+
+def test_a_lead_beyond_the_noise_stands_and_no_interval_means_no_noise_claim():
+    result = _noisy_pair((690.0, 710.0), (750.0, 770.0))
+    assert result.winner == "p" and not result.tie_break["applied"] and result.tie_break["noise"] == []
+    result = _noisy_pair(None, None)
+    assert result.candidate("p").total_interval is None and result.winner == "p"
+    assert "noise" not in str(result.tie_break["explanation"].to_dict())
