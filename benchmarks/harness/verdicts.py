@@ -132,12 +132,18 @@ def judge_percentile(
     at_most: bool = True,
     client_bound_reasons: Sequence[str] = (),
     min_samples: int = MIN_SAMPLES,
+    client_slack_ms: float | None = None,
+    load_held: bool = False,
 ) -> dict[str, Any]:
     """p`q` of `values` against `threshold`, with its sample size and bootstrap interval.
 
     Fewer than `min_samples` values: INSUFFICIENT_DATA. An interval across the threshold:
     INCONCLUSIVE. A value measured by a client that could not keep the load is INCONCLUSIVE
-    (client-bound): the lateness may be the client's, and an under-held load proves nothing."""
+    (client-bound): the lateness may be the client's, and an under-held load proves nothing for a
+    pass. A failure stays a failure only when it exceeds the threshold by more than the client could
+    have added (`client_slack_ms`: its measured send lateness, loop lag and late reads), and a pass
+    stays a pass only when the load was held (`load_held`): then the client's lateness can only
+    have added latency, and the engine met the threshold in spite of it."""
     data = [float(v) for v in values if v is not None and np.isfinite(v)]
     n = len(data)
     sign = "<=" if at_most else ">="
@@ -164,9 +170,24 @@ def judge_percentile(
         detail += ": the interval straddles the threshold"
     if client_bound_reasons and status in (PASS, FAIL):
         # late sends or reads inflate latencies; a load not held leaves the engine under-loaded:
-        # either way the figure is partly the client's, neither a pass nor an engine failure
-        status = INCONCLUSIVE
-        detail += f"; inconclusive (client-bound): {'; '.join(client_bound_reasons)}"
+        # the figure is partly the client's, so neither a pass nor, within the client's lateness,
+        # an engine failure
+        low = interval[0] if interval else value
+        beyond = client_slack_ms is not None and (
+            low - client_slack_ms > threshold if at_most else low + client_slack_ms < threshold
+        )
+        if status == PASS and load_held:
+            detail += (
+                f"; the load was held and the client's lateness only adds latency ({'; '.join(client_bound_reasons)})"
+            )
+        elif status == FAIL and beyond:
+            detail += (
+                f"; fails even allowing the client's {client_slack_ms:.1f} {unit} of lateness "
+                f"(client-bound: {'; '.join(client_bound_reasons)})"
+            )
+        else:
+            status = INCONCLUSIVE
+            detail += f"; inconclusive (client-bound): {'; '.join(client_bound_reasons)}"
     return verdict(name, status, detail, value, threshold, n, interval)
 
 

@@ -391,7 +391,14 @@ def _budget_verdicts(
         what = attr.replace("_ms", "").upper()
         if records is not None:
             judged = judge_percentile(
-                name, [getattr(r, attr) for r in ok], 95, float(budget), what, client_bound_reasons=reasons
+                name,
+                [getattr(r, attr) for r in ok],
+                95,
+                float(budget),
+                what,
+                client_bound_reasons=reasons,
+                client_slack_ms=client_slack_ms(point) if attr != "tpot_ms" else None,
+                load_held=load_held(point),
             )
         elif stats.p95 is None:
             judged = _verdict(
@@ -420,18 +427,40 @@ def _budget_verdicts(
     return verdicts
 
 
+def client_slack_ms(point: LoadPoint) -> float | None:
+    """The most latency a client-bound client could have added to a request: its send lateness,
+    event-loop lag and late reads (p99 / max as measured); None when none was measured."""
+    extra = point.extra or {}
+    figures = [extra.get(k) for k in ("send_lateness_ms_p99", "loop_lag_ms_p99", "late_read_max_ms")]
+    known = [float(f) for f in figures if f is not None]
+    return max(known) if known else None
+
+
+def load_held(point: LoadPoint) -> bool:
+    """Whether the client applied the load it was asked for: closed loop, at least 95 % of the
+    concurrency held; open loop, under 1 % of sends late (an unset load counts as held)."""
+    extra = point.extra or {}
+    if point.concurrency:
+        return (point.achieved_concurrency or 0) >= 0.95 * point.concurrency
+    late = extra.get("late_sends_fraction")
+    return late is None or late < 0.01
+
+
 def _errors_verdict(points: list[LoadPoint], name: str = "zero_errors") -> dict[str, Any]:
     failed = sum(p.requests_failed or 0 for p in points)
+    total = failed + sum(p.requests_completed or 0 for p in points)
     classes: dict[str, int] = {}
     for p in points:
         for k, v in (p.extra.get("errors_by_class") or {}).items():
             classes[k] = classes.get(k, 0) + v
+    if total == 0:
+        return _verdict(name, None, "no request completed or failed", 0, 0, 0, INSUFFICIENT_DATA)
     detail = (
-        "no failed requests"
+        f"no failed requests of {total}"
         if not failed
-        else f"{failed} failed requests: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items()))
+        else f"{failed} of {total} requests failed: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items()))
     )
-    return _verdict(name, failed == 0, detail, failed, 0)
+    return _verdict(name, failed == 0, detail, failed, 0, total)
 
 
 def _series_in(recording: MetricsRecording, name: str, start: float, end: float) -> list[float]:

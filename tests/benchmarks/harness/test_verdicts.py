@@ -42,3 +42,21 @@ def test_status_of_reads_old_verdicts_and_rejects_unknown_statuses():
     assert v.status_of({"passed": True}) == v.PASS and v.status_of({"passed": None}) == v.NOT_JUDGED
     with pytest.raises(ValueError, match="status"):
         v.verdict("x", "maybe", "")
+
+
+def test_a_client_bound_failure_far_beyond_the_clients_lateness_stays_a_failure():
+    far = v.judge_percentile(
+        "t", [500.0] * 40, 95, 100.0, "TTFT", client_bound_reasons=["loop lag"], client_slack_ms=16
+    )
+    assert far["status"] == v.FAIL and "even allowing the client's 16.0 ms" in far["detail"]
+    near = v.judge_percentile(
+        "t", [110.0] * 40, 95, 100.0, "TTFT", client_bound_reasons=["loop lag"], client_slack_ms=16
+    )
+    assert near["status"] == v.INCONCLUSIVE
+
+
+def test_a_pass_under_a_lagging_client_stands_only_when_the_load_was_held():
+    held = v.judge_percentile("t", [50.0] * 40, 95, 100.0, "TTFT", client_bound_reasons=["loop lag"], load_held=True)
+    assert held["status"] == v.PASS and "only adds latency" in held["detail"]
+    short = v.judge_percentile("t", [50.0] * 40, 95, 100.0, "TTFT", client_bound_reasons=["held 30.3/32"])
+    assert short["status"] == v.INCONCLUSIVE
