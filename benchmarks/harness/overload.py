@@ -160,7 +160,7 @@ def recovery_time(
     `baselines` (waiting, KV usage), were back at the first step's level, on the session's clock.
 
     Latency is back when the median TTFT of RECOVERY_WINDOW consecutive requests of the recovery
-    step is at most the baseline TTFT p95 (at the first token of the window's first request; record
+    step is at most the baseline TTFT p95 (at the first token of the window's first such request; record
     times are perf_counter times, `time_zero` maps them onto the series' clock); a
     series is back at its first sample from which every later one, up to `until`, stays within
     baseline + tolerance. `recovered_s` is the latest of these, None when one never came back."""
@@ -169,9 +169,10 @@ def recovery_time(
     if baseline_ttft_ms is not None:
         parts["latency"] = None
         for index in range(0, max(len(ok) - RECOVERY_WINDOW + 1, 0)):
-            window = sorted(r.ttft_ms for r in ok[index : index + RECOVERY_WINDOW])
-            if window[len(window) // 2] <= baseline_ttft_ms:
-                first = ok[index]
+            window = ok[index : index + RECOVERY_WINDOW]
+            ttfts = sorted(r.ttft_ms for r in window)
+            if ttfts[len(ttfts) // 2] <= baseline_ttft_ms:
+                first = next(r for r in window if r.ttft_ms <= baseline_ttft_ms)
                 parts["latency"] = max(first.send_time - time_zero + first.ttft_ms / 1000.0 - load_end, 0.0)
                 break
     for name, base in baselines.items():
