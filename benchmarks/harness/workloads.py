@@ -1,4 +1,4 @@
-"""The five KV-cache validation tests of docs/domain.md, run against any OpenAI-compatible endpoint.
+"""The six KV-cache validation tests of docs/domain.md, run against any OpenAI-compatible endpoint.
 
 Each test has `plan_<test>(constraints) -> params` (a plain, JSON-serialisable dict the user may
 edit) and `run_<test>(target, params, cancel=None, progress=None) -> NormalizedResult` with
@@ -1656,11 +1656,13 @@ def _overload_line(figures: dict[str, Any], unit: str) -> str:
         return "no overload step ran"
     steps = figures["steps"]
     sustainable = figures["sustainable"]
-    parts = [
-        f"sustainable {sustainable:g} {unit} of target {figures['target']:g}"
-        if sustainable is not None
-        else f"target {figures['target']:g} {unit} not sustained"
-    ]
+    first_status = steps[0]["status"] if steps else None
+    if sustainable is not None:
+        parts = [f"sustainable {sustainable:g} {unit} of target {figures['target']:g}"]
+    elif first_status == FAIL:
+        parts = [f"target {figures['target']:g} {unit} not sustained"]
+    else:  # inconclusive (client-bound, or the interval straddles the budget) or too few requests
+        parts = [f"target {figures['target']:g} {unit} sustainability {str(first_status).replace('_', ' ')}"]
     top = next((s for s in reversed(steps) if s["direction"] == "up"), None)
     if top is not None:
         errors = sum(top["failures"].values())
@@ -1827,7 +1829,7 @@ def plan(test: str, constraints: dict[str, Any] | None = None, **kwargs: Any) ->
 
 
 async def run_test(test: str, target: Target, params: dict[str, Any], **kwargs: Any) -> NormalizedResult:
-    """Run one of the validation tests (the five, and the trace replay) by its ingest-API name."""
+    """Run one of the validation tests (the six, and the trace replay) by its ingest-API name."""
     if test not in RUNNERS:
         raise PlanError(f"test: must be one of {', '.join(RUNNERS)}, got {test!r}")
     return await RUNNERS[test](target, params, **kwargs)
