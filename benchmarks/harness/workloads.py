@@ -1457,8 +1457,11 @@ async def run_overload(
         "line": _overload_line(figures, unit),
         **{k: v for k, v in figures.items() if k != "steps"},
     }
+    derived = result.metadata.setdefault("derived", {})
     if figures.get("handling_level") is not None:
-        result.metadata.setdefault("derived", {})["overload_handling"] = figures["handling_level"]
+        derived["overload_handling"] = figures["handling_level"]
+    if figures.get("sustainable") is not None and figures.get("mode") == "closed":
+        derived["sustainable_concurrency"] = figures["sustainable"]
     return result
 
 

@@ -167,10 +167,12 @@ def overload_sustainable_concurrency(run: BenchmarkRun) -> float | None:
     """The overload test's sustainable concurrency: its highest step within the budget with under
     1 % errors (closed loop). An open-loop run's sustainable level is a rate: the concurrency the
     engine held at that step stands for it. None when no step qualified or it was client-bound."""
-    figures = (run.metadata or {}).get("overload") or {}
+    metadata = run.metadata or {}
+    figures = metadata.get("overload") or {}
     sustainable = figures.get("sustainable")
-    if sustainable is None:
-        return None
+    if sustainable is None:  # an uploaded result may state it among its derived figures
+        stated = (metadata.get("derived") or {}).get("sustainable_concurrency")
+        return None if stated is None else float(stated)
     if figures.get("mode") != "open":
         return float(sustainable)
     for point in run.points.all():
