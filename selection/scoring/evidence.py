@@ -201,7 +201,8 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
     stress = runs.get("concurrency_stress") or runs.get("custom")
     gpus = max(candidate.gpu_count, 1)
     if stress is not None:
-        points = list(stress.points.all())
+        # a traffic group's point (short, long) is a part of the load, not a load of its own
+        points = [p for p in stress.points.all() if not (p.extra or {}).get("traffic_group")]
         point = _target_point(points, constraints.get("peak_concurrency"))
         if point is not None:
             put("ttft_p95_ms", point.ttft_ms.get("p95"), stress)
