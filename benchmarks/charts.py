@@ -876,5 +876,6 @@ CHARTS = {
     "ttft_vs_context": ttft_vs_context,
     "prefix_on_off": prefix_on_off,
     "soak_drift": soak_drift,
+    "overload_steps": overload_steps,
     "capacity_memory_vs_context": capacity_memory_vs_context,
 }
