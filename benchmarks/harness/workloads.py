@@ -673,6 +673,7 @@ async def run_concurrency_stress(
         outcome.cancelled,
         {"kv_baseline": baseline, "kv_after": settled.get("after"), **_lengths_meta(lengths)},
     )
+    result.metadata["observed"] = _stress_observed(point, [g for g, _part in groups], rate, concurrency)
     if groups:
         result.metadata["traffic_groups"] = {
             "long_input_tokens": _long_threshold(params),
@@ -680,6 +681,42 @@ async def run_concurrency_stress(
             "requests": {p.label: (p.requests_completed or 0) + (p.requests_failed or 0) for p, _part in groups},
         }
     return result
+
+
+def _stress_observed(point: LoadPoint, groups: list[LoadPoint], rate: float | None, concurrency: int) -> dict[str, Any]:
+    """The stress test's observed sentence and figures (metadata.observed)."""
+    n = (point.requests_completed or 0) + (point.requests_failed or 0)
+    load = (
+        f"sent {point.extra.get('achieved_rate') or 0:.1f} of {rate:g} req/s open loop"
+        if rate
+        else f"held {point.achieved_concurrency or 0:.1f} of {concurrency}"
+    )
+    ttft = point.ttft_ms.p95
+    parts = [
+        load,
+        f"TTFT p95 {ttft:.0f} ms" if ttft is not None else "TTFT p95 n/a",
+        f"{point.requests_failed or 0} of {n} failed",
+    ]
+    kv = point.extra.get("kv_usage_ratio_max")
+    if kv is not None:
+        parts.append(f"KV peak {kv:.0%}")
+    for group in groups:
+        gn = (group.requests_completed or 0) + (group.requests_failed or 0)
+        value = group.ttft_ms.p95
+        parts.append(f"{group.label} TTFT p95 " + (f"{value:.0f} ms" if value is not None else "n/a") + f" (n={gn})")
+    return {
+        "line": "; ".join(parts) + f" (n={n})",
+        "requests": n,
+        "ttft_p95_ms": ttft,
+        "error_rate": point.error_rate,
+        "achieved_concurrency": point.achieved_concurrency,
+        "achieved_rate": point.extra.get("achieved_rate"),
+        "kv_usage_ratio_max": kv,
+        "groups": {
+            g.label: {"n": (g.requests_completed or 0) + (g.requests_failed or 0), "ttft_p95_ms": g.ttft_ms.p95}
+            for g in groups
+        },
+    }
 
 
 def _held_text(point: LoadPoint) -> str:

@@ -245,3 +245,5 @@ def test_concurrency_stress_reports_each_traffic_group_with_its_own_budget_verdi
         assert v["ttft_p95_within_budget[long]"]["status"] == "insufficient_data"
     assert result.metadata["traffic_groups"]["long_input_tokens"] == 600
     assert set(result.requests["point"]) == {0}  # the request rows stay under the whole point
+    observed = result.metadata["observed"]
+    assert "short TTFT p95" in observed["line"] and observed["groups"]["long"]["n"] == long.requests_completed
