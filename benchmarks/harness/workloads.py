@@ -1414,13 +1414,13 @@ async def run_overload(
         assert prompts is not None
         climbing_done = False
         elapsed = 0.0
-        for direction, level in plan_steps:
+        for position, (direction, level) in enumerate(plan_steps):
             if direction == "up" and climbing_done:
                 continue
             if reporter.cancelled():
                 partial = True
                 break
-            recovery = direction == "down" and (direction, level) == plan_steps[-1]
+            recovery = direction == "down" and position == len(plan_steps) - 1
             duration = recovery_s if recovery else step_s
             offset = index_base
 
