@@ -78,5 +78,7 @@ def test_simulate_model_refuses_what_it_cannot_size():
 
 
 def test_the_overload_knob_is_a_flag():
+    from benchmarks.simulator import cli
+
     assert cli.config_from_options(_options("--oom-without-admission", "crash")).oom_without_admission == "crash"
     assert cli.config_from_options(_options()).oom_without_admission is None
