@@ -22,7 +22,8 @@ REJECTION, QUEUEING, COLLAPSE, OOM, CRASH = "rejection", "queueing", "collapse",
 HANDLING_LEVEL = {REJECTION: 1.0, QUEUEING: 0.7, COLLAPSE: 0.3, OOM: 0.0, CRASH: 0.0}
 GRACEFUL = (REJECTION, QUEUEING)
 REJECT_STATUSES = (429, 503)  # "too many requests" / "overloaded": the engine refused the work
-CRASH_WORDS = ("crash", "died", "dead", "engine core")  # a 503 saying so is the engine gone, not a refusal
+# a 503 saying so is the engine gone, not a refusal (vLLM: EngineDeadError, "EngineCore encountered an issue")
+CRASH_WORDS = ("crash", "died", "dead", "enginecore", "engine core")
 # Latency collapse: a step's TTFT p95 above this multiple of the budget (or, without one, of the
 # first step's TTFT p95), or, open loop, completions below COMPLETION_KEPT of the offered rate
 # with nothing rejected (the queue grows without bound), or throughput below THROUGHPUT_KEPT of
