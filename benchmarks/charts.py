@@ -261,10 +261,10 @@ def _check_series(name: str, series: Mapping[str, Any]) -> None:
         raise ChartInputError(f"{name}: expected a non-empty mapping of label -> data")
 
 
-def _figure(title: str, simulated: bool, size: tuple[float, float] = (7.0, 3.6), ncols: int = 1):
+def _figure(title: str, simulated: bool, size: tuple[float, float] = (7.0, 3.6), ncols: int = 1, nrows: int = 1):
     fig = Figure(figsize=size)
     FigureCanvasSVG(fig)
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
     shown = f"{title} ({_(SIMULATED_LABEL)})" if simulated else title
     fig.suptitle(wrap(shown, 90), fontsize=11)
     return fig, list(axes)
@@ -685,6 +685,66 @@ def soak_drift(
     return _render(fig, title, simulated)
 
 
+@_chart
+def overload_steps(
+    series: Mapping[str, Mapping[str, Sequence[Any]]],
+    title: str = "Overload: the way up and down",
+    simulated: bool = False,
+    ttft_budget_ms: float | None = None,
+    colours: Mapping[str, str] | None = None,
+) -> str:
+    """The overload test's steps in the order they ran (up to the top, then back down): TTFT p95
+    per step on top (log scale, the budget dashed), failed requests per step below (rejections
+    hatched, other failures solid), one colour per candidate.
+
+    series: candidate -> {"labels": [step label, ...], "ttft_p95_ms": [...], "rejected": [...],
+    "failed": [...]} (failed: every failed request, rejections included).
+    """
+    _check_series("series", series)
+    palette = series_colours(series, colours)
+    fig, (top, bottom) = _figure(title, simulated, size=(7.0, 4.6), ncols=1, nrows=2)
+    labels: list[str] = []
+    for data in series.values():
+        if len(data.get("labels") or ()) > len(labels):
+            labels = list(data["labels"])
+    width = 0.8 / max(len(series), 1)
+    for index, (candidate, data) in enumerate(series.items()):
+        xs = list(range(len(data["labels"])))
+        ttft = [_num(v) for v in data["ttft_p95_ms"]]
+        top.plot(xs, ttft, marker="o", markersize=3, drawstyle="steps-mid", color=palette[candidate], label=candidate)
+        offset = (index - (len(series) - 1) / 2) * width
+        failed = [_num(v) for v in data["failed"]]
+        rejected = [_num(v) for v in data["rejected"]]
+        other = [max(f - r, 0.0) if not math.isnan(f) else 0.0 for f, r in zip(failed, rejected, strict=True)]
+        bottom.bar([x + offset for x in xs], other, width=width, color=palette[candidate])
+        bottom.bar(
+            [x + offset for x in xs],
+            rejected,
+            width=width,
+            bottom=other,
+            color="white",
+            edgecolor=palette[candidate],
+            hatch="///",
+        )
+    if ttft_budget_ms:
+        top.axhline(ttft_budget_ms, color=REFERENCE, linestyle="dashed", linewidth=1, label=_("TTFT budget (p95)"))
+    if any(v > 0 for data in series.values() for v in (_num(x) for x in data["ttft_p95_ms"]) if not math.isnan(v)):
+        top.set_yscale("log")
+    top.set_ylabel(_("TTFT p95 (ms)"))
+    top.set_xticks(range(len(labels)), [""] * len(labels))
+    bottom.set_xticks(range(len(labels)), [wrap(label, TICK_WIDTH) for label in labels], fontsize=7)
+    bottom.set_ylabel(_("failed requests"))
+    top.grid(axis="x", visible=False)
+    bottom.grid(axis="x", visible=False)
+    key = [
+        Patch(facecolor=REFERENCE_SOFT, label=_("failed: OOM, crash or other errors")),
+        Patch(facecolor="white", edgecolor=REFERENCE_SOFT, hatch="///", label=_("rejected (HTTP 429/503)")),
+    ]
+    _legend(top)
+    _legend(bottom, key)
+    return _render(fig, title, simulated)
+
+
 LINESTYLES = ("solid", "dashed", "dashdot", "dotted")
 
 
@@ -816,5 +876,6 @@ CHARTS = {
     "ttft_vs_context": ttft_vs_context,
     "prefix_on_off": prefix_on_off,
     "soak_drift": soak_drift,
+    "overload_steps": overload_steps,
     "capacity_memory_vs_context": capacity_memory_vs_context,
 }

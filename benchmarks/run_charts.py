@@ -88,6 +88,19 @@ def soak_drift_points(run: BenchmarkRun) -> list[tuple[float, Any]] | None:
     return [(0.0, (first.ttft_ms or {}).get("p99")), (duration, (last.ttft_ms or {}).get("p99"))]
 
 
+def overload_step_series(run: BenchmarkRun) -> dict[str, list] | None:
+    """Overload: each step in the order it ran (up, then down), its TTFT p95, failed and rejected requests."""
+    steps = [p for p in run.points.all() if (p.extra or {}).get("direction") in ("up", "down")]
+    if not steps:
+        return None
+    return {
+        "labels": [p.label for p in steps],
+        "ttft_p95_ms": [(p.ttft_ms or {}).get("p95") for p in steps],
+        "failed": [p.requests_failed or 0 for p in steps],
+        "rejected": [((p.extra or {}).get("failures_by_kind") or {}).get("rejected", 0) for p in steps],
+    }
+
+
 # --------------------------------------------------------------------------- drawings ({label: data})
 
 Colours = Mapping[str, str]  # candidate label -> colour (`charts.candidate_colours`)
@@ -171,6 +184,15 @@ def _draw_soak(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colou
     return _(SOAK_TITLE), charts.soak_drift(dict(data), title=_(SOAK_TITLE), simulated=simulated, colours=colours)
 
 
+OVERLOAD_TITLE = gettext_noop("Overload: the way up and down")
+
+
+def _draw_overload(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
+    return _(OVERLOAD_TITLE), charts.overload_steps(
+        dict(data), title=_(OVERLOAD_TITLE), simulated=simulated, ttft_budget_ms=budgets.ttft_p95_ms, colours=colours
+    )
+
+
 @dataclass(frozen=True)
 class ChartKind:
     id: str
@@ -221,6 +243,16 @@ KINDS: dict[str, ChartKind] = {
             _draw_soak,
             gettext_noop(
                 "TTFT p99 in the first and last window of the long-run stability test: drift shows as a slope."
+            ),
+        ),
+        ChartKind(
+            "overload_steps",
+            overload_step_series,
+            _draw_overload,
+            gettext_noop(
+                "The overload test's steps in the order they ran, up to the top and back down: TTFT p95 per step "
+                "(the dashed line is the budget) and, below, failed requests per step (hatched: rejected with "
+                "429/503)."
             ),
         ),
     )

@@ -88,6 +88,20 @@ TESTS: tuple[ValidationTest, ...] = (
         ("soak_drift", "kv_usage"),
     ),
     ValidationTest(
+        "overload",
+        6,
+        _("Overload and rejection"),
+        _(
+            "Step the load from the target concurrency (or, open loop, the request rate) up to 3x or until errors, "
+            "then back down: the sustainable load (the highest step within the latency budget with under 1 % errors), "
+            "what the engine does past it (rejection with 429/503, bounded queueing, latency collapse, OOM or a crash) "
+            "and the time to recover to the first step's latency and KV level. Passes when the target is sustainable, "
+            "the overload is handled by rejection or bounded queueing, and it recovers within the bound."
+        ),
+        _("the sustainable load, the engine's behaviour past it, and the time to recover"),
+        ("overload_steps", "latency_vs_load", "kv_usage"),
+    ),
+    ValidationTest(
         "trace_replay",
         None,
         _("Trace replay"),

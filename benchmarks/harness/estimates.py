@@ -89,6 +89,23 @@ def estimate(test: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         seconds = _number(p, "duration_s")
         requests = _closed_loop(concurrency, seconds, request_seconds(p, _number(p, "input_tokens")))
         tokens = requests * per_token
+    elif test == "overload":
+        factors = [float(f) for f in p.get("step_factors") or [] if isinstance(f, (int, float))]
+        down = [float(f) for f in p.get("down_factors") or [] if isinstance(f, (int, float))]
+        step = _number(p, "step_duration_s")
+        seconds = step * (len(factors) + max(len(down) - 1, 0)) + _number(p, "recovery_s")
+        per_request = request_seconds(p, _number(p, "input_tokens"))
+        if p.get("rate"):  # open loop: requests/s; in flight ~ rate x request time (Little's law)
+            rate = float(p["rate"])
+            requests = rate * (step * (sum(factors) + sum(down[:-1])) + _number(p, "recovery_s") * (down or [1])[-1])
+            concurrency = rate * max(factors, default=1.0) * per_request
+        else:
+            base = _number(p, "target_concurrency", 1)
+            concurrency = base * max(factors, default=1.0)
+            loads = [base * f * step for f in factors] + [base * f * step for f in down[:-1]]
+            loads.append(base * (down or [1.0])[-1] * _number(p, "recovery_s"))
+            requests = sum(load / per_request for load in loads) if per_request > 0 else 0.0
+        tokens = requests * per_token
     else:
         seconds = sum(_number(p, k) for k in ("warmup_s", "ramp_up_s", "duration_s", "settle_s", "idle_s"))
         concurrency = _number(p, "concurrency")

@@ -43,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preemption-mode", default="recompute", choices=("recompute", "swap"))
     parser.add_argument("--reject-policy", default="queue", choices=("queue", "429"))
     parser.add_argument("--max-waiting", type=int, default=None)
+    parser.add_argument(
+        "--oom-without-admission",
+        default=None,
+        choices=("fail", "crash"),
+        help="no admission control: an exhausted KV pool fails the request with OOM (fail) or kills the engine (crash)",
+    )
     parser.add_argument("--offload-after-s", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -81,6 +87,7 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         preemption_mode=options["preemption_mode"],
         reject_policy=options["reject_policy"],
         max_waiting=options["max_waiting"],
+        oom_without_admission=options.get("oom_without_admission"),
         offload_after_s=options["offload_after_s"],
         seed=options["seed"],
         stream_shape=options.get("stream_shape") or "vllm",

@@ -82,6 +82,11 @@ class SimConfig:
     # "queue": wait without limit; "429": reject when max_num_seqs run and max_waiting wait
     reject_policy: str = "queue"
     max_waiting: int | None = None  # admission limit on the waiting queue under "429" (None: 0)
+    # no admission control: every request is taken at once and its whole KV (prompt + max_tokens)
+    # reserved; when the pool cannot hold what is in flight, "fail" answers the request with a CUDA
+    # OOM error (HTTP 500) and "crash" takes the engine down (HTTP 503, then connections refused).
+    # None: the scheduler queues (or rejects under "429") instead. The overload test's failing case.
+    oom_without_admission: str | None = None
     # timing model
     step_overhead_s: float = 0.002
     prefill_mfu: float = 0.5
@@ -120,6 +125,10 @@ class SimConfig:
             raise SimConfigError(f"num_blocks: must be a positive integer, got {self.num_blocks!r}")
         if self.preemption_mode not in ("recompute", "swap"):
             raise SimConfigError(f"preemption_mode: must be 'recompute' or 'swap', got {self.preemption_mode!r}")
+        if self.oom_without_admission not in (None, "fail", "crash"):
+            raise SimConfigError(
+                f"oom_without_admission: must be None, 'fail' or 'crash', got {self.oom_without_admission!r}"
+            )
         if self.reject_policy not in ("queue", "429"):
             raise SimConfigError(f"reject_policy: must be 'queue' or '429', got {self.reject_policy!r}")
         if not self.time_scale > 0:

@@ -58,6 +58,12 @@ class EngineOOM(EngineError):
     status = 500
 
 
+class EngineCrashed(EngineOOM):
+    """Out of memory with `oom_without_admission="crash"`: the engine process dies."""
+
+    status = 503
+
+
 class BlockKeys(Protocol):
     """Identity of the full blocks of a request's token stream (prompt then outputs)."""
 
@@ -363,6 +369,8 @@ class Engine:
         if config.fault_oom_every and self._admitted % config.fault_oom_every == 0:
             self.stats["requests_oom"] += 1
             raise EngineOOM("CUDA out of memory (simulated fault): tried to allocate KV blocks")
+        if config.oom_without_admission:
+            self._reserve_or_oom(seq, needed)
         # 429: reject when the batch is full (counting the queue) and max_waiting already wait
         limit = config.max_waiting or 0
         if (
@@ -377,6 +385,25 @@ class Engine:
         seq.arrival = now if seq.arrival is None else seq.arrival
         self.offload_idle(now)
         self.waiting.append(seq)
+
+    def _reserve_or_oom(self, seq: Sequence, needed: int) -> None:
+        """No admission control (`oom_without_admission`): the request's whole KV is claimed at once,
+        so when what is in flight already holds the pool the allocation fails instead of queueing."""
+        config = self.config
+        in_flight = list(self.running.values()) + list(self.waiting)
+        claimed = sum(
+            self.static_blocks if self.static else blocks_for(s.prompt_len + s.max_tokens, self.bs) for s in in_flight
+        )
+        if claimed + needed <= self.total_blocks:
+            return
+        self.stats["requests_oom"] += 1
+        message = (
+            f"CUDA out of memory: tried to allocate {needed} KV blocks with {self.total_blocks - claimed} of "
+            f"{self.total_blocks} free (simulated: no admission control)"
+        )
+        if config.oom_without_admission == "crash":
+            raise EngineCrashed(message + "; the engine process died")
+        raise EngineOOM(message)
 
     def abort(self, seq: Sequence, now: float) -> None:
         """Client went away: free everything the request holds."""

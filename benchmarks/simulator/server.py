@@ -27,7 +27,7 @@ from aiohttp import web
 
 from benchmarks.harness.engine_streams import EngineStream
 from benchmarks.simulator.config import SimConfig
-from benchmarks.simulator.engine import EngineError
+from benchmarks.simulator.engine import EngineCrashed, EngineError
 from benchmarks.simulator.live import LiveEngine, LiveRequest
 from benchmarks.simulator.metrics import SimMetrics
 from benchmarks.simulator.tokens import detokenize, render_chat, tokenize
@@ -120,6 +120,10 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         return _error(503, "engine crashed (simulated fault)")
     try:
         handle = state.live.submit(prompt_ids, max_tokens)
+    except EngineCrashed as exc:
+        state.crashed = True
+        state.on_crash()
+        return _error(exc.status, str(exc))
     except EngineError as exc:
         return _error(exc.status, str(exc))
     model = body.get("model") or state.config.served_model_name

@@ -203,8 +203,10 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
     rows = list(run.points.values())
     percentile = presentation.chart_percentile(rows) or "p95"  # uploads may report p99 or p90 only
     metrics = []
-    if rows:
-        last = rows[-1]
+    # the heaviest load level: not a traffic group's part of a load (stress), nor a step back down (overload)
+    levels = [r for r in rows if _is_load_level(r.get("extra") or {})] or rows
+    if levels:
+        last = levels[-1]
         for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms")):
             value = (last.get(key) or {}).get(percentile)
             if value is not None:
@@ -221,6 +223,10 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
         "metrics": metrics,
         "charts": record_charts(run, budgets, colours),
     }
+
+
+def _is_load_level(extra: dict[str, Any]) -> bool:
+    return not extra.get("traffic_group") and extra.get("direction") != "down"
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:

@@ -97,6 +97,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
     - prefix_reuse: prefix_saving_ratio = measured prefix-cache hit ratio / the shared share of the
       prompt (prefix / (prefix + suffix)): 1 means every shareable token was reused.
     - long_context: max_context_rung_reached = the largest rung that succeeded.
+    - overload: overload_handling = the level of what the engine did past its sustainable load
+      (rejection 1.0, bounded queueing 0.7, latency collapse 0.3, OOM or crash 0.0); missing when
+      the load never passed it (nothing was observed).
     - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / recompute TTFT p50 of the same
       histories, as the swap test measures both (its `resume` figures, else its "resume" and
       "recompute" points), and only when the test observed the eviction; without a recompute
@@ -125,6 +128,10 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         rung = (run.metadata or {}).get("largest_successful_rung")
         if rung:
             derived["max_context_rung_reached"] = float(rung)
+    elif run.test == "overload":
+        figures = (run.metadata or {}).get("overload") or {}
+        if figures.get("handling_level") is not None:
+            derived["overload_handling"] = float(figures["handling_level"])
     elif run.test == "swap_recovery":
         ratio = swap_resume_over_recompute(run.metadata or {}, points, run.verdicts or [])
         if ratio is not None:
@@ -154,6 +161,25 @@ def swap_resume_over_recompute(metadata: dict[str, Any], points: dict[str, Any],
     if resumed is None or not recomputed:
         return None
     return float(resumed) / float(recomputed)
+
+
+def overload_sustainable_concurrency(run: BenchmarkRun) -> float | None:
+    """The overload test's sustainable concurrency: its highest step within the budget with under
+    1 % errors (closed loop). An open-loop run's sustainable level is a rate: the concurrency the
+    engine held at that step stands for it. None when no step qualified or it was client-bound."""
+    metadata = run.metadata or {}
+    figures = metadata.get("overload") or {}
+    sustainable = figures.get("sustainable")
+    if sustainable is None:  # an uploaded result may state it among its derived figures
+        stated = (metadata.get("derived") or {}).get("sustainable_concurrency")
+        return None if stated is None else float(stated)
+    if figures.get("mode") != "open":
+        return float(sustainable)
+    for point in run.points.all():
+        extra = point.extra or {}
+        if extra.get("direction") == "up" and extra.get("level") == sustainable and not point.client_bound:
+            return point.achieved_concurrency
+    return None
 
 
 def _target_point(points: list, target: float | None):
@@ -194,7 +220,8 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
     stress = runs.get("concurrency_stress") or runs.get("custom")
     gpus = max(candidate.gpu_count, 1)
     if stress is not None:
-        points = list(stress.points.all())
+        # a traffic group's point (short, long) is a part of the load, not a load of its own
+        points = [p for p in stress.points.all() if not (p.extra or {}).get("traffic_group")]
         point = _target_point(points, constraints.get("peak_concurrency"))
         if point is not None:
             # the harness's budget verdicts carry the p95's bootstrap interval (uploads have none)
@@ -231,6 +258,12 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
                 constraints["tpot_p95_ms"],
             )
             put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
+    overloaded = runs.get("overload")
+    if overloaded is not None:  # the overload test measured it step by step: it wins over a one-level stress
+        sustainable = overload_sustainable_concurrency(overloaded)
+        if sustainable is not None:
+            metrics.pop("sustainable_concurrency_per_gpu", None)
+            put("sustainable_concurrency_per_gpu", sustainable / gpus, overloaded)
     for run in runs.values():
         derived = derived_from_run(run)
         derived.update((run.metadata or {}).get("derived") or {})

@@ -47,6 +47,24 @@ SAMPLES = {
         simulated=sim,
     ),
     "arrival_rate": lambda sim: charts.arrival_rate([(0, 4.0), (60, 9.0), (120, 2.0)], mean_rps=5.0, simulated=sim),
+    "overload_steps": lambda sim: charts.overload_steps(
+        {
+            "vLLM": {
+                "labels": ["↑ c=32", "↑ c=64", "↑ c=96", "↓ c=32"],
+                "ttft_p95_ms": [340, 1200, 1850, 360],
+                "failed": [0, 0, 3, 0],
+                "rejected": [0, 0, 0, 0],
+            },
+            "SGLang": {
+                "labels": ["↑ c=32", "↑ c=64", "↓ c=32"],
+                "ttft_p95_ms": [390, None, 400],
+                "failed": [0, 900, 0],
+                "rejected": [0, 880, 0],
+            },
+        },
+        ttft_budget_ms=1500,
+        simulated=sim,
+    ),
 }
 
 EXPECTED_TEXT = {
@@ -68,6 +86,14 @@ EXPECTED_TEXT = {
     "capacity_memory_vs_context": ["GPU memory 80 GiB", "20% headroom line 64.0 GiB", "memory (GiB)", "4K", "128K"],
     "length_distribution": ["input tokens", "output tokens", "tokens", "requests", "n/a"],
     "arrival_rate": ["time since the first request (s)", "requests per second", "mean 5 req/s"],
+    "overload_steps": [
+        "TTFT p95 (ms)",
+        "failed requests",
+        "↑ c=96",
+        "↓ c=32",
+        "rejected (HTTP 429/503)",
+        "TTFT budget",
+    ],
 }
 
 

@@ -127,3 +127,29 @@ def test_validate_trace_options_name_the_problem(tmp_path):
         call_command("validate", *endpoint, "--trace", str(trace), "--sample", "0")
     with pytest.raises(CommandError, match="--trace: long_context keeps its own request shapes"):
         call_command("validate", *endpoint, "--trace", str(trace), "--test", "long_context")
+
+
+def test_validate_runs_the_overload_test_and_the_stress_open_loop(mock_engine, tmp_path):
+    out = tmp_path / "overload.json"
+    call_command(
+        "validate",
+        *("--endpoint", mock_engine.url, "--model", "mock", "--test", "overload", "--concurrency", "2"),
+        *("--duration", "0.4", "--param", "step_factors=[1, 2]", "--param", "recovery_s=0.4"),
+        *("--param", "input_distribution=null", "--param", "output_distribution=null", "--out", str(out)),
+        verbosity=0,
+    )
+    document = json.loads(out.read_text())
+    assert document["test"] == "overload" and [p["extra"]["level"] for p in document["points"]] == [2.0, 4.0, 2.0]
+    assert {v["name"] for v in document["verdicts"]} >= {"sustainable_load_meets_target", "recovered_within_bound"}
+    assert document["metadata"]["observed"]["line"]
+    stress = tmp_path / "stress.json"
+    call_command(
+        "validate",
+        *("--endpoint", mock_engine.url, "--model", "mock", "--test", "concurrency_stress", "--rate", "20"),
+        *("--duration", "0.5", "--param", "settle_s=0.2", "--param", "warmup_s=0", "--out", str(stress)),
+        verbosity=0,
+    )
+    point = json.loads(stress.read_text())["points"][0]
+    assert point["request_rate"] == 20.0 and point["label"] == "20 req/s"
+    with pytest.raises(CommandError, match="--rate: long_context has no open-loop mode"):
+        call_command("validate", "--endpoint", mock_engine.url, "--model", "m", "--test", "long_context", "--rate", "2")

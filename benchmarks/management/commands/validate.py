@@ -7,6 +7,10 @@ same allow-list as the Celery jobs (KVSELECT_ALLOWED_TARGETS).
 open loop on its own clock and reports per traffic group; `--speedup X` scales its clock (2 = twice
 the rate), `--sample N` keeps its first N requests. With `--test`, the test draws its requests'
 lengths from the trace instead (concurrency_stress and stability).
+
+`--rate R` runs the test open loop (Poisson arrivals at R requests/s): the concurrency stress at
+that rate, the overload test's steps as multiples of it. `--concurrency N` is the overload test's
+target (its first step) and `--duration S` the length of each of its steps.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ TESTS_TAKING_TRACE_LENGTHS = ("concurrency_stress", "stability")
 
 
 class Command(BaseCommand):
-    help = "Run one of the five validation tests against an OpenAI-compatible endpoint and write the native result."
+    help = "Run one of the six validation tests against an OpenAI-compatible endpoint and write the native result."
 
     def add_arguments(self, parser):
         parser.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000")
@@ -95,12 +99,16 @@ class Command(BaseCommand):
                     length_trace_format=opts["trace_format"],
                     length_trace_sample=opts["sample"] or 10_000,
                 )
+        if opts["rate"] is not None and "rate" not in params:
+            raise CommandError(f"--rate: {test} has no open-loop mode (concurrency_stress and overload have)")
         if opts["concurrency"] is not None:
-            params["concurrency"] = opts["concurrency"]
+            params["target_concurrency" if test == "overload" else "concurrency"] = opts["concurrency"]
         if opts["rate"] is not None:
+            if not opts["rate"] > 0:
+                raise CommandError(f"--rate: must be a positive number of requests/s, got {opts['rate']}")
             params["rate"] = opts["rate"]
         if opts["duration"] is not None:
-            params["duration_s"] = opts["duration"]
+            params["step_duration_s" if test == "overload" else "duration_s"] = opts["duration"]
         for item in opts["param"]:
             key, sep, value = item.partition("=")
             if not sep:
@@ -135,6 +143,9 @@ class Command(BaseCommand):
         sys.stderr.write("\n")
         if test == "trace_replay":
             self.stderr.write(replay_summary(result))
+        observed = (result.metadata.get("observed") or {}).get("line")
+        if observed:
+            self.stderr.write(f"observed: {observed}")
         document = json.dumps(result.to_native(), indent=2, default=str)
         if opts["out"]:
             Path(opts["out"]).write_text(document)

@@ -1,7 +1,7 @@
 """`make demo`: the whole pipeline on the embedded default, then the UI.
 
 Migrate, load the catalog, create a sample selection, start three simulated engines (one per
-allocation strategy) and a real Celery worker, run the five validation tests per candidate
+allocation strategy) and a real Celery worker, run the six validation tests per candidate
 through the `gpu` queue, score, draft a decision record, have the three owners approve and sign
 it with development certificates (each owner enrols theirs first; three different people, the
 architect drafts), write the PDF under var/, then serve http://127.0.0.1:8000. Every result is
@@ -92,6 +92,7 @@ DEMO_PARAMS = {
         "warmup_s": 1.0,
         "settle_s": 2.0,
         "abort_fraction": 0.05,
+        "rate": None,  # closed loop at the target concurrency (the constraints' 8 req/s is far below it)
     },
     "long_context": {
         "rungs": [8192, 16384, 32768],
@@ -102,6 +103,15 @@ DEMO_PARAMS = {
     "swap_recovery": {"sessions": 8, "idle_s": 6.0, "parallel": 8, "pressure_concurrency": 16},
     "prefix_reuse": {"requests": 64, "concurrency": 16},
     "stability": {"concurrency": 16, "duration_s": 16.0, "window_s": 4.0},
+    # the target (32) up to 3x in short steps, then back down: queueing or rejection shows past
+    # the sustainable load; closed loop (the constraints' 8 req/s would not load the simulators)
+    "overload": {
+        "rate": None,
+        "step_factors": [1.0, 2.0, 3.0],
+        "step_duration_s": 4.0,
+        "recovery_s": 8.0,
+        "recovery_bound_s": 20.0,
+    },
 }
 # The three project checks, the security checklist and who watches after launch (demo statements).
 DEMO_PROJECT_CHECKS = {
@@ -187,7 +197,7 @@ class Command(BaseCommand):
         self.start_worker()
         signed = selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
         if signed is None or options["fresh"]:
-            self.step("Running the five validation tests per candidate on the gpu queue")
+            self.step("Running the six validation tests per candidate on the gpu queue")
             self.run_validations(selection)
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
             score = compute_scores(selection, include_simulated=True)

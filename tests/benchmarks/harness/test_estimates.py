@@ -44,3 +44,13 @@ def test_an_unknown_test_is_estimated_from_the_usual_names_or_not_at_all():
     assert estimates.estimate("new_test", {"duration_s": 60, "concurrency": 4})["seconds"] == 60
     assert estimates.estimate("new_test", {"rows": 3}) is None
     assert estimates.estimate("stability", {"duration_s": "x", "concurrency": None})["seconds"] == 0
+
+
+def test_the_overload_test_counts_its_steps_up_and_the_recovery():
+    plan = workloads.plan("overload", CONSTRAINTS)  # 1, 1.5, 2, 2.5, 3 x 200 for 30 s each, then 60 s at 200
+    figures = estimates.estimate("overload", plan)
+    assert figures["seconds"] == 5 * 30 + 60 and figures["concurrency"] == 600
+    # each request 0.8 s + 200 x 50 ms = 10.8 s
+    assert figures["requests"] == round((200 * 10 * 30 + 200 * 60) / 10.8)
+    open_loop = estimates.estimate("overload", dict(plan, rate=10.0))
+    assert open_loop["requests"] == round(10 * 10 * 30 + 10 * 60)

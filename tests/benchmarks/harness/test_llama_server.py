@@ -38,8 +38,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
+def serve(tmp_path_factory, slots: int):
+    """Start llama-server with `slots` parallel slots (-np) on the tiny model; yields its URL."""
     binary = llama_server_binary()
     model = write_tiny_llama(tmp_path_factory.mktemp("model") / "tiny.gguf")
     port = free_port()
@@ -55,9 +55,9 @@ def llama_server(tmp_path_factory):
             "1",
             "--metrics",
             "-np",
-            "16",
+            str(slots),
             "-c",
-            "8192",
+            str(512 * slots),
             "--host",
             "127.0.0.1",
             "--port",
@@ -86,6 +86,16 @@ def llama_server(tmp_path_factory):
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    yield from serve(tmp_path_factory, 16)  # -c 8192: 512 tokens per slot
+
+
+@pytest.fixture(scope="module")
+def llama_server_4_slots(tmp_path_factory):
+    yield from serve(tmp_path_factory, 4)
 
 
 def target(url):
@@ -125,3 +135,33 @@ def test_swap_recovery_greedy_continuation_on_llama_server(llama_server):
     v = {x["name"]: x for x in result.verdicts}
     assert v["zero_errors"]["passed"], v["zero_errors"]["detail"]
     assert v["continuation_identical"]["passed"], v["continuation_identical"]["detail"]
+
+
+def test_overload_past_the_slots_queues_and_recovers_on_llama_server(llama_server_4_slots):
+    """llama-server runs -np 4 slots and defers the rest (requests_deferred): past 4 in flight the
+    requests queue for a slot. The budget is set from this box's own speed at the target (one
+    request's end-to-end time): the target step meets it, 3x (8 waiting for 4 slots) does not."""
+    url = llama_server_4_slots
+    shape = {"peak_concurrency": 4, "avg_input_tokens": 48, "avg_output_tokens": 32}
+    probe = w.plan("concurrency_stress", shape) | {"duration_s": 2.0, "warmup_s": 0.5, "settle_s": 1.0}
+    probe |= {"abort_fraction": 0, "input_distribution": None, "output_distribution": None}
+    alone = w.run_test_sync("concurrency_stress", target(url), probe).points[0]
+    budget = max(alone.e2e_ms.p50, 3 * alone.ttft_ms.p95)
+    params = w.plan("overload", shape | {"ttft_p95_ms": budget}) | {
+        "step_factors": [1, 3],
+        "step_duration_s": 4.0,
+        "recovery_s": 4.0,
+        "recovery_bound_s": 10.0,
+        "input_distribution": None,
+        "output_distribution": None,
+    }
+    result = w.run_test_sync("overload", target(url), params)
+    v = {x["name"]: x for x in result.verdicts}
+    up = [p for p in result.points if p.extra["direction"] == "up"]
+    assert [p.extra["level"] for p in up] == [4.0, 12.0]
+    assert up[1].extra["failures_by_kind"] == {"rejected": 0, "oom": 0, "crash": 0, "other": 0}
+    assert up[1].extra["waiting_max"] > 0  # llama.cpp's deferred requests: the queue for a slot
+    graceful = v["overload_handled_gracefully"]
+    assert graceful["value"] == "queueing" and graceful["status"] == "pass", graceful["detail"]
+    assert v["recovered_within_bound"]["status"] == "pass", v["recovered_within_bound"]["detail"]
+    print("observed:", result.metadata["observed"]["line"])

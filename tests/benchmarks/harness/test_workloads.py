@@ -198,3 +198,52 @@ def test_latency_verdicts_of_a_client_bound_point_say_the_client_may_be_in_them(
     assert "inconclusive (client-bound)" in verdict["detail"] and "97% of a core" in verdict["detail"]
     (verdict,) = w._budget_verdicts(kept, {"ttft_p95_ms": 100})
     assert verdict["status"] == "pass" and "client-bound" not in verdict["detail"]
+
+
+def test_concurrency_stress_runs_open_loop_at_the_constraints_rate(with_mock):
+    params = w.plan("concurrency_stress", CONSTRAINTS | {"request_rate": 40.0}) | {
+        "duration_s": 1.5,
+        "warmup_s": 0,
+        "settle_s": 0.5,
+        "abort_fraction": 0,
+    }
+    assert params["rate"] == 40.0 and w.plan("concurrency_stress", CONSTRAINTS)["rate"] is None
+    result = with_mock(
+        MockConfig(ttft_s=0.01, itl_s=0.002, metrics_style="vllm"),
+        lambda s: w.run_test("concurrency_stress", target_for(s), params),
+    )
+    v = verdicts(result)
+    point = result.points[0]
+    assert point.request_rate == 40.0 and point.label == "40 req/s"
+    assert "rate_held" in v and "concurrency_held" not in v and v["rate_held"]["threshold"] == 40.0
+    assert 20 <= point.extra["achieved_rate"] <= 70  # Poisson arrivals at 40/s over 1.5 s
+    with pytest.raises(w.PlanError, match="params.rate"):
+        w.run_test_sync("concurrency_stress", w.Target("http://127.0.0.1:9", "m"), params | {"rate": "fast"})
+
+
+def test_concurrency_stress_reports_each_traffic_group_with_its_own_budget_verdicts(with_mock):
+    constraints = CONSTRAINTS | {"avg_input_tokens": 200, "p95_input_tokens": 600, "max_input_tokens": 2000}
+    params = w.plan("concurrency_stress", constraints) | {
+        "duration_s": 2.0,
+        "warmup_s": 0,
+        "settle_s": 0.2,
+        "abort_fraction": 0,
+    }
+    assert params["long_input_tokens"] == 600
+    result = with_mock(
+        MockConfig(ttft_s=0.01, itl_s=0.001, metrics_style="vllm"),
+        lambda s: w.run_test("concurrency_stress", target_for(s), params),
+    )
+    labels = [p.label for p in result.points]
+    assert labels[0] == "c=8" and labels[1:] == ["short", "long"]
+    whole, short, long = result.points
+    assert short.requests_completed + long.requests_completed == whole.requests_completed
+    assert short.requests_completed > long.requests_completed > 0  # about 5 % are above the p95
+    v = verdicts(result)
+    assert v["ttft_p95_within_budget[short]"]["n"] == short.requests_completed
+    if long.requests_completed < 20:  # a group with under 20 requests cannot be judged
+        assert v["ttft_p95_within_budget[long]"]["status"] == "insufficient_data"
+    assert result.metadata["traffic_groups"]["long_input_tokens"] == 600
+    assert set(result.requests["point"]) == {0}  # the request rows stay under the whole point
+    observed = result.metadata["observed"]
+    assert "short TTFT p95" in observed["line"] and observed["groups"]["long"]["n"] == long.requests_completed

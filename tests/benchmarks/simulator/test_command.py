@@ -75,3 +75,10 @@ def test_simulate_model_refuses_what_it_cannot_size():
         cli.config_from_options(_options("--model", "Llama-3.1-70B"))
     custom = cli.config_from_options(_options("--model", "my-own-model", "--kv-bytes-per-token", "65536"))
     assert custom.kv_bytes_per_token == 65536 and custom.served_model_name == "kvsim-my-own-model"
+
+
+def test_the_overload_knob_is_a_flag():
+    from benchmarks.simulator import cli
+
+    assert cli.config_from_options(_options("--oom-without-admission", "crash")).oom_without_admission == "crash"
+    assert cli.config_from_options(_options()).oom_without_admission is None

@@ -281,3 +281,22 @@ def test_long_context_memory_grows_linearly_and_ttft_superlinearly():
     assert all(blocks[c] == blocks_for(c, 16) for c in blocks)
     assert ttft[32768] / ttft[16384] > 2 and ttft[131000] / ttft[16384] > 8  # attention makes it superlinear
     assert 5 < ttft[131000] < 30  # seconds: the order of magnitude of a real 8B prefill at 128K on one H100
+
+
+def test_without_admission_control_an_exhausted_pool_is_an_oom_or_a_crash():
+    from benchmarks.simulator.engine import EngineCrashed
+
+    driver = Driver(small_config(num_blocks=20, oom_without_admission="fail"))
+    driver.request(100, 60)  # 10 blocks of 16 tokens claimed at once
+    driver.request(100, 60)  # 20: the pool is full
+    with pytest.raises(EngineOOM, match="CUDA out of memory"):
+        driver.request(100, 60)
+    assert driver.engine.stats["requests_oom"] == 1
+    crash = Driver(small_config(num_blocks=20, oom_without_admission="crash"))
+    crash.request(100, 220)
+    with pytest.raises(EngineCrashed, match="died"):
+        crash.request(100, 60)
+    queued = Driver(small_config(num_blocks=20))  # the default queues instead
+    for _ in range(3):
+        queued.request(100, 60)
+    assert len(queued.engine.waiting) == 3

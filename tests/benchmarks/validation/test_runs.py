@@ -48,7 +48,8 @@ SHORT = {
 
 def test_plan_derives_parameters_from_constraints(candidate):
     plan = validation_plan(candidate)
-    assert set(plan) == {"concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability"}
+    assert set(plan) == {"concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability", "overload"}
+    assert plan["overload"]["target_concurrency"] == 200 and max(plan["overload"]["step_factors"]) == 3.0
     assert plan["concurrency_stress"]["concurrency"] == 200
     assert plan["concurrency_stress"]["ttft_p95_ms"] == 800.0
 
@@ -81,8 +82,9 @@ def test_execute_stores_a_measured_result_with_progress(candidate, architect):
     run = execute(claim(run.pk, "w1"))
     assert run.status == "succeeded", run.error
     assert run.evidence == "MEASURED" and run.tool == "kvselect-harness"
-    point = run.points.get()
+    point = run.points.get(index=0)  # the whole load; then one point per traffic group drawn
     assert point.requests_completed > 0 and point.ttft_ms["p50"] is not None
+    assert {p.label for p in run.points.exclude(index=0)} <= {"short", "long"}
     assert run.progress["percent"] == 100
     assert run.artifacts.filter(kind="native").exists()
 

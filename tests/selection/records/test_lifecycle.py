@@ -408,3 +408,42 @@ def test_a_timestamped_b_lt_record_verifies_offline_and_names_its_trust(
     assert "level: B-LT (timestamp" in out and f"trust root: {signing.DEV_CA_COMMON_NAME}" in out
     assert "DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT" in out and "ready for procurement: no" in out
     assert out.count("owner: signed by the named owner") == 3
+
+
+def test_the_overload_run_joins_the_record_after_the_five_with_its_step_chart(decided, architect):
+    """Test 6 is listed in the articles' order after the stability test; its metrics are the top
+    step's (not the recovery step's), and a stress's traffic-group points do not replace its load."""
+    vllm_candidate = decided.candidates.get(engine__slug="vllm")
+    stress = BenchmarkRun.objects.get(candidate=vllm_candidate)
+    RunPoint.objects.create(
+        run=stress, index=1, label="long", concurrency=200, ttft_ms={"p95": 9999.0}, extra={"traffic_group": "long"}
+    )
+    overload = BenchmarkRun.objects.create(
+        candidate=vllm_candidate,
+        test="overload",
+        origin="harness",
+        status="succeeded",
+        evidence="MEASURED",
+        verdicts=[{"name": "overload_handled_gracefully", "status": "pass", "detail": "queueing", "n": 90}],
+    )
+    steps = (("↑ c=32", "up", 340.0, 0), ("↑ c=96", "up", 1850.0, 3), ("↓ c=32", "down", 360.0, 0))
+    for index, (label, direction, ttft, failed) in enumerate(steps):
+        RunPoint.objects.create(
+            run=overload,
+            index=index,
+            label=label,
+            concurrency=96 if "96" in label else 32,
+            ttft_ms={"p95": ttft},
+            tpot_ms={"p95": 40.0},
+            error_rate=0.0,
+            requests_failed=failed,
+            extra={"direction": direction, "failures_by_kind": {"rejected": 0}},
+        )
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    tests = [e["test"] for e in record.snapshot["validation"] if e["candidate"].startswith("vLLM")]
+    assert tests[-1] == "Overload and rejection"
+    entries = {(e["test"], e["candidate"].split()[0]): e for e in record.snapshot["validation"]}
+    entry = entries[("Overload and rejection", "vLLM")]
+    assert entry["metrics"][0] == {"name": "TTFT p95", "value": "1850.0", "unit": "ms"}
+    assert "Overload: the way up and down" in [c["title"] for c in entry["charts"]]
+    assert entries[("Concurrency stress", "vLLM")]["metrics"][0]["value"] != "9999.0"

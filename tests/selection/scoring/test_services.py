@@ -222,3 +222,33 @@ def test_scheduling_isolation_reads_the_catalogs_admission_limits_and_the_overlo
     refuted = isolation(candidates[0])
     assert refuted["score"] == pytest.approx(1 / 3) and refuted["run_ids"] == [str(overload.pk)]
     assert refuted["inputs"]["admission_limit"].startswith("failed in the overload test")
+
+
+def test_the_overload_test_gives_the_sustainable_concurrency_and_the_overload_handling(candidates):
+    add_run(candidates[0])  # a one-level stress at 200: within budget, but only one level
+    overload = BenchmarkRun.objects.create(
+        candidate=candidates[0],
+        test="overload",
+        origin="harness",
+        status="succeeded",
+        evidence="MEASURED",
+        metadata={"overload": {"mode": "closed", "sustainable": 48.0, "behaviour": "queueing", "handling_level": 0.7}},
+    )
+    metrics = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics
+    sustainable = metrics["sustainable_concurrency_per_gpu"]
+    assert sustainable.value == 24.0 and sustainable.run_ids == (str(overload.pk),)  # 48 on 2 GPUs
+    assert metrics["overload_handling"].value == 0.7
+    open_loop = BenchmarkRun.objects.create(
+        candidate=candidates[1],
+        test="overload",
+        origin="harness",
+        status="succeeded",
+        evidence="MEASURED",
+        metadata={"overload": {"mode": "open", "sustainable": 12.0, "behaviour": None, "handling_level": None}},
+    )
+    RunPoint.objects.create(
+        run=open_loop, index=0, label="↑ 12 req/s", achieved_concurrency=30.0, extra={"direction": "up", "level": 12.0}
+    )
+    metrics = evidence_for(candidates[1].selection, [candidates[1]])[0].metrics
+    assert metrics["sustainable_concurrency_per_gpu"].value == 15.0  # held 30 at the sustainable rate
+    assert "overload_handling" not in metrics  # never pushed past it: nothing observed

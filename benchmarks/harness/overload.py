@@ -1,0 +1,192 @@
+"""Judging the overload test (test 6): which step is still sustainable, what the engine did past
+it, and how long it took to come back (docs/domain.md, "Overload and rejection").
+
+The articles call the concurrency limit and the rejection policy "the key to preventing OOM":
+past its capacity an engine should refuse work (429/503) or queue it with a bounded wait, never
+run out of memory, crash, or let latency grow without bound. These functions read the requests of
+each load step and the engine's waiting/KV series; they are pure (no I/O, no Django) so the
+workload and its tests share one definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from benchmarks.harness.client import RequestRecord
+from benchmarks.harness.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, PASS
+
+# What the engine did past the sustainable load, best first, with scoring's `overload_handling`
+# level (selection.domain.scoring: rejection 1.0, queueing 0.7, latency collapse 0.3, OOM or crash 0.0).
+REJECTION, QUEUEING, COLLAPSE, OOM, CRASH = "rejection", "queueing", "collapse", "oom", "crash"
+HANDLING_LEVEL = {REJECTION: 1.0, QUEUEING: 0.7, COLLAPSE: 0.3, OOM: 0.0, CRASH: 0.0}
+GRACEFUL = (REJECTION, QUEUEING)
+REJECT_STATUSES = (429, 503)  # "too many requests" / "overloaded": the engine refused the work
+# a 503 saying so is the engine gone, not a refusal (vLLM: EngineDeadError, "EngineCore encountered an issue")
+CRASH_WORDS = ("crash", "died", "dead", "enginecore", "engine core")
+# Latency collapse: a step's TTFT p95 above this multiple of the budget (or, without one, of the
+# first step's TTFT p95), or, open loop, completions below COMPLETION_KEPT of the offered rate
+# with nothing rejected (the queue grows without bound), or throughput below THROUGHPUT_KEPT of
+# the best step's (the engine does less work under more load).
+COLLAPSE_FACTOR = 5.0
+COMPLETION_KEPT = 0.8
+THROUGHPUT_KEPT = 0.5
+RECOVERY_WINDOW = 5  # consecutive requests whose median TTFT must be back at the baseline
+STATUS_ORDER = (FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, PASS)  # worst first
+
+
+def failure_kinds(records: Iterable[RequestRecord]) -> dict[str, int]:
+    """Failed requests by what they say about the engine: rejected (HTTP 429/503), oom, crash
+    (connection refused or dropped, or a 503 saying the engine died), other."""
+    kinds = {"rejected": 0, "oom": 0, "crash": 0, "other": 0}
+    for record in records:
+        if record.ok or record.aborted or record.error_class == "cancelled":
+            continue
+        text = (record.error or "").lower()
+        if record.error_class == "oom":
+            kinds["oom"] += 1
+        elif record.error_class in ("connect", "disconnect") or (
+            record.http_status == 503 and any(word in text for word in CRASH_WORDS)
+        ):
+            kinds["crash"] += 1
+        elif record.http_status in REJECT_STATUSES:
+            kinds["rejected"] += 1
+        else:
+            kinds["other"] += 1
+    return kinds
+
+
+def worst_status(statuses: Iterable[str]) -> str:
+    """The worst of several statuses (fail, then inconclusive, then insufficient data, then pass)."""
+    present = set(statuses)
+    return next((status for status in STATUS_ORDER if status in present), INSUFFICIENT_DATA)
+
+
+@dataclass
+class Step:
+    """One load step's figures, as the judging needs them."""
+
+    level: float  # concurrency (closed loop) or requests/s (open loop)
+    direction: str  # "up" or "down"
+    status: str  # the step's budget status: pass / fail / inconclusive / insufficient_data
+    requests: int  # finished requests (ok + failed)
+    failures: dict[str, int] = field(default_factory=dict)
+    ttft_p95_ms: float | None = None
+    throughput: float | None = None  # completed requests per second
+    completion_ratio: float | None = None  # open loop: completions / offered requests
+    waiting_max: float | None = None
+    stopped_early: str | None = None
+
+
+def sustainable_level(steps: Sequence[Step]) -> float | None:
+    """The highest up-step level that met the budget, every lower step meeting it too (a pass
+    above a failed step is noise, not capacity). None when the first step failed to."""
+    best = None
+    for step in steps:
+        if step.direction != "up":
+            continue
+        if step.status != PASS:
+            break
+        best = step.level
+    return best
+
+
+def classify(steps: Sequence[Step], latency_reference_ms: float | None) -> tuple[str | None, list[str]]:
+    """What the engine did on the up-steps past the sustainable one: (behaviour, reasons), the
+    worst of crash > oom > collapse > rejection > queueing. (None, [...]) when no step was past it."""
+    sustainable = sustainable_level(steps)
+    up = [step for step in steps if step.direction == "up"]
+    past = [step for step in up if sustainable is None or step.level > sustainable]
+    if not past:
+        return None, ["every step up to the top met the budget: the load never passed the sustainable level"]
+    reasons: list[str] = []
+    totals = {kind: sum(step.failures.get(kind, 0) for step in past) for kind in ("rejected", "oom", "crash")}
+    gone = [step for step in past if step.stopped_early]
+    if totals["crash"] or gone:
+        reasons.append(
+            f"{totals['crash']} requests met a dead engine (connection refused or dropped, or 503 saying it died)"
+            + (f"; the load stopped early: {gone[0].stopped_early}" if gone else "")
+        )
+        return CRASH, reasons
+    if totals["oom"]:
+        reasons.append(f"{totals['oom']} requests failed with out-of-memory errors")
+        return OOM, reasons
+    best_throughput = max((step.throughput or 0.0) for step in up) if up else 0.0
+    for step in past:
+        where = f"at {step.level:g}"
+        if (
+            latency_reference_ms
+            and step.ttft_p95_ms is not None
+            and step.ttft_p95_ms > COLLAPSE_FACTOR * latency_reference_ms
+        ):
+            reasons.append(
+                f"{where}: TTFT p95 {step.ttft_p95_ms:.0f} ms, over {COLLAPSE_FACTOR:g}x the reference "
+                f"{latency_reference_ms:.0f} ms"
+            )
+        if (
+            step.completion_ratio is not None
+            and step.completion_ratio < COMPLETION_KEPT
+            and not step.failures.get("rejected")
+        ):
+            reasons.append(
+                f"{where}: completed {step.completion_ratio:.0%} of the offered requests and rejected none: "
+                "the queue grew without bound"
+            )
+        if best_throughput and step.throughput is not None and step.throughput < THROUGHPUT_KEPT * best_throughput:
+            reasons.append(f"{where}: throughput {step.throughput:.1f} req/s, under half the best step's")
+    if reasons:
+        return COLLAPSE, reasons
+    if totals["rejected"]:
+        return REJECTION, [
+            f"{totals['rejected']} requests refused with HTTP 429/503, the others served in bounded time"
+        ]
+    waiting = max((step.waiting_max or 0.0) for step in past)
+    return QUEUEING, [
+        "no request failed; latency rose past the budget but stayed bounded"
+        + (f" (up to {waiting:g} requests waiting)" if waiting else "")
+    ]
+
+
+def recovery_time(
+    load_end: float,
+    records: Sequence[RequestRecord],
+    baseline_ttft_ms: float | None,
+    series: dict[str, list[list[float]]],
+    baselines: dict[str, float],
+    tolerances: dict[str, float],
+    until: float,
+    time_zero: float = 0.0,
+) -> dict[str, Any]:
+    """Seconds from the end of the overload (`load_end`) until latency, and each engine series in
+    `baselines` (waiting, KV usage), were back at the first step's level, on the session's clock.
+
+    Latency is back when the median TTFT of RECOVERY_WINDOW consecutive requests of the recovery
+    step is at most the baseline TTFT p95 (at the first token of the window's first such request; record
+    times are perf_counter times, `time_zero` maps them onto the series' clock); a
+    series is back at its first sample from which every later one, up to `until`, stays within
+    baseline + tolerance. `recovered_s` is the latest of these, None when one never came back."""
+    parts: dict[str, float | None] = {}
+    ok = sorted((r for r in records if r.ok and r.ttft_ms is not None), key=lambda r: r.send_time)
+    if baseline_ttft_ms is not None:
+        parts["latency"] = None
+        for index in range(0, max(len(ok) - RECOVERY_WINDOW + 1, 0)):
+            window = ok[index : index + RECOVERY_WINDOW]
+            ttfts = sorted(r.ttft_ms for r in window)
+            if ttfts[len(ttfts) // 2] <= baseline_ttft_ms:
+                first = next(r for r in window if r.ttft_ms <= baseline_ttft_ms)
+                parts["latency"] = max(first.send_time - time_zero + first.ttft_ms / 1000.0 - load_end, 0.0)
+                break
+    for name, base in baselines.items():
+        samples = [(t, v) for t, v in series.get(name, []) if load_end <= t <= until]
+        if not samples:
+            continue
+        limit = base + tolerances.get(name, 0.0)
+        back = None
+        for t, value in reversed(samples):
+            if value > limit:
+                break
+            back = t
+        parts[name] = None if back is None else max(back - load_end, 0.0)
+    values = list(parts.values())
+    recovered = None if not values or any(v is None for v in values) else max(values)  # type: ignore[type-var]
+    return {"recovered_s": recovered, "parts_s": parts}
