@@ -44,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reject-policy", default="queue", choices=("queue", "429"))
     parser.add_argument("--max-waiting", type=int, default=None)
     parser.add_argument("--offload-after-s", type=float, default=5.0)
+    parser.add_argument(
+        "--no-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help="turn the prefix cache off (as vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache): "
+        "the prefix-reuse test's caching-off endpoint",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--stream-shape",
@@ -82,6 +89,7 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         reject_policy=options["reject_policy"],
         max_waiting=options["max_waiting"],
         offload_after_s=options["offload_after_s"],
+        prefix_caching=options.get("prefix_caching", True),
         seed=options["seed"],
         stream_shape=options.get("stream_shape") or "vllm",
     )

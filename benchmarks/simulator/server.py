@@ -119,7 +119,7 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         state.on_crash()
         return _error(503, "engine crashed (simulated fault)")
     try:
-        handle = state.live.submit(prompt_ids, max_tokens)
+        handle = state.live.submit(prompt_ids, max_tokens, cache_prompt=body.get("cache_prompt") is not False)
     except EngineError as exc:
         return _error(exc.status, str(exc))
     model = body.get("model") or state.config.served_model_name

@@ -75,3 +75,11 @@ def test_simulate_model_refuses_what_it_cannot_size():
         cli.config_from_options(_options("--model", "Llama-3.1-70B"))
     custom = cli.config_from_options(_options("--model", "my-own-model", "--kv-bytes-per-token", "65536"))
     assert custom.kv_bytes_per_token == 65536 and custom.served_model_name == "kvsim-my-own-model"
+
+
+def test_simulate_no_prefix_caching_flag_starts_the_caching_off_variant():
+    from benchmarks.simulator import cli
+
+    assert cli.config_from_options(_options()).prefix_caching_on
+    off = cli.config_from_options(_options("--no-prefix-caching", "--profile", "radix"))
+    assert off.prefix_caching is False and not off.prefix_caching_on
