@@ -15,7 +15,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import latest_runs
 from selection.domain import catalog as catalog_domain
-from selection.domain import scoring
+from selection.domain import launch_flags, scoring
 from selection.models import Candidate, Selection
 from selection.selectors import compared_candidates
 
@@ -49,11 +49,42 @@ METRIC_CATEGORIES = {
 }
 
 
+# launch_flags feature -> scoring's DocumentedFeatures field it removes when off
+FLAG_FEATURES = {
+    launch_flags.PREFIX_CACHING: "prefix_cache",
+    launch_flags.OFFLOAD: "offload_tiers",
+    launch_flags.METRICS: "metrics_exported",
+}
+
+
+def deployed_capabilities(candidate: Candidate) -> dict[str, Any]:
+    """The catalog's capabilities of the candidate's engine version as its launch flags deploy them:
+    a documented feature the flags leave off is absent (`launch_flags.apply_to_capabilities`).
+    Raises the catalog's errors for an engine it does not know."""
+    version = candidate.engine_version if candidate.engine_version in candidate.engine.versions else None
+    caps = catalog_domain.capabilities(candidate.engine.slug, version)
+    return launch_flags.apply_to_capabilities(caps, candidate.engine.slug, candidate_flags(candidate))
+
+
+def candidate_flags(candidate: Candidate) -> str:
+    """The candidate's launch flags and recipe: what its engine is started with."""
+    return f"{candidate.launch_flags or ''} {candidate.launch_recipe or ''}".strip()
+
+
+def off_reason(state: dict[str, Any]) -> str:
+    """Why a feature is off in the launch flags, in words (scoring's inputs, the record)."""
+    if state.get("reason") == launch_flags.FLAG_OFF:
+        return f"turned off by {state['flag']} in the launch flags"
+    if state.get("flag"):
+        return f"off by default and {state['flag']} is not in the launch flags"
+    return "off by default in the launch flags"
+
+
 def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
-    """The catalog's facts for the candidate's engine, in scoring's vocabulary (None = unknown)."""
+    """The catalog's facts for the candidate's engine, in scoring's vocabulary (None = unknown), as
+    deployed: a feature its launch flags leave off counts as absent, with the reason."""
     try:
-        version = candidate.engine_version if candidate.engine_version in candidate.engine.versions else None
-        caps = catalog_domain.capabilities(candidate.engine.slug, version)
+        caps = deployed_capabilities(candidate)
     except (catalog_domain.CatalogLookupError, catalog_domain.CatalogError):
         return scoring.DocumentedFeatures()
     metrics = caps.get("metrics")
@@ -76,6 +107,9 @@ def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
         metrics_exported=exported,
         operating_complexity=caps.get("ops_complexity"),
         sources={k: v for k, v in (caps.get("sources") or {}).items() if v} | _scheduling_source(caps),
+        off_in_launch_flags={
+            FLAG_FEATURES[feature]: off_reason(state) for feature, state in caps["off_in_launch_flags"].items()
+        },
     )
 
 

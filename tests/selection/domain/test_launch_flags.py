@@ -66,3 +66,25 @@ def test_prefix_off_variant_flags_per_engine():
     )
     assert shlex.split(prefix_off_flags("sglang", "--enable-metrics")) == ["--enable-metrics", "--disable-radix-cache"]
     assert prefix_off_flags("llama-cpp", "-np 4") is None  # llama.cpp: cache_prompt: false per request
+
+
+def test_monitoring_says_metrics_are_off_in_the_launch_flags_not_that_the_engine_has_none():
+    from selection.domain import monitoring
+
+    caps = apply_to_capabilities(catalog.capabilities("sglang"), "sglang", "")
+    operations = {
+        "engine": {"slug": "sglang", "name": "SGLang"},
+        "metrics": caps["monitoring_metrics"],
+        "metrics_off_in_launch_flags": caps["off_in_launch_flags"][METRICS],
+        "thresholds": {},
+    }
+    rows = monitoring.plan_signals(operations)
+    memory = next(r for r in rows if r["signal"] == "memory")
+    assert memory["metric"] is None and memory["rules"] == []
+    said = monitoring.render(memory["threshold"])
+    assert "off in the launch flags" in said and "--enable-metrics" in said
+    enabled = apply_to_capabilities(catalog.capabilities("sglang"), "sglang", "--enable-metrics")
+    rows = monitoring.plan_signals(
+        {**operations, "metrics": enabled["monitoring_metrics"], "metrics_off_in_launch_flags": None}
+    )
+    assert next(r for r in rows if r["signal"] == "memory")["metric"]
