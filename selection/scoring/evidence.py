@@ -128,8 +128,10 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
 
     - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
     - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %).
-    - prefix_reuse: prefix_saving_ratio = measured prefix-cache hit ratio / the shared share of the
-      prompt (prefix / (prefix + suffix)): 1 means every shareable token was reused.
+    - prefix_reuse: prefix_saving_ratio = the measured memory saving (1 - peak KV with caching on /
+      peak KV with caching off; without an off run, against the theory of every request allocating
+      its own prompt) / the theoretical saving (the shared prefix held once): 1 means caching saved
+      all the memory it could. Never a hit ratio: hits without a smaller footprint save no memory.
     - long_context: max_context_rung_reached = the largest rung that succeeded.
     - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / recompute TTFT p50 of the same
       histories, as the swap test measures both (its `resume` figures, else its "resume" and
@@ -150,11 +152,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if drift and drift.get("value") is not None:
             derived["soak_drift_p99_ratio"] = max(0.0, 1.0 + float(drift["value"]) / 100.0)
     elif run.test == "prefix_reuse":
-        on = points.get("prefix_on") or first
-        prefix, suffix = (run.params or {}).get("prefix_tokens"), (run.params or {}).get("suffix_tokens")
-        hit = (on.extra or {}).get("prefix_hit_ratio") if on is not None else None
-        if hit is not None and prefix and suffix:
-            derived["prefix_saving_ratio"] = min(1.0, float(hit) / (prefix / (prefix + suffix)))
+        saving = prefix_memory_saving(points, run.params or {})
+        if saving is not None:
+            derived["prefix_saving_ratio"] = max(0.0, min(1.0, saving["measured"] / saving["theoretical"]))
     elif run.test == "long_context":
         rung = (run.metadata or {}).get("largest_successful_rung")
         if rung:
@@ -167,6 +167,33 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if same and same.get("passed") is not None:
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
     return derived
+
+
+def prefix_memory_saving(points: dict[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
+    """{measured, theoretical, basis} of a prefix-reuse run: measured = 1 - peak KV on / peak KV off
+    (basis "measured_off"), or / the every-request-allocates-its-own theory (basis "theory") when no
+    off run was measured; theoretical = 1 - shared prefix held once / theory. None without a peak."""
+    on, off = points.get("prefix_on"), points.get("prefix_off")
+    extra = (on.extra or {}) if on is not None else {}
+    peak_on, own = extra.get("kv_tokens_peak"), extra.get("own_allocation_tokens")
+    if peak_on is None or not own:
+        return None
+    peak_off = (off.extra or {}).get("kv_tokens_peak") if off is not None else None
+    shared_once = extra.get("shared_once_tokens")
+    if shared_once is None:
+        in_flight = min(int(params.get("concurrency") or 1), int(params.get("requests") or 1))
+        shared_once = int(params.get("prefix_tokens") or 0) + in_flight * (
+            int(params.get("suffix_tokens") or 0) + int(params.get("output_tokens") or 0)
+        )
+    theoretical = 1.0 - float(shared_once) / float(own)
+    if theoretical <= 0:
+        return None
+    reference = float(peak_off) if peak_off else float(own)
+    return {
+        "measured": 1.0 - float(peak_on) / reference,
+        "theoretical": theoretical,
+        "basis": "measured_off" if peak_off else "theory",
+    }
 
 
 def swap_resume_over_recompute(metadata: dict[str, Any], points: dict[str, Any], verdicts: list) -> float | None:
