@@ -570,8 +570,9 @@ def prefix_on_off(
     each mark is.
 
     data: candidate -> {"off": value, "on": value, "theoretical_on": value (optional),
-    "off_modelled": True when "off" is the capacity model's every-request-allocates-its-own figure
-    rather than a run with caching off}.
+    "theory_own": the capacity model's every-request-allocates-its-own figure (optional: a dashed
+    line over the pair; with no measured "off" the change is taken against it and says so),
+    "off_modelled": True when "off" is that modelled figure rather than a run with caching off}.
     """
     _check_series("data", data)
     palette = series_colours(data, colours)
@@ -579,12 +580,22 @@ def prefix_on_off(
     names = list(data)
     top = 0.0
     modelled = False
+    own_lines = []
+    not_run = False
     for i, name in enumerate(names):
         off, on = _num(data[name].get("off")), _num(data[name].get("on"))
+        own = _num(data[name].get("theory_own"))
         modelled |= bool(data[name].get("off_modelled"))
+        if not math.isnan(own):
+            own_lines.append(own)
+            top = max(top, own)
+            ax.hlines(own, i - 0.42, i + 0.42, colors=REFERENCE, linestyles="dashed", linewidth=1.2, zorder=3)
+        against_theory = math.isnan(off) and not math.isnan(own)
         for x, value, solid in ((i - 0.2, off, False), (i + 0.2, on, True)):
             if math.isnan(value):
-                ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
+                missing = _("off not run") if (not solid and against_theory) else _("n/a")
+                not_run |= not solid and against_theory
+                ax.text(x, 0, missing, ha="center", va="bottom", fontsize=7, color=NA)
                 continue
             top = max(top, value)
             ax.bar(
@@ -596,14 +607,17 @@ def prefix_on_off(
                 hatch=None if solid else "///",
                 linewidth=1,
             )
-        if not (math.isnan(off) or math.isnan(on)) and off > 0:
-            change = (on - off) / off
+        base = own if against_theory else off
+        if not (math.isnan(base) or math.isnan(on)) and base > 0:
+            change = (on - base) / base
             worse = change > 1e-9
             text = (
                 _("+%(percent)s: worse with caching") % {"percent": f"{change:.0%}"}
                 if worse
                 else f"{change:.0%}".replace("-", "−")
             )
+            if against_theory:
+                text = _("%(change)s vs theory") % {"change": text}
             ax.annotate(
                 text,
                 (i + 0.2, on),
@@ -646,6 +660,17 @@ def prefix_on_off(
                 linestyle="none",
                 markersize=14,
                 label=_("theory: the shared prefix held once, the least caching can use"),
+            )
+        )
+    if own_lines:
+        key.append(
+            Line2D(
+                [],
+                [],
+                color=REFERENCE,
+                linestyle="dashed",
+                label=_("theory: every request allocates its own prompt")
+                + (_(" (no caching-off run: the change is against it)") if not_run else ""),
             )
         )
     key.append(

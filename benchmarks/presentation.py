@@ -39,6 +39,8 @@ CRITERION_TITLES = {
     "short_traffic_isolated": _("Short requests unaffected by the long one"),
     "continuation_identical": _("Resumed sessions continue exactly as without the pause"),
     "kv_below_own_allocation": _("KV use below one copy of the prefix per request"),
+    "kv_below_theory": _("Peak KV with prefix caching clearly below every request holding its own prompt"),
+    "kv_below_prefix_off": _("Peak KV with prefix caching clearly below the same load with caching off"),
     "prefix_reused": _("The shared prefix is reused"),
     "ttft_p50_drift": _("TTFT p50 drift within the limit"),
     "ttft_p99_drift": _("TTFT p99 drift within the limit"),

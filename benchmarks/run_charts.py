@@ -65,17 +65,21 @@ def context_rungs(run: BenchmarkRun) -> list[tuple[Any, Any]] | None:
 
 
 def prefix_peaks(run: BenchmarkRun) -> dict[str, Any] | None:
-    """Prefix reuse: peak KV tokens with prefix caching on and off (off falls back to the
-    capacity model's every-request-allocates-its-own figure)."""
+    """Prefix reuse: peak KV tokens measured with prefix caching on and off (off None when no
+    caching-off run was made), the theory of every request allocating its own prompt (a labelled
+    line) and of the shared prefix held once (the least caching can use)."""
     points = {p.label: p for p in run.points.all()}
     on, off = points.get("prefix_on"), points.get("prefix_off")
     if on is None or (on.extra or {}).get("kv_tokens_peak") is None:
         return None
-    off_value = (off.extra or {}).get("kv_tokens_peak") if off is not None else None
-    modelled = off_value is None
-    if modelled:
-        off_value = (on.extra or {}).get("own_allocation_tokens")
-    return {"on": on.extra["kv_tokens_peak"], "off": off_value, "theoretical_on": None, "off_modelled": modelled}
+    extra = on.extra or {}
+    return {
+        "on": extra["kv_tokens_peak"],
+        "off": (off.extra or {}).get("kv_tokens_peak") if off is not None else None,
+        "theory_own": extra.get("own_allocation_tokens"),
+        "theoretical_on": extra.get("shared_once_tokens"),
+        "off_modelled": False,
+    }
 
 
 def soak_drift_points(run: BenchmarkRun) -> list[tuple[float, Any]] | None:
@@ -232,9 +236,10 @@ KINDS: dict[str, ChartKind] = {
             prefix_peaks,
             _draw_prefix,
             gettext_noop(
-                "Peak KV tokens with prefix caching off (hatched: measured with caching off, or modelled as every "
-                "request holding its own copy of the prefix) and on (solid); the black mark is the theory, the "
-                "shared prefix held once. The percentage is the change caching made; red when it made it worse."
+                "Peak KV tokens measured with prefix caching off (hatched) and on (solid); the dashed line is the "
+                "theory of every request allocating its own prompt, the black mark the shared prefix held once. "
+                "The percentage is the change caching made (against the theory when no caching-off run was made); "
+                "red when it made it worse."
             ),
         ),
         ChartKind(

@@ -70,8 +70,10 @@ TESTS: tuple[ValidationTest, ...] = (
         4,
         _("Prefix reuse"),
         _(
-            "Requests sharing a long system prompt, with prefix caching on (and off as a second configuration): "
-            "KV usage and TTFT against the capacity model's “every request allocates its own” figure."
+            "The same load of requests sharing a long system prompt on the engine with prefix caching on and on "
+            "the candidate's caching-off endpoint (llama.cpp: cache_prompt false): peak KV tokens, TTFT and "
+            "throughput of both against the capacity model's “every request allocates its own” figure. Without "
+            "a caching-off endpoint the on-vs-off verdict is not exercised."
         ),
         _("KV memory with a shared prefix against every request allocating its own"),
         ("prefix_on_off", "kv_usage"),

@@ -363,6 +363,12 @@ class Candidate(models.Model):
     )
     endpoint_url = models.URLField(blank=True)
     metrics_url = models.URLField(blank=True)
+    # the same engine started with prefix caching off (vLLM --no-enable-prefix-caching, SGLang
+    # --disable-radix-cache): the prefix-reuse test runs the same load on it to measure the saving
+    prefix_off_endpoint_url = models.URLField(
+        blank=True, help_text=_("The same engine started with prefix caching off, for the prefix-reuse test")
+    )
+    prefix_off_metrics_url = models.URLField(blank=True)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     model_name = models.CharField(max_length=200, blank=True)
     gpu_model = models.CharField(max_length=60, blank=True)

@@ -50,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="no admission control: an exhausted KV pool fails the request with OOM (fail) or kills the engine (crash)",
     )
     parser.add_argument("--offload-after-s", type=float, default=5.0)
+    parser.add_argument(
+        "--no-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help="turn the prefix cache off (as vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache): "
+        "the prefix-reuse test's caching-off endpoint",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--stream-shape",
@@ -89,6 +96,7 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         max_waiting=options["max_waiting"],
         oom_without_admission=options.get("oom_without_admission"),
         offload_after_s=options["offload_after_s"],
+        prefix_caching=options.get("prefix_caching", True),
         seed=options["seed"],
         stream_shape=options.get("stream_shape") or "vllm",
     )

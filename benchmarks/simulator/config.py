@@ -77,6 +77,9 @@ class SimConfig:
     max_model_len: int = 131072  # Llama-3.1 context; `static` pre-allocates this much per slot
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
+    # False: no prefix cache even where the strategy has one (the engine started with vLLM
+    # --no-enable-prefix-caching or SGLang --disable-radix-cache): the prefix test's "off" endpoint
+    prefix_caching: bool = True
     # scheduling / admission
     preemption_mode: str = "recompute"  # or "swap"
     # "queue": wait without limit; "429": reject when max_num_seqs run and max_waiting wait
@@ -145,6 +148,11 @@ class SimConfig:
     @property
     def strategy(self) -> dict[str, Any]:
         return STRATEGIES[self.profile]
+
+    @property
+    def prefix_caching_on(self) -> bool:
+        """Whether blocks are shared between requests: the strategy has a prefix cache and it is not off."""
+        return bool(self.strategy["prefix_caching"]) and self.prefix_caching
 
     @property
     def gpu_profile(self) -> GpuProfile:

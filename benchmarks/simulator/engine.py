@@ -73,15 +73,18 @@ class BlockKeys(Protocol):
 class TokenStream:
     """Real token ids (live mode): prompt ids plus deterministic outputs, hashed as a chain."""
 
-    __slots__ = ("prompt", "outputs", "digest", "corrupted", "_hashes", "_hash_bs")
+    __slots__ = ("prompt", "outputs", "digest", "corrupted", "_hashes", "_hash_bs", "_salt")
 
-    def __init__(self, prompt: list[int], seed: int = 0) -> None:
+    def __init__(self, prompt: list[int], seed: int = 0, private_to: Any = None) -> None:
         self.prompt = list(prompt)
         self.outputs: list[int] = []
         self.digest = prompt_digest(self.prompt, seed)
         self.corrupted = False
         self._hashes: list[Any] = []
         self._hash_bs = 0
+        # a request that must not share its cache (llama.cpp `cache_prompt: false`): its chain
+        # starts from its own salt, so it neither hits cached blocks nor leaves any others can hit
+        self._salt = None if private_to is None else ("private", private_to)
 
     def extend_outputs(self, count: int) -> list[int]:
         """Generate outputs up to `count` tokens; returns the new ones."""
@@ -99,7 +102,7 @@ class TokenStream:
             self._hashes, self._hash_bs = [], block_size
         if stop > len(self._hashes):
             tokens = self.prompt + self.outputs
-            previous = self._hashes[-1] if self._hashes else None
+            previous = self._hashes[-1] if self._hashes else self._salt
             self._hashes.extend(chain_hashes(tokens[: stop * block_size], block_size, len(self._hashes), previous))
         return self._hashes[start:stop]
 
@@ -239,7 +242,7 @@ class Engine:
     def __init__(self, config: SimConfig, coalesce: bool = False) -> None:
         self.config = config
         strategy = config.strategy
-        self.prefix_caching: bool = strategy["prefix_caching"]
+        self.prefix_caching: bool = config.prefix_caching_on
         self.static: bool = strategy["static"]
         self.offload: bool = strategy["offload"]
         self.bs = config.effective_block_size

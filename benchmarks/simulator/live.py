@@ -56,11 +56,15 @@ class LiveEngine:
         """Simulated seconds since start (wall seconds x time_scale)."""
         return max(self._vclock, (self._loop.time() - self._t0) * self.config.time_scale)
 
-    def submit(self, prompt_ids: list[int], max_tokens: int, request_id: Any = None) -> LiveRequest:
-        """Queue a request; raises the engine's errors (RequestTooLarge, RequestRejected, EngineOOM)."""
-        stream = TokenStream(prompt_ids, self.config.seed)
+    def submit(
+        self, prompt_ids: list[int], max_tokens: int, request_id: Any = None, cache_prompt: bool = True
+    ) -> LiveRequest:
+        """Queue a request; raises the engine's errors (RequestTooLarge, RequestRejected, EngineOOM).
+        `cache_prompt=False` (llama.cpp's per-request field): the request shares no cached prefix."""
+        ident = request_id or next(self._ids)
+        stream = TokenStream(prompt_ids, self.config.seed, private_to=None if cache_prompt else ident)
         now = self.now()
-        seq = Sequence(request_id or next(self._ids), len(prompt_ids), max_tokens, now, stream, stream)
+        seq = Sequence(ident, len(prompt_ids), max_tokens, now, stream, stream)
         handle = LiveRequest(seq)
         self.engine.add(seq, now)
         self._handles[id(seq)] = handle

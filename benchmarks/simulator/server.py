@@ -119,7 +119,7 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         state.on_crash()
         return _error(503, "engine crashed (simulated fault)")
     try:
-        handle = state.live.submit(prompt_ids, max_tokens)
+        handle = state.live.submit(prompt_ids, max_tokens, cache_prompt=body.get("cache_prompt") is not False)
     except EngineCrashed as exc:
         state.crashed = True
         state.on_crash()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from typing import Mapping
 from urllib.parse import urljoin
 
@@ -23,9 +24,19 @@ def check_candidate_target(candidate: Candidate) -> None:
     """Refuse endpoints outside KVSELECT_ALLOWED_TARGETS (and link-local/metadata) before any connection."""
     if not candidate.endpoint_url:
         raise ValidationError("endpoint_url: the candidate has no endpoint to test")
-    refused = refused_urls({"endpoint_url": candidate.endpoint_url, "metrics_url": candidate.metrics_url})
+    refused = refused_urls(candidate_urls(candidate))
     for field, reason in refused.items():
         raise ValidationError(f"{field}: {reason}")
+
+
+def candidate_urls(candidate: Candidate) -> dict[str, str]:
+    """field -> URL of every endpoint a run may load or scrape (the prefix-caching-off one too)."""
+    return {
+        "endpoint_url": candidate.endpoint_url,
+        "metrics_url": candidate.metrics_url,
+        "prefix_off_endpoint_url": candidate.prefix_off_endpoint_url,
+        "prefix_off_metrics_url": candidate.prefix_off_metrics_url,
+    }
 
 
 def refused_urls(urls: Mapping[str, str], resolver: safety.Resolver | None = None) -> dict[str, str]:
@@ -73,6 +84,17 @@ def target_for(candidate: Candidate) -> workloads.Target:
         engine=engine,
         evidence="SIMULATED" if simulated else "MEASURED",
         allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
+    )
+
+
+def prefix_off_target_for(candidate: Candidate, target: workloads.Target) -> workloads.Target | None:
+    """The prefix-reuse test's caching-off target: the candidate's prefix-off endpoint, or for
+    llama.cpp the same endpoint with cache_prompt: false; None when the candidate has neither."""
+    if not candidate.prefix_off_endpoint_url and candidate.engine.slug == "llama-cpp":
+        # a simulated llama.cpp honours cache_prompt per request as the real one does
+        return replace(target, cache_prompt=False)
+    return workloads.prefix_off_target(
+        target, candidate.prefix_off_endpoint_url or None, candidate.prefix_off_metrics_url or None
     )
 
 

@@ -16,6 +16,7 @@ from benchmarks.presentation import run_progress_context
 from benchmarks.validation.dispatch import ValidationError, start_validation
 from benchmarks.validation.forms import ValidationParamsForm
 from benchmarks.validation.plan import validation_plan
+from selection.domain import launch_flags
 from selection.models import Candidate, Selection
 from selection.web import get_candidate, get_selection, page_context, require_edit
 
@@ -33,9 +34,24 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
                 "title": f"{info.number}. {_(info.title)}",
                 "text": _(info.description),
                 "estimate": estimate_view(estimates.estimate(test, params)),
+                "off_variant": prefix_off_view(candidate) if test == "prefix_reuse" else None,
             }
         )
     return cards
+
+
+def prefix_off_view(candidate: Candidate) -> dict:
+    """What the prefix-reuse test compares caching on with: the candidate's caching-off endpoint, the
+    same llama.cpp endpoint with cache_prompt: false, or nothing (theory only), and the launch flags
+    that start the off variant of the candidate's engine."""
+    flags = launch_flags.prefix_off_flags(candidate.engine.slug, candidate.launch_flags)
+    if candidate.prefix_off_endpoint_url:
+        kind = "endpoint"
+    elif candidate.engine.slug == "llama-cpp":
+        kind = "cache_prompt"
+    else:
+        kind = "none"
+    return {"kind": kind, "url": candidate.prefix_off_endpoint_url, "flags": flags}
 
 
 def estimate_view(figures: dict | None) -> dict | None:

@@ -45,7 +45,13 @@ from benchmarks.storage import (
     write_pending,
 )
 from benchmarks.validation.engine import EngineUnavailable, LaunchedEngine
-from benchmarks.validation.target import ValidationError, check_candidate_target, healthy, target_for
+from benchmarks.validation.target import (
+    ValidationError,
+    check_candidate_target,
+    healthy,
+    prefix_off_target_for,
+    target_for,
+)
 from selection.capacity.measured import record_measured_capacity
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
@@ -264,9 +270,15 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
     if not healthy(candidate.endpoint_url):
         raise EngineUnavailable(f"{candidate.endpoint_url} did not answer /health or /v1/models")
     target = target_for(candidate)
+    extra: dict[str, Any] = {}
+    if run.test == "prefix_reuse":
+        off = prefix_off_target_for(candidate, target)
+        if off is not None and off.endpoint_url != target.endpoint_url and not healthy(off.endpoint_url):
+            raise EngineUnavailable(f"prefix_off_endpoint_url: {off.endpoint_url} did not answer /health or /v1/models")
+        extra["off_target"] = off
     try:
         result = workloads.run_test_sync(
-            run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress
+            run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress, **extra
         )
     except (workloads.PlanError, ValueError) as exc:
         return finish_failed(run, f"params: {exc}")

@@ -189,6 +189,8 @@ class CandidateSerializer(serializers.ModelSerializer):
             "launch_recipe",
             "endpoint_url",
             "metrics_url",
+            "prefix_off_endpoint_url",
+            "prefix_off_metrics_url",
             "api_key",
             "has_api_key",
             "model_name",

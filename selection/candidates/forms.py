@@ -35,6 +35,25 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
         widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/metrics"}),
     )
 
+    prefix_off_endpoint_url = forms.URLField(
+        label=_("Prefix-caching-off endpoint (optional)"),
+        required=False,
+        assume_scheme="http",
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8001/v1"}),
+        help_text=_(
+            "The same engine started with prefix caching off (vLLM --no-enable-prefix-caching, SGLang "
+            "--disable-radix-cache): the prefix-reuse test runs the same load on it to measure the memory saved. "
+            "llama.cpp needs none: the test sends cache_prompt: false to the same endpoint."
+        ),
+    )
+    prefix_off_metrics_url = forms.URLField(
+        label=_("Its metrics URL (Prometheus)"),
+        required=False,
+        assume_scheme="http",
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8001/metrics"}),
+        help_text=_("Default: the off endpoint's /metrics."),
+    )
+
     class Meta:
         model = Candidate
         fields = [
@@ -44,6 +63,8 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
             "launch_flags",
             "endpoint_url",
             "metrics_url",
+            "prefix_off_endpoint_url",
+            "prefix_off_metrics_url",
             "model_name",
             "gpu_model",
             "gpu_count",
@@ -58,6 +79,8 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
             "launch_flags": _("Launch flags"),
             "endpoint_url": _("Endpoint URL (OpenAI-compatible)"),
             "metrics_url": _("Metrics URL (Prometheus)"),
+            "prefix_off_endpoint_url": _("Prefix-caching-off endpoint (optional)"),
+            "prefix_off_metrics_url": _("Its metrics URL (Prometheus)"),
             "model_name": _("Model name"),
             "gpu_model": _("GPU model"),
             "gpu_count": _("GPU count"),

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from benchmarks.validation.target import lenient_resolver, refused_urls
+from benchmarks.validation.target import candidate_urls, lenient_resolver, refused_urls
 from selection.audit import audit
 from selection.domain import catalog as catalog_domain
 from selection.domain import limits
@@ -166,9 +166,7 @@ def candidate_errors(candidate: Candidate) -> dict[str, str]:
         errors["label"] = _(
             "another candidate of this selection is already called “%(label)s”: give this one a label"
         ) % {"label": label}
-    refused = refused_urls(
-        {"endpoint_url": candidate.endpoint_url, "metrics_url": candidate.metrics_url}, resolver=lenient_resolver
-    )
+    refused = refused_urls(candidate_urls(candidate), resolver=lenient_resolver)
     for field, reason in refused.items():
         errors[field] = _("the outbound allow-list refuses this URL: %(reason)s") % {"reason": reason}
     return errors

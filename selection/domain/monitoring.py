@@ -112,6 +112,17 @@ def plan_signals(operations: dict[str, Any], job: str | None = None) -> list[dic
         )
 
     not_exported = _message(_("the engine exports no metric for this: watch its logs"))
+    metrics_off = operations.get("metrics_off_in_launch_flags")  # launch_flags.FeatureState.as_dict()
+    if metrics_off:
+        # documented, but the launch flags leave metrics off (SGLang without --enable-metrics)
+        not_exported = (
+            _message(
+                _("metrics are off in the launch flags: start the engine with %(flag)s, then watch this"),
+                flag=metrics_off["flag"],
+            )
+            if metrics_off.get("flag")
+            else _message(_("metrics are off in the launch flags: watch the engine's logs"))
+        )
     for signal, title in SIGNALS:
         if signal == "memory":
             kv = name("kv_usage")

@@ -162,6 +162,9 @@ class DocumentedFeatures:
     metrics_exported: tuple[str, ...] | None = None  # subset of KV_METRIC_CATEGORIES
     operating_complexity: str | None = None  # low | medium | high
     sources: dict[str, str] = field(default_factory=dict)  # feature name -> source URL(s), space-separated
+    # feature name -> why the candidate's launch flags leave a documented feature off (it then counts
+    # as absent: selection.domain.launch_flags); empty when the flags enable everything documented
+    off_in_launch_flags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -773,7 +776,7 @@ def _derive(
     if name == "allocation_strategy":
         return _documented(doc.allocation_strategy, "allocation_strategy", inputs)
     if name == "prefix_cache_kind":
-        return _documented(doc.prefix_cache, "prefix_cache", inputs)
+        return _documented(doc.prefix_cache, "prefix_cache", inputs, doc)
     if name == "preemption_mode":
         return _documented(doc.preemption_mode, "preemption_mode", inputs)
     if name == "kv_quantisation":
@@ -782,7 +785,7 @@ def _derive(
         inputs["low_precision_kv_dtypes"] = low
         return _count_level(len(low))
     if name == "offload_tiers":
-        tiers = _documented(doc.offload_tiers, "offload_tiers", inputs)
+        tiers = _documented(doc.offload_tiers, "offload_tiers", inputs, doc)
         known = sorted({t.lower() for t in tiers} & set(OFFLOAD_TIERS))
         return _count_level(len(known))
     if name == "scheduling_isolation":
@@ -802,7 +805,7 @@ def _derive(
                 inputs["admission_limit"] = "failed in the overload test (OOM or a crash past the sustainable load)"
         return sum(f in features for f in SCHEDULING_FEATURES) / len(SCHEDULING_FEATURES)
     if name == "kv_metrics_exported":
-        exported = {f.lower() for f in _documented(doc.metrics_exported, "metrics_exported", inputs)}
+        exported = {f.lower() for f in _documented(doc.metrics_exported, "metrics_exported", inputs, doc)}
         return sum(c in exported for c in KV_METRIC_CATEGORIES) / len(KV_METRIC_CATEGORIES)
     if name == "ops_complexity_vs_team":
         complexity = _documented(doc.operating_complexity, "operating_complexity", inputs)
@@ -823,10 +826,12 @@ def _overload_level(ev: CandidateEvidence, include_simulated: bool, used: list[M
     return float(metric.value)
 
 
-def _documented(value: Any, name: str, inputs: dict[str, Any]) -> Any:
+def _documented(value: Any, name: str, inputs: dict[str, Any], doc: DocumentedFeatures | None = None) -> Any:
     if value is None:
         raise _Missing(f"catalog does not document {name} (unknown)")
     inputs[name] = list(value) if isinstance(value, (tuple, list)) else value
+    if doc is not None and name in doc.off_in_launch_flags:
+        inputs[f"{name}_off_in_launch_flags"] = doc.off_in_launch_flags[name]  # documented, not deployed
     return value
 
 

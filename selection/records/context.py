@@ -27,6 +27,7 @@ from selection.capacity.plans import plan_for_candidate
 from selection.certificates.services import current_certificate
 from selection.domain import catalog as catalog_domain
 from selection.domain import criteria as criteria_domain
+from selection.domain import launch_flags as launch_flags_domain
 from selection.domain import monitoring as monitoring_domain
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
@@ -284,6 +285,9 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         known = [v.version for v in catalog.engine(winner.engine.slug).versions]
         version = winner.engine_version if winner.engine_version in known else None
         caps = catalog.capabilities(winner.engine.slug, version)
+        flags = f"{winner.launch_flags or ''} {winner.launch_recipe or ''}"
+        caps = launch_flags_domain.apply_to_capabilities(caps, winner.engine.slug, flags)
+    metrics_off = (caps.get("off_in_launch_flags") or {}).get(launch_flags_domain.METRICS)
     hit_ratio = None
     for run in runs:
         if run.candidate_id == winner.pk and run.test == "prefix_reuse":
@@ -300,6 +304,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         "metrics_endpoint": caps.get("metrics_endpoint"),
         "metrics": caps.get("monitoring_metrics") or {},
         "metrics_source": (caps.get("sources") or {}).get("monitoring_metrics"),
+        "metrics_off_in_launch_flags": metrics_off,
         "headroom_percent": HEADROOM_PERCENT,
         "thresholds": {
             "kv_usage_warning": round(1 - HEADROOM_PERCENT / 100, 4),
@@ -316,6 +321,17 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
     }
 
 
+METRICS_OFF = gettext_noop("off in the launch flags: the engine exports it only when started with %(flag)s")
+
+
+def _metric_absent(operations: dict[str, Any]) -> str:
+    """Why a monitoring row has no metric: the engine exports none, or its launch flags leave metrics off."""
+    off = operations.get("metrics_off_in_launch_flags")
+    if off and off.get("flag"):
+        return _(METRICS_OFF) % {"flag": off["flag"]}
+    return _(NOT_EXPORTED)
+
+
 def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in monitoring_domain.plan_signals(operations):
@@ -325,7 +341,7 @@ def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "signal": item["signal"],
-                "metric": item["metric"] or _(NOT_EXPORTED),
+                "metric": item["metric"] or _metric_absent(operations),
                 "threshold": monitoring_domain.render(item["threshold"], _),
                 "action": "; ".join(parts),
                 "owner": operations["owner"],

@@ -15,7 +15,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import latest_runs
 from selection.domain import catalog as catalog_domain
-from selection.domain import scoring
+from selection.domain import launch_flags, scoring
 from selection.models import Candidate, Selection
 from selection.selectors import compared_candidates
 
@@ -49,11 +49,42 @@ METRIC_CATEGORIES = {
 }
 
 
+# launch_flags feature -> scoring's DocumentedFeatures field it removes when off
+FLAG_FEATURES = {
+    launch_flags.PREFIX_CACHING: "prefix_cache",
+    launch_flags.OFFLOAD: "offload_tiers",
+    launch_flags.METRICS: "metrics_exported",
+}
+
+
+def deployed_capabilities(candidate: Candidate) -> dict[str, Any]:
+    """The catalog's capabilities of the candidate's engine version as its launch flags deploy them:
+    a documented feature the flags leave off is absent (`launch_flags.apply_to_capabilities`).
+    Raises the catalog's errors for an engine it does not know."""
+    version = candidate.engine_version if candidate.engine_version in candidate.engine.versions else None
+    caps = catalog_domain.capabilities(candidate.engine.slug, version)
+    return launch_flags.apply_to_capabilities(caps, candidate.engine.slug, candidate_flags(candidate))
+
+
+def candidate_flags(candidate: Candidate) -> str:
+    """The candidate's launch flags and recipe: what its engine is started with."""
+    return f"{candidate.launch_flags or ''} {candidate.launch_recipe or ''}".strip()
+
+
+def off_reason(state: dict[str, Any]) -> str:
+    """Why a feature is off in the launch flags, in words (scoring's inputs, the record)."""
+    if state.get("reason") == launch_flags.FLAG_OFF:
+        return f"turned off by {state['flag']} in the launch flags"
+    if state.get("flag"):
+        return f"off by default and {state['flag']} is not in the launch flags"
+    return "off by default in the launch flags"
+
+
 def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
-    """The catalog's facts for the candidate's engine, in scoring's vocabulary (None = unknown)."""
+    """The catalog's facts for the candidate's engine, in scoring's vocabulary (None = unknown), as
+    deployed: a feature its launch flags leave off counts as absent, with the reason."""
     try:
-        version = candidate.engine_version if candidate.engine_version in candidate.engine.versions else None
-        caps = catalog_domain.capabilities(candidate.engine.slug, version)
+        caps = deployed_capabilities(candidate)
     except (catalog_domain.CatalogLookupError, catalog_domain.CatalogError):
         return scoring.DocumentedFeatures()
     metrics = caps.get("metrics")
@@ -76,6 +107,9 @@ def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
         metrics_exported=exported,
         operating_complexity=caps.get("ops_complexity"),
         sources={k: v for k, v in (caps.get("sources") or {}).items() if v} | _scheduling_source(caps),
+        off_in_launch_flags={
+            FLAG_FEATURES[feature]: off_reason(state) for feature, state in caps["off_in_launch_flags"].items()
+        },
     )
 
 
@@ -94,8 +128,10 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
 
     - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
     - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %).
-    - prefix_reuse: prefix_saving_ratio = measured prefix-cache hit ratio / the shared share of the
-      prompt (prefix / (prefix + suffix)): 1 means every shareable token was reused.
+    - prefix_reuse: prefix_saving_ratio = the measured memory saving (1 - peak KV with caching on /
+      peak KV with caching off; without an off run, against the theory of every request allocating
+      its own prompt) / the theoretical saving (the shared prefix held once): 1 means caching saved
+      all the memory it could. Never a hit ratio: hits without a smaller footprint save no memory.
     - long_context: max_context_rung_reached = the largest rung that succeeded.
     - overload: overload_handling = the level of what the engine did past its sustainable load
       (rejection 1.0, bounded queueing 0.7, latency collapse 0.3, OOM or crash 0.0); missing when
@@ -119,11 +155,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if drift and drift.get("value") is not None:
             derived["soak_drift_p99_ratio"] = max(0.0, 1.0 + float(drift["value"]) / 100.0)
     elif run.test == "prefix_reuse":
-        on = points.get("prefix_on") or first
-        prefix, suffix = (run.params or {}).get("prefix_tokens"), (run.params or {}).get("suffix_tokens")
-        hit = (on.extra or {}).get("prefix_hit_ratio") if on is not None else None
-        if hit is not None and prefix and suffix:
-            derived["prefix_saving_ratio"] = min(1.0, float(hit) / (prefix / (prefix + suffix)))
+        saving = prefix_memory_saving(points, run.params or {})
+        if saving is not None:
+            derived["prefix_saving_ratio"] = max(0.0, min(1.0, saving["measured"] / saving["theoretical"]))
     elif run.test == "long_context":
         rung = (run.metadata or {}).get("largest_successful_rung")
         if rung:
@@ -140,6 +174,33 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if same and same.get("passed") is not None:
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
     return derived
+
+
+def prefix_memory_saving(points: dict[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
+    """{measured, theoretical, basis} of a prefix-reuse run: measured = 1 - peak KV on / peak KV off
+    (basis "measured_off"), or / the every-request-allocates-its-own theory (basis "theory") when no
+    off run was measured; theoretical = 1 - shared prefix held once / theory. None without a peak."""
+    on, off = points.get("prefix_on"), points.get("prefix_off")
+    extra = (on.extra or {}) if on is not None else {}
+    peak_on, own = extra.get("kv_tokens_peak"), extra.get("own_allocation_tokens")
+    if peak_on is None or not own:
+        return None
+    peak_off = (off.extra or {}).get("kv_tokens_peak") if off is not None else None
+    shared_once = extra.get("shared_once_tokens")
+    if shared_once is None:
+        in_flight = min(int(params.get("concurrency") or 1), int(params.get("requests") or 1))
+        shared_once = int(params.get("prefix_tokens") or 0) + in_flight * (
+            int(params.get("suffix_tokens") or 0) + int(params.get("output_tokens") or 0)
+        )
+    theoretical = 1.0 - float(shared_once) / float(own)
+    if theoretical <= 0:
+        return None
+    reference = float(peak_off) if peak_off else float(own)
+    return {
+        "measured": 1.0 - float(peak_on) / reference,
+        "theoretical": theoretical,
+        "basis": "measured_off" if peak_off else "theory",
+    }
 
 
 def swap_resume_over_recompute(metadata: dict[str, Any], points: dict[str, Any], verdicts: list) -> float | None:

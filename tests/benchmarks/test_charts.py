@@ -328,3 +328,13 @@ def test_a_cached_chart_is_never_served_in_another_language():
     with charts.translated(lambda text: {"concurrency": "并发"}.get(text, text), language=lambda: "zh-hans"):
         assert "并发" in chart_svg("latency_vs_concurrency", series=series)
     assert ">concurrency<" in chart_svg("latency_vs_concurrency", series=series)
+
+
+def test_the_prefix_chart_draws_the_every_request_its_own_theory_and_says_when_off_was_not_run():
+    measured = " ".join(
+        texts(charts.prefix_on_off({"vLLM": {"off": 18000, "on": 6000, "theory_own": 18432, "theoretical_on": 6912}}))
+    )
+    assert "theory: every request allocates its own prompt" in measured and "−67%" in measured
+    theory_only = " ".join(texts(charts.prefix_on_off({"SGLang": {"off": None, "on": 6000, "theory_own": 18000}})))
+    assert "off not run" in theory_only and "−67% vs theory" in theory_only
+    assert "no caching-off run: the change is against it" in theory_only

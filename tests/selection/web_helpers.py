@@ -145,11 +145,24 @@ def decided_selection(architect, team, owners, engines):
         candidate = add_candidate(
             selection=selection,
             user=architect,
-            data={"engine": engines[slug], "engine_version": engines[slug].versions[0]},
+            data={
+                "engine": engines[slug],
+                "engine_version": engines[slug].versions[0],
+                "launch_flags": ALL_FEATURES_FLAGS[slug],
+            },
         )
         stress_run(candidate, (ttft / 2, ttft))
     selection.refresh_from_db()
     return selection
+
+
+# Launch flags that turn on every feature the catalog documents (documented features count only
+# when the flags enable them: selection.domain.launch_flags)
+ALL_FEATURES_FLAGS = {
+    "vllm": """--kv-transfer-config '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'""",
+    "sglang": "--enable-hierarchical-cache --enable-metrics",
+    "llama-cpp": "--metrics --slot-save-path /var/lib/llama/slots",
+}
 
 
 def enrol_owners(owners: dict, certs: signing.DevCertificatePaths, passphrase: str, settings) -> None:

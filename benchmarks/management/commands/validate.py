@@ -48,6 +48,15 @@ class Command(BaseCommand):
         parser.add_argument("--metrics-url", help="Prometheus /metrics URL (default: <endpoint>/metrics)")
         parser.add_argument("--engine", default="auto", help="vllm, sglang, lmdeploy, tgi, trtllm, llamacpp or auto")
         parser.add_argument(
+            "--prefix-off-endpoint",
+            help="prefix_reuse: the same engine started with prefix caching off (vLLM --no-enable-prefix-caching, "
+            "SGLang --disable-radix-cache), run with the same load to compare; llama.cpp without it: the same "
+            "endpoint with cache_prompt: false",
+        )
+        parser.add_argument(
+            "--prefix-off-metrics-url", help="the caching-off engine's /metrics (default: <off endpoint>/metrics)"
+        )
+        parser.add_argument(
             "--api-key-env",
             default="KVSELECT_ENDPOINT_API_KEY",
             help="environment variable holding the endpoint's API key (never a flag: flags leak)",
@@ -71,6 +80,14 @@ class Command(BaseCommand):
                 f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; "
                 "set KVSELECT_ALLOWED_TARGETS)"
             ) from exc
+        for flag in ("prefix_off_endpoint", "prefix_off_metrics_url"):
+            if opts.get(flag):
+                try:
+                    safety.check_target(opts[flag], settings.KVSELECT_ALLOWED_TARGETS)
+                except safety.TargetRefused as exc:
+                    raise CommandError(
+                        f"--{flag.replace('_', '-')}: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)})"
+                    ) from exc
         test = opts["test"]
         if test is None and not opts["trace"]:
             raise CommandError("--test: required (or give --trace FILE to replay a trace)")
@@ -80,6 +97,10 @@ class Command(BaseCommand):
             raise CommandError(f"--sample: must be a positive number of requests, got {opts['sample']}")
         if not opts["speedup"] > 0:
             raise CommandError(f"--speedup: must be positive, got {opts['speedup']}")
+        if (opts.get("prefix_off_endpoint") or opts.get("prefix_off_metrics_url")) and test != "prefix_reuse":
+            raise CommandError("--prefix-off-endpoint: only the prefix_reuse test runs a caching-off variant")
+        if opts.get("prefix_off_metrics_url") and not opts.get("prefix_off_endpoint"):
+            raise CommandError("--prefix-off-metrics-url: give --prefix-off-endpoint too")
         if test is None:
             test = "trace_replay"
             params = workloads.plan(test)
@@ -136,8 +157,13 @@ class Command(BaseCommand):
                 )
                 sys.stderr.flush()
 
+        extra = {}
+        if test == "prefix_reuse":
+            extra["off_target"] = workloads.prefix_off_target(
+                target, opts.get("prefix_off_endpoint"), opts.get("prefix_off_metrics_url")
+            )
         try:
-            result = workloads.run_test_sync(test, target, params, progress=progress)
+            result = workloads.run_test_sync(test, target, params, progress=progress, **extra)
         except (workloads.PlanError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         sys.stderr.write("\n")

@@ -34,6 +34,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import start_validation
 from selection.candidates.services import add_candidate, load_engine_catalog
 from selection.certificates.services import enrol_certificate
+from selection.domain import launch_flags
 from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord, Engine, Membership, Selection, Team
@@ -84,6 +85,10 @@ DEMO_CANDIDATES = (
     ("sglang", "radix", []),
     ("llama-cpp", "static", ["--max-model-len", "40960"]),
 )
+# Launch flags of the demo candidates: documented features count only when the flags enable them
+# (selection.domain.launch_flags), and the simulators export metrics, as SGLang and llama.cpp do only
+# when started with these.
+DEMO_LAUNCH_FLAGS = {"vllm": "", "sglang": "--enable-metrics", "llama-cpp": "--metrics"}
 # Short parameters so the whole pipeline takes a couple of minutes on a laptop.
 DEMO_PARAMS = {
     "concurrency_stress": {
@@ -270,6 +275,7 @@ class Command(BaseCommand):
                         "model_name": "kvsim-llama-3.1-8b",
                         "gpu_model": "H100",
                         "gpu_count": 1,
+                        "launch_flags": DEMO_LAUNCH_FLAGS.get(slug, ""),
                     },
                 )
         return Selection.objects.get(pk=selection.pk)
@@ -301,29 +307,43 @@ class Command(BaseCommand):
         return paths, passphrase
 
     def start_simulators(self, selection: Selection) -> None:
+        """One simulator per candidate, and for engines with a prefix-caching-off flag (vLLM, SGLang) a
+        second one started with caching off: the prefix-reuse test's "off" endpoint. llama.cpp's off
+        run is its own endpoint with cache_prompt: false, as with the real server."""
         for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
-            port = free_port(8101 + index)
-            command = [
-                sys.executable,
-                "-m",
-                "benchmarks.simulator",
-                "--profile",
-                profile,
-                "--port",
-                str(port),
-                "--model",
-                "llama-3.1-8b",
-                "--gpu",
-                "H100",
-                *extra,
-            ]
-            self.children.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            url = f"http://127.0.0.1:{port}"
+            url = self.start_simulator(8101 + index, profile, extra)
+            off_url = ""
+            if slug in launch_flags.PREFIX_OFF_FLAGS:
+                off_url = self.start_simulator(8111 + index, profile, [*extra, "--no-prefix-caching"])
             candidate = selection.candidates.get(engine__slug=slug)
             candidate.endpoint_url, candidate.metrics_url = url, f"{url}/metrics"
-            candidate.save(update_fields=["endpoint_url", "metrics_url"])
-            self.wait_for_port(port, f"simulator {profile}")
-            self.stdout.write(f"    {candidate.display_name}: {url} (profile {profile})")
+            candidate.prefix_off_endpoint_url = off_url
+            candidate.prefix_off_metrics_url = f"{off_url}/metrics" if off_url else ""
+            candidate.save(
+                update_fields=["endpoint_url", "metrics_url", "prefix_off_endpoint_url", "prefix_off_metrics_url"]
+            )
+            off = f", prefix caching off at {off_url}" if off_url else ", prefix caching off: cache_prompt false"
+            self.stdout.write(f"    {candidate.display_name}: {url} (profile {profile}{off})")
+
+    def start_simulator(self, preferred_port: int, profile: str, extra: list[str]) -> str:
+        port = free_port(preferred_port)
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.simulator",
+            "--profile",
+            profile,
+            "--port",
+            str(port),
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "H100",
+            *extra,
+        ]
+        self.children.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.wait_for_port(port, f"simulator {profile}")
+        return f"http://127.0.0.1:{port}"
 
     def wait_for_port(self, port: int, what: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -474,7 +494,7 @@ class Command(BaseCommand):
             self.style.SUCCESS(f"Serving on http://127.0.0.1:{port}/  (log in as architect / {self.password})")
         )
         self.stdout.write(
-            "    Ctrl+C stops the web server, the three simulators and the worker together; `make demo` starts "
+            "    Ctrl+C stops the web server, the simulators and the worker together; `make demo` starts "
             "them again (the data stays in var/)."
         )
         call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)

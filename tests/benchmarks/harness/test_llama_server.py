@@ -165,3 +165,27 @@ def test_overload_past_the_slots_queues_and_recovers_on_llama_server(llama_serve
     assert graceful["value"] == "queueing" and graceful["status"] == "pass", graceful["detail"]
     assert v["recovered_within_bound"]["status"] == "pass", v["recovered_within_bound"]["detail"]
     print("observed:", result.metadata["observed"]["line"])
+
+
+def test_prefix_reuse_on_and_off_with_cache_prompt_on_llama_server(llama_server):
+    """Issue 15, section 2: caching off on llama.cpp is the same server with `cache_prompt: false` per
+    request. Its slots each hold their own copy of the prompt, so the on-vs-off verdict is judged on
+    real figures (llama.cpp's prompt cache saves prefill, not memory): never 'not exercised'."""
+    on = target(llama_server)
+    off = w.prefix_off_target(on)
+    assert off is not None and off.cache_prompt is False and off.endpoint_url == on.endpoint_url
+    params = w.plan("prefix_reuse", {"peak_concurrency": 8, "avg_input_tokens": 256, "avg_output_tokens": 16})
+    params |= {"requests": 48, "kv_capacity_tokens": 8192, "sample_interval_s": 0.1}
+    result = w.run_test_sync("prefix_reuse", on, params, off_target=off)
+    v = {x["name"]: x for x in result.verdicts}
+    assert v["zero_errors"]["passed"], v["zero_errors"]["detail"]
+    assert [p.label for p in result.points] == ["prefix_on", "prefix_off"]
+    assert result.points[1].extra["cache_prompt"] is False and result.metadata["off_target"]["cache_prompt"] is False
+    observed = result.metadata["observed"]
+    assert observed["off_run"] and observed["kv_peak_on_tokens"] and observed["kv_peak_off_tokens"]
+    assert observed["requests_on"] == observed["requests_off"] == 48
+    assert v["kv_below_prefix_off"]["status"] in ("pass", "fail", "inconclusive"), v["kv_below_prefix_off"]["detail"]
+    assert v["kv_below_prefix_off"]["n"] >= w.MIN_KV_SAMPLES
+    print(observed["line"])
+    for name in ("kv_below_theory", "kv_below_prefix_off", "prefix_reused"):
+        print(name, v[name]["status"], v[name]["detail"])

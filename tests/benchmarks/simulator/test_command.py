@@ -82,3 +82,11 @@ def test_the_overload_knob_is_a_flag():
 
     assert cli.config_from_options(_options("--oom-without-admission", "crash")).oom_without_admission == "crash"
     assert cli.config_from_options(_options()).oom_without_admission is None
+
+
+def test_simulate_no_prefix_caching_flag_starts_the_caching_off_variant():
+    from benchmarks.simulator import cli
+
+    assert cli.config_from_options(_options()).prefix_caching_on
+    off = cli.config_from_options(_options("--no-prefix-caching", "--profile", "radix"))
+    assert off.prefix_caching is False and not off.prefix_caching_on

@@ -101,6 +101,27 @@ def test_prefix_caching_saves_the_blocks_and_prefill_time_the_arithmetic_predict
     assert engine.stats["prefix_hits"] == requests * prefix
 
 
+@pytest.mark.parametrize("profile", ["paged-prefix", "radix", "paged-offload"])
+def test_prefix_caching_off_knob_makes_every_request_hold_its_own_prefix(profile):
+    # the prefix test's "off" endpoint: the same strategy started with caching off
+    prefix, suffix, requests = 2048, 256, 6
+    driver = Driver(
+        small_config(
+            profile=profile, num_blocks=4000, max_model_len=4096, max_num_batched_tokens=65536, prefix_caching=False
+        )
+    )
+    driver.request(prefix + suffix, 1, prefix_id="system", prefix_tokens=prefix)
+    driver.run()
+    driver.idle(1.0)
+    for _ in range(requests):
+        driver.request(prefix + suffix, 4, prefix_id="system", prefix_tokens=prefix)
+    driver.step()
+    bs = driver.engine.bs
+    assert not driver.engine.prefix_caching and driver.engine.stats["prefix_hits"] == 0
+    assert driver.engine.used_blocks == requests * blocks_for(prefix + suffix, bs)
+    assert SimConfig(profile=profile).prefix_caching_on and not SimConfig(profile="static").prefix_caching_on
+
+
 def test_static_admits_fewer_concurrent_requests_than_paged_for_the_same_memory():
     def admitted(profile: str) -> tuple[int, float]:
         driver = Driver(small_config(profile=profile, num_blocks=400, max_model_len=2048))

@@ -322,3 +322,24 @@ def test_streams_in_each_engines_shape_and_the_harness_reads_them(shape):
 def test_unknown_stream_shape_is_refused():
     with pytest.raises(SimConfigError, match="stream_shape"):
         _config(stream_shape="openai")
+
+
+def test_cache_prompt_false_shares_no_prefix_as_llama_cpp_does():
+    # llama.cpp's per-request `cache_prompt: false`: the same endpoint serves the prefix test's "off" run
+    async def hits(cache_prompt) -> float:
+        server = await start_server(_config())
+        try:
+            async with aiohttp.ClientSession() as client:
+                for index in range(3):
+                    body = {"model": "x", "prompt": SYSTEM + f" question {index}", "max_tokens": 2}
+                    if cache_prompt is not None:
+                        body["cache_prompt"] = cache_prompt
+                    async with client.post(server.url + "/v1/completions", json=body) as response:
+                        assert response.status == 200
+                        await response.read()
+            return server.engine.stats["prefix_hits"]
+        finally:
+            await server.stop()
+
+    assert run(hits(None)) > 0 and run(hits(True)) > 0
+    assert run(hits(False)) == 0

@@ -175,8 +175,16 @@ def test_derived_scoring_metrics_from_harness_output(candidate):
     )
     from benchmarks.models import RunPoint
 
+    # a hit ratio alone is no memory saving (the scoring reads the measured footprint)
     RunPoint.objects.create(run=run, index=0, label="prefix_on", extra={"prefix_hit_ratio": 0.6})
-    assert derived_from_run(run) == {"prefix_saving_ratio": pytest.approx(0.8)}
+    assert derived_from_run(run) == {}
+    run.points.all().delete()
+    on = {"kv_tokens_peak": 2000, "own_allocation_tokens": 8000, "shared_once_tokens": 1000, "prefix_hit_ratio": 0.9}
+    RunPoint.objects.create(run=run, index=0, label="prefix_on", extra=on)
+    # no off run: against the theory, (1 - 2000/8000) / (1 - 1000/8000)
+    assert derived_from_run(run) == {"prefix_saving_ratio": pytest.approx(0.75 / 0.875)}
+    RunPoint.objects.create(run=run, index=1, label="prefix_off", extra={"kv_tokens_peak": 4000})
+    assert derived_from_run(run) == {"prefix_saving_ratio": pytest.approx(0.5 / 0.875)}
     stability = BenchmarkRun.objects.create(
         candidate=candidate,
         test="stability",
