@@ -34,8 +34,8 @@ def test_plans_come_from_constraints_and_are_editable():
     stress = w.plan("concurrency_stress", CONSTRAINTS)
     assert stress["concurrency"] == 8 and stress["input_tokens"] == 64 and stress["ttft_p95_ms"] == 1000
     ladder = w.plan("long_context", {"max_input_tokens": 100_000})
-    assert ladder["rungs"] == [16384, 32768, 65536]
-    assert w.plan("long_context", None, max_model_len=40_000)["rungs"] == [16384, 32768]
+    assert ladder["rungs"] == [16384, 32768, 65536, 100_000] and ladder["required_tokens"] == 100_000
+    assert w.plan("long_context", None, max_model_len=40_000)["rungs"] == [16384, 32768, 39_968]
     assert w.plan("swap_recovery", CONSTRAINTS)["idle_s"] == 1.0
     json.dumps([w.plan(name, CONSTRAINTS) for name in w.PLANNERS])
     with pytest.raises(w.PlanError, match="test: must be one of"):
@@ -107,6 +107,7 @@ def test_a_percentile_from_too_few_requests_is_insufficient_data_never_a_pass(wi
 def test_long_context_ladder_with_background(with_mock):
     params = w.plan("long_context", CONSTRAINTS) | {
         "rungs": [256, 1024],
+        "required_tokens": 1024,
         "background_lead_s": 0.5,
         "background_concurrency": 2,
     }
@@ -118,6 +119,30 @@ def test_long_context_ladder_with_background(with_mock):
     assert result.metadata["largest_successful_rung"] == 1024 and verdicts(result)["largest_rung_succeeds"]["passed"]
     assert result.points[2].extra["prompt_tokens_reported"] == [1024]
     assert result.points[1].extra["background_requests"] > 0
+    # two short requests in flight: too few to judge the interference, said so with the count
+    isolated = verdicts(result)["short_traffic_isolated[1K with_background]"]
+    assert isolated["status"] == "insufficient_data" and isolated["n"] < 20
+    assert "largest rung served 1024 of 1024" in result.metadata["observed"]["line"]
+
+
+def test_the_ladder_climbs_to_the_requirement_and_the_engine_limit():
+    assert w.context_ladder(100_000) == [16384, 32768, 65536, 100_000]
+    # max_model_len 131072: the last rung is the engine's limit minus the output, not dropped
+    assert w.plan("long_context", None, max_model_len=131072)["rungs"][-1] == 131072 - w.LONG_OUTPUT_TOKENS
+    # the requirement beyond the engine's limit is still sent (and fails with the engine's error)
+    plan = w.plan("long_context", {"max_input_tokens": 100_000}, max_model_len=65536)
+    assert plan["rungs"] == [16384, 32768, 65504, 100_000]
+    assert w.plan("long_context", {"max_input_tokens": 100_000}, max_context=8000)["rungs"] == [8000]
+    with pytest.raises(w.PlanError, match="params.max_context"):
+        w.plan("long_context", None, max_context=-1)
+
+
+def test_a_ladder_that_stops_short_of_the_requirement_is_not_exercised(with_mock):
+    params = w.plan("long_context", CONSTRAINTS) | {"rungs": [256], "with_background": False}
+    result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("long_context", target_for(s), params))
+    largest = verdicts(result)["largest_rung_succeeds"]
+    assert largest["status"] == "not_exercised" and largest["threshold"] == 2048, largest
+    assert "never sent" in largest["detail"]
 
 
 def test_swap_recovery_continuation_and_resume_ttft(with_mock):

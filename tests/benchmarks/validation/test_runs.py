@@ -63,6 +63,7 @@ def test_prefix_plan_converts_kv_usage_with_the_measured_or_planned_capacity(can
     candidate.measured_capacity = {"token_capacity": 123_456}
     candidate.save(update_fields=["measured_capacity"])
     assert plan_for(candidate, "prefix_reuse")["kv_capacity_tokens"] == 123_456
+    assert plan_for(candidate, "long_context")["kv_capacity_tokens"] == 123_456  # its KV per request
     assert "kv_capacity_tokens" not in plan_for(candidate, "stability")
 
 
