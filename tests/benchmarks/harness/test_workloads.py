@@ -175,11 +175,17 @@ def test_prefix_reuse_on_and_off(with_mock):
 
 
 def test_stability_windows_and_drift(with_mock):
-    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 1.5, "window_s": 0.5}
+    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 1.5, "window_s": 0.5, "warmup_s": 0.3}
     result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("stability", target_for(s), params))
     assert [p.label for p in result.points] == ["all", "first_window", "last_window"]
     v = verdicts(result)
-    assert v["ttft_p50_drift"]["passed"] is not None and "kv_usage_slope_per_hour" in result.metadata["drift"]
+    assert v["ttft_p50_drift"]["status"] in ("pass", "inconclusive") and v["ttft_p50_drift"]["n"] >= 40
+    assert "kv_usage_slope_per_hour" in result.metadata["drift"]
+    # the warm-up ran and was left out of every window
+    excluded = result.metadata["warmup_excluded"]
+    assert excluded["seconds"] == 0.3 and excluded["requests"] > 0
+    assert result.metadata["observed"]["line"].startswith("short soak of 1.5 s: not the 1 h the plan asks for")
+    assert "short soak of 1.5 s" in " ".join(result.notes)
     with pytest.raises(w.PlanError, match="params.window_s"):
         with_mock(None, lambda s: w.run_test("stability", target_for(s), params | {"window_s": 1.0}))
 
@@ -187,7 +193,7 @@ def test_stability_windows_and_drift(with_mock):
 def test_cancel_returns_partial_result_quickly(with_mock):
     cancel = threading.Event()
     threading.Timer(0.8, cancel.set).start()
-    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 60, "window_s": 10}
+    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 60, "window_s": 10, "warmup_s": 0.2}
     started = time.perf_counter()
     result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("stability", target_for(s), params, cancel=cancel))
     assert time.perf_counter() - started < 0.8 + 2.5
