@@ -98,7 +98,7 @@ DEMO_PARAMS = {
     "long_context": {
         "repeats": 1,
         "background_lead_s": 2.0,
-        "background_concurrency": 8,
+        "background_concurrency": 16,
         "background_timeout_s": 30.0,
     },
     "swap_recovery": {"sessions": 8, "idle_s": 6.0, "parallel": 8, "pressure_concurrency": 16},
