@@ -156,13 +156,19 @@ LONG_OUTPUT_TOKENS = 32
 DEFAULT_MAX_MODEL_LEN = 131072  # Llama-3.1's context: the ladder's top when nothing else says
 
 
+TRUNCATION_TOLERANCE = 0.9  # an engine reporting fewer prompt tokens than this share of the rung truncated it
+
+
 def context_ladder(top: int, engine_limit: int | None = None, start: int = LADDER[0]) -> list[int]:
     """Rungs doubling from 16K below `top`, the engine's own limit where it is below `top`, then
     `top` itself: the requirement is always sent exactly, even past the engine's limit (that rung
-    then fails with the engine's error, which is the finding)."""
+    then fails with the engine's error, which is the finding). A top at or below 16K climbs a
+    quarter and a half of it first."""
     if top < 1:
         raise PlanError(f"params.rungs: the ladder's top must be a positive token count, got {top!r}")
     rungs = set()
+    if top <= start:
+        rungs.update(r for r in (top // 4, top // 2) if r >= 1)
     rung = start
     while rung < top:
         if engine_limit is None or rung <= engine_limit:
@@ -794,6 +800,11 @@ async def run_long_context(
                     points.append(point)
                     outcomes.append(outcome)
                     served = (point.requests_failed or 0) == 0 and (point.requests_completed or 0) > 0
+                    truncated = _truncated(outcome.records, rung)
+                    if truncated:
+                        served = False
+                        point.extra["truncated"] = truncated
+                        failure_error = failure_error or truncated
                     if not served and failure_error is None:
                         failure_error = next((r.error for r in outcome.records if r.error), None)
                     rung_ok = rung_ok and served
@@ -831,6 +842,15 @@ async def run_long_context(
         partial,
         {"largest_successful_rung": largest_ok, "required_tokens": required, "observed": observed},
     )
+
+
+def _truncated(records: list[RequestRecord], rung: int) -> str | None:
+    """The engine served a shorter prompt than sent (llama.cpp's context shift truncates silently):
+    the rung was not served at its length."""
+    reported = [r.prompt_tokens for r in records if r.ok and r.prompt_tokens is not None]
+    if reported and min(reported) < TRUNCATION_TOLERANCE * rung:
+        return f"the engine reported {min(reported)} prompt tokens for a {rung}-token prompt: it truncated the input"
+    return None
 
 
 def rung_label(tokens: int) -> str:

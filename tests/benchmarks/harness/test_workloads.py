@@ -132,9 +132,20 @@ def test_the_ladder_climbs_to_the_requirement_and_the_engine_limit():
     # the requirement beyond the engine's limit is still sent (and fails with the engine's error)
     plan = w.plan("long_context", {"max_input_tokens": 100_000}, max_model_len=65536)
     assert plan["rungs"] == [16384, 32768, 65504, 100_000]
-    assert w.plan("long_context", {"max_input_tokens": 100_000}, max_context=8000)["rungs"] == [8000]
+    assert w.plan("long_context", {"max_input_tokens": 100_000}, max_context=8000)["rungs"] == [2000, 4000, 8000]
     with pytest.raises(w.PlanError, match="params.max_context"):
         w.plan("long_context", None, max_context=-1)
+
+
+def test_a_rung_the_engine_truncated_is_not_served(with_mock):
+    """An engine that reports fewer prompt tokens than sent (llama.cpp's context shift) cut the rung."""
+    params = w.plan("long_context", CONSTRAINTS) | {"rungs": [256, 2048], "with_background": False}
+    result = with_mock(
+        MockConfig(ttft_s=0.01, truncate_prompt_to=1000),
+        lambda s: w.run_test("long_context", target_for(s), params),
+    )
+    largest = verdicts(result)["largest_rung_succeeds"]
+    assert largest["status"] == "fail" and largest["value"] == 256 and "truncated" in largest["detail"], largest
 
 
 def test_a_ladder_that_stops_short_of_the_requirement_is_not_exercised(with_mock):
