@@ -38,8 +38,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
+def start_llama_server(tmp_path_factory, slots: int, context: int):
+    """llama-server on the tiny model with `slots` parallel slots sharing `context` tokens."""
     binary = llama_server_binary()
     model = write_tiny_llama(tmp_path_factory.mktemp("model") / "tiny.gguf")
     port = free_port()
@@ -55,9 +55,9 @@ def llama_server(tmp_path_factory):
             "1",
             "--metrics",
             "-np",
-            "16",
+            str(slots),
             "-c",
-            "8192",
+            str(context),
             "--host",
             "127.0.0.1",
             "--port",
@@ -79,13 +79,31 @@ def llama_server(tmp_path_factory):
             process.kill()
             raise RuntimeError(f"llama-server did not become healthy; see {log.name}")
         time.sleep(0.2)
-    yield url
+    return url, process, log
+
+
+def stop_llama_server(process, log) -> None:
     process.terminate()
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    url, process, log = start_llama_server(tmp_path_factory, slots=16, context=8192)
+    yield url
+    stop_llama_server(process, log)
+
+
+@pytest.fixture(scope="module")
+def llama_server_long(tmp_path_factory):
+    """4 slots of 2048 tokens each (-c 8192 shared by -np 4): the context the ladder climbs to."""
+    url, process, log = start_llama_server(tmp_path_factory, slots=4, context=8192)
+    yield url
+    stop_llama_server(process, log)
 
 
 def target(url):
@@ -125,3 +143,29 @@ def test_swap_recovery_greedy_continuation_on_llama_server(llama_server):
     v = {x["name"]: x for x in result.verdicts}
     assert v["zero_errors"]["passed"], v["zero_errors"]["detail"]
     assert v["continuation_identical"]["passed"], v["continuation_identical"]["detail"]
+
+
+def test_long_context_ladder_to_the_slot_context_of_llama_server(llama_server_long):
+    """The ladder climbs to llama-server's context per slot (-c / -np) and is served there; one
+    rung past it is refused with the engine's own error, or cut (context shift): never a pass."""
+    slot_context = 8192 // 4
+    params = w.plan("long_context", None, max_model_len=slot_context)
+    params |= {"background_lead_s": 1.0, "background_concurrency": 3, "background_output_tokens": 16}
+    assert params["rungs"][-1] == slot_context - w.LONG_OUTPUT_TOKENS
+    result = w.run_test_sync("long_context", target(llama_server_long), params)
+    v = {x["name"]: x for x in result.verdicts}
+    assert v["largest_rung_succeeds"]["status"] == "pass", v["largest_rung_succeeds"]["detail"]
+    assert result.metadata["largest_successful_rung"] == slot_context - w.LONG_OUTPUT_TOKENS
+    top = [p for p in result.points if p.label.endswith("alone")][-1]
+    assert top.extra["prompt_tokens_reported"] == [slot_context - w.LONG_OUTPUT_TOKENS]
+    # three short streams beside the long request: the isolation verdict says how few it saw
+    isolated = [x for name, x in v.items() if name.startswith("short_traffic_isolated")]
+    assert isolated and all(x["n"] is not None for x in isolated)
+    print(result.metadata["observed"]["line"])
+
+    beyond = w.plan("long_context", None, max_context=slot_context + 1024) | {"with_background": False}
+    beyond["rungs"] = [slot_context // 2, slot_context + 1024]
+    result = w.run_test_sync("long_context", target(llama_server_long), beyond)
+    largest = {x["name"]: x for x in result.verdicts}["largest_rung_succeeds"]
+    assert largest["status"] == "fail" and largest["value"] == slot_context // 2, largest["detail"]
+    print(result.metadata["observed"]["line"])
