@@ -966,7 +966,9 @@ def _long_context_observed(
                 "rung": rung,
                 "ttft_ms": point.ttft_ms.p50,
                 "kv_tokens_per_request": point.extra.get("kv_tokens_per_request"),
-                "served": (point.requests_failed or 0) == 0 and (point.requests_completed or 0) > 0,
+                "served": (point.requests_failed or 0) == 0
+                and (point.requests_completed or 0) > 0
+                and not point.extra.get("truncated"),
                 "short_ttft_p95_before_ms": bg["before"]["ttft_ms"].get("p95") if bg else None,
                 "short_ttft_p95_during_ms": bg["during"]["ttft_ms"].get("p95") if bg else None,
                 "short_tpot_p95_before_ms": bg["before"]["tpot_ms"].get("p95") if bg else None,
@@ -1069,6 +1071,13 @@ def _short_stats(records: list[RequestRecord]) -> dict[str, Any]:
     }
 
 
+async def _kv_peak_once(session: _Session, into: dict[str, float]) -> None:
+    sample = await session.kv_now()
+    for key in ("kv_usage_ratio", "kv_used_tokens"):
+        if sample and sample.get(key) is not None:
+            into[key] = max(into.get(key, 0.0), float(sample[key]))
+
+
 async def _kv_peak(session: _Session, done: asyncio.Event, into: dict[str, float]) -> None:
     """Poll the engine's KV gauges while the long request runs (the sampler's 1 s may miss it)."""
     while not done.is_set():
@@ -1132,6 +1141,9 @@ async def _long_rung(
         stop_bg.set()
         if peak_task is not None:
             await peak_task
+            # one more look: a request shorter than the 0.1 s polling, on an engine that keeps its
+            # cache after it (llama.cpp slots), still shows; an engine that frees it shows its baseline
+            await _kv_peak_once(session, peak)
         if bg_task is not None:
             if reporter.cancelled():
                 bg_task.cancel()

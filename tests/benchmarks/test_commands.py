@@ -140,7 +140,8 @@ def test_validate_max_context_ends_the_ladder_and_kv_capacity_applies(mock_engin
     )
     document = json.loads(out.read_text())
     params = document["metadata"]["params"]
-    assert params["rungs"] == [750, 1500, 3000] and params["required_tokens"] == 3000 and params["kv_capacity_tokens"] == 65536
+    assert params["rungs"] == [750, 1500, 3000] and params["required_tokens"] == 3000
+    assert params["kv_capacity_tokens"] == 65536
     assert document["metadata"]["largest_successful_rung"] == 3000
     endpoint = ("--endpoint", "http://127.0.0.1:9", "--model", "m")
     with pytest.raises(CommandError, match="--max-context: applies to --test long_context only"):
