@@ -93,10 +93,12 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
     """Scoring metrics a run's test-specific output implies (the harness's names -> scoring's names).
 
     - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
-    - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %).
+    - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %), windows after
+      the excluded warm-up; none when the drift had too few requests to judge.
     - prefix_reuse: prefix_saving_ratio = measured prefix-cache hit ratio / the shared share of the
       prompt (prefix / (prefix + suffix)): 1 means every shareable token was reused.
-    - long_context: max_context_rung_reached = the largest rung that succeeded.
+    - long_context: max_context_rung_reached = the largest rung served at its full length (the
+      ladder ends at the required input itself).
     - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / recompute TTFT p50 of the same
       histories, as the swap test measures both (its `resume` figures, else its "resume" and
       "recompute" points), and only when the test observed the eviction; without a recompute

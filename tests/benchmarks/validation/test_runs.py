@@ -184,6 +184,23 @@ def test_derived_scoring_metrics_from_harness_output(candidate):
         verdicts=[{"name": "ttft_p99_drift", "passed": True, "value": 12.0}],
     )
     assert derived_from_run(stability) == {"soak_drift_p99_ratio": pytest.approx(1.12)}
+    # a p99 drift from too few requests has no value: no scoring metric, never a stand-in
+    too_few = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="stability",
+        origin="harness",
+        status="succeeded",
+        verdicts=[{"name": "ttft_p99_drift", "status": "insufficient_data", "passed": None, "value": None, "n": 12}],
+    )
+    assert derived_from_run(too_few) == {}
+    ladder = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="long_context",
+        origin="harness",
+        status="succeeded",
+        metadata={"largest_successful_rung": 32768, "required_tokens": 32768},
+    )
+    assert derived_from_run(ladder) == {"max_context_rung_reached": 32768.0}
 
 
 FAKE_ENGINE = """
