@@ -46,6 +46,10 @@ CRITERION_TITLES = {
     "ttft_p99_drift": _("TTFT p99 drift within the limit"),
     "tpot_p50_drift": _("TPOT p50 drift within the limit"),
     "tpot_p99_drift": _("TPOT p99 drift within the limit"),
+    "kv_usage_slope": _("KV usage steady under steady load"),
+    "gpu_memory_slope": _("GPU memory steady under steady load"),
+    "preemption_rate_trend": _("Preemptions do not grow over the soak"),
+    "fragmentation_stable": _("Fragmentation does not grow over the soak"),
 }
 CRITERION_QUALIFIERS = {
     "resume": _("after the pause"),

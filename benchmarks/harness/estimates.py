@@ -86,7 +86,7 @@ def estimate(test: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         tokens = requests * (prompt + _number(p, "output_tokens", 64))
     elif test == "stability":
         concurrency = _number(p, "concurrency", 1)
-        seconds = _number(p, "duration_s")
+        seconds = _number(p, "warmup_s") + _number(p, "duration_s")  # the warm-up runs, then is excluded
         requests = _closed_loop(concurrency, seconds, request_seconds(p, _number(p, "input_tokens")))
         tokens = requests * per_token
     elif test == "overload":

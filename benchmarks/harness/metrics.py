@@ -91,6 +91,9 @@ ENGINE_MAPS: dict[str, dict[str, list[str]]] = {
         "waiting": ["llamacpp:requests_deferred"],
     },
 }
+# signals found under the same name whatever the engine: the simulator's fragmentation gauge (no
+# real engine exports fragmentation: vLLM, SGLang and llama.cpp have no such metric)
+SHARED_SIGNALS: dict[str, list[str]] = {"fragmentation_ratio": ["kvsim:fragmentation_ratio"]}
 ENGINE_ALIASES = {
     "tensorrt-llm": "trtllm",
     "tensorrt_llm": "trtllm",
@@ -119,7 +122,7 @@ CANONICAL_SERIES = (
     "swap_out",
     "swap_in",
 )
-_RATIO_KEYS = {"kv_usage_ratio", "cpu_kv_usage_ratio", "prefix_hit_ratio_gauge"}
+_RATIO_KEYS = {"kv_usage_ratio", "cpu_kv_usage_ratio", "prefix_hit_ratio_gauge", "fragmentation_ratio"}
 
 
 def normalize_engine(engine: str | None) -> str:
@@ -153,7 +156,7 @@ def detect_engine(names: Any) -> str | None:
 def map_samples(samples: dict[str, list[tuple[dict[str, str], float]]], engine: str) -> dict[str, float]:
     """Canonical values (ratios averaged over label sets, e.g. data-parallel engines; counts summed)."""
     values: dict[str, float] = {}
-    for canonical, candidates in ENGINE_MAPS.get(engine, {}).items():
+    for canonical, candidates in (ENGINE_MAPS.get(engine, {}) | SHARED_SIGNALS).items():
         for name in candidates:
             found = samples.get(name)
             if found:

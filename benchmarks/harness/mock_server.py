@@ -63,6 +63,8 @@ class MockConfig:
     tokenize_endpoint: bool = True
     shape: Shape = "vllm"  # whose stream to write, byte for byte (see engine_streams)
     write_mode: str = "per_token"  # or "batched" (zero-delay streams only)
+    # keep only the last N prompt tokens, as llama.cpp's context shift does (None: keep all)
+    truncate_prompt_to: int | None = None
 
 
 @dataclass
@@ -157,6 +159,8 @@ def build_app(config: MockConfig | None = None) -> web.Application:
             return web.Response(status=config.fail_status, text=config.fail_body)
         prompt = _split_prompt(body, chat)
         words = prompt.split()
+        if config.truncate_prompt_to is not None:
+            words = words[-config.truncate_prompt_to :]
         prompt_tokens = len(words)
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         stream = bool(body.get("stream"))

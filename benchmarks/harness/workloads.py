@@ -45,6 +45,7 @@ from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
 from benchmarks.harness.trace_replay import PromptBuilder, ReplayOutcome, lengths_from_trace, load_plan, run_replay
 from benchmarks.harness.verdicts import (
+    BOOTSTRAP_SEED,
     FAIL,
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
@@ -161,20 +162,61 @@ def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[s
     }
 
 
-def plan_long_context(constraints: dict[str, Any] | None = None, max_model_len: int | None = None) -> dict[str, Any]:
-    output = 32
-    cap = (max_model_len or int(_get(constraints, "max_input_tokens", LADDER[-1]) + output)) - output
-    rungs = [r for r in LADDER if r <= cap] or [cap]
+LONG_OUTPUT_TOKENS = 32
+DEFAULT_MAX_MODEL_LEN = 131072  # Llama-3.1's context: the ladder's top when nothing else says
+
+
+TRUNCATION_TOLERANCE = 0.9  # an engine reporting fewer prompt tokens than this share of the rung truncated it
+
+
+def context_ladder(top: int, engine_limit: int | None = None, start: int = LADDER[0]) -> list[int]:
+    """Rungs doubling from 16K below `top`, the engine's own limit where it is below `top`, then
+    `top` itself: the requirement is always sent exactly, even past the engine's limit (that rung
+    then fails with the engine's error, which is the finding). A top at or below 16K climbs a
+    quarter and a half of it first."""
+    if top < 1:
+        raise PlanError(f"params.rungs: the ladder's top must be a positive token count, got {top!r}")
+    rungs = set()
+    if top <= start:
+        rungs.update(r for r in (top // 4, top // 2) if r >= 1)
+    rung = start
+    while rung < top:
+        if engine_limit is None or rung <= engine_limit:
+            rungs.add(rung)
+        rung *= 2
+    if engine_limit is not None and 0 < engine_limit < top:
+        rungs.add(engine_limit)
+    rungs.add(top)
+    return sorted(rungs)
+
+
+def plan_long_context(
+    constraints: dict[str, Any] | None = None, max_model_len: int | None = None, max_context: int | None = None
+) -> dict[str, Any]:
+    """The ladder climbs to the constraints' max input (its exact value is the last rung), with the
+    engine's max_model_len (minus the output) as a rung where it is lower; `max_context`
+    (validate --max-context) replaces the requirement. Without either: up to the engine's limit."""
+    output = LONG_OUTPUT_TOKENS
+    required = (constraints or {}).get("max_input_tokens")
+    engine_limit = int(max_model_len) - output if max_model_len else None
+    if max_context is not None and int(max_context) < 1:
+        raise PlanError(f"params.max_context: must be a positive token count, got {max_context!r}")
+    top = int(max_context or required or engine_limit or DEFAULT_MAX_MODEL_LEN - output)
+    rungs = context_ladder(top, engine_limit)
     return {
         "rungs": rungs,
+        "required_tokens": top,
+        "max_model_len": max_model_len,
         "output_tokens": output,
         "repeats": 1,
-        "background_concurrency": max(min(int(_get(constraints, "peak_concurrency", 8)) // 4, 16), 1),
+        "kv_capacity_tokens": None,  # from the capacity model: KV usage ratio -> tokens per request
+        # enough short streams that >= MIN_SAMPLES of them overlap each long request (when the peak allows)
+        "background_concurrency": max(min(int(_get(constraints, "peak_concurrency", 16)), 16), 1),
         "background_input_tokens": min(int(_get(constraints, "avg_input_tokens", 256)), 2048),
-        "background_output_tokens": 64,
+        "background_output_tokens": 32,
         "background_lead_s": 5.0,  # short traffic alone before the long request (its baseline)
+        "background_timeout_s": 60.0,  # a short request stalled longer than this is a failure
         "with_background": True,
-        "required_tokens": int(_get(constraints, "max_input_tokens", rungs[-1])),
         **_budgets(constraints),
     }
 
@@ -207,14 +249,34 @@ def plan_prefix_reuse(constraints: dict[str, Any] | None = None) -> dict[str, An
     }
 
 
+SOAK_S = 3600.0  # the plan's soak: the articles speak of hours
+SOAK_MULTI_TURN_S = 4 * 3600.0  # multi-turn sessions (scenario C): caches persist, fragmentation builds slowly
+
+
+def _multi_turn(constraints: dict[str, Any] | None) -> bool:
+    c = constraints or {}
+    return bool(c.get("multi_turn")) or float(c.get("average_turns") or 0) >= 2 or c.get("scenario") == "C"
+
+
 def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A 1 h soak at steady load (4 h recommended for multi-turn), warm-up excluded, request lengths
+    drawn from the constraints' distribution with mixed outputs, so fragmentation can appear."""
+    recommended = SOAK_MULTI_TURN_S if _multi_turn(constraints) else SOAK_S
     return {
         "concurrency": max(int(_get(constraints, "peak_concurrency", 32)) // 2, 1),
-        "duration_s": 3600.0,
+        "duration_s": SOAK_S,
+        "recommended_duration_s": recommended,
+        "warmup_s": 60.0,  # excluded: caches fill and the first prefills pile up
         "window_s": 300.0,
         "input_tokens": int(_get(constraints, "avg_input_tokens", 512)),
         "output_tokens": int(_get(constraints, "avg_output_tokens", 128)),
+        **_distributions(constraints),
         "max_drift_pct": 25.0,
+        "max_kv_slope_per_hour": 0.05,  # KV usage (share of the pool) gained per hour at steady load
+        "max_gpu_memory_slope_mib_per_hour": 512.0,
+        "max_preemption_rate_ratio": 2.0,  # late preemptions per second / early, beyond one extra per window
+        "max_fragmentation_rise": 0.05,  # fragmentation ratio late minus early (engines that export it)
+        "metrics_interval_s": 1.0,
         **_budgets(constraints),
     }
 
@@ -323,7 +385,7 @@ class _Cancelled(Exception):
 class _Session:
     """A test's client, metrics sampler and GPU sampler, sharing one time zero."""
 
-    def __init__(self, target: Target, keep_text: bool = False) -> None:
+    def __init__(self, target: Target, keep_text: bool = False, metrics_interval_s: float = 1.0) -> None:
         if target.allowed_hosts is not None:
             check_target(target.endpoint_url, target.allowed_hosts)
             if target.metrics_url:
@@ -342,10 +404,11 @@ class _Session:
         self.metrics = MetricsSampler(
             target.metrics_url,
             target.engine if target.engine != "simulator" else "auto",
+            interval_s=metrics_interval_s,
             time_zero=self.time_zero,
             headers=headers,
         )
-        self.gpu = GpuSampler(time_zero=self.time_zero)
+        self.gpu = GpuSampler(interval_s=max(metrics_interval_s, 0.2), time_zero=self.time_zero)
         self.prompts: PromptFactory | None = None
 
     async def __aenter__(self) -> "_Session":
@@ -873,17 +936,30 @@ def _attach_engine_stats(point: LoadPoint, recording: MetricsRecording, start: f
 async def run_long_context(
     target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
 ) -> NormalizedResult:
+    """Climb the context ladder: per rung the long request alone (TTFT, its KV footprint, the
+    engine's error when it fails), then again beside short traffic (the short requests' TTFT and
+    TPOT before vs during; a short request stalled past its timeout is a failure, never dropped).
+    The verdict on the requirement needs the required length itself to have been sent and served."""
     rungs = [int(r) for r in params.get("rungs") or []]
     if not rungs or any(r < 1 for r in rungs):
         raise PlanError(f"params.rungs: must be a non-empty list of positive token counts, got {params.get('rungs')!r}")
+    rungs = sorted(set(rungs))
     output_tokens = _require(params, "output_tokens", int, 1)
     repeats = max(int(params.get("repeats") or 1), 1)
     with_bg = bool(params.get("with_background"))
+    if with_bg:
+        _require(params, "background_concurrency", int, 1)
+        _require(params, "background_timeout_s", float, 0.1)
+    capacity = params.get("kv_capacity_tokens")
+    if capacity is not None and (not isinstance(capacity, (int, float)) or capacity <= 0):
+        raise PlanError(f"params.kv_capacity_tokens: must be a positive token count or null, got {capacity!r}")
     reporter = Reporter(progress, cancel)
     points: list[LoadPoint] = []
     outcomes: list[LoadOutcome] = []
     notes: list[str] = []
     largest_ok: int | None = None
+    failed_rung: int | None = None
+    failure_error: str | None = None
     partial = False
     modes = ["alone"] + (["with_background"] if with_bg else [])
     steps = len(rungs) * len(modes)
@@ -899,49 +975,43 @@ async def run_long_context(
                         raise _Cancelled()
                     pct0, pct1 = 100 * step / steps, 100 * (step + 1) / steps
                     step += 1
-                    label = f"{rung // 1024}K {mode}" if rung >= 1024 else f"{rung} {mode}"
+                    label = f"{rung_label(rung)} {mode}"
                     point, outcome = await _long_rung(
                         session, prompts, rung, output_tokens, repeats, mode, params, reporter, label, pct0, pct1
                     )
                     points.append(point)
                     outcomes.append(outcome)
-                    rung_ok = rung_ok and (point.requests_failed or 0) == 0 and (point.requests_completed or 0) > 0
+                    served = (point.requests_failed or 0) == 0 and (point.requests_completed or 0) > 0
+                    truncated = _truncated(outcome.records, rung)
+                    if truncated:
+                        served = False
+                        point.extra["truncated"] = truncated
+                        failure_error = failure_error or truncated
+                    if not served and failure_error is None:
+                        failure_error = next((r.error for r in outcome.records if r.error), None)
+                    rung_ok = rung_ok and served
+                    if not rung_ok:
+                        break  # a rung the engine refused alone is not retried beside short traffic
                 if rung_ok:
                     largest_ok = rung
                 else:
-                    notes.append(f"rung {rung} failed; larger rungs not attempted")
+                    failed_rung = rung
+                    notes.append(
+                        f"rung {rung} failed"
+                        + (f" with the engine's error: {failure_error}" if failure_error else "")
+                        + "; larger rungs not attempted"
+                    )
                     break
         except _Cancelled:
             partial = True
             notes.append("cancelled: partial data")
     required = int(params.get("required_tokens") or rungs[-1])
-    verdicts = [
-        _verdict(
-            "largest_rung_succeeds",
-            (largest_ok or 0) >= min(required, rungs[-1]),
-            f"largest successful input: {largest_ok or 0} tokens; required {min(required, rungs[-1])}",
-            largest_ok,
-            min(required, rungs[-1]),
-        ),
-        _errors_verdict([p for p in points]),
-    ]
+    verdicts = [_largest_rung_verdict(required, rungs, largest_ok, failed_rung, failure_error, points)]
+    verdicts.append(_errors_verdict(points))
     for point in points:
-        if point.label.endswith("with_background"):
-            before, during = (
-                point.extra.get("background_ttft_p95_before_ms"),
-                point.extra.get("background_ttft_p95_during_ms"),
-            )
-            if before and during:
-                limit = max(2.0 * before, float(params.get("ttft_p95_ms") or 0))
-                verdicts.append(
-                    _verdict(
-                        f"short_traffic_isolated[{point.label}]",
-                        during <= limit,
-                        f"short requests' TTFT p95 {during:.1f} ms during the long request vs {before:.1f} ms before",
-                        during,
-                        limit,
-                    )
-                )
+        if point.label.endswith("with_background") and "background" in point.extra:
+            verdicts.append(_isolation_verdict(point, params))
+    observed = _long_context_observed(points, largest_ok, required, failed_rung, failure_error)
     reporter.close()
     return _build_result(
         "long_context",
@@ -952,8 +1022,257 @@ async def run_long_context(
         verdicts,
         notes,
         partial,
-        {"largest_successful_rung": largest_ok},
+        {"largest_successful_rung": largest_ok, "required_tokens": required, "observed": observed},
     )
+
+
+def _truncated(records: list[RequestRecord], rung: int) -> str | None:
+    """The engine served a shorter prompt than sent (llama.cpp's context shift truncates silently):
+    the rung was not served at its length."""
+    reported = [r.prompt_tokens for r in records if r.ok and r.prompt_tokens is not None]
+    if reported and min(reported) < TRUNCATION_TOLERANCE * rung:
+        return f"the engine reported {min(reported)} prompt tokens for a {rung}-token prompt: it truncated the input"
+    return None
+
+
+def rung_label(tokens: int) -> str:
+    """16384 -> "16K"; a length that is not a whole number of K keeps its exact count."""
+    return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
+
+
+def _largest_rung_verdict(
+    required: int,
+    rungs: list[int],
+    largest_ok: int | None,
+    failed_rung: int | None,
+    failure_error: str | None,
+    points: list[LoadPoint],
+) -> dict[str, Any]:
+    """Pass only when a rung of at least the required length was sent and served: a ladder that
+    stopped short of the requirement proves nothing about it (not exercised); one that failed on
+    the way is a failure, with the engine's error."""
+    served = sum(
+        p.requests_completed or 0
+        for p in points
+        if p.label.endswith("alone") and (p.extra.get("input_tokens_requested") or 0) >= required
+    )
+    if largest_ok is not None and largest_ok >= required:
+        return verdict(
+            "largest_rung_succeeds",
+            PASS,
+            f"the required {required} tokens were sent and served (largest rung {largest_ok}, "
+            f"{served} request(s) at or above the requirement)",
+            largest_ok,
+            required,
+            served,
+        )
+    if failed_rung is not None:
+        return verdict(
+            "largest_rung_succeeds",
+            FAIL,
+            f"rung {failed_rung} failed"
+            + (f" with the engine's error: {failure_error}" if failure_error else "")
+            + f"; largest successful input {largest_ok or 0} tokens, required {required}",
+            largest_ok,
+            required,
+            served,
+        )
+    return verdict(
+        "largest_rung_succeeds",
+        NOT_EXERCISED,
+        f"the required {required} tokens were never sent (rungs {rungs}"
+        + (f", largest served {largest_ok}" if largest_ok else "")
+        + "): add the requirement as the last rung",
+        largest_ok,
+        required,
+        served,
+    )
+
+
+def _isolation_verdict(point: LoadPoint, params: dict[str, Any]) -> dict[str, Any]:
+    """The short requests' widest gap between tokens (`_stall_ms`) while the long request ran, p95
+    against max(2 x before, the TTFT budget: a frozen stream waits for a token like a first one);
+    a short request that failed or stalled past its timeout during it fails the rung."""
+    bg = point.extra["background"]
+    name = f"short_traffic_isolated[{point.label}]"
+    during = bg["during_stall_ms_values"]
+    before_p95 = bg["before"]["stall_ms"].get("p95")
+    budget = float(params.get("ttft_p95_ms") or 0)  # a frozen stream is a wait for a token like a first one
+    limit = max(2.0 * before_p95 if before_p95 else 0.0, budget)
+    failed = bg["during"]["failed"]
+    if not limit:
+        return verdict(
+            name,
+            FAIL if failed else INSUFFICIENT_DATA,
+            f"no short request streamed before the long one and no TTFT budget: nothing to compare "
+            f"({len(during)} during, {failed} failed)",
+            None,
+            None,
+            len(during) + failed,
+        )
+    what = (
+        "short requests' widest gap between tokens during the long request "
+        f"(before: p95 {before_p95 or 0:.1f} ms, n={bg['before']['n']})"
+    )
+    judged = judge_percentile(name, during, 95, limit, what)
+    if failed:
+        return verdict(
+            name,
+            FAIL,
+            f"{failed} short request(s) failed or stalled past {bg['timeout_s']:g} s while the long request ran "
+            f"({'; '.join(bg['during']['errors'][:3])}); " + judged["detail"],
+            judged["value"],
+            limit,
+            len(during) + failed,
+            judged["interval"],
+        )
+    return judged
+
+
+def _long_context_observed(
+    points: list[LoadPoint],
+    largest_ok: int | None,
+    required: int,
+    failed_rung: int | None,
+    failure_error: str | None,
+) -> dict[str, Any]:
+    """The one-sentence summary of what the ladder saw, with its figures."""
+    rungs: list[dict[str, Any]] = []
+    for point in points:
+        if not point.label.endswith("alone"):
+            continue
+        rung = int(point.extra.get("input_tokens_requested") or 0)
+        bg = next((p.extra.get("background") for p in points if p.label == f"{rung_label(rung)} with_background"), None)
+        rungs.append(
+            {
+                "rung": rung,
+                "ttft_ms": point.ttft_ms.p50,
+                "kv_tokens_per_request": point.extra.get("kv_tokens_per_request"),
+                "served": (point.requests_failed or 0) == 0
+                and (point.requests_completed or 0) > 0
+                and not point.extra.get("truncated"),
+                "short_ttft_p95_before_ms": bg["before"]["ttft_ms"].get("p95") if bg else None,
+                "short_ttft_p95_during_ms": bg["during"]["ttft_ms"].get("p95") if bg else None,
+                "short_tpot_p95_before_ms": bg["before"]["tpot_ms"].get("p95") if bg else None,
+                "short_tpot_p95_during_ms": bg["during"]["tpot_ms"].get("p95") if bg else None,
+                "short_stall_p95_before_ms": bg["before"]["stall_ms"].get("p95") if bg else None,
+                "short_stall_p95_during_ms": bg["during"]["stall_ms"].get("p95") if bg else None,
+                "short_during_n": bg["during"]["n"] if bg else None,
+                "short_failed_during": bg["during"]["failed"] if bg else None,
+            }
+        )
+    parts = []
+    for item in rungs:
+        if not item["served"]:
+            continue
+        text = f"{rung_label(item['rung'])} TTFT {_ms(item['ttft_ms'])}"
+        if item["kv_tokens_per_request"] is not None:
+            text += f", KV {item['kv_tokens_per_request']:.0f} tok"
+        if item["short_during_n"] is not None:
+            text += (
+                f", short requests before -> during: TTFT p95 {_ms(item['short_ttft_p95_before_ms'])} -> "
+                f"{_ms(item['short_ttft_p95_during_ms'])}, TPOT p95 {_ms(item['short_tpot_p95_before_ms'])} -> "
+                f"{_ms(item['short_tpot_p95_during_ms'])}, widest token gap p95 "
+                f"{_ms(item['short_stall_p95_before_ms'])} -> {_ms(item['short_stall_p95_during_ms'])}"
+                f" (n={item['short_during_n']}"
+                + (f", {item['short_failed_during']} stalled/failed" if item["short_failed_during"] else "")
+                + ")"
+            )
+        parts.append(text)
+    line = f"largest rung served {largest_ok or 0} of {required} required tokens"
+    if failed_rung is not None:
+        line += f"; rung {failed_rung} failed" + (f" ({failure_error[:120]})" if failure_error else "")
+    if parts:
+        line += "; " + "; ".join(parts)
+    return {
+        "line": line,
+        "largest_successful_rung": largest_ok,
+        "required_tokens": required,
+        "failed_rung": failed_rung,
+        "failure_error": failure_error,
+        "rungs": rungs,
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} ms"
+
+
+async def _short_traffic(
+    session: _Session,
+    prompts: PromptFactory,
+    params: dict[str, Any],
+    stop: asyncio.Event,
+    records: list[RequestRecord],
+) -> None:
+    """Closed-loop short requests until `stop`; each is bounded by the timeout, and one that stalls
+    past it is recorded as a timeout failure (never cancelled away and dropped)."""
+    concurrency = int(params.get("background_concurrency") or 4)
+    bg_in = int(params.get("background_input_tokens") or 256)
+    bg_out = int(params.get("background_output_tokens") or 32)
+    timeout = float(params.get("background_timeout_s") or 60.0)
+    counter = iter(range(10**9))
+
+    async def worker() -> None:
+        while not stop.is_set():
+            index = next(counter)
+            spec = session.spec(
+                prompts.text(bg_in, seed=10_000 + index), bg_out, request_id=f"bg-{index}", tag="background"
+            )
+            record = RequestRecord()
+            records.append(record)
+            try:
+                await asyncio.wait_for(session.client.send(spec, record), timeout)
+            except asyncio.TimeoutError:
+                record.error_class = "timeout"
+                record.error = f"short request stalled past its {timeout:g} s timeout"
+                record.end_time = time.perf_counter()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def _stall_ms(record: RequestRecord) -> float | None:
+    """A decoding request's widest gap between two streamed chunks: a long prefill that is not
+    chunked freezes every decode for its whole length, which shows here (TPOT averages the freeze
+    away). New arrivals' TTFT during the long prefill is reported beside it, not judged: engines
+    schedule running prefills first, chunked or not. None before two chunks arrived."""
+    times = [t for t in ([record.first_token_time] if record.first_token_time else []) + record.chunk_times]
+    gaps = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False) if b >= a]
+    return max(gaps) if gaps else None
+
+
+def _short_stats(records: list[RequestRecord]) -> dict[str, Any]:
+    ok = [r for r in records if r.ok]
+    return {
+        "n": len(ok),
+        "failed": len(records) - len(ok),
+        "errors": sorted({(r.error or r.error_class or "")[:160] for r in records if not r.ok}),
+        "ttft_ms": Stats.from_values([r.ttft_ms for r in ok]).__dict__,
+        "tpot_ms": Stats.from_values([r.tpot_ms for r in ok]).__dict__,
+        "stall_ms": Stats.from_values([_stall_ms(r) for r in ok]).__dict__,
+    }
+
+
+async def _kv_peak_once(session: _Session, into: dict[str, float]) -> None:
+    sample = await session.kv_now()
+    for key in ("kv_usage_ratio", "kv_used_tokens"):
+        if sample and sample.get(key) is not None:
+            into[key] = max(into.get(key, 0.0), float(sample[key]))
+
+
+async def _kv_peak(session: _Session, done: asyncio.Event, into: dict[str, float]) -> None:
+    """Poll the engine's KV gauges while the long request runs (the sampler's 1 s may miss it)."""
+    while not done.is_set():
+        sample = await session.kv_now()
+        if sample is None:
+            return
+        for key in ("kv_usage_ratio", "kv_used_tokens"):
+            if sample.get(key) is not None:
+                into[key] = max(into.get(key, 0.0), float(sample[key]))
+        try:
+            await asyncio.wait_for(done.wait(), 0.1)
+        except asyncio.TimeoutError:
+            pass
 
 
 async def _long_rung(
@@ -973,78 +1292,92 @@ async def _long_rung(
     outcome.run_start = session.time_zero
     stop_bg = asyncio.Event()
     bg_task = None
+    short: list[RequestRecord] = []
+    lead = float(params.get("background_lead_s") or 5.0)
     if mode == "with_background":
-        bg_in = int(params.get("background_input_tokens") or 256)
-        bg_out = int(params.get("background_output_tokens") or 64)
-        bg_config = LoadConfig(
-            mode="closed",
-            concurrency=int(params.get("background_concurrency") or 4),
-            duration_s=24 * 3600.0,
-            drain_timeout_s=5.0,
-            progress_interval_s=2.0,
-        )
-        bg_task = asyncio.ensure_future(
-            run_load(
-                session.client,
-                lambda i: session.spec(
-                    prompts.text(bg_in, seed=10_000 + i), bg_out, request_id=f"bg-{i}", tag="background"
-                ),
-                bg_config,
-                cancel=lambda: stop_bg.is_set() or reporter.cancelled(),
-            )
-        )
-        await reporter.ticking(
-            label,
-            pct0,
-            pct0 + (pct1 - pct0) * 0.2,
-            asyncio.sleep(float(params.get("background_lead_s") or 5.0)),
-            float(params.get("background_lead_s") or 5.0),
-        )
+        bg_task = asyncio.ensure_future(_short_traffic(session, prompts, params, stop_bg, short))
+        await reporter.ticking(label, pct0, pct0 + (pct1 - pct0) * 0.2, asyncio.sleep(lead), lead)
+    before_kv = await session.kv_now() if mode == "alone" else None
+    peak: dict[str, float] = {}
+    done = asyncio.Event()
+    peak_task = asyncio.ensure_future(_kv_peak(session, done, peak)) if before_kv is not None else None
     outcome.measure_start = time.perf_counter()
-    for repeat in range(repeats):
-        spec = session.spec(
-            prompts.text(rung, seed=rung * 100 + repeat + (1 if mode != "alone" else 0)),
-            output_tokens,
-            request_id=f"long-{rung}-{mode}-{repeat}",
-            tag=label,
-        )
-        record = RequestRecord()
-        try:
-            await reporter.ticking(
-                label, pct0, pct1, session.client.send(spec, record), expected_s=max(rung / 2000.0, 2.0)
+    try:
+        for repeat in range(repeats):
+            spec = session.spec(
+                prompts.text(rung, seed=rung * 100 + repeat + (1 if mode != "alone" else 0)),
+                output_tokens,
+                request_id=f"long-{rung}-{mode}-{repeat}",
+                tag=label,
             )
-        finally:
-            outcome.records.append(record)
-    outcome.measure_end = time.perf_counter()
-    bg_outcome = None
-    if bg_task is not None:
+            record = RequestRecord()
+            try:
+                await reporter.ticking(
+                    label, pct0, pct1, session.client.send(spec, record), expected_s=max(rung / 2000.0, 2.0)
+                )
+            finally:
+                outcome.records.append(record)
+    finally:
+        outcome.measure_end = time.perf_counter()
+        done.set()
         stop_bg.set()
-        bg_outcome = await bg_task
+        if peak_task is not None:
+            await peak_task
+            # one more look: a request shorter than the 0.1 s polling, on an engine that keeps its
+            # cache after it (llama.cpp slots), still shows; an engine that frees it shows its baseline
+            await _kv_peak_once(session, peak)
+        if bg_task is not None:
+            if reporter.cancelled():
+                bg_task.cancel()
+            # in-flight short requests finish or time out (counted as failures), never cancelled away
+            await asyncio.gather(bg_task, return_exceptions=True)
     point = summarize(outcome, label=label)
     point.concurrency = 1
     point.extra["input_tokens_requested"] = rung
     point.extra["prompt_tokens_reported"] = [r.prompt_tokens for r in outcome.records]
+    point.extra["errors"] = [r.error for r in outcome.records if r.error][:5]
     _attach_engine_stats(
         point,
         session.metrics.recording,
         outcome.measure_start - session.time_zero,
         outcome.measure_end - session.time_zero + 1.0,
     )
-    if bg_outcome is not None:
+    if before_kv is not None:
+        point.extra["kv_tokens_per_request"] = _kv_delta_tokens(before_kv, peak, params.get("kv_capacity_tokens"))
+        point.extra["kv_usage_ratio_before"] = before_kv.get("kv_usage_ratio")
+        point.extra["kv_usage_ratio_peak"] = peak.get("kv_usage_ratio")
+    if bg_task is not None:
         long_start, long_end = outcome.measure_start, outcome.measure_end
-        before = [r.ttft_ms for r in bg_outcome.records if r.ok and r.send_time < long_start and r.ttft_ms is not None]
-        during = [
-            r.ttft_ms
-            for r in bg_outcome.records
-            if r.ok and r.ttft_ms is not None and r.send_time < long_end and (r.first_token_time or 0) > long_start
+        concurrency = int(params.get("background_concurrency") or 4)
+        # before: finished before the long request began, past the first round (sent all at once)
+        before = [r for r in short[concurrency:] if (r.end_time or math.inf) <= long_start] or [
+            r for r in short if (r.end_time or math.inf) <= long_start
         ]
-        point.extra["background_requests"] = len(bg_outcome.records)
-        point.extra["background_ttft_p95_before_ms"] = Stats.from_values(before).p95
-        point.extra["background_ttft_p95_during_ms"] = Stats.from_values(during).p95
-        point.extra["background_failed"] = sum(
-            1 for r in bg_outcome.records if not r.ok and r.error_class != "cancelled"
-        )
+        # during: in flight at some moment of the long request (waiting for a token or decoding)
+        during = [r for r in short if r.send_time < long_end and (r.end_time or math.inf) > long_start]
+        stats = {
+            "requests": len(short),
+            "timeout_s": float(params.get("background_timeout_s") or 60.0),
+            "before": _short_stats(before),
+            "during": _short_stats(during),
+        }
+        stats["during_stall_ms_values"] = [_stall_ms(r) for r in during if r.ok and _stall_ms(r) is not None]
+        point.extra["background"] = stats
+        point.extra["background_requests"] = len(short)
+        point.extra["background_ttft_p95_before_ms"] = stats["before"]["ttft_ms"]["p95"]
+        point.extra["background_ttft_p95_during_ms"] = stats["during"]["ttft_ms"]["p95"]
+        point.extra["background_failed"] = sum(1 for r in short if not r.ok)
     return point, outcome
+
+
+def _kv_delta_tokens(before: dict[str, float], peak: dict[str, float], capacity: Any) -> float | None:
+    """KV tokens the long request took: the rise of the engine's token gauge, else of its usage
+    ratio times the capacity (params.kv_capacity_tokens); None when neither is known."""
+    if peak.get("kv_used_tokens") is not None and before.get("kv_used_tokens") is not None:
+        return max(peak["kv_used_tokens"] - before["kv_used_tokens"], 0.0)
+    if capacity and peak.get("kv_usage_ratio") is not None and before.get("kv_usage_ratio") is not None:
+        return max(peak["kv_usage_ratio"] - before["kv_usage_ratio"], 0.0) * float(capacity)
+    return None
 
 
 # ---------------------------------------------------------------- 3. swap-out and recovery
@@ -1511,42 +1844,55 @@ def _prefix_observed(
 async def run_stability(
     target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
 ) -> NormalizedResult:
+    """Steady closed-loop load after an excluded warm-up, lengths from the constraints'
+    distribution. Judged: drift of TTFT/TPOT p50 and p99 (last window vs first, bootstrap
+    intervals), KV usage slope at steady load, GPU memory slope (NVML), preemption-rate trend and
+    the engine's fragmentation signal where it exports one."""
     concurrency = _require(params, "concurrency", int, 1)
     duration = _require(params, "duration_s", float, 0.1)
     window = _require(params, "window_s", float, 0.01)
     if window * 2 > duration:
         raise PlanError(f"params.window_s: must be at most half of duration_s ({duration:g}), got {window:g}")
+    warmup = float(params.get("warmup_s") or 0.0)
+    if warmup < 0:
+        raise PlanError(f"params.warmup_s: must be a number >= 0, got {warmup!r}")
     input_tokens = _require(params, "input_tokens", int, 1)
     output_tokens = _require(params, "output_tokens", int, 1)
     max_drift = float(params.get("max_drift_pct") or 25.0)
+    interval = float(params.get("metrics_interval_s") or 1.0)
     lengths = _trace_lengths(params, input_tokens, output_tokens)
     reporter = Reporter(progress, cancel)
     notes: list[str] = []
-    async with _Session(target) as session:
+    async with _Session(target, metrics_interval_s=interval) as session:
         prompts = session.prompts
         assert prompts is not None
         outcome = await run_load(
             session.client,
             lambda i: session.spec(prompts.text(lengths(i)[0], seed=i), lengths(i)[1], request_id=f"stab-{i}"),
-            LoadConfig(mode="closed", concurrency=concurrency, duration_s=duration, drain_timeout_s=60.0),
+            LoadConfig(
+                mode="closed", concurrency=concurrency, duration_s=duration, warmup_s=warmup, drain_timeout_s=60.0
+            ),
             cancel=cancel,
             progress=reporter.phase("load", 0, 100),
         )
     overall = summarize(outcome, label="all", slo=_slo(params))
     start = outcome.measure_start
-    first_records = [r for r in outcome.records if r.send_time < start + window]
-    last_start = max(outcome.measure_end - window, start + window)
-    last_records = [
-        r for r in outcome.records if r.send_time >= last_start and (r.end_time or 0) <= outcome.measure_end + 1e-6
-    ]
+    steady_end = outcome.load_end or outcome.measure_end  # the load stopped issuing here (then the drain)
+    if outcome.cancelled:
+        steady_end = min(steady_end, outcome.measure_end)
+    last_start = max(steady_end - window, start + window)
+    windows = {
+        "first_window": (start, start + window),
+        "last_window": (last_start, max(steady_end, last_start)),
+    }
+    window_records = {
+        label: [r for r in outcome.records if t0 <= r.send_time < t1] for label, (t0, t1) in windows.items()
+    }
     points = [overall]
-    for label, records, t0, t1 in (
-        ("first_window", first_records, start, start + window),
-        ("last_window", last_records, last_start, outcome.measure_end),
-    ):
+    for label, (t0, t1) in windows.items():
         part = LoadOutcome(
             config=outcome.config,
-            records=records,
+            records=window_records[label],
             run_start=outcome.run_start,
             measure_start=t0,
             measure_end=t1,
@@ -1556,34 +1902,48 @@ async def run_stability(
         point = summarize(part, label=label)
         _attach_engine_stats(point, session.metrics.recording, t0 - session.time_zero, t1 - session.time_zero)
         points.append(point)
-    _attach_engine_stats(
-        overall, session.metrics.recording, start - session.time_zero, outcome.measure_end - session.time_zero
-    )
-    first, last = points[1], points[2]
+    _attach_engine_stats(overall, session.metrics.recording, start - session.time_zero, steady_end - session.time_zero)
     verdicts = [_errors_verdict([overall])]
-    drift: dict[str, float | None] = {}
-    for metric, key in (("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p99")):
-        a, b = getattr(getattr(first, metric), key), getattr(getattr(last, metric), key)
-        value = (b - a) / a * 100.0 if a and b is not None else None
-        drift[f"{metric}_{key}_drift_pct"] = value
-        verdicts.append(
-            _verdict(
-                f"{metric.replace('_ms', '')}_{key}_drift",
-                None if value is None else value <= max_drift,
-                "not enough requests in a window"
-                if value is None
-                else f"{value:+.1f} % from the first to the last window",
-                value,
-                max_drift,
-            )
+    early_ok = [r for r in window_records["first_window"] if r.ok]
+    late_ok = [r for r in window_records["last_window"] if r.ok]
+    drift: dict[str, Any] = {}
+    for metric, q in (("ttft_ms", 50), ("ttft_ms", 99), ("tpot_ms", 50), ("tpot_ms", 99)):
+        judged = _drift_verdict(
+            f"{metric.replace('_ms', '')}_p{q}_drift",
+            [getattr(r, metric) for r in early_ok],
+            [getattr(r, metric) for r in late_ok],
+            q,
+            max_drift,
+            metric.replace("_ms", "").upper(),
         )
-    kv = session.metrics.recording.series.get("kv_usage_ratio", [])
-    slope = _slope(kv)
-    drift["kv_usage_slope_per_hour"] = None if slope is None else slope * 3600.0
+        drift[f"{metric}_p{q}_drift_pct"] = judged["value"]
+        drift[f"{metric}_p{q}_drift_interval"] = judged["interval"]
+        verdicts.append(judged)
+    recording = session.metrics.recording
+    steady = (start - session.time_zero, steady_end - session.time_zero)
+    kv_verdict, kv_figures = _kv_slope_verdict(recording, steady, params)
+    verdicts.append(kv_verdict)
+    drift.update(kv_figures)
+    gpu_verdict, gpu_figures = _gpu_memory_verdict(session.gpu.recording, steady, params)
+    verdicts.append(gpu_verdict)
+    drift.update(gpu_figures)
+    shifted = {k: (a - session.time_zero, b - session.time_zero) for k, (a, b) in windows.items()}
+    pre_verdict, pre_figures = _preemption_trend_verdict(recording, shifted, params)
+    verdicts.append(pre_verdict)
+    drift.update(pre_figures)
+    frag_verdict, frag_figures = _fragmentation_verdict(recording, shifted, params)
+    verdicts.append(frag_verdict)
+    drift.update(frag_figures)
     verdicts.extend(_budget_verdicts(overall, params, records=outcome.records))
-    overall.extra.update(drift)
+    overall.extra.update({k: v for k, v in drift.items() if not k.endswith("_interval")})
+    soak_note = _soak_note(params, duration)
+    if soak_note:
+        notes.append(soak_note)
     if outcome.cancelled:
         notes.append("cancelled: partial data")
+    observed = _stability_observed(
+        params, concurrency, duration, warmup, outcome, early_ok, late_ok, drift, soak_note, session.gpu.recording
+    )
     reporter.close()
     return _build_result(
         "stability",
@@ -1594,21 +1954,299 @@ async def run_stability(
         verdicts,
         notes,
         outcome.cancelled,
-        {"drift": drift, **_lengths_meta(lengths)},
+        {
+            "drift": drift,
+            "warmup_excluded": {"seconds": warmup, "requests": len(outcome.warmup)},
+            "observed": observed,
+            **_lengths_meta(lengths),
+        },
     )
 
 
-def _slope(series: list[list[float]]) -> float | None:
-    """Least-squares slope of value over time (per second)."""
+def _soak_note(params: dict[str, Any], duration: float) -> str | None:
+    """The label of a soak shorter than the plan's hour, or than the 4 h it recommends for
+    multi-turn sessions: never silent."""
+    recommended = float(params.get("recommended_duration_s") or SOAK_S)
+    kind = "short demo soak" if params.get("soak_label") == "demo" else "short soak"
+    extra = f" ({recommended / 3600:g} h recommended for multi-turn sessions)" if recommended > SOAK_S else ""
+    if duration < SOAK_S:
+        return f"{kind} of {duration:g} s: not the {SOAK_S / 3600:g} h the plan asks for{extra}"
+    if duration < recommended:
+        return f"soak of {duration / 3600:.2g} h: {recommended / 3600:g} h recommended for multi-turn sessions"
+    return None
+
+
+def _drift_verdict(
+    name: str, early: list[float | None], late: list[float | None], q: float, max_drift: float, what: str
+) -> dict[str, Any]:
+    """p`q` late / early as a drift in %, with a bootstrap interval over both windows' requests."""
+    a = [float(v) for v in early if v is not None and math.isfinite(v)]
+    b = [float(v) for v in late if v is not None and math.isfinite(v)]
+    n = len(a) + len(b)
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return verdict(
+            name,
+            INSUFFICIENT_DATA,
+            f"{what} p{q:g} drift: {len(a)} requests in the first window and {len(b)} in the last; "
+            f"at least {MIN_SAMPLES} in each are needed to judge it (limit {max_drift:g} %)",
+            None,
+            max_drift,
+            n,
+        )
+    base, now = float(np.percentile(a, q)), float(np.percentile(b, q))
+    if base <= 0:
+        return verdict(name, INSUFFICIENT_DATA, f"{what} p{q:g} of the first window is 0", None, max_drift, n)
+    value = (now / base - 1.0) * 100.0
+    ratio = ratio_interval(b, a, q)
+    interval = None if ratio is None else ((ratio[0] - 1.0) * 100.0, (ratio[1] - 1.0) * 100.0)
+    status = compare(value, interval, max_drift)
+    detail = (
+        f"{what} p{q:g} {base:.1f} -> {now:.1f} ms ({value:+.1f} %"
+        + (f", 95% CI {interval[0]:+.1f}–{interval[1]:+.1f} %" if interval else "")
+        + f"; n={len(a)} first, {len(b)} last window) vs <= {max_drift:g} %"
+    )
+    if status == INCONCLUSIVE:
+        detail += ": the interval straddles the limit"
+    return verdict(name, status, detail, value, max_drift, n, interval)
+
+
+def _slope_interval(series: list[list[float]]) -> tuple[float, tuple[float, float]] | None:
+    """Least-squares slope (per second) with its 95 % interval (slope +- 1.96 standard errors)."""
     if len(series) < 3:
         return None
-    n = len(series)
-    mean_t = sum(t for t, _ in series) / n
-    mean_v = sum(v for _, v in series) / n
-    var = sum((t - mean_t) ** 2 for t, _ in series)
-    if var == 0 or math.isnan(var):
+    t = np.asarray([p[0] for p in series], dtype=float)
+    v = np.asarray([p[1] for p in series], dtype=float)
+    if np.ptp(t) == 0:
         return None
-    return sum((t - mean_t) * (v - mean_v) for t, v in series) / var
+    slope, intercept = np.polyfit(t, v, 1)
+    residuals = v - (slope * t + intercept)
+    se = math.sqrt(float(np.sum(residuals**2)) / (len(t) - 2) / float(np.sum((t - t.mean()) ** 2)))
+    return float(slope), (float(slope - 1.96 * se), float(slope + 1.96 * se))
+
+
+MIN_SLOPE_SAMPLES = 10
+
+
+def _kv_slope_verdict(
+    recording: MetricsRecording, steady: tuple[float, float], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """KV usage slope over the steady load (warm-up excluded): a leak, or fragmentation that holds
+    blocks, shows as KV usage climbing while the load stays the same."""
+    limit = float(params.get("max_kv_slope_per_hour") or 0.05)
+    series = [p for p in recording.series.get("kv_usage_ratio", []) if steady[0] <= p[0] <= steady[1]]
+    name = "kv_usage_slope"
+    if not recording.series.get("kv_usage_ratio"):
+        return verdict(name, NOT_JUDGED, "the engine exports no KV usage metric"), {"kv_usage_slope_per_hour": None}
+    fit = _slope_interval(series) if len(series) >= MIN_SLOPE_SAMPLES else None
+    if fit is None:
+        return (
+            verdict(
+                name,
+                INSUFFICIENT_DATA,
+                f"{len(series)} KV usage samples at steady load: at least {MIN_SLOPE_SAMPLES} are needed",
+                None,
+                limit,
+                len(series),
+            ),
+            {"kv_usage_slope_per_hour": None},
+        )
+    slope, (low, high) = fit
+    value, interval = slope * 3600.0, (low * 3600.0, high * 3600.0)
+    status = compare(value, interval, limit)
+    detail = (
+        f"KV usage {value:+.3f} of the pool per hour at steady load (95% CI {interval[0]:+.3f}–{interval[1]:+.3f}, "
+        f"{len(series)} samples over {series[-1][0] - series[0][0]:.0f} s) vs <= {limit:g}"
+    )
+    if status == INCONCLUSIVE:
+        detail += ": the interval straddles the limit (a longer soak narrows it)"
+    first, last = series[0][1], series[-1][1]
+    return verdict(name, status, detail, value, limit, len(series), interval), {
+        "kv_usage_slope_per_hour": value,
+        "kv_usage_slope_interval": list(interval),
+        "kv_usage_first": first,
+        "kv_usage_last": last,
+    }
+
+
+def _gpu_memory_verdict(
+    gpu: Any, steady: tuple[float, float], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """GPU memory slope from NVML (memory outside the KV pool: allocator growth, leaks)."""
+    limit = float(params.get("max_gpu_memory_slope_mib_per_hour") or 512.0)
+    name = "gpu_memory_slope"
+    if not gpu.available:
+        return (
+            verdict(
+                name, NOT_JUDGED, f"no NVML on the client machine: GPU memory not measured ({gpu.reason or 'no GPU'})"
+            ),
+            {"gpu_memory_slope_mib_per_hour": None},
+        )
+    slopes = []
+    for key, values in gpu.series.items():
+        if not key.endswith("_memory_used_mib"):
+            continue
+        fit = _slope_interval([p for p in values if steady[0] <= p[0] <= steady[1]])
+        if fit is not None:
+            slopes.append((key, fit))
+    if not slopes:
+        return (
+            verdict(name, INSUFFICIENT_DATA, "too few GPU memory samples at steady load", None, limit),
+            {"gpu_memory_slope_mib_per_hour": None},
+        )
+    key, (slope, (low, high)) = max(slopes, key=lambda item: item[1][0])
+    value, interval = slope * 3600.0, (low * 3600.0, high * 3600.0)
+    status = compare(value, interval, limit)
+    samples = len(gpu.series[key])
+    detail = (
+        f"{key.replace('_memory_used_mib', '')} memory {value:+.0f} MiB per hour at steady load "
+        f"(95% CI {interval[0]:+.0f}–{interval[1]:+.0f}) vs <= {limit:g} MiB/h"
+    )
+    return verdict(name, status, detail, value, limit, samples, interval), {
+        "gpu_memory_slope_mib_per_hour": value,
+        "gpu_memory_slope_interval": list(interval),
+    }
+
+
+def _counter_rate(recording: MetricsRecording, name: str, window: tuple[float, float]) -> tuple[float, float] | None:
+    """(increase, seconds) of a cumulative counter over the window; None without two samples."""
+    values = [p for p in recording.series.get(name, []) if window[0] <= p[0] <= window[1]]
+    if len(values) < 2 or values[-1][0] <= values[0][0]:
+        return None
+    return max(values[-1][1] - values[0][1], 0.0), values[-1][0] - values[0][0]
+
+
+def _preemption_trend_verdict(
+    recording: MetricsRecording, windows: dict[str, tuple[float, float]], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Preemptions per second in the last window against the first: a pool shrinking under a leak or
+    fragmentation preempts more as the soak goes on. One extra preemption per window is tolerated."""
+    ratio_limit = float(params.get("max_preemption_rate_ratio") or 2.0)
+    name = "preemption_rate_trend"
+    if "preemptions" not in recording.series:
+        return (
+            verdict(name, NOT_JUDGED, "the engine exports no preemption counter"),
+            {"preemptions_per_min_first": None, "preemptions_per_min_last": None},
+        )
+    early = _counter_rate(recording, "preemptions", windows["first_window"])
+    late = _counter_rate(recording, "preemptions", windows["last_window"])
+    if early is None or late is None:
+        return (
+            verdict(name, INSUFFICIENT_DATA, "fewer than two preemption-counter samples in a window"),
+            {"preemptions_per_min_first": None, "preemptions_per_min_last": None},
+        )
+    early_rate, late_rate = early[0] / early[1], late[0] / late[1]
+    allowed = early_rate * ratio_limit + 1.0 / late[1]
+    figures = {"preemptions_per_min_first": early_rate * 60.0, "preemptions_per_min_last": late_rate * 60.0}
+    detail = (
+        f"preemptions {early[0]:.0f} in the first window ({early_rate * 60:.1f}/min) -> {late[0]:.0f} in the last "
+        f"({late_rate * 60:.1f}/min) vs <= {ratio_limit:g} x the first rate + 1 per window"
+    )
+    status = PASS if late_rate <= allowed else FAIL
+    return verdict(name, status, detail, late_rate * 60.0, allowed * 60.0, int(early[0] + late[0])), figures
+
+
+def _fragmentation_verdict(
+    recording: MetricsRecording, windows: dict[str, tuple[float, float]], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The engine's own fragmentation gauge, late window against the first (a bootstrap interval of
+    the difference of means). Real engines export none: not judged, and the KV slope stands in."""
+    limit = float(params.get("max_fragmentation_rise") or 0.05)
+    name = "fragmentation_stable"
+    if "fragmentation_ratio" not in recording.series:
+        return (
+            verdict(
+                name,
+                NOT_JUDGED,
+                "the engine exports no fragmentation metric (vLLM, SGLang and llama.cpp have none); "
+                "the KV usage slope at steady load stands in for it",
+            ),
+            {"fragmentation_first": None, "fragmentation_last": None},
+        )
+    early = _series_in(recording, "fragmentation_ratio", *windows["first_window"])
+    late = _series_in(recording, "fragmentation_ratio", *windows["last_window"])
+    if len(early) < 2 or len(late) < 2:
+        return (
+            verdict(name, INSUFFICIENT_DATA, f"{len(early)} and {len(late)} fragmentation samples in the windows"),
+            {"fragmentation_first": None, "fragmentation_last": None},
+        )
+    a, b = np.asarray(early), np.asarray(late)
+    value = float(b.mean() - a.mean())
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    diffs = b[rng.integers(0, b.size, (1000, b.size))].mean(axis=1) - a[rng.integers(0, a.size, (1000, a.size))].mean(
+        axis=1
+    )
+    interval = (float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5)))
+    status = compare(value, interval, limit)
+    detail = (
+        f"fragmentation {a.mean():.3f} -> {b.mean():.3f} ({value:+.3f}, 95% CI {interval[0]:+.3f}–{interval[1]:+.3f}; "
+        f"{a.size} and {b.size} samples) vs a rise <= {limit:g}"
+    )
+    return verdict(name, status, detail, value, limit, int(a.size + b.size), interval), {
+        "fragmentation_first": float(a.mean()),
+        "fragmentation_last": float(b.mean()),
+    }
+
+
+def _stability_observed(
+    params: dict[str, Any],
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    outcome: LoadOutcome,
+    early: list[RequestRecord],
+    late: list[RequestRecord],
+    drift: dict[str, Any],
+    soak_note: str | None,
+    gpu: Any,
+) -> dict[str, Any]:
+    """The one-sentence summary of the soak, with its figures."""
+
+    def pct(key: str) -> str:
+        value = drift.get(key)
+        return "n/a" if value is None else f"{value:+.0f} %"
+
+    def p(records: list[RequestRecord], attr: str, q: float) -> float | None:
+        values = [getattr(r, attr) for r in records if getattr(r, attr) is not None]
+        return float(np.percentile(values, q)) if values else None
+
+    ttft_early, ttft_late = p(early, "ttft_ms", 99), p(late, "ttft_ms", 99)
+    tpot_early, tpot_late = p(early, "tpot_ms", 99), p(late, "tpot_ms", 99)
+    slope = drift.get("kv_usage_slope_per_hour")
+    parts = [
+        (soak_note + "; " if soak_note else "")
+        + f"c={concurrency} for {duration:g} s after a {warmup:g} s warm-up ({len(outcome.warmup)} requests excluded), "
+        f"{len(outcome.records)} measured requests (n={len(early)} first, {len(late)} last window)",
+        f"TTFT p99 {_ms(ttft_early)} -> {_ms(ttft_late)} ({pct('ttft_ms_p99_drift_pct')}), "
+        f"TPOT p99 {_ms(tpot_early)} -> {_ms(tpot_late)} ({pct('tpot_ms_p99_drift_pct')})",
+        "KV usage slope " + ("n/a" if slope is None else f"{slope * 100:+.1f} points/h"),
+    ]
+    if drift.get("preemptions_per_min_first") is not None:
+        parts.append(
+            f"preemptions {drift['preemptions_per_min_first']:.1f} -> {drift['preemptions_per_min_last']:.1f}/min"
+        )
+    if drift.get("fragmentation_first") is not None:
+        parts.append(f"fragmentation {drift['fragmentation_first']:.3f} -> {drift['fragmentation_last']:.3f}")
+    if drift.get("gpu_memory_slope_mib_per_hour") is not None:
+        parts.append(f"GPU memory {drift['gpu_memory_slope_mib_per_hour']:+.0f} MiB/h")
+    else:
+        parts.append("GPU memory not measured (no NVML)")
+    return {
+        "line": "; ".join(parts),
+        "soak_note": soak_note,
+        "duration_s": duration,
+        "recommended_duration_s": float(params.get("recommended_duration_s") or SOAK_S),
+        "warmup_s": warmup,
+        "warmup_requests": len(outcome.warmup),
+        "requests": len(outcome.records),
+        "first_window_n": len(early),
+        "last_window_n": len(late),
+        "ttft_p99_first_ms": ttft_early,
+        "ttft_p99_last_ms": ttft_late,
+        "tpot_p99_first_ms": tpot_early,
+        "tpot_p99_last_ms": tpot_late,
+        **{k: v for k, v in drift.items() if not k.endswith("_interval")},
+        "gpu_available": bool(gpu.available),
+    }
 
 
 # ---------------------------------------------------------------- 6. overload and rejection

@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--fault-kv-leak-blocks-per-request",
+        type=int,
+        default=0,
+        help="fault: KV blocks each finished request never returns (a leak the stability test must catch)",
+    )
+    parser.add_argument(
         "--stream-shape",
         default="vllm",
         choices=SHAPES,
@@ -98,6 +104,7 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         offload_after_s=options["offload_after_s"],
         prefix_caching=options.get("prefix_caching", True),
         seed=options["seed"],
+        fault_kv_leak_blocks_per_request=options.get("fault_kv_leak_blocks_per_request") or 0,
         stream_shape=options.get("stream_shape") or "vllm",
     )
     if options.get("kv_bytes_per_token") is not None:

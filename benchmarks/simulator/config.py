@@ -109,6 +109,9 @@ class SimConfig:
     fault_drop_after_tokens: int | None = None
     fault_oom_every: int | None = None  # every Nth request fails with an OOM error
     fault_crash_after_requests: int | None = None
+    # every finished request leaves this many KV blocks behind (a leak / growing fragmentation):
+    # KV usage climbs at steady load and decode slows as the stranded blocks are read around
+    fault_kv_leak_blocks_per_request: int = 0
     stream_shape: str = "vllm"  # whose SSE stream the server writes: vllm, sglang or tgi (engine_streams)
 
     def __post_init__(self) -> None:
@@ -122,6 +125,9 @@ class SimConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise SimConfigError(f"{name}: must be a positive integer, got {value!r}")
+        leak = self.fault_kv_leak_blocks_per_request
+        if not isinstance(leak, int) or isinstance(leak, bool) or leak < 0:
+            raise SimConfigError(f"fault_kv_leak_blocks_per_request: must be a non-negative integer, got {leak!r}")
         if not isinstance(self.weight_bytes, int) or self.weight_bytes < 0:
             raise SimConfigError(f"weight_bytes: must be a non-negative integer, got {self.weight_bytes!r}")
         if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks <= 0):

@@ -32,6 +32,7 @@ from benchmarks.simulator.config import SimConfig, blocks_for
 from benchmarks.simulator.tokens import chain_hashes, corrupt, output_token, prompt_digest
 
 WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
+LEAK_CAP = 0.9  # fault_kv_leak_blocks_per_request stops leaking at this share of the pool
 
 
 class EngineError(Exception):
@@ -270,6 +271,7 @@ class Engine:
         self.peak_used_blocks = 0
         self.peak_running = 0
         self._admitted = 0
+        self.leaked = 0  # blocks never returned (fault_kv_leak_blocks_per_request): a leak / fragmentation
         self.stats: dict[str, int] = dict.fromkeys(
             (
                 "prefix_queries",
@@ -729,7 +731,8 @@ class Engine:
         bandwidth = config.gpu_profile.hbm_bandwidth_bytes_per_s
         kvb = config.kv_bytes_per_token
         if steps <= 1:
-            memory_time = (config.weight_bytes + kvb * (self.S + prefill_ctx)) / bandwidth
+            # leaked (fragmented) blocks are read as scattered KV: each decode step slows as they grow
+            memory_time = (config.weight_bytes + kvb * (self.S + prefill_ctx + self.leaked * self.bs)) / bandwidth
             compute_time = prefill_compute
             duration = config.step_overhead_s + max(memory_time, compute_time) + swap_time
             if not n_decode and not chunks:
@@ -737,7 +740,9 @@ class Engine:
         else:
             per_step = config.step_overhead_s + config.weight_bytes / bandwidth
             duration = (
-                steps * per_step + kvb / bandwidth * (steps * self.S + n_decode * steps * (steps - 1) / 2) + swap_time
+                steps * per_step
+                + kvb / bandwidth * (steps * (self.S + self.leaked * self.bs) + n_decode * steps * (steps - 1) / 2)
+                + swap_time
             )
         outcome.duration = duration
         outcome.steps = max(steps, 1)
@@ -833,6 +838,13 @@ class Engine:
         self._mark_finished(seq, end, reason)
 
     def _mark_finished(self, seq: Sequence, end: float, reason: str) -> None:
+        leak = self.config.fault_kv_leak_blocks_per_request
+        if leak:
+            # the fault: blocks a finished request never gives back, up to LEAK_CAP of the pool (so
+            # the engine keeps serving, ever slower and fuller, as a leaking engine does for a while)
+            count = min(leak, self.free, max(int(self.total_blocks * LEAK_CAP) - self.leaked, 0))
+            self.free -= count
+            self.leaked += count
         seq.status = FINISHED
         seq.finish_t = end
         seq.finish_reason = reason
@@ -855,6 +867,7 @@ class Engine:
             kv = self._kv_len(seq)
             blocks = self.static_blocks if seq.static else max(blocks_for(kv, bs), len(seq.shared) + seq.private)
             unused += blocks * bs - kv
+        unused += self.leaked * bs  # held by nobody, holding no token
         return min(1.0, max(0.0, unused / (used * bs)))
 
     def snapshot(self) -> dict[str, Any]:
@@ -868,6 +881,7 @@ class Engine:
             "running": len(self.running),
             "waiting": len(self.waiting),
             "fragmentation": self.fragmentation(),
+            "leaked_blocks": self.leaked,
             **self.stats,
         }
 
@@ -877,7 +891,7 @@ class Engine:
         in_use_shared = len(self.ref)
         assert all(count > 0 for count in self.ref.values())
         assert self.ref.keys().isdisjoint(self.evictable.keys())
-        total = self.free + len(self.evictable) + in_use_shared + private + self.growth
+        total = self.free + len(self.evictable) + in_use_shared + private + self.growth + self.leaked
         assert total == self.total_blocks, (
             total,
             self.total_blocks,

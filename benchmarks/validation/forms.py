@@ -31,6 +31,16 @@ PARAM_LABELS = {
     "background_lead_s": pgettext_lazy("validation parameter", "Background traffic before the long request (s)"),
     "with_background": pgettext_lazy("validation parameter", "Run background traffic"),
     "required_tokens": pgettext_lazy("validation parameter", "Required context (tokens)"),
+    "background_timeout_s": pgettext_lazy("validation parameter", "Background request timeout (s)"),
+    "max_model_len": pgettext_lazy("validation parameter", "Engine context limit (tokens)"),
+    "recommended_duration_s": pgettext_lazy("validation parameter", "Recommended soak duration (s)"),
+    "max_kv_slope_per_hour": pgettext_lazy("validation parameter", "Largest allowed KV usage rise per hour (0-1)"),
+    "max_gpu_memory_slope_mib_per_hour": pgettext_lazy(
+        "validation parameter", "Largest allowed GPU memory rise per hour (MiB)"
+    ),
+    "max_preemption_rate_ratio": pgettext_lazy("validation parameter", "Largest allowed preemption-rate growth (x)"),
+    "max_fragmentation_rise": pgettext_lazy("validation parameter", "Largest allowed fragmentation rise (0-1)"),
+    "metrics_interval_s": pgettext_lazy("validation parameter", "Engine metrics interval (s)"),
     "sessions": pgettext_lazy("validation parameter", "Sessions"),
     "idle_fraction": pgettext_lazy("validation parameter", "Share of sessions left idle (0-1)"),
     "idle_s": pgettext_lazy("validation parameter", "Idle time between turns (s)"),

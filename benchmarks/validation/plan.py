@@ -13,6 +13,8 @@ from selection.domain.capacity import CapacityError
 from selection.models import Candidate
 
 logger = logging.getLogger(__name__)
+# tests that turn the engine's KV usage ratio into tokens (prefix: peak KV; long context: KV per request)
+TESTS_TAKING_KV_CAPACITY = ("prefix_reuse", "long_context", "swap_recovery")
 
 
 def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
@@ -22,14 +24,15 @@ def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
     if test == "long_context":
         kwargs["max_model_len"] = (candidate.measured_capacity or {}).get("max_model_len")
     plan = workloads.plan(test, constraints, **kwargs)
-    if test == "prefix_reuse" and plan.get("kv_capacity_tokens") is None:
+    if test in TESTS_TAKING_KV_CAPACITY and "kv_capacity_tokens" in plan and plan["kv_capacity_tokens"] is None:
         plan["kv_capacity_tokens"] = kv_capacity_tokens(candidate)
     return plan
 
 
 def kv_capacity_tokens(candidate: Candidate) -> int | None:
     """The candidate's KV-cache capacity in tokens: measured (engine log) when known, else the
-    capacity model's prediction; it turns an engine's KV usage ratio into tokens (prefix test)."""
+    capacity model's prediction; it turns an engine's KV usage ratio into tokens (prefix test, the
+    long-context ladder's KV per request)."""
     measured = (candidate.measured_capacity or {}).get("token_capacity")
     if measured:
         return int(measured)

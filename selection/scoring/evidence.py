@@ -127,12 +127,14 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
     """Scoring metrics a run's test-specific output implies (the harness's names -> scoring's names).
 
     - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
-    - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %).
+    - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %), windows after
+      the excluded warm-up; none when the drift had too few requests to judge.
     - prefix_reuse: prefix_saving_ratio = the measured memory saving (1 - peak KV with caching on /
       peak KV with caching off; without an off run, against the theory of every request allocating
       its own prompt) / the theoretical saving (the shared prefix held once): 1 means caching saved
       all the memory it could. Never a hit ratio: hits without a smaller footprint save no memory.
-    - long_context: max_context_rung_reached = the largest rung that succeeded.
+    - long_context: max_context_rung_reached = the largest rung served at its full length (the
+      ladder ends at the required input itself).
     - overload: overload_handling = the level of what the engine did past its sustainable load
       (rejection 1.0, bounded queueing 0.7, latency collapse 0.3, OOM or crash 0.0); missing when
       the load never passed it (nothing was observed).

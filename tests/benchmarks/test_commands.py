@@ -153,3 +153,22 @@ def test_validate_runs_the_overload_test_and_the_stress_open_loop(mock_engine, t
     assert point["request_rate"] == 20.0 and point["label"] == "20 req/s"
     with pytest.raises(CommandError, match="--rate: long_context has no open-loop mode"):
         call_command("validate", "--endpoint", mock_engine.url, "--model", "m", "--test", "long_context", "--rate", "2")
+
+
+def test_validate_max_context_ends_the_ladder_and_kv_capacity_applies(mock_engine, tmp_path):
+    out = tmp_path / "ladder.json"
+    call_command(
+        "validate",
+        *("--endpoint", mock_engine.url, "--model", "mock", "--test", "long_context"),
+        *("--max-context", "3000", "--kv-capacity-tokens", "65536", "--param", "with_background=false"),
+        *("--out", str(out)),
+        verbosity=0,
+    )
+    document = json.loads(out.read_text())
+    params = document["metadata"]["params"]
+    assert params["rungs"] == [750, 1500, 3000] and params["required_tokens"] == 3000
+    assert params["kv_capacity_tokens"] == 65536
+    assert document["metadata"]["largest_successful_rung"] == 3000
+    endpoint = ("--endpoint", "http://127.0.0.1:9", "--model", "m")
+    with pytest.raises(CommandError, match="--max-context: applies to --test long_context only"):
+        call_command("validate", *endpoint, "--test", "stability", "--max-context", "4096")

@@ -271,9 +271,9 @@ def test_validation_plan_says_how_long_and_how_heavy_before_run(client, architec
     body = page.content.decode()
     cards = {card["test"]: card for card in page.context["cards"]}
     soak = cards["stability"]["estimate"]
-    assert soak["seconds"] == 3600 and soak["long"] and soak["duration"] == "about 1 h"
+    assert soak["seconds"] == 3660 and soak["long"] and soak["duration"] == "about 1 h 1 min"  # 60 s warm-up + 1 h
     assert 'data-estimate="stability"' in body and 'data-estimate-warning="long"' in body
-    assert "about 1 h, up to 32 concurrent requests" in body
+    assert "about 1 h 1 min, up to 32 concurrent requests" in body
     assert not cards["concurrency_stress"]["estimate"]["long"]  # 10 + 300 + 30 s
     # parameter labels are words with units, not identifiers
     assert ">Duration (s) <" in body and ">TTFT p95 budget (ms) <" in body

@@ -68,6 +68,17 @@ class Command(BaseCommand):
             metavar="KEY=VALUE",
             help="override a planned parameter (JSON value), repeatable",
         )
+        parser.add_argument(
+            "--max-context",
+            type=int,
+            help="long_context: the ladder's last rung (tokens), in place of the required context",
+        )
+        parser.add_argument(
+            "--kv-capacity-tokens",
+            type=int,
+            help="the engine's KV-cache capacity in tokens: turns its KV usage ratio into tokens "
+            "(every test that takes kv_capacity_tokens)",
+        )
         parser.add_argument("--out", help="write the native JSON here (default: stdout)")
 
     def handle(self, *args, **opts):
@@ -101,6 +112,15 @@ class Command(BaseCommand):
             raise CommandError("--prefix-off-endpoint: only the prefix_reuse test runs a caching-off variant")
         if opts.get("prefix_off_metrics_url") and not opts.get("prefix_off_endpoint"):
             raise CommandError("--prefix-off-metrics-url: give --prefix-off-endpoint too")
+        if opts["max_context"] is not None:
+            if test != "long_context":
+                raise CommandError("--max-context: applies to --test long_context only")
+            if opts["max_context"] < 1:
+                raise CommandError(f"--max-context: must be a positive number of tokens, got {opts['max_context']}")
+        if opts["kv_capacity_tokens"] is not None and opts["kv_capacity_tokens"] < 1:
+            raise CommandError(
+                f"--kv-capacity-tokens: must be a positive number of tokens, got {opts['kv_capacity_tokens']}"
+            )
         if test is None:
             test = "trace_replay"
             params = workloads.plan(test)
@@ -108,7 +128,7 @@ class Command(BaseCommand):
                 trace=opts["trace"], format=opts["trace_format"], speedup=opts["speedup"], sample=opts["sample"]
             )
         else:
-            params = workloads.plan(test)
+            params = workloads.plan(test, **({"max_context": opts["max_context"]} if opts["max_context"] else {}))
             if opts["trace"]:
                 if test not in TESTS_TAKING_TRACE_LENGTHS:
                     raise CommandError(
@@ -130,6 +150,8 @@ class Command(BaseCommand):
             params["rate"] = opts["rate"]
         if opts["duration"] is not None:
             params["step_duration_s" if test == "overload" else "duration_s"] = opts["duration"]
+        if opts["kv_capacity_tokens"] is not None:
+            params["kv_capacity_tokens"] = opts["kv_capacity_tokens"]
         for item in opts["param"]:
             key, sep, value = item.partition("=")
             if not sep:

@@ -38,8 +38,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(tmp_path_factory, slots: int):
-    """Start llama-server with `slots` parallel slots (-np) on the tiny model; yields its URL."""
+def start_llama_server(tmp_path_factory, slots: int, context: int):
+    """llama-server on the tiny model with `slots` parallel slots sharing `context` tokens."""
     binary = llama_server_binary()
     model = write_tiny_llama(tmp_path_factory.mktemp("model") / "tiny.gguf")
     port = free_port()
@@ -57,7 +57,7 @@ def serve(tmp_path_factory, slots: int):
             "-np",
             str(slots),
             "-c",
-            str(512 * slots),
+            str(context),
             "--host",
             "127.0.0.1",
             "--port",
@@ -79,7 +79,10 @@ def serve(tmp_path_factory, slots: int):
             process.kill()
             raise RuntimeError(f"llama-server did not become healthy; see {log.name}")
         time.sleep(0.2)
-    yield url
+    return url, process, log
+
+
+def stop_llama_server(process, log) -> None:
     process.terminate()
     try:
         process.wait(timeout=10)
@@ -90,12 +93,24 @@ def serve(tmp_path_factory, slots: int):
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
-    yield from serve(tmp_path_factory, 16)  # -c 8192: 512 tokens per slot
+    url, process, log = start_llama_server(tmp_path_factory, slots=16, context=8192)
+    yield url
+    stop_llama_server(process, log)
+
+
+@pytest.fixture(scope="module")
+def llama_server_long(tmp_path_factory):
+    """4 slots of 2048 tokens each (-c 8192 shared by -np 4): the context the ladder climbs to."""
+    url, process, log = start_llama_server(tmp_path_factory, slots=4, context=8192)
+    yield url
+    stop_llama_server(process, log)
 
 
 @pytest.fixture(scope="module")
 def llama_server_4_slots(tmp_path_factory):
-    yield from serve(tmp_path_factory, 4)
+    url, process, log = start_llama_server(tmp_path_factory, slots=4, context=2048)
+    yield url
+    stop_llama_server(process, log)
 
 
 def target(url):
@@ -189,3 +204,29 @@ def test_prefix_reuse_on_and_off_with_cache_prompt_on_llama_server(llama_server)
     print(observed["line"])
     for name in ("kv_below_theory", "kv_below_prefix_off", "prefix_reused"):
         print(name, v[name]["status"], v[name]["detail"])
+
+
+def test_long_context_ladder_to_the_slot_context_of_llama_server(llama_server_long):
+    """The ladder climbs to llama-server's context per slot (-c / -np) and is served there; one
+    rung past it is refused with the engine's own error, or cut (context shift): never a pass."""
+    slot_context = 8192 // 4
+    params = w.plan("long_context", None, max_model_len=slot_context)
+    params |= {"background_lead_s": 1.0, "background_concurrency": 3, "background_output_tokens": 16}
+    assert params["rungs"][-1] == slot_context - w.LONG_OUTPUT_TOKENS
+    result = w.run_test_sync("long_context", target(llama_server_long), params)
+    v = {x["name"]: x for x in result.verdicts}
+    assert v["largest_rung_succeeds"]["status"] == "pass", v["largest_rung_succeeds"]["detail"]
+    assert result.metadata["largest_successful_rung"] == slot_context - w.LONG_OUTPUT_TOKENS
+    top = [p for p in result.points if p.label.endswith("alone")][-1]
+    assert top.extra["prompt_tokens_reported"] == [slot_context - w.LONG_OUTPUT_TOKENS]
+    # three short streams beside the long request: the isolation verdict says how few it saw
+    isolated = [x for name, x in v.items() if name.startswith("short_traffic_isolated")]
+    assert isolated and all(x["n"] is not None for x in isolated)
+    print(result.metadata["observed"]["line"])
+
+    beyond = w.plan("long_context", None, max_context=slot_context + 1024) | {"with_background": False}
+    beyond["rungs"] = [slot_context // 2, slot_context + 1024]
+    result = w.run_test_sync("long_context", target(llama_server_long), beyond)
+    largest = {x["name"]: x for x in result.verdicts}["largest_rung_succeeds"]
+    assert largest["status"] == "fail" and largest["value"] == slot_context // 2, largest["detail"]
+    print(result.metadata["observed"]["line"])

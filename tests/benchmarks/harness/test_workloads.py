@@ -34,8 +34,8 @@ def test_plans_come_from_constraints_and_are_editable():
     stress = w.plan("concurrency_stress", CONSTRAINTS)
     assert stress["concurrency"] == 8 and stress["input_tokens"] == 64 and stress["ttft_p95_ms"] == 1000
     ladder = w.plan("long_context", {"max_input_tokens": 100_000})
-    assert ladder["rungs"] == [16384, 32768, 65536]
-    assert w.plan("long_context", None, max_model_len=40_000)["rungs"] == [16384, 32768]
+    assert ladder["rungs"] == [16384, 32768, 65536, 100_000] and ladder["required_tokens"] == 100_000
+    assert w.plan("long_context", None, max_model_len=40_000)["rungs"] == [16384, 32768, 39_968]
     assert w.plan("swap_recovery", CONSTRAINTS)["idle_s"] == 1.0
     json.dumps([w.plan(name, CONSTRAINTS) for name in w.PLANNERS])
     with pytest.raises(w.PlanError, match="test: must be one of"):
@@ -107,6 +107,7 @@ def test_a_percentile_from_too_few_requests_is_insufficient_data_never_a_pass(wi
 def test_long_context_ladder_with_background(with_mock):
     params = w.plan("long_context", CONSTRAINTS) | {
         "rungs": [256, 1024],
+        "required_tokens": 1024,
         "background_lead_s": 0.5,
         "background_concurrency": 2,
     }
@@ -118,6 +119,41 @@ def test_long_context_ladder_with_background(with_mock):
     assert result.metadata["largest_successful_rung"] == 1024 and verdicts(result)["largest_rung_succeeds"]["passed"]
     assert result.points[2].extra["prompt_tokens_reported"] == [1024]
     assert result.points[1].extra["background_requests"] > 0
+    # two short requests in flight: too few to judge the interference, said so with the count
+    isolated = verdicts(result)["short_traffic_isolated[1K with_background]"]
+    assert isolated["status"] == "insufficient_data" and isolated["n"] < 20
+    assert "largest rung served 1024 of 1024" in result.metadata["observed"]["line"]
+
+
+def test_the_ladder_climbs_to_the_requirement_and_the_engine_limit():
+    assert w.context_ladder(100_000) == [16384, 32768, 65536, 100_000]
+    # max_model_len 131072: the last rung is the engine's limit minus the output, not dropped
+    assert w.plan("long_context", None, max_model_len=131072)["rungs"][-1] == 131072 - w.LONG_OUTPUT_TOKENS
+    # the requirement beyond the engine's limit is still sent (and fails with the engine's error)
+    plan = w.plan("long_context", {"max_input_tokens": 100_000}, max_model_len=65536)
+    assert plan["rungs"] == [16384, 32768, 65504, 100_000]
+    assert w.plan("long_context", {"max_input_tokens": 100_000}, max_context=8000)["rungs"] == [2000, 4000, 8000]
+    with pytest.raises(w.PlanError, match="params.max_context"):
+        w.plan("long_context", None, max_context=-1)
+
+
+def test_a_rung_the_engine_truncated_is_not_served(with_mock):
+    """An engine that reports fewer prompt tokens than sent (llama.cpp's context shift) cut the rung."""
+    params = w.plan("long_context", CONSTRAINTS) | {"rungs": [256, 2048], "with_background": False}
+    result = with_mock(
+        MockConfig(ttft_s=0.01, truncate_prompt_to=1000),
+        lambda s: w.run_test("long_context", target_for(s), params),
+    )
+    largest = verdicts(result)["largest_rung_succeeds"]
+    assert largest["status"] == "fail" and largest["value"] == 256 and "truncated" in largest["detail"], largest
+
+
+def test_a_ladder_that_stops_short_of_the_requirement_is_not_exercised(with_mock):
+    params = w.plan("long_context", CONSTRAINTS) | {"rungs": [256], "with_background": False}
+    result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("long_context", target_for(s), params))
+    largest = verdicts(result)["largest_rung_succeeds"]
+    assert largest["status"] == "not_exercised" and largest["threshold"] == 2048, largest
+    assert "never sent" in largest["detail"]
 
 
 def test_swap_recovery_continuation_and_resume_ttft(with_mock):
@@ -150,11 +186,17 @@ def test_prefix_reuse_on_and_off(with_mock):
 
 
 def test_stability_windows_and_drift(with_mock):
-    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 1.5, "window_s": 0.5}
+    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 1.5, "window_s": 0.5, "warmup_s": 0.3}
     result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("stability", target_for(s), params))
     assert [p.label for p in result.points] == ["all", "first_window", "last_window"]
     v = verdicts(result)
-    assert v["ttft_p50_drift"]["passed"] is not None and "kv_usage_slope_per_hour" in result.metadata["drift"]
+    assert v["ttft_p50_drift"]["status"] in ("pass", "inconclusive") and v["ttft_p50_drift"]["n"] >= 40
+    assert "kv_usage_slope_per_hour" in result.metadata["drift"]
+    # the warm-up ran and was left out of every window
+    excluded = result.metadata["warmup_excluded"]
+    assert excluded["seconds"] == 0.3 and excluded["requests"] > 0
+    assert result.metadata["observed"]["line"].startswith("short soak of 1.5 s: not the 1 h the plan asks for")
+    assert "short soak of 1.5 s" in " ".join(result.notes)
     with pytest.raises(w.PlanError, match="params.window_s"):
         with_mock(None, lambda s: w.run_test("stability", target_for(s), params | {"window_s": 1.0}))
 
@@ -162,7 +204,7 @@ def test_stability_windows_and_drift(with_mock):
 def test_cancel_returns_partial_result_quickly(with_mock):
     cancel = threading.Event()
     threading.Timer(0.8, cancel.set).start()
-    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 60, "window_s": 10}
+    params = w.plan("stability", CONSTRAINTS) | {"duration_s": 60, "window_s": 10, "warmup_s": 0.2}
     started = time.perf_counter()
     result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("stability", target_for(s), params, cancel=cancel))
     assert time.perf_counter() - started < 0.8 + 2.5

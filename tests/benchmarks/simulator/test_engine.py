@@ -321,3 +321,28 @@ def test_without_admission_control_an_exhausted_pool_is_an_oom_or_a_crash():
     for _ in range(3):
         queued.request(100, 60)
     assert len(queued.engine.waiting) == 3
+
+
+def test_the_leak_fault_keeps_blocks_after_each_request_and_slows_decode():
+    """fault_kv_leak_blocks_per_request: the stability test's fail case (usage climbs at steady load)."""
+    clean, leaking = Driver(small_config()), Driver(small_config(fault_kv_leak_blocks_per_request=3))
+    for driver in (clean, leaking):
+        for _ in range(20):  # one after another: each request runs beside the blocks leaked before it
+            driver.request(64, 8)
+            driver.run()
+    assert clean.engine.used_blocks == 0 and clean.engine.fragmentation() == 0.0
+    assert leaking.engine.leaked == 60 and leaking.engine.used_blocks == 60
+    assert leaking.engine.fragmentation() == 1.0  # every held slot holds no token
+    assert leaking.engine.snapshot()["leaked_blocks"] == 60
+    # the stranded blocks are read around: the same work takes longer
+    assert leaking.now > clean.now
+    with pytest.raises(SimConfigError, match="fault_kv_leak_blocks_per_request"):
+        small_config(fault_kv_leak_blocks_per_request=-1)
+
+
+def test_the_leak_stops_at_its_cap_so_the_engine_keeps_serving():
+    driver = Driver(small_config(fault_kv_leak_blocks_per_request=50))
+    for _ in range(20):
+        driver.request(64, 8)
+        driver.run()
+    assert driver.engine.leaked == int(400 * 0.9) and not driver.engine.has_work()

@@ -64,6 +64,7 @@ def test_prefix_plan_converts_kv_usage_with_the_measured_or_planned_capacity(can
     candidate.measured_capacity = {"token_capacity": 123_456}
     candidate.save(update_fields=["measured_capacity"])
     assert plan_for(candidate, "prefix_reuse")["kv_capacity_tokens"] == 123_456
+    assert plan_for(candidate, "long_context")["kv_capacity_tokens"] == 123_456  # its KV per request
     assert "kv_capacity_tokens" not in plan_for(candidate, "stability")
 
 
@@ -193,6 +194,23 @@ def test_derived_scoring_metrics_from_harness_output(candidate):
         verdicts=[{"name": "ttft_p99_drift", "passed": True, "value": 12.0}],
     )
     assert derived_from_run(stability) == {"soak_drift_p99_ratio": pytest.approx(1.12)}
+    # a p99 drift from too few requests has no value: no scoring metric, never a stand-in
+    too_few = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="stability",
+        origin="harness",
+        status="succeeded",
+        verdicts=[{"name": "ttft_p99_drift", "status": "insufficient_data", "passed": None, "value": None, "n": 12}],
+    )
+    assert derived_from_run(too_few) == {}
+    ladder = BenchmarkRun.objects.create(
+        candidate=candidate,
+        test="long_context",
+        origin="harness",
+        status="succeeded",
+        metadata={"largest_successful_rung": 32768, "required_tokens": 32768},
+    )
+    assert derived_from_run(ladder) == {"max_context_rung_reached": 32768.0}
 
 
 FAKE_ENGINE = """
