@@ -44,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reject-policy", default="queue", choices=("queue", "429"))
     parser.add_argument("--max-waiting", type=int, default=None)
     parser.add_argument("--offload-after-s", type=float, default=5.0)
+    parser.add_argument(
+        "--fault-corrupt-swapped-in",
+        action="store_true",
+        help="fault: a request whose KV comes back from the CPU tier generates wrong tokens (swap test's fail case)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--stream-shape",
@@ -82,6 +87,7 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         reject_policy=options["reject_policy"],
         max_waiting=options["max_waiting"],
         offload_after_s=options["offload_after_s"],
+        fault_corrupt_swapped_in=bool(options.get("fault_corrupt_swapped_in")),
         seed=options["seed"],
         stream_shape=options.get("stream_shape") or "vllm",
     )
