@@ -1060,7 +1060,11 @@ async def run_swap_recovery(
             snapshots["pressure_start"] = await session.kv_now()
             active = [asyncio.ensure_future(keep_active(i)) for i in never_ids if i in history]
             idle_start = time.perf_counter()
-            if pressure_c > 0 and (planned["requests"] or idle_s > 0):
+            warm_cached = [r.cached_tokens for r in records["warm"].values() if r.ok]
+            no_reuse = bool(warm_cached) and all(c == 0 for c in warm_cached)  # reported, and always 0
+            if no_reuse:
+                notes.append("the warm sessions got 0 cached tokens: the engine keeps no KV between turns, no pressure")
+            elif pressure_c > 0 and (planned["requests"] or idle_s > 0):
                 pressure_outcome = await run_load(
                     session.client,
                     lambda i: session.spec(
