@@ -25,7 +25,7 @@ FAST = dict(
     max_model_len=4096,
     prefill_tokens_per_s=4000.0,
     weight_bytes=1_000_000_000,
-    time_scale=2.0,
+    time_scale=4.0,
     offload_after_s=1000.0,
 )
 
