@@ -1020,11 +1020,13 @@ async def run_swap_recovery(
             await phase("turn1", [first_turn(i) for i in idle_ids], 15, 25)
             ok_idle = [i for i in idle_ids if i in history]
             # sizing: the KV the idle sessions hold against the pool
+            # the larger of the planned capacity and the engine's own statement: the pressure must
+            # exceed the real pool, and a capacity model may under-estimate it
             stated = (session.metrics.recording.kv_capacity or {}).get("tokens")
-            capacity = int(stated or capacity_param or 0) or None
+            capacity = max(int(stated or 0), int(capacity_param or 0)) or None
             source = (
                 (session.metrics.recording.kv_capacity or {}).get("source")
-                if stated
+                if stated and stated >= (capacity_param or 0)
                 else ("params.kv_capacity_tokens" if capacity_param else None)
             )
             idle_kv = len(ok_idle) * (history_tokens + output_tokens)
@@ -1041,6 +1043,7 @@ async def run_swap_recovery(
                 "kv_capacity_tokens": capacity,
                 "kv_capacity_source": source,
                 "kv_capacity_planned": capacity_param,
+                "kv_capacity_stated": stated,
                 "idle_sessions": len(ok_idle),
                 "idle_kv_tokens": idle_kv,
                 "idle_kv_share_of_capacity": planned["idle_kv_share_of_capacity"],
