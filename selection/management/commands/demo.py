@@ -99,7 +99,9 @@ DEMO_PARAMS = {
         "background_lead_s": 2.0,
         "background_concurrency": 4,
     },
-    "swap_recovery": {"sessions": 8, "idle_s": 6.0, "parallel": 8, "pressure_concurrency": 16},
+    # 20 idle sessions (percentiles need 20) with 4K-token histories; the pressure pushes 1.5x the
+    # engine's KV pool through (its own cache_config_info), so the idle sessions are evicted
+    "swap_recovery": {"sessions": 20, "warm_sessions": 20, "idle_s": 6.0, "parallel": 16, "pressure_concurrency": 16},
     "prefix_reuse": {"requests": 64, "concurrency": 16},
     "stability": {"concurrency": 16, "duration_s": 16.0, "window_s": 4.0},
 }
