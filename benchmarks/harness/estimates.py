@@ -74,7 +74,7 @@ def estimate(test: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         warm = _number(p, "warm_sessions", idle)
         never = _number(p, "never_swap_sessions")
         parallel = max(_number(p, "parallel", 16), 1)
-        timed = max(_number(p, "resume_parallel", 4), 1)
+        timed = max(_number(p, "resume_parallel", 1), 1)
         history = _number(p, "history_tokens", 512)
         resumed = history + _number(p, "output_tokens", 32) + _number(p, "turn_input_tokens", 256)
         first = math.ceil((idle + warm + never) / parallel) * request_seconds(p, history)

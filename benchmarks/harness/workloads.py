@@ -193,7 +193,7 @@ def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, A
         "max_pressure_requests": 5000,
         "active_turn_gap_s": 0.2,  # the never-swap sessions' pause between their turns
         "parallel": 16,  # first turns in flight at once
-        "resume_parallel": 4,  # timed turns (warm, resume, recompute) in flight at once
+        "resume_parallel": 1,  # timed turns (warm, resume, recompute) in flight: 1 = each TTFT its own cost
         "seed": 1234,
         "divergence_tolerance_token": 16,
         "max_resume_over_recompute": 0.8,  # resume TTFT p50 / recompute TTFT p50 above it: no benefit
@@ -913,7 +913,7 @@ async def run_swap_recovery(
         capacity_param = _require(params, "kv_capacity_tokens", int, 1)
     seed = int(params.get("seed") or 1234)
     parallel = max(int(params.get("parallel") or 16), 1)
-    resume_parallel = max(int(params.get("resume_parallel") or 4), 1)
+    resume_parallel = max(int(params.get("resume_parallel") or 1), 1)
     pressure_c = int(params.get("pressure_concurrency") or 0)
     gap_s = float(params.get("active_turn_gap_s") or 0.2)
     reporter = Reporter(progress, cancel)
@@ -1462,6 +1462,8 @@ def _swap_observed_line(
             if eviction["offloaded"]
             else f"evictions seen by the metrics for {eviction['sessions']} idle sessions"
         )
+    elif eviction.get("cache_reuse_seen") is False:
+        what = f"no KV kept between turns for {eviction['sessions']} idle sessions (every resume recomputes)"
     else:
         what = f"no eviction of {eviction['sessions']} idle sessions"
     capacity = sizing.get("kv_capacity_tokens")

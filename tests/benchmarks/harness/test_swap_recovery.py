@@ -37,7 +37,11 @@ def run_swap(config: SimConfig, **params):
             target = w.Target(
                 server.url, "m", metrics_url=server.url + "/metrics", engine="simulator", allowed_hosts=["127.0.0.1"]
             )
-            plan = w.plan("swap_recovery", CONSTRAINTS) | {"output_tokens": 16, "settle_s": 2.0} | params
+            plan = (
+                w.plan("swap_recovery", CONSTRAINTS)
+                | {"output_tokens": 16, "settle_s": 2.0, "resume_parallel": 4}
+                | params
+            )
             return await w.run_swap_recovery(target, plan)
         finally:
             await server.stop()
