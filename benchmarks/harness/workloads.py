@@ -197,6 +197,7 @@ def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, A
         "seed": 1234,
         "divergence_tolerance_token": 16,
         "max_resume_over_recompute": 0.8,  # resume TTFT p50 / recompute TTFT p50 above it: no benefit
+        "allow_cache_reset": True,  # False: never clear the engine's prefix cache (recompute: unique prompts)
         "settle_s": 15.0,
         **_budgets(constraints),
     }
@@ -925,8 +926,22 @@ async def run_swap_recovery(
     never_ids = list(range(warm_n + sessions_n, warm_n + sessions_n + never_n))
     history: dict[int, list[tuple[str, str]]] = {}  # session -> [(user, reply)] completed turns
     labels = ("turn1", "warm", "resume", "never_swap", "recompute")
+    planned_requests = {
+        "turn1": warm_n + sessions_n + never_n,
+        "warm": warm_n,
+        "resume": sessions_n,
+        "never_swap": max(never_n, 1),
+        "recompute": sessions_n,
+    }
     outcomes = {
-        label: LoadOutcome(config=LoadConfig(mode="closed", concurrency=parallel, max_requests=1)) for label in labels
+        label: LoadOutcome(
+            config=LoadConfig(
+                mode="closed",
+                concurrency=parallel if label == "turn1" else resume_parallel,
+                max_requests=planned_requests[label],
+            )
+        )
+        for label in labels
     }
     records: dict[str, dict[int, RequestRecord]] = {label: {} for label in labels}
     snapshots: dict[str, dict[str, float] | None] = {}
@@ -994,6 +1009,7 @@ async def run_swap_recovery(
             await send(sid, turn_spec(sid, user, "turn1"), "turn1", remember=user)
 
         stop_active = asyncio.Event()
+        active: list[asyncio.Future] = []
 
         async def keep_active(sid: int) -> None:
             """A never-swap session keeps talking (short turns) while the others idle."""
@@ -1034,6 +1050,8 @@ async def run_swap_recovery(
             if p_in is None:
                 share = (capacity or 0) // max(2 * max(pressure_c, 1), 1)
                 p_in = int(min(max(share, turn_tokens), 8192))
+                if target.max_model_len:
+                    p_in = max(min(p_in, target.max_model_len - output_tokens - 16), 1)
             else:
                 p_in = _require(params, "pressure_input_tokens", int, 1)
             planned = swap.pressure_plan(
@@ -1061,7 +1079,7 @@ async def run_swap_recovery(
                     "idle_s only; the eviction verdict says whether that was enough"
                 )
             snapshots["pressure_start"] = await session.kv_now()
-            active = [asyncio.ensure_future(keep_active(i)) for i in never_ids if i in history]
+            active.extend(asyncio.ensure_future(keep_active(i)) for i in never_ids if i in history)
             idle_start = time.perf_counter()
             warm_cached = [r.cached_tokens for r in records["warm"].values() if r.ok]
             no_reuse = bool(warm_cached) and all(c == 0 for c in warm_cached)  # reported, and always 0
@@ -1099,7 +1117,7 @@ async def run_swap_recovery(
                 80,
                 85,
             )
-            recompute_method = await _clear_cache(session)
+            recompute_method = await _clear_cache(session) if params.get("allow_cache_reset", True) else None
             extra_body = None
             if recompute_method is None and target.engine == "llamacpp":
                 recompute_method, extra_body = "cache_prompt=false", {"cache_prompt": False}
@@ -1118,6 +1136,9 @@ async def run_swap_recovery(
             partial = True
             notes.append("cancelled: partial data")
             stop_active.set()
+            for task in active:
+                task.cancel()
+            await asyncio.gather(*active, return_exceptions=True)
     points = []
     for label in labels:
         outcome = outcomes[label]

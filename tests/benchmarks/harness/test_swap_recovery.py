@@ -144,3 +144,20 @@ def test_pressure_is_sized_from_the_capacity():
     assert plan["requests"] == 15 and plan["idle_kv_share_of_capacity"] == 0.4
     assert swap.pressure_plan(None, 4000, 1.5, 1000, 5000)["requests"] is None
     assert swap.pressure_plan(10_000, 4000, 1.5, 1000, 3)["capped"]
+
+
+def test_cancel_returns_partial_data_and_stops_the_active_sessions():
+    async def main():
+        server = await start_server(SimConfig(profile="paged-prefix", num_blocks=500, **FAST))
+        try:
+            target = w.Target(server.url, "m", metrics_url=server.url + "/metrics", engine="simulator")
+            cancel = asyncio.Event()
+            asyncio.get_running_loop().call_later(1.0, cancel.set)
+            params = w.plan("swap_recovery", CONSTRAINTS) | {"output_tokens": 16, "idle_s": 30.0, "settle_s": 1.0}
+            return await asyncio.wait_for(w.run_swap_recovery(target, params, cancel=cancel), 15)
+        finally:
+            await server.stop()
+
+    result = asyncio.run(main())
+    assert result.partial and "cancelled: partial data" in result.notes
+    assert result.points[0].requests_completed > 0
