@@ -177,3 +177,12 @@ def difference_interval(top: Sequence[float], bottom: Sequence[float]) -> list[f
     tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
     low, high = np.percentile(diffs, [tail, 100.0 - tail])
     return [float(low), float(high)]
+
+
+def capacity_from_usage(used_tokens: Sequence[Sequence[float]], usage_ratio: Sequence[Sequence[float]]) -> int | None:
+    """The KV pool in tokens from an engine that states neither, but scrapes both its used tokens
+    and its usage ratio (llama.cpp, SGLang): used / ratio of the same scrapes, median over those
+    with the pool at least 1% used."""
+    ratios = {t: v for t, v in usage_ratio}
+    estimates = [used / ratios[t] for t, used in used_tokens if ratios.get(t, 0) >= 0.01 and used > 0]
+    return int(statistics.median(estimates)) if estimates else None

@@ -1038,10 +1038,17 @@ async def run_swap_recovery(
             # sizing: the KV the idle sessions hold against the pool
             # the larger of the planned capacity and the engine's own statement: the pressure must
             # exceed the real pool, and a capacity model may under-estimate it
-            stated = (session.metrics.recording.kv_capacity or {}).get("tokens")
+            recording = session.metrics.recording
+            stated = (recording.kv_capacity or {}).get("tokens")
+            stated_source = (recording.kv_capacity or {}).get("source")
+            if not stated:  # neither stated nor planned: the engine's used tokens over its usage ratio
+                stated = swap.capacity_from_usage(
+                    recording.series.get("kv_used_tokens", []), recording.series.get("kv_usage_ratio", [])
+                )
+                stated_source = "kv_used_tokens / kv_usage_ratio during the first turns" if stated else None
             capacity = max(int(stated or 0), int(capacity_param or 0)) or None
             source = (
-                (session.metrics.recording.kv_capacity or {}).get("source")
+                stated_source
                 if stated and stated >= (capacity_param or 0)
                 else ("params.kv_capacity_tokens" if capacity_param else None)
             )

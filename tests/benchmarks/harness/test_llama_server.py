@@ -120,7 +120,8 @@ def test_swap_recovery_greedy_continuation_on_llama_server(llama_server):
     params = w.plan(
         "swap_recovery", {"concurrent_sessions": 4, "avg_input_tokens": 48, "idle_seconds_between_turns": 1.0}
     )
-    params |= {"pressure_concurrency": 4, "output_tokens": 16}
+    # -c 8192 over -np 16 slots: 512 tokens a slot, so the pressure's prompts are kept short
+    params |= {"pressure_concurrency": 4, "output_tokens": 16, "pressure_input_tokens": 200}
     result = w.run_test_sync("swap_recovery", target(llama_server), params)
     v = {x["name"]: x for x in result.verdicts}
     assert v["zero_errors"]["passed"], v["zero_errors"]["detail"]

@@ -161,3 +161,10 @@ def test_cancel_returns_partial_data_and_stops_the_active_sessions():
     result = asyncio.run(main())
     assert result.partial and "cancelled: partial data" in result.notes
     assert result.points[0].requests_completed > 0
+
+
+def test_capacity_from_the_engines_used_tokens_and_usage_ratio():
+    used = [[1.0, 0.0], [2.0, 500.0], [3.0, 1000.0], [4.0, 50.0]]
+    ratio = [[1.0, 0.0], [2.0, 0.25], [3.0, 0.5], [4.0, 0.005]]
+    assert swap.capacity_from_usage(used, ratio) == 2000  # the scrape under 1% used is left out
+    assert swap.capacity_from_usage([], ratio) is None
