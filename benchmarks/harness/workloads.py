@@ -1344,8 +1344,8 @@ def _swap_verdicts(
     observed = eviction["observed"]
     resumed_n = eviction["sessions"]
     sized = (
-        f"the idle sessions held {eviction['idle_kv_tokens']} KV tokens of a {eviction['kv_capacity_tokens']}-token "
-        f"pool; {eviction['pressure_requests']} pressure requests"
+        f"the idle sessions' histories needed {eviction['idle_kv_tokens']} KV tokens of a "
+        f"{eviction['kv_capacity_tokens']}-token pool; {eviction['pressure_requests']} pressure requests"
         if eviction.get("kv_capacity_tokens")
         else f"KV capacity unknown; {eviction['pressure_requests']} pressure requests"
     )
@@ -1496,7 +1496,7 @@ def _swap_observed_line(
         what = f"no eviction of {eviction['sessions']} idle sessions"
     capacity = sizing.get("kv_capacity_tokens")
     held = (
-        f" (they held {sizing.get('idle_kv_tokens')} of {capacity} KV tokens; "
+        f" (their histories needed {sizing.get('idle_kv_tokens')} of {capacity} KV tokens; "
         f"{eviction['pressure_requests']} pressure requests; preemptions +{eviction.get('preemptions') or 0:g})"
         if capacity
         else f" ({eviction['pressure_requests']} pressure requests; KV capacity unknown)"
