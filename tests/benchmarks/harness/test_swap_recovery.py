@@ -168,3 +168,22 @@ def test_capacity_from_the_engines_used_tokens_and_usage_ratio():
     ratio = [[1.0, 0.0], [2.0, 0.25], [3.0, 0.5], [4.0, 0.005]]
     assert swap.capacity_from_usage(used, ratio) == 2000  # the scrape under 1% used is left out
     assert swap.capacity_from_usage([], ratio) is None
+
+
+def test_eviction_evidence_from_metrics_alone_and_preemptions_are_not_evidence():
+    def snap(hits, queries, pre=0.0):
+        return {"prefix_hits": hits, "prefix_queries": queries, "preemptions": pre}
+
+    metrics_only = {
+        "warm_start": snap(0, 0),
+        "warm_end": snap(800, 1000),
+        "pressure_start": snap(800, 1000),
+        "resume_start": snap(900, 5000),
+        "resume_end": snap(1000, 6000),  # resume phase: 100 hits of 1000 queried vs 800 of 1000 warm
+    }
+    seen = swap.observe_eviction([None] * 20, [None] * 20, metrics_only)
+    assert seen["observed"] and "hit ratio 0.10 on resume vs 0.80 warm" in seen["how"][0]
+    assert seen["evicted_sessions"] is None  # no per-session count without cached tokens
+    preempted = {name: snap(0, 0, 0.0) for name in metrics_only} | {"resume_end": snap(0, 0, 12.0)}
+    seen = swap.observe_eviction([512] * 20, [512] * 20, preempted)
+    assert not seen["observed"] and seen["preemptions"] == 12.0
