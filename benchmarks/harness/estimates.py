@@ -68,16 +68,31 @@ def estimate(test: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         requests = repeats * len(rungs) + _closed_loop(background, seconds, request_seconds(p))
         tokens = repeats * sum(rungs) + (requests - repeats * len(rungs)) * bg_request
     elif test == "swap_recovery":
-        sessions = max(_number(p, "sessions", 1), 1)
+        # first turns of every session, then warm, resumed, never-swap and recomputed turns; the
+        # pressure pushes pressure_factor x the KV capacity through (else runs for idle_s)
+        idle = max(_number(p, "sessions", 1), 1)
+        warm = _number(p, "warm_sessions", idle)
+        never = _number(p, "never_swap_sessions")
         parallel = max(_number(p, "parallel", 16), 1)
-        turn = request_seconds(p, 2 * _number(p, "turn_input_tokens", 256))
-        seconds = 3 * math.ceil(sessions / parallel) * turn + _number(p, "idle_s")
+        timed = max(_number(p, "resume_parallel", 1), 1)
+        history = _number(p, "history_tokens", 512)
+        resumed = history + _number(p, "output_tokens", 32) + _number(p, "turn_input_tokens", 256)
+        first = math.ceil((idle + warm + never) / parallel) * request_seconds(p, history)
+        seconds = first + math.ceil((warm + 2 * idle + never) / timed) * request_seconds(p, resumed)
         pressure = _number(p, "pressure_concurrency")
-        concurrency = max(parallel, pressure)
-        pressure_requests = _closed_loop(pressure, _number(p, "idle_s"), request_seconds(p))
-        requests = 3 * sessions + pressure_requests
-        tokens = 3 * sessions * (2 * _number(p, "turn_input_tokens", 256) + _number(p, "output_tokens", 32))
-        tokens += pressure_requests * (_number(p, "pressure_input_tokens", 512) + _number(p, "output_tokens", 32))
+        concurrency = max(parallel, pressure + never)
+        capacity = _number(p, "kv_capacity_tokens")
+        p_in = _number(p, "pressure_input_tokens") or min(max(capacity // max(2 * pressure, 1), 256), 8192)
+        per_pressure = p_in + _number(p, "output_tokens", 32)
+        if capacity and pressure:
+            pressure_requests = math.ceil(capacity * _number(p, "pressure_factor", 1.5) / per_pressure)
+            seconds += max(math.ceil(pressure_requests / pressure) * request_seconds(p, p_in), _number(p, "idle_s"))
+        else:
+            pressure_requests = _closed_loop(pressure, _number(p, "idle_s"), request_seconds(p, p_in))
+            seconds += _number(p, "idle_s")
+        requests = idle + warm + never + warm + 2 * idle + never + pressure_requests
+        tokens = (idle + warm + never) * history + (warm + 2 * idle + never) * resumed
+        tokens += pressure_requests * per_pressure
     elif test == "prefix_reuse":
         requests = max(_number(p, "requests", 1), 1)
         concurrency = max(_number(p, "concurrency", 1), 1)

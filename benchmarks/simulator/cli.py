@@ -57,6 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="turn the prefix cache off (as vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache): "
         "the prefix-reuse test's caching-off endpoint",
     )
+    parser.add_argument(
+        "--fault-corrupt-swapped-in",
+        action="store_true",
+        help="fault: a request whose KV comes back from the CPU tier generates wrong tokens (swap test's fail case)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--fault-kv-leak-blocks-per-request",
@@ -103,6 +108,7 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         oom_without_admission=options.get("oom_without_admission"),
         offload_after_s=options["offload_after_s"],
         prefix_caching=options.get("prefix_caching", True),
+        fault_corrupt_swapped_in=bool(options.get("fault_corrupt_swapped_in")),
         seed=options["seed"],
         fault_kv_leak_blocks_per_request=options.get("fault_kv_leak_blocks_per_request") or 0,
         stream_shape=options.get("stream_shape") or "vllm",

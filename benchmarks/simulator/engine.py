@@ -430,6 +430,16 @@ class Engine:
         seq.finish_reason = "abort"
         self.stats["requests_aborted"] += 1
 
+    def reset_prefix_cache(self) -> int:
+        """Drop every cached block no request holds (GPU evictable and the CPU tier), as vLLM's
+        `POST /reset_prefix_cache` and SGLang's `POST /flush_cache` do: the next request with the
+        same history recomputes it. Returns the blocks dropped; swapped-out sequences keep theirs."""
+        dropped = len(self.evictable) + len(self.cpu)
+        self.free += len(self.evictable)
+        self.evictable.clear()
+        self.cpu.clear()
+        return dropped
+
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 

@@ -153,6 +153,23 @@ class _EngineCollector:
             1,
         )
         yield info
+        if engine.cpu_capacity:
+            # vLLM's CPU offloading connector series (the harness maps them to swap_out / swap_in /
+            # cpu_kv_usage_ratio); only where this engine has a CPU tier
+            block_bytes = config.block_bytes
+            yield counter(
+                "vllm:kv_offload_store_bytes",
+                "KV bytes stored GPU -> CPU (offload and swap-out).",
+                (stats["offload_store_blocks"] + stats["swap_out_blocks"]) * block_bytes,
+            )
+            yield counter(
+                "vllm:kv_offload_load_bytes", "KV bytes loaded CPU -> GPU.", stats["swap_in_blocks"] * block_bytes
+            )
+            yield gauge(
+                "vllm:kv_offload_cpu_cache_usage_perc",
+                "CPU-tier KV usage. 1 means 100 percent usage.",
+                (len(engine.cpu) + engine.cpu_swap_used) / engine.cpu_capacity,
+            )
         # what vLLM has no name for
         yield gauge(
             "kvsim:cpu_blocks",

@@ -3,7 +3,8 @@
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE streaming with
 `stream_options.include_usage`, written in a real engine's exact shape, `stream_shape`: vLLM's
 by default, or one JSON response), GET /v1/models, GET /health,
-POST /tokenize, GET /metrics (Prometheus, vLLM names + `kvsim:` series + `kvsim_info`).
+POST /tokenize, GET /metrics (Prometheus, vLLM names + `kvsim:` series + `kvsim_info`),
+POST /reset_prefix_cache (vLLM's) and POST /flush_cache (SGLang's): drop the unreferenced cache.
 Every response carries the header `X-Kvsim-Evidence: SIMULATED`.
 
 `max_tokens` defaults: 16 for completions (OpenAI's default), 128 for chat. Generation never
@@ -254,6 +255,13 @@ async def handle_tokenize(request: web.Request) -> web.Response:
     )
 
 
+async def handle_reset_prefix_cache(request: web.Request) -> web.Response:
+    """vLLM's `POST /reset_prefix_cache` and SGLang's `POST /flush_cache`: forget every cached block
+    no request holds, so the swap test can time a recompute of the same history."""
+    dropped = _state(request).live.engine.reset_prefix_cache()
+    return web.json_response({"reset": True, "dropped_blocks": dropped}, headers=EVIDENCE_HEADER)
+
+
 async def handle_metrics(request: web.Request) -> web.Response:
     payload, content_type = _state(request).metrics.render()
     response = web.Response(body=payload, headers=EVIDENCE_HEADER)
@@ -282,6 +290,8 @@ def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) ->
     app.router.add_get("/health", handle_health)
     app.router.add_post("/tokenize", handle_tokenize)
     app.router.add_get("/metrics", handle_metrics)
+    app.router.add_post("/reset_prefix_cache", handle_reset_prefix_cache)
+    app.router.add_post("/flush_cache", handle_reset_prefix_cache)
     return app
 
 

@@ -24,7 +24,7 @@ def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
     if test == "long_context":
         kwargs["max_model_len"] = (candidate.measured_capacity or {}).get("max_model_len")
     plan = workloads.plan(test, constraints, **kwargs)
-    if test in TESTS_TAKING_KV_CAPACITY and "kv_capacity_tokens" in plan and plan["kv_capacity_tokens"] is None:
+    if test in TESTS_TAKING_KV_CAPACITY and plan.get("kv_capacity_tokens") is None:
         plan["kv_capacity_tokens"] = kv_capacity_tokens(candidate)
     return plan
 
@@ -32,7 +32,7 @@ def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
 def kv_capacity_tokens(candidate: Candidate) -> int | None:
     """The candidate's KV-cache capacity in tokens: measured (engine log) when known, else the
     capacity model's prediction; it turns an engine's KV usage ratio into tokens (prefix test, the
-    long-context ladder's KV per request)."""
+    long-context ladder's KV per request) and sizes the pressure that evicts the idle sessions (swap test)."""
     measured = (candidate.measured_capacity or {}).get("token_capacity")
     if measured:
         return int(measured)

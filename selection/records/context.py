@@ -332,6 +332,27 @@ def _metric_absent(operations: dict[str, Any]) -> str:
     return _(NOT_EXPORTED)
 
 
+def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
+    """The swap policy's claim, only as strong as the chosen engine's swap test: "validated" needs
+    an eviction the test observed (its `eviction_exercised` verdict), with what it observed."""
+    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "swap_recovery"), None)
+    if run is None:
+        return _(
+            "Idle sessions may be swapped to CPU memory; no swap test ran on the chosen engine: "
+            "resume cost not validated."
+        )
+    exercised = next((v for v in run.verdicts or [] if v.get("name") == "eviction_exercised"), None)
+    line = ((run.metadata or {}).get("observed") or {}).get("line") or ""
+    if exercised is None or verdict_status.status_of(exercised) != verdict_status.PASS:
+        return _(
+            "Idle sessions may be swapped to CPU memory; the swap test observed no eviction, so the resume cost "
+            "is not validated. %(observed)s"
+        ) % {"observed": line}
+    return _(
+        "Idle sessions may be swapped to CPU memory; resume cost validated with an observed eviction: %(observed)s"
+    ) % {"observed": line}
+
+
 def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in monitoring_domain.plan_signals(operations):
@@ -600,7 +621,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "monitoring": _monitoring_rows(operations),
             "swap_policy": {
                 "statement": (
-                    _("Idle sessions may be swapped to CPU memory; resume cost was validated.")
+                    _swap_statement(winner, runs)
                     if c.multi_turn
                     else _("Single-turn traffic: no session swap policy needed.")
                 ),

@@ -142,7 +142,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
       histories, as the swap test measures both (its `resume` figures, else its "resume" and
       "recompute" points), and only when the test observed the eviction; without a recompute
       measurement it is missing (a first turn is a different, shorter prompt: no stand-in);
-      continuation_correct = 1 when every resumed session continued identically, else 0.
+      continuation_correct = 1 when every resumed session continued identically, else 0;
+      idle_release_share = the idle sessions the test saw evicted (their cached tokens fell on
+      resume) / the idle sessions resumed, only when the test observed the eviction.
     A value the harness wrote into `metadata["derived"]` takes precedence over these.
     """
     derived: dict[str, float] = {}
@@ -175,6 +177,10 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         same = _verdict(run, "continuation_identical")
         if same and same.get("passed") is not None:
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
+        eviction = (run.metadata or {}).get("eviction")
+        if isinstance(eviction, dict) and eviction.get("observed") and eviction.get("sessions"):
+            if eviction.get("evicted_sessions") is not None:
+                derived["idle_release_share"] = float(eviction["evicted_sessions"]) / float(eviction["sessions"])
     return derived
 
 

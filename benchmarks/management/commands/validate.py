@@ -45,6 +45,12 @@ class Command(BaseCommand):
         load.add_argument("--concurrency", type=int, help="closed loop: requests kept in flight")
         load.add_argument("--rate", type=float, help="open loop: requests per second (Poisson)")
         parser.add_argument("--duration", type=float, help="seconds of measured load")
+        parser.add_argument(
+            "--kv-capacity-tokens",
+            type=int,
+            help="the engine's KV capacity in tokens (swap_recovery sizes its pressure from it, prefix_reuse converts "
+            "KV usage with it; default: what the engine's metrics state)",
+        )
         parser.add_argument("--metrics-url", help="Prometheus /metrics URL (default: <endpoint>/metrics)")
         parser.add_argument("--engine", default="auto", help="vllm, sglang, lmdeploy, tgi, trtllm, llamacpp or auto")
         parser.add_argument(
@@ -151,6 +157,10 @@ class Command(BaseCommand):
         if opts["duration"] is not None:
             params["step_duration_s" if test == "overload" else "duration_s"] = opts["duration"]
         if opts["kv_capacity_tokens"] is not None:
+            if opts["kv_capacity_tokens"] < 1:
+                raise CommandError(
+                    f"--kv-capacity-tokens: must be a positive number of tokens, got {opts['kv_capacity_tokens']}"
+                )
             params["kv_capacity_tokens"] = opts["kv_capacity_tokens"]
         for item in opts["param"]:
             key, sep, value = item.partition("=")

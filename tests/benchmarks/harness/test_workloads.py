@@ -156,15 +156,6 @@ def test_a_ladder_that_stops_short_of_the_requirement_is_not_exercised(with_mock
     assert "never sent" in largest["detail"]
 
 
-def test_swap_recovery_continuation_and_resume_ttft(with_mock):
-    params = w.plan("swap_recovery", CONSTRAINTS) | {"idle_s": 0.5, "pressure_concurrency": 2, "sessions": 4}
-    result = with_mock(MockConfig(ttft_s=0.01), lambda s: w.run_test("swap_recovery", target_for(s), params))
-    v = verdicts(result)
-    assert v["continuation_identical"]["passed"] and "2 of 2" in v["continuation_identical"]["detail"]
-    assert [p.requests_completed for p in result.points] == [4, 4, 2]
-    assert result.metadata["resume_over_warm_ttft_p50"] is not None
-
-
 def test_prefix_reuse_on_and_off(with_mock):
     params = w.plan("prefix_reuse", CONSTRAINTS) | {"requests": 24, "kv_capacity_tokens": 65536}
 

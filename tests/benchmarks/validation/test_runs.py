@@ -68,6 +68,17 @@ def test_prefix_plan_converts_kv_usage_with_the_measured_or_planned_capacity(can
     assert "kv_capacity_tokens" not in plan_for(candidate, "stability")
 
 
+def test_swap_plan_sizes_its_pressure_from_the_measured_or_planned_capacity(candidate):
+    """The swap test pushes more than the KV pool through while the idle sessions wait: it needs
+    the candidate's capacity, measured when the engine logged it, else the capacity model's."""
+    from selection.capacity.plans import plan_for_candidate
+
+    assert plan_for(candidate, "swap_recovery")["kv_capacity_tokens"] == plan_for_candidate(candidate)["token_capacity"]
+    candidate.measured_capacity = {"token_capacity": 222_222}
+    candidate.save(update_fields=["measured_capacity"])
+    assert plan_for(candidate, "swap_recovery")["kv_capacity_tokens"] == 222_222
+
+
 def test_a_run_is_claimed_once(candidate, architect):
     run = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
     assert claim(run.pk, "w1") is not None

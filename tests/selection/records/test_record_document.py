@@ -237,3 +237,18 @@ def test_the_rendered_record_prints_missing_scores_its_scoring_snapshot_and_its_
     title = next(line for line in info.splitlines() if line.startswith("Title:"))
     record_id = record.snapshot["record"]["id"]
     assert title.split(":", 1)[1].strip() == f"{record_id} — {demo_like.name}"
+
+
+def test_the_swap_policy_claims_a_validated_resume_cost_only_after_an_observed_eviction(demo_like, architect):
+    """The record said "resume cost was validated" whatever the swap test saw (issue 15)."""
+    record = start_review(record=create_draft(selection=demo_like, user=architect), user=architect)
+    statement = record.snapshot["rollout"]["swap_policy"]["statement"]
+    assert "not validated" in statement and "observed no eviction" in statement  # the runs carry no such verdict
+    line = "evicted 20 of 20 idle sessions; resume TTFT p50 211 ms vs warm 54 ms vs recompute 215 ms (n=20)"
+    for run in BenchmarkRun.objects.filter(candidate__selection=demo_like, test="swap_recovery"):
+        run.verdicts = [{"name": "eviction_exercised", "status": "pass", "passed": True, "detail": "cached tokens"}]
+        run.metadata = {**run.metadata, "observed": {"line": line}}
+        run.save(update_fields=["verdicts", "metadata"])
+    record = start_review(record=create_draft(selection=demo_like, user=architect), user=architect)
+    statement = record.snapshot["rollout"]["swap_policy"]["statement"]
+    assert "resume cost validated with an observed eviction" in statement and line in statement

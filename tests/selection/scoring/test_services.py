@@ -252,3 +252,18 @@ def test_the_overload_test_gives_the_sustainable_concurrency_and_the_overload_ha
     metrics = evidence_for(candidates[1].selection, [candidates[1]])[0].metrics
     assert metrics["sustainable_concurrency_per_gpu"].value == 15.0  # held 30 at the sustainable rate
     assert "overload_handling" not in metrics  # never pushed past it: nothing observed
+
+
+def test_idle_release_share_is_the_share_of_idle_sessions_seen_evicted(candidates):
+    """The swap test counts the idle sessions whose cached tokens fell on resume; nothing is
+    derived when it observed no eviction, or only an offload (no per-session count)."""
+    evicted = {"observed": True, "evicted_sessions": 15, "sessions": 20}
+    swap_run(candidates[0], {"resume": 300.0, "recompute": 600.0}, {"eviction": evicted})
+    metrics = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics
+    assert metrics["idle_release_share"].value == pytest.approx(0.75)
+    swap_run(candidates[1], {"resume": 300.0}, {"eviction": {**evicted, "observed": False}})
+    swap_run(
+        candidates[2], {"resume": 300.0}, {"eviction": {"observed": True, "evicted_sessions": None, "sessions": 20}}
+    )
+    for candidate in candidates[1:]:
+        assert "idle_release_share" not in evidence_for(candidate.selection, [candidate])[0].metrics

@@ -1,0 +1,188 @@
+"""Pure parts of the swap-out and recovery test (workloads.run_swap_recovery): how much pressure
+evicts the idle sessions, whether an eviction or offload was observed, and whether a resumed
+session continued as the eviction-free reference did.
+
+No I/O here: the runner gathers requests and metric snapshots, these functions judge them, so
+the rules are unit-tested without an engine.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Sequence
+
+import numpy as np
+
+from benchmarks.harness.verdicts import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+
+# a resumed session whose cached tokens fall under this share of the warm sessions' counts as evicted
+EVICTED_CACHED_SHARE = 0.5
+# the resume phase's prefix-hit ratio under this share of the warm phase's: evictions seen by the metric
+EVICTED_HIT_RATIO_SHARE = 0.5
+
+
+def pressure_plan(
+    capacity_tokens: int | None,
+    idle_kv_tokens: int,
+    pressure_factor: float,
+    request_tokens: int,
+    max_requests: int,
+) -> dict[str, Any]:
+    """How many unique pressure requests push `pressure_factor` x the KV capacity through the pool.
+
+    With prefix caching, finished requests stay cached until evicted (LRU), so it is the volume of
+    new tokens, not the concurrency, that pushes the idle sessions' blocks out: more than the
+    whole pool must pass through while they idle. Without a capacity the pressure runs for the
+    idle time only, and the eviction verdict says whether it was enough."""
+    if not capacity_tokens:
+        return {"requests": None, "tokens": None, "idle_kv_share_of_capacity": None}
+    volume = int(capacity_tokens * pressure_factor)
+    requests = min(max(math.ceil(volume / max(request_tokens, 1)), 1), max_requests)
+    return {
+        "requests": requests,
+        "tokens": requests * request_tokens,
+        "idle_kv_share_of_capacity": idle_kv_tokens / capacity_tokens,
+        "capped": requests == max_requests and requests * request_tokens < volume,
+    }
+
+
+def compare_continuation(reference: str, observed: str, tolerance_token: int) -> dict[str, Any]:
+    """Token-by-token comparison of a resumed session's output with the eviction-free reference.
+
+    Whitespace tokens (the simulator's tokens are words; real engines tokenise text differently,
+    words are what both sides share). `ok` is False on garbage (empty output, one token repeated)
+    or on a divergence before `tolerance_token`: greedy decoding on real GPUs is not
+    bit-deterministic (batch shapes change reduction order), so a late divergence is reported,
+    not failed."""
+    ref, obs = reference.split(), observed.split()
+    first = next((i for i, (a, b) in enumerate(zip(ref, obs, strict=False)) if a != b), None)
+    if first is None and len(ref) != len(obs):
+        first = min(len(ref), len(obs))
+    longest = max(len(ref), len(obs), 1)
+    matching = sum(1 for a, b in zip(ref, obs, strict=False) if a == b) / longest
+    garbage = None
+    if not obs:
+        garbage = "empty output"
+    elif len(obs) >= 4 and len(set(obs)) == 1:
+        garbage = f"one token repeated ({obs[0]!r} x{len(obs)})"
+    return {
+        "identical": first is None,
+        "first_divergence": first,
+        "matching_fraction": matching,
+        "garbage": garbage,
+        "tokens": len(obs),
+        "ok": garbage is None and (first is None or first >= tolerance_token),
+    }
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    data = [float(v) for v in values if v is not None]
+    return statistics.median(data) if data else None
+
+
+def _delta(before: dict[str, float] | None, after: dict[str, float] | None, name: str) -> float | None:
+    if not before or not after or before.get(name) is None or after.get(name) is None:
+        return None
+    return after[name] - before[name]
+
+
+def _hit_ratio(before: dict[str, float] | None, after: dict[str, float] | None) -> float | None:
+    hits, queries = _delta(before, after, "prefix_hits"), _delta(before, after, "prefix_queries")
+    if hits is None or not queries or queries <= 0:
+        return None
+    return hits / queries
+
+
+def observe_eviction(
+    warm_cached: Sequence[int | None],
+    resumed_cached: Sequence[int | None],
+    snapshots: dict[str, dict[str, float] | None],
+    cpu_usage_max: float | None = None,
+) -> dict[str, Any]:
+    """Was an idle session's KV evicted or offloaded? Evidence, strongest first:
+
+    - cached tokens (usage.prompt_tokens_details.cached_tokens): a resumed session got far fewer
+      than the warm sessions of the same history length;
+    - the prefix-cache hit ratio of the resume phase fell far below the warm phase's;
+    - KV moved to a CPU/offload tier (offload store/load counters, CPU-tier usage).
+    Preemptions are reported but are no evidence on their own: they preempt running requests, not
+    the idle sessions' cache. `snapshots` holds the metric values at warm_start, warm_end,
+    pressure_start, resume_start and resume_end (None where the engine exports no metrics)."""
+    how: list[str] = []
+    warm_median = _median(warm_cached)
+    resumed_known = [c for c in resumed_cached if c is not None]
+    evicted_sessions = None
+    if warm_median is not None and warm_median > 0 and resumed_known:
+        evicted_sessions = sum(1 for c in resumed_known if c < EVICTED_CACHED_SHARE * warm_median)
+        if evicted_sessions:
+            how.append(
+                f"cached tokens: {evicted_sessions} of {len(resumed_known)} resumed sessions got under "
+                f"{EVICTED_CACHED_SHARE:.0%} of the warm sessions' {warm_median:.0f}"
+            )
+    warm_ratio = _hit_ratio(snapshots.get("warm_start"), snapshots.get("warm_end"))
+    resume_ratio = _hit_ratio(snapshots.get("resume_start"), snapshots.get("resume_end"))
+    if warm_ratio and resume_ratio is not None and resume_ratio < EVICTED_HIT_RATIO_SHARE * warm_ratio:
+        how.append(f"prefix-cache hit ratio {resume_ratio:.2f} on resume vs {warm_ratio:.2f} warm")
+    store = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "swap_out")
+    load = _delta(snapshots.get("resume_start"), snapshots.get("resume_end"), "swap_in")
+    if store:
+        how.append(f"offload/swap-out counter +{store:.3g}")
+    if load:
+        how.append(f"load back from the CPU tier +{load:.3g} during the resume")
+    if cpu_usage_max:
+        how.append(f"CPU-tier KV usage up to {cpu_usage_max:.3f}")
+    preemptions = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "preemptions")
+    offloaded = bool(store or load or cpu_usage_max)
+    return {
+        "observed": bool(how),
+        "how": how,
+        "offloaded": offloaded,
+        "evicted_sessions": evicted_sessions,
+        "sessions": len(resumed_cached),
+        "cached_tokens_warm_p50": warm_median,
+        "cached_tokens_resume_p50": _median(resumed_cached),
+        "prefix_hit_ratio_warm": warm_ratio,
+        "prefix_hit_ratio_resume": resume_ratio,
+        "offload_store_delta": store,
+        "offload_load_delta": load,
+        "cpu_kv_usage_max": cpu_usage_max,
+        "preemptions": preemptions,
+        "cache_reuse_seen": None if warm_median is None else warm_median > 0,
+    }
+
+
+def median_difference(top: Sequence[float], bottom: Sequence[float]) -> float | None:
+    if not top or not bottom:
+        return None
+    return statistics.median(top) - statistics.median(bottom)
+
+
+def median_ratio(top: Sequence[float], bottom: Sequence[float]) -> float | None:
+    if not top or not bottom or not statistics.median(bottom):
+        return None
+    return statistics.median(top) / statistics.median(bottom)
+
+
+def difference_interval(top: Sequence[float], bottom: Sequence[float]) -> list[float] | None:
+    """Bootstrap interval of median(top) - median(bottom), both resampled (fixed seed, as verdicts)."""
+    a = np.asarray([v for v in top if v is not None], dtype=float)
+    b = np.asarray([v for v in bottom if v is not None], dtype=float)
+    if a.size < 2 or b.size < 2:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    diffs = np.median(a[rng.integers(0, a.size, size=(BOOTSTRAP_RESAMPLES, a.size))], axis=1) - np.median(
+        b[rng.integers(0, b.size, size=(BOOTSTRAP_RESAMPLES, b.size))], axis=1
+    )
+    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
+    low, high = np.percentile(diffs, [tail, 100.0 - tail])
+    return [float(low), float(high)]
+
+
+def capacity_from_usage(used_tokens: Sequence[Sequence[float]], usage_ratio: Sequence[Sequence[float]]) -> int | None:
+    """The KV pool in tokens from an engine that states neither, but scrapes both its used tokens
+    and its usage ratio (llama.cpp, SGLang): used / ratio of the same scrapes, median over those
+    with the pool at least 1% used."""
+    ratios = {t: v for t, v in usage_ratio}
+    estimates = [used / ratios[t] for t, used in used_tokens if ratios.get(t, 0) >= 0.01 and used > 0]
+    return int(statistics.median(estimates)) if estimates else None
