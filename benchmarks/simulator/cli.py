@@ -10,7 +10,14 @@ import sys
 from typing import Any
 
 from benchmarks.harness.engine_streams import SHAPES
-from benchmarks.simulator.config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
+from benchmarks.simulator.config import (
+    DEFAULT_MODEL,
+    GPU_PROFILES,
+    SCHEDULING_POLICIES,
+    STRATEGIES,
+    SimConfig,
+    SimConfigError,
+)
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 
 
@@ -44,6 +51,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reject-policy", default="queue", choices=("queue", "429"))
     parser.add_argument("--max-waiting", type=int, default=None)
     parser.add_argument("--offload-after-s", type=float, default=5.0)
+    parser.add_argument(
+        "--scheduling-policy",
+        default="fcfs",
+        choices=SCHEDULING_POLICIES,
+        help="fcfs, or priority: a request's lower `priority` field is served first (vLLM's flag)",
+    )
+    parser.add_argument(
+        "--restart-downtime-s",
+        type=float,
+        default=1.0,
+        help="POST /admin/restart: wall seconds the engine is down while it restarts",
+    )
+    parser.add_argument(
+        "--abrupt-restart",
+        action="store_true",
+        help="POST /admin/restart cuts in-flight requests and answers 503 until back (default: graceful)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--stream-shape",
@@ -82,6 +106,9 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         reject_policy=options["reject_policy"],
         max_waiting=options["max_waiting"],
         offload_after_s=options["offload_after_s"],
+        scheduling_policy=options.get("scheduling_policy") or "fcfs",
+        restart_downtime_s=options.get("restart_downtime_s", 1.0),
+        restart_graceful=not options.get("abrupt_restart"),
         seed=options["seed"],
         stream_shape=options.get("stream_shape") or "vllm",
     )
