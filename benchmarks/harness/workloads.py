@@ -54,6 +54,7 @@ from benchmarks.harness.verdicts import (
     PASS,
     compare,
     judge_percentile,
+    percentile_interval,
     ratio_interval,
     verdict,
 )
@@ -1375,10 +1376,10 @@ def plan_model_switch(constraints: dict[str, Any] | None = None) -> dict[str, An
         # endpoint: traffic moves to params.switch_endpoint and back (two deployments behind your
         # gateway); restart: the simulator's POST /admin/restart. None: endpoint when one is given,
         # else restart on the simulator
-        "switch_mode": None,
-        "switch_endpoint": None,
-        "switch_model": None,  # the served model name on switch_endpoint (default: the candidate's)
-        "switch_metrics_url": None,  # default: <switch_endpoint>/metrics
+        "switch_mode": "",
+        "switch_endpoint": "",
+        "switch_model": "",  # the served model name on switch_endpoint (default: the candidate's)
+        "switch_metrics_url": "",  # default: <switch_endpoint>/metrics
         "restart_config": {},  # simulator settings of the new version, e.g. {"kv_bytes_per_token": 262144}
         "restart_downtime_s": None,  # None: the simulator's own setting
         "restart_graceful": None,
@@ -1414,22 +1415,38 @@ def _switch_mode(target: Target, params: dict[str, Any]) -> str:
     return mode
 
 
+def _switch_phase_of(record: RequestRecord, events: dict[str, float], zero: float, restart: bool) -> str:
+    """The phase a request counts in: the one it was sent in, except that on a restart a request still
+    in flight at the next event (cut, or held while the engine restarted) counts in that event's phase,
+    not before it. Between two endpoints nothing goes down: a request stays where it was sent."""
+    name = record.tag
+    if not restart:
+        return name
+    ended = (record.end_time or record.send_time) - zero
+    if name == "before" and "switch" in events and ended >= events["switch"]:
+        name = "switched"
+    if name == "switched" and "rollback" in events and ended >= events["rollback"]:
+        name = "rolled_back"
+    return name
+
+
+def _good_for_budget(record: RequestRecord, params: dict[str, Any]) -> bool:
+    """A request that succeeded within the per-request latency budgets (TTFT, TPOT)."""
+    if not record.ok or record.aborted:
+        return False
+    ttft, tpot = params.get("ttft_p95_ms"), params.get("tpot_p95_ms")
+    if ttft is not None and (record.ttft_ms is None or record.ttft_ms > float(ttft)):
+        return False
+    return tpot is None or record.tpot_ms is None or record.tpot_ms <= float(tpot)
+
+
 def _recovery_s(records: list[RequestRecord], event: float, params: dict[str, Any], window: int) -> float | None:
     """Seconds from `event` to the first request of the first run of `window` consecutive requests that
     succeeded within the per-request budgets (TTFT, TPOT); None when no such run came."""
-    ttft, tpot = params.get("ttft_p95_ms"), params.get("tpot_p95_ms")
-
-    def good(record: RequestRecord) -> bool:
-        if not record.ok or record.aborted:
-            return False
-        if ttft is not None and (record.ttft_ms is None or record.ttft_ms > float(ttft)):
-            return False
-        return tpot is None or record.tpot_ms is None or record.tpot_ms <= float(tpot)
-
     ordered = sorted(records, key=lambda r: r.send_time)
     run = 0
     for index, record in enumerate(ordered):
-        run = run + 1 if good(record) else 0
+        run = run + 1 if _good_for_budget(record, params) else 0
         if run == window:
             return max(ordered[index - window + 1].send_time - event, 0.0)
     return None
@@ -1513,11 +1530,13 @@ async def run_model_switch(
             await client_b.open()
             headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
             metrics_b = params.get("switch_metrics_url") or params["switch_endpoint"].rstrip("/") + "/metrics"
-            second = MetricsSampler(metrics_b, target.engine, time_zero=session.time_zero, headers=headers)
+            engine = target.engine if target.engine != "simulator" else "auto"
+            second = MetricsSampler(metrics_b, engine, time_zero=session.time_zero, headers=headers)
             await second.start()
 
         async def trigger(event: str) -> None:
             events[event] = session.now()
+            phase["name"] = "switched" if event == "switch" else "rolled_back"
             if mode == "restart":
                 body: dict[str, Any] = {"config": dict(params.get("restart_config") or {}) if event == "switch" else {}}
                 if params.get("restart_downtime_s") is not None:
@@ -1531,7 +1550,6 @@ async def run_model_switch(
                 triggers.append({"event": event, "status": status, "answer": answer})
                 if status != 202:
                     notes.append(f"{event}: the simulator refused the restart ({status}): {answer}")
-            phase["name"] = "switched" if event == "switch" else "rolled_back"
 
         def make(index: int, name: str) -> RequestSpec:
             text = (
@@ -1584,7 +1602,9 @@ async def run_model_switch(
             await client_b.close()
     end = session.now()
     records = [r for r in sent if r.send_time > 0 and r.error_class != "cancelled"]
-    by_phase = {name: [r for r in records if r.tag == name] for name in SWITCH_PHASES}
+    by_phase: dict[str, list[RequestRecord]] = {name: [] for name in SWITCH_PHASES}
+    for record in records:
+        by_phase[_switch_phase_of(record, events, session.time_zero, mode == "restart")].append(record)
     bounds = {
         "before": (0.0, events.get("switch", end)),
         "switched": (events.get("switch", end), events.get("rollback", end)),
@@ -1619,7 +1639,14 @@ async def run_model_switch(
     ):
         verdicts.append(
             _recovery_verdict(
-                label, by_phase[name], figures[f"{event}_recovery_s"], params, window, baseline_failed, event in events
+                label,
+                by_phase[name],
+                figures[f"{event}_recovery_s"],
+                params,
+                window,
+                baseline_failed,
+                event in events,
+                bounds[name][1] - bounds[name][0],
             )
         )
     if cancelled:
@@ -1641,6 +1668,7 @@ async def run_model_switch(
                 "rollback_at_s": events.get("rollback"),
                 "switch_endpoint": params.get("switch_endpoint"),
                 "triggers": triggers,
+                "timeline": _switch_timeline(records, session.time_zero),
                 **figures,
             },
             "observed": _switch_observed(mode, params, figures, by_phase),
@@ -1694,6 +1722,20 @@ def _switch_figures(
     return figures
 
 
+SWITCH_TIMELINE_POINTS = 1500  # the chart's requests at most (every nth kept, the failed ones always)
+
+
+def _switch_timeline(records: list[RequestRecord], zero: float) -> list[list[Any]]:
+    """[send time s, TTFT ms or None, ok] per request in send order, thinned for the chart."""
+    ordered = sorted(records, key=lambda r: r.send_time)
+    every = max(len(ordered) // SWITCH_TIMELINE_POINTS, 1)
+    return [
+        [round(r.send_time - zero, 4), None if r.ttft_ms is None else round(r.ttft_ms, 2), bool(r.ok)]
+        for index, r in enumerate(ordered)
+        if not r.ok or index % every == 0
+    ]
+
+
 def _switch_errors_verdict(
     by_phase: dict[str, list[RequestRecord]], figures: dict[str, Any], params: dict[str, Any]
 ) -> dict[str, Any]:
@@ -1720,16 +1762,13 @@ def _recovery_verdict(
     window: int,
     baseline_failed: bool,
     happened: bool,
+    span_s: float,
 ) -> dict[str, Any]:
     limit = float(params.get("max_recovery_s") or 30.0)
     n = len(records)
     what = "the switch" if name.endswith("switch") else "the rollback"
     if not happened:
         return _verdict(name, None, f"{what} never happened (cancelled first)", None, limit, n, NOT_EXERCISED)
-    if n < window:
-        return _verdict(
-            name, None, f"{n} requests after {what}: at least {window} are needed", None, limit, n, INSUFFICIENT_DATA
-        )
     budget = (
         ", ".join(
             f"{k.replace('_p95_ms', '').upper()} <= {params[k]:g} ms"
@@ -1738,8 +1777,13 @@ def _recovery_verdict(
         )
         or "no latency budget: errors only"
     )
-    if recovery is None:
-        status, detail = FAIL, f"no run of {window} good requests ({budget}) after {what} (n={n})"
+    if recovery is None and n < window and (any(_good_for_budget(r, params) for r in records) or span_s <= limit):
+        return _verdict(
+            name, None, f"{n} requests after {what}: at least {window} are needed", None, limit, n, INSUFFICIENT_DATA
+        )
+    if recovery is None:  # no run of good requests: none within budget for longer than allowed
+        status = FAIL
+        detail = f"no run of {window} good requests ({budget}) in the {span_s:.1f} s after {what} (n={n})"
     else:
         status = PASS if recovery <= limit else FAIL
         detail = f"the budget ({budget}) held again {recovery:.2f} s after {what} (limit {limit:g} s, n={n})"
@@ -1756,7 +1800,7 @@ def _switch_observed(
         return "never" if value is None else f"{value:.2f} s"
 
     def ratio(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.2f}"
+        return "n/a" if value is None else f"{value:.1%}"
 
     errors = figures["switch_errors"] + figures["rollback_errors"]
     down = (figures["switch_downtime_s"] or 0.0) + (figures["rollback_downtime_s"] or 0.0)
@@ -1970,6 +2014,9 @@ def _isolation_figures(
                 float(np.percentile(values, 95)) if values else None
             )
             figures[f"a_{metric.replace('_ms', '')}_n_{phase}"] = len(values)
+        ttft = _ok_values(outcome, "ttft_ms")
+        interval = percentile_interval(ttft, 95) if len(ttft) >= MIN_SAMPLES else None
+        figures[f"a_ttft_p95_{phase}_interval"] = None if interval is None else list(interval)
         figures[f"a_errors_{phase}"] = sum(1 for r in (outcome.records if outcome else []) if not r.ok)
     alone_ttft, flood_ttft = _ok_values(alone, "ttft_ms"), _ok_values(flood, "ttft_ms")
     slowdown = None

@@ -40,7 +40,6 @@ from benchmarks.simulator.tokens import detokenize, render_chat, tokenize
 
 EVIDENCE_HEADER = {"X-Kvsim-Evidence": "SIMULATED"}
 STATE_KEY = web.AppKey("kvsim_state", object)
-RESTART_KEY = web.AppKey("kvsim_restart", object)  # the running restart task (kept: tasks are weakly held)
 
 
 class BadRequest(ValueError):
@@ -66,6 +65,7 @@ class _State:
     graceful: bool = True  # the running restart holds new requests instead of refusing them
     up: asyncio.Event | None = None  # set while the engine serves
     restarts: int = 0
+    restart_task: asyncio.Task | None = None  # kept: the loop holds tasks only weakly
 
 
 def _state(request: web.Request) -> _State:
@@ -332,7 +332,7 @@ async def handle_admin_restart(request: web.Request) -> web.Response:
     if state.up is None:
         state.up = asyncio.Event()
     state.up.clear()
-    request.app[RESTART_KEY] = asyncio.get_running_loop().create_task(_restart(state, new, float(downtime), graceful))
+    state.restart_task = asyncio.get_running_loop().create_task(_restart(state, new, float(downtime), graceful))
     return web.json_response(
         {"restarting": True, "downtime_s": downtime, "graceful": graceful, "changed": sorted(overrides)},
         status=202,
@@ -368,10 +368,11 @@ def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) ->
         app[STATE_KEY] = _State(config, live, metrics, on_crash or (lambda: None))
 
     async def cleanup(app: web.Application) -> None:
-        restart = app.get(RESTART_KEY)
-        if restart is not None and not restart.done():  # type: ignore[attr-defined]
-            restart.cancel()  # type: ignore[attr-defined]
-        await app[STATE_KEY].live.close()  # type: ignore[attr-defined]
+        state = app[STATE_KEY]
+        restart = state.restart_task  # type: ignore[attr-defined]
+        if restart is not None and not restart.done():
+            restart.cancel()
+        await state.live.close()  # type: ignore[attr-defined]
 
     app.on_startup.append(startup)
     app.on_cleanup.append(cleanup)
