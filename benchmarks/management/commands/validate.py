@@ -7,6 +7,13 @@ same allow-list as the Celery jobs (KVSELECT_ALLOWED_TARGETS).
 open loop on its own clock and reports per traffic group; `--speedup X` scales its clock (2 = twice
 the rate), `--sample N` keeps its first N requests. With `--test`, the test draws its requests'
 lengths from the trace instead (concurrency_stress and stability).
+
+`--test model_switch --switch-endpoint URL` moves the load from `--endpoint` to the new version
+deployed at URL and back (two deployments, e.g. behind your gateway); kvselect never runs a switch
+command against a real engine. Against the simulator without `--switch-endpoint` it restarts the
+simulator through its POST /admin/restart instead. `--test isolation --priority` sends each
+tenant's `priority` field (for engines launched with priority scheduling, e.g. vLLM
+`--scheduling-policy priority`).
 """
 
 from __future__ import annotations
@@ -42,6 +49,15 @@ class Command(BaseCommand):
         load.add_argument("--rate", type=float, help="open loop: requests per second (Poisson)")
         parser.add_argument("--duration", type=float, help="seconds of measured load")
         parser.add_argument("--metrics-url", help="Prometheus /metrics URL (default: <endpoint>/metrics)")
+        parser.add_argument(
+            "--switch-endpoint", help="model_switch: base URL of the new version to move the load to and back"
+        )
+        parser.add_argument("--switch-model", help="model_switch: served model name there (default: --model)")
+        parser.add_argument(
+            "--priority",
+            action="store_true",
+            help="isolation: send each tenant's priority field (engines with priority scheduling)",
+        )
         parser.add_argument("--engine", default="auto", help="vllm, sglang, lmdeploy, tgi, trtllm, llamacpp or auto")
         parser.add_argument(
             "--api-key-env",
@@ -62,6 +78,8 @@ class Command(BaseCommand):
             safety.check_target(opts["endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
             if opts["metrics_url"]:
                 safety.check_target(opts["metrics_url"], settings.KVSELECT_ALLOWED_TARGETS)
+            if opts["switch_endpoint"]:
+                safety.check_target(opts["switch_endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
         except safety.TargetRefused as exc:
             raise CommandError(
                 f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; "
@@ -95,6 +113,15 @@ class Command(BaseCommand):
                     length_trace_format=opts["trace_format"],
                     length_trace_sample=opts["sample"] or 10_000,
                 )
+        if opts["switch_endpoint"] or opts["switch_model"]:
+            if test != "model_switch":
+                raise CommandError("--switch-endpoint: only the model_switch test moves traffic to a second endpoint")
+            params["switch_endpoint"] = (opts["switch_endpoint"] or "").rstrip("/")
+            params["switch_model"] = opts["switch_model"] or ""
+        if opts["priority"]:
+            if test != "isolation":
+                raise CommandError("--priority: only the isolation test sends the priority field")
+            params["use_priority"] = True
         if opts["concurrency"] is not None:
             params["concurrency"] = opts["concurrency"]
         if opts["rate"] is not None:
