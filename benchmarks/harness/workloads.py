@@ -1992,6 +1992,8 @@ async def run_isolation(
         cancelled,
         {
             "isolation": {"scheduling": scheduling, **figures},
+            # scoring's concurrency-control criterion reads A's p95 under the flood with its interval
+            "derived_intervals": {"isolation_ttft_p95_ms": figures["a_ttft_p95_flood_interval"]},
             "observed": _isolation_observed(figures, scheduling, b_input, b_concurrency),
         },
     )

@@ -28,6 +28,7 @@ DERIVED_METRICS = (
     "continuation_correct",
     "idle_release_share",
     "overload_handling",  # the overload test's level past the sustainable load (rejection 1.0 ... OOM 0.0)
+    "isolation_ttft_p95_ms",  # the interactive client's TTFT p95 under the other's flood (isolation test)
 )
 # catalog capability -> scoring's scheduling feature (domain.scoring.SCHEDULING_FEATURES)
 SCHEDULING = {"priority_scheduling": "priority", "fair_scheduling": "fair", "admission_limit": "admission_limit"}
@@ -102,6 +103,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
       "recompute" points), and only when the test observed the eviction; without a recompute
       measurement it is missing (a first turn is a different, shorter prompt: no stand-in);
       continuation_correct = 1 when every resumed session continued identically, else 0.
+    - isolation: isolation_ttft_p95_ms = tenant A's TTFT p95 under tenant B's flood, only when the
+      flood loaded the engine and the p95 came from enough requests to judge (its budget verdict was
+      neither insufficient data nor not exercised).
     A value the harness wrote into `metadata["derived"]` takes precedence over these.
     """
     derived: dict[str, float] = {}
@@ -132,6 +136,12 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         same = _verdict(run, "continuation_identical")
         if same and same.get("passed") is not None:
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
+    elif run.test == "isolation":
+        figures = (run.metadata or {}).get("isolation") or {}
+        judged = _verdict(run, "ttft_p95_within_budget[tenant_a_flood]")
+        seen = judged is None or judged.get("status") not in ("insufficient_data", "not_exercised")
+        if figures.get("flood_exercised") and figures.get("a_ttft_p95_flood_ms") is not None and seen:
+            derived["isolation_ttft_p95_ms"] = float(figures["a_ttft_p95_flood_ms"])
     return derived
 
 
