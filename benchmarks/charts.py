@@ -807,19 +807,6 @@ def arrival_rate(
     return _render(fig, title, simulated)
 
 
-CHARTS = {
-    "length_distribution": length_distribution,
-    "arrival_rate": arrival_rate,
-    "dimension_bars": dimension_bars,
-    "latency_vs_concurrency": latency_vs_concurrency,
-    "kv_usage_over_time": kv_usage_over_time,
-    "ttft_vs_context": ttft_vs_context,
-    "prefix_on_off": prefix_on_off,
-    "soak_drift": soak_drift,
-    "capacity_memory_vs_context": capacity_memory_vs_context,
-}
-
-
 # --------------------------------------------------------------------------- model switch and isolation
 
 
@@ -936,3 +923,18 @@ def tenant_isolation(
     ax.set_ylim(bottom=0)
     _legend(ax, handles)
     return _render(fig, title, simulated)
+
+
+CHARTS = {
+    "length_distribution": length_distribution,
+    "arrival_rate": arrival_rate,
+    "dimension_bars": dimension_bars,
+    "latency_vs_concurrency": latency_vs_concurrency,
+    "kv_usage_over_time": kv_usage_over_time,
+    "ttft_vs_context": ttft_vs_context,
+    "prefix_on_off": prefix_on_off,
+    "soak_drift": soak_drift,
+    "capacity_memory_vs_context": capacity_memory_vs_context,
+    "switch_timeline": switch_timeline,
+    "tenant_isolation": tenant_isolation,
+}

@@ -47,6 +47,26 @@ SAMPLES = {
         simulated=sim,
     ),
     "arrival_rate": lambda sim: charts.arrival_rate([(0, 4.0), (60, 9.0), (120, 2.0)], mean_rps=5.0, simulated=sim),
+    "switch_timeline": lambda sim: charts.switch_timeline(
+        {
+            "vLLM": {
+                "points": [(0.5, 40), (1.0, 45), (2.2, 900), (2.6, 60), (4.1, 300), (4.5, 50)],
+                "failed": [2.0, 2.1],
+                "switch_at": 2.0,
+                "rollback_at": 4.0,
+            }
+        },
+        budget_ms=500,
+        simulated=sim,
+    ),
+    "tenant_isolation": lambda sim: charts.tenant_isolation(
+        {
+            "vLLM": {"alone": 40, "flood": 420, "alone_interval": [35, 48], "flood_interval": [380, 470]},
+            "SGLang": {"alone": 38, "flood": None},
+        },
+        budget_ms=300,
+        simulated=sim,
+    ),
 }
 
 EXPECTED_TEXT = {
@@ -68,6 +88,8 @@ EXPECTED_TEXT = {
     "capacity_memory_vs_context": ["GPU memory 80 GiB", "20% headroom line 64.0 GiB", "memory (GiB)", "4K", "128K"],
     "length_distribution": ["input tokens", "output tokens", "tokens", "requests", "n/a"],
     "arrival_rate": ["time since the first request (s)", "requests per second", "mean 5 req/s"],
+    "switch_timeline": ["TTFT (ms)", "time (s)", "switch", "rollback", "failed request", "TTFT budget 500 ms", "vLLM"],
+    "tenant_isolation": ["tenant A TTFT p95 (ms)", "alone", "under the flood", "budget 300 ms", "n/a", "SGLang"],
 }
 
 

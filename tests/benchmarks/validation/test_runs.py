@@ -48,7 +48,15 @@ SHORT = {
 
 def test_plan_derives_parameters_from_constraints(candidate):
     plan = validation_plan(candidate)
-    assert set(plan) == {"concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability"}
+    assert set(plan) == {
+        "concurrency_stress",
+        "long_context",
+        "swap_recovery",
+        "prefix_reuse",
+        "stability",
+        "model_switch",
+        "isolation",
+    }
     assert plan["concurrency_stress"]["concurrency"] == 200
     assert plan["concurrency_stress"]["ttft_p95_ms"] == 800.0
 
@@ -64,6 +72,16 @@ def test_prefix_plan_converts_kv_usage_with_the_measured_or_planned_capacity(can
     candidate.save(update_fields=["measured_capacity"])
     assert plan_for(candidate, "prefix_reuse")["kv_capacity_tokens"] == 123_456
     assert "kv_capacity_tokens" not in plan_for(candidate, "stability")
+
+
+def test_isolation_plan_sends_priority_when_the_launch_flags_turn_it_on(candidate):
+    """vLLM documents priority scheduling, but only --scheduling-policy priority turns it on: without
+    the flag the engine refuses a request's priority field, so the test must not send it."""
+    assert plan_for(candidate, "isolation")["use_priority"] is False
+    candidate.launch_flags = "--max-num-seqs 256 --scheduling-policy priority"
+    candidate.save(update_fields=["launch_flags"])
+    assert plan_for(candidate, "isolation")["use_priority"] is True
+    assert plan_for(candidate, "model_switch")["switch_endpoint"] == ""  # the architect gives the new version's
 
 
 def test_a_run_is_claimed_once(candidate, architect):
