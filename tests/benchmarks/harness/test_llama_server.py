@@ -4,6 +4,7 @@ The binary is built from the llama-cpp-python 0.3.9 sdist by scripts/build-llama
 under var/cache/llama-server-0.3.9/, a few minutes the first time).
 """
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -38,8 +39,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
+@contextlib.contextmanager
+def serving(tmp_path_factory):
+    """A llama-server on a free port with the tiny model, until the block ends."""
     binary = llama_server_binary()
     model = write_tiny_llama(tmp_path_factory.mktemp("model") / "tiny.gguf")
     port = free_port()
@@ -79,13 +81,28 @@ def llama_server(tmp_path_factory):
             process.kill()
             raise RuntimeError(f"llama-server did not become healthy; see {log.name}")
         time.sleep(0.2)
-    yield url
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    with serving(tmp_path_factory) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def second_llama_server(tmp_path_factory):
+    """The "new version" the model-switch test moves the load to (a second process)."""
+    with serving(tmp_path_factory) as url:
+        yield url
 
 
 def target(url):
@@ -125,3 +142,40 @@ def test_swap_recovery_greedy_continuation_on_llama_server(llama_server):
     v = {x["name"]: x for x in result.verdicts}
     assert v["zero_errors"]["passed"], v["zero_errors"]["detail"]
     assert v["continuation_identical"]["passed"], v["continuation_identical"]["detail"]
+
+
+def test_model_switch_between_two_llama_servers(llama_server, second_llama_server):
+    """Traffic moves to a second llama-server process and back (the real-engine path: two endpoints,
+    no switch command): no request fails, the new process starts with a cold cache."""
+    params = w.plan("model_switch", {"peak_concurrency": 8, "avg_input_tokens": 64, "avg_output_tokens": 16})
+    params |= {"before_s": 3.0, "switched_s": 3.0, "after_s": 3.0, "switch_endpoint": second_llama_server}
+    result = w.run_test_sync("model_switch", target(llama_server), params)
+    v = {x["name"]: x for x in result.verdicts}
+    assert v["switch_errors"]["status"] == "pass", v["switch_errors"]["detail"]
+    switch = result.metadata["switch"]
+    assert switch["mode"] == "endpoint" and switch["switch_requests"] > 0 and switch["rollback_requests"] > 0
+    points = {p.label: p for p in result.points}
+    assert points["switched"].requests_completed > 0 and points["rolled_back"].requests_completed > 0
+    assert any(name.startswith("switched.") for name in result.timeseries)  # the second process's metrics
+    assert result.metadata["observed"]["line"].startswith("switch by endpoint pair: 0 errors")
+
+
+def test_isolation_with_two_clients_on_llama_server(llama_server):
+    """Tenant A's short requests alone and beside tenant B's long ones (llama-server has no priority
+    scheduling: the field is not sent). Each slot holds 8192 / 16 = 512 tokens."""
+    params = w.plan("isolation", {"request_rate": 8, "tenants": 2, "avg_input_tokens": 32, "avg_output_tokens": 8})
+    params |= {
+        "alone_s": 3.0,
+        "flood_lead_s": 1.0,
+        "flood_s": 3.0,
+        "tenant_b_concurrency": 4,
+        "tenant_b_input_tokens": 400,
+        "tenant_b_output_tokens": 32,
+    }
+    result = w.run_test_sync("isolation", target(llama_server), params)
+    v = {x["name"]: x for x in result.verdicts}
+    figures = result.metadata["isolation"]
+    assert figures["scheduling"] == "fcfs" and figures["a_errors_flood"] == 0
+    assert figures["a_ttft_n_alone"] >= 5 and figures["a_ttft_n_flood"] >= 5
+    assert figures["b_requests_completed"] > 0 and v["flood_held"]["status"] == "pass", v["flood_held"]["detail"]
+    assert figures["a_ttft_p95_slowdown"] is not None and "n=" in result.metadata["observed"]["line"]
