@@ -44,11 +44,18 @@ CRITERION_TITLES = {
     "ttft_p99_drift": _("TTFT p99 drift within the limit"),
     "tpot_p50_drift": _("TPOT p50 drift within the limit"),
     "tpot_p99_drift": _("TPOT p99 drift within the limit"),
+    "switch_errors": _("No request failed across the switch and the rollback"),
+    "budget_recovered_after_switch": _("Back within the budget soon after the switch"),
+    "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),
+    "flood_held": _("The other tenant's flood loaded the engine"),
+    "tenant_a_ttft_slowdown": _("The interactive tenant's TTFT slowdown under the flood within the limit"),
 }
 CRITERION_QUALIFIERS = {
     "resume": _("after the pause"),
     "prefix_on": _("prefix caching on"),
     "prefix_off": _("prefix caching off"),
+    "before": _("before the switch"),
+    "tenant_a_flood": _("tenant A under the flood"),
 }
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
