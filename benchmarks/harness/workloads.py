@@ -1495,9 +1495,11 @@ async def run_model_switch(
     prefix_tokens = int(params.get("prefix_tokens") or 0)
     if not 0 <= prefix_tokens < input_tokens:
         raise PlanError(f"params.prefix_tokens: must be in [0, input_tokens), got {prefix_tokens!r}")
-    durations = {name: _require(params, f"{name}_s", float, 0.1) for name in SWITCH_PHASES[:1]}
-    durations["switched"] = _require(params, "switched_s", float, 0.1)
-    durations["rolled_back"] = _require(params, "after_s", float, 0.1)
+    durations = {
+        "before": _require(params, "before_s", float, 0.1),
+        "switched": _require(params, "switched_s", float, 0.1),
+        "rolled_back": _require(params, "after_s", float, 0.1),
+    }
     window = _require(params, "recovery_requests", int, 1)
     mode = _switch_mode(target, params)
     if mode == "endpoint" and target.allowed_hosts is not None:
@@ -1577,12 +1579,16 @@ async def run_model_switch(
             begin = time.perf_counter()
             marks = (("switch", durations["before"]), ("rollback", durations["before"] + durations["switched"]))
             pending = list(marks)
+            reported = -1.0
             try:
                 while time.perf_counter() - begin < total_s and not reporter.cancelled():
                     elapsed = time.perf_counter() - begin
                     if pending and elapsed >= pending[0][1]:
                         await trigger(pending.pop(0)[0])
-                    await reporter.emit(phase["name"], min(elapsed / total_s * 100.0, 99.0))
+                    if elapsed - reported >= 0.5:  # progress twice a second; the events on time to 50 ms
+                        reporter.done = len(sent)
+                        await reporter.emit(phase["name"], min(elapsed / total_s * 100.0, 99.0))
+                        reported = elapsed
                     await asyncio.sleep(0.05)
             finally:
                 if "switch" in events and "rollback" not in events and mode == "restart":
