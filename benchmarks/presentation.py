@@ -78,6 +78,8 @@ METADATA_LABELS = {
     "run_info": _("Run information"),
     "input_config": _("Input configuration"),
     "derived": _("Derived figures"),
+    "switch": _("Model switch"),
+    "isolation": _("Tenant isolation"),
     "client_bound": _("Client-bound"),
     "tool": _("Tool"),
     "tool_version": _("Tool version"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.harness import workloads as w
+from benchmarks.harness.client import RequestRecord
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.server import ServerThread
 
@@ -126,3 +127,29 @@ def test_isolation_fails_when_first_come_first_served_queues_tenant_a_behind_the
     budget = by_name(result)["ttft_p95_within_budget[tenant_a_flood]"]
     assert judged(budget, "fail", 300) and budget["n"] >= 20, budget
     assert result.metadata["isolation"]["scheduling"] == "fcfs"
+
+
+def record(send: float, ttft_ms: float | None, ok: bool = True, tag: str = "switched", duration: float = 0.5):
+    r = RequestRecord(tag=tag, send_time=send, end_time=send + duration)
+    if ok:
+        r.first_token_time = send + (ttft_ms or 0) / 1000.0
+        r.output_tokens = 8
+    else:
+        r.error_class = "connect"
+    return r
+
+
+def test_recovery_downtime_and_stall_are_read_from_the_requests_as_defined():
+    # switch at t=10: two refused, one over budget, then good ones
+    records = [record(10.0, None, ok=False), record(10.2, None, ok=False), record(10.5, 900)]
+    records += [record(11.0 + 0.1 * i, 50) for i in range(12)]
+    params = {"ttft_p95_ms": 300}
+    assert w._recovery_s(records, 10.0, params, window=10) == pytest.approx(1.0)  # the first of 10 good in a row
+    assert w._recovery_s(records[:5], 10.0, params, window=10) is None  # never 10 good in a row
+    assert w._downtime_s(records) == pytest.approx(0.5)  # first failure's send to the next success's send
+    assert w._stall_s(records, 10.0) == pytest.approx(1.0)  # the first success ended at 11.0
+    # on a restart, a request sent before the switch and still running at it counts after the switch
+    events = {"switch": 10.0, "rollback": 20.0}
+    assert w._switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=True) == "switched"
+    assert w._switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=False) == "before"
+    assert w._switch_phase_of(record(9.0, 40, tag="before"), events, 0.0, restart=True) == "before"
