@@ -1547,8 +1547,8 @@ async def run_model_switch(
                     body["graceful"] = bool(params["restart_graceful"])
                 try:
                     status, answer = await session.client.post_json("/admin/restart", body)
-                except (OSError, asyncio.TimeoutError) as exc:
-                    status, answer = None, {"error": str(exc)}
+                except Exception as exc:  # the hook's failure is reported, never the test's crash
+                    status, answer = None, {"error": f"{type(exc).__name__}: {exc}"}
                 triggers.append({"event": event, "status": status, "answer": answer})
                 if status != 202:
                     notes.append(f"{event}: the simulator refused the restart ({status}): {answer}")
@@ -1655,6 +1655,22 @@ async def run_model_switch(
                 bounds[name][1] - bounds[name][0],
             )
         )
+    refused = [t for t in triggers if t["status"] != 202]
+    if refused:  # the engine never switched: nothing about a switch was observed
+        verdicts = [
+            verdict(
+                v["name"],
+                NOT_EXERCISED,
+                v["detail"] + f"; the restart was refused ({refused[0]['status']}), so no switch happened",
+                v["value"],
+                v["threshold"],
+                v["n"],
+                v["interval"],
+            )
+            if v["status"] == PASS and not v["name"].endswith("[before]")
+            else v
+            for v in verdicts
+        ]
     if cancelled:
         notes.append("cancelled: partial data")
     reporter.close()

@@ -153,3 +153,12 @@ def test_recovery_downtime_and_stall_are_read_from_the_requests_as_defined():
     assert w._switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=True) == "switched"
     assert w._switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=False) == "before"
     assert w._switch_phase_of(record(9.0, 40, tag="before"), events, 0.0, restart=True) == "before"
+
+
+def test_a_refused_restart_is_not_a_pass():
+    params = w.plan("model_switch", SWITCH_CONSTRAINTS) | SWITCH_PARAMS | {"restart_config": {"profile": "nope"}}
+    params |= {"before_s": 0.8, "switched_s": 0.8, "after_s": 0.8}
+    result = run_on(SimConfig(**SWITCH_SIM), "model_switch", params)
+    v = by_name(result)
+    assert v["switch_errors"]["status"] == "not_exercised" and "refused" in v["switch_errors"]["detail"]
+    assert any("refused the restart (400)" in note for note in result.notes)
