@@ -892,6 +892,124 @@ def arrival_rate(
     return _render(fig, title, simulated)
 
 
+# --------------------------------------------------------------------------- model switch and isolation
+
+
+@_chart
+def switch_timeline(
+    series: Mapping[str, Mapping[str, Any]],
+    title: str = "TTFT across the switch and the rollback",
+    budget_ms: float | None = None,
+    simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
+) -> str:
+    """Each request's TTFT against its send time, one colour per candidate; failed requests as
+    crosses on the time axis; the switch and the rollback as vertical lines (solid and dotted, in the
+    candidate's colour); the budget as a dashed black line.
+
+    series: candidate -> {"points": [(t_s, ttft_ms), ...], "failed": [t_s, ...], "switch_at": t_s,
+    "rollback_at": t_s}.
+    """
+    _check_series("series", series)
+    palette = series_colours(series, colours)
+    fig, (ax,) = _figure(title, simulated, size=(8.0, 3.6))
+    parsed = {name: _pairs(f"series[{name!r}].points", data.get("points") or []) for name, data in series.items()}
+    spans = [x for xs, _ys in parsed.values() for x in xs] + [
+        _num(t) for data in series.values() for t in (data.get("failed") or [])
+    ]
+    divisor = _time_axis(ax, spans, "time")
+    for name, (xs, ys) in parsed.items():
+        colour = palette[name]
+        ax.scatter([x / divisor for x in xs], ys, s=6, color=colour, label=name)
+        failed = [_num(t) / divisor for t in (series[name].get("failed") or [])]
+        if failed:
+            ax.scatter(failed, [0.0] * len(failed), marker="x", s=18, color=colour, linewidths=1)
+        for key, style in (("switch_at", "solid"), ("rollback_at", "dotted")):
+            at = _num(series[name].get(key))
+            if not math.isnan(at):
+                ax.axvline(at / divisor, color=colour, linestyle=style, linewidth=1)
+    handles, _labels = ax.get_legend_handles_labels()
+    if budget_ms is not None:
+        handles.append(
+            ax.axhline(
+                budget_ms,
+                color=REFERENCE,
+                linestyle="dashed",
+                linewidth=1,
+                label=_("TTFT budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"},
+            )
+        )
+    handles.append(Line2D([], [], color=REFERENCE_SOFT, linestyle="solid", label=_("switch")))
+    handles.append(Line2D([], [], color=REFERENCE_SOFT, linestyle="dotted", label=_("rollback")))
+    handles.append(Line2D([], [], color=REFERENCE_SOFT, marker="x", linestyle="none", label=_("failed request")))
+    ax.set_ylabel(_("TTFT (ms)"))
+    ax.set_ylim(bottom=0)
+    _legend(ax, handles)
+    return _render(fig, title, simulated)
+
+
+@_chart
+def tenant_isolation(
+    data: Mapping[str, Mapping[str, Any]],
+    metric: str = "tenant A TTFT p95 (ms)",
+    title: str = "Tenant A alone and under tenant B's flood",
+    budget_ms: float | None = None,
+    simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
+) -> str:
+    """Per candidate, tenant A's latency alone (hatched) and under tenant B's flood (solid, the
+    candidate's colour), each bar with its 95% interval when known; the budget as a dashed line.
+
+    data: candidate -> {"alone": ms, "flood": ms, "alone_interval": [low, high] (optional),
+    "flood_interval": [low, high] (optional)}.
+    """
+    _check_series("data", data)
+    palette = series_colours(data, colours)
+    fig, (ax,) = _figure(title, simulated, size=(8.0, 3.6))
+    names = list(data)
+    for i, name in enumerate(names):
+        for x, key, solid in ((i - 0.2, "alone", False), (i + 0.2, "flood", True)):
+            value = _num(data[name].get(key))
+            if math.isnan(value):
+                ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
+                continue
+            interval = data[name].get(f"{key}_interval")
+            error = None
+            if interval and len(interval) == 2 and not any(math.isnan(_num(v)) for v in interval):
+                error = [[max(value - _num(interval[0]), 0.0)], [max(_num(interval[1]) - value, 0.0)]]
+            ax.bar(
+                x,
+                value,
+                width=0.38,
+                color=palette[name] if solid else "white",
+                edgecolor=palette[name],
+                hatch=None if solid else "///",
+                linewidth=1,
+                yerr=error,
+                ecolor=REFERENCE_SOFT,
+                capsize=3,
+            )
+    ax.set_xticks(range(len(names)), [wrap(name, 18) for name in names], fontsize=8)
+    handles = [
+        Patch(facecolor="white", edgecolor=REFERENCE_SOFT, hatch="///", label=_("alone")),
+        Patch(facecolor=REFERENCE_SOFT, edgecolor=REFERENCE_SOFT, label=_("under the flood")),
+    ]
+    if budget_ms is not None:
+        handles.append(
+            ax.axhline(
+                budget_ms,
+                color=REFERENCE,
+                linestyle="dashed",
+                linewidth=1,
+                label=_("budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"},
+            )
+        )
+    ax.set_ylabel(metric)
+    ax.set_ylim(bottom=0)
+    _legend(ax, handles)
+    return _render(fig, title, simulated)
+
+
 CHARTS = {
     "length_distribution": length_distribution,
     "arrival_rate": arrival_rate,
@@ -903,4 +1021,6 @@ CHARTS = {
     "soak_drift": soak_drift,
     "overload_steps": overload_steps,
     "capacity_memory_vs_context": capacity_memory_vs_context,
+    "switch_timeline": switch_timeline,
+    "tenant_isolation": tenant_isolation,
 }

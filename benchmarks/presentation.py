@@ -54,11 +54,18 @@ CRITERION_TITLES = {
     "gpu_memory_slope": _("GPU memory steady under steady load"),
     "preemption_rate_trend": _("Preemptions do not grow over the soak"),
     "fragmentation_stable": _("Fragmentation does not grow over the soak"),
+    "switch_errors": _("No request failed across the switch and the rollback"),
+    "budget_recovered_after_switch": _("Back within the budget soon after the switch"),
+    "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),
+    "flood_held": _("The other tenant's flood loaded the engine"),
+    "tenant_a_ttft_slowdown": _("The interactive tenant's TTFT slowdown under the flood within the limit"),
 }
 CRITERION_QUALIFIERS = {
     "resume": _("after the pause"),
     "prefix_on": _("prefix caching on"),
     "prefix_off": _("prefix caching off"),
+    "before": _("before the switch"),
+    "tenant_a_flood": _("tenant A under the flood"),
 }
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
@@ -81,6 +88,8 @@ METADATA_LABELS = {
     "run_info": _("Run information"),
     "input_config": _("Input configuration"),
     "derived": _("Derived figures"),
+    "switch": _("Model switch"),
+    "isolation": _("Tenant isolation"),
     "client_bound": _("Client-bound"),
     "tool": _("Tool"),
     "tool_version": _("Tool version"),

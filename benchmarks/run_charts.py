@@ -105,6 +105,33 @@ def overload_step_series(run: BenchmarkRun) -> dict[str, list] | None:
     }
 
 
+def switch_timeline(run: BenchmarkRun) -> dict[str, Any] | None:
+    """Model switch: each request's TTFT by send time, the failed ones, the switch and the rollback."""
+    switch = (run.metadata or {}).get("switch") or {}
+    timeline = switch.get("timeline")
+    if not timeline:
+        return None
+    return {
+        "points": [(t, ttft) for t, ttft, ok in timeline if ok],
+        "failed": [t for t, _ttft, ok in timeline if not ok],
+        "switch_at": switch.get("switch_at_s"),
+        "rollback_at": switch.get("rollback_at_s"),
+    }
+
+
+def tenant_isolation(run: BenchmarkRun) -> dict[str, Any] | None:
+    """Isolation: tenant A's TTFT p95 alone and under the flood, with their 95% intervals."""
+    figures = (run.metadata or {}).get("isolation") or {}
+    if figures.get("a_ttft_p95_alone_ms") is None and figures.get("a_ttft_p95_flood_ms") is None:
+        return None
+    return {
+        "alone": figures.get("a_ttft_p95_alone_ms"),
+        "flood": figures.get("a_ttft_p95_flood_ms"),
+        "alone_interval": figures.get("a_ttft_p95_alone_interval"),
+        "flood_interval": figures.get("a_ttft_p95_flood_interval"),
+    }
+
+
 # --------------------------------------------------------------------------- drawings ({label: data})
 
 Colours = Mapping[str, str]  # candidate label -> colour (`charts.candidate_colours`)
@@ -197,6 +224,28 @@ def _draw_overload(data: Mapping[str, Any], simulated: bool, budgets: Budgets, c
     )
 
 
+SWITCH_TITLE = gettext_noop("TTFT across the switch and the rollback")
+ISOLATION_TITLE = gettext_noop("Tenant A alone and under tenant B's flood")
+ISOLATION_METRIC = gettext_noop("tenant A TTFT p95 (ms)")
+
+
+def _draw_switch(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
+    return _(SWITCH_TITLE), charts.switch_timeline(
+        dict(data), title=_(SWITCH_TITLE), budget_ms=budgets.ttft_p95_ms, simulated=simulated, colours=colours
+    )
+
+
+def _draw_isolation(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
+    return _(ISOLATION_TITLE), charts.tenant_isolation(
+        dict(data),
+        metric=_(ISOLATION_METRIC),
+        title=_(ISOLATION_TITLE),
+        budget_ms=budgets.ttft_p95_ms,
+        simulated=simulated,
+        colours=colours,
+    )
+
+
 @dataclass(frozen=True)
 class ChartKind:
     id: str
@@ -258,6 +307,24 @@ KINDS: dict[str, ChartKind] = {
                 "The overload test's steps in the order they ran, up to the top and back down: TTFT p95 per step "
                 "(the dashed line is the budget) and, below, failed requests per step (hatched: rejected with "
                 "429/503)."
+            ),
+        ),
+        ChartKind(
+            "switch_timeline",
+            switch_timeline,
+            _draw_switch,
+            gettext_noop(
+                "Each request's TTFT by the time it was sent during the model-switch test: the switch (solid) and "
+                "the rollback (dotted) as vertical lines, failed requests as crosses; the dashed line is the budget."
+            ),
+        ),
+        ChartKind(
+            "tenant_isolation",
+            tenant_isolation,
+            _draw_isolation,
+            gettext_noop(
+                "Tenant A's TTFT p95 alone (hatched) and while tenant B floods the engine with long requests "
+                "(solid), with 95% intervals; the dashed line is the budget."
             ),
         ),
     )

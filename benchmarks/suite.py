@@ -104,6 +104,33 @@ TESTS: tuple[ValidationTest, ...] = (
         ("overload_steps", "latency_vs_load", "kv_usage"),
     ),
     ValidationTest(
+        "model_switch",
+        7,
+        _("Model switch and rollback"),
+        _(
+            "Steady load while the candidate switches to a second launch recipe (a new model or engine version: a "
+            "second endpoint traffic moves to, or the simulator's restart) and back: errors and downtime, the time "
+            "until the latency budget holds again after the switch and after the rollback, the KV-memory spike and "
+            "the cache-hit drop. Passes when no request fails across the switch and the budget holds again within "
+            "the allowed time both ways."
+        ),
+        _("errors, downtime and time back within the budget across a version switch and its rollback"),
+        ("switch_timeline", "kv_usage"),
+    ),
+    ValidationTest(
+        "isolation",
+        8,
+        _("Tenant isolation"),
+        _(
+            "Tenant A sends short interactive requests at its rate, alone and then while tenant B floods the engine "
+            "with long-context requests (each tenant with its own `user`, and the `priority` field where the "
+            "launch flags enable priority scheduling): A's TTFT and TPOT p95 alone and under the flood, with "
+            "sample sizes and bootstrap intervals. Passes when A stays within the budget under the flood."
+        ),
+        _("tenant A's latency alone and under another tenant's long-context flood"),
+        ("tenant_isolation", "kv_usage"),
+    ),
+    ValidationTest(
         "trace_replay",
         None,
         _("Trace replay"),

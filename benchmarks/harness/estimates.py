@@ -121,6 +121,23 @@ def estimate(test: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
             loads.append(base * (down or [1.0])[-1] * _number(p, "recovery_s"))
             requests = sum(load / per_request for load in loads) if per_request > 0 else 0.0
         tokens = requests * per_token
+    elif test == "model_switch":
+        concurrency = _number(p, "concurrency", 1)
+        seconds = _number(p, "before_s") + _number(p, "switched_s") + _number(p, "after_s")
+        requests = _closed_loop(concurrency, seconds, request_seconds(p, _number(p, "input_tokens")))
+        tokens = requests * per_token
+    elif test == "isolation":
+        rate = _number(p, "tenant_a_rate")
+        b_concurrency = _number(p, "tenant_b_concurrency")
+        b_input = _number(p, "tenant_b_input_tokens", 32768)
+        flood = _number(p, "flood_lead_s") + _number(p, "flood_s")
+        seconds = _number(p, "alone_s") + flood
+        concurrency = b_concurrency + max(rate * request_seconds(p, output_key="tenant_a_output_tokens"), 1.0)
+        a_requests = rate * (_number(p, "alone_s") + _number(p, "flood_s"))
+        b_requests = _closed_loop(b_concurrency, flood, request_seconds(p, b_input, "tenant_b_output_tokens"))
+        requests = a_requests + b_requests
+        tokens = a_requests * (_number(p, "tenant_a_input_tokens", 512) + _number(p, "tenant_a_output_tokens", 128))
+        tokens += b_requests * (b_input + _number(p, "tenant_b_output_tokens", 64))
     else:
         seconds = sum(_number(p, k) for k in ("warmup_s", "ramp_up_s", "duration_s", "settle_s", "idle_s"))
         concurrency = _number(p, "concurrency")

@@ -10,7 +10,14 @@ import sys
 from typing import Any
 
 from benchmarks.harness.engine_streams import SHAPES
-from benchmarks.simulator.config import DEFAULT_MODEL, GPU_PROFILES, STRATEGIES, SimConfig, SimConfigError
+from benchmarks.simulator.config import (
+    DEFAULT_MODEL,
+    GPU_PROFILES,
+    SCHEDULING_POLICIES,
+    STRATEGIES,
+    SimConfig,
+    SimConfigError,
+)
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 
 
@@ -62,6 +69,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fault: a request whose KV comes back from the CPU tier generates wrong tokens (swap test's fail case)",
     )
+    parser.add_argument(
+        "--scheduling-policy",
+        default="fcfs",
+        choices=SCHEDULING_POLICIES,
+        help="fcfs, or priority: a request's lower `priority` field is served first (vLLM's flag)",
+    )
+    parser.add_argument(
+        "--restart-downtime-s",
+        type=float,
+        default=1.0,
+        help="POST /admin/restart: wall seconds the engine is down while it restarts",
+    )
+    parser.add_argument(
+        "--abrupt-restart",
+        action="store_true",
+        help="POST /admin/restart cuts in-flight requests and answers 503 until back (default: graceful)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--fault-kv-leak-blocks-per-request",
@@ -109,6 +133,9 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         offload_after_s=options["offload_after_s"],
         prefix_caching=options.get("prefix_caching", True),
         fault_corrupt_swapped_in=bool(options.get("fault_corrupt_swapped_in")),
+        scheduling_policy=options.get("scheduling_policy") or "fcfs",
+        restart_downtime_s=options.get("restart_downtime_s", 1.0),
+        restart_graceful=not options.get("abrupt_restart"),
         seed=options["seed"],
         fault_kv_leak_blocks_per_request=options.get("fault_kv_leak_blocks_per_request") or 0,
         stream_shape=options.get("stream_shape") or "vllm",

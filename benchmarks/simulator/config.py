@@ -56,6 +56,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "paged-offload": {"prefix_caching": True, "static": False, "offload": True, "token_level": False},
 }
 
+SCHEDULING_POLICIES = ("fcfs", "priority")
+
 # Llama-3.1-8B in BF16: 2 (K,V) x 32 layers x 8 KV heads x 128 head_dim x 2 bytes.
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # 131072
@@ -90,6 +92,15 @@ class SimConfig:
     # OOM error (HTTP 500) and "crash" takes the engine down (HTTP 503, then connections refused).
     # None: the scheduler queues (or rejects under "429") instead. The overload test's failing case.
     oom_without_admission: str | None = None
+    # "fcfs": arrival order (a request's `priority` field is refused, as vLLM does without
+    # --scheduling-policy priority); "priority": a lower `priority` is admitted and given prefill
+    # budget first, and the last preempted (vLLM's --scheduling-policy priority)
+    scheduling_policy: str = "fcfs"
+    # POST /admin/restart (the model_switch test's hook): wall seconds the engine is down, and
+    # whether the switch is graceful (in-flight requests finish, new ones wait for the new engine)
+    # or abrupt (in-flight requests are cut, new ones get 503 until it is back)
+    restart_downtime_s: float = 1.0
+    restart_graceful: bool = True
     # timing model
     step_overhead_s: float = 0.002
     prefill_mfu: float = 0.5
@@ -138,6 +149,12 @@ class SimConfig:
             raise SimConfigError(
                 f"oom_without_admission: must be None, 'fail' or 'crash', got {self.oom_without_admission!r}"
             )
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise SimConfigError(
+                f"scheduling_policy: must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.scheduling_policy!r}"
+            )
+        if not isinstance(self.restart_downtime_s, (int, float)) or not self.restart_downtime_s >= 0:
+            raise SimConfigError(f"restart_downtime_s: must be a number >= 0, got {self.restart_downtime_s!r}")
         if self.reject_policy not in ("queue", "429"):
             raise SimConfigError(f"reject_policy: must be 'queue' or '429', got {self.reject_policy!r}")
         if not self.time_scale > 0:
@@ -246,6 +263,7 @@ def blocks_for(tokens: int, block_size: int) -> int:
 
 __all__ = [
     "GPU_PROFILES",
+    "SCHEDULING_POLICIES",
     "STRATEGIES",
     "GpuProfile",
     "SimConfig",

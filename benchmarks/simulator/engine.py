@@ -192,6 +192,7 @@ class Sequence:
         "error",
         "emitted",
         "user",
+        "priority",
     )
 
     def __init__(
@@ -203,9 +204,11 @@ class Sequence:
         keys: BlockKeys,
         stream: TokenStream | None = None,
         user: Any = None,
+        priority: int = 0,
     ) -> None:
         self.request_id, self.prompt_len, self.max_tokens, self.arrival = request_id, prompt_len, max_tokens, arrival
         self.keys, self.stream, self.user = keys, stream, user
+        self.priority = priority  # lower first under the "priority" scheduling policy (vLLM's convention)
         self.status = WAITING
         self.order = 0
         self.computed = 0
@@ -229,6 +232,12 @@ class Sequence:
         self.emitted = 0  # tokens handed to the client (live mode)
 
 
+def _rank(seq: Sequence) -> tuple[int, int]:
+    """Scheduling rank: (priority, admission order); a larger rank is preempted first. Under fcfs
+    every priority is 0, so this is the admission order alone."""
+    return (seq.priority, seq.order)
+
+
 @dataclass
 class StepOutcome:
     duration: float
@@ -250,6 +259,7 @@ class Engine:
         self.total_blocks = config.total_blocks
         self.cpu_capacity = config.total_cpu_blocks if (self.offload or config.preemption_mode == "swap") else 0
         self.coalesce = coalesce
+        self.by_priority = config.scheduling_policy == "priority"
         self.static_blocks = blocks_for(config.max_model_len, self.bs)
         # pool
         self.free = self.total_blocks
@@ -640,11 +650,22 @@ class Engine:
         return cost
 
     def _victim(self, exclude: Sequence | None = None) -> Sequence | None:
+        if self.by_priority:  # the least important, latest admitted first
+            candidates = [seq for seq in self.running.values() if seq is not exclude]
+            return max(candidates, key=_rank, default=None)
         for order in reversed(self.running):
             seq = self.running[order]
             if seq is not exclude:
                 return seq
         return None
+
+    def _sort_waiting(self) -> None:
+        """Priority policy: the waiting queue in priority order, arrival order within a priority."""
+        waiting = self.waiting
+        if len(waiting) > 1 and any(waiting[i].priority > waiting[i + 1].priority for i in range(len(waiting) - 1)):
+            ordered = sorted(waiting, key=lambda seq: seq.priority)
+            waiting.clear()
+            waiting.extend(ordered)
 
     # --- the scheduler step ------------------------------------------------------------------
     def step(self, now: float, horizon: float = math.inf) -> StepOutcome:
@@ -668,31 +689,22 @@ class Engine:
         n_decode = len(self.decode)
         budget = config.max_num_batched_tokens - n_decode
 
-        # 2. continue chunked prefills of running sequences
+        # 2. continue chunked prefills of running sequences (under the priority policy, only
+        #    those at least as important as the best waiting request: the rest get what is left
+        #    after admission, step 3b)
         prefill_compute = 0.0
         prefill_ctx = 0
         chunks: list[tuple[Sequence, int]] = []
-        for seq in list(self.prefilling.values()) if self.prefilling else ():
-            if seq.status != PREFILL or budget <= 0:
-                continue
-            chunk = min(seq.target - seq.computed, budget)
-            need = 0 if seq.static else blocks_for(seq.computed + chunk, self.bs) - len(seq.shared) - seq.private
-            while need > self.available:
-                victim = self._victim(exclude=seq)
-                if victim is None or victim.order < seq.order:
-                    break
-                extra.append(self._preempt(victim, now))
-                outcome.preempted.append(victim)
-            if seq.order not in self.running:
-                continue
-            if need > self.available:
-                extra.append(self._preempt(seq, now))
-                outcome.preempted.append(seq)
-                continue
-            self._allocate(need)
-            seq.private += need
-            chunks.append((seq, chunk))
-            budget -= chunk
+        deferred: list[Sequence] = []
+        prefilling = list(self.prefilling.values()) if self.prefilling else []
+        if self.by_priority:
+            self._sort_waiting()
+            prefilling.sort(key=_rank)
+            best_waiting = self.waiting[0].priority if self.waiting else math.inf
+            deferred = [seq for seq in prefilling if seq.priority > best_waiting]
+            prefilling = [seq for seq in prefilling if seq.priority <= best_waiting]
+        for seq in prefilling:
+            budget = self._continue_prefill(seq, budget, now, chunks, extra, outcome)
 
         # 3. admit from the waiting queue (FIFO, head-of-line blocking); not in a step that
         #    had to preempt, or the victim would be readmitted at once and thrash
@@ -715,6 +727,9 @@ class Engine:
             self.prefilling[seq.order] = seq
             chunks.append((seq, chunk))
             budget -= chunk
+        # 3b. priority policy: the less important prefills continue with what is left
+        for seq in deferred:
+            budget = self._continue_prefill(seq, budget, now, chunks, extra, outcome)
 
         n_decode = len(self.decode)
         for seq, chunk in chunks:
@@ -796,6 +811,38 @@ class Engine:
                 else:
                     self._enter_decode(seq)
         return outcome
+
+    def _continue_prefill(
+        self,
+        seq: Sequence,
+        budget: int,
+        now: float,
+        chunks: list[tuple[Sequence, int]],
+        extra: list[float],
+        outcome: StepOutcome,
+    ) -> int:
+        """Schedule the next chunk of a running prefill (preempting later or less important
+        sequences when blocks run out); returns the budget left."""
+        if seq.status != PREFILL or budget <= 0 or seq.order not in self.running:
+            return budget
+        chunk = min(seq.target - seq.computed, budget)
+        need = 0 if seq.static else blocks_for(seq.computed + chunk, self.bs) - len(seq.shared) - seq.private
+        while need > self.available:
+            victim = self._victim(exclude=seq)
+            if victim is None or _rank(victim) < _rank(seq):
+                break
+            extra.append(self._preempt(victim, now))
+            outcome.preempted.append(victim)
+        if seq.order not in self.running:
+            return budget
+        if need > self.available:
+            extra.append(self._preempt(seq, now))
+            outcome.preempted.append(seq)
+            return budget
+        self._allocate(need)
+        seq.private += need
+        chunks.append((seq, chunk))
+        return budget - chunk
 
     def _coalesced_steps(self, now: float, horizon: float, swap_time: float) -> int:
         """Largest run of identical decode steps: up to the next finish, the horizon, and memory."""

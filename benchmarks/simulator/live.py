@@ -24,6 +24,7 @@ class LiveRequest:
     def __init__(self, seq: Sequence) -> None:
         self.seq = seq
         self.queue: asyncio.Queue = asyncio.Queue()
+        self.killed = False  # the engine stopped under it (an abrupt restart): the connection must drop
 
     @property
     def stream(self) -> TokenStream:
@@ -57,14 +58,19 @@ class LiveEngine:
         return max(self._vclock, (self._loop.time() - self._t0) * self.config.time_scale)
 
     def submit(
-        self, prompt_ids: list[int], max_tokens: int, request_id: Any = None, cache_prompt: bool = True
+        self,
+        prompt_ids: list[int],
+        max_tokens: int,
+        request_id: Any = None,
+        cache_prompt: bool = True,
+        priority: int = 0,
     ) -> LiveRequest:
         """Queue a request; raises the engine's errors (RequestTooLarge, RequestRejected, EngineOOM).
         `cache_prompt=False` (llama.cpp's per-request field): the request shares no cached prefix."""
         ident = request_id or next(self._ids)
         stream = TokenStream(prompt_ids, self.config.seed, private_to=None if cache_prompt else ident)
         now = self.now()
-        seq = Sequence(ident, len(prompt_ids), max_tokens, now, stream, stream)
+        seq = Sequence(ident, len(prompt_ids), max_tokens, now, stream, stream, priority=priority)
         handle = LiveRequest(seq)
         self.engine.add(seq, now)
         self._handles[id(seq)] = handle
@@ -84,8 +90,14 @@ class LiveEngine:
                 pass
             self._task = None
         for handle in list(self._handles.values()):
+            handle.killed = True
             handle.queue.put_nowait(DONE)
         self._handles.clear()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests the engine still owes tokens to."""
+        return len(self._handles)
 
     async def _run(self) -> None:
         engine, loop, scale = self.engine, self._loop, self.config.time_scale

@@ -4,7 +4,12 @@ Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE streaming with
 `stream_options.include_usage`, written in a real engine's exact shape, `stream_shape`: vLLM's
 by default, or one JSON response), GET /v1/models, GET /health,
 POST /tokenize, GET /metrics (Prometheus, vLLM names + `kvsim:` series + `kvsim_info`),
-POST /reset_prefix_cache (vLLM's) and POST /flush_cache (SGLang's): drop the unreferenced cache.
+POST /reset_prefix_cache (vLLM's) and POST /flush_cache (SGLang's): drop the unreferenced cache,
+and POST /admin/restart (the model_switch test's hook: restart with other settings, e.g. a new model
+version's KV size; the cache starts empty, counters from zero; `{"config": {}}` rolls back).
+
+A request's `priority` field orders scheduling under `scheduling_policy="priority"` (lower first,
+as vLLM); under "fcfs" a non-zero priority is refused with 400, as vLLM refuses it.
 Every response carries the header `X-Kvsim-Evidence: SIMULATED`.
 
 `max_tokens` defaults: 16 for completions (OpenAI's default), 128 for chat. Generation never
@@ -22,12 +27,13 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Callable
 
 from aiohttp import web
 
 from benchmarks.harness.engine_streams import EngineStream
-from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.config import SimConfig, SimConfigError
 from benchmarks.simulator.engine import EngineCrashed, EngineError
 from benchmarks.simulator.live import LiveEngine, LiveRequest
 from benchmarks.simulator.metrics import SimMetrics
@@ -55,6 +61,12 @@ class _State:
     on_crash: Callable[[], None]
     requests_seen: int = 0
     crashed: bool = False
+    original: SimConfig | None = None  # the config it was started with: what a rollback restores
+    down: bool = False  # restarting (POST /admin/restart)
+    graceful: bool = True  # the running restart holds new requests instead of refusing them
+    up: asyncio.Event | None = None  # set while the engine serves
+    restarts: int = 0
+    restart_task: asyncio.Task | None = None  # kept: the loop holds tasks only weakly
 
 
 def _state(request: web.Request) -> _State:
@@ -77,6 +89,17 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
         return default
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise BadRequest(f"max_tokens: must be a positive integer, got {value!r}")
+    return value
+
+
+def _priority(body: dict[str, Any], config: SimConfig) -> int:
+    value = body.get("priority", 0)
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadRequest(f"priority: must be an integer, got {value!r}")
+    if value != 0 and config.scheduling_policy != "priority":
+        raise BadRequest(f"priority: got {value} but priority scheduling is not enabled (scheduling_policy fcfs)")
     return value
 
 
@@ -104,6 +127,11 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
     state = _state(request)
     if state.crashed:
         return _error(503, "engine crashed (simulated fault)")
+    if state.down:
+        if not state.graceful:
+            return _error(503, "engine restarting (simulated switch)")
+        assert state.up is not None
+        await state.up.wait()  # a graceful switch: the request waits for the new engine
     try:
         body = await _body(request)
         prompt_ids = _prompt_ids(body, chat)
@@ -111,6 +139,7 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         stream = bool(body.get("stream", False))
         options = body.get("stream_options") or {}
         include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+        priority = _priority(body, state.config)
     except BadRequest as exc:
         return _error(400, str(exc))
     state.requests_seen += 1
@@ -120,7 +149,9 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         state.on_crash()
         return _error(503, "engine crashed (simulated fault)")
     try:
-        handle = state.live.submit(prompt_ids, max_tokens, cache_prompt=body.get("cache_prompt") is not False)
+        handle = state.live.submit(
+            prompt_ids, max_tokens, cache_prompt=body.get("cache_prompt") is not False, priority=priority
+        )
     except EngineCrashed as exc:
         state.crashed = True
         state.on_crash()
@@ -139,6 +170,8 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
     except asyncio.CancelledError:
         state.live.abort(handle)
         raise
+    if handle.killed:
+        return _error(503, "engine restarted while the request ran (simulated switch)")
     text = detokenize(tokens)
     if chat:
         choice = {
@@ -204,6 +237,10 @@ async def _stream(
                 if request.transport is not None:
                     request.transport.abort()  # the fault: the connection dies mid-stream
                 return response
+        if handle.killed:  # an abrupt restart: the old engine's connections die
+            if request.transport is not None:
+                request.transport.abort()
+            return response
         if include_usage:
             await response.write(events.usage(handle.seq.prompt_len, sent, handle.seq.hit_tokens))
         await response.write(events.done())
@@ -237,7 +274,8 @@ async def handle_models(request: web.Request) -> web.Response:
 
 
 async def handle_health(request: web.Request) -> web.Response:
-    if _state(request).crashed:
+    state = _state(request)
+    if state.crashed or state.down:
         return web.Response(status=503, headers=EVIDENCE_HEADER)
     return web.Response(status=200, headers=EVIDENCE_HEADER)
 
@@ -263,10 +301,74 @@ async def handle_reset_prefix_cache(request: web.Request) -> web.Response:
 
 
 async def handle_metrics(request: web.Request) -> web.Response:
-    payload, content_type = _state(request).metrics.render()
+    state = _state(request)
+    if state.down:
+        return _error(503, "engine restarting (simulated switch)")
+    payload, content_type = state.metrics.render()
     response = web.Response(body=payload, headers=EVIDENCE_HEADER)
     response.headers["Content-Type"] = content_type
     return response
+
+
+async def handle_admin_restart(request: web.Request) -> web.Response:
+    """Restart the engine with the original settings plus `config` (a new model or engine version:
+    e.g. another kv_bytes_per_token); `{"config": {}}` rolls back to the original. The engine is down
+    `downtime_s` wall seconds (default `restart_downtime_s`); `graceful` (default `restart_graceful`)
+    lets in-flight requests finish first and holds new ones, else they are cut and refused (503).
+    Answers 202 at once; the restart runs in the background."""
+    state = _state(request)
+    try:
+        body = await _body(request)
+        overrides = body.get("config") or {}
+        if not isinstance(overrides, dict):
+            raise BadRequest("config: must be an object of simulator settings")
+        original = state.original or state.config
+        settable = {item.name for item in dataclass_fields(SimConfig)} - {"time_scale"}  # one clock for the server
+        unknown = sorted(key for key in overrides if key not in settable)
+        if unknown:
+            raise BadRequest(f"config: cannot change {', '.join(unknown)} on restart")
+        try:
+            new = original.with_(**overrides)
+        except (SimConfigError, TypeError) as exc:
+            raise BadRequest(f"config.{exc}") from exc
+        downtime = body.get("downtime_s", new.restart_downtime_s)
+        if not isinstance(downtime, (int, float)) or isinstance(downtime, bool) or not 0 <= downtime <= 600:
+            raise BadRequest(f"downtime_s: must be a number of seconds in [0, 600], got {downtime!r}")
+        graceful = body.get("graceful", new.restart_graceful)
+        if not isinstance(graceful, bool):
+            raise BadRequest(f"graceful: must be true or false, got {graceful!r}")
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    if state.down:
+        return _error(409, "a restart is already running", "ConflictError")
+    state.original = original
+    state.down, state.graceful = True, graceful
+    if state.up is None:
+        state.up = asyncio.Event()
+    state.up.clear()
+    state.restart_task = asyncio.get_running_loop().create_task(_restart(state, new, float(downtime), graceful))
+    return web.json_response(
+        {"restarting": True, "downtime_s": downtime, "graceful": graceful, "changed": sorted(overrides)},
+        status=202,
+        headers=EVIDENCE_HEADER,
+    )
+
+
+async def _restart(state: _State, config: SimConfig, downtime_s: float, graceful: bool) -> None:
+    old = state.live
+    if graceful:  # in-flight requests finish on the old engine
+        while old.in_flight:
+            await asyncio.sleep(0.01)
+    await old.close()  # abrupt: whatever still runs is cut
+    await asyncio.sleep(downtime_s)
+    live = LiveEngine(config)
+    metrics = SimMetrics(live.engine, config.served_model_name, clock=live.now)
+    live.observer = metrics
+    state.config, state.live, state.metrics = config, live, metrics
+    state.restarts += 1
+    state.down = False
+    assert state.up is not None
+    state.up.set()
 
 
 def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) -> web.Application:
@@ -280,7 +382,11 @@ def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) ->
         app[STATE_KEY] = _State(config, live, metrics, on_crash or (lambda: None))
 
     async def cleanup(app: web.Application) -> None:
-        await app[STATE_KEY].live.close()  # type: ignore[attr-defined]
+        state = app[STATE_KEY]
+        restart = state.restart_task  # type: ignore[attr-defined]
+        if restart is not None and not restart.done():
+            restart.cancel()
+        await state.live.close()  # type: ignore[attr-defined]
 
     app.on_startup.append(startup)
     app.on_cleanup.append(cleanup)
@@ -292,6 +398,7 @@ def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) ->
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_post("/reset_prefix_cache", handle_reset_prefix_cache)
     app.router.add_post("/flush_cache", handle_reset_prefix_cache)
+    app.router.add_post("/admin/restart", handle_admin_restart)
     return app
 
 

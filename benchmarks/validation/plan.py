@@ -4,6 +4,7 @@ constraints and the candidate's KV capacity (the architect may edit them before 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from benchmarks.harness import workloads
@@ -11,10 +12,15 @@ from benchmarks.suite import RUNNABLE_TEST_IDS
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity import CapacityError
 from selection.models import Candidate
+from selection.scoring.evidence import documented_features
 
 logger = logging.getLogger(__name__)
 # tests that turn the engine's KV usage ratio into tokens (prefix: peak KV; long context: KV per request)
 TESTS_TAKING_KV_CAPACITY = ("prefix_reuse", "long_context", "swap_recovery")
+
+# launch flags that turn priority scheduling on: vLLM's (and the simulator's) --scheduling-policy
+# priority, SGLang's --enable-priority-scheduling
+PRIORITY_FLAGS = re.compile(r"--scheduling-policy(?:=|\s+)priority\b|--enable-priority-scheduling\b")
 
 
 def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
@@ -26,7 +32,19 @@ def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
     plan = workloads.plan(test, constraints, **kwargs)
     if test in TESTS_TAKING_KV_CAPACITY and plan.get("kv_capacity_tokens") is None:
         plan["kv_capacity_tokens"] = kv_capacity_tokens(candidate)
+    if test == "isolation":
+        plan["use_priority"] = priority_scheduling_on(candidate)
     return plan
+
+
+def priority_scheduling_on(candidate: Candidate) -> bool:
+    """True when the candidate's launch flags turn priority scheduling on and the catalog does not
+    say its engine lacks it: the isolation test then sends each tenant's `priority` field (an
+    engine without it refuses the field, as vLLM does without --scheduling-policy priority)."""
+    if not PRIORITY_FLAGS.search(candidate.launch_flags or ""):
+        return False
+    features = documented_features(candidate).scheduling_features
+    return features is None or "priority" in features
 
 
 def kv_capacity_tokens(candidate: Candidate) -> int | None:

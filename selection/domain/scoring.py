@@ -425,6 +425,19 @@ MAPPINGS: tuple[Mapping, ...] = (
     ),
     Mapping(
         "concurrency_control",
+        "isolation_ttft_vs_budget",
+        ("isolation_ttft_p95_ms", "constraints.ttft_p95_ms"),
+        M,
+        "lower_better",
+        0.5,
+        1.5,
+        "x budget",
+        "TTFT p95 of interactive traffic while a second client floods the engine with long requests (isolation "
+        "test) / TTFT p95 budget; <= 0.5 -> 1, >= 1.5 -> 0",
+        1.5,
+    ),
+    Mapping(
+        "concurrency_control",
         "scheduling_isolation",
         ("documented.scheduling_features", "overload_handling"),
         D,
@@ -735,6 +748,10 @@ def _derive(
         inputs[key] = _metric(ev, key, used)
         inputs[f"budget_{key}"] = _constraint(cons, key)
         return inputs[key] / inputs[f"budget_{key}"]
+    if name == "isolation_ttft_vs_budget":
+        inputs["isolation_ttft_p95_ms"] = _metric(ev, "isolation_ttft_p95_ms", used)
+        inputs["budget_ttft_p95_ms"] = _constraint(cons, "ttft_p95_ms")
+        return inputs["isolation_ttft_p95_ms"] / inputs["budget_ttft_p95_ms"]
     if name == "achieved_concurrency_ratio":
         inputs["achieved_concurrency"] = _metric(ev, "achieved_concurrency", used)
         inputs["target_concurrency"] = _constraint(cons, "target_concurrency")

@@ -28,6 +28,7 @@ DERIVED_METRICS = (
     "continuation_correct",
     "idle_release_share",
     "overload_handling",  # the overload test's level past the sustainable load (rejection 1.0 ... OOM 0.0)
+    "isolation_ttft_p95_ms",  # the interactive client's TTFT p95 under the other's flood (isolation test)
 )
 # catalog capability -> scoring's scheduling feature (domain.scoring.SCHEDULING_FEATURES)
 SCHEDULING = {"priority_scheduling": "priority", "fair_scheduling": "fair", "admission_limit": "admission_limit"}
@@ -145,6 +146,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
       continuation_correct = 1 when every resumed session continued identically, else 0;
       idle_release_share = the idle sessions the test saw evicted (their cached tokens fell on
       resume) / the idle sessions resumed, only when the test observed the eviction.
+    - isolation: isolation_ttft_p95_ms = tenant A's TTFT p95 under tenant B's flood, only when the
+      flood loaded the engine and the p95 came from enough requests to judge (its budget verdict was
+      neither insufficient data nor not exercised).
     A value the harness wrote into `metadata["derived"]` takes precedence over these.
     """
     derived: dict[str, float] = {}
@@ -181,6 +185,12 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if isinstance(eviction, dict) and eviction.get("observed") and eviction.get("sessions"):
             if eviction.get("evicted_sessions") is not None:
                 derived["idle_release_share"] = float(eviction["evicted_sessions"]) / float(eviction["sessions"])
+    elif run.test == "isolation":
+        figures = (run.metadata or {}).get("isolation") or {}
+        judged = _verdict(run, "ttft_p95_within_budget[tenant_a_flood]")
+        seen = judged is None or judged.get("status") not in ("insufficient_data", "not_exercised")
+        if figures.get("flood_exercised") and figures.get("a_ttft_p95_flood_ms") is not None and seen:
+            derived["isolation_ttft_p95_ms"] = float(figures["a_ttft_p95_flood_ms"])
     return derived
 
 

@@ -65,6 +65,26 @@ SAMPLES = {
         ttft_budget_ms=1500,
         simulated=sim,
     ),
+    "switch_timeline": lambda sim: charts.switch_timeline(
+        {
+            "vLLM": {
+                "points": [(0.5, 40), (1.0, 45), (2.2, 900), (2.6, 60), (4.1, 300), (4.5, 50)],
+                "failed": [2.0, 2.1],
+                "switch_at": 2.0,
+                "rollback_at": 4.0,
+            }
+        },
+        budget_ms=500,
+        simulated=sim,
+    ),
+    "tenant_isolation": lambda sim: charts.tenant_isolation(
+        {
+            "vLLM": {"alone": 40, "flood": 420, "alone_interval": [35, 48], "flood_interval": [380, 470]},
+            "SGLang": {"alone": 38, "flood": None},
+        },
+        budget_ms=300,
+        simulated=sim,
+    ),
 }
 
 EXPECTED_TEXT = {
@@ -94,6 +114,8 @@ EXPECTED_TEXT = {
         "rejected (HTTP 429/503)",
         "TTFT budget",
     ],
+    "switch_timeline": ["TTFT (ms)", "time (s)", "switch", "rollback", "failed request", "TTFT budget 500 ms", "vLLM"],
+    "tenant_isolation": ["tenant A TTFT p95 (ms)", "alone", "under the flood", "budget 300 ms", "n/a", "SGLang"],
 }
 
 

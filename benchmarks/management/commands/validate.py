@@ -11,6 +11,12 @@ lengths from the trace instead (concurrency_stress and stability).
 `--rate R` runs the test open loop (Poisson arrivals at R requests/s): the concurrency stress at
 that rate, the overload test's steps as multiples of it. `--concurrency N` is the overload test's
 target (its first step) and `--duration S` the length of each of its steps.
+`--test model_switch --switch-endpoint URL` moves the load from `--endpoint` to the new version
+deployed at URL and back (two deployments, e.g. behind your gateway); kvselect never runs a switch
+command against a real engine. Against the simulator without `--switch-endpoint` it restarts the
+simulator through its POST /admin/restart instead. `--test isolation --priority` sends each
+tenant's `priority` field (for engines launched with priority scheduling, e.g. vLLM
+`--scheduling-policy priority`).
 """
 
 from __future__ import annotations
@@ -52,6 +58,15 @@ class Command(BaseCommand):
             "KV usage with it; default: what the engine's metrics state)",
         )
         parser.add_argument("--metrics-url", help="Prometheus /metrics URL (default: <endpoint>/metrics)")
+        parser.add_argument(
+            "--switch-endpoint", help="model_switch: base URL of the new version to move the load to and back"
+        )
+        parser.add_argument("--switch-model", help="model_switch: served model name there (default: --model)")
+        parser.add_argument(
+            "--priority",
+            action="store_true",
+            help="isolation: send each tenant's priority field (engines with priority scheduling)",
+        )
         parser.add_argument("--engine", default="auto", help="vllm, sglang, lmdeploy, tgi, trtllm, llamacpp or auto")
         parser.add_argument(
             "--prefix-off-endpoint",
@@ -92,6 +107,8 @@ class Command(BaseCommand):
             safety.check_target(opts["endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
             if opts["metrics_url"]:
                 safety.check_target(opts["metrics_url"], settings.KVSELECT_ALLOWED_TARGETS)
+            if opts["switch_endpoint"]:
+                safety.check_target(opts["switch_endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
         except safety.TargetRefused as exc:
             raise CommandError(
                 f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; "
@@ -148,6 +165,15 @@ class Command(BaseCommand):
                 )
         if opts["rate"] is not None and "rate" not in params:
             raise CommandError(f"--rate: {test} has no open-loop mode (concurrency_stress and overload have)")
+        if opts["switch_endpoint"] or opts["switch_model"]:
+            if test != "model_switch":
+                raise CommandError("--switch-endpoint: only the model_switch test moves traffic to a second endpoint")
+            params["switch_endpoint"] = (opts["switch_endpoint"] or "").rstrip("/")
+            params["switch_model"] = opts["switch_model"] or ""
+        if opts["priority"]:
+            if test != "isolation":
+                raise CommandError("--priority: only the isolation test sends the priority field")
+            params["use_priority"] = True
         if opts["concurrency"] is not None:
             params["target_concurrency" if test == "overload" else "concurrency"] = opts["concurrency"]
         if opts["rate"] is not None:

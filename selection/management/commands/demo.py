@@ -79,16 +79,20 @@ DEMO_CONSTRAINTS = {
     "kv_precisions_allowed": ["bf16", "fp8"],
     "notes": "Demo data: every result in this selection comes from the kvselect simulator (SIMULATED).",
 }
-# (catalog engine, simulator allocation strategy, extra simulator flags)
+# (catalog engine, simulator allocation strategy, extra simulator flags). vLLM runs with priority
+# scheduling (its launch flags say so, and the isolation test sends each tenant's priority); the
+# llama.cpp server has no graceful reload: its simulated restart cuts requests (model_switch).
 DEMO_CANDIDATES = (
-    ("vllm", "paged-prefix", []),
+    ("vllm", "paged-prefix", ["--scheduling-policy", "priority"]),
     ("sglang", "radix", []),
-    ("llama-cpp", "static", ["--max-model-len", "40960"]),
+    ("llama-cpp", "static", ["--max-model-len", "40960", "--abrupt-restart"]),
 )
 # Launch flags of the demo candidates: documented features count only when the flags enable them
 # (selection.domain.launch_flags), and the simulators export metrics, as SGLang and llama.cpp do only
 # when started with these.
 DEMO_LAUNCH_FLAGS = {"vllm": "", "sglang": "--enable-metrics", "llama-cpp": "--metrics"}
+# the candidates' launch flags that are the engine's own (what the isolation plan reads)
+ENGINE_FLAGS = ("--scheduling-policy",)
 # Short parameters so the whole pipeline takes a couple of minutes on a laptop.
 DEMO_PARAMS = {
     "concurrency_stress": {
@@ -129,6 +133,17 @@ DEMO_PARAMS = {
         "recovery_s": 8.0,
         "recovery_bound_s": 20.0,
     },
+    # about 20 s each on the simulator: a restart with twice the KV bytes per token and back; tenant A
+    # at 4 req/s alone and beside eight 32K-token requests
+    "model_switch": {
+        "concurrency": 8,
+        "before_s": 6.0,
+        "switched_s": 6.0,
+        "after_s": 6.0,
+        "output_tokens": 32,
+        "restart_config": {"kv_bytes_per_token": 262144},
+    },
+    "isolation": {"alone_s": 6.0, "flood_lead_s": 1.0, "flood_s": 6.0, "tenant_a_output_tokens": 32},
 }
 # The three project checks, the security checklist and who watches after launch (demo statements).
 DEMO_PROJECT_CHECKS = {
@@ -275,8 +290,9 @@ class Command(BaseCommand):
             set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
             selection.refresh_from_db()
             accept_scenario(selection=selection, user=architect)
-            for slug, profile, _ in DEMO_CANDIDATES:
+            for slug, profile, extra in DEMO_CANDIDATES:
                 engine = Engine.objects.get(slug=slug)
+                flags = [f"{flag} {extra[i + 1]}" for i, flag in enumerate(extra) if flag in ENGINE_FLAGS]
                 add_candidate(
                     selection=selection,
                     user=architect,
@@ -287,7 +303,7 @@ class Command(BaseCommand):
                         "model_name": "kvsim-llama-3.1-8b",
                         "gpu_model": "H100",
                         "gpu_count": 1,
-                        "launch_flags": DEMO_LAUNCH_FLAGS.get(slug, ""),
+                        "launch_flags": " ".join(filter(None, [DEMO_LAUNCH_FLAGS.get(slug, ""), *flags])),
                     },
                 )
         return Selection.objects.get(pk=selection.pk)

@@ -99,6 +99,14 @@ def llama_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def second_llama_server(tmp_path_factory):
+    """The "new version" the model-switch test moves the load to (a second process)."""
+    url, process, log = start_llama_server(tmp_path_factory, slots=16, context=8192)
+    yield url
+    stop_llama_server(process, log)
+
+
+@pytest.fixture(scope="module")
 def llama_server_long(tmp_path_factory):
     """4 slots of 2048 tokens each (-c 8192 shared by -np 4): the context the ladder climbs to."""
     url, process, log = start_llama_server(tmp_path_factory, slots=4, context=8192)
@@ -238,3 +246,40 @@ def test_long_context_ladder_to_the_slot_context_of_llama_server(llama_server_lo
     largest = {x["name"]: x for x in result.verdicts}["largest_rung_succeeds"]
     assert largest["status"] == "fail" and largest["value"] == slot_context // 2, largest["detail"]
     print(result.metadata["observed"]["line"])
+
+
+def test_model_switch_between_two_llama_servers(llama_server, second_llama_server):
+    """Traffic moves to a second llama-server process and back (the real-engine path: two endpoints,
+    no switch command): no request fails, the new process starts with a cold cache."""
+    params = w.plan("model_switch", {"peak_concurrency": 8, "avg_input_tokens": 64, "avg_output_tokens": 16})
+    params |= {"before_s": 3.0, "switched_s": 3.0, "after_s": 3.0, "switch_endpoint": second_llama_server}
+    result = w.run_test_sync("model_switch", target(llama_server), params)
+    v = {x["name"]: x for x in result.verdicts}
+    assert v["switch_errors"]["status"] == "pass", v["switch_errors"]["detail"]
+    switch = result.metadata["switch"]
+    assert switch["mode"] == "endpoint" and switch["switch_requests"] > 0 and switch["rollback_requests"] > 0
+    points = {p.label: p for p in result.points}
+    assert points["switched"].requests_completed > 0 and points["rolled_back"].requests_completed > 0
+    assert any(name.startswith("switched.") for name in result.timeseries)  # the second process's metrics
+    assert result.metadata["observed"]["line"].startswith("switch by endpoint pair: 0 errors")
+
+
+def test_isolation_with_two_clients_on_llama_server(llama_server):
+    """Tenant A's short requests alone and beside tenant B's long ones (llama-server has no priority
+    scheduling: the field is not sent). Each slot holds 8192 / 16 = 512 tokens."""
+    params = w.plan("isolation", {"request_rate": 8, "tenants": 2, "avg_input_tokens": 32, "avg_output_tokens": 8})
+    params |= {
+        "alone_s": 3.0,
+        "flood_lead_s": 1.0,
+        "flood_s": 3.0,
+        "tenant_b_concurrency": 4,
+        "tenant_b_input_tokens": 400,
+        "tenant_b_output_tokens": 32,
+    }
+    result = w.run_test_sync("isolation", target(llama_server), params)
+    v = {x["name"]: x for x in result.verdicts}
+    figures = result.metadata["isolation"]
+    assert figures["scheduling"] == "fcfs" and figures["a_errors_flood"] == 0
+    assert figures["a_ttft_n_alone"] >= 5 and figures["a_ttft_n_flood"] >= 5
+    assert figures["b_requests_completed"] > 0 and v["flood_held"]["status"] == "pass", v["flood_held"]["detail"]
+    assert figures["a_ttft_p95_slowdown"] is not None and "n=" in result.metadata["observed"]["line"]

@@ -48,7 +48,16 @@ SHORT = {
 
 def test_plan_derives_parameters_from_constraints(candidate):
     plan = validation_plan(candidate)
-    assert set(plan) == {"concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability", "overload"}
+    assert set(plan) == {
+        "concurrency_stress",
+        "long_context",
+        "swap_recovery",
+        "prefix_reuse",
+        "stability",
+        "overload",
+        "model_switch",
+        "isolation",
+    }
     assert plan["overload"]["target_concurrency"] == 200 and max(plan["overload"]["step_factors"]) == 3.0
     assert plan["concurrency_stress"]["concurrency"] == 200
     assert plan["concurrency_stress"]["ttft_p95_ms"] == 800.0
@@ -79,6 +88,16 @@ def test_swap_plan_sizes_its_pressure_from_the_measured_or_planned_capacity(cand
     assert plan_for(candidate, "swap_recovery")["kv_capacity_tokens"] == 222_222
 
 
+def test_isolation_plan_sends_priority_when_the_launch_flags_turn_it_on(candidate):
+    """vLLM documents priority scheduling, but only --scheduling-policy priority turns it on: without
+    the flag the engine refuses a request's priority field, so the test must not send it."""
+    assert plan_for(candidate, "isolation")["use_priority"] is False
+    candidate.launch_flags = "--max-num-seqs 256 --scheduling-policy priority"
+    candidate.save(update_fields=["launch_flags"])
+    assert plan_for(candidate, "isolation")["use_priority"] is True
+    assert plan_for(candidate, "model_switch")["switch_endpoint"] == ""  # the architect gives the new version's
+
+
 def test_a_run_is_claimed_once(candidate, architect):
     run = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
     assert claim(run.pk, "w1") is not None
@@ -99,6 +118,42 @@ def test_execute_stores_a_measured_result_with_progress(candidate, architect):
     assert {p.label for p in run.points.exclude(index=0)} <= {"short", "long"}
     assert run.progress["percent"] == 100
     assert run.artifacts.filter(kind="native").exists()
+
+
+def execute_now(candidate, user, test, params):
+    return execute(claim(start_validation(candidate=candidate, test=test, user=user, params=params).pk, "w1"))
+
+
+def test_the_worker_runs_model_switch_and_isolation(candidate, architect, mock_engine):
+    """Both new tests through the worker: a switch to a second endpoint (here the same engine) and
+    back, and two tenants; a model switch against a real engine without a second endpoint fails
+    naming the parameter (kvselect runs no switch command)."""
+    switch = plan_for(candidate, "model_switch") | {
+        "concurrency": 2,
+        "before_s": 0.5,
+        "switched_s": 0.5,
+        "after_s": 0.5,
+        "input_tokens": 16,
+        "prefix_tokens": 8,
+        "output_tokens": 4,
+    }
+    run = execute_now(candidate, architect, "model_switch", switch)
+    assert run.status == "failed" and "params.switch_endpoint" in run.error
+    switch["switch_endpoint"] = mock_engine.url
+    run = execute_now(candidate, architect, "model_switch", switch)
+    assert run.status == "succeeded", run.error
+    assert [p.label for p in run.points.order_by("index")] == ["before", "switched", "rolled_back"]
+    assert run.metadata["observed"]["line"].startswith("switch by endpoint pair")
+    isolation = plan_for(candidate, "isolation") | {
+        "alone_s": 0.5,
+        "flood_lead_s": 0.2,
+        "flood_s": 0.5,
+        "tenant_a_rate": 10.0,
+        "tenant_b_input_tokens": 256,
+    }
+    run = execute_now(candidate, architect, "isolation", isolation)
+    assert run.status == "succeeded", run.error
+    assert run.metadata["isolation"]["scheduling"] == "fcfs" and any(v["name"] == "flood_held" for v in run.verdicts)
 
 
 def test_cancel_of_a_queued_run_is_immediate(candidate, architect):

@@ -45,6 +45,7 @@ FULL_METRICS = dict(
     ttft_p95_ms=800.0,
     tpot_p95_ms=40.0,
     error_rate=0.01,
+    isolation_ttft_p95_ms=500.0,
     achieved_concurrency=64.0,
     kv_headroom_at_target=0.15,
     soak_drift_p99_ratio=1.1,
@@ -85,6 +86,7 @@ def test_every_indicator_is_scored_by_hand_from_full_evidence():
         ("concurrency_control", "error_rate"): (0.05 - 0.01) / 0.05,
         ("concurrency_control", "achieved_concurrency_ratio"): 1.0,
         ("concurrency_control", "scheduling_isolation"): 2 / 3,
+        ("concurrency_control", "isolation_ttft_vs_budget"): 1.0,  # 500/1000 = 0.5
         ("memory_allocation", "kv_headroom_at_target"): 0.5,
         ("memory_allocation", "soak_drift_p99_ratio"): (1.5 - 1.1) / 0.45,
         ("memory_allocation", "allocation_strategy"): 1.0,
@@ -246,7 +248,7 @@ def test_gate_failure_screens_out_but_keeps_the_candidate_in_the_comparison():
     # by hand: strong memory_allocation = (0 + 0 + 1) / 5, cache_reuse = (2 * 0.5 + 1) / 3
     assert s.dimensions["memory"].score == pytest.approx(0.5 * 0.2 + 0.5 * 2 / 3)
     assert w.dimensions["memory"].score == pytest.approx(0.5 * (2 * 0.5 + 2 * 0.4 / 0.45 + 1) / 5 + 0.5 * 1 / 3)
-    assert s.total == pytest.approx(0.2 * 0.2 + 0.2 * 2 / 3 + 0.6 * (8 + 2 / 3) / 9)
+    assert s.total == pytest.approx(0.2 * 0.2 + 0.2 * 2 / 3 + 0.6 * (8 + 2 / 3 + 1.5) / 10.5)
     assert s.total > w.total  # higher total, but ...
     assert s.screened_out and not w.screened_out
     assert result.winner == "weak" and result.ranking == ["weak", "strong"]
@@ -300,9 +302,9 @@ def test_partial_criterion_reports_lower_and_upper_bounds():
     result = score_candidates("A", [cand("a", {"ttft_p95_ms": 800.0})], CONS, {"concurrency_control": 1.0})
     crit = result.candidate("a").criteria["concurrency_control"]
     assert crit.status == "partial"
-    assert crit.score == pytest.approx((2 * 0.7 + 1 * 2 / 3) / 9)
-    assert crit.score_upper == pytest.approx(crit.score + 6 / 9)
-    assert crit.coverage == pytest.approx(3 / 9)
+    assert crit.score == pytest.approx((2 * 0.7 + 1 * 2 / 3) / 10.5)
+    assert crit.score_upper == pytest.approx(crit.score + 7.5 / 10.5)
+    assert crit.coverage == pytest.approx(3 / 10.5)
     assert "up to" in crit.explanation and "missing (no evidence for error_rate)" in crit.explanation
 
 
