@@ -54,8 +54,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--kv-capacity-tokens",
             type=int,
-            help="the engine's KV capacity in tokens (swap_recovery sizes its pressure from it, prefix_reuse converts "
-            "KV usage with it; default: what the engine's metrics state)",
+            help="the engine's KV capacity in tokens: swap_recovery sizes its pressure from it, prefix_reuse and "
+            "long_context turn KV usage ratios into tokens with it (default: what the engine's metrics state)",
         )
         parser.add_argument("--metrics-url", help="Prometheus /metrics URL (default: <endpoint>/metrics)")
         parser.add_argument(
@@ -93,12 +93,6 @@ class Command(BaseCommand):
             "--max-context",
             type=int,
             help="long_context: the ladder's last rung (tokens), in place of the required context",
-        )
-        parser.add_argument(
-            "--kv-capacity-tokens",
-            type=int,
-            help="the engine's KV-cache capacity in tokens: turns its KV usage ratio into tokens "
-            "(every test that takes kv_capacity_tokens)",
         )
         parser.add_argument("--out", help="write the native JSON here (default: stdout)")
 
@@ -183,10 +177,6 @@ class Command(BaseCommand):
         if opts["duration"] is not None:
             params["step_duration_s" if test == "overload" else "duration_s"] = opts["duration"]
         if opts["kv_capacity_tokens"] is not None:
-            if opts["kv_capacity_tokens"] < 1:
-                raise CommandError(
-                    f"--kv-capacity-tokens: must be a positive number of tokens, got {opts['kv_capacity_tokens']}"
-                )
             params["kv_capacity_tokens"] = opts["kv_capacity_tokens"]
         for item in opts["param"]:
             key, sep, value = item.partition("=")
