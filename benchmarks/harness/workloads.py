@@ -2772,9 +2772,7 @@ async def run_overload(
     """Step the load from the target up to 3x (or until errors), then back down; judge the
     sustainable level, what happened past it and the time to recover (benchmarks.harness.overload)."""
     target_concurrency = _require(params, "target_concurrency", int, 1)
-    rate = params.get("rate")
-    if rate is not None and (not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0):
-        raise PlanError(f"params.rate: must be a positive number of requests/s or null (closed loop), got {rate!r}")
+    rate = _rate(params)
     up_factors = _factors(params, "step_factors")
     down_factors = _factors(params, "down_factors")
     step_s = _require(params, "step_duration_s", float, 0.1)

@@ -130,6 +130,7 @@ def target(url):
 def test_concurrency_stress_against_llama_server(llama_server):
     params = w.plan("concurrency_stress", {"peak_concurrency": 8, "avg_input_tokens": 64, "avg_output_tokens": 32})
     params |= {"duration_s": 3.0, "warmup_s": 0.5, "settle_s": 5.0, "abort_fraction": 0.2}
+    params |= {"input_distribution": None, "output_distribution": None}  # fixed lengths: exact prompt sizes
     result = w.run_test_sync("concurrency_stress", target(llama_server), params)
     v = {x["name"]: x for x in result.verdicts}
     assert v["zero_errors"]["passed"], v["zero_errors"]["detail"]
