@@ -2078,6 +2078,16 @@ def _kv_token_samples(
     return [], None
 
 
+def _kv_tokens_of(sample: dict[str, float] | None, capacity: float | None, source: str | None) -> float:
+    """KV tokens in use in one metrics sample, read the way the load's samples were (0 without one)."""
+    if not sample or source is None:
+        return 0.0
+    if source == "engine token count":
+        return float(sample.get("kv_used_tokens") or 0.0)
+    ratio = sample.get("kv_usage_ratio")
+    return float(ratio) * float(capacity) if ratio is not None and capacity else 0.0
+
+
 def _held(samples: list[float]) -> float | None:
     return float(np.percentile(samples, PREFIX_HELD_PERCENTILE)) if samples else None
 
@@ -2140,7 +2150,11 @@ async def run_prefix_reuse(
             point = summarize(outcome, label=label, slo=_slo(params))
             window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero + 1.0)
             _attach_engine_stats(point, session.metrics.recording, *window)
-            kv, source = _kv_token_samples(session.metrics.recording, *window, capacity)
+            raw, source = _kv_token_samples(session.metrics.recording, *window, capacity)
+            # the KV the load added: an engine that keeps finished prompts resident (llama.cpp's slots,
+            # or the "on" run's leftovers when "off" is the same server) would otherwise count them
+            base_tokens = _kv_tokens_of(baseline, capacity, source)
+            kv = [max(value - base_tokens, 0.0) for value in raw]
             samples[label] = kv
             cached = [r.cached_tokens for r in outcome.records if r.cached_tokens is not None]
             point.extra.update(
@@ -2152,6 +2166,8 @@ async def run_prefix_reuse(
                 kv_token_samples=len(kv),
                 kv_tokens_source=source,
                 kv_baseline_ratio=(baseline or {}).get("kv_usage_ratio"),
+                kv_baseline_tokens=base_tokens,
+                kv_tokens_peak_raw=max(raw) if raw else None,
                 cache_prompt=tgt.cache_prompt,
             )
             points.append(point)
