@@ -46,7 +46,9 @@ def test_required_length_served_with_short_traffic_isolated_by_chunked_prefill()
 
 
 def test_short_traffic_frozen_by_an_unchunked_long_prefill_fails_the_rung():
-    result = run_on_simulator(SimConfig(max_num_batched_tokens=65536, time_scale=2.0), ladder_params())
+    # real time and a longer lead: the short streams are decoding when the 1.7 s prefill freezes them
+    params = ladder_params(background_lead_s=1.0, background_concurrency=24)
+    result = run_on_simulator(SimConfig(max_num_batched_tokens=65536), params)
     isolated = verdicts(result)["short_traffic_isolated[32K with_background]"]
     assert isolated["status"] == "fail" and isolated["value"] > 500 and isolated["n"] >= 20, isolated
 
