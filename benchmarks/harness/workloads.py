@@ -2748,7 +2748,13 @@ def _stability_observed(
         f"{len(outcome.records)} measured requests (n={len(early)} first, {len(late)} last window)",
         f"TTFT p99 {_ms(ttft_early)} -> {_ms(ttft_late)} ({pct('ttft_ms_p99_drift_pct')}), "
         f"TPOT p99 {_ms(tpot_early)} -> {_ms(tpot_late)} ({pct('tpot_ms_p99_drift_pct')})",
-        "KV usage slope " + ("n/a" if slope is None else f"{slope * 100:+.1f} points/h"),
+        "KV usage slope "
+        + (
+            "n/a"
+            if slope is None
+            else f"{slope * 100:+.1f} points/h (95% CI {drift['kv_usage_slope_interval'][0] * 100:+.1f} to "
+            f"{drift['kv_usage_slope_interval'][1] * 100:+.1f})"
+        ),
     ]
     if drift.get("preemptions_per_min_first") is not None:
         parts.append(

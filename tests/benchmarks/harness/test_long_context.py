@@ -46,8 +46,11 @@ def test_required_length_served_with_short_traffic_isolated_by_chunked_prefill()
 
 
 def test_short_traffic_frozen_by_an_unchunked_long_prefill_fails_the_rung():
-    result = run_on_simulator(SimConfig(max_num_batched_tokens=65536, time_scale=2.0), ladder_params())
-    isolated = verdicts(result)["short_traffic_isolated[32K with_background]"]
+    # half speed (a 16K prefill freezes decode for ~1.4 s of wall time) and a longer lead, so the
+    # short streams are decoding when it freezes them, and a busy box cannot let the engine skip it
+    params = ladder_params(rungs=[16384], required_tokens=16384, background_lead_s=1.0, background_concurrency=24)
+    result = run_on_simulator(SimConfig(max_num_batched_tokens=65536, time_scale=0.5), params)
+    isolated = verdicts(result)["short_traffic_isolated[16K with_background]"]
     assert isolated["status"] == "fail" and isolated["value"] > 500 and isolated["n"] >= 20, isolated
 
 

@@ -74,7 +74,7 @@ def test_a_steady_engine_holds_its_latency_and_kv_usage():
 
 
 def test_a_leaking_engine_fails_on_its_kv_slope_and_fragmentation():
-    result = soak(SimConfig(num_blocks=4000, fault_kv_leak_blocks_per_request=2))
+    result = soak(SimConfig(num_blocks=4000, fault_kv_leak_blocks_per_request=4))
     v = verdicts(result)
     slope = v["kv_usage_slope"]
     assert slope["status"] == "fail" and slope["interval"][0] > slope["threshold"], slope
