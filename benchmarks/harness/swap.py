@@ -14,12 +14,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from benchmarks.harness.verdicts import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+from benchmarks.harness.verdicts import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, MIN_SAMPLES, ratio_interval
 
 # a resumed session whose cached tokens fall under this share of the warm sessions' counts as evicted
 EVICTED_CACHED_SHARE = 0.5
 # the resume phase's prefix-hit ratio under this share of the warm phase's: evictions seen by the metric
 EVICTED_HIT_RATIO_SHARE = 0.5
+# without cache metrics: a resume this many times the warm TTFT (the whole interval), and near the
+# recompute's, means the history was prefilled again
+RECOMPUTED_OVER_WARM = 1.5
 
 
 def pressure_plan(
@@ -99,6 +102,7 @@ def observe_eviction(
     resumed_cached: Sequence[int | None],
     snapshots: dict[str, dict[str, float] | None],
     cpu_usage_max: float | None = None,
+    ttft_ms: dict[str, Sequence[float]] | None = None,
 ) -> dict[str, Any]:
     """Was an idle session's KV evicted or offloaded? Evidence, strongest first:
 
@@ -106,6 +110,9 @@ def observe_eviction(
       than the warm sessions of the same history length;
     - the prefix-cache hit ratio of the resume phase fell far below the warm phase's;
     - KV moved to a CPU/offload tier (offload store/load counters, CPU-tier usage).
+    - without either: the resume TTFT (`ttft_ms` {warm, resume, recompute}) is over
+      RECOMPUTED_OVER_WARM x the warm one, its whole interval, and at least 0.8 x the recompute's
+      (at least MIN_SAMPLES each): the history was prefilled again.
     Preemptions are reported but are no evidence on their own: they preempt running requests, not
     the idle sessions' cache. `snapshots` holds the metric values at warm_start, warm_end,
     pressure_start, resume_start and resume_end (None where the engine exports no metrics)."""
@@ -132,6 +139,19 @@ def observe_eviction(
         how.append(f"load back from the CPU tier +{load:.3g} during the resume")
     if cpu_usage_max:
         how.append(f"CPU-tier KV usage up to {cpu_usage_max:.3f}")
+    metric_evidence = evicted_sessions is not None or warm_ratio is not None
+    ttft = ttft_ms or {}
+    warm_t, resume_t, recompute_t = ttft.get("warm") or [], ttft.get("resume") or [], ttft.get("recompute") or []
+    if not how and not metric_evidence and min(len(warm_t), len(resume_t)) >= MIN_SAMPLES:
+        over = ratio_interval(resume_t, warm_t)
+        resumed, warm, recomputed = _median(resume_t), _median(warm_t), _median(recompute_t)
+        if over and warm and over[0] >= RECOMPUTED_OVER_WARM and (not recomputed or resumed >= 0.8 * recomputed):
+            how.append(
+                f"resume TTFT p50 {resumed:.0f} ms is {resumed / warm:.1f}x the warm {warm:.0f} ms "
+                f"(95% CI {over[0]:.1f}-{over[1]:.1f}x, n={len(resume_t)})"
+                + (f", like the recompute's {recomputed:.0f} ms" if recomputed else "")
+                + ": the history was prefilled again (the engine reports no cached tokens or prefix hits)"
+            )
     preemptions = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "preemptions")
     offloaded = bool(store or load or cpu_usage_max)
     return {

@@ -1689,6 +1689,7 @@ async def run_swap_recovery(
         [records["resume"][i].cached_tokens for i in records["resume"] if records["resume"][i].ok],
         snapshots,
         max(cpu) if cpu else None,
+        {label: _ttfts(records[label]) for label in ("warm", "resume", "recompute")},
     )
     eviction["idle_kv_tokens"] = sizing.get("idle_kv_tokens")
     eviction["kv_capacity_tokens"] = sizing.get("kv_capacity_tokens")
@@ -2003,7 +2004,7 @@ def _swap_observed_line(
             if evicted
             else f"offloaded the {eviction['sessions']} idle sessions' KV"
             if eviction["offloaded"]
-            else f"evictions seen by the metrics for {eviction['sessions']} idle sessions"
+            else f"evictions seen (not counted per session) for {eviction['sessions']} idle sessions"
         )
     elif eviction.get("cache_reuse_seen") is False:
         what = f"no KV kept between turns for {eviction['sessions']} idle sessions (every resume recomputes)"

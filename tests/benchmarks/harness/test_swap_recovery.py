@@ -187,3 +187,20 @@ def test_eviction_evidence_from_metrics_alone_and_preemptions_are_not_evidence()
     preempted = {name: snap(0, 0, 0.0) for name in metrics_only} | {"resume_end": snap(0, 0, 12.0)}
     seen = swap.observe_eviction([512] * 20, [512] * 20, preempted)
     assert not seen["observed"] and seen["preemptions"] == 12.0
+
+
+def test_without_cache_metrics_a_resume_that_costs_a_recompute_is_the_evidence():
+    warm, recompute = [50.0 + i % 5 for i in range(20)], [100.0 + i % 7 for i in range(20)]
+    seen = swap.observe_eviction(
+        [None] * 20, [None] * 20, {}, ttft_ms={"warm": warm, "resume": recompute, "recompute": recompute}
+    )
+    assert seen["observed"] and "prefilled again" in seen["how"][0]
+    assert not swap.observe_eviction([None] * 20, [None] * 20, {}, ttft_ms={"warm": warm, "resume": warm})["observed"]
+    # cached tokens, when the engine reports them, outrank the timing
+    assert not swap.observe_eviction([512] * 20, [512] * 20, {}, ttft_ms={"warm": warm, "resume": recompute})[
+        "observed"
+    ]
+    # too few sessions to judge a timing
+    assert not swap.observe_eviction([None] * 5, [None] * 5, {}, ttft_ms={"warm": warm[:5], "resume": recompute[:5]})[
+        "observed"
+    ]
