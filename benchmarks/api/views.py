@@ -154,7 +154,7 @@ class StartValidationSerializer(serializers.Serializer):
 
 
 class CandidateValidationsView(APIView):
-    """GET the validation plan (six tests, parameters from the constraints); POST starts one test."""
+    """GET the validation plan (eight tests, parameters from the constraints); POST starts one test."""
 
     @extend_schema(responses={200: dict})
     def get(self, request, candidate_id: int):

@@ -117,7 +117,7 @@ def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str
     candidate = get_candidate(selection, candidate_pk)
     plan = validation_plan(candidate)
     if test not in plan:
-        messages.error(request, _("Unknown test “%(test)s”: choose one of the six tests below.") % {"test": test})
+        messages.error(request, _("Unknown test “%(test)s”: choose one of the tests below.") % {"test": test})
         return redirect("selection:validation", pk=selection.pk, candidate_pk=candidate.pk)
     form = ValidationParamsForm(request.POST, plan=plan[test], test=test)
     if not form.is_valid():

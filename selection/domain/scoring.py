@@ -66,7 +66,7 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
-RULES_VERSION = "kvselect-scoring/3"  # 3: a lead inside the measurement noise is a tie; 2: longest input
+RULES_VERSION = "kvselect-scoring/3"  # 3: noise ties, isolation indicator, launch-flag features; 2: longest input
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"

@@ -1,7 +1,7 @@
 """`make demo`: the whole pipeline on the embedded default, then the UI.
 
 Migrate, load the catalog, create a sample selection, start three simulated engines (one per
-allocation strategy) and a real Celery worker, run the six validation tests per candidate
+allocation strategy) and a real Celery worker, run the eight validation tests per candidate
 through the `gpu` queue, score, draft a decision record, have the three owners approve and sign
 it with development certificates (each owner enrols theirs first; three different people, the
 architect drafts), write the PDF under var/, then serve http://127.0.0.1:8000. Every result is
@@ -229,7 +229,7 @@ class Command(BaseCommand):
         self.start_worker()
         signed = selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
         if signed is None or options["fresh"]:
-            self.step("Running the six validation tests per candidate on the gpu queue")
+            self.step("Running the eight validation tests per candidate on the gpu queue")
             self.run_validations(selection)
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
             score = compute_scores(selection, include_simulated=True)
