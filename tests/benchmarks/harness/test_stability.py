@@ -85,10 +85,10 @@ def test_a_leaking_engine_fails_on_its_kv_slope_and_fragmentation():
 
 
 def test_a_soak_shorter_than_the_plan_says_so():
-    assert w._soak_note({"recommended_duration_s": 3600}, 3600) is None
-    assert w._soak_note({"recommended_duration_s": 3600, "soak_label": "demo"}, 16) == (
+    assert w.short_soak_note({"recommended_duration_s": 3600}, 3600) is None
+    assert w.short_soak_note({"recommended_duration_s": 3600, "soak_label": "demo"}, 16) == (
         "short demo soak of 16 s: not the 1 h the plan asks for"
     )
     multi_turn = {"recommended_duration_s": 4 * 3600}
-    assert w._soak_note(multi_turn, 16).endswith("(4 h recommended for multi-turn sessions)")
-    assert w._soak_note(multi_turn, 3600) == "soak of 1 h: 4 h recommended for multi-turn sessions"
+    assert w.short_soak_note(multi_turn, 16).endswith("(4 h recommended for multi-turn sessions)")
+    assert w.short_soak_note(multi_turn, 3600) == "soak of 1 h: 4 h recommended for multi-turn sessions"

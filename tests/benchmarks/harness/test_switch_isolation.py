@@ -101,10 +101,10 @@ def test_model_switch_between_two_endpoints_fails_when_the_new_version_misses_th
 def test_model_switch_refuses_plans_it_cannot_run():
     real = w.Target("http://127.0.0.1:9", "m", engine="vllm")
     with pytest.raises(w.PlanError, match="params.switch_endpoint"):
-        w._switch_mode(real, w.plan("model_switch"))
+        w.switch_mode(real, w.plan("model_switch"))
     with pytest.raises(w.PlanError, match="params.switch_mode"):
-        w._switch_mode(real, w.plan("model_switch") | {"switch_mode": "restart"})
-    assert w._switch_mode(real, w.plan("model_switch") | {"switch_endpoint": "http://127.0.0.1:10"}) == "endpoint"
+        w.switch_mode(real, w.plan("model_switch") | {"switch_mode": "restart"})
+    assert w.switch_mode(real, w.plan("model_switch") | {"switch_endpoint": "http://127.0.0.1:10"}) == "endpoint"
 
 
 def test_isolation_passes_when_priority_scheduling_protects_tenant_a():
@@ -144,15 +144,15 @@ def test_recovery_downtime_and_stall_are_read_from_the_requests_as_defined():
     records = [record(10.0, None, ok=False), record(10.2, None, ok=False), record(10.5, 900)]
     records += [record(11.0 + 0.1 * i, 50) for i in range(12)]
     params = {"ttft_p95_ms": 300}
-    assert w._recovery_s(records, 10.0, params, window=10) == pytest.approx(1.0)  # the first of 10 good in a row
-    assert w._recovery_s(records[:5], 10.0, params, window=10) is None  # never 10 good in a row
-    assert w._downtime_s(records) == pytest.approx(0.5)  # first failure's send to the next success's send
-    assert w._stall_s(records, 10.0) == pytest.approx(1.0)  # the first success ended at 11.0
+    assert w.recovery_seconds(records, 10.0, params, window=10) == pytest.approx(1.0)  # the first of 10 good in a row
+    assert w.recovery_seconds(records[:5], 10.0, params, window=10) is None  # never 10 good in a row
+    assert w.downtime_seconds(records) == pytest.approx(0.5)  # first failure's send to the next success's send
+    assert w.longest_stall_seconds(records, 10.0) == pytest.approx(1.0)  # the first success ended at 11.0
     # on a restart, a request sent before the switch and still running at it counts after the switch
     events = {"switch": 10.0, "rollback": 20.0}
-    assert w._switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=True) == "switched"
-    assert w._switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=False) == "before"
-    assert w._switch_phase_of(record(9.0, 40, tag="before"), events, 0.0, restart=True) == "before"
+    assert w.switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=True) == "switched"
+    assert w.switch_phase_of(record(9.8, 40, tag="before"), events, 0.0, restart=False) == "before"
+    assert w.switch_phase_of(record(9.0, 40, tag="before"), events, 0.0, restart=True) == "before"
 
 
 def test_a_refused_restart_is_not_a_pass():

@@ -226,10 +226,10 @@ def test_latency_verdicts_of_a_client_bound_point_say_the_client_may_be_in_them(
         extra={"client_bound_reasons": reasons},
     )
     kept = LoadPoint(label="c=64", ttft_ms=Stats(p95=80.0), client_bound=False, requests_completed=500)
-    (verdict,) = w._budget_verdicts(bound, {"ttft_p95_ms": 100})
+    (verdict,) = w.budget_verdicts(bound, {"ttft_p95_ms": 100})
     assert verdict["status"] == "inconclusive" and verdict["passed"] is None
     assert "inconclusive (client-bound)" in verdict["detail"] and "97% of a core" in verdict["detail"]
-    (verdict,) = w._budget_verdicts(kept, {"ttft_p95_ms": 100})
+    (verdict,) = w.budget_verdicts(kept, {"ttft_p95_ms": 100})
     assert verdict["status"] == "pass" and "client-bound" not in verdict["detail"]
 
 

@@ -1,0 +1,531 @@
+"""What every validation test shares: the target, the plans' helpers, progress, the session
+(client, metrics and GPU samplers on one clock), verdict helpers and the result builder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from benchmarks.harness import HARNESS_VERSION
+from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.lengths import distribution
+from benchmarks.harness.load import (
+    LoadOutcome,
+    requests_rows,
+)
+from benchmarks.harness.metrics import MetricsRecording, MetricsSampler
+from benchmarks.harness.nvml import GpuSampler
+from benchmarks.harness.prompts import PromptFactory, calibrate
+from benchmarks.harness.safety import check_target
+from benchmarks.harness.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    judge_percentile,
+    verdict,
+)
+from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
+
+TOOL = "kvselect-harness"
+
+
+FORMAT = "kvselect-harness"
+
+
+LADDER = (16384, 32768, 65536, 131072)
+
+
+KV_BASELINE_TOLERANCE = 0.02
+
+
+# prefix reuse passes when the hit ratio reaches this share of the prompt's shared part (the
+# first request of each worker cannot hit, so the full shared share is out of reach)
+PREFIX_REUSE_MIN_SHARE = 0.5
+
+
+class PlanError(ValueError):
+    """Parameters that cannot run; the message names the field."""
+
+
+@dataclass
+class Target:
+    """The endpoint under test. The API key is never shown in repr or results."""
+
+    endpoint_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    metrics_url: str | None = None
+    engine: str = "auto"  # vllm, sglang, lmdeploy, tgi, trtllm, llamacpp, simulator, auto
+    api: Api = "chat"
+    evidence: str | None = None  # None: SIMULATED when engine == "simulator", else MEASURED
+    max_model_len: int | None = None
+    ignore_eos: bool | None = True  # None: do not send the field (engines that reject it)
+    max_tokens_field: str = "max_tokens"
+    allowed_hosts: list[str] | str | None = None  # when set, the endpoint and metrics URL are checked
+    request_timeout_s: float = 600.0
+    # llama.cpp's per-request prompt cache: None sends nothing; False asks the engine not to reuse a
+    # cached prefix (llama.cpp only: the prefix test's "off" run on the same endpoint)
+    cache_prompt: bool | None = None
+
+    @property
+    def evidence_label(self) -> str:
+        if self.evidence in (MEASURED, SIMULATED):
+            return self.evidence
+        return SIMULATED if self.engine == "simulator" else MEASURED
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "endpoint_url": self.endpoint_url,
+            "model": self.model,
+            "metrics_url": self.metrics_url,
+            "engine": self.engine,
+            "api": self.api,
+            "api_key_set": bool(self.api_key),
+            **({"cache_prompt": self.cache_prompt} if self.cache_prompt is not None else {}),
+        }
+
+
+def constraint_value(constraints: dict[str, Any] | None, key: str, default: Any) -> Any:
+    value = (constraints or {}).get(key)
+    return default if value is None else value
+
+
+def budget_params(constraints: dict[str, Any] | None) -> dict[str, float]:
+    budgets = {}
+    for key in ("ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"):
+        if (constraints or {}).get(key) is not None:
+            budgets[key] = float(constraints[key])  # type: ignore[index]
+    return budgets
+
+
+def length_distributions(constraints: dict[str, Any] | None) -> dict[str, Any]:
+    """Input and output length distributions from the constraints (average, p95, max)."""
+    c = constraints or {}
+    return {
+        "input_distribution": distribution(
+            c.get("avg_input_tokens"), c.get("p95_input_tokens"), c.get("max_input_tokens")
+        ),
+        "output_distribution": distribution(
+            c.get("avg_output_tokens"), c.get("p95_output_tokens"), c.get("max_output_tokens")
+        ),
+    }
+
+
+LONG_OUTPUT_TOKENS = 32
+
+
+DEFAULT_MAX_MODEL_LEN = 131072  # Llama-3.1's context: the ladder's top when nothing else says
+
+
+TRUNCATION_TOLERANCE = 0.9  # an engine reporting fewer prompt tokens than this share of the rung truncated it
+
+
+def context_ladder(top: int, engine_limit: int | None = None, start: int = LADDER[0]) -> list[int]:
+    """Rungs doubling from 16K below `top`, the engine's own limit where it is below `top`, then
+    `top` itself: the requirement is always sent exactly, even past the engine's limit (that rung
+    then fails with the engine's error, which is the finding). A top at or below 16K climbs a
+    quarter and a half of it first."""
+    if top < 1:
+        raise PlanError(f"params.rungs: the ladder's top must be a positive token count, got {top!r}")
+    rungs = set()
+    if top <= start:
+        rungs.update(r for r in (top // 4, top // 2) if r >= 1)
+    rung = start
+    while rung < top:
+        if engine_limit is None or rung <= engine_limit:
+            rungs.add(rung)
+        rung *= 2
+    if engine_limit is not None and 0 < engine_limit < top:
+        rungs.add(engine_limit)
+    rungs.add(top)
+    return sorted(rungs)
+
+
+SOAK_S = 3600.0  # the plan's soak: the articles speak of hours
+
+
+SOAK_MULTI_TURN_S = 4 * 3600.0  # multi-turn sessions (scenario C): caches persist, fragmentation builds slowly
+
+
+def is_multi_turn(constraints: dict[str, Any] | None) -> bool:
+    c = constraints or {}
+    return bool(c.get("multi_turn")) or float(c.get("average_turns") or 0) >= 2 or c.get("scenario") == "C"
+
+
+class Reporter:
+    """Maps each phase's progress onto the whole test and checks the cancel hook."""
+
+    def __init__(self, progress: Callable[[dict[str, Any]], Any] | None, cancel: Any) -> None:
+        self.progress = progress
+        self.cancel = cancel
+        self.done = 0
+        self.ttft_p50: float | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-report")
+
+    def cancelled(self) -> bool:
+        if self.cancel is None:
+            return False
+        return bool(self.cancel.is_set() if hasattr(self.cancel, "is_set") else self.cancel())
+
+    def phase(self, name: str, start: float, end: float, base_done: int = 0) -> Callable[[dict[str, Any]], None]:
+        def report(payload: dict[str, Any]) -> None:
+            self.done = base_done + int(payload.get("requests_done") or 0)
+            if payload.get("ttft_p50_ms") is not None:
+                self.ttft_p50 = payload["ttft_p50_ms"]
+            if self.progress is not None:
+                self.progress(
+                    payload
+                    | {
+                        "phase": name,
+                        "percent": round(start + (end - start) * float(payload.get("percent") or 0) / 100.0, 1),
+                        "requests_done": self.done,
+                    }
+                )
+
+        return report
+
+    async def emit(self, name: str, percent: float) -> None:
+        if self.progress is not None:
+            payload = {
+                "phase": name,
+                "percent": round(percent, 1),
+                "requests_done": self.done,
+                "ttft_p50_ms": self.ttft_p50,
+            }
+            await asyncio.get_running_loop().run_in_executor(self._executor, self.progress, payload)
+
+    async def ticking(self, name: str, start: float, end: float, awaitable: Any, expected_s: float) -> Any:
+        """Await `awaitable` while reporting progress every second (phases not driven by run_load)."""
+        task = asyncio.ensure_future(awaitable)
+        begin = time.perf_counter()
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=1.0)
+            if done:
+                return task.result()
+            if self.cancelled():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                raise Cancelled()
+            fraction = min((time.perf_counter() - begin) / max(expected_s, 1e-3), 0.99)
+            await self.emit(name, start + (end - start) * fraction)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False)
+
+
+class Cancelled(Exception):
+    pass
+
+
+class Session:
+    """A test's client, metrics sampler and GPU sampler, sharing one time zero."""
+
+    def __init__(self, target: Target, keep_text: bool = False, metrics_interval_s: float = 1.0) -> None:
+        if target.allowed_hosts is not None:
+            check_target(target.endpoint_url, target.allowed_hosts)
+            if target.metrics_url:
+                check_target(target.metrics_url, target.allowed_hosts)
+        self.target = target
+        self.time_zero = time.perf_counter()
+        self.client = OpenAIClient(
+            target.endpoint_url,
+            target.model,
+            api_key=target.api_key,
+            request_timeout_s=target.request_timeout_s,
+            keep_text=keep_text,
+            keep_alive=target.engine != "llamacpp",
+        )
+        headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+        self.metrics = MetricsSampler(
+            target.metrics_url,
+            target.engine if target.engine != "simulator" else "auto",
+            interval_s=metrics_interval_s,
+            time_zero=self.time_zero,
+            headers=headers,
+        )
+        self.gpu = GpuSampler(interval_s=max(metrics_interval_s, 0.2), time_zero=self.time_zero)
+        self.prompts: PromptFactory | None = None
+
+    async def __aenter__(self) -> "Session":
+        await self.client.open()
+        self.prompts = await calibrate(self.client, api=self.target.api)
+        await self.metrics.start()
+        await self.gpu.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self.metrics.stop()
+            await self.gpu.__aexit__(*exc)
+        finally:
+            await self.client.close()
+
+    def spec(self, prompt: str | None = None, max_tokens: int = 64, **kwargs: Any) -> RequestSpec:
+        target = self.target
+        if target.cache_prompt is not None:
+            kwargs["extra_body"] = {"cache_prompt": target.cache_prompt, **(kwargs.get("extra_body") or {})}
+        return RequestSpec(
+            api=target.api,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            ignore_eos=target.ignore_eos,
+            max_tokens_field=target.max_tokens_field,
+            **kwargs,
+        )  # type: ignore[arg-type]
+
+    def now(self) -> float:
+        return time.perf_counter() - self.time_zero
+
+    async def kv_now(self) -> dict[str, float] | None:
+        return await self.metrics.sample_once()
+
+
+MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring's max_error_rate too)
+
+
+def make_verdict(
+    name: str,
+    passed: bool | None,
+    detail: str,
+    value: Any = None,
+    threshold: Any = None,
+    n: int | None = None,
+    status: str | None = None,
+    interval: Any = None,
+) -> dict[str, Any]:
+    if status is None:
+        status = PASS if passed is True else FAIL if passed is False else NOT_JUDGED
+    return verdict(name, status, detail, value, threshold, n, interval)
+
+
+def budget_verdicts(
+    point: LoadPoint, params: dict[str, Any], label: str = "", records: list[RequestRecord] | None = None
+) -> list[dict[str, Any]]:
+    """Latency p95 of the successful `records` against its budget, with sample size and bootstrap
+    interval (benchmarks.harness.verdicts). A point whose error rate exceeds `max_error_rate`
+    (default MAX_ERROR_RATE, as scoring's) fails whatever its p95; a client-bound point's failure is
+    inconclusive. Without `records` (a point read back from a file) the point's own p95 is judged."""
+    verdicts = []
+    reasons = (
+        ((point.extra or {}).get("client_bound_reasons") or ["the client did not hold the load"])
+        if (point.client_bound)
+        else []
+    )
+    max_errors = float(params.get("max_error_rate", MAX_ERROR_RATE))
+    too_many_errors = point.error_rate is not None and point.error_rate > max_errors
+    ok = [r for r in records or [] if r.ok]
+    for key, stats, attr in (
+        ("ttft_p95_ms", point.ttft_ms, "ttft_ms"),
+        ("tpot_p95_ms", point.tpot_ms, "tpot_ms"),
+        ("e2e_p95_ms", point.e2e_ms, "e2e_ms"),
+    ):
+        budget = params.get(key)
+        if budget is None:
+            continue
+        name = f"{key.replace('_p95_ms', '')}_p95_within_budget" + (f"[{label}]" if label else "")
+        what = attr.replace("_ms", "").upper()
+        if records is not None:
+            judged = judge_percentile(
+                name,
+                [getattr(r, attr) for r in ok],
+                95,
+                float(budget),
+                what,
+                client_bound_reasons=reasons,
+                client_slack_ms=client_slack_ms(point) if attr != "tpot_ms" else None,
+                load_held=load_held(point),
+            )
+        elif stats.p95 is None:
+            judged = make_verdict(
+                name, None, f"no completed requests to measure {key}", None, budget, status=INSUFFICIENT_DATA
+            )
+        else:
+            n = point.requests_completed
+            status = INSUFFICIENT_DATA if (n or 0) < MIN_SAMPLES else compare(stats.p95, None, float(budget))
+            detail = f"{what} p95 {stats.p95:.1f} ms (n={n}) vs budget {budget:g} ms"
+            if reasons and status in (PASS, FAIL):
+                status = INCONCLUSIVE
+                detail += f"; inconclusive (client-bound): {'; '.join(reasons)}"
+            judged = make_verdict(name, None, detail, stats.p95, budget, n, status)
+        if too_many_errors and judged["status"] != INSUFFICIENT_DATA:
+            judged = verdict(
+                name,
+                FAIL,
+                judged["detail"] + f", but {point.error_rate:.1%} of requests failed (at most {max_errors:.1%} "
+                "allowed): a latency over the few that succeeded is not a pass",
+                judged["value"],
+                budget,
+                judged["n"],
+                judged["interval"],
+            )
+        verdicts.append(judged)
+    return verdicts
+
+
+def client_slack_ms(point: LoadPoint) -> float | None:
+    """The most latency a client-bound client could have added to a request: its send lateness,
+    event-loop lag and late reads (p99 / max as measured); None when none was measured."""
+    extra = point.extra or {}
+    figures = [extra.get(k) for k in ("send_lateness_ms_p99", "loop_lag_ms_p99", "late_read_max_ms")]
+    known = [float(f) for f in figures if f is not None]
+    return max(known) if known else None
+
+
+def load_held(point: LoadPoint) -> bool:
+    """Whether the client applied the load it was asked for: closed loop, at least 95 % of the
+    concurrency held; open loop, under 1 % of sends late (an unset load counts as held)."""
+    extra = point.extra or {}
+    if point.concurrency:
+        return (point.achieved_concurrency or 0) >= 0.95 * point.concurrency
+    late = extra.get("late_sends_fraction")
+    return late is None or late < 0.01
+
+
+def errors_verdict(points: list[LoadPoint], name: str = "zero_errors") -> dict[str, Any]:
+    failed = sum(p.requests_failed or 0 for p in points)
+    total = failed + sum(p.requests_completed or 0 for p in points)
+    classes: dict[str, int] = {}
+    for p in points:
+        for k, v in (p.extra.get("errors_by_class") or {}).items():
+            classes[k] = classes.get(k, 0) + v
+    if total == 0:
+        return make_verdict(name, None, "no request completed or failed", 0, 0, 0, INSUFFICIENT_DATA)
+    detail = (
+        f"no failed requests of {total}"
+        if not failed
+        else f"{failed} of {total} requests failed: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items()))
+    )
+    return make_verdict(name, failed == 0, detail, failed, 0, total)
+
+
+def series_in(recording: MetricsRecording, name: str, start: float, end: float) -> list[float]:
+    return [v for t, v in recording.series.get(name, []) if start <= t <= end]
+
+
+def build_result(
+    test: str,
+    session: Session,
+    params: dict[str, Any],
+    points: list[LoadPoint],
+    outcomes: list[LoadOutcome],
+    verdicts: list[dict[str, Any]],
+    notes: list[str],
+    partial: bool,
+    extra_meta: dict[str, Any] | None = None,
+) -> NormalizedResult:
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    for index, outcome in enumerate(outcomes):
+        rows.extend(requests_rows(outcome, point_index=index, time_zero=session.time_zero))
+    from benchmarks.result import REQUEST_COLUMNS
+
+    frame = pd.DataFrame(rows, columns=list(REQUEST_COLUMNS)) if rows else None
+    timeseries: dict[str, list[list[float]]] = {}
+    for name, values in session.metrics.recording.series.items():
+        timeseries[name] = values
+    for name, values in session.gpu.recording.series.items():
+        timeseries[name] = values
+    metadata = {
+        "target": session.target.describe(),
+        "engine": session.metrics.recording.engine or session.target.engine,
+        "model": session.target.model,
+        "params": params,
+        "prompts": session.prompts.describe() if session.prompts else None,
+        "engine_metrics": session.metrics.recording.to_dict(),
+        "gpu": session.gpu.recording.to_dict(),
+        "raw_metric_names": sorted(session.metrics.recording.raw)[:500],
+        # where TTFT/ITL times came from: kernel receive stamps, or the client's loop (user space)
+        "client_clock": session.client.timestamping(),
+    }
+    if extra_meta:
+        metadata.update(extra_meta)
+    from benchmarks.result import DEFINITIONS
+
+    return NormalizedResult(
+        tool=TOOL,
+        format=FORMAT,
+        tool_version=HARNESS_VERSION,
+        evidence=session.target.evidence_label,  # type: ignore[arg-type]
+        test=test,
+        metadata=metadata,
+        definitions=dict(DEFINITIONS),
+        points=points,
+        requests=frame,
+        timeseries=timeseries,
+        verdicts=verdicts,
+        notes=notes,
+        partial=partial,
+    )
+
+
+async def settle_after_load(
+    session: Session, baseline: dict[str, float] | None, settle_s: float, reporter: Reporter, phase: str, pct: float
+) -> dict[str, Any]:
+    """After a load: wait until nothing runs and KV usage is back to its baseline (or time runs out)."""
+    start = time.perf_counter()
+    last: dict[str, float] | None = None
+    while time.perf_counter() - start < settle_s and not reporter.cancelled():
+        last = await session.kv_now()
+        if last is None:
+            break
+        running = (last.get("running") or 0) + (last.get("waiting") or 0)
+        kv = last.get("kv_usage_ratio")
+        base = (baseline or {}).get("kv_usage_ratio")
+        if running == 0 and (kv is None or base is None or kv <= base + KV_BASELINE_TOLERANCE):
+            break
+        await reporter.emit(phase, pct)
+        await asyncio.sleep(0.5)
+    return {"after": last, "waited_s": round(time.perf_counter() - start, 2)}
+
+
+def kv_verdicts(baseline: dict[str, float] | None, settled: dict[str, Any], engine: str | None) -> list[dict[str, Any]]:
+    after = settled.get("after")
+    if after is None:
+        return [make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no metrics: cannot judge")]
+    verdicts = []
+    running = after.get("running")
+    if running is not None:
+        waiting = after.get("waiting") or 0
+        verdicts.append(
+            make_verdict(
+                "requests_released_after_aborts",
+                running + waiting == 0,
+                f"{running:g} running, {waiting:g} waiting {settled['waited_s']} s after the load",
+                running + waiting,
+                0,
+            )
+        )
+    kv, base = after.get("kv_usage_ratio"), (baseline or {}).get("kv_usage_ratio")
+    if kv is None or base is None:
+        verdicts.append(make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no KV usage metric"))
+    else:
+        detail = f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE})"
+        if engine == "llamacpp" and kv > base + KV_BASELINE_TOLERANCE:
+            detail += "; llama.cpp slots keep finished requests' cache for reuse, so usage stays up by design"
+        verdicts.append(
+            make_verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, detail, kv, base)
+        )
+    return verdicts
+
+
+def require_param(params: dict[str, Any], key: str, kind: type, minimum: float = 0) -> Any:
+    value = params.get(key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < minimum:
+        raise PlanError(f"params.{key}: must be a number >= {minimum}, got {value!r}")
+    return kind(value)
+
+
+def format_ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} ms"

@@ -1,0 +1,348 @@
+"""Test 8, tenant isolation: one tenant's interactive traffic alone and under another tenant's long-context flood."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.load import (
+    LoadConfig,
+    LoadOutcome,
+    run_load,
+    summarize,
+)
+from benchmarks.harness.verdicts import (
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_EXERCISED,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    percentile_interval,
+    ratio_interval,
+    verdict,
+)
+from benchmarks.harness.workloads.common import (
+    Reporter,
+    Session,
+    Target,
+    budget_params,
+    budget_verdicts,
+    build_result,
+    constraint_value,
+    errors_verdict,
+    make_verdict,
+    require_param,
+)
+from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
+from benchmarks.result import LoadPoint, NormalizedResult
+
+
+def plan_isolation(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    tenants = max(int(constraint_value(constraints, "tenants", 2)), 2)
+    rate = float(constraint_value(constraints, "request_rate", 4.0)) / tenants
+    return {
+        "tenant_a_rate": round(min(max(rate, 0.5), 50.0), 2),  # A's interactive requests per second (open loop)
+        "tenant_a_input_tokens": min(int(constraint_value(constraints, "avg_input_tokens", 512)), 4096),
+        "tenant_a_output_tokens": min(int(constraint_value(constraints, "avg_output_tokens", 128)), 256),
+        "tenant_b_concurrency": min(max(int(constraint_value(constraints, "peak_concurrency", 16)) // 4, 2), 16),
+        "tenant_b_input_tokens": min(int(constraint_value(constraints, "max_input_tokens", 32768)), 32768),
+        "tenant_b_output_tokens": 64,
+        "alone_s": 30.0,  # A alone: its baseline
+        "flood_lead_s": 5.0,  # B floods this long before A's measured window
+        "flood_s": 30.0,  # A under B's flood
+        # send the `priority` field (vLLM --scheduling-policy priority: lower first); the validation
+        # plan turns it on when the candidate's launch flags enable priority scheduling
+        "use_priority": False,
+        "tenant_a_priority": 0,
+        "tenant_b_priority": 10,
+        # A's TTFT p95 under the flood over alone; by default judged only without a TTFT budget (even a
+        # priority scheduler slows A down while B's long prefills share each step: the budget decides)
+        "max_ttft_slowdown": None if constraint_value(constraints, "ttft_p95_ms", None) is not None else 10.0,
+        **budget_params(constraints),
+    }
+
+
+async def run_isolation(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
+    """Tenant A's short interactive traffic alone, then under tenant B's flood of long requests."""
+    rate = require_param(params, "tenant_a_rate", float, 0.01)
+    a_input = require_param(params, "tenant_a_input_tokens", int, 1)
+    a_output = require_param(params, "tenant_a_output_tokens", int, 1)
+    b_concurrency = require_param(params, "tenant_b_concurrency", int, 1)
+    b_input = require_param(params, "tenant_b_input_tokens", int, 1)
+    b_output = require_param(params, "tenant_b_output_tokens", int, 1)
+    alone_s = require_param(params, "alone_s", float, 0.1)
+    lead_s = require_param(params, "flood_lead_s", float, 0)
+    flood_s = require_param(params, "flood_s", float, 0.1)
+    use_priority = bool(params.get("use_priority"))
+    reporter = Reporter(progress, cancel)
+    notes: list[str] = []
+    total = alone_s + lead_s + flood_s
+    async with Session(target) as session:
+        prompts = session.prompts
+        assert prompts is not None
+
+        def tenant_body(tenant: str) -> dict[str, Any]:
+            body: dict[str, Any] = {"user": f"kvselect-tenant-{tenant}"}
+            if use_priority:
+                body["priority"] = int(params.get(f"tenant_{tenant}_priority") or 0)
+            return body
+
+        def make_a(index: int, phase: str) -> RequestSpec:
+            return session.spec(
+                prompts.text(a_input, seed=index),
+                a_output,
+                request_id=f"tenant-a-{phase}-{index}",
+                tag=f"tenant_a_{phase}",
+                extra_body=tenant_body("a"),
+            )
+
+        head = min(32, b_input)
+        body = prompts.text(b_input - head, seed=10_000_000) if b_input > head else ""
+
+        def make_b(index: int) -> RequestSpec:
+            # a different head makes every request miss the prefix cache, and the body built once keeps
+            # the client's loop free for tenant A's sends (a 32K-token prompt takes a while to build)
+            return session.spec(
+                prompts.text(head, seed=10_000_001 + index) + body,
+                b_output,
+                request_id=f"tenant-b-{index}",
+                tag="tenant_b",
+                extra_body=tenant_body("b"),
+            )
+
+        def a_config(duration: float) -> LoadConfig:
+            return LoadConfig(mode="open", rate=rate, duration_s=duration, drain_timeout_s=120.0, seed=7)
+
+        alone = await run_load(
+            session.client,
+            lambda i: make_a(i, "alone"),
+            a_config(alone_s),
+            cancel=cancel,
+            progress=reporter.phase("tenant A alone", 0, 100 * alone_s / total),
+        )
+        flood = b_outcome = None
+        if not alone.cancelled:
+            client_b = OpenAIClient(
+                target.endpoint_url,
+                target.model,
+                api_key=target.api_key,
+                request_timeout_s=target.request_timeout_s,
+                keep_alive=target.engine != "llamacpp",
+            )
+            await client_b.open()
+            b_stop = asyncio.Event()
+            b_task = asyncio.ensure_future(
+                run_load(
+                    client_b,
+                    make_b,
+                    LoadConfig(
+                        mode="closed",
+                        concurrency=b_concurrency,
+                        duration_s=lead_s + flood_s + 3600.0,
+                        drain_timeout_s=0.5,
+                        stop_after_s_without_success=None,
+                    ),
+                    cancel=lambda: b_stop.is_set() or reporter.cancelled(),
+                )
+            )
+            try:
+                waited = time.perf_counter()
+                while time.perf_counter() - waited < lead_s and not reporter.cancelled():
+                    await asyncio.sleep(0.1)
+                flood = await run_load(
+                    session.client,
+                    lambda i: make_a(i, "flood"),
+                    a_config(flood_s),
+                    cancel=cancel,
+                    progress=reporter.phase("tenant A under flood", 100 * (alone_s + lead_s) / total, 100),
+                )
+            finally:
+                b_stop.set()
+                b_outcome = await b_task
+                await client_b.close()
+    cancelled = alone.cancelled or bool(flood and flood.cancelled) or reporter.cancelled()
+    points, outcomes = [], []
+    for label, outcome in (("tenant_a_alone", alone), ("tenant_a_flood", flood), ("tenant_b_flood", b_outcome)):
+        if outcome is None:
+            continue
+        point = summarize(outcome, label=label, slo=slo_of(params) if label.startswith("tenant_a") else None)
+        attach_engine_stats(
+            point,
+            session.metrics.recording,
+            outcome.measure_start - session.time_zero,
+            outcome.measure_end - session.time_zero,
+        )
+        points.append(point)
+        outcomes.append(outcome)
+    figures = _isolation_figures(alone, flood, b_outcome, b_concurrency)
+    verdicts = _isolation_verdicts(points, alone, flood, b_outcome, figures, params, b_concurrency)
+    if cancelled:
+        notes.append("cancelled: partial data")
+    reporter.close()
+    scheduling = "priority" if use_priority else "fcfs"
+    return build_result(
+        "isolation",
+        session,
+        params,
+        points,
+        outcomes,
+        verdicts,
+        notes,
+        cancelled,
+        {
+            "isolation": {"scheduling": scheduling, **figures},
+            # scoring's concurrency-control criterion reads A's p95 under the flood with its interval
+            "derived_intervals": {"isolation_ttft_p95_ms": figures["a_ttft_p95_flood_interval"]},
+            "observed": _isolation_observed(figures, scheduling, b_input, b_concurrency),
+        },
+    )
+
+
+def _ok_values(outcome: LoadOutcome | None, attr: str) -> list[float]:
+    if outcome is None:
+        return []
+    return [getattr(r, attr) for r in outcome.records if r.ok and not r.aborted and getattr(r, attr) is not None]
+
+
+def _isolation_figures(
+    alone: LoadOutcome, flood: LoadOutcome | None, b_outcome: LoadOutcome | None, b_concurrency: int
+) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for phase, outcome in (("alone", alone), ("flood", flood)):
+        for metric in ("ttft_ms", "tpot_ms"):
+            values = _ok_values(outcome, metric)
+            figures[f"a_{metric.replace('_ms', '')}_p95_{phase}_ms"] = (
+                float(np.percentile(values, 95)) if values else None
+            )
+            figures[f"a_{metric.replace('_ms', '')}_n_{phase}"] = len(values)
+        ttft = _ok_values(outcome, "ttft_ms")
+        interval = percentile_interval(ttft, 95) if len(ttft) >= MIN_SAMPLES else None
+        figures[f"a_ttft_p95_{phase}_interval"] = None if interval is None else list(interval)
+        figures[f"a_errors_{phase}"] = sum(1 for r in (outcome.records if outcome else []) if not r.ok)
+    alone_ttft, flood_ttft = _ok_values(alone, "ttft_ms"), _ok_values(flood, "ttft_ms")
+    slowdown = None
+    interval = None
+    if alone_ttft and flood_ttft:
+        base = float(np.percentile(alone_ttft, 95))
+        slowdown = float(np.percentile(flood_ttft, 95)) / base if base > 0 else None
+        interval = ratio_interval(flood_ttft, alone_ttft, q=95.0)
+    figures["a_ttft_p95_slowdown"] = slowdown
+    figures["a_ttft_p95_slowdown_interval"] = None if interval is None else list(interval)
+    held = b_outcome.achieved_concurrency if b_outcome is not None else None
+    figures["b_held_concurrency"] = held
+    figures["b_requests_completed"] = sum(1 for r in (b_outcome.records if b_outcome else []) if r.ok)
+    figures["b_requests_failed"] = sum(
+        1 for r in (b_outcome.records if b_outcome else []) if not r.ok and r.error_class != "cancelled"
+    )
+    ended = figures["b_requests_completed"] + figures["b_requests_failed"]
+    # B's requests held the engine: in flight most of the time, and not refused at once (a request
+    # answered 400 or 429 is "in flight" for a moment only, yet loads nothing)
+    figures["flood_exercised"] = (
+        held is not None and held >= 0.5 * b_concurrency and (not ended or figures["b_requests_failed"] <= ended / 2)
+    )
+    return figures
+
+
+def _isolation_verdicts(
+    points: list[LoadPoint],
+    alone: LoadOutcome,
+    flood: LoadOutcome | None,
+    b_outcome: LoadOutcome | None,
+    figures: dict[str, Any],
+    params: dict[str, Any],
+    b_concurrency: int,
+) -> list[dict[str, Any]]:
+    held = figures["b_held_concurrency"]
+    exercised = figures["flood_exercised"]
+    verdicts = [
+        make_verdict(
+            "flood_held",
+            None,
+            f"tenant B held {held or 0:.1f} of {b_concurrency} long requests in flight on average "
+            f"({figures['b_requests_completed']} completed, {figures['b_requests_failed']} failed)",
+            held,
+            b_concurrency,
+            (figures["b_requests_completed"] + figures["b_requests_failed"]),
+            PASS if exercised else NOT_EXERCISED,
+        )
+    ]
+    flood_point = next((p for p in points if p.label == "tenant_a_flood"), None)
+    if flood_point is None or flood is None:
+        verdicts.append(
+            make_verdict("tenant_a_protected", None, "tenant A never ran under the flood", status=NOT_EXERCISED)
+        )
+        return verdicts
+    judged = [errors_verdict([flood_point], name="zero_errors[tenant_a_flood]")]
+    judged += budget_verdicts(flood_point, params, label="tenant_a_flood", records=flood.records)
+    limit = params.get("max_ttft_slowdown")
+    alone_ttft, flood_ttft = _ok_values(alone, "ttft_ms"), _ok_values(flood, "ttft_ms")
+    n = min(len(alone_ttft), len(flood_ttft))
+    slowdown, interval = figures["a_ttft_p95_slowdown"], figures["a_ttft_p95_slowdown_interval"]
+    if limit is None:
+        detail = (
+            "no slowdown limit (params.max_ttft_slowdown): the TTFT budget decides"
+            if slowdown is None
+            else f"tenant A TTFT p95 under the flood is {slowdown:.2f}x alone; no limit set "
+            "(params.max_ttft_slowdown): the TTFT budget decides"
+        )
+        judged.append(verdict("tenant_a_ttft_slowdown", NOT_JUDGED, detail, slowdown, None, n, interval))
+    else:
+        limit = float(limit)
+        if n < MIN_SAMPLES or slowdown is None:
+            status = INSUFFICIENT_DATA
+            detail = (
+                f"TTFT p95 ratio from {len(flood_ttft)} and {len(alone_ttft)} requests: "
+                f"at least {MIN_SAMPLES} each are needed"
+            )
+        else:
+            status = compare(slowdown, interval, limit)
+            detail = (
+                f"tenant A TTFT p95 under the flood is {slowdown:.2f}x alone"
+                + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
+                + f", n={len(flood_ttft)}/{len(alone_ttft)}, vs <= {limit:g}x"
+            )
+            if status == INCONCLUSIVE:
+                detail += ": the interval straddles the limit"
+        judged.append(verdict("tenant_a_ttft_slowdown", status, detail, slowdown, limit, n, interval))
+    if not exercised:  # an unloaded engine protects nobody: these observed no isolation
+        judged = [
+            verdict(
+                v["name"],
+                NOT_EXERCISED,
+                v["detail"] + "; tenant B's flood did not load the engine",
+                v["value"],
+                v["threshold"],
+                v["n"],
+                v["interval"],
+            )
+            if v["status"] == PASS
+            else v
+            for v in judged
+        ]
+    return verdicts + judged
+
+
+def _isolation_observed(figures: dict[str, Any], scheduling: str, b_input: int, b_concurrency: int) -> dict[str, Any]:
+    def ms(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.0f} ms"
+
+    slowdown = figures["a_ttft_p95_slowdown"]
+    interval = figures["a_ttft_p95_slowdown_interval"]
+    line = (
+        f"tenant A TTFT p95 {ms(figures['a_ttft_p95_alone_ms'])} alone (n={figures['a_ttft_n_alone']}) vs "
+        f"{ms(figures['a_ttft_p95_flood_ms'])} under tenant B's flood (n={figures['a_ttft_n_flood']})"
+        + ("" if slowdown is None else f", x{slowdown:.1f}")
+        + ("" if not interval else f" (95% CI {interval[0]:.1f}–{interval[1]:.1f})")
+        + f"; TPOT p95 {ms(figures['a_tpot_p95_alone_ms'])} vs {ms(figures['a_tpot_p95_flood_ms'])}; "
+        f"B held {figures['b_held_concurrency'] or 0:.1f} of {b_concurrency} requests of {b_input} tokens; "
+        f"scheduling {scheduling}"
+    )
+    return {"line": line, "scheduling": scheduling, **{k: v for k, v in figures.items()}}

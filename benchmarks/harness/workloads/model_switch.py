@@ -1,0 +1,545 @@
+"""Test 7, model switch and rollback: move steady load to a new version and back; errors,
+downtime and time back within the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.load import (
+    LoadConfig,
+    LoadOutcome,
+    summarize,
+)
+from benchmarks.harness.metrics import MetricsSampler
+from benchmarks.harness.safety import check_target
+from benchmarks.harness.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    NOT_EXERCISED,
+    PASS,
+    verdict,
+)
+from benchmarks.harness.workloads.common import (
+    PlanError,
+    Reporter,
+    Session,
+    Target,
+    budget_params,
+    budget_verdicts,
+    build_result,
+    constraint_value,
+    make_verdict,
+    require_param,
+    series_in,
+)
+from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
+from benchmarks.result import LoadPoint, NormalizedResult
+
+SWITCH_MODES = ("endpoint", "restart")
+
+
+SWITCH_PHASES = ("before", "switched", "rolled_back")
+
+
+SWITCH_ERROR_BACKOFF_S = 0.05  # a worker whose request failed waits this long: a down engine answers at once
+
+
+def plan_model_switch(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    avg_input = int(constraint_value(constraints, "avg_input_tokens", 512))
+    sharing = float(constraint_value(constraints, "prefix_sharing_ratio", 0.5))
+    return {
+        "concurrency": min(
+            max(int(constraint_value(constraints, "peak_concurrency", 16)) // 2, 1), 64
+        ),  # steady, not peak
+        "input_tokens": avg_input,
+        # a shared system prompt, so the cache-hit drop at the switch shows (a new KV format starts cold)
+        "prefix_tokens": max(min(int(avg_input * sharing), avg_input - 1), 0),
+        "output_tokens": min(int(constraint_value(constraints, "avg_output_tokens", 128)), 256),
+        "before_s": 60.0,  # steady load on the current recipe
+        "switched_s": 60.0,  # on the new recipe (endpoint B, or after the restart)
+        "after_s": 60.0,  # after the rollback
+        # endpoint: traffic moves to params.switch_endpoint and back (two deployments behind your
+        # gateway); restart: the simulator's POST /admin/restart. None: endpoint when one is given,
+        # else restart on the simulator
+        "switch_mode": "",
+        "switch_endpoint": "",
+        "switch_model": "",  # the served model name on switch_endpoint (default: the candidate's)
+        "switch_metrics_url": "",  # default: <switch_endpoint>/metrics
+        "restart_config": {},  # simulator settings of the new version, e.g. {"kv_bytes_per_token": 262144}
+        "restart_downtime_s": None,  # None: the simulator's own setting
+        "restart_graceful": None,
+        "recovery_requests": 10,  # the budget holds again at the first run of this many good requests
+        "max_switch_errors": 0,
+        "max_recovery_s": 30.0,
+        **budget_params(constraints),
+    }
+
+
+def switch_mode(target: Target, params: dict[str, Any]) -> str:
+    mode = params.get("switch_mode") or ("endpoint" if params.get("switch_endpoint") else None)
+    if mode is None:
+        if target.engine != "simulator":
+            raise PlanError(
+                "params.switch_endpoint: give the second deployment's endpoint (the new model or engine "
+                "version) to move traffic to and back; kvselect runs no switch command against a real engine"
+            )
+        mode = "restart"
+    if mode not in SWITCH_MODES:
+        raise PlanError(f"params.switch_mode: must be one of {', '.join(SWITCH_MODES)}, got {mode!r}")
+    if mode == "endpoint" and not params.get("switch_endpoint"):
+        raise PlanError("params.switch_endpoint: required when params.switch_mode is 'endpoint'")
+    if mode == "restart" and target.engine != "simulator":
+        raise PlanError(
+            "params.switch_mode: 'restart' uses the simulator's POST /admin/restart; for a real engine give "
+            "params.switch_endpoint (the new version deployed beside the current one)"
+        )
+    if not isinstance(params.get("restart_config") or {}, dict):
+        raise PlanError(
+            f"params.restart_config: must be an object of simulator settings, got {params['restart_config']!r}"
+        )
+    return mode
+
+
+def switch_phase_of(record: RequestRecord, events: dict[str, float], zero: float, restart: bool) -> str:
+    """The phase a request counts in: the one it was sent in, except that on a restart a request still
+    in flight at the next event (cut, or held while the engine restarted) counts in that event's phase,
+    not before it. Between two endpoints nothing goes down: a request stays where it was sent."""
+    name = record.tag
+    if not restart:
+        return name
+    ended = (record.end_time or record.send_time) - zero
+    if name == "before" and "switch" in events and ended >= events["switch"]:
+        name = "switched"
+    if name == "switched" and "rollback" in events and ended >= events["rollback"]:
+        name = "rolled_back"
+    return name
+
+
+def _good_for_budget(record: RequestRecord, params: dict[str, Any]) -> bool:
+    """A request that succeeded within the per-request latency budgets (TTFT, TPOT)."""
+    if not record.ok or record.aborted:
+        return False
+    ttft, tpot = params.get("ttft_p95_ms"), params.get("tpot_p95_ms")
+    if ttft is not None and (record.ttft_ms is None or record.ttft_ms > float(ttft)):
+        return False
+    return tpot is None or record.tpot_ms is None or record.tpot_ms <= float(tpot)
+
+
+def recovery_seconds(records: list[RequestRecord], event: float, params: dict[str, Any], window: int) -> float | None:
+    """Seconds from `event` to the first request of the first run of `window` consecutive requests that
+    succeeded within the per-request budgets (TTFT, TPOT); None when no such run came."""
+    ordered = sorted(records, key=lambda r: r.send_time)
+    run = 0
+    for index, record in enumerate(ordered):
+        run = run + 1 if _good_for_budget(record, params) else 0
+        if run == window:
+            return max(ordered[index - window + 1].send_time - event, 0.0)
+    return None
+
+
+def downtime_seconds(records: list[RequestRecord]) -> float:
+    """Total time requests failed: each run of failures counts from its first send to the next success's send."""
+    ordered = sorted(records, key=lambda r: r.send_time)
+    total, since = 0.0, None
+    for record in ordered:
+        if not record.ok:
+            since = record.send_time if since is None else since
+        elif since is not None:
+            total += record.send_time - since
+            since = None
+    if since is not None:
+        total += max((r.end_time or r.send_time) for r in ordered) - since
+    return total
+
+
+def longest_stall_seconds(records: list[RequestRecord], event: float) -> float:
+    """The longest wait without a successful completion, from `event` on (a held switch shows here)."""
+    ends = sorted(r.end_time for r in records if r.ok and r.end_time is not None and r.end_time >= event)
+    if not ends:
+        return 0.0
+    gaps = [ends[0] - event] + [b - a for a, b in zip(ends, ends[1:], strict=False)]
+    return max(gaps)
+
+
+def _hit_ratio(records: list[RequestRecord]) -> float | None:
+    """Mean share of the prompt the engine served from its cache (usage.cached_tokens), or None."""
+    shares = [
+        r.cached_tokens / r.prompt_tokens for r in records if r.ok and r.cached_tokens is not None and r.prompt_tokens
+    ]
+    return sum(shares) / len(shares) if shares else None
+
+
+async def run_model_switch(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
+    """Steady load on the candidate, a switch to the new version (endpoint B, or the simulator's
+    restart) and back: errors, downtime, time until the budget holds again, KV spike, cache-hit drop."""
+    concurrency = require_param(params, "concurrency", int, 1)
+    input_tokens = require_param(params, "input_tokens", int, 1)
+    output_tokens = require_param(params, "output_tokens", int, 1)
+    prefix_tokens = int(params.get("prefix_tokens") or 0)
+    if not 0 <= prefix_tokens < input_tokens:
+        raise PlanError(f"params.prefix_tokens: must be in [0, input_tokens), got {prefix_tokens!r}")
+    durations = {
+        "before": require_param(params, "before_s", float, 0.1),
+        "switched": require_param(params, "switched_s", float, 0.1),
+        "rolled_back": require_param(params, "after_s", float, 0.1),
+    }
+    window = require_param(params, "recovery_requests", int, 1)
+    mode = switch_mode(target, params)
+    if mode == "endpoint" and target.allowed_hosts is not None:
+        for key in ("switch_endpoint", "switch_metrics_url"):
+            if params.get(key):
+                try:
+                    check_target(params[key], target.allowed_hosts)
+                except ValueError as exc:
+                    raise PlanError(f"params.{key}: {exc}") from exc
+    reporter = Reporter(progress, cancel)
+    notes: list[str] = []
+    total_s = sum(durations.values())
+    phase = {"name": "before"}
+    events: dict[str, float] = {}
+    sent: list[RequestRecord] = []
+    triggers: list[dict[str, Any]] = []
+    second: MetricsSampler | None = None
+    async with Session(target) as session:
+        prompts = session.prompts
+        assert prompts is not None
+        client_b = None
+        if mode == "endpoint":
+            client_b = OpenAIClient(
+                params["switch_endpoint"],
+                params.get("switch_model") or target.model,
+                api_key=target.api_key,
+                request_timeout_s=target.request_timeout_s,
+                keep_alive=target.engine != "llamacpp",
+            )
+            await client_b.open()
+            headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+            metrics_b = params.get("switch_metrics_url") or params["switch_endpoint"].rstrip("/") + "/metrics"
+            engine = target.engine if target.engine != "simulator" else "auto"
+            second = MetricsSampler(metrics_b, engine, time_zero=session.time_zero, headers=headers)
+            await second.start()
+
+        async def trigger(event: str) -> None:
+            events[event] = session.now()
+            phase["name"] = "switched" if event == "switch" else "rolled_back"
+            if mode == "restart":
+                body: dict[str, Any] = {"config": dict(params.get("restart_config") or {}) if event == "switch" else {}}
+                if params.get("restart_downtime_s") is not None:
+                    body["downtime_s"] = float(params["restart_downtime_s"])
+                if params.get("restart_graceful") is not None:
+                    body["graceful"] = bool(params["restart_graceful"])
+                try:
+                    status, answer = await session.client.post_json("/admin/restart", body)
+                except Exception as exc:  # the hook's failure is reported, never the test's crash
+                    status, answer = None, {"error": f"{type(exc).__name__}: {exc}"}
+                triggers.append({"event": event, "status": status, "answer": answer})
+                if status != 202:
+                    notes.append(f"{event}: the simulator refused the restart ({status}): {answer}")
+
+        def make(index: int, name: str) -> RequestSpec:
+            text = (
+                prompts.shared_prefix(prefix_tokens, input_tokens - prefix_tokens, seed=index)
+                if prefix_tokens
+                else prompts.text(input_tokens, seed=index)
+            )
+            return session.spec(text, output_tokens, request_id=f"switch-{index}", tag=name)
+
+        stop = asyncio.Event()
+
+        async def worker(first: int) -> None:
+            index = first
+            while not stop.is_set():
+                name = phase["name"]
+                client = client_b if (name == "switched" and client_b is not None) else session.client
+                record = RequestRecord()
+                sent.append(record)
+                await client.send(make(index, name), record)
+                index += concurrency
+                if not record.ok:
+                    await asyncio.sleep(SWITCH_ERROR_BACKOFF_S)
+
+        async def controller() -> None:
+            begin = time.perf_counter()
+            marks = (("switch", durations["before"]), ("rollback", durations["before"] + durations["switched"]))
+            pending = list(marks)
+            reported = -1.0
+            try:
+                while time.perf_counter() - begin < total_s and not reporter.cancelled():
+                    elapsed = time.perf_counter() - begin
+                    if pending and elapsed >= pending[0][1]:
+                        await trigger(pending.pop(0)[0])
+                    if elapsed - reported >= 0.5:  # progress twice a second; the events on time to 50 ms
+                        reporter.done = len(sent)
+                        await reporter.emit(phase["name"], min(elapsed / total_s * 100.0, 99.0))
+                        reported = elapsed
+                    await asyncio.sleep(0.05)
+            finally:
+                if "switch" in events and "rollback" not in events and mode == "restart":
+                    await trigger("rollback")  # never leave the engine on the new version
+                stop.set()
+
+        workers = [asyncio.ensure_future(worker(i)) for i in range(concurrency)]
+        await controller()
+        cancelled = reporter.cancelled()
+        if cancelled:
+            for task in workers:
+                task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        if second is not None:
+            await second.stop()
+        if client_b is not None:
+            await client_b.close()
+    end = session.now()
+    records = [r for r in sent if r.send_time > 0 and r.error_class != "cancelled"]
+    by_phase: dict[str, list[RequestRecord]] = {name: [] for name in SWITCH_PHASES}
+    for record in records:
+        by_phase[switch_phase_of(record, events, session.time_zero, mode == "restart")].append(record)
+    bounds = {
+        "before": (0.0, events.get("switch", end)),
+        "switched": (events.get("switch", end), events.get("rollback", end)),
+        "rolled_back": (events.get("rollback", end), end),
+    }
+    config = LoadConfig(mode="closed", concurrency=concurrency, duration_s=total_s)
+    points: list[LoadPoint] = []
+    outcomes: list[LoadOutcome] = []
+    for name in SWITCH_PHASES:
+        t0, t1 = bounds[name]
+        part = LoadOutcome(
+            config=config,
+            records=by_phase[name],
+            run_start=session.time_zero,
+            measure_start=session.time_zero + t0,
+            measure_end=session.time_zero + t1,
+            cancelled=cancelled,
+        )
+        point = summarize(part, label=name, slo=slo_of(params))
+        recording = second.recording if (name == "switched" and second is not None) else session.metrics.recording
+        attach_engine_stats(point, recording, t0, t1)
+        point.extra["hit_ratio_usage"] = _hit_ratio(by_phase[name])
+        points.append(point)
+        outcomes.append(part)
+    figures = _switch_figures(by_phase, events, session, second, params, window, bounds)
+    verdicts = budget_verdicts(points[0], params, label="before", records=by_phase["before"])
+    baseline_failed = any(v["status"] == FAIL for v in verdicts)
+    verdicts.append(_switch_errors_verdict(by_phase, figures, params))
+    for name, event, label in (
+        ("switched", "switch", "budget_recovered_after_switch"),
+        ("rolled_back", "rollback", "budget_recovered_after_rollback"),
+    ):
+        verdicts.append(
+            _recovery_verdict(
+                label,
+                by_phase[name],
+                figures[f"{event}_recovery_s"],
+                params,
+                window,
+                baseline_failed,
+                event in events,
+                bounds[name][1] - bounds[name][0],
+            )
+        )
+    refused = [t for t in triggers if t["status"] != 202]
+    if refused:  # the engine never switched: nothing about a switch was observed
+        verdicts = [
+            verdict(
+                v["name"],
+                NOT_EXERCISED,
+                v["detail"] + f"; the restart was refused ({refused[0]['status']}), so no switch happened",
+                v["value"],
+                v["threshold"],
+                v["n"],
+                v["interval"],
+            )
+            if v["status"] == PASS and not v["name"].endswith("[before]")
+            else v
+            for v in verdicts
+        ]
+    if cancelled:
+        notes.append("cancelled: partial data")
+    reporter.close()
+    result = build_result(
+        "model_switch",
+        session,
+        params,
+        points,
+        outcomes,
+        verdicts,
+        notes,
+        cancelled,
+        {
+            "switch": {
+                "mode": mode,
+                "switch_at_s": events.get("switch"),
+                "rollback_at_s": events.get("rollback"),
+                "switch_endpoint": params.get("switch_endpoint"),
+                "triggers": triggers,
+                "timeline": _switch_timeline(records, session.time_zero),
+                **figures,
+            },
+            "observed": _switch_observed(mode, params, figures, by_phase),
+        },
+    )
+    if second is not None:
+        for name, values in second.recording.series.items():
+            result.timeseries[f"switched.{name}"] = values
+    return result
+
+
+def _switch_figures(
+    by_phase: dict[str, list[RequestRecord]],
+    events: dict[str, float],
+    session: Session,
+    second: MetricsSampler | None,
+    params: dict[str, Any],
+    window: int,
+    bounds: dict[str, tuple[float, float]],
+) -> dict[str, Any]:
+    zero = session.time_zero
+    figures: dict[str, Any] = {}
+    for name, event in (("switched", "switch"), ("rolled_back", "rollback")):
+        at = events.get(event)
+        records = by_phase[name]
+        figures[f"{event}_errors"] = sum(1 for r in records if not r.ok)
+        figures[f"{event}_requests"] = len(records)
+        figures[f"{event}_downtime_s"] = downtime_seconds(records) if records else None
+        figures[f"{event}_stall_s"] = longest_stall_seconds(records, zero + at) if at is not None and records else None
+        figures[f"{event}_recovery_s"] = (
+            recovery_seconds(records, zero + at, params, window) if at is not None and records else None
+        )
+    figures["rollback_s"] = figures["rollback_recovery_s"]  # the rollback's time until the budget holds again
+    recording = session.metrics.recording
+    before = series_in(recording, "kv_usage_ratio", *bounds["before"])
+    switched_recording = second.recording if second is not None else recording
+    after = series_in(switched_recording, "kv_usage_ratio", *bounds["switched"])
+    figures["kv_usage_before_mean"] = sum(before) / len(before) if before else None
+    figures["kv_usage_switched_peak"] = max(after) if after else None
+    figures["kv_spike"] = (
+        figures["kv_usage_switched_peak"] - figures["kv_usage_before_mean"] if before and after else None
+    )
+    figures["hit_ratio_before"] = _hit_ratio(by_phase["before"])
+    first_after = sorted((r for r in by_phase["switched"] if r.ok), key=lambda r: r.send_time)[:window]
+    figures["hit_ratio_after_switch"] = _hit_ratio(first_after)
+    figures["hit_drop"] = (
+        figures["hit_ratio_before"] - figures["hit_ratio_after_switch"]
+        if figures["hit_ratio_before"] is not None and figures["hit_ratio_after_switch"] is not None
+        else None
+    )
+    return figures
+
+
+SWITCH_TIMELINE_POINTS = 1500  # the chart's requests at most (every nth kept, the failed ones always)
+
+
+def _switch_timeline(records: list[RequestRecord], zero: float) -> list[list[Any]]:
+    """[send time s, TTFT ms or None, ok] per request in send order, thinned for the chart."""
+    ordered = sorted(records, key=lambda r: r.send_time)
+    every = max(len(ordered) // SWITCH_TIMELINE_POINTS, 1)
+    return [
+        [round(r.send_time - zero, 4), None if r.ttft_ms is None else round(r.ttft_ms, 2), bool(r.ok)]
+        for index, r in enumerate(ordered)
+        if not r.ok or index % every == 0
+    ]
+
+
+def _switch_errors_verdict(
+    by_phase: dict[str, list[RequestRecord]], figures: dict[str, Any], params: dict[str, Any]
+) -> dict[str, Any]:
+    allowed = int(params.get("max_switch_errors") or 0)
+    errors = figures["switch_errors"] + figures["rollback_errors"]
+    n = figures["switch_requests"] + figures["rollback_requests"]
+    down = (figures["switch_downtime_s"] or 0.0) + (figures["rollback_downtime_s"] or 0.0)
+    detail = (
+        f"{errors} of {n} requests failed across the switch and the rollback (at most {allowed} allowed); "
+        f"requests failed for {down:.2f} s in all"
+    )
+    if n == 0:
+        return make_verdict(
+            "switch_errors", None, "no request was sent after the switch", None, allowed, 0, INSUFFICIENT_DATA
+        )
+    return make_verdict("switch_errors", errors <= allowed, detail, errors, allowed, n)
+
+
+def _recovery_verdict(
+    name: str,
+    records: list[RequestRecord],
+    recovery: float | None,
+    params: dict[str, Any],
+    window: int,
+    baseline_failed: bool,
+    happened: bool,
+    span_s: float,
+) -> dict[str, Any]:
+    limit = float(params.get("max_recovery_s") or 30.0)
+    n = len(records)
+    what = "the switch" if name.endswith("switch") else "the rollback"
+    if not happened:
+        return make_verdict(name, None, f"{what} never happened (cancelled first)", None, limit, n, NOT_EXERCISED)
+    budget = (
+        ", ".join(
+            f"{k.replace('_p95_ms', '').upper()} <= {params[k]:g} ms"
+            for k in ("ttft_p95_ms", "tpot_p95_ms")
+            if params.get(k) is not None
+        )
+        or "no latency budget: errors only"
+    )
+    if recovery is None and n < window and (any(_good_for_budget(r, params) for r in records) or span_s <= limit):
+        return make_verdict(
+            name, None, f"{n} requests after {what}: at least {window} are needed", None, limit, n, INSUFFICIENT_DATA
+        )
+    if recovery is None:  # no run of good requests: none within budget for longer than allowed
+        status = FAIL
+        detail = f"no run of {window} good requests ({budget}) in the {span_s:.1f} s after {what} (n={n})"
+    else:
+        status = PASS if recovery <= limit else FAIL
+        detail = f"the budget ({budget}) held again {recovery:.2f} s after {what} (limit {limit:g} s, n={n})"
+    if baseline_failed and status != PASS:
+        status = INCONCLUSIVE
+        detail += "; the budget did not hold before the switch either"
+    return make_verdict(name, None, detail, recovery, limit, n, status)
+
+
+def _switch_observed(
+    mode: str, params: dict[str, Any], figures: dict[str, Any], by_phase: dict[str, list[RequestRecord]]
+) -> dict[str, Any]:
+    def seconds(value: float | None) -> str:
+        return "never" if value is None else f"{value:.2f} s"
+
+    def ratio(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1%}"
+
+    errors = figures["switch_errors"] + figures["rollback_errors"]
+    down = (figures["switch_downtime_s"] or 0.0) + (figures["rollback_downtime_s"] or 0.0)
+    how = "endpoint pair" if mode == "endpoint" else "restart"
+    line = (
+        f"switch by {how}: {errors} errors, requests failing {down:.2f} s, longest stall "
+        f"{seconds(figures['switch_stall_s'])}; budget held again {seconds(figures['switch_recovery_s'])} after the "
+        f"switch and {seconds(figures['rollback_recovery_s'])} after the rollback; KV usage "
+        f"{ratio(figures['kv_usage_before_mean'])} before, peak {ratio(figures['kv_usage_switched_peak'])} after; "
+        f"cache hit {ratio(figures['hit_ratio_before'])} before vs {ratio(figures['hit_ratio_after_switch'])} right "
+        f"after (n={len(by_phase['before'])}/{len(by_phase['switched'])}/{len(by_phase['rolled_back'])})"
+    )
+    keys = (
+        "switch_errors",
+        "rollback_errors",
+        "switch_downtime_s",
+        "rollback_downtime_s",
+        "switch_stall_s",
+        "switch_recovery_s",
+        "rollback_recovery_s",
+        "kv_usage_before_mean",
+        "kv_usage_switched_peak",
+        "kv_spike",
+        "hit_ratio_before",
+        "hit_ratio_after_switch",
+        "hit_drop",
+    )
+    return {"line": line, "mode": mode, **{key: figures[key] for key in keys}} | {
+        f"requests_{name}": len(records) for name, records in by_phase.items()
+    }

@@ -1,0 +1,403 @@
+"""Test 6, overload and rejection: step the load up to 3x and back down; the sustainable load,
+the behaviour past it and the recovery (the judging rules: benchmarks.harness.overload).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from benchmarks.harness import overload
+from benchmarks.harness.client import RequestSpec
+from benchmarks.harness.load import (
+    LoadConfig,
+    LoadOutcome,
+    run_load,
+    summarize,
+)
+from benchmarks.harness.verdicts import (
+    FAIL,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_EXERCISED,
+    PASS,
+    judge_percentile,
+)
+from benchmarks.harness.workloads.common import (
+    KV_BASELINE_TOLERANCE,
+    MAX_ERROR_RATE,
+    PlanError,
+    Reporter,
+    Session,
+    Target,
+    budget_params,
+    build_result,
+    constraint_value,
+    length_distributions,
+    make_verdict,
+    require_param,
+)
+from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, open_loop_rate, slo_of, trace_lengths
+from benchmarks.result import LoadPoint, NormalizedResult
+
+
+def plan_overload(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Steps from the target load up to 3x it, then back down to the target (the recovery step).
+    With the constraints' request rate the steps are open-loop rates (Poisson), else concurrencies."""
+    rate = (constraints or {}).get("request_rate")
+    return {
+        "target_concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
+        "rate": float(rate) if rate else None,  # requests/s at the first step; None: closed loop
+        "step_factors": [1.0, 1.5, 2.0, 2.5, 3.0],  # of the target, on the way up (stops at errors)
+        "down_factors": [1.0],  # after the top, back down; the last one is the recovery step
+        "step_duration_s": 30.0,
+        "recovery_s": 60.0,  # how long the recovery step runs (the time to recover is measured in it)
+        "recovery_bound_s": 30.0,  # recovered within this after the overload ends, or it fails
+        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
+        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
+        **length_distributions(constraints),
+        "max_error_rate": MAX_ERROR_RATE,
+        **budget_params(constraints),
+    }
+
+
+async def run_overload(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
+    """Step the load from the target up to 3x (or until errors), then back down; judge the
+    sustainable level, what happened past it and the time to recover (benchmarks.harness.overload)."""
+    target_concurrency = require_param(params, "target_concurrency", int, 1)
+    rate = open_loop_rate(params)
+    up_factors = _factors(params, "step_factors")
+    down_factors = _factors(params, "down_factors")
+    step_s = require_param(params, "step_duration_s", float, 0.1)
+    recovery_s = require_param(params, "recovery_s", float, 0.1)
+    bound_s = require_param(params, "recovery_bound_s", float, 0)
+    input_tokens = require_param(params, "input_tokens", int, 1)
+    output_tokens = require_param(params, "output_tokens", int, 1)
+    max_errors = float(params.get("max_error_rate", MAX_ERROR_RATE))
+    lengths = trace_lengths(params, input_tokens, output_tokens)
+    base = float(rate) if rate else float(target_concurrency)
+    unit = "req/s" if rate else "concurrent"
+
+    def level_of(factor: float) -> float:
+        return round(base * factor, 3) if rate else float(max(int(round(base * factor)), 1))
+
+    plan_steps = [("up", level_of(f)) for f in up_factors] + [("down", level_of(f)) for f in down_factors]
+    total_s = step_s * (len(plan_steps) - 1) + recovery_s
+    reporter = Reporter(progress, cancel)
+    notes: list[str] = []
+    points: list[LoadPoint] = []
+    outcomes: list[LoadOutcome] = []
+    steps: list[overload.Step] = []
+    partial = False
+    session = Session(target)
+    session.metrics.interval_s = min(1.0, max(step_s / 10.0, 0.2))  # enough samples per short step
+    index_base = 0
+    async with session:
+        prompts = session.prompts
+        assert prompts is not None
+        climbing_done = False
+        elapsed = 0.0
+        for position, (direction, level) in enumerate(plan_steps):
+            if direction == "up" and climbing_done:
+                continue
+            if reporter.cancelled():
+                partial = True
+                break
+            recovery = direction == "down" and position == len(plan_steps) - 1
+            duration = recovery_s if recovery else step_s
+            offset = index_base
+
+            def make(index: int, offset: int = offset, label: str = f"{direction}-{level:g}") -> RequestSpec:
+                request_input, request_output = lengths(offset + index)
+                return session.spec(
+                    prompts.text(request_input, seed=offset + index),
+                    request_output,
+                    request_id=f"overload-{label}-{index}",
+                )
+
+            config = (
+                LoadConfig(mode="open", rate=level, duration_s=duration, drain_timeout_s=max(bound_s, step_s))
+                if rate
+                else LoadConfig(
+                    mode="closed", concurrency=int(level), duration_s=duration, drain_timeout_s=max(bound_s, step_s)
+                )
+            )
+            pct0, pct1 = 100 * elapsed / total_s, 100 * min(elapsed + duration, total_s) / total_s
+            elapsed += duration
+            outcome = await run_load(
+                session.client,
+                make,
+                config,
+                cancel=cancel,
+                progress=reporter.phase(f"{direction} {level:g}", pct0, pct1),
+            )
+            index_base += len(outcome.records) + len(outcome.warmup)
+            arrow = "↑" if direction == "up" else "↓"
+            label = f"{arrow} {level:g} req/s" if rate else f"{arrow} c={level:g}"
+            point = summarize(outcome, label=label, slo=slo_of(params))
+            window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero)
+            attach_engine_stats(point, session.metrics.recording, *window)
+            step = _overload_step(point, outcome, params, direction, level, max_errors)
+            point.extra.update(
+                direction=direction,
+                level=level,
+                level_unit=unit,
+                recovery_step=recovery,
+                load_end_s=(outcome.load_end or outcome.measure_end) - session.time_zero,
+            )
+            points.append(point)
+            outcomes.append(outcome)
+            steps.append(step)
+            if outcome.cancelled:
+                partial = True
+                notes.append("cancelled: partial data")
+                break
+            if direction == "up" and (
+                (point.error_rate or 0.0) > max_errors or outcome.stopped_early or step.failures.get("crash")
+            ):
+                climbing_done = True  # up to 3x or until errors
+                notes.append(f"stopped climbing at {level:g} {unit}: {point.error_rate or 0:.1%} of requests failed")
+            if outcome.stopped_early:
+                notes.append(f"the engine stopped answering at {level:g} {unit}: {outcome.stopped_early}")
+                break
+    verdicts, figures = _overload_verdicts(steps, points, outcomes, params, session, base, unit, bound_s)
+    reporter.close()
+    result = build_result(
+        "overload",
+        session,
+        params,
+        points,
+        outcomes,
+        verdicts,
+        notes,
+        partial,
+        {"overload": figures, **lengths_meta(lengths)},
+    )
+    result.metadata["observed"] = {
+        "line": _overload_line(figures, unit),
+        **{k: v for k, v in figures.items() if k != "steps"},
+    }
+    derived = result.metadata.setdefault("derived", {})
+    if figures.get("handling_level") is not None:
+        derived["overload_handling"] = figures["handling_level"]
+    if figures.get("sustainable") is not None and figures.get("mode") == "closed":
+        derived["sustainable_concurrency"] = figures["sustainable"]
+    return result
+
+
+def _factors(params: dict[str, Any], key: str) -> list[float]:
+    factors = params.get(key)
+    if (
+        not isinstance(factors, list)
+        or not factors
+        or any(not isinstance(f, (int, float)) or isinstance(f, bool) or not f > 0 for f in factors)
+    ):
+        raise PlanError(f"params.{key}: must be a non-empty list of positive multiples of the target, got {factors!r}")
+    return [float(f) for f in factors]
+
+
+def _overload_step(
+    point: LoadPoint, outcome: LoadOutcome, params: dict[str, Any], direction: str, level: float, max_errors: float
+) -> overload.Step:
+    """The step's budget judgement (n and interval per budget, in point.extra["budget"]) and figures."""
+    reasons = (
+        (point.extra.get("client_bound_reasons") or ["the client did not hold the load"]) if point.client_bound else []
+    )
+    ok = [r for r in outcome.records if r.ok and not r.aborted]
+    judged = []
+    for key, attr in (("ttft_p95_ms", "ttft_ms"), ("tpot_p95_ms", "tpot_ms"), ("e2e_p95_ms", "e2e_ms")):
+        if params.get(key) is not None:
+            judged.append(
+                judge_percentile(
+                    f"{key.replace('_p95_ms', '')}_p95_within_budget",
+                    [getattr(r, attr) for r in ok],
+                    95,
+                    float(params[key]),
+                    attr.replace("_ms", "").upper(),
+                    client_bound_reasons=reasons,
+                )
+            )
+    finished = (point.requests_completed or 0) + (point.requests_failed or 0)
+    if (point.error_rate or 0.0) > max_errors and finished >= MIN_SAMPLES:
+        status = FAIL
+    elif judged:
+        status = overload.worst_status(v["status"] for v in judged)
+    else:  # no latency budget: the error rate alone decides, from enough requests
+        status = PASS if finished >= MIN_SAMPLES else INSUFFICIENT_DATA
+    failures = overload.failure_kinds(outcome.records)
+    point.extra["budget"] = judged
+    point.extra["budget_status"] = status
+    point.extra["failures_by_kind"] = failures
+    offered = len(outcome.records)
+    completion = (point.requests_completed or 0) / offered if outcome.config.mode == "open" and offered else None
+    point.extra["completion_ratio"] = completion
+    return overload.Step(
+        level=level,
+        direction=direction,
+        status=status,
+        requests=finished,
+        failures=failures,
+        ttft_p95_ms=point.ttft_ms.p95,
+        throughput=point.request_throughput,
+        completion_ratio=completion,
+        waiting_max=point.extra.get("waiting_max"),
+        stopped_early=outcome.stopped_early,
+    )
+
+
+def _overload_verdicts(
+    steps: list[overload.Step],
+    points: list[LoadPoint],
+    outcomes: list[LoadOutcome],
+    params: dict[str, Any],
+    session: Session,
+    base: float,
+    unit: str,
+    bound_s: float,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    verdicts: list[dict[str, Any]] = []
+    if not steps:
+        return [make_verdict("sustainable_load_meets_target", None, "no step ran", status=INSUFFICIENT_DATA)], {}
+    first, first_point = steps[0], points[0]
+    sustainable = overload.sustainable_level(steps)
+    ttft_first = next((v for v in first_point.extra.get("budget") or [] if v["name"].startswith("ttft")), None)
+    detail = (
+        f"sustainable {sustainable:g} {unit} (highest step within the latency budget with at most "
+        f"{float(params.get('max_error_rate', MAX_ERROR_RATE)):.0%} errors) vs target {base:g}"
+        if sustainable is not None
+        else f"the first step ({first.level:g} {unit}) did not meet the budget: {first.status.replace('_', ' ')}"
+    )
+    if ttft_first:
+        detail += f"; at the target: {ttft_first['detail']}"
+    verdicts.append(
+        make_verdict(
+            "sustainable_load_meets_target",
+            None,
+            detail,
+            sustainable,
+            base,
+            first.requests,
+            first.status,
+        )
+        | {"interval": (ttft_first or {}).get("interval")}
+    )
+    reference = float(params["ttft_p95_ms"]) if params.get("ttft_p95_ms") else first.ttft_p95_ms
+    behaviour, reasons = overload.classify(steps, reference)
+    past = [s for s in steps if s.direction == "up" and (sustainable is None or s.level > sustainable)]
+    past_n = sum(s.requests for s in past)
+    if behaviour is None:
+        status = NOT_EXERCISED  # the engine was never pushed past what it sustains
+    else:
+        status = PASS if behaviour in overload.GRACEFUL else FAIL
+    verdicts.append(
+        make_verdict(
+            "overload_handled_gracefully",
+            None,
+            (f"past the sustainable load: {behaviour}; " if behaviour else "") + "; ".join(reasons),
+            behaviour,
+            "rejection or bounded queueing",
+            past_n,
+            status,
+        )
+    )
+    # recovery: from the end of the top step's load, in the last (recovery) step
+    recovery = None
+    top_index = max((i for i, s in enumerate(steps) if s.direction == "up"), default=0)
+    last = len(steps) - 1
+    if steps[last].direction == "down" and last > top_index:
+        load_end = points[top_index].extra["load_end_s"]
+        until = outcomes[last].measure_end - session.time_zero
+        baselines, tolerances = {}, {}
+        for name, tolerance in (("waiting", 0.0), ("kv_usage_ratio", KV_BASELINE_TOLERANCE)):
+            value = first_point.extra.get(f"{name}_max")
+            if value is not None:
+                baselines[name], tolerances[name] = float(value), tolerance
+        recovery = overload.recovery_time(
+            load_end,
+            outcomes[last].records,
+            first.ttft_p95_ms,
+            session.metrics.recording.series,
+            baselines,
+            tolerances,
+            until,
+            time_zero=session.time_zero,
+        )
+        recovery["baseline"] = {"ttft_p95_ms": first.ttft_p95_ms, **baselines}
+    recovered = None if recovery is None else recovery["recovered_s"]
+    n_recovery = steps[last].requests if recovery is not None else 0
+    if behaviour is None:
+        status, detail = NOT_EXERCISED, "no overload happened: nothing to recover from"
+    elif behaviour == overload.CRASH:
+        status, detail = FAIL, "the engine crashed: it did not come back"
+    elif recovery is None:
+        status, detail = INSUFFICIENT_DATA, "no step back down ran after the overload"
+    elif n_recovery < overload.RECOVERY_WINDOW:
+        status, detail = INSUFFICIENT_DATA, f"{n_recovery} requests in the recovery step"
+    elif recovered is None:
+        lagging = [k for k, v in recovery["parts_s"].items() if v is None]
+        status, detail = (
+            FAIL,
+            f"not back to the first step's level ({', '.join(lagging)}) by the end of the recovery step",
+        )
+    else:
+        status = PASS if recovered <= bound_s else FAIL
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in recovery["parts_s"].items() if v is not None)
+        detail = f"back to the first step's level {recovered:.1f} s after the overload ended ({parts})"
+    verdicts.append(make_verdict("recovered_within_bound", None, detail, recovered, bound_s, n_recovery, status))
+    figures = {
+        "mode": "open" if params.get("rate") else "closed",
+        "unit": unit,
+        "target": base,
+        "sustainable": sustainable,
+        "top": max((s.level for s in steps if s.direction == "up"), default=None),
+        "behaviour": behaviour,
+        "handling_level": None if behaviour is None else overload.HANDLING_LEVEL[behaviour],
+        "reasons": reasons,
+        "recovery_s": recovered,
+        "recovery": recovery,
+        "steps": [
+            {
+                "label": p.label,
+                "direction": s.direction,
+                "level": s.level,
+                "status": s.status,
+                "n": s.requests,
+                "ttft_p95_ms": s.ttft_p95_ms,
+                "error_rate": p.error_rate,
+                "failures": s.failures,
+                "waiting_max": s.waiting_max,
+            }
+            for s, p in zip(steps, points, strict=True)
+        ],
+    }
+    return verdicts, figures
+
+
+def _overload_line(figures: dict[str, Any], unit: str) -> str:
+    """One sentence of what the overload test observed (the record and the closing note)."""
+    if not figures:
+        return "no overload step ran"
+    steps = figures["steps"]
+    sustainable = figures["sustainable"]
+    first_status = steps[0]["status"] if steps else None
+    if sustainable is not None:
+        parts = [f"sustainable {sustainable:g} {unit} of target {figures['target']:g}"]
+    elif first_status == FAIL:
+        parts = [f"target {figures['target']:g} {unit} not sustained"]
+    else:  # inconclusive (client-bound, or the interval straddles the budget) or too few requests
+        parts = [f"target {figures['target']:g} {unit} sustainability {str(first_status).replace('_', ' ')}"]
+    top = next((s for s in reversed(steps) if s["direction"] == "up"), None)
+    if top is not None:
+        errors = sum(top["failures"].values())
+        parts.append(
+            f"at {top['level']:g} TTFT p95 "
+            + (f"{top['ttft_p95_ms']:.0f} ms" if top["ttft_p95_ms"] is not None else "n/a")
+            + f", {errors} of {top['n']} failed"
+        )
+    parts.append(f"past it: {figures['behaviour'] or 'not reached'}")
+    if figures.get("recovery_s") is not None:
+        parts.append(f"recovered in {figures['recovery_s']:.1f} s")
+    elif figures.get("behaviour"):
+        parts.append("did not recover")
+    return "; ".join(parts) + f" ({len(steps)} steps, n={sum(s['n'] for s in steps)})"

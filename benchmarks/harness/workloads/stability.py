@@ -1,0 +1,488 @@
+"""Test 5, long-run stability: a soak after the warm-up, judged on drift, KV and GPU memory
+slopes, preemption trend and fragmentation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from benchmarks.harness.client import RequestRecord
+from benchmarks.harness.load import (
+    LoadConfig,
+    LoadOutcome,
+    run_load,
+    summarize,
+)
+from benchmarks.harness.metrics import MetricsRecording
+from benchmarks.harness.verdicts import (
+    BOOTSTRAP_SEED,
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    ratio_interval,
+    verdict,
+)
+from benchmarks.harness.workloads.common import (
+    SOAK_MULTI_TURN_S,
+    SOAK_S,
+    PlanError,
+    Reporter,
+    Session,
+    Target,
+    budget_params,
+    budget_verdicts,
+    build_result,
+    constraint_value,
+    errors_verdict,
+    format_ms,
+    is_multi_turn,
+    length_distributions,
+    require_param,
+    series_in,
+)
+from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, slo_of, trace_lengths
+from benchmarks.result import NormalizedResult
+
+
+def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A 1 h soak at steady load (4 h recommended for multi-turn), warm-up excluded, request lengths
+    drawn from the constraints' distribution with mixed outputs, so fragmentation can appear."""
+    recommended = SOAK_MULTI_TURN_S if is_multi_turn(constraints) else SOAK_S
+    return {
+        "concurrency": max(int(constraint_value(constraints, "peak_concurrency", 32)) // 2, 1),
+        "duration_s": SOAK_S,
+        "recommended_duration_s": recommended,
+        "warmup_s": 60.0,  # excluded: caches fill and the first prefills pile up
+        "window_s": 300.0,
+        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
+        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
+        **length_distributions(constraints),
+        "max_drift_pct": 25.0,
+        "max_kv_slope_per_hour": 0.05,  # KV usage (share of the pool) gained per hour at steady load
+        "max_gpu_memory_slope_mib_per_hour": 512.0,
+        "max_preemption_rate_ratio": 2.0,  # late preemptions per second / early, beyond one extra per window
+        "max_fragmentation_rise": 0.05,  # fragmentation ratio late minus early (engines that export it)
+        "metrics_interval_s": 1.0,
+        **budget_params(constraints),
+    }
+
+
+async def run_stability(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
+    """Steady closed-loop load after an excluded warm-up, lengths from the constraints'
+    distribution. Judged: drift of TTFT/TPOT p50 and p99 (last window vs first, bootstrap
+    intervals), KV usage slope at steady load, GPU memory slope (NVML), preemption-rate trend and
+    the engine's fragmentation signal where it exports one."""
+    concurrency = require_param(params, "concurrency", int, 1)
+    duration = require_param(params, "duration_s", float, 0.1)
+    window = require_param(params, "window_s", float, 0.01)
+    if window * 2 > duration:
+        raise PlanError(f"params.window_s: must be at most half of duration_s ({duration:g}), got {window:g}")
+    warmup = float(params.get("warmup_s") or 0.0)
+    if warmup < 0:
+        raise PlanError(f"params.warmup_s: must be a number >= 0, got {warmup!r}")
+    input_tokens = require_param(params, "input_tokens", int, 1)
+    output_tokens = require_param(params, "output_tokens", int, 1)
+    max_drift = float(params.get("max_drift_pct") or 25.0)
+    interval = float(params.get("metrics_interval_s") or 1.0)
+    lengths = trace_lengths(params, input_tokens, output_tokens)
+    reporter = Reporter(progress, cancel)
+    notes: list[str] = []
+    async with Session(target, metrics_interval_s=interval) as session:
+        prompts = session.prompts
+        assert prompts is not None
+        outcome = await run_load(
+            session.client,
+            lambda i: session.spec(prompts.text(lengths(i)[0], seed=i), lengths(i)[1], request_id=f"stab-{i}"),
+            LoadConfig(
+                mode="closed", concurrency=concurrency, duration_s=duration, warmup_s=warmup, drain_timeout_s=60.0
+            ),
+            cancel=cancel,
+            progress=reporter.phase("load", 0, 100),
+        )
+    overall = summarize(outcome, label="all", slo=slo_of(params))
+    start = outcome.measure_start
+    steady_end = outcome.load_end or outcome.measure_end  # the load stopped issuing here (then the drain)
+    if outcome.cancelled:
+        steady_end = min(steady_end, outcome.measure_end)
+    last_start = max(steady_end - window, start + window)
+    windows = {
+        "first_window": (start, start + window),
+        "last_window": (last_start, max(steady_end, last_start)),
+    }
+    window_records = {
+        label: [r for r in outcome.records if t0 <= r.send_time < t1] for label, (t0, t1) in windows.items()
+    }
+    points = [overall]
+    for label, (t0, t1) in windows.items():
+        part = LoadOutcome(
+            config=outcome.config,
+            records=window_records[label],
+            run_start=outcome.run_start,
+            measure_start=t0,
+            measure_end=t1,
+            achieved_concurrency=None,
+            client_bound=outcome.client_bound,
+        )
+        point = summarize(part, label=label)
+        attach_engine_stats(point, session.metrics.recording, t0 - session.time_zero, t1 - session.time_zero)
+        points.append(point)
+    attach_engine_stats(overall, session.metrics.recording, start - session.time_zero, steady_end - session.time_zero)
+    verdicts = [errors_verdict([overall])]
+    early_ok = [r for r in window_records["first_window"] if r.ok]
+    late_ok = [r for r in window_records["last_window"] if r.ok]
+    drift: dict[str, Any] = {}
+    for metric, q in (("ttft_ms", 50), ("ttft_ms", 99), ("tpot_ms", 50), ("tpot_ms", 99)):
+        judged = _drift_verdict(
+            f"{metric.replace('_ms', '')}_p{q}_drift",
+            [getattr(r, metric) for r in early_ok],
+            [getattr(r, metric) for r in late_ok],
+            q,
+            max_drift,
+            metric.replace("_ms", "").upper(),
+        )
+        drift[f"{metric}_p{q}_drift_pct"] = judged["value"]
+        drift[f"{metric}_p{q}_drift_interval"] = judged["interval"]
+        verdicts.append(judged)
+    recording = session.metrics.recording
+    steady = (start - session.time_zero, steady_end - session.time_zero)
+    kv_verdict, kv_figures = _kv_slope_verdict(recording, steady, params)
+    verdicts.append(kv_verdict)
+    drift.update(kv_figures)
+    gpu_verdict, gpu_figures = _gpu_memory_verdict(session.gpu.recording, steady, params)
+    verdicts.append(gpu_verdict)
+    drift.update(gpu_figures)
+    shifted = {k: (a - session.time_zero, b - session.time_zero) for k, (a, b) in windows.items()}
+    pre_verdict, pre_figures = _preemption_trend_verdict(recording, shifted, params)
+    verdicts.append(pre_verdict)
+    drift.update(pre_figures)
+    frag_verdict, frag_figures = _fragmentation_verdict(recording, shifted, params)
+    verdicts.append(frag_verdict)
+    drift.update(frag_figures)
+    verdicts.extend(budget_verdicts(overall, params, records=outcome.records))
+    overall.extra.update({k: v for k, v in drift.items() if not k.endswith("_interval")})
+    soak_note = short_soak_note(params, duration)
+    if soak_note:
+        notes.append(soak_note)
+    if outcome.cancelled:
+        notes.append("cancelled: partial data")
+    observed = _stability_observed(
+        params, concurrency, duration, warmup, outcome, early_ok, late_ok, drift, soak_note, session.gpu.recording
+    )
+    reporter.close()
+    return build_result(
+        "stability",
+        session,
+        params,
+        points,
+        [outcome],
+        verdicts,
+        notes,
+        outcome.cancelled,
+        {
+            "drift": drift,
+            "warmup_excluded": {"seconds": warmup, "requests": len(outcome.warmup)},
+            "observed": observed,
+            **lengths_meta(lengths),
+        },
+    )
+
+
+def short_soak_note(params: dict[str, Any], duration: float) -> str | None:
+    """The label of a soak shorter than the plan's hour, or than the 4 h it recommends for
+    multi-turn sessions: never silent."""
+    recommended = float(params.get("recommended_duration_s") or SOAK_S)
+    kind = "short demo soak" if params.get("soak_label") == "demo" else "short soak"
+    extra = f" ({recommended / 3600:g} h recommended for multi-turn sessions)" if recommended > SOAK_S else ""
+    if duration < SOAK_S:
+        return f"{kind} of {duration:g} s: not the {SOAK_S / 3600:g} h the plan asks for{extra}"
+    if duration < recommended:
+        return f"soak of {duration / 3600:.2g} h: {recommended / 3600:g} h recommended for multi-turn sessions"
+    return None
+
+
+def _drift_verdict(
+    name: str, early: list[float | None], late: list[float | None], q: float, max_drift: float, what: str
+) -> dict[str, Any]:
+    """p`q` late / early as a drift in %, with a bootstrap interval over both windows' requests."""
+    a = [float(v) for v in early if v is not None and math.isfinite(v)]
+    b = [float(v) for v in late if v is not None and math.isfinite(v)]
+    n = len(a) + len(b)
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return verdict(
+            name,
+            INSUFFICIENT_DATA,
+            f"{what} p{q:g} drift: {len(a)} requests in the first window and {len(b)} in the last; "
+            f"at least {MIN_SAMPLES} in each are needed to judge it (limit {max_drift:g} %)",
+            None,
+            max_drift,
+            n,
+        )
+    base, now = float(np.percentile(a, q)), float(np.percentile(b, q))
+    if base <= 0:
+        return verdict(name, INSUFFICIENT_DATA, f"{what} p{q:g} of the first window is 0", None, max_drift, n)
+    value = (now / base - 1.0) * 100.0
+    ratio = ratio_interval(b, a, q)
+    interval = None if ratio is None else ((ratio[0] - 1.0) * 100.0, (ratio[1] - 1.0) * 100.0)
+    status = compare(value, interval, max_drift)
+    detail = (
+        f"{what} p{q:g} {base:.1f} -> {now:.1f} ms ({value:+.1f} %"
+        + (f", 95% CI {interval[0]:+.1f}–{interval[1]:+.1f} %" if interval else "")
+        + f"; n={len(a)} first, {len(b)} last window) vs <= {max_drift:g} %"
+    )
+    if status == INCONCLUSIVE:
+        detail += ": the interval straddles the limit"
+    return verdict(name, status, detail, value, max_drift, n, interval)
+
+
+def _slope_interval(series: list[list[float]]) -> tuple[float, tuple[float, float]] | None:
+    """Least-squares slope (per second) with its 95 % interval (slope +- 1.96 standard errors)."""
+    if len(series) < 3:
+        return None
+    t = np.asarray([p[0] for p in series], dtype=float)
+    v = np.asarray([p[1] for p in series], dtype=float)
+    if np.ptp(t) == 0:
+        return None
+    slope, intercept = np.polyfit(t, v, 1)
+    residuals = v - (slope * t + intercept)
+    se = math.sqrt(float(np.sum(residuals**2)) / (len(t) - 2) / float(np.sum((t - t.mean()) ** 2)))
+    return float(slope), (float(slope - 1.96 * se), float(slope + 1.96 * se))
+
+
+MIN_SLOPE_SAMPLES = 10
+
+
+def _kv_slope_verdict(
+    recording: MetricsRecording, steady: tuple[float, float], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """KV usage slope over the steady load (warm-up excluded): a leak, or fragmentation that holds
+    blocks, shows as KV usage climbing while the load stays the same."""
+    limit = float(params.get("max_kv_slope_per_hour") or 0.05)
+    series = [p for p in recording.series.get("kv_usage_ratio", []) if steady[0] <= p[0] <= steady[1]]
+    name = "kv_usage_slope"
+    if not recording.series.get("kv_usage_ratio"):
+        return verdict(name, NOT_JUDGED, "the engine exports no KV usage metric"), {"kv_usage_slope_per_hour": None}
+    fit = _slope_interval(series) if len(series) >= MIN_SLOPE_SAMPLES else None
+    if fit is None:
+        return (
+            verdict(
+                name,
+                INSUFFICIENT_DATA,
+                f"{len(series)} KV usage samples at steady load: at least {MIN_SLOPE_SAMPLES} are needed",
+                None,
+                limit,
+                len(series),
+            ),
+            {"kv_usage_slope_per_hour": None},
+        )
+    slope, (low, high) = fit
+    value, interval = slope * 3600.0, (low * 3600.0, high * 3600.0)
+    status = compare(value, interval, limit)
+    detail = (
+        f"KV usage {value:+.3f} of the pool per hour at steady load (95% CI {interval[0]:+.3f}–{interval[1]:+.3f}, "
+        f"{len(series)} samples over {series[-1][0] - series[0][0]:.0f} s) vs <= {limit:g}"
+    )
+    if status == INCONCLUSIVE:
+        detail += ": the interval straddles the limit (a longer soak narrows it)"
+    first, last = series[0][1], series[-1][1]
+    return verdict(name, status, detail, value, limit, len(series), interval), {
+        "kv_usage_slope_per_hour": value,
+        "kv_usage_slope_interval": list(interval),
+        "kv_usage_first": first,
+        "kv_usage_last": last,
+    }
+
+
+def _gpu_memory_verdict(
+    gpu: Any, steady: tuple[float, float], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """GPU memory slope from NVML (memory outside the KV pool: allocator growth, leaks)."""
+    limit = float(params.get("max_gpu_memory_slope_mib_per_hour") or 512.0)
+    name = "gpu_memory_slope"
+    if not gpu.available:
+        return (
+            verdict(
+                name, NOT_JUDGED, f"no NVML on the client machine: GPU memory not measured ({gpu.reason or 'no GPU'})"
+            ),
+            {"gpu_memory_slope_mib_per_hour": None},
+        )
+    slopes = []
+    for key, values in gpu.series.items():
+        if not key.endswith("_memory_used_mib"):
+            continue
+        fit = _slope_interval([p for p in values if steady[0] <= p[0] <= steady[1]])
+        if fit is not None:
+            slopes.append((key, fit))
+    if not slopes:
+        return (
+            verdict(name, INSUFFICIENT_DATA, "too few GPU memory samples at steady load", None, limit),
+            {"gpu_memory_slope_mib_per_hour": None},
+        )
+    key, (slope, (low, high)) = max(slopes, key=lambda item: item[1][0])
+    value, interval = slope * 3600.0, (low * 3600.0, high * 3600.0)
+    status = compare(value, interval, limit)
+    samples = len(gpu.series[key])
+    detail = (
+        f"{key.replace('_memory_used_mib', '')} memory {value:+.0f} MiB per hour at steady load "
+        f"(95% CI {interval[0]:+.0f}–{interval[1]:+.0f}) vs <= {limit:g} MiB/h"
+    )
+    return verdict(name, status, detail, value, limit, samples, interval), {
+        "gpu_memory_slope_mib_per_hour": value,
+        "gpu_memory_slope_interval": list(interval),
+    }
+
+
+def _counter_rate(recording: MetricsRecording, name: str, window: tuple[float, float]) -> tuple[float, float] | None:
+    """(increase, seconds) of a cumulative counter over the window; None without two samples."""
+    values = [p for p in recording.series.get(name, []) if window[0] <= p[0] <= window[1]]
+    if len(values) < 2 or values[-1][0] <= values[0][0]:
+        return None
+    return max(values[-1][1] - values[0][1], 0.0), values[-1][0] - values[0][0]
+
+
+def _preemption_trend_verdict(
+    recording: MetricsRecording, windows: dict[str, tuple[float, float]], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Preemptions per second in the last window against the first: a pool shrinking under a leak or
+    fragmentation preempts more as the soak goes on. One extra preemption per window is tolerated."""
+    ratio_limit = float(params.get("max_preemption_rate_ratio") or 2.0)
+    name = "preemption_rate_trend"
+    if "preemptions" not in recording.series:
+        return (
+            verdict(name, NOT_JUDGED, "the engine exports no preemption counter"),
+            {"preemptions_per_min_first": None, "preemptions_per_min_last": None},
+        )
+    early = _counter_rate(recording, "preemptions", windows["first_window"])
+    late = _counter_rate(recording, "preemptions", windows["last_window"])
+    if early is None or late is None:
+        return (
+            verdict(name, INSUFFICIENT_DATA, "fewer than two preemption-counter samples in a window"),
+            {"preemptions_per_min_first": None, "preemptions_per_min_last": None},
+        )
+    early_rate, late_rate = early[0] / early[1], late[0] / late[1]
+    allowed = early_rate * ratio_limit + 1.0 / late[1]
+    figures = {"preemptions_per_min_first": early_rate * 60.0, "preemptions_per_min_last": late_rate * 60.0}
+    detail = (
+        f"preemptions {early[0]:.0f} in the first window ({early_rate * 60:.1f}/min) -> {late[0]:.0f} in the last "
+        f"({late_rate * 60:.1f}/min) vs <= {ratio_limit:g} x the first rate + 1 per window"
+    )
+    status = PASS if late_rate <= allowed else FAIL
+    return verdict(name, status, detail, late_rate * 60.0, allowed * 60.0, int(early[0] + late[0])), figures
+
+
+def _fragmentation_verdict(
+    recording: MetricsRecording, windows: dict[str, tuple[float, float]], params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The engine's own fragmentation gauge, late window against the first (a bootstrap interval of
+    the difference of means). Real engines export none: not judged, and the KV slope stands in."""
+    limit = float(params.get("max_fragmentation_rise") or 0.05)
+    name = "fragmentation_stable"
+    if "fragmentation_ratio" not in recording.series:
+        return (
+            verdict(
+                name,
+                NOT_JUDGED,
+                "the engine exports no fragmentation metric (vLLM, SGLang and llama.cpp have none); "
+                "the KV usage slope at steady load stands in for it",
+            ),
+            {"fragmentation_first": None, "fragmentation_last": None},
+        )
+    early = series_in(recording, "fragmentation_ratio", *windows["first_window"])
+    late = series_in(recording, "fragmentation_ratio", *windows["last_window"])
+    if len(early) < 2 or len(late) < 2:
+        return (
+            verdict(name, INSUFFICIENT_DATA, f"{len(early)} and {len(late)} fragmentation samples in the windows"),
+            {"fragmentation_first": None, "fragmentation_last": None},
+        )
+    a, b = np.asarray(early), np.asarray(late)
+    value = float(b.mean() - a.mean())
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    diffs = b[rng.integers(0, b.size, (1000, b.size))].mean(axis=1) - a[rng.integers(0, a.size, (1000, a.size))].mean(
+        axis=1
+    )
+    interval = (float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5)))
+    status = compare(value, interval, limit)
+    detail = (
+        f"fragmentation {a.mean():.3f} -> {b.mean():.3f} ({value:+.3f}, 95% CI {interval[0]:+.3f}–{interval[1]:+.3f}; "
+        f"{a.size} and {b.size} samples) vs a rise <= {limit:g}"
+    )
+    return verdict(name, status, detail, value, limit, int(a.size + b.size), interval), {
+        "fragmentation_first": float(a.mean()),
+        "fragmentation_last": float(b.mean()),
+    }
+
+
+def _stability_observed(
+    params: dict[str, Any],
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    outcome: LoadOutcome,
+    early: list[RequestRecord],
+    late: list[RequestRecord],
+    drift: dict[str, Any],
+    soak_note: str | None,
+    gpu: Any,
+) -> dict[str, Any]:
+    """The one-sentence summary of the soak, with its figures."""
+
+    def pct(key: str) -> str:
+        value = drift.get(key)
+        return "n/a" if value is None else f"{value:+.0f} %"
+
+    def p(records: list[RequestRecord], attr: str, q: float) -> float | None:
+        values = [getattr(r, attr) for r in records if getattr(r, attr) is not None]
+        return float(np.percentile(values, q)) if values else None
+
+    ttft_early, ttft_late = p(early, "ttft_ms", 99), p(late, "ttft_ms", 99)
+    tpot_early, tpot_late = p(early, "tpot_ms", 99), p(late, "tpot_ms", 99)
+    slope = drift.get("kv_usage_slope_per_hour")
+    parts = [
+        (soak_note + "; " if soak_note else "")
+        + f"c={concurrency} for {duration:g} s after a {warmup:g} s warm-up ({len(outcome.warmup)} requests excluded), "
+        f"{len(outcome.records)} measured requests (n={len(early)} first, {len(late)} last window)",
+        f"TTFT p99 {format_ms(ttft_early)} -> {format_ms(ttft_late)} ({pct('ttft_ms_p99_drift_pct')}), "
+        f"TPOT p99 {format_ms(tpot_early)} -> {format_ms(tpot_late)} ({pct('tpot_ms_p99_drift_pct')})",
+        "KV usage slope "
+        + (
+            "n/a"
+            if slope is None
+            else f"{slope * 100:+.1f} points/h (95% CI {drift['kv_usage_slope_interval'][0] * 100:+.1f} to "
+            f"{drift['kv_usage_slope_interval'][1] * 100:+.1f})"
+        ),
+    ]
+    if drift.get("preemptions_per_min_first") is not None:
+        parts.append(
+            f"preemptions {drift['preemptions_per_min_first']:.1f} -> {drift['preemptions_per_min_last']:.1f}/min"
+        )
+    if drift.get("fragmentation_first") is not None:
+        parts.append(f"fragmentation {drift['fragmentation_first']:.3f} -> {drift['fragmentation_last']:.3f}")
+    if drift.get("gpu_memory_slope_mib_per_hour") is not None:
+        parts.append(f"GPU memory {drift['gpu_memory_slope_mib_per_hour']:+.0f} MiB/h")
+    else:
+        parts.append("GPU memory not measured (no NVML)")
+    return {
+        "line": "; ".join(parts),
+        "soak_note": soak_note,
+        "duration_s": duration,
+        "recommended_duration_s": float(params.get("recommended_duration_s") or SOAK_S),
+        "warmup_s": warmup,
+        "warmup_requests": len(outcome.warmup),
+        "requests": len(outcome.records),
+        "first_window_n": len(early),
+        "last_window_n": len(late),
+        "ttft_p99_first_ms": ttft_early,
+        "ttft_p99_last_ms": ttft_late,
+        "tpot_p99_first_ms": tpot_early,
+        "tpot_p99_last_ms": tpot_late,
+        **{k: v for k, v in drift.items() if not k.endswith("_interval")},
+        "gpu_available": bool(gpu.available),
+    }

@@ -1,0 +1,309 @@
+"""Test 1, concurrency stress: hold the target load (closed loop, or open loop at a rate), per
+traffic group, with deliberate aborts and KV release.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.lengths import length_sampler
+from benchmarks.harness.load import (
+    LoadConfig,
+    LoadOutcome,
+    run_load,
+    summarize,
+)
+from benchmarks.harness.metrics import MetricsRecording
+from benchmarks.harness.trace_replay import lengths_from_trace
+from benchmarks.harness.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+)
+from benchmarks.harness.workloads.common import (
+    PlanError,
+    Reporter,
+    Session,
+    Target,
+    budget_params,
+    budget_verdicts,
+    build_result,
+    constraint_value,
+    errors_verdict,
+    kv_verdicts,
+    length_distributions,
+    make_verdict,
+    require_param,
+    series_in,
+    settle_after_load,
+)
+from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.traces.replay import GROUPS
+
+
+def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
+        "duration_s": 300.0,
+        "warmup_s": 10.0,
+        "ramp_up_s": 0.0,
+        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
+        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
+        **length_distributions(constraints),
+        "abort_fraction": 0.05,  # requests closed mid-stream on purpose
+        "settle_s": 30.0,  # after the load: time allowed for KV usage to return to baseline
+        # open loop at the constraints' request rate (Poisson arrivals, requests/s); None: closed loop
+        "rate": float(constraints["request_rate"]) if (constraints or {}).get("request_rate") else None,
+        # requests with at least this many input tokens form the "long" traffic group (None: the
+        # constraints' p95 input, else benchmarks.traces.stats.LONG_INPUT_TOKENS)
+        "long_input_tokens": (constraints or {}).get("p95_input_tokens"),
+        **budget_params(constraints),
+    }
+
+
+async def run_concurrency_stress(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
+    concurrency = require_param(params, "concurrency", int, 1)
+    duration = require_param(params, "duration_s", float, 0.1)
+    input_tokens = require_param(params, "input_tokens", int, 1)
+    output_tokens = require_param(params, "output_tokens", int, 1)
+    abort_fraction = float(params.get("abort_fraction") or 0.0)
+    lengths = trace_lengths(params, input_tokens, output_tokens)
+    rate = open_loop_rate(params)
+    reporter = Reporter(progress, cancel)
+    notes: list[str] = []
+    async with Session(target) as session:
+        baseline = await session.kv_now()
+        prompts = session.prompts
+        assert prompts is not None
+        abort_every = int(round(1 / abort_fraction)) if abort_fraction > 0 else 0
+
+        def make(index: int) -> RequestSpec:
+            abort = abort_every and index % abort_every == abort_every - 1
+            request_input, request_output = lengths(index)
+            return session.spec(
+                prompts.text(request_input, seed=index),
+                request_output,
+                request_id=f"stress-{index}",
+                abort_after_tokens=max(request_output // 4, 1) if abort else None,
+            )
+
+        config = LoadConfig(
+            mode="open" if rate else "closed",
+            concurrency=None if rate else concurrency,
+            rate=rate,
+            duration_s=duration,
+            warmup_s=float(params.get("warmup_s") or 0.0),
+            ramp_up_s=float(params.get("ramp_up_s") or 0.0),
+            drain_timeout_s=float(params.get("drain_timeout_s") or 120.0),
+        )
+        outcome = await run_load(session.client, make, config, cancel=cancel, progress=reporter.phase("load", 0, 90))
+        point = summarize(outcome, label=f"{rate:g} req/s" if rate else f"c={concurrency}", slo=slo_of(params))
+        window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero)
+        attach_engine_stats(point, session.metrics.recording, *window)
+        settled = {"after": None, "waited_s": 0}
+        if not outcome.cancelled:
+            settled = await settle_after_load(
+                session, baseline, float(params.get("settle_s") or 30.0), reporter, "settle", 95
+            )
+    verdicts = budget_verdicts(point, params, records=outcome.records) + [errors_verdict([point])]
+    bound_note = (
+        f"; inconclusive (client-bound): {'; '.join(outcome.client_bound_reasons)}" if outcome.client_bound else ""
+    )
+    if rate:  # open loop: the engine cannot hold a rate, the client sends it; what it achieved is reported
+        sent = point.extra.get("achieved_rate")
+        status = INCONCLUSIVE if outcome.client_bound else PASS if (sent or 0) >= 0.9 * rate else FAIL
+        detail = f"sent {sent or 0:.2f} of {rate:g} requests/s (Poisson), {_held_text(point)} in flight on average"
+        verdicts.append(make_verdict("rate_held", None, detail + bound_note, sent, rate, len(outcome.records), status))
+    else:
+        held = point.achieved_concurrency
+        if outcome.client_bound:
+            status = INCONCLUSIVE  # the client, not the engine, failed to keep the load
+        else:
+            status = PASS if (held or 0) >= 0.95 * concurrency else FAIL
+        verdicts.append(
+            make_verdict(
+                "concurrency_held",
+                None,
+                f"held {held or 0:.1f} of {concurrency} on average" + bound_note,
+                held,
+                concurrency,
+                point.requests_completed,
+                status,
+            )
+        )
+    groups = _group_points(outcome, lengths, params, session) if _lengths_vary(params, lengths) else []
+    for group_point, part in groups:
+        verdicts.extend(budget_verdicts(group_point, params, label=group_point.label, records=part.records))
+    if abort_every:
+        verdicts.extend(kv_verdicts(baseline, settled, session.metrics.recording.engine))
+    if outcome.cancelled:
+        notes.append("cancelled: partial data")
+    reporter.close()
+    empty = [LoadOutcome(config=outcome.config, run_start=outcome.run_start) for _ in groups]  # rows sit at point 0
+    result = build_result(
+        "concurrency_stress",
+        session,
+        params,
+        [point] + [group_point for group_point, _part in groups],
+        [outcome] + empty,
+        verdicts,
+        notes,
+        outcome.cancelled,
+        {"kv_baseline": baseline, "kv_after": settled.get("after"), **lengths_meta(lengths)},
+    )
+    result.metadata["observed"] = _stress_observed(point, [g for g, _part in groups], rate, concurrency)
+    if groups:
+        result.metadata["traffic_groups"] = {
+            "long_input_tokens": _long_threshold(params),
+            "definition": "long: input tokens >= long_input_tokens; short: the rest (requests are single-turn)",
+            "requests": {p.label: (p.requests_completed or 0) + (p.requests_failed or 0) for p, _part in groups},
+        }
+    return result
+
+
+def _stress_observed(point: LoadPoint, groups: list[LoadPoint], rate: float | None, concurrency: int) -> dict[str, Any]:
+    """The stress test's observed sentence and figures (metadata.observed)."""
+    n = (point.requests_completed or 0) + (point.requests_failed or 0)
+    load = (
+        f"sent {point.extra.get('achieved_rate') or 0:.1f} of {rate:g} req/s open loop"
+        if rate
+        else f"held {point.achieved_concurrency or 0:.1f} of {concurrency}"
+    )
+    ttft = point.ttft_ms.p95
+    parts = [
+        load,
+        f"TTFT p95 {ttft:.0f} ms" if ttft is not None else "TTFT p95 n/a",
+        f"{point.requests_failed or 0} of {n} failed",
+    ]
+    kv = point.extra.get("kv_usage_ratio_max")
+    if kv is not None:
+        parts.append(f"KV peak {kv:.0%}")
+    for group in groups:
+        gn = (group.requests_completed or 0) + (group.requests_failed or 0)
+        value = group.ttft_ms.p95
+        parts.append(f"{group.label} TTFT p95 " + (f"{value:.0f} ms" if value is not None else "n/a") + f" (n={gn})")
+    return {
+        "line": "; ".join(parts) + f" (n={n})",
+        "requests": n,
+        "ttft_p95_ms": ttft,
+        "error_rate": point.error_rate,
+        "achieved_concurrency": point.achieved_concurrency,
+        "achieved_rate": point.extra.get("achieved_rate"),
+        "kv_usage_ratio_max": kv,
+        "groups": {
+            g.label: {"n": (g.requests_completed or 0) + (g.requests_failed or 0), "ttft_p95_ms": g.ttft_ms.p95}
+            for g in groups
+        },
+    }
+
+
+def _held_text(point: LoadPoint) -> str:
+    held = point.achieved_concurrency
+    return "n/a" if held is None else f"{held:.1f}"
+
+
+def open_loop_rate(params: dict[str, Any]) -> float | None:
+    """params.rate: requests/s for an open loop (Poisson), None for a closed loop."""
+    rate = params.get("rate")
+    if rate is None:
+        return None
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0 or not math.isfinite(rate):
+        raise PlanError(f"params.rate: must be a positive number of requests/s or null (closed loop), got {rate!r}")
+    return float(rate)
+
+
+def _long_threshold(params: dict[str, Any]) -> int:
+    from benchmarks.traces.stats import LONG_INPUT_TOKENS
+
+    value = params.get("long_input_tokens")
+    if value is None:
+        return int(LONG_INPUT_TOKENS)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 1:
+        raise PlanError(f"params.long_input_tokens: must be a positive number of tokens or null, got {value!r}")
+    return int(value)
+
+
+def _lengths_vary(params: dict[str, Any], lengths: Callable[[int], tuple[int, int]]) -> bool:
+    """Traffic groups mean something only when request lengths are drawn (a distribution or a trace)."""
+    return bool(params.get("length_trace") or getattr(lengths, "source", None))
+
+
+def _group_points(
+    outcome: LoadOutcome, lengths: Callable[[int], tuple[int, int]], params: dict[str, Any], session: Session
+) -> list[tuple[LoadPoint, LoadOutcome]]:
+    """One point per traffic group present among the measured requests (short and long by their
+    drawn input length; stress requests are single-turn, so no multi-turn group), as the trace
+    replay reports them (`_replay_points`)."""
+    threshold = _long_threshold(params)
+    by_group: dict[str, list[RequestRecord]] = {group: [] for group in GROUPS}
+    for record in outcome.records:
+        try:
+            index = int(str(record.request_id).rsplit("-", 1)[-1])
+        except ValueError:
+            continue
+        by_group["long" if lengths(index)[0] >= threshold else "short"].append(record)
+    out = []
+    for group in GROUPS:
+        records = by_group[group]
+        if not records:
+            continue
+        part = LoadOutcome(
+            config=outcome.config,
+            records=records,
+            run_start=outcome.run_start,
+            measure_start=outcome.measure_start,
+            measure_end=outcome.measure_end,
+            client_bound=outcome.client_bound,
+            client_bound_reasons=list(outcome.client_bound_reasons),
+        )
+        group_point = summarize(part, label=group, slo=slo_of(params))
+        group_point.extra["traffic_group"] = group
+        group_point.extra["long_input_tokens"] = threshold
+        out.append((group_point, part))
+    return out
+
+
+def trace_lengths(params: dict[str, Any], input_tokens: int, output_tokens: int) -> Callable[[int], tuple[int, int]]:
+    """(input, output) tokens of request `index`: the trace's (params.length_trace), else drawn from
+    the constraints' distribution (params.input_distribution, benchmarks.harness.lengths), else fixed."""
+    if not params.get("length_trace"):
+        return length_sampler(params, input_tokens, output_tokens)
+    try:
+        return lengths_from_trace(
+            params["length_trace"], params.get("length_trace_format"), int(params.get("length_trace_sample") or 10_000)
+        )
+    except ValueError as exc:
+        raise PlanError(f"params.length_trace: {exc}") from exc
+
+
+def lengths_meta(lengths: Callable[[int], tuple[int, int]]) -> dict[str, Any]:
+    source = getattr(lengths, "source", None)
+    return {"lengths": source} if source else {}
+
+
+def slo_of(params: dict[str, Any]) -> dict[str, float] | None:
+    slo = {}
+    if params.get("ttft_p95_ms") is not None:
+        slo["ttft_ms"] = float(params["ttft_p95_ms"])
+    if params.get("tpot_p95_ms") is not None:
+        slo["tpot_ms"] = float(params["tpot_p95_ms"])
+    return slo or None
+
+
+def attach_engine_stats(point: LoadPoint, recording: MetricsRecording, start: float, end: float) -> None:
+    for name in ("kv_usage_ratio", "running", "waiting", "kv_used_tokens"):
+        values = series_in(recording, name, start, end)
+        if values:
+            point.extra[f"{name}_max"] = max(values)
+            point.extra[f"{name}_mean"] = sum(values) / len(values)
+    pre = series_in(recording, "preemptions", start, end)
+    if pre:
+        point.extra["preemptions"] = pre[-1] - pre[0]
+    hits = series_in(recording, "prefix_hits", start, end)
+    queries = series_in(recording, "prefix_queries", start, end)
+    if len(hits) >= 2 and len(queries) >= 2 and queries[-1] > queries[0]:
+        point.extra["prefix_hit_ratio"] = (hits[-1] - hits[0]) / (queries[-1] - queries[0])

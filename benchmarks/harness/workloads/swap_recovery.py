@@ -1,0 +1,731 @@
+"""Test 3, swap-out and recovery: force the idle sessions' KV out, observe the eviction, and
+compare warm, resumed and recomputed turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any, Callable
+
+import aiohttp
+
+from benchmarks.harness import swap
+from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.load import (
+    LoadConfig,
+    LoadOutcome,
+    run_load,
+    summarize,
+)
+from benchmarks.harness.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_EXERCISED,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    percentile_interval,
+    ratio_interval,
+    verdict,
+)
+from benchmarks.harness.workloads.common import (
+    KV_BASELINE_TOLERANCE,
+    Cancelled,
+    PlanError,
+    Reporter,
+    Session,
+    Target,
+    budget_params,
+    budget_verdicts,
+    build_result,
+    constraint_value,
+    errors_verdict,
+    format_ms,
+    require_param,
+    settle_after_load,
+)
+from benchmarks.harness.workloads.stress import attach_engine_stats
+from benchmarks.result import NormalizedResult, Stats
+
+
+def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Sessions resumed after the idle period, each with a history of `history_tokens` (the
+    conversation's earlier turns); the pressure's size comes from the KV capacity at run time
+    (params.kv_capacity_tokens, else the engine's own statement in its metrics)."""
+    avg_input = int(constraint_value(constraints, "avg_input_tokens", 512))
+    turns = max(int(constraint_value(constraints, "average_turns", 4)), 2)
+    sessions = max(int(constraint_value(constraints, "concurrent_sessions", 32)), MIN_SAMPLES)
+    return {
+        "sessions": sessions,  # idle, then resumed after the pressure (percentiles need >= 20)
+        "warm_sessions": sessions,  # resumed right after turn 1: the still-resident reference
+        "never_swap_sessions": int(
+            constraint_value(constraints, "never_swap_sessions", 0)
+        ),  # kept active, resumed last
+        "history_tokens": min(
+            avg_input * (turns - 1), int(constraint_value(constraints, "max_input_tokens", 32768)) // 2
+        ),
+        "turn_input_tokens": avg_input,
+        "output_tokens": 32,
+        "idle_s": float(constraint_value(constraints, "idle_seconds_between_turns", 60.0)),
+        "kv_capacity_tokens": None,  # the candidate's KV capacity (validation plan); else the engine's metrics
+        "pressure_factor": 1.5,  # unique tokens pushed through the pool while the sessions idle, x capacity
+        "pressure_concurrency": int(constraint_value(constraints, "peak_concurrency", 32)),
+        "pressure_input_tokens": None,  # None: from the capacity (larger requests, fewer of them)
+        "max_pressure_requests": 5000,
+        "active_turn_gap_s": 0.2,  # the never-swap sessions' pause between their turns
+        "parallel": 16,  # first turns in flight at once
+        "resume_parallel": 1,  # timed turns (warm, resume, recompute) in flight: 1 = each TTFT its own cost
+        "seed": 1234,
+        "divergence_tolerance_token": 16,
+        "max_resume_over_recompute": 0.8,  # resume TTFT p50 / recompute TTFT p50 above it: no benefit
+        "allow_cache_reset": True,  # False: never clear the engine's prefix cache (recompute: unique prompts)
+        "settle_s": 15.0,
+        **budget_params(constraints),
+    }
+
+
+async def run_swap_recovery(
+    target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
+) -> NormalizedResult:
+    """Idle sessions under enough pressure that their KV cannot stay resident, then resumed.
+
+    Phases: warm sessions (turn 1 then turn 2 at once: still resident), the idle sessions' turn 1,
+    pressure (unique prompts, `pressure_factor` x the KV capacity) while the never-swap sessions
+    keep talking, the idle sessions' resume, the never-swap sessions' resume (last), a recompute of
+    the idle sessions' resume with the cache cleared (the eviction-free reference continuation),
+    then the KV release. Eviction is observed, never assumed (benchmarks.harness.swap)."""
+    sessions_n = require_param(params, "sessions", int, 1)
+    warm_n = require_param(params, "warm_sessions", int, 1) if params.get("warm_sessions") is not None else sessions_n
+    never_n = require_param(params, "never_swap_sessions", int, 0) if params.get("never_swap_sessions") else 0
+    history_tokens = (
+        require_param(params, "history_tokens", int, 1) if params.get("history_tokens") is not None else 512
+    )
+    turn_tokens = require_param(params, "turn_input_tokens", int, 1)
+    output_tokens = require_param(params, "output_tokens", int, 1)
+    idle_s = require_param(params, "idle_s", float, 0)
+    factor = require_param(params, "pressure_factor", float, 0) if params.get("pressure_factor") is not None else 1.5
+    tolerance = int(params.get("divergence_tolerance_token", 16))
+    if tolerance < 0:
+        raise PlanError(f"params.divergence_tolerance_token: must be >= 0, got {tolerance!r}")
+    max_ratio = float(params.get("max_resume_over_recompute") or 0.8)
+    capacity_param = params.get("kv_capacity_tokens")
+    if capacity_param is not None:
+        capacity_param = require_param(params, "kv_capacity_tokens", int, 1)
+    seed = int(params.get("seed") or 1234)
+    parallel = max(int(params.get("parallel") or 16), 1)
+    resume_parallel = max(int(params.get("resume_parallel") or 1), 1)
+    pressure_c = int(params.get("pressure_concurrency") or 0)
+    gap_s = float(params.get("active_turn_gap_s") or 0.2)
+    reporter = Reporter(progress, cancel)
+    notes: list[str] = []
+    partial = False
+    greedy = {"temperature": 0.0, "seed": seed}
+    warm_ids = list(range(warm_n))
+    idle_ids = list(range(warm_n, warm_n + sessions_n))
+    never_ids = list(range(warm_n + sessions_n, warm_n + sessions_n + never_n))
+    history: dict[int, list[tuple[str, str]]] = {}  # session -> [(user, reply)] completed turns
+    labels = ("turn1", "warm", "resume", "never_swap", "recompute")
+    planned_requests = {
+        "turn1": warm_n + sessions_n + never_n,
+        "warm": warm_n,
+        "resume": sessions_n,
+        "never_swap": max(never_n, 1),
+        "recompute": sessions_n,
+    }
+    outcomes = {
+        label: LoadOutcome(
+            config=LoadConfig(
+                mode="closed",
+                concurrency=parallel if label == "turn1" else resume_parallel,
+                max_requests=planned_requests[label],
+            )
+        )
+        for label in labels
+    }
+    records: dict[str, dict[int, RequestRecord]] = {label: {} for label in labels}
+    snapshots: dict[str, dict[str, float] | None] = {}
+    pressure_outcome: LoadOutcome | None = None
+    sizing: dict[str, Any] = {}
+    recompute_method: str | None = None
+    settled: dict[str, Any] = {"after": None, "waited_s": 0}
+    active_turns = 0
+    async with Session(target, keep_text=True) as session:
+        prompts = session.prompts
+        assert prompts is not None
+        baseline = await session.kv_now()
+        for outcome in outcomes.values():
+            outcome.run_start = session.time_zero
+        semaphore = asyncio.Semaphore(parallel)
+        measured = asyncio.Semaphore(resume_parallel)  # timed turns: each TTFT is its own cost, not a queue's
+
+        def turn_spec(sid: int, user: str, label: str, extra_body: dict[str, Any] | None = None) -> RequestSpec:
+            request_id = f"s{sid}-t{len(history.get(sid, [])) + 1}-{label}"
+            if target.api == "chat":
+                messages: list[dict[str, str]] = []
+                for said, reply in history.get(sid, []):
+                    messages += [{"role": "user", "content": said}, {"role": "assistant", "content": reply}]
+                messages.append({"role": "user", "content": user})
+                return session.spec(
+                    None,
+                    output_tokens,
+                    messages=messages,
+                    request_id=request_id,
+                    tag=label,
+                    extra_body=dict(extra_body or {}),
+                    **greedy,
+                )
+            text = "".join(f"{said} {reply}" for said, reply in history.get(sid, [])) + user
+            return session.spec(
+                text, output_tokens, request_id=request_id, tag=label, extra_body=dict(extra_body or {}), **greedy
+            )
+
+        def first_user(sid: int) -> str:
+            return prompts.text(history_tokens, seed=seed + sid)
+
+        def next_user(sid: int, tokens: int = turn_tokens) -> str:
+            return prompts.text(tokens, seed=seed + 100_000 * (len(history.get(sid, [])) + 1) + sid)
+
+        async def send(sid: int, spec: RequestSpec, label: str, remember: str | None = None) -> RequestRecord:
+            async with semaphore if label == "turn1" else measured:
+                record = RequestRecord()
+                try:
+                    await session.client.send(spec, record)
+                finally:
+                    records[label][sid] = record
+                    outcomes[label].records.append(record)
+            if remember is not None and record.ok:
+                history.setdefault(sid, []).append((remember, record.text))
+            return record
+
+        async def phase(label: str, jobs: list[Any], pct0: float, pct1: float) -> None:
+            outcome = outcomes[label]
+            outcome.measure_start = outcome.measure_start or time.perf_counter()
+            await reporter.ticking(label, pct0, pct1, asyncio.gather(*jobs), expected_s=max(len(jobs) / parallel, 1.0))
+            outcome.measure_end = time.perf_counter()
+
+        async def first_turn(sid: int) -> None:
+            user = first_user(sid)
+            await send(sid, turn_spec(sid, user, "turn1"), "turn1", remember=user)
+
+        stop_active = asyncio.Event()
+        active: list[asyncio.Future] = []
+
+        async def keep_active(sid: int) -> None:
+            """A never-swap session keeps talking (short turns) while the others idle."""
+            nonlocal active_turns
+            while not stop_active.is_set() and not reporter.cancelled():
+                user = next_user(sid, min(turn_tokens, 32))
+                record = RequestRecord()
+                await session.client.send(turn_spec(sid, user, "active"), record)
+                if record.ok:
+                    history.setdefault(sid, []).append((user, record.text))
+                    active_turns += 1
+                try:
+                    await asyncio.wait_for(stop_active.wait(), timeout=gap_s)
+                except asyncio.TimeoutError:
+                    pass
+
+        try:
+            await phase("turn1", [first_turn(i) for i in warm_ids + never_ids], 0, 10)
+            snapshots["warm_start"] = await session.kv_now()
+            await phase(
+                "warm", [send(i, turn_spec(i, next_user(i), "warm"), "warm") for i in warm_ids if i in history], 10, 15
+            )
+            snapshots["warm_end"] = await session.kv_now()
+            await phase("turn1", [first_turn(i) for i in idle_ids], 15, 25)
+            ok_idle = [i for i in idle_ids if i in history]
+            # sizing: the KV the idle sessions hold against the pool
+            # the larger of the planned capacity and the engine's own statement: the pressure must
+            # exceed the real pool, and a capacity model may under-estimate it
+            recording = session.metrics.recording
+            stated = (recording.kv_capacity or {}).get("tokens")
+            stated_source = (recording.kv_capacity or {}).get("source")
+            if not stated:  # neither stated nor planned: the engine's used tokens over its usage ratio
+                stated = swap.capacity_from_usage(
+                    recording.series.get("kv_used_tokens", []), recording.series.get("kv_usage_ratio", [])
+                )
+                stated_source = "kv_used_tokens / kv_usage_ratio during the first turns" if stated else None
+            capacity = max(int(stated or 0), int(capacity_param or 0)) or None
+            source = (
+                stated_source
+                if stated and stated >= (capacity_param or 0)
+                else ("params.kv_capacity_tokens" if capacity_param else None)
+            )
+            idle_kv = len(ok_idle) * (history_tokens + output_tokens)
+            p_in = params.get("pressure_input_tokens")
+            if p_in is None:
+                share = (capacity or 0) // max(2 * max(pressure_c, 1), 1)
+                p_in = int(min(max(share, turn_tokens), 8192))
+                if target.max_model_len:
+                    p_in = max(min(p_in, target.max_model_len - output_tokens - 16), 1)
+            else:
+                p_in = require_param(params, "pressure_input_tokens", int, 1)
+            planned = swap.pressure_plan(
+                capacity, idle_kv, factor, p_in + output_tokens, int(params.get("max_pressure_requests") or 5000)
+            )
+            sizing = {
+                "kv_capacity_tokens": capacity,
+                "kv_capacity_source": source,
+                "kv_capacity_planned": capacity_param,
+                "kv_capacity_stated": stated,
+                "idle_sessions": len(ok_idle),
+                "idle_kv_tokens": idle_kv,
+                "idle_kv_share_of_capacity": planned["idle_kv_share_of_capacity"],
+                "history_tokens": history_tokens,
+                "pressure_factor": factor,
+                "pressure_input_tokens": p_in,
+                "pressure_requests_planned": planned["requests"],
+                "pressure_tokens_planned": planned["tokens"],
+            }
+            if planned.get("capped"):
+                notes.append("pressure capped by params.max_pressure_requests: it may not cover the KV capacity")
+            if capacity is None:
+                notes.append(
+                    "no KV capacity (params.kv_capacity_tokens or the engine's metrics): the pressure ran for "
+                    "idle_s only; the eviction verdict says whether that was enough"
+                )
+            snapshots["pressure_start"] = await session.kv_now()
+            active.extend(asyncio.ensure_future(keep_active(i)) for i in never_ids if i in history)
+            idle_start = time.perf_counter()
+            warm_cached = [r.cached_tokens for r in records["warm"].values() if r.ok]
+            no_reuse = bool(warm_cached) and all(c == 0 for c in warm_cached)  # reported, and always 0
+            if no_reuse:
+                notes.append("the warm sessions got 0 cached tokens: the engine keeps no KV between turns, no pressure")
+            elif pressure_c > 0 and (planned["requests"] or idle_s > 0):
+                pressure_outcome = await run_load(
+                    session.client,
+                    lambda i: session.spec(
+                        prompts.text(p_in, seed=900_000 + i), output_tokens, request_id=f"pressure-{i}", tag="pressure"
+                    ),
+                    LoadConfig(
+                        mode="closed",
+                        concurrency=pressure_c,
+                        max_requests=planned["requests"],
+                        duration_s=None if planned["requests"] else idle_s,
+                        drain_timeout_s=120.0,
+                    ),
+                    cancel=cancel,
+                    progress=reporter.phase("pressure", 25, 65),
+                )
+                if pressure_outcome.cancelled:
+                    raise Cancelled()
+            left = idle_s - (time.perf_counter() - idle_start)
+            if left > 0:
+                await reporter.ticking("idle", 65, 70, asyncio.sleep(left), left)
+            snapshots["resume_start"] = await session.kv_now()
+            await phase("resume", [send(i, turn_spec(i, next_user(i), "resume"), "resume") for i in ok_idle], 70, 80)
+            snapshots["resume_end"] = await session.kv_now()
+            stop_active.set()
+            await asyncio.gather(*active)
+            await phase(
+                "never_swap",
+                [send(i, turn_spec(i, next_user(i), "never_swap"), "never_swap") for i in never_ids if i in history],
+                80,
+                85,
+            )
+            recompute_method = await _clear_cache(session) if params.get("allow_cache_reset", True) else None
+            extra_body = None
+            if recompute_method is None and target.engine == "llamacpp":
+                recompute_method, extra_body = "cache_prompt=false", {"cache_prompt": False}
+            if recompute_method is not None:
+                jobs = [send(i, turn_spec(i, next_user(i), "recompute", extra_body), "recompute") for i in ok_idle]
+            else:
+                recompute_method = "unique prompt of the same length (no cache reset on this engine)"
+                same = history_tokens + output_tokens + turn_tokens
+                jobs = [
+                    send(i, session.spec(prompts.text(same, seed=700_000 + i), output_tokens), "recompute")
+                    for i in ok_idle
+                ]
+            await phase("recompute", jobs, 85, 95)
+            settled = await settle_after_load(
+                session, baseline, float(params.get("settle_s") or 15.0), reporter, "settle", 97
+            )
+        except Cancelled:
+            partial = True
+            notes.append("cancelled: partial data")
+            stop_active.set()
+            for task in active:
+                task.cancel()
+            await asyncio.gather(*active, return_exceptions=True)
+    points = []
+    for label in labels:
+        outcome = outcomes[label]
+        point = summarize(outcome, label=label)
+        if outcome.measure_start:
+            attach_engine_stats(
+                point,
+                session.metrics.recording,
+                outcome.measure_start - session.time_zero,
+                outcome.measure_end - session.time_zero,
+            )
+        points.append(point)
+    pressure_point = None
+    if pressure_outcome is not None:
+        pressure_point = summarize(pressure_outcome, label="pressure")
+        attach_engine_stats(
+            pressure_point,
+            session.metrics.recording,
+            pressure_outcome.measure_start - session.time_zero,
+            pressure_outcome.measure_end - session.time_zero,
+        )
+        points.append(pressure_point)
+    cpu = [v for _, v in session.metrics.recording.series.get("cpu_kv_usage_ratio", [])]
+    eviction = swap.observe_eviction(
+        [records["warm"][i].cached_tokens for i in records["warm"] if records["warm"][i].ok],
+        [records["resume"][i].cached_tokens for i in records["resume"] if records["resume"][i].ok],
+        snapshots,
+        max(cpu) if cpu else None,
+        {label: _ttfts(records[label]) for label in ("warm", "resume", "recompute")},
+    )
+    eviction["idle_kv_tokens"] = sizing.get("idle_kv_tokens")
+    eviction["kv_capacity_tokens"] = sizing.get("kv_capacity_tokens")
+    eviction["pressure_requests"] = len(pressure_outcome.records) if pressure_outcome else 0
+    resume = _resume_figures(records, recompute_method)
+    continuation = _continuation(records, recompute_method, tolerance)
+    never = _never_swap(records, never_ids)
+    verdicts = _swap_verdicts(eviction, resume, continuation, never, max_ratio, baseline, settled, session)
+    verdicts.append(errors_verdict([p for p in points if p.label != "pressure"]))
+    budget = budget_verdicts(points[2], params, label="resume", records=outcomes["resume"].records)
+    if not eviction["observed"]:
+        budget = [
+            verdict(
+                v["name"], NOT_EXERCISED, "no eviction observed: " + v["detail"], v["value"], v["threshold"], v["n"]
+            )
+            for v in budget
+        ]
+    verdicts.extend(budget)
+    if pressure_point is not None and (pressure_point.requests_failed or 0):
+        notes.append(f"{pressure_point.requests_failed} pressure requests failed (the pressure's own errors)")
+    observed = _swap_observed_line(eviction, resume, continuation, never, sizing)
+    reporter.close()
+    return build_result(
+        "swap_recovery",
+        session,
+        params,
+        points,
+        [outcomes[label] for label in labels] + ([pressure_outcome] if pressure_outcome else []),
+        verdicts,
+        notes,
+        partial,
+        {
+            "sizing": sizing,
+            "eviction": eviction,
+            "resume": resume,
+            "continuation": continuation,
+            "never_swap": never,
+            "kv_baseline": baseline,
+            "kv_after": settled.get("after"),
+            "active_turns": active_turns,
+            "observed": observed,
+        },
+    )
+
+
+async def _clear_cache(session: Session) -> str | None:
+    """Clear the engine's prefix cache (vLLM `POST /reset_prefix_cache`, behind
+    VLLM_SERVER_DEV_MODE in some versions; SGLang `POST /flush_cache`); the path that worked, or None."""
+    for path in ("/reset_prefix_cache", "/flush_cache"):
+        try:
+            status, _ = await session.client.post_json(path, {}, timeout_s=30.0)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            continue
+        if 200 <= status < 300:
+            return f"POST {path}"
+    return None
+
+
+def _ttfts(records: dict[int, RequestRecord]) -> list[float]:
+    return [r.ttft_ms for r in records.values() if r.ok and r.ttft_ms is not None]
+
+
+def _phase_figures(values: list[float]) -> dict[str, Any]:
+    interval = percentile_interval(values, 50) if len(values) >= 2 else None
+    return Stats.from_values(values).__dict__ | {"n": len(values), "p50_interval": interval and list(interval)}
+
+
+def _resume_figures(records: dict[str, dict[int, RequestRecord]], recompute_method: str | None) -> dict[str, Any]:
+    """Warm, resumed and recomputed TTFT of the same history length; swap-in cost = resumed - warm,
+    benefit = recompute - resumed, each with a bootstrap interval of the p50 difference."""
+    warm, resumed, recomputed = _ttfts(records["warm"]), _ttfts(records["resume"]), _ttfts(records["recompute"])
+    figures: dict[str, Any] = {
+        "warm_ttft_ms": _phase_figures(warm),
+        "resume_ttft_ms": _phase_figures(resumed),
+        "recompute_ttft_ms": _phase_figures(recomputed),
+        "recompute_method": recompute_method,
+    }
+    for name, top, bottom in (("swap_in_cost_ms", resumed, warm), ("recompute_benefit_ms", recomputed, resumed)):
+        value = swap.median_difference(top, bottom)
+        figures[name] = {
+            "p50": value,
+            "interval": swap.difference_interval(top, bottom),
+            "n": min(len(top), len(bottom)),
+        }
+    for name, top, bottom in (("resume_over_recompute", resumed, recomputed), ("resume_over_warm", resumed, warm)):
+        ratio = swap.median_ratio(top, bottom)
+        interval = ratio_interval(top, bottom) if ratio is not None else None
+        figures[name] = {"value": ratio, "interval": interval and list(interval), "n": min(len(top), len(bottom))}
+    return figures
+
+
+def _continuation(
+    records: dict[str, dict[int, RequestRecord]], recompute_method: str | None, tolerance: int
+) -> dict[str, Any]:
+    """Each resumed session's output against the same history's output with the cache cleared."""
+    same_history = recompute_method is not None and not recompute_method.startswith("unique")
+    summary: dict[str, Any] = {"reference": recompute_method if same_history else None, "tolerance_token": tolerance}
+    if not same_history:
+        return summary | {"compared": 0}
+    reference, resumed = records["recompute"], records["resume"]
+    compared = {
+        sid: swap.compare_continuation(reference[sid].text, resumed[sid].text, tolerance)
+        for sid in resumed
+        if resumed[sid].ok and sid in reference and reference[sid].ok
+    }
+    divergences = [c["first_divergence"] for c in compared.values() if c["first_divergence"] is not None]
+    return summary | {
+        "compared": len(compared),
+        "identical": sum(1 for c in compared.values() if c["identical"]),
+        "late_divergence": sum(1 for c in compared.values() if c["ok"] and not c["identical"]),
+        "failed_sessions": sorted(sid for sid, c in compared.items() if not c["ok"])[:20],
+        "failed": sum(1 for c in compared.values() if not c["ok"]),
+        "garbage": sum(1 for c in compared.values() if c["garbage"]),
+        "first_divergence_min": min(divergences) if divergences else None,
+        "matching_fraction_mean": (sum(c["matching_fraction"] for c in compared.values()) / len(compared))
+        if compared
+        else None,
+    }
+
+
+def _never_swap(records: dict[str, dict[int, RequestRecord]], never_ids: list[int]) -> dict[str, Any]:
+    """The never-swap sessions' last resume against the warm sessions: cached share of the prompt
+    (when the engine reports cached tokens), else TTFT within 1.5x the warm p50 (+20 ms)."""
+    warm = [r for r in records["warm"].values() if r.ok]
+    warm_ttft = Stats.from_values([r.ttft_ms for r in warm]).p50
+    shares = [r.cached_tokens / r.prompt_tokens for r in warm if r.cached_tokens is not None and r.prompt_tokens]
+    warm_share = statistics.median(shares) if shares else None
+    sessions = []
+    for sid in never_ids:
+        record = records["never_swap"].get(sid)
+        if record is None or not record.ok:
+            sessions.append({"session": sid, "ok": False, "warm": False})
+            continue
+        share = (
+            record.cached_tokens / record.prompt_tokens
+            if record.cached_tokens is not None and record.prompt_tokens
+            else None
+        )
+        if share is not None and warm_share:
+            came_back_warm = share >= 0.8 * warm_share
+        elif warm_ttft is not None and record.ttft_ms is not None:
+            came_back_warm = record.ttft_ms <= max(1.5 * warm_ttft, warm_ttft + 20.0)
+        else:
+            came_back_warm = None
+        sessions.append(
+            {"session": sid, "ok": True, "ttft_ms": record.ttft_ms, "cached_share": share, "warm": came_back_warm}
+        )
+    return {
+        "sessions": len(never_ids),
+        "warm_count": sum(1 for s in sessions if s.get("warm")),
+        "warm_ttft_p50_ms": warm_ttft,
+        "warm_cached_share": warm_share,
+        "ttft_ms": Stats.from_values([s.get("ttft_ms") for s in sessions]).__dict__,
+        "per_session": sessions,
+    }
+
+
+def _swap_verdicts(
+    eviction: dict[str, Any],
+    resume: dict[str, Any],
+    continuation: dict[str, Any],
+    never: dict[str, Any],
+    max_ratio: float,
+    baseline: dict[str, float] | None,
+    settled: dict[str, Any],
+    session: Session,
+) -> list[dict[str, Any]]:
+    observed = eviction["observed"]
+    resumed_n = eviction["sessions"]
+    sized = (
+        f"the idle sessions' histories needed {eviction['idle_kv_tokens']} KV tokens of a "
+        f"{eviction['kv_capacity_tokens']}-token pool; {eviction['pressure_requests']} pressure requests"
+        if eviction.get("kv_capacity_tokens")
+        else f"KV capacity unknown; {eviction['pressure_requests']} pressure requests"
+    )
+    if observed:
+        exercised = verdict(
+            "eviction_exercised",
+            PASS,
+            "; ".join(eviction["how"]) + f" ({sized})",
+            eviction.get("evicted_sessions"),
+            None,
+            resumed_n,
+        )
+    elif eviction.get("cache_reuse_seen") is False:
+        exercised = verdict(
+            "eviction_exercised",
+            NOT_EXERCISED,
+            "the engine reused no KV between turns (the warm sessions got 0 cached tokens): every resume "
+            f"recomputes, there is nothing to evict ({sized})",
+            0,
+            None,
+            resumed_n,
+        )
+    else:
+        exercised = verdict(
+            "eviction_exercised",
+            NOT_EXERCISED,
+            f"no eviction or offload observed: cached tokens on resume p50 {eviction['cached_tokens_resume_p50']} "
+            f"vs warm {eviction['cached_tokens_warm_p50']}, no offload series moved ({sized}); "
+            "raise params.pressure_factor or give params.kv_capacity_tokens",
+            0,
+            None,
+            resumed_n,
+        )
+    verdicts = [exercised]
+    ratio = resume["resume_over_recompute"]
+    figures = (
+        f"resume TTFT p50 {format_ms(resume['resume_ttft_ms']['p50'])} "
+        f"vs recompute {format_ms(resume['recompute_ttft_ms']['p50'])}"
+        f" vs warm {format_ms(resume['warm_ttft_ms']['p50'])} (recompute: {resume['recompute_method']})"
+    )
+    if not observed:
+        status = NOT_EXERCISED
+        detail = "no eviction observed, so the resume cost says nothing about swapping: " + figures
+    elif ratio["value"] is None:
+        status, detail = NOT_JUDGED, "no resume or recompute TTFT: " + figures
+    elif ratio["n"] < MIN_SAMPLES:
+        status = INSUFFICIENT_DATA
+        detail = f"{figures} from {ratio['n']} sessions: at least {MIN_SAMPLES} are needed to judge it"
+    else:
+        status = compare(ratio["value"], ratio["interval"], max_ratio)
+        low, high = ratio["interval"] or (ratio["value"], ratio["value"])
+        detail = (
+            f"{figures}: ratio {ratio['value']:.2f} (95% CI {low:.2f}–{high:.2f}, n={ratio['n']}) vs <= {max_ratio:g}"
+        )
+        if status == INCONCLUSIVE:
+            detail += ": the interval straddles the threshold"
+        elif status == FAIL:
+            detail += ": resuming an evicted session costs as much as recomputing it (no offload benefit)"
+    verdicts.append(
+        verdict(
+            "resume_cheaper_than_recompute", status, detail, ratio["value"], max_ratio, ratio["n"], ratio["interval"]
+        )
+    )
+    tolerance = continuation["tolerance_token"]
+    caveat = (
+        f"greedy decoding (temperature 0, fixed seed); real GPUs are not bit-deterministic, so a divergence at or "
+        f"after token {tolerance} is reported, not failed"
+    )
+    compared = continuation.get("compared") or 0
+    if continuation.get("reference") is None:
+        status, detail = NOT_JUDGED, "no eviction-free reference: the engine offers no cache reset"
+    elif not compared:
+        status, detail = NOT_JUDGED, "no resumed session to compare with its reference"
+    else:
+        detail = (
+            f"{continuation['identical']} of {compared} resumed sessions identical to the reference "
+            f"({continuation['reference']}), {continuation['late_divergence']} diverged late, "
+            f"{continuation['failed']} failed"
+            + (f" (sessions {continuation['failed_sessions']})" if continuation["failed"] else "")
+            + (
+                f"; first divergence at token {continuation['first_divergence_min']}"
+                if continuation["first_divergence_min"] is not None
+                else "; no divergence"
+            )
+            + f", matching {continuation['matching_fraction_mean']:.0%} on average; {caveat}"
+        )
+        status = PASS if not continuation["failed"] else FAIL
+        if not observed:
+            status, detail = NOT_EXERCISED, "no eviction observed, so no session came back from one: " + detail
+    verdicts.append(verdict("continuation_identical", status, detail, continuation.get("failed"), 0, compared))
+    if never["sessions"]:
+        warm_count, total = never["warm_count"], never["sessions"]
+        detail = (
+            f"{warm_count} of {total} never-swap sessions (kept active, resumed last) came back warm: TTFT p50 "
+            f"{format_ms(never['ttft_ms']['p50'])} vs warm {format_ms(never['warm_ttft_p50_ms'])}"
+        )
+        if never["warm_cached_share"] is not None:
+            shares = [s.get("cached_share") for s in never["per_session"] if s.get("cached_share") is not None]
+            detail += f", cached share {min(shares, default=0):.2f}+ vs warm {never['warm_cached_share']:.2f}"
+        status = PASS if warm_count == total else FAIL
+        if not observed:
+            status, detail = NOT_EXERCISED, "no eviction observed, so staying warm proves nothing: " + detail
+        verdicts.append(verdict("never_swap_sessions_warm", status, detail, warm_count, total, total))
+    verdicts.append(_released_verdict(baseline, settled, session.metrics.recording.engine))
+    return verdicts
+
+
+def _released_verdict(baseline: dict[str, float] | None, settled: dict[str, Any], engine: str | None) -> dict[str, Any]:
+    after = settled.get("after")
+    kv, base = (after or {}).get("kv_usage_ratio"), (baseline or {}).get("kv_usage_ratio")
+    if kv is None or base is None:
+        return verdict("idle_kv_released", NOT_JUDGED, "the engine exports no KV usage metric")
+    busy = (after.get("running") or 0) + (after.get("waiting") or 0)
+    released = kv <= base + KV_BASELINE_TOLERANCE and busy == 0
+    detail = (
+        f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE}) {settled['waited_s']} s after "
+        f"every session closed; {busy:g} requests still running or waiting"
+    )
+    if engine == "llamacpp" and not released:
+        detail += "; llama.cpp slots keep finished requests' cache for reuse, so usage stays up by design"
+    return verdict("idle_kv_released", PASS if released else FAIL, detail, kv, base + KV_BASELINE_TOLERANCE)
+
+
+def _swap_observed_line(
+    eviction: dict[str, Any],
+    resume: dict[str, Any],
+    continuation: dict[str, Any],
+    never: dict[str, Any],
+    sizing: dict[str, Any],
+) -> dict[str, Any]:
+    """metadata["observed"]: one sentence with the key figures and sample sizes, and the figures."""
+    n = resume["resume_ttft_ms"]["n"]
+    if eviction["observed"]:
+        evicted = eviction.get("evicted_sessions")
+        what = (
+            f"evicted {evicted} of {eviction['sessions']} idle sessions"
+            if evicted
+            else f"offloaded the {eviction['sessions']} idle sessions' KV"
+            if eviction["offloaded"]
+            else f"evictions seen (not counted per session) for {eviction['sessions']} idle sessions"
+        )
+    elif eviction.get("cache_reuse_seen") is False:
+        what = f"no KV kept between turns for {eviction['sessions']} idle sessions (every resume recomputes)"
+    else:
+        what = f"no eviction of {eviction['sessions']} idle sessions"
+    capacity = sizing.get("kv_capacity_tokens")
+    held = (
+        f" (their histories needed {sizing.get('idle_kv_tokens')} of {capacity} KV tokens; "
+        f"{eviction['pressure_requests']} pressure requests; preemptions +{eviction.get('preemptions') or 0:g})"
+        if capacity
+        else f" ({eviction['pressure_requests']} pressure requests; KV capacity unknown)"
+    )
+    line = (
+        f"{what}{held}; resume TTFT p50 {format_ms(resume['resume_ttft_ms']['p50'])} vs warm "
+        f"{format_ms(resume['warm_ttft_ms']['p50'])} "
+        f"vs recompute {format_ms(resume['recompute_ttft_ms']['p50'])} (n={n})"
+    )
+    if continuation.get("compared"):
+        line += f"; continuation identical in {continuation['identical']} of {continuation['compared']}"
+    if never["sessions"]:
+        line += f"; never-swap {never['warm_count']} of {never['sessions']} warm"
+    return {
+        "line": line,
+        "eviction_observed": eviction["observed"],
+        "evicted_sessions": eviction.get("evicted_sessions"),
+        "idle_sessions": eviction["sessions"],
+        "idle_kv_tokens": sizing.get("idle_kv_tokens"),
+        "kv_capacity_tokens": capacity,
+        "resume_ttft_p50_ms": resume["resume_ttft_ms"]["p50"],
+        "warm_ttft_p50_ms": resume["warm_ttft_ms"]["p50"],
+        "recompute_ttft_p50_ms": resume["recompute_ttft_ms"]["p50"],
+        "resume_over_recompute": resume["resume_over_recompute"]["value"],
+        "continuation_identical": continuation.get("identical"),
+        "continuation_compared": continuation.get("compared"),
+        "never_swap_warm": never["warm_count"],
+        "n": n,
+    }
