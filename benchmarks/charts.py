@@ -261,6 +261,11 @@ def _check_series(name: str, series: Mapping[str, Any]) -> None:
         raise ChartInputError(f"{name}: expected a non-empty mapping of label -> data")
 
 
+def reference_line(ax: Any, y: float, label: str) -> Any:
+    """The dashed grey line every chart draws for a budget or a reference level."""
+    return ax.axhline(y, color=REFERENCE, linestyle="dashed", linewidth=1, label=label)
+
+
 def _figure(title: str, simulated: bool, size: tuple[float, float] = (7.0, 3.6), ncols: int = 1, nrows: int = 1):
     fig = Figure(figsize=size)
     FigureCanvasSVG(fig)
@@ -453,13 +458,7 @@ def latency_vs_concurrency(
                 ax.plot(d["x"], d[key], marker="o", markersize=3, color=palette[candidate], label=candidate)
     for ax, metric, budget in ((ax_ttft, "TTFT", ttft_budget_ms), (ax_tpot, "TPOT", tpot_budget_ms)):
         if budget is not None:
-            ax.axhline(
-                budget,
-                color=REFERENCE,
-                linestyle="dashed",
-                linewidth=1,
-                label=_("%(metric)s budget") % {"metric": metric},
-            )
+            reference_line(ax, budget, _("%(metric)s budget") % {"metric": metric})
         if bars:
             ticks = []
             for candidate in names:
@@ -879,13 +878,7 @@ def arrival_rate(
     divisor = _time_axis(ax, xs, "since_first")
     ax.plot([x / divisor for x in xs], ys, color=_colour(0), linewidth=1, label=_("arrivals"))
     if mean_rps is not None:
-        ax.axhline(
-            mean_rps,
-            color=REFERENCE,
-            linestyle="dashed",
-            linewidth=1,
-            label=_("mean %(rate)s req/s") % {"rate": f"{mean_rps:.3g}"},
-        )
+        reference_line(ax, mean_rps, _("mean %(rate)s req/s") % {"rate": f"{mean_rps:.3g}"})
     ax.set_ylabel(_("requests per second"))
     ax.set_ylim(bottom=0)
     _legend(ax)
@@ -930,15 +923,7 @@ def switch_timeline(
                 ax.axvline(at / divisor, color=colour, linestyle=style, linewidth=1)
     handles, _labels = ax.get_legend_handles_labels()
     if budget_ms is not None:
-        handles.append(
-            ax.axhline(
-                budget_ms,
-                color=REFERENCE,
-                linestyle="dashed",
-                linewidth=1,
-                label=_("TTFT budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"},
-            )
-        )
+        handles.append(reference_line(ax, budget_ms, _("TTFT budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"}))
     handles.append(Line2D([], [], color=REFERENCE_SOFT, linestyle="solid", label=_("switch")))
     handles.append(Line2D([], [], color=REFERENCE_SOFT, linestyle="dotted", label=_("rollback")))
     handles.append(Line2D([], [], color=REFERENCE_SOFT, marker="x", linestyle="none", label=_("failed request")))
@@ -995,15 +980,7 @@ def tenant_isolation(
         Patch(facecolor=REFERENCE_SOFT, edgecolor=REFERENCE_SOFT, label=_("under the flood")),
     ]
     if budget_ms is not None:
-        handles.append(
-            ax.axhline(
-                budget_ms,
-                color=REFERENCE,
-                linestyle="dashed",
-                linewidth=1,
-                label=_("budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"},
-            )
-        )
+        handles.append(reference_line(ax, budget_ms, _("budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"}))
     ax.set_ylabel(metric)
     ax.set_ylim(bottom=0)
     _legend(ax, handles)
