@@ -37,7 +37,10 @@ TESTS_TAKING_TRACE_LENGTHS = ("concurrency_stress", "stability")
 
 
 class Command(BaseCommand):
-    help = "Run one of the validation tests (or replay a trace) against an OpenAI-compatible endpoint and write the native result."
+    help = (
+        "Run one of the validation tests (or replay a trace) against an OpenAI-compatible endpoint and write "
+        "the native result."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000")
