@@ -324,7 +324,7 @@ def budget_verdicts(
     )
     max_errors = float(params.get("max_error_rate", MAX_ERROR_RATE))
     too_many_errors = point.error_rate is not None and point.error_rate > max_errors
-    ok = [r for r in records or [] if r.ok]
+    ok = [r for r in records or [] if r.ok and not r.aborted]  # as summarize counts completed requests
     for key, stats, attr in (
         ("ttft_p95_ms", point.ttft_ms, "ttft_ms"),
         ("tpot_p95_ms", point.tpot_ms, "tpot_ms"),
