@@ -117,7 +117,7 @@ class LoadOutcome:
     stopped_early: str | None = None  # why the load stopped before its planned end (the engine is gone)
     achieved_concurrency: float | None = None
     peak_concurrency: int = 0
-    achieved_rate: float | None = None  # sends per second in the measured window
+    achieved_rate: float | None = None  # sends per second while the load issued requests (not the drain)
     late_sends_fraction: float | None = None  # open loop: sends > LATE_SEND_MS behind schedule
     send_lateness_ms_p99: float | None = None
     loop_lag_ms_p99: float | None = None
@@ -494,7 +494,7 @@ async def _run_here(
         outcome.busy_fractions = [min(busy / outcome.wall_s, 1.0)]
     outcome.send_lateness_ms, outcome.loop_lags_ms = lateness, lags
     if sends_window := [t for t in measured_sends if t > 0]:
-        outcome.achieved_rate = len(sends_window) / outcome.duration_s if outcome.duration_s > 0 else None
+        outcome.achieved_rate = sending_rate(len(sends_window), outcome)
     return outcome
 
 
@@ -591,7 +591,7 @@ async def _run_in_processes(
     )
     merged.peak_concurrency = peak_concurrency(merged.records + merged.warmup)
     sends = [record.send_time for record in merged.records if record.send_time > 0]
-    merged.achieved_rate = len(sends) / merged.duration_s if sends and merged.duration_s > 0 else None
+    merged.achieved_rate = sending_rate(len(sends), merged) if sends else None
     clocks = [part.client_clock or {} for part in outcomes]
     reads = sum(clock.get("reads") or 0 for clock in clocks)
     unstamped = sum(clock.get("unstamped_reads") or 0 for clock in clocks)
@@ -616,6 +616,13 @@ def held_window_end(outcome: "LoadOutcome") -> float:
         if sends:
             end = min(end, max(sends))
     return min(end, outcome.measure_end) if outcome.measure_end else end
+
+
+def sending_rate(sends: int, outcome: "LoadOutcome") -> float | None:
+    """Sends per second while the load issued requests: the drain after the deadline sends nothing,
+    so counting it would make a slow engine look like a client that fell behind."""
+    window = held_window_end(outcome) - outcome.measure_start
+    return sends / window if window > 0 else None
 
 
 def held_concurrency(records: list[RequestRecord], start: float, end: float) -> float | None:

@@ -61,6 +61,16 @@ def test_open_loop_keeps_poisson_rate(with_mock):
     assert outcome.late_sends_fraction < 0.25  # a shared 2-core machine delays some sends by itself
 
 
+def test_a_slow_engine_does_not_make_an_open_loop_client_look_late(with_mock):
+    """Requests that outlast the load (1.2 s each after a 1 s load) drain after the deadline: the
+    sending rate is counted while the load issued requests, not over the drain."""
+    config = LoadConfig(mode="open", rate=30, duration_s=1.0, seed=5, drain_timeout_s=5.0)
+    outcome = with_mock(MockConfig(ttft_s=1.2), lambda s: load(s, config))
+    assert outcome.measure_end - outcome.load_end > 0.8  # the drain really happened
+    assert 30 * 0.6 < outcome.achieved_rate < 30 * 1.5
+    assert not any("requests/s" in reason for reason in outcome.client_bound_reasons)
+
+
 def test_blocked_client_is_flagged_client_bound(with_mock):
     def slow_make(i):
         time.sleep(0.03)  # a client that cannot keep up: it blocks its own event loop
