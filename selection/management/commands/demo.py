@@ -93,7 +93,7 @@ DEMO_CANDIDATES = (
 DEMO_LAUNCH_FLAGS = {"vllm": "", "sglang": "--enable-metrics", "llama-cpp": "--metrics"}
 # the candidates' launch flags that are the engine's own (what the isolation plan reads)
 ENGINE_FLAGS = ("--scheduling-policy",)
-# Short parameters so the whole pipeline takes a couple of minutes on a laptop.
+# Short parameters so the whole pipeline (eight tests x three candidates) takes about five minutes.
 DEMO_PARAMS = {
     "concurrency_stress": {
         "concurrency": 32,
