@@ -30,6 +30,11 @@ LOAD = {  # a short closed-loop test against the mock engine
     "output_tokens": 8,
     "settle_s": 0.0,
     "abort_fraction": 0.0,
+    # closed loop at fixed lengths: one point per run (the constraints' request rate would make it
+    # open loop, and drawn lengths add a point per traffic group)
+    "rate": None,
+    "input_distribution": None,
+    "output_distribution": None,
 }
 TERMINAL = ("succeeded", "failed", "cancelled")
 

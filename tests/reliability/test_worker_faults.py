@@ -24,6 +24,11 @@ LONG = {
     "output_tokens": 8,
     "settle_s": 0.0,
     "abort_fraction": 0.0,
+    # closed loop at fixed lengths: one point per run (the constraints' request rate would make it
+    # open loop, and drawn lengths add a point per traffic group)
+    "rate": None,
+    "input_distribution": None,
+    "output_distribution": None,
 }
 
 
