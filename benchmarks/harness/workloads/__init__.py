@@ -117,7 +117,7 @@ def plan(test: str, constraints: dict[str, Any] | None = None, **kwargs: Any) ->
 
 
 async def run_test(test: str, target: Target, params: dict[str, Any], **kwargs: Any) -> NormalizedResult:
-    """Run one of the validation tests (the six, and the trace replay) by its ingest-API name."""
+    """Run one of the validation tests (the eight, and the trace replay) by its ingest-API name."""
     if test not in RUNNERS:
         raise PlanError(f"test: must be one of {', '.join(RUNNERS)}, got {test!r}")
     return await RUNNERS[test](target, params, **kwargs)
