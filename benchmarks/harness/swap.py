@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from benchmarks.harness.verdicts import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, MIN_SAMPLES, ratio_interval
+from benchmarks.harness.verdicts import MIN_SAMPLES, ratio_interval, two_sample_interval
 
 # a resumed session whose cached tokens fall under this share of the warm sessions' counts as evicted
 EVICTED_CACHED_SHARE = 0.5
@@ -186,17 +186,8 @@ def median_ratio(top: Sequence[float], bottom: Sequence[float]) -> float | None:
 
 def difference_interval(top: Sequence[float], bottom: Sequence[float]) -> list[float] | None:
     """Bootstrap interval of median(top) - median(bottom), both resampled (fixed seed, as verdicts)."""
-    a = np.asarray([v for v in top if v is not None], dtype=float)
-    b = np.asarray([v for v in bottom if v is not None], dtype=float)
-    if a.size < 2 or b.size < 2:
-        return None
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    diffs = np.median(a[rng.integers(0, a.size, size=(BOOTSTRAP_RESAMPLES, a.size))], axis=1) - np.median(
-        b[rng.integers(0, b.size, size=(BOOTSTRAP_RESAMPLES, b.size))], axis=1
-    )
-    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
-    low, high = np.percentile(diffs, [tail, 100.0 - tail])
-    return [float(low), float(high)]
+    interval = two_sample_interval(top, bottom, lambda sample: np.median(sample, axis=1), np.subtract)
+    return None if interval is None else list(interval)
 
 
 def capacity_from_usage(used_tokens: Sequence[Sequence[float]], usage_ratio: Sequence[Sequence[float]]) -> int | None:

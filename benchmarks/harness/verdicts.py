@@ -84,26 +84,37 @@ def percentile_interval(values: Sequence[float], q: float) -> tuple[float, float
     return bootstrap_interval(values, lambda sample: np.percentile(sample, q, axis=1))
 
 
+def two_sample_interval(
+    first: Sequence[float],
+    second: Sequence[float],
+    statistic: Callable[[np.ndarray], np.ndarray],
+    combine: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of combine(statistic(first), statistic(second)), each sample
+    resampled on its own (first, then second, from the one fixed seed). None under two samples on
+    either side, or when no resample gives a finite figure."""
+    a = np.asarray([v for v in first if v is not None], dtype=float)
+    b = np.asarray([v for v in second if v is not None], dtype=float)
+    if a.size < 2 or b.size < 2:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    a_estimates = statistic(a[rng.integers(0, a.size, size=(BOOTSTRAP_RESAMPLES, a.size))])
+    b_estimates = statistic(b[rng.integers(0, b.size, size=(BOOTSTRAP_RESAMPLES, b.size))])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        combined = combine(a_estimates, b_estimates)
+    combined = combined[np.isfinite(combined)]
+    if combined.size == 0:
+        return None
+    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
+    low, high = np.percentile(combined, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
 def ratio_interval(
     numerators: Sequence[float], denominators: Sequence[float], q: float = 50.0
 ) -> tuple[float, float] | None:
     """Interval of percentile(numerators) / percentile(denominators), both resampled independently."""
-    top = np.asarray([v for v in numerators if v is not None], dtype=float)
-    bottom = np.asarray([v for v in denominators if v is not None], dtype=float)
-    if top.size < 2 or bottom.size < 2:
-        return None
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    resamples = BOOTSTRAP_RESAMPLES
-    a = np.percentile(top[rng.integers(0, top.size, size=(resamples, top.size))], q, axis=1)
-    b = np.percentile(bottom[rng.integers(0, bottom.size, size=(resamples, bottom.size))], q, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = a / b
-    ratios = ratios[np.isfinite(ratios)]
-    if ratios.size == 0:
-        return None
-    tail = (1.0 - CONFIDENCE) / 2.0 * 100.0
-    low, high = np.percentile(ratios, [tail, 100.0 - tail])
-    return float(low), float(high)
+    return two_sample_interval(numerators, denominators, lambda sample: np.percentile(sample, q, axis=1), np.divide)
 
 
 def compare(value: float, interval: Sequence[float] | None, threshold: float, at_most: bool = True) -> str:
@@ -189,8 +200,3 @@ def judge_percentile(
             status = INCONCLUSIVE
             detail += f"; inconclusive (client-bound): {'; '.join(client_bound_reasons)}"
     return verdict(name, status, detail, value, threshold, n, interval)
-
-
-def count_label(status: str) -> str:
-    """Human words for a status (the record and the run page)."""
-    return status.replace("_", " ")

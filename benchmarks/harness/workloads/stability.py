@@ -18,7 +18,6 @@ from benchmarks.harness.load import (
 )
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.verdicts import (
-    BOOTSTRAP_SEED,
     FAIL,
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
@@ -27,6 +26,7 @@ from benchmarks.harness.verdicts import (
     PASS,
     compare,
     ratio_interval,
+    two_sample_interval,
     verdict,
 )
 from benchmarks.harness.workloads.common import (
@@ -404,11 +404,7 @@ def _fragmentation_verdict(
         )
     a, b = np.asarray(early), np.asarray(late)
     value = float(b.mean() - a.mean())
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    diffs = b[rng.integers(0, b.size, (1000, b.size))].mean(axis=1) - a[rng.integers(0, a.size, (1000, a.size))].mean(
-        axis=1
-    )
-    interval = (float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5)))
+    interval = two_sample_interval(late, early, lambda sample: sample.mean(axis=1), np.subtract)
     status = compare(value, interval, limit)
     detail = (
         f"fragmentation {a.mean():.3f} -> {b.mean():.3f} ({value:+.3f}, 95% CI {interval[0]:+.3f}–{interval[1]:+.3f}; "
