@@ -31,7 +31,7 @@ if [ ! -f "$stamp" ]; then
     pydantic pydantic-core msgspec cloudpickle psutil pyzmq regex requests fastapi "openai>=1" \
     cbor2 pybase64 setproctitle blake3 py-cpuinfo gguf prometheus-client uvicorn cachetools \
     partial-json-parser diskcache einops openai-harmony watchfiles tiktoken lark jinja2 pyyaml \
-    datasets pandas
+    datasets pandas xgrammar llguidance orjson
   touch "$stamp"
 fi
 
