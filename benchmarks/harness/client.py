@@ -23,6 +23,11 @@ import aiohttp
 from benchmarks.harness.rawhttp import HTTPError, RawHTTPPool
 
 Api = Literal["chat", "completions"]
+# When a response's bytes count as received: the kernel's stamp of their arrival (recvmsg, Linux;
+# exact however busy the loop) or the time the loop read them in uvloop's own transport (about a
+# third less client CPU per token; late by the loop's queue, which grows with concurrency).
+ReceiveClock = Literal["kernel", "user"]
+RECEIVE_CLOCKS: tuple[ReceiveClock, ...] = ("kernel", "user")
 
 # Engine out-of-memory messages (vLLM/torch, SGLang, TensorRT-LLM, llama.cpp, TGI).
 _OOM_PATTERN = re.compile(
@@ -548,7 +553,14 @@ class OpenAIClient:
 
         record.send_time = perf()  # a request that never connects is still timed, on the clock of the others
         try:
-            status, _, _ = await pool.request(head, data, on_body, self.request_timeout_s, on_start=on_start)
+            status, _, _ = await pool.request(
+                head,
+                data,
+                on_body,
+                self.request_timeout_s,
+                on_start=on_start,
+                frames=recorder.take_frame if recorder is not None and recorder.abort_after is None else None,
+            )
         except asyncio.CancelledError:
             _fail(record, "cancelled", "cancelled by the load controller")
             raise
@@ -620,6 +632,7 @@ class StreamRecorder:
         "suffix",
         "head",
         "tail",
+        "frame_tail",
         "last_data",
     )
 
@@ -630,7 +643,45 @@ class StreamRecorder:
         self.prefix: bytes | None = None  # the learnt template, None until a plain token event is seen
         self.suffix = b""
         self.head = self.tail = 0  # len(prefix), len(suffix) + 1
+        self.frame_tail = b""  # suffix + the chunk's closing CRLF
         self.last_data: float | None = None
+
+    def take_frame(self, now: float, data: bytes) -> bool:
+        """A read of the chunked body, before the HTTP parser: True when it was exactly one chunk
+        holding one template token event, now counted. Anything else (False) goes through the
+        parser and `feed`. The per-token path: the protocol calls it directly, not through `feed`,
+        and only for streams that abort nothing (`abort_after` is checked in `feed`)."""
+        prefix = self.prefix
+        if prefix is None or self.parser._buffer:
+            return False
+        line_end = data.find(b"\r\n", 0, 10)
+        if line_end <= 0:
+            return False
+        try:
+            size = int(data[:line_end], 16)
+        except ValueError:
+            return False
+        start = line_end + 2
+        first = start + self.head  # the content string's opening quote
+        last = len(data) - len(self.frame_tail) - 1  # its closing quote
+        if (
+            len(data) == start + size + 2
+            and last - first >= 2
+            and data.startswith(prefix, start)
+            and data.endswith(self.frame_tail)
+            and data[first] == _QUOTE
+            and data[last] == _QUOTE
+            and data[last - 1] != _BACKSLASH
+            and data.find(b'"', first + 1, last) < 0
+        ):
+            self.last_data = now
+            record = self.record
+            if record.first_token_time is None:
+                record.first_token_time = now
+            record.chunk_times.append(now)
+            record.chunk_tokens.append(1)
+            return True
+        return False
 
     def feed(self, now: float, data: bytes) -> bool:
         """Record one read; True when the stream should be closed now (deliberate abort)."""
@@ -768,6 +819,7 @@ class StreamRecorder:
             last += 1
         self.prefix, self.suffix = block[:first], block[last + 1 :]
         self.head, self.tail = len(self.prefix), len(self.suffix) + 1
+        self.frame_tail = self.suffix + b"\r\n"
         return True
 
     def finish(self, end_time: float) -> None:

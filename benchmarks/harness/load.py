@@ -593,15 +593,16 @@ async def _run_in_processes(
     sends = [record.send_time for record in merged.records if record.send_time > 0]
     merged.achieved_rate = sending_rate(len(sends), merged) if sends else None
     clocks = [part.client_clock or {} for part in outcomes]
-    reads = sum(clock.get("reads") or 0 for clock in clocks)
-    unstamped = sum(clock.get("unstamped_reads") or 0 for clock in clocks)
-    merged.client_clock = dict(
-        clocks[0],
-        reads=reads,
-        unstamped_reads=unstamped,
-        kernel_stamped_read_fraction=round((reads - unstamped) / reads, 4) if reads else None,
-    )
-    client.absorb_reads(reads - unstamped, unstamped)
+    merged.client_clock = dict(clocks[0])
+    if all(clock.get("reads") is not None for clock in clocks):  # counted (kernel stamps) in every process
+        reads = sum(clock["reads"] for clock in clocks)
+        unstamped = sum(clock.get("unstamped_reads") or 0 for clock in clocks)
+        merged.client_clock.update(
+            reads=reads,
+            unstamped_reads=unstamped,
+            kernel_stamped_read_fraction=round((reads - unstamped) / reads, 4) if reads else None,
+        )
+        client.absorb_reads(reads - unstamped, unstamped)
     return merged
 
 

@@ -22,6 +22,9 @@ from typing import Any, Callable
 from benchmarks.harness import wireclock
 
 BodyCallback = Callable[["_ResponseProtocol", float, bytes], None]
+# A read of a chunked body handed over whole, before any parsing: True when the callee consumed it
+# (one whole chunk it recognised), False to parse it here. The per-token path of a stream.
+FrameCallback = Callable[[float, bytes], bool]
 
 
 class HTTPError(Exception):
@@ -48,6 +51,8 @@ class _ResponseProtocol(asyncio.Protocol):
         "closed",
         "got_bytes",
         "header_time",
+        "frames",
+        "offered_frames",
     )
 
     def __init__(self) -> None:
@@ -68,6 +73,8 @@ class _ResponseProtocol(asyncio.Protocol):
         self.got_bytes = False
         self.last_activity = 0.0
         self.header_time = 0.0
+        self.frames: FrameCallback | None = None  # set once a successful chunked response's head is read
+        self.offered_frames: FrameCallback | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -86,15 +93,23 @@ class _ResponseProtocol(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         return False  # close the transport; connection_lost settles the request
 
-    def start(self, request: bytes, on_body: BodyCallback, done: asyncio.Future) -> None:
+    def start(
+        self, request: bytes, on_body: BodyCallback, done: asyncio.Future, frames: FrameCallback | None = None
+    ) -> None:
         self.state = "head"
         self.on_body = on_body
         self.done = done
+        self.offered_frames = frames
         self.last_activity = time.perf_counter()
         self.transport.write(request)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
-        self.received(time.perf_counter(), data)
+        now = time.perf_counter()
+        frames = self.frames
+        if frames is not None and frames(now, data):
+            self.last_activity = now
+            return
+        self.received(now, data)
 
     def received(self, now: float, data: bytes) -> None:
         """Bytes that arrived at `now` (perf_counter seconds)."""
@@ -146,6 +161,8 @@ class _ResponseProtocol(asyncio.Protocol):
                 self.chunked = True
                 self.remaining = -1
                 self.state = "body"
+                if self.status < 400:
+                    self.frames = self.offered_frames
             elif "content-length" in headers:
                 self.remaining = int(headers["content-length"])
                 self.state = "body"
@@ -243,6 +260,7 @@ class _ResponseProtocol(asyncio.Protocol):
     def _finish(self) -> None:
         done = self.done
         self.state = "idle"
+        self.frames = None
         if done is not None and not done.done():
             done.set_result(None)
 
@@ -276,9 +294,12 @@ class RawHTTPPool:
 
     def timestamping(self) -> dict[str, Any]:
         """Where this pool's receive times came from, for the run's metadata."""
+        if not self.kernel_timestamps:  # reads are not counted on this clock (a counter per token costs)
+            return {"receive_clock": "user space", "kernel_stamped_read_fraction": None, "reads": None,
+                    "unstamped_reads": None}  # fmt: skip
         reads = self.stamped_reads + self.unstamped_reads
         return {
-            "receive_clock": "kernel (SO_TIMESTAMPNS)" if self.kernel_timestamps else "user space",
+            "receive_clock": "kernel (SO_TIMESTAMPNS)",
             "kernel_stamped_read_fraction": round(self.stamped_reads / reads, 4) if reads else None,
             "reads": reads,
             "unstamped_reads": self.unstamped_reads,
@@ -325,8 +346,10 @@ class RawHTTPPool:
         on_body: BodyCallback,
         timeout_s: float,
         on_start: Callable[[], None] | None = None,
+        frames: FrameCallback | None = None,
     ) -> tuple[int, dict[str, str], _ResponseProtocol]:
-        """Send one request; body bytes go to `on_body(time, bytes)` as they arrive. Returns at the end."""
+        """Send one request; body bytes go to `on_body(time, bytes)` as they arrive (each read of a
+        successful chunked body offered whole to `frames` first). Returns at the end."""
         for attempt in range(4):
             protocol, reused = await self._connection()
             loop = asyncio.get_running_loop()
@@ -334,7 +357,7 @@ class RawHTTPPool:
             protocol._reset()
             if on_start is not None:
                 on_start()
-            protocol.start(head + body, on_body, done)
+            protocol.start(head + body, on_body, done, frames)
             watchdog = _Watchdog(loop, protocol, done, timeout_s)
             try:
                 await done
@@ -407,7 +430,12 @@ class _StampedTransport:
             arrival = now
         else:
             self.pool.stamped_reads += 1
-        self.protocol.received(arrival, data)
+        protocol = self.protocol
+        frames = protocol.frames
+        if frames is not None and frames(arrival, data):
+            protocol.last_activity = arrival
+            return
+        protocol.received(arrival, data)
 
     def write(self, data: bytes) -> None:
         if self.closing:

@@ -128,3 +128,99 @@ def test_fast_path_records_what_the_full_parse_records(kinds, api, compact, cuts
         slow.error_class,
     )
     assert (fast.first_token_time is None) == (slow.first_token_time is None)
+
+
+def _chunked_reads(events, cuts, merge_every):
+    """The HTTP response of `events` (one chunk each, as engines write them) in reads: mostly one
+    chunk per read, some reads merging the next chunks, and the cuts splitting anywhere."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    frames = [b"%x\r\n%s\r\n" % (len(event), event) for event in events] + [b"0\r\n\r\n"]
+    reads, pending = [head], b""
+    for index, frame in enumerate(frames):
+        pending += frame
+        if merge_every and index % merge_every == 1:
+            continue
+        reads.append(pending)
+        pending = b""
+    if pending:
+        reads.append(pending)
+    for cut in cuts:  # split one read in two
+        at = cut % len(reads)
+        read = reads[at]
+        if len(read) > 1:
+            point = 1 + cut % (len(read) - 1)
+            reads[at : at + 1] = [read[:point], read[point:]]
+    return reads
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["token", "token", "token", "empty", "quote", "null", "role", "finish", "usage"]),
+        max_size=25,
+    ),
+    st.sampled_from(["chat", "completions"]),
+    st.booleans(),
+    st.lists(st.integers(min_value=0, max_value=5000), max_size=4),
+    st.sampled_from([0, 0, 3, 7]),
+)
+def test_whole_chunk_reads_counted_before_the_http_parser_record_what_it_records(kinds, api, compact, cuts, merge):
+    """The per-token path (`StreamRecorder.take_frame`, called by the protocol on each read) against
+    the same reads through the HTTP parser and `feed`: the same record, time for time."""
+    from unittest import mock
+
+    from benchmarks.harness import rawhttp
+    from benchmarks.harness.client import StreamRecorder
+
+    events = [_event(kind, api, compact) for kind in kinds] + [_event("done", api, compact)]
+    reads = _chunked_reads(events, cuts, merge)
+
+    class Transport:
+        def write(self, data):
+            pass
+
+        def close(self):
+            pass
+
+    def record_with(offer_frames):
+        record = RequestRecord()
+        recorder = StreamRecorder(record, api, False, None)
+        protocol = rawhttp._ResponseProtocol()
+        protocol.transport = Transport()
+        loop = asyncio.new_event_loop()
+        done = loop.create_future()
+        taken = []
+
+        def take_frame(now, data):
+            taken.append(recorder.take_frame(now, data))
+            return taken[-1]
+
+        clock = iter(range(10, 10_000))
+        with mock.patch.object(rawhttp.time, "perf_counter", lambda: float(next(clock))):
+            protocol.start(
+                b"", lambda _p, now, chunk: recorder.feed(now, chunk), done, take_frame if offer_frames else None
+            )
+            for read in reads:
+                protocol.data_received(read)
+        recorder.finish(recorder.last_data)
+        assert done.done() and done.exception() is None and protocol.frames is None
+        loop.close()
+        return record, sum(taken)
+
+    (fast, taken), (slow, _) = record_with(True), record_with(False)
+    assert (fast.chunk_times, fast.chunk_tokens, fast.first_token_time, fast.end_time) == (
+        slow.chunk_times,
+        slow.chunk_tokens,
+        slow.first_token_time,
+        slow.end_time,
+    )
+    assert (fast.output_tokens, fast.finish_reason, fast.done_marker, fast.error_class) == (
+        slow.output_tokens,
+        slow.finish_reason,
+        slow.done_marker,
+        slow.error_class,
+    )
+    if compact and not merge and not cuts and kinds.count("token") > 1 and "finish" not in kinds:
+        # one chunk per read, as engines write them: after the first plain token (learnt from),
+        # every other one skips the HTTP parser
+        assert taken >= kinds.count("token") - 1
