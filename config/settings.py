@@ -198,6 +198,10 @@ KVSELECT_BROKER_VISIBILITY_TIMEOUT_S = int(os.environ.get("KVSELECT_BROKER_VISIB
 # --- kvselect -----------------------------------------------------------------------------
 # Hosts the validation harness may send load to (exact host names or IP addresses).
 KVSELECT_ALLOWED_TARGETS = env_list("KVSELECT_ALLOWED_TARGETS", "127.0.0.1,localhost,::1")
+# When the load client counts a response's bytes as received: "kernel" (the kernel's receive stamp:
+# exact TTFT/ITL however busy the client) or "user" (read time in uvloop's transport: about a third
+# less client CPU per token, late by the client's queue). Checked by kvselect.E002.
+KVSELECT_RECEIVE_CLOCK = os.environ.get("KVSELECT_RECEIVE_CLOCK", "kernel").strip().lower()
 KVSELECT_MAX_UPLOAD_BYTES = int(os.environ.get("KVSELECT_MAX_UPLOAD_BYTES", str(200 * 1024 * 1024)))
 # Validation runs: a heartbeat every INTERVAL; none for STALE and the reaper (every REAPER_INTERVAL)
 # stores the run's write-ahead result or fails it: a dead worker is seen within STALE + REAPER_INTERVAL.

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
+from benchmarks.harness.client import RECEIVE_CLOCKS
+
 
 @register(Tags.security, deploy=False)
 def secret_key_required(app_configs, **kwargs):
@@ -27,6 +29,20 @@ def embedded_broker_is_development_only(app_configs, **kwargs):
                 "Celery uses the embedded SQLite broker (development only).",
                 hint="Set CELERY_BROKER_URL to a Redis or RabbitMQ URL in production.",
                 id="kvselect.W001",
+            )
+        ]
+    return []
+
+
+@register()
+def receive_clock_known(app_configs, **kwargs):
+    value = settings.KVSELECT_RECEIVE_CLOCK
+    if value not in RECEIVE_CLOCKS:
+        return [
+            Error(
+                f"KVSELECT_RECEIVE_CLOCK is {value!r}: it must be one of {', '.join(RECEIVE_CLOCKS)}.",
+                hint="kernel: the kernel's receive stamps (exact, the default); user: user-space read times.",
+                id="kvselect.E002",
             )
         ]
     return []

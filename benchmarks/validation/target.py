@@ -84,6 +84,7 @@ def target_for(candidate: Candidate) -> workloads.Target:
         engine=engine,
         evidence="SIMULATED" if simulated else "MEASURED",
         allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
+        receive_clock=settings.KVSELECT_RECEIVE_CLOCK,
     )
 
 

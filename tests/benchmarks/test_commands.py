@@ -172,3 +172,20 @@ def test_validate_max_context_ends_the_ladder_and_kv_capacity_applies(mock_engin
     endpoint = ("--endpoint", "http://127.0.0.1:9", "--model", "m")
     with pytest.raises(CommandError, match="--max-context: applies to --test long_context only"):
         call_command("validate", *endpoint, "--test", "stability", "--max-context", "4096")
+
+
+def test_validate_runs_on_the_receive_clock_asked_for(mock_engine, tmp_path):
+    out = tmp_path / "user.json"
+    call_command(
+        "validate",
+        *("--endpoint", mock_engine.url, "--model", "mock", "--test", "concurrency_stress", "--concurrency", "2"),
+        *("--duration", "0.5", "--param", "settle_s=0.2", "--param", "warmup_s=0", "--receive-clock", "user"),
+        *("--out", str(out)),
+        verbosity=0,
+    )
+    metadata = json.loads(out.read_text())["metadata"]
+    assert metadata["target"]["receive_clock"] == "user"
+    assert metadata["client_clock"]["receive_clock"] == "user space"
+    assert metadata["client_clock"]["reads"] is None  # not counted on this clock: missing, never 0
+    with pytest.raises(CommandError, match="receive-clock"):
+        call_command("validate", "--endpoint", mock_engine.url, "--model", "m", "--receive-clock", "wall")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from benchmarks.harness import HARNESS_VERSION
-from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client import Api, OpenAIClient, ReceiveClock, RequestRecord, RequestSpec
 from benchmarks.harness.lengths import distribution
 from benchmarks.harness.load import (
     LoadOutcome,
@@ -74,6 +74,7 @@ class Target:
     # llama.cpp's per-request prompt cache: None sends nothing; False asks the engine not to reuse a
     # cached prefix (llama.cpp only: the prefix test's "off" run on the same endpoint)
     cache_prompt: bool | None = None
+    receive_clock: ReceiveClock = "kernel"  # kernel receive stamps, or user-space time (client.ReceiveClock)
 
     @property
     def evidence_label(self) -> str:
@@ -90,7 +91,24 @@ class Target:
             "api": self.api,
             "api_key_set": bool(self.api_key),
             **({"cache_prompt": self.cache_prompt} if self.cache_prompt is not None else {}),
+            "receive_clock": self.receive_clock,
         }
+
+    def client(
+        self, endpoint_url: str | None = None, model: str | None = None, keep_text: bool = False
+    ) -> OpenAIClient:
+        """A client for this target (or another endpoint of the same deployment, as the model switch's
+        second version): its key, timeout and receive clock; no keep-alive on llama.cpp (it closes a
+        connection after every streamed response)."""
+        return OpenAIClient(
+            endpoint_url or self.endpoint_url,
+            model or self.model,
+            api_key=self.api_key,
+            request_timeout_s=self.request_timeout_s,
+            keep_text=keep_text,
+            keep_alive=self.engine != "llamacpp",
+            kernel_timestamps=self.receive_clock == "kernel",
+        )
 
 
 def constraint_value(constraints: dict[str, Any] | None, key: str, default: Any) -> Any:
@@ -238,14 +256,7 @@ class Session:
                 check_target(target.metrics_url, target.allowed_hosts)
         self.target = target
         self.time_zero = time.perf_counter()
-        self.client = OpenAIClient(
-            target.endpoint_url,
-            target.model,
-            api_key=target.api_key,
-            request_timeout_s=target.request_timeout_s,
-            keep_text=keep_text,
-            keep_alive=target.engine != "llamacpp",
-        )
+        self.client = target.client(keep_text=keep_text)
         headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
         self.metrics = MetricsSampler(
             target.metrics_url,

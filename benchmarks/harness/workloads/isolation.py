@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import RequestSpec
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -130,13 +130,7 @@ async def run_isolation(
         )
         flood = b_outcome = None
         if not alone.cancelled:
-            client_b = OpenAIClient(
-                target.endpoint_url,
-                target.model,
-                api_key=target.api_key,
-                request_timeout_s=target.request_timeout_s,
-                keep_alive=target.engine != "llamacpp",
-            )
+            client_b = target.client()
             await client_b.open()
             b_stop = asyncio.Event()
             b_task = asyncio.ensure_future(

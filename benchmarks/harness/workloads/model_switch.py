@@ -8,7 +8,7 @@ import asyncio
 import time
 from typing import Any, Callable
 
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -212,13 +212,7 @@ async def run_model_switch(
         assert prompts is not None
         client_b = None
         if mode == "endpoint":
-            client_b = OpenAIClient(
-                params["switch_endpoint"],
-                params.get("switch_model") or target.model,
-                api_key=target.api_key,
-                request_timeout_s=target.request_timeout_s,
-                keep_alive=target.engine != "llamacpp",
-            )
+            client_b = target.client(params["switch_endpoint"], params.get("switch_model"))
             await client_b.open()
             headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
             metrics_b = params.get("switch_metrics_url") or params["switch_endpoint"].rstrip("/") + "/metrics"

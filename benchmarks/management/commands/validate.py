@@ -16,7 +16,8 @@ deployed at URL and back (two deployments, e.g. behind your gateway); kvselect n
 command against a real engine. Against the simulator without `--switch-endpoint` it restarts the
 simulator through its POST /admin/restart instead. `--test isolation --priority` sends each
 tenant's `priority` field (for engines launched with priority scheduling, e.g. vLLM
-`--scheduling-policy priority`).
+`--scheduling-policy priority`). `--receive-clock user` times responses when the client reads them
+(less client CPU per token) instead of by the kernel's receive stamps (exact: the default).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.harness import safety, workloads
+from benchmarks.harness.client import RECEIVE_CLOCKS
 from benchmarks.suite import RUNNABLE_TEST_IDS
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 
@@ -96,6 +98,13 @@ class Command(BaseCommand):
             "--max-context",
             type=int,
             help="long_context: the ladder's last rung (tokens), in place of the required context",
+        )
+        parser.add_argument(
+            "--receive-clock",
+            choices=RECEIVE_CLOCKS,
+            default=None,
+            help="when response bytes count as received: kernel (the kernel's receive stamps, exact) or user "
+            "(read time in uvloop's transport, less client CPU; default: KVSELECT_RECEIVE_CLOCK, kernel)",
         )
         parser.add_argument("--out", help="write the native JSON here (default: stdout)")
 
@@ -196,6 +205,7 @@ class Command(BaseCommand):
             metrics_url=opts["metrics_url"] or opts["endpoint"].rstrip("/") + "/metrics",
             engine=opts["engine"],
             allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
+            receive_clock=opts["receive_clock"] or settings.KVSELECT_RECEIVE_CLOCK,
         )
 
         def progress(payload):

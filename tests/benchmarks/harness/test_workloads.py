@@ -280,3 +280,19 @@ def test_concurrency_stress_reports_each_traffic_group_with_its_own_budget_verdi
     assert set(result.requests["point"]) == {0}  # the request rows stay under the whole point
     observed = result.metadata["observed"]
     assert "short TTFT p95" in observed["line"] and observed["groups"]["long"]["n"] == long.requests_completed
+
+
+def test_a_targets_client_carries_its_key_timeout_and_receive_clock():
+    from benchmarks.harness import wireclock
+
+    user = w.Target("http://127.0.0.1:9", "m", api_key="sk-x", request_timeout_s=7, receive_clock="user")
+    client = user.client()
+    assert client.timestamping()["receive_clock"] == "user space"
+    assert client.request_timeout_s == 7 and client.keep_alive and "sk-x" not in repr(client)
+    assert user.describe()["receive_clock"] == "user" and "sk-x" not in json.dumps(user.describe())
+    other = w.Target("http://127.0.0.1:9", "m", engine="llamacpp").client("http://127.0.0.1:10/", "m2")
+    assert other.base_url == "http://127.0.0.1:10" and other.model == "m2" and not other.keep_alive
+    expected = "kernel (SO_TIMESTAMPNS)" if wireclock.SUPPORTED else "user space"
+    assert other.timestamping()["receive_clock"] == expected  # the default clock
+    for made in (client, other):
+        made._raw.close()
