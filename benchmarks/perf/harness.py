@@ -290,6 +290,28 @@ def fidelity(duration_s: float, concurrency: int = 64) -> dict[str, Any]:
     return out
 
 
+def target_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """Per kvselect receive clock and concurrency: each side-by-side target, met or missed (or not run)."""
+    lines = []
+    for name in sbs.KVSELECT_CLIENTS:
+        for key, clients in summary.items():
+            ratios = clients.get("ratios", {})
+            checks = []
+            for peer, target in (("vllm bench serve", "vs_vllm_bench_serve"), ("bare aiohttp loop", "vs_bare_aiohttp")):
+                ratio = ratios.get(f"{name} / {peer}")
+                checks.append(
+                    f"{peer} not run"
+                    if ratio is None
+                    else f"{ratio:.2f}x {peer} ({'met' if ratio >= TARGETS[target] else 'missed'})"
+                )
+            error = (clients.get(name, {}).get("ttft_mean_error_ms") or {}).get("median")
+            if key == "c=64" and error is not None:
+                met = abs(error) < TARGETS["ttft_mean_error_ms"]
+                checks.append(f"TTFT mean error {error:+.2f} ms ({'met' if met else 'missed'})")
+            lines.append(f"{name}, {key}: " + "; ".join(checks))
+    return lines
+
+
 SECTIONS = ("side_by_side", "throughput", "held", "fidelity")
 
 
@@ -305,9 +327,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"kvselect harness benchmark (cpus={os.cpu_count()}, load average {os.getloadavg()[0]:.1f})")
 
     if "side_by_side" in sections:
-        peers = [
-            name for name in sbs.available_clients() if name not in ("kvselect", "bare aiohttp loop", "read-only floor")
-        ]
+        peers = [name for name in sbs.available_clients() if name not in sbs.LOCAL_CLIENTS]
         concurrencies, repeats = ((64,), 1) if args.quick else ((64, 256), 3)
         print(
             f"\n== side by side on the vLLM-shaped wire mock (TTFT 50 ms, ITL 10 ms, {sbs.TOKENS} tokens; "
@@ -322,6 +342,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{TARGETS['vs_bare_aiohttp']}x the bare aiohttp loop (requests per client CPU-second), TTFT mean "
             f"error < {TARGETS['ttft_mean_error_ms']} ms at concurrency 64"
         )
+        for line in target_lines(figures["summary"]):
+            print("  " + line)
 
     if "throughput" in sections:
         print("\n== requests per client CPU-second (mock streams 128 tokens/request, concurrency 64)")

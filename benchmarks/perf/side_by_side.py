@@ -17,14 +17,18 @@ and the server must stream as an engine does (vLLM's role chunk, one event per t
   over the steady part of the run (from the arrival that completed the requested concurrency to
   the last arrival).
 
-Peers: a bare aiohttp loop and a read-only floor (recvmsg and discard: what any Python client
-pays per read before parsing anything) always (guidellm reports only its summary: its TTFT error
-is taken from its mean and p99); `vllm bench serve` and guidellm when `scripts/install-bench-peers.sh`
-(`make bench BENCH=harness PEERS=1`) put them under var/cache/bench-peers. Repeats are interleaved
+kvselect runs twice, once on each receive clock (`client.ReceiveClock`): the kernel's stamps, its
+default (recvmsg in Python per read: exact TTFT whatever the loop does), and user-space time in
+uvloop's own transport (cheaper per read, late by the loop's queue). Peers: a bare aiohttp loop and
+two read-only floors (read each arrival and discard it, no HTTP or SSE parsing: with recvmsg and
+its stamp, and in uvloop's transport: what a Python client on each clock pays per read) always;
+`vllm bench serve` and guidellm when `scripts/install-bench-peers.sh` (`make bench BENCH=harness
+PEERS=1`) put them under var/cache/bench-peers (guidellm reports only its summary: its TTFT error
+is taken from its mean and p99). Repeats are interleaved
 (every client once, then again) so a slow spell of the shared machine hits them alike.
 
     python -m benchmarks.perf.side_by_side [--concurrency 64 256] [--repeats 3] [--json OUT]
-    python -m benchmarks.perf.side_by_side client {kvselect,bare} URL CONCURRENCY REQUESTS OUT
+    python -m benchmarks.perf.side_by_side client KIND URL CONCURRENCY REQUESTS OUT  (KIND: a CLIENT_RUNNERS key)
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import aiohttp
 
 from benchmarks.formats import detect_and_parse
 from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import OpenAIClient, ReceiveClock, RequestSpec
 from benchmarks.harness.load import LoadConfig, run_async, run_load
 from benchmarks.perf.wire_mock import WireMockConfig
 from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock
@@ -206,9 +210,12 @@ def _body(index: int) -> dict[str, Any]:
     }
 
 
-async def kvselect_client(url: str, concurrency: int, requests: int) -> dict[str, Any]:
-    """kvselect's harness as a validation run drives it (its default transport, clock and processes)."""
-    async with OpenAIClient(url, "mock") as client:
+async def kvselect_client(
+    url: str, concurrency: int, requests: int, receive_clock: ReceiveClock = "kernel"
+) -> dict[str, Any]:
+    """kvselect's harness as a validation run drives it (its transport and processes), on either
+    receive clock: the kernel's stamps (the default) or user-space time in uvloop's own transport."""
+    async with OpenAIClient(url, "mock", kernel_timestamps=receive_clock == "kernel") as client:
 
         def make(index: int) -> RequestSpec:
             body = _body(index)
@@ -297,7 +304,51 @@ async def read_floor_client(url: str, concurrency: int, requests: int) -> dict[s
     return {"ttft_ms": [], "completed": completed}  # it sees no tokens, so it reports no TTFT
 
 
-CLIENT_RUNNERS = {"kvselect": kvselect_client, "bare": bare_client, "floor": read_floor_client}
+async def kvselect_user_clock_client(url: str, concurrency: int, requests: int) -> dict[str, Any]:
+    return await kvselect_client(url, concurrency, requests, receive_clock="user")
+
+
+async def native_read_floor_client(url: str, concurrency: int, requests: int) -> dict[str, Any]:
+    """The floor on the user-space clock: uvloop's transport reads, data_received discards."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    counter = iter(range(requests))
+    completed = 0
+
+    class Discard(asyncio.Protocol):
+        finished: asyncio.Future | None = None
+
+        def data_received(self, data: bytes) -> None:
+            if data.endswith(b"0\r\n\r\n") and self.finished is not None and not self.finished.done():
+                self.finished.set_result(None)
+
+    async def worker() -> None:
+        nonlocal completed
+        transport, protocol = await loop.create_connection(Discard, host, int(port))
+        for index in counter:
+            body = json.dumps(_body(index)).encode()
+            protocol.finished = loop.create_future()
+            transport.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: mock\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            await protocol.finished
+            completed += 1
+        transport.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"ttft_ms": [], "completed": completed}
+
+
+CLIENT_RUNNERS = {
+    "kvselect": kvselect_client,
+    "kvselect-user": kvselect_user_clock_client,
+    "bare": bare_client,
+    "floor": read_floor_client,
+    "floor-user": native_read_floor_client,
+}
+KVSELECT_CLIENTS = ("kvselect", "kvselect, user-space clock")  # the default first
+LOCAL_CLIENTS = (*KVSELECT_CLIENTS, "bare aiohttp loop", "read-only floor", "read-only floor, user-space")
 
 
 def client_main(kind: str, url: str, concurrency: int, requests: int, out: str) -> None:
@@ -428,8 +479,10 @@ def kvselect_command(kind: str) -> Callable[[str, int, int, Path], tuple[list[st
 def available_clients() -> dict[str, Callable[..., tuple[list[str], Callable[[], dict[str, Any]]]]]:
     clients = {
         "kvselect": kvselect_command("kvselect"),
+        "kvselect, user-space clock": kvselect_command("kvselect-user"),
         "bare aiohttp loop": kvselect_command("bare"),
         "read-only floor": kvselect_command("floor"),
+        "read-only floor, user-space": kvselect_command("floor-user"),
     }
     if (PEERS_DIR / "vllm" / "bin" / "vllm").exists():
         clients["vllm bench serve"] = vllm_command
@@ -544,11 +597,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                         "max": max(values),
                         "values": values,
                     }
-        ours = clients.get("kvselect", {}).get("req_per_cpu_s")
-        for peer in ("vllm bench serve", "bare aiohttp loop", "read-only floor"):
-            theirs = clients.get(peer, {}).get("req_per_cpu_s")
-            if ours and theirs:
-                clients.setdefault("ratios", {})[f"kvselect / {peer}"] = ours["median"] / theirs["median"]
+        for name in KVSELECT_CLIENTS:
+            ours = clients.get(name, {}).get("req_per_cpu_s")
+            for peer in ("vllm bench serve", "bare aiohttp loop", "read-only floor", "read-only floor, user-space"):
+                theirs = clients.get(peer, {}).get("req_per_cpu_s")
+                if ours and theirs:
+                    clients.setdefault("ratios", {})[f"{name} / {peer}"] = ours["median"] / theirs["median"]
     return table
 
 
