@@ -632,7 +632,6 @@ class StreamRecorder:
         "suffix",
         "head",
         "tail",
-        "frame_tail",
         "last_data",
     )
 
@@ -643,7 +642,6 @@ class StreamRecorder:
         self.prefix: bytes | None = None  # the learnt template, None until a plain token event is seen
         self.suffix = b""
         self.head = self.tail = 0  # len(prefix), len(suffix) + 1
-        self.frame_tail = b""  # suffix + the chunk's closing CRLF
         self.last_data: float | None = None
 
     def take_frame(self, now: float, data: bytes) -> bool:
@@ -651,8 +649,7 @@ class StreamRecorder:
         holding one template token event, now counted. Anything else (False) goes through the
         parser and `feed`. The per-token path: the protocol calls it directly, not through `feed`,
         and only for streams that abort nothing (`abort_after` is checked in `feed`)."""
-        prefix = self.prefix
-        if prefix is None or self.parser._buffer:
+        if self.prefix is None or self.parser._buffer:
             return False
         line_end = data.find(b"\r\n", 0, 10)
         if line_end <= 0:
@@ -662,26 +659,16 @@ class StreamRecorder:
         except ValueError:
             return False
         start = line_end + 2
-        first = start + self.head  # the content string's opening quote
-        last = len(data) - len(self.frame_tail) - 1  # its closing quote
-        if (
-            len(data) == start + size + 2
-            and last - first >= 2
-            and data.startswith(prefix, start)
-            and data.endswith(self.frame_tail)
-            and data[first] == _QUOTE
-            and data[last] == _QUOTE
-            and data[last - 1] != _BACKSLASH
-            and data.find(b'"', first + 1, last) < 0
-        ):
-            self.last_data = now
-            record = self.record
-            if record.first_token_time is None:
-                record.first_token_time = now
-            record.chunk_times.append(now)
-            record.chunk_tokens.append(1)
-            return True
-        return False
+        end = start + size
+        if len(data) != end + 2 or not data.endswith(b"\r\n") or not self._one_token(data, start, end):
+            return False
+        self.last_data = now
+        record = self.record
+        if record.first_token_time is None:
+            record.first_token_time = now
+        record.chunk_times.append(now)
+        record.chunk_tokens.append(1)
+        return True
 
     def feed(self, now: float, data: bytes) -> bool:
         """Record one read; True when the stream should be closed now (deliberate abort)."""
@@ -819,7 +806,6 @@ class StreamRecorder:
             last += 1
         self.prefix, self.suffix = block[:first], block[last + 1 :]
         self.head, self.tail = len(self.prefix), len(self.suffix) + 1
-        self.frame_tail = self.suffix + b"\r\n"
         return True
 
     def finish(self, end_time: float) -> None:

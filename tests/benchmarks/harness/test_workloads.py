@@ -1,3 +1,4 @@
+import asyncio
 import json
 import threading
 import time
@@ -295,4 +296,4 @@ def test_a_targets_client_carries_its_key_timeout_and_receive_clock():
     expected = "kernel (SO_TIMESTAMPNS)" if wireclock.SUPPORTED else "user space"
     assert other.timestamping()["receive_clock"] == expected  # the default clock
     for made in (client, other):
-        made._raw.close()
+        asyncio.run(made.close())
