@@ -134,8 +134,15 @@ def test_concurrency_stress_against_llama_server(llama_server):
     result = w.run_test_sync("concurrency_stress", target(llama_server), params)
     v = {x["name"]: x for x in result.verdicts}
     assert v["zero_errors"]["passed"], v["zero_errors"]["detail"]
-    # the in-flight average (the verdict also fails on event-loop lag, which a starved CI box can show)
-    assert result.points[0].achieved_concurrency >= 7, v["concurrency_held"]["detail"]
+    # Held concurrency: kept by the client, or, when a starved box (CI: the suite beside one-thread
+    # llama-server on two cores) made the client itself the bottleneck, said so: inconclusive, never fail.
+    held = v["concurrency_held"]
+    if result.points[0].client_bound:
+        assert held["status"] == "inconclusive" and "client-bound" in held["detail"], held
+    else:
+        # not client-bound means the client held at least 95% of the load: the engine is judged
+        assert result.points[0].achieved_concurrency >= 0.95 * 8, held["detail"]
+        assert held["status"] == "pass" and held["n"] == result.points[0].requests_completed, held
     assert v["requests_released_after_aborts"]["passed"]
     point = result.points[0]
     assert point.requests_completed > 10 and point.extra["aborted"] > 0
