@@ -2,10 +2,14 @@
 # Debian packages kvselect needs beyond Python: fonts for CJK names in PDFs, Poppler's pdfsig
 # (signature cross-check), Pango for WeasyPrint, Chromium for the browser tests, Prometheus's promtool
 # (the exported alerting rules are checked with `promtool check rules`; Debian ships it in `prometheus`),
-# PostgreSQL and Redis binaries for the reliability suite's private servers (tests/reliability/services.py).
+# PostgreSQL and Redis binaries for the reliability suite's private servers (tests/reliability/services.py),
+# and a C compiler (with Python's headers) for the harness's compiled reader (benchmarks/harness/framereader.c).
 set -euo pipefail
 need=()
-for pkg in fonts-noto-cjk poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium chromium-driver gettext \
+python=${PYTHON:-python3}
+include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)
+[ -n "$include" ] && [ ! -f "$include/Python.h" ] && need+=(python3-dev)
+for pkg in gcc libc6-dev fonts-noto-cjk poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium chromium-driver gettext \
   prometheus postgresql redis-server; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -559,7 +559,7 @@ class OpenAIClient:
                 on_body,
                 self.request_timeout_s,
                 on_start=on_start,
-                frames=recorder.take_frame if recorder is not None and recorder.abort_after is None else None,
+                frames=recorder if recorder is not None and recorder.abort_after is None else None,
             )
         except asyncio.CancelledError:
             _fail(record, "cancelled", "cancelled by the load controller")
@@ -586,7 +586,7 @@ class OpenAIClient:
             record.end_time = perf()
             _handle_complete_response(record, b"".join(collected), spec.api, self.keep_text)
             return record
-        recorder.finish(recorder.last_data if recorder.last_data is not None else perf())
+        recorder.finish(recorder.last_arrival() or perf())
         return record
 
     async def _read_stream(self, response: aiohttp.ClientResponse, record: RequestRecord, spec: RequestSpec) -> None:
@@ -669,6 +669,21 @@ class StreamRecorder:
         record.chunk_times.append(now)
         record.chunk_tokens.append(1)
         return True
+
+    def frame_template(self) -> tuple[bytes, bytes, list[float], list[int]] | None:
+        """What a compiled reader needs to do take_frame's work itself (rawhttp.FrameTaker): the
+        template around the content string and the record's lists, while take_frame would take
+        frames (a template learnt, no partial event waiting in the parser)."""
+        if self.prefix is None or self.parser._buffer:
+            return None
+        return self.prefix, self.suffix, self.record.chunk_times, self.record.chunk_tokens
+
+    def last_arrival(self) -> float | None:
+        """The newest read's arrival: token events a compiled reader counted are only in chunk_times."""
+        times = self.record.chunk_times
+        if times and (self.last_data is None or times[-1] > self.last_data):
+            return times[-1]
+        return self.last_data
 
     def feed(self, now: float, data: bytes) -> bool:
         """Record one read; True when the stream should be closed now (deliberate abort)."""

@@ -9,7 +9,9 @@ or chunked bodies, keep-alive with a small pool, and a read timeout. https targe
 On Linux the connections read with recvmsg and take the kernel's receive stamp of every read
 (see wireclock): the time handed to `on_body` is when the bytes reached this host, so a busy
 event loop no longer adds its lag to TTFT and ITL. Elsewhere, asyncio's own transport is used and
-the time is taken in `data_received`.
+the time is taken in `data_received`. Where the compiled reader (framereader.c) is built, that
+read and the check that it holds one token event of the stream's template are one C call: the
+stream's other reads come back to this module exactly as the Python read would have returned them.
 """
 
 from __future__ import annotations
@@ -17,14 +19,34 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from benchmarks.harness import wireclock
 
+try:  # the per-token read in C (Linux, built by pip install); else the same read in Python
+    from benchmarks.harness import framereader
+except ImportError:  # pragma: no cover - not built on this machine
+    framereader = None
+
 BodyCallback = Callable[["_ResponseProtocol", float, bytes], None]
-# A read of a chunked body handed over whole, before any parsing: True when the callee consumed it
-# (one whole chunk it recognised), False to parse it here. The per-token path of a stream.
-FrameCallback = Callable[[float, bytes], bool]
+
+
+class FrameTaker(Protocol):
+    """The per-token path of a stream (client.StreamRecorder), offered each read of a successful
+    chunked body before any parsing."""
+
+    def take_frame(self, now: float, data: bytes) -> bool:
+        """True when the read was one whole chunk the taker recognised and recorded."""
+
+    def frame_template(self) -> tuple[bytes, bytes, list[float], list[int]] | None:
+        """(bytes before a token event's content string, bytes after it, the lists each token's
+        arrival and count go to) while every read of exactly one such event can be counted
+        without the taker; None otherwise."""
+
+
+def compiled_reader_available() -> bool:
+    """Whether connections read through the compiled reader (framereader.c) on this machine."""
+    return framereader is not None and wireclock.SUPPORTED
 
 
 class HTTPError(Exception):
@@ -73,8 +95,8 @@ class _ResponseProtocol(asyncio.Protocol):
         self.got_bytes = False
         self.last_activity = 0.0
         self.header_time = 0.0
-        self.frames: FrameCallback | None = None  # set once a successful chunked response's head is read
-        self.offered_frames: FrameCallback | None = None
+        self.frames: FrameTaker | None = None  # set once a successful chunked response's head is read
+        self.offered_frames: FrameTaker | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -94,7 +116,7 @@ class _ResponseProtocol(asyncio.Protocol):
         return False  # close the transport; connection_lost settles the request
 
     def start(
-        self, request: bytes, on_body: BodyCallback, done: asyncio.Future, frames: FrameCallback | None = None
+        self, request: bytes, on_body: BodyCallback, done: asyncio.Future, frames: FrameTaker | None = None
     ) -> None:
         self.state = "head"
         self.on_body = on_body
@@ -106,10 +128,15 @@ class _ResponseProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter()
         frames = self.frames
-        if frames is not None and frames(now, data):
+        if frames is not None and frames.take_frame(now, data):
             self.last_activity = now
             return
         self.received(now, data)
+
+    def latest_activity(self) -> float:
+        """When the last byte arrived: reads the compiled reader counted itself are known only to it."""
+        reader = getattr(self.transport, "compiled", None)
+        return self.last_activity if reader is None else max(self.last_activity, reader.last_arrival)
 
     def received(self, now: float, data: bytes) -> None:
         """Bytes that arrived at `now` (perf_counter seconds)."""
@@ -282,6 +309,8 @@ class RawHTTPPool:
         self.kernel_timestamps = kernel_timestamps and wireclock.SUPPORTED
         self.stamped_reads = 0  # reads timed by the kernel's receive stamp
         self.unstamped_reads = 0  # reads timed in user space (no stamp came with them)
+        self.compiled = self.kernel_timestamps and compiled_reader_available()  # framereader.c, counting its own
+        self.open_transports: set[_StampedTransport] = set()  # their counts join the totals when closed
         self._idle: list[_ResponseProtocol] = []
         # Linux switches packet stamping on lazily (deferred work) when the first socket asks, and
         # off when the last one closes: a socket held for the pool's life switches it on before
@@ -296,13 +325,17 @@ class RawHTTPPool:
         """Where this pool's receive times came from, for the run's metadata."""
         if not self.kernel_timestamps:  # reads are not counted on this clock (a counter per token costs)
             return {"receive_clock": "user space", "kernel_stamped_read_fraction": None, "reads": None,
-                    "unstamped_reads": None}  # fmt: skip
-        reads = self.stamped_reads + self.unstamped_reads
+                    "unstamped_reads": None, "reader": "uvloop transport"}  # fmt: skip
+        stamped, unstamped = self.stamped_reads, self.unstamped_reads
+        for transport in self.open_transports:
+            stamped, unstamped = stamped + transport.stamped_reads(), unstamped + transport.unstamped_reads()
+        reads = stamped + unstamped
         return {
             "receive_clock": "kernel (SO_TIMESTAMPNS)",
-            "kernel_stamped_read_fraction": round(self.stamped_reads / reads, 4) if reads else None,
+            "kernel_stamped_read_fraction": round(stamped / reads, 4) if reads else None,
             "reads": reads,
-            "unstamped_reads": self.unstamped_reads,
+            "unstamped_reads": unstamped,
+            "reader": "compiled (framereader.c)" if self.compiled else "Python (recvmsg_into)",
         }
 
     async def _connection(self) -> tuple[_ResponseProtocol, bool]:
@@ -346,7 +379,7 @@ class RawHTTPPool:
         on_body: BodyCallback,
         timeout_s: float,
         on_start: Callable[[], None] | None = None,
-        frames: FrameCallback | None = None,
+        frames: FrameTaker | None = None,
     ) -> tuple[int, dict[str, str], _ResponseProtocol]:
         """Send one request; body bytes go to `on_body(time, bytes)` as they arrive (each read of a
         successful chunked body offered whole to `frames` first). Returns at the end."""
@@ -398,20 +431,64 @@ class _StampedTransport:
     """Just enough of an asyncio transport over a non-blocking socket, reading with recvmsg.
 
     One read per readiness event (as asyncio's transports do); each read goes to the protocol
-    with the kernel's receive time, or the user-space time when no stamp came with it.
+    with the kernel's receive time, or the user-space time when no stamp came with it. With the
+    compiled reader, a read of one token event of the stream's template is counted in C and never
+    reaches Python; after every other read the reader is armed with the stream's current template
+    (or disarmed), which is exactly when the template or the taker's state can change.
     """
 
-    __slots__ = ("loop", "sock", "fd", "protocol", "pool", "pending", "closing", "read")
+    __slots__ = ("loop", "sock", "fd", "protocol", "pool", "pending", "closing", "read", "compiled", "armed")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: _ResponseProtocol, pool: RawHTTPPool
     ) -> None:
         self.loop, self.sock, self.fd, self.protocol, self.pool = loop, sock, sock.fileno(), protocol, pool
-        self.read = pool.reader.read
         self.pending = bytearray()
         self.closing = False
+        self.armed: bytes | None = None  # the template prefix the compiled reader counts, if any
         protocol.connection_made(self)  # type: ignore[arg-type]
-        loop.add_reader(self.fd, self._on_readable)
+        if pool.compiled:
+            self.compiled = framereader.Reader(self.fd)
+            self.read = self.compiled.take
+            pool.open_transports.add(self)
+            loop.add_reader(self.fd, self._on_readable_compiled)
+        else:
+            self.compiled = None
+            self.read = pool.reader.read
+            loop.add_reader(self.fd, self._on_readable)
+
+    def stamped_reads(self) -> int:
+        return self.compiled.stamped_reads if self.compiled is not None else 0
+
+    def unstamped_reads(self) -> int:
+        return self.compiled.unstamped_reads if self.compiled is not None else 0
+
+    def _on_readable_compiled(self) -> None:
+        try:
+            read = self.read()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lose(exc)
+            return
+        if read is None:
+            return  # one token event of the armed template, counted in C
+        data, now, arrival = read
+        if not data:
+            self.protocol.eof_received()
+            self._lose(None)
+            return
+        protocol = self.protocol
+        protocol.received(now if arrival is None else arrival, data)
+        frames = protocol.frames
+        template = frames.frame_template() if frames is not None else None
+        if template is None:
+            if self.armed is not None:
+                self.compiled.disarm()  # type: ignore[union-attr]
+                self.armed = None
+        elif template[0] is not self.armed:
+            self.compiled.arm(*template)  # type: ignore[union-attr]
+            self.armed = template[0]
 
     def _on_readable(self) -> None:
         try:
@@ -432,7 +509,7 @@ class _StampedTransport:
             self.pool.stamped_reads += 1
         protocol = self.protocol
         frames = protocol.frames
-        if frames is not None and frames(arrival, data):
+        if frames is not None and frames.take_frame(arrival, data):
             protocol.last_activity = arrival
             return
         protocol.received(arrival, data)
@@ -478,6 +555,11 @@ class _StampedTransport:
         self.closing = True
         self.loop.remove_reader(self.fd)
         self.loop.remove_writer(self.fd)
+        if self.compiled is not None:
+            self.compiled.disarm()
+            self.pool.open_transports.discard(self)
+            self.pool.stamped_reads += self.compiled.stamped_reads
+            self.pool.unstamped_reads += self.compiled.unstamped_reads
         self.sock.close()
         self.loop.call_soon(self.protocol.connection_lost, exc)
 
@@ -496,7 +578,7 @@ class _Watchdog:
     def _check(self) -> None:
         if self.done.done():
             return
-        idle = time.perf_counter() - self.protocol.last_activity
+        idle = time.perf_counter() - self.protocol.latest_activity()
         if idle >= self.timeout:
             self.done.set_exception(asyncio.TimeoutError())
         else:

@@ -191,14 +191,17 @@ def test_whole_chunk_reads_counted_before_the_http_parser_record_what_it_records
         done = loop.create_future()
         taken = []
 
-        def take_frame(now, data):
-            taken.append(recorder.take_frame(now, data))
-            return taken[-1]
+        class Counted:  # the recorder as the protocol sees it, counting what take_frame took
+            def take_frame(self, now, data):
+                taken.append(recorder.take_frame(now, data))
+                return taken[-1]
+
+            frame_template = recorder.frame_template
 
         clock = iter(range(10, 10_000))
         with mock.patch.object(rawhttp.time, "perf_counter", lambda: float(next(clock))):
             protocol.start(
-                b"", lambda _p, now, chunk: recorder.feed(now, chunk), done, take_frame if offer_frames else None
+                b"", lambda _p, now, chunk: recorder.feed(now, chunk), done, Counted() if offer_frames else None
             )
             for read in reads:
                 protocol.data_received(read)
