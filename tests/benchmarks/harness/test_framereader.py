@@ -7,11 +7,10 @@ import time
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from benchmarks.harness import rawhttp, wireclock
 from benchmarks.harness.client import RequestRecord, StreamRecorder
-from tests.benchmarks.harness.test_sse import _chunked_reads, _event
+from tests.benchmarks.harness.test_sse import CHUNKED_STREAM_CASES, chunked_reads, sse_event
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="recvmsg stamps are Linux-only")
 
@@ -100,20 +99,11 @@ def _within(moment, windows, index):
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from(["token", "token", "token", "empty", "quote", "null", "role", "finish", "usage"]),
-        max_size=25,
-    ),
-    st.sampled_from(["chat", "completions"]),
-    st.booleans(),
-    st.lists(st.integers(min_value=0, max_value=5000), max_size=4),
-    st.sampled_from([0, 0, 3, 7]),
-)
+@given(*CHUNKED_STREAM_CASES)
 def test_compiled_reads_record_what_the_python_path_records(kinds, api, compact, cuts, merge):
     """Token for token the same record; each time the arrival of the read the Python path gives it."""
-    events = [_event(kind, api, compact) for kind in kinds] + [_event("done", api, compact)]
-    reads = _chunked_reads(events, cuts, merge)
+    events = [sse_event(kind, api, compact) for kind in kinds] + [sse_event("done", api, compact)]
+    reads = chunked_reads(events, cuts, merge)
     python = _python_record(reads, api)
     compiled, windows, taken, pool = _compiled_record(reads, api)
     assert compiled.chunk_tokens == python.chunk_tokens
@@ -137,7 +127,7 @@ def test_compiled_reads_record_what_the_python_path_records(kinds, api, compact,
 
 
 def test_a_read_of_two_events_or_an_escaped_quote_goes_back_to_python():
-    event = _event("token", "chat", True)
+    event = sse_event("token", "chat", True)
     frame = b"%x\r\n%s\r\n" % (len(event), event)
     ours, theirs = socket.socketpair()
     ours.setblocking(False)

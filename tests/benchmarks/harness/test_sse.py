@@ -73,7 +73,7 @@ class _FakeResponse:
         pass
 
 
-def _event(kind, api, compact):
+def sse_event(kind, api, compact):
     separators = (",", ":") if compact else None
     if kind == "done":
         return b"data: [DONE]\n\n"
@@ -103,7 +103,7 @@ def _event(kind, api, compact):
     st.lists(st.integers(min_value=0, max_value=5000), max_size=8),
 )
 def test_fast_path_records_what_the_full_parse_records(kinds, api, compact, cuts):
-    stream = b"".join(_event(kind, api, compact) for kind in kinds)
+    stream = b"".join(sse_event(kind, api, compact) for kind in kinds)
     points = sorted({c % (len(stream) + 1) for c in cuts})
     reads, previous = [], 0
     for point in points + [len(stream)]:
@@ -130,7 +130,7 @@ def test_fast_path_records_what_the_full_parse_records(kinds, api, compact, cuts
     assert (fast.first_token_time is None) == (slow.first_token_time is None)
 
 
-def _chunked_reads(events, cuts, merge_every):
+def chunked_reads(events, cuts, merge_every):
     """The HTTP response of `events` (one chunk each, as engines write them) in reads: mostly one
     chunk per read, some reads merging the next chunks, and the cuts splitting anywhere."""
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -153,8 +153,8 @@ def _chunked_reads(events, cuts, merge_every):
     return reads
 
 
-@settings(max_examples=150, deadline=None)
-@given(
+# A chunked stream as reads: (event kinds, api, compact JSON, cuts, merge every nth chunk).
+CHUNKED_STREAM_CASES = (
     st.lists(
         st.sampled_from(["token", "token", "token", "empty", "quote", "null", "role", "finish", "usage"]),
         max_size=25,
@@ -164,6 +164,10 @@ def _chunked_reads(events, cuts, merge_every):
     st.lists(st.integers(min_value=0, max_value=5000), max_size=4),
     st.sampled_from([0, 0, 3, 7]),
 )
+
+
+@settings(max_examples=150, deadline=None)
+@given(*CHUNKED_STREAM_CASES)
 def test_whole_chunk_reads_counted_before_the_http_parser_record_what_it_records(kinds, api, compact, cuts, merge):
     """The per-token path (`StreamRecorder.take_frame`, called by the protocol on each read) against
     the same reads through the HTTP parser and `feed`: the same record, time for time."""
@@ -172,8 +176,8 @@ def test_whole_chunk_reads_counted_before_the_http_parser_record_what_it_records
     from benchmarks.harness import rawhttp
     from benchmarks.harness.client import StreamRecorder
 
-    events = [_event(kind, api, compact) for kind in kinds] + [_event("done", api, compact)]
-    reads = _chunked_reads(events, cuts, merge)
+    events = [sse_event(kind, api, compact) for kind in kinds] + [sse_event("done", api, compact)]
+    reads = chunked_reads(events, cuts, merge)
 
     class Transport:
         def write(self, data):
