@@ -310,7 +310,7 @@ class RawHTTPPool:
         self.stamped_reads = 0  # reads timed by the kernel's receive stamp
         self.unstamped_reads = 0  # reads timed in user space (no stamp came with them)
         self.compiled = self.kernel_timestamps and compiled_reader_available()  # framereader.c, counting its own
-        self.open_transports: set[_StampedTransport] = set()  # their counts join the totals when closed
+        self.open_readers: set[Any] = set()  # compiled readers of open connections: counts join the totals at close
         self._idle: list[_ResponseProtocol] = []
         # Linux switches packet stamping on lazily (deferred work) when the first socket asks, and
         # off when the last one closes: a socket held for the pool's life switches it on before
@@ -327,8 +327,8 @@ class RawHTTPPool:
             return {"receive_clock": "user space", "kernel_stamped_read_fraction": None, "reads": None,
                     "unstamped_reads": None, "reader": "uvloop transport"}  # fmt: skip
         stamped, unstamped = self.stamped_reads, self.unstamped_reads
-        for transport in self.open_transports:
-            stamped, unstamped = stamped + transport.stamped_reads(), unstamped + transport.unstamped_reads()
+        for reader in self.open_readers:
+            stamped, unstamped = stamped + reader.stamped_reads, unstamped + reader.unstamped_reads
         reads = stamped + unstamped
         return {
             "receive_clock": "kernel (SO_TIMESTAMPNS)",
@@ -450,18 +450,12 @@ class _StampedTransport:
         if pool.compiled:
             self.compiled = framereader.Reader(self.fd)
             self.read = self.compiled.take
-            pool.open_transports.add(self)
+            pool.open_readers.add(self.compiled)
             loop.add_reader(self.fd, self._on_readable_compiled)
         else:
             self.compiled = None
             self.read = pool.reader.read
             loop.add_reader(self.fd, self._on_readable)
-
-    def stamped_reads(self) -> int:
-        return self.compiled.stamped_reads if self.compiled is not None else 0
-
-    def unstamped_reads(self) -> int:
-        return self.compiled.unstamped_reads if self.compiled is not None else 0
 
     def _on_readable_compiled(self) -> None:
         try:
@@ -557,7 +551,7 @@ class _StampedTransport:
         self.loop.remove_writer(self.fd)
         if self.compiled is not None:
             self.compiled.disarm()
-            self.pool.open_transports.discard(self)
+            self.pool.open_readers.discard(self.compiled)
             self.pool.stamped_reads += self.compiled.stamped_reads
             self.pool.unstamped_reads += self.compiled.unstamped_reads
         self.sock.close()
