@@ -326,24 +326,13 @@ def _overload_verdicts(
         recovery["baseline"] = {"ttft_p95_ms": first.ttft_p95_ms, **baselines}
     recovered = None if recovery is None else recovery["recovered_s"]
     n_recovery = steps[last].requests if recovery is not None else 0
-    if behaviour is None:
-        status, detail = NOT_EXERCISED, "no overload happened: nothing to recover from"
-    elif behaviour == overload.CRASH:
-        status, detail = FAIL, "the engine crashed: it did not come back"
-    elif recovery is None:
-        status, detail = INSUFFICIENT_DATA, "no step back down ran after the overload"
-    elif n_recovery < overload.RECOVERY_WINDOW:
-        status, detail = INSUFFICIENT_DATA, f"{n_recovery} requests in the recovery step"
-    elif recovered is None:
-        lagging = [k for k, v in recovery["parts_s"].items() if v is None]
-        status, detail = (
-            FAIL,
-            f"not back to the first step's level ({', '.join(lagging)}) by the end of the recovery step",
-        )
-    else:
-        status = PASS if recovered <= bound_s else FAIL
-        parts = ", ".join(f"{k} {v:.1f} s" for k, v in recovery["parts_s"].items() if v is not None)
-        detail = f"back to the first step's level {recovered:.1f} s after the overload ended ({parts})"
+    client_bound_reasons = [
+        reason
+        for point in (first_point, points[last])
+        if point.client_bound
+        for reason in point.extra.get("client_bound_reasons") or ["the client did not hold the load"]
+    ]
+    status, detail = overload.judge_recovery(behaviour, recovery, n_recovery, bound_s, client_bound_reasons)
     verdicts.append(make_verdict("recovered_within_bound", None, detail, recovered, bound_s, n_recovery, status))
     figures = {
         "mode": "open" if params.get("rate") else "closed",

@@ -13,7 +13,7 @@ import pytest
 from benchmarks.harness import overload as o
 from benchmarks.harness import workloads as w
 from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.verdicts import FAIL, INCONCLUSIVE, PASS
+from benchmarks.harness.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS
 from benchmarks.simulator.config import SimConfig, SimConfigError
 from benchmarks.simulator.server import ServerThread
 
@@ -152,7 +152,41 @@ def test_recovery_time_waits_for_latency_and_each_series():
     assert found["parts_s"]["waiting"] == pytest.approx(2.0) and found["recovered_s"] == pytest.approx(2.0)
     assert found["parts_s"]["latency"] == pytest.approx(1.04, abs=0.01)
     never = o.recovery_time(10.0, records[:5], 100.0, {}, {}, {}, until=14.0)
-    assert never["recovered_s"] is None
+    assert never["recovered_s"] is None and never["latency_median_ms"] == 500
+
+
+def test_latency_is_back_within_the_tolerance_above_the_baseline_p95_and_not_past_it():
+    limit = 100.0 * (1 + o.RECOVERY_LATENCY_TOLERANCE)
+    near = [record(ttft=limit - 1, send=11.0 + i * 0.1) for i in range(5)]  # host noise, not a queue
+    assert o.recovery_time(10.0, near, 100.0, {}, {}, {}, until=14.0)["parts_s"]["latency"] is not None
+    above = [record(ttft=limit + 1, send=11.0 + i * 0.1) for i in range(5)]
+    found = o.recovery_time(10.0, above, 100.0, {}, {}, {}, until=14.0)
+    assert found["recovered_s"] is None and found["latency_median_ms"] == pytest.approx(limit + 1)
+
+
+def not_recovered(parts):
+    return {"recovered_s": None, "parts_s": parts, "latency_median_ms": 140.0, "baseline": {"ttft_p95_ms": 100.0}}
+
+
+def test_recovery_judgement_fails_what_never_came_back_and_says_by_how_much():
+    status, detail = o.judge_recovery(o.REJECTION, not_recovered({"latency": None, "waiting": 0.5}), 40, 2.0)
+    assert status == FAIL and "(latency)" in detail and "140.0 ms vs the first step's p95 100.0 ms" in detail
+    back = {"recovered_s": 0.4, "parts_s": {"latency": 0.4, "waiting": 0.1}, "latency_median_ms": 90.0}
+    status, detail = o.judge_recovery(o.REJECTION, back, 40, 2.0)
+    assert status == PASS and "0.4 s after the overload ended (latency 0.4 s, waiting 0.1 s)" in detail
+    assert o.judge_recovery(o.REJECTION, back, 40, 0.2)[0] == FAIL  # back, but past the bound
+    assert o.judge_recovery(o.REJECTION, back, o.RECOVERY_WINDOW - 1, 2.0)[0] == INSUFFICIENT_DATA
+    assert o.judge_recovery(None, back, 40, 2.0)[0] == NOT_EXERCISED
+    assert o.judge_recovery(o.CRASH, back, 40, 2.0)[0] == FAIL
+
+
+def test_a_client_bound_run_leaves_latency_recovery_inconclusive_but_not_the_engines_own_series():
+    reasons = ["client at 97% of a core"]
+    latency_only = not_recovered({"latency": None, "waiting": 0.5})
+    status, detail = o.judge_recovery(o.REJECTION, latency_only, 40, 2.0, reasons)
+    assert status == INCONCLUSIVE and "client at 97% of a core" in detail
+    queue_left = not_recovered({"latency": None, "waiting": None})  # the engine's queue never drained
+    assert o.judge_recovery(o.REJECTION, queue_left, 40, 2.0, reasons)[0] == FAIL
 
 
 def test_the_simulator_knob_is_validated():
