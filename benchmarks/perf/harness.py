@@ -357,7 +357,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     f"  ({f['completed']} requests, {f['cpu_s']} CPU-s)"
                 )
         report["best_req_per_cpu_s"] = max(f["req_per_cpu_s"] for f in report["throughput"]["batched"].values() if f)
-        print(f"  target >= {TARGETS['req_per_cpu_s']} req/CPU-s")
+        for mode, figures in report["throughput"].items():
+            ours = figures["kvselect"]["req_per_cpu_s"]
+            verdict = "met" if ours >= TARGETS["req_per_cpu_s"] else "missed"
+            print(f"  target >= {TARGETS['req_per_cpu_s']} req/CPU-s, kvselect [{mode}]: {ours:.0f} ({verdict})")
+        print(
+            "  (unpaced mock sharing the client's cores: per_token streams arrive about 2 events to a read;"
+            " the engine-paced figure is the side-by-side's)"
+        )
 
     if "held" in sections:
         print("\n== concurrency held (requests of 3 s TTFT + 4 tokens at 500 ms)")
