@@ -10,7 +10,7 @@ from benchmarks.simulator.server import ServerThread
 
 PARAMS = (
     "--param",
-    "requests=24",
+    "requests=32",
     "--param",
     "concurrency=8",
     "--param",
@@ -18,7 +18,7 @@ PARAMS = (
     "--param",
     "suffix_tokens=64",
     "--param",
-    "output_tokens=16",
+    "output_tokens=32",
     "--param",
     "sample_interval_s=0.05",
     "--param",

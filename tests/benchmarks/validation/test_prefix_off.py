@@ -13,11 +13,11 @@ from benchmarks.validation.worker import claim, execute
 from selection.candidates.services import add_candidate, update_candidate
 
 PARAMS = {
-    "requests": 24,
+    "requests": 32,
     "concurrency": 8,
     "prefix_tokens": 512,
     "suffix_tokens": 64,
-    "output_tokens": 16,
+    "output_tokens": 32,
     "sample_interval_s": 0.05,
     "kv_capacity_tokens": 32000,
 }
