@@ -36,6 +36,12 @@ RECOVERY_WINDOW = 5  # consecutive requests whose median TTFT must be back at th
 # step's, and a steady engine's TTFT moves by a few percent with the host (seen: p50 23.5 ms against a
 # first-step p95 of 25.1 ms on the simulator); what an overload leaves behind, a queue, is multiples.
 RECOVERY_LATENCY_TOLERANCE = 0.2
+# A series (waiting, KV) is still raised only when this many consecutive samples stand above its
+# baseline: at the target load a full batch puts each wave of arrivals in the queue until the next
+# scheduler step, which a sample catches now and then on its own (simulator at c=8 with 8 slots:
+# 5 of 42 samples at 1 or 7 waiting, never two in a row); what an overload leaves, a queue that
+# drains, stands in sample after sample.
+RECOVERY_SERIES_RUN = 2
 STATUS_ORDER = (FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, PASS)  # worst first
 
 
@@ -168,8 +174,9 @@ def recovery_time(
     step is at most the baseline TTFT p95 plus RECOVERY_LATENCY_TOLERANCE (at the first token of the
     window's first such request; `latency_median_ms` is the lowest such median seen; record
     times are perf_counter times, `time_zero` maps them onto the series' clock); a
-    series is back at its first sample from which every later one, up to `until`, stays within
-    baseline + tolerance. `recovered_s` is the latest of these, None when one never came back."""
+    series is back at its first sample within baseline + tolerance from which no later
+    RECOVERY_SERIES_RUN samples in a row, up to `until`, stand above it. `recovered_s` is the latest
+    of these, None when one never came back."""
     parts: dict[str, float | None] = {}
     lowest_median = None
     ok = sorted((r for r in records if r.ok and r.ttft_ms is not None), key=lambda r: r.send_time)
@@ -189,11 +196,13 @@ def recovery_time(
         if not samples:
             continue
         limit = base + tolerances.get(name, 0.0)
-        back = None
+        back, above = None, 0
         for t, value in reversed(samples):
-            if value > limit:
+            above = above + 1 if value > limit else 0
+            if above >= RECOVERY_SERIES_RUN:
                 break
-            back = t
+            if not above:
+                back = t
         parts[name] = None if back is None else max(back - load_end, 0.0)
     values = list(parts.values())
     recovered = None if not values or any(v is None for v in values) else max(values)  # type: ignore[type-var]

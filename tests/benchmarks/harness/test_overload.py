@@ -155,6 +155,22 @@ def test_recovery_time_waits_for_latency_and_each_series():
     assert never["recovered_s"] is None and never["latency_median_ms"] == 500
 
 
+def test_a_series_is_back_despite_single_arrival_blips_but_not_while_a_queue_stands():
+    """At the target load a sample now and then catches a wave of arrivals before the scheduler
+    admits it; a queue the overload left stands in consecutive samples."""
+    blips = {"waiting": [[10.0, 12], [10.5, 6], [11.0, 0], [11.5, 7], [12.0, 0], [12.5, 0], [13.0, 1], [13.5, 0]]}
+    found = o.recovery_time(10.0, [], None, blips, {"waiting": 0.0}, {}, until=14.0)
+    assert found["parts_s"]["waiting"] == pytest.approx(1.0) and found["recovered_s"] == pytest.approx(1.0)
+    last_blip = {"waiting": [[10.0, 12], [11.0, 0], [12.0, 0], [13.0, 7]]}  # one sample: not a queue
+    assert o.recovery_time(10.0, [], None, last_blip, {"waiting": 0.0}, {}, until=14.0)["recovered_s"] == 1.0
+    standing = {"waiting": [[10.0, 12], [11.0, 0], [12.0, 0], [13.0, 5], [13.5, 4]]}
+    found = o.recovery_time(10.0, [], None, standing, {"waiting": 0.0}, {}, until=14.0)
+    assert found["parts_s"]["waiting"] is None and found["recovered_s"] is None
+    drained_late = {"waiting": [[10.0, 12], [11.0, 9], [12.0, 3], [13.0, 0], [13.5, 0]]}
+    found = o.recovery_time(10.0, [], None, drained_late, {"waiting": 0.0}, {}, until=14.0)
+    assert found["parts_s"]["waiting"] == pytest.approx(3.0)
+
+
 def test_latency_is_back_within_the_tolerance_above_the_baseline_p95_and_not_past_it():
     limit = 100.0 * (1 + o.RECOVERY_LATENCY_TOLERANCE)
     near = [record(ttft=limit - 1, send=11.0 + i * 0.1) for i in range(5)]  # host noise, not a queue
