@@ -48,7 +48,7 @@ def status(field):
 
 before = status("VmRSS")
 start, cpu = time.perf_counter(), time.process_time()
-stats = trace_statistics(read_trace(sys.argv[1]))
+stats = trace_statistics(lambda: read_trace(sys.argv[1]))
 proposal = proposal_values(propose_constraints(stats))
 elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 peak = status("VmHWM")

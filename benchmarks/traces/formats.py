@@ -61,6 +61,7 @@ MOONCAKE_BLOCK_TOKENS = 512  # the Mooncake traces' block size (the length of ha
 MAX_TOKENS = 10_000_000  # the constraints one-pager's own ceiling
 BLOCK_BYTES = 1024 * 1024  # per chunk: tens of thousands of rows, a few tens of MiB of work
 HEAD_BYTES = 64 * 1024
+NEWLINE = b"\n"
 
 
 class TraceError(ValueError):
@@ -303,13 +304,90 @@ def read_trace(
 
 
 def _csv_chunks(path: Path, fmt: TraceFormat, head: Head, chunk_rows: int) -> Iterator[TraceChunk]:
+    """Blocks cut at line ends and parsed one by one, so that every row keeps its physical line
+    (blank lines are skipped, as pyarrow skips them) and a ragged row names its line and column."""
     wanted = {name: fmt.column(name, head.keys) for name in fmt.fields}
     present = [c for cols in fmt.fields.values() for c in cols if c in head.keys]
     raw, stream = _streams(path)
+    block_bytes = min(BLOCK_BYTES, max(chunk_rows * 64, 256))
     try:
-        reader = pa_csv.open_csv(
-            stream,
-            read_options=pa_csv.ReadOptions(block_size=min(BLOCK_BYTES, max(chunk_rows * 64, 256))),
+        line = 1  # the physical line the next block starts on
+        rest = b""
+        header_seen = False
+        while True:
+            data = stream.read(block_bytes)
+            block = rest + data
+            if data:
+                cut = block.rfind(b"\n")
+                if cut < 0:
+                    rest = block
+                    continue
+                block, rest = block[: cut + 1], block[cut + 1 :]
+            else:
+                rest = b""
+            if not header_seen:
+                block, skipped = _skip_header(block)
+                if skipped is None:  # no header line complete yet
+                    rest, block = block + rest, b""
+                    if not data:
+                        break
+                    continue
+                header_seen = True
+                line += skipped
+            if block:
+                chunk = _csv_block(path, block, fmt, head, present, wanted, line)
+                if chunk is not None:
+                    chunk.bytes_read = raw.tell()
+                    yield chunk
+                line += block.count(b"\n")
+            if not data:
+                break
+    finally:
+        stream.close()
+        raw.close()
+
+
+def _skip_header(block: bytes) -> tuple[bytes, int | None]:
+    """The block after the header (the first line that is not blank) and how many lines that was."""
+    if block.startswith(b"\xef\xbb\xbf"):
+        block = block[3:]
+    offset = lines = 0
+    while True:
+        end = block.find(b"\n", offset)
+        if end < 0:
+            return block, None
+        lines += 1
+        if block[offset:end].strip():
+            return block[end + 1 :], lines
+        offset = end + 1
+
+
+def _record_lines(block: bytes, first_line: int) -> np.ndarray:
+    """The physical line of every non-blank line of a block (pyarrow skips the blank ones)."""
+    data = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(data == 10)
+    if not block.endswith(b"\n"):
+        ends = np.append(ends, len(block))
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    lengths = ends - starts
+    crlf_blank = (lengths == 1) & (data[np.minimum(starts, max(len(block) - 1, 0))] == 13)
+    blank = (lengths == 0) | crlf_blank
+    return first_line + np.flatnonzero(~blank)
+
+
+def _csv_block(
+    path: Path,
+    block: bytes,
+    fmt: TraceFormat,
+    head: Head,
+    present: list[str],
+    wanted: dict[str, str | None],
+    first_line: int,
+) -> TraceChunk | None:
+    try:
+        table = pa_csv.read_csv(
+            io.BytesIO(block),
+            read_options=pa_csv.ReadOptions(column_names=list(head.keys), use_threads=False),
             parse_options=pa_csv.ParseOptions(newlines_in_values=False),
             convert_options=pa_csv.ConvertOptions(
                 include_columns=present,
@@ -318,22 +396,50 @@ def _csv_chunks(path: Path, fmt: TraceFormat, head: Head, chunk_rows: int) -> It
                 quoted_strings_can_be_null=True,
             ),
         )
-        line = 2  # the header is line 1
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                break
-            except pa.ArrowInvalid as exc:
-                raise TraceError(f"{path.name}: not readable as CSV after line {line - 1} ({exc})") from None
-            if batch.num_rows == 0:
-                continue
-            columns = _columns(fmt, head.keys, batch.column)
-            yield _normalise(columns, fmt, wanted, line, batch.num_rows, None, raw.tell())
-            line += batch.num_rows
-    finally:
-        stream.close()
-        raw.close()
+    except pa.ArrowInvalid as exc:
+        raise _csv_block_error(path, block, head, first_line, exc) from None
+    if table.num_rows == 0:
+        return None
+    lines = _record_lines(block, first_line)
+    if lines.size != table.num_rows:  # a quoted field pyarrow read differently: say so rather than guess
+        last = first_line + block.count(NEWLINE)
+        raise TraceError(
+            f"{path.name}: lines {first_line}-{last}: {table.num_rows} rows read from {lines.size} lines "
+            "(a quoted value spanning lines?)"
+        )
+    columns = _columns(fmt, head.keys, lambda c: table.column(c).combine_chunks())
+    return _normalise(columns, fmt, wanted, first_line, table.num_rows, lines, 0)
+
+
+def _csv_block_error(path: Path, block: bytes, head: Head, first_line: int, exc: Exception) -> TraceError:
+    """The exact line and column of the row pyarrow refused (found with Python's csv module)."""
+    expected = len(head.keys)
+    for offset, raw_line in enumerate(block.split(NEWLINE)):
+        if not raw_line.strip(b"\r"):
+            continue
+        number = first_line + offset
+        try:
+            text = raw_line.rstrip(b"\r").decode("utf-8")
+        except UnicodeDecodeError as error:
+            return TraceError(f"line {number}: byte {error.start + 1}: not UTF-8 text")
+        try:
+            cells = next(csv.reader([text]))
+        except csv.Error as error:
+            return TraceError(f"line {number}: not readable as CSV ({error})")
+        if len(cells) < expected:
+            missing = head.keys[len(cells)]
+            return TraceError(
+                f"line {number}: column {len(cells) + 1} ({missing!r}): missing; the header has {expected} "
+                f"columns, the row {len(cells)}"
+            )
+        if len(cells) > expected:
+            return TraceError(
+                f"line {number}: column {expected + 1}: unexpected value {cells[expected][:40]!r}; the header "
+                f"has {expected} columns, the row {len(cells)}"
+            )
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    last = first_line + block.count(NEWLINE)
+    return TraceError(f"{path.name}: lines {first_line}-{last}: not readable as CSV ({reason})")
 
 
 # --------------------------------------------------------------------------- JSONL

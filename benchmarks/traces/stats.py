@@ -1,19 +1,23 @@
 """A trace's own statistics, in one streaming pass with memory bounded by what is live, not by rows.
 
-`TraceStats.add(chunk)` takes the chunks of `benchmarks.traces.formats.read_trace` in file order;
-`TraceStats.result()` returns plain data (JSON-ready). What it measures, and how:
+`TraceStats.add(chunk)` takes the chunks of `benchmarks.traces.formats.read_trace` in arrival
+order (`trace_statistics` puts them in order, merge-sorting through disk when the file is not;
+`out_of_order_rows` counts the rows found behind an earlier one); `TraceStats.result()` returns
+plain data (JSON-ready). What it measures, and how:
 
 - lengths: input and output tokens, exact mean, p50, p95, p99 and max (integer counts per token
   length, so the quantiles are exact whatever the number of rows). Output lengths leave out the
   failed rows (no output).
-- arrivals: requests per second, exact per second of the trace (mean, p95 and peak) and the rate
-  over time for the chart. Times are rebased on the first request.
+- arrivals: requests per second, exact per second of the trace (mean, p95 and peak), the busiest
+  minute (minutes counted from the first request), the share of seconds without a request, and
+  the rate over time for the chart. Times are rebased on the first request.
 - concurrency, replayed: every request is in flight from its arrival for its observed `e2e_ms`,
   or, when the trace did not record it, for the service-time model's TTFT + (output - 1) x TPOT
   (`ServiceModel`, stated in the result). A sweep over the arrival and end events gives the exact
   peak and the time-weighted distribution (p95: the level not exceeded 95 % of the time). Carried
-  between chunks: only the requests still in flight. A chunk that starts before the previous one
-  ended is swept from where the previous one stopped (counted in `out_of_order_rows`).
+  between chunks: only the requests still in flight. When the trace recorded latencies, the same
+  sweep with every request held for the model alone (`at_service_model`) says what the latency
+  budget would imply instead.
 - sessions: the turns of a `session_id` in arrival order; the idle gap before a turn is its
   arrival minus the end of the previous turn (observed or modelled), never negative. A session
   silent for more than `session_timeout_s` (30 min, as web analytics close a visit) is closed:
@@ -33,12 +37,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceChunk
+from benchmarks.traces.ordering import Disorder, OutOfOrder, in_order, sorted_chunks
 
 LONG_INPUT_TOKENS = 16_384  # scenario B's p95 line (selection.domain.scenarios.THRESHOLDS)
 SESSION_TIMEOUT_S = 1800.0
@@ -185,6 +190,63 @@ class _PerSecond:
         self.values[: counts.size] += counts.astype(self.values.dtype)
 
 
+class _Sweep:
+    """Requests in flight over time, from arrival/end intervals fed in arrival order: exact peak and
+    time-weighted distribution. Carried between chunks: only the requests still in flight."""
+
+    def __init__(self) -> None:
+        self.pending_ends = np.empty(0)
+        self.t: float | None = None
+        self.level = 0
+        self.peak = 0
+        self.level_time = np.zeros(256)
+
+    def advance(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Sweep up to the last start of these (sorted) arrivals; later ends wait for the next chunk."""
+        if starts.size == 0:
+            return
+        horizon = float(starts[-1])
+        all_ends = np.concatenate([self.pending_ends, ends])
+        final = all_ends <= horizon
+        self._events(starts, all_ends[final])
+        self.pending_ends = all_ends[~final]
+
+    def finish(self) -> None:
+        if self.pending_ends.size:
+            self._events(np.empty(0), np.sort(self.pending_ends))
+            self.pending_ends = np.empty(0)
+
+    def _events(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        times = np.concatenate([ends, starts])
+        deltas = np.concatenate([np.full(ends.size, -1, dtype=np.int64), np.ones(starts.size, dtype=np.int64)])
+        if times.size == 0:
+            return
+        order = np.lexsort((deltas, times))  # at equal times, ends before starts
+        times, deltas = times[order], deltas[order]
+        levels = self.level + np.cumsum(deltas)
+        previous_t = np.concatenate([[times[0] if self.t is None else self.t], times[:-1]])
+        previous_level = np.concatenate([[self.level], levels[:-1]])
+        spans = np.maximum(times - previous_t, 0.0)
+        top = int(max(previous_level.max(), levels.max()))
+        if top >= self.level_time.size:
+            grown = np.zeros(max(top + 1, self.level_time.size * 2))
+            grown[: self.level_time.size] = self.level_time
+            self.level_time = grown
+        self.level_time[: top + 1] += np.bincount(previous_level, weights=spans, minlength=top + 1)
+        self.peak = max(self.peak, int(levels.max()))
+        self.t = float(times[-1])
+        self.level = int(levels[-1])
+
+    def summary(self) -> dict[str, Any]:
+        total = float(self.level_time.sum())
+        levels = np.arange(self.level_time.size)
+        return {
+            "peak": self.peak,
+            "p95": _weighted_quantile(self.level_time, 0.95) if total > 0 else None,
+            "mean": float((levels * self.level_time).sum() / total) if total > 0 else None,
+        }
+
+
 class TraceStats:
     """Streaming statistics of one trace (see the module docstring)."""
 
@@ -209,16 +271,13 @@ class TraceStats:
         self.input = _Counts()
         self.output = _Counts()
         self.arrivals = _PerSecond()
-        # concurrency sweep
-        self.pending_ends = np.empty(0)
-        self.sweep_t: float | None = None
-        self.level = 0
-        self.peak = 0
-        self.level_time = np.zeros(256)
+        # concurrency sweeps: observed latencies where recorded (else the model), and the model alone
+        self.sweep = _Sweep()
+        self.budget_sweep = _Sweep()
+        self.latest_raw = -math.inf
         # sessions
-        self.sessions: dict[
-            str, list[float]
-        ] = {}  # id -> [first_arrival, last_end, turns, first_input, last_in, last_out]
+        # id -> [first_arrival, last_end, turns, first_input, last_in, last_out]
+        self.sessions: dict[str, list[float]] = {}
         self.session_ids_seen = False
         self.closed: list[tuple[float, float, float, float]] = []
         self.turns = _Counts()
@@ -248,13 +307,12 @@ class TraceStats:
         n = len(frame)
         self.rows += n
         raw = frame["arrival_s"].to_numpy(dtype=np.float64)
+        if float(raw.min()) < self.latest_raw or (raw.size > 1 and bool(np.any(raw[1:] < raw[:-1]))):
+            raise OutOfOrder  # `trace_statistics` puts the rows in order first
+        self.latest_raw = float(raw[-1])
         if self.origin is None:
-            self.origin = float(raw.min())
+            self.origin = float(raw[0])
         arrival = raw - self.origin
-        late = arrival < 0
-        if late.any():  # rows before the first chunk's first request: count them at the start
-            self.out_of_order_rows += int(late.sum())
-            arrival = np.maximum(arrival, 0.0)
         failed = frame["failed"].to_numpy(dtype=bool)
         self.failed += int(failed.sum())
         inputs = frame["input_tokens"].to_numpy(dtype=np.int64)
@@ -265,7 +323,8 @@ class TraceStats:
         e2e_ms = frame["e2e_ms"].to_numpy(dtype=np.float64)
         observed = np.isfinite(e2e_ms)
         self.observed_e2e_rows += int(observed.sum())
-        duration = np.where(observed, e2e_ms / 1000.0, self.service.duration_s(outputs))
+        modelled = self.service.duration_s(outputs)
+        duration = np.where(observed, e2e_ms / 1000.0, modelled)
         end = arrival + duration
         self.ttft.add(frame["ttft_ms"].to_numpy(dtype=np.float64))
         self.e2e.add(e2e_ms)
@@ -273,7 +332,8 @@ class TraceStats:
         ok = ~failed
         if ok.any():
             self.last_end = max(self.last_end, float(end[ok].max()))
-        self._sweep(arrival[ok], end[ok])
+        self.sweep.advance(arrival[ok], end[ok])
+        self.budget_sweep.advance(arrival[ok], arrival[ok] + modelled[ok])
         shared = np.zeros(n, dtype=np.float64)
         self._prefixes(frame, chunk, inputs, shared)
         in_session = self._sessions(frame, arrival, end, inputs, outputs, shared)
@@ -285,45 +345,6 @@ class TraceStats:
         self.shared_tokens += int(np.minimum(shared, inputs)[ok].sum())
         self._tenants(frame)
         self._flush_closed()
-
-    def _sweep(self, starts: np.ndarray, ends: np.ndarray) -> None:
-        """Advance the concurrency sweep to the last start of this chunk (see the module docstring)."""
-        if starts.size == 0:
-            return
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-        if self.sweep_t is not None and starts[0] < self.sweep_t:
-            behind = starts < self.sweep_t
-            self.out_of_order_rows += int(behind.sum())
-            shift = self.sweep_t - starts[behind]
-            starts = np.where(behind, self.sweep_t, starts)
-            ends = ends + np.where(behind, shift, 0.0)
-        horizon = float(starts[-1])
-        all_ends = np.concatenate([self.pending_ends, ends])
-        final = all_ends <= horizon
-        self._events(starts, all_ends[final])
-        self.pending_ends = all_ends[~final]
-
-    def _events(self, starts: np.ndarray, ends: np.ndarray) -> None:
-        times = np.concatenate([ends, starts])
-        deltas = np.concatenate([np.full(ends.size, -1, dtype=np.int64), np.ones(starts.size, dtype=np.int64)])
-        if times.size == 0:
-            return
-        order = np.lexsort((deltas, times))  # at equal times, ends before starts
-        times, deltas = times[order], deltas[order]
-        levels = self.level + np.cumsum(deltas)
-        previous_t = np.concatenate([[times[0] if self.sweep_t is None else self.sweep_t], times[:-1]])
-        previous_level = np.concatenate([[self.level], levels[:-1]])
-        spans = np.maximum(times - previous_t, 0.0)
-        top = int(max(previous_level.max(), levels.max()))
-        if top >= self.level_time.size:
-            grown = np.zeros(max(top + 1, self.level_time.size * 2))
-            grown[: self.level_time.size] = self.level_time
-            self.level_time = grown
-        self.level_time[: top + 1] += np.bincount(previous_level, weights=spans, minlength=top + 1)
-        self.peak = max(self.peak, int(levels.max()))
-        self.sweep_t = float(times[-1])
-        self.level = int(levels[-1])
 
     def _sessions(
         self,
@@ -481,9 +502,8 @@ class TraceStats:
     # ------------------------------------------------------------------ results
 
     def _finish(self) -> None:
-        if self.pending_ends.size:
-            self._events(np.empty(0), np.sort(self.pending_ends))
-            self.pending_ends = np.empty(0)
+        self.sweep.finish()
+        self.budget_sweep.finish()
         for key in list(self.sessions):
             self._close(key, self.sessions.pop(key))
         self._flush_closed()
@@ -493,16 +513,20 @@ class TraceStats:
         self._finish()
         span = self.last_arrival
         per_second = self.arrivals.values[: int(span) + 1] if self.rows else np.zeros(0)
-        time_total = float(self.level_time.sum())
-        levels = np.arange(self.level_time.size)
+        served = self.rows - self.failed
+        if self.observed_e2e_rows and self.observed_e2e_rows >= served:
+            basis = "observed e2e_ms"
+        elif self.observed_e2e_rows:
+            basis = "observed e2e_ms where recorded, else the service-time model"
+        else:
+            basis = "model"
         concurrency = {
-            "peak": self.peak,
-            "p95": _weighted_quantile(self.level_time, 0.95) if time_total > 0 else None,
-            "mean": float((levels * self.level_time).sum() / time_total) if time_total > 0 else None,
-            "basis": "observed e2e_ms"
-            if self.observed_e2e_rows == self.rows - self.failed and self.rows
-            else ("observed e2e_ms where recorded, else the service-time model" if self.observed_e2e_rows else "model"),
+            **self.sweep.summary(),
+            "basis": basis,
+            "observed_e2e_rows": self.observed_e2e_rows,
             "service_model": self.service.describe(),
+            # the same arrivals, every request held for the service-time model (the latency budget)
+            "at_service_model": self.budget_sweep.summary() if self.observed_e2e_rows else None,
         }
         sessions_open = np.cumsum(self.session_spans.values) if self.session_ids_seen else None
         turns = self.turns.summary()
@@ -522,11 +546,7 @@ class TraceStats:
             "failed": self.failed,
             "out_of_order_rows": self.out_of_order_rows,
             "span_s": span,
-            "rate": {
-                "mean_rps": self.rows / span if span > 0 else None,
-                "p95_rps": float(np.percentile(per_second, 95)) if per_second.size else None,
-                "peak_rps": int(per_second.max()) if per_second.size else None,
-            },
+            "rate": _rates(per_second, self.rows, span),
             "concurrency": concurrency,
             "input_tokens": self.input.summary(),
             "output_tokens": self.output.summary(),
@@ -555,6 +575,34 @@ class TraceStats:
         }
 
 
+def _rates(per_second: np.ndarray, rows: int, span: float) -> dict[str, Any]:
+    """Mean, p95 and peak per second, the busiest minute (minutes from the first request) and the
+    share of seconds without a request: a mean hides the bursts an engine must absorb."""
+    if per_second.size == 0:
+        return {
+            "mean_rps": None,
+            "p95_rps": None,
+            "peak_rps": None,
+            "peak_minute_rps": None,
+            "peak_minute_requests": None,
+            "empty_seconds_share": None,
+            "seconds": 0,
+        }
+    minutes = math.ceil(per_second.size / 60)
+    padded = np.zeros(minutes * 60, dtype=np.int64)
+    padded[: per_second.size] = per_second
+    per_minute = padded.reshape(minutes, 60).sum(axis=1)
+    return {
+        "mean_rps": rows / span if span > 0 else None,
+        "p95_rps": float(np.percentile(per_second, 95)),
+        "peak_rps": int(per_second.max()),
+        "peak_minute_rps": float(per_minute.max()) / 60.0,
+        "peak_minute_requests": int(per_minute.max()),
+        "empty_seconds_share": float(np.count_nonzero(per_second == 0)) / per_second.size,
+        "seconds": int(per_second.size),
+    }
+
+
 def _weighted_quantile(weights: np.ndarray, q: float) -> int:
     cumulative = np.cumsum(weights)
     return int(np.searchsorted(cumulative, q * cumulative[-1]))
@@ -572,12 +620,41 @@ def _rate_series(per_second: np.ndarray, points: int = ARRIVAL_CHART_POINTS) -> 
 
 
 def trace_statistics(
-    chunks, service: ServiceModel | None = None, progress: Callable[[int, int], Any] | None = None, **options: Any
+    chunks: Iterable[TraceChunk] | Callable[[], Iterable[TraceChunk]],
+    service: ServiceModel | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Statistics of a whole trace from its chunks; `progress(rows, bytes_read)` after each chunk."""
+    """Statistics of a whole trace; `progress(rows, bytes_read)` after each chunk read.
+
+    `chunks` is a function that opens the trace's chunks (it may be called twice) or the chunks
+    themselves. Opened by a function, the trace is read once when it is in time order; a chunk
+    that goes back in time restarts the reading through an external merge sort
+    (`benchmarks.traces.ordering`). Chunks given as such always go through the sort."""
+
+    def reported(source: Iterable[TraceChunk]) -> Iterator[TraceChunk]:
+        rows = 0
+        for chunk in source:
+            rows += len(chunk.frame)
+            yield chunk
+            if progress is not None:
+                progress(rows, chunk.bytes_read)
+
+    if callable(chunks):
+        disorder = Disorder()
+        stats = TraceStats(service=service, **options)
+        try:
+            for chunk in in_order(reported(chunks()), disorder):
+                stats.add(chunk)
+            stats.out_of_order_rows = disorder.rows_behind
+            return stats.result()
+        except OutOfOrder:
+            source = chunks()
+    else:
+        source = chunks
+    disorder = Disorder()
     stats = TraceStats(service=service, **options)
-    for chunk in chunks:
+    for chunk in sorted_chunks(reported(source), disorder=disorder):
         stats.add(chunk)
-        if progress is not None:
-            progress(stats.rows, chunk.bytes_read)
+    stats.out_of_order_rows = disorder.rows_behind
     return stats.result()

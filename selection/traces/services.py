@@ -62,7 +62,7 @@ def import_trace(
     try:
         trace_format = detect(path) if not format else format_named(format)
         statistics = trace_statistics(
-            read_trace(path, trace_format), service=service_model_for(selection), progress=progress
+            lambda: read_trace(path, trace_format), service=service_model_for(selection), progress=progress
         )
     except TraceError as exc:
         raise ValidationError({"file": str(exc)}) from exc

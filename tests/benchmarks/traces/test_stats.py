@@ -164,4 +164,5 @@ def test_out_of_order_rows_are_counted_not_lost(tmp_path):
     stats = trace_statistics(read_trace(path, chunk_rows=1))
     assert stats["rows"] == 4
     assert stats["out_of_order_rows"] == 1
-    assert stats["concurrency"]["peak"] == 2  # the late row is swept at 6 s, beside the row at 6 s
+    assert stats["concurrency"]["peak"] == 1  # the late row is swept at its own time (1 s), alone
+    assert stats["rate"]["peak_rps"] == 1 and stats["span_s"] == 6.0
