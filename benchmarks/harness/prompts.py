@@ -35,6 +35,11 @@ class PromptFactory:
     overhead_tokens: float = 0.0  # tokens the engine adds (template, BOS) in the calibration
     source: str = "whitespace"
     checks: list[dict[str, Any]] = field(default_factory=list)
+    # Tokens the request format adds around the words (`measure_template`): the chat template's
+    # markers and the BOS around a first message, and what one more (assistant, user) pair adds.
+    # None: not measured. A prompt of exactly n tokens sends n minus these in words.
+    template_tokens: int | None = None
+    turn_template_tokens: int | None = None
 
     def word_count(self, n_tokens: int) -> int:
         if self.exact:
@@ -59,6 +64,8 @@ class PromptFactory:
             "overhead_tokens": self.overhead_tokens,
             "vocabulary_words": len(self.words),
             "checks": self.checks,
+            "template_tokens": self.template_tokens,
+            "turn_template_tokens": self.turn_template_tokens,
         }
 
 
@@ -130,3 +137,51 @@ async def _calibrate_from_usage(client: OpenAIClient, api: str, pool: list[str])
         overhead_tokens=t1 - slope * w1,
         checks=[{"words": w, "engine_tokens": t} for w, t in counts],
     )
+
+
+async def measure_template(client: OpenAIClient, factory: PromptFactory, api: str = "chat") -> PromptFactory:
+    """Measure what the request format adds to the words, from the engine's own `usage.prompt_tokens`.
+
+    Why: a chat template wraps each message in markers (the simulator: `<|user|>` ... `<|assistant|>`,
+    two tokens; Llama 3: a dozen) and completions may add a BOS, so n words of exactly one token
+    each are not an n-token prompt. Two probes (max_tokens 1): one user message, then (user,
+    assistant, user); their prompt tokens minus their words give the first message's overhead and
+    each later turn's. Only meaningful when the words count exactly (`factory.exact`); left None
+    when the engine reports no usage."""
+    if not factory.exact:
+        return factory
+    words = [factory.text(24, seed=101), factory.text(16, seed=102), factory.text(8, seed=103)]
+    counts = [factory.word_count(24), factory.word_count(16), factory.word_count(8)]
+    if api == "chat":
+        probes = [
+            ([{"role": "user", "content": words[0]}], counts[0]),
+            (
+                [
+                    {"role": "user", "content": words[0]},
+                    {"role": "assistant", "content": words[1]},
+                    {"role": "user", "content": words[2]},
+                ],
+                sum(counts),
+            ),
+        ]
+    else:
+        probes = [(words[0], counts[0])]
+    overheads = []
+    for index, (prompt, sent) in enumerate(probes):
+        spec = RequestSpec(
+            api=api,  # type: ignore[arg-type]
+            prompt=prompt if isinstance(prompt, str) else None,
+            messages=prompt if isinstance(prompt, list) else None,
+            max_tokens=1,
+            ignore_eos=None,
+            request_id=f"template-{index}",
+            tag="calibrate",
+        )
+        record = await client.send(spec)
+        if record.prompt_tokens is None:
+            return factory
+        overheads.append(int(record.prompt_tokens) - sent)
+        factory.checks.append({"template_probe": index, "words": sent, "engine_tokens": record.prompt_tokens})
+    factory.template_tokens = overheads[0]
+    factory.turn_template_tokens = overheads[1] - overheads[0] if len(overheads) > 1 else 0
+    return factory

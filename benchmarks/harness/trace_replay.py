@@ -8,7 +8,9 @@ gap). Lateness is measured per send (the timer firing minus its due time, on per
 report says how faithful the arrival times were (`send_lateness_ms_p99`).
 
 Prompts (`PromptBuilder`): exact token counts through the engine's tokenizer when it has one
-(`harness.prompts`); a request of a prefix group starts with its group's text; a Mooncake request
+(`harness.prompts`), less the tokens its chat template (or BOS) adds, measured on the engine
+(`measure_template`), so the engine counts exactly the trace's input; a request of a prefix group
+starts with its group's text; a Mooncake request
 is the concatenation of its blocks' texts (equal hash id, equal text); a later turn of a session
 sends the earlier turns and the engine's real answer to them (chat messages, or the text
 concatenated for completions), then its new text.
@@ -120,16 +122,19 @@ class PromptBuilder:
         return " " + " ".join(words[:count])
 
     def _fresh(self, turn: Turn) -> str:
+        """A first turn: the words of `input_tokens` less the template's tokens, taken off the end (the
+        shared blocks and prefixes keep their full text)."""
+        tokens = turn.input_tokens - (self.prompts.template_tokens or 0)
         if turn.hash_ids:
-            last = turn.input_tokens - self.block_tokens * (len(turn.hash_ids) - 1)
+            last = tokens - self.block_tokens * (len(turn.hash_ids) - 1)
             parts = [self._block(b, self.block_tokens) for b in turn.hash_ids[:-1]]
             parts.append(self._block(turn.hash_ids[-1], max(last, 1)))
             return "".join(parts)
         if turn.prefix_key is not None and turn.prefix_tokens > 0:
-            rest = turn.input_tokens - turn.prefix_tokens
+            rest = tokens - turn.prefix_tokens
             prefix = self._prefix(turn.prefix_key, turn.prefix_tokens)
             return prefix + (self._words(rest, turn.line) if rest > 0 else "")
-        return self._words(turn.input_tokens, turn.line)
+        return self._words(tokens, turn.line)
 
     def prompt(self, turn: Turn) -> Prompt:
         previous = self._history.get(turn.session) if turn.history_tokens else None
@@ -137,7 +142,7 @@ class PromptBuilder:
             text = self._fresh(turn)
             prompt = Prompt(text=text) if self.api != "chat" else Prompt(messages=[{"role": "user", "content": text}])
         else:
-            new = self._words(max(turn.new_tokens, 1), turn.line)
+            new = self._words(max(turn.new_tokens - (self.prompts.turn_template_tokens or 0), 1), turn.line)
             if self.api == "chat":
                 prompt = Prompt(messages=[*(previous.messages or []), {"role": "user", "content": new}])
             else:
@@ -155,8 +160,10 @@ class PromptBuilder:
             return
         if self.api == "chat":
             prompt.messages = [*(prompt.messages or []), {"role": "assistant", "content": record.text}]
-        else:
-            prompt.text = (prompt.text or "") + record.text
+        else:  # a word boundary between the prompt and an answer that starts mid-word would merge two tokens
+            text, answer = prompt.text or "", record.text or ""
+            joint = " " if text and answer and not text[-1].isspace() and not answer[0].isspace() else ""
+            prompt.text = text + joint + answer
 
 
 @dataclass

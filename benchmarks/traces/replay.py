@@ -15,8 +15,9 @@ What a replay keeps from the trace:
   (input >= `long_input_tokens`) or short, as the statistics define them.
 
 `sample=N` keeps the first N requests in arrival order (the trace's own rate and bursts over a
-shorter window); turns of a session after the cut are dropped. Failed rows (no output) are left
-out. The plan does not generate text: the load client turns it into prompts
+shorter window); turns of a session after the cut are dropped. A log out of time order is merge-
+sorted first (`benchmarks.traces.ordering`), so the N are the earliest, not the first N lines.
+Failed rows (no output) are left out. The plan does not generate text: the load client turns it into prompts
 (`benchmarks.harness.trace_replay`), the simulator into block keys (`benchmarks.simulator.offline`).
 """
 
@@ -29,6 +30,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceChunk
+from benchmarks.traces.ordering import sorted_chunks
 from benchmarks.traces.stats import LONG_INPUT_TOKENS, SESSION_TIMEOUT_S, ServiceModel
 
 GROUPS = ("short", "long", "multi_turn")
@@ -146,6 +148,8 @@ def build_plan(
     rows: list[tuple] = []
     hashes: list[tuple[int, ...] | None] = []
     read = failed = 0
+    if sample is not None:  # the earliest N requests, wherever the log has them
+        chunks = sorted_chunks(chunks)
     for chunk in chunks:
         frame = chunk.frame
         read += len(frame)

@@ -12,6 +12,7 @@ from benchmarks.harness.load import (
     LoadOutcome,
     summarize,
 )
+from benchmarks.harness.prompts import measure_template
 from benchmarks.harness.trace_replay import PromptBuilder, ReplayOutcome, load_plan, run_replay
 from benchmarks.harness.workloads.common import (
     PlanError,
@@ -56,6 +57,7 @@ async def run_trace_replay(
     async with Session(target, keep_text=plan.has_history) as session:
         prompts = session.prompts
         assert prompts is not None
+        await measure_template(session.client, prompts, target.api)
         builder = PromptBuilder(prompts, target.api, plan.block_tokens)
 
         def make_spec(turn, prompt) -> RequestSpec:

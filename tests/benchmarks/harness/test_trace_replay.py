@@ -10,7 +10,7 @@ import pytest
 from benchmarks.harness import workloads as w
 from benchmarks.harness.client import OpenAIClient, RequestSpec
 from benchmarks.harness.mock_server import MockConfig
-from benchmarks.harness.prompts import PromptFactory
+from benchmarks.harness.prompts import PromptFactory, calibrate, measure_template
 from benchmarks.harness.trace_replay import PromptBuilder, lengths_from_trace, load_plan, run_replay
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.server import start_server
@@ -152,3 +152,35 @@ def test_lengths_come_from_the_trace_deterministically(trace):
     assert set(drawn) <= {(r["input_tokens"], r["output_tokens"]) for r in ROWS if r["output_tokens"]}
     assert drawn == [lengths_from_trace(trace)(i) for i in range(10)]
     assert lengths.source["requests"] == 5
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_replayed_prompts_have_exactly_the_traces_input_length_on_the_simulator(trace, api):
+    """The simulator's chat template adds `<|user|>` and `<|assistant|>` (two tokens): the prompt's words
+    leave room for them, so the engine's usage.prompt_tokens is the trace's input_tokens, later turns
+    (history + the engine's answer + new text) included."""
+    plan = build_plan(read_trace(trace), speedup=8.0)
+
+    async def scenario():
+        server = await start_server(SimConfig(num_blocks=4000, max_model_len=32768, time_scale=50.0))
+        try:
+            async with OpenAIClient(server.url, "kvsim", keep_text=True) as client:
+                prompts = await calibrate(client, api=api)
+                await measure_template(client, prompts, api)
+                builder = PromptBuilder(prompts, api, plan.block_tokens)
+
+                def make_spec(turn, prompt):
+                    return RequestSpec(
+                        api=api, prompt=prompt.text, messages=prompt.messages, max_tokens=turn.output_tokens
+                    )
+
+                return prompts, await run_replay(client, plan, make_spec, builder)
+        finally:
+            await server.stop()
+
+    prompts, outcome = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert prompts.exact and prompts.template_tokens == (2 if api == "chat" else 0)
+    assert prompts.turn_template_tokens == (2 if api == "chat" else 0)
+    assert len(outcome.records) == 5
+    sent = {turn.line: (turn.input_tokens, record.prompt_tokens) for turn, record in outcome.records}
+    assert all(expected == counted for expected, counted in sent.values()), sent

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from benchmarks.traces.formats import read_trace, write_kvselect_csv
 from benchmarks.traces.ordering import sorted_chunks
+from benchmarks.traces.replay import build_plan
 from benchmarks.traces.stats import ServiceModel, trace_statistics
 from benchmarks.traces.synthetic import synthetic_requests, write_trace
 
@@ -167,3 +168,14 @@ def test_an_empty_log_after_its_header_has_no_rows(tmp_path):
     path = tmp_path / "e.csv"
     pd.DataFrame(columns=["timestamp", "input_tokens", "output_tokens"]).to_csv(path, index=False)
     assert trace_statistics(lambda: read_trace(path))["rows"] == 0
+
+
+def test_a_replay_sample_of_an_out_of_order_log_keeps_the_earliest_requests(tmp_path):
+    path = tmp_path / "r.csv"
+    write_kvselect_csv(
+        path,
+        [{"timestamp": t, "input_tokens": 10, "output_tokens": 2} for t in (50.0, 40.0, 3.0, 60.0, 1.0, 2.0)],
+    )
+    plan = build_plan(read_trace(path, chunk_rows=1), sample=3)
+    assert [turn.line for turn in plan.turns] == [6, 7, 4]
+    assert [turn.offset_s for turn in plan.turns] == [0.0, 1.0, 2.0]
