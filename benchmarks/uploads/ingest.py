@@ -3,8 +3,9 @@
 Nothing is half-written: small files are parsed before anything is stored (a parse failure
 stores nothing); large ones are stored raw and parsed on the `default` queue, once their first
 bytes look like a known format (else 400 with every format's refusal, nothing stored). A retried
-upload with the same Idempotency-Key and the same file returns the first run; the same key with
-another file is a 409 naming the key and the first run (a CI job's key must name its file).
+upload with the same Idempotency-Key, the same file and the same test returns the first run; the
+same key with another file, or with another test, is a 409 naming the key and the first run (a CI
+job's key must name its test and its file).
 An upload whose file names another model or engine, or holds fewer than 20 requests, is stored
 with its warnings and counts for scoring once confirmed (`benchmarks.uploads.quality`).
 
@@ -168,13 +169,21 @@ def find_idempotent(candidate: Candidate, key: str) -> BenchmarkRun | None:
     return BenchmarkRun.objects.filter(candidate=candidate, idempotency_key=key).first() if key else None
 
 
-def same_upload(existing: BenchmarkRun, key: str, sha256: str) -> BenchmarkRun:
-    """The first run of a retried upload; the key reused for another file is a conflict."""
+def same_upload(existing: BenchmarkRun, key: str, sha256: str, test: str) -> BenchmarkRun:
+    """The first run of a retried upload; the key reused for another file, or for the same file as
+    evidence of another test, is a conflict (returning the first run would drop the new test silently)."""
     if existing.raw_sha256 and existing.raw_sha256 != sha256:
         raise IngestError(
             "Idempotency-Key",
             f"the key {key!r} was already used for run #{existing.pk} with a different file "
             f"(SHA-256 {existing.raw_sha256[:12]}…, this one {sha256[:12]}…); give each file its own key",
+            409,
+        )
+    if existing.test != test:
+        raise IngestError(
+            "Idempotency-Key",
+            f"the key {key!r} was already used for run #{existing.pk} with this file as evidence of "
+            f"{existing.test!r}, not {test!r}; give each test's upload its own key",
             409,
         )
     return existing
@@ -232,7 +241,7 @@ def _ingest_staged(
         filename = filename[:-3] if (filename or "").lower().endswith(".gz") else filename
     existing = find_idempotent(candidate, idempotency_key)
     if existing:
-        return same_upload(existing, idempotency_key, staged.sha256), False
+        return same_upload(existing, idempotency_key, staged.sha256, test), False
     if synchronous is None:
         synchronous = staged.size <= settings.KVSELECT_SYNC_PARSE_BYTES
     result = parse_bytes(staged.read(), filename, fmt, selection_slo(candidate)) if synchronous else None
@@ -267,7 +276,7 @@ def _ingest_staged(
         files.discard()
         existing = find_idempotent(candidate, idempotency_key)
         if existing:  # a concurrent retry with the same key won the race
-            return same_upload(existing, idempotency_key, staged.sha256), False
+            return same_upload(existing, idempotency_key, staged.sha256, test), False
         raise
     except BaseException:
         files.discard()

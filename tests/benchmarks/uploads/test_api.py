@@ -244,3 +244,22 @@ def test_a_file_of_the_candidates_model_and_engine_with_enough_requests_has_no_w
     data = gzip.decompress((FIXTURES / "vllm_0.33.0_bench_serve_c64_n1000.json.gz").read_bytes())
     body = upload(token_client, candidate, "v.json", data=data.replace(b'"engine": "mock"', b'"engine": "vllm"')).json()
     assert body["quality_warnings"] == [] and body["needs_confirmation"] is False
+
+
+def test_idempotency_key_reused_for_the_same_file_with_another_test_is_a_409(token_client, candidate):
+    def post(test):
+        return token_client.post(
+            f"/api/v1/candidates/{candidate.pk}/results/",
+            {"file": SimpleUploadedFile("v.json", (FIXTURES / "vllm_bench_serve.json").read_bytes()), "test": test},
+            HTTP_IDEMPOTENCY_KEY="build-43",
+        )
+
+    first = post("concurrency_stress")
+    assert first.status_code == 201
+    other = post("prefix_reuse")  # before: 200 with the first run, the new test dropped
+    assert other.status_code == 409
+    message = other.json()["Idempotency-Key"][0]
+    assert "'build-43'" in message and f"run #{first.json()['id']}" in message
+    assert "'concurrency_stress'" in message and "'prefix_reuse'" in message
+    assert BenchmarkRun.objects.count() == 1 and BenchmarkRun.objects.get().test == "concurrency_stress"
+    assert post("concurrency_stress").status_code == 200
