@@ -209,9 +209,10 @@ def cancelled_mask(errors: Any) -> np.ndarray:
 def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedResult:
     """Recompute goodput and SLO attainment against kvselect's latency budget.
 
-    With per-request data: goodput = requests meeting every SLO / point duration, attainment =
-    good / (completed + failed). Requests the client cancelled (a run cut at its end) are neither:
-    they are left out and counted in `extra["cancelled_in_flight"]`. A sample of requests gives
+    With per-request data: goodput = the request throughput x the share of the successful requests
+    that meet every SLO (so never above the throughput; without a throughput: good requests / point
+    duration), attainment = good / (completed + failed). Requests the client cancelled (a run cut
+    at its end) are neither: they are left out and counted in `extra["cancelled_in_flight"]`. A sample of requests gives
     an estimate (noted). A successful request whose latency the file does not give cannot be
     judged: then goodput stays missing (noted), never counted as a miss. Without per-request data
     the tool's own goodput (against its own SLO) cannot be reused: it moves to
@@ -262,18 +263,19 @@ def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> Normalize
         if point.requests_completed is not None:
             expected = point.requests_completed + (point.requests_failed or 0)
         point.slo_attainment = good_count / total
-        duration = point.duration_s
+        ok_rows = int(ok.sum())
         if expected is not None and expected != total:
-            ok_rows = int(ok.sum())
-            if point.request_throughput is not None and ok_rows:
-                point.goodput = point.request_throughput * good_count / ok_rows
             result.notes.append(
                 f"point {index}: goodput/SLO attainment estimated from a sample of {total} of {expected} requests"
             )
-        elif duration:
-            point.goodput = good_count / duration
-        elif point.request_throughput is not None and int(ok.sum()):
-            point.goodput = point.request_throughput * good_count / int(ok.sum())
+        if point.request_throughput is not None and ok_rows:
+            # the tool's own throughput scaled by the good share of the successes: never above it, whatever
+            # window the tool divided by (guidellm counts records that overlap its window, over a longer span)
+            point.goodput = point.request_throughput * good_count / ok_rows
+        elif point.request_throughput is not None:
+            point.goodput = 0.0
+        elif point.duration_s and (expected is None or expected == total):
+            point.goodput = good_count / point.duration_s
     return result
 
 

@@ -115,8 +115,35 @@ def test_guidellm_warm_up_and_cool_down_records_are_left_out():
 def test_guidellm_requests_cut_at_the_end_are_not_slo_misses():
     point = parse(GUIDELLM_C64, slo=SLO).points[0]
     assert point.slo_attainment == 1.0  # before: 0.940 (cut requests counted as misses)
-    assert point.goodput == pytest.approx(978 / 12.0)
+    # every success good: the goodput is the throughput (978 / 12.0 = 81.5 was above guidellm's own 81.33)
+    assert point.goodput == pytest.approx(point.request_throughput) == pytest.approx(81.3333, rel=1e-5)
+    assert point.extra["tool_goodput"] == pytest.approx(81.3333, rel=1e-5)  # guidellm's request_goodput
     assert point.extra["tool_slo_attainment"] == 1.0  # guidellm's own
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        GUIDELLM_C64,
+        GUIDELLM_C256,
+        "guidellm_0.8.1_c64_max12s_warmup2_cooldown2.benchmarks.json.gz",
+        "guidellm_0.7.4_c64_max10s.benchmarks.trimmed.json",
+    ],
+)
+@pytest.mark.parametrize("slo", [SLO, {"ttft_ms": 500.0}, {"ttft_ms": 1.0}])
+def test_guidellm_goodput_never_exceeds_the_request_throughput(name, slo):
+    for point in parse(name, slo=slo).points:
+        if point.goodput is not None:
+            assert point.goodput <= point.request_throughput + 1e-9
+            assert point.requests_failed == 0  # so the attainment is the good share of the successes
+            assert point.goodput == pytest.approx(point.request_throughput * point.slo_attainment, rel=1e-9)
+
+
+def test_guidellm_achieved_concurrency_is_guidellms_own_in_flight_mean():
+    """Requests in flight of every status over guidellm's window, cancelled ones up to their cut: the
+    figure guidellm reports as request_concurrency.total.mean in its real 0.8.1 files."""
+    for name, own in ((GUIDELLM_C64, 58.27154682), (GUIDELLM_C256, 106.21514495)):
+        assert parse(name).points[0].achieved_concurrency == pytest.approx(own, rel=1e-5)
 
 
 def test_aiperf_client_cancellations_are_counted_apart_from_errors():
