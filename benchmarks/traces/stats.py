@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
+from benchmarks.traces.cache import BlockKeys, LruBlocks
 from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceChunk
 from benchmarks.traces.ordering import Disorder, OutOfOrder, in_order, sorted_chunks
 
@@ -256,11 +257,15 @@ class TraceStats:
         long_input_tokens: int = LONG_INPUT_TOKENS,
         session_timeout_s: float = SESSION_TIMEOUT_S,
         block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+        kv_pools: dict[str, int] | None = None,
     ) -> None:
         self.service = service or ServiceModel()
         self.long_input_tokens = long_input_tokens
         self.session_timeout_s = session_timeout_s
         self.block_tokens = block_tokens
+        # prefix sharing within each named KV pool (tokens): LRU over whole blocks (benchmarks.traces.cache)
+        self.pools = {name: LruBlocks(tokens, block_tokens) for name, tokens in (kv_pools or {}).items()}
+        self.block_keys = BlockKeys(block_tokens)
         self.rows = 0
         self.failed = 0
         self.origin: float | None = None
@@ -335,8 +340,11 @@ class TraceStats:
         self.sweep.advance(arrival[ok], end[ok])
         self.budget_sweep.advance(arrival[ok], arrival[ok] + modelled[ok])
         shared = np.zeros(n, dtype=np.float64)
+        continuing = np.zeros(n, dtype=bool)
         self._prefixes(frame, chunk, inputs, shared)
-        in_session = self._sessions(frame, arrival, end, inputs, outputs, shared)
+        in_session = self._sessions(frame, arrival, end, inputs, outputs, shared, continuing)
+        if self.pools:
+            self._pools(frame, chunk, inputs, outputs, ok, continuing)
         single = ~in_session
         long = single & (inputs >= self.long_input_tokens)
         self.groups["long"] += int(long.sum())
@@ -354,8 +362,10 @@ class TraceStats:
         inputs: np.ndarray,
         outputs: np.ndarray,
         shared: np.ndarray,
+        continuing_rows: np.ndarray,
     ) -> np.ndarray:
-        """Update the sessions; returns which rows belong to a session (their group is decided at close)."""
+        """Update the sessions; returns which rows belong to a session (their group is decided at close).
+        `continuing_rows` is set for the turns that carry their session's history."""
         ids = frame["session_id"]
         has = ids.notna().to_numpy()
         if has.any():
@@ -382,6 +392,7 @@ class TraceStats:
             history = np.minimum(prev_in[continuing] + prev_out[continuing], inputs[index][continuing])
             rows = index[continuing]
             shared[rows] = np.maximum(shared[rows], history)
+            continuing_rows[rows] = True
             if history.size:
                 self.prefix_bases.add("session history")
             segments = np.flatnonzero(run_start | new_session)
@@ -442,6 +453,45 @@ class TraceStats:
         self.session_spans.add(
             np.concatenate([opened, closed]), np.concatenate([np.ones_like(opened), -np.ones_like(closed)])
         )
+
+    def _pools(
+        self,
+        frame: pd.DataFrame,
+        chunk: TraceChunk,
+        inputs: np.ndarray,
+        outputs: np.ndarray,
+        ok: np.ndarray,
+        continuing: np.ndarray,
+    ) -> None:
+        """Replay this chunk's requests, in arrival order, through every pool's LRU block cache."""
+        hashes = chunk.hash_ids.to_pylist() if chunk.hash_ids is not None else [None] * len(frame)
+        sessions = frame["session_id"].tolist()
+        keys = frame["prefix_key"].tolist()
+        tokens = frame["prefix_tokens"].to_numpy(dtype=np.float64).tolist()
+        rows = zip(
+            inputs.tolist(),
+            outputs.tolist(),
+            hashes,
+            sessions,
+            continuing.tolist(),
+            keys,
+            tokens,
+            ok.tolist(),
+            strict=True,
+        )
+        pools = list(self.pools.values())
+        for input_tokens, output_tokens, ids, session, carries, key, prefix, counted in rows:
+            prompt, cached = self.block_keys.keys(
+                input_tokens,
+                output_tokens,
+                ids,
+                None if _missing(session) else str(session),
+                carries,
+                None if _missing(key) else str(key),
+                prefix,
+            )
+            for pool in pools:
+                pool.request(prompt, cached, counted)
 
     def _prefixes(self, frame: pd.DataFrame, chunk: TraceChunk, inputs: np.ndarray, shared: np.ndarray) -> None:
         if chunk.hash_ids is not None:
@@ -558,6 +608,10 @@ class TraceStats:
                 "bases": sorted(self.prefix_bases),
                 "groups": len(self.prefix_keys),
                 "repeated_without_prefix_tokens": self.repeated_prefix_requests_without_tokens,
+                # per KV pool: what an LRU cache of that many tokens reuses (None: no prefix data)
+                "pools": {name: pool.summary(self.input_tokens_total) for name, pool in self.pools.items()}
+                if self.prefix_bases
+                else {},
             },
             "groups": dict(self.groups),
             "long_input_tokens": self.long_input_tokens,
@@ -573,6 +627,10 @@ class TraceStats:
                 "arrivals": _rate_series(per_second),
             },
         }
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _rates(per_second: np.ndarray, rows: int, span: float) -> dict[str, Any]:
