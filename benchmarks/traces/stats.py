@@ -63,12 +63,13 @@ class ServiceModel:
 
     ttft_ms: float = 500.0
     tpot_ms: float = 50.0
+    source: str = "default"  # or "latency budget": where the two figures come from, said with the figure
 
     def duration_s(self, output_tokens: np.ndarray) -> np.ndarray:
         return (self.ttft_ms + self.tpot_ms * np.maximum(output_tokens - 1, 0)) / 1000.0
 
-    def describe(self) -> dict[str, float]:
-        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms}
+    def describe(self) -> dict[str, Any]:
+        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "source": self.source}
 
 
 class _Counts:

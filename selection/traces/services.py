@@ -1,6 +1,7 @@
 """Import a production trace on a selection, and accept the one-pager it proposes.
 
-The parsing, statistics and proposal are `benchmarks.traces` (pure); here: who may, the stored
+The parsing, statistics and proposal are `benchmarks.traces` (pure); here: who may, the KV pool of
+each candidate (its measured or planned capacity, for the prefix sharing it can reuse), the stored
 file with its SHA-256 (the same file twice is the same import), one transaction per write, the
 audit trail ("from trace <sha256>" on every constraint the proposal changed).
 """
@@ -21,6 +22,9 @@ from benchmarks.traces.formats import TraceError, detect, file_sha256, format_na
 from benchmarks.traces.proposal import proposal_values, propose_constraints
 from benchmarks.traces.stats import ServiceModel, trace_statistics
 from selection.audit import audit, jsonable
+from selection.capacity.measured import measured_capacity
+from selection.capacity.plans import plan_for_candidate
+from selection.domain.capacity import CapacityError
 from selection.models import Constraints, Selection, TraceImport
 from selection.selectors import require_editor
 from selection.setup.services import save_constraints
@@ -35,10 +39,35 @@ def service_model_for(selection: Selection) -> ServiceModel:
     constraints = Constraints.objects.filter(selection=selection).first()
     if constraints is None:
         return DEFAULT_SERVICE
+    if not constraints.ttft_p95_ms and not constraints.tpot_p95_ms:
+        return DEFAULT_SERVICE
     return ServiceModel(
         ttft_ms=constraints.ttft_p95_ms or DEFAULT_SERVICE.ttft_ms,
         tpot_ms=constraints.tpot_p95_ms or DEFAULT_SERVICE.tpot_ms,
+        source="latency budget",
     )
+
+
+def kv_pools_for(selection: Selection) -> tuple[dict[str, int], dict[str, str]]:
+    """Each candidate's KV pool in tokens, for the prefix sharing an engine of that pool can reuse:
+    the measured capacity (engine log or metrics) when a run gave it, else the capacity plan's.
+    Returns (name -> tokens, name -> where it came from); a candidate the plan cannot size is left out."""
+    pools: dict[str, int] = {}
+    sources: dict[str, str] = {}
+    for candidate in selection.candidates.select_related("engine", "selection"):
+        name = str(candidate)
+        measured = measured_capacity(candidate)
+        if measured.get("token_capacity"):
+            pools[name], sources[name] = int(measured["token_capacity"]), "measured"
+            continue
+        try:
+            tokens = plan_for_candidate(candidate).get("token_capacity")
+        except CapacityError as exc:
+            logger.info("trace import: no KV pool for candidate %s: %s", candidate.pk, exc)
+            continue
+        if tokens:
+            pools[name], sources[name] = int(tokens), "capacity plan"
+    return pools, sources
 
 
 def import_trace(
@@ -61,9 +90,15 @@ def import_trace(
         return existing, False
     try:
         trace_format = detect(path) if not format else format_named(format)
+        pools, pool_sources = kv_pools_for(selection)
         statistics = trace_statistics(
-            lambda: read_trace(path, trace_format), service=service_model_for(selection), progress=progress
+            lambda: read_trace(path, trace_format),
+            service=service_model_for(selection),
+            progress=progress,
+            kv_pools=pools,
         )
+        for name, pool in statistics["prefix"]["pools"].items():
+            pool["source"] = pool_sources[name]
     except TraceError as exc:
         raise ValidationError({"file": str(exc)}) from exc
     except OSError as exc:

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from benchmarks import charts
 from benchmarks.traces.formats import FORMATS
+from benchmarks.traces.proposal import concurrency_basis
 from selection.models import Constraints, Selection, TraceImport
 from selection.setup.forms import CONSTRAINT_UNITS
 from selection.traces.forms import TraceUploadForm
@@ -108,7 +109,7 @@ def _proposal_rows(trace: TraceImport, constraints: Constraints | None) -> list[
                 "proposed": _display(item["value"]),
                 "current": _display(current),
                 "changes": constraints is not None and current != item["value"],
-                "basis": _(basis.get("message", "")) % (basis.get("params") or {}),
+                "basis": _translated(basis),
             }
         )
     return rows
@@ -139,9 +140,31 @@ def _charts(trace: TraceImport) -> list[dict]:
     return drawn
 
 
+def _translated(basis: dict) -> str:
+    return _(basis.get("message", "")) % (basis.get("params") or {})
+
+
+def _pools(statistics: dict) -> list[dict]:
+    """Each candidate's KV pool and the prefix sharing it reuses (the trace's import computed them)."""
+    sources = {"measured": _("measured"), "capacity plan": _("capacity plan")}
+    rows = []
+    for name, pool in ((statistics.get("prefix") or {}).get("pools") or {}).items():
+        ratio = pool.get("sharing_ratio")
+        rows.append(
+            {
+                "name": name,
+                "capacity_tokens": f"{pool['capacity_tokens']:,}",
+                "source": sources.get(pool.get("source"), pool.get("source") or "—"),
+                "ratio": "—" if ratio is None else f"{ratio:.1%}",
+            }
+        )
+    return rows
+
+
 def _trace_page(request: HttpRequest, selection: Selection, trace: TraceImport, status: int = 200) -> HttpResponse:
     constraints = Constraints.objects.filter(selection=selection).first()
     statistics = trace.statistics or {}
+    rate = statistics.get("rate") or {}
     groups = statistics.get("groups") or {}
     total = sum(groups.values()) or 1
     return render(
@@ -160,6 +183,11 @@ def _trace_page(request: HttpRequest, selection: Selection, trace: TraceImport, 
                 for name, label in (("short", _("short")), ("long", _("long")), ("multi_turn", _("multi-turn")))
             ],
             charts=_charts(trace),
+            concurrency_basis=_translated(concurrency_basis(statistics["concurrency"]))
+            if statistics.get("concurrency")
+            else "",
+            empty_seconds=f"{rate['empty_seconds_share']:.0%}" if rate.get("empty_seconds_share") is not None else "—",
+            pools=_pools(statistics),
             audit=[e for e in recent_audit(selection, 200) if e.field == f"trace:{trace.sha256[:12]}"][:10],
         ),
         status=status,

@@ -16,6 +16,7 @@ from benchmarks.traces.formats import read_trace
 from benchmarks.traces.proposal import proposal_values, propose_constraints
 from benchmarks.traces.stats import ServiceModel, trace_statistics
 from benchmarks.traces.synthetic import synthetic_requests, write_trace
+from selection.candidates.services import add_candidate
 from selection.models import AuditEntry, Constraints, Membership, TraceImport
 from selection.traces.services import accept_trace_proposal, import_trace
 
@@ -159,3 +160,72 @@ def test_a_gzipped_upload_is_read_as_it_streams_whatever_its_name(
     trace = TraceImport.objects.get()
     assert response.status_code == 302 and trace.format == "burstgpt" and trace.rows == 1
     assert trace.file.name.endswith(".csv.gz") and ".." not in trace.file.name
+
+
+# --- issue 29: logs out of order or ragged, proposals that state their assumptions ---------------------
+
+
+def test_a_log_in_completion_order_imports_with_the_statistics_of_the_ordered_log(
+    selection_with_constraints, architect, tmp_path, frame
+):
+    ordered = write_trace(tmp_path / "ordered.csv", frame, "kvselect-csv")
+    ends = (frame["timestamp"] + frame["e2e_ms"] / 1000).to_numpy()
+    lines = ordered.read_text().splitlines(keepends=True)
+    shuffled = tmp_path / "completion.csv"
+    shuffled.write_text(lines[0] + "".join(lines[1 + i] for i in sorted(range(len(frame)), key=lambda i: ends[i])))
+    trace, _ = import_trace(selection=selection_with_constraints, user=architect, path=shuffled)
+    reference, _ = import_trace(selection=selection_with_constraints, user=architect, path=ordered)
+    assert trace.statistics["out_of_order_rows"] > 0 and reference.statistics["out_of_order_rows"] == 0
+    assert proposal_values(trace.proposal) == proposal_values(reference.proposal)
+
+
+@pytest.mark.parametrize("where", [3, 30_000])
+def test_a_ragged_row_is_a_clear_error_on_the_command_and_the_page(
+    client, selection_with_constraints, architect, tmp_path, where
+):
+    rows = "".join(f"{i},{10 + i % 5},3\n" for i in range(where - 2))
+    bad = tmp_path / "ragged.csv"
+    bad.write_text("timestamp,input_tokens,output_tokens\n" + rows + "9,10\n" + "10,10,3\n" * 5)
+    expected = f"line {where}: column 3 ('output_tokens'): missing"
+    with pytest.raises(CommandError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        call_command("import-trace", str(bad), "--selection", str(selection_with_constraints.pk))
+    client.force_login(architect)
+    response = client.post(
+        reverse("selection:traces", args=[selection_with_constraints.pk]),
+        {"file": SimpleUploadedFile("ragged.csv", bad.read_bytes())},
+    )
+    assert response.status_code == 400 and expected in response.content.decode().replace("&#x27;", "'")
+    assert not TraceImport.objects.exists()
+
+
+def test_the_proposal_states_how_concurrency_rate_and_prefix_sharing_were_taken(
+    client, selection_with_constraints, architect, engines, tmp_path, frame
+):
+    candidate = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0", "model_name": "meta-llama/Llama-3.1-8B"},
+    )
+    candidate.measured_capacity = {"token_capacity": 4096, "source": "engine log of run 1"}
+    candidate.save(update_fields=["measured_capacity"])
+    observed = write_trace(tmp_path / "observed.csv", frame, "kvselect-csv")
+    trace, _ = import_trace(selection=selection_with_constraints, user=architect, path=observed)
+    basis = {item["field"]: item["basis"] for item in trace.proposal}
+    assert "its own end-to-end latency in the trace" in basis["peak_concurrency"]["message"]
+    budget_peak = trace.statistics["concurrency"]["at_service_model"]["peak"]
+    assert basis["peak_concurrency"]["params"]["peak"] == budget_peak != trace.statistics["concurrency"]["peak"]
+    assert "busiest minute" in basis["request_rate"]["message"]
+    assert basis["request_rate"]["params"]["minute"] == f"{trace.statistics['rate']['peak_minute_rps']:.3g}"
+    pool = trace.statistics["prefix"]["pools"][str(candidate)]
+    assert pool["capacity_tokens"] == 4096 and pool["source"] == "measured"
+    assert pool["sharing_ratio"] < trace.statistics["prefix"]["sharing_ratio"]  # 8 blocks hold little
+    assert "an unbounded cache" in basis["prefix_sharing_ratio"]["message"]
+    assert f"{str(candidate)} (4,096): {pool['sharing_ratio']:.1%}" in basis["prefix_sharing_ratio"]["params"]["pools"]
+    azure = write_trace(tmp_path / "azure.csv", frame, "azure")
+    trace, _ = import_trace(selection=selection_with_constraints, user=architect, path=azure)
+    basis = {item["field"]: item["basis"] for item in trace.proposal}
+    assert basis["peak_concurrency"]["message"].startswith("assumed: the trace records no latency")
+    assert basis["peak_concurrency"]["params"] == {"ttft": "800", "tpot": "60"}  # the selection's budget
+    client.force_login(architect)
+    page = client.get(reverse("selection:trace", args=[selection_with_constraints.pk, trace.pk])).content.decode()
+    assert "another budget gives another figure" in page and "busiest minute" in page
