@@ -166,3 +166,39 @@ def test_out_of_order_rows_are_counted_not_lost(tmp_path):
     assert stats["out_of_order_rows"] == 1
     assert stats["concurrency"]["peak"] == 1  # the late row is swept at its own time (1 s), alone
     assert stats["rate"]["peak_rps"] == 1 and stats["span_s"] == 6.0
+
+
+@pytest.mark.parametrize(
+    "e2e, source, start",
+    [
+        ([1000.0, 1000.0, 1000.0], "latency budget", "replayed from the arrival times, each request held for its own"),
+        ([1000.0, None, None], "latency budget", "replayed from the arrival times: %(observed)s requests"),
+        ([None, None, None], "latency budget", "assumed: the trace records no latency, so each request is held"),
+        ([None, None, None], "default", "assumed: the trace records no latency and no latency budget is set"),
+    ],
+)
+def test_the_concurrency_basis_says_which_latencies_held_the_requests(tmp_path, e2e, source, start):
+    path = tmp_path / "t.csv"
+    pd.DataFrame(
+        {"timestamp": [0.0, 0.5, 0.9], "input_tokens": [10] * 3, "output_tokens": [20] * 3, "e2e_ms": e2e}
+    ).to_csv(path, index=False)
+    service = ServiceModel(ttft_ms=100.0, tpot_ms=10.0, source=source)  # 0.29 s per request
+    stats = trace_statistics(lambda: read_trace(path), service=service)
+    basis = next(p["basis"] for p in propose_constraints(stats) if p["field"] == "peak_concurrency")
+    assert basis["message"].startswith(start)
+    if e2e[0] is not None and e2e[1] is not None:  # all observed: 1 s each overlaps all three
+        assert stats["concurrency"]["peak"] == 3 and basis["params"]["peak"] == 1  # at 0.29 s none overlap
+    if e2e[1] is None and e2e[0] is not None:
+        assert basis["params"]["observed"] == 1
+
+
+def test_the_rate_basis_gives_the_busiest_minute_and_the_empty_seconds(tmp_path):
+    times = [0.1, 0.2, 0.3, 59.5, 61.0, 179.0]  # from the first request: seconds 0, 0, 0, 59, 60, 178
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"timestamp": times, "input_tokens": [10] * 6, "output_tokens": [2] * 6}).to_csv(path, index=False)
+    stats = trace_statistics(lambda: read_trace(path))
+    rate = stats["rate"]
+    assert rate["peak_rps"] == 3 and rate["peak_minute_requests"] == 4 and rate["peak_minute_rps"] == 4 / 60
+    assert rate["seconds"] == 179 and rate["empty_seconds_share"] == pytest.approx(175 / 179)
+    basis = next(p["basis"] for p in propose_constraints(stats) if p["field"] == "request_rate")
+    assert basis["params"]["minute"] == "0.0667" and basis["params"]["empty"] == "98%"
