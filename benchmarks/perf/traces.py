@@ -93,9 +93,7 @@ def _ordered_as(frame, fmt: str):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument(
-        "--formats", default="kvselect-csv,mooncake", help=f"comma-separated: {', '.join(SUFFIX)}"
-    )
+    parser.add_argument("--formats", default="kvselect-csv,mooncake", help=f"comma-separated: {', '.join(SUFFIX)}")
     parser.add_argument("--pool", type=int, default=0, help="KV pool tokens for the LRU prefix sharing (0: none)")
     parser.add_argument("--keep", help="directory to write the generated traces to (kept)")
     args = parser.parse_args(argv)

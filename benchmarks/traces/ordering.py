@@ -31,7 +31,7 @@ from benchmarks.traces.formats import COLUMNS, TraceChunk
 
 RUN_ROWS = 262_144  # rows sorted in memory per run (a few tens of MiB)
 MERGE_ROWS = 524_288  # rows held by the merge across all runs
-RUN_BATCH_ROWS = 8192  # record batches of a run file
+RUN_BATCH_ROWS = 1024  # record batches of a run file: the merge reads a run in steps of these
 
 SCHEMA = pa.schema(
     [
@@ -149,23 +149,22 @@ class _Run:
         self.next_batch = 0
         self.batch_rows = batch_rows
         self.buffer: pa.Table | None = None  # rows read, not yet passed on
-        self.offset = 0  # rows of the current record batch already read
 
     @property
     def exhausted(self) -> bool:
         return self.next_batch >= self.reader.num_record_batches and self.buffer is None
 
     def fill(self) -> None:
-        """Read up to `batch_rows` more rows when the buffer is empty."""
-        if self.buffer is not None or self.next_batch >= self.reader.num_record_batches:
+        """Read the next record batches, about `batch_rows` rows, when the buffer is empty."""
+        if self.buffer is not None:
             return
-        batch = self.reader.get_batch(self.next_batch)
-        piece = batch.slice(self.offset, self.batch_rows)
-        self.offset += piece.num_rows
-        if self.offset >= batch.num_rows:
+        pieces, rows = [], 0
+        while self.next_batch < self.reader.num_record_batches and (not pieces or rows < self.batch_rows):
+            batch = self.reader.get_batch(self.next_batch)
             self.next_batch += 1
-            self.offset = 0
-        self.buffer = pa.Table.from_batches([piece], schema=SCHEMA) if piece.num_rows else None
+            pieces.append(batch)
+            rows += batch.num_rows
+        self.buffer = pa.Table.from_batches(pieces, schema=SCHEMA) if rows else None
 
     def last_key(self) -> tuple[float, int]:
         return (self.buffer.column("arrival_s")[-1].as_py(), self.buffer.column("line")[-1].as_py())
@@ -199,8 +198,10 @@ def sorted_chunks(
     merge_rows: int = MERGE_ROWS,
     disorder: Disorder | None = None,
     directory: str | Path | None = None,
+    run_batch_rows: int = RUN_BATCH_ROWS,
 ) -> Iterator[TraceChunk]:
-    """Every row of `chunks` in (arrival, line) order, memory bounded by `run_rows` + `merge_rows`."""
+    """Every row of `chunks` in (arrival, line) order, memory bounded by `run_rows` + `merge_rows` (+ one
+    record batch of `run_batch_rows` per run)."""
     with tempfile.TemporaryDirectory(prefix="kvselect-trace-sort-", dir=directory) as tmp:
         folder = Path(tmp)
         runs: list[Path] = []
@@ -216,7 +217,7 @@ def sorted_chunks(
             pending.append(_table(chunk))
             held += len(chunk.frame)
             if held >= run_rows:
-                runs.append(_write_run(pending, folder, len(runs), RUN_BATCH_ROWS))
+                runs.append(_write_run(pending, folder, len(runs), run_batch_rows))
                 pending, held = [], 0
         if not runs:  # everything fits in one run: sort it in memory
             if pending:
@@ -225,7 +226,7 @@ def sorted_chunks(
                     yield _chunk(table.slice(start, run_rows), bytes_read)
             return
         if pending:
-            runs.append(_write_run(pending, folder, len(runs), RUN_BATCH_ROWS))
+            runs.append(_write_run(pending, folder, len(runs), run_batch_rows))
         pending = []
         yield from _merge(runs, max(merge_rows // len(runs), 1), bytes_read)
 

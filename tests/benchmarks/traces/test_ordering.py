@@ -79,15 +79,16 @@ def test_the_merge_sort_orders_every_row_within_its_memory_bound(frame, tmp_path
     path = tmp_path / "t.csv"
     write_trace(path, frame.sample(frac=1.0, random_state=3), "kvselect-csv")
     sizes, arrivals, lines = [], [], []
-    for chunk in sorted_chunks(read_trace(path, chunk_rows=13), run_rows=run_rows, merge_rows=merge_rows):
+    chunks = sorted_chunks(read_trace(path, chunk_rows=13), run_rows=run_rows, merge_rows=merge_rows, run_batch_rows=4)
+    for chunk in chunks:
         sizes.append(len(chunk.frame))
         arrivals.extend(chunk.frame["arrival_s"].tolist())
         lines.extend(chunk.frame["line"].tolist())
     assert sorted(lines) == list(range(2, len(frame) + 2))
     assert arrivals == sorted(arrivals)
     runs = math.ceil(len(frame) / max(run_rows, 13))
-    if runs > 1:  # merged: a batch of at most merge_rows / runs rows (at least one) from each run
-        assert max(sizes) <= runs * max(merge_rows // runs, 1)
+    if runs > 1:  # merged: at most merge_rows / runs rows from each run, in steps of 4-row record batches
+        assert max(sizes) <= runs * (max(merge_rows // runs, 1) + 3)
 
 
 def test_mooncake_hash_blocks_stay_with_their_rows_through_the_sort(tmp_path):
