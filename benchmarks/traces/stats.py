@@ -43,11 +43,12 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.traces.cache import BlockKeys, LruBlocks
-from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceChunk
+from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceChunk, TraceError
 from benchmarks.traces.ordering import Disorder, OutOfOrder, in_order, sorted_chunks
 
 LONG_INPUT_TOKENS = 16_384  # scenario B's p95 line (selection.domain.scenarios.THRESHOLDS)
 SESSION_TIMEOUT_S = 1800.0
+MAX_SPAN_S = 400 * 86400.0  # a year of logs and some: per-second counts stay a few tens of MiB
 TOP_TENANTS = 20
 MAX_TENANTS = 100_000  # distinct tenants counted by name; more are "other"
 HASH_BITMAP_MAX = 1 << 28  # hash ids below this live in a bitmap; larger ones in a set
@@ -270,6 +271,7 @@ class TraceStats:
         self.rows = 0
         self.failed = 0
         self.origin: float | None = None
+        self.origin_line = 0
         self.last_arrival = 0.0
         self.last_end = 0.0
         self.out_of_order_rows = 0
@@ -318,7 +320,15 @@ class TraceStats:
         self.latest_raw = float(raw[-1])
         if self.origin is None:
             self.origin = float(raw[0])
+            self.origin_line = int(frame["line"].iat[0])
         arrival = raw - self.origin
+        if arrival[-1] > MAX_SPAN_S:  # per-second counts would not fit; two time bases mixed, most likely
+            far = int(np.argmax(arrival > MAX_SPAN_S))
+            raise TraceError(
+                f"line {int(frame['line'].iat[far])}: {arrival[far] / 86400:,.0f} days after the first request "
+                f"(line {self.origin_line}); a trace may span up to {MAX_SPAN_S / 86400:.0f} days "
+                "(seconds and epoch times mixed?)"
+            )
         failed = frame["failed"].to_numpy(dtype=bool)
         self.failed += int(failed.sum())
         inputs = frame["input_tokens"].to_numpy(dtype=np.int64)

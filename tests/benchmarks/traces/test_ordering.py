@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.traces.formats import read_trace, write_kvselect_csv
+from benchmarks.traces.formats import TraceError, read_trace, write_kvselect_csv
 from benchmarks.traces.ordering import sorted_chunks
 from benchmarks.traces.replay import build_plan
 from benchmarks.traces.stats import ServiceModel, trace_statistics
@@ -180,3 +180,14 @@ def test_a_replay_sample_of_an_out_of_order_log_keeps_the_earliest_requests(tmp_
     plan = build_plan(read_trace(path, chunk_rows=1), sample=3)
     assert [turn.line for turn in plan.turns] == [6, 7, 4]
     assert [turn.offset_s for turn in plan.turns] == [0.0, 1.0, 2.0]
+
+
+def test_seconds_and_epoch_times_mixed_are_refused_naming_the_line(tmp_path):
+    path = tmp_path / "mixed.csv"
+    write_kvselect_csv(
+        path,
+        [{"timestamp": t, "input_tokens": 10, "output_tokens": 2} for t in (1_764_000_000.0, 12.0, 13.0)],
+    )
+    for chunks in (lambda: read_trace(path, chunk_rows=1), read_trace(path, chunk_rows=1)):
+        with pytest.raises(TraceError, match=r"^line 2: 20,417 days after the first request \(line 3\)"):
+            trace_statistics(chunks)
