@@ -266,7 +266,9 @@ class TraceStats:
         self.session_timeout_s = session_timeout_s
         self.block_tokens = block_tokens
         # prefix sharing within each named KV pool (tokens): LRU over whole blocks (benchmarks.traces.cache)
-        self.pools = {name: LruBlocks(tokens, block_tokens) for name, tokens in (kv_pools or {}).items()}
+        # one replay per distinct size: candidates with the same pool share it
+        self.pool_names = {name: int(tokens) for name, tokens in (kv_pools or {}).items()}
+        self.pools = {tokens: LruBlocks(tokens, block_tokens) for tokens in set(self.pool_names.values())}
         self.block_keys = BlockKeys(block_tokens)
         self.rows = 0
         self.failed = 0
@@ -620,7 +622,10 @@ class TraceStats:
                 "groups": len(self.prefix_keys),
                 "repeated_without_prefix_tokens": self.repeated_prefix_requests_without_tokens,
                 # per KV pool: what an LRU cache of that many tokens reuses (None: no prefix data)
-                "pools": {name: pool.summary(self.input_tokens_total) for name, pool in self.pools.items()}
+                "pools": {
+                    name: self.pools[tokens].summary(self.input_tokens_total)
+                    for name, tokens in self.pool_names.items()
+                }
                 if self.prefix_bases
                 else {},
             },

@@ -104,3 +104,14 @@ def test_a_trace_without_prefix_data_has_no_pool_figure(tmp_path):
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.98,4808,10\n")
     stats = trace_statistics(lambda: read_trace(path), kv_pools={"pool": 1 << 20})
     assert stats["prefix"]["sharing_ratio"] is None and stats["prefix"]["pools"] == {}
+
+
+def test_candidates_with_the_same_pool_size_get_the_same_figure(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(
+        '{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}\n'
+        '{"timestamp": 5, "input_length": 1024, "output_length": 1, "hash_ids": [1, 3]}\n'
+    )
+    stats = trace_statistics(lambda: read_trace(path), kv_pools={"a": 4096, "b": 4096, "c": 0})
+    pools = stats["prefix"]["pools"]
+    assert pools["a"] == pools["b"] and pools["a"]["shared_tokens"] == 512 and pools["c"]["shared_tokens"] == 0
