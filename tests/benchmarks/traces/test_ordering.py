@@ -191,3 +191,29 @@ def test_seconds_and_epoch_times_mixed_are_refused_naming_the_line(tmp_path):
     for chunks in (lambda: read_trace(path, chunk_rows=1), read_trace(path, chunk_rows=1)):
         with pytest.raises(TraceError, match=r"^line 2: 20,417 days after the first request \(line 3\)"):
             trace_statistics(chunks)
+
+
+@pytest.fixture(scope="module")
+def small_log(tmp_path_factory):
+    frame = synthetic_requests(70, rate=2.0, seed=9, idle_mean_s=5.0, prefix_tokens=600)
+    frame = frame[~frame["timestamp"].round(3).duplicated()].reset_index(drop=True)
+    path = write_trace(tmp_path_factory.mktemp("small") / "ordered.csv", frame, "kvselect-csv")
+    pools = {"small": 6 * 512, "large": 200 * 512}
+    return path, pools, comparable(trace_statistics(lambda: read_trace(path), kv_pools=pools))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), chunk_rows=st.integers(1, 30), run_rows=st.integers(1, 80))
+def test_any_order_of_a_log_gives_the_statistics_of_the_ordered_log(tmp_path, small_log, data, chunk_rows, run_rows):
+    path, pools, expected = small_log
+    lines = path.read_text().splitlines(keepends=True)
+    order = data.draw(st.permutations(range(len(lines) - 1)))
+    shuffled = tmp_path / "shuffled.csv"
+    shuffled.write_text(lines[0] + "".join(lines[1 + i] for i in order))
+    restarted = trace_statistics(lambda: read_trace(shuffled, chunk_rows=chunk_rows), kv_pools=pools)
+    merged = trace_statistics(
+        sorted_chunks(read_trace(shuffled, chunk_rows=chunk_rows), run_rows=run_rows, merge_rows=run_rows),
+        kv_pools=pools,
+    )
+    assert comparable(restarted) == expected
+    assert comparable(merged) == expected  # merged with small runs first, then given as chunks
