@@ -147,7 +147,7 @@ async def measure_template(client: OpenAIClient, factory: PromptFactory, api: st
     each are not an n-token prompt. Two probes (max_tokens 1): one user message, then (user,
     assistant, user); their prompt tokens minus their words give the first message's overhead and
     each later turn's. Only meaningful when the words count exactly (`factory.exact`); left None
-    when the engine reports no usage."""
+    when the engine reports no usage (a chat prompt is then no longer called exact)."""
     if not factory.exact:
         return factory
     words = [factory.text(24, seed=101), factory.text(16, seed=102), factory.text(8, seed=103)]
@@ -178,7 +178,10 @@ async def measure_template(client: OpenAIClient, factory: PromptFactory, api: st
             tag="calibrate",
         )
         record = await client.send(spec)
-        if record.prompt_tokens is None:
+        if record.prompt_tokens is None:  # the engine does not say: the words are exact, the prompt may not be
+            if api == "chat":
+                factory.exact = False
+                factory.source += " (chat template not measured: the engine reports no prompt tokens)"
             return factory
         overheads.append(int(record.prompt_tokens) - sent)
         factory.checks.append({"template_probe": index, "words": sent, "engine_tokens": record.prompt_tokens})

@@ -184,3 +184,20 @@ def test_replayed_prompts_have_exactly_the_traces_input_length_on_the_simulator(
     assert len(outcome.records) == 5
     sent = {turn.line: (turn.input_tokens, record.prompt_tokens) for turn, record in outcome.records}
     assert all(expected == counted for expected, counted in sent.values()), sent
+
+
+def test_a_chat_template_the_engine_does_not_count_makes_the_prompts_inexact():
+    class NoUsage:  # an engine that reports no prompt tokens
+        async def send(self, spec):
+            class Record:
+                prompt_tokens = None
+
+            return Record()
+
+    factory = PromptFactory(words=["a", "b", "c"], exact=True, source="tokenize")
+    asyncio.run(measure_template(NoUsage(), factory, "chat"))
+    assert factory.template_tokens is None and factory.exact is False
+    assert "chat template not measured" in factory.source
+    completions = PromptFactory(words=["a", "b", "c"], exact=True, source="tokenize")
+    asyncio.run(measure_template(NoUsage(), completions, "completions"))
+    assert completions.exact is True and completions.template_tokens is None
