@@ -20,6 +20,7 @@ Signatures carry an RFC 3161 timestamp when a TSA is configured and their valida
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any
@@ -488,15 +489,33 @@ def prepare_signature(*, record: DecisionRecord, user, role: str) -> SignatureRe
     return request
 
 
+def signature_request_document(request: SignatureRequest) -> dict[str, Any]:
+    """What the owner signs, as kvselect-sign reads it (the API's answer and the page's download)."""
+    return {
+        "record": request.record_id,
+        "version": request.record.version,
+        "role": request.role,
+        "certificate_sha256": request.certificate_sha256,
+        "document_digest": request.document_digest,
+        "signed_attributes": base64.b64encode(bytes(request.signed_attributes)).decode("ascii"),
+        "created_at": request.created_at.isoformat(),
+    }
+
+
+def pending_signature_request(record: DecisionRecord, user, role: str) -> SignatureRequest | None:
+    """The signature prepared for ``user`` as ``role`` owner and still waiting for their CMS."""
+    return record.signature_requests.filter(
+        role=role, user=user, superseded_at__isnull=True, completed_at__isnull=True
+    ).first()
+
+
 def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -> DecisionRecord:
     """Owner-side signing, step 2: embed the owner's CMS into the revision prepared for them, after
     checking it is their enrolled certificate's valid signature over exactly that revision. A CMS for
     an older request, a record that moved on, another digest or another key is refused; nothing is stored."""
     with transaction.atomic():
         record, fingerprint = _locked_for_signing(record, user, role)
-        pending = record.signature_requests.filter(
-            role=role, user=user, superseded_at__isnull=True, completed_at__isnull=True
-        ).first()
+        pending = pending_signature_request(record, user, role)
         if pending is None:
             raise ValidationError(
                 {"cms": f"No {role} signature is being prepared for you on record v{record.version}: prepare it first."}
