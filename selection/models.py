@@ -619,8 +619,8 @@ class SignatureRequest(models.Model):
     The prepared PDF (the record with the owner's signature dictionary and a reserved /Contents) stays
     in storage, keyed by the revision it extends (``base_sha256``) and the digest the owner signs: a CMS
     over another digest, an older request's digest, or for a record that has moved on is refused.
-    Preparing again supersedes the pending request (kept: an upload for it is named stale); completing
-    it sets ``completed_at``. The private key never comes here.
+    Preparing again supersedes the pending request (its row is kept: an upload for it is named stale);
+    completing it sets ``completed_at``; either way its prepared file goes. The private key never comes here.
     """
 
     record = models.ForeignKey(DecisionRecord, on_delete=models.CASCADE, related_name="signature_requests")
@@ -632,7 +632,8 @@ class SignatureRequest(models.Model):
     signed_attributes = models.BinaryField(help_text="DER CMS signed attributes the owner signs")
     reserved_start = models.PositiveIntegerField()
     reserved_end = models.PositiveIntegerField()
-    prepared_pdf = models.FileField(upload_to="records/prepared/", max_length=300)
+    # emptied (the file deleted) once the request is superseded or completed: its digest stays
+    prepared_pdf = models.FileField(upload_to="records/prepared/", max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -23,10 +23,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -59,6 +61,8 @@ from selection.records.trust import (
 )
 from selection.selectors import can_edit, can_review, compared_candidates, open_draft
 from selection.tasks import queue_render
+
+logger = logging.getLogger(__name__)
 
 DRAFT_FIELDS = (
     "decision",
@@ -460,10 +464,9 @@ def prepare_signature(*, record: DecisionRecord, user, role: str) -> SignatureRe
             )
         except signing.SigningError as exc:
             raise ValidationError({"__all__": str(exc)}) from exc
-        now = timezone.now()
-        record.signature_requests.filter(role=role, superseded_at__isnull=True, completed_at__isnull=True).update(
-            superseded_at=now
-        )
+        superseded = record.signature_requests.filter(role=role, superseded_at__isnull=True, completed_at__isnull=True)
+        _discard_after_commit([name for name in superseded.values_list("prepared_pdf", flat=True) if name])
+        superseded.update(superseded_at=timezone.now(), prepared_pdf="")
         request = SignatureRequest(
             record=record,
             role=role,
@@ -487,6 +490,20 @@ def prepare_signature(*, record: DecisionRecord, user, role: str) -> SignatureRe
             new={"role": role, "document_digest": request.document_digest, "certificate_sha256": fingerprint},
         )
     return request
+
+
+def _discard_after_commit(names: list[str]) -> None:
+    """Delete prepared revisions no upload can complete any more, once the transaction commits."""
+
+    def discard() -> None:
+        for name in names:
+            try:
+                default_storage.delete(name)
+            except OSError:  # best effort: an orphan file is harmless, a half row is not
+                logger.warning("could not delete prepared signature revision %s", name)
+
+    if names:
+        transaction.on_commit(discard)
 
 
 def signature_request_document(request: SignatureRequest) -> dict[str, Any]:
@@ -546,8 +563,9 @@ def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -
             signed = signing.finish_owner_signature(prepared, cms, fingerprint, older_digests=older, **_long_term())
         except signing.SigningError as exc:
             raise ValidationError({"cms": str(exc).removeprefix("cms: ")}) from exc
-        pending.completed_at = timezone.now()
-        pending.save(update_fields=["completed_at"])
+        _discard_after_commit([pending.prepared_pdf.name])
+        pending.completed_at, pending.prepared_pdf = timezone.now(), ""
+        pending.save(update_fields=["completed_at", "prepared_pdf"])
         certificate = signing.certificate_info(current_certificate(user).certificate_pem.encode())
         return _store_signature(record, user, role, signed, certificate, method="owner-side")
 

@@ -189,6 +189,7 @@ def test_a_signature_for_an_older_prepared_revision_is_refused_as_stale(approved
     second = prepare_signature(record=approved, user=owners["business"], role="business")
     first.refresh_from_db()
     assert first.superseded_at is not None and second.document_digest != first.document_digest
+    assert not first.prepared_pdf  # its revision can no longer be completed: the file goes, the digest stays
     with pytest.raises(ValidationError) as excinfo:
         complete_signature(record=approved, user=owners["business"], role="business", cms=old_cms)
     assert "older revision" in excinfo.value.message_dict["cms"][0]
@@ -201,6 +202,8 @@ def test_a_signature_for_an_older_prepared_revision_is_refused_as_stale(approved
         cms=cms_with_p12(second, dev_certs.pkcs12["business"].read_bytes()),
     )
     assert record.approvals.get(role="business").signed_at is not None
+    second.refresh_from_db()
+    assert second.completed_at is not None and not second.prepared_pdf
 
 
 def test_a_signature_that_does_not_verify_is_refused(approved, owners, dev_certs):
