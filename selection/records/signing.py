@@ -867,6 +867,29 @@ async def _long_term_instructions(cert, certs: list, timestamper, context: Valid
 _TRAILER = object()  # the trailer's node in the reference graph
 
 
+def _structure_of(resolver: HistoricalResolver, ref):
+    """``ref`` as ``resolver``'s revision has it, for reading which references it holds.
+
+    An object unchanged since that revision is the reader's own parsed copy, shared by every revision,
+    instead of the copy each HistoricalResolver makes of every object it is asked for (re-pointing each
+    reference at itself): the index walks every object of every revision the analysis compares, and
+    those copies were a quarter of a 58-page record's verification. Objects changed later, and
+    encrypted ones, go through the resolver as before."""
+    if ref in resolver.cache:
+        return resolver.cache[ref]
+    changes = resolver.reader.__dict__.setdefault("_kvs_last_change", {})  # per reader: the same for every revision
+    if ref not in changes:
+        try:
+            changes[ref] = resolver.reader.xrefs.get_last_change(ref)
+        except KeyError:
+            changes[ref] = None
+    last_change = changes[ref]
+    if last_change is None or last_change > resolver.revision:
+        return resolver(ref)
+    obj = resolver.reader.get_object(ref, transparent_decrypt=False)
+    return resolver(ref) if isinstance(obj, generic.DecryptedObjectProxy) else obj
+
+
 class UsagesOfRef(dict):
     """ref -> {RawPdfPath}: the same answer as pyHanko 0.38's HistoricalResolver
     `_load_reverse_xref_cache`, but each entry is computed when first asked for, by walking only
@@ -900,7 +923,7 @@ class UsagesOfRef(dict):
                     parents[ref].add(node)
                     if ref not in seen:
                         seen.add(ref)
-                        todo.append((ref, resolver(ref)))
+                        todo.append((ref, _structure_of(resolver, ref)))
                 elif isinstance(o, generic.DictionaryObject):
                     stack.extend(o.values())
                 elif isinstance(o, generic.ArrayObject):
