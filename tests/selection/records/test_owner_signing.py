@@ -158,6 +158,18 @@ def test_kvselect_sign_refuses_attributes_prepared_for_another_certificate(appro
     assert not (tmp_path / "x.p7s").exists()
 
 
+def test_kvselect_sign_with_a_wrong_token_pin_signs_nothing(approved, owners, dev_certs, tmp_path, softhsm_env):
+    token = softhsm_token(tmp_path / "hsm", dev_certs.pkcs12["business"].read_bytes(), PASSPHRASE)
+    request_file = tmp_path / "business.json"
+    request = prepare_signature(record=approved, user=owners["business"], role="business")
+    request_file.write_text(json.dumps(signature_request_document(request)))
+    out = tmp_path / "business.p7s"
+    key = ["--pkcs11-module", SOFTHSM_MODULE, "--token-label", token.token_label, "--key-label", "owner"]
+    result = kvselect_sign("--request", str(request_file), "--out", str(out), *key, env={"KVSELECT_PIN": "0000"})
+    assert result.returncode == 1 and "wrong PIN" in result.stderr and not out.exists()
+    assert unchanged(approved, "business", approved.signed_sha256)
+
+
 def test_a_certificate_that_is_not_enrolled_is_refused(approved, owners, dev_certs):
     request = prepare_signature(record=approved, user=owners["business"], role="business")
     stranger_p12, _info = signing.issue_certificate(dev_certs.ca_certificate.parent, "Mallory", "mallory-pass")
