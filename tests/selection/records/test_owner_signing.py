@@ -24,6 +24,7 @@ from cryptography.x509.oid import NameOID
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 from weasyprint import HTML
 
@@ -368,3 +369,15 @@ def test_the_record_page_prepares_shows_the_commands_and_takes_the_signature(cli
     assert response.status_code == 302
     approved.refresh_from_db()
     assert approved.approvals.get(role="business").signed_at is not None
+
+
+def test_sign_record_refuses_a_user_who_is_not_the_roles_owner_and_signs_nothing(approved, owners, dev_certs, tmp_path):
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text(PASSPHRASE)
+    with pytest.raises(CommandError, match="is not the business owner"):
+        call_command(
+            "sign-record", str(approved.pk), "--user", "platform", "--role", "business",
+            "--pkcs12", str(dev_certs.pkcs12["platform"]), "--passphrase-file", str(passphrase),
+        )  # fmt: skip
+    assert unchanged(approved, "business", approved.signed_sha256)
+    assert not approved.signature_requests.exists()
