@@ -641,9 +641,13 @@ def prepare_owner_signature(
     stamp_font: Path | str | None = None,
 ) -> PreparedSignature:
     """Prepare ``field_name``'s signature for the owner of ``certificate`` (PEM or DER), who signs it elsewhere."""
-    _new_field_spec(pdf_bytes, field_name, (0, 0, 0, 1, 1))  # refuses a missing name or a signed field
-    if field_name not in existing_signature_fields(pdf_bytes):
+    if not field_name:
+        raise SigningError("field_name: must be a non-empty string")
+    present = existing_signature_fields(pdf_bytes)
+    if field_name not in present:
         raise SigningError(f"field_name: the record has no signature field {field_name!r}")
+    if present[field_name]:
+        raise SigningError(f"field_name: signature field {field_name!r} is already signed")
     try:
         cert = _asn1_cert(certificate)
     except ValueError as exc:
