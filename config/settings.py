@@ -231,6 +231,12 @@ KVSELECT_CRLS = env_list("KVSELECT_CRLS")
 KVSELECT_REVOCATION_FETCH = env_bool("KVSELECT_REVOCATION_FETCH", False)
 KVSELECT_TSA_URL = os.environ.get("KVSELECT_TSA_URL", "")
 KVSELECT_DEV_CA_DIR = os.environ.get("KVSELECT_DEV_CA_DIR", str(VAR_DIR / "dev-certs"))
+# Server-side signing with keys an organisation holds centrally in an HSM (PKCS#11): the module,
+# and per owner (username) the token and key, as JSON: {"alice": {"token": "signing", "key": "alice"}}
+# ("slot" instead of "token", "module" to override the default, "cert" when the certificate object has
+# another label). The PIN is typed by the owner for each signature and never stored.
+KVSELECT_PKCS11_MODULE = os.environ.get("KVSELECT_PKCS11_MODULE", "")
+KVSELECT_HSM_KEYS = os.environ.get("KVSELECT_HSM_KEYS", "")
 # Where links in emails point (owners told a decision is due for re-evaluation).
 KVSELECT_BASE_URL = os.environ.get("KVSELECT_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 # Mail goes through Django's backend: the console unless EMAIL_BACKEND (and EMAIL_HOST...) say otherwise.

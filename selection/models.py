@@ -613,6 +613,39 @@ class SigningCertificate(models.Model):
         return f"{self.common_name or self.subject} ({self.sha256[:16]}…)"
 
 
+class SignatureRequest(models.Model):
+    """One owner's signature revision, prepared on the server and waiting for their CMS (owner-side signing).
+
+    The prepared PDF (the record with the owner's signature dictionary and a reserved /Contents) stays
+    in storage, keyed by the revision it extends (``base_sha256``) and the digest the owner signs: a CMS
+    over another digest, an older request's digest, or for a record that has moved on is refused.
+    Preparing again supersedes the pending request (its row is kept: an upload for it is named stale);
+    completing it sets ``completed_at``; either way its prepared file goes. The private key never comes here.
+    """
+
+    record = models.ForeignKey(DecisionRecord, on_delete=models.CASCADE, related_name="signature_requests")
+    role = models.CharField(max_length=10, choices=RecordApproval.Role.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    certificate_sha256 = models.CharField(max_length=64)
+    base_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the record PDF this revision extends")
+    document_digest = models.CharField(max_length=64, help_text="SHA-256 over the prepared revision's /ByteRange")
+    signed_attributes = models.BinaryField(help_text="DER CMS signed attributes the owner signs")
+    reserved_start = models.PositiveIntegerField()
+    reserved_end = models.PositiveIntegerField()
+    # emptied (the file deleted) once the request is superseded or completed: its digest stays
+    prepared_pdf = models.FileField(upload_to="records/prepared/", max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["record", "role"], name="signature_request_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.record} — {self.role} signature request {self.document_digest[:16]}…"
+
+
 class RecordCitation(models.Model):
     """Evidence a record's snapshot was built from: every candidate it compared (`run` empty) and every
     run it lists. Written when review starts; from then on the record, the run, its artifacts and

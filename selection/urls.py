@@ -54,6 +54,21 @@ urlpatterns = [
     path("selections/<int:pk>/records/<int:record_pk>/", record_views.record_detail, name="record"),
     path("selections/<int:pk>/records/<int:record_pk>/action/", record_views.record_action, name="record-action"),
     path("selections/<int:pk>/records/<int:record_pk>/sign/", record_views.record_sign, name="record-sign"),
+    path(
+        "selections/<int:pk>/records/<int:record_pk>/sign/prepare/",
+        record_views.record_sign_prepare,
+        name="record-sign-prepare",
+    ),
+    path(
+        "selections/<int:pk>/records/<int:record_pk>/sign/request.json",
+        record_views.record_sign_request,
+        name="record-sign-request",
+    ),
+    path(
+        "selections/<int:pk>/records/<int:record_pk>/sign/upload/",
+        record_views.record_sign_upload,
+        name="record-sign-upload",
+    ),
     path("selections/<int:pk>/records/<int:record_pk>/pdf/", record_views.record_pdf, name="record-pdf"),
     path(
         "selections/<int:pk>/records/<int:record_pk>/alerts.yml",

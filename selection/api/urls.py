@@ -22,6 +22,12 @@ urlpatterns = [
     path("records/verify/", record_views.RecordVerifyView.as_view(), name="record-verify"),
     path("records/<int:record_id>/", record_views.RecordDetailView.as_view(), name="record-detail"),
     path("records/<int:record_id>/sign/", record_views.RecordSignView.as_view(), name="record-sign"),
+    path(
+        "records/<int:record_id>/signature-request/",
+        record_views.RecordSignatureRequestView.as_view(),
+        name="record-signature-request",
+    ),
+    path("records/<int:record_id>/signature/", record_views.RecordSignatureView.as_view(), name="record-signature"),
     path("records/<int:record_id>/pdf/", record_views.RecordPdfView.as_view(), name="record-pdf"),
     *router.urls,
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
@@ -14,12 +16,17 @@ from rest_framework.views import APIView
 
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord
+from selection.records.forms import MAX_CMS_BYTES
 from selection.records.services import (
     DRAFT_FIELDS,
     approve,
     comment,
+    complete_signature,
     create_draft,
+    prepare_signature,
     sign,
+    sign_with_hsm,
+    signature_request_document,
     start_reevaluation,
     start_review,
     update_draft,
@@ -165,8 +172,26 @@ class RecordDetailView(APIView):
 
 class RecordSignSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=list(OWNER_ROLES))
-    pkcs12 = serializers.FileField(help_text="Your PKCS#12 (.p12) certificate and key")
-    passphrase = serializers.CharField(write_only=True, allow_blank=True, help_text="Used once, never stored")
+    pkcs12 = serializers.FileField(
+        required=False,
+        help_text="Development CA only: your PKCS#12 (.p12) certificate and key. Refused once a "
+        "non-development trust root is configured: sign owner-side (signature-request/, signature/)",
+    )
+    passphrase = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, help_text="The PKCS#12's, used once, never stored"
+    )
+    pin = serializers.CharField(
+        write_only=True,
+        required=False,
+        help_text="Sign with your key in the organisation's HSM (KVSELECT_HSM_KEYS): its PIN, used once, never stored",
+    )
+
+    def validate(self, attrs):
+        if ("pkcs12" in attrs) == ("pin" in attrs):
+            raise serializers.ValidationError(
+                {"pkcs12": "give either pkcs12 (and passphrase, development CA only) or pin (the HSM's)"}
+            )
+        return attrs
 
 
 class RecordSignView(APIView):
@@ -178,14 +203,64 @@ class RecordSignView(APIView):
         serializer = RecordSignSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        record = _call(
-            sign,
-            record=record,
-            user=request.user,
-            role=data["role"],
-            pkcs12=data["pkcs12"].read(1_000_000),
-            passphrase=data["passphrase"],
-        )
+        if "pin" in data:
+            record = _call(sign_with_hsm, record=record, user=request.user, role=data["role"], pin=data["pin"])
+        else:
+            record = _call(
+                sign,
+                record=record,
+                user=request.user,
+                role=data["role"],
+                pkcs12=data["pkcs12"].read(1_000_000),
+                passphrase=data.get("passphrase", ""),
+            )
+        return Response(RecordSerializer(record).data)
+
+
+class SignatureRequestInputSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=list(OWNER_ROLES))
+
+
+class RecordSignatureRequestView(APIView):
+    """Owner-side signing, call 1 of 2: prepare your signature revision and get what to sign."""
+
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    @extend_schema(request=SignatureRequestInputSerializer, responses={201: dict})
+    def post(self, request, record_id: int):
+        record = record_for(request, record_id)
+        serializer = SignatureRequestInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        prepared = _call(prepare_signature, record=record, user=request.user, role=serializer.validated_data["role"])
+        return Response(signature_request_document(prepared), status=status.HTTP_201_CREATED)
+
+
+class SignatureUploadSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=list(OWNER_ROLES))
+    cms = serializers.CharField(help_text="Base64 of the DER CMS kvselect-sign made over signed_attributes")
+
+    def validate_cms(self, value: str) -> bytes:
+        try:
+            data = base64.b64decode(value, validate=True)
+        except ValueError as exc:
+            raise serializers.ValidationError("not base64") from exc
+        if not data or len(data) > MAX_CMS_BYTES:
+            raise serializers.ValidationError(f"must be 1 byte to {MAX_CMS_BYTES // 1024} KiB of DER")
+        return data
+
+
+class RecordSignatureView(APIView):
+    """Owner-side signing, call 2 of 2: upload the CMS; kvselect checks and embeds it."""
+
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    @extend_schema(request=SignatureUploadSerializer, responses=RecordSerializer)
+    def post(self, request, record_id: int):
+        record = record_for(request, record_id)
+        serializer = SignatureUploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        record = _call(complete_signature, record=record, user=request.user, role=data["role"], cms=data["cms"])
         return Response(RecordSerializer(record).data)
 
 

@@ -10,6 +10,7 @@ from selection.models import DecisionRecord
 from selection.web import AccessibleErrorsMixin
 
 MAX_PKCS12_BYTES = 1_000_000
+MAX_CMS_BYTES = 64 * 1024  # an owner's CMS is a few KiB; the prepared revision reserves 16 KiB
 MAX_PDF_BYTES = 50 * 1024 * 1024
 
 
@@ -187,6 +188,32 @@ class SignForm(AccessibleErrorsMixin, forms.Form):
         if handle.size > MAX_PKCS12_BYTES:
             raise forms.ValidationError(_("This file is larger than 1 MB: a PKCS#12 file is a few kilobytes."))
         return handle
+
+
+class SignatureUploadForm(AccessibleErrorsMixin, forms.Form):
+    """The CMS kvselect-sign made on the owner's machine (.p7s): no key, no passphrase."""
+
+    cms = forms.FileField(
+        label=_("Your signature (signature.p7s from kvselect-sign)"),
+        help_text=_("Checked against your enrolled certificate and the revision prepared for you, then embedded."),
+    )
+
+    def clean_cms(self):
+        handle = self.cleaned_data["cms"]
+        if handle.size > MAX_CMS_BYTES:
+            raise forms.ValidationError(_("This file is larger than 64 KB: a signature is a few kilobytes."))
+        return handle
+
+
+class HsmSignForm(AccessibleErrorsMixin, forms.Form):
+    """The PIN of the owner's key in the organisation's HSM: used once in the request, never stored."""
+
+    pin = forms.CharField(
+        label=_("HSM PIN"),
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text=_("Unlocks your key in the organisation's HSM for this signature; never stored."),
+    )
 
 
 class VerifyForm(AccessibleErrorsMixin, forms.Form):

@@ -1,8 +1,14 @@
 """Decision-record lifecycle: draft -> in review -> approved -> signed -> (superseded).
 
 The snapshot is frozen when review starts; after the first signature nothing in the record can
-change (also enforced by database triggers, see migration 0003). Signing happens in the request
-because the owner's PKCS#12 passphrase must never reach a broker or the database.
+change (also enforced by database triggers, see migration 0003). Signing happens in the request.
+
+Owners sign three ways. Owner-side (the default, any trust root): ``prepare_signature`` keeps the
+revision holding the owner's signature field and returns the CMS signed attributes, the owner signs
+them with kvselect-sign (a PKCS#11 token or a local PKCS#12: the key never leaves their machine) and
+``complete_signature`` checks and embeds the CMS. Server-side HSM (``sign_with_hsm``): the key stays
+in the organisation's PKCS#11 HSM, the owner types the PIN, never stored. PKCS#12 upload (``sign``):
+development CA only; the passphrase never reaches a broker or the database.
 
 Separation of duties: the business, platform and security owners are three different people,
 each of whom enrolled a signing certificate; review freezes who they are and which certificate
@@ -14,12 +20,15 @@ Signatures carry an RFC 3161 timestamp when a TSA is configured and their valida
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -37,14 +46,23 @@ from selection.models import (
     RecordCitation,
     RecordComment,
     Selection,
+    SignatureRequest,
     owner_conflicts,
 )
 from selection.records import signing
 from selection.records.context import build_context, record_runs
 from selection.records.rendering import render_pdf, stamp_font
-from selection.records.trust import timestamper, validation_material
+from selection.records.trust import (
+    HsmConfigurationError,
+    hsm_key_for,
+    pkcs12_upload_refusal,
+    timestamper,
+    validation_material,
+)
 from selection.selectors import can_edit, can_review, compared_candidates, open_draft
 from selection.tasks import queue_render
+
+logger = logging.getLogger(__name__)
 
 DRAFT_FIELDS = (
     "decision",
@@ -343,46 +361,67 @@ def _check_key(pkcs12: bytes, passphrase: str, expected: str, user) -> signing.C
     return info
 
 
+def _locked_for_signing(record: DecisionRecord, user, role: str) -> tuple[DecisionRecord, str]:
+    """``record`` locked for ``role``'s signature by ``user``, and the certificate they must sign with.
+    Call inside a transaction; every refusal is a ValidationError or PermissionDenied."""
+    record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
+    if record.status != DecisionRecord.Status.APPROVED:
+        raise ValidationError(
+            {
+                "status": f"Record v{record.version} is {record.get_status_display()}: "
+                "only an approved record can be signed."
+            }
+        )
+    if role not in owner_role(user, record.selection):
+        raise PermissionDenied(f"Only the named {role} owner can sign as {role} owner.")
+    _refuse_drafter_as_security(record, user, role, "sign")
+    expected = next_signer_role(record)
+    if role != expected:
+        raise ValidationError({"role": f"The {expected} owner signs next (order: business, platform, security)."})
+    return record, _enrolled_certificate_for(record, user, role)
+
+
+def _current_pdf(record: DecisionRecord) -> bytes:
+    source = record.signed_pdf or record.pdf
+    with source.open("rb") as handle:
+        return handle.read()
+
+
+def _long_term() -> dict[str, Any]:
+    """The timestamper and validation data every signature carries (``records.trust``)."""
+    try:
+        return {"timestamper": timestamper(), "validation_material": validation_material()}
+    except signing.SigningError as exc:  # the configured TSA cannot be used: nothing is signed
+        raise ValidationError({"__all__": f"Timestamping is misconfigured: {exc}"}) from exc
+
+
+def _signature_reason(record: DecisionRecord) -> str:
+    return f"Approves decision record v{record.version}"
+
+
 def sign(
     *, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: str, seal: tuple[bytes, str] | None = None
 ) -> DecisionRecord:
-    """Add `role`'s PAdES signature (owners sign in order business, platform, security), only with
-    the signing certificate the owner enrolled and the record's snapshot names."""
+    """Add `role`'s PAdES signature with an uploaded PKCS#12 (owners sign in order business, platform,
+    security), only with the signing certificate the owner enrolled and the record's snapshot names.
+    Development CA only: refused, with the reason, once a non-development trust root is configured."""
+    refusal = pkcs12_upload_refusal()
+    if refusal:
+        raise ValidationError({"pkcs12": refusal})
     record = render_pdf(record)
     with transaction.atomic():
-        record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
-        if record.status != DecisionRecord.Status.APPROVED:
-            raise ValidationError(
-                {
-                    "status": f"Record v{record.version} is {record.get_status_display()}: "
-                    "only an approved record can be signed."
-                }
-            )
-        if role not in owner_role(user, record.selection):
-            raise PermissionDenied(f"Only the named {role} owner can sign as {role} owner.")
-        _refuse_drafter_as_security(record, user, role, "sign")
-        expected = next_signer_role(record)
-        if role != expected:
-            raise ValidationError({"role": f"The {expected} owner signs next (order: business, platform, security)."})
-        fingerprint = _enrolled_certificate_for(record, user, role)
+        record, fingerprint = _locked_for_signing(record, user, role)
         certificate = _check_key(pkcs12, passphrase, fingerprint, user)
-        source = record.signed_pdf or record.pdf
-        with source.open("rb") as handle:
-            current = handle.read()
-        name = person_name(user)
-        try:
-            long_term = {"timestamper": timestamper(), "validation_material": validation_material()}
-        except signing.SigningError as exc:  # the configured TSA cannot be used: nothing is signed
-            raise ValidationError({"__all__": f"Timestamping is misconfigured: {exc}"}) from exc
+        long_term = _long_term()
         try:
             signed = signing.sign_pdf(
-                current,
+                _current_pdf(record),
                 pkcs12,
                 passphrase,
                 field_name=role,
-                signer_name=name,
+                signer_name=person_name(user),
                 role=f"{role} owner",
-                reason=f"Approves decision record v{record.version}",
+                reason=_signature_reason(record),
                 stamp_font=stamp_font(),
                 expected_certificate_sha256=fingerprint,
                 **long_term,
@@ -400,47 +439,221 @@ def sign(
                 )
         except signing.SigningError as exc:
             raise ValidationError({"pkcs12": str(exc)}) from exc
-        approval = record.approvals.get(role=role)
-        approval.signed_at = timezone.now()
-        approval.certificate_subject = certificate.subject[:300]
-        approval.certificate_sha256 = certificate.sha256
-        approval.development_certificate = certificate.development
-        approval.save(
-            update_fields=["signed_at", "certificate_subject", "certificate_sha256", "development_certificate"]
+        return _store_signature(record, user, role, signed, certificate, method="pkcs12")
+
+
+def prepare_signature(*, record: DecisionRecord, user, role: str) -> SignatureRequest:
+    """Owner-side signing, step 1: prepare `role`'s signature revision for the owner's enrolled
+    certificate and keep it; the owner signs its ``signed_attributes`` on their own machine
+    (kvselect-sign) and returns the CMS (``complete_signature``). A pending request for the same field
+    is superseded: a CMS made for it is refused as stale."""
+    record = render_pdf(record)
+    with transaction.atomic():
+        record, fingerprint = _locked_for_signing(record, user, role)
+        enrolled = current_certificate(user)
+        current = _current_pdf(record)
+        try:
+            prepared = signing.prepare_owner_signature(
+                current,
+                enrolled.certificate_pem.encode(),
+                field_name=role,
+                signer_name=person_name(user),
+                role=f"{role} owner",
+                reason=_signature_reason(record),
+                stamp_font=stamp_font(),
+            )
+        except signing.SigningError as exc:
+            raise ValidationError({"__all__": str(exc)}) from exc
+        superseded = record.signature_requests.filter(role=role, superseded_at__isnull=True, completed_at__isnull=True)
+        _discard_after_commit([name for name in superseded.values_list("prepared_pdf", flat=True) if name])
+        superseded.update(superseded_at=timezone.now(), prepared_pdf="")
+        request = SignatureRequest(
+            record=record,
+            role=role,
+            user=user,
+            certificate_sha256=fingerprint,
+            base_sha256=hashlib.sha256(current).hexdigest(),
+            document_digest=prepared.document_digest.hex(),
+            signed_attributes=prepared.signed_attributes,
+            reserved_start=prepared.reserved_start,
+            reserved_end=prepared.reserved_end,
         )
-        record.signed_pdf.save(
-            f"record-{record.selection_id}-v{record.version}-signed.pdf", ContentFile(signed), save=False
+        request.prepared_pdf.save(
+            f"record-{record.selection_id}-v{record.version}-{role}-prepared.pdf", ContentFile(prepared.pdf), save=False
         )
-        record.signed_sha256 = hashlib.sha256(signed).hexdigest()
-        fields = ["signed_pdf", "signed_sha256"]
-        if next_signer_role(record) is None:
-            record.status, record.signed_at = DecisionRecord.Status.SIGNED, timezone.now()
-            fields += ["status", "signed_at"]
-            Selection.objects.filter(pk=record.selection_id).update(status=Selection.Status.DECIDED)
-        record.save(update_fields=fields)
+        request.save()
         audit(
             record.selection,
             user,
-            "record.signed",
+            "record.signature_prepared",
             field=f"record:v{record.version}",
-            new={
-                "role": role,
-                "sha256": record.signed_sha256,
-                "certificate_sha256": certificate.sha256,
-                "development_certificate": certificate.development,
-            },
+            new={"role": role, "document_digest": request.document_digest, "certificate_sha256": fingerprint},
         )
-        if record.status == DecisionRecord.Status.SIGNED and record.supersedes_id:
-            DecisionRecord.objects.filter(pk=record.supersedes_id, status=DecisionRecord.Status.SIGNED).update(
-                status=DecisionRecord.Status.SUPERSEDED
+    return request
+
+
+def _discard_after_commit(names: list[str]) -> None:
+    """Delete prepared revisions no upload can complete any more, once the transaction commits."""
+
+    def discard() -> None:
+        for name in names:
+            try:
+                default_storage.delete(name)
+            except OSError:  # best effort: an orphan file is harmless, a half row is not
+                logger.warning("could not delete prepared signature revision %s", name)
+
+    if names:
+        transaction.on_commit(discard)
+
+
+def signature_request_document(request: SignatureRequest) -> dict[str, Any]:
+    """What the owner signs, as kvselect-sign reads it (the API's answer and the page's download)."""
+    return {
+        "record": request.record_id,
+        "version": request.record.version,
+        "role": request.role,
+        "certificate_sha256": request.certificate_sha256,
+        "document_digest": request.document_digest,
+        "signed_attributes": base64.b64encode(bytes(request.signed_attributes)).decode("ascii"),
+        "created_at": request.created_at.isoformat(),
+    }
+
+
+def pending_signature_request(record: DecisionRecord, user, role: str) -> SignatureRequest | None:
+    """The signature prepared for ``user`` as ``role`` owner and still waiting for their CMS."""
+    return record.signature_requests.filter(
+        role=role, user=user, superseded_at__isnull=True, completed_at__isnull=True
+    ).first()
+
+
+def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -> DecisionRecord:
+    """Owner-side signing, step 2: embed the owner's CMS into the revision prepared for them, after
+    checking it is their enrolled certificate's valid signature over exactly that revision. A CMS for
+    an older request, a record that moved on, another digest or another key is refused; nothing is stored."""
+    with transaction.atomic():
+        record, fingerprint = _locked_for_signing(record, user, role)
+        pending = pending_signature_request(record, user, role)
+        if pending is None:
+            raise ValidationError(
+                {"cms": f"No {role} signature is being prepared for you on record v{record.version}: prepare it first."}
             )
-            audit(
-                record.selection,
-                user,
-                "record.superseded",
-                field=f"record:v{record.supersedes.version}",
-                new={"superseded_by": record.version},
+        current = _current_pdf(record)
+        if hashlib.sha256(current).hexdigest() != pending.base_sha256 or pending.certificate_sha256 != fingerprint:
+            raise ValidationError(
+                {
+                    "cms": f"The signature prepared at {pending.created_at:%Y-%m-%d %H:%M} UTC is stale: the record "
+                    "or your enrolled certificate changed since. Prepare it again and sign the new attributes."
+                }
             )
+        older = [
+            bytes.fromhex(d)
+            for d in record.signature_requests.filter(role=role)
+            .exclude(pk=pending.pk)
+            .values_list("document_digest", flat=True)
+        ]
+        with pending.prepared_pdf.open("rb") as handle:
+            prepared = signing.PreparedSignature(
+                pdf=handle.read(),
+                document_digest=bytes.fromhex(pending.document_digest),
+                signed_attributes=bytes(pending.signed_attributes),
+                reserved_start=pending.reserved_start,
+                reserved_end=pending.reserved_end,
+            )
+        try:
+            signed = signing.finish_owner_signature(prepared, cms, fingerprint, older_digests=older, **_long_term())
+        except signing.SigningError as exc:
+            raise ValidationError({"cms": str(exc).removeprefix("cms: ")}) from exc
+        _discard_after_commit([pending.prepared_pdf.name])
+        pending.completed_at, pending.prepared_pdf = timezone.now(), ""
+        pending.save(update_fields=["completed_at", "prepared_pdf"])
+        certificate = signing.certificate_info(current_certificate(user).certificate_pem.encode())
+        return _store_signature(record, user, role, signed, certificate, method="owner-side")
+
+
+def sign_with_hsm(*, record: DecisionRecord, user, role: str, pin: str) -> DecisionRecord:
+    """Sign `role`'s field with the owner's key in the organisation's HSM (PKCS#11, KVSELECT_HSM_KEYS);
+    ``pin`` unlocks it for this signature only and is never stored. The token's certificate must be the
+    owner's enrolled one."""
+    try:
+        key = hsm_key_for(user.get_username())
+    except HsmConfigurationError as exc:
+        raise ValidationError({"pin": str(exc)}) from exc
+    if key is None:
+        raise ValidationError(
+            {"pin": f"No HSM key is configured for {user.get_username()} (KVSELECT_HSM_KEYS): sign with kvselect-sign."}
+        )
+    record = render_pdf(record)
+    with transaction.atomic():
+        record, fingerprint = _locked_for_signing(record, user, role)
+        long_term = _long_term()
+        try:
+            with signing.pkcs11_session(key, pin) as signer:
+                certificate = signing.certificate_info(signer.signing_cert.dump())
+                if certificate.sha256 != fingerprint:
+                    raise signing.SigningError(
+                        f"pin: the HSM key {key.key_label!r} holds {certificate.short}, not your enrolled "
+                        f"certificate (SHA-256 {fingerprint[:16]}…)"
+                    )
+                signed = signing.sign_pdf_with(
+                    _current_pdf(record),
+                    signer,
+                    field_name=role,
+                    signer_name=person_name(user),
+                    role=f"{role} owner",
+                    reason=_signature_reason(record),
+                    stamp_font=stamp_font(),
+                    **long_term,
+                )
+        except signing.SigningError as exc:
+            raise ValidationError({"pin": str(exc).removeprefix("pin: ")}) from exc
+        return _store_signature(record, user, role, signed, certificate, method="hsm")
+
+
+def _store_signature(
+    record: DecisionRecord, user, role: str, signed: bytes, certificate: signing.CertificateInfo, *, method: str
+) -> DecisionRecord:
+    """Record `role`'s signature: the approval, the signed PDF, the status and the audit entry
+    (in the caller's transaction)."""
+    approval = record.approvals.get(role=role)
+    approval.signed_at = timezone.now()
+    approval.certificate_subject = certificate.subject[:300]
+    approval.certificate_sha256 = certificate.sha256
+    approval.development_certificate = certificate.development
+    approval.save(update_fields=["signed_at", "certificate_subject", "certificate_sha256", "development_certificate"])
+    record.signed_pdf.save(
+        f"record-{record.selection_id}-v{record.version}-signed.pdf", ContentFile(signed), save=False
+    )
+    record.signed_sha256 = hashlib.sha256(signed).hexdigest()
+    fields = ["signed_pdf", "signed_sha256"]
+    if next_signer_role(record) is None:
+        record.status, record.signed_at = DecisionRecord.Status.SIGNED, timezone.now()
+        fields += ["status", "signed_at"]
+        Selection.objects.filter(pk=record.selection_id).update(status=Selection.Status.DECIDED)
+    record.save(update_fields=fields)
+    audit(
+        record.selection,
+        user,
+        "record.signed",
+        field=f"record:v{record.version}",
+        new={
+            "role": role,
+            "sha256": record.signed_sha256,
+            "certificate_sha256": certificate.sha256,
+            "development_certificate": certificate.development,
+            "method": method,
+        },
+    )
+    if record.status == DecisionRecord.Status.SIGNED and record.supersedes_id:
+        DecisionRecord.objects.filter(pk=record.supersedes_id, status=DecisionRecord.Status.SIGNED).update(
+            status=DecisionRecord.Status.SUPERSEDED
+        )
+        audit(
+            record.selection,
+            user,
+            "record.superseded",
+            field=f"record:v{record.supersedes.version}",
+            new={"superseded_by": record.version},
+        )
     return record
 
 

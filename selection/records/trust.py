@@ -9,10 +9,14 @@
 - Timestamps (PAdES B-T): an RFC 3161 TSA at KVSELECT_TSA_URL; "dev" is the development TSA,
   in-process.
 - Issuing owner certificates: only the development CA, when its key is present.
+- How owners sign: on their own machine (kvselect-sign: a token or a local PKCS#12, the CMS is
+  uploaded), with a key the organisation holds in an HSM (KVSELECT_PKCS11_MODULE, KVSELECT_HSM_KEYS),
+  or - only while every configured root is the development CA's - by uploading a PKCS#12.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django.conf import settings
@@ -56,3 +60,54 @@ def issuing_ca_dir() -> Path | None:
     """The CA that can issue an owner's certificate on their profile: the development CA, if its key is here."""
     folder = dev_ca_dir()
     return folder if (folder / signing.DEV_CA_KEY).is_file() and (folder / signing.DEV_CA_CERT).is_file() else None
+
+
+def production_roots() -> list[signing.CertificateInfo]:
+    """The configured trust roots (KVSELECT_TRUST_ROOTS) that are not a kvselect development CA."""
+    roots = [signing.certificate_info(data) for data in _read([Path(p) for p in settings.KVSELECT_TRUST_ROOTS])]
+    return [root for root in roots if not root.development]
+
+
+def pkcs12_upload_refusal() -> str | None:
+    """Why a PKCS#12 upload is refused here, or None: it is a development convenience, refused as soon as
+    a non-development trust root is configured (a real key would then travel through the server)."""
+    roots = production_roots()
+    if not roots:
+        return None
+    names = ", ".join(root.common_name or root.subject for root in roots)
+    return (
+        f"Uploading a PKCS#12 (private key and passphrase) is only for the development CA; this server trusts "
+        f"{names} (KVSELECT_TRUST_ROOTS), so keys stay with their owners: sign with kvselect-sign (token or "
+        "local PKCS#12) and upload the signature, or with your organisation's HSM."
+    )
+
+
+class HsmConfigurationError(ValueError):
+    """KVSELECT_HSM_KEYS cannot be read; the message names the setting and the problem."""
+
+
+def hsm_key_for(username: str) -> signing.Pkcs11Key | None:
+    """The HSM key configured for ``username`` (KVSELECT_HSM_KEYS), or None when the owner has none."""
+    raw = (settings.KVSELECT_HSM_KEYS or "").strip()
+    if not raw:
+        return None
+    try:
+        keys = json.loads(raw)
+    except ValueError as exc:
+        raise HsmConfigurationError(f"KVSELECT_HSM_KEYS: not JSON ({exc})") from exc
+    entry = keys.get(username) if isinstance(keys, dict) else None
+    if entry is None:
+        return None
+    module = entry.get("module") or settings.KVSELECT_PKCS11_MODULE
+    if not module or not entry.get("key") or not (entry.get("token") or entry.get("slot") is not None):
+        raise HsmConfigurationError(
+            f"KVSELECT_HSM_KEYS[{username!r}]: needs a key label (key), a token label (token) or slot number "
+            "(slot), and a module (module or KVSELECT_PKCS11_MODULE)"
+        )
+    return signing.Pkcs11Key(
+        module=module,
+        key_label=str(entry["key"]),
+        token_label=entry.get("token"),
+        slot=int(entry["slot"]) if entry.get("slot") is not None else None,
+        cert_label=entry.get("cert"),
+    )

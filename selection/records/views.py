@@ -7,11 +7,13 @@ what: a PermissionDenied there is a 403 here), and service ValidationErrors land
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import translation
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
@@ -23,22 +25,35 @@ from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name, record_language
 from selection.models import DecisionRecord, Selection
-from selection.records.forms import CommentForm, RecordDraftForm, SignForm, VerifyForm
+from selection.records.forms import (
+    CommentForm,
+    HsmSignForm,
+    RecordDraftForm,
+    SignatureUploadForm,
+    SignForm,
+    VerifyForm,
+)
 from selection.records.operations import ALERTS_FILE, DASHBOARD_FILE, export_monitoring, exportable
 from selection.records.rendering import render_pdf
 from selection.records.services import (
     approve,
     archive_draft,
     comment,
+    complete_signature,
     create_draft,
     next_signer_role,
     owner_role,
+    pending_signature_request,
+    prepare_signature,
     restore_draft,
     sign,
+    sign_with_hsm,
+    signature_request_document,
     start_reevaluation,
     start_review,
     update_draft,
 )
+from selection.records.trust import HsmConfigurationError, hsm_key_for, production_roots
 from selection.records.verification import verification_report
 from selection.web import attach_service_errors, get_selection, page_context, require_edit
 
@@ -162,6 +177,27 @@ def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
     return events
 
 
+def _signing_options(request: HttpRequest, record: DecisionRecord, role: str | None) -> dict | None:
+    """How the signing owner can sign here: their pending owner-side request and its commands, the HSM
+    when a key is configured for them, the PKCS#12 upload unless a non-development root forbids it."""
+    if role is None:
+        return None
+    pending = pending_signature_request(record, request.user, role)
+    request_url = reverse("selection:record-sign-request", kwargs={"pk": record.selection_id, "record_pk": record.pk})
+    try:
+        hsm = hsm_key_for(request.user.get_username()) is not None
+    except HsmConfigurationError:
+        hsm = False
+    return {
+        "pending": pending,
+        "request_url": f"{request_url}?role={role}",
+        "request_file": f"signature-request-{record.pk}-{role}.json",
+        "base_url": settings.KVSELECT_BASE_URL,
+        "hsm": hsm,
+        "production_roots": ", ".join(root.common_name or root.subject for root in production_roots()),
+    }
+
+
 def _record_page(
     request: HttpRequest,
     selection: Selection,
@@ -170,6 +206,8 @@ def _record_page(
     edit_form=None,
     comment_form=None,
     sign_form=None,
+    hsm_form=None,
+    upload_form=None,
     review_problems=None,
     status: int = 200,
 ) -> HttpResponse:
@@ -209,6 +247,9 @@ def _record_page(
         or (RecordDraftForm(instance=record) if can_edit and not record.frozen and not record.archived_at else None),
         comment_form=comment_form or CommentForm(),
         sign_form=sign_form or SignForm(),
+        signing=_signing_options(request, record, next_signer if next_signer in mine else None),
+        hsm_form=hsm_form or HsmSignForm(),
+        upload_form=upload_form or SignatureUploadForm(),
         can_comment=selectors.can_review(request.user, selection) or bool(mine),
         review_problems=review_problems or [],
         snapshot=record.snapshot or {},
@@ -304,37 +345,97 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
     return back
 
 
-@sensitive_post_parameters("passphrase")
-@login_required
-@require_POST
-@sensitive_variables("passphrase", "pkcs12", "form")  # innermost: hides this frame's locals in error reports
-def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
+def _signed_message(request: HttpRequest, record: DecisionRecord, role: str) -> None:
+    if record.status == DecisionRecord.Status.SIGNED:
+        messages.success(request, _("Signed. All three owners have signed: the record is final; download it below."))
+    else:
+        messages.success(
+            request,
+            _("Signed as %(role)s. The %(next)s signs next.")
+            % {"role": _role_label(role).lower(), "next": _role_label(next_signer_role(record) or "").lower()},
+        )
+
+
+def _signing_owner(request: HttpRequest, pk: int, record_pk: int) -> tuple[Selection, DecisionRecord, str]:
     selection = get_selection(request, pk)
     record = _get_record(selection, record_pk)
-    role = request.POST.get("role", "")
+    role = request.POST.get("role") or request.GET.get("role", "")
     if role not in owner_role(request.user, selection):
         raise PermissionDenied(_("Only the named owner can sign for this role."))
-    form = SignForm(request.POST, request.FILES)
+    return selection, record, role
+
+
+@sensitive_post_parameters("passphrase", "pin")
+@login_required
+@require_POST
+@sensitive_variables("passphrase", "pkcs12", "pin", "form")  # innermost: hides this frame's locals in error reports
+def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
+    """Sign with an uploaded PKCS#12 (development CA only) or, with ``pin``, the owner's key in the HSM."""
+    selection, record, role = _signing_owner(request, pk, record_pk)
+    hsm = "pin" in request.POST
+    form = HsmSignForm(request.POST) if hsm else SignForm(request.POST, request.FILES)
     if form.is_valid():
-        pkcs12 = form.cleaned_data["pkcs12"].read()
-        passphrase = form.cleaned_data["passphrase"]
         try:
-            record = sign(record=record, user=request.user, role=role, pkcs12=pkcs12, passphrase=passphrase)
+            if hsm:
+                record = sign_with_hsm(record=record, user=request.user, role=role, pin=form.cleaned_data["pin"])
+            else:
+                pkcs12 = form.cleaned_data["pkcs12"].read()
+                passphrase = form.cleaned_data["passphrase"]
+                record = sign(record=record, user=request.user, role=role, pkcs12=pkcs12, passphrase=passphrase)
         except ValidationError as error:
             attach_service_errors(form, error)
         else:
-            if record.status == DecisionRecord.Status.SIGNED:
-                messages.success(
-                    request, _("Signed. All three owners have signed: the record is final; download it below.")
-                )
-            else:
-                messages.success(
-                    request,
-                    _("Signed as %(role)s. The %(next)s signs next.")
-                    % {"role": _role_label(role).lower(), "next": _role_label(next_signer_role(record) or "").lower()},
-                )
+            _signed_message(request, record, role)
             return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
-    return _record_page(request, selection, record, sign_form=form, status=400)
+    forms_on_page = {"hsm_form": form} if hsm else {"sign_form": form}
+    return _record_page(request, selection, record, status=400, **forms_on_page)
+
+
+@login_required
+@require_POST
+def record_sign_prepare(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
+    """Owner-side signing, step 1: prepare the owner's signature; the page then shows what to sign and how."""
+    selection, record, role = _signing_owner(request, pk, record_pk)
+    try:
+        prepare_signature(record=record, user=request.user, role=role)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(
+            request, _("Your signature is prepared: sign it on your own machine with kvselect-sign, then upload it.")
+        )
+    return redirect(reverse("selection:record", kwargs={"pk": selection.pk, "record_pk": record.pk}) + "#sign")
+
+
+@login_required
+def record_sign_request(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
+    """The prepared signature request as JSON, for ``kvselect-sign --request``."""
+    _selection, record, role = _signing_owner(request, pk, record_pk)
+    pending = pending_signature_request(record, request.user, role)
+    if pending is None:
+        raise Http404(_("No signature is being prepared for you on this record."))
+    response = JsonResponse(signature_request_document(pending))
+    response["Content-Disposition"] = f'attachment; filename="signature-request-{record.pk}-{role}.json"'
+    return response
+
+
+@login_required
+@require_POST
+def record_sign_upload(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
+    """Owner-side signing, step 2: the CMS from kvselect-sign, checked and embedded."""
+    selection, record, role = _signing_owner(request, pk, record_pk)
+    form = SignatureUploadForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            record = complete_signature(
+                record=record, user=request.user, role=role, cms=form.cleaned_data["cms"].read()
+            )
+        except ValidationError as error:
+            attach_service_errors(form, error)
+        else:
+            _signed_message(request, record, role)
+            return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
+    return _record_page(request, selection, record, upload_form=form, status=400)
 
 
 @login_required

@@ -38,7 +38,7 @@ from selection.domain import launch_flags
 from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord, Engine, Membership, Selection, Team
-from selection.records.services import approve, create_draft, sign, start_review
+from selection.records.services import approve, create_draft, start_review
 from selection.records.signing import (
     DEV_CA_CRL,
     DEV_CA_KEY,
@@ -456,16 +456,25 @@ class Command(BaseCommand):
             record = approve(
                 record=record, user=User.objects.get(username=role), role=role, comment_text="Approved for the demo."
             )
+        # owner-side, as an owner with kvselect-sign would: kvselect prepares the revision, the key here
+        # signs its attributes, kvselect checks and embeds the CMS (the PKCS#12 never goes to the server)
+        passphrase_file = Path(settings.KVSELECT_DEV_CA_DIR) / "passphrase.txt"
         for role in OWNER_ROLES:
-            record = sign(
-                record=record,
-                user=User.objects.get(username=role),
-                role=role,
-                pkcs12=certs[role].read_bytes(),
-                passphrase=passphrase,
+            call_command(
+                "sign-record",
+                str(record.pk),
+                "--user",
+                role,
+                "--role",
+                role,
+                "--pkcs12",
+                str(certs[role]),
+                "--passphrase-file",
+                str(passphrase_file),
+                stdout=io.StringIO(),
             )
-            self.stdout.write(f"    signed by the {role} owner")
-        return record
+            self.stdout.write(f"    signed by the {role} owner (owner-side: prepared, signed locally, CMS embedded)")
+        return DecisionRecord.objects.get(pk=record.pk)
 
     def export_monitoring(self, record: DecisionRecord) -> None:
         """The signed record's alert rules and dashboard under var/, checked by promtool when installed."""

@@ -1,0 +1,5 @@
+import sys
+
+from kvselect_sign.cli import main
+
+sys.exit(main())
