@@ -89,6 +89,8 @@ class Membership(models.Model):
 
 
 OWNER_FIELDS = ("business_owner", "platform_owner", "security_owner")
+# what the record's one-page summary states for procurement, beside the evidence
+PROCUREMENT_FIELDS = ("monthly_budget", "budget_currency", "licence_terms", "vendor_support", "delivery_owner")
 
 
 def owner_conflicts(owners: dict, changed: tuple[str, ...] | frozenset = ()) -> dict[str, str]:

@@ -23,5 +23,7 @@ urlpatterns = [
     path("records/<int:record_id>/", record_views.RecordDetailView.as_view(), name="record-detail"),
     path("records/<int:record_id>/sign/", record_views.RecordSignView.as_view(), name="record-sign"),
     path("records/<int:record_id>/pdf/", record_views.RecordPdfView.as_view(), name="record-pdf"),
+    path("records/<int:record_id>/open-items/", record_views.RecordOpenItemsView.as_view(), name="record-open-items"),
+    path("open-items/<int:item_id>/", record_views.OpenItemView.as_view(), name="open-item"),
     *router.urls,
 ]

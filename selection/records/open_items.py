@@ -103,6 +103,16 @@ def as_rows(record: DecisionRecord) -> list[dict[str, Any]]:
     ]
 
 
+def record_blockers(record: DecisionRecord) -> list[str]:
+    """Why `record` is not ready for procurement as kvselect holds it (its PDF is verified separately):
+    not signed yet, SIMULATED evidence, a development certificate, open items (`procurement.blockers`)."""
+    reasons = [] if record.status == DecisionRecord.Status.SIGNED else ["not_signed"]
+    development = record.approvals.filter(development_certificate=True).exists()
+    return reasons + procurement.blockers(
+        simulated=record.simulated, development_certificates=development, open_items=unresolved(record)
+    )
+
+
 def with_item_states(context: dict[str, Any], record: DecisionRecord) -> dict[str, Any]:
     """The snapshot with each open item's state when the PDF is rendered (the snapshot stays frozen)."""
     summary = context.get("summary")
