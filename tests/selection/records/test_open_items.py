@@ -174,6 +174,7 @@ def test_record_page_lists_items_and_the_owner_closes_one(client, in_review, own
     client.force_login(owners["platform"])
     page = client.get(url).content.decode()
     assert 'data-open-item="readiness.logs"' in page and "data-procurement-blockers" in page
+    assert "data-procurement-summary" in page and "48,000.00 USD per month" in page
     logs = in_review.open_items.get(key="readiness.logs")
     action = reverse("selection:record-open-item", args=[in_review.selection_id, in_review.pk, logs.pk])
     assert action in page  # the platform owner gets the form for the platform item ...
