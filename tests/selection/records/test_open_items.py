@@ -2,6 +2,7 @@
 review starts, closed (resolved or waived with a reason) only by the owner of the section, audited,
 and keeping the record from procurement until then; the summary frozen in the snapshot."""
 
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +12,8 @@ from rest_framework.test import APIClient
 
 from selection.models import AuditEntry, Membership
 from selection.records.open_items import close_open_item, record_blockers, with_item_states
-from selection.records.services import create_draft, start_review
+from selection.records.rendering import render_pdf
+from selection.records.services import approve, create_draft, start_review
 from selection.records.signing import issue_dev_certificates
 from selection.records.verification import Verification
 from selection.setup.services import update_selection
@@ -186,3 +188,30 @@ def test_record_page_lists_items_and_the_owner_closes_one(client, in_review, own
     logs.refresh_from_db()
     assert logs.status == "waived"
     assert client.post(other, {"status": "waived", "reason": "not mine"}).status_code == 403
+
+
+def test_the_rendered_record_opens_with_the_summary_and_each_item_as_it_stands(in_review, owners, tmp_path):
+    close_open_item(
+        item=in_review.open_items.get(key="readiness.logs"),
+        user=owners["platform"],
+        status="waived",
+        reason="per-tenant logs ship in stage 2",
+    )
+    for role in ROLES:
+        approve(record=in_review, user=owners[role], role=role)
+    record = render_pdf(in_review)
+    path = tmp_path / "record.pdf"
+    path.write_bytes(record.pdf.open("rb").read())
+    pages = [
+        " ".join(
+            subprocess.run(
+                ["pdftotext", "-f", str(n), "-l", str(n), str(path), "-"], capture_output=True, text=True, check=True
+            ).stdout.split()
+        )
+        for n in (1, 2)
+    ]
+    assert "Procurement summary" in pages[0] and "Fit against each constraint" in pages[0]
+    assert "waived — per-tenant logs ship in stage 2" in pages[0]
+    assert "Security checklist: audit trail" in pages[0] and "open: blocks procurement" in pages[0]
+    assert "48,000.00 USD per month" in pages[0] and "Apache-2.0" in pages[0]
+    assert "1. Decision and rationale" in pages[1]
