@@ -45,6 +45,8 @@ def _figure(value: float, unit: str) -> str:
     if unit == "share":
         return f"{value:.0%}"
     text = f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.2f}"
+    if unit == "GPUs" and value == 1:
+        return "1 GPU"
     return f"{text} {_(UNITS[unit]) if unit in UNITS else unit}".strip()
 
 

@@ -10,12 +10,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from selection.models import AuditEntry, Membership
+from selection.models import AuditEntry, Membership, Selection
 from selection.records.open_items import close_open_item, record_blockers, with_item_states
 from selection.records.rendering import render_pdf
-from selection.records.services import approve, create_draft, start_review
+from selection.records.services import approve, create_draft, sign, start_review
 from selection.records.signing import issue_dev_certificates
 from selection.records.verification import Verification
+from selection.setup.next_step import next_step
 from selection.setup.services import update_selection
 from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners
 
@@ -215,3 +216,20 @@ def test_the_rendered_record_opens_with_the_summary_and_each_item_as_it_stands(i
     assert "Security checklist: audit trail" in pages[0] and "open: blocks procurement" in pages[0]
     assert "48,000.00 USD per month" in pages[0] and "Apache-2.0" in pages[0]
     assert "1. Decision and rationale" in pages[1]
+
+
+def test_the_next_step_of_a_signed_record_names_its_open_items(in_review, owners, dev_certs):
+    for role in ROLES:
+        approve(record=in_review, user=owners[role], role=role)
+    for role in ROLES:
+        sign(
+            record=in_review,
+            user=owners[role],
+            role=role,
+            pkcs12=dev_certs.pkcs12[role].read_bytes(),
+            passphrase=PASSPHRASE,
+        )
+    Selection.objects.filter(pk=in_review.selection_id).update(scenario_accepted=True)  # not what this tests
+    step = next_step(Selection.objects.get(pk=in_review.selection_id), gate_count=1)
+    assert "not for procurement" in step.label
+    assert "2 open items are neither resolved nor waived" in step.hint
