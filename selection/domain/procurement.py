@@ -125,6 +125,24 @@ def gpu_fit(constraints: Mapping[str, Any], candidate_gpus: int) -> dict[str, An
     }
 
 
+def team_fit(team_size: Any, ops_complexity: str | None) -> dict[str, Any] | None:
+    """The operations team against the engine's documented operating complexity: documentation, not
+    an observation, so never more than not validated (the scores weigh it: ops_complexity_vs_team)."""
+    if not team_size:
+        return None
+    return {
+        "key": "team",
+        "comparison": AT_LEAST,
+        "unit": "people",
+        "required": float(team_size),
+        "observed": None,
+        "documented": ops_complexity or "",
+        "status": NOT_VALIDATED,
+        "runs": [],
+        "simulated": False,
+    }
+
+
 def cost_per_mtok(metrics: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     """The measured cost per million output tokens and the run behind it; None when not derivable."""
     metric = metrics.get("cost_per_mtok") or {}

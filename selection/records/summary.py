@@ -31,7 +31,9 @@ FIT_LABELS = {
     "throughput": gettext_noop("Output throughput within the budget (per GPU)"),
     "memory_headroom": gettext_noop("KV-cache headroom at the target load"),
     "gpu_budget": gettext_noop("GPUs per replica within the GPU budget"),
+    "team": gettext_noop("Operations team"),
 }
+OPS_LEVELS = (gettext_noop("low"), gettext_noop("medium"), gettext_noop("high"))  # the catalog's ops_complexity
 UNITS = {
     "requests/GPU": gettext_noop("requests/GPU"),
     "ms": "ms",
@@ -50,25 +52,44 @@ def _figure(value: float, unit: str) -> str:
     return f"{text} {_(UNITS[unit]) if unit in UNITS else unit}".strip()
 
 
+def _ops_complexity(winner: Candidate) -> str | None:
+    catalog = catalog_domain.default_catalog()
+    if winner.engine.slug not in catalog.slugs:
+        return None
+    known = [v.version for v in catalog.engine(winner.engine.slug).versions]
+    version = winner.engine_version if winner.engine_version in known else None
+    return catalog.capabilities(winner.engine.slug, version).get("ops_complexity")
+
+
 def _fit_rows(selection: Selection, winner: Candidate, metrics: dict[str, Any]) -> list[dict[str, Any]]:
     constraints = selection.constraints.as_domain()
     rows = procurement.constraint_fit(constraints, metrics)
-    gpus = procurement.gpu_fit(constraints, winner.gpu_count)
-    if gpus is not None:
-        rows.append(gpus)
+    extra = (
+        procurement.gpu_fit(constraints, winner.gpu_count),
+        procurement.team_fit(constraints.get("ops_team_size"), _ops_complexity(winner)),
+    )
+    rows += [row for row in extra if row is not None]
     shown = []
     for row in rows:
         sign = "≤" if row["comparison"] == procurement.AT_MOST else "≥"
+        if row["key"] == "team":
+            required = _("%(n)s people") % {"n": f"{row['required']:g}"}
+            documented = _("documented complexity: %(level)s") % {"level": _(row["documented"])}
         shown.append(
             {
                 "key": row["key"],
                 "constraint": _(FIT_LABELS[row["key"]]),
-                "required": f"{sign} {_figure(row['required'], row['unit'])}",
-                "observed": _figure(row["observed"], row["unit"]) if row["observed"] is not None else "",
+                "required": required if row["key"] == "team" else f"{sign} {_figure(row['required'], row['unit'])}",
+                "observed": (
+                    _figure(row["observed"], row["unit"])
+                    if row["observed"] is not None
+                    else (documented if row["key"] == "team" and row["documented"] else "")
+                ),
                 "status": row["status"],
                 "runs": [f"run-{r}" for r in row["runs"]],
                 "simulated": row["simulated"],
                 "configuration": row["key"] == "gpu_budget",
+                "documented": row["key"] == "team",
             }
         )
     return shown

@@ -504,6 +504,17 @@ def sample_summary(open_items: int = 2, long_text: bool = False) -> dict:
                 "configuration": False,
             },
             {
+                "key": "team",
+                "constraint": "Operations team",
+                "required": "3 people",
+                "observed": "documented complexity: medium",
+                "status": "not_validated",
+                "runs": [],
+                "simulated": False,
+                "configuration": False,
+                "documented": True,
+            },
+            {
                 "key": "gpu_budget",
                 "constraint": "GPUs per replica within the GPU budget",
                 "required": "≤ 8 GPUs",

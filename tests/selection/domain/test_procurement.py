@@ -60,6 +60,12 @@ def test_gpu_fit_is_the_configuration_against_the_budget():
     assert procurement.gpu_fit(CONSTRAINTS, 8)["status"] == "fail"
 
 
+def test_the_team_against_documented_complexity_is_never_more_than_not_validated():
+    row = procurement.team_fit(3, "high")
+    assert row["status"] == "not_validated" and row["documented"] == "high" and row["observed"] is None
+    assert procurement.team_fit(None, "low") is None
+
+
 def test_cost_per_million_tokens_is_missing_without_the_metric():
     assert procurement.cost_per_mtok({}) is None
     assert procurement.cost_per_mtok({"cost_per_mtok": metric(0.84, "12")}) == {

@@ -83,6 +83,8 @@ def test_the_summary_states_fit_budget_licence_and_the_tests_that_did_not_pass(i
     assert fit["ttft"]["required"] == "≤ 800 ms" and fit["ttft"]["observed"] == f"{ttft:,.0f} ms"
     assert fit["context"]["status"] == "not_validated" and fit["context"]["observed"] == ""
     assert fit["gpu_budget"]["status"] == "pass" and fit["gpu_budget"]["configuration"]
+    assert fit["team"]["status"] == "not_validated" and fit["team"]["required"] == "3 people"
+    assert fit["team"]["observed"].startswith("documented complexity: ")  # the catalog's, never a pass
     assert summary["budget"] == {"monthly": "48,000.00", "currency": "USD"}
     assert summary["cost_per_mtok"]["runs"] == [f"run-{stress.pk}"]
     assert summary["licence"]["value"] == "Apache-2.0"  # vLLM and SGLang: the catalog's licence
