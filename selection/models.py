@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from selection.domain import limits
+from selection.domain import limits, procurement
 from selection.domain.criteria import CRITERIA, DIMENSIONS
 
 CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids listed in selection.i18n_names
@@ -43,6 +43,18 @@ def breach_message(kind: str, params: dict, meta) -> str:
     if kind == limits.NEEDS_FIELD:
         return _("needs %(field)s to be filled in") % {"field": meta.get_field(params["other"]).verbose_name}
     return _("must be a finite number")
+
+
+def budget_message(problem: str) -> str:
+    """A `procurement.budget_problems` code as the field error shown to the user."""
+    lo, hi = procurement.BUDGET_RANGE
+    return {
+        procurement.BUDGET_NEEDS_AMOUNT: _("a currency needs the monthly budget it is for"),
+        procurement.BUDGET_NOT_A_NUMBER: _("must be a number"),
+        procurement.BUDGET_OUT_OF_RANGE: _("must be between %(min)s and %(max)s")
+        % {"min": limits.plain_number(lo), "max": limits.plain_number(hi)},
+        procurement.BAD_CURRENCY: _("must be an ISO 4217 code of three capital letters, e.g. USD, EUR, CNY"),
+    }[problem]
 
 
 def passes_own_validators(instance: models.Model, name: str) -> bool:
@@ -77,6 +89,8 @@ class Membership(models.Model):
 
 
 OWNER_FIELDS = ("business_owner", "platform_owner", "security_owner")
+# what the record's one-page summary states for procurement, beside the evidence
+PROCUREMENT_FIELDS = ("monthly_budget", "budget_currency", "licence_terms", "vendor_support", "delivery_owner")
 
 
 def owner_conflicts(owners: dict, changed: tuple[str, ...] | frozenset = ()) -> dict[str, str]:
@@ -132,6 +146,34 @@ class Selection(models.Model):
         blank=True,
         verbose_name=_("post-launch observer"),
     )
+    # procurement: what the record's first page states beside the decision
+    monthly_budget = models.DecimalField(
+        _("monthly budget"),
+        max_digits=16,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text=_("What the deployment may cost per month, in the budget's currency"),
+    )
+    budget_currency = models.CharField(
+        _("budget currency"), max_length=3, blank=True, help_text=_("ISO 4217 code, e.g. USD, EUR, CNY")
+    )
+    licence_terms = models.TextField(
+        _("licence terms"),
+        blank=True,
+        help_text=_("Licence or subscription procurement buys under; the engine catalog's licence is shown beside it"),
+    )
+    vendor_support = models.TextField(
+        _("vendor and support"),
+        blank=True,
+        help_text=_("Who supports the engine in production: vendor, contract and its level, or community only"),
+    )
+    delivery_owner = models.CharField(
+        _("delivery owner"),
+        max_length=200,
+        blank=True,
+        help_text=_("Who delivers the rollout (person or team) and answers for its schedule"),
+    )
     scenario = models.CharField(max_length=1, choices=SCENARIO_CHOICES, blank=True)
     scenario_reasons = models.JSONField(default=list, blank=True)
     scenario_mix = models.JSONField(default=dict, blank=True)
@@ -148,7 +190,9 @@ class Selection(models.Model):
 
     def clean(self) -> None:
         owners = {name: getattr(self, name) if getattr(self, f"{name}_id") else None for name in OWNER_FIELDS}
-        errors = owner_conflicts(owners)
+        errors: dict[str, Any] = owner_conflicts(owners)
+        for name, problem in procurement.budget_problems(self.monthly_budget, self.budget_currency).items():
+            errors[name] = budget_message(problem)
         if errors:
             raise ValidationError(errors)
 
@@ -680,3 +724,35 @@ class RecordComment(models.Model):
 
     class Meta:
         ordering = ["created_at"]
+
+
+class OpenItem(models.Model):
+    """A readiness or security item an owner marked "not ready" on a record (raised when review
+    starts). It keeps the record from procurement until an owner who confirms its section resolves
+    it or waives it with a reason; both are audited. The signed PDF shows it as it was rendered."""
+
+    class Status(models.TextChoices):
+        OPEN = procurement.OPEN, _("open")
+        RESOLVED = procurement.RESOLVED, _("resolved")
+        WAIVED = procurement.WAIVED, _("waived")
+
+    record = models.ForeignKey(DecisionRecord, on_delete=models.PROTECT, related_name="open_items")
+    key = models.CharField(max_length=60, help_text="section.item of the project checks, e.g. readiness.logs")
+    section = models.CharField(max_length=20)
+    item = models.CharField(max_length=40)
+    note = models.TextField(blank=True, help_text="What the owner's check said when it was marked not ready")
+    owner_roles = models.JSONField(default=list, help_text="The owner roles whose approval confirms the item")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    reason = models.TextField(blank=True, help_text="How it was resolved, or why it may be waived")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["record", "key"], name="unique_open_item_per_record")]
+
+    def __str__(self) -> str:
+        return f"{self.record}: {self.key} ({self.status})"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
-from selection.models import Candidate, DecisionRecord, Membership, Selection
+from selection.domain.records import OWNER_ROLES
+from selection.models import Candidate, DecisionRecord, Membership, OpenItem, Selection
 
 
 def selections_for(user) -> QuerySet[Selection]:
@@ -38,6 +39,16 @@ def open_draft(selection: Selection, supersedes: DecisionRecord | None = None) -
     return selection.records.filter(
         status=DecisionRecord.Status.DRAFT, archived_at__isnull=True, supersedes=supersedes
     ).first()
+
+
+def open_items_for(user) -> QuerySet[OpenItem]:
+    """Open items of the records of the user's selections (another team's item is a 404)."""
+    return OpenItem.objects.filter(record__selection__in=selections_for(user)).select_related("record__selection")
+
+
+def owner_roles_of(user, selection: Selection) -> list[str]:
+    """The owner roles (business, platform, security) `user` holds on `selection`."""
+    return [role for role in OWNER_ROLES if getattr(selection, f"{role}_owner_id") == user.pk]
 
 
 def role_in(user, selection: Selection) -> str | None:

@@ -25,6 +25,7 @@ urlpatterns = [
     path("selections/<int:pk>/archive/", setup_views.selection_archive, name="archive"),
     path("selections/<int:pk>/restore/", setup_views.selection_restore, name="restore"),
     path("selections/<int:pk>/constraints/", setup_views.constraints_edit, name="constraints"),
+    path("selections/<int:pk>/procurement/", setup_views.selection_procurement, name="procurement"),
     path("selections/<int:pk>/traces/", trace_views.traces, name="traces"),
     path("selections/<int:pk>/traces/<int:trace_pk>/", trace_views.trace_detail, name="trace"),
     path("selections/<int:pk>/traces/<int:trace_pk>/accept/", trace_views.trace_accept, name="trace-accept"),
@@ -68,6 +69,11 @@ urlpatterns = [
         "selections/<int:pk>/records/<int:record_pk>/sign/upload/",
         record_views.record_sign_upload,
         name="record-sign-upload",
+    ),
+    path(
+        "selections/<int:pk>/records/<int:record_pk>/open-items/<int:item_pk>/",
+        record_views.record_open_item,
+        name="record-open-item",
     ),
     path("selections/<int:pk>/records/<int:record_pk>/pdf/", record_views.record_pdf, name="record-pdf"),
     path(

@@ -3,11 +3,12 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from selection.domain import limits
+from selection.domain import limits, procurement
 from selection.domain.criteria import CRITERIA_BY_ID, DIMENSION_IDS
 from selection.domain.messages import plain
 from selection.models import (
     OWNER_FIELDS,
+    PROCUREMENT_FIELDS,
     AuditEntry,
     Candidate,
     Constraints,
@@ -16,6 +17,7 @@ from selection.models import (
     Gate,
     Selection,
     Team,
+    budget_message,
     owner_conflicts,
 )
 from selection.records.staleness import staleness
@@ -69,6 +71,7 @@ class SelectionSerializer(serializers.ModelSerializer):
             "platform_owner",
             "security_owner",
             "observer",
+            *PROCUREMENT_FIELDS,
             "inputs_changed",
             "scenario",
             "scenario_reasons",
@@ -107,6 +110,10 @@ class SelectionSerializer(serializers.ModelSerializer):
         conflicts = owner_conflicts(owners, changed=tuple(attrs))
         if conflicts:
             raise serializers.ValidationError({name: str(message) for name, message in conflicts.items()})
+        budget = {name: attrs.get(name, getattr(self.instance, name, None)) for name in PROCUREMENT_FIELDS[:2]}
+        problems = procurement.budget_problems(budget["monthly_budget"], budget["budget_currency"] or "")
+        if problems:
+            raise serializers.ValidationError({name: str(budget_message(p)) for name, p in problems.items()})
         return attrs
 
 

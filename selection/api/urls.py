@@ -29,5 +29,7 @@ urlpatterns = [
     ),
     path("records/<int:record_id>/signature/", record_views.RecordSignatureView.as_view(), name="record-signature"),
     path("records/<int:record_id>/pdf/", record_views.RecordPdfView.as_view(), name="record-pdf"),
+    path("records/<int:record_id>/open-items/", record_views.RecordOpenItemsView.as_view(), name="record-open-items"),
+    path("open-items/<int:item_id>/", record_views.OpenItemView.as_view(), name="open-item"),
     *router.urls,
 ]

@@ -7,6 +7,13 @@ A complete example context for tests and the benchmark is ``tests.support.record
 Context shape (sections appear in the PDF in this order; "[...]" = list of):
 
     record:        {id, version:int, title, created_at (ISO str), language?}
+    summary?:      the one-page procurement summary, printed first (selection.domain.procurement):
+                   {fit:[{key, constraint, required, observed, status: pass|fail|not_validated, runs:[str],
+                    simulated, configuration}], budget:{monthly, currency}, cost_per_mtok:{value, runs,
+                    simulated}|None, gpu_price, licence:{value, source, note, terms}, vendor_support,
+                    delivery_owner, test_gaps:[{test, outcome, detail, run}],
+                    open_items:[{key, section, item, note, owner_roles, status: open|resolved|waived,
+                    reason, decided_by}]}   build adds unresolved:int and blockers:[str]
     simulated:     bool - derived: True when any manifest entry is SIMULATED (may not be False then)
     decision:      {chosen_engine, chosen_configuration, summary, rationale:[str]}
     risk_boundary: {applies_to:[str], does_not_apply_to:[str]}
@@ -62,6 +69,8 @@ import copy
 import math
 import re
 from typing import Any
+
+from selection.domain import procurement
 
 REQUIRED_SECTIONS = (
     "record",
@@ -261,6 +270,10 @@ def build_record_context(context: dict) -> dict:
     if ctx.get("simulated") is False and simulated:
         problems.append("simulated: is False but the manifest holds SIMULATED evidence")
     ctx["simulated"] = bool(ctx.get("simulated")) or simulated
+    if ctx.get("summary"):  # optional: snapshots frozen before the one-page summary have none
+        ctx["summary"] = procurement.checked_summary(
+            ctx["summary"], simulated=ctx["simulated"], owners=ctx["owners"], problems=problems
+        )
 
     roles = [o.get("role") for o in ctx["owners"]]
     for role in OWNER_ROLES:

@@ -14,9 +14,11 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from selection.domain import procurement
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord
 from selection.records.forms import MAX_CMS_BYTES
+from selection.records.open_items import as_rows, close_open_item, record_blockers
 from selection.records.services import (
     DRAFT_FIELDS,
     approve,
@@ -32,7 +34,7 @@ from selection.records.services import (
     update_draft,
 )
 from selection.records.verification import verification_report
-from selection.selectors import selections_for
+from selection.selectors import open_items_for, selections_for
 
 MAX_PDF_BYTES = 50 * 1024 * 1024
 
@@ -41,6 +43,13 @@ class RecordSerializer(serializers.ModelSerializer):
     approvals = serializers.SerializerMethodField()
     simulated = serializers.BooleanField(read_only=True)
     superseded_by = serializers.SerializerMethodField(help_text="The record that supersedes this one (or its draft)")
+    open_items = serializers.SerializerMethodField(
+        help_text="Each owner's 'not ready' (raised when review starts): open, resolved or waived with a reason"
+    )
+    procurement_blockers = serializers.SerializerMethodField(
+        help_text="Why the record is not ready for procurement (empty: ready): not_signed, simulated, "
+        "development_certificate, open_items"
+    )
 
     class Meta:
         model = DecisionRecord
@@ -67,6 +76,8 @@ class RecordSerializer(serializers.ModelSerializer):
             "superseded_by",
             "reevaluation_due_since",
             "reevaluation_reasons",
+            "open_items",
+            "procurement_blockers",
         ]
         read_only_fields = [f for f in fields if f not in DRAFT_FIELDS]
 
@@ -82,6 +93,12 @@ class RecordSerializer(serializers.ModelSerializer):
             }
             for a in obj.approvals.select_related("user")
         ]
+
+    def get_open_items(self, obj) -> list[dict]:
+        return as_rows(obj)
+
+    def get_procurement_blockers(self, obj) -> list[str]:
+        return record_blockers(obj)
 
     def get_superseded_by(self, obj) -> int | None:
         successor = DecisionRecord.objects.filter(supersedes=obj).values_list("pk", flat=True).first()
@@ -283,6 +300,45 @@ class RecordPdfView(APIView):
         return response
 
 
+class OpenItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    key = serializers.CharField(read_only=True, help_text="section.item of the project checks, e.g. readiness.logs")
+    section = serializers.CharField(read_only=True)
+    item = serializers.CharField(read_only=True)
+    note = serializers.CharField(read_only=True)
+    owner_roles = serializers.ListField(child=serializers.CharField(), read_only=True)
+    status = serializers.CharField(read_only=True)
+    reason = serializers.CharField(read_only=True)
+    decided_by = serializers.CharField(read_only=True)
+    decided_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+class OpenItemCloseSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=[procurement.RESOLVED, procurement.WAIVED])
+    reason = serializers.CharField(
+        max_length=procurement.MAX_REASON_CHARS, help_text="How it was resolved (the evidence), or why it may be waived"
+    )
+
+
+class RecordOpenItemsView(APIView):
+    @extend_schema(responses=OpenItemSerializer(many=True))
+    def get(self, request, record_id: int):
+        return Response(OpenItemSerializer(as_rows(record_for(request, record_id)), many=True).data)
+
+
+class OpenItemView(APIView):
+    """Resolve or waive one open item: the owner who confirms its section (another team's item is a 404)."""
+
+    @extend_schema(request=OpenItemCloseSerializer, responses=OpenItemSerializer)
+    def post(self, request, item_id: int):
+        item = get_object_or_404(open_items_for(request.user), pk=item_id)
+        serializer = OpenItemCloseSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        item = _call(close_open_item, item=item, user=request.user, **serializer.validated_data)
+        row = next(row for row in as_rows(item.record) if row["id"] == item.pk)
+        return Response(OpenItemSerializer(row).data)
+
+
 class VerifySerializer(serializers.Serializer):
     file = serializers.FileField()
 
@@ -305,4 +361,5 @@ class RecordVerifyView(APIView):
         if issued and not record_visible(request, issued["id"]):
             # do not leak another team's selection
             report["record"] = {"issued_by_kvselect": report["matches_known_record"], "simulated": issued["simulated"]}
+            report["open_items"] = []  # their notes are the other team's: the count stays
         return Response(report)

@@ -36,6 +36,7 @@ from selection.domain.messages import CLAUSE_SEPARATOR, load
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language
 from selection.models import Candidate, DecisionRecord, Selection
+from selection.records.summary import build_summary
 from selection.scoring.services import compute_scores
 from selection.selectors import compared_candidates
 
@@ -641,6 +642,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         },
         "operations": operations,
         "project_checks": project_checks,
+        "summary": build_summary(selection, winner, runs, score, project_checks),
         "evidence": [
             {
                 "kind": "configuration",

@@ -15,6 +15,7 @@ from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
 from selection.models import DecisionRecord, RecordApproval
 from selection.records import signing
+from selection.records.open_items import with_item_states
 from selection.records.pdf import render_record
 
 
@@ -47,7 +48,8 @@ def render_pdf(record: DecisionRecord) -> DecisionRecord:
     record = DecisionRecord.objects.get(pk=record.pk)
     if record.pdf or record.status not in (DecisionRecord.Status.APPROVED,):
         return record
-    rendered = render_record(with_approvals(record.snapshot, list(record.approvals.select_related("user"))))
+    context = with_approvals(record.snapshot, list(record.approvals.select_related("user")))
+    rendered = render_record(with_item_states(context, record))  # open items as they stand now
     pdf = signing.prepare_signature_fields(
         rendered.pdf, {k: v for k, v in rendered.signature_boxes.items() if k in OWNER_ROLES or k == "seal"}
     )

@@ -51,6 +51,7 @@ from selection.models import (
 )
 from selection.records import signing
 from selection.records.context import build_context, record_runs
+from selection.records.open_items import raise_open_items
 from selection.records.rendering import render_pdf, stamp_font
 from selection.records.trust import (
     HsmConfigurationError,
@@ -59,7 +60,7 @@ from selection.records.trust import (
     timestamper,
     validation_material,
 )
-from selection.selectors import can_edit, can_review, compared_candidates, open_draft
+from selection.selectors import can_edit, can_review, compared_candidates, open_draft, owner_roles_of
 from selection.tasks import queue_render
 
 logger = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def _check_project_checks(fields: dict[str, Any]) -> None:
 
 
 def owner_role(user, selection: Selection) -> list[str]:
-    return [role for role in OWNER_ROLES if getattr(selection, f"{role}_owner_id") == user.pk]
+    return owner_roles_of(user, selection)
 
 
 def _refuse_drafter_as_security(record: DecisionRecord, user, role: str, action: str) -> None:
@@ -259,6 +260,7 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
     record.review_started_at = timezone.now()
     record.save()
     cite_evidence(record)
+    opened = raise_open_items(record)  # each owner's "not ready" keeps the record from procurement until closed
     Selection.objects.filter(pk=record.selection_id).exclude(status=Selection.Status.DECIDED).update(
         status=Selection.Status.DECIDING
     )
@@ -267,7 +269,11 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
         user,
         "record.review_started",
         field=f"record:v{record.version}",
-        new={"snapshot_sha256": record.snapshot_sha256, "simulated": record.simulated},
+        new={
+            "snapshot_sha256": record.snapshot_sha256,
+            "simulated": record.simulated,
+            "open_items": [item.key for item in opened],
+        },
     )
     return record
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from selection.models import DecisionRecord
 from selection.records import signing
+from selection.records.open_items import as_rows, unresolved
 from selection.records.trust import trust_roots
 
 _EOF = re.compile(rb"%%EOF[ \t]*(?:\r\n|\r|\n)?")
@@ -33,13 +34,20 @@ class Verification:
         return None if self.record is None else self.record.simulated
 
     @property
+    def open_items(self) -> int:
+        """The record's open items (owners' "not ready") neither resolved nor waived."""
+        return 0 if self.record is None else unresolved(self.record)
+
+    @property
     def procurement_ready(self) -> bool:
-        """Every signature verifies, by the named owners, on measured evidence, under a non-development CA."""
+        """Every signature verifies, by the named owners, on measured evidence, under a non-development CA,
+        and every open item of the record is resolved or waived with a reason."""
         return (
             self.report.all_ok
             and self.record is not None
             and not self.record.simulated
             and not self.report.development_certificates
+            and not self.open_items
         )
 
 
@@ -98,5 +106,7 @@ def verification_report(pdf_bytes: bytes) -> dict[str, Any]:
     )
     data["owners_checked"] = expected_signers(record) is not None
     data["simulated"] = verification.simulated
+    data["open_items"] = as_rows(record) if record else []
+    data["unresolved_open_items"] = verification.open_items
     data["procurement_ready"] = verification.procurement_ready
     return data

@@ -33,6 +33,7 @@ from selection.records.forms import (
     SignForm,
     VerifyForm,
 )
+from selection.records.open_items import as_rows, close_open_item, record_blockers
 from selection.records.operations import ALERTS_FILE, DASHBOARD_FILE, export_monitoring, exportable
 from selection.records.rendering import render_pdf
 from selection.records.services import (
@@ -260,6 +261,8 @@ def _record_page(
         monitoring_export=exportable(record),
         open_items=((record.snapshot or {}).get("project_checks") or {}).get("open_items") or [],
         development_signatures=any(a.development_certificate for a in approvals),
+        blocking_items=[{**row, "can_close": bool(set(row["owner_roles"]) & set(mine))} for row in as_rows(record)],
+        procurement_blockers=record_blockers(record),
     )
     return render(request, "selection/decision/record.html", context, status=status)
 
@@ -343,6 +346,24 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
         return back
     messages.error(request, _("Unknown action: %(action)s.") % {"action": action or "—"})
     return back
+
+
+@login_required
+@require_POST
+def record_open_item(request: HttpRequest, pk: int, record_pk: int, item_pk: int) -> HttpResponse:
+    """Resolve (how) or waive (why) an owner's "not ready": the owner who confirms its section."""
+    selection = get_selection(request, pk)
+    record = _get_record(selection, record_pk)
+    item = get_object_or_404(selectors.open_items_for(request.user).filter(record=record), pk=item_pk)
+    try:
+        close_open_item(
+            item=item, user=request.user, status=request.POST.get("status", ""), reason=request.POST.get("reason", "")
+        )
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, _("Open item %(item)s closed.") % {"item": item.key})
+    return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
 
 
 def _signed_message(request: HttpRequest, record: DecisionRecord, role: str) -> None:

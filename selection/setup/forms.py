@@ -14,7 +14,16 @@ from selection.domain import criteria as criteria_domain
 from selection.domain import limits
 from selection.domain.capacity import shipped_models
 from selection.i18n import person_name, translate_name
-from selection.models import KV_PRECISION_CHOICES, OWNER_FIELDS, Constraints, Membership, Team, owner_conflicts
+from selection.models import (
+    KV_PRECISION_CHOICES,
+    OWNER_FIELDS,
+    PROCUREMENT_FIELDS,
+    Constraints,
+    Membership,
+    Selection,
+    Team,
+    owner_conflicts,
+)
 from selection.web import AccessibleErrorsMixin, bound_numbers
 
 # The one-pager's sections, in the order an architect thinks about them.
@@ -108,6 +117,10 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
             self.fields[name].label_from_instance = _user_label
         if teams.count() == 1:
             self.fields["team"].initial = teams.first().pk
+        self.fields.update(procurement_fields())
+
+    def clean_budget_currency(self) -> str:
+        return (self.cleaned_data.get("budget_currency") or "").strip().upper()
 
     def clean(self):
         data = super().clean()
@@ -126,6 +139,31 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
             if name not in self.errors:
                 self.add_error(name, message)
         return data
+
+
+PROCUREMENT_WIDGETS = {
+    "licence_terms": forms.Textarea(attrs={"rows": 2}),
+    "vendor_support": forms.Textarea(attrs={"rows": 2}),
+    "budget_currency": forms.TextInput(attrs={"size": 3, "autocapitalize": "characters"}),
+}
+
+
+def procurement_fields() -> dict[str, forms.Field]:
+    """The selection's procurement fields (all optional) as form fields, labelled from the model."""
+    return forms.fields_for_model(Selection, fields=PROCUREMENT_FIELDS, widgets=PROCUREMENT_WIDGETS)
+
+
+class ProcurementForm(AccessibleErrorsMixin, forms.ModelForm):
+    """What the record's first page states for procurement: budget (with its currency), licence terms,
+    vendor and support, delivery owner. The model's clean refuses a budget without its currency."""
+
+    class Meta:
+        model = Selection
+        fields = PROCUREMENT_FIELDS
+        widgets = PROCUREMENT_WIDGETS
+
+    def clean_budget_currency(self) -> str:
+        return (self.cleaned_data.get("budget_currency") or "").strip().upper()
 
 
 def _user_label(user) -> str:

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from benchmarks.models import BenchmarkRun
 from selection.models import Constraints, DecisionRecord, Selection
+from selection.records.open_items import unresolved
 from selection.records.staleness import staleness
 from selection.selectors import compared_candidates
 from selection.templatetags.kvselect import when
@@ -112,6 +114,16 @@ def _decided(selection: Selection, record: DecisionRecord) -> NextStep:
         blockers.append(_("it rests on SIMULATED evidence"))
     if record.approvals.filter(development_certificate=True).exists():
         blockers.append(_("it is signed with development certificates (development CA)"))
+    open_items = unresolved(record)
+    if open_items:
+        blockers.append(
+            ngettext(
+                "%(n)s open item is neither resolved nor waived",
+                "%(n)s open items are neither resolved nor waived",
+                open_items,
+            )
+            % {"n": open_items}
+        )
     if blockers:
         return NextStep(
             _("Decided — not for procurement"),

@@ -11,15 +11,26 @@ from selection.audit import audit
 from selection.domain import criteria as criteria_domain
 from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
-from selection.models import OWNER_FIELDS, Constraints, CriterionWeight, Gate, Membership, Selection
+from selection.models import OWNER_FIELDS, PROCUREMENT_FIELDS, Constraints, CriterionWeight, Gate, Membership, Selection
 from selection.selectors import require_archiver, require_editor
 from selection.tasks import schedule_rescoring
 
 
 @transaction.atomic
 def create_selection(
-    *, user, team, name: str, description: str = "", business_owner, platform_owner, security_owner, observer=None
+    *,
+    user,
+    team,
+    name: str,
+    description: str = "",
+    business_owner,
+    platform_owner,
+    security_owner,
+    observer=None,
+    **procurement: Any,
 ) -> Selection:
+    """A new selection of `team`; `procurement` are the optional PROCUREMENT_FIELDS (budget, licence terms,
+    vendor and support, delivery owner) the record's first page states."""
     if (
         not Membership.objects.filter(team=team, user=user, role=Membership.Role.ARCHITECT).exists()
         and not user.is_superuser
@@ -34,19 +45,26 @@ def create_selection(
         security_owner=security_owner,
         observer=observer,
         created_by=user,
+        **{k: v for k, v in procurement.items() if k in PROCUREMENT_FIELDS},
     )
     selection.full_clean()
     selection.save()
-    audit(selection, user, "selection.created", new={"name": name, "team": team.name})
+    audit(
+        selection,
+        user,
+        "selection.created",
+        new={"name": name, "team": team.name, **{k: _shown(v) for k, v in procurement.items() if v not in (None, "")}},
+    )
     return selection
 
 
-SELECTION_FIELDS = ("name", "description", "team", *OWNER_FIELDS, "observer")
+SELECTION_FIELDS = ("name", "description", "team", *OWNER_FIELDS, "observer", *PROCUREMENT_FIELDS)
 
 
 @transaction.atomic
 def update_selection(*, selection: Selection, user, **fields: Any) -> Selection:
-    """Rename, re-describe or re-assign the owners (three different people; the observer may be any)."""
+    """Rename, re-describe, re-assign the owners (three different people; the observer may be any) or
+    change what the record's first page states for procurement (budget, licence terms, vendor, delivery)."""
     require_editor(user, selection)
     selection = Selection.objects.select_for_update().get(pk=selection.pk)
     changed = {k: v for k, v in fields.items() if k in SELECTION_FIELDS and getattr(selection, k) != v}

@@ -19,13 +19,14 @@ from selection import selectors
 from selection.domain import criteria as criteria_domain
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import translate_name
-from selection.models import Constraints, DecisionRecord, Selection
+from selection.models import PROCUREMENT_FIELDS, Constraints, DecisionRecord, Selection
 from selection.records.reevaluation import due_records
 from selection.setup.forms import (
     CONSTRAINT_GROUPS,
     CONSTRAINT_UNITS,
     ConstraintsForm,
     GatesForm,
+    ProcurementForm,
     SelectionCreateForm,
     WeightsForm,
 )
@@ -38,6 +39,7 @@ from selection.setup.services import (
     restore_selection,
     save_constraints,
     set_gates,
+    update_selection,
     update_weights,
 )
 from selection.web import (
@@ -119,6 +121,34 @@ def selection_create(request: HttpRequest) -> HttpResponse:
             )
             return redirect("selection:constraints", pk=selection.pk)
     return render(request, "selection/create.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def selection_procurement(request: HttpRequest, pk: int) -> HttpResponse:
+    """Budget, licence terms, vendor and support, delivery owner: the record's first page states them."""
+    selection = get_selection(request, pk)
+    if request.method == "POST":
+        require_edit(request, selection)
+        form = ProcurementForm(request.POST, instance=Selection.objects.get(pk=selection.pk))
+        if form.is_valid():
+            try:
+                update_selection(
+                    selection=selection, user=request.user, **{k: form.cleaned_data[k] for k in PROCUREMENT_FIELDS}
+                )
+            except ValidationError as error:
+                attach_service_errors(form, error)
+            else:
+                messages.success(request, _("Procurement details saved: the next record's first page states them."))
+                return redirect("selection:records", pk=selection.pk)
+    else:
+        form = ProcurementForm(instance=selection)
+    return render(
+        request,
+        "selection/procurement.html",
+        page_context(request, selection, "records", form=form),
+        status=400 if form.errors else 200,
+    )
 
 
 @login_required

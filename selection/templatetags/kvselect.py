@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from datetime import date, datetime
 
 from django import template
@@ -145,3 +146,16 @@ def message(value):
 def test_name(value):
     """A validation test id (concurrency_stress, ...) in the active language."""
     return translate_test(value)
+
+
+@register.filter
+def clip(value, columns: int) -> str:
+    """Text cut to `columns` display columns with "…" (a CJK character takes two, as it does on the
+    page): the record's one-page summary bounds each free text by the room it has, in any language."""
+    text = " ".join(str(value or "").split())
+    used = 0
+    for index, char in enumerate(text):
+        used += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+        if used > int(columns):
+            return text[:index].rstrip() + "…"
+    return text

@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import content_type_conformance, response
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
-from selection.models import DecisionRecord
+from selection.models import DecisionRecord, OpenItem
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
@@ -39,6 +39,7 @@ def records_removable_at_teardown(django_db_blocker):
             cursor.execute("ALTER TABLE selection_decisionrecord DISABLE TRIGGER kvselect_record_guard")
             cursor.execute("DELETE FROM selection_recordapproval")
             cursor.execute("DELETE FROM selection_recordcomment")
+            cursor.execute("DELETE FROM selection_openitem")
             cursor.execute("DELETE FROM selection_decisionrecord")
             cursor.execute("ALTER TABLE selection_decisionrecord ENABLE TRIGGER kvselect_record_guard")
         else:
@@ -46,6 +47,7 @@ def records_removable_at_teardown(django_db_blocker):
                 cursor.execute(sql)
             cursor.execute("DELETE FROM selection_recordapproval")
             cursor.execute("DELETE FROM selection_recordcomment")
+            cursor.execute("DELETE FROM selection_openitem")
             cursor.execute("DELETE FROM selection_decisionrecord")
             for sql in guard.SQLITE:
                 cursor.execute(sql)
@@ -75,11 +77,13 @@ def populated(records_removable_at_teardown, selection_with_constraints, archite
     record = DecisionRecord.objects.create(
         selection=selection_with_constraints, version=1, decision="vLLM", created_by=architect
     )
+    item = OpenItem.objects.create(record=record, key="readiness.logs", section="readiness", item="logs")
     return {
         "selection_id": selection_with_constraints.pk,
         "candidate_id": candidate.pk,
         "run_id": run.pk,
         "record_id": record.pk,
+        "item_id": item.pk,
         "pk": selection_with_constraints.pk,
         "slug": "vllm",
     }

@@ -425,3 +425,146 @@ def sample_project_checks(business_owner: str = "张伟") -> dict:
         {"stage": "full", "traffic_percent": 100.0, "gate": "error rate below 1 %", "decides": business_owner},
     ]
     return project_checks.record_section(checks, stages, "王芳", {"readiness": {}, "security": {}})
+
+
+def sample_summary(open_items: int = 2, long_text: bool = False) -> dict:
+    """A procurement summary (the snapshot's `summary`) as `selection.records.summary` writes it.
+    ``long_text`` fills every free-text field to its longest printed length (the one-page check)."""
+    filler = "Support contract with 24x7 escalation, named engineer and quarterly reviews. " * 6
+    keys = [
+        ("readiness", "logs"),
+        ("readiness", "monitoring"),
+        ("readiness", "rollback"),
+        ("readiness", "capacity"),
+        ("readiness", "permissions"),
+        ("security", "permissions"),
+        ("security", "logs"),
+        ("security", "audit_trail"),
+    ]
+    return {
+        "fit": [
+            {
+                "key": "concurrency",
+                "constraint": "Concurrency within the latency budget (per GPU)",
+                "required": "≥ 64 requests/GPU",
+                "observed": "71.50 requests/GPU",
+                "status": "pass",
+                "runs": ["run-12"],
+                "simulated": False,
+                "configuration": False,
+            },
+            {
+                "key": "ttft",
+                "constraint": "TTFT p95",
+                "required": "≤ 800 ms",
+                "observed": "912 ms",
+                "status": "fail",
+                "runs": ["run-12"],
+                "simulated": False,
+                "configuration": False,
+            },
+            {
+                "key": "tpot",
+                "constraint": "TPOT p95",
+                "required": "≤ 60 ms",
+                "observed": "41.20 ms",
+                "status": "pass",
+                "runs": ["run-12"],
+                "simulated": False,
+                "configuration": False,
+            },
+            {
+                "key": "context",
+                "constraint": "Longest input served",
+                "required": "≥ 32,768 tokens",
+                "observed": "",
+                "status": "not_validated",
+                "runs": [],
+                "simulated": False,
+                "configuration": False,
+            },
+            {
+                "key": "throughput",
+                "constraint": "Output throughput within the budget (per GPU)",
+                "required": "≥ 1,250 tokens/s per GPU",
+                "observed": "1,310 tokens/s per GPU",
+                "status": "pass",
+                "runs": ["run-12"],
+                "simulated": False,
+                "configuration": False,
+            },
+            {
+                "key": "memory_headroom",
+                "constraint": "KV-cache headroom at the target load",
+                "required": "≥ 20%",
+                "observed": "14%",
+                "status": "fail",
+                "runs": ["run-12"],
+                "simulated": False,
+                "configuration": False,
+            },
+            {
+                "key": "team",
+                "constraint": "Operations team",
+                "required": "3 people",
+                "observed": "documented complexity: medium",
+                "status": "not_validated",
+                "runs": [],
+                "simulated": False,
+                "configuration": False,
+                "documented": True,
+            },
+            {
+                "key": "gpu_budget",
+                "constraint": "GPUs per replica within the GPU budget",
+                "required": "≤ 8 GPUs",
+                "observed": "2 GPUs",
+                "status": "pass",
+                "runs": [],
+                "simulated": False,
+                "configuration": True,
+            },
+        ],
+        "budget": {"monthly": "48,000.00", "currency": "USD"},
+        "cost_per_mtok": {"value": "0.84", "runs": ["run-12"], "simulated": False},
+        "gpu_price": "2.50",
+        "licence": {
+            "value": "Apache-2.0",
+            "source": "https://github.com/vllm-project/vllm/blob/v0.11.0/LICENSE",
+            "note": "License-Expression: Apache-2.0 in the 0.11.0 wheel metadata",
+            "terms": filler if long_text else "Apache-2.0, no subscription",
+        },
+        "vendor_support": filler if long_text else "Community only; platform team on call",
+        "delivery_owner": "Platform team — 王芳"
+        + (" (rollout lead, answers for the schedule)" * 4 if long_text else ""),
+        "test_gaps": [
+            {"test": title, "outcome": outcome, "detail": detail, "run": run}
+            for title, outcome, detail, run in [
+                (
+                    "Swap-out and recovery",
+                    "failed",
+                    "eviction_exercised, continuation_correct" * (3 if long_text else 1),
+                    "run-14",
+                ),
+                ("Prefix reuse", "inconclusive", "", "run-15"),
+                ("Long-run stability", "insufficient data", "", "run-16"),
+                ("Overload and rejection", "not run", "", ""),
+                ("Model switch and rollback", "not run", "", ""),
+                ("Tenant isolation", "failed", "tenant_isolated", "run-18"),
+            ]
+        ],
+        "open_items": [
+            {
+                "key": f"{section}.{item}",
+                "section": section,
+                "item": item,
+                "label": f"{'Platform readiness' if section == 'readiness' else 'Security checklist'}: {item}",
+                "note": filler if long_text else "error logs not yet queryable per tenant",
+                "owner_roles": ["platform"] if section == "readiness" else ["security"],
+                "status": "open",
+                "reason": "",
+                "decided_by": "",
+            }
+            for section, item in keys[:open_items]
+        ],
+    }

@@ -58,6 +58,7 @@ class Command(BaseCommand):
                 {"id": f"DR-{record.selection_id}-v{record.version}", "exact": verification.exact} if record else None
             )
             out["simulated"] = verification.simulated
+            out["unresolved_open_items"] = verification.open_items
             out["procurement_ready"] = verification.procurement_ready
             self.stdout.write(json.dumps(out, indent=2, ensure_ascii=False))
         else:
@@ -85,6 +86,12 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.ERROR(
                     "DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT: signed under kvselect's development CA"
+                )
+            )
+        if verification.open_items:
+            self.stdout.write(
+                self.style.ERROR(
+                    f"OPEN ITEMS: {verification.open_items} owner's 'not ready' item(s) neither resolved nor waived"
                 )
             )
         ready = "yes" if verification.procurement_ready else "no"

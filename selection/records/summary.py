@@ -1,0 +1,207 @@
+"""The record's one-page procurement summary (the snapshot's ``summary``; see `domain.procurement`).
+
+Written when the snapshot is frozen, in the record's language: the fit of the chosen candidate
+against each constraint with the figure and the run that shows it, the budget and the measured cost
+per million output tokens, the licence (the engine catalog's, with its source, and the terms the
+selection states), vendor and support, the delivery owner, the chosen candidate's tests that failed
+or never ran, and the open items (each owner's "not ready"). Nothing here is estimated: a figure
+that the evidence does not give is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
+from benchmarks import presentation, suite
+from benchmarks.harness import verdicts as verdict_status
+from benchmarks.models import BenchmarkRun
+from selection.domain import catalog as catalog_domain
+from selection.domain import procurement
+from selection.models import Candidate, Score, Selection
+
+# marked here, translated when the snapshot is written (in the record's language)
+FIT_LABELS = {
+    "concurrency": gettext_noop("Concurrency within the latency budget (per GPU)"),
+    "ttft": gettext_noop("TTFT p95"),
+    "tpot": gettext_noop("TPOT p95"),
+    "context": gettext_noop("Longest input served"),
+    "throughput": gettext_noop("Output throughput within the budget (per GPU)"),
+    "memory_headroom": gettext_noop("KV-cache headroom at the target load"),
+    "gpu_budget": gettext_noop("GPUs per replica within the GPU budget"),
+    "team": gettext_noop("Operations team"),
+}
+OPS_LEVELS = (gettext_noop("low"), gettext_noop("medium"), gettext_noop("high"))  # the catalog's ops_complexity
+UNITS = {
+    "requests/GPU": gettext_noop("requests/GPU"),
+    "ms": "ms",
+    "tokens": gettext_noop("tokens"),
+    "tokens/s/GPU": gettext_noop("tokens/s per GPU"),
+    "GPUs": gettext_noop("GPUs"),
+}
+
+
+def _figure(value: float, unit: str) -> str:
+    if unit == "share":
+        return f"{value:.0%}"
+    text = f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.2f}"
+    if unit == "GPUs" and value == 1:
+        return "1 GPU"
+    return f"{text} {_(UNITS[unit]) if unit in UNITS else unit}".strip()
+
+
+def _ops_complexity(winner: Candidate) -> str | None:
+    catalog = catalog_domain.default_catalog()
+    if winner.engine.slug not in catalog.slugs:
+        return None
+    known = [v.version for v in catalog.engine(winner.engine.slug).versions]
+    version = winner.engine_version if winner.engine_version in known else None
+    return catalog.capabilities(winner.engine.slug, version).get("ops_complexity")
+
+
+def _fit_rows(selection: Selection, winner: Candidate, metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    constraints = selection.constraints.as_domain()
+    rows = procurement.constraint_fit(constraints, metrics)
+    extra = (
+        procurement.gpu_fit(constraints, winner.gpu_count),
+        procurement.team_fit(constraints.get("ops_team_size"), _ops_complexity(winner)),
+    )
+    rows += [row for row in extra if row is not None]
+    shown = []
+    for row in rows:
+        sign = "≤" if row["comparison"] == procurement.AT_MOST else "≥"
+        if row["key"] == "team":
+            required = _("%(n)s people") % {"n": f"{row['required']:g}"}
+            documented = _("documented complexity: %(level)s") % {"level": _(row["documented"])}
+        shown.append(
+            {
+                "key": row["key"],
+                "constraint": _(FIT_LABELS[row["key"]]),
+                "required": required if row["key"] == "team" else f"{sign} {_figure(row['required'], row['unit'])}",
+                "observed": (
+                    _figure(row["observed"], row["unit"])
+                    if row["observed"] is not None
+                    else (documented if row["key"] == "team" and row["documented"] else "")
+                ),
+                "status": row["status"],
+                "runs": [f"run-{r}" for r in row["runs"]],
+                "simulated": row["simulated"],
+                "configuration": row["key"] == "gpu_budget",
+                "documented": row["key"] == "team",
+            }
+        )
+    return shown
+
+
+def _winner_metrics(score: Score, winner: Candidate) -> dict[str, Any]:
+    """The chosen candidate's metrics as the score read them (value, run ids, provenance)."""
+    for evidence in (score.inputs or {}).get("evidence") or []:
+        if str(evidence.get("candidate")) == str(winner.pk):
+            return evidence.get("metrics") or {}
+    return {}
+
+
+def _licence(winner: Candidate) -> dict[str, Any]:
+    catalog = catalog_domain.default_catalog()
+    if winner.engine.slug not in catalog.slugs:
+        return {"value": "", "source": "", "note": ""}
+    fact = catalog.engine(winner.engine.slug).licence
+    return {"value": str(fact.value) if fact.known else "", "source": fact.source or "", "note": fact.note or ""}
+
+
+ITEM_LABELS = {
+    "readiness": gettext_noop("Platform readiness: %(item)s"),
+    "security": gettext_noop("Security checklist: %(item)s"),
+}
+ITEMS = {
+    "permissions": gettext_noop("permissions"),
+    "monitoring": gettext_noop("monitoring"),
+    "logs": gettext_noop("logs"),
+    "capacity": gettext_noop("capacity"),
+    "rollback": gettext_noop("rollback"),
+    "audit_trail": gettext_noop("audit trail"),
+}
+
+
+def item_label(section: str, item: str) -> str:
+    """An open item as a reader names it ("Platform readiness: logs"), in the active language."""
+    name = _(ITEMS[item]) if item in ITEMS else item
+    return _(ITEM_LABELS[section]) % {"item": name} if section in ITEM_LABELS else name
+
+
+OUTCOMES = {
+    "fail": gettext_noop("failed"),
+    "inconclusive": gettext_noop("inconclusive"),
+    "insufficient_data": gettext_noop("insufficient data"),
+    "not_exercised": gettext_noop("not run"),
+}
+
+
+def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, str]]:
+    mine = {run.test: run for run in runs if run.candidate_id == winner.pk}
+    numbered = [test.id for test in sorted(suite.TESTS, key=lambda t: t.number or 99) if test.number is not None]
+    verdicts = {test: presentation.run_verdict(run.verdicts) for test, run in mine.items()}
+    gaps = []
+    for gap in procurement.test_gaps(numbered, verdicts):
+        run = mine.get(gap["test"])
+        failed = [
+            str(v.get("name"))
+            for v in (run.verdicts if run is not None else []) or []
+            if verdict_status.status_of(v) == "fail"
+        ]
+        gaps.append(
+            {
+                "test": _(suite.title_of(gap["test"])),
+                "outcome": _(OUTCOMES.get(gap["outcome"], gap["outcome"])),
+                "detail": ", ".join(failed),
+                "run": f"run-{run.pk}" if run is not None else "",
+            }
+        )
+    return gaps
+
+
+def build_summary(
+    selection: Selection,
+    winner: Candidate,
+    runs: list[BenchmarkRun],
+    score: Score,
+    project_checks: dict[str, Any],
+) -> dict[str, Any]:
+    """The snapshot's ``summary`` section (see `domain.records`)."""
+    metrics = _winner_metrics(score, winner)
+    cost = procurement.cost_per_mtok(metrics)
+    return {
+        "fit": _fit_rows(selection, winner, metrics),
+        "budget": {
+            "monthly": f"{selection.monthly_budget:,.2f}" if selection.monthly_budget is not None else "",
+            "currency": selection.budget_currency,
+        },
+        "cost_per_mtok": (
+            {
+                "value": f"{cost['value']:,.2f}",
+                "runs": [f"run-{r}" for r in cost["runs"]],
+                "simulated": cost["simulated"],
+            }
+            if cost
+            else None
+        ),
+        "gpu_price": (
+            f"{selection.constraints.cost_per_gpu_hour}" if selection.constraints.cost_per_gpu_hour is not None else ""
+        ),
+        "licence": {**_licence(winner), "terms": selection.licence_terms},
+        "vendor_support": selection.vendor_support,
+        "delivery_owner": selection.delivery_owner,
+        "test_gaps": _test_gaps(winner, runs),
+        "open_items": [
+            {
+                **entry,
+                "label": item_label(entry["section"], entry["item"]),
+                "status": procurement.OPEN,
+                "reason": "",
+                "decided_by": "",
+            }
+            for entry in procurement.open_items_from_checks(project_checks)
+        ],
+    }

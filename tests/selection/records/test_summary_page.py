@@ -1,0 +1,77 @@
+"""The procurement summary is the record's first page and fits on it: the longest summary the
+builder can write (every constraint, all eight tests not passed, all eight open items waived with
+long reasons, every free text at its printed limit, a 200-character title, SIMULATED evidence and a
+development certificate to explain), in both languages."""
+
+import subprocess
+
+import pytest
+
+from selection.records.pdf import render_record
+from tests.support.record_context import sample_record_context, sample_summary
+
+FILLER = {
+    "en": "Support contract with 24x7 escalation, a named engineer and quarterly reviews of the service. " * 6,
+    "zh-hans": "支持合同包含全天候升级通道、指定工程师以及每季度一次的服务评审。" * 12,
+}
+TESTS = [
+    "Concurrency stress",
+    "Long context",
+    "Swap-out and recovery",
+    "Prefix reuse",
+    "Long-run stability",
+    "Overload and rejection",
+    "Model switch and rollback",
+    "Tenant isolation",
+]
+
+
+def longest_summary(language: str) -> dict:
+    filler = FILLER[language]
+    summary = sample_summary(open_items=8, long_text=True)
+    summary["licence"]["terms"] = summary["vendor_support"] = filler
+    summary["delivery_owner"] = filler
+    summary["test_gaps"] = [
+        {
+            "test": title,
+            "outcome": "failed",
+            "detail": "eviction_exercised, continuation_correct, " * 4,
+            "run": "run-1234",
+        }
+        for title in TESTS
+    ]
+    for item in summary["open_items"]:
+        item.update(note=filler, status="waived", reason=filler, decided_by="Priya Raman")
+    return summary
+
+
+def page_text(pdf: bytes, page: int, tmp_path) -> str:
+    path = tmp_path / "record.pdf"
+    path.write_bytes(pdf)
+    args = ["pdftotext", "-enc", "UTF-8", "-f", str(page), "-l", str(page), str(path), "-"]
+    return " ".join(subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("language", "heading", "last_line", "section_one"),
+    [
+        ("en", "Procurement summary", "kvselect shows their current state.", "1. Decision and rationale"),
+        ("zh-hans", "采购摘要", "当前状态以 kvselect 为准。", "1. 决策与理由"),
+    ],
+)
+def test_the_longest_summary_fits_the_first_page_alone(language, heading, last_line, section_one, tmp_path):
+    context = sample_record_context(simulated=True, n_charts=0)
+    context["owners"][0]["development_certificate"] = True
+    context["record"]["language"] = language
+    context["record"]["title"] = ("Inference engine for customer-service chat " * 5)[:200]
+    context["summary"] = longest_summary(language)
+    rendered = render_record(context)
+    first, second = page_text(rendered.pdf, 1, tmp_path), page_text(rendered.pdf, 2, tmp_path)
+    assert heading in first and last_line in first  # the whole summary is on page 1 ...
+    assert "Tenant isolation" in first and "audit_trail" in first
+    assert section_one not in first and section_one in second  # ... and the record starts on page 2
+
+
+def test_a_record_without_a_summary_renders_as_before(tmp_path):
+    rendered = render_record(sample_record_context(simulated=False, n_charts=0))
+    assert "Procurement summary" not in page_text(rendered.pdf, 1, tmp_path)
