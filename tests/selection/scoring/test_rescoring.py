@@ -338,3 +338,12 @@ def test_an_upload_parsed_later_queues_the_rescoring_when_its_parse_ends(
         assert parse_stored_upload(run.pk).status == BenchmarkRun.Status.SUCCEEDED
     assert requested_at(decided) is not None and sent == [decided.pk]
     assert rescored(decided).scores_requested_at is None
+
+
+def test_the_dashboard_says_when_a_selections_scores_are_being_recomputed(client, decided, architect):
+    client.force_login(architect)
+    assert "data-scores-recomputing" not in client.get("/").content.decode()
+    tasks.schedule_rescoring(decided.pk)
+    assert "data-scores-recomputing" in client.get("/").content.decode()
+    refresh_scores(decided.pk)
+    assert "data-scores-recomputing" not in client.get("/").content.decode()
