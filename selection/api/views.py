@@ -118,7 +118,9 @@ class SelectionViewSet(
         candidate = add_candidate(selection=selection, user=request.user, data=data, api_key=api_key)
         return Response(CandidateSerializer(candidate).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[OpenApiParameter("include_simulated", bool)], request=None, responses={200: dict})
+    @extend_schema(
+        parameters=[OpenApiParameter("include_simulated", bool)], request=None, responses={200: dict, 404: dict}
+    )
     @action(detail=True, methods=["get", "post"])
     def scores(self, request, pk=None, format=None):
         """The latest scoring with the full breakdown (a GET only reads: scores are written when evidence
