@@ -122,7 +122,10 @@ def refresh_scores(selection_id: int, *, force: bool = False) -> str:
     hash is unchanged; the row is still reused unless its sentences differ). Idempotent: without
     `force` a snapshot whose inputs hash is unchanged is kept without rescoring. Clears the rescoring
     request it covered and stores why scoring failed ("" when it did not), which it returns."""
-    requested_at = Selection.objects.filter(pk=selection_id).values_list("scores_requested_at", flat=True).first()
+    row = Selection.objects.filter(pk=selection_id).values("scores_requested_at").first()
+    if row is None:  # deleted while its rescoring waited in the queue
+        return ""
+    requested_at = row["scores_requested_at"]
     selection = Selection(pk=selection_id)
     refresh = compute_scores if force else current_scores
     error = ""

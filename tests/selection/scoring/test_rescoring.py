@@ -347,3 +347,7 @@ def test_the_dashboard_says_when_a_selections_scores_are_being_recomputed(client
     assert "data-scores-recomputing" in client.get("/").content.decode()
     refresh_scores(decided.pk)
     assert "data-scores-recomputing" not in client.get("/").content.decode()
+
+
+def test_a_rescoring_of_a_selection_deleted_meanwhile_does_nothing():
+    assert tasks.recompute_scores(10**9) == ""
