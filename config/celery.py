@@ -30,6 +30,8 @@ app.conf.update(
     task_routes={
         "benchmarks.tasks.run_validation": {"queue": "gpu"},
         "selection.tasks.render_record": {"queue": "render"},
+        "selection.tasks.recompute_scores": {"queue": "default"},
+        "selection.tasks.resend_rescoring": {"queue": "default"},
     },
     broker_connection_retry_on_startup=True,
     beat_schedule={
@@ -40,6 +42,8 @@ app.conf.update(
         # signed decisions whose review-by date passed, whose engine has a newer major version in the
         # catalog or whose hardware changed: marked, listed on the dashboard, owners emailed
         "flag-reevaluations": {"task": "selection.tasks.flag_reevaluations", "schedule": 6 * 3600.0},
+        # rescoring requests whose task the broker refused or a dying worker lost
+        "resend-rescoring": {"task": "selection.tasks.resend_rescoring", "schedule": 60.0},
     },
     worker_hijack_root_logger=False,
 )

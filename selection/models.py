@@ -181,6 +181,11 @@ class Selection(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Scores are written by the `recompute_scores` task when evidence changes, never on a page read:
+    # when the latest change asked for rescoring (cleared by the task that covered it), and why the
+    # last scoring failed (the field it names), so that pages say "being recomputed" or the error.
+    scores_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    scoring_error = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["-updated_at"]

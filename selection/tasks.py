@@ -7,18 +7,24 @@ modules that never import this one (scoring services, record rendering), so impo
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 from celery import shared_task
 from django.db import transaction
+from django.utils import timezone
 
 from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import DecisionRecord, Selection
 from selection.records.reevaluation import flag_records_due
 from selection.records.rendering import render_pdf
-from selection.scoring.services import compute_scores
+from selection.scoring.services import refresh_scores
 
 logger = logging.getLogger(__name__)
+
+# A rescoring request still open this long after it was made lost its task (the broker was down or the
+# worker died): `resend_rescoring` (beat) sends it again. Longer than a scoring behind a queued upload.
+RESCORING_RESEND_AFTER = timedelta(minutes=2)
 
 
 @shared_task(name="selection.tasks.refresh_scenario")
@@ -33,11 +39,24 @@ def refresh_scenario(selection_id: int) -> str:
 
 
 @shared_task(name="selection.tasks.recompute_scores")
-def recompute_scores(selection_id: int) -> int:
-    """Recompute both scorings (final, and with SIMULATED evidence included) after evidence or weights change."""
-    selection = Selection.objects.get(pk=selection_id)
-    compute_scores(selection, include_simulated=True)
-    return compute_scores(selection, include_simulated=False).pk
+def recompute_scores(selection_id: int) -> str:
+    """Bring both scorings (final, and with SIMULATED evidence included) up to the evidence, weights and
+    gates (the `default` queue). Idempotent: unchanged inputs keep their snapshot. Returns the scoring
+    error, "" when none."""
+    return refresh_scores(selection_id)
+
+
+@shared_task(name="selection.tasks.resend_rescoring")
+def resend_rescoring(now: datetime | None = None) -> list[int]:
+    """Send again the rescoring requests whose task was lost (beat): a broker that was down when the
+    evidence changed, a worker that died mid-scoring."""
+    now = now or timezone.now()
+    stale = list(
+        Selection.objects.filter(scores_requested_at__lt=now - RESCORING_RESEND_AFTER).values_list("pk", flat=True)
+    )
+    for selection_id in stale:
+        send_rescoring(selection_id)
+    return stale
 
 
 @shared_task(name="selection.tasks.render_record", acks_late=True, max_retries=2, default_retry_delay=10)
@@ -53,15 +72,21 @@ def flag_reevaluations() -> list[int]:
 
 
 def schedule_rescoring(selection_id: int) -> None:
-    """After the current transaction commits, recompute scores on the `default` queue."""
+    """Evidence, weights or gates changed: mark the selection's scores as being recomputed (in the
+    caller's transaction) and, once it commits, queue the rescoring on the `default` queue."""
+    Selection.objects.filter(pk=selection_id).update(scores_requested_at=timezone.now())
+    transaction.on_commit(lambda: send_rescoring(selection_id))
 
-    def send() -> None:
-        try:
-            recompute_scores.apply_async((selection_id,), retry=False)
-        except Exception:  # broker down: scores are recomputed on the next read or change
-            logger.warning("could not queue rescoring of selection %s", selection_id)
 
-    transaction.on_commit(send)
+def send_rescoring(selection_id: int) -> bool:
+    """Queue a rescoring now. Broker down: the request stays marked and `resend_rescoring` sends it
+    again once the broker is back, so the pages keep saying "being recomputed" meanwhile."""
+    try:
+        recompute_scores.apply_async((selection_id,), retry=False)
+    except Exception as exc:  # kombu raises OperationalError and friends when the broker is down
+        logger.warning("could not queue rescoring of selection %s; the resend job retries: %s", selection_id, exc)
+        return False
+    return True
 
 
 def queue_render(record_id: int) -> None:

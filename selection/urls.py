@@ -51,6 +51,7 @@ urlpatterns = [
     # 5: comparison and the decision record
     path("selections/<int:pk>/comparison/", scoring_views.comparison, name="comparison"),
     path("selections/<int:pk>/comparison/recompute/", scoring_views.comparison_recompute, name="comparison-recompute"),
+    path("selections/<int:pk>/comparison/status/", scoring_views.comparison_status, name="comparison-status"),
     path("selections/<int:pk>/records/", record_views.record_list, name="records"),
     path("selections/<int:pk>/records/<int:record_pk>/", record_views.record_detail, name="record"),
     path("selections/<int:pk>/records/<int:record_pk>/action/", record_views.record_action, name="record-action"),

@@ -38,6 +38,7 @@ from benchmarks.tasks import enqueue_parse
 from benchmarks.uploads.parse import parse_bytes, selection_slo
 from benchmarks.uploads.quality import warnings_for_candidate
 from selection.models import Candidate
+from selection.tasks import schedule_rescoring
 
 
 class IngestError(ValueError):
@@ -272,6 +273,7 @@ def _ingest_staged(
             if result is not None:
                 run.quality_warnings = warnings_for_candidate(result, candidate)
                 apply_result(run, result, files, BenchmarkRun.Status.SUCCEEDED)
+                schedule_rescoring(candidate.selection_id)
     except IntegrityError:
         files.discard()
         existing = find_idempotent(candidate, idempotency_key)

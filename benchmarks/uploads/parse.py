@@ -14,6 +14,7 @@ from benchmarks.result import NormalizedResult
 from benchmarks.storage import SavedFiles, apply_result, local_path
 from benchmarks.uploads.quality import warnings_for_candidate
 from selection.models import Candidate
+from selection.tasks import schedule_rescoring
 
 
 def selection_slo(candidate: Candidate) -> dict[str, float]:
@@ -55,6 +56,7 @@ def parse_stored_upload(run_id: int) -> BenchmarkRun:
             if locked.status == BenchmarkRun.Status.PARSING:
                 locked.quality_warnings = warnings_for_candidate(result, run.candidate)
                 apply_result(locked, result, files, BenchmarkRun.Status.SUCCEEDED)
+                schedule_rescoring(run.candidate.selection_id)
     except BaseException:
         files.discard()
         raise

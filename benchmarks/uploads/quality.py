@@ -18,6 +18,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.result import NormalizedResult
 from selection.audit import audit
 from selection.selectors import require_editor
+from selection.tasks import schedule_rescoring
 
 MIN_REQUESTS = 20  # fewer requests in a load point: its p95/p99 rest on one or two requests
 
@@ -95,4 +96,5 @@ def confirm_as_evidence(*, run: BenchmarkRun, user) -> BenchmarkRun:
             field=f"run:{run.pk}",
             new=[w.get("code") for w in run.quality_warnings],
         )
+        schedule_rescoring(run.candidate.selection_id)  # the run counts for scoring from now on
     return run

@@ -22,7 +22,7 @@ from selection.api.serializers import (
 from selection.candidates.services import add_candidate, update_candidate
 from selection.domain.messages import plain
 from selection.models import Engine
-from selection.scoring.services import compute_scores, latest_score
+from selection.scoring.services import compute_scores, scores_state
 from selection.selectors import can_edit, candidates_for, compared_candidates, selections_for
 from selection.setup.services import (
     accept_scenario,
@@ -118,21 +118,33 @@ class SelectionViewSet(
         candidate = add_candidate(selection=selection, user=request.user, data=data, api_key=api_key)
         return Response(CandidateSerializer(candidate).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[OpenApiParameter("include_simulated", bool)], request=None, responses={200: dict})
+    @extend_schema(
+        parameters=[OpenApiParameter("include_simulated", bool)], request=None, responses={200: dict, 404: dict}
+    )
     @action(detail=True, methods=["get", "post"])
     def scores(self, request, pk=None, format=None):
-        """The latest scoring with the full breakdown; POST recomputes it now."""
+        """The latest scoring with the full breakdown (a GET only reads: scores are written when evidence
+        changes); POST recomputes it now. `current` says whether it matches today's inputs,
+        `recomputing` whether a recompute is queued for inputs it does not cover yet."""
 
         selection = self.get_object()
         include_simulated = request.query_params.get("include_simulated") in {"1", "true", "yes"}
-        score = latest_score(selection, include_simulated)
-        if request.method == "POST" or score is None:
+        if request.method == "POST":
             if not compared_candidates(selection).exists():
                 return Response({"detail": "No candidates yet: add candidates before scoring."}, status=404)
-            score = compute_scores(selection, include_simulated=include_simulated)
+            compute_scores(selection, include_simulated=include_simulated)
+        state = scores_state(selection, include_simulated)
+        score = state.score
+        if score is None:
+            detail = "No scores yet: POST to this URL to compute them."
+            if state.recomputing:
+                detail = "No scores yet: they are being computed; try again in a moment."
+            return Response({"detail": detail, "recomputing": state.recomputing, "error": state.error}, status=404)
         return Response(
             {
                 "id": score.pk,
+                "current": state.current,
+                "recomputing": state.recomputing,
                 "computed_at": score.computed_at,
                 "rules_version": score.rules_version,
                 "inputs_hash": score.inputs_hash,

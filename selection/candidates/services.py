@@ -19,6 +19,7 @@ from selection.domain import limits
 from selection.models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Selection, breach_message
 from selection.secretbox import encrypt
 from selection.setup.services import require_editor
+from selection.tasks import schedule_rescoring
 
 CATALOG_PATH = Path(settings.BASE_DIR) / "selection" / "fixtures" / "engine_catalog.json"
 
@@ -38,6 +39,7 @@ def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: 
         field="candidate",
         new={"id": candidate.pk, "engine": candidate.engine.slug, "version": candidate.engine_version},
     )
+    schedule_rescoring(selection.pk)
     return candidate
 
 
@@ -59,6 +61,7 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
         old=old,
         new={k: getattr(candidate, k) for k in data},
     )
+    schedule_rescoring(candidate.selection_id)  # version, flags and GPUs are scoring inputs
     return candidate
 
 
@@ -78,6 +81,7 @@ def archive_candidate(*, candidate: Candidate, user) -> Candidate:
             field=f"candidate:{candidate.pk}",
             new={"id": candidate.pk, "name": candidate.display_name},
         )
+        schedule_rescoring(candidate.selection_id)
     return candidate
 
 
@@ -102,6 +106,7 @@ def restore_candidate(*, candidate: Candidate, user) -> Candidate:
         field=f"candidate:{candidate.pk}",
         new={"id": candidate.pk, "name": candidate.display_name},
     )
+    schedule_rescoring(candidate.selection_id)
     return candidate
 
 
@@ -233,7 +238,9 @@ def delete_candidate(*, candidate: Candidate, user) -> None:
             "files": [artifact.file.name for run in runs for artifact in run.artifacts.all()],
         },
     )
+    selection_id = candidate.selection_id
     candidate.delete()  # the artifact files are removed once this commits (benchmarks.storage)
+    schedule_rescoring(selection_id)
 
 
 @transaction.atomic

@@ -18,7 +18,7 @@ from django.utils import translation
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from selection import selectors
 from selection.domain.project_checks import CONFIRMED_BY
@@ -35,7 +35,6 @@ from selection.records.forms import (
 )
 from selection.records.open_items import as_rows, close_open_item, record_blockers
 from selection.records.operations import ALERTS_FILE, DASHBOARD_FILE, export_monitoring, exportable
-from selection.records.rendering import render_pdf
 from selection.records.services import (
     approve,
     archive_draft,
@@ -56,6 +55,7 @@ from selection.records.services import (
 )
 from selection.records.trust import HsmConfigurationError, hsm_key_for, production_roots
 from selection.records.verification import verification_report
+from selection.tasks import queue_render
 from selection.web import attach_service_errors, get_selection, page_context, require_edit
 
 
@@ -480,11 +480,22 @@ def record_reevaluate(request: HttpRequest, pk: int, record_pk: int) -> HttpResp
 
 
 @login_required
+@require_GET
 def record_pdf(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
+    """Download the record's PDF. A GET never writes: an approved record whose PDF is not rendered
+    yet has its rendering queued again (the `render` queue; signing renders it too) and the page says so."""
     selection = get_selection(request, pk)
     record = _get_record(selection, record_pk)
     if record.status == DecisionRecord.Status.APPROVED and not record.pdf:
-        record = render_pdf(record)
+        queue_render(record.pk)
+        response = render(
+            request,
+            "selection/decision/record_pdf_pending.html",
+            page_context(request, selection, "records", record=record),
+            status=503,
+        )
+        response["Retry-After"] = "5"
+        return response
     source = record.signed_pdf or record.pdf
     if not source:
         raise Http404(_("No PDF yet: it is rendered once all three owners have approved."))

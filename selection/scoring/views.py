@@ -10,12 +10,12 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks import charts
 from benchmarks.models import BenchmarkRun
@@ -25,7 +25,7 @@ from selection.domain import criteria as criteria_domain
 from selection.domain.headline import decision_headline
 from selection.i18n import translate_name
 from selection.models import Selection
-from selection.scoring.services import compute_scores, latest_score
+from selection.scoring.services import ScoresState, latest_score, refresh_scores, scores_state
 from selection.selectors import compared_candidates
 from selection.web import get_selection, page_context, require_edit
 
@@ -161,29 +161,34 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
     return out
 
 
-def _changed_since(selection: Selection, when) -> bool:
-    """Whether settings (audited) or runs changed after `when`: then the page rescores (a no-op when the
-    inputs hash is unchanged), so nobody reads a stale comparison."""
-    runs = BenchmarkRun.objects.filter(candidate__selection=selection)
-    return (
-        selection.audit.exclude(action__startswith="record.").filter(at__gt=when).exists()
-        or runs.filter(Q(created_at__gt=when) | Q(finished_at__gt=when)).exists()
-    )
+def scores_view_state(scores: ScoresState) -> str:
+    """What the page says about its scores: `current`; `recomputing` (a recompute is queued: the page
+    polls); `error` (the last scoring failed, it names the field); `stale` (the inputs changed and no
+    recompute is queued: a button asks for one); `none` (nothing scored yet: a button asks for it)."""
+    if scores.current:
+        return "current"
+    if scores.recomputing:
+        return "recomputing"
+    if scores.error:
+        return "error"
+    return "stale" if scores.score is not None else "none"
+
+
+def _scores_context(selection: Selection, include_simulated: bool) -> dict[str, Any]:
+    scores = scores_state(selection, include_simulated)
+    return {"scores": scores, "score": scores.score, "scores_view": scores_view_state(scores)}
 
 
 @login_required
+@require_GET
 def comparison(request: HttpRequest, pk: int) -> HttpResponse:
+    """The comparison reads the latest snapshot only (a GET never writes): scores are written by the
+    `recompute_scores` task when evidence changes, or by the POST below."""
     selection = get_selection(request, pk)
     include_simulated = request.GET.get("simulated") == "1"
     candidate_count = compared_candidates(selection).count()
-    score, error = None, ""
-    if candidate_count:
-        score = latest_score(selection, include_simulated)
-        if score is None or _changed_since(selection, score.computed_at):
-            try:
-                score = compute_scores(selection, include_simulated=include_simulated)
-            except ValueError as exc:  # the scoring inputs name the field and the problem
-                error = str(exc)
+    scores = _scores_context(selection, include_simulated) if candidate_count else {"score": None}
+    score = scores["score"]
     table = comparison_table(score.result) if score else None
     headline = decision_headline(score.result) if score else None
     # the default view leaves SIMULATED runs out: say that they exist, and offer the view with them
@@ -195,9 +200,8 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
             request,
             selection,
             "comparison",
-            score=score,
+            **scores,
             table=table,
-            error=error,
             candidate_count=candidate_count,
             include_simulated=include_simulated,
             charts=_charts(selection, score, table, include_simulated) if score else {},
@@ -209,8 +213,27 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_GET
+def comparison_status(request: HttpRequest, pk: int) -> HttpResponse:
+    """The notice about the scores, polled by htmx while a recompute is queued; once it is no longer
+    "being recomputed", htmx reloads the page (HX-Refresh) to show the new snapshot."""
+    selection = get_selection(request, pk)
+    include_simulated = request.GET.get("simulated") == "1"
+    scores = _scores_context(selection, include_simulated)
+    response = render(
+        request,
+        "selection/decision/_scores_status.html",
+        page_context(request, selection, "comparison", **scores, include_simulated=include_simulated),
+    )
+    if scores["scores_view"] != "recomputing":
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
 @require_POST
 def comparison_recompute(request: HttpRequest, pk: int) -> HttpResponse:
+    """Score now (a POST may write): both views, whatever the queue is doing."""
     selection = get_selection(request, pk)
     require_edit(request, selection)
     include_simulated = request.POST.get("simulated") == "1"
@@ -220,10 +243,10 @@ def comparison_recompute(request: HttpRequest, pk: int) -> HttpResponse:
     if not compared_candidates(selection).exists():
         messages.error(request, _("Nothing to score yet: add candidates and evidence first."))
         return target
-    try:
-        score = compute_scores(selection, include_simulated=include_simulated)
-    except ValueError as exc:
-        messages.error(request, _("Scoring failed: %(error)s") % {"error": exc})
+    error = refresh_scores(selection.pk, force=True)
+    score = latest_score(selection, include_simulated)
+    if error or score is None:
+        messages.error(request, _("Scoring failed: %(error)s") % {"error": error})
     else:
         messages.success(
             request,

@@ -106,6 +106,8 @@ def save_constraints(*, selection: Selection, user, data: dict[str, Any], justif
     for field, (before, after) in changed.items():
         audit(selection, user, "constraints.changed", field=field, old=before, new=after, justification=justification)
     _infer_and_apply(selection, user, new)
+    if changed:  # the scenario, the preset weights and the budgets the indicators are judged against
+        schedule_rescoring(selection.pk)
     return constraints
 
 

@@ -14,7 +14,9 @@ from tests.e2e.test_decision_headline import build_selection
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
 
-def test_archive_a_candidate_a_draft_and_the_selection_then_restore(live_server, people, new_page, shot):
+def test_archive_a_candidate_a_draft_and_the_selection_then_restore(
+    live_server, celery_worker_process, people, new_page, shot
+):
     from selection.models import AuditEntry, Candidate
 
     selection = build_selection(people)
@@ -34,6 +36,8 @@ def test_archive_a_candidate_a_draft_and_the_selection_then_restore(live_server,
     assert "llama.cpp slots" in page.inner_text("[data-archived-candidates]")
     shot(page, "i19-16-candidate-archived")
     page.goto(f"{base}/selections/{selection.pk}/comparison/")
+    # the worker rescores after the archive; until then the page says so and polls, then reloads itself
+    page.wait_for_selector("[data-scores-state=current]", state="attached", timeout=60_000)
     assert "llama.cpp slots" not in page.inner_text("main")
 
     # --- a draft record --------------------------------------------------------------------------------

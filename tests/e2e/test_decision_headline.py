@@ -23,7 +23,7 @@ def build_selection(people, evidence: str = "MEASURED"):
     from selection.models import Engine
     from selection.setup.services import create_selection, save_constraints
     from tests.conftest import SAMPLE_CONSTRAINTS
-    from tests.selection.web_helpers import stress_run
+    from tests.selection.web_helpers import rescored, stress_run
 
     load_engine_catalog()
     alice = people["architect"]
@@ -59,7 +59,7 @@ def build_selection(people, evidence: str = "MEASURED"):
             ttft_ms={"p50": 40.0 * (index + 1)},
             extra={"input_tokens_requested": tokens},
         )
-    return selection
+    return rescored(selection)  # the runs were written past the hooks: the task's body scores them
 
 
 def chart_svgs(page) -> list[str]:
@@ -123,9 +123,11 @@ def test_a_measured_view_without_a_recommendation_links_the_view_with_the_simula
     live_server, people, new_page, shot
 ):
     from selection.models import Gate
+    from tests.selection.web_helpers import rescored
 
     selection = build_selection(people, evidence="SIMULATED")
     Gate.objects.create(selection=selection, dimension="scheduling", threshold=0.5)  # only the runs evidence it
+    rescored(selection)
     base = live_server.url
     page = new_page()
     log_in(page, base, "alice")

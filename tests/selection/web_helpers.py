@@ -11,6 +11,7 @@ from selection.candidates.services import add_candidate
 from selection.certificates.services import enrol_certificate
 from selection.models import Engine, Membership, Team
 from selection.records import signing
+from selection.scoring.services import refresh_scores
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 
@@ -152,6 +153,13 @@ def decided_selection(architect, team, owners, engines):
             },
         )
         stress_run(candidate, (ttft / 2, ttft))
+    return rescored(selection)
+
+
+def rescored(selection):
+    """The selection after the `recompute_scores` task ran (its body, here): runs written straight to the
+    database pass by the hooks that queue it when evidence changes, and pages only read snapshots."""
+    assert refresh_scores(selection.pk) == ""
     selection.refresh_from_db()
     return selection
 

@@ -48,7 +48,7 @@ from selection.records.signing import (
     pkcs12_certificate,
 )
 from selection.records.verification import verify_document
-from selection.scoring.services import compute_scores
+from selection.scoring.services import latest_score, refresh_scores
 from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates
 
 DEMO_TEAM = "Demo platform team"
@@ -232,7 +232,12 @@ class Command(BaseCommand):
             self.step("Running the eight validation tests per candidate on the gpu queue")
             self.run_validations(selection)
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
-            score = compute_scores(selection, include_simulated=True)
+            # both views now (the worker's rescoring after each run may still be queued): the pages
+            # open on current snapshots
+            error = refresh_scores(selection.pk, force=True)
+            if error:
+                raise CommandError(f"scoring failed: {error}")
+            score = latest_score(selection, include_simulated=True)
             for sentence in score.result.get("sentences", [])[:4]:
                 self.stdout.write(f"    {render(sentence)}")
             self.step("Decision record: review, approvals and three PAdES signatures")

@@ -17,7 +17,7 @@ from selection.models import AuditEntry, DecisionRecord, Membership
 from selection.records import signing
 from selection.records.services import create_draft, start_review
 from selection.records.signing import issue_dev_certificates
-from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners
+from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, rescored
 from tests.selection.web_helpers import stress_run as _stress_run
 
 pytestmark = pytest.mark.django_db
@@ -130,15 +130,18 @@ def test_a_criterion_without_evidence_is_missing_not_zero():
     assert "missing" in html and "0.000" not in html
 
 
-def test_comparison_rescores_when_new_evidence_arrives(client, decided, architect):
-    page(client, architect, "selection:comparison", decided.pk)
+def test_comparison_reads_the_snapshot_and_the_task_rescores_new_evidence(client, decided, architect):
     first = decided.scores.get(include_simulated=False)
     assert page(client, architect, "selection:comparison", decided.pk).status_code == 200
-    assert decided.scores.count() == 1  # nothing changed: no rescoring
     _stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
-    page(client, architect, "selection:comparison", decided.pk)
+    body = page(client, architect, "selection:comparison", decided.pk).content.decode()
+    assert decided.scores.count() == 2  # a GET never rescores: the snapshot of both views stays
+    assert 'data-scores-state="stale"' in body and "Recompute now" in body  # written past the hooks
+    rescored(decided)  # what the task does when evidence arrives through an upload or a run
     latest = decided.scores.filter(include_simulated=False).first()
     assert latest.pk != first.pk and latest.inputs_hash != first.inputs_hash
+    body = page(client, architect, "selection:comparison", decided.pk).content.decode()
+    assert 'data-scores-state="current"' in body and "Recompute now" not in body
 
 
 def test_comparison_empty_state_says_what_to_do(client, selection_with_constraints, architect):
@@ -149,9 +152,10 @@ def test_comparison_empty_state_says_what_to_do(client, selection_with_constrain
 
 def test_including_simulated_evidence_is_labelled_not_signable(client, decided, architect):
     _stress_run(decided.candidates.get(engine__slug="sglang"), (20.0, 40.0), evidence="SIMULATED")
+    rescored(decided)
     client.force_login(architect)
     body = client.get(reverse("selection:comparison", args=[decided.pk]), {"simulated": "1"}).content.decode()
-    assert decided.scores.get(include_simulated=True).signable is False
+    assert decided.scores.filter(include_simulated=True).first().signable is False
     assert "It is not signable and not for procurement" in body and "SIMULATED" in body
     measured = client.get(reverse("selection:comparison", args=[decided.pk])).content.decode()
     assert "It is not signable and not for procurement" not in measured
@@ -209,6 +213,7 @@ def test_review_lists_the_missing_sections(client, selection_with_constraints, a
 
 def test_a_record_on_simulated_evidence_carries_the_banner(client, decided, architect, engines):
     _stress_run(decided.candidates.get(engine__slug="sglang"), (20.0, 40.0), evidence="SIMULATED")
+    rescored(decided)
     client.force_login(architect)
     form = client.get(reverse("selection:records", args=[decided.pk])).content.decode()
     assert 'name="include_simulated"' in form and "SIMULATED — not for procurement" in form  # the warning
@@ -360,6 +365,7 @@ def test_comparison_draws_the_five_tests_charts(client, decided, architect):
     )
     RunPoint.objects.create(run=soak, index=0, label="first_window", ttft_ms={"p99": 200.0})
     RunPoint.objects.create(run=soak, index=1, label="last_window", ttft_ms={"p99": 260.0})
+    rescored(decided)
     body = page(client, architect, "selection:comparison", decided.pk).content.decode()
     assert "KV-cache usage over time" in body and "TTFT against context length" in body
     assert "first and last window" in body

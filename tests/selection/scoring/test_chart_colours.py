@@ -16,7 +16,7 @@ from selection.records.services import create_draft, start_review
 from selection.records.signing import issue_dev_certificates
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
-from tests.selection.web_helpers import ROLES, enrol_owners, stress_run
+from tests.selection.web_helpers import ROLES, enrol_owners, rescored, stress_run
 from tests.support.svg import legend_colours
 
 pytestmark = pytest.mark.django_db
@@ -56,8 +56,7 @@ def ranked_against_order(architect, team, make_user, engines, dev_certs, setting
             data={"engine": engines[slug], "engine_version": engines[slug].versions[0], "label": label},
         )
         stress_run(candidates[label], (ttft / 2, ttft))
-    selection.refresh_from_db()
-    return selection, candidates
+    return rescored(selection), candidates
 
 
 def inline_svgs(html: str) -> list[str]:

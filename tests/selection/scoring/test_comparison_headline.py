@@ -12,7 +12,7 @@ from benchmarks.models import BenchmarkRun
 from selection.domain import headline
 from selection.models import Gate, Membership
 from selection.scoring.services import compute_scores
-from tests.selection.web_helpers import ROLES, decided_selection
+from tests.selection.web_helpers import ROLES, decided_selection, rescored
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_a_measured_view_without_a_recommendation_points_to_the_simulated_runs(c
     measured-only view; the page says the runs exist and are SIMULATED, and links the view with them."""
     BenchmarkRun.objects.filter(candidate__selection=decided).update(evidence="SIMULATED")
     Gate.objects.create(selection=decided, dimension="scheduling", threshold=0.5)
-    body = comparison(client, architect, decided)
+    body = comparison(client, architect, rescored(decided))
     assert 'data-verdict="none"' in body
     assert "This selection has 2 finished runs, and they are SIMULATED" in body
     assert 'href="?simulated=1" data-simulated-view' in body
@@ -87,7 +87,7 @@ def test_a_measured_view_without_a_recommendation_points_to_the_simulated_runs(c
 def test_a_measured_recommendation_still_says_simulated_runs_were_left_out(client, architect, decided):
     run = BenchmarkRun.objects.filter(candidate__selection=decided).first()
     BenchmarkRun.objects.filter(pk=run.pk).update(evidence="SIMULATED")
-    body = comparison(client, architect, decided)
+    body = comparison(client, architect, rescored(decided))
     assert 'data-verdict="none"' not in body
     assert "1 SIMULATED run is left out of this view." in body and "data-simulated-view" in body
 
@@ -95,7 +95,7 @@ def test_a_measured_recommendation_still_says_simulated_runs_were_left_out(clien
 def test_a_selection_without_simulated_runs_does_not_offer_them(client, architect, decided):
     BenchmarkRun.objects.filter(candidate__selection=decided).delete()
     Gate.objects.create(selection=decided, dimension="scheduling", threshold=0.5)
-    body = comparison(client, architect, decided)
+    body = comparison(client, architect, rescored(decided))
     assert 'data-verdict="none"' in body and "data-simulated-view" not in body
     assert "Run the validation tests, then recompute." in body
 

@@ -86,9 +86,15 @@ def test_scores_api_returns_the_breakdown(candidates, architect):
     add_run(candidates[0])
     client = APIClient()
     client.force_authenticate(architect)
-    response = client.get(f"/api/v1/selections/{candidates[0].selection_id}/scores/")
+    url = f"/api/v1/selections/{candidates[0].selection_id}/scores/"
+    missing = client.get(url)  # a GET only reads: adding the candidates queued a scoring that has not run yet
+    assert missing.status_code == 404 and missing.json()["recomputing"] is True
+    assert "being computed" in missing.json()["detail"]
+    assert client.post(url).status_code == 200
+    response = client.get(url)
     assert response.status_code == 200
     body = response.json()
+    assert body["current"] is True and body["recomputing"] is False
     assert body["result"]["rules_version"].startswith("kvselect-scoring/")
     assert {c["candidate"] for c in body["result"]["candidates"]} == {str(c.pk) for c in candidates}
     assert body["result"]["sentences"]

@@ -1,0 +1,54 @@
+"""An upload leads to a new score snapshot through the real worker (issue 30 item 3): the parse task
+stores the run, its end queues `recompute_scores`, and the worker writes the snapshot; no page is read."""
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from benchmarks.models import BenchmarkRun
+from benchmarks.uploads.ingest import ingest_upload
+from selection.candidates.services import add_candidate
+from selection.models import Score, Selection
+from selection.scoring.services import scoring_inputs
+from tests.conftest import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+FIXTURES = Path(__file__).parents[1] / "benchmarks" / "formats" / "fixtures"
+
+
+def test_an_upload_leads_to_a_new_snapshot_written_by_the_worker(
+    celery_worker_process, selection_with_constraints, architect, engines
+):
+    selection = selection_with_constraints
+    candidate = add_candidate(
+        selection=selection,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0", "model_name": "mock-model"},
+    )
+    # adding the candidate is a change of evidence: the worker scores both views (catalog facts only)
+    first = wait_for(lambda: Score.objects.filter(selection=selection, include_simulated=False).first(), timeout=60)
+    wait_for(lambda: Selection.objects.get(pk=selection.pk).scores_requested_at is None, timeout=60)
+
+    # the candidate's model and engine, 1,000 requests: evidence without warnings, parsed by the worker
+    data = gzip.decompress((FIXTURES / "vllm_0.33.0_bench_serve_c64_n1000.json.gz").read_bytes())
+    data = data.replace(b'"engine": "mock"', b'"engine": "vllm"')
+    run, created = ingest_upload(
+        candidate=candidate, data=data, filename="v.json", test="concurrency_stress", synchronous=False
+    )
+    assert created and run.status == BenchmarkRun.Status.PARSING
+
+    def new_snapshot():
+        latest = Score.objects.filter(selection=selection, include_simulated=False).first()
+        return latest if latest is not None and latest.pk != first.pk else None
+
+    latest = wait_for(new_snapshot, timeout=90)
+    run.refresh_from_db()
+    assert run.status == BenchmarkRun.Status.SUCCEEDED and not run.needs_confirmation
+    assert latest.inputs_hash != first.inputs_hash
+    assert str(run.pk) in str(latest.inputs["evidence"])  # the snapshot cites the uploaded run
+    wait_for(lambda: Selection.objects.get(pk=selection.pk).scores_requested_at is None, timeout=60)
+    assert latest.inputs_hash == scoring_inputs(selection).inputs_hash  # current: the page shows no notice
+    assert Selection.objects.get(pk=selection.pk).scoring_error == ""
+    assert celery_worker_process.poll() is None

@@ -1,0 +1,353 @@
+"""Scores are written by a task when evidence changes, never on a page read (issue 30 item 3): every
+evidence change queues `recompute_scores`; the comparison, its status poll and the record PDF download
+only read; the page says when the scores are being recomputed, out of date or not computed yet."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+
+from benchmarks.models import BenchmarkRun
+from benchmarks.uploads.ingest import ingest_upload
+from benchmarks.uploads.parse import parse_stored_upload
+from benchmarks.uploads.quality import confirm_as_evidence
+from config.celery import app
+from selection import tasks
+from selection.candidates.services import archive_candidate, restore_candidate, update_candidate
+from selection.models import CriterionWeight, Membership, Score, Selection
+from selection.records.rendering import render_pdf
+from selection.records.services import approve, create_draft, start_review
+from selection.records.signing import issue_dev_certificates
+from selection.scoring import services as scoring_services
+from selection.scoring.services import refresh_scores, scoring_inputs
+from selection.setup.services import save_constraints, set_gates, update_weights
+from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, rescored, stress_run
+
+pytestmark = pytest.mark.django_db
+
+FIXTURES = Path(__file__).parents[2] / "benchmarks" / "formats" / "fixtures"
+PASSPHRASE = "dev-pass-123"
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+@pytest.fixture(scope="module")
+def dev_certs(tmp_path_factory):
+    return issue_dev_certificates(
+        tmp_path_factory.mktemp("certs"),
+        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
+        PASSPHRASE,
+    )
+
+
+@pytest.fixture
+def owners(make_user, team):
+    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
+
+
+@pytest.fixture
+def decided(architect, team, owners, engines):
+    """Two candidates with measured evidence, scored by the task (no rescoring request open)."""
+    return decided_selection(architect, team, owners, engines)
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The selections whose rescoring was handed to the broker."""
+    calls: list[int] = []
+    monkeypatch.setattr(tasks.recompute_scores, "apply_async", lambda args, **kwargs: calls.append(args[0]))
+    return calls
+
+
+def requested_at(selection: Selection):
+    return Selection.objects.values_list("scores_requested_at", flat=True).get(pk=selection.pk)
+
+
+def writes(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith(WRITES)]
+
+
+def comparison_url(selection: Selection) -> str:
+    return reverse("selection:comparison", args=[selection.pk])
+
+
+def status_url(selection: Selection) -> str:
+    return reverse("selection:comparison-status", args=[selection.pk])
+
+
+# --- every evidence change queues the task, after commit ---------------------------------------
+
+
+def _upload(selection: Selection, architect) -> None:
+    candidate = selection.candidates.get(engine__slug="sglang")
+    data = (FIXTURES / "vllm_bench_serve.json").read_bytes()
+    ingest_upload(candidate=candidate, data=data, filename="v.json", test="concurrency_stress", synchronous=True)
+
+
+def _weights(selection: Selection, architect) -> None:
+    weights = {w.criterion: w.weight for w in selection.weights.all()}
+    first = next(iter(weights))
+    weights[first] += 0.1
+    update_weights(selection=selection, user=architect, weights=weights, justification="platform asks for it")
+
+
+def _gates(selection: Selection, architect) -> None:
+    set_gates(selection=selection, user=architect, gates={"memory": 0.2})
+
+
+def _constraints(selection: Selection, architect) -> None:
+    save_constraints(selection=selection, user=architect, data={"ttft_p95_ms": 400.0})
+
+
+def _archive(selection: Selection, architect) -> None:
+    archive_candidate(candidate=selection.candidates.get(engine__slug="sglang"), user=architect)
+
+
+def _restore(selection: Selection, architect) -> None:
+    candidate = selection.candidates.get(engine__slug="sglang")
+    Selection.objects.filter(pk=selection.pk).update(scores_requested_at=None)
+    candidate.archived_at = timezone.now()
+    candidate.save(update_fields=["archived_at"])
+    restore_candidate(candidate=candidate, user=architect)
+
+
+def _candidate_flags(selection: Selection, architect) -> None:
+    candidate = selection.candidates.get(engine__slug="vllm")
+    update_candidate(candidate=candidate, user=architect, data={"launch_flags": "--enable-prefix-caching"})
+
+
+def _confirm(selection: Selection, architect) -> None:
+    candidate = selection.candidates.get(engine__slug="sglang")
+    data = (FIXTURES / "vllm_bench_serve.json").read_bytes()  # another model, 6 requests: held back
+    run, _ = ingest_upload(candidate=candidate, data=data, filename="v.json", test="concurrency_stress")
+    assert run.needs_confirmation
+    Selection.objects.filter(pk=selection.pk).update(scores_requested_at=None)
+    confirm_as_evidence(run=run, user=architect)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_upload, _weights, _gates, _constraints, _archive, _restore, _candidate_flags, _confirm],
+    ids=lambda f: f.__name__.strip("_"),
+)
+def test_every_evidence_change_marks_the_scores_and_queues_the_task_after_commit(
+    decided, architect, sent, django_capture_on_commit_callbacks, change
+):
+    assert requested_at(decided) is None
+    with django_capture_on_commit_callbacks() as callbacks:
+        change(decided, architect)
+    assert requested_at(decided) is not None and sent == []  # nothing is sent before the commit
+    for callback in callbacks:
+        callback()
+    assert set(sent) == {decided.pk}
+
+
+def test_the_task_is_named_routed_to_the_default_queue_and_resent_by_beat():
+    assert tasks.recompute_scores.name == "selection.tasks.recompute_scores"
+    assert app.conf.task_routes["selection.tasks.recompute_scores"] == {"queue": "default"}
+    entry = app.conf.beat_schedule["resend-rescoring"]
+    assert entry["task"] == tasks.resend_rescoring.name == "selection.tasks.resend_rescoring"
+
+
+# --- the task: idempotent, clears only what it covered, keeps its error ---------------------------
+
+
+def test_the_task_rescores_only_when_the_inputs_hash_changed(decided, monkeypatch):
+    before = Score.objects.filter(selection=decided).count()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("scored although the inputs did not change")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(scoring_services.scoring, "score_candidates", refuse)
+        assert tasks.recompute_scores(decided.pk) == ""
+    assert Score.objects.filter(selection=decided).count() == before
+    stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
+    assert tasks.recompute_scores(decided.pk) == ""
+    assert Score.objects.filter(selection=decided).count() == before + 2  # both views, once each
+    assert tasks.recompute_scores(decided.pk) == ""
+    assert Score.objects.filter(selection=decided).count() == before + 2
+
+
+def test_a_rescoring_request_made_while_the_task_runs_stays_open(decided, monkeypatch):
+    Selection.objects.filter(pk=decided.pk).update(scores_requested_at=timezone.now() - timedelta(seconds=5))
+    score_now = scoring_services.current_scores
+
+    def evidence_arrives_meanwhile(selection, include_simulated):
+        Selection.objects.filter(pk=decided.pk).update(scores_requested_at=timezone.now())
+        return score_now(selection, include_simulated)
+
+    monkeypatch.setattr(scoring_services, "current_scores", evidence_arrives_meanwhile)
+    assert refresh_scores(decided.pk) == ""
+    assert requested_at(decided) is not None  # its own task (or the resend) covers it
+
+
+def test_a_scoring_error_is_kept_shown_and_cleared_once_scoring_works(client, decided, architect):
+    CriterionWeight.objects.filter(selection=decided).update(weight=0)
+    tasks.schedule_rescoring(decided.pk)
+    error = refresh_scores(decided.pk)
+    assert error == "weights: must not all be zero"
+    stored = Selection.objects.get(pk=decided.pk)
+    assert stored.scoring_error == error and stored.scores_requested_at is None  # no endless "being recomputed"
+    client.force_login(architect)
+    body = client.get(comparison_url(decided)).content.decode()
+    assert 'data-scores-state="error"' in body and error in body and "hx-trigger" not in body
+    CriterionWeight.objects.filter(selection=decided).update(weight=1)
+    assert refresh_scores(decided.pk) == ""
+    assert Selection.objects.get(pk=decided.pk).scoring_error == ""
+
+
+def test_a_refused_rescoring_stays_marked_and_the_beat_job_sends_it_again(
+    decided, monkeypatch, caplog, django_capture_on_commit_callbacks
+):
+    def broker_down(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(tasks.recompute_scores, "apply_async", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.schedule_rescoring(decided.pk)
+    assert "could not queue rescoring" in caplog.text and requested_at(decided) is not None
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.recompute_scores, "apply_async", lambda args, **kwargs: sent.append(args[0]))
+    assert tasks.resend_rescoring() == [] and sent == []  # a fresh request's task may still be on its way
+    later = timezone.now() + tasks.RESCORING_RESEND_AFTER + timedelta(seconds=1)
+    assert tasks.resend_rescoring(later) == [decided.pk] and sent == [decided.pk]
+
+
+# --- the pages read the latest snapshot and say where it stands -----------------------------------
+
+
+def test_the_page_says_being_recomputed_and_polls_until_the_task_ran(client, decided, architect):
+    first = decided.scores.filter(include_simulated=False).first()
+    stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
+    tasks.schedule_rescoring(decided.pk)  # what every evidence hook does
+    client.force_login(architect)
+    body = client.get(comparison_url(decided)).content.decode()
+    assert 'data-scores-state="recomputing"' in body and "Being recomputed" in body
+    assert f'hx-get="{status_url(decided)}"' in body and 'hx-trigger="every 2s"' in body
+    assert "Totals and rank" in body  # the previous snapshot stays readable meanwhile
+    polled = client.get(status_url(decided))
+    assert polled.status_code == 200 and "HX-Refresh" not in polled
+    assert "Being recomputed" in polled.content.decode()
+    refresh_scores(decided.pk)  # the task ran
+    assert client.get(status_url(decided))["HX-Refresh"] == "true"
+    body = client.get(comparison_url(decided)).content.decode()
+    assert 'data-scores-state="current"' in body and "Being recomputed" not in body
+    assert decided.scores.filter(include_simulated=False).first().inputs_hash != first.inputs_hash
+
+
+def test_the_page_says_so_in_chinese(client, decided, architect):
+    tasks.schedule_rescoring(decided.pk)
+    Score.objects.filter(selection=decided).delete()
+    client.force_login(architect)
+    client.cookies["django_language"] = "zh-hans"
+    body = client.get(comparison_url(decided)).content.decode()
+    assert 'data-scores-state="recomputing"' in body and "正在" in body and "being computed" not in body
+
+
+def test_without_a_snapshot_the_page_says_so_and_a_post_computes_it(client, decided, architect, reviewer):
+    Score.objects.filter(selection=decided).delete()
+    client.force_login(reviewer)
+    body = client.get(comparison_url(decided)).content.decode()
+    assert 'data-scores-state="none"' in body and "No scores yet" in body and "Compute the scores" not in body
+    client.force_login(architect)
+    body = client.get(comparison_url(decided)).content.decode()
+    assert "Compute the scores" in body and "csrfmiddlewaretoken" in body
+    assert reverse("selection:comparison-recompute", args=[decided.pk]) in body
+    assert client.get(reverse("selection:comparison-recompute", args=[decided.pk])).status_code == 405
+    assert client.post(reverse("selection:comparison-recompute", args=[decided.pk])).status_code == 302
+    assert {s.include_simulated for s in Score.objects.filter(selection=decided)} == {True, False}
+    assert 'data-scores-state="current"' in client.get(comparison_url(decided)).content.decode()
+
+
+@pytest.mark.parametrize("state", ["current", "recomputing", "stale", "none", "error"])
+def test_a_get_on_the_comparison_and_its_status_writes_nothing(client, decided, architect, state):
+    if state in ("recomputing", "stale"):
+        stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
+    if state == "recomputing":
+        tasks.schedule_rescoring(decided.pk)
+    if state == "none":
+        Score.objects.filter(selection=decided).delete()
+    if state == "error":
+        CriterionWeight.objects.filter(selection=decided).update(weight=0)
+        Selection.objects.filter(pk=decided.pk).update(scoring_error="weights: must not all be zero")
+    client.force_login(architect)
+    rows = Score.objects.count()
+    for url in (comparison_url(decided), comparison_url(decided) + "?simulated=1", status_url(decided)):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(url)
+        assert response.status_code == 200
+        assert writes(queries) == [], url
+    assert f'data-scores-state="{state}"' in client.get(comparison_url(decided)).content.decode()
+    assert Score.objects.count() == rows
+
+
+def test_the_record_pdf_download_writes_nothing_and_says_when_the_pdf_is_being_rendered(
+    client, decided, architect, owners, dev_certs, settings, monkeypatch
+):
+    enrol_owners(owners, dev_certs, PASSPHRASE, settings)
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    for role in ROLES:
+        approve(record=record, user=owners[role], role=role)
+    queued: list[int] = []
+    monkeypatch.setattr("selection.records.views.queue_render", queued.append)
+    url = reverse("selection:record-pdf", args=[decided.pk, record.pk])
+    client.force_login(architect)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert writes(queries) == []
+    assert response.status_code == 503 and response["Retry-After"] == "5" and queued == [record.pk]
+    assert "The PDF is being rendered" in response.content.decode()
+    record.refresh_from_db()
+    assert not record.pdf
+    render_pdf(record)  # the `render` queue's task
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert writes(queries) == []
+    assert response.status_code == 200 and b"".join(response.streaming_content).startswith(b"%PDF")
+
+
+def test_review_freezes_a_snapshot_of_todays_inputs_even_when_the_task_did_not_run_yet(
+    decided, architect, owners, dev_certs, settings
+):
+    enrol_owners(owners, dev_certs, PASSPHRASE, settings)
+    stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))  # the latest snapshot is stale now
+    stale = decided.scores.filter(include_simulated=False).first()
+    record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    frozen = record.snapshot["score"]
+    assert frozen["inputs_hash"] == scoring_inputs(decided).inputs_hash != stale.inputs_hash
+
+
+def test_an_upload_parsed_later_queues_the_rescoring_when_its_parse_ends(
+    decided, sent, django_capture_on_commit_callbacks, monkeypatch
+):
+    monkeypatch.setattr("benchmarks.uploads.ingest.enqueue_parse", lambda run: True)
+    candidate = decided.candidates.get(engine__slug="sglang")
+    data = (FIXTURES / "vllm_bench_serve.json").read_bytes()
+    run, _ = ingest_upload(
+        candidate=candidate, data=data, filename="v.json", test="concurrency_stress", synchronous=False
+    )
+    assert run.status == BenchmarkRun.Status.PARSING and requested_at(decided) is None  # nothing to score yet
+    with django_capture_on_commit_callbacks(execute=True):
+        assert parse_stored_upload(run.pk).status == BenchmarkRun.Status.SUCCEEDED
+    assert requested_at(decided) is not None and sent == [decided.pk]
+    assert rescored(decided).scores_requested_at is None
+
+
+def test_the_dashboard_says_when_a_selections_scores_are_being_recomputed(client, decided, architect):
+    client.force_login(architect)
+    assert "data-scores-recomputing" not in client.get("/").content.decode()
+    tasks.schedule_rescoring(decided.pk)
+    assert "data-scores-recomputing" in client.get("/").content.decode()
+    refresh_scores(decided.pk)
+    assert "data-scores-recomputing" not in client.get("/").content.decode()
+
+
+def test_a_rescoring_of_a_selection_deleted_meanwhile_does_nothing():
+    assert tasks.recompute_scores(10**9) == ""
