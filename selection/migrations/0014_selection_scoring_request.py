@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('selection', '0011_sqlite_evidence_triggers_again'),
+        ('selection', '0013_procurement_fields_and_open_items'),
     ]
 
     operations = [
