@@ -59,6 +59,13 @@ CRITERION_TITLES = {
     "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),
     "flood_held": _("The other tenant's flood loaded the engine"),
     "tenant_a_ttft_slowdown": _("The interactive tenant's TTFT slowdown under the flood within the limit"),
+    "tenant_a_protected": _("The interactive tenant protected under the flood"),
+    "rate_held": _("The requested request rate was held"),
+    "arrivals_on_time": _("Requests sent on the trace's clock"),
+    "requests_released_after_aborts": _("No request left running after the aborts"),
+    "sustainable_load_meets_target": _("The target load is sustainable"),
+    "overload_handled_gracefully": _("Overload handled by rejection or bounded queueing"),
+    "recovered_within_bound": _("Recovered within the bound after the overload"),
 }
 CRITERION_QUALIFIERS = {
     "resume": _("after the pause"),
@@ -66,6 +73,17 @@ CRITERION_QUALIFIERS = {
     "prefix_off": _("prefix caching off"),
     "before": _("before the switch"),
     "tenant_a_flood": _("tenant A under the flood"),
+    "short": _("short requests"),
+    "long": _("long requests"),
+}
+# A verdict's status in words (benchmarks.harness.verdicts.STATUSES).
+STATUS_LABELS = {
+    verdict_status.PASS: _("pass"),
+    verdict_status.FAIL: _("fail"),
+    verdict_status.INCONCLUSIVE: _("inconclusive"),
+    verdict_status.INSUFFICIENT_DATA: _("insufficient data"),
+    verdict_status.NOT_EXERCISED: _("not exercised"),
+    verdict_status.NOT_JUDGED: _("not judged"),
 }
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
@@ -130,6 +148,24 @@ def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambd
             }
         )
     return rows
+
+
+def verdict_label(name: str, translate=lambda text: text) -> str:
+    """A verdict's name in words: its title and, in brackets, the load point it judged
+    ("Resumed sessions continue exactly as without the pause", "TTFT p95 within the budget (after
+    the pause)"). A name the table lacks reads as its words, never as an identifier."""
+    base, _sep, qualifier = str(name or "").partition("[")
+    qualifier = qualifier.rstrip("]")
+    title = translate(CRITERION_TITLES[base]) if base in CRITERION_TITLES else base.replace("_", " ")
+    if not qualifier:
+        return title
+    shown = translate(CRITERION_QUALIFIERS[qualifier]) if qualifier in CRITERION_QUALIFIERS else qualifier
+    return f"{title} ({shown})"
+
+
+def status_label(status: str, translate=lambda text: text) -> str:
+    """A verdict status in words (`STATUS_LABELS`)."""
+    return translate(STATUS_LABELS[status]) if status in STATUS_LABELS else str(status).replace("_", " ")
 
 
 KV_SERIES_SUFFIX = "kv_usage_ratio"
