@@ -137,7 +137,7 @@ def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambd
         rows.append(
             {
                 "name": name,
-                "title": translate(title) if title else base,
+                "title": translate(title) if title else base.replace("_", " "),  # words, never an identifier
                 "qualifier": translate(CRITERION_QUALIFIERS[qualifier])
                 if qualifier in CRITERION_QUALIFIERS
                 else qualifier,
@@ -173,6 +173,8 @@ def number(value: Any) -> str:
     with two, small shares with three significant digits; "—" when missing."""
     if isinstance(value, bool) or value is None:
         return "—" if value is None else str(value)
+    if isinstance(value, int):
+        return f"{value:,}"  # a count
     finite = _finite(value)
     if finite is None:
         return str(value)
