@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext_noop, ngettext
 
 from benchmarks import presentation, suite
 from benchmarks.harness import verdicts as verdict_status
@@ -225,7 +225,10 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
     counts = ", ".join(
         f"{outcomes.count(status)} {presentation.status_label(status, _)}" for status in dict.fromkeys(outcomes)
     )
-    return _("%(n)s verdicts: %(counts)s.") % {"n": len(verdicts), "counts": counts}
+    return ngettext("%(n)s verdict: %(counts)s.", "%(n)s verdicts: %(counts)s.", len(verdicts)) % {
+        "n": len(verdicts),
+        "counts": counts,
+    }
 
 
 def _verdict_line(verdict: dict[str, Any]) -> str:
@@ -335,9 +338,12 @@ def _evidence(outcome: claims_domain.Outcome) -> str:
     test = _(suite.title_of(outcome.claim.test))
     if outcome.run is None:
         return _("no %(test)s run on the chosen engine") % {"test": test}
-    verdicts = "; ".join(
-        f"{presentation.verdict_label(name, _)}: "
-        + (_("not in the run") if status == claims_domain.MISSING else presentation.status_label(status, _))
+    verdicts = message_text(CLAUSE_SEPARATOR).join(
+        _("%(verdict)s: %(outcome)s")
+        % {
+            "verdict": presentation.verdict_label(name, _),
+            "outcome": _("not in the run") if status == claims_domain.MISSING else presentation.status_label(status, _),
+        }
         for name, status in outcome.verdicts
     )
     return _("%(test)s, run %(run)s: %(verdicts)s") % {"test": test, "run": outcome.run, "verdicts": verdicts}

@@ -10,6 +10,7 @@ whose swap test passed (resume 0.30x a recompute).
 from __future__ import annotations
 
 import pytest
+from django.utils import translation
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.records.services import create_draft, start_review
@@ -251,3 +252,16 @@ def test_the_swap_result_table_shows_warm_resumed_and_recomputed_with_n_and_inte
     }
     budget = next(row for row in swap["judged"] if "budget" in row["criterion"])
     assert budget["criterion"] == "TTFT p95 within the budget (after the pause)"
+
+
+def test_a_chinese_record_states_its_claims_and_verdicts_in_chinese(demo_like, architect):
+    with translation.override("zh-hans"):
+        snap = snapshot(demo_like, architect, swap_passed=False)
+    assert snap["record"]["language"] == "zh-hans"
+    statement = snap["rollout"]["swap_policy"]["statement"]
+    assert statement.startswith("空闲会话的换出与恢复未经验证")
+    assert "换出与恢复，运行" in statement
+    assert "观测到空闲会话的 KV 被驱逐或卸载：通过；恢复被驱逐的会话比重新计算代价更低：未通过" in statement
+    swap = next(v for v in snap["validation"] if "TTFT p50，暂停后恢复" in str(v["metrics"]))
+    assert any(row["outcome"] == "未通过" for row in swap["judged"])
+    assert "resume_cheaper_than_recompute" not in str(swap["judged"]) + statement
