@@ -347,7 +347,7 @@ def _load_figures(points: Sequence[Mapping[str, Any]], translate) -> list[dict]:
     for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms")):
         value = (last.get(key) or {}).get(percentile)
         if value is not None:
-            rows.append({"name": f"{name} {percentile}", "value": number(value), "unit": "ms", "n": n, "interval": ""})
+            rows.append({"name": f"{name} {percentile}", "value": f"{value:.1f}", "unit": "ms", "n": n, "interval": ""})
     if last.get("error_rate") is not None:
         rows.append(_figure("error_rate", 100 * float(last["error_rate"]), "%", n, translate=translate))
     return rows

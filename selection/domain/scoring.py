@@ -21,10 +21,11 @@ Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
 * **SIMULATED** evidence is excluded (reported as missing, reason given) from a final scoring
   unless `include_simulated=True`; then it is used, marked, and the result is not signable.
 * **Gates** (dimension -> minimum score, on the lower bound): the dimension's score and each of its
-  weighted criteria must reach it, so one criterion's credit never carries another (a session-
-  recovery credit cannot pass a persistence gate whose cache persistence scores 0); a criterion
-  without evidence fails the gate. A failing candidate is screened out with the reason and still
-  appears in the comparison with all its scores.
+  own criteria (`GATE_CRITERIA`: the article's, not the scenario C/D additions) must reach it, so
+  another criterion's credit never carries a gate (a session-recovery credit cannot pass a
+  persistence gate whose cache persistence scores 0); an own criterion without evidence fails the
+  gate. A failing candidate is screened out with the reason and still appears in the comparison
+  with all its scores.
 * **Ranking** among candidates that pass the gates: weighted sum (the decision), TOPSIS with
   vector normalisation over the passing candidates as a second opinion (shown beside it; being
   set-relative, it can change when a candidate is added, which is why it does not decide).
@@ -69,7 +70,7 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
-# 4: a gate judges each criterion of its dimension; 3: noise ties, isolation indicator, launch-flag features;
+# 4: a gate also judges its dimension's own criteria; 3: noise ties, isolation indicator, launch-flag features;
 # 2: longest input
 RULES_VERSION = "kvselect-scoring/4"
 
@@ -99,6 +100,18 @@ DIMENSION_OF: dict[str, str] = {
     "cost_control": "cost",
     "throughput_unit_cost": "cost",
     "observability": "observability",
+}
+
+# The criteria a gate on each dimension needs on their own (each at or above the gate): the
+# article's own criteria of the dimension. The scenario C and D additions (cache lifecycle, session
+# recovery, throughput / unit cost) add to the dimension's score but cannot carry its gate.
+GATE_CRITERIA: dict[str, tuple[str, ...]] = {
+    "memory": ("memory_allocation", "cache_reuse"),
+    "scheduling": ("concurrency_control",),
+    "context": ("context_extension",),
+    "persistence": ("cache_persistence",),
+    "cost": ("cost_control",),
+    "observability": ("observability",),
 }
 
 CRITERION_LABELS: dict[str, str] = {  # as they read inside a sentence
@@ -1143,18 +1156,18 @@ def _dimension_scores(criteria: dict[str, CriterionScore]) -> dict[str, Dimensio
 
 
 def _gate_members(dimension: str, criteria: dict[str, CriterionScore]) -> list[CriterionScore]:
-    """The criteria a gate on `dimension` judges: its weighted ones (all of them when none is)."""
-    members = [c for c in criteria.values() if c.dimension == dimension]
+    """The criteria a gate on `dimension` judges on their own: its weighted `GATE_CRITERIA`."""
+    members = [criteria[c] for c in GATE_CRITERIA[dimension] if c in criteria]
     return [c for c in members if c.weight > 0] or members
 
 
 def _gate_outcomes(
     gates: TMapping[str, float], dims: dict[str, DimensionScore], criteria: dict[str, CriterionScore]
 ) -> list[GateOutcome]:
-    """Each gate on its dimension: every weighted criterion of the dimension must reach the
-    threshold on its own lower bound, so a credit of one criterion never carries another (session
-    recovery cannot pass a persistence gate whose cache persistence scores 0); the outcome's score is
-    the dimension's. A criterion without evidence fails the gate as "no evidence"."""
+    """Each gate on its dimension: the dimension's score and each of its weighted `GATE_CRITERIA`
+    must reach the threshold on their lower bound, so a credit of another criterion never carries
+    the gate (session recovery cannot pass a persistence gate whose cache persistence scores 0); the
+    outcome's score is the dimension's. Such a criterion without evidence fails the gate."""
     outcomes = []
     for dimension, threshold in gates.items():
         dim = dims[dimension]

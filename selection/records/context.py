@@ -579,7 +579,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "gates": [
             {
                 "dimension": DIMENSION_NAMES[g.dimension],
-                "threshold": _("the dimension and each of its criteria >= %(threshold)s")
+                "threshold": _("the dimension and each of its own criteria >= %(threshold)s")
                 % {"threshold": f"{g.threshold:.2f}"},
                 "results": [
                     {

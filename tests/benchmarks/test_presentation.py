@@ -317,4 +317,4 @@ def test_other_tests_show_their_heaviest_load_level_with_its_requests():
         {"label": "short", "extra": {"traffic_group": "short"}, "ttft_ms": {"p95": 90.0}},
     ]
     rows = p.result_figures("concurrency_stress", points, {})
-    assert [(r["name"], r["value"], r["n"]) for r in rows] == [("TTFT p95", "410", 320), ("error rate", "0", 320)]
+    assert [(r["name"], r["value"], r["n"]) for r in rows] == [("TTFT p95", "410.0", 320), ("error rate", "0", 320)]

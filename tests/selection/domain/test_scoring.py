@@ -287,13 +287,25 @@ def test_a_persistence_gate_cannot_pass_on_a_session_recovery_credit():
     assert "cache persistence 0.00 < gate 0.30" in str(a.screen_reasons[0])
 
 
-def test_a_gate_fails_on_a_criterion_without_evidence():
-    values = {k: v for k, v in FULL_METRICS.items() if k != "continuation_correct"}
+def test_a_gate_fails_on_its_own_criterion_without_evidence():
+    values = {k: v for k, v in FULL_METRICS.items() if k != "swap_resume_ttft_ratio"}
+    undocumented = replace(FULL_DOC, offload_tiers=None)
     weights = {"cache_persistence": 1, "session_recovery": 1}
-    a = score_candidates("C", [cand("a", values)], CONS, weights, gates={"persistence": 0.2}).candidate("a")
-    assert a.criteria["session_recovery"].score is None and a.dimensions["persistence"].score > 0.2
+    a = score_candidates("C", [cand("a", values, undocumented)], CONS, weights, gates={"persistence": 0.2})
+    a = a.candidate("a")
+    assert a.criteria["cache_persistence"].score is None and a.dimensions["persistence"].score >= 0.2
     assert a.screened_out
-    assert "session recovery consistency has no evidence (gate 0.20)" in str(a.screen_reasons[0])
+    assert "cache persistence has no evidence (gate 0.20)" in str(a.screen_reasons[0])
+
+
+def test_a_scenario_addition_adds_to_the_score_but_is_not_needed_on_its_own():
+    """Cache lifecycle (idle sessions released) pulls against persistence (sessions kept): an engine
+    that offloads and resumes cheaply passes a persistence gate with a low lifecycle score."""
+    values = dict(FULL_METRICS, swap_resume_ttft_ratio=0.3, idle_release_share=0.0)
+    weights = {"cache_persistence": 3, "cache_lifecycle": 3, "session_recovery": 3}
+    a = score_candidates("C", [cand("a", values)], CONS, weights, gates={"persistence": 0.3}).candidate("a")
+    assert a.criteria["cache_lifecycle"].score < 0.3 <= a.criteria["cache_persistence"].score
+    assert not a.screened_out
 
 
 def test_gate_on_a_dimension_without_evidence_fails_with_reason():
@@ -745,3 +757,9 @@ def test_a_lead_beyond_the_noise_stands_and_no_interval_means_no_noise_claim():
     result = _noisy_pair(None, None)
     assert result.candidate("p").total_interval is None and result.winner == "p"
     assert "noise" not in str(result.tie_break["explanation"].to_dict())
+
+
+def test_each_dimensions_gate_criteria_are_its_own():
+    assert set(sc.GATE_CRITERIA) == set(sc.DIMENSIONS)
+    for dimension, members in sc.GATE_CRITERIA.items():
+        assert members and all(sc.DIMENSION_OF[c] == dimension for c in members)

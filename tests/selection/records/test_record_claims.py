@@ -219,7 +219,7 @@ def test_no_candidate_passes_a_persistence_gate_when_none_was_swapped_in(demo_li
         snapshot(demo_like, architect, swap_passed=False, gates={"persistence": 0.3})
     snap = snapshot(demo_like, architect, swap_passed=True, gates={"persistence": 0.3})
     (gate,) = snap["gates"]
-    assert gate["threshold"] == "the dimension and each of its criteria >= 0.30"
+    assert gate["threshold"] == "the dimension and each of its own criteria >= 0.30"
 
 
 # ------------------------------------------------------------------ the result tables
