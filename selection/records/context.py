@@ -205,7 +205,7 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
     resumed vs recomputed, caching on vs off, per rung, ...), each with n and interval."""
     verdicts = run.verdicts or []
     return {
-        "test": suite.title_of(run.test) + (" (SIMULATED)" if run.is_simulated else ""),
+        "test": _(suite.title_of(run.test)) + (" (SIMULATED)" if run.is_simulated else ""),
         "candidate": run.candidate.display_name,
         "summary": _summary(verdicts),
         "observed": presentation.observed_line(run.metadata, run.is_simulated),

@@ -262,6 +262,7 @@ def test_a_chinese_record_states_its_claims_and_verdicts_in_chinese(demo_like, a
     assert statement.startswith("空闲会话的换出与恢复未经验证")
     assert "换出与恢复，运行" in statement
     assert "观测到空闲会话的 KV 被驱逐或卸载：通过；恢复被驱逐的会话比重新计算代价更低：未通过" in statement
-    swap = next(v for v in snap["validation"] if "TTFT p50，暂停后恢复" in str(v["metrics"]))
+    swap = next(v for v in snap["validation"] if v["test"] == "换出与恢复")
+    assert "TTFT p50，暂停后恢复" in [m["name"] for m in swap["metrics"]]
     assert any(row["outcome"] == "未通过" for row in swap["judged"])
     assert "resume_cheaper_than_recompute" not in str(swap["judged"]) + statement
