@@ -266,3 +266,15 @@ def test_a_chinese_record_states_its_claims_and_verdicts_in_chinese(demo_like, a
     assert "TTFT p50，暂停后恢复" in [m["name"] for m in swap["metrics"]]
     assert any(row["outcome"] == "未通过" for row in swap["judged"])
     assert "resume_cheaper_than_recompute" not in str(swap["judged"]) + statement
+
+
+@pytest.mark.parametrize("swap_passed", [False, True])
+def test_each_claim_names_its_own_test_whatever_the_swap_test_saw(demo_like, architect, swap_passed):
+    set_verdicts(demo_like, "concurrency_stress", STRESS_PASSED)
+    snap = snapshot(demo_like, architect, swap_passed=swap_passed)
+    concurrency, inputs, hardware = snap["risk_boundary"]["applies_to"]
+    assert "Concurrency stress, run" in concurrency and "not validated" not in concurrency
+    assert "Long context, run" in inputs and "Swap-out" not in concurrency + inputs + hardware
+    swap = snap["rollout"]["swap_policy"]
+    assert ("not validated" in swap["statement"]) is not swap_passed
+    assert all("Swap-out and recovery, run" in line for line in [swap["statement"], *swap["never_swap"]])
