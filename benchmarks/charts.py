@@ -933,6 +933,44 @@ def switch_timeline(
     return _render(fig, title, simulated)
 
 
+def _bars_with_intervals(
+    ax, data: Mapping[str, Mapping[str, Any]], bars: Sequence[tuple[str, str | None]], palette: Mapping[str, str]
+) -> None:
+    """Per candidate, one bar per (key, hatch) of `bars` side by side (solid in the candidate's
+    colour when the hatch is None, else white with the hatch), each with its 95% interval when
+    `<key>_interval` is known; a missing value reads "n/a", never a zero bar."""
+    width = 0.8 / len(bars)
+    names = list(data)
+    for i, name in enumerate(names):
+        for j, (key, hatch) in enumerate(bars):
+            x = i - 0.4 + width * (j + 0.5)
+            value = _num(data[name].get(key))
+            if math.isnan(value):
+                ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
+                continue
+            interval = data[name].get(f"{key}_interval")
+            error = None
+            if interval and len(interval) == 2 and not any(math.isnan(_num(v)) for v in interval):
+                error = [[max(value - _num(interval[0]), 0.0)], [max(_num(interval[1]) - value, 0.0)]]
+            ax.bar(
+                x,
+                value,
+                width=width * 0.95,
+                color="white" if hatch else palette[name],
+                edgecolor=palette[name],
+                hatch=hatch,
+                linewidth=1,
+                yerr=error,
+                ecolor=REFERENCE_SOFT,
+                capsize=3,
+            )
+    ax.set_xticks(range(len(names)), [wrap(name, 18) for name in names], fontsize=8)
+
+
+def _bar_key(label: str, hatch: str | None) -> Patch:
+    return Patch(facecolor="white" if hatch else REFERENCE_SOFT, edgecolor=REFERENCE_SOFT, hatch=hatch, label=label)
+
+
 @_chart
 def tenant_isolation(
     data: Mapping[str, Mapping[str, Any]],
@@ -949,41 +987,39 @@ def tenant_isolation(
     "flood_interval": [low, high] (optional)}.
     """
     _check_series("data", data)
-    palette = series_colours(data, colours)
     fig, (ax,) = _figure(title, simulated, size=(8.0, 3.6))
-    names = list(data)
-    for i, name in enumerate(names):
-        for x, key, solid in ((i - 0.2, "alone", False), (i + 0.2, "flood", True)):
-            value = _num(data[name].get(key))
-            if math.isnan(value):
-                ax.text(x, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
-                continue
-            interval = data[name].get(f"{key}_interval")
-            error = None
-            if interval and len(interval) == 2 and not any(math.isnan(_num(v)) for v in interval):
-                error = [[max(value - _num(interval[0]), 0.0)], [max(_num(interval[1]) - value, 0.0)]]
-            ax.bar(
-                x,
-                value,
-                width=0.38,
-                color=palette[name] if solid else "white",
-                edgecolor=palette[name],
-                hatch=None if solid else "///",
-                linewidth=1,
-                yerr=error,
-                ecolor=REFERENCE_SOFT,
-                capsize=3,
-            )
-    ax.set_xticks(range(len(names)), [wrap(name, 18) for name in names], fontsize=8)
-    handles = [
-        Patch(facecolor="white", edgecolor=REFERENCE_SOFT, hatch="///", label=_("alone")),
-        Patch(facecolor=REFERENCE_SOFT, edgecolor=REFERENCE_SOFT, label=_("under the flood")),
-    ]
+    _bars_with_intervals(ax, data, (("alone", "///"), ("flood", None)), series_colours(data, colours))
+    handles = [_bar_key(_("alone"), "///"), _bar_key(_("under the flood"), None)]
     if budget_ms is not None:
         handles.append(reference_line(ax, budget_ms, _("budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"}))
     ax.set_ylabel(metric)
     ax.set_ylim(bottom=0)
     _legend(ax, handles)
+    return _render(fig, title, simulated)
+
+
+@_chart
+def swap_phases(
+    data: Mapping[str, Mapping[str, Any]],
+    title: str = "Resume after the pause against warm and recomputed",
+    simulated: bool = False,
+    colours: Mapping[str, str] | None = None,
+) -> str:
+    """The swap-out and recovery test's phases, never as load levels: per candidate the TTFT p50 of
+    the warm sessions (history still resident, hatched), of the idle sessions resumed after the
+    pause (solid) and of the same histories recomputed with the cache cleared (dotted hatch), each
+    with its 95% interval. A resume near the recompute bar saved nothing.
+
+    data: candidate -> {"warm": ms, "resume": ms, "recompute": ms, "<phase>_interval": [low, high]}.
+    """
+    _check_series("data", data)
+    fig, (ax,) = _figure(title, simulated, size=(8.0, 3.6))
+    bars = (("warm", "///"), ("resume", None), ("recompute", ".."))
+    _bars_with_intervals(ax, data, bars, series_colours(data, colours))
+    labels = (_("warm (resident)"), _("resumed after the pause"), _("recomputed (cache cleared)"))
+    ax.set_ylabel(_("TTFT p50 (ms)"))
+    ax.set_ylim(bottom=0)
+    _legend(ax, [_bar_key(label, hatch) for label, (_key, hatch) in zip(labels, bars, strict=True)])
     return _render(fig, title, simulated)
 
 
@@ -1000,4 +1036,5 @@ CHARTS = {
     "capacity_memory_vs_context": capacity_memory_vs_context,
     "switch_timeline": switch_timeline,
     "tenant_isolation": tenant_isolation,
+    "swap_phases": swap_phases,
 }

@@ -59,6 +59,13 @@ CRITERION_TITLES = {
     "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),
     "flood_held": _("The other tenant's flood loaded the engine"),
     "tenant_a_ttft_slowdown": _("The interactive tenant's TTFT slowdown under the flood within the limit"),
+    "tenant_a_protected": _("The interactive tenant protected under the flood"),
+    "rate_held": _("The requested request rate was held"),
+    "arrivals_on_time": _("Requests sent on the trace's clock"),
+    "requests_released_after_aborts": _("No request left running after the aborts"),
+    "sustainable_load_meets_target": _("The target load is sustainable"),
+    "overload_handled_gracefully": _("Overload handled by rejection or bounded queueing"),
+    "recovered_within_bound": _("Recovered within the bound after the overload"),
 }
 CRITERION_QUALIFIERS = {
     "resume": _("after the pause"),
@@ -66,6 +73,17 @@ CRITERION_QUALIFIERS = {
     "prefix_off": _("prefix caching off"),
     "before": _("before the switch"),
     "tenant_a_flood": _("tenant A under the flood"),
+    "short": _("short requests"),
+    "long": _("long requests"),
+}
+# A verdict's status in words (benchmarks.harness.verdicts.STATUSES).
+STATUS_LABELS = {
+    verdict_status.PASS: _("pass"),
+    verdict_status.FAIL: _("fail"),
+    verdict_status.INCONCLUSIVE: _("inconclusive"),
+    verdict_status.INSUFFICIENT_DATA: _("insufficient data"),
+    verdict_status.NOT_EXERCISED: _("not exercised"),
+    verdict_status.NOT_JUDGED: _("not judged"),
 }
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
@@ -119,7 +137,7 @@ def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambd
         rows.append(
             {
                 "name": name,
-                "title": translate(title) if title else base,
+                "title": translate(title) if title else base.replace("_", " "),  # words, never an identifier
                 "qualifier": translate(CRITERION_QUALIFIERS[qualifier])
                 if qualifier in CRITERION_QUALIFIERS
                 else qualifier,
@@ -130,6 +148,237 @@ def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambd
             }
         )
     return rows
+
+
+def verdict_label(name: str, translate=lambda text: text) -> str:
+    """A verdict's name in words: its title and, in brackets, the load point it judged
+    ("Resumed sessions continue exactly as without the pause", "TTFT p95 within the budget (after
+    the pause)"). A name the table lacks reads as its words, never as an identifier."""
+    base, _sep, qualifier = str(name or "").partition("[")
+    qualifier = qualifier.rstrip("]")
+    title = translate(CRITERION_TITLES[base]) if base in CRITERION_TITLES else base.replace("_", " ")
+    if not qualifier:
+        return title
+    shown = translate(CRITERION_QUALIFIERS[qualifier]) if qualifier in CRITERION_QUALIFIERS else qualifier
+    return f"{title} ({shown})"
+
+
+def status_label(status: str, translate=lambda text: text) -> str:
+    """A verdict status in words (`STATUS_LABELS`)."""
+    return translate(STATUS_LABELS[status]) if status in STATUS_LABELS else str(status).replace("_", " ")
+
+
+def number(value: Any) -> str:
+    """A judged figure as a table prints it: hundreds and up without decimals, tens with one, units
+    with two, small shares with three significant digits; "—" when missing."""
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value)
+    if isinstance(value, int):
+        return f"{value:,}"  # a count
+    finite = _finite(value)
+    if finite is None:
+        return str(value)
+    if abs(finite) >= 100:
+        return f"{finite:,.0f}"
+    if abs(finite) >= 10:
+        return f"{finite:.1f}"
+    if abs(finite) >= 1:
+        return f"{finite:.2f}"
+    return f"{finite:.3g}"
+
+
+def interval_text(interval: Any) -> str:
+    """A [low, high] interval as "low–high", "" when there is none."""
+    if not isinstance(interval, (list, tuple)) or len(interval) != 2:
+        return ""
+    if _finite(interval[0]) is None or _finite(interval[1]) is None:
+        return ""
+    return f"{number(interval[0])}–{number(interval[1])}"
+
+
+def judged_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text) -> list[dict[str, Any]]:
+    """Each verdict as the record's result table prints it: the criterion and its outcome in words,
+    the figure it judged against its limit, its sample size and interval, and the test's detail."""
+    return [
+        {
+            "criterion": verdict_label(row["name"], translate),
+            "status": row["status"],
+            "outcome": status_label(row["status"], translate),
+            "value": number(verdict.get("value")) if verdict.get("value") is not None else "",
+            "threshold": number(verdict.get("threshold")) if verdict.get("threshold") is not None else "",
+            "n": row["n"],
+            "interval": interval_text(row["interval"]),
+            "detail": row["detail"],
+        }
+        for verdict, row in zip(verdicts or [], criterion_rows(verdicts, translate), strict=True)
+    ]
+
+
+# What a result table calls each figure (the record translates them).
+FIGURE_NAMES = {
+    "warm": _("TTFT p50, warm (history still resident)"),
+    "resume": _("TTFT p50, resumed after the pause"),
+    "recompute": _("TTFT p50, recomputed (cache cleared)"),
+    "resume_over_recompute": _("resume / recompute (TTFT p50)"),
+    "resume_over_warm": _("resume / warm (TTFT p50)"),
+    "kv_on": _("peak KV tokens, prefix caching on"),
+    "kv_off": _("peak KV tokens, prefix caching off"),
+    "ttft_on": _("TTFT p50, prefix caching on"),
+    "ttft_off": _("TTFT p50, prefix caching off"),
+    "ttft_on_over_off": _("TTFT p50 on / off"),
+    "memory_saving": _("memory saving with prefix caching"),
+    "rung": _("TTFT p50, %(tokens)s-token input alone"),
+    "rung_failed": _("%(tokens)s-token input alone: failed requests"),
+    "first_window": _("TTFT p99, first window"),
+    "last_window": _("TTFT p99, last window"),
+    "error_rate": _("error rate"),
+}
+
+
+def _figure(name: str, value: Any, unit: str, n: Any = None, interval: Any = None, translate=lambda t: t, **params):
+    label = translate(FIGURE_NAMES[name])
+    return {
+        "name": label % params if params else label,
+        "value": number(value),
+        "unit": unit if value is not None else "",
+        "n": n,
+        "interval": interval_text(interval),
+    }
+
+
+def _swap_figures(points: Mapping[str, Mapping[str, Any]], metadata: Mapping[str, Any], translate) -> list[dict]:
+    """Swap-out and recovery: warm, resumed and recomputed TTFT of the same histories, and the
+    ratios the test judged (resume / recompute decides whether a swap-in saved anything)."""
+    resume = metadata.get("resume") if isinstance(metadata.get("resume"), Mapping) else {}
+    rows = []
+    for phase in ("warm", "resume", "recompute"):
+        figures = resume.get(f"{phase}_ttft_ms") or {}
+        point = points.get(phase) or {}
+        value = figures.get("p50", (point.get("ttft_ms") or {}).get("p50"))
+        n = figures.get("n", point.get("requests_completed"))
+        rows.append(_figure(phase, value, "ms", n, figures.get("p50_interval"), translate))
+    for ratio in ("resume_over_recompute", "resume_over_warm"):
+        figures = resume.get(ratio) or {}
+        if figures.get("value") is not None:
+            rows.append(_figure(ratio, figures["value"], "x", figures.get("n"), figures.get("interval"), translate))
+    return rows
+
+
+def _prefix_figures(points: Mapping[str, Mapping[str, Any]], metadata: Mapping[str, Any], translate) -> list[dict]:
+    """Prefix reuse: peak KV tokens and TTFT with caching on and off (off "—" when not run)."""
+    seen = metadata.get("observed") if isinstance(metadata.get("observed"), Mapping) else {}
+    on, off = points.get("prefix_on") or {}, points.get("prefix_off") or {}
+    on_extra, off_extra = on.get("extra") or {}, off.get("extra") or {}
+    rows = [
+        _figure(
+            "kv_on",
+            seen.get("kv_peak_on_tokens", on_extra.get("kv_tokens_peak")),
+            "tokens",
+            seen.get("kv_samples_on", on_extra.get("kv_token_samples")),
+            translate=translate,
+        ),
+        _figure(
+            "kv_off",
+            seen.get("kv_peak_off_tokens", off_extra.get("kv_tokens_peak")),
+            "tokens",
+            seen.get("kv_samples_off", off_extra.get("kv_token_samples")),
+            translate=translate,
+        ),
+        _figure(
+            "ttft_on",
+            seen.get("ttft_p50_on_ms", (on.get("ttft_ms") or {}).get("p50")),
+            "ms",
+            seen.get("requests_on", on.get("requests_completed")),
+            translate=translate,
+        ),
+        _figure(
+            "ttft_off",
+            seen.get("ttft_p50_off_ms", (off.get("ttft_ms") or {}).get("p50")),
+            "ms",
+            seen.get("requests_off", off.get("requests_completed")),
+            translate=translate,
+        ),
+    ]
+    if seen.get("ttft_p50_on_over_off") is not None:
+        rows.append(
+            _figure(
+                "ttft_on_over_off",
+                seen["ttft_p50_on_over_off"],
+                "x",
+                seen.get("requests_on"),
+                seen.get("ttft_p50_on_over_off_interval"),
+                translate,
+            )
+        )
+    if seen.get("memory_saving") is not None:
+        rows.append(_figure("memory_saving", 100 * seen["memory_saving"], "%", translate=translate))
+    return rows
+
+
+def _rung_figures(points: Sequence[Mapping[str, Any]], translate) -> list[dict]:
+    """Long context: each rung's request alone, its TTFT p50 and how many of its requests failed."""
+    rows = []
+    for point in points:
+        extra = point.get("extra") or {}
+        tokens = extra.get("input_tokens_requested")
+        if not str(point.get("label") or "").endswith("alone") or not tokens:
+            continue
+        shown = charts.token_label(float(tokens))
+        n = point.get("requests_completed")
+        rows.append(
+            _figure("rung", (point.get("ttft_ms") or {}).get("p50"), "ms", n, translate=translate, tokens=shown)
+        )
+        if point.get("requests_failed"):
+            rows.append(_figure("rung_failed", point["requests_failed"], "", translate=translate, tokens=shown))
+    return rows
+
+
+def _load_figures(points: Sequence[Mapping[str, Any]], translate) -> list[dict]:
+    """Any other test: the heaviest load level it ran (not a traffic group's part of it, nor a step
+    back down), at the budgets' percentile, with the requests it completed."""
+    levels = [p for p in points if not (p.get("extra") or {}).get("traffic_group")]
+    levels = [p for p in levels if (p.get("extra") or {}).get("direction") != "down"] or list(points)
+    if not levels:
+        return []
+    last = levels[-1]
+    percentile = chart_percentile(levels) or "p95"
+    n = last.get("requests_completed")
+    rows = []
+    for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms")):
+        value = (last.get(key) or {}).get(percentile)
+        if value is not None:
+            rows.append({"name": f"{name} {percentile}", "value": f"{value:.1f}", "unit": "ms", "n": n, "interval": ""})
+    if last.get("error_rate") is not None:
+        rows.append(_figure("error_rate", 100 * float(last["error_rate"]), "%", n, translate=translate))
+    return rows
+
+
+def result_figures(
+    test: str, points: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None, translate=lambda text: text
+) -> list[dict[str, Any]]:
+    """The figures a test judged, for its result table: {name, value, unit, n, interval}. The swap
+    test's warm, resumed and recomputed TTFT; prefix reuse on and off; each context rung; the soak's
+    first and last window; any other test its heaviest load level (never a swap phase as a load)."""
+    by_label = {str(p.get("label") or ""): p for p in points}
+    metadata = metadata or {}
+    if test == "swap_recovery":
+        return _swap_figures(by_label, metadata, translate)
+    if test == "prefix_reuse":
+        return _prefix_figures(by_label, metadata, translate)
+    if test == "long_context":
+        return _rung_figures(points, translate)
+    if test == "stability" and "first_window" in by_label and "last_window" in by_label:
+        return [
+            _figure(
+                window,
+                (by_label[window].get("ttft_ms") or {}).get("p99"),
+                "ms",
+                by_label[window].get("requests_completed"),
+                translate=translate,
+            )
+            for window in ("first_window", "last_window")
+        ]
+    return _load_figures(points, translate)
 
 
 KV_SERIES_SUFFIX = "kv_usage_ratio"

@@ -132,6 +132,20 @@ def tenant_isolation(run: BenchmarkRun) -> dict[str, Any] | None:
     }
 
 
+def swap_phase_figures(run: BenchmarkRun) -> dict[str, Any] | None:
+    """Swap-out and recovery: TTFT p50 of the warm, resumed and recomputed turns with their 95%
+    intervals (the test's `resume` figures, else its points). Phases, never load levels."""
+    resume = (run.metadata or {}).get("resume") or {}
+    points = {p.label: p for p in run.points.all()}
+    data: dict[str, Any] = {}
+    for phase in ("warm", "resume", "recompute"):
+        figures = resume.get(f"{phase}_ttft_ms") or {}
+        point = points.get(phase)
+        data[phase] = figures.get("p50", (point.ttft_ms or {}).get("p50") if point is not None else None)
+        data[f"{phase}_interval"] = figures.get("p50_interval")
+    return data if any(data[phase] is not None for phase in ("warm", "resume", "recompute")) else None
+
+
 # --------------------------------------------------------------------------- drawings ({label: data})
 
 Colours = Mapping[str, str]  # candidate label -> colour (`charts.candidate_colours`)
@@ -224,6 +238,13 @@ def _draw_overload(data: Mapping[str, Any], simulated: bool, budgets: Budgets, c
     )
 
 
+SWAP_TITLE = gettext_noop("Resume after the pause against warm and recomputed")
+
+
+def _draw_swap(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
+    return _(SWAP_TITLE), charts.swap_phases(dict(data), title=_(SWAP_TITLE), simulated=simulated, colours=colours)
+
+
 SWITCH_TITLE = gettext_noop("TTFT across the switch and the rollback")
 ISOLATION_TITLE = gettext_noop("Tenant A alone and under tenant B's flood")
 ISOLATION_METRIC = gettext_noop("tenant A TTFT p95 (ms)")
@@ -289,6 +310,17 @@ KINDS: dict[str, ChartKind] = {
                 "theory of every request allocating its own prompt, the black mark the shared prefix held once. "
                 "The percentage is the change caching made (against the theory when no caching-off run was made); "
                 "red when it made it worse."
+            ),
+        ),
+        ChartKind(
+            "swap_phases",
+            swap_phase_figures,
+            _draw_swap,
+            gettext_noop(
+                "TTFT p50 of the swap-out and recovery test's phases, with 95% intervals: warm sessions whose "
+                "history is still resident (hatched), idle sessions resumed after the pause (solid) and the same "
+                "histories recomputed with the cache cleared (dotted). A resume as slow as the recompute saved "
+                "nothing."
             ),
         ),
         ChartKind(

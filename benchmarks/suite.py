@@ -63,7 +63,7 @@ TESTS: tuple[ValidationTest, ...] = (
             "against warm TTFT, and with greedy decoding the continuation must be identical."
         ),
         _("resume cost of idle sessions and the correctness of their continuation"),
-        ("latency_vs_load", "kv_usage"),
+        ("swap_phases", "kv_usage"),  # phases, not load levels: never drawn against concurrency
     ),
     ValidationTest(
         "prefix_reuse",

@@ -25,8 +25,11 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
     candidates:    [{name, version, kept: bool, screening_note, documentation?}]
     capacity:      [{candidate, configuration, rows:[{quantity, unit, predicted, measured?}]}]
                    build adds per row: deviation_pct (float|None), flagged (|deviation| > 10 %)
-    validation:    [{test, candidate, summary, verdicts?:[str] (every verdict), verdict: pass|fail|inconclusive,
-                     metrics:[{name, value, unit}], charts:[{title, svg: str (SVG markup)}]}]
+    validation:    [{test, candidate, summary, verdicts?:[str] (every verdict, in words),
+                     judged?:[{criterion, status, outcome, value, threshold, n, interval, detail}] (each verdict
+                     with the figure it judged), verdict: pass|fail|inconclusive|...,
+                     metrics:[{name, value, unit, n?, interval?}] (the figures the test judged: warm vs
+                     resumed vs recomputed, caching on vs off, per rung, ...), charts:[{title, svg: str}]}]
                    in the articles' order of the tests
     scores:        {criteria:[str], rows:[{candidate, values:[float|None], total?: float|None,
                     topsis: float|None, rank: int|None, screened_out?: bool}], method?: str,

@@ -20,8 +20,12 @@ Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
   how far the missing evidence could lift it and `coverage` how much of the weight was evidenced.
 * **SIMULATED** evidence is excluded (reported as missing, reason given) from a final scoring
   unless `include_simulated=True`; then it is used, marked, and the result is not signable.
-* **Gates** (dimension -> minimum dimension score, on the lower bound): a failing candidate is
-  screened out with the reason and still appears in the comparison with all its scores.
+* **Gates** (dimension -> minimum score, on the lower bound): the dimension's score and each of its
+  own criteria (`GATE_CRITERIA`: the article's, not the scenario C/D additions) must reach it, so
+  another criterion's credit never carries a gate (a session-recovery credit cannot pass a
+  persistence gate whose cache persistence scores 0); an own criterion without evidence fails the
+  gate. A failing candidate is screened out with the reason and still appears in the comparison
+  with all its scores.
 * **Ranking** among candidates that pass the gates: weighted sum (the decision), TOPSIS with
   vector normalisation over the passing candidates as a second opinion (shown beside it; being
   set-relative, it can change when a candidate is added, which is why it does not decide).
@@ -66,7 +70,9 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
-RULES_VERSION = "kvselect-scoring/3"  # 3: noise ties, isolation indicator, launch-flag features; 2: longest input
+# 4: a gate also judges its dimension's own criteria; 3: noise ties, isolation indicator, launch-flag features;
+# 2: longest input
+RULES_VERSION = "kvselect-scoring/4"
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -94,6 +100,18 @@ DIMENSION_OF: dict[str, str] = {
     "cost_control": "cost",
     "throughput_unit_cost": "cost",
     "observability": "observability",
+}
+
+# The criteria a gate on each dimension needs on their own (each at or above the gate): the
+# article's own criteria of the dimension. The scenario C and D additions (cache lifecycle, session
+# recovery, throughput / unit cost) add to the dimension's score but cannot carry its gate.
+GATE_CRITERIA: dict[str, tuple[str, ...]] = {
+    "memory": ("memory_allocation", "cache_reuse"),
+    "scheduling": ("concurrency_control",),
+    "context": ("context_extension",),
+    "persistence": ("cache_persistence",),
+    "cost": ("cost_control",),
+    "observability": ("observability",),
 }
 
 CRITERION_LABELS: dict[str, str] = {  # as they read inside a sentence
@@ -1137,50 +1155,72 @@ def _dimension_scores(criteria: dict[str, CriterionScore]) -> dict[str, Dimensio
     return result
 
 
-def _gate_outcomes(gates: TMapping[str, float], dims: dict[str, DimensionScore]) -> list[GateOutcome]:
+def _gate_members(dimension: str, criteria: dict[str, CriterionScore]) -> list[CriterionScore]:
+    """The criteria a gate on `dimension` judges on their own: its weighted `GATE_CRITERIA`."""
+    members = [criteria[c] for c in GATE_CRITERIA[dimension] if c in criteria]
+    return [c for c in members if c.weight > 0] or members
+
+
+def _gate_outcomes(
+    gates: TMapping[str, float], dims: dict[str, DimensionScore], criteria: dict[str, CriterionScore]
+) -> list[GateOutcome]:
+    """Each gate on its dimension: the dimension's score and each of its weighted `GATE_CRITERIA`
+    must reach the threshold on their lower bound, so a credit of another criterion never carries
+    the gate (session recovery cannot pass a persistence gate whose cache persistence scores 0); the
+    outcome's score is the dimension's. Such a criterion without evidence fails the gate."""
     outcomes = []
     for dimension, threshold in gates.items():
         dim = dims[dimension]
         name = Message(DIMENSIONS[dimension])
+        limit = {"threshold": f"{threshold:.2f}"}
+        members = _gate_members(dimension, criteria)
+        unevidenced = [c for c in members if c.score is None]
+        below = [c for c in members if c.score is not None and c.score + 1e-12 < threshold]
         if dim.score is None:
-            outcomes.append(
-                GateOutcome(
-                    dimension,
-                    threshold,
-                    None,
-                    False,
-                    Message(
-                        _("%(dimension)s: no evidence (gate %(threshold)s)"),
-                        {"dimension": name, "threshold": f"{threshold:.2f}"},
-                    ),
-                )
+            passed, reason = (
+                False,
+                Message(_("%(dimension)s: no evidence (gate %(threshold)s)"), {"dimension": name, **limit}),
             )
         elif dim.score + 1e-12 < threshold:
-            outcomes.append(
-                GateOutcome(
-                    dimension,
-                    threshold,
-                    dim.score,
-                    False,
-                    Message(
-                        _("%(dimension)s %(score)s < gate %(threshold)s"),
-                        {"dimension": name, "score": f"{dim.score:.2f}", "threshold": f"{threshold:.2f}"},
-                    ),
-                )
+            passed = False
+            reason = Message(
+                _("%(dimension)s %(score)s < gate %(threshold)s"),
+                {"dimension": name, "score": f"{dim.score:.2f}", **limit},
+            )
+        elif below:
+            worst = min(below, key=lambda c: c.score)
+            passed = False
+            reason = Message(
+                _(
+                    "%(dimension)s %(score)s, but %(criterion)s %(criterion_score)s < gate %(threshold)s: "
+                    "one criterion's credit cannot carry another"
+                ),
+                {
+                    "dimension": name,
+                    "score": f"{dim.score:.2f}",
+                    "criterion": Message(CRITERION_LABELS[worst.criterion]),
+                    "criterion_score": f"{worst.score:.2f}",
+                    **limit,
+                },
+            )
+        elif unevidenced:
+            passed = False
+            reason = Message(
+                _("%(dimension)s %(score)s, but %(criterion)s has no evidence (gate %(threshold)s)"),
+                {
+                    "dimension": name,
+                    "score": f"{dim.score:.2f}",
+                    "criterion": Message(CRITERION_LABELS[unevidenced[0].criterion]),
+                    **limit,
+                },
             )
         else:
-            outcomes.append(
-                GateOutcome(
-                    dimension,
-                    threshold,
-                    dim.score,
-                    True,
-                    Message(
-                        _("%(dimension)s %(score)s >= gate %(threshold)s"),
-                        {"dimension": name, "score": f"{dim.score:.2f}", "threshold": f"{threshold:.2f}"},
-                    ),
-                )
+            passed = True
+            reason = Message(
+                _("%(dimension)s %(score)s >= gate %(threshold)s"),
+                {"dimension": name, "score": f"{dim.score:.2f}", **limit},
             )
+        outcomes.append(GateOutcome(dimension, threshold, dim.score, passed, reason))
     return outcomes
 
 
@@ -1277,7 +1317,7 @@ def score_candidates(
                 )
                 for end in (0, 1)
             )
-        outcomes = _gate_outcomes(gates, dims)
+        outcomes = _gate_outcomes(gates, dims, criteria)
         reasons = [g.reason for g in outcomes if not g.passed]
         candidates.append(
             CandidateScore(

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext_noop, ngettext
 
 from benchmarks import presentation, suite
 from benchmarks.harness import verdicts as verdict_status
@@ -26,6 +26,7 @@ from benchmarks.selectors import latest_runs
 from selection.capacity.plans import plan_for_candidate
 from selection.certificates.services import current_certificate
 from selection.domain import catalog as catalog_domain
+from selection.domain import claims as claims_domain
 from selection.domain import criteria as criteria_domain
 from selection.domain import launch_flags as launch_flags_domain
 from selection.domain import monitoring as monitoring_domain
@@ -200,57 +201,46 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
 
 
 def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
+    """A test's result in the record: its verdicts in words, each with the figure it judged, its
+    sample size and interval (`judged`), and the figures the test measured (`metrics`: warm vs
+    resumed vs recomputed, caching on vs off, per rung, ...), each with n and interval."""
     verdicts = run.verdicts or []
-    verdict = presentation.run_verdict(verdicts)
-    rows = list(run.points.values())
-    percentile = presentation.chart_percentile(rows) or "p95"  # uploads may report p99 or p90 only
-    metrics = []
-    # the heaviest load level: not a traffic group's part of a load (stress), nor a step back down (overload)
-    levels = [r for r in rows if _is_load_level(r.get("extra") or {})] or rows
-    if levels:
-        last = levels[-1]
-        for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms")):
-            value = (last.get(key) or {}).get(percentile)
-            if value is not None:
-                metrics.append({"name": f"{name} {percentile}", "value": f"{value:.1f}", "unit": "ms"})
-        if last.get("error_rate") is not None:
-            metrics.append({"name": "error rate", "value": f"{last['error_rate'] * 100:.2f}", "unit": "%"})
     return {
-        "test": suite.title_of(run.test) + (" (SIMULATED)" if run.is_simulated else ""),
+        "test": _(suite.title_of(run.test)) + (" (SIMULATED)" if run.is_simulated else ""),
         "candidate": run.candidate.display_name,
         "summary": _summary(verdicts),
         "observed": presentation.observed_line(run.metadata, run.is_simulated),
         "verdicts": [_verdict_line(v) for v in verdicts],
-        "verdict": verdict,
-        "metrics": metrics,
+        "judged": presentation.judged_rows(verdicts, _),
+        "verdict": presentation.run_verdict(verdicts),
+        "metrics": presentation.result_figures(run.test, list(run.points.values()), run.metadata, _),
         "charts": record_charts(run, budgets, colours),
     }
-
-
-def _is_load_level(extra: dict[str, Any]) -> bool:
-    return not extra.get("traffic_group") and extra.get("direction") != "down"
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
     """How many verdicts the run has and how they came out; each one is listed below it."""
     if not verdicts:
-        return "No pass criteria were evaluated for this run."
-    outcomes = [_outcome(v) for v in verdicts]
-    counts = ", ".join(f"{outcomes.count(o)} {o}" for o in dict.fromkeys(outcomes))
-    return f"{len(verdicts)} verdict{'' if len(verdicts) == 1 else 's'}: {counts}."
-
-
-def _outcome(verdict: dict[str, Any]) -> str:
-    return verdict_status.status_of(verdict).replace("_", " ")
+        return _("No pass criteria were evaluated for this run.")
+    outcomes = [verdict_status.status_of(v) for v in verdicts]
+    counts = ", ".join(
+        f"{outcomes.count(status)} {presentation.status_label(status, _)}" for status in dict.fromkeys(outcomes)
+    )
+    return ngettext("%(n)s verdict: %(counts)s.", "%(n)s verdicts: %(counts)s.", len(verdicts)) % {
+        "n": len(verdicts),
+        "counts": counts,
+    }
 
 
 def _verdict_line(verdict: dict[str, Any]) -> str:
-    """One verdict as the record prints it: every verdict of every test, none left out, each with
-    its sample size when it has one."""
+    """One verdict as the record prints it, in words: every verdict of every test, none left out,
+    each with its sample size when it has one."""
     detail = verdict.get("detail")
     n = verdict.get("n")
     size = f" (n={n})" if n is not None and f"n={n}" not in str(detail or "") else ""
-    return f"{verdict.get('name')}: {_outcome(verdict)}{size}" + (f" — {detail}" if detail else "")
+    name = presentation.verdict_label(str(verdict.get("name") or ""), _)
+    outcome = presentation.status_label(verdict_status.status_of(verdict), _)
+    return f"{name}: {outcome}{size}" + (f" — {detail}" if detail else "")
 
 
 def _in_articles_order(runs: list[BenchmarkRun], candidates: list) -> list[BenchmarkRun]:
@@ -289,11 +279,14 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         flags = f"{winner.launch_flags or ''} {winner.launch_recipe or ''}"
         caps = launch_flags_domain.apply_to_capabilities(caps, winner.engine.slug, flags)
     metrics_off = (caps.get("off_in_launch_flags") or {}).get(launch_flags_domain.METRICS)
-    hit_ratio = None
+    hit_ratio = None  # "validated" only when the prefix test showed the reuse (claims.PREFIX_REUSE)
     for run in runs:
         if run.candidate_id == winner.pk and run.test == "prefix_reuse":
             on = run.points.filter(label="prefix_on").first()
             hit_ratio = ((on.extra or {}).get("prefix_hit_ratio") if on else None) or hit_ratio
+    if not _claim(claims_domain.PREFIX_REUSE, winner, runs).claimed:
+        hit_ratio = None
+    concurrency_held = _claim(claims_domain.CONCURRENCY, winner, runs).claimed
     return {
         "record_id": f"DR-{selection.pk}-v{record.version}",
         "engine": {
@@ -313,7 +306,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
             "tpot_p95_ms": c.tpot_p95_ms,
             "e2e_p95_ms": c.e2e_p95_ms,
             "max_input_tokens": c.max_input_tokens,
-            "validated_concurrency": c.peak_concurrency,
+            "validated_concurrency": c.peak_concurrency if concurrency_held else None,
             "prefix_hit_ratio_validated": hit_ratio,
         },
         "evidence": "SIMULATED" if any(r.is_simulated for r in runs) else "MEASURED",
@@ -333,25 +326,49 @@ def _metric_absent(operations: dict[str, Any]) -> str:
     return _(NOT_EXPORTED)
 
 
-def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
-    """The swap policy's claim, only as strong as the chosen engine's swap test: "validated" needs
-    an eviction the test observed (its `eviction_exercised` verdict), with what it observed."""
-    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "swap_recovery"), None)
+def _claim(claim: claims_domain.Claim, winner, runs: list[BenchmarkRun]) -> claims_domain.Outcome:
+    """`claim` judged on the chosen engine's run of its test (`selection.domain.claims`)."""
+    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == claim.test), None)
     if run is None:
-        return _(
-            "Idle sessions may be swapped to CPU memory; no swap test ran on the chosen engine: "
-            "resume cost not validated."
-        )
-    exercised = next((v for v in run.verdicts or [] if v.get("name") == "eviction_exercised"), None)
-    line = ((run.metadata or {}).get("observed") or {}).get("line") or ""
-    if exercised is None or verdict_status.status_of(exercised) != verdict_status.PASS:
-        return _(
-            "Idle sessions may be swapped to CPU memory; the swap test observed no eviction, so the resume cost "
-            "is not validated. %(observed)s"
-        ) % {"observed": line}
-    return _(
-        "Idle sessions may be swapped to CPU memory; resume cost validated with an observed eviction: %(observed)s"
-    ) % {"observed": line}
+        return claims_domain.judge(claim, None, None)
+    return claims_domain.judge_verdicts(claim, str(run.pk), run.verdicts or [], verdict_status.status_of)
+
+
+def _evidence(outcome: claims_domain.Outcome) -> str:
+    """The clause that names the test, its run and each verdict the claim rests on with its outcome."""
+    test = _(suite.title_of(outcome.claim.test))
+    if outcome.run is None:
+        return _("no %(test)s run on the chosen engine") % {"test": test}
+    verdicts = message_text(CLAUSE_SEPARATOR).join(
+        _("%(verdict)s: %(outcome)s")
+        % {
+            "verdict": presentation.verdict_label(name, _),
+            "outcome": _("not in the run") if status == claims_domain.MISSING else presentation.status_label(status, _),
+        }
+        for name, status in outcome.verdicts
+    )
+    return _("%(test)s, run %(run)s: %(verdicts)s") % {"test": test, "run": outcome.run, "verdicts": verdicts}
+
+
+def _claim_text(outcome: claims_domain.Outcome, **params: Any) -> str:
+    """The claim's sentence in the record's language: claimed, or "not validated", with its evidence."""
+    return message_text(claims_domain.sentence(outcome, _evidence(outcome), **params))
+
+
+def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
+    """The swap policy, only as strong as the chosen engine's swap test: swapping out and resuming
+    is claimed when the test saw the eviction and resuming cost less than recomputing, the
+    continuation after a swap-in only then and when it matched (`claims.SWAP_IN`, `CONTINUATION`);
+    otherwise each says "not validated" and names the verdicts that stop it."""
+    sentences = [_claim_text(_claim(claims_domain.SWAP_IN, winner, runs))]
+    continuation = _claim(claims_domain.CONTINUATION, winner, runs)
+    if continuation.run is not None:
+        sentences.append(_claim_text(continuation))
+    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "swap_recovery"), None)
+    line = ((run.metadata or {}).get("observed") or {}).get("line") if run is not None else None
+    if line:
+        sentences.append(_("Observed: %(line)s.") % {"line": line})
+    return " ".join(sentences)
 
 
 def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
@@ -535,9 +552,12 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "risk_boundary": {
             "applies_to": [line for line in record.applies_to.splitlines() if line.strip()]
             or [
-                _("up to %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"},
-                _("inputs up to %(inp)s tokens, outputs up to %(out)s")
-                % {"inp": f"{c.max_input_tokens:,}", "out": f"{c.max_output_tokens:,}"},
+                _claim_text(_claim(claims_domain.CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
+                _claim_text(
+                    _claim(claims_domain.INPUT_LENGTH, winner, runs),
+                    inp=f"{c.max_input_tokens:,}",
+                    out=f"{c.max_output_tokens:,}",
+                ),
                 _("%(gpu)s with %(mem)s GiB per GPU") % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
             ],
             "does_not_apply_to": [line for line in record.does_not_apply_to.splitlines() if line.strip()]
@@ -560,7 +580,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "gates": [
             {
                 "dimension": DIMENSION_NAMES[g.dimension],
-                "threshold": f"dimension score >= {g.threshold:.2f}",
+                "threshold": _("the dimension and each of its own criteria >= %(threshold)s")
+                % {"threshold": f"{g.threshold:.2f}"},
                 "results": [
                     {
                         "candidate": cand.get("label") or cid,
@@ -626,7 +647,9 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                     if c.multi_turn
                     else _("Single-turn traffic: no session swap policy needed.")
                 ),
-                "never_swap": [_("%(n)s designated sessions") % {"n": c.never_swap_sessions}]
+                "never_swap": [
+                    _claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))
+                ]
                 if c.never_swap_sessions
                 else [],
             },

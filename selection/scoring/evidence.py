@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from benchmarks.harness.verdicts import status_of
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import latest_runs
 from selection.domain import catalog as catalog_domain
-from selection.domain import launch_flags, scoring
+from selection.domain import claims, launch_flags, scoring
 from selection.models import Candidate, Selection
 from selection.selectors import compared_candidates
 
@@ -143,7 +144,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
       histories, as the swap test measures both (its `resume` figures, else its "resume" and
       "recompute" points), and only when the test observed the eviction; without a recompute
       measurement it is missing (a first turn is a different, shorter prompt: no stand-in);
-      continuation_correct = 1 when every resumed session continued identically, else 0;
+      continuation_correct = 1 when every resumed session continued identically, else 0, only
+      when a session was swapped in (`swapped_in`): sessions that were dropped and recomputed
+      say nothing of recovering a swapped-out cache;
       idle_release_share = the idle sessions the test saw evicted (their cached tokens fell on
       resume) / the idle sessions resumed, only when the test observed the eviction.
     - isolation: isolation_ttft_p95_ms = tenant A's TTFT p95 under tenant B's flood, only when the
@@ -179,7 +182,7 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if ratio is not None:
             derived["swap_resume_ttft_ratio"] = ratio
         same = _verdict(run, "continuation_identical")
-        if same and same.get("passed") is not None:
+        if same and same.get("passed") is not None and swapped_in(run):
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
         eviction = (run.metadata or {}).get("eviction")
         if isinstance(eviction, dict) and eviction.get("observed") and eviction.get("sessions"):
@@ -192,6 +195,13 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if figures.get("flood_exercised") and figures.get("a_ttft_p95_flood_ms") is not None and seen:
             derived["isolation_ttft_p95_ms"] = float(figures["a_ttft_p95_flood_ms"])
     return derived
+
+
+def swapped_in(run: BenchmarkRun) -> bool:
+    """Whether the swap test resumed sessions from a swapped-out cache: it saw the idle sessions'
+    KV evicted or offloaded and resuming cost less than recomputing (`claims.SWAP_IN`). A resume
+    that cost a recompute was one: recovery consistency is then not observed."""
+    return claims.judge_verdicts(claims.SWAP_IN, str(run.pk), run.verdicts or [], status_of).claimed
 
 
 def prefix_memory_saving(points: dict[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
@@ -348,6 +358,8 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
         derived.update((run.metadata or {}).get("derived") or {})
         for point in run.points.all():
             derived.update({k: v for k, v in (point.extra or {}).items() if k in DERIVED_METRICS})
+        if run.test == "swap_recovery" and not swapped_in(run):
+            derived.pop("continuation_correct", None)  # a stated figure too: no swap-in, nothing recovered
         intervals = (run.metadata or {}).get("derived_intervals") or {}
         for name in DERIVED_METRICS:
             if name in derived and name not in metrics:

@@ -85,6 +85,13 @@ SAMPLES = {
         budget_ms=300,
         simulated=sim,
     ),
+    "swap_phases": lambda sim: charts.swap_phases(
+        {
+            "vLLM": {"warm": 54, "resume": 211, "recompute": 207, "resume_interval": [200, 220]},
+            "SGLang": {"warm": 50, "resume": 60, "recompute": None},
+        },
+        simulated=sim,
+    ),
 }
 
 EXPECTED_TEXT = {
@@ -116,6 +123,14 @@ EXPECTED_TEXT = {
     ],
     "switch_timeline": ["TTFT (ms)", "time (s)", "switch", "rollback", "failed request", "TTFT budget 500 ms", "vLLM"],
     "tenant_isolation": ["tenant A TTFT p95 (ms)", "alone", "under the flood", "budget 300 ms", "n/a", "SGLang"],
+    "swap_phases": [
+        "TTFT p50 (ms)",
+        "warm (resident)",
+        "resumed after the pause",
+        "recomputed (cache cleared)",
+        "n/a",
+        "SGLang",
+    ],
 }
 
 

@@ -1,5 +1,8 @@
 """Shaping run data for the pages: load axis, percentile rows, chart series, progress, parameters."""
 
+import ast
+import pathlib
+
 import pytest
 
 from benchmarks import presentation as p
@@ -136,7 +139,7 @@ def test_criteria_are_named_in_words_with_their_status():
     assert [(r["title"], r["qualifier"], r["status"]) for r in rows] == [
         ("TPOT p95 within the budget", "prefix caching on", "fail"),
         ("KV usage back to its baseline after aborted requests", "", "not_judged"),
-        ("a_new_criterion", "", "pass"),
+        ("a new criterion", "", "pass"),  # words, never an identifier
     ]
 
 
@@ -171,3 +174,147 @@ def test_criterion_rows_carry_status_sample_size_and_interval():
         [{"name": "ttft_p95_within_budget", "status": "inconclusive", "passed": None, "n": 40, "interval": [9, 12]}]
     )
     assert row["status"] == "inconclusive" and row["n"] == 40 and row["interval"] == [9, 12]
+
+
+# ------------------------------------------------------------------ issue 27: what a test judged, in words
+
+
+def test_every_verdict_the_harness_writes_has_words():
+    """Every verdict name the workloads pass to `verdict` or `make_verdict` is in the label table."""
+    root = pathlib.Path(p.__file__).parent / "harness"
+    names = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
+                "verdict",
+                "make_verdict",
+            ):
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    names.add(first.value)
+    assert names and sorted(names - set(p.CRITERION_TITLES)) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("continuation_identical", "Resumed sessions continue exactly as without the pause"),
+        ("ttft_p95_within_budget[tenant_a_flood]", "TTFT p95 within the budget (tenant A under the flood)"),
+        ("zero_errors[short]", "No failed requests (short requests)"),
+        ("short_traffic_isolated[65536 alone]", "Short requests unaffected by the long one (65536 alone)"),
+        ("something_new", "something new"),
+    ],
+)
+def test_a_verdict_name_reads_in_words(name, words):
+    assert p.verdict_label(name) == words
+
+
+def test_statuses_read_in_words_and_translate():
+    assert p.status_label("insufficient_data") == "insufficient data"
+    assert p.status_label("not_exercised", translate=str.upper) == "NOT EXERCISED"
+
+
+def test_a_judged_row_shows_the_figure_its_limit_n_and_interval():
+    (row,) = p.judged_rows(
+        [
+            {
+                "name": "resume_cheaper_than_recompute",
+                "status": "fail",
+                "value": 1.0213,
+                "threshold": 0.8,
+                "n": 20,
+                "interval": [0.981, 1.064],
+                "detail": "ratio 1.02",
+            }
+        ]
+    )
+    assert row == {
+        "criterion": "Resuming an evicted session is cheaper than recomputing it",
+        "status": "fail",
+        "outcome": "fail",
+        "value": "1.02",
+        "threshold": "0.8",
+        "n": 20,
+        "interval": "0.981–1.06",
+        "detail": "ratio 1.02",
+    }
+
+
+def test_the_swap_table_is_warm_resumed_and_recomputed_never_the_pressure():
+    points = [
+        {"label": "warm", "ttft_ms": {"p50": 50.0}, "requests_completed": 20},
+        {"label": "resume", "ttft_ms": {"p50": 196.0}, "requests_completed": 20},
+        {"label": "recompute", "ttft_ms": {"p50": 192.0}, "requests_completed": 20},
+        {"label": "pressure", "ttft_ms": {"p95": 3895.0}, "concurrency": 32, "requests_completed": 900},
+    ]
+    rows = p.result_figures("swap_recovery", points, {})
+    assert [(r["name"], r["value"], r["n"]) for r in rows] == [
+        ("TTFT p50, warm (history still resident)", "50.0", 20),
+        ("TTFT p50, resumed after the pause", "196", 20),
+        ("TTFT p50, recomputed (cache cleared)", "192", 20),
+    ]
+    assert not any("3,895" in r["value"] for r in rows)
+
+
+def test_the_prefix_table_is_caching_on_against_off():
+    observed = {
+        "kv_peak_on_tokens": 6912,
+        "kv_peak_off_tokens": 18432,
+        "kv_samples_on": 10,
+        "kv_samples_off": 9,
+        "ttft_p50_on_ms": 40.0,
+        "ttft_p50_off_ms": 120.0,
+        "requests_on": 64,
+        "requests_off": 64,
+        "ttft_p50_on_over_off": 0.33,
+        "ttft_p50_on_over_off_interval": [0.3, 0.37],
+        "memory_saving": 0.625,
+    }
+    rows = {r["name"]: r for r in p.result_figures("prefix_reuse", [], {"observed": observed})}
+    assert rows["peak KV tokens, prefix caching on"] == {
+        "name": "peak KV tokens, prefix caching on",
+        "value": "6,912",
+        "unit": "tokens",
+        "n": 10,
+        "interval": "",
+    }
+    assert rows["peak KV tokens, prefix caching off"]["value"] == "18,432"
+    assert rows["TTFT p50 on / off"]["interval"] == "0.3–0.37"
+    assert rows["memory saving with prefix caching"]["value"] == "62.5"
+    # an off run that was not made is missing, never a figure
+    rows = {r["name"]: r for r in p.result_figures("prefix_reuse", [], {"observed": {"kv_peak_on_tokens": 10}})}
+    assert rows["peak KV tokens, prefix caching off"]["value"] == "—"
+
+
+def test_the_long_context_table_has_one_row_per_rung_never_one_request():
+    points = [
+        {
+            "label": "16384 alone",
+            "extra": {"input_tokens_requested": 16384},
+            "ttft_ms": {"p50": 900.0},
+            "requests_completed": 3,
+        },
+        {"label": "16384 with_background", "extra": {"input_tokens_requested": 16384}, "ttft_ms": {"p50": 950.0}},
+        {
+            "label": "32768 alone",
+            "extra": {"input_tokens_requested": 32768},
+            "ttft_ms": {"p50": None},
+            "requests_completed": 0,
+            "requests_failed": 3,
+        },
+    ]
+    rows = p.result_figures("long_context", points, {})
+    assert [(r["name"], r["value"], r["n"]) for r in rows] == [
+        ("TTFT p50, 16K-token input alone", "900", 3),
+        ("TTFT p50, 32K-token input alone", "—", 0),
+        ("32K-token input alone: failed requests", "3", None),
+    ]
+
+
+def test_other_tests_show_their_heaviest_load_level_with_its_requests():
+    points = [
+        {"label": "c=32", "concurrency": 32, "ttft_ms": {"p95": 410.0}, "error_rate": 0.0, "requests_completed": 320},
+        {"label": "short", "extra": {"traffic_group": "short"}, "ttft_ms": {"p95": 90.0}},
+    ]
+    rows = p.result_figures("concurrency_stress", points, {})
+    assert [(r["name"], r["value"], r["n"]) for r in rows] == [("TTFT p95", "410.0", 320), ("error rate", "0", 320)]

@@ -4,7 +4,9 @@ and gives each candidate the launch flags that enable the metrics the simulators
 import io
 import urllib.request
 
+from benchmarks.simulator.config import STRATEGIES
 from selection.candidates.services import add_candidate
+from selection.domain import launch_flags
 from selection.management.commands.demo import DEMO_CANDIDATES, DEMO_LAUNCH_FLAGS, Command
 
 
@@ -35,3 +37,15 @@ def test_demo_simulators_include_a_prefix_caching_off_endpoint(selection_with_co
             assert 'enable_prefix_caching="True"' in response.read().decode()
     finally:
         command.stop_children()
+
+
+def test_each_demo_candidates_launch_flags_say_whether_its_simulator_offloads():
+    """The catalog credits a CPU offload tier only when the launch flags enable it: a simulator that
+    offloads idle sessions must be a candidate launched with offload, and only it (issue 27: the demo's
+    persistence gate is passed by persistence itself, never by another criterion's credit)."""
+    offloading = []
+    for slug, profile, _extra in DEMO_CANDIDATES:
+        state = launch_flags.feature_states(slug, DEMO_LAUNCH_FLAGS[slug])[launch_flags.OFFLOAD]
+        assert bool(state.enabled) == STRATEGIES[profile]["offload"], (slug, profile, state)
+        offloading += [slug] if state.enabled else []
+    assert offloading == ["vllm"]

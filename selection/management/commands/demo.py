@@ -80,17 +80,19 @@ DEMO_CONSTRAINTS = {
     "notes": "Demo data: every result in this selection comes from the kvselect simulator (SIMULATED).",
 }
 # (catalog engine, simulator allocation strategy, extra simulator flags). vLLM runs with priority
-# scheduling (its launch flags say so, and the isolation test sends each tenant's priority); the
-# llama.cpp server has no graceful reload: its simulated restart cuts requests (model_switch).
+# scheduling (its launch flags say so, and the isolation test sends each tenant's priority) and a
+# CPU offload tier (--kv-offloading-size): the one candidate whose idle sessions can be swapped out
+# and back, so the demo's persistence gate, which only persistence itself can pass, has evidence to
+# judge; the llama.cpp server has no graceful reload: its simulated restart cuts requests (model_switch).
 DEMO_CANDIDATES = (
-    ("vllm", "paged-prefix", ["--scheduling-policy", "priority"]),
+    ("vllm", "paged-offload", ["--scheduling-policy", "priority"]),
     ("sglang", "radix", []),
     ("llama-cpp", "static", ["--max-model-len", "40960", "--abrupt-restart"]),
 )
 # Launch flags of the demo candidates: documented features count only when the flags enable them
 # (selection.domain.launch_flags), and the simulators export metrics, as SGLang and llama.cpp do only
 # when started with these.
-DEMO_LAUNCH_FLAGS = {"vllm": "", "sglang": "--enable-metrics", "llama-cpp": "--metrics"}
+DEMO_LAUNCH_FLAGS = {"vllm": "--kv-offloading-size 8", "sglang": "--enable-metrics", "llama-cpp": "--metrics"}
 # the candidates' launch flags that are the engine's own (what the isolation plan reads)
 ENGINE_FLAGS = ("--scheduling-policy",)
 # Short parameters so the whole pipeline (eight tests x three candidates) takes about five minutes.

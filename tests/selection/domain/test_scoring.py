@@ -3,6 +3,7 @@ evidence, the tie-break, sensitivity against brute force, and a cross-check with
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -227,7 +228,7 @@ def test_equal_observability_falls_back_to_lower_operating_complexity():
 # ------------------------------------------------------------------ gates
 
 
-def test_gate_failure_screens_out_but_keeps_the_candidate_in_the_comparison():
+def gate_candidates(threshold):
     strong = dict(
         FULL_METRICS,
         kv_headroom_at_target=0.0,
@@ -237,13 +238,17 @@ def test_gate_failure_screens_out_but_keeps_the_candidate_in_the_comparison():
         error_rate=0.0,
     )
     weak = dict(FULL_METRICS, prefix_saving_ratio=0.2)
-    result = score_candidates(
+    return score_candidates(
         "A",
         [cand("strong", strong), cand("weak", weak)],
         CONS,
         {"memory_allocation": 1, "cache_reuse": 1, "concurrency_control": 3},
-        gates={"memory": 0.5},
+        gates={"memory": threshold},
     )
+
+
+def test_gate_failure_screens_out_but_keeps_the_candidate_in_the_comparison():
+    result = gate_candidates(0.3)
     s, w = result.candidate("strong"), result.candidate("weak")
     # by hand: strong memory_allocation = (0 + 0 + 1) / 5, cache_reuse = (2 * 0.5 + 1) / 3
     assert s.dimensions["memory"].score == pytest.approx(0.5 * 0.2 + 0.5 * 2 / 3)
@@ -253,10 +258,54 @@ def test_gate_failure_screens_out_but_keeps_the_candidate_in_the_comparison():
     assert s.screened_out and not w.screened_out
     assert result.winner == "weak" and result.ranking == ["weak", "strong"]
     assert s.rank == 2 and s.screen_reasons == [s.gates[0].reason]
-    assert str(s.screen_reasons[0]) == "Memory allocation and reuse 0.43 < gate 0.50"
+    # the dimension (0.43) is above the gate, but its cache reuse cannot carry its allocation (0.20)
+    assert str(s.screen_reasons[0]) == (
+        "Memory allocation and reuse 0.43, but memory allocation strategy 0.20 < gate 0.30: "
+        "one criterion's credit cannot carry another"
+    )
     assert s.topsis is None  # TOPSIS is over the passing candidates only
     assert s.criteria["concurrency_control"].score is not None  # still fully scored for the comparison
     assert any("STRONG is screened out" in str(line) for line in result.sentences)
+
+
+def test_a_dimension_below_its_gate_says_so():
+    s = gate_candidates(0.5).candidate("strong")
+    assert s.screened_out and str(s.screen_reasons[0]) == "Memory allocation and reuse 0.43 < gate 0.50"
+
+
+def test_a_persistence_gate_cannot_pass_on_a_session_recovery_credit():
+    """Issue 27: the persistence gate passed at 0.537 on session recovery's 1.000 while cache
+    persistence itself scored 0 (no offload, resume as costly as a recompute)."""
+    no_offload = replace(FULL_DOC, offload_tiers=())
+    values = dict(FULL_METRICS, swap_resume_ttft_ratio=1.02, continuation_correct=1.0, idle_release_share=1.0)
+    weights = {"cache_persistence": 3, "cache_lifecycle": 2, "session_recovery": 3}
+    result = score_candidates("C", [cand("a", values, no_offload)], CONS, weights, gates={"persistence": 0.3})
+    a = result.candidate("a")
+    assert a.criteria["cache_persistence"].score == 0.0 and a.criteria["session_recovery"].score == 1.0
+    assert a.dimensions["persistence"].score >= 0.3  # the credits would have carried it
+    assert a.screened_out and result.winner is None
+    assert "cache persistence 0.00 < gate 0.30" in str(a.screen_reasons[0])
+
+
+def test_a_gate_fails_on_its_own_criterion_without_evidence():
+    values = {k: v for k, v in FULL_METRICS.items() if k != "swap_resume_ttft_ratio"}
+    undocumented = replace(FULL_DOC, offload_tiers=None)
+    weights = {"cache_persistence": 1, "session_recovery": 1}
+    a = score_candidates("C", [cand("a", values, undocumented)], CONS, weights, gates={"persistence": 0.2})
+    a = a.candidate("a")
+    assert a.criteria["cache_persistence"].score is None and a.dimensions["persistence"].score >= 0.2
+    assert a.screened_out
+    assert "cache persistence has no evidence (gate 0.20)" in str(a.screen_reasons[0])
+
+
+def test_a_scenario_addition_adds_to_the_score_but_is_not_needed_on_its_own():
+    """Cache lifecycle (idle sessions released) pulls against persistence (sessions kept): an engine
+    that offloads and resumes cheaply passes a persistence gate with a low lifecycle score."""
+    values = dict(FULL_METRICS, swap_resume_ttft_ratio=0.3, idle_release_share=0.0)
+    weights = {"cache_persistence": 3, "cache_lifecycle": 3, "session_recovery": 3}
+    a = score_candidates("C", [cand("a", values)], CONS, weights, gates={"persistence": 0.3}).candidate("a")
+    assert a.criteria["cache_lifecycle"].score < 0.3 <= a.criteria["cache_persistence"].score
+    assert not a.screened_out
 
 
 def test_gate_on_a_dimension_without_evidence_fails_with_reason():
@@ -708,3 +757,9 @@ def test_a_lead_beyond_the_noise_stands_and_no_interval_means_no_noise_claim():
     result = _noisy_pair(None, None)
     assert result.candidate("p").total_interval is None and result.winner == "p"
     assert "noise" not in str(result.tie_break["explanation"].to_dict())
+
+
+def test_each_dimensions_gate_criteria_are_its_own():
+    assert set(sc.GATE_CRITERIA) == set(sc.DIMENSIONS)
+    for dimension, members in sc.GATE_CRITERIA.items():
+        assert members and all(sc.DIMENSION_OF[c] == dimension for c in members)

@@ -444,6 +444,6 @@ def test_the_overload_run_joins_the_record_after_the_five_with_its_step_chart(de
     assert tests[-1] == "Overload and rejection"
     entries = {(e["test"], e["candidate"].split()[0]): e for e in record.snapshot["validation"]}
     entry = entries[("Overload and rejection", "vLLM")]
-    assert entry["metrics"][0] == {"name": "TTFT p95", "value": "1850.0", "unit": "ms"}
+    assert entry["metrics"][0] == {"name": "TTFT p95", "value": "1850.0", "unit": "ms", "n": None, "interval": ""}
     assert "Overload: the way up and down" in [c["title"] for c in entry["charts"]]
     assert entries[("Concurrency stress", "vLLM")]["metrics"][0]["value"] != "9999.0"
