@@ -9,11 +9,13 @@ soak drift, largest context rung, KV headroom) are read by their scoring names f
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Any, Iterable
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
-from benchmarks.selectors import latest_runs
+from benchmarks.selectors import run_history
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags, scoring
 from selection.models import Candidate, Selection
@@ -285,13 +287,106 @@ def _interval_of(run: BenchmarkRun, verdict_name: str) -> tuple[float, float] | 
     return _pair((verdict or {}).get("interval"))
 
 
+def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) -> str | None:
+    """Why the run's figures (or those of `points`) are the client's and not the engine's: the
+    client-bound points with their reasons, or None when no point was client-bound (an unjudged
+    point, None, is not)."""
+    bound = [p for p in (run.points.all() if points is None else points) if p.client_bound]
+    if not bound:
+        return None
+    reasons = dict.fromkeys(r for p in bound for r in (p.extra or {}).get("client_bound_reasons") or [])
+    where = ", ".join(p.label or f"point {p.index}" for p in bound)
+    why = f": {'; '.join(reasons)}" if reasons else ""
+    return f"client-bound ({run.test} run {run.pk}, {where}{why})"
+
+
+# figures a test derives that do not depend on the client's pace: whether a session continued
+# identically, whether a rung was served at its full length, whether idle sessions were evicted
+PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share"})
+RERUNS_READ = 4  # earlier runs of a test with the same parameters whose values widen the interval
+
+
 def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[str, scoring.Metric]:
+    """The candidate's measured metrics (see `measured_evidence`)."""
+    return measured_evidence(candidate, constraints)[0]
+
+
+def measured_evidence(
+    candidate: Candidate, constraints: dict[str, Any]
+) -> tuple[dict[str, scoring.Metric], dict[str, str]]:
+    """The candidate's measured metrics from the latest run of each test, and the figures held out.
+
+    A run with a client-bound load point (the load client, not the engine, set the pace or stamped
+    the times) gives the scoring only its figures that do not depend on the pace
+    (`PACE_INDEPENDENT`); the others come from the newest run of that test without a client-bound
+    point, or are held out, with the reason, when there is none: a client-bound run can neither lift
+    nor sink a candidate. Earlier runs of a test with the same parameters (re-runs) widen each
+    metric's interval to span their values."""
+    history = run_history(candidate)
+    latest = {test: runs[0] for test, runs in history.items()}
+    metrics, held_out = metrics_from_runs(latest, candidate, constraints)
+    clean = {test: run for test, runs in history.items() if (run := _first_clean(runs)) is not None}
+    if clean != latest:  # what the newest runs without a client-bound point measured stands instead
+        fallback, _held = metrics_from_runs(clean, candidate, constraints)
+        for name in [name for name in fallback if name not in metrics]:
+            metrics[name] = fallback[name]
+            held_out.pop(name, None)
+    for test, runs in sorted(history.items()):
+        own = {str(run.pk) for run in runs}
+        reruns = [run for run in runs if (run.params or {}) == (runs[0].params or {})][: RERUNS_READ + 1]
+        for rerun in reruns if len(reruns) > 1 else ():
+            again, _held = metrics_from_runs({**latest, test: rerun}, candidate, constraints)
+            for name, metric in again.items():
+                current = metrics.get(name)
+                if (
+                    current is not None
+                    and metric.run_ids == (str(rerun.pk),)
+                    and len(current.run_ids) == 1
+                    and current.run_ids[0] in own
+                    and current.run_ids != metric.run_ids
+                ):
+                    metrics[name] = with_rerun(current, metric, str(rerun.pk))
+    measured = (candidate.measured_capacity or {}).get("token_capacity")
+    predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
+    if measured and predicted:
+        metrics["capacity_prediction_error"] = scoring.Metric(
+            value=abs(predicted - measured) / measured,
+            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
+            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
+        )
+    return metrics, held_out
+
+
+def _first_clean(runs: list[BenchmarkRun]) -> BenchmarkRun | None:
+    return next((run for run in runs if client_bound_reason(run) is None), None)
+
+
+def with_rerun(metric: scoring.Metric, rerun: scoring.Metric, run_id: str) -> scoring.Metric:
+    """`metric` with its interval widened to span a re-run's value (and the re-run's interval)."""
+    values = [float(metric.value), float(rerun.value)]
+    for interval in (metric.interval, rerun.interval):
+        values.extend(interval or ())
+    return replace(metric, interval=(min(values), max(values)), reruns=(*metric.reruns, run_id))
+
+
+def metrics_from_runs(
+    runs: dict[str, BenchmarkRun], candidate: Candidate, constraints: dict[str, Any]
+) -> tuple[dict[str, scoring.Metric], dict[str, str]]:
+    """Measured metrics from one run per test, and the figures held out (by name, with the reason):
+    every figure a client-bound run measured, except those that do not depend on the pace."""
     metrics: dict[str, scoring.Metric] = {}
-    runs = latest_runs(candidate)
+    held_out: dict[str, str] = {}
+    bound_runs = {run.pk: client_bound_reason(run) for run in runs.values()}
 
     def put(name: str, value: Any, run: BenchmarkRun, interval: Any = None) -> None:
         if value is None:
             return
+        bound = None if name in PACE_INDEPENDENT else bound_runs[run.pk]
+        if bound:  # the client's figure: neither scored nor left standing in another run's place
+            metrics.pop(name, None)
+            held_out[name] = bound
+            return
+        held_out.pop(name, None)
         metrics[name] = scoring.Metric(
             value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=_pair(interval)
         )
@@ -307,8 +402,7 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
             put("ttft_p95_ms", point.ttft_ms.get("p95"), stress, _interval_of(stress, "ttft_p95_within_budget"))
             put("tpot_p95_ms", point.tpot_ms.get("p95"), stress, _interval_of(stress, "tpot_p95_within_budget"))
             put("error_rate", point.error_rate, stress)
-            if not point.client_bound:  # a client that did not keep the load says nothing of the engine
-                put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
+            put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
             goodput_tokens = point.output_token_throughput
             if goodput_tokens is not None and point.slo_attainment is not None:
                 goodput_tokens *= point.slo_attainment
@@ -321,46 +415,66 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
                         scoring.cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
                         stress,
                     )
-        if constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points:
-            sustainable = scoring.sustainable_concurrency(
-                [
-                    {
-                        "concurrency": p.achieved_concurrency or p.concurrency,
-                        "ttft_p95_ms": p.ttft_ms.get("p95"),
-                        "tpot_p95_ms": p.tpot_ms.get("p95"),
-                        "error_rate": p.error_rate,
-                    }
-                    for p in points
-                    if (p.achieved_concurrency or p.concurrency) is not None
-                ],
-                constraints["ttft_p95_ms"],
-                constraints["tpot_p95_ms"],
-            )
-            put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
+        _sweep_sustainable(stress, points, constraints, gpus, put)
     overloaded = runs.get("overload")
     if overloaded is not None:  # the overload test measured it step by step: it wins over a one-level stress
         sustainable = overload_sustainable_concurrency(overloaded)
         if sustainable is not None:
-            metrics.pop("sustainable_concurrency_per_gpu", None)
             put("sustainable_concurrency_per_gpu", sustainable / gpus, overloaded)
     for run in runs.values():
         derived = derived_from_run(run)
         derived.update((run.metadata or {}).get("derived") or {})
         for point in run.points.all():
             derived.update({k: v for k, v in (point.extra or {}).items() if k in DERIVED_METRICS})
-        intervals = (run.metadata or {}).get("derived_intervals") or {}
+        intervals = derived_intervals(run, derived) | ((run.metadata or {}).get("derived_intervals") or {})
         for name in DERIVED_METRICS:
-            if name in derived and name not in metrics:
+            if name in derived and name not in metrics and name not in held_out:
                 put(name, derived[name], run, intervals.get(name))
-    measured = (candidate.measured_capacity or {}).get("token_capacity")
-    predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
-    if measured and predicted:
-        metrics["capacity_prediction_error"] = scoring.Metric(
-            value=abs(predicted - measured) / measured,
-            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
-            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
-        )
-    return metrics
+    return metrics, held_out
+
+
+def _sweep_sustainable(stress: BenchmarkRun, points: list, constraints: dict[str, Any], gpus: int, put) -> None:
+    """The stress sweep's sustainable concurrency per GPU (highest point within every budget)."""
+    if not (constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points):
+        return
+    sustainable = scoring.sustainable_concurrency(
+        [
+            {
+                "concurrency": p.achieved_concurrency or p.concurrency,
+                "ttft_p95_ms": p.ttft_ms.get("p95"),
+                "tpot_p95_ms": p.tpot_ms.get("p95"),
+                "error_rate": p.error_rate,
+            }
+            for p in points
+            if (p.achieved_concurrency or p.concurrency) is not None
+        ],
+        constraints["ttft_p95_ms"],
+        constraints["tpot_p95_ms"],
+    )
+    put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
+
+
+def derived_intervals(run: BenchmarkRun, derived: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """The 95 % intervals of a run's derived figures that its verdicts measured, when the figure is the
+    verdict's own value: the soak's p99 drift (as the late / early ratio) and the swap test's resume /
+    recompute ratio."""
+    intervals: dict[str, tuple[float, float]] = {}
+    for name, verdict_name, as_figure in (
+        ("soak_drift_p99_ratio", "ttft_p99_drift", lambda v: max(0.0, 1.0 + v / 100.0)),
+        ("swap_resume_ttft_ratio", "resume_cheaper_than_recompute", float),
+    ):
+        verdict = _verdict(run, verdict_name) or {}
+        interval = _pair(verdict.get("interval"))
+        value = derived.get(name)
+        if interval is None or value is None or verdict.get("value") is None:
+            continue
+        try:
+            same = math.isclose(as_figure(float(verdict["value"])), float(value), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            continue
+        if same:
+            intervals[name] = (as_figure(interval[0]), as_figure(interval[1]))
+    return intervals
 
 
 def scoring_constraints(selection: Selection) -> scoring.ScoringConstraints:
@@ -385,12 +499,14 @@ def evidence_for(
     constraints = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
     result = []
     for candidate in candidates if candidates is not None else compared_candidates(selection):
+        metrics, held_out = measured_evidence(candidate, constraints)
         result.append(
             scoring.CandidateEvidence(
                 candidate=str(candidate.pk),
                 label=candidate.display_name,
-                metrics=measured_metrics(candidate, constraints),
+                metrics=metrics,
                 documented=documented_features(candidate),
+                held_out=held_out,
             )
         )
     return result

@@ -507,9 +507,11 @@ def _three_candidates():
     return [cand("a", a), cand("b", b), cand("c", c, doc=doc_c)]
 
 
+@pytest.mark.filterwarnings("ignore:Alternatives with indices")  # the full-marks and zero rows, on purpose
 def test_weighted_sum_and_topsis_match_pymcdm():
+    """TOPSIS on the fixed scale: pymcdm's TOPSIS without normalisation over the candidates plus a row
+    of full marks and a row of zeros (which make its set-relative ideal and anti-ideal 1 and 0)."""
     from pymcdm.methods import TOPSIS, WSM
-    from pymcdm.normalizations import vector_normalization
 
     weights = {
         "memory_allocation": 3,
@@ -526,7 +528,8 @@ def test_weighted_sum_and_topsis_match_pymcdm():
     w = np.array([result.weights[c] for c in weights])
     types = np.ones(len(w))
     wsm = WSM(normalization_function=lambda x, cost: x)(matrix, w, types)
-    tops = TOPSIS(normalization_function=vector_normalization)(matrix, w, types)
+    bounded = np.vstack([matrix, np.ones(len(w)), np.zeros(len(w))])
+    tops = TOPSIS(normalization_function=lambda x, cost: x)(bounded, w, types)
     for i, cid in enumerate(ids):
         assert result.candidate(cid).total == pytest.approx(wsm[i], abs=1e-6)
         assert result.candidate(cid).topsis == pytest.approx(tops[i], abs=1e-6)
@@ -612,24 +615,39 @@ def test_evidence_round_trips_through_its_dict_form():
 
 
 def test_when_topsis_picks_another_leader_the_result_says_which_method_decides_and_why():
-    def ev(cid, correct, rung, idle):
-        values = {"continuation_correct": correct, "max_context_rung_reached": rung, "idle_release_share": idle}
-        return CandidateEvidence(cid, cid.upper(), metrics(values), DocumentedFeatures())
+    def ev(cid, correct, idle):
+        values = {"continuation_correct": correct, "idle_release_share": idle}
+        doc = DocumentedFeatures(preemption_mode="none")  # cache lifecycle = 2/3 of the idle release score
+        return CandidateEvidence(cid, cid.upper(), metrics(values), doc)
 
-    weights = {"session_recovery": 1, "context_extension": 1, "cache_lifecycle": 1}
-    evidence = [ev("a", 0.92, 8192, 0.9), ev("b", 0.9, 16384, 0.9), ev("c", 1.0, 8192, 0.9)]
+    # b is even (0.54 and 0.54), c lopsided (1.0 and 0.1): a higher sum, further from full marks
+    weights = {"session_recovery": 1, "cache_lifecycle": 1}
+    evidence = [ev("b", 0.954, 0.905), ev("c", 1.0, 0.575)]
     result = score_candidates("A", evidence, CONS, weights, options=ScoringOptions(tie_margin=0.0))
     b, c = result.candidate("b"), result.candidate("c")
     assert c.total > b.total and b.topsis > c.topsis  # the two methods disagree
     assert result.winner == "c"
     method = result.method
     assert method["decides"] == "weighted_sum" and method["topsis_leader"] == "b" and method["agrees"] is False
-    assert method["favoured_criteria"] == ["context_extension"]  # b's only lead
+    assert method["favoured_criteria"] == ["cache_lifecycle"]  # b's only lead
     text = str(method["sentence"])
     assert text.startswith("The weighted sum decides") and "fixed bounds" in text
     assert f"TOPSIS ranks B first (closeness {b.topsis:.3f} against {c.topsis:.3f} for C)" in text
-    assert "context extension" in text and method["sentence"] in result.sentences
+    assert "cache lifecycle management" in text and method["sentence"] in result.sentences
     assert json.loads(json.dumps(result.to_dict()))["method"]["sentence"]["msgid"] == method["sentence"].msgid
+
+
+def test_topsis_of_two_near_equal_candidates_is_near_equal_not_one_against_zero():
+    """Two candidates, one ahead by a hair on the only criterion where they differ: the set's best and
+    worst as ideals would read 1.000 against 0.000 (the demo's SGLang 0.775 vs vLLM 0.764)."""
+    a = cand("a", dict(FULL_METRICS, error_rate=0.010))
+    b = cand("b", dict(FULL_METRICS, error_rate=0.011))
+    result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1})
+    ta, tb = result.candidate("a").topsis, result.candidate("b").topsis
+    assert ta > tb and ta - tb < 0.02
+    alone = sc.topsis(np.array([[0.8, 0.5]]), np.array([0.5, 0.5]))  # set-independent: alone, the same scale
+    paired = sc.topsis(np.array([[0.8, 0.5], [0.2, 0.9]]), np.array([0.5, 0.5]))
+    assert alone[0] == pytest.approx(paired[0])
 
 
 def test_when_topsis_agrees_the_result_says_so():

@@ -1,10 +1,13 @@
 """Scoring through the database: runs -> evidence -> Score snapshot -> API."""
 
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
+from selection.domain.messages import render
 from selection.scoring.evidence import documented_features, evidence_for
 from selection.scoring.services import compute_scores
 from selection.setup.services import accept_scenario, set_gates
@@ -108,11 +111,80 @@ def test_dashboard_shows_leader_coverage_and_next_step(client, candidates, archi
     )
 
 
-def test_a_client_bound_point_gives_no_achieved_concurrency(candidates):
-    run = add_run(candidates[0])
-    RunPoint.objects.filter(run=run).update(client_bound=True)  # the client held 190 of 200, not the engine
-    metrics = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics
-    assert "achieved_concurrency" not in metrics and metrics["ttft_p95_ms"].value == 400.0
+def bind(run, reason="held 9.1 requests in flight on average, 200 requested"):
+    """Mark the run's load points client-bound, with the harness's reason."""
+    for point in run.points.all():
+        point.client_bound = True
+        point.extra = {**(point.extra or {}), "client_bound_reasons": [reason]}
+        point.save(update_fields=["client_bound", "extra"])
+    return run
+
+
+def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candidates):
+    """TTFT/TPOT p95, errors, throughput, cost and the sustainable concurrency of a run whose client
+    could not keep the load were scored as the engine's (only achieved concurrency was dropped)."""
+    run = bind(add_run(candidates[0], derived={"kv_headroom_at_target": 0.25}))
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    for name in ("ttft_p95_ms", "tpot_p95_ms", "error_rate", "achieved_concurrency", "output_tokens_per_s_per_gpu"):
+        assert name not in evidence.metrics
+        assert evidence.held_out[name].startswith(f"client-bound (concurrency_stress run {run.pk}, ")
+        assert "held 9.1 requests in flight on average, 200 requested" in evidence.held_out[name]
+    assert "kv_headroom_at_target" not in evidence.metrics and "kv_headroom_at_target" in evidence.held_out
+    result = compute_scores(candidates[0].selection).result
+    vllm = next(c for c in result["candidates"] if c["candidate"] == str(candidates[0].pk))
+    ttft = next(
+        i for i in vllm["criteria"]["concurrency_control"]["indicators"] if i["indicator"] == "ttft_p95_vs_budget"
+    )
+    assert ttft["status"] == "missing" and ttft["reason"].startswith("ttft_p95_ms held out: client-bound")
+    held = [render(s) for s in result["sentences"] if "held out of the scoring" in render(s)]
+    assert len(held) == 1 and held[0].startswith(f"{candidates[0].display_name}: achieved_concurrency, ")
+
+
+@pytest.mark.parametrize("bound_values", [dict(ttft_p95=50.0, error_rate=0.0), dict(ttft_p95=9000.0, error_rate=0.5)])
+def test_a_client_bound_run_cannot_flip_the_winner(candidates, bound_values):
+    """The issue's demo: a stress run flagged client-bound still scored throughput, cost, TTFT/TPOT
+    p95 as the engine's. A newer client-bound run, good or bad, on either candidate changes nothing:
+    its figures come from the newest run the client did not bind."""
+    selection = candidates[0].selection
+    add_run(candidates[0], ttft_p95=400.0)
+    older = add_run(candidates[1], ttft_p95=1400.0, error_rate=0.02)
+    before = compute_scores(selection).result
+    assert before["winner"] == str(candidates[0].pk)
+    for candidate in candidates[:2]:
+        bind(add_run(candidate, **bound_values))
+        after = compute_scores(selection).result
+        assert after["winner"] == before["winner"] and after["ranking"] == before["ranking"]
+        assert [c["total"] for c in after["candidates"]] == [c["total"] for c in before["candidates"]]
+    sglang = evidence_for(selection, [candidates[1]])[0]
+    assert sglang.metrics["ttft_p95_ms"].run_ids == (str(older.pk),)
+    assert not set(sglang.held_out) & set(sglang.metrics)  # held out: only what no clean run measured
+
+
+def test_the_same_evidence_gives_the_same_snapshot_bit_for_bit(candidates):
+    add_run(candidates[0], ttft_p95=400.0)
+    add_run(candidates[1], ttft_p95=450.0)
+    selection = candidates[0].selection
+    first = compute_scores(selection)
+    first.delete()
+    second = compute_scores(selection)
+    assert second.inputs_hash == first.inputs_hash
+    assert json.dumps(second.result, sort_keys=True) == json.dumps(first.result, sort_keys=True)
+    assert second.result["sensitivity"]["noise"]["first_share"] == first.result["sensitivity"]["noise"]["first_share"]
+
+
+def test_re_runs_of_a_test_widen_the_interval_to_their_values(candidates):
+    """The robustness section draws the measurements within their intervals: a re-run of the same
+    test (same parameters) that measured another TTFT p95 widens that interval to span it."""
+    first = add_run(candidates[0], ttft_p95=380.0)
+    BenchmarkRun.objects.filter(pk=first.pk).update(params={"concurrency": 200})
+    latest = add_run(candidates[0], ttft_p95=400.0)
+    BenchmarkRun.objects.filter(pk=latest.pk).update(params={"concurrency": 200})
+    other = add_run(candidates[0], ttft_p95=100.0)  # different parameters: not a re-run of the same test
+    BenchmarkRun.objects.filter(pk=other.pk).update(params={"concurrency": 8})
+    BenchmarkRun.objects.filter(pk=other.pk).update(created_at=first.created_at)
+    ttft = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics["ttft_p95_ms"]
+    assert ttft.value == 400.0 and ttft.run_ids == (str(latest.pk),)
+    assert ttft.interval == (380.0, 400.0) and ttft.reruns == (str(first.pk),)
 
 
 def test_a_context_ladder_that_reached_the_longest_input_scores_full_marks(candidates):
