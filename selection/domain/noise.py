@@ -14,9 +14,11 @@ evidence. The rules, in one place:
   screening held fixed): the candidates within the tie margin of the draw's top total form a
   group, the tie-break's preference (observability, then operating complexity) picks in it, and
   the higher drawn total, then the lower index, breaks what is left.
-* **Stable** when the winner is first in at least `STABLE_SHARE` of the draws; otherwise the
-  evidence does not separate the candidates and the decision is inconclusive. Unknown (None) when
-  no indicator has an interval: nothing says how far the measurements could move.
+* **Stable** (`scoring.measurement_noise` decides) when the winner is first in at least
+  `STABLE_SHARE` of the draws, or the tie-break chose it on a documented property that no draw
+  moves; otherwise the evidence does not separate the candidates and the decision is
+  inconclusive. Unknown (None) when no indicator has an interval: nothing says how far the
+  measurements could move.
 """
 
 from __future__ import annotations

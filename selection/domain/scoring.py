@@ -1338,7 +1338,7 @@ def score_candidates(
     leader = min(passing, key=lambda c: (-c.total, c.candidate)).candidate if passing else None
     labels = {c.candidate: c.label for c in candidates}
     sensitivity = analyse_sensitivity(matrix, w_vec, [c.candidate for c in passing], criteria_ids, options, labels)
-    sensitivity["noise"] = measurement_noise(passing, order, criteria_ids, w_vec, options, labels)
+    sensitivity["noise"] = measurement_noise(passing, order, tie, criteria_ids, w_vec, options, labels)
     sensitivity["sentences"].append(sensitivity["noise"]["sentence"])
     uses_sim = any(c.uses_simulated for c in candidates)
     notes = []
@@ -1955,6 +1955,7 @@ def _noise_parts(candidate: CandidateScore, criteria_ids: list[str]) -> list[noi
 def measurement_noise(
     passing: list[CandidateScore],
     order: list[CandidateScore],
+    tie: dict[str, Any],
     criteria_ids: list[str],
     weights: np.ndarray,
     options: ScoringOptions,
@@ -1962,7 +1963,10 @@ def measurement_noise(
 ) -> dict[str, Any]:
     """Robustness to measurement noise (`domain.noise`): the share of draws of the measurements, each
     within its interval, in which each passing candidate wins under the decision rule (weights fixed),
-    and whether the recommended candidate holds (`stable`: None when nothing has an interval)."""
+    and whether the recommended candidate holds (`stable`: None when nothing has an interval). It
+    holds when it wins at least `noise.STABLE_SHARE` of the draws, or when the tie-break chose it
+    within the noise on a documented property (observability, operating complexity), which no draw
+    of the measurements moves."""
     result: dict[str, Any] = {
         "draws": options.noise_draws,
         "seed": options.seed,
@@ -2017,7 +2021,8 @@ def measurement_noise(
         )
         return result
     share = float(shares[passing.index(order[0])])
-    result["stable"] = share >= noise_domain.STABLE_SHARE
+    by_rule = bool(tie.get("applied")) and tie.get("decided_by") in ("observability", "operating_complexity")
+    result["stable"] = share >= noise_domain.STABLE_SHARE or by_rule
     result["sentence"] = Message(
         _(
             "Across %(draws)s draws of the measurements, each of the %(count)s of %(measured)s measured indicators "

@@ -3,10 +3,12 @@ evidence, the tie-break, sensitivity against brute force, and a cross-check with
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from selection.domain import headline
 from selection.domain import scoring as sc
 from selection.domain.scoring import (
     MEASURED,
@@ -720,9 +722,107 @@ def test_a_lead_inside_the_measurement_noise_is_a_tie_decided_by_the_tie_break()
     assert "measurement noise" in str(result.tie_break["explanation"].to_dict())
 
 
+def test_a_tie_break_on_a_documented_property_within_the_noise_is_a_decision_not_inconclusive():
+    result = _noisy_pair((650.0, 760.0), (700.0, 820.0))
+    noise = result.sensitivity["noise"]
+    assert result.winner == "q" and noise["first_share"]["p"] > noise["first_share"]["q"]  # p leads most draws
+    assert noise["stable"] is True  # but the rule picks q on operating complexity, which no draw moves
+    assert str(result.sentences[0]).startswith("Q is recommended")
+
+
 def test_a_lead_beyond_the_noise_stands_and_no_interval_means_no_noise_claim():
     result = _noisy_pair((690.0, 710.0), (750.0, 770.0))
     assert result.winner == "p" and not result.tie_break["applied"] and result.tie_break["noise"] == []
+    assert result.sensitivity["noise"]["first_share"] == {"p": 1.0, "q": 0.0}
+    assert result.sensitivity["noise"]["stable"] is True and result.sensitivity["noise"]["with_interval"] == 2
     result = _noisy_pair(None, None)
     assert result.candidate("p").total_interval is None and result.winner == "p"
     assert "noise" not in str(result.tie_break["explanation"].to_dict())
+    assert result.sensitivity["noise"]["stable"] is None  # nothing says how far the measurements move
+    assert "robustness to measurement noise is unknown" in str(result.sensitivity["noise"]["sentence"])
+
+
+def test_a_close_pair_within_the_noise_is_inconclusive():
+    """Equal documented features, so the tie-break cannot pick on them; P's TTFT p95 is lower, but the
+    two intervals overlap widely: the first place flips within the noise."""
+    p = CandidateEvidence("p", "P", {"ttft_p95_ms": Metric(700.0, ("1",), MEASURED, (600.0, 900.0))}, FULL_DOC)
+    q = CandidateEvidence("q", "Q", {"ttft_p95_ms": Metric(760.0, ("2",), MEASURED, (650.0, 950.0))}, FULL_DOC)
+    result = score_candidates("A", [p, q], CONS, {"concurrency_control": 1}, options=ScoringOptions(tie_margin=0.0))
+    noise = result.sensitivity["noise"]
+    assert result.winner == "p" and noise["stable"] is False
+    assert 0.5 < noise["first_share"]["p"] < sc.noise_domain.STABLE_SHARE
+    first = str(result.sentences[0])
+    assert (
+        first.startswith("Inconclusive: P leads with a weighted total of") and "within the measurement noise" in first
+    )
+    out = headline.decision_headline(result.to_dict())
+    assert out["verdict"] == headline.INCONCLUSIVE
+    assert "within the measurement noise P is first in only" in str(out["verdict_reason"])
+
+
+def test_a_lead_within_the_tie_margin_on_equal_observability_and_complexity_is_inconclusive():
+    """The demo: vLLM 0.787, SGLang 0.774, observability and complexity equal; the tie-break fell through
+    to the total and named vLLM; a re-run named SGLang. Only a lead the tie margin calls none picked."""
+    a = cand("a", dict(FULL_METRICS))
+    b = cand("b", dict(FULL_METRICS, error_rate=0.02))
+    result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1})
+    assert result.tie_break["applied"] and result.tie_break["decided_by"] == "total"
+    assert str(result.sentences[0]).startswith("Inconclusive: A leads")
+    assert "within the tie margin 0.02 of B and their observability and operating complexity are equal" in str(
+        result.sentences[0]
+    )
+    assert headline.decision_headline(result.to_dict())["verdict"] == headline.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("client_value", [1.0, 5000.0])
+def test_a_held_out_client_bound_figure_cannot_flip_the_winner(client_value):
+    """B's TTFT p95 came from a client-bound run: held out, whatever it measured, B scores as if it had
+    not been measured, and the reason is stated. Scored as the engine's, the client's 1 ms would win."""
+    weights = {"concurrency_control": 1, "cache_reuse": 1}
+    a = cand("a", dict(FULL_METRICS))
+    rest = {k: v for k, v in FULL_METRICS.items() if k != "ttft_p95_ms"}
+    reason = "client-bound (concurrency_stress run 9, c=64: held 9.1 requests in flight on average, 64 requested)"
+    b = replace(cand("b", dict(rest, ttft_p95_ms=client_value)), held_out={"ttft_p95_ms": reason})
+    unmeasured = score_candidates("A", [a, cand("b", rest)], CONS, weights)
+    result = score_candidates("A", [a, b], CONS, weights)
+    assert result.winner == unmeasured.winner == "a"
+    assert result.candidate("b").total == unmeasured.candidate("b").total
+    assert result.candidate("b").total_upper == unmeasured.candidate("b").total_upper
+    ind = indicator(result, "b", "concurrency_control", "ttft_p95_vs_budget")
+    assert ind.status == "missing" and ind.reason == f"ttft_p95_ms held out: {reason}"
+    assert f"B: ttft_p95_ms held out of the scoring: {reason}." in [str(s) for s in result.sentences]
+    scored_anyway = score_candidates("A", [a, replace(b, held_out={})], CONS, weights)
+    assert scored_anyway.winner == ("b" if client_value == 1.0 else "a")
+
+
+def test_the_same_evidence_gives_the_same_decision_bit_for_bit_in_any_order():
+    def ev(cid, ttft, interval, complexity):
+        doc = replace(FULL_DOC, operating_complexity=complexity)
+        return CandidateEvidence(cid, cid.upper(), {"ttft_p95_ms": Metric(ttft, (cid,), MEASURED, interval)}, doc)
+
+    evidence = [
+        ev("p", 700.0, (600.0, 900.0), "low"),
+        ev("q", 760.0, (650.0, 950.0), "low"),
+        ev("r", 900.0, None, "high"),
+    ]
+    weights = {"concurrency_control": 2, "cost_control": 1}
+    first = score_candidates("A", evidence, CONS, weights).to_dict()
+    again = score_candidates("A", evidence, CONS, weights).to_dict()
+    assert json.dumps(first, sort_keys=True) == json.dumps(again, sort_keys=True)
+    shuffled = score_candidates("A", [evidence[2], evidence[0], evidence[1]], CONS, weights).to_dict()
+    assert shuffled["winner"] == first["winner"] and shuffled["ranking"] == first["ranking"]
+    assert shuffled["sensitivity"]["noise"]["first_share"] == first["sensitivity"]["noise"]["first_share"]
+    assert shuffled["sensitivity"]["noise"]["stable"] == first["sensitivity"]["noise"]["stable"]
+
+
+def test_evidence_with_intervals_and_held_out_figures_round_trips():
+    from dataclasses import asdict
+
+    original = CandidateEvidence(
+        "a",
+        "A",
+        {"ttft_p95_ms": Metric(700.0, ("1",), MEASURED, (600.0, 900.0), ("0",))},
+        FULL_DOC,
+        held_out={"error_rate": "client-bound (run 3)"},
+    )
+    assert sc.evidence_from_dict(json.loads(json.dumps(asdict(original)))) == original
