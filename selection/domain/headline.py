@@ -110,6 +110,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         "coverage": coverage,
     }
     inconclusive: list[Message] = []
+    undecided: list[Message] = []  # the evidence at hand does not separate them (tie-break, noise)
     close: list[Message] = []
     if coverage < COVERAGE_MIN:
         inconclusive.append(
@@ -137,7 +138,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         clear = Message(
             _("Clear: %(name)s is the only candidate that passes the gates, on enough evidence."), {"name": name}
         )
-        return _verdict(out, inconclusive, close, clear)
+        return _verdict(out, inconclusive, close, clear, undecided)
 
     other = runner_up.get("label") or runner_up.get("candidate")
     other_total = float(runner_up.get("total") or 0.0)
@@ -200,7 +201,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
     out["noise_share"], out["noise_draws"] = drawn_share, draws.get("draws")
     tie = result.get("tie_break") or {}
     if tie.get("applied") and tie.get("decided_by") == "total":
-        inconclusive.append(
+        undecided.append(
             Message(
                 _(
                     "%(name)s is within the tie margin %(tie)s of %(other)s and their observability and operating "
@@ -210,7 +211,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
             )
         )
     if draws.get("stable") is False and drawn_share is not None:
-        inconclusive.append(
+        undecided.append(
             Message(
                 _("within the measurement noise %(name)s is first in only %(share)s of %(draws)s draws"),
                 {"name": name, "share": _share(drawn_share), "draws": f"{int(draws.get('draws') or 0):,}"},
@@ -280,15 +281,33 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
             ),
             {"name": name},
         )
-    return _verdict(out, inconclusive, close, clear)
+    return _verdict(out, inconclusive, close, clear, undecided)
 
 
-def _verdict(out: dict[str, Any], inconclusive: list[Message], close: list[Message], clear: Message) -> dict[str, Any]:
+def _verdict(
+    out: dict[str, Any],
+    inconclusive: list[Message],
+    close: list[Message],
+    clear: Message,
+    undecided: list[Message] | None = None,
+) -> dict[str, Any]:
+    """The first verdict that applies; `inconclusive_reasons` lists why it is inconclusive (missing
+    evidence first, then what the evidence at hand does not separate)."""
+    out["inconclusive_reasons"] = [*inconclusive, *(undecided or [])]
     if inconclusive:
         out["verdict"] = INCONCLUSIVE
         out["verdict_reason"] = Message(
             _("Inconclusive: %(reasons)s. Run the missing validation tests, then recompute."),
-            {"reasons": CLAUSE_SEPARATOR.join(inconclusive)},
+            {"reasons": CLAUSE_SEPARATOR.join(out["inconclusive_reasons"])},
+        )
+    elif undecided:
+        out["verdict"] = INCONCLUSIVE
+        out["verdict_reason"] = Message(
+            _(
+                "Inconclusive: %(reasons)s. Repeat the validation tests on a quiet load client (more requests "
+                "narrow the intervals), then recompute."
+            ),
+            {"reasons": CLAUSE_SEPARATOR.join(undecided)},
         )
     elif close:
         out["verdict"] = CLOSE

@@ -62,6 +62,7 @@ from typing import Mapping as TMapping
 import numpy as np
 
 from selection.domain import noise as noise_domain
+from selection.domain.headline import INCONCLUSIVE, decision_headline
 from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Join, Message, to_json
 
 
@@ -149,6 +150,9 @@ class Metric:
     # re-runs of the same test (`reruns`: their run ids); None: not known
     interval: tuple[float, float] | None = None
     reruns: tuple[str, ...] = ()
+    # measured by a client-bound run that still applied the load (the reason): a latency the client
+    # can only have lengthened, scored with its lateness in the interval; "" when not client-bound
+    client_bound: str = ""
 
 
 @dataclass(frozen=True)
@@ -278,6 +282,7 @@ def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
                 evidence=m.get("evidence", MEASURED),
                 interval=tuple(m["interval"]) if m.get("interval") else None,
                 reruns=tuple(m.get("reruns") or ()),
+                client_bound=str(m.get("client_bound") or ""),
             )
             for key, m in (data.get("metrics") or {}).items()
         }
@@ -1374,7 +1379,7 @@ def score_candidates(
                 _("%(count)s candidate(s) screened out by the gates"), {"count": str(len(candidates) - len(passing))}
             )
         )
-    sentences = _headline(order, tie, labels, candidates, sensitivity["noise"])
+    sentences = _headline(order, tie, labels, candidates)
     sentences += held_out_sentences(evidence, labels)
     method = ranking_method(order, passing, matrix, w_vec, criteria_ids)
     sentences.append(method["sentence"])
@@ -1390,7 +1395,7 @@ def score_candidates(
         )
     sentences += sensitivity["sentences"]
 
-    return ScoringResult(
+    result = ScoringResult(
         rules_version=RULES_VERSION,
         inputs_hash=inputs_hash(scenario, evidence, constraints, weights, gates, options),
         scenario=scenario,
@@ -1410,6 +1415,22 @@ def score_candidates(
         notes=notes,
         method=method,
     )
+    verdict = decision_headline(result.to_dict())
+    if verdict["verdict"] == INCONCLUSIVE and order:
+        first = order[0]
+        result.sentences[0] = Message(
+            _(
+                "Inconclusive: %(name)s leads with a weighted total of %(total)s (evidence coverage %(coverage)s), "
+                "but %(reasons)s."
+            ),
+            {
+                "name": first.label,
+                "total": f"{first.total:.3f}",
+                "coverage": f"{first.coverage:.0%}",
+                "reasons": CLAUSE_SEPARATOR.join(verdict["inconclusive_reasons"]),
+            },
+        )
+    return result
 
 
 def score_matrix(candidates: list[CandidateScore], criteria_ids: list[str]) -> np.ndarray:
@@ -1581,28 +1602,13 @@ def ranking_method(
 
 
 def _headline(
-    order: list[CandidateScore],
-    tie: dict[str, Any],
-    labels: dict[str, str],
-    candidates: list[CandidateScore],
-    noise: dict[str, Any] | None = None,
+    order: list[CandidateScore], tie: dict[str, Any], labels: dict[str, str], candidates: list[CandidateScore]
 ) -> list[Message]:
     sentences = []
     if order:
         first = order[0]
         values = {"name": first.label, "total": f"{first.total:.3f}", "coverage": f"{first.coverage:.0%}"}
-        undecided = undecided_reasons(order, tie, noise)
-        if undecided:
-            sentences.append(
-                Message(
-                    _(
-                        "Inconclusive: %(name)s leads with a weighted total of %(total)s, but %(reasons)s: the "
-                        "evidence does not separate them yet."
-                    ),
-                    {**values, "reasons": CLAUSE_SEPARATOR.join(undecided)},
-                )
-            )
-        elif first.total_upper > first.total + 1e-9:
+        if first.total_upper > first.total + 1e-9:
             sentences.append(
                 Message(
                     _(
@@ -1634,47 +1640,39 @@ def _headline(
     return sentences
 
 
-def undecided_reasons(order: list[CandidateScore], tie: dict[str, Any], noise: dict[str, Any] | None) -> list[Message]:
-    """Why the evidence does not decide between the first candidates, when it does not: the winner
-    flips within the measurement noise (`measurement_noise`), or the lead is within the tie margin
-    and the tie-break's observability and operating complexity are equal (only the small lead in the
-    total would pick, which the tie margin says is no difference)."""
-    reasons = []
-    if tie.get("applied") and tie.get("decided_by") == "total" and len(order) >= 2:
-        reasons.append(
-            Message(
-                _(
-                    "it is within the tie margin %(margin)s of %(other)s and their observability and operating "
-                    "complexity are equal"
-                ),
-                {"margin": f"{tie['margin']:.2f}", "other": order[1].label},
-            )
-        )
-    if noise and noise.get("stable") is False:
-        reasons.append(
-            Message(_("within the measurement noise the first place goes to %(shares)s"), {"shares": noise["shares"]})
-        )
-    return reasons
-
-
 def held_out_sentences(evidence: Iterable[CandidateEvidence], labels: dict[str, str]) -> list[Message]:
-    """One sentence per candidate with figures held out of the scoring, and why (a client-bound run's
-    figures are the client's, not the engine's)."""
+    """Per candidate, the figures held out of the scoring and why (a client-bound run's figures are
+    the client's, not the engine's), and the latencies scored with the client's lateness as their
+    interval (the client still applied the load; its lateness can only have lengthened them)."""
     sentences = []
     for ev in evidence:
-        if not ev.held_out:
-            continue
-        reasons = dict.fromkeys(ev.held_out[key] for key in sorted(ev.held_out))
-        sentences.append(
-            Message(
-                _("%(name)s: %(metrics)s held out of the scoring: %(reasons)s."),
-                {
-                    "name": labels.get(ev.candidate, ev.candidate),
-                    "metrics": ", ".join(sorted(ev.held_out)),
-                    "reasons": CLAUSE_SEPARATOR.join(reasons),
-                },
+        name = labels.get(ev.candidate, ev.candidate)
+        if ev.held_out:
+            sentences.append(
+                Message(
+                    _("%(name)s: %(metrics)s held out of the scoring: %(reasons)s."),
+                    {
+                        "name": name,
+                        "metrics": ", ".join(sorted(ev.held_out)),
+                        "reasons": CLAUSE_SEPARATOR.join(dict.fromkeys(ev.held_out[k] for k in sorted(ev.held_out))),
+                    },
+                )
             )
-        )
+        late = {key: m.client_bound for key, m in sorted(ev.metrics.items()) if m.client_bound}
+        if late:
+            sentences.append(
+                Message(
+                    _(
+                        "%(name)s: %(metrics)s scored with the client's lateness in their interval (the load was "
+                        "held; the lateness can only have lengthened them): %(reasons)s."
+                    ),
+                    {
+                        "name": name,
+                        "metrics": ", ".join(late),
+                        "reasons": CLAUSE_SEPARATOR.join(dict.fromkeys(late.values())),
+                    },
+                )
+            )
     return sentences
 
 

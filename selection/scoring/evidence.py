@@ -10,9 +10,10 @@ soak drift, largest context rung, KV headroom) are read by their scoring names f
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
+from benchmarks.harness.workloads.common import client_slack_ms, load_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
@@ -303,6 +304,48 @@ def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) 
 # figures a test derives that do not depend on the client's pace: whether a session continued
 # identically, whether a rung was served at its full length, whether idle sessions were evicted
 PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share"})
+# latencies a client-bound client that still applied the load can only have lengthened: scored with
+# [value - the client's lateness, value] as their interval
+LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})
+# figures read from latencies on both sides of a ratio or against a budget step by step (the soak's
+# drift, the swap ratio, the overload test's level and sustainable step): no bound follows from the
+# lateness, so a client-bound run's are held out
+LATENCY_DERIVED = frozenset({"soak_drift_p99_ratio", "swap_resume_ttft_ratio", "overload_handling"})
+
+
+@dataclass(frozen=True)
+class ClientJudgement:
+    """What a run's client-bound points leave of its figures: `reason` (None: no point was
+    client-bound), whether every client-bound load point still applied the load asked for
+    (`load_held`, the harness's rule), and the most latency the client could have added
+    (`slack_ms`: its send lateness, loop lag and late reads; None when not measured)."""
+
+    reason: str | None = None
+    load_held: bool = True
+    slack_ms: float | None = None
+
+
+def judge_client(run: BenchmarkRun) -> ClientJudgement:
+    """The client judgement of a run from its points (a traffic group's point is part of a load and
+    is not judged for the load on its own)."""
+    bound = [p for p in run.points.all() if p.client_bound]
+    if not bound:
+        return ClientJudgement()
+    loads = [p for p in bound if not (p.extra or {}).get("traffic_group")]
+    slacks = [slack for p in bound if (slack := client_slack_ms(p)) is not None]
+    return ClientJudgement(
+        reason=client_bound_reason(run),
+        load_held=all(load_held(p) for p in loads),
+        slack_ms=max(slacks) if slacks else None,
+    )
+
+
+def late_interval(value: float, interval: tuple[float, float] | None, slack_ms: float) -> tuple[float, float]:
+    """A latency's interval with the client's lateness: the engine's own is at most `slack_ms` shorter."""
+    ends = [float(value) - slack_ms, float(value), *(interval or ())]
+    return (max(0.0, min(ends)), max(ends))
+
+
 RERUNS_READ = 4  # earlier runs of a test with the same parameters whose values widen the interval
 
 
@@ -376,19 +419,29 @@ def metrics_from_runs(
     every figure a client-bound run measured, except those that do not depend on the pace."""
     metrics: dict[str, scoring.Metric] = {}
     held_out: dict[str, str] = {}
-    bound_runs = {run.pk: client_bound_reason(run) for run in runs.values()}
+    judged = {run.pk: judge_client(run) for run in runs.values()}
 
-    def put(name: str, value: Any, run: BenchmarkRun, interval: Any = None) -> None:
+    def put(
+        name: str, value: Any, run: BenchmarkRun, interval: Any = None, late: Any = None, timing: bool = False
+    ) -> None:
+        """Store a figure; a client-bound run's as the rules of `measured_evidence` say (`late`: its
+        interval with the client's lateness, when the caller derived one; `timing`: judged on the
+        client's timings, so held out when the client was bound)."""
         if value is None:
             return
-        bound = None if name in PACE_INDEPENDENT else bound_runs[run.pk]
-        if bound:  # the client's figure: neither scored nor left standing in another run's place
-            metrics.pop(name, None)
-            held_out[name] = bound
-            return
+        judgement, interval, client_bound = judged[run.pk], _pair(interval), ""
+        if judgement.reason and name not in PACE_INDEPENDENT:
+            if name in LATENCIES and judgement.load_held and judgement.slack_ms is not None:
+                interval, client_bound = late_interval(value, interval, judgement.slack_ms), judgement.reason
+            elif late is not None and judgement.load_held:
+                interval, client_bound = _pair(late), judgement.reason
+            elif not judgement.load_held or name in LATENCIES or name in LATENCY_DERIVED or timing:
+                metrics.pop(name, None)  # the client's figure: neither scored nor left in another's place
+                held_out[name] = judgement.reason
+                return
         held_out.pop(name, None)
         metrics[name] = scoring.Metric(
-            value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=_pair(interval)
+            value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=interval, client_bound=client_bound
         )
 
     stress = runs.get("concurrency_stress") or runs.get("custom")
@@ -415,12 +468,12 @@ def metrics_from_runs(
                         scoring.cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
                         stress,
                     )
-        _sweep_sustainable(stress, points, constraints, gpus, put)
+        _sweep_sustainable(stress, points, constraints, gpus, put, judged[stress.pk].slack_ms)
     overloaded = runs.get("overload")
     if overloaded is not None:  # the overload test measured it step by step: it wins over a one-level stress
         sustainable = overload_sustainable_concurrency(overloaded)
-        if sustainable is not None:
-            put("sustainable_concurrency_per_gpu", sustainable / gpus, overloaded)
+        if sustainable is not None:  # each step judged against the budget on the client's timings
+            put("sustainable_concurrency_per_gpu", sustainable / gpus, overloaded, timing=True)
     for run in runs.values():
         derived = derived_from_run(run)
         derived.update((run.metadata or {}).get("derived") or {})
@@ -433,25 +486,45 @@ def metrics_from_runs(
     return metrics, held_out
 
 
-def _sweep_sustainable(stress: BenchmarkRun, points: list, constraints: dict[str, Any], gpus: int, put) -> None:
-    """The stress sweep's sustainable concurrency per GPU (highest point within every budget)."""
+def _sweep_sustainable(
+    stress: BenchmarkRun, points: list, constraints: dict[str, Any], gpus: int, put, slack_ms: float | None
+) -> None:
+    """The stress sweep's sustainable concurrency per GPU (highest point within every budget); with a
+    client-bound client's lateness, its interval runs up to the value with that lateness taken off
+    the client-bound points' latencies."""
     if not (constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points):
         return
-    sustainable = scoring.sustainable_concurrency(
-        [
-            {
-                "concurrency": p.achieved_concurrency or p.concurrency,
-                "ttft_p95_ms": p.ttft_ms.get("p95"),
-                "tpot_p95_ms": p.tpot_ms.get("p95"),
-                "error_rate": p.error_rate,
-            }
-            for p in points
-            if (p.achieved_concurrency or p.concurrency) is not None
-        ],
-        constraints["ttft_p95_ms"],
-        constraints["tpot_p95_ms"],
+
+    def highest(slack: float) -> float | None:
+        return scoring.sustainable_concurrency(
+            [
+                {
+                    "concurrency": p.achieved_concurrency or p.concurrency,
+                    "ttft_p95_ms": _less(p.ttft_ms.get("p95"), slack if p.client_bound else 0.0),
+                    "tpot_p95_ms": _less(p.tpot_ms.get("p95"), slack if p.client_bound else 0.0),
+                    "error_rate": p.error_rate,
+                }
+                for p in points
+                if (p.achieved_concurrency or p.concurrency) is not None
+            ],
+            constraints["ttft_p95_ms"],
+            constraints["tpot_p95_ms"],
+        )
+
+    sustainable, late = highest(0.0), None
+    if sustainable is not None and slack_ms is not None and any(p.client_bound for p in points):
+        late = (sustainable / gpus, (highest(slack_ms) or sustainable) / gpus)
+    put(
+        "sustainable_concurrency_per_gpu",
+        None if sustainable is None else sustainable / gpus,
+        stress,
+        late=late,
+        timing=True,  # without a measured lateness, a client-bound sweep's is held out
     )
-    put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
+
+
+def _less(value: Any, slack: float) -> float | None:
+    return None if value is None else max(0.0, float(value) - slack)
 
 
 def derived_intervals(run: BenchmarkRun, derived: dict[str, Any]) -> dict[str, tuple[float, float]]:

@@ -727,7 +727,7 @@ def test_a_tie_break_on_a_documented_property_within_the_noise_is_a_decision_not
     noise = result.sensitivity["noise"]
     assert result.winner == "q" and noise["first_share"]["p"] > noise["first_share"]["q"]  # p leads most draws
     assert noise["stable"] is True  # but the rule picks q on operating complexity, which no draw moves
-    assert str(result.sentences[0]).startswith("Q is recommended")
+    assert "noise" not in str(result.sentences[0])  # (inconclusive here for its missing evidence only)
 
 
 def test_a_lead_beyond_the_noise_stands_and_no_interval_means_no_noise_claim():

@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
+from selection.domain import headline
 from selection.domain.messages import render
 from selection.scoring.evidence import documented_features, evidence_for
 from selection.scoring.services import compute_scores
@@ -111,12 +112,18 @@ def test_dashboard_shows_leader_coverage_and_next_step(client, candidates, archi
     )
 
 
-def bind(run, reason="held 9.1 requests in flight on average, 200 requested"):
-    """Mark the run's load points client-bound, with the harness's reason."""
+def bind(run, achieved=91.0, late_reads_ms=None):
+    """Mark the run's load points client-bound as the harness does: the load not held (91 of 200 in
+    flight), or held with reads stamped up to `late_reads_ms` late."""
     for point in run.points.all():
         point.client_bound = True
+        point.achieved_concurrency = achieved
+        reason = f"held {achieved:g} requests in flight on average, 200 requested"
+        if late_reads_ms is not None:
+            reason = f"their TTFT/ITL are stamped late, by up to {late_reads_ms:g} ms"
+            point.extra = {**(point.extra or {}), "late_read_max_ms": late_reads_ms}
         point.extra = {**(point.extra or {}), "client_bound_reasons": [reason]}
-        point.save(update_fields=["client_bound", "extra"])
+        point.save(update_fields=["client_bound", "achieved_concurrency", "extra"])
     return run
 
 
@@ -128,7 +135,7 @@ def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candida
     for name in ("ttft_p95_ms", "tpot_p95_ms", "error_rate", "achieved_concurrency", "output_tokens_per_s_per_gpu"):
         assert name not in evidence.metrics
         assert evidence.held_out[name].startswith(f"client-bound (concurrency_stress run {run.pk}, ")
-        assert "held 9.1 requests in flight on average, 200 requested" in evidence.held_out[name]
+        assert "held 91 requests in flight on average, 200 requested" in evidence.held_out[name]
     assert "kv_headroom_at_target" not in evidence.metrics and "kv_headroom_at_target" in evidence.held_out
     result = compute_scores(candidates[0].selection).result
     vllm = next(c for c in result["candidates"] if c["candidate"] == str(candidates[0].pk))
@@ -140,11 +147,24 @@ def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candida
     assert len(held) == 1 and held[0].startswith(f"{candidates[0].display_name}: achieved_concurrency, ")
 
 
+def test_a_client_that_held_the_load_but_read_late_scores_latencies_with_its_lateness_as_the_interval(candidates):
+    """The load was held (190 of 200 in flight), reads were stamped up to 300 ms late: throughput,
+    errors and the concurrency are the engine's; the TTFT p95 of 900 ms is at most 300 ms too long."""
+    bind(add_run(candidates[0], ttft_p95=900.0), achieved=190.0, late_reads_ms=300.0)
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    ttft = evidence.metrics["ttft_p95_ms"]
+    assert ttft.value == 900.0 and ttft.interval == (600.0, 900.0) and "stamped late" in ttft.client_bound
+    assert evidence.metrics["achieved_concurrency"].value == 190.0 and not evidence.metrics["error_rate"].client_bound
+    assert not evidence.held_out
+    sentences = [render(s) for s in compute_scores(candidates[0].selection).result["sentences"]]
+    assert any("ttft_p95_ms scored with the client's lateness in their interval" in s for s in sentences)
+
+
 @pytest.mark.parametrize("bound_values", [dict(ttft_p95=50.0, error_rate=0.0), dict(ttft_p95=9000.0, error_rate=0.5)])
 def test_a_client_bound_run_cannot_flip_the_winner(candidates, bound_values):
     """The issue's demo: a stress run flagged client-bound still scored throughput, cost, TTFT/TPOT
-    p95 as the engine's. A newer client-bound run, good or bad, on either candidate changes nothing:
-    its figures come from the newest run the client did not bind."""
+    p95 as the engine's. A newer run whose client did not hold the load, good or bad, on either
+    candidate changes nothing: its figures come from the newest run the client did not bind."""
     selection = candidates[0].selection
     add_run(candidates[0], ttft_p95=400.0)
     older = add_run(candidates[1], ttft_p95=1400.0, error_rate=0.02)
@@ -158,6 +178,18 @@ def test_a_client_bound_run_cannot_flip_the_winner(candidates, bound_values):
     sglang = evidence_for(selection, [candidates[1]])[0]
     assert sglang.metrics["ttft_p95_ms"].run_ids == (str(older.pk),)
     assert not set(sglang.held_out) & set(sglang.metrics)  # held out: only what no clean run measured
+
+
+def test_a_late_reading_client_can_make_the_decision_inconclusive_but_never_pick_another_winner(candidates):
+    """A run whose client held the load but read up to 8.7 s late measured vLLM's TTFT p95 at 9 s: the
+    decision either stays vLLM or becomes inconclusive; SGLang is never the clear winner."""
+    selection = candidates[0].selection
+    add_run(candidates[0], ttft_p95=400.0)
+    add_run(candidates[1], ttft_p95=700.0)
+    assert headline.decision_headline(compute_scores(selection).result)["leader"]["candidate"] == str(candidates[0].pk)
+    bind(add_run(candidates[0], ttft_p95=9000.0), achieved=190.0, late_reads_ms=8700.0)
+    after = headline.decision_headline(compute_scores(selection).result)
+    assert after["leader"]["candidate"] == str(candidates[0].pk) or after["verdict"] == headline.INCONCLUSIVE
 
 
 def test_the_same_evidence_gives_the_same_snapshot_bit_for_bit(candidates):
