@@ -311,6 +311,14 @@ LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})
 # drift, the swap ratio, the overload test's level and sustainable step): no bound follows from the
 # lateness, so a client-bound run's are held out
 LATENCY_DERIVED = frozenset({"soak_drift_p99_ratio", "swap_resume_ttft_ratio", "overload_handling"})
+# the points a test's figure is read from (the other points prepare it: a swap test's pressure, the
+# isolation test's tenant A alone): only their client judgement counts for it
+FIGURE_POINTS = {
+    "isolation_ttft_p95_ms": ("tenant_a_flood", "tenant_b_flood"),
+    "swap_resume_ttft_ratio": ("resume", "recompute"),
+    "prefix_saving_ratio": ("prefix_on", "prefix_off"),
+}
+LATE_SENDS_HELD = 0.01  # an open loop held its rate with fewer late sends than this (the harness's rule)
 
 
 @dataclass(frozen=True)
@@ -325,19 +333,30 @@ class ClientJudgement:
     slack_ms: float | None = None
 
 
-def judge_client(run: BenchmarkRun) -> ClientJudgement:
-    """The client judgement of a run from its points (a traffic group's point is part of a load and
-    is not judged for the load on its own)."""
-    bound = [p for p in run.points.all() if p.client_bound]
+def judge_client(run: BenchmarkRun, labels: Iterable[str] | None = None) -> ClientJudgement:
+    """The client judgement of a run from its points, or of the points with `labels` when the run has
+    them (a traffic group's point is part of a load and is not judged for the load on its own)."""
+    points = list(run.points.all())
+    named = [p for p in points if labels is not None and p.label in set(labels)]
+    bound = [p for p in (named or points) if p.client_bound]
     if not bound:
         return ClientJudgement()
     loads = [p for p in bound if not (p.extra or {}).get("traffic_group")]
     slacks = [slack for p in bound if (slack := client_slack_ms(p)) is not None]
     return ClientJudgement(
-        reason=client_bound_reason(run),
-        load_held=all(load_held(p) for p in loads),
+        reason=client_bound_reason(run, bound),
+        load_held=all(_held(p) for p in loads),
         slack_ms=max(slacks) if slacks else None,
     )
+
+
+def _held(point: Any) -> bool:
+    """The harness's `load_held`; an open-loop point (a request rate) asked for its rate, not for its
+    concurrency cap, so only its late sends count."""
+    if point.request_rate is not None:
+        late = (point.extra or {}).get("late_sends_fraction")
+        return late is None or late < LATE_SENDS_HELD
+    return load_held(point)
 
 
 def late_interval(value: float, interval: tuple[float, float] | None, slack_ms: float) -> tuple[float, float]:
@@ -419,7 +438,9 @@ def metrics_from_runs(
     every figure a client-bound run measured, except those that do not depend on the pace."""
     metrics: dict[str, scoring.Metric] = {}
     held_out: dict[str, str] = {}
-    judged = {run.pk: judge_client(run) for run in runs.values()}
+    judged: dict[Any, ClientJudgement] = {run.pk: judge_client(run) for run in runs.values()}
+    for run in runs.values():  # a figure read from named points is judged on those points only
+        judged.update({(run.pk, name): judge_client(run, labels) for name, labels in FIGURE_POINTS.items()})
 
     def put(
         name: str, value: Any, run: BenchmarkRun, interval: Any = None, late: Any = None, timing: bool = False
@@ -429,7 +450,7 @@ def metrics_from_runs(
         client's timings, so held out when the client was bound)."""
         if value is None:
             return
-        judgement, interval, client_bound = judged[run.pk], _pair(interval), ""
+        judgement, interval, client_bound = judged.get((run.pk, name)) or judged[run.pk], _pair(interval), ""
         if judgement.reason and name not in PACE_INDEPENDENT:
             if name in LATENCIES and judgement.load_held and judgement.slack_ms is not None:
                 interval, client_bound = late_interval(value, interval, judgement.slack_ms), judgement.reason

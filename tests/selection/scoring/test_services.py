@@ -371,3 +371,30 @@ def test_idle_release_share_is_the_share_of_idle_sessions_seen_evicted(candidate
     )
     for candidate in candidates[1:]:
         assert "idle_release_share" not in evidence_for(candidate.selection, [candidate])[0].metrics
+
+
+def test_a_figure_is_judged_on_the_points_it_is_read_from(candidates):
+    """The isolation figure is tenant A's TTFT under tenant B's flood: a late client while tenant A ran
+    alone says nothing of it; the same lateness during the flood (an open loop, more than 1 % of sends
+    late: its rate not held) holds it out."""
+    run = BenchmarkRun.objects.create(
+        candidate=candidates[0],
+        test="isolation",
+        origin="harness",
+        status="succeeded",
+        evidence="MEASURED",
+        metadata={"isolation": {"flood_exercised": True, "a_ttft_p95_flood_ms": 700.0}},
+    )
+    late = {"late_sends_fraction": 0.09, "client_bound_reasons": ["9% of sends were more than 10 ms behind schedule"]}
+    alone = RunPoint.objects.create(
+        run=run, index=0, label="tenant_a_alone", request_rate=4.0, client_bound=True, extra=late
+    )
+    RunPoint.objects.create(run=run, index=1, label="tenant_a_flood", request_rate=4.0, client_bound=False)
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    assert evidence.metrics["isolation_ttft_p95_ms"].value == 700.0 and not evidence.held_out
+    RunPoint.objects.filter(run=run).exclude(pk=alone.pk).update(client_bound=True, extra=late)
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    assert "isolation_ttft_p95_ms" not in evidence.metrics
+    assert evidence.held_out["isolation_ttft_p95_ms"] == (
+        f"client-bound (isolation run {run.pk}, tenant_a_flood: 9% of sends were more than 10 ms behind schedule)"
+    )
