@@ -70,7 +70,9 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
-RULES_VERSION = "kvselect-scoring/3"  # 3: noise ties, isolation indicator, launch-flag features; 2: longest input
+# 4: client-bound figures held out, measurement-noise draws, TOPSIS on the fixed scale; 3: noise ties, isolation
+# indicator, launch-flag features; 2: longest input
+RULES_VERSION = "kvselect-scoring/4"
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
