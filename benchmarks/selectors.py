@@ -12,11 +12,17 @@ from selection.models import Candidate
 def latest_runs(candidate: Candidate) -> dict[str, BenchmarkRun]:
     """The newest succeeded run per test; an upload with evidence-quality warnings counts only
     once confirmed as evidence (`benchmarks.uploads.quality`)."""
-    runs: dict[str, BenchmarkRun] = {}
-    for run in candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED).prefetch_related("points"):
-        if run.needs_confirmation:
-            continue
-        runs.setdefault(run.test, run)  # ordered newest first
+    return {test: runs[0] for test, runs in run_history(candidate).items()}
+
+
+def run_history(candidate: Candidate) -> dict[str, list[BenchmarkRun]]:
+    """Every succeeded run per test that counts as evidence (as `latest_runs`), newest first (by
+    creation, then id: a fixed order)."""
+    runs: dict[str, list[BenchmarkRun]] = {}
+    succeeded = candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED).order_by("-created_at", "-id")
+    for run in succeeded.prefetch_related("points"):
+        if not run.needs_confirmation:
+            runs.setdefault(run.test, []).append(run)
     return runs
 
 

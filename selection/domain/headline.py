@@ -14,7 +14,11 @@ messages and figures out. The rules, in one place:
 * **Verdict**, the first that applies:
   - *inconclusive*: the leader's evidence covers less than `COVERAGE_MIN` of the weight, or the
     runner-up's upper bound (its missing evidence at full marks) reaches the leader's total: the
-    evidence still missing could reverse the order;
+    evidence still missing could reverse the order; or the leader is first in fewer than
+    `noise.STABLE_SHARE` of the draws of the measurements within their intervals (the scoring's
+    `sensitivity.noise`): the winner flips within the noise; or the lead is within the tie margin
+    and the tie-break's observability and operating complexity are equal, so only a lead the tie
+    margin calls no difference would pick;
   - *close*: the margin is within the tie margin, or its interval reaches zero (inside the
     measurement noise), or the leader is first in fewer than `ROBUST_SHARE` of the perturbed weight
     vectors;
@@ -106,6 +110,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         "coverage": coverage,
     }
     inconclusive: list[Message] = []
+    undecided: list[Message] = []  # the evidence at hand does not separate them (tie-break, noise)
     close: list[Message] = []
     if coverage < COVERAGE_MIN:
         inconclusive.append(
@@ -133,7 +138,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         clear = Message(
             _("Clear: %(name)s is the only candidate that passes the gates, on enough evidence."), {"name": name}
         )
-        return _verdict(out, inconclusive, close, clear)
+        return _verdict(out, inconclusive, close, clear, undecided)
 
     other = runner_up.get("label") or runner_up.get("candidate")
     other_total = float(runner_up.get("total") or 0.0)
@@ -191,7 +196,28 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
             "other_upper": f"{other_upper:.3f}",
         },
     )
-    noise_list = set((result.get("tie_break") or {}).get("noise") or [])
+    draws = (result.get("sensitivity") or {}).get("noise") or {}
+    drawn_share = _float((draws.get("first_share") or {}).get(leader.get("candidate")))
+    out["noise_share"], out["noise_draws"] = drawn_share, draws.get("draws")
+    tie = result.get("tie_break") or {}
+    if tie.get("applied") and tie.get("decided_by") == "total":
+        undecided.append(
+            Message(
+                _(
+                    "%(name)s is within the tie margin %(tie)s of %(other)s and their observability and operating "
+                    "complexity are equal: only the small lead in the total would pick"
+                ),
+                {**values, "tie": f"{tie_margin:.2f}"},
+            )
+        )
+    if draws.get("stable") is False and drawn_share is not None:
+        undecided.append(
+            Message(
+                _("within the measurement noise %(name)s is first in only %(share)s of %(draws)s draws"),
+                {"name": name, "share": _share(drawn_share), "draws": f"{int(draws.get('draws') or 0):,}"},
+            )
+        )
+    noise_list = set(tie.get("noise") or [])
     in_noise = (interval is not None and interval[0] <= 1e-12) or runner_up.get("candidate") in noise_list
     if interval is None:
         noise = Message(_("no measurement has an interval yet, so robustness to measurement noise is unknown"))
@@ -199,6 +225,16 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         noise = Message(_("the margin is inside the measurement noise (the totals' intervals overlap)"))
     else:
         noise = Message(_("the margin stays above zero with every measurement at the ends of its 95%% interval"))
+    if draws.get("stable") is not None and drawn_share is not None:
+        noise = CLAUSE_SEPARATOR.join(
+            [
+                Message(
+                    _("first in %(share)s of %(draws)s draws of the measurements within their intervals"),
+                    {"share": _share(drawn_share), "draws": f"{int(draws.get('draws') or 0):,}"},
+                ),
+                noise,
+            ]
+        )
     if share is not None:
         out["robustness"] = Message(
             _("Robustness: %(name)s is first in %(share)s of %(draws)s weight vectors within ±%(spread)s; %(noise)s."),
@@ -245,15 +281,33 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
             ),
             {"name": name},
         )
-    return _verdict(out, inconclusive, close, clear)
+    return _verdict(out, inconclusive, close, clear, undecided)
 
 
-def _verdict(out: dict[str, Any], inconclusive: list[Message], close: list[Message], clear: Message) -> dict[str, Any]:
+def _verdict(
+    out: dict[str, Any],
+    inconclusive: list[Message],
+    close: list[Message],
+    clear: Message,
+    undecided: list[Message] | None = None,
+) -> dict[str, Any]:
+    """The first verdict that applies; `inconclusive_reasons` lists why it is inconclusive (missing
+    evidence first, then what the evidence at hand does not separate)."""
+    out["inconclusive_reasons"] = [*inconclusive, *(undecided or [])]
     if inconclusive:
         out["verdict"] = INCONCLUSIVE
         out["verdict_reason"] = Message(
             _("Inconclusive: %(reasons)s. Run the missing validation tests, then recompute."),
-            {"reasons": CLAUSE_SEPARATOR.join(inconclusive)},
+            {"reasons": CLAUSE_SEPARATOR.join(out["inconclusive_reasons"])},
+        )
+    elif undecided:
+        out["verdict"] = INCONCLUSIVE
+        out["verdict_reason"] = Message(
+            _(
+                "Inconclusive: %(reasons)s. Repeat the validation tests on a quiet load client (more requests "
+                "narrow the intervals), then recompute."
+            ),
+            {"reasons": CLAUSE_SEPARATOR.join(undecided)},
         )
     elif close:
         out["verdict"] = CLOSE

@@ -26,14 +26,16 @@ Pure Python + numpy; no Django, no MCDA library. The rules, in one place:
   persistence gate whose cache persistence scores 0); an own criterion without evidence fails the
   gate. A failing candidate is screened out with the reason and still appears in the comparison
   with all its scores.
-* **Ranking** among candidates that pass the gates: weighted sum (the decision), TOPSIS with
-  vector normalisation over the passing candidates as a second opinion (shown beside it; being
-  set-relative, it can change when a candidate is added, which is why it does not decide).
+* **Ranking** among candidates that pass the gates: weighted sum (the decision), TOPSIS over the
+  passing candidates as a second opinion (shown beside it; a distance, it favours even profiles,
+  which is why it does not decide).
   Tie-break (the article's rule): candidates within `tie_margin` of the weighted-sum leader are
   compared on the observability dimension score, then on lower operating complexity, then on
   total, then by id. `method` says so in a sentence, and when TOPSIS ranks another candidate
-  first it says which, by how much, and on which criteria TOPSIS's rescaling by the set's spread
-  favours it (the criteria where that candidate's weighted normalised lead is largest).
+  first it says which, by how much, and on which criteria its distance favours it (the criteria
+  where that candidate's weighted lead is largest). TOPSIS measures the distance to full marks and
+  to zero on the same fixed [0, 1] scale, not to the set's best and worst (with two candidates that
+  reads any lead as 1.000 against 0.000).
 * **Sensitivity** is analysed on the weighted-sum ranking of the passing candidates (screening
   held fixed, tie-break not applied), with weights normalised to sum to 1:
   (a) per criterion k: weight w_k moves to t in [0, 1] and the other weights are rescaled
@@ -63,15 +65,17 @@ from typing import Mapping as TMapping
 
 import numpy as np
 
-from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message
+from selection.domain import noise as noise_domain
+from selection.domain.headline import INCONCLUSIVE, decision_headline
+from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Join, Message, to_json
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
     return text
 
 
-# 4: a gate also judges its dimension's own criteria; 3: noise ties, isolation indicator, launch-flag features;
-# 2: longest input
+# 4: a gate also judges its dimension's own criteria, client-bound figures held out, measurement-noise draws,
+# TOPSIS on the fixed scale; 3: noise ties, isolation indicator, launch-flag features; 2: longest input
 RULES_VERSION = "kvselect-scoring/4"
 
 MEASURED = "MEASURED"
@@ -160,8 +164,13 @@ class Metric:
     value: float | bool
     run_ids: tuple[str, ...] = ()
     evidence: str = MEASURED  # MEASURED or SIMULATED
-    # 95 % interval of the value (bootstrap over the run's requests); None: not known
+    # 95 % interval of the value (bootstrap over the run's requests), widened to span the values of
+    # re-runs of the same test (`reruns`: their run ids); None: not known
     interval: tuple[float, float] | None = None
+    reruns: tuple[str, ...] = ()
+    # measured by a client-bound run that still applied the load (the reason): a latency the client
+    # can only have lengthened, scored with its lateness in the interval; "" when not client-bound
+    client_bound: str = ""
 
 
 @dataclass(frozen=True)
@@ -206,6 +215,10 @@ class CandidateEvidence:
     label: str = ""
     metrics: dict[str, Metric] = field(default_factory=dict)
     documented: DocumentedFeatures = field(default_factory=DocumentedFeatures)
+    # metric key -> why a figure that was measured is not the engine's and is held out of the scoring
+    # (e.g. "client-bound (held 9.1 requests in flight on average, 32 requested)"); such a metric is
+    # missing, whatever value the run measured, so it can neither lift nor sink the candidate
+    held_out: dict[str, str] = field(default_factory=dict)
 
 
 Evidence = CandidateEvidence  # the name used in the issue
@@ -232,6 +245,7 @@ class ScoringOptions:
     acceptability_draws: int = 10_000
     acceptability_spread: float = 0.3
     seed: int = 20260101
+    noise_draws: int = noise_domain.DRAWS  # draws of the measurements within their intervals
 
 
 def cost_per_million_output_tokens(
@@ -280,10 +294,18 @@ def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
     """Rebuild a CandidateEvidence from its `dataclasses.asdict` / JSON form (e.g. a stored snapshot)."""
     try:
         metrics = {
-            key: Metric(value=m["value"], run_ids=tuple(m.get("run_ids") or ()), evidence=m.get("evidence", MEASURED))
+            key: Metric(
+                value=m["value"],
+                run_ids=tuple(m.get("run_ids") or ()),
+                evidence=m.get("evidence", MEASURED),
+                interval=tuple(m["interval"]) if m.get("interval") else None,
+                reruns=tuple(m.get("reruns") or ()),
+                client_bound=str(m.get("client_bound") or ""),
+            )
             for key, m in (data.get("metrics") or {}).items()
         }
         documented = dict(data.get("documented") or {})
+        held_out = {str(key): str(reason) for key, reason in (data.get("held_out") or {}).items()}
     except (TypeError, KeyError) as error:
         raise ScoringInputError(f"evidence.metrics: each metric needs a value ({error})") from None
     for key, value in documented.items():
@@ -304,6 +326,7 @@ def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
         label=str(data.get("label") or ""),
         metrics=metrics,
         documented=DocumentedFeatures(**documented),
+        held_out=held_out,
     )
 
 
@@ -739,6 +762,8 @@ def _constraint(constraints: ScoringConstraints, name: str) -> float:
 
 
 def _metric(evidence: CandidateEvidence, key: str, used: list[Metric]) -> float:
+    if key in evidence.held_out:
+        raise _Missing(f"{key} held out: {evidence.held_out[key]}")
     metric = evidence.metrics.get(key)
     if metric is None or metric.value is None:
         raise _Missing(f"no evidence for {key}")
@@ -855,7 +880,12 @@ def _derive(
 def _overload_level(ev: CandidateEvidence, include_simulated: bool, used: list[Metric]) -> float | None:
     """The overload test's level, when measured (SIMULATED only when it may be used)."""
     metric = ev.metrics.get("overload_handling")
-    if metric is None or metric.value is None or (metric.evidence == SIMULATED and not include_simulated):
+    if (
+        "overload_handling" in ev.held_out
+        or metric is None
+        or metric.value is None
+        or (metric.evidence == SIMULATED and not include_simulated)
+    ):
         return None
     used.append(metric)
     return float(metric.value)
@@ -1038,8 +1068,8 @@ class ScoringResult:
 
 
 def json_safe(value: Any) -> Any:
-    if isinstance(value, Message):
-        return value.to_dict()
+    if isinstance(value, (Message, Join)):
+        return to_json(value)
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -1257,19 +1287,19 @@ def inputs_hash(
 
 
 def topsis(matrix: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """TOPSIS closeness (benefit criteria, vector normalisation). Rows: candidates.
+    """TOPSIS closeness on the criteria's fixed [0, 1] scale. Rows: candidates.
 
-    A column of zeros stays zero. If every candidate is identical the closeness is 0.5 for all.
+    The ideal is full marks (1) and the anti-ideal zero on every criterion, weighted: closeness =
+    d- / (d+ + d-). Not the set's best and worst: with two candidates those make the one ahead on
+    every criterion where they differ 1.000 and the other 0.000, however small the difference (two
+    totals of 0.775 and 0.764 read as 1 against 0), and adding a candidate would move them.
     """
-    matrix = np.asarray(matrix, dtype=float)
-    norms = np.sqrt((matrix**2).sum(axis=0))
-    normalised = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    weighted = normalised * np.asarray(weights, dtype=float)
-    ideal, anti = weighted.max(axis=0), weighted.min(axis=0)
-    d_plus = np.sqrt(((weighted - ideal) ** 2).sum(axis=1))
-    d_minus = np.sqrt(((weighted - anti) ** 2).sum(axis=1))
+    w = np.asarray(weights, dtype=float)
+    weighted = np.asarray(matrix, dtype=float) * w
+    d_plus = np.sqrt(((w - weighted) ** 2).sum(axis=1))
+    d_minus = np.sqrt((weighted**2).sum(axis=1))
     denominator = d_plus + d_minus
-    return np.divide(d_minus, denominator, out=np.full(len(matrix), 0.5), where=denominator > 0)
+    return np.divide(d_minus, denominator, out=np.full(len(weighted), 0.5), where=denominator > 0)
 
 
 def score_candidates(
@@ -1353,6 +1383,8 @@ def score_candidates(
     leader = min(passing, key=lambda c: (-c.total, c.candidate)).candidate if passing else None
     labels = {c.candidate: c.label for c in candidates}
     sensitivity = analyse_sensitivity(matrix, w_vec, [c.candidate for c in passing], criteria_ids, options, labels)
+    sensitivity["noise"] = measurement_noise(passing, order, tie, criteria_ids, w_vec, options, labels)
+    sensitivity["sentences"].append(sensitivity["noise"]["sentence"])
     uses_sim = any(c.uses_simulated for c in candidates)
     notes = []
     if not options.include_simulated:
@@ -1388,6 +1420,7 @@ def score_candidates(
             )
         )
     sentences = _headline(order, tie, labels, candidates)
+    sentences += held_out_sentences(evidence, labels)
     method = ranking_method(order, passing, matrix, w_vec, criteria_ids)
     sentences.append(method["sentence"])
     if order and leader is not None and order[0].candidate != leader and len(passing) >= 2:
@@ -1402,7 +1435,7 @@ def score_candidates(
         )
     sentences += sensitivity["sentences"]
 
-    return ScoringResult(
+    result = ScoringResult(
         rules_version=RULES_VERSION,
         inputs_hash=inputs_hash(scenario, evidence, constraints, weights, gates, options),
         scenario=scenario,
@@ -1422,6 +1455,22 @@ def score_candidates(
         notes=notes,
         method=method,
     )
+    verdict = decision_headline(result.to_dict())
+    if verdict["verdict"] == INCONCLUSIVE and order:
+        first = order[0]
+        result.sentences[0] = Message(
+            _(
+                "Inconclusive: %(name)s leads with a weighted total of %(total)s (evidence coverage %(coverage)s), "
+                "but %(reasons)s."
+            ),
+            {
+                "name": first.label,
+                "total": f"{first.total:.3f}",
+                "coverage": f"{first.coverage:.0%}",
+                "reasons": CLAUSE_SEPARATOR.join(verdict["inconclusive_reasons"]),
+            },
+        )
+    return result
 
 
 def score_matrix(candidates: list[CandidateScore], criteria_ids: list[str]) -> np.ndarray:
@@ -1522,8 +1571,8 @@ def ranking_method(
     """Which ranking decides (the weighted sum, with the tie-break), why, and what TOPSIS says.
 
     `passing` are the rows of `matrix` (each candidate's criterion scores). When TOPSIS ranks
-    another candidate first, the sentence names the criteria where that candidate's lead is largest
-    after TOPSIS's vector normalisation and weighting: where its rescaling favours it.
+    another candidate first, the sentence names the criteria where that candidate's weighted lead is
+    largest: where TOPSIS's distance favours it.
     """
     method: dict[str, Any] = {
         "decides": "weighted_sum",
@@ -1547,8 +1596,8 @@ def ranking_method(
     why = Message(
         _(
             "The weighted sum decides (with the tie-break): each criterion is scored against fixed bounds, so "
-            "adding or removing a candidate cannot change the order. TOPSIS is a second opinion relative to this "
-            "candidate set."
+            "adding or removing a candidate cannot change the order. TOPSIS, the second opinion, measures each "
+            "candidate's distance to full marks and to zero on the same fixed scale."
         )
     )
     if method["agrees"]:
@@ -1558,8 +1607,7 @@ def ranking_method(
         )
         return method
     rows = {c.candidate: i for i, c in enumerate(passing)}
-    norms = np.sqrt((matrix**2).sum(axis=0))
-    scaled = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0) * weights
+    scaled = matrix * weights
     lead = scaled[rows[leader.candidate]] - scaled[rows[winner.candidate]]
     favoured = [criteria_ids[k] for k in np.argsort(-lead, kind="stable")[:2] if lead[k] > 1e-9]
     values = {
@@ -1576,8 +1624,8 @@ def ranking_method(
         method["sentence"] = Message(
             _(
                 "%(why)s TOPSIS ranks %(other)s first (closeness %(other_closeness)s against %(closeness)s for "
-                "%(name)s): it rescales each criterion by the spread within this set, which weighs %(other)s's lead "
-                "on %(criteria)s more than the weighted sum does (%(name)s %(total)s, %(other)s %(other_total)s)."
+                "%(name)s): being a distance, it favours an even profile, and %(other)s's lead on %(criteria)s "
+                "counts for more there than in the weighted sum (%(name)s %(total)s, %(other)s %(other_total)s)."
             ),
             {**values, "criteria": NAME_SEPARATOR.join(Message(CRITERION_LABELS[k]) for k in favoured)},
         )
@@ -1585,8 +1633,8 @@ def ranking_method(
         method["sentence"] = Message(
             _(
                 "%(why)s TOPSIS ranks %(other)s first (closeness %(other_closeness)s against %(closeness)s for "
-                "%(name)s): it measures the distance to the best and worst score of this set on each criterion, "
-                "not the weighted sum (%(name)s %(total)s, %(other)s %(other_total)s)."
+                "%(name)s): it measures the distance to full marks and to zero on each criterion, not the weighted "
+                "sum (%(name)s %(total)s, %(other)s %(other_total)s)."
             ),
             values,
         )
@@ -1627,6 +1675,42 @@ def _headline(
                 Message(
                     _("%(name)s is screened out: %(reasons)s."),
                     {"name": cand.label, "reasons": CLAUSE_SEPARATOR.join(cand.screen_reasons)},
+                )
+            )
+    return sentences
+
+
+def held_out_sentences(evidence: Iterable[CandidateEvidence], labels: dict[str, str]) -> list[Message]:
+    """Per candidate, the figures held out of the scoring and why (a client-bound run's figures are
+    the client's, not the engine's), and the latencies scored with the client's lateness as their
+    interval (the client still applied the load; its lateness can only have lengthened them)."""
+    sentences = []
+    for ev in evidence:
+        name = labels.get(ev.candidate, ev.candidate)
+        if ev.held_out:
+            sentences.append(
+                Message(
+                    _("%(name)s: %(metrics)s held out of the scoring: %(reasons)s."),
+                    {
+                        "name": name,
+                        "metrics": ", ".join(sorted(ev.held_out)),
+                        "reasons": CLAUSE_SEPARATOR.join(dict.fromkeys(ev.held_out[k] for k in sorted(ev.held_out))),
+                    },
+                )
+            )
+        late = {key: m.client_bound for key, m in sorted(ev.metrics.items()) if m.client_bound}
+        if late:
+            sentences.append(
+                Message(
+                    _(
+                        "%(name)s: %(metrics)s scored with the client's lateness in their interval (the load was "
+                        "held; the lateness can only have lengthened them): %(reasons)s."
+                    ),
+                    {
+                        "name": name,
+                        "metrics": ", ".join(late),
+                        "reasons": CLAUSE_SEPARATOR.join(dict.fromkeys(late.values())),
+                    },
                 )
             )
     return sentences
@@ -1888,3 +1972,105 @@ def analyse_sensitivity(
         )
     )
     return result
+
+
+def _noise_parts(candidate: CandidateScore, criteria_ids: list[str]) -> list[noise_domain.Part]:
+    """The candidate's scored indicators as noise parts (their share of the criterion score)."""
+    parts = []
+    for column, criterion in enumerate(criteria_ids):
+        indicators = candidate.criteria[criterion].indicators
+        total_weight = sum(ind.weight for ind in indicators)
+        for ind in indicators:
+            if ind.status == "ok" and total_weight:
+                parts.append(
+                    noise_domain.Part(
+                        column, ind.weight / total_weight, ind.score, ind.score_interval, f"{criterion}:{ind.indicator}"
+                    )
+                )
+    return parts
+
+
+def measurement_noise(
+    passing: list[CandidateScore],
+    order: list[CandidateScore],
+    tie: dict[str, Any],
+    criteria_ids: list[str],
+    weights: np.ndarray,
+    options: ScoringOptions,
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """Robustness to measurement noise (`domain.noise`): the share of draws of the measurements, each
+    within its interval, in which each passing candidate wins under the decision rule (weights fixed),
+    and whether the recommended candidate holds (`stable`: None when nothing has an interval). It
+    holds when it wins at least `noise.STABLE_SHARE` of the draws, or when the tie-break chose it
+    within the noise on a documented property (observability, operating complexity), which no draw
+    of the measurements moves."""
+    result: dict[str, Any] = {
+        "draws": options.noise_draws,
+        "seed": options.seed,
+        "method": "each measured score drawn uniformly within its 95% interval; weights fixed; tie margin applied",
+        "first_share": {},
+        "with_interval": 0,
+        "measured": 0,
+        "stable": None,
+    }
+    if len(passing) < 2 or not order:
+        result["sentence"] = Message(
+            _("Robustness to measurement noise needs a second candidate that passes the gates.")
+        )
+        return result
+    if options.noise_draws < 1:
+        raise ScoringInputError(f"options.noise_draws: must be positive, got {options.noise_draws}")
+    parts = [_noise_parts(c, criteria_ids) for c in passing]
+    measured = [p for c, own in zip(passing, parts, strict=True) for p in own if _is_measured(c, p, criteria_ids)]
+    result["measured"] = len(measured)
+    result["with_interval"] = sum(1 for p in measured if p.interval is not None)
+    keys = sorted({(-round(_observability(c), 9), _complexity_rank(c)) for c in passing})
+    preference = [keys.index((-round(_observability(c), 9), _complexity_rank(c))) for c in passing]
+    shares = noise_domain.first_shares(
+        parts,
+        [c.candidate for c in passing],
+        weights,
+        preference,
+        options.tie_margin,
+        options.noise_draws,
+        options.seed,
+    )
+    result["first_share"] = {c.candidate: float(share) for c, share in zip(passing, shares, strict=True)}
+    ranked = sorted(range(len(passing)), key=lambda i: (-shares[i], passing[i].candidate))
+    result["shares"] = CLAUSE_SEPARATOR.join(
+        Message(_("%(name)s in %(share)s"), {"name": labels.get(passing[i].candidate), "share": f"{shares[i]:.1%}"})
+        for i in ranked
+        if shares[i] > 0
+    )
+    values = {
+        "draws": f"{options.noise_draws:,}",
+        "count": str(result["with_interval"]),
+        "measured": str(result["measured"]),
+        "shares": result["shares"],
+    }
+    if not result["with_interval"]:
+        result["sentence"] = Message(
+            _(
+                "No measured figure has a 95%% interval yet (%(measured)s measured indicators): robustness to "
+                "measurement noise is unknown."
+            ),
+            values,
+        )
+        return result
+    share = float(shares[passing.index(order[0])])
+    by_rule = bool(tie.get("applied")) and tie.get("decided_by") in ("observability", "operating_complexity")
+    result["stable"] = share >= noise_domain.STABLE_SHARE or by_rule
+    result["sentence"] = Message(
+        _(
+            "Across %(draws)s draws of the measurements, each of the %(count)s of %(measured)s measured indicators "
+            "with a 95%% interval drawn within it (the others held), the first place goes to %(shares)s."
+        ),
+        values,
+    )
+    return result
+
+
+def _is_measured(candidate: CandidateScore, part: noise_domain.Part, criteria_ids: list[str]) -> bool:
+    criterion, indicator = part.name.split(":", 1)
+    return any(i.indicator == indicator and i.source == M for i in candidate.criteria[criterion].indicators)

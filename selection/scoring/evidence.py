@@ -9,12 +9,15 @@ soak drift, largest context rung, KV headroom) are read by their scoring names f
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from benchmarks.harness.verdicts import status_of
+from benchmarks.harness.workloads.common import client_slack_ms, load_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
-from benchmarks.selectors import latest_runs
+from benchmarks.selectors import run_history
 from selection.domain import catalog as catalog_domain
 from selection.domain import claims, launch_flags, scoring
 from selection.models import Candidate, Selection
@@ -295,15 +298,181 @@ def _interval_of(run: BenchmarkRun, verdict_name: str) -> tuple[float, float] | 
     return _pair((verdict or {}).get("interval"))
 
 
-def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[str, scoring.Metric]:
-    metrics: dict[str, scoring.Metric] = {}
-    runs = latest_runs(candidate)
+def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) -> str | None:
+    """Why the run's figures (or those of `points`) are the client's and not the engine's: the
+    client-bound points with their reasons, or None when no point was client-bound (an unjudged
+    point, None, is not)."""
+    bound = [p for p in (run.points.all() if points is None else points) if p.client_bound]
+    if not bound:
+        return None
+    reasons = dict.fromkeys(r for p in bound for r in (p.extra or {}).get("client_bound_reasons") or [])
+    where = ", ".join(p.label or f"point {p.index}" for p in bound)
+    why = f": {'; '.join(reasons)}" if reasons else ""
+    return f"client-bound ({run.test} run {run.pk}, {where}{why})"
 
-    def put(name: str, value: Any, run: BenchmarkRun, interval: Any = None) -> None:
+
+# figures a test derives that do not depend on the client's pace: whether a session continued
+# identically, whether a rung was served at its full length, whether idle sessions were evicted
+PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share"})
+# latencies a client-bound client that still applied the load can only have lengthened: scored with
+# [value - the client's lateness, value] as their interval
+LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})
+# figures read from latencies on both sides of a ratio or against a budget step by step (the soak's
+# drift, the swap ratio, the overload test's level and sustainable step): no bound follows from the
+# lateness, so a client-bound run's are held out
+LATENCY_DERIVED = frozenset({"soak_drift_p99_ratio", "swap_resume_ttft_ratio", "overload_handling"})
+# the points a test's figure is read from (the other points prepare it: a swap test's pressure, the
+# isolation test's tenant A alone): only their client judgement counts for it
+FIGURE_POINTS = {
+    "isolation_ttft_p95_ms": ("tenant_a_flood", "tenant_b_flood"),
+    "swap_resume_ttft_ratio": ("resume", "recompute"),
+    "prefix_saving_ratio": ("prefix_on", "prefix_off"),
+}
+LATE_SENDS_HELD = 0.01  # an open loop held its rate with fewer late sends than this (the harness's rule)
+
+
+@dataclass(frozen=True)
+class ClientJudgement:
+    """What a run's client-bound points leave of its figures: `reason` (None: no point was
+    client-bound), whether every client-bound load point still applied the load asked for
+    (`load_held`, the harness's rule), and the most latency the client could have added
+    (`slack_ms`: its send lateness, loop lag and late reads; None when not measured)."""
+
+    reason: str | None = None
+    load_held: bool = True
+    slack_ms: float | None = None
+
+
+def judge_client(run: BenchmarkRun, labels: Iterable[str] | None = None) -> ClientJudgement:
+    """The client judgement of a run from its points, or of the points with `labels` when the run has
+    them (a traffic group's point is part of a load and is not judged for the load on its own)."""
+    points = list(run.points.all())
+    named = [p for p in points if labels is not None and p.label in set(labels)]
+    bound = [p for p in (named or points) if p.client_bound]
+    if not bound:
+        return ClientJudgement()
+    loads = [p for p in bound if not (p.extra or {}).get("traffic_group")]
+    slacks = [slack for p in bound if (slack := client_slack_ms(p)) is not None]
+    return ClientJudgement(
+        reason=client_bound_reason(run, bound),
+        load_held=all(_held(p) for p in loads),
+        slack_ms=max(slacks) if slacks else None,
+    )
+
+
+def _held(point: Any) -> bool:
+    """The harness's `load_held`; an open-loop point (a request rate) asked for its rate, not for its
+    concurrency cap, so only its late sends count."""
+    if point.request_rate is not None:
+        late = (point.extra or {}).get("late_sends_fraction")
+        return late is None or late < LATE_SENDS_HELD
+    return load_held(point)
+
+
+def late_interval(value: float, interval: tuple[float, float] | None, slack_ms: float) -> tuple[float, float]:
+    """A latency's interval with the client's lateness: the engine's own is at most `slack_ms` shorter."""
+    ends = [float(value) - slack_ms, float(value), *(interval or ())]
+    return (max(0.0, min(ends)), max(ends))
+
+
+RERUNS_READ = 4  # earlier runs of a test with the same parameters whose values widen the interval
+
+
+def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[str, scoring.Metric]:
+    """The candidate's measured metrics (see `measured_evidence`)."""
+    return measured_evidence(candidate, constraints)[0]
+
+
+def measured_evidence(
+    candidate: Candidate, constraints: dict[str, Any]
+) -> tuple[dict[str, scoring.Metric], dict[str, str]]:
+    """The candidate's measured metrics from the latest run of each test, and the figures held out.
+
+    A run with a client-bound load point (the load client, not the engine, set the pace or stamped
+    the times) gives the scoring only its figures that do not depend on the pace
+    (`PACE_INDEPENDENT`); the others come from the newest run of that test without a client-bound
+    point, or are held out, with the reason, when there is none: a client-bound run can neither lift
+    nor sink a candidate. Earlier runs of a test with the same parameters (re-runs) widen each
+    metric's interval to span their values."""
+    history = run_history(candidate)
+    latest = {test: runs[0] for test, runs in history.items()}
+    metrics, held_out = metrics_from_runs(latest, candidate, constraints)
+    clean = {test: run for test, runs in history.items() if (run := _first_clean(runs)) is not None}
+    if clean != latest:  # what the newest runs without a client-bound point measured stands instead
+        fallback, _held = metrics_from_runs(clean, candidate, constraints)
+        for name in [name for name in fallback if name not in metrics]:
+            metrics[name] = fallback[name]
+            held_out.pop(name, None)
+    for test, runs in sorted(history.items()):
+        own = {str(run.pk) for run in runs}
+        reruns = [run for run in runs if (run.params or {}) == (runs[0].params or {})][: RERUNS_READ + 1]
+        for rerun in reruns if len(reruns) > 1 else ():
+            again, _held = metrics_from_runs({**latest, test: rerun}, candidate, constraints)
+            for name, metric in again.items():
+                current = metrics.get(name)
+                if (
+                    current is not None
+                    and metric.run_ids == (str(rerun.pk),)
+                    and len(current.run_ids) == 1
+                    and current.run_ids[0] in own
+                    and current.run_ids != metric.run_ids
+                ):
+                    metrics[name] = with_rerun(current, metric, str(rerun.pk))
+    measured = (candidate.measured_capacity or {}).get("token_capacity")
+    predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
+    if measured and predicted:
+        metrics["capacity_prediction_error"] = scoring.Metric(
+            value=abs(predicted - measured) / measured,
+            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
+            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
+        )
+    return metrics, held_out
+
+
+def _first_clean(runs: list[BenchmarkRun]) -> BenchmarkRun | None:
+    return next((run for run in runs if client_bound_reason(run) is None), None)
+
+
+def with_rerun(metric: scoring.Metric, rerun: scoring.Metric, run_id: str) -> scoring.Metric:
+    """`metric` with its interval widened to span a re-run's value (and the re-run's interval)."""
+    values = [float(metric.value), float(rerun.value)]
+    for interval in (metric.interval, rerun.interval):
+        values.extend(interval or ())
+    return replace(metric, interval=(min(values), max(values)), reruns=(*metric.reruns, run_id))
+
+
+def metrics_from_runs(
+    runs: dict[str, BenchmarkRun], candidate: Candidate, constraints: dict[str, Any]
+) -> tuple[dict[str, scoring.Metric], dict[str, str]]:
+    """Measured metrics from one run per test, and the figures held out (by name, with the reason):
+    every figure a client-bound run measured, except those that do not depend on the pace."""
+    metrics: dict[str, scoring.Metric] = {}
+    held_out: dict[str, str] = {}
+    judged: dict[Any, ClientJudgement] = {run.pk: judge_client(run) for run in runs.values()}
+    for run in runs.values():  # a figure read from named points is judged on those points only
+        judged.update({(run.pk, name): judge_client(run, labels) for name, labels in FIGURE_POINTS.items()})
+
+    def put(
+        name: str, value: Any, run: BenchmarkRun, interval: Any = None, late: Any = None, timing: bool = False
+    ) -> None:
+        """Store a figure; a client-bound run's as the rules of `measured_evidence` say (`late`: its
+        interval with the client's lateness, when the caller derived one; `timing`: judged on the
+        client's timings, so held out when the client was bound)."""
         if value is None:
             return
+        judgement, interval, client_bound = judged.get((run.pk, name)) or judged[run.pk], _pair(interval), ""
+        if judgement.reason and name not in PACE_INDEPENDENT:
+            if name in LATENCIES and judgement.load_held and judgement.slack_ms is not None:
+                interval, client_bound = late_interval(value, interval, judgement.slack_ms), judgement.reason
+            elif late is not None and judgement.load_held:
+                interval, client_bound = _pair(late), judgement.reason
+            elif not judgement.load_held or name in LATENCIES or name in LATENCY_DERIVED or timing:
+                metrics.pop(name, None)  # the client's figure: neither scored nor left in another's place
+                held_out[name] = judgement.reason
+                return
+        held_out.pop(name, None)
         metrics[name] = scoring.Metric(
-            value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=_pair(interval)
+            value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=interval, client_bound=client_bound
         )
 
     stress = runs.get("concurrency_stress") or runs.get("custom")
@@ -317,8 +486,7 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
             put("ttft_p95_ms", point.ttft_ms.get("p95"), stress, _interval_of(stress, "ttft_p95_within_budget"))
             put("tpot_p95_ms", point.tpot_ms.get("p95"), stress, _interval_of(stress, "tpot_p95_within_budget"))
             put("error_rate", point.error_rate, stress)
-            if not point.client_bound:  # a client that did not keep the load says nothing of the engine
-                put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
+            put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
             goodput_tokens = point.output_token_throughput
             if goodput_tokens is not None and point.slo_attainment is not None:
                 goodput_tokens *= point.slo_attainment
@@ -331,28 +499,12 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
                         scoring.cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
                         stress,
                     )
-        if constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points:
-            sustainable = scoring.sustainable_concurrency(
-                [
-                    {
-                        "concurrency": p.achieved_concurrency or p.concurrency,
-                        "ttft_p95_ms": p.ttft_ms.get("p95"),
-                        "tpot_p95_ms": p.tpot_ms.get("p95"),
-                        "error_rate": p.error_rate,
-                    }
-                    for p in points
-                    if (p.achieved_concurrency or p.concurrency) is not None
-                ],
-                constraints["ttft_p95_ms"],
-                constraints["tpot_p95_ms"],
-            )
-            put("sustainable_concurrency_per_gpu", None if sustainable is None else sustainable / gpus, stress)
+        _sweep_sustainable(stress, points, constraints, gpus, put, judged[stress.pk].slack_ms)
     overloaded = runs.get("overload")
     if overloaded is not None:  # the overload test measured it step by step: it wins over a one-level stress
         sustainable = overload_sustainable_concurrency(overloaded)
-        if sustainable is not None:
-            metrics.pop("sustainable_concurrency_per_gpu", None)
-            put("sustainable_concurrency_per_gpu", sustainable / gpus, overloaded)
+        if sustainable is not None:  # each step judged against the budget on the client's timings
+            put("sustainable_concurrency_per_gpu", sustainable / gpus, overloaded, timing=True)
     for run in runs.values():
         derived = derived_from_run(run)
         derived.update((run.metadata or {}).get("derived") or {})
@@ -360,19 +512,75 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
             derived.update({k: v for k, v in (point.extra or {}).items() if k in DERIVED_METRICS})
         if run.test == "swap_recovery" and not swapped_in(run):
             derived.pop("continuation_correct", None)  # a stated figure too: no swap-in, nothing recovered
-        intervals = (run.metadata or {}).get("derived_intervals") or {}
+        intervals = derived_intervals(run, derived) | ((run.metadata or {}).get("derived_intervals") or {})
         for name in DERIVED_METRICS:
-            if name in derived and name not in metrics:
+            if name in derived and name not in metrics and name not in held_out:
                 put(name, derived[name], run, intervals.get(name))
-    measured = (candidate.measured_capacity or {}).get("token_capacity")
-    predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
-    if measured and predicted:
-        metrics["capacity_prediction_error"] = scoring.Metric(
-            value=abs(predicted - measured) / measured,
-            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
-            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
+    return metrics, held_out
+
+
+def _sweep_sustainable(
+    stress: BenchmarkRun, points: list, constraints: dict[str, Any], gpus: int, put, slack_ms: float | None
+) -> None:
+    """The stress sweep's sustainable concurrency per GPU (highest point within every budget); with a
+    client-bound client's lateness, its interval runs up to the value with that lateness taken off
+    the client-bound points' latencies."""
+    if not (constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points):
+        return
+
+    def highest(slack: float) -> float | None:
+        return scoring.sustainable_concurrency(
+            [
+                {
+                    "concurrency": p.achieved_concurrency or p.concurrency,
+                    "ttft_p95_ms": _less(p.ttft_ms.get("p95"), slack if p.client_bound else 0.0),
+                    "tpot_p95_ms": _less(p.tpot_ms.get("p95"), slack if p.client_bound else 0.0),
+                    "error_rate": p.error_rate,
+                }
+                for p in points
+                if (p.achieved_concurrency or p.concurrency) is not None
+            ],
+            constraints["ttft_p95_ms"],
+            constraints["tpot_p95_ms"],
         )
-    return metrics
+
+    sustainable, late = highest(0.0), None
+    if sustainable is not None and slack_ms is not None and any(p.client_bound for p in points):
+        late = (sustainable / gpus, (highest(slack_ms) or sustainable) / gpus)
+    put(
+        "sustainable_concurrency_per_gpu",
+        None if sustainable is None else sustainable / gpus,
+        stress,
+        late=late,
+        timing=True,  # without a measured lateness, a client-bound sweep's is held out
+    )
+
+
+def _less(value: Any, slack: float) -> float | None:
+    return None if value is None else max(0.0, float(value) - slack)
+
+
+def derived_intervals(run: BenchmarkRun, derived: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """The 95 % intervals of a run's derived figures that its verdicts measured, when the figure is the
+    verdict's own value: the soak's p99 drift (as the late / early ratio) and the swap test's resume /
+    recompute ratio."""
+    intervals: dict[str, tuple[float, float]] = {}
+    for name, verdict_name, as_figure in (
+        ("soak_drift_p99_ratio", "ttft_p99_drift", lambda v: max(0.0, 1.0 + v / 100.0)),
+        ("swap_resume_ttft_ratio", "resume_cheaper_than_recompute", float),
+    ):
+        verdict = _verdict(run, verdict_name) or {}
+        interval = _pair(verdict.get("interval"))
+        value = derived.get(name)
+        if interval is None or value is None or verdict.get("value") is None:
+            continue
+        try:
+            same = math.isclose(as_figure(float(verdict["value"])), float(value), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            continue
+        if same:
+            intervals[name] = (as_figure(interval[0]), as_figure(interval[1]))
+    return intervals
 
 
 def scoring_constraints(selection: Selection) -> scoring.ScoringConstraints:
@@ -397,12 +605,14 @@ def evidence_for(
     constraints = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
     result = []
     for candidate in candidates if candidates is not None else compared_candidates(selection):
+        metrics, held_out = measured_evidence(candidate, constraints)
         result.append(
             scoring.CandidateEvidence(
                 candidate=str(candidate.pk),
                 label=candidate.display_name,
-                metrics=measured_metrics(candidate, constraints),
+                metrics=metrics,
                 documented=documented_features(candidate),
+                held_out=held_out,
             )
         )
     return result

@@ -159,3 +159,35 @@ def test_it_reads_a_real_scoring_result():
     assert out["runner_up"]["candidate"] == "slow"
     assert out["share"] is not None and out["draws"] == 10000
     assert out["verdict"] in (headline.CLEAR, headline.CLOSE, headline.INCONCLUSIVE)
+
+
+def _with_draws(data, share, stable):
+    """`data` with the scoring's draws of the measurements (`sensitivity.noise`)."""
+    data["sensitivity"]["noise"] = {"draws": 10000, "first_share": {data["winner"]: share}, "stable": stable}
+    return data
+
+
+def test_the_robustness_names_the_draws_of_the_measurements_beside_the_weight_vectors():
+    data = result(candidate("a", 0.80, 0.95, interval=(0.78, 0.82)), candidate("b", 0.60, 0.95, interval=(0.5, 0.6)))
+    out = headline.decision_headline(_with_draws(data, 1.0, True))
+    assert out["verdict"] == headline.CLEAR and out["noise_share"] == 1.0
+    assert "first in 100% of 10,000 draws of the measurements within their intervals" in text(out["robustness"])
+
+
+def test_a_winner_that_flips_within_the_measurement_noise_is_inconclusive():
+    data = result(candidate("a", 0.80, 0.95, interval=(0.70, 0.90)), candidate("b", 0.76, 0.95, interval=(0.7, 0.8)))
+    out = headline.decision_headline(_with_draws(data, 0.709, False))
+    assert out["verdict"] == headline.INCONCLUSIVE
+    assert "within the measurement noise A is first in only 70.9% of 10,000 draws" in text(out["verdict_reason"])
+
+
+def test_a_tie_break_that_falls_through_to_the_total_is_inconclusive():
+    data = result(candidate("a", 0.787, 1.0), candidate("b", 0.774, 1.0))
+    data["tie_break"] = {"applied": True, "decided_by": "total", "noise": []}
+    out = headline.decision_headline(data)
+    assert out["verdict"] == headline.INCONCLUSIVE
+    assert "A is within the tie margin 0.02 of B and their observability and operating complexity are equal" in text(
+        out["verdict_reason"]
+    )
+    data["tie_break"]["decided_by"] = "observability"  # the article's rule picked: a close call, decided
+    assert headline.decision_headline(data)["verdict"] == headline.CLOSE

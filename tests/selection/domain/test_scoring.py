@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from selection.domain import headline
 from selection.domain import scoring as sc
 from selection.domain.scoring import (
     MEASURED,
@@ -556,9 +557,11 @@ def _three_candidates():
     return [cand("a", a), cand("b", b), cand("c", c, doc=doc_c)]
 
 
+@pytest.mark.filterwarnings("ignore:Alternatives with indices")  # the full-marks and zero rows, on purpose
 def test_weighted_sum_and_topsis_match_pymcdm():
+    """TOPSIS on the fixed scale: pymcdm's TOPSIS without normalisation over the candidates plus a row
+    of full marks and a row of zeros (which make its set-relative ideal and anti-ideal 1 and 0)."""
     from pymcdm.methods import TOPSIS, WSM
-    from pymcdm.normalizations import vector_normalization
 
     weights = {
         "memory_allocation": 3,
@@ -575,7 +578,8 @@ def test_weighted_sum_and_topsis_match_pymcdm():
     w = np.array([result.weights[c] for c in weights])
     types = np.ones(len(w))
     wsm = WSM(normalization_function=lambda x, cost: x)(matrix, w, types)
-    tops = TOPSIS(normalization_function=vector_normalization)(matrix, w, types)
+    bounded = np.vstack([matrix, np.ones(len(w)), np.zeros(len(w))])
+    tops = TOPSIS(normalization_function=lambda x, cost: x)(bounded, w, types)
     for i, cid in enumerate(ids):
         assert result.candidate(cid).total == pytest.approx(wsm[i], abs=1e-6)
         assert result.candidate(cid).topsis == pytest.approx(tops[i], abs=1e-6)
@@ -661,24 +665,39 @@ def test_evidence_round_trips_through_its_dict_form():
 
 
 def test_when_topsis_picks_another_leader_the_result_says_which_method_decides_and_why():
-    def ev(cid, correct, rung, idle):
-        values = {"continuation_correct": correct, "max_context_rung_reached": rung, "idle_release_share": idle}
-        return CandidateEvidence(cid, cid.upper(), metrics(values), DocumentedFeatures())
+    def ev(cid, correct, idle):
+        values = {"continuation_correct": correct, "idle_release_share": idle}
+        doc = DocumentedFeatures(preemption_mode="none")  # cache lifecycle = 2/3 of the idle release score
+        return CandidateEvidence(cid, cid.upper(), metrics(values), doc)
 
-    weights = {"session_recovery": 1, "context_extension": 1, "cache_lifecycle": 1}
-    evidence = [ev("a", 0.92, 8192, 0.9), ev("b", 0.9, 16384, 0.9), ev("c", 1.0, 8192, 0.9)]
+    # b is even (0.54 and 0.54), c lopsided (1.0 and 0.1): a higher sum, further from full marks
+    weights = {"session_recovery": 1, "cache_lifecycle": 1}
+    evidence = [ev("b", 0.954, 0.905), ev("c", 1.0, 0.575)]
     result = score_candidates("A", evidence, CONS, weights, options=ScoringOptions(tie_margin=0.0))
     b, c = result.candidate("b"), result.candidate("c")
     assert c.total > b.total and b.topsis > c.topsis  # the two methods disagree
     assert result.winner == "c"
     method = result.method
     assert method["decides"] == "weighted_sum" and method["topsis_leader"] == "b" and method["agrees"] is False
-    assert method["favoured_criteria"] == ["context_extension"]  # b's only lead
+    assert method["favoured_criteria"] == ["cache_lifecycle"]  # b's only lead
     text = str(method["sentence"])
     assert text.startswith("The weighted sum decides") and "fixed bounds" in text
     assert f"TOPSIS ranks B first (closeness {b.topsis:.3f} against {c.topsis:.3f} for C)" in text
-    assert "context extension" in text and method["sentence"] in result.sentences
+    assert "cache lifecycle management" in text and method["sentence"] in result.sentences
     assert json.loads(json.dumps(result.to_dict()))["method"]["sentence"]["msgid"] == method["sentence"].msgid
+
+
+def test_topsis_of_two_near_equal_candidates_is_near_equal_not_one_against_zero():
+    """Two candidates, one ahead by a hair on the only criterion where they differ: the set's best and
+    worst as ideals would read 1.000 against 0.000 (the demo's SGLang 0.775 vs vLLM 0.764)."""
+    a = cand("a", dict(FULL_METRICS, error_rate=0.010))
+    b = cand("b", dict(FULL_METRICS, error_rate=0.011))
+    result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1})
+    ta, tb = result.candidate("a").topsis, result.candidate("b").topsis
+    assert ta > tb and ta - tb < 0.02
+    alone = sc.topsis(np.array([[0.8, 0.5]]), np.array([0.5, 0.5]))  # set-independent: alone, the same scale
+    paired = sc.topsis(np.array([[0.8, 0.5], [0.2, 0.9]]), np.array([0.5, 0.5]))
+    assert alone[0] == pytest.approx(paired[0])
 
 
 def test_when_topsis_agrees_the_result_says_so():
@@ -751,12 +770,110 @@ def test_a_lead_inside_the_measurement_noise_is_a_tie_decided_by_the_tie_break()
     assert "measurement noise" in str(result.tie_break["explanation"].to_dict())
 
 
+def test_a_tie_break_on_a_documented_property_within_the_noise_is_a_decision_not_inconclusive():
+    result = _noisy_pair((650.0, 760.0), (700.0, 820.0))
+    noise = result.sensitivity["noise"]
+    assert result.winner == "q" and noise["first_share"]["p"] > noise["first_share"]["q"]  # p leads most draws
+    assert noise["stable"] is True  # but the rule picks q on operating complexity, which no draw moves
+    assert "noise" not in str(result.sentences[0])  # (inconclusive here for its missing evidence only)
+
+
 def test_a_lead_beyond_the_noise_stands_and_no_interval_means_no_noise_claim():
     result = _noisy_pair((690.0, 710.0), (750.0, 770.0))
     assert result.winner == "p" and not result.tie_break["applied"] and result.tie_break["noise"] == []
+    assert result.sensitivity["noise"]["first_share"] == {"p": 1.0, "q": 0.0}
+    assert result.sensitivity["noise"]["stable"] is True and result.sensitivity["noise"]["with_interval"] == 2
     result = _noisy_pair(None, None)
     assert result.candidate("p").total_interval is None and result.winner == "p"
     assert "noise" not in str(result.tie_break["explanation"].to_dict())
+    assert result.sensitivity["noise"]["stable"] is None  # nothing says how far the measurements move
+    assert "robustness to measurement noise is unknown" in str(result.sensitivity["noise"]["sentence"])
+
+
+def test_a_close_pair_within_the_noise_is_inconclusive():
+    """Equal documented features, so the tie-break cannot pick on them; P's TTFT p95 is lower, but the
+    two intervals overlap widely: the first place flips within the noise."""
+    p = CandidateEvidence("p", "P", {"ttft_p95_ms": Metric(700.0, ("1",), MEASURED, (600.0, 900.0))}, FULL_DOC)
+    q = CandidateEvidence("q", "Q", {"ttft_p95_ms": Metric(760.0, ("2",), MEASURED, (650.0, 950.0))}, FULL_DOC)
+    result = score_candidates("A", [p, q], CONS, {"concurrency_control": 1}, options=ScoringOptions(tie_margin=0.0))
+    noise = result.sensitivity["noise"]
+    assert result.winner == "p" and noise["stable"] is False
+    assert 0.5 < noise["first_share"]["p"] < sc.noise_domain.STABLE_SHARE
+    first = str(result.sentences[0])
+    assert (
+        first.startswith("Inconclusive: P leads with a weighted total of") and "within the measurement noise" in first
+    )
+    out = headline.decision_headline(result.to_dict())
+    assert out["verdict"] == headline.INCONCLUSIVE
+    assert "within the measurement noise P is first in only" in str(out["verdict_reason"])
+
+
+def test_a_lead_within_the_tie_margin_on_equal_observability_and_complexity_is_inconclusive():
+    """The demo: vLLM 0.787, SGLang 0.774, observability and complexity equal; the tie-break fell through
+    to the total and named vLLM; a re-run named SGLang. Only a lead the tie margin calls none picked."""
+    a = cand("a", dict(FULL_METRICS))
+    b = cand("b", dict(FULL_METRICS, error_rate=0.02))
+    result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1})
+    assert result.tie_break["applied"] and result.tie_break["decided_by"] == "total"
+    assert str(result.sentences[0]).startswith("Inconclusive: A leads")
+    assert "within the tie margin 0.02 of B and their observability and operating complexity are equal" in str(
+        result.sentences[0]
+    )
+    assert headline.decision_headline(result.to_dict())["verdict"] == headline.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("client_value", [1.0, 5000.0])
+def test_a_held_out_client_bound_figure_cannot_flip_the_winner(client_value):
+    """B's TTFT p95 came from a client-bound run: held out, whatever it measured, B scores as if it had
+    not been measured, and the reason is stated. Scored as the engine's, the client's 1 ms would win."""
+    weights = {"concurrency_control": 1, "cache_reuse": 1}
+    a = cand("a", dict(FULL_METRICS))
+    rest = {k: v for k, v in FULL_METRICS.items() if k != "ttft_p95_ms"}
+    reason = "client-bound (concurrency_stress run 9, c=64: held 9.1 requests in flight on average, 64 requested)"
+    b = replace(cand("b", dict(rest, ttft_p95_ms=client_value)), held_out={"ttft_p95_ms": reason})
+    unmeasured = score_candidates("A", [a, cand("b", rest)], CONS, weights)
+    result = score_candidates("A", [a, b], CONS, weights)
+    assert result.winner == unmeasured.winner == "a"
+    assert result.candidate("b").total == unmeasured.candidate("b").total
+    assert result.candidate("b").total_upper == unmeasured.candidate("b").total_upper
+    ind = indicator(result, "b", "concurrency_control", "ttft_p95_vs_budget")
+    assert ind.status == "missing" and ind.reason == f"ttft_p95_ms held out: {reason}"
+    assert f"B: ttft_p95_ms held out of the scoring: {reason}." in [str(s) for s in result.sentences]
+    scored_anyway = score_candidates("A", [a, replace(b, held_out={})], CONS, weights)
+    assert scored_anyway.winner == ("b" if client_value == 1.0 else "a")
+
+
+def test_the_same_evidence_gives_the_same_decision_bit_for_bit_in_any_order():
+    def ev(cid, ttft, interval, complexity):
+        doc = replace(FULL_DOC, operating_complexity=complexity)
+        return CandidateEvidence(cid, cid.upper(), {"ttft_p95_ms": Metric(ttft, (cid,), MEASURED, interval)}, doc)
+
+    evidence = [
+        ev("p", 700.0, (600.0, 900.0), "low"),
+        ev("q", 760.0, (650.0, 950.0), "low"),
+        ev("r", 900.0, None, "high"),
+    ]
+    weights = {"concurrency_control": 2, "cost_control": 1}
+    first = score_candidates("A", evidence, CONS, weights).to_dict()
+    again = score_candidates("A", evidence, CONS, weights).to_dict()
+    assert json.dumps(first, sort_keys=True) == json.dumps(again, sort_keys=True)
+    shuffled = score_candidates("A", [evidence[2], evidence[0], evidence[1]], CONS, weights).to_dict()
+    assert shuffled["winner"] == first["winner"] and shuffled["ranking"] == first["ranking"]
+    assert shuffled["sensitivity"]["noise"]["first_share"] == first["sensitivity"]["noise"]["first_share"]
+    assert shuffled["sensitivity"]["noise"]["stable"] == first["sensitivity"]["noise"]["stable"]
+
+
+def test_evidence_with_intervals_and_held_out_figures_round_trips():
+    from dataclasses import asdict
+
+    original = CandidateEvidence(
+        "a",
+        "A",
+        {"ttft_p95_ms": Metric(700.0, ("1",), MEASURED, (600.0, 900.0), ("0",))},
+        FULL_DOC,
+        held_out={"error_rate": "client-bound (run 3)"},
+    )
+    assert sc.evidence_from_dict(json.loads(json.dumps(asdict(original)))) == original
 
 
 def test_each_dimensions_gate_criteria_are_its_own():

@@ -1,10 +1,14 @@
 """Scoring through the database: runs -> evidence -> Score snapshot -> API."""
 
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
+from selection.domain import headline
+from selection.domain.messages import render
 from selection.scoring.evidence import documented_features, evidence_for
 from selection.scoring.services import compute_scores
 from selection.setup.services import accept_scenario, set_gates
@@ -114,11 +118,111 @@ def test_dashboard_shows_leader_coverage_and_next_step(client, candidates, archi
     )
 
 
-def test_a_client_bound_point_gives_no_achieved_concurrency(candidates):
-    run = add_run(candidates[0])
-    RunPoint.objects.filter(run=run).update(client_bound=True)  # the client held 190 of 200, not the engine
-    metrics = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics
-    assert "achieved_concurrency" not in metrics and metrics["ttft_p95_ms"].value == 400.0
+def bind(run, achieved=91.0, late_reads_ms=None):
+    """Mark the run's load points client-bound as the harness does: the load not held (91 of 200 in
+    flight), or held with reads stamped up to `late_reads_ms` late."""
+    for point in run.points.all():
+        point.client_bound = True
+        point.achieved_concurrency = achieved
+        reason = f"held {achieved:g} requests in flight on average, 200 requested"
+        if late_reads_ms is not None:
+            reason = f"their TTFT/ITL are stamped late, by up to {late_reads_ms:g} ms"
+            point.extra = {**(point.extra or {}), "late_read_max_ms": late_reads_ms}
+        point.extra = {**(point.extra or {}), "client_bound_reasons": [reason]}
+        point.save(update_fields=["client_bound", "achieved_concurrency", "extra"])
+    return run
+
+
+def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candidates):
+    """TTFT/TPOT p95, errors, throughput, cost and the sustainable concurrency of a run whose client
+    could not keep the load were scored as the engine's (only achieved concurrency was dropped)."""
+    run = bind(add_run(candidates[0], derived={"kv_headroom_at_target": 0.25}))
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    for name in ("ttft_p95_ms", "tpot_p95_ms", "error_rate", "achieved_concurrency", "output_tokens_per_s_per_gpu"):
+        assert name not in evidence.metrics
+        assert evidence.held_out[name].startswith(f"client-bound (concurrency_stress run {run.pk}, ")
+        assert "held 91 requests in flight on average, 200 requested" in evidence.held_out[name]
+    assert "kv_headroom_at_target" not in evidence.metrics and "kv_headroom_at_target" in evidence.held_out
+    result = compute_scores(candidates[0].selection).result
+    vllm = next(c for c in result["candidates"] if c["candidate"] == str(candidates[0].pk))
+    ttft = next(
+        i for i in vllm["criteria"]["concurrency_control"]["indicators"] if i["indicator"] == "ttft_p95_vs_budget"
+    )
+    assert ttft["status"] == "missing" and ttft["reason"].startswith("ttft_p95_ms held out: client-bound")
+    held = [render(s) for s in result["sentences"] if "held out of the scoring" in render(s)]
+    assert len(held) == 1 and held[0].startswith(f"{candidates[0].display_name}: achieved_concurrency, ")
+
+
+def test_a_client_that_held_the_load_but_read_late_scores_latencies_with_its_lateness_as_the_interval(candidates):
+    """The load was held (190 of 200 in flight), reads were stamped up to 300 ms late: throughput,
+    errors and the concurrency are the engine's; the TTFT p95 of 900 ms is at most 300 ms too long."""
+    bind(add_run(candidates[0], ttft_p95=900.0), achieved=190.0, late_reads_ms=300.0)
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    ttft = evidence.metrics["ttft_p95_ms"]
+    assert ttft.value == 900.0 and ttft.interval == (600.0, 900.0) and "stamped late" in ttft.client_bound
+    assert evidence.metrics["achieved_concurrency"].value == 190.0 and not evidence.metrics["error_rate"].client_bound
+    assert not evidence.held_out
+    sentences = [render(s) for s in compute_scores(candidates[0].selection).result["sentences"]]
+    assert any("ttft_p95_ms scored with the client's lateness in their interval" in s for s in sentences)
+
+
+@pytest.mark.parametrize("bound_values", [dict(ttft_p95=50.0, error_rate=0.0), dict(ttft_p95=9000.0, error_rate=0.5)])
+def test_a_client_bound_run_cannot_flip_the_winner(candidates, bound_values):
+    """The issue's demo: a stress run flagged client-bound still scored throughput, cost, TTFT/TPOT
+    p95 as the engine's. A newer run whose client did not hold the load, good or bad, on either
+    candidate changes nothing: its figures come from the newest run the client did not bind."""
+    selection = candidates[0].selection
+    add_run(candidates[0], ttft_p95=400.0)
+    older = add_run(candidates[1], ttft_p95=1400.0, error_rate=0.02)
+    before = compute_scores(selection).result
+    assert before["winner"] == str(candidates[0].pk)
+    for candidate in candidates[:2]:
+        bind(add_run(candidate, **bound_values))
+        after = compute_scores(selection).result
+        assert after["winner"] == before["winner"] and after["ranking"] == before["ranking"]
+        assert [c["total"] for c in after["candidates"]] == [c["total"] for c in before["candidates"]]
+    sglang = evidence_for(selection, [candidates[1]])[0]
+    assert sglang.metrics["ttft_p95_ms"].run_ids == (str(older.pk),)
+    assert not set(sglang.held_out) & set(sglang.metrics)  # held out: only what no clean run measured
+
+
+def test_a_late_reading_client_can_make_the_decision_inconclusive_but_never_pick_another_winner(candidates):
+    """A run whose client held the load but read up to 8.7 s late measured vLLM's TTFT p95 at 9 s: the
+    decision either stays vLLM or becomes inconclusive; SGLang is never the clear winner."""
+    selection = candidates[0].selection
+    add_run(candidates[0], ttft_p95=400.0)
+    add_run(candidates[1], ttft_p95=700.0)
+    assert headline.decision_headline(compute_scores(selection).result)["leader"]["candidate"] == str(candidates[0].pk)
+    bind(add_run(candidates[0], ttft_p95=9000.0), achieved=190.0, late_reads_ms=8700.0)
+    after = headline.decision_headline(compute_scores(selection).result)
+    assert after["leader"]["candidate"] == str(candidates[0].pk) or after["verdict"] == headline.INCONCLUSIVE
+
+
+def test_the_same_evidence_gives_the_same_snapshot_bit_for_bit(candidates):
+    add_run(candidates[0], ttft_p95=400.0)
+    add_run(candidates[1], ttft_p95=450.0)
+    selection = candidates[0].selection
+    first = compute_scores(selection)
+    first.delete()
+    second = compute_scores(selection)
+    assert second.inputs_hash == first.inputs_hash
+    assert json.dumps(second.result, sort_keys=True) == json.dumps(first.result, sort_keys=True)
+    assert second.result["sensitivity"]["noise"]["first_share"] == first.result["sensitivity"]["noise"]["first_share"]
+
+
+def test_re_runs_of_a_test_widen_the_interval_to_their_values(candidates):
+    """The robustness section draws the measurements within their intervals: a re-run of the same
+    test (same parameters) that measured another TTFT p95 widens that interval to span it."""
+    first = add_run(candidates[0], ttft_p95=380.0)
+    BenchmarkRun.objects.filter(pk=first.pk).update(params={"concurrency": 200})
+    latest = add_run(candidates[0], ttft_p95=400.0)
+    BenchmarkRun.objects.filter(pk=latest.pk).update(params={"concurrency": 200})
+    other = add_run(candidates[0], ttft_p95=100.0)  # different parameters: not a re-run of the same test
+    BenchmarkRun.objects.filter(pk=other.pk).update(params={"concurrency": 8})
+    BenchmarkRun.objects.filter(pk=other.pk).update(created_at=first.created_at)
+    ttft = evidence_for(candidates[0].selection, [candidates[0]])[0].metrics["ttft_p95_ms"]
+    assert ttft.value == 400.0 and ttft.run_ids == (str(latest.pk),)
+    assert ttft.interval == (380.0, 400.0) and ttft.reruns == (str(first.pk),)
 
 
 def test_a_context_ladder_that_reached_the_longest_input_scores_full_marks(candidates):
@@ -273,3 +377,30 @@ def test_idle_release_share_is_the_share_of_idle_sessions_seen_evicted(candidate
     )
     for candidate in candidates[1:]:
         assert "idle_release_share" not in evidence_for(candidate.selection, [candidate])[0].metrics
+
+
+def test_a_figure_is_judged_on_the_points_it_is_read_from(candidates):
+    """The isolation figure is tenant A's TTFT under tenant B's flood: a late client while tenant A ran
+    alone says nothing of it; the same lateness during the flood (an open loop, more than 1 % of sends
+    late: its rate not held) holds it out."""
+    run = BenchmarkRun.objects.create(
+        candidate=candidates[0],
+        test="isolation",
+        origin="harness",
+        status="succeeded",
+        evidence="MEASURED",
+        metadata={"isolation": {"flood_exercised": True, "a_ttft_p95_flood_ms": 700.0}},
+    )
+    late = {"late_sends_fraction": 0.09, "client_bound_reasons": ["9% of sends were more than 10 ms behind schedule"]}
+    alone = RunPoint.objects.create(
+        run=run, index=0, label="tenant_a_alone", request_rate=4.0, client_bound=True, extra=late
+    )
+    RunPoint.objects.create(run=run, index=1, label="tenant_a_flood", request_rate=4.0, client_bound=False)
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    assert evidence.metrics["isolation_ttft_p95_ms"].value == 700.0 and not evidence.held_out
+    RunPoint.objects.filter(run=run).exclude(pk=alone.pk).update(client_bound=True, extra=late)
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    assert "isolation_ttft_p95_ms" not in evidence.metrics
+    assert evidence.held_out["isolation_ttft_p95_ms"] == (
+        f"client-bound (isolation run {run.pk}, tenant_a_flood: 9% of sends were more than 10 ms behind schedule)"
+    )

@@ -1,0 +1,95 @@
+"""Measurement noise: does the winner hold when every measurement moves within its interval?
+
+Pure numpy, no Django. The sensitivity of `domain.scoring` varies the weights; this varies the
+evidence. The rules, in one place:
+
+* **What moves.** Every measured indicator that carries a 95 % interval (a bootstrap over the
+  run's requests, or the spread of re-runs of the same test) is drawn uniformly between its score
+  at the two ends of that interval; indicators without one, and documented features, stay at their
+  score. The draws of an indicator come from a generator seeded by the seed, the candidate and the
+  indicator's name, never by their position: the same evidence gives the same draws bit for bit,
+  whatever order the candidates or criteria arrive in, and adding a candidate does not move the
+  others' draws.
+* **Who wins a draw.** The decision rule of the scoring, on the drawn totals (weights fixed,
+  screening held fixed): the candidates within the tie margin of the draw's top total form a
+  group, the tie-break's preference (observability, then operating complexity) picks in it, and
+  the higher drawn total, then the lower index, breaks what is left.
+* **Stable** (`scoring.measurement_noise` decides) when the winner is first in at least
+  `STABLE_SHARE` of the draws, or the tie-break chose it on a documented property that no draw
+  moves; otherwise the evidence does not separate the candidates and the decision is
+  inconclusive. Unknown (None) when no indicator has an interval: nothing says how far the
+  measurements could move.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+STABLE_SHARE = 0.95  # the winner must hold in this share of the draws of the measurements
+DRAWS = 10_000
+
+
+@dataclass(frozen=True)
+class Part:
+    """One scored indicator of a candidate: the column of its criterion, its share of the criterion
+    score (its weight / the criterion's total indicator weight), its score, and its score at the ends
+    of its measured interval (None: it does not move)."""
+
+    column: int
+    share: float
+    score: float
+    interval: tuple[float, float] | None = None
+    name: str = ""  # criterion:indicator, the seed's name for it
+
+
+def _generator(seed: int, candidate: str, name: str) -> np.random.Generator:
+    digest = hashlib.sha256(f"{seed}:{candidate}:{name}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "big"))
+
+
+def draw_scores(
+    parts: Sequence[Sequence[Part]], candidates: Sequence[str], columns: int, draws: int, seed: int
+) -> np.ndarray:
+    """Draws x candidates x criteria: each candidate's criterion scores with every part that has an
+    interval drawn uniformly within it (see the module's rules)."""
+    samples = np.zeros((draws, len(candidates), columns))
+    for row, (candidate, own) in enumerate(zip(candidates, parts, strict=True)):
+        for part in own:
+            if part.interval is not None and part.interval[1] > part.interval[0]:
+                low, high = part.interval
+                values = _generator(seed, candidate, part.name).uniform(low, high, draws)
+            else:
+                values = np.full(draws, part.score)
+            samples[:, row, part.column] += part.share * values
+    return samples
+
+
+def winners(totals: np.ndarray, preference: Sequence[int], margin: float) -> np.ndarray:
+    """The winner (column index) of each row of `totals` (draws x candidates) under the decision
+    rule: within `margin` of the row's top, the lowest `preference` (the tie-break's order), then
+    the highest total, then the lowest index."""
+    top = totals.max(axis=1, keepdims=True)
+    group = totals >= top - margin - 1e-12
+    rank = np.where(group, np.asarray(preference, dtype=float)[None, :], np.inf)
+    contenders = group & (rank == rank.min(axis=1, keepdims=True))
+    return np.argmax(np.where(contenders, totals, -np.inf), axis=1)
+
+
+def first_shares(
+    parts: Sequence[Sequence[Part]],
+    candidates: Sequence[str],
+    weights: np.ndarray,
+    preference: Sequence[int],
+    margin: float,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> np.ndarray:
+    """The share of the measurement draws in which each candidate wins."""
+    weights = np.asarray(weights, dtype=float)
+    samples = draw_scores(parts, candidates, len(weights), draws, seed)
+    won = winners(samples @ weights, preference, margin)
+    return np.bincount(won, minlength=len(candidates)) / draws
