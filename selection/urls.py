@@ -44,6 +44,11 @@ urlpatterns = [
         candidate_views.candidate_restore,
         name="candidate-restore",
     ),
+    path(
+        "selections/<int:pk>/candidates/<int:candidate_pk>/screen-override/",
+        candidate_views.candidate_screen_override,
+        name="candidate-screen-override",
+    ),
     path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", capacity_views.capacity_page, name="capacity"),
     # 4: evidence (validation runs, CI uploads)
     *evidence_urls.urlpatterns,

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from benchmarks.harness import workloads
-from benchmarks.suite import RUNNABLE_TEST_IDS
+from benchmarks.suite import RUNNABLE_TEST_IDS, by_priority
+from selection.candidates.screening import selection_priorities
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity import CapacityError
 from selection.models import Candidate
@@ -62,4 +63,12 @@ def kv_capacity_tokens(candidate: Candidate) -> int | None:
 
 
 def validation_plan(candidate: Candidate) -> dict[str, dict[str, Any]]:
-    return {test: plan_for(candidate, test) for test in RUNNABLE_TEST_IDS}
+    """Every runnable test's parameters, the priority dimensions' tests first (`priority_order`)."""
+    return {test: plan_for(candidate, test) for test, _priority in priority_order(candidate)}
+
+
+def priority_order(candidate: Candidate) -> list[tuple[str, bool]]:
+    """(test, priority) in the order the plan proposes them (decision step 4: tests for the priority
+    dimensions): the tests feeding the selection's gates (else its scenario's priorities) first,
+    the others optional."""
+    return by_priority(selection_priorities(candidate.selection))
