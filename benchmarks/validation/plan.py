@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from benchmarks.harness import workloads
-from benchmarks.suite import RUNNABLE_TEST_IDS, by_priority
+from benchmarks.suite import by_priority
 from selection.candidates.screening import selection_priorities
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity import CapacityError

@@ -88,7 +88,7 @@ def test_the_candidates_page_shows_the_screen_with_reasons_and_sources_labelled(
     )
     assert response.status_code == 302
     body = client.get(reverse("selection:candidates", args=[persistence_first.pk])).content.decode()
-    assert f'data-screen-status="overridden"' in body and "pilot with an external KV store" in body
+    assert 'data-screen-status="overridden"' in body and "pilot with an external KV store" in body
 
 
 def test_the_validation_page_of_a_screened_out_candidate_offers_no_run(client, persistence_first, architect, engines):
