@@ -10,6 +10,7 @@ from typing import Any
 from benchmarks.harness import workloads
 from benchmarks.suite import by_priority
 from selection.candidates.screening import selection_priorities
+from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity import CapacityError
 from selection.models import Candidate
@@ -49,10 +50,11 @@ def priority_scheduling_on(candidate: Candidate) -> bool:
 
 
 def kv_capacity_tokens(candidate: Candidate) -> int | None:
-    """The candidate's KV-cache capacity in tokens: measured (engine log) when known, else the
-    capacity model's prediction; it turns an engine's KV usage ratio into tokens (prefix test, the
-    long-context ladder's KV per request) and sizes the pressure that evicts the idle sessions (swap test)."""
-    measured = (candidate.measured_capacity or {}).get("token_capacity")
+    """The candidate's KV-cache capacity in tokens: engine-stated (its log, or its metrics in an earlier
+    run: `capacity.measured`) when known, else the capacity model's prediction; it turns an engine's KV
+    usage ratio into tokens (prefix test, the long-context ladder's KV per request) and sizes the
+    pressure that evicts the idle sessions (swap test)."""
+    measured = measured_capacity(candidate).get("token_capacity")
     if measured:
         return int(measured)
     try:

@@ -4,11 +4,15 @@ Two sources, the most direct first: the engine's start-up log (kvselect launched
 the worker recorded it on the candidate), else the engine's own metrics sampled during a run (the
 harness keeps `metadata.engine_metrics.kv_capacity` when they state it: vLLM's cache_config_info,
 SGLang's max_total_num_tokens, TensorRT-LLM's max blocks). The page shows it as soon as a run has it.
+Either way it is the capacity the engine states it allocated ("engine-stated", `stated_by` says
+where), not one kvselect computed; beside it the capacity model's prediction for the same candidate.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.utils.translation import gettext as _
 
 from benchmarks.models import BenchmarkRun
 from selection.capacity.plans import plan_for_candidate
@@ -24,6 +28,7 @@ def record_measured_capacity(candidate: Candidate, log_text: str, run: Benchmark
         return None
     measured = {
         "token_capacity": found["kv_cache_tokens"],
+        "stated_by": "engine log",
         "source": f"engine log of run {run.pk}",
         "run_ids": [run.pk],
         "evidence": run.evidence,
@@ -38,18 +43,32 @@ def record_measured_capacity(candidate: Candidate, log_text: str, run: Benchmark
 
 
 def measured_capacity(candidate: Candidate) -> dict[str, Any]:
-    """The measured capacity to show for a candidate: the engine log's, else the newest run whose
-    engine metrics stated the KV capacity; {} when nothing measured it."""
+    """The engine-stated capacity of a candidate: the engine log's, else the newest run whose engine
+    metrics stated the KV capacity, with the prediction beside it; {} when the engine stated none."""
     if (candidate.measured_capacity or {}).get("token_capacity"):
-        return dict(candidate.measured_capacity)
+        return {"stated_by": "engine log", **candidate.measured_capacity}
     runs = candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED).only("pk", "evidence", "metadata")
     for run in runs:  # newest first
         found = ((run.metadata or {}).get("engine_metrics") or {}).get("kv_capacity")
         if isinstance(found, dict) and isinstance(found.get("tokens"), int) and found["tokens"] > 0:
-            return {
+            measured: dict[str, Any] = {
                 "token_capacity": found["tokens"],
+                "stated_by": "engine metrics",
                 "source": f"engine metrics of run {run.pk} ({found.get('source') or 'KV capacity'})",
                 "run_ids": [run.pk],
                 "evidence": run.evidence,
             }
+            try:
+                measured["predicted_token_capacity"] = plan_for_candidate(candidate)["token_capacity"]
+            except CapacityError as exc:
+                measured["prediction_error"] = str(exc)
+            return measured
     return {}
+
+
+def stated_label(measured: dict[str, Any]) -> str:
+    """How an engine-stated capacity reads in the record: "engine-stated: <source>", SIMULATED marked."""
+    if not measured.get("token_capacity"):
+        return ""
+    label = _("engine-stated: %(source)s") % {"source": measured.get("source") or measured.get("stated_by", "")}
+    return label + (" (SIMULATED)" if measured.get("evidence") == "SIMULATED" else "")

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import latest_runs
+from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags, scoring
 from selection.models import Candidate, Selection
@@ -352,13 +353,13 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
         for name in DERIVED_METRICS:
             if name in derived and name not in metrics:
                 put(name, derived[name], run, intervals.get(name))
-    measured = (candidate.measured_capacity or {}).get("token_capacity")
-    predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
+    stated = measured_capacity(candidate)  # engine-stated: its log, else its metrics in a run
+    measured, predicted = stated.get("token_capacity"), stated.get("predicted_token_capacity")
     if measured and predicted:
         metrics["capacity_prediction_error"] = scoring.Metric(
             value=abs(predicted - measured) / measured,
-            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
-            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
+            run_ids=tuple(map(str, stated.get("run_ids", []))),
+            evidence=stated.get("evidence", "MEASURED"),
         )
     return metrics
 
