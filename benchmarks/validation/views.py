@@ -18,7 +18,7 @@ from benchmarks.validation.forms import ValidationParamsForm
 from benchmarks.validation.plan import priority_order, validation_plan
 from selection.candidates.screening import documentation_screen, offered_for_tests
 from selection.domain import launch_flags
-from selection.domain.criteria import DIMENSIONS
+from selection.domain.screening import DIMENSION_NAMES
 from selection.models import Candidate, Selection
 from selection.web import get_candidate, get_selection, page_context, require_edit
 
@@ -27,7 +27,6 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
     """The plan's cards, the priority dimensions' tests first and the others marked optional."""
     plan = validation_plan(candidate)
     priority = dict(priority_order(candidate))
-    names = {d.id: d.name for d in DIMENSIONS}
     cards = []
     for test, params in plan.items():
         form = bound if bound is not None and bound.test == test else ValidationParamsForm(plan=params, test=test)
@@ -41,7 +40,7 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
                 "estimate": estimate_view(estimates.estimate(test, params)),
                 "off_variant": prefix_off_view(candidate) if test == "prefix_reuse" else None,
                 "priority": priority.get(test, True),
-                "feeds": [names[d] for d in info.feeds],
+                "feeds": [DIMENSION_NAMES[d] for d in info.feeds],
             }
         )
     return cards

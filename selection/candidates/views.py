@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from selection.candidates.forms import CandidateForm
 from selection.candidates.screening import documentation_screen, override_screen, selection_priorities
 from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
-from selection.domain.criteria import DIMENSIONS
+from selection.domain.screening import DIMENSION_NAMES
 from selection.models import Candidate
 from selection.selectors import archived_candidates, compared_candidates
 from selection.web import attach_service_errors, get_candidate, get_selection, page_context, require_edit
@@ -44,7 +44,6 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
                 return redirect("selection:candidates", pk=selection.pk)
     compared = list(compared_candidates(selection))
     priorities = selection_priorities(selection)
-    names = {d.id: d.name for d in DIMENSIONS}
     return render(
         request,
         "selection/candidates.html",
@@ -56,7 +55,7 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
             candidates=compared,
             # decision step 3, before any test: what the documentation says for the priority dimensions
             screens=[{"candidate": c, **documentation_screen(c, priorities)} for c in compared],
-            priority_names=[names[d] for d in priorities],
+            priority_names=[DIMENSION_NAMES[d] for d in priorities],
             gates_set=selection.gates.exists(),
             archived=archived_candidates(selection),
         ),

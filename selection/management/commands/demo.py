@@ -34,6 +34,7 @@ from django.db import transaction
 from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.plan import priority_order
+from selection.candidates.screening import documentation_screen
 from selection.candidates.services import add_candidate, load_engine_catalog
 from selection.certificates.services import enrol_certificate
 from selection.domain import launch_flags
@@ -230,6 +231,12 @@ class Command(BaseCommand):
         self.stdout.write(f"    selection #{selection.pk}: {selection.name} -> scenario {selection.scenario}")
         for reason in selection.scenario_reasons:
             self.stdout.write(f"      - {render(reason)}")
+        self.step("Documentation screen of the candidates (decision step 3, before any test)")
+        for candidate in selection.candidates.select_related("engine"):
+            screen = documentation_screen(candidate)
+            reasons = "; ".join(render(r) for r in screen["reasons"])
+            line = f"    {candidate.display_name}: {screen['status']}"
+            self.stdout.write(line + (f" ({reasons})" if reasons else ""))
         self.step("Issuing development signing certificates (DEVELOPMENT CA, not for production)")
         certs, passphrase = self.ensure_certs()
         self.step("Starting the simulated engines (SIMULATED) and a Celery worker")
