@@ -118,3 +118,14 @@ def test_the_plan_proposes_the_priority_dimensions_tests_first_and_the_others_op
     assert body.count('data-priority="priority"') == 4 and body.count('data-priority="optional"') == 4
     assert body.index('id="test-stability"') < body.index('id="test-long_context"')
     assert "data-screened-out" not in body
+
+
+def test_the_screen_reads_in_chinese(client, persistence_first, architect, engines, settings):
+    tgi = _candidate(persistence_first, architect, engines["tgi"], "3.3.6")
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    client.force_login(architect)
+    body = client.get(reverse("selection:candidates", args=[persistence_first.pk])).content.decode()
+    assert "文档筛选" in body and "已筛除" in body and "跨轮持久化与卸载需要供空闲会话使用的 KV 卸载层级" in body
+    assert 'data-source-kind="source">源代码</a>' in body
+    body = client.get(reverse("selection:validation", args=[persistence_first.pk, tgi.pk])).content.decode()
+    assert "文档筛选排除了该候选：不提供测试。" in body and "可选" in body
