@@ -129,3 +129,15 @@ def test_the_screen_reads_in_chinese(client, persistence_first, architect, engin
     assert 'data-source-kind="source">源代码</a>' in body
     body = client.get(reverse("selection:validation", args=[persistence_first.pk, tgi.pk])).content.decode()
     assert "文档筛选排除了该候选：不提供测试。" in body and "可选" in body
+
+
+def test_the_api_refuses_a_screened_out_candidates_test_naming_the_screen(persistence_first, architect, engines):
+    from rest_framework.test import APIClient
+
+    tgi = _candidate(persistence_first, architect, engines["tgi"], "3.3.6")
+    api = APIClient()
+    api.force_authenticate(architect)
+    response = api.post(f"/api/v1/candidates/{tgi.pk}/validations/", {"test": "swap_recovery"}, format="json")
+    assert response.status_code == 400, response.content
+    assert "documentation screen rules this candidate out" in response.json()["screen"][0]
+    assert not BenchmarkRun.objects.filter(candidate=tgi).exists()
