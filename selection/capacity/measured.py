@@ -72,6 +72,14 @@ def state_capacity_from_log(*, candidate: Candidate, user, log_text: str) -> dic
         raise ValidationError(
             {"log": _("at most %(n)s characters: paste the start-up lines") % {"n": f"{MAX_LOG_CHARS:,}"}}
         )
+    expected = LOG_ENGINES.get(candidate.engine.slug)
+    if expected is None:
+        raise ValidationError(
+            {
+                "log": _("kvselect reads the start-up logs of vLLM, SGLang and llama.cpp, not of %(engine)s")
+                % {"engine": candidate.engine.name}
+            }
+        )
     found = parse_engine_capacity_log(text)
     if not found.get("kv_cache_tokens"):
         raise ValidationError(
@@ -83,8 +91,7 @@ def state_capacity_from_log(*, candidate: Candidate, user, log_text: str) -> dic
                 )
             }
         )
-    expected = LOG_ENGINES.get(candidate.engine.slug)
-    if expected is not None and found.get("engine") != expected:
+    if found.get("engine") != expected:
         raise ValidationError(
             {
                 "log": _("this is a %(found)s log; the candidate runs %(engine)s")

@@ -63,3 +63,18 @@ def test_the_capacity_page_takes_the_log_and_labels_the_figure_engine_stated(cli
     assert response.status_code == 302 and response["Location"] == page
     body = client.get(page).content.decode()
     assert 'data-stated-by="engine log"' in body and "443984" in body.replace(",", "").replace("\u202f", "")
+
+
+def test_the_log_of_an_engine_kvselect_cannot_read_is_refused(selection_with_constraints, architect, engines):
+    tgi = add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["tgi"], "engine_version": "3.3.6", "gpu_model": "H100"},
+    )
+    with pytest.raises(ValidationError) as caught:
+        state_capacity_from_log(candidate=tgi, user=architect, log_text=VLLM_LOG)  # a vLLM log on a TGI candidate
+    assert caught.value.message_dict["log"] == [
+        "kvselect reads the start-up logs of vLLM, SGLang and llama.cpp, not of Text Generation Inference (TGI)"
+    ]
+    tgi.refresh_from_db()
+    assert tgi.measured_capacity == {}
