@@ -16,7 +16,7 @@ from benchmarks.presentation import chart_svg
 from benchmarks.run_charts import selection_colours
 from selection.capacity.display import concurrency_rows, memory_lines, split_estimates
 from selection.capacity.forms import CapacityWhatIfForm
-from selection.capacity.measured import measured_capacity, state_capacity_from_log
+from selection.capacity.measured import LOG_ENGINES, measured_capacity, state_capacity_from_log
 from selection.capacity.plans import plan_for_candidate
 from selection.domain import capacity as capacity_model
 from selection.web import get_candidate, get_selection, page_context, require_edit
@@ -83,6 +83,7 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
         what_if=bool(overrides),
         peak=peak,
         headroom_pct=int(HEADROOM * 100),
+        reads_log=candidate.engine.slug in LOG_ENGINES,  # a pasted start-up log kvselect can read
     )
     if plan is not None:
         context.update(

@@ -78,3 +78,18 @@ def test_the_log_of_an_engine_kvselect_cannot_read_is_refused(selection_with_con
     ]
     tgi.refresh_from_db()
     assert tgi.measured_capacity == {}
+
+
+def test_the_log_form_is_offered_only_for_engines_whose_log_kvselect_reads(client, vllm, architect, engines):
+    tgi = add_candidate(
+        selection=vllm.selection, user=architect, data={"engine": engines["tgi"], "engine_version": "3.3.6"}
+    )
+    client.force_login(architect)
+    assert (
+        "data-capacity-log"
+        in client.get(reverse("selection:capacity", args=[vllm.selection_id, vllm.pk])).content.decode()
+    )
+    assert (
+        "data-capacity-log"
+        not in client.get(reverse("selection:capacity", args=[tgi.selection_id, tgi.pk])).content.decode()
+    )
