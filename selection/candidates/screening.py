@@ -26,8 +26,9 @@ def selection_priorities(selection: Selection) -> tuple[str, ...]:
 
 def documentation_screen(candidate: Candidate, dimensions: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The candidate's screen: {status: kept | screened_out | overridden | not_screened, dimensions,
-    rows, reasons (Messages), homepage, override}. An engine version the catalog does not know is not
-    screened (nothing to read), and says so."""
+    rows, reasons (Messages), homepage, override}. A version the catalog does not list is read as the
+    engine's newest documented one (as scoring reads it); an engine it does not know is not screened
+    (nothing to read), and says so."""
     dims = selection_priorities(candidate.selection) if dimensions is None else dimensions
     homepage = (candidate.engine.data or {}).get("homepage") or {}
     base = {
