@@ -28,6 +28,10 @@ class ValidationTest:
     measures: str  # one line: what the evidence shows (the record)
     charts: tuple[str, ...]  # chart kinds of `benchmarks.run_charts`, the test's own view first
     runnable: bool = True  # kvselect's harness runs it; False: uploads only
+    # the evaluation dimensions (selection.domain.criteria) whose criteria its evidence feeds
+    # (selection.scoring.evidence, selection.domain.scoring's MAPPINGS): the plan puts the tests of
+    # the selection's priority dimensions first and marks the others optional
+    feeds: tuple[str, ...] = ()
 
 
 TESTS: tuple[ValidationTest, ...] = (
@@ -42,6 +46,7 @@ TESTS: tuple[ValidationTest, ...] = (
         ),
         _("latency and errors at the target concurrency, KV usage over time, release after aborts"),
         ("latency_vs_load", "kv_usage"),
+        feeds=("memory", "scheduling", "cost", "observability"),
     ),
     ValidationTest(
         "long_context",
@@ -53,6 +58,7 @@ TESTS: tuple[ValidationTest, ...] = (
         ),
         _("TTFT and KV per rung of the context ladder, the largest rung served"),
         ("context_ladder", "kv_usage"),
+        feeds=("context",),
     ),
     ValidationTest(
         "swap_recovery",
@@ -64,6 +70,7 @@ TESTS: tuple[ValidationTest, ...] = (
         ),
         _("resume cost of idle sessions and the correctness of their continuation"),
         ("swap_phases", "kv_usage"),  # phases, not load levels: never drawn against concurrency
+        feeds=("persistence",),
     ),
     ValidationTest(
         "prefix_reuse",
@@ -77,6 +84,7 @@ TESTS: tuple[ValidationTest, ...] = (
         ),
         _("KV memory with a shared prefix against every request allocating its own"),
         ("prefix_on_off", "kv_usage"),
+        feeds=("memory",),
     ),
     ValidationTest(
         "stability",
@@ -88,6 +96,7 @@ TESTS: tuple[ValidationTest, ...] = (
         ),
         _("latency drift between the first and the last window, the KV usage trend"),
         ("soak_drift", "kv_usage"),
+        feeds=("memory",),
     ),
     ValidationTest(
         "overload",
@@ -102,8 +111,9 @@ TESTS: tuple[ValidationTest, ...] = (
         ),
         _("the sustainable load, the engine's behaviour past it, and the time to recover"),
         ("overload_steps", "latency_vs_load", "kv_usage"),
+        feeds=("scheduling", "cost"),
     ),
-    ValidationTest(
+    ValidationTest(  # feeds no criterion: an operability check (can a switch be rolled back?), always optional
         "model_switch",
         7,
         _("Model switch and rollback"),
@@ -129,6 +139,7 @@ TESTS: tuple[ValidationTest, ...] = (
         ),
         _("tenant A's latency alone and under another tenant's long-context flood"),
         ("tenant_isolation", "kv_usage"),
+        feeds=("scheduling",),
     ),
     ValidationTest(
         "trace_replay",
@@ -164,3 +175,16 @@ def title_of(test_id: str) -> str:
     """The English title of a test id (unknown ids are shown as they are)."""
     test = BY_ID.get(test_id)
     return test.title if test else test_id
+
+
+def by_priority(dimensions: tuple[str, ...] | list[str]) -> list[tuple[str, bool]]:
+    """The runnable tests as (id, priority): those feeding any of the priority `dimensions` first,
+    then the others (optional: run on request), each group in the articles' order. The model
+    switch feeds no criterion (an operability check) and is always optional. Without any priority
+    dimension nothing is put first: every test is proposed."""
+    wanted = set(dimensions)
+    runnable = [test for test in TESTS if test.runnable]
+    if not wanted:
+        return [(test.id, True) for test in runnable]
+    first = [test.id for test in runnable if wanted & set(test.feeds)]
+    return [(test_id, True) for test_id in first] + [(test.id, False) for test in runnable if test.id not in first]

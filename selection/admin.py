@@ -160,7 +160,8 @@ class CandidateAdmin(admin.ModelAdmin):
     list_filter = ["engine", "kv_precision"]
     search_fields = ["label", "selection__name", "model_name"]
     exclude = ["api_key_encrypted"]
-    readonly_fields = ["selection", "measured_capacity", "created_at"]
+    # the screen override is kept through the audited form only (selection.candidates.screening)
+    readonly_fields = ["selection", "measured_capacity", "created_at", "screen_override"]
 
     def delete_model(self, request, obj: Candidate) -> None:
         self.delete_queryset(request, [obj])

@@ -430,6 +430,9 @@ class Candidate(models.Model):
     # archived: out of the comparison, the scores and new records; kept with its runs and in the audit
     # trail (nullable without a default: SQLite adds the column in place)
     archived_at = models.DateTimeField(null=True, blank=True)
+    # the architect kept a candidate the documentation screen rules out: {by, at, justification,
+    # reasons} (audited; nullable without a default: SQLite adds the column in place)
+    screen_override = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]

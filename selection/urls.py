@@ -45,7 +45,17 @@ urlpatterns = [
         candidate_views.candidate_restore,
         name="candidate-restore",
     ),
+    path(
+        "selections/<int:pk>/candidates/<int:candidate_pk>/screen-override/",
+        candidate_views.candidate_screen_override,
+        name="candidate-screen-override",
+    ),
     path("selections/<int:pk>/candidates/<int:candidate_pk>/capacity/", capacity_views.capacity_page, name="capacity"),
+    path(
+        "selections/<int:pk>/candidates/<int:candidate_pk>/capacity/log/",
+        capacity_views.capacity_log,
+        name="capacity-log",
+    ),
     # 4: evidence (validation runs, CI uploads)
     *evidence_urls.urlpatterns,
     # 5: comparison and the decision record

@@ -9,6 +9,8 @@ format tried and why it refused; when the format is recognised but the content i
 parser forced onto another tool's file) is a `FormatError` too, never an empty result.
 `detect_head(head)` sniffs only the first bytes of an upload, so a file no format could accept is
 refused before anything is stored. No other exception escapes (hostile uploads included).
+A file that shows it came from kvselect's simulator is SIMULATED whatever it claims
+(`common.simulator_marks`): an upload never turns simulated evidence into measured.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from benchmarks.formats.base import (
     Source,
     UnrecognisedFormat,
 )
-from benchmarks.formats.common import apply_slo, validate_slo
+from benchmarks.formats.common import apply_slo, keep_simulated, validate_slo
 from benchmarks.result import STAT_KEYS, NormalizedResult
 
 __all__ = [
@@ -90,7 +92,7 @@ def _safe_parse(fmt: Format, source: Source, slo: dict[str, Any] | None) -> Norm
             "latencies or throughputs); is it another tool's file?"
         )
     result.format = fmt.name
-    return result
+    return keep_simulated(result)
 
 
 POINT_FIGURES = (

@@ -17,6 +17,7 @@ import pandas as pd
 from benchmarks.formats.base import FormatError, type_name
 from benchmarks.result import (
     REQUEST_COLUMNS,
+    SIMULATED,
     LoadPoint,
     NormalizedResult,
     Stats,
@@ -328,4 +329,67 @@ def finish(result: NormalizedResult, slo: dict[str, Any] | None) -> NormalizedRe
     apply_slo(result, slo)
     for point in result.points:
         judge_client(point)
+    return result
+
+
+# --- provenance ------------------------------------------------------------------------------
+
+SIMULATOR_NAME = "kvsim"  # the simulator's name: its metric prefix, served models, owner and evidence header
+SIMULATED_TIMESERIES = ("fragmentation_ratio",)  # only the simulator exports a fragmentation gauge
+
+
+def simulator_marks(result: NormalizedResult) -> list[str]:
+    """Where a parsed file shows that kvselect's simulator produced it (empty: no sign). The harness
+    records how it recognised the simulator (`metadata.simulator`, `metadata.engine_metrics.simulated`);
+    any tool's file that names `kvsim` (the served model, a metric, the endpoint's owner) or holds
+    the simulator's fragmentation series came from it too, whatever its `evidence` claims."""
+    marks: list[str] = []
+    metadata = result.metadata or {}
+    recognised = metadata.get("simulator")
+    if isinstance(recognised, dict) and any(v is True for v in recognised.values()):
+        marks.append("metadata.simulator: " + ", ".join(k for k, v in recognised.items() if v is True))
+    engine_metrics = metadata.get("engine_metrics")
+    if isinstance(engine_metrics, dict) and engine_metrics.get("simulated") is True:
+        marks.append("metadata.engine_metrics.simulated")
+    target = metadata.get("target")
+    if isinstance(target, dict) and target.get("engine") == "simulator":
+        marks.append("metadata.target.engine: simulator")
+    named = _first_mention(metadata, "metadata", SIMULATOR_NAME)
+    if named:
+        marks.append(f"{named} names {SIMULATOR_NAME}")
+    marks.extend(f"timeseries.{name}" for name in SIMULATED_TIMESERIES if (result.timeseries or {}).get(name))
+    return marks
+
+
+def _first_mention(value: Any, path: str, word: str, depth: int = MAX_METADATA_DEPTH) -> str | None:
+    """The path of the first key or string under `value` containing `word` (case-insensitive)."""
+    if depth < 0:
+        return None
+    if isinstance(value, str):
+        return path if word in value.lower() else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if word in str(key).lower():
+                return join(path, str(key))
+            found = _first_mention(item, join(path, str(key)), word, depth - 1)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:1000]):
+            found = _first_mention(item, join(path, index), word, depth - 1)
+            if found:
+                return found
+    return None
+
+
+def keep_simulated(result: NormalizedResult) -> NormalizedResult:
+    """A file the simulator produced is SIMULATED, whatever it claims: never upgraded to MEASURED."""
+    marks = simulator_marks(result)
+    if marks:
+        if result.evidence != SIMULATED:
+            result.notes.append(
+                f"Stored as SIMULATED although the file says {result.evidence}: it comes from kvselect's simulator "
+                f"({'; '.join(marks[:3])})."
+            )
+        result.evidence = SIMULATED
     return result

@@ -16,6 +16,10 @@ The KV capacity the engine allocated, when its metrics state it (vLLM's `vllm:ca
 num_gpu_blocks x block_size, SGLang's `sglang:max_total_num_tokens`, TensorRT-LLM's max blocks x
 tokens per block), is kept as `kv_capacity` {tokens, source}: the measured capacity the capacity
 page compares with its prediction.
+
+kvselect's simulator marks its metrics with `kvsim_info{evidence="SIMULATED"} 1` (it also exports
+vLLM's names, so it would pass for vLLM): a recording that saw the mark is `simulated`, and every
+result built from it is SIMULATED whatever the target was declared to be (`simulator_mark`).
 """
 
 from __future__ import annotations
@@ -153,6 +157,31 @@ def detect_engine(names: Any) -> str | None:
     return max(counts, key=counts.__getitem__) if counts else None
 
 
+SIMULATOR_INFO = "kvsim_info"
+SIMULATED_LABEL = "SIMULATED"
+
+
+def simulator_mark(samples: dict[str, list[tuple[dict[str, str], float]]]) -> bool:
+    """True when the metrics carry the simulator's own mark (`kvsim_info{evidence="SIMULATED"}`)."""
+    return any(labels.get("evidence") == SIMULATED_LABEL for labels, _value in samples.get(SIMULATOR_INFO, []))
+
+
+EVIDENCE_HEADER = "X-Kvsim-Evidence"
+
+
+async def probe_simulator(endpoint_url: str, headers: dict[str, str] | None = None, timeout_s: float = 3.0) -> bool:
+    """True when the endpoint answers as kvselect's simulator: its `/v1/models` carries the header
+    `X-Kvsim-Evidence: SIMULATED` (every simulator response does). A metrics URL pointing elsewhere,
+    or none, must not let a simulated run pass for a measured one. Unreachable: False."""
+    url = endpoint_url.rstrip("/") + "/v1/models"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), headers=headers) as session:
+            async with session.get(url) as response:
+                return response.headers.get(EVIDENCE_HEADER, "").upper() == SIMULATED_LABEL
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+        return False
+
+
 def map_samples(samples: dict[str, list[tuple[dict[str, str], float]]], engine: str) -> dict[str, float]:
     """Canonical values (ratios averaged over label sets, e.g. data-parallel engines; counts summed)."""
     values: dict[str, float] = {}
@@ -231,6 +260,7 @@ class MetricsRecording:
     absent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     kv_capacity: dict[str, Any] | None = None  # {tokens, source} when the engine's metrics state it
+    simulated: bool = False  # a scrape carried the simulator's mark (kvsim_info): the evidence is SIMULATED
     scrapes: int = 0
     failed_scrapes: int = 0
 
@@ -260,6 +290,7 @@ class MetricsRecording:
             "failed_scrapes": self.failed_scrapes,
             "run_prefix_hit_ratio": self.run_prefix_hit_ratio(),
             "kv_capacity": self.kv_capacity,
+            "simulated": self.simulated,
         }
 
 
@@ -380,6 +411,7 @@ class MetricsSampler:
             return map_trtllm_json(stats), {}
         samples = parse_prometheus(body)
         self.recording.kv_capacity = kv_capacity(samples) or self.recording.kv_capacity
+        self.recording.simulated = self.recording.simulated or simulator_mark(samples)
         engine = self.engine
         if engine == "auto":
             engine = detect_engine(samples) or "unknown"

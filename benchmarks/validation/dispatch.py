@@ -17,6 +17,7 @@ from benchmarks.validation import worker
 from benchmarks.validation.plan import plan_for
 from benchmarks.validation.target import ValidationError, check_candidate_target
 from selection.audit import audit
+from selection.candidates.screening import refusal as screen_refusal
 from selection.models import Candidate, Selection
 from selection.selectors import require_editor
 
@@ -28,6 +29,9 @@ def start_validation(
     require_editor(user, candidate.selection)
     if test not in RUNNABLE_TEST_IDS:
         raise ValidationError(f"test: must be one of {', '.join(RUNNABLE_TEST_IDS)}, got {test!r}")
+    refused = screen_refusal(candidate)  # decision step 3 comes before the tests
+    if refused:
+        raise ValidationError(refused)
     check_candidate_target(candidate)
     merged = plan_for(candidate, test)
     merged.update(params or {})

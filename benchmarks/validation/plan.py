@@ -8,7 +8,9 @@ import re
 from typing import Any
 
 from benchmarks.harness import workloads
-from benchmarks.suite import RUNNABLE_TEST_IDS
+from benchmarks.suite import by_priority
+from selection.candidates.screening import selection_priorities
+from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity import CapacityError
 from selection.models import Candidate
@@ -48,10 +50,11 @@ def priority_scheduling_on(candidate: Candidate) -> bool:
 
 
 def kv_capacity_tokens(candidate: Candidate) -> int | None:
-    """The candidate's KV-cache capacity in tokens: measured (engine log) when known, else the
-    capacity model's prediction; it turns an engine's KV usage ratio into tokens (prefix test, the
-    long-context ladder's KV per request) and sizes the pressure that evicts the idle sessions (swap test)."""
-    measured = (candidate.measured_capacity or {}).get("token_capacity")
+    """The candidate's KV-cache capacity in tokens: engine-stated (its log, or its metrics in an earlier
+    run: `capacity.measured`) when known, else the capacity model's prediction; it turns an engine's KV
+    usage ratio into tokens (prefix test, the long-context ladder's KV per request) and sizes the
+    pressure that evicts the idle sessions (swap test)."""
+    measured = measured_capacity(candidate).get("token_capacity")
     if measured:
         return int(measured)
     try:
@@ -62,4 +65,12 @@ def kv_capacity_tokens(candidate: Candidate) -> int | None:
 
 
 def validation_plan(candidate: Candidate) -> dict[str, dict[str, Any]]:
-    return {test: plan_for(candidate, test) for test in RUNNABLE_TEST_IDS}
+    """Every runnable test's parameters, the priority dimensions' tests first (`priority_order`)."""
+    return {test: plan_for(candidate, test) for test, _priority in priority_order(candidate)}
+
+
+def priority_order(candidate: Candidate) -> list[tuple[str, bool]]:
+    """(test, priority) in the order the plan proposes them (decision step 4: tests for the priority
+    dimensions): the tests feeding the selection's gates (else its scenario's priorities) first,
+    the others optional."""
+    return by_priority(selection_priorities(candidate.selection))

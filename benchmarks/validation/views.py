@@ -15,14 +15,18 @@ from benchmarks.harness import estimates
 from benchmarks.presentation import run_progress_context
 from benchmarks.validation.dispatch import ValidationError, start_validation
 from benchmarks.validation.forms import ValidationParamsForm
-from benchmarks.validation.plan import validation_plan
+from benchmarks.validation.plan import priority_order, validation_plan
+from selection.candidates.screening import documentation_screen, offered_for_tests
 from selection.domain import launch_flags
+from selection.domain.screening import DIMENSION_NAMES
 from selection.models import Candidate, Selection
 from selection.web import get_candidate, get_selection, page_context, require_edit
 
 
 def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None) -> list[dict]:
+    """The plan's cards, the priority dimensions' tests first and the others marked optional."""
     plan = validation_plan(candidate)
+    priority = dict(priority_order(candidate))
     cards = []
     for test, params in plan.items():
         form = bound if bound is not None and bound.test == test else ValidationParamsForm(plan=params, test=test)
@@ -35,6 +39,8 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
                 "text": _(info.description),
                 "estimate": estimate_view(estimates.estimate(test, params)),
                 "off_variant": prefix_off_view(candidate) if test == "prefix_reuse" else None,
+                "priority": priority.get(test, True),
+                "feeds": [DIMENSION_NAMES[d] for d in info.feeds],
             }
         )
     return cards
@@ -97,6 +103,8 @@ def _validation_page(
 ) -> HttpResponse:
     context = page_context(request, selection, "evidence", candidate=candidate, refusal=refusal)
     context["cards"] = _plan_forms(candidate, bound)
+    context["screen"] = screen = documentation_screen(candidate)
+    context["testable"] = offered_for_tests(screen)
     runs = candidate.runs.all()[:50]
     context["runs"] = [run_progress_context(selection, run, context["can_edit"]) for run in runs]
     return render(request, "benchmarks/validation.html", context, status=status)

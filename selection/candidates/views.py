@@ -8,11 +8,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from selection.candidates.forms import CandidateForm
+from selection.candidates.screening import documentation_screen, override_screen, selection_priorities
 from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
+from selection.domain.screening import DIMENSION_NAMES
 from selection.models import Candidate
 from selection.selectors import archived_candidates, compared_candidates
 from selection.web import attach_service_errors, get_candidate, get_selection, page_context, require_edit
@@ -39,6 +42,8 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
             else:
                 messages.success(request, _("Candidate “%(name)s” added.") % {"name": candidate.display_name})
                 return redirect("selection:candidates", pk=selection.pk)
+    compared = list(compared_candidates(selection))
+    priorities = selection_priorities(selection)
     return render(
         request,
         "selection/candidates.html",
@@ -47,7 +52,11 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
             selection,
             "candidates",
             form=form,
-            candidates=compared_candidates(selection),
+            candidates=compared,
+            # decision step 3, before any test: what the documentation says for the priority dimensions
+            screens=[{"candidate": c, **documentation_screen(c, priorities)} for c in compared],
+            priority_names=[DIMENSION_NAMES[d] for d in priorities],
+            gates_set=selection.gates.exists(),
             archived=archived_candidates(selection),
         ),
     )
@@ -109,3 +118,23 @@ def candidate_restore(request: HttpRequest, pk: int, candidate_pk: int) -> HttpR
     else:
         messages.success(request, _("Candidate “%(name)s” restored.") % {"name": candidate.display_name})
     return redirect("selection:candidates", pk=selection.pk)
+
+
+@login_required
+@require_POST
+def candidate_screen_override(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
+    """Keep a candidate the documentation screen rules out (a justification is required; audited)."""
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    candidate = get_candidate(selection, candidate_pk)
+    try:
+        override_screen(candidate=candidate, user=request.user, justification=request.POST.get("justification", ""))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(
+            request,
+            _("“%(name)s” is kept despite the documentation screen; its tests can run. Recorded in the audit trail.")
+            % {"name": candidate.display_name},
+        )
+    return redirect(reverse("selection:candidates", args=[selection.pk]) + "#screen")

@@ -3,21 +3,23 @@ measured, the memory chart, and what-if controls that re-plan without saving (ht
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks.presentation import chart_svg
 from benchmarks.run_charts import selection_colours
 from selection.capacity.display import concurrency_rows, memory_lines, split_estimates
 from selection.capacity.forms import CapacityWhatIfForm
-from selection.capacity.measured import measured_capacity
+from selection.capacity.measured import LOG_ENGINES, measured_capacity, state_capacity_from_log
 from selection.capacity.plans import plan_for_candidate
 from selection.domain import capacity as capacity_model
-from selection.web import get_selection, page_context
+from selection.web import get_candidate, get_selection, page_context, require_edit
 
 HEADROOM = 0.2  # the chart's dashed line: keep 20% of GPU memory free (docs/domain.md: plan with 20-30% headroom)
 CLIP = 2.0  # lines stop above twice the GPU memory, so the region around the limit stays readable
@@ -81,6 +83,7 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
         what_if=bool(overrides),
         peak=peak,
         headroom_pct=int(HEADROOM * 100),
+        reads_log=candidate.engine.slug in LOG_ENGINES,  # a pasted start-up log kvselect can read
     )
     if plan is not None:
         context.update(
@@ -95,3 +98,26 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
         "selection/_capacity_plan.html" if request.headers.get("HX-Request") == "true" else "selection/capacity.html"
     )
     return render(request, template, context, status=200)
+
+
+@login_required
+@require_POST
+def capacity_log(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
+    """The engine-stated capacity from a pasted start-up log (an engine kvselect does not launch)."""
+    selection = get_selection(request, pk)
+    require_edit(request, selection)
+    candidate = get_candidate(selection, candidate_pk)
+    try:
+        measured = state_capacity_from_log(candidate=candidate, user=request.user, log_text=request.POST.get("log", ""))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(
+            request,
+            _(
+                "The engine states %(tokens)s tokens of KV capacity: shown beside the prediction and recorded in the "
+                "audit trail."
+            )
+            % {"tokens": f"{measured['token_capacity']:,}"},
+        )
+    return redirect("selection:capacity", pk=selection.pk, candidate_pk=candidate.pk)

@@ -22,7 +22,8 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
     weights:       {source: preset|edited, edited_by?, edit_reason?,
                     items:[{criterion, weight: float, preset?: float}]}
     gates:         [{dimension, threshold, results:[{candidate, passed: bool, note?}]}]
-    candidates:    [{name, version, kept: bool, screening_note, documentation?}]
+    candidates:    [{name, version, kept: bool, screening_note, documentation_screen?, documentation?, source?}]
+                   (documentation: a page written for readers; source: a source file such as a pyproject)
     capacity:      [{candidate, configuration, rows:[{quantity, unit, predicted, measured?}]}]
                    build adds per row: deviation_pct (float|None), flagged (|deviation| > 10 %)
     validation:    [{test, candidate, summary, verdicts?:[str] (every verdict, in words),

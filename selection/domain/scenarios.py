@@ -30,6 +30,11 @@ THRESHOLDS: dict[str, float] = {
     # A, high concurrency short text.
     "high_concurrency": 32,
     "short_avg_input_tokens": 4_096,
+    # Short traffic at low concurrency: the KV cache in flight (peak concurrency x average input +
+    # output) stays a small share of any GPU's pool (an 8B model on one 80 GB GPU holds about 450K
+    # tokens), so KV-cache management is not what decides the engine (docs/domain.md: match the
+    # technique to the goal; KV management answers long-context and concurrency pressure).
+    "small_kv_in_flight_tokens": 65_536,
 }
 
 SCENARIO_NAMES = {
@@ -46,6 +51,41 @@ PRIMARY_SHARE = 0.6
 
 def _fmt_tokens(value: float) -> str:
     return f"{value / 1024:g}K" if value >= 1024 and value % 1024 == 0 else f"{value:,.0f}"
+
+
+KV_NOT_DECISIVE = _(
+    "peak concurrency %(concurrency)s < %(threshold)s with requests of %(tokens)s tokens on average: at most "
+    "%(in_flight)s tokens of KV cache in flight, a small share of a GPU's KV pool -> KV-cache management is not "
+    "decisive for this traffic; choose on latency, operations and cost (KV-cache management answers long-context "
+    "and concurrency pressure; latency pressure is met by batching and decoding, cost by quantisation and resource "
+    "pools)"
+)
+
+
+def kv_not_decisive(constraints: Mapping[str, Any]) -> Message | None:
+    """The reason KV-cache management is not decisive, for short traffic at low concurrency whose KV in
+    flight stays small (THRESHOLDS); None when the constraints do not say so (a missing figure says nothing)."""
+    t = THRESHOLDS
+    concurrency, avg_input = constraints.get("peak_concurrency"), constraints.get("avg_input_tokens")
+    if not concurrency or not avg_input:
+        return None
+    per_request = avg_input + (constraints.get("avg_output_tokens") or 0)
+    in_flight = concurrency * per_request
+    if (
+        concurrency >= t["high_concurrency"]
+        or avg_input > t["short_avg_input_tokens"]
+        or in_flight > t["small_kv_in_flight_tokens"]
+    ):
+        return None
+    return Message(
+        KV_NOT_DECISIVE,
+        {
+            "concurrency": f"{concurrency:,}",
+            "threshold": f"{t['high_concurrency']:,.0f}",
+            "tokens": f"{per_request:,.0f}",
+            "in_flight": f"{in_flight:,.0f}",
+        },
+    )
 
 
 def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[Message], dict[str, float]]:
@@ -125,6 +165,9 @@ def infer_scenario(constraints: Mapping[str, Any]) -> tuple[str, list[Message], 
 
     if not matched:
         matched["A"] = [Message(_("no long context, multi-turn or batch signal -> interactive short text (default)"))]
+        small = kv_not_decisive(constraints)
+        if small is not None:
+            matched["A"].append(small)
 
     primary = next(s for s in PRECEDENCE if s in matched)
     others = [s for s in PRECEDENCE if s in matched and s != primary]

@@ -23,6 +23,8 @@ from benchmarks.harness import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
+from selection.candidates.screening import documentation_screen
+from selection.capacity.measured import measured_capacity, stated_label
 from selection.capacity.plans import plan_for_candidate
 from selection.certificates.services import current_certificate
 from selection.domain import catalog as catalog_domain
@@ -32,8 +34,9 @@ from selection.domain import launch_flags as launch_flags_domain
 from selection.domain import monitoring as monitoring_domain
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
+from selection.domain import screening
 from selection.domain.capacity import CapacityError
-from selection.domain.messages import CLAUSE_SEPARATOR, load
+from selection.domain.messages import CLAUSE_SEPARATOR, load, to_json
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language
 from selection.models import Candidate, DecisionRecord, Selection
@@ -261,6 +264,33 @@ def _clauses(reasons, language: str) -> str:
     return message_text(CLAUSE_SEPARATOR.join(load(reason) for reason in reasons), language)
 
 
+def _cited(url: str) -> dict[str, str]:
+    """The engine's cited page under the key of its kind: documentation, or source (a source file)."""
+    kind = screening.source_kind(url)
+    return {
+        "documentation": url if kind == screening.DOCUMENTATION else "",
+        "source": url if kind == screening.SOURCE else "",
+    }
+
+
+def _documentation_screen_note(candidate: Candidate, language: str) -> str:
+    """Decision step 3 for the record: kept, screened out with the reasons, or kept by an override."""
+    screen = documentation_screen(candidate)
+    reasons = _clauses(to_json(screen["reasons"]), language)
+    if screen["status"] == screening.SCREENED_OUT:
+        return _("documentation screen: screened out (%(reasons)s)") % {"reasons": reasons}
+    if screen["status"] == screening.OVERRIDDEN:
+        override = screen["override"] or {}
+        return _("documentation screen: screened out (%(reasons)s), kept by %(who)s: %(why)s") % {
+            "reasons": reasons,
+            "who": override.get("by", ""),
+            "why": override.get("justification", ""),
+        }
+    if screen["status"] == screening.KEPT and screen["rows"]:
+        return _("documentation screen: kept")
+    return ""
+
+
 ROLLBACK = gettext_noop(
     "Roll back by re-pointing traffic to the previous deployment; drain, do not kill, in-flight sessions."
 )
@@ -473,7 +503,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             continue
         if candidate is winner:
             winner_plan = plan
-        measured = (candidate.measured_capacity or {}).get("token_capacity")
+        stated = measured_capacity(candidate)  # engine-stated (its log or its metrics), labelled so
+        measured = stated.get("token_capacity")
         capacity_blocks.append(
             {
                 "candidate": candidate.display_name,
@@ -487,6 +518,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                         "unit": "tokens",
                         "predicted": plan["token_capacity"],
                         "measured": measured,
+                        "measured_source": stated_label(stated),
                     },
                 ],
             }
@@ -608,7 +640,9 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
                 "kept": not by_id.get(cid, {}).get("screened_out", False),
                 "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
                 or "passes the gates",
-                "documentation": cand.engine.data.get("homepage", {}).get("source") or "",
+                "documentation_screen": _documentation_screen_note(cand, language),
+                # a pyproject or source file is cited as source, a page as documentation
+                **_cited(cand.engine.data.get("homepage", {}).get("source") or ""),
             }
             for cid, cand in candidates.items()
         ],

@@ -18,6 +18,7 @@ from benchmarks.harness.workloads.common import client_slack_ms, load_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
+from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import claims, launch_flags, scoring
 from selection.models import Candidate, Selection
@@ -418,13 +419,13 @@ def measured_evidence(
                     and current.run_ids != metric.run_ids
                 ):
                     metrics[name] = with_rerun(current, metric, str(rerun.pk))
-    measured = (candidate.measured_capacity or {}).get("token_capacity")
-    predicted = (candidate.measured_capacity or {}).get("predicted_token_capacity")
+    stated = measured_capacity(candidate)  # engine-stated: its log, else its metrics in a run
+    measured, predicted = stated.get("token_capacity"), stated.get("predicted_token_capacity")
     if measured and predicted:
         metrics["capacity_prediction_error"] = scoring.Metric(
             value=abs(predicted - measured) / measured,
-            run_ids=tuple(map(str, candidate.measured_capacity.get("run_ids", []))),
-            evidence=candidate.measured_capacity.get("evidence", "MEASURED"),
+            run_ids=tuple(map(str, stated.get("run_ids", []))),
+            evidence=stated.get("evidence", "MEASURED"),
         )
     return metrics, held_out
 

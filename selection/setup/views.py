@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from selection import selectors
 from selection.domain import criteria as criteria_domain
-from selection.domain.scenarios import SCENARIO_NAMES
+from selection.domain.scenarios import SCENARIO_NAMES, kv_not_decisive
 from selection.i18n import translate_name
 from selection.models import PROCUREMENT_FIELDS, Constraints, DecisionRecord, Selection
 from selection.records.reevaluation import due_records
@@ -356,6 +356,8 @@ def scenario(request: HttpRequest, pk: int) -> HttpResponse:
             mix=mix,
             has_constraints=has_constraints,
             scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
+            # short traffic at low concurrency: say up front that KV-cache management does not decide here
+            kv_not_decisive=kv_not_decisive(selection.constraints.as_domain()) if has_constraints else None,
             audit=recent_audit(selection, 30),
         ),
     )

@@ -160,7 +160,7 @@ def test_capacity_page_shows_plan_verdict_estimates_and_chart(client, architect,
     assert "Verdict" in body and "Token capacity" in body and 'data-figure="num_blocks"' in body
     assert "estimate" in body and "gpu_memory_utilization" in body
     assert "<svg" in body and "headroom line" in body  # the chart with its headroom line
-    assert "Nothing measured yet" in body
+    assert "The engine has not stated its KV capacity yet" in body
 
 
 def test_capacity_what_if_is_a_partial_and_saves_nothing(client, architect, selection, candidate):
@@ -208,7 +208,7 @@ def test_capacity_predicted_vs_measured_flags_more_than_ten_percent(client, arch
 
 
 def test_capacity_shows_what_a_runs_engine_metrics_measured(client, architect, selection, candidate):
-    # before: "Nothing measured yet" although a run had sampled vllm:cache_config_info
+    # before: "nothing measured yet" although a run had sampled vllm:cache_config_info
     client.force_login(architect)
     predicted = client.get(url("selection:capacity", selection, candidate)).context["plan"]["token_capacity"]
     run = BenchmarkRun.objects.create(
@@ -221,8 +221,9 @@ def test_capacity_shows_what_a_runs_engine_metrics_measured(client, architect, s
         },
     )
     body = client.get(url("selection:capacity", selection, candidate)).content.decode()
-    assert "Nothing measured yet" not in body and "within tolerance" in body
+    assert "has not stated its KV capacity" not in body and "within tolerance" in body
     assert f"engine metrics of run {run.pk}" in body and str(int(predicted * 0.98)) in body
+    assert 'data-stated-by="engine metrics"' in body and "Predicted vs engine-stated" in body
 
 
 def test_capacity_of_llamacpp_follows_its_launch_flags(client, architect, selection):

@@ -17,7 +17,7 @@ from benchmarks.harness.load import (
     LoadOutcome,
     requests_rows,
 )
-from benchmarks.harness.metrics import MetricsRecording, MetricsSampler
+from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_simulator
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
@@ -267,8 +267,11 @@ class Session:
         )
         self.gpu = GpuSampler(interval_s=max(metrics_interval_s, 0.2), time_zero=self.time_zero)
         self.prompts: PromptFactory | None = None
+        self.endpoint_simulated = False  # the endpoint answered as kvselect's simulator (probe_simulator)
 
     async def __aenter__(self) -> "Session":
+        headers = {"Authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else None
+        self.endpoint_simulated = await probe_simulator(self.target.endpoint_url, headers)
         await self.client.open()
         self.prompts = await calibrate(self.client, api=self.target.api)
         await self.metrics.start()
@@ -297,6 +300,16 @@ class Session:
 
     def now(self) -> float:
         return time.perf_counter() - self.time_zero
+
+    @property
+    def simulated(self) -> bool:
+        """The simulator served this session: declared (the target), answered as it (the endpoint's
+        evidence header) or marked its metrics (kvsim_info). Any one makes the evidence SIMULATED."""
+        return self.target.evidence_label == SIMULATED or self.endpoint_simulated or self.metrics.recording.simulated
+
+    @property
+    def evidence(self) -> str:
+        return SIMULATED if self.simulated else MEASURED
 
     async def kv_now(self) -> dict[str, float] | None:
         return await self.metrics.sample_once()
@@ -459,6 +472,12 @@ def build_result(
         "raw_metric_names": sorted(session.metrics.recording.raw)[:500],
         # where TTFT/ITL times came from: kernel receive stamps, or the client's loop (user space)
         "client_clock": session.client.timestamping(),
+        # how the simulator was recognised (any one makes the result SIMULATED), for the reader of the file
+        "simulator": {
+            "declared": session.target.evidence_label == SIMULATED,
+            "endpoint_header": session.endpoint_simulated,
+            "metrics_mark": session.metrics.recording.simulated,
+        },
     }
     if extra_meta:
         metadata.update(extra_meta)
@@ -468,7 +487,7 @@ def build_result(
         tool=TOOL,
         format=FORMAT,
         tool_version=HARNESS_VERSION,
-        evidence=session.target.evidence_label,  # type: ignore[arg-type]
+        evidence=session.evidence,  # type: ignore[arg-type]
         test=test,
         metadata=metadata,
         definitions=dict(DEFINITIONS),

@@ -41,7 +41,7 @@ from benchmarks.harness.workloads.common import (
     series_in,
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
-from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.result import SIMULATED, LoadPoint, NormalizedResult
 
 
 def plan_prefix_reuse(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -205,6 +205,8 @@ async def run_prefix_reuse(
     observed = _prefix_observed(on, off, own, shared_once, on_ttft, outcomes)
     reporter.close()
     result = build_result("prefix_reuse", sessions[0], params, points, outcomes, verdicts, notes, partial)
+    if any(s.simulated for s in sessions):  # the caching-off endpoint counts too: nothing simulated passes as measured
+        result.evidence = SIMULATED
     result.metadata["observed"] = observed
     if off is None:
         notes.append(

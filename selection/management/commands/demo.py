@@ -1,14 +1,15 @@
 """`make demo`: the whole pipeline on the embedded default, then the UI.
 
 Migrate, load the catalog, create a sample selection, start three simulated engines (one per
-allocation strategy) and a real Celery worker, run the eight validation tests per candidate
-through the `gpu` queue, score, draft a decision record, have the three owners approve and sign
-it with development certificates (each owner enrols theirs first; three different people, the
-architect drafts), write the PDF under var/, then serve http://127.0.0.1:8000. Every result is
-SIMULATED and labelled so, and every signature is flagged as a development certificate: the record
-is never "ready for procurement". With KVSELECT_TSA_URL=dev (scripts/demo.sh sets it) signatures
-are timestamped by the development TSA and carry their validation data (PAdES B-LT). Mail (owners
-told of a decision due for re-evaluation) goes to the console.
+allocation strategy) and a real Celery worker, run the validation tests of the gates' priority
+dimensions per candidate (all eight with --all-tests) through the `gpu` queue, score, draft a
+decision record, have the three owners approve and sign it with development certificates (each
+owner enrols theirs first; three different people, the architect drafts), write the PDF under var/,
+then serve http://127.0.0.1:8000. Every result is SIMULATED and labelled so, and every signature is
+flagged as a development certificate: the record is never "ready for procurement". With
+KVSELECT_TSA_URL=dev (scripts/demo.sh sets it) signatures are timestamped by the development TSA
+and carry their validation data (PAdES B-LT). Mail (owners told of a decision due for
+re-evaluation) goes to the console.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from django.db import transaction
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import start_validation
+from benchmarks.validation.plan import priority_order
+from selection.candidates.screening import documentation_screen
 from selection.candidates.services import add_candidate, load_engine_catalog
 from selection.certificates.services import enrol_certificate
 from selection.domain import launch_flags
@@ -195,6 +198,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--fresh", action="store_true", help="Run the pipeline again even if a signed record exists"
         )
+        parser.add_argument(
+            "--all-tests",
+            action="store_true",
+            help="Run the optional tests too (default: only the tests of the gates' priority dimensions, as the plan "
+            "proposes; the others stay one click away on each candidate's validation page)",
+        )
 
     def step(self, message: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"==> {message}"))
@@ -224,6 +233,12 @@ class Command(BaseCommand):
         self.stdout.write(f"    selection #{selection.pk}: {selection.name} -> scenario {selection.scenario}")
         for reason in selection.scenario_reasons:
             self.stdout.write(f"      - {render(reason)}")
+        self.step("Documentation screen of the candidates (decision step 3, before any test)")
+        for candidate in selection.candidates.select_related("engine"):
+            screen = documentation_screen(candidate)
+            reasons = "; ".join(render(r) for r in screen["reasons"])
+            line = f"    {candidate.display_name}: {screen['status']}"
+            self.stdout.write(line + (f" ({reasons})" if reasons else ""))
         self.step("Issuing development signing certificates (DEVELOPMENT CA, not for production)")
         certs, passphrase = self.ensure_certs()
         self.step("Starting the simulated engines (SIMULATED) and a Celery worker")
@@ -231,8 +246,15 @@ class Command(BaseCommand):
         self.start_worker()
         signed = selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
         if signed is None or options["fresh"]:
-            self.step("Running the eight validation tests per candidate on the gpu queue")
-            self.run_validations(selection)
+            self.step(
+                "Running the validation tests on the gpu queue: "
+                + (
+                    "all eight per candidate"
+                    if options["all_tests"]
+                    else "the priority dimensions' tests per candidate"
+                )
+            )
+            self.run_validations(selection, all_tests=options["all_tests"])
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
             # both views now (the worker's rescoring after each run may still be queued): the pages
             # open on current snapshots
@@ -416,13 +438,23 @@ class Command(BaseCommand):
             )
         )
 
-    def run_validations(self, selection: Selection) -> None:
+    def run_validations(self, selection: Selection, all_tests: bool = False) -> None:
+        """The tests the plan proposes first (those feeding the gates' dimensions); the optional ones
+        only with --all-tests. A candidate the documentation screen rules out is not tested."""
         architect = get_user_model().objects.get(username="architect")
         runs = []
         for candidate in selection.candidates.select_related("engine"):
-            for test, params in DEMO_PARAMS.items():
+            order = priority_order(candidate)
+            optional = [test for test, priority in order if not priority]
+            if optional and not all_tests:
+                self.stdout.write(f"    {candidate.display_name}: optional, not run: {', '.join(optional)}")
+            for test, priority in order:
+                if not (priority or all_tests):
+                    continue
                 runs.append(
-                    start_validation(candidate=candidate, test=test, user=architect, params=params, label="demo")
+                    start_validation(
+                        candidate=candidate, test=test, user=architect, params=DEMO_PARAMS[test], label="demo"
+                    )
                 )
         deadline = time.monotonic() + 900
         last = ""

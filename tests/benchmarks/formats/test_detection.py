@@ -129,3 +129,13 @@ def test_requests_write_to_parquet(name, tmp_path):
     frame.to_parquet(tmp_path / "r.parquet")
     again = pd.read_parquet(tmp_path / "r.parquet")
     assert list(again.columns) == list(REQUEST_COLUMNS) and len(again) == len(frame)
+
+
+def test_another_tools_file_run_against_the_simulator_is_simulated_with_the_reason():
+    # vllm bench serve against the simulator: its model id is the simulator's served model
+    data = load("vllm_bench_serve.json").replace(b'"mock-model"', b'"kvsim-llama-3.1-8b"')
+    result = detect_and_parse(data, "vllm.json")
+    assert result.evidence == "SIMULATED"
+    assert any("metadata.model names kvsim" in note for note in result.notes)
+    measured = detect_and_parse(load("vllm_bench_serve.json"), "vllm.json")
+    assert measured.evidence == "MEASURED" and not any("SIMULATED" in note for note in measured.notes)

@@ -197,3 +197,14 @@ def test_unknown_engine_raw_kept_by_sampler():
     values, raw = sampler._interpret('my_engine_kv_blocks_used{pool="a"} 12\n', "text/plain")
     assert values == {} and raw == {'my_engine_kv_blocks_used{pool="a"}': 12.0}
     assert sampler.recording.engine == "unknown"
+
+
+def test_the_simulators_mark_makes_a_recording_simulated_whatever_engine_it_passes_for():
+    from benchmarks.harness.metrics import parse_prometheus, simulator_mark
+
+    marked = parse_prometheus(
+        'vllm:num_requests_running{model_name="m"} 1\n'
+        'kvsim_info{evidence="SIMULATED",profile="paged-prefix",gpu="H100",model="m",time_scale="1.0"} 1\n'
+    )
+    assert simulator_mark(marked) is True
+    assert simulator_mark(parse_prometheus('vllm:num_requests_running{model_name="m"} 1\n')) is False

@@ -75,3 +75,26 @@ def test_batch_excludes_interactive_a_but_mixes_with_long_documents():
 def test_mix_shares_sum_to_one():
     _, _, mix = infer(multi_turn=True, average_turns=3, max_input_tokens=65_536, peak_concurrency=100)
     assert sum(mix.values()) == pytest.approx(1.0)
+
+
+def test_short_low_concurrency_traffic_says_kv_management_is_not_decisive_with_the_reason():
+    scenario, reasons, _ = infer(avg_output_tokens=200)  # 8 x (1000 + 200) = 9,600 tokens in flight
+    assert scenario == "A"
+    sentence = str(reasons[-1])
+    assert "KV-cache management is not decisive" in sentence
+    assert "peak concurrency 8 < 32" in sentence and "at most 9,600 tokens of KV cache in flight" in sentence
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"peak_concurrency": 32},  # high concurrency: scenario A proper
+        {"peak_concurrency": 16, "avg_input_tokens": 4000, "avg_output_tokens": 1000},  # 80K tokens in flight
+        {"avg_input_tokens": None},  # nothing known of the lengths: nothing said
+        {"max_input_tokens": 65_536},  # long documents
+        {"multi_turn": True},  # sessions persist: KV management matters
+    ],
+)
+def test_kv_management_is_decisive_unless_traffic_is_short_and_concurrency_low(overrides):
+    _, reasons, _ = infer(**overrides)
+    assert not any("not decisive" in str(r) for r in reasons)

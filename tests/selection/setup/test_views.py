@@ -277,6 +277,21 @@ def test_scenario_page_shows_reasons_mix_and_weights(client, architect, configur
     assert "Accept scenario A" in body and "Memory allocation strategy" in body and "Preset" in body
 
 
+def test_scenario_page_says_kv_management_is_not_decisive_for_short_low_concurrency_traffic(
+    client, architect, selection
+):
+    quiet = with_constraints(selection, architect, peak_concurrency=4, avg_input_tokens=500, avg_output_tokens=100)
+    client.force_login(architect)
+    body = client.get(url("selection:scenario", quiet)).content.decode()
+    assert "data-kv-not-decisive" in body and "KV-cache management is not decisive" in body
+    assert any("not decisive" in render(r) for r in quiet.scenario_reasons)  # the reason, kept for the record
+
+
+def test_scenario_page_of_high_concurrency_traffic_makes_no_such_claim(client, architect, configured):
+    client.force_login(architect)
+    assert "data-kv-not-decisive" not in client.get(url("selection:scenario", configured)).content.decode()
+
+
 def test_accept_scenario(client, architect, configured):
     client.force_login(architect)
     response = client.post(url("selection:scenario-accept", configured))
