@@ -11,30 +11,14 @@ from django.urls import reverse
 
 from benchmarks.models import BenchmarkRun
 from selection.candidates.services import add_candidate, archive_candidate, restore_candidate
-from selection.models import AuditEntry, Candidate, DecisionRecord, Membership, Selection
+from selection.models import AuditEntry, Candidate, DecisionRecord, Selection
 from selection.records.services import archive_draft, create_draft, restore_draft, start_review, update_draft
-from selection.records.signing import issue_dev_certificates
 from selection.scoring.services import compute_scores
 from selection.setup.services import archive_selection, restore_selection
-from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, stress_run
+from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
+from tests.selection.web_helpers import decided_selection, enrol_owners, stress_run
 
 pytestmark = pytest.mark.django_db
-
-PASSPHRASE = "dev-pass-123"
-
-
-@pytest.fixture(scope="module")
-def dev_certs(tmp_path_factory):
-    return issue_dev_certificates(
-        tmp_path_factory.mktemp("certs"),
-        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
-        PASSPHRASE,
-    )
-
-
-@pytest.fixture
-def owners(make_user, team):
-    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
 
 
 @pytest.fixture

@@ -179,3 +179,6 @@ def enrol_owners(owners: dict, certs: signing.DevCertificatePaths, passphrase: s
     for role, user in owners.items():
         info = signing.pkcs12_certificate(certs.pkcs12[role].read_bytes(), passphrase)
         enrol_certificate(user=user, certificate=info.pem.encode())
+
+
+DEV_PASSPHRASE = "dev-pass-123"  # the development certificates' passphrase in the selection tests

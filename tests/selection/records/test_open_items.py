@@ -10,19 +10,18 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from selection.models import AuditEntry, Membership, Selection
+from selection.models import AuditEntry, Selection
 from selection.records.open_items import close_open_item, record_blockers, with_item_states
 from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, sign, start_review
-from selection.records.signing import issue_dev_certificates
 from selection.records.verification import Verification
 from selection.setup.next_step import next_step
 from selection.setup.services import update_selection
+from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
 from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners
 
 pytestmark = pytest.mark.django_db
 
-PASSPHRASE = "dev-pass-123"
 CHECKS = {
     "readiness": {
         "logs": {"status": "not_ready", "note": "error logs not yet queryable per tenant"},
@@ -30,20 +29,6 @@ CHECKS = {
     },
     "security": {"audit_trail": {"status": "not_ready", "note": "config changes not yet in git"}},
 }
-
-
-@pytest.fixture(scope="module")
-def dev_certs(tmp_path_factory):
-    return issue_dev_certificates(
-        tmp_path_factory.mktemp("certs"),
-        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
-        PASSPHRASE,
-    )
-
-
-@pytest.fixture
-def owners(make_user, team):
-    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
 
 
 @pytest.fixture

@@ -16,27 +16,11 @@ from selection.domain.messages import render
 from selection.models import AuditEntry, DecisionRecord, Membership
 from selection.records import signing
 from selection.records.services import create_draft, start_review
-from selection.records.signing import issue_dev_certificates
+from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
 from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, rescored
 from tests.selection.web_helpers import stress_run as _stress_run
 
 pytestmark = pytest.mark.django_db
-
-PASSPHRASE = "dev-pass-123"
-
-
-@pytest.fixture(scope="module")
-def dev_certs(tmp_path_factory):
-    return issue_dev_certificates(
-        tmp_path_factory.mktemp("certs"),
-        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
-        PASSPHRASE,
-    )
-
-
-@pytest.fixture
-def owners(make_user, team):
-    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
 
 
 @pytest.fixture

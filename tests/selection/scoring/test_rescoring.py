@@ -21,34 +21,19 @@ from benchmarks.uploads.quality import confirm_as_evidence
 from config.celery import app
 from selection import tasks
 from selection.candidates.services import archive_candidate, restore_candidate, update_candidate
-from selection.models import CriterionWeight, Membership, Score, Selection
+from selection.models import CriterionWeight, Score, Selection
 from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, start_review
-from selection.records.signing import issue_dev_certificates
 from selection.scoring import services as scoring_services
 from selection.scoring.services import refresh_scores, scoring_inputs
 from selection.setup.services import save_constraints, set_gates, update_weights
+from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
 from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, rescored, stress_run
 
 pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).parents[2] / "benchmarks" / "formats" / "fixtures"
-PASSPHRASE = "dev-pass-123"
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-
-
-@pytest.fixture(scope="module")
-def dev_certs(tmp_path_factory):
-    return issue_dev_certificates(
-        tmp_path_factory.mktemp("certs"),
-        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
-        PASSPHRASE,
-    )
-
-
-@pytest.fixture
-def owners(make_user, team):
-    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
 
 
 @pytest.fixture
