@@ -14,7 +14,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from benchmarks import charts
-from benchmarks.harness import verdicts as verdict_status
+from benchmarks import verdicts as verdict_status
 from benchmarks.result import DEFINITIONS, STAT_KEYS
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ CRITERION_QUALIFIERS = {
     "short": _("short requests"),
     "long": _("long requests"),
 }
-# A verdict's status in words (benchmarks.harness.verdicts.STATUSES).
+# A verdict's status in words (benchmarks.verdicts.STATUSES).
 STATUS_LABELS = {
     verdict_status.PASS: _("pass"),
     verdict_status.FAIL: _("fail"),
@@ -127,7 +127,7 @@ DEFINITION_TITLES = {
 
 def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text) -> list[dict[str, Any]]:
     """The run page's pass criteria: each with its title and qualifier (through `translate`), its
-    status (benchmarks.harness.verdicts.STATUSES), sample size and interval, and the test's detail."""
+    status (benchmarks.verdicts.STATUSES), sample size and interval, and the test's detail."""
     rows = []
     for verdict in verdicts or []:
         name = str(verdict.get("name") or "")

@@ -221,7 +221,7 @@ KVSELECT_MAX_TRACE_UPLOAD_BYTES = int(os.environ.get("KVSELECT_MAX_TRACE_UPLOAD_
 # OpenType font for signer names outside Latin-1 in signature stamps; unset = Noto Sans CJK SC
 # extracted from Debian's fonts-noto-cjk into var/cache/fonts
 KVSELECT_STAMP_FONT = os.environ.get("KVSELECT_STAMP_FONT", "")
-# Signing and verification (selection/records/trust.py): CA certificates owners' certificates may
+# Signing and verification (selection/certificates/trust.py): CA certificates owners' certificates may
 # chain to (PEM or DER files; the development CA under KVSELECT_DEV_CA_DIR is added when present,
 # and flagged "not for procurement"), CRL files embedded in signatures for offline verification
 # (PAdES B-LT), whether missing revocation data may be fetched from the CAs while signing, and an

@@ -237,7 +237,7 @@ class ThreadedServer:
 
 @pytest.fixture
 def mock_engine():
-    from benchmarks.harness.mock_server import MockConfig, MockServer
+    from benchmarks.simulator.mock_server import MockConfig, MockServer
 
     with ThreadedServer(lambda: MockServer(MockConfig(ttft_s=0.005, itl_s=0.001, metrics_style="vllm"))) as server:
         yield server

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import verdicts as verdict_status
 from benchmarks.formats.base import Format, FormatError, Source, type_name
 from benchmarks.formats.common import (
     expect_list,
@@ -36,7 +37,6 @@ from benchmarks.formats.common import (
     number,
     request_frame,
 )
-from benchmarks.harness import verdicts as verdict_status
 from benchmarks.result import (
     LATENCY_METRICS,
     NATIVE_SCHEMA,

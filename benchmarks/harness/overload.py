@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS
+from benchmarks.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS
 
 # What the engine did past the sustainable load, best first, with scoring's `overload_handling`
 # level (selection.domain.scoring: rejection 1.0, queueing 0.7, latency collapse 0.3, OOM or crash 0.0).

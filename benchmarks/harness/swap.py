@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from benchmarks.harness.verdicts import MIN_SAMPLES, ratio_interval, two_sample_interval
+from benchmarks.verdicts import MIN_SAMPLES, ratio_interval, two_sample_interval
 
 # a resumed session whose cached tokens fall under this share of the warm sessions' counts as evicted
 EVICTED_CACHED_SHARE = 0.5

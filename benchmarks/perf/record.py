@@ -36,7 +36,7 @@ import django  # noqa: E402  (after the path and settings above)
 
 django.setup()  # the record template translates: Django's apps must be ready
 
-from selection.records import signing  # noqa: E402
+from selection.certificates import signing  # noqa: E402
 from selection.records.pdf import render_record  # noqa: E402
 from tests.support.record_context import sample_record_context, with_drawn_charts  # noqa: E402
 

@@ -1,6 +1,6 @@
 """A streaming mock engine timed on the wire: the reference clock of the TTFT fidelity benchmark.
 
-Why: the general mock (`benchmarks/harness/mock_server.py`) times a request from its handler's
+Why: the general mock (`benchmarks/simulator/mock_server.py`) times a request from its handler's
 start. On a loaded aiohttp loop that is milliseconds after the request arrived (the handlers of a
 burst of requests run one after another), and that lag would be charged to the client under test.
 This one reads with recvmsg and takes the kernel's receive stamp of a request's first bytes as its
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.harness import wireclock
-from benchmarks.harness.engine_streams import EngineStream, Shape
+from benchmarks.simulator.engine_streams import EngineStream, Shape
 
 
 @dataclass(frozen=True)

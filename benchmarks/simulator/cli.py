@@ -9,7 +9,6 @@ import json
 import sys
 from typing import Any
 
-from benchmarks.harness.engine_streams import SHAPES
 from benchmarks.simulator.config import (
     DEFAULT_MODEL,
     GPU_PROFILES,
@@ -18,6 +17,7 @@ from benchmarks.simulator.config import (
     SimConfig,
     SimConfigError,
 )
+from benchmarks.simulator.engine_streams import SHAPES
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from benchmarks.harness.engine_streams import SHAPES
+from benchmarks.simulator.engine_streams import SHAPES
 
 GIB = 1024**3
 

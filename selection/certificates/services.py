@@ -15,10 +15,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from selection.audit import audit
+from selection.certificates import signing
+from selection.certificates.trust import issuing_ca_dir, trust_roots
 from selection.i18n import person_name
 from selection.models import Selection, SigningCertificate
-from selection.records import signing
-from selection.records.trust import issuing_ca_dir, trust_roots
 
 OWNER_FIELDS = ("business_owner", "platform_owner", "security_owner")
 

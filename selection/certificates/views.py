@@ -13,8 +13,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from selection.certificates.forms import CertificateIssueForm, CertificateUploadForm
 from selection.certificates.services import current_certificate, enrol_certificate, issue_certificate
+from selection.certificates.trust import issuing_ca_dir
 from selection.models import Selection
-from selection.records.trust import issuing_ca_dir
 from selection.web import attach_service_errors
 
 

@@ -36,7 +36,7 @@ CLAIMED = "claimed"
 NOT_VALIDATED = "not_validated"
 NOT_RUN = "not_run"
 MISSING = "missing"  # a verdict the claim needs that the run does not have
-PASS = "pass"  # benchmarks.harness.verdicts.PASS: the only status that supports a claim
+PASS = "pass"  # benchmarks.verdicts.PASS: the only status that supports a claim
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def judge(claim: Claim, run: str | None, statuses: Mapping[str, str] | None) -> 
 
 def judge_verdicts(claim: Claim, run: str | None, verdicts: list[Mapping[str, Any]] | None, status_of) -> Outcome:
     """`judge` from a run's stored verdicts; `status_of` reads a verdict's status (older verdicts
-    carry `passed` only: benchmarks.harness.verdicts.status_of)."""
+    carry `passed` only: benchmarks.verdicts.status_of)."""
     if verdicts is None:
         return judge(claim, run, None)
     return judge(claim, run, {str(v.get("name") or ""): status_of(v) for v in verdicts})

@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
 from benchmarks import presentation, suite
-from benchmarks.harness import verdicts as verdict_status
+from benchmarks import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs

@@ -11,10 +11,10 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
 
+from selection.certificates import signing
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
 from selection.models import DecisionRecord, RecordApproval
-from selection.records import signing
 from selection.records.open_items import with_item_states
 from selection.records.pdf import render_record
 

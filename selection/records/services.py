@@ -34,7 +34,15 @@ from django.db.models import Max
 from django.utils import timezone
 
 from selection.audit import audit
+from selection.certificates import signing
 from selection.certificates.services import current_certificate
+from selection.certificates.trust import (
+    HsmConfigurationError,
+    hsm_key_for,
+    pkcs12_upload_refusal,
+    timestamper,
+    validation_material,
+)
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain.records import OWNER_ROLES
@@ -49,17 +57,9 @@ from selection.models import (
     SignatureRequest,
     owner_conflicts,
 )
-from selection.records import signing
 from selection.records.context import build_context, record_runs
 from selection.records.open_items import raise_open_items
 from selection.records.rendering import render_pdf, stamp_font
-from selection.records.trust import (
-    HsmConfigurationError,
-    hsm_key_for,
-    pkcs12_upload_refusal,
-    timestamper,
-    validation_material,
-)
 from selection.selectors import can_edit, can_review, compared_candidates, open_draft, owner_roles_of
 from selection.tasks import queue_render
 

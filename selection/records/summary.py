@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from benchmarks import presentation, suite
-from benchmarks.harness import verdicts as verdict_status
+from benchmarks import verdicts as verdict_status
 from benchmarks.models import BenchmarkRun
 from selection.domain import catalog as catalog_domain
 from selection.domain import procurement

@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from selection.certificates import signing
+from selection.certificates.trust import trust_roots
 from selection.models import DecisionRecord
-from selection.records import signing
 from selection.records.open_items import as_rows, unresolved
-from selection.records.trust import trust_roots
 
 _EOF = re.compile(rb"%%EOF[ \t]*(?:\r\n|\r|\n)?")
 

@@ -21,6 +21,7 @@ from django.views.decorators.debug import sensitive_post_parameters, sensitive_v
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from selection import selectors
+from selection.certificates.trust import HsmConfigurationError, hsm_key_for, production_roots
 from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name, record_language
@@ -53,7 +54,6 @@ from selection.records.services import (
     start_review,
     update_draft,
 )
-from selection.records.trust import HsmConfigurationError, hsm_key_for, production_roots
 from selection.records.verification import verification_report
 from selection.tasks import queue_render
 from selection.web import attach_service_errors, get_selection, page_context, require_edit

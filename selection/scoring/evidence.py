@@ -13,11 +13,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
-from benchmarks.harness.verdicts import status_of
 from benchmarks.harness.workloads.common import client_slack_ms, load_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
+from benchmarks.verdicts import status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import claims, launch_flags, scoring

@@ -36,7 +36,7 @@ VERDICT_STATUS_LABELS = {
 
 @register.filter
 def verdict_status(status: str) -> str:
-    """A verdict status (benchmarks.harness.verdicts.STATUSES) in the reader's language."""
+    """A verdict status (benchmarks.verdicts.STATUSES) in the reader's language."""
     return str(VERDICT_STATUS_LABELS.get(status, status))
 
 

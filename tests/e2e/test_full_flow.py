@@ -68,8 +68,8 @@ def test_the_whole_flow_in_the_browser(
     from benchmarks.models import BenchmarkRun
     from selection.candidates.services import load_engine_catalog
     from selection.certificates.services import enrol_certificate
+    from selection.certificates.signing import issue_dev_certificates, pkcs12_certificate
     from selection.models import Candidate, DecisionRecord
-    from selection.records.signing import issue_dev_certificates, pkcs12_certificate
 
     timings: dict[str, float] = {}
     started = time.monotonic()

@@ -2,8 +2,8 @@
 
 import pytest
 
+from selection.certificates.signing import issue_dev_certificates
 from selection.models import Membership
-from selection.records.signing import issue_dev_certificates
 from tests.selection.web_helpers import DEV_PASSPHRASE, ROLES
 
 

@@ -302,8 +302,8 @@ def test_forms_accept_dot_decimals_in_chinese_and_answer_in_chinese(zh_client, a
 def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(
     zh_client, make_user, architect, engines, team, settings, tmp_path
 ):
+    from selection.certificates.signing import issue_dev_certificates
     from selection.models import DecisionRecord, Membership
-    from selection.records.signing import issue_dev_certificates
 
     from .web_helpers import ROLES, decided_selection, enrol_owners
 

@@ -8,9 +8,9 @@ from django.contrib.auth import get_user_model
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
+from selection.certificates import signing
 from selection.certificates.services import enrol_certificate
 from selection.models import Engine, Membership, Team
-from selection.records import signing
 from selection.scoring.services import refresh_scores
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS

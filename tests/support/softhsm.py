@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 from pkcs11.constants import Attribute, CertificateType, ObjectClass
 
-from selection.records.signing import Pkcs11Key
+from selection.certificates.signing import Pkcs11Key
 
 SOFTHSM_MODULE = "/usr/lib/softhsm/libsofthsm2.so"
 PIN = "4321"

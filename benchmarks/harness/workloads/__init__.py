@@ -3,7 +3,7 @@ module per test, this package's registry on top.
 
 Each test has `plan_<test>(constraints) -> params` (a plain, JSON-serialisable dict the user may
 edit) and `run_<test>(target, params, cancel=None, progress=None) -> NormalizedResult` whose
-`verdicts` say what was observed (`benchmarks.harness.verdicts`: status, sample size, interval)
+`verdicts` say what was observed (`benchmarks.verdicts`: status, sample size, interval)
 and whose `metadata["observed"]["line"]` says it in one sentence. Constraints use the field names
 of selection's Constraints (peak_concurrency, avg_input_tokens, max_input_tokens, ...); missing
 ones get defaults. `cancel` and `progress` behave as in `benchmarks.harness.load.run_load`

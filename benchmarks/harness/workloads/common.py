@@ -21,7 +21,8 @@ from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_s
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
-from benchmarks.harness.verdicts import (
+from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
+from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
@@ -32,7 +33,6 @@ from benchmarks.harness.verdicts import (
     judge_percentile,
     verdict,
 )
-from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
 
 TOOL = "kvselect-harness"
 
@@ -337,7 +337,7 @@ def budget_verdicts(
     point: LoadPoint, params: dict[str, Any], label: str = "", records: list[RequestRecord] | None = None
 ) -> list[dict[str, Any]]:
     """Latency p95 of the successful `records` against its budget, with sample size and bootstrap
-    interval (benchmarks.harness.verdicts). A point whose error rate exceeds `max_error_rate`
+    interval (benchmarks.verdicts). A point whose error rate exceeds `max_error_rate`
     (default MAX_ERROR_RATE, as scoring's) fails whatever its p95; a client-bound point's failure is
     inconclusive. Without `records` (a point read back from a file) the point's own p95 is judged."""
     verdicts = []

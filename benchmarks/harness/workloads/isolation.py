@@ -15,18 +15,6 @@ from benchmarks.harness.load import (
     run_load,
     summarize,
 )
-from benchmarks.harness.verdicts import (
-    INCONCLUSIVE,
-    INSUFFICIENT_DATA,
-    MIN_SAMPLES,
-    NOT_EXERCISED,
-    NOT_JUDGED,
-    PASS,
-    compare,
-    percentile_interval,
-    ratio_interval,
-    verdict,
-)
 from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
@@ -41,6 +29,18 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.verdicts import (
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_EXERCISED,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    percentile_interval,
+    ratio_interval,
+    verdict,
+)
 
 
 def plan_isolation(constraints: dict[str, Any] | None = None) -> dict[str, Any]:

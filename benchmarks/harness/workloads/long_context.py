@@ -14,14 +14,6 @@ from benchmarks.harness.load import (
     summarize,
 )
 from benchmarks.harness.prompts import PromptFactory
-from benchmarks.harness.verdicts import (
-    FAIL,
-    INSUFFICIENT_DATA,
-    NOT_EXERCISED,
-    PASS,
-    judge_percentile,
-    verdict,
-)
 from benchmarks.harness.workloads.common import (
     DEFAULT_MAX_MODEL_LEN,
     LONG_OUTPUT_TOKENS,
@@ -41,6 +33,14 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from benchmarks.verdicts import (
+    FAIL,
+    INSUFFICIENT_DATA,
+    NOT_EXERCISED,
+    PASS,
+    judge_percentile,
+    verdict,
+)
 
 
 def plan_long_context(

@@ -16,14 +16,6 @@ from benchmarks.harness.load import (
 )
 from benchmarks.harness.metrics import MetricsSampler
 from benchmarks.harness.safety import check_target
-from benchmarks.harness.verdicts import (
-    FAIL,
-    INCONCLUSIVE,
-    INSUFFICIENT_DATA,
-    NOT_EXERCISED,
-    PASS,
-    verdict,
-)
 from benchmarks.harness.workloads.common import (
     PlanError,
     Reporter,
@@ -39,6 +31,14 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    NOT_EXERCISED,
+    PASS,
+    verdict,
+)
 
 SWITCH_MODES = ("endpoint", "restart")
 

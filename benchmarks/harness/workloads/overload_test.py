@@ -14,14 +14,6 @@ from benchmarks.harness.load import (
     run_load,
     summarize,
 )
-from benchmarks.harness.verdicts import (
-    FAIL,
-    INSUFFICIENT_DATA,
-    MIN_SAMPLES,
-    NOT_EXERCISED,
-    PASS,
-    judge_percentile,
-)
 from benchmarks.harness.workloads.common import (
     KV_BASELINE_TOLERANCE,
     MAX_ERROR_RATE,
@@ -38,6 +30,14 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, open_loop_rate, slo_of, trace_lengths
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.verdicts import (
+    FAIL,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_EXERCISED,
+    PASS,
+    judge_percentile,
+)
 
 
 def plan_overload(constraints: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -17,14 +17,6 @@ from benchmarks.harness.load import (
     summarize,
 )
 from benchmarks.harness.metrics import MetricsRecording
-from benchmarks.harness.verdicts import (
-    INCONCLUSIVE,
-    INSUFFICIENT_DATA,
-    NOT_EXERCISED,
-    compare,
-    percentile_interval,
-    ratio_interval,
-)
 from benchmarks.harness.workloads.common import (
     PREFIX_REUSE_MIN_SHARE,
     PlanError,
@@ -42,6 +34,14 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import SIMULATED, LoadPoint, NormalizedResult
+from benchmarks.verdicts import (
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    NOT_EXERCISED,
+    compare,
+    percentile_interval,
+    ratio_interval,
+)
 
 
 def plan_prefix_reuse(constraints: dict[str, Any] | None = None) -> dict[str, Any]:

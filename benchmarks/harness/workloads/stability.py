@@ -17,18 +17,6 @@ from benchmarks.harness.load import (
     summarize,
 )
 from benchmarks.harness.metrics import MetricsRecording
-from benchmarks.harness.verdicts import (
-    FAIL,
-    INCONCLUSIVE,
-    INSUFFICIENT_DATA,
-    MIN_SAMPLES,
-    NOT_JUDGED,
-    PASS,
-    compare,
-    ratio_interval,
-    two_sample_interval,
-    verdict,
-)
 from benchmarks.harness.workloads.common import (
     SOAK_MULTI_TURN_S,
     SOAK_S,
@@ -49,6 +37,18 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, slo_of, trace_lengths
 from benchmarks.result import NormalizedResult
+from benchmarks.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    ratio_interval,
+    two_sample_interval,
+    verdict,
+)
 
 
 def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -17,11 +17,6 @@ from benchmarks.harness.load import (
 )
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.trace_replay import lengths_from_trace
-from benchmarks.harness.verdicts import (
-    FAIL,
-    INCONCLUSIVE,
-    PASS,
-)
 from benchmarks.harness.workloads.common import (
     PlanError,
     Reporter,
@@ -41,6 +36,11 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.traces.replay import GROUPS
+from benchmarks.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+)
 
 
 def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -19,19 +19,6 @@ from benchmarks.harness.load import (
     run_load,
     summarize,
 )
-from benchmarks.harness.verdicts import (
-    FAIL,
-    INCONCLUSIVE,
-    INSUFFICIENT_DATA,
-    MIN_SAMPLES,
-    NOT_EXERCISED,
-    NOT_JUDGED,
-    PASS,
-    compare,
-    percentile_interval,
-    ratio_interval,
-    verdict,
-)
 from benchmarks.harness.workloads.common import (
     KV_BASELINE_TOLERANCE,
     Cancelled,
@@ -50,6 +37,19 @@ from benchmarks.harness.workloads.common import (
 )
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import NormalizedResult, Stats
+from benchmarks.verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    INSUFFICIENT_DATA,
+    MIN_SAMPLES,
+    NOT_EXERCISED,
+    NOT_JUDGED,
+    PASS,
+    compare,
+    percentile_interval,
+    ratio_interval,
+    verdict,
+)
 
 
 def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, Any]:

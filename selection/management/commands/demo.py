@@ -37,12 +37,7 @@ from benchmarks.validation.plan import priority_order
 from selection.candidates.screening import documentation_screen
 from selection.candidates.services import add_candidate, load_engine_catalog
 from selection.certificates.services import enrol_certificate
-from selection.domain import launch_flags
-from selection.domain.messages import render
-from selection.domain.records import OWNER_ROLES
-from selection.models import DecisionRecord, Engine, Membership, Selection, Team
-from selection.records.services import approve, create_draft, start_review
-from selection.records.signing import (
+from selection.certificates.signing import (
     DEV_CA_CRL,
     DEV_CA_KEY,
     DEV_TSA_CERT,
@@ -50,6 +45,11 @@ from selection.records.signing import (
     issue_dev_certificates,
     pkcs12_certificate,
 )
+from selection.domain import launch_flags
+from selection.domain.messages import render
+from selection.domain.records import OWNER_ROLES
+from selection.models import DecisionRecord, Engine, Membership, Selection, Team
+from selection.records.services import approve, create_draft, start_review
 from selection.records.verification import verify_document
 from selection.scoring.services import latest_score, refresh_scores
 from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates

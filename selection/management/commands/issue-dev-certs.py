@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.records.signing import SigningError, issue_dev_certificates
+from selection.certificates.signing import SigningError, issue_dev_certificates
 
 DEFAULT_NAMES = {
     "business": "Business Owner (dev)",

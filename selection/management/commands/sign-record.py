@@ -18,8 +18,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from selection.certificates import signing
 from selection.models import DecisionRecord
-from selection.records import signing
 from selection.records.services import complete_signature, next_signer_role, owner_role, prepare_signature
 
 

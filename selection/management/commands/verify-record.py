@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.records.signing import SigningError
+from selection.certificates.signing import SigningError
 from selection.records.verification import expected_signers, verify_document
 
 

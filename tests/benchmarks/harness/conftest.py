@@ -5,7 +5,7 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from benchmarks.harness.mock_server import MockConfig, MockServer
+from benchmarks.simulator.mock_server import MockConfig, MockServer
 
 
 def run(coro: Awaitable[Any]) -> Any:

@@ -4,7 +4,7 @@ import pytest
 from aiohttp import web
 
 from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec, classify_error_text
-from benchmarks.harness.mock_server import MockConfig
+from benchmarks.simulator.mock_server import MockConfig
 
 from .conftest import run
 

@@ -14,8 +14,8 @@ from benchmarks.harness.client import (
     StreamRecorder,
     parse_sse,
 )
-from benchmarks.harness.engine_streams import SHAPES, EngineStream
-from benchmarks.harness.mock_server import MockConfig
+from benchmarks.simulator.engine_streams import SHAPES, EngineStream
+from benchmarks.simulator.mock_server import MockConfig
 
 from .test_client import send
 

@@ -20,8 +20,8 @@ from benchmarks.harness.load import (
     run_load,
     summarize,
 )
-from benchmarks.harness.mock_server import MockConfig
 from benchmarks.perf.wire_mock import WireMockConfig, WireMockServer
+from benchmarks.simulator.mock_server import MockConfig
 
 
 def load(server, config, make=None, client_kwargs=None, **kwargs):

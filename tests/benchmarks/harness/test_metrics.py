@@ -10,7 +10,7 @@ from benchmarks.harness.metrics import (
     map_trtllm_json,
     parse_prometheus,
 )
-from benchmarks.harness.mock_server import MockConfig
+from benchmarks.simulator.mock_server import MockConfig
 
 VLLM_V1 = """# TYPE vllm:kv_cache_usage_perc gauge
 vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5

@@ -13,9 +13,9 @@ import pytest
 from benchmarks.harness import overload as o
 from benchmarks.harness import workloads as w
 from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS
 from benchmarks.simulator.config import SimConfig, SimConfigError
 from benchmarks.simulator.server import ServerThread
+from benchmarks.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS
 
 CONSTRAINTS = {"peak_concurrency": 8, "avg_input_tokens": 64, "avg_output_tokens": 16, "ttft_p95_ms": 100}
 SHORT = {"step_factors": [1, 2, 3], "step_duration_s": 1.2, "recovery_s": 1.5, "recovery_bound_s": 2.0}

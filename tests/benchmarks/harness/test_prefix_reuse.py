@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from benchmarks.harness import workloads as w
-from benchmarks.harness.mock_server import MockConfig
-from benchmarks.harness.verdicts import FAIL, NOT_EXERCISED, PASS
 from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.mock_server import MockConfig
 from benchmarks.simulator.server import start_server
+from benchmarks.verdicts import FAIL, NOT_EXERCISED, PASS
 
 PARAMS = {
     "requests": 32,

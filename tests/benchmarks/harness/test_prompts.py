@@ -1,8 +1,8 @@
 import pytest
 
 from benchmarks.harness.client import OpenAIClient
-from benchmarks.harness.mock_server import MockConfig, mock_tokenize
 from benchmarks.harness.prompts import PromptFactory, calibrate
+from benchmarks.simulator.mock_server import MockConfig, mock_tokenize
 
 
 def calibrated(server, api="completions"):

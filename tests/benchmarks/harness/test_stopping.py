@@ -12,8 +12,8 @@ import pytest
 from benchmarks.harness import workloads as w
 from benchmarks.harness.client import OpenAIClient, RequestSpec
 from benchmarks.harness.load import LoadConfig, requests_rows, run_load, summarize
-from benchmarks.harness.mock_server import MockConfig
 from benchmarks.harness.stopping import LIMITS, EarlyStop
+from benchmarks.simulator.mock_server import MockConfig
 
 
 def dead_url() -> str:

@@ -8,8 +8,8 @@ import pytest
 
 from benchmarks.harness import swap
 from benchmarks.harness import workloads as w
-from benchmarks.harness.mock_server import MockConfig
 from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.mock_server import MockConfig
 from benchmarks.simulator.server import start_server
 
 CONSTRAINTS = {

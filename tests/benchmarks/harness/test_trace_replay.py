@@ -9,10 +9,10 @@ import pytest
 
 from benchmarks.harness import workloads as w
 from benchmarks.harness.client import OpenAIClient, RequestSpec
-from benchmarks.harness.mock_server import MockConfig
 from benchmarks.harness.prompts import PromptFactory, calibrate, measure_template
 from benchmarks.harness.trace_replay import PromptBuilder, lengths_from_trace, load_plan, run_replay
 from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.mock_server import MockConfig
 from benchmarks.simulator.server import start_server
 from benchmarks.traces.formats import read_trace
 from benchmarks.traces.replay import PlanError, build_plan

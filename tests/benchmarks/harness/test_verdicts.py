@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.harness import verdicts as v
+from benchmarks import verdicts as v
 
 
 def test_enough_samples_clearly_under_the_threshold_pass_with_their_interval():

@@ -6,9 +6,9 @@ import time
 import pytest
 
 from benchmarks.harness import workloads as w
-from benchmarks.harness.mock_server import MockConfig
 from benchmarks.harness.safety import TargetRefused
 from benchmarks.result import REQUEST_COLUMNS, LoadPoint, Stats
+from benchmarks.simulator.mock_server import MockConfig
 
 CONSTRAINTS = {
     "peak_concurrency": 8,

@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 
 from benchmarks.harness.client import OpenAIClient, RequestSpec
-from benchmarks.harness.engine_streams import SHAPES
 from benchmarks.simulator.config import SimConfig, SimConfigError
+from benchmarks.simulator.engine_streams import SHAPES
 from benchmarks.simulator.server import start_server
 from benchmarks.simulator.tokens import detokenize, reference_output, render_chat, tokenize
 

@@ -4,12 +4,12 @@ allow-list, validation page), the worker running the same load on it, and llama.
 import pytest
 from django.urls import reverse
 
-from benchmarks.harness.verdicts import NOT_EXERCISED, PASS
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.server import ServerThread
 from benchmarks.validation.dispatch import ValidationError, start_validation
 from benchmarks.validation.target import check_candidate_target, prefix_off_target_for, target_for
 from benchmarks.validation.worker import claim, execute
+from benchmarks.verdicts import NOT_EXERCISED, PASS
 from selection.candidates.services import add_candidate, update_candidate
 
 PARAMS = {

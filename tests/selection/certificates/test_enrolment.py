@@ -6,9 +6,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from selection.certificates import signing
 from selection.certificates.services import current_certificate, enrol_certificate, issue_certificate
 from selection.models import SigningCertificate
-from selection.records import signing
 
 PASS = "enrol-pass-1"
 

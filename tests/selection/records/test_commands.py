@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command, get_commands
 from django.core.management.base import CommandError
 
+from selection.certificates import signing
 from selection.models import DecisionRecord
-from selection.records import signing
 from selection.records.pdf import render_record
 from tests.support.record_context import sample_record_context
 

@@ -14,8 +14,8 @@ from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from weasyprint import HTML
 
+from selection.certificates import signing
 from selection.management.commands.demo import Command
-from selection.records import signing
 from tests.conftest import IN_CI
 
 ROLES = ("business", "platform", "security")

@@ -10,12 +10,12 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
+from selection.certificates import signing
 from selection.certificates.services import current_certificate
+from selection.certificates.signing import issue_dev_certificates
 from selection.models import DecisionRecord, Membership, SigningCertificate
-from selection.records import signing
 from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, sign, start_review, update_draft
-from selection.records.signing import issue_dev_certificates
 from selection.records.verification import verification_report
 from selection.setup.services import create_selection, save_constraints, update_selection
 from tests.conftest import SAMPLE_CONSTRAINTS

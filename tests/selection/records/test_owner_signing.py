@@ -28,8 +28,8 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 from weasyprint import HTML
 
+from selection.certificates import signing
 from selection.models import DecisionRecord, SignatureRequest
-from selection.records import signing
 from selection.records.services import (
     complete_signature,
     create_draft,

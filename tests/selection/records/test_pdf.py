@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 
+from selection.certificates import signing
 from selection.domain import records
-from selection.records import signing
 from selection.records.pdf import (
     TEMPLATE_DIR,
     RecordRenderError,

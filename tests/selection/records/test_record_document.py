@@ -15,12 +15,12 @@ from benchmarks import suite
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.storage import save_artifact
 from selection.candidates.services import add_candidate
+from selection.certificates.signing import issue_dev_certificates
 from selection.management.commands.demo import DEMO_CANDIDATES, DEMO_CONSTRAINTS
 from selection.models import Membership
 from selection.records.pdf import html_to_pdf, render_record_html
 from selection.records.rendering import render_pdf, with_approvals
 from selection.records.services import approve, create_draft, start_review
-from selection.records.signing import issue_dev_certificates
 from selection.setup.services import accept_scenario, create_selection, save_constraints, set_gates
 from tests.selection.web_helpers import enrol_owners
 

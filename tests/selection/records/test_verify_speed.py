@@ -15,7 +15,7 @@ from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.diff_analysis import DEFAULT_DIFF_POLICY
 
-from selection.records import signing
+from selection.certificates import signing
 from selection.records.pdf import render_record
 from tests.support.record_context import sample_record_context, with_drawn_charts
 

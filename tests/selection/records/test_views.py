@@ -12,9 +12,9 @@ from django.utils.html import escape
 from weasyprint import HTML
 
 from benchmarks.models import BenchmarkRun, RunPoint
+from selection.certificates import signing
 from selection.domain.messages import render
 from selection.models import AuditEntry, DecisionRecord, Membership
-from selection.records import signing
 from selection.records.services import create_draft, start_review
 from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
 from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, rescored

@@ -11,9 +11,9 @@ from django.urls import reverse
 
 from benchmarks import charts
 from selection.candidates.services import add_candidate
+from selection.certificates.signing import issue_dev_certificates
 from selection.models import Membership
 from selection.records.services import create_draft, start_review
-from selection.records.signing import issue_dev_certificates
 from selection.setup.services import create_selection, save_constraints
 from tests.conftest import SAMPLE_CONSTRAINTS
 from tests.selection.web_helpers import ROLES, enrol_owners, rescored, stress_run

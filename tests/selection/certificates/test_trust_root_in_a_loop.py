@@ -3,7 +3,7 @@ a browser-driven test): asyncio.run() refuses there, and the check silently said
 
 import asyncio
 
-from selection.records.signing import issue_dev_certificates, pkcs12_certificate, trust_root_of
+from selection.certificates.signing import issue_dev_certificates, pkcs12_certificate, trust_root_of
 
 
 def test_a_trust_root_is_found_also_from_a_thread_with_a_running_event_loop(tmp_path):

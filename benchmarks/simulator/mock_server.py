@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from benchmarks.harness.engine_streams import EngineStream, Shape
+from benchmarks.simulator.engine_streams import EngineStream, Shape
 
 VOCAB = [f"w{i}" for i in range(512)]
 

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 from weasyprint import HTML
 
-from selection.records import signing
-from selection.records.signing import SigningError
+from selection.certificates import signing
+from selection.certificates.signing import SigningError
 
 ROLES = ("business", "platform", "security", "seal")
 NAMES = {"business": "张伟", "platform": "Ada Lovelace", "security": "Sam Okafor", "seal": "kvselect seal"}

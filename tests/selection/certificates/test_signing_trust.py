@@ -1,4 +1,4 @@
-"""Who signed, under which root, and for how long it verifies (selection.records.signing).
+"""Who signed, under which root, and for how long it verifies (selection.certificates.signing).
 
 Owner binding (a field checked against the certificate its owner enrolled), the trust root named
 and a development CA flagged, and the PAdES level: B-B, B-T with an RFC 3161 timestamp from
@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from weasyprint import HTML
 
-from selection.records import signing
-from selection.records.signing import ExpectedSigner, SigningError
+from selection.certificates import signing
+from selection.certificates.signing import ExpectedSigner, SigningError
 
 ROLES = ("business", "platform", "security")
 NAMES = {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"}

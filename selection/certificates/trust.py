@@ -21,7 +21,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from selection.records import signing
+from selection.certificates import signing
 
 
 def dev_ca_dir() -> Path:
