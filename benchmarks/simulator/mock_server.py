@@ -65,6 +65,7 @@ class MockConfig:
     write_mode: str = "per_token"  # or "batched" (zero-delay streams only)
     # keep only the last N prompt tokens, as llama.cpp's context shift does (None: keep all)
     truncate_prompt_to: int | None = None
+    keep_finished_kv: bool = False  # a finished request's KV stays counted, as llama.cpp's slots keep their prompts
 
 
 @dataclass
@@ -263,7 +264,8 @@ def build_app(config: MockConfig | None = None) -> web.Application:
             raise
         finally:
             state.running -= 1
-            state.active_tokens.pop(rid, None)
+            if not config.keep_finished_kv:
+                state.active_tokens.pop(rid, None)
 
     async def chat_handler(request: web.Request) -> web.StreamResponse:
         return await complete(request, chat=True)

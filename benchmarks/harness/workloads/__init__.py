@@ -44,6 +44,7 @@ from benchmarks.harness.workloads.model_switch import (
 )
 from benchmarks.harness.workloads.overload_test import plan_overload, run_overload
 from benchmarks.harness.workloads.prefix_reuse import (
+    KV_RESIDENT_SHARE,
     MIN_KV_SAMPLES,
     plan_prefix_reuse,
     prefix_off_target,
@@ -58,6 +59,7 @@ from benchmarks.result import NormalizedResult
 __all__ = [
     "LONG_OUTPUT_TOKENS",
     "MAX_ERROR_RATE",
+    "KV_RESIDENT_SHARE",
     "MIN_KV_SAMPLES",
     "PLANNERS",
     "PREFIX_REUSE_MIN_SHARE",

@@ -35,9 +35,11 @@ from benchmarks.harness.workloads.common import (
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import SIMULATED, LoadPoint, NormalizedResult
 from benchmarks.verdicts import (
+    FAIL,
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
     NOT_EXERCISED,
+    PASS,
     compare,
     percentile_interval,
     ratio_interval,
@@ -69,6 +71,15 @@ PREFIX_HELD_PERCENTILE = 90  # the judged "held KV": this percentile of the samp
 
 
 MIN_KV_SAMPLES = 5  # fewer KV samples of a run: insufficient data to judge its memory
+
+
+# after the load, KV still holding at least this share of the run's peak: the engine keeps finished
+# requests resident (llama.cpp's slots keep their prompts), so the KV the load added cannot be told
+# from the earlier contents it overwrote and neither memory verdict can be judged
+KV_RESIDENT_SHARE = 0.5
+
+
+STRADDLES = ": the interval straddles the threshold"
 
 
 def prefix_off_target(target: Target, endpoint_url: str | None = None, metrics_url: str | None = None) -> Target | None:
@@ -136,6 +147,7 @@ async def run_prefix_reuse(
     points: list[LoadPoint] = []
     outcomes: list[LoadOutcome] = []
     samples: dict[str, list[float]] = {}
+    resident: dict[str, tuple[float, float]] = {}  # label -> (KV tokens after the load, its raw peak)
     notes: list[str] = []
     partial = False
     in_flight = min(concurrency, requests)
@@ -166,6 +178,7 @@ async def run_prefix_reuse(
                 progress=reporter.phase(label, 100 * n / len(configs), 100 * (n + 1) / len(configs)),
             )
             await asyncio.sleep(min(interval_s, 1.0))  # one more sample after the last request
+            after = await session.kv_now()
             point = summarize(outcome, label=label, slo=slo_of(params))
             window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero + 1.0)
             attach_engine_stats(point, session.metrics.recording, *window)
@@ -175,6 +188,9 @@ async def run_prefix_reuse(
             base_tokens = _kv_tokens_of(baseline, capacity, source)
             kv = [max(value - base_tokens, 0.0) for value in raw]
             samples[label] = kv
+            after_tokens = _kv_tokens_of(after, capacity, source)
+            if raw and max(raw) > 0 and after_tokens >= KV_RESIDENT_SHARE * max(raw):
+                resident[label] = (after_tokens, max(raw))
             cached = [r.cached_tokens for r in outcome.records if r.cached_tokens is not None]
             point.extra.update(
                 usage_cached_tokens_mean=(sum(cached) / len(cached)) if cached else None,
@@ -187,6 +203,7 @@ async def run_prefix_reuse(
                 kv_baseline_ratio=(baseline or {}).get("kv_usage_ratio"),
                 kv_baseline_tokens=base_tokens,
                 kv_tokens_peak_raw=max(raw) if raw else None,
+                kv_tokens_after=after_tokens if source else None,
                 cache_prompt=tgt.cache_prompt,
             )
             points.append(point)
@@ -198,8 +215,11 @@ async def run_prefix_reuse(
     on = points[0]
     off = points[1] if len(points) == 2 else None
     verdicts = [errors_verdict(points)] + budget_verdicts(on, params, label="prefix_on", records=outcomes[0].records)
-    verdicts.append(_kv_vs_theory(samples.get("prefix_on", []), own))
-    verdicts.append(_kv_vs_off(samples.get("prefix_on", []), samples.get("prefix_off"), off is not None))
+    memory = [
+        _kv_vs_theory(samples.get("prefix_on", []), own),
+        _kv_vs_off(samples.get("prefix_on", []), samples.get("prefix_off"), off is not None),
+    ]
+    verdicts.extend(_unjudged_when_resident(verdict, resident) for verdict in memory)
     verdicts.append(_prefix_hits(on, prefix, suffix))
     on_ttft = [r.ttft_ms for r in outcomes[0].records if r.ok and r.ttft_ms is not None]
     observed = _prefix_observed(on, off, own, shared_once, on_ttft, outcomes)
@@ -218,6 +238,34 @@ async def run_prefix_reuse(
         for name, values in sessions[1].metrics.recording.series.items():
             result.timeseries[f"prefix_off.{name}"] = values
     return result
+
+
+def _unjudged_when_resident(verdict: dict[str, Any], resident: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """A memory verdict an engine's resident KV leaves unjudgeable: inconclusive, saying why. Where
+    finished requests stay cached (llama.cpp's slots), a load that reuses a slot overwrites what it
+    held, so "the KV the load added" can read far below what the load needed; a pass on it would
+    credit a saving never observed."""
+    if not resident or verdict["status"] not in (PASS, FAIL, INCONCLUSIVE):
+        return verdict
+    held = "; ".join(
+        f"{label}: {after:.0f} tokens still held after the load (peak {peak:.0f})"
+        for label, (after, peak) in resident.items()
+    )
+    figures = verdict["detail"].removesuffix(STRADDLES)
+    detail = (
+        f"{figures}. Not judged: the engine keeps finished requests' KV resident ({held}), so the KV a load "
+        "adds cannot be told from the earlier contents it overwrites"
+    )
+    return make_verdict(
+        verdict["name"],
+        None,
+        detail,
+        verdict["value"],
+        verdict["threshold"],
+        verdict["n"],
+        INCONCLUSIVE,
+        verdict.get("interval"),
+    )
 
 
 def _kv_vs_theory(on: list[float], own: int) -> dict[str, Any]:
@@ -253,7 +301,7 @@ def _kv_vs_theory(on: list[float], own: int) -> dict[str, Any]:
         + f"; at most {limit:.2f} to pass"
     )
     if status == INCONCLUSIVE:
-        detail += ": the interval straddles the threshold"
+        detail += STRADDLES
     return make_verdict(name, None, detail, held / own, limit, len(on), status, interval)
 
 
@@ -296,7 +344,7 @@ def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[
         + f"; at most {limit:.2f} to pass"
     )
     if status == INCONCLUSIVE:
-        detail += ": the interval straddles the threshold"
+        detail += STRADDLES
     return make_verdict(name, None, detail, ratio, limit, n, status, interval)
 
 

@@ -223,9 +223,14 @@ def test_prefix_reuse_on_and_off_with_cache_prompt_on_llama_server(llama_server)
     observed = result.metadata["observed"]
     assert observed["off_run"] and observed["kv_peak_on_tokens"] and observed["kv_peak_off_tokens"]
     assert observed["requests_on"] == observed["requests_off"] == 48
-    # each slot holds its own copy (no memory saved), measured as the KV the load added (the "on"
-    # run's slots stay resident when "off" starts on the same server), while the prefill is saved
-    assert v["kv_below_prefix_off"]["status"] in ("fail", "inconclusive"), v["kv_below_prefix_off"]["detail"]
+    # llama.cpp's slots keep each finished prompt resident: a load that reuses a slot overwrites what
+    # it held, so the KV it added can read far below what it needed (CI once saw on/off 0.53 from
+    # that alone). Neither memory verdict is judged on such an engine, never a pass; the prefill is saved
+    for name in ("kv_below_prefix_off", "kv_below_theory"):
+        assert v[name]["status"] == "inconclusive" and "resident" in v[name]["detail"], v[name]["detail"]
+    assert (
+        result.points[0].extra["kv_tokens_after"] >= w.KV_RESIDENT_SHARE * result.points[0].extra["kv_tokens_peak_raw"]
+    )
     assert v["kv_below_prefix_off"]["n"] >= w.MIN_KV_SAMPLES
     assert result.points[1].extra["kv_baseline_tokens"] > 0
     assert observed["ttft_p50_on_ms"] < observed["ttft_p50_off_ms"]

@@ -10,7 +10,7 @@ from benchmarks.harness import workloads as w
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.mock_server import MockConfig
 from benchmarks.simulator.server import start_server
-from benchmarks.verdicts import FAIL, NOT_EXERCISED, PASS
+from benchmarks.verdicts import FAIL, INCONCLUSIVE, NOT_EXERCISED, PASS
 
 PARAMS = {
     "requests": 32,
@@ -114,6 +114,25 @@ def test_without_kv_metrics_memory_is_not_judged(with_mock):
     v = verdicts(result)
     assert v["kv_below_theory"]["status"] == "not_judged" and v["kv_below_prefix_off"]["status"] == "not_judged"
     assert "n/a" in result.metadata["observed"]["line"]
+
+
+def test_an_engine_keeping_finished_kv_resident_is_not_judged_on_memory(with_mock):
+    """As llama.cpp's slots do: what a load adds over the baseline says nothing of what it needed, so
+    neither memory verdict passes or fails on it (CI once saw a pass from slot reuse alone)."""
+
+    async def go(server):
+        on = w.Target(server.url, "m", metrics_url=server.url + "/metrics", engine="llamacpp")
+        return await w.run_prefix_reuse(on, dict(PARAMS, requests=16), off_target=w.prefix_off_target(on))
+
+    result = with_mock(
+        MockConfig(keep_finished_kv=True, itl_s=0.005, kv_capacity_tokens=PARAMS["kv_capacity_tokens"]), go
+    )
+    v = verdicts(result)
+    for name in ("kv_below_theory", "kv_below_prefix_off"):
+        assert v[name]["status"] == INCONCLUSIVE and v[name]["passed"] is None, v[name]["detail"]
+        assert "keeps finished requests' KV resident" in v[name]["detail"] and v[name]["n"] >= w.MIN_KV_SAMPLES
+    on = result.points[0].extra
+    assert on["kv_tokens_after"] >= w.KV_RESIDENT_SHARE * on["kv_tokens_peak_raw"] > 0
 
 
 def test_bad_capacity_names_the_field():
