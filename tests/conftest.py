@@ -12,33 +12,12 @@ import pytest
 from django.conf import settings
 from django.utils import translation
 
-from selection.candidates.services import load_engine_catalog
+from selection.candidates.services import add_candidate, load_engine_catalog
 from selection.models import Engine, Membership, Team
 from selection.setup.services import create_selection, save_constraints
-
-ROOT = Path(__file__).resolve().parent.parent
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-SAMPLE_CONSTRAINTS = {
-    "peak_concurrency": 200,
-    "request_rate": 20.0,
-    "avg_input_tokens": 800,
-    "p95_input_tokens": 2000,
-    "max_input_tokens": 4096,
-    "avg_output_tokens": 200,
-    "max_output_tokens": 1024,
-    "multi_turn": False,
-    "ttft_p95_ms": 800.0,
-    "tpot_p95_ms": 60.0,
-    "e2e_p95_ms": 15000.0,
-    "gpu_model": "H100",
-    "gpu_memory_gib": 80.0,
-    "gpu_count_budget": 4,
-    "cost_per_gpu_hour": "2.50",
-    "ops_team_size": 3,
-    "target_model": "Llama-3.1-8B",
-    "kv_precisions_allowed": ["bf16", "fp8"],
-}
+from tests.support.builders import SAMPLE_CONSTRAINTS
+from tests.support.environment import ROOT, database_url_for_worker
+from tests.support.servers import ThreadedServer
 
 
 @pytest.fixture
@@ -90,6 +69,12 @@ def selection_owners(make_user, team):
 
 
 @pytest.fixture
+def owners(make_user, team):
+    """The business, platform and security owners: reviewers of the team."""
+    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ("business", "platform", "security")}
+
+
+@pytest.fixture
 def selection(architect, team, selection_owners):
     return create_selection(
         user=architect,
@@ -108,16 +93,6 @@ def selection_with_constraints(selection, architect):
     return selection
 
 
-def _database_url_for_worker() -> str:
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or ""
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    auth = f"{user}{password}@" if user else ""
-    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
-
-
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     """A real `celery worker` process on the test database and the configured broker."""
@@ -125,7 +100,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
 
     with django_db_blocker.unblock():
         env = dict(os.environ)
-        env["DATABASE_URL"] = _database_url_for_worker()
+        env["DATABASE_URL"] = database_url_for_worker()
         env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
         # A task the worker runs after its test ended must never block the next teardown's flush: on
         # PostgreSQL, the worker gives up a lock wait first (a flush deadlocked with a late rescoring).
@@ -186,53 +161,21 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         handle.close()
 
 
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+@pytest.fixture
+def candidate(selection_with_constraints, architect, engines):
+    """A vLLM 0.11.0 candidate on the sample selection (no endpoint: uploads only)."""
+    return add_candidate(
+        selection=selection_with_constraints,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
+    )
 
 
-class ThreadedServer:
-    """Run an async server context manager (MockServer, the simulator) on its own loop in a thread."""
-
-    def __init__(self, make_server):
-        import asyncio
-        import threading
-
-        self._make = make_server
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._stop = None
-        self.server = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        import asyncio
-
-        asyncio.set_event_loop(self._loop)
-
-        async def main():
-            self._stop = asyncio.Event()
-            async with self._make() as server:
-                self.server = server
-                self._ready.set()
-                await self._stop.wait()
-
-        self._loop.run_until_complete(main())
-
-    def __enter__(self):
-        self._thread.start()
-        if not self._ready.wait(20):
-            raise RuntimeError("server did not start")
-        return self.server
-
-    def __exit__(self, *exc):
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+@pytest.fixture
+def media(settings, tmp_path) -> Path:
+    """Uploaded files and artifacts under this test's own directory."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return Path(settings.MEDIA_ROOT)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from benchmarks.uploads.tokens import create_upload_token
 from selection.candidates.services import add_candidate
 from selection.models import AuditEntry, Membership, Team, UploadToken
 from selection.setup.services import accept_scenario, set_gates
-from tests.selection.web_helpers import make_engine, make_selection, make_user, with_constraints
+from tests.support.builders import make_engine, make_selection, make_user, with_constraints
 
 pytestmark = pytest.mark.django_db
 

@@ -17,10 +17,9 @@ from rest_framework.test import APIClient
 
 from kvselect_sign import cli
 from selection.records.services import create_draft, start_review
-from tests.selection.records import test_lifecycle as lifecycle
+from tests.support import lifecycle
 
 PASSPHRASE = lifecycle.PASSPHRASE
-dev_certs, owners, decided = lifecycle.dev_certs, lifecycle.owners, lifecycle.decided
 
 
 @pytest.fixture

@@ -22,8 +22,7 @@ def build_selection(people, evidence: str = "MEASURED"):
     from selection.candidates.services import add_candidate, load_engine_catalog
     from selection.models import Engine
     from selection.setup.services import create_selection, save_constraints
-    from tests.conftest import SAMPLE_CONSTRAINTS
-    from tests.selection.web_helpers import rescored, stress_run
+    from tests.support.builders import SAMPLE_CONSTRAINTS, rescored, stress_run
 
     load_engine_catalog()
     alice = people["architect"]
@@ -123,7 +122,7 @@ def test_a_measured_view_without_a_recommendation_links_the_view_with_the_simula
     live_server, people, new_page, shot
 ):
     from selection.models import Gate
-    from tests.selection.web_helpers import rescored
+    from tests.support.builders import rescored
 
     selection = build_selection(people, evidence="SIMULATED")
     Gate.objects.create(selection=selection, dimension="scheduling", threshold=0.5)  # only the runs evidence it

@@ -19,7 +19,7 @@ def test_the_comparison_says_being_recomputed_and_reloads_itself_when_the_task_r
     from selection import tasks as selection_tasks
     from selection.models import Candidate, Selection
     from selection.scoring.services import refresh_scores
-    from tests.selection.web_helpers import stress_run
+    from tests.support.builders import stress_run
 
     # no task is sent: a live worker (CI's, on the real broker) would otherwise rescore and clear the
     # request before the page is read; this test plays the worker below

@@ -16,7 +16,7 @@ def test_verdicts_chinese_run_page_reviewer_and_offline_api_docs(live_server, pe
     from selection.candidates.services import add_candidate, load_engine_catalog
     from selection.models import Engine
     from selection.setup.services import create_selection, save_constraints
-    from tests.conftest import SAMPLE_CONSTRAINTS
+    from tests.support.builders import SAMPLE_CONSTRAINTS
 
     load_engine_catalog()
     alice = people["architect"]

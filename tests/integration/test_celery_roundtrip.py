@@ -2,7 +2,7 @@ import pytest
 
 from selection.models import Selection
 from selection.tasks import refresh_scenario
-from tests.conftest import wait_for
+from tests.support.servers import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ from benchmarks.uploads.ingest import ingest_upload
 from selection.candidates.services import add_candidate
 from selection.models import Score, Selection
 from selection.scoring.services import scoring_inputs
-from tests.conftest import wait_for
+from tests.support.servers import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 
 from selection.candidates.services import add_candidate
-from tests.conftest import ROOT, _database_url_for_worker
+from tests.support.environment import ROOT, database_url_for_worker
 
 
 class KillableWorker:
@@ -25,7 +25,7 @@ class KillableWorker:
 
     def start(self, timeout: float = 90.0) -> "KillableWorker":
         env = dict(os.environ)
-        env["DATABASE_URL"] = _database_url_for_worker()
+        env["DATABASE_URL"] = database_url_for_worker()
         env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
         self._log = open(self.log_path, "ab")
         offset = self.log_path.stat().st_size

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import IN_CI, ROOT
+from tests.support.environment import IN_CI, ROOT
 
 
 def need_binary(name: str, *patterns: str) -> str:

@@ -15,9 +15,8 @@ from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.candidates.services import add_candidate
 from selection.models import Candidate, DecisionRecord, Membership, Selection, Team, UploadToken
 from selection.setup.services import create_selection, save_constraints
-from tests.conftest import SAMPLE_CONSTRAINTS
-
-from .helpers import token_client, upload
+from tests.support.builders import SAMPLE_CONSTRAINTS
+from tests.support.uploads import token_client, upload
 
 pytestmark = pytest.mark.reliability
 

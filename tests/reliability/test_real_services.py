@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.environment import ROOT
 
 from .services import PostgresCluster, RedisServer, Stack, http, wait_until
 

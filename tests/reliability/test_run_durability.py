@@ -42,12 +42,6 @@ SHORT = {
 
 
 @pytest.fixture
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
-
-
-@pytest.fixture
 def candidate(selection_with_constraints, architect, engines, mock_engine):
     return add_candidate(
         selection=selection_with_constraints,

@@ -14,9 +14,7 @@ from kombu.exceptions import OperationalError as BrokerDown
 from benchmarks import tasks
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.storage import SavedFiles, StorageFailure, sha256_hex, store_native_result
-from selection.candidates.services import add_candidate
-
-from .helpers import media_files, token_client, upload
+from tests.support.uploads import media_files, token_client, upload
 
 pytestmark = pytest.mark.reliability
 
@@ -27,19 +25,9 @@ LARGE = (
 
 
 @pytest.fixture
-def candidate(selection_with_constraints, architect, engines):
-    return add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
-    )
-
-
-@pytest.fixture
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+def media(media, settings):
     settings.KVSELECT_SYNC_PARSE_BYTES = 1024  # LARGE takes the asynchronous path
-    return settings.MEDIA_ROOT
+    return media
 
 
 @pytest.fixture

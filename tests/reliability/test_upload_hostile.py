@@ -11,9 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from selection.candidates.services import add_candidate
-
-from .helpers import media_files, token_client, upload
+from tests.support.uploads import media_files, token_client, upload
 
 pytestmark = pytest.mark.reliability
 
@@ -32,23 +30,8 @@ REAL = {
 
 
 @pytest.fixture
-def candidate(selection_with_constraints, architect, engines):
-    return add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
-    )
-
-
-@pytest.fixture
 def ci(selection_with_constraints, architect):
     return token_client(selection_with_constraints, architect)
-
-
-@pytest.fixture
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
 
 
 def assert_refused(response, status, *words):

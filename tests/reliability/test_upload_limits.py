@@ -17,9 +17,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.uploads.ingest import ingest_upload
 from benchmarks.uploads.tokens import create_upload_token
 from config.wsgi import application
-from selection.candidates.services import add_candidate
-
-from .helpers import media_files, token_client, upload
+from tests.support.uploads import media_files, token_client, upload
 
 pytestmark = pytest.mark.reliability
 
@@ -28,18 +26,10 @@ BOUNDARY = "kvselect-test-boundary"
 
 
 @pytest.fixture
-def candidate(selection_with_constraints, architect, engines):
-    return add_candidate(
-        selection=selection_with_constraints, user=architect, data={"engine": engines["vllm"], "engine_version": "0.11"}
-    )
-
-
-@pytest.fixture
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+def media(media, settings, tmp_path):
     settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path / "incoming")
     Path(settings.FILE_UPLOAD_TEMP_DIR).mkdir()
-    return settings.MEDIA_ROOT
+    return media
 
 
 class CountingInput(io.RawIOBase):

@@ -12,7 +12,7 @@ from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.worker import claim, execute, stale_after
 from selection.candidates.services import add_candidate
-from tests.conftest import wait_for
+from tests.support.servers import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration]
 
@@ -139,7 +139,7 @@ def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(
     import sys
     import urllib.request
 
-    from tests.conftest import ROOT
+    from tests.support.environment import ROOT
 
     port = _free_port()
     script = (

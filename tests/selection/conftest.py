@@ -1,10 +1,10 @@
-"""Fixtures shared by the selection tests: the three owners and their development certificates."""
+"""Fixtures shared by the selection tests: the owners' development certificates, and a
+selection decided on measured evidence (the builders are in tests.support.builders)."""
 
 import pytest
 
 from selection.certificates.signing import issue_dev_certificates
-from selection.models import Membership
-from tests.selection.web_helpers import DEV_PASSPHRASE, ROLES
+from tests.support.builders import DEV_PASSPHRASE, decided_selection, enrol_owners
 
 
 @pytest.fixture(scope="module")
@@ -17,5 +17,13 @@ def dev_certs(tmp_path_factory):
 
 
 @pytest.fixture
-def owners(make_user, team):
-    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
+def enrolled_owners(owners, dev_certs, settings):
+    """The owners with their development certificates enrolled: a record goes to review only then."""
+    enrol_owners(owners, dev_certs, DEV_PASSPHRASE, settings)
+    return owners
+
+
+@pytest.fixture
+def decided(architect, team, owners, engines):
+    """Two candidates with measured concurrency-stress evidence, scored by the task."""
+    return decided_selection(architect, team, owners, engines)

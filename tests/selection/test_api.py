@@ -2,7 +2,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from selection.models import Engine
-from tests.conftest import SAMPLE_CONSTRAINTS
+from tests.support.builders import SAMPLE_CONSTRAINTS
 
 
 @pytest.fixture

@@ -15,16 +15,15 @@ from selection.models import AuditEntry, Candidate, DecisionRecord, Selection
 from selection.records.services import archive_draft, create_draft, restore_draft, start_review, update_draft
 from selection.scoring.services import compute_scores
 from selection.setup.services import archive_selection, restore_selection
-from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
-from tests.selection.web_helpers import decided_selection, enrol_owners, stress_run
+from tests.support.builders import stress_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def decided(architect, team, owners, engines, dev_certs, settings):
-    enrol_owners(owners, dev_certs, PASSPHRASE, settings)  # a record goes to review only with enrolled owners
-    return decided_selection(architect, team, owners, engines)
+def decided(decided, enrolled_owners):
+    """The shared decided selection, its owners enrolled (a record goes to review only then)."""
+    return decided
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from selection.domain.scenarios import SCENARIO_NAMES, infer_scenario
 from selection.i18n import DOMAIN_NAMES, message_text, translate_name
 from selection.records.pdf import render_record, render_record_html
 from selection.setup.services import create_selection, save_constraints
-from tests.conftest import SAMPLE_CONSTRAINTS
+from tests.support.builders import SAMPLE_CONSTRAINTS
 from tests.support.record_context import sample_record_context
 
 PO_FILE = Path(settings.BASE_DIR) / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
@@ -284,7 +284,7 @@ def test_validation_plan_parameters_and_simulated_badges_are_translated(zh_clien
 
 @pytest.mark.django_db
 def test_forms_accept_dot_decimals_in_chinese_and_answer_in_chinese(zh_client, architect, flow):
-    from .web_helpers import VALID_CONSTRAINTS
+    from tests.support.builders import VALID_CONSTRAINTS
 
     zh_client.force_login(architect)
     response = zh_client.post(
@@ -304,8 +304,7 @@ def test_a_record_sent_to_review_in_chinese_is_written_in_chinese(
 ):
     from selection.certificates.signing import issue_dev_certificates
     from selection.models import DecisionRecord, Membership
-
-    from .web_helpers import ROLES, decided_selection, enrol_owners
+    from tests.support.builders import ROLES, decided_selection, enrol_owners
 
     owners = {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
     enrol_owners(owners, issue_dev_certificates(tmp_path, {r: r for r in ROLES}, "pw-zh"), "pw-zh", settings)

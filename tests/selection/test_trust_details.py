@@ -15,7 +15,7 @@ from django.views.defaults import server_error
 from selection.middleware import TIMEZONE_COOKIE, user_zone
 from selection.models import Membership
 from selection.templatetags.kvselect import audit_value, when
-from tests.selection.web_helpers import make_selection, make_user
+from tests.support.builders import make_selection, make_user
 
 MOMENT = datetime(2026, 3, 2, 13, 5, 9, tzinfo=dt_timezone.utc)
 

@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.selectors import latest_runs
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
-from selection.candidates.services import add_candidate
 from selection.models import AuditEntry
 from selection.setup.services import create_selection
+from tests.support import uploads
 
 FIXTURES = Path(__file__).parents[1] / "formats" / "fixtures"
 # (fixture file, expected format name)
@@ -33,20 +33,8 @@ FILES = [
 
 
 @pytest.fixture
-def candidate(selection_with_constraints, architect, engines):
-    return add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={"engine": engines["vllm"], "engine_version": "0.11.0"},
-    )
-
-
-@pytest.fixture
 def token_client(candidate, architect):
-    _, raw = create_upload_token(selection=candidate.selection, user=architect, name="ci")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
-    return client
+    return uploads.token_client(candidate.selection, architect)
 
 
 def upload(client, candidate, name, data=None, **extra):

@@ -1,4 +1,24 @@
-"""The demo-like selection of `test_record_document` (measured runs of five tests per candidate),
-shared with the record's claim tests."""
+"""Fixtures of the record tests: the lifecycle world (tests.support.lifecycle: the owners' certificates and a
+decided selection) and the demo-like selection (tests.support.records)."""
 
-from tests.selection.records.test_record_document import demo_like, owners  # noqa: F401 (fixtures)
+import pytest
+
+from tests.support.lifecycle import lifecycle_certs, lifecycle_selection
+from tests.support.records import demo_like_selection
+
+
+@pytest.fixture
+def demo_like(architect, team, owners, engines, settings, tmp_path):
+    """The demo's selection with measured runs of the five tests per candidate; llama.cpp has no
+    swap-out run (a missing score)."""
+    return demo_like_selection(architect, team, owners, engines, settings, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def dev_certs(tmp_path_factory):
+    return lifecycle_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture
+def decided(architect, team, owners, engines, dev_certs, settings):
+    return lifecycle_selection(architect, team, owners, engines, dev_certs, settings)

@@ -16,7 +16,7 @@ from weasyprint import HTML
 
 from selection.certificates import signing
 from selection.management.commands.demo import Command
-from tests.conftest import IN_CI
+from tests.support.environment import IN_CI
 
 ROLES = ("business", "platform", "security")
 NAMES = {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"}

@@ -16,15 +16,7 @@ from selection.candidates.services import EvidenceCited, add_candidate, delete_c
 from selection.models import AuditEntry, Candidate, RecordCitation, Selection
 from selection.records.services import create_draft, start_review
 
-from .test_lifecycle import decided, dev_certs, owners  # noqa: F401  (fixtures)
-
 pytestmark = pytest.mark.reliability
-
-
-@pytest.fixture
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return Path(settings.MEDIA_ROOT)
 
 
 def files(root: Path) -> list[Path]:

@@ -9,94 +9,14 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunPoint
-from selection.candidates.services import add_candidate
 from selection.certificates import signing
 from selection.certificates.services import current_certificate
-from selection.certificates.signing import issue_dev_certificates
 from selection.models import DecisionRecord, Membership, SigningCertificate
 from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, sign, start_review, update_draft
 from selection.records.verification import verification_report
-from selection.setup.services import create_selection, save_constraints, update_selection
-from tests.conftest import SAMPLE_CONSTRAINTS
-from tests.selection.web_helpers import enrol_owners
-
-PASSPHRASE = "dev-pass-123"
-
-
-@pytest.fixture(scope="module")
-def dev_certs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("certs")
-    return issue_dev_certificates(
-        out, {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"}, PASSPHRASE
-    )
-
-
-@pytest.fixture
-def owners(make_user, team):
-    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ("business", "platform", "security")}
-
-
-@pytest.fixture
-def decided(architect, team, owners, engines, dev_certs, settings):
-    owners["business"].first_name, owners["business"].last_name = "伟", "张"
-    owners["business"].save()
-    enrol_owners(owners, dev_certs, PASSPHRASE, settings)
-    selection = create_selection(
-        user=architect,
-        team=team,
-        name="Chat",
-        business_owner=owners["business"],
-        platform_owner=owners["platform"],
-        security_owner=owners["security"],
-    )
-    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
-    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
-        candidate = add_candidate(
-            selection=selection,
-            user=architect,
-            data={"engine": engines[slug], "engine_version": engines[slug].versions[0]},
-        )
-        run = BenchmarkRun.objects.create(
-            candidate=candidate,
-            test="concurrency_stress",
-            origin="upload",
-            status="succeeded",
-            evidence="MEASURED",
-            tool="vllm-bench",
-            tool_version="0.33",
-            raw_sha256="a" * 64 if slug == "vllm" else "b" * 64,
-        )
-        RunPoint.objects.create(
-            run=run,
-            index=0,
-            concurrency=200,
-            achieved_concurrency=200,
-            ttft_ms={"p95": ttft},
-            tpot_ms={"p95": 30.0},
-            error_rate=0.0,
-            output_token_throughput=5000.0,
-        )
-    selection.refresh_from_db()
-    return selection
-
-
-def sign_all(record, owners, dev_certs):
-    for role in ("business", "platform", "security"):
-        record = sign(
-            record=record,
-            user=owners[role],
-            role=role,
-            pkcs12=dev_certs.pkcs12[role].read_bytes(),
-            passphrase=PASSPHRASE,
-        )
-    return record
-
-
-def approve_all(record, owners):
-    for role in ("business", "platform", "security"):
-        record = approve(record=record, user=owners[role], role=role)
-    return record
+from selection.setup.services import update_selection
+from tests.support.lifecycle import PASSPHRASE, approve_all, sign_all
 
 
 def test_full_lifecycle_and_verification(decided, architect, owners, dev_certs, settings, tmp_path):

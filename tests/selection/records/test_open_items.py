@@ -17,8 +17,8 @@ from selection.records.services import approve, create_draft, sign, start_review
 from selection.records.verification import Verification
 from selection.setup.next_step import next_step
 from selection.setup.services import update_selection
-from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
-from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners
+from tests.support.builders import DEV_PASSPHRASE as PASSPHRASE
+from tests.support.builders import ROLES, decided_selection, enrol_owners
 
 pytestmark = pytest.mark.django_db
 

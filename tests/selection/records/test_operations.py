@@ -19,10 +19,8 @@ from selection.i18n import person_name
 from selection.models import DecisionRecord
 from selection.records.pdf import render_record_html
 from selection.records.services import start_review
-from tests.selection.records import test_lifecycle as lifecycle
+from tests.support import lifecycle
 
-# the lifecycle tests' world: a decided selection (vLLM leads), its three owners, development certificates
-decided, owners, dev_certs = lifecycle.decided, lifecycle.owners, lifecycle.dev_certs
 SCHEMA = json.loads((Path(__file__).parents[2] / "support" / "grafana_dashboard.schema.json").read_text())
 CHECKS = {
     "decision": "",

@@ -40,13 +40,11 @@ from selection.records.services import (
     start_review,
 )
 from selection.records.verification import verification_report
-from tests.selection.records import test_lifecycle as lifecycle
+from tests.support import lifecycle
 from tests.support.softhsm import PIN, SOFTHSM_MODULE, softhsm_token
 
 ROLES = ("business", "platform", "security")
 PASSPHRASE = lifecycle.PASSPHRASE
-# the lifecycle tests' world: three owners with development certificates, a selection with a winner
-dev_certs, owners, decided = lifecycle.dev_certs, lifecycle.owners, lifecycle.decided
 CLIENT_SRC = Path(__file__).resolve().parents[3] / "clients" / "kvselect-sign" / "src"
 
 

@@ -7,7 +7,6 @@ import pytest
 
 from benchmarks.models import BenchmarkRun
 from selection.records.services import create_draft, start_review
-from tests.selection.records.test_record_document import demo_like, owners  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from selection.records.staleness import staleness
 from selection.setup.next_step import next_step
 from selection.setup.services import save_constraints, set_gates
 from selection.tasks import flag_reevaluations
-from tests.conftest import SAMPLE_CONSTRAINTS
+from tests.support.builders import SAMPLE_CONSTRAINTS
 
 
 @pytest.fixture

@@ -16,19 +16,18 @@ from selection.certificates import signing
 from selection.domain.messages import render
 from selection.models import AuditEntry, DecisionRecord, Membership
 from selection.records.services import create_draft, start_review
-from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
-from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, rescored
-from tests.selection.web_helpers import stress_run as _stress_run
+from tests.support.builders import DEV_PASSPHRASE as PASSPHRASE
+from tests.support.builders import ROLES, decided_selection, rescored
+from tests.support.builders import stress_run as _stress_run
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def decided(architect, team, owners, engines, dev_certs, settings):
-    """Two candidates with measured concurrency-stress evidence, owners with enrolled certificates:
-    enough to score, draft a record and sign it."""
-    enrol_owners(owners, dev_certs, PASSPHRASE, settings)
-    return decided_selection(architect, team, owners, engines)
+def decided(architect, team, enrolled_owners, engines):
+    """Two candidates with measured concurrency-stress evidence, scored, owners enrolled: enough to draft
+    a record and sign it (not the lifecycle world's selection, which is left unscored)."""
+    return decided_selection(architect, team, enrolled_owners, engines)
 
 
 def page(client, user, name, *args, **kwargs):
@@ -310,7 +309,7 @@ def test_full_flow_draft_review_approve_sign_download_verify(
     assert response.status_code == 200
     assert "All 3 signatures are intact, valid, trusted and by the named owners." in body
     assert "This is exactly the record kvselect issued" in body and "Chat, v1" in body
-    for name in ("Wei Zhang", "Priya Raman", "Jonas Berg"):
+    for name in ("张伟", "Priya Raman", "Jonas Berg"):  # the records folder's certificates (tests.support.lifecycle)
         assert name in body
     # trust is stated: the root named per signature, the development CA flagged, never "ready for procurement"
     assert body.count(escape(signing.DEV_CA_COMMON_NAME)) >= 3

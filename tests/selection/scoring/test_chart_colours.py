@@ -11,27 +11,16 @@ from django.urls import reverse
 
 from benchmarks import charts
 from selection.candidates.services import add_candidate
-from selection.certificates.signing import issue_dev_certificates
 from selection.models import Membership
 from selection.records.services import create_draft, start_review
 from selection.setup.services import create_selection, save_constraints
-from tests.conftest import SAMPLE_CONSTRAINTS
-from tests.selection.web_helpers import ROLES, enrol_owners, rescored, stress_run
+from tests.support.builders import DEV_PASSPHRASE as PASSPHRASE
+from tests.support.builders import ROLES, SAMPLE_CONSTRAINTS, enrol_owners, rescored, stress_run
 from tests.support.svg import legend_colours
 
 pytestmark = pytest.mark.django_db
 
 BLUE, ORANGE = (colour.lower() for colour in charts.PALETTE[:2])
-PASSPHRASE = "dev-pass-123"
-
-
-@pytest.fixture(scope="module")
-def dev_certs(tmp_path_factory):
-    return issue_dev_certificates(
-        tmp_path_factory.mktemp("certs"),
-        {"business": "Wei Zhang", "platform": "Priya Raman", "security": "Jonas Berg"},
-        PASSPHRASE,
-    )
 
 
 @pytest.fixture

@@ -10,21 +10,11 @@ from django.utils import translation
 
 from benchmarks.models import BenchmarkRun
 from selection.domain import headline
-from selection.models import Gate, Membership
+from selection.models import Gate
 from selection.scoring.services import compute_scores
-from tests.selection.web_helpers import ROLES, decided_selection, rescored
+from tests.support.builders import rescored
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def owners(make_user, team):
-    return {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
-
-
-@pytest.fixture
-def decided(architect, team, owners, engines):
-    return decided_selection(architect, team, owners, engines)
 
 
 def comparison(client, user, selection, **params) -> str:

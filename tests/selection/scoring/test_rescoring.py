@@ -27,19 +27,13 @@ from selection.records.services import approve, create_draft, start_review
 from selection.scoring import services as scoring_services
 from selection.scoring.services import refresh_scores, scoring_inputs
 from selection.setup.services import save_constraints, set_gates, update_weights
-from tests.selection.web_helpers import DEV_PASSPHRASE as PASSPHRASE
-from tests.selection.web_helpers import ROLES, decided_selection, enrol_owners, rescored, stress_run
+from tests.support.builders import DEV_PASSPHRASE as PASSPHRASE
+from tests.support.builders import ROLES, enrol_owners, rescored, stress_run
 
 pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).parents[2] / "benchmarks" / "formats" / "fixtures"
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-
-
-@pytest.fixture
-def decided(architect, team, owners, engines):
-    """Two candidates with measured evidence, scored by the task (no rescoring request open)."""
-    return decided_selection(architect, team, owners, engines)
 
 
 @pytest.fixture

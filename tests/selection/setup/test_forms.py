@@ -11,7 +11,7 @@ from selection.domain.criteria import criteria_for
 from selection.models import Constraints
 from selection.setup.forms import CONSTRAINT_FIELDS, ConstraintsForm, GatesForm, WeightsForm
 from selection.web import attach_service_errors
-from tests.selection.web_helpers import VALID_CONSTRAINTS, make_engine
+from tests.support.builders import VALID_CONSTRAINTS, make_engine
 
 
 def test_one_pager_covers_every_constraints_field():

@@ -13,8 +13,7 @@ from selection.domain import limits
 from selection.models import Constraints, DecisionRecord
 from selection.setup.forms import ConstraintsForm
 from selection.setup.services import save_constraints
-from tests.conftest import SAMPLE_CONSTRAINTS
-from tests.selection.web_helpers import VALID_CONSTRAINTS
+from tests.support.builders import SAMPLE_CONSTRAINTS, VALID_CONSTRAINTS
 
 ABSURD = {
     "peak_concurrency": 10**12,

@@ -4,7 +4,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.models import AuditEntry, Constraints, CriterionWeight, Gate
 from selection.setup.services import save_constraints, set_gates, update_weights
-from tests.conftest import SAMPLE_CONSTRAINTS
+from tests.support.builders import SAMPLE_CONSTRAINTS
 
 
 def test_saving_constraints_infers_scenario_and_writes_preset_weights(selection, architect):

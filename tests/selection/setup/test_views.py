@@ -11,7 +11,7 @@ from selection.domain.messages import render
 from selection.models import AuditEntry, Candidate, Constraints, CriterionWeight, Gate, Membership, Selection, Team
 from selection.secretbox import decrypt
 from selection.setup.services import accept_scenario, set_gates
-from tests.selection.web_helpers import VALID_CONSTRAINTS, make_engine, make_selection, make_user, with_constraints
+from tests.support.builders import VALID_CONSTRAINTS, make_engine, make_selection, make_user, with_constraints
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""Plain builders shared by the web UI tests (no conftest, so other test packages stay unaffected)."""
+"""Plain builders shared by the tests (fixtures in the conftests call them): users, selections, constraints,
+engines, runs, owners with enrolled development certificates."""
 
 from __future__ import annotations
 
@@ -13,7 +14,27 @@ from selection.certificates.services import enrol_certificate
 from selection.models import Engine, Membership, Team
 from selection.scoring.services import refresh_scores
 from selection.setup.services import create_selection, save_constraints
-from tests.conftest import SAMPLE_CONSTRAINTS
+
+SAMPLE_CONSTRAINTS = {
+    "peak_concurrency": 200,
+    "request_rate": 20.0,
+    "avg_input_tokens": 800,
+    "p95_input_tokens": 2000,
+    "max_input_tokens": 4096,
+    "avg_output_tokens": 200,
+    "max_output_tokens": 1024,
+    "multi_turn": False,
+    "ttft_p95_ms": 800.0,
+    "tpot_p95_ms": 60.0,
+    "e2e_p95_ms": 15000.0,
+    "gpu_model": "H100",
+    "gpu_memory_gib": 80.0,
+    "gpu_count_budget": 4,
+    "cost_per_gpu_hour": "2.50",
+    "ops_team_size": 3,
+    "target_model": "Llama-3.1-8B",
+    "kv_precisions_allowed": ["bf16", "fp8"],
+}
 
 ROLES = ("business", "platform", "security")
 
