@@ -37,22 +37,31 @@ BUDGET_RANGE = (1.0, 1e12)  # a monthly budget, in its currency
 
 @dataclass(frozen=True)
 class FitRule:
-    """One constraint: the constraint field(s) giving the need, the metric observing it, the direction."""
+    """One constraint: the constraint field(s) giving the need, the metric observing it, the direction,
+    and the verdicts of the metric's run that judge the same behaviour (a figure beside a verdict that
+    did not pass is not validated: the record never says "pass" next to an inconclusive test)."""
 
     key: str
     metric: str
     comparison: str
     unit: str
+    verdicts: tuple[str, ...] = ()
 
 
-# The one place that says which measured metric shows which constraint is met.
+# The one place that says which measured metric (and verdict) shows which constraint is met.
 FIT_RULES = (
-    FitRule("concurrency", "sustainable_concurrency_per_gpu", AT_LEAST, "requests/GPU"),
-    FitRule("ttft", "ttft_p95_ms", AT_MOST, "ms"),
-    FitRule("tpot", "tpot_p95_ms", AT_MOST, "ms"),
-    FitRule("context", "max_context_rung_reached", AT_LEAST, "tokens"),
-    FitRule("throughput", "output_tokens_per_s_per_gpu", AT_LEAST, "tokens/s/GPU"),
-    FitRule("memory_headroom", "kv_headroom_at_target", AT_LEAST, "share"),
+    FitRule(
+        "concurrency",
+        "sustainable_concurrency_per_gpu",
+        AT_LEAST,
+        "requests/GPU",
+        ("concurrency_held", "sustainable_load_meets_target"),
+    ),
+    FitRule("ttft", "ttft_p95_ms", AT_MOST, "ms", ("ttft_p95_within_budget",)),
+    FitRule("tpot", "tpot_p95_ms", AT_MOST, "ms", ("tpot_p95_within_budget",)),
+    FitRule("context", "max_context_rung_reached", AT_LEAST, "tokens", ("largest_rung_succeeds",)),
+    FitRule("throughput", "output_tokens_per_s_per_gpu", AT_LEAST, "tokens/s/GPU", ("zero_errors",)),
+    FitRule("memory_headroom", "kv_headroom_at_target", AT_LEAST, "share", ("kv_peak_below_ceiling",)),
 )
 MIN_KV_HEADROOM = 0.20  # the rollout rule: plan with 20-30 % headroom
 
@@ -72,10 +81,31 @@ def needs(constraints: Mapping[str, Any]) -> dict[str, float | None]:
     }
 
 
-def constraint_fit(constraints: Mapping[str, Any], metrics: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def observing_verdicts(
+    rule: FitRule, run_ids: list[str], run_verdicts: Mapping[str, Mapping[str, str]]
+) -> list[list[str]]:
+    """[run, verdict, status] of each verdict of the metric's runs that judges the rule's behaviour
+    (every load point's: `ttft_p95_within_budget[resume]` counts as `ttft_p95_within_budget`). An
+    upload whose tool wrote no such verdict has none: its figure alone speaks."""
+    found = []
+    for run in run_ids:
+        for name, status in (run_verdicts.get(run) or {}).items():
+            if name.partition("[")[0] in rule.verdicts:
+                found.append([run, name, status])
+    return found
+
+
+def constraint_fit(
+    constraints: Mapping[str, Any],
+    metrics: Mapping[str, Mapping[str, Any]],
+    run_verdicts: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[dict[str, Any]]:
     """Each constraint the sheet states: required, observed (the chosen candidate's metric), status, runs.
 
-    ``metrics`` maps a scoring metric name to ``{value, run_ids, evidence}`` (the score's inputs).
+    ``metrics`` maps a scoring metric name to ``{value, run_ids, evidence}`` (the score's inputs);
+    ``run_verdicts`` maps a run id to its verdicts' statuses by name. A figure meeting the need is a
+    pass only when every observing verdict of its run passed; otherwise the row is not validated and
+    names the verdicts that did not pass (`unsettled`).
     """
     required = needs(constraints)
     rows = []
@@ -86,7 +116,9 @@ def constraint_fit(constraints: Mapping[str, Any], metrics: Mapping[str, Mapping
         metric = metrics.get(rule.metric) or {}
         value = metric.get("value")
         observed = None if value is None or isinstance(value, bool) else float(value)
-        if observed is None:
+        runs = [str(r) for r in metric.get("run_ids") or []] if observed is not None else []
+        unsettled = [v for v in observing_verdicts(rule, runs, run_verdicts or {}) if v[2] != PASS]
+        if observed is None or unsettled:
             status = NOT_VALIDATED
         elif rule.comparison == AT_MOST:
             status = PASS if observed <= need else FAIL
@@ -101,7 +133,8 @@ def constraint_fit(constraints: Mapping[str, Any], metrics: Mapping[str, Mapping
                 "required": float(need),
                 "observed": observed,
                 "status": status,
-                "runs": [str(r) for r in metric.get("run_ids") or []] if observed is not None else [],
+                "runs": runs,
+                "unsettled": unsettled,
                 "simulated": observed is not None and metric.get("evidence") == "SIMULATED",
             }
         )
@@ -253,12 +286,15 @@ def checked_summary(
     summary: dict[str, Any], *, simulated: bool, owners: list[dict[str, Any]], problems: list[str]
 ) -> dict[str, Any]:
     """The record context's ``summary`` checked (wrong parts appended to ``problems``), with derived
-    ``unresolved`` (open items neither resolved nor waived) and ``blockers`` (`blockers`)."""
+    ``fit_unsettled`` (the fit rows' verdicts that did not pass, once each), ``unresolved`` (open items
+    neither resolved nor waived) and ``blockers`` (`blockers`)."""
     for i, row in enumerate(summary.get("fit") or []):
         if row.get("status") not in FIT_STATUSES:
             problems.append(f"summary.fit[{i}].status: must be one of {', '.join(FIT_STATUSES)}")
         if row.get("status") in (PASS, FAIL) and not row.get("observed"):
             problems.append(f"summary.fit[{i}]: a {row.get('status')} needs the observed figure")
+        if row.get("status") == PASS and row.get("unsettled"):
+            problems.append(f"summary.fit[{i}]: a pass beside a verdict that did not pass")
     for i, item in enumerate(summary.get("open_items") or []):
         if item.get("status") not in ITEM_STATUSES:
             problems.append(f"summary.open_items[{i}].status: must be one of {', '.join(ITEM_STATUSES)}")
@@ -266,8 +302,11 @@ def checked_summary(
             problems.append(f"summary.open_items[{i}]: a waived item needs its reason")
     unresolved = sum(1 for item in summary.get("open_items") or [] if item.get("status") == OPEN)
     development = any(o.get("development_certificate") for o in owners)
+    # each verdict that leaves a figure not validated, once: one footnote under the fit table
+    unsettled = list(dict.fromkeys(why for row in summary.get("fit") or [] for why in row.get("unsettled") or []))
     return {
         **summary,
+        "fit_unsettled": unsettled,
         "unresolved": unresolved,
         "blockers": blockers(simulated=simulated, development_certificates=development, open_items=unresolved),
     }

@@ -9,8 +9,9 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
     record:        {id, version:int, title, created_at (ISO str), language?}
     summary?:      the one-page procurement summary, printed first (selection.domain.procurement):
                    {fit:[{key, constraint, required, observed, status: pass|fail|not_validated, runs:[str],
-                    simulated, configuration}], budget:{monthly, currency}, cost_per_mtok:{value, runs,
-                    simulated}|None, gpu_price, licence:{value, source, note, terms}, vendor_support,
+                    unsettled?:[str] (its run's verdicts that did not pass), simulated, configuration}],
+                    budget:{monthly, currency}, cost_per_mtok:{value, runs, simulated}|None, gpu_price,
+                    licence:{value, source, note, terms}, vendor_support,
                     delivery_owner, test_gaps:[{test, outcome, detail, run}],
                     open_items:[{key, section, item, note, owner_roles, status: open|resolved|waived,
                     reason, decided_by}]}   build adds unresolved:int and blockers:[str]

@@ -61,9 +61,20 @@ def _ops_complexity(winner: Candidate) -> str | None:
     return catalog.capabilities(winner.engine.slug, version).get("ops_complexity")
 
 
-def _fit_rows(selection: Selection, winner: Candidate, metrics: dict[str, Any]) -> list[dict[str, Any]]:
+def _run_verdicts(winner: Candidate, runs: list[BenchmarkRun]) -> dict[str, dict[str, str]]:
+    """The chosen candidate's runs' verdict statuses by name, by run id (what each fit row rests on)."""
+    return {
+        str(run.pk): {str(v.get("name") or ""): verdict_status.status_of(v) for v in run.verdicts or []}
+        for run in runs
+        if run.candidate_id == winner.pk
+    }
+
+
+def _fit_rows(
+    selection: Selection, winner: Candidate, metrics: dict[str, Any], runs: list[BenchmarkRun]
+) -> list[dict[str, Any]]:
     constraints = selection.constraints.as_domain()
-    rows = procurement.constraint_fit(constraints, metrics)
+    rows = procurement.constraint_fit(constraints, metrics, _run_verdicts(winner, runs))
     extra = (
         procurement.gpu_fit(constraints, winner.gpu_count),
         procurement.team_fit(constraints.get("ops_team_size"), _ops_complexity(winner)),
@@ -87,6 +98,12 @@ def _fit_rows(selection: Selection, winner: Candidate, metrics: dict[str, Any]) 
                 ),
                 "status": row["status"],
                 "runs": [f"run-{r}" for r in row["runs"]],
+                # the verdicts that leave the figure not validated, in words: "TTFT p95 within the
+                # budget: inconclusive (run-12)"
+                "unsettled": [
+                    f"{presentation.verdict_label(name, _)}: {presentation.status_label(status, _)} (run-{run})"
+                    for run, name, status in row.get("unsettled") or []
+                ],
                 "simulated": row["simulated"],
                 "configuration": row["key"] == "gpu_budget",
                 "documented": row["key"] == "team",
@@ -146,10 +163,14 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
     gaps = []
     for gap in procurement.test_gaps(numbered, verdicts):
         run = mine.get(gap["test"])
+        # every verdict that did not pass (a fit row's † points here): "name" when failed, else "name (status)"
+        unsettled = [
+            (str(v.get("name")), verdict_status.status_of(v)) for v in (run.verdicts if run is not None else []) or []
+        ]
         failed = [
-            str(v.get("name"))
-            for v in (run.verdicts if run is not None else []) or []
-            if verdict_status.status_of(v) == "fail"
+            name if status == "fail" else f"{name} ({presentation.status_label(status, _)})"
+            for name, status in unsettled
+            if status != "pass"
         ]
         gaps.append(
             {
@@ -173,7 +194,7 @@ def build_summary(
     metrics = _winner_metrics(score, winner)
     cost = procurement.cost_per_mtok(metrics)
     return {
-        "fit": _fit_rows(selection, winner, metrics),
+        "fit": _fit_rows(selection, winner, metrics, runs),
         "budget": {
             "monthly": f"{selection.monthly_budget:,.2f}" if selection.monthly_budget is not None else "",
             "currency": selection.budget_currency,

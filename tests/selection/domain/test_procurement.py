@@ -50,6 +50,27 @@ def test_a_constraint_without_a_measured_figure_is_not_validated_never_passed():
     assert "throughput" not in rows  # the sheet states no throughput target: nothing to fit
 
 
+def test_a_figure_beside_a_verdict_that_did_not_pass_is_not_validated_and_names_it():
+    """The demo's record once said "concurrency within budget: pass" beside "Concurrency stress:
+    inconclusive": the fit row reads its run's verdicts on the same behaviour."""
+    metrics = {"sustainable_concurrency_per_gpu": metric(60.0, "12"), "ttft_p95_ms": metric(500.0, "12")}
+    verdicts = {"12": {"concurrency_held": "inconclusive", "ttft_p95_within_budget": "pass", "zero_errors": "pass"}}
+    rows = by_key(procurement.constraint_fit(CONSTRAINTS, metrics, verdicts))
+    assert rows["concurrency"]["status"] == "not_validated" and rows["concurrency"]["observed"] == 60.0
+    assert rows["concurrency"]["unsettled"] == [["12", "concurrency_held", "inconclusive"]]
+    assert rows["ttft"]["status"] == "pass" and rows["ttft"]["unsettled"] == []
+    # every load point's verdict counts; another run's verdicts do not
+    verdicts = {"12": {"ttft_p95_within_budget[resume]": "fail"}, "13": {"concurrency_held": "fail"}}
+    rows = by_key(procurement.constraint_fit(CONSTRAINTS, metrics, verdicts))
+    assert (
+        rows["ttft"]["status"] == "not_validated"
+        and rows["ttft"]["unsettled"][0][1] == "ttft_p95_within_budget[resume]"
+    )
+    assert rows["concurrency"]["status"] == "pass"  # run 12 wrote no concurrency verdict: an upload's figure speaks
+    verdicts = {"12": {"concurrency_held": "pass"}}
+    assert by_key(procurement.constraint_fit(CONSTRAINTS, metrics, verdicts))["concurrency"]["status"] == "pass"
+
+
 def test_a_simulated_figure_keeps_its_provenance():
     rows = by_key(procurement.constraint_fit(CONSTRAINTS, {"tpot_p95_ms": metric(30.0, "3", evidence="SIMULATED")}))
     assert rows["tpot"]["status"] == "pass" and rows["tpot"]["simulated"] is True

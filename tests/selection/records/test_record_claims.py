@@ -176,6 +176,23 @@ def test_the_concurrency_it_applies_to_names_the_stress_test_that_held_it(demo_l
     assert snap["operations"]["thresholds"]["validated_concurrency"] == 32
 
 
+def test_the_summary_fit_is_not_validated_beside_an_inconclusive_stress_verdict(demo_like, architect):
+    """The demo's summary once said "concurrency within budget: pass" beside "Concurrency stress:
+    inconclusive": each fit row reads its run's verdict on the same behaviour."""
+    held = dict(STRESS_PASSED[0], status="inconclusive", passed=None)
+    set_verdicts(demo_like, "concurrency_stress", [held, *STRESS_PASSED[1:]])
+    snap = snapshot(demo_like, architect, swap_passed=True)
+    run = chosen_run(demo_like, snap, "concurrency_stress")
+    fit = {row["key"]: row for row in snap["summary"]["fit"]}
+    assert fit["ttft"]["status"] == "pass" and fit["ttft"]["unsettled"] == []
+    assert fit["concurrency"]["runs"] == [f"run-{run.pk}"] and fit["concurrency"]["status"] == "not_validated"
+    assert fit["concurrency"]["unsettled"] == [f"The requested concurrency was held: inconclusive (run-{run.pk})"]
+    assert snap["summary"]["fit_unsettled"] == fit["concurrency"]["unsettled"]
+    gap = next(g for g in snap["summary"]["test_gaps"] if g["test"] == "Concurrency stress")
+    assert gap["detail"] == "concurrency_held (inconclusive)" and gap["run"] == f"run-{run.pk}"
+    assert all(row["status"] != "pass" or not row["unsettled"] for row in snap["summary"]["fit"])
+
+
 @pytest.mark.parametrize("status", ["pass", "fail"])
 def test_the_input_length_it_applies_to_follows_the_long_context_test(demo_like, architect, status):
     set_verdicts(demo_like, "long_context", [{"name": "largest_rung_succeeds", "status": status, "n": 3}])

@@ -1,7 +1,7 @@
 """The procurement summary is the record's first page and fits on it: the longest summary the
-builder can write (every constraint, all eight tests not passed, all eight open items waived with
-long reasons, every free text at its printed limit, a 200-character title, SIMULATED evidence and a
-development certificate to explain), in both languages."""
+builder can write (every constraint, each beside a verdict that did not pass, all eight tests not
+passed, all eight open items waived with long reasons, every free text at its printed limit, a
+200-character title, SIMULATED evidence and a development certificate to explain), in both languages."""
 
 import subprocess
 
@@ -40,6 +40,8 @@ def longest_summary(language: str) -> dict:
         }
         for title in TESTS
     ]
+    for row in summary["fit"]:  # each figure beside a verdict of its run that did not pass
+        row.update(status="not_validated", unsettled=[f"{row['constraint']}: inconclusive (run-1234)"])
     for item in summary["open_items"]:
         item.update(note=filler, status="waived", reason=filler, decided_by="Priya Raman")
     return summary
