@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
@@ -56,6 +57,15 @@ from selection.setup.services import accept_scenario, create_selection, save_con
 
 DEMO_TEAM = "Demo platform team"
 DEMO_SELECTION = "Customer-support assistant (demo)"
+# what the record's first page states for procurement (a demo's made-up business facts, never evidence)
+DEMO_PROCUREMENT = {
+    "monthly_budget": Decimal("12000"),
+    "budget_currency": "EUR",
+    "licence_terms": "Open-source engine used as published; no commercial licence is bought (demo).",
+    "vendor_support": "Community support only; the platform team runs it, with a 4-hour response during business "
+    "hours (demo).",
+    "delivery_owner": "Platform team, inference group (demo)",
+}
 DEMO_CONSTRAINTS = {
     "peak_concurrency": 32,
     "request_rate": 8.0,
@@ -314,6 +324,7 @@ class Command(BaseCommand):
                 name=DEMO_SELECTION,
                 description="A support assistant with multi-turn sessions.",
                 **owners,
+                **DEMO_PROCUREMENT,
             )
             save_constraints(selection=selection, user=architect, data=dict(DEMO_CONSTRAINTS))
             set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
