@@ -74,9 +74,10 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
+# 5: an offloading engine's idle-release share is missing (its sessions' cached tokens never fall), not 0;
 # 4: a gate also judges its dimension's own criteria, client-bound figures held out, measurement-noise draws,
 # TOPSIS on the fixed scale; 3: noise ties, isolation indicator, launch-flag features; 2: longest input
-RULES_VERSION = "kvselect-scoring/4"
+RULES_VERSION = "kvselect-scoring/5"
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"

@@ -152,7 +152,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
       when a session was swapped in (`swapped_in`): sessions that were dropped and recomputed
       say nothing of recovering a swapped-out cache;
       idle_release_share = the idle sessions the test saw evicted (their cached tokens fell on
-      resume) / the idle sessions resumed, only when the test observed the eviction.
+      resume) / the idle sessions resumed, only when the test observed the eviction; missing when
+      the engine offloaded and no session's cached tokens fell (the offload's sessions are not
+      counted per session: 0 would say none was released).
     - isolation: isolation_ttft_p95_ms = tenant A's TTFT p95 under tenant B's flood, only when the
       flood loaded the engine and the p95 came from enough requests to judge (its budget verdict was
       neither insufficient data nor not exercised).
@@ -190,8 +192,11 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
         eviction = (run.metadata or {}).get("eviction")
         if isinstance(eviction, dict) and eviction.get("observed") and eviction.get("sessions"):
-            if eviction.get("evicted_sessions") is not None:
-                derived["idle_release_share"] = float(eviction["evicted_sessions"]) / float(eviction["sessions"])
+            evicted = eviction.get("evicted_sessions")
+            # an offload moves a session's KV to the CPU tier and back: its cached tokens stay high on
+            # resume, so "none fell" counts no session and says nothing of which ones were offloaded
+            if evicted is not None and not (evicted == 0 and eviction.get("offloaded")):
+                derived["idle_release_share"] = float(evicted) / float(eviction["sessions"])
     elif run.test == "isolation":
         figures = (run.metadata or {}).get("isolation") or {}
         judged = _verdict(run, "ttft_p95_within_budget[tenant_a_flood]")
