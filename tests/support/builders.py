@@ -126,8 +126,8 @@ def make_engine(slug: str = "vllm", versions=("0.6.3", "0.8.5")) -> Engine:
     )
 
 
-def stress_run(candidate, ttfts, evidence="MEASURED"):
-    """A concurrency-stress run at concurrency 50 and 200 with these TTFT p95s."""
+def stress_run(candidate, ttfts, evidence="MEASURED", concurrencies=(50, 200)):
+    """A concurrency-stress run at these concurrencies (50 and 200) with these TTFT p95s."""
     run = BenchmarkRun.objects.create(
         candidate=candidate,
         test="concurrency_stress",
@@ -138,7 +138,7 @@ def stress_run(candidate, ttfts, evidence="MEASURED"):
         tool_version="0.33",
         raw_sha256=hashlib.sha256(f"{candidate.pk}{evidence}".encode()).hexdigest(),
     )
-    for index, (concurrency, ttft) in enumerate(zip((50, 200), ttfts, strict=False)):
+    for index, (concurrency, ttft) in enumerate(zip(concurrencies, ttfts, strict=False)):
         RunPoint.objects.create(
             run=run,
             index=index,
@@ -152,8 +152,8 @@ def stress_run(candidate, ttfts, evidence="MEASURED"):
     return run
 
 
-def decided_selection(architect, team, owners, engines):
-    """A selection with vLLM and SGLang candidates and measured stress evidence: enough to score and draft a record."""
+def chat_selection(architect, team, owners):
+    """The "Chat" selection of `team` with the sample constraints and these owners, no candidates yet."""
     selection = create_selection(
         user=architect,
         team=team,
@@ -163,6 +163,12 @@ def decided_selection(architect, team, owners, engines):
         security_owner=owners["security"],
     )
     save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    return selection
+
+
+def decided_selection(architect, team, owners, engines):
+    """A selection with vLLM and SGLang candidates and measured stress evidence: enough to score and draft a record."""
+    selection = chat_selection(architect, team, owners)
     for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
         candidate = add_candidate(
             selection=selection,

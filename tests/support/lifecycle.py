@@ -5,12 +5,10 @@ leads on measured concurrency-stress evidence, and the owners' approvals and sig
 
 from __future__ import annotations
 
-from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
 from selection.certificates.signing import issue_dev_certificates
 from selection.records.services import approve, sign
-from selection.setup.services import create_selection, save_constraints
-from tests.support.builders import DEV_PASSPHRASE, SAMPLE_CONSTRAINTS, enrol_owners
+from tests.support.builders import DEV_PASSPHRASE, chat_selection, enrol_owners, stress_run
 
 PASSPHRASE = DEV_PASSPHRASE
 
@@ -27,41 +25,14 @@ def lifecycle_selection(architect, team, owners, engines, dev_certs, settings):
     owners["business"].first_name, owners["business"].last_name = "伟", "张"
     owners["business"].save()
     enrol_owners(owners, dev_certs, DEV_PASSPHRASE, settings)
-    selection = create_selection(
-        user=architect,
-        team=team,
-        name="Chat",
-        business_owner=owners["business"],
-        platform_owner=owners["platform"],
-        security_owner=owners["security"],
-    )
-    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+    selection = chat_selection(architect, team, owners)
     for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
         candidate = add_candidate(
             selection=selection,
             user=architect,
             data={"engine": engines[slug], "engine_version": engines[slug].versions[0]},
         )
-        run = BenchmarkRun.objects.create(
-            candidate=candidate,
-            test="concurrency_stress",
-            origin="upload",
-            status="succeeded",
-            evidence="MEASURED",
-            tool="vllm-bench",
-            tool_version="0.33",
-            raw_sha256="a" * 64 if slug == "vllm" else "b" * 64,
-        )
-        RunPoint.objects.create(
-            run=run,
-            index=0,
-            concurrency=200,
-            achieved_concurrency=200,
-            ttft_ms={"p95": ttft},
-            tpot_ms={"p95": 30.0},
-            error_rate=0.0,
-            output_token_throughput=5000.0,
-        )
+        stress_run(candidate, (ttft,), concurrencies=(200,))
     selection.refresh_from_db()
     return selection
 
