@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from selection.domain import limits, procurement
 from selection.domain.criteria import CRITERIA, DIMENSIONS
 
-CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids listed in selection.i18n_names
+CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids marked in selection.domain.criteria
 DIMENSION_CHOICES = [(d.id, _(d.name)) for d in DIMENSIONS]
 SCENARIO_CHOICES = [
     ("A", _("A · High-concurrency short text")),

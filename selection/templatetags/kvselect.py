@@ -12,7 +12,7 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from selection.i18n import message_text, person_name, translate_name, translate_test
+from selection.i18n import domain_text, message_text, person_name, translate_test
 from selection.records.staleness import staleness
 
 register = template.Library()
@@ -131,8 +131,9 @@ def field_type(bound_field) -> str:
 
 @register.filter
 def domain_name(value):
-    """A criterion/dimension/scenario name or description from selection.domain, translated."""
-    return translate_name(value)
+    """A criterion/dimension/scenario name or description from selection.domain (as a snapshot
+    stored it: the English text), translated."""
+    return domain_text(value)
 
 
 @register.filter
