@@ -19,6 +19,7 @@ from django.utils.translation import get_language, gettext, pgettext
 from benchmarks import suite
 from selection.domain import criteria as criteria_domain
 from selection.domain import messages
+from selection.domain.roles import ROLE_LABELS
 from selection.domain.scenarios import SCENARIO_NAMES
 
 
@@ -46,6 +47,13 @@ def scenario_name(scenario_id: str) -> str:
     """A scenario's name in the active language ("" when unknown)."""
     name = SCENARIO_NAMES.get(scenario_id)
     return gettext(name) if name else ""
+
+
+def role_name(role: str) -> str:
+    """An owner role or the seal (business, platform, security, seal) in the active language (the
+    role itself when unknown)."""
+    label = ROLE_LABELS.get(role)
+    return gettext(label) if label else role
 
 
 def _gettext(msgid: str, context: str | None) -> str:

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from selection.domain import criteria as criteria_domain
 from selection.domain import limits
 from selection.domain.capacity import shipped_models
+from selection.domain.roles import ROLE_LABELS
 from selection.i18n import criterion_name, dimension_name, person_name
 from selection.models import (
     KV_PRECISION_CHOICES,
@@ -91,10 +92,10 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
     team = forms.ModelChoiceField(
         label=_("Team"), queryset=Team.objects.none(), help_text=_("Teams where you are an architect.")
     )
-    business_owner = forms.ModelChoiceField(label=_("Business owner"), queryset=None)
-    platform_owner = forms.ModelChoiceField(label=_("Platform owner"), queryset=None)
+    business_owner = forms.ModelChoiceField(label=_(ROLE_LABELS["business"]), queryset=None)
+    platform_owner = forms.ModelChoiceField(label=_(ROLE_LABELS["platform"]), queryset=None)
     security_owner = forms.ModelChoiceField(
-        label=_("Security owner"),
+        label=_(ROLE_LABELS["security"]),
         queryset=None,
         help_text=_("Three different people own the decision; the security owner does not draft its record."),
     )

@@ -674,3 +674,20 @@ def test_issue_19_chinese_details(zh_client, architect, flow):
         assert translation.gettext("Constraints one-pager") == "约束概览"
     record_page = (Path(__file__).resolve().parents[2] / "templates/selection/decision/record.html").read_text()
     assert '{% translate "SIMULATED — not for procurement." %}</strong> ' in record_page  # the full stop is translated
+
+
+def test_every_signing_role_has_one_label():
+    """Owner roles and the seal are named in selection.domain.roles only: the model's choices, the
+    pages (role_name) and the signed PDF (English) all read it."""
+    from selection.certificates import signing
+    from selection.domain.records import OWNER_ROLES
+    from selection.domain.roles import ROLE_LABELS
+    from selection.i18n import role_name
+    from selection.models import RecordApproval
+
+    assert set(ROLE_LABELS) == {*OWNER_ROLES, signing.SEAL_FIELD}
+    assert {role: str(label) for role, label in RecordApproval.Role.choices} == {r: ROLE_LABELS[r] for r in OWNER_ROLES}
+    assert signing.ROLE_LABELS is ROLE_LABELS
+    with translation.override("zh-hans"):
+        assert all(CJK.search(role_name(role)) for role in ROLE_LABELS)
+        assert role_name("observer") == "observer"
