@@ -16,8 +16,9 @@ from django.utils.translation import gettext_lazy as _
 
 from selection.domain import limits, procurement
 from selection.domain.criteria import CRITERIA, DIMENSIONS
+from selection.domain.roles import ROLE_LABELS
 
-CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids listed in selection.i18n_names
+CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids marked in selection.domain.criteria
 DIMENSION_CHOICES = [(d.id, _(d.name)) for d in DIMENSIONS]
 SCENARIO_CHOICES = [
     ("A", _("A · High-concurrency short text")),
@@ -603,9 +604,9 @@ class DecisionRecord(models.Model):
 
 class RecordApproval(models.Model):
     class Role(models.TextChoices):
-        BUSINESS = "business", _("Business owner")
-        PLATFORM = "platform", _("Platform owner")
-        SECURITY = "security", _("Security owner")
+        BUSINESS = "business", _(ROLE_LABELS["business"])
+        PLATFORM = "platform", _(ROLE_LABELS["platform"])
+        SECURITY = "security", _(ROLE_LABELS["security"])
 
     record = models.ForeignKey(DecisionRecord, on_delete=models.PROTECT, related_name="approvals")
     role = models.CharField(max_length=10, choices=Role.choices)

@@ -20,7 +20,7 @@ from selection.api.serializers import (
     WeightsUpdateSerializer,
 )
 from selection.candidates.services import add_candidate, update_candidate
-from selection.domain.messages import plain
+from selection.domain.messages import Message, plain
 from selection.models import Engine
 from selection.scoring.services import compute_scores, scores_state
 from selection.selectors import can_edit, candidates_for, compared_candidates, selections_for
@@ -87,14 +87,14 @@ class SelectionViewSet(
     @action(detail=True, methods=["get", "put"], pagination_class=None)
     def gates(self, request, pk=None, format=None):
         selection = self.get_object()
-        warnings: list[str] = []
+        warnings: list[Message] = []
         if request.method == "PUT":
             serializer = GatesUpdateSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
             warnings = set_gates(selection=selection, user=request.user, **serializer.validated_data)
         response = Response(GateSerializer(selection.gates.all(), many=True).data)
         if warnings:
-            response["Warning"] = '199 kvselect "' + warnings[0].replace('"', "'") + '"'
+            response["Warning"] = '199 kvselect "' + plain(warnings[0]).replace('"', "'") + '"'
         return response
 
     @extend_schema(request=None, responses=SelectionSerializer)

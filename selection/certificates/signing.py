@@ -85,18 +85,14 @@ from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator import CertificateValidator, ValidationContext
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
+from selection.domain.roles import ROLE_LABELS
+
 log = logging.getLogger(__name__)
 
 DEV_CA_COMMON_NAME = "kvselect DEVELOPMENT CA \u2014 not for production"
 DEV_TSA_COMMON_NAME = "kvselect DEVELOPMENT TSA \u2014 not for production"
 DEV_ORGANISATION = "kvselect development (not for production)"
 SEAL_FIELD = "seal"  # the organisational seal's field: signed last, by no owner
-ROLE_LABELS = {
-    "business": "Business owner",
-    "platform": "Platform owner",
-    "security": "Security owner",
-    "seal": "Organisational seal",
-}
 # What may be appended after a signature without voiding it (pyHanko ModificationLevel names).
 ALLOWED_LATER_CHANGES = ("NONE", "LTA_UPDATES", "FORM_FILLING")
 

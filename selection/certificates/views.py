@@ -14,19 +14,17 @@ from django.views.decorators.http import require_http_methods, require_POST
 from selection.certificates.forms import CertificateIssueForm, CertificateUploadForm
 from selection.certificates.services import current_certificate, enrol_certificate, issue_certificate
 from selection.certificates.trust import issuing_ca_dir
+from selection.domain.records import OWNER_ROLES
+from selection.i18n import role_name
 from selection.models import Selection
 from selection.web import attach_service_errors
 
 
 def _owned_roles(user) -> list[dict]:
     rows = []
-    for role, label in (
-        ("business", _("Business owner")),
-        ("platform", _("Platform owner")),
-        ("security", _("Security owner")),
-    ):
+    for role in OWNER_ROLES:
         for selection in Selection.objects.filter(**{f"{role}_owner": user}).order_by("name"):
-            rows.append({"selection": selection, "role": label})
+            rows.append({"selection": selection, "role": role_name(role)})
     return rows
 
 

@@ -8,9 +8,15 @@ session recovery consistency; D "puts cache reuse and throughput/unit cost first
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Collection, Literal
+
+from selection.domain.messages import Message
 
 Source = Literal["measured", "documented", "both"]
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the names; `selection.i18n` translates them shown
+    return text
 
 
 @dataclass(frozen=True)
@@ -33,64 +39,74 @@ class Criterion:
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension(
         "memory",
-        "Memory allocation and reuse",
-        "Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling.",
+        _("Memory allocation and reuse"),
+        _("Pre-allocation vs paged, fragmentation, prefix reuse: sets the concurrency ceiling."),
     ),
     Dimension(
         "scheduling",
-        "Concurrency scheduling and isolation",
-        "Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM.",
+        _("Concurrency scheduling and isolation"),
+        _("Concurrency limits, isolation between requests and tenants, rejection policy: prevents OOM."),
     ),
     Dimension(
         "context",
-        "Context extension and compression",
-        "Supported context, cache quantisation or compression, control of one long request's cache.",
+        _("Context extension and compression"),
+        _("Supported context, cache quantisation or compression, control of one long request's cache."),
     ),
     Dimension(
         "persistence",
-        "Cross-turn persistence and offload",
-        "Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in.",
+        _("Cross-turn persistence and offload"),
+        _("Keeping cache across turns, swapping idle sessions out and back, cost and correctness of swap-in."),
     ),
-    Dimension("cost", "Cost structure", "Memory and compute per unit of concurrency, utilisation."),
+    Dimension("cost", _("Cost structure"), _("Memory and compute per unit of concurrency, utilisation.")),
     Dimension(
         "observability",
-        "Observability",
-        "Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation.",
+        _("Observability"),
+        _("Monitoring, alerting, capacity-planning data: memory, hit rate, swaps, fragmentation."),
     ),
 )
 DIMENSION_IDS = tuple(d.id for d in DIMENSIONS)
 
 CRITERIA: tuple[Criterion, ...] = (
     Criterion(
-        "memory_allocation", "memory", "Memory allocation strategy", "pre-allocation / dynamic, fragmentation", "both"
+        "memory_allocation",
+        "memory",
+        _("Memory allocation strategy"),
+        _("pre-allocation / dynamic, fragmentation"),
+        "both",
     ),
-    Criterion("cache_reuse", "memory", "Cache reuse", "prefix cache, identical-input de-duplication", "both"),
-    Criterion("concurrency_control", "scheduling", "Concurrency control", "limit, isolation, rejection policy", "both"),
-    Criterion("context_extension", "context", "Context extension", "long context, cache compression", "both"),
-    Criterion("cache_persistence", "persistence", "Cache persistence", "cross-turn keep, swap out / swap in", "both"),
-    Criterion("observability", "observability", "Observability", "monitoring, alerting, capacity planning", "both"),
-    Criterion("cost_control", "cost", "Cost control", "cost per unit of concurrency, utilisation", "both"),
+    Criterion("cache_reuse", "memory", _("Cache reuse"), _("prefix cache, identical-input de-duplication"), "both"),
+    Criterion(
+        "concurrency_control", "scheduling", _("Concurrency control"), _("limit, isolation, rejection policy"), "both"
+    ),
+    Criterion("context_extension", "context", _("Context extension"), _("long context, cache compression"), "both"),
+    Criterion(
+        "cache_persistence", "persistence", _("Cache persistence"), _("cross-turn keep, swap out / swap in"), "both"
+    ),
+    Criterion(
+        "observability", "observability", _("Observability"), _("monitoring, alerting, capacity planning"), "both"
+    ),
+    Criterion("cost_control", "cost", _("Cost control"), _("cost per unit of concurrency, utilisation"), "both"),
     Criterion(
         "cache_lifecycle",
         "persistence",
-        "Cache lifecycle management",
-        "release, reclamation of aborted and idle sessions",
+        _("Cache lifecycle management"),
+        _("release, reclamation of aborted and idle sessions"),
         "both",
         ("C",),
     ),
     Criterion(
         "session_recovery",
         "persistence",
-        "Session recovery consistency",
-        "continuation after swap-in equals continuation without it",
+        _("Session recovery consistency"),
+        _("continuation after swap-in equals continuation without it"),
         "measured",
         ("C",),
     ),
     Criterion(
         "throughput_unit_cost",
         "cost",
-        "Throughput / unit cost",
-        "output tokens per GPU-second, cost per million tokens",
+        _("Throughput / unit cost"),
+        _("output tokens per GPU-second, cost per million tokens"),
         "measured",
         ("D",),
     ),
@@ -153,6 +169,13 @@ SCENARIO_PRIORITIES = {
 }
 
 MAX_GATES = 3
+TOO_MANY_GATES = _("%(count)s gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere.")
+
+
+def gate_warnings(gates: Collection[str]) -> list[Message]:
+    """Warnings about a choice of gate dimensions: more than MAX_GATES is allowed but discouraged,
+    since no candidate scores full marks everywhere."""
+    return [Message(TOO_MANY_GATES, {"count": len(gates)})] if len(gates) > MAX_GATES else []
 
 
 def criteria_for(scenarios: list[str] | tuple[str, ...]) -> list[Criterion]:

@@ -440,7 +440,7 @@ def sign(
                     field_name="seal",
                     signer_name="Organisation seal",
                     role="seal",
-                    reason="Organisational seal",
+                    reason=signing.ROLE_LABELS["seal"],
                     **long_term,
                 )
         except signing.SigningError as exc:

@@ -24,7 +24,7 @@ from selection import selectors
 from selection.certificates.trust import HsmConfigurationError, hsm_key_for, production_roots
 from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
-from selection.i18n import person_name, record_language
+from selection.i18n import person_name, record_language, role_name
 from selection.models import DecisionRecord, Selection
 from selection.records.forms import (
     CommentForm,
@@ -65,12 +65,6 @@ def language_name(code: str) -> str:
         return translation.get_language_info(code)["name_local"]
     except KeyError:
         return code
-
-
-def _role_label(role: str) -> str:
-    return {"business": _("Business owner"), "platform": _("Platform owner"), "security": _("Security owner")}.get(
-        role, role
-    )
 
 
 # --------------------------------------------------------------------------- comparison
@@ -162,7 +156,7 @@ def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
             {
                 "when": approval.approved_at,
                 "what": _("Approved by the %(role)s (%(who)s)")
-                % {"role": _role_label(approval.role).lower(), "who": person_name(approval.user)},
+                % {"role": role_name(approval.role).lower(), "who": person_name(approval.user)},
             }
         )
     for approval in approvals:
@@ -171,7 +165,7 @@ def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
                 {
                     "when": approval.signed_at,
                     "what": _("Signed by the %(role)s (%(subject)s)")
-                    % {"role": _role_label(approval.role).lower(), "subject": approval.certificate_subject or "—"},
+                    % {"role": role_name(approval.role).lower(), "subject": approval.certificate_subject or "—"},
                 }
             )
     events.sort(key=lambda e: e["when"])
@@ -221,7 +215,7 @@ def _record_page(
     owners = [
         {
             "role": role,
-            "label": _role_label(role),
+            "label": role_name(role),
             "user": getattr(selection, f"{role}_owner"),
             "certificate": frozen.get(role),
             "approval": next((a for a in approvals if a.role == role), None),
@@ -240,10 +234,10 @@ def _record_page(
         timeline=_timeline(record, approvals),
         comments=record.comments.select_related("author"),
         successor=_successor(record),
-        sign_role={"role": next_signer, "label": _role_label(next_signer), "certificate": frozen.get(next_signer)}
+        sign_role={"role": next_signer, "label": role_name(next_signer), "certificate": frozen.get(next_signer)}
         if next_signer in mine
         else None,
-        next_signer={"role": next_signer, "label": _role_label(next_signer)} if next_signer else None,
+        next_signer={"role": next_signer, "label": role_name(next_signer)} if next_signer else None,
         edit_form=edit_form
         or (RecordDraftForm(instance=record) if can_edit and not record.frozen and not record.archived_at else None),
         comment_form=comment_form or CommentForm(),
@@ -327,7 +321,7 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
         except ValidationError as error:
             messages.error(request, " ".join(error.messages))
         else:
-            messages.success(request, _("Approved as %(role)s.") % {"role": _role_label(role).lower()})
+            messages.success(request, _("Approved as %(role)s.") % {"role": role_name(role).lower()})
         return back
     if action in ("archive", "restore"):
         try:
@@ -373,7 +367,7 @@ def _signed_message(request: HttpRequest, record: DecisionRecord, role: str) -> 
         messages.success(
             request,
             _("Signed as %(role)s. The %(next)s signs next.")
-            % {"role": _role_label(role).lower(), "next": _role_label(next_signer_role(record) or "").lower()},
+            % {"role": role_name(role).lower(), "next": role_name(next_signer_role(record) or "").lower()},
         )
 
 

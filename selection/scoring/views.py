@@ -23,7 +23,7 @@ from benchmarks.run_charts import Budgets, comparison_charts, selection_colours
 from benchmarks.selectors import latest_runs, simulated_run_count
 from selection.domain import criteria as criteria_domain
 from selection.domain.headline import decision_headline
-from selection.i18n import translate_name
+from selection.i18n import criterion_name, dimension_name
 from selection.models import Selection
 from selection.scoring.services import ScoresState, latest_score, refresh_scores, scores_state
 from selection.selectors import compared_candidates
@@ -37,7 +37,6 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
         result.get("candidates", []),
         key=lambda c: (c.get("screened_out", False), c.get("rank") or 10**6, c.get("label", "")),
     )
-    dimension_names = {d.id: translate_name(d.name) for d in criteria_domain.DIMENSIONS}
     weights = result.get("weights") or {}
     seen = [d.id for d in criteria_domain.DIMENSIONS if any(d.id in (c.get("dimensions") or {}) for c in columns)]
     blocks = []
@@ -50,21 +49,19 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
                 if crit.get("dimension") == dimension
             )
         )
-        criteria_rows = []
-        for cid in criteria_ids:
-            criterion = criteria_domain.CRITERIA_BY_ID.get(cid)
-            criteria_rows.append(
-                {
-                    "id": cid,
-                    "name": translate_name(criterion.name) if criterion else cid,
-                    "weight": weights.get(cid),
-                    "cells": [_cell((c.get("criteria") or {}).get(cid)) for c in columns],
-                }
-            )
+        criteria_rows = [
+            {
+                "id": cid,
+                "name": criterion_name(cid),
+                "weight": weights.get(cid),
+                "cells": [_cell((c.get("criteria") or {}).get(cid)) for c in columns],
+            }
+            for cid in criteria_ids
+        ]
         blocks.append(
             {
                 "id": dimension,
-                "name": dimension_names.get(dimension, dimension),
+                "name": dimension_name(dimension),
                 "cells": [_cell((c.get("dimensions") or {}).get(dimension)) for c in columns],
                 "criteria": criteria_rows,
             }
@@ -75,9 +72,7 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
         for c in columns:
             gate = next((g for g in c.get("gates") or [] if g.get("dimension") == dimension), None)
             cells.append(gate or {"passed": None, "score": None, "reason": ""})
-        gate_rows.append(
-            {"id": dimension, "name": dimension_names.get(dimension, dimension), "threshold": threshold, "cells": cells}
-        )
+        gate_rows.append({"id": dimension, "name": dimension_name(dimension), "threshold": threshold, "cells": cells})
     missing = {
         c.get("candidate"): sorted(
             {

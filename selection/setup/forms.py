@@ -13,7 +13,8 @@ from django.utils.translation import gettext_lazy as _
 from selection.domain import criteria as criteria_domain
 from selection.domain import limits
 from selection.domain.capacity import shipped_models
-from selection.i18n import person_name, translate_name
+from selection.domain.roles import ROLE_LABELS
+from selection.i18n import criterion_name, dimension_name, person_name
 from selection.models import (
     KV_PRECISION_CHOICES,
     OWNER_FIELDS,
@@ -91,10 +92,10 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
     team = forms.ModelChoiceField(
         label=_("Team"), queryset=Team.objects.none(), help_text=_("Teams where you are an architect.")
     )
-    business_owner = forms.ModelChoiceField(label=_("Business owner"), queryset=None)
-    platform_owner = forms.ModelChoiceField(label=_("Platform owner"), queryset=None)
+    business_owner = forms.ModelChoiceField(label=_(ROLE_LABELS["business"]), queryset=None)
+    platform_owner = forms.ModelChoiceField(label=_(ROLE_LABELS["platform"]), queryset=None)
     security_owner = forms.ModelChoiceField(
-        label=_("Security owner"),
+        label=_(ROLE_LABELS["security"]),
         queryset=None,
         help_text=_("Three different people own the decision; the security owner does not draft its record."),
     )
@@ -233,7 +234,7 @@ class WeightsForm(AccessibleErrorsMixin, forms.Form):
         justification = self.fields.pop("justification")
         for criterion in criteria:
             self.fields[criterion.id] = forms.FloatField(
-                label=translate_name(criterion.name),
+                label=criterion_name(criterion.id),
                 min_value=0,
                 max_value=1000,
                 initial=current_percent.get(criterion.id, 0.0),
@@ -255,13 +256,13 @@ class GatesForm(AccessibleErrorsMixin, forms.Form):
         super().__init__(*args, **kwargs)
         for dimension in criteria_domain.DIMENSIONS:
             self.fields[f"use_{dimension.id}"] = forms.BooleanField(
-                label=translate_name(dimension.name),
+                label=dimension_name(dimension.id),
                 required=False,
                 initial=dimension.id in current,
                 widget=forms.CheckboxInput(attrs={"data-gate-toggle": dimension.id}),
             )
             self.fields[f"threshold_{dimension.id}"] = forms.FloatField(
-                label=_("Minimum score for %(dimension)s") % {"dimension": translate_name(dimension.name)},
+                label=_("Minimum score for %(dimension)s") % {"dimension": dimension_name(dimension.id)},
                 required=False,
                 min_value=0,
                 max_value=1,

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from selection.audit import audit
 from selection.domain import criteria as criteria_domain
-from selection.domain.messages import to_json
+from selection.domain.messages import Message, to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import OWNER_FIELDS, PROCUREMENT_FIELDS, Constraints, CriterionWeight, Gate, Membership, Selection
 from selection.selectors import require_archiver, require_editor
@@ -263,8 +263,8 @@ def update_weights(*, selection: Selection, user, weights: dict[str, float], jus
 
 
 @transaction.atomic
-def set_gates(*, selection: Selection, user, gates: dict[str, float]) -> list[str]:
-    """Replace the gates. Returns warnings (more than 3 gates is allowed but discouraged)."""
+def set_gates(*, selection: Selection, user, gates: dict[str, float]) -> list[Message]:
+    """Replace the gates. Returns `criteria_domain.gate_warnings` (more than 3 gates is allowed but discouraged)."""
     require_editor(user, selection)
     errors = {}
     for dimension, threshold in gates.items():
@@ -281,10 +281,4 @@ def set_gates(*, selection: Selection, user, gates: dict[str, float]) -> list[st
             Gate.objects.create(selection=selection, dimension=dimension, threshold=float(threshold))
         audit(selection, user, "gates.changed", field="gates", old=old, new=gates)
         schedule_rescoring(selection.pk)
-    return gate_warnings(gates)
-
-
-def gate_warnings(gates: dict[str, float]) -> list[str]:
-    if len(gates) > criteria_domain.MAX_GATES:
-        return [f"{len(gates)} gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere."]
-    return []
+    return criteria_domain.gate_warnings(gates)

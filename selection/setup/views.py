@@ -17,8 +17,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from selection import selectors
 from selection.domain import criteria as criteria_domain
-from selection.domain.scenarios import SCENARIO_NAMES, kv_not_decisive
-from selection.i18n import translate_name
+from selection.domain.scenarios import kv_not_decisive
+from selection.i18n import dimension_name, scenario_name
 from selection.models import PROCUREMENT_FIELDS, Constraints, DecisionRecord, Selection
 from selection.records.reevaluation import due_records
 from selection.setup.forms import (
@@ -35,7 +35,6 @@ from selection.setup.services import (
     accept_scenario,
     archive_selection,
     create_selection,
-    gate_warnings,
     restore_selection,
     save_constraints,
     set_gates,
@@ -185,7 +184,7 @@ def selection_detail(request: HttpRequest, pk: int) -> HttpResponse:
             candidates=selectors.compared_candidates(selection),
             audit=recent_audit(selection, 10),
             next=next_step(selection, has_constraints=constraints is not None),
-            scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
+            scenario_name=scenario_name(selection.scenario),
         ),
     )
 
@@ -266,28 +265,15 @@ def _weight_rows(selection: Selection) -> list[dict]:
                 "id": weight.criterion,
                 "weight": weight,
                 "percent": shown[weight.criterion],
-                "dimension": _dimension_name(criterion.dimension) if criterion else "",
+                "dimension": dimension_name(criterion.dimension) if criterion else "",
             }
         )
     return rows
 
 
-def _dimension_name(dimension_id: str) -> str:
-    return next((translate_name(d.name) for d in criteria_domain.DIMENSIONS if d.id == dimension_id), dimension_id)
-
-
-def _gate_warnings(gates: dict[str, float]) -> list[str]:
-    """services.gate_warnings, in the active language (one warning per condition it raises)."""
-    return [
-        _("%(count)s gates chosen: pick 2-3 priority dimensions. No candidate scores full marks everywhere.")
-        % {"count": len(gates)}
-        for _warning in gate_warnings(gates)
-    ]
-
-
 def _gate_rows(selection: Selection) -> list[dict]:
     return [
-        {"dimension": _dimension_name(g.dimension), "id": g.dimension, "threshold": g.threshold}
+        {"dimension": dimension_name(g.dimension), "id": g.dimension, "threshold": g.threshold}
         for g in selection.gates.all()
     ]
 
@@ -301,7 +287,7 @@ def _weight_table(form: WeightsForm, selection: Selection) -> list[dict]:
             "criterion": c,
             "weight": stored.get(c.id),
             "percent": form.current_percent.get(c.id),
-            "dimension": _dimension_name(c.dimension),
+            "dimension": dimension_name(c.dimension),
             "evidence": _evidence_label(c.source),
         }
         for c in form.criteria
@@ -341,7 +327,7 @@ def scenario(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.success(request, _("Weights saved and recorded in the audit trail."))
                 return redirect("selection:scenario", pk=selection.pk)
     mix = [
-        {"scenario": s, "name": SCENARIO_NAMES.get(s, s), "percent": share * 100}
+        {"scenario": s, "name": scenario_name(s) or s, "percent": share * 100}
         for s, share in sorted((selection.scenario_mix or {}).items(), key=lambda kv: -kv[1])
     ]
     return render(
@@ -355,7 +341,7 @@ def scenario(request: HttpRequest, pk: int) -> HttpResponse:
             weight_table=_weight_table(form, selection),
             mix=mix,
             has_constraints=has_constraints,
-            scenario_name=SCENARIO_NAMES.get(selection.scenario, ""),
+            scenario_name=scenario_name(selection.scenario),
             # short traffic at low concurrency: say up front that KV-cache management does not decide here
             kv_not_decisive=kv_not_decisive(selection.constraints.as_domain()) if has_constraints else None,
             audit=recent_audit(selection, 30),
@@ -406,8 +392,8 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
             "gates",
             form=form,
             max_gates=criteria_domain.MAX_GATES,
-            gate_warnings=_gate_warnings(current),
+            gate_warnings=criteria_domain.gate_warnings(current),
             audit=recent_audit(selection, 20),
-            priorities=[_dimension_name(d) for d in priorities],
+            priorities=[dimension_name(d) for d in priorities],
         ),
     )

@@ -9,10 +9,10 @@ from datetime import date, datetime
 from django import template
 from django.utils import timezone
 from django.utils.formats import number_format
-from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from selection.i18n import message_text, person_name, translate_name, translate_test
+from selection.i18n import domain_text, message_text, person_name, translate_test
+from selection.i18n import role_name as role_label
 from selection.records.staleness import staleness
 
 register = template.Library()
@@ -74,13 +74,7 @@ def when(value, precision: str = "") -> str:
 @register.filter
 def role_name(role: str) -> str:
     """A signature field or owner role (business, platform, security, seal) in the active language."""
-    names = {
-        "business": _("Business owner"),
-        "platform": _("Platform owner"),
-        "security": _("Security owner"),
-        "seal": _("Organisational seal"),
-    }
-    return str(names.get(role, role))
+    return role_label(role)
 
 
 @register.filter
@@ -131,8 +125,9 @@ def field_type(bound_field) -> str:
 
 @register.filter
 def domain_name(value):
-    """A criterion/dimension/scenario name or description from selection.domain, translated."""
-    return translate_name(value)
+    """A criterion/dimension/scenario name or description from selection.domain (as a snapshot
+    stored it: the English text), translated."""
+    return domain_text(value)
 
 
 @register.filter

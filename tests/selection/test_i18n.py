@@ -19,7 +19,7 @@ from selection.candidates.services import add_candidate
 from selection.domain import criteria as criteria_domain
 from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Join, Message
 from selection.domain.scenarios import SCENARIO_NAMES, infer_scenario
-from selection.i18n import DOMAIN_NAMES, message_text, translate_name
+from selection.i18n import criterion_name, dimension_name, domain_text, message_text, scenario_name
 from selection.records.pdf import render_record, render_record_html
 from selection.setup.services import create_selection, save_constraints
 from tests.support.builders import SAMPLE_CONSTRAINTS
@@ -77,15 +77,16 @@ def test_every_domain_name_has_a_translation():
     names = [d.name for d in criteria_domain.DIMENSIONS] + [d.question for d in criteria_domain.DIMENSIONS]
     names += [c.name for c in criteria_domain.CRITERIA] + [c.looks_at for c in criteria_domain.CRITERIA]
     names += list(SCENARIO_NAMES.values())
-    assert set(names) <= set(DOMAIN_NAMES)
     with translation.override("zh-hans"):
-        untranslated = [n for n in names if not CJK.search(translate_name(n))]
+        untranslated = [n for n in names if not CJK.search(domain_text(n))]
         assert untranslated == []
-        assert translate_name("Cache reuse") == "缓存复用"
-        assert translate_name("cache reuse") == "缓存复用"  # hand-written records use lower case
-        assert translate_name("Support bot") == "Support bot"  # user data is never touched
+        assert domain_text("Cache reuse") == criterion_name("cache_reuse") == "缓存复用"  # as stored, or by id
+        assert dimension_name("memory") == "显存分配与复用" and scenario_name("B") == domain_text("Long documents")
+        assert CJK.search(scenario_name("B"))
+        assert domain_text("Support bot") == "Support bot"  # user data is never touched
+        assert domain_text("") == "" and criterion_name("unknown") == "unknown" and scenario_name("Z") == ""
     with translation.override("en"):
-        assert translate_name("Cache reuse") == "Cache reuse"
+        assert domain_text("Cache reuse") == criterion_name("cache_reuse") == "Cache reuse"
 
 
 @pytest.mark.parametrize(
@@ -672,3 +673,20 @@ def test_issue_19_chinese_details(zh_client, architect, flow):
         assert translation.gettext("Constraints one-pager") == "约束概览"
     record_page = (Path(__file__).resolve().parents[2] / "templates/selection/decision/record.html").read_text()
     assert '{% translate "SIMULATED — not for procurement." %}</strong> ' in record_page  # the full stop is translated
+
+
+def test_every_signing_role_has_one_label():
+    """Owner roles and the seal are named in selection.domain.roles only: the model's choices, the
+    pages (role_name) and the signed PDF (English) all read it."""
+    from selection.certificates import signing
+    from selection.domain.records import OWNER_ROLES
+    from selection.domain.roles import ROLE_LABELS
+    from selection.i18n import role_name
+    from selection.models import RecordApproval
+
+    assert set(ROLE_LABELS) == {*OWNER_ROLES, signing.SEAL_FIELD}
+    assert {role: str(label) for role, label in RecordApproval.Role.choices} == {r: ROLE_LABELS[r] for r in OWNER_ROLES}
+    assert signing.ROLE_LABELS is ROLE_LABELS
+    with translation.override("zh-hans"):
+        assert all(CJK.search(role_name(role)) for role in ROLE_LABELS)
+        assert role_name("observer") == "observer"

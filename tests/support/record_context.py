@@ -152,7 +152,7 @@ def sample_record_context(
         ],
         "scenario": {
             "id": "A",
-            "name": "high-concurrency short text",
+            "name": "High-concurrency short text",
             "reasons": ["many short requests", "strict latency", "shared system prompt"],
         },
         "weights": {
@@ -171,7 +171,7 @@ def sample_record_context(
         },
         "gates": [
             {
-                "dimension": "memory allocation and reuse",
+                "dimension": "Memory allocation and reuse",
                 "threshold": "fragmentation < 10 % at 200 concurrent",
                 "results": [
                     {"candidate": "vLLM 0.33.0", "passed": True},

@@ -85,7 +85,7 @@ def test_gates_warn_above_three_and_are_audited(selection_with_constraints, arch
         user=architect,
         gates={"memory": 0.6, "scheduling": 0.5, "cost": 0.3, "observability": 0.2},
     )
-    assert "no candidate scores full marks everywhere" in warnings[0].lower()
+    assert "no candidate scores full marks everywhere" in str(warnings[0]).lower()
     assert Gate.objects.filter(selection=selection_with_constraints).count() == 4
     assert AuditEntry.objects.filter(action="gates.changed").count() == 2
 

@@ -1,0 +1,20 @@
+"""Who signs a decision record: the owner roles and the organisational seal, with their labels.
+
+The one place a role is named in words. The English label goes into the signed PDF (signature
+reason, stamp, development certificates); pages and the record translate it with gettext
+(`selection.i18n.role_name`). No Django here.
+"""
+
+from __future__ import annotations
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the labels; translated where shown
+    return text
+
+
+ROLE_LABELS: dict[str, str] = {
+    "business": _("Business owner"),
+    "platform": _("Platform owner"),
+    "security": _("Security owner"),
+    "seal": _("Organisational seal"),
+}
