@@ -3,8 +3,10 @@
 Each row says what a test is (id, its number in the articles' order, title), what it does and
 what it measures (the validation page and the record print these), and which charts its
 evidence is drawn as (`benchmarks.run_charts` draws them, for the record and the comparison).
-Every title, form choice, chart mapping and translation reads this table: adding a test is adding
-a row here and its workload in `benchmarks.harness.workloads`.
+Every title, form choice, API enum, chart mapping and translation reads this table; how a test runs
+(its parameters, plan, run and estimate) is its workload module's `SPEC`
+(`benchmarks.harness.workloads.spec`). Adding a test is a row here, its module (added to the
+package's `MODULES`), a migration for the model's new choice and the catalog's translations.
 
 The texts are English and marked with `_`, a no-op named so that `makemessages` collects them;
 pages and the record translate them when they show them. No Django here.

@@ -187,7 +187,7 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
             (_(presentation.METADATA_LABELS[key]) if key in presentation.METADATA_LABELS else key, key, value)
             for key, value in sorted((run.metadata or {}).items())
         ],
-        params=[(param_label(key), key, value) for key, value in sorted((run.params or {}).items())],
+        params=[(param_label(key, run.test), key, value) for key, value in sorted((run.params or {}).items())],
         verdicts=presentation.criterion_rows(run.verdicts, translate=_),
         observed=presentation.observed_line(run.metadata, run.is_simulated),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),

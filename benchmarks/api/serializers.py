@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from benchmarks import suite
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
-from benchmarks.suite import TEST_IDS
 
 
 class RunPointSerializer(serializers.ModelSerializer):
@@ -70,6 +70,20 @@ class RunSummarySerializer(RunSerializer):
 
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(allow_empty_file=False)
-    test = serializers.ChoiceField(choices=TEST_IDS)
+    test = serializers.ChoiceField(choices=suite.TEST_IDS)
     format = serializers.CharField(required=False, allow_blank=True, max_length=60)
     label = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["test"].choices = suite.TEST_IDS  # the suite's rows, read when used
+
+
+class StartValidationSerializer(serializers.Serializer):
+    test = serializers.ChoiceField(choices=suite.RUNNABLE_TEST_IDS)
+    params = serializers.DictField(required=False, help_text="Overrides of the planned parameters")
+    label = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["test"].choices = suite.RUNNABLE_TEST_IDS  # the suite's runnable rows, read when used

@@ -11,17 +11,21 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchmarks.api.permissions import is_upload_token
-from benchmarks.api.serializers import RunSerializer, RunSummarySerializer, UploadSerializer
+from benchmarks.api.serializers import (
+    RunSerializer,
+    RunSummarySerializer,
+    StartValidationSerializer,
+    UploadSerializer,
+)
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.storage import StorageFailure
-from benchmarks.suite import RUNNABLE_TEST_IDS
 from benchmarks.uploads.ingest import IngestError, ingest_upload
 from benchmarks.validation.dispatch import ValidationError as RunValidationError
 from benchmarks.validation.dispatch import request_cancel, start_validation
@@ -145,12 +149,6 @@ class RunRequestsView(APIView):
             filename=f"run-{run.pk}-requests.parquet",
             content_type="application/vnd.apache.parquet",
         )
-
-
-class StartValidationSerializer(serializers.Serializer):
-    test = serializers.ChoiceField(choices=list(RUNNABLE_TEST_IDS))
-    params = serializers.DictField(required=False, help_text="Overrides of the planned parameters")
-    label = serializers.CharField(required=False, allow_blank=True, max_length=200)
 
 
 class CandidateValidationsView(APIView):

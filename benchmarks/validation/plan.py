@@ -17,9 +17,6 @@ from selection.models import Candidate
 from selection.scoring.evidence import documented_features
 
 logger = logging.getLogger(__name__)
-# tests that turn the engine's KV usage ratio into tokens (prefix: peak KV; long context: KV per request)
-TESTS_TAKING_KV_CAPACITY = ("prefix_reuse", "long_context", "swap_recovery")
-
 # launch flags that turn priority scheduling on: vLLM's (and the simulator's) --scheduling-policy
 # priority, SGLang's --enable-priority-scheduling
 PRIORITY_FLAGS = re.compile(r"--scheduling-policy(?:=|\s+)priority\b|--enable-priority-scheduling\b")
@@ -32,7 +29,9 @@ def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
     if test == "long_context":
         kwargs["max_model_len"] = (candidate.measured_capacity or {}).get("max_model_len")
     plan = workloads.plan(test, constraints, **kwargs)
-    if test in TESTS_TAKING_KV_CAPACITY and plan.get("kv_capacity_tokens") is None:
+    # the tests planning `kv_capacity_tokens` turn the engine's KV usage ratio into tokens (prefix:
+    # peak KV; long context: KV per request; swap: the pressure that evicts the idle sessions)
+    if "kv_capacity_tokens" in plan and plan["kv_capacity_tokens"] is None:
         plan["kv_capacity_tokens"] = kv_capacity_tokens(candidate)
     if test == "isolation":
         plan["use_priority"] = priority_scheduling_on(candidate)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from benchmarks.harness.client import RequestSpec
+from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -27,6 +28,8 @@ from benchmarks.harness.workloads.common import (
     make_verdict,
     require_param,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.verdicts import (
@@ -41,6 +44,38 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
+
+PARAMS = (
+    ParamSpec("tenant_a_rate", 2.0, _("Tenant A requests per second"), "requests/s"),
+    ParamSpec("tenant_a_input_tokens", 512, _("Tenant A input tokens per request"), "tokens"),
+    ParamSpec("tenant_a_output_tokens", 128, _("Tenant A output tokens per request"), "tokens"),
+    ParamSpec("tenant_b_concurrency", 4, _("Tenant B concurrent long requests"), "requests"),
+    ParamSpec("tenant_b_input_tokens", 32768, _("Tenant B input tokens per request"), "tokens"),
+    ParamSpec("tenant_b_output_tokens", 64, _("Tenant B output tokens per request"), "tokens"),
+    ParamSpec("alone_s", 30.0, _("Tenant A alone (s)"), "s"),
+    ParamSpec("flood_lead_s", 5.0, _("Tenant B's flood before tenant A is measured (s)"), "s"),
+    ParamSpec("flood_s", 30.0, _("Tenant A under the flood (s)"), "s"),
+    ParamSpec("use_priority", False, _("Send the priority field (priority scheduling)"), ""),
+    ParamSpec("tenant_a_priority", 0, _("Tenant A priority (lower first)"), ""),
+    ParamSpec("tenant_b_priority", 10, _("Tenant B priority (lower first)"), ""),
+    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_isolation(params: Mapping[str, Any]) -> Load:
+    """Tenant A alone at its rate, then tenant B's flood (its lead, then beside A)."""
+    p = params
+    rate = number(p, "tenant_a_rate")
+    b_concurrency = number(p, "tenant_b_concurrency")
+    b_input = number(p, "tenant_b_input_tokens", 32768)
+    flood = number(p, "flood_lead_s") + number(p, "flood_s")
+    concurrency = b_concurrency + max(rate * request_seconds(p, output_key="tenant_a_output_tokens"), 1.0)
+    a_requests = rate * (number(p, "alone_s") + number(p, "flood_s"))
+    b_requests = closed_loop(b_concurrency, flood, request_seconds(p, b_input, "tenant_b_output_tokens"))
+    tokens = a_requests * (number(p, "tenant_a_input_tokens", 512) + number(p, "tenant_a_output_tokens", 128))
+    tokens += b_requests * (b_input + number(p, "tenant_b_output_tokens", 64))
+    return Load(number(p, "alone_s") + flood, concurrency, a_requests + b_requests, tokens)
 
 
 def plan_isolation(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -340,3 +375,6 @@ def _isolation_observed(figures: dict[str, Any], scheduling: str, b_input: int, 
         f"scheduling {scheduling}"
     )
     return {"line": line, "scheduling": scheduling, **{k: v for k, v in figures.items()}}
+
+
+SPEC = TestSpec("isolation", PARAMS, plan_isolation, run_isolation, estimate_isolation)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from benchmarks.harness.client import RequestRecord
+from benchmarks.harness.estimates import Load, closed_loop, number, numbers, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -31,6 +32,8 @@ from benchmarks.harness.workloads.common import (
     format_ms,
     require_param,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from benchmarks.verdicts import (
@@ -41,6 +44,37 @@ from benchmarks.verdicts import (
     judge_percentile,
     verdict,
 )
+
+PARAMS = (
+    ParamSpec("rungs", [16384, 32768, 65536, 131040], _("Context lengths to try (tokens)"), "tokens"),
+    ParamSpec("required_tokens", 131040, _("Required context (tokens)"), "tokens"),
+    ParamSpec("max_model_len", None, _("Engine context limit (tokens)"), "tokens"),
+    ParamSpec("output_tokens", 32, _("Output tokens per request"), "tokens"),
+    ParamSpec("repeats", 1, _("Repeats per context length"), "count"),
+    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
+    ParamSpec("background_concurrency", 16, _("Background concurrent requests"), "requests"),
+    ParamSpec("background_input_tokens", 256, _("Background input tokens per request"), "tokens"),
+    ParamSpec("background_output_tokens", 32, _("Background output tokens per request"), "tokens"),
+    ParamSpec("background_lead_s", 5.0, _("Background traffic before the long request (s)"), "s"),
+    ParamSpec("background_timeout_s", 60.0, _("Background request timeout (s)"), "s"),
+    ParamSpec("with_background", True, _("Run background traffic"), ""),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_long_context(params: Mapping[str, Any]) -> Load:
+    """Each rung's long request `repeats` times, each after the background's lead when it runs."""
+    rungs = numbers(params, "rungs")
+    repeats = max(number(params, "repeats", 1), 1)
+    with_background = bool(params.get("with_background"))
+    lead = number(params, "background_lead_s") if with_background else 0.0
+    seconds = repeats * sum(lead + request_seconds(params, rung) for rung in rungs)
+    background = number(params, "background_concurrency") if with_background else 0.0
+    per_background = number(params, "background_input_tokens", 256) + number(params, "background_output_tokens", 64)
+    long_requests = repeats * len(rungs)
+    requests = long_requests + closed_loop(background, seconds, request_seconds(params))
+    tokens = repeats * sum(rungs) + (requests - long_requests) * per_background
+    return Load(seconds, background + 1, requests, tokens)
 
 
 def plan_long_context(
@@ -516,3 +550,6 @@ def _kv_delta_tokens(before: dict[str, float], peak: dict[str, float], capacity:
     if capacity and peak.get("kv_usage_ratio") is not None and before.get("kv_usage_ratio") is not None:
         return max(peak["kv_usage_ratio"] - before["kv_usage_ratio"], 0.0) * float(capacity)
     return None
+
+
+SPEC = TestSpec("long_context", PARAMS, plan_long_context, run_long_context, estimate_long_context)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -29,6 +30,8 @@ from benchmarks.harness.workloads.common import (
     require_param,
     series_in,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.verdicts import (
@@ -47,6 +50,33 @@ SWITCH_PHASES = ("before", "switched", "rolled_back")
 
 
 SWITCH_ERROR_BACKOFF_S = 0.05  # a worker whose request failed waits this long: a down engine answers at once
+
+
+PARAMS = (
+    ParamSpec("concurrency", 8, _("Concurrent requests"), "requests"),
+    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
+    ParamSpec("prefix_tokens", 256, _("Shared prefix (tokens)"), "tokens"),
+    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
+    ParamSpec("before_s", 60.0, _("Steady load before the switch (s)"), "s"),
+    ParamSpec("switched_s", 60.0, _("Load on the new version (s)"), "s"),
+    ParamSpec("after_s", 60.0, _("Load after the rollback (s)"), "s"),
+    ParamSpec("switch_mode", "", _("How to switch (endpoint, or restart on the simulator)"), ""),
+    ParamSpec("switch_endpoint", "", _("Endpoint of the new version (URL)"), ""),
+    ParamSpec("switch_model", "", _("Served model name on the new endpoint"), ""),
+    ParamSpec("switch_metrics_url", "", _("Metrics URL of the new endpoint"), ""),
+    ParamSpec("restart_config", {}, _("Simulator settings of the new version (JSON)"), ""),
+    ParamSpec("restart_downtime_s", None, _("Simulator restart downtime (s)"), "s"),
+    ParamSpec("restart_graceful", None, _("Simulator restart is graceful (true/false)"), ""),
+    ParamSpec("recovery_requests", 10, _("Good requests in a row that mean recovered"), "requests"),
+    ParamSpec("max_switch_errors", 0, _("Failed requests allowed across the switch"), "requests"),
+    ParamSpec("max_recovery_s", 30.0, _("Longest allowed time back within the budget (s)"), "s"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_model_switch(params: Mapping[str, Any]) -> Load:
+    """Steady load before the switch, on the new version and after the rollback."""
+    return steady_load(params, sum(number(params, key) for key in ("before_s", "switched_s", "after_s")))
 
 
 def plan_model_switch(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -537,3 +567,6 @@ def _switch_observed(
     return {"line": line, "mode": mode, **{key: figures[key] for key in keys}} | {
         f"requests_{name}": len(records) for name, records in by_phase.items()
     }
+
+
+SPEC = TestSpec("model_switch", PARAMS, plan_model_switch, run_model_switch, estimate_model_switch)

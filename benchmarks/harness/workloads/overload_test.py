@@ -4,10 +4,11 @@ the behaviour past it and the recovery (the judging rules: benchmarks.harness.ov
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from benchmarks.harness import overload
 from benchmarks.harness.client import RequestSpec
+from benchmarks.harness.estimates import Load, number, numbers, request_seconds, request_tokens
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -28,6 +29,8 @@ from benchmarks.harness.workloads.common import (
     make_verdict,
     require_param,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, open_loop_rate, slo_of, trace_lengths
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.verdicts import (
@@ -38,6 +41,42 @@ from benchmarks.verdicts import (
     PASS,
     judge_percentile,
 )
+
+PARAMS = (
+    ParamSpec("target_concurrency", 64, _("Target concurrent requests (first step)"), "requests"),
+    ParamSpec("rate", None, _("Request rate, open loop (requests/s; empty: closed loop)"), "requests/s"),
+    ParamSpec("step_factors", [1.0, 1.5, 2.0, 2.5, 3.0], _("Steps up, as multiples of the target"), "x"),
+    ParamSpec("down_factors", [1.0], _("Steps back down, as multiples of the target"), "x"),
+    ParamSpec("step_duration_s", 30.0, _("Duration of each step (s)"), "s"),
+    ParamSpec("recovery_s", 60.0, _("Duration of the recovery step (s)"), "s"),
+    ParamSpec("recovery_bound_s", 30.0, _("Longest allowed time to recover (s)"), "s"),
+    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
+    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
+    *DISTRIBUTION_PARAMS,
+    ParamSpec("max_error_rate", 0.01, _("Largest error share of a sustainable step (0-1)"), "share"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_overload(params: Mapping[str, Any]) -> Load:
+    """The steps up, the steps back down and the recovery step; open loop at `rate` requests/s
+    (in flight ~ rate x request time, Little's law), else closed loop at the target x each step."""
+    p = params
+    factors, down = numbers(p, "step_factors"), numbers(p, "down_factors")
+    step, recovery = number(p, "step_duration_s"), number(p, "recovery_s")
+    seconds = step * (len(factors) + max(len(down) - 1, 0)) + recovery
+    per_request = request_seconds(p, number(p, "input_tokens"))
+    if p.get("rate"):
+        rate = float(p["rate"])
+        requests = rate * (step * (sum(factors) + sum(down[:-1])) + recovery * (down or [1])[-1])
+        concurrency = rate * max(factors, default=1.0) * per_request
+    else:
+        base = number(p, "target_concurrency", 1)
+        concurrency = base * max(factors, default=1.0)
+        loads = [base * f * step for f in factors] + [base * f * step for f in down[:-1]]
+        loads.append(base * (down or [1.0])[-1] * recovery)
+        requests = sum(load / per_request for load in loads) if per_request > 0 else 0.0
+    return Load(seconds, concurrency, requests, requests * request_tokens(p))
 
 
 def plan_overload(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -390,3 +429,6 @@ def _overload_line(figures: dict[str, Any], unit: str) -> str:
     elif figures.get("behaviour"):
         parts.append("did not recover")
     return "; ".join(parts) + f" ({len(steps)} steps, n={sum(s['n'] for s in steps)})"
+
+
+SPEC = TestSpec("overload", PARAMS, plan_overload, run_overload, estimate_overload)

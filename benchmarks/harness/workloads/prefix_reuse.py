@@ -5,11 +5,13 @@ theory of every request allocating its own.
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from benchmarks.harness.estimates import Load, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -32,6 +34,8 @@ from benchmarks.harness.workloads.common import (
     require_param,
     series_in,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import SIMULATED, LoadPoint, NormalizedResult
 from benchmarks.verdicts import (
@@ -44,6 +48,25 @@ from benchmarks.verdicts import (
     percentile_interval,
     ratio_interval,
 )
+
+PARAMS = (
+    ParamSpec("requests", 256, _("Requests"), "requests"),
+    ParamSpec("concurrency", 32, _("Concurrent requests"), "requests"),
+    ParamSpec("prefix_tokens", 768, _("Shared prefix (tokens)"), "tokens"),
+    ParamSpec("suffix_tokens", 256, _("Unique suffix (tokens)"), "tokens"),
+    ParamSpec("output_tokens", 64, _("Output tokens per request"), "tokens"),
+    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_prefix_reuse(params: Mapping[str, Any]) -> Load:
+    """The requests in waves of `concurrency`, each with the shared prefix and its own suffix."""
+    requests = max(number(params, "requests", 1), 1)
+    concurrency = max(number(params, "concurrency", 1), 1)
+    prompt = number(params, "prefix_tokens") + number(params, "suffix_tokens")
+    seconds = math.ceil(requests / concurrency) * request_seconds(params, prompt)
+    return Load(seconds, concurrency, requests, requests * (prompt + number(params, "output_tokens", 64)))
 
 
 def plan_prefix_reuse(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -435,3 +458,6 @@ def _prefix_observed(
         "kv_samples_on": on.extra.get("kv_token_samples"),
         "kv_samples_off": off.extra.get("kv_token_samples") if off is not None else None,
     }
+
+
+SPEC = TestSpec("prefix_reuse", PARAMS, plan_prefix_reuse, run_prefix_reuse, estimate_prefix_reuse)

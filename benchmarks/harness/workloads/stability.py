@@ -5,11 +5,12 @@ slopes, preemption trend and fragmentation.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from benchmarks.harness.client import RequestRecord
+from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -35,6 +36,8 @@ from benchmarks.harness.workloads.common import (
     require_param,
     series_in,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, slo_of, trace_lengths
 from benchmarks.result import NormalizedResult
 from benchmarks.verdicts import (
@@ -49,6 +52,29 @@ from benchmarks.verdicts import (
     two_sample_interval,
     verdict,
 )
+
+PARAMS = (
+    ParamSpec("concurrency", 16, _("Concurrent requests"), "requests"),
+    ParamSpec("duration_s", 3600.0, _("Duration (s)"), "s"),
+    ParamSpec("recommended_duration_s", 3600.0, _("Recommended soak duration (s)"), "s"),
+    ParamSpec("warmup_s", 60.0, _("Warm-up (s)"), "s"),
+    ParamSpec("window_s", 300.0, _("Drift window (s)"), "s"),
+    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
+    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
+    *DISTRIBUTION_PARAMS,
+    ParamSpec("max_drift_pct", 25.0, _("Largest allowed drift (%)"), "%"),
+    ParamSpec("max_kv_slope_per_hour", 0.05, _("Largest allowed KV usage rise per hour (0-1)"), "share"),
+    ParamSpec("max_gpu_memory_slope_mib_per_hour", 512.0, _("Largest allowed GPU memory rise per hour (MiB)"), "MiB"),
+    ParamSpec("max_preemption_rate_ratio", 2.0, _("Largest allowed preemption-rate growth (x)"), "x"),
+    ParamSpec("max_fragmentation_rise", 0.05, _("Largest allowed fragmentation rise (0-1)"), "share"),
+    ParamSpec("metrics_interval_s", 1.0, _("Engine metrics interval (s)"), "s"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_stability(params: Mapping[str, Any]) -> Load:
+    """The warm-up (run, then excluded) and the soak at a steady concurrency."""
+    return steady_load(params, number(params, "warmup_s") + number(params, "duration_s"))
 
 
 def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -482,3 +508,6 @@ def _stability_observed(
         **{k: v for k, v in drift.items() if not k.endswith("_interval")},
         "gpu_available": bool(gpu.available),
     }
+
+
+SPEC = TestSpec("stability", PARAMS, plan_stability, run_stability, estimate_stability)

@@ -5,9 +5,10 @@ traffic group, with deliberate aborts and KV release.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.lengths import length_sampler
 from benchmarks.harness.load import (
     LoadConfig,
@@ -34,6 +35,8 @@ from benchmarks.harness.workloads.common import (
     series_in,
     settle_after_load,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.traces.replay import GROUPS
 from benchmarks.verdicts import (
@@ -41,6 +44,28 @@ from benchmarks.verdicts import (
     INCONCLUSIVE,
     PASS,
 )
+
+PARAMS = (
+    ParamSpec("concurrency", 64, _("Concurrent requests"), "requests"),
+    ParamSpec("duration_s", 300.0, _("Duration (s)"), "s"),
+    ParamSpec("warmup_s", 10.0, _("Warm-up (s)"), "s"),
+    ParamSpec("ramp_up_s", 0.0, _("Ramp-up (s)"), "s"),
+    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
+    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
+    *DISTRIBUTION_PARAMS,
+    ParamSpec("abort_fraction", 0.05, _("Share of requests aborted mid-stream (0-1)"), "share"),
+    ParamSpec("settle_s", 30.0, _("Settling time after the load (s)"), "s"),
+    ParamSpec("rate", None, _("Request rate, open loop (requests/s; empty: closed loop)"), "requests/s"),
+    ParamSpec("long_input_tokens", None, _("Long traffic group from (input tokens)"), "tokens"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_concurrency_stress(params: Mapping[str, Any]) -> Load:
+    """Warm-up, ramp-up and the measured load at the target concurrency, then the settling time."""
+    loaded = number(params, "warmup_s") + number(params, "ramp_up_s") + number(params, "duration_s")
+    load = steady_load(params, loaded)
+    return load._replace(seconds=loaded + number(params, "settle_s"))
 
 
 def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -307,3 +332,8 @@ def attach_engine_stats(point: LoadPoint, recording: MetricsRecording, start: fl
     queries = series_in(recording, "prefix_queries", start, end)
     if len(hits) >= 2 and len(queries) >= 2 and queries[-1] > queries[0]:
         point.extra["prefix_hit_ratio"] = (hits[-1] - hits[0]) / (queries[-1] - queries[0])
+
+
+SPEC = TestSpec(
+    "concurrency_stress", PARAMS, plan_concurrency_stress, run_concurrency_stress, estimate_concurrency_stress
+)

@@ -5,14 +5,16 @@ compare warm, resumed and recomputed turns.
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import aiohttp
 
 from benchmarks.harness import swap
 from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -35,6 +37,8 @@ from benchmarks.harness.workloads.common import (
     require_param,
     settle_after_load,
 )
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import NormalizedResult, Stats
 from benchmarks.verdicts import (
@@ -50,6 +54,58 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
+
+PARAMS = (
+    ParamSpec("sessions", 32, _("Sessions"), "sessions"),
+    ParamSpec("warm_sessions", 32, _("Sessions resumed at once (warm reference)"), "sessions"),
+    ParamSpec("never_swap_sessions", 0, _("Never-swap sessions (kept active, resumed last)"), "sessions"),
+    ParamSpec("history_tokens", 1536, _("Conversation history per session (tokens)"), "tokens"),
+    ParamSpec("turn_input_tokens", 512, _("Input tokens per turn"), "tokens"),
+    ParamSpec("output_tokens", 32, _("Output tokens per request"), "tokens"),
+    ParamSpec("idle_s", 60.0, _("Idle time between turns (s)"), "s"),
+    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
+    ParamSpec("pressure_factor", 1.5, _("Pressure: new tokens while idle, x KV capacity"), "x"),
+    ParamSpec("pressure_concurrency", 32, _("Concurrent requests while sessions are idle"), "requests"),
+    ParamSpec("pressure_input_tokens", None, _("Input tokens of that traffic"), "tokens"),
+    ParamSpec("max_pressure_requests", 5000, _("Most pressure requests"), "requests"),
+    ParamSpec("active_turn_gap_s", 0.2, _("Pause between the never-swap sessions' turns (s)"), "s"),
+    ParamSpec("parallel", 16, _("Sessions sent at once"), "sessions"),
+    ParamSpec("resume_parallel", 1, _("Timed turns sent at once"), "requests"),
+    ParamSpec("seed", 1234, _("Random seed"), ""),
+    ParamSpec("divergence_tolerance_token", 16, _("Continuation may diverge from token"), "tokens"),
+    ParamSpec("max_resume_over_recompute", 0.8, _("Largest resume / recompute TTFT ratio"), "x"),
+    ParamSpec("allow_cache_reset", True, _("Clear the engine's prefix cache for the recompute"), ""),
+    ParamSpec("settle_s", 15.0, _("Settling time after the load (s)"), "s"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_swap_recovery(params: Mapping[str, Any]) -> Load:
+    """The first turns of every session, then the warm, resumed, never-swap and recomputed turns;
+    the pressure pushes pressure_factor x the KV capacity through (else runs for idle_s)."""
+    p = params
+    idle = max(number(p, "sessions", 1), 1)
+    warm = number(p, "warm_sessions", idle)
+    never = number(p, "never_swap_sessions")
+    parallel = max(number(p, "parallel", 16), 1)
+    timed = max(number(p, "resume_parallel", 1), 1)
+    history = number(p, "history_tokens", 512)
+    resumed = history + number(p, "output_tokens", 32) + number(p, "turn_input_tokens", 256)
+    first = math.ceil((idle + warm + never) / parallel) * request_seconds(p, history)
+    seconds = first + math.ceil((warm + 2 * idle + never) / timed) * request_seconds(p, resumed)
+    pressure = number(p, "pressure_concurrency")
+    capacity = number(p, "kv_capacity_tokens")
+    p_in = number(p, "pressure_input_tokens") or min(max(capacity // max(2 * pressure, 1), 256), 8192)
+    per_pressure = p_in + number(p, "output_tokens", 32)
+    if capacity and pressure:
+        pressure_requests = math.ceil(capacity * number(p, "pressure_factor", 1.5) / per_pressure)
+        seconds += max(math.ceil(pressure_requests / pressure) * request_seconds(p, p_in), number(p, "idle_s"))
+    else:
+        pressure_requests = closed_loop(pressure, number(p, "idle_s"), request_seconds(p, p_in))
+        seconds += number(p, "idle_s")
+    requests = idle + warm + never + warm + 2 * idle + never + pressure_requests
+    tokens = (idle + warm + never) * history + (warm + 2 * idle + never) * resumed + pressure_requests * per_pressure
+    return Load(seconds, max(parallel, pressure + never), requests, tokens)
 
 
 def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -729,3 +785,6 @@ def _swap_observed_line(
         "never_swap_warm": never["warm_count"],
         "n": n,
     }
+
+
+SPEC = TestSpec("swap_recovery", PARAMS, plan_swap_recovery, run_swap_recovery, estimate_swap_recovery)

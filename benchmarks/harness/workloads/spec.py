@@ -1,0 +1,74 @@
+"""What a validation test is to the rest of kvselect: its parameters (default, label, unit), its plan,
+its run and its estimate, in one `TestSpec` that each workload module exports as `SPEC`.
+
+The package's registry is built from the modules' specs; the validation form, the run page, the
+estimate and the API read them, so a new test is its module (with `SPEC`), its row in
+`benchmarks.suite`, a migration for the new choice and the catalog.
+
+Labels are English, marked with `_` (`gettext_noop`, imported as `_`, a no-op) so that
+`makemessages` collects them; the pages translate them where they show them. No Django here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping
+
+from benchmarks.harness.estimates import Load
+
+
+def gettext_noop(text: str) -> str:
+    """Marks a text for `makemessages` (import it as `_`); the page translates it when shown."""
+    return text
+
+
+_ = gettext_noop
+
+# the units a parameter is counted in; "" for a switch or a free text (a URL, a JSON setting)
+UNITS = ("s", "ms", "tokens", "requests", "requests/s", "sessions", "share", "x", "%", "MiB", "count", "")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One planned parameter: its key, the value planned without constraints, the form's label (with
+    its unit in words), its unit, and the form's help and lower bound for numbers."""
+
+    name: str
+    default: Any
+    label: str
+    unit: str
+    help: str = ""
+    minimum: float = 0
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """A validation test as the harness runs it: `plan(constraints, **kwargs) -> params`,
+    `run(target, params, cancel=None, progress=None) -> NormalizedResult` (a coroutine) and
+    `estimate(params) -> Load | None` (benchmarks.harness.estimates)."""
+
+    __test__ = False  # not a pytest class, despite its name
+
+    test: str  # the id of its row in benchmarks.suite
+    params: tuple[ParamSpec, ...]
+    plan: Callable[..., dict[str, Any]]
+    run: Callable[..., Awaitable[Any]]
+    estimate: Callable[[Mapping[str, Any]], Load | None]
+
+    def param(self, name: str) -> ParamSpec | None:
+        return next((param for param in self.params if param.name == name), None)
+
+    def defaults(self) -> dict[str, Any]:
+        return {param.name: param.default for param in self.params}
+
+
+# parameters several tests plan
+BUDGET_PARAMS = (  # planned only when the constraints set the budget (workloads.common.budget_params)
+    ParamSpec("ttft_p95_ms", None, _("TTFT p95 budget (ms)"), "ms"),
+    ParamSpec("tpot_p95_ms", None, _("TPOT p95 budget (ms)"), "ms"),
+    ParamSpec("e2e_p95_ms", None, _("End-to-end p95 budget (ms)"), "ms"),
+)
+DISTRIBUTION_PARAMS = (
+    ParamSpec("input_distribution", None, _("Input lengths (JSON: mean, p95, max tokens)"), "tokens"),
+    ParamSpec("output_distribution", None, _("Output lengths (JSON: mean, p95, max tokens)"), "tokens"),
+)
