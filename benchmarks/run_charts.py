@@ -429,3 +429,51 @@ def comparison_charts(
             if rendered:
                 out.append({"kind": kind.id, "title": rendered[0], "svg": rendered[1], "caption": _(kind.caption)})
     return out
+
+
+# --------------------------------------------------------------------------- the run page
+
+
+def _budget(selection: Selection, name: str) -> float | None:
+    constraints = getattr(selection, "constraints", None)
+    value = getattr(constraints, name, None) if constraints is not None else None
+    return float(value) if value is not None else None
+
+
+def run_page_charts(
+    selection: Selection, run: BenchmarkRun, points: list[dict[str, Any]]
+) -> tuple[str, str, list[str]]:
+    """A run page's latency chart (at the percentile its points hold, with the budget at p95) and KV-usage
+    chart, in the candidate's colour, and the KV series' names ("" for a chart with no data)."""
+    simulated = run.is_simulated
+    latency_chart = ""
+    percentile = presentation.chart_percentile(points)
+    name = run.label or run.candidate.display_name
+    colour = selection_colours(selection).get(run.candidate.display_name)  # the candidate's, as on every page
+    series = presentation.latency_series(name, points, percentile)
+    if series:
+        budgets = percentile == "p95"  # the latency budget is a p95: drawn only against p95 lines
+        latency_chart = presentation.chart_svg(
+            "latency_vs_concurrency",
+            series=series,
+            simulated=simulated,
+            percentile=percentile,
+            ttft_budget_ms=_budget(selection, "ttft_p95_ms") if budgets else None,
+            tpot_budget_ms=_budget(selection, "tpot_p95_ms") if budgets else None,
+            title=_("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
+            colours={name: colour} if colour else None,
+        )
+    kv = presentation.kv_series(run.timeseries)
+    kv_named = {kv_series_label(name, key): points for key, points in kv.items()}
+    kv_chart = (
+        presentation.chart_svg(
+            "kv_usage_over_time",
+            series=kv_named,
+            simulated=simulated,
+            title=_("KV-cache usage over time"),
+            colours=dict.fromkeys(kv_named, colour) if colour else None,
+        )
+        if kv
+        else ""
+    )
+    return latency_chart, kv_chart, list(kv)

@@ -20,9 +20,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks import presentation
 from benchmarks.models import Artifact, BenchmarkRun
-from benchmarks.presentation import chart_svg, run_progress_context
+from benchmarks.presentation import run_progress_context
 from benchmarks.result import DEFINITIONS
-from benchmarks.run_charts import kv_series_label, selection_colours
+from benchmarks.run_charts import run_page_charts
 from benchmarks.validation.dispatch import request_cancel
 from benchmarks.validation.forms import param_label
 from selection import selectors
@@ -120,65 +120,32 @@ def run_cancel(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     return redirect("selection:run", pk=selection.pk, run_pk=run.pk)
 
 
-def _budget(selection: Selection, name: str) -> float | None:
-    constraints = getattr(selection, "constraints", None)
-    value = getattr(constraints, name, None) if constraints is not None else None
-    return float(value) if value is not None else None
-
-
 @login_required
 @require_GET
 def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     run = _run(selection, run_pk)
+    return render(
+        request, "benchmarks/run.html", page_context(request, selection, "evidence", **_run_page(selection, run))
+    )
+
+
+def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
+    """The run page's figures: percentile rows, charts, artifacts, definitions, metadata, verdicts, progress."""
     points = list(run.points.values())
     rows = presentation.percentile_rows(points)
-    simulated = run.is_simulated
-    latency_chart = ""
-    percentile = presentation.chart_percentile(points)
-    name = run.label or run.candidate.display_name
-    colour = selection_colours(selection).get(run.candidate.display_name)  # the candidate's, as on every page
-    series = presentation.latency_series(name, points, percentile)
-    if series:
-        budgets = percentile == "p95"  # the latency budget is a p95: drawn only against p95 lines
-        latency_chart = chart_svg(
-            "latency_vs_concurrency",
-            series=series,
-            simulated=simulated,
-            percentile=percentile,
-            ttft_budget_ms=_budget(selection, "ttft_p95_ms") if budgets else None,
-            tpot_budget_ms=_budget(selection, "tpot_p95_ms") if budgets else None,
-            title=_("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile},
-            colours={name: colour} if colour else None,
-        )
-    kv = presentation.kv_series(run.timeseries)
-    kv_named = {kv_series_label(name, key): points for key, points in kv.items()}
-    kv_chart = (
-        chart_svg(
-            "kv_usage_over_time",
-            series=kv_named,
-            simulated=simulated,
-            title=_("KV-cache usage over time"),
-            colours=dict.fromkeys(kv_named, colour) if colour else None,
-        )
-        if kv
-        else ""
-    )
+    latency_chart, kv_chart, kv_names = run_page_charts(selection, run, points)
     artifacts = list(run.artifacts.all())
-    has_requests = any(a.kind == Artifact.Kind.REQUESTS for a in artifacts)
     api_requests = reverse("run-requests", args=[run.pk])
-    context = page_context(
-        request,
-        selection,
-        "evidence",
+    return dict(
         run=run,
         candidate=run.candidate,
         rows=rows,
         latency_chart=latency_chart,
         kv_chart=kv_chart,
-        kv_series_names=list(kv),
+        kv_series_names=kv_names,
         artifacts=artifacts,
-        has_requests=has_requests,
+        has_requests=any(a.kind == Artifact.Kind.REQUESTS for a in artifacts),
         csv_url=f"{api_requests}?as=csv",
         parquet_url=f"{api_requests}?as=parquet",
         definitions=presentation.definition_rows(run.definitions, translate=_),
@@ -192,7 +159,6 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
         observed=presentation.observed_line(run.metadata, run.is_simulated),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",
+        progress=presentation.progress_view(run.progress, run.status, run.is_terminal),
+        verdict=presentation.run_verdict(run.verdicts) if run.status == BenchmarkRun.Status.SUCCEEDED else None,
     )
-    context["progress"] = presentation.progress_view(run.progress, run.status, run.is_terminal)
-    context["verdict"] = presentation.run_verdict(run.verdicts) if run.status == BenchmarkRun.Status.SUCCEEDED else None
-    return render(request, "benchmarks/run.html", context)

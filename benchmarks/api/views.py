@@ -81,26 +81,10 @@ class CandidateResultsView(APIView):
                 {"file": [f"{handle.size:,} bytes exceeds the limit of {settings.KVSELECT_MAX_UPLOAD_BYTES:,}"]},
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
-        try:
-            run, created = ingest_upload(
-                candidate=candidate,
-                data=handle,
-                filename=handle.name,
-                test=upload.validated_data["test"],
-                fmt=upload.validated_data.get("format") or None,
-                label=upload.validated_data.get("label", ""),
-                uploader=str(request.user) if is_upload_token(request.user) else request.user.get_username(),
-                idempotency_key=request.headers.get("Idempotency-Key", ""),
-            )
-        except IngestError as exc:
-            return Response({exc.field: [str(exc)]}, status=exc.status)
-        except StorageFailure as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_507_INSUFFICIENT_STORAGE)
-        except ValueError as exc:  # the parsers' UnrecognisedFormat / FormatError
-            body = {"file": [str(exc)]}
-            if hasattr(exc, "refusals"):
-                body["formats_tried"] = exc.refusals
-            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+        outcome = _ingest(request, candidate, upload)
+        if isinstance(outcome, Response):
+            return outcome
+        run, created = outcome
         run = BenchmarkRun.objects.prefetch_related("points", "artifacts").get(pk=run.pk)
         code = (
             status.HTTP_200_OK
@@ -108,6 +92,31 @@ class CandidateResultsView(APIView):
             else (status.HTTP_201_CREATED if run.status == BenchmarkRun.Status.SUCCEEDED else status.HTTP_202_ACCEPTED)
         )
         return Response(RunSerializer(run).data, status=code)
+
+
+def _ingest(request, candidate, upload: UploadSerializer) -> tuple[BenchmarkRun, bool] | Response:
+    """Ingest a validated upload: (run, created), or the refusal's response (bad file, storage failure)."""
+    handle = upload.validated_data["file"]
+    try:
+        return ingest_upload(
+            candidate=candidate,
+            data=handle,
+            filename=handle.name,
+            test=upload.validated_data["test"],
+            fmt=upload.validated_data.get("format") or None,
+            label=upload.validated_data.get("label", ""),
+            uploader=str(request.user) if is_upload_token(request.user) else request.user.get_username(),
+            idempotency_key=request.headers.get("Idempotency-Key", ""),
+        )
+    except IngestError as exc:
+        return Response({exc.field: [str(exc)]}, status=exc.status)
+    except StorageFailure as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_507_INSUFFICIENT_STORAGE)
+    except ValueError as exc:  # the parsers' UnrecognisedFormat / FormatError
+        body = {"file": [str(exc)]}
+        if hasattr(exc, "refusals"):
+            body["formats_tried"] = exc.refusals
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
 
 
 class RunDetailView(APIView):

@@ -95,6 +95,33 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
     chunk = latency_stats(doc, "inter_chunk_latency")
     if not chunk.is_empty():
         point.extra["itl_chunk_ms"] = chunk.__dict__.copy()
+    _pooled_itl(doc, point)
+    point.request_throughput = metric_avg(doc, "request_throughput")
+    point.output_token_throughput = metric_avg(doc, "output_token_throughput")
+    point.input_token_throughput = metric_avg(doc, "input_token_throughput")
+    point.goodput = metric_avg(doc, "goodput")
+    fraction = metric_avg(doc, "good_request_fraction")
+    point.slo_attainment = fraction
+    duration = metric_block(doc, "benchmark_duration")
+    if duration is not None:
+        d = number(duration.get("avg"), "benchmark_duration.avg")
+        point.duration_s = (
+            None if d is None else d * unit_scale(duration.get("unit"), "benchmark_duration.unit") / 1000.0
+        )
+    _request_counts(doc, point, result)
+    concurrency = metric_avg(doc, "effective_concurrency")
+    point.achieved_concurrency = concurrency
+    _requested_load(doc, point)
+    point.label = (
+        "aiperf"
+        + (f" concurrency={point.concurrency:g}" if point.concurrency else "")
+        + (f" rate={point.request_rate:g}" if point.request_rate else "")
+    )
+    return point
+
+
+def _pooled_itl(doc: dict[str, Any], point: LoadPoint) -> None:
+    """The per-token ITL mean from the latency, TTFT and output-length sums (exact for any chunking)."""
     latency_block = metric_block(doc, "request_latency")
     ttft_block = metric_block(doc, "time_to_first_token")
     count = number((latency_block or {}).get("count"), "request_latency.count")
@@ -109,18 +136,10 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
             doc, "time_to_first_token", unit_scale(ttft_block.get("unit"), "time_to_first_token.unit"), count
         )
         point.itl_ms = mean_only(pooled_itl_mean(e2e_sum, ttft_sum, osl - count))
-    point.request_throughput = metric_avg(doc, "request_throughput")
-    point.output_token_throughput = metric_avg(doc, "output_token_throughput")
-    point.input_token_throughput = metric_avg(doc, "input_token_throughput")
-    point.goodput = metric_avg(doc, "goodput")
-    fraction = metric_avg(doc, "good_request_fraction")
-    point.slo_attainment = fraction
-    duration = metric_block(doc, "benchmark_duration")
-    if duration is not None:
-        d = number(duration.get("avg"), "benchmark_duration.avg")
-        point.duration_s = (
-            None if d is None else d * unit_scale(duration.get("unit"), "benchmark_duration.unit") / 1000.0
-        )
+
+
+def _request_counts(doc: dict[str, Any], point: LoadPoint, result: NormalizedResult) -> None:
+    """Completed and failed requests and the error rate; requests the client cancelled are counted apart."""
     completed = metric_avg(doc, "request_count")
     errors = metric_avg(doc, "error_request_count")
     point.requests_completed = None if completed is None else int(completed)
@@ -150,8 +169,10 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
     if point.requests_completed is None and errors and metric_block(doc, "request_latency") is None:
         point.requests_completed = 0  # aiperf leaves request_count null when nothing succeeded
         result.notes.append("no successful request: every latency metric is null")
-    concurrency = metric_avg(doc, "effective_concurrency")
-    point.achieved_concurrency = concurrency
+
+
+def _requested_load(doc: dict[str, Any], point: LoadPoint) -> None:
+    """The requested concurrency/rate from the input config (loadgen, profiling phase, top level), else the CLI."""
     config = doc.get("input_config")
     if isinstance(config, dict):
         loadgen = config.get("loadgen") if isinstance(config.get("loadgen"), dict) else {}
@@ -173,12 +194,6 @@ def _point_from_summary(doc: dict[str, Any], result: NormalizedResult) -> LoadPo
         command = (doc.get("run_info") or {}).get("cli_command") if isinstance(doc.get("run_info"), dict) else None
         if isinstance(command, str):
             _from_cli(command, point)
-    point.label = (
-        "aiperf"
-        + (f" concurrency={point.concurrency:g}" if point.concurrency else "")
-        + (f" rate={point.request_rate:g}" if point.request_rate else "")
-    )
-    return point
 
 
 def _cancellations(summary: Any) -> int:
@@ -334,13 +349,33 @@ def read_jsonl_table(data: bytes | str) -> Any:
 
 
 def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     table = read_jsonl_table(source.path or source.data)  # a stored file is read in blocks, never whole
     n = table.num_rows
     if n == 0:
         raise FormatError("profile_export.jsonl: no records")
+    frame, starts, end_ns, keep = _jsonl_frame(table)
+    result = NormalizedResult(tool="aiperf", format="aiperf-jsonl", definitions=dict(DEFINITIONS))
+    result.metadata["layout"] = "aiperf profile_export.jsonl (per-request records)"
+    point = _jsonl_point(frame, starts[keep] / 1e9, np.asarray(end_ns, dtype=float)[keep] / 1e9)
+    result.requests = frame
+    result.points.append(point)
+    result.notes.append(
+        "summary statistics recomputed from per-request records; throughput over first start -> last end"
+    )
+    result.notes.append(
+        "the requested concurrency or rate is not in profile_export.jsonl (it is in profile_export_aiperf.json): "
+        "the run cannot be judged client-bound from this file alone"
+    )
+    return finish(result, slo)
+
+
+def _jsonl_frame(table: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """The per-request frame of every record but warm-up ones, every record's start and end (ns), and
+    which records were kept."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
     meta = table.column("metadata").combine_chunks()
     metrics = table.column("metrics").combine_chunks()
     error = table.column("error").combine_chunks()
@@ -363,21 +398,11 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     phase = meta.field("benchmark_phase")
     keep = pc.fill_null(pc.not_equal(phase, "warmup"), True).to_numpy(zero_copy_only=False)
 
-    def metric_ms(name: str, time: bool) -> np.ndarray:
-        column = metrics.field(name)
-        values = column.field("value").to_numpy(zero_copy_only=False).astype(float)
-        if not time:
-            return values
-        units = pc.unique(column.field("unit").drop_null()).to_pylist()
-        if len(units) > 1:
-            raise FormatError(f"metrics.{name}.unit: mixed units {units} across records")
-        return values * (unit_scale(units[0], f"metrics.{name}.unit") if units else 1.0)
-
-    ttft = metric_ms("time_to_first_token", True)
-    e2e = metric_ms("request_latency", True)
-    tpot_tool = metric_ms("inter_token_latency", True)
-    osl = metric_ms("output_sequence_length", False)
-    isl = metric_ms("input_sequence_length", False)
+    ttft = _jsonl_metric_ms(metrics, "time_to_first_token", True)
+    e2e = _jsonl_metric_ms(metrics, "request_latency", True)
+    tpot_tool = _jsonl_metric_ms(metrics, "inter_token_latency", True)
+    osl = _jsonl_metric_ms(metrics, "output_sequence_length", False)
+    isl = _jsonl_metric_ms(metrics, "input_sequence_length", False)
     cancelled = pc.fill_null(meta.field("was_cancelled"), False).to_numpy(zero_copy_only=False).astype(bool)
     ok = error.is_null().to_numpy(zero_copy_only=False) & ~cancelled
     end_ns = meta.field("request_end_ns").to_numpy(zero_copy_only=False)
@@ -412,15 +437,31 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     )
     if not keep.all():
         frame = frame[keep].reset_index(drop=True)
-    result = NormalizedResult(tool="aiperf", format="aiperf-jsonl", definitions=dict(DEFINITIONS))
-    result.metadata["layout"] = "aiperf profile_export.jsonl (per-request records)"
+    return frame, starts, end_ns, keep
+
+
+def _jsonl_metric_ms(metrics: Any, name: str, time: bool) -> np.ndarray:
+    """One metric of every record, in ms when it is a time (one unit across records)."""
+    import pyarrow.compute as pc
+
+    column = metrics.field(name)
+    values = column.field("value").to_numpy(zero_copy_only=False).astype(float)
+    if not time:
+        return values
+    units = pc.unique(column.field("unit").drop_null()).to_pylist()
+    if len(units) > 1:
+        raise FormatError(f"metrics.{name}.unit: mixed units {units} across records")
+    return values * (unit_scale(units[0], f"metrics.{name}.unit") if units else 1.0)
+
+
+def _jsonl_point(frame: Any, start_kept: np.ndarray, end_fallback: np.ndarray) -> LoadPoint:
+    """The load point recomputed from the kept records (`end_fallback`: their request_end_ns, in s)."""
     okf = frame["ok"].to_numpy(dtype=bool)
     gone = cancelled_mask(frame["error"])
-    start_kept = starts[keep] / 1e9
     # a request ends at its last response (aiperf's own duration uses it); one without a latency
     # (failed, cancelled) at its request_end_ns
     end_kept = start_kept + frame["e2e_ms"].to_numpy(dtype=float) / 1000.0
-    end_kept = np.where(np.isfinite(end_kept), end_kept, np.asarray(end_ns, dtype=float)[keep] / 1e9)
+    end_kept = np.where(np.isfinite(end_kept), end_kept, end_fallback)
     duration = float(np.nanmax(end_kept) - start_kept.min()) if len(frame) and np.isfinite(end_kept).any() else None
     point = LoadPoint(
         label="aiperf",
@@ -448,16 +489,7 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
         point.output_token_throughput = total_out / duration if np.isfinite(t).any() else None
         isl = frame["prompt_tokens"].to_numpy(dtype=float)[okf]
         point.input_token_throughput = float(np.nansum(isl)) / duration if np.isfinite(isl).any() else None
-    result.requests = frame
-    result.points.append(point)
-    result.notes.append(
-        "summary statistics recomputed from per-request records; throughput over first start -> last end"
-    )
-    result.notes.append(
-        "the requested concurrency or rate is not in profile_export.jsonl (it is in profile_export_aiperf.json): "
-        "the run cannot be judged client-bound from this file alone"
-    )
-    return finish(result, slo)
+    return point
 
 
 FORMATS = [

@@ -229,6 +229,35 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
     bench = expect_object(bench, path)
     metrics = get_object(bench, "metrics", path, required=True)
     mpath = join(path, "metrics")
+    point = _requested_point(bench, metrics, path)
+    _metric_figures(point, metrics, mpath)
+    config = bench.get("config")
+    if isinstance(config, dict) and isinstance(config.get("slo"), dict):
+        point.extra["goodput_slo_ms"] = cap_depth(config["slo"], 2)
+    warnings = bench.get("warnings")
+    if isinstance(warnings, list) and warnings:
+        point.extra["warnings"] = cap_depth(warnings, 3)
+
+    if isinstance(bench.get("worker"), dict) and "model" not in result.metadata:
+        _worker_metadata(bench["worker"], result)
+    if isinstance(config, dict) and isinstance(config.get("backend"), dict):
+        backend = config["backend"]
+        for src, dst in (("model", "model"), ("target", "backend_target")):
+            if isinstance(backend.get(src), str) and backend[src]:
+                result.metadata.setdefault(dst, backend[src])
+    window = _measure_window(bench, path)
+    records = _requests(bench, path, index, window)
+    frame = None
+    if records is not None:
+        frame = _use_records(records, window, point, index, result)
+    if point.achieved_concurrency is None:
+        point.achieved_concurrency = _reported_concurrency(metrics, mpath)
+    return point, frame
+
+
+def _requested_point(bench: dict[str, Any], metrics: dict[str, Any], path: str) -> LoadPoint:
+    """The point's requested load (from the strategy) and its request totals."""
+    mpath = join(path, "metrics")
     strategy = _strategy(bench, path)
     kind = strategy.get("type_") if isinstance(strategy.get("type_"), str) else "unknown"
     concurrency = None
@@ -269,6 +298,12 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
         point.extra["cancelled_in_flight"] = incomplete  # guidellm's "incomplete": cancelled when the run ended
     if cap is not None:  # throughput mode: a cap on in-flight requests, not a requested concurrency
         point.extra["max_concurrency"] = cap
+    return point
+
+
+def _metric_figures(point: LoadPoint, metrics: dict[str, Any], mpath: str) -> None:
+    """Latency statistics and mean figures from guidellm's aggregates (its ITL and TPOT are token-weighted:
+    only the ITL mean is kvselect's, both are kept in extra)."""
     point.ttft_ms = _stats(
         _distribution(metrics, "time_to_first_token_ms", mpath), join(mpath, "time_to_first_token_ms.successful")
     )
@@ -292,64 +327,54 @@ def _benchmark(bench: Any, path: str, index: int, result: NormalizedResult) -> t
             setattr(point, attribute, number(distribution.get("mean"), join(mpath, f"{metric}.successful.mean")))
     if "slo_attainment" in metrics:
         point.slo_attainment = get_number(metrics, "slo_attainment", mpath)
-    config = bench.get("config")
-    if isinstance(config, dict) and isinstance(config.get("slo"), dict):
-        point.extra["goodput_slo_ms"] = cap_depth(config["slo"], 2)
-    warnings = bench.get("warnings")
-    if isinstance(warnings, list) and warnings:
-        point.extra["warnings"] = cap_depth(warnings, 3)
 
-    if isinstance(bench.get("worker"), dict) and "model" not in result.metadata:
-        _worker_metadata(bench["worker"], result)
-    if isinstance(config, dict) and isinstance(config.get("backend"), dict):
-        backend = config["backend"]
-        for src, dst in (("model", "model"), ("target", "backend_target")):
-            if isinstance(backend.get(src), str) and backend[src]:
-                result.metadata.setdefault(dst, backend[src])
-    window = _measure_window(bench, path)
-    records = _requests(bench, path, index, window)
-    frame = None
-    if records is not None:
-        frame, counted, spans = records
-        by_status = {status: int(counted[status].sum()) for status in counted}
-        totals_known = completed is not None
-        expected = {"successful": completed or 0, "errored": failed or 0, "incomplete": incomplete or 0}
-        left_out = sum(len(mask) - int(mask.sum()) for mask in counted.values())
-        if window is not None and left_out:
-            result.notes.append(
-                f"point {index}: {left_out} request records lie outside guidellm's measurement window (warm-up, "
-                "cool-down or after its end) and are left out, as guidellm's own totals leave them out"
-            )
-        complete = totals_known and all(by_status.get(k, 0) == v for k, v in expected.items())
-        ok = frame[frame["ok"]]
-        if complete and ok["tpot_ms"].notna().any():
-            point.tpot_ms = stats_from_array(ok["tpot_ms"].to_numpy(dtype=float))
-        elif not complete:
-            held = sum(by_status.values())
-            result.notes.append(
-                f"point {index}: the file holds {held} of the {sum(expected.values())} requests guidellm counted "
-                "(sampled); TPOT (kvselect definition) not derivable from guidellm's token-weighted aggregates"
-                if totals_known
-                else f"point {index}: guidellm's request totals are missing; TPOT not derived from its records"
-            )
-        if complete and window is not None:
-            point.achieved_concurrency = held_concurrency(spans[0], spans[1], window)
-            point.extra["achieved_concurrency_source"] = (
-                "guidellm request records, each clipped to the measurement window (requests in flight, any status)"
-            )
-    if point.achieved_concurrency is None:
-        concurrency_dist = metrics.get("request_concurrency")
-        if isinstance(concurrency_dist, dict) and isinstance(concurrency_dist.get("total"), dict):
-            point.achieved_concurrency = number(
-                concurrency_dist["total"].get("mean"), join(mpath, "request_concurrency.total.mean")
-            )
-        else:
-            distribution = _distribution(metrics, "request_concurrency", mpath)
-            if distribution is not None:
-                point.achieved_concurrency = number(
-                    distribution.get("mean"), join(mpath, "request_concurrency.successful.mean")
-                )
-    return point, frame
+
+def _use_records(
+    records: Any, window: tuple[float, float] | None, point: LoadPoint, index: int, result: NormalizedResult
+) -> Any:
+    """The per-request frame; when it holds every request guidellm counted, TPOT and the held concurrency
+    come from it."""
+    frame, counted, spans = records
+    completed, failed = point.requests_completed, point.requests_failed
+    incomplete = point.extra.get("requests_incomplete")
+    by_status = {status: int(counted[status].sum()) for status in counted}
+    totals_known = completed is not None
+    expected = {"successful": completed or 0, "errored": failed or 0, "incomplete": incomplete or 0}
+    left_out = sum(len(mask) - int(mask.sum()) for mask in counted.values())
+    if window is not None and left_out:
+        result.notes.append(
+            f"point {index}: {left_out} request records lie outside guidellm's measurement window (warm-up, "
+            "cool-down or after its end) and are left out, as guidellm's own totals leave them out"
+        )
+    complete = totals_known and all(by_status.get(k, 0) == v for k, v in expected.items())
+    ok = frame[frame["ok"]]
+    if complete and ok["tpot_ms"].notna().any():
+        point.tpot_ms = stats_from_array(ok["tpot_ms"].to_numpy(dtype=float))
+    elif not complete:
+        held = sum(by_status.values())
+        result.notes.append(
+            f"point {index}: the file holds {held} of the {sum(expected.values())} requests guidellm counted "
+            "(sampled); TPOT (kvselect definition) not derivable from guidellm's token-weighted aggregates"
+            if totals_known
+            else f"point {index}: guidellm's request totals are missing; TPOT not derived from its records"
+        )
+    if complete and window is not None:
+        point.achieved_concurrency = held_concurrency(spans[0], spans[1], window)
+        point.extra["achieved_concurrency_source"] = (
+            "guidellm request records, each clipped to the measurement window (requests in flight, any status)"
+        )
+    return frame
+
+
+def _reported_concurrency(metrics: dict[str, Any], mpath: str) -> float | None:
+    """guidellm's own mean request concurrency (all requests, else successful ones)."""
+    concurrency_dist = metrics.get("request_concurrency")
+    if isinstance(concurrency_dist, dict) and isinstance(concurrency_dist.get("total"), dict):
+        return number(concurrency_dist["total"].get("mean"), join(mpath, "request_concurrency.total.mean"))
+    distribution = _distribution(metrics, "request_concurrency", mpath)
+    if distribution is not None:
+        return number(distribution.get("mean"), join(mpath, "request_concurrency.successful.mean"))
+    return None
 
 
 def _measure_window(bench: dict[str, Any], path: str) -> tuple[float, float] | None:
@@ -381,6 +406,66 @@ def _counted(record: dict[str, Any], rp: str, window: tuple[float, float] | None
     return started < window[1] and (ended is None or ended > window[0])
 
 
+REQUEST_ROW = (
+    "request_id",
+    "start",
+    "end",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "prompt_tokens",
+    "output_tokens",
+    "ok",
+    "error",
+)
+
+
+def _record_row(record: dict[str, Any], rp: str, status: str) -> tuple[Any, ...]:
+    """One request record's `REQUEST_ROW` values (guidellm's own figures, else derived from its timestamps)."""
+    info = record.get("info") if isinstance(record.get("info"), dict) else {}
+    rid = record.get("request_id")
+    started = get_number(record, "request_start_time", rp)
+    if started is None:
+        started = get_number(record, "start_time", rp)
+    ended = get_number(record, "request_end_time", rp)
+    if ended is None:
+        ended = get_number(record, "end_time", rp)
+    latency = get_number(record, "request_latency", rp)
+    if latency is None:
+        end = get_number(record, "end_time", rp)
+        latency = end - started if end is not None and started is not None else None
+    ttft = get_number(record, "time_to_first_token_ms", rp)
+    if ttft is None:
+        first = get_number(record, "first_token_time", rp)
+        ttft = (first - started) * 1000 if first is not None and started is not None else None
+    output_tokens = get_number(record, "output_tokens", rp)
+    itl = get_number(record, "inter_token_latency_ms", rp)
+    if itl is None:
+        first = get_number(record, "first_token_time", rp)
+        last = get_number(record, "last_token_time", rp)
+        if first is not None and last is not None and output_tokens and output_tokens > 1:
+            itl = (last - first) * 1000 / (output_tokens - 1)
+    prompt_tokens = get_number(record, "prompt_tokens", rp)
+    error = info.get("error") if info else record.get("error")
+    message = error if isinstance(error, str) else None
+    if status == "incomplete":  # guidellm cancels the requests still in flight when a run ends
+        error_text = f"{CANCELLED}: {message}" if message else CANCELLED
+    else:
+        error_text = message or (status if status != "successful" else None)
+    return (
+        rid if isinstance(rid, str) else None,
+        started,
+        ended,
+        ttft,
+        itl if status == "successful" else None,
+        None if latency is None else latency * 1000,
+        prompt_tokens,
+        output_tokens,
+        status == "successful",
+        error_text,
+    )
+
+
 def _requests(bench: dict[str, Any], path: str, index: int, window: tuple[float, float] | None) -> Any:
     """The per-request frame of the records guidellm counted, which records were counted per
     status, and each counted record's [start, end] (for the concurrency held)."""
@@ -390,21 +475,7 @@ def _requests(bench: dict[str, Any], path: str, index: int, window: tuple[float,
     rpath = join(path, "requests")
     requests = expect_object(requests, rpath)
     start = get_number(bench, "start_time", path)
-    rows: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "request_id",
-            "start",
-            "end",
-            "ttft_ms",
-            "tpot_ms",
-            "e2e_ms",
-            "prompt_tokens",
-            "output_tokens",
-            "ok",
-            "error",
-        )
-    }
+    rows: dict[str, list[Any]] = {k: [] for k in REQUEST_ROW}
     counted: dict[str, np.ndarray] = {}
     for status in ("successful", "errored", "incomplete"):
         records = requests.get(status)
@@ -418,44 +489,8 @@ def _requests(bench: dict[str, Any], path: str, index: int, window: tuple[float,
             if not _counted(record, rp, window):
                 continue
             mask[i] = True
-            info = record.get("info") if isinstance(record.get("info"), dict) else {}
-            rid = record.get("request_id")
-            rows["request_id"].append(rid if isinstance(rid, str) else None)
-            started = get_number(record, "request_start_time", rp)
-            if started is None:
-                started = get_number(record, "start_time", rp)
-            rows["start"].append(started)
-            ended = get_number(record, "request_end_time", rp)
-            if ended is None:
-                ended = get_number(record, "end_time", rp)
-            rows["end"].append(ended)
-            latency = get_number(record, "request_latency", rp)
-            if latency is None:
-                end = get_number(record, "end_time", rp)
-                latency = end - started if end is not None and started is not None else None
-            ttft = get_number(record, "time_to_first_token_ms", rp)
-            if ttft is None:
-                first = get_number(record, "first_token_time", rp)
-                ttft = (first - started) * 1000 if first is not None and started is not None else None
-            output_tokens = get_number(record, "output_tokens", rp)
-            itl = get_number(record, "inter_token_latency_ms", rp)
-            if itl is None:
-                first = get_number(record, "first_token_time", rp)
-                last = get_number(record, "last_token_time", rp)
-                if first is not None and last is not None and output_tokens and output_tokens > 1:
-                    itl = (last - first) * 1000 / (output_tokens - 1)
-            rows["ttft_ms"].append(ttft)
-            rows["tpot_ms"].append(itl if status == "successful" else None)
-            rows["e2e_ms"].append(None if latency is None else latency * 1000)
-            rows["prompt_tokens"].append(get_number(record, "prompt_tokens", rp))
-            rows["output_tokens"].append(output_tokens)
-            rows["ok"].append(status == "successful")
-            error = info.get("error") if info else record.get("error")
-            message = error if isinstance(error, str) else None
-            if status == "incomplete":  # guidellm cancels the requests still in flight when a run ends
-                rows["error"].append(f"{CANCELLED}: {message}" if message else CANCELLED)
-            else:
-                rows["error"].append(message or (status if status != "successful" else None))
+            for column, value in zip(REQUEST_ROW, _record_row(record, rp, status), strict=True):
+                rows[column].append(value)
         counted[status] = mask
     n = len(rows["ok"])
     if n == 0 and not counted:
@@ -523,67 +558,82 @@ def _parse_csv_v03(rows: list[list[str]], slo: dict[str, Any] | None) -> Normali
         line = index + 2
         if len(row) != len(header):
             raise FormatError(f"CSV line {line}: has {len(row)} columns, the header has {len(header)}")
-        cells = dict(zip(header, row, strict=False))
-
-        def num(column: str, scale: float = 1.0, cells: dict = cells, line: int = line) -> float | None:
-            value = _csv_number({(column, "", ""): cells.get(column, "")}, (column, "", ""), line)
-            return None if value is None else value * scale
-
-        def stats(metric: str, scale: float = 1.0, cells: dict = cells, line: int = line) -> Stats:
-            base = f"Successful {metric}"
-            out = Stats(mean=num(f"{base} mean", scale), p50=num(f"{base} median", scale))
-            raw = cells.get(f"{base} {V03_LIST}")
-            if raw:
-                try:
-                    values = json.loads(raw)
-                except ValueError:
-                    raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected a JSON list") from None
-                if not isinstance(values, list) or len(values) != len(V03_ORDER):
-                    raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected {len(V03_ORDER)} values")
-                for ours in ("p90", "p95", "p99", "max"):
-                    v = number(values[V03_ORDER.index(ours)], f"CSV line {line}, column {base} {V03_LIST}")
-                    setattr(out, ours, None if v is None else v * scale)
-            return out
-
-        name = cells.get("Name", "")
-        kind, _, value = name.partition("@")
-        point = LoadPoint(label=name or f"row {line}", duration_s=num("Duration"))
-        try:
-            if kind == "synchronous":
-                point.concurrency = 1.0
-            elif kind in ("concurrent", "throughput") and value:
-                point.concurrency = float(value)
-            elif kind in ("constant", "poisson", "async") and value:
-                point.request_rate = float(value)
-        except ValueError:
-            raise FormatError(f"CSV line {line}, column Name: unreadable strategy {name!r}") from None
-        completed, failed = num("Successful Requests"), num("Errored Requests")
-        point.requests_completed = None if completed is None else int(completed)
-        point.requests_failed = None if failed is None else int(failed)
-        point.ttft_ms = stats("Time to first token ms")
-        point.e2e_ms = stats("Request latency", 1000.0)
-        itl = stats("Inter token latency ms")
-        point.itl_ms = mean_only(itl.mean)
-        if not itl.is_empty():
-            point.extra["guidellm_itl_token_weighted_ms"] = itl.__dict__.copy()
-        tpot = stats("Time per output token ms")
-        if not tpot.is_empty():
-            point.extra["guidellm_time_per_output_token_ms"] = tpot.__dict__.copy()
-        point.request_throughput = num("Successful Requests per second mean")
-        point.achieved_concurrency = num("Successful Request concurrency mean")
-        point.output_token_throughput = num("Successful Output tokens per second mean")
-        worker_raw = cells.get("Worker")
-        if worker_raw and "model" not in result.metadata:
-            try:
-                worker = json.loads(worker_raw)
-            except ValueError:
-                worker = None
-            if isinstance(worker, dict):
-                _worker_metadata(worker, result)
-        result.points.append(point)
+        result.points.append(_v03_point(dict(zip(header, row, strict=False)), line, result))
     if not result.points:
         raise FormatError("CSV: no benchmark rows after the header row")
     return finish(result, slo)
+
+
+def _v03_number(cells: dict[str, str], column: str, line: int, scale: float = 1.0) -> float | None:
+    value = _csv_number({(column, "", ""): cells.get(column, "")}, (column, "", ""), line)
+    return None if value is None else value * scale
+
+
+def _v03_stats(cells: dict[str, str], metric: str, line: int, scale: float = 1.0) -> Stats:
+    """`Successful <metric> mean|median|[list]`: the list holds the percentiles in `V03_ORDER`."""
+    base = f"Successful {metric}"
+    out = Stats(
+        mean=_v03_number(cells, f"{base} mean", line, scale), p50=_v03_number(cells, f"{base} median", line, scale)
+    )
+    raw = cells.get(f"{base} {V03_LIST}")
+    if raw:
+        try:
+            values = json.loads(raw)
+        except ValueError:
+            raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected a JSON list") from None
+        if not isinstance(values, list) or len(values) != len(V03_ORDER):
+            raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected {len(V03_ORDER)} values")
+        for ours in ("p90", "p95", "p99", "max"):
+            v = number(values[V03_ORDER.index(ours)], f"CSV line {line}, column {base} {V03_LIST}")
+            setattr(out, ours, None if v is None else v * scale)
+    return out
+
+
+def _v03_point(cells: dict[str, str], line: int, result: NormalizedResult) -> LoadPoint:
+    """One benchmark row of a guidellm <=0.3 CSV."""
+
+    def num(column: str, scale: float = 1.0) -> float | None:
+        return _v03_number(cells, column, line, scale)
+
+    def stats(metric: str, scale: float = 1.0) -> Stats:
+        return _v03_stats(cells, metric, line, scale)
+
+    name = cells.get("Name", "")
+    kind, _, value = name.partition("@")
+    point = LoadPoint(label=name or f"row {line}", duration_s=num("Duration"))
+    try:
+        if kind == "synchronous":
+            point.concurrency = 1.0
+        elif kind in ("concurrent", "throughput") and value:
+            point.concurrency = float(value)
+        elif kind in ("constant", "poisson", "async") and value:
+            point.request_rate = float(value)
+    except ValueError:
+        raise FormatError(f"CSV line {line}, column Name: unreadable strategy {name!r}") from None
+    completed, failed = num("Successful Requests"), num("Errored Requests")
+    point.requests_completed = None if completed is None else int(completed)
+    point.requests_failed = None if failed is None else int(failed)
+    point.ttft_ms = stats("Time to first token ms")
+    point.e2e_ms = stats("Request latency", 1000.0)
+    itl = stats("Inter token latency ms")
+    point.itl_ms = mean_only(itl.mean)
+    if not itl.is_empty():
+        point.extra["guidellm_itl_token_weighted_ms"] = itl.__dict__.copy()
+    tpot = stats("Time per output token ms")
+    if not tpot.is_empty():
+        point.extra["guidellm_time_per_output_token_ms"] = tpot.__dict__.copy()
+    point.request_throughput = num("Successful Requests per second mean")
+    point.achieved_concurrency = num("Successful Request concurrency mean")
+    point.output_token_throughput = num("Successful Output tokens per second mean")
+    worker_raw = cells.get("Worker")
+    if worker_raw and "model" not in result.metadata:
+        try:
+            worker = json.loads(worker_raw)
+        except ValueError:
+            worker = None
+        if isinstance(worker, dict):
+            _worker_metadata(worker, result)
+    return point
 
 
 def parse_csv(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
@@ -659,23 +709,7 @@ def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: Normal
     strategy = cells.get(("Benchmark", "Strategy", ""), "")
     kind, _, value = strategy.partition("@")
     if not value:  # 0.4-0.7 write the bare kind; the profile holds the streams/rates run
-        try:
-            profile = json.loads(cells.get(("Run Info", "Profile", ""), "") or "null")
-        except ValueError:
-            profile = None
-        setting = None
-        done = profile.get("completed_strategies") if isinstance(profile, dict) else None
-        if isinstance(done, list) and row < len(done) and isinstance(done[row], dict):
-            setting = done[row].get("streams") if kind == "concurrent" else done[row].get("rate")
-        elif isinstance(profile, dict) and profile.get("kind") == kind:
-            # 0.7: no completed_strategies; the profile lists the streams (or rates), one per benchmark row
-            listed = profile.get("streams") if kind == "concurrent" else profile.get("rate")
-            listed = listed if isinstance(listed, list) else [listed]
-            if row < len(listed):
-                setting = listed[row]
-        if isinstance(setting, (int, float)) and not isinstance(setting, bool):
-            value = str(setting)
-            strategy = f"{kind}@{setting:g}"
+        value, strategy = _profile_setting(cells, kind, row, value, strategy)
     concurrency = rate = None
     try:
         if kind == "synchronous":
@@ -723,6 +757,37 @@ def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: Normal
     point.input_token_throughput = _csv_number(cells, ("Token Throughput", "Successful Input Tokens/Sec", "Mean"), line)
     point.goodput = _csv_number(cells, ("Server Throughput", "Successful Goodput/Sec", "mean"), line)
     point.slo_attainment = _csv_number(cells, ("Server Throughput", "SLO Attainment", ""), line)
+    _csv_run_metadata(cells, result)
+    return point
+
+
+def _profile_setting(
+    cells: dict[tuple[str, str, str], str], kind: str, row: int, value: str, strategy: str
+) -> tuple[str, str]:
+    """The streams/rate of benchmark `row` from the run's profile (0.4-0.7 write the bare kind), as
+    the strategy's value and label; both unchanged when the profile does not say."""
+    try:
+        profile = json.loads(cells.get(("Run Info", "Profile", ""), "") or "null")
+    except ValueError:
+        profile = None
+    setting = None
+    done = profile.get("completed_strategies") if isinstance(profile, dict) else None
+    if isinstance(done, list) and row < len(done) and isinstance(done[row], dict):
+        setting = done[row].get("streams") if kind == "concurrent" else done[row].get("rate")
+    elif isinstance(profile, dict) and profile.get("kind") == kind:
+        # 0.7: no completed_strategies; the profile lists the streams (or rates), one per benchmark row
+        listed = profile.get("streams") if kind == "concurrent" else profile.get("rate")
+        listed = listed if isinstance(listed, list) else [listed]
+        if row < len(listed):
+            setting = listed[row]
+    if isinstance(setting, (int, float)) and not isinstance(setting, bool):
+        value = str(setting)
+        strategy = f"{kind}@{setting:g}"
+    return value, strategy
+
+
+def _csv_run_metadata(cells: dict[tuple[str, str, str], str], result: NormalizedResult) -> None:
+    """guidellm's version, the platform and the backend, from the first row that gives them."""
     meta_raw = cells.get(("Runtime Info", "Metadata", ""))
     if meta_raw and result.tool_version is None:
         try:
@@ -743,7 +808,6 @@ def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: Normal
             for key in ("target", "model", "kind"):
                 if isinstance(backend.get(key), str) and backend[key]:
                     result.metadata["backend_" + key if key != "model" else "model"] = backend[key]
-    return point
 
 
 FORMATS = [

@@ -89,6 +89,17 @@ def unit_of(name: str) -> tuple[str, str | None]:
     return name.strip(), None
 
 
+# `Metric,Value` rows that set a LoadPoint figure as they are
+VALUE_FIGURES = {
+    "request throughput": "request_throughput",
+    "output token throughput": "output_token_throughput",
+    "input token throughput": "input_token_throughput",
+    "goodput": "goodput",
+    "request goodput": "goodput",
+    "goodrequestfraction": "slo_attainment",
+}
+
+
 def parse_metric_csv(
     source: Source, slo: dict[str, Any] | None, tool: str, definitions: dict[str, str]
 ) -> NormalizedResult:
@@ -104,8 +115,23 @@ def parse_metric_csv(
         raise FormatError(f"CSV table 1: expected header 'Metric,avg,...', got {','.join(header[:3])!r}")
     result = NormalizedResult(tool=tool, format=f"{tool}-csv", definitions=dict(definitions))
     point = LoadPoint(label=tool)
+    sums = _read_stat_table(tables[0], point)
+    error_rate = None
+    for table in tables[1:]:
+        if table[0][:2] == ["Metric", "Value"]:
+            error_rate = _read_value_table(table, point, error_rate)
+    _complete_point(point, result, error_rate, sums)
+    result.notes.append("CSV export carries no run configuration; the requested concurrency/rate is unknown")
+    result.points.append(point)
+    return finish(result, slo)
+
+
+def _read_stat_table(table: list[list[str]], point: LoadPoint) -> dict[str, float]:
+    """The latency statistics and effective concurrency of the `Metric,avg,...` table into `point`; returns
+    the `sum` column of the rows the per-token ITL mean is derived from."""
+    header = table[0]
     sums: dict[str, float] = {}
-    for line, row in enumerate(tables[0][1:], start=2):
+    for line, row in enumerate(table[1:], start=2):
         if len(row) != len(header):
             raise FormatError(f"CSV table 1 line {line}: has {len(row)} columns, header has {len(header)}")
         name, unit = unit_of(row[0])
@@ -123,63 +149,50 @@ def parse_metric_csv(
         scale = unit_scale(unit, f"CSV table 1 line {line} ({row[0]})")
         values = {}
         for ours, theirs in STAT_MAP.items():
-            raw = cells.get(theirs, "")
-            if raw.strip() == "":
-                values[ours] = None
-                continue
-            try:
-                v = float(raw)
-            except ValueError:
-                raise FormatError(
-                    f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a number, got {raw[:30]!r}"
-                ) from None
-            if not math.isfinite(v):
-                raise FormatError(
-                    f"CSV table 1 line {line} ({row[0]}), column {theirs}: expected a finite number, got {raw!r}"
-                )
-            values[ours] = v * scale
+            v = _cell(cells, theirs, line, row[0])
+            values[ours] = None if v is None else v * scale
         if target is None:
             point.extra["itl_chunk_ms"] = values
         else:
             setattr(point, target, Stats(**values))
-    error_rate = None
-    for table in tables[1:]:
-        if table[0][:2] != ["Metric", "Value"]:
-            continue
-        for line, row in enumerate(table[1:], start=2):
-            if len(row) < 2:
-                raise FormatError(f"CSV Metric,Value table line {line}: expected two columns")
-            name, unit = unit_of(row[0])
-            try:
-                value = float(row[1])
-            except ValueError:
-                raise FormatError(
-                    f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}"
-                ) from None
-            if not math.isfinite(value):
-                raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a finite number")
-            key = name.lower()
-            if key == "request throughput":
-                point.request_throughput = value
-            elif key == "output token throughput":
-                point.output_token_throughput = value
-            elif key == "input token throughput":
-                point.input_token_throughput = value
-            elif key in ("goodput", "request goodput"):
-                point.goodput = value
-            elif key == "goodrequestfraction":
-                point.slo_attainment = value
-            elif key == "benchmark duration":
-                point.duration_s = value * unit_scale(unit or "sec", f"CSV line {line}") / 1000.0
-            elif key in ("request count", "completed requests"):
-                point.requests_completed = int(value)
-            elif key == "completed requests (success + error)":
-                point.extra["requests_total"] = int(value)
-            elif key == "error request count":
-                point.requests_failed = int(value)
-                point.extra["error_request_count"] = int(value)
-            elif key == "request error rate":
-                error_rate = value / 100.0 if unit == "%" else value
+    return sums
+
+
+def _read_value_table(table: list[list[str]], point: LoadPoint, error_rate: float | None) -> float | None:
+    """One `Metric,Value` table into `point`; returns the request error rate (a fraction) if it gives one."""
+    for line, row in enumerate(table[1:], start=2):
+        if len(row) < 2:
+            raise FormatError(f"CSV Metric,Value table line {line}: expected two columns")
+        name, unit = unit_of(row[0])
+        try:
+            value = float(row[1])
+        except ValueError:
+            raise FormatError(
+                f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}"
+            ) from None
+        if not math.isfinite(value):
+            raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a finite number")
+        key = name.lower()
+        if key in VALUE_FIGURES:
+            setattr(point, VALUE_FIGURES[key], value)
+        elif key == "benchmark duration":
+            point.duration_s = value * unit_scale(unit or "sec", f"CSV line {line}") / 1000.0
+        elif key in ("request count", "completed requests"):
+            point.requests_completed = int(value)
+        elif key == "completed requests (success + error)":
+            point.extra["requests_total"] = int(value)
+        elif key == "error request count":
+            point.requests_failed = int(value)
+            point.extra["error_request_count"] = int(value)
+        elif key == "request error rate":
+            error_rate = value / 100.0 if unit == "%" else value
+    return error_rate
+
+
+def _complete_point(
+    point: LoadPoint, result: NormalizedResult, error_rate: float | None, sums: dict[str, float]
+) -> None:
+    """What the rows give together: an all-failed run, the failed count, the per-token ITL mean."""
     if point.ttft_ms.is_empty() and point.e2e_ms.is_empty():
         if "error_request_count" not in point.extra:
             raise FormatError("CSV: no Time to First Token or Request Latency row, nor an Error Request Count")
@@ -199,9 +212,6 @@ def parse_metric_csv(
     if point.itl_ms.is_empty() and decode is not None and osl is not None and count:
         # per-token ITL mean = total decode time (latency - TTFT) / total token gaps, exact for any chunking
         point.itl_ms = Stats(mean=pooled_itl_mean(decode, 0.0, osl - count))
-    result.notes.append("CSV export carries no run configuration; the requested concurrency/rate is unknown")
-    result.points.append(point)
-    return finish(result, slo)
 
 
 def _cell(cells: dict[str, str], column: str, line: int, name: str) -> float | None:

@@ -196,6 +196,41 @@ def _requests(value: Any, n_points: int) -> Any:
     return request_frame(columns, n)
 
 
+def _timeseries(doc: dict[str, Any]) -> dict[str, Any]:
+    """The `timeseries` object, each series checked to be a list of [t_s, value] number pairs."""
+    timeseries = expect_object(doc.get("timeseries") or {}, "timeseries")
+    for name, series in timeseries.items():
+        for i, pair in enumerate(expect_list(series, f"timeseries.{name}")):
+            pair = expect_list(pair, f"timeseries.{name}[{i}]")
+            if len(pair) != 2:
+                raise FormatError(f"timeseries.{name}[{i}]: expected [t_s, value], got {len(pair)} items")
+            for j, item in enumerate(pair):
+                number(item, f"timeseries.{name}[{i}][{j}]", allow_none=False)
+    return timeseries
+
+
+def _verdicts(doc: dict[str, Any]) -> list[Any]:
+    """The `verdicts` list, each checked: a name, and a status and `passed` that agree."""
+    verdicts = expect_list(doc.get("verdicts") or [], "verdicts")
+    for i, verdict in enumerate(verdicts):
+        verdict = expect_object(verdict, f"verdicts[{i}]")
+        if not isinstance(verdict.get("name"), str):
+            raise FormatError(f"verdicts[{i}].name: expected a string, got {type_name(verdict.get('name'))}")
+        status = verdict.get("status")
+        if status is not None and status not in verdict_status.STATUSES:
+            raise FormatError(
+                f"verdicts[{i}].status: expected one of {', '.join(verdict_status.STATUSES)}, got {status!r}"
+            )
+        passed = verdict.get("passed")
+        if not isinstance(passed, bool) and not (passed is None and status is not None):
+            raise FormatError(
+                f"verdicts[{i}].passed: expected a boolean (or null with a status), got {type_name(passed)}"
+            )
+        if status is not None and passed is not (True if status == "pass" else False if status == "fail" else None):
+            raise FormatError(f"verdicts[{i}].passed: {passed!r} contradicts status {status!r}")
+    return verdicts
+
+
 def validate(doc: Any) -> NormalizedResult:
     """A `kvselect.result/1` document -> NormalizedResult, or FormatError naming the bad path."""
     doc = expect_object(doc, "(root)")
@@ -229,32 +264,9 @@ def validate(doc: Any) -> NormalizedResult:
     result.definitions = dict(definitions)
     points = expect_list(doc["points"], "points")
     result.points = [_point(p, f"points[{i}]") for i, p in enumerate(points)]
-    timeseries = expect_object(doc.get("timeseries") or {}, "timeseries")
-    for name, series in timeseries.items():
-        for i, pair in enumerate(expect_list(series, f"timeseries.{name}")):
-            pair = expect_list(pair, f"timeseries.{name}[{i}]")
-            if len(pair) != 2:
-                raise FormatError(f"timeseries.{name}[{i}]: expected [t_s, value], got {len(pair)} items")
-            for j, item in enumerate(pair):
-                number(item, f"timeseries.{name}[{i}][{j}]", allow_none=False)
+    timeseries = _timeseries(doc)
     result.timeseries = {k: [list(map(float, p)) for p in v] for k, v in timeseries.items()}
-    verdicts = expect_list(doc.get("verdicts") or [], "verdicts")
-    for i, verdict in enumerate(verdicts):
-        verdict = expect_object(verdict, f"verdicts[{i}]")
-        if not isinstance(verdict.get("name"), str):
-            raise FormatError(f"verdicts[{i}].name: expected a string, got {type_name(verdict.get('name'))}")
-        status = verdict.get("status")
-        if status is not None and status not in verdict_status.STATUSES:
-            raise FormatError(
-                f"verdicts[{i}].status: expected one of {', '.join(verdict_status.STATUSES)}, got {status!r}"
-            )
-        passed = verdict.get("passed")
-        if not isinstance(passed, bool) and not (passed is None and status is not None):
-            raise FormatError(
-                f"verdicts[{i}].passed: expected a boolean (or null with a status), got {type_name(passed)}"
-            )
-        if status is not None and passed is not (True if status == "pass" else False if status == "fail" else None):
-            raise FormatError(f"verdicts[{i}].passed: {passed!r} contradicts status {status!r}")
+    verdicts = _verdicts(doc)
     result.verdicts = [dict(v) for v in verdicts]
     notes = expect_list(doc.get("notes") or [], "notes")
     for i, note in enumerate(notes):

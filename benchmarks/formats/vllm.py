@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -342,7 +343,23 @@ def parse_serving_doc(
 ) -> tuple[LoadPoint, Any]:
     """One vLLM or SGLang result object -> a load point and its per-request frame (or None)."""
     expect_object(doc, path or "(root)")
-    e2e_key = "e2el" if flavour == "vllm" else "e2e_latency"
+    point, total_output = _summary_point(doc, path, index, result, flavour)
+    point.ttft_ms = stats_for(doc, "ttft", path)
+    point.tpot_ms = stats_for(doc, "tpot", path)
+    itl_chunk = stats_for(doc, "itl", path)
+    point.e2e_ms = stats_for(doc, "e2el" if flavour == "vllm" else "e2e_latency", path)
+    # per-request arrays (--save-detailed / --output-details)
+    lists = _request_lists(doc, path)
+    frame, itl_pooled = (None, None) if lists is None else _per_request(lists, doc, path, index, result, point)
+    _per_token_itl(point, itl_chunk, itl_pooled, frame, total_output, index, result)
+    _collect_metadata(doc, result, flavour)
+    return point, frame
+
+
+def _summary_point(
+    doc: dict[str, Any], path: str, index: int, result: NormalizedResult, flavour: str
+) -> tuple[LoadPoint, float | None]:
+    """The load point the tool's summary figures give, and the file's total output tokens."""
     for key in ("duration", "completed"):
         if key not in doc:
             raise FormatError(f"{join(path, key)}: missing required key")
@@ -374,6 +391,12 @@ def parse_serving_doc(
     total_output = get_number(doc, "total_output_tokens", path)
     if point.input_token_throughput is None and total_input is not None and duration:
         point.input_token_throughput = total_input / duration
+    _summary_extras(doc, path, flavour, point)
+    return point, total_output
+
+
+def _summary_extras(doc: dict[str, Any], path: str, flavour: str, point: LoadPoint) -> None:
+    """Goodput, SGLang's own concurrency and SLO attainment, and the figures kvselect keeps as extras."""
     if flavour == "sglang":
         point.achieved_concurrency = get_number(doc, "concurrency", path)
     goodput_key = (
@@ -399,152 +422,238 @@ def parse_serving_doc(
     if isinstance(doc.get("cache_report"), dict):
         point.extra["cache_report"] = cap_depth(doc["cache_report"])
 
-    ttft = stats_for(doc, "ttft", path)
-    tpot = stats_for(doc, "tpot", path)
-    itl_chunk = stats_for(doc, "itl", path)
-    e2e = stats_for(doc, e2e_key, path)
 
-    # per-request arrays (--save-detailed / --output-details)
-    frame = None
+@dataclass
+class _RequestLists:
+    """The per-request lists of one result object, one entry per request (checked)."""
+
+    ttfts: np.ndarray
+    output_lens: np.ndarray | None
+    input_lens: np.ndarray | None
+    latencies: np.ndarray | None
+    start_times: np.ndarray | None
+    itls: tuple[np.ndarray, np.ndarray] | None  # (every gap, flat; gaps per request)
+
+    @property
+    def n(self) -> int:
+        return len(self.ttfts)
+
+
+def _request_lists(doc: dict[str, Any], path: str) -> _RequestLists | None:
+    """The per-request lists, or None without `ttfts` (every list is type-checked either way)."""
     ttfts = _float_array(doc, "ttfts", path)
     output_lens = _float_array(doc, "output_lens", path)
     input_lens = _float_array(doc, "input_lens", path)
     latencies = _float_array(doc, "latencies", path)
     start_times = _float_array(doc, "start_times", path)
     itls = _itl_arrays(doc, path)
-    itl_pooled = None
-    if ttfts is not None:
-        n = len(ttfts)
-        for key, array in (
-            ("output_lens", output_lens),
-            ("input_lens", input_lens),
-            ("latencies", latencies),
-            ("start_times", start_times),
-        ):
-            if array is not None and len(array) != n:
-                raise FormatError(f"{join(path, key)}: has {len(array)} entries but ttfts has {n}")
-        if itls is not None and len(itls[1]) != n:
-            raise FormatError(f"{join(path, 'itls')}: has {len(itls[1])} entries but ttfts has {n}")
-        errors = _errors(doc, path, n)
-        if errors is not None and len(errors[0]) != n:
-            raise FormatError(f"{join(path, 'errors')}: has {len(errors[0])} entries but ttfts has {n}")
-        ok = (
-            errors[0]
-            if errors is not None
-            else (output_lens > 0 if output_lens is not None else np.ones(n, dtype=bool))
-        )
-        every_request = n == completed + (failed or 0) or n == int(ok.sum()) == completed
-        ttft_ms = ttfts * 1000.0
-        itl_sum_ms = None
-        if itls is not None:
-            flat, counts = itls
-            sums = np.zeros(n)
-            if flat.size:
-                nonempty = counts > 0
-                starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-                sums[nonempty] = np.add.reduceat(flat, starts[nonempty]) if nonempty.any() else 0.0
-            itl_sum_ms = sums * 1000.0
-        tokens = output_lens if output_lens is not None else np.full(n, np.nan)
-        if latencies is not None:
-            e2e_ms = latencies * 1000.0
-        elif itl_sum_ms is not None:
-            e2e_ms = ttft_ms + itl_sum_ms
-        else:
-            e2e_ms = np.full(n, np.nan)
-        ttft_ms = np.where(ok, ttft_ms, np.nan)
-        e2e_ms = np.where(ok, e2e_ms, np.nan)
-        tpot_ms = per_request_tpot(e2e_ms, ttft_ms, tokens)
-        itl_mean = np.full(n, np.nan)
-        if itl_sum_ms is not None:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                itl_mean = np.where(ok & (tokens > 1), itl_sum_ms / (tokens - 1), np.nan)
-        # Per-request lists are only used when they are whole. A real file keeps one gap per chunk
-        # (a chunk may hold several tokens), so a short list is not proof of a cut; the check is
-        # that the lists give back the tool's own mean TPOT.
-        if latencies is None and itl_sum_ms is not None:
-            consistent, why = _lists_reproduce_tpot(tpot_ms, tpot.mean, every_request)
-            if not consistent:
-                e2e_ms[:] = np.nan
-                tpot_ms[:] = np.nan
-                itl_mean[:] = np.nan
-                result.notes.append(
-                    f"point {index}: per-request e2e, TPOT and ITL not derived from the inter-token lists: {why}; "
-                    "the tool's own summary figures are kept and the figures they do not give are missing"
-                )
-        elif latencies is not None and itl_sum_ms is not None:
-            whole = np.isclose(itl_sum_ms, e2e_ms - ttft_ms, rtol=1e-3, atol=0.5) | ~np.isfinite(e2e_ms)
-            if not whole.all():
-                itl_mean[:] = np.nan
-                result.notes.append(
-                    f"point {index}: the inter-token lists of {int((~whole).sum())} requests do not add up to their "
-                    "latency - TTFT: per-request ITL not derived"
-                )
-        ok_multi = ok & (tokens > 1) & np.isfinite(itl_mean)
-        if (
-            itls is not None
-            and every_request
-            and ok_multi.any()
-            and np.array_equal(itls[1][ok_multi], (tokens[ok_multi] - 1).astype(np.int64))
-        ):
-            ok_rows = np.repeat(ok, itls[1])  # one token per chunk: chunk gaps are token gaps
-            itl_pooled = stats_from_array(itls[0][ok_rows] * 1000.0)
-        start_s = start_times - np.nanmin(start_times) if start_times is not None and n else None
-        frame = request_frame(
-            {
-                "point": np.full(n, index, dtype=np.int32),
-                "start_s": start_s,
-                "ttft_ms": ttft_ms,
-                "tpot_ms": tpot_ms,
-                "itl_ms_mean": itl_mean,
-                "e2e_ms": e2e_ms,
-                "prompt_tokens": input_lens,
-                "output_tokens": output_lens,
-                "ok": ok,
-                "error": errors[1] if errors is not None else None,
-            },
-            n,
-        )
-        if every_request:
-            ttft = _merge(ttft, stats_from_array(ttft_ms[ok]))
-            tpot = _merge(tpot, stats_from_array(tpot_ms[ok]))
-            e2e = _merge(e2e, stats_from_array(e2e_ms[ok]))
-            if start_times is not None and latencies is not None:
-                held = held_concurrency(start_times, start_times + latencies)
-                if held is not None:
-                    point.achieved_concurrency = held
-                    point.extra["achieved_concurrency_source"] = "start_times + latencies of every request"
-        else:
+    if ttfts is None:
+        return None
+    n = len(ttfts)
+    for key, array in (
+        ("output_lens", output_lens),
+        ("input_lens", input_lens),
+        ("latencies", latencies),
+        ("start_times", start_times),
+    ):
+        if array is not None and len(array) != n:
+            raise FormatError(f"{join(path, key)}: has {len(array)} entries but ttfts has {n}")
+    if itls is not None and len(itls[1]) != n:
+        raise FormatError(f"{join(path, 'itls')}: has {len(itls[1])} entries but ttfts has {n}")
+    return _RequestLists(ttfts, output_lens, input_lens, latencies, start_times, itls)
+
+
+@dataclass
+class _RequestFigures:
+    """Per-request figures in ms (NaN for failed requests), derived from the lists."""
+
+    ok: np.ndarray
+    tokens: np.ndarray
+    ttft_ms: np.ndarray
+    e2e_ms: np.ndarray
+    tpot_ms: np.ndarray
+    itl_mean: np.ndarray
+    itl_sum_ms: np.ndarray | None
+
+
+def _itl_sums_ms(itls: tuple[np.ndarray, np.ndarray] | None, n: int) -> np.ndarray | None:
+    """Each request's sum of inter-token gaps, in ms."""
+    if itls is None:
+        return None
+    flat, counts = itls
+    sums = np.zeros(n)
+    if flat.size:
+        nonempty = counts > 0
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        sums[nonempty] = np.add.reduceat(flat, starts[nonempty]) if nonempty.any() else 0.0
+    return sums * 1000.0
+
+
+def _request_figures(lists: _RequestLists, ok: np.ndarray) -> _RequestFigures:
+    n = lists.n
+    ttft_ms = lists.ttfts * 1000.0
+    itl_sum_ms = _itl_sums_ms(lists.itls, n)
+    tokens = lists.output_lens if lists.output_lens is not None else np.full(n, np.nan)
+    if lists.latencies is not None:
+        e2e_ms = lists.latencies * 1000.0
+    elif itl_sum_ms is not None:
+        e2e_ms = ttft_ms + itl_sum_ms
+    else:
+        e2e_ms = np.full(n, np.nan)
+    ttft_ms = np.where(ok, ttft_ms, np.nan)
+    e2e_ms = np.where(ok, e2e_ms, np.nan)
+    tpot_ms = per_request_tpot(e2e_ms, ttft_ms, tokens)
+    itl_mean = np.full(n, np.nan)
+    if itl_sum_ms is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            itl_mean = np.where(ok & (tokens > 1), itl_sum_ms / (tokens - 1), np.nan)
+    return _RequestFigures(ok, tokens, ttft_ms, e2e_ms, tpot_ms, itl_mean, itl_sum_ms)
+
+
+def _drop_cut_lists(
+    lists: _RequestLists,
+    figures: _RequestFigures,
+    every_request: bool,
+    file_tpot_mean: float | None,
+    index: int,
+    result: NormalizedResult,
+) -> None:
+    """Per-request lists are only used when they are whole. A real file keeps one gap per chunk
+    (a chunk may hold several tokens), so a short list is not proof of a cut; the check is
+    that the lists give back the tool's own mean TPOT."""
+    if figures.itl_sum_ms is None:
+        return
+    if lists.latencies is None:
+        consistent, why = _lists_reproduce_tpot(figures.tpot_ms, file_tpot_mean, every_request)
+        if not consistent:
+            figures.e2e_ms[:] = np.nan
+            figures.tpot_ms[:] = np.nan
+            figures.itl_mean[:] = np.nan
             result.notes.append(
-                f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); "
-                "summary statistics taken from the tool's aggregates"
+                f"point {index}: per-request e2e, TPOT and ITL not derived from the inter-token lists: {why}; "
+                "the tool's own summary figures are kept and the figures they do not give are missing"
             )
-    point.ttft_ms, point.tpot_ms, point.e2e_ms = ttft, tpot, e2e
+        return
+    e2e_ms, ttft_ms = figures.e2e_ms, figures.ttft_ms
+    whole = np.isclose(figures.itl_sum_ms, e2e_ms - ttft_ms, rtol=1e-3, atol=0.5) | ~np.isfinite(e2e_ms)
+    if not whole.all():
+        figures.itl_mean[:] = np.nan
+        result.notes.append(
+            f"point {index}: the inter-token lists of {int((~whole).sum())} requests do not add up to their "
+            "latency - TTFT: per-request ITL not derived"
+        )
+
+
+def _pooled_token_itl(lists: _RequestLists, figures: _RequestFigures, every_request: bool) -> Stats | None:
+    """Statistics of every gap pooled, when each chunk carried one token (chunk gaps are token gaps)."""
+    ok, tokens = figures.ok, figures.tokens
+    ok_multi = ok & (tokens > 1) & np.isfinite(figures.itl_mean)
+    itls = lists.itls
+    if (
+        itls is not None
+        and every_request
+        and ok_multi.any()
+        and np.array_equal(itls[1][ok_multi], (tokens[ok_multi] - 1).astype(np.int64))
+    ):
+        ok_rows = np.repeat(ok, itls[1])
+        return stats_from_array(itls[0][ok_rows] * 1000.0)
+    return None
+
+
+def _per_request(
+    lists: _RequestLists, doc: dict[str, Any], path: str, index: int, result: NormalizedResult, point: LoadPoint
+) -> tuple[Any, Stats | None]:
+    """The per-request frame and pooled per-token ITL (or None); whole lists also refine the point's
+    statistics and give its achieved concurrency."""
+    completed, failed = point.requests_completed, point.requests_failed
+    n = lists.n
+    errors = _errors(doc, path, n)
+    if errors is not None and len(errors[0]) != n:
+        raise FormatError(f"{join(path, 'errors')}: has {len(errors[0])} entries but ttfts has {n}")
+    ok = (
+        errors[0]
+        if errors is not None
+        else (lists.output_lens > 0 if lists.output_lens is not None else np.ones(n, dtype=bool))
+    )
+    every_request = n == completed + (failed or 0) or n == int(ok.sum()) == completed
+    figures = _request_figures(lists, ok)
+    _drop_cut_lists(lists, figures, every_request, point.tpot_ms.mean, index, result)
+    itl_pooled = _pooled_token_itl(lists, figures, every_request)
+    start_times = lists.start_times
+    start_s = start_times - np.nanmin(start_times) if start_times is not None and n else None
+    frame = request_frame(
+        {
+            "point": np.full(n, index, dtype=np.int32),
+            "start_s": start_s,
+            "ttft_ms": figures.ttft_ms,
+            "tpot_ms": figures.tpot_ms,
+            "itl_ms_mean": figures.itl_mean,
+            "e2e_ms": figures.e2e_ms,
+            "prompt_tokens": lists.input_lens,
+            "output_tokens": lists.output_lens,
+            "ok": ok,
+            "error": errors[1] if errors is not None else None,
+        },
+        n,
+    )
+    if every_request:
+        _use_every_request(lists, figures, point)
+    else:
+        result.notes.append(
+            f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); "
+            "summary statistics taken from the tool's aggregates"
+        )
+    return frame, itl_pooled
+
+
+def _use_every_request(lists: _RequestLists, figures: _RequestFigures, point: LoadPoint) -> None:
+    """Lists holding every request fill the statistics the tool did not save, and give the held concurrency."""
+    ok = figures.ok
+    point.ttft_ms = _merge(point.ttft_ms, stats_from_array(figures.ttft_ms[ok]))
+    point.tpot_ms = _merge(point.tpot_ms, stats_from_array(figures.tpot_ms[ok]))
+    point.e2e_ms = _merge(point.e2e_ms, stats_from_array(figures.e2e_ms[ok]))
+    if lists.start_times is not None and lists.latencies is not None:
+        held = held_concurrency(lists.start_times, lists.start_times + lists.latencies)
+        if held is not None:
+            point.achieved_concurrency = held
+            point.extra["achieved_concurrency_source"] = "start_times + latencies of every request"
+
+
+def _per_token_itl(
+    point: LoadPoint,
+    itl_chunk: Stats,
+    itl_pooled: Stats | None,
+    frame: Any,
+    total_output: float | None,
+    index: int,
+    result: NormalizedResult,
+) -> None:
+    """kvselect's per-token ITL: pooled gaps when chunks are tokens, else only its mean (from whole
+    per-request lists, else from the mean e2e latency); the tool's per-chunk ITL goes to extra."""
     if not itl_chunk.is_empty():
         point.extra["itl_chunk_ms"] = itl_chunk.__dict__.copy()
     if itl_pooled is not None:
         point.itl_ms = _merge(itl_chunk, itl_pooled)
-    else:
-        if frame is not None and len(frame) == completed + (failed or 0):
-            okf = frame["ok"].to_numpy(dtype=bool)
-            t = frame["output_tokens"].to_numpy(dtype=float)[okf]
-            e = frame["e2e_ms"].to_numpy(dtype=float)[okf]
-            f = frame["ttft_ms"].to_numpy(dtype=float)[okf]
-            valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
-            if valid.any() and valid.sum() == okf.sum():
-                point.itl_ms = mean_only(
-                    pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum()))
-                )
-        if point.itl_ms.is_empty() and e2e.mean is not None and ttft.mean is not None and total_output and completed:
+        return
+    completed, failed = point.requests_completed, point.requests_failed
+    if frame is not None and len(frame) == completed + (failed or 0):
+        okf = frame["ok"].to_numpy(dtype=bool)
+        t = frame["output_tokens"].to_numpy(dtype=float)[okf]
+        e = frame["e2e_ms"].to_numpy(dtype=float)[okf]
+        f = frame["ttft_ms"].to_numpy(dtype=float)[okf]
+        valid = np.isfinite(t) & np.isfinite(e) & np.isfinite(f) & (t >= 1)
+        if valid.any() and valid.sum() == okf.sum():
             point.itl_ms = mean_only(
-                pooled_itl_mean(e2e.mean * completed, ttft.mean * completed, total_output - completed)
+                pooled_itl_mean(float(e[valid].sum()), float(f[valid].sum()), float((t[valid] - 1).sum()))
             )
-        if point.itl_ms.is_empty() and not itl_chunk.is_empty():
-            result.notes.append(
-                f"point {index}: per-token ITL missing: the tool's ITL is per chunk (kept in extra.itl_chunk_ms) "
-                "and neither whole per-request lists nor a mean e2e latency give it per token"
-            )
-    _collect_metadata(doc, result, flavour)
-    return point, frame
+    e2e, ttft = point.e2e_ms, point.ttft_ms
+    if point.itl_ms.is_empty() and e2e.mean is not None and ttft.mean is not None and total_output and completed:
+        point.itl_ms = mean_only(pooled_itl_mean(e2e.mean * completed, ttft.mean * completed, total_output - completed))
+    if point.itl_ms.is_empty() and not itl_chunk.is_empty():
+        result.notes.append(
+            f"point {index}: per-token ITL missing: the tool's ITL is per chunk (kept in extra.itl_chunk_ms) "
+            "and neither whole per-request lists nor a mean e2e latency give it per token"
+        )
 
 
 def _lists_reproduce_tpot(tpot_ms: np.ndarray, file_mean: float | None, every_request: bool) -> tuple[bool, str]:

@@ -242,6 +242,11 @@ class _ResponseProtocol(asyncio.Protocol):
             if pieces:  # whole chunks, then the rest (a partial chunk, the last-chunk marker) below
                 self.on_body(self, now, b"".join(pieces))  # type: ignore[misc]
                 data = data[position:]
+        self._parse_chunks(now, data)
+
+    def _parse_chunks(self, now: float, data: bytes) -> None:
+        """The general chunked-body parser: chunks split across reads, chunk extensions, the last chunk
+        and its trailer (the whole-chunks loop of `_consume_chunked` hands it what it cannot take)."""
         buffer = self.buffer + data if self.buffer else data
         out = []
         position = 0

@@ -311,7 +311,7 @@ async def run_clients(
 # ------------------------------------------------------------------------------------------- main
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load")
@@ -333,7 +333,38 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--drain-timeout", type=float, default=180.0, help="wait this long for queued parsing")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def report(outcome: dict, counted: dict, elapsed: float, payload_bytes: int) -> int:
+    """Print what the clients saw against what the database holds; 0 when nothing was lost, duplicated or failed."""
+    accepted = outcome["accepted"]
+    in_db = counted["keys"]
+    lost = sum(1 for key in accepted if key not in in_db)
+    duplicated = sum(n - 1 for n in in_db.values() if n > 1) + len(outcome["mismatched"])
+    unknown = sum(1 for key in in_db if key not in accepted)  # stored though the client saw an error
+    not_succeeded = sum(n for status, n in counted["status"].items() if status != "succeeded")
+    errors = len(outcome["errors"])
+    lat = outcome["latencies"]
+    requests = sum(outcome["statuses"].values())
+    print(
+        f"requests={requests} ({requests / elapsed:.1f}/s, {requests * payload_bytes / elapsed / 1e6:.1f} MB/s) "
+        f"statuses={outcome['statuses']} unique_keys={len(accepted)} runs={counted['runs']} "
+        f"run_status={counted['status']}"
+    )
+    print(
+        f"upload latency p50={percentile(lat, 50) * 1000:.0f} ms p90={percentile(lat, 90) * 1000:.0f} ms "
+        f"p99={percentile(lat, 99) * 1000:.0f} ms max={max(lat, default=float('nan')) * 1000:.0f} ms"
+    )
+    print(f"errors={errors} not_succeeded={not_succeeded} stored_after_error={unknown}")
+    for line in outcome["errors"][:5] + counted["errors"]:
+        print(f"  {line}")
+    print(f"lost={lost} duplicated={duplicated}")
+    return 0 if lost == duplicated == errors == not_succeeded == 0 and requests else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="kvselect-apiload-"))
     database = ScratchDatabase(os.environ.get("DATABASE_URL"), workdir)
@@ -450,29 +481,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.killpg(process.pid, signal.SIGKILL)
         database.drop()
 
-    accepted = outcome["accepted"]
-    in_db = counted["keys"]
-    lost = sum(1 for key in accepted if key not in in_db)
-    duplicated = sum(n - 1 for n in in_db.values() if n > 1) + len(outcome["mismatched"])
-    unknown = sum(1 for key in in_db if key not in accepted)  # stored though the client saw an error
-    not_succeeded = sum(n for status, n in counted["status"].items() if status != "succeeded")
-    errors = len(outcome["errors"])
-    lat = outcome["latencies"]
-    requests = sum(outcome["statuses"].values())
-    print(
-        f"requests={requests} ({requests / elapsed:.1f}/s, {requests * len(payload) / elapsed / 1e6:.1f} MB/s) "
-        f"statuses={outcome['statuses']} unique_keys={len(accepted)} runs={counted['runs']} "
-        f"run_status={counted['status']}"
-    )
-    print(
-        f"upload latency p50={percentile(lat, 50) * 1000:.0f} ms p90={percentile(lat, 90) * 1000:.0f} ms "
-        f"p99={percentile(lat, 99) * 1000:.0f} ms max={max(lat, default=float('nan')) * 1000:.0f} ms"
-    )
-    print(f"errors={errors} not_succeeded={not_succeeded} stored_after_error={unknown}")
-    for line in outcome["errors"][:5] + counted["errors"]:
-        print(f"  {line}")
-    print(f"lost={lost} duplicated={duplicated}")
-    return 0 if lost == duplicated == errors == not_succeeded == 0 and requests else 1
+    return report(outcome, counted, elapsed, len(payload))
 
 
 if __name__ == "__main__":

@@ -675,26 +675,51 @@ class Engine:
         self.offload_idle(now)
         outcome = StepOutcome(duration=0.0)
         extra: list[float] = []  # transfer times paid by this step
-        budget = config.max_num_batched_tokens
-        n_decode = len(self.decode)
-        budget -= n_decode
+        self._grow_decode(now, extra, outcome)
+        budget = config.max_num_batched_tokens - len(self.decode)
+        chunks: list[tuple[Sequence, int]] = []
+        deferred, budget = self._continue_prefills(budget, now, chunks, extra, outcome)
+        budget = self._admit(budget, now, chunks, extra, outcome)
+        # 3b. priority policy: the less important prefills continue with what is left
+        for seq in deferred:
+            budget = self._continue_prefill(seq, budget, now, chunks, extra, outcome)
 
-        # 1. decode growth for one step; preempt from the back when blocks run out
+        n_decode = len(self.decode)
+        prefill_compute = 0.0
+        prefill_ctx = 0
+        for seq, chunk in chunks:
+            prefill_compute += config.prefill_s(chunk, seq.computed)
+            prefill_ctx += seq.computed + chunk
+        swap_time = sum(extra)
+        steps = self._plan_steps(now, horizon, swap_time, bool(chunks), n_decode)
+        duration = self._step_duration(steps, n_decode, bool(chunks), prefill_compute, prefill_ctx, swap_time)
+        outcome.duration = duration
+        outcome.steps = max(steps, 1)
+        end = now + duration
+        self._apply_decode(steps, n_decode, end, outcome)
+        self._apply_prefill(chunks, end, outcome)
+        return outcome
+
+    def _grow_decode(self, now: float, extra: list[float], outcome: StepOutcome) -> None:
+        """1. decode growth for one step; preempt from the back when blocks run out."""
         while self._crossings(1) > self.available:
             victim = self._victim()
             if victim is None:
                 break
             extra.append(self._preempt(victim, now))
             outcome.preempted.append(victim)
-        n_decode = len(self.decode)
-        budget = config.max_num_batched_tokens - n_decode
 
-        # 2. continue chunked prefills of running sequences (under the priority policy, only
-        #    those at least as important as the best waiting request: the rest get what is left
-        #    after admission, step 3b)
-        prefill_compute = 0.0
-        prefill_ctx = 0
-        chunks: list[tuple[Sequence, int]] = []
+    def _continue_prefills(
+        self,
+        budget: int,
+        now: float,
+        chunks: list[tuple[Sequence, int]],
+        extra: list[float],
+        outcome: StepOutcome,
+    ) -> tuple[list[Sequence], int]:
+        """2. continue chunked prefills of running sequences (under the priority policy, only
+        those at least as important as the best waiting request: the rest, returned, get what is
+        left after admission, step 3b); returns them and the budget left."""
         deferred: list[Sequence] = []
         prefilling = list(self.prefilling.values()) if self.prefilling else []
         if self.by_priority:
@@ -705,10 +730,19 @@ class Engine:
             prefilling = [seq for seq in prefilling if seq.priority <= best_waiting]
         for seq in prefilling:
             budget = self._continue_prefill(seq, budget, now, chunks, extra, outcome)
+        return deferred, budget
 
-        # 3. admit from the waiting queue (FIFO, head-of-line blocking); not in a step that
-        #    had to preempt, or the victim would be readmitted at once and thrash
-        while self.waiting and budget > 0 and len(self.running) < config.max_num_seqs and not outcome.preempted:
+    def _admit(
+        self,
+        budget: int,
+        now: float,
+        chunks: list[tuple[Sequence, int]],
+        extra: list[float],
+        outcome: StepOutcome,
+    ) -> int:
+        """3. admit from the waiting queue (FIFO, head-of-line blocking); not in a step that
+        had to preempt, or the victim would be readmitted at once and thrash. Returns the budget left."""
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs and not outcome.preempted:
             seq = self.waiting[0]
             chunk = self._try_admit(seq, budget, now, extra)
             if chunk < 0:
@@ -727,19 +761,13 @@ class Engine:
             self.prefilling[seq.order] = seq
             chunks.append((seq, chunk))
             budget -= chunk
-        # 3b. priority policy: the less important prefills continue with what is left
-        for seq in deferred:
-            budget = self._continue_prefill(seq, budget, now, chunks, extra, outcome)
+        return budget
 
-        n_decode = len(self.decode)
-        for seq, chunk in chunks:
-            prefill_compute += config.prefill_s(chunk, seq.computed)
-            prefill_ctx += seq.computed + chunk
-        swap_time = sum(extra)
-
-        # 4. how many decode steps this iteration covers
+    def _plan_steps(self, now: float, horizon: float, swap_time: float, prefills: bool, n_decode: int) -> int:
+        """4. how many decode steps this iteration covers (0: stalled, no block left for decode
+        growth); allocates their growth and records the peaks."""
         steps = 1
-        if self.coalesce and not chunks and n_decode:
+        if self.coalesce and not prefills and n_decode:
             steps = self._coalesced_steps(now, horizon, swap_time)
         growth = self._crossings(steps)
         if growth > self.available:  # nothing left to preempt: stall this step's decode
@@ -751,8 +779,13 @@ class Engine:
             self.peak_used_blocks = used
         if len(self.running) > self.peak_running:
             self.peak_running = len(self.running)
+        return steps
 
-        # 5. duration: weights + KV read over bandwidth (decode), or compute (prefill)
+    def _step_duration(
+        self, steps: int, n_decode: int, prefills: bool, prefill_compute: float, prefill_ctx: int, swap_time: float
+    ) -> float:
+        """5. duration: weights + KV read over bandwidth (decode), or compute (prefill)."""
+        config = self.config
         bandwidth = config.gpu_profile.hbm_bandwidth_bytes_per_s
         kvb = config.kv_bytes_per_token
         if steps <= 1:
@@ -760,20 +793,18 @@ class Engine:
             memory_time = (config.weight_bytes + kvb * (self.S + prefill_ctx + self.leaked * self.bs)) / bandwidth
             compute_time = prefill_compute
             duration = config.step_overhead_s + max(memory_time, compute_time) + swap_time
-            if not n_decode and not chunks:
+            if not n_decode and not prefills:
                 duration = swap_time or config.step_overhead_s
-        else:
-            per_step = config.step_overhead_s + config.weight_bytes / bandwidth
-            duration = (
-                steps * per_step
-                + kvb / bandwidth * (steps * (self.S + self.leaked * self.bs) + n_decode * steps * (steps - 1) / 2)
-                + swap_time
-            )
-        outcome.duration = duration
-        outcome.steps = max(steps, 1)
-        end = now + duration
+            return duration
+        per_step = config.step_overhead_s + config.weight_bytes / bandwidth
+        return (
+            steps * per_step
+            + kvb / bandwidth * (steps * (self.S + self.leaked * self.bs) + n_decode * steps * (steps - 1) / 2)
+            + swap_time
+        )
 
-        # 6. apply: decode progress, prefill progress, finishes
+    def _apply_decode(self, steps: int, n_decode: int, end: float, outcome: StepOutcome) -> None:
+        """6a. apply decode progress and the finishes it brings."""
         if steps and n_decode:
             if self.coalesce:
                 self.G += steps
@@ -789,6 +820,9 @@ class Engine:
                 continue  # stale entry (preempted since)
             self._finish(seq, end, "length")
             outcome.finished.append(seq)
+
+    def _apply_prefill(self, chunks: list[tuple[Sequence, int]], end: float, outcome: StepOutcome) -> None:
+        """6b. apply prefill progress: a finished prefill gives the first token, then decodes or finishes."""
         for seq, chunk in chunks:
             if seq.order not in self.running or seq.status != PREFILL:
                 continue
@@ -810,7 +844,6 @@ class Engine:
                     outcome.finished.append(seq)
                 else:
                     self._enter_decode(seq)
-        return outcome
 
     def _continue_prefill(
         self,

@@ -103,182 +103,8 @@ STATE_KEY = web.AppKey("state", MockState)
 
 
 def build_app(config: MockConfig | None = None) -> web.Application:
-    config = config or MockConfig()
-    state = MockState()
     app = web.Application()
-    app[CONFIG_KEY], app[STATE_KEY] = config, state
-
-    async def health(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def tokenize(request: web.Request) -> web.Response:
-        if not config.tokenize_endpoint:
-            raise web.HTTPNotFound()
-        body = await request.json()
-        text = body.get("content", body.get("prompt", ""))
-        tokens = mock_tokenize(text)
-        return web.json_response({"tokens": tokens, "count": len(tokens), "max_model_len": 131072})
-
-    async def metrics(request: web.Request) -> web.Response:
-        usage = min(sum(state.active_tokens.values()) / config.kv_capacity_tokens, 1.0)
-        if config.metrics_style == "llamacpp":
-            text = (
-                "# HELP llamacpp:kv_cache_usage_ratio KV-cache usage. 1 means 100 percent usage.\n"
-                "# TYPE llamacpp:kv_cache_usage_ratio gauge\n"
-                f"llamacpp:kv_cache_usage_ratio {usage}\n"
-                "# TYPE llamacpp:requests_processing gauge\n"
-                f"llamacpp:requests_processing {state.running}\n"
-                "# TYPE llamacpp:requests_deferred gauge\n"
-                "llamacpp:requests_deferred 0\n"
-            )
-        elif config.metrics_style == "vllm":
-            labels = '{engine="0",model_name="mock"}'
-            text = (
-                "# TYPE vllm:kv_cache_usage_perc gauge\n"
-                f"vllm:kv_cache_usage_perc{labels} {usage}\n"
-                "# TYPE vllm:num_requests_running gauge\n"
-                f"vllm:num_requests_running{labels} {state.running}\n"
-                "# TYPE vllm:num_requests_waiting gauge\n"
-                f"vllm:num_requests_waiting{labels} 0\n"
-                "# TYPE vllm:prefix_cache_queries counter\n"
-                f"vllm:prefix_cache_queries_total{labels} {state.prefix_queries}\n"
-                "# TYPE vllm:prefix_cache_hits counter\n"
-                f"vllm:prefix_cache_hits_total{labels} {state.prefix_hits}\n"
-                "# TYPE vllm:num_preemptions counter\n"
-                f"vllm:num_preemptions_total{labels} 0\n"
-            )
-        else:
-            raise web.HTTPNotFound()
-        return web.Response(text=text, content_type="text/plain")
-
-    async def complete(request: web.Request, chat: bool) -> web.StreamResponse:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        start_wall = time.perf_counter()
-        body = await request.json()
-        if config.fail_status:
-            return web.Response(status=config.fail_status, text=config.fail_body)
-        prompt = _split_prompt(body, chat)
-        words = prompt.split()
-        if config.truncate_prompt_to is not None:
-            words = words[-config.truncate_prompt_to :]
-        prompt_tokens = len(words)
-        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
-        stream = bool(body.get("stream"))
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        # Prefix cache at 16-word blocks: a block is a hit if an identical prefix was seen before.
-        cached = 0
-        for end in range(16, prompt_tokens + 1, 16):
-            key = " ".join(words[:end])
-            state.prefix_queries += 16
-            if config.prefix_caching and key in state.seen_prefixes:
-                cached = end
-                state.prefix_hits += 16
-            state.seen_prefixes.add(key)
-        output = continuation(prompt, max_tokens)
-        rid = id(request)
-        state.requests_total += 1
-        state.running += 1
-        state.active_tokens[rid] = prompt_tokens
-        created = int(time.time())
-        ttft = config.ttft_s + config.prefill_s_per_token * (prompt_tokens - cached)
-        try:
-            if not stream:
-                await asyncio.sleep(max(ttft + config.itl_s * (max_tokens - 1), 0))
-                text = " ".join(output)
-                choice = (
-                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
-                    if chat
-                    else {"index": 0, "text": text, "finish_reason": "length"}
-                )
-                return web.json_response(
-                    {
-                        "id": "mock",
-                        "object": "chat.completion" if chat else "text_completion",
-                        "created": created,
-                        "model": body.get("model"),
-                        "choices": [choice],
-                        "usage": {
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": max_tokens,
-                            "total_tokens": prompt_tokens + max_tokens,
-                        },
-                    }
-                )
-            response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-            await response.prepare(request)
-            events = EngineStream(
-                config.shape, chat, ("chatcmpl-" if chat else "cmpl-") + str(rid), str(body.get("model")), created
-            )
-            first_written = None
-            step = max(config.chunk_tokens, 1)
-            # batched: a zero-delay stream written in one piece (the mock spends its CPU on serving,
-            # not on per-token writes; the client still parses every event)
-            batch: list[bytes] | None = (
-                [] if config.write_mode == "batched" and ttft <= 0 and config.itl_s <= 0 else None
-            )
-            sent = 0
-            while sent < max_tokens:
-                due = start + ttft + config.itl_s * sent
-                delay = due - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if config.drop_after is not None and sent >= config.drop_after:
-                    request.transport.close() if request.transport else None
-                    return response
-                if config.oom_in_stream_after is not None and sent >= config.oom_in_stream_after:
-                    error = {"error": {"message": "CUDA out of memory. Tried to allocate 2.00 GiB", "code": 500}}
-                    await response.write(b"data: " + json.dumps(error).encode() + b"\n\n")
-                    return response
-                count = min(step, max_tokens - sent)
-                piece = " ".join(output[sent : sent + count]) + " "
-                sent += count
-                last = sent >= max_tokens
-                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if config.usage_in_chunks else None
-                # the engines send their opening role chunk with the first token
-                data = (events.opening() if sent == count else b"") + events.token(
-                    piece, "length" if last else None, usage
-                )
-                if batch is not None:
-                    batch.append(data)
-                    continue
-                if first_written is None:
-                    first_written = time.perf_counter()  # just before the bytes reach the socket
-                await response.write(data)
-                state.active_tokens[rid] = prompt_tokens + sent
-            if batch:
-                first_written = time.perf_counter()
-                await response.write(b"".join(batch))
-            if include_usage:
-                if body.get("kvselect_request_id") is not None and first_written is not None:
-                    state.true_ttft_ms[str(body["kvselect_request_id"])] = (first_written - start_wall) * 1000.0
-                    state.true_times[str(body["kvselect_request_id"])] = (start_wall, first_written)
-                truth = {"mock": {"ttft_ms": None if first_written is None else (first_written - start_wall) * 1000.0}}
-                await response.write(events.usage(prompt_tokens, max_tokens, cached, truth))
-            if config.send_done:
-                await response.write(events.done())
-            await response.write_eof()
-            return response
-        except (ConnectionResetError, asyncio.CancelledError):
-            state.aborted += 1
-            raise
-        finally:
-            state.running -= 1
-            if not config.keep_finished_kv:
-                state.active_tokens.pop(rid, None)
-
-    async def chat_handler(request: web.Request) -> web.StreamResponse:
-        return await complete(request, chat=True)
-
-    async def completions_handler(request: web.Request) -> web.StreamResponse:
-        return await complete(request, chat=False)
-
-    async def true_ttfts(request: web.Request) -> web.Response:
-        return web.json_response(state.true_ttft_ms)
-
-    async def true_times(request: web.Request) -> web.Response:
-        return web.json_response(state.true_times)
-
+    app[CONFIG_KEY], app[STATE_KEY] = config or MockConfig(), MockState()
     app.router.add_get("/mock/true_ttft", true_ttfts)
     app.router.add_get("/mock/true_times", true_times)
     app.router.add_get("/health", health)
@@ -287,6 +113,259 @@ def build_app(config: MockConfig | None = None) -> web.Application:
     app.router.add_post("/v1/chat/completions", chat_handler)
     app.router.add_post("/v1/completions", completions_handler)
     return app
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    if not request.app[CONFIG_KEY].tokenize_endpoint:
+        raise web.HTTPNotFound()
+    body = await request.json()
+    text = body.get("content", body.get("prompt", ""))
+    tokens = mock_tokenize(text)
+    return web.json_response({"tokens": tokens, "count": len(tokens), "max_model_len": 131072})
+
+
+def llamacpp_metrics(state: MockState, usage: float) -> str:
+    return (
+        "# HELP llamacpp:kv_cache_usage_ratio KV-cache usage. 1 means 100 percent usage.\n"
+        "# TYPE llamacpp:kv_cache_usage_ratio gauge\n"
+        f"llamacpp:kv_cache_usage_ratio {usage}\n"
+        "# TYPE llamacpp:requests_processing gauge\n"
+        f"llamacpp:requests_processing {state.running}\n"
+        "# TYPE llamacpp:requests_deferred gauge\n"
+        "llamacpp:requests_deferred 0\n"
+    )
+
+
+def vllm_metrics(state: MockState, usage: float) -> str:
+    labels = '{engine="0",model_name="mock"}'
+    return (
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        f"vllm:kv_cache_usage_perc{labels} {usage}\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        f"vllm:num_requests_running{labels} {state.running}\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        f"vllm:num_requests_waiting{labels} 0\n"
+        "# TYPE vllm:prefix_cache_queries counter\n"
+        f"vllm:prefix_cache_queries_total{labels} {state.prefix_queries}\n"
+        "# TYPE vllm:prefix_cache_hits counter\n"
+        f"vllm:prefix_cache_hits_total{labels} {state.prefix_hits}\n"
+        "# TYPE vllm:num_preemptions counter\n"
+        f"vllm:num_preemptions_total{labels} 0\n"
+    )
+
+
+METRICS_STYLES = {"llamacpp": llamacpp_metrics, "vllm": vllm_metrics}
+
+
+async def metrics(request: web.Request) -> web.Response:
+    config, state = request.app[CONFIG_KEY], request.app[STATE_KEY]
+    usage = min(sum(state.active_tokens.values()) / config.kv_capacity_tokens, 1.0)
+    render = METRICS_STYLES.get(config.metrics_style or "")
+    if render is None:
+        raise web.HTTPNotFound()
+    return web.Response(text=render(state, usage), content_type="text/plain")
+
+
+async def chat_handler(request: web.Request) -> web.StreamResponse:
+    return await complete(request, chat=True)
+
+
+async def completions_handler(request: web.Request) -> web.StreamResponse:
+    return await complete(request, chat=False)
+
+
+async def true_ttfts(request: web.Request) -> web.Response:
+    return web.json_response(request.app[STATE_KEY].true_ttft_ms)
+
+
+async def true_times(request: web.Request) -> web.Response:
+    return web.json_response(request.app[STATE_KEY].true_times)
+
+
+def prefix_cached(config: MockConfig, state: MockState, words: list[str]) -> int:
+    """Prefix cache at 16-word blocks: a block is a hit if an identical prefix was seen before.
+    Returns the cached prompt tokens."""
+    cached = 0
+    for end in range(16, len(words) + 1, 16):
+        key = " ".join(words[:end])
+        state.prefix_queries += 16
+        if config.prefix_caching and key in state.seen_prefixes:
+            cached = end
+            state.prefix_hits += 16
+        state.seen_prefixes.add(key)
+    return cached
+
+
+@dataclass
+class Completion:
+    """One request being served: what it asked for and when it arrived."""
+
+    request: web.Request
+    body: dict[str, Any]
+    chat: bool
+    rid: int
+    prompt_tokens: int
+    cached: int
+    output: list[str]
+    max_tokens: int
+    include_usage: bool
+    created: int
+    ttft: float
+    start: float  # loop time
+    start_wall: float  # perf_counter
+
+
+async def complete(request: web.Request, chat: bool) -> web.StreamResponse:
+    config, state = request.app[CONFIG_KEY], request.app[STATE_KEY]
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    start_wall = time.perf_counter()
+    body = await request.json()
+    if config.fail_status:
+        return web.Response(status=config.fail_status, text=config.fail_body)
+    prompt = _split_prompt(body, chat)
+    words = prompt.split()
+    if config.truncate_prompt_to is not None:
+        words = words[-config.truncate_prompt_to :]
+    prompt_tokens = len(words)
+    max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
+    stream = bool(body.get("stream"))
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    cached = prefix_cached(config, state, words)
+    output = continuation(prompt, max_tokens)
+    rid = id(request)
+    state.requests_total += 1
+    state.running += 1
+    state.active_tokens[rid] = prompt_tokens
+    created = int(time.time())
+    ttft = config.ttft_s + config.prefill_s_per_token * (prompt_tokens - cached)
+    job = Completion(
+        request,
+        body,
+        chat,
+        rid,
+        prompt_tokens,
+        cached,
+        output,
+        max_tokens,
+        include_usage,
+        created,
+        ttft,
+        start,
+        start_wall,
+    )
+    try:
+        if not stream:
+            return await whole_response(job)
+        return await stream_response(job, config, state)
+    except (ConnectionResetError, asyncio.CancelledError):
+        state.aborted += 1
+        raise
+    finally:
+        state.running -= 1
+        if not config.keep_finished_kv:
+            state.active_tokens.pop(rid, None)
+
+
+async def whole_response(job: Completion) -> web.Response:
+    """The non-streaming answer, after the whole generation time."""
+    config = job.request.app[CONFIG_KEY]
+    max_tokens, chat = job.max_tokens, job.chat
+    await asyncio.sleep(max(job.ttft + config.itl_s * (max_tokens - 1), 0))
+    text = " ".join(job.output)
+    choice = (
+        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+        if chat
+        else {"index": 0, "text": text, "finish_reason": "length"}
+    )
+    return web.json_response(
+        {
+            "id": "mock",
+            "object": "chat.completion" if chat else "text_completion",
+            "created": job.created,
+            "model": job.body.get("model"),
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": job.prompt_tokens,
+                "completion_tokens": max_tokens,
+                "total_tokens": job.prompt_tokens + max_tokens,
+            },
+        }
+    )
+
+
+async def stream_response(job: Completion, config: MockConfig, state: MockState) -> web.StreamResponse:
+    """The SSE stream, each chunk written when it is due (or all at once when batched); a configured
+    drop or in-stream OOM ends it early."""
+    request, body, chat, max_tokens = job.request, job.body, job.chat, job.max_tokens
+    loop = asyncio.get_running_loop()
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    events = EngineStream(
+        config.shape, chat, ("chatcmpl-" if chat else "cmpl-") + str(job.rid), str(body.get("model")), job.created
+    )
+    first_written = None
+    step = max(config.chunk_tokens, 1)
+    # batched: a zero-delay stream written in one piece (the mock spends its CPU on serving,
+    # not on per-token writes; the client still parses every event)
+    batch: list[bytes] | None = [] if config.write_mode == "batched" and job.ttft <= 0 and config.itl_s <= 0 else None
+    sent = 0
+    while sent < max_tokens:
+        due = job.start + job.ttft + config.itl_s * sent
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if config.drop_after is not None and sent >= config.drop_after:
+            request.transport.close() if request.transport else None
+            return response
+        if config.oom_in_stream_after is not None and sent >= config.oom_in_stream_after:
+            error = {"error": {"message": "CUDA out of memory. Tried to allocate 2.00 GiB", "code": 500}}
+            await response.write(b"data: " + json.dumps(error).encode() + b"\n\n")
+            return response
+        count = min(step, max_tokens - sent)
+        piece = " ".join(job.output[sent : sent + count]) + " "
+        sent += count
+        last = sent >= max_tokens
+        usage = {"prompt_tokens": job.prompt_tokens, "completion_tokens": sent} if config.usage_in_chunks else None
+        # the engines send their opening role chunk with the first token
+        data = (events.opening() if sent == count else b"") + events.token(piece, "length" if last else None, usage)
+        if batch is not None:
+            batch.append(data)
+            continue
+        if first_written is None:
+            first_written = time.perf_counter()  # just before the bytes reach the socket
+        await response.write(data)
+        state.active_tokens[job.rid] = job.prompt_tokens + sent
+    if batch:
+        first_written = time.perf_counter()
+        await response.write(b"".join(batch))
+    await end_stream(job, response, events, first_written, config, state)
+    return response
+
+
+async def end_stream(
+    job: Completion,
+    response: web.StreamResponse,
+    events: EngineStream,
+    first_written: float | None,
+    config: MockConfig,
+    state: MockState,
+) -> None:
+    """The usage chunk (with the server-side TTFT, recorded by request id), `[DONE]`, end of stream."""
+    body = job.body
+    if job.include_usage:
+        if body.get("kvselect_request_id") is not None and first_written is not None:
+            state.true_ttft_ms[str(body["kvselect_request_id"])] = (first_written - job.start_wall) * 1000.0
+            state.true_times[str(body["kvselect_request_id"])] = (job.start_wall, first_written)
+        truth = {"mock": {"ttft_ms": None if first_written is None else (first_written - job.start_wall) * 1000.0}}
+        await response.write(events.usage(job.prompt_tokens, job.max_tokens, job.cached, truth))
+    if config.send_done:
+        await response.write(events.done())
+    await response.write_eof()
 
 
 class MockServer:

@@ -387,7 +387,6 @@ class TraceStats:
             sid = ids.to_numpy(dtype=object)[index].astype(str)
             order = np.lexsort((arrival[index], sid))
             index, sid = index[order], sid[order]
-            n = index.size
             run_start = np.concatenate([[True], sid[1:] != sid[:-1]])
             prev_end = np.concatenate([[np.nan], end[index][:-1]])
             prev_in = np.concatenate([[0], inputs[index][:-1]])
@@ -408,41 +407,57 @@ class TraceStats:
             continuing_rows[rows] = True
             if history.size:
                 self.prefix_bases.add("session history")
-            segments = np.flatnonzero(run_start | new_session)
-            lasts = np.concatenate([segments[1:], [n]]) - 1
-            seg_arrival = arrival[index[segments]].tolist()
-            seg_end = np.maximum.reduceat(end[index], segments).tolist()
-            seg_turns = (lasts - segments + 1).tolist()
-            seg_first_in = inputs[index[segments]].tolist()
-            seg_last_in = inputs[index[lasts]].tolist()
-            seg_last_out = outputs[index[lasts]].tolist()
-            seg_key = sid[segments].tolist()
-            seg_run_start = run_start[segments].tolist()
-            seg_new = new_session[segments].tolist()
-            seg_open = np.concatenate([run_start[lasts[:-1] + 1], [True]]).tolist() if n else []
-            sessions = self.sessions
-            for i, key in enumerate(seg_key):
-                state = None
-                if seg_run_start[i]:
-                    state = sessions.pop(key, None)
-                    if state is not None and seg_new[i]:
-                        self._close(key, state)
-                        state = None
-                if state is None:
-                    state = [seg_arrival[i], seg_end[i], seg_turns[i], seg_first_in[i], 0, 0]
-                else:
-                    state[1] = max(state[1], seg_end[i])
-                    state[2] += seg_turns[i]
-                state[4], state[5] = seg_last_in[i], seg_last_out[i]
-                if seg_open[i]:
-                    sessions[key] = state
-                else:  # a gap longer than the timeout follows: this session is over
-                    self._close(key, state)
+            self._update_sessions(index, sid, arrival, end, inputs, outputs, run_start, new_session)
         horizon = self.last_arrival
         expired = [key for key, state in self.sessions.items() if horizon - state[1] > self.session_timeout_s]
         for key in expired:
             self._close(key, self.sessions.pop(key))
         return has
+
+    def _update_sessions(
+        self,
+        index: np.ndarray,
+        sid: np.ndarray,
+        arrival: np.ndarray,
+        end: np.ndarray,
+        inputs: np.ndarray,
+        outputs: np.ndarray,
+        run_start: np.ndarray,
+        new_session: np.ndarray,
+    ) -> None:
+        """Fold each segment (a session's consecutive turns in this chunk, rows sorted by session then
+        arrival) into its open session, opening and closing sessions where a gap exceeds the timeout."""
+        n = index.size
+        segments = np.flatnonzero(run_start | new_session)
+        lasts = np.concatenate([segments[1:], [n]]) - 1
+        seg_arrival = arrival[index[segments]].tolist()
+        seg_end = np.maximum.reduceat(end[index], segments).tolist()
+        seg_turns = (lasts - segments + 1).tolist()
+        seg_first_in = inputs[index[segments]].tolist()
+        seg_last_in = inputs[index[lasts]].tolist()
+        seg_last_out = outputs[index[lasts]].tolist()
+        seg_key = sid[segments].tolist()
+        seg_run_start = run_start[segments].tolist()
+        seg_new = new_session[segments].tolist()
+        seg_open = np.concatenate([run_start[lasts[:-1] + 1], [True]]).tolist() if n else []
+        sessions = self.sessions
+        for i, key in enumerate(seg_key):
+            state = None
+            if seg_run_start[i]:
+                state = sessions.pop(key, None)
+                if state is not None and seg_new[i]:
+                    self._close(key, state)
+                    state = None
+            if state is None:
+                state = [seg_arrival[i], seg_end[i], seg_turns[i], seg_first_in[i], 0, 0]
+            else:
+                state[1] = max(state[1], seg_end[i])
+                state[2] += seg_turns[i]
+            state[4], state[5] = seg_last_in[i], seg_last_out[i]
+            if seg_open[i]:
+                sessions[key] = state
+            else:  # a gap longer than the timeout follows: this session is over
+                self._close(key, state)
 
     def _close(self, key: str, state: list[float]) -> None:
         """Queue a finished session; `_flush_closed` counts the queue at the end of each chunk."""

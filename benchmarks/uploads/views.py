@@ -113,8 +113,22 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
     form = ResultUploadForm(request.POST, request.FILES, candidates=candidates)
     if not form.is_valid():
         return _uploads_page(request, selection, upload_form=form, status=400)
+    run, created, refusals = _ingest_form(form, request.user.get_username())
+    if run is None:
+        return _uploads_page(request, selection, upload_form=form, refusals=refusals, status=400)
+    if not created:
+        messages.info(request, _("This upload was already received: showing the first run."))
+    elif run.status == BenchmarkRun.Status.PARSING:
+        messages.success(request, _("File stored; it is large, so it is parsed in the background."))
+    else:
+        messages.success(request, _("Result uploaded and parsed."))
+    return redirect("selection:run", pk=selection.pk, run_pk=run.pk)
+
+
+def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | None, bool, dict | None]:
+    """Ingest a valid upload form's file: (run, created, None), or (None, False, the parsers' refusals or
+    None) with the reason attached to the form."""
     data, handle = form.cleaned_data, form.cleaned_data["file"]
-    refusals = None
     try:
         run, created = ingest_upload(
             candidate=data["candidate"],
@@ -123,7 +137,7 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
             test=data["test"],
             fmt=data.get("format") or None,
             label=data.get("label") or "",
-            uploader=request.user.get_username(),
+            uploader=uploader,
             idempotency_key=data.get("idempotency_key") or "",
         )
     except IngestError as error:
@@ -153,15 +167,10 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
                 "file",
                 _("The file was recognised but could not be read: %(error)s. Nothing was stored.") % {"error": error},
             )
+        return None, False, refusals
     else:
-        if not created:
-            messages.info(request, _("This upload was already received: showing the first run."))
-        elif run.status == BenchmarkRun.Status.PARSING:
-            messages.success(request, _("File stored; it is large, so it is parsed in the background."))
-        else:
-            messages.success(request, _("Result uploaded and parsed."))
-        return redirect("selection:run", pk=selection.pk, run_pk=run.pk)
-    return _uploads_page(request, selection, upload_form=form, refusals=refusals, status=400)
+        return run, created, None
+    return None, False, None
 
 
 @login_required

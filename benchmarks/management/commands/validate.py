@@ -109,95 +109,10 @@ class Command(BaseCommand):
         parser.add_argument("--out", help="write the native JSON here (default: stdout)")
 
     def handle(self, *args, **opts):
-        try:
-            safety.check_target(opts["endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
-            if opts["metrics_url"]:
-                safety.check_target(opts["metrics_url"], settings.KVSELECT_ALLOWED_TARGETS)
-            if opts["switch_endpoint"]:
-                safety.check_target(opts["switch_endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
-        except safety.TargetRefused as exc:
-            raise CommandError(
-                f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; "
-                "set KVSELECT_ALLOWED_TARGETS)"
-            ) from exc
-        for flag in ("prefix_off_endpoint", "prefix_off_metrics_url"):
-            if opts.get(flag):
-                try:
-                    safety.check_target(opts[flag], settings.KVSELECT_ALLOWED_TARGETS)
-                except safety.TargetRefused as exc:
-                    raise CommandError(
-                        f"--{flag.replace('_', '-')}: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)})"
-                    ) from exc
-        test = opts["test"]
-        if test is None and not opts["trace"]:
-            raise CommandError("--test: required (or give --trace FILE to replay a trace)")
-        if opts["trace"] and not Path(opts["trace"]).is_file():
-            raise CommandError(f"--trace: {opts['trace']}: no such file")
-        if opts["sample"] is not None and opts["sample"] < 1:
-            raise CommandError(f"--sample: must be a positive number of requests, got {opts['sample']}")
-        if not opts["speedup"] > 0:
-            raise CommandError(f"--speedup: must be positive, got {opts['speedup']}")
-        if (opts.get("prefix_off_endpoint") or opts.get("prefix_off_metrics_url")) and test != "prefix_reuse":
-            raise CommandError("--prefix-off-endpoint: only the prefix_reuse test runs a caching-off variant")
-        if opts.get("prefix_off_metrics_url") and not opts.get("prefix_off_endpoint"):
-            raise CommandError("--prefix-off-metrics-url: give --prefix-off-endpoint too")
-        if opts["max_context"] is not None:
-            if test != "long_context":
-                raise CommandError("--max-context: applies to --test long_context only")
-            if opts["max_context"] < 1:
-                raise CommandError(f"--max-context: must be a positive number of tokens, got {opts['max_context']}")
-        if opts["kv_capacity_tokens"] is not None and opts["kv_capacity_tokens"] < 1:
-            raise CommandError(
-                f"--kv-capacity-tokens: must be a positive number of tokens, got {opts['kv_capacity_tokens']}"
-            )
-        if test is None:
-            test = "trace_replay"
-            params = workloads.plan(test)
-            params.update(
-                trace=opts["trace"], format=opts["trace_format"], speedup=opts["speedup"], sample=opts["sample"]
-            )
-        else:
-            params = workloads.plan(test, **({"max_context": opts["max_context"]} if opts["max_context"] else {}))
-            if opts["trace"]:
-                if test not in TESTS_TAKING_TRACE_LENGTHS:
-                    raise CommandError(
-                        f"--trace: {test} keeps its own request shapes; the trace's lengths apply to "
-                        f"{', '.join(TESTS_TAKING_TRACE_LENGTHS)} (or leave out --test to replay the trace)"
-                    )
-                params.update(
-                    length_trace=opts["trace"],
-                    length_trace_format=opts["trace_format"],
-                    length_trace_sample=opts["sample"] or 10_000,
-                )
-        if opts["rate"] is not None and "rate" not in params:
-            raise CommandError(f"--rate: {test} has no open-loop mode (concurrency_stress and overload have)")
-        if opts["switch_endpoint"] or opts["switch_model"]:
-            if test != "model_switch":
-                raise CommandError("--switch-endpoint: only the model_switch test moves traffic to a second endpoint")
-            params["switch_endpoint"] = (opts["switch_endpoint"] or "").rstrip("/")
-            params["switch_model"] = opts["switch_model"] or ""
-        if opts["priority"]:
-            if test != "isolation":
-                raise CommandError("--priority: only the isolation test sends the priority field")
-            params["use_priority"] = True
-        if opts["concurrency"] is not None:
-            params["target_concurrency" if test == "overload" else "concurrency"] = opts["concurrency"]
-        if opts["rate"] is not None:
-            if not opts["rate"] > 0:
-                raise CommandError(f"--rate: must be a positive number of requests/s, got {opts['rate']}")
-            params["rate"] = opts["rate"]
-        if opts["duration"] is not None:
-            params["step_duration_s" if test == "overload" else "duration_s"] = opts["duration"]
-        if opts["kv_capacity_tokens"] is not None:
-            params["kv_capacity_tokens"] = opts["kv_capacity_tokens"]
-        for item in opts["param"]:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise CommandError(f"--param: expected KEY=VALUE, got {item!r}")
-            try:
-                params[key] = json.loads(value)
-            except json.JSONDecodeError:
-                params[key] = value
+        check_targets(opts)
+        check_options(opts)
+        test, params = plan_params(opts)
+        apply_overrides(opts, test, params)
         target = workloads.Target(
             endpoint_url=opts["endpoint"].rstrip("/"),
             model=opts["model"],
@@ -207,38 +122,151 @@ class Command(BaseCommand):
             allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
             receive_clock=opts["receive_clock"] or settings.KVSELECT_RECEIVE_CLOCK,
         )
-
-        def progress(payload):
-            if opts["verbosity"] >= 1:
-                late = payload.get("send_lateness_ms_p99")
-                sys.stderr.write(
-                    f"\r{payload.get('phase', ''):<24} {progress_bar(payload.get('percent') or 0)} "
-                    f"{payload.get('percent') or 0:5.1f}%  {payload.get('requests_done') or 0} requests"
-                    + (f"  send lateness p99 {late:.1f} ms" if late is not None else "")
-                )
-                sys.stderr.flush()
-
         extra = {}
         if test == "prefix_reuse":
             extra["off_target"] = workloads.prefix_off_target(
                 target, opts.get("prefix_off_endpoint"), opts.get("prefix_off_metrics_url")
             )
         try:
-            result = workloads.run_test_sync(test, target, params, progress=progress, **extra)
+            result = workloads.run_test_sync(test, target, params, progress=progress_writer(opts), **extra)
         except (workloads.PlanError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         sys.stderr.write("\n")
+        self.report(result, test, opts["out"])
+
+    def report(self, result, test: str, out: str | None) -> None:
+        """The replay summary and observed line on stderr; the native JSON to `out` or stdout."""
         if test == "trace_replay":
             self.stderr.write(replay_summary(result))
         observed = (result.metadata.get("observed") or {}).get("line")
         if observed:
             self.stderr.write(f"observed: {observed}")
         document = json.dumps(result.to_native(), indent=2, default=str)
-        if opts["out"]:
-            Path(opts["out"]).write_text(document)
-            self.stderr.write(f"wrote {opts['out']} ({result.evidence}, {len(result.points)} load point(s))")
+        if out:
+            Path(out).write_text(document)
+            self.stderr.write(f"wrote {out} ({result.evidence}, {len(result.points)} load point(s))")
         else:
             self.stdout.write(document)
+
+
+def check_targets(opts: dict) -> None:
+    """Every URL the run will reach must pass the allow-list."""
+    try:
+        safety.check_target(opts["endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
+        if opts["metrics_url"]:
+            safety.check_target(opts["metrics_url"], settings.KVSELECT_ALLOWED_TARGETS)
+        if opts["switch_endpoint"]:
+            safety.check_target(opts["switch_endpoint"], settings.KVSELECT_ALLOWED_TARGETS)
+    except safety.TargetRefused as exc:
+        raise CommandError(
+            f"--endpoint: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)}; set KVSELECT_ALLOWED_TARGETS)"
+        ) from exc
+    for flag in ("prefix_off_endpoint", "prefix_off_metrics_url"):
+        if opts.get(flag):
+            try:
+                safety.check_target(opts[flag], settings.KVSELECT_ALLOWED_TARGETS)
+            except safety.TargetRefused as exc:
+                raise CommandError(
+                    f"--{flag.replace('_', '-')}: {exc} (allowed: {', '.join(settings.KVSELECT_ALLOWED_TARGETS)})"
+                ) from exc
+
+
+def check_options(opts: dict) -> None:
+    """The flags' values and the combinations that make sense (before the test is planned)."""
+    test = opts["test"]
+    if test is None and not opts["trace"]:
+        raise CommandError("--test: required (or give --trace FILE to replay a trace)")
+    if opts["trace"] and not Path(opts["trace"]).is_file():
+        raise CommandError(f"--trace: {opts['trace']}: no such file")
+    if opts["sample"] is not None and opts["sample"] < 1:
+        raise CommandError(f"--sample: must be a positive number of requests, got {opts['sample']}")
+    if not opts["speedup"] > 0:
+        raise CommandError(f"--speedup: must be positive, got {opts['speedup']}")
+    if (opts.get("prefix_off_endpoint") or opts.get("prefix_off_metrics_url")) and test != "prefix_reuse":
+        raise CommandError("--prefix-off-endpoint: only the prefix_reuse test runs a caching-off variant")
+    if opts.get("prefix_off_metrics_url") and not opts.get("prefix_off_endpoint"):
+        raise CommandError("--prefix-off-metrics-url: give --prefix-off-endpoint too")
+    if opts["max_context"] is not None:
+        if test != "long_context":
+            raise CommandError("--max-context: applies to --test long_context only")
+        if opts["max_context"] < 1:
+            raise CommandError(f"--max-context: must be a positive number of tokens, got {opts['max_context']}")
+    if opts["kv_capacity_tokens"] is not None and opts["kv_capacity_tokens"] < 1:
+        raise CommandError(
+            f"--kv-capacity-tokens: must be a positive number of tokens, got {opts['kv_capacity_tokens']}"
+        )
+
+
+def plan_params(opts: dict) -> tuple[str, dict]:
+    """The test to run (a trace replay without --test) and its planned parameters."""
+    test = opts["test"]
+    if test is None:
+        test = "trace_replay"
+        params = workloads.plan(test)
+        params.update(trace=opts["trace"], format=opts["trace_format"], speedup=opts["speedup"], sample=opts["sample"])
+    else:
+        params = workloads.plan(test, **({"max_context": opts["max_context"]} if opts["max_context"] else {}))
+        if opts["trace"]:
+            if test not in TESTS_TAKING_TRACE_LENGTHS:
+                raise CommandError(
+                    f"--trace: {test} keeps its own request shapes; the trace's lengths apply to "
+                    f"{', '.join(TESTS_TAKING_TRACE_LENGTHS)} (or leave out --test to replay the trace)"
+                )
+            params.update(
+                length_trace=opts["trace"],
+                length_trace_format=opts["trace_format"],
+                length_trace_sample=opts["sample"] or 10_000,
+            )
+    return test, params
+
+
+def apply_overrides(opts: dict, test: str, params: dict) -> None:
+    """The flags and `--param KEY=VALUE` that override planned parameters, checked against the test."""
+    if opts["rate"] is not None and "rate" not in params:
+        raise CommandError(f"--rate: {test} has no open-loop mode (concurrency_stress and overload have)")
+    if opts["switch_endpoint"] or opts["switch_model"]:
+        if test != "model_switch":
+            raise CommandError("--switch-endpoint: only the model_switch test moves traffic to a second endpoint")
+        params["switch_endpoint"] = (opts["switch_endpoint"] or "").rstrip("/")
+        params["switch_model"] = opts["switch_model"] or ""
+    if opts["priority"]:
+        if test != "isolation":
+            raise CommandError("--priority: only the isolation test sends the priority field")
+        params["use_priority"] = True
+    if opts["concurrency"] is not None:
+        params["target_concurrency" if test == "overload" else "concurrency"] = opts["concurrency"]
+    if opts["rate"] is not None:
+        if not opts["rate"] > 0:
+            raise CommandError(f"--rate: must be a positive number of requests/s, got {opts['rate']}")
+        params["rate"] = opts["rate"]
+    if opts["duration"] is not None:
+        params["step_duration_s" if test == "overload" else "duration_s"] = opts["duration"]
+    if opts["kv_capacity_tokens"] is not None:
+        params["kv_capacity_tokens"] = opts["kv_capacity_tokens"]
+    for item in opts["param"]:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CommandError(f"--param: expected KEY=VALUE, got {item!r}")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+
+
+def progress_writer(opts: dict):
+    """The progress callback: a one-line bar on stderr (silent at verbosity 0)."""
+
+    def progress(payload):
+        if opts["verbosity"] >= 1:
+            late = payload.get("send_lateness_ms_p99")
+            sys.stderr.write(
+                f"\r{payload.get('phase', ''):<24} {progress_bar(payload.get('percent') or 0)} "
+                f"{payload.get('percent') or 0:5.1f}%  {payload.get('requests_done') or 0} requests"
+                + (f"  send lateness p99 {late:.1f} ms" if late is not None else "")
+            )
+            sys.stderr.flush()
+
+    return progress
 
 
 def progress_bar(percent: float, width: int = 24) -> str:
