@@ -217,31 +217,10 @@ class _ResponseProtocol(asyncio.Protocol):
 
     def _consume_chunked(self, now: float, data: bytes) -> None:
         if not self.buffer and self.remaining == -1:
-            # Whole chunks (a busy client reads several events at once; `received` takes a single
-            # one). A tight loop over them; anything else goes to the general parser below.
-            size = len(data)
-            position = 0
-            pieces = []
-            while position < size:
-                line_end = data.find(b"\r\n", position, position + 10)
-                if line_end < 0:
-                    break
-                try:
-                    length = int(data[position:line_end], 16)
-                except ValueError:
-                    break
-                start = line_end + 2
-                end = start + length
-                if length <= 0 or end + 2 > size or data[end : end + 2] != b"\r\n":
-                    break
-                pieces.append(data[start:end])
-                position = end + 2
-            if position == size:
-                self.on_body(self, now, pieces[0] if len(pieces) == 1 else b"".join(pieces))  # type: ignore[misc]
+            rest = self._whole_chunks(now, data)
+            if rest is None:
                 return
-            if pieces:  # whole chunks, then the rest (a partial chunk, the last-chunk marker) below
-                self.on_body(self, now, b"".join(pieces))  # type: ignore[misc]
-                data = data[position:]
+            data = rest
         buffer = self.buffer + data if self.buffer else data
         out = []
         position = 0
@@ -283,6 +262,35 @@ class _ResponseProtocol(asyncio.Protocol):
         self.buffer = buffer[position:]
         if out:
             self.on_body(self, now, out[0] if len(out) == 1 else b"".join(out))  # type: ignore[misc]
+
+    def _whole_chunks(self, now: float, data: bytes) -> bytes | None:
+        """Whole chunks (a busy client reads several events at once; `received` takes a single
+        one): a tight loop over them. None when they were all of `data`, else what is left for the
+        general parser (a partial chunk, the last-chunk marker)."""
+        size = len(data)
+        position = 0
+        pieces = []
+        while position < size:
+            line_end = data.find(b"\r\n", position, position + 10)
+            if line_end < 0:
+                break
+            try:
+                length = int(data[position:line_end], 16)
+            except ValueError:
+                break
+            start = line_end + 2
+            end = start + length
+            if length <= 0 or end + 2 > size or data[end : end + 2] != b"\r\n":
+                break
+            pieces.append(data[start:end])
+            position = end + 2
+        if position == size:
+            self.on_body(self, now, pieces[0] if len(pieces) == 1 else b"".join(pieces))  # type: ignore[misc]
+            return None
+        if pieces:  # whole chunks, then the rest (a partial chunk, the last-chunk marker)
+            self.on_body(self, now, b"".join(pieces))  # type: ignore[misc]
+            data = data[position:]
+        return data
 
     def _finish(self) -> None:
         done = self.done
