@@ -266,145 +266,216 @@ async def _run_here(
     progress: ProgressCallback | None,
     phase: str,
 ) -> LoadOutcome:
-    """The load in this process's event loop (judged by the caller)."""
-    loop = asyncio.get_running_loop()
-    perf = time.perf_counter
-    outcome = LoadOutcome(config=config)
-    tracker = _Tracker()
-    rng = random.Random(config.seed)
-    stop = asyncio.Event()
-    warmup_count = config.warmup_requests
-    cpu_start, busy_start = time.process_time(), _thread_busy_s()
-    run_start = perf()
-    outcome.run_start = run_start
-    measure_start = run_start + config.warmup_s
-    outcome.measure_start = measure_start
-    deadline = measure_start + config.duration_s if config.duration_s is not None else math.inf
-    total_requests = (config.max_requests or 0) + warmup_count
-    issued = 0
-    measured_sends: list[float] = []
-    lateness: list[float] = []
-    lags: list[float] = []
-    tasks: set[asyncio.Task] = set()
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-progress")
-    stopper = EarlyStop(config.stop_after_connection_failures, config.stop_after_s_without_success)
-    stopper.start(run_start)
-    window_started = config.warmup_s <= 0 and warmup_count == 0
+    """The load in this process's event loop (judged by the caller): setup, the send loop (closed
+    workers or the open scheduler), the drain, then the summary figures."""
+    load = _LocalLoad(client, make_request, config, cancel, progress, phase)
+    watch_task = load.loop.create_task(load.watcher())
+    try:
+        if config.mode == "closed":
+            await load.closed_loop()
+        else:
+            await load.open_loop()
+        await load.drain()
+    finally:
+        end = await load.stop_all(watch_task)
+    load.close_books(end)
+    return load.outcome
 
-    def next_index() -> int | None:
-        nonlocal issued, window_started, measure_start
-        now = perf()
-        if stop.is_set() or now >= deadline:
+
+class _LocalLoad:
+    """One load in this process: the outcome being filled, the counters the senders share, their
+    tasks. Per request: next_index, then one (the send); closed_worker or open_scheduler loops them."""
+
+    def __init__(
+        self,
+        client: OpenAIClient,
+        make_request: Callable[[int], RequestSpec],
+        config: LoadConfig,
+        cancel: CancelHook,
+        progress: ProgressCallback | None,
+        phase: str,
+    ) -> None:
+        self.client, self.make_request, self.config = client, make_request, config
+        self.cancel, self.progress, self.phase = cancel, progress, phase
+        self.loop = asyncio.get_running_loop()
+        self.outcome = LoadOutcome(config=config)
+        self.tracker = _Tracker()
+        self.rng = random.Random(config.seed)
+        self.stop = asyncio.Event()
+        self.warmup_count = config.warmup_requests
+        self.cpu_start, self.busy_start = time.process_time(), _thread_busy_s()
+        self.run_start = time.perf_counter()
+        self.outcome.run_start = self.run_start
+        self.measure_start = self.run_start + config.warmup_s
+        self.outcome.measure_start = self.measure_start
+        self.deadline = self.measure_start + config.duration_s if config.duration_s is not None else math.inf
+        self.total_requests = (config.max_requests or 0) + self.warmup_count
+        self.issued = 0
+        self.measured_sends: list[float] = []
+        self.lateness: list[float] = []
+        self.lags: list[float] = []
+        self.tasks: set[asyncio.Task] = set()
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-progress")
+        self.stopper = EarlyStop(config.stop_after_connection_failures, config.stop_after_s_without_success)
+        self.stopper.start(self.run_start)
+        self.window_started = config.warmup_s <= 0 and self.warmup_count == 0
+
+    def next_index(self) -> int | None:
+        now = time.perf_counter()
+        if self.stop.is_set() or now >= self.deadline:
             return None
-        if config.max_requests is not None and issued >= total_requests:
+        if self.config.max_requests is not None and self.issued >= self.total_requests:
             return None
-        index = issued
-        issued += 1
-        if not window_started and index >= warmup_count and now >= measure_start:
-            window_started = True
-            if warmup_count:  # a warm-up by count: the window starts with the first measured send
-                measure_start = now
-                outcome.measure_start = now
+        index = self.issued
+        self.issued += 1
+        if not self.window_started and index >= self.warmup_count and now >= self.measure_start:
+            self.window_started = True
+            if self.warmup_count:  # a warm-up by count: the window starts with the first measured send
+                self.measure_start = now
+                self.outcome.measure_start = now
         return index
 
-    async def one(index: int) -> RequestRecord:
-        spec = make_request(index)
+    async def one(self, index: int) -> RequestRecord:
+        spec = self.make_request(index)
         record = RequestRecord()
-        measured = index >= warmup_count and window_started
-        tracker.up()
+        measured = index >= self.warmup_count and self.window_started
+        self.tracker.up()
         try:
-            await client.send(spec, record)
+            await self.client.send(spec, record)
         except asyncio.CancelledError:
             pass
         finally:
-            tracker.down(record)
-            if stopper.observe(record.ok, record.error_class, record.error, perf()) and not stop.is_set():
-                outcome.stopped_early = stopper.reason  # a dead engine is not hammered until the planned end
-                stop.set()
+            self.tracker.down(record)
+            outcome = self.outcome
+            if (
+                self.stopper.observe(record.ok, record.error_class, record.error, time.perf_counter())
+                and not self.stop.is_set()
+            ):
+                outcome.stopped_early = self.stopper.reason  # a dead engine is not hammered until the planned end
+                self.stop.set()
             if measured:
                 outcome.records.append(record)
-                measured_sends.append(record.send_time)
+                self.measured_sends.append(record.send_time)
             else:
                 outcome.warmup.append(record)
         return record
 
-    async def closed_worker(worker: int) -> None:
+    def add_task(self, coroutine: Any) -> asyncio.Task:
+        task = self.loop.create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def closed_worker(self, worker: int) -> None:
+        config = self.config
         delay = config.ramp_up_s * worker / max(config.concurrency or 1, 1)
         if delay:
             try:
-                await asyncio.wait_for(stop.wait(), timeout=delay)
+                await asyncio.wait_for(self.stop.wait(), timeout=delay)
                 return
             except asyncio.TimeoutError:
                 pass
         previous_end: float | None = None
         while True:
-            index = next_index()
+            index = self.next_index()
             if index is None:
                 return
-            record = await one(index)
+            record = await self.one(index)
             # closed loop: a send is late by the time since this worker's previous response ended
-            if previous_end is not None and index >= warmup_count and record.send_time > 0:
-                lateness.append((record.send_time - previous_end) * 1000.0)
+            if previous_end is not None and index >= self.warmup_count and record.send_time > 0:
+                self.lateness.append((record.send_time - previous_end) * 1000.0)
             previous_end = record.end_time
 
-    async def open_scheduler() -> None:
+    async def closed_loop(self) -> None:
+        """`concurrency` workers, each sending its next request when its previous one ended."""
+        for w in range(int(self.config.concurrency or 0)):
+            self.add_task(self.closed_worker(w))
+        deadline_wait = self.loop.create_task(_sleep_until(self.deadline, self.stop))
+        while self.tasks and not self.stop.is_set():
+            await asyncio.wait(set(self.tasks) | {deadline_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if deadline_wait.done():
+                break
+        deadline_wait.cancel()
+
+    async def open_scheduler(self) -> None:
+        config, perf = self.config, time.perf_counter
         semaphore = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         due = perf()
         base_rate = float(config.rate or 1.0)
         while True:
-            elapsed = due - run_start
+            elapsed = due - self.run_start
             rate = base_rate
             if config.ramp_up_s > 0 and elapsed < config.ramp_up_s:
                 rate = max(base_rate * elapsed / config.ramp_up_s, base_rate * 0.05)
-            due += _inter_arrival(config, rng, rate)
+            due += _inter_arrival(config, self.rng, rate)
             delay = due - perf()
             if delay > 0:
                 try:
-                    await asyncio.wait_for(stop.wait(), timeout=delay)
+                    await asyncio.wait_for(self.stop.wait(), timeout=delay)
                     return
                 except asyncio.TimeoutError:
                     pass
             if semaphore is not None:
                 await semaphore.acquire()
-            index = next_index()
+            index = self.next_index()
             if index is None:
                 if semaphore is not None:
                     semaphore.release()
                 return
-            if index >= warmup_count:
-                lateness.append((perf() - due) * 1000.0)
-            task = loop.create_task(one(index))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            if index >= self.warmup_count:
+                self.lateness.append((perf() - due) * 1000.0)
+            task = self.add_task(self.one(index))
             if semaphore is not None:
                 task.add_done_callback(lambda _t: semaphore.release())
 
-    async def call_progress(payload: dict[str, Any]) -> None:
+    async def open_loop(self) -> None:
+        """Arrivals at the configured rate until the end, a stop or a cancel."""
+        scheduler = self.loop.create_task(self.open_scheduler())
+        await asyncio.wait({scheduler, self.loop.create_task(self.stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        scheduler.cancel()
+
+    async def drain(self) -> None:
+        """Requests in flight at the end of the window may finish (bounded), then are cancelled."""
+        self.outcome.measure_end = self.outcome.load_end = time.perf_counter()
+        tasks, stop = self.tasks, self.stop
+        if tasks and not stop.is_set():
+            stop.set()
+            done, pending = await asyncio.wait(set(tasks), timeout=self.config.drain_timeout_s)
+            for task in pending:
+                task.cancel()
+        stop.set()
+        if tasks:
+            await asyncio.wait(set(tasks), timeout=5.0)
+
+    async def call_progress(self, payload: dict[str, Any]) -> None:
+        progress = self.progress
         if progress is None:
             return
         if inspect.iscoroutinefunction(progress):
             await progress(payload)
         else:
-            await loop.run_in_executor(executor, progress, payload)
+            await self.loop.run_in_executor(self.executor, progress, payload)
 
-    def progress_payload(now: float) -> dict[str, Any]:
+    def progress_payload(self, now: float) -> dict[str, Any]:
+        config, tracker = self.config, self.tracker
         fractions = []
         if config.duration_s is not None:
-            fractions.append((now - run_start) / max(config.warmup_s + config.duration_s, 1e-9))
+            fractions.append((now - self.run_start) / max(config.warmup_s + config.duration_s, 1e-9))
         if config.max_requests is not None:
-            fractions.append(tracker.done / max(total_requests, 1))
+            fractions.append(tracker.done / max(self.total_requests, 1))
         percent = min(max(fractions) if fractions else 0.0, 1.0) * 100.0
         return {
-            "phase": phase,
+            "phase": self.phase,
             "percent": round(percent, 1),
             "requests_done": tracker.done,
             "ttft_p50_ms": tracker.ttft_p50(),
             "in_flight": tracker.in_flight,
-            "elapsed_s": round(now - run_start, 3),
+            "elapsed_s": round(now - self.run_start, 3),
         }
 
-    async def watcher() -> None:
+    async def watcher(self) -> None:
         """Cancel checks every 0.2 s, progress every interval, and the event-loop lag."""
+        perf, loop, cancel, stop, outcome = time.perf_counter, self.loop, self.cancel, self.stop, self.outcome
         next_progress = perf()
         pending_progress: asyncio.Task | None = None
         tick = 0.2
@@ -412,90 +483,70 @@ async def _run_here(
         while True:
             await asyncio.sleep(tick)
             now = perf()
-            lags.append(max(now - expected, 0.0) * 1000.0)
+            self.lags.append(max(now - expected, 0.0) * 1000.0)
             expected = now + tick
             if callable(cancel) and not hasattr(cancel, "is_set"):
-                requested = await loop.run_in_executor(executor, _cancel_requested, cancel)
+                requested = await loop.run_in_executor(self.executor, _cancel_requested, cancel)
             else:
                 requested = _cancel_requested(cancel)
-            if stopper.check(now) and not stop.is_set():
-                outcome.stopped_early = stopper.reason
+            if self.stopper.check(now) and not stop.is_set():
+                outcome.stopped_early = self.stopper.reason
                 stop.set()
             if requested and not stop.is_set():
                 outcome.cancelled = True
                 stop.set()
-                for task in list(tasks):
+                for task in list(self.tasks):
                     task.cancel()
             if now >= next_progress and (pending_progress is None or pending_progress.done()):
-                pending_progress = loop.create_task(call_progress(progress_payload(now)))
-                next_progress = now + config.progress_interval_s
-            if stop.is_set() and not tasks:
+                pending_progress = loop.create_task(self.call_progress(self.progress_payload(now)))
+                next_progress = now + self.config.progress_interval_s
+            if stop.is_set() and not self.tasks:
                 return
 
-    watch_task = loop.create_task(watcher())
-    try:
-        if config.mode == "closed":
-            for w in range(int(config.concurrency or 0)):
-                task = loop.create_task(closed_worker(w))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            deadline_wait = loop.create_task(_sleep_until(deadline, stop))
-            while tasks and not stop.is_set():
-                await asyncio.wait(set(tasks) | {deadline_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if deadline_wait.done():
-                    break
-            deadline_wait.cancel()
-        else:
-            scheduler = loop.create_task(open_scheduler())
-            await asyncio.wait({scheduler, loop.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
-            scheduler.cancel()
-        outcome.measure_end = outcome.load_end = perf()
-        # Drain: requests in flight at the end of the window may finish (bounded), then are cancelled.
-        if tasks and not stop.is_set():
-            stop.set()
-            done, pending = await asyncio.wait(set(tasks), timeout=config.drain_timeout_s)
-            for task in pending:
-                task.cancel()
-        stop.set()
-        if tasks:
-            await asyncio.wait(set(tasks), timeout=5.0)
-    finally:
-        stop.set()
-        for task in list(tasks):
+    async def stop_all(self, watch_task: asyncio.Task) -> float:
+        """Cancel what still runs, close the window and send the final progress; the end time."""
+        outcome = self.outcome
+        self.stop.set()
+        for task in list(self.tasks):
             task.cancel()
         watch_task.cancel()
         try:
             await watch_task
         except asyncio.CancelledError:
             pass
-        end = perf()
+        end = time.perf_counter()
         if outcome.records and not outcome.cancelled:
             outcome.measure_end = max((r.end_time or r.send_time) for r in outcome.records)
         elif not outcome.measure_end:
             outcome.measure_end = end
-        outcome.peak_concurrency = tracker.peak
-        outcome.client_cpu_s = time.process_time() - cpu_start
-        final = progress_payload(end)
+        outcome.peak_concurrency = self.tracker.peak
+        outcome.client_cpu_s = time.process_time() - self.cpu_start
+        final = self.progress_payload(end)
         if not outcome.cancelled:
             final["percent"] = 100.0
-        final["phase"] = f"{phase}:cancelled" if outcome.cancelled else f"{phase}:done"
+        final["phase"] = f"{self.phase}:cancelled" if outcome.cancelled else f"{self.phase}:done"
         try:
-            await call_progress(final)
+            await self.call_progress(final)
         finally:
-            executor.shutdown(wait=False)
-    outcome.achieved_concurrency = held_concurrency(
-        outcome.records + outcome.warmup, outcome.measure_start, held_window_end(outcome)
-    )
-    outcome.wall_s = end - run_start
-    if outcome.wall_s > 0:
-        busy_end = _thread_busy_s()
-        outcome.cpu_fractions = [outcome.client_cpu_s / outcome.wall_s]
-        busy = outcome.client_cpu_s if busy_start is None or busy_end is None else busy_end - busy_start
-        outcome.busy_fractions = [min(busy / outcome.wall_s, 1.0)]
-    outcome.send_lateness_ms, outcome.loop_lags_ms = lateness, lags
-    if sends_window := [t for t in measured_sends if t > 0]:
-        outcome.achieved_rate = sending_rate(len(sends_window), outcome)
-    return outcome
+            self.executor.shutdown(wait=False)
+        return end
+
+    def close_books(self, end: float) -> None:
+        """The figures of the whole run: held concurrency, client CPU and busy shares, lateness, rate."""
+        outcome = self.outcome
+        outcome.achieved_concurrency = held_concurrency(
+            outcome.records + outcome.warmup, outcome.measure_start, held_window_end(outcome)
+        )
+        outcome.wall_s = end - self.run_start
+        if outcome.wall_s > 0:
+            busy_end = _thread_busy_s()
+            outcome.cpu_fractions = [outcome.client_cpu_s / outcome.wall_s]
+            busy_start = self.busy_start
+            busy = outcome.client_cpu_s if busy_start is None or busy_end is None else busy_end - busy_start
+            outcome.busy_fractions = [min(busy / outcome.wall_s, 1.0)]
+        outcome.send_lateness_ms, outcome.loop_lags_ms = self.lateness, self.lags
+        if sends_window := [t for t in self.measured_sends if t > 0]:
+            outcome.achieved_rate = sending_rate(len(sends_window), outcome)
 
 
 def _share(config: LoadConfig, worker: int, workers: int) -> LoadConfig:

@@ -214,75 +214,109 @@ async def run_replay(
     drain_timeout_s: float = 120.0,
 ) -> ReplayOutcome:
     """Send every turn of `plan` at its time (module docstring); returns when all are answered or cancelled."""
-    loop = asyncio.get_running_loop()
-    perf = time.perf_counter
-    outcome = ReplayOutcome()
-    total = plan.requests
-    first_turns = plan.first_turns()
-    sessions = plan.sessions
-    done = asyncio.Event()
-    state = {"sent": 0, "finished": 0, "in_flight": 0, "last_change": 0.0}
-    tasks: set[asyncio.Task] = set()
-    handles: set[asyncio.TimerHandle] = set()
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-replay")
-    loop_minus_perf = loop.time() - perf()
-    outcome.start = perf() + START_DELAY_S
-    state["last_change"] = outcome.start
+    replay = _Replay(client, plan, make_spec, builder, cancel, progress, on_record, progress_interval_s)
+    if replay.total == 0:
+        replay.outcome.end = replay.outcome.start
+        return replay.outcome
+    feed = replay.loop.create_task(replay.feeder())
+    watch = replay.loop.create_task(replay.watcher())
+    try:
+        await replay.wait_and_drain(drain_timeout_s)
+    finally:
+        await replay.close(feed, watch)
+    return replay.outcome
 
-    def account(now: float, delta: int) -> None:
-        if now > state["last_change"]:
-            outcome.in_flight_area += state["in_flight"] * (now - state["last_change"])
-        state["last_change"] = max(now, state["last_change"])
-        state["in_flight"] += delta
-        outcome.peak_in_flight = max(outcome.peak_in_flight, state["in_flight"])
 
-    def finish_one() -> None:
-        state["finished"] += 1
-        if state["finished"] >= total:
-            done.set()
+class _Replay:
+    """One replay's state: the outcome, the counters, the turns' timers and tasks. Turns are sent by
+    loop timers (launch), each answer schedules its session's next turn (one); the feeder schedules
+    first turns a little ahead of their time, the watcher measures loop lag, cancels and reports."""
 
-    def schedule(turn: Turn, due: float) -> None:
-        handle = loop.call_at(due + loop_minus_perf, launch, turn, due)
-        handles.add(handle)
+    def __init__(
+        self,
+        client: OpenAIClient,
+        plan: ReplayPlan,
+        make_spec: Callable[[Turn, Prompt], RequestSpec],
+        builder: PromptBuilder,
+        cancel: Any,
+        progress: Callable[[dict[str, Any]], Any] | None,
+        on_record: Callable[[Turn, RequestRecord], Any] | None,
+        progress_interval_s: float,
+    ) -> None:
+        self.client, self.plan, self.make_spec, self.builder = client, plan, make_spec, builder
+        self.cancel, self.progress, self.on_record = cancel, progress, on_record
+        self.progress_interval_s = progress_interval_s
+        self.loop = asyncio.get_running_loop()
+        self.outcome = ReplayOutcome()
+        self.total = plan.requests
+        self.sessions = plan.sessions
+        self.done = asyncio.Event()
+        self.sent = 0
+        self.finished = 0
+        self.in_flight = 0
+        self.tasks: set[asyncio.Task] = set()
+        self.handles: set[asyncio.TimerHandle] = set()
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvselect-replay")
+        self.loop_minus_perf = self.loop.time() - time.perf_counter()
+        self.outcome.start = time.perf_counter() + START_DELAY_S
+        self.last_change = self.outcome.start
 
-    def launch(turn: Turn, due: float) -> None:
-        if done.is_set():
+    def account(self, now: float, delta: int) -> None:
+        outcome = self.outcome
+        if now > self.last_change:
+            outcome.in_flight_area += self.in_flight * (now - self.last_change)
+        self.last_change = max(now, self.last_change)
+        self.in_flight += delta
+        outcome.peak_in_flight = max(outcome.peak_in_flight, self.in_flight)
+
+    def finish_one(self) -> None:
+        self.finished += 1
+        if self.finished >= self.total:
+            self.done.set()
+
+    def schedule(self, turn: Turn, due: float) -> None:
+        handle = self.loop.call_at(due + self.loop_minus_perf, self.launch, turn, due)
+        self.handles.add(handle)
+
+    def launch(self, turn: Turn, due: float) -> None:
+        if self.done.is_set():
             return
-        now = perf()
-        outcome.lateness_ms.append((now - due) * 1000.0)
-        state["sent"] += 1
-        account(now, +1)
-        task = loop.create_task(one(turn))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        now = time.perf_counter()
+        self.outcome.lateness_ms.append((now - due) * 1000.0)
+        self.sent += 1
+        self.account(now, +1)
+        task = self.loop.create_task(self.one(turn))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
-    async def one(turn: Turn) -> None:
+    async def one(self, turn: Turn) -> None:
         record = RequestRecord()
-        session = sessions[turn.session]
+        session = self.sessions[turn.session]
         last = turn.index + 1 >= len(session.turns)
         try:
-            spec = make_spec(turn, builder.prompt(turn))
-            await client.send(spec, record)
+            spec = self.make_spec(turn, self.builder.prompt(turn))
+            await self.client.send(spec, record)
         except asyncio.CancelledError:
             record.error_class = record.error_class or "cancelled"
             raise
         finally:
-            now = perf()
-            account(now, -1)
-            outcome.records.append((turn, record))
-            if on_record is not None:
-                on_record(turn, record)
-            if not done.is_set():
-                builder.answered(turn, record, last)
+            now = time.perf_counter()
+            self.account(now, -1)
+            self.outcome.records.append((turn, record))
+            if self.on_record is not None:
+                self.on_record(turn, record)
+            if not self.done.is_set():
+                self.builder.answered(turn, record, last)
                 if not last:
                     following = session.turns[turn.index + 1]
-                    schedule(following, max(record.end_time or now, now) + following.gap_s)
-            finish_one()
+                    self.schedule(following, max(record.end_time or now, now) + following.gap_s)
+            self.finish_one()
 
-    async def feeder() -> None:
-        for turn in first_turns:
-            due = outcome.start + turn.offset_s
-            wait = due - perf() - LOOKAHEAD_S
+    async def feeder(self) -> None:
+        done = self.done
+        for turn in self.plan.first_turns():
+            due = self.outcome.start + turn.offset_s
+            wait = due - time.perf_counter() - LOOKAHEAD_S
             if wait > 0:
                 try:
                     await asyncio.wait_for(done.wait(), timeout=wait)
@@ -291,62 +325,63 @@ async def run_replay(
                     pass
             if done.is_set():
                 return
-            schedule(turn, due)
+            self.schedule(turn, due)
 
-    async def call_progress(payload: dict[str, Any]) -> None:
+    async def call_progress(self, payload: dict[str, Any]) -> None:
+        progress = self.progress
         if progress is None:
             return
         if inspect.iscoroutinefunction(progress):
             await progress(payload)
         else:
-            await loop.run_in_executor(executor, progress, payload)
+            await self.loop.run_in_executor(self.executor, progress, payload)
 
-    def payload(now: float) -> dict[str, Any]:
+    def payload(self, now: float) -> dict[str, Any]:
         return {
             "phase": "replay",
-            "percent": round(100.0 * state["finished"] / max(total, 1), 1),
-            "requests_done": state["finished"],
-            "in_flight": state["in_flight"],
-            "elapsed_s": round(now - outcome.start, 3),
-            "send_lateness_ms_p99": percentile(outcome.lateness_ms[-2000:], 99),
+            "percent": round(100.0 * self.finished / max(self.total, 1), 1),
+            "requests_done": self.finished,
+            "in_flight": self.in_flight,
+            "elapsed_s": round(now - self.outcome.start, 3),
+            "send_lateness_ms_p99": percentile(self.outcome.lateness_ms[-2000:], 99),
         }
 
-    async def watcher() -> None:
+    async def watcher(self) -> None:
+        perf = time.perf_counter
         tick = 0.2
         expected = perf() + tick
         next_progress = perf()
         pending: asyncio.Task | None = None
-        while not done.is_set():
+        while not self.done.is_set():
             await asyncio.sleep(tick)
             now = perf()
-            outcome.loop_lag_ms.append(max(now - expected, 0.0) * 1000.0)
+            self.outcome.loop_lag_ms.append(max(now - expected, 0.0) * 1000.0)
             expected = now + tick
-            if _cancel_requested(cancel):
-                outcome.cancelled = True
-                done.set()
+            if _cancel_requested(self.cancel):
+                self.outcome.cancelled = True
+                self.done.set()
                 break
-            if progress is not None and now >= next_progress and (pending is None or pending.done()):
-                pending = loop.create_task(call_progress(payload(now)))
-                next_progress = now + progress_interval_s
+            if self.progress is not None and now >= next_progress and (pending is None or pending.done()):
+                pending = self.loop.create_task(self.call_progress(self.payload(now)))
+                next_progress = now + self.progress_interval_s
 
-    if total == 0:
-        outcome.end = outcome.start
-        return outcome
-    feed = loop.create_task(feeder())
-    watch = loop.create_task(watcher())
-    try:
-        await done.wait()
-        if outcome.cancelled:
-            for handle in handles:
+    async def wait_and_drain(self, drain_timeout_s: float) -> None:
+        """Until every turn is answered (or the replay is cancelled), then the requests in flight."""
+        await self.done.wait()
+        if self.outcome.cancelled:
+            for handle in self.handles:
                 handle.cancel()
-            for task in list(tasks):
+            for task in list(self.tasks):
                 task.cancel()
-        if tasks:
-            await asyncio.wait(set(tasks), timeout=drain_timeout_s if not outcome.cancelled else 5.0)
-    finally:
-        for handle in handles:
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=drain_timeout_s if not self.outcome.cancelled else 5.0)
+
+    async def close(self, feed: asyncio.Task, watch: asyncio.Task) -> None:
+        """Stop the timers and tasks, close the books and send the final progress."""
+        outcome = self.outcome
+        for handle in self.handles:
             handle.cancel()
-        for task in (feed, watch, *tasks):
+        for task in (feed, watch, *self.tasks):
             task.cancel()
         for task in (feed, watch):
             try:
@@ -356,14 +391,13 @@ async def run_replay(
         outcome.end = (
             max((r.end_time or r.send_time or outcome.start) for _t, r in outcome.records)
             if outcome.records
-            else perf()
+            else time.perf_counter()
         )
-        account(max(outcome.end, state["last_change"]), 0)
-        outcome.unsent = total - state["sent"]
-        final = payload(perf())
+        self.account(max(outcome.end, self.last_change), 0)
+        outcome.unsent = self.total - self.sent
+        final = self.payload(time.perf_counter())
         final["phase"] = "replay:cancelled" if outcome.cancelled else "replay:done"
         try:
-            await call_progress(final)
+            await self.call_progress(final)
         finally:
-            executor.shutdown(wait=False)
-    return outcome
+            self.executor.shutdown(wait=False)

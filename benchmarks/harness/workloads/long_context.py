@@ -156,14 +156,8 @@ async def run_long_context(
                     )
                     points.append(point)
                     outcomes.append(outcome)
-                    served = (point.requests_failed or 0) == 0 and (point.requests_completed or 0) > 0
-                    truncated = _truncated(outcome.records, rung)
-                    if truncated:
-                        served = False
-                        point.extra["truncated"] = truncated
-                        failure_error = failure_error or truncated
-                    if not served and failure_error is None:
-                        failure_error = next((r.error for r in outcome.records if r.error), None)
+                    served, error = _rung_served(point, outcome, rung)
+                    failure_error = failure_error or error
                     rung_ok = rung_ok and served
                     if not rung_ok:
                         break  # a rung the engine refused alone is not retried beside short traffic
@@ -183,9 +177,11 @@ async def run_long_context(
     required = int(params.get("required_tokens") or rungs[-1])
     verdicts = [_largest_rung_verdict(required, rungs, largest_ok, failed_rung, failure_error, points)]
     verdicts.append(errors_verdict(points))
-    for point in points:
-        if point.label.endswith("with_background") and "background" in point.extra:
-            verdicts.append(_isolation_verdict(point, params))
+    verdicts.extend(
+        _isolation_verdict(point, params)
+        for point in points
+        if point.label.endswith("with_background") and "background" in point.extra
+    )
     observed = _long_context_observed(points, largest_ok, required, failed_rung, failure_error)
     reporter.close()
     return build_result(
@@ -199,6 +195,17 @@ async def run_long_context(
         partial,
         {"largest_successful_rung": largest_ok, "required_tokens": required, "observed": observed},
     )
+
+
+def _rung_served(point: LoadPoint, outcome: LoadOutcome, rung: int) -> tuple[bool, str | None]:
+    """Whether the rung was served at its length, and why not: the truncation (marked on the point),
+    else the engine's first error."""
+    truncated = _truncated(outcome.records, rung)
+    if truncated:
+        point.extra["truncated"] = truncated
+        return False, truncated
+    served = (point.requests_failed or 0) == 0 and (point.requests_completed or 0) > 0
+    return served, None if served else next((r.error for r in outcome.records if r.error), None)
 
 
 def _truncated(records: list[RequestRecord], rung: int) -> str | None:

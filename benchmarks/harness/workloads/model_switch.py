@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
 from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.load import (
     LoadConfig,
@@ -209,6 +210,35 @@ async def run_model_switch(
 ) -> NormalizedResult:
     """Steady load on the candidate, a switch to the new version (endpoint B, or the simulator's
     restart) and back: errors, downtime, time until the budget holds again, KV spike, cache-hit drop."""
+    config = _switch_config(target, params)
+    reporter = Reporter(progress, cancel)
+    async with Session(target) as session:
+        run = _SwitchRun(target, session, params, config, reporter)
+        await run.open_endpoint_b()
+        await run.steady_load_with_switch()
+        await run.close_endpoint_b()
+    return _switch_result(run)
+
+
+@dataclass(frozen=True)
+class _SwitchConfig:
+    """run_model_switch's checked params."""
+
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    prefix_tokens: int
+    durations: dict[str, float]  # phase -> seconds
+    window: int  # recovery_requests
+    mode: str  # switch_mode: "endpoint" or "restart"
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.durations.values())
+
+
+def _switch_config(target: Target, params: dict[str, Any]) -> _SwitchConfig:
+    """The params checked before any request (PlanError names the faulty one)."""
     concurrency = require_param(params, "concurrency", int, 1)
     input_tokens = require_param(params, "input_tokens", int, 1)
     output_tokens = require_param(params, "output_tokens", int, 1)
@@ -229,108 +259,127 @@ async def run_model_switch(
                     check_target(params[key], target.allowed_hosts)
                 except ValueError as exc:
                     raise PlanError(f"params.{key}: {exc}") from exc
-    reporter = Reporter(progress, cancel)
-    notes: list[str] = []
-    total_s = sum(durations.values())
-    phase = {"name": "before"}
-    events: dict[str, float] = {}
-    sent: list[RequestRecord] = []
-    triggers: list[dict[str, Any]] = []
-    second: MetricsSampler | None = None
-    async with Session(target) as session:
-        prompts = session.prompts
-        assert prompts is not None
-        client_b = None
-        if mode == "endpoint":
-            client_b = target.client(params["switch_endpoint"], params.get("switch_model"))
-            await client_b.open()
-            headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
-            metrics_b = params.get("switch_metrics_url") or params["switch_endpoint"].rstrip("/") + "/metrics"
-            engine = target.engine if target.engine != "simulator" else "auto"
-            second = MetricsSampler(metrics_b, engine, time_zero=session.time_zero, headers=headers)
-            await second.start()
+    return _SwitchConfig(concurrency, input_tokens, output_tokens, prefix_tokens, durations, window, mode)
 
-        async def trigger(event: str) -> None:
-            events[event] = session.now()
-            phase["name"] = "switched" if event == "switch" else "rolled_back"
-            if mode == "restart":
-                body: dict[str, Any] = {"config": dict(params.get("restart_config") or {}) if event == "switch" else {}}
-                if params.get("restart_downtime_s") is not None:
-                    body["downtime_s"] = float(params["restart_downtime_s"])
-                if params.get("restart_graceful") is not None:
-                    body["graceful"] = bool(params["restart_graceful"])
-                try:
-                    status, answer = await session.client.post_json("/admin/restart", body)
-                except Exception as exc:  # the hook's failure is reported, never the test's crash
-                    status, answer = None, {"error": f"{type(exc).__name__}: {exc}"}
-                triggers.append({"event": event, "status": status, "answer": answer})
-                if status != 202:
-                    notes.append(f"{event}: the simulator refused the restart ({status}): {answer}")
 
-        def make(index: int, name: str) -> RequestSpec:
-            text = (
-                prompts.shared_prefix(prefix_tokens, input_tokens - prefix_tokens, seed=index)
-                if prefix_tokens
-                else prompts.text(input_tokens, seed=index)
-            )
-            return session.spec(text, output_tokens, request_id=f"switch-{index}", tag=name)
+class _SwitchRun:
+    """One model-switch run's shared state: the current phase, the events' times, every request
+    sent, the restart hook's answers and endpoint B (client and metrics) when there is one."""
 
-        stop = asyncio.Event()
+    def __init__(
+        self, target: Target, session: Session, params: dict[str, Any], config: _SwitchConfig, reporter: Reporter
+    ) -> None:
+        self.target, self.session, self.params, self.config, self.reporter = target, session, params, config, reporter
+        assert session.prompts is not None
+        self.prompts = session.prompts
+        self.notes: list[str] = []
+        self.phase = "before"
+        self.events: dict[str, float] = {}
+        self.sent: list[RequestRecord] = []
+        self.triggers: list[dict[str, Any]] = []
+        self.second: MetricsSampler | None = None
+        self.client_b: OpenAIClient | None = None
+        self.stop = asyncio.Event()
+        self.cancelled = False
 
-        async def worker(first: int) -> None:
-            index = first
-            while not stop.is_set():
-                name = phase["name"]
-                client = client_b if (name == "switched" and client_b is not None) else session.client
-                record = RequestRecord()
-                sent.append(record)
-                await client.send(make(index, name), record)
-                index += concurrency
-                if not record.ok:
-                    await asyncio.sleep(SWITCH_ERROR_BACKOFF_S)
+    async def open_endpoint_b(self) -> None:
+        """Endpoint B's client and metrics sampler (mode "endpoint" only)."""
+        if self.config.mode != "endpoint":
+            return
+        target, params = self.target, self.params
+        self.client_b = target.client(params["switch_endpoint"], params.get("switch_model"))
+        await self.client_b.open()
+        headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+        metrics_b = params.get("switch_metrics_url") or params["switch_endpoint"].rstrip("/") + "/metrics"
+        engine = target.engine if target.engine != "simulator" else "auto"
+        self.second = MetricsSampler(metrics_b, engine, time_zero=self.session.time_zero, headers=headers)
+        await self.second.start()
 
-        async def controller() -> None:
-            begin = time.perf_counter()
-            marks = (("switch", durations["before"]), ("rollback", durations["before"] + durations["switched"]))
-            pending = list(marks)
-            reported = -1.0
-            try:
-                while time.perf_counter() - begin < total_s and not reporter.cancelled():
-                    elapsed = time.perf_counter() - begin
-                    if pending and elapsed >= pending[0][1]:
-                        await trigger(pending.pop(0)[0])
-                    if elapsed - reported >= 0.5:  # progress twice a second; the events on time to 50 ms
-                        reporter.done = len(sent)
-                        await reporter.emit(phase["name"], min(elapsed / total_s * 100.0, 99.0))
-                        reported = elapsed
-                    await asyncio.sleep(0.05)
-            finally:
-                if "switch" in events and "rollback" not in events and mode == "restart":
-                    await trigger("rollback")  # never leave the engine on the new version
-                stop.set()
+    async def close_endpoint_b(self) -> None:
+        if self.second is not None:
+            await self.second.stop()
+        if self.client_b is not None:
+            await self.client_b.close()
 
-        workers = [asyncio.ensure_future(worker(i)) for i in range(concurrency)]
-        await controller()
-        cancelled = reporter.cancelled()
-        if cancelled:
+    async def trigger(self, event: str) -> None:
+        """Mark the switch (or rollback); in mode "restart", ask the simulator to restart."""
+        params = self.params
+        self.events[event] = self.session.now()
+        self.phase = "switched" if event == "switch" else "rolled_back"
+        if self.config.mode != "restart":
+            return
+        body: dict[str, Any] = {"config": dict(params.get("restart_config") or {}) if event == "switch" else {}}
+        if params.get("restart_downtime_s") is not None:
+            body["downtime_s"] = float(params["restart_downtime_s"])
+        if params.get("restart_graceful") is not None:
+            body["graceful"] = bool(params["restart_graceful"])
+        try:
+            status, answer = await self.session.client.post_json("/admin/restart", body)
+        except Exception as exc:  # the hook's failure is reported, never the test's crash
+            status, answer = None, {"error": f"{type(exc).__name__}: {exc}"}
+        self.triggers.append({"event": event, "status": status, "answer": answer})
+        if status != 202:
+            self.notes.append(f"{event}: the simulator refused the restart ({status}): {answer}")
+
+    def make(self, index: int, name: str) -> RequestSpec:
+        config = self.config
+        text = (
+            self.prompts.shared_prefix(config.prefix_tokens, config.input_tokens - config.prefix_tokens, seed=index)
+            if config.prefix_tokens
+            else self.prompts.text(config.input_tokens, seed=index)
+        )
+        return self.session.spec(text, config.output_tokens, request_id=f"switch-{index}", tag=name)
+
+    async def worker(self, first: int) -> None:
+        index = first
+        while not self.stop.is_set():
+            name = self.phase
+            client = self.client_b if (name == "switched" and self.client_b is not None) else self.session.client
+            record = RequestRecord()
+            self.sent.append(record)
+            await client.send(self.make(index, name), record)
+            index += self.config.concurrency
+            if not record.ok:
+                await asyncio.sleep(SWITCH_ERROR_BACKOFF_S)
+
+    async def controller(self) -> None:
+        """Trigger the switch and the rollback on time (to 50 ms), report progress twice a second."""
+        durations, total_s, reporter = self.config.durations, self.config.total_s, self.reporter
+        begin = time.perf_counter()
+        pending = [("switch", durations["before"]), ("rollback", durations["before"] + durations["switched"])]
+        reported = -1.0
+        try:
+            while time.perf_counter() - begin < total_s and not reporter.cancelled():
+                elapsed = time.perf_counter() - begin
+                if pending and elapsed >= pending[0][1]:
+                    await self.trigger(pending.pop(0)[0])
+                if elapsed - reported >= 0.5:
+                    reporter.done = len(self.sent)
+                    await reporter.emit(self.phase, min(elapsed / total_s * 100.0, 99.0))
+                    reported = elapsed
+                await asyncio.sleep(0.05)
+        finally:
+            if "switch" in self.events and "rollback" not in self.events and self.config.mode == "restart":
+                await self.trigger("rollback")  # never leave the engine on the new version
+            self.stop.set()
+
+    async def steady_load_with_switch(self) -> None:
+        """Closed-loop workers for the whole test while the controller switches and rolls back."""
+        workers = [asyncio.ensure_future(self.worker(i)) for i in range(self.config.concurrency)]
+        await self.controller()
+        self.cancelled = self.reporter.cancelled()
+        if self.cancelled:
             for task in workers:
                 task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        if second is not None:
-            await second.stop()
-        if client_b is not None:
-            await client_b.close()
-    end = session.now()
-    records = [r for r in sent if r.send_time > 0 and r.error_class != "cancelled"]
-    by_phase: dict[str, list[RequestRecord]] = {name: [] for name in SWITCH_PHASES}
-    for record in records:
-        by_phase[switch_phase_of(record, events, session.time_zero, mode == "restart")].append(record)
-    bounds = {
-        "before": (0.0, events.get("switch", end)),
-        "switched": (events.get("switch", end), events.get("rollback", end)),
-        "rolled_back": (events.get("rollback", end), end),
-    }
-    config = LoadConfig(mode="closed", concurrency=concurrency, duration_s=total_s)
+
+
+def _switch_points(
+    run: _SwitchRun, by_phase: dict[str, list[RequestRecord]], bounds: dict[str, tuple[float, float]]
+) -> tuple[list[LoadPoint], list[LoadOutcome]]:
+    """One point per phase; the switched phase's engine stats from endpoint B's metrics when it has them."""
+    session, second = run.session, run.second
+    config = LoadConfig(mode="closed", concurrency=run.config.concurrency, duration_s=run.config.total_s)
     points: list[LoadPoint] = []
     outcomes: list[LoadOutcome] = []
     for name in SWITCH_PHASES:
@@ -341,15 +390,26 @@ async def run_model_switch(
             run_start=session.time_zero,
             measure_start=session.time_zero + t0,
             measure_end=session.time_zero + t1,
-            cancelled=cancelled,
+            cancelled=run.cancelled,
         )
-        point = summarize(part, label=name, slo=slo_of(params))
+        point = summarize(part, label=name, slo=slo_of(run.params))
         recording = second.recording if (name == "switched" and second is not None) else session.metrics.recording
         attach_engine_stats(point, recording, t0, t1)
         point.extra["hit_ratio_usage"] = _hit_ratio(by_phase[name])
         points.append(point)
         outcomes.append(part)
-    figures = _switch_figures(by_phase, events, session, second, params, window, bounds)
+    return points, outcomes
+
+
+def _switch_verdicts(
+    run: _SwitchRun,
+    points: list[LoadPoint],
+    by_phase: dict[str, list[RequestRecord]],
+    figures: dict[str, Any],
+    bounds: dict[str, tuple[float, float]],
+) -> list[dict[str, Any]]:
+    """The budget before the switch, the errors, the recoveries; not exercised when the restart was refused."""
+    params, events, window = run.params, run.events, run.config.window
     verdicts = budget_verdicts(points[0], params, label="before", records=by_phase["before"])
     baseline_failed = any(v["status"] == FAIL for v in verdicts)
     verdicts.append(_switch_errors_verdict(by_phase, figures, params))
@@ -369,7 +429,7 @@ async def run_model_switch(
                 bounds[name][1] - bounds[name][0],
             )
         )
-    refused = [t for t in triggers if t["status"] != 202]
+    refused = [t for t in run.triggers if t["status"] != 202]
     if refused:  # the engine never switched: nothing about a switch was observed
         verdicts = [
             verdict(
@@ -385,9 +445,28 @@ async def run_model_switch(
             else v
             for v in verdicts
         ]
-    if cancelled:
-        notes.append("cancelled: partial data")
-    reporter.close()
+    return verdicts
+
+
+def _switch_result(run: _SwitchRun) -> NormalizedResult:
+    """The requests split by phase, the figures, verdicts and result of a finished (or cancelled) run."""
+    session, params, events, second, mode = run.session, run.params, run.events, run.second, run.config.mode
+    end = session.now()
+    records = [r for r in run.sent if r.send_time > 0 and r.error_class != "cancelled"]
+    by_phase: dict[str, list[RequestRecord]] = {name: [] for name in SWITCH_PHASES}
+    for record in records:
+        by_phase[switch_phase_of(record, events, session.time_zero, mode == "restart")].append(record)
+    bounds = {
+        "before": (0.0, events.get("switch", end)),
+        "switched": (events.get("switch", end), events.get("rollback", end)),
+        "rolled_back": (events.get("rollback", end), end),
+    }
+    points, outcomes = _switch_points(run, by_phase, bounds)
+    figures = _switch_figures(by_phase, events, session, second, params, run.config.window, bounds)
+    verdicts = _switch_verdicts(run, points, by_phase, figures, bounds)
+    if run.cancelled:
+        run.notes.append("cancelled: partial data")
+    run.reporter.close()
     result = build_result(
         "model_switch",
         session,
@@ -395,15 +474,15 @@ async def run_model_switch(
         points,
         outcomes,
         verdicts,
-        notes,
-        cancelled,
+        run.notes,
+        run.cancelled,
         {
             "switch": {
                 "mode": mode,
                 "switch_at_s": events.get("switch"),
                 "rollback_at_s": events.get("rollback"),
                 "switch_endpoint": params.get("switch_endpoint"),
-                "triggers": triggers,
+                "triggers": run.triggers,
                 "timeline": _switch_timeline(records, session.time_zero),
                 **figures,
             },

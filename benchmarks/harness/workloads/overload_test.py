@@ -133,8 +133,6 @@ async def run_overload(
     session.metrics.interval_s = min(1.0, max(step_s / 10.0, 0.2))  # enough samples per short step
     index_base = 0
     async with session:
-        prompts = session.prompts
-        assert prompts is not None
         climbing_done = False
         elapsed = 0.0
         for position, (direction, level) in enumerate(plan_steps):
@@ -145,46 +143,23 @@ async def run_overload(
                 break
             recovery = direction == "down" and position == len(plan_steps) - 1
             duration = recovery_s if recovery else step_s
-            offset = index_base
-
-            def make(index: int, offset: int = offset, label: str = f"{direction}-{level:g}") -> RequestSpec:
-                request_input, request_output = lengths(offset + index)
-                return session.spec(
-                    prompts.text(request_input, seed=offset + index),
-                    request_output,
-                    request_id=f"overload-{label}-{index}",
-                )
-
-            config = (
-                LoadConfig(mode="open", rate=level, duration_s=duration, drain_timeout_s=max(bound_s, step_s))
-                if rate
-                else LoadConfig(
-                    mode="closed", concurrency=int(level), duration_s=duration, drain_timeout_s=max(bound_s, step_s)
-                )
-            )
             pct0, pct1 = 100 * elapsed / total_s, 100 * min(elapsed + duration, total_s) / total_s
             elapsed += duration
-            outcome = await run_load(
-                session.client,
-                make,
-                config,
-                cancel=cancel,
-                progress=reporter.phase(f"{direction} {level:g}", pct0, pct1),
+            outcome = await _step_load(
+                session,
+                lengths,
+                direction,
+                level,
+                duration,
+                bool(rate),
+                max(bound_s, step_s),
+                index_base,
+                cancel,
+                reporter.phase(f"{direction} {level:g}", pct0, pct1),
             )
             index_base += len(outcome.records) + len(outcome.warmup)
-            arrow = "↑" if direction == "up" else "↓"
-            label = f"{arrow} {level:g} req/s" if rate else f"{arrow} c={level:g}"
-            point = summarize(outcome, label=label, slo=slo_of(params))
-            window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero)
-            attach_engine_stats(point, session.metrics.recording, *window)
+            point = _step_point(session, outcome, params, direction, level, bool(rate), unit, recovery)
             step = _overload_step(point, outcome, params, direction, level, max_errors)
-            point.extra.update(
-                direction=direction,
-                level=level,
-                level_unit=unit,
-                recovery_step=recovery,
-                load_end_s=(outcome.load_end or outcome.measure_end) - session.time_zero,
-            )
             points.append(point)
             outcomes.append(outcome)
             steps.append(step)
@@ -202,6 +177,80 @@ async def run_overload(
                 break
     verdicts, figures = _overload_verdicts(steps, points, outcomes, params, session, base, unit, bound_s)
     reporter.close()
+    return _overload_result(session, params, points, outcomes, verdicts, figures, notes, partial, lengths, unit)
+
+
+async def _step_load(
+    session: Session,
+    lengths: Callable[[int], tuple[int, int]],
+    direction: str,
+    level: float,
+    duration: float,
+    open_loop: bool,
+    drain_s: float,
+    offset: int,
+    cancel: Any,
+    progress: Callable[[dict[str, Any]], Any],
+) -> LoadOutcome:
+    """One step of the staircase: `level` req/s (open loop) or concurrent requests for `duration`."""
+    prompts = session.prompts
+    assert prompts is not None
+
+    def make(index: int, label: str = f"{direction}-{level:g}") -> RequestSpec:
+        request_input, request_output = lengths(offset + index)
+        return session.spec(
+            prompts.text(request_input, seed=offset + index),
+            request_output,
+            request_id=f"overload-{label}-{index}",
+        )
+
+    config = (
+        LoadConfig(mode="open", rate=level, duration_s=duration, drain_timeout_s=drain_s)
+        if open_loop
+        else LoadConfig(mode="closed", concurrency=int(level), duration_s=duration, drain_timeout_s=drain_s)
+    )
+    return await run_load(session.client, make, config, cancel=cancel, progress=progress)
+
+
+def _step_point(
+    session: Session,
+    outcome: LoadOutcome,
+    params: dict[str, Any],
+    direction: str,
+    level: float,
+    open_loop: bool,
+    unit: str,
+    recovery: bool,
+) -> LoadPoint:
+    """The step's point, labelled with its direction and level, with the engine's stats over its window."""
+    arrow = "↑" if direction == "up" else "↓"
+    label = f"{arrow} {level:g} req/s" if open_loop else f"{arrow} c={level:g}"
+    point = summarize(outcome, label=label, slo=slo_of(params))
+    window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero)
+    attach_engine_stats(point, session.metrics.recording, *window)
+    point.extra.update(
+        direction=direction,
+        level=level,
+        level_unit=unit,
+        recovery_step=recovery,
+        load_end_s=(outcome.load_end or outcome.measure_end) - session.time_zero,
+    )
+    return point
+
+
+def _overload_result(
+    session: Session,
+    params: dict[str, Any],
+    points: list[LoadPoint],
+    outcomes: list[LoadOutcome],
+    verdicts: list[dict[str, Any]],
+    figures: dict[str, Any],
+    notes: list[str],
+    partial: bool,
+    lengths: Callable[[int], tuple[int, int]],
+    unit: str,
+) -> NormalizedResult:
+    """The result, with the observed line and the derived figures (overload handling, sustainable concurrency)."""
     result = build_result(
         "overload",
         session,

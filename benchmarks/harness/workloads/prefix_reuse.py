@@ -202,33 +202,12 @@ async def run_prefix_reuse(
             )
             await asyncio.sleep(min(interval_s, 1.0))  # one more sample after the last request
             after = await session.kv_now()
-            point = summarize(outcome, label=label, slo=slo_of(params))
-            window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero + 1.0)
-            attach_engine_stats(point, session.metrics.recording, *window)
-            raw, source = _kv_token_samples(session.metrics.recording, *window, capacity)
-            # the KV the load added: an engine that keeps finished prompts resident (llama.cpp's slots,
-            # or the "on" run's leftovers when "off" is the same server) would otherwise count them
-            base_tokens = _kv_tokens_of(baseline, capacity, source)
-            kv = [max(value - base_tokens, 0.0) for value in raw]
-            samples[label] = kv
-            after_tokens = _kv_tokens_of(after, capacity, source)
-            if raw and max(raw) > 0 and after_tokens >= KV_RESIDENT_SHARE * max(raw):
-                resident[label] = (after_tokens, max(raw))
-            cached = [r.cached_tokens for r in outcome.records if r.cached_tokens is not None]
-            point.extra.update(
-                usage_cached_tokens_mean=(sum(cached) / len(cached)) if cached else None,
-                own_allocation_tokens=own,
-                shared_once_tokens=shared_once,
-                kv_tokens_peak=max(kv) if kv else None,
-                kv_tokens_held=_held(kv),
-                kv_token_samples=len(kv),
-                kv_tokens_source=source,
-                kv_baseline_ratio=(baseline or {}).get("kv_usage_ratio"),
-                kv_baseline_tokens=base_tokens,
-                kv_tokens_peak_raw=max(raw) if raw else None,
-                kv_tokens_after=after_tokens if source else None,
-                cache_prompt=tgt.cache_prompt,
+            point, kv, resident_kv = _prefix_point(
+                session, outcome, label, params, baseline, after, capacity, own, shared_once, tgt.cache_prompt
             )
+            samples[label] = kv
+            if resident_kv is not None:
+                resident[label] = resident_kv
             points.append(point)
             outcomes.append(outcome)
             if outcome.cancelled:
@@ -237,13 +216,7 @@ async def run_prefix_reuse(
                 break
     on = points[0]
     off = points[1] if len(points) == 2 else None
-    verdicts = [errors_verdict(points)] + budget_verdicts(on, params, label="prefix_on", records=outcomes[0].records)
-    memory = [
-        _kv_vs_theory(samples.get("prefix_on", []), own),
-        _kv_vs_off(samples.get("prefix_on", []), samples.get("prefix_off"), off is not None),
-    ]
-    verdicts.extend(_unjudged_when_resident(verdict, resident) for verdict in memory)
-    verdicts.append(_prefix_hits(on, prefix, suffix))
+    verdicts = _prefix_verdicts(points, outcomes, params, samples, resident, own, (prefix, suffix))
     on_ttft = [r.ttft_ms for r in outcomes[0].records if r.ok and r.ttft_ms is not None]
     observed = _prefix_observed(on, off, own, shared_once, on_ttft, outcomes)
     reporter.close()
@@ -261,6 +234,73 @@ async def run_prefix_reuse(
         for name, values in sessions[1].metrics.recording.series.items():
             result.timeseries[f"prefix_off.{name}"] = values
     return result
+
+
+def _prefix_verdicts(
+    points: list[LoadPoint],
+    outcomes: list[LoadOutcome],
+    params: dict[str, Any],
+    samples: dict[str, list[float]],
+    resident: dict[str, tuple[float, float]],
+    own: int,
+    lengths: tuple[int, int],
+) -> list[dict[str, Any]]:
+    """Errors, the budget of the caching-on run, the two memory verdicts (unjudged where the engine
+    keeps KV resident) and the cache hits; `lengths` is (prefix, suffix) tokens."""
+    on = points[0]
+    off = points[1] if len(points) == 2 else None
+    verdicts = [errors_verdict(points)] + budget_verdicts(on, params, label="prefix_on", records=outcomes[0].records)
+    memory = [
+        _kv_vs_theory(samples.get("prefix_on", []), own),
+        _kv_vs_off(samples.get("prefix_on", []), samples.get("prefix_off"), off is not None),
+    ]
+    verdicts.extend(_unjudged_when_resident(verdict, resident) for verdict in memory)
+    verdicts.append(_prefix_hits(on, *lengths))
+    return verdicts
+
+
+def _prefix_point(
+    session: Session,
+    outcome: LoadOutcome,
+    label: str,
+    params: dict[str, Any],
+    baseline: dict[str, float] | None,
+    after: dict[str, float] | None,
+    capacity: float | None,
+    own: int,
+    shared_once: int,
+    cache_prompt: bool | None,
+) -> tuple[LoadPoint, list[float], tuple[float, float] | None]:
+    """One configuration's point with its KV figures; the KV tokens the load added (samples), and
+    (KV tokens after the load, its raw peak) when the engine kept the load's KV resident, else None."""
+    point = summarize(outcome, label=label, slo=slo_of(params))
+    window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero + 1.0)
+    attach_engine_stats(point, session.metrics.recording, *window)
+    raw, source = _kv_token_samples(session.metrics.recording, *window, capacity)
+    # the KV the load added: an engine that keeps finished prompts resident (llama.cpp's slots,
+    # or the "on" run's leftovers when "off" is the same server) would otherwise count them
+    base_tokens = _kv_tokens_of(baseline, capacity, source)
+    kv = [max(value - base_tokens, 0.0) for value in raw]
+    after_tokens = _kv_tokens_of(after, capacity, source)
+    resident_kv = (
+        (after_tokens, max(raw)) if raw and max(raw) > 0 and after_tokens >= KV_RESIDENT_SHARE * max(raw) else None
+    )
+    cached = [r.cached_tokens for r in outcome.records if r.cached_tokens is not None]
+    point.extra.update(
+        usage_cached_tokens_mean=(sum(cached) / len(cached)) if cached else None,
+        own_allocation_tokens=own,
+        shared_once_tokens=shared_once,
+        kv_tokens_peak=max(kv) if kv else None,
+        kv_tokens_held=_held(kv),
+        kv_token_samples=len(kv),
+        kv_tokens_source=source,
+        kv_baseline_ratio=(baseline or {}).get("kv_usage_ratio"),
+        kv_baseline_tokens=base_tokens,
+        kv_tokens_peak_raw=max(raw) if raw else None,
+        kv_tokens_after=after_tokens if source else None,
+        cache_prompt=cache_prompt,
+    )
+    return point, kv, resident_kv
 
 
 def _unjudged_when_resident(verdict: dict[str, Any], resident: dict[str, tuple[float, float]]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from benchmarks.harness.workloads.common import (
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, slo_of, trace_lengths
-from benchmarks.result import NormalizedResult
+from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -147,20 +147,7 @@ async def run_stability(
     window_records = {
         label: [r for r in outcome.records if t0 <= r.send_time < t1] for label, (t0, t1) in windows.items()
     }
-    points = [overall]
-    for label, (t0, t1) in windows.items():
-        part = LoadOutcome(
-            config=outcome.config,
-            records=window_records[label],
-            run_start=outcome.run_start,
-            measure_start=t0,
-            measure_end=t1,
-            achieved_concurrency=None,
-            client_bound=outcome.client_bound,
-        )
-        point = summarize(part, label=label)
-        attach_engine_stats(point, session.metrics.recording, t0 - session.time_zero, t1 - session.time_zero)
-        points.append(point)
+    points = [overall] + _window_points(session, outcome, windows, window_records)
     attach_engine_stats(overall, session.metrics.recording, start - session.time_zero, steady_end - session.time_zero)
     verdicts = [errors_verdict([overall])]
     early_ok = [r for r in window_records["first_window"] if r.ok]
@@ -178,21 +165,8 @@ async def run_stability(
         drift[f"{metric}_p{q}_drift_pct"] = judged["value"]
         drift[f"{metric}_p{q}_drift_interval"] = judged["interval"]
         verdicts.append(judged)
-    recording = session.metrics.recording
     steady = (start - session.time_zero, steady_end - session.time_zero)
-    kv_verdict, kv_figures = _kv_slope_verdict(recording, steady, params)
-    verdicts.append(kv_verdict)
-    drift.update(kv_figures)
-    gpu_verdict, gpu_figures = _gpu_memory_verdict(session.gpu.recording, steady, params)
-    verdicts.append(gpu_verdict)
-    drift.update(gpu_figures)
-    shifted = {k: (a - session.time_zero, b - session.time_zero) for k, (a, b) in windows.items()}
-    pre_verdict, pre_figures = _preemption_trend_verdict(recording, shifted, params)
-    verdicts.append(pre_verdict)
-    drift.update(pre_figures)
-    frag_verdict, frag_figures = _fragmentation_verdict(recording, shifted, params)
-    verdicts.append(frag_verdict)
-    drift.update(frag_figures)
+    verdicts.extend(_engine_drift_verdicts(session, steady, windows, params, drift))
     verdicts.extend(budget_verdicts(overall, params, records=outcome.records))
     overall.extra.update({k: v for k, v in drift.items() if not k.endswith("_interval")})
     soak_note = short_soak_note(params, duration)
@@ -220,6 +194,53 @@ async def run_stability(
             **lengths_meta(lengths),
         },
     )
+
+
+def _window_points(
+    session: Session,
+    outcome: LoadOutcome,
+    windows: dict[str, tuple[float, float]],
+    window_records: dict[str, list[RequestRecord]],
+) -> list[LoadPoint]:
+    """The first and last window's points, each with the engine's stats over its window."""
+    points = []
+    for label, (t0, t1) in windows.items():
+        part = LoadOutcome(
+            config=outcome.config,
+            records=window_records[label],
+            run_start=outcome.run_start,
+            measure_start=t0,
+            measure_end=t1,
+            achieved_concurrency=None,
+            client_bound=outcome.client_bound,
+        )
+        point = summarize(part, label=label)
+        attach_engine_stats(point, session.metrics.recording, t0 - session.time_zero, t1 - session.time_zero)
+        points.append(point)
+    return points
+
+
+def _engine_drift_verdicts(
+    session: Session,
+    steady: tuple[float, float],
+    windows: dict[str, tuple[float, float]],
+    params: dict[str, Any],
+    drift: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The verdicts on the engine's and GPU's series (KV slope, GPU memory slope, preemption trend,
+    fragmentation); their figures go into `drift`."""
+    recording = session.metrics.recording
+    shifted = {k: (a - session.time_zero, b - session.time_zero) for k, (a, b) in windows.items()}
+    verdicts = []
+    for judged, figures in (
+        _kv_slope_verdict(recording, steady, params),
+        _gpu_memory_verdict(session.gpu.recording, steady, params),
+        _preemption_trend_verdict(recording, shifted, params),
+        _fragmentation_verdict(recording, shifted, params),
+    ):
+        verdicts.append(judged)
+        drift.update(figures)
+    return verdicts
 
 
 def short_soak_note(params: dict[str, Any], duration: float) -> str | None:

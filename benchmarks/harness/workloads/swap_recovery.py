@@ -8,6 +8,7 @@ import asyncio
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import aiohttp
@@ -40,7 +41,7 @@ from benchmarks.harness.workloads.common import (
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
-from benchmarks.result import NormalizedResult, Stats
+from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -154,6 +155,51 @@ async def run_swap_recovery(
     keep talking, the idle sessions' resume, the never-swap sessions' resume (last), a recompute of
     the idle sessions' resume with the cache cleared (the eviction-free reference continuation),
     then the KV release. Eviction is observed, never assumed (benchmarks.harness.swap)."""
+    config = _swap_config(params)
+    reporter = Reporter(progress, cancel)
+    async with Session(target, keep_text=True) as session:
+        run = _SwapRun(target, session, params, config, reporter, cancel)
+        baseline = await session.kv_now()
+        try:
+            await run.warm_sessions()
+            await run.idle_first_turns()
+            p_in, planned = run.size_pressure()
+            await run.pressure(p_in, planned)
+            await run.resume()
+            await run.never_swap()
+            await run.recompute()
+            run.settled = await settle_after_load(
+                session, baseline, float(params.get("settle_s") or 15.0), reporter, "settle", 97
+            )
+        except Cancelled:
+            await run.cancelled()
+    return _swap_result(run, baseline)
+
+
+@dataclass(frozen=True)
+class _SwapConfig:
+    """run_swap_recovery's checked params."""
+
+    sessions: int
+    warm: int
+    never: int
+    history_tokens: int
+    turn_tokens: int
+    output_tokens: int
+    idle_s: float
+    factor: float
+    tolerance: int
+    max_ratio: float
+    capacity_param: int | None
+    seed: int
+    parallel: int
+    resume_parallel: int
+    pressure_c: int
+    gap_s: float
+
+
+def _swap_config(params: dict[str, Any]) -> _SwapConfig:
+    """The params checked before any request (PlanError names the faulty one)."""
     sessions_n = require_param(params, "sessions", int, 1)
     warm_n = require_param(params, "warm_sessions", int, 1) if params.get("warm_sessions") is not None else sessions_n
     never_n = require_param(params, "never_swap_sessions", int, 0) if params.get("never_swap_sessions") else 0
@@ -171,245 +217,317 @@ async def run_swap_recovery(
     capacity_param = params.get("kv_capacity_tokens")
     if capacity_param is not None:
         capacity_param = require_param(params, "kv_capacity_tokens", int, 1)
-    seed = int(params.get("seed") or 1234)
-    parallel = max(int(params.get("parallel") or 16), 1)
-    resume_parallel = max(int(params.get("resume_parallel") or 1), 1)
-    pressure_c = int(params.get("pressure_concurrency") or 0)
-    gap_s = float(params.get("active_turn_gap_s") or 0.2)
-    reporter = Reporter(progress, cancel)
-    notes: list[str] = []
-    partial = False
-    greedy = {"temperature": 0.0, "seed": seed}
-    warm_ids = list(range(warm_n))
-    idle_ids = list(range(warm_n, warm_n + sessions_n))
-    never_ids = list(range(warm_n + sessions_n, warm_n + sessions_n + never_n))
-    history: dict[int, list[tuple[str, str]]] = {}  # session -> [(user, reply)] completed turns
-    labels = ("turn1", "warm", "resume", "never_swap", "recompute")
-    planned_requests = {
-        "turn1": warm_n + sessions_n + never_n,
-        "warm": warm_n,
-        "resume": sessions_n,
-        "never_swap": max(never_n, 1),
-        "recompute": sessions_n,
-    }
-    outcomes = {
-        label: LoadOutcome(
-            config=LoadConfig(
-                mode="closed",
-                concurrency=parallel if label == "turn1" else resume_parallel,
-                max_requests=planned_requests[label],
+    return _SwapConfig(
+        sessions=sessions_n,
+        warm=warm_n,
+        never=never_n,
+        history_tokens=history_tokens,
+        turn_tokens=turn_tokens,
+        output_tokens=output_tokens,
+        idle_s=idle_s,
+        factor=factor,
+        tolerance=tolerance,
+        max_ratio=max_ratio,
+        capacity_param=capacity_param,
+        seed=int(params.get("seed") or 1234),
+        parallel=max(int(params.get("parallel") or 16), 1),
+        resume_parallel=max(int(params.get("resume_parallel") or 1), 1),
+        pressure_c=int(params.get("pressure_concurrency") or 0),
+        gap_s=float(params.get("active_turn_gap_s") or 0.2),
+    )
+
+
+_SWAP_LABELS = ("turn1", "warm", "resume", "never_swap", "recompute")
+
+
+class _SwapRun:
+    """One swap-recovery run's shared state (sessions' histories, records, outcomes, snapshots);
+    each phase of the test is one coroutine."""
+
+    def __init__(
+        self,
+        target: Target,
+        session: Session,
+        params: dict[str, Any],
+        config: _SwapConfig,
+        reporter: Reporter,
+        cancel: Any,
+    ) -> None:
+        self.target, self.session, self.params, self.config = target, session, params, config
+        self.reporter, self.cancel = reporter, cancel
+        assert session.prompts is not None
+        self.prompts = session.prompts
+        warm_n, sessions_n, never_n = config.warm, config.sessions, config.never
+        self.greedy = {"temperature": 0.0, "seed": config.seed}
+        self.warm_ids = list(range(warm_n))
+        self.idle_ids = list(range(warm_n, warm_n + sessions_n))
+        self.never_ids = list(range(warm_n + sessions_n, warm_n + sessions_n + never_n))
+        self.ok_idle: list[int] = []
+        self.history: dict[int, list[tuple[str, str]]] = {}  # session -> [(user, reply)] completed turns
+        planned_requests = {
+            "turn1": warm_n + sessions_n + never_n,
+            "warm": warm_n,
+            "resume": sessions_n,
+            "never_swap": max(never_n, 1),
+            "recompute": sessions_n,
+        }
+        self.outcomes = {
+            label: LoadOutcome(
+                config=LoadConfig(
+                    mode="closed",
+                    concurrency=config.parallel if label == "turn1" else config.resume_parallel,
+                    max_requests=planned_requests[label],
+                )
             )
-        )
-        for label in labels
-    }
-    records: dict[str, dict[int, RequestRecord]] = {label: {} for label in labels}
-    snapshots: dict[str, dict[str, float] | None] = {}
-    pressure_outcome: LoadOutcome | None = None
-    sizing: dict[str, Any] = {}
-    recompute_method: str | None = None
-    settled: dict[str, Any] = {"after": None, "waited_s": 0}
-    active_turns = 0
-    async with Session(target, keep_text=True) as session:
-        prompts = session.prompts
-        assert prompts is not None
-        baseline = await session.kv_now()
-        for outcome in outcomes.values():
+            for label in _SWAP_LABELS
+        }
+        for outcome in self.outcomes.values():
             outcome.run_start = session.time_zero
-        semaphore = asyncio.Semaphore(parallel)
-        measured = asyncio.Semaphore(resume_parallel)  # timed turns: each TTFT is its own cost, not a queue's
+        self.records: dict[str, dict[int, RequestRecord]] = {label: {} for label in _SWAP_LABELS}
+        self.snapshots: dict[str, dict[str, float] | None] = {}
+        self.pressure_outcome: LoadOutcome | None = None
+        self.sizing: dict[str, Any] = {}
+        self.recompute_method: str | None = None
+        self.settled: dict[str, Any] = {"after": None, "waited_s": 0}
+        self.active_turns = 0
+        self.notes: list[str] = []
+        self.partial = False
+        self.semaphore = asyncio.Semaphore(config.parallel)
+        self.measured = asyncio.Semaphore(config.resume_parallel)  # timed turns: each TTFT its own cost, not a queue's
+        self.stop_active = asyncio.Event()
+        self.active: list[asyncio.Future] = []
 
-        def turn_spec(sid: int, user: str, label: str, extra_body: dict[str, Any] | None = None) -> RequestSpec:
-            request_id = f"s{sid}-t{len(history.get(sid, [])) + 1}-{label}"
-            if target.api == "chat":
-                messages: list[dict[str, str]] = []
-                for said, reply in history.get(sid, []):
-                    messages += [{"role": "user", "content": said}, {"role": "assistant", "content": reply}]
-                messages.append({"role": "user", "content": user})
-                return session.spec(
-                    None,
-                    output_tokens,
-                    messages=messages,
-                    request_id=request_id,
-                    tag=label,
-                    extra_body=dict(extra_body or {}),
-                    **greedy,
+    def turn_spec(self, sid: int, user: str, label: str, extra_body: dict[str, Any] | None = None) -> RequestSpec:
+        history = self.history
+        request_id = f"s{sid}-t{len(history.get(sid, [])) + 1}-{label}"
+        if self.target.api == "chat":
+            messages: list[dict[str, str]] = []
+            for said, reply in history.get(sid, []):
+                messages += [{"role": "user", "content": said}, {"role": "assistant", "content": reply}]
+            messages.append({"role": "user", "content": user})
+            return self.session.spec(
+                None,
+                self.config.output_tokens,
+                messages=messages,
+                request_id=request_id,
+                tag=label,
+                extra_body=dict(extra_body or {}),
+                **self.greedy,
+            )
+        text = "".join(f"{said} {reply}" for said, reply in history.get(sid, [])) + user
+        return self.session.spec(
+            text,
+            self.config.output_tokens,
+            request_id=request_id,
+            tag=label,
+            extra_body=dict(extra_body or {}),
+            **self.greedy,
+        )
+
+    def next_user(self, sid: int, tokens: int | None = None) -> str:
+        seed = self.config.seed + 100_000 * (len(self.history.get(sid, [])) + 1) + sid
+        return self.prompts.text(self.config.turn_tokens if tokens is None else tokens, seed=seed)
+
+    async def send(self, sid: int, spec: RequestSpec, label: str, remember: str | None = None) -> RequestRecord:
+        async with self.semaphore if label == "turn1" else self.measured:
+            record = RequestRecord()
+            try:
+                await self.session.client.send(spec, record)
+            finally:
+                self.records[label][sid] = record
+                self.outcomes[label].records.append(record)
+        if remember is not None and record.ok:
+            self.history.setdefault(sid, []).append((remember, record.text))
+        return record
+
+    def next_turn(self, sid: int, label: str) -> Any:
+        """The coroutine sending session `sid`'s next turn, recorded under `label`."""
+        return self.send(sid, self.turn_spec(sid, self.next_user(sid), label), label)
+
+    async def phase(self, label: str, jobs: list[Any], pct0: float, pct1: float) -> None:
+        outcome = self.outcomes[label]
+        outcome.measure_start = outcome.measure_start or time.perf_counter()
+        expected_s = max(len(jobs) / self.config.parallel, 1.0)
+        await self.reporter.ticking(label, pct0, pct1, asyncio.gather(*jobs), expected_s=expected_s)
+        outcome.measure_end = time.perf_counter()
+
+    async def first_turn(self, sid: int) -> None:
+        user = self.prompts.text(self.config.history_tokens, seed=self.config.seed + sid)
+        await self.send(sid, self.turn_spec(sid, user, "turn1"), "turn1", remember=user)
+
+    async def keep_active(self, sid: int) -> None:
+        """A never-swap session keeps talking (short turns) while the others idle."""
+        while not self.stop_active.is_set() and not self.reporter.cancelled():
+            user = self.next_user(sid, min(self.config.turn_tokens, 32))
+            record = RequestRecord()
+            await self.session.client.send(self.turn_spec(sid, user, "active"), record)
+            if record.ok:
+                self.history.setdefault(sid, []).append((user, record.text))
+                self.active_turns += 1
+            try:
+                await asyncio.wait_for(self.stop_active.wait(), timeout=self.config.gap_s)
+            except asyncio.TimeoutError:
+                pass
+
+    async def warm_sessions(self) -> None:
+        """The warm (and never-swap) sessions' turn 1, then the warm sessions' turn 2 at once."""
+        await self.phase("turn1", [self.first_turn(i) for i in self.warm_ids + self.never_ids], 0, 10)
+        self.snapshots["warm_start"] = await self.session.kv_now()
+        await self.phase("warm", [self.next_turn(i, "warm") for i in self.warm_ids if i in self.history], 10, 15)
+        self.snapshots["warm_end"] = await self.session.kv_now()
+
+    async def idle_first_turns(self) -> None:
+        await self.phase("turn1", [self.first_turn(i) for i in self.idle_ids], 15, 25)
+        self.ok_idle = [i for i in self.idle_ids if i in self.history]
+
+    def size_pressure(self) -> tuple[int, dict[str, Any]]:
+        """The pressure's request size and plan from the KV the idle sessions hold against the pool:
+        the larger of the planned capacity and the engine's own statement (the pressure must
+        exceed the real pool, and a capacity model may under-estimate it)."""
+        config, params = self.config, self.params
+        capacity_param = config.capacity_param
+        recording = self.session.metrics.recording
+        stated = (recording.kv_capacity or {}).get("tokens")
+        stated_source = (recording.kv_capacity or {}).get("source")
+        if not stated:  # neither stated nor planned: the engine's used tokens over its usage ratio
+            stated = swap.capacity_from_usage(
+                recording.series.get("kv_used_tokens", []), recording.series.get("kv_usage_ratio", [])
+            )
+            stated_source = "kv_used_tokens / kv_usage_ratio during the first turns" if stated else None
+        capacity = max(int(stated or 0), int(capacity_param or 0)) or None
+        source = (
+            stated_source
+            if stated and stated >= (capacity_param or 0)
+            else ("params.kv_capacity_tokens" if capacity_param else None)
+        )
+        idle_kv = len(self.ok_idle) * (config.history_tokens + config.output_tokens)
+        p_in = params.get("pressure_input_tokens")
+        if p_in is None:
+            share = (capacity or 0) // max(2 * max(config.pressure_c, 1), 1)
+            p_in = int(min(max(share, config.turn_tokens), 8192))
+            if self.target.max_model_len:
+                p_in = max(min(p_in, self.target.max_model_len - config.output_tokens - 16), 1)
+        else:
+            p_in = require_param(params, "pressure_input_tokens", int, 1)
+        planned = swap.pressure_plan(
+            capacity,
+            idle_kv,
+            config.factor,
+            p_in + config.output_tokens,
+            int(params.get("max_pressure_requests") or 5000),
+        )
+        self.sizing = {
+            "kv_capacity_tokens": capacity,
+            "kv_capacity_source": source,
+            "kv_capacity_planned": capacity_param,
+            "kv_capacity_stated": stated,
+            "idle_sessions": len(self.ok_idle),
+            "idle_kv_tokens": idle_kv,
+            "idle_kv_share_of_capacity": planned["idle_kv_share_of_capacity"],
+            "history_tokens": config.history_tokens,
+            "pressure_factor": config.factor,
+            "pressure_input_tokens": p_in,
+            "pressure_requests_planned": planned["requests"],
+            "pressure_tokens_planned": planned["tokens"],
+        }
+        if planned.get("capped"):
+            self.notes.append("pressure capped by params.max_pressure_requests: it may not cover the KV capacity")
+        if capacity is None:
+            self.notes.append(
+                "no KV capacity (params.kv_capacity_tokens or the engine's metrics): the pressure ran for "
+                "idle_s only; the eviction verdict says whether that was enough"
+            )
+        return p_in, planned
+
+    async def pressure(self, p_in: int, planned: dict[str, Any]) -> None:
+        """Unique prompts through the pool while the idle sessions idle and the never-swap sessions
+        keep talking; then the rest of idle_s."""
+        session, config, prompts = self.session, self.config, self.prompts
+        self.snapshots["pressure_start"] = await session.kv_now()
+        self.active.extend(asyncio.ensure_future(self.keep_active(i)) for i in self.never_ids if i in self.history)
+        idle_start = time.perf_counter()
+        warm_cached = [r.cached_tokens for r in self.records["warm"].values() if r.ok]
+        no_reuse = bool(warm_cached) and all(c == 0 for c in warm_cached)  # reported, and always 0
+        if no_reuse:
+            self.notes.append(
+                "the warm sessions got 0 cached tokens: the engine keeps no KV between turns, no pressure"
+            )
+        elif config.pressure_c > 0 and (planned["requests"] or config.idle_s > 0):
+            self.pressure_outcome = await run_load(
+                session.client,
+                lambda i: session.spec(
+                    prompts.text(p_in, seed=900_000 + i),
+                    config.output_tokens,
+                    request_id=f"pressure-{i}",
+                    tag="pressure",
+                ),
+                LoadConfig(
+                    mode="closed",
+                    concurrency=config.pressure_c,
+                    max_requests=planned["requests"],
+                    duration_s=None if planned["requests"] else config.idle_s,
+                    drain_timeout_s=120.0,
+                ),
+                cancel=self.cancel,
+                progress=self.reporter.phase("pressure", 25, 65),
+            )
+            if self.pressure_outcome.cancelled:
+                raise Cancelled()
+        left = config.idle_s - (time.perf_counter() - idle_start)
+        if left > 0:
+            await self.reporter.ticking("idle", 65, 70, asyncio.sleep(left), left)
+
+    async def resume(self) -> None:
+        self.snapshots["resume_start"] = await self.session.kv_now()
+        await self.phase("resume", [self.next_turn(i, "resume") for i in self.ok_idle], 70, 80)
+        self.snapshots["resume_end"] = await self.session.kv_now()
+
+    async def never_swap(self) -> None:
+        """The never-swap sessions stop talking, then resume last."""
+        self.stop_active.set()
+        await asyncio.gather(*self.active)
+        jobs = [self.next_turn(i, "never_swap") for i in self.never_ids if i in self.history]
+        await self.phase("never_swap", jobs, 80, 85)
+
+    async def recompute(self) -> None:
+        """The idle sessions' resume again with the cache cleared: the eviction-free reference."""
+        session = self.session
+        method = await _clear_cache(session) if self.params.get("allow_cache_reset", True) else None
+        extra_body = None
+        if method is None and self.target.engine == "llamacpp":
+            method, extra_body = "cache_prompt=false", {"cache_prompt": False}
+        if method is not None:
+            jobs = [
+                self.send(i, self.turn_spec(i, self.next_user(i), "recompute", extra_body), "recompute")
+                for i in self.ok_idle
+            ]
+        else:
+            method = "unique prompt of the same length (no cache reset on this engine)"
+            same = self.config.history_tokens + self.config.output_tokens + self.config.turn_tokens
+            jobs = [
+                self.send(
+                    i, session.spec(self.prompts.text(same, seed=700_000 + i), self.config.output_tokens), "recompute"
                 )
-            text = "".join(f"{said} {reply}" for said, reply in history.get(sid, [])) + user
-            return session.spec(
-                text, output_tokens, request_id=request_id, tag=label, extra_body=dict(extra_body or {}), **greedy
-            )
+                for i in self.ok_idle
+            ]
+        self.recompute_method = method
+        await self.phase("recompute", jobs, 85, 95)
 
-        def first_user(sid: int) -> str:
-            return prompts.text(history_tokens, seed=seed + sid)
+    async def cancelled(self) -> None:
+        self.partial = True
+        self.notes.append("cancelled: partial data")
+        self.stop_active.set()
+        for task in self.active:
+            task.cancel()
+        await asyncio.gather(*self.active, return_exceptions=True)
 
-        def next_user(sid: int, tokens: int = turn_tokens) -> str:
-            return prompts.text(tokens, seed=seed + 100_000 * (len(history.get(sid, [])) + 1) + sid)
 
-        async def send(sid: int, spec: RequestSpec, label: str, remember: str | None = None) -> RequestRecord:
-            async with semaphore if label == "turn1" else measured:
-                record = RequestRecord()
-                try:
-                    await session.client.send(spec, record)
-                finally:
-                    records[label][sid] = record
-                    outcomes[label].records.append(record)
-            if remember is not None and record.ok:
-                history.setdefault(sid, []).append((remember, record.text))
-            return record
-
-        async def phase(label: str, jobs: list[Any], pct0: float, pct1: float) -> None:
-            outcome = outcomes[label]
-            outcome.measure_start = outcome.measure_start or time.perf_counter()
-            await reporter.ticking(label, pct0, pct1, asyncio.gather(*jobs), expected_s=max(len(jobs) / parallel, 1.0))
-            outcome.measure_end = time.perf_counter()
-
-        async def first_turn(sid: int) -> None:
-            user = first_user(sid)
-            await send(sid, turn_spec(sid, user, "turn1"), "turn1", remember=user)
-
-        stop_active = asyncio.Event()
-        active: list[asyncio.Future] = []
-
-        async def keep_active(sid: int) -> None:
-            """A never-swap session keeps talking (short turns) while the others idle."""
-            nonlocal active_turns
-            while not stop_active.is_set() and not reporter.cancelled():
-                user = next_user(sid, min(turn_tokens, 32))
-                record = RequestRecord()
-                await session.client.send(turn_spec(sid, user, "active"), record)
-                if record.ok:
-                    history.setdefault(sid, []).append((user, record.text))
-                    active_turns += 1
-                try:
-                    await asyncio.wait_for(stop_active.wait(), timeout=gap_s)
-                except asyncio.TimeoutError:
-                    pass
-
-        try:
-            await phase("turn1", [first_turn(i) for i in warm_ids + never_ids], 0, 10)
-            snapshots["warm_start"] = await session.kv_now()
-            await phase(
-                "warm", [send(i, turn_spec(i, next_user(i), "warm"), "warm") for i in warm_ids if i in history], 10, 15
-            )
-            snapshots["warm_end"] = await session.kv_now()
-            await phase("turn1", [first_turn(i) for i in idle_ids], 15, 25)
-            ok_idle = [i for i in idle_ids if i in history]
-            # sizing: the KV the idle sessions hold against the pool
-            # the larger of the planned capacity and the engine's own statement: the pressure must
-            # exceed the real pool, and a capacity model may under-estimate it
-            recording = session.metrics.recording
-            stated = (recording.kv_capacity or {}).get("tokens")
-            stated_source = (recording.kv_capacity or {}).get("source")
-            if not stated:  # neither stated nor planned: the engine's used tokens over its usage ratio
-                stated = swap.capacity_from_usage(
-                    recording.series.get("kv_used_tokens", []), recording.series.get("kv_usage_ratio", [])
-                )
-                stated_source = "kv_used_tokens / kv_usage_ratio during the first turns" if stated else None
-            capacity = max(int(stated or 0), int(capacity_param or 0)) or None
-            source = (
-                stated_source
-                if stated and stated >= (capacity_param or 0)
-                else ("params.kv_capacity_tokens" if capacity_param else None)
-            )
-            idle_kv = len(ok_idle) * (history_tokens + output_tokens)
-            p_in = params.get("pressure_input_tokens")
-            if p_in is None:
-                share = (capacity or 0) // max(2 * max(pressure_c, 1), 1)
-                p_in = int(min(max(share, turn_tokens), 8192))
-                if target.max_model_len:
-                    p_in = max(min(p_in, target.max_model_len - output_tokens - 16), 1)
-            else:
-                p_in = require_param(params, "pressure_input_tokens", int, 1)
-            planned = swap.pressure_plan(
-                capacity, idle_kv, factor, p_in + output_tokens, int(params.get("max_pressure_requests") or 5000)
-            )
-            sizing = {
-                "kv_capacity_tokens": capacity,
-                "kv_capacity_source": source,
-                "kv_capacity_planned": capacity_param,
-                "kv_capacity_stated": stated,
-                "idle_sessions": len(ok_idle),
-                "idle_kv_tokens": idle_kv,
-                "idle_kv_share_of_capacity": planned["idle_kv_share_of_capacity"],
-                "history_tokens": history_tokens,
-                "pressure_factor": factor,
-                "pressure_input_tokens": p_in,
-                "pressure_requests_planned": planned["requests"],
-                "pressure_tokens_planned": planned["tokens"],
-            }
-            if planned.get("capped"):
-                notes.append("pressure capped by params.max_pressure_requests: it may not cover the KV capacity")
-            if capacity is None:
-                notes.append(
-                    "no KV capacity (params.kv_capacity_tokens or the engine's metrics): the pressure ran for "
-                    "idle_s only; the eviction verdict says whether that was enough"
-                )
-            snapshots["pressure_start"] = await session.kv_now()
-            active.extend(asyncio.ensure_future(keep_active(i)) for i in never_ids if i in history)
-            idle_start = time.perf_counter()
-            warm_cached = [r.cached_tokens for r in records["warm"].values() if r.ok]
-            no_reuse = bool(warm_cached) and all(c == 0 for c in warm_cached)  # reported, and always 0
-            if no_reuse:
-                notes.append("the warm sessions got 0 cached tokens: the engine keeps no KV between turns, no pressure")
-            elif pressure_c > 0 and (planned["requests"] or idle_s > 0):
-                pressure_outcome = await run_load(
-                    session.client,
-                    lambda i: session.spec(
-                        prompts.text(p_in, seed=900_000 + i), output_tokens, request_id=f"pressure-{i}", tag="pressure"
-                    ),
-                    LoadConfig(
-                        mode="closed",
-                        concurrency=pressure_c,
-                        max_requests=planned["requests"],
-                        duration_s=None if planned["requests"] else idle_s,
-                        drain_timeout_s=120.0,
-                    ),
-                    cancel=cancel,
-                    progress=reporter.phase("pressure", 25, 65),
-                )
-                if pressure_outcome.cancelled:
-                    raise Cancelled()
-            left = idle_s - (time.perf_counter() - idle_start)
-            if left > 0:
-                await reporter.ticking("idle", 65, 70, asyncio.sleep(left), left)
-            snapshots["resume_start"] = await session.kv_now()
-            await phase("resume", [send(i, turn_spec(i, next_user(i), "resume"), "resume") for i in ok_idle], 70, 80)
-            snapshots["resume_end"] = await session.kv_now()
-            stop_active.set()
-            await asyncio.gather(*active)
-            await phase(
-                "never_swap",
-                [send(i, turn_spec(i, next_user(i), "never_swap"), "never_swap") for i in never_ids if i in history],
-                80,
-                85,
-            )
-            recompute_method = await _clear_cache(session) if params.get("allow_cache_reset", True) else None
-            extra_body = None
-            if recompute_method is None and target.engine == "llamacpp":
-                recompute_method, extra_body = "cache_prompt=false", {"cache_prompt": False}
-            if recompute_method is not None:
-                jobs = [send(i, turn_spec(i, next_user(i), "recompute", extra_body), "recompute") for i in ok_idle]
-            else:
-                recompute_method = "unique prompt of the same length (no cache reset on this engine)"
-                same = history_tokens + output_tokens + turn_tokens
-                jobs = [
-                    send(i, session.spec(prompts.text(same, seed=700_000 + i), output_tokens), "recompute")
-                    for i in ok_idle
-                ]
-            await phase("recompute", jobs, 85, 95)
-            settled = await settle_after_load(
-                session, baseline, float(params.get("settle_s") or 15.0), reporter, "settle", 97
-            )
-        except Cancelled:
-            partial = True
-            notes.append("cancelled: partial data")
-            stop_active.set()
-            for task in active:
-                task.cancel()
-            await asyncio.gather(*active, return_exceptions=True)
+def _swap_points(run: _SwapRun) -> tuple[list[LoadPoint], LoadPoint | None]:
+    """One point per phase (engine stats over its measured window), and the pressure's."""
+    session = run.session
     points = []
-    for label in labels:
-        outcome = outcomes[label]
+    for label in _SWAP_LABELS:
+        outcome = run.outcomes[label]
         point = summarize(outcome, label=label)
         if outcome.measure_start:
             attach_engine_stats(
@@ -420,6 +538,7 @@ async def run_swap_recovery(
             )
         points.append(point)
     pressure_point = None
+    pressure_outcome = run.pressure_outcome
     if pressure_outcome is not None:
         pressure_point = summarize(pressure_outcome, label="pressure")
         attach_engine_stats(
@@ -429,21 +548,37 @@ async def run_swap_recovery(
             pressure_outcome.measure_end - session.time_zero,
         )
         points.append(pressure_point)
-    cpu = [v for _, v in session.metrics.recording.series.get("cpu_kv_usage_ratio", [])]
+    return points, pressure_point
+
+
+def _swap_eviction(run: _SwapRun) -> dict[str, Any]:
+    """Whether the idle sessions' KV was evicted, as observed (benchmarks.harness.swap)."""
+    records = run.records
+    cpu = [v for _, v in run.session.metrics.recording.series.get("cpu_kv_usage_ratio", [])]
     eviction = swap.observe_eviction(
         [records["warm"][i].cached_tokens for i in records["warm"] if records["warm"][i].ok],
         [records["resume"][i].cached_tokens for i in records["resume"] if records["resume"][i].ok],
-        snapshots,
+        run.snapshots,
         max(cpu) if cpu else None,
         {label: _ttfts(records[label]) for label in ("warm", "resume", "recompute")},
     )
-    eviction["idle_kv_tokens"] = sizing.get("idle_kv_tokens")
-    eviction["kv_capacity_tokens"] = sizing.get("kv_capacity_tokens")
-    eviction["pressure_requests"] = len(pressure_outcome.records) if pressure_outcome else 0
-    resume = _resume_figures(records, recompute_method)
-    continuation = _continuation(records, recompute_method, tolerance)
-    never = _never_swap(records, never_ids)
-    verdicts = _swap_verdicts(eviction, resume, continuation, never, max_ratio, baseline, settled, session)
+    eviction["idle_kv_tokens"] = run.sizing.get("idle_kv_tokens")
+    eviction["kv_capacity_tokens"] = run.sizing.get("kv_capacity_tokens")
+    eviction["pressure_requests"] = len(run.pressure_outcome.records) if run.pressure_outcome else 0
+    return eviction
+
+
+def _swap_result(run: _SwapRun, baseline: dict[str, float] | None) -> NormalizedResult:
+    """The figures, verdicts and result of a finished (or cancelled) run."""
+    session, params, records, outcomes, notes = run.session, run.params, run.records, run.outcomes, run.notes
+    points, pressure_point = _swap_points(run)
+    eviction = _swap_eviction(run)
+    resume = _resume_figures(records, run.recompute_method)
+    continuation = _continuation(records, run.recompute_method, run.config.tolerance)
+    never = _never_swap(records, run.never_ids)
+    verdicts = _swap_verdicts(
+        eviction, resume, continuation, never, run.config.max_ratio, baseline, run.settled, session
+    )
     verdicts.append(errors_verdict([p for p in points if p.label != "pressure"]))
     budget = budget_verdicts(points[2], params, label="resume", records=outcomes["resume"].records)
     if not eviction["observed"]:
@@ -456,26 +591,26 @@ async def run_swap_recovery(
     verdicts.extend(budget)
     if pressure_point is not None and (pressure_point.requests_failed or 0):
         notes.append(f"{pressure_point.requests_failed} pressure requests failed (the pressure's own errors)")
-    observed = _swap_observed_line(eviction, resume, continuation, never, sizing)
-    reporter.close()
+    observed = _swap_observed_line(eviction, resume, continuation, never, run.sizing)
+    run.reporter.close()
     return build_result(
         "swap_recovery",
         session,
         params,
         points,
-        [outcomes[label] for label in labels] + ([pressure_outcome] if pressure_outcome else []),
+        [outcomes[label] for label in _SWAP_LABELS] + ([run.pressure_outcome] if run.pressure_outcome else []),
         verdicts,
         notes,
-        partial,
+        run.partial,
         {
-            "sizing": sizing,
+            "sizing": run.sizing,
             "eviction": eviction,
             "resume": resume,
             "continuation": continuation,
             "never_swap": never,
             "kv_baseline": baseline,
-            "kv_after": settled.get("after"),
-            "active_turns": active_turns,
+            "kv_after": run.settled.get("after"),
+            "active_turns": run.active_turns,
             "observed": observed,
         },
     )
