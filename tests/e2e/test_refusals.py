@@ -27,7 +27,6 @@ def error_summary(page) -> str:
 
 def test_absurd_constraints_and_a_bad_candidate_are_refused_naming_the_fields(live_server, people, new_page, shot):
     from selection.candidates.services import load_engine_catalog
-    from selection.models import Candidate, Constraints, Engine
 
     load_engine_catalog()
     base = live_server.url
@@ -35,7 +34,15 @@ def test_absurd_constraints_and_a_bad_candidate_are_refused_naming_the_fields(li
     log_in(page, base, "alice")
     pk = create_selection(page, base, people, LONG_NAME)
 
-    # --- absurd constraints: refused, every field named, nothing stored ------------------------------
+    constraints_are_refused_naming_the_fields(page, pk, shot)
+    a_bad_candidate_is_refused_naming_the_fields(page, base, pk, shot)
+    the_pages_a_first_time_architect_meets_next(page, base, pk, shot)
+
+
+def constraints_are_refused_naming_the_fields(page, pk: int, shot) -> None:
+    """Absurd constraints: refused, every field named, nothing stored; then sane ones are saved."""
+    from selection.models import Constraints
+
     fill_constraints(page)
     for name, value in {
         "gpu_count_budget": "1000000000000",
@@ -69,25 +76,42 @@ def test_absurd_constraints_and_a_bad_candidate_are_refused_naming_the_fields(li
     page.wait_for_url(re.compile(rf"/selections/{pk}/scenario/$"))
     shot(page, "i19-02-scenario-weights")
 
-    # --- a bad candidate: refused with each field named; a good one is saved --------------------------
-    vllm = Engine.objects.get(slug="vllm")
 
-    def add(label: str, **fields: str) -> None:
-        page.goto(f"{base}/selections/{pk}/candidates/")
-        page.select_option("#id_engine", str(vllm.pk))
-        page.fill("#id_engine_version", "0.11.0")
-        page.fill("#id_label", label)
-        for name, value in fields.items():
-            if name == "kv_precision":
-                page.select_option("#id_kv_precision", value)
-            else:
-                page.fill(f"#id_{name}", value)
-        page.click("button:has-text('Add candidate')")
-        page.wait_for_load_state()
+def add_vllm_candidate(page, base: str, pk: int, label: str, **fields: str) -> None:
+    from selection.models import Engine
 
-    add("vLLM fp8", kv_precision="fp8", gpu_count="4", tensor_parallel="4", endpoint_url="http://127.0.0.1:8000/v1")
+    page.goto(f"{base}/selections/{pk}/candidates/")
+    page.select_option("#id_engine", str(Engine.objects.get(slug="vllm").pk))
+    page.fill("#id_engine_version", "0.11.0")
+    page.fill("#id_label", label)
+    for name, value in fields.items():
+        if name == "kv_precision":
+            page.select_option("#id_kv_precision", value)
+        else:
+            page.fill(f"#id_{name}", value)
+    page.click("button:has-text('Add candidate')")
+    page.wait_for_load_state()
+
+
+def a_bad_candidate_is_refused_naming_the_fields(page, base: str, pk: int, shot) -> None:
+    """A bad candidate: refused with each field named; a good one is saved."""
+    from selection.models import Candidate
+
+    add_vllm_candidate(
+        page,
+        base,
+        pk,
+        "vLLM fp8",
+        kv_precision="fp8",
+        gpu_count="4",
+        tensor_parallel="4",
+        endpoint_url="http://127.0.0.1:8000/v1",
+    )
     assert Candidate.objects.filter(selection_id=pk).count() == 1
-    add(
+    add_vllm_candidate(
+        page,
+        base,
+        pk,
         "VLLM FP8",
         kv_precision="int4",
         gpu_count="8",
@@ -107,10 +131,13 @@ def test_absurd_constraints_and_a_bad_candidate_are_refused_naming_the_fields(li
     assert page.locator("#id_tensor_parallel[aria-describedby]").count() == 1  # the input points at its error
     assert Candidate.objects.filter(selection_id=pk).count() == 1
     shot(page, "i19-03-candidate-refused")
-    add("Absurd", gpu_count="1000000000000", tensor_parallel="1")
+    add_vllm_candidate(page, base, pk, "Absurd", gpu_count="1000000000000", tensor_parallel="1")
     assert "GPU count: must be between 1 and 100,000" in error_summary(page)
 
-    # --- the pages a first-time architect meets next ---------------------------------------------------
+
+def the_pages_a_first_time_architect_meets_next(page, base: str, pk: int, shot) -> None:
+    from selection.models import Candidate
+
     candidate = Candidate.objects.get(selection_id=pk)
     page.goto(f"{base}/selections/{pk}/candidates/{candidate.pk}/validation/")
     assert page.locator('[data-estimate="stability"] [data-estimate-warning="long"]').count() == 1
