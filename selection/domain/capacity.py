@@ -499,24 +499,9 @@ def _linear_state_elements(cfg: Mapping) -> int:
     return nv * dk * dv + conv_dim * (kernel - 1)
 
 
-def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
-    """Parameter count by group from the config (embeddings, attention, MLP, experts, SSM)."""
-    H, L, V = spec.hidden_size, spec.num_layers, spec.vocab_size
-    heads, kvh, hd = spec.num_attention_heads, spec.num_kv_heads, spec.head_dim
-    p = {
-        "embedding": V * H,
-        "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
-        "attention": 0,
-        "dense_mlp": 0,
-        "experts": 0,
-        "shared_experts": 0,
-        "router": 0,
-        "ssm": 0,
-        "linear_attention": 0,
-        "norms_and_biases": H,
-    }
-
-    # attention, per attention layer
+def _attention_params_per_layer(cfg: Mapping, spec: ModelSpec) -> int:
+    """Parameters of one attention layer (MLA's low-rank projections, or Q/K/V/O with biases)."""
+    H, heads, kvh, hd = spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim
     if spec.attention == "mla":
         nope = cfg.get("qk_nope_head_dim") or 128
         vdim = cfg.get("v_head_dim") or 128
@@ -528,19 +513,21 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
             + spec.kv_lora_rank
             + spec.kv_lora_rank * heads * (nope + vdim)
         )
-        attn = q + kv + heads * vdim * H
-    else:
-        attn = H * heads * hd + 2 * H * kvh * hd + heads * hd * H
-        if spec.model_type == "qwen2" or cfg.get("attention_bias"):
-            attn += (heads + 2 * kvh) * hd
-            if cfg.get("attention_bias"):
-                attn += H
-        if spec.model_type == "gpt_oss":
-            attn += heads  # attention sinks
-    n_attn = sum(1 for k in spec.layer_kinds if k in ("full", "sliding"))
-    p["attention"] = n_attn * attn
+        return q + kv + heads * vdim * H
+    attn = H * heads * hd + 2 * H * kvh * hd + heads * hd * H
+    if spec.model_type == "qwen2" or cfg.get("attention_bias"):
+        attn += (heads + 2 * kvh) * hd
+        if cfg.get("attention_bias"):
+            attn += H
+    if spec.model_type == "gpt_oss":
+        attn += heads  # attention sinks
+    return attn
 
-    # MLP / MoE
+
+def _mlp_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
+    """Dense MLP, routed experts, shared experts and router parameters, whole model."""
+    H = spec.hidden_size
+    p = {"dense_mlp": 0, "experts": 0, "shared_experts": 0, "router": 0}
     experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
     inter = cfg.get("intermediate_size") or 4 * H
     moe_inter = cfg.get("moe_intermediate_size") or inter
@@ -569,34 +556,55 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
                 p["dense_mlp"] += mats * H * inter
             elif ch == "E":
                 add_moe()
-    else:
-        for i in range(L):
-            if spec.layer_kinds and spec.layer_kinds[i] == "none":
-                continue
-            if experts and i >= first_dense and i % freq == 0:
-                add_moe()
-            else:
-                p["dense_mlp"] += mats * H * inter
-
-    # SSM (Mamba-2) blocks
-    n_ssm = spec.count("ssm")
-    if n_ssm:
-        nh = cfg.get("mamba_num_heads") or 0
-        d_inner = nh * (cfg.get("mamba_head_dim") or 0)
-        ds, g = cfg.get("ssm_state_size") or 0, cfg.get("n_groups") or 1
-        kernel = cfg.get("conv_kernel") or 4
-        conv_dim = d_inner + 2 * g * ds
-        per = H * (2 * d_inner + 2 * g * ds + nh) + conv_dim * (kernel + 1) + 3 * nh + d_inner + d_inner * H
-        p["ssm"] = n_ssm * per
-    n_lin = spec.count("linear")
-    if n_lin:
-        nk, nv = cfg.get("linear_num_key_heads"), cfg.get("linear_num_value_heads")
-        dk, dv = cfg.get("linear_key_head_dim"), cfg.get("linear_value_head_dim")
-        kernel = cfg.get("linear_conv_kernel_dim") or 4
-        per = H * (2 * nk * dk + 2 * nv * dv + 2 * nv) + (2 * nk * dk + nv * dv) * kernel + nv * dv * H
-        p["linear_attention"] = n_lin * per
-    p["norms_and_biases"] += 2 * H * L
+        return p
+    for i in range(spec.num_layers):
+        if spec.layer_kinds and spec.layer_kinds[i] == "none":
+            continue
+        if experts and i >= first_dense and i % freq == 0:
+            add_moe()
+        else:
+            p["dense_mlp"] += mats * H * inter
     return p
+
+
+def _ssm_params_per_layer(cfg: Mapping, spec: ModelSpec) -> int:
+    """Parameters of one Mamba-2 block."""
+    H = spec.hidden_size
+    nh = cfg.get("mamba_num_heads") or 0
+    d_inner = nh * (cfg.get("mamba_head_dim") or 0)
+    ds, g = cfg.get("ssm_state_size") or 0, cfg.get("n_groups") or 1
+    kernel = cfg.get("conv_kernel") or 4
+    conv_dim = d_inner + 2 * g * ds
+    return H * (2 * d_inner + 2 * g * ds + nh) + conv_dim * (kernel + 1) + 3 * nh + d_inner + d_inner * H
+
+
+def _linear_params_per_layer(cfg: Mapping, spec: ModelSpec) -> int:
+    """Parameters of one linear-attention (gated delta net) layer."""
+    H = spec.hidden_size
+    nk, nv = cfg.get("linear_num_key_heads"), cfg.get("linear_num_value_heads")
+    dk, dv = cfg.get("linear_key_head_dim"), cfg.get("linear_value_head_dim")
+    kernel = cfg.get("linear_conv_kernel_dim") or 4
+    return H * (2 * nk * dk + 2 * nv * dv + 2 * nv) + (2 * nk * dk + nv * dv) * kernel + nv * dv * H
+
+
+def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
+    """Parameter count by group from the config (embeddings, attention, MLP, experts, SSM)."""
+    H, L, V = spec.hidden_size, spec.num_layers, spec.vocab_size
+    n_attn = sum(1 for k in spec.layer_kinds if k in ("full", "sliding"))
+    n_ssm, n_lin = spec.count("ssm"), spec.count("linear")
+    mlp = _mlp_params(cfg, spec)
+    return {
+        "embedding": V * H,
+        "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
+        "attention": n_attn * _attention_params_per_layer(cfg, spec),
+        "dense_mlp": mlp["dense_mlp"],
+        "experts": mlp["experts"],
+        "shared_experts": mlp["shared_experts"],
+        "router": mlp["router"],
+        "ssm": n_ssm * _ssm_params_per_layer(cfg, spec) if n_ssm else 0,
+        "linear_attention": n_lin * _linear_params_per_layer(cfg, spec) if n_lin else 0,
+        "norms_and_biases": H + 2 * H * L,
+    }
 
 
 _LINEAR_GROUPS = ("attention", "dense_mlp", "experts", "shared_experts", "ssm", "linear_attention")
@@ -1694,6 +1702,62 @@ def _assess(plan: CapacityPlan, c: dict) -> dict:
     }
 
 
+def _alternatives(plan: CapacityPlan, c: dict, a: dict, over_budget: bool) -> list[dict]:
+    """Changes that would make the plan fit, each planned under the same engine rules: fp8 (or
+    int8) KV, a larger TP up to the GPU budget, or replicas of the plan as it is."""
+    i, gpus = plan.inputs, plan.inputs.tp * plan.inputs.pp
+    alternatives: list[dict] = []
+    budget = c["gpu_budget"]
+    if i.kv_dtype in ("bf16", "fp16"):
+        try:
+            alt = plan_capacity(replace(i, kv_dtype="fp8" if i.engine != "llamacpp" else "int8"))
+            aa = _assess(alt, c)
+            alternatives.append(
+                {
+                    "change": f"kv_dtype={alt.inputs.kv_dtype}",
+                    "gpus": gpus,
+                    "fits": aa["fits_20"] and not over_budget,
+                    "headroom_30": aa["fits_30"],
+                    "sequences_at_80pct": aa["seqs_80"],
+                }
+            )
+        except CapacityError:
+            pass
+    for k in (2, 4, 8, 16, 32):
+        if k <= i.tp or (budget is not None and k * i.pp > budget):
+            continue
+        try:
+            alt = plan_capacity(replace(i, tp=k))
+        except CapacityError:
+            continue
+        aa = _assess(alt, c)
+        alternatives.append(
+            {
+                "change": f"tp={k}",
+                "gpus": k * i.pp,
+                "fits": aa["fits_20"],
+                "headroom_30": aa["fits_30"],
+                "sequences_at_80pct": aa["seqs_80"],
+            }
+        )
+        if aa["fits_30"]:
+            break
+    if a["max_fits"] and a["seqs_80"] > 0:
+        replicas = math.ceil(c["peak_concurrency"] / a["seqs_80"])
+        if replicas > 1:
+            n = replicas * gpus
+            alternatives.append(
+                {
+                    "change": f"{replicas} replicas of TP={i.tp}",
+                    "gpus": n,
+                    "fits": budget is None or n <= budget,
+                    "headroom_30": False,
+                    "sequences_at_80pct": a["seqs_80"] * replicas,
+                }
+            )
+    return alternatives
+
+
 def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[str, Any]) -> dict:
     """Fits / does not fit against peak concurrency and context lengths, with alternatives
     (fp8 KV, a larger TP, more replicas) checked under the same engine rules. The summary and the
@@ -1792,63 +1856,14 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
                 )
             )
 
-    alternatives: list[dict] = []
-    if not a["fits_30"] and not too_long:
-        budget = c["gpu_budget"]
-        if i.kv_dtype in ("bf16", "fp16"):
-            try:
-                alt = plan_capacity(replace(i, kv_dtype="fp8" if i.engine != "llamacpp" else "int8"))
-                aa = _assess(alt, c)
-                alternatives.append(
-                    {
-                        "change": f"kv_dtype={alt.inputs.kv_dtype}",
-                        "gpus": gpus,
-                        "fits": aa["fits_20"] and not over_budget,
-                        "headroom_30": aa["fits_30"],
-                        "sequences_at_80pct": aa["seqs_80"],
-                    }
-                )
-            except CapacityError:
-                pass
-        for k in (2, 4, 8, 16, 32):
-            if k <= i.tp or (budget is not None and k * i.pp > budget):
-                continue
-            try:
-                alt = plan_capacity(replace(i, tp=k))
-            except CapacityError:
-                continue
-            aa = _assess(alt, c)
-            alternatives.append(
-                {
-                    "change": f"tp={k}",
-                    "gpus": k * i.pp,
-                    "fits": aa["fits_20"],
-                    "headroom_30": aa["fits_30"],
-                    "sequences_at_80pct": aa["seqs_80"],
-                }
-            )
-            if aa["fits_30"]:
-                break
-        if a["max_fits"] and a["seqs_80"] > 0:
-            replicas = math.ceil(c["peak_concurrency"] / a["seqs_80"])
-            if replicas > 1:
-                n = replicas * gpus
-                alternatives.append(
-                    {
-                        "change": f"{replicas} replicas of TP={i.tp}",
-                        "gpus": n,
-                        "fits": budget is None or n <= budget,
-                        "headroom_30": False,
-                        "sequences_at_80pct": a["seqs_80"] * replicas,
-                    }
-                )
-        good = [x for x in alternatives if x["fits"]]
-        if not fits and good:
-            best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
-            summary = Message(
-                _("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
-                {"change": best["change"], "gpus": str(best["gpus"])},
-            )
+    alternatives = _alternatives(plan, c, a, over_budget) if not a["fits_30"] and not too_long else []
+    good = [x for x in alternatives if x["fits"]]
+    if not fits and good:
+        best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
+        summary = Message(
+            _("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
+            {"change": best["change"], "gpus": str(best["gpus"])},
+        )
     return {
         "fits": fits,
         "summary": summary,
