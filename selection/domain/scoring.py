@@ -784,7 +784,20 @@ def _derive(
     include_simulated: bool = False,
 ) -> Any:
     """The indicator's input value x (a number, or a level name for `levels` rows)."""
-    doc = ev.documented
+    value = _derive_measured(row, ev, cons, scenario, used, inputs)
+    if value is _NOT_MEASURED:
+        value = _derive_documented(row, ev, cons, used, inputs, include_simulated)
+    return value
+
+
+_NOT_MEASURED = object()  # _derive_measured's answer for a documented indicator
+
+
+def _derive_measured(
+    row: Mapping, ev: CandidateEvidence, cons: ScoringConstraints, scenario: str, used: list[Metric], inputs: dict
+) -> Any:
+    """x for a measured indicator (a metric, or a metric against the constraints); _NOT_MEASURED for a
+    documented one."""
     name = row.indicator
     if name in ("ttft_p95_vs_budget", "tpot_p95_vs_budget"):
         key = name.split("_vs_")[0] + "_ms"
@@ -832,7 +845,20 @@ def _derive(
     if row.source == M:  # a plain metric read directly
         inputs[row.inputs[0]] = _metric(ev, row.inputs[0], used)
         return inputs[row.inputs[0]]
-    # documented
+    return _NOT_MEASURED
+
+
+def _derive_documented(
+    row: Mapping,
+    ev: CandidateEvidence,
+    cons: ScoringConstraints,
+    used: list[Metric],
+    inputs: dict,
+    include_simulated: bool,
+) -> Any:
+    """x for a documented indicator (the catalog's facts, some checked against measurements)."""
+    doc = ev.documented
+    name = row.indicator
     if name == "allocation_strategy":
         return _documented(doc.allocation_strategy, "allocation_strategy", inputs)
     if name == "prefix_cache_kind":
@@ -849,21 +875,7 @@ def _derive(
         known = sorted({t.lower() for t in tiers} & set(OFFLOAD_TIERS))
         return _count_level(len(known))
     if name == "scheduling_isolation":
-        overload = _overload_level(ev, include_simulated, used)
-        if doc.scheduling_features is None and overload is None:
-            raise _Missing("catalog does not document scheduling_features (unknown)")
-        features = {f.lower() for f in doc.scheduling_features or ()}
-        if doc.scheduling_features is not None:
-            inputs["scheduling_features"] = list(doc.scheduling_features)
-        if overload is not None:
-            inputs["overload_handling"] = overload
-            if overload >= ADMISSION_HELD:
-                features.add("admission_limit")
-                inputs["admission_limit"] = "held in the overload test (rejection or queueing, no OOM)"
-            elif overload <= ADMISSION_FAILED:
-                features.discard("admission_limit")
-                inputs["admission_limit"] = "failed in the overload test (OOM or a crash past the sustainable load)"
-        return sum(f in features for f in SCHEDULING_FEATURES) / len(SCHEDULING_FEATURES)
+        return _scheduling_isolation(ev, used, inputs, include_simulated)
     if name == "kv_metrics_exported":
         exported = {f.lower() for f in _documented(doc.metrics_exported, "metrics_exported", inputs, doc)}
         return sum(c in exported for c in KV_METRIC_CATEGORIES) / len(KV_METRIC_CATEGORIES)
@@ -875,6 +887,26 @@ def _derive(
         inputs["team_needed"] = TEAM_NEEDED[complexity]
         return inputs["team_size"] / TEAM_NEEDED[complexity]
     raise AssertionError(f"no derivation for indicator {name}")  # pragma: no cover - table and code out of sync
+
+
+def _scheduling_isolation(ev: CandidateEvidence, used: list[Metric], inputs: dict, include_simulated: bool) -> float:
+    """Share of the scheduling features present: documented, with admission limits as the overload test showed."""
+    doc = ev.documented
+    overload = _overload_level(ev, include_simulated, used)
+    if doc.scheduling_features is None and overload is None:
+        raise _Missing("catalog does not document scheduling_features (unknown)")
+    features = {f.lower() for f in doc.scheduling_features or ()}
+    if doc.scheduling_features is not None:
+        inputs["scheduling_features"] = list(doc.scheduling_features)
+    if overload is not None:
+        inputs["overload_handling"] = overload
+        if overload >= ADMISSION_HELD:
+            features.add("admission_limit")
+            inputs["admission_limit"] = "held in the overload test (rejection or queueing, no OOM)"
+        elif overload <= ADMISSION_FAILED:
+            features.discard("admission_limit")
+            inputs["admission_limit"] = "failed in the overload test (OOM or a crash past the sustainable load)"
+    return sum(f in features for f in SCHEDULING_FEATURES) / len(SCHEDULING_FEATURES)
 
 
 def _overload_level(ev: CandidateEvidence, include_simulated: bool, used: list[Metric]) -> float | None:
