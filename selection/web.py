@@ -3,6 +3,8 @@ context, and forms that put a service's ValidationError on the fields it names."
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from django import forms
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -79,6 +81,17 @@ def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tu
                 form.add_error(field, message)
             else:
                 form.add_error(None, f"{key}: {message}" if key != "__all__" else message)
+
+
+def service_saved(form: forms.Form, write: Callable[[], Any], prefixes: tuple[str, ...] = ()) -> bool:
+    """Run a service write for a valid form: True when it went through, else False with the
+    service's ValidationError on the form (see `attach_service_errors`)."""
+    try:
+        write()
+    except ValidationError as error:
+        attach_service_errors(form, error, prefixes)
+        return False
+    return True
 
 
 def get_candidate(selection: Selection, candidate_pk: int) -> Candidate:

@@ -22,7 +22,7 @@ from selection.api.serializers import (
 from selection.candidates.services import add_candidate, update_candidate
 from selection.domain.messages import Message, plain
 from selection.models import Engine
-from selection.scoring.services import compute_scores, scores_state
+from selection.scoring.services import ScoresState, compute_scores, scores_state
 from selection.selectors import can_edit, candidates_for, compared_candidates, selections_for
 from selection.setup.services import (
     accept_scenario,
@@ -32,6 +32,24 @@ from selection.setup.services import (
     update_selection,
     update_weights,
 )
+
+
+def _scores_body(state: ScoresState) -> dict:
+    """The latest scoring as the API returns it: its identity, freshness and the full result."""
+    score = state.score
+    return {
+        "id": score.pk,
+        "current": state.current,
+        "recomputing": state.recomputing,
+        "computed_at": score.computed_at,
+        "rules_version": score.rules_version,
+        "inputs_hash": score.inputs_hash,
+        "include_simulated": score.include_simulated,
+        "signable": score.signable,
+        "leader": score.leader,
+        "coverage": score.coverage,
+        "result": plain(score.result),  # its sentences as English text, as before
+    }
 
 
 class SelectionViewSet(
@@ -134,27 +152,12 @@ class SelectionViewSet(
                 return Response({"detail": "No candidates yet: add candidates before scoring."}, status=404)
             compute_scores(selection, include_simulated=include_simulated)
         state = scores_state(selection, include_simulated)
-        score = state.score
-        if score is None:
+        if state.score is None:
             detail = "No scores yet: POST to this URL to compute them."
             if state.recomputing:
                 detail = "No scores yet: they are being computed; try again in a moment."
             return Response({"detail": detail, "recomputing": state.recomputing, "error": state.error}, status=404)
-        return Response(
-            {
-                "id": score.pk,
-                "current": state.current,
-                "recomputing": state.recomputing,
-                "computed_at": score.computed_at,
-                "rules_version": score.rules_version,
-                "inputs_hash": score.inputs_hash,
-                "include_simulated": score.include_simulated,
-                "signable": score.signable,
-                "leader": score.leader,
-                "coverage": score.coverage,
-                "result": plain(score.result),  # its sentences as English text, as before
-            }
-        )
+        return Response(_scores_body(state))
 
     @extend_schema(responses=AuditEntrySerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)  # the newest 500, unpaginated (as documented)

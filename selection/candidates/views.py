@@ -16,7 +16,7 @@ from selection.candidates.forms import CandidateForm
 from selection.candidates.screening import documentation_screen, override_screen, selection_priorities
 from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
 from selection.domain.screening import DIMENSION_NAMES
-from selection.models import Candidate
+from selection.models import Candidate, Selection
 from selection.selectors import archived_candidates, compared_candidates
 from selection.web import attach_service_errors, get_candidate, get_selection, page_context, require_edit
 
@@ -29,37 +29,37 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST":
         require_edit(request, selection)
         form = CandidateForm(request.POST, instance=Candidate(selection=selection))
-        if form.is_valid():
-            try:
-                candidate = add_candidate(
-                    selection=selection,
-                    user=request.user,
-                    data=form.service_data(),
-                    api_key=form.service_api_key() or "",
-                )
-            except ValidationError as error:
-                attach_service_errors(form, error)
-            else:
-                messages.success(request, _("Candidate “%(name)s” added.") % {"name": candidate.display_name})
-                return redirect("selection:candidates", pk=selection.pk)
+        candidate = _add_candidate(request, selection, form) if form.is_valid() else None
+        if candidate is not None:
+            messages.success(request, _("Candidate “%(name)s” added.") % {"name": candidate.display_name})
+            return redirect("selection:candidates", pk=selection.pk)
+    context = page_context(request, selection, "candidates", form=form, **_candidates_page(selection))
+    return render(request, "selection/candidates.html", context)
+
+
+def _add_candidate(request: HttpRequest, selection: Selection, form: CandidateForm) -> Candidate | None:
+    """The candidate added from a valid form, or None with the service's errors on the form."""
+    try:
+        return add_candidate(
+            selection=selection, user=request.user, data=form.service_data(), api_key=form.service_api_key() or ""
+        )
+    except ValidationError as error:
+        attach_service_errors(form, error)
+        return None
+
+
+def _candidates_page(selection: Selection) -> dict:
+    """The compared candidates with their documentation screen, and the archived ones."""
     compared = list(compared_candidates(selection))
     priorities = selection_priorities(selection)
-    return render(
-        request,
-        "selection/candidates.html",
-        page_context(
-            request,
-            selection,
-            "candidates",
-            form=form,
-            candidates=compared,
-            # decision step 3, before any test: what the documentation says for the priority dimensions
-            screens=[{"candidate": c, **documentation_screen(c, priorities)} for c in compared],
-            priority_names=[DIMENSION_NAMES[d] for d in priorities],
-            gates_set=selection.gates.exists(),
-            archived=archived_candidates(selection),
-        ),
-    )
+    return {
+        "candidates": compared,
+        # decision step 3, before any test: what the documentation says for the priority dimensions
+        "screens": [{"candidate": c, **documentation_screen(c, priorities)} for c in compared],
+        "priority_names": [DIMENSION_NAMES[d] for d in priorities],
+        "gates_set": selection.gates.exists(),
+        "archived": archived_candidates(selection),
+    }
 
 
 @login_required

@@ -58,7 +58,7 @@ class CapacityView(APIView):
         data.pop("model", None)
         try:
             plan = capacity_model.plan_for_model(source, **data)
-            body = plan.to_dict()
+            body = plain(plan.to_dict())  # notes as English text, as before
             if constraints:
                 body["verdict"] = plain(capacity_model.verdict(plan, constraints))  # English text, as before
         except capacity_model.CapacityError as exc:

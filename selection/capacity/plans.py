@@ -6,7 +6,7 @@ from typing import Any
 
 from selection.domain import capacity as model
 from selection.domain import catalog
-from selection.domain.messages import to_json
+from selection.domain.messages import Message, to_json
 from selection.models import Candidate
 
 # Catalog engines -> the capacity model's memory semantics. Engines whose memory rules the model
@@ -23,11 +23,19 @@ ENGINE_SEMANTICS = {
 }
 
 
-def semantics_for(engine_slug: str) -> tuple[str, str | None]:
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
+
+def semantics_for(engine_slug: str) -> tuple[str, Message | None]:
     engine = ENGINE_SEMANTICS.get(engine_slug)
     if engine:
         return engine, None
-    return "vllm", f"{engine_slug}: memory rules not modelled; planned with vLLM's paged-KV semantics (estimate)"
+    note = Message(
+        _("%(engine)s: memory rules not modelled; planned with vLLM's paged-KV semantics (estimate)"),
+        {"engine": engine_slug},
+    )
+    return "vllm", note
 
 
 def model_config_for(candidate: Candidate) -> dict:
@@ -87,11 +95,10 @@ def plan_for_candidate(
     plan = model.plan_for_model(model_config_for(candidate), **kwargs)
     data = plan.to_dict()
     if note:
-        data.setdefault("notes", []).append(note)
+        data["notes"].append(note.to_dict())
     if flags:
-        data.setdefault("notes", []).append(
-            "from the launch flags: " + ", ".join(f"{k}={v}" for k, v in sorted(flags.items()))
-        )
+        given = ", ".join(f"{k}={v}" for k, v in sorted(flags.items()))
+        data["notes"].append(Message(_("from the launch flags: %(flags)s"), {"flags": given}).to_dict())
     if constraints is not None:
         domain = constraints.as_domain()
         domain["gpu_budget"] = constraints.gpu_count_budget

@@ -55,6 +55,28 @@ def _chart(plan: dict, peak: int | None, colour: str | None) -> str:
     )
 
 
+def _what_if(candidate, form: CapacityWhatIfForm) -> tuple[dict, dict | None, dict | None]:
+    """(what-if overrides, plan, error): the candidate re-planned with the form's overrides, or
+    nothing planned when the what-if inputs are wrong."""
+    if form.is_bound and not form.is_valid():
+        return {}, None, {"field": "", "message": _("Correct the what-if inputs: nothing was re-planned.")}
+    overrides = form.overrides(capacity_model.GPU_MEMORY_GIB) if form.is_bound else {}
+    plan, error = _plan(candidate, overrides)
+    return overrides, plan, error
+
+
+def _plan_display(selection, candidate, plan: dict, peak: int | None) -> dict:
+    """The plan's chart, estimates, concurrency table, and the comparison with the measured capacity."""
+    return {
+        "chart": _chart(plan, peak, selection_colours(selection).get(candidate.display_name)),
+        "estimates": split_estimates(plan, translate=_),
+        "concurrency_rows": concurrency_rows(plan),
+        "comparison": plan.get("predicted_vs_measured"),
+        "measured": plan.get("measured"),
+        "verdict": plan.get("verdict"),
+    }
+
+
 @login_required
 @require_GET
 def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
@@ -63,13 +85,7 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
     form = CapacityWhatIfForm(
         request.GET or None, kv_dtypes=capacity_model.KV_DTYPES, gpus=list(capacity_model.GPU_MEMORY_GIB)
     )
-    overrides, plan, error = {}, None, None
-    if form.is_bound and not form.is_valid():
-        error = {"field": "", "message": _("Correct the what-if inputs: nothing was re-planned.")}
-    else:
-        if form.is_bound:
-            overrides = form.overrides(capacity_model.GPU_MEMORY_GIB)
-        plan, error = _plan(candidate, overrides)
+    overrides, plan, error = _what_if(candidate, form)
     constraints = getattr(selection, "constraints", None)
     peak = constraints.peak_concurrency if constraints is not None else None
     context = page_context(
@@ -86,14 +102,7 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
         reads_log=candidate.engine.slug in LOG_ENGINES,  # a pasted start-up log kvselect can read
     )
     if plan is not None:
-        context.update(
-            chart=_chart(plan, peak, selection_colours(selection).get(candidate.display_name)),
-            estimates=split_estimates(plan, translate=_),
-            concurrency_rows=concurrency_rows(plan),
-            comparison=plan.get("predicted_vs_measured"),
-            measured=plan.get("measured"),
-            verdict=plan.get("verdict"),
-        )
+        context.update(_plan_display(selection, candidate, plan, peak))
     template = (
         "selection/_capacity_plan.html" if request.headers.get("HX-Request") == "true" else "selection/capacity.html"
     )

@@ -891,6 +891,88 @@ def _structure_of(resolver: HistoricalResolver, ref):
     return resolver(ref) if isinstance(obj, generic.DecryptedObjectProxy) else obj
 
 
+def _reference_parents(resolver: HistoricalResolver) -> dict:
+    """ref -> the refs (or the trailer) whose structure holds it: one linear pass over the revision's graph."""
+    parents: dict = defaultdict(set)
+    todo = [(_TRAILER, resolver.trailer_view)]
+    seen = set()
+    while todo:
+        node, obj = todo.pop()
+        stack = [obj]
+        while stack:
+            o = stack.pop()
+            if isinstance(o, generic.IndirectObject):
+                ref = o.reference
+                parents[ref].add(node)
+                if ref not in seen:
+                    seen.add(ref)
+                    todo.append((ref, _structure_of(resolver, ref)))
+            elif isinstance(o, generic.DictionaryObject):
+                stack.extend(o.values())
+            elif isinstance(o, generic.ArrayObject):
+                stack.extend(o)
+    return parents
+
+
+def _page_tree_paths(root) -> dict:
+    """ref -> its canonical path in the page tree, as pyHanko maps it."""
+    pages_ref = root.raw_get("/Pages")
+    page_tree = {}
+    pages_path = ("/Root", "/Pages")
+    if isinstance(pages_ref, generic.IndirectObject):
+        page_tree[pages_ref.reference] = pages_path
+
+    def walk_pages(node, path):
+        for ix, kid in enumerate(node["/Kids"]):
+            kid_path = path + ("/Kids", ix)
+            if isinstance(kid, generic.IndirectObject):
+                if kid.reference in page_tree:
+                    raise misc.PdfReadError("Circular reference in page tree in mapping stage")
+                page_tree[kid.reference] = kid_path
+            kid = kid.get_object()
+            if kid.get("/Type", None) == "/Pages":
+                walk_pages(kid, kid_path)
+
+    walk_pages(pages_ref.get_object(), pages_path)
+    return page_tree
+
+
+def _struct_tree_members(root) -> set:
+    """The refs of the structure tree's elements, as pyHanko collects them."""
+    struct = set()
+
+    def walk_struct(elem):
+        try:
+            children = elem["/K"]
+        except KeyError:
+            return
+        if not isinstance(children, generic.ArrayObject):
+            children = (children,)
+        for child in children:
+            child_ref = None
+            if isinstance(child, generic.IndirectObject):
+                child_ref = child.reference
+                child = child.get_object()
+            if not isinstance(child, generic.DictionaryObject):
+                continue
+            try:
+                if child["/Type"] != "/StructElem":
+                    continue
+            except KeyError:
+                pass
+            if child_ref is not None:
+                if child_ref in struct:
+                    raise misc.PdfReadError("Circular reference in structure tree in mapping stage")
+                struct.add(child_ref)
+            walk_struct(child)
+
+    try:
+        walk_struct(root.raw_get("/StructTreeRoot").get_object())
+    except KeyError:
+        pass
+    return struct
+
+
 class UsagesOfRef(dict):
     """ref -> {RawPdfPath}: the same answer as pyHanko 0.38's HistoricalResolver
     `_load_reverse_xref_cache`, but each entry is computed when first asked for, by walking only
@@ -910,79 +992,11 @@ class UsagesOfRef(dict):
     def _index(self):
         if self._parents is not None:
             return
-        resolver = self.resolver
-        parents: dict = defaultdict(set)
-        todo = [(_TRAILER, resolver.trailer_view)]
-        seen = set()
-        while todo:
-            node, obj = todo.pop()
-            stack = [obj]
-            while stack:
-                o = stack.pop()
-                if isinstance(o, generic.IndirectObject):
-                    ref = o.reference
-                    parents[ref].add(node)
-                    if ref not in seen:
-                        seen.add(ref)
-                        todo.append((ref, _structure_of(resolver, ref)))
-                elif isinstance(o, generic.DictionaryObject):
-                    stack.extend(o.values())
-                elif isinstance(o, generic.ArrayObject):
-                    stack.extend(o)
-        self._parents = parents
+        self._parents = _reference_parents(self.resolver)
+        root = self.resolver.root
         # the same canonical page-tree paths and structure-tree members as pyHanko
-        root = resolver.root
-        pages_ref = root.raw_get("/Pages")
-        page_tree = {}
-        pages_path = ("/Root", "/Pages")
-        if isinstance(pages_ref, generic.IndirectObject):
-            page_tree[pages_ref.reference] = pages_path
-
-        def walk_pages(node, path):
-            for ix, kid in enumerate(node["/Kids"]):
-                kid_path = path + ("/Kids", ix)
-                if isinstance(kid, generic.IndirectObject):
-                    if kid.reference in page_tree:
-                        raise misc.PdfReadError("Circular reference in page tree in mapping stage")
-                    page_tree[kid.reference] = kid_path
-                kid = kid.get_object()
-                if kid.get("/Type", None) == "/Pages":
-                    walk_pages(kid, kid_path)
-
-        walk_pages(pages_ref.get_object(), pages_path)
-        self._page_tree = page_tree
-        struct = set()
-
-        def walk_struct(elem):
-            try:
-                children = elem["/K"]
-            except KeyError:
-                return
-            if not isinstance(children, generic.ArrayObject):
-                children = (children,)
-            for child in children:
-                child_ref = None
-                if isinstance(child, generic.IndirectObject):
-                    child_ref = child.reference
-                    child = child.get_object()
-                if not isinstance(child, generic.DictionaryObject):
-                    continue
-                try:
-                    if child["/Type"] != "/StructElem":
-                        continue
-                except KeyError:
-                    pass
-                if child_ref is not None:
-                    if child_ref in struct:
-                        raise misc.PdfReadError("Circular reference in structure tree in mapping stage")
-                    struct.add(child_ref)
-                walk_struct(child)
-
-        try:
-            walk_struct(root.raw_get("/StructTreeRoot").get_object())
-        except KeyError:
-            pass
-        self._struct_tree = struct
+        self._page_tree = _page_tree_paths(root)
+        self._struct_tree = _struct_tree_members(root)
 
     def _ancestors(self, target) -> set:
         found, todo = {target}, [target]

@@ -53,7 +53,7 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from selection.domain.messages import Message
 
@@ -209,7 +209,7 @@ class ModelSpec:
     weight_quant: str | None = None  # "fp8", "mxfp4", "int4", "int8" or None
     weight_quant_bytes: float = 2.0  # bytes per quantised parameter incl. scales
     torch_dtype: str = "bf16"
-    notes: tuple[str, ...] = ()
+    notes: tuple[Message, ...] = ()
 
     @property
     def total_params(self) -> int:
@@ -266,11 +266,16 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
     """Validate a Hugging Face config.json dict and derive the spec; errors name the field."""
     cfg = _flatten(config)
     model_type = str(cfg.get("model_type") or "unknown")
-    notes: list[str] = []
+    notes: list[Message] = []
     for key, value in _MODEL_TYPE_DEFAULTS.get(model_type, {}).items():
         if key not in cfg:
             cfg[key] = value
-            notes.append(f"config.{key} absent: transformers' {model_type} default {value!r} applied")
+            notes.append(
+                Message(
+                    _("config.%(key)s absent: transformers' %(model_type)s default %(value)s applied"),
+                    {"key": key, "model_type": model_type, "value": repr(value)},
+                )
+            )
 
     layers = _pos_int(cfg, "num_hidden_layers")
     hidden = _pos_int(cfg, "hidden_size")
@@ -284,7 +289,11 @@ def validate_model_config(config: Mapping[str, Any]) -> ModelSpec:
     else:
         kv_heads = heads
         if not is_mla:
-            notes.append("config.num_key_value_heads absent: multi-head attention assumed (kv heads = attention heads)")
+            notes.append(
+                Message(
+                    _("config.num_key_value_heads absent: multi-head attention assumed (kv heads = attention heads)")
+                )
+            )
     if not is_mla:
         if kv_heads > heads:
             raise CapacityError(f"config.num_key_value_heads: {kv_heads} exceeds num_attention_heads ({heads})")
@@ -381,7 +390,7 @@ def _chunked_local(cfg: Mapping, model_type: str) -> bool:
 
 def _layer_kinds(cfg: Mapping, model_type: str, layers: int, window: int | None):
     """Per-layer cache kind. Honours use_sliding_window, layer_types, patterns, hybrid layouts."""
-    notes: list[str] = []
+    notes: list[Message] = []
     if cfg.get("layer_types") is None and model_type.startswith("llama4") and cfg.get("attention_chunk_size"):
         # Llama 4: layers with RoPE (no_rope_layers[i] == 1) attend within attention_chunk_size
         # chunks, the NoPE layers (every 4th by transformers' default) globally
@@ -390,7 +399,12 @@ def _layer_kinds(cfg: Mapping, model_type: str, layers: int, window: int | None)
         if flags is None:
             every = cfg.get("no_rope_layer_interval") or 4
             flags = [int((i + 1) % every != 0) for i in range(layers)]
-            notes.append(f"config.no_rope_layers absent: transformers' default (every {every}th layer global) applied")
+            notes.append(
+                Message(
+                    _("config.no_rope_layers absent: transformers' default (every %(every)sth layer global) applied"),
+                    {"every": every},
+                )
+            )
         if not isinstance(flags, list) or len(flags) != layers:
             raise CapacityError(f"config.no_rope_layers: must list one flag per layer ({layers})")
         return ["sliding" if flag else "full" for flag in flags], chunk, notes
@@ -440,7 +454,9 @@ def _layer_kinds(cfg: Mapping, model_type: str, layers: int, window: int | None)
 
     if "use_sliding_window" in cfg:
         if not cfg["use_sliding_window"]:
-            notes.append(f"config.sliding_window={window} ignored: use_sliding_window is false")
+            notes.append(
+                Message(_("config.sliding_window=%(window)s ignored: use_sliding_window is false"), {"window": window})
+            )
             return ["full"] * layers, None, notes
         first = cfg.get("max_window_layers")
         first = 0 if first is None else _pos_int(cfg, "max_window_layers")
@@ -483,24 +499,9 @@ def _linear_state_elements(cfg: Mapping) -> int:
     return nv * dk * dv + conv_dim * (kernel - 1)
 
 
-def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
-    """Parameter count by group from the config (embeddings, attention, MLP, experts, SSM)."""
-    H, L, V = spec.hidden_size, spec.num_layers, spec.vocab_size
-    heads, kvh, hd = spec.num_attention_heads, spec.num_kv_heads, spec.head_dim
-    p = {
-        "embedding": V * H,
-        "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
-        "attention": 0,
-        "dense_mlp": 0,
-        "experts": 0,
-        "shared_experts": 0,
-        "router": 0,
-        "ssm": 0,
-        "linear_attention": 0,
-        "norms_and_biases": H,
-    }
-
-    # attention, per attention layer
+def _attention_params_per_layer(cfg: Mapping, spec: ModelSpec) -> int:
+    """Parameters of one attention layer (MLA's low-rank projections, or Q/K/V/O with biases)."""
+    H, heads, kvh, hd = spec.hidden_size, spec.num_attention_heads, spec.num_kv_heads, spec.head_dim
     if spec.attention == "mla":
         nope = cfg.get("qk_nope_head_dim") or 128
         vdim = cfg.get("v_head_dim") or 128
@@ -512,19 +513,21 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
             + spec.kv_lora_rank
             + spec.kv_lora_rank * heads * (nope + vdim)
         )
-        attn = q + kv + heads * vdim * H
-    else:
-        attn = H * heads * hd + 2 * H * kvh * hd + heads * hd * H
-        if spec.model_type == "qwen2" or cfg.get("attention_bias"):
-            attn += (heads + 2 * kvh) * hd
-            if cfg.get("attention_bias"):
-                attn += H
-        if spec.model_type == "gpt_oss":
-            attn += heads  # attention sinks
-    n_attn = sum(1 for k in spec.layer_kinds if k in ("full", "sliding"))
-    p["attention"] = n_attn * attn
+        return q + kv + heads * vdim * H
+    attn = H * heads * hd + 2 * H * kvh * hd + heads * hd * H
+    if spec.model_type == "qwen2" or cfg.get("attention_bias"):
+        attn += (heads + 2 * kvh) * hd
+        if cfg.get("attention_bias"):
+            attn += H
+    if spec.model_type == "gpt_oss":
+        attn += heads  # attention sinks
+    return attn
 
-    # MLP / MoE
+
+def _mlp_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
+    """Dense MLP, routed experts, shared experts and router parameters, whole model."""
+    H = spec.hidden_size
+    p = {"dense_mlp": 0, "experts": 0, "shared_experts": 0, "router": 0}
     experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
     inter = cfg.get("intermediate_size") or 4 * H
     moe_inter = cfg.get("moe_intermediate_size") or inter
@@ -553,34 +556,55 @@ def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
                 p["dense_mlp"] += mats * H * inter
             elif ch == "E":
                 add_moe()
-    else:
-        for i in range(L):
-            if spec.layer_kinds and spec.layer_kinds[i] == "none":
-                continue
-            if experts and i >= first_dense and i % freq == 0:
-                add_moe()
-            else:
-                p["dense_mlp"] += mats * H * inter
-
-    # SSM (Mamba-2) blocks
-    n_ssm = spec.count("ssm")
-    if n_ssm:
-        nh = cfg.get("mamba_num_heads") or 0
-        d_inner = nh * (cfg.get("mamba_head_dim") or 0)
-        ds, g = cfg.get("ssm_state_size") or 0, cfg.get("n_groups") or 1
-        kernel = cfg.get("conv_kernel") or 4
-        conv_dim = d_inner + 2 * g * ds
-        per = H * (2 * d_inner + 2 * g * ds + nh) + conv_dim * (kernel + 1) + 3 * nh + d_inner + d_inner * H
-        p["ssm"] = n_ssm * per
-    n_lin = spec.count("linear")
-    if n_lin:
-        nk, nv = cfg.get("linear_num_key_heads"), cfg.get("linear_num_value_heads")
-        dk, dv = cfg.get("linear_key_head_dim"), cfg.get("linear_value_head_dim")
-        kernel = cfg.get("linear_conv_kernel_dim") or 4
-        per = H * (2 * nk * dk + 2 * nv * dv + 2 * nv) + (2 * nk * dk + nv * dv) * kernel + nv * dv * H
-        p["linear_attention"] = n_lin * per
-    p["norms_and_biases"] += 2 * H * L
+        return p
+    for i in range(spec.num_layers):
+        if spec.layer_kinds and spec.layer_kinds[i] == "none":
+            continue
+        if experts and i >= first_dense and i % freq == 0:
+            add_moe()
+        else:
+            p["dense_mlp"] += mats * H * inter
     return p
+
+
+def _ssm_params_per_layer(cfg: Mapping, spec: ModelSpec) -> int:
+    """Parameters of one Mamba-2 block."""
+    H = spec.hidden_size
+    nh = cfg.get("mamba_num_heads") or 0
+    d_inner = nh * (cfg.get("mamba_head_dim") or 0)
+    ds, g = cfg.get("ssm_state_size") or 0, cfg.get("n_groups") or 1
+    kernel = cfg.get("conv_kernel") or 4
+    conv_dim = d_inner + 2 * g * ds
+    return H * (2 * d_inner + 2 * g * ds + nh) + conv_dim * (kernel + 1) + 3 * nh + d_inner + d_inner * H
+
+
+def _linear_params_per_layer(cfg: Mapping, spec: ModelSpec) -> int:
+    """Parameters of one linear-attention (gated delta net) layer."""
+    H = spec.hidden_size
+    nk, nv = cfg.get("linear_num_key_heads"), cfg.get("linear_num_value_heads")
+    dk, dv = cfg.get("linear_key_head_dim"), cfg.get("linear_value_head_dim")
+    kernel = cfg.get("linear_conv_kernel_dim") or 4
+    return H * (2 * nk * dk + 2 * nv * dv + 2 * nv) + (2 * nk * dk + nv * dv) * kernel + nv * dv * H
+
+
+def _count_params(cfg: Mapping, spec: ModelSpec) -> dict[str, int]:
+    """Parameter count by group from the config (embeddings, attention, MLP, experts, SSM)."""
+    H, L, V = spec.hidden_size, spec.num_layers, spec.vocab_size
+    n_attn = sum(1 for k in spec.layer_kinds if k in ("full", "sliding"))
+    n_ssm, n_lin = spec.count("ssm"), spec.count("linear")
+    mlp = _mlp_params(cfg, spec)
+    return {
+        "embedding": V * H,
+        "lm_head": 0 if cfg.get("tie_word_embeddings", True) else V * H,
+        "attention": n_attn * _attention_params_per_layer(cfg, spec),
+        "dense_mlp": mlp["dense_mlp"],
+        "experts": mlp["experts"],
+        "shared_experts": mlp["shared_experts"],
+        "router": mlp["router"],
+        "ssm": n_ssm * _ssm_params_per_layer(cfg, spec) if n_ssm else 0,
+        "linear_attention": n_lin * _linear_params_per_layer(cfg, spec) if n_lin else 0,
+        "norms_and_biases": H + 2 * H * L,
+    }
 
 
 _LINEAR_GROUPS = ("attention", "dense_mlp", "experts", "shared_experts", "ssm", "linear_attention")
@@ -597,19 +621,23 @@ def _weight_quantization(cfg: Mapping):
     if method == "fp8":
         block = q.get("weight_block_size") or [128, 128]
         per = 1.0 + 4.0 / (block[0] * block[1])  # fp32 scale_inv per block
-        return "fp8", per, _LINEAR_GROUPS, [f"weights: fp8 checkpoint, block {block} scales counted"]
+        note = Message(_("weights: fp8 checkpoint, block %(block)s scales counted"), {"block": str(block)})
+        return "fp8", per, _LINEAR_GROUPS, [note]
     if method == "mxfp4":
         return (
             "mxfp4",
             4.25 / 8,
             ("experts",),
-            ["weights: MXFP4 experts (4-bit + one 8-bit scale per 32), other modules in torch_dtype"],
+            [Message(_("weights: MXFP4 experts (4-bit + one 8-bit scale per 32), other modules in torch_dtype"))],
         )
     if method in ("awq", "gptq", "compressed-tensors", "bitsandbytes"):
         bits = q.get("bits") or q.get("w_bit") or 4
         group = q.get("group_size") or q.get("q_group_size") or 128
         per = bits / 8 + (2 + bits / 8) / group  # fp16 scale + packed zero per group
-        return f"int{bits}", per, _LINEAR_GROUPS, [f"weights: {method} int{bits}, group {group}"]
+        note = Message(
+            _("weights: %(method)s int%(bits)s, group %(group)s"), {"method": method, "bits": bits, "group": group}
+        )
+        return f"int{bits}", per, _LINEAR_GROUPS, [note]
     raise CapacityError(f"config.quantization_config.quant_method: unsupported {method!r}")
 
 
@@ -876,7 +904,7 @@ class CapacityPlan:
     memory_by_context: list[dict]
     memory_breakdown: dict[str, float]
     estimates: list[dict]
-    notes: list[str]
+    notes: list[Message]
     slots: int | None = None  # llama.cpp: requests served at once (-np)
     sequence_limit: int | None = None  # llama.cpp: the longest sequence one slot holds
 
@@ -928,7 +956,7 @@ class CapacityPlan:
             "memory_by_context": self.memory_by_context,
             "memory_breakdown": {k: _num(v) for k, v in self.memory_breakdown.items()},
             "estimates": self.estimates,
-            "notes": self.notes,
+            "notes": [note.to_dict() for note in self.notes],  # stored messages; plain() gives the English
         }
 
 
@@ -944,11 +972,11 @@ def _estimate(name: str, value: float, source: str, overridden: bool = False) ->
     }
 
 
-def _block_size(inputs: CapacityInputs, notes: list[str]) -> int:
+def _block_size(inputs: CapacityInputs, notes: list[Message]) -> int:
     if inputs.block_size:
         return inputs.block_size
     if inputs.engine == "vllm" and inputs.model.attention == "mla":
-        notes.append("vLLM MLA: block_size 64 (the FlashMLA backend forces it)")
+        notes.append(Message(_("vLLM MLA: block_size 64 (the FlashMLA backend forces it)")))
         return VLLM_MLA_BLOCK_SIZE
     return DEFAULT_BLOCK_SIZE[inputs.engine]
 
@@ -1036,7 +1064,7 @@ class LlamaCppLayout:
     unified: bool
     streams: int  # 1 when unified, else one per slot
     swa_cells: int  # cells per stream of a sliding-window layer
-    notes: tuple[str, ...]
+    notes: tuple[Message, ...]
 
 
 def llamacpp_layout(inputs: CapacityInputs) -> LlamaCppLayout:
@@ -1050,10 +1078,14 @@ def llamacpp_layout(inputs: CapacityInputs) -> LlamaCppLayout:
                 "max_position_embeddings; give -c"
             )
         ctx = spec.max_position_embeddings
-        notes.append(f"-c not given: llama-server takes the model's trained context ({ctx})")
+        notes.append(Message(_("-c not given: llama-server takes the model's trained context (%(ctx)s)"), {"ctx": ctx}))
     if inputs.n_parallel is None:  # tools/server: "n_parallel is set to auto, using n_parallel = 4 and kv_unified"
         slots, unified = LLAMACPP_AUTO_SLOTS, True
-        notes.append(f"-np not given: llama-server's auto is {slots} slots over one unified KV buffer")
+        notes.append(
+            Message(
+                _("-np not given: llama-server's auto is %(slots)s slots over one unified KV buffer"), {"slots": slots}
+            )
+        )
     else:
         slots, unified = inputs.n_parallel, bool(inputs.kv_unified)
     n_ctx = _pad(ctx)
@@ -1067,7 +1099,12 @@ def llamacpp_layout(inputs: CapacityInputs) -> LlamaCppLayout:
     if spec.sliding_window:
         swa_cells = _pad(min(n_ctx_seq, spec.sliding_window * (slots if unified else 1) + ubatch))
     if n_ctx_seq > (spec.max_position_embeddings or n_ctx_seq):
-        notes.append(f"a slot holds {n_ctx_seq} tokens, more than the model's {spec.max_position_embeddings} positions")
+        notes.append(
+            Message(
+                _("a slot holds %(tokens)s tokens, more than the model's %(positions)s positions"),
+                {"tokens": n_ctx_seq, "positions": spec.max_position_embeddings},
+            )
+        )
     return LlamaCppLayout(n_ctx, n_ctx_seq, slots, unified, streams, swa_cells, tuple(notes))
 
 
@@ -1105,205 +1142,349 @@ def _activation_estimate(inputs: CapacityInputs) -> tuple[float, str]:
     return value, src
 
 
+@dataclass
+class KVPool:
+    """What an engine's memory rule leaves for the KV cache on one GPU, and how it got there."""
+
+    memory: float
+    breakdown: dict[str, float] = field(default_factory=dict)  # the rule's terms, after total and weights
+    estimates: list[dict] = field(default_factory=list)
+    notes: list[Message] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    """One engine's memory semantics: how it sizes its KV pool from the GPU, weights and flags."""
+
+    kv_pool: Callable[[CapacityInputs, KVBytes, float], KVPool]  # (inputs, KV bytes, weights per rank)
+
+
+def _activation(inputs: CapacityInputs, estimates: list[dict]) -> float:
+    """The activation peak: the one given, else the profile-run heuristic (listed as an estimate)."""
+    value, source = _activation_estimate(inputs)
+    given = inputs.activation_peak_bytes is not None
+    if given:
+        value = float(inputs.activation_peak_bytes)
+    estimates.append(_estimate("activation_peak_bytes", value, source, given))
+    return value
+
+
+def _overhead(inputs: CapacityInputs, name: str, default: float, source: str, estimates: list[dict]) -> float:
+    """Memory outside the engine's pools (`non_torch_bytes` when given, else `default`, an estimate)."""
+    given = inputs.non_torch_bytes
+    value = float(given) if given is not None else default
+    estimates.append(_estimate(name, value, source, given is not None))
+    return value
+
+
+def _context_overhead(inputs: CapacityInputs) -> float:
+    """CUDA context and NCCL buffers: ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP."""
+    return 0.25 * GiB if inputs.tp * inputs.pp == 1 else 1.5 * GiB
+
+
+def _vllm_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
+    """vLLM: gpu_memory_utilization of total memory, less weights, activation peak, non-torch
+    memory and CUDA graphs; kv_cache_memory_bytes, when set, is the pool."""
+    if inputs.kv_cache_memory_bytes:
+        kv_mem = float(inputs.kv_cache_memory_bytes)
+        note = Message(_("vLLM kv_cache_memory_bytes set: the KV pool is exactly that, gpu_memory_utilization ignored"))
+        return KVPool(kv_mem, {"kv_cache_memory_bytes": kv_mem}, notes=[note])
+    total, estimates = float(inputs.gpu_memory_bytes), []
+    util = inputs.gpu_memory_utilization
+    if util is None:
+        util, source = _default_fraction(
+            inputs,
+            VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+            f"vLLM default {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.33.0 "
+            f"({VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.11.0 and before; vllm/config/cache.py)",
+        )
+        estimates.append(_estimate("gpu_memory_utilization", util, source))
+    budget = total * util
+    act = _activation(inputs, estimates)
+    non_torch = _overhead(
+        inputs,
+        "non_torch_bytes",
+        _context_overhead(inputs),
+        "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers "
+        "under TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
+        estimates,
+    )
+    cg = inputs.cuda_graph_bytes
+    graphs = float(cg) if cg is not None else (0.0 if inputs.enforce_eager else 0.5 * GiB)
+    estimates.append(
+        _estimate(
+            "cuda_graph_bytes",
+            graphs,
+            "vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)",
+            cg is not None,
+        )
+    )
+    breakdown = {
+        "budget": budget,
+        "activation_peak": act,
+        "non_torch": non_torch,
+        "cuda_graphs": graphs,
+        "unused_by_engine": total - budget,
+    }
+    return KVPool(budget - w_rank - act - non_torch - graphs, breakdown, estimates)
+
+
+def _sglang_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
+    """SGLang: mem_fraction_static of total memory holds the weights and the KV pool."""
+    total, estimates = float(inputs.gpu_memory_bytes), []
+    frac = inputs.mem_fraction_static
+    if frac is None and inputs.memory_default is not None:
+        frac, source = _default_fraction(inputs, 0.0, "")
+        estimates.append(_estimate("mem_fraction_static", frac, source))
+    elif frac is None:
+        frac = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83}.get(inputs.tp, 0.79 if inputs.tp >= 16 else 0.88)
+        estimates.append(
+            _estimate(
+                "mem_fraction_static",
+                frac,
+                "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer "
+                "releases derive it from GPU memory - pass the value you run",
+            )
+        )
+    breakdown = {"static_budget": total * frac, "activations_and_graphs": total * (1 - frac)}
+    note = Message(_("SGLang: mem_fraction_static of total memory covers weights + KV pool"))
+    return KVPool(total * frac - w_rank, breakdown, estimates, [note])
+
+
+def _trtllm_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
+    """TensorRT-LLM: free_gpu_memory_fraction of the memory free after loading, capped by max_tokens."""
+    estimates: list[dict] = []
+    frac = inputs.free_gpu_memory_fraction
+    if frac is None:
+        frac, source = _default_fraction(
+            inputs, TRTLLM_DEFAULT_FREE_GPU_MEMORY_FRACTION, "TensorRT-LLM KvCacheConfig default 0.9"
+        )
+        estimates.append(_estimate("free_gpu_memory_fraction", frac, source))
+    act = _activation(inputs, estimates)
+    runtime = _overhead(
+        inputs, "runtime_overhead_bytes", 1.0 * GiB, "CUDA context + runtime buffers (~1 GiB)", estimates
+    )
+    free = float(inputs.gpu_memory_bytes) - w_rank - act - runtime
+    pool = KVPool(free * frac, {"free_after_load": free, "activation_peak": act, "runtime": runtime}, estimates)
+    pool.notes.append(Message(_("TensorRT-LLM: free_gpu_memory_fraction applies to FREE memory after loading")))
+    if inputs.max_tokens and inputs.max_tokens * kv.per_rank < pool.memory:
+        pool.memory = inputs.max_tokens * kv.per_rank
+        pool.notes.append(
+            Message(_("TensorRT-LLM max_tokens is the tighter limit (min of max_tokens and the fraction)"))
+        )
+    return pool
+
+
+def _lmdeploy_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
+    """LMDeploy: cache_max_entry_count of the memory free after the weights and the runtime reserve."""
+    estimates: list[dict] = []
+    frac = inputs.cache_max_entry_count
+    if frac is None:
+        frac, source = _default_fraction(
+            inputs,
+            LMDEPLOY_DEFAULT_CACHE_MAX_ENTRY_COUNT,
+            "LMDeploy --cache-max-entry-count default 0.8 (lmdeploy/messages.py, v0.16.0)",
+        )
+        estimates.append(_estimate("cache_max_entry_count", frac, source))
+    non_torch = _overhead(
+        inputs,
+        "non_torch_bytes",
+        _context_overhead(inputs),
+        "CUDA context and NCCL buffers outside torch: ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
+        estimates,
+    )
+    batches = next(
+        (v for k, v in LMDEPLOY_MAX_BATCH_SIZE.items() if k in (inputs.gpu_name or "").lower()),
+        LMDEPLOY_OTHER_MAX_BATCH_SIZE,
+    )
+    runtime = (LMDEPLOY_MAX_PREFILL_TOKEN_NUM + 2 * batches) * inputs.model.vocab_size * 2
+    if inputs.activation_peak_bytes is not None:
+        runtime = float(inputs.activation_peak_bytes)
+    estimates.append(
+        _estimate(
+            "activation_peak_bytes",
+            runtime,
+            f"LMDeploy PyTorch engine runtime reserve (max_prefill_token_num {LMDEPLOY_MAX_PREFILL_TOKEN_NUM} "
+            f"+ 2 x max_batch_size {batches}) x vocab x 2 B, set aside before the fraction "
+            "(lmdeploy/pytorch/engine/executor/base.py _get_runtime_size, v0.16.0)",
+            inputs.activation_peak_bytes is not None,
+        )
+    )
+    free = float(inputs.gpu_memory_bytes) - w_rank - non_torch
+    note = Message(
+        _(
+            "LMDeploy: cache_max_entry_count is a share of the memory FREE after loading the weights "
+            "(and after the runtime reserve), not of total memory"
+        )
+    )
+    breakdown = {"free_after_load": free, "activation_peak": runtime, "non_torch": non_torch}
+    return KVPool((free - runtime) * frac, breakdown, estimates, [note])
+
+
+def _llamacpp_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
+    """llama.cpp: the buffer its flags lay out, whatever memory is free."""
+    layout = llamacpp_layout(inputs)
+    kv_mem = float(_llamacpp_pool_bytes(inputs, kv, layout))
+    notes = list(layout.notes)
+    if layout.unified:
+        template = _(
+            "llama-server allocates exactly %(cells)s cells (one buffer shared by %(slots)s slots, "
+            "%(per_sequence)s tokens per sequence at most), whatever memory is free"
+        )
+    else:
+        template = _(
+            "llama-server allocates exactly %(cells)s cells (split over %(slots)s slots, "
+            "%(per_sequence)s tokens per sequence at most), whatever memory is free"
+        )
+    notes.append(Message(template, {"cells": layout.n_ctx, "slots": layout.slots, "per_sequence": layout.n_ctx_seq}))
+    estimates: list[dict] = []
+    buffers = _overhead(
+        inputs, "compute_buffers_bytes", 1.0 * GiB, "llama.cpp compute buffers + CUDA context (~1 GiB)", estimates
+    )
+    if w_rank + buffers + kv_mem > inputs.gpu_memory_bytes:
+        notes.append(
+            Message(
+                _(
+                    "weights + compute buffers + this KV buffer exceed the GPU: llama-server's --fit (on by default) "
+                    "lowers an unset -c until it fits, else it fails to start; set -c/-np to what fits"
+                )
+            )
+        )
+    return KVPool(kv_mem, {"kv_pool_from_flags": kv_mem}, estimates, notes)
+
+
+# engine -> its memory rules; ENGINES lists the same engines (tests check the two agree)
+ENGINE_RULES: dict[str, EngineRules] = {
+    "vllm": EngineRules(_vllm_pool),
+    "sglang": EngineRules(_sglang_pool),
+    "trtllm": EngineRules(_trtllm_pool),
+    "lmdeploy": EngineRules(_lmdeploy_pool),
+    "llamacpp": EngineRules(_llamacpp_pool),
+}
+
+
+def _layout_notes(inputs: CapacityInputs) -> list[Message]:
+    """Where the cache layout departs from one KV head per rank."""
+    spec, notes = inputs.model, []
+    if spec.attention == "mla" and inputs.tp > 1:
+        notes.append(
+            Message(
+                _("MLA latent cache is replicated on each of the %(tp)s TP ranks (not divided by TP)"),
+                {"tp": inputs.tp},
+            )
+        )
+    if spec.attention == "standard" and inputs.tp > spec.num_kv_heads:
+        notes.append(
+            Message(
+                _("TP %(tp)s > %(kv_heads)s KV heads: each KV head is replicated on %(ranks)s ranks"),
+                {"tp": inputs.tp, "kv_heads": spec.num_kv_heads, "ranks": inputs.tp // spec.num_kv_heads},
+            )
+        )
+    return notes
+
+
+def _gpu_memory_estimates(inputs: CapacityInputs) -> list[dict]:
+    """The GPU's total memory, listed as an estimate when it came from the table of GPUs."""
+    total = float(inputs.gpu_memory_bytes)
+    if inputs.gpu_name in GPU_MEMORY_GIB and int(GPU_MEMORY_GIB[inputs.gpu_name] * GiB) == int(total):
+        source = (
+            f"{inputs.gpu_name} total as torch/vLLM report it (approximate table value); pass the "
+            f"measured 'total_gpu_memory' to be exact"
+        )
+        return [_estimate("gpu_memory_bytes", total, source)]
+    return []
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The usable KV pool of a plan and how sequences fit in it."""
+
+    bytes: float
+    layout: LlamaCppLayout | None
+
+    def fitting(self, context: int, share: float, per_sequence: float) -> int:
+        """Sequences of `context` tokens in `share` of the pool (llama.cpp: no more than its slots,
+        none longer than a slot)."""
+        n = int(self.bytes * share // per_sequence) if per_sequence else 0
+        if self.layout is not None:
+            n = 0 if context > self.layout.n_ctx_seq else min(n, self.layout.slots)
+        return n
+
+
+def _concurrency(inputs: CapacityInputs, kv: KVBytes, block: int, pool: _Pool, notes: list[Message]):
+    """(concurrency, sequences, bytes per sequence) at each planned context."""
+    spec = inputs.model
+    conc, seqs, per = {}, {}, {}
+    for c in sorted(set(inputs.contexts)):
+        b = _sequence_bytes(inputs, kv, block, c)
+        per[c] = b
+        conc[c] = round(pool.bytes / b, 2) if b else 0.0
+        seqs[c] = pool.fitting(c, 1.0, b)
+        if pool.layout is not None:
+            conc[c] = float(min(conc[c], seqs[c]))
+        if spec.max_position_embeddings and c > spec.max_position_embeddings:
+            notes.append(
+                Message(
+                    _("context %(context)s exceeds the model's max_position_embeddings (%(positions)s)"),
+                    {"context": c, "positions": spec.max_position_embeddings},
+                )
+            )
+    return conc, seqs, per
+
+
+def _memory_by_context(inputs: CapacityInputs, kv: KVBytes, block: int, pool: _Pool, max_model_len: int) -> list:
+    """Sequences that fit at powers of two from 1K to the longest context, and at the planned ones."""
+    grid = sorted(
+        {2**k for k in range(10, 21) if 2**k <= max(max_model_len, max(inputs.contexts))} | set(inputs.contexts)
+    )
+    rows = []
+    for c in grid:
+        b = _sequence_bytes(inputs, kv, block, c)
+        rows.append(
+            {
+                "context": c,
+                "bytes_per_sequence": _num(b),
+                "max_sequences": pool.fitting(c, 1.0, b),
+                "sequences_at_80pct": pool.fitting(c, 0.8, b),
+                "sequences_at_70pct": pool.fitting(c, 0.7, b),
+            }
+        )
+    return rows
+
+
+def _headroom(pool: _Pool, per: dict[int, float]) -> dict:
+    return {
+        "rule": "plan with 20-30% memory headroom, never from the theoretical maximum (docs/domain.md)",
+        "pool_bytes_at_70pct": int(pool.bytes * 0.7),
+        "pool_bytes_at_80pct": int(pool.bytes * 0.8),
+        "sequences_at_70pct": {str(c): pool.fitting(c, 0.7, per[c]) for c in per},
+        "sequences_at_80pct": {str(c): pool.fitting(c, 0.8, per[c]) for c in per},
+    }
+
+
 def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
     """Compute the capacity plan: KV pool per GPU under the engine's memory rules, blocks,
     token capacity and concurrent sequences per context length, with the headroom rule."""
     inputs.validate()
     spec = inputs.model
-    notes: list[str] = list(spec.notes)
-    estimates: list[dict] = []
+    notes: list[Message] = list(spec.notes)
     kv = kv_bytes_per_token(spec, inputs.kv_dtype, inputs.tp, inputs.pp, inputs.engine)
     block = _block_size(inputs, notes)
     total = float(inputs.gpu_memory_bytes)
     w_rank = weight_bytes_per_rank(spec, inputs.tp, inputs.pp, inputs.weight_dtype)
-    w_total = weight_bytes(spec, inputs.weight_dtype)
-    breakdown: dict[str, float] = {"total": total, "weights": w_rank}
-    if inputs.gpu_name in GPU_MEMORY_GIB and int(GPU_MEMORY_GIB[inputs.gpu_name] * GiB) == int(total):
-        estimates.append(
-            _estimate(
-                "gpu_memory_bytes",
-                total,
-                f"{inputs.gpu_name} total as torch/vLLM report it (approximate table value); pass the "
-                f"measured 'total_gpu_memory' to be exact",
-            )
-        )
-    max_model_len = inputs.max_model_len or spec.max_position_embeddings or max(inputs.contexts)
+    max_model_len = _max_model_len(inputs)
+    notes.extend(_layout_notes(inputs))
 
-    if spec.attention == "mla" and inputs.tp > 1:
-        notes.append(f"MLA latent cache is replicated on each of the {inputs.tp} TP ranks (not divided by TP)")
-    if spec.attention == "standard" and inputs.tp > spec.num_kv_heads:
-        notes.append(
-            f"TP {inputs.tp} > {spec.num_kv_heads} KV heads: each KV head is replicated on "
-            f"{inputs.tp // spec.num_kv_heads} ranks"
-        )
-
-    eng = inputs.engine
-    if eng == "vllm":
-        if inputs.kv_cache_memory_bytes:
-            kv_mem = float(inputs.kv_cache_memory_bytes)
-            notes.append("vLLM kv_cache_memory_bytes set: the KV pool is exactly that, gpu_memory_utilization ignored")
-            breakdown["kv_cache_memory_bytes"] = kv_mem
-        else:
-            util = inputs.gpu_memory_utilization
-            if util is None:
-                util, source = _default_fraction(
-                    inputs,
-                    VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-                    f"vLLM default {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.33.0 "
-                    f"({VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.11.0 and before; vllm/config/cache.py)",
-                )
-                estimates.append(_estimate("gpu_memory_utilization", util, source))
-            budget = total * util
-            act, act_src = _activation_estimate(inputs)
-            if inputs.activation_peak_bytes is not None:
-                act = float(inputs.activation_peak_bytes)
-            estimates.append(_estimate("activation_peak_bytes", act, act_src, inputs.activation_peak_bytes is not None))
-            nt = inputs.non_torch_bytes
-            nt_val = float(nt) if nt is not None else (0.25 * GiB if inputs.tp * inputs.pp == 1 else 1.5 * GiB)
-            estimates.append(
-                _estimate(
-                    "non_torch_bytes",
-                    nt_val,
-                    "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers "
-                    "under TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
-                    nt is not None,
-                )
-            )
-            cg = inputs.cuda_graph_bytes
-            cg_val = float(cg) if cg is not None else (0.0 if inputs.enforce_eager else 0.5 * GiB)
-            estimates.append(
-                _estimate(
-                    "cuda_graph_bytes",
-                    cg_val,
-                    "vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)",
-                    cg is not None,
-                )
-            )
-            kv_mem = budget - w_rank - act - nt_val - cg_val
-            breakdown.update(
-                {
-                    "budget": budget,
-                    "activation_peak": act,
-                    "non_torch": nt_val,
-                    "cuda_graphs": cg_val,
-                    "unused_by_engine": total - budget,
-                }
-            )
-    elif eng == "sglang":
-        frac = inputs.mem_fraction_static
-        if frac is None and inputs.memory_default is not None:
-            frac, source = _default_fraction(inputs, 0.0, "")
-            estimates.append(_estimate("mem_fraction_static", frac, source))
-        elif frac is None:
-            frac = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83}.get(inputs.tp, 0.79 if inputs.tp >= 16 else 0.88)
-            estimates.append(
-                _estimate(
-                    "mem_fraction_static",
-                    frac,
-                    "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer "
-                    "releases derive it from GPU memory - pass the value you run",
-                )
-            )
-        kv_mem = total * frac - w_rank
-        breakdown.update({"static_budget": total * frac, "activations_and_graphs": total * (1 - frac)})
-        notes.append("SGLang: mem_fraction_static of total memory covers weights + KV pool")
-    elif eng == "trtllm":
-        frac = inputs.free_gpu_memory_fraction
-        if frac is None:
-            frac, source = _default_fraction(
-                inputs, TRTLLM_DEFAULT_FREE_GPU_MEMORY_FRACTION, "TensorRT-LLM KvCacheConfig default 0.9"
-            )
-            estimates.append(_estimate("free_gpu_memory_fraction", frac, source))
-        act, act_src = _activation_estimate(inputs)
-        if inputs.activation_peak_bytes is not None:
-            act = float(inputs.activation_peak_bytes)
-        estimates.append(_estimate("activation_peak_bytes", act, act_src, inputs.activation_peak_bytes is not None))
-        nt = inputs.non_torch_bytes
-        nt_val = float(nt) if nt is not None else 1.0 * GiB
-        estimates.append(
-            _estimate("runtime_overhead_bytes", nt_val, "CUDA context + runtime buffers (~1 GiB)", nt is not None)
-        )
-        free = total - w_rank - act - nt_val
-        kv_mem = free * frac
-        breakdown.update({"free_after_load": free, "activation_peak": act, "runtime": nt_val})
-        notes.append("TensorRT-LLM: free_gpu_memory_fraction applies to FREE memory after loading")
-        if inputs.max_tokens:
-            cap = inputs.max_tokens * kv.per_rank
-            if cap < kv_mem:
-                kv_mem = cap
-                notes.append("TensorRT-LLM max_tokens is the tighter limit (min of max_tokens and the fraction)")
-    elif eng == "lmdeploy":
-        frac, frac_src = inputs.cache_max_entry_count, None
-        if frac is None:
-            frac, frac_src = _default_fraction(
-                inputs,
-                LMDEPLOY_DEFAULT_CACHE_MAX_ENTRY_COUNT,
-                "LMDeploy --cache-max-entry-count default 0.8 (lmdeploy/messages.py, v0.16.0)",
-            )
-            estimates.append(_estimate("cache_max_entry_count", frac, frac_src))
-        nt = inputs.non_torch_bytes
-        nt_val = float(nt) if nt is not None else (0.25 * GiB if inputs.tp * inputs.pp == 1 else 1.5 * GiB)
-        estimates.append(
-            _estimate(
-                "non_torch_bytes",
-                nt_val,
-                "CUDA context and NCCL buffers outside torch: ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
-                nt is not None,
-            )
-        )
-        batches = next(
-            (v for k, v in LMDEPLOY_MAX_BATCH_SIZE.items() if k in (inputs.gpu_name or "").lower()),
-            LMDEPLOY_OTHER_MAX_BATCH_SIZE,
-        )
-        runtime = (LMDEPLOY_MAX_PREFILL_TOKEN_NUM + 2 * batches) * spec.vocab_size * 2
-        if inputs.activation_peak_bytes is not None:
-            runtime = float(inputs.activation_peak_bytes)
-        estimates.append(
-            _estimate(
-                "activation_peak_bytes",
-                runtime,
-                f"LMDeploy PyTorch engine runtime reserve (max_prefill_token_num {LMDEPLOY_MAX_PREFILL_TOKEN_NUM} "
-                f"+ 2 x max_batch_size {batches}) x vocab x 2 B, set aside before the fraction "
-                "(lmdeploy/pytorch/engine/executor/base.py _get_runtime_size, v0.16.0)",
-                inputs.activation_peak_bytes is not None,
-            )
-        )
-        free = total - w_rank - nt_val
-        kv_mem = (free - runtime) * frac
-        breakdown.update({"free_after_load": free, "activation_peak": runtime, "non_torch": nt_val})
-        notes.append(
-            "LMDeploy: cache_max_entry_count is a share of the memory FREE after loading the weights "
-            "(and after the runtime reserve), not of total memory"
-        )
-    else:  # llamacpp
-        layout = llamacpp_layout(inputs)
-        notes.extend(layout.notes)
-        kv_mem = float(_llamacpp_pool_bytes(inputs, kv, layout))
-        shared = "one buffer shared by" if layout.unified else "split over"
-        notes.append(
-            f"llama-server allocates exactly {layout.n_ctx} cells ({shared} {layout.slots} slots, "
-            f"{layout.n_ctx_seq} tokens per sequence at most), whatever memory is free"
-        )
-        breakdown["kv_pool_from_flags"] = kv_mem
-        nt = inputs.non_torch_bytes
-        nt_val = float(nt) if nt is not None else 1.0 * GiB
-        estimates.append(
-            _estimate(
-                "compute_buffers_bytes", nt_val, "llama.cpp compute buffers + CUDA context (~1 GiB)", nt is not None
-            )
-        )
-        if w_rank + nt_val + kv_mem > total:
-            notes.append(
-                "weights + compute buffers + this KV buffer exceed the GPU: llama-server's --fit (on by default) "
-                "lowers an unset -c until it fits, else it fails to start; set -c/-np to what fits"
-            )
-
-    breakdown["kv_pool"] = max(kv_mem, 0.0)
+    engine_pool = ENGINE_RULES[inputs.engine].kv_pool(inputs, kv, w_rank)
+    estimates = _gpu_memory_estimates(inputs) + engine_pool.estimates
+    notes.extend(engine_pool.notes)
+    kv_mem = engine_pool.memory
+    breakdown = {"total": total, "weights": w_rank, **engine_pool.breakdown, "kv_pool": max(kv_mem, 0.0)}
     if kv_mem <= 0:
-        notes.append("weights and runtime overheads exceed the engine's memory budget: no KV cache fits")
+        notes.append(Message(_("weights and runtime overheads exceed the engine's memory budget: no KV cache fits")))
         kv_mem = 0.0
 
-    if eng == "vllm" and spec.count("sliding") and not inputs.max_num_batched_tokens:
+    if inputs.engine == "vllm" and spec.count("sliding") and not inputs.max_num_batched_tokens:
         estimates.append(
             _estimate(
                 "max_num_batched_tokens",
@@ -1316,7 +1497,7 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
     num_blocks = int(kv_mem // bytes_per_block) if bytes_per_block else 0
     state = _state_bytes(inputs)
     uniform = spec.count("sliding") == 0 and state == 0
-    layout = llamacpp_layout(inputs) if eng == "llamacpp" else None
+    layout = llamacpp_layout(inputs) if inputs.engine == "llamacpp" else None
     if layout is not None:
         token_capacity = layout.n_ctx
     elif uniform:
@@ -1325,54 +1506,17 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
         per_seq = _sequence_bytes(inputs, kv, block, max_model_len)
         token_capacity = int(kv_mem / per_seq * max_model_len) if per_seq else 0
         notes.append(
-            f"token_capacity = max concurrency at max_model_len ({max_model_len}) x max_model_len "
-            "(vLLM's definition for sliding/hybrid layouts)"
+            Message(
+                _(
+                    "token_capacity = max concurrency at max_model_len (%(max_model_len)s) x max_model_len "
+                    "(vLLM's definition for sliding/hybrid layouts)"
+                ),
+                {"max_model_len": max_model_len},
+            )
         )
 
-    pool = num_blocks * bytes_per_block if uniform and layout is None else kv_mem
-
-    def fitting(context: int, share: float, b: float) -> int:
-        """Sequences of `context` tokens in `share` of the pool (llama.cpp: no more than its slots,
-        none longer than a slot)."""
-        n = int(pool * share // b) if b else 0
-        if layout is not None:
-            n = 0 if context > layout.n_ctx_seq else min(n, layout.slots)
-        return n
-
-    conc, seqs, per = {}, {}, {}
-    for c in sorted(set(inputs.contexts)):
-        b = _sequence_bytes(inputs, kv, block, c)
-        per[c] = b
-        conc[c] = round(pool / b, 2) if b else 0.0
-        seqs[c] = fitting(c, 1.0, b)
-        if layout is not None:
-            conc[c] = float(min(conc[c], seqs[c]))
-        if spec.max_position_embeddings and c > spec.max_position_embeddings:
-            notes.append(f"context {c} exceeds the model's max_position_embeddings ({spec.max_position_embeddings})")
-
-    headroom = {
-        "rule": "plan with 20-30% memory headroom, never from the theoretical maximum (docs/domain.md)",
-        "pool_bytes_at_70pct": int(pool * 0.7),
-        "pool_bytes_at_80pct": int(pool * 0.8),
-        "sequences_at_70pct": {str(c): fitting(c, 0.7, per[c]) for c in per},
-        "sequences_at_80pct": {str(c): fitting(c, 0.8, per[c]) for c in per},
-    }
-    grid = sorted(
-        {2**k for k in range(10, 21) if 2**k <= max(max_model_len, max(inputs.contexts))} | set(inputs.contexts)
-    )
-    by_ctx = []
-    for c in grid:
-        b = _sequence_bytes(inputs, kv, block, c)
-        by_ctx.append(
-            {
-                "context": c,
-                "bytes_per_sequence": _num(b),
-                "max_sequences": fitting(c, 1.0, b),
-                "sequences_at_80pct": fitting(c, 0.8, b),
-                "sequences_at_70pct": fitting(c, 0.7, b),
-            }
-        )
-
+    pool = _Pool(num_blocks * bytes_per_block if uniform and layout is None else kv_mem, layout)
+    conc, seqs, per = _concurrency(inputs, kv, block, pool, notes)
     return CapacityPlan(
         inputs=inputs,
         kv=kv,
@@ -1383,16 +1527,16 @@ def plan_capacity(inputs: CapacityInputs) -> CapacityPlan:
         num_blocks=num_blocks,
         token_capacity=token_capacity,
         kv_memory_bytes=kv_mem,
-        pool_bytes=pool,
+        pool_bytes=pool.bytes,
         weight_bytes_per_rank=w_rank,
-        weight_bytes_total=w_total,
+        weight_bytes_total=weight_bytes(spec, inputs.weight_dtype),
         state_bytes_per_sequence=state,
         max_model_len=max_model_len,
         max_concurrency=conc,
         max_sequences=seqs,
         bytes_per_sequence=per,
-        headroom=headroom,
-        memory_by_context=by_ctx,
+        headroom=_headroom(pool, per),
+        memory_by_context=_memory_by_context(inputs, kv, block, pool, max_model_len),
         memory_breakdown=breakdown,
         estimates=estimates,
         notes=notes,
@@ -1558,6 +1702,62 @@ def _assess(plan: CapacityPlan, c: dict) -> dict:
     }
 
 
+def _alternatives(plan: CapacityPlan, c: dict, a: dict, over_budget: bool) -> list[dict]:
+    """Changes that would make the plan fit, each planned under the same engine rules: fp8 (or
+    int8) KV, a larger TP up to the GPU budget, or replicas of the plan as it is."""
+    i, gpus = plan.inputs, plan.inputs.tp * plan.inputs.pp
+    alternatives: list[dict] = []
+    budget = c["gpu_budget"]
+    if i.kv_dtype in ("bf16", "fp16"):
+        try:
+            alt = plan_capacity(replace(i, kv_dtype="fp8" if i.engine != "llamacpp" else "int8"))
+            aa = _assess(alt, c)
+            alternatives.append(
+                {
+                    "change": f"kv_dtype={alt.inputs.kv_dtype}",
+                    "gpus": gpus,
+                    "fits": aa["fits_20"] and not over_budget,
+                    "headroom_30": aa["fits_30"],
+                    "sequences_at_80pct": aa["seqs_80"],
+                }
+            )
+        except CapacityError:
+            pass
+    for k in (2, 4, 8, 16, 32):
+        if k <= i.tp or (budget is not None and k * i.pp > budget):
+            continue
+        try:
+            alt = plan_capacity(replace(i, tp=k))
+        except CapacityError:
+            continue
+        aa = _assess(alt, c)
+        alternatives.append(
+            {
+                "change": f"tp={k}",
+                "gpus": k * i.pp,
+                "fits": aa["fits_20"],
+                "headroom_30": aa["fits_30"],
+                "sequences_at_80pct": aa["seqs_80"],
+            }
+        )
+        if aa["fits_30"]:
+            break
+    if a["max_fits"] and a["seqs_80"] > 0:
+        replicas = math.ceil(c["peak_concurrency"] / a["seqs_80"])
+        if replicas > 1:
+            n = replicas * gpus
+            alternatives.append(
+                {
+                    "change": f"{replicas} replicas of TP={i.tp}",
+                    "gpus": n,
+                    "fits": budget is None or n <= budget,
+                    "headroom_30": False,
+                    "sequences_at_80pct": a["seqs_80"] * replicas,
+                }
+            )
+    return alternatives
+
+
 def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[str, Any]) -> dict:
     """Fits / does not fit against peak concurrency and context lengths, with alternatives
     (fp8 KV, a larger TP, more replicas) checked under the same engine rules. The summary and the
@@ -1656,63 +1856,14 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
                 )
             )
 
-    alternatives: list[dict] = []
-    if not a["fits_30"] and not too_long:
-        budget = c["gpu_budget"]
-        if i.kv_dtype in ("bf16", "fp16"):
-            try:
-                alt = plan_capacity(replace(i, kv_dtype="fp8" if i.engine != "llamacpp" else "int8"))
-                aa = _assess(alt, c)
-                alternatives.append(
-                    {
-                        "change": f"kv_dtype={alt.inputs.kv_dtype}",
-                        "gpus": gpus,
-                        "fits": aa["fits_20"] and not over_budget,
-                        "headroom_30": aa["fits_30"],
-                        "sequences_at_80pct": aa["seqs_80"],
-                    }
-                )
-            except CapacityError:
-                pass
-        for k in (2, 4, 8, 16, 32):
-            if k <= i.tp or (budget is not None and k * i.pp > budget):
-                continue
-            try:
-                alt = plan_capacity(replace(i, tp=k))
-            except CapacityError:
-                continue
-            aa = _assess(alt, c)
-            alternatives.append(
-                {
-                    "change": f"tp={k}",
-                    "gpus": k * i.pp,
-                    "fits": aa["fits_20"],
-                    "headroom_30": aa["fits_30"],
-                    "sequences_at_80pct": aa["seqs_80"],
-                }
-            )
-            if aa["fits_30"]:
-                break
-        if a["max_fits"] and a["seqs_80"] > 0:
-            replicas = math.ceil(c["peak_concurrency"] / a["seqs_80"])
-            if replicas > 1:
-                n = replicas * gpus
-                alternatives.append(
-                    {
-                        "change": f"{replicas} replicas of TP={i.tp}",
-                        "gpus": n,
-                        "fits": budget is None or n <= budget,
-                        "headroom_30": False,
-                        "sequences_at_80pct": a["seqs_80"] * replicas,
-                    }
-                )
-        good = [x for x in alternatives if x["fits"]]
-        if not fits and good:
-            best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
-            summary = Message(
-                _("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
-                {"change": best["change"], "gpus": str(best["gpus"])},
-            )
+    alternatives = _alternatives(plan, c, a, over_budget) if not a["fits_30"] and not too_long else []
+    good = [x for x in alternatives if x["fits"]]
+    if not fits and good:
+        best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
+        summary = Message(
+            _("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
+            {"change": best["change"], "gpus": str(best["gpus"])},
+        )
     return {
         "fits": fits,
         "summary": summary,

@@ -120,25 +120,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
             )
         )
     if runner_up is None:
-        out["lead"] = Message(
-            _("%(name)s is the only candidate that passes the gates: weighted total %(total)s."),
-            {"name": name, "total": f"{total:.3f}"},
-        )
-        out["coverage_sentence"] = Message(
-            _(
-                "Evidence coverage %(coverage)s; with the missing evidence at full marks the total could reach "
-                "%(upper)s."
-            ),
-            {"coverage": f"{coverage:.0%}", "upper": f"{upper:.3f}"},
-        )
-        out["robustness"] = Message(
-            _("Robustness to weights and to measurement noise needs a second candidate that passes the gates.")
-        )
-        out["caveat"] = out["coverage_sentence"]
-        clear = Message(
-            _("Clear: %(name)s is the only candidate that passes the gates, on enough evidence."), {"name": name}
-        )
-        return _verdict(out, inconclusive, close, clear, undecided)
+        return _single_candidate(out, name, total, upper, inconclusive)
 
     other = runner_up.get("label") or runner_up.get("candidate")
     other_total = float(runner_up.get("total") or 0.0)
@@ -154,48 +136,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         "other_total": f"{other_total:.3f}",
         "margin": _signed(margin),
     }
-    if interval is not None:
-        out["lead"] = Message(
-            _(
-                "%(name)s leads %(other)s by %(margin)s (%(low)s to %(high)s with the measurements at the ends of "
-                "their 95%% intervals): weighted total %(total)s against %(other_total)s."
-            ),
-            {**values, "low": _signed(interval[0]), "high": _signed(interval[1])},
-        )
-    else:
-        out["lead"] = Message(
-            _(
-                "%(name)s leads %(other)s by %(margin)s (no measurement interval yet): weighted total %(total)s "
-                "against %(other_total)s."
-            ),
-            values,
-        )
-    out["coverage_sentence"] = Message(
-        _(
-            "Evidence coverage: %(name)s %(coverage)s, %(other)s %(other_coverage)s; with the missing evidence at "
-            "full marks the totals could reach %(upper)s and %(other_upper)s."
-        ),
-        {
-            **values,
-            "coverage": f"{coverage:.0%}",
-            "other_coverage": f"{other_coverage:.0%}",
-            "upper": f"{upper:.3f}",
-            "other_upper": f"{other_upper:.3f}",
-        },
-    )
-    out["caveat"] = Message(
-        _(
-            "These figures hold for the evidence so far: coverage %(coverage)s (%(name)s) and %(other_coverage)s "
-            "(%(other)s), totals up to %(upper)s and %(other_upper)s with the missing evidence at full marks."
-        ),
-        {
-            **values,
-            "coverage": f"{coverage:.0%}",
-            "other_coverage": f"{other_coverage:.0%}",
-            "upper": f"{upper:.3f}",
-            "other_upper": f"{other_upper:.3f}",
-        },
-    )
+    out.update(_comparison_sentences(values, interval, coverage, other_coverage, upper, other_upper))
     draws = (result.get("sensitivity") or {}).get("noise") or {}
     drawn_share = _float((draws.get("first_share") or {}).get(leader.get("candidate")))
     out["noise_share"], out["noise_draws"] = drawn_share, draws.get("draws")
@@ -219,22 +160,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         )
     noise_list = set(tie.get("noise") or [])
     in_noise = (interval is not None and interval[0] <= 1e-12) or runner_up.get("candidate") in noise_list
-    if interval is None:
-        noise = Message(_("no measurement has an interval yet, so robustness to measurement noise is unknown"))
-    elif in_noise:
-        noise = Message(_("the margin is inside the measurement noise (the totals' intervals overlap)"))
-    else:
-        noise = Message(_("the margin stays above zero with every measurement at the ends of its 95%% interval"))
-    if draws.get("stable") is not None and drawn_share is not None:
-        noise = CLAUSE_SEPARATOR.join(
-            [
-                Message(
-                    _("first in %(share)s of %(draws)s draws of the measurements within their intervals"),
-                    {"share": _share(drawn_share), "draws": f"{int(draws.get('draws') or 0):,}"},
-                ),
-                noise,
-            ]
-        )
+    noise = _noise_clause(interval, in_noise, draws, drawn_share)
     if share is not None:
         out["robustness"] = Message(
             _("Robustness: %(name)s is first in %(share)s of %(draws)s weight vectors within ±%(spread)s; %(noise)s."),
@@ -265,23 +191,127 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
                 _("%(name)s is first in only %(share)s of the weight vectors"), {"name": name, "share": _share(share)}
             )
         )
+    clear = _clear_message(name, interval)
+    return _verdict(out, inconclusive, close, clear, undecided)
+
+
+def _single_candidate(
+    out: dict[str, Any], name: str, total: float, upper: float, inconclusive: list[Message]
+) -> dict[str, Any]:
+    """The headline when only the leader passes the gates: nothing to compare it with."""
+    coverage = out["coverage"]
+    out["lead"] = Message(
+        _("%(name)s is the only candidate that passes the gates: weighted total %(total)s."),
+        {"name": name, "total": f"{total:.3f}"},
+    )
+    out["coverage_sentence"] = Message(
+        _("Evidence coverage %(coverage)s; with the missing evidence at full marks the total could reach %(upper)s."),
+        {"coverage": f"{coverage:.0%}", "upper": f"{upper:.3f}"},
+    )
+    out["robustness"] = Message(
+        _("Robustness to weights and to measurement noise needs a second candidate that passes the gates.")
+    )
+    out["caveat"] = out["coverage_sentence"]
+    clear = Message(
+        _("Clear: %(name)s is the only candidate that passes the gates, on enough evidence."), {"name": name}
+    )
+    return _verdict(out, inconclusive, [], clear, [])
+
+
+def _comparison_sentences(
+    values: dict[str, str],
+    interval: tuple[float, float] | None,
+    coverage: float,
+    other_coverage: float,
+    upper: float,
+    other_upper: float,
+) -> dict[str, Message]:
+    """The lead, coverage and caveat sentences of the leader against the runner-up."""
+    sentences: dict[str, Message] = {}
+    if interval is not None:
+        sentences["lead"] = Message(
+            _(
+                "%(name)s leads %(other)s by %(margin)s (%(low)s to %(high)s with the measurements at the ends of "
+                "their 95%% intervals): weighted total %(total)s against %(other_total)s."
+            ),
+            {**values, "low": _signed(interval[0]), "high": _signed(interval[1])},
+        )
+    else:
+        sentences["lead"] = Message(
+            _(
+                "%(name)s leads %(other)s by %(margin)s (no measurement interval yet): weighted total %(total)s "
+                "against %(other_total)s."
+            ),
+            values,
+        )
+    sentences["coverage_sentence"] = Message(
+        _(
+            "Evidence coverage: %(name)s %(coverage)s, %(other)s %(other_coverage)s; with the missing evidence at "
+            "full marks the totals could reach %(upper)s and %(other_upper)s."
+        ),
+        {
+            **values,
+            "coverage": f"{coverage:.0%}",
+            "other_coverage": f"{other_coverage:.0%}",
+            "upper": f"{upper:.3f}",
+            "other_upper": f"{other_upper:.3f}",
+        },
+    )
+    sentences["caveat"] = Message(
+        _(
+            "These figures hold for the evidence so far: coverage %(coverage)s (%(name)s) and %(other_coverage)s "
+            "(%(other)s), totals up to %(upper)s and %(other_upper)s with the missing evidence at full marks."
+        ),
+        {
+            **values,
+            "coverage": f"{coverage:.0%}",
+            "other_coverage": f"{other_coverage:.0%}",
+            "upper": f"{upper:.3f}",
+            "other_upper": f"{other_upper:.3f}",
+        },
+    )
+    return sentences
+
+
+def _noise_clause(
+    interval: tuple[float, float] | None, in_noise: bool, draws: Mapping[str, Any], drawn_share: float | None
+) -> Any:
+    """How the margin holds against measurement noise (with the noise draws' share when they ran)."""
     if interval is None:
-        clear = Message(
+        noise = Message(_("no measurement has an interval yet, so robustness to measurement noise is unknown"))
+    elif in_noise:
+        noise = Message(_("the margin is inside the measurement noise (the totals' intervals overlap)"))
+    else:
+        noise = Message(_("the margin stays above zero with every measurement at the ends of its 95%% interval"))
+    if draws.get("stable") is not None and drawn_share is not None:
+        noise = CLAUSE_SEPARATOR.join(
+            [
+                Message(
+                    _("first in %(share)s of %(draws)s draws of the measurements within their intervals"),
+                    {"share": _share(drawn_share), "draws": f"{int(draws.get('draws') or 0):,}"},
+                ),
+                noise,
+            ]
+        )
+    return noise
+
+
+def _clear_message(name: str, interval: tuple[float, float] | None) -> Message:
+    if interval is None:
+        return Message(
             _(
                 "Clear: %(name)s's lead is beyond the tie margin, holds for most weight vectors, and the missing "
                 "evidence cannot reverse it; its robustness to measurement noise is not known yet."
             ),
             {"name": name},
         )
-    else:
-        clear = Message(
-            _(
-                "Clear: %(name)s's lead is beyond the tie margin and the measurement noise, holds for most weight "
-                "vectors, and the missing evidence cannot reverse it."
-            ),
-            {"name": name},
-        )
-    return _verdict(out, inconclusive, close, clear, undecided)
+    return Message(
+        _(
+            "Clear: %(name)s's lead is beyond the tie margin and the measurement noise, holds for most weight "
+            "vectors, and the missing evidence cannot reverse it."
+        ),
+        {"name": name},
+    )
 
 
 def _verdict(

@@ -25,6 +25,7 @@ the gettext msgid), translated where shown. Durations are Prometheus durations.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 HISTOGRAM_WINDOW = "5m"
@@ -79,297 +80,324 @@ SIMULATED_NOTE = _("SIMULATED evidence: not for procurement.")
 ABOUT_TITLE = _("About this dashboard")
 
 
+@dataclass(frozen=True)
+class _Watch:
+    """What every signal's plan reads: the engine's metrics by role, the record's thresholds, the
+    scrape job, and what to say where the engine exports nothing."""
+
+    operations: dict[str, Any]
+    job: str
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.operations.get("metrics") or {}
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        return self.operations.get("thresholds") or {}
+
+    @property
+    def sel(self) -> str:
+        return _selector(self.job)
+
+    def name(self, role: str) -> str | None:
+        entry = self.metrics.get(role)
+        return entry["metric"] if entry else None
+
+    def kind(self, role: str) -> str | None:
+        entry = self.metrics.get(role)
+        return entry["type"] if entry else None
+
+    @property
+    def not_exported(self) -> dict[str, Any]:
+        metrics_off = self.operations.get("metrics_off_in_launch_flags")  # launch_flags.FeatureState.as_dict()
+        if not metrics_off:
+            return _message(_("the engine exports no metric for this: watch its logs"))
+        # documented, but the launch flags leave metrics off (SGLang without --enable-metrics)
+        if metrics_off.get("flag"):
+            return _message(
+                _("metrics are off in the launch flags: start the engine with %(flag)s, then watch this"),
+                flag=metrics_off["flag"],
+            )
+        return _message(_("metrics are off in the launch flags: watch the engine's logs"))
+
+
+def _row(signal: str, title: str, metric: str | None, threshold: dict, rules=(), panels=()) -> dict[str, Any]:
+    return {
+        "signal": signal,
+        "title": title,
+        "metric": metric,
+        "threshold": threshold,
+        "rules": list(rules),
+        "panels": list(panels),
+    }
+
+
+def _plan_memory(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    kv = w.name("kv_usage")
+    warn = w.limits.get("kv_usage_warning") or 1 - w.operations.get("headroom_percent", 25) / 100
+    if kv is None:
+        return _row(signal, title, None, w.not_exported)
+    expr = f"max({kv}{w.sel})"
+    return _row(
+        signal,
+        title,
+        kv,
+        _message(
+            _(
+                "KV-cache usage above %(warn)s for 5 min (the %(headroom)s %% headroom is being used), above "
+                "%(crit)s for 2 min critical"
+            ),
+            warn=f"{warn:.0%}",
+            headroom=f"{w.operations.get('headroom_percent', 0):g}",
+            crit=f"{CRITICAL_KV_USAGE:.0%}",
+        ),
+        [
+            _rule("KVCacheHeadroomUsed", f"{expr} > {warn:g}", "5m", "warning", signal),
+            _rule("KVCacheNearlyFull", f"{expr} > {CRITICAL_KV_USAGE:g}", "2m", "critical", signal),
+        ],
+        [(title, expr, "percentunit", warn)],
+    )
+
+
+def _plan_cache_hit_rate(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    hits, queries, gauge = w.name("cache_hits"), w.name("cache_queries"), w.name("cache_hit_rate")
+    if hits and queries:
+        metric = f"{hits} / {queries}"
+        expr = f"sum(rate({hits}{w.sel}[15m])) / sum(rate({queries}{w.sel}[15m]))"
+    elif gauge:
+        metric, expr = gauge, f"avg({gauge}{w.sel})"
+    else:
+        return _row(signal, title, None, w.not_exported)
+    validated = w.limits.get("prefix_hit_ratio_validated")
+    if validated is None:
+        return _row(
+            signal,
+            title,
+            metric,
+            _message(_("no hit rate was validated: watched, no alert")),
+            (),
+            [(title, expr, "percentunit", None)],
+        )
+    floor = HIT_RATE_FLOOR_SHARE * validated
+    return _row(
+        signal,
+        title,
+        metric,
+        _message(
+            _("hit rate below %(floor)s (half the validated %(validated)s) for 15 min"),
+            floor=f"{floor:.0%}",
+            validated=f"{validated:.0%}",
+        ),
+        [_rule("PrefixCacheHitRateLow", f"{expr} < {floor:.4g}", "15m", "warning", signal)],
+        [(title, expr, "percentunit", floor)],
+    )
+
+
+def _plan_swap(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    preempt = w.name("preemptions")
+    if preempt is None:
+        return _row(signal, title, None, w.not_exported)
+    if w.kind("preemptions") == "counter":
+        expr = f"sum(rate({preempt}{w.sel}[5m])) * 60"
+        threshold = _message(_("more than %(n)s preemption per minute for 10 min"), n=f"{PREEMPTIONS_PER_MINUTE:g}")
+        rule_expr, limit = f"{expr} > {PREEMPTIONS_PER_MINUTE:g}", PREEMPTIONS_PER_MINUTE
+    else:
+        expr = f"max({preempt}{w.sel})"
+        threshold = _message(_("requests preempted (retracted or paused) for 10 min"))
+        rule_expr, limit = f"{expr} > 0", 0
+    return _row(
+        signal,
+        title,
+        preempt,
+        threshold,
+        [_rule("KVCachePreemptions", rule_expr, "10m", "warning", signal)],
+        [(title, expr, "short", limit)],
+    )
+
+
+def _plan_fragmentation(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    kv, running = w.name("kv_usage"), w.name("running")
+    concurrency = w.limits.get("validated_concurrency")
+    if kv is None or running is None:
+        return _row(
+            signal,
+            title,
+            kv or running,
+            w.not_exported
+            if kv is None
+            else _message(
+                _("the engine exports no running-requests gauge: fragmentation is judged from KV usage alone")
+            ),
+        )
+    if not concurrency:
+        return _row(
+            signal,
+            title,
+            f"{kv}, {running}",
+            _message(_("no validated concurrency: watched, no alert")),
+            (),
+            [(_("Running requests"), f"sum({running}{w.sel})", "short", None)],
+        )
+    half = concurrency / 2
+    return _row(
+        signal,
+        title,
+        f"{kv}, {running}",
+        _message(
+            _("KV usage above %(kv)s while fewer than %(half)s requests run (half the validated %(n)s) for 10 min"),
+            kv=f"{FRAGMENTATION_KV_USAGE:.0%}",
+            half=f"{half:g}",
+            n=concurrency,
+        ),
+        [
+            _rule(
+                "KVCacheFragmented",
+                f"(max({kv}{w.sel}) > {FRAGMENTATION_KV_USAGE:g}) and on() (sum({running}{w.sel}) < {half:g})",
+                "10m",
+                "warning",
+                signal,
+            )
+        ],
+        [(_("Running requests"), f"sum({running}{w.sel})", "short", half)],
+    )
+
+
+def _plan_queue_wait(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    wait, waiting = w.name("queue_wait"), w.name("queue_length")
+    ttft_ms = w.limits.get("ttft_p95_ms")
+    if wait is None and waiting is None:
+        return _row(signal, title, None, w.not_exported)
+    rules, panels, parts = [], [], []
+    if wait is not None:
+        expr = _quantile(wait, 0.95, w.job)
+        panels.append((_("Queue wait p95"), expr, "s", ttft_ms and QUEUE_SHARE_OF_TTFT * ttft_ms / 1000))
+        if ttft_ms:
+            limit = QUEUE_SHARE_OF_TTFT * ttft_ms
+            rules.append(_rule("QueueWaitHigh", f"{expr} > {_seconds(limit)}", "10m", "warning", signal))
+            parts.append(
+                _message(_("queue wait p95 above %(limit)s ms (half the TTFT budget) for 10 min"), limit=f"{limit:g}")
+            )
+    if waiting is not None:
+        expr = f"sum({waiting}{w.sel})"
+        panels.append((_("Requests waiting"), expr, "short", None))
+        rules.append(_rule("RequestsQueueing", f"{expr} > 0", "15m", "info", signal))
+        parts.append(_message(_("requests waiting for 15 min")))
+    if len(parts) == 2:
+        threshold = _message(_("%(first)s; %(second)s"), first=parts[0], second=parts[1])
+    else:
+        threshold = parts[0] if parts else _message(_("no latency budget: watched, no alert"))
+    return _row(signal, title, ", ".join(m for m in (wait, waiting) if m), threshold, rules, panels)
+
+
+def _plan_latency(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    metric = w.name(signal)
+    budget = w.limits.get(f"{signal}_p95_ms")
+    if metric is None:
+        return _row(signal, title, None, w.not_exported)
+    expr = _quantile(metric, 0.95, w.job)
+    if budget is None:
+        return _row(
+            signal,
+            title,
+            metric,
+            _message(_("no latency budget: watched, no alert")),
+            (),
+            [(f"{title} p95", expr, "s", None)],
+        )
+    return _row(
+        signal,
+        title,
+        metric,
+        _message(_("p95 above the %(budget)s ms budget for 10 min"), budget=f"{budget:g}"),
+        [
+            _rule(
+                "TTFTOverBudget" if signal == "ttft" else "TPOTOverBudget",
+                f"{expr} > {_seconds(budget)}",
+                "10m",
+                "critical",
+                signal,
+            )
+        ],
+        [(f"{title} p95", expr, "s", budget / 1000)],
+    )
+
+
+def _plan_oom_errors(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    errors = w.name("errors")
+    rules = [_rule("EngineDown", f"up{w.sel} == 0", "1m", "critical", signal)]
+    panels = [(_("Engine up"), f"up{w.sel}", "short", None)]
+    if errors is not None:
+        expr = (
+            f"sum(increase({errors}{w.sel}[10m]))"
+            if w.kind("errors") == "counter"
+            else f"sum(delta({errors}{w.sel}[10m]))"
+        )
+        rules.append(_rule("RequestsFailing", f"{expr} > 0", "0m", "warning", signal))
+        panels.append((_("Failed requests (10 min)"), expr, "short", 0))
+        threshold = _message(
+            _("the engine is down for 1 min (an OOM crash ends it), or requests fail; confirm OOM in the logs")
+        )
+    else:
+        threshold = _message(
+            _(
+                "the engine is down for 1 min (an OOM crash ends it); it counts no failed requests: OOM "
+                "messages are in its logs"
+            )
+        )
+    return _row(signal, title, errors or "up", threshold, rules, panels)
+
+
+def _plan_request_length(w: _Watch, signal: str, title: str) -> dict[str, Any]:
+    metric = w.name("request_length")
+    longest = w.limits.get("max_input_tokens")
+    if metric is None:
+        return _row(signal, title, None, w.not_exported)
+    expr = _quantile(metric, 0.99, w.job, "15m")
+    if not longest:
+        return _row(
+            signal,
+            title,
+            metric,
+            _message(_("no validated maximum: watched, no alert")),
+            (),
+            [(_("Prompt length p99"), expr, "short", None)],
+        )
+    return _row(
+        signal,
+        title,
+        metric,
+        _message(
+            _("prompt length p99 above the validated %(n)s tokens for 15 min (outside the record's boundary)"),
+            n=f"{longest:,}",
+        ),
+        [_rule("RequestsBeyondValidatedLength", f"{expr} > {longest}", "15m", "warning", signal)],
+        [(_("Prompt length p99"), expr, "short", longest)],
+    )
+
+
+# signal id -> how its row, rules and panels are planned; SIGNALS lists the same ids (a test checks)
+SIGNAL_PLANS = {
+    "memory": _plan_memory,
+    "cache_hit_rate": _plan_cache_hit_rate,
+    "swap": _plan_swap,
+    "fragmentation": _plan_fragmentation,
+    "queue_wait": _plan_queue_wait,
+    "ttft": _plan_latency,
+    "tpot": _plan_latency,
+    "oom_errors": _plan_oom_errors,
+    "request_length": _plan_request_length,
+}
+
+
 def plan_signals(operations: dict[str, Any], job: str | None = None) -> list[dict[str, Any]]:
     """Per signal: {signal, title, metric, threshold (message), rules: [...], panels: [...]}.
 
     `rules` are Prometheus alerting rules (alert, expr, for, labels, annotations); `panels` are
     (title, expr, unit) for the dashboard. Both empty when the engine exports no metric for it."""
-    metrics = operations.get("metrics") or {}
-    limits = operations.get("thresholds") or {}
     job = job or operations.get("job") or (operations.get("engine") or {}).get("slug") or "engine"
-    sel = _selector(job)
-
-    def name(role: str) -> str | None:
-        entry = metrics.get(role)
-        return entry["metric"] if entry else None
-
-    def kind(role: str) -> str | None:
-        entry = metrics.get(role)
-        return entry["type"] if entry else None
-
-    rows: list[dict[str, Any]] = []
-
-    def row(signal: str, title: str, metric: str | None, threshold: dict, rules=(), panels=()) -> None:
-        rows.append(
-            {
-                "signal": signal,
-                "title": title,
-                "metric": metric,
-                "threshold": threshold,
-                "rules": list(rules),
-                "panels": list(panels),
-            }
-        )
-
-    not_exported = _message(_("the engine exports no metric for this: watch its logs"))
-    metrics_off = operations.get("metrics_off_in_launch_flags")  # launch_flags.FeatureState.as_dict()
-    if metrics_off:
-        # documented, but the launch flags leave metrics off (SGLang without --enable-metrics)
-        not_exported = (
-            _message(
-                _("metrics are off in the launch flags: start the engine with %(flag)s, then watch this"),
-                flag=metrics_off["flag"],
-            )
-            if metrics_off.get("flag")
-            else _message(_("metrics are off in the launch flags: watch the engine's logs"))
-        )
-    for signal, title in SIGNALS:
-        if signal == "memory":
-            kv = name("kv_usage")
-            warn = limits.get("kv_usage_warning") or 1 - operations.get("headroom_percent", 25) / 100
-            if kv is None:
-                row(signal, title, None, not_exported)
-                continue
-            expr = f"max({kv}{sel})"
-            row(
-                signal,
-                title,
-                kv,
-                _message(
-                    _(
-                        "KV-cache usage above %(warn)s for 5 min (the %(headroom)s %% headroom is being used), above "
-                        "%(crit)s for 2 min critical"
-                    ),
-                    warn=f"{warn:.0%}",
-                    headroom=f"{operations.get('headroom_percent', 0):g}",
-                    crit=f"{CRITICAL_KV_USAGE:.0%}",
-                ),
-                [
-                    _rule("KVCacheHeadroomUsed", f"{expr} > {warn:g}", "5m", "warning", signal),
-                    _rule("KVCacheNearlyFull", f"{expr} > {CRITICAL_KV_USAGE:g}", "2m", "critical", signal),
-                ],
-                [(title, expr, "percentunit", warn)],
-            )
-        elif signal == "cache_hit_rate":
-            hits, queries, gauge = name("cache_hits"), name("cache_queries"), name("cache_hit_rate")
-            if hits and queries:
-                metric = f"{hits} / {queries}"
-                expr = f"sum(rate({hits}{sel}[15m])) / sum(rate({queries}{sel}[15m]))"
-            elif gauge:
-                metric, expr = gauge, f"avg({gauge}{sel})"
-            else:
-                row(signal, title, None, not_exported)
-                continue
-            validated = limits.get("prefix_hit_ratio_validated")
-            if validated is None:
-                row(
-                    signal,
-                    title,
-                    metric,
-                    _message(_("no hit rate was validated: watched, no alert")),
-                    (),
-                    [(title, expr, "percentunit", None)],
-                )
-                continue
-            floor = HIT_RATE_FLOOR_SHARE * validated
-            row(
-                signal,
-                title,
-                metric,
-                _message(
-                    _("hit rate below %(floor)s (half the validated %(validated)s) for 15 min"),
-                    floor=f"{floor:.0%}",
-                    validated=f"{validated:.0%}",
-                ),
-                [_rule("PrefixCacheHitRateLow", f"{expr} < {floor:.4g}", "15m", "warning", signal)],
-                [(title, expr, "percentunit", floor)],
-            )
-        elif signal == "swap":
-            preempt = name("preemptions")
-            if preempt is None:
-                row(signal, title, None, not_exported)
-                continue
-            if kind("preemptions") == "counter":
-                expr = f"sum(rate({preempt}{sel}[5m])) * 60"
-                threshold = _message(
-                    _("more than %(n)s preemption per minute for 10 min"), n=f"{PREEMPTIONS_PER_MINUTE:g}"
-                )
-                rule_expr, limit = f"{expr} > {PREEMPTIONS_PER_MINUTE:g}", PREEMPTIONS_PER_MINUTE
-            else:
-                expr = f"max({preempt}{sel})"
-                threshold = _message(_("requests preempted (retracted or paused) for 10 min"))
-                rule_expr, limit = f"{expr} > 0", 0
-            row(
-                signal,
-                title,
-                preempt,
-                threshold,
-                [_rule("KVCachePreemptions", rule_expr, "10m", "warning", signal)],
-                [(title, expr, "short", limit)],
-            )
-        elif signal == "fragmentation":
-            kv, running = name("kv_usage"), name("running")
-            concurrency = limits.get("validated_concurrency")
-            if kv is None or running is None:
-                row(
-                    signal,
-                    title,
-                    kv or running,
-                    not_exported
-                    if kv is None
-                    else _message(
-                        _("the engine exports no running-requests gauge: fragmentation is judged from KV usage alone")
-                    ),
-                )
-                continue
-            if not concurrency:
-                row(
-                    signal,
-                    title,
-                    f"{kv}, {running}",
-                    _message(_("no validated concurrency: watched, no alert")),
-                    (),
-                    [(_("Running requests"), f"sum({running}{sel})", "short", None)],
-                )
-                continue
-            half = concurrency / 2
-            row(
-                signal,
-                title,
-                f"{kv}, {running}",
-                _message(
-                    _(
-                        "KV usage above %(kv)s while fewer than %(half)s requests run (half the validated %(n)s) for "
-                        "10 min"
-                    ),
-                    kv=f"{FRAGMENTATION_KV_USAGE:.0%}",
-                    half=f"{half:g}",
-                    n=concurrency,
-                ),
-                [
-                    _rule(
-                        "KVCacheFragmented",
-                        f"(max({kv}{sel}) > {FRAGMENTATION_KV_USAGE:g}) and on() (sum({running}{sel}) < {half:g})",
-                        "10m",
-                        "warning",
-                        signal,
-                    )
-                ],
-                [(_("Running requests"), f"sum({running}{sel})", "short", half)],
-            )
-        elif signal == "queue_wait":
-            wait, waiting = name("queue_wait"), name("queue_length")
-            ttft_ms = limits.get("ttft_p95_ms")
-            if wait is None and waiting is None:
-                row(signal, title, None, not_exported)
-                continue
-            rules, panels, parts = [], [], []
-            if wait is not None:
-                expr = _quantile(wait, 0.95, job)
-                panels.append((_("Queue wait p95"), expr, "s", ttft_ms and QUEUE_SHARE_OF_TTFT * ttft_ms / 1000))
-                if ttft_ms:
-                    limit = QUEUE_SHARE_OF_TTFT * ttft_ms
-                    rules.append(_rule("QueueWaitHigh", f"{expr} > {_seconds(limit)}", "10m", "warning", signal))
-                    parts.append(
-                        _message(
-                            _("queue wait p95 above %(limit)s ms (half the TTFT budget) for 10 min"), limit=f"{limit:g}"
-                        )
-                    )
-            if waiting is not None:
-                expr = f"sum({waiting}{sel})"
-                panels.append((_("Requests waiting"), expr, "short", None))
-                rules.append(_rule("RequestsQueueing", f"{expr} > 0", "15m", "info", signal))
-                parts.append(_message(_("requests waiting for 15 min")))
-            if len(parts) == 2:
-                threshold = _message(_("%(first)s; %(second)s"), first=parts[0], second=parts[1])
-            else:
-                threshold = parts[0] if parts else _message(_("no latency budget: watched, no alert"))
-            row(signal, title, ", ".join(m for m in (wait, waiting) if m), threshold, rules, panels)
-        elif signal in ("ttft", "tpot"):
-            metric = name(signal)
-            budget = limits.get(f"{signal}_p95_ms")
-            if metric is None:
-                row(signal, title, None, not_exported)
-                continue
-            expr = _quantile(metric, 0.95, job)
-            if budget is None:
-                row(
-                    signal,
-                    title,
-                    metric,
-                    _message(_("no latency budget: watched, no alert")),
-                    (),
-                    [(f"{title} p95", expr, "s", None)],
-                )
-                continue
-            row(
-                signal,
-                title,
-                metric,
-                _message(_("p95 above the %(budget)s ms budget for 10 min"), budget=f"{budget:g}"),
-                [
-                    _rule(
-                        "TTFTOverBudget" if signal == "ttft" else "TPOTOverBudget",
-                        f"{expr} > {_seconds(budget)}",
-                        "10m",
-                        "critical",
-                        signal,
-                    )
-                ],
-                [(f"{title} p95", expr, "s", budget / 1000)],
-            )
-        elif signal == "oom_errors":
-            errors = name("errors")
-            rules = [_rule("EngineDown", f"up{sel} == 0", "1m", "critical", signal)]
-            panels = [(_("Engine up"), f"up{sel}", "short", None)]
-            if errors is not None:
-                expr = (
-                    f"sum(increase({errors}{sel}[10m]))"
-                    if kind("errors") == "counter"
-                    else f"sum(delta({errors}{sel}[10m]))"
-                )
-                rules.append(_rule("RequestsFailing", f"{expr} > 0", "0m", "warning", signal))
-                panels.append((_("Failed requests (10 min)"), expr, "short", 0))
-                threshold = _message(
-                    _("the engine is down for 1 min (an OOM crash ends it), or requests fail; confirm OOM in the logs")
-                )
-            else:
-                threshold = _message(
-                    _(
-                        "the engine is down for 1 min (an OOM crash ends it); it counts no failed requests: OOM "
-                        "messages are in its logs"
-                    )
-                )
-            row(signal, title, errors or "up", threshold, rules, panels)
-        elif signal == "request_length":
-            metric = name("request_length")
-            longest = limits.get("max_input_tokens")
-            if metric is None:
-                row(signal, title, None, not_exported)
-                continue
-            expr = _quantile(metric, 0.99, job, "15m")
-            if not longest:
-                row(
-                    signal,
-                    title,
-                    metric,
-                    _message(_("no validated maximum: watched, no alert")),
-                    (),
-                    [(_("Prompt length p99"), expr, "short", None)],
-                )
-                continue
-            row(
-                signal,
-                title,
-                metric,
-                _message(
-                    _("prompt length p99 above the validated %(n)s tokens for 15 min (outside the record's boundary)"),
-                    n=f"{longest:,}",
-                ),
-                [_rule("RequestsBeyondValidatedLength", f"{expr} > {longest}", "15m", "warning", signal)],
-                [(_("Prompt length p99"), expr, "short", longest)],
-            )
-    return rows
+    watch = _Watch(operations, job)
+    return [SIGNAL_PLANS[signal](watch, signal, title) for signal, title in SIGNALS]
 
 
 def _rule(alert: str, expr: str, duration: str, severity: str, signal: str) -> dict[str, str]:

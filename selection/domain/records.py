@@ -104,6 +104,8 @@ EVIDENCE_KINDS = ("configuration", "runtime", "responsibility", "review")
 PROVENANCES = ("MEASURED", "SIMULATED")
 CHECK_STATUSES = ("ready", "not_ready", "not_stated")
 HEADROOM_RANGE = (20.0, 30.0)
+PLANNED_HEADROOM_PERCENT = 25.0  # the headroom a record plans with, in the middle of HEADROOM_RANGE
+REVIEW_AFTER_DAYS = 180  # a record is reviewed at the latest this long after it is written
 CAPACITY_FLAG_FRACTION = 0.10
 SCORE_COLUMNS = 4  # candidates per scores table: beside the criterion column, they fit A4 portrait
 REEVALUATION_TRIGGERS = (
@@ -177,60 +179,51 @@ def score_tables(scores: dict, problems: list[str]) -> list[dict]:
     return tables
 
 
-def build_record_context(context: dict) -> dict:
-    """Validate ``context`` and return a copy with derived fields; raise RecordContextError.
+_NEEDED_FIELDS = (
+    "record.id",
+    "record.title",
+    "decision.chosen_engine",
+    "decision.summary",
+    "risk_boundary.applies_to",
+    "risk_boundary.does_not_apply_to",
+    "scenario.id",
+    "weights.items",
+    "rollout.headroom",
+    "rollout.monitoring",
+    "rollout.swap_policy",
+    "rollout.hardware",
+    "rollout.kv_format_compatibility",
+    "rollout.fallback",
+    "rollout.rollback",
+    "observer.name",
+    "review.review_by",
+)
 
-    Derived: ``simulated`` (True if any manifest entry is SIMULATED), capacity rows'
-    ``deviation_pct``/``flagged``, ``scores.tables`` (see `score_tables`), the standard
-    re-evaluation triggers merged into ``review.triggers``, and ``lineage`` defaulted to empty.
-    """
-    problems = [f"{s}: missing" for s in missing_sections(context)]
-    ctx = copy.deepcopy(context)
-    ctx.setdefault("lineage", {})
-    if problems:
-        raise RecordContextError(problems)
 
-    for path in (
-        "record.id",
-        "record.title",
-        "decision.chosen_engine",
-        "decision.summary",
-        "risk_boundary.applies_to",
-        "risk_boundary.does_not_apply_to",
-        "scenario.id",
-        "weights.items",
-        "rollout.headroom",
-        "rollout.monitoring",
-        "rollout.swap_policy",
-        "rollout.hardware",
-        "rollout.kv_format_compatibility",
-        "rollout.fallback",
-        "rollout.rollback",
-        "observer.name",
-        "review.review_by",
-    ):
-        _need(ctx, path, problems)
-
-    weights = ctx["weights"]
+def _check_weights(weights: dict, problems: list[str]) -> None:
     if weights.get("source") not in ("preset", "edited"):
         problems.append(f"weights.source: must be 'preset' or 'edited', got {weights.get('source')!r}")
     elif weights["source"] == "edited" and not (weights.get("edited_by") and weights.get("edit_reason")):
         problems.append("weights: edited weights need edited_by and edit_reason")
 
-    headroom = (ctx["rollout"].get("headroom") or {}).get("percent")
+
+def _check_rollout(rollout: dict, problems: list[str]) -> Any:
+    """Check the headroom and the alerts; return the headroom percent (operations must repeat it)."""
+    headroom = (rollout.get("headroom") or {}).get("percent")
     lo, hi = HEADROOM_RANGE
     if not isinstance(headroom, (int, float)) or math.isnan(headroom) or not lo <= headroom <= hi:
         problems.append(f"rollout.headroom.percent: must be within {lo:g}-{hi:g} %, got {headroom!r}")
-
-    signals = {m.get("signal") for m in ctx["rollout"].get("monitoring") or []}
+    signals = {m.get("signal") for m in rollout.get("monitoring") or []}
     for sig in MONITORED_SIGNALS:
         if sig not in signals:
             problems.append(f"rollout.monitoring: no alert for signal {sig!r}")
-    for i, m in enumerate(ctx["rollout"].get("monitoring") or []):
+    for i, m in enumerate(rollout.get("monitoring") or []):
         if not m.get("metric") or not m.get("threshold"):
             problems.append(f"rollout.monitoring[{i}]: needs metric and threshold")
+    return headroom
 
-    operations = ctx["operations"]
+
+def _check_operations(operations: dict, headroom: Any, problems: list[str]) -> None:
     for key in ("record_id", "engine", "thresholds"):
         if not operations.get(key):
             problems.append(f"operations.{key}: missing")
@@ -241,7 +234,9 @@ def build_record_context(context: dict) -> dict:
         )
     if operations.get("evidence") not in PROVENANCES:
         problems.append(f"operations.evidence: must be MEASURED or SIMULATED, got {operations.get('evidence')!r}")
-    checks = ctx["project_checks"]
+
+
+def _check_project_checks(checks: dict, problems: list[str]) -> None:
     for section in ("affected", "readiness", "acceptance", "security", "watch"):
         if not isinstance(checks.get(section), dict):
             problems.append(f"project_checks.{section}: missing")
@@ -257,13 +252,18 @@ def build_record_context(context: dict) -> dict:
         if not (checks.get("watch") or {}).get(area):
             problems.append(f"project_checks.watch.{area}: nobody is named")
 
-    kinds = {e.get("kind") for e in ctx["evidence"]}
+
+def _check_evidence(evidence: list, problems: list[str]) -> None:
+    kinds = {e.get("kind") for e in evidence}
     for kind in EVIDENCE_KINDS:
         if kind not in kinds:
             problems.append(f"evidence: no {kind!r} row")
 
+
+def _check_manifest(manifest: list, problems: list[str]) -> bool:
+    """Check every manifest entry; return whether any is SIMULATED."""
     simulated = False
-    for i, item in enumerate(ctx["manifest"]):
+    for i, item in enumerate(manifest):
         if item.get("provenance") not in PROVENANCES:
             problems.append(f"manifest[{i}].provenance: must be MEASURED or SIMULATED, got {item.get('provenance')!r}")
         simulated |= item.get("provenance") == "SIMULATED"
@@ -272,6 +272,69 @@ def build_record_context(context: dict) -> dict:
         for key in ("name", "tool", "version"):
             if not item.get(key):
                 problems.append(f"manifest[{i}].{key}: missing")
+    return simulated
+
+
+def _check_owners(owners: list, problems: list[str]) -> None:
+    roles = [o.get("role") for o in owners]
+    for role in OWNER_ROLES:
+        if roles.count(role) != 1:
+            problems.append(f"owners: need exactly one {role!r} owner, got {roles.count(role)}")
+    for i, o in enumerate(owners):
+        if not o.get("name"):
+            problems.append(f"owners[{i}].name: missing")
+        if not _SHA256.match(str(o.get("certificate_sha256") or "")):
+            problems.append(
+                f"owners[{i}].certificate_sha256: {o.get('name') or o.get('role')} has no enrolled signing certificate"
+            )
+    fingerprints = [o.get("certificate_sha256") for o in owners if o.get("certificate_sha256")]
+    if len(set(fingerprints)) != len(fingerprints):
+        problems.append("owners: two owners share one signing certificate; each signs as themselves")
+
+
+def _flag_capacity_deviations(capacity: list) -> None:
+    for block in capacity:
+        for row in block.get("rows", []):
+            dev = capacity_deviation(row.get("predicted"), row.get("measured"))
+            row["deviation_pct"] = dev
+            row["flagged"] = dev is not None and abs(dev) > CAPACITY_FLAG_FRACTION * 100
+
+
+def _check_charts(validation: list, problems: list[str]) -> None:
+    for i, test in enumerate(validation):
+        for j, chart in enumerate(test.get("charts", [])):
+            if "<svg" not in str(chart.get("svg", "")):
+                problems.append(f"validation[{i}].charts[{j}].svg: not SVG markup")
+
+
+def _with_standard_triggers(triggers: list | None) -> list:
+    merged = list(triggers or [])
+    merged.extend(t for t in REEVALUATION_TRIGGERS if t not in merged)
+    return merged
+
+
+def build_record_context(context: dict) -> dict:
+    """Validate ``context`` and return a copy with derived fields; raise RecordContextError.
+
+    Derived: ``simulated`` (True if any manifest entry is SIMULATED), capacity rows'
+    ``deviation_pct``/``flagged``, ``scores.tables`` (see `score_tables`), the standard
+    re-evaluation triggers merged into ``review.triggers``, and ``lineage`` defaulted to empty.
+    """
+    problems = [f"{s}: missing" for s in missing_sections(context)]
+    ctx = copy.deepcopy(context)
+    ctx.setdefault("lineage", {})
+    if problems:
+        raise RecordContextError(problems)
+
+    for path in _NEEDED_FIELDS:
+        _need(ctx, path, problems)
+    _check_weights(ctx["weights"], problems)
+    headroom = _check_rollout(ctx["rollout"], problems)
+    _check_operations(ctx["operations"], headroom, problems)
+    _check_project_checks(ctx["project_checks"], problems)
+    _check_evidence(ctx["evidence"], problems)
+
+    simulated = _check_manifest(ctx["manifest"], problems)
     if ctx.get("simulated") is False and simulated:
         problems.append("simulated: is False but the manifest holds SIMULATED evidence")
     ctx["simulated"] = bool(ctx.get("simulated")) or simulated
@@ -280,39 +343,11 @@ def build_record_context(context: dict) -> dict:
             ctx["summary"], simulated=ctx["simulated"], owners=ctx["owners"], problems=problems
         )
 
-    roles = [o.get("role") for o in ctx["owners"]]
-    for role in OWNER_ROLES:
-        if roles.count(role) != 1:
-            problems.append(f"owners: need exactly one {role!r} owner, got {roles.count(role)}")
-    for i, o in enumerate(ctx["owners"]):
-        if not o.get("name"):
-            problems.append(f"owners[{i}].name: missing")
-        if not _SHA256.match(str(o.get("certificate_sha256") or "")):
-            problems.append(
-                f"owners[{i}].certificate_sha256: {o.get('name') or o.get('role')} has no enrolled signing certificate"
-            )
-    fingerprints = [o.get("certificate_sha256") for o in ctx["owners"] if o.get("certificate_sha256")]
-    if len(set(fingerprints)) != len(fingerprints):
-        problems.append("owners: two owners share one signing certificate; each signs as themselves")
-
-    for block in ctx["capacity"]:
-        for row in block.get("rows", []):
-            dev = capacity_deviation(row.get("predicted"), row.get("measured"))
-            row["deviation_pct"] = dev
-            row["flagged"] = dev is not None and abs(dev) > CAPACITY_FLAG_FRACTION * 100
-
-    for i, test in enumerate(ctx["validation"]):
-        for j, chart in enumerate(test.get("charts", [])):
-            if "<svg" not in str(chart.get("svg", "")):
-                problems.append(f"validation[{i}].charts[{j}].svg: not SVG markup")
-
+    _check_owners(ctx["owners"], problems)
+    _flag_capacity_deviations(ctx["capacity"])
+    _check_charts(ctx["validation"], problems)
     ctx["scores"]["tables"] = score_tables(ctx["scores"], problems)
-
-    triggers = list(ctx["review"].get("triggers") or [])
-    for t in REEVALUATION_TRIGGERS:
-        if t not in triggers:
-            triggers.append(t)
-    ctx["review"]["triggers"] = triggers
+    ctx["review"]["triggers"] = _with_standard_triggers(ctx["review"].get("triggers"))
     # order owners business, platform, security for the signature page
     ctx["owners"] = sorted(
         ctx["owners"], key=lambda o: OWNER_ROLES.index(o["role"]) if o.get("role") in OWNER_ROLES else 99

@@ -785,7 +785,20 @@ def _derive(
     include_simulated: bool = False,
 ) -> Any:
     """The indicator's input value x (a number, or a level name for `levels` rows)."""
-    doc = ev.documented
+    value = _derive_measured(row, ev, cons, scenario, used, inputs)
+    if value is _NOT_MEASURED:
+        value = _derive_documented(row, ev, cons, used, inputs, include_simulated)
+    return value
+
+
+_NOT_MEASURED = object()  # _derive_measured's answer for a documented indicator
+
+
+def _derive_measured(
+    row: Mapping, ev: CandidateEvidence, cons: ScoringConstraints, scenario: str, used: list[Metric], inputs: dict
+) -> Any:
+    """x for a measured indicator (a metric, or a metric against the constraints); _NOT_MEASURED for a
+    documented one."""
     name = row.indicator
     if name in ("ttft_p95_vs_budget", "tpot_p95_vs_budget"):
         key = name.split("_vs_")[0] + "_ms"
@@ -833,7 +846,20 @@ def _derive(
     if row.source == M:  # a plain metric read directly
         inputs[row.inputs[0]] = _metric(ev, row.inputs[0], used)
         return inputs[row.inputs[0]]
-    # documented
+    return _NOT_MEASURED
+
+
+def _derive_documented(
+    row: Mapping,
+    ev: CandidateEvidence,
+    cons: ScoringConstraints,
+    used: list[Metric],
+    inputs: dict,
+    include_simulated: bool,
+) -> Any:
+    """x for a documented indicator (the catalog's facts, some checked against measurements)."""
+    doc = ev.documented
+    name = row.indicator
     if name == "allocation_strategy":
         return _documented(doc.allocation_strategy, "allocation_strategy", inputs)
     if name == "prefix_cache_kind":
@@ -850,21 +876,7 @@ def _derive(
         known = sorted({t.lower() for t in tiers} & set(OFFLOAD_TIERS))
         return _count_level(len(known))
     if name == "scheduling_isolation":
-        overload = _overload_level(ev, include_simulated, used)
-        if doc.scheduling_features is None and overload is None:
-            raise _Missing("catalog does not document scheduling_features (unknown)")
-        features = {f.lower() for f in doc.scheduling_features or ()}
-        if doc.scheduling_features is not None:
-            inputs["scheduling_features"] = list(doc.scheduling_features)
-        if overload is not None:
-            inputs["overload_handling"] = overload
-            if overload >= ADMISSION_HELD:
-                features.add("admission_limit")
-                inputs["admission_limit"] = "held in the overload test (rejection or queueing, no OOM)"
-            elif overload <= ADMISSION_FAILED:
-                features.discard("admission_limit")
-                inputs["admission_limit"] = "failed in the overload test (OOM or a crash past the sustainable load)"
-        return sum(f in features for f in SCHEDULING_FEATURES) / len(SCHEDULING_FEATURES)
+        return _scheduling_isolation(ev, used, inputs, include_simulated)
     if name == "kv_metrics_exported":
         exported = {f.lower() for f in _documented(doc.metrics_exported, "metrics_exported", inputs, doc)}
         return sum(c in exported for c in KV_METRIC_CATEGORIES) / len(KV_METRIC_CATEGORIES)
@@ -876,6 +888,26 @@ def _derive(
         inputs["team_needed"] = TEAM_NEEDED[complexity]
         return inputs["team_size"] / TEAM_NEEDED[complexity]
     raise AssertionError(f"no derivation for indicator {name}")  # pragma: no cover - table and code out of sync
+
+
+def _scheduling_isolation(ev: CandidateEvidence, used: list[Metric], inputs: dict, include_simulated: bool) -> float:
+    """Share of the scheduling features present: documented, with admission limits as the overload test showed."""
+    doc = ev.documented
+    overload = _overload_level(ev, include_simulated, used)
+    if doc.scheduling_features is None and overload is None:
+        raise _Missing("catalog does not document scheduling_features (unknown)")
+    features = {f.lower() for f in doc.scheduling_features or ()}
+    if doc.scheduling_features is not None:
+        inputs["scheduling_features"] = list(doc.scheduling_features)
+    if overload is not None:
+        inputs["overload_handling"] = overload
+        if overload >= ADMISSION_HELD:
+            features.add("admission_limit")
+            inputs["admission_limit"] = "held in the overload test (rejection or queueing, no OOM)"
+        elif overload <= ADMISSION_FAILED:
+            features.discard("admission_limit")
+            inputs["admission_limit"] = "failed in the overload test (OOM or a crash past the sustainable load)"
+    return sum(f in features for f in SCHEDULING_FEATURES) / len(SCHEDULING_FEATURES)
 
 
 def _overload_level(ev: CandidateEvidence, include_simulated: bool, used: list[Metric]) -> float | None:
@@ -1303,92 +1335,55 @@ def topsis(matrix: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.divide(d_minus, denominator, out=np.full(len(weighted), 0.5), where=denominator > 0)
 
 
-def score_candidates(
-    scenario: str,
-    evidence: list[CandidateEvidence],
+def _candidate_score(
+    ev: CandidateEvidence,
+    norm_w: dict[str, float],
+    rows: list[Mapping],
     constraints: ScoringConstraints,
-    weights: TMapping[str, float],
-    gates: TMapping[str, float] | None = None,
-    options: ScoringOptions | None = None,
-) -> ScoringResult:
-    """Score, screen, rank and analyse the candidates. See the module docstring for the rules."""
-    _check_scenario(scenario)
-    options = options or ScoringOptions()
-    gates = dict(gates or {})
-    if not evidence:
-        raise ScoringInputError("evidence: at least one candidate is needed")
-    ids = [ev.candidate for ev in evidence]
-    if len(set(ids)) != len(ids):
-        raise ScoringInputError(f"evidence: candidate ids must be unique, got {ids}")
-    if not (0.0 <= options.tie_margin < 1.0):
-        raise ScoringInputError(f"options.tie_margin: must be in [0, 1), got {options.tie_margin}")
-    norm_w = normalise_weights(weights)
-    _validate_gates(gates, norm_w)
-    rows = mappings_for(scenario)
-    criteria_ids = list(norm_w)
-
-    candidates: list[CandidateScore] = []
-    for ev in evidence:
-        criteria = {
-            c: _score_criterion(c, norm_w[c], rows, ev, constraints, scenario, options.include_simulated)
-            for c in criteria_ids
-        }
-        dims = _dimension_scores(criteria)
-        total = sum(cs.weight * (cs.score or 0.0) for cs in criteria.values())
-        total_upper = sum(
-            cs.weight * (cs.score_upper if cs.score_upper is not None else 1.0) for cs in criteria.values()
-        )
-        coverage = sum(cs.weight * cs.coverage for cs in criteria.values())
-        total_interval = None
-        if any(cs.score_interval for cs in criteria.values()):
-            total_interval = tuple(
-                sum(
-                    cs.weight * (cs.score_interval[end] if cs.score_interval else (cs.score or 0.0))
-                    for cs in criteria.values()
-                )
-                for end in (0, 1)
+    scenario: str,
+    gates: dict[str, float],
+    include_simulated: bool,
+) -> CandidateScore:
+    """One candidate's criteria, dimensions, totals (with the upper bound and the interval) and gate outcomes."""
+    criteria = {c: _score_criterion(c, norm_w[c], rows, ev, constraints, scenario, include_simulated) for c in norm_w}
+    dims = _dimension_scores(criteria)
+    total = sum(cs.weight * (cs.score or 0.0) for cs in criteria.values())
+    total_upper = sum(cs.weight * (cs.score_upper if cs.score_upper is not None else 1.0) for cs in criteria.values())
+    coverage = sum(cs.weight * cs.coverage for cs in criteria.values())
+    total_interval = None
+    if any(cs.score_interval for cs in criteria.values()):
+        total_interval = tuple(
+            sum(
+                cs.weight * (cs.score_interval[end] if cs.score_interval else (cs.score or 0.0))
+                for cs in criteria.values()
             )
-        outcomes = _gate_outcomes(gates, dims, criteria)
-        reasons = [g.reason for g in outcomes if not g.passed]
-        candidates.append(
-            CandidateScore(
-                candidate=ev.candidate,
-                label=ev.label or ev.candidate,
-                criteria=criteria,
-                dimensions=dims,
-                total=total,
-                total_upper=total_upper,
-                coverage=coverage,
-                gates=outcomes,
-                screened_out=bool(reasons),
-                screen_reasons=reasons,
-                uses_simulated=any(cs.uses_simulated for cs in criteria.values()),
-                operating_complexity=ev.documented.operating_complexity,
-                total_interval=total_interval,
-            )
+            for end in (0, 1)
         )
+    outcomes = _gate_outcomes(gates, dims, criteria)
+    reasons = [g.reason for g in outcomes if not g.passed]
+    return CandidateScore(
+        candidate=ev.candidate,
+        label=ev.label or ev.candidate,
+        criteria=criteria,
+        dimensions=dims,
+        total=total,
+        total_upper=total_upper,
+        coverage=coverage,
+        gates=outcomes,
+        screened_out=bool(reasons),
+        screen_reasons=reasons,
+        uses_simulated=any(cs.uses_simulated for cs in criteria.values()),
+        operating_complexity=ev.documented.operating_complexity,
+        total_interval=total_interval,
+    )
 
-    passing = [c for c in candidates if not c.screened_out]
-    matrix = score_matrix(passing, criteria_ids)
-    w_vec = np.array([norm_w[c] for c in criteria_ids])
-    if len(passing) >= 2:
-        for cand, closeness in zip(passing, topsis(matrix, w_vec), strict=True):
-            cand.topsis = float(closeness)
 
-    order, tie = _recommend(passing, options.tie_margin)
-    screened = sorted((c for c in candidates if c.screened_out), key=lambda c: (-c.total, c.candidate))
-    ranking = [c.candidate for c in order] + [c.candidate for c in screened]
-    for position, cid in enumerate(ranking, start=1):
-        next(c for c in candidates if c.candidate == cid).rank = position
-
-    leader = min(passing, key=lambda c: (-c.total, c.candidate)).candidate if passing else None
-    labels = {c.candidate: c.label for c in candidates}
-    sensitivity = analyse_sensitivity(matrix, w_vec, [c.candidate for c in passing], criteria_ids, options, labels)
-    sensitivity["noise"] = measurement_noise(passing, order, tie, criteria_ids, w_vec, options, labels)
-    sensitivity["sentences"].append(sensitivity["noise"]["sentence"])
-    uses_sim = any(c.uses_simulated for c in candidates)
-    notes = []
-    if not options.include_simulated:
+def _result_notes(
+    candidates: list[CandidateScore], passing: list[CandidateScore], include_simulated: bool
+) -> list[Message]:
+    """What a reader of the scores must know: SIMULATED evidence, missing evidence, screened-out candidates."""
+    notes: list[Message] = []
+    if not include_simulated:
         excluded = sum(
             1
             for c in candidates
@@ -1420,6 +1415,57 @@ def score_candidates(
                 _("%(count)s candidate(s) screened out by the gates"), {"count": str(len(candidates) - len(passing))}
             )
         )
+    return notes
+
+
+def score_candidates(
+    scenario: str,
+    evidence: list[CandidateEvidence],
+    constraints: ScoringConstraints,
+    weights: TMapping[str, float],
+    gates: TMapping[str, float] | None = None,
+    options: ScoringOptions | None = None,
+) -> ScoringResult:
+    """Score, screen, rank and analyse the candidates. See the module docstring for the rules."""
+    _check_scenario(scenario)
+    options = options or ScoringOptions()
+    gates = dict(gates or {})
+    if not evidence:
+        raise ScoringInputError("evidence: at least one candidate is needed")
+    ids = [ev.candidate for ev in evidence]
+    if len(set(ids)) != len(ids):
+        raise ScoringInputError(f"evidence: candidate ids must be unique, got {ids}")
+    if not (0.0 <= options.tie_margin < 1.0):
+        raise ScoringInputError(f"options.tie_margin: must be in [0, 1), got {options.tie_margin}")
+    norm_w = normalise_weights(weights)
+    _validate_gates(gates, norm_w)
+    rows = mappings_for(scenario)
+    criteria_ids = list(norm_w)
+
+    candidates = [
+        _candidate_score(ev, norm_w, rows, constraints, scenario, gates, options.include_simulated) for ev in evidence
+    ]
+
+    passing = [c for c in candidates if not c.screened_out]
+    matrix = score_matrix(passing, criteria_ids)
+    w_vec = np.array([norm_w[c] for c in criteria_ids])
+    if len(passing) >= 2:
+        for cand, closeness in zip(passing, topsis(matrix, w_vec), strict=True):
+            cand.topsis = float(closeness)
+
+    order, tie = _recommend(passing, options.tie_margin)
+    screened = sorted((c for c in candidates if c.screened_out), key=lambda c: (-c.total, c.candidate))
+    ranking = [c.candidate for c in order] + [c.candidate for c in screened]
+    for position, cid in enumerate(ranking, start=1):
+        next(c for c in candidates if c.candidate == cid).rank = position
+
+    leader = min(passing, key=lambda c: (-c.total, c.candidate)).candidate if passing else None
+    labels = {c.candidate: c.label for c in candidates}
+    sensitivity = analyse_sensitivity(matrix, w_vec, [c.candidate for c in passing], criteria_ids, options, labels)
+    sensitivity["noise"] = measurement_noise(passing, order, tie, criteria_ids, w_vec, options, labels)
+    sensitivity["sentences"].append(sensitivity["noise"]["sentence"])
+    uses_sim = any(c.uses_simulated for c in candidates)
+    notes = _result_notes(candidates, passing, options.include_simulated)
     sentences = _headline(order, tie, labels, candidates)
     sentences += held_out_sentences(evidence, labels)
     method = ranking_method(order, passing, matrix, w_vec, criteria_ids)

@@ -44,9 +44,7 @@ from selection.records.summary import build_summary
 from selection.scoring.services import compute_scores
 from selection.selectors import compared_candidates
 
-HEADROOM_PERCENT = 25.0
 DIMENSION_NAMES = {d.id: d.name for d in criteria_domain.DIMENSIONS}
-REVIEW_AFTER = timedelta(days=180)
 # What the owner does when the alert fires (translated into the record's language when frozen).
 SIGNAL_ACTIONS = {
     "memory": gettext_noop(
@@ -329,9 +327,9 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         "metrics": caps.get("monitoring_metrics") or {},
         "metrics_source": (caps.get("sources") or {}).get("monitoring_metrics"),
         "metrics_off_in_launch_flags": metrics_off,
-        "headroom_percent": HEADROOM_PERCENT,
+        "headroom_percent": records_domain.PLANNED_HEADROOM_PERCENT,
         "thresholds": {
-            "kv_usage_warning": round(1 - HEADROOM_PERCENT / 100, 4),
+            "kv_usage_warning": round(1 - records_domain.PLANNED_HEADROOM_PERCENT / 100, 4),
             "ttft_p95_ms": c.ttft_p95_ms,
             "tpot_p95_ms": c.tpot_p95_ms,
             "e2e_p95_ms": c.e2e_p95_ms,
@@ -476,6 +474,292 @@ def record_runs(candidates: Iterable[Candidate], *, include_simulated: bool) -> 
     ]
 
 
+def _capacity_block(candidate: Candidate, plan: dict[str, Any], gpu_model: str) -> dict[str, Any]:
+    """Predicted against engine-stated capacity for one candidate."""
+    stated = measured_capacity(candidate)  # engine-stated (its log or its metrics), labelled so
+    return {
+        "candidate": candidate.display_name,
+        "configuration": f"TP={candidate.tensor_parallel}, KV {candidate.kv_precision}, "
+        f"{candidate.gpu_model or gpu_model}",
+        "rows": [
+            {"quantity": "KV bytes per token (per GPU)", "unit": "B", "predicted": plan["kv_bytes_per_token"]},
+            {"quantity": "KV blocks", "unit": "blocks", "predicted": plan["num_blocks"]},
+            {
+                "quantity": "token capacity",
+                "unit": "tokens",
+                "predicted": plan["token_capacity"],
+                "measured": stated.get("token_capacity"),
+                "measured_source": stated_label(stated),
+            },
+        ],
+    }
+
+
+def _capacity_section(selection: Selection, candidates: Iterable[Candidate], winner) -> tuple[list, dict | None]:
+    """(one capacity block per candidate, the winner's plan or None when the model refused it)."""
+    blocks, winner_plan = [], None
+    for candidate in candidates:
+        try:
+            plan = plan_for_candidate(candidate)
+        except CapacityError as exc:
+            blocks.append({"candidate": candidate.display_name, "configuration": str(exc), "rows": []})
+            continue
+        if candidate is winner:
+            winner_plan = plan
+        blocks.append(_capacity_block(candidate, plan, selection.constraints.gpu_model))
+    return blocks, winner_plan
+
+
+def _headroom_statement(winner_plan: dict | None) -> str:
+    pool_tokens = winner_plan["token_capacity"] if winner_plan else None
+    if not pool_tokens:
+        return _("Plan with %(pct)s %% memory headroom.") % {"pct": f"{records_domain.PLANNED_HEADROOM_PERCENT:g}"}
+    return _(
+        "Plan with %(pct)s %% KV headroom: of %(pool)s tokens of KV capacity per replica, budget "
+        "%(budget)s for traffic."
+    ) % {
+        "pct": f"{records_domain.PLANNED_HEADROOM_PERCENT:g}",
+        "pool": f"{pool_tokens:,}",
+        "budget": f"{int(pool_tokens * (1 - records_domain.PLANNED_HEADROOM_PERCENT / 100)):,}",
+    }
+
+
+def _score_rows(by_id: dict[str, dict], criteria_ids: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for cid, cand in sorted(by_id.items(), key=lambda item: item[1].get("rank") or 10**6):
+        crit = cand.get("criteria", {})
+        rows.append(
+            {
+                "candidate": cand.get("label") or cid,
+                # a missing score stays None: the record prints "—" (missing), never 0
+                "values": [_rounded((crit.get(k) or {}).get("score")) for k in criteria_ids],
+                "total": _rounded(cand.get("total")),
+                "topsis": _rounded(cand.get("topsis")),
+                "rank": cand.get("rank"),
+                "screened_out": bool(cand.get("screened_out")),
+            }
+        )
+    return rows
+
+
+def _lines(text: str | None) -> list[str]:
+    return [line for line in (text or "").splitlines() if line.strip()]
+
+
+def _decision_section(record: DecisionRecord, selection: Selection, winner, sentences: list, language: str) -> dict:
+    c = selection.constraints
+    engine_label = f"{winner.engine.name} {winner.engine_version}"
+    return {
+        "chosen_engine": engine_label,
+        "chosen_configuration": (
+            f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
+            f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"
+        ),
+        "summary": record.decision
+        or _("Choose %(engine)s for %(selection)s.") % {"engine": engine_label, "selection": selection.name},
+        "rationale": _lines(record.rationale) + [message_text(s, language) for s in sentences[:5]],
+    }
+
+
+def _risk_boundary(record: DecisionRecord, selection: Selection, winner, runs: list[BenchmarkRun]) -> dict:
+    c = selection.constraints
+    applies_to = _lines(record.applies_to) or [
+        _claim_text(_claim(claims_domain.CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
+        _claim_text(
+            _claim(claims_domain.INPUT_LENGTH, winner, runs),
+            inp=f"{c.max_input_tokens:,}",
+            out=f"{c.max_output_tokens:,}",
+        ),
+        _("%(gpu)s with %(mem)s GiB per GPU") % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+    ]
+    does_not_apply_to = _lines(record.does_not_apply_to) or [
+        _("other GPU generations or memory sizes (results do not carry over)"),
+        _(
+            "contexts beyond %(n)s tokens at high concurrency: use retrieval, chunking or asynchronous batch "
+            "rather than more cache tuning"
+        )
+        % {"n": f"{c.max_input_tokens + c.max_output_tokens:,}"},
+    ]
+    return {"applies_to": applies_to, "does_not_apply_to": does_not_apply_to}
+
+
+def _gates_section(selection: Selection, by_id: dict[str, dict], language: str) -> list[dict[str, Any]]:
+    def failed_reasons(cand: dict, dimension: str):
+        return (
+            o.get("reason") or ""
+            for o in cand.get("gates", [])
+            if o.get("dimension") == dimension and not o.get("passed")
+        )
+
+    gates = [
+        {
+            "dimension": DIMENSION_NAMES[g.dimension],
+            "threshold": _("the dimension and each of its own criteria >= %(threshold)s")
+            % {"threshold": f"{g.threshold:.2f}"},
+            "results": [
+                {
+                    "candidate": cand.get("label") or cid,
+                    "passed": _gate_passed(cand, g.dimension),
+                    "note": _clauses(failed_reasons(cand, g.dimension), language),
+                }
+                for cid, cand in by_id.items()
+            ],
+        }
+        for g in selection.gates.all()
+    ]
+    return gates or [{"dimension": "none", "threshold": "no gates were set", "results": []}]
+
+
+def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict], language: str) -> list[dict]:
+    return [
+        {
+            "name": cand.display_name,
+            "version": cand.engine_version,
+            "kept": not by_id.get(cid, {}).get("screened_out", False),
+            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language) or "passes the gates",
+            "documentation_screen": _documentation_screen_note(cand, language),
+            # a pyproject or source file is cited as source, a page as documentation
+            **_cited(cand.engine.data.get("homepage", {}).get("source") or ""),
+        }
+        for cid, cand in candidates.items()
+    ]
+
+
+def _validation_section(runs: list[BenchmarkRun], selection: Selection, colours: dict, engine_label: str) -> list:
+    c = selection.constraints
+    return [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
+        {
+            "test": "none",
+            "candidate": engine_label,
+            "summary": "No validation evidence in this record.",
+            "verdict": "inconclusive",
+            "metrics": [],
+            "charts": [],
+        }
+    ]
+
+
+def _method_and_sentences(result: dict) -> tuple[Any, list]:
+    """The scoring's ranking-method sentence and its other sentences (the method has its own line)."""
+    method = (result.get("method") or {}).get("sentence")
+    return method, [s for s in result.get("sentences") or [] if s != method]
+
+
+def _scores_section(result: dict, by_id: dict[str, dict], criteria_ids: list[str], language: str) -> dict:
+    method, sentences = _method_and_sentences(result)
+    return {
+        "criteria": [criteria_domain.CRITERIA_BY_ID[k].name for k in criteria_ids],
+        "rows": _score_rows(by_id, criteria_ids),
+        "method": message_text(method, language) if method else "",
+        "sensitivity": [message_text(s, language) for s in sentences],
+        "evidence_coverage": [
+            {"candidate": cand.get("label") or cid, "coverage": cand.get("coverage") or 0.0}
+            for cid, cand in by_id.items()
+        ],
+        "scoring_rules": [
+            {"criterion": m["criterion"], "rule": m.get("formula") or m.get("rule") or ""}
+            for m in result.get("mappings", [])
+        ],
+    }
+
+
+def _rollout_section(
+    selection: Selection,
+    winner,
+    runs: list[BenchmarkRun],
+    operations: dict[str, Any],
+    project_checks: dict[str, Any],
+    winner_plan: dict | None,
+) -> dict[str, Any]:
+    c = selection.constraints
+    never_swap = (
+        [_claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))]
+        if c.never_swap_sessions
+        else []
+    )
+    return {
+        "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
+        "monitoring": _monitoring_rows(operations),
+        "swap_policy": {
+            "statement": (
+                _swap_statement(winner, runs)
+                if c.multi_turn
+                else _("Single-turn traffic: no session swap policy needed.")
+            ),
+            "never_swap": never_swap,
+        },
+        "hardware": _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
+        % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+        "kv_format_compatibility": _(
+            "Check KV-cache format compatibility before engine or model upgrades: an "
+            "incompatible upgrade invalidates all cache at once and spikes memory."
+        ),
+        "fallback": _("Keep the previous engine deployment warm for one release cycle."),
+        "rollback": operations["rollback"],
+        "staged_rollout": project_checks["acceptance"]["stages"],
+    }
+
+
+def _evidence_section(selection: Selection, runs: list[BenchmarkRun]) -> list[dict[str, str]]:
+    return [
+        {
+            "kind": "configuration",
+            "checks": "engine version, launch flags, model and hardware",
+            "evidence": "candidate configuration and capacity plan in this record",
+            "review": "versions kept in kvselect",
+        },
+        {
+            "kind": "runtime",
+            "checks": "latency, errors, KV usage",
+            "evidence": f"{len(runs)} validation runs listed in the manifest",
+            "review": "queryable per run in kvselect",
+        },
+        {
+            "kind": "responsibility",
+            "checks": "approval and ownership",
+            "evidence": "owners' approvals and signatures",
+            "review": "audit trail of the selection",
+        },
+        {
+            "kind": "review",
+            "checks": "degradation, rollback, next optimisation",
+            "evidence": "re-evaluation triggers and review-by date",
+            "review": f"observer: {person_name(selection.observer) or '—'}",
+        },
+    ]
+
+
+def _manifest_section(runs: list[BenchmarkRun]) -> list[dict[str, Any]]:
+    return [entry for r in runs for entry in _manifest_entries(r)] or [
+        {
+            "kind": "run",
+            "name": "no runs",
+            "tool": "—",
+            "version": "—",
+            "sha256": hashlib.sha256(b"no evidence").hexdigest(),
+            "provenance": "MEASURED",
+        }
+    ]
+
+
+def _record_header(record: DecisionRecord, selection: Selection, language: str) -> dict[str, Any]:
+    return {
+        "id": f"DR-{selection.pk}-v{record.version}",
+        "version": record.version,
+        "title": selection.name,
+        "created_at": timezone.now().isoformat(),
+        "language": language,
+        "time_zone": timezone.get_current_timezone_name(),
+    }
+
+
+def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
+    winner = candidates.get(str(result.get("winner") or ""))
+    if winner is None:
+        raise records_domain.RecordContextError(["decision: no candidate passes the gates with evidence yet"])
+    return winner
+
+
 def build_context(record: DecisionRecord) -> dict[str, Any]:
     """The full record context for `record`, validated by `domain.records.build_record_context`."""
     selection = Selection.objects.select_related(
@@ -488,120 +772,23 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     candidates = {str(c.pk): c for c in compared_candidates(selection)}
     colours = candidate_colours([c.display_name for c in candidates.values()])  # one per candidate, every chart
     by_id = {c["candidate"]: c for c in result.get("candidates", [])}
-    winner = candidates.get(str(result.get("winner") or ""))
-    if winner is None:
-        raise records_domain.RecordContextError(["decision: no candidate passes the gates with evidence yet"])
+    winner = _winner(result, candidates)
     runs = record_runs(candidates.values(), include_simulated=record.include_simulated)
     ranked = sorted(candidates.values(), key=lambda c: (by_id.get(str(c.pk)) or {}).get("rank") or 10**6)
     runs = _in_articles_order(runs, ranked)
-    capacity_blocks, winner_plan = [], None
-    for candidate in candidates.values():
-        try:
-            plan = plan_for_candidate(candidate)
-        except CapacityError as exc:
-            capacity_blocks.append({"candidate": candidate.display_name, "configuration": str(exc), "rows": []})
-            continue
-        if candidate is winner:
-            winner_plan = plan
-        stated = measured_capacity(candidate)  # engine-stated (its log or its metrics), labelled so
-        measured = stated.get("token_capacity")
-        capacity_blocks.append(
-            {
-                "candidate": candidate.display_name,
-                "configuration": f"TP={candidate.tensor_parallel}, KV {candidate.kv_precision}, "
-                f"{candidate.gpu_model or selection.constraints.gpu_model}",
-                "rows": [
-                    {"quantity": "KV bytes per token (per GPU)", "unit": "B", "predicted": plan["kv_bytes_per_token"]},
-                    {"quantity": "KV blocks", "unit": "blocks", "predicted": plan["num_blocks"]},
-                    {
-                        "quantity": "token capacity",
-                        "unit": "tokens",
-                        "predicted": plan["token_capacity"],
-                        "measured": measured,
-                        "measured_source": stated_label(stated),
-                    },
-                ],
-            }
-        )
+    capacity_blocks, winner_plan = _capacity_section(selection, candidates.values(), winner)
     c = selection.constraints
     operations = _operations(record, selection, winner, runs)
     engine_label = f"{winner.engine.name} {winner.engine_version}"
-    pool_tokens = winner_plan["token_capacity"] if winner_plan else None
-    headroom_statement = (
-        _(
-            "Plan with %(pct)s %% KV headroom: of %(pool)s tokens of KV capacity per replica, budget "
-            "%(budget)s for traffic."
-        )
-        % {
-            "pct": f"{HEADROOM_PERCENT:g}",
-            "pool": f"{pool_tokens:,}",
-            "budget": f"{int(pool_tokens * (1 - HEADROOM_PERCENT / 100)):,}",
-        }
-        if pool_tokens
-        else _("Plan with %(pct)s %% memory headroom.") % {"pct": f"{HEADROOM_PERCENT:g}"}
-    )
     criteria_ids = [w.criterion for w in selection.weights.all()]
-    score_rows = []
-    for cid, cand in sorted(by_id.items(), key=lambda item: item[1].get("rank") or 10**6):
-        crit = cand.get("criteria", {})
-        score_rows.append(
-            {
-                "candidate": cand.get("label") or cid,
-                # a missing score stays None: the record prints "—" (missing), never 0
-                "values": [_rounded((crit.get(k) or {}).get("score")) for k in criteria_ids],
-                "total": _rounded(cand.get("total")),
-                "topsis": _rounded(cand.get("topsis")),
-                "rank": cand.get("rank"),
-                "screened_out": bool(cand.get("screened_out")),
-            }
-        )
-    method = (result.get("method") or {}).get("sentence")
-    sentences = [s for s in result.get("sentences") or [] if s != method]  # the method has its own line
-    now = timezone.now()
+    _method, sentences = _method_and_sentences(result)
     language = record_language()
     project_checks = _project_checks(record, selection, operations)
     context = {
-        "record": {
-            "id": f"DR-{selection.pk}-v{record.version}",
-            "version": record.version,
-            "title": selection.name,
-            "created_at": now.isoformat(),
-            "language": language,
-            "time_zone": timezone.get_current_timezone_name(),
-        },
+        "record": _record_header(record, selection, language),
         "simulated": any(r.is_simulated for r in runs),
-        "decision": {
-            "chosen_engine": engine_label,
-            "chosen_configuration": (
-                f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
-                f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"
-            ),
-            "summary": record.decision
-            or _("Choose %(engine)s for %(selection)s.") % {"engine": engine_label, "selection": selection.name},
-            "rationale": [line for line in (record.rationale or "").splitlines() if line.strip()]
-            + [message_text(s, language) for s in sentences[:5]],
-        },
-        "risk_boundary": {
-            "applies_to": [line for line in record.applies_to.splitlines() if line.strip()]
-            or [
-                _claim_text(_claim(claims_domain.CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
-                _claim_text(
-                    _claim(claims_domain.INPUT_LENGTH, winner, runs),
-                    inp=f"{c.max_input_tokens:,}",
-                    out=f"{c.max_output_tokens:,}",
-                ),
-                _("%(gpu)s with %(mem)s GiB per GPU") % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
-            ],
-            "does_not_apply_to": [line for line in record.does_not_apply_to.splitlines() if line.strip()]
-            or [
-                _("other GPU generations or memory sizes (results do not carry over)"),
-                _(
-                    "contexts beyond %(n)s tokens at high concurrency: use retrieval, chunking or asynchronous batch "
-                    "rather than more cache tuning"
-                )
-                % {"n": f"{c.max_input_tokens + c.max_output_tokens:,}"},
-            ],
-        },
+        "decision": _decision_section(record, selection, winner, sentences, language),
+        "risk_boundary": _risk_boundary(record, selection, winner, runs),
         "constraints": _constraints_rows(selection),
         "scenario": {
             "id": selection.scenario,
@@ -609,141 +796,29 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
             "reasons": [message_text(r, language) for r in selection.scenario_reasons],
         },
         "weights": _weights_section(selection),
-        "gates": [
-            {
-                "dimension": DIMENSION_NAMES[g.dimension],
-                "threshold": _("the dimension and each of its own criteria >= %(threshold)s")
-                % {"threshold": f"{g.threshold:.2f}"},
-                "results": [
-                    {
-                        "candidate": cand.get("label") or cid,
-                        "passed": _gate_passed(cand, g.dimension),
-                        "note": _clauses(
-                            (
-                                o.get("reason") or ""
-                                for o in cand.get("gates", [])
-                                if o.get("dimension") == g.dimension and not o.get("passed")
-                            ),
-                            language,
-                        ),
-                    }
-                    for cid, cand in by_id.items()
-                ],
-            }
-            for g in selection.gates.all()
-        ]
-        or [{"dimension": "none", "threshold": "no gates were set", "results": []}],
-        "candidates": [
-            {
-                "name": cand.display_name,
-                "version": cand.engine_version,
-                "kept": not by_id.get(cid, {}).get("screened_out", False),
-                "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
-                or "passes the gates",
-                "documentation_screen": _documentation_screen_note(cand, language),
-                # a pyproject or source file is cited as source, a page as documentation
-                **_cited(cand.engine.data.get("homepage", {}).get("source") or ""),
-            }
-            for cid, cand in candidates.items()
-        ],
+        "gates": _gates_section(selection, by_id, language),
+        "candidates": _candidates_section(candidates, by_id, language),
         "capacity": capacity_blocks,
-        "validation": [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs]
-        or [
-            {
-                "test": "none",
-                "candidate": engine_label,
-                "summary": "No validation evidence in this record.",
-                "verdict": "inconclusive",
-                "metrics": [],
-                "charts": [],
-            }
-        ],
-        "scores": {
-            "criteria": [criteria_domain.CRITERIA_BY_ID[k].name for k in criteria_ids],
-            "rows": score_rows,
-            "method": message_text(method, language) if method else "",
-            "sensitivity": [message_text(s, language) for s in sentences],
-            "evidence_coverage": [
-                {"candidate": cand.get("label") or cid, "coverage": cand.get("coverage") or 0.0}
-                for cid, cand in by_id.items()
-            ],
-            "scoring_rules": [
-                {"criterion": m["criterion"], "rule": m.get("formula") or m.get("rule") or ""}
-                for m in result.get("mappings", [])
-            ],
-        },
-        "rollout": {
-            "headroom": {"percent": HEADROOM_PERCENT, "statement": headroom_statement},
-            "monitoring": _monitoring_rows(operations),
-            "swap_policy": {
-                "statement": (
-                    _swap_statement(winner, runs)
-                    if c.multi_turn
-                    else _("Single-turn traffic: no session swap policy needed.")
-                ),
-                "never_swap": [
-                    _claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))
-                ]
-                if c.never_swap_sessions
-                else [],
-            },
-            "hardware": _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
-            % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
-            "kv_format_compatibility": _(
-                "Check KV-cache format compatibility before engine or model upgrades: an "
-                "incompatible upgrade invalidates all cache at once and spikes memory."
-            ),
-            "fallback": _("Keep the previous engine deployment warm for one release cycle."),
-            "rollback": operations["rollback"],
-            "staged_rollout": project_checks["acceptance"]["stages"],
-        },
+        "validation": _validation_section(runs, selection, colours, engine_label),
+        "scores": _scores_section(result, by_id, criteria_ids, language),
+        "rollout": _rollout_section(selection, winner, runs, operations, project_checks, winner_plan),
         "operations": operations,
         "project_checks": project_checks,
         "summary": build_summary(selection, winner, runs, score, project_checks),
-        "evidence": [
-            {
-                "kind": "configuration",
-                "checks": "engine version, launch flags, model and hardware",
-                "evidence": "candidate configuration and capacity plan in this record",
-                "review": "versions kept in kvselect",
-            },
-            {
-                "kind": "runtime",
-                "checks": "latency, errors, KV usage",
-                "evidence": f"{len(runs)} validation runs listed in the manifest",
-                "review": "queryable per run in kvselect",
-            },
-            {
-                "kind": "responsibility",
-                "checks": "approval and ownership",
-                "evidence": "owners' approvals and signatures",
-                "review": "audit trail of the selection",
-            },
-            {
-                "kind": "review",
-                "checks": "degradation, rollback, next optimisation",
-                "evidence": "re-evaluation triggers and review-by date",
-                "review": f"observer: {person_name(selection.observer) or '—'}",
-            },
-        ],
-        "manifest": [entry for r in runs for entry in _manifest_entries(r)]
-        or [
-            {
-                "kind": "run",
-                "name": "no runs",
-                "tool": "—",
-                "version": "—",
-                "sha256": hashlib.sha256(b"no evidence").hexdigest(),
-                "provenance": "MEASURED",
-            }
-        ],
+        "evidence": _evidence_section(selection, runs),
+        "manifest": _manifest_section(runs),
         "owners": [_owner_entry(selection, role) for role in records_domain.OWNER_ROLES],
         "observer": {
             "name": person_name(selection.observer) or person_name(selection.platform_owner),
             "team": selection.team.name,
             "watches": "capacity, cost and stability after launch",
         },
-        "review": {"review_by": (record.review_by or (date.today() + REVIEW_AFTER)).isoformat(), "triggers": []},
+        "review": {
+            "review_by": (
+                record.review_by or (date.today() + timedelta(days=records_domain.REVIEW_AFTER_DAYS))
+            ).isoformat(),
+            "triggers": [],
+        },
         "lineage": {"supersedes": f"DR-{selection.pk}-v{record.supersedes.version}" if record.supersedes_id else ""},
         "score": {"id": score.pk, "inputs_hash": score.inputs_hash, "rules_version": score.rules_version},
         # what the periodic re-evaluation compares against (records/reevaluation.py); not printed

@@ -88,33 +88,16 @@ def _successor(record: DecisionRecord) -> DecisionRecord | None:
 @require_http_methods(["GET", "POST"])
 def record_list(request: HttpRequest, pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
-    supersedes = None
+    params = request.POST if request.method == "POST" else request.GET
+    supersedes = _get_record(selection, params["supersedes"]) if params.get("supersedes") else None
     if request.method == "POST":
         require_edit(request, selection)
-        if request.POST.get("supersedes"):
-            supersedes = _get_record(selection, request.POST["supersedes"])
         form = RecordDraftForm(request.POST)
         if form.is_valid():
-            continued = selectors.open_draft(selection, supersedes)
-            try:
-                record = create_draft(
-                    selection=selection, user=request.user, supersedes=supersedes, **form.cleaned_data
-                )
-            except ValidationError as error:
-                attach_service_errors(form, error)
-            else:
-                if continued is not None and continued.pk == record.pk:
-                    text = _(
-                        "Draft v%(version)s updated: a new attempt continues the open draft rather than adding a "
-                        "version. Next: check it and send it to review."
-                    )
-                else:
-                    text = _("Draft v%(version)s created. Next: check it and send it to review.")
-                messages.success(request, text % {"version": record.version})
+            record = _create_draft(request, selection, supersedes, form)
+            if record is not None:
                 return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
     else:
-        if request.GET.get("supersedes"):
-            supersedes = _get_record(selection, request.GET["supersedes"])
         form = RecordDraftForm(initial=_initial_from(supersedes))
     records = list(selection.records.select_related("supersedes", "created_by").order_by("-version"))
     rows = [{"record": r, "successor": _successor(r)} for r in records if r.archived_at is None]
@@ -132,6 +115,27 @@ def record_list(request: HttpRequest, pk: int) -> HttpResponse:
             supersedes=supersedes,
         ),
     )
+
+
+def _create_draft(
+    request: HttpRequest, selection: Selection, supersedes: DecisionRecord | None, form: RecordDraftForm
+) -> DecisionRecord | None:
+    """Create the draft (or continue the open one) and say which; None with the errors on `form`."""
+    continued = selectors.open_draft(selection, supersedes)
+    try:
+        record = create_draft(selection=selection, user=request.user, supersedes=supersedes, **form.cleaned_data)
+    except ValidationError as error:
+        attach_service_errors(form, error)
+        return None
+    if continued is not None and continued.pk == record.pk:
+        text = _(
+            "Draft v%(version)s updated: a new attempt continues the open draft rather than adding a "
+            "version. Next: check it and send it to review."
+        )
+    else:
+        text = _("Draft v%(version)s created. Next: check it and send it to review.")
+    messages.success(request, text % {"version": record.version})
+    return record
 
 
 def _initial_from(record: DecisionRecord | None) -> dict:
@@ -198,17 +202,63 @@ def _record_page(
     selection: Selection,
     record: DecisionRecord,
     *,
-    edit_form=None,
-    comment_form=None,
-    sign_form=None,
-    hsm_form=None,
-    upload_form=None,
     review_problems=None,
     status: int = 200,
+    **forms,
 ) -> HttpResponse:
+    """The record page; `forms` (edit_form, comment_form, sign_form, hsm_form, upload_form) carry a
+    bound form with its errors back to the page."""
     approvals = list(record.approvals.select_related("user"))
-    approved_roles = {a.role for a in approvals}
     mine = owner_role(request.user, selection)
+    context = page_context(
+        request,
+        selection,
+        "records",
+        record=record,
+        **_owners_and_signing(request, selection, record, approvals, mine),
+        **_record_forms(request, selection, record, forms),
+        **_record_state(record, approvals, mine),
+        timeline=_timeline(record, approvals),
+        comments=record.comments.select_related("author"),
+        successor=_successor(record),
+        can_comment=selectors.can_review(request.user, selection) or bool(mine),
+        review_problems=review_problems or [],
+    )
+    return render(request, "selection/decision/record.html", context, status=status)
+
+
+def _record_forms(request: HttpRequest, selection: Selection, record: DecisionRecord, forms: dict) -> dict:
+    """The page's forms: the bound ones given, else empty ones (the draft form only where it can be edited)."""
+    editable = selectors.can_edit(request.user, selection) and not record.frozen and not record.archived_at
+    return {
+        "edit_form": forms.get("edit_form") or (RecordDraftForm(instance=record) if editable else None),
+        "comment_form": forms.get("comment_form") or CommentForm(),
+        "sign_form": forms.get("sign_form") or SignForm(),
+        "hsm_form": forms.get("hsm_form") or HsmSignForm(),
+        "upload_form": forms.get("upload_form") or SignatureUploadForm(),
+    }
+
+
+def _record_state(record: DecisionRecord, approvals: list, mine) -> dict:
+    """What the snapshot and the record's state show: language, PDF, exports, open and blocking items."""
+    snapshot = record.snapshot or {}
+    return {
+        "snapshot": snapshot,
+        "record_language": language_name((snapshot.get("record") or {}).get("language") or record_language()),
+        "has_pdf": bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
+        "monitoring_export": exportable(record),
+        "open_items": (snapshot.get("project_checks") or {}).get("open_items") or [],
+        "development_signatures": any(a.development_certificate for a in approvals),
+        "blocking_items": [{**row, "can_close": bool(set(row["owner_roles"]) & set(mine))} for row in as_rows(record)],
+        "procurement_blockers": record_blockers(record),
+    }
+
+
+def _owners_and_signing(
+    request: HttpRequest, selection: Selection, record: DecisionRecord, approvals: list, mine
+) -> dict:
+    """The owners' rows (who approved, who may approve now) and who signs next, and how."""
+    approved_roles = {a.role for a in approvals}
     next_signer = next_signer_role(record) if record.status == DecisionRecord.Status.APPROVED else None
     in_review = record.status == DecisionRecord.Status.IN_REVIEW
     frozen = {o.get("role"): o.get("certificate_sha256") for o in (record.snapshot or {}).get("owners", [])}
@@ -224,41 +274,15 @@ def _record_page(
         }
         for role in OWNER_ROLES
     ]
-    can_edit = selectors.can_edit(request.user, selection)
-    context = page_context(
-        request,
-        selection,
-        "records",
-        record=record,
-        owners=owners,
-        timeline=_timeline(record, approvals),
-        comments=record.comments.select_related("author"),
-        successor=_successor(record),
-        sign_role={"role": next_signer, "label": role_name(next_signer), "certificate": frozen.get(next_signer)}
-        if next_signer in mine
+    signs_here = next_signer in mine
+    return {
+        "owners": owners,
+        "sign_role": {"role": next_signer, "label": role_name(next_signer), "certificate": frozen.get(next_signer)}
+        if signs_here
         else None,
-        next_signer={"role": next_signer, "label": role_name(next_signer)} if next_signer else None,
-        edit_form=edit_form
-        or (RecordDraftForm(instance=record) if can_edit and not record.frozen and not record.archived_at else None),
-        comment_form=comment_form or CommentForm(),
-        sign_form=sign_form or SignForm(),
-        signing=_signing_options(request, record, next_signer if next_signer in mine else None),
-        hsm_form=hsm_form or HsmSignForm(),
-        upload_form=upload_form or SignatureUploadForm(),
-        can_comment=selectors.can_review(request.user, selection) or bool(mine),
-        review_problems=review_problems or [],
-        snapshot=record.snapshot or {},
-        record_language=language_name(
-            ((record.snapshot or {}).get("record") or {}).get("language") or record_language()
-        ),
-        has_pdf=bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
-        monitoring_export=exportable(record),
-        open_items=((record.snapshot or {}).get("project_checks") or {}).get("open_items") or [],
-        development_signatures=any(a.development_certificate for a in approvals),
-        blocking_items=[{**row, "can_close": bool(set(row["owner_roles"]) & set(mine))} for row in as_rows(record)],
-        procurement_blockers=record_blockers(record),
-    )
-    return render(request, "selection/decision/record.html", context, status=status)
+        "next_signer": {"role": next_signer, "label": role_name(next_signer)} if next_signer else None,
+        "signing": _signing_options(request, record, next_signer if signs_here else None),
+    }
 
 
 @login_required
@@ -290,56 +314,84 @@ def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
     selection = get_selection(request, pk)
     record = _get_record(selection, record_pk)
     action = request.POST.get("action")
-    back = redirect("selection:record", pk=selection.pk, record_pk=record.pk)
-    if action == "start_review":
+    handler = _RECORD_ACTIONS.get(action)
+    if handler is None:
+        messages.error(request, _("Unknown action: %(action)s.") % {"action": action or "—"})
+        return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
+    return handler(request, selection, record)
+
+
+def _back(record: DecisionRecord) -> HttpResponse:
+    return redirect("selection:record", pk=record.selection_id, record_pk=record.pk)
+
+
+def _start_review(request: HttpRequest, selection: Selection, record: DecisionRecord) -> HttpResponse:
+    try:
+        start_review(record=record, user=request.user)
+    except ValidationError as error:
+        return _record_page(request, selection, record, review_problems=error.messages, status=400)
+    messages.success(
+        request,
+        _("Record v%(v)s is in review: the snapshot is frozen. The three owners approve next.") % {"v": record.version},
+    )
+    return _back(record)
+
+
+def _comment(request: HttpRequest, selection: Selection, record: DecisionRecord) -> HttpResponse:
+    form = CommentForm(request.POST)
+    if form.is_valid():
         try:
-            start_review(record=record, user=request.user)
+            comment(record=record, user=request.user, text=form.cleaned_data["text"])
         except ValidationError as error:
-            problems = error.messages
-            return _record_page(request, selection, record, review_problems=problems, status=400)
-        messages.success(
-            request,
-            _("Record v%(v)s is in review: the snapshot is frozen. The three owners approve next.")
-            % {"v": record.version},
-        )
-        return back
-    if action == "comment":
-        form = CommentForm(request.POST)
-        if form.is_valid():
-            try:
-                comment(record=record, user=request.user, text=form.cleaned_data["text"])
-            except ValidationError as error:
-                attach_service_errors(form, error)
-            else:
-                messages.success(request, _("Comment added."))
-                return back
-        return _record_page(request, selection, record, comment_form=form, status=400)
-    if action == "approve":
-        role = request.POST.get("role", "")
-        try:
-            approve(record=record, user=request.user, role=role, comment_text=request.POST.get("comment", ""))
-        except ValidationError as error:
-            messages.error(request, " ".join(error.messages))
+            attach_service_errors(form, error)
         else:
-            messages.success(request, _("Approved as %(role)s.") % {"role": role_name(role).lower()})
-        return back
-    if action in ("archive", "restore"):
-        try:
-            (archive_draft if action == "archive" else restore_draft)(record=record, user=request.user)
-        except ValidationError as error:
-            messages.error(request, " ".join(error.messages))
-            return back
-        if action == "archive":
-            messages.success(
-                request,
-                _("Draft v%(v)s archived: it is out of the records list and kept in the audit trail.")
-                % {"v": record.version},
-            )
-            return redirect("selection:records", pk=selection.pk)
+            messages.success(request, _("Comment added."))
+            return _back(record)
+    return _record_page(request, selection, record, comment_form=form, status=400)
+
+
+def _approve(request: HttpRequest, selection: Selection, record: DecisionRecord) -> HttpResponse:
+    role = request.POST.get("role", "")
+    try:
+        approve(record=record, user=request.user, role=role, comment_text=request.POST.get("comment", ""))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, _("Approved as %(role)s.") % {"role": role_name(role).lower()})
+    return _back(record)
+
+
+def _archive(request: HttpRequest, selection: Selection, record: DecisionRecord) -> HttpResponse:
+    try:
+        archive_draft(record=record, user=request.user)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return _back(record)
+    messages.success(
+        request,
+        _("Draft v%(v)s archived: it is out of the records list and kept in the audit trail.") % {"v": record.version},
+    )
+    return redirect("selection:records", pk=selection.pk)
+
+
+def _restore(request: HttpRequest, selection: Selection, record: DecisionRecord) -> HttpResponse:
+    try:
+        restore_draft(record=record, user=request.user)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
         messages.success(request, _("Draft v%(v)s restored.") % {"v": record.version})
-        return back
-    messages.error(request, _("Unknown action: %(action)s.") % {"action": action or "—"})
-    return back
+    return _back(record)
+
+
+# the record page's POST actions -> their handler (each checks who may act in its service)
+_RECORD_ACTIONS = {
+    "start_review": _start_review,
+    "comment": _comment,
+    "approve": _approve,
+    "archive": _archive,
+    "restore": _restore,
+}
 
 
 @login_required

@@ -37,60 +37,66 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
         result.get("candidates", []),
         key=lambda c: (c.get("screened_out", False), c.get("rank") or 10**6, c.get("label", "")),
     )
+    dimension_names = {d.id: dimension_name(d.id) for d in criteria_domain.DIMENSIONS}
     weights = result.get("weights") or {}
     seen = [d.id for d in criteria_domain.DIMENSIONS if any(d.id in (c.get("dimensions") or {}) for c in columns)]
-    blocks = []
-    for dimension in seen:
-        criteria_ids = list(
-            dict.fromkeys(
-                cid
-                for c in columns
-                for cid, crit in (c.get("criteria") or {}).items()
-                if crit.get("dimension") == dimension
-            )
-        )
-        criteria_rows = [
+    gate_rows = [
+        {
+            "id": dimension,
+            "name": dimension_names.get(dimension, dimension),
+            "threshold": threshold,
+            "cells": [_gate_cell(c, dimension) for c in columns],
+        }
+        for dimension, threshold in (result.get("gates") or {}).items()
+    ]
+    return {
+        "columns": columns,
+        "dimensions": [_dimension_block(dimension, dimension_names, columns, weights) for dimension in seen],
+        "gates": gate_rows,
+        "missing": [_missing_indicators(c) for c in columns],
+        "winner": next((c for c in columns if c.get("candidate") == result.get("winner")), None),
+    }
+
+
+def _dimension_block(dimension: str, dimension_names: dict, columns: list[dict], weights: dict) -> dict:
+    """One dimension's row of cells and its criteria's rows, in the columns' order."""
+    criteria_ids = dict.fromkeys(
+        cid for c in columns for cid, crit in (c.get("criteria") or {}).items() if crit.get("dimension") == dimension
+    )
+    criteria_rows = []
+    for cid in criteria_ids:
+        criterion = criteria_domain.CRITERIA_BY_ID.get(cid)
+        criteria_rows.append(
             {
                 "id": cid,
-                "name": criterion_name(cid),
+                "name": criterion_name(cid) if criterion else cid,
                 "weight": weights.get(cid),
                 "cells": [_cell((c.get("criteria") or {}).get(cid)) for c in columns],
             }
-            for cid in criteria_ids
-        ]
-        blocks.append(
-            {
-                "id": dimension,
-                "name": dimension_name(dimension),
-                "cells": [_cell((c.get("dimensions") or {}).get(dimension)) for c in columns],
-                "criteria": criteria_rows,
-            }
         )
-    gate_rows = []
-    for dimension, threshold in (result.get("gates") or {}).items():
-        cells = []
-        for c in columns:
-            gate = next((g for g in c.get("gates") or [] if g.get("dimension") == dimension), None)
-            cells.append(gate or {"passed": None, "score": None, "reason": ""})
-        gate_rows.append({"id": dimension, "name": dimension_name(dimension), "threshold": threshold, "cells": cells})
-    missing = {
-        c.get("candidate"): sorted(
-            {
-                ind.get("indicator")
-                for crit in (c.get("criteria") or {}).values()
-                for ind in crit.get("indicators") or []
-                if ind.get("status") == "missing"
-            }
-        )
-        for c in columns
-    }
     return {
-        "columns": columns,
-        "dimensions": blocks,
-        "gates": gate_rows,
-        "missing": [missing[c.get("candidate")] for c in columns],
-        "winner": next((c for c in columns if c.get("candidate") == result.get("winner")), None),
+        "id": dimension,
+        "name": dimension_names.get(dimension, dimension),
+        "cells": [_cell((c.get("dimensions") or {}).get(dimension)) for c in columns],
+        "criteria": criteria_rows,
     }
+
+
+def _gate_cell(column: dict, dimension: str) -> dict:
+    gate = next((g for g in column.get("gates") or [] if g.get("dimension") == dimension), None)
+    return gate or {"passed": None, "score": None, "reason": ""}
+
+
+def _missing_indicators(column: dict) -> list[str]:
+    """The indicators a candidate has no evidence for, by name."""
+    return sorted(
+        {
+            ind.get("indicator")
+            for crit in (column.get("criteria") or {}).values()
+            for ind in crit.get("indicators") or []
+            if ind.get("status") == "missing"
+        }
+    )
 
 
 def _cell(data: dict | None) -> dict:
@@ -107,6 +113,28 @@ def _cell(data: dict | None) -> dict:
     }
 
 
+def _dimension_bars(table: dict, score, colours: dict[str, str]) -> str:
+    """The scores per dimension as bars with the gates ("" when there is nothing to draw)."""
+    bars = {
+        c["label"]: {d: (c.get("dimensions") or {}).get(d, {}).get("score") for d in c.get("dimensions") or {}}
+        for c in table["columns"]
+    }
+    if not bars or not any(bars.values()):
+        return ""
+    try:
+        return charts.dimension_bars(
+            bars,
+            dimensions=[b["id"] for b in table["dimensions"]],
+            labels={b["id"]: b["name"] for b in table["dimensions"]},
+            gates={g["id"]: float(g["threshold"]) for g in table["gates"]},
+            simulated=not score.signable,
+            title=_("Score per dimension"),
+            colours=colours,
+        )
+    except charts.ChartInputError:
+        return ""
+
+
 def _charts(selection: Selection, score, table: dict, include_simulated: bool) -> dict[str, Any]:
     """The comparison's SVG charts (cached per score snapshot, language and toggle): the scores per
     dimension, then each evidence chart once over every candidate (`benchmarks.run_charts`)."""
@@ -120,25 +148,8 @@ def _charts(selection: Selection, score, table: dict, include_simulated: bool) -
     cached = cache.get(key)
     if cached is not None:
         return cached
-    out: dict[str, Any] = {"dimension_bars": "", "evidence": []}
     colours = selection_colours(selection)  # one colour per candidate in every chart of the page
-    bars = {
-        c["label"]: {d: (c.get("dimensions") or {}).get(d, {}).get("score") for d in c.get("dimensions") or {}}
-        for c in table["columns"]
-    }
-    if bars and any(bars.values()):
-        try:
-            out["dimension_bars"] = charts.dimension_bars(
-                bars,
-                dimensions=[b["id"] for b in table["dimensions"]],
-                labels={b["id"]: b["name"] for b in table["dimensions"]},
-                gates={g["id"]: float(g["threshold"]) for g in table["gates"]},
-                simulated=not score.signable,
-                title=_("Score per dimension"),
-                colours=colours,
-            )
-        except charts.ChartInputError:
-            pass
+    out: dict[str, Any] = {"dimension_bars": _dimension_bars(table, score, colours), "evidence": []}
     latest = [
         (
             candidate.display_name,

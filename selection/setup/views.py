@@ -48,6 +48,7 @@ from selection.web import (
     recent_audit,
     require_archive,
     require_edit,
+    service_saved,
 )
 
 
@@ -73,34 +74,37 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         candidate_count=Count("candidates", filter=Q(candidates__archived_at__isnull=True), distinct=True),
         gate_count=Count("gates", distinct=True),
     )
-    rows = []
-    for selection in selections:
-        has_constraints = hasattr(selection, "constraints")
-        rows.append(
-            {
-                "selection": selection,
-                "leader": leading_candidate(selection),
-                "next": next_step(
-                    selection,
-                    has_constraints=has_constraints,
-                    candidate_count=selection.candidate_count,
-                    gate_count=selection.gate_count,
-                ),
-            }
-        )
-    due = [
-        {"record": record, "can_start": selectors.can_edit(request.user, record.selection)}
-        for record in ([] if show_archived else due_records(selections))
-        if not DecisionRecord.objects.filter(supersedes=record).exists()
-    ]
     context = {
-        "rows": rows,
+        "rows": [_dashboard_row(selection) for selection in selections],
         "can_create": selectors.can_create_selection(request.user),
-        "due": due,
+        "due": [] if show_archived else _due_reviews(request, selections),
         "show_archived": show_archived,
         "archived_count": archived_count,
     }
     return render(request, "selection/dashboard.html", context)
+
+
+def _dashboard_row(selection: Selection) -> dict:
+    """A selection on the dashboard: its leader and its next step."""
+    return {
+        "selection": selection,
+        "leader": leading_candidate(selection),
+        "next": next_step(
+            selection,
+            has_constraints=hasattr(selection, "constraints"),
+            candidate_count=selection.candidate_count,
+            gate_count=selection.gate_count,
+        ),
+    }
+
+
+def _due_reviews(request: HttpRequest, selections) -> list[dict]:
+    """Records due for review that no newer record supersedes yet, and whether this user may start one."""
+    return [
+        {"record": record, "can_start": selectors.can_edit(request.user, record.selection)}
+        for record in due_records(selections)
+        if not DecisionRecord.objects.filter(supersedes=record).exists()
+    ]
 
 
 @login_required
@@ -154,22 +158,7 @@ def selection_procurement(request: HttpRequest, pk: int) -> HttpResponse:
 def selection_detail(request: HttpRequest, pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     constraints = Constraints.objects.filter(selection=selection).first()
-    summary = []
-    if constraints:
-        for _key, title, names in CONSTRAINT_GROUPS:
-            summary.append(
-                (
-                    title,
-                    [
-                        (
-                            Constraints._meta.get_field(name).verbose_name,
-                            _display(constraints, name),
-                            CONSTRAINT_UNITS.get(name, ""),
-                        )
-                        for name in names
-                    ],
-                )
-            )
+    summary = _constraints_summary(constraints) if constraints else []
     return render(
         request,
         "selection/detail.html",
@@ -187,6 +176,24 @@ def selection_detail(request: HttpRequest, pk: int) -> HttpResponse:
             scenario_name=scenario_name(selection.scenario),
         ),
     )
+
+
+def _constraints_summary(constraints: Constraints) -> list[tuple]:
+    """The constraints by group: (title, [(label, value, unit)])."""
+    return [
+        (
+            title,
+            [
+                (
+                    Constraints._meta.get_field(name).verbose_name,
+                    _display(constraints, name),
+                    CONSTRAINT_UNITS.get(name, ""),
+                )
+                for name in names
+            ],
+        )
+        for _key, title, names in CONSTRAINT_GROUPS
+    ]
 
 
 @login_required
@@ -313,40 +320,39 @@ def scenario(request: HttpRequest, pk: int) -> HttpResponse:
             messages.error(request, _("Fill in the constraints first: the weights start from the inferred scenario."))
             return redirect("selection:constraints", pk=selection.pk)
         form = _weights_form(selection, request.POST)
-        if form.is_valid():
-            try:
-                update_weights(
-                    selection=selection,
-                    user=request.user,
-                    weights=form.weights(),
-                    justification=form.cleaned_data["justification"],
-                )
-            except ValidationError as error:
-                attach_service_errors(form, error, prefixes=("weights",))
-            else:
-                messages.success(request, _("Weights saved and recorded in the audit trail."))
-                return redirect("selection:scenario", pk=selection.pk)
+        if form.is_valid() and service_saved(
+            form,
+            lambda: update_weights(
+                selection=selection,
+                user=request.user,
+                weights=form.weights(),
+                justification=form.cleaned_data["justification"],
+            ),
+            prefixes=("weights",),
+        ):
+            messages.success(request, _("Weights saved and recorded in the audit trail."))
+            return redirect("selection:scenario", pk=selection.pk)
+    context = page_context(
+        request, selection, "scenario", form=form, **_scenario_page(selection, form, has_constraints)
+    )
+    return render(request, "selection/scenario.html", context)
+
+
+def _scenario_page(selection: Selection, form: WeightsForm, has_constraints: bool) -> dict:
+    """The scenario page beside its form: the weights table, the scenario mix and what decides here."""
     mix = [
         {"scenario": s, "name": scenario_name(s) or s, "percent": share * 100}
         for s, share in sorted((selection.scenario_mix or {}).items(), key=lambda kv: -kv[1])
     ]
-    return render(
-        request,
-        "selection/scenario.html",
-        page_context(
-            request,
-            selection,
-            "scenario",
-            form=form,
-            weight_table=_weight_table(form, selection),
-            mix=mix,
-            has_constraints=has_constraints,
-            scenario_name=scenario_name(selection.scenario),
-            # short traffic at low concurrency: say up front that KV-cache management does not decide here
-            kv_not_decisive=kv_not_decisive(selection.constraints.as_domain()) if has_constraints else None,
-            audit=recent_audit(selection, 30),
-        ),
-    )
+    return {
+        "weight_table": _weight_table(form, selection),
+        "mix": mix,
+        "has_constraints": has_constraints,
+        "scenario_name": scenario_name(selection.scenario),
+        # short traffic at low concurrency: say up front that KV-cache management does not decide here
+        "kv_not_decisive": kv_not_decisive(selection.constraints.as_domain()) if has_constraints else None,
+        "audit": recent_audit(selection, 30),
+    }
 
 
 @login_required
@@ -373,15 +379,12 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST":
         require_edit(request, selection)
         form = GatesForm(request.POST, current=current)
-        if form.is_valid():
-            try:
-                set_gates(selection=selection, user=request.user, gates=form.gates())
-            except ValidationError as error:
-                attach_service_errors(form, error, prefixes=("gates",))
-            else:
-                # The >3 warning is shown on the page itself (server-side and live), not as a flash.
-                messages.success(request, _("Gates saved."))
-                return redirect("selection:gates", pk=selection.pk)
+        if form.is_valid() and service_saved(
+            form, lambda: set_gates(selection=selection, user=request.user, gates=form.gates()), prefixes=("gates",)
+        ):
+            # The >3 warning is shown on the page itself (server-side and live), not as a flash.
+            messages.success(request, _("Gates saved."))
+            return redirect("selection:gates", pk=selection.pk)
     priorities = criteria_domain.SCENARIO_PRIORITIES.get(selection.scenario, ())
     return render(
         request,

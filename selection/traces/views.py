@@ -47,6 +47,29 @@ def _traces_page(request: HttpRequest, selection: Selection, form: TraceUploadFo
     )
 
 
+def _import_upload(request: HttpRequest, selection: Selection, form: TraceUploadForm) -> tuple[TraceImport, bool]:
+    """Import the uploaded trace from a private temporary copy: (trace, created); the service's
+    ValidationError passes through."""
+    upload = form.cleaned_data["file"]
+    with tempfile.TemporaryDirectory(prefix="kvselect-trace-") as directory:
+        # a fixed name with the upload's own extensions (.csv, .jsonl, .gz): nothing of the client's path
+        suffixes = "".join(x for x in Path(upload.name).suffixes[-2:] if x[1:].isalnum())
+        path = Path(directory) / f"trace{suffixes.lower()}"
+        with path.open("wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+        try:
+            return import_trace(
+                selection=selection,
+                user=request.user,
+                path=path,
+                name=upload.name,
+                format=form.cleaned_data["format"] or None,
+            )
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def traces(request: HttpRequest, pk: int) -> HttpResponse:
@@ -57,27 +80,11 @@ def traces(request: HttpRequest, pk: int) -> HttpResponse:
     form = TraceUploadForm(request.POST, request.FILES)
     if not form.is_valid():
         return _traces_page(request, selection, form, status=400)
-    upload = form.cleaned_data["file"]
-    with tempfile.TemporaryDirectory(prefix="kvselect-trace-") as directory:
-        # a fixed name with the upload's own extensions (.csv, .jsonl, .gz): nothing of the client's path
-        suffixes = "".join(x for x in Path(upload.name).suffixes[-2:] if x[1:].isalnum())
-        path = Path(directory) / f"trace{suffixes.lower()}"
-        with path.open("wb") as handle:
-            for chunk in upload.chunks():
-                handle.write(chunk)
-        try:
-            trace, created = import_trace(
-                selection=selection,
-                user=request.user,
-                path=path,
-                name=upload.name,
-                format=form.cleaned_data["format"] or None,
-            )
-        except ValidationError as error:
-            attach_service_errors(form, error)
-            return _traces_page(request, selection, form, status=400)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
+    try:
+        trace, created = _import_upload(request, selection, form)
+    except ValidationError as error:
+        attach_service_errors(form, error)
+        return _traces_page(request, selection, form, status=400)
     if created:
         messages.success(request, _("Trace imported: review the one-pager it proposes, then accept it."))
     else:
@@ -161,12 +168,20 @@ def _pools(statistics: dict) -> list[dict]:
     return rows
 
 
+def _groups(statistics: dict) -> list[dict]:
+    """The trace's requests by group (short, long, multi-turn) with their shares."""
+    groups = statistics.get("groups") or {}
+    total = sum(groups.values()) or 1
+    return [
+        {"name": name, "label": label, "count": groups.get(name, 0), "share": groups.get(name, 0) / total}
+        for name, label in (("short", _("short")), ("long", _("long")), ("multi_turn", _("multi-turn")))
+    ]
+
+
 def _trace_page(request: HttpRequest, selection: Selection, trace: TraceImport, status: int = 200) -> HttpResponse:
     constraints = Constraints.objects.filter(selection=selection).first()
     statistics = trace.statistics or {}
     rate = statistics.get("rate") or {}
-    groups = statistics.get("groups") or {}
-    total = sum(groups.values()) or 1
     return render(
         request,
         "selection/trace.html",
@@ -178,10 +193,7 @@ def _trace_page(request: HttpRequest, selection: Selection, trace: TraceImport, 
             stats=statistics,
             rows=_proposal_rows(trace, constraints),
             has_constraints=constraints is not None,
-            groups=[
-                {"name": name, "label": label, "count": groups.get(name, 0), "share": groups.get(name, 0) / total}
-                for name, label in (("short", _("short")), ("long", _("long")), ("multi_turn", _("multi-turn")))
-            ],
+            groups=_groups(statistics),
             charts=_charts(trace),
             concurrency_basis=_translated(concurrency_basis(statistics["concurrency"]))
             if statistics.get("concurrency")

@@ -8,6 +8,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from selection.domain import capacity as cap
+from selection.domain.messages import plain
 
 _OPTION_OF_FIELD = {
     "model": "--model",
@@ -160,7 +161,7 @@ class Command(BaseCommand):
         except cap.CapacityError as exc:
             option = _option_for(str(exc))
             raise CommandError(f"{option + ' -> ' if option else ''}{exc}") from exc
-        data = plan.to_dict()
+        data = plain(plan.to_dict())  # notes as English text
         if o["json"]:
             self.stdout.write(json.dumps(data, sort_keys=False))
             return

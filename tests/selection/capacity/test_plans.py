@@ -5,6 +5,8 @@ import pytest
 
 from selection.candidates.services import add_candidate
 from selection.capacity.plans import plan_for_candidate
+from selection.domain.messages import render
+from selection.i18n import message_text
 
 
 @pytest.fixture
@@ -38,7 +40,7 @@ def test_lmdeploy_is_planned_with_its_own_rules_not_vllms(add):
     assert plan["engine"] == "lmdeploy" and plan["block_size"] == 64  # before: vLLM's 16 and its budget
     entry = estimate(plan, "cache_max_entry_count")
     assert entry["value"] == 0.8 and "InternLM/lmdeploy/blob/v0.16.0/lmdeploy/messages.py" in entry["source"]
-    assert not any("not modelled" in note for note in plan["notes"])
+    assert not any("not modelled" in render(note) for note in plan["notes"])
 
 
 def test_llamacpp_is_planned_from_its_flags(add):
@@ -55,3 +57,13 @@ def test_launch_flags_override_the_version_default_and_a_what_if_overrides_the_f
     assert plan["memory_breakdown"]["budget"] == pytest.approx(0.5 * plan["gpu_memory_bytes"], rel=1e-6)
     what_if = plan_for_candidate(candidate, gpu_memory_utilization=0.8)
     assert what_if["memory_breakdown"]["budget"] == pytest.approx(0.8 * plan["gpu_memory_bytes"], rel=1e-6)
+
+
+def test_plan_notes_are_messages_shown_in_the_page_language_and_older_plain_notes_still_show(add):
+    plan = plan_for_candidate(add("vllm", launch_flags="--gpu-memory-utilization 0.5"))
+    flags = next(note for note in plan["notes"] if note["msgid"].startswith("from the launch flags"))
+    assert render(flags) == "from the launch flags: gpu_memory_utilization=0.5"
+    assert message_text(flags, "zh-hans") == "来自启动参数：gpu_memory_utilization=0.5"
+    assert message_text("a note stored before notes were messages", "zh-hans") == (
+        "a note stored before notes were messages"
+    )

@@ -104,7 +104,7 @@ def test_missing_kv_heads_means_mha_and_is_noted():
     del cfg["num_key_value_heads"]
     s = cap.validate_model_config(cfg)
     assert s.num_kv_heads == 32
-    assert any("multi-head attention assumed" in n for n in s.notes)
+    assert any("multi-head attention assumed" in str(n) for n in s.notes)
 
 
 # ---------------------------------------------------------------- bytes per token
@@ -557,7 +557,7 @@ def test_the_engine_versions_default_memory_fraction_is_used_with_its_source():
 def test_no_room_for_kv_when_weights_do_not_fit():
     p = plan("Llama-3.1-70B", gpu="H100-80GB", tp=1)
     assert p.kv_memory_bytes == 0 and p.num_blocks == 0 and p.token_capacity == 0
-    assert any("no KV cache fits" in n for n in p.notes)
+    assert any("no KV cache fits" in str(n) for n in p.notes)
 
 
 def test_larger_tp_gives_more_kv_per_gpu_for_70b():
@@ -776,3 +776,7 @@ def test_verdict_on_llamacpp_counts_its_slots_and_the_longest_sequence_a_slot_ho
     assert not v["fits"] and "a slot holds at most 4096 tokens, less than the max context 5000" in reasons
     v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=65536, n_parallel=8), c)
     assert v["fits"]
+
+
+def test_every_engine_has_its_memory_rules():
+    assert set(cap.ENGINE_RULES) == set(cap.ENGINES)

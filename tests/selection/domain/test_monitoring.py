@@ -199,3 +199,7 @@ def test_the_catalog_refuses_a_monitoring_metric_of_the_wrong_type():
     raw["engines"][0]["versions"][0]["features"]["monitoring_metrics"]["value"]["ttft"]["type"] = "gauge"
     with pytest.raises(CatalogError, match="monitoring_metrics.value: ttft.type: must be histogram"):
         parse_catalog(raw)
+
+
+def test_every_signal_has_its_plan():
+    assert set(monitoring.SIGNAL_PLANS) == {signal for signal, _title in monitoring.SIGNALS}
