@@ -11,11 +11,8 @@ from django.urls import reverse
 
 from benchmarks import charts
 from selection.candidates.services import add_candidate
-from selection.models import Membership
 from selection.records.services import create_draft, start_review
-from selection.setup.services import create_selection, save_constraints
-from tests.support.builders import DEV_PASSPHRASE as PASSPHRASE
-from tests.support.builders import ROLES, SAMPLE_CONSTRAINTS, enrol_owners, rescored, stress_run
+from tests.support.builders import chat_selection, rescored, stress_run
 from tests.support.svg import legend_colours
 
 pytestmark = pytest.mark.django_db
@@ -24,19 +21,10 @@ BLUE, ORANGE = (colour.lower() for colour in charts.PALETTE[:2])
 
 
 @pytest.fixture
-def ranked_against_order(architect, team, make_user, engines, dev_certs, settings):
-    """vLLM added first (blue), SGLang second (orange); SGLang is faster, so it ranks first."""
-    owners = {role: make_user(role, team, Membership.Role.REVIEWER) for role in ROLES}
-    enrol_owners(owners, dev_certs, PASSPHRASE, settings)  # a record goes to review only with enrolled owners
-    selection = create_selection(
-        user=architect,
-        team=team,
-        name="Chat",
-        business_owner=owners["business"],
-        platform_owner=owners["platform"],
-        security_owner=owners["security"],
-    )
-    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS))
+def ranked_against_order(architect, team, enrolled_owners, engines):
+    """vLLM added first (blue), SGLang second (orange); SGLang is faster, so it ranks first. The owners
+    are enrolled: a record goes to review only then."""
+    selection = chat_selection(architect, team, enrolled_owners)
     candidates = {}
     for slug, label, ttft in (("vllm", "vLLM", 700.0), ("sglang", "SGLang", 250.0)):
         candidates[label] = add_candidate(
