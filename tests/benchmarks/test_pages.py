@@ -19,6 +19,7 @@ from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from benchmarks.uploads import ingest
 from benchmarks.uploads.tokens import create_upload_token
 from selection.candidates.services import add_candidate
+from selection.domain.messages import render
 from selection.models import AuditEntry, Membership, Team, UploadToken
 from selection.setup.services import accept_scenario, set_gates
 from tests.support.builders import make_engine, make_selection, make_user, with_constraints
@@ -241,7 +242,7 @@ def test_capacity_of_llamacpp_follows_its_launch_flags(client, architect, select
     plan = client.get(url("selection:capacity", selection, llama)).context["plan"]
     assert plan["engine"] == "llamacpp" and plan["token_capacity"] == 32768  # not all the free memory
     assert plan["slots"] == 8 and plan["sequence_limit"] == 4096
-    assert any("from the launch flags: ctx_size=32768, n_parallel=8" in note for note in plan["notes"])
+    assert any("from the launch flags: ctx_size=32768, n_parallel=8" in render(note) for note in plan["notes"])
 
 
 def test_capacity_without_a_model_explains_what_to_do(client, architect, selection, candidate):
