@@ -442,7 +442,11 @@ def latency_vs_concurrency(
                     f"series[{candidate!r}].{key}: length {len(y)} does not match concurrency length {len(x)}"
                 )
             data[candidate][key] = y
-    bars = _single_load(d["x"] for d in data.values())
+    # a traffic group's series ("vLLM · short requests"): its candidate's colour, markers only, no line to
+    # the load points (a part of one load, at its own concurrency)
+    parent = {name: name.split(" · ")[0] for name in data if " · " in name and name.split(" · ")[0] in data}
+    palette.update({name: palette[owner] for name, owner in parent.items()})
+    bars = _single_load(d["x"] for name, d in data.items() if name not in parent)
     fig, (ax_ttft, ax_tpot) = _figure(title, simulated, size=(8.0, 3.6), ncols=2)
     names = list(data)
     for i, candidate in enumerate(names):
@@ -454,6 +458,16 @@ def latency_vs_concurrency(
                     ax.text(i, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
                 else:
                     ax.bar(i, value, width=0.6, color=palette[candidate], label=candidate)
+            elif candidate in parent:
+                ax.plot(
+                    d["x"],
+                    d[key],
+                    linestyle="none",
+                    marker="D",
+                    markersize=4,
+                    color=palette[candidate],
+                    label=candidate,
+                )
             else:
                 ax.plot(d["x"], d[key], marker="o", markersize=3, color=palette[candidate], label=candidate)
     for ax, metric, budget in ((ax_ttft, "TTFT", ttft_budget_ms), (ax_tpot, "TPOT", tpot_budget_ms)):

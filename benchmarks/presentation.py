@@ -445,28 +445,45 @@ def chart_percentile(points: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+TRAFFIC_GROUPS = {"short": _("short requests"), "long": _("long requests"), "multi_turn": _("multi-turn sessions")}
+
+
 def latency_series(
-    name: str, points: Sequence[Mapping[str, Any]], percentile: str | None = None
+    name: str, points: Sequence[Mapping[str, Any]], percentile: str | None = None, translate=lambda text: text
 ) -> dict[str, dict[str, list]]:
     """Input for `charts.latency_vs_concurrency`: {name: {concurrency, ttft_ms, tpot_ms}}, sorted by load,
-    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure."""
+    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure. A traffic
+    group's point (short, long: a part of one load, measured at its own concurrency) is a series of its
+    own, "name · short requests", never joined by a line to a load point."""
     percentile = percentile or chart_percentile(points)
     if percentile is None:
         return {}
+    parts: dict[str, list[Mapping[str, Any]]] = {}
+    for point in points:
+        group = (point.get("extra") or {}).get("traffic_group")
+        label = f"{name} · {translate(TRAFFIC_GROUPS.get(group, group))}" if group else name
+        parts.setdefault(label, []).append(point)
+    out = {}
+    for label, own in sorted(parts.items(), key=lambda item: item[0] != name):
+        series = _latency_line(own, percentile)
+        if series is not None:
+            out[label] = series
+    return out
+
+
+def _latency_line(points: Sequence[Mapping[str, Any]], percentile: str) -> dict[str, list] | None:
     xs, ttft, tpot = [], [], []
     for index, point in enumerate(points):
         xs.append(point_x(point, index)[0])
         ttft.append(_finite((point.get("ttft_ms") or {}).get(percentile)))
         tpot.append(_finite((point.get("tpot_ms") or {}).get(percentile)))
     if not any(v is not None for v in ttft + tpot):
-        return {}
+        return None
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     return {
-        name: {
-            "concurrency": [xs[i] for i in order],
-            "ttft_ms": [ttft[i] for i in order],
-            "tpot_ms": [tpot[i] for i in order],
-        }
+        "concurrency": [xs[i] for i in order],
+        "ttft_ms": [ttft[i] for i in order],
+        "tpot_ms": [tpot[i] for i in order],
     }
 
 

@@ -20,6 +20,7 @@ from selection.api.serializers import (
     WeightsUpdateSerializer,
 )
 from selection.candidates.services import add_candidate, update_candidate
+from selection.domain.headline import decision_headline
 from selection.domain.messages import Message, plain
 from selection.models import Engine
 from selection.scoring.services import ScoresState, compute_scores, scores_state
@@ -49,7 +50,25 @@ def _scores_body(state: ScoresState) -> dict:
         "leader": score.leader,
         "coverage": score.coverage,
         "result": plain(score.result),  # its sentences as English text, as before
+        "decision": decision_body(score.result),
     }
+
+
+def decision_body(result: dict) -> dict:
+    """The comparison's headline as the API states it: the verdict (clear, close, inconclusive, misfit,
+    tie, none), the recommended candidate (None for a tie: a tie names no winner), the tied candidates,
+    what the choice rests on and every constraint the recommendation misses, in English."""
+    out = decision_headline(result)
+    return plain(
+        {
+            "verdict": out["verdict"],
+            "recommended": (out.get("leader") or {}).get("candidate"),
+            "tied": [c.get("candidate") for c in out.get("tied") or []],
+            "rests_on": result.get("rests_on"),
+            "misses": out.get("misses") or [],
+            "reason": out.get("verdict_reason"),
+        }
+    )
 
 
 class SelectionViewSet(

@@ -33,6 +33,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from benchmarks.models import BenchmarkRun
 from selection.audit import audit
 from selection.certificates import signing
 from selection.certificates.services import current_certificate
@@ -283,6 +284,13 @@ def cite_evidence(record: DecisionRecord) -> None:
     of them (nor the runs' artifacts and points) can be deleted (PROTECT and database triggers)."""
     candidates = list(compared_candidates(record.selection))  # an archived candidate is not compared
     runs = record_runs(candidates, include_simulated=record.include_simulated)
+    # and every run the snapshot shows a section for (page 1 may read a figure from an earlier run)
+    listed = {
+        int(entry["run"].removeprefix("run-"))
+        for entry in (record.snapshot or {}).get("validation") or []
+        if str(entry.get("run") or "").startswith("run-")
+    }
+    runs += list(BenchmarkRun.objects.filter(pk__in=listed - {run.pk for run in runs}))
     RecordCitation.objects.bulk_create(
         [RecordCitation(record=record, candidate=candidate) for candidate in candidates]
         + [RecordCitation(record=record, candidate_id=run.candidate_id, run=run) for run in runs]

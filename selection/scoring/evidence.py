@@ -619,9 +619,21 @@ def evidence_for(
                 metrics=metrics,
                 documented=documented_features(candidate),
                 held_out=held_out,
+                verdicts=run_verdicts(metrics),
+                gpu_count=candidate.gpu_count,
             )
         )
     return result
+
+
+def run_verdicts(metrics: dict[str, scoring.Metric]) -> dict[str, dict[str, str]]:
+    """Run id -> verdict name -> status, of every run a metric comes from: what settles each figure's
+    fit to its constraint (`procurement.constraint_fit`)."""
+    ids = sorted({int(run) for metric in metrics.values() for run in metric.run_ids if str(run).isdigit()})
+    return {
+        str(run.pk): {str(v.get("name") or ""): status_of(v) for v in run.verdicts or []}
+        for run in BenchmarkRun.objects.filter(pk__in=ids).only("pk", "verdicts")
+    }
 
 
 def uses_simulated(evidence: list[scoring.CandidateEvidence]) -> bool:

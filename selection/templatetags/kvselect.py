@@ -144,6 +144,12 @@ def test_name(value):
 
 
 @register.filter
+def clipped(value, columns: int) -> bool:
+    """Whether `clip` would cut the text at `columns`: page 1 then points to the annex that states it in full."""
+    return clip(value, columns) != " ".join(str(value or "").split())
+
+
+@register.filter
 def clip(value, columns: int) -> str:
     """Text cut to `columns` display columns with "…" (a CJK character takes two, as it does on the
     page): the record's one-page summary bounds each free text by the room it has, in any language."""
