@@ -508,6 +508,25 @@ def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: boo
         "requests_done": progress.get("requests_done"),
         "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),
         "terminal": terminal,
+        "waiting_for": waiting_view(progress.get("waiting_for")) if status == "queued" else None,
+    }
+
+
+def waiting_view(holder: Any) -> dict[str, Any] | None:
+    """The run a queued run waits for (`validation.worker.hardware_holder`): its id, test, candidate
+    (only in the same selection) and the shared hardware as (kind, name) pairs."""
+    if not isinstance(holder, Mapping) or holder.get("run") is None:
+        return None
+    hardware = []
+    for key in holder.get("hardware") or []:
+        kind, _sep, name = str(key).partition(":")
+        hardware.append({"kind": kind, "name": name})
+    return {
+        "run": holder["run"],
+        "test": str(holder.get("test") or ""),
+        "candidate": holder.get("candidate"),
+        "other_selection": bool(holder.get("other_selection")),
+        "hardware": hardware,
     }
 
 
