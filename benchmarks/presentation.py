@@ -84,6 +84,7 @@ STATUS_LABELS = {
     verdict_status.INSUFFICIENT_DATA: _("insufficient data"),
     verdict_status.NOT_EXERCISED: _("not exercised"),
     verdict_status.NOT_JUDGED: _("not judged"),
+    verdict_status.NOT_APPLICABLE: _("not applicable"),
 }
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
@@ -636,8 +637,13 @@ def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
     """A finished run's overall verdict from its pass criteria: FAIL when any criterion failed;
     PASS when every one passed; INSUFFICIENT_DATA when none could be judged (or the run has no
     criteria, as most uploads); otherwise INCONCLUSIVE (some passed, the rest inconclusive, not
-    exercised or short of data: a run is only as good as its weakest verdict)."""
-    statuses = [verdict_status.status_of(dict(v)) for v in verdicts or []]
+    exercised or short of data: a run is only as good as its weakest verdict). A criterion the
+    engine's documented cache model makes not applicable counts neither way; a run whose every
+    criterion is not applicable is NOT_APPLICABLE."""
+    all_statuses = [verdict_status.status_of(dict(v)) for v in verdicts or []]
+    statuses = [status for status in all_statuses if status != verdict_status.NOT_APPLICABLE]
+    if all_statuses and not statuses:
+        return verdict_status.NOT_APPLICABLE
     if FAIL in statuses:
         return FAIL
     if statuses and all(status == PASS for status in statuses):
