@@ -795,7 +795,7 @@ def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
         raise records_domain.RecordContextError(
             [
                 _(
-                    "decision: the scores tie between %(names)s, so there is no winner to record; what would separate "
+                    "The scores tie between %(names)s, so there is no winner to record; what would separate "
                     "them: %(separate)s"
                 )
                 % {"names": names, "separate": separate}
