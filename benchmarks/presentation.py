@@ -54,6 +54,8 @@ CRITERION_TITLES = {
     "gpu_memory_slope": _("GPU memory steady under steady load"),
     "preemption_rate_trend": _("Preemptions do not grow over the soak"),
     "fragmentation_stable": _("Fragmentation does not grow over the soak"),
+    "queue_not_growing": _("The waiting queue does not grow over the soak"),
+    "queue_wait_p95_within_budget": _("Queue wait p95 within its share of the TTFT budget"),
     "switch_errors": _("No request failed across the switch and the rollback"),
     "budget_recovered_after_switch": _("Back within the budget soon after the switch"),
     "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),

@@ -216,7 +216,24 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
         "verdict": presentation.run_verdict(verdicts),
         "metrics": presentation.result_figures(run.test, list(run.points.values()), run.metadata, _),
         "charts": record_charts(run, budgets, colours),
+        "soak_length": _soak_length(run),
     }
+
+
+SOAK_SHORT = gettext_noop(
+    "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
+    "hours. Slow leaks and fragmentation may not show in it."
+)
+
+
+def _soak_length(run: BenchmarkRun) -> str:
+    """The record's sentence on a soak shorter than planned (or than the articles' hours), "" otherwise."""
+    length = ((run.metadata or {}).get("observed") or {}).get("soak_length") if run.test == "stability" else None
+    if not length or not length.get("shorter_than_planned"):
+        return ""
+    duration = float(length["duration_s"])
+    ran = _("%(n)s s") % {"n": f"{duration:g}"} if duration < 3600 else _("%(n)s h") % {"n": f"{duration / 3600:.2g}"}
+    return _(SOAK_SHORT) % {"ran": ran, "planned": f"{float(length['planned_s']) / 3600:g}"}
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
