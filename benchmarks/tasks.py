@@ -45,7 +45,7 @@ def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""
     try:
         run = worker.claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
-    except worker.EndpointBusy as exc:  # wait for the other test on this engine; does not use up the retries
+    except worker.HardwareBusy as exc:  # wait for the run on this hardware; does not use up the retries
         BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).update(enqueued_at=timezone.now())
         raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1) from exc
     if run is None:

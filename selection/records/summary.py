@@ -154,6 +154,7 @@ OUTCOMES = {
     "inconclusive": gettext_noop("inconclusive"),
     "insufficient_data": gettext_noop("insufficient data"),
     "not_exercised": gettext_noop("not run"),
+    "not_applicable": gettext_noop("not applicable"),
 }
 
 
@@ -171,7 +172,7 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
         failed = [
             name if status == "fail" else f"{name} ({presentation.status_label(status, _)})"
             for name, status in unsettled
-            if status != "pass"
+            if status not in ("pass", "not_applicable")  # the engine's documented design, not a gap
         ]
         gaps.append(
             {

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from benchmarks.harness import HARNESS_VERSION
+from benchmarks.harness.cache_model import CacheModel
 from benchmarks.harness.client import Api, OpenAIClient, ReceiveClock, RequestRecord, RequestSpec
 from benchmarks.harness.lengths import distribution
 from benchmarks.harness.load import (
@@ -31,6 +32,7 @@ from benchmarks.verdicts import (
     PASS,
     compare,
     judge_percentile,
+    not_applicable,
     verdict,
 )
 
@@ -75,6 +77,9 @@ class Target:
     # cached prefix (llama.cpp only: the prefix test's "off" run on the same endpoint)
     cache_prompt: bool | None = None
     receive_clock: ReceiveClock = "kernel"  # kernel receive stamps, or user-space time (client.ReceiveClock)
+    # the engine's documented cache model (the catalog's, as the launch flags deploy it): behaviour it
+    # rules out is judged "not applicable" with its source; None: every behaviour is judged as observed
+    cache_model: CacheModel | None = None
 
     @property
     def evidence_label(self) -> str:
@@ -92,6 +97,7 @@ class Target:
             "api_key_set": bool(self.api_key),
             **({"cache_prompt": self.cache_prompt} if self.cache_prompt is not None else {}),
             "receive_clock": self.receive_clock,
+            **({"cache_model": self.cache_model.describe()} if self.cache_model is not None else {}),
         }
 
     def client(
@@ -520,7 +526,12 @@ async def settle_after_load(
     return {"after": last, "waited_s": round(time.perf_counter() - start, 2)}
 
 
-def kv_verdicts(baseline: dict[str, float] | None, settled: dict[str, Any], engine: str | None) -> list[dict[str, Any]]:
+def kv_verdicts(
+    baseline: dict[str, float] | None, settled: dict[str, Any], cache_model: CacheModel | None = None
+) -> list[dict[str, Any]]:
+    """Requests and KV released after the aborts. On an engine whose documented cache model keeps a
+    finished request's KV resident (llama.cpp's slots), KV usage staying up is the design, not a
+    leak: that verdict is not applicable (with the source); the requests must still be released."""
     after = settled.get("after")
     if after is None:
         return [make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no metrics: cannot judge")]
@@ -538,14 +549,25 @@ def kv_verdicts(baseline: dict[str, float] | None, settled: dict[str, Any], engi
             )
         )
     kv, base = after.get("kv_usage_ratio"), (baseline or {}).get("kv_usage_ratio")
-    if kv is None or base is None:
+    figures = (
+        None
+        if kv is None or base is None
+        else f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE})"
+    )
+    if cache_model is not None and cache_model.keeps_finished_kv:
+        verdicts.append(
+            not_applicable(
+                "kv_back_to_baseline_after_aborts",
+                cache_model.resident_kv_reason(),
+                cache_model.source,
+                observed=figures or "",
+            )
+        )
+    elif figures is None:
         verdicts.append(make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no KV usage metric"))
     else:
-        detail = f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE})"
-        if engine == "llamacpp" and kv > base + KV_BASELINE_TOLERANCE:
-            detail += "; llama.cpp slots keep finished requests' cache for reuse, so usage stays up by design"
         verdicts.append(
-            make_verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, detail, kv, base)
+            make_verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, figures, kv, base)
         )
     return verdicts
 

@@ -164,7 +164,7 @@ async def run_concurrency_stress(
     for group_point, part in groups:
         verdicts.extend(budget_verdicts(group_point, params, label=group_point.label, records=part.records))
     if abort_every:
-        verdicts.extend(kv_verdicts(baseline, settled, session.metrics.recording.engine))
+        verdicts.extend(kv_verdicts(baseline, settled, target.cache_model))
     if outcome.cancelled:
         notes.append("cancelled: partial data")
     reporter.close()
