@@ -54,6 +54,8 @@ CRITERION_TITLES = {
     "gpu_memory_slope": _("GPU memory steady under steady load"),
     "preemption_rate_trend": _("Preemptions do not grow over the soak"),
     "fragmentation_stable": _("Fragmentation does not grow over the soak"),
+    "queue_not_growing": _("The waiting queue does not grow over the soak"),
+    "queue_wait_p95_within_budget": _("Queue wait p95 within its share of the TTFT budget"),
     "switch_errors": _("No request failed across the switch and the rollback"),
     "budget_recovered_after_switch": _("Back within the budget soon after the switch"),
     "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),
@@ -515,6 +517,25 @@ def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: boo
         "requests_done": progress.get("requests_done"),
         "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),
         "terminal": terminal,
+        "waiting_for": waiting_view(progress.get("waiting_for")) if status == "queued" else None,
+    }
+
+
+def waiting_view(holder: Any) -> dict[str, Any] | None:
+    """The run a queued run waits for (`validation.worker.hardware_holder`): its id, test, candidate
+    (only in the same selection) and the shared hardware as (kind, name) pairs."""
+    if not isinstance(holder, Mapping) or holder.get("run") is None:
+        return None
+    hardware = []
+    for key in holder.get("hardware") or []:
+        kind, _sep, name = str(key).partition(":")
+        hardware.append({"kind": kind, "name": name})
+    return {
+        "run": holder["run"],
+        "test": str(holder.get("test") or ""),
+        "candidate": holder.get("candidate"),
+        "other_selection": bool(holder.get("other_selection")),
+        "hardware": hardware,
     }
 
 

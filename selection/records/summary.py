@@ -21,6 +21,7 @@ from benchmarks.models import BenchmarkRun
 from selection.domain import catalog as catalog_domain
 from selection.domain import procurement
 from selection.models import Candidate, Score, Selection
+from selection.scoring.economics import economics_headline
 
 # marked here, translated when the snapshot is written (in the record's language)
 FIT_LABELS = {
@@ -212,6 +213,9 @@ def build_summary(
         "gpu_price": (
             f"{selection.constraints.cost_per_gpu_hour}" if selection.constraints.cost_per_gpu_hour is not None else ""
         ),
+        # the chosen configuration's monthly cost at the target load against the budget, and its growth
+        # (selection.scoring.economics: the same figures as the record's section 7 and the comparison)
+        "economics": economics_headline(selection, winner, score),
         "licence": {**_licence(winner), "terms": selection.licence_terms},
         "vendor_support": selection.vendor_support,
         "delivery_owner": selection.delivery_owner,

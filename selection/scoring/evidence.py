@@ -326,9 +326,11 @@ def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) 
     return f"client-bound ({run.test} run {run.pk}, {where}{why})"
 
 
-# figures a test derives that do not depend on the client's pace: whether a session continued
-# identically, whether a rung was served at its full length, whether idle sessions were evicted
-PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share"})
+# figures that do not depend on the client's pace: whether a session continued identically, whether
+# a rung was served at its full length, whether idle sessions were evicted, and the error rate (the
+# share of requests the engine failed: a late client changes when it reads an answer, never whether
+# the engine failed it), so a client-bound run's count for the scoring
+PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share", "error_rate"})
 # latencies a client-bound client that still applied the load can only have lengthened: scored with
 # [value - the client's lateness, value] as their interval
 LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})
