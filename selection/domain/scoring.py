@@ -74,10 +74,11 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
+# 6: prefix saving against the in-flight need, prefill compute on per-slot engines; not-applicable verdicts
 # 5: an offloading engine's idle-release share is missing (its sessions' cached tokens never fall), not 0;
 # 4: a gate also judges its dimension's own criteria, client-bound figures held out, measurement-noise draws,
 # TOPSIS on the fixed scale; 3: noise ties, isolation indicator, launch-flag features; 2: longest input
-RULES_VERSION = "kvselect-scoring/5"
+RULES_VERSION = "kvselect-scoring/6"
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -400,7 +401,9 @@ MAPPINGS: tuple[Mapping, ...] = (
         0.20,
         0.90,
         "ratio",
-        "measured prefix-reuse memory saving / theoretical saving; <= 0.2 -> 0, >= 0.9 -> 1",
+        "measured prefix-reuse saving / its best: KV memory against what the requests in flight need "
+        "(the prefix held once at best) where requests share a prefix; prefill compute (prompt tokens from the "
+        "cache, the prompt's shared share at best) where the engine caches per slot; <= 0.2 -> 0, >= 0.9 -> 1",
         2.0,
     ),
     Mapping(
