@@ -159,6 +159,13 @@ def observe_eviction(
             )
     preemptions = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "preemptions")
     offloaded = bool(store or load or cpu_usage_max)
+    # the sessions whose KV left the GPU for the offload tier and came back: the engine stored KV out
+    # while they idled and loaded it back while they resumed, and they resumed with their cache (not
+    # the dropped ones). Not counted per session by the engine: the counters moving in those two
+    # windows, and each such session's cached tokens, are the evidence.
+    offloaded_sessions = None
+    if store and load and warm_median and resumed_known:
+        offloaded_sessions = sum(1 for c in resumed_known if c >= EVICTED_CACHED_SHARE * warm_median)
     pairs = [(c, p) for c, p in zip(resumed_cached, resumed_prompts, strict=False) if c is not None and p]
     prompt_total = sum(p for _c, p in pairs)
     recomputed = sum(max(p - c, 0) for c, p in pairs)
@@ -171,7 +178,8 @@ def observe_eviction(
         "resume_prompt_tokens": prompt_total or None,
         "resume_recomputed_tokens": recomputed if prompt_total else None,
         "offloaded": offloaded,
-        "evicted_sessions": evicted_sessions,
+        "evicted_sessions": evicted_sessions,  # released: dropped from the GPU, recomputed on resume
+        "offloaded_sessions": offloaded_sessions,  # moved to the offload tier and loaded back on resume
         "sessions": len(resumed_cached),
         "cached_tokens_warm_p50": warm_median,
         "cached_tokens_resume_p50": _median(resumed_cached),

@@ -157,10 +157,10 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
       continuation_correct = 1 when every resumed session continued identically, else 0, only
       when a session was swapped in (`swapped_in`): sessions that were dropped and recomputed
       say nothing of recovering a swapped-out cache;
-      idle_release_share = the idle sessions the test saw evicted (their cached tokens fell on
-      resume) / the idle sessions resumed, only when the test observed the eviction; missing when
-      the engine offloaded and no session's cached tokens fell (the offload's sessions are not
-      counted per session: 0 would say none was released).
+      idle_release_share = the idle sessions whose KV was released (their cached tokens fell on
+      resume) or offloaded (stored to the offload tier while idle, loaded back on resume, resumed
+      with their cache) / the idle sessions resumed, only when the test observed the eviction
+      (`idle_release_share`); missing when an older run offloaded without counting its sessions.
     - isolation: isolation_ttft_p95_ms = tenant A's TTFT p95 under tenant B's flood, only when the
       flood loaded the engine and the p95 came from enough requests to judge (its budget verdict was
       neither insufficient data nor not exercised).
@@ -196,13 +196,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         same = _verdict(run, "continuation_identical")
         if same and same.get("passed") is not None and swapped_in(run):
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
-        eviction = (run.metadata or {}).get("eviction")
-        if isinstance(eviction, dict) and eviction.get("observed") and eviction.get("sessions"):
-            evicted = eviction.get("evicted_sessions")
-            # an offload moves a session's KV to the CPU tier and back: its cached tokens stay high on
-            # resume, so "none fell" counts no session and says nothing of which ones were offloaded
-            if evicted is not None and not (evicted == 0 and eviction.get("offloaded")):
-                derived["idle_release_share"] = float(evicted) / float(eviction["sessions"])
+        share = idle_release_share((run.metadata or {}).get("eviction"))
+        if share is not None:
+            derived["idle_release_share"] = share
     elif run.test == "isolation":
         figures = (run.metadata or {}).get("isolation") or {}
         judged = _verdict(run, "ttft_p95_within_budget[tenant_a_flood]")
@@ -210,6 +206,23 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if figures.get("flood_exercised") and figures.get("a_ttft_p95_flood_ms") is not None and seen:
             derived["isolation_ttft_p95_ms"] = float(figures["a_ttft_p95_flood_ms"])
     return derived
+
+
+def idle_release_share(eviction: Any) -> float | None:
+    """The idle sessions whose KV was released or offloaded, as the printed rule says, over the idle
+    sessions resumed (the swap test's eviction figures): released = dropped from the GPU (their cached
+    tokens fell on resume); offloaded = moved to the offload tier and loaded back (the offload
+    counters moved out during the idle time and back in during the resume, and they resumed with
+    their cache). None when the test saw no eviction, or counted neither per session; an offload the
+    test could not count per session is no count of zero (it would read as nothing released)."""
+    if not isinstance(eviction, dict) or not eviction.get("observed") or not eviction.get("sessions"):
+        return None
+    released, offloaded = eviction.get("evicted_sessions"), eviction.get("offloaded_sessions")
+    if offloaded is None and eviction.get("offloaded") and not released:
+        return None  # offloaded, not counted per session (an older run): unknown, not zero
+    if released is None and offloaded is None:
+        return None
+    return min(float((released or 0) + (offloaded or 0)) / float(eviction["sessions"]), 1.0)
 
 
 def swapped_in(run: BenchmarkRun) -> bool:
