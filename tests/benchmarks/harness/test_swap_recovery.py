@@ -279,7 +279,6 @@ def test_each_session_class_is_judged_against_its_own_budget():
         swap_in_delay_budget_ms=60.0,
     )
     assert statuses(roomy)["swap_in_delay_within_budget"] == "not_exercised"
-    )
     with pytest.raises(w.PlanError, match="params.swap_in_delay_budget_ms"):
         asyncio.run(
             w.run_swap_recovery(
