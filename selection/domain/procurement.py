@@ -83,9 +83,13 @@ FIT_RULES = (
     FitRule("throughput", "output_tokens_per_s_per_gpu", AT_LEAST, "tokens/s/GPU", ("zero_errors",), ("ttft", "tpot")),
     FitRule("memory_headroom", "kv_headroom_at_target", AT_LEAST, "share", ("kv_peak_below_ceiling",)),
 )
+# The rollout rule: plan with 20-30 % KV headroom. The record requires the low end, and every place
+# that states headroom reads it from here: page 1's fit, the rollout section's plan, the alert rules'
+# KV and offload-tier warnings, the capacity chart's line.
+KV_HEADROOM_PERCENT = 20.0
+MIN_KV_HEADROOM = KV_HEADROOM_PERCENT / 100
 # the order a reader meets the rows in (page 1, the API): the claim first, then its parts
 FIT_ORDER = ("concurrency", "ttft", "tpot", "context", "throughput", "memory_headroom")
-MIN_KV_HEADROOM = 0.20  # the rollout rule: plan with 20-30 % headroom
 
 
 # Each row as a reader names it (page 1, the API, the headline), marked here, translated where shown.

@@ -22,6 +22,7 @@ from selection.domain import catalog as catalog_domain
 from selection.domain import procurement
 from selection.i18n import message_text
 from selection.models import Candidate, Score, Selection
+from selection.scoring.economics import economics_headline
 
 # marked in the domain, translated when the snapshot is written (in the record's language)
 FIT_LABELS = procurement.FIT_NAMES
@@ -225,6 +226,9 @@ def build_summary(
         "gpu_price": (
             f"{selection.constraints.cost_per_gpu_hour}" if selection.constraints.cost_per_gpu_hour is not None else ""
         ),
+        # the chosen configuration's monthly cost at the target load against the budget, and its growth
+        # (selection.scoring.economics: the same figures as the record's section 7 and the comparison)
+        "economics": economics_headline(selection, winner, score),
         "licence": {**_licence(winner), "terms": selection.licence_terms},
         "vendor_support": selection.vendor_support,
         "delivery_owner": selection.delivery_owner,

@@ -32,7 +32,15 @@ CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
     (
         "traffic",
         _("Traffic"),
-        ["peak_concurrency", "p95_concurrency", "request_rate", "throughput_target_tokens_s", "tenants"],
+        [
+            "peak_concurrency",
+            "p95_concurrency",
+            "request_rate",
+            "throughput_target_tokens_s",
+            "tenants",
+            "growth_factor",
+            "growth_horizon_months",
+        ],
     ),
     (
         "context",
@@ -50,10 +58,21 @@ CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
     (
         "multi_turn",
         _("Multi-turn"),
-        ["multi_turn", "average_turns", "idle_seconds_between_turns", "concurrent_sessions", "never_swap_sessions"],
+        [
+            "multi_turn",
+            "average_turns",
+            "idle_seconds_between_turns",
+            "concurrent_sessions",
+            "never_swap_sessions",
+            "swap_in_delay_budget_ms",
+        ],
     ),
     ("latency", _("Latency budget"), ["ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"]),
-    ("hardware", _("Hardware & cost"), ["gpu_model", "gpu_memory_gib", "gpu_count_budget", "cost_per_gpu_hour"]),
+    (
+        "hardware",
+        _("Hardware & cost"),
+        ["gpu_model", "gpu_memory_gib", "gpu_count_budget", "cost_per_gpu_hour", "host_memory_cost_per_gib_month"],
+    ),
     ("team_model", _("Team & model"), ["ops_team_size", "target_model", "kv_precisions_allowed", "notes"]),
 ]
 CONSTRAINT_FIELDS = [name for _key, _title, names in CONSTRAINT_GROUPS for name in names]
@@ -76,12 +95,16 @@ CONSTRAINT_UNITS = {
     "idle_seconds_between_turns": _("s"),
     "concurrent_sessions": _("sessions"),
     "never_swap_sessions": _("sessions"),
+    "swap_in_delay_budget_ms": _("ms"),
     "ttft_p95_ms": _("ms"),
     "tpot_p95_ms": _("ms"),
     "e2e_p95_ms": _("ms"),
     "gpu_memory_gib": _("GiB"),
     "gpu_count_budget": _("GPUs"),
     "cost_per_gpu_hour": _("per GPU-hour"),
+    "host_memory_cost_per_gib_month": _("per GiB-month"),
+    "growth_factor": _("x today"),
+    "growth_horizon_months": _("months"),
     "ops_team_size": _("people"),
 }
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 import aiohttp
 
 from benchmarks.harness import swap
-from benchmarks.harness.cache_model import CacheModel
+from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
@@ -33,9 +33,11 @@ from benchmarks.harness.workloads.common import (
     budget_params,
     budget_verdicts,
     build_result,
+    client_slack_ms,
     constraint_value,
     errors_verdict,
     format_ms,
+    load_held,
     require_param,
     settle_after_load,
 )
@@ -52,6 +54,7 @@ from benchmarks.verdicts import (
     NOT_JUDGED,
     PASS,
     compare,
+    judge_percentile,
     not_applicable,
     percentile_interval,
     ratio_interval,
@@ -79,6 +82,9 @@ PARAMS = (
     ParamSpec("max_resume_over_recompute", 0.8, _("Largest resume / recompute TTFT ratio"), "x"),
     ParamSpec("allow_cache_reset", True, _("Clear the engine's prefix cache for the recompute"), ""),
     ParamSpec("settle_s", 15.0, _("Settling time after the load (s)"), "s"),
+    ParamSpec(
+        "swap_in_delay_budget_ms", None, _("Swap-in delay the other sessions accept (ms; empty: no budget)"), "ms"
+    ),
     *BUDGET_PARAMS,
 )
 
@@ -143,6 +149,9 @@ def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, A
         "max_resume_over_recompute": 0.8,  # resume TTFT p50 / recompute TTFT p50 above it: no benefit
         "allow_cache_reset": True,  # False: never clear the engine's prefix cache (recompute: unique prompts)
         "settle_s": 15.0,
+        # the session classes (constraints): the never-swap sessions come back warm; the others accept
+        # a swap-in delay up to this budget (None: the constraints name no such class)
+        "swap_in_delay_budget_ms": constraint_value(constraints, "swap_in_delay_budget_ms", None),
         **budget_params(constraints),
     }
 
@@ -219,6 +228,8 @@ def _swap_config(params: dict[str, Any]) -> _SwapConfig:
     capacity_param = params.get("kv_capacity_tokens")
     if capacity_param is not None:
         capacity_param = require_param(params, "kv_capacity_tokens", int, 1)
+    if params.get("swap_in_delay_budget_ms") is not None:
+        require_param(params, "swap_in_delay_budget_ms", float, 0)
     return _SwapConfig(
         sessions=sessions_n,
         warm=warm_n,
@@ -372,7 +383,25 @@ class _SwapRun:
                 pass
 
     async def warm_sessions(self) -> None:
-        """The warm (and never-swap) sessions' turn 1, then the warm sessions' turn 2 at once."""
+        """The warm (and never-swap) sessions' turn 1, then the warm sessions' turn 2 at once. On an
+        engine with a fixed number of slots (llama.cpp) each warm session's turn 2 follows its own turn 1,
+        one session at a time: more sessions than slots would otherwise overwrite each other's slot
+        before their turn 2, and the reference would be no warm reference."""
+        model = self.target.cache_model
+        if model is not None and model.kind == SLOT_RESIDENT:
+            await self.phase("turn1", [self.first_turn(i) for i in self.never_ids], 0, 5)
+            self.snapshots["warm_start"] = await self.session.kv_now()
+            one = asyncio.Semaphore(1)
+
+            async def chain(sid: int) -> None:
+                async with one:
+                    await self.first_turn(sid)
+                    if sid in self.history:
+                        await self.next_turn(sid, "warm")
+
+            await self.phase("warm", [chain(i) for i in self.warm_ids], 5, 15)
+            self.snapshots["warm_end"] = await self.session.kv_now()
+            return
         await self.phase("turn1", [self.first_turn(i) for i in self.warm_ids + self.never_ids], 0, 10)
         self.snapshots["warm_start"] = await self.session.kv_now()
         await self.phase("warm", [self.next_turn(i, "warm") for i in self.warm_ids if i in self.history], 10, 15)
@@ -557,12 +586,16 @@ def _swap_eviction(run: _SwapRun) -> dict[str, Any]:
     """Whether the idle sessions' KV was evicted, as observed (benchmarks.harness.swap)."""
     records = run.records
     cpu = [v for _, v in run.session.metrics.recording.series.get("cpu_kv_usage_ratio", [])]
+    resumed = [record for record in records["resume"].values() if record.ok]
+    sources = {r.cached_source for r in [*records["warm"].values(), *resumed] if r.cached_source}
     eviction = swap.observe_eviction(
         [records["warm"][i].cached_tokens for i in records["warm"] if records["warm"][i].ok],
-        [records["resume"][i].cached_tokens for i in records["resume"] if records["resume"][i].ok],
+        [record.cached_tokens for record in resumed],
         run.snapshots,
         max(cpu) if cpu else None,
         {label: _ttfts(records[label]) for label in ("warm", "resume", "recompute")},
+        cached_source=", ".join(sorted(sources)) or None,
+        resumed_prompts=[record.prompt_tokens for record in resumed],
     )
     eviction["idle_kv_tokens"] = run.sizing.get("idle_kv_tokens")
     eviction["kv_capacity_tokens"] = run.sizing.get("kv_capacity_tokens")
@@ -591,6 +624,8 @@ def _swap_result(run: _SwapRun, baseline: dict[str, float] | None) -> Normalized
             for v in budget
         ]
     verdicts.extend(budget)
+    if params.get("swap_in_delay_budget_ms") is not None:
+        verdicts.append(_delay_class_verdict(run, points[2], eviction))
     if pressure_point is not None and (pressure_point.requests_failed or 0):
         notes.append(f"{pressure_point.requests_failed} pressure requests failed (the pressure's own errors)")
     observed = _swap_observed_line(eviction, resume, continuation, never, run.sizing)
@@ -616,6 +651,45 @@ def _swap_result(run: _SwapRun, baseline: dict[str, float] | None) -> Normalized
             "observed": observed,
         },
     )
+
+
+def _delay_class_verdict(run: _SwapRun, resume_point: LoadPoint, eviction: dict[str, Any]) -> dict[str, Any]:
+    """The session class that accepts a swap-in delay, judged against its own budget: each resumed
+    session's TTFT over the warm sessions' p50 (the same history still in GPU memory), p95 against
+    `swap_in_delay_budget_ms`, with its interval and sample size; not exercised when no eviction was
+    observed (nothing was swapped in). The never-swap class is judged by `never_swap_sessions_warm`."""
+    name = "swap_in_delay_within_budget"
+    budget = float(require_param(run.params, "swap_in_delay_budget_ms", float, 0))
+    warm = _ttfts(run.records["warm"])
+    warm_p50 = statistics.median(warm) if warm else None
+    if warm_p50 is None:
+        return verdict(name, NOT_JUDGED, "no warm turn to measure the swap-in delay against", None, budget, 0)
+    delays = [ttft - warm_p50 for ttft in _ttfts(run.records["resume"])]
+    what = f"swap-in delay (resume TTFT over the warm p50 {warm_p50:.0f} ms)"
+    if not eviction["observed"]:
+        return verdict(
+            name,
+            NOT_EXERCISED,
+            f"no eviction observed, so no session was swapped in: {what} of {len(delays)} sessions",
+            None,
+            budget,
+            len(delays),
+        )
+    reasons = (resume_point.extra or {}).get("client_bound_reasons") or (
+        ["the client did not hold the load"] if resume_point.client_bound else []
+    )
+    judged = judge_percentile(
+        name,
+        delays,
+        95,
+        budget,
+        what,
+        client_bound_reasons=reasons,
+        client_slack_ms=client_slack_ms(resume_point),
+        load_held=load_held(resume_point),
+    )
+    judged["detail"] = "sessions that accept a swap-in delay: " + judged["detail"]
+    return judged
 
 
 async def _clear_cache(session: Session) -> str | None:
@@ -924,6 +998,10 @@ def _swap_observed_line(
         if capacity
         else f" ({eviction['pressure_requests']} pressure requests; KV capacity unknown)"
     )
+    if eviction.get("resume_recomputed_tokens") is not None:
+        via = "llama.cpp timings" if eviction.get("cached_tokens_source") == "timings" else "the responses' usage"
+        recomputed, prompt = eviction["resume_recomputed_tokens"], eviction["resume_prompt_tokens"]
+        what += f", the resume recomputing {recomputed:,} of {prompt:,} prompt tokens ({via})"
     line = (
         f"{what}{held}; resume TTFT p50 {format_ms(resume['resume_ttft_ms']['p50'])} vs warm "
         f"{format_ms(resume['warm_ttft_ms']['p50'])} "
