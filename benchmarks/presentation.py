@@ -54,6 +54,8 @@ CRITERION_TITLES = {
     "gpu_memory_slope": _("GPU memory steady under steady load"),
     "preemption_rate_trend": _("Preemptions do not grow over the soak"),
     "fragmentation_stable": _("Fragmentation does not grow over the soak"),
+    "queue_not_growing": _("The waiting queue does not grow over the soak"),
+    "queue_wait_p95_within_budget": _("Queue wait p95 within its share of the TTFT budget"),
     "switch_errors": _("No request failed across the switch and the rollback"),
     "budget_recovered_after_switch": _("Back within the budget soon after the switch"),
     "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),
@@ -228,6 +230,9 @@ FIGURE_NAMES = {
     "ttft_off": _("TTFT p50, prefix caching off"),
     "ttft_on_over_off": _("TTFT p50 on / off"),
     "memory_saving": _("memory saving with prefix caching"),
+    "reuse_on": _("prompt tokens from the cache, prefix caching on"),
+    "reuse_off": _("prompt tokens from the cache, prefix caching off"),
+    "compute_saving": _("prefill compute saved with prefix caching"),
     "rung": _("TTFT p50, %(tokens)s-token input alone"),
     "rung_failed": _("%(tokens)s-token input alone: failed requests"),
     "first_window": _("TTFT p99, first window"),
@@ -313,6 +318,9 @@ def _prefix_figures(points: Mapping[str, Mapping[str, Any]], metadata: Mapping[s
         )
     if seen.get("memory_saving") is not None:
         rows.append(_figure("memory_saving", 100 * seen["memory_saving"], "%", translate=translate))
+    for name in ("reuse_on", "reuse_off", "compute_saving"):  # what the engine's own counters show
+        if seen.get(name) is not None:
+            rows.append(_figure(name, 100 * seen[name], "%", translate=translate))
     return rows
 
 

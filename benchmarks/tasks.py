@@ -38,8 +38,8 @@ def parse_upload(run_id: int) -> str:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=3,
-    soft_time_limit=4 * 3600,
-    time_limit=4 * 3600 + 120,
+    soft_time_limit=5 * 3600,  # the longest planned test, a 4 h multi-turn soak, and its warm-up
+    time_limit=5 * 3600 + 120,
 )
 def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""

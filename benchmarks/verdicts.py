@@ -30,6 +30,9 @@ NOT_APPLICABLE = "not_applicable"  # the engine's documented cache model rules t
 STATUSES = (PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, NOT_JUDGED, NOT_APPLICABLE)
 
 MIN_SAMPLES = 20  # below it a percentile is "insufficient data", never a pass
+# the share of the TTFT budget a request may spend waiting in the engine's queue: the harness's queue-wait
+# verdict (`harness.queueing`) and the exported queue-wait alert (`selection.domain.monitoring`) read it
+QUEUE_WAIT_SHARE_OF_TTFT = 0.5
 CONFIDENCE = 0.95
 BOOTSTRAP_SEED = 20261201  # fixed: the same requests give the same interval on every run
 BOOTSTRAP_RESAMPLES = 1000

@@ -48,24 +48,6 @@ from selection.selectors import compared_candidates
 
 DIMENSION_NAMES = {d.id: d.name for d in criteria_domain.DIMENSIONS}
 # What the owner does when the alert fires (translated into the record's language when frozen).
-SIGNAL_ACTIONS = {
-    "memory": gettext_noop(
-        "page the platform on-call: hold new sessions at the gateway or add a replica before the headroom is "
-        "gone; look for sessions that keep their cache"
-    ),
-    "cache_hit_rate": gettext_noop(
-        "ticket to the platform team: check prompt templates and request routing for a changed shared prefix; "
-        "re-run the prefix-reuse test"
-    ),
-    "swap": gettext_noop(
-        "page the platform on-call: lower the concurrency limit or add capacity; check that never-swapped "
-        "sessions are unaffected"
-    ),
-    "fragmentation": gettext_noop(
-        "ticket to the platform team: rolling restart in low traffic; re-run the long-run stability test and "
-        "re-evaluate if it recurs"
-    ),
-}
 
 
 def _cost_text(c) -> str:
@@ -234,7 +216,24 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
         "verdict": presentation.run_verdict(verdicts),
         "metrics": presentation.result_figures(run.test, list(run.points.values()), run.metadata, _),
         "charts": record_charts(run, budgets, colours),
+        "soak_length": _soak_length(run),
     }
+
+
+SOAK_SHORT = gettext_noop(
+    "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
+    "hours. Slow leaks and fragmentation may not show in it."
+)
+
+
+def _soak_length(run: BenchmarkRun) -> str:
+    """The record's sentence on a soak shorter than planned (or than the articles' hours), "" otherwise."""
+    length = ((run.metadata or {}).get("observed") or {}).get("soak_length") if run.test == "stability" else None
+    if not length or not length.get("shorter_than_planned"):
+        return ""
+    duration = float(length["duration_s"])
+    ran = _("%(n)s s") % {"n": f"{duration:g}"} if duration < 3600 else _("%(n)s h") % {"n": f"{duration / 3600:.2g}"}
+    return _(SOAK_SHORT) % {"ran": ran, "planned": f"{float(length['planned_s']) / 3600:g}"}
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
@@ -333,6 +332,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
     if not _claim(claims_domain.PREFIX_REUSE, winner, runs).claimed:
         hit_ratio = None
     concurrency_held = _claim(claims_domain.CONCURRENCY, winner, runs).claimed
+    longest_validated = _longest_validated_input(winner, runs)
     return {
         "record_id": f"DR-{selection.pk}-v{record.version}",
         "engine": {
@@ -351,14 +351,47 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
             "ttft_p95_ms": c.ttft_p95_ms,
             "tpot_p95_ms": c.tpot_p95_ms,
             "e2e_p95_ms": c.e2e_p95_ms,
-            "max_input_tokens": c.max_input_tokens,
+            # the longest input a long-context run served, else the constraints' maximum, labelled planned
+            "max_input_tokens": longest_validated or c.max_input_tokens,
+            "max_input_validated": longest_validated is not None,
             "validated_concurrency": c.peak_concurrency if concurrency_held else None,
+            "planned_concurrency": c.peak_concurrency,
+            "validated_output_tokens_per_s": _validated_throughput(winner, runs) if concurrency_held else None,
             "prefix_hit_ratio_validated": hit_ratio,
         },
         "evidence": "SIMULATED" if any(r.is_simulated for r in runs) else "MEASURED",
         "owner": person_name(selection.platform_owner),
         "rollback": _(ROLLBACK),
     }
+
+
+def _longest_validated_input(winner, runs: list[BenchmarkRun]) -> int | None:
+    """The longest input the chosen engine's long-context run served, when its claim holds (the
+    largest rung succeeded): the length an alert may call validated."""
+    if not _claim(claims_domain.INPUT_LENGTH, winner, runs).claimed:
+        return None
+    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "long_context"), None)
+    rungs = [
+        int(extra["input_tokens_requested"])
+        for point in (run.points.all() if run is not None else [])
+        if isinstance(extra := point.extra or {}, dict)
+        and extra.get("input_tokens_requested")
+        and not (point.requests_failed or 0)
+        and (point.requests_completed or 0) > 0
+    ]
+    return max(rungs) if rungs else None
+
+
+def _validated_throughput(winner, runs: list[BenchmarkRun]) -> float | None:
+    """Output tokens per second one replica of the chosen engine served at the target load (its stress
+    run's load point, traffic groups aside)."""
+    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "concurrency_stress"), None)
+    if run is None:
+        return None
+    for point in run.points.order_by("index"):
+        if not (point.extra or {}).get("traffic_group") and point.output_token_throughput:
+            return float(point.output_token_throughput)
+    return None
 
 
 METRICS_OFF = gettext_noop("off in the launch flags: the engine exports it only when started with %(flag)s")
@@ -418,18 +451,21 @@ def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
 
 
 def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's monitoring table: the same plan, thresholds, actions and watchers the exported
+    alerts.yml and dashboard.json read (`selection.domain.monitoring`)."""
     rows = []
     for item in monitoring_domain.plan_signals(operations):
         alerts = ", ".join(rule["alert"] for rule in item["rules"])
-        parts = [_(SIGNAL_ACTIONS[item["signal"]])] if item["signal"] in SIGNAL_ACTIONS else []
+        parts = [_(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])]
         parts.append((_("alert: %(alerts)s") % {"alerts": alerts}) if alerts else _("dashboard only"))
         rows.append(
             {
                 "signal": item["signal"],
+                "title": _(item["title"]),
                 "metric": item["metric"] or _metric_absent(operations),
                 "threshold": monitoring_domain.render(item["threshold"], _),
                 "action": "; ".join(parts),
-                "owner": operations["owner"],
+                "owner": monitoring_domain.watcher(operations, item["signal"]),
             }
         )
     return rows
@@ -441,7 +477,10 @@ def _project_checks(record: DecisionRecord, selection: Selection, operations: di
     budget = _("the latency budget")
     if c.ttft_p95_ms:
         budget = _("TTFT p95 within %(ttft)s ms") % {"ttft": f"{c.ttft_p95_ms:g}"}
-    gate = _("%(budget)s and error rate below 1 %% for 7 days") % {"budget": budget}
+    gate = _("%(budget)s and error rate below %(limit)s for 7 days") % {
+        "budget": budget,
+        "limit": f"{monitoring_domain.ERROR_RATE_LIMIT:.0%}",
+    }
     stages = [
         {"stage": name, "traffic_percent": share, "gate": gate, "decides": business}
         for name, share in ((_("pilot"), 5.0), (_("expand"), 25.0), (_("half"), 50.0), (_("full"), 100.0))
@@ -807,6 +846,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     _method, sentences = _method_and_sentences(result)
     language = record_language()
     project_checks = _project_checks(record, selection, operations)
+    operations["watchers"] = dict(project_checks["watch"])  # every alert names the record's watcher for its area
     context = {
         "record": _record_header(record, selection, language),
         "simulated": any(r.is_simulated for r in runs),

@@ -141,7 +141,7 @@ DEMO_PARAMS = {
     # engine's KV pool through (its own cache_config_info), so the idle sessions are evicted
     "swap_recovery": {"sessions": 20, "warm_sessions": 20, "idle_s": 6.0, "parallel": 16, "pressure_concurrency": 16},
     "prefix_reuse": {"requests": 64, "concurrency": 16},
-    # a short soak, labelled as such in the run's observed line and notes (the plan asks for 1 h)
+    # a short soak, labelled as such in the run's observed line, notes and the record (the plan asks for hours)
     "stability": {
         "concurrency": 16,
         "duration_s": 16.0,
