@@ -108,6 +108,11 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
                     "never": c.never_swap_sessions or 0,
                 }
             )
+            + (
+                _("; the others accept a swap-in delay up to %(ms)s ms") % {"ms": f"{c.swap_in_delay_budget_ms:g}"}
+                if c.swap_in_delay_budget_ms is not None
+                else ""
+            )
             if c.multi_turn
             else _("no"),
         ),
@@ -736,17 +741,15 @@ def _rollout_section(
         if c.never_swap_sessions
         else []
     )
+    single = _("Single-turn traffic: no session swap policy needed.")
+    statement = _swap_statement(winner, runs) if c.multi_turn else single
+    if c.multi_turn and c.swap_in_delay_budget_ms is not None:  # the class that accepts a delay, against its budget
+        budget = f"{c.swap_in_delay_budget_ms:g}"
+        statement += " " + _claim_text(_claim(claims_domain.SWAP_DELAY, winner, runs), ms=budget)
     return {
         "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
         "monitoring": _monitoring_rows(operations),
-        "swap_policy": {
-            "statement": (
-                _swap_statement(winner, runs)
-                if c.multi_turn
-                else _("Single-turn traffic: no session swap policy needed.")
-            ),
-            "never_swap": never_swap,
-        },
+        "swap_policy": {"statement": statement, "never_swap": never_swap},
         # what the evidence ran on (the engine host, never the load client) against the target
         "hardware": f"{provenance['statement']} "
         + _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
