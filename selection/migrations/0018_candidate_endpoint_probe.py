@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('selection', '0016_cost_and_growth_constraints'),
+        ('selection', '0017_swap_session_classes'),
     ]
 
     operations = [
