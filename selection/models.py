@@ -477,6 +477,13 @@ class Candidate(models.Model):
     # the architect kept a candidate the documentation screen rules out: {by, at, justification,
     # reasons} (audited; nullable without a default: SQLite adds the column in place)
     screen_override = models.JSONField(null=True, blank=True)
+    # what the endpoint said it is when last probed (added, changed, before each run): served models,
+    # max model length, KV pool, engine version, the engine host's GPUs, and the mismatches found
+    # (benchmarks.harness.identity, selection.domain.provenance); {at, identity, findings}
+    endpoint_probe = models.JSONField(null=True, blank=True, editable=False)
+    # the architect kept an endpoint that serves another model than the selection's: {by, at,
+    # justification, served, target} (audited; shown in the record)
+    model_justification = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["id"]

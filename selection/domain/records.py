@@ -48,7 +48,8 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
                     monitoring:[{signal: memory|cache_hit_rate|swap|fragmentation|<other>,
                                  metric (the engine's real name), threshold, action?, owner?}],
                     swap_policy:{statement, never_swap:[str]},
-                    hardware, kv_format_compatibility, fallback, rollback,
+                    hardware (what the evidence ran on against the target), provenance_flags?:[str],
+                    kv_format_compatibility, fallback, rollback,
                     staged_rollout?:[{stage, traffic_percent, gate, decides}]}
     operations:    {record_id, engine:{slug, version, name}, job, metrics:{role:{metric, type}},
                     thresholds:{kv_usage_warning, ttft_p95_ms?, ...}, headroom_percent, evidence,

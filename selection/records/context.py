@@ -23,6 +23,7 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
+from selection.candidates import probing
 from selection.candidates.screening import documentation_screen
 from selection.capacity.measured import measured_capacity, stated_label
 from selection.capacity.plans import plan_for_candidate
@@ -35,7 +36,7 @@ from selection.domain import monitoring as monitoring_domain
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain import screening
-from selection.domain.capacity import CapacityError
+from selection.domain.capacity.base import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load, to_json
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language
@@ -707,7 +708,8 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
     return [
         {
             "name": cand.display_name,
-            "version": cand.engine_version,
+            # a version the catalog does not list is planned with the newest one's facts, and says so
+            "version": " — ".join(filter(None, [cand.engine_version, probing.version_note(cand)])),
             "kept": not by_id.get(cid, {}).get("screened_out", False),
             "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language) or "passes the gates",
             "documentation_screen": _documentation_screen_note(cand, language),
@@ -765,6 +767,7 @@ def _rollout_section(
     winner_plan: dict | None,
 ) -> dict[str, Any]:
     c = selection.constraints
+    provenance = probing.evidence_provenance(winner, runs)
     never_swap = (
         [_claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))]
         if c.never_swap_sessions
@@ -779,8 +782,11 @@ def _rollout_section(
         "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
         "monitoring": _monitoring_rows(operations),
         "swap_policy": {"statement": statement, "never_swap": never_swap},
-        "hardware": _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
+        # what the evidence ran on (the engine host, never the load client) against the target
+        "hardware": f"{provenance['statement']} "
+        + _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
         % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+        "provenance_flags": provenance["flags"],
         "kv_format_compatibility": _(
             "Check KV-cache format compatibility before engine or model upgrades: an "
             "incompatible upgrade invalidates all cache at once and spikes memory."

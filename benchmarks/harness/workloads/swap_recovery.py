@@ -525,7 +525,8 @@ class _SwapRun:
         session = self.session
         method = await _clear_cache(session) if self.params.get("allow_cache_reset", True) else None
         extra_body = None
-        if method is None and self.target.engine == "llamacpp":
+        model = self.target.cache_model
+        if method is None and (self.target.engine == "llamacpp" or (model is not None and model.kind == SLOT_RESIDENT)):
             method, extra_body = "cache_prompt=false", {"cache_prompt": False}
         if method is not None:
             jobs = [
@@ -830,6 +831,7 @@ def _swap_verdicts(
             eviction.get("evicted_sessions"),
             None,
             resumed_n,
+            source=", ".join(eviction.get("judged_by") or ()) or None,
         )
     elif eviction.get("cache_reuse_seen") is False:
         exercised = verdict(
