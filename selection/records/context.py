@@ -236,7 +236,7 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
 def _verdict_line(verdict: dict[str, Any]) -> str:
     """One verdict as the record prints it, in words: every verdict of every test, none left out,
     each with its sample size when it has one."""
-    detail = verdict.get("detail")
+    detail = message_text(verdict_status.detail_of(verdict))
     n = verdict.get("n")
     size = f" (n={n})" if n is not None and f"n={n}" not in str(detail or "") else ""
     name = presentation.verdict_label(str(verdict.get("name") or ""), _)
