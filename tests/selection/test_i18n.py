@@ -738,3 +738,17 @@ def test_signature_modification_levels_read_as_sentences():
     assert "FORM_FILLING" not in modification("FORM_FILLING") and "signatures" in modification("FORM_FILLING")
     with translation.override("zh-hans"):
         assert CJK.search(modification("LTA_UPDATES"))
+
+
+def test_the_audit_trail_reads_in_words():
+    from selection.templatetags.kvselect import audit_action, audit_field
+
+    assert audit_action("constraints.changed") == "Constraint changed"
+    assert audit_action("something.new_here") == "Something new here"  # never the code
+    assert audit_field("candidate:3") == "candidate #3"
+    assert audit_field("record:v1:readiness.logs").startswith("record v1 · ") and "." not in audit_field(
+        "record:v1:readiness.logs"
+    )
+    assert audit_field("peak_concurrency") != "peak_concurrency" and "_" not in audit_field("peak_concurrency")
+    with translation.override("zh-hans"):
+        assert CJK.search(audit_action("scenario.inferred"))
