@@ -42,6 +42,7 @@ CRITERION_TITLES = {
     "eviction_exercised": _("The idle sessions' KV was seen evicted or offloaded"),
     "resume_cheaper_than_recompute": _("Resuming an evicted session is cheaper than recomputing it"),
     "never_swap_sessions_warm": _("Never-swap sessions come back warm"),
+    "swap_in_delay_within_budget": _("Sessions that accept a swap-in delay resume within it"),
     "idle_kv_released": _("The idle sessions' KV is released"),
     "kv_below_own_allocation": _("KV use below one copy of the prefix per request"),
     "kv_below_theory": _("Peak KV with prefix caching clearly below every request holding its own prompt"),

@@ -113,7 +113,8 @@ def observe_eviction(
       fewer than the warm sessions of the same history length (`resumed_prompts`, their prompt
       tokens, give how much of the resume was recomputed);
     - the prefix-cache hit ratio of the resume phase fell far below the warm phase's;
-    - KV moved to a CPU/offload tier (offload store/load counters, CPU-tier usage).
+    - KV moved to a CPU/offload tier (offload store/load counters, CPU-tier usage), or dropped by the
+      engine's own eviction counter (SGLang's `evicted_tokens`).
     - without either: the resume TTFT (`ttft_ms` {warm, resume, recompute}) is over
       RECOMPUTED_OVER_WARM x the warm one, its whole interval, and at least 0.8 x the recompute's
       (at least MIN_SAMPLES each): the history was prefilled again.
@@ -136,6 +137,9 @@ def observe_eviction(
     resume_ratio = _hit_ratio(snapshots.get("resume_start"), snapshots.get("resume_end"))
     if warm_ratio and resume_ratio is not None and resume_ratio < EVICTED_HIT_RATIO_SHARE * warm_ratio:
         how.append(f"prefix-cache hit ratio {resume_ratio:.2f} on resume vs {warm_ratio:.2f} warm")
+    dropped = _delta(snapshots.get("pressure_start"), snapshots.get("resume_start"), "evicted")
+    if dropped:
+        how.append(f"the engine's eviction counter +{dropped:,.0f} tokens while the sessions idled")
     store = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "swap_out")
     load = _delta(snapshots.get("resume_start"), snapshots.get("resume_end"), "swap_in")
     if store:

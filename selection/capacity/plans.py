@@ -85,8 +85,10 @@ def plan_for_candidate(
             }
         )
         kwargs["contexts"] = contexts
-    if not note and candidate.engine_version in candidate.engine.versions:
-        default = catalog.memory_default(candidate.engine.slug, candidate.engine_version)
+    known = [v for v in candidate.engine.versions if v]
+    facts_of = candidate.engine_version if candidate.engine_version in known else (known[0] if known else None)
+    if not note and facts_of is not None:
+        default = catalog.memory_default(candidate.engine.slug, facts_of)
         if default is not None:
             kwargs["memory_default"] = default
     flags = launch_inputs(candidate, engine)
@@ -96,6 +98,13 @@ def plan_for_candidate(
     data = plan.to_dict()
     if note:
         data["notes"].append(note.to_dict())
+    if facts_of is not None and facts_of != candidate.engine_version:  # planned with another version's facts
+        data["notes"].append(
+            Message(
+                _("version %(version)s is not in the engine catalog: facts of %(assumed)s assumed"),
+                {"version": candidate.engine_version, "assumed": facts_of},
+            ).to_dict()
+        )
     if flags:
         given = ", ".join(f"{k}={v}" for k, v in sorted(flags.items()))
         data["notes"].append(Message(_("from the launch flags: %(flags)s"), {"flags": given}).to_dict())

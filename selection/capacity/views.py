@@ -19,9 +19,10 @@ from selection.capacity.forms import CapacityWhatIfForm
 from selection.capacity.measured import LOG_ENGINES, measured_capacity, state_capacity_from_log
 from selection.capacity.plans import plan_for_candidate
 from selection.domain import capacity as capacity_model
+from selection.domain.procurement import MIN_KV_HEADROOM
 from selection.web import get_candidate, get_selection, page_context, require_edit
 
-HEADROOM = 0.2  # the chart's dashed line: keep 20% of GPU memory free (docs/domain.md: plan with 20-30% headroom)
+HEADROOM = MIN_KV_HEADROOM  # the chart's dashed line: the record's headroom (docs/domain.md: plan with 20-30%)
 CLIP = 2.0  # lines stop above twice the GPU memory, so the region around the limit stays readable
 
 

@@ -82,3 +82,11 @@ def test_the_offloading_engine_is_credited_like_the_dropping_one(selection_with_
         )
     drop, offload = (lifecycle_score(selection_with_constraints, c) for c in candidates)
     assert drop == offload == 1.0  # the printed rule: released or swapped out; the audit saw 0.833 vs 0.167
+
+
+def test_an_engines_own_eviction_counter_is_evidence_of_a_drop_not_an_offload():
+    """SGLang without its hierarchical cache: its eviction counter moved while the sessions idled."""
+    snapshots = {"pressure_start": {"evicted": 0.0}, "resume_start": {"evicted": 5400.0}, "resume_end": {}}
+    seen = swap.observe_eviction([None] * 20, [None] * 20, snapshots)
+    assert seen["observed"] and "eviction counter +5,400 tokens" in seen["how"][0]
+    assert not seen["offloaded"] and seen["offloaded_sessions"] is None
