@@ -544,11 +544,11 @@ def _capacity_block(candidate: Candidate, plan: dict[str, Any], gpu_model: str) 
         "configuration": f"TP={candidate.tensor_parallel}, KV {candidate.kv_precision}, "
         f"{candidate.gpu_model or gpu_model}",
         "rows": [
-            {"quantity": "KV bytes per token (per GPU)", "unit": "B", "predicted": plan["kv_bytes_per_token"]},
-            {"quantity": "KV blocks", "unit": "blocks", "predicted": plan["num_blocks"]},
+            {"quantity": _("KV bytes per token (per GPU)"), "unit": "B", "predicted": plan["kv_bytes_per_token"]},
+            {"quantity": _("KV blocks"), "unit": _("blocks"), "predicted": plan["num_blocks"]},
             {
-                "quantity": "token capacity",
-                "unit": "tokens",
+                "quantity": _("Token capacity"),
+                "unit": _("tokens"),
                 "predicted": plan["token_capacity"],
                 "measured": stated.get("token_capacity"),
                 "measured_source": stated_label(stated),
