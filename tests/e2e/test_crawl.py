@@ -40,8 +40,9 @@ QUICK_PARAMS = {
 PEOPLE = ("architect", "business", "platform", "security", "observer")
 LANGUAGES = ("en-US", "zh-CN")
 SCOPE = ("/selections/new/", "/records/verify/", "/profile/")
-# What the crawler fails on now; the other kinds are reported (printed) until their classes are fixed.
-FAILING_KINDS = ("5xx", "width")
+# What the crawler fails on now; code, English and punctuation on Chinese pages are reported (printed)
+# until their last classes are fixed (see the closing note of issue 37).
+FAILING_KINDS = ("5xx", "width", "scroll")
 
 
 def kind_of_page(url: str) -> str:
