@@ -831,6 +831,7 @@ def _swap_verdicts(
             eviction.get("evicted_sessions"),
             None,
             resumed_n,
+            source=", ".join(eviction.get("judged_by") or ()) or None,
         )
     elif eviction.get("cache_reuse_seen") is False:
         exercised = verdict(
