@@ -21,6 +21,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
 from benchmarks.suite.base import PointFacts, RunFacts
+from benchmarks.verdicts import status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags, scoring
