@@ -21,7 +21,7 @@ def secret_key_required(app_configs, **kwargs):
     return []
 
 
-@register()
+@register(deploy=True)  # `check --deploy`: not on every `manage.py` command of a development set-up
 def embedded_broker_is_development_only(app_configs, **kwargs):
     if settings.CELERY_BROKER_IS_EMBEDDED and not settings.CELERY_TASK_ALWAYS_EAGER:
         return [

@@ -118,6 +118,23 @@ def owner_conflicts(owners: dict, changed: tuple[str, ...] | frozenset = ()) -> 
     return errors
 
 
+def drafter_conflict(team: Team | None, security_owner) -> str | None:
+    """The security owner never drafts the record (`records.services.create_draft`): a security owner who
+    is the team's only architect leaves nobody who may draft it, and the selection would stop at its last
+    step. Why, or None when another architect of the team can draft."""
+    if team is None or security_owner is None:
+        return None
+    architects = set(
+        Membership.objects.filter(team=team, role=Membership.Role.ARCHITECT).values_list("user_id", flat=True)
+    )
+    if security_owner.pk not in architects or architects - {security_owner.pk}:
+        return None
+    return _(
+        "%(person)s is the team's only architect, and the security owner never drafts the decision record: "
+        "nobody could draft it. Choose another security owner, or add a second architect to the team first."
+    ) % {"person": security_owner.get_full_name() or security_owner.get_username()}
+
+
 class Selection(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", _("Draft")

@@ -24,6 +24,7 @@ urlpatterns = [
     path("selections/<int:pk>/", setup_views.selection_detail, name="detail"),
     path("selections/<int:pk>/archive/", setup_views.selection_archive, name="archive"),
     path("selections/<int:pk>/restore/", setup_views.selection_restore, name="restore"),
+    path("selections/<int:pk>/owners/", setup_views.selection_owners, name="owners"),
     path("selections/<int:pk>/constraints/", setup_views.constraints_edit, name="constraints"),
     path("selections/<int:pk>/procurement/", setup_views.selection_procurement, name="procurement"),
     path("selections/<int:pk>/traces/", trace_views.traces, name="traces"),

@@ -756,7 +756,14 @@ def _record_header(record: DecisionRecord, selection: Selection, language: str) 
 def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
     winner = candidates.get(str(result.get("winner") or ""))
     if winner is None:
-        raise records_domain.RecordContextError(["decision: no candidate passes the gates with evidence yet"])
+        raise records_domain.RecordContextError(
+            [
+                _(
+                    "Not ready: no candidate passes the gates with evidence yet. Measure the candidates on the "
+                    "Evidence page, or revisit the gates, then send the record to review."
+                )
+            ]
+        )
     return winner
 
 

@@ -56,7 +56,7 @@ from selection.records.services import (
 )
 from selection.records.verification import verification_report
 from selection.tasks import queue_render
-from selection.web import attach_service_errors, get_selection, page_context, require_edit
+from selection.web import action_of, attach_service_errors, get_selection, page_context, page_url, require_edit
 
 
 def language_name(code: str) -> str:
@@ -223,6 +223,7 @@ def _record_page(
         successor=_successor(record),
         can_comment=selectors.can_review(request.user, selection) or bool(mine),
         review_problems=review_problems or [],
+        page_url=page_url("selection:record", pk=selection.pk, record_pk=record.pk),
     )
     return render(request, "selection/decision/record.html", context, status=status)
 
@@ -246,6 +247,7 @@ def _record_state(record: DecisionRecord, approvals: list, mine) -> dict:
         "snapshot": snapshot,
         "record_language": language_name((snapshot.get("record") or {}).get("language") or record_language()),
         "has_pdf": bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
+        "signatures_done": sum(1 for a in approvals if a.signed_at),
         "monitoring_export": exportable(record),
         "open_items": (snapshot.get("project_checks") or {}).get("open_items") or [],
         "development_signatures": any(a.development_certificate for a in approvals),
@@ -307,7 +309,7 @@ def record_detail(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
 
 
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """start_review, archive and restore a draft (architects), comment (reviewers, architects, owners),
     approve (the named owner)."""
@@ -434,7 +436,7 @@ def _signing_owner(request: HttpRequest, pk: int, record_pk: int) -> tuple[Selec
 
 @sensitive_post_parameters("passphrase", "pin")
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 @sensitive_variables("passphrase", "pkcs12", "pin", "form")  # innermost: hides this frame's locals in error reports
 def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """Sign with an uploaded PKCS#12 (development CA only) or, with ``pin``, the owner's key in the HSM."""
@@ -459,7 +461,7 @@ def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 def record_sign_prepare(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """Owner-side signing, step 1: prepare the owner's signature; the page then shows what to sign and how."""
     selection, record, role = _signing_owner(request, pk, record_pk)
@@ -487,7 +489,7 @@ def record_sign_request(request: HttpRequest, pk: int, record_pk: int) -> HttpRe
 
 
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 def record_sign_upload(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """Owner-side signing, step 2: the CMS from kvselect-sign, checked and embedded."""
     selection, record, role = _signing_owner(request, pk, record_pk)

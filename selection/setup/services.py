@@ -11,7 +11,16 @@ from selection.audit import audit
 from selection.domain import criteria as criteria_domain
 from selection.domain.messages import Message, to_json
 from selection.domain.scenarios import infer_scenario
-from selection.models import OWNER_FIELDS, PROCUREMENT_FIELDS, Constraints, CriterionWeight, Gate, Membership, Selection
+from selection.models import (
+    OWNER_FIELDS,
+    PROCUREMENT_FIELDS,
+    Constraints,
+    CriterionWeight,
+    Gate,
+    Membership,
+    Selection,
+    drafter_conflict,
+)
 from selection.selectors import require_archiver, require_editor
 from selection.tasks import schedule_rescoring
 
@@ -48,6 +57,7 @@ def create_selection(
         **{k: v for k, v in procurement.items() if k in PROCUREMENT_FIELDS},
     )
     selection.full_clean()
+    _refuse_dead_end(selection)
     selection.save()
     audit(
         selection,
@@ -72,10 +82,19 @@ def update_selection(*, selection: Selection, user, **fields: Any) -> Selection:
     for key, value in changed.items():
         setattr(selection, key, value)
     selection.full_clean()
+    if {"security_owner", "team"} & set(changed):
+        _refuse_dead_end(selection)
     if changed:
         selection.save()
         audit(selection, user, "selection.changed", old=old, new={k: _shown(v) for k, v in changed.items()})
     return selection
+
+
+def _refuse_dead_end(selection: Selection) -> None:
+    """Owners that would stop the selection at its last step are refused when set (see `drafter_conflict`)."""
+    problem = drafter_conflict(selection.team, selection.security_owner)
+    if problem:
+        raise ValidationError({"security_owner": problem})
 
 
 def _shown(value: Any) -> Any:

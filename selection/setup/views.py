@@ -26,6 +26,7 @@ from selection.setup.forms import (
     CONSTRAINT_UNITS,
     ConstraintsForm,
     GatesForm,
+    OwnersForm,
     ProcurementForm,
     SelectionCreateForm,
     WeightsForm,
@@ -150,6 +151,28 @@ def selection_procurement(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         "selection/procurement.html",
         page_context(request, selection, "records", form=form),
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def selection_owners(request: HttpRequest, pk: int) -> HttpResponse:
+    """Change the owners and the observer: the API's rules (members of the team, three different people),
+    and a security owner who is not the team's only architect (else nobody could draft the record)."""
+    selection = get_selection(request, pk)
+    form = OwnersForm(request.POST or None, selection=selection)
+    if request.method == "POST":
+        require_edit(request, selection)
+        if form.is_valid() and service_saved(
+            form, lambda: update_selection(selection=selection, user=request.user, **form.cleaned_data)
+        ):
+            messages.success(request, _("Owners saved. The audit trail records the change."))
+            return redirect("selection:detail", pk=selection.pk)
+    return render(
+        request,
+        "selection/owners.html",
+        page_context(request, selection, "overview", form=form),
         status=400 if form.errors else 200,
     )
 

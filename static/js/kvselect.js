@@ -6,6 +6,15 @@
     if (document.readyState !== "loading") fn(); else document.addEventListener("DOMContentLoaded", fn);
   }
 
+  // A refusal re-rendered by an action URL (…/start/, …/action/, …/sign/upload/) shows the page it
+  // belongs to: the address bar says that page, and a reload opens it instead of posting again.
+  function pageUrl() {
+    var url = document.body.dataset.pageUrl;
+    if (url && window.history && window.location.pathname !== url) {
+      window.history.replaceState(null, "", url + window.location.hash);
+    }
+  }
+
   // Language switcher: submit on change.
   function autosubmit(root) {
     root.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
@@ -167,6 +176,6 @@
     busy(root);
   }
   timeZone();
-  onReady(function () { init(document); });
+  onReady(function () { pageUrl(); init(document); });
   document.addEventListener("htmx:load", function (event) { if (event.target !== document.body) init(event.target); });
 })();
