@@ -106,6 +106,8 @@ urlpatterns = [
         name="record-reevaluate",
     ),
     path("records/verify/", record_views.verify, name="record-verify"),
+    # the owners' signing command, as a wheel pip installs from this URL
+    path("clients/<str:filename>", record_views.signing_client_wheel, name="signing-client"),
     # the owner's signing certificate
     path("profile/", certificate_views.profile, name="profile"),
     path("profile/certificate/issue/", certificate_views.certificate_issue, name="certificate-issue"),

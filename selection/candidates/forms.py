@@ -26,7 +26,7 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
         label=_("Endpoint URL (OpenAI-compatible)"),
         required=False,
         assume_scheme="http",
-        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/v1"}),
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000"}),
     )
     metrics_url = forms.URLField(
         label=_("Metrics URL (Prometheus)"),
@@ -39,7 +39,7 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
         label=_("Prefix-caching-off endpoint (optional)"),
         required=False,
         assume_scheme="http",
-        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8001/v1"}),
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8001"}),
         help_text=_(
             "The same engine started with prefix caching off (vLLM --no-enable-prefix-caching, SGLang "
             "--disable-radix-cache): the prefix-reuse test runs the same load on it to measure the memory saved. "

@@ -7,7 +7,6 @@ what: a PermissionDenied there is a 403 here), and service ValidationErrors land
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -26,6 +25,7 @@ from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name, record_language, role_name
 from selection.models import DecisionRecord, Selection
+from selection.records import signing_client
 from selection.records.forms import (
     CommentForm,
     HsmSignForm,
@@ -191,10 +191,26 @@ def _signing_options(request: HttpRequest, record: DecisionRecord, role: str | N
         "pending": pending,
         "request_url": f"{request_url}?role={role}",
         "request_file": f"signature-request-{record.pk}-{role}.json",
-        "base_url": settings.KVSELECT_BASE_URL,
+        # the server as the owner's browser reached it (not a configured default port): what the command calls
+        "base_url": request.build_absolute_uri("/").rstrip("/"),
+        "client_wheel": request.build_absolute_uri(
+            reverse("selection:signing-client", kwargs={"filename": signing_client.wheel().filename})
+        ),
         "hsm": hsm,
         "production_roots": ", ".join(root.common_name or root.subject for root in production_roots()),
     }
+
+
+@require_GET
+def signing_client_wheel(request: HttpRequest, filename: str) -> HttpResponse:
+    """The owners' signing command as a wheel (no login: pip cannot log in, and it holds no secret)."""
+    built = signing_client.wheel()
+    if filename != built.filename:
+        raise Http404(_("No such download: the signing command is %(name)s.") % {"name": built.filename})
+    response = HttpResponse(built.content, content_type="application/octet-stream")
+    response["Content-Disposition"] = f'attachment; filename="{built.filename}"'
+    response["ETag"] = f'"{built.sha256}"'
+    return response
 
 
 def _record_page(

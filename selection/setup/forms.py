@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import criteria as criteria_domain
@@ -252,6 +253,16 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
             field.unit = CONSTRAINT_UNITS.get(name, "")
             if isinstance(field.widget, forms.NumberInput):
                 field.widget.attrs.setdefault("inputmode", "decimal")
+
+    def _update_errors(self, errors):
+        """The model's cross-field rules add nothing to a field that already has its own error ("must be
+        at least 1" says it; "required when multi-turn is on" for a typed −5 would not)."""
+        if hasattr(errors, "error_dict"):
+            kept = {f: e for f, e in errors.error_dict.items() if f not in self._errors}
+            if not kept:
+                return
+            errors = ValidationError(kept)
+        super()._update_errors(errors)
 
     def groups(self):
         """(key, title, bound fields) per section, for the template."""

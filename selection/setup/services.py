@@ -121,13 +121,19 @@ def save_constraints(*, selection: Selection, user, data: dict[str, Any], justif
     constraints.full_clean(exclude=["selection"])
     constraints.save()
     new = constraints.as_domain()
-    changed = {k: (old.get(k) if old else None, v) for k, v in new.items() if not old or old.get(k) != v}
+    before = old or {}
+    changed = {k: (before.get(k), v) for k, v in new.items() if _blank(before.get(k)) != _blank(v)}
     for field, (before, after) in changed.items():
         audit(selection, user, "constraints.changed", field=field, old=before, new=after, justification=justification)
     _infer_and_apply(selection, user, new)
     if changed:  # the scenario, the preset weights and the budgets the indicators are judged against
         schedule_rescoring(selection.pk)
     return constraints
+
+
+def _blank(value: Any) -> Any:
+    """An empty text or list is no value: saving "" over None is not a change worth an audit entry."""
+    return None if value in ("", [], None) else value
 
 
 def _infer_and_apply(selection: Selection, user, constraints: dict[str, Any]) -> None:

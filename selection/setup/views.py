@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -153,6 +154,13 @@ def selection_procurement(request: HttpRequest, pk: int) -> HttpResponse:
         page_context(request, selection, "records", form=form),
         status=400 if form.errors else 200,
     )
+
+
+def _after_gates(selection: Selection) -> tuple[str, str]:
+    """(url, label) of the step after the gates: add candidates, else gather their evidence."""
+    if selectors.compared_candidates(selection).exists():
+        return reverse("selection:evidence", args=[selection.pk]), _("Next: the evidence")
+    return reverse("selection:candidates", args=[selection.pk]), _("Next: add the candidates to compare")
 
 
 @login_required
@@ -406,6 +414,14 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
             form, lambda: set_gates(selection=selection, user=request.user, gates=form.gates()), prefixes=("gates",)
         ):
             # The >3 warning is shown on the page itself (server-side and live), not as a flash.
+            if not form.gates():
+                messages.warning(
+                    request,
+                    _(
+                        "Saved without gates: no candidate is screened out, the weights alone rank them, and the "
+                        "documentation screen uses the scenario's priority dimensions. The method recommends 2-3 gates."
+                    ),
+                )
             messages.success(request, _("Gates saved."))
             return redirect("selection:gates", pk=selection.pk)
     priorities = criteria_domain.SCENARIO_PRIORITIES.get(selection.scenario, ())
@@ -419,6 +435,8 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
             form=form,
             max_gates=criteria_domain.MAX_GATES,
             gate_warnings=criteria_domain.gate_warnings(current),
+            # the next step once gates are set: candidates (none yet) or the evidence
+            next_step_url=None if not current else _after_gates(selection),
             audit=recent_audit(selection, 20),
             priorities=[dimension_name(d) for d in priorities],
         ),
