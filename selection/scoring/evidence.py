@@ -17,7 +17,7 @@ from benchmarks.harness.workloads.common import client_slack_ms, load_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
-from benchmarks.verdicts import status_of
+from benchmarks.verdicts import NOT_APPLICABLE, status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import claims, launch_flags, scoring
@@ -147,7 +147,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
     - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / recompute TTFT p50 of the same
       histories, as the swap test measures both (its `resume` figures, else its "resume" and
       "recompute" points), and only when the test observed the eviction; without a recompute
-      measurement it is missing (a first turn is a different, shorter prompt: no stand-in);
+      measurement it is missing (a first turn is a different, shorter prompt: no stand-in), and
+      where the engine's cache model has no offload tier (the verdict is not applicable: a resume
+      is a recompute by design, and persistence is scored from the documented tiers);
       continuation_correct = 1 when every resumed session continued identically, else 0, only
       when a session was swapped in (`swapped_in`): sessions that were dropped and recomputed
       say nothing of recovering a swapped-out cache;
@@ -249,6 +251,9 @@ def swap_resume_over_recompute(metadata: dict[str, Any], points: dict[str, Any],
     exercised = next((v for v in verdicts if v.get("name") == "eviction_exercised"), None)
     if exercised is not None and not (exercised.get("status") == "pass" or exercised.get("passed") is True):
         return None
+    resumed_verdict = next((v for v in verdicts if v.get("name") == "resume_cheaper_than_recompute"), None)
+    if resumed_verdict is not None and status_of(resumed_verdict) == NOT_APPLICABLE:
+        return None  # no offload tier: a recompute by design; persistence is scored from the documented tiers
     figures = metadata.get("resume") if isinstance(metadata.get("resume"), dict) else {}
     resumed = (figures.get("resume_ttft_ms") or {}).get("p50")
     recomputed = (figures.get("recompute_ttft_ms") or {}).get("p50")
@@ -317,9 +322,11 @@ def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) 
     return f"client-bound ({run.test} run {run.pk}, {where}{why})"
 
 
-# figures a test derives that do not depend on the client's pace: whether a session continued
-# identically, whether a rung was served at its full length, whether idle sessions were evicted
-PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share"})
+# figures that do not depend on the client's pace: whether a session continued identically, whether
+# a rung was served at its full length, whether idle sessions were evicted, and the error rate (the
+# share of requests the engine failed: a late client changes when it reads an answer, never whether
+# the engine failed it), so a client-bound run's count for the scoring
+PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share", "error_rate"})
 # latencies a client-bound client that still applied the load can only have lengthened: scored with
 # [value - the client's lateness, value] as their interval
 LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})

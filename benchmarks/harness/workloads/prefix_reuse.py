@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from benchmarks.harness.cache_model import CacheModel
 from benchmarks.harness.estimates import Load, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
@@ -45,6 +46,7 @@ from benchmarks.verdicts import (
     NOT_EXERCISED,
     PASS,
     compare,
+    not_applicable,
     percentile_interval,
     ratio_interval,
 )
@@ -216,7 +218,7 @@ async def run_prefix_reuse(
                 break
     on = points[0]
     off = points[1] if len(points) == 2 else None
-    verdicts = _prefix_verdicts(points, outcomes, params, samples, resident, own, (prefix, suffix))
+    verdicts = _prefix_verdicts(points, outcomes, params, samples, resident, own, (prefix, suffix), target.cache_model)
     on_ttft = [r.ttft_ms for r in outcomes[0].records if r.ok and r.ttft_ms is not None]
     observed = _prefix_observed(on, off, own, shared_once, on_ttft, outcomes)
     reporter.close()
@@ -244,9 +246,11 @@ def _prefix_verdicts(
     resident: dict[str, tuple[float, float]],
     own: int,
     lengths: tuple[int, int],
+    cache_model: CacheModel | None = None,
 ) -> list[dict[str, Any]]:
-    """Errors, the budget of the caching-on run, the two memory verdicts (unjudged where the engine
-    keeps KV resident) and the cache hits; `lengths` is (prefix, suffix) tokens."""
+    """Errors, the budget of the caching-on run, the two memory verdicts (not applicable where the
+    engine's cache model holds a prefix per slot, unjudged where it keeps KV resident) and the cache
+    hits; `lengths` is (prefix, suffix) tokens."""
     on = points[0]
     off = points[1] if len(points) == 2 else None
     verdicts = [errors_verdict(points)] + budget_verdicts(on, params, label="prefix_on", records=outcomes[0].records)
@@ -254,7 +258,14 @@ def _prefix_verdicts(
         _kv_vs_theory(samples.get("prefix_on", []), own),
         _kv_vs_off(samples.get("prefix_on", []), samples.get("prefix_off"), off is not None),
     ]
-    verdicts.extend(_unjudged_when_resident(verdict, resident) for verdict in memory)
+    if cache_model is not None and not cache_model.shares_prefix:
+        # per-slot prompt caches (llama.cpp): each slot holds its own copy, nothing to save in memory
+        verdicts.extend(
+            not_applicable(v["name"], cache_model.per_slot_prefix_reason(), cache_model.source, v["detail"])
+            for v in memory
+        )
+    else:
+        verdicts.extend(_unjudged_when_resident(verdict, resident) for verdict in memory)
     verdicts.append(_prefix_hits(on, *lengths))
     return verdicts
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import aiohttp
 
 from benchmarks.harness import swap
+from benchmarks.harness.cache_model import CacheModel
 from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
@@ -51,6 +52,7 @@ from benchmarks.verdicts import (
     NOT_JUDGED,
     PASS,
     compare,
+    not_applicable,
     percentile_interval,
     ratio_interval,
     verdict,
@@ -783,6 +785,24 @@ def _swap_verdicts(
         f"vs recompute {format_ms(resume['recompute_ttft_ms']['p50'])}"
         f" vs warm {format_ms(resume['warm_ttft_ms']['p50'])} (recompute: {resume['recompute_method']})"
     )
+    cache_model = session.target.cache_model
+    if cache_model is not None and not cache_model.offload:
+        verdicts.append(
+            not_applicable(
+                "resume_cheaper_than_recompute", cache_model.no_offload_reason(), cache_model.source, figures, max_ratio
+            )
+        )
+    else:
+        verdicts.append(_resume_verdict(observed, ratio, figures, max_ratio))
+    verdicts.append(_continuation_verdict(continuation, observed))
+    if never["sessions"]:
+        verdicts.append(_never_swap_verdict(never, observed))
+    verdicts.append(_released_verdict(baseline, settled, cache_model))
+    return verdicts
+
+
+def _resume_verdict(observed: bool, ratio: dict[str, Any], figures: str, max_ratio: float) -> dict[str, Any]:
+    """Resuming an evicted session against recomputing it (the offload's benefit)."""
     if not observed:
         status = NOT_EXERCISED
         detail = "no eviction observed, so the resume cost says nothing about swapping: " + figures
@@ -801,11 +821,13 @@ def _swap_verdicts(
             detail += ": the interval straddles the threshold"
         elif status == FAIL:
             detail += ": resuming an evicted session costs as much as recomputing it (no offload benefit)"
-    verdicts.append(
-        verdict(
-            "resume_cheaper_than_recompute", status, detail, ratio["value"], max_ratio, ratio["n"], ratio["interval"]
-        )
+    return verdict(
+        "resume_cheaper_than_recompute", status, detail, ratio["value"], max_ratio, ratio["n"], ratio["interval"]
     )
+
+
+def _continuation_verdict(continuation: dict[str, Any], observed: bool) -> dict[str, Any]:
+    """Each resumed session's output against the eviction-free reference."""
     tolerance = continuation["tolerance_token"]
     caveat = (
         f"greedy decoding (temperature 0, fixed seed); real GPUs are not bit-deterministic, so a divergence at or "
@@ -832,38 +854,45 @@ def _swap_verdicts(
         status = PASS if not continuation["failed"] else FAIL
         if not observed:
             status, detail = NOT_EXERCISED, "no eviction observed, so no session came back from one: " + detail
-    verdicts.append(verdict("continuation_identical", status, detail, continuation.get("failed"), 0, compared))
-    if never["sessions"]:
-        warm_count, total = never["warm_count"], never["sessions"]
-        detail = (
-            f"{warm_count} of {total} never-swap sessions (kept active, resumed last) came back warm: TTFT p50 "
-            f"{format_ms(never['ttft_ms']['p50'])} vs warm {format_ms(never['warm_ttft_p50_ms'])}"
-        )
-        if never["warm_cached_share"] is not None:
-            shares = [s.get("cached_share") for s in never["per_session"] if s.get("cached_share") is not None]
-            detail += f", cached share {min(shares, default=0):.2f}+ vs warm {never['warm_cached_share']:.2f}"
-        status = PASS if warm_count == total else FAIL
-        if not observed:
-            status, detail = NOT_EXERCISED, "no eviction observed, so staying warm proves nothing: " + detail
-        verdicts.append(verdict("never_swap_sessions_warm", status, detail, warm_count, total, total))
-    verdicts.append(_released_verdict(baseline, settled, session.metrics.recording.engine))
-    return verdicts
+    return verdict("continuation_identical", status, detail, continuation.get("failed"), 0, compared)
 
 
-def _released_verdict(baseline: dict[str, float] | None, settled: dict[str, Any], engine: str | None) -> dict[str, Any]:
+def _never_swap_verdict(never: dict[str, Any], observed: bool) -> dict[str, Any]:
+    """The never-swap sessions came back warm while the idle ones were evicted."""
+    warm_count, total = never["warm_count"], never["sessions"]
+    detail = (
+        f"{warm_count} of {total} never-swap sessions (kept active, resumed last) came back warm: TTFT p50 "
+        f"{format_ms(never['ttft_ms']['p50'])} vs warm {format_ms(never['warm_ttft_p50_ms'])}"
+    )
+    if never["warm_cached_share"] is not None:
+        shares = [s.get("cached_share") for s in never["per_session"] if s.get("cached_share") is not None]
+        detail += f", cached share {min(shares, default=0):.2f}+ vs warm {never['warm_cached_share']:.2f}"
+    status = PASS if warm_count == total else FAIL
+    if not observed:
+        status, detail = NOT_EXERCISED, "no eviction observed, so staying warm proves nothing: " + detail
+    return verdict("never_swap_sessions_warm", status, detail, warm_count, total, total)
+
+
+def _released_verdict(
+    baseline: dict[str, float] | None, settled: dict[str, Any], cache_model: CacheModel | None
+) -> dict[str, Any]:
+    """The KV back to its baseline once every session closed; not applicable where the engine's
+    documented cache model keeps finished requests' KV resident (llama.cpp's slots)."""
     after = settled.get("after")
     kv, base = (after or {}).get("kv_usage_ratio"), (baseline or {}).get("kv_usage_ratio")
-    if kv is None or base is None:
-        return verdict("idle_kv_released", NOT_JUDGED, "the engine exports no KV usage metric")
-    busy = (after.get("running") or 0) + (after.get("waiting") or 0)
-    released = kv <= base + KV_BASELINE_TOLERANCE and busy == 0
-    detail = (
-        f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE}) {settled['waited_s']} s after "
-        f"every session closed; {busy:g} requests still running or waiting"
+    busy = ((after or {}).get("running") or 0) + ((after or {}).get("waiting") or 0)
+    figures = (
+        None
+        if kv is None or base is None
+        else f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE}) {settled['waited_s']} s "
+        f"after every session closed; {busy:g} requests still running or waiting"
     )
-    if engine == "llamacpp" and not released:
-        detail += "; llama.cpp slots keep finished requests' cache for reuse, so usage stays up by design"
-    return verdict("idle_kv_released", PASS if released else FAIL, detail, kv, base + KV_BASELINE_TOLERANCE)
+    if cache_model is not None and cache_model.keeps_finished_kv:
+        return not_applicable("idle_kv_released", cache_model.resident_kv_reason(), cache_model.source, figures or "")
+    if figures is None:
+        return verdict("idle_kv_released", NOT_JUDGED, "the engine exports no KV usage metric")
+    released = kv <= base + KV_BASELINE_TOLERANCE and busy == 0
+    return verdict("idle_kv_released", PASS if released else FAIL, figures, kv, base + KV_BASELINE_TOLERANCE)
 
 
 def _swap_observed_line(

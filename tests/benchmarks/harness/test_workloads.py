@@ -187,7 +187,7 @@ def test_stability_windows_and_drift(with_mock):
     # the warm-up ran and was left out of every window
     excluded = result.metadata["warmup_excluded"]
     assert excluded["seconds"] == 0.3 and excluded["requests"] > 0
-    assert result.metadata["observed"]["line"].startswith("short soak of 1.5 s: not the 1 h the plan asks for")
+    assert result.metadata["observed"]["line"].startswith("short soak of 1.5 s: not the 2 h the plan asks for")
     assert "short soak of 1.5 s" in " ".join(result.notes)
     with pytest.raises(w.PlanError, match="params.window_s"):
         with_mock(None, lambda s: w.run_test("stability", target_for(s), params | {"window_s": 1.0}))
