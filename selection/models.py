@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import limits, procurement
+from selection.domain.capacity import model_context
 from selection.domain.criteria import CRITERIA, DIMENSIONS
 from selection.domain.roles import ROLE_LABELS
 
@@ -330,6 +331,21 @@ class Constraints(models.Model):
             errors.setdefault("never_swap_sessions", _("only meaningful for multi-turn sessions"))
         if self.growth_horizon_months and not self.growth_factor:
             errors.setdefault("growth_horizon_months", _("needs the expected traffic growth it is the horizon of"))
+        context = model_context(self.target_model) if self.max_input_tokens and self.max_output_tokens else None
+        if context and self.max_input_tokens + self.max_output_tokens > context:
+            errors.setdefault(
+                "max_input_tokens",
+                _(
+                    "%(model)s serves at most %(context)s tokens of context, input and output together; "
+                    "%(input)s + %(output)s do not fit"
+                )
+                % {
+                    "model": self.target_model,
+                    "context": f"{context:,}",
+                    "input": f"{self.max_input_tokens:,}",
+                    "output": f"{self.max_output_tokens:,}",
+                },
+            )
         bad = [p for p in self.kv_precisions_allowed or [] if p not in dict(KV_PRECISION_CHOICES)]
         if bad:
             errors["kv_precisions_allowed"] = _("unknown precision(s): %(bad)s") % {"bad": ", ".join(map(str, bad))}

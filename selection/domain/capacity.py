@@ -146,6 +146,17 @@ def _shipped_path(name: str) -> Path:
     return flat if flat.is_file() else FIXTURES_DIR / name / "config.json"
 
 
+def model_context(name: str) -> int | None:
+    """The context a shipped model serves (its max_position_embeddings), or None when the name is not a
+    shipped config or the config does not state it: the one-pager's longest request must fit in it."""
+    if not (name or "").strip():
+        return None
+    try:
+        return validate_model_config(load_model_config(name)).max_position_embeddings or None
+    except CapacityError:
+        return None
+
+
 def load_model_config(name_or_path: str | Path) -> dict:
     """Return the raw config dict for a shipped model name (case-insensitive) or a JSON file path."""
     text = str(name_or_path).strip()
