@@ -230,6 +230,9 @@ FIGURE_NAMES = {
     "ttft_off": _("TTFT p50, prefix caching off"),
     "ttft_on_over_off": _("TTFT p50 on / off"),
     "memory_saving": _("memory saving with prefix caching"),
+    "reuse_on": _("prompt tokens from the cache, prefix caching on"),
+    "reuse_off": _("prompt tokens from the cache, prefix caching off"),
+    "compute_saving": _("prefill compute saved with prefix caching"),
     "rung": _("TTFT p50, %(tokens)s-token input alone"),
     "rung_failed": _("%(tokens)s-token input alone: failed requests"),
     "first_window": _("TTFT p99, first window"),
@@ -315,6 +318,9 @@ def _prefix_figures(points: Mapping[str, Mapping[str, Any]], metadata: Mapping[s
         )
     if seen.get("memory_saving") is not None:
         rows.append(_figure("memory_saving", 100 * seen["memory_saving"], "%", translate=translate))
+    for name in ("reuse_on", "reuse_off", "compute_saving"):  # what the engine's own counters show
+        if seen.get(name) is not None:
+            rows.append(_figure(name, 100 * seen[name], "%", translate=translate))
     return rows
 
 

@@ -10,7 +10,9 @@ JSON (a list of IterationStats) is read from `kvCacheStats`.
 Canonical series: kv_usage_ratio (0..1), prefix_hit_ratio (per interval, from token counters when
 the engine has them, else its own gauge), running, waiting, preemptions (cumulative),
 kv_used_tokens, cpu_kv_usage_ratio, swap_out / swap_in (cumulative tokens or bytes offloaded and
-loaded back).
+loaded back), prompt_tokens_processed (cumulative prompt tokens the engine computed, llama.cpp's
+`llamacpp:prompt_tokens_total`: the tests compare it with the prompt tokens they sent, so the
+tokens it took from its cache are known even where no cached-token counter exists).
 
 The KV capacity the engine allocated, when its metrics state it (vLLM's `vllm:cache_config_info`
 num_gpu_blocks x block_size, SGLang's `sglang:max_total_num_tokens`, TensorRT-LLM's max blocks x
@@ -91,6 +93,8 @@ ENGINE_MAPS: dict[str, dict[str, list[str]]] = {
         "kv_used_tokens": ["llamacpp:kv_cache_tokens"],
         "prefix_hits": ["llamacpp:prompt_tokens_cached"],
         "prefix_misses": ["llamacpp:prompt_tokens"],  # excludes cached tokens
+        # the prompt tokens it processed (0.3.9 has no cached counter: hits = tokens sent - processed)
+        "prompt_tokens_processed": ["llamacpp:prompt_tokens"],
         "running": ["llamacpp:requests_processing"],
         "waiting": ["llamacpp:requests_deferred"],
     },
@@ -125,6 +129,7 @@ CANONICAL_SERIES = (
     "cpu_kv_usage_ratio",
     "swap_out",
     "swap_in",
+    "prompt_tokens_processed",
 )
 # canonical histogram -> per engine, the histogram's base name (seconds), first found wins: the time
 # each request waited in the engine's queue before it was scheduled (vLLM's request_queue_time, SGLang's

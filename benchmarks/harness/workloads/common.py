@@ -10,8 +10,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import aiohttp
+
 from benchmarks.harness import HARNESS_VERSION
-from benchmarks.harness.cache_model import CacheModel
+from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import Api, OpenAIClient, ReceiveClock, RequestRecord, RequestSpec
 from benchmarks.harness.lengths import distribution
 from benchmarks.harness.load import (
@@ -592,6 +594,63 @@ def kv_verdicts(
             make_verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, figures, kv, base)
         )
     return verdicts
+
+
+CACHE_RESET_PATHS = ("/reset_prefix_cache", "/flush_cache")  # vLLM's (dev mode in some versions), SGLang's
+FILLER_TOKENS = 16  # each llama.cpp slot is overwritten with a prompt this long when its cache cannot be erased
+
+
+async def reset_cache(session: Session) -> dict[str, Any]:
+    """Bring the engine's prefix cache to an empty state, and say how: vLLM's `POST
+    /reset_prefix_cache`, SGLang's `POST /flush_cache`; on a per-slot engine (llama.cpp) each slot's
+    `POST /slots/{id}?action=erase` (served with --slot-save-path), else fresh slots: every slot
+    (GET /props total_slots) overwritten by an unrelated short prompt, so none holds an earlier
+    prefix. {"method": ..., "reset": bool}; `reset` False when the engine offers no way."""
+    client = session.client
+    for path in CACHE_RESET_PATHS:
+        try:
+            status, _body = await client.post_json(path, {}, timeout_s=30.0)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            continue
+        if 200 <= status < 300:
+            return {"method": f"POST {path}", "reset": True}
+    model = session.target.cache_model
+    if session.target.engine != "llamacpp" and (model is None or model.kind != SLOT_RESIDENT):
+        return {"method": "none: the engine offers no cache reset", "reset": False}
+    try:
+        slots = int((await client.get_json("/props")).get("total_slots") or 0)
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError, TypeError):
+        slots = 0
+    if slots <= 0:
+        return {"method": "none: the engine states no slot count (GET /props total_slots)", "reset": False}
+    erased = 0
+    for slot in range(slots):
+        try:
+            status, _body = await client.post_json(f"/slots/{slot}?action=erase", {}, timeout_s=10.0)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            break
+        if not 200 <= status < 300:
+            break
+        erased += 1
+    if erased == slots:
+        return {"method": f"{slots} slots erased (POST /slots/{{id}}?action=erase)", "reset": True, "slots": slots}
+    assert session.prompts is not None
+    for index in range(slots):  # least recently used slot first: each filler takes another slot
+        filler = RequestSpec(
+            api=session.target.api,
+            prompt=session.prompts.text(FILLER_TOKENS, seed=880_000 + index),
+            max_tokens=1,
+            ignore_eos=session.target.ignore_eos,
+            max_tokens_field=session.target.max_tokens_field,
+            extra_body={"cache_prompt": True},
+            request_id=f"fresh-slot-{index}",
+        )
+        await client.send(filler)
+    return {
+        "method": f"fresh slots: each of the {slots} slots overwritten with an unrelated {FILLER_TOKENS}-token prompt",
+        "reset": True,
+        "slots": slots,
+    }
 
 
 def require_param(params: dict[str, Any], key: str, kind: type, minimum: float = 0) -> Any:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 import aiohttp
 
 from benchmarks.harness import swap
-from benchmarks.harness.cache_model import CacheModel
+from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
@@ -372,7 +372,25 @@ class _SwapRun:
                 pass
 
     async def warm_sessions(self) -> None:
-        """The warm (and never-swap) sessions' turn 1, then the warm sessions' turn 2 at once."""
+        """The warm (and never-swap) sessions' turn 1, then the warm sessions' turn 2 at once. On an
+        engine with a fixed number of slots (llama.cpp) each warm session's turn 2 follows its own turn 1,
+        one session at a time: more sessions than slots would otherwise overwrite each other's slot
+        before their turn 2, and the reference would be no warm reference."""
+        model = self.target.cache_model
+        if model is not None and model.kind == SLOT_RESIDENT:
+            await self.phase("turn1", [self.first_turn(i) for i in self.never_ids], 0, 5)
+            self.snapshots["warm_start"] = await self.session.kv_now()
+            one = asyncio.Semaphore(1)
+
+            async def chain(sid: int) -> None:
+                async with one:
+                    await self.first_turn(sid)
+                    if sid in self.history:
+                        await self.next_turn(sid, "warm")
+
+            await self.phase("warm", [chain(i) for i in self.warm_ids], 5, 15)
+            self.snapshots["warm_end"] = await self.session.kv_now()
+            return
         await self.phase("turn1", [self.first_turn(i) for i in self.warm_ids + self.never_ids], 0, 10)
         self.snapshots["warm_start"] = await self.session.kv_now()
         await self.phase("warm", [self.next_turn(i, "warm") for i in self.warm_ids if i in self.history], 10, 15)
@@ -557,12 +575,16 @@ def _swap_eviction(run: _SwapRun) -> dict[str, Any]:
     """Whether the idle sessions' KV was evicted, as observed (benchmarks.harness.swap)."""
     records = run.records
     cpu = [v for _, v in run.session.metrics.recording.series.get("cpu_kv_usage_ratio", [])]
+    resumed = [record for record in records["resume"].values() if record.ok]
+    sources = {r.cached_source for r in [*records["warm"].values(), *resumed] if r.cached_source}
     eviction = swap.observe_eviction(
         [records["warm"][i].cached_tokens for i in records["warm"] if records["warm"][i].ok],
-        [records["resume"][i].cached_tokens for i in records["resume"] if records["resume"][i].ok],
+        [record.cached_tokens for record in resumed],
         run.snapshots,
         max(cpu) if cpu else None,
         {label: _ttfts(records[label]) for label in ("warm", "resume", "recompute")},
+        cached_source=", ".join(sorted(sources)) or None,
+        resumed_prompts=[record.prompt_tokens for record in resumed],
     )
     eviction["idle_kv_tokens"] = run.sizing.get("idle_kv_tokens")
     eviction["kv_capacity_tokens"] = run.sizing.get("kv_capacity_tokens")
@@ -924,6 +946,10 @@ def _swap_observed_line(
         if capacity
         else f" ({eviction['pressure_requests']} pressure requests; KV capacity unknown)"
     )
+    if eviction.get("resume_recomputed_tokens") is not None:
+        via = "llama.cpp timings" if eviction.get("cached_tokens_source") == "timings" else "the responses' usage"
+        recomputed, prompt = eviction["resume_recomputed_tokens"], eviction["resume_prompt_tokens"]
+        what += f", the resume recomputing {recomputed:,} of {prompt:,} prompt tokens ({via})"
     line = (
         f"{what}{held}; resume TTFT p50 {format_ms(resume['resume_ttft_ms']['p50'])} vs warm "
         f"{format_ms(resume['warm_ttft_ms']['p50'])} "

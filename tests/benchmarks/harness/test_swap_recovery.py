@@ -79,6 +79,8 @@ def test_offload_evicts_the_idle_sessions_and_resumes_them_cheaper_than_a_recomp
     assert sizing["kv_capacity_tokens"] == 8000 and "cache_config_info" in sizing["kv_capacity_source"]
     assert sizing["idle_kv_tokens"] == 20 * (256 + 16) and sizing["pressure_requests_planned"] >= 1
     assert eviction["observed"] and eviction["offloaded"]
+    # every idle session went to the CPU tier and came back: counted, as the lifecycle credit reads it
+    assert eviction["offloaded_sessions"] == 20 and eviction["evicted_sessions"] == 0
     assert resume["recompute_method"] == "POST /reset_prefix_cache"
     assert resume["resume_ttft_ms"]["n"] == 20 and resume["recompute_benefit_ms"]["p50"] > 0
     assert result.metadata["continuation"]["identical"] == 20
@@ -93,6 +95,7 @@ def test_recompute_engine_evicts_and_resumes_no_cheaper_than_a_recompute():
     s, v = statuses(result), by_name(result)
     assert s["eviction_exercised"] == "pass" and "cached tokens" in v["eviction_exercised"]["detail"]
     assert result.metadata["eviction"]["evicted_sessions"] == 20
+    assert result.metadata["eviction"]["offloaded_sessions"] is None  # dropped, nothing offloaded
     assert s["resume_cheaper_than_recompute"] == "fail", v["resume_cheaper_than_recompute"]
     assert v["resume_cheaper_than_recompute"]["interval"] is not None
     assert s["continuation_identical"] == "pass"

@@ -173,7 +173,7 @@ def test_prefix_reuse_on_and_off(with_mock):
     shared = params["prefix_tokens"] / (params["prefix_tokens"] + params["suffix_tokens"])
     assert reused["threshold"] == pytest.approx(w.PREFIX_REUSE_MIN_SHARE * shared)
     assert reused["passed"] == (reused["value"] >= reused["threshold"])
-    assert f"vs threshold {reused['threshold']:.3g}" in reused["detail"]
+    assert f"threshold {reused['threshold']:.3g}" in reused["detail"] and reused["source"] == "engine_counters"
     assert "prefix_off.kv_usage_ratio" in result.timeseries
 
 

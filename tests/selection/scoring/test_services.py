@@ -396,8 +396,8 @@ def test_idle_release_share_is_the_share_of_idle_sessions_seen_evicted(candidate
     )
     for candidate in candidates[1:]:
         assert "idle_release_share" not in evidence_for(candidate.selection, [candidate])[0].metrics
-    # an offloading engine (the demo's vLLM): the KV went to the CPU tier and came back with the cached
-    # tokens intact, so no session's fell; that is no count of zero released sessions
+    # an offloading engine's run from before sessions were counted as offloaded: the KV went to the CPU
+    # tier and came back with the cached tokens intact, so no session's fell; that is no count of zero
     offloaded = {"observed": True, "offloaded": True, "evicted_sessions": 0, "sessions": 20}
     swap_run(candidates[1], {"resume": 300.0, "recompute": 600.0}, {"eviction": offloaded})
     assert "idle_release_share" not in evidence_for(candidates[1].selection, [candidates[1]])[0].metrics
