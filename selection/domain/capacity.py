@@ -149,12 +149,8 @@ def _shipped_path(name: str) -> Path:
 def model_context(name: str) -> int | None:
     """The context a shipped model serves (its max_position_embeddings), or None when the name is not a
     shipped config or the config does not state it: the one-pager's longest request must fit in it."""
-    if not (name or "").strip():
-        return None
-    try:
-        return validate_model_config(load_model_config(name)).max_position_embeddings or None
-    except CapacityError:
-        return None
+    spec = model_spec(name)
+    return (spec.max_position_embeddings or None) if spec is not None else None
 
 
 def load_model_config(name_or_path: str | Path) -> dict:
@@ -673,6 +669,28 @@ def validate_parallelism(spec: ModelSpec, tp: int, pp: int) -> None:
             )
     if pp > spec.num_layers:
         raise CapacityError(f"pp: {pp} exceeds num_hidden_layers ({spec.num_layers})")
+
+
+def valid_tensor_parallel(spec: ModelSpec, largest: int) -> list[int]:
+    """The TP sizes up to `largest` the model can be split into (`validate_parallelism`'s rules)."""
+    valid = []
+    for tp in range(1, max(largest, 1) + 1):
+        try:
+            validate_parallelism(spec, tp, 1)
+        except CapacityError:
+            continue
+        valid.append(tp)
+    return valid
+
+
+def model_spec(name: str) -> ModelSpec | None:
+    """The shipped model config `name` as a ModelSpec, or None when it is not one kvselect ships."""
+    if not (name or "").strip():
+        return None
+    try:
+        return validate_model_config(load_model_config(name))
+    except CapacityError:
+        return None
 
 
 def kv_element_bytes(kv_dtype: str, engine: str) -> float:

@@ -146,3 +146,21 @@ def test_the_form_refuses_with_the_field_named(client, architect, selection_with
     for words in ("GPU budget of 4", "has no", "KVSELECT_ALLOWED_TARGETS"):
         assert words in body, words
     assert not Candidate.objects.exists()
+
+
+def test_a_tp_the_target_model_cannot_be_split_over_is_refused_with_the_sizes_that_can(
+    selection_with_constraints, architect, engines
+):
+    """Issue 37 (walk m7): TP 3 on 3 GPUs was accepted, and only the capacity plan said it cannot work."""
+    from selection.setup.services import save_constraints
+
+    constraints = selection_with_constraints.constraints.as_domain()
+    save_constraints(
+        selection=selection_with_constraints,
+        user=architect,
+        data={**constraints, "target_model": "Llama-3.1-70B", "gpu_count_budget": 8},
+    )
+    errors = _refused(selection_with_constraints, architect, engines, gpu_count=3, tensor_parallel=3)
+    message = errors["tensor_parallel"][0]
+    assert "Llama-3.1-70B cannot be split over TP 3" in message and "possible here: 1, 2" in message
+    assert _add(selection_with_constraints, architect, engines, gpu_count=4, tensor_parallel=4).pk
