@@ -128,7 +128,8 @@ class BoundsValidator:
 
 
 def action_of(page: str, *page_kwargs: str) -> Callable:
-    """A POST-only action URL of `page` (a URL name taking `page_kwargs` of the action's kwargs): a GET
+    """A POST-only action URL of `page` (a URL name taking `page_kwargs` of the action's kwargs, the
+    selection's as `pk`): a GET
     (a reload or a bookmark after a refusal) opens the page instead of a 405, and a refusal the action
     renders carries `page_url` in its context, which the page's script puts in the address bar."""
 
@@ -136,6 +137,7 @@ def action_of(page: str, *page_kwargs: str) -> Callable:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if request.method == "GET":
+                get_selection(request, kwargs["pk"])  # another team's selection stays a 404, here too
                 return redirect(page, **{name: kwargs[name] for name in page_kwargs})
             if request.method != "POST":
                 return HttpResponseNotAllowed(["GET", "POST"])

@@ -62,4 +62,5 @@ def test_the_readme_names_every_demo_account():
     for username, first, last in [("architect", "Demo", "Architect"), *PERSONS.values()]:
         name = f"{last}{first}" if first.isascii() is False else f"{first} {last}"  # 张伟: family name first
         assert f"| `{username}` | {name} |" in README
-    assert "observer" in README.split("**Accounts**")[1].split("```")[0]
+    accounts = README.split("**Accounts** (")[1].split("```")[0]
+    assert "post-launch observer" in accounts and "`observer`" in accounts

@@ -170,8 +170,10 @@ def candidate_errors(candidate: Candidate) -> dict[str, str]:
             "tp": candidate.tensor_parallel,
             "count": candidate.gpu_count,
         }
-    tp_problem = tensor_parallel_problem(candidate, constraints)
-    if tp_problem and "tensor_parallel" not in errors:
+    tp_problem = (
+        None if {"tensor_parallel", "gpu_count"} & set(errors) else tensor_parallel_problem(candidate, constraints)
+    )
+    if tp_problem:
         errors["tensor_parallel"] = tp_problem
     precision = candidate.kv_precision
     names = dict(KV_PRECISION_CHOICES)

@@ -674,7 +674,7 @@ def validate_parallelism(spec: ModelSpec, tp: int, pp: int) -> None:
 def valid_tensor_parallel(spec: ModelSpec, largest: int) -> list[int]:
     """The TP sizes up to `largest` the model can be split into (`validate_parallelism`'s rules)."""
     valid = []
-    for tp in range(1, max(largest, 1) + 1):
+    for tp in range(1, min(max(largest, 1), spec.num_attention_heads) + 1):  # a valid TP divides the heads
         try:
             validate_parallelism(spec, tp, 1)
         except CapacityError:

@@ -119,10 +119,12 @@ def test_the_longest_request_must_fit_the_target_models_context(selection, archi
     assert save_constraints(selection=selection, user=architect, data=fits).max_input_tokens == 130_000
 
 
-def test_an_unchanged_blank_field_is_not_audited_as_a_change(selection, architect):
+def test_a_blank_field_is_not_audited_as_a_change(selection, architect):
+    """Issue 37 (walk p-b): the first save wrote "constraints.changed notes — → —" for an empty field."""
     save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS, notes=""))
-    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS, notes=None))
     assert not AuditEntry.objects.filter(action="constraints.changed", field="notes").exists()
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS, notes="peak at 9am"))
+    assert AuditEntry.objects.filter(action="constraints.changed", field="notes").count() == 1
 
 
 def test_a_negative_turn_count_gets_one_error_not_also_required(client, selection, architect):
