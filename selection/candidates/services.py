@@ -16,9 +16,11 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import request_cancel
 from benchmarks.validation.target import candidate_urls, lenient_resolver, refused_urls
 from selection.audit import audit
-from selection.domain import capacity as capacity_domain
+from selection.candidates import probing
 from selection.domain import catalog as catalog_domain
 from selection.domain import limits
+from selection.domain.capacity.memory import valid_tensor_parallel
+from selection.domain.capacity.model_config import model_spec
 from selection.models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Selection, breach_message
 from selection.secretbox import encrypt
 from selection.selectors import archived_refusal
@@ -29,12 +31,17 @@ CATALOG_PATH = Path(settings.BASE_DIR) / "selection" / "fixtures" / "engine_cata
 
 
 @transaction.atomic
-def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: str = "") -> Candidate:
+def add_candidate(
+    *, selection: Selection, user, data: dict[str, Any], api_key: str = "", model_justification: str = ""
+) -> Candidate:
+    """Add a candidate; its endpoint is probed first (`probing`): one serving another model than the
+    selection's is refused unless `model_justification` keeps it (audited)."""
     require_editor(user, selection)
     candidate = Candidate(selection=selection, **data)
     if api_key:
         candidate.api_key_encrypted = encrypt(api_key)
     check_candidate(candidate)
+    check_served_model(candidate, user, model_justification)
     candidate.save()
     audit(
         selection,
@@ -43,12 +50,72 @@ def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: 
         field="candidate",
         new={"id": candidate.pk, "engine": candidate.engine.slug, "version": candidate.engine_version},
     )
+    audit_kept_model(candidate, user)
     schedule_rescoring(selection.pk)
     return candidate
 
 
+PROBED_FIELDS = ("endpoint_url", "metrics_url", "model_name", "engine_version")
+MAX_JUSTIFICATION_CHARS = 2000
+
+
+def check_served_model(candidate: Candidate, user, justification: str = "") -> None:
+    """Probe the endpoint and keep the answer on the candidate; refuse (naming both models) an endpoint
+    serving another model than the selection's, unless a justification keeps it. An endpoint that does
+    not answer yet is probed again before each run."""
+    probe = probing.probe_candidate(candidate)
+    if probe is None:
+        return
+    candidate.endpoint_probe = probe
+    mismatch = probing.model_mismatch(probe)
+    justification = (justification or "").strip()
+    if mismatch is None or (probing.kept(candidate, mismatch) and not justification):
+        return
+    if not justification:
+        raise ValidationError({"model_name": probing.refusal(mismatch)})
+    if len(justification) > MAX_JUSTIFICATION_CHARS:
+        raise ValidationError(
+            {
+                "model_justification": _("a justification of at most %(n)s characters")
+                % {"n": f"{MAX_JUSTIFICATION_CHARS:,}"}
+            }
+        )
+    candidate.model_justification = {
+        "by": user.get_username(),
+        "at": timezone.now().isoformat(),
+        "justification": justification,
+        "served": mismatch["served"],
+        "target": mismatch["target"],
+        "new": True,  # audited once the candidate is saved (`audit_kept_model`)
+    }
+
+
+def audit_kept_model(candidate: Candidate, user) -> None:
+    """The audit entry of a model kept by a justification, once per justification."""
+    kept = dict(candidate.model_justification or {})
+    if not kept.pop("new", False):
+        return
+    candidate.model_justification = kept
+    Candidate.objects.filter(pk=candidate.pk).update(model_justification=kept)
+    audit(
+        candidate.selection,
+        user,
+        "candidate.model_kept",
+        field=f"candidate:{candidate.pk}",
+        new={"served": kept["served"], "target": kept["target"]},
+        justification=kept["justification"],
+    )
+
+
 @transaction.atomic
-def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_key: str | None = None) -> Candidate:
+def update_candidate(
+    *,
+    candidate: Candidate,
+    user,
+    data: dict[str, Any],
+    api_key: str | None = None,
+    model_justification: str = "",
+) -> Candidate:
     require_editor(user, candidate.selection)
     require_compared(candidate)
     old = {k: getattr(candidate, k) for k in data}
@@ -57,7 +124,10 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
     if api_key is not None:
         candidate.api_key_encrypted = encrypt(api_key) if api_key else ""
     check_candidate(candidate)
+    if model_justification or any(old[k] != getattr(candidate, k) for k in PROBED_FIELDS if k in data):
+        check_served_model(candidate, user, model_justification)
     candidate.save()
+    audit_kept_model(candidate, user)
     audit(
         candidate.selection,
         user,
@@ -206,11 +276,11 @@ def tensor_parallel_problem(candidate: Candidate, constraints: Constraints | Non
     """Why the target model cannot be split over the candidate's TP (its attention and KV heads must
     divide evenly), with the sizes that can; None when it can or the model is not one kvselect ships.
     Said when the candidate is saved, not later by its capacity plan."""
-    spec = capacity_domain.model_spec(constraints.target_model) if constraints is not None else None
+    spec = model_spec(constraints.target_model) if constraints is not None else None
     tp = candidate.tensor_parallel
     if spec is None or not tp:
         return None
-    valid = capacity_domain.valid_tensor_parallel(spec, max(candidate.gpu_count or 1, tp))
+    valid = valid_tensor_parallel(spec, max(candidate.gpu_count or 1, tp))
     if tp in valid:
         return None
     return _(
