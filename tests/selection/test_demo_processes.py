@@ -124,3 +124,15 @@ def test_a_second_candidate_of_an_engine_does_not_confuse_the_demo(selection_wit
     )  # was MultipleObjectsReturned
     assert demo_candidate(selection, "vllm", "paged-offload") == demos
     assert demo_candidate(selection, "vllm", "another-profile") == demos  # the oldest compared one
+
+
+@pytest.mark.django_db
+def test_an_archived_demo_candidate_gives_way_to_the_compared_one(selection_with_constraints, architect, engines):
+    from selection.candidates.services import archive_candidate
+
+    selection = selection_with_constraints
+    data = {"engine": engines["vllm"], "engine_version": "0.11.0"}
+    old = add_candidate(selection=selection, user=architect, data={**data, "label": "vLLM (simulated paged-offload)"})
+    archive_candidate(candidate=old, user=architect)
+    new = add_candidate(selection=selection, user=architect, data={**data, "label": "vLLM (simulated paged-offload)"})
+    assert demo_candidate(selection, "vllm", "paged-offload") == new
