@@ -382,7 +382,7 @@ def _scenario_page(selection: Selection, form: WeightsForm, has_constraints: boo
         "scenario_name": scenario_name(selection.scenario),
         # short traffic at low concurrency: say up front that KV-cache management does not decide here
         "kv_not_decisive": kv_not_decisive(selection.constraints.as_domain()) if has_constraints else None,
-        "audit": recent_audit(selection, 30),
+        "audit": recent_audit(selection, 30, actions=("constraints.", "scenario.", "weight.")),
     }
 
 
@@ -437,7 +437,7 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
             gate_warnings=criteria_domain.gate_warnings(current),
             # the next step once gates are set: candidates (none yet) or the evidence
             next_step_url=None if not current else _after_gates(selection),
-            audit=recent_audit(selection, 20),
+            audit=recent_audit(selection, 20, actions=("gates.",)),
             priorities=[dimension_name(d) for d in priorities],
         ),
     )
