@@ -127,6 +127,9 @@ AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = 0.25  # hours
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# No "AXES: BEGIN ..." banner on every process start (manage.py commands included); failed logins are
+# still logged with the lockout parameters (address and username).
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.harness import safety, workloads
-from benchmarks.harness.client import RECEIVE_CLOCKS
+from benchmarks.harness.client_timing import RECEIVE_CLOCKS
 from benchmarks.suite import RUNNABLE_TEST_IDS
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 from benchmarks.validation.target import CATALOG_SLUGS, documented_cache_model
