@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from selection.domain import capacity as model
 from selection.domain import catalog
+from selection.domain.capacity.base import CapacityError
+from selection.domain.capacity.inputs import inputs_from_flags
+from selection.domain.capacity.measured import compare_predicted_measured
+from selection.domain.capacity.model_config import load_model_config, shipped_models
+from selection.domain.capacity.plan import plan_for_model
+from selection.domain.capacity.verdict import verdict
 from selection.domain.messages import Message, to_json
 from selection.models import Candidate
 
@@ -42,21 +47,21 @@ def model_config_for(candidate: Candidate) -> dict:
     constraints = getattr(candidate.selection, "constraints", None)
     if constraints is not None and constraints.model_config:
         return constraints.model_config
-    shipped = {name.lower(): name for name in model.shipped_models()}
+    shipped = {name.lower(): name for name in shipped_models()}
     served = (candidate.model_name or "").split("/")[-1].lower()
     if served in shipped:  # the served name is a shipped config (e.g. meta-llama/Llama-3.1-8B -> Llama-3.1-8B)
-        return model.load_model_config(shipped[served])
+        return load_model_config(shipped[served])
     name = constraints.target_model if constraints else ""
     if not name:
-        raise model.CapacityError(
+        raise CapacityError(
             "model: the candidate's served model is not a shipped config and the constraints name no target model"
         )
-    return model.load_model_config(name)
+    return load_model_config(name)
 
 
 def launch_inputs(candidate: Candidate, engine: str) -> dict[str, Any]:
     """Plan inputs from the engine's launch line: the recipe kvselect runs, then the flags field."""
-    return model.inputs_from_flags(engine, f"{candidate.launch_recipe} {candidate.launch_flags}")
+    return inputs_from_flags(engine, f"{candidate.launch_recipe} {candidate.launch_flags}")
 
 
 def plan_for_candidate(
@@ -94,7 +99,7 @@ def plan_for_candidate(
     flags = launch_inputs(candidate, engine)
     kwargs.update(flags)
     kwargs.update(overrides)
-    plan = model.plan_for_model(model_config_for(candidate), **kwargs)
+    plan = plan_for_model(model_config_for(candidate), **kwargs)
     data = plan.to_dict()
     if note:
         data["notes"].append(note.to_dict())
@@ -111,10 +116,10 @@ def plan_for_candidate(
     if constraints is not None:
         domain = constraints.as_domain()
         domain["gpu_budget"] = constraints.gpu_count_budget
-        data["verdict"] = to_json(model.verdict(plan, domain))  # summary and reasons as message dicts
+        data["verdict"] = to_json(verdict(plan, domain))  # summary and reasons as message dicts
     measured = measured if measured is not None else (candidate.measured_capacity or {})
     if measured.get("token_capacity"):
         data["measured"] = dict(measured)
         tokens = measured["token_capacity"]
-        data["predicted_vs_measured"] = model.compare_predicted_measured(plan.token_capacity, tokens)
+        data["predicted_vs_measured"] = compare_predicted_measured(plan.token_capacity, tokens)
     return data

@@ -36,7 +36,7 @@ from selection.domain import monitoring as monitoring_domain
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain import screening
-from selection.domain.capacity import CapacityError
+from selection.domain.capacity.base import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load, to_json
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from selection.domain import criteria as criteria_domain
 from selection.domain import limits
-from selection.domain.capacity import shipped_models
+from selection.domain.capacity.model_config import shipped_models
 from selection.domain.roles import ROLE_LABELS
 from selection.i18n import criterion_name, dimension_name, person_name
 from selection.models import (

@@ -33,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from benchmarks.models import BenchmarkRun
+from benchmarks.suite import demo_params
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.plan import priority_order
 from selection.candidates.screening import documentation_screen
@@ -119,58 +120,6 @@ DEMO_LAUNCH_FLAGS = {
 }
 # the candidates' launch flags that are the engine's own (what the isolation plan reads)
 ENGINE_FLAGS = ("--scheduling-policy",)
-# Short parameters so the whole pipeline (eight tests x three candidates) takes about five minutes.
-DEMO_PARAMS = {
-    "concurrency_stress": {
-        "concurrency": 32,
-        "duration_s": 8.0,
-        "warmup_s": 1.0,
-        "settle_s": 2.0,
-        "abort_fraction": 0.05,
-        "rate": None,  # closed loop at the target concurrency (the constraints' 8 req/s is far below it)
-    },
-    # the ladder is planned from the constraints: it ends at their max input (32768), which the
-    # llama-cpp candidate (--max-model-len 40960) must serve too; short traffic runs beside each rung
-    "long_context": {
-        "repeats": 1,
-        "background_lead_s": 2.0,
-        "background_concurrency": 16,
-        "background_timeout_s": 30.0,
-    },
-    # 20 idle sessions (percentiles need 20) with 4K-token histories; the pressure pushes 1.5x the
-    # engine's KV pool through (its own cache_config_info), so the idle sessions are evicted
-    "swap_recovery": {"sessions": 20, "warm_sessions": 20, "idle_s": 6.0, "parallel": 16, "pressure_concurrency": 16},
-    "prefix_reuse": {"requests": 64, "concurrency": 16},
-    # a short soak, labelled as such in the run's observed line, notes and the record (the plan asks for hours)
-    "stability": {
-        "concurrency": 16,
-        "duration_s": 16.0,
-        "window_s": 4.0,
-        "warmup_s": 2.0,
-        "metrics_interval_s": 0.5,
-        "soak_label": "demo",
-    },
-    # the target (32) up to 3x in short steps, then back down: queueing or rejection shows past
-    # the sustainable load; closed loop (the constraints' 8 req/s would not load the simulators)
-    "overload": {
-        "rate": None,
-        "step_factors": [1.0, 2.0, 3.0],
-        "step_duration_s": 4.0,
-        "recovery_s": 8.0,
-        "recovery_bound_s": 20.0,
-    },
-    # about 20 s each on the simulator: a restart with twice the KV bytes per token and back; tenant A
-    # at 4 req/s alone and beside eight 32K-token requests
-    "model_switch": {
-        "concurrency": 8,
-        "before_s": 6.0,
-        "switched_s": 6.0,
-        "after_s": 6.0,
-        "output_tokens": 32,
-        "restart_config": {"kv_bytes_per_token": 262144},
-    },
-    "isolation": {"alone_s": 6.0, "flood_lead_s": 1.0, "flood_s": 6.0, "tenant_a_output_tokens": 32},
-}
 # The three project checks, the security checklist and who watches after launch (demo statements).
 DEMO_PROJECT_CHECKS = {
     "affected": {
@@ -493,7 +442,7 @@ class Command(BaseCommand):
                     continue
                 runs.append(
                     start_validation(
-                        candidate=candidate, test=test, user=architect, params=DEMO_PARAMS[test], label="demo"
+                        candidate=candidate, test=test, user=architect, params=demo_params(test), label="demo"
                     )
                 )
         # the simulators share this machine: their runs take turns (one validation at a time per host)

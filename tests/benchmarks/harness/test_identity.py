@@ -109,3 +109,23 @@ def test_the_workers_nvml_describes_the_engine_host_it_launched():
         "source": "worker_nvml",
     }
     assert identity.gpu_from_nvml([]) is None
+
+
+def test_the_run_page_says_what_the_engine_ran_as_and_on():
+    from benchmarks.presentation import engine_host_line
+
+    host = {
+        "identity": {
+            "served_models": ["kvsim-llama-3.1-8b"],
+            "model_paths": ["llama-3.1-8b"],
+            "engine_version": "0.11.0",
+            "version_source": "GET /version",
+            "gpu": {"model": "H100", "count": 1, "memory_gib": 80.0, "driver": "simulated", "source": "engine_metrics"},
+        }
+    }
+    assert engine_host_line({"engine_host": host}) == (
+        "model kvsim-llama-3.1-8b, llama-3.1-8b; version 0.11.0 (GET /version); "
+        "1× H100 80 GiB, driver simulated from the engine's metrics"
+    )
+    assert engine_host_line({"engine_host": {"identity": {}}}) == "GPUs not reported by the engine host"
+    assert engine_host_line({"gpu": {"available": True}}) == ""  # the load client's NVML is not the engine host's

@@ -1,0 +1,31 @@
+"""Test 2, long context: its row of the suite."""
+
+from __future__ import annotations
+
+from benchmarks.suite.base import ValidationTest
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
+    return text
+
+
+TEST = ValidationTest(
+    "long_context",
+    2,
+    _("Long context"),
+    _(
+        "A ladder of long inputs (16K to 128K tokens, capped at the model's maximum), alone and beside short "
+        "traffic: TTFT and KV usage per rung and the largest rung that succeeds."
+    ),
+    _("TTFT and KV per rung of the context ladder, the largest rung served"),
+    ("context_ladder", "kv_usage"),
+    feeds=("context",),
+    # the ladder is planned from the constraints: it ends at their max input (32768), which the
+    # llama-cpp candidate (--max-model-len 40960) must serve too; short traffic runs beside each rung
+    demo={
+        "repeats": 1,
+        "background_lead_s": 2.0,
+        "background_concurrency": 16,
+        "background_timeout_s": 30.0,
+    },
+)

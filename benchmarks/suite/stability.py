@@ -1,0 +1,32 @@
+"""Test 5, long-run stability: its row of the suite."""
+
+from __future__ import annotations
+
+from benchmarks.suite.base import ValidationTest
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
+    return text
+
+
+TEST = ValidationTest(
+    "stability",
+    5,
+    _("Long-run stability"),
+    _(
+        "Medium concurrency for a long time: drift of TTFT/TPOT p50 and p99 between the first and last "
+        "windows, the KV usage trend, preemptions and errors."
+    ),
+    _("latency drift between the first and the last window, the KV usage trend"),
+    ("soak_drift", "kv_usage"),
+    feeds=("memory",),
+    # a short soak, labelled as such in the run's observed line, notes and the record (the plan asks for hours)
+    demo={
+        "concurrency": 16,
+        "duration_s": 16.0,
+        "window_s": 4.0,
+        "warmup_s": 2.0,
+        "metrics_interval_s": 0.5,
+        "soak_label": "demo",
+    },
+)
