@@ -478,4 +478,4 @@ def run_page_charts(
         if kv
         else ""
     )
-    return latency_chart, kv_chart, list(kv)
+    return latency_chart, kv_chart, list(kv_named)  # as the legend names them, never the metric keys

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from selection.domain import limits, procurement
 from selection.domain.criteria import CRITERIA, DIMENSIONS
 from selection.domain.roles import ROLE_LABELS
+from selection.i18n import person_name
 
 CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids marked in selection.domain.criteria
 DIMENSION_CHOICES = [(d.id, _(d.name)) for d in DIMENSIONS]
@@ -114,7 +115,7 @@ def owner_conflicts(owners: dict, changed: tuple[str, ...] | frozenset = ()) -> 
         errors[blamed] = _(
             "%(user)s is already the %(role)s: the business, platform and security owners must be three "
             "different people"
-        ) % {"user": user.get_username(), "role": Selection._meta.get_field(kept).verbose_name}
+        ) % {"user": person_name(user), "role": Selection._meta.get_field(kept).verbose_name}
     return errors
 
 

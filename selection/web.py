@@ -8,9 +8,11 @@ from typing import Any, Callable
 from django import forms
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db.models import Q
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils.functional import SimpleLazyObject
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 
 from selection import selectors
@@ -50,8 +52,16 @@ def workspace(request: HttpRequest) -> dict:
     return {"can_create_selection": SimpleLazyObject(lambda: selectors.can_create_selection(request.user))}
 
 
-def recent_audit(selection: Selection, limit: int = 50):
-    return selection.audit.select_related("actor")[:limit]
+def recent_audit(selection: Selection, limit: int = 50, actions: tuple[str, ...] = ()):
+    """The selection's latest audit entries; with `actions` (code prefixes such as "gates."), only
+    those of that step: a step's page shows its own history, the overview the whole trail."""
+    entries = selection.audit.select_related("actor")
+    if actions:
+        query = Q()
+        for prefix in actions:
+            query |= Q(action__startswith=prefix)
+        entries = entries.filter(query)
+    return entries[:limit]
 
 
 class AccessibleErrorsMixin:
@@ -79,8 +89,10 @@ def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tu
         for message in messages:
             if field in form.fields:
                 form.add_error(field, message)
-            else:
-                form.add_error(None, f"{key}: {message}" if key != "__all__" else message)
+            elif key == "__all__" or key in prefixes:
+                form.add_error(None, message)  # about the whole form or the whole set ("weights")
+            else:  # a field the form does not show: named in words, never by its key
+                form.add_error(None, f"{capfirst(key.rsplit('.', 1)[-1].replace('_', ' '))}: {message}")
 
 
 def service_saved(form: forms.Form, write: Callable[[], Any], prefixes: tuple[str, ...] = ()) -> bool:

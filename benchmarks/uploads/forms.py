@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from benchmarks import formats
 from benchmarks.suite import TEST_IDS
+from selection.i18n import translate_test
 from selection.selectors import archived_refusal
 from selection.web import AccessibleErrorsMixin
 
@@ -36,7 +37,7 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
     test = forms.ChoiceField(
         label=_("Test"),
         choices=[(t, t) for t in TEST_IDS],
-        help_text=_("Which validation test the run belongs to; “custom” for anything else."),
+        help_text=_("Which validation test the run belongs to; “Custom” for anything else."),
     )
     format = forms.ChoiceField(
         label=_("Format"), required=False, help_text=_("Leave on automatic unless detection picks the wrong tool.")
@@ -59,6 +60,8 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
             (c.pk, str(c)) for c in candidates if c.archived_at is None
         ]
         self.fields["format"].choices = format_choices()
+        # the tests by their titles in the page's language (the ids are what the API and CI send)
+        self.fields["test"].choices = [(t, translate_test(t)) for t in TEST_IDS]
         if not self.is_bound:
             # One key per rendered form: a double submit returns the first run instead of a duplicate.
             self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")

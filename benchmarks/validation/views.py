@@ -19,6 +19,7 @@ from benchmarks.validation.plan import priority_order, validation_plan
 from selection.candidates.screening import documentation_screen, offered_for_tests
 from selection.domain import launch_flags
 from selection.domain.screening import DIMENSION_NAMES
+from selection.i18n import translate_test
 from selection.models import Candidate, Selection
 from selection.selectors import archived_refusal
 from selection.web import get_candidate, get_selection, page_context, require_edit
@@ -145,6 +146,8 @@ def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str
         refusal = {"test": test, "field": field if reason else "", "reason": reason or field}
         return _validation_page(request, selection, candidate, bound=form, refusal=refusal, status=400)
     messages.success(
-        request, _("Run #%(run)s of %(test)s queued. Its progress updates below.") % {"run": run.pk, "test": test}
+        request,
+        _("Run #%(run)s of %(test)s queued. Its progress updates below.")
+        % {"run": run.pk, "test": translate_test(test)},
     )
     return redirect(reverse("selection:validation", args=[selection.pk, candidate.pk]) + "#runs")

@@ -1410,7 +1410,7 @@ def _result_notes(
             Message(
                 _(
                     "Some evidence is missing: totals are lower bounds (missing evidence contributes "
-                    "nothing); total_upper shows the most it could add"
+                    "nothing); the upper bound (≤) shows the most it could add"
                 )
             )
         )

@@ -258,7 +258,7 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
 def _verdict_line(verdict: dict[str, Any]) -> str:
     """One verdict as the record prints it, in words: every verdict of every test, none left out,
     each with its sample size when it has one."""
-    detail = verdict.get("detail")
+    detail = message_text(verdict_status.detail_of(verdict))
     n = verdict.get("n")
     size = f" (n={n})" if n is not None and f"n={n}" not in str(detail or "") else ""
     name = presentation.verdict_label(str(verdict.get("name") or ""), _)
@@ -544,11 +544,11 @@ def _capacity_block(candidate: Candidate, plan: dict[str, Any], gpu_model: str) 
         "configuration": f"TP={candidate.tensor_parallel}, KV {candidate.kv_precision}, "
         f"{candidate.gpu_model or gpu_model}",
         "rows": [
-            {"quantity": "KV bytes per token (per GPU)", "unit": "B", "predicted": plan["kv_bytes_per_token"]},
-            {"quantity": "KV blocks", "unit": "blocks", "predicted": plan["num_blocks"]},
+            {"quantity": _("KV bytes per token (per GPU)"), "unit": "B", "predicted": plan["kv_bytes_per_token"]},
+            {"quantity": _("KV blocks"), "unit": _("blocks"), "predicted": plan["num_blocks"]},
             {
-                "quantity": "token capacity",
-                "unit": "tokens",
+                "quantity": _("Token capacity"),
+                "unit": _("tokens"),
                 "predicted": plan["token_capacity"],
                 "measured": stated.get("token_capacity"),
                 "measured_source": stated_label(stated),

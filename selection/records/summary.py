@@ -169,8 +169,10 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
         unsettled = [
             (str(v.get("name")), verdict_status.status_of(v)) for v in (run.verdicts if run is not None else []) or []
         ]
-        failed = [
-            name if status == "fail" else f"{name} ({presentation.status_label(status, _)})"
+        failed = [  # the criterion in words (its title and load point), never its id
+            presentation.verdict_label(name, _)
+            if status == "fail"
+            else f"{presentation.verdict_label(name, _)} ({presentation.status_label(status, _)})"
             for name, status in unsettled
             if status not in ("pass", "not_applicable")  # the engine's documented design, not a gap
         ]
@@ -178,7 +180,7 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
             {
                 "test": _(suite.title_of(gap["test"])),
                 "outcome": _(OUTCOMES.get(gap["outcome"], gap["outcome"])),
-                "detail": ", ".join(failed),
+                "detail": _("; ").join(failed),
                 "run": f"run-{run.pk}" if run is not None else "",
             }
         )

@@ -24,7 +24,7 @@ from selection import selectors
 from selection.certificates.trust import HsmConfigurationError, hsm_key_for, production_roots
 from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
-from selection.i18n import person_name, record_language, role_name
+from selection.i18n import certificate_name, person_name, record_language, role_name
 from selection.models import DecisionRecord, Selection
 from selection.records.forms import (
     CommentForm,
@@ -54,6 +54,7 @@ from selection.records.services import (
     start_review,
     update_draft,
 )
+from selection.records.summary import item_label
 from selection.records.verification import verification_report
 from selection.tasks import queue_render
 from selection.web import attach_service_errors, get_selection, page_context, require_edit
@@ -169,7 +170,10 @@ def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
                 {
                     "when": approval.signed_at,
                     "what": _("Signed by the %(role)s (%(subject)s)")
-                    % {"role": role_name(approval.role).lower(), "subject": approval.certificate_subject or "—"},
+                    % {
+                        "role": role_name(approval.role).lower(),
+                        "subject": certificate_name(approval.certificate_subject) or "—",
+                    },
                 }
             )
     events.sort(key=lambda e: e["when"])
@@ -408,7 +412,7 @@ def record_open_item(request: HttpRequest, pk: int, record_pk: int, item_pk: int
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     else:
-        messages.success(request, _("Open item %(item)s closed.") % {"item": item.key})
+        messages.success(request, _("Open item “%(item)s” closed.") % {"item": item_label(item.section, item.item)})
     return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
 
 

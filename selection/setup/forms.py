@@ -6,8 +6,11 @@ services' ``ValidationError`` back with :func:`attach_service_errors`.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from django import forms
 from django.contrib.auth import get_user_model
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import criteria as criteria_domain
@@ -136,9 +139,10 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
             teams = Team.objects.filter(membership__user=user, membership__role=Membership.Role.ARCHITECT)
         self.fields["team"].queryset = teams.order_by("name").distinct()
         members = get_user_model().objects.filter(memberships__team__in=teams).distinct().order_by("username")
+        label = user_labeller(members)
         for name in self.OWNER_FIELDS:
             self.fields[name].queryset = members
-            self.fields[name].label_from_instance = _user_label
+            self.fields[name].label_from_instance = label
         if teams.count() == 1:
             self.fields["team"].initial = teams.first().pk
         self.fields.update(procurement_fields())
@@ -190,9 +194,18 @@ class ProcurementForm(AccessibleErrorsMixin, forms.ModelForm):
         return (self.cleaned_data.get("budget_currency") or "").strip().upper()
 
 
-def _user_label(user) -> str:
-    full = person_name(user) if (user.first_name or user.last_name) else ""
-    return f"{full} ({user.get_username()})" if full else user.get_username()
+def user_labeller(users) -> Callable[[Any], str]:
+    """How the people in `users` are offered in a choice: by their name, as their script writes it;
+    the login name is added only to tell apart two people of the same name (or shown alone when a
+    user has no name)."""
+    names = [person_name(user) if (user.first_name or user.last_name) else "" for user in users]
+    shared = {name for name in names if name and names.count(name) > 1}
+
+    def label(user) -> str:
+        full = person_name(user) if (user.first_name or user.last_name) else ""
+        return f"{full} ({user.get_username()})" if full in shared else full or user.get_username()
+
+    return label
 
 
 class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
@@ -220,7 +233,7 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
             if current and current not in configs:
                 choices.append((current, current))
             self.fields["target_model"] = forms.ChoiceField(
-                label=Constraints._meta.get_field("target_model").verbose_name,
+                label=capfirst(Constraints._meta.get_field("target_model").verbose_name),
                 choices=choices,
                 help_text=_("A model config shipped with kvselect."),
             )

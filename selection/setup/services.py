@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from selection.audit import audit
 from selection.domain import criteria as criteria_domain
@@ -219,7 +220,7 @@ def update_weights(*, selection: Selection, user, weights: dict[str, float], jus
         elif not isinstance(value, (int, float)) or value < 0 or value != value:
             errors[f"weights.{criterion}"] = f"must be a number >= 0, got {value!r}"
     if not errors and sum(weights.values()) <= 0:
-        errors["weights"] = "at least one weight must be positive"
+        errors["weights"] = _("At least one weight must be positive.")
     if errors:
         raise ValidationError(errors)
     existing = {w.criterion: w for w in selection.weights.select_for_update()}

@@ -351,7 +351,7 @@ def _scenario_page(selection: Selection, form: WeightsForm, has_constraints: boo
         "scenario_name": scenario_name(selection.scenario),
         # short traffic at low concurrency: say up front that KV-cache management does not decide here
         "kv_not_decisive": kv_not_decisive(selection.constraints.as_domain()) if has_constraints else None,
-        "audit": recent_audit(selection, 30),
+        "audit": recent_audit(selection, 30, actions=("constraints.", "scenario.", "weight.")),
     }
 
 
@@ -396,7 +396,7 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
             form=form,
             max_gates=criteria_domain.MAX_GATES,
             gate_warnings=criteria_domain.gate_warnings(current),
-            audit=recent_audit(selection, 20),
+            audit=recent_audit(selection, 20, actions=("gates.",)),
             priorities=[dimension_name(d) for d in priorities],
         ),
     )

@@ -290,6 +290,7 @@ def _group_points(
             measure_end=outcome.measure_end,
             client_bound=outcome.client_bound,
             client_bound_reasons=list(outcome.client_bound_reasons),
+            client_bound_messages=list(outcome.client_bound_messages),
         )
         group_point = summarize(part, label=group, slo=slo_of(params))
         group_point.extra["traffic_group"] = group

@@ -189,7 +189,7 @@ def test_the_summary_fit_is_not_validated_beside_an_inconclusive_stress_verdict(
     assert fit["concurrency"]["unsettled"] == [f"The requested concurrency was held: inconclusive (run-{run.pk})"]
     assert snap["summary"]["fit_unsettled"] == fit["concurrency"]["unsettled"]
     gap = next(g for g in snap["summary"]["test_gaps"] if g["test"] == "Concurrency stress")
-    assert gap["detail"] == "concurrency_held (inconclusive)" and gap["run"] == f"run-{run.pk}"
+    assert gap["detail"] == "The requested concurrency was held (inconclusive)" and gap["run"] == f"run-{run.pk}"
     assert all(row["status"] != "pass" or not row["unsettled"] for row in snap["summary"]["fit"])
 
 
