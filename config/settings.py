@@ -128,6 +128,9 @@ AXES_COOLOFF_TIME = 0.25  # hours
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every manage.py command
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# No "AXES: BEGIN ..." banner on every process start (manage.py commands included); failed logins are
+# still logged with the lockout parameters (address and username).
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]

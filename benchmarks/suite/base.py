@@ -56,3 +56,7 @@ class ValidationTest:
     # points' `extra` may state any indicator; selection.scoring.evidence merges them)
     indicators: Callable[[RunFacts], dict[str, float]] | None = None
     uncredited: Callable[[RunFacts], tuple[str, ...]] | None = None
+    # the `validate` command's shared flags it takes, each with the parameter it sets (--concurrency,
+    # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
+    # --trace for a test that draws its requests' lengths from a trace); any other is refused
+    cli: Mapping[str, str] = field(default_factory=dict)

@@ -37,4 +37,5 @@ TEST = ValidationTest(
         "rate": None,  # closed loop at the target concurrency (the constraints' 8 req/s is far below it)
     },
     indicators=indicators,
+    cli={"concurrency": "concurrency", "rate": "rate", "duration": "duration_s", "trace": "length_trace"},
 )

@@ -37,4 +37,5 @@ TEST = ValidationTest(
     # about 20 s on the simulator: tenant A at 4 req/s alone, then beside eight 32K-token requests
     demo={"alone_s": 6.0, "flood_lead_s": 1.0, "flood_s": 6.0, "tenant_a_output_tokens": 32},
     indicators=indicators,
+    cli={"priority": "use_priority"},
 )

@@ -36,4 +36,5 @@ TEST = ValidationTest(
         "background_timeout_s": 30.0,
     },
     indicators=indicators,
+    cli={"kv_capacity_tokens": "kv_capacity_tokens"},
 )

@@ -43,4 +43,5 @@ TEST = ValidationTest(
         "recovery_bound_s": 20.0,
     },
     indicators=indicators,
+    cli={"concurrency": "target_concurrency", "rate": "rate", "duration": "step_duration_s"},
 )

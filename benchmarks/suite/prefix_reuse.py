@@ -68,4 +68,5 @@ TEST = ValidationTest(
     feeds=("memory",),
     demo={"requests": 64, "concurrency": 16},
     indicators=indicators,
+    cli={"concurrency": "concurrency", "kv_capacity_tokens": "kv_capacity_tokens"},
 )

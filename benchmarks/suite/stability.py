@@ -39,4 +39,5 @@ TEST = ValidationTest(
         "soak_label": "demo",
     },
     indicators=indicators,
+    cli={"concurrency": "concurrency", "duration": "duration_s", "trace": "length_trace"},
 )

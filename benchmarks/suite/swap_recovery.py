@@ -113,4 +113,5 @@ TEST = ValidationTest(
     demo={"sessions": 20, "warm_sessions": 20, "idle_s": 6.0, "parallel": 16, "pressure_concurrency": 16},
     indicators=indicators,
     uncredited=uncredited,
+    cli={"kv_capacity_tokens": "kv_capacity_tokens"},
 )

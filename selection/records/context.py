@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop, ngettext
+from django.utils.translation import gettext_noop, ngettext, pgettext
 
 from benchmarks import presentation, suite
 from benchmarks import verdicts as verdict_status
@@ -138,7 +138,10 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         (
             _("Model"),
             _("%(model)s; KV precision allowed: %(kv)s")
-            % {"model": c.target_model, "kv": ", ".join(c.kv_precisions_allowed) or "—"},
+            % {
+                "model": c.target_model,
+                "kv": pgettext("list separator between names", ", ").join(c.kv_precisions_allowed) or "—",
+            },
         ),
     ]
     return [{"label": label, "value": value} for label, value in rows]
@@ -246,7 +249,7 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
     if not verdicts:
         return _("No pass criteria were evaluated for this run.")
     outcomes = [verdict_status.status_of(v) for v in verdicts]
-    counts = ", ".join(
+    counts = pgettext("list separator between names", ", ").join(
         f"{outcomes.count(status)} {presentation.status_label(status, _)}" for status in dict.fromkeys(outcomes)
     )
     return ngettext("%(n)s verdict: %(counts)s.", "%(n)s verdicts: %(counts)s.", len(verdicts)) % {

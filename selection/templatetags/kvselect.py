@@ -13,7 +13,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.text import capfirst
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from selection.domain import criteria as criteria_domain
 from selection.i18n import certificate_name, criterion_name, domain_text, message_text, person_name, translate_test
@@ -291,3 +291,15 @@ def structured(value) -> bool:
 @register.filter
 def as_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def names(values) -> str:
+    """Names joined as the page's language lists them ("a, b"; Chinese "a、b")."""
+    return pgettext("list separator between names", ", ").join(str(v) for v in values or [])
+
+
+@register.filter
+def clauses(values) -> str:
+    """Clauses joined as the page's language separates them ("a; b"; Chinese "a；b")."""
+    return pgettext("list separator between clauses", "; ").join(str(v) for v in values or [])

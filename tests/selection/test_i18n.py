@@ -203,7 +203,7 @@ PAGES = [
     ("selection:comparison", True, ["并排对比", "包含模拟（SIMULATED）证据"]),
     ("selection:records", True, ["决策记录", "起草决策记录"]),
     ("selection:record-verify", False, ["验证已签名的决策记录", "上传"]),
-    ("selection:profile", False, ["你的签名证书", "登记证书", "尚未登记证书"]),
+    ("selection:profile", False, ["您的签名证书", "登记证书", "尚未登记证书"]),
 ]
 
 
