@@ -764,6 +764,56 @@ def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
     return INCONCLUSIVE
 
 
+# what to do about a failed run, by how its error begins (benchmarks.validation.worker, benchmarks.tasks,
+# benchmarks.uploads.parse write them); the first match wins, the last is the engine's
+FAILURE_ADVICE = (
+    (
+        ("params:",),
+        _(
+            "A parameter was refused before any request was sent: correct it "
+            "on the validation page and run the test again."
+        ),
+    ),
+    (
+        ("worker lost",),
+        _("The worker running the test stopped (killed or restarted) before it stored a result: run the test again."),
+    ),
+    (
+        ("launch_recipe:", "engine unreachable: launch_recipe:"),
+        _(
+            "kvselect could not start the engine from the candidate's launch "
+            "recipe: check the recipe, then run the test again."
+        ),
+    ),
+    (
+        ("endpoint_url:", "metrics_url:", "prefix_off_endpoint_url:", "prefix_off_metrics_url:"),
+        _(
+            "The outbound allow-list refused one of the candidate's URLs before any request: "
+            "edit the candidate's URL, or ask an administrator to allow the host."
+        ),
+    ),
+    (
+        ("engine unreachable:",),
+        _(
+            "The engine never answered, so nothing was measured: check that it runs "
+            "at the candidate's endpoint, then run the test again."
+        ),
+    ),
+)
+UPLOAD_ADVICE = _(
+    "The file could not be parsed; nothing was stored from it: upload the tool's own result file unchanged."
+)
+ENGINE_ADVICE = _("Check the candidate's endpoint and engine, then run the test again.")
+
+
+def failure_advice(error: str, origin: str) -> str:
+    """What to do about a failed run (an English msgid, translated where shown): a parameter refused,
+    a lost worker, a refused URL or an engine that never answered are not told to check the endpoint."""
+    if origin == "upload":
+        return UPLOAD_ADVICE
+    return next((advice for starts, advice in FAILURE_ADVICE if error.startswith(starts)), ENGINE_ADVICE)
+
+
 def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:
     """What the run progress fragment needs (`templates/benchmarks/_run_progress.html`)."""
     return {

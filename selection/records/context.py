@@ -870,7 +870,14 @@ def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
             ]
         )
     if winner is None:
-        raise records_domain.RecordContextError(["decision: no candidate passes the gates with evidence yet"])
+        raise records_domain.RecordContextError(
+            [
+                _(
+                    "Not ready: no candidate passes the gates with evidence yet. Measure the candidates on the "
+                    "Evidence page, or revisit the gates, then send the record to review."
+                )
+            ]
+        )
     return winner
 
 
