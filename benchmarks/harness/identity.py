@@ -14,13 +14,16 @@ field comes from the engine's own surfaces, the first that answers:
 * KV pool: the metrics that state it (`metrics.kv_capacity`: vLLM's cache_config_info, SGLang's
   max_total_num_tokens, TensorRT-LLM's max blocks);
 * GPUs: what the engine host exports, never the client's: the simulator's `kvsim_build_info`
-  (gpu, gpu_memory_gib, gpu_count, driver), a DCGM exporter's labels scraped from the same metrics
-  URL (`modelName`, `DCGM_FI_DRIVER_VERSION`, one series per `gpu`; memory from `DCGM_FI_DEV_FB_*`),
+  (gpu, gpu_memory_gib, gpu_count, driver, and `device`: the simulated GPU it is), a DCGM exporter's
+  labels scraped from the same metrics URL (`modelName`, `DCGM_FI_DRIVER_VERSION`, one series per
+  `gpu`; memory from `DCGM_FI_DEV_FB_*`),
   the worker's NVML when the worker launched the engine on its own machine (`gpu_from_nvml`), or an
   upload's metadata (`identity_from_upload`).
 
 `identity_from` is pure (responses in, a dict out); `probe` fetches the surfaces with a short timeout
-each (the caller checks the outbound allow-list first). Pure Python: no Django.
+each (the caller checks the outbound allow-list first). `simulated_device` asks one endpoint only
+which simulated GPU it is (the header every simulator response carries): the hardware a run holds.
+Pure Python: no Django.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import urllib.request
 from typing import Any, Callable, Mapping
 
 from benchmarks.harness.metrics import EVIDENCE_HEADER, SIMULATED_LABEL, kv_capacity, parse_prometheus
+
+DEVICE_HEADER = "X-Kvsim-Device"  # the simulated GPU a simulator is (benchmarks.simulator.server)
 
 JSON_PATHS = ("/v1/models", "/version", "/get_server_info", "/props", "/info")
 MAX_BYTES = 2_000_000
@@ -107,6 +112,7 @@ def gpu_from_metrics(samples: Mapping[str, list]) -> dict[str, Any] | None:
             "count": _positive_int(labels.get("gpu_count")) or 1,
             "memory_gib": float(memory) if memory else None,
             "driver": labels.get("driver") or "",
+            "device": labels.get("device") or "",
             "source": GPU_FROM_ENGINE_METRICS,
         }
     devices: dict[str, dict[str, Any]] = {}
@@ -219,6 +225,31 @@ def probe(
         except (urllib.error.URLError, OSError, ValueError):
             metrics_text = None
     return identity_from({k: v for k, v in responses.items() if v is not None}, metrics_text, simulated=simulated)
+
+
+def device_from_headers(headers: Mapping[str, str]) -> str | None:
+    """The simulated GPU a response's headers name: only together with the simulator's SIMULATED mark
+    (a run on it is SIMULATED evidence, never a measurement of real hardware)."""
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    if lowered.get(EVIDENCE_HEADER.lower(), "").upper() != SIMULATED_LABEL:
+        return None
+    return _text(lowered.get(DEVICE_HEADER.lower()))
+
+
+def simulated_device(
+    endpoint_url: str, headers: Mapping[str, str] | None = None, timeout_s: float = 1.0, fetch: Fetch | None = None
+) -> str | None:
+    """Which simulated GPU the kvselect simulator at `endpoint_url` is (`GET /v1/models`'s
+    `X-Kvsim-Device`); None for a real engine, an endpoint that does not answer, or an error: the
+    caller then keys the run by the engine's host, as for any real engine."""
+    fetch = fetch or _urllib_fetch
+    base = endpoint_url.rstrip("/")
+    base = base[: -len("/v1")] if base.endswith("/v1") else base
+    try:
+        _status, response_headers, _body = fetch(base + "/v1/models", headers or {}, timeout_s)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return device_from_headers(response_headers)
 
 
 def identity_from_upload(metadata: Mapping[str, Any]) -> dict[str, Any]:

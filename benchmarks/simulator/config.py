@@ -128,6 +128,10 @@ class SimConfig:
     # for (the demo starts each one with its candidate's catalog version)
     engine_version: str = "kvsim"
     gpu_count: int = 1  # GPUs the simulated engine stands for (the TP its pool was sized with)
+    # the simulated GPU this engine is (its UUID, as nvidia-smi names a real one): each simulator is
+    # its own simulated device, so runs on two simulators load no common GPU. "": one is drawn when
+    # the server starts (kept across /admin/restart: a restart is the same GPU)
+    device: str = ""
     # fault knobs (tests)
     fault_corrupt_swapped_in: bool = False
     fault_drop_after_tokens: int | None = None

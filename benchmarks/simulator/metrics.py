@@ -225,7 +225,7 @@ class _EngineCollector:
         build = GaugeMetricFamily(
             "kvsim_build_info",
             "The engine version, model and GPUs this simulator stands in for (SIMULATED).",
-            labels=["version", "model", "served_model_name", "gpu", "gpu_memory_gib", "gpu_count", "driver"],
+            labels=["version", "model", "served_model_name", "gpu", "gpu_memory_gib", "gpu_count", "driver", "device"],
         )
         build.add_metric(
             [
@@ -236,6 +236,7 @@ class _EngineCollector:
                 f"{config.gpu_profile.memory_bytes / 2**30:g}",
                 str(config.gpu_count),
                 "simulated",
+                config.device,
             ],
             1,
         )

@@ -12,7 +12,9 @@ version's KV size; the cache starts empty, counters from zero; `{"config": {}}` 
 
 A request's `priority` field orders scheduling under `scheduling_policy="priority"` (lower first,
 as vLLM); under "fcfs" a non-zero priority is refused with 400, as vLLM refuses it.
-Every response carries the header `X-Kvsim-Evidence: SIMULATED`.
+Every response carries the header `X-Kvsim-Evidence: SIMULATED`, and `X-Kvsim-Device` naming the
+simulated GPU the engine is (`SimConfig.device`, also the `device` label of `kvsim_build_info`):
+kvselect keys a run's hardware by it (`benchmarks.validation.hardware`).
 
 `max_tokens` defaults: 16 for completions (OpenAI's default), 128 for chat. Generation never
 stops early (no EOS): finish_reason is always "length".
@@ -42,6 +44,7 @@ from benchmarks.simulator.metrics import SimMetrics
 from benchmarks.simulator.tokens import detokenize, render_chat, tokenize
 
 EVIDENCE_HEADER = {"X-Kvsim-Evidence": "SIMULATED"}
+DEVICE_HEADER = "X-Kvsim-Device"
 STATE_KEY = web.AppKey("kvsim_state", object)
 
 
@@ -365,7 +368,8 @@ async def handle_admin_restart(request: web.Request) -> web.Response:
         if not isinstance(overrides, dict):
             raise BadRequest("config: must be an object of simulator settings")
         original = state.original or state.config
-        settable = {item.name for item in dataclass_fields(SimConfig)} - {"time_scale"}  # one clock for the server
+        # one clock and one simulated GPU for the server
+        settable = {item.name for item in dataclass_fields(SimConfig)} - {"time_scale", "device"}
         unknown = sorted(key for key in overrides if key not in settable)
         if unknown:
             raise BadRequest(f"config: cannot change {', '.join(unknown)} on restart")
@@ -413,9 +417,21 @@ async def _restart(state: _State, config: SimConfig, downtime_s: float, graceful
     state.up.set()
 
 
+def new_device() -> str:
+    """A fresh simulated GPU's id (unique across machines, as a GPU UUID is)."""
+    return f"kvsim-{uuid.uuid4()}"
+
+
 def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) -> web.Application:
     """The aiohttp application; the engine starts with the app (needs a running loop)."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
+    if not config.device:
+        config = config.with_(device=new_device())
+
+    async def name_device(_request: web.Request, response: web.StreamResponse) -> None:
+        response.headers[DEVICE_HEADER] = config.device
+
+    app.on_response_prepare.append(name_device)
 
     async def startup(app: web.Application) -> None:
         live = LiveEngine(config)

@@ -9,7 +9,13 @@ The hardware of a run is named by keys:
   validation at a time, whichever of its nodes serves the engine;
 - `host:<name>`: each host the candidate's engine is reached on (its endpoint, metrics and caching-off
   endpoints). A loopback address names the machine the worker runs on (an engine on 127.0.0.1 is on
-  the worker's machine, and two machines' loopbacks are different hardware).
+  the worker's machine, and two machines' loopbacks are different hardware);
+- `simulated:<device>`: an endpoint that answers as kvselect's simulator is its own simulated GPU (it
+  names it: `identity.simulated_device`), whatever host it listens on. Two simulators on one machine
+  load no common GPU, so their runs need not take turns; what they do share, the load client's
+  CPU, stays visible in each run (client-bound hold-outs, `host_activity`). Only an answer carrying
+  the SIMULATED mark counts (its runs are SIMULATED evidence), and the URLs of that endpoint's origin
+  (scheme, host and port: its metrics) take its key; anything else keeps its host's key.
 Two runs conflict when their keys meet. Names are compared as written (lower case): an address and
 a DNS name of one machine are two keys, so give a candidate's URLs one spelling per host.
 
@@ -20,11 +26,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Iterable
+from typing import Iterable, Mapping
 from urllib.parse import urlsplit
 
 POOL = "pool"
 HOST = "host"
+SIMULATED = "simulated"
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
 
@@ -48,15 +55,39 @@ def host_of(url: str | None) -> str | None:
     return host.lower() if host else None
 
 
-def hardware_keys(*, gpu_pool: str | None, urls: Iterable[str | None], machine: str) -> list[str]:
+def origin_of(url: str | None) -> str | None:
+    """scheme://host:port of a URL, lower case, the port made explicit; None for a host-less one."""
+    host = host_of(url)
+    if host is None:
+        return None
+    try:
+        parts = urlsplit(str(url).strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    return f"{parts.scheme.lower()}://{host}:{port}"
+
+
+def hardware_keys(
+    *,
+    gpu_pool: str | None,
+    urls: Iterable[str | None],
+    machine: str,
+    devices: Mapping[str, str] | None = None,
+) -> list[str]:
     """The sorted keys of the hardware a run loads (see the module's docstring); `machine` is the name
-    of the machine the worker runs on (loopback endpoints are on it)."""
+    of the machine the worker runs on (loopback endpoints are on it); `devices` maps an origin
+    (`origin_of`) to the simulated GPU the simulator there said it is."""
     keys = {f"{POOL}:{gpu_pool.strip().lower()}"} if gpu_pool and gpu_pool.strip() else set()
     for url in urls:
         host = host_of(url)
         if host is None:
             continue
-        keys.add(f"{HOST}:{machine.strip().lower() if is_loopback(host) else host}")
+        device = (devices or {}).get(origin_of(url) or "")
+        if device and device.strip():
+            keys.add(f"{SIMULATED}:{device.strip().lower()}")
+        else:
+            keys.add(f"{HOST}:{machine.strip().lower() if is_loopback(host) else host}")
     return sorted(keys)
 
 
@@ -66,7 +97,7 @@ def machine_hardware_key(machine: str | None = None) -> str:
 
 
 def split_key(key: str) -> tuple[str, str]:
-    """(kind, name) of a key: ("pool", "a100") or ("host", "gpu-node-3")."""
+    """(kind, name) of a key: ("pool", "a100"), ("host", "gpu-node-3") or ("simulated", "kvsim-…")."""
     kind, _sep, name = key.partition(":")
     return kind, name
 

@@ -28,14 +28,14 @@ import threading
 import time
 from contextlib import nullcontext
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from benchmarks.harness import workloads
+from benchmarks.harness import identity, workloads
 from benchmarks.models import Artifact, BenchmarkRun, HardwareSlot
 from benchmarks.result import NormalizedResult
 from benchmarks.storage import (
@@ -47,12 +47,14 @@ from benchmarks.storage import (
     write_pending,
 )
 from benchmarks.validation.engine import EngineUnavailable, LaunchedEngine
-from benchmarks.validation.hardware import hardware_keys, shared
+from benchmarks.validation.hardware import hardware_keys, origin_of, shared
 from benchmarks.validation.target import (
     ValidationError,
     check_candidate_target,
     healthy,
+    lenient_resolver,
     prefix_off_target_for,
+    refused_urls,
     target_for,
 )
 from selection.candidates.probing import probe_before_run
@@ -92,24 +94,50 @@ def machine_name() -> str:
     return socket.gethostname()
 
 
-def run_hardware(candidate: Candidate, machine: str | None = None) -> list[str]:
-    """The hardware keys a run of `candidate` loads (`validation.hardware`)."""
+def simulated_devices(candidate: Candidate) -> dict[str, str]:
+    """origin -> simulated GPU, for each of the candidate's engine endpoints that answers as kvselect's
+    simulator (`identity.simulated_device`), asked before the claim; only URLs the outbound
+    allow-list lets the worker reach. An endpoint that does not answer is left out (its host's key)."""
+    urls = [u for u in (candidate.endpoint_url, candidate.prefix_off_endpoint_url) if u]
+    if not urls or refused_urls({str(i): u for i, u in enumerate(urls)}, resolver=lenient_resolver):
+        return {}
+    devices = {}
+    for url in urls:
+        origin = origin_of(url)
+        if origin is not None and origin not in devices:
+            device = identity.simulated_device(url)
+            if device:
+                devices[origin] = device
+    return devices
+
+
+def run_hardware(
+    candidate: Candidate, machine: str | None = None, devices: Mapping[str, str] | None = None
+) -> list[str]:
+    """The hardware keys a run of `candidate` loads (`validation.hardware`); `devices`: the simulated
+    GPUs its endpoints said they are (`simulated_devices`)."""
     urls = (
         candidate.endpoint_url,
         candidate.metrics_url,
         candidate.prefix_off_endpoint_url,
         candidate.prefix_off_metrics_url,
     )
-    return hardware_keys(gpu_pool=candidate.gpu_pool, urls=urls, machine=machine or machine_name())
+    return hardware_keys(gpu_pool=candidate.gpu_pool, urls=urls, machine=machine or machine_name(), devices=devices)
 
 
-def claim(run_id: int, worker: str, machine: str | None = None) -> BenchmarkRun | None:
+def claim(
+    run_id: int, worker: str, machine: str | None = None, devices: Mapping[str, str] | None = None
+) -> BenchmarkRun | None:
     """Atomically take a queued run (or one whose worker died). None: someone else owns it, or it is done.
 
     Raises HardwareBusy while another live run loads the same candidate or any of the hardware this
-    run needs (its GPU pool, its engine's hosts): their loads would mix. The waiting run's progress
-    names the run holding it. Claims lock the hardware's rows (`HardwareSlot`, in key order) so that
-    two workers never both see the hardware free."""
+    run needs (its GPU pool, its engine's hosts or simulated GPUs): their loads would mix. The waiting
+    run's progress names the run holding it. Claims lock the hardware's rows (`HardwareSlot`, in key
+    order) so that two workers never both see the hardware free. `devices` (tests): the simulated GPUs
+    the endpoints name, else asked here, before the transaction (no network inside it)."""
+    if devices is None:
+        endpoints = Candidate.objects.filter(runs__pk=run_id).first()
+        devices = simulated_devices(endpoints) if endpoints is not None else {}
     now = timezone.now()
     with transaction.atomic():
         candidate = (
@@ -117,7 +145,7 @@ def claim(run_id: int, worker: str, machine: str | None = None) -> BenchmarkRun 
         )  # serialise claims per candidate and per hardware key
         if candidate is None:
             return None
-        keys = run_hardware(candidate, machine)
+        keys = run_hardware(candidate, machine, devices)
         for key in keys:
             HardwareSlot.objects.get_or_create(key=key)
         list(HardwareSlot.objects.select_for_update().filter(key__in=keys).order_by("key"))

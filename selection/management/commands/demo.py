@@ -480,7 +480,9 @@ class Command(BaseCommand):
                         candidate=candidate, test=test, user=architect, params=demo_params(test), label="demo"
                     )
                 )
-        # the simulators share this machine: their runs take turns (one validation at a time per host)
+        # each simulator is its own simulated GPU (benchmarks.validation.hardware): the candidates' runs
+        # go at once, each candidate's tests one after another; the load client they share is checked
+        # in every run (client-bound figures are held out, never scored)
         deadline = time.monotonic() + 1800
         last = ""
         while time.monotonic() < deadline:

@@ -129,3 +129,26 @@ def test_the_run_page_says_what_the_engine_ran_as_and_on():
     )
     assert engine_host_line({"engine_host": {"identity": {}}}) == "GPUs not reported by the engine host"
     assert engine_host_line({"gpu": {"available": True}}) == ""  # the load client's NVML is not the engine host's
+
+
+def test_a_simulator_names_its_simulated_gpu_and_nothing_else_does():
+    def answering(headers):
+        def fetch(url, _headers, _timeout):
+            assert url == "http://127.0.0.1:8101/v1/models"
+            return 200, headers, b'{"data": []}'
+
+        return fetch
+
+    simulated = {"X-Kvsim-Evidence": "SIMULATED", "X-Kvsim-Device": "kvsim-1"}
+    assert identity.simulated_device("http://127.0.0.1:8101/v1", fetch=answering(simulated)) == "kvsim-1"
+    # a device name without the SIMULATED mark is not trusted: the run keeps its host's key
+    for headers in ({"X-Kvsim-Device": "kvsim-1"}, {"X-Kvsim-Evidence": "SIMULATED"}):
+        assert identity.simulated_device("http://127.0.0.1:8101", fetch=answering(headers)) is None
+
+    def refused(url, headers, timeout):
+        raise urllib.error.URLError("connection refused")
+
+    assert identity.simulated_device("http://127.0.0.1:8101", fetch=refused) is None
+    labels = 'gpu="H100",gpu_count="1",driver="simulated",device="kvsim-1"'
+    found = identity.identity_from({}, f"# TYPE kvsim_build_info gauge\nkvsim_build_info{{{labels}}} 1\n")
+    assert found["gpu"]["device"] == "kvsim-1"

@@ -39,6 +39,41 @@ def test_version_and_build_info_report_the_engine_version_model_and_gpus():
     assert labels["served_model_name"] == config.served_model_name
 
 
+def test_each_simulator_is_its_own_simulated_gpu_named_on_every_response_and_kept_across_a_restart():
+    async def device_of(server, client):
+        async with client.get(server.url + "/v1/models") as response:
+            header = response.headers["X-Kvsim-Device"]
+            assert response.headers["X-Kvsim-Evidence"] == "SIMULATED"
+        async with client.get(server.url + "/metrics") as response:
+            assert response.headers["X-Kvsim-Device"] == header
+            ((labels, _value),) = parse_prometheus(await response.text())["kvsim_build_info"]
+        return header, labels["device"]
+
+    async def scenario():
+        first = await start_server(SimConfig(num_blocks=600, max_model_len=4096))
+        second = await start_server(SimConfig(num_blocks=600, max_model_len=4096, device="kvsim-gpu-7"))
+        try:
+            async with aiohttp.ClientSession() as client:
+                one, two = await device_of(first, client), await device_of(second, client)
+                body = {"config": {"kv_bytes_per_token": 262144}, "downtime_s": 0}
+                async with client.post(first.url + "/admin/restart", json=body) as response:
+                    assert response.status == 202
+                async with client.post(first.url + "/admin/restart", json={"config": {"device": "x"}}) as response:
+                    refused = (response.status, (await response.json())["error"]["message"])
+                await asyncio.sleep(0.2)
+                after = await device_of(first, client)
+        finally:
+            await first.stop()
+            await second.stop()
+        return one, two, after, refused
+
+    one, two, after, refused = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert one[0] == one[1] and one[0].startswith("kvsim-")  # drawn at start, the same on both surfaces
+    assert two == ("kvsim-gpu-7", "kvsim-gpu-7") and one[0] != two[0]
+    assert after == one  # a restart (a new model version) runs on the same simulated GPU
+    assert refused[0] == 400 and "device" in refused[1]
+
+
 def test_the_command_line_sets_the_version_the_served_name_and_the_gpu_count():
     base = {
         "profile": "radix-offload",

@@ -1,6 +1,7 @@
-"""One validation at a time per GPU pool and engine host: a run needing hardware another live run
-holds waits and says which run holds it; a finished run records what else ran beside it."""
+"""One validation at a time per GPU pool, engine host and simulated GPU: a run needing hardware another
+live run holds waits and says which run holds it; a finished run records what else ran beside it."""
 
+import contextlib
 from datetime import timedelta
 
 import pytest
@@ -9,12 +10,15 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkRun
 from benchmarks.presentation import progress_view
 from benchmarks.result import NormalizedResult
+from benchmarks.simulator.config import SimConfig
+from benchmarks.simulator.server import start_server
 from benchmarks.validation import hardware
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.worker import HardwareBusy, claim, overlapping_runs, record_host_activity
 from selection.candidates.services import add_candidate
 from selection.setup.services import create_selection, save_constraints
 from tests.support.builders import SAMPLE_CONSTRAINTS
+from tests.support.servers import ThreadedServer
 
 SHORT = {"concurrency": 2, "duration_s": 1.0, "warmup_s": 0.0, "input_tokens": 16, "output_tokens": 8}
 
@@ -34,6 +38,63 @@ def test_a_loopback_engine_is_on_the_workers_machine(host):
     assert keys == ["host:node-a"]
     other = hardware.hardware_keys(gpu_pool="", urls=[f"http://{host}:8000"], machine="node-b")
     assert hardware.shared(keys, other) == []  # two machines' loopbacks are different hardware
+
+
+def test_a_simulator_is_keyed_by_its_simulated_gpu_not_by_the_host_it_listens_on():
+    devices = {"http://127.0.0.1:8101": "kvsim-A", "http://127.0.0.1:8111": "kvsim-B"}
+    urls = [
+        "http://127.0.0.1:8101/v1",
+        "http://127.0.0.1:8101/metrics",
+        "http://127.0.0.1:8111",
+        "http://127.0.0.1:9400",
+    ]
+    keys = hardware.hardware_keys(gpu_pool="", urls=urls, machine="m1", devices=devices)
+    # the exporter on another port is not the simulator: it stays the machine's (conservative)
+    assert keys == ["host:m1", "simulated:kvsim-a", "simulated:kvsim-b"]
+    only = hardware.hardware_keys(gpu_pool="", urls=urls[:3], machine="m1", devices=devices)
+    other = hardware.hardware_keys(gpu_pool="", urls=["http://127.0.0.1:8102"], machine="m1", devices={})
+    assert hardware.shared(only, other) == [] and other == ["host:m1"]
+    # a real engine on the same machine as a simulator: other hardware (the simulator has no GPU)
+    assert hardware.origin_of("HTTP://LocalHost/v1") == "http://localhost:80"
+
+
+@contextlib.asynccontextmanager
+async def simulator(**settings):
+    server = await start_server(SimConfig(num_blocks=600, max_model_len=4096, **settings))
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def test_runs_on_two_simulators_of_one_machine_run_at_once_and_one_simulator_runs_one(
+    selection_with_constraints, architect, engines, settings, client, mock_engine
+):
+    """Each simulator names its simulated GPU (asked at the claim): two simulators on 127.0.0.1 load no
+    common GPU; two candidates on one simulator take turns; a real engine on 127.0.0.1 still holds the
+    worker's machine."""
+    settings.KVSELECT_ALLOWED_TARGETS = ["127.0.0.1"]
+    with ThreadedServer(lambda: simulator()) as one, ThreadedServer(lambda: simulator()) as two:
+        first = _candidate(selection_with_constraints, architect, engines, one.url)
+        second = _candidate(selection_with_constraints, architect, engines, two.url)
+        again = _candidate(selection_with_constraints, architect, engines, one.url + "/v1")
+        real = _candidate(selection_with_constraints, architect, engines, mock_engine.url)
+        runs = [
+            start_validation(candidate=c, test="concurrency_stress", user=architect, params=SHORT)
+            for c in (first, second, again, real)
+        ]
+        a, b = claim(runs[0].pk, "w1", machine="m1"), claim(runs[1].pk, "w2", machine="m1")
+        device = one.state.config.device
+        assert a.hardware == [f"simulated:{device}"] and b.hardware == [f"simulated:{two.state.config.device}"]
+        with pytest.raises(HardwareBusy) as busy:
+            claim(runs[2].pk, "w3", machine="m1")
+        assert busy.value.holder["run"] == a.pk and busy.value.holder["hardware"] == [f"simulated:{device}"]
+        assert claim(runs[3].pk, "w4", machine="m1").hardware == ["host:m1"]
+    client.force_login(architect)
+    page = client.get(f"/selections/{again.selection_id}/runs/{runs[2].pk}/progress/")
+    text = " ".join(page.content.decode().split())
+    assert f"it is using simulated GPU {device}." in text
+    BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).update(status="succeeded", finished_at=timezone.now())
 
 
 def _candidate(selection, user, engines, url, pool=""):
@@ -188,4 +249,4 @@ def test_the_run_page_says_which_run_a_queued_run_waits_for(on_one_host, archite
     page = client.get(f"/selections/{second.selection_id}/runs/{b.pk}/progress/")
     assert page.status_code == 200, page.status_code
     text = " ".join(page.content.decode().split())
-    assert f"Waiting for run #{a.pk} (concurrency_stress, {first.display_name}) to finish: it is using host m1." in text
+    assert f"Waiting for run #{a.pk} (Concurrency stress, {first.display_name}) to finish: it is using host m1." in text
