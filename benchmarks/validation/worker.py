@@ -52,7 +52,6 @@ from benchmarks.validation.target import (
     ValidationError,
     check_candidate_target,
     healthy,
-    lenient_resolver,
     prefix_off_target_for,
     refused_urls,
     target_for,
@@ -97,9 +96,10 @@ def machine_name() -> str:
 def simulated_devices(candidate: Candidate) -> dict[str, str]:
     """origin -> simulated GPU, for each of the candidate's engine endpoints that answers as kvselect's
     simulator (`identity.simulated_device`), asked before the claim; only URLs the outbound
-    allow-list lets the worker reach. An endpoint that does not answer is left out (its host's key)."""
+    allow-list lets the worker reach (resolved now, as before a run: nothing is sent when a name
+    resolves to a refused address). An endpoint that does not answer is left out (its host's key)."""
     urls = [u for u in (candidate.endpoint_url, candidate.prefix_off_endpoint_url) if u]
-    if not urls or refused_urls({str(i): u for i, u in enumerate(urls)}, resolver=lenient_resolver):
+    if not urls or refused_urls({str(i): u for i, u in enumerate(urls)}):
         return {}
     devices = {}
     for url in urls:

@@ -250,6 +250,7 @@ class Command(BaseCommand):
                     if options["all_tests"]
                     else "the priority dimensions' tests per candidate"
                 )
+                + ", the candidates at once (each simulator is its own simulated GPU)"
             )
             self.run_validations(selection, all_tests=options["all_tests"])
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
@@ -483,7 +484,8 @@ class Command(BaseCommand):
         # each simulator is its own simulated GPU (benchmarks.validation.hardware): the candidates' runs
         # go at once, each candidate's tests one after another; the load client they share is checked
         # in every run (client-bound figures are held out, never scored)
-        deadline = time.monotonic() + 1800
+        began = time.monotonic()
+        deadline = began + 1800
         last = ""
         while time.monotonic() < deadline:
             states = list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"))
@@ -508,6 +510,12 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"    {run.candidate.engine.name:<{width}} {run.test:<20} {mark} {run.evidence} {run.error[:80]}"
             )
+        minutes, seconds = divmod(round(time.monotonic() - began), 60)
+        load = f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "unknown"
+        self.stdout.write(
+            f"    {len(finished)} runs in {minutes} min {seconds:02d} s (1-minute load average {load} on "
+            f"{os.cpu_count() or 1} CPUs: a busier machine holds more figures out as client-bound)"
+        )
 
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
         User = get_user_model()
