@@ -13,7 +13,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.text import capfirst
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from selection.domain import criteria as criteria_domain
 from selection.i18n import certificate_name, criterion_name, domain_text, message_text, person_name, translate_test
@@ -129,6 +129,17 @@ def plain_number(value: float) -> str:
 
 
 @register.filter
+def refused_file(bound_field) -> str:
+    """The name of the file a refused form was sent with, on its file field: a browser never keeps a
+    chosen file when the page comes back, so the page says which one to choose again ("" otherwise)."""
+    form = bound_field.form
+    if not (form.is_bound and form.errors) or getattr(bound_field.field.widget, "input_type", "") != "file":
+        return ""
+    chosen = form.files.get(bound_field.html_name)
+    return getattr(chosen, "name", "") or ""
+
+
+@register.filter
 def field_type(bound_field) -> str:
     """The widget's input type ("checkbox", "number", "select", ...) for styling."""
     widget = bound_field.field.widget
@@ -155,6 +166,12 @@ def message(value):
 def test_name(value):
     """A validation test id (concurrency_stress, ...) in the active language."""
     return translate_test(value)
+
+
+@register.filter
+def clipped(value, columns: int) -> bool:
+    """Whether `clip` would cut the text at `columns`: page 1 then points to the annex that states it in full."""
+    return clip(value, columns) != " ".join(str(value or "").split())
 
 
 @register.filter
@@ -280,3 +297,15 @@ def structured(value) -> bool:
 @register.filter
 def as_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def names(values) -> str:
+    """Names joined as the page's language lists them ("a, b"; Chinese "a、b")."""
+    return pgettext("list separator between names", ", ").join(str(v) for v in values or [])
+
+
+@register.filter
+def clauses(values) -> str:
+    """Clauses joined as the page's language separates them ("a; b"; Chinese "a；b")."""
+    return pgettext("list separator between clauses", "; ").join(str(v) for v in values or [])

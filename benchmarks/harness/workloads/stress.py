@@ -57,7 +57,14 @@ PARAMS = (
     *DISTRIBUTION_PARAMS,
     ParamSpec("abort_fraction", 0.05, _("Share of requests aborted mid-stream (0-1)"), "share"),
     ParamSpec("settle_s", 30.0, _("Settling time after the load (s)"), "s"),
-    ParamSpec("rate", None, _("Request rate, open loop (requests/s; empty: closed loop)"), "requests/s"),
+    ParamSpec(
+        "rate",
+        None,
+        _("Request rate, open loop (requests/s; empty: closed loop)"),
+        "requests/s",
+        positive=True,
+        optional=True,
+    ),
     ParamSpec("long_input_tokens", None, _("Long traffic group from (input tokens)"), "tokens"),
     *BUDGET_PARAMS,
 )
