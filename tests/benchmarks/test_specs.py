@@ -129,3 +129,20 @@ def test_a_plan_reads_the_candidates_facts_and_plans_without_them():
     for test in ("prefix_reuse", "swap_recovery"):
         assert workloads.plan(test, None, facts)["kv_capacity_tokens"] == 50_000
         assert workloads.plan(test, None)["kv_capacity_tokens"] is None
+
+
+@pytest.mark.parametrize("test", list(workloads.SPECS))
+def test_every_plan_passes_its_own_specs_checks_with_and_without_constraints_and_facts(test):
+    constraints = {
+        "peak_concurrency": 32,
+        "avg_input_tokens": 1000,
+        "avg_output_tokens": 200,
+        "max_input_tokens": 32768,
+        "request_rate": 8.0,
+        "tenants": 2,
+        **BUDGET,
+    }
+    facts = CandidateFacts(max_model_len=40960, kv_capacity_tokens=100_000, priority_scheduling=True)
+    spec = workloads.SPECS[test]
+    for planned in (spec.plan(None), spec.plan(constraints), spec.plan(constraints, facts)):
+        assert spec.problems(planned) == {}, planned  # what the plan proposes, the dispatch accepts

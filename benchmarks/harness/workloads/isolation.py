@@ -59,7 +59,8 @@ PARAMS = (
     ParamSpec("use_priority", False, _("Send the priority field (priority scheduling)"), ""),
     ParamSpec("tenant_a_priority", 0, _("Tenant A priority (lower first)"), ""),
     ParamSpec("tenant_b_priority", 10, _("Tenant B priority (lower first)"), ""),
-    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x"),
+    # none (empty) when the TTFT budget decides: the plan leaves it out of the judgement then
+    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x", optional=True),
     *BUDGET_PARAMS,
 )
 
