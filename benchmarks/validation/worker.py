@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -52,6 +52,7 @@ from benchmarks.validation.target import (
     prefix_off_target_for,
     target_for,
 )
+from config.outage import DATABASE, retry_database
 from selection.capacity.measured import record_measured_capacity
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
@@ -61,7 +62,6 @@ logger = logging.getLogger(__name__)
 PROGRESS_MIN_INTERVAL_S = 1.0
 CANCEL_POLL_S = 0.5
 WORKER_LOST = "worker lost"  # how the reaper's verdict begins (a live worker may take its run back)
-RETRY_DELAY_MAX_S = 5.0
 
 
 def heartbeat_interval_s() -> float:
@@ -142,21 +142,9 @@ def owned_by(attempt: int) -> Q:
 
 def with_reconnect(operation, what: str, budget_s: float | None = None):
     """Run a database operation; on a lost connection (a restart, a failover) reconnect and retry
-    with backoff for up to `budget_s` (KVSELECT_STORE_RETRY_S), then raise the last error."""
-    budget = float(settings.KVSELECT_STORE_RETRY_S) if budget_s is None else budget_s
-    deadline = time.monotonic() + budget
-    delay = 0.25
-    while True:
-        try:
-            return operation()
-        except (OperationalError, InterfaceError) as exc:
-            if time.monotonic() + delay > deadline:
-                raise
-            logger.warning("%s: database unavailable, retrying in %.1f s: %s", what, delay, exc)
-            close_old_connections()
-            connection.close()  # never reuse a connection a restart killed
-            time.sleep(delay)
-            delay = min(delay * 2, RETRY_DELAY_MAX_S)
+    with backoff for up to `budget_s` (KVSELECT_STORE_RETRY_S), then raise the last error (one log
+    line per outage: `config.outage`)."""
+    return retry_database(operation, what, budget_s)
 
 
 class RunReporter:
@@ -231,8 +219,10 @@ class RunReporter:
                     if now - last_beat >= heartbeat_interval_s():
                         self._beat()
                         last_beat = now
+                    DATABASE.recovered()
                 except DatabaseError as exc:  # a restarting database must not silence the heartbeat for good
-                    logger.warning("run %s: reporter write failed, retrying: %s", self.run_id, exc)
+                    DATABASE.failed(exc, f"run {self.run_id}'s progress reporter")  # one line per outage
+                    logger.debug("run %s: reporter write failed, retrying: %s", self.run_id, exc)
                     connection.close()
         finally:
             connection.close()
@@ -309,6 +299,11 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
     return finish(run, result, status, error)
 
 
+def rescore(run: BenchmarkRun) -> None:
+    """A finished run is new evidence: stamp its selection and queue the rescoring (in the storing transaction)."""
+    schedule_rescoring(run.candidate.selection_id)
+
+
 def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str = "") -> BenchmarkRun:
     """Store a finished test's result: the write-ahead file first, then the database (retried on a
     fresh connection while it restarts). If the database stays away, the file is left for the
@@ -319,16 +314,13 @@ def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str 
     def store() -> BenchmarkRun | None:
         try:
             stored = store_native_result(
-                run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt)
+                run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt), on_stored=rescore
             )
         except (OperationalError, InterfaceError) as exc:
             if not envelope["store_error"]:  # the file says why the database does not have it yet
                 envelope["store_error"] = f"{type(exc).__name__}: {exc}".strip()[:500]
                 write_pending(run.pk, run.attempt, envelope)
             raise
-        if stored is not None:
-            with transaction.atomic():
-                schedule_rescoring(run.candidate.selection_id)
         return stored
 
     stored = with_reconnect(store, f"run {run.pk}: storing the result")
@@ -397,13 +389,16 @@ def _recover(run_id: int, attempt: int, envelope: dict[str, Any], still_stale: Q
         f"Stored by the reaper from the worker's write-ahead file (written {envelope.get('written_at')}): {cause}."
     )
     stored = store_native_result(
-        run=run, result=result, status=envelope["status"], error=envelope.get("error") or "", owned_by=still_stale
+        run=run,
+        result=result,
+        status=envelope["status"],
+        error=envelope.get("error") or "",
+        owned_by=still_stale,
+        on_stored=rescore,
     )
     if stored is None:
         return False
     discard_pending(run_id, attempt)
-    with transaction.atomic():
-        schedule_rescoring(run.candidate.selection_id)
     logger.warning("run %s: stored from its write-ahead file by the reaper (%s)", run_id, cause)
     return True
 
