@@ -70,6 +70,7 @@ class ChunkedBodyLimit:
         try:
             spool = tempfile.TemporaryFile(dir=settings.FILE_UPLOAD_TEMP_DIR)
         except OSError as exc:  # the upload directory is read-only or gone
+            drain_input(environ["wsgi.input"], limit)
             return self.not_stored(environ, start_response, exc)
         size = 0
         source = environ["wsgi.input"]
@@ -83,6 +84,7 @@ class ChunkedBodyLimit:
             spool.seek(0)
         except OSError as exc:  # disk full: the spool (already unlinked) is closed, nothing stays open
             close_quietly(spool)
+            drain_input(source, limit - size)  # the client gets the 507, not a reset connection
             return self.not_stored(environ, start_response, exc)
         environ = dict(environ, CONTENT_LENGTH=str(size))
         environ["wsgi.input"] = spool
@@ -121,3 +123,9 @@ def close_quietly(handle) -> None:
         handle.close()
     except OSError:  # a buffered tail the full disk refuses: the descriptor is closed anyway
         pass
+
+
+def drain_input(source, budget: int) -> None:
+    """Read and drop up to `budget` bytes of a body the server will not store."""
+    while budget > 0 and (chunk := source.read(min(CHUNK, budget))):
+        budget -= len(chunk)

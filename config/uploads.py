@@ -61,22 +61,27 @@ class SpoolingUploadHandler(TemporaryFileUploadHandler):
         try:
             super().new_file(*args, **kwargs)
         except OSError as exc:  # the directory is read-only or gone: no file was created
-            raise UploadSpoolFailure(exc) from exc
+            self.fail(exc)
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
         try:
             self.file.write(raw_data)
         except OSError as exc:  # disk full half-way: the partial file must not stay (nor stay open)
-            self.discard()
-            raise UploadSpoolFailure(exc) from exc
+            self.fail(exc)
 
     def file_complete(self, file_size: int):
         try:
             self.file.flush()
         except OSError as exc:
-            self.discard()
-            raise UploadSpoolFailure(exc) from exc
+            self.fail(exc)
         return super().file_complete(file_size)
+
+    def fail(self, error: OSError) -> None:
+        """Remove the partial file, read the rest of the body (bounded by the request-size limit) so that
+        the client, still sending, gets the 507 rather than a connection reset, and raise."""
+        self.discard()
+        drain(self.request)
+        raise UploadSpoolFailure(error) from error
 
     def discard(self) -> None:
         """Close and remove the partial temporary file (it is deleted on close; removed again in case)."""
@@ -94,3 +99,12 @@ class SpoolingUploadHandler(TemporaryFileUploadHandler):
             pass
         except OSError as exc:
             logger.warning("could not remove the partial upload %s: %s", path, exc)
+
+
+def drain(request, chunk: int = 1024 * 1024) -> None:
+    """Read and drop what is left of a request body (its Content-Length, capped by the size limit)."""
+    try:
+        while request.read(chunk):
+            pass
+    except OSError:  # the client went away: nothing left to answer
+        pass
