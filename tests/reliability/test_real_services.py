@@ -354,13 +354,16 @@ def test_the_readmes_production_topology_runs_every_kind_of_work_on_its_own_proc
     port = free_port()
     fast = {"KVSELECT_SYNC_PARSE_BYTES": "512", "KVSELECT_REAPER_INTERVAL_S": "2"}
     processes = {}
-    for command in commands:
+    for command in commands:  # all at once, as a deployment starts them; then each must come up
         argv = topology_argv(command, pool=pool, port=port, directory=stack.directory)
         name = "gunicorn" if "gunicorn" in argv[2] else ("beat" if "beat" in argv else argv[argv.index("--queues") + 1])
-        ready = None if name == "gunicorn" else ("beat: Starting" if name == "beat" else "ready.")
-        processes[name] = stack.start(f"topology-{name}", argv, ready=ready, **fast)
+        processes[name] = stack.start(f"topology-{name}", argv, ready=None, **fast)
     web = f"http://127.0.0.1:{port}"
-    wait_until(lambda: http(web + "/accounts/login/")[0] == 200, 90, "gunicorn serving")
+    wait_until(lambda: http(web + "/accounts/login/")[0] == 200, 180, "gunicorn serving")
+    for name, process in processes.items():
+        ready = "beat: Starting" if name == "beat" else "ready."
+        if name != "gunicorn":
+            wait_until(lambda process=process, ready=ready: ready in process.log(), 180, f"{name} ready")
 
     queues = stack.django(ACTIVE_QUEUES)
     assert queues == {
