@@ -60,6 +60,9 @@ class BenchmarkRun(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     attempt = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # the GPU pool and engine hosts the run loads (benchmarks.validation.hardware), held while it runs:
+    # no other run needing one of them starts meanwhile
+    hardware = models.JSONField(default=list, blank=True)
     enqueued_at = models.DateTimeField(
         null=True, blank=True, help_text="when the broker last took this run's task; empty: it refused it"
     )
@@ -92,6 +95,17 @@ class BenchmarkRun(models.Model):
     def needs_confirmation(self) -> bool:
         """Warned about and not yet confirmed as evidence: scoring leaves it out."""
         return bool(self.quality_warnings) and self.evidence_confirmed_at is None
+
+
+class HardwareSlot(models.Model):
+    """A GPU pool or engine host (`benchmarks.validation.hardware` key): the row a claim locks so that
+    two workers never start runs on the same hardware at once. Who holds it is read from the running
+    runs' `hardware`, never stored here (a dead worker's hold ends with its heartbeat)."""
+
+    key = models.CharField(max_length=300, primary_key=True)
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class RunPoint(models.Model):

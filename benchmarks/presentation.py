@@ -54,6 +54,8 @@ CRITERION_TITLES = {
     "gpu_memory_slope": _("GPU memory steady under steady load"),
     "preemption_rate_trend": _("Preemptions do not grow over the soak"),
     "fragmentation_stable": _("Fragmentation does not grow over the soak"),
+    "queue_not_growing": _("The waiting queue does not grow over the soak"),
+    "queue_wait_p95_within_budget": _("Queue wait p95 within its share of the TTFT budget"),
     "switch_errors": _("No request failed across the switch and the rollback"),
     "budget_recovered_after_switch": _("Back within the budget soon after the switch"),
     "budget_recovered_after_rollback": _("Back within the budget soon after the rollback"),
@@ -84,6 +86,7 @@ STATUS_LABELS = {
     verdict_status.INSUFFICIENT_DATA: _("insufficient data"),
     verdict_status.NOT_EXERCISED: _("not exercised"),
     verdict_status.NOT_JUDGED: _("not judged"),
+    verdict_status.NOT_APPLICABLE: _("not applicable"),
 }
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
@@ -227,6 +230,9 @@ FIGURE_NAMES = {
     "ttft_off": _("TTFT p50, prefix caching off"),
     "ttft_on_over_off": _("TTFT p50 on / off"),
     "memory_saving": _("memory saving with prefix caching"),
+    "reuse_on": _("prompt tokens from the cache, prefix caching on"),
+    "reuse_off": _("prompt tokens from the cache, prefix caching off"),
+    "compute_saving": _("prefill compute saved with prefix caching"),
     "rung": _("TTFT p50, %(tokens)s-token input alone"),
     "rung_failed": _("%(tokens)s-token input alone: failed requests"),
     "first_window": _("TTFT p99, first window"),
@@ -312,6 +318,9 @@ def _prefix_figures(points: Mapping[str, Mapping[str, Any]], metadata: Mapping[s
         )
     if seen.get("memory_saving") is not None:
         rows.append(_figure("memory_saving", 100 * seen["memory_saving"], "%", translate=translate))
+    for name in ("reuse_on", "reuse_off", "compute_saving"):  # what the engine's own counters show
+        if seen.get(name) is not None:
+            rows.append(_figure(name, 100 * seen[name], "%", translate=translate))
     return rows
 
 
@@ -508,6 +517,25 @@ def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: boo
         "requests_done": progress.get("requests_done"),
         "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),
         "terminal": terminal,
+        "waiting_for": waiting_view(progress.get("waiting_for")) if status == "queued" else None,
+    }
+
+
+def waiting_view(holder: Any) -> dict[str, Any] | None:
+    """The run a queued run waits for (`validation.worker.hardware_holder`): its id, test, candidate
+    (only in the same selection) and the shared hardware as (kind, name) pairs."""
+    if not isinstance(holder, Mapping) or holder.get("run") is None:
+        return None
+    hardware = []
+    for key in holder.get("hardware") or []:
+        kind, _sep, name = str(key).partition(":")
+        hardware.append({"kind": kind, "name": name})
+    return {
+        "run": holder["run"],
+        "test": str(holder.get("test") or ""),
+        "candidate": holder.get("candidate"),
+        "other_selection": bool(holder.get("other_selection")),
+        "hardware": hardware,
     }
 
 
@@ -617,8 +645,13 @@ def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
     """A finished run's overall verdict from its pass criteria: FAIL when any criterion failed;
     PASS when every one passed; INSUFFICIENT_DATA when none could be judged (or the run has no
     criteria, as most uploads); otherwise INCONCLUSIVE (some passed, the rest inconclusive, not
-    exercised or short of data: a run is only as good as its weakest verdict)."""
-    statuses = [verdict_status.status_of(dict(v)) for v in verdicts or []]
+    exercised or short of data: a run is only as good as its weakest verdict). A criterion the
+    engine's documented cache model makes not applicable counts neither way; a run whose every
+    criterion is not applicable is NOT_APPLICABLE."""
+    all_statuses = [verdict_status.status_of(dict(v)) for v in verdicts or []]
+    statuses = [status for status in all_statuses if status != verdict_status.NOT_APPLICABLE]
+    if all_statuses and not statuses:
+        return verdict_status.NOT_APPLICABLE
     if FAIL in statuses:
         return FAIL
     if statuses and all(status == PASS for status in statuses):

@@ -66,8 +66,10 @@ def context_rungs(run: BenchmarkRun) -> list[tuple[Any, Any]] | None:
 
 def prefix_peaks(run: BenchmarkRun) -> dict[str, Any] | None:
     """Prefix reuse: peak KV tokens measured with prefix caching on and off (off None when no
-    caching-off run was made), the theory of every request allocating its own prompt (a labelled
-    line) and of the shared prefix held once (the least caching can use)."""
+    caching-off run was made), what the requests in flight at the peak need with every one holding
+    its own prompt (a labelled line) and with the shared prefix held once (the least caching can use)."""
+    if ((run.metadata or {}).get("observed") or {}).get("per_slot_cache"):
+        return None  # a per-slot prompt cache (llama.cpp) saves prefill, not memory: no memory chart to draw
     points = {p.label: p for p in run.points.all()}
     on, off = points.get("prefix_on"), points.get("prefix_off")
     if on is None or (on.extra or {}).get("kv_tokens_peak") is None:

@@ -38,15 +38,15 @@ def parse_upload(run_id: int) -> str:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=3,
-    soft_time_limit=4 * 3600,
-    time_limit=4 * 3600 + 120,
+    soft_time_limit=5 * 3600,  # the longest planned test, a 4 h multi-turn soak, and its warm-up
+    time_limit=5 * 3600 + 120,
 )
 def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""
     name = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
     try:
         run = retry_database(lambda: worker.claim(run_id, worker=name), f"run {run_id}: claiming")
-    except worker.EndpointBusy as exc:  # wait for the other test on this engine; does not use up the retries
+    except worker.HardwareBusy as exc:  # wait for the run on this hardware; does not use up the retries
         BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).update(enqueued_at=timezone.now())
         raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1) from exc
     if run is None:

@@ -2,9 +2,16 @@
 never "pass" unless the behaviour was seen with enough data to decide (docs/domain.md, "verdicts").
 
 A verdict is a plain dict so it travels unchanged through the native format, the database and the
-record: {name, status, passed, detail, value, threshold, n, interval}. `passed` is True only for
-PASS and False only for FAIL; every other status leaves it None, so older readers that only know
-`passed` treat those as "not judged", never as a pass.
+record: {name, status, passed, detail, value, threshold, n, interval}, plus `source` (the evidence
+that judged it: an engine counter, the responses' usage, timing) and `reference` (the documentation
+a "not applicable" rests on) when they are known. `passed` is True only for PASS and False only for
+FAIL; every other status leaves it None, so older readers that only know `passed` treat those as
+"not judged", never as a pass.
+
+NOT_APPLICABLE is for behaviour the engine's documented cache model rules out or makes by design
+(llama.cpp's slots keep their last prompt's KV resident; an engine without an offload tier drops
+evicted KV and recomputes it): the verdict says why, with the source, and is neither a pass nor a
+failure, nor a gap of the test.
 """
 
 from __future__ import annotations
@@ -19,9 +26,13 @@ INCONCLUSIVE = "inconclusive"  # judged, but the interval straddles the threshol
 INSUFFICIENT_DATA = "insufficient_data"  # too few samples to judge
 NOT_EXERCISED = "not_exercised"  # the behaviour the test is about never happened (no eviction, ...)
 NOT_JUDGED = "not_judged"  # the engine exports nothing to judge it by
-STATUSES = (PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, NOT_JUDGED)
+NOT_APPLICABLE = "not_applicable"  # the engine's documented cache model rules the behaviour out (why, source)
+STATUSES = (PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, NOT_JUDGED, NOT_APPLICABLE)
 
 MIN_SAMPLES = 20  # below it a percentile is "insufficient data", never a pass
+# the share of the TTFT budget a request may spend waiting in the engine's queue: the harness's queue-wait
+# verdict (`harness.queueing`) and the exported queue-wait alert (`selection.domain.monitoring`) read it
+QUEUE_WAIT_SHARE_OF_TTFT = 0.5
 CONFIDENCE = 0.95
 BOOTSTRAP_SEED = 20261201  # fixed: the same requests give the same interval on every run
 BOOTSTRAP_RESAMPLES = 1000
@@ -36,10 +47,12 @@ def verdict(
     threshold: Any = None,
     n: int | None = None,
     interval: Sequence[float] | None = None,
+    source: str | None = None,
+    reference: str | None = None,
 ) -> dict[str, Any]:
     if status not in STATUSES:
         raise ValueError(f"status: must be one of {', '.join(STATUSES)}, got {status!r}")
-    return {
+    result = {
         "name": name,
         "status": status,
         "passed": True if status == PASS else False if status == FAIL else None,
@@ -49,6 +62,27 @@ def verdict(
         "n": n,
         "interval": None if interval is None else [float(interval[0]), float(interval[1])],
     }
+    if source:
+        result["source"] = source
+    if reference:
+        result["reference"] = reference
+    return result
+
+
+def not_applicable(
+    name: str, why: str, reference: str | None, observed: str = "", threshold: Any = None
+) -> dict[str, Any]:
+    """A verdict the engine's documented cache model makes moot: "not applicable: <why> (<source>)",
+    then what was observed anyway (figures for the reader, judged by nothing)."""
+    detail = f"not applicable: {why}" + (f" ({reference})" if reference else "")
+    if observed:
+        detail += f"; observed: {observed}"
+    return verdict(name, NOT_APPLICABLE, detail, None, threshold, None, reference=reference)
+
+
+def applicable(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The verdicts that judge something on this engine (not_applicable ones left out)."""
+    return [v for v in verdicts if status_of(v) != NOT_APPLICABLE]
 
 
 def status_of(item: dict[str, Any]) -> str:

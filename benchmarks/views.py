@@ -56,7 +56,7 @@ def evidence(request: HttpRequest, pk: int) -> HttpResponse:
     """Step 5: per candidate, its capacity and validation pages and its runs; recent runs; CI uploads."""
     selection = get_selection(request, pk)
     terminal = [s.value for s in BenchmarkRun.TERMINAL]
-    candidates = selection.candidates.select_related("engine").annotate(
+    candidates = selectors.compared_candidates(selection).annotate(
         run_count=Count("runs", distinct=True),
         succeeded_count=Count("runs", filter=Q(runs__status=BenchmarkRun.Status.SUCCEEDED), distinct=True),
         active_count=Count("runs", filter=~Q(runs__status__in=terminal), distinct=True),
@@ -75,6 +75,7 @@ def evidence(request: HttpRequest, pk: int) -> HttpResponse:
             selection,
             "evidence",
             candidates=candidates,
+            archived=selectors.archived_candidates(selection).annotate(run_count=Count("runs", distinct=True)),
             runs=[run_progress_context(selection, run, can_edit) for run in runs],
             token_count=selection.upload_tokens.filter(revoked_at__isnull=True).count(),
         ),

@@ -228,6 +228,9 @@ KVSELECT_STAMP_FONT = os.environ.get("KVSELECT_STAMP_FONT", "")
 # RFC 3161 time-stamping authority (PAdES B-T; "dev" = the in-process development TSA).
 KVSELECT_TRUST_ROOTS = env_list("KVSELECT_TRUST_ROOTS")
 KVSELECT_CRLS = env_list("KVSELECT_CRLS")
+# The organisational seal certificates (PEM or DER files) a record's "seal" field may be signed with;
+# a seal with any other certificate fails verification.
+KVSELECT_SEAL_CERTIFICATES = env_list("KVSELECT_SEAL_CERTIFICATES")
 KVSELECT_REVOCATION_FETCH = env_bool("KVSELECT_REVOCATION_FETCH", False)
 KVSELECT_TSA_URL = os.environ.get("KVSELECT_TSA_URL", "")
 KVSELECT_DEV_CA_DIR = os.environ.get("KVSELECT_DEV_CA_DIR", str(VAR_DIR / "dev-certs"))

@@ -273,6 +273,32 @@ class Constraints(models.Model):
         null=True,
         blank=True,
         validators=[MinValueValidator(0)],
+        help_text=_("In the budget's currency"),
+    )
+    # what an offload tier's host memory costs (its GiB are read from the candidate's launch flags):
+    # an offload tier is never costed as free
+    host_memory_cost_per_gib_month = models.DecimalField(
+        _("host memory price per GiB-month"),
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text=_("In the budget's currency: what the host memory of a KV offload tier costs"),
+    )
+    # long-term growth (decision step 5): the traffic expected after the horizon, as a multiple of today's
+    growth_factor = models.FloatField(
+        _("expected traffic growth (x)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text=_("Peak concurrency and throughput at the horizon as a multiple of today's, e.g. 1.5"),
+    )
+    growth_horizon_months = models.PositiveIntegerField(
+        _("growth horizon (months)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(120)],
     )
     ops_team_size = models.PositiveIntegerField(_("operations team size"), validators=[MinValueValidator(1)])
     target_model = models.CharField(
@@ -293,6 +319,8 @@ class Constraints(models.Model):
             errors.setdefault("average_turns", _("required when multi-turn is on"))
         if not self.multi_turn and self.never_swap_sessions:
             errors.setdefault("never_swap_sessions", _("only meaningful for multi-turn sessions"))
+        if self.growth_horizon_months and not self.growth_factor:
+            errors.setdefault("growth_horizon_months", _("needs the expected traffic growth it is the horizon of"))
         bad = [p for p in self.kv_precisions_allowed or [] if p not in dict(KV_PRECISION_CHOICES)]
         if bad:
             errors["kv_precisions_allowed"] = _("unknown precision(s): %(bad)s") % {"bad": ", ".join(map(str, bad))}
@@ -306,8 +334,9 @@ class Constraints(models.Model):
             for f in self._meta.concrete_fields
             if f.name not in {"id", "selection", "updated_at", "model_config"}
         }
-        if data.get("cost_per_gpu_hour") is not None:
-            data["cost_per_gpu_hour"] = float(data["cost_per_gpu_hour"])
+        for name in ("cost_per_gpu_hour", "host_memory_cost_per_gib_month"):
+            if data.get(name) is not None:
+                data[name] = float(data[name])
         return data
 
 

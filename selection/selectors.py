@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 from selection.domain.records import OWNER_ROLES
 from selection.models import Candidate, DecisionRecord, Membership, OpenItem, Selection
@@ -31,6 +32,17 @@ def compared_candidates(selection: Selection) -> QuerySet[Candidate]:
 
 def archived_candidates(selection: Selection) -> QuerySet[Candidate]:
     return selection.candidates.filter(archived_at__isnull=False).select_related("engine").order_by("id")
+
+
+def archived_refusal(candidate: Candidate) -> str | None:
+    """Why an archived candidate takes no new evidence (runs, uploads, confirmations), or None when it is
+    compared. One sentence for the page, the API and the upload form alike."""
+    if candidate.archived_at is None:
+        return None
+    return _(
+        "“%(name)s” is archived: it takes no new evidence. Restore it on the candidates page to test it or "
+        "upload results for it again."
+    ) % {"name": candidate.display_name}
 
 
 def open_draft(selection: Selection, supersedes: DecisionRecord | None = None) -> DecisionRecord | None:

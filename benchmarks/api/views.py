@@ -27,8 +27,8 @@ from benchmarks.api.serializers import (
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.storage import StorageFailure
 from benchmarks.uploads.ingest import IngestError, ingest_upload
+from benchmarks.validation.dispatch import CandidateArchived, request_cancel, start_validation
 from benchmarks.validation.dispatch import ValidationError as RunValidationError
-from benchmarks.validation.dispatch import request_cancel, start_validation
 from benchmarks.validation.plan import validation_plan
 from selection.models import Candidate
 from selection.selectors import can_edit, selections_for
@@ -187,7 +187,8 @@ class CandidateValidationsView(APIView):
             raise PermissionDenied(str(exc)) from exc
         except RunValidationError as exc:
             field, _, message = str(exc).partition(": ")
-            return Response({field: [message]}, status=status.HTTP_400_BAD_REQUEST)
+            code = status.HTTP_409_CONFLICT if isinstance(exc, CandidateArchived) else status.HTTP_400_BAD_REQUEST
+            return Response({field: [message]}, status=code)
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -206,7 +206,11 @@ class RequestRecord:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     usage_reported: bool = False
-    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens when reported
+    cached_tokens: int | None = None  # prompt tokens the engine took from its cache (see cached_source)
+    # where cached_tokens came from: "usage" (usage.prompt_tokens_details.cached_tokens, vLLM, SGLang),
+    # "timings" (llama.cpp's timings: cache_n, or the prompt's tokens less the prompt_n it processed)
+    cached_source: str | None = None
+    prompt_processed: int | None = None  # prompt tokens the engine computed (llama.cpp's timings.prompt_n)
     finish_reason: str | None = None
     text: str = ""
     error_class: str | None = None  # one of ERROR_CLASSES, None when ok
@@ -318,6 +322,29 @@ def _apply_payload(record: RequestRecord, payload: bytes, now: float, api: Api, 
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict) and details.get("cached_tokens") is not None:
             record.cached_tokens = int(details["cached_tokens"])
+            record.cached_source = "usage"
+    _apply_timings(record, obj.get("timings"))
+
+
+def _apply_timings(record: RequestRecord, timings: Any) -> None:
+    """llama.cpp's per-response `timings`: `prompt_n` is the prompt tokens it processed (the rest came
+    from the slot's cache), `cache_n` (newer builds) the tokens it reused."""
+    if not isinstance(timings, dict):
+        return
+    processed = timings.get("prompt_n")
+    if isinstance(processed, int) and not isinstance(processed, bool) and processed >= 0:
+        record.prompt_processed = processed
+    reused = timings.get("cache_n")
+    if isinstance(reused, int) and not isinstance(reused, bool) and reused >= 0 and record.cached_source != "usage":
+        record.cached_tokens, record.cached_source = reused, "timings"
+
+
+def _cached_from_timings(record: RequestRecord) -> None:
+    """The cached prompt tokens from llama.cpp's timings when no usage field stated them: the prompt's
+    tokens less those the engine processed (it always processes at least the last one)."""
+    if record.cached_source is None and record.prompt_processed is not None and record.prompt_tokens is not None:
+        record.cached_tokens = max(record.prompt_tokens - record.prompt_processed, 0)
+        record.cached_source = "timings"
 
 
 class OpenAIClient:
@@ -873,6 +900,11 @@ def _apply_complete_response(record: RequestRecord, payload: bytes, api: Api, ke
     if usage.get("completion_tokens") is not None:
         record.output_tokens = int(usage["completion_tokens"])
         record.usage_reported = True
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and details.get("cached_tokens") is not None:
+        record.cached_tokens, record.cached_source = int(details["cached_tokens"]), "usage"
+    _apply_timings(record, obj.get("timings"))
+    _cached_from_timings(record)
 
 
 def _finish(record: RequestRecord) -> None:
@@ -880,6 +912,7 @@ def _finish(record: RequestRecord) -> None:
     counted = sum(record.chunk_tokens)
     if not record.usage_reported:
         record.output_tokens = counted  # no usage from the engine: the chunk count is all we have
+    _cached_from_timings(record)
     if record.error_class is None and not (record.done_marker or record.finish_reason or record.usage_reported):
         record.error_class = "disconnect"
         record.error = "stream ended without finish_reason, usage or [DONE]"

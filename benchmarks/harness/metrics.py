@@ -10,7 +10,9 @@ JSON (a list of IterationStats) is read from `kvCacheStats`.
 Canonical series: kv_usage_ratio (0..1), prefix_hit_ratio (per interval, from token counters when
 the engine has them, else its own gauge), running, waiting, preemptions (cumulative),
 kv_used_tokens, cpu_kv_usage_ratio, swap_out / swap_in (cumulative tokens or bytes offloaded and
-loaded back).
+loaded back), prompt_tokens_processed (cumulative prompt tokens the engine computed, llama.cpp's
+`llamacpp:prompt_tokens_total`: the tests compare it with the prompt tokens they sent, so the
+tokens it took from its cache are known even where no cached-token counter exists).
 
 The KV capacity the engine allocated, when its metrics state it (vLLM's `vllm:cache_config_info`
 num_gpu_blocks x block_size, SGLang's `sglang:max_total_num_tokens`, TensorRT-LLM's max blocks x
@@ -91,6 +93,8 @@ ENGINE_MAPS: dict[str, dict[str, list[str]]] = {
         "kv_used_tokens": ["llamacpp:kv_cache_tokens"],
         "prefix_hits": ["llamacpp:prompt_tokens_cached"],
         "prefix_misses": ["llamacpp:prompt_tokens"],  # excludes cached tokens
+        # the prompt tokens it processed (0.3.9 has no cached counter: hits = tokens sent - processed)
+        "prompt_tokens_processed": ["llamacpp:prompt_tokens"],
         "running": ["llamacpp:requests_processing"],
         "waiting": ["llamacpp:requests_deferred"],
     },
@@ -125,7 +129,21 @@ CANONICAL_SERIES = (
     "cpu_kv_usage_ratio",
     "swap_out",
     "swap_in",
+    "prompt_tokens_processed",
 )
+# canonical histogram -> per engine, the histogram's base name (seconds), first found wins: the time
+# each request waited in the engine's queue before it was scheduled (vLLM's request_queue_time, SGLang's
+# queue_time, LMDeploy's and TensorRT-LLM's request_queue_time, TGI's request_queue_duration; the
+# simulator exports vLLM's). llama.cpp exports none (only the number of deferred requests).
+HISTOGRAMS: dict[str, dict[str, list[str]]] = {
+    "queue_wait": {
+        "vllm": ["vllm:request_queue_time_seconds"],
+        "sglang": ["sglang:queue_time_seconds", "sglang:queue_time_s"],
+        "lmdeploy": ["lmdeploy:request_queue_time_seconds"],
+        "trtllm": ["trtllm_request_queue_time_seconds"],
+        "tgi": ["tgi_request_queue_duration"],
+    },
+}
 _RATIO_KEYS = {"kv_usage_ratio", "cpu_kv_usage_ratio", "prefix_hit_ratio_gauge", "fragmentation_ratio"}
 
 
@@ -200,6 +218,72 @@ def map_samples(samples: dict[str, list[tuple[dict[str, str], float]]], engine: 
     return values
 
 
+def read_histograms(samples: dict[str, list[tuple[dict[str, str], float]]], engine: str) -> dict[str, dict[str, Any]]:
+    """Each canonical histogram the engine exports (`HISTOGRAMS`), summed over its label sets:
+    {canonical: {metric, buckets: [[le, cumulative count], ...] (ascending, +Inf last), sum, count}}."""
+    found: dict[str, dict[str, Any]] = {}
+    for canonical, per_engine in HISTOGRAMS.items():
+        for name in per_engine.get(engine, []):
+            buckets: dict[float, float] = {}
+            for labels, value in samples.get(f"{name}_bucket", []):
+                try:
+                    le = float(labels.get("le", "nan"))
+                except ValueError:
+                    continue
+                if le == le:  # not NaN
+                    buckets[le] = buckets.get(le, 0.0) + value
+            if not buckets:
+                continue
+            found[canonical] = {
+                "metric": name,
+                "buckets": sorted([le, count] for le, count in buckets.items()),
+                "sum": sum(v for _labels, v in samples.get(f"{name}_sum", [])),
+                "count": sum(v for _labels, v in samples.get(f"{name}_count", [])),
+            }
+            break
+    return found
+
+
+def histogram_delta(first: dict[str, Any], last: dict[str, Any]) -> dict[str, Any] | None:
+    """The observations a cumulative histogram gained between two scrapes (a reset, as after an engine
+    restart, gives None): buckets [[le, count]], sum, count."""
+    before = dict((le, count) for le, count in first.get("buckets") or [])
+    buckets = []
+    for le, count in last.get("buckets") or []:
+        gained = count - before.get(le, 0.0)
+        if gained < 0:
+            return None
+        buckets.append([le, gained])
+    count = float(last.get("count") or 0.0) - float(first.get("count") or 0.0)
+    if count < 0:
+        return None
+    return {"buckets": buckets, "sum": float(last.get("sum") or 0.0) - float(first.get("sum") or 0.0), "count": count}
+
+
+def histogram_quantile(q: float, buckets: list[list[float]]) -> tuple[float, float, float] | None:
+    """Prometheus's histogram_quantile over cumulative buckets [[le, count], ...] (+Inf last): the
+    estimate (linear inside its bucket) and the bucket's bounds, which hold the true quantile (the
+    bucket's lower bound is 0 for the first; an estimate in the +Inf bucket is its lower bound, with
+    an infinite upper bound). None without observations."""
+    if not buckets:
+        return None
+    total = buckets[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower_le, lower_count = 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return lower_le, lower_le, float("inf")
+            if count == lower_count:
+                return le, lower_le, le
+            estimate = lower_le + (le - lower_le) * (rank - lower_count) / (count - lower_count)
+            return estimate, lower_le, le
+        lower_le, lower_count = le, count
+    return None
+
+
 def kv_capacity(samples: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, Any] | None:
     """The KV tokens the engine allocated, from the metrics that state it, with where it came from."""
     for labels, _value in samples.get("vllm:cache_config_info", []):
@@ -260,6 +344,8 @@ class MetricsRecording:
     absent: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     kv_capacity: dict[str, Any] | None = None  # {tokens, source} when the engine's metrics state it
+    # canonical histogram (`HISTOGRAMS`) -> [[t, {metric, buckets, sum, count}], ...] per scrape
+    histograms: dict[str, list[list[Any]]] = field(default_factory=dict)
     simulated: bool = False  # a scrape carried the simulator's mark (kvsim_info): the evidence is SIMULATED
     scrapes: int = 0
     failed_scrapes: int = 0
@@ -280,6 +366,21 @@ class MetricsRecording:
         delta_q = queries[-1][1] - queries[0][1]
         return (hits[-1][1] - hits[0][1]) / delta_q if delta_q > 0 else None
 
+    def histogram_between(self, name: str, start: float, end: float) -> dict[str, Any] | None:
+        """What histogram `name` observed between the last scrape at or before `start` (the first
+        scrape when none) and the last at or before `end`: {metric, buckets, sum, count, seconds};
+        None when the engine does not export it or fewer than two scrapes frame the window."""
+        scrapes = self.histograms.get(name) or []
+        before = [s for s in scrapes if s[0] <= start] or scrapes[:1]
+        upto = [s for s in scrapes if s[0] <= end]
+        if not before or not upto or upto[-1][0] <= before[-1][0]:
+            return None
+        first, last = before[-1], upto[-1]
+        delta = histogram_delta(first[1], last[1])
+        if delta is None:
+            return None
+        return {"metric": last[1]["metric"], **delta, "seconds": last[0] - first[0]}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
@@ -291,6 +392,7 @@ class MetricsRecording:
             "run_prefix_hit_ratio": self.run_prefix_hit_ratio(),
             "kv_capacity": self.kv_capacity,
             "simulated": self.simulated,
+            "histograms": sorted(self.histograms),
         }
 
 
@@ -322,6 +424,7 @@ class MetricsSampler:
         self._task: asyncio.Task | None = None
         self._session: aiohttp.ClientSession | None = None
         self._previous: dict[str, float] = {}
+        self._histograms: dict[str, dict[str, Any]] = {}  # read by _interpret, recorded by _record
 
     async def __aenter__(self) -> "MetricsSampler":
         await self.start()
@@ -416,6 +519,7 @@ class MetricsSampler:
         if engine == "auto":
             engine = detect_engine(samples) or "unknown"
         self.recording.engine = engine
+        self._histograms = read_histograms(samples, engine)
         values = map_samples(samples, engine)
         raw: dict[str, float] = {}
         keep_raw = self.keep_raw if self.keep_raw is not None else engine not in ENGINE_MAPS
@@ -429,6 +533,9 @@ class MetricsSampler:
         return values, raw
 
     def _record(self, now: float, values: dict[str, float], raw: dict[str, float]) -> None:
+        for name, histogram in self._histograms.items():
+            self.recording.histograms.setdefault(name, []).append([now, histogram])
+        self._histograms = {}
         series = self.recording.series
         for name, value in values.items():
             series.setdefault(name, []).append([now, value])

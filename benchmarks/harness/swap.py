@@ -103,11 +103,15 @@ def observe_eviction(
     snapshots: dict[str, dict[str, float] | None],
     cpu_usage_max: float | None = None,
     ttft_ms: dict[str, Sequence[float]] | None = None,
+    cached_source: str | None = None,
+    resumed_prompts: Sequence[int | None] = (),
 ) -> dict[str, Any]:
     """Was an idle session's KV evicted or offloaded? Evidence, strongest first:
 
-    - cached tokens (usage.prompt_tokens_details.cached_tokens): a resumed session got far fewer
-      than the warm sessions of the same history length;
+    - cached tokens (usage.prompt_tokens_details.cached_tokens, or llama.cpp's `timings`: the
+      prompt less the `prompt_n` it processed; `cached_source` says which): a resumed session got far
+      fewer than the warm sessions of the same history length (`resumed_prompts`, their prompt
+      tokens, give how much of the resume was recomputed);
     - the prefix-cache hit ratio of the resume phase fell far below the warm phase's;
     - KV moved to a CPU/offload tier (offload store/load counters, CPU-tier usage).
     - without either: the resume TTFT (`ttft_ms` {warm, resume, recompute}) is over
@@ -123,8 +127,9 @@ def observe_eviction(
     if warm_median is not None and warm_median > 0 and resumed_known:
         evicted_sessions = sum(1 for c in resumed_known if c < EVICTED_CACHED_SHARE * warm_median)
         if evicted_sessions:
+            via = "llama.cpp timings.prompt_n" if cached_source == "timings" else "usage cached_tokens"
             how.append(
-                f"cached tokens: {evicted_sessions} of {len(resumed_known)} resumed sessions got under "
+                f"cached tokens ({via}): {evicted_sessions} of {len(resumed_known)} resumed sessions got under "
                 f"{EVICTED_CACHED_SHARE:.0%} of the warm sessions' {warm_median:.0f}"
             )
     warm_ratio = _hit_ratio(snapshots.get("warm_start"), snapshots.get("warm_end"))
@@ -154,11 +159,27 @@ def observe_eviction(
             )
     preemptions = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "preemptions")
     offloaded = bool(store or load or cpu_usage_max)
+    # the sessions whose KV left the GPU for the offload tier and came back: the engine stored KV out
+    # while they idled and loaded it back while they resumed, and they resumed with their cache (not
+    # the dropped ones). Not counted per session by the engine: the counters moving in those two
+    # windows, and each such session's cached tokens, are the evidence.
+    offloaded_sessions = None
+    if store and load and warm_median and resumed_known:
+        offloaded_sessions = sum(1 for c in resumed_known if c >= EVICTED_CACHED_SHARE * warm_median)
+    pairs = [(c, p) for c, p in zip(resumed_cached, resumed_prompts, strict=False) if c is not None and p]
+    prompt_total = sum(p for _c, p in pairs)
+    recomputed = sum(max(p - c, 0) for c, p in pairs)
+    if evicted_sessions and prompt_total:
+        how[0] += f"; the resume recomputed {recomputed:,} of {prompt_total:,} prompt tokens"
     return {
         "observed": bool(how),
         "how": how,
+        "cached_tokens_source": cached_source,
+        "resume_prompt_tokens": prompt_total or None,
+        "resume_recomputed_tokens": recomputed if prompt_total else None,
         "offloaded": offloaded,
-        "evicted_sessions": evicted_sessions,
+        "evicted_sessions": evicted_sessions,  # released: dropped from the GPU, recomputed on resume
+        "offloaded_sessions": offloaded_sessions,  # moved to the offload tier and loaded back on resume
         "sessions": len(resumed_cached),
         "cached_tokens_warm_p50": warm_median,
         "cached_tokens_resume_p50": _median(resumed_cached),

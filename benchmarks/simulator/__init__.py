@@ -3,7 +3,8 @@
 Everything it produces is SIMULATED evidence (results, responses, /metrics).
 
 - `config`: SimConfig (pool size from direct parameters or a capacity plan), GPU profiles,
-  allocation strategies (`paged-prefix`, `paged-noprefix`, `radix`, `static`, `paged-offload`).
+  allocation strategies (`paged-prefix`, `paged-noprefix`, `radix`, `static`, `paged-offload`,
+  `radix-offload`).
 - `engine`: the clock-agnostic scheduler + block pool state machine (`Engine.step(now)`).
 - `live` / `server`: the engine on the asyncio clock behind an OpenAI-compatible HTTP API.
 - `offline`: trace-driven discrete-event simulation to a NormalizedResult.

@@ -88,6 +88,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--engine-version",
+        default="kvsim",
+        help="the engine version GET /version and kvsim_build_info report (the version it stands in for)",
+    )
+    parser.add_argument(
+        "--served-model-name",
+        default=None,
+        help="the model id /v1/models lists and requests must send (default: kvsim-<model>)",
+    )
+    parser.add_argument(
         "--fault-kv-leak-blocks-per-request",
         type=int,
         default=0,
@@ -139,6 +149,8 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         seed=options["seed"],
         fault_kv_leak_blocks_per_request=options.get("fault_kv_leak_blocks_per_request") or 0,
         stream_shape=options.get("stream_shape") or "vllm",
+        engine_version=options.get("engine_version") or "kvsim",
+        gpu_count=options.get("tp") or 1,
     )
     if options.get("kv_bytes_per_token") is not None:
         values["kv_bytes_per_token"] = options["kv_bytes_per_token"]
@@ -146,6 +158,8 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
         values["weight_bytes"] = options["weight_bytes"]
     if options["model"] != DEFAULT_MODEL:
         values["served_model_name"] = f"kvsim-{options['model']}"
+    if options.get("served_model_name"):
+        values["served_model_name"] = options["served_model_name"]
     if options.get("kv_bytes_per_token") is None and options.get("num_blocks") is None:
         plan = capacity_plan(
             options["model"], options["gpu"], options.get("tp") or 1, options.get("kv_dtype") or "bf16"

@@ -54,6 +54,10 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "static": {"prefix_caching": False, "static": True, "offload": False, "token_level": False},
     # paged + prefix cache + a CPU tier that idle cached blocks move to
     "paged-offload": {"prefix_caching": True, "static": False, "offload": True, "token_level": False},
+    # token-level prefix tree + a host tier that idle cached tokens move to (SGLang's hierarchical
+    # cache, --enable-hierarchical-cache: the radix tree's evicted nodes are backed up to host memory
+    # and loaded back on a hit)
+    "radix-offload": {"prefix_caching": True, "static": False, "offload": True, "token_level": True},
 }
 
 SCHEDULING_POLICIES = ("fcfs", "priority")
@@ -115,6 +119,10 @@ class SimConfig:
     time_scale: float = 1.0  # live: simulated seconds per wall second
     seed: int = 0
     served_model_name: str = "kvsim-llama-3.1-8b"
+    # what GET /version and the build-info metric report: the engine version this simulator stands in
+    # for (the demo starts each one with its candidate's catalog version)
+    engine_version: str = "kvsim"
+    gpu_count: int = 1  # GPUs the simulated engine stands for (the TP its pool was sized with)
     # fault knobs (tests)
     fault_corrupt_swapped_in: bool = False
     fault_drop_after_tokens: int | None = None

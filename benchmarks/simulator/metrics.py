@@ -211,6 +211,26 @@ class _EngineCollector:
         )
         kvsim.add_metric(["SIMULATED", config.profile, config.gpu, config.model, str(config.time_scale)], 1)
         yield kvsim
+        # what the engine runs as and on, as a build-info series (the engine host's view: its version,
+        # model and GPUs); the driver is "simulated": no GPU is behind it
+        build = GaugeMetricFamily(
+            "kvsim_build_info",
+            "The engine version, model and GPUs this simulator stands in for (SIMULATED).",
+            labels=["version", "model", "served_model_name", "gpu", "gpu_memory_gib", "gpu_count", "driver"],
+        )
+        build.add_metric(
+            [
+                config.engine_version,
+                config.model,
+                config.served_model_name,
+                config.gpu,
+                f"{config.gpu_profile.memory_bytes / 2**30:g}",
+                str(config.gpu_count),
+                "simulated",
+            ],
+            1,
+        )
+        yield build
 
 
 class SimMetrics:

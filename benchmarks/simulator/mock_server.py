@@ -66,6 +66,13 @@ class MockConfig:
     # keep only the last N prompt tokens, as llama.cpp's context shift does (None: keep all)
     truncate_prompt_to: int | None = None
     keep_finished_kv: bool = False  # a finished request's KV stays counted, as llama.cpp's slots keep their prompts
+    # tokens a chat template adds to every chat request (role markers, a system preamble): the engine's
+    # usage counts them, a plan built from the message text alone does not
+    template_tokens: int = 0
+    # answer as llama.cpp does: no cached tokens in the usage, a `timings` object whose `prompt_n` is the
+    # prompt tokens processed, `cache_prompt: false` honoured per request, `llamacpp:prompt_tokens_total`
+    llamacpp_timings: bool = False
+    report_cached: bool = True  # False: the usage states no cached tokens (an engine that reports none)
 
 
 @dataclass
@@ -77,6 +84,7 @@ class MockState:
     prefix_hits: int = 0
     seen_prefixes: set[str] = field(default_factory=set)
     aborted: int = 0
+    prompt_processed: int = 0  # prompt tokens computed (not taken from the cache)
     true_ttft_ms: dict[str, float] = field(default_factory=dict)  # by body["kvselect_request_id"]
     # (handler start, first token written), perf_counter seconds: CLOCK_MONOTONIC, comparable
     # with a client's timestamps on the same host, so a TTFT error can be split into its legs
@@ -137,6 +145,8 @@ def llamacpp_metrics(state: MockState, usage: float) -> str:
         f"llamacpp:requests_processing {state.running}\n"
         "# TYPE llamacpp:requests_deferred gauge\n"
         "llamacpp:requests_deferred 0\n"
+        "# TYPE llamacpp:prompt_tokens_total counter\n"
+        f"llamacpp:prompt_tokens_total {state.prompt_processed}\n"
     )
 
 
@@ -228,7 +238,7 @@ async def complete(request: web.Request, chat: bool) -> web.StreamResponse:
     if config.fail_status:
         return web.Response(status=config.fail_status, text=config.fail_body)
     prompt = _split_prompt(body, chat)
-    words = prompt.split()
+    words = ([f"tpl{i}" for i in range(config.template_tokens)] if chat else []) + prompt.split()
     if config.truncate_prompt_to is not None:
         words = words[-config.truncate_prompt_to :]
     prompt_tokens = len(words)
@@ -236,6 +246,10 @@ async def complete(request: web.Request, chat: bool) -> web.StreamResponse:
     stream = bool(body.get("stream"))
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     cached = prefix_cached(config, state, words)
+    if config.llamacpp_timings and body.get("cache_prompt") is False:
+        cached = 0
+    cached = min(cached, max(len(words) - 1, 0))  # at least one prompt token is always computed
+    state.prompt_processed += len(words) - cached
     output = continuation(prompt, max_tokens)
     rid = id(request)
     state.requests_total += 1
@@ -361,8 +375,14 @@ async def end_stream(
         if body.get("kvselect_request_id") is not None and first_written is not None:
             state.true_ttft_ms[str(body["kvselect_request_id"])] = (first_written - job.start_wall) * 1000.0
             state.true_times[str(body["kvselect_request_id"])] = (job.start_wall, first_written)
-        truth = {"mock": {"ttft_ms": None if first_written is None else (first_written - job.start_wall) * 1000.0}}
-        await response.write(events.usage(job.prompt_tokens, job.max_tokens, job.cached, truth))
+        truth: dict[str, Any] = {
+            "mock": {"ttft_ms": None if first_written is None else (first_written - job.start_wall) * 1000.0}
+        }
+        cached: int | None = job.cached if config.report_cached else None
+        if config.llamacpp_timings:
+            truth["timings"] = {"prompt_n": job.prompt_tokens - job.cached, "predicted_n": job.max_tokens}
+            cached = None
+        await response.write(events.usage(job.prompt_tokens, job.max_tokens, cached, truth))
     if config.send_done:
         await response.write(events.done())
     await response.write_eof()

@@ -2,7 +2,7 @@
 
 Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE streaming with
 `stream_options.include_usage`, written in a real engine's exact shape, `stream_shape`: vLLM's
-by default, or one JSON response), GET /v1/models, GET /health,
+by default, or one JSON response), GET /v1/models, GET /health, GET /version (vLLM's),
 POST /tokenize, GET /metrics (Prometheus, vLLM names + `kvsim:` series + `kvsim_info`),
 POST /reset_prefix_cache (vLLM's) and POST /flush_cache (SGLang's): drop the unreferenced cache,
 and POST /admin/restart (the model_switch test's hook: restart with other settings, e.g. a new model
@@ -273,6 +273,12 @@ async def handle_models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [model]}, headers=EVIDENCE_HEADER)
 
 
+async def handle_version(request: web.Request) -> web.Response:
+    """vLLM's `GET /version`: the engine version this simulator stands in for."""
+    config = _state(request).config
+    return web.json_response({"version": config.engine_version, "simulator": "kvsim"}, headers=EVIDENCE_HEADER)
+
+
 async def handle_health(request: web.Request) -> web.Response:
     state = _state(request)
     if state.crashed or state.down:
@@ -394,6 +400,7 @@ def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) ->
     app.router.add_post("/v1/completions", handle_completions)
     app.router.add_get("/v1/models", handle_models)
     app.router.add_get("/health", handle_health)
+    app.router.add_get("/version", handle_version)
     app.router.add_post("/tokenize", handle_tokenize)
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_post("/reset_prefix_cache", handle_reset_prefix_cache)

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from benchmarks import formats
 from benchmarks.suite import TEST_IDS
+from selection.selectors import archived_refusal
 from selection.web import AccessibleErrorsMixin
 
 
@@ -53,9 +54,21 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
     def __init__(self, *args, candidates, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["candidate"].queryset = candidates
+        # offered: the compared candidates; an archived one posted anyway is refused by name (clean_candidate)
+        self.fields["candidate"].widget.choices = [("", "---------")] + [
+            (c.pk, str(c)) for c in candidates if c.archived_at is None
+        ]
         self.fields["format"].choices = format_choices()
         if not self.is_bound:
             # One key per rendered form: a double submit returns the first run instead of a duplicate.
             self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")
-            if "candidate" not in self.initial and len(candidates) == 1:
-                self.initial["candidate"] = candidates[0].pk
+            compared = [c for c in candidates if c.archived_at is None]
+            if "candidate" not in self.initial and len(compared) == 1:
+                self.initial["candidate"] = compared[0].pk
+
+    def clean_candidate(self):
+        candidate = self.cleaned_data["candidate"]
+        refused = archived_refusal(candidate)
+        if refused:
+            raise forms.ValidationError(refused)
+        return candidate

@@ -6,6 +6,7 @@ bytes look like a known format (else 400 with every format's refusal, nothing st
 upload with the same Idempotency-Key, the same file and the same test returns the first run; the
 same key with another file, or with another test, is a 409 naming the key and the first run (a CI
 job's key must name its test and its file).
+An archived candidate takes no new upload (409; a retry of one received before still answers with its run).
 An upload whose file names another model or engine, or holds fewer than 20 requests, is stored
 with its warnings and counts for scoring once confirmed (`benchmarks.uploads.quality`).
 
@@ -38,6 +39,7 @@ from benchmarks.tasks import enqueue_parse
 from benchmarks.uploads.parse import parse_bytes, selection_slo
 from benchmarks.uploads.quality import warnings_for_candidate
 from selection.models import Candidate
+from selection.selectors import archived_refusal
 from selection.tasks import schedule_rescoring
 
 
@@ -235,6 +237,9 @@ def ingest_upload(
     Large files are stored raw and parsed by the `parse_upload` task; the run says `parsing`.
     """
     _validate_upload_fields(test, fmt)
+    refused = archived_refusal(candidate)
+    if refused and not find_idempotent(candidate, idempotency_key):  # a retry of an upload received before is fine
+        raise IngestError("candidate", refused, 409)
     staged = stage_upload(data, settings.KVSELECT_MAX_UPLOAD_BYTES)
     try:
         return _ingest_staged(

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import NormalizedResult
 from selection.audit import audit
-from selection.selectors import require_editor
+from selection.selectors import archived_refusal, require_editor
 from selection.tasks import schedule_rescoring
 
 MIN_REQUESTS = 20  # fewer requests in a load point: its p95/p99 rest on one or two requests
@@ -85,6 +86,9 @@ def confirm_as_evidence(*, run: BenchmarkRun, user) -> BenchmarkRun:
     require_editor(user, run.candidate.selection)
     if not run.needs_confirmation:
         return run
+    refused = archived_refusal(run.candidate)
+    if refused:
+        raise ValidationError(refused)
     with transaction.atomic():
         run.evidence_confirmed_by = user.get_username()[:150]
         run.evidence_confirmed_at = timezone.now()

@@ -18,6 +18,7 @@ from benchmarks.uploads.ingest import IngestError, ingest_upload
 from benchmarks.uploads.quality import confirm_as_evidence
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.models import Selection, UploadToken
+from selection.selectors import compared_candidates
 from selection.web import attach_service_errors, get_selection, page_context, require_edit
 
 UPLOAD_FIELDS = {"file", "test", "format", "label", "candidate"}
@@ -33,7 +34,7 @@ def _uploads_page(
     refusals=None,
     status: int = 200,
 ) -> HttpResponse:
-    candidates = selection.candidates.select_related("engine")
+    candidates = compared_candidates(selection)  # an archived candidate takes no new evidence
     first = candidates.first()
     results_url = request.build_absolute_uri(reverse("candidate-results", args=[first.pk if first else 0]))
     if not first:
@@ -109,8 +110,7 @@ def token_revoke(request: HttpRequest, pk: int, token_pk: int) -> HttpResponse:
 def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     require_edit(request, selection)
-    candidates = selection.candidates.select_related("engine")
-    form = ResultUploadForm(request.POST, request.FILES, candidates=candidates)
+    form = ResultUploadForm(request.POST, request.FILES, candidates=selection.candidates.select_related("engine"))
     if not form.is_valid():
         return _uploads_page(request, selection, upload_form=form, status=400)
     try:
@@ -184,6 +184,10 @@ def run_use_as_evidence(request: HttpRequest, pk: int, run_pk: int) -> HttpRespo
     run = get_object_or_404(
         BenchmarkRun.objects.select_related("candidate__selection"), pk=run_pk, candidate__selection=selection
     )
-    confirm_as_evidence(run=run, user=request.user)
-    messages.success(request, _("Run #%(run)s is used as evidence despite its warnings.") % {"run": run.pk})
+    try:
+        confirm_as_evidence(run=run, user=request.user)
+    except DjangoValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, _("Run #%(run)s is used as evidence despite its warnings.") % {"run": run.pk})
     return redirect("selection:run", pk=selection.pk, run_pk=run.pk)

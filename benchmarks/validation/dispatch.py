@@ -19,7 +19,11 @@ from benchmarks.validation.target import ValidationError, check_candidate_target
 from selection.audit import audit
 from selection.candidates.screening import refusal as screen_refusal
 from selection.models import Candidate, Selection
-from selection.selectors import require_editor
+from selection.selectors import archived_refusal, require_editor
+
+
+class CandidateArchived(ValidationError):
+    """The candidate is archived: it takes no new evidence (the API answers 409)."""
 
 
 @transaction.atomic
@@ -29,6 +33,12 @@ def start_validation(
     require_editor(user, candidate.selection)
     if test not in RUNNABLE_TEST_IDS:
         raise ValidationError(f"test: must be one of {', '.join(RUNNABLE_TEST_IDS)}, got {test!r}")
+    # read under the candidate's lock: an archive committing meanwhile cancels what it finds queued
+    locked = Candidate.objects.select_for_update().filter(pk=candidate.pk)
+    candidate.archived_at = locked.values_list("archived_at", flat=True).first()
+    archived = archived_refusal(candidate)
+    if archived:
+        raise CandidateArchived(f"candidate: {archived}")
     refused = screen_refusal(candidate)  # decision step 3 comes before the tests
     if refused:
         raise ValidationError(refused)

@@ -25,6 +25,8 @@ PRIORITY_FLAGS = re.compile(r"--scheduling-policy(?:=|\s+)priority\b|--enable-pr
 def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
     """The test's default parameters derived from the selection's constraints (editable)."""
     constraints = candidate.selection.constraints.as_domain() if hasattr(candidate.selection, "constraints") else {}
+    if candidate.selection.scenario:  # the soak's length and sessions follow the scenario
+        constraints["scenario"] = candidate.selection.scenario
     kwargs = {}
     if test == "long_context":
         kwargs["max_model_len"] = (candidate.measured_capacity or {}).get("max_model_len")

@@ -12,6 +12,9 @@ from urllib.parse import urljoin
 from django.conf import settings
 
 from benchmarks.harness import safety, workloads
+from benchmarks.harness.cache_model import CacheModel
+from selection.domain import catalog as catalog_domain
+from selection.domain import launch_flags
 from selection.models import Candidate
 from selection.secretbox import decrypt
 
@@ -72,6 +75,37 @@ ENGINE_SLUGS = {
 }
 
 
+def cache_model_for(candidate: Candidate) -> CacheModel | None:
+    """The candidate's documented cache model (the engine catalog's, with its source) as its launch
+    flags deploy it: an offload tier counts only when the flags enable it. None for an engine the
+    catalog does not describe (the verdicts then judge every behaviour as observed)."""
+    version = candidate.engine_version if candidate.engine_version in candidate.engine.versions else None
+    flags = f"{candidate.launch_flags or ''} {candidate.launch_recipe or ''}".strip()
+    return documented_cache_model(candidate.engine.slug, version, flags, candidate.engine.name)
+
+
+def documented_cache_model(slug: str, version: str | None, flags: str = "", name: str = "") -> CacheModel | None:
+    """The catalog's cache model of an engine version (its newest when `version` is None) as `flags`
+    deploy it; None when the catalog has no such engine or states no cache model."""
+    try:
+        caps = catalog_domain.capabilities(slug, version)
+        name = name or catalog_domain.engine(slug).name
+    except catalog_domain.CatalogError:
+        return None
+    if not caps.get("cache_model_kind"):
+        return None
+    deployed = launch_flags.apply_to_capabilities(caps, slug, flags)
+    return CacheModel(
+        kind=caps["cache_model_kind"],
+        offload=bool(deployed.get("offload_tiers")),
+        source=caps["sources"].get("cache_model_kind"),
+        engine=name,
+    )
+
+
+CATALOG_SLUGS = {harness: slug for slug, harness in ENGINE_SLUGS.items()}  # the harness's engine name -> catalog
+
+
 def target_for(candidate: Candidate) -> workloads.Target:
     simulated = is_simulator(candidate.metrics_url or candidate.endpoint_url)
     engine = "simulator" if simulated else ENGINE_SLUGS.get(candidate.engine.slug, "auto")
@@ -85,6 +119,7 @@ def target_for(candidate: Candidate) -> workloads.Target:
         evidence="SIMULATED" if simulated else "MEASURED",
         allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
         receive_clock=settings.KVSELECT_RECEIVE_CLOCK,
+        cache_model=cache_model_for(candidate),
     )
 
 

@@ -20,6 +20,7 @@ from selection.candidates.screening import documentation_screen, offered_for_tes
 from selection.domain import launch_flags
 from selection.domain.screening import DIMENSION_NAMES
 from selection.models import Candidate, Selection
+from selection.selectors import archived_refusal
 from selection.web import get_candidate, get_selection, page_context, require_edit
 
 
@@ -104,7 +105,8 @@ def _validation_page(
     context = page_context(request, selection, "evidence", candidate=candidate, refusal=refusal)
     context["cards"] = _plan_forms(candidate, bound)
     context["screen"] = screen = documentation_screen(candidate)
-    context["testable"] = offered_for_tests(screen)
+    context["archived"] = archived_refusal(candidate)
+    context["testable"] = offered_for_tests(screen) and not context["archived"]
     runs = candidate.runs.all()[:50]
     context["runs"] = [run_progress_context(selection, run, context["can_edit"]) for run in runs]
     return render(request, "benchmarks/validation.html", context, status=status)

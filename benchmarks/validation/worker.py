@@ -22,6 +22,8 @@ stores a stale run's write-ahead result instead of failing it, and says why it h
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from contextlib import nullcontext
@@ -34,7 +36,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from benchmarks.harness import workloads
-from benchmarks.models import Artifact, BenchmarkRun
+from benchmarks.models import Artifact, BenchmarkRun, HardwareSlot
 from benchmarks.result import NormalizedResult
 from benchmarks.storage import (
     discard_pending,
@@ -45,6 +47,7 @@ from benchmarks.storage import (
     write_pending,
 )
 from benchmarks.validation.engine import EngineUnavailable, LaunchedEngine
+from benchmarks.validation.hardware import hardware_keys, shared
 from benchmarks.validation.target import (
     ValidationError,
     check_candidate_target,
@@ -73,39 +76,95 @@ def stale_after() -> timedelta:
     return timedelta(seconds=float(settings.KVSELECT_HEARTBEAT_STALE_S))
 
 
-class EndpointBusy(RuntimeError):
-    """Another run is load-testing the same candidate: tests must not overlap on one engine."""
+class HardwareBusy(RuntimeError):
+    """Another live run loads hardware this run needs (the same candidate, GPU pool or engine host):
+    runs sharing hardware would measure each other, so this one waits. `holder` says who holds it
+    (`waiting_for`)."""
+
+    def __init__(self, holder: dict[str, Any]) -> None:
+        self.holder = holder
+        super().__init__(f"waiting for {', '.join(holder.get('hardware') or ['the candidate'])}: run {holder['run']}")
 
 
-def claim(run_id: int, worker: str) -> BenchmarkRun | None:
+def machine_name() -> str:
+    """The machine this worker runs on (loopback endpoints are on it)."""
+    return socket.gethostname()
+
+
+def run_hardware(candidate: Candidate, machine: str | None = None) -> list[str]:
+    """The hardware keys a run of `candidate` loads (`validation.hardware`)."""
+    urls = (
+        candidate.endpoint_url,
+        candidate.metrics_url,
+        candidate.prefix_off_endpoint_url,
+        candidate.prefix_off_metrics_url,
+    )
+    return hardware_keys(gpu_pool=candidate.gpu_pool, urls=urls, machine=machine or machine_name())
+
+
+def claim(run_id: int, worker: str, machine: str | None = None) -> BenchmarkRun | None:
     """Atomically take a queued run (or one whose worker died). None: someone else owns it, or it is done.
 
-    Raises EndpointBusy while another live run tests the same candidate (their load would mix).
-    """
+    Raises HardwareBusy while another live run loads the same candidate or any of the hardware this
+    run needs (its GPU pool, its engine's hosts): their loads would mix. The waiting run's progress
+    names the run holding it. Claims lock the hardware's rows (`HardwareSlot`, in key order) so that
+    two workers never both see the hardware free."""
     now = timezone.now()
     with transaction.atomic():
-        candidate_id = BenchmarkRun.objects.filter(pk=run_id).values_list("candidate_id", flat=True).first()
-        if candidate_id is None:
+        candidate = (
+            Candidate.objects.filter(runs__pk=run_id).select_related("selection").first()
+        )  # serialise claims per candidate and per hardware key
+        if candidate is None:
             return None
-        Candidate.objects.select_for_update().filter(pk=candidate_id).first()  # serialise claims per candidate
-        busy = (
-            BenchmarkRun.objects.filter(
-                candidate_id=candidate_id,
-                status=BenchmarkRun.Status.RUNNING,
-                origin=BenchmarkRun.Origin.HARNESS,
-                heartbeat_at__gte=now - stale_after(),
-            )
-            .exclude(pk=run_id)
-            .exists()
+        keys = run_hardware(candidate, machine)
+        for key in keys:
+            HardwareSlot.objects.get_or_create(key=key)
+        list(HardwareSlot.objects.select_for_update().filter(key__in=keys).order_by("key"))
+        Candidate.objects.select_for_update().filter(pk=candidate.pk).first()
+        holder = hardware_holder(run_id, candidate, keys, now)
+        queued = BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).exists()
+        if holder is None or not queued:
+            return _claim(run_id, worker, now, keys)
+    BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).update(
+        progress={"phase": "waiting for the hardware", "percent": 0, "waiting_for": holder}
+    )
+    raise HardwareBusy(holder)
+
+
+def hardware_holder(run_id: int, candidate: Candidate, keys: list[str], now: datetime) -> dict[str, Any] | None:
+    """The live run holding hardware that `run_id` needs, as a waiting run shows it: its id and test,
+    the shared hardware, and its candidate only when it is in the same selection (another team's
+    candidates stay unnamed). None when nothing is held."""
+    live = (
+        BenchmarkRun.objects.filter(
+            status=BenchmarkRun.Status.RUNNING,
+            origin=BenchmarkRun.Origin.HARNESS,
+            heartbeat_at__gte=now - stale_after(),
         )
-        if busy and BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).exists():
-            raise EndpointBusy(f"candidate {candidate_id} is under another test")
-        return _claim(run_id, worker, now)
+        .exclude(pk=run_id)
+        .select_related("candidate")
+        .order_by("started_at", "pk")
+    )
+    for other in live:
+        common = shared(other.hardware or [], keys)
+        if other.candidate_id != candidate.pk and not common:
+            continue
+        same_selection = other.candidate.selection_id == candidate.selection_id
+        return {
+            "run": other.pk,
+            "test": other.test,
+            "candidate": other.candidate.display_name if same_selection else None,
+            "other_selection": not same_selection,
+            "hardware": common,
+            "since": other.started_at.isoformat() if other.started_at else None,
+        }
+    return None
 
 
-def _claim(run_id: int, worker: str, now) -> BenchmarkRun | None:
+def _claim(run_id: int, worker: str, now, hardware: list[str]) -> BenchmarkRun | None:
     fields = dict(
         status=BenchmarkRun.Status.RUNNING,
+        hardware=hardware,
         worker=worker[:200],
         attempt=F("attempt") + 1,
         started_at=now,
@@ -266,6 +325,7 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
         if off is not None and off.endpoint_url != target.endpoint_url and not healthy(off.endpoint_url):
             raise EngineUnavailable(f"prefix_off_endpoint_url: {off.endpoint_url} did not answer /health or /v1/models")
         extra["off_target"] = off
+    load_at_start = load_average()
     try:
         result = workloads.run_test_sync(
             run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress, **extra
@@ -275,6 +335,7 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
     except Exception as exc:  # the engine or network broke mid-test
         logger.exception("validation run %s failed", run.pk)
         return finish_failed(run, f"{type(exc).__name__}: {exc}")
+    record_host_activity(run, result, load_at_start)
     cancelled = reporter.cancelled()
     stopped = [p.extra["stopped_early"] for p in result.points if p.extra.get("stopped_early")]
     engine_alive = cancelled or (not stopped and healthy(candidate.endpoint_url))
@@ -302,6 +363,83 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
 def rescore(run: BenchmarkRun) -> None:
     """A finished run is new evidence: stamp its selection and queue the rescoring (in the storing transaction)."""
     schedule_rescoring(run.candidate.selection_id)
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages of the worker's machine (None where the OS has none)."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def worker_machine(worker: str) -> str:
+    """The machine part of a run's `worker` ("celery@node-3:<task id>" -> "celery@node-3")."""
+    return worker.rsplit(":", 1)[0] if ":" in worker else worker
+
+
+def overlapping_runs(run: BenchmarkRun, until: datetime) -> list[dict[str, Any]]:
+    """The other validation runs that ran while `run` did, on its hardware or from its load client's
+    machine, with what they shared and for how long (another team's candidate stays unnamed)."""
+    if run.started_at is None:
+        return []
+    others = (
+        BenchmarkRun.objects.filter(origin=BenchmarkRun.Origin.HARNESS, started_at__lt=until)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=run.started_at))
+        .exclude(pk=run.pk)
+        .exclude(started_at__isnull=True)
+        .select_related("candidate")
+        .order_by("started_at", "pk")
+    )
+    machine = worker_machine(run.worker or "")
+    found = []
+    for other in others:
+        common = shared(other.hardware or [], run.hardware or [])
+        same_client = bool(machine) and worker_machine(other.worker or "") == machine
+        if not common and not same_client and other.candidate_id != run.candidate_id:
+            continue
+        end = min(other.finished_at or until, until)
+        same_selection = other.candidate.selection_id == run.candidate.selection_id
+        found.append(
+            {
+                "run": other.pk,
+                "test": other.test,
+                "candidate": other.candidate.display_name if same_selection else None,
+                "shared_hardware": common,
+                "same_load_client": same_client,
+                "overlap_s": round(max((end - max(other.started_at, run.started_at)).total_seconds(), 0.0), 1),
+            }
+        )
+    return found
+
+
+def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_start: list[float] | None) -> None:
+    """What else ran on the run's hardware and load client while it ran, and how busy the load
+    client's machine was (its load average against its CPUs), in `metadata["host_activity"]`; a note
+    says when another run overlapped or the machine was saturated (latencies then carry that load)."""
+    now = timezone.now()
+    overlaps = overlapping_runs(run, now)
+    cpus = os.cpu_count() or 1
+    at_end = load_average()
+    result.metadata["host_activity"] = {
+        "hardware": list(run.hardware or []),
+        "load_client": worker_machine(run.worker or ""),
+        "cpus": cpus,
+        "load_average": {"start": load_at_start, "end": at_end},
+        "overlapping_runs": overlaps,
+    }
+    for item in overlaps:
+        where = ", ".join(item["shared_hardware"]) or "the same load client"
+        result.notes.append(
+            f"Run {item['run']} ({item['test']}) ran beside this one for {item['overlap_s']:g} s on {where}: "
+            "latencies and throughput here may carry its load."
+        )
+    busiest = max((loads[0] for loads in (load_at_start, at_end) if loads), default=None)
+    if busiest is not None and busiest > cpus:
+        result.notes.append(
+            f"The load client's machine was saturated (1-minute load average {busiest:g} on {cpus} CPUs): "
+            "client timings may carry other work."
+        )
 
 
 def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str = "") -> BenchmarkRun:

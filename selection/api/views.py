@@ -19,7 +19,7 @@ from selection.api.serializers import (
     WeightSerializer,
     WeightsUpdateSerializer,
 )
-from selection.candidates.services import add_candidate, update_candidate
+from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
 from selection.domain.messages import Message, plain
 from selection.models import Engine
 from selection.scoring.services import ScoresState, compute_scores, scores_state
@@ -167,10 +167,30 @@ class SelectionViewSet(
 
 
 class CandidateViewSet(mixins.RetrieveModelMixin, mixins.UpdateModelMixin, viewsets.GenericViewSet):
+    """A candidate; DELETE (or POST …/archive/) archives it, as the candidates page does: it leaves the
+    comparison, the scores and new records and takes no new evidence, and is kept with its runs (nothing
+    is deleted from the workspace). POST …/restore/ brings it back; both are audited."""
+
     serializer_class = CandidateSerializer
 
     def get_queryset(self):
         return candidates_for(self.request.user)
+
+    @extend_schema(request=None, responses=CandidateSerializer, summary="Archive the candidate (kept, restorable)")
+    def destroy(self, request, pk=None, format=None):
+        return self.archive(request, pk=pk)
+
+    @extend_schema(request=None, responses=CandidateSerializer)
+    @action(detail=True, methods=["post"])
+    def archive(self, request, pk=None, format=None):
+        candidate = archive_candidate(candidate=self.get_object(), user=request.user)
+        return Response(CandidateSerializer(candidate).data)
+
+    @extend_schema(request=None, responses=CandidateSerializer)
+    @action(detail=True, methods=["post"])
+    def restore(self, request, pk=None, format=None):
+        candidate = restore_candidate(candidate=self.get_object(), user=request.user)
+        return Response(CandidateSerializer(candidate).data)
 
     def perform_update(self, serializer):
         data = dict(serializer.validated_data)

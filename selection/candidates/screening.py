@@ -16,7 +16,7 @@ from selection.domain import catalog as catalog_domain
 from selection.domain import screening
 from selection.domain.messages import render, to_json
 from selection.models import Candidate, Selection
-from selection.selectors import require_editor
+from selection.selectors import archived_refusal, require_editor
 
 
 def selection_priorities(selection: Selection) -> tuple[str, ...]:
@@ -76,6 +76,8 @@ def override_screen(*, candidate: Candidate, user, justification: str) -> Candid
     if not justification:
         raise ValidationError({"justification": _("say why the candidate is kept despite the documentation screen")})
     candidate = Candidate.objects.select_for_update().select_related("selection", "engine").get(pk=candidate.pk)
+    if archived_refusal(candidate):
+        raise ValidationError({"justification": archived_refusal(candidate)})
     screen = documentation_screen(candidate)
     if screen["status"] not in (screening.SCREENED_OUT, screening.OVERRIDDEN):
         raise ValidationError(

@@ -12,12 +12,15 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from benchmarks.models import BenchmarkRun
+from benchmarks.validation.dispatch import request_cancel
 from benchmarks.validation.target import candidate_urls, lenient_resolver, refused_urls
 from selection.audit import audit
 from selection.domain import catalog as catalog_domain
 from selection.domain import limits
 from selection.models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Selection, breach_message
 from selection.secretbox import encrypt
+from selection.selectors import archived_refusal
 from selection.setup.services import require_editor
 from selection.tasks import schedule_rescoring
 
@@ -46,6 +49,7 @@ def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: 
 @transaction.atomic
 def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_key: str | None = None) -> Candidate:
     require_editor(user, candidate.selection)
+    require_compared(candidate)
     old = {k: getattr(candidate, k) for k in data}
     for field, value in data.items():
         setattr(candidate, field, value)
@@ -65,21 +69,36 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
     return candidate
 
 
+def require_compared(candidate: Candidate) -> None:
+    """Refuse a change to an archived candidate (its edits, its screen override, new evidence), naming it."""
+    refused = archived_refusal(candidate)
+    if refused:
+        raise ValidationError({"candidate": refused})
+
+
 @transaction.atomic
 def archive_candidate(*, candidate: Candidate, user) -> Candidate:
-    """Take a candidate out of the comparison, the scores and new records; its runs, its capacity
-    plan and the records that already cite it stay, and the audit trail says who archived it."""
+    """Take a candidate out of the comparison, the scores and new records, and stop it taking evidence:
+    its queued and running validation runs are cancelled (a running one keeps its partial data). Its
+    runs, its capacity plan and the records that already cite it stay, and the audit trail says who
+    archived it. Uploads already being parsed finish: they were received before."""
     require_editor(user, candidate.selection)
     candidate = Candidate.objects.select_for_update().select_related("selection", "engine").get(pk=candidate.pk)
     if candidate.archived_at is None:
         candidate.archived_at = timezone.now()
         candidate.save(update_fields=["archived_at"])
+        active = candidate.runs.filter(origin=BenchmarkRun.Origin.HARNESS).exclude(status__in=BenchmarkRun.TERMINAL)
+        cancelled = [request_cancel(run, user).pk for run in active]
         audit(
             candidate.selection,
             user,
             "candidate.archived",
             field=f"candidate:{candidate.pk}",
-            new={"id": candidate.pk, "name": candidate.display_name},
+            new={
+                "id": candidate.pk,
+                "name": candidate.display_name,
+                **({"runs_cancelled": cancelled} if cancelled else {}),
+            },
         )
         schedule_rescoring(candidate.selection_id)
     return candidate

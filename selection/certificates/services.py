@@ -1,8 +1,9 @@
 """Owners' signing certificates: enrol one (upload the public certificate, or have the configured
 CA issue one), and read the current one. The key never reaches kvselect's database.
 
-An enrolled certificate must be certified for signing by a configured trust root, be valid now,
-not be a CA, and not be another user's current certificate. Each user has one current
+An enrolled certificate must be certified for signing by a configured trust root, not be revoked by
+a configured CRL, be valid now, not be a CA, not be an organisational seal certificate, and not be
+another user's current certificate. Each user has one current
 certificate; enrolling another replaces it (the old row stays, with ``replaced_at``). Signing
 refuses any other certificate, and a record's snapshot names each owner's at review time.
 """
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from selection.audit import audit
 from selection.certificates import signing
-from selection.certificates.trust import issuing_ca_dir, trust_roots
+from selection.certificates.trust import certification_refusal, issuing_ca_dir, seal_certificates
 from selection.i18n import person_name
 from selection.models import Selection, SigningCertificate
 
@@ -43,14 +44,13 @@ def _checked(data: bytes) -> tuple[signing.CertificateInfo, signing.CertificateI
         raise ValidationError({"certificate": f"expired on {info.not_after:%Y-%m-%d}"})
     if info.not_before > now:
         raise ValidationError({"certificate": f"not valid before {info.not_before:%Y-%m-%d %H:%M} UTC"})
-    root = signing.trust_root_of(chain[0], trust_roots(), intermediates=chain[1:])
-    if root is None:
+    if info.sha256 in {signing.certificate_info(seal).sha256 for seal in seal_certificates()}:
         raise ValidationError(
-            {
-                "certificate": "not certified for signing by a trust root kvselect is configured with "
-                "(KVSELECT_TRUST_ROOTS or the development CA): signatures with it would not verify as trusted"
-            }
+            {"certificate": "this is an organisational seal certificate (KVSELECT_SEAL_CERTIFICATES), not a person's"}
         )
+    root, refusal = certification_refusal(chain[0], chain[1:])
+    if root is None:
+        raise ValidationError({"certificate": refusal})
     return info, root
 
 

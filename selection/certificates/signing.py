@@ -35,7 +35,7 @@ import logging
 import os
 from collections import defaultdict
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -65,26 +65,35 @@ from pyhanko.sign.diff_analysis import (
     CatalogModificationRule,
     DocInfoRule,
     DSSCompareRule,
+    FormUpdatingRule,
+    GenericFieldModificationRule,
     MetadataUpdateRule,
     ModificationLevel,
     ObjectStreamRule,
+    SigFieldCreationRule,
+    SigFieldModificationRule,
     StandardDiffPolicy,
     SuspiciousModification,
     XrefStreamRule,
 )
+from pyhanko.sign.diff_analysis.constants import ACROFORM_EXEMPT_STRICT_COMPARISON, ROOT_EXEMPT_STRICT_COMPARISON
+from pyhanko.sign.fields import MDPPerm
 from pyhanko.sign.general import find_unique_cms_attribute
 from pyhanko.sign.pkcs11 import PKCS11Signer, open_pkcs11_session
 from pyhanko.sign.signers.pdf_byterange import PreparedByteRangeDigest
 from pyhanko.sign.signers.pdf_signer import PdfTBSDocument, PostSignInstructions, PreSignValidationStatus
 from pyhanko.sign.timestamps import DummyTimeStamper, HTTPTimeStamper
-from pyhanko.sign.validation import validate_pdf_signature
+from pyhanko.sign.validation import EmbeddedPdfSignature, validate_pdf_signature, validate_pdf_timestamp
 from pyhanko.sign.validation.dss import DocumentSecurityStore
 from pyhanko.sign.validation.errors import NoDSSFoundError
 from pyhanko.sign.validation.generic_cms import validate_sig_integrity
 from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator import CertificateValidator, ValidationContext
+from pyhanko_certvalidator.errors import RevokedError
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
+from selection.domain import record_integrity as integrity
+from selection.domain.record_integrity import Finding, RevisionEntry, RevisionFacts, SigningOrder
 from selection.domain.roles import ROLE_LABELS
 
 log = logging.getLogger(__name__)
@@ -92,9 +101,14 @@ log = logging.getLogger(__name__)
 DEV_CA_COMMON_NAME = "kvselect DEVELOPMENT CA \u2014 not for production"
 DEV_TSA_COMMON_NAME = "kvselect DEVELOPMENT TSA \u2014 not for production"
 DEV_ORGANISATION = "kvselect development (not for production)"
-SEAL_FIELD = "seal"  # the organisational seal's field: signed last, by no owner
-# What may be appended after a signature without voiding it (pyHanko ModificationLevel names).
+SEAL_FIELD = "seal"  # the organisational seal's field: signed last, by a configured seal certificate
+# What may be appended after a signature without voiding it (pyHanko ModificationLevel names): later
+# signatures after any but the last; after the last, only validation data and document timestamps.
 ALLOWED_LATER_CHANGES = ("NONE", "LTA_UPDATES", "FORM_FILLING")
+ALLOWED_AFTER_LAST = ("NONE", "LTA_UPDATES")
+# The first signature certifies the document (DocMDP): later signatures in the existing fields and
+# validation data stay allowed; conforming readers flag any other change.
+CERTIFICATION_PERMISSION = MDPPerm.FILL_FORMS
 
 # A box is (page index starting at 0, x1, y1, x2, y2) in PDF points, origin bottom-left.
 Box = tuple[int, float, float, float, float]
@@ -199,26 +213,41 @@ def pkcs12_certificate(pkcs12_bytes: bytes, passphrase: str | bytes | None) -> C
 
 
 def trust_root_of(
-    certificate: bytes, trust_roots: Iterable[bytes], intermediates: Iterable[bytes] = ()
+    certificate: bytes,
+    trust_roots: Iterable[bytes],
+    intermediates: Iterable[bytes] = (),
+    crls: Iterable[bytes] = (),
+    *,
+    allow_fetching: bool = False,
 ) -> CertificateInfo | None:
     """The root among ``trust_roots`` that certifies ``certificate`` for signing (digital signature
-    or non-repudiation) now, through ``intermediates`` if needed; None when none does. Offline:
-    nothing is fetched, missing revocation data is not an error here."""
+    or non-repudiation) now, through ``intermediates`` if needed; None when none does.
+
+    ``crls`` (DER or PEM) are checked: a certificate one of them revokes is a SigningError naming
+    ``certificate`` and saying when and why. Missing revocation data is not an error here (soft-fail);
+    nothing is fetched unless ``allow_fetching``."""
     roots = [_asn1_cert(r) for r in trust_roots]
     if not roots:
         return None
-    context = ValidationContext(trust_roots=roots, allow_fetching=False)
+    context = ValidationContext(
+        trust_roots=roots,
+        crls=[_asn1_crl(c) for c in crls],
+        allow_fetching=allow_fetching,
+        revocation_mode="soft-fail",
+    )
     validator = CertificateValidator(
         _asn1_cert(certificate), intermediate_certs=[_asn1_cert(c) for c in intermediates], validation_context=context
     )
-    try:
-        path = _run_coroutine(validator.async_validate_usage({"digital_signature"}))
-    except Exception:  # any path-building or usage failure: not certified by these roots
+    path = None
+    for usage in ("digital_signature", "non_repudiation"):
         try:
-            path = _run_coroutine(validator.async_validate_usage({"non_repudiation"}))
-        except Exception:
-            return None
-    return _anchor_info(path)
+            path = _run_coroutine(validator.async_validate_usage({usage}))
+            break
+        except RevokedError as exc:
+            raise SigningError(f"certificate: revoked ({exc})") from exc
+        except Exception:  # any path-building or usage failure: not certified by these roots for this usage
+            continue
+    return _anchor_info(path) if path is not None else None
 
 
 def _run_coroutine(coroutine: Any) -> Any:
@@ -413,8 +442,12 @@ def _signature_setup(
     certificate: asn1_x509.Certificate,
     stamp_font: Path | str | None,
     validation_material: ValidationMaterial | None = None,
+    *,
+    certify: bool = False,
 ) -> tuple[signers.PdfSignatureMetadata, TextStampStyle, dict[str, str]]:
-    """The signature dictionary's metadata, the visible stamp and its text for one owner's field."""
+    """The signature dictionary's metadata, the visible stamp and its text for one owner's field; the
+    document's first signature (``certify``) is its certification signature (DocMDP, form filling
+    and signing allowed after it)."""
     role_label = ROLE_LABELS.get(role, role)
     cert_cn = certificate.subject.native.get("common_name", "")
     signer_line, text_box_style = _stamp_text_style(cert_cn or signer_name, stamp_font)
@@ -434,6 +467,8 @@ def _signature_setup(
         subfilter=sig_fields.SigSeedSubFilter.PADES,
         reason=f"{role_label}: {reason}" if reason else role_label,
         name=signer_name,
+        certify=certify,
+        docmdp_permissions=CERTIFICATION_PERMISSION,
         **ltv,
     )
     return meta, stamp_style, {"role": role_label, "signer_line": signer_line}
@@ -526,7 +561,14 @@ def sign_pdf_with(
     """``sign_pdf`` with a signer already opened: a PKCS#12's (``load_signer``) or a token's (``pkcs11_session``)."""
     new_field_spec = _new_field_spec(pdf_bytes, field_name, box)
     meta, stamp_style, text = _signature_setup(
-        field_name, signer_name, role, reason, signer.signing_cert, stamp_font, validation_material
+        field_name,
+        signer_name,
+        role,
+        reason,
+        signer.signing_cert,
+        stamp_font,
+        validation_material,
+        certify=not any(existing_signature_fields(pdf_bytes).values()),
     )
     pdf_signer = signers.PdfSigner(
         meta, signer=signer, stamp_style=stamp_style, new_field_spec=new_field_spec, timestamper=timestamper
@@ -540,6 +582,22 @@ def sign_pdf_with(
         raise SigningError(f"token: signing field {field_name!r} failed ({type(exc).__name__}: {exc})") from exc
     except Exception as exc:
         raise SigningError(f"pdf: signing field {field_name!r} failed ({exc})") from exc
+    return out.getvalue()
+
+
+def add_document_timestamp(
+    pdf_bytes: bytes, *, timestamper, validation_material: ValidationMaterial | None = None
+) -> bytes:
+    """Append a PAdES document timestamp (and the TSA's validation data in the DSS): the long-term
+    archival update (LTA) a signed record may receive after its last signature and still verify."""
+    if timestamper is None:
+        raise SigningError("timestamper: a document timestamp needs a time-stamping authority")
+    context = validation_material.validation_context() if validation_material is not None else None
+    stamper = signers.PdfTimeStamper(timestamper, field_name=f"doc-timestamp-{os.urandom(4).hex()}")
+    try:
+        out = stamper.timestamp_pdf(_open_writer(pdf_bytes), MD_ALGORITHM, validation_context=context, in_place=False)
+    except Exception as exc:
+        raise SigningError(f"pdf: the document timestamp failed ({exc})") from exc
     return out.getvalue()
 
 
@@ -651,7 +709,9 @@ def prepare_owner_signature(
     placeholder = signers.ExternalSigner(
         signing_cert=cert, cert_registry=SimpleCertificateStore.from_certs([cert]), signature_value=bytes(512)
     )
-    meta, stamp_style, text = _signature_setup(field_name, signer_name, role, reason, cert, stamp_font)
+    meta, stamp_style, text = _signature_setup(
+        field_name, signer_name, role, reason, cert, stamp_font, certify=not any(present.values())
+    )
     pdf_signer = signers.PdfSigner(meta, signer=placeholder, stamp_style=stamp_style)
 
     async def prepare():
@@ -786,30 +846,89 @@ def check_owner_signature(
     return info, cert, certs
 
 
+def check_prepared_revision(prepared: PreparedSignature, base: bytes | None = None) -> None:
+    """Refuse a prepared revision whose bytes are not the ones prepared: its /ByteRange digest must be
+    the digest kept when it was prepared (what the owner's CMS commits to), and it must extend ``base``
+    (the record it was prepared on), with the reserved /Contents still empty. Whoever can write the
+    storage between prepare and upload cannot get an owner's signature embedded into another revision."""
+    data, start, end = prepared.pdf, prepared.reserved_start, prepared.reserved_end
+    if not 0 < start < end <= len(data) or data[start : start + 1] != b"<" or data[end - 1 : end] != b">":
+        raise SigningError("prepared: the prepared revision no longer has its reserved signature space where it was")
+    if set(data[start + 1 : end - 1]) - {ord("0")}:
+        raise SigningError("prepared: the prepared revision's signature space is not empty")
+    if base is not None and not data.startswith(base):
+        raise SigningError("prepared: the prepared revision does not extend the record it was prepared on")
+    digest = hashlib.new(MD_ALGORITHM, data[:start] + data[end:]).digest()
+    if digest != prepared.document_digest:
+        raise SigningError(
+            f"prepared: the prepared revision changed since it was prepared (its digest is {digest.hex()[:16]}…, "
+            f"the one kept when it was prepared {prepared.document_digest.hex()[:16]}…): nothing was embedded; "
+            "prepare the signature again"
+        )
+
+
+def _signer_chain(cert: asn1_x509.Certificate, certs: Sequence, context: ValidationContext | None) -> list:
+    """The certificates between the signer and its trust root, out of those the owner's CMS carries: the
+    validated path's intermediates with a validation context, else the issuer chain by name. Nothing else
+    the owner put in the CMS reaches the record."""
+    if context is not None:
+        validator = CertificateValidator(cert, intermediate_certs=list(certs), validation_context=context)
+        try:
+            path = _run_coroutine(validator.async_validate_usage(set()))
+        except Exception:  # refused later with pyHanko's own reason, when the long-term data is collected
+            path = None
+        if path is not None:
+            return [c for c in path.iter_certs(include_root=False) if c.sha256 != cert.sha256]
+    chain, current = [], cert
+    by_subject = {c.subject.dump(): c for c in certs if c.self_signed == "no" and c.sha256 != cert.sha256}
+    while current.issuer.dump() in by_subject and len(chain) < 8:
+        current = by_subject.pop(current.issuer.dump())
+        chain.append(current)
+    return chain
+
+
+def _check_embedded(output: bytes, prepared: PreparedSignature) -> None:
+    """The embedded signature covers exactly the prepared revision and its digest (what was checked)."""
+    reader = PdfFileReader(io.BytesIO(output), strict=False)
+    expected = [0, prepared.reserved_start, prepared.reserved_end, len(prepared.pdf) - prepared.reserved_end]
+    for sig in reader.embedded_signatures:
+        if list(sig.byte_range) == expected:
+            if sig.compute_digest(MD_ALGORITHM) != prepared.document_digest:
+                break
+            return
+    raise SigningError("cms: the embedded signature does not cover the prepared revision: nothing was stored")
+
+
 def finish_owner_signature(
     prepared: PreparedSignature,
     cms_bytes: bytes,
     expected_certificate_sha256: str,
     *,
+    base: bytes | None = None,
     older_digests: Iterable[bytes] = (),
     timestamper=None,
     validation_material: ValidationMaterial | None = None,
 ) -> bytes:
-    """Embed an owner's CMS into the revision prepared for it, after ``check_owner_signature``.
+    """Embed an owner's CMS into the revision prepared for it, after ``check_prepared_revision`` (the
+    revision is byte for byte the one prepared on ``base``) and ``check_owner_signature``.
 
-    The owner's signed attributes and signature value are embedded as signed; the server adds what
-    PAdES lets a third party add: the RFC 3161 signature timestamp (an unsigned attribute, B-T) and
-    the chain and revocation data in the DSS (B-LT), as ``sign_pdf`` does.
+    The owner's signed attributes and signature value are embedded as signed, with the signer's
+    certificate chain only (other certificates in the CMS are dropped); the server adds what PAdES lets
+    a third party add: the RFC 3161 signature timestamp (an unsigned attribute, B-T) and the chain and
+    revocation data in the DSS (B-LT), as ``sign_pdf`` does. The result is checked to carry the
+    signature over the prepared digest before it is returned.
     """
+    check_prepared_revision(prepared, base)
     info, cert, certs = check_owner_signature(prepared, cms_bytes, expected_certificate_sha256, older_digests)
+    context = validation_material.validation_context() if validation_material is not None else None
+    chain = _signer_chain(cert, certs, context)
     embedder = signers.ExternalSigner(
         signing_cert=cert,
-        cert_registry=SimpleCertificateStore.from_certs(certs),
+        cert_registry=SimpleCertificateStore.from_certs(chain),
         signature_value=bytes(info["signature"].native),
         signature_mechanism=info["signature_algorithm"],
         embed_roots=False,
     )
-    context = validation_material.validation_context() if validation_material is not None else None
 
     async def finish() -> bytes:
         content = await embedder.async_sign_prescribed_attributes(
@@ -817,7 +936,7 @@ def finish_owner_signature(
         )
         instructions = None
         if context is not None:
-            instructions = await _long_term_instructions(cert, certs, timestamper, context)
+            instructions = await _long_term_instructions(cert, chain, timestamper, context)
         output = io.BytesIO(prepared.pdf)
         digest = PreparedByteRangeDigest(prepared.document_digest, prepared.reserved_start, prepared.reserved_end)
         await PdfTBSDocument.async_finish_signing(
@@ -826,11 +945,13 @@ def finish_owner_signature(
         return output.getvalue()
 
     try:
-        return _run_coroutine(finish())
+        output = _run_coroutine(finish())
     except SigningError:
         raise
     except Exception as exc:
         raise SigningError(f"cms: cannot be embedded ({exc})") from exc
+    _check_embedded(output, prepared)
+    return output
 
 
 async def _long_term_instructions(cert, certs: list, timestamper, context: ValidationContext) -> PostSignInstructions:
@@ -1187,6 +1308,10 @@ class _OnDemandUsagesDiffPolicy(StandardDiffPolicy):
         install_on_demand_usages(base_revision)
         return super().review_file(reader, base_revision, field_mdp_spec=field_mdp_spec, doc_mdp=doc_mdp)
 
+    def apply(self, old, new, field_mdp_spec=None, doc_mdp=None):
+        install_on_demand_usages(old)
+        return super().apply(old, new, field_mdp_spec=field_mdp_spec, doc_mdp=doc_mdp)
+
 
 # DEFAULT_DIFF_POLICY's rules, in its order, with the two metadata rules made strict (a test
 # checks this list against pyHanko's, so an upgrade that adds a rule is noticed).
@@ -1205,6 +1330,22 @@ DIFF_POLICY = _OnDemandUsagesDiffPolicy(
     ignore_identical_objects=DEFAULT_DIFF_POLICY.ignore_identical_objects,
 )
 
+# The revision that adds a document's first signature is compared with the unsigned document before
+# it, which pyHanko's rules do not expect: a first signature also sets the form's /SigFlags
+# (SignaturesExist, AppendOnly) and, certifying, adds the catalog's /Perms naming it (DocMDP). The
+# same rules otherwise; those two keys are let through here and checked in `_first_signature_changes`.
+FIRST_SIGNATURE_POLICY = _OnDemandUsagesDiffPolicy(
+    global_rules=[CatalogModificationRule(ignored_keys=ROOT_EXEMPT_STRICT_COMPARISON | {"/Perms"})]
+    + DIFF_POLICY.global_rules[1:],
+    form_rule=FormUpdatingRule(
+        field_rules=[SigFieldCreationRule(), SigFieldModificationRule(), GenericFieldModificationRule()],
+        ignored_acroform_keys=ACROFORM_EXEMPT_STRICT_COMPARISON | {"/SigFlags"},
+    ),
+    reject_object_freeing=True,
+    ignore_orphaned_objects=True,
+    ignore_identical_objects=True,
+)
+
 
 # --------------------------------------------------------------------------- verification
 
@@ -1217,6 +1358,16 @@ class ExpectedSigner:
 
     name: str
     certificate_sha256: str
+
+
+@dataclass(frozen=True)
+class RecordPolicy:
+    """What kvselect knows about the record a file claims to be: who signs which field, in order, the
+    organisational seal certificates a seal may be made with, and where the PDF kvselect rendered ends."""
+
+    owners: Mapping[str, ExpectedSigner]  # field -> owner, in signing order
+    seal_certificates: frozenset[str] = frozenset()  # SHA-256 of each configured organisational seal certificate
+    rendered_length: int | None = None  # the file's first bytes are the rendered PDF's (None: not known)
 
 
 @dataclass(frozen=True)
@@ -1242,20 +1393,23 @@ class SignatureReport:
     level: str | None = None  # PAdES baseline level reached: B-B, B-T (timestamped), B-LT (verifiable offline)
     timestamp: dt.datetime | None = None  # the time an RFC 3161 timestamp proves
     timestamp_authority: str | None = None
-    expected_signer: str | None = None  # the owner named for this field, when one is
+    expected_signer: str | None = None  # the owner named for this field (the seal: "Organisational seal")
     signed_by_owner: bool | None = None  # None: no owner is named for this field
+    certification: str | None = None  # the DocMDP permission this signature certifies the document with
+    last: bool = False  # the document's last signature: only validation data may follow it
 
     @property
     def ok(self) -> bool:
-        """Intact, valid, trusted, signed by the owner named for the field (when one is), and
-        whatever was appended later only filled in (signed) form fields or added validation
-        data - never changed the content."""
+        """Intact, valid, trusted, signed by the owner named for the field (when one is), and whatever
+        was appended later only added signatures in existing fields (validation data and document
+        timestamps only, after the last signature) - never changed the content."""
+        allowed = ALLOWED_AFTER_LAST if self.last else ALLOWED_LATER_CHANGES
         return (
             self.intact
             and self.valid
             and self.trusted
             and self.docmdp_ok is not False
-            and self.modification_level in ALLOWED_LATER_CHANGES
+            and self.modification_level in allowed
             and self.signed_by_owner is not False
         )
 
@@ -1263,11 +1417,26 @@ class SignatureReport:
     def owner_check(self) -> str:
         if self.signed_by_owner is None:
             return "no owner named for this field"
+        if self.field == SEAL_FIELD and self.expected_signer == ROLE_LABELS[SEAL_FIELD]:
+            if self.signed_by_owner:
+                return "sealed with a configured organisational seal certificate"
+            return "signed by someone else: not a configured organisational seal certificate"
         if self.signed_by_owner:
             return f"signed by the named owner ({self.expected_signer})"
         if self.expected_signer is None:
             return "signed by someone else: no owner signs this field"
         return f"signed by someone else: this field is {self.expected_signer}'s"
+
+
+def describe_finding(finding: Finding) -> str:
+    """A finding in plain words, for logs and the default text report (pages and the command word it
+    through their message catalogue)."""
+    where = f"revision {finding.revision}: " if finding.revision is not None else ""
+    params = [f"field {finding.field}"] if finding.field else []
+    params += [f"fields {', '.join(finding.fields)}"] if finding.fields else []
+    params += [f"expected {finding.expected}"] if finding.expected else []
+    params += [finding.detail] if finding.detail else []
+    return f"{where}{finding.code.replace('_', ' ')}" + (f" ({'; '.join(params)})" if params else "")
 
 
 @dataclass(frozen=True)
@@ -1279,6 +1448,8 @@ class VerificationReport:
     error: str | None = None
     matches_known_record: bool | None = None  # None: no list of issued hashes was given
     unsigned_fields: list[str] = field(default_factory=list)  # owners' fields nobody signed
+    findings: list[Finding] = field(default_factory=list)  # why the document fails beyond its signatures
+    revisions: list[RevisionEntry] = field(default_factory=list)  # each revision judged, after the rendered PDF
 
     @property
     def all_ok(self) -> bool:
@@ -1286,12 +1457,18 @@ class VerificationReport:
             self.error is None
             and bool(self.signatures)
             and not self.unsigned_fields
+            and not self.findings
             and all(s.ok for s in self.signatures)
         )
 
     @property
     def development_certificates(self) -> bool:
         return any(s.development_certificate for s in self.signatures)
+
+    @property
+    def certification(self) -> str | None:
+        """The DocMDP permission the document is certified with (by its first signature), if it is."""
+        return next((s.certification for s in self.signatures if s.certification), None)
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -1300,11 +1477,14 @@ class VerificationReport:
                 if sig[key] is not None:
                     sig[key] = sig[key].isoformat()
             sig["ok"] = report.ok
+        for entry, revision in zip(data["revisions"], self.revisions, strict=True):
+            entry["ok"] = revision.ok
         data["all_ok"] = self.all_ok
         data["development_certificates"] = self.development_certificates
+        data["certification"] = self.certification
         return data
 
-    def as_text(self) -> str:
+    def as_text(self, describe=describe_finding) -> str:
         lines = [f"document sha256: {self.sha256}"]
         if self.matches_known_record is not None:
             lines.append(
@@ -1315,27 +1495,37 @@ class VerificationReport:
         if not self.signatures:
             lines.append("signatures: none")
         for i, s in enumerate(self.signatures, 1):
-            when = s.signing_time.isoformat() if s.signing_time else "unknown"
-            lines.append(
-                f"#{i} field={s.field} signer={s.signer_common_name!r} time={when} "
-                f"intact={s.intact} valid={s.valid} trusted={s.trusted} "
-                f"coverage={s.coverage} whole_document={s.covers_whole_document} "
-                f"modifications={s.modification_level}" + (f" error={s.error}" if s.error else "")
-            )
-            if s.signer_certificate_sha256:
-                lines.append(f"   certificate SHA-256 {s.signer_certificate_sha256}")
-            root = s.trust_root or "none (not trusted)"
-            flag = " [DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT]" if s.development_certificate else ""
-            lines.append(f"   trust root: {root}{flag}")
-            lines.append(f"   owner: {s.owner_check}")
-            stamp = ""
-            if s.timestamp:
-                stamp = f" (timestamp {s.timestamp.isoformat()} by {s.timestamp_authority or 'unknown TSA'})"
-            lines.append(f"   level: {s.level or 'none'}{stamp}")
+            lines += _signature_lines(i, s)
         for name in self.unsigned_fields:
             lines.append(f"field={name}: NOT SIGNED")
+        if self.signatures:
+            lines.append(f"certification: {self.certification or 'none'} (DocMDP, by the first signature)")
+        for entry in self.revisions:
+            lines.append(f"revision {entry.index}: {entry.kind}" + (f" ({entry.field})" if entry.field else ""))
+        lines += [f"problem: {describe(finding)}" for finding in self.findings]
         lines.append("result: " + ("ALL SIGNATURES OK" if self.all_ok else "NOT VERIFIED"))
         return "\n".join(lines)
+
+
+def _signature_lines(i: int, s: SignatureReport) -> list[str]:
+    when = s.signing_time.isoformat() if s.signing_time else "unknown"
+    lines = [
+        f"#{i} field={s.field} signer={s.signer_common_name!r} time={when} "
+        f"intact={s.intact} valid={s.valid} trusted={s.trusted} "
+        f"coverage={s.coverage} whole_document={s.covers_whole_document} "
+        f"modifications={s.modification_level}" + (f" error={s.error}" if s.error else "")
+    ]
+    if s.signer_certificate_sha256:
+        lines.append(f"   certificate SHA-256 {s.signer_certificate_sha256}")
+    root = s.trust_root or "none (not trusted)"
+    flag = " [DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT]" if s.development_certificate else ""
+    lines.append(f"   trust root: {root}{flag}")
+    lines.append(f"   owner: {s.owner_check}")
+    stamp = ""
+    if s.timestamp:
+        stamp = f" (timestamp {s.timestamp.isoformat()} by {s.timestamp_authority or 'unknown TSA'})"
+    lines.append(f"   level: {s.level or 'none'}{stamp}")
+    return lines
 
 
 def _enum_name(value) -> str | None:
@@ -1357,22 +1547,36 @@ def _timestamp_ok(status) -> bool:
     return ts is not None and bool(ts.intact and ts.valid and ts.trusted)
 
 
-def _validate(sig, roots: list, dss: DocumentSecurityStore | None, policy, *, offline: bool):
-    """pyHanko's validation of one signature. ``offline``: trust and revocation only from the
-    document's DSS and ``roots``, revocation data required (hard-fail) - what PAdES B-LT promises.
-    Otherwise revocation data is used when present (soft-fail). Nothing is ever fetched."""
+def _validation_context(roots: list, dss: DocumentSecurityStore | None, *, offline: bool) -> ValidationContext:
+    """Trust from ``roots``; revocation data only from the document's DSS, required (hard-fail) when
+    ``offline`` - what PAdES B-LT promises - and used when present otherwise (soft-fail). Nothing is fetched."""
     kwargs = {"trust_roots": roots, "allow_fetching": False, "revocation_mode": "hard-fail" if offline else "soft-fail"}
+    return dss.as_validation_context(dict(kwargs)) if dss is not None else ValidationContext(**kwargs)
 
-    def context() -> ValidationContext:
-        return dss.as_validation_context(dict(kwargs)) if dss is not None else ValidationContext(**kwargs)
 
+def _validate(sig, roots: list, dss: DocumentSecurityStore | None, policy, *, offline: bool):
+    """pyHanko's validation of one signature (see ``_validation_context``)."""
     return validate_pdf_signature(
-        sig, signer_validation_context=context(), ts_validation_context=context(), diff_policy=policy
+        sig,
+        signer_validation_context=_validation_context(roots, dss, offline=offline),
+        ts_validation_context=_validation_context(roots, dss, offline=offline),
+        diff_policy=policy,
     )
 
 
+def _owner_verdict(name: str, fingerprint: str | None, record: RecordPolicy | None) -> tuple[bool | None, str | None]:
+    """(signed by whom the record names for ``name``, who that is): an owner's enrolled certificate, or for
+    the seal one of the configured organisational seal certificates. (None, None) without a record."""
+    if record is None:
+        return None, None
+    owner = record.owners.get(name)
+    if owner is None and name == SEAL_FIELD:
+        return fingerprint is not None and fingerprint in record.seal_certificates, ROLE_LABELS[SEAL_FIELD]
+    return owner is not None and fingerprint == owner.certificate_sha256.lower(), owner.name if owner else None
+
+
 def _signature_report(
-    sig, roots: list, dss: DocumentSecurityStore | None, policy, expected: Mapping[str, ExpectedSigner] | None
+    sig, roots: list, dss: DocumentSecurityStore | None, policy, record: RecordPolicy | None
 ) -> SignatureReport:
     name = sig.field_name
     status, long_term = None, False
@@ -1393,12 +1597,8 @@ def _signature_report(
         if _timestamp_ok(status):
             level = "B-LT" if long_term else "B-T"
     ts = status.timestamp_validity
-    owner = None if expected is None else expected.get(name)
     fingerprint = signer_info.sha256 if signer_info else None
-    if expected is None or (owner is None and name == SEAL_FIELD):
-        signed_by_owner = None
-    else:
-        signed_by_owner = owner is not None and fingerprint == owner.certificate_sha256.lower()
+    signed_by_owner, expected = _owner_verdict(name, fingerprint, record)
     reason = sig.sig_object.get("/Reason")
     return SignatureReport(
         field=name,
@@ -1419,9 +1619,169 @@ def _signature_report(
         level=level,
         timestamp=ts.timestamp if ts is not None and _timestamp_ok(status) else None,
         timestamp_authority=_subject_line(ts.signing_cert) if ts is not None and ts.signing_cert else None,
-        expected_signer=owner.name if owner else None,
+        expected_signer=expected,
         signed_by_owner=signed_by_owner,
+        certification=_enum_name(sig.docmdp_level) if _is_certification(sig) else None,
     )
+
+
+def _is_certification(sig) -> bool:
+    references = sig.sig_object.get("/Reference") or []
+    return any(str(ref.get("/TransformMethod")) == "/DocMDP" for ref in references)
+
+
+def _failed_report(name: str, exc: Exception) -> SignatureReport:
+    """A signature that could not even be checked: it fails with pyHanko's reason."""
+    return SignatureReport(
+        name, None, None, False, False, False, None, False, None, None, None, f"{type(exc).__name__}: {exc}"
+    )
+
+
+# --------------------------------------------------------------------------- revision by revision
+#
+# The facts record_integrity judges: for each revision after the rendered PDF (or after the first
+# signature), pyHanko's difference analysis against the revision before it, and which signature
+# fields it added or filled with what.
+
+
+def _field_values(resolver) -> dict[str, str | None]:
+    """Each signature field of a revision and what fills it: None (empty), "/Sig", "/DocTimeStamp", or ""."""
+    values: dict[str, str | None] = {}
+    for raw_name, value, _ref in sig_fields.enumerate_sig_fields(resolver, filled_status=None):
+        name, value = str(raw_name), _in_revision(resolver, value)
+        if value is None:
+            values[name] = None
+        elif isinstance(value, generic.DictionaryObject):
+            values[name] = str(value.get("/Type", "/Sig"))
+        else:
+            values[name] = ""
+    return values
+
+
+def _first_signature_changes(old: HistoricalResolver, new: HistoricalResolver) -> str:
+    """What the first signature's revision changed in /SigFlags and /Perms beyond what a first
+    (certification) signature sets; "" when nothing."""
+
+    def flags(resolver) -> int:
+        form = resolver.root.get("/AcroForm")
+        value = form.get("/SigFlags", 0) if isinstance(form, generic.DictionaryObject) else 0
+        return int(value) if isinstance(value, int) else -1
+
+    before, after = flags(old), flags(new)
+    if after < 0 or after & ~3 or before & ~after:
+        return f"/SigFlags changed from {before} to {after}"
+    perms_before, perms_after = old.root.get("/Perms"), new.root.get("/Perms")
+    if perms_after is not None and perms_before is None:
+        if not isinstance(perms_after, generic.DictionaryObject) or set(perms_after.keys()) != {"/DocMDP"}:
+            return "/Perms holds more than the certification signature (DocMDP)"
+    elif perms_before is not None and not isinstance(perms_after, type(perms_before)):
+        return "/Perms changed"
+    return ""
+
+
+def _diff(reader: PdfFileReader, revision: int, first: bool, policy) -> tuple[str, str, frozenset]:
+    """(pyHanko's modification level, its reason when OTHER, the changed fields) of ``revision`` against
+    the revision before it."""
+    old, new = reader.get_historical_resolver(revision - 1), reader.get_historical_resolver(revision)
+    try:
+        result = (FIRST_SIGNATURE_POLICY if first else policy).apply(old, new)
+        extra = _first_signature_changes(old, new) if first else ""
+    except (SuspiciousModification, misc.PdfError) as exc:
+        return "OTHER", str(exc), frozenset()
+    except Exception as exc:  # a structure pyHanko cannot compare: not a change it can vouch for
+        return "OTHER", f"{type(exc).__name__}: {exc}", frozenset()
+    if extra:
+        return "OTHER", extra, frozenset()
+    return result.modification_level.name, "", frozenset(result.changed_form_fields)
+
+
+def _revision_facts(
+    reader: PdfFileReader, revision: int, before: dict, after: dict, signed_in: Mapping[str, int], policy
+) -> RevisionFacts:
+    filled = [name for name, kind in after.items() if kind is not None and before.get(name) is None]
+    # a signature counts where its byte range ends with the revision that adds it (not a copied one)
+    signed = tuple(n for n in filled if after[n] == "/Sig" and signed_in.get(n) == revision)
+    stamped = tuple(n for n in filled if after[n] == "/DocTimeStamp" and signed_in.get(n) == revision)
+    first = not any(kind is not None for kind in before.values())
+    level, detail, changed = _diff(reader, revision, first and bool(signed), policy)
+    return RevisionFacts(
+        index=revision,
+        offset=int(reader.xrefs.get_startxref_for_revision(revision)),
+        level=level,
+        detail=detail,
+        changed_fields=changed,
+        new_fields=frozenset(after) - frozenset(before),
+        signed=signed,
+        timestamped=stamped,
+        unreadable=tuple(n for n in filled if n not in signed and n not in stamped),
+    )
+
+
+def _trailing_bytes(pdf_bytes: bytes, reader: PdfFileReader) -> int:
+    """Bytes after the end of the last revision (its first %%EOF after its cross-reference section, and one
+    end of line): what lenient readers may still parse, covered by no revision (incremental saving attacks)."""
+    last = reader.xrefs.get_startxref_for_revision(reader.xrefs.total_revisions - 1)
+    end = pdf_bytes.find(b"%%EOF", last)
+    if end < 0:
+        return 0  # pyHanko read it without a marker: nothing beyond what it read can be told apart
+    end += len(b"%%EOF")
+    for eol in (b"\r\n", b"\n", b"\r"):
+        if pdf_bytes.startswith(eol, end):
+            end += len(eol)
+            break
+    return len(pdf_bytes) - end
+
+
+def _checked_from(reader: PdfFileReader, embedded: list, record: RecordPolicy | None) -> int:
+    """The first revision to account for: the one after the rendered PDF, or the first signature's."""
+    if record is not None and record.rendered_length is not None:
+        xrefs, end = reader.xrefs, record.rendered_length
+        return sum(1 for r in range(xrefs.total_revisions) if xrefs.get_startxref_for_revision(r) < end)
+    return min((s.signed_revision for s in embedded), default=reader.xrefs.total_revisions)
+
+
+def account_for_revisions(
+    pdf_bytes: bytes, reader: PdfFileReader, embedded: list, record: RecordPolicy | None, policy
+) -> tuple[list[RevisionEntry], list[Finding]]:
+    """Judge every revision after the rendered PDF (``record_integrity``); without a rendered PDF, after
+    the first signature, whose own revision is then the document as first signed."""
+    start = _checked_from(reader, embedded, record)
+    signed_in = {str(s.field_name): s.signed_revision for s in embedded}
+    order = None
+    if record is not None:
+        rendered = None
+        if record.rendered_length is not None and start > 0:
+            rendered = frozenset(_field_values(reader.get_historical_resolver(start - 1)))
+        order = SigningOrder(owners=tuple(record.owners), seal=SEAL_FIELD, rendered_fields=rendered)
+    facts: list[RevisionFacts] = []
+    total = reader.xrefs.total_revisions
+    if start < total and (record is None or record.rendered_length is None):
+        fields = _field_values(reader.get_historical_resolver(start))  # the document as first signed
+        names = tuple(n for n, kind in fields.items() if kind is not None and signed_in.get(n) == start)
+        facts.append(RevisionFacts(start, int(reader.xrefs.get_startxref_for_revision(start)), "NONE", signed=names))
+        start += 1
+    before = _field_values(reader.get_historical_resolver(start - 1)) if 0 < start < total else {}
+    for revision in range(start, total):
+        after = _field_values(reader.get_historical_resolver(revision))
+        facts.append(_revision_facts(reader, revision, before, after, signed_in, policy))
+        before = after
+    return integrity.account_revisions(facts, order, _trailing_bytes(pdf_bytes, reader))
+
+
+def _timestamp_findings(stamps: list, roots: list, dss: DocumentSecurityStore | None, policy) -> list[Finding]:
+    """A document timestamp (PAdES LTA) must be intact, valid and by a trusted TSA, like a signature."""
+    findings = []
+    for stamp in stamps:
+        try:
+            status = validate_pdf_timestamp(
+                stamp, validation_context=_validation_context(roots, dss, offline=False), diff_policy=policy
+            )
+            problem = "" if status.intact and status.valid and status.trusted else "not intact, valid and trusted"
+        except Exception as exc:  # a damaged timestamp fails, it does not crash the report
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            findings.append(Finding(integrity.DOCUMENT_TIMESTAMP_INVALID, field=stamp.field_name, detail=problem))
+    return findings
 
 
 def verify_pdf(
@@ -1430,18 +1790,24 @@ def verify_pdf(
     known_hashes: Iterable[str] | None = None,
     diff_policy: StandardDiffPolicy | None = None,
     expected_signers: Mapping[str, ExpectedSigner] | None = None,
+    record: RecordPolicy | None = None,
 ) -> VerificationReport:
-    """Verify every signature against ``trust_roots`` (DER or PEM certificates), offline.
+    """Verify every signature against ``trust_roots`` (DER or PEM certificates), offline, and account
+    for every revision of the file.
 
-    ``known_hashes`` (SHA-256 hex of PDFs kvselect issued) lets the caller say whether this
-    exact file is one of them; ``expected_signers`` (field -> owner and enrolled certificate)
-    checks each field was signed by its owner - a field signed by anyone else, an owner's field
-    left unsigned or a signature in a field that names no owner (the seal aside) fails the
-    document. A document security store (PAdES B-LT) is used as the only source of revocation
-    data; nothing is fetched. Verification itself needs no database.
+    ``known_hashes`` (SHA-256 hex of PDFs kvselect issued) lets the caller say whether this exact file
+    is one of them. ``record`` (or just ``expected_signers``: field -> owner and enrolled certificate)
+    checks each field was signed by its owner in order and a seal only with a configured seal
+    certificate - a field signed by anyone else, an owner's field left unsigned or a signature in a
+    field that names no owner fails the document - and, with the rendered PDF's length, that nothing
+    but the owners' signatures and validation data follows it (``record_integrity``). A document
+    security store (PAdES B-LT) is the only source of revocation data; nothing is fetched.
+    Verification itself needs no database.
     """
+    if record is None and expected_signers is not None:
+        record = RecordPolicy(owners=expected_signers)
     with _cyclic_gc_paused():
-        return _verify_pdf(pdf_bytes, trust_roots, known_hashes, diff_policy, expected_signers)
+        return _verify_pdf(pdf_bytes, trust_roots, known_hashes, diff_policy, record)
 
 
 @contextmanager
@@ -1458,7 +1824,26 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _verify_pdf(pdf_bytes, trust_roots, known_hashes, diff_policy, expected_signers) -> VerificationReport:
+def _embedded_signatures(reader: PdfFileReader) -> tuple[list, list[tuple[str, Exception]]]:
+    """The document's signatures in signing order, and the filled signature fields that hold no readable
+    signature (a forged signature dictionary without /Contents or /ByteRange: universal signature
+    forgery), each with why - so one forged field fails as itself instead of hiding the others."""
+    try:
+        return list(reader.embedded_signatures), []
+    except Exception:  # at least one is unreadable: read them one by one
+        pass
+    readable, unreadable = [], []
+    for name, _value, field_ref in sig_fields.enumerate_sig_fields(reader, filled_status=True):
+        try:
+            sig = EmbeddedPdfSignature(reader, field_ref.get_object(), name)
+            sig.signed_revision  # noqa: B018 - reads the /ByteRange: fails here when there is none
+            readable.append(sig)
+        except Exception as exc:
+            unreadable.append((str(name), exc))
+    return sorted(readable, key=lambda sig: sig.signed_revision), unreadable
+
+
+def _verify_pdf(pdf_bytes, trust_roots, known_hashes, diff_policy, record) -> VerificationReport:
     digest = hashlib.sha256(pdf_bytes).hexdigest()
     known = None if known_hashes is None else digest in {h.lower() for h in known_hashes}
     try:
@@ -1467,35 +1852,28 @@ def _verify_pdf(pdf_bytes, trust_roots, known_hashes, diff_policy, expected_sign
         raise SigningError(f"trust_roots: not a DER or PEM certificate ({exc})") from exc
     try:
         reader = ObjStmIndexReader(io.BytesIO(pdf_bytes), strict=False)
-        embedded = list(reader.embedded_signatures)
+        embedded, unreadable = _embedded_signatures(reader)
     except Exception as exc:
         return VerificationReport(digest, [], f"not a readable PDF ({exc})", known)
     dss = _read_dss(reader)
     policy = diff_policy or DIFF_POLICY
-    reports = []
-    for sig in embedded:
+    reports = [_failed_report(name, exc) for name, exc in unreadable]
+    for sig in (s for s in embedded if s.sig_object_type == "/Sig"):
         try:
-            reports.append(_signature_report(sig, roots, dss, policy, expected_signers))
+            reports.append(_signature_report(sig, roots, dss, policy, record))
         except Exception as exc:  # a damaged signature must fail, not crash the report
-            reports.append(
-                SignatureReport(
-                    sig.field_name,
-                    None,
-                    None,
-                    False,
-                    False,
-                    False,
-                    None,
-                    False,
-                    None,
-                    None,
-                    None,
-                    f"{type(exc).__name__}: {exc}",
-                )
-            )
+            reports.append(_failed_report(sig.field_name, exc))
+    if reports:
+        reports[-1] = replace(reports[-1], last=True)
+    stamps = [s for s in embedded if s.sig_object_type == "/DocTimeStamp"]
+    try:
+        entries, findings = account_for_revisions(pdf_bytes, reader, embedded, record, policy)
+    except Exception as exc:  # a structure the accounting cannot read is not one it can vouch for
+        entries, findings = [], [Finding(integrity.UNREADABLE_REVISION, detail=f"{type(exc).__name__}: {exc}")]
+    findings += _timestamp_findings(stamps, roots, dss, policy)
     signed = {r.field for r in reports}
-    unsigned = [name for name in (expected_signers or {}) if name not in signed]
-    return VerificationReport(digest, reports, None, known, unsigned)
+    unsigned = [name for name in (record.owners if record else {}) if name not in signed]
+    return VerificationReport(digest, reports, None, known, unsigned, findings, entries)
 
 
 # --------------------------------------------------------------------------- development CA
@@ -1506,6 +1884,7 @@ DEV_CA_KEY = "dev-ca-key.pem"
 DEV_CA_CRL = "dev-ca.crl"
 DEV_TSA_CERT = "dev-tsa.pem"
 DEV_TSA_KEY = "dev-tsa-key.pem"
+DEV_SEAL_CERT = "seal.pem"  # the development organisational seal's certificate (its key is in seal.p12)
 # Named in every development certificate so validators know where revocation data lives; never
 # fetched (.invalid): the CRL travels in each signed record's DSS.
 DEV_CRL_URL = "http://crl.kvselect.invalid/dev-ca.crl"
@@ -1519,6 +1898,7 @@ class DevCertificatePaths:
     crl: Path  # PEM: the development CA's (empty) revocation list, embedded in B-LT records
     tsa_certificate: Path  # PEM: the development time-stamping authority (RSA, timeStamping EKU)
     tsa_key: Path
+    seal_certificate: Path | None = None  # PEM: the development organisational seal's, when "seal" was issued
 
 
 def _name(common_name: str, unit: str) -> x509.Name:
@@ -1650,14 +2030,18 @@ def issue_dev_certificates(
     _write_private(out / DEV_TSA_KEY, _private_pem(tsa_key))
 
     p12_paths: dict[str, Path] = {}
+    seal_path = None
     for role, person in names.items():
         unit = f"{ROLE_LABELS.get(role, role)} (DEVELOPMENT)"
-        blob, _cert = _owner_pkcs12(str(person), unit, passphrase, ca_cert, ca_key, until, f"{role}: {person}")
+        blob, cert = _owner_pkcs12(str(person), unit, passphrase, ca_cert, ca_key, until, f"{role}: {person}")
         path = out / f"{role}.p12"
         _write_private(path, blob)
         p12_paths[role] = path
+        if role == SEAL_FIELD:  # the seal's certificate is configuration: verification pins seals to it
+            seal_path = out / DEV_SEAL_CERT
+            seal_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return DevCertificatePaths(
-        ca_path, p12_paths, out / DEV_CA_KEY, out / DEV_CA_CRL, out / DEV_TSA_CERT, out / DEV_TSA_KEY
+        ca_path, p12_paths, out / DEV_CA_KEY, out / DEV_CA_CRL, out / DEV_TSA_CERT, out / DEV_TSA_KEY, seal_path
     )
 
 

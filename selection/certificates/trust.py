@@ -8,6 +8,10 @@
   KVSELECT_REVOCATION_FETCH is on.
 - Timestamps (PAdES B-T): an RFC 3161 TSA at KVSELECT_TSA_URL; "dev" is the development TSA,
   in-process.
+- The organisational seal: a record's "seal" field may only be signed with one of the certificates
+  in KVSELECT_SEAL_CERTIFICATES (plus the development seal `issue-dev-certs` writes, flagged as
+  development); never with a person's certificate, so nobody can seal a record with a certificate
+  issued on their profile.
 - Issuing owner certificates: only the development CA, when its key is present.
 - How owners sign: on their own machine (kvselect-sign: a token or a local PKCS#12, the CMS is
   uploaded), with a key the organisation holds in an HSM (KVSELECT_PKCS11_MODULE, KVSELECT_HSM_KEYS),
@@ -39,6 +43,30 @@ def trust_roots() -> list[bytes]:
 
 def crls() -> list[bytes]:
     return _read([Path(p) for p in settings.KVSELECT_CRLS] + [dev_ca_dir() / signing.DEV_CA_CRL])
+
+
+def seal_certificates() -> list[bytes]:
+    """The organisational seal certificates (KVSELECT_SEAL_CERTIFICATES, then the development seal if issued)."""
+    return _read([Path(p) for p in settings.KVSELECT_SEAL_CERTIFICATES] + [dev_ca_dir() / signing.DEV_SEAL_CERT])
+
+
+def certification_refusal(
+    certificate: bytes, intermediates: list[bytes] = ()
+) -> tuple[signing.CertificateInfo | None, str]:
+    """The trust root certifying ``certificate`` for signing now, checked against the configured CRLs, and
+    why it cannot sign ("" when it can): revoked (when and why), or certified by no configured root."""
+    try:
+        root = signing.trust_root_of(
+            certificate, trust_roots(), intermediates, crls(), allow_fetching=settings.KVSELECT_REVOCATION_FETCH
+        )
+    except signing.SigningError as exc:
+        return None, str(exc).removeprefix("certificate: ")
+    if root is None:
+        return None, (
+            "not certified for signing by a trust root kvselect is configured with "
+            "(KVSELECT_TRUST_ROOTS or the development CA): signatures with it would not verify as trusted"
+        )
+    return root, ""
 
 
 def validation_material() -> signing.ValidationMaterial:

@@ -22,6 +22,9 @@ DEFAULT_CATALOG_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "en
 UNKNOWN = "unknown"
 
 ALLOCATION_STRATEGIES = ("paged", "radix", "static", "contiguous")
+# what happens to KV after a request ends (benchmarks.harness.cache_model): slots keep it resident,
+# a radix tree or paged blocks keep it as evictable, shared cache
+CACHE_MODEL_KINDS = ("slot_resident", "radix_tree", "paged_blocks")
 PREFIX_CACHE_KINDS = ("hash_block", "radix_tree", "block_trie", "slot_prompt_cache", "none")
 OFFLOAD_TIERS = ("cpu", "disk", "remote")
 OPS_LEVELS = ("low", "medium", "high")
@@ -30,6 +33,7 @@ MEMORY_BUDGET_BASES = ("total", "free", "context")  # a share of total memory, o
 # Every version of every engine documents (or marks unknown) exactly these features.
 FEATURE_KEYS = (
     "allocation_strategy",
+    "cache_model",  # the documented cache model the validation verdicts judge by (benchmarks.harness.cache_model)
     "block_size_default",
     "prefix_caching",
     "kv_quant_dtypes",
@@ -423,6 +427,15 @@ def _check_object(value: Any, required: tuple[str, ...]) -> str | None:
     return f"missing {', '.join(repr(k) for k in missing)}" if missing else None
 
 
+def _check_cache_model(value: Any) -> str | None:
+    problem = _check_object(value, ("kind",))
+    if problem:
+        return problem
+    if value["kind"] not in CACHE_MODEL_KINDS:
+        return f"kind must be one of {', '.join(CACHE_MODEL_KINDS)}, got {value['kind']!r}"
+    return None
+
+
 def _check_prefix_caching(value: Any) -> str | None:
     problem = _check_object(value, ("kind", "default_enabled"))
     if problem:
@@ -513,6 +526,7 @@ def _check_monitoring_metrics(value: Any) -> str | None:
 
 _VALUE_CHECKS = {
     "allocation_strategy": _check_enum(ALLOCATION_STRATEGIES),
+    "cache_model": _check_cache_model,
     "block_size_default": _check_positive_int,
     "prefix_caching": _check_prefix_caching,
     "kv_quant_dtypes": _check_str_list,
@@ -554,6 +568,7 @@ def normalise_capabilities(eng: Engine, ver: EngineVersion) -> dict[str, Any]:
 
     prefix = known("prefix_caching")
     offload = known("offload")
+    cache_model = known("cache_model")
     chunked = known("chunked_prefill")
     endpoint = known("metrics_endpoint")
     max_ctx = known("max_context")
@@ -564,6 +579,7 @@ def normalise_capabilities(eng: Engine, ver: EngineVersion) -> dict[str, Any]:
         "engine": eng.slug,
         "version": ver.version,
         "allocation_strategy": known("allocation_strategy") or UNKNOWN,
+        "cache_model_kind": cache_model["kind"] if cache_model else None,
         "block_size_default": known("block_size_default"),
         "prefix_cache_kind": prefix["kind"] if prefix else None,
         "prefix_cache_default_enabled": prefix["default_enabled"] if prefix else None,
@@ -591,6 +607,7 @@ def normalise_capabilities(eng: Engine, ver: EngineVersion) -> dict[str, Any]:
 # Which catalog feature backs each screenable capability (for the source link).
 _CAPABILITY_FEATURE = {
     "allocation_strategy": "allocation_strategy",
+    "cache_model_kind": "cache_model",
     "block_size_default": "block_size_default",
     "prefix_cache_kind": "prefix_caching",
     "prefix_cache_default_enabled": "prefix_caching",

@@ -188,3 +188,61 @@ def prefix_off_flags(engine: str, flags: str) -> str | None:
         words = (flags or "").split()
     kept = [w for w in words if w.partition("=")[0] not in turning_on and w != off]
     return shlex.join([*kept, off])
+
+
+# The host memory an offload tier takes, as each engine's flags size it (per replica):
+# vLLM --kv-offloading-size: GiB of CPU buffer, summed over the TP ranks (vllm/config/cache.py);
+# SGLang --hicache-size: GB per rank (overrides the ratio), else --hicache-ratio (default 2.0) x the
+# device KV pool (sglang/srt/server_args.py). Other connectors (LMCache, --kv-transfer-config) size
+# their tier in files kvselect does not read: enabled, size not stated.
+OFFLOAD_SIZE_FLAGS = {"vllm": {"--kv-offloading-size": "gib_total"}, "sglang": {"--hicache-size": "gb_per_rank"}}
+HICACHE_RATIO_FLAG, HICACHE_RATIO_DEFAULT = "--hicache-ratio", 2.0
+GB_IN_GIB = 1e9 / 2**30
+
+
+def flag_values(flags: str) -> dict[str, str]:
+    """Each option's value in a launch command (`--flag value` or `--flag=value`; the last one wins;
+    a switch without a value maps to "")."""
+    try:
+        words = shlex.split(flags or "")
+    except ValueError:
+        words = (flags or "").split()
+    values: dict[str, str] = {}
+    for index, word in enumerate(words):
+        if not word.startswith("-") or len(word) < 2 or _is_number(word):
+            continue
+        name, sep, inline = word.partition("=")
+        following = words[index + 1] if index + 1 < len(words) else ""
+        takes_next = not sep and following and (not following.startswith("-") or _is_number(following))
+        values[name] = inline if sep else (following if takes_next else "")
+    return values
+
+
+def offload_tier(engine: str, flags: str, tp: int = 1, device_pool_bytes: float | None = None) -> dict[str, Any]:
+    """Whether the flags enable an offload tier and the host memory it takes per replica (GiB; None
+    when the flags do not state it), with how the size was read (`basis`: the flag, or the ratio of
+    the device pool). `device_pool_bytes`: one GPU's KV pool (the capacity plan), for SGLang's ratio."""
+    state = feature_states(engine, flags).get(OFFLOAD)
+    if state is None or not state.enabled:
+        return {"enabled": False, "gib": None, "basis": ""}
+    values = flag_values(flags)
+    for flag, unit in OFFLOAD_SIZE_FLAGS.get(engine, {}).items():
+        number = _positive(values.get(flag))
+        if number is None:
+            continue
+        if unit == "gib_total":
+            return {"enabled": True, "gib": number, "basis": f"{flag} {values[flag]}"}
+        return {"enabled": True, "gib": number * GB_IN_GIB * max(tp, 1), "basis": f"{flag} {values[flag]}"}
+    if engine == "sglang" and state.flag == "--enable-hierarchical-cache" and device_pool_bytes:
+        ratio = _positive(values.get(HICACHE_RATIO_FLAG)) or HICACHE_RATIO_DEFAULT
+        gib = ratio * device_pool_bytes * max(tp, 1) / 2**30
+        return {"enabled": True, "gib": gib, "basis": f"{HICACHE_RATIO_FLAG} {ratio:g}"}
+    return {"enabled": True, "gib": None, "basis": ""}
+
+
+def _positive(raw: str | None) -> float | None:
+    try:
+        number = float(raw) if raw not in (None, "") else None
+    except ValueError:
+        return None
+    return number if number is not None and number > 0 and number == number else None

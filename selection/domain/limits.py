@@ -45,6 +45,9 @@ CONSTRAINT_BOUNDS: dict[str, tuple[float, float]] = {
     "gpu_memory_gib": (1, 4096),
     "gpu_count_budget": (1, 100_000),
     "cost_per_gpu_hour": (0, 100_000),
+    "host_memory_cost_per_gib_month": (0, 100_000),
+    "growth_factor": (1, 1000),  # x today's traffic
+    "growth_horizon_months": (1, 120),
     "ops_team_size": (1, 100_000),
 }
 CANDIDATE_BOUNDS: dict[str, tuple[float, float]] = {

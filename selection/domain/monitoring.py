@@ -28,12 +28,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.verdicts import QUEUE_WAIT_SHARE_OF_TTFT
+
 HISTOGRAM_WINDOW = "5m"
 CRITICAL_KV_USAGE = 0.95
 HIT_RATE_FLOOR_SHARE = 0.5
 PREEMPTIONS_PER_MINUTE = 1.0
 FRAGMENTATION_KV_USAGE = 0.8
-QUEUE_SHARE_OF_TTFT = 0.5
+QUEUE_SHARE_OF_TTFT = QUEUE_WAIT_SHARE_OF_TTFT  # the harness's queue-wait verdict judges the same share
 GRAFANA_SCHEMA_VERSION = 39  # the classic dashboard JSON model (Grafana 10.x/11.x)
 
 

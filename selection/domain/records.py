@@ -11,6 +11,8 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
                    {fit:[{key, constraint, required, observed, status: pass|fail|not_validated, runs:[str],
                     unsettled?:[str] (its run's verdicts that did not pass), simulated, configuration}],
                     budget:{monthly, currency}, cost_per_mtok:{value, runs, simulated}|None, gpu_price,
+                    economics?:{monthly, status: within|over|not_derivable, verdict, breakdown, replicas,
+                    growth_label, growth, growth_verdict, growth_status, limits} (selection.scoring.economics),
                     licence:{value, source, note, terms}, vendor_support,
                     delivery_owner, test_gaps:[{test, outcome, detail, run}],
                     open_items:[{key, section, item, note, owner_roles, status: open|resolved|waived,
@@ -26,6 +28,8 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
     candidates:    [{name, version, kept: bool, screening_note, documentation_screen?, documentation?, source?}]
                    (documentation: a page written for readers; source: a source file such as a pyproject)
     capacity:      [{candidate, configuration, rows:[{quantity, unit, predicted, measured?}]}]
+    economics?:    {tables:[{columns:[str], rows:[{key, label, cells:[{text, meta, status}]}]}], budget,
+                    hours_per_month, host_price}   - cost against the budget and growth, chosen first
                    build adds per row: deviation_pct (float|None), flagged (|deviation| > 10 %)
     validation:    [{test, candidate, summary, verdicts?:[str] (every verdict, in words),
                      judged?:[{criterion, status, outcome, value, threshold, n, interval, detail}] (each verdict

@@ -74,10 +74,12 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
+# 7: cache lifecycle credits idle sessions released or offloaded (the offload counters)
+# 6: prefix saving against the in-flight need, prefill compute on per-slot engines; not-applicable verdicts
 # 5: an offloading engine's idle-release share is missing (its sessions' cached tokens never fall), not 0;
 # 4: a gate also judges its dimension's own criteria, client-bound figures held out, measurement-noise draws,
 # TOPSIS on the fixed scale; 3: noise ties, isolation indicator, launch-flag features; 2: longest input
-RULES_VERSION = "kvselect-scoring/5"
+RULES_VERSION = "kvselect-scoring/7"
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -205,7 +207,7 @@ class CandidateEvidence:
     theoretical saving), max_context_rung_reached (the longest input the ladder served, tokens),
     swap_resume_ttft_ratio (TTFT after swap-in / TTFT of a full recompute of the same history),
     continuation_correct (share or bool),
-    idle_release_share (share of idle sessions whose cache was released or swapped out),
+    idle_release_share (share of idle sessions whose cache was released or offloaded),
     capacity_prediction_error (|predicted - measured| / measured), sustainable_concurrency_per_gpu
     (within the latency budget), cost_per_mtok (currency per million output tokens within the
     budget; see cost_per_million_output_tokens), output_tokens_per_s_per_gpu (goodput),
@@ -400,7 +402,9 @@ MAPPINGS: tuple[Mapping, ...] = (
         0.20,
         0.90,
         "ratio",
-        "measured prefix-reuse memory saving / theoretical saving; <= 0.2 -> 0, >= 0.9 -> 1",
+        "measured prefix-reuse saving / its best: KV memory against what the requests in flight need "
+        "(the prefix held once at best) where requests share a prefix; prefill compute (prompt tokens from the "
+        "cache, the prompt's shared share at best) where the engine caches per slot; <= 0.2 -> 0, >= 0.9 -> 1",
         2.0,
     ),
     Mapping(
@@ -552,7 +556,8 @@ MAPPINGS: tuple[Mapping, ...] = (
         0.5,
         1.0,
         "share",
-        "idle sessions whose cache was released or swapped out; <= 0.5 -> 0, 1.0 -> 1",
+        "idle sessions whose cache was released or offloaded (swapped out to CPU or disk and loaded back); "
+        "<= 0.5 -> 0, 1.0 -> 1",
         2.0,
     ),
     Mapping(

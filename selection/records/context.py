@@ -41,6 +41,7 @@ from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language
 from selection.models import Candidate, DecisionRecord, Selection
 from selection.records.summary import build_summary
+from selection.scoring.economics import economics_table
 from selection.scoring.services import compute_scores
 from selection.selectors import compared_candidates
 
@@ -64,6 +65,24 @@ SIGNAL_ACTIONS = {
         "re-evaluate if it recurs"
     ),
 }
+
+
+def _cost_text(c) -> str:
+    """The constraints' prices: the GPU-hour and an offload tier's host memory per GiB-month."""
+    parts = []
+    if c.cost_per_gpu_hour is not None:
+        parts.append(_("%(cost)s per GPU-hour") % {"cost": c.cost_per_gpu_hour})
+    if c.host_memory_cost_per_gib_month is not None:
+        parts.append(_("host memory %(cost)s per GiB-month") % {"cost": c.host_memory_cost_per_gib_month})
+    return "; ".join(parts) or "—"
+
+
+def _growth_text(c) -> str:
+    if not c.growth_factor:
+        return "—"
+    if not c.growth_horizon_months:
+        return f"×{c.growth_factor:g}"
+    return _("×%(factor)s in %(months)s months") % {"factor": f"{c.growth_factor:g}", "months": c.growth_horizon_months}
 
 
 def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
@@ -125,10 +144,8 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
             _("%(gpu)s, %(mem)s GiB per GPU, budget %(count)s GPUs")
             % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}", "count": c.gpu_count_budget},
         ),
-        (
-            _("Cost"),
-            _("%(cost)s per GPU-hour") % {"cost": c.cost_per_gpu_hour} if c.cost_per_gpu_hour is not None else "—",
-        ),
+        (_("Cost"), _cost_text(c)),
+        (_("Expected growth"), _growth_text(c)),
         (_("Operations team"), _("%(n)s people") % {"n": c.ops_team_size}),
         (
             _("Model"),
@@ -216,7 +233,24 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
         "verdict": presentation.run_verdict(verdicts),
         "metrics": presentation.result_figures(run.test, list(run.points.values()), run.metadata, _),
         "charts": record_charts(run, budgets, colours),
+        "soak_length": _soak_length(run),
     }
+
+
+SOAK_SHORT = gettext_noop(
+    "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
+    "hours. Slow leaks and fragmentation may not show in it."
+)
+
+
+def _soak_length(run: BenchmarkRun) -> str:
+    """The record's sentence on a soak shorter than planned (or than the articles' hours), "" otherwise."""
+    length = ((run.metadata or {}).get("observed") or {}).get("soak_length") if run.test == "stability" else None
+    if not length or not length.get("shorter_than_planned"):
+        return ""
+    duration = float(length["duration_s"])
+    ran = _("%(n)s s") % {"n": f"{duration:g}"} if duration < 3600 else _("%(n)s h") % {"n": f"{duration / 3600:.2g}"}
+    return _(SOAK_SHORT) % {"ran": ran, "planned": f"{float(length['planned_s']) / 3600:g}"}
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
@@ -799,6 +833,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "gates": _gates_section(selection, by_id, language),
         "candidates": _candidates_section(candidates, by_id, language),
         "capacity": capacity_blocks,
+        # cost against the budget and growth of every candidate, the chosen one first (section 7)
+        "economics": economics_table(selection, score, [winner, *[c for c in ranked if c.pk != winner.pk]]),
         "validation": _validation_section(runs, selection, colours, engine_label),
         "scores": _scores_section(result, by_id, criteria_ids, language),
         "rollout": _rollout_section(selection, winner, runs, operations, project_checks, winner_plan),

@@ -38,6 +38,7 @@ from selection.certificates import signing
 from selection.certificates.services import current_certificate
 from selection.certificates.trust import (
     HsmConfigurationError,
+    certification_refusal,
     hsm_key_for,
     pkcs12_upload_refusal,
     timestamper,
@@ -457,6 +458,7 @@ def prepare_signature(*, record: DecisionRecord, user, role: str) -> SignatureRe
     with transaction.atomic():
         record, fingerprint = _locked_for_signing(record, user, role)
         enrolled = current_certificate(user)
+        _refuse_unusable_certificate(enrolled)
         current = _current_pdf(record)
         try:
             prepared = signing.prepare_owner_signature(
@@ -496,6 +498,18 @@ def prepare_signature(*, record: DecisionRecord, user, role: str) -> SignatureRe
             new={"role": role, "document_digest": request.document_digest, "certificate_sha256": fingerprint},
         )
     return request
+
+
+def _refuse_unusable_certificate(enrolled) -> None:
+    """Tell the owner before they sign, not after: an enrolled certificate that expired, or that a
+    configured CRL now revokes, cannot sign (the embed step would refuse its signature)."""
+    if enrolled.not_after <= timezone.now():
+        raise ValidationError(
+            {"__all__": f"Your enrolled certificate expired on {enrolled.not_after:%Y-%m-%d}: enrol a new one."}
+        )
+    _root, refusal = certification_refusal(enrolled.certificate_pem.encode())
+    if refusal:
+        raise ValidationError({"__all__": f"Your enrolled certificate cannot sign: {refusal}."})
 
 
 def _discard_after_commit(names: list[str]) -> None:
@@ -566,9 +580,11 @@ def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -
                 reserved_end=pending.reserved_end,
             )
         try:
-            signed = signing.finish_owner_signature(prepared, cms, fingerprint, older_digests=older, **_long_term())
+            signed = signing.finish_owner_signature(
+                prepared, cms, fingerprint, base=current, older_digests=older, **_long_term()
+            )
         except signing.SigningError as exc:
-            raise ValidationError({"cms": str(exc).removeprefix("cms: ")}) from exc
+            raise ValidationError({"cms": str(exc).removeprefix("cms: ").removeprefix("prepared: ")}) from exc
         _discard_after_commit([pending.prepared_pdf.name])
         pending.completed_at, pending.prepared_pdf = timezone.now(), ""
         pending.save(update_fields=["completed_at", "prepared_pdf"])

@@ -21,6 +21,7 @@ from benchmarks.models import BenchmarkRun
 from selection.domain import catalog as catalog_domain
 from selection.domain import procurement
 from selection.models import Candidate, Score, Selection
+from selection.scoring.economics import economics_headline
 
 # marked here, translated when the snapshot is written (in the record's language)
 FIT_LABELS = {
@@ -153,6 +154,7 @@ OUTCOMES = {
     "inconclusive": gettext_noop("inconclusive"),
     "insufficient_data": gettext_noop("insufficient data"),
     "not_exercised": gettext_noop("not run"),
+    "not_applicable": gettext_noop("not applicable"),
 }
 
 
@@ -170,7 +172,7 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
         failed = [
             name if status == "fail" else f"{name} ({presentation.status_label(status, _)})"
             for name, status in unsettled
-            if status != "pass"
+            if status not in ("pass", "not_applicable")  # the engine's documented design, not a gap
         ]
         gaps.append(
             {
@@ -211,6 +213,9 @@ def build_summary(
         "gpu_price": (
             f"{selection.constraints.cost_per_gpu_hour}" if selection.constraints.cost_per_gpu_hour is not None else ""
         ),
+        # the chosen configuration's monthly cost at the target load against the budget, and its growth
+        # (selection.scoring.economics: the same figures as the record's section 7 and the comparison)
+        "economics": economics_headline(selection, winner, score),
         "licence": {**_licence(winner), "terms": selection.licence_terms},
         "vendor_support": selection.vendor_support,
         "delivery_owner": selection.delivery_owner,

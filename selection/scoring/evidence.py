@@ -17,7 +17,7 @@ from benchmarks.harness.workloads.common import client_slack_ms, load_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
-from benchmarks.verdicts import status_of
+from benchmarks.verdicts import NOT_APPLICABLE, status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import claims, launch_flags, scoring
@@ -135,10 +135,14 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
     - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
     - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %), windows after
       the excluded warm-up; none when the drift had too few requests to judge.
-    - prefix_reuse: prefix_saving_ratio = the measured memory saving (1 - peak KV with caching on /
-      peak KV with caching off; without an off run, against the theory of every request allocating
-      its own prompt) / the theoretical saving (the shared prefix held once): 1 means caching saved
-      all the memory it could. Never a hit ratio: hits without a smaller footprint save no memory.
+    - prefix_reuse: prefix_saving_ratio = the saving / its best, as the harness writes it into
+      `metadata["derived"]`: KV memory against what the requests in flight need without sharing
+      where requests share a prefix, prefill compute (prompt tokens from the cache, by the engine's
+      own counters) where the engine caches per slot (llama.cpp). For runs before that, derived
+      here: 1 - peak KV with caching on / peak KV with caching off (without an off run, against
+      the theory of every request allocating its own prompt) over the theoretical saving (the
+      shared prefix held once). Never a hit ratio on a prefix-sharing engine: hits without a
+      smaller footprint save no memory.
     - long_context: max_context_rung_reached = the largest rung served at its full length (the
       ladder ends at the required input itself).
     - overload: overload_handling = the level of what the engine did past its sustainable load
@@ -147,14 +151,16 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
     - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / recompute TTFT p50 of the same
       histories, as the swap test measures both (its `resume` figures, else its "resume" and
       "recompute" points), and only when the test observed the eviction; without a recompute
-      measurement it is missing (a first turn is a different, shorter prompt: no stand-in);
+      measurement it is missing (a first turn is a different, shorter prompt: no stand-in), and
+      where the engine's cache model has no offload tier (the verdict is not applicable: a resume
+      is a recompute by design, and persistence is scored from the documented tiers);
       continuation_correct = 1 when every resumed session continued identically, else 0, only
       when a session was swapped in (`swapped_in`): sessions that were dropped and recomputed
       say nothing of recovering a swapped-out cache;
-      idle_release_share = the idle sessions the test saw evicted (their cached tokens fell on
-      resume) / the idle sessions resumed, only when the test observed the eviction; missing when
-      the engine offloaded and no session's cached tokens fell (the offload's sessions are not
-      counted per session: 0 would say none was released).
+      idle_release_share = the idle sessions whose KV was released (their cached tokens fell on
+      resume) or offloaded (stored to the offload tier while idle, loaded back on resume, resumed
+      with their cache) / the idle sessions resumed, only when the test observed the eviction
+      (`idle_release_share`); missing when an older run offloaded without counting its sessions.
     - isolation: isolation_ttft_p95_ms = tenant A's TTFT p95 under tenant B's flood, only when the
       flood loaded the engine and the p95 came from enough requests to judge (its budget verdict was
       neither insufficient data nor not exercised).
@@ -190,13 +196,9 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         same = _verdict(run, "continuation_identical")
         if same and same.get("passed") is not None and swapped_in(run):
             derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
-        eviction = (run.metadata or {}).get("eviction")
-        if isinstance(eviction, dict) and eviction.get("observed") and eviction.get("sessions"):
-            evicted = eviction.get("evicted_sessions")
-            # an offload moves a session's KV to the CPU tier and back: its cached tokens stay high on
-            # resume, so "none fell" counts no session and says nothing of which ones were offloaded
-            if evicted is not None and not (evicted == 0 and eviction.get("offloaded")):
-                derived["idle_release_share"] = float(evicted) / float(eviction["sessions"])
+        share = idle_release_share((run.metadata or {}).get("eviction"))
+        if share is not None:
+            derived["idle_release_share"] = share
     elif run.test == "isolation":
         figures = (run.metadata or {}).get("isolation") or {}
         judged = _verdict(run, "ttft_p95_within_budget[tenant_a_flood]")
@@ -204,6 +206,23 @@ def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
         if figures.get("flood_exercised") and figures.get("a_ttft_p95_flood_ms") is not None and seen:
             derived["isolation_ttft_p95_ms"] = float(figures["a_ttft_p95_flood_ms"])
     return derived
+
+
+def idle_release_share(eviction: Any) -> float | None:
+    """The idle sessions whose KV was released or offloaded, as the printed rule says, over the idle
+    sessions resumed (the swap test's eviction figures): released = dropped from the GPU (their cached
+    tokens fell on resume); offloaded = moved to the offload tier and loaded back (the offload
+    counters moved out during the idle time and back in during the resume, and they resumed with
+    their cache). None when the test saw no eviction, or counted neither per session; an offload the
+    test could not count per session is no count of zero (it would read as nothing released)."""
+    if not isinstance(eviction, dict) or not eviction.get("observed") or not eviction.get("sessions"):
+        return None
+    released, offloaded = eviction.get("evicted_sessions"), eviction.get("offloaded_sessions")
+    if offloaded is None and eviction.get("offloaded") and not released:
+        return None  # offloaded, not counted per session (an older run): unknown, not zero
+    if released is None and offloaded is None:
+        return None
+    return min(float((released or 0) + (offloaded or 0)) / float(eviction["sessions"]), 1.0)
 
 
 def swapped_in(run: BenchmarkRun) -> bool:
@@ -249,6 +268,9 @@ def swap_resume_over_recompute(metadata: dict[str, Any], points: dict[str, Any],
     exercised = next((v for v in verdicts if v.get("name") == "eviction_exercised"), None)
     if exercised is not None and not (exercised.get("status") == "pass" or exercised.get("passed") is True):
         return None
+    resumed_verdict = next((v for v in verdicts if v.get("name") == "resume_cheaper_than_recompute"), None)
+    if resumed_verdict is not None and status_of(resumed_verdict) == NOT_APPLICABLE:
+        return None  # no offload tier: a recompute by design; persistence is scored from the documented tiers
     figures = metadata.get("resume") if isinstance(metadata.get("resume"), dict) else {}
     resumed = (figures.get("resume_ttft_ms") or {}).get("p50")
     recomputed = (figures.get("recompute_ttft_ms") or {}).get("p50")
@@ -317,9 +339,11 @@ def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) 
     return f"client-bound ({run.test} run {run.pk}, {where}{why})"
 
 
-# figures a test derives that do not depend on the client's pace: whether a session continued
-# identically, whether a rung was served at its full length, whether idle sessions were evicted
-PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share"})
+# figures that do not depend on the client's pace: whether a session continued identically, whether
+# a rung was served at its full length, whether idle sessions were evicted, and the error rate (the
+# share of requests the engine failed: a late client changes when it reads an answer, never whether
+# the engine failed it), so a client-bound run's count for the scoring
+PACE_INDEPENDENT = frozenset({"continuation_correct", "max_context_rung_reached", "idle_release_share", "error_rate"})
 # latencies a client-bound client that still applied the load can only have lengthened: scored with
 # [value - the client's lateness, value] as their interval
 LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})
@@ -459,15 +483,23 @@ def metrics_from_runs(
         judged.update({(run.pk, name): judge_client(run, labels) for name, labels in FIGURE_POINTS.items()})
 
     def put(
-        name: str, value: Any, run: BenchmarkRun, interval: Any = None, late: Any = None, timing: bool = False
+        name: str,
+        value: Any,
+        run: BenchmarkRun,
+        interval: Any = None,
+        late: Any = None,
+        timing: bool = False,
+        pace_free: bool = False,
     ) -> None:
         """Store a figure; a client-bound run's as the rules of `measured_evidence` say (`late`: its
         interval with the client's lateness, when the caller derived one; `timing`: judged on the
-        client's timings, so held out when the client was bound)."""
+        client's timings, so held out when the client was bound; `pace_free`: the harness states the
+        figure does not depend on the client's pace, as token counts and KV against the requests
+        actually in flight do not)."""
         if value is None:
             return
         judgement, interval, client_bound = judged.get((run.pk, name)) or judged[run.pk], _pair(interval), ""
-        if judgement.reason and name not in PACE_INDEPENDENT:
+        if judgement.reason and name not in PACE_INDEPENDENT and not pace_free:
             if name in LATENCIES and judgement.load_held and judgement.slack_ms is not None:
                 interval, client_bound = late_interval(value, interval, judgement.slack_ms), judgement.reason
             elif late is not None and judgement.load_held:
@@ -519,9 +551,10 @@ def metrics_from_runs(
         if run.test == "swap_recovery" and not swapped_in(run):
             derived.pop("continuation_correct", None)  # a stated figure too: no swap-in, nothing recovered
         intervals = derived_intervals(run, derived) | ((run.metadata or {}).get("derived_intervals") or {})
+        pace_free = set((run.metadata or {}).get("pace_independent") or ())
         for name in DERIVED_METRICS:
             if name in derived and name not in metrics and name not in held_out:
-                put(name, derived[name], run, intervals.get(name))
+                put(name, derived[name], run, intervals.get(name), pace_free=name in pace_free)
     return metrics, held_out
 
 

@@ -25,6 +25,7 @@ from selection.domain import criteria as criteria_domain
 from selection.domain.headline import decision_headline
 from selection.i18n import criterion_name, dimension_name
 from selection.models import Selection
+from selection.scoring.economics import economics_table
 from selection.scoring.services import ScoresState, latest_score, refresh_scores, scores_state
 from selection.selectors import compared_candidates
 from selection.web import get_selection, page_context, require_edit
@@ -196,6 +197,7 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
     scores = _scores_context(selection, include_simulated) if candidate_count else {"score": None}
     score = scores["score"]
     table = comparison_table(score.result) if score else None
+    economics = _economics(selection, score, table) if score and hasattr(selection, "constraints") else None
     headline = decision_headline(score.result) if score else None
     # the default view leaves SIMULATED runs out: say that they exist, and offer the view with them
     simulated_runs = simulated_run_count(compared_candidates(selection)) if headline and not include_simulated else 0
@@ -214,8 +216,17 @@ def comparison(request: HttpRequest, pk: int) -> HttpResponse:
             result=score.result if score else {},
             headline=headline,
             simulated_runs=simulated_runs,
+            economics=economics,
         ),
     )
+
+
+def _economics(selection: Selection, score, table: dict) -> dict[str, Any] | None:
+    """Cost against the budget and growth of every compared candidate, in the table's order (the
+    leader first), from the same snapshot as the scores (`selection.scoring.economics`)."""
+    by_id = {str(c.pk): c for c in compared_candidates(selection)}
+    ordered = [by_id[c["candidate"]] for c in table["columns"] if c.get("candidate") in by_id]
+    return economics_table(selection, score, ordered) if ordered else None
 
 
 @login_required

@@ -32,7 +32,15 @@ CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
     (
         "traffic",
         _("Traffic"),
-        ["peak_concurrency", "p95_concurrency", "request_rate", "throughput_target_tokens_s", "tenants"],
+        [
+            "peak_concurrency",
+            "p95_concurrency",
+            "request_rate",
+            "throughput_target_tokens_s",
+            "tenants",
+            "growth_factor",
+            "growth_horizon_months",
+        ],
     ),
     (
         "context",
@@ -53,7 +61,11 @@ CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
         ["multi_turn", "average_turns", "idle_seconds_between_turns", "concurrent_sessions", "never_swap_sessions"],
     ),
     ("latency", _("Latency budget"), ["ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"]),
-    ("hardware", _("Hardware & cost"), ["gpu_model", "gpu_memory_gib", "gpu_count_budget", "cost_per_gpu_hour"]),
+    (
+        "hardware",
+        _("Hardware & cost"),
+        ["gpu_model", "gpu_memory_gib", "gpu_count_budget", "cost_per_gpu_hour", "host_memory_cost_per_gib_month"],
+    ),
     ("team_model", _("Team & model"), ["ops_team_size", "target_model", "kv_precisions_allowed", "notes"]),
 ]
 CONSTRAINT_FIELDS = [name for _key, _title, names in CONSTRAINT_GROUPS for name in names]
@@ -82,6 +94,9 @@ CONSTRAINT_UNITS = {
     "gpu_memory_gib": _("GiB"),
     "gpu_count_budget": _("GPUs"),
     "cost_per_gpu_hour": _("per GPU-hour"),
+    "host_memory_cost_per_gib_month": _("per GiB-month"),
+    "growth_factor": _("x today"),
+    "growth_horizon_months": _("months"),
     "ops_team_size": _("people"),
 }
 

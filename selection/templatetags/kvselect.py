@@ -31,6 +31,7 @@ VERDICT_STATUS_LABELS = {
     "insufficient_data": gettext_lazy("insufficient data"),
     "not_exercised": gettext_lazy("not exercised"),
     "not_judged": gettext_lazy("not judged"),
+    "not_applicable": gettext_lazy("not applicable"),
 }
 
 

@@ -35,6 +35,17 @@ def test_archive_a_candidate_a_draft_and_the_selection_then_restore(
     page.click("[data-archived-candidates] summary")
     assert "llama.cpp slots" in page.inner_text("[data-archived-candidates]")
     shot(page, "i19-16-candidate-archived")
+    # archived is archived everywhere (issue 37 item 3): no "Start validating", no Run, not in the upload form
+    page.goto(f"{base}/selections/{selection.pk}/evidence/")
+    validation_url = f"/selections/{selection.pk}/candidates/{junk.pk}/validation/"
+    assert page.locator(f"table a[href='{validation_url}']").count() == 0
+    page.click("[data-archived-candidates] summary")
+    assert "llama.cpp slots" in page.inner_text("[data-archived-candidates]")
+    page.goto(f"{base}{validation_url}")
+    assert "it takes no new evidence" in page.inner_text(f"[data-archived-candidate='{junk.pk}']")
+    assert page.locator("form[action*='/validation/'] button[type=submit]:enabled").count() == 0
+    page.goto(f"{base}/selections/{selection.pk}/uploads/")
+    assert page.locator(f"#id_candidate option[value='{junk.pk}']").count() == 0
     page.goto(f"{base}/selections/{selection.pk}/comparison/")
     # the worker rescores after the archive; until then the page says so and polls, then reloads itself
     page.wait_for_selector("[data-scores-state=current]", state="attached", timeout=60_000)

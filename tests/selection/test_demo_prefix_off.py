@@ -42,10 +42,12 @@ def test_demo_simulators_include_a_prefix_caching_off_endpoint(selection_with_co
 def test_each_demo_candidates_launch_flags_say_whether_its_simulator_offloads():
     """The catalog credits a CPU offload tier only when the launch flags enable it: a simulator that
     offloads idle sessions must be a candidate launched with offload, and only it (issue 27: the demo's
-    persistence gate is passed by persistence itself, never by another criterion's credit)."""
+    persistence gate is passed by persistence itself, never by another criterion's credit). Two offload
+    (vLLM's CPU tier, SGLang's hierarchical cache): the demo is a close decision between two candidates
+    that can pass the persistence gate (issue 36 item 4)."""
     offloading = []
     for slug, profile, _extra in DEMO_CANDIDATES:
         state = launch_flags.feature_states(slug, DEMO_LAUNCH_FLAGS[slug])[launch_flags.OFFLOAD]
         assert bool(state.enabled) == STRATEGIES[profile]["offload"], (slug, profile, state)
         offloading += [slug] if state.enabled else []
-    assert offloading == ["vllm"]
+    assert offloading == ["vllm", "sglang"]

@@ -209,6 +209,34 @@ def sample_record_context(
                 "screening_note": "maintenance mode; no KV usage or hit-rate metric",
             },
         ],
+        "economics": {
+            "tables": [
+                {
+                    "columns": ["vLLM 0.33.0", "SGLang 0.5.23"],
+                    "rows": [
+                        {
+                            "key": "monthly",
+                            "label": "Monthly cost at the target load",
+                            "cells": [
+                                {"text": "3,698.00 USD", "meta": "2 replica(s) × 1 GPU(s)", "status": ""},
+                                {"text": "—", "meta": "", "status": ""},
+                            ],
+                        },
+                        {
+                            "key": "budget",
+                            "label": "Against the monthly budget",
+                            "cells": [
+                                {"text": "within the budget by 8,302.00 USD (69%)", "meta": "", "status": "pass"},
+                                {"text": "cannot be derived: no GPU price", "meta": "", "status": ""},
+                            ],
+                        },
+                    ],
+                }
+            ],
+            "budget": "12,000.00 USD",
+            "hours_per_month": "730",
+            "host_price": "3.00 USD",
+        },
         "capacity": [
             {
                 "candidate": "vLLM 0.33.0",
@@ -427,6 +455,28 @@ def sample_project_checks(business_owner: str = "张伟") -> dict:
     return project_checks.record_section(checks, stages, "王芳", {"readiness": {}, "security": {}})
 
 
+def sample_economics_headline(long_text: bool = False) -> dict:
+    """Page 1's cost and growth rows as `selection.scoring.economics.economics_headline` writes them
+    (``long_text``: an offload tier whose basis and sources fill every printed limit)."""
+    basis = "--kv-transfer-config OffloadingConnector with a long connector configuration " * (3 if long_text else 0)
+    return {
+        "monthly": "123,456,789.00 USD",
+        "status": "over",
+        "verdict": "over the budget by 123,408,789.00 USD (257,102%)",
+        "breakdown": "4,096 replica(s) × 8 GPU(s) × 2.50 USD per GPU-hour × 730 h + 1,048,576.0 GiB host memory "
+        f"({basis or '--kv-offloading-size 256'}) × 3.25 USD per GiB-month",
+        "replicas": "throughput target over 1,310 output tokens/s per replica (run-12)",
+        "growth_label": "At the expected growth (×1.5 in 12 months)",
+        "growth": "6,144 replica(s), 49,152 GPU(s), 185,185,183.50 USD per month",
+        "growth_verdict": "over the budget by 185,137,183.50 USD (385,702%); over the GPU budget of 8",
+        "growth_status": "over",
+        "limits": "KV pool runs out at ×1.2 (engine-stated KV pool (run-12)); latency budget at ×1.0 or more "
+        "(the highest load tested was within the budget) (run-12)",
+        "limits_short": "Traffic growth: the KV pool lasts to ×1.2, the latency budget to ×1.0 or more (sources and "
+        "breakdown: section 7)",
+    }
+
+
 def sample_summary(open_items: int = 2, long_text: bool = False) -> dict:
     """A procurement summary (the snapshot's `summary`) as `selection.records.summary` writes it.
     ``long_text`` fills every free-text field to its longest printed length (the one-page check)."""
@@ -528,6 +578,7 @@ def sample_summary(open_items: int = 2, long_text: bool = False) -> dict:
         "budget": {"monthly": "48,000.00", "currency": "USD"},
         "cost_per_mtok": {"value": "0.84", "runs": ["run-12"], "simulated": False},
         "gpu_price": "2.50",
+        "economics": sample_economics_headline(long_text),
         "licence": {
             "value": "Apache-2.0",
             "source": "https://github.com/vllm-project/vllm/blob/v0.11.0/LICENSE",

@@ -1,5 +1,6 @@
-"""Test 4, prefix reuse: the same shared-prefix load with prefix caching on and off, against the
-theory of every request allocating its own.
+"""Test 4, prefix reuse: the same shared-prefix load with prefix caching on and off, each from an
+emptied cache, against the KV its requests in flight need without sharing; the reuse the engine's
+own counters show (benchmarks.harness.reuse); on a per-slot engine the saving is prefill compute.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from benchmarks.harness import reuse
+from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.estimates import Load, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
@@ -30,9 +33,10 @@ from benchmarks.harness.workloads.common import (
     build_result,
     constraint_value,
     errors_verdict,
+    format_ms,
     make_verdict,
     require_param,
-    series_in,
+    reset_cache,
 )
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
@@ -42,11 +46,15 @@ from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
+    MIN_SAMPLES,
     NOT_EXERCISED,
+    NOT_JUDGED,
     PASS,
     compare,
+    not_applicable,
     percentile_interval,
     ratio_interval,
+    verdict,
 )
 
 PARAMS = (
@@ -113,21 +121,22 @@ def prefix_off_target(target: Target, endpoint_url: str | None = None, metrics_u
     if endpoint_url:
         base = endpoint_url.rstrip("/")
         return replace(target, endpoint_url=base, metrics_url=metrics_url or f"{base}/metrics", cache_prompt=None)
-    if target.engine == "llamacpp":
+    if target.engine == "llamacpp" or (target.cache_model is not None and target.cache_model.kind == SLOT_RESIDENT):
         return replace(target, cache_prompt=False)
     return None
 
 
 def _kv_token_samples(
     recording: MetricsRecording, start: float, end: float, capacity: float | None
-) -> tuple[list[float], str | None]:
-    """KV tokens in use over a window: the engine's token gauge, else its usage ratio x the capacity."""
-    tokens = series_in(recording, "kv_used_tokens", start, end)
+) -> tuple[list[tuple[float, float]], str | None]:
+    """(time, KV tokens in use) over a window: the engine's token gauge, else its usage ratio x the
+    pool (the engine-stated one when its metrics state it, else the planned capacity)."""
+    tokens = [(t, v) for t, v in recording.series.get("kv_used_tokens", []) if start <= t <= end]
     if tokens:
         return tokens, "engine token count"
-    ratios = series_in(recording, "kv_usage_ratio", start, end)
+    ratios = [(t, v) for t, v in recording.series.get("kv_usage_ratio", []) if start <= t <= end]
     if ratios and capacity:
-        return [r * float(capacity) for r in ratios], f"usage ratio x capacity {float(capacity):.0f} tokens"
+        return [(t, r * float(capacity)) for t, r in ratios], f"usage ratio x pool {float(capacity):.0f} tokens"
     return [], None
 
 
@@ -153,82 +162,193 @@ async def run_prefix_reuse(
     off_target: Target | None = None,
 ) -> NormalizedResult:
     """The same shared-prefix load against `target` (prefix caching on) and, if given, `off_target`
-    (caching off): peak KV tokens (engine metric, or usage x params.kv_capacity_tokens), TTFT and
-    throughput of both, against the theory of every request allocating its own prompt. Caching on
-    passes when its KV is clearly below the theory and below the off run; without an off run the
-    on-vs-off verdict is not exercised (never a pass) and the off figure is theory only."""
-    requests = require_param(params, "requests", int, 1)
-    concurrency = require_param(params, "concurrency", int, 1)
-    prefix = require_param(params, "prefix_tokens", int, 1)
-    suffix = require_param(params, "suffix_tokens", int, 1)
-    output_tokens = require_param(params, "output_tokens", int, 1)
-    capacity = params.get("kv_capacity_tokens")
-    if capacity is not None and (not isinstance(capacity, (int, float)) or isinstance(capacity, bool) or capacity <= 0):
-        raise PlanError(f"params.kv_capacity_tokens: must be a positive number of tokens, got {capacity!r}")
+    (caching off), each from an emptied cache (`reset_cache`: the engine's reset, or fresh slots)
+    with the prefix warmed once: the KV held against what the requests in flight need without
+    sharing (capped by the pool), the prompt tokens taken from the cache (the engine's counters,
+    else the responses' own count), TTFT and throughput. Caching on passes when its KV is clearly
+    below that need and below the off run; on an engine that caches per slot (llama.cpp) the memory
+    verdicts are not applicable and the saving is prefill compute. Without an off run the on-vs-off
+    verdict is not exercised (never a pass)."""
+    lengths = _check_params(params)
     interval_s = float(params.get("sample_interval_s") or PREFIX_SAMPLE_INTERVAL_S)
     reporter = Reporter(progress, cancel)
-    points: list[LoadPoint] = []
-    outcomes: list[LoadOutcome] = []
-    samples: dict[str, list[float]] = {}
-    resident: dict[str, tuple[float, float]] = {}  # label -> (KV tokens after the load, its raw peak)
-    notes: list[str] = []
-    partial = False
-    in_flight = min(concurrency, requests)
-    own = in_flight * (prefix + suffix + output_tokens)  # every request allocates its own prompt and output
-    shared_once = prefix + in_flight * (suffix + output_tokens)  # the least caching can hold
+    run = _PrefixRun(params, lengths)
     configs = [("prefix_on", target)] + ([("prefix_off", off_target)] if off_target is not None else [])
-    sessions: list[Session] = []
     for n, (label, tgt) in enumerate(configs):
         session = Session(tgt)
         session.metrics.interval_s = interval_s
         async with session:
-            sessions.append(session)
-            prompts = session.prompts
-            assert prompts is not None
-            # the shared prefix is warm before the load, as a deployed system prompt is: without it
-            # the first wave of requests all prefill it at once and the peak says nothing of reuse
-            await session.client.send(
-                session.spec(prompts.shared_prefix(prefix, suffix, seed=-1), 1, request_id=f"{label}-warm")
-            )
-            baseline = await session.kv_now()
-            outcome = await run_load(
-                session.client,
-                lambda i, prompts=prompts, label=label, session=session: session.spec(
-                    prompts.shared_prefix(prefix, suffix, seed=i), output_tokens, request_id=f"{label}-{i}"
-                ),
-                LoadConfig(mode="closed", concurrency=concurrency, max_requests=requests),
-                cancel=cancel,
-                progress=reporter.phase(label, 100 * n / len(configs), 100 * (n + 1) / len(configs)),
-            )
-            await asyncio.sleep(min(interval_s, 1.0))  # one more sample after the last request
-            after = await session.kv_now()
-            point, kv, resident_kv = _prefix_point(
-                session, outcome, label, params, baseline, after, capacity, own, shared_once, tgt.cache_prompt
-            )
-            samples[label] = kv
-            if resident_kv is not None:
-                resident[label] = resident_kv
-            points.append(point)
-            outcomes.append(outcome)
+            run.sessions.append(session)
+            outcome = await _one_configuration(session, label, run, cancel, reporter.phase(label, *_span(n, configs)))
             if outcome.cancelled:
-                partial = True
-                notes.append("cancelled: partial data")
+                run.partial = True
+                run.notes.append("cancelled: partial data")
                 break
-    on = points[0]
-    off = points[1] if len(points) == 2 else None
-    verdicts = _prefix_verdicts(points, outcomes, params, samples, resident, own, (prefix, suffix))
-    on_ttft = [r.ttft_ms for r in outcomes[0].records if r.ok and r.ttft_ms is not None]
-    observed = _prefix_observed(on, off, own, shared_once, on_ttft, outcomes)
     reporter.close()
-    result = build_result("prefix_reuse", sessions[0], params, points, outcomes, verdicts, notes, partial)
+    return _prefix_result(run, target)
+
+
+def _span(index: int, configs: list) -> tuple[float, float]:
+    return 100 * index / len(configs), 100 * (index + 1) / len(configs)
+
+
+def _check_params(params: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """(requests, concurrency, prefix, suffix, output tokens), each checked (PlanError names the field)."""
+    checked = tuple(
+        require_param(params, key, int, 1)
+        for key in ("requests", "concurrency", "prefix_tokens", "suffix_tokens", "output_tokens")
+    )
+    capacity = params.get("kv_capacity_tokens")
+    if capacity is not None and (not isinstance(capacity, (int, float)) or isinstance(capacity, bool) or capacity <= 0):
+        raise PlanError(f"params.kv_capacity_tokens: must be a positive number of tokens, got {capacity!r}")
+    return checked  # type: ignore[return-value]
+
+
+class _PrefixRun:
+    """The prefix test's shared state: each configuration's point, outcome, KV samples and cache state."""
+
+    def __init__(self, params: dict[str, Any], lengths: tuple[int, int, int, int, int]) -> None:
+        self.params = params
+        self.requests, self.concurrency, self.prefix, self.suffix, self.output_tokens = lengths
+        self.points: list[LoadPoint] = []
+        self.outcomes: list[LoadOutcome] = []
+        self.samples: dict[str, list[float]] = {}  # label -> KV tokens the load added, per sample
+        self.ratios: dict[str, list[float]] = {}  # label -> KV held / the in-flight need, per sample
+        self.resident: dict[str, tuple[float, float]] = {}  # label -> (KV tokens after the load, its raw peak)
+        self.sessions: list[Session] = []
+        self.notes: list[str] = []
+        self.partial = False
+
+
+async def _one_configuration(session: Session, label: str, run: _PrefixRun, cancel: Any, progress: Any) -> LoadOutcome:
+    """One configuration from an emptied cache: reset, warm the prefix once, load, then its point."""
+    prompts = session.prompts
+    assert prompts is not None
+    state = await reset_cache(session)
+    # the shared prefix is warm before the load, as a deployed system prompt is: without it the first
+    # wave of requests all prefill it at once and the peak says nothing of reuse
+    await session.client.send(
+        session.spec(prompts.shared_prefix(run.prefix, run.suffix, seed=-1), 1, request_id=f"{label}-warm")
+    )
+    baseline = await session.kv_now()
+    outcome = await run_load(
+        session.client,
+        lambda i: session.spec(
+            prompts.shared_prefix(run.prefix, run.suffix, seed=i), run.output_tokens, request_id=f"{label}-{i}"
+        ),
+        LoadConfig(mode="closed", concurrency=run.concurrency, max_requests=run.requests),
+        cancel=cancel,
+        progress=progress,
+    )
+    await asyncio.sleep(min(session.metrics.interval_s, 1.0))  # one more sample after the last request
+    after = await session.kv_now()
+    point = _prefix_point(session, outcome, label, run, baseline, after)
+    point.extra["cache_state"] = state
+    run.points.append(point)
+    run.outcomes.append(outcome)
+    return outcome
+
+
+def _prefix_point(
+    session: Session,
+    outcome: LoadOutcome,
+    label: str,
+    run: _PrefixRun,
+    baseline: dict[str, float] | None,
+    after: dict[str, float] | None,
+) -> LoadPoint:
+    """One configuration's point with its KV figures against the in-flight need, and the reuse the
+    engine's counters and the responses show."""
+    params = run.params
+    point = summarize(outcome, label=label, slo=slo_of(params))
+    window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero + 1.0)
+    recording = session.metrics.recording
+    attach_engine_stats(point, recording, *window)
+    stated = (recording.kv_capacity or {}).get("tokens")
+    pool = float(stated or params.get("kv_capacity_tokens") or 0) or None
+    raw, source = _kv_token_samples(recording, *window, pool)
+    # the KV the load added: an engine that keeps finished prompts resident (llama.cpp's slots, or a
+    # server whose cache could not be reset) would otherwise count them
+    base_tokens = _kv_tokens_of(baseline, pool, source)
+    planned_prompt = run.prefix + run.suffix
+    added, paired = [], []
+    for t, value in raw:
+        kv = max(value - base_tokens, 0.0)
+        added.append(kv)
+        paired.append((kv, reuse.in_flight_need(outcome.records, session.time_zero + t, planned_prompt, pool)))
+    height = reuse.at_height(paired)
+    ratios = [kv / need["tokens"] for kv, need in height]
+    peak = max(height, key=lambda pair: pair[0], default=None)
+    run.samples[label], run.ratios[label] = added, ratios
+    after_tokens = _kv_tokens_of(after, pool, source)
+    top = max((v for _t, v in raw), default=0.0)
+    if raw and top > 0 and after_tokens >= KV_RESIDENT_SHARE * top:
+        run.resident[label] = (after_tokens, top)
+    need_at_peak = peak[1] if peak else None
+    figures = reuse.reuse_figures(outcome.records, baseline, after)
+    share = reuse.reuse_share(figures, recording.engine or "")
+    point.extra.update(
+        usage_cached_tokens_mean=(figures["responses_cached_tokens"] / figures["responses_with_cached"])
+        if figures["responses_with_cached"]
+        else None,
+        # the KV the requests in flight at the peak need with no sharing (capped by the pool), and the
+        # least caching can hold for them (the prefix once): the chart's lines and the scoring's bound
+        own_allocation_tokens=need_at_peak["tokens"] if need_at_peak else None,
+        shared_once_tokens=_shared_once(need_at_peak, run.prefix),
+        kv_need_at_peak=need_at_peak,
+        kv_tokens_peak=max(added) if added else None,
+        kv_tokens_held=_held(added),
+        kv_token_samples=len(added),
+        kv_tokens_source=source,
+        kv_pool_tokens=pool,
+        kv_pool_source="engine metrics" if stated else ("params.kv_capacity_tokens" if pool else None),
+        kv_baseline_ratio=(baseline or {}).get("kv_usage_ratio"),
+        kv_baseline_tokens=base_tokens,
+        kv_tokens_peak_raw=top if raw else None,
+        kv_tokens_after=after_tokens if source else None,
+        kv_over_need_held=_held(ratios),
+        cache_prompt=session.target.cache_prompt,
+        reuse=figures,
+        reuse_share=share["share"] if share else None,
+        reuse_source=share["source"] if share else None,
+        reuse_detail=share["detail"] if share else None,
+    )
+    return point
+
+
+def _shared_once(need: dict[str, Any] | None, prefix: int) -> float | None:
+    """The least the requests in flight can hold with the prefix shared: their need less every copy of
+    the prefix but one."""
+    if not need or not need["requests"]:
+        return None
+    return max(float(need["tokens"]) - (need["requests"] - 1) * prefix, 0.0)
+
+
+def _prefix_result(run: _PrefixRun, target: Target) -> NormalizedResult:
+    """The verdicts, the observed sentence and the result of the finished (or cancelled) test."""
+    off = run.points[1] if len(run.points) == 2 else None
+    verdicts = _prefix_verdicts(run, target.cache_model)
+    observed = _prefix_observed(run, target.cache_model)
+    sessions, notes = run.sessions, run.notes
+    result = build_result(
+        "prefix_reuse", sessions[0], run.params, run.points, run.outcomes, verdicts, notes, run.partial
+    )
     if any(s.simulated for s in sessions):  # the caching-off endpoint counts too: nothing simulated passes as measured
         result.evidence = SIMULATED
     result.metadata["observed"] = observed
+    if observed.get("saving_ratio") is not None:
+        result.metadata["derived"] = {"prefix_saving_ratio": observed["saving_ratio"]}
+        # token counts, and KV against the requests actually in flight, do not depend on the client's pace
+        result.metadata["pace_independent"] = ["prefix_saving_ratio"]
     if off is None:
         notes.append(
-            "No prefix-caching-off run: the off figure is the capacity model's theory (every request allocates "
-            "its own prompt), not a measurement."
+            "No prefix-caching-off run: caching on is judged against the KV its requests in flight need without "
+            "sharing; on vs off was not measured."
         )
+    for point in run.points:
+        if not (point.extra.get("cache_state") or {}).get("reset"):
+            method = point.extra["cache_state"]["method"]
+            notes.append(f"{point.label}: the cache could not be emptied first ({method})")
     if len(sessions) == 2:
         result.metadata["off_target"] = sessions[1].target.describe()
         for name, values in sessions[1].metrics.recording.series.items():
@@ -236,71 +356,27 @@ async def run_prefix_reuse(
     return result
 
 
-def _prefix_verdicts(
-    points: list[LoadPoint],
-    outcomes: list[LoadOutcome],
-    params: dict[str, Any],
-    samples: dict[str, list[float]],
-    resident: dict[str, tuple[float, float]],
-    own: int,
-    lengths: tuple[int, int],
-) -> list[dict[str, Any]]:
-    """Errors, the budget of the caching-on run, the two memory verdicts (unjudged where the engine
-    keeps KV resident) and the cache hits; `lengths` is (prefix, suffix) tokens."""
-    on = points[0]
-    off = points[1] if len(points) == 2 else None
-    verdicts = [errors_verdict(points)] + budget_verdicts(on, params, label="prefix_on", records=outcomes[0].records)
+def _prefix_verdicts(run: _PrefixRun, cache_model: CacheModel | None) -> list[dict[str, Any]]:
+    """Errors, the budget of the caching-on run, the two memory verdicts (not applicable where the
+    engine's cache model holds a prefix per slot, unjudged where it keeps KV resident) and the reuse."""
+    on = run.points[0]
+    off = run.points[1] if len(run.points) == 2 else None
+    verdicts = [errors_verdict(run.points)]
+    verdicts += budget_verdicts(on, run.params, label="prefix_on", records=run.outcomes[0].records)
     memory = [
-        _kv_vs_theory(samples.get("prefix_on", []), own),
-        _kv_vs_off(samples.get("prefix_on", []), samples.get("prefix_off"), off is not None),
+        _kv_vs_need(run.ratios.get("prefix_on", []), on),
+        _kv_vs_off(run.samples.get("prefix_on", []), run.samples.get("prefix_off"), off is not None),
     ]
-    verdicts.extend(_unjudged_when_resident(verdict, resident) for verdict in memory)
-    verdicts.append(_prefix_hits(on, *lengths))
+    if cache_model is not None and not cache_model.shares_prefix:
+        # per-slot prompt caches (llama.cpp): each slot holds its own copy, nothing to save in memory
+        verdicts.extend(
+            not_applicable(v["name"], cache_model.per_slot_prefix_reason(), cache_model.source, v["detail"])
+            for v in memory
+        )
+    else:
+        verdicts.extend(_unjudged_when_resident(verdict, run.resident) for verdict in memory)
+    verdicts.append(_prefix_reused(run))
     return verdicts
-
-
-def _prefix_point(
-    session: Session,
-    outcome: LoadOutcome,
-    label: str,
-    params: dict[str, Any],
-    baseline: dict[str, float] | None,
-    after: dict[str, float] | None,
-    capacity: float | None,
-    own: int,
-    shared_once: int,
-    cache_prompt: bool | None,
-) -> tuple[LoadPoint, list[float], tuple[float, float] | None]:
-    """One configuration's point with its KV figures; the KV tokens the load added (samples), and
-    (KV tokens after the load, its raw peak) when the engine kept the load's KV resident, else None."""
-    point = summarize(outcome, label=label, slo=slo_of(params))
-    window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero + 1.0)
-    attach_engine_stats(point, session.metrics.recording, *window)
-    raw, source = _kv_token_samples(session.metrics.recording, *window, capacity)
-    # the KV the load added: an engine that keeps finished prompts resident (llama.cpp's slots,
-    # or the "on" run's leftovers when "off" is the same server) would otherwise count them
-    base_tokens = _kv_tokens_of(baseline, capacity, source)
-    kv = [max(value - base_tokens, 0.0) for value in raw]
-    after_tokens = _kv_tokens_of(after, capacity, source)
-    resident_kv = (
-        (after_tokens, max(raw)) if raw and max(raw) > 0 and after_tokens >= KV_RESIDENT_SHARE * max(raw) else None
-    )
-    cached = [r.cached_tokens for r in outcome.records if r.cached_tokens is not None]
-    point.extra.update(
-        usage_cached_tokens_mean=(sum(cached) / len(cached)) if cached else None,
-        own_allocation_tokens=own,
-        shared_once_tokens=shared_once,
-        kv_tokens_peak=max(kv) if kv else None,
-        kv_tokens_held=_held(kv),
-        kv_token_samples=len(kv),
-        kv_tokens_source=source,
-        kv_baseline_ratio=(baseline or {}).get("kv_usage_ratio"),
-        kv_baseline_tokens=base_tokens,
-        kv_tokens_peak_raw=max(raw) if raw else None,
-        kv_tokens_after=after_tokens if source else None,
-        cache_prompt=cache_prompt,
-    )
-    return point, kv, resident_kv
 
 
 def _unjudged_when_resident(verdict: dict[str, Any], resident: dict[str, tuple[float, float]]) -> dict[str, Any]:
@@ -331,9 +407,24 @@ def _unjudged_when_resident(verdict: dict[str, Any], resident: dict[str, tuple[f
     )
 
 
-def _kv_vs_theory(on: list[float], own: int) -> dict[str, Any]:
+def need_text(need: dict[str, Any] | None) -> str:
+    """The no-sharing need at the peak with its inputs, in words."""
+    if not need:
+        return "no request in flight during a KV sample"
+    text = (
+        f"{need['tokens']:,.0f} tokens for the {need['requests']} requests in flight at the peak (prompts "
+        f"{need['prompt_tokens']:,} + outputs so far {need['output_tokens']:,}"
+    )
+    if need.get("capped_by_pool"):
+        text += f", capped by the {need['pool_tokens']:,.0f}-token pool"
+    return text + ")"
+
+
+def _kv_vs_need(ratios: list[float], on: LoadPoint) -> dict[str, Any]:
+    """Caching on: the KV held against what the requests in flight need without sharing, per sample."""
     name, limit = "kv_below_theory", PREFIX_MEMORY_MAX_SHARE
-    if not on:
+    extra = on.extra
+    if not extra.get("kv_tokens_source"):
         return make_verdict(
             name,
             None,
@@ -342,30 +433,30 @@ def _kv_vs_theory(on: list[float], own: int) -> dict[str, Any]:
             limit,
             0,
         )
-    held = _held(on)
-    assert held is not None
-    if len(on) < MIN_KV_SAMPLES:
+    if len(ratios) < MIN_KV_SAMPLES:
         return make_verdict(
             name,
             None,
-            f"{len(on)} KV samples during the load: at least {MIN_KV_SAMPLES} are needed to judge it",
-            held / own,
+            f"{len(ratios)} KV samples with the load at its height: at least {MIN_KV_SAMPLES} are needed to judge it",
+            _held(ratios),
             limit,
-            len(on),
+            len(ratios),
             INSUFFICIENT_DATA,
         )
-    band = percentile_interval(on, PREFIX_HELD_PERCENTILE)
-    interval = None if band is None else (band[0] / own, band[1] / own)
-    status = compare(held / own, interval, limit)
+    held = _held(ratios)
+    assert held is not None
+    interval = percentile_interval(ratios, PREFIX_HELD_PERCENTILE)
+    status = compare(held, interval, limit)
     detail = (
-        f"KV held with caching on {held:.0f} tokens (p{PREFIX_HELD_PERCENTILE} of {len(on)} samples, peak "
-        f"{max(on):.0f}) = {held / own:.2f} of the theory {own} tokens if every request allocated its own"
-        + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
+        f"KV held with caching on {held:.2f} of what the requests in flight need without sharing "
+        f"(p{PREFIX_HELD_PERCENTILE} of {len(ratios)} samples with the load at its height"
+        + (f", 95% CI {interval[0]:.2f}–{interval[1]:.2f}" if interval else "")
+        + f"); at the peak {extra.get('kv_tokens_peak') or 0:,.0f} of {need_text(extra.get('kv_need_at_peak'))}"
         + f"; at most {limit:.2f} to pass"
     )
     if status == INCONCLUSIVE:
         detail += STRADDLES
-    return make_verdict(name, None, detail, held / own, limit, len(on), status, interval)
+    return make_verdict(name, None, detail, held, limit, len(ratios), status, interval)
 
 
 def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[str, Any]:
@@ -375,7 +466,7 @@ def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[
             name,
             None,
             "no prefix-caching-off run (a second endpoint started with caching off, or llama.cpp's cache_prompt: "
-            "false): on vs off was not exercised and the off figure is theory only",
+            "false): on vs off was not exercised",
             None,
             limit,
             0,
@@ -402,7 +493,8 @@ def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[
     status = compare(ratio, interval, limit)
     detail = (
         f"KV held with caching on {held_on:.0f} vs off {held_off:.0f} tokens (p{PREFIX_HELD_PERCENTILE} of "
-        f"{len(on)} and {len(off)} samples; peaks {max(on):.0f} vs {max(off):.0f}): on/off {ratio:.2f}"
+        f"{len(on)} and {len(off)} samples; peaks {max(on):.0f} vs {max(off):.0f}; both from an emptied cache): "
+        f"on/off {ratio:.2f}"
         + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
         + f"; at most {limit:.2f} to pass"
     )
@@ -411,82 +503,107 @@ def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[
     return make_verdict(name, None, detail, ratio, limit, n, status, interval)
 
 
-def _prefix_hits(on: LoadPoint, prefix: int, suffix: int) -> dict[str, Any]:
-    """Supporting evidence: the engine's prefix-hit ratio (or cached tokens in the usage) on the on run."""
-    hit = on.extra.get("prefix_hit_ratio")
-    if hit is None and on.extra.get("usage_cached_tokens_mean") is not None:
-        hit = on.extra["usage_cached_tokens_mean"] / (prefix + suffix)
-    shared = prefix / (prefix + suffix)
+def _prefix_reused(run: _PrefixRun) -> dict[str, Any]:
+    """The share of the prompt the engine took from its cache with caching on, by the strongest
+    evidence it gives (benchmarks.harness.reuse), against half the prompt's shared share; timing
+    (TTFT on against off) only when the engine reports nothing."""
+    on = run.points[0]
+    shared = run.prefix / (run.prefix + run.suffix)
     needed = PREFIX_REUSE_MIN_SHARE * shared  # the one threshold: reported, stated and applied
-    return make_verdict(
-        "prefix_reused",
-        None if hit is None else hit >= needed,
-        "no prefix-hit metric or cached-token usage from the engine"
-        if hit is None
-        else f"prefix hit ratio {hit:.2f} vs threshold {needed:.3g} "
-        f"({PREFIX_REUSE_MIN_SHARE:.0%} of the prompt's shared share {shared:.2f})",
-        hit,
-        needed,
-        on.requests_completed,
+    share = on.extra.get("reuse_share")
+    if share is not None:
+        return verdict(
+            "prefix_reused",
+            PASS if share >= needed else FAIL,
+            f"{share:.0%} of the prompt tokens came from the cache: {on.extra['reuse_detail']}; threshold "
+            f"{needed:.3g} ({PREFIX_REUSE_MIN_SHARE:.0%} of the prompt's shared share {shared:.2f})",
+            share,
+            needed,
+            on.requests_completed,
+            source=on.extra.get("reuse_source"),
+        )
+    return _reused_by_timing(run)
+
+
+def _reused_by_timing(run: _PrefixRun) -> dict[str, Any]:
+    """No cache figure from the engine: TTFT p50 with caching on against off (the prefill skipped)."""
+    limit = reuse.REUSED_TTFT_RATIO
+    if len(run.outcomes) < 2:
+        return verdict(
+            "prefix_reused",
+            NOT_JUDGED,
+            "the engine reports no cached tokens or prefix hits, and no caching-off run gives a timing to compare",
+            None,
+            limit,
+            0,
+        )
+    on_ttft, off_ttft = (
+        [r.ttft_ms for r in outcome.records if r.ok and r.ttft_ms is not None] for outcome in run.outcomes[:2]
     )
+    n = min(len(on_ttft), len(off_ttft))
+    if n < MIN_SAMPLES:
+        return verdict(
+            "prefix_reused",
+            INSUFFICIENT_DATA,
+            f"timing only (the engine reports no cached tokens): {n} requests, at least {MIN_SAMPLES} are needed",
+            None,
+            limit,
+            n,
+            source=reuse.TIMING,
+        )
+    ratio = float(np.median(on_ttft) / np.median(off_ttft)) if np.median(off_ttft) > 0 else None
+    interval = ratio_interval(on_ttft, off_ttft, 50)
+    status = INCONCLUSIVE if ratio is None else compare(ratio, interval, limit)
+    bound = run.points[0].client_bound or run.points[1].client_bound
+    detail = (
+        "timing only (the engine reports no cached tokens or prefix hits): TTFT p50 with caching on "
+        f"{np.median(on_ttft):.0f} ms vs off {np.median(off_ttft):.0f} ms"
+        + (f", on/off {ratio:.2f}" if ratio is not None else "")
+        + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f}, n={n})" if interval else f" (n={n})")
+        + f"; at most {limit:.2f} to pass"
+    )
+    if bound and status in (PASS, FAIL):
+        status, detail = INCONCLUSIVE, detail + "; inconclusive (client-bound)"
+    return verdict("prefix_reused", status, detail, ratio, limit, n, interval, source=reuse.TIMING)
 
 
-def _prefix_observed(
-    on: LoadPoint,
-    off: LoadPoint | None,
-    own: int,
-    shared_once: int,
-    on_ttft: list[float],
-    outcomes: list[LoadOutcome],
-) -> dict[str, Any]:
+def _prefix_observed(run: _PrefixRun, cache_model: CacheModel | None) -> dict[str, Any]:
     """The figures of the prefix test and its one-sentence summary (metadata["observed"])."""
-    peak_on = on.extra.get("kv_tokens_peak")
-    peak_off = off.extra.get("kv_tokens_peak") if off is not None else None
-    basis = "measured_off" if peak_off else "theory"
-    reference = peak_off or own
-    saving = None if peak_on is None else 1.0 - float(peak_on) / float(reference)
-    theory_saving = 1.0 - shared_once / own
+    on = run.points[0]
+    off = run.points[1] if len(run.points) == 2 else None
+    per_slot = cache_model is not None and not cache_model.shares_prefix
     ttft_ratio = ttft_interval = None
     if off is not None and on.ttft_ms.p50 and off.ttft_ms.p50:
         ttft_ratio = on.ttft_ms.p50 / off.ttft_ms.p50
-        off_ttft = [r.ttft_ms for r in outcomes[1].records if r.ok and r.ttft_ms is not None]
+        on_ttft, off_ttft = (
+            [r.ttft_ms for r in outcome.records if r.ok and r.ttft_ms is not None] for outcome in run.outcomes[:2]
+        )
         ttft_interval = ratio_interval(on_ttft, off_ttft, 50)
         on.extra["ttft_p50_on_over_off"] = ttft_ratio
-
-    def tokens(value: Any) -> str:
-        return "n/a" if value is None else f"{value:,.0f}"
-
-    def ms(value: Any) -> str:
-        return "n/a" if value is None else f"{value:.0f} ms"
-
-    def rate(value: Any) -> str:
-        return "n/a" if value is None else f"{value:,.0f} tok/s"
-
-    line = f"peak KV with caching on {tokens(peak_on)} tokens vs " + (
-        f"off {tokens(peak_off)} (measured)" if off is not None else "off not run (theory only)"
-    )
-    line += f" vs theory {own:,} if every request allocated its own"
-    if saving is not None:
-        line += f"; memory saving {saving:.0%} vs {'the off run' if basis == 'measured_off' else 'theory'}"
-    line += f"; TTFT p50 on {ms(on.ttft_ms.p50)}"
-    if off is not None:
-        line += f" vs off {ms(off.ttft_ms.p50)}"
-    line += f"; throughput on {rate(on.output_token_throughput)}"
-    if off is not None:
-        line += f" vs off {rate(off.output_token_throughput)}"
-    line += f" (n={on.requests_completed or 0}" + (f"/{off.requests_completed or 0}" if off is not None else "") + ")"
-    return {
-        "line": line,
+    saving = _compute_saving(run) if per_slot else _memory_saving(run)
+    states = sorted({(p.extra.get("cache_state") or {}).get("method") or "" for p in run.points})
+    figures = {
         "off_run": off is not None,
-        "kv_peak_on_tokens": peak_on,
-        "kv_peak_off_tokens": peak_off,
+        "per_slot_cache": per_slot,
+        "cache_state": "; ".join(states),
+        "kv_peak_on_tokens": on.extra.get("kv_tokens_peak"),
+        "kv_peak_off_tokens": off.extra.get("kv_tokens_peak") if off is not None else None,
         "kv_held_on_tokens": on.extra.get("kv_tokens_held"),
         "kv_held_off_tokens": off.extra.get("kv_tokens_held") if off is not None else None,
-        "theory_own_allocation_tokens": own,
-        "theory_shared_once_tokens": shared_once,
-        "memory_saving": saving,
-        "memory_saving_basis": basis if saving is not None else None,
-        "theoretical_saving": theory_saving,
+        "kv_over_need_on": on.extra.get("kv_over_need_held"),
+        "kv_over_need_off": off.extra.get("kv_over_need_held") if off is not None else None,
+        "need_at_peak_on": on.extra.get("kv_need_at_peak"),
+        "need_at_peak_off": off.extra.get("kv_need_at_peak") if off is not None else None,
+        "theory_own_allocation_tokens": on.extra.get("own_allocation_tokens"),
+        "theory_shared_once_tokens": on.extra.get("shared_once_tokens"),
+        "reuse_on": on.extra.get("reuse_share"),
+        "reuse_off": off.extra.get("reuse_share") if off is not None else None,
+        "reuse_source": on.extra.get("reuse_source"),
+        "prompt_tokens_sent_on": on.extra["reuse"]["prompt_tokens_sent"],
+        "prompt_tokens_processed_on": on.extra["reuse"]["prompt_tokens_processed"],
+        "prompt_tokens_sent_off": off.extra["reuse"]["prompt_tokens_sent"] if off is not None else None,
+        "prompt_tokens_processed_off": off.extra["reuse"]["prompt_tokens_processed"] if off is not None else None,
+        **saving,
         "ttft_p50_on_ms": on.ttft_ms.p50,
         "ttft_p50_off_ms": off.ttft_ms.p50 if off is not None else None,
         "ttft_p50_on_over_off": ttft_ratio,
@@ -498,6 +615,102 @@ def _prefix_observed(
         "kv_samples_on": on.extra.get("kv_token_samples"),
         "kv_samples_off": off.extra.get("kv_token_samples") if off is not None else None,
     }
+    figures["line"] = _observed_line(figures, cache_model)
+    return figures
+
+
+def _memory_saving(run: _PrefixRun) -> dict[str, Any]:
+    """The KV caching saved where requests share a prefix: 1 - (on / its need) / (off / its need), each
+    against what its requests in flight need (so the two loads compare however many were in flight),
+    or 1 - on / its need without an off run; its best (the prefix held once) and the share of it."""
+    on = run.points[0]
+    off = run.points[1] if len(run.points) == 2 else None
+    on_ratio = on.extra.get("kv_over_need_held")
+    off_ratio = off.extra.get("kv_over_need_held") if off is not None else None
+    need, once = on.extra.get("own_allocation_tokens"), on.extra.get("shared_once_tokens")
+    if on_ratio is None:
+        return {"memory_saving": None, "memory_saving_basis": None, "theoretical_saving": None, "saving_ratio": None}
+    basis = "measured_off" if off_ratio else "in_flight_need"
+    saving = 1.0 - on_ratio / off_ratio if off_ratio else 1.0 - on_ratio
+    theoretical = 1.0 - once / need if need and once is not None else None
+    ratio = max(0.0, min(1.0, saving / theoretical)) if theoretical and theoretical > 0 else None
+    return {
+        "memory_saving": saving,
+        "memory_saving_basis": basis,
+        "theoretical_saving": theoretical,
+        "saving_ratio": ratio,
+        "saving_kind": "memory",
+    }
+
+
+def _compute_saving(run: _PrefixRun) -> dict[str, Any]:
+    """The prefill caching saved on a per-slot engine: prompt tokens taken from the cache with caching
+    on less with it off (0 without an off run); its best is the prompt's shared share."""
+    on = run.points[0]
+    off = run.points[1] if len(run.points) == 2 else None
+    reused_on = on.extra.get("reuse_share")
+    reused_off = (off.extra.get("reuse_share") if off is not None else None) or 0.0
+    shared = run.prefix / (run.prefix + run.suffix)
+    if reused_on is None:
+        return {"compute_saving": None, "theoretical_saving": shared, "saving_ratio": None, "saving_kind": "compute"}
+    saving = reused_on - reused_off
+    return {
+        "compute_saving": saving,
+        "memory_saving": None,
+        "memory_saving_basis": None,
+        "theoretical_saving": shared,
+        "saving_ratio": max(0.0, min(1.0, saving / shared)) if shared > 0 else None,
+        "saving_kind": "compute",
+    }
+
+
+def _tokens(value: Any) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def _share(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def _observed_line(seen: dict[str, Any], cache_model: CacheModel | None) -> str:
+    """One sentence that explains the on/off comparison: memory against the in-flight need where
+    requests share a prefix, prefill compute where the engine caches per slot."""
+    if seen["per_slot_cache"]:
+        assert cache_model is not None
+        line = (
+            f"{cache_model.name} caches a prompt per slot, so caching saves prefill, not memory: with caching on it "
+            f"computed {_tokens(seen['prompt_tokens_processed_on'])} of {_tokens(seen['prompt_tokens_sent_on'])} "
+            f"prompt tokens sent ({_share(seen['reuse_on'])} from the cache)"
+        )
+        if seen["off_run"]:
+            line += (
+                f", with it off {_tokens(seen['prompt_tokens_processed_off'])} of "
+                f"{_tokens(seen['prompt_tokens_sent_off'])} ({_share(seen['reuse_off'])})"
+            )
+        if seen.get("compute_saving") is not None:
+            line += f": compute saved {seen['compute_saving']:.0%} of the prompt"
+    else:
+        need = seen.get("need_at_peak_on") or {}
+        line = (
+            f"with caching on the requests in flight held {_share(seen['kv_over_need_on'])} of the KV they need "
+            f"without sharing (at the peak {_tokens(seen['kv_peak_on_tokens'])} of {need_text(need or None)})"
+        )
+        if seen["off_run"]:
+            line += f", with caching off {_share(seen['kv_over_need_off'])} of theirs"
+        if seen.get("memory_saving") is not None:
+            line += f": caching saved {seen['memory_saving']:.0%} of the KV"
+            if seen.get("theoretical_saving"):
+                line += f" (at most {seen['theoretical_saving']:.0%} with the prefix held once)"
+        if seen.get("reuse_on") is not None:
+            line += f"; {_share(seen['reuse_on'])} of the prompt tokens came from the cache"
+    line += f"; TTFT p50 on {format_ms(seen['ttft_p50_on_ms'])}"
+    if seen["off_run"]:
+        line += f" vs off {format_ms(seen['ttft_p50_off_ms'])}"
+    on_rate, off_rate = seen["throughput_on_tok_s"], seen["throughput_off_tok_s"]
+    line += f"; throughput on {_tokens(on_rate)} tok/s"
+    line += f" vs off {_tokens(off_rate)} tok/s" if seen["off_run"] else ""
+    line += f" (n={seen['requests_on'] or 0}" + (f"/{seen['requests_off'] or 0}" if seen["off_run"] else "") + ")"
+    return line + f"; each run from an emptied cache ({seen['cache_state']})"
 
 
 SPEC = TestSpec("prefix_reuse", PARAMS, plan_prefix_reuse, run_prefix_reuse, estimate_prefix_reuse)

@@ -18,8 +18,9 @@ from benchmarks.harness.load import (
     summarize,
 )
 from benchmarks.harness.metrics import MetricsRecording
+from benchmarks.harness.queueing import queue_growth_verdict, queue_wait_verdict
 from benchmarks.harness.workloads.common import (
-    SOAK_MULTI_TURN_S,
+    ARTICLES_SOAK_S,
     SOAK_S,
     PlanError,
     Reporter,
@@ -31,10 +32,11 @@ from benchmarks.harness.workloads.common import (
     constraint_value,
     errors_verdict,
     format_ms,
-    is_multi_turn,
     length_distributions,
     require_param,
     series_in,
+    session_turns,
+    soak_seconds,
 )
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
@@ -55,8 +57,9 @@ from benchmarks.verdicts import (
 
 PARAMS = (
     ParamSpec("concurrency", 16, _("Concurrent requests"), "requests"),
-    ParamSpec("duration_s", 3600.0, _("Duration (s)"), "s"),
-    ParamSpec("recommended_duration_s", 3600.0, _("Recommended soak duration (s)"), "s"),
+    ParamSpec("duration_s", 7200.0, _("Duration (s)"), "s"),
+    ParamSpec("recommended_duration_s", 7200.0, _("Recommended soak duration (s)"), "s"),
+    ParamSpec("session_turns", 1, _("Turns per session (1: single requests)"), "count"),
     ParamSpec("warmup_s", 60.0, _("Warm-up (s)"), "s"),
     ParamSpec("window_s", 300.0, _("Drift window (s)"), "s"),
     ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
@@ -67,6 +70,7 @@ PARAMS = (
     ParamSpec("max_gpu_memory_slope_mib_per_hour", 512.0, _("Largest allowed GPU memory rise per hour (MiB)"), "MiB"),
     ParamSpec("max_preemption_rate_ratio", 2.0, _("Largest allowed preemption-rate growth (x)"), "x"),
     ParamSpec("max_fragmentation_rise", 0.05, _("Largest allowed fragmentation rise (0-1)"), "share"),
+    ParamSpec("max_queue_growth", None, _("Largest allowed rise of the waiting queue (requests)"), "requests"),
     ParamSpec("metrics_interval_s", 1.0, _("Engine metrics interval (s)"), "s"),
     *BUDGET_PARAMS,
 )
@@ -78,13 +82,16 @@ def estimate_stability(params: Mapping[str, Any]) -> Load:
 
 
 def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A 1 h soak at steady load (4 h recommended for multi-turn), warm-up excluded, request lengths
-    drawn from the constraints' distribution with mixed outputs, so fragmentation can appear."""
-    recommended = SOAK_MULTI_TURN_S if is_multi_turn(constraints) else SOAK_S
+    """A soak as long as the scenario asks (`common.SOAK_BY_SCENARIO`: hours, 4 h for multi-turn
+    sessions) at steady load, warm-up excluded, request lengths drawn from the constraints'
+    distribution with mixed outputs, so fragmentation can appear; multi-turn traffic soaks as sessions
+    of its average turns, each turn sending the session's history."""
+    length = soak_seconds(constraints)
     return {
         "concurrency": max(int(constraint_value(constraints, "peak_concurrency", 32)) // 2, 1),
-        "duration_s": SOAK_S,
-        "recommended_duration_s": recommended,
+        "duration_s": length,
+        "recommended_duration_s": length,
+        "session_turns": session_turns(constraints),
         "warmup_s": 60.0,  # excluded: caches fill and the first prefills pile up
         "window_s": 300.0,
         "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
@@ -95,6 +102,7 @@ def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
         "max_gpu_memory_slope_mib_per_hour": 512.0,
         "max_preemption_rate_ratio": 2.0,  # late preemptions per second / early, beyond one extra per window
         "max_fragmentation_rise": 0.05,  # fragmentation ratio late minus early (engines that export it)
+        "max_queue_growth": None,  # requests waiting, last window minus first (None: 10 % of the concurrency)
         "metrics_interval_s": 1.0,
         **budget_params(constraints),
     }
@@ -120,14 +128,18 @@ async def run_stability(
     max_drift = float(params.get("max_drift_pct") or 25.0)
     interval = float(params.get("metrics_interval_s") or 1.0)
     lengths = trace_lengths(params, input_tokens, output_tokens)
+    turns = int(params.get("session_turns") or 1)
+    if turns < 1:
+        raise PlanError(f"params.session_turns: must be an integer >= 1, got {params.get('session_turns')!r}")
     reporter = Reporter(progress, cancel)
     notes: list[str] = []
     async with Session(target, metrics_interval_s=interval) as session:
         prompts = session.prompts
         assert prompts is not None
+        sessions = SoakSessions(lambda tokens, seed: prompts.text(tokens, seed=seed), lengths, turns, concurrency)
         outcome = await run_load(
             session.client,
-            lambda i: session.spec(prompts.text(lengths(i)[0], seed=i), lengths(i)[1], request_id=f"stab-{i}"),
+            lambda i: session.spec(*sessions.request(i), request_id=f"stab-{i}", tag=sessions.tag(i)),
             LoadConfig(
                 mode="closed", concurrency=concurrency, duration_s=duration, warmup_s=warmup, drain_timeout_s=60.0
             ),
@@ -168,6 +180,7 @@ async def run_stability(
     steady = (start - session.time_zero, steady_end - session.time_zero)
     verdicts.extend(_engine_drift_verdicts(session, steady, windows, params, drift))
     verdicts.extend(budget_verdicts(overall, params, records=outcome.records))
+    verdicts.append(queue_wait_verdict(overall.extra.get("queue_wait"), params.get("ttft_p95_ms")))
     overall.extra.update({k: v for k, v in drift.items() if not k.endswith("_interval")})
     soak_note = short_soak_note(params, duration)
     if soak_note:
@@ -190,10 +203,61 @@ async def run_stability(
         {
             "drift": drift,
             "warmup_excluded": {"seconds": warmup, "requests": len(outcome.warmup)},
+            "sessions": {"turns": turns, "rotation_slots": sessions.slots if turns > 1 else None},
             "observed": observed,
             **lengths_meta(lengths),
         },
     )
+
+
+class SoakSessions:
+    """The soak's requests as sessions (`turns` > 1) or single requests (`turns` = 1).
+
+    Request i belongs to rotation slot i % S (S = SESSIONS_PER_SLOT x the concurrency), which runs
+    sessions of `turns` turns one after another: turn k of a session is request slot + (k + turns x
+    j) x S, sent S requests after its previous turn, so with S well above the requests in flight the
+    previous answer has normally ended. Each turn sends the session's history (its earlier user texts
+    and replies of the drawn output length: synthetic, deterministic text) then its new user text: the
+    history is the prefix the engine may keep across turns, and a finished session's cache is left
+    behind, as in real multi-turn traffic. A session's request lengths are those drawn for its turns;
+    the new text per turn is that input split over the turns."""
+
+    SESSIONS_PER_SLOT = 4
+
+    def __init__(
+        self,
+        text: Callable[[int, int], str],
+        lengths: Callable[[int], tuple[int, int]],
+        turns: int,
+        concurrency: int,
+    ) -> None:
+        self.text, self.lengths, self.turns = text, lengths, max(int(turns), 1)
+        self.slots = max(self.SESSIONS_PER_SLOT * concurrency, 1)
+
+    def position(self, index: int) -> tuple[int, int]:
+        """(session, turn) of request `index`."""
+        if self.turns == 1:
+            return index, 0
+        slot, rotation = index % self.slots, index // self.slots
+        return slot + self.slots * (rotation // self.turns), rotation % self.turns
+
+    def tag(self, index: int) -> str:
+        session, turn = self.position(index)
+        return f"session-{session}-turn-{turn + 1}" if self.turns > 1 else ""
+
+    def request(self, index: int) -> tuple[str, int]:
+        """(prompt, max tokens) of request `index`."""
+        if self.turns == 1:
+            tokens, output = self.lengths(index)
+            return self.text(tokens, index), output
+        session, turn = self.position(index)
+        parts = []
+        for k in range(turn + 1):
+            tokens, output = self.lengths(session * self.turns + k)
+            parts.append(self.text(max(tokens // self.turns, 8), 2 * (session * self.turns + k)))
+            if k < turn:
+                parts.append(self.text(max(output, 1), 2 * (session * self.turns + k) + 1))
+        return " ".join(parts), self.lengths(session * self.turns + turn)[1]
 
 
 def _window_points(
@@ -232,11 +296,13 @@ def _engine_drift_verdicts(
     recording = session.metrics.recording
     shifted = {k: (a - session.time_zero, b - session.time_zero) for k, (a, b) in windows.items()}
     verdicts = []
+    concurrency = int(params.get("concurrency") or 1)
     for judged, figures in (
-        _kv_slope_verdict(recording, steady, params),
+        kv_slope_verdict(recording, steady, params),
         _gpu_memory_verdict(session.gpu.recording, steady, params),
         _preemption_trend_verdict(recording, shifted, params),
         _fragmentation_verdict(recording, shifted, params),
+        queue_growth_verdict(recording, shifted, concurrency, params.get("max_queue_growth")),
     ):
         verdicts.append(judged)
         drift.update(figures)
@@ -244,16 +310,29 @@ def _engine_drift_verdicts(
 
 
 def short_soak_note(params: dict[str, Any], duration: float) -> str | None:
-    """The label of a soak shorter than the plan's hour, or than the 4 h it recommends for
-    multi-turn sessions: never silent."""
-    recommended = float(params.get("recommended_duration_s") or SOAK_S)
+    """The label of a soak shorter than the articles' hours (`ARTICLES_SOAK_S`) or than the length the
+    plan takes from the scenario (`recommended_duration_s`): never silent."""
+    recommended = max(float(params.get("recommended_duration_s") or SOAK_S), ARTICLES_SOAK_S)
+    if duration >= recommended:
+        return None
     kind = "short demo soak" if params.get("soak_label") == "demo" else "short soak"
-    extra = f" ({recommended / 3600:g} h recommended for multi-turn sessions)" if recommended > SOAK_S else ""
-    if duration < SOAK_S:
-        return f"{kind} of {duration:g} s: not the {SOAK_S / 3600:g} h the plan asks for{extra}"
-    if duration < recommended:
-        return f"soak of {duration / 3600:.2g} h: {recommended / 3600:g} h recommended for multi-turn sessions"
-    return None
+    length = f"{duration:g} s" if duration < 3600 else f"{duration / 3600:.2g} h"
+    why = "; multi-turn sessions" if int(params.get("session_turns") or 1) > 1 else ""
+    hours = " (the articles soak for hours)" if duration < ARTICLES_SOAK_S else ""
+    return f"{kind} of {length}: not the {recommended / 3600:g} h the plan asks for{why}{hours}"
+
+
+def soak_length(params: dict[str, Any], duration: float) -> dict[str, Any]:
+    """The soak's length against the plan's and the articles' (the record says when it is shorter)."""
+    planned = max(float(params.get("recommended_duration_s") or SOAK_S), ARTICLES_SOAK_S)
+    return {
+        "duration_s": duration,
+        "planned_s": planned,
+        "articles_s": ARTICLES_SOAK_S,
+        "shorter_than_planned": duration < planned,
+        "shorter_than_articles": duration < ARTICLES_SOAK_S,
+        "session_turns": int(params.get("session_turns") or 1),
+    }
 
 
 def _drift_verdict(
@@ -307,26 +386,60 @@ def _slope_interval(series: list[list[float]]) -> tuple[float, tuple[float, floa
 MIN_SLOPE_SAMPLES = 10
 
 
-def _kv_slope_verdict(
+FILL_TOLERANCE = 0.02  # KV usage (share of the pool) within this of its late level counts as filled
+DECELERATING = 0.5  # a late slope below this share of the early one: still filling, slowing down
+
+
+def split_fill(series: list[list[float]]) -> tuple[float, float | None]:
+    """Where warm-up fill ends in a steady-load KV usage series: (the time the drift is judged from,
+    the time the series first came within FILL_TOLERANCE of its late level, None when it never rose).
+
+    At steady load, slots or blocks fill up with cache (resident slots, prefix blocks kept for reuse)
+    until usage levels off: that rise is warm-up, not drift. The late level is the median of the last
+    quarter; the fill ends when usage first reaches it. Drift is judged from the fill's end, and at the
+    latest from the middle of the soak, so that a rise that never levels off (a leak) is judged over
+    the second half, where a fill has none."""
+    start, end = series[0][0], series[-1][0]
+    tail = [v for t, v in series if t >= start + 0.75 * (end - start)] or [series[-1][1]]
+    late = float(np.median(tail))
+    if late - series[0][1] <= FILL_TOLERANCE:
+        return start, None
+    filled = next(t for t, v in series if v >= late - FILL_TOLERANCE)
+    return min(filled, start + 0.5 * (end - start)), filled
+
+
+def kv_slope_verdict(
     recording: MetricsRecording, steady: tuple[float, float], params: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """KV usage slope over the steady load (warm-up excluded): a leak, or fragmentation that holds
-    blocks, shows as KV usage climbing while the load stays the same."""
+    """KV usage slope at steady load after the warm-up fill (`split_fill`): a leak, or fragmentation
+    that holds blocks, shows as KV usage climbing while the load stays the same; slots or blocks
+    filling with cache up to a plateau is warm-up, reported apart. A rise still slowing down at the
+    end is inconclusive (a longer soak tells a fill from a leak), a steady one fails."""
     limit = float(params.get("max_kv_slope_per_hour") or 0.05)
     series = [p for p in recording.series.get("kv_usage_ratio", []) if steady[0] <= p[0] <= steady[1]]
     name = "kv_usage_slope"
     if not recording.series.get("kv_usage_ratio"):
         return verdict(name, NOT_JUDGED, "the engine exports no KV usage metric"), {"kv_usage_slope_per_hour": None}
-    fit = _slope_interval(series) if len(series) >= MIN_SLOPE_SAMPLES else None
+    judged_from, filled_at = split_fill(series) if len(series) >= MIN_SLOPE_SAMPLES else (steady[0], None)
+    fill = _fill_figures(series, judged_from, filled_at)
+    after = [p for p in series if p[0] >= judged_from]
+    after_fit = _slope_interval(after) if filled_at is not None and len(after) >= MIN_SLOPE_SAMPLES else None
+    early = fill["kv_fill_slope_per_hour"]
+    # a fill levels off: the slope after it is well below the slope during it; otherwise the rise is
+    # one trend and the whole steady load is judged
+    is_fill = after_fit is not None and (early is None or after_fit[0] * 3600.0 < DECELERATING * early)
+    settled = after if is_fill else series
+    fit = _slope_interval(settled) if len(settled) >= MIN_SLOPE_SAMPLES else None
     if fit is None:
         return (
             verdict(
                 name,
                 INSUFFICIENT_DATA,
-                f"{len(series)} KV usage samples at steady load: at least {MIN_SLOPE_SAMPLES} are needed",
+                f"{len(settled)} KV usage samples at steady load after the warm-up fill: at least "
+                f"{MIN_SLOPE_SAMPLES} are needed",
                 None,
                 limit,
-                len(series),
+                len(settled),
             ),
             {"kv_usage_slope_per_hour": None},
         )
@@ -335,16 +448,61 @@ def _kv_slope_verdict(
     status = compare(value, interval, limit)
     detail = (
         f"KV usage {value:+.3f} of the pool per hour at steady load (95% CI {interval[0]:+.3f}–{interval[1]:+.3f}, "
-        f"{len(series)} samples over {series[-1][0] - series[0][0]:.0f} s) vs <= {limit:g}"
+        f"{len(settled)} samples over {settled[-1][0] - settled[0][0]:.0f} s) vs <= {limit:g}"
     )
-    if status == INCONCLUSIVE:
+    if is_fill:
+        detail = (
+            f"warm-up fill {fill['kv_fill_from']:.3f} -> {fill['kv_fill_to']:.3f} of the pool in the first "
+            f"{fill['kv_fill_s']:.0f} s (slots or blocks filling with cache: not drift), then " + detail
+        )
+    else:
+        fill = _fill_figures(series, series[0][0], None)
+    if status == FAIL and is_fill and _still_slowing(settled):
+        status = INCONCLUSIVE
+        detail += (
+            ": still rising, but slower and slower: a fill that has not levelled off yet, or a leak; "
+            "a longer soak tells them apart"
+        )
+    elif status == FAIL and is_fill:
+        detail += ": it keeps rising at a steady rate after the warm-up fill (a leak, or fragmentation holding blocks)"
+    elif status == FAIL and filled_at is not None:
+        detail += ": a steady rise, not a warm-up fill that levels off"
+    elif status == INCONCLUSIVE:
         detail += ": the interval straddles the limit (a longer soak narrows it)"
-    first, last = series[0][1], series[-1][1]
-    return verdict(name, status, detail, value, limit, len(series), interval), {
+    fill["kv_fill_levelled"] = bool(is_fill and status == PASS)
+    return verdict(name, status, detail, value, limit, len(settled), interval), {
         "kv_usage_slope_per_hour": value,
         "kv_usage_slope_interval": list(interval),
-        "kv_usage_first": first,
-        "kv_usage_last": last,
+        "kv_usage_first": series[0][1],
+        "kv_usage_last": series[-1][1],
+        **fill,
+    }
+
+
+STILL_SLOWING = 0.8  # the second half of the judged part rises at most this share as fast as the first
+
+
+def _still_slowing(series: list[list[float]]) -> bool:
+    """A rise that keeps slowing down (the second half's slope well below the first half's): a fill
+    approaching its plateau, not a steady leak."""
+    middle = series[len(series) // 2][0]
+    first = _slope_interval([p for p in series if p[0] <= middle])
+    second = _slope_interval([p for p in series if p[0] >= middle])
+    return first is not None and second is not None and first[0] > 0 and second[0] < STILL_SLOWING * first[0]
+
+
+def _fill_figures(series: list[list[float]], judged_from: float, filled_at: float | None) -> dict[str, Any]:
+    """The warm-up fill: from which usage to which, in how long, and its slope (None without one)."""
+    if filled_at is None:
+        return {"kv_fill_s": 0.0, "kv_fill_from": None, "kv_fill_to": None, "kv_fill_slope_per_hour": None}
+    before = [p for p in series if p[0] < judged_from]
+    fit = _slope_interval(before) if len(before) >= 3 else None
+    reached = next(v for t, v in series if t >= filled_at)
+    return {
+        "kv_fill_s": filled_at - series[0][0],
+        "kv_fill_from": series[0][1],
+        "kv_fill_to": reached,
+        "kv_fill_slope_per_hour": None if fit is None else fit[0] * 3600.0,
     }
 
 
@@ -500,8 +658,22 @@ def _stability_observed(
             if slope is None
             else f"{slope * 100:+.1f} points/h (95% CI {drift['kv_usage_slope_interval'][0] * 100:+.1f} to "
             f"{drift['kv_usage_slope_interval'][1] * 100:+.1f})"
+        )
+        + (
+            f" after a warm-up fill to {drift['kv_fill_to']:.0%} in {drift['kv_fill_s']:.0f} s"
+            if drift.get("kv_fill_to") is not None
+            else ""
         ),
     ]
+    turns = int(params.get("session_turns") or 1)
+    if turns > 1:
+        parts.insert(1, f"sessions of {turns} turns, each turn sending its history")
+    if drift.get("queue_waiting_first") is not None:
+        parts.append(f"requests waiting {drift['queue_waiting_first']:.1f} -> {drift['queue_waiting_last']:.1f}")
+    if drift.get("queue_wait_p95_first_ms") is not None and drift.get("queue_wait_p95_last_ms") is not None:
+        parts.append(
+            f"queue wait p95 {drift['queue_wait_p95_first_ms']:.0f} -> {drift['queue_wait_p95_last_ms']:.0f} ms"
+        )
     if drift.get("preemptions_per_min_first") is not None:
         parts.append(
             f"preemptions {drift['preemptions_per_min_first']:.1f} -> {drift['preemptions_per_min_last']:.1f}/min"
@@ -517,6 +689,7 @@ def _stability_observed(
         "soak_note": soak_note,
         "duration_s": duration,
         "recommended_duration_s": float(params.get("recommended_duration_s") or SOAK_S),
+        "soak_length": soak_length(params, duration),
         "warmup_s": warmup,
         "warmup_requests": len(outcome.warmup),
         "requests": len(outcome.records),

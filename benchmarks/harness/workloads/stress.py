@@ -17,6 +17,7 @@ from benchmarks.harness.load import (
     summarize,
 )
 from benchmarks.harness.metrics import MetricsRecording
+from benchmarks.harness.queueing import queue_wait_figures, queue_wait_verdict
 from benchmarks.harness.trace_replay import lengths_from_trace
 from benchmarks.harness.workloads.common import (
     PlanError,
@@ -135,6 +136,7 @@ async def run_concurrency_stress(
                 session, baseline, float(params.get("settle_s") or 30.0), reporter, "settle", 95
             )
     verdicts = budget_verdicts(point, params, records=outcome.records) + [errors_verdict([point])]
+    verdicts.append(queue_wait_verdict(point.extra.get("queue_wait"), params.get("ttft_p95_ms")))
     bound_note = (
         f"; inconclusive (client-bound): {'; '.join(outcome.client_bound_reasons)}" if outcome.client_bound else ""
     )
@@ -164,7 +166,7 @@ async def run_concurrency_stress(
     for group_point, part in groups:
         verdicts.extend(budget_verdicts(group_point, params, label=group_point.label, records=part.records))
     if abort_every:
-        verdicts.extend(kv_verdicts(baseline, settled, session.metrics.recording.engine))
+        verdicts.extend(kv_verdicts(baseline, settled, target.cache_model))
     if outcome.cancelled:
         notes.append("cancelled: partial data")
     reporter.close()
@@ -207,6 +209,9 @@ def _stress_observed(point: LoadPoint, groups: list[LoadPoint], rate: float | No
     kv = point.extra.get("kv_usage_ratio_max")
     if kv is not None:
         parts.append(f"KV peak {kv:.0%}")
+    queue_wait = point.extra.get("queue_wait") or {}
+    if queue_wait.get("p95_ms") is not None:
+        parts.append(f"queue wait p95 {queue_wait['p95_ms']:.0f} ms (engine, n={queue_wait['n']})")
     for group in groups:
         gn = (group.requests_completed or 0) + (group.requests_failed or 0)
         value = group.ttft_ms.p95
@@ -219,6 +224,7 @@ def _stress_observed(point: LoadPoint, groups: list[LoadPoint], rate: float | No
         "achieved_concurrency": point.achieved_concurrency,
         "achieved_rate": point.extra.get("achieved_rate"),
         "kv_usage_ratio_max": kv,
+        "queue_wait_p95_ms": queue_wait.get("p95_ms"),
         "groups": {
             g.label: {"n": (g.requests_completed or 0) + (g.requests_failed or 0), "ttft_p95_ms": g.ttft_ms.p95}
             for g in groups
@@ -332,6 +338,9 @@ def attach_engine_stats(point: LoadPoint, recording: MetricsRecording, start: fl
     queries = series_in(recording, "prefix_queries", start, end)
     if len(hits) >= 2 and len(queries) >= 2 and queries[-1] > queries[0]:
         point.extra["prefix_hit_ratio"] = (hits[-1] - hits[0]) / (queries[-1] - queries[0])
+    queue_wait = queue_wait_figures(recording, start, end)  # per request, from the engine's histogram
+    if queue_wait is not None:
+        point.extra["queue_wait"] = queue_wait
 
 
 SPEC = TestSpec(

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import aiohttp
 
 from benchmarks.harness import swap
+from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
@@ -51,6 +52,7 @@ from benchmarks.verdicts import (
     NOT_JUDGED,
     PASS,
     compare,
+    not_applicable,
     percentile_interval,
     ratio_interval,
     verdict,
@@ -370,7 +372,25 @@ class _SwapRun:
                 pass
 
     async def warm_sessions(self) -> None:
-        """The warm (and never-swap) sessions' turn 1, then the warm sessions' turn 2 at once."""
+        """The warm (and never-swap) sessions' turn 1, then the warm sessions' turn 2 at once. On an
+        engine with a fixed number of slots (llama.cpp) each warm session's turn 2 follows its own turn 1,
+        one session at a time: more sessions than slots would otherwise overwrite each other's slot
+        before their turn 2, and the reference would be no warm reference."""
+        model = self.target.cache_model
+        if model is not None and model.kind == SLOT_RESIDENT:
+            await self.phase("turn1", [self.first_turn(i) for i in self.never_ids], 0, 5)
+            self.snapshots["warm_start"] = await self.session.kv_now()
+            one = asyncio.Semaphore(1)
+
+            async def chain(sid: int) -> None:
+                async with one:
+                    await self.first_turn(sid)
+                    if sid in self.history:
+                        await self.next_turn(sid, "warm")
+
+            await self.phase("warm", [chain(i) for i in self.warm_ids], 5, 15)
+            self.snapshots["warm_end"] = await self.session.kv_now()
+            return
         await self.phase("turn1", [self.first_turn(i) for i in self.warm_ids + self.never_ids], 0, 10)
         self.snapshots["warm_start"] = await self.session.kv_now()
         await self.phase("warm", [self.next_turn(i, "warm") for i in self.warm_ids if i in self.history], 10, 15)
@@ -555,12 +575,16 @@ def _swap_eviction(run: _SwapRun) -> dict[str, Any]:
     """Whether the idle sessions' KV was evicted, as observed (benchmarks.harness.swap)."""
     records = run.records
     cpu = [v for _, v in run.session.metrics.recording.series.get("cpu_kv_usage_ratio", [])]
+    resumed = [record for record in records["resume"].values() if record.ok]
+    sources = {r.cached_source for r in [*records["warm"].values(), *resumed] if r.cached_source}
     eviction = swap.observe_eviction(
         [records["warm"][i].cached_tokens for i in records["warm"] if records["warm"][i].ok],
-        [records["resume"][i].cached_tokens for i in records["resume"] if records["resume"][i].ok],
+        [record.cached_tokens for record in resumed],
         run.snapshots,
         max(cpu) if cpu else None,
         {label: _ttfts(records[label]) for label in ("warm", "resume", "recompute")},
+        cached_source=", ".join(sorted(sources)) or None,
+        resumed_prompts=[record.prompt_tokens for record in resumed],
     )
     eviction["idle_kv_tokens"] = run.sizing.get("idle_kv_tokens")
     eviction["kv_capacity_tokens"] = run.sizing.get("kv_capacity_tokens")
@@ -783,6 +807,24 @@ def _swap_verdicts(
         f"vs recompute {format_ms(resume['recompute_ttft_ms']['p50'])}"
         f" vs warm {format_ms(resume['warm_ttft_ms']['p50'])} (recompute: {resume['recompute_method']})"
     )
+    cache_model = session.target.cache_model
+    if cache_model is not None and not cache_model.offload:
+        verdicts.append(
+            not_applicable(
+                "resume_cheaper_than_recompute", cache_model.no_offload_reason(), cache_model.source, figures, max_ratio
+            )
+        )
+    else:
+        verdicts.append(_resume_verdict(observed, ratio, figures, max_ratio))
+    verdicts.append(_continuation_verdict(continuation, observed))
+    if never["sessions"]:
+        verdicts.append(_never_swap_verdict(never, observed))
+    verdicts.append(_released_verdict(baseline, settled, cache_model))
+    return verdicts
+
+
+def _resume_verdict(observed: bool, ratio: dict[str, Any], figures: str, max_ratio: float) -> dict[str, Any]:
+    """Resuming an evicted session against recomputing it (the offload's benefit)."""
     if not observed:
         status = NOT_EXERCISED
         detail = "no eviction observed, so the resume cost says nothing about swapping: " + figures
@@ -801,11 +843,13 @@ def _swap_verdicts(
             detail += ": the interval straddles the threshold"
         elif status == FAIL:
             detail += ": resuming an evicted session costs as much as recomputing it (no offload benefit)"
-    verdicts.append(
-        verdict(
-            "resume_cheaper_than_recompute", status, detail, ratio["value"], max_ratio, ratio["n"], ratio["interval"]
-        )
+    return verdict(
+        "resume_cheaper_than_recompute", status, detail, ratio["value"], max_ratio, ratio["n"], ratio["interval"]
     )
+
+
+def _continuation_verdict(continuation: dict[str, Any], observed: bool) -> dict[str, Any]:
+    """Each resumed session's output against the eviction-free reference."""
     tolerance = continuation["tolerance_token"]
     caveat = (
         f"greedy decoding (temperature 0, fixed seed); real GPUs are not bit-deterministic, so a divergence at or "
@@ -832,38 +876,45 @@ def _swap_verdicts(
         status = PASS if not continuation["failed"] else FAIL
         if not observed:
             status, detail = NOT_EXERCISED, "no eviction observed, so no session came back from one: " + detail
-    verdicts.append(verdict("continuation_identical", status, detail, continuation.get("failed"), 0, compared))
-    if never["sessions"]:
-        warm_count, total = never["warm_count"], never["sessions"]
-        detail = (
-            f"{warm_count} of {total} never-swap sessions (kept active, resumed last) came back warm: TTFT p50 "
-            f"{format_ms(never['ttft_ms']['p50'])} vs warm {format_ms(never['warm_ttft_p50_ms'])}"
-        )
-        if never["warm_cached_share"] is not None:
-            shares = [s.get("cached_share") for s in never["per_session"] if s.get("cached_share") is not None]
-            detail += f", cached share {min(shares, default=0):.2f}+ vs warm {never['warm_cached_share']:.2f}"
-        status = PASS if warm_count == total else FAIL
-        if not observed:
-            status, detail = NOT_EXERCISED, "no eviction observed, so staying warm proves nothing: " + detail
-        verdicts.append(verdict("never_swap_sessions_warm", status, detail, warm_count, total, total))
-    verdicts.append(_released_verdict(baseline, settled, session.metrics.recording.engine))
-    return verdicts
+    return verdict("continuation_identical", status, detail, continuation.get("failed"), 0, compared)
 
 
-def _released_verdict(baseline: dict[str, float] | None, settled: dict[str, Any], engine: str | None) -> dict[str, Any]:
+def _never_swap_verdict(never: dict[str, Any], observed: bool) -> dict[str, Any]:
+    """The never-swap sessions came back warm while the idle ones were evicted."""
+    warm_count, total = never["warm_count"], never["sessions"]
+    detail = (
+        f"{warm_count} of {total} never-swap sessions (kept active, resumed last) came back warm: TTFT p50 "
+        f"{format_ms(never['ttft_ms']['p50'])} vs warm {format_ms(never['warm_ttft_p50_ms'])}"
+    )
+    if never["warm_cached_share"] is not None:
+        shares = [s.get("cached_share") for s in never["per_session"] if s.get("cached_share") is not None]
+        detail += f", cached share {min(shares, default=0):.2f}+ vs warm {never['warm_cached_share']:.2f}"
+    status = PASS if warm_count == total else FAIL
+    if not observed:
+        status, detail = NOT_EXERCISED, "no eviction observed, so staying warm proves nothing: " + detail
+    return verdict("never_swap_sessions_warm", status, detail, warm_count, total, total)
+
+
+def _released_verdict(
+    baseline: dict[str, float] | None, settled: dict[str, Any], cache_model: CacheModel | None
+) -> dict[str, Any]:
+    """The KV back to its baseline once every session closed; not applicable where the engine's
+    documented cache model keeps finished requests' KV resident (llama.cpp's slots)."""
     after = settled.get("after")
     kv, base = (after or {}).get("kv_usage_ratio"), (baseline or {}).get("kv_usage_ratio")
-    if kv is None or base is None:
-        return verdict("idle_kv_released", NOT_JUDGED, "the engine exports no KV usage metric")
-    busy = (after.get("running") or 0) + (after.get("waiting") or 0)
-    released = kv <= base + KV_BASELINE_TOLERANCE and busy == 0
-    detail = (
-        f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE}) {settled['waited_s']} s after "
-        f"every session closed; {busy:g} requests still running or waiting"
+    busy = ((after or {}).get("running") or 0) + ((after or {}).get("waiting") or 0)
+    figures = (
+        None
+        if kv is None or base is None
+        else f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE}) {settled['waited_s']} s "
+        f"after every session closed; {busy:g} requests still running or waiting"
     )
-    if engine == "llamacpp" and not released:
-        detail += "; llama.cpp slots keep finished requests' cache for reuse, so usage stays up by design"
-    return verdict("idle_kv_released", PASS if released else FAIL, detail, kv, base + KV_BASELINE_TOLERANCE)
+    if cache_model is not None and cache_model.keeps_finished_kv:
+        return not_applicable("idle_kv_released", cache_model.resident_kv_reason(), cache_model.source, figures or "")
+    if figures is None:
+        return verdict("idle_kv_released", NOT_JUDGED, "the engine exports no KV usage metric")
+    released = kv <= base + KV_BASELINE_TOLERANCE and busy == 0
+    return verdict("idle_kv_released", PASS if released else FAIL, figures, kv, base + KV_BASELINE_TOLERANCE)
 
 
 def _swap_observed_line(
@@ -895,6 +946,10 @@ def _swap_observed_line(
         if capacity
         else f" ({eviction['pressure_requests']} pressure requests; KV capacity unknown)"
     )
+    if eviction.get("resume_recomputed_tokens") is not None:
+        via = "llama.cpp timings" if eviction.get("cached_tokens_source") == "timings" else "the responses' usage"
+        recomputed, prompt = eviction["resume_recomputed_tokens"], eviction["resume_prompt_tokens"]
+        what += f", the resume recomputing {recomputed:,} of {prompt:,} prompt tokens ({via})"
     line = (
         f"{what}{held}; resume TTFT p50 {format_ms(resume['resume_ttft_ms']['p50'])} vs warm "
         f"{format_ms(resume['warm_ttft_ms']['p50'])} "

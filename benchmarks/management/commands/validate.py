@@ -34,6 +34,7 @@ from benchmarks.harness import safety, workloads
 from benchmarks.harness.client import RECEIVE_CLOCKS
 from benchmarks.suite import RUNNABLE_TEST_IDS
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
+from benchmarks.validation.target import CATALOG_SLUGS, documented_cache_model
 
 TESTS_TAKING_TRACE_LENGTHS = ("concurrency_stress", "stability")
 
@@ -106,6 +107,12 @@ class Command(BaseCommand):
             help="when response bytes count as received: kernel (the kernel's receive stamps, exact) or user "
             "(read time in uvloop's transport, less client CPU; default: KVSELECT_RECEIVE_CLOCK, kernel)",
         )
+        parser.add_argument(
+            "--launch-flags",
+            default="",
+            help="the flags the engine was started with: an offload tier of the engine's documented cache model "
+            "counts only when they enable it (e.g. --kv-offloading-size 8)",
+        )
         parser.add_argument("--out", help="write the native JSON here (default: stdout)")
 
     def handle(self, *args, **opts):
@@ -121,6 +128,7 @@ class Command(BaseCommand):
             engine=opts["engine"],
             allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
             receive_clock=opts["receive_clock"] or settings.KVSELECT_RECEIVE_CLOCK,
+            cache_model=documented_cache_model(CATALOG_SLUGS.get(opts["engine"], ""), None, opts["launch_flags"]),
         )
         extra = {}
         if test == "prefix_reuse":

@@ -38,7 +38,7 @@ from benchmarks.validation.plan import priority_order
 from config.celery import QUEUES
 from config.outage import retry_database
 from selection.candidates.screening import documentation_screen
-from selection.candidates.services import add_candidate, load_engine_catalog
+from selection.candidates.services import add_candidate, load_engine_catalog, update_candidate
 from selection.certificates.services import enrol_certificate
 from selection.certificates.signing import (
     DEV_CA_CRL,
@@ -51,7 +51,7 @@ from selection.certificates.signing import (
 from selection.domain import launch_flags
 from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
-from selection.models import DecisionRecord, Engine, Membership, Selection, Team
+from selection.models import Candidate, DecisionRecord, Engine, Membership, Selection, Team
 from selection.records.services import approve, create_draft, start_review
 from selection.records.verification import verify_document
 from selection.scoring.services import latest_score, refresh_scores
@@ -89,25 +89,36 @@ DEMO_CONSTRAINTS = {
     "gpu_memory_gib": 80.0,
     "gpu_count_budget": 2,
     "cost_per_gpu_hour": "2.50",
+    # an offload tier's host memory is costed too (the demo's vLLM and SGLang both buy one)
+    "host_memory_cost_per_gib_month": "3.00",
+    "growth_factor": 1.5,  # the traffic expected in a year
+    "growth_horizon_months": 12,
     "ops_team_size": 3,
     "target_model": "Llama-3.1-8B",
     "kv_precisions_allowed": ["bf16", "fp8"],
     "notes": "Demo data: every result in this selection comes from the kvselect simulator (SIMULATED).",
 }
-# (catalog engine, simulator allocation strategy, extra simulator flags). vLLM runs with priority
-# scheduling (its launch flags say so, and the isolation test sends each tenant's priority) and a
-# CPU offload tier (--kv-offloading-size): the one candidate whose idle sessions can be swapped out
-# and back, so the demo's persistence gate, which only persistence itself can pass, has evidence to
-# judge; the llama.cpp server has no graceful reload: its simulated restart cuts requests (model_switch).
+COST_AND_GROWTH = ("host_memory_cost_per_gib_month", "growth_factor", "growth_horizon_months")
+# (catalog engine, simulator allocation strategy, extra simulator flags). A close decision: two
+# candidates offload idle sessions to host memory and can pass the persistence gate. vLLM runs with
+# priority scheduling (its launch flags say so, and the isolation test sends each tenant's priority)
+# and a CPU offload tier (--kv-offloading-size); SGLang with its hierarchical cache
+# (--enable-hierarchical-cache: the radix tree backed up to host memory, --hicache-ratio 2 by
+# default). The llama.cpp server pre-allocates its slots and has no offload tier or graceful reload:
+# its simulated restart cuts requests (model_switch), and the gates screen it out.
 DEMO_CANDIDATES = (
     ("vllm", "paged-offload", ["--scheduling-policy", "priority"]),
-    ("sglang", "radix", []),
+    ("sglang", "radix-offload", []),
     ("llama-cpp", "static", ["--max-model-len", "40960", "--abrupt-restart"]),
 )
 # Launch flags of the demo candidates: documented features count only when the flags enable them
 # (selection.domain.launch_flags), and the simulators export metrics, as SGLang and llama.cpp do only
 # when started with these.
-DEMO_LAUNCH_FLAGS = {"vllm": "--kv-offloading-size 8", "sglang": "--enable-metrics", "llama-cpp": "--metrics"}
+DEMO_LAUNCH_FLAGS = {
+    "vllm": "--kv-offloading-size 8",
+    "sglang": "--enable-metrics --enable-hierarchical-cache",
+    "llama-cpp": "--metrics",
+}
 # the candidates' launch flags that are the engine's own (what the isolation plan reads)
 ENGINE_FLAGS = ("--scheduling-policy",)
 # Short parameters so the whole pipeline (eight tests x three candidates) takes about five minutes.
@@ -132,7 +143,7 @@ DEMO_PARAMS = {
     # engine's KV pool through (its own cache_config_info), so the idle sessions are evicted
     "swap_recovery": {"sessions": 20, "warm_sessions": 20, "idle_s": 6.0, "parallel": 16, "pressure_concurrency": 16},
     "prefix_reuse": {"requests": 64, "concurrency": 16},
-    # a short soak, labelled as such in the run's observed line and notes (the plan asks for 1 h)
+    # a short soak, labelled as such in the run's observed line, notes and the record (the plan asks for hours)
     "stability": {
         "concurrency": 16,
         "duration_s": 16.0,
@@ -344,23 +355,39 @@ class Command(BaseCommand):
             set_gates(selection=selection, user=architect, gates={"memory": 0.4, "persistence": 0.3})
             selection.refresh_from_db()
             accept_scenario(selection=selection, user=architect)
-            for slug, profile, extra in DEMO_CANDIDATES:
-                engine = Engine.objects.get(slug=slug)
-                flags = [f"{flag} {extra[i + 1]}" for i, flag in enumerate(extra) if flag in ENGINE_FLAGS]
+        else:  # a database from an earlier demo: the cost and growth fields it did not have yet (audited)
+            missing = {k: DEMO_CONSTRAINTS[k] for k in COST_AND_GROWTH if getattr(selection.constraints, k) is None}
+            if missing:
+                save_constraints(selection=selection, user=architect, data=missing)
+        self.sync_candidates(selection, architect)
+        return Selection.objects.get(pk=selection.pk)
+
+    def sync_candidates(self, selection: Selection, architect) -> None:
+        """The demo's candidates as `DEMO_CANDIDATES` defines them: added when missing, their profile
+        label and launch flags brought up to date (audited) in a database from an earlier demo."""
+        for slug, profile, extra in DEMO_CANDIDATES:
+            engine = Engine.objects.get(slug=slug)
+            flags = [f"{flag} {extra[i + 1]}" for i, flag in enumerate(extra) if flag in ENGINE_FLAGS]
+            data = {
+                "label": f"{engine.name} (simulated {profile})",
+                "launch_flags": " ".join(filter(None, [DEMO_LAUNCH_FLAGS.get(slug, ""), *flags])),
+            }
+            existing = selection.candidates.filter(engine=engine, archived_at__isnull=True).first()
+            if existing is None:
                 add_candidate(
                     selection=selection,
                     user=architect,
                     data={
+                        **data,
                         "engine": engine,
                         "engine_version": engine.versions[0],
-                        "label": f"{engine.name} (simulated {profile})",
                         "model_name": "kvsim-llama-3.1-8b",
                         "gpu_model": "H100",
                         "gpu_count": 1,
-                        "launch_flags": " ".join(filter(None, [DEMO_LAUNCH_FLAGS.get(slug, ""), *flags])),
                     },
                 )
-        return Selection.objects.get(pk=selection.pk)
+            elif any(getattr(existing, field) != value for field, value in data.items()):
+                update_candidate(candidate=existing, user=architect, data=data)
 
     def ensure_certs(self):
         out = Path(settings.KVSELECT_DEV_CA_DIR)
@@ -393,12 +420,17 @@ class Command(BaseCommand):
         second one started with caching off: the prefix-reuse test's "off" endpoint. llama.cpp's off
         run is its own endpoint with cache_prompt: false, as with the real server."""
         for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
+            candidate = self.with_database(
+                f"{slug} candidate", lambda slug=slug: selection.candidates.get(engine__slug=slug)
+            )
+            # each simulator reports the version it stands in for (GET /version, kvsim_build_info)
+            extra = [*extra, "--engine-version", candidate.engine_version]
             url = self.start_simulator(8101 + index, profile, extra)
             off_url = ""
             if slug in launch_flags.PREFIX_OFF_FLAGS:
                 off_url = self.start_simulator(8111 + index, profile, [*extra, "--no-prefix-caching"])
-            candidate = self.with_database(
-                f"{slug} endpoint", lambda slug=slug, url=url, off_url=off_url: point(selection, slug, url, off_url)
+            self.with_database(
+                f"{slug} endpoint", lambda candidate=candidate, url=url, off_url=off_url: point(candidate, url, off_url)
             )
             off = f", prefix caching off at {off_url}" if off_url else ", prefix caching off: cache_prompt false"
             self.stdout.write(f"    {candidate.display_name}: {url} (profile {profile}{off})")
@@ -637,11 +669,9 @@ def approve_once(record: DecisionRecord, role: str) -> DecisionRecord:
     return approve(record=record, user=owner, role=role, comment_text="Approved for the demo.")
 
 
-def point(selection: Selection, slug: str, url: str, off_url: str):
-    """Point the demo candidate of `slug` at its simulator (and its caching-off twin)."""
-    candidate = selection.candidates.get(engine__slug=slug)
+def point(candidate: Candidate, url: str, off_url: str) -> None:
+    """Point a demo candidate at its simulator (and its caching-off twin)."""
     candidate.endpoint_url, candidate.metrics_url = url, f"{url}/metrics"
     candidate.prefix_off_endpoint_url = off_url
     candidate.prefix_off_metrics_url = f"{off_url}/metrics" if off_url else ""
     candidate.save(update_fields=["endpoint_url", "metrics_url", "prefix_off_endpoint_url", "prefix_off_metrics_url"])
-    return candidate

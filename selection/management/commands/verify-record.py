@@ -2,9 +2,12 @@
 
 Prints per signature: signer, time, intact / valid / trusted, the trust root that validated it
 (a development CA flagged "DEVELOPMENT CERTIFICATE - NOT FOR PROCUREMENT"), whether the owner
-the record names for the field signed it, the PAdES level (B-B, B-T, B-LT) and coverage; then
-which record kvselect issued it from, SIMULATED when the record is, and whether it is ready for
-procurement. Exits non-zero unless every signature verifies. Trust roots: --trust PEM/DER files,
+the record names for the field signed it, the PAdES level (B-B, B-T, B-LT) and coverage; then what
+each revision after the rendered PDF is (an owner's signature, validation data, or not allowed) and
+every problem found, which record kvselect issued it from, SIMULATED when the record is, and whether
+it is ready for procurement. Exits non-zero unless every signature verifies and nothing but the
+owners' signatures and validation data follows the PDF kvselect rendered; a PDF kvselect did not
+issue is "not a kvselect record" and never verifies. Trust roots: --trust PEM/DER files,
 default the configured roots (KVSELECT_TRUST_ROOTS and the development CA, if issued). Nothing is
 fetched: revocation data comes from the document itself (PAdES B-LT).
 """
@@ -18,7 +21,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.certificates.signing import SigningError
-from selection.records.verification import expected_signers, verify_document
+from selection.records.verification import expected_signers, finding_message, verification_json, verify_document
 
 
 class Command(BaseCommand):
@@ -53,27 +56,31 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         report, record = verification.report, verification.record
         if opts["json"]:
-            out = report.as_dict()
-            out["record"] = (
-                {"id": f"DR-{record.selection_id}-v{record.version}", "exact": verification.exact} if record else None
-            )
-            out["simulated"] = verification.simulated
-            out["unresolved_open_items"] = verification.open_items
-            out["procurement_ready"] = verification.procurement_ready
-            self.stdout.write(json.dumps(out, indent=2, ensure_ascii=False))
+            self.stdout.write(json.dumps(verification_json(verification), indent=2, ensure_ascii=False))
         else:
-            self.stdout.write(report.as_text())
+            self.stdout.write(report.as_text(describe=finding_message))
             self.write_record_lines(verification)
+        if record is None:
+            raise CommandError("not verified: not a kvselect record")
         if not report.all_ok:
-            raise CommandError("not verified: at least one signature is missing, altered, untrusted or not its owner's")
+            raise CommandError(
+                "not verified: a signature is missing, altered, untrusted or not its owner's, "
+                "or the record was changed after it was signed"
+            )
 
     def write_record_lines(self, verification) -> None:
         record = verification.record
         if record is None:
-            self.stdout.write("record: not one kvselect rendered (owners not checked)")
+            self.stdout.write(self.style.ERROR("record: NOT A KVSELECT RECORD (kvselect did not issue it)"))
         else:
-            how = "exactly the signed record" if verification.exact else "built on the PDF kvselect rendered for"
+            how = "built on the PDF kvselect rendered for"
+            if verification.exact:
+                how = "exactly the signed record"
+            elif verification.lta_extended:
+                how = "the signed record kvselect stored, plus its own validation data, for"
             self.stdout.write(f"record: {how} DR-{record.selection_id}-v{record.version} ({record.selection.name})")
+            if verification.superseded:
+                self.stdout.write(self.style.ERROR("SUPERSEDED: a newer signed version replaces this record"))
             if expected_signers(record) is None:
                 self.stdout.write(
                     "owners not checked: the record names no signing certificates (signed before enrolment)"

@@ -213,3 +213,50 @@ def test_raw_transport_parses_chunked_and_length_bodies_split_anywhere():
 def test_raw_transport_refuses_https():
     with pytest.raises(ValueError, match="transport"):
         OpenAIClient("https://example.com", "m", transport="raw")
+
+
+def test_llama_cpp_timings_give_the_cached_prompt_tokens(with_mock, transport):
+    """llama.cpp states no cached tokens in its usage, but each response's `timings.prompt_n` is the
+    prompt tokens it processed: the rest came from the slot's cache (issue 34, item 2)."""
+
+    async def twice(server):
+        async with OpenAIClient(server.url, "m", **transport) as client:
+            words = " ".join(f"p{i}" for i in range(40))
+            first = await client.send(RequestSpec(prompt=words + " tail", max_tokens=2))
+            again = await client.send(RequestSpec(prompt=words + " other", max_tokens=2))
+            return first, again
+
+    first, again = with_mock(MockConfig(llamacpp_timings=True), twice)
+    assert first.prompt_processed == first.prompt_tokens == 41 and first.cached_tokens == 0
+    assert again.cached_source == "timings" and again.prompt_processed == 41 - 32 and again.cached_tokens == 32
+    # an engine's usage field wins over the timings
+    usage = with_mock(MockConfig(), lambda s: send(s, RequestSpec(prompt="a b", max_tokens=2), **transport))
+    assert usage.cached_source == "usage" and usage.prompt_processed is None
+
+
+def test_a_complete_response_reads_usage_details_and_timings(transport):
+    async def handler(request):
+        return web.json_response(
+            {
+                "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 956, "completion_tokens": 1},
+                "timings": {"prompt_n": 951, "predicted_n": 1},
+            }
+        )
+
+    async def go():
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            async with OpenAIClient(f"http://127.0.0.1:{port}", "m", **transport) as client:
+                return await client.send(RequestSpec(prompt="a", stream=False))
+        finally:
+            await runner.cleanup()
+
+    record = run(go())
+    assert record.ok and (record.prompt_processed, record.cached_tokens, record.cached_source) == (951, 5, "timings")

@@ -18,7 +18,7 @@ CONSTRAINTS = {
 
 
 def test_a_one_hour_soak_at_high_concurrency_is_long_and_heavy():
-    plan = dict(workloads.plan("stability", CONSTRAINTS), concurrency=200)
+    plan = dict(workloads.plan("stability", CONSTRAINTS), concurrency=200, duration_s=3600.0)
     figures = workloads.estimate("stability", plan)
     assert figures["seconds"] == 3600 + 60 and figures["concurrency"] == 200  # the soak and its warm-up
     assert figures["warnings"] == [estimates.LONG, estimates.HEAVY]

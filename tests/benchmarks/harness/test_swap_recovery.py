@@ -8,9 +8,13 @@ import pytest
 
 from benchmarks.harness import swap
 from benchmarks.harness import workloads as w
+from benchmarks.harness.cache_model import CacheModel
+from benchmarks.presentation import run_verdict
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.mock_server import MockConfig
 from benchmarks.simulator.server import start_server
+
+VLLM_DOC = "https://github.com/vllm-project/vllm/blob/v0.11.0/docs/design/prefix_caching.md"
 
 CONSTRAINTS = {
     "concurrent_sessions": 20,
@@ -30,12 +34,17 @@ FAST = dict(
 )
 
 
-def run_swap(config: SimConfig, **params):
+def run_swap(config: SimConfig, cache_model: CacheModel | None = None, **params):
     async def main():
         server = await start_server(config)
         try:
             target = w.Target(
-                server.url, "m", metrics_url=server.url + "/metrics", engine="simulator", allowed_hosts=["127.0.0.1"]
+                server.url,
+                "m",
+                metrics_url=server.url + "/metrics",
+                engine="simulator",
+                allowed_hosts=["127.0.0.1"],
+                cache_model=cache_model,
             )
             plan = (
                 w.plan("swap_recovery", CONSTRAINTS)
@@ -58,7 +67,8 @@ def by_name(result):
 
 
 def test_offload_evicts_the_idle_sessions_and_resumes_them_cheaper_than_a_recompute():
-    result = run_swap(SimConfig(profile="paged-offload", num_blocks=500, **FAST))
+    offloading = CacheModel("paged_blocks", offload=True, source=VLLM_DOC, engine="vLLM")
+    result = run_swap(SimConfig(profile="paged-offload", num_blocks=500, **FAST), offloading)
     s, v = statuses(result), by_name(result)
     assert s["eviction_exercised"] == "pass" and "CPU" in v["eviction_exercised"]["detail"], v["eviction_exercised"]
     assert s["resume_cheaper_than_recompute"] == "pass", v["resume_cheaper_than_recompute"]
@@ -69,6 +79,8 @@ def test_offload_evicts_the_idle_sessions_and_resumes_them_cheaper_than_a_recomp
     assert sizing["kv_capacity_tokens"] == 8000 and "cache_config_info" in sizing["kv_capacity_source"]
     assert sizing["idle_kv_tokens"] == 20 * (256 + 16) and sizing["pressure_requests_planned"] >= 1
     assert eviction["observed"] and eviction["offloaded"]
+    # every idle session went to the CPU tier and came back: counted, as the lifecycle credit reads it
+    assert eviction["offloaded_sessions"] == 20 and eviction["evicted_sessions"] == 0
     assert resume["recompute_method"] == "POST /reset_prefix_cache"
     assert resume["resume_ttft_ms"]["n"] == 20 and resume["recompute_benefit_ms"]["p50"] > 0
     assert result.metadata["continuation"]["identical"] == 20
@@ -83,9 +95,48 @@ def test_recompute_engine_evicts_and_resumes_no_cheaper_than_a_recompute():
     s, v = statuses(result), by_name(result)
     assert s["eviction_exercised"] == "pass" and "cached tokens" in v["eviction_exercised"]["detail"]
     assert result.metadata["eviction"]["evicted_sessions"] == 20
+    assert result.metadata["eviction"]["offloaded_sessions"] is None  # dropped, nothing offloaded
     assert s["resume_cheaper_than_recompute"] == "fail", v["resume_cheaper_than_recompute"]
     assert v["resume_cheaper_than_recompute"]["interval"] is not None
     assert s["continuation_identical"] == "pass"
+
+
+def test_a_dropping_engine_recomputes_by_design_resume_is_not_applicable_never_a_fail():
+    """vLLM without an offload tier drops evicted blocks: a resumed session is recomputed by design, so
+    "resume cheaper than recompute" is not applicable (with the source), and the run is no failure."""
+    dropping = CacheModel("paged_blocks", offload=False, source=VLLM_DOC, engine="vLLM")
+    result = run_swap(SimConfig(profile="paged-prefix", num_blocks=500, **FAST), dropping)
+    s, v = statuses(result), by_name(result)
+    assert s["eviction_exercised"] == "pass" and result.metadata["eviction"]["evicted_sessions"] == 20
+    resume = v["resume_cheaper_than_recompute"]
+    assert resume["status"] == "not_applicable" and resume["passed"] is None
+    assert "vLLM as deployed has no offload tier" in resume["detail"] and VLLM_DOC in resume["detail"]
+    assert "resume TTFT p50" in resume["detail"]  # the figures stay visible
+    assert s["idle_kv_released"] == "pass"  # blocks are freed: judged on this engine
+    assert result.metadata["target"]["cache_model"]["kind"] == "paged_blocks"
+    assert run_verdict(result.verdicts) != "fail"
+
+
+def test_resident_slots_keep_kv_by_design_and_an_engine_that_frees_it_fails(with_mock):
+    """The same KV left behind is "not applicable" on llama.cpp's documented slots and a failure where
+    the cache model says the engine frees it."""
+    params = w.plan("swap_recovery", CONSTRAINTS) | {"sessions": 4, "warm_sessions": 4, "output_tokens": 8}
+    mock = MockConfig(ttft_s=0.005, keep_finished_kv=True, kv_capacity_tokens=4000)
+
+    def go(model):
+        return with_mock(
+            mock,
+            lambda s: w.run_test(
+                "swap_recovery",
+                w.Target(s.url, "m", metrics_url=s.url + "/metrics", engine="llamacpp", cache_model=model),
+                params,
+            ),
+        )
+
+    llama = CacheModel("slot_resident", source="https://example.org/llama.cpp/README.md", engine="llama.cpp")
+    released = by_name(go(llama))["idle_kv_released"]
+    assert released["status"] == "not_applicable" and "keeps each slot's last prompt" in released["detail"]
+    assert by_name(go(CacheModel("paged_blocks")))["idle_kv_released"]["status"] == "fail"
 
 
 def test_corrupt_swap_in_fails_the_continuation():

@@ -173,7 +173,7 @@ def test_prefix_reuse_on_and_off(with_mock):
     shared = params["prefix_tokens"] / (params["prefix_tokens"] + params["suffix_tokens"])
     assert reused["threshold"] == pytest.approx(w.PREFIX_REUSE_MIN_SHARE * shared)
     assert reused["passed"] == (reused["value"] >= reused["threshold"])
-    assert f"vs threshold {reused['threshold']:.3g}" in reused["detail"]
+    assert f"threshold {reused['threshold']:.3g}" in reused["detail"] and reused["source"] == "engine_counters"
     assert "prefix_off.kv_usage_ratio" in result.timeseries
 
 
@@ -187,7 +187,7 @@ def test_stability_windows_and_drift(with_mock):
     # the warm-up ran and was left out of every window
     excluded = result.metadata["warmup_excluded"]
     assert excluded["seconds"] == 0.3 and excluded["requests"] > 0
-    assert result.metadata["observed"]["line"].startswith("short soak of 1.5 s: not the 1 h the plan asks for")
+    assert result.metadata["observed"]["line"].startswith("short soak of 1.5 s: not the 2 h the plan asks for")
     assert "short soak of 1.5 s" in " ".join(result.notes)
     with pytest.raises(w.PlanError, match="params.window_s"):
         with_mock(None, lambda s: w.run_test("stability", target_for(s), params | {"window_s": 1.0}))

@@ -14,7 +14,7 @@ from benchmarks.validation import worker
 from benchmarks.validation.dispatch import ValidationError, request_cancel, start_validation
 from benchmarks.validation.engine import EngineUnavailable, LaunchedEngine, healthy
 from benchmarks.validation.plan import plan_for, validation_plan
-from benchmarks.validation.worker import EndpointBusy, claim, execute, finish_failed
+from benchmarks.validation.worker import HardwareBusy, claim, execute, finish_failed
 from selection.candidates.services import add_candidate
 from selection.models import Candidate
 
@@ -224,7 +224,7 @@ def test_two_tests_never_load_the_same_engine_at_once(candidate, architect):
     first = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
     second = start_validation(candidate=candidate, test="prefix_reuse", user=architect)
     assert claim(first.pk, "w1") is not None
-    with pytest.raises(EndpointBusy):
+    with pytest.raises(HardwareBusy):
         claim(second.pk, "w2")
     BenchmarkRun.objects.filter(pk=first.pk).update(status="succeeded")
     assert claim(second.pk, "w2") is not None

@@ -35,7 +35,7 @@ def raw():
 
 
 def test_shipped_catalog_validates_and_is_versioned(shipped):
-    assert shipped.catalog_version == "2026.12.2"
+    assert shipped.catalog_version == "2026.12.3"
     assert shipped.origin.endswith("engine_catalog.json")
 
 
@@ -133,6 +133,18 @@ def test_bad_values_and_missing_features_are_all_reported(raw):
     assert 'engines[1].versions[0].features: missing "kv_metrics"' in errors
     assert any(e.startswith("engines[1].versions[0].features.colour: unknown feature") for e in errors)
     assert len(errors) == 4
+
+
+def test_a_cache_model_of_unknown_kind_is_refused_naming_the_field(raw):
+    raw["engines"][5]["versions"][0]["features"]["cache_model"]["value"] = {"kind": "ring_buffer"}
+    del raw["engines"][0]["versions"][0]["features"]["cache_model"]
+    with pytest.raises(CatalogError) as exc:
+        parse_catalog(raw)
+    assert exc.value.errors == [
+        'engines[0].versions[0].features: missing "cache_model"',
+        "engines[5].versions[0].features.cache_model.value: kind must be one of slot_resident, radix_tree, "
+        "paged_blocks, got 'ring_buffer'",
+    ]
 
 
 def test_source_must_be_a_url_and_slugs_unique(raw):

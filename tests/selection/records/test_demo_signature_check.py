@@ -1,6 +1,7 @@
 """The demo's checks of its signed record: Poppler's pdfsig and kvselect's own verification must both
 pass, because pdfsig also calls every signature valid on a PDF with an edit appended after the
-last signature (issue 20 item 10; the demo runs `report_verification` before `check_pdfsig`)."""
+last signature (issue 20 item 10; the demo runs `report_verification` before `check_pdfsig`). The
+record is stored as kvselect stores it: a PDF kvselect did not issue never verifies (issue 35)."""
 
 from __future__ import annotations
 
@@ -12,31 +13,29 @@ import pytest
 from django.core.management.base import CommandError
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-from weasyprint import HTML
 
 from selection.certificates import signing
 from selection.management.commands.demo import Command
+from tests.support import signed_records
 from tests.support.environment import IN_CI
-
-ROLES = ("business", "platform", "security")
-NAMES = {"business": "张伟", "platform": "Priya Raman", "security": "Jonas Berg"}
-PASS = "demo-check-pass"
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
-    return signing.issue_dev_certificates(tmp_path_factory.mktemp("certs"), NAMES, PASS)
+    return signing.issue_dev_certificates(
+        tmp_path_factory.mktemp("certs"), signed_records.NAMES, signed_records.PASSPHRASE
+    )
 
 
 @pytest.fixture(scope="module")
-def signed(certs):
-    pdf = HTML(string="<h1>Record</h1>" + "<p>The decision.</p>" * 20).write_pdf()
-    pdf = signing.prepare_signature_fields(
-        pdf, {role: (0, 40 + 130 * i, 60, 160 + 130 * i, 140) for i, role in enumerate(ROLES)}
-    )
-    for role in ROLES:
-        pdf = signing.sign_pdf(pdf, certs.pkcs12[role].read_bytes(), PASS, role, NAMES[role], role, "approve")
-    return pdf
+def record(certs):
+    return signed_records.signed_record(certs)
+
+
+@pytest.fixture
+def signed(record, selection, owners, media):
+    signed_records.store_record(selection, owners, record)
+    return record.signed
 
 
 def appended_edit(pdf: bytes) -> bytes:

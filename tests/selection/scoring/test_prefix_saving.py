@@ -63,3 +63,23 @@ def test_hits_without_a_smaller_footprint_save_nothing(candidate):
     assert saving(candidate).value == 0.0
     prefix_run(candidate, {"prefix_hit_ratio": 0.95})  # an older run with a hit ratio only: no saving
     assert saving(candidate) is None
+
+
+def test_the_harnesss_saving_on_a_per_slot_engine_is_compute_and_stands_when_the_client_lagged(candidate):
+    """A per-slot engine (llama.cpp) saves prefill, not memory: the harness writes the compute saved
+    over its best into `derived`, and token counts do not depend on the client's pace, so a client-bound
+    point does not hold it out (issue 34 items 2-3; the audit saw it held out as "client-bound")."""
+    run = prefix_run(candidate, {"kv_tokens_peak": 5000, "own_allocation_tokens": 5120})
+    run.metadata = {
+        "derived": {"prefix_saving_ratio": 1.0},
+        "pace_independent": ["prefix_saving_ratio"],
+        "observed": {"per_slot_cache": True, "saving_kind": "compute"},
+    }
+    run.save(update_fields=["metadata"])
+    run.points.filter(label="prefix_on").update(client_bound=True, concurrency=16, achieved_concurrency=5.5)
+    metric = saving(candidate)
+    assert metric is not None and metric.value == 1.0 and metric.run_ids == (str(run.pk),)
+    # the same figure without the harness's statement is the client's: held out
+    run.metadata = {"derived": {"prefix_saving_ratio": 1.0}}
+    run.save(update_fields=["metadata"])
+    assert saving(candidate) is None

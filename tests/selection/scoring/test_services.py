@@ -134,11 +134,11 @@ def bind(run, achieved=91.0, late_reads_ms=None):
 
 
 def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candidates):
-    """TTFT/TPOT p95, errors, throughput, cost and the sustainable concurrency of a run whose client
-    could not keep the load were scored as the engine's (only achieved concurrency was dropped)."""
+    """TTFT/TPOT p95, throughput, cost and the sustainable concurrency of a run whose client could not
+    keep the load were scored as the engine's (only achieved concurrency was dropped)."""
     run = bind(add_run(candidates[0], derived={"kv_headroom_at_target": 0.25}))
     evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
-    for name in ("ttft_p95_ms", "tpot_p95_ms", "error_rate", "achieved_concurrency", "output_tokens_per_s_per_gpu"):
+    for name in ("ttft_p95_ms", "tpot_p95_ms", "achieved_concurrency", "output_tokens_per_s_per_gpu"):
         assert name not in evidence.metrics
         assert evidence.held_out[name].startswith(f"client-bound (concurrency_stress run {run.pk}, ")
         assert "held 91 requests in flight on average, 200 requested" in evidence.held_out[name]
@@ -151,6 +151,24 @@ def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candida
     assert ttft["status"] == "missing" and ttft["reason"].startswith("ttft_p95_ms held out: client-bound")
     held = [render(s) for s in result["sentences"] if "held out of the scoring" in render(s)]
     assert len(held) == 1 and held[0].startswith(f"{candidates[0].display_name}: achieved_concurrency, ")
+    assert "error_rate" not in held[0]
+
+
+@pytest.mark.parametrize("error_rate", [0.0, 0.4])
+def test_the_error_rate_is_never_held_out_for_client_lag(candidates, error_rate):
+    """A late client changes when it reads an answer, never whether the engine failed the request: a
+    client-bound run's error rate is scored as measured (a clean one and a failing one), with its run."""
+    run = bind(add_run(candidates[0], error_rate=error_rate))
+    evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
+    assert "error_rate" not in evidence.held_out
+    metric = evidence.metrics["error_rate"]
+    assert metric.value == error_rate and metric.run_ids == (str(run.pk),) and not metric.client_bound
+    result = compute_scores(candidates[0].selection).result
+    vllm = next(c for c in result["candidates"] if c["candidate"] == str(candidates[0].pk))
+    indicators = [
+        i for c in vllm["criteria"].values() for i in c.get("indicators", []) if i["indicator"] == "error_rate"
+    ]
+    assert indicators and all(i["status"] != "missing" for i in indicators), indicators
 
 
 def test_a_client_that_held_the_load_but_read_late_scores_latencies_with_its_lateness_as_the_interval(candidates):
@@ -166,14 +184,15 @@ def test_a_client_that_held_the_load_but_read_late_scores_latencies_with_its_lat
     assert any("ttft_p95_ms scored with the client's lateness in their interval" in s for s in sentences)
 
 
-@pytest.mark.parametrize("bound_values", [dict(ttft_p95=50.0, error_rate=0.0), dict(ttft_p95=9000.0, error_rate=0.5)])
+@pytest.mark.parametrize("bound_values", [dict(ttft_p95=50.0), dict(ttft_p95=9000.0)])
 def test_a_client_bound_run_cannot_flip_the_winner(candidates, bound_values):
     """The issue's demo: a stress run flagged client-bound still scored throughput, cost, TTFT/TPOT
     p95 as the engine's. A newer run whose client did not hold the load, good or bad, on either
-    candidate changes nothing: its figures come from the newest run the client did not bind."""
+    candidate changes nothing: its timing figures come from the newest run the client did not bind
+    (its error rate, which the client's pace cannot change, is the same here)."""
     selection = candidates[0].selection
     add_run(candidates[0], ttft_p95=400.0)
-    older = add_run(candidates[1], ttft_p95=1400.0, error_rate=0.02)
+    older = add_run(candidates[1], ttft_p95=1400.0)
     before = compute_scores(selection).result
     assert before["winner"] == str(candidates[0].pk)
     for candidate in candidates[:2]:
@@ -377,8 +396,8 @@ def test_idle_release_share_is_the_share_of_idle_sessions_seen_evicted(candidate
     )
     for candidate in candidates[1:]:
         assert "idle_release_share" not in evidence_for(candidate.selection, [candidate])[0].metrics
-    # an offloading engine (the demo's vLLM): the KV went to the CPU tier and came back with the cached
-    # tokens intact, so no session's fell; that is no count of zero released sessions
+    # an offloading engine's run from before sessions were counted as offloaded: the KV went to the CPU
+    # tier and came back with the cached tokens intact, so no session's fell; that is no count of zero
     offloaded = {"observed": True, "offloaded": True, "evicted_sessions": 0, "sessions": 20}
     swap_run(candidates[1], {"resume": 300.0, "recompute": 600.0}, {"eviction": offloaded})
     assert "idle_release_share" not in evidence_for(candidates[1].selection, [candidates[1]])[0].metrics
