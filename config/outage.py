@@ -26,6 +26,8 @@ logger = logging.getLogger("kvselect.outage")
 
 T = TypeVar("T")
 DATABASE_ERRORS = (OperationalError, InterfaceError)
+# SQLite reports a missing table or column as an OperationalError too: a schema problem, never an outage
+SCHEMA_ERRORS = ("no such table", "no such column", "has no column named")
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 8.0
 
@@ -87,6 +89,11 @@ def backoff_delays():
         delay = min(delay * 2, BACKOFF_MAX_S)
 
 
+def is_outage(error: BaseException) -> bool:
+    """A database that is away (worth waiting for), not a query it will never accept."""
+    return isinstance(error, DATABASE_ERRORS) and not any(text in str(error) for text in SCHEMA_ERRORS)
+
+
 def reconnect() -> None:
     """Never reuse a connection a restart killed: the next query opens a fresh one."""
     close_old_connections()
@@ -105,7 +112,7 @@ def retry_database(operation: Callable[[], T], what: str, budget_s: float | None
             result = operation()
         except DATABASE_ERRORS as exc:
             delay = next(delays)
-            if time.monotonic() + delay > deadline:
+            if time.monotonic() + delay > deadline or not is_outage(exc):
                 raise
             DATABASE.failed(exc, what)
             logger.debug("%s: database unavailable, retrying in %.2f s: %s", what, delay, exc)

@@ -17,7 +17,7 @@ def stamp(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("selection", "0015_candidate_screen_override")]
+    dependencies = [("selection", "0016_cost_and_growth_constraints")]
 
     operations = [
         migrations.AddField(

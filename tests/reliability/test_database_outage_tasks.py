@@ -81,6 +81,19 @@ def test_twenty_tasks_meeting_one_outage_wait_it_out_and_log_it_once(caplog):
     assert database.failures >= 20 and not DATABASE.down
 
 
+def test_a_query_the_database_will_never_accept_is_not_waited_for():
+    """SQLite reports a missing table as an OperationalError: a schema problem, raised at once."""
+    calls = []
+
+    def body() -> None:
+        calls.append(1)
+        raise OperationalError("no such table: benchmarks_benchmarkrun")
+
+    with pytest.raises(OperationalError):
+        retry_database(body, "a task", budget_s=30)
+    assert calls == [1] and not DATABASE.down
+
+
 def test_a_task_gives_up_after_its_budget_with_the_last_error(caplog):
     database = FlakyDatabase()
 
