@@ -115,7 +115,8 @@ def schedule_rescoring(selection_id: int) -> None:
     rescoring unless one is already pending (which then covers this change)."""
     now = timezone.now()
     Selection.objects.filter(pk=selection_id).update(inputs_changed_at=now, scores_requested_at=now)
-    transaction.on_commit(lambda: send_rescoring(selection_id))
+    # robust: the change is committed; a database gone in between leaves the request for the resend job
+    transaction.on_commit(lambda: send_rescoring(selection_id), robust=True)
 
 
 def unclaimed(now: datetime) -> Q:
