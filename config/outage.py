@@ -103,7 +103,7 @@ def reconnect() -> None:
 def retry_database(operation: Callable[[], T], what: str, budget_s: float | None = None) -> T:
     """Run `operation`; while the database is away, wait with back-off and run it again, for up to
     `budget_s` (KVSELECT_STORE_RETRY_S), then raise the last error. `operation` must be safe to run
-    again (a transaction that failed rolled back)."""
+    again (a transaction that failed rolled back); called inside a transaction, it raises at once."""
     budget = float(settings.KVSELECT_STORE_RETRY_S) if budget_s is None else budget_s
     deadline = time.monotonic() + budget
     delays = backoff_delays()
@@ -112,8 +112,8 @@ def retry_database(operation: Callable[[], T], what: str, budget_s: float | None
             result = operation()
         except DATABASE_ERRORS as exc:
             delay = next(delays)
-            if time.monotonic() + delay > deadline or not is_outage(exc):
-                raise
+            if time.monotonic() + delay > deadline or not is_outage(exc) or connection.in_atomic_block:
+                raise  # (inside a caller's transaction, the caller's whole transaction must run again)
             DATABASE.failed(exc, what)
             logger.debug("%s: database unavailable, retrying in %.2f s: %s", what, delay, exc)
             reconnect()

@@ -16,7 +16,7 @@ from selection.management.commands import demo
 from selection.management.commands.demo import Command
 from selection.models import Candidate, Selection
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # a restart ends the connection: no test transaction
 
 
 class RestartsOnce:
@@ -46,7 +46,7 @@ def test_the_selection_step_runs_again_whole_after_a_restart_mid_step(command, m
     flaky = RestartsOnce(demo.add_candidate, at=2)  # the second candidate's insert meets the restart
     monkeypatch.setattr(demo, "add_candidate", flaky)
     selection = command.with_database("selection", command.ensure_selection)
-    assert flaky.calls == 4  # one failed attempt (rolled back whole), then the three candidates
+    assert flaky.calls == 5  # two in the failed attempt (rolled back whole), then the three candidates
     assert Selection.objects.filter(name=demo.DEMO_SELECTION).count() == 1
     assert Candidate.objects.filter(selection=selection).count() == len(demo.DEMO_CANDIDATES)
 
