@@ -335,7 +335,11 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
     except Exception as exc:  # the engine or network broke mid-test
         logger.exception("validation run %s failed", run.pk)
         return finish_failed(run, f"{type(exc).__name__}: {exc}")
-    record_host_activity(run, result, load_at_start)
+    try:
+        record_host_activity(run, result, load_at_start)
+    except (OperationalError, InterfaceError) as exc:  # never hold the result back for it: finish() writes it ahead
+        connection.close()  # a restart killed this connection; finish() stores on a fresh one
+        result.notes.append(f"Other runs on this hardware could not be checked: the database was unavailable ({exc}).")
     cancelled = reporter.cancelled()
     stopped = [p.extra["stopped_early"] for p in result.points if p.extra.get("stopped_early")]
     engine_alive = cancelled or (not stopped and healthy(candidate.endpoint_url))
