@@ -40,6 +40,10 @@ RESCORING_RESEND_AFTER = timedelta(minutes=2)
 # One task scores for at most this long (a steady stream of uploads), then hands over to a fresh task at
 # the back of the queue, so that other selections' rescorings are not held up.
 RESCORING_TASK_BUDGET_S = 60.0
+# After a pass, a task whose selection changed less than this long ago waits (at most this long) for
+# the burst to end before letting go: a CI matrix uploading every second or two is one task, not one
+# per gap between uploads.
+RESCORING_QUIET_S = 3.0
 
 
 @shared_task(name="selection.tasks.refresh_scenario", base=DatabaseTask)
@@ -68,6 +72,7 @@ def recompute_scores(selection_id: int) -> str:
     try:
         while True:
             error = refresh_scores(selection_id)
+            settle(selection_id)
             if release_rescoring(selection_id):
                 return error
             renew_rescoring(selection_id)  # a change came in during the pass: score again
@@ -136,6 +141,20 @@ def send_rescoring(selection_id: int, now: datetime | None = None) -> bool:
     logger.debug("could not queue rescoring of selection %s; the resend job retries", selection_id)
     abandon_rescoring(selection_id)
     return False
+
+
+def settle(selection_id: int) -> None:
+    """Wait, at most RESCORING_QUIET_S, until the selection's inputs have been quiet that long or a new
+    change asks for another pass."""
+    quiet = RESCORING_QUIET_S
+    deadline = time.monotonic() + quiet
+    while time.monotonic() < deadline:
+        row = Selection.objects.filter(pk=selection_id).values_list("scores_requested_at", "inputs_changed_at").first()
+        if row is None or row[0] is not None or row[1] is None:
+            return  # gone, a new change to score now, or never changed
+        if (timezone.now() - row[1]).total_seconds() >= quiet:
+            return
+        time.sleep(0.25)
 
 
 def release_rescoring(selection_id: int) -> bool:

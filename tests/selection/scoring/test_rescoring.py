@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,6 +47,12 @@ pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).parents[2] / "benchmarks" / "formats" / "fixtures"
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+@pytest.fixture(autouse=True)
+def _no_quiet_period(monkeypatch):
+    """The task lets go at once after a pass (its wait for a burst to end is tested on its own)."""
+    monkeypatch.setattr(tasks, "RESCORING_QUIET_S", 0.0)
 
 
 @pytest.fixture
@@ -303,6 +311,36 @@ def test_a_change_while_the_task_scores_is_picked_up_by_the_same_task(decided, s
     assert len(passes) == 2 and sent == [decided.pk]  # scored again by the same task, none sent
     assert requested_at(decided) is None and claimed_at(decided) is None
     assert scores_state(decided).current
+
+
+@pytest.mark.django_db(transaction=True)  # the burst's next upload commits from another thread
+def test_a_task_waits_for_a_burst_to_end_and_scores_what_arrives_meanwhile(decided, sent, monkeypatch):
+    monkeypatch.setattr(tasks, "RESCORING_QUIET_S", 1.0)
+    Selection.objects.filter(pk=decided.pk).update(rescoring_queued_at=None)  # the set-up's own task is done
+    tasks.schedule_rescoring(decided.pk)  # no test transaction: sent at once
+    assert sent == [decided.pk]
+    passes: list[float] = []
+    real = tasks.refresh_scores
+
+    def upload_half_a_second_after_the_first_pass(selection_id):
+        passes.append(time.monotonic())
+        error = real(selection_id)
+        if len(passes) == 1:
+
+            def later():
+                time.sleep(0.5)
+                tasks.schedule_rescoring(selection_id)  # the next upload of the burst
+                connection.close()
+
+            threading.Thread(target=later).start()
+        return error
+
+    monkeypatch.setattr(tasks, "refresh_scores", upload_half_a_second_after_the_first_pass)
+    started = time.monotonic()
+    assert tasks.recompute_scores(decided.pk) == ""
+    assert len(passes) == 2 and sent == [decided.pk]  # the same task scored the late upload
+    assert time.monotonic() - started >= 1.0  # and let go only once the inputs were quiet for 1 s
+    assert claimed_at(decided) is None and requested_at(decided) is None
 
 
 def test_a_task_scoring_past_its_budget_hands_over_to_a_fresh_task(decided, sent, monkeypatch):
