@@ -41,6 +41,7 @@ CRITERION_TITLES = {
     "eviction_exercised": _("The idle sessions' KV was seen evicted or offloaded"),
     "resume_cheaper_than_recompute": _("Resuming an evicted session is cheaper than recomputing it"),
     "never_swap_sessions_warm": _("Never-swap sessions come back warm"),
+    "swap_in_delay_within_budget": _("Sessions that accept a swap-in delay resume within it"),
     "idle_kv_released": _("The idle sessions' KV is released"),
     "kv_below_own_allocation": _("KV use below one copy of the prefix per request"),
     "kv_below_theory": _("Peak KV with prefix caching clearly below every request holding its own prompt"),
@@ -90,6 +91,7 @@ STATUS_LABELS = {
 }
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
+    "engine_host": _("Engine host (what the engine ran as and on)"),
     "engine": _("Engine"),
     "model": _("Model"),
     "gpu": _("GPU"),
@@ -670,3 +672,40 @@ def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, 
         "progress": progress_view(run.progress, run.status, run.is_terminal),
         "verdict": run_verdict(run.verdicts) if run.status == "succeeded" else None,
     }
+
+
+GPU_SOURCES = {
+    "engine_metrics": _("from the engine's metrics"),
+    "dcgm": _("from the DCGM exporter"),
+    "worker_nvml": _("from the worker's NVML (it launched the engine)"),
+    "upload": _("from the upload's metadata"),
+}
+
+
+def engine_host_line(metadata: Mapping[str, Any] | None, translate=lambda text: text) -> str:
+    """What the engine ran as and on, as the run's probe before the load recorded it (served model,
+    version, the engine host's GPUs and where they were read; never the load client's): "" when the
+    run recorded none."""
+    host = (metadata or {}).get("engine_host")
+    if not isinstance(host, Mapping):
+        return ""
+    identity = host.get("identity") or {}
+    parts = []
+    served = ", ".join([*(identity.get("served_models") or []), *(identity.get("model_paths") or [])])
+    if served:
+        parts.append(translate(_("model %(served)s")) % {"served": served})
+    if identity.get("engine_version"):
+        parts.append(
+            translate(_("version %(version)s (%(source)s)"))
+            % {"version": identity["engine_version"], "source": identity.get("version_source") or ""}
+        )
+    gpu = identity.get("gpu") or {}
+    if gpu.get("model"):
+        count = f"{gpu['count']}× " if gpu.get("count") else ""
+        memory = f" {float(gpu['memory_gib']):g} GiB" if gpu.get("memory_gib") else ""
+        driver = f", driver {gpu['driver']}" if gpu.get("driver") else ""
+        source = translate(GPU_SOURCES[gpu["source"]]) if gpu.get("source") in GPU_SOURCES else ""
+        parts.append(f"{count}{gpu['model']}{memory}{driver} {source}".strip())
+    else:
+        parts.append(translate(_("GPUs not reported by the engine host")))
+    return "; ".join(parts)

@@ -158,6 +158,7 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         params=[(param_label(key, run.test), key, value) for key, value in sorted((run.params or {}).items())],
         verdicts=presentation.criterion_rows(run.verdicts, translate=_),
         observed=presentation.observed_line(run.metadata, run.is_simulated),
+        engine_host=presentation.engine_host_line(run.metadata, translate=_),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",
         progress=presentation.progress_view(run.progress, run.status, run.is_terminal),

@@ -251,6 +251,18 @@ class Constraints(models.Model):
     never_swap_sessions = models.PositiveIntegerField(
         _("sessions that must never be swapped out"), null=True, blank=True
     )
+    # the second session class: every other session may be swapped out while idle, and accepts this much
+    # extra time to first token when it resumes (the swap test judges it against this budget)
+    swap_in_delay_budget_ms = models.FloatField(
+        _("swap-in delay the other sessions accept (ms)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text=_(
+            "Sessions other than the never-swap ones may be swapped out while idle: the extra time to first token "
+            "they accept when they resume, over a turn whose history stayed in GPU memory"
+        ),
+    )
     ttft_p95_ms = models.FloatField(_("TTFT p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(1)])
     tpot_p95_ms = models.FloatField(
         _("TPOT p95 budget (ms)"), null=True, blank=True, validators=[MinValueValidator(0.1)]
@@ -319,6 +331,8 @@ class Constraints(models.Model):
             errors.setdefault("average_turns", _("required when multi-turn is on"))
         if not self.multi_turn and self.never_swap_sessions:
             errors.setdefault("never_swap_sessions", _("only meaningful for multi-turn sessions"))
+        if not self.multi_turn and self.swap_in_delay_budget_ms is not None:
+            errors.setdefault("swap_in_delay_budget_ms", _("only meaningful for multi-turn sessions"))
         if self.growth_horizon_months and not self.growth_factor:
             errors.setdefault("growth_horizon_months", _("needs the expected traffic growth it is the horizon of"))
         bad = [p for p in self.kv_precisions_allowed or [] if p not in dict(KV_PRECISION_CHOICES)]
@@ -471,6 +485,13 @@ class Candidate(models.Model):
     # the architect kept a candidate the documentation screen rules out: {by, at, justification,
     # reasons} (audited; nullable without a default: SQLite adds the column in place)
     screen_override = models.JSONField(null=True, blank=True)
+    # what the endpoint said it is when last probed (added, changed, before each run): served models,
+    # max model length, KV pool, engine version, the engine host's GPUs, and the mismatches found
+    # (benchmarks.harness.identity, selection.domain.provenance); {at, identity, findings}
+    endpoint_probe = models.JSONField(null=True, blank=True, editable=False)
+    # the architect kept an endpoint that serves another model than the selection's: {by, at,
+    # justification, served, target} (audited; shown in the record)
+    model_justification = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["id"]

@@ -10,7 +10,8 @@ JSON (a list of IterationStats) is read from `kvCacheStats`.
 Canonical series: kv_usage_ratio (0..1), prefix_hit_ratio (per interval, from token counters when
 the engine has them, else its own gauge), running, waiting, preemptions (cumulative),
 kv_used_tokens, cpu_kv_usage_ratio, swap_out / swap_in (cumulative tokens or bytes offloaded and
-loaded back), prompt_tokens_processed (cumulative prompt tokens the engine computed, llama.cpp's
+loaded back), evicted (cumulative tokens dropped from the GPU cache, SGLang's radix tree),
+prompt_tokens_processed (cumulative prompt tokens the engine computed, llama.cpp's
 `llamacpp:prompt_tokens_total`: the tests compare it with the prompt tokens they sent, so the
 tokens it took from its cache are known even where no cached-token counter exists).
 
@@ -59,8 +60,10 @@ ENGINE_MAPS: dict[str, dict[str, list[str]]] = {
         "running": ["sglang:num_running_reqs"],
         "waiting": ["sglang:num_queue_reqs"],
         "preemptions": ["sglang:num_retracted_reqs", "sglang:total_retracted_reqs"],
-        "swap_out": ["sglang:evicted_tokens", "sglang:hicache_backup_tokens"],
+        # the hierarchical cache's backups to host memory are the offload; evicted tokens are dropped
+        "swap_out": ["sglang:hicache_backup_tokens"],
         "swap_in": ["sglang:load_back_tokens"],
+        "evicted": ["sglang:evicted_tokens"],
         "cpu_kv_usage_ratio": [],
     },
     "lmdeploy": {

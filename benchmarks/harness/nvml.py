@@ -106,3 +106,38 @@ class GpuSampler:
         while True:
             self.sample_once()  # NVML calls take microseconds: fine on the event loop
             await asyncio.sleep(self.interval_s)
+
+
+def host_gpus() -> tuple[list[dict[str, Any]], str, str | None]:
+    """(GPUs, driver version, why unavailable) of the machine this runs on, read once: the engine
+    host's GPUs when this machine launched the engine (never a load client's view of a remote engine)."""
+    try:
+        import pynvml
+    except ImportError:
+        return [], "", "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return [], "", str(exc)
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            gpus.append(
+                {
+                    "index": index,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**20,
+                }
+            )
+    except pynvml.NVMLError as exc:
+        return [], "", str(exc)
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+    driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+    return gpus, driver, None if gpus else "no GPU found"

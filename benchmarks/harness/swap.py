@@ -113,7 +113,8 @@ def observe_eviction(
       fewer than the warm sessions of the same history length (`resumed_prompts`, their prompt
       tokens, give how much of the resume was recomputed);
     - the prefix-cache hit ratio of the resume phase fell far below the warm phase's;
-    - KV moved to a CPU/offload tier (offload store/load counters, CPU-tier usage).
+    - KV moved to a CPU/offload tier (offload store/load counters, CPU-tier usage), or dropped by the
+      engine's own eviction counter (SGLang's `evicted_tokens`).
     - without either: the resume TTFT (`ttft_ms` {warm, resume, recompute}) is over
       RECOMPUTED_OVER_WARM x the warm one, its whole interval, and at least 0.8 x the recompute's
       (at least MIN_SAMPLES each): the history was prefilled again.
@@ -121,12 +122,14 @@ def observe_eviction(
     the idle sessions' cache. `snapshots` holds the metric values at warm_start, warm_end,
     pressure_start, resume_start and resume_end (None where the engine exports no metrics)."""
     how: list[str] = []
+    sources: list[str] = []  # what judged each piece of evidence, in the order of `how`
     warm_median = _median(warm_cached)
     resumed_known = [c for c in resumed_cached if c is not None]
     evicted_sessions = None
     if warm_median is not None and warm_median > 0 and resumed_known:
         evicted_sessions = sum(1 for c in resumed_known if c < EVICTED_CACHED_SHARE * warm_median)
         if evicted_sessions:
+            sources.append("responses")
             via = "llama.cpp timings.prompt_n" if cached_source == "timings" else "usage cached_tokens"
             how.append(
                 f"cached tokens ({via}): {evicted_sessions} of {len(resumed_known)} resumed sessions got under "
@@ -136,14 +139,22 @@ def observe_eviction(
     resume_ratio = _hit_ratio(snapshots.get("resume_start"), snapshots.get("resume_end"))
     if warm_ratio and resume_ratio is not None and resume_ratio < EVICTED_HIT_RATIO_SHARE * warm_ratio:
         how.append(f"prefix-cache hit ratio {resume_ratio:.2f} on resume vs {warm_ratio:.2f} warm")
+        sources.append("engine_counters")
+    dropped = _delta(snapshots.get("pressure_start"), snapshots.get("resume_start"), "evicted")
+    if dropped:
+        how.append(f"the engine's eviction counter +{dropped:,.0f} tokens while the sessions idled")
+        sources.append("engine_counters")
     store = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "swap_out")
     load = _delta(snapshots.get("resume_start"), snapshots.get("resume_end"), "swap_in")
     if store:
         how.append(f"offload/swap-out counter +{store:.3g}")
+        sources.append("offload_counters")
     if load:
         how.append(f"load back from the CPU tier +{load:.3g} during the resume")
+        sources.append("offload_counters")
     if cpu_usage_max:
         how.append(f"CPU-tier KV usage up to {cpu_usage_max:.3f}")
+        sources.append("offload_counters")
     metric_evidence = evicted_sessions is not None or warm_ratio is not None
     ttft = ttft_ms or {}
     warm_t, resume_t, recompute_t = ttft.get("warm") or [], ttft.get("resume") or [], ttft.get("recompute") or []
@@ -157,6 +168,7 @@ def observe_eviction(
                 + (f", like the recompute's {recomputed:.0f} ms" if recomputed else "")
                 + ": the history was prefilled again (the engine reports no cached tokens or prefix hits)"
             )
+            sources.append("timing")
     preemptions = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "preemptions")
     offloaded = bool(store or load or cpu_usage_max)
     # the sessions whose KV left the GPU for the offload tier and came back: the engine stored KV out
@@ -174,6 +186,9 @@ def observe_eviction(
     return {
         "observed": bool(how),
         "how": how,
+        # what judged it, strongest first: the responses' cached tokens, the engine's own counters, its
+        # offload counters; timing only when the engine reports none of them
+        "judged_by": sorted(set(sources), key=sources.index),
         "cached_tokens_source": cached_source,
         "resume_prompt_tokens": prompt_total or None,
         "resume_recomputed_tokens": recomputed if prompt_total else None,

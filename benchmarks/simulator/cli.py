@@ -177,10 +177,12 @@ def config_from_options(options: dict[str, Any]) -> SimConfig:
 def shipped_names() -> list[str]:
     """The shipped model configs the capacity model can size, or none when the simulator runs on its own."""
     try:
-        from selection.domain import capacity  # optional: the simulator also runs without kvselect's selection
+        from selection.domain.capacity.model_config import (  # optional: the simulator also runs alone
+            shipped_models,
+        )
     except ImportError:
         return []
-    return list(capacity.shipped_models())
+    return list(shipped_models())
 
 
 def describe_serving(config: SimConfig, options: dict[str, Any]) -> str:
@@ -207,14 +209,16 @@ def capacity_plan(model: str, gpu: str, tp: int = 1, kv_dtype: str = "bf16") -> 
 
     Returns None for names the capacity model does not know (the simulator's defaults apply)."""
     try:
-        from selection.domain import capacity
+        from selection.domain.capacity.base import CapacityError
+        from selection.domain.capacity.model_config import shipped_models
+        from selection.domain.capacity.plan import plan_for_model
     except ImportError:  # the simulator used on its own
         return None
-    names = {name.lower(): name for name in capacity.shipped_models()}
+    names = {name.lower(): name for name in shipped_models()}
     if model.lower() not in names:
         return None
     try:
-        plan = capacity.plan_for_model(
+        plan = plan_for_model(
             names[model.lower()],
             gpu=CAPACITY_GPU_NAMES.get(gpu, gpu),
             engine="vllm",
@@ -223,7 +227,7 @@ def capacity_plan(model: str, gpu: str, tp: int = 1, kv_dtype: str = "bf16") -> 
             tp=tp,
             kv_dtype=kv_dtype,
         )
-    except capacity.CapacityError as exc:
+    except CapacityError as exc:
         raise SimConfigError(f"model: {exc}") from None
     if plan.num_blocks <= 0:
         raise SimConfigError(

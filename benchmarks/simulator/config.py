@@ -58,6 +58,11 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     # cache, --enable-hierarchical-cache: the radix tree's evicted nodes are backed up to host memory
     # and loaded back on a hit)
     "radix-offload": {"prefix_caching": True, "static": False, "offload": True, "token_level": True},
+    # llama.cpp's slots: max_num_seqs slots over one pool of cells; each slot keeps its last prompt (and
+    # output) resident for the next prompt with a common prefix; nothing is shared between slots; an idle
+    # slot is overwritten (its prompt recomputed later) when another request needs it. Speaks llama.cpp:
+    # its metric names, `timings.prompt_n`, no cached tokens in the usage, GET /props, no cache reset
+    "slots": {"prefix_caching": False, "static": False, "offload": False, "token_level": True, "slots": True},
 }
 
 SCHEDULING_POLICIES = ("fcfs", "priority")

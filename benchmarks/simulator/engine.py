@@ -193,6 +193,7 @@ class Sequence:
         "emitted",
         "user",
         "priority",
+        "slot",
     )
 
     def __init__(
@@ -230,6 +231,33 @@ class Sequence:
         self.finish_reason: str | None = None
         self.error: str | None = None
         self.emitted = 0  # tokens handed to the client (live mode)
+        self.slot: int | None = None  # the llama.cpp-style slot it runs in (the `slots` strategy)
+
+
+class Slot:
+    """One llama.cpp slot (the `slots` strategy): the request it serves, or the tokens it keeps resident
+    (their chain keys) and the blocks they hold, until another request takes the slot."""
+
+    __slots__ = ("index", "seq", "keys", "blocks", "last_used")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.seq: Sequence | None = None
+        self.keys: list[Hashable] = []
+        self.blocks = 0
+        self.last_used = 0.0
+
+
+SLOT_PROMPT_SIMILARITY = 0.5  # llama-server's --slot-prompt-similarity default
+
+
+def _common_prefix(first: list[Hashable], second: list[Hashable]) -> int:
+    count = 0
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
 
 
 def _rank(seq: Sequence) -> tuple[int, int]:
@@ -255,6 +283,9 @@ class Engine:
         self.prefix_caching: bool = config.prefix_caching_on
         self.static: bool = strategy["static"]
         self.offload: bool = strategy["offload"]
+        self.slots_mode: bool = bool(strategy.get("slots"))
+        self.slot_table = [Slot(i) for i in range(config.max_num_seqs)] if self.slots_mode else []
+        self.idle_slot_blocks = 0  # blocks idle slots keep resident (reclaimed LRU when the pool runs short)
         self.bs = config.effective_block_size
         self.total_blocks = config.total_blocks
         self.cpu_capacity = config.total_cpu_blocks if (self.offload or config.preemption_mode == "swap") else 0
@@ -305,16 +336,19 @@ class Engine:
     # --- pool ------------------------------------------------------------------------------
     @property
     def available(self) -> int:
-        return self.free + len(self.evictable)
+        return self.free + len(self.evictable) + self.idle_slot_blocks
 
     @property
     def used_blocks(self) -> int:
-        return self.total_blocks - self.available
+        """Blocks holding KV: an idle slot's resident prompt counts (llama.cpp reports it as used)."""
+        return self.total_blocks - self.free - len(self.evictable)
 
     def kv_cache_usage(self) -> float:
         return self.used_blocks / self.total_blocks if self.total_blocks else 0.0
 
     def _allocate(self, count: int) -> None:
+        if self.slots_mode and count > self.free:
+            self._reclaim_slots(count)
         if count <= self.free:
             self.free -= count
             return
@@ -327,6 +361,60 @@ class Engine:
                 self._store_cpu(key)
         else:
             deque(evicted, maxlen=0)
+
+    def _reclaim_slots(self, count: int) -> None:
+        """Overwrite idle slots, least recently used first, until `count` blocks are free."""
+        for slot in sorted((s for s in self.slot_table if s.seq is None and s.blocks), key=lambda s: s.last_used):
+            if self.free >= count:
+                return
+            self.free += slot.blocks
+            self.idle_slot_blocks -= slot.blocks
+            self.stats["evictions"] += slot.blocks
+            slot.blocks, slot.keys = 0, []
+
+    def _admit_to_slot(self, seq: Sequence, budget: int) -> int:
+        """The `slots` strategy's admission: the idle slot holding the longest common prefix with the
+        prompt (else the least recently used) takes the request; that prefix is reused, the rest of
+        what the slot held is dropped. Returns the first chunk, or -1 when no slot or room is free."""
+        idle = [slot for slot in self.slot_table if slot.seq is None]
+        if not idle:
+            return -1
+        keys = seq.keys.block_keys(0, max(seq.target - 1, 0), 1) if self.config.prefix_caching else []
+        best, reused = min(idle, key=lambda slot: slot.last_used), 0
+        for slot in idle:
+            common = _common_prefix(keys, slot.keys) if keys and slot.keys else 0
+            # llama-server's --slot-prompt-similarity (0.5): a slot is chosen for what it holds only when
+            # the prompt shares more than half of it; otherwise the least recently used slot is taken
+            if common > reused and common > SLOT_PROMPT_SIMILARITY * len(slot.keys):
+                best, reused = slot, common
+        if reused == 0 and keys and best.keys:
+            reused = _common_prefix(keys, best.keys)  # the LRU slot's own common prefix is still reused
+        chunk = min(seq.target - reused, budget)
+        if self.free + self.idle_slot_blocks - reused < chunk:
+            return -1
+        self.idle_slot_blocks -= best.blocks
+        self.free += best.blocks - reused
+        best.seq, best.keys, best.blocks = seq, [], 0
+        seq.slot = best.index
+        self._allocate(chunk)
+        seq.private = reused + chunk
+        seq.computed = reused
+        seq.hit_tokens += reused
+        self.stats["prefix_queries"] += seq.target
+        self.stats["prefix_hits"] += reused
+        return chunk
+
+    def _release_to_slot(self, seq: Sequence, now: float) -> None:
+        """A finished (or aborted) request's KV stays in its slot for the next prompt with its prefix."""
+        slot = self.slot_table[seq.slot] if seq.slot is not None else None
+        blocks = len(seq.shared) + seq.private
+        seq.shared, seq.private, seq.slot = [], 0, None
+        if slot is None:
+            self.free += blocks
+            return
+        slot.seq, slot.blocks, slot.last_used = None, blocks, now
+        slot.keys = seq.keys.block_keys(0, min(seq.computed, blocks), 1) if self.config.prefix_caching else []
+        self.idle_slot_blocks += blocks
 
     def _store_cpu(self, key: Hashable) -> None:
         if self.cpu_capacity <= self.cpu_swap_used:
@@ -444,6 +532,8 @@ class Engine:
         """Drop every cached block no request holds (GPU evictable and the CPU tier), as vLLM's
         `POST /reset_prefix_cache` and SGLang's `POST /flush_cache` do: the next request with the
         same history recomputes it. Returns the blocks dropped; swapped-out sequences keep theirs."""
+        if self.slots_mode:
+            return 0  # llama.cpp has no cache reset (the server answers 404)
         dropped = len(self.evictable) + len(self.cpu)
         self.free += len(self.evictable)
         self.evictable.clear()
@@ -477,6 +567,8 @@ class Engine:
 
     def _try_admit(self, seq: Sequence, budget: int, now: float, outcome_extra: list[float]) -> int:
         """Admit the head of the queue if its first chunk fits; returns the chunk size, or -1."""
+        if self.slots_mode:
+            return self._admit_to_slot(seq, budget)
         if seq.swapped_blocks:  # swap-preempted: bring its blocks back
             if self.available < seq.swapped_blocks:
                 return -1
@@ -577,7 +669,11 @@ class Engine:
     def _release(self, seq: Sequence, now: float) -> None:
         """Return a sequence's blocks: full blocks stay cached (prefix caching), the rest are freed.
 
-        Blocks join the LRU tail-first, so a chain's later blocks are evicted before its head."""
+        Blocks join the LRU tail-first, so a chain's later blocks are evicted before its head. Under the
+        `slots` strategy the request's KV stays resident in its slot instead."""
+        if self.slots_mode:
+            self._release_to_slot(seq, now)
+            return
         ref, evictable = self.ref, self.evictable
         private = seq.private
         if self.prefix_caching:

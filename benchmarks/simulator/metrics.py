@@ -109,6 +109,10 @@ class _EngineCollector:
 
         if self.clock is not None:
             engine.offload_idle(self.clock())
+        if engine.slots_mode:
+            yield from self._llamacpp(gauge, counter)
+            yield from self._marks()
+            return
         yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", len(engine.running))
         yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(engine.waiting))
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv_cache_usage())
@@ -204,6 +208,11 @@ class _EngineCollector:
             "kvsim:requests_rejected", "Requests rejected by the admission limit (429).", stats["requests_rejected"]
         )
         yield counter("kvsim:requests_oom", "Requests failed by the injected OOM fault.", stats["requests_oom"])
+        yield from self._marks()
+
+    def _marks(self):
+        """The simulator's own marks: every scrape is SIMULATED, and what it stands in for."""
+        config = self.engine.config
         kvsim = GaugeMetricFamily(
             "kvsim_info",
             "This engine is the kvsim simulator: all figures are SIMULATED.",
@@ -232,6 +241,22 @@ class _EngineCollector:
         )
         yield build
 
+    def _llamacpp(self, gauge, counter):
+        """The `slots` strategy speaks llama.cpp (llama-server --metrics, the 0.3.9 names): processed
+        prompt tokens (cached ones excluded), KV cells in use (idle slots' resident prompts included),
+        slots processing and requests deferred for want of a slot."""
+        engine = self.engine
+        stats = engine.stats
+        used = engine.used_blocks * engine.bs
+        yield counter("llamacpp:prompt_tokens", "Number of prompt tokens processed.", stats["prompt_tokens"])
+        yield counter("llamacpp:tokens_predicted", "Number of generation tokens processed.", stats["generation_tokens"])
+        yield gauge(
+            "llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", engine.kv_cache_usage()
+        )
+        yield gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", used)
+        yield gauge("llamacpp:requests_processing", "Number of requests processing.", len(engine.running))
+        yield gauge("llamacpp:requests_deferred", "Number of requests deferred.", len(engine.waiting))
+
 
 class SimMetrics:
     """The registry of one simulator server; also the live driver's observer."""
@@ -241,9 +266,11 @@ class SimMetrics:
         labels = {"model_name": model_name, "engine": "0"}
         self.registry.register(_EngineCollector(engine, labels, clock))
         names, values = list(labels), list(labels.values())
+        # llama.cpp (the `slots` strategy) exports no latency histograms: observed, never exposed
+        shown = CollectorRegistry(auto_describe=False) if engine.slots_mode else self.registry
 
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Any:
-            return Histogram(name, doc, names, buckets=buckets, registry=self.registry).labels(*values)
+            return Histogram(name, doc, names, buckets=buckets, registry=shown).labels(*values)
 
         self.ttft = histogram(
             "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS

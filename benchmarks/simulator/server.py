@@ -4,7 +4,9 @@ Endpoints: POST /v1/chat/completions, POST /v1/completions (SSE streaming with
 `stream_options.include_usage`, written in a real engine's exact shape, `stream_shape`: vLLM's
 by default, or one JSON response), GET /v1/models, GET /health, GET /version (vLLM's),
 POST /tokenize, GET /metrics (Prometheus, vLLM names + `kvsim:` series + `kvsim_info`),
-POST /reset_prefix_cache (vLLM's) and POST /flush_cache (SGLang's): drop the unreferenced cache,
+POST /reset_prefix_cache (vLLM's) and POST /flush_cache (SGLang's): drop the unreferenced cache; the
+`slots` profile speaks llama-server instead (its metric names, `timings` in each response, GET /props,
+POST /slots/{id} refused as without --slot-save-path, no cache reset),
 and POST /admin/restart (the model_switch test's hook: restart with other settings, e.g. a new model
 version's KV size; the cache starts empty, counters from zero; `{"config": {}}` rolls back).
 
@@ -188,20 +190,31 @@ async def handle_generate(request: web.Request, chat: bool) -> web.StreamRespons
         "created": created,
         "model": model,
         "choices": [choice],
-        "usage": _usage(handle, len(tokens)),
+        "usage": _usage(handle, len(tokens), state.live.engine.slots_mode),
         "kvsim": {"evidence": "SIMULATED", "token_ids": tokens},
     }
+    if state.live.engine.slots_mode:
+        payload["timings"] = _timings(handle, len(tokens))
     return web.json_response(payload, headers=EVIDENCE_HEADER)
 
 
-def _usage(handle: LiveRequest, completion_tokens: int) -> dict[str, Any]:
+def _usage(handle: LiveRequest, completion_tokens: int, slots: bool = False) -> dict[str, Any]:
     seq = handle.seq
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": seq.prompt_len,
         "completion_tokens": completion_tokens,
         "total_tokens": seq.prompt_len + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": seq.hit_tokens},
     }
+    if not slots:  # llama.cpp states no cached tokens in its usage: its `timings` say what it processed
+        usage["prompt_tokens_details"] = {"cached_tokens": seq.hit_tokens}
+    return usage
+
+
+def _timings(handle: LiveRequest, completion_tokens: int) -> dict[str, Any]:
+    """llama.cpp's per-response `timings` (the `slots` strategy): `prompt_n` is the prompt tokens it
+    processed, the rest came from the slot's cache."""
+    seq = handle.seq
+    return {"prompt_n": max(seq.prompt_len - seq.hit_tokens, 0), "predicted_n": completion_tokens}
 
 
 async def _stream(
@@ -242,7 +255,11 @@ async def _stream(
                 request.transport.abort()
             return response
         if include_usage:
-            await response.write(events.usage(handle.seq.prompt_len, sent, handle.seq.hit_tokens))
+            if state.live.engine.slots_mode:
+                timings = {"timings": _timings(handle, sent)}
+                await response.write(events.usage(handle.seq.prompt_len, sent, None, timings))
+            else:
+                await response.write(events.usage(handle.seq.prompt_len, sent, handle.seq.hit_tokens))
         await response.write(events.done())
         await response.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
@@ -301,9 +318,28 @@ async def handle_tokenize(request: web.Request) -> web.Response:
 
 async def handle_reset_prefix_cache(request: web.Request) -> web.Response:
     """vLLM's `POST /reset_prefix_cache` and SGLang's `POST /flush_cache`: forget every cached block
-    no request holds, so the swap test can time a recompute of the same history."""
+    no request holds, so the swap test can time a recompute of the same history. llama.cpp (the
+    `slots` strategy) has neither: 404, as llama-server answers."""
+    if _state(request).live.engine.slots_mode:
+        return _error(404, "File Not Found")
     dropped = _state(request).live.engine.reset_prefix_cache()
     return web.json_response({"reset": True, "dropped_blocks": dropped}, headers=EVIDENCE_HEADER)
+
+
+async def handle_props(request: web.Request) -> web.Response:
+    """llama-server's `GET /props` (the `slots` strategy): how many slots it runs."""
+    engine = _state(request).live.engine
+    if not engine.slots_mode:
+        return _error(404, "File Not Found")
+    return web.json_response({"total_slots": len(engine.slot_table)}, headers=EVIDENCE_HEADER)
+
+
+async def handle_slot_action(request: web.Request) -> web.Response:
+    """llama-server's `POST /slots/{id}?action=...`: refused as llama-server refuses it when started
+    without --slot-save-path (the harness then overwrites each slot instead)."""
+    if not _state(request).live.engine.slots_mode:
+        return _error(404, "File Not Found")
+    return _error(501, "This server does not support slots action. Start it with `--slot-save-path`")
 
 
 async def handle_metrics(request: web.Request) -> web.Response:
@@ -405,6 +441,8 @@ def create_app(config: SimConfig, on_crash: Callable[[], None] | None = None) ->
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_post("/reset_prefix_cache", handle_reset_prefix_cache)
     app.router.add_post("/flush_cache", handle_reset_prefix_cache)
+    app.router.add_get("/props", handle_props)
+    app.router.add_post("/slots/{slot}", handle_slot_action)
     app.router.add_post("/admin/restart", handle_admin_restart)
     return app
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import NormalizedResult
 from selection.audit import audit
+from selection.domain import provenance
 from selection.selectors import archived_refusal, require_editor
 from selection.tasks import schedule_rescoring
 
@@ -41,24 +42,23 @@ ENGINE_NAMES = {
 }
 
 
-def model_key(name: Any) -> str:
-    """A served model name compared without its organisation and case (meta-llama/Llama-3.1-8B)."""
-    return str(name or "").strip().rstrip("/").split("/")[-1].lower()
-
-
 def engine_key(name: Any) -> str:
     text = str(name or "").strip().lower()
     return ENGINE_NAMES.get(text, text)
 
 
-def evidence_warnings(result: NormalizedResult, *, model: str, engine: str) -> list[dict[str, Any]]:
-    """Warnings about a parsed upload for a candidate serving `model` on `engine` (catalog slug).
-
-    A name missing on either side is not a mismatch (nothing to compare)."""
+def evidence_warnings(
+    result: NormalizedResult, *, model: str, engine: str, aliases: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """Warnings about a parsed upload for a selection deciding on `model` (its target model), for a
+    candidate on `engine` (catalog slug); `aliases`: served names the candidate's endpoint showed to be
+    that model (vLLM's --served-model-name). A name missing on either side is not a mismatch (nothing
+    to compare)."""
     warnings: list[dict[str, Any]] = []
     file_model = result.metadata.get("model")
-    if isinstance(file_model, str) and model and model_key(file_model) != model_key(model):
-        warnings.append({"code": "model_mismatch", "file": file_model, "candidate": model})
+    if isinstance(file_model, str) and model and not provenance.model_matches([file_model], model):
+        if file_model not in aliases:
+            warnings.append({"code": "model_mismatch", "file": file_model, "candidate": model})
     file_engine = result.metadata.get("engine")
     if isinstance(file_engine, str) and file_engine and engine and engine_key(file_engine) != engine_key(engine):
         warnings.append({"code": "engine_mismatch", "file": file_engine, "candidate": engine})
@@ -76,9 +76,18 @@ def evidence_warnings(result: NormalizedResult, *, model: str, engine: str) -> l
 
 
 def warnings_for_candidate(result: NormalizedResult, candidate) -> list[dict[str, Any]]:
+    """The upload checked against the selection's model (issue 33 item 5), not the candidate's name: the
+    candidate's served name counts only where its endpoint's probe showed it serves that model."""
     constraints = getattr(candidate.selection, "constraints", None)
-    model = candidate.model_name or (constraints.target_model if constraints is not None else "")
-    return evidence_warnings(result, model=model or "", engine=candidate.engine.slug)
+    model = constraints.target_model if constraints is not None else ""
+    identity = (candidate.endpoint_probe or {}).get("identity") or {}
+    served = provenance.served_names(identity)
+    aliases = (
+        (candidate.model_name,) if candidate.model_name and model and provenance.model_matches(served, model) else ()
+    )
+    return evidence_warnings(
+        result, model=model or candidate.model_name or "", engine=candidate.engine.slug, aliases=aliases
+    )
 
 
 def confirm_as_evidence(*, run: BenchmarkRun, user) -> BenchmarkRun:

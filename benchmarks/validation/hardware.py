@@ -19,6 +19,7 @@ Pure: no Django.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from typing import Iterable
 from urllib.parse import urlsplit
 
@@ -57,6 +58,11 @@ def hardware_keys(*, gpu_pool: str | None, urls: Iterable[str | None], machine: 
             continue
         keys.add(f"{HOST}:{machine.strip().lower() if is_loopback(host) else host}")
     return sorted(keys)
+
+
+def machine_hardware_key(machine: str | None = None) -> str:
+    """The key of the machine a loopback engine runs on (this machine, unless named)."""
+    return f"{HOST}:{(machine or socket.gethostname()).strip().lower()}"
 
 
 def split_key(key: str) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from benchmarks.suite import by_priority
 from selection.candidates.screening import selection_priorities
 from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
-from selection.domain.capacity import CapacityError
+from selection.domain.capacity.base import CapacityError
 from selection.models import Candidate
 from selection.scoring.evidence import documented_features
 

@@ -56,6 +56,7 @@ from benchmarks.validation.target import (
     target_for,
 )
 from config.outage import DATABASE, retry_database
+from selection.candidates.probing import probe_before_run
 from selection.capacity.measured import record_measured_capacity
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
@@ -303,7 +304,7 @@ def _execute(run: BenchmarkRun, reporter: RunReporter) -> BenchmarkRun:
         LaunchedEngine(candidate.launch_recipe, candidate.endpoint_url) if candidate.launch_recipe.strip() else None
     )
     with engine or nullcontext():
-        run = _execute_against_engine(run, candidate, reporter)
+        run = _execute_against_engine(run, candidate, reporter, launched=engine is not None)
     if engine is not None:
         log_bytes = engine.text().encode()
 
@@ -315,9 +316,15 @@ def _execute(run: BenchmarkRun, reporter: RunReporter) -> BenchmarkRun:
     return run
 
 
-def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: RunReporter) -> BenchmarkRun:
+def _execute_against_engine(
+    run: BenchmarkRun, candidate: Candidate, reporter: RunReporter, launched: bool = False
+) -> BenchmarkRun:
     if not healthy(candidate.endpoint_url):
         raise EngineUnavailable(f"{candidate.endpoint_url} did not answer /health or /v1/models")
+    # what the engine runs as and on, asked before the load (the run records it; another model is refused)
+    provenance = probe_before_run(candidate, launched=launched)
+    if provenance["refusal"]:
+        return finish_failed(run, f"model_name: {provenance['refusal']}")
     target = target_for(candidate)
     extra: dict[str, Any] = {}
     if run.test == "prefix_reuse":
@@ -340,6 +347,7 @@ def _execute_against_engine(run: BenchmarkRun, candidate: Candidate, reporter: R
     except (OperationalError, InterfaceError) as exc:  # never hold the result back for it: finish() writes it ahead
         connection.close()  # a restart killed this connection; finish() stores on a fresh one
         result.notes.append(f"Other runs on this hardware could not be checked: the database was unavailable ({exc}).")
+    result.metadata["engine_host"] = {k: provenance[k] for k in ("at", "identity", "findings", "kept_model")}
     cancelled = reporter.cancelled()
     stopped = [p.extra["stopped_early"] for p in result.points if p.extra.get("stopped_early")]
     engine_alive = cancelled or (not stopped and healthy(candidate.endpoint_url))

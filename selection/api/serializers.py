@@ -183,6 +183,15 @@ class CandidateSerializer(serializers.ModelSerializer):
         help_text="Endpoint API key: stored encrypted, never returned",
     )
     has_api_key = serializers.SerializerMethodField()
+    model_justification = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="Only for an endpoint serving another model than the selection's: why its evidence may stand "
+        "(audited, printed in the record)",
+    )
+    kept_model = serializers.JSONField(source="model_justification", read_only=True)
 
     class Meta:
         model = Candidate
@@ -207,10 +216,13 @@ class CandidateSerializer(serializers.ModelSerializer):
             "kv_precision",
             "gpu_pool",
             "measured_capacity",
+            "endpoint_probe",
+            "model_justification",
+            "kept_model",
             "created_at",
             "archived_at",
         ]
-        read_only_fields = ["measured_capacity", "created_at", "archived_at"]
+        read_only_fields = ["measured_capacity", "endpoint_probe", "created_at", "archived_at"]
         extra_kwargs = bounded(limits.CANDIDATE_BOUNDS)
 
     def get_has_api_key(self, obj) -> bool:

@@ -133,7 +133,10 @@ class SelectionViewSet(
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         api_key = data.pop("api_key", "")
-        candidate = add_candidate(selection=selection, user=request.user, data=data, api_key=api_key)
+        justification = data.pop("model_justification", "")
+        candidate = add_candidate(
+            selection=selection, user=request.user, data=data, api_key=api_key, model_justification=justification
+        )
         return Response(CandidateSerializer(candidate).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -195,8 +198,13 @@ class CandidateViewSet(mixins.RetrieveModelMixin, mixins.UpdateModelMixin, views
     def perform_update(self, serializer):
         data = dict(serializer.validated_data)
         api_key = data.pop("api_key", None)
+        justification = data.pop("model_justification", "")
         serializer.instance = update_candidate(
-            candidate=serializer.instance, user=self.request.user, data=data, api_key=api_key
+            candidate=serializer.instance,
+            user=self.request.user,
+            data=data,
+            api_key=api_key,
+            model_justification=justification,
         )
 
 

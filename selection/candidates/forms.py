@@ -54,6 +54,16 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
         help_text=_("Default: the off endpoint's /metrics."),
     )
 
+    model_justification = forms.CharField(
+        label=_("Why keep an endpoint serving another model"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=_(
+            "Only when the endpoint serves another model than the selection's: why its evidence may stand for "
+            "this decision (recorded in the audit trail and printed in the record)."
+        ),
+    )
+
     class Meta:
         model = Candidate
         fields = [
@@ -106,6 +116,9 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
 
     def service_data(self) -> dict:
         return {name: self.cleaned_data[name] for name in self.Meta.fields}
+
+    def service_justification(self) -> str:
+        return self.cleaned_data.get("model_justification") or ""
 
     def service_api_key(self) -> str | None:
         """The key to store: a new one, "" to remove, None to keep the current one."""

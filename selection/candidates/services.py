@@ -16,6 +16,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import request_cancel
 from benchmarks.validation.target import candidate_urls, lenient_resolver, refused_urls
 from selection.audit import audit
+from selection.candidates import probing
 from selection.domain import catalog as catalog_domain
 from selection.domain import limits
 from selection.models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Selection, breach_message
@@ -28,12 +29,17 @@ CATALOG_PATH = Path(settings.BASE_DIR) / "selection" / "fixtures" / "engine_cata
 
 
 @transaction.atomic
-def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: str = "") -> Candidate:
+def add_candidate(
+    *, selection: Selection, user, data: dict[str, Any], api_key: str = "", model_justification: str = ""
+) -> Candidate:
+    """Add a candidate; its endpoint is probed first (`probing`): one serving another model than the
+    selection's is refused unless `model_justification` keeps it (audited)."""
     require_editor(user, selection)
     candidate = Candidate(selection=selection, **data)
     if api_key:
         candidate.api_key_encrypted = encrypt(api_key)
     check_candidate(candidate)
+    check_served_model(candidate, user, model_justification)
     candidate.save()
     audit(
         selection,
@@ -42,12 +48,72 @@ def add_candidate(*, selection: Selection, user, data: dict[str, Any], api_key: 
         field="candidate",
         new={"id": candidate.pk, "engine": candidate.engine.slug, "version": candidate.engine_version},
     )
+    audit_kept_model(candidate, user)
     schedule_rescoring(selection.pk)
     return candidate
 
 
+PROBED_FIELDS = ("endpoint_url", "metrics_url", "model_name", "engine_version")
+MAX_JUSTIFICATION_CHARS = 2000
+
+
+def check_served_model(candidate: Candidate, user, justification: str = "") -> None:
+    """Probe the endpoint and keep the answer on the candidate; refuse (naming both models) an endpoint
+    serving another model than the selection's, unless a justification keeps it. An endpoint that does
+    not answer yet is probed again before each run."""
+    probe = probing.probe_candidate(candidate)
+    if probe is None:
+        return
+    candidate.endpoint_probe = probe
+    mismatch = probing.model_mismatch(probe)
+    justification = (justification or "").strip()
+    if mismatch is None or (probing.kept(candidate, mismatch) and not justification):
+        return
+    if not justification:
+        raise ValidationError({"model_name": probing.refusal(mismatch)})
+    if len(justification) > MAX_JUSTIFICATION_CHARS:
+        raise ValidationError(
+            {
+                "model_justification": _("a justification of at most %(n)s characters")
+                % {"n": f"{MAX_JUSTIFICATION_CHARS:,}"}
+            }
+        )
+    candidate.model_justification = {
+        "by": user.get_username(),
+        "at": timezone.now().isoformat(),
+        "justification": justification,
+        "served": mismatch["served"],
+        "target": mismatch["target"],
+        "new": True,  # audited once the candidate is saved (`audit_kept_model`)
+    }
+
+
+def audit_kept_model(candidate: Candidate, user) -> None:
+    """The audit entry of a model kept by a justification, once per justification."""
+    kept = dict(candidate.model_justification or {})
+    if not kept.pop("new", False):
+        return
+    candidate.model_justification = kept
+    Candidate.objects.filter(pk=candidate.pk).update(model_justification=kept)
+    audit(
+        candidate.selection,
+        user,
+        "candidate.model_kept",
+        field=f"candidate:{candidate.pk}",
+        new={"served": kept["served"], "target": kept["target"]},
+        justification=kept["justification"],
+    )
+
+
 @transaction.atomic
-def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_key: str | None = None) -> Candidate:
+def update_candidate(
+    *,
+    candidate: Candidate,
+    user,
+    data: dict[str, Any],
+    api_key: str | None = None,
+    model_justification: str = "",
+) -> Candidate:
     require_editor(user, candidate.selection)
     require_compared(candidate)
     old = {k: getattr(candidate, k) for k in data}
@@ -56,7 +122,10 @@ def update_candidate(*, candidate: Candidate, user, data: dict[str, Any], api_ke
     if api_key is not None:
         candidate.api_key_encrypted = encrypt(api_key) if api_key else ""
     check_candidate(candidate)
+    if model_justification or any(old[k] != getattr(candidate, k) for k in PROBED_FIELDS if k in data):
+        check_served_model(candidate, user, model_justification)
     candidate.save()
+    audit_kept_model(candidate, user)
     audit(
         candidate.selection,
         user,

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from selection.candidates import probing
 from selection.candidates.forms import CandidateForm
 from selection.candidates.screening import documentation_screen, override_screen, selection_priorities
 from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
@@ -41,7 +42,11 @@ def _add_candidate(request: HttpRequest, selection: Selection, form: CandidateFo
     """The candidate added from a valid form, or None with the service's errors on the form."""
     try:
         return add_candidate(
-            selection=selection, user=request.user, data=form.service_data(), api_key=form.service_api_key() or ""
+            selection=selection,
+            user=request.user,
+            data=form.service_data(),
+            api_key=form.service_api_key() or "",
+            model_justification=form.service_justification(),
         )
     except ValidationError as error:
         attach_service_errors(form, error)
@@ -51,6 +56,11 @@ def _add_candidate(request: HttpRequest, selection: Selection, form: CandidateFo
 def _candidates_page(selection: Selection) -> dict:
     """The compared candidates with their documentation screen, and the archived ones."""
     compared = list(compared_candidates(selection))
+    for candidate in compared:  # flagged where the candidate is listed: never planned silently
+        candidate.version_note = probing.version_note(candidate)
+        candidate.probe_notes = [
+            probing.finding_text(f) for f in (candidate.endpoint_probe or {}).get("findings") or []
+        ]
     priorities = selection_priorities(selection)
     return {
         "candidates": compared,
@@ -78,6 +88,7 @@ def candidate_edit(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResp
                     user=request.user,
                     data=form.service_data(),
                     api_key=form.service_api_key(),
+                    model_justification=form.service_justification(),
                 )
             except ValidationError as error:
                 attach_service_errors(form, error)

@@ -7,17 +7,20 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from selection.domain import capacity as capacity_model
+from selection.domain.capacity.base import ENGINES, KV_DTYPES, CapacityError
+from selection.domain.capacity.model_config import shipped_models
+from selection.domain.capacity.plan import plan_for_model
+from selection.domain.capacity.verdict import verdict
 from selection.domain.messages import plain
 
 
 class CapacityRequestSerializer(serializers.Serializer):
     model = serializers.CharField(required=False, help_text="A shipped model name (see GET)")
     config = serializers.JSONField(required=False, help_text="A Hugging Face config.json, instead of `model`")
-    kv_dtype = serializers.ChoiceField(choices=list(capacity_model.KV_DTYPES), default="bf16")
+    kv_dtype = serializers.ChoiceField(choices=list(KV_DTYPES), default="bf16")
     tp = serializers.IntegerField(min_value=1, max_value=1024, default=1)
     pp = serializers.IntegerField(min_value=1, max_value=1024, default=1)
-    engine = serializers.ChoiceField(choices=list(capacity_model.ENGINES), default="vllm")
+    engine = serializers.ChoiceField(choices=list(ENGINES), default="vllm")
     gpu = serializers.CharField(required=False)
     gpu_mem_gib = serializers.FloatField(required=False, min_value=1, max_value=4096)
     contexts = serializers.ListField(
@@ -42,9 +45,9 @@ class CapacityView(APIView):
     def get(self, request):
         return Response(
             {
-                "models": capacity_model.shipped_models(),
-                "engines": list(capacity_model.ENGINES),
-                "kv_dtypes": list(capacity_model.KV_DTYPES),
+                "models": shipped_models(),
+                "engines": list(ENGINES),
+                "kv_dtypes": list(KV_DTYPES),
             }
         )
 
@@ -57,11 +60,11 @@ class CapacityView(APIView):
         source = data.pop("config", None) or data.pop("model")
         data.pop("model", None)
         try:
-            plan = capacity_model.plan_for_model(source, **data)
+            plan = plan_for_model(source, **data)
             body = plain(plan.to_dict())  # notes as English text, as before
             if constraints:
-                body["verdict"] = plain(capacity_model.verdict(plan, constraints))  # English text, as before
-        except capacity_model.CapacityError as exc:
+                body["verdict"] = plain(verdict(plan, constraints))  # English text, as before
+        except CapacityError as exc:
             field, _, message = str(exc).partition(": ")
             return Response({field or "non_field_errors": [message or str(exc)]}, status=400)
         return Response(body)

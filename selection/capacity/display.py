@@ -46,7 +46,7 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the labels; the
     return text
 
 
-# The capacity model's estimated inputs (`selection.domain.capacity`, its `_estimate` calls) in words.
+# The capacity model's estimated inputs (`selection.domain.capacity`, its `labelled_estimate` calls) in words.
 ESTIMATE_LABELS = {
     "gpu_memory_bytes": _("GPU memory (bytes)"),
     "gpu_memory_utilization": _("vLLM GPU memory share (gpu_memory_utilization)"),

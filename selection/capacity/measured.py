@@ -22,7 +22,8 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.result import MEASURED
 from selection.audit import audit
 from selection.capacity.plans import plan_for_candidate
-from selection.domain.capacity import CapacityError, parse_engine_capacity_log
+from selection.domain.capacity.base import CapacityError
+from selection.domain.capacity.measured import parse_engine_capacity_log
 from selection.models import Candidate
 from selection.selectors import require_editor
 

@@ -18,10 +18,11 @@ from selection.capacity.display import concurrency_rows, memory_lines, split_est
 from selection.capacity.forms import CapacityWhatIfForm
 from selection.capacity.measured import LOG_ENGINES, measured_capacity, state_capacity_from_log
 from selection.capacity.plans import plan_for_candidate
-from selection.domain import capacity as capacity_model
+from selection.domain.capacity.base import GPU_MEMORY_GIB, KV_DTYPES, CapacityError
+from selection.domain.procurement import MIN_KV_HEADROOM
 from selection.web import get_candidate, get_selection, page_context, require_edit
 
-HEADROOM = 0.2  # the chart's dashed line: keep 20% of GPU memory free (docs/domain.md: plan with 20-30% headroom)
+HEADROOM = MIN_KV_HEADROOM  # the chart's dashed line: the record's headroom (docs/domain.md: plan with 20-30%)
 CLIP = 2.0  # lines stop above twice the GPU memory, so the region around the limit stays readable
 
 
@@ -29,7 +30,7 @@ def _plan(candidate, overrides: dict) -> tuple[dict | None, dict | None]:
     """(plan, None) or (None, {field, message}) with the capacity model's own message."""
     try:
         return plan_for_candidate(candidate, measured=measured_capacity(candidate), **overrides), None
-    except capacity_model.CapacityError as error:
+    except CapacityError as error:
         field, sep, message = str(error).partition(": ")
         return None, {"field": field if sep else "", "message": message if sep else field}
 
@@ -60,7 +61,7 @@ def _what_if(candidate, form: CapacityWhatIfForm) -> tuple[dict, dict | None, di
     nothing planned when the what-if inputs are wrong."""
     if form.is_bound and not form.is_valid():
         return {}, None, {"field": "", "message": _("Correct the what-if inputs: nothing was re-planned.")}
-    overrides = form.overrides(capacity_model.GPU_MEMORY_GIB) if form.is_bound else {}
+    overrides = form.overrides(GPU_MEMORY_GIB) if form.is_bound else {}
     plan, error = _plan(candidate, overrides)
     return overrides, plan, error
 
@@ -82,9 +83,7 @@ def _plan_display(selection, candidate, plan: dict, peak: int | None) -> dict:
 def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     candidate = get_object_or_404(selection.candidates.select_related("engine", "selection"), pk=candidate_pk)
-    form = CapacityWhatIfForm(
-        request.GET or None, kv_dtypes=capacity_model.KV_DTYPES, gpus=list(capacity_model.GPU_MEMORY_GIB)
-    )
+    form = CapacityWhatIfForm(request.GET or None, kv_dtypes=KV_DTYPES, gpus=list(GPU_MEMORY_GIB))
     overrides, plan, error = _what_if(candidate, form)
     constraints = getattr(selection, "constraints", None)
     peak = constraints.peak_concurrency if constraints is not None else None

@@ -1499,7 +1499,8 @@ class VerificationReport:
         for name in self.unsigned_fields:
             lines.append(f"field={name}: NOT SIGNED")
         if self.signatures:
-            lines.append(f"certification: {self.certification or 'none'} (DocMDP, by the first signature)")
+            certified = f"{self.certification} (DocMDP, by the first signature)" if self.certification else "none"
+            lines.append(f"certification: {certified}")
         for entry in self.revisions:
             lines.append(f"revision {entry.index}: {entry.kind}" + (f" ({entry.field})" if entry.field else ""))
         lines += [f"problem: {describe(finding)}" for finding in self.findings]

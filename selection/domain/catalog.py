@@ -66,7 +66,13 @@ MONITORING_ROLES: dict[str, tuple[str, ...]] = {
     "ttft": ("histogram",),
     "tpot": ("histogram",),
     "request_length": ("histogram",),
-    "errors": ("counter", "gauge"),
+    "errors": ("counter", "gauge"),  # requests the engine failed (labels pick the failures, e.g. status="5xx")
+    "requests": ("counter", "gauge"),  # every request the engine answered (the error rate's denominator)
+    "generation_tokens": ("counter", "histogram"),  # tokens generated (throughput; a histogram by its _sum)
+    "swap_out": ("counter",),  # KV moved to the offload tier (bytes or tokens): swap frequency
+    "swap_in": ("counter",),  # KV loaded back from the offload tier
+    "offload_usage": ("gauge",),  # the offload tier's usage, 0..1
+    "fragmentation": ("gauge",),  # share of the KV pool allocated but holding no token, 0..1
 }
 
 # KV dtype spellings differ per engine; screening compares families ("fp8", "int8", ...).
@@ -513,8 +519,14 @@ def _check_monitoring_metrics(value: Any) -> str | None:
     for role, entry in value.items():
         if role not in MONITORING_ROLES:
             return f"{role}: unknown role (one of {', '.join(MONITORING_ROLES)})"
-        if not isinstance(entry, dict) or set(entry) != {"metric", "type"}:
-            return f"{role}: must be {{metric, type}}, got {entry!r}"
+        if not isinstance(entry, dict) or not {"metric", "type"} <= set(entry) <= {"metric", "type", "labels"}:
+            return f"{role}: must be {{metric, type}} (and optional labels), got {entry!r}"
+        labels = entry.get("labels", {})
+        if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", k) and isinstance(v, str)
+            for k, v in labels.items()
+        ):
+            return f"{role}.labels: must map label names to values, got {labels!r}"
         if not isinstance(entry["metric"], str) or not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", entry["metric"]):
             return f"{role}.metric: must be a Prometheus metric name, got {entry['metric']!r}"
         if entry["type"] not in MONITORING_ROLES[role]:

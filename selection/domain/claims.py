@@ -89,6 +89,16 @@ NEVER_SWAP = Claim(
     _("%(n)s designated sessions: they stayed warm while the idle ones were evicted (%(evidence)s)"),
     _("%(n)s designated sessions: that they stay warm is not validated (%(evidence)s)"),
 )
+SWAP_DELAY = Claim(
+    "swap_delay",
+    "swap_recovery",
+    ("eviction_exercised", "swap_in_delay_within_budget"),
+    _(
+        "The other sessions may be swapped out while idle: they resumed within the %(ms)s ms swap-in delay they "
+        "accept (%(evidence)s)."
+    ),
+    _("That the other sessions resume within the %(ms)s ms swap-in delay they accept is not validated (%(evidence)s)."),
+)
 PREFIX_REUSE = Claim(
     "prefix_reuse",
     "prefix_reuse",
@@ -96,7 +106,15 @@ PREFIX_REUSE = Claim(
     _("the shared prefix is reused (%(evidence)s)"),
     _("prefix reuse is not validated (%(evidence)s)"),
 )
-CLAIMS: tuple[Claim, ...] = (CONCURRENCY, INPUT_LENGTH, SWAP_IN, CONTINUATION, NEVER_SWAP, PREFIX_REUSE)
+CLAIMS: tuple[Claim, ...] = (
+    CONCURRENCY,
+    INPUT_LENGTH,
+    SWAP_IN,
+    CONTINUATION,
+    NEVER_SWAP,
+    SWAP_DELAY,
+    PREFIX_REUSE,
+)
 BY_ID: dict[str, Claim] = {claim.id: claim for claim in CLAIMS}
 
 

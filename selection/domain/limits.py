@@ -39,6 +39,7 @@ CONSTRAINT_BOUNDS: dict[str, tuple[float, float]] = {
     "idle_seconds_between_turns": (0, 30 * 86_400),  # a month
     "concurrent_sessions": (1, 100_000_000),
     "never_swap_sessions": (0, 100_000_000),
+    "swap_in_delay_budget_ms": (0, 3_600_000),  # an hour
     "ttft_p95_ms": (1, 3_600_000),  # an hour
     "tpot_p95_ms": (0.1, 600_000),
     "e2e_p95_ms": (1, 86_400_000),  # a day

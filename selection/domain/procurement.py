@@ -64,7 +64,11 @@ FIT_RULES = (
     FitRule("throughput", "output_tokens_per_s_per_gpu", AT_LEAST, "tokens/s/GPU", ("zero_errors",)),
     FitRule("memory_headroom", "kv_headroom_at_target", AT_LEAST, "share", ("kv_peak_below_ceiling",)),
 )
-MIN_KV_HEADROOM = 0.20  # the rollout rule: plan with 20-30 % headroom
+# The rollout rule: plan with 20-30 % KV headroom. The record requires the low end, and every place
+# that states headroom reads it from here: page 1's fit, the rollout section's plan, the alert rules'
+# KV and offload-tier warnings, the capacity chart's line.
+KV_HEADROOM_PERCENT = 20.0
+MIN_KV_HEADROOM = KV_HEADROOM_PERCENT / 100
 
 
 def needs(constraints: Mapping[str, Any]) -> dict[str, float | None]:

@@ -48,7 +48,8 @@ Context shape (sections appear in the PDF in this order; "[...]" = list of):
                     monitoring:[{signal: memory|cache_hit_rate|swap|fragmentation|<other>,
                                  metric (the engine's real name), threshold, action?, owner?}],
                     swap_policy:{statement, never_swap:[str]},
-                    hardware, kv_format_compatibility, fallback, rollback,
+                    hardware (what the evidence ran on against the target), provenance_flags?:[str],
+                    kv_format_compatibility, fallback, rollback,
                     staged_rollout?:[{stage, traffic_percent, gate, decides}]}
     operations:    {record_id, engine:{slug, version, name}, job, metrics:{role:{metric, type}},
                     thresholds:{kv_usage_warning, ttft_p95_ms?, ...}, headroom_percent, evidence,
@@ -108,7 +109,7 @@ EVIDENCE_KINDS = ("configuration", "runtime", "responsibility", "review")
 PROVENANCES = ("MEASURED", "SIMULATED")
 CHECK_STATUSES = ("ready", "not_ready", "not_stated")
 HEADROOM_RANGE = (20.0, 30.0)
-PLANNED_HEADROOM_PERCENT = 25.0  # the headroom a record plans with, in the middle of HEADROOM_RANGE
+PLANNED_HEADROOM_PERCENT = procurement.KV_HEADROOM_PERCENT  # the headroom a record requires and plans with
 REVIEW_AFTER_DAYS = 180  # a record is reviewed at the latest this long after it is written
 CAPACITY_FLAG_FRACTION = 0.10
 SCORE_COLUMNS = 4  # candidates per scores table: beside the criterion column, they fit A4 portrait

@@ -23,6 +23,7 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
+from selection.candidates import probing
 from selection.candidates.screening import documentation_screen
 from selection.capacity.measured import measured_capacity, stated_label
 from selection.capacity.plans import plan_for_candidate
@@ -35,7 +36,7 @@ from selection.domain import monitoring as monitoring_domain
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain import screening
-from selection.domain.capacity import CapacityError
+from selection.domain.capacity.base import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load, to_json
 from selection.domain.scenarios import SCENARIO_NAMES
 from selection.i18n import message_text, person_name, record_language
@@ -47,24 +48,6 @@ from selection.selectors import compared_candidates
 
 DIMENSION_NAMES = {d.id: d.name for d in criteria_domain.DIMENSIONS}
 # What the owner does when the alert fires (translated into the record's language when frozen).
-SIGNAL_ACTIONS = {
-    "memory": gettext_noop(
-        "page the platform on-call: hold new sessions at the gateway or add a replica before the headroom is "
-        "gone; look for sessions that keep their cache"
-    ),
-    "cache_hit_rate": gettext_noop(
-        "ticket to the platform team: check prompt templates and request routing for a changed shared prefix; "
-        "re-run the prefix-reuse test"
-    ),
-    "swap": gettext_noop(
-        "page the platform on-call: lower the concurrency limit or add capacity; check that never-swapped "
-        "sessions are unaffected"
-    ),
-    "fragmentation": gettext_noop(
-        "ticket to the platform team: rolling restart in low traffic; re-run the long-run stability test and "
-        "re-evaluate if it recurs"
-    ),
-}
 
 
 def _cost_text(c) -> str:
@@ -124,6 +107,11 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
                     "sessions": c.concurrent_sessions or "—",
                     "never": c.never_swap_sessions or 0,
                 }
+            )
+            + (
+                _("; the others accept a swap-in delay up to %(ms)s ms") % {"ms": f"{c.swap_in_delay_budget_ms:g}"}
+                if c.swap_in_delay_budget_ms is not None
+                else ""
             )
             if c.multi_turn
             else _("no"),
@@ -349,6 +337,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
     if not _claim(claims_domain.PREFIX_REUSE, winner, runs).claimed:
         hit_ratio = None
     concurrency_held = _claim(claims_domain.CONCURRENCY, winner, runs).claimed
+    longest_validated = _longest_validated_input(winner, runs)
     return {
         "record_id": f"DR-{selection.pk}-v{record.version}",
         "engine": {
@@ -367,14 +356,47 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
             "ttft_p95_ms": c.ttft_p95_ms,
             "tpot_p95_ms": c.tpot_p95_ms,
             "e2e_p95_ms": c.e2e_p95_ms,
-            "max_input_tokens": c.max_input_tokens,
+            # the longest input a long-context run served, else the constraints' maximum, labelled planned
+            "max_input_tokens": longest_validated or c.max_input_tokens,
+            "max_input_validated": longest_validated is not None,
             "validated_concurrency": c.peak_concurrency if concurrency_held else None,
+            "planned_concurrency": c.peak_concurrency,
+            "validated_output_tokens_per_s": _validated_throughput(winner, runs) if concurrency_held else None,
             "prefix_hit_ratio_validated": hit_ratio,
         },
         "evidence": "SIMULATED" if any(r.is_simulated for r in runs) else "MEASURED",
         "owner": person_name(selection.platform_owner),
         "rollback": _(ROLLBACK),
     }
+
+
+def _longest_validated_input(winner, runs: list[BenchmarkRun]) -> int | None:
+    """The longest input the chosen engine's long-context run served, when its claim holds (the
+    largest rung succeeded): the length an alert may call validated."""
+    if not _claim(claims_domain.INPUT_LENGTH, winner, runs).claimed:
+        return None
+    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "long_context"), None)
+    rungs = [
+        int(extra["input_tokens_requested"])
+        for point in (run.points.all() if run is not None else [])
+        if isinstance(extra := point.extra or {}, dict)
+        and extra.get("input_tokens_requested")
+        and not (point.requests_failed or 0)
+        and (point.requests_completed or 0) > 0
+    ]
+    return max(rungs) if rungs else None
+
+
+def _validated_throughput(winner, runs: list[BenchmarkRun]) -> float | None:
+    """Output tokens per second one replica of the chosen engine served at the target load (its stress
+    run's load point, traffic groups aside)."""
+    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "concurrency_stress"), None)
+    if run is None:
+        return None
+    for point in run.points.order_by("index"):
+        if not (point.extra or {}).get("traffic_group") and point.output_token_throughput:
+            return float(point.output_token_throughput)
+    return None
 
 
 METRICS_OFF = gettext_noop("off in the launch flags: the engine exports it only when started with %(flag)s")
@@ -434,18 +456,21 @@ def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
 
 
 def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's monitoring table: the same plan, thresholds, actions and watchers the exported
+    alerts.yml and dashboard.json read (`selection.domain.monitoring`)."""
     rows = []
     for item in monitoring_domain.plan_signals(operations):
         alerts = ", ".join(rule["alert"] for rule in item["rules"])
-        parts = [_(SIGNAL_ACTIONS[item["signal"]])] if item["signal"] in SIGNAL_ACTIONS else []
+        parts = [_(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])]
         parts.append((_("alert: %(alerts)s") % {"alerts": alerts}) if alerts else _("dashboard only"))
         rows.append(
             {
                 "signal": item["signal"],
+                "title": _(item["title"]),
                 "metric": item["metric"] or _metric_absent(operations),
                 "threshold": monitoring_domain.render(item["threshold"], _),
                 "action": "; ".join(parts),
-                "owner": operations["owner"],
+                "owner": monitoring_domain.watcher(operations, item["signal"]),
             }
         )
     return rows
@@ -457,7 +482,10 @@ def _project_checks(record: DecisionRecord, selection: Selection, operations: di
     budget = _("the latency budget")
     if c.ttft_p95_ms:
         budget = _("TTFT p95 within %(ttft)s ms") % {"ttft": f"{c.ttft_p95_ms:g}"}
-    gate = _("%(budget)s and error rate below 1 %% for 7 days") % {"budget": budget}
+    gate = _("%(budget)s and error rate below %(limit)s for 7 days") % {
+        "budget": budget,
+        "limit": f"{monitoring_domain.ERROR_RATE_LIMIT:.0%}",
+    }
     stages = [
         {"stage": name, "traffic_percent": share, "gate": gate, "decides": business}
         for name, share in ((_("pilot"), 5.0), (_("expand"), 25.0), (_("half"), 50.0), (_("full"), 100.0))
@@ -648,7 +676,8 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
     return [
         {
             "name": cand.display_name,
-            "version": cand.engine_version,
+            # a version the catalog does not list is planned with the newest one's facts, and says so
+            "version": " — ".join(filter(None, [cand.engine_version, probing.version_note(cand)])),
             "kept": not by_id.get(cid, {}).get("screened_out", False),
             "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language) or "passes the gates",
             "documentation_screen": _documentation_screen_note(cand, language),
@@ -706,24 +735,26 @@ def _rollout_section(
     winner_plan: dict | None,
 ) -> dict[str, Any]:
     c = selection.constraints
+    provenance = probing.evidence_provenance(winner, runs)
     never_swap = (
         [_claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))]
         if c.never_swap_sessions
         else []
     )
+    single = _("Single-turn traffic: no session swap policy needed.")
+    statement = _swap_statement(winner, runs) if c.multi_turn else single
+    if c.multi_turn and c.swap_in_delay_budget_ms is not None:  # the class that accepts a delay, against its budget
+        budget = f"{c.swap_in_delay_budget_ms:g}"
+        statement += " " + _claim_text(_claim(claims_domain.SWAP_DELAY, winner, runs), ms=budget)
     return {
         "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
         "monitoring": _monitoring_rows(operations),
-        "swap_policy": {
-            "statement": (
-                _swap_statement(winner, runs)
-                if c.multi_turn
-                else _("Single-turn traffic: no session swap policy needed.")
-            ),
-            "never_swap": never_swap,
-        },
-        "hardware": _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
+        "swap_policy": {"statement": statement, "never_swap": never_swap},
+        # what the evidence ran on (the engine host, never the load client) against the target
+        "hardware": f"{provenance['statement']} "
+        + _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
         % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+        "provenance_flags": provenance["flags"],
         "kv_format_compatibility": _(
             "Check KV-cache format compatibility before engine or model upgrades: an "
             "incompatible upgrade invalidates all cache at once and spikes memory."
@@ -818,6 +849,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     _method, sentences = _method_and_sentences(result)
     language = record_language()
     project_checks = _project_checks(record, selection, operations)
+    operations["watchers"] = dict(project_checks["watch"])  # every alert names the record's watcher for its area
     context = {
         "record": _record_header(record, selection, language),
         "simulated": any(r.is_simulated for r in runs),

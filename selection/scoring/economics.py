@@ -20,7 +20,7 @@ from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
 from selection.domain import economics as eco
 from selection.domain import launch_flags
-from selection.domain.capacity import CapacityError
+from selection.domain.capacity.base import CapacityError
 from selection.models import Candidate, Score, Selection
 
 SIMULATED = "SIMULATED"

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from selection.domain import criteria as criteria_domain
 from selection.domain import limits
-from selection.domain.capacity import shipped_models
+from selection.domain.capacity.model_config import shipped_models
 from selection.domain.roles import ROLE_LABELS
 from selection.i18n import criterion_name, dimension_name, person_name
 from selection.models import (
@@ -58,7 +58,14 @@ CONSTRAINT_GROUPS: list[tuple[str, str, list[str]]] = [
     (
         "multi_turn",
         _("Multi-turn"),
-        ["multi_turn", "average_turns", "idle_seconds_between_turns", "concurrent_sessions", "never_swap_sessions"],
+        [
+            "multi_turn",
+            "average_turns",
+            "idle_seconds_between_turns",
+            "concurrent_sessions",
+            "never_swap_sessions",
+            "swap_in_delay_budget_ms",
+        ],
     ),
     ("latency", _("Latency budget"), ["ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"]),
     (
@@ -88,6 +95,7 @@ CONSTRAINT_UNITS = {
     "idle_seconds_between_turns": _("s"),
     "concurrent_sessions": _("sessions"),
     "never_swap_sessions": _("sessions"),
+    "swap_in_delay_budget_ms": _("ms"),
     "ttft_p95_ms": _("ms"),
     "tpot_p95_ms": _("ms"),
     "e2e_p95_ms": _("ms"),

@@ -24,7 +24,7 @@ from benchmarks.traces.stats import ServiceModel, trace_statistics
 from selection.audit import audit, jsonable
 from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
-from selection.domain.capacity import CapacityError
+from selection.domain.capacity.base import CapacityError
 from selection.models import Constraints, Selection, TraceImport
 from selection.selectors import require_editor
 from selection.setup.services import save_constraints

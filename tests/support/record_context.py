@@ -291,9 +291,9 @@ def sample_record_context(
         },
         "rollout": {
             "headroom": {
-                "percent": 25,
+                "percent": 20,
                 "statement": "Plan 200 concurrent requests at 2K tokens: "
-                "KV cache 48.0 GiB + weights 16.1 GiB = 64.1 GiB of 80 GiB (25 % headroom).",
+                "KV cache 48.0 GiB + weights 16.1 GiB = 64.1 GiB of 80 GiB (20 % headroom).",
             },
             "monitoring": [
                 {
@@ -413,14 +413,17 @@ def sample_operations(simulated: bool = True) -> dict:
         "metrics_endpoint": caps["metrics_endpoint"],
         "metrics": caps["monitoring_metrics"],
         "metrics_source": caps["sources"]["monitoring_metrics"],
-        "headroom_percent": 25,
+        "headroom_percent": 20,
         "thresholds": {
-            "kv_usage_warning": 0.75,
+            "kv_usage_warning": 0.8,
             "ttft_p95_ms": 800.0,
             "tpot_p95_ms": 60.0,
             "e2e_p95_ms": 15000.0,
             "max_input_tokens": 4096,
+            "max_input_validated": True,
             "validated_concurrency": 200,
+            "planned_concurrency": 200,
+            "validated_output_tokens_per_s": 1000.0,
             "prefix_hit_ratio_validated": 0.62,
         },
         "evidence": "SIMULATED" if simulated else "MEASURED",

@@ -33,9 +33,11 @@ from benchmarks.harness.workloads.common import (
     budget_params,
     budget_verdicts,
     build_result,
+    client_slack_ms,
     constraint_value,
     errors_verdict,
     format_ms,
+    load_held,
     require_param,
     settle_after_load,
 )
@@ -52,6 +54,7 @@ from benchmarks.verdicts import (
     NOT_JUDGED,
     PASS,
     compare,
+    judge_percentile,
     not_applicable,
     percentile_interval,
     ratio_interval,
@@ -79,6 +82,9 @@ PARAMS = (
     ParamSpec("max_resume_over_recompute", 0.8, _("Largest resume / recompute TTFT ratio"), "x"),
     ParamSpec("allow_cache_reset", True, _("Clear the engine's prefix cache for the recompute"), ""),
     ParamSpec("settle_s", 15.0, _("Settling time after the load (s)"), "s"),
+    ParamSpec(
+        "swap_in_delay_budget_ms", None, _("Swap-in delay the other sessions accept (ms; empty: no budget)"), "ms"
+    ),
     *BUDGET_PARAMS,
 )
 
@@ -143,6 +149,9 @@ def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, A
         "max_resume_over_recompute": 0.8,  # resume TTFT p50 / recompute TTFT p50 above it: no benefit
         "allow_cache_reset": True,  # False: never clear the engine's prefix cache (recompute: unique prompts)
         "settle_s": 15.0,
+        # the session classes (constraints): the never-swap sessions come back warm; the others accept
+        # a swap-in delay up to this budget (None: the constraints name no such class)
+        "swap_in_delay_budget_ms": constraint_value(constraints, "swap_in_delay_budget_ms", None),
         **budget_params(constraints),
     }
 
@@ -219,6 +228,8 @@ def _swap_config(params: dict[str, Any]) -> _SwapConfig:
     capacity_param = params.get("kv_capacity_tokens")
     if capacity_param is not None:
         capacity_param = require_param(params, "kv_capacity_tokens", int, 1)
+    if params.get("swap_in_delay_budget_ms") is not None:
+        require_param(params, "swap_in_delay_budget_ms", float, 0)
     return _SwapConfig(
         sessions=sessions_n,
         warm=warm_n,
@@ -514,7 +525,8 @@ class _SwapRun:
         session = self.session
         method = await _clear_cache(session) if self.params.get("allow_cache_reset", True) else None
         extra_body = None
-        if method is None and self.target.engine == "llamacpp":
+        model = self.target.cache_model
+        if method is None and (self.target.engine == "llamacpp" or (model is not None and model.kind == SLOT_RESIDENT)):
             method, extra_body = "cache_prompt=false", {"cache_prompt": False}
         if method is not None:
             jobs = [
@@ -613,6 +625,8 @@ def _swap_result(run: _SwapRun, baseline: dict[str, float] | None) -> Normalized
             for v in budget
         ]
     verdicts.extend(budget)
+    if params.get("swap_in_delay_budget_ms") is not None:
+        verdicts.append(_delay_class_verdict(run, points[2], eviction))
     if pressure_point is not None and (pressure_point.requests_failed or 0):
         notes.append(f"{pressure_point.requests_failed} pressure requests failed (the pressure's own errors)")
     observed = _swap_observed_line(eviction, resume, continuation, never, run.sizing)
@@ -638,6 +652,45 @@ def _swap_result(run: _SwapRun, baseline: dict[str, float] | None) -> Normalized
             "observed": observed,
         },
     )
+
+
+def _delay_class_verdict(run: _SwapRun, resume_point: LoadPoint, eviction: dict[str, Any]) -> dict[str, Any]:
+    """The session class that accepts a swap-in delay, judged against its own budget: each resumed
+    session's TTFT over the warm sessions' p50 (the same history still in GPU memory), p95 against
+    `swap_in_delay_budget_ms`, with its interval and sample size; not exercised when no eviction was
+    observed (nothing was swapped in). The never-swap class is judged by `never_swap_sessions_warm`."""
+    name = "swap_in_delay_within_budget"
+    budget = float(require_param(run.params, "swap_in_delay_budget_ms", float, 0))
+    warm = _ttfts(run.records["warm"])
+    warm_p50 = statistics.median(warm) if warm else None
+    if warm_p50 is None:
+        return verdict(name, NOT_JUDGED, "no warm turn to measure the swap-in delay against", None, budget, 0)
+    delays = [ttft - warm_p50 for ttft in _ttfts(run.records["resume"])]
+    what = f"swap-in delay (resume TTFT over the warm p50 {warm_p50:.0f} ms)"
+    if not eviction["observed"]:
+        return verdict(
+            name,
+            NOT_EXERCISED,
+            f"no eviction observed, so no session was swapped in: {what} of {len(delays)} sessions",
+            None,
+            budget,
+            len(delays),
+        )
+    reasons = (resume_point.extra or {}).get("client_bound_reasons") or (
+        ["the client did not hold the load"] if resume_point.client_bound else []
+    )
+    judged = judge_percentile(
+        name,
+        delays,
+        95,
+        budget,
+        what,
+        client_bound_reasons=reasons,
+        client_slack_ms=client_slack_ms(resume_point),
+        load_held=load_held(resume_point),
+    )
+    judged["detail"] = "sessions that accept a swap-in delay: " + judged["detail"]
+    return judged
 
 
 async def _clear_cache(session: Session) -> str | None:
@@ -778,6 +831,7 @@ def _swap_verdicts(
             eviction.get("evicted_sessions"),
             None,
             resumed_n,
+            source=", ".join(eviction.get("judged_by") or ()) or None,
         )
     elif eviction.get("cache_reuse_seen") is False:
         exercised = verdict(

@@ -7,7 +7,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from selection.domain import capacity as cap
+from selection.domain.capacity.base import ENGINES, GPU_MEMORY_GIB, KV_DTYPES, CapacityError, GiB
+from selection.domain.capacity.model_config import shipped_models
+from selection.domain.capacity.plan import CapacityPlan, plan_for_model
 from selection.domain.messages import plain
 
 _OPTION_OF_FIELD = {
@@ -45,7 +47,7 @@ def _option_for(message: str) -> str:
 
 
 def _gib(b: float) -> str:
-    return f"{b / cap.GiB:,.2f} GiB"
+    return f"{b / GiB:,.2f} GiB"
 
 
 class Command(BaseCommand):
@@ -59,15 +61,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--model",
             required=True,
-            help=f"shipped model name ({', '.join(cap.shipped_models())}) or path to a config.json",
+            help=f"shipped model name ({', '.join(shipped_models())}) or path to a config.json",
         )
         parser.add_argument("--kv-dtype", default="bf16", help="bf16|fp16|fp8|int8|int4 (default bf16)")
         parser.add_argument("--tp", default="1", help="tensor-parallel size (default 1)")
         parser.add_argument("--pp", default="1", help="pipeline-parallel size (default 1)")
         parser.add_argument("--engine", default="vllm", help="vllm|sglang|trtllm|llamacpp (default vllm)")
-        parser.add_argument(
-            "--gpu", default=None, help=f"known GPU ({', '.join(cap.GPU_MEMORY_GIB)}); default H100-80GB"
-        )
+        parser.add_argument("--gpu", default=None, help=f"known GPU ({', '.join(GPU_MEMORY_GIB)}); default H100-80GB")
         parser.add_argument("--gpu-mem-gib", default=None, help="GPU memory in GiB (overrides --gpu)")
         parser.add_argument(
             "--context",
@@ -117,11 +117,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o) -> None:
         engine = o["engine"].lower()
-        if engine not in cap.ENGINES:
-            raise CommandError(f"--engine: must be one of {', '.join(cap.ENGINES)}, got {o['engine']!r}")
+        if engine not in ENGINES:
+            raise CommandError(f"--engine: must be one of {', '.join(ENGINES)}, got {o['engine']!r}")
         kv_dtype = o["kv_dtype"].lower()
-        if kv_dtype not in cap.KV_DTYPES:
-            raise CommandError(f"--kv-dtype: must be one of {', '.join(cap.KV_DTYPES)}, got {o['kv_dtype']!r}")
+        if kv_dtype not in KV_DTYPES:
+            raise CommandError(f"--kv-dtype: must be one of {', '.join(KV_DTYPES)}, got {o['kv_dtype']!r}")
         contexts = tuple(self._int(c, "--context") for c in o["context"]) if o["context"] else None
         kwargs = {
             "kv_dtype": kv_dtype,
@@ -155,10 +155,10 @@ class Command(BaseCommand):
         ):
             v = self._float(o[opt], "--" + opt.replace("_", "-"))
             if v is not None:
-                kwargs[field] = int(v * cap.GiB)
+                kwargs[field] = int(v * GiB)
         try:
-            plan = cap.plan_for_model(o["model"], **kwargs)
-        except cap.CapacityError as exc:
+            plan = plan_for_model(o["model"], **kwargs)
+        except CapacityError as exc:
             option = _option_for(str(exc))
             raise CommandError(f"{option + ' -> ' if option else ''}{exc}") from exc
         data = plain(plan.to_dict())  # notes as English text
@@ -167,7 +167,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(self._table(plan, data))
 
-    def _table(self, plan: cap.CapacityPlan, d: dict) -> str:
+    def _table(self, plan: CapacityPlan, d: dict) -> str:
         i = plan.inputs
         rows = [
             (

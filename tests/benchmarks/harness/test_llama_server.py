@@ -4,39 +4,18 @@ The binary is built from the llama-cpp-python 0.3.9 sdist by scripts/build-llama
 under var/cache/llama-server-0.3.9/, a few minutes the first time).
 """
 
-import os
-import socket
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from benchmarks.harness import workloads as w
 from benchmarks.harness.tiny_gguf import write_tiny_llama
 from benchmarks.validation.target import documented_cache_model
+from tests.support.llama import free_port, llama_server_binary
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[3]
-VERSION = "0.3.9"
-
-
-def llama_server_binary() -> Path:
-    cache = Path(os.environ.get("KVSELECT_LLAMA_CACHE", ROOT / "var" / "cache"))
-    binary = cache / f"llama-server-{VERSION}" / "llama-server"
-    if not binary.exists():
-        env = dict(os.environ, LLAMA_CPP_PYTHON_VERSION=VERSION, KVSELECT_LLAMA_CACHE=str(cache))
-        env.setdefault("PYTHON", os.environ.get("PYTHON") or __import__("sys").executable)
-        subprocess.run(["bash", str(ROOT / "scripts" / "build-llama-server.sh")], check=True, env=env, timeout=1800)
-    return binary
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_llama_server(tmp_path_factory, slots: int, context: int):

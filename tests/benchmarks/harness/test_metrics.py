@@ -75,7 +75,7 @@ llamacpp:requests_processing 2
         (LMDEPLOY, "lmdeploy", {"kv_usage_ratio": 0.7, "running": 5, "waiting": 1}),
         (TGI, "tgi", {"running": 8, "waiting": 3}),
         (TRTLLM, "trtllm", {"kv_usage_ratio": 0.33, "running": 4, "prefix_hits": 6, "prefix_queries": 8}),
-        (LLAMACPP, "llamacpp", {"kv_usage_ratio": 0.125, "running": 2}),
+        (LLAMACPP, "llamacpp", {"kv_usage_ratio": 0.125, "running": 2, "prompt_tokens_processed": 90}),
     ],
 )
 def test_engine_maps(text, engine, expected):
@@ -208,3 +208,21 @@ def test_the_simulators_mark_makes_a_recording_simulated_whatever_engine_it_pass
     )
     assert simulator_mark(marked) is True
     assert simulator_mark(parse_prometheus('vllm:num_requests_running{model_name="m"} 1\n')) is False
+
+
+SGLANG_HICACHE = """# TYPE sglang:evicted_tokens counter
+sglang:evicted_tokens_total{model_name="m"} 4096
+# TYPE sglang:hicache_backup_tokens counter
+sglang:hicache_backup_tokens_total{model_name="m"} 2048
+# TYPE sglang:load_back_tokens counter
+sglang:load_back_tokens_total{model_name="m"} 1024
+"""
+
+
+def test_sglang_evictions_are_drops_and_its_host_backups_the_offload():
+    """SGLang's radix tree drops what it evicts unless the hierarchical cache backed it up: the eviction
+    counter is no offload (issue 33 item 4 credits an offload only when KV went out and came back)."""
+    values = map_samples(parse_prometheus(SGLANG_HICACHE), "sglang")
+    assert (values["evicted"], values["swap_out"], values["swap_in"]) == (4096, 2048, 1024)
+    dropped_only = map_samples(parse_prometheus(SGLANG_HICACHE.split("# TYPE sglang:hicache")[0]), "sglang")
+    assert dropped_only == {"evicted": 4096}

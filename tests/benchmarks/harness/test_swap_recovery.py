@@ -75,6 +75,7 @@ def test_offload_evicts_the_idle_sessions_and_resumes_them_cheaper_than_a_recomp
     assert s["continuation_identical"] == "pass" and v["continuation_identical"]["n"] == 20
     assert s["never_swap_sessions_warm"] == "pass", v["never_swap_sessions_warm"]
     assert s["idle_kv_released"] == "pass" and s["zero_errors"] == "pass"
+    assert "swap_in_delay_within_budget" not in s  # no delay class in these constraints: no such verdict
     sizing, eviction, resume = result.metadata["sizing"], result.metadata["eviction"], result.metadata["resume"]
     assert sizing["kv_capacity_tokens"] == 8000 and "cache_config_info" in sizing["kv_capacity_source"]
     assert sizing["idle_kv_tokens"] == 20 * (256 + 16) and sizing["pressure_requests_planned"] >= 1
@@ -255,3 +256,37 @@ def test_without_cache_metrics_a_resume_that_costs_a_recompute_is_the_evidence()
     assert not swap.observe_eviction([None] * 5, [None] * 5, {}, ttft_ms={"warm": warm[:5], "resume": recompute[:5]})[
         "observed"
     ]
+
+
+def test_each_session_class_is_judged_against_its_own_budget():
+    """The constraints name two classes: never-swap sessions (kept warm) and the others, which accept a
+    swap-in delay up to a budget (issue 36 item 7). An offload's swap-in fits a budget a recompute
+    does not; each class has its own verdict."""
+    offloading = CacheModel("paged_blocks", offload=True, source=VLLM_DOC, engine="vLLM")
+    swapped = run_swap(
+        SimConfig(profile="paged-offload", num_blocks=500, **FAST), offloading, swap_in_delay_budget_ms=60.0
+    )
+    delay = by_name(swapped)["swap_in_delay_within_budget"]
+    assert delay["status"] == "pass" and delay["n"] == 20 and delay["threshold"] == 60.0, delay["detail"]
+    assert delay["detail"].startswith("sessions that accept a swap-in delay: swap-in delay (resume TTFT over")
+    assert statuses(swapped)["never_swap_sessions_warm"] == "pass"  # the other class, its own verdict
+    dropped = run_swap(SimConfig(profile="paged-prefix", num_blocks=500, **FAST), swap_in_delay_budget_ms=60.0)
+    assert statuses(dropped)["swap_in_delay_within_budget"] == "fail", by_name(dropped)["swap_in_delay_within_budget"]
+    # no eviction: nothing was swapped in, the class is not exercised
+    roomy = run_swap(
+        SimConfig(profile="paged-prefix", num_blocks=20000, **FAST),
+        max_pressure_requests=1,
+        swap_in_delay_budget_ms=60.0,
+    )
+    assert statuses(roomy)["swap_in_delay_within_budget"] == "not_exercised"
+    with pytest.raises(w.PlanError, match="params.swap_in_delay_budget_ms"):
+        asyncio.run(
+            w.run_swap_recovery(
+                w.Target("http://127.0.0.1:9", "m"), w.plan("swap_recovery") | {"swap_in_delay_budget_ms": -5}
+            )
+        )
+
+
+def test_the_plan_takes_the_delay_budget_from_the_constraints():
+    assert w.plan("swap_recovery", CONSTRAINTS | {"swap_in_delay_budget_ms": 250.0})["swap_in_delay_budget_ms"] == 250.0
+    assert w.plan("swap_recovery", CONSTRAINTS)["swap_in_delay_budget_ms"] is None

@@ -47,11 +47,11 @@ def _options(*argv):
 
 def test_simulate_model_sizes_the_engine_from_the_shipped_config():
     from benchmarks.simulator import cli
-    from selection.domain import capacity
+    from selection.domain.capacity.plan import plan_for_model
 
     options = _options("--model", "Llama-3.1-70B", "--tp", "8")
     config = cli.config_from_options(options)
-    plan = capacity.plan_for_model(
+    plan = plan_for_model(
         "Llama-3.1-70B", gpu="H100-80GB", engine="vllm", block_size=16, tp=8, gpu_memory_utilization=0.9
     )
     assert config.kv_bytes_per_token == int(plan.kv_bytes_per_token_total) == 327_680  # 80 layers x 8 KV heads

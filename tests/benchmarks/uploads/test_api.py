@@ -226,12 +226,21 @@ def test_only_an_editor_may_confirm_an_upload_as_evidence(token_client, candidat
     assert BenchmarkRun.objects.get(pk=run_id).needs_confirmation
 
 
-def test_a_file_of_the_candidates_model_and_engine_with_enough_requests_has_no_warning(token_client, candidate):
-    candidate.model_name = "mock-model"
+def test_a_file_of_the_selections_model_and_engine_with_enough_requests_has_no_warning(token_client, candidate):
+    """Checked against the selection's model (issue 33 item 5), not the candidate's model name."""
+    data = gzip.decompress((FIXTURES / "vllm_0.33.0_bench_serve_c64_n1000.json.gz").read_bytes())
+    data = data.replace(b'"engine": "mock"', b'"engine": "vllm"')
+    target = candidate.selection.constraints.target_model.encode()
+    body = upload(token_client, candidate, "v.json", data=data.replace(b"mock-model", b"meta-llama/" + target)).json()
+    assert body["quality_warnings"] == [] and body["needs_confirmation"] is False
+
+
+def test_a_file_of_the_candidates_model_name_but_not_the_selections_model_is_warned(token_client, candidate):
+    candidate.model_name = "mock-model"  # the candidate says so; nothing shows it is the selection's model
     candidate.save()
     data = gzip.decompress((FIXTURES / "vllm_0.33.0_bench_serve_c64_n1000.json.gz").read_bytes())
     body = upload(token_client, candidate, "v.json", data=data.replace(b'"engine": "mock"', b'"engine": "vllm"')).json()
-    assert body["quality_warnings"] == [] and body["needs_confirmation"] is False
+    assert [w["code"] for w in body["quality_warnings"]] == ["model_mismatch"] and body["needs_confirmation"]
 
 
 def test_idempotency_key_reused_for_the_same_file_with_another_test_is_a_409(token_client, candidate):

@@ -118,6 +118,9 @@ def test_execute_stores_a_measured_result_with_progress(candidate, architect):
     assert {p.label for p in run.points.exclude(index=0)} <= {"short", "long"}
     assert run.progress["percent"] == 100
     assert run.artifacts.filter(kind="native").exists()
+    # what the engine ran as and on, asked before the load; a remote engine's GPUs are never the client's
+    host = run.metadata["engine_host"]
+    assert host["identity"]["gpu"] is None and host["findings"] == [] and host["at"]
 
 
 def execute_now(candidate, user, test, params):
@@ -306,8 +309,9 @@ def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capa
     candidate.save()
     seen = {}
 
-    def fake_run(run, cand, reporter):
+    def fake_run(run, cand, reporter, launched=False):
         seen["healthy"] = healthy(cand.endpoint_url)
+        seen["launched"] = launched  # its NVML reads the engine host's GPUs
         return finish_failed(run, "stopped after the launch check")
 
     monkeypatch.setattr(worker, "_execute_against_engine", fake_run)
@@ -315,7 +319,7 @@ def test_launch_recipe_starts_the_engine_keeps_its_log_and_records_measured_capa
         candidate=candidate, test="concurrency_stress", origin="harness", status="running", params=SHORT
     )
     run = execute(run)
-    assert seen["healthy"] is True
+    assert seen["healthy"] is True and seen["launched"] is True
     log = run.artifacts.get(kind="engine_log")
     assert b"GPU KV cache size: 91,056 tokens" in log.file.open("rb").read()
     candidate.refresh_from_db()

@@ -1,11 +1,11 @@
 """The capacity page's chart lines and tables from a real plan of the capacity model."""
 
 from selection.capacity.display import GIB, concurrency_rows, fixed_memory_bytes, memory_lines, split_estimates
-from selection.domain import capacity as model
+from selection.domain.capacity.plan import plan_for_model
 
 
 def _plan():
-    return model.plan_for_model("Llama-3.1-8B", gpu="H100-80GB", contexts=(2048, 8192)).to_dict()
+    return plan_for_model("Llama-3.1-8B", gpu="H100-80GB", contexts=(2048, 8192)).to_dict()
 
 
 def test_memory_lines_add_n_sequences_to_the_fixed_memory():
@@ -21,7 +21,7 @@ def test_memory_lines_add_n_sequences_to_the_fixed_memory():
 
 
 def test_estimates_are_marked_and_overrides_are_not():
-    plan = model.plan_for_model("Llama-3.1-8B", gpu="H100-80GB", non_torch_bytes=0).to_dict()
+    plan = plan_for_model("Llama-3.1-8B", gpu="H100-80GB", non_torch_bytes=0).to_dict()
     rows = {r["name"]: r for r in split_estimates(plan)}
     assert rows["gpu_memory_utilization"]["estimated"] and not rows["non_torch_bytes"]["estimated"]
     assert not rows["gpu_memory_utilization"]["source"].startswith("estimate")
@@ -47,8 +47,9 @@ def test_every_estimate_the_capacity_model_makes_has_a_label():
 
     from selection.capacity.display import ESTIMATE_LABELS
 
-    source = (Path(__file__).resolve().parents[3] / "selection/domain/capacity.py").read_text()
-    named = set(re.findall(r'_estimate\(\s*"([a-z_]+)"', source))
+    package = Path(__file__).resolve().parents[3] / "selection/domain/capacity"
+    source = "".join(module.read_text() for module in sorted(package.glob("*.py")))
+    named = set(re.findall(r'labelled_estimate\(\s*"([a-z_]+)"', source))
     assert named and named <= set(ESTIMATE_LABELS), named - set(ESTIMATE_LABELS)
     rows = split_estimates({"estimates": [{"name": "cuda_graph_bytes", "value": 1, "source": "estimate: x"}]})
     assert rows[0]["label"] == "CUDA graphs (bytes)" and rows[0]["source"] == "x"

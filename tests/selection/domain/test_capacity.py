@@ -6,24 +6,31 @@ import math
 
 import pytest
 
-from selection.domain import capacity as cap
-from selection.domain.capacity import CapacityError, CapacityInputs, GiB
+from selection.domain.capacity import model_config
+from selection.domain.capacity.base import ENGINES, CapacityError, GiB
+from selection.domain.capacity.engines import ENGINE_RULES
+from selection.domain.capacity.inputs import CapacityInputs, gpu_memory_bytes, inputs_from_flags
+from selection.domain.capacity.measured import compare_predicted_measured, parse_engine_capacity_log
+from selection.domain.capacity.memory import kv_bytes_per_token, weight_bytes, weight_bytes_per_rank
+from selection.domain.capacity.model_config import load_model_config, shipped_models, validate_model_config
+from selection.domain.capacity.plan import plan_capacity, plan_for_model
+from selection.domain.capacity.verdict import verdict
 
 
 def spec(name):
-    return cap.validate_model_config(cap.load_model_config(name))
+    return validate_model_config(load_model_config(name))
 
 
 def plan(name, **kw):
     kw.setdefault("contexts", (4096, 32768, 131072))
-    return cap.plan_for_model(name, **kw)
+    return plan_for_model(name, **kw)
 
 
 # ---------------------------------------------------------------- configs
 
 
 def test_every_shipped_config_validates_and_has_a_source():
-    names = cap.shipped_models()
+    names = shipped_models()
     for required in (
         "Llama-3.1-8B",
         "Llama-3.1-70B",
@@ -38,9 +45,9 @@ def test_every_shipped_config_validates_and_has_a_source():
     ):
         assert required in names
     for name in names:
-        raw = cap.load_model_config(name)
+        raw = load_model_config(name)
         assert raw["_source"]
-        cap.validate_model_config(raw)
+        validate_model_config(raw)
 
 
 @pytest.mark.parametrize(
@@ -63,14 +70,14 @@ def test_parameter_count_from_config_matches_published_sizes(name, billions):
 
 def test_load_model_config_by_path_and_case_insensitive_name(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(cap.load_model_config("llama-3.1-8b")))
-    assert cap.load_model_config(str(path))["hidden_size"] == 4096
+    path.write_text(json.dumps(load_model_config("llama-3.1-8b")))
+    assert load_model_config(str(path))["hidden_size"] == 4096
     with pytest.raises(CapacityError, match="model: 'nope'"):
-        cap.load_model_config("nope")
+        load_model_config("nope")
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     with pytest.raises(CapacityError, match="JSON object"):
-        cap.load_model_config(str(bad))
+        load_model_config(str(bad))
 
 
 @pytest.mark.parametrize(
@@ -86,23 +93,23 @@ def test_load_model_config_by_path_and_case_insensitive_name(tmp_path):
     ],
 )
 def test_invalid_config_names_the_field(field, value, message):
-    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg = load_model_config("Llama-3.1-8B")
     cfg[field] = value
     with pytest.raises(CapacityError, match=message.replace("(", r"\(")):
-        cap.validate_model_config(cfg)
+        validate_model_config(cfg)
 
 
 def test_missing_required_field_is_named():
-    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg = load_model_config("Llama-3.1-8B")
     del cfg["num_hidden_layers"]
     with pytest.raises(CapacityError, match="config.num_hidden_layers: missing"):
-        cap.validate_model_config(cfg)
+        validate_model_config(cfg)
 
 
 def test_missing_kv_heads_means_mha_and_is_noted():
-    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg = load_model_config("Llama-3.1-8B")
     del cfg["num_key_value_heads"]
-    s = cap.validate_model_config(cfg)
+    s = validate_model_config(cfg)
     assert s.num_kv_heads == 32
     assert any("multi-head attention assumed" in str(n) for n in s.notes)
 
@@ -112,7 +119,7 @@ def test_missing_kv_heads_means_mha_and_is_noted():
 
 def test_standard_attention_uses_kv_heads_not_query_heads():
     # 2 x 32 layers x 8 KV heads x 128 x 2 bytes; the trap (32 query heads) would give 4x this.
-    kv = cap.kv_bytes_per_token(spec("Llama-3.1-8B"), "bf16")
+    kv = kv_bytes_per_token(spec("Llama-3.1-8B"), "bf16")
     assert kv.per_rank == 2 * 32 * 8 * 128 * 2 == 131072
     assert kv.per_rank != 2 * 32 * 32 * 128 * 2
 
@@ -121,18 +128,18 @@ def test_explicit_head_dim_wins_over_hidden_over_heads():
     # Gemma 3 27B: hidden 5376 / 32 heads = 168, but head_dim is 128.
     s = spec("Gemma-3-27B")
     assert s.head_dim == 128
-    assert cap.kv_bytes_per_token(s).per_layer_per_rank == 2 * 16 * 128 * 2
+    assert kv_bytes_per_token(s).per_layer_per_rank == 2 * 16 * 128 * 2
 
 
 def test_mqa_single_kv_head():
-    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg = load_model_config("Llama-3.1-8B")
     cfg["num_key_value_heads"] = 1
-    assert cap.kv_bytes_per_token(cap.validate_model_config(cfg)).per_rank == 2 * 32 * 1 * 128 * 2
+    assert kv_bytes_per_token(validate_model_config(cfg)).per_rank == 2 * 32 * 1 * 128 * 2
 
 
 def test_mla_has_no_factor_two_and_ignores_num_key_value_heads():
     s = spec("DeepSeek-V3")  # config says num_key_value_heads 128: irrelevant for MLA
-    kv = cap.kv_bytes_per_token(s, "bf16")
+    kv = kv_bytes_per_token(s, "bf16")
     assert kv.per_rank == 61 * (512 + 64) * 2 == 70272
     assert kv.per_rank != 2 * 61 * (512 + 64) * 2  # the factor-2 trap
     assert kv.per_rank != 2 * 61 * 128 * 192 * 2  # the "MHA with 128 KV heads" trap
@@ -140,7 +147,7 @@ def test_mla_has_no_factor_two_and_ignores_num_key_value_heads():
 
 def test_mla_is_replicated_on_every_tp_rank_not_divided():
     s = spec("DeepSeek-V3")
-    kv8 = cap.kv_bytes_per_token(s, "bf16", tp=8)
+    kv8 = kv_bytes_per_token(s, "bf16", tp=8)
     assert kv8.per_rank == 70272  # not 70272 / 8
     assert kv8.total == 70272 * 8
     assert kv8.replicated_across_tp
@@ -148,19 +155,19 @@ def test_mla_is_replicated_on_every_tp_rank_not_divided():
 
 def test_fp8_kv_halves_bytes():
     s = spec("Llama-3.1-8B")
-    assert cap.kv_bytes_per_token(s, "fp8").per_rank == 131072 / 2
-    assert cap.kv_bytes_per_token(s, "fp16").per_rank == 131072
+    assert kv_bytes_per_token(s, "fp8").per_rank == 131072 / 2
+    assert kv_bytes_per_token(s, "fp16").per_rank == 131072
 
 
 def test_int8_and_int4_kv_count_the_scales_the_engine_stores():
     s = spec("Llama-3.1-8B")
-    assert cap.kv_bytes_per_token(s, "int8", engine="trtllm").per_rank == 131072 / 2  # per-tensor scale
-    assert cap.kv_bytes_per_token(s, "int8", engine="llamacpp").per_rank == pytest.approx(65536 * 34 / 32)
-    assert cap.kv_bytes_per_token(s, "int4", engine="llamacpp").per_rank == pytest.approx(65536 * 18 / 32)
+    assert kv_bytes_per_token(s, "int8", engine="trtllm").per_rank == 131072 / 2  # per-tensor scale
+    assert kv_bytes_per_token(s, "int8", engine="llamacpp").per_rank == pytest.approx(65536 * 34 / 32)
+    assert kv_bytes_per_token(s, "int4", engine="llamacpp").per_rank == pytest.approx(65536 * 18 / 32)
     with pytest.raises(CapacityError, match="kv_dtype: int8 KV cache is not offered by vllm"):
-        cap.kv_bytes_per_token(s, "int8", engine="vllm")
+        kv_bytes_per_token(s, "int8", engine="vllm")
     with pytest.raises(CapacityError, match="kv_dtype: must be one of"):
-        cap.kv_bytes_per_token(s, "int2")
+        kv_bytes_per_token(s, "int2")
 
 
 @pytest.mark.parametrize(
@@ -174,7 +181,7 @@ def test_int8_and_int4_kv_count_the_scales_the_engine_stores():
     ],
 )
 def test_tp_splits_kv_heads_and_replicates_beyond_their_number(tp, kv_per_rank, total):
-    kv = cap.kv_bytes_per_token(spec("Llama-3.1-70B"), "bf16", tp=tp)
+    kv = kv_bytes_per_token(spec("Llama-3.1-70B"), "bf16", tp=tp)
     assert kv.kv_heads_per_rank == kv_per_rank
     assert kv.per_rank == 2 * 80 * kv_per_rank * 128 * 2
     assert kv.total == total
@@ -189,43 +196,43 @@ def test_tp_splits_kv_heads_and_replicates_beyond_their_number(tp, kv_per_rank, 
 )
 def test_invalid_tp_is_rejected_with_the_rule(tp, message):
     with pytest.raises(CapacityError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        cap.kv_bytes_per_token(spec("Llama-3.1-70B"), tp=tp)
+        kv_bytes_per_token(spec("Llama-3.1-70B"), tp=tp)
 
 
 def test_tp_incompatible_with_kv_heads():
-    cfg = cap.load_model_config("Llama-3.1-8B")
+    cfg = load_model_config("Llama-3.1-8B")
     cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"] = 48, 6, 128
-    s = cap.validate_model_config(cfg)
+    s = validate_model_config(cfg)
     with pytest.raises(CapacityError, match=r"tp: 4 is incompatible with num_key_value_heads \(6\)"):
-        cap.kv_bytes_per_token(s, tp=4)
-    cap.kv_bytes_per_token(s, tp=3)  # 6 % 3 == 0
-    cap.kv_bytes_per_token(s, tp=12)  # 12 % 6 == 0
+        kv_bytes_per_token(s, tp=4)
+    kv_bytes_per_token(s, tp=3)  # 6 % 3 == 0
+    kv_bytes_per_token(s, tp=12)  # 12 % 6 == 0
 
 
 def test_pp_splits_layers_and_the_larger_stage_binds():
     s = spec("Llama-3.1-70B")
-    assert cap.kv_bytes_per_token(s, pp=2).per_rank == 40 * 2 * 8 * 128 * 2
-    assert cap.kv_bytes_per_token(s, pp=3).attention_layers_per_rank == 27  # 27 + 27 + 26
+    assert kv_bytes_per_token(s, pp=2).per_rank == 40 * 2 * 8 * 128 * 2
+    assert kv_bytes_per_token(s, pp=3).attention_layers_per_rank == 27  # 27 + 27 + 26
     with pytest.raises(CapacityError, match="pp: 81 exceeds num_hidden_layers"):
-        cap.kv_bytes_per_token(s, pp=81)
+        kv_bytes_per_token(s, pp=81)
 
 
 # ---------------------------------------------------------------- sliding window
 
 
 def test_qwen25_sliding_window_is_ignored_when_use_sliding_window_is_false():
-    cfg = cap.load_model_config("Qwen2.5-7B")
+    cfg = load_model_config("Qwen2.5-7B")
     cfg["sliding_window"] = 4096  # a small window makes the trap visible
-    s = cap.validate_model_config(cfg)
+    s = validate_model_config(cfg)
     assert set(s.layer_kinds) == {"full"} and s.sliding_window is None
-    p = cap.plan_for_model(s, gpu="H100-80GB", contexts=(4096, 32768))
+    p = plan_for_model(s, gpu="H100-80GB", contexts=(4096, 32768))
     assert p.bytes_per_sequence[32768] == pytest.approx(8 * p.bytes_per_sequence[4096])
 
 
 def test_use_sliding_window_true_honours_max_window_layers():
-    cfg = cap.load_model_config("Qwen2.5-7B")
+    cfg = load_model_config("Qwen2.5-7B")
     cfg.update(use_sliding_window=True, sliding_window=4096, max_window_layers=20)
-    s = cap.validate_model_config(cfg)
+    s = validate_model_config(cfg)
     assert s.layer_kinds[:20] == ("full",) * 20 and s.layer_kinds[20:] == ("sliding",) * 8
 
 
@@ -280,22 +287,22 @@ LLAMA4_SCOUT_TEXT = {  # the text_config of meta-llama/Llama-4-Scout-17B-16E (th
 
 
 def test_llama4_chunked_local_layers_hold_one_chunk_plus_one_scheduled_chunk():
-    s = cap.validate_model_config(LLAMA4_SCOUT_TEXT)
+    s = validate_model_config(LLAMA4_SCOUT_TEXT)
     assert s.count("full") == 12 and s.count("sliding") == 36 and s.local_attention == "chunked"
-    p = cap.plan_for_model(s, gpu="H200-141GB", tp=8, contexts=(131072,), max_model_len=131072)
+    p = plan_for_model(s, gpu="H200-141GB", tp=8, contexts=(131072,), max_model_len=131072)
     # ChunkedLocalAttentionSpec (v0.11.0): cdiv(min(8192 + 8192, max_model_len), 16) blocks, no extra block
     expected = p.kv.per_layer_per_rank * (12 * 131072 + 36 * (16384 // 16) * 16)
     assert p.bytes_per_sequence[131072] == expected
     cfg = dict(LLAMA4_SCOUT_TEXT, layer_types=["chunked_attention", "sliding_attention"] * 24)
     with pytest.raises(CapacityError, match="config.layer_types: sliding-window and chunked-local"):
-        cap.validate_model_config(cfg)
+        validate_model_config(cfg)
 
 
 def test_gemma3_interleaved_pattern_only_global_layers_grow():
     s = spec("Gemma-3-27B")
     assert s.count("full") == 10 and s.count("sliding") == 52  # every 6th layer global
     assert s.layer_kinds[5] == "full" and s.layer_kinds[0] == "sliding"
-    p = cap.plan_for_model(s, gpu="H100-80GB", tp=2, contexts=(131072,))
+    p = plan_for_model(s, gpu="H100-80GB", tp=2, contexts=(131072,))
     per_layer = p.kv.per_layer_per_rank
     # the 1024-token window layers hold the window - 1 plus one chunk of 8192 batched tokens in vLLM
     expected = per_layer * (10 * 131072 + 52 * (math.ceil((1023 + 8192) / 16) + 1) * 16)
@@ -307,14 +314,14 @@ def test_gemma3_interleaved_pattern_only_global_layers_grow():
 def test_gpt_oss_layer_types_alternate():
     s = spec("gpt-oss-120b")
     assert s.count("sliding") == 18 and s.count("full") == 18 and s.sliding_window == 128
-    assert cap.kv_bytes_per_token(s).per_rank == 36 * 2 * 8 * 64 * 2
+    assert kv_bytes_per_token(s).per_rank == 36 * 2 * 8 * 64 * 2
 
 
 def test_layer_types_must_match_layer_count():
-    cfg = cap.load_model_config("gpt-oss-120b")
+    cfg = load_model_config("gpt-oss-120b")
     cfg["layer_types"] = cfg["layer_types"][:-1]
     with pytest.raises(CapacityError, match="config.layer_types: must list one type per layer"):
-        cap.validate_model_config(cfg)
+        validate_model_config(cfg)
 
 
 def test_sglang_one_token_pages_cap_sliding_layers_at_the_window():
@@ -331,20 +338,20 @@ def test_hybrid_only_attention_layers_grow_and_ssm_state_is_constant():
     assert (s.count("full"), s.count("ssm"), s.count("none")) == (4, 27, 25)
     # conv: (128*80 + 2*8*128) * 3 + ssm: 128 heads * 80 * 128 state
     assert s.ssm_state_elements_per_layer == (10240 + 2048) * 3 + 128 * 80 * 128
-    p = cap.plan_for_model(s, gpu="H100-80GB", contexts=(1024, 2048))
+    p = plan_for_model(s, gpu="H100-80GB", contexts=(1024, 2048))
     assert p.kv_bytes_per_token == 4 * 2 * 8 * 128 * 2
     assert p.state_bytes_per_sequence == 27 * s.ssm_state_elements_per_layer * 2
     growth = p.bytes_per_sequence[2048] - p.bytes_per_sequence[1024]
     assert growth == 1024 * p.kv_bytes_per_token  # the SSM state does not grow
-    p2 = cap.plan_for_model(s, gpu="H100-80GB", tp=2, contexts=(1024,))
+    p2 = plan_for_model(s, gpu="H100-80GB", tp=2, contexts=(1024,))
     assert p2.state_bytes_per_sequence == p.state_bytes_per_sequence / 2  # heads sharded over TP
 
 
 def test_hybrid_pattern_length_is_validated():
-    cfg = cap.load_model_config("Nemotron-Nano-9B-v2")
+    cfg = load_model_config("Nemotron-Nano-9B-v2")
     cfg["hybrid_override_pattern"] += "M"
     with pytest.raises(CapacityError, match="config.hybrid_override_pattern"):
-        cap.validate_model_config(cfg)
+        validate_model_config(cfg)
 
 
 def test_linear_attention_state_from_config():
@@ -363,7 +370,7 @@ def test_linear_attention_state_from_config():
         "linear_value_head_dim": 128,
         "linear_conv_kernel_dim": 4,
     }
-    s = cap.validate_model_config(cfg)
+    s = validate_model_config(cfg)
     assert s.count("full") == 2 and s.count("linear") == 6
     assert s.linear_state_elements_per_layer == 32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3
 
@@ -372,15 +379,15 @@ def test_linear_attention_state_from_config():
 
 
 def test_weights_from_dtype_and_quantization_config():
-    assert cap.weight_bytes(spec("Llama-3-8B")) / GiB == pytest.approx(14.96, abs=0.01)  # vLLM logs 14.96GiB
+    assert weight_bytes(spec("Llama-3-8B")) / GiB == pytest.approx(14.96, abs=0.01)  # vLLM logs 14.96GiB
     ds = spec("DeepSeek-V3")
     assert ds.weight_quant == "fp8"
-    assert cap.weight_bytes(ds) / 1e9 == pytest.approx(673, rel=0.01)  # ~1 byte/param + bf16 embeddings
-    assert cap.weight_bytes(ds, "bf16") == ds.total_params * 2
+    assert weight_bytes(ds) / 1e9 == pytest.approx(673, rel=0.01)  # ~1 byte/param + bf16 embeddings
+    assert weight_bytes(ds, "bf16") == ds.total_params * 2
     oss = spec("gpt-oss-120b")
     assert oss.quantized_groups == ("experts",)
-    assert 60 < cap.weight_bytes(oss) / 1e9 < 70  # MXFP4 experts, bf16 attention/embeddings
-    assert cap.weight_bytes_per_rank(ds, 8, 1) == cap.weight_bytes(ds) / 8
+    assert 60 < weight_bytes(oss) / 1e9 < 70  # MXFP4 experts, bf16 attention/embeddings
+    assert weight_bytes_per_rank(ds, 8, 1) == weight_bytes(ds) / 8
 
 
 # ---------------------------------------------------------------- engine memory rules
@@ -453,14 +460,14 @@ def test_vllm_utilization_is_a_fraction_of_total_memory_not_of_free_memory():
 
 def test_sglang_mem_fraction_covers_weights_and_pool():
     p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="sglang", mem_fraction_static=0.85)
-    assert p.kv_memory_bytes == pytest.approx(79.22 * GiB * 0.85 - cap.weight_bytes(spec("Llama-3.1-8B")), rel=1e-6)
+    assert p.kv_memory_bytes == pytest.approx(79.22 * GiB * 0.85 - weight_bytes(spec("Llama-3.1-8B")), rel=1e-6)
     assert p.block_size == 1
     assert p.token_capacity == int(p.kv_memory_bytes // 131072)
 
 
 def test_trtllm_fraction_of_free_memory_and_max_tokens():
     p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="trtllm", activation_peak_bytes=0, non_torch_bytes=0)
-    free = 79.22 * GiB - cap.weight_bytes(spec("Llama-3.1-8B"))
+    free = 79.22 * GiB - weight_bytes(spec("Llama-3.1-8B"))
     assert p.kv_memory_bytes == pytest.approx(0.9 * free, rel=1e-6)
     assert p.block_size == 32
     capped = plan("Llama-3.1-8B", gpu="H100-80GB", engine="trtllm", max_tokens=100_000)
@@ -504,37 +511,37 @@ def test_llamacpp_slots_split_the_context_unless_unified():
 
 def test_llamacpp_sliding_window_layers_keep_window_plus_ubatch_cells():
     s = spec("Gemma-3-27B")
-    p = cap.plan_for_model(s, gpu="H200-141GB", engine="llamacpp", ctx_size=65536, n_parallel=4, contexts=(4096,))
+    p = plan_for_model(s, gpu="H200-141GB", engine="llamacpp", ctx_size=65536, n_parallel=4, contexts=(4096,))
     swa = -(-(1024 + 512) // 256) * 256  # min(16384, 1024 x 1 + 512) padded to 256, per slot
     assert p.kv_memory_bytes == p.kv.per_layer_per_rank * (10 * 16384 + 52 * swa) * 4
 
 
 def test_llamacpp_flags_are_read_from_the_launch_line():
-    assert cap.inputs_from_flags("llamacpp", "-m m.gguf -c 32768 -np 8 --kv-unified -ub=256 --metrics") == {
+    assert inputs_from_flags("llamacpp", "-m m.gguf -c 32768 -np 8 --kv-unified -ub=256 --metrics") == {
         "ctx_size": 32768,
         "n_parallel": 8,
         "kv_unified": True,
         "n_ubatch": 256,
     }
-    assert cap.inputs_from_flags("llamacpp", "-c 0 -np -1") == {}  # 0 = trained context, -1 = auto
-    assert cap.inputs_from_flags("vllm", "--gpu-memory-utilization=0.85 --max-model-len 32768 --enforce-eager") == {
+    assert inputs_from_flags("llamacpp", "-c 0 -np -1") == {}  # 0 = trained context, -1 = auto
+    assert inputs_from_flags("vllm", "--gpu-memory-utilization=0.85 --max-model-len 32768 --enforce-eager") == {
         "gpu_memory_utilization": 0.85,
         "max_model_len": 32768,
         "enforce_eager": True,
     }
-    assert cap.inputs_from_flags("lmdeploy", "--cache-max-entry-count 0.5 --session-len 8192") == {
+    assert inputs_from_flags("lmdeploy", "--cache-max-entry-count 0.5 --session-len 8192") == {
         "cache_max_entry_count": 0.5,
         "max_model_len": 8192,
     }
     with pytest.raises(CapacityError, match="launch_flags: -c needs a number"):
-        cap.inputs_from_flags("llamacpp", "-c lots")
+        inputs_from_flags("llamacpp", "-c lots")
 
 
 def test_lmdeploy_plans_with_its_own_rule_blocks_of_64_and_a_share_of_free_memory():
     p = plan("Llama-3.1-8B", gpu="H100-80GB", engine="lmdeploy", non_torch_bytes=0, contexts=(4096,))
     assert p.block_size == 64
     runtime = (8192 + 2 * 1024) * 128256 * 2  # max_prefill_token_num + 2 x max_batch_size (H100), x vocab x 2 B
-    free = 79.22 * GiB - cap.weight_bytes(spec("Llama-3.1-8B"))
+    free = 79.22 * GiB - weight_bytes(spec("Llama-3.1-8B"))
     assert p.kv_memory_bytes == pytest.approx((free - runtime) * 0.8, rel=1e-6)
     assert p.num_blocks == int(p.kv_memory_bytes // (64 * 131072))
     names = {e["name"]: e for e in p.estimates}
@@ -576,13 +583,13 @@ def test_deepseek_v3_tp8_on_h200_uses_block_64_and_replicated_latent():
 def test_invalid_inputs_name_the_field():
     s = spec("Llama-3.1-8B")
     with pytest.raises(CapacityError, match="engine: must be one of"):
-        cap.plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, engine="tgi"))
+        plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, engine="tgi"))
     with pytest.raises(CapacityError, match="gpu_memory_utilization: must be in"):
-        cap.plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, gpu_memory_utilization=1.5))
+        plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, gpu_memory_utilization=1.5))
     with pytest.raises(CapacityError, match="contexts: every context length"):
-        cap.plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, contexts=(0,)))
+        plan_capacity(CapacityInputs(model=s, gpu_memory_bytes=GiB, contexts=(0,)))
     with pytest.raises(CapacityError, match="gpu: unknown GPU"):
-        cap.gpu_memory_bytes("B300")
+        gpu_memory_bytes("B300")
 
 
 # ---------------------------------------------------------------- plan output
@@ -633,13 +640,13 @@ CONSTRAINTS = {
 
 
 def test_verdict_fits_with_headroom():
-    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), CONSTRAINTS)
+    v = verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), CONSTRAINTS)
     assert v["fits"] and "30% headroom" in str(v["summary"])
 
 
 def test_verdict_does_not_fit_and_offers_tp_or_fp8():
     c = dict(CONSTRAINTS, peak_concurrency=100, avg_input_tokens=4000)
-    v = cap.verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=2), c)
+    v = verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=2), c)
     assert not v["fits"]
     changes = {a["change"]: a for a in v["alternatives"]}
     assert not changes["kv_dtype=fp8"]["fits"]  # 3.5 GiB of pool per GPU is too small either way
@@ -650,20 +657,20 @@ def test_verdict_does_not_fit_and_offers_tp_or_fp8():
 
 def test_verdict_context_beyond_the_model_is_a_reason():
     c = dict(CONSTRAINTS, max_input_tokens=40000)
-    v = cap.verdict(plan("Mistral-7B-v0.1", gpu="H100-80GB"), c)
+    v = verdict(plan("Mistral-7B-v0.1", gpu="H100-80GB"), c)
     assert not v["fits"] and any("exceeds the model's 32768 positions" in str(r) for r in v["reasons"])
 
 
 def test_verdict_weights_not_fitting_and_bad_constraints():
-    v = cap.verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=1), CONSTRAINTS)
+    v = verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=1), CONSTRAINTS)
     assert not v["fits"] and any("no room for KV" in str(r) for r in v["reasons"])
     with pytest.raises(CapacityError, match="constraints.peak_concurrency"):
-        cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), dict(CONSTRAINTS, peak_concurrency=0))
+        verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), dict(CONSTRAINTS, peak_concurrency=0))
 
 
 def test_verdict_accepts_inputs():
     inputs = CapacityInputs(model=spec("Llama-3.1-8B"), gpu_memory_bytes=int(79.22 * GiB))
-    assert cap.verdict(inputs, CONSTRAINTS)["fits"]
+    assert verdict(inputs, CONSTRAINTS)["fits"]
 
 
 # ---------------------------------------------------------------- logs
@@ -693,7 +700,7 @@ llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  4/1 seqs), K (f16
 
 
 def test_parse_vllm_v1_log():
-    r = cap.parse_engine_capacity_log(VLLM_V1_LOG)
+    r = parse_engine_capacity_log(VLLM_V1_LOG)
     assert r == {
         "engine": "vllm",
         "kv_cache_tokens": 91056,
@@ -703,60 +710,60 @@ def test_parse_vllm_v1_log():
 
 
 def test_parse_vllm_v0_log_blocks_and_kv_memory():
-    r = cap.parse_engine_capacity_log(VLLM_V0_LOG)
+    r = parse_engine_capacity_log(VLLM_V0_LOG)
     assert r["num_gpu_blocks"] == 5691 and r["max_concurrency"] == {8192: 11.12}
     assert r["kv_cache_memory_gib"] == 11.12 and "kv_cache_tokens" not in r
 
 
 def test_parse_sglang_log():
-    r = cap.parse_engine_capacity_log(SGLANG_LOG)
+    r = parse_engine_capacity_log(SGLANG_LOG)
     assert r["engine"] == "sglang" and r["kv_cache_tokens"] == 367404
     assert r["kv_cache_memory_gib"] == pytest.approx(16.46e9 / GiB, rel=1e-3)
 
 
 def test_parse_llamacpp_log_ignores_n_ctx_per_seq():
-    r = cap.parse_engine_capacity_log(LLAMACPP_LOG)
+    r = parse_engine_capacity_log(LLAMACPP_LOG)
     assert r["engine"] == "llamacpp" and r["n_ctx"] == 8192 and r["kv_cache_tokens"] == 8192
     assert r["kv_cache_memory_gib"] == 1.0 and r["kv_layers"] == 32
 
 
 def test_parse_unknown_log():
-    assert cap.parse_engine_capacity_log("hello") == {"engine": None}
+    assert parse_engine_capacity_log("hello") == {"engine": None}
 
 
 def test_predicted_vs_measured_flags_more_than_ten_percent():
     p = plan("Llama-3-8B", gpu="A100-40GB", kv_cache_memory_bytes=int(11.12 * GiB), contexts=(8192,))
-    measured = cap.parse_engine_capacity_log(VLLM_V1_LOG)["kv_cache_tokens"]
-    ok = cap.compare_predicted_measured(p.token_capacity, measured)
+    measured = parse_engine_capacity_log(VLLM_V1_LOG)["kv_cache_tokens"]
+    ok = compare_predicted_measured(p.token_capacity, measured)
     assert not ok["flagged"] and abs(ok["difference_pct"]) < 1
-    bad = cap.compare_predicted_measured(4.6 * measured, measured)  # the planner that skipped the fraction
+    bad = compare_predicted_measured(4.6 * measured, measured)  # the planner that skipped the fraction
     assert bad["flagged"] and bad["difference_pct"] == pytest.approx(360.0)
-    assert cap.compare_predicted_measured(100, 0)["flagged"]
+    assert compare_predicted_measured(100, 0)["flagged"]
     with pytest.raises(CapacityError, match="measured_tokens"):
-        cap.compare_predicted_measured(1, -1)
+        compare_predicted_measured(1, -1)
 
 
 MiB = 1024**2
 
 
 def test_shipped_models_lists_json_stems(tmp_path):
-    assert cap.shipped_models(tmp_path / "missing") == []
+    assert shipped_models(tmp_path / "missing") == []
     (tmp_path / "qwen2.5-7b.json").write_text("{}")
     (tmp_path / "llama-3.1-8b.json").write_text("{}")
     (tmp_path / "README.md").write_text("")
-    assert cap.shipped_models(tmp_path) == ["llama-3.1-8b", "qwen2.5-7b"]
+    assert shipped_models(tmp_path) == ["llama-3.1-8b", "qwen2.5-7b"]
 
 
 def test_shipped_models_accepts_hf_folders(tmp_path, monkeypatch):
     (tmp_path / "mistral-7b").mkdir()
     (tmp_path / "mistral-7b" / "config.json").write_text("{}")
     (tmp_path / "empty-folder").mkdir()
-    assert cap.shipped_models(tmp_path) == ["mistral-7b"]
+    assert shipped_models(tmp_path) == ["mistral-7b"]
     (tmp_path / "mistral-7b" / "config.json").write_text('{"model_type": "mistral"}')
-    monkeypatch.setattr(cap, "FIXTURES_DIR", tmp_path)
+    monkeypatch.setattr(model_config, "FIXTURES_DIR", tmp_path)
     # the folder layout loads too, named after its folder (as a path to any config.json is)
-    assert cap.load_model_config("Mistral-7B") == {"model_type": "mistral", "_name": "mistral-7b"}
-    assert cap.load_model_config(tmp_path / "mistral-7b" / "config.json")["_name"] == "mistral-7b"
+    assert load_model_config("Mistral-7B") == {"model_type": "mistral", "_name": "mistral-7b"}
+    assert load_model_config(tmp_path / "mistral-7b" / "config.json")["_name"] == "mistral-7b"
 
 
 def test_verdict_on_llamacpp_counts_its_slots_and_the_longest_sequence_a_slot_holds():
@@ -767,16 +774,16 @@ def test_verdict_on_llamacpp_counts_its_slots_and_the_longest_sequence_a_slot_ho
         "max_input_tokens": 4000,
         "max_output_tokens": 1000,
     }
-    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768), c)
+    v = verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768), c)
     assert not v["fits"]  # 4 auto slots for a peak of 8, though the 32768 cells would hold them
     reasons = [str(r) for r in v["reasons"]]
     assert "llama-server serves at most 4 requests at once (-np); 4 of the peak 8 would wait" in reasons
-    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768, n_parallel=8), c)
+    v = verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=32768, n_parallel=8), c)
     reasons = [str(r) for r in v["reasons"]]
     assert not v["fits"] and "a slot holds at most 4096 tokens, less than the max context 5000" in reasons
-    v = cap.verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=65536, n_parallel=8), c)
+    v = verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="llamacpp", ctx_size=65536, n_parallel=8), c)
     assert v["fits"]
 
 
 def test_every_engine_has_its_memory_rules():
-    assert set(cap.ENGINE_RULES) == set(cap.ENGINES)
+    assert set(ENGINE_RULES) == set(ENGINES)

@@ -165,3 +165,34 @@ def test_an_unsigned_record_exports_nothing(drafted, client, tmp_path):
     assert client.get(reverse("selection:record-alerts", args=[drafted.selection_id, drafted.pk])).status_code == 404
     page = client.get(reverse("selection:record", args=[drafted.selection_id, drafted.pk])).content.decode()
     assert "Alert rules (Prometheus)" not in page
+
+
+def test_the_exports_say_what_the_record_says(signed, tmp_path):
+    """Issue 33: alerts.yml and the dashboard carry the record's own headroom (page 1's requirement), its
+    validation status for the longest input and, on every alert, the watcher the record names for that
+    signal's area (the draft's: capacity Priya, cost the finance desk, stability the observer)."""
+    call_command("export-monitoring", str(signed.pk), "--out", str(tmp_path))
+    snapshot = signed.snapshot
+    rules = yaml.safe_load((tmp_path / "alerts.yml").read_text())["groups"][0]["rules"]
+    table = {row["signal"]: row for row in snapshot["rollout"]["monitoring"]}
+    headroom = snapshot["rollout"]["headroom"]["percent"]
+    fit = next(row for row in snapshot["summary"]["fit"] if row.get("key") == "memory_headroom")
+    assert headroom == 20 and "20" in str(fit["required"])
+    assert f"the record's {headroom:g} % KV headroom" in (tmp_path / "alerts.yml").read_text()
+    watch = snapshot["project_checks"]["watch"]
+    assert watch["capacity"] == "Priya" and watch["cost"] == "Finance desk"
+    for rule in rules:
+        signal = rule["labels"]["signal"]
+        owner = table[signal]["owner"]
+        assert owner == watch[rule["labels"]["watch"]]
+        assert rule["annotations"]["description"].endswith(f"Watcher: {owner}.")
+        assert table[signal]["threshold"] in rule["annotations"]["summary"]
+        if signal == "memory" and rule["alert"] == "KVCacheHeadroomUsed":
+            assert rule["expr"].endswith(f"> {1 - headroom / 100:g}")
+    lengths = [rule for rule in rules if rule["labels"]["signal"] == "request_length"]
+    validated = snapshot["operations"]["thresholds"]["max_input_validated"]
+    for rule in lengths:  # no long-context run in this record: the length is planned, never "validated"
+        assert rule["alert"] == ("RequestsBeyondValidatedLength" if validated else "RequestsBeyondPlannedLength")
+        assert ("validated" in rule["annotations"]["summary"].split("(")[0]) == validated
+    board = json.loads((tmp_path / "dashboard.json").read_text())
+    assert f"headroom {headroom:g} %" in board["description"]

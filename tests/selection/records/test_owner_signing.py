@@ -217,6 +217,50 @@ def test_a_signature_for_an_older_prepared_revision_is_refused_as_stale(approved
     assert second.completed_at is not None and not second.prepared_pdf
 
 
+def test_a_prepared_revision_edited_in_storage_is_refused_and_nothing_is_stored(approved, owners, dev_certs):
+    """Security review B4: whoever can write the media storage between prepare and upload cannot get the
+    owner's valid signature embedded into another revision: the embed step checks the kept digest."""
+    request = prepare_signature(record=approved, user=owners["business"], role="business")
+    cms = cms_with_p12(request, dev_certs.pkcs12["business"].read_bytes())
+    with request.prepared_pdf.open("rb") as handle:
+        prepared = handle.read()
+    needle = f"Approves decision record v{approved.version}".encode()
+    assert needle in prepared
+    edited = prepared.replace(needle, f"REJECTS  decision record v{approved.version}".encode())
+    with open(request.prepared_pdf.path, "wb") as handle:
+        handle.write(edited)
+    with pytest.raises(ValidationError) as excinfo:
+        complete_signature(record=approved, user=owners["business"], role="business", cms=cms)
+    assert "changed since it was prepared" in excinfo.value.message_dict["cms"][0]
+    assert unchanged(approved, "business", approved.signed_sha256)
+    request.refresh_from_db()
+    assert request.completed_at is None
+
+
+def test_preparing_with_a_certificate_the_configured_crl_revokes_is_refused_before_signing(
+    approved, owners, dev_certs, settings, tmp_path
+):
+    """Review O3: the owner hears it before signing, not when the CMS comes back."""
+    ca_cert = x509.load_pem_x509_certificate(dev_certs.ca_certificate.read_bytes())
+    ca_key = serialization.load_pem_private_key(dev_certs.ca_key.read_bytes(), password=None)
+    enrolled = signing.pkcs12_certificate(dev_certs.pkcs12["business"].read_bytes(), PASSPHRASE)
+    serial = x509.load_pem_x509_certificate(enrolled.pem.encode()).serial_number
+    revoked = x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(ca_cert.not_valid_before_utc)
+    crl = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(ca_cert.not_valid_before_utc)
+        .next_update(ca_cert.not_valid_after_utc)
+        .add_revoked_certificate(revoked.build())
+        .sign(ca_key, hashes.SHA256())
+    )
+    (tmp_path / "revoked.crl").write_bytes(crl.public_bytes(serialization.Encoding.PEM))
+    settings.KVSELECT_CRLS = [str(tmp_path / "revoked.crl")]
+    with pytest.raises(ValidationError, match="cannot sign: revoked"):
+        prepare_signature(record=approved, user=owners["business"], role="business")
+    assert not approved.signature_requests.exists()
+
+
 def test_a_signature_that_does_not_verify_is_refused(approved, owners, dev_certs):
     request = prepare_signature(record=approved, user=owners["business"], role="business")
     cms = asn1_cms.ContentInfo.load(cms_with_p12(request, dev_certs.pkcs12["business"].read_bytes()))

@@ -295,3 +295,31 @@ def test_each_claim_names_its_own_test_whatever_the_swap_test_saw(demo_like, arc
     swap = snap["rollout"]["swap_policy"]
     assert ("not validated" in swap["statement"]) is not swap_passed
     assert all("Swap-out and recovery, run" in line for line in [swap["statement"], *swap["never_swap"]])
+
+
+@pytest.mark.parametrize(("delay", "claimed"), [("pass", True), ("fail", False)])
+def test_the_delay_class_is_claimed_against_its_own_budget(demo_like, architect, delay, claimed):
+    """The constraints name a second session class (issue 36 item 7): every session but the never-swap
+    ones accepts a swap-in delay up to 400 ms. The record states the class and claims it only when the
+    swap test judged it within that budget."""
+    constraints = demo_like.constraints
+    constraints.swap_in_delay_budget_ms = 400.0
+    constraints.save(update_fields=["swap_in_delay_budget_ms"])
+    verdicts = swap_verdicts(True) + [
+        {"name": "swap_in_delay_within_budget", "status": delay, "passed": delay == "pass", "detail": "p95", "n": 20}
+    ]
+    set_verdicts(demo_like, "swap_recovery", verdicts)
+    set_gates(selection=demo_like, user=architect, gates={"memory": 0.4})
+    snap = start_review(record=create_draft(selection=demo_like, user=architect), user=architect).snapshot
+    statement = snap["rollout"]["swap_policy"]["statement"]
+    if claimed:
+        assert "The other sessions may be swapped out while idle: they resumed within the 400 ms swap-in delay" in (
+            statement
+        )
+    else:
+        assert "That the other sessions resume within the 400 ms swap-in delay they accept is not validated" in (
+            statement
+        )
+    assert "Sessions that accept a swap-in delay resume within it: " in statement
+    multi_turn = next(row for row in snap["constraints"] if row["label"] == "Multi-turn")
+    assert multi_turn["value"].endswith("; the others accept a swap-in delay up to 400 ms")

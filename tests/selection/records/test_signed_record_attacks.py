@@ -27,13 +27,16 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.urls import reverse
 from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.generic import pdf_name
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign import fields as sig_fields
+from rest_framework.test import APIClient
 from weasyprint import HTML
 
 from selection.certificates import signing
@@ -409,6 +412,23 @@ def test_b1_verify_record_exits_non_zero_and_says_why(kvselect, selection, owner
     out = capsys.readouterr().out
     assert "revision 8: not_allowed" in out and "result: NOT VERIFIED" in out
     assert "adds signature fields the record kvselect rendered does not have: “overlay1”, “overlay2”." in out
+
+
+@pytest.mark.django_db
+def test_b1_the_api_and_the_verify_page_say_not_verified_with_the_reason(kvselect, selection, owners, genuine, client):
+    sr.store_record(selection, owners, genuine)
+    tampered = overlay_fields(genuine.signed)
+    api = APIClient()
+    api.force_authenticate(owners["business"])
+    answer = api.post("/api/v1/records/verify/", {"file": SimpleUploadedFile("t.pdf", tampered)}, format="multipart")
+    assert answer.status_code == 200 and answer.data["all_ok"] is False and answer.data["procurement_ready"] is False
+    assert integrity.NEW_FIELD in {f["code"] for f in answer.data["findings"]}
+    client.force_login(owners["business"])
+    body = client.post(reverse("selection:record-verify"), {"file": SimpleUploadedFile("t.pdf", tampered)}).content
+    page = body.decode()
+    assert 'class="verdict--bad"' in page and "changed after it was signed" in page
+    assert "adds signature fields the record kvselect rendered does not have: “overlay1”, “overlay2”." in page
+    assert "not allowed: see above" in page and "Not ready for procurement" in page
 
 
 @pytest.mark.django_db

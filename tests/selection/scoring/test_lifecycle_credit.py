@@ -35,6 +35,7 @@ def test_the_swap_test_counts_dropped_and_offloaded_sessions():
     drop, offload = dropping(), offloading()
     assert drop["observed"] and drop["evicted_sessions"] == 20 and drop["offloaded_sessions"] is None
     assert offload["observed"] and offload["evicted_sessions"] == 0 and offload["offloaded_sessions"] == 20
+    assert drop["judged_by"] == ["responses"] and offload["judged_by"] == ["offload_counters"]
     # some sessions dropped, the rest loaded back: both count
     mixed = swap.observe_eviction(WARM, [5] * 5 + [944] * 15, OFFLOAD)
     assert (mixed["evicted_sessions"], mixed["offloaded_sessions"]) == (5, 15)
@@ -82,3 +83,11 @@ def test_the_offloading_engine_is_credited_like_the_dropping_one(selection_with_
         )
     drop, offload = (lifecycle_score(selection_with_constraints, c) for c in candidates)
     assert drop == offload == 1.0  # the printed rule: released or swapped out; the audit saw 0.833 vs 0.167
+
+
+def test_an_engines_own_eviction_counter_is_evidence_of_a_drop_not_an_offload():
+    """SGLang without its hierarchical cache: its eviction counter moved while the sessions idled."""
+    snapshots = {"pressure_start": {"evicted": 0.0}, "resume_start": {"evicted": 5400.0}, "resume_end": {}}
+    seen = swap.observe_eviction([None] * 20, [None] * 20, snapshots)
+    assert seen["observed"] and "eviction counter +5,400 tokens" in seen["how"][0]
+    assert not seen["offloaded"] and seen["offloaded_sessions"] is None and seen["judged_by"] == ["engine_counters"]

@@ -121,3 +121,26 @@ def test_the_records_api_refuses_a_past_review_by_date(selection_with_constraint
         f"/api/v1/selections/{selection_with_constraints.pk}/records/", {"review_by": "2001-01-01"}, format="json"
     )
     assert response.status_code == 400 and "review_by" in response.json(), response.content
+
+
+def test_the_swap_in_delay_class_is_a_multi_turn_budget_bounded_and_named(selection, architect):
+    """The second session class of the one-pager (issue 36 item 7): the swap-in delay the other sessions
+    accept. Only for multi-turn traffic, within bounds, refused naming the field by the service, the form
+    and the API; stored and returned by the API."""
+    multi = dict(SAMPLE_CONSTRAINTS, multi_turn=True, average_turns=6, concurrent_sessions=100, never_swap_sessions=4)
+    with pytest.raises(ValidationError) as caught:
+        save_constraints(
+            selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS, swap_in_delay_budget_ms=300)
+        )
+    assert caught.value.message_dict == {"swap_in_delay_budget_ms": ["only meaningful for multi-turn sessions"]}
+    form = ConstraintsForm({**VALID_CONSTRAINTS, "swap_in_delay_budget_ms": "7200000"}, model_configs=[])
+    assert not form.is_valid() and form.errors["swap_in_delay_budget_ms"] == ["must be between 0 and 3,600,000"]
+    assert "swap_in_delay_budget_ms" in [f.name for _key, _title, fields in form.groups() for f in fields]
+    client = APIClient()
+    client.force_authenticate(architect)
+    url = f"/api/v1/selections/{selection.pk}/constraints/"
+    refused = client.put(url, dict(multi, swap_in_delay_budget_ms=-1), format="json")
+    assert refused.status_code == 400 and "swap_in_delay_budget_ms" in refused.json(), refused.content
+    saved = client.put(url, dict(multi, swap_in_delay_budget_ms=300), format="json")
+    assert saved.status_code == 200, saved.content
+    assert saved.json()["swap_in_delay_budget_ms"] == 300 and selection.constraints.swap_in_delay_budget_ms == 300

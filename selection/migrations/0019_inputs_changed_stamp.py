@@ -17,7 +17,7 @@ def stamp(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("selection", "0016_cost_and_growth_constraints")]
+    dependencies = [("selection", "0018_candidate_endpoint_probe")]
 
     operations = [
         migrations.AddField(
