@@ -33,9 +33,10 @@ def test_an_upload_leads_to_a_new_snapshot_written_by_the_worker(
     first = wait_for(lambda: Score.objects.filter(selection=selection, include_simulated=False).first(), timeout=60)
     wait_for(lambda: Selection.objects.get(pk=selection.pk).scores_requested_at is None, timeout=60)
 
-    # the candidate's model and engine, 1,000 requests: evidence without warnings, parsed by the worker
+    # the selection's model and the candidate's engine, 1,000 requests: evidence without warnings (an
+    # upload of another model than the selection's is held back), parsed by the worker
     data = gzip.decompress((FIXTURES / "vllm_0.33.0_bench_serve_c64_n1000.json.gz").read_bytes())
-    data = data.replace(b'"engine": "mock"', b'"engine": "vllm"')
+    data = data.replace(b'"engine": "mock"', b'"engine": "vllm"').replace(b'"mock-model"', b'"Llama-3.1-8B"')
     run, created = ingest_upload(
         candidate=candidate, data=data, filename="v.json", test="concurrency_stress", synchronous=False
     )
