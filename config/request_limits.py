@@ -18,7 +18,11 @@ import logging
 import tempfile
 
 from django.conf import settings
+from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpResponse, JsonResponse
+from django.template import loader
+from django.utils import translation
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from config.uploads import storage_detail
 
@@ -37,6 +41,23 @@ def too_large_message(size: int | None) -> str:
     return f"{what} exceeds the limit of {limit:,} bytes for an upload; nothing was read or stored."
 
 
+def too_large_page(request, size: int | None) -> HttpResponse:
+    """The branded 413 page, in the reader's language (the cookie or the browser's), with a way back to
+    the form the file came from. Rendered before the session and the user are read: no database."""
+    referer = request.META.get("HTTP_REFERER", "")
+    back = referer if url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()}) else ""
+    context = {
+        "size_mib": f"{size / 2**20:,.1f}" if size else "",
+        "limit_mib": f"{int(settings.KVSELECT_MAX_UPLOAD_BYTES) / 2**20:,.0f}",
+        "back_url": back,
+    }
+    with translation.override(translation.get_language_from_request(request)):
+        body = loader.render_to_string("413.html", context)
+    response = HttpResponse(body, status=413)
+    response["Connection"] = "close"  # the rest of the body is not read
+    return response
+
+
 class RequestSizeLimitMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -49,10 +70,8 @@ class RequestSizeLimitMiddleware:
         if length > body_limit():
             message = too_large_message(length)
             if request.path.startswith("/api/"):
-                response: HttpResponse = JsonResponse({"file": [message]}, status=413)
-            else:
-                response = HttpResponse(message, status=413, content_type="text/plain; charset=utf-8")
-            return response
+                return JsonResponse({"file": [message]}, status=413)
+            return too_large_page(request, length)
         return self.get_response(request)
 
 
@@ -110,7 +129,8 @@ class ChunkedBodyLimit:
         if environ.get("PATH_INFO", "").startswith("/api/"):
             body, kind = json.dumps({"file": [message]}).encode(), "application/json"
         else:
-            body, kind = message.encode(), "text/plain; charset=utf-8"
+            page = too_large_page(WSGIRequest(dict(environ, CONTENT_LENGTH="0")), None)
+            body, kind = page.content, page["Content-Type"]
         start_response(
             "413 Request Entity Too Large",
             [("Content-Type", kind), ("Content-Length", str(len(body)))],

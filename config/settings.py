@@ -126,7 +126,11 @@ LOGOUT_REDIRECT_URL = "login"
 AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = 0.25  # hours
 AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every manage.py command
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# No "AXES: BEGIN ..." banner on every process start (manage.py commands included); failed logins are
+# still logged with the lockout parameters (address and username).
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
@@ -280,8 +284,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"expected_refusals": {"()": "config.log_filters.ExpectedRefusals"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
+        # a 403 is a refusal the page explains, not a crash: one line in the log, no traceback
+        "django.request": {"filters": ["expected_refusals"]},
         "django.db.backends": {"level": "WARNING"},
         "weasyprint": {"level": "WARNING"},
         "fontTools": {"level": "WARNING"},

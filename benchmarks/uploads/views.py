@@ -19,7 +19,7 @@ from benchmarks.uploads.quality import confirm_as_evidence
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.models import Selection, UploadToken
 from selection.selectors import compared_candidates
-from selection.web import attach_service_errors, get_selection, page_context, require_edit
+from selection.web import action_of, attach_service_errors, get_selection, page_context, page_url, require_edit
 
 UPLOAD_FIELDS = {"file", "test", "format", "label", "candidate"}
 
@@ -52,6 +52,7 @@ def _uploads_page(
         upload_form=upload_form
         or ResultUploadForm(candidates=candidates, initial=_upload_initial(request, candidates)),
         refusals=refusals or {},
+        page_url=page_url("selection:uploads", pk=selection.pk),
     )
     return render(request, "benchmarks/uploads.html", context, status=status)
 
@@ -74,7 +75,7 @@ def uploads(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@action_of("selection:uploads", "pk")
 def token_create(request: HttpRequest, pk: int) -> HttpResponse:
     """Create a token and show the raw value in this one response only (it is stored hashed)."""
     selection = get_selection(request, pk)
@@ -106,7 +107,7 @@ def token_revoke(request: HttpRequest, pk: int, token_pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@action_of("selection:uploads", "pk")
 def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     require_edit(request, selection)

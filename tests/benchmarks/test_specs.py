@@ -12,6 +12,7 @@ from benchmarks import suite
 from benchmarks.api.serializers import StartValidationSerializer, UploadSerializer
 from benchmarks.harness import estimates, workloads
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, UNITS, ParamSpec, TestSpec
+from benchmarks.suite.base import ValidationTest
 from benchmarks.validation.forms import ValidationParamsForm, param_label
 
 BUDGET = {"ttft_p95_ms": 800.0, "tpot_p95_ms": 50.0, "e2e_p95_ms": 20000.0}
@@ -71,7 +72,7 @@ def estimate_probe(params: Mapping[str, Any]) -> estimates.Load:
 
 @pytest.fixture
 def probe_test(monkeypatch):
-    row = suite.ValidationTest("probe", 9, "Probe", "Probes the endpoint.", "the probe's figures", ("kv_usage",))
+    row = ValidationTest("probe", 9, "Probe", "Probes the endpoint.", "the probe's figures", ("kv_usage",))
     tests = (*suite.TESTS, row)
     monkeypatch.setattr(suite, "TESTS", tests)
     monkeypatch.setattr(suite, "BY_ID", {test.id: test for test in tests})

@@ -44,7 +44,14 @@ from benchmarks.verdicts import (
 
 PARAMS = (
     ParamSpec("target_concurrency", 64, _("Target concurrent requests (first step)"), "requests"),
-    ParamSpec("rate", None, _("Request rate, open loop (requests/s; empty: closed loop)"), "requests/s"),
+    ParamSpec(
+        "rate",
+        None,
+        _("Request rate, open loop (requests/s; empty: closed loop)"),
+        "requests/s",
+        positive=True,
+        optional=True,
+    ),
     ParamSpec("step_factors", [1.0, 1.5, 2.0, 2.5, 3.0], _("Steps up, as multiples of the target"), "x"),
     ParamSpec("down_factors", [1.0], _("Steps back down, as multiples of the target"), "x"),
     ParamSpec("step_duration_s", 30.0, _("Duration of each step (s)"), "s"),

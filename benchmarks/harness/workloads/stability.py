@@ -72,6 +72,8 @@ PARAMS = (
     ParamSpec("max_fragmentation_rise", 0.05, _("Largest allowed fragmentation rise (0-1)"), "share"),
     ParamSpec("max_queue_growth", None, _("Largest allowed rise of the waiting queue (requests)"), "requests"),
     ParamSpec("metrics_interval_s", 1.0, _("Engine metrics interval (s)"), "s"),
+    # not planned: `make demo` sets it so the short soak is named a demonstration wherever it is shown
+    ParamSpec("soak_label", None, _("Soak label (“demo”: a demonstration's short soak)"), ""),
     *BUDGET_PARAMS,
 )
 

@@ -56,7 +56,14 @@ PARAMS = (
     *DISTRIBUTION_PARAMS,
     ParamSpec("abort_fraction", 0.05, _("Share of requests aborted mid-stream (0-1)"), "share"),
     ParamSpec("settle_s", 30.0, _("Settling time after the load (s)"), "s"),
-    ParamSpec("rate", None, _("Request rate, open loop (requests/s; empty: closed loop)"), "requests/s"),
+    ParamSpec(
+        "rate",
+        None,
+        _("Request rate, open loop (requests/s; empty: closed loop)"),
+        "requests/s",
+        positive=True,
+        optional=True,
+    ),
     ParamSpec("long_input_tokens", None, _("Long traffic group from (input tokens)"), "tokens"),
     *BUDGET_PARAMS,
 )
@@ -290,6 +297,7 @@ def _group_points(
             measure_end=outcome.measure_end,
             client_bound=outcome.client_bound,
             client_bound_reasons=list(outcome.client_bound_reasons),
+            client_bound_messages=list(outcome.client_bound_messages),
         )
         group_point = summarize(part, label=group, slo=slo_of(params))
         group_point.extra["traffic_group"] = group

@@ -16,6 +16,7 @@ import aiohttp
 from benchmarks.harness import swap
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.client_timing import client_slack_ms, load_held
 from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
@@ -33,11 +34,9 @@ from benchmarks.harness.workloads.common import (
     budget_params,
     budget_verdicts,
     build_result,
-    client_slack_ms,
     constraint_value,
     errors_verdict,
     format_ms,
-    load_held,
     require_param,
     settle_after_load,
 )

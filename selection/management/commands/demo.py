@@ -18,7 +18,6 @@ import io
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from benchmarks.models import BenchmarkRun
+from benchmarks.suite import demo_params
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.plan import priority_order
 from config.celery import QUEUES
@@ -51,6 +51,17 @@ from selection.certificates.signing import (
 from selection.domain import launch_flags
 from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
+from selection.management.demo_processes import (
+    follow_moved_simulators,
+    free_port,
+    load_started,
+    save_started,
+    silent_local_endpoints,
+    simulator_command,
+    start_child,
+    stop_children,
+    stop_on_signals,
+)
 from selection.models import Candidate, DecisionRecord, Engine, Membership, Selection, Team
 from selection.records.services import approve, create_draft, start_review
 from selection.records.verification import verify_document
@@ -121,58 +132,6 @@ DEMO_LAUNCH_FLAGS = {
 }
 # the candidates' launch flags that are the engine's own (what the isolation plan reads)
 ENGINE_FLAGS = ("--scheduling-policy",)
-# Short parameters so the whole pipeline (eight tests x three candidates) takes about five minutes.
-DEMO_PARAMS = {
-    "concurrency_stress": {
-        "concurrency": 32,
-        "duration_s": 8.0,
-        "warmup_s": 1.0,
-        "settle_s": 2.0,
-        "abort_fraction": 0.05,
-        "rate": None,  # closed loop at the target concurrency (the constraints' 8 req/s is far below it)
-    },
-    # the ladder is planned from the constraints: it ends at their max input (32768), which the
-    # llama-cpp candidate (--max-model-len 40960) must serve too; short traffic runs beside each rung
-    "long_context": {
-        "repeats": 1,
-        "background_lead_s": 2.0,
-        "background_concurrency": 16,
-        "background_timeout_s": 30.0,
-    },
-    # 20 idle sessions (percentiles need 20) with 4K-token histories; the pressure pushes 1.5x the
-    # engine's KV pool through (its own cache_config_info), so the idle sessions are evicted
-    "swap_recovery": {"sessions": 20, "warm_sessions": 20, "idle_s": 6.0, "parallel": 16, "pressure_concurrency": 16},
-    "prefix_reuse": {"requests": 64, "concurrency": 16},
-    # a short soak, labelled as such in the run's observed line, notes and the record (the plan asks for hours)
-    "stability": {
-        "concurrency": 16,
-        "duration_s": 16.0,
-        "window_s": 4.0,
-        "warmup_s": 2.0,
-        "metrics_interval_s": 0.5,
-        "soak_label": "demo",
-    },
-    # the target (32) up to 3x in short steps, then back down: queueing or rejection shows past
-    # the sustainable load; closed loop (the constraints' 8 req/s would not load the simulators)
-    "overload": {
-        "rate": None,
-        "step_factors": [1.0, 2.0, 3.0],
-        "step_duration_s": 4.0,
-        "recovery_s": 8.0,
-        "recovery_bound_s": 20.0,
-    },
-    # about 20 s each on the simulator: a restart with twice the KV bytes per token and back; tenant A
-    # at 4 req/s alone and beside eight 32K-token requests
-    "model_switch": {
-        "concurrency": 8,
-        "before_s": 6.0,
-        "switched_s": 6.0,
-        "after_s": 6.0,
-        "output_tokens": 32,
-        "restart_config": {"kv_bytes_per_token": 262144},
-    },
-    "isolation": {"alone_s": 6.0, "flood_lead_s": 1.0, "flood_s": 6.0, "tenant_a_output_tokens": 32},
-}
 # The three project checks, the security checklist and who watches after launch (demo statements).
 DEMO_PROJECT_CHECKS = {
     "affected": {
@@ -206,13 +165,26 @@ PERSONS = {
 }
 
 
-def free_port(preferred: int) -> int:
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", preferred)) != 0:
-            return preferred
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def simulator_plan(versions: dict[str, str]) -> list[tuple[str, str, int, str, list[str]]]:
+    """(engine, key, preferred port, profile, flags) of every simulator the demo starts, from
+    `DEMO_CANDIDATES` and each candidate's engine version: what `start_simulators` runs and what the
+    README's hand-start block shows (tests/test_readme.py compares them)."""
+    plan = []
+    for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
+        flags = [*extra, "--engine-version", versions[slug]]
+        plan.append((slug, slug, 8101 + index, profile, flags))
+        if slug in launch_flags.PREFIX_OFF_FLAGS:
+            plan.append((slug, f"{slug}-off", 8111 + index, profile, [*flags, "--no-prefix-caching"]))
+    return plan
+
+
+def demo_candidate(selection: Selection, slug: str, profile: str) -> Candidate:
+    """The demo's own candidate of an engine (its label names the simulator's profile), else the oldest
+    compared one of that engine: a second candidate of the engine added by a user is not the demo's."""
+    candidates = selection.candidates.filter(engine__slug=slug).select_related("engine").order_by("pk")
+    compared = [c for c in candidates if c.archived_at is None]
+    labelled = [c for c in compared if c.label.endswith(f"(simulated {profile})")]
+    return (labelled or compared or list(candidates))[0]
 
 
 class Command(BaseCommand):
@@ -241,9 +213,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         self.children: list[subprocess.Popen] = []
+        stop_on_signals()  # SIGTERM and SIGHUP stop the children as Ctrl+C does
         serve = not options["no_serve"] and os.environ.get("DEMO_SERVE", "1") != "0"
         if serve:
             self.check_port(options["port"])
+            # the server's own URL in what it writes (emails, the owners' signing command), not :8000
+            os.environ.setdefault("KVSELECT_BASE_URL", f"http://127.0.0.1:{options['port']}")
+            settings.KVSELECT_BASE_URL = os.environ["KVSELECT_BASE_URL"].rstrip("/")
         try:
             self.run_pipeline(options)
             if serve:
@@ -310,7 +286,8 @@ class Command(BaseCommand):
         self.with_database("monitoring export", lambda: self.export_monitoring(signed))
         self.stdout.write(self.style.SUCCESS("Demo pipeline complete."))
         self.stdout.write(
-            f"    Log in as architect / {self.password}  (owners: business, platform, security — same password)"
+            f"    Log in as architect / {self.password}  (owners: business, platform, security; the post-launch "
+            "observer: observer — same password)"
         )
 
     def ensure_users(self) -> str:
@@ -416,42 +393,51 @@ class Command(BaseCommand):
         return paths, passphrase
 
     def start_simulators(self, selection: Selection) -> None:
-        """One simulator per candidate, and for engines with a prefix-caching-off flag (vLLM, SGLang) a
-        second one started with caching off: the prefix-reuse test's "off" endpoint. llama.cpp's off
-        run is its own endpoint with cache_prompt: false, as with the real server."""
-        for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
-            candidate = self.with_database(
-                f"{slug} candidate", lambda slug=slug: selection.candidates.get(engine__slug=slug)
-            )
-            # each simulator reports the version it stands in for (GET /version, kvsim_build_info)
-            extra = [*extra, "--engine-version", candidate.engine_version]
-            url = self.start_simulator(8101 + index, profile, extra)
-            off_url = ""
-            if slug in launch_flags.PREFIX_OFF_FLAGS:
-                off_url = self.start_simulator(8111 + index, profile, [*extra, "--no-prefix-caching"])
-            self.with_database(
-                f"{slug} endpoint", lambda candidate=candidate, url=url, off_url=off_url: point(candidate, url, off_url)
+        """The simulators of `simulator_plan`: one per candidate, and for engines with a prefix-caching-off
+        flag (vLLM, SGLang) a twin started with caching off, the prefix-reuse test's "off" endpoint
+        (llama.cpp's off run is its own endpoint with cache_prompt: false, as with the real server). Each
+        reports the engine version it stands in for (GET /version, kvsim_build_info). Candidates that
+        used the previous start's simulators follow them to their new ports; silent local endpoints are
+        named."""
+        candidates = {slug: demo_candidate(selection, slug, profile) for slug, profile, _extra in DEMO_CANDIDATES}
+        started: dict[str, str] = {}
+        for _slug, key, port, profile, flags in simulator_plan({s: c.engine_version for s, c in candidates.items()}):
+            started[key] = self.start_simulator(port, profile, flags)
+        for slug, profile, _extra in DEMO_CANDIDATES:
+            candidate, url, off_url = candidates[slug], started[slug], started.get(f"{slug}-off", "")
+            candidate.endpoint_url, candidate.metrics_url = url, f"{url}/metrics"
+            candidate.prefix_off_endpoint_url = off_url
+            candidate.prefix_off_metrics_url = f"{off_url}/metrics" if off_url else ""
+            candidate.save(
+                update_fields=["endpoint_url", "metrics_url", "prefix_off_endpoint_url", "prefix_off_metrics_url"]
             )
             off = f", prefix caching off at {off_url}" if off_url else ", prefix caching off: cache_prompt false"
             self.stdout.write(f"    {candidate.display_name}: {url} (profile {profile}{off})")
+        self.follow_simulators(started)
+
+    def follow_simulators(self, started: dict[str, str]) -> None:
+        """After a restart on other ports: the candidates of any selection that pointed at the previous
+        simulators follow them (audited); local endpoints that answer nothing are named."""
+        state = Path(settings.VAR_DIR) / "demo-simulators.json"
+        for candidate in follow_moved_simulators(load_started(state), started):
+            self.stdout.write(
+                f"    moved with its simulator: {candidate.display_name} (selection #{candidate.selection_id}) "
+                f"-> {candidate.endpoint_url}"
+            )
+        save_started(state, started)
+        for candidate in silent_local_endpoints():
+            self.stdout.write(
+                self.style.WARNING(
+                    f"    nothing answers at {candidate.endpoint_url}: {candidate.display_name} "
+                    f"(selection #{candidate.selection_id}) cannot be tested until it does (edit its endpoint)"
+                )
+            )
 
     def start_simulator(self, preferred_port: int, profile: str, extra: list[str]) -> str:
         port = free_port(preferred_port)
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.simulator",
-            "--profile",
-            profile,
-            "--port",
-            str(port),
-            "--model",
-            "llama-3.1-8b",
-            "--gpu",
-            "H100",
-            *extra,
-        ]
-        self.children.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        start_child(
+            simulator_command(port, profile, extra), self.children, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         self.wait_for_port(port, f"simulator {profile}")
         return f"http://127.0.0.1:{port}"
 
@@ -465,30 +451,29 @@ class Command(BaseCommand):
         raise CommandError(f"{what} did not start on port {port}")
 
     def start_worker(self) -> None:
-        self.children.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "-B",
-                    "-Q",
-                    ",".join(QUEUES),
-                    "--pool",
-                    "threads",
-                    "-c",
-                    "6",
-                    "--loglevel",
-                    "WARNING",
-                    "-s",
-                    str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=open(Path(settings.VAR_DIR) / "demo-worker.log", "ab"),
-            )
+        start_child(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-B",
+                "-Q",
+                ",".join(QUEUES),
+                "--pool",
+                "threads",
+                "-c",
+                "6",
+                "--loglevel",
+                "WARNING",
+                "-s",
+                str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
+            ],
+            self.children,
+            stdout=subprocess.DEVNULL,
+            stderr=open(Path(settings.VAR_DIR) / "demo-worker.log", "ab"),
         )
 
     def run_validations(self, selection: Selection, all_tests: bool = False) -> None:
@@ -508,7 +493,7 @@ class Command(BaseCommand):
                     self.with_database(
                         f"starting {test}",
                         lambda candidate=candidate, test=test: start_validation(
-                            candidate=candidate, test=test, user=architect, params=DEMO_PARAMS[test], label="demo"
+                            candidate=candidate, test=test, user=architect, params=demo_params(test), label="demo"
                         ),
                     )
                 )
@@ -540,10 +525,11 @@ class Command(BaseCommand):
             "results",
             lambda: list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine")),
         )
+        width = max((len(run.candidate.engine.name) for run in finished), default=0)  # one column for the results
         for run in finished:
             mark = self.style.SUCCESS("ok") if run.status == "succeeded" else self.style.ERROR(run.status)
             self.stdout.write(
-                f"    {run.candidate.engine.name:<14} {run.test:<20} {mark} {run.evidence} {run.error[:80]}"
+                f"    {run.candidate.engine.name:<{width}} {run.test:<20} {mark} {run.evidence} {run.error[:80]}"
             )
 
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
@@ -652,14 +638,7 @@ class Command(BaseCommand):
         call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
 
     def stop_children(self) -> None:
-        for child in self.children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in self.children:
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        stop_children(self.children)
 
 
 def approve_once(record: DecisionRecord, role: str) -> DecisionRecord:
@@ -668,11 +647,3 @@ def approve_once(record: DecisionRecord, role: str) -> DecisionRecord:
         return DecisionRecord.objects.get(pk=record.pk)
     owner = get_user_model().objects.get(username=role)
     return approve(record=record, user=owner, role=role, comment_text="Approved for the demo.")
-
-
-def point(candidate: Candidate, url: str, off_url: str) -> None:
-    """Point a demo candidate at its simulator (and its caching-off twin)."""
-    candidate.endpoint_url, candidate.metrics_url = url, f"{url}/metrics"
-    candidate.prefix_off_endpoint_url = off_url
-    candidate.prefix_off_metrics_url = f"{off_url}/metrics" if off_url else ""
-    candidate.save(update_fields=["endpoint_url", "metrics_url", "prefix_off_endpoint_url", "prefix_off_metrics_url"])

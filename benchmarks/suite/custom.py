@@ -1,0 +1,20 @@
+"""Any other benchmark result uploaded from CI (no number, never run by kvselect): its row of the suite."""
+
+from __future__ import annotations
+
+from benchmarks.suite.base import ValidationTest
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
+    return text
+
+
+TEST = ValidationTest(
+    "custom",
+    None,
+    _("Custom"),
+    _("Any other benchmark result uploaded from CI."),
+    _("what the uploaded benchmark measured"),
+    ("latency_vs_load", "kv_usage"),
+    runnable=False,
+)
