@@ -63,7 +63,8 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class TestSpec:
-    """A validation test as the harness runs it: `plan(constraints, **kwargs) -> params`,
+    """A validation test as the harness runs it: `plan(constraints, facts, **kwargs) -> params` (facts:
+    `benchmarks.suite.base.CandidateFacts`, what the plan may read of the candidate),
     `run(target, params, cancel=None, progress=None) -> NormalizedResult` (a coroutine) and
     `estimate(params) -> Load | None` (benchmarks.harness.estimates)."""
 
