@@ -540,28 +540,45 @@ def chart_percentile(points: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+TRAFFIC_GROUPS = {"short": _("short requests"), "long": _("long requests"), "multi_turn": _("multi-turn sessions")}
+
+
 def latency_series(
-    name: str, points: Sequence[Mapping[str, Any]], percentile: str | None = None
+    name: str, points: Sequence[Mapping[str, Any]], percentile: str | None = None, translate=lambda text: text
 ) -> dict[str, dict[str, list]]:
     """Input for `charts.latency_vs_concurrency`: {name: {concurrency, ttft_ms, tpot_ms}}, sorted by load,
-    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure."""
+    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure. A traffic
+    group's point (short, long: a part of one load, measured at its own concurrency) is a series of its
+    own, "name · short requests", never joined by a line to a load point."""
     percentile = percentile or chart_percentile(points)
     if percentile is None:
         return {}
+    parts: dict[str, list[Mapping[str, Any]]] = {}
+    for point in points:
+        group = (point.get("extra") or {}).get("traffic_group")
+        label = f"{name} · {translate(TRAFFIC_GROUPS.get(group, group))}" if group else name
+        parts.setdefault(label, []).append(point)
+    out = {}
+    for label, own in sorted(parts.items(), key=lambda item: item[0] != name):
+        series = _latency_line(own, percentile)
+        if series is not None:
+            out[label] = series
+    return out
+
+
+def _latency_line(points: Sequence[Mapping[str, Any]], percentile: str) -> dict[str, list] | None:
     xs, ttft, tpot = [], [], []
     for index, point in enumerate(points):
         xs.append(point_x(point, index)[0])
         ttft.append(_finite((point.get("ttft_ms") or {}).get(percentile)))
         tpot.append(_finite((point.get("tpot_ms") or {}).get(percentile)))
     if not any(v is not None for v in ttft + tpot):
-        return {}
+        return None
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     return {
-        name: {
-            "concurrency": [xs[i] for i in order],
-            "ttft_ms": [ttft[i] for i in order],
-            "tpot_ms": [tpot[i] for i in order],
-        }
+        "concurrency": [xs[i] for i in order],
+        "ttft_ms": [ttft[i] for i in order],
+        "tpot_ms": [tpot[i] for i in order],
     }
 
 
@@ -745,6 +762,56 @@ def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
     if not any(status in (PASS, INCONCLUSIVE) for status in statuses):
         return INSUFFICIENT_DATA
     return INCONCLUSIVE
+
+
+# what to do about a failed run, by how its error begins (benchmarks.validation.worker, benchmarks.tasks,
+# benchmarks.uploads.parse write them); the first match wins, the last is the engine's
+FAILURE_ADVICE = (
+    (
+        ("params:",),
+        _(
+            "A parameter was refused before any request was sent: correct it "
+            "on the validation page and run the test again."
+        ),
+    ),
+    (
+        ("worker lost",),
+        _("The worker running the test stopped (killed or restarted) before it stored a result: run the test again."),
+    ),
+    (
+        ("launch_recipe:", "engine unreachable: launch_recipe:"),
+        _(
+            "kvselect could not start the engine from the candidate's launch "
+            "recipe: check the recipe, then run the test again."
+        ),
+    ),
+    (
+        ("endpoint_url:", "metrics_url:", "prefix_off_endpoint_url:", "prefix_off_metrics_url:"),
+        _(
+            "The outbound allow-list refused one of the candidate's URLs before any request: "
+            "edit the candidate's URL, or ask an administrator to allow the host."
+        ),
+    ),
+    (
+        ("engine unreachable:",),
+        _(
+            "The engine never answered, so nothing was measured: check that it runs "
+            "at the candidate's endpoint, then run the test again."
+        ),
+    ),
+)
+UPLOAD_ADVICE = _(
+    "The file could not be parsed; nothing was stored from it: upload the tool's own result file unchanged."
+)
+ENGINE_ADVICE = _("Check the candidate's endpoint and engine, then run the test again.")
+
+
+def failure_advice(error: str, origin: str) -> str:
+    """What to do about a failed run (an English msgid, translated where shown): a parameter refused,
+    a lost worker, a refused URL or an engine that never answered are not told to check the endpoint."""
+    if origin == "upload":
+        return UPLOAD_ADVICE
+    return next((advice for starts, advice in FAILURE_ADVICE if error.startswith(starts)), ENGINE_ADVICE)
 
 
 def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:

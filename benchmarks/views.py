@@ -161,4 +161,7 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         load_kind=rows[0]["load_kind"] if rows else "",
         progress=presentation.progress_view(run.progress, run.status, run.is_terminal),
         verdict=presentation.run_verdict(run.verdicts) if run.status == BenchmarkRun.Status.SUCCEEDED else None,
+        # a run that stored nothing (refused parameters, an engine that never answered) measured nothing
+        has_data=run.status == BenchmarkRun.Status.SUCCEEDED or bool(rows),
+        advice=presentation.failure_advice(run.error, run.origin) if run.status == BenchmarkRun.Status.FAILED else "",
     )

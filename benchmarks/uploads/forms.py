@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 from django import forms
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks import formats
@@ -62,6 +63,15 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
         self.fields["format"].choices = format_choices()
         # the tests by their titles in the page's language (the ids are what the API and CI send)
         self.fields["test"].choices = [(t, translate_test(t)) for t in TEST_IDS]
+        # the browser refuses a file over the limit before sending it (the server's 413 page stays the backstop)
+        limit = settings.KVSELECT_MAX_UPLOAD_BYTES
+        self.fields["file"].widget.attrs.update(
+            {
+                "data-max-bytes": str(limit),
+                "data-too-large": _("This file is larger than the %(limit)s MiB an upload may be: nothing was sent.")
+                % {"limit": f"{limit / 2**20:,.0f}"},
+            }
+        )
         if not self.is_bound:
             # One key per rendered form: a double submit returns the first run instead of a duplicate.
             self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from benchmarks import suite
 from benchmarks.harness import estimates, workloads
@@ -22,7 +22,7 @@ from selection.domain.screening import DIMENSION_NAMES
 from selection.i18n import translate_test
 from selection.models import Candidate, Selection
 from selection.selectors import archived_refusal
-from selection.web import get_candidate, get_selection, page_context, require_edit
+from selection.web import action_of, get_candidate, get_selection, page_context, page_url, require_edit
 
 
 def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None) -> list[dict]:
@@ -103,7 +103,14 @@ def _validation_page(
     refusal: dict | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    context = page_context(request, selection, "evidence", candidate=candidate, refusal=refusal)
+    context = page_context(
+        request,
+        selection,
+        "evidence",
+        candidate=candidate,
+        refusal=refusal,
+        page_url=page_url("selection:validation", pk=selection.pk, candidate_pk=candidate.pk),
+    )
     context["cards"] = _plan_forms(candidate, bound)
     context["screen"] = screen = documentation_screen(candidate)
     context["archived"] = archived_refusal(candidate)
@@ -121,7 +128,7 @@ def validation(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse
 
 
 @login_required
-@require_POST
+@action_of("selection:validation", "pk", "candidate_pk")
 def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str) -> HttpResponse:
     selection = get_selection(request, pk)
     require_edit(request, selection)

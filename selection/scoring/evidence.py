@@ -16,11 +16,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from benchmarks import suite
-from benchmarks.harness.workloads.common import client_slack_ms, load_held
+from benchmarks.harness.client_timing import client_slack_ms, load_held, rate_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
 from benchmarks.suite.base import PointFacts, RunFacts
+from benchmarks.verdicts import status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags, scoring
@@ -233,7 +234,6 @@ FIGURE_POINTS = {
     "swap_resume_ttft_ratio": ("resume", "recompute"),
     "prefix_saving_ratio": ("prefix_on", "prefix_off"),
 }
-LATE_SENDS_HELD = 0.01  # an open loop held its rate with fewer late sends than this (the harness's rule)
 
 
 @dataclass(frozen=True)
@@ -268,10 +268,7 @@ def judge_client(run: BenchmarkRun, labels: Iterable[str] | None = None) -> Clie
 def _held(point: Any) -> bool:
     """The harness's `load_held`; an open-loop point (a request rate) asked for its rate, not for its
     concurrency cap, so only its late sends count."""
-    if point.request_rate is not None:
-        late = (point.extra or {}).get("late_sends_fraction")
-        return late is None or late < LATE_SENDS_HELD
-    return load_held(point)
+    return rate_held(point) if point.request_rate is not None else load_held(point)
 
 
 def late_interval(value: float, interval: tuple[float, float] | None, slack_ms: float) -> tuple[float, float]:
@@ -527,9 +524,21 @@ def evidence_for(
                 metrics=metrics,
                 documented=documented_features(candidate),
                 held_out=held_out,
+                verdicts=run_verdicts(metrics),
+                gpu_count=candidate.gpu_count,
             )
         )
     return result
+
+
+def run_verdicts(metrics: dict[str, scoring.Metric]) -> dict[str, dict[str, str]]:
+    """Run id -> verdict name -> status, of every run a metric comes from: what settles each figure's
+    fit to its constraint (`procurement.constraint_fit`)."""
+    ids = sorted({int(run) for metric in metrics.values() for run in metric.run_ids if str(run).isdigit()})
+    return {
+        str(run.pk): {str(v.get("name") or ""): status_of(v) for v in run.verdicts or []}
+        for run in BenchmarkRun.objects.filter(pk__in=ids).only("pk", "verdicts")
+    }
 
 
 def uses_simulated(evidence: list[scoring.CandidateEvidence]) -> bool:

@@ -129,6 +129,17 @@ def plain_number(value: float) -> str:
 
 
 @register.filter
+def refused_file(bound_field) -> str:
+    """The name of the file a refused form was sent with, on its file field: a browser never keeps a
+    chosen file when the page comes back, so the page says which one to choose again ("" otherwise)."""
+    form = bound_field.form
+    if not (form.is_bound and form.errors) or getattr(bound_field.field.widget, "input_type", "") != "file":
+        return ""
+    chosen = form.files.get(bound_field.html_name)
+    return getattr(chosen, "name", "") or ""
+
+
+@register.filter
 def field_type(bound_field) -> str:
     """The widget's input type ("checkbox", "number", "select", ...) for styling."""
     widget = bound_field.field.widget
@@ -155,6 +166,12 @@ def message(value):
 def test_name(value):
     """A validation test id (concurrency_stress, ...) in the active language."""
     return translate_test(value)
+
+
+@register.filter
+def clipped(value, columns: int) -> bool:
+    """Whether `clip` would cut the text at `columns`: page 1 then points to the annex that states it in full."""
+    return clip(value, columns) != " ".join(str(value or "").split())
 
 
 @register.filter

@@ -289,7 +289,7 @@ def test_run_button_queues_a_run_with_edited_parameters(client, architect, selec
     page = client.get(url("selection:validation", selection, candidate))
     form = next(card["form"] for card in page.context["cards"] if card["test"] == "concurrency_stress")
     data = {
-        f"concurrency_stress-{k}": ("on" if v is True else "" if v is False else v)
+        f"concurrency_stress-{k}": ("on" if v is True else "" if v is False or v is None else v)  # as a browser sends
         for k, v in ((name, form[name].value()) for name in form.fields)
     }
     data.update(

@@ -320,6 +320,20 @@ def test_other_tests_show_their_heaviest_load_level_with_its_requests():
     assert [(r["name"], r["value"], r["n"]) for r in rows] == [("TTFT p95", "410.0", 320), ("error rate", "0", 320)]
 
 
+def test_traffic_groups_are_series_of_their_own_never_joined_to_a_load_point():
+    """The walk's M3: the run page read "21.17 · 2 req/s", "2 · short", "2 · long" and drew the groups at
+    x = 2 joined by a line to the overall point at x = 21."""
+    points = [
+        {"achieved_concurrency": 21.17, "request_rate": 2.0, "ttft_ms": {"p95": 400.0}, "tpot_ms": {"p95": 30.0}},
+        {"label": "short", "concurrency": 2, "ttft_ms": {"p95": 150.0}, "extra": {"traffic_group": "short"}},
+        {"label": "long", "concurrency": 2, "ttft_ms": {"p95": 900.0}, "extra": {"traffic_group": "long"}},
+    ]
+    series = p.latency_series("vLLM", points, translate=str.upper)
+    assert list(series) == ["vLLM", "vLLM · SHORT REQUESTS", "vLLM · LONG REQUESTS"]
+    assert series["vLLM"]["concurrency"] == [21.17] and series["vLLM"]["ttft_ms"] == [400.0]
+    assert series["vLLM · SHORT REQUESTS"] == {"concurrency": [2.0], "ttft_ms": [150.0], "tpot_ms": [None]}
+
+
 def test_provenance_lists_labels_and_keeps_structures_as_json_never_as_flattened_prose():
     rows = p.provenance_rows(
         {"engine": "vllm", "kv_after": {"kv_usage_ratio": 0.0, "swap_in": 0}, "odd_key_here": 3},

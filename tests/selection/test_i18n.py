@@ -385,18 +385,31 @@ SCORING_SENTENCES = [
         ),
     ),
     (
-        "Tie-break applied: within the tie margin 0.02: SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; SGLang 0.5.5 is "
-        "preferred on higher total (observability and operating complexity equal).",
+        "Tie-break applied: close on the core dimensions (Memory allocation and reuse) or on the weighted total "
+        "(within the tie margin 0.02): SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; tie on the core dimensions (Memory "
+        "allocation and reuse) between SGLang 0.5.5, vLLM 0.11.0, decided by observability (SGLang 0.5.5 0.90, "
+        "vLLM 0.11.0 0.40).",
         M(
             "Tie-break applied: %(explanation)s.",
             {
                 "explanation": M(
-                    "within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s",
+                    "close on %(core)s or on the weighted total (within the tie margin %(margin)s): %(names)s; %(how)s",
                     {
+                        "core": M("the core dimensions (%(names)s)", {"names": NAME_SEPARATOR.join([MEMORY])}),
                         "margin": "0.02",
                         "names": NAME_SEPARATOR.join(["SGLang 0.5.5 0.457", "vLLM 0.11.0 0.448"]),
-                        "first": "SGLang 0.5.5",
-                        "deciding": M("higher total (observability and operating complexity equal)"),
+                        "how": M(
+                            "tie on %(core)s between %(names)s, decided by observability (%(name)s %(a)s, "
+                            "%(other)s %(b)s)",
+                            {
+                                "core": M("the core dimensions (%(names)s)", {"names": NAME_SEPARATOR.join([MEMORY])}),
+                                "names": NAME_SEPARATOR.join(["SGLang 0.5.5", "vLLM 0.11.0"]),
+                                "name": "SGLang 0.5.5",
+                                "a": "0.90",
+                                "other": "vLLM 0.11.0",
+                                "b": "0.40",
+                            },
+                        ),
                     },
                 )
             },

@@ -14,7 +14,8 @@ import aiohttp
 
 from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.client import Api, OpenAIClient, ReceiveClock, RequestRecord, RequestSpec
+from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client_timing import ReceiveClock, client_slack_ms, load_held
 from benchmarks.harness.lengths import distribution
 from benchmarks.harness.load import (
     LoadOutcome,
@@ -97,7 +98,7 @@ class Target:
     # llama.cpp's per-request prompt cache: None sends nothing; False asks the engine not to reuse a
     # cached prefix (llama.cpp only: the prefix test's "off" run on the same endpoint)
     cache_prompt: bool | None = None
-    receive_clock: ReceiveClock = "kernel"  # kernel receive stamps, or user-space time (client.ReceiveClock)
+    receive_clock: ReceiveClock = "kernel"  # kernel receive stamps, or user-space time (client_timing.ReceiveClock)
     # the engine's documented cache model (the catalog's, as the launch flags deploy it): behaviour it
     # rules out is judged "not applicable" with its source; None: every behaviour is judged as observed
     cache_model: CacheModel | None = None
@@ -456,25 +457,6 @@ def budget_verdicts(
             )
         verdicts.append(judged)
     return verdicts
-
-
-def client_slack_ms(point: LoadPoint) -> float | None:
-    """The most latency a client-bound client could have added to a request: its send lateness,
-    event-loop lag and late reads (p99 / max as measured); None when none was measured."""
-    extra = point.extra or {}
-    figures = [extra.get(k) for k in ("send_lateness_ms_p99", "loop_lag_ms_p99", "late_read_max_ms")]
-    known = [float(f) for f in figures if f is not None]
-    return max(known) if known else None
-
-
-def load_held(point: LoadPoint) -> bool:
-    """Whether the client applied the load it was asked for: closed loop, at least 95 % of the
-    concurrency held; open loop, under 1 % of sends late (an unset load counts as held)."""
-    extra = point.extra or {}
-    if point.concurrency:
-        return (point.achieved_concurrency or 0) >= 0.95 * point.concurrency
-    late = extra.get("late_sends_fraction")
-    return late is None or late < 0.01
 
 
 def errors_verdict(points: list[LoadPoint], name: str = "zero_errors") -> dict[str, Any]:

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.harness import safety, workloads
-from benchmarks.harness.client import RECEIVE_CLOCKS
+from benchmarks.harness.client_timing import RECEIVE_CLOCKS
 from benchmarks.suite import BY_ID, RUNNABLE_TEST_IDS, TESTS
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 from benchmarks.validation.target import CATALOG_SLUGS, documented_cache_model
