@@ -5,6 +5,7 @@ stack with a fixed `svg.hashsalt`, no date in the metadata, and text kept as <te
 (`svg.fonttype = none`) so labels stay searchable and a CJK font can render them (the family list
 prefers Noto Sans CJK and falls back to DejaVu Sans). When `simulated=True` the chart carries a
 visible "SIMULATED" label and its title says so: simulator output is never shown unmarked.
+matplotlib is loaded when the first chart is drawn (`_mpl`), not when a page module imports this one.
 
 The rules every chart follows, in one place:
 
@@ -28,21 +29,18 @@ Missing values (None or NaN) are drawn as gaps or "n/a", never as zero.
 from __future__ import annotations
 
 import contextvars
+import functools
 import io
 import math
 import re
 import unicodedata
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
 SIMULATED_LABEL = "SIMULATED"
 # Axis and legend texts go through this translator; the web app and the PDF set Django's gettext
@@ -267,8 +265,8 @@ def reference_line(ax: Any, y: float, label: str) -> Any:
 
 
 def _figure(title: str, simulated: bool, size: tuple[float, float] = (7.0, 3.6), ncols: int = 1, nrows: int = 1):
-    fig = Figure(figsize=size)
-    FigureCanvasSVG(fig)
+    fig = _mpl().Figure(figsize=size)
+    _mpl().FigureCanvasSVG(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
     shown = f"{title} ({_(SIMULATED_LABEL)})" if simulated else title
     fig.suptitle(wrap(shown, 90), fontsize=11)
@@ -319,11 +317,29 @@ def _render(fig: Figure, title: str, simulated: bool) -> str:
     return buffer.getvalue()
 
 
+@functools.cache
+def _mpl() -> SimpleNamespace:
+    """matplotlib, loaded when the first chart is drawn. Drawing is the honest boundary: importing it
+    costs about half a second, which every process importing a page module (the URL conf, `manage.py`
+    commands, workers that never draw) would otherwise pay at start-up (tests/architecture/test_lean_imports.py)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    return SimpleNamespace(
+        rc_context=matplotlib.rc_context, Figure=Figure, FigureCanvasSVG=FigureCanvasSVG, Line2D=Line2D, Patch=Patch
+    )
+
+
 def _chart(render):
     """Run a chart function under the module's fixed rcParams (global state left untouched)."""
 
     def wrapper(*args, **kwargs):
-        with matplotlib.rc_context(RC):
+        with _mpl().rc_context(RC):
             return render(*args, **kwargs)
 
     wrapper.__name__ = render.__name__
@@ -405,7 +421,7 @@ def dimension_bars(
     ax.set_xlim(-0.55, len(dimensions) - 0.45)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel(_("score (0-1)"))
-    _legend(ax, [Patch(color=palette[candidate], label=candidate) for candidate in scores])
+    _legend(ax, [_mpl().Patch(color=palette[candidate], label=candidate) for candidate in scores])
     return _render(fig, title, simulated)
 
 
@@ -442,7 +458,11 @@ def latency_vs_concurrency(
                     f"series[{candidate!r}].{key}: length {len(y)} does not match concurrency length {len(x)}"
                 )
             data[candidate][key] = y
-    bars = _single_load(d["x"] for d in data.values())
+    # a traffic group's series ("vLLM · short requests"): its candidate's colour, markers only, no line to
+    # the load points (a part of one load, at its own concurrency)
+    parent = {name: name.split(" · ")[0] for name in data if " · " in name and name.split(" · ")[0] in data}
+    palette.update({name: palette[owner] for name, owner in parent.items()})
+    bars = _single_load(d["x"] for name, d in data.items() if name not in parent)
     fig, (ax_ttft, ax_tpot) = _figure(title, simulated, size=(8.0, 3.6), ncols=2)
     names = list(data)
     for i, candidate in enumerate(names):
@@ -454,6 +474,16 @@ def latency_vs_concurrency(
                     ax.text(i, 0, _("n/a"), ha="center", va="bottom", fontsize=7, color=NA)
                 else:
                     ax.bar(i, value, width=0.6, color=palette[candidate], label=candidate)
+            elif candidate in parent:
+                ax.plot(
+                    d["x"],
+                    d[key],
+                    linestyle="none",
+                    marker="D",
+                    markersize=4,
+                    color=palette[candidate],
+                    label=candidate,
+                )
             else:
                 ax.plot(d["x"], d[key], marker="o", markersize=3, color=palette[candidate], label=candidate)
     for ax, metric, budget in ((ax_ttft, "TTFT", ttft_budget_ms), (ax_tpot, "TPOT", tpot_budget_ms)):
@@ -639,7 +669,7 @@ def prefix_on_off(
     ax.grid(axis="x", visible=False)
     ax.set_ylabel(wrap(metric, 36))
     key = [
-        Patch(
+        _mpl().Patch(
             facecolor="white",
             edgecolor=REFERENCE_SOFT,
             hatch="///",
@@ -647,11 +677,11 @@ def prefix_on_off(
             if modelled
             else _("off: measured with prefix caching off"),
         ),
-        Patch(facecolor=REFERENCE_SOFT, label=_("on: measured with prefix caching on (the candidate's colour)")),
+        _mpl().Patch(facecolor=REFERENCE_SOFT, label=_("on: measured with prefix caching on (the candidate's colour)")),
     ]
     if theory:
         key.append(
-            Line2D(
+            _mpl().Line2D(
                 [],
                 [],
                 color=REFERENCE,
@@ -663,7 +693,7 @@ def prefix_on_off(
         )
     if own_lines:
         key.append(
-            Line2D(
+            _mpl().Line2D(
                 [],
                 [],
                 color=REFERENCE,
@@ -673,7 +703,7 @@ def prefix_on_off(
             )
         )
     key.append(
-        Patch(
+        _mpl().Patch(
             facecolor="none", edgecolor="none", label=_("lower is better; the percentage is the change from off to on")
         )
     )
@@ -761,8 +791,8 @@ def overload_steps(
     top.grid(axis="x", visible=False)
     bottom.grid(axis="x", visible=False)
     key = [
-        Patch(facecolor=REFERENCE_SOFT, label=_("failed: OOM, crash or other errors")),
-        Patch(facecolor="white", edgecolor=REFERENCE_SOFT, hatch="///", label=_("rejected (HTTP 429/503)")),
+        _mpl().Patch(facecolor=REFERENCE_SOFT, label=_("failed: OOM, crash or other errors")),
+        _mpl().Patch(facecolor="white", edgecolor=REFERENCE_SOFT, hatch="///", label=_("rejected (HTTP 429/503)")),
     ]
     _legend(top)
     _legend(bottom, key)
@@ -924,9 +954,9 @@ def switch_timeline(
     handles, _labels = ax.get_legend_handles_labels()
     if budget_ms is not None:
         handles.append(reference_line(ax, budget_ms, _("TTFT budget %(ms)s ms (p95)") % {"ms": f"{budget_ms:g}"}))
-    handles.append(Line2D([], [], color=REFERENCE_SOFT, linestyle="solid", label=_("switch")))
-    handles.append(Line2D([], [], color=REFERENCE_SOFT, linestyle="dotted", label=_("rollback")))
-    handles.append(Line2D([], [], color=REFERENCE_SOFT, marker="x", linestyle="none", label=_("failed request")))
+    handles.append(_mpl().Line2D([], [], color=REFERENCE_SOFT, linestyle="solid", label=_("switch")))
+    handles.append(_mpl().Line2D([], [], color=REFERENCE_SOFT, linestyle="dotted", label=_("rollback")))
+    handles.append(_mpl().Line2D([], [], color=REFERENCE_SOFT, marker="x", linestyle="none", label=_("failed request")))
     ax.set_ylabel(_("TTFT (ms)"))
     ax.set_ylim(bottom=0)
     _legend(ax, handles)
@@ -968,7 +998,9 @@ def _bars_with_intervals(
 
 
 def _bar_key(label: str, hatch: str | None) -> Patch:
-    return Patch(facecolor="white" if hatch else REFERENCE_SOFT, edgecolor=REFERENCE_SOFT, hatch=hatch, label=label)
+    return _mpl().Patch(
+        facecolor="white" if hatch else REFERENCE_SOFT, edgecolor=REFERENCE_SOFT, hatch=hatch, label=label
+    )
 
 
 @_chart

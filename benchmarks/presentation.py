@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from benchmarks import charts
 from benchmarks import verdicts as verdict_status
 from benchmarks.result import DEFINITIONS, STAT_KEYS
+from selection.domain import messages
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,25 @@ CRITERION_QUALIFIERS = {
     "short": _("short requests"),
     "long": _("long requests"),
 }
+# A load point's label in words (the harness names its points by phase); the qualifiers above too.
+POINT_LABELS = {
+    **CRITERION_QUALIFIERS,
+    "all": _("all requests"),
+    "first_window": _("first window"),
+    "last_window": _("last window"),
+    "turn1": _("first turn"),
+    "warm": _("warm sessions"),
+    "never_swap": _("sessions never swapped"),
+    "recompute": _("recomputed sessions"),
+    "pressure": _("memory pressure"),
+    "switched": _("on the new version"),
+    "rolled_back": _("rolled back"),
+    "after": _("after the switch"),
+    "tenant_a_alone": _("tenant A alone"),
+    "tenant_b_flood": _("tenant B's flood"),
+    "alone": _("alone"),
+    "with_background": _("with background traffic"),
+}
 # A verdict's status in words (benchmarks.verdicts.STATUSES).
 STATUS_LABELS = {
     verdict_status.PASS: _("pass"),
@@ -117,7 +137,15 @@ METADATA_LABELS = {
     "tool": _("Tool"),
     "tool_version": _("Tool version"),
     "simulator": _("Simulator"),
+    "kv_after": _("KV cache after the load"),
+    "kv_baseline": _("KV cache before the load"),
+    "lengths": _("Request lengths"),
+    "observed": _("Observed"),
+    "traffic_groups": _("Traffic groups"),
+    "largest_successful_rung": _("Longest context served (tokens)"),
 }
+# words a key's parts read as when no label is known ("kv_usage_ratio" -> "KV usage ratio")
+KEY_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "kv": "KV", "e2e": "end-to-end", "gpu": "GPU", "cpu": "CPU"}
 DEFINITION_TITLES = {
     "ttft_ms": _("time from sending the request to receiving the first output token (ms)"),
     "tpot_ms": _("per request: (end-to-end - TTFT) / (output tokens - 1); excludes the first token (ms)"),
@@ -130,9 +158,43 @@ DEFINITION_TITLES = {
 }
 
 
-def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text) -> list[dict[str, Any]]:
+def key_words(key: str) -> str:
+    """A data key as words, for keys no label table knows: "kv_usage_ratio" reads "KV usage ratio"
+    (never the identifier itself)."""
+    words = [KEY_WORDS.get(word, word) for word in str(key).split("_") if word]
+    text = " ".join(words) or str(key)
+    return text[0].upper() + text[1:]
+
+
+def provenance_rows(
+    metadata: Mapping[str, Any] | None, label=lambda key: key_words(key), translate=lambda text: text
+) -> list[dict[str, Any]]:
+    """A run's provenance as the page lists it: each key's label (`METADATA_LABELS`, else `label`),
+    a plain value as it is, and a structured one (a dict, a list of dicts) as indented JSON for a
+    code block, never flattened into "key: value" prose."""
+    rows = []
+    for key, value in sorted((metadata or {}).items()):
+        name = translate(METADATA_LABELS[key]) if key in METADATA_LABELS else label(key)
+        structured = isinstance(value, dict) or (
+            isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value)
+        )
+        rows.append(
+            {
+                "key": key,
+                "label": name,
+                "value": None if structured else value,
+                "json": json.dumps(value, indent=2, ensure_ascii=False, default=str) if structured else "",
+            }
+        )
+    return rows
+
+
+def criterion_rows(
+    verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text, render_message=messages.render
+) -> list[dict[str, Any]]:
     """The run page's pass criteria: each with its title and qualifier (through `translate`), its
-    status (benchmarks.verdicts.STATUSES), sample size and interval, and the test's detail."""
+    status (benchmarks.verdicts.STATUSES), sample size and interval, and the test's detail (a
+    message rendered by `render_message` in the page's language)."""
     rows = []
     for verdict in verdicts or []:
         name = str(verdict.get("name") or "")
@@ -149,7 +211,7 @@ def criterion_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambd
                 "status": verdict_status.status_of(verdict),
                 "n": verdict.get("n"),
                 "interval": verdict.get("interval"),
-                "detail": str(verdict.get("detail") or ""),
+                "detail": str(render_message(verdict_status.detail_of(verdict)) or ""),
             }
         )
     return rows
@@ -418,14 +480,31 @@ def point_x(point: Mapping[str, Any], index: int) -> tuple[float, str]:
     return float(index + 1), "index"
 
 
-def percentile_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per load point: its load and each latency metric's statistics (None = missing)."""
+def point_label(label: Any, translate=lambda text: text) -> str:
+    """A load point's label in words: a phase the harness names ("first_window", "16K with_background")
+    from `POINT_LABELS`, word by word; anything else (a tool's own label, "c=32", "4 req/s") as it is."""
+    words = []
+    for word in str(label or "").split(" "):
+        if word in POINT_LABELS:
+            words.append(translate(POINT_LABELS[word]))
+        elif "_" in word and word.replace("_", "").isalnum():
+            words.append(key_words(word).lower())
+        else:
+            words.append(word)
+    return " ".join(words)
+
+
+def percentile_rows(
+    points: Sequence[Mapping[str, Any]], translate=lambda text: text, render_message=messages.render
+) -> list[dict[str, Any]]:
+    """One row per load point: its load, its label in words and each latency metric's statistics
+    (None = missing)."""
     rows = []
     for index, point in enumerate(points):
         x, kind = point_x(point, index)
         row = {
             "index": index,
-            "label": point.get("label") or "",
+            "label": point_label(point.get("label"), translate),
             "load": x,
             "load_kind": kind,
             "requests_completed": point.get("requests_completed"),
@@ -436,7 +515,12 @@ def percentile_rows(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
             "goodput": _finite(point.get("goodput")),
             "slo_attainment": _finite(point.get("slo_attainment")),
             "client_bound": point.get("client_bound"),
-            "client_bound_reasons": list((point.get("extra") or {}).get("client_bound_reasons") or []),
+            "client_bound_reasons": [
+                render_message(reason)
+                for reason in (point.get("extra") or {}).get("client_bound_reason_messages")
+                or (point.get("extra") or {}).get("client_bound_reasons")
+                or []
+            ],
         }
         for metric in LATENCY_COLUMNS:
             stats = point.get(metric) or {}
@@ -456,28 +540,45 @@ def chart_percentile(points: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+TRAFFIC_GROUPS = {"short": _("short requests"), "long": _("long requests"), "multi_turn": _("multi-turn sessions")}
+
+
 def latency_series(
-    name: str, points: Sequence[Mapping[str, Any]], percentile: str | None = None
+    name: str, points: Sequence[Mapping[str, Any]], percentile: str | None = None, translate=lambda text: text
 ) -> dict[str, dict[str, list]]:
     """Input for `charts.latency_vs_concurrency`: {name: {concurrency, ttft_ms, tpot_ms}}, sorted by load,
-    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure."""
+    at `percentile` (default: `chart_percentile`), or {} when no point has a latency figure. A traffic
+    group's point (short, long: a part of one load, measured at its own concurrency) is a series of its
+    own, "name · short requests", never joined by a line to a load point."""
     percentile = percentile or chart_percentile(points)
     if percentile is None:
         return {}
+    parts: dict[str, list[Mapping[str, Any]]] = {}
+    for point in points:
+        group = (point.get("extra") or {}).get("traffic_group")
+        label = f"{name} · {translate(TRAFFIC_GROUPS.get(group, group))}" if group else name
+        parts.setdefault(label, []).append(point)
+    out = {}
+    for label, own in sorted(parts.items(), key=lambda item: item[0] != name):
+        series = _latency_line(own, percentile)
+        if series is not None:
+            out[label] = series
+    return out
+
+
+def _latency_line(points: Sequence[Mapping[str, Any]], percentile: str) -> dict[str, list] | None:
     xs, ttft, tpot = [], [], []
     for index, point in enumerate(points):
         xs.append(point_x(point, index)[0])
         ttft.append(_finite((point.get("ttft_ms") or {}).get(percentile)))
         tpot.append(_finite((point.get("tpot_ms") or {}).get(percentile)))
     if not any(v is not None for v in ttft + tpot):
-        return {}
+        return None
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     return {
-        name: {
-            "concurrency": [xs[i] for i in order],
-            "ttft_ms": [ttft[i] for i in order],
-            "tpot_ms": [tpot[i] for i in order],
-        }
+        "concurrency": [xs[i] for i in order],
+        "ttft_ms": [ttft[i] for i in order],
+        "tpot_ms": [tpot[i] for i in order],
     }
 
 
@@ -661,6 +762,56 @@ def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
     if not any(status in (PASS, INCONCLUSIVE) for status in statuses):
         return INSUFFICIENT_DATA
     return INCONCLUSIVE
+
+
+# what to do about a failed run, by how its error begins (benchmarks.validation.worker, benchmarks.tasks,
+# benchmarks.uploads.parse write them); the first match wins, the last is the engine's
+FAILURE_ADVICE = (
+    (
+        ("params:",),
+        _(
+            "A parameter was refused before any request was sent: correct it "
+            "on the validation page and run the test again."
+        ),
+    ),
+    (
+        ("worker lost",),
+        _("The worker running the test stopped (killed or restarted) before it stored a result: run the test again."),
+    ),
+    (
+        ("launch_recipe:", "engine unreachable: launch_recipe:"),
+        _(
+            "kvselect could not start the engine from the candidate's launch "
+            "recipe: check the recipe, then run the test again."
+        ),
+    ),
+    (
+        ("endpoint_url:", "metrics_url:", "prefix_off_endpoint_url:", "prefix_off_metrics_url:"),
+        _(
+            "The outbound allow-list refused one of the candidate's URLs before any request: "
+            "edit the candidate's URL, or ask an administrator to allow the host."
+        ),
+    ),
+    (
+        ("engine unreachable:",),
+        _(
+            "The engine never answered, so nothing was measured: check that it runs "
+            "at the candidate's endpoint, then run the test again."
+        ),
+    ),
+)
+UPLOAD_ADVICE = _(
+    "The file could not be parsed; nothing was stored from it: upload the tool's own result file unchanged."
+)
+ENGINE_ADVICE = _("Check the candidate's endpoint and engine, then run the test again.")
+
+
+def failure_advice(error: str, origin: str) -> str:
+    """What to do about a failed run (an English msgid, translated where shown): a parameter refused,
+    a lost worker, a refused URL or an engine that never answered are not told to check the endpoint."""
+    if origin == "upload":
+        return UPLOAD_ADVICE
+    return next((advice for starts, advice in FAILURE_ADVICE if error.startswith(starts)), ENGINE_ADVICE)
 
 
 def run_progress_context(selection: Any, run: Any, can_edit: bool) -> dict[str, Any]:

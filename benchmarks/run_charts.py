@@ -40,13 +40,15 @@ class Budgets:
 
 
 def latency_vs_load(run: BenchmarkRun) -> dict[str, Any] | None:
-    """TTFT and TPOT at the run's percentile against load; None with fewer than two loads."""
+    """TTFT and TPOT at the run's percentile against load, and each traffic group (short, long) as a series
+    of its own (`groups`: never joined to a load point); None with fewer than two loads and no group."""
     rows = list(run.points.values())
     percentile = presentation.chart_percentile(rows)
-    series = presentation.latency_series("run", rows, percentile)
-    if not series or len(set(series["run"]["concurrency"])) < 2:  # a line against load needs two loads
-        return None
-    return {"percentile": percentile, **series["run"]}
+    series = presentation.latency_series("run", rows, percentile, _)
+    groups = {label.removeprefix("run · "): data for label, data in series.items() if label != "run"}
+    if "run" not in series or (len(set(series["run"]["concurrency"])) < 2 and not groups):
+        return None  # a line against load needs two loads
+    return {"percentile": percentile, **series["run"], "groups": groups}
 
 
 def kv_usage(run: BenchmarkRun) -> dict[str, list] | None:
@@ -170,7 +172,11 @@ def _draw_latency(
     percentiles = {d["percentile"] for d in data.values()}
     percentile = percentiles.pop() if len(percentiles) == 1 else "mixed"
     on_budget = percentile == "p95"  # the budget is a p95: drawn only against p95 lines
-    series = {label: {k: d[k] for k in ("concurrency", "ttft_ms", "tpot_ms")} for label, d in data.items()}
+    series = {}
+    for label, d in data.items():
+        series[label] = {k: d[k] for k in ("concurrency", "ttft_ms", "tpot_ms")}
+        for group, values in (d.get("groups") or {}).items():  # a traffic group: its own series, its own points
+            series[f"{label} · {group}"] = values
     title = _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile}
     return title, charts.latency_vs_concurrency(
         series,
@@ -452,7 +458,7 @@ def run_page_charts(
     percentile = presentation.chart_percentile(points)
     name = run.label or run.candidate.display_name
     colour = selection_colours(selection).get(run.candidate.display_name)  # the candidate's, as on every page
-    series = presentation.latency_series(name, points, percentile)
+    series = presentation.latency_series(name, points, percentile, _)
     if series:
         budgets = percentile == "p95"  # the latency budget is a p95: drawn only against p95 lines
         latency_chart = presentation.chart_svg(
@@ -478,4 +484,4 @@ def run_page_charts(
         if kv
         else ""
     )
-    return latency_chart, kv_chart, list(kv)
+    return latency_chart, kv_chart, list(kv_named)  # as the legend names them, never the metric keys

@@ -4,9 +4,11 @@ never "pass" unless the behaviour was seen with enough data to decide (docs/doma
 A verdict is a plain dict so it travels unchanged through the native format, the database and the
 record: {name, status, passed, detail, value, threshold, n, interval}, plus `source` (the evidence
 that judged it: an engine counter, the responses' usage, timing) and `reference` (the documentation
-a "not applicable" rests on) when they are known. `passed` is True only for PASS and False only for
-FAIL; every other status leaves it None, so older readers that only know `passed` treat those as
-"not judged", never as a pass.
+a "not applicable" rests on) when they are known. `detail` is English text (the API, the CLI, logs);
+a detail written as a `Message` also keeps its stored form in `detail_message`, which pages and
+records render in their language. `passed` is True only for PASS and False only for FAIL; every
+other status leaves it None, so older readers that only know `passed` treat those as "not judged",
+never as a pass.
 
 NOT_APPLICABLE is for behaviour the engine's documented cache model rules out or makes by design
 (llama.cpp's slots keep their last prompt's KV resident; an engine without an offload tier drops
@@ -19,6 +21,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, to_json
 
 PASS = "pass"
 FAIL = "fail"
@@ -39,10 +43,31 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_WORK = 20_000_000  # resamples x samples kept under this (large runs get fewer resamples)
 
 
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+# What a judged percentile says (`judge_percentile`), as message templates.
+FEW_SAMPLES = _(
+    "%(what)s p%(q)s from %(n)s requests: at least %(min)s are needed to judge it (threshold %(sign)s "
+    "%(threshold)s %(unit)s)"
+)
+JUDGED_WITH_INTERVAL = _(
+    "%(what)s p%(q)s %(value)s %(unit)s (95%% CI %(low)s–%(high)s, n=%(n)s) vs %(sign)s %(threshold)s %(unit)s"
+)
+JUDGED = _("%(what)s p%(q)s %(value)s %(unit)s (n=%(n)s) vs %(sign)s %(threshold)s %(unit)s")
+STRADDLES = _("%(detail)s: the interval straddles the threshold")
+HELD_DESPITE_CLIENT = _("%(detail)s; the load was held and the client's lateness only adds latency (%(reasons)s)")
+FAILS_BEYOND_CLIENT = _(
+    "%(detail)s; fails even allowing the client's %(slack)s %(unit)s of lateness (client-bound: %(reasons)s)"
+)
+CLIENT_BOUND = _("%(detail)s; inconclusive (client-bound): %(reasons)s")
+
+
 def verdict(
     name: str,
     status: str,
-    detail: str,
+    detail: str | Message | Join,
     value: Any = None,
     threshold: Any = None,
     n: int | None = None,
@@ -50,23 +75,36 @@ def verdict(
     source: str | None = None,
     reference: str | None = None,
 ) -> dict[str, Any]:
+    """A verdict dict; a `Message` detail is kept as English text and as its stored message."""
     if status not in STATUSES:
         raise ValueError(f"status: must be one of {', '.join(STATUSES)}, got {status!r}")
     result = {
         "name": name,
         "status": status,
         "passed": True if status == PASS else False if status == FAIL else None,
-        "detail": detail,
+        "detail": str(detail),
         "value": value,
         "threshold": threshold,
         "n": n,
         "interval": None if interval is None else [float(interval[0]), float(interval[1])],
     }
+    if isinstance(detail, (Message, Join)):
+        result["detail_message"] = to_json(detail)
     if source:
         result["source"] = source
     if reference:
         result["reference"] = reference
     return result
+
+
+def detail_of(item: dict[str, Any]) -> Any:
+    """A verdict's detail as a message when it was written as one, else its text."""
+    return item.get("detail_message") or item.get("detail") or ""
+
+
+def reasons_of(reasons: Sequence[Any]) -> Join:
+    """Client-bound reasons (text or messages) as one clause list."""
+    return Join(reasons, CLAUSE_SEPARATOR)
 
 
 def not_applicable(
@@ -175,7 +213,7 @@ def judge_percentile(
     what: str,
     unit: str = "ms",
     at_most: bool = True,
-    client_bound_reasons: Sequence[str] = (),
+    client_bound_reasons: Sequence[str | Message] = (),
     min_samples: int = MIN_SAMPLES,
     client_slack_ms: float | None = None,
     load_held: bool = False,
@@ -191,13 +229,13 @@ def judge_percentile(
     have added latency, and the engine met the threshold in spite of it."""
     data = [float(v) for v in values if v is not None and np.isfinite(v)]
     n = len(data)
-    sign = "<=" if at_most else ">="
+    figures = {"what": what, "q": f"{q:g}", "n": n, "sign": "<=" if at_most else ">=", "unit": unit}
+    figures["threshold"] = f"{threshold:g}"
     if n < min_samples:
         return verdict(
             name,
             INSUFFICIENT_DATA,
-            f"{what} p{q:g} from {n} requests: at least {min_samples} are needed to judge it "
-            f"(threshold {sign} {threshold:g} {unit})",
+            Message(FEW_SAMPLES, {**figures, "min": min_samples}),
             float(np.percentile(data, q)) if data else None,
             threshold,
             n,
@@ -205,14 +243,14 @@ def judge_percentile(
     value = float(np.percentile(data, q))
     interval = percentile_interval(data, q)
     status = compare(value, interval, threshold, at_most)
+    figures["value"] = f"{value:.1f}"
     detail = (
-        f"{what} p{q:g} {value:.1f} {unit} (95% CI {interval[0]:.1f}–{interval[1]:.1f}, n={n}) "
-        f"vs {sign} {threshold:g} {unit}"
+        Message(JUDGED_WITH_INTERVAL, {**figures, "low": f"{interval[0]:.1f}", "high": f"{interval[1]:.1f}"})
         if interval
-        else f"{what} p{q:g} {value:.1f} {unit} (n={n}) vs {sign} {threshold:g} {unit}"
+        else Message(JUDGED, figures)
     )
     if status == INCONCLUSIVE:
-        detail += ": the interval straddles the threshold"
+        detail = Message(STRADDLES, {"detail": detail})
     if client_bound_reasons and status in (PASS, FAIL):
         # late sends or reads inflate latencies; a load not held leaves the engine under-loaded:
         # the figure is partly the client's, so neither a pass nor, within the client's lateness,
@@ -221,16 +259,13 @@ def judge_percentile(
         beyond = client_slack_ms is not None and (
             low - client_slack_ms > threshold if at_most else low + client_slack_ms < threshold
         )
+        reasons = reasons_of(client_bound_reasons)
         if status == PASS and load_held:
-            detail += (
-                f"; the load was held and the client's lateness only adds latency ({'; '.join(client_bound_reasons)})"
-            )
+            detail = Message(HELD_DESPITE_CLIENT, {"detail": detail, "reasons": reasons})
         elif status == FAIL and beyond:
-            detail += (
-                f"; fails even allowing the client's {client_slack_ms:.1f} {unit} of lateness "
-                f"(client-bound: {'; '.join(client_bound_reasons)})"
-            )
+            slack = f"{client_slack_ms:.1f}"
+            detail = Message(FAILS_BEYOND_CLIENT, {"detail": detail, "slack": slack, "unit": unit, "reasons": reasons})
         else:
             status = INCONCLUSIVE
-            detail += f"; inconclusive (client-bound): {'; '.join(client_bound_reasons)}"
+            detail = Message(CLIENT_BOUND, {"detail": detail, "reasons": reasons})
     return verdict(name, status, detail, value, threshold, n, interval)

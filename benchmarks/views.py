@@ -26,6 +26,7 @@ from benchmarks.run_charts import run_page_charts
 from benchmarks.validation.dispatch import request_cancel
 from benchmarks.validation.forms import param_label
 from selection import selectors
+from selection.i18n import message_text
 from selection.models import Selection
 from selection.web import get_selection, page_context, require_edit
 
@@ -134,7 +135,7 @@ def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
 def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
     """The run page's figures: percentile rows, charts, artifacts, definitions, metadata, verdicts, progress."""
     points = list(run.points.values())
-    rows = presentation.percentile_rows(points)
+    rows = presentation.percentile_rows(points, translate=_, render_message=message_text)
     latency_chart, kv_chart, kv_names = run_page_charts(selection, run, points)
     artifacts = list(run.artifacts.all())
     api_requests = reverse("run-requests", args=[run.pk])
@@ -151,16 +152,16 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         parquet_url=f"{api_requests}?as=parquet",
         definitions=presentation.definition_rows(run.definitions, translate=_),
         kvselect_definitions=DEFINITIONS,
-        metadata=[
-            (_(presentation.METADATA_LABELS[key]) if key in presentation.METADATA_LABELS else key, key, value)
-            for key, value in sorted((run.metadata or {}).items())
-        ],
-        params=[(param_label(key, run.test), key, value) for key, value in sorted((run.params or {}).items())],
-        verdicts=presentation.criterion_rows(run.verdicts, translate=_),
+        metadata=presentation.provenance_rows(run.metadata, label=param_label, translate=_),
+        params=presentation.provenance_rows(run.params, label=lambda key: param_label(key, run.test), translate=_),
+        verdicts=presentation.criterion_rows(run.verdicts, translate=_, render_message=message_text),
         observed=presentation.observed_line(run.metadata, run.is_simulated),
         engine_host=presentation.engine_host_line(run.metadata, translate=_),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",
         progress=presentation.progress_view(run.progress, run.status, run.is_terminal),
         verdict=presentation.run_verdict(run.verdicts) if run.status == BenchmarkRun.Status.SUCCEEDED else None,
+        # a run that stored nothing (refused parameters, an engine that never answered) measured nothing
+        has_data=run.status == BenchmarkRun.Status.SUCCEEDED or bool(rows),
+        advice=presentation.failure_advice(run.error, run.origin) if run.status == BenchmarkRun.Status.FAILED else "",
     )

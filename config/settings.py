@@ -126,7 +126,11 @@ LOGOUT_REDIRECT_URL = "login"
 AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = 0.25  # hours
 AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every manage.py command
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# No "AXES: BEGIN ..." banner on every process start (manage.py commands included); failed logins are
+# still logged with the lockout parameters (address and username).
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
@@ -249,6 +253,12 @@ EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "kvselect <kvselect@localhost>")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Larger uploads are spooled to disk by a handler that removes its partial file when the disk refuses
+# a write (full, read-only): a 507 naming the problem, nothing left on disk or held open (config.uploads).
+FILE_UPLOAD_HANDLERS = [
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "config.uploads.SpoolingUploadHandler",
+]
 # Larger uploads arrive in a file here: beside MEDIA_ROOT, so storing one is a rename, not a copy.
 FILE_UPLOAD_TEMP_DIR = os.environ.get("KVSELECT_UPLOAD_TEMP_DIR") or str(MEDIA_ROOT / "incoming")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
@@ -274,8 +284,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"expected_refusals": {"()": "config.log_filters.ExpectedRefusals"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
+        # a 403 is a refusal the page explains, not a crash: one line in the log, no traceback
+        "django.request": {"filters": ["expected_refusals"]},
         "django.db.backends": {"level": "WARNING"},
         "weasyprint": {"level": "WARNING"},
         "fontTools": {"level": "WARNING"},

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation import get_language, gettext, pgettext
@@ -79,11 +81,22 @@ def record_language() -> str:
 
 
 def translate_test(test_id):
-    """A validation test as shown in run lists and buttons: the id itself in English (what the API,
-    the CLI and CI scripts use), its title from `benchmarks.suite` in other languages."""
-    title = suite.title_of(test_id)
-    translated = gettext(title)
-    return test_id if translated == title else translated
+    """A validation test as people read it in run lists, buttons and messages: its title from
+    `benchmarks.suite` in the active language ("Long context"), never its id (`long_context` is
+    what the API, the CLI and CI scripts use)."""
+    return gettext(suite.title_of(test_id))
+
+
+def certificate_name(subject: str) -> str:
+    """Who a certificate names, as people read it: the common name of an RFC 4514 subject
+    ("OU=Business owner (DEVELOPMENT),O=kvselect development,CN=张伟" reads 张伟); the subject itself
+    when it holds no common name or does not parse."""
+    try:
+        name = x509.Name.from_rfc4514_string(subject or "")
+    except ValueError:
+        return subject or ""
+    common_names = name.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(common_names[0].value) if common_names else subject
 
 
 # Han, kana and hangul: names written family name first, without a space.

@@ -15,8 +15,10 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import limits, procurement
+from selection.domain.capacity.model_config import model_context
 from selection.domain.criteria import CRITERIA, DIMENSIONS
 from selection.domain.roles import ROLE_LABELS
+from selection.i18n import person_name
 
 CRITERION_CHOICES = [(c.id, _(c.name)) for c in CRITERIA]  # msgids marked in selection.domain.criteria
 DIMENSION_CHOICES = [(d.id, _(d.name)) for d in DIMENSIONS]
@@ -114,8 +116,25 @@ def owner_conflicts(owners: dict, changed: tuple[str, ...] | frozenset = ()) -> 
         errors[blamed] = _(
             "%(user)s is already the %(role)s: the business, platform and security owners must be three "
             "different people"
-        ) % {"user": user.get_username(), "role": Selection._meta.get_field(kept).verbose_name}
+        ) % {"user": person_name(user), "role": Selection._meta.get_field(kept).verbose_name}
     return errors
+
+
+def drafter_conflict(team: Team | None, security_owner) -> str | None:
+    """The security owner never drafts the record (`records.services.create_draft`): a security owner who
+    is the team's only architect leaves nobody who may draft it, and the selection would stop at its last
+    step. Why, or None when another architect of the team can draft."""
+    if team is None or security_owner is None:
+        return None
+    architects = set(
+        Membership.objects.filter(team=team, role=Membership.Role.ARCHITECT).values_list("user_id", flat=True)
+    )
+    if security_owner.pk not in architects or architects - {security_owner.pk}:
+        return None
+    return _(
+        "%(person)s is the team's only architect, and the security owner never drafts the decision record: "
+        "nobody could draft it. Choose another security owner, or add a second architect to the team first."
+    ) % {"person": security_owner.get_full_name() or security_owner.get_username()}
 
 
 class Selection(models.Model):
@@ -187,6 +206,14 @@ class Selection(models.Model):
     # last scoring failed (the field it names), so that pages say "being recomputed" or the error.
     scores_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     scoring_error = models.TextField(blank=True, default="", editable=False)
+    # Freshness is a stamp: every change of a scoring input (constraints, weights, gates, candidates,
+    # evidence, archiving) sets it in the change's own transaction; a snapshot is current when it was
+    # computed from the inputs of this stamp (`Score.inputs_changed_at`), so pages compare two times
+    # and rebuild nothing.
+    inputs_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When a `recompute_scores` task was handed to the broker and has not finished: at most one is
+    # pending per selection; changes meanwhile only mark the selection and that task picks them up.
+    rescoring_queued_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-updated_at"]
@@ -327,6 +354,21 @@ class Constraints(models.Model):
             errors.setdefault("swap_in_delay_budget_ms", _("only meaningful for multi-turn sessions"))
         if self.growth_horizon_months and not self.growth_factor:
             errors.setdefault("growth_horizon_months", _("needs the expected traffic growth it is the horizon of"))
+        context = model_context(self.target_model) if self.max_input_tokens and self.max_output_tokens else None
+        if context and self.max_input_tokens + self.max_output_tokens > context:
+            errors.setdefault(
+                "max_input_tokens",
+                _(
+                    "%(model)s serves at most %(context)s tokens of context, input and output together; "
+                    "%(input)s + %(output)s do not fit"
+                )
+                % {
+                    "model": self.target_model,
+                    "context": f"{context:,}",
+                    "input": f"{self.max_input_tokens:,}",
+                    "output": f"{self.max_output_tokens:,}",
+                },
+            )
         bad = [p for p in self.kv_precisions_allowed or [] if p not in dict(KV_PRECISION_CHOICES)]
         if bad:
             errors["kv_precisions_allowed"] = _("unknown precision(s): %(bad)s") % {"bad": ", ".join(map(str, bad))}
@@ -543,6 +585,9 @@ class Score(models.Model):
     coverage = models.FloatField(null=True, blank=True)
     result = models.JSONField()
     inputs = models.JSONField(default=dict)
+    # the selection's `inputs_changed_at` when these inputs were read: the snapshot is current while
+    # the selection's stamp is still this one
+    inputs_changed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-computed_at", "-id"]

@@ -24,6 +24,7 @@ urlpatterns = [
     path("selections/<int:pk>/", setup_views.selection_detail, name="detail"),
     path("selections/<int:pk>/archive/", setup_views.selection_archive, name="archive"),
     path("selections/<int:pk>/restore/", setup_views.selection_restore, name="restore"),
+    path("selections/<int:pk>/owners/", setup_views.selection_owners, name="owners"),
     path("selections/<int:pk>/constraints/", setup_views.constraints_edit, name="constraints"),
     path("selections/<int:pk>/procurement/", setup_views.selection_procurement, name="procurement"),
     path("selections/<int:pk>/traces/", trace_views.traces, name="traces"),
@@ -105,6 +106,8 @@ urlpatterns = [
         name="record-reevaluate",
     ),
     path("records/verify/", record_views.verify, name="record-verify"),
+    # the owners' signing command, as a wheel pip installs from this URL
+    path("clients/<str:filename>", record_views.signing_client_wheel, name="signing-client"),
     # the owner's signing certificate
     path("profile/", certificate_views.profile, name="profile"),
     path("profile/certificate/issue/", certificate_views.certificate_issue, name="certificate-issue"),

@@ -3,14 +3,18 @@ context, and forms that put a service's ValidationError on the fields it names."
 
 from __future__ import annotations
 
+from functools import wraps
 from typing import Any, Callable
 
 from django import forms
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.http import HttpRequest
-from django.shortcuts import get_object_or_404
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 
 from selection import selectors
@@ -50,8 +54,16 @@ def workspace(request: HttpRequest) -> dict:
     return {"can_create_selection": SimpleLazyObject(lambda: selectors.can_create_selection(request.user))}
 
 
-def recent_audit(selection: Selection, limit: int = 50):
-    return selection.audit.select_related("actor")[:limit]
+def recent_audit(selection: Selection, limit: int = 50, actions: tuple[str, ...] = ()):
+    """The selection's latest audit entries; with `actions` (code prefixes such as "gates."), only
+    those of that step: a step's page shows its own history, the overview the whole trail."""
+    entries = selection.audit.select_related("actor")
+    if actions:
+        query = Q()
+        for prefix in actions:
+            query |= Q(action__startswith=prefix)
+        entries = entries.filter(query)
+    return entries[:limit]
 
 
 class AccessibleErrorsMixin:
@@ -79,8 +91,10 @@ def attach_service_errors(form: forms.Form, error: ValidationError, prefixes: tu
         for message in messages:
             if field in form.fields:
                 form.add_error(field, message)
-            else:
-                form.add_error(None, f"{key}: {message}" if key != "__all__" else message)
+            elif key == "__all__" or key in prefixes:
+                form.add_error(None, message)  # about the whole form or the whole set ("weights")
+            else:  # a field the form does not show: named in words, never by its key
+                form.add_error(None, f"{capfirst(key.rsplit('.', 1)[-1].replace('_', ' '))}: {message}")
 
 
 def service_saved(form: forms.Form, write: Callable[[], Any], prefixes: tuple[str, ...] = ()) -> bool:
@@ -123,3 +137,29 @@ class BoundsValidator:
 
     def __eq__(self, other) -> bool:
         return isinstance(other, BoundsValidator) and (self.low, self.high) == (other.low, other.high)
+
+
+def action_of(page: str, *page_kwargs: str) -> Callable:
+    """A POST-only action URL of `page` (a URL name taking `page_kwargs` of the action's kwargs, the
+    selection's as `pk`): a GET
+    (a reload or a bookmark after a refusal) opens the page instead of a 405, and a refusal the action
+    renders carries `page_url` in its context, which the page's script puts in the address bar."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method == "GET":
+                get_selection(request, kwargs["pk"])  # another team's selection stays a 404, here too
+                return redirect(page, **{name: kwargs[name] for name in page_kwargs})
+            if request.method != "POST":
+                return HttpResponseNotAllowed(["GET", "POST"])
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate
+
+
+def page_url(page: str, **kwargs: Any) -> str:
+    """The URL of the page a refusal belongs to (the body's data-page-url; see `action_of`)."""
+    return reverse(page, kwargs=kwargs)

@@ -23,11 +23,6 @@ import aiohttp
 from benchmarks.harness.rawhttp import HTTPError, RawHTTPPool
 
 Api = Literal["chat", "completions"]
-# When a response's bytes count as received: the kernel's stamp of their arrival (recvmsg, Linux;
-# exact however busy the loop; the compiled reader makes it the cheaper clock too) or the time the
-# loop read them in uvloop's own transport (late by the loop's queue, which grows with concurrency).
-ReceiveClock = Literal["kernel", "user"]
-RECEIVE_CLOCKS: tuple[ReceiveClock, ...] = ("kernel", "user")
 
 # Engine out-of-memory messages (vLLM/torch, SGLang, TensorRT-LLM, llama.cpp, TGI).
 _OOM_PATTERN = re.compile(

@@ -30,6 +30,36 @@ from benchmarks.harness import workers as worker_processes
 from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
 from benchmarks.harness.stopping import LIMITS, EarlyStop
 from benchmarks.result import LoadPoint, Stats
+from selection.domain.messages import Message, to_json
+
+
+def _(text: str) -> str:  # marks the reasons below for makemessages; pages translate them when shown
+    return text
+
+
+CLIENT_PROCESS = _("client process")
+CLIENT_WORKER = _("client worker %(index)s of %(count)s")
+CPU_BOUND = _(
+    "%(who)s needed %(busy)s of a core (ran %(cpu)s, waited for one %(waited)s): the client, not the engine, set "
+    "the pace"
+)
+CONCURRENCY_NOT_HELD = _("held %(held)s requests in flight on average, %(expected)s requested")
+SENDS_BEHIND = _("%(late)s of sends were more than %(ms)s ms behind schedule")
+SENDS_AFTER = _("%(late)s of sends were more than %(ms)s ms after the previous response ended")
+LATE_READS = _(
+    "%(late)s of tokens were read together with tokens sent one or more inter-token gaps (%(gap)s ms) earlier "
+    "while the event loop lagged (p99 %(lag)s ms): their TTFT/ITL are stamped late, by up to %(max)s ms"
+)
+RATE_NOT_HELD = _("sent %(rate)s requests/s, %(requested)s requested")
+LOOP_LAG = _("event-loop lag p99 %(lag)s ms: client timings are unreliable")
+
+
+def client_bound(outcome: LoadOutcome, template: str, params: dict[str, Any] | None = None) -> None:
+    """Record why the client, not the engine, may have set the pace: in English and as a message."""
+    message = Message(template, params)
+    outcome.client_bound_reasons.append(str(message))
+    outcome.client_bound_messages.append(message)
+
 
 Mode = Literal["closed", "open"]
 Arrival = Literal["poisson", "gamma", "constant"]
@@ -132,7 +162,8 @@ class LoadOutcome:
     late_read_max_ms: float | None = None  # how late such a read's earliest token may be stamped
     client_clock: dict[str, Any] | None = None  # how response times were taken (OpenAIClient.timestamping)
     client_bound: bool = False
-    client_bound_reasons: list[str] = field(default_factory=list)
+    client_bound_reasons: list[str] = field(default_factory=list)  # in English (logs, the API)
+    client_bound_messages: list[Message] = field(default_factory=list)  # the same, for pages in any language
     cancelled: bool = False
     send_lateness_ms: list[float] = field(default_factory=list, repr=False)  # raw, for judging and merging
     loop_lags_ms: list[float] = field(default_factory=list, repr=False)
@@ -786,34 +817,30 @@ def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
     for index, busy in enumerate(outcome.busy_fractions):
         if busy > CPU_BUSY_FRACTION:
             count = len(outcome.busy_fractions)
-            who = "client process" if count == 1 else f"client worker {index + 1} of {count}"
-            cpu = outcome.cpu_fractions[index] if index < len(outcome.cpu_fractions) else busy
-            reasons.append(
-                f"{who} needed {busy:.0%} of a core (ran {cpu:.0%}, waited for one {max(busy - cpu, 0):.0%}):"
-                " the client, not the engine, set the pace"
+            who = (
+                Message(CLIENT_PROCESS) if count == 1 else Message(CLIENT_WORKER, {"index": index + 1, "count": count})
             )
+            cpu = outcome.cpu_fractions[index] if index < len(outcome.cpu_fractions) else busy
+            figures = {"busy": f"{busy:.0%}", "cpu": f"{cpu:.0%}", "waited": f"{max(busy - cpu, 0):.0%}"}
+            client_bound(outcome, CPU_BOUND, {"who": who, **figures})
     if config.mode == "closed" and outcome.achieved_concurrency is not None and config.concurrency:
         expected = config.concurrency
         if config.max_requests is not None:  # a short request-count run cannot hold more than it sends
             expected = min(expected, config.max_requests)
         if outcome.achieved_concurrency < CONCURRENCY_KEPT_FRACTION * expected and config.ramp_up_s == 0:
-            reasons.append(
-                f"held {outcome.achieved_concurrency:.1f} requests in flight on average, {expected} requested"
-            )
+            held = f"{outcome.achieved_concurrency:.1f}"
+            client_bound(outcome, CONCURRENCY_NOT_HELD, {"held": held, "expected": expected})
     late = outcome.late_sends_fraction
     if late is not None and late > LATE_FRACTION and not (config.mode == "open" and config.max_concurrency):
-        when = "behind schedule" if config.mode == "open" else "after the previous response ended"
-        reasons.append(f"{late:.0%} of sends were more than {LATE_SEND_MS:.0f} ms {when}")
+        template = SENDS_BEHIND if config.mode == "open" else SENDS_AFTER
+        client_bound(outcome, template, {"late": f"{late:.0%}", "ms": f"{LATE_SEND_MS:.0f}"})
     # A read of several paced tokens is the client's doing only when its loop fell more than a gap
     # behind; a server (or a shared host) that sent them in a burst is not.
     loop_late = outcome.loop_lag_ms_p99 is not None and gap_ms is not None and outcome.loop_lag_ms_p99 >= gap_ms
     if outcome.late_read_fraction is not None and outcome.late_read_fraction > LATE_READ_FRACTION and loop_late:
-        reasons.append(
-            f"{outcome.late_read_fraction:.0%} of tokens were read together with tokens sent one or more "
-            f"inter-token gaps ({gap_ms:.0f} ms) earlier while the event loop lagged (p99 "
-            f"{outcome.loop_lag_ms_p99:.0f} ms): their TTFT/ITL are stamped late, by up to "
-            f"{outcome.late_read_max_ms:.0f} ms"
-        )
+        figures = {"late": f"{outcome.late_read_fraction:.0%}", "gap": f"{gap_ms:.0f}"}
+        figures.update(lag=f"{outcome.loop_lag_ms_p99:.0f}", max=f"{outcome.late_read_max_ms:.0f}")
+        client_bound(outcome, LATE_READS, figures)
     if config.mode == "open":
         sends = len(outcome.records)
         if (
@@ -824,9 +851,11 @@ def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
             and sends >= 20
             and outcome.achieved_rate < RATE_KEPT_FRACTION * config.rate * _expected_rate_fraction(config, sends)
         ):
-            reasons.append(f"sent {outcome.achieved_rate:.1f} requests/s, {config.rate:g} requested")
+            client_bound(
+                outcome, RATE_NOT_HELD, {"rate": f"{outcome.achieved_rate:.1f}", "requested": f"{config.rate:g}"}
+            )
     if outcome.loop_lag_ms_p99 is not None and outcome.loop_lag_ms_p99 > LOOP_LAG_P99_MS and not kernel_clock:
-        reasons.append(f"event-loop lag p99 {outcome.loop_lag_ms_p99:.1f} ms: client timings are unreliable")
+        client_bound(outcome, LOOP_LAG, {"lag": f"{outcome.loop_lag_ms_p99:.1f}"})
     outcome.client_bound = bool(reasons)
 
 
@@ -885,6 +914,7 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
             "late_read_fraction": outcome.late_read_fraction,
             "late_read_max_ms": outcome.late_read_max_ms,
             "client_bound_reasons": list(outcome.client_bound_reasons),
+            "client_bound_reason_messages": to_json(outcome.client_bound_messages),
             "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed))
             if completed
             else None,

@@ -17,7 +17,7 @@ and the server must stream as an engine does (vLLM's role chunk, one event per t
   over the steady part of the run (from the arrival that completed the requested concurrency to
   the last arrival).
 
-kvselect runs twice, once on each receive clock (`client.ReceiveClock`): the kernel's stamps, its
+kvselect runs twice, once on each receive clock (`client_timing.ReceiveClock`): the kernel's stamps, its
 default (recvmsg in Python per read: exact TTFT whatever the loop does), and user-space time in
 uvloop's own transport (cheaper per read, late by the loop's queue). Peers: a bare aiohttp loop and
 two read-only floors (read each arrival and discard it, no HTTP or SSE parsing: with recvmsg and
@@ -53,7 +53,8 @@ import aiohttp
 
 from benchmarks.formats import detect_and_parse
 from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, ReceiveClock, RequestSpec
+from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client_timing import ReceiveClock
 from benchmarks.harness.load import LoadConfig, run_async, run_load
 from benchmarks.perf.wire_mock import WireMockConfig
 from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock

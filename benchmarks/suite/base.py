@@ -7,7 +7,32 @@ without loading the harness.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class PointFacts:
+    """One load point of a stored run, as a test's indicators read it."""
+
+    label: str
+    extra: Mapping[str, Any]
+    ttft_ms: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """A stored run as plain data (scoring builds it from the model): what a test's `indicators` read."""
+
+    id: str
+    test: str
+    params: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+    verdicts: tuple[Mapping[str, Any], ...]
+    points: Mapping[str, PointFacts]  # by label, in the run's order (a repeated label: the last one)
+
+    def verdict(self, name: str) -> Mapping[str, Any] | None:
+        """The run's verdict called `name` (the first one), or None."""
+        return next((v for v in self.verdicts if v.get("name") == name), None)
 
 
 @dataclass(frozen=True)
@@ -26,3 +51,22 @@ class ValidationTest:
     # `make demo`'s settings over the plan: short enough that every test on three simulated
     # candidates takes minutes (a runnable test must state them; tests/benchmarks/test_suite.py)
     demo: Mapping[str, Any] | None = field(default=None)
+    # scoring's indicators (selection.domain.scoring's metric names) its run's own figures imply, and
+    # the stated figures its rules do not credit for this run (a run's `metadata["derived"]` or its
+    # points' `extra` may state any indicator; selection.scoring.evidence merges them)
+    indicators: Callable[[RunFacts], dict[str, float]] | None = None
+    uncredited: Callable[[RunFacts], tuple[str, ...]] | None = None
+    # the `validate` command's shared flags it takes, each with the parameter it sets (--concurrency,
+    # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
+    # --trace for a test that draws its requests' lengths from a trace); any other is refused
+    cli: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CandidateFacts:
+    """What a test's plan may read of the candidate beyond the constraints; the validation plan
+    gathers them once per candidate (`benchmarks.validation.plan.candidate_facts`)."""
+
+    max_model_len: int | None = None  # the engine's longest sequence, as it stated it
+    kv_capacity_tokens: int | None = None  # engine-stated, else the capacity model's prediction
+    priority_scheduling: bool = False  # its launch flags turn priority scheduling on (and the catalog allows it)

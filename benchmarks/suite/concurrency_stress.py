@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from benchmarks.suite.base import ValidationTest
+from benchmarks.suite.base import RunFacts, ValidationTest
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
     return text
+
+
+def indicators(run: RunFacts) -> dict[str, float]:
+    """kv_headroom_at_target = 1 - the peak KV usage ratio at the target load (its first point)."""
+    first = next(iter(run.points.values()), None)
+    peak = (first.extra or {}).get("kv_usage_ratio_max") if first is not None else None
+    return {} if peak is None else {"kv_headroom_at_target": max(0.0, 1.0 - float(peak))}
 
 
 TEST = ValidationTest(
@@ -29,4 +36,6 @@ TEST = ValidationTest(
         "abort_fraction": 0.05,
         "rate": None,  # closed loop at the target concurrency (the constraints' 8 req/s is far below it)
     },
+    indicators=indicators,
+    cli={"concurrency": "concurrency", "rate": "rate", "duration": "duration_s", "trace": "length_trace"},
 )

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from benchmarks.suite.base import ValidationTest
+from benchmarks.suite.base import RunFacts, ValidationTest
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
     return text
+
+
+def indicators(run: RunFacts) -> dict[str, float]:
+    """max_context_rung_reached = the largest rung served at its full length (the ladder ends at the
+    required input itself)."""
+    rung = run.metadata.get("largest_successful_rung")
+    return {"max_context_rung_reached": float(rung)} if rung else {}
 
 
 TEST = ValidationTest(
@@ -28,4 +35,6 @@ TEST = ValidationTest(
         "background_concurrency": 16,
         "background_timeout_s": 30.0,
     },
+    indicators=indicators,
+    cli={"kv_capacity_tokens": "kv_capacity_tokens"},
 )

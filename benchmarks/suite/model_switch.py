@@ -32,4 +32,5 @@ TEST = ValidationTest(
         "output_tokens": 32,
         "restart_config": {"kv_bytes_per_token": 262144},
     },
+    cli={"concurrency": "concurrency", "switch_endpoint": "switch_endpoint", "switch_model": "switch_model"},
 )

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from benchmarks.suite.base import ValidationTest
+from benchmarks.suite.base import RunFacts, ValidationTest
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
     return text
+
+
+def indicators(run: RunFacts) -> dict[str, float]:
+    """overload_handling = the level of what the engine did past its sustainable load (rejection
+    1.0, bounded queueing 0.7, latency collapse 0.3, OOM or crash 0.0); missing when the load never
+    passed it (nothing was observed)."""
+    figures = run.metadata.get("overload") or {}
+    if figures.get("handling_level") is not None:
+        return {"overload_handling": float(figures["handling_level"])}
+    return {}
 
 
 TEST = ValidationTest(
@@ -32,4 +42,6 @@ TEST = ValidationTest(
         "recovery_s": 8.0,
         "recovery_bound_s": 20.0,
     },
+    indicators=indicators,
+    cli={"concurrency": "target_concurrency", "rate": "rate", "duration": "step_duration_s"},
 )

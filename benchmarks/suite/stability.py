@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from benchmarks.suite.base import ValidationTest
+from benchmarks.suite.base import RunFacts, ValidationTest
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
     return text
+
+
+def indicators(run: RunFacts) -> dict[str, float]:
+    """soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %), windows after the
+    excluded warm-up; none when the drift had too few requests to judge."""
+    drift = run.verdict("ttft_p99_drift")
+    if drift and drift.get("value") is not None:
+        return {"soak_drift_p99_ratio": max(0.0, 1.0 + float(drift["value"]) / 100.0)}
+    return {}
 
 
 TEST = ValidationTest(
@@ -29,4 +38,6 @@ TEST = ValidationTest(
         "metrics_interval_s": 0.5,
         "soak_label": "demo",
     },
+    indicators=indicators,
+    cli={"concurrency": "concurrency", "duration": "duration_s", "trace": "length_trace"},
 )

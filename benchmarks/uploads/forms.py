@@ -8,10 +8,12 @@ from __future__ import annotations
 import uuid
 
 from django import forms
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks import formats
 from benchmarks.suite import TEST_IDS
+from selection.i18n import translate_test
 from selection.selectors import archived_refusal
 from selection.web import AccessibleErrorsMixin
 
@@ -36,7 +38,7 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
     test = forms.ChoiceField(
         label=_("Test"),
         choices=[(t, t) for t in TEST_IDS],
-        help_text=_("Which validation test the run belongs to; “custom” for anything else."),
+        help_text=_("Which validation test the run belongs to; “Custom” for anything else."),
     )
     format = forms.ChoiceField(
         label=_("Format"), required=False, help_text=_("Leave on automatic unless detection picks the wrong tool.")
@@ -59,6 +61,17 @@ class ResultUploadForm(AccessibleErrorsMixin, forms.Form):
             (c.pk, str(c)) for c in candidates if c.archived_at is None
         ]
         self.fields["format"].choices = format_choices()
+        # the tests by their titles in the page's language (the ids are what the API and CI send)
+        self.fields["test"].choices = [(t, translate_test(t)) for t in TEST_IDS]
+        # the browser refuses a file over the limit before sending it (the server's 413 page stays the backstop)
+        limit = settings.KVSELECT_MAX_UPLOAD_BYTES
+        self.fields["file"].widget.attrs.update(
+            {
+                "data-max-bytes": str(limit),
+                "data-too-large": _("This file is larger than the %(limit)s MiB an upload may be: nothing was sent.")
+                % {"limit": f"{limit / 2**20:,.0f}"},
+            }
+        )
         if not self.is_bound:
             # One key per rendered form: a double submit returns the first run instead of a duplicate.
             self.initial.setdefault("idempotency_key", f"web-{uuid.uuid4()}")

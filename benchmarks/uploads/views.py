@@ -19,7 +19,7 @@ from benchmarks.uploads.quality import confirm_as_evidence
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.models import Selection, UploadToken
 from selection.selectors import compared_candidates
-from selection.web import attach_service_errors, get_selection, page_context, require_edit
+from selection.web import action_of, attach_service_errors, get_selection, page_context, page_url, require_edit
 
 UPLOAD_FIELDS = {"file", "test", "format", "label", "candidate"}
 
@@ -52,6 +52,7 @@ def _uploads_page(
         upload_form=upload_form
         or ResultUploadForm(candidates=candidates, initial=_upload_initial(request, candidates)),
         refusals=refusals or {},
+        page_url=page_url("selection:uploads", pk=selection.pk),
     )
     return render(request, "benchmarks/uploads.html", context, status=status)
 
@@ -74,7 +75,7 @@ def uploads(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@action_of("selection:uploads", "pk")
 def token_create(request: HttpRequest, pk: int) -> HttpResponse:
     """Create a token and show the raw value in this one response only (it is stored hashed)."""
     selection = get_selection(request, pk)
@@ -106,14 +107,25 @@ def token_revoke(request: HttpRequest, pk: int, token_pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@action_of("selection:uploads", "pk")
 def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
     require_edit(request, selection)
     form = ResultUploadForm(request.POST, request.FILES, candidates=selection.candidates.select_related("engine"))
     if not form.is_valid():
         return _uploads_page(request, selection, upload_form=form, status=400)
-    run, created, refusals = _ingest_form(form, request.user.get_username())
+    try:
+        run, created, refusals = _ingest_form(form, request.user.get_username())
+    except StorageFailure as error:  # the server's disk, not the file: 507, the page says what happened
+        form.add_error(
+            None,
+            _(
+                "The file could not be stored (%(error)s). Nothing was recorded; try again, and tell "
+                "an administrator if it keeps failing."
+            )
+            % {"error": error},
+        )
+        return _uploads_page(request, selection, upload_form=form, status=507)
     if run is None:
         return _uploads_page(request, selection, upload_form=form, refusals=refusals, status=400)
     if not created:
@@ -127,7 +139,7 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | None, bool, dict | None]:
     """Ingest a valid upload form's file: (run, created, None), or (None, False, the parsers' refusals or
-    None) with the reason attached to the form."""
+    None) with the reason attached to the form. A storage failure is raised (the caller answers 507)."""
     data, handle = form.cleaned_data, form.cleaned_data["file"]
     try:
         run, created = ingest_upload(
@@ -142,15 +154,6 @@ def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | 
         )
     except IngestError as error:
         form.add_error(error.field if error.field in UPLOAD_FIELDS else None, str(error))
-    except StorageFailure as error:
-        form.add_error(
-            None,
-            _(
-                "The file could not be stored (%(error)s). Nothing was recorded; try again, and tell "
-                "an administrator if it keeps failing."
-            )
-            % {"error": error},
-        )
     except ValueError as error:  # the parsers: UnrecognisedFormat (with .refusals) or FormatError
         refusals = getattr(error, "refusals", None)
         if refusals:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import gettext
 
+from benchmarks.harness import workloads
 from benchmarks.models import BenchmarkRun
 from benchmarks.suite import RUNNABLE_TEST_IDS
 from benchmarks.tasks import enqueue_validation
@@ -45,6 +47,11 @@ def start_validation(
     check_candidate_target(candidate)
     merged = plan_for(candidate, test)
     merged.update(params or {})
+    spec = workloads.SPECS.get(test)
+    problems = spec.problems(merged) if spec else {}
+    if problems:  # refused now, not failed once queued
+        name, (template, values) = next(iter(problems.items()))
+        raise ValidationError(f"{name}: {gettext(template) % values}")
     run = BenchmarkRun.objects.create(
         candidate=candidate,
         test=test,

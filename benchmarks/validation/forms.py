@@ -64,7 +64,9 @@ class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
         super().__init__(*args, **kwargs)
         self.test, self.plan, self.kinds = test, dict(plan), {}
         for key, default in self.plan.items():
-            kind = presentation.param_kind(default)
+            spec = param_spec(key, test)
+            # a rate planned as none (no rate in the constraints) is still a number the user may give
+            kind = "float" if default is None and spec and spec.positive else presentation.param_kind(default)
             self.kinds[key] = kind
             self.fields[key] = param_field(key, test, default, kind)
 
@@ -76,6 +78,11 @@ class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):
                     data[key] = presentation.parse_param(self.data.get(self.add_prefix(key), ""), kind)
                 except presentation.ParamError as error:
                     self.add_error(key, self.PARAM_ERRORS[error.code] % {"detail": error.detail})
+            spec = param_spec(key, self.test)
+            problem = spec.problem(data.get(key)) if spec and key not in self.errors else None
+            if problem is not None:
+                template, params = problem
+                self.add_error(key, gettext(template) % params)
         return data
 
     def params(self) -> dict[str, Any]:
@@ -87,12 +94,14 @@ def param_field(key: str, test: str, default: Any, kind: str) -> forms.Field:
     spec = param_spec(key, test)
     label = param_label(key, test)
     minimum = spec.minimum if spec else 0
+    # a parameter planned as none without constraints may be left empty (the stress's rate: closed loop)
+    required = not (spec and spec.optional)
     if kind == "bool":
         return forms.BooleanField(label=label, required=False, initial=default)
     if kind == "int":
-        return forms.IntegerField(label=label, initial=default, min_value=minimum)
+        return forms.IntegerField(label=label, initial=default, min_value=minimum, required=required)
     if kind == "float":
-        return forms.FloatField(label=label, initial=default, min_value=minimum)
+        return forms.FloatField(label=label, initial=default, min_value=minimum, required=required)
     if kind.endswith("_list"):
         kind_help = _("comma-separated numbers")
     else:

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from benchmarks import suite
 from benchmarks.harness import estimates, workloads
@@ -19,9 +19,10 @@ from benchmarks.validation.plan import priority_order, validation_plan
 from selection.candidates.screening import documentation_screen, offered_for_tests
 from selection.domain import launch_flags
 from selection.domain.screening import DIMENSION_NAMES
+from selection.i18n import translate_test
 from selection.models import Candidate, Selection
 from selection.selectors import archived_refusal
-from selection.web import get_candidate, get_selection, page_context, require_edit
+from selection.web import action_of, get_candidate, get_selection, page_context, page_url, require_edit
 
 
 def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None) -> list[dict]:
@@ -102,7 +103,14 @@ def _validation_page(
     refusal: dict | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    context = page_context(request, selection, "evidence", candidate=candidate, refusal=refusal)
+    context = page_context(
+        request,
+        selection,
+        "evidence",
+        candidate=candidate,
+        refusal=refusal,
+        page_url=page_url("selection:validation", pk=selection.pk, candidate_pk=candidate.pk),
+    )
     context["cards"] = _plan_forms(candidate, bound)
     context["screen"] = screen = documentation_screen(candidate)
     context["archived"] = archived_refusal(candidate)
@@ -120,7 +128,7 @@ def validation(request: HttpRequest, pk: int, candidate_pk: int) -> HttpResponse
 
 
 @login_required
-@require_POST
+@action_of("selection:validation", "pk", "candidate_pk")
 def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str) -> HttpResponse:
     selection = get_selection(request, pk)
     require_edit(request, selection)
@@ -145,6 +153,8 @@ def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str
         refusal = {"test": test, "field": field if reason else "", "reason": reason or field}
         return _validation_page(request, selection, candidate, bound=form, refusal=refusal, status=400)
     messages.success(
-        request, _("Run #%(run)s of %(test)s queued. Its progress updates below.") % {"run": run.pk, "test": test}
+        request,
+        _("Run #%(run)s of %(test)s queued. Its progress updates below.")
+        % {"run": run.pk, "test": translate_test(test)},
     )
     return redirect(reverse("selection:validation", args=[selection.pk, candidate.pk]) + "#runs")

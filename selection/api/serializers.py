@@ -18,6 +18,7 @@ from selection.models import (
     Selection,
     Team,
     budget_message,
+    drafter_conflict,
     owner_conflicts,
 )
 from selection.records.staleness import staleness
@@ -101,19 +102,29 @@ class SelectionSerializer(serializers.ModelSerializer):
         return team
 
     def validate(self, attrs):
+        """Every rule at once (not the owners first, then the budget): members of the team, three different
+        owners, a security owner who is not the team's only architect (else nobody drafts the record), and
+        a budget with its currency."""
         team = attrs.get("team") or getattr(self.instance, "team", None)
+        errors: dict[str, str] = {}
         for role in ("business_owner", "platform_owner", "security_owner", "observer"):
             user = attrs.get(role)
             if user is not None and team is not None and not team.members.filter(pk=user.pk).exists():
-                raise serializers.ValidationError({role: f"{user.username} is not a member of team {team.name}."})
+                errors[role] = f"{user.username} is not a member of team {team.name}."
         owners = {name: attrs.get(name, getattr(self.instance, name, None)) for name in OWNER_FIELDS}
-        conflicts = owner_conflicts(owners, changed=tuple(attrs))
-        if conflicts:
-            raise serializers.ValidationError({name: str(message) for name, message in conflicts.items()})
+        for name, message in owner_conflicts(owners, changed=tuple(attrs)).items():
+            errors.setdefault(name, str(message))
+        if self.instance is None or {"security_owner", "team"} & set(attrs):
+            problem = drafter_conflict(team, owners["security_owner"])
+            if problem:
+                errors.setdefault("security_owner", str(problem))
         budget = {name: attrs.get(name, getattr(self.instance, name, None)) for name in PROCUREMENT_FIELDS[:2]}
-        problems = procurement.budget_problems(budget["monthly_budget"], budget["budget_currency"] or "")
-        if problems:
-            raise serializers.ValidationError({name: str(budget_message(p)) for name, p in problems.items()})
+        for name, problem in procurement.budget_problems(
+            budget["monthly_budget"], budget["budget_currency"] or ""
+        ).items():
+            errors.setdefault(name, str(budget_message(problem)))
+        if errors:
+            raise serializers.ValidationError(errors)
         return attrs
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from selection.api.serializers import (
@@ -20,10 +19,11 @@ from selection.api.serializers import (
     WeightsUpdateSerializer,
 )
 from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
+from selection.domain.headline import decision_headline
 from selection.domain.messages import Message, plain
 from selection.models import Engine
 from selection.scoring.services import ScoresState, compute_scores, scores_state
-from selection.selectors import can_edit, candidates_for, compared_candidates, selections_for
+from selection.selectors import candidates_for, compared_candidates, require_editor, selections_for
 from selection.setup.services import (
     accept_scenario,
     create_selection,
@@ -32,6 +32,11 @@ from selection.setup.services import (
     update_selection,
     update_weights,
 )
+
+
+def require_api_edit(request, selection) -> None:
+    """403 before the body is read: who may not change the selection learns that first, not its field errors."""
+    require_editor(request.user, selection)
 
 
 def _scores_body(state: ScoresState) -> dict:
@@ -49,7 +54,25 @@ def _scores_body(state: ScoresState) -> dict:
         "leader": score.leader,
         "coverage": score.coverage,
         "result": plain(score.result),  # its sentences as English text, as before
+        "decision": decision_body(score.result),
     }
+
+
+def decision_body(result: dict) -> dict:
+    """The comparison's headline as the API states it: the verdict (clear, close, inconclusive, misfit,
+    tie, none), the recommended candidate (None for a tie: a tie names no winner), the tied candidates,
+    what the choice rests on and every constraint the recommendation misses, in English."""
+    out = decision_headline(result)
+    return plain(
+        {
+            "verdict": out["verdict"],
+            "recommended": (out.get("leader") or {}).get("candidate"),
+            "tied": [c.get("candidate") for c in out.get("tied") or []],
+            "rests_on": result.get("rests_on"),
+            "misses": out.get("misses") or [],
+            "reason": out.get("verdict_reason"),
+        }
+    )
 
 
 class SelectionViewSet(
@@ -70,9 +93,11 @@ class SelectionViewSet(
         data = serializer.validated_data
         serializer.instance = create_selection(user=self.request.user, **data)
 
+    def update(self, request, *args, **kwargs):
+        require_api_edit(request, self.get_object())
+        return super().update(request, *args, **kwargs)
+
     def perform_update(self, serializer):
-        if not can_edit(self.request.user, serializer.instance):
-            raise PermissionDenied("Only architects of this selection's team can change it.")
         serializer.instance = update_selection(
             selection=serializer.instance, user=self.request.user, **serializer.validated_data
         )
@@ -86,6 +111,7 @@ class SelectionViewSet(
             if instance is None:
                 return Response({"detail": "No constraints yet: PUT the one-pager first."}, status=404)
             return Response(ConstraintsSerializer(instance).data)
+        require_api_edit(request, selection)
         serializer = ConstraintsSerializer(instance, data=request.data)
         serializer.is_valid(raise_exception=True)
         constraints = save_constraints(selection=selection, user=request.user, data=serializer.validated_data)
@@ -96,6 +122,7 @@ class SelectionViewSet(
     def weights(self, request, pk=None, format=None):
         selection = self.get_object()
         if request.method == "PUT":
+            require_api_edit(request, selection)
             serializer = WeightsUpdateSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
             update_weights(selection=selection, user=request.user, **serializer.validated_data)
@@ -107,6 +134,7 @@ class SelectionViewSet(
         selection = self.get_object()
         warnings: list[Message] = []
         if request.method == "PUT":
+            require_api_edit(request, selection)
             serializer = GatesUpdateSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
             warnings = set_gates(selection=selection, user=request.user, **serializer.validated_data)
@@ -129,6 +157,7 @@ class SelectionViewSet(
         selection = self.get_object()
         if request.method == "GET":
             return Response(CandidateSerializer(selection.candidates.select_related("engine"), many=True).data)
+        require_api_edit(request, selection)
         serializer = CandidateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
@@ -178,6 +207,10 @@ class CandidateViewSet(mixins.RetrieveModelMixin, mixins.UpdateModelMixin, views
 
     def get_queryset(self):
         return candidates_for(self.request.user)
+
+    def update(self, request, *args, **kwargs):
+        require_api_edit(request, self.get_object().selection)
+        return super().update(request, *args, **kwargs)
 
     @extend_schema(request=None, responses=CandidateSerializer, summary="Archive the candidate (kept, restorable)")
     def destroy(self, request, pk=None, format=None):

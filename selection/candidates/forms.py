@@ -5,9 +5,17 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from selection.candidates.services import candidate_errors
 from selection.domain import limits
 from selection.models import Candidate, Engine
 from selection.web import AccessibleErrorsMixin, bound_numbers
+
+# the other fields each of the service's rules reads (`services.candidate_errors`)
+RULE_READS = {
+    "tensor_parallel": ("gpu_count", "engine", "engine_version"),
+    "kv_precision": ("engine", "engine_version"),
+    "label": ("engine", "engine_version"),
+}
 
 
 class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
@@ -26,7 +34,7 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
         label=_("Endpoint URL (OpenAI-compatible)"),
         required=False,
         assume_scheme="http",
-        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000/v1"}),
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8000"}),
     )
     metrics_url = forms.URLField(
         label=_("Metrics URL (Prometheus)"),
@@ -39,7 +47,7 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
         label=_("Prefix-caching-off endpoint (optional)"),
         required=False,
         assume_scheme="http",
-        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8001/v1"}),
+        widget=forms.URLInput(attrs={"placeholder": "http://127.0.0.1:8001"}),
         help_text=_(
             "The same engine started with prefix caching off (vLLM --no-enable-prefix-caching, SGLang "
             "--disable-radix-cache): the prefix-reuse test runs the same load on it to measure the memory saved. "
@@ -109,6 +117,18 @@ class CandidateForm(AccessibleErrorsMixin, forms.ModelForm):
         if not (self.instance and self.instance.pk and self.instance.api_key_encrypted):
             del self.fields["clear_api_key"]
             self.fields["api_key"].help_text = _("Stored encrypted and never shown again.")
+
+    def _post_clean(self):
+        """The service's rules too (GPU budget, TP, precisions, label, allow-list), on the fields they name,
+        so that every error shows at once rather than the form's first and the service's after a fix."""
+        super()._post_clean()
+        if self.instance.selection_id is None:
+            return
+        errored = set(self._errors)
+        for field, message in candidate_errors(self.instance).items():
+            # a rule reading a field the form refused would judge the instance's default, not the input
+            if field in self.fields and not ({field, *RULE_READS.get(field, ())} & errored):
+                self.add_error(field, message)
 
     def engine_versions(self) -> dict[str, list[str]]:
         """Documented versions per engine id, for the version suggestions."""

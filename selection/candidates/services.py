@@ -19,6 +19,8 @@ from selection.audit import audit
 from selection.candidates import probing
 from selection.domain import catalog as catalog_domain
 from selection.domain import limits
+from selection.domain.capacity.memory import valid_tensor_parallel
+from selection.domain.capacity.model_config import model_spec
 from selection.models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Selection, breach_message
 from selection.secretbox import encrypt
 from selection.selectors import archived_refusal
@@ -238,6 +240,11 @@ def candidate_errors(candidate: Candidate) -> dict[str, str]:
             "tp": candidate.tensor_parallel,
             "count": candidate.gpu_count,
         }
+    tp_problem = (
+        None if {"tensor_parallel", "gpu_count"} & set(errors) else tensor_parallel_problem(candidate, constraints)
+    )
+    if tp_problem:
+        errors["tensor_parallel"] = tp_problem
     precision = candidate.kv_precision
     names = dict(KV_PRECISION_CHOICES)
     allowed = (constraints.kv_precisions_allowed or []) if constraints else []
@@ -263,6 +270,29 @@ def candidate_errors(candidate: Candidate) -> dict[str, str]:
     for field, reason in refused.items():
         errors[field] = _("the outbound allow-list refuses this URL: %(reason)s") % {"reason": reason}
     return errors
+
+
+def tensor_parallel_problem(candidate: Candidate, constraints: Constraints | None) -> str | None:
+    """Why the target model cannot be split over the candidate's TP (its attention and KV heads must
+    divide evenly), with the sizes that can; None when it can or the model is not one kvselect ships.
+    Said when the candidate is saved, not later by its capacity plan."""
+    spec = model_spec(constraints.target_model) if constraints is not None else None
+    tp = candidate.tensor_parallel
+    if spec is None or not tp:
+        return None
+    valid = valid_tensor_parallel(spec, max(candidate.gpu_count or 1, tp))
+    if tp in valid:
+        return None
+    return _(
+        "%(model)s cannot be split over TP %(tp)s: its %(heads)s attention heads and %(kv)s KV heads must divide "
+        "evenly over the GPUs (possible here: %(valid)s)"
+    ) % {
+        "model": constraints.target_model,
+        "tp": tp,
+        "heads": spec.num_attention_heads,
+        "kv": spec.num_kv_heads,
+        "valid": ", ".join(map(str, valid)) or "—",
+    }
 
 
 def offered_kv_precisions(engine: Engine, version: str) -> set[str] | None:
@@ -338,9 +368,13 @@ def load_engine_catalog(path: Path | None = None) -> int:
     version = str(document.get("catalog_version", "unversioned"))
     count = 0
     for entry in document["engines"]:
-        Engine.objects.update_or_create(
+        before = Engine.objects.filter(slug=entry["slug"]).values_list("data", flat=True).first()
+        engine, _ = Engine.objects.update_or_create(
             slug=entry["slug"],
             defaults={"name": entry.get("name", entry["slug"]), "catalog_version": version, "data": entry},
         )
+        if before is not None and before != entry:  # documented facts are scoring inputs
+            for selection_id in set(engine.candidates.values_list("selection_id", flat=True)):
+                schedule_rescoring(selection_id)
         count += 1
     return count

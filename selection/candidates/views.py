@@ -17,7 +17,7 @@ from selection.candidates.forms import CandidateForm
 from selection.candidates.screening import documentation_screen, override_screen, selection_priorities
 from selection.candidates.services import add_candidate, archive_candidate, restore_candidate, update_candidate
 from selection.domain.screening import DIMENSION_NAMES
-from selection.models import Candidate, Selection
+from selection.models import Candidate, Constraints, Selection
 from selection.selectors import archived_candidates, compared_candidates
 from selection.web import attach_service_errors, get_candidate, get_selection, page_context, require_edit
 
@@ -26,7 +26,7 @@ from selection.web import attach_service_errors, get_candidate, get_selection, p
 @require_http_methods(["GET", "POST"])
 def candidates(request: HttpRequest, pk: int) -> HttpResponse:
     selection = get_selection(request, pk)
-    form = CandidateForm()
+    form = CandidateForm(initial=_hardware_from_constraints(selection))
     if request.method == "POST":
         require_edit(request, selection)
         form = CandidateForm(request.POST, instance=Candidate(selection=selection))
@@ -36,6 +36,20 @@ def candidates(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect("selection:candidates", pk=selection.pk)
     context = page_context(request, selection, "candidates", form=form, **_candidates_page(selection))
     return render(request, "selection/candidates.html", context)
+
+
+def _hardware_from_constraints(selection: Selection) -> dict:
+    """A new candidate starts on the constraints' hardware: their GPU model and budget and their first KV
+    precision (each can be changed)."""
+    constraints = Constraints.objects.filter(selection=selection).first()
+    if constraints is None:
+        return {}
+    initial = {"gpu_model": constraints.gpu_model}
+    if constraints.gpu_count_budget:
+        initial["gpu_count"] = constraints.gpu_count_budget
+    if constraints.kv_precisions_allowed:
+        initial["kv_precision"] = constraints.kv_precisions_allowed[0]
+    return {k: v for k, v in initial.items() if v}
 
 
 def _add_candidate(request: HttpRequest, selection: Selection, form: CandidateForm) -> Candidate | None:

@@ -102,9 +102,11 @@ def capacity_page(request: HttpRequest, pk: int, candidate_pk: int) -> HttpRespo
     )
     if plan is not None:
         context.update(_plan_display(selection, candidate, plan, peak))
-    template = (
-        "selection/_capacity_plan.html" if request.headers.get("HX-Request") == "true" else "selection/capacity.html"
+    # the what-if's fragment; a whole page for a reload or for htmx restoring a pushed URL from history
+    fragment = (
+        request.headers.get("HX-Request") == "true" and request.headers.get("HX-History-Restore-Request") != "true"
     )
+    template = "selection/_capacity_plan.html" if fragment else "selection/capacity.html"
     return render(request, template, context, status=200)
 
 

@@ -12,13 +12,19 @@ messages and figures out. The rules, in one place:
   requests), the margin's interval is (leader low - runner-up high, leader high - runner-up low);
   without one on either side it is unknown, never assumed to be zero.
 * **Verdict**, the first that applies:
-  - *inconclusive*: the leader's evidence covers less than `COVERAGE_MIN` of the weight, or the
-    runner-up's upper bound (its missing evidence at full marks) reaches the leader's total: the
-    evidence still missing could reverse the order; or the leader is first in fewer than
-    `noise.STABLE_SHARE` of the draws of the measurements within their intervals (the scoring's
-    `sensitivity.noise`): the winner flips within the noise; or the lead is within the tie margin
-    and the tie-break's observability and operating complexity are equal, so only a lead the tie
-    margin calls no difference would pick;
+  - *tie*: the scoring named no winner (`tiebreak`: level on the core dimensions and the total, within
+    the tie margin or the measurement noise, with equal observability and operating complexity): the
+    headline names no one first, says what would separate them, and reports no weight robustness;
+  - *misfit*: the recommended candidate fails a constraint of the sheet (`procurement`: a figure
+    outside its limit, a failed verdict or a failed part of a compound claim): "recommended by the
+    gates, but misses the TTFT budget 34x at the planned load", every failed constraint named;
+  - *inconclusive*: the leader's fit to a constraint is not validated (nothing measured it, or its
+    run's verdicts did not settle): "clear" needs the fit, not only the gates; or the leader's
+    evidence covers less than `COVERAGE_MIN` of the weight, or the runner-up's upper bound (its
+    missing evidence at full marks) reaches the leader's total: the evidence still missing could
+    reverse the order; or the leader is first in fewer than `noise.STABLE_SHARE` of the draws of the
+    measurements within their intervals (the scoring's `sensitivity.noise`): the winner flips within
+    the noise (the scoring then names a tie, see `tiebreak`);
   - *close*: the margin is within the tie margin, or its interval reaches zero (inside the
     measurement noise), or the leader is first in fewer than `ROBUST_SHARE` of the perturbed weight
     vectors;
@@ -35,7 +41,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from selection.domain.messages import CLAUSE_SEPARATOR, Message
+from selection.domain import procurement
+from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message, load
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
@@ -43,6 +50,7 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
 
 
 CLEAR, CLOSE, INCONCLUSIVE, NONE = "clear", "close", "inconclusive", "none"
+TIE, MISFIT = "tie", "misfit"
 COVERAGE_MIN = 0.5  # below: too little of the weight is evidenced to call a winner
 ROBUST_SHARE = 0.9  # below: the weights, not the evidence, decide: a close call
 
@@ -89,6 +97,8 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
     candidates = {c.get("candidate"): c for c in result.get("candidates") or []}
     leader = candidates.get(result.get("winner"))
     if leader is None:
+        if (result.get("tie") or {}).get("candidates"):
+            return _tie(result, candidates)
         return {"verdict": NONE, "leader": None, "runner_up": None}
     ranking = [candidates[cid] for cid in result.get("ranking") or [] if cid in candidates]
     runner_up = next((c for c in ranking if c is not leader and not c.get("screened_out")), None)
@@ -99,6 +109,7 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
     total, coverage = float(leader.get("total") or 0.0), float(leader.get("coverage") or 0.0)
     upper = float(leader.get("total_upper") if leader.get("total_upper") is not None else total)
     name = leader.get("label") or leader.get("candidate")
+    fit = (result.get("fit") or {}).get(leader.get("candidate")) or []
     out: dict[str, Any] = {
         "leader": leader,
         "runner_up": runner_up,
@@ -108,6 +119,9 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
         "draws": acceptability.get("draws"),
         "spread": acceptability.get("spread"),
         "coverage": coverage,
+        "fit": fit,
+        "misses": procurement.shortfall_messages(fit),
+        "rests_on": result.get("rests_on"),
     }
     inconclusive: list[Message] = []
     undecided: list[Message] = []  # the evidence at hand does not separate them (tie-break, noise)
@@ -117,6 +131,19 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
             Message(
                 _("only %(coverage)s of the weight is evidenced for %(name)s"),
                 {"coverage": f"{coverage:.0%}", "name": name},
+            )
+        )
+    unvalidated = [row for row in fit if row.get("status") == procurement.NOT_VALIDATED]
+    if unvalidated:
+        inconclusive.append(
+            Message(
+                _("the fit of %(name)s to %(constraints)s is not validated"),
+                {
+                    "name": name,
+                    "constraints": NAME_SEPARATOR.join(
+                        Message(procurement.FIT_NAMES.get(row["key"], row["key"])) for row in unvalidated
+                    ),
+                },
             )
         )
     if runner_up is None:
@@ -141,16 +168,6 @@ def decision_headline(result: Mapping[str, Any]) -> dict[str, Any]:
     drawn_share = _float((draws.get("first_share") or {}).get(leader.get("candidate")))
     out["noise_share"], out["noise_draws"] = drawn_share, draws.get("draws")
     tie = result.get("tie_break") or {}
-    if tie.get("applied") and tie.get("decided_by") == "total":
-        undecided.append(
-            Message(
-                _(
-                    "%(name)s is within the tie margin %(tie)s of %(other)s and their observability and operating "
-                    "complexity are equal: only the small lead in the total would pick"
-                ),
-                {**values, "tie": f"{tie_margin:.2f}"},
-            )
-        )
     if draws.get("stable") is False and drawn_share is not None:
         undecided.append(
             Message(
@@ -324,7 +341,19 @@ def _verdict(
     """The first verdict that applies; `inconclusive_reasons` lists why it is inconclusive (missing
     evidence first, then what the evidence at hand does not separate)."""
     out["inconclusive_reasons"] = [*inconclusive, *(undecided or [])]
-    if inconclusive:
+    if out.get("misses"):
+        out["verdict"] = MISFIT
+        out["verdict_reason"] = Message(
+            _(
+                "Misses the constraints: %(name)s is recommended by the gates, but %(misses)s. Change the "
+                "configuration (more GPUs, another candidate) or the constraints before signing."
+            ),
+            {
+                "name": out["leader"].get("label") or out["leader"].get("candidate"),
+                "misses": CLAUSE_SEPARATOR.join(out["misses"]),
+            },
+        )
+    elif inconclusive:
         out["verdict"] = INCONCLUSIVE
         out["verdict_reason"] = Message(
             _("Inconclusive: %(reasons)s. Run the missing validation tests, then recompute."),
@@ -347,4 +376,49 @@ def _verdict(
         )
     else:
         out["verdict"], out["verdict_reason"] = CLEAR, clear
+    return out
+
+
+def _tie(result: Mapping[str, Any], candidates: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
+    """The headline of a tie: nobody first, what would separate the tied candidates, no weight robustness."""
+    tie = result.get("tie") or {}
+    tied = [candidates[cid] for cid in tie.get("candidates") or [] if cid in candidates]
+    names = NAME_SEPARATOR.join(c.get("label") or c.get("candidate") for c in tied)
+    totals = NAME_SEPARATOR.join(
+        f"{c.get('label') or c.get('candidate')} {float(c.get('total') or 0.0):.3f}" for c in tied
+    )
+    separate = [load(item) for item in tie.get("separate") or []]
+    out: dict[str, Any] = {
+        "verdict": TIE,
+        "leader": None,
+        "runner_up": None,
+        "tied": tied,
+        "margin": None,
+        "margin_interval": None,
+        "share": None,
+        "coverage": None,
+        "fit": [],
+        "misses": [],
+        "rests_on": result.get("rests_on"),
+        "inconclusive_reasons": [],
+        "lead": Message(_("Tie between %(names)s: weighted totals %(totals)s."), {"names": names, "totals": totals}),
+        "coverage_sentence": Message(
+            _("Evidence coverage: %(coverages)s."),
+            {
+                "coverages": NAME_SEPARATOR.join(
+                    f"{c.get('label') or c.get('candidate')} {float(c.get('coverage') or 0.0):.0%}" for c in tied
+                )
+            },
+        ),
+        "robustness": Message(_("Weight robustness is not reported for a tie.")),
+        "separate": separate,
+    }
+    out["verdict_reason"] = Message(
+        _("Tie, no winner: %(why)s. What would separate them: %(separate)s."),
+        {
+            "why": load((result.get("tie_break") or {}).get("explanation") or ""),
+            "separate": CLAUSE_SEPARATOR.join(separate),
+        },
+    )
+    out["caveat"] = out["coverage_sentence"]
     return out

@@ -10,10 +10,11 @@ evidence. The rules, in one place:
   indicator's name, never by their position: the same evidence gives the same draws bit for bit,
   whatever order the candidates or criteria arrive in, and adding a candidate does not move the
   others' draws.
-* **Who wins a draw.** The decision rule of the scoring, on the drawn totals (weights fixed,
-  screening held fixed): the candidates within the tie margin of the draw's top total form a
-  group, the tie-break's preference (observability, then operating complexity) picks in it, and
-  the higher drawn total, then the lower index, breaks what is left.
+* **Who wins a draw.** The decision rule of the scoring (`domain.tiebreak`), on the drawn scores
+  (weights fixed, screening held fixed): the draw's top total and the candidates within the tie
+  margin of it on the total or on the core dimensions form a group; in it the best core score and
+  those within the margin of it stay, then the tie-break's preference (observability, then operating
+  complexity) picks, and the higher drawn total, then the lower index, breaks what is left.
 * **Stable** (`scoring.measurement_noise` decides) when the winner is first in at least
   `STABLE_SHARE` of the draws, or the tie-break chose it on a documented property that no draw
   moves; otherwise the evidence does not separate the candidates and the decision is
@@ -68,14 +69,23 @@ def draw_scores(
     return samples
 
 
-def winners(totals: np.ndarray, preference: Sequence[int], margin: float) -> np.ndarray:
+def winners(
+    totals: np.ndarray, preference: Sequence[int], margin: float, cores: np.ndarray | None = None
+) -> np.ndarray:
     """The winner (column index) of each row of `totals` (draws x candidates) under the decision
-    rule: within `margin` of the row's top, the lowest `preference` (the tie-break's order), then
-    the highest total, then the lowest index."""
-    top = totals.max(axis=1, keepdims=True)
-    group = totals >= top - margin - 1e-12
-    rank = np.where(group, np.asarray(preference, dtype=float)[None, :], np.inf)
-    contenders = group & (rank == rank.min(axis=1, keepdims=True))
+    rule: the row's top total and those within `margin` of it on the total or on the core (`cores`,
+    the same shape; None: the totals), then the best core and those within `margin` of it, then the
+    lowest `preference` (the tie-break's order), then the highest total, then the lowest index."""
+    cores = totals if cores is None else cores
+    rows = np.arange(totals.shape[0])
+    top = np.argmax(totals, axis=1)
+    group = (totals >= totals[rows, top][:, None] - margin - 1e-12) | (
+        np.abs(cores - cores[rows, top][:, None]) <= margin + 1e-12
+    )
+    best = np.where(group, cores, -np.inf).max(axis=1, keepdims=True)
+    level = group & (cores >= best - margin - 1e-12)
+    rank = np.where(level, np.asarray(preference, dtype=float)[None, :], np.inf)
+    contenders = level & (rank == rank.min(axis=1, keepdims=True))
     return np.argmax(np.where(contenders, totals, -np.inf), axis=1)
 
 
@@ -87,9 +97,12 @@ def first_shares(
     margin: float,
     draws: int = DRAWS,
     seed: int = 0,
+    core_weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The share of the measurement draws in which each candidate wins."""
+    """The share of the measurement draws in which each candidate wins (`core_weights`: the weights of
+    the core criteria, summing to 1, the others 0; None: the core is the total)."""
     weights = np.asarray(weights, dtype=float)
     samples = draw_scores(parts, candidates, len(weights), draws, seed)
-    won = winners(samples @ weights, preference, margin)
+    cores = None if core_weights is None else samples @ np.asarray(core_weights, dtype=float)
+    won = winners(samples @ weights, preference, margin, cores)
     return np.bincount(won, minlength=len(candidates)) / draws

@@ -177,8 +177,17 @@ def score_tables(scores: dict, problems: list[str]) -> list[dict]:
                 ],
                 "totals": [row.get("total") for row in chunk],
                 "topsis": [row.get("topsis") for row in chunk],
-                "ranks": [row.get("rank") for row in chunk],
+                # a screened-out candidate is never ranked (a snapshot frozen before the scores said so
+                # may still carry its old rank): its cell says "screened out"
+                "ranks": [None if row.get("screened_out") else row.get("rank") for row in chunk],
                 "screened_out": [bool(row.get("screened_out")) for row in chunk],
+                "rank_cells": [
+                    {
+                        "rank": None if row.get("screened_out") else row.get("rank"),
+                        "screened_out": bool(row.get("screened_out")),
+                    }
+                    for row in chunk
+                ],
             }
         )
     return tables

@@ -66,6 +66,8 @@ from typing import Mapping as TMapping
 import numpy as np
 
 from selection.domain import noise as noise_domain
+from selection.domain import procurement, tiebreak
+from selection.domain.criteria import SCENARIO_PRIORITIES
 from selection.domain.headline import INCONCLUSIVE, decision_headline
 from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Join, Message, to_json
 
@@ -74,12 +76,14 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; 
     return text
 
 
+# 8: the article's tie rule (closeness on the core dimensions, then observability, then operating complexity;
+# a tie names no winner), the fit to each constraint per candidate, screened-out candidates unranked
 # 7: cache lifecycle credits idle sessions released or offloaded (the offload counters)
 # 6: prefix saving against the in-flight need, prefill compute on per-slot engines; not-applicable verdicts
 # 5: an offloading engine's idle-release share is missing (its sessions' cached tokens never fall), not 0;
 # 4: a gate also judges its dimension's own criteria, client-bound figures held out, measurement-noise draws,
 # TOPSIS on the fixed scale; 3: noise ties, isolation indicator, launch-flag features; 2: longest input
-RULES_VERSION = "kvselect-scoring/7"
+RULES_VERSION = "kvselect-scoring/8"
 
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -222,6 +226,10 @@ class CandidateEvidence:
     # (e.g. "client-bound (held 9.1 requests in flight on average, 32 requested)"); such a metric is
     # missing, whatever value the run measured, so it can neither lift nor sink the candidate
     held_out: dict[str, str] = field(default_factory=dict)
+    # run id -> verdict name -> status, of the runs its metrics come from: what settles a figure's fit
+    # to its constraint (`procurement.constraint_fit`)
+    verdicts: dict[str, dict[str, str]] = field(default_factory=dict)
+    gpu_count: int | None = None  # GPUs per replica (the configuration, against the GPU budget)
 
 
 Evidence = CandidateEvidence  # the name used in the issue
@@ -309,7 +317,12 @@ def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
         }
         documented = dict(data.get("documented") or {})
         held_out = {str(key): str(reason) for key, reason in (data.get("held_out") or {}).items()}
-    except (TypeError, KeyError) as error:
+        verdicts = {
+            str(run): {str(name): str(status) for name, status in (statuses or {}).items()}
+            for run, statuses in (data.get("verdicts") or {}).items()
+        }
+        gpu_count = int(data["gpu_count"]) if data.get("gpu_count") is not None else None
+    except (TypeError, KeyError, ValueError, AttributeError) as error:
         raise ScoringInputError(f"evidence.metrics: each metric needs a value ({error})") from None
     for key, value in documented.items():
         if isinstance(value, list):
@@ -330,6 +343,8 @@ def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
         metrics=metrics,
         documented=DocumentedFeatures(**documented),
         held_out=held_out,
+        verdicts=verdicts,
+        gpu_count=gpu_count,
     )
 
 
@@ -1093,6 +1108,13 @@ class ScoringResult:
     # which ranking decides and what the other says: {decides, second_opinion, topsis_leader,
     # agrees (None with fewer than two passing candidates), sentence}
     method: dict[str, Any] = field(default_factory=dict)
+    # candidate -> its fit to each constraint the sheet states (`procurement.constraint_fit`, then the GPU
+    # budget): the headline names every failed one, the record's page 1 prints the winner's
+    fit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rests_on: Message | None = None  # what the choice rests on (`tiebreak`), page 1's line
+    # a tie (`tiebreak`: winner None): {candidates, separate: what would separate them}; empty otherwise
+    tie: dict[str, Any] = field(default_factory=dict)
+    core_dimensions: list[str] = field(default_factory=list)  # the dimensions closeness is judged on
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (no NaN/inf, tuples become lists, messages become their stored dicts)."""
@@ -1410,7 +1432,7 @@ def _result_notes(
             Message(
                 _(
                     "Some evidence is missing: totals are lower bounds (missing evidence contributes "
-                    "nothing); total_upper shows the most it could add"
+                    "nothing); the upper bound (≤) shows the most it could add"
                 )
             )
         )
@@ -1458,24 +1480,39 @@ def score_candidates(
         for cand, closeness in zip(passing, topsis(matrix, w_vec), strict=True):
             cand.topsis = float(closeness)
 
-    order, tie = _recommend(passing, options.tie_margin)
-    screened = sorted((c for c in candidates if c.screened_out), key=lambda c: (-c.total, c.candidate))
-    ranking = [c.candidate for c in order] + [c.candidate for c in screened]
-    for position, cid in enumerate(ranking, start=1):
-        next(c for c in candidates if c.candidate == cid).rank = position
-
+    core = core_dimensions(gates, scenario)
+    decision = tiebreak.decide([contender(c, core) for c in passing], options.tie_margin, core_label(core))
     leader = min(passing, key=lambda c: (-c.total, c.candidate)).candidate if passing else None
     labels = {c.candidate: c.label for c in candidates}
     sensitivity = analyse_sensitivity(matrix, w_vec, [c.candidate for c in passing], criteria_ids, options, labels)
-    sensitivity["noise"] = measurement_noise(passing, order, tie, criteria_ids, w_vec, options, labels)
-    sensitivity["sentences"].append(sensitivity["noise"]["sentence"])
+    by_id = {c.candidate: c for c in candidates}
+    order = [by_id[cid] for cid in decision.order]
+    tie = tie_break_dict(decision, options.tie_margin)
+    sensitivity["noise"] = measurement_noise(
+        passing, order, tie, criteria_ids, w_vec, options, labels, core_weights(passing, criteria_ids, w_vec, core)
+    )
+    decision = _noise_tie(decision, passing, sensitivity["noise"], core)
+    order, tie = [by_id[cid] for cid in decision.order], tie_break_dict(decision, options.tie_margin)
+    for cand in candidates:  # a screened-out candidate is never ranked
+        cand.rank = decision.ranks.get(cand.candidate)
+    screened = sorted((c for c in candidates if c.screened_out), key=lambda c: (-c.total, c.candidate))
+    ranking = [c.candidate for c in order] + [c.candidate for c in screened]
+    fit = {
+        c.candidate: candidate_fit(ev, constraints, options.include_simulated)
+        for c, ev in zip(candidates, evidence, strict=True)
+    }
+    tied = _tie_section(decision, by_id, criteria_ids)
+    if tied:  # weight robustness is not reported for a tie: nothing is first to be robust
+        sensitivity = _without_weight_robustness(sensitivity)
+    else:
+        sensitivity["sentences"].append(sensitivity["noise"]["sentence"])
     uses_sim = any(c.uses_simulated for c in candidates)
     notes = _result_notes(candidates, passing, options.include_simulated)
-    sentences = _headline(order, tie, labels, candidates)
+    sentences = _headline(order, tie, labels, candidates, decision.winner, fit)
     sentences += held_out_sentences(evidence, labels)
-    method = ranking_method(order, passing, matrix, w_vec, criteria_ids)
+    method = ranking_method(order, passing, matrix, w_vec, criteria_ids, tied=bool(tied))
     sentences.append(method["sentence"])
-    if order and leader is not None and order[0].candidate != leader and len(passing) >= 2:
+    if decision.winner is not None and leader is not None and decision.winner != leader and len(passing) >= 2:
         sentences.append(
             Message(
                 _(
@@ -1498,7 +1535,7 @@ def score_candidates(
         options=options,
         candidates=candidates,
         ranking=ranking,
-        winner=order[0].candidate if order else None,
+        winner=decision.winner,
         weighted_sum_leader=leader,
         tie_break=tie,
         sensitivity=sensitivity,
@@ -1506,9 +1543,13 @@ def score_candidates(
         mappings=mapping_table(scenario),
         notes=notes,
         method=method,
+        fit=fit,
+        rests_on=decision.rests_on,
+        tie=tied,
+        core_dimensions=core,
     )
     verdict = decision_headline(result.to_dict())
-    if verdict["verdict"] == INCONCLUSIVE and order:
+    if verdict["verdict"] == INCONCLUSIVE and order and decision.winner is not None:
         first = order[0]
         result.sentences[0] = Message(
             _(
@@ -1541,76 +1582,176 @@ def _complexity_rank(c: CandidateScore) -> int:
     return COMPLEXITY_RANK.get(c.operating_complexity or "", len(COMPLEXITY_RANK))
 
 
-def _recommend(passing: list[CandidateScore], margin: float) -> tuple[list[CandidateScore], dict[str, Any]]:
-    """Order passing candidates: the tie-break group first (article's rule), then the rest by total."""
-    if not passing:
-        return [], {
-            "applied": False,
-            "margin": margin,
-            "group": [],
-            "explanation": Message(_("no candidate passes the gates")),
-        }
-    by_total = sorted(passing, key=lambda c: (-c.total, c.candidate))
-    top = by_total[0]
-    # a lead inside the measurement noise (the totals' 95 % intervals overlap) is no win either
-    noise = [c.candidate for c in by_total[1:] if top.total - c.total > margin + 1e-12 and _overlap(top, c)]
-    group = [c for c in by_total if top.total - c.total <= margin + 1e-12 or c.candidate in noise]
-    rest = [c for c in by_total if c not in group]
-    if len(group) == 1:
-        return by_total, {
-            "applied": False,
-            "margin": margin,
-            "group": [group[0].candidate],
-            "noise": [],
-            "explanation": Message(
-                _("%(name)s leads by more than the tie margin %(margin)s and the measurement noise")
-                if top.total_interval is not None
-                else _("%(name)s leads by more than the tie margin %(margin)s"),
-                {"name": group[0].label, "margin": f"{margin:.2f}"},
-            ),
-        }
-    ordered = sorted(group, key=lambda c: (-round(_observability(c), 9), _complexity_rank(c), -c.total, c.candidate))
-    first, second = ordered[0], ordered[1]
-    if round(_observability(first), 9) != round(_observability(second), 9):
-        deciding = Message(
-            _("better observability (%(first)s vs %(second)s)"),
-            {"first": f"{_observability(first):.2f}", "second": f"{_observability(second):.2f}"},
-        )
-        rule = "observability"
-    elif _complexity_rank(first) != _complexity_rank(second):
-        deciding = Message(
-            _("lower operating complexity (%(first)s vs %(second)s)"),
-            {"first": str(first.operating_complexity), "second": second.operating_complexity or "unknown"},
-        )
-        rule = "operating_complexity"
-    else:
-        deciding = Message(_("higher total (observability and operating complexity equal)"))
-        rule = "total"
-    names = NAME_SEPARATOR.join(f"{c.label} {c.total:.3f}" for c in group)
-    explanation = Message(
-        _("within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s")
-        if not noise
-        else _(
-            "within the tie margin %(margin)s or the measurement noise (overlapping 95%% intervals): %(names)s; "
-            "%(first)s is preferred on %(deciding)s"
-        ),
-        {"margin": f"{margin:.2f}", "names": names, "first": first.label, "deciding": deciding},
+def core_dimensions(gates: TMapping[str, float], scenario: str) -> list[str]:
+    """The core (priority) dimensions closeness is judged on (the article's step 5): the gates, or the
+    scenario's priorities when no gate is set (as the documentation screen reads them)."""
+    if gates:
+        return [d for d in DIMENSIONS if d in gates]
+    return [d for d in SCENARIO_PRIORITIES.get(scenario, ()) if d in DIMENSIONS]
+
+
+def core_label(core: list[str]) -> Message:
+    """The core dimensions inside a sentence: "the core dimensions (Memory ..., Cross-turn ...)"."""
+    if not core:
+        return Message(_("the weighted total"))
+    return Message(
+        _("the core dimensions (%(names)s)"), {"names": NAME_SEPARATOR.join(Message(DIMENSIONS[d]) for d in core)}
     )
-    return ordered + rest, {
-        "applied": True,
+
+
+def _core_members(candidate: CandidateScore, core: list[str]) -> list[CriterionScore]:
+    return [cs for cs in candidate.criteria.values() if cs.dimension in core and cs.weight > 0]
+
+
+def core_score(candidate: CandidateScore, core: list[str]) -> tuple[float, tuple[float, float] | None]:
+    """The weighted mean of the candidate's core criteria (lower bounds; missing counts 0, as in the total)
+    and its value with every measurement at the ends of its interval; the total when no core criterion
+    is weighted."""
+    members = _core_members(candidate, core)
+    weight = sum(cs.weight for cs in members)
+    if not members or weight <= 0:
+        return candidate.total, candidate.total_interval
+    value = sum(cs.weight * (cs.score or 0.0) for cs in members) / weight
+    interval = None
+    if any(cs.score_interval for cs in members):
+        ends = [
+            sum(cs.weight * (cs.score_interval[end] if cs.score_interval else (cs.score or 0.0)) for cs in members)
+            / weight
+            for end in (0, 1)
+        ]
+        interval = (min(ends), max(ends))
+    return value, interval
+
+
+def contender(candidate: CandidateScore, core: list[str]) -> tiebreak.Contender:
+    """A passing candidate as the tie rule reads it."""
+    value, interval = core_score(candidate, core)
+    return tiebreak.Contender(
+        id=candidate.candidate,
+        label=candidate.label,
+        total=candidate.total,
+        core=value,
+        observability=_observability(candidate),
+        complexity_rank=_complexity_rank(candidate),
+        complexity=candidate.operating_complexity,
+        total_interval=candidate.total_interval,
+        core_interval=interval,
+    )
+
+
+def core_weights(
+    passing: list[CandidateScore], criteria_ids: list[str], weights: np.ndarray, core: list[str]
+) -> np.ndarray | None:
+    """The weights of the core criteria (summing to 1, the others 0) for the noise draws; None: the total."""
+    mask = np.array([DIMENSION_OF[k] in core for k in criteria_ids], dtype=float)
+    core_w = weights * mask
+    return core_w / core_w.sum() if passing and core_w.sum() > 0 else None
+
+
+def tie_break_dict(decision: tiebreak.Decision, margin: float) -> dict[str, Any]:
+    """The stored `tie_break`: whether the tie rule ran, who was close, what decided, and why."""
+    return {
+        "applied": decision.applied,
         "margin": margin,
-        "noise": noise,
-        "group": [c.candidate for c in group],
-        "decided_by": rule,
-        "explanation": explanation,
+        "group": decision.group,
+        "noise": decision.noise,
+        "decided_by": decision.decided_by,
+        "tied": decision.tied,
+        "explanation": decision.explanation,
     }
 
 
-def _overlap(a: CandidateScore, b: CandidateScore) -> bool:
-    """Whether two totals' 95 % intervals overlap (without intervals on both: unknown, no)."""
-    if a.total_interval is None or b.total_interval is None:
-        return False
-    return a.total_interval[0] <= b.total_interval[1] and b.total_interval[0] <= a.total_interval[1]
+def _noise_tie(
+    decision: tiebreak.Decision, passing: list[CandidateScore], noise: dict[str, Any], core: list[str]
+) -> tiebreak.Decision:
+    """A winner the draws of the measurements do not hold (and no documented property chose) is a tie
+    with every candidate that wins a share of the draws the winner's lead cannot dismiss."""
+    if decision.winner is None or noise.get("stable") is not False:
+        return decision
+    shares = noise.get("first_share") or {}
+    tied = [cid for cid, share in shares.items() if share >= 1.0 - noise_domain.STABLE_SHARE]
+    tied = list(dict.fromkeys([decision.winner, *tied]))
+    return tiebreak.within_noise(decision, [contender(c, core) for c in passing], tied, core_label(core))
+
+
+def _tie_section(
+    decision: tiebreak.Decision, by_id: dict[str, CandidateScore], criteria_ids: list[str]
+) -> dict[str, Any]:
+    """A tie's candidates and what would separate them: the evidence still missing for them, narrower
+    intervals when they overlap, and the criteria they differ on (a justified, audited weight change or
+    gate on those). Empty when there is a winner."""
+    if decision.winner is not None or len(decision.tied) < 2:
+        return {}
+    tied = [by_id[cid] for cid in decision.tied]
+    separate: list[Message] = []
+    missing = [
+        k for k in criteria_ids if any(c.criteria[k].weight > 0 and c.criteria[k].status != "complete" for c in tied)
+    ]
+    if missing:
+        separate.append(
+            Message(
+                _("the evidence still missing on %(criteria)s"),
+                {"criteria": NAME_SEPARATOR.join(Message(CRITERION_LABELS[k]) for k in missing[:4])},
+            )
+        )
+    if any(c.total_interval is not None for c in tied):
+        separate.append(Message(_("more requests per run, to narrow the overlapping 95%% intervals")))
+    differ = [k for k in criteria_ids if len({round(c.criteria[k].score or 0.0, 6) for c in tied}) > 1]
+    if differ:
+        separate.append(
+            Message(
+                _("a justified weight change or gate on the criteria where they differ: %(criteria)s"),
+                {"criteria": NAME_SEPARATOR.join(Message(CRITERION_LABELS[k]) for k in differ[:4])},
+            )
+        )
+    else:
+        separate.append(
+            Message(_("they score the same on every weighted criterion: only new evidence can separate them"))
+        )
+    return {"candidates": [c.candidate for c in tied], "separate": separate}
+
+
+def _without_weight_robustness(sensitivity: dict[str, Any]) -> dict[str, Any]:
+    """The sensitivity of a tie: no weight robustness (the share of weight vectors "won", the flip points
+    and nearest ties all measure a lead that does not exist), only why."""
+    return {
+        **sensitivity,
+        "leader": None,
+        "per_criterion": [],
+        "nearest_ties": [],
+        "acceptability": {},
+        "sentences": [
+            Message(
+                _(
+                    "Weight robustness is not reported for a tie: nothing separates the tied candidates, so no "
+                    "candidate is first to be robust."
+                )
+            )
+        ],
+    }
+
+
+def candidate_fit(
+    evidence: CandidateEvidence, constraints: ScoringConstraints, include_simulated: bool
+) -> list[dict[str, Any]]:
+    """The candidate's fit to each constraint the sheet states (`procurement.constraint_fit`, then the GPU
+    budget), from the figures this scoring reads (SIMULATED ones only when it includes them)."""
+    sheet = {
+        "peak_concurrency": constraints.target_concurrency,
+        "gpu_count_budget": constraints.gpu_count_budget,
+        "throughput_target_tokens_s": constraints.throughput_target_tok_s,
+        "ttft_p95_ms": constraints.ttft_p95_ms,
+        "tpot_p95_ms": constraints.tpot_p95_ms,
+        "max_input_tokens": constraints.max_context_tokens,
+    }
+    metrics = {
+        name: {"value": m.value, "run_ids": list(m.run_ids), "evidence": m.evidence}
+        for name, m in evidence.metrics.items()
+        if include_simulated or m.evidence != SIMULATED
+    }
+    rows = procurement.constraint_fit(sheet, metrics, evidence.verdicts)
+    gpus = procurement.gpu_fit(sheet, evidence.gpu_count) if evidence.gpu_count else None
+    return rows + ([gpus] if gpus else [])
 
 
 def ranking_method(
@@ -1619,8 +1760,10 @@ def ranking_method(
     matrix: np.ndarray,
     weights: np.ndarray,
     criteria_ids: list[str],
+    tied: bool = False,
 ) -> dict[str, Any]:
-    """Which ranking decides (the weighted sum, with the tie-break), why, and what TOPSIS says.
+    """Which ranking decides (the weighted sum, with the tie-break), why, and what TOPSIS says (nothing
+    that names a first for a tie: the second opinion does not pick between tied candidates).
 
     `passing` are the rows of `matrix` (each candidate's criterion scores). When TOPSIS ranks
     another candidate first, the sentence names the criteria where that candidate's weighted lead is
@@ -1633,6 +1776,14 @@ def ranking_method(
         "agrees": None,
     }
     scored = [c for c in passing if c.topsis is not None]
+    if tied:
+        method["sentence"] = Message(
+            _(
+                "The weighted sum decides, with the tie-break: here they leave a tie, and TOPSIS, the second "
+                "opinion, does not pick between tied candidates."
+            )
+        )
+        return method
     if not order or len(scored) < 2:
         method["sentence"] = Message(
             _(
@@ -1694,13 +1845,38 @@ def ranking_method(
 
 
 def _headline(
-    order: list[CandidateScore], tie: dict[str, Any], labels: dict[str, str], candidates: list[CandidateScore]
+    order: list[CandidateScore],
+    tie: dict[str, Any],
+    labels: dict[str, str],
+    candidates: list[CandidateScore],
+    winner: str | None = None,
+    fit: dict[str, list[dict[str, Any]]] | None = None,
 ) -> list[Message]:
+    """The scoring's first sentences: the recommendation (naming every constraint it fails) or the tie,
+    the tie-break, and why each screened-out candidate is out."""
     sentences = []
-    if order:
+    if order and winner is None:
+        sentences.append(
+            Message(
+                _("No candidate is recommended: %(explanation)s."),
+                {"explanation": tie["explanation"]},
+            )
+        )
+    elif order:
         first = order[0]
         values = {"name": first.label, "total": f"{first.total:.3f}", "coverage": f"{first.coverage:.0%}"}
-        if first.total_upper > first.total + 1e-9:
+        misses = procurement.shortfall_messages((fit or {}).get(first.candidate) or [])
+        if misses:
+            sentences.append(
+                Message(
+                    _(
+                        "%(name)s is recommended by the gates with a weighted total of %(total)s (evidence coverage "
+                        "%(coverage)s), but %(misses)s."
+                    ),
+                    {**values, "misses": CLAUSE_SEPARATOR.join(misses)},
+                )
+            )
+        elif first.total_upper > first.total + 1e-9:
             sentences.append(
                 Message(
                     _(
@@ -2050,6 +2226,7 @@ def measurement_noise(
     weights: np.ndarray,
     options: ScoringOptions,
     labels: dict[str, str],
+    core: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Robustness to measurement noise (`domain.noise`): the share of draws of the measurements, each
     within its interval, in which each passing candidate wins under the decision rule (weights fixed),
@@ -2087,6 +2264,7 @@ def measurement_noise(
         options.tie_margin,
         options.noise_draws,
         options.seed,
+        core_weights=core,
     )
     result["first_share"] = {c.candidate: float(share) for c, share in zip(passing, shares, strict=True)}
     ranked = sorted(range(len(passing)), key=lambda i: (-shares[i], passing[i].candidate))

@@ -46,6 +46,11 @@ class RecordSerializer(serializers.ModelSerializer):
     open_items = serializers.SerializerMethodField(
         help_text="Each owner's 'not ready' (raised when review starts): open, resolved or waived with a reason"
     )
+    procurement_summary = serializers.SerializerMethodField(
+        help_text="Page 1 of the record as it was frozen: what the choice rests on, every constraint the chosen "
+        "engine misses, and its fit to each constraint (pass only when the figure is within its limit and its "
+        "run's verdicts on it passed; fail when it is outside or a verdict failed; not_validated otherwise)"
+    )
     procurement_blockers = serializers.SerializerMethodField(
         help_text="Why the record is not ready for procurement (empty: ready): not_signed, simulated, "
         "development_certificate, open_items"
@@ -77,6 +82,7 @@ class RecordSerializer(serializers.ModelSerializer):
             "reevaluation_due_since",
             "reevaluation_reasons",
             "open_items",
+            "procurement_summary",
             "procurement_blockers",
         ]
         read_only_fields = [f for f in fields if f not in DRAFT_FIELDS]
@@ -96,6 +102,17 @@ class RecordSerializer(serializers.ModelSerializer):
 
     def get_open_items(self, obj) -> list[dict]:
         return as_rows(obj)
+
+    def get_procurement_summary(self, obj) -> dict:
+        summary = (obj.snapshot or {}).get("summary") or {}
+        return {
+            "rests_on": summary.get("rests_on") or "",
+            "misses": list(summary.get("misses") or []),
+            "fit": [
+                {key: row.get(key) for key in ("key", "constraint", "required", "observed", "status", "runs")}
+                for row in summary.get("fit") or []
+            ],
+        }
 
     def get_procurement_blockers(self, obj) -> list[str]:
         return record_blockers(obj)

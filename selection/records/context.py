@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop, ngettext
+from django.utils.translation import gettext_noop, ngettext, pgettext
 
 from benchmarks import presentation, suite
 from benchmarks import verdicts as verdict_status
@@ -138,7 +138,10 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         (
             _("Model"),
             _("%(model)s; KV precision allowed: %(kv)s")
-            % {"model": c.target_model, "kv": ", ".join(c.kv_precisions_allowed) or "—"},
+            % {
+                "model": c.target_model,
+                "kv": pgettext("list separator between names", ", ").join(c.kv_precisions_allowed) or "—",
+            },
         ),
     ]
     return [{"label": label, "value": value} for label, value in rows]
@@ -213,6 +216,7 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
     verdicts = run.verdicts or []
     return {
         "test": _(suite.title_of(run.test)) + (" (SIMULATED)" if run.is_simulated else ""),
+        "run": f"run-{run.pk}",
         "candidate": run.candidate.display_name,
         "summary": _summary(verdicts),
         "observed": presentation.observed_line(run.metadata, run.is_simulated),
@@ -246,7 +250,7 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
     if not verdicts:
         return _("No pass criteria were evaluated for this run.")
     outcomes = [verdict_status.status_of(v) for v in verdicts]
-    counts = ", ".join(
+    counts = pgettext("list separator between names", ", ").join(
         f"{outcomes.count(status)} {presentation.status_label(status, _)}" for status in dict.fromkeys(outcomes)
     )
     return ngettext("%(n)s verdict: %(counts)s.", "%(n)s verdicts: %(counts)s.", len(verdicts)) % {
@@ -258,7 +262,7 @@ def _summary(verdicts: list[dict[str, Any]]) -> str:
 def _verdict_line(verdict: dict[str, Any]) -> str:
     """One verdict as the record prints it, in words: every verdict of every test, none left out,
     each with its sample size when it has one."""
-    detail = verdict.get("detail")
+    detail = message_text(verdict_status.detail_of(verdict))
     n = verdict.get("n")
     size = f" (n={n})" if n is not None and f"n={n}" not in str(detail or "") else ""
     name = presentation.verdict_label(str(verdict.get("name") or ""), _)
@@ -526,6 +530,37 @@ def _owner_entry(selection: Selection, role: str) -> dict[str, Any]:
     return entry
 
 
+def _with_page_one_runs(runs: list[BenchmarkRun], result: dict, score, winner: Candidate) -> list[BenchmarkRun]:
+    """`runs` with every run page 1 reads a figure from (the chosen candidate's fit and cost): a figure the
+    scores took from an earlier run (the newest one that was not client-bound) is shown with that run in
+    the body too."""
+    wanted = {str(r) for row in ((result.get("fit") or {}).get(str(winner.pk)) or []) for r in row.get("runs") or []}
+    for evidence in (score.inputs or {}).get("evidence") or []:
+        if str(evidence.get("candidate")) == str(winner.pk):
+            wanted |= {
+                str(r) for r in ((evidence.get("metrics") or {}).get("cost_per_mtok") or {}).get("run_ids") or []
+            }
+    have = {str(run.pk) for run in runs}
+    extra = [int(r) for r in wanted - have if r.isdigit()]
+    return runs + list(BenchmarkRun.objects.filter(pk__in=extra, candidate=winner).select_related("candidate"))
+
+
+def page_one_figures(summary: dict[str, Any], validation: list[dict[str, Any]]) -> None:
+    """Each figure page 1 shows, repeated in the section of the run it comes from (`figures_on_page_one`),
+    as page 1 writes it: a procurement reader finds "1,870 tokens/s per GPU" beside its run."""
+    by_run = {entry.get("run"): entry for entry in validation if entry.get("run")}
+    for row in summary.get("fit") or []:
+        for run in row.get("runs") or []:
+            if run in by_run and row.get("observed"):
+                by_run[run].setdefault("page_one", []).append({"name": row["constraint"], "value": row["observed"]})
+    cost = summary.get("cost_per_mtok") or {}
+    for run in cost.get("runs") or []:
+        if run in by_run:
+            by_run[run].setdefault("page_one", []).append(
+                {"name": _("Cost per million output tokens"), "value": cost["value"]}
+            )
+
+
 def record_runs(candidates: Iterable[Candidate], *, include_simulated: bool) -> list[BenchmarkRun]:
     """The runs a record lists (and cites): each candidate's latest successful run per test."""
     return [
@@ -544,11 +579,11 @@ def _capacity_block(candidate: Candidate, plan: dict[str, Any], gpu_model: str) 
         "configuration": f"TP={candidate.tensor_parallel}, KV {candidate.kv_precision}, "
         f"{candidate.gpu_model or gpu_model}",
         "rows": [
-            {"quantity": "KV bytes per token (per GPU)", "unit": "B", "predicted": plan["kv_bytes_per_token"]},
-            {"quantity": "KV blocks", "unit": "blocks", "predicted": plan["num_blocks"]},
+            {"quantity": _("KV bytes per token (per GPU)"), "unit": "B", "predicted": plan["kv_bytes_per_token"]},
+            {"quantity": _("KV blocks"), "unit": _("blocks"), "predicted": plan["num_blocks"]},
             {
-                "quantity": "token capacity",
-                "unit": "tokens",
+                "quantity": _("Token capacity"),
+                "unit": _("tokens"),
                 "predicted": plan["token_capacity"],
                 "measured": stated.get("token_capacity"),
                 "measured_source": stated_label(stated),
@@ -819,9 +854,30 @@ def _record_header(record: DecisionRecord, selection: Selection, language: str) 
 
 
 def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
+    """The recommended candidate; a tie has none, and a record names no winner the scores did not pick."""
     winner = candidates.get(str(result.get("winner") or ""))
+    tie = result.get("tie") or {}
+    if winner is None and tie.get("candidates"):
+        names = ", ".join(c.display_name for cid in tie["candidates"] if (c := candidates.get(str(cid))) is not None)
+        separate = "; ".join(message_text(m) for m in tie.get("separate") or [])
+        raise records_domain.RecordContextError(
+            [
+                _(
+                    "The scores tie between %(names)s, so there is no winner to record; what would separate "
+                    "them: %(separate)s"
+                )
+                % {"names": names, "separate": separate}
+            ]
+        )
     if winner is None:
-        raise records_domain.RecordContextError(["decision: no candidate passes the gates with evidence yet"])
+        raise records_domain.RecordContextError(
+            [
+                _(
+                    "Not ready: no candidate passes the gates with evidence yet. Measure the candidates on the "
+                    "Evidence page, or revisit the gates, then send the record to review."
+                )
+            ]
+        )
     return winner
 
 
@@ -838,7 +894,9 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     colours = candidate_colours([c.display_name for c in candidates.values()])  # one per candidate, every chart
     by_id = {c["candidate"]: c for c in result.get("candidates", [])}
     winner = _winner(result, candidates)
-    runs = record_runs(candidates.values(), include_simulated=record.include_simulated)
+    runs = _with_page_one_runs(
+        record_runs(candidates.values(), include_simulated=record.include_simulated), result, score, winner
+    )
     ranked = sorted(candidates.values(), key=lambda c: (by_id.get(str(c.pk)) or {}).get("rank") or 10**6)
     runs = _in_articles_order(runs, ranked)
     capacity_blocks, winner_plan = _capacity_section(selection, candidates.values(), winner)
@@ -850,6 +908,9 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     language = record_language()
     project_checks = _project_checks(record, selection, operations)
     operations["watchers"] = dict(project_checks["watch"])  # every alert names the record's watcher for its area
+    summary = build_summary(selection, winner, runs, score, project_checks)
+    validation = _validation_section(runs, selection, colours, engine_label)
+    page_one_figures(summary, validation)
     context = {
         "record": _record_header(record, selection, language),
         "simulated": any(r.is_simulated for r in runs),
@@ -867,12 +928,12 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "capacity": capacity_blocks,
         # cost against the budget and growth of every candidate, the chosen one first (section 7)
         "economics": economics_table(selection, score, [winner, *[c for c in ranked if c.pk != winner.pk]]),
-        "validation": _validation_section(runs, selection, colours, engine_label),
+        "validation": validation,
         "scores": _scores_section(result, by_id, criteria_ids, language),
         "rollout": _rollout_section(selection, winner, runs, operations, project_checks, winner_plan),
         "operations": operations,
         "project_checks": project_checks,
-        "summary": build_summary(selection, winner, runs, score, project_checks),
+        "summary": summary,
         "evidence": _evidence_section(selection, runs),
         "manifest": _manifest_section(runs),
         "owners": [_owner_entry(selection, role) for role in records_domain.OWNER_ROLES],

@@ -16,11 +16,13 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from selection.audit import audit
 from selection.domain import procurement
-from selection.i18n import person_name
+from selection.i18n import person_name, role_name
 from selection.models import DecisionRecord, OpenItem
+from selection.records.summary import item_label
 from selection.selectors import owner_roles_of
 
 CLOSABLE_STATUSES = (
@@ -58,15 +60,23 @@ def close_open_item(*, item: OpenItem, user, status: str, reason: str) -> OpenIt
     item = OpenItem.objects.select_for_update().select_related("record__selection").get(pk=item.pk)
     record = item.record
     roles = [role for role in owner_roles_of(user, record.selection) if role in item.owner_roles]
+    label = item_label(item.section, item.item)
     if not roles:
         raise PermissionDenied(
-            f"Only the {' or '.join(item.owner_roles)} owner of this selection can close {item.key}."
+            _("Only the %(roles)s of this selection can close “%(item)s”.")
+            % {"roles": _(" or ").join(role_name(role).lower() for role in item.owner_roles), "item": label}
         )
     problems = procurement.decision_problems(status, reason)
     if item.status != OpenItem.Status.OPEN:
-        problems["status"] = f"{item.key} is already {item.status}"
+        problems["status"] = _("“%(item)s” is already %(status)s.") % {
+            "item": label,
+            "status": item.get_status_display(),
+        }
     if record.status not in CLOSABLE_STATUSES:
-        problems["status"] = f"record v{record.version} is {record.get_status_display()}: its items are closed"
+        problems["status"] = _("Record v%(version)s is %(status)s: its items are closed.") % {
+            "version": record.version,
+            "status": record.get_status_display(),
+        }
     if problems:
         raise ValidationError(problems)
     item.status, item.reason = status, reason.strip()
@@ -90,6 +100,7 @@ def as_rows(record: DecisionRecord) -> list[dict[str, Any]]:
         {
             "id": item.pk,
             "key": item.key,
+            "label": item_label(item.section, item.item),
             "section": item.section,
             "item": item.item,
             "note": item.note,

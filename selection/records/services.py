@@ -32,8 +32,11 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
+from benchmarks.models import BenchmarkRun
 from selection.audit import audit
+from selection.candidates.screening import documentation_screen, offered_for_tests
 from selection.certificates import signing
 from selection.certificates.services import current_certificate
 from selection.certificates.trust import (
@@ -61,6 +64,7 @@ from selection.models import (
 from selection.records.context import build_context, record_runs
 from selection.records.open_items import raise_open_items
 from selection.records.rendering import render_pdf, stamp_font
+from selection.scoring.services import latest_score
 from selection.selectors import can_edit, can_review, compared_candidates, open_draft, owner_roles_of
 from selection.tasks import queue_render
 
@@ -111,8 +115,11 @@ def create_draft(
         raise PermissionDenied("Only architects of this selection's team can draft a decision record.")
     if selection.security_owner_id == user.pk:
         raise PermissionDenied(
-            "You are this selection's security owner: another architect drafts its decision record, "
-            "so that the security owner reviews what someone else wrote (separation of duties)."
+            _(
+                "You are this selection's security owner: another architect drafts its decision record, so that "
+                "the security owner reviews what someone else wrote (separation of duties). Change the owners on "
+                "the selection's overview if nobody else can draft it."
+            )
         )
     if supersedes is not None and supersedes.status != DecisionRecord.Status.SIGNED:
         raise ValidationError({"supersedes": "Only a signed record can be superseded."})
@@ -120,6 +127,7 @@ def create_draft(
     if successor is not None and successor.status != DecisionRecord.Status.DRAFT:
         raise ValidationError({"supersedes": f"Record v{supersedes.version} already has a successor."})
     _check_project_checks(fields)
+    _check_decision(selection, fields)
     current = _draft_to_continue(selection, supersedes, user)
     if current is not None:  # a second attempt edits the open draft: no orphan version
         return update_draft(record=current, user=user, **fields)
@@ -141,6 +149,49 @@ def create_draft(
         new={"supersedes": supersedes.version if supersedes else None},
     )
     return record
+
+
+def _check_decision(selection: Selection, fields: dict[str, Any]) -> None:
+    """Refuse, when the draft is saved, a decision that names a candidate the record cannot choose."""
+    problem = decision_problem(selection, fields.get("decision") or "", bool(fields.get("include_simulated")))
+    if problem:
+        raise ValidationError({"decision": problem})
+
+
+def decision_problem(selection: Selection, decision: str, include_simulated: bool) -> str | None:
+    """Why a draft's decision text cannot stand (or None): it names a candidate (the longest name it
+    contains) that is archived, ruled out by the documentation screen, stopped by the gates, or not the
+    one the comparison recommends, which the record chooses. Free text naming no candidate is the
+    architect's summary and stands."""
+    text = decision.casefold()
+    named = [c for c in selection.candidates.select_related("engine") if str(c).strip() and str(c).casefold() in text]
+    if not named:
+        return None
+    candidate = max(named, key=lambda c: len(str(c)))
+    name = {"name": candidate.display_name}
+    if candidate.archived_at is not None:
+        return _("“%(name)s” is archived: a record decides for one of the compared candidates.") % name
+    if not offered_for_tests(documentation_screen(candidate)):
+        return (
+            _(
+                "“%(name)s” is ruled out by the documentation screen: a record cannot choose it. Keep it with a "
+                "justification on the candidates page and test it first, or name the recommended candidate."
+            )
+            % name
+        )
+    score = latest_score(selection, include_simulated)
+    result = score.result if score is not None else {}
+    entry = next((c for c in result.get("candidates", []) if c.get("candidate") == str(candidate.pk)), None)
+    if entry is not None and entry.get("screened_out"):
+        return _("“%(name)s” does not pass the gates (see the comparison): a record cannot choose it.") % name
+    winner = str(result.get("winner") or "")
+    if winner and winner != str(candidate.pk):
+        chosen = selection.candidates.filter(pk=winner).select_related("engine").first()
+        return _(
+            "The comparison recommends “%(winner)s”, not “%(name)s”: the record chooses the recommendation. "
+            "Name it, or leave the decision empty."
+        ) % {**name, "winner": chosen.display_name if chosen else winner}
+    return None
 
 
 def _draft_to_continue(selection: Selection, supersedes: DecisionRecord | None, user) -> DecisionRecord | None:
@@ -212,6 +263,7 @@ def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionReco
     if record.archived_at is not None:
         raise ValidationError({"status": f"Draft v{record.version} is archived: restore it to edit it."})
     _check_project_checks(fields)
+    _check_decision(record.selection, {"include_simulated": record.include_simulated, **fields})
     old = {k: str(getattr(record, k)) for k in fields if k in DRAFT_FIELDS}
     for key, value in fields.items():
         if key in DRAFT_FIELDS:
@@ -243,12 +295,15 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
             {"status": f"Draft v{record.version} is archived: restore it before sending it to review."}
         )
     selection = record.selection
-    duties = [
-        f"{field}: {message}"
-        for field, message in owner_conflicts({name: getattr(selection, name) for name in OWNER_FIELDS}).items()
-    ]
+    duties = [str(message) for message in owner_conflicts({n: getattr(selection, n) for n in OWNER_FIELDS}).values()]
     if selection.security_owner_id == record.created_by_id:
-        duties.append("security_owner: drafted this record; another person must own security (separation of duties)")
+        duties.append(
+            _(
+                "%(person)s drafted this record and is its security owner: another person must own security "
+                "(separation of duties). Change the owners on the selection's overview."
+            )
+            % {"person": person_name(selection.security_owner)}
+        )
     try:
         snapshot = build_context(record)
     except records_domain.RecordContextError as exc:
@@ -284,6 +339,13 @@ def cite_evidence(record: DecisionRecord) -> None:
     of them (nor the runs' artifacts and points) can be deleted (PROTECT and database triggers)."""
     candidates = list(compared_candidates(record.selection))  # an archived candidate is not compared
     runs = record_runs(candidates, include_simulated=record.include_simulated)
+    # and every run the snapshot shows a section for (page 1 may read a figure from an earlier run)
+    listed = {
+        int(entry["run"].removeprefix("run-"))
+        for entry in (record.snapshot or {}).get("validation") or []
+        if str(entry.get("run") or "").startswith("run-")
+    }
+    runs += list(BenchmarkRun.objects.filter(pk__in=listed - {run.pk for run in runs}))
     RecordCitation.objects.bulk_create(
         [RecordCitation(record=record, candidate=candidate) for candidate in candidates]
         + [RecordCitation(record=record, candidate_id=run.candidate_id, run=run) for run in runs]

@@ -20,20 +20,12 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.models import BenchmarkRun
 from selection.domain import catalog as catalog_domain
 from selection.domain import procurement
+from selection.i18n import message_text
 from selection.models import Candidate, Score, Selection
 from selection.scoring.economics import economics_headline
 
-# marked here, translated when the snapshot is written (in the record's language)
-FIT_LABELS = {
-    "concurrency": gettext_noop("Concurrency within the latency budget (per GPU)"),
-    "ttft": gettext_noop("TTFT p95"),
-    "tpot": gettext_noop("TPOT p95"),
-    "context": gettext_noop("Longest input served"),
-    "throughput": gettext_noop("Output throughput within the budget (per GPU)"),
-    "memory_headroom": gettext_noop("KV-cache headroom at the target load"),
-    "gpu_budget": gettext_noop("GPUs per replica within the GPU budget"),
-    "team": gettext_noop("Operations team"),
-}
+# marked in the domain, translated when the snapshot is written (in the record's language)
+FIT_LABELS = procurement.FIT_NAMES
 OPS_LEVELS = (gettext_noop("low"), gettext_noop("medium"), gettext_noop("high"))  # the catalog's ops_complexity
 UNITS = {
     "requests/GPU": gettext_noop("requests/GPU"),
@@ -71,18 +63,22 @@ def _run_verdicts(winner: Candidate, runs: list[BenchmarkRun]) -> dict[str, dict
     }
 
 
-def _fit_rows(
-    selection: Selection, winner: Candidate, metrics: dict[str, Any], runs: list[BenchmarkRun]
-) -> list[dict[str, Any]]:
+def fit_rows(selection: Selection, winner: Candidate, score: Score, runs: list[BenchmarkRun]) -> list[dict[str, Any]]:
+    """The chosen candidate's fit as the scores judged it (`Score.result["fit"]`, the rows the comparison's
+    headline names its failures from: one judgement, every reader), then the operations team; a snapshot
+    stored before the scores carried it is judged here by the same rule."""
     constraints = selection.constraints.as_domain()
-    rows = procurement.constraint_fit(constraints, metrics, _run_verdicts(winner, runs))
-    extra = (
-        procurement.gpu_fit(constraints, winner.gpu_count),
-        procurement.team_fit(constraints.get("ops_team_size"), _ops_complexity(winner)),
-    )
-    rows += [row for row in extra if row is not None]
+    rows = [dict(row) for row in ((score.result or {}).get("fit") or {}).get(str(winner.pk)) or []]
+    if not rows:
+        rows = procurement.constraint_fit(constraints, _winner_metrics(score, winner), _run_verdicts(winner, runs))
+        rows += [row for row in (procurement.gpu_fit(constraints, winner.gpu_count),) if row is not None]
+    team = procurement.team_fit(constraints.get("ops_team_size"), _ops_complexity(winner))
+    return rows + ([team] if team else [])
+
+
+def _fit_rows(selection: Selection, winner: Candidate, score: Score, runs: list[BenchmarkRun]) -> list[dict[str, Any]]:
     shown = []
-    for row in rows:
+    for row in fit_rows(selection, winner, score, runs):
         sign = "≤" if row["comparison"] == procurement.AT_MOST else "≥"
         if row["key"] == "team":
             required = _("%(n)s people") % {"n": f"{row['required']:g}"}
@@ -99,11 +95,15 @@ def _fit_rows(
                 ),
                 "status": row["status"],
                 "runs": [f"run-{r}" for r in row["runs"]],
-                # the verdicts that leave the figure not validated, in words: "TTFT p95 within the
-                # budget: inconclusive (run-12)"
+                # the verdicts that leave the figure not validated (or fail it), in words: "TTFT p95 within
+                # the budget: inconclusive (run-12)"
                 "unsettled": [
                     f"{presentation.verdict_label(name, _)}: {presentation.status_label(status, _)} (run-{run})"
                     for run, name, status in row.get("unsettled") or []
+                ],
+                # the parts of a compound claim that did not pass: "TTFT p95: fail"
+                "parts": [
+                    f"{_(FIT_LABELS[part])}: {_(PART_STATUS[status])}" for part, status in row.get("parts") or []
                 ],
                 "simulated": row["simulated"],
                 "configuration": row["key"] == "gpu_budget",
@@ -111,6 +111,13 @@ def _fit_rows(
             }
         )
     return shown
+
+
+PART_STATUS = {
+    "fail": gettext_noop("fail"),
+    "not_validated": gettext_noop("not validated"),
+    "pass": gettext_noop("pass"),
+}
 
 
 def _winner_metrics(score: Score, winner: Candidate) -> dict[str, Any]:
@@ -169,8 +176,10 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
         unsettled = [
             (str(v.get("name")), verdict_status.status_of(v)) for v in (run.verdicts if run is not None else []) or []
         ]
-        failed = [
-            name if status == "fail" else f"{name} ({presentation.status_label(status, _)})"
+        failed = [  # the criterion in words (its title and load point), never its id
+            presentation.verdict_label(name, _)
+            if status == "fail"
+            else f"{presentation.verdict_label(name, _)} ({presentation.status_label(status, _)})"
             for name, status in unsettled
             if status not in ("pass", "not_applicable")  # the engine's documented design, not a gap
         ]
@@ -178,7 +187,7 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
             {
                 "test": _(suite.title_of(gap["test"])),
                 "outcome": _(OUTCOMES.get(gap["outcome"], gap["outcome"])),
-                "detail": ", ".join(failed),
+                "detail": _("; ").join(failed),
                 "run": f"run-{run.pk}" if run is not None else "",
             }
         )
@@ -195,8 +204,14 @@ def build_summary(
     """The snapshot's ``summary`` section (see `domain.records`)."""
     metrics = _winner_metrics(score, winner)
     cost = procurement.cost_per_mtok(metrics)
+    result = score.result or {}
+    fit = ((result.get("fit") or {}).get(str(winner.pk))) or []
     return {
-        "fit": _fit_rows(selection, winner, metrics, runs),
+        # what the choice rests on (the tie rule, `domain.tiebreak`) and every constraint the chosen
+        # engine fails (the comparison's headline names the same), in the record's language
+        "rests_on": message_text(result.get("rests_on")) if result.get("rests_on") else "",
+        "misses": [message_text(m) for m in procurement.shortfall_messages(fit)],
+        "fit": _fit_rows(selection, winner, score, runs),
         "budget": {
             "monthly": f"{selection.monthly_budget:,.2f}" if selection.monthly_budget is not None else "",
             "currency": selection.budget_currency,

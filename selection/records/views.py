@@ -7,7 +7,6 @@ what: a PermissionDenied there is a 403 here), and service ValidationErrors land
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -24,8 +23,9 @@ from selection import selectors
 from selection.certificates.trust import HsmConfigurationError, hsm_key_for, production_roots
 from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
-from selection.i18n import person_name, record_language, role_name
+from selection.i18n import certificate_name, person_name, record_language, role_name
 from selection.models import DecisionRecord, Selection
+from selection.records import signing_client
 from selection.records.forms import (
     CommentForm,
     HsmSignForm,
@@ -54,9 +54,10 @@ from selection.records.services import (
     start_review,
     update_draft,
 )
+from selection.records.summary import item_label
 from selection.records.verification import verification_report
 from selection.tasks import queue_render
-from selection.web import attach_service_errors, get_selection, page_context, require_edit
+from selection.web import action_of, attach_service_errors, get_selection, page_context, page_url, require_edit
 
 
 def language_name(code: str) -> str:
@@ -169,7 +170,10 @@ def _timeline(record: DecisionRecord, approvals: list) -> list[dict]:
                 {
                     "when": approval.signed_at,
                     "what": _("Signed by the %(role)s (%(subject)s)")
-                    % {"role": role_name(approval.role).lower(), "subject": approval.certificate_subject or "—"},
+                    % {
+                        "role": role_name(approval.role).lower(),
+                        "subject": certificate_name(approval.certificate_subject) or "—",
+                    },
                 }
             )
     events.sort(key=lambda e: e["when"])
@@ -191,10 +195,26 @@ def _signing_options(request: HttpRequest, record: DecisionRecord, role: str | N
         "pending": pending,
         "request_url": f"{request_url}?role={role}",
         "request_file": f"signature-request-{record.pk}-{role}.json",
-        "base_url": settings.KVSELECT_BASE_URL,
+        # the server as the owner's browser reached it (not a configured default port): what the command calls
+        "base_url": request.build_absolute_uri("/").rstrip("/"),
+        "client_wheel": request.build_absolute_uri(
+            reverse("selection:signing-client", kwargs={"filename": signing_client.wheel().filename})
+        ),
         "hsm": hsm,
         "production_roots": ", ".join(root.common_name or root.subject for root in production_roots()),
     }
+
+
+@require_GET
+def signing_client_wheel(request: HttpRequest, filename: str) -> HttpResponse:
+    """The owners' signing command as a wheel (no login: pip cannot log in, and it holds no secret)."""
+    built = signing_client.wheel()
+    if filename != built.filename:
+        raise Http404(_("No such download: the signing command is %(name)s.") % {"name": built.filename})
+    response = HttpResponse(built.content, content_type="application/octet-stream")
+    response["Content-Disposition"] = f'attachment; filename="{built.filename}"'
+    response["ETag"] = f'"{built.sha256}"'
+    return response
 
 
 def _record_page(
@@ -223,6 +243,7 @@ def _record_page(
         successor=_successor(record),
         can_comment=selectors.can_review(request.user, selection) or bool(mine),
         review_problems=review_problems or [],
+        page_url=page_url("selection:record", pk=selection.pk, record_pk=record.pk),
     )
     return render(request, "selection/decision/record.html", context, status=status)
 
@@ -246,6 +267,7 @@ def _record_state(record: DecisionRecord, approvals: list, mine) -> dict:
         "snapshot": snapshot,
         "record_language": language_name((snapshot.get("record") or {}).get("language") or record_language()),
         "has_pdf": bool(record.signed_pdf or record.pdf) or record.status == DecisionRecord.Status.APPROVED,
+        "signatures_done": sum(1 for a in approvals if a.signed_at),
         "monitoring_export": exportable(record),
         "open_items": (snapshot.get("project_checks") or {}).get("open_items") or [],
         "development_signatures": any(a.development_certificate for a in approvals),
@@ -307,7 +329,7 @@ def record_detail(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
 
 
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 def record_action(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """start_review, archive and restore a draft (architects), comment (reviewers, architects, owners),
     approve (the named owner)."""
@@ -408,7 +430,7 @@ def record_open_item(request: HttpRequest, pk: int, record_pk: int, item_pk: int
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     else:
-        messages.success(request, _("Open item %(item)s closed.") % {"item": item.key})
+        messages.success(request, _("Open item “%(item)s” closed.") % {"item": item_label(item.section, item.item)})
     return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
 
 
@@ -434,7 +456,7 @@ def _signing_owner(request: HttpRequest, pk: int, record_pk: int) -> tuple[Selec
 
 @sensitive_post_parameters("passphrase", "pin")
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 @sensitive_variables("passphrase", "pkcs12", "pin", "form")  # innermost: hides this frame's locals in error reports
 def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """Sign with an uploaded PKCS#12 (development CA only) or, with ``pin``, the owner's key in the HSM."""
@@ -459,7 +481,7 @@ def record_sign(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 def record_sign_prepare(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """Owner-side signing, step 1: prepare the owner's signature; the page then shows what to sign and how."""
     selection, record, role = _signing_owner(request, pk, record_pk)
@@ -487,7 +509,7 @@ def record_sign_request(request: HttpRequest, pk: int, record_pk: int) -> HttpRe
 
 
 @login_required
-@require_POST
+@action_of("selection:record", "pk", "record_pk")
 def record_sign_upload(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse:
     """Owner-side signing, step 2: the CMS from kvselect-sign, checked and embedded."""
     selection, record, role = _signing_owner(request, pk, record_pk)

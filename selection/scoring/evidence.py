@@ -3,8 +3,10 @@
 Measured metrics come from the latest succeeded run of each test per candidate. Standard ones are
 computed from the load points (TTFT/TPOT p95, error rate, achieved concurrency, goodput); test-
 specific ones (prefix saving, swap-resume ratio against a recompute, continuation correctness,
-soak drift, largest context rung, KV headroom) are read by their scoring names from the run's
-`metadata["derived"]` or its points' `extra`, where the harness and the simulator write them.
+soak drift, largest context rung, KV headroom, overload handling, isolation) are each test's
+`indicators` (its module under `benchmarks.suite`, reading the run as plain `RunFacts`), or read by
+their scoring names from the run's `metadata["derived"]` or its points' `extra`, where the harness
+and the simulator write them (a stated figure wins, unless the test's rules do not credit it).
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
-from benchmarks.harness.workloads.common import client_slack_ms, load_held
+from benchmarks import suite
+from benchmarks.harness.client_timing import client_slack_ms, load_held, rate_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
-from benchmarks.verdicts import NOT_APPLICABLE, status_of
+from benchmarks.suite.base import PointFacts, RunFacts
+from benchmarks.verdicts import status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
-from selection.domain import claims, launch_flags, scoring
+from selection.domain import launch_flags, scoring
 from selection.models import Candidate, Selection
 from selection.selectors import compared_candidates
 
@@ -130,157 +134,29 @@ def _verdict(run: BenchmarkRun, name: str) -> dict[str, Any] | None:
 
 
 def derived_from_run(run: BenchmarkRun) -> dict[str, float]:
-    """Scoring metrics a run's test-specific output implies (the harness's names -> scoring's names).
-
-    - concurrency_stress: kv_headroom_at_target = 1 - peak KV usage ratio at the target load.
-    - stability: soak_drift_p99_ratio = late p99 TTFT / early p99 TTFT (1 + drift %), windows after
-      the excluded warm-up; none when the drift had too few requests to judge.
-    - prefix_reuse: prefix_saving_ratio = the saving / its best, as the harness writes it into
-      `metadata["derived"]`: KV memory against what the requests in flight need without sharing
-      where requests share a prefix, prefill compute (prompt tokens from the cache, by the engine's
-      own counters) where the engine caches per slot (llama.cpp). For runs before that, derived
-      here: 1 - peak KV with caching on / peak KV with caching off (without an off run, against
-      the theory of every request allocating its own prompt) over the theoretical saving (the
-      shared prefix held once). Never a hit ratio on a prefix-sharing engine: hits without a
-      smaller footprint save no memory.
-    - long_context: max_context_rung_reached = the largest rung served at its full length (the
-      ladder ends at the required input itself).
-    - overload: overload_handling = the level of what the engine did past its sustainable load
-      (rejection 1.0, bounded queueing 0.7, latency collapse 0.3, OOM or crash 0.0); missing when
-      the load never passed it (nothing was observed).
-    - swap_recovery: swap_resume_ttft_ratio = resume TTFT p50 / recompute TTFT p50 of the same
-      histories, as the swap test measures both (its `resume` figures, else its "resume" and
-      "recompute" points), and only when the test observed the eviction; without a recompute
-      measurement it is missing (a first turn is a different, shorter prompt: no stand-in), and
-      where the engine's cache model has no offload tier (the verdict is not applicable: a resume
-      is a recompute by design, and persistence is scored from the documented tiers);
-      continuation_correct = 1 when every resumed session continued identically, else 0, only
-      when a session was swapped in (`swapped_in`): sessions that were dropped and recomputed
-      say nothing of recovering a swapped-out cache;
-      idle_release_share = the idle sessions whose KV was released (their cached tokens fell on
-      resume) or offloaded (stored to the offload tier while idle, loaded back on resume, resumed
-      with their cache) / the idle sessions resumed, only when the test observed the eviction
-      (`idle_release_share`); missing when an older run offloaded without counting its sessions.
-    - isolation: isolation_ttft_p95_ms = tenant A's TTFT p95 under tenant B's flood, only when the
-      flood loaded the engine and the p95 came from enough requests to judge (its budget verdict was
-      neither insufficient data nor not exercised).
-    A value the harness wrote into `metadata["derived"]` takes precedence over these.
-    """
-    derived: dict[str, float] = {}
-    points = {p.label: p for p in run.points.all()}
-    first = next(iter(points.values()), None)
-    if run.test == "concurrency_stress" and first is not None:
-        peak = (first.extra or {}).get("kv_usage_ratio_max")
-        if peak is not None:
-            derived["kv_headroom_at_target"] = max(0.0, 1.0 - float(peak))
-    elif run.test == "stability":
-        drift = _verdict(run, "ttft_p99_drift")
-        if drift and drift.get("value") is not None:
-            derived["soak_drift_p99_ratio"] = max(0.0, 1.0 + float(drift["value"]) / 100.0)
-    elif run.test == "prefix_reuse":
-        saving = prefix_memory_saving(points, run.params or {})
-        if saving is not None:
-            derived["prefix_saving_ratio"] = max(0.0, min(1.0, saving["measured"] / saving["theoretical"]))
-    elif run.test == "long_context":
-        rung = (run.metadata or {}).get("largest_successful_rung")
-        if rung:
-            derived["max_context_rung_reached"] = float(rung)
-    elif run.test == "overload":
-        figures = (run.metadata or {}).get("overload") or {}
-        if figures.get("handling_level") is not None:
-            derived["overload_handling"] = float(figures["handling_level"])
-    elif run.test == "swap_recovery":
-        ratio = swap_resume_over_recompute(run.metadata or {}, points, run.verdicts or [])
-        if ratio is not None:
-            derived["swap_resume_ttft_ratio"] = ratio
-        same = _verdict(run, "continuation_identical")
-        if same and same.get("passed") is not None and swapped_in(run):
-            derived["continuation_correct"] = 1.0 if same["passed"] else 0.0
-        share = idle_release_share((run.metadata or {}).get("eviction"))
-        if share is not None:
-            derived["idle_release_share"] = share
-    elif run.test == "isolation":
-        figures = (run.metadata or {}).get("isolation") or {}
-        judged = _verdict(run, "ttft_p95_within_budget[tenant_a_flood]")
-        seen = judged is None or judged.get("status") not in ("insufficient_data", "not_exercised")
-        if figures.get("flood_exercised") and figures.get("a_ttft_p95_flood_ms") is not None and seen:
-            derived["isolation_ttft_p95_ms"] = float(figures["a_ttft_p95_flood_ms"])
-    return derived
+    """Scoring metrics a run's test-specific output implies: its test's `indicators` (each test's
+    module under `benchmarks.suite` says how its verdicts and figures become scoring's metrics)."""
+    test = suite.BY_ID.get(run.test)
+    return test.indicators(run_facts(run)) if test is not None and test.indicators is not None else {}
 
 
-def idle_release_share(eviction: Any) -> float | None:
-    """The idle sessions whose KV was released or offloaded, as the printed rule says, over the idle
-    sessions resumed (the swap test's eviction figures): released = dropped from the GPU (their cached
-    tokens fell on resume); offloaded = moved to the offload tier and loaded back (the offload
-    counters moved out during the idle time and back in during the resume, and they resumed with
-    their cache). None when the test saw no eviction, or counted neither per session; an offload the
-    test could not count per session is no count of zero (it would read as nothing released)."""
-    if not isinstance(eviction, dict) or not eviction.get("observed") or not eviction.get("sessions"):
-        return None
-    released, offloaded = eviction.get("evicted_sessions"), eviction.get("offloaded_sessions")
-    if offloaded is None and eviction.get("offloaded") and not released:
-        return None  # offloaded, not counted per session (an older run): unknown, not zero
-    if released is None and offloaded is None:
-        return None
-    return min(float((released or 0) + (offloaded or 0)) / float(eviction["sessions"]), 1.0)
+def uncredited(run: BenchmarkRun) -> tuple[str, ...]:
+    """The figures a run states that its test's rules do not credit (a swap test that swapped no
+    session in recovered nothing, whatever its stated continuation figure says)."""
+    test = suite.BY_ID.get(run.test)
+    return test.uncredited(run_facts(run)) if test is not None and test.uncredited is not None else ()
 
 
-def swapped_in(run: BenchmarkRun) -> bool:
-    """Whether the swap test resumed sessions from a swapped-out cache: it saw the idle sessions'
-    KV evicted or offloaded and resuming cost less than recomputing (`claims.SWAP_IN`). A resume
-    that cost a recompute was one: recovery consistency is then not observed."""
-    return claims.judge_verdicts(claims.SWAP_IN, str(run.pk), run.verdicts or [], status_of).claimed
-
-
-def prefix_memory_saving(points: dict[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
-    """{measured, theoretical, basis} of a prefix-reuse run: measured = 1 - peak KV on / peak KV off
-    (basis "measured_off"), or / the every-request-allocates-its-own theory (basis "theory") when no
-    off run was measured; theoretical = 1 - shared prefix held once / theory. None without a peak."""
-    on, off = points.get("prefix_on"), points.get("prefix_off")
-    extra = (on.extra or {}) if on is not None else {}
-    peak_on, own = extra.get("kv_tokens_peak"), extra.get("own_allocation_tokens")
-    if peak_on is None or not own:
-        return None
-    peak_off = (off.extra or {}).get("kv_tokens_peak") if off is not None else None
-    shared_once = extra.get("shared_once_tokens")
-    if shared_once is None:
-        in_flight = min(int(params.get("concurrency") or 1), int(params.get("requests") or 1))
-        shared_once = int(params.get("prefix_tokens") or 0) + in_flight * (
-            int(params.get("suffix_tokens") or 0) + int(params.get("output_tokens") or 0)
-        )
-    theoretical = 1.0 - float(shared_once) / float(own)
-    if theoretical <= 0:
-        return None
-    reference = float(peak_off) if peak_off else float(own)
-    return {
-        "measured": 1.0 - float(peak_on) / reference,
-        "theoretical": theoretical,
-        "basis": "measured_off" if peak_off else "theory",
-    }
-
-
-def swap_resume_over_recompute(metadata: dict[str, Any], points: dict[str, Any], verdicts: list) -> float | None:
-    """Resume TTFT p50 / recompute TTFT p50 of the same histories (the swap test's forced eviction),
-    or None when the test did not measure a recompute or did not observe the eviction."""
-    eviction = metadata.get("eviction")
-    if isinstance(eviction, dict) and not eviction.get("observed"):
-        return None  # nothing was evicted: a resume cost says nothing about swapping
-    exercised = next((v for v in verdicts if v.get("name") == "eviction_exercised"), None)
-    if exercised is not None and not (exercised.get("status") == "pass" or exercised.get("passed") is True):
-        return None
-    resumed_verdict = next((v for v in verdicts if v.get("name") == "resume_cheaper_than_recompute"), None)
-    if resumed_verdict is not None and status_of(resumed_verdict) == NOT_APPLICABLE:
-        return None  # no offload tier: a recompute by design; persistence is scored from the documented tiers
-    figures = metadata.get("resume") if isinstance(metadata.get("resume"), dict) else {}
-    resumed = (figures.get("resume_ttft_ms") or {}).get("p50")
-    recomputed = (figures.get("recompute_ttft_ms") or {}).get("p50")
-    if resumed is None or not recomputed:
-        resume, recompute = points.get("resume"), points.get("recompute")
-        resumed = resume.ttft_ms.get("p50") if resume is not None else None
-        recomputed = recompute.ttft_ms.get("p50") if recompute is not None else None
-    if resumed is None or not recomputed:
-        return None
-    return float(resumed) / float(recomputed)
+def run_facts(run: BenchmarkRun) -> RunFacts:
+    """The stored run as plain data, what a test's indicators read."""
+    return RunFacts(
+        id=str(run.pk),
+        test=run.test,
+        params=run.params or {},
+        metadata=run.metadata or {},
+        verdicts=tuple(run.verdicts or ()),
+        points={p.label: PointFacts(p.label, p.extra or {}, p.ttft_ms or {}) for p in run.points.all()},
+    )
 
 
 def overload_sustainable_concurrency(run: BenchmarkRun) -> float | None:
@@ -358,7 +234,6 @@ FIGURE_POINTS = {
     "swap_resume_ttft_ratio": ("resume", "recompute"),
     "prefix_saving_ratio": ("prefix_on", "prefix_off"),
 }
-LATE_SENDS_HELD = 0.01  # an open loop held its rate with fewer late sends than this (the harness's rule)
 
 
 @dataclass(frozen=True)
@@ -393,10 +268,7 @@ def judge_client(run: BenchmarkRun, labels: Iterable[str] | None = None) -> Clie
 def _held(point: Any) -> bool:
     """The harness's `load_held`; an open-loop point (a request rate) asked for its rate, not for its
     concurrency cap, so only its late sends count."""
-    if point.request_rate is not None:
-        late = (point.extra or {}).get("late_sends_fraction")
-        return late is None or late < LATE_SENDS_HELD
-    return load_held(point)
+    return rate_held(point) if point.request_rate is not None else load_held(point)
 
 
 def late_interval(value: float, interval: tuple[float, float] | None, slack_ms: float) -> tuple[float, float]:
@@ -548,8 +420,8 @@ def metrics_from_runs(
         derived.update((run.metadata or {}).get("derived") or {})
         for point in run.points.all():
             derived.update({k: v for k, v in (point.extra or {}).items() if k in DERIVED_METRICS})
-        if run.test == "swap_recovery" and not swapped_in(run):
-            derived.pop("continuation_correct", None)  # a stated figure too: no swap-in, nothing recovered
+        for name in uncredited(run):  # a stated figure too (a swap test with no swap-in recovered nothing)
+            derived.pop(name, None)
         intervals = derived_intervals(run, derived) | ((run.metadata or {}).get("derived_intervals") or {})
         pace_free = set((run.metadata or {}).get("pace_independent") or ())
         for name in DERIVED_METRICS:
@@ -652,9 +524,21 @@ def evidence_for(
                 metrics=metrics,
                 documented=documented_features(candidate),
                 held_out=held_out,
+                verdicts=run_verdicts(metrics),
+                gpu_count=candidate.gpu_count,
             )
         )
     return result
+
+
+def run_verdicts(metrics: dict[str, scoring.Metric]) -> dict[str, dict[str, str]]:
+    """Run id -> verdict name -> status, of every run a metric comes from: what settles each figure's
+    fit to its constraint (`procurement.constraint_fit`)."""
+    ids = sorted({int(run) for metric in metrics.values() for run in metric.run_ids if str(run).isdigit()})
+    return {
+        str(run.pk): {str(v.get("name") or ""): status_of(v) for v in run.verdicts or []}
+        for run in BenchmarkRun.objects.filter(pk__in=ids).only("pk", "verdicts")
+    }
 
 
 def uses_simulated(evidence: list[scoring.CandidateEvidence]) -> bool:

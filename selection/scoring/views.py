@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.translation import get_language
+from django.utils.translation import get_language, gettext_noop
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -22,6 +22,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.run_charts import Budgets, comparison_charts, selection_colours
 from benchmarks.selectors import latest_runs, simulated_run_count
 from selection.domain import criteria as criteria_domain
+from selection.domain import procurement
 from selection.domain.headline import decision_headline
 from selection.i18n import criterion_name, dimension_name
 from selection.models import Selection
@@ -52,11 +53,58 @@ def comparison_table(result: dict[str, Any]) -> dict[str, Any]:
     ]
     return {
         "columns": columns,
+        "fit": fit_table(result, columns),
         "dimensions": [_dimension_block(dimension, dimension_names, columns, weights) for dimension in seen],
         "gates": gate_rows,
         "missing": [_missing_indicators(c) for c in columns],
         "winner": next((c for c in columns if c.get("candidate") == result.get("winner")), None),
     }
+
+
+def fit_table(result: dict[str, Any], columns: list[dict]) -> list[dict[str, Any]]:
+    """Each constraint the sheet states, with every candidate's figure and outcome as the scores judged it
+    (`Score.result["fit"]`: the same rows as the record's page 1 and the headline)."""
+    fits = result.get("fit") or {}
+    keys = list(dict.fromkeys(row["key"] for c in columns for row in fits.get(c.get("candidate")) or []))
+    table = []
+    for key in keys:
+        cells, required = [], ""
+        for column in columns:
+            row = next((r for r in fits.get(column.get("candidate")) or [] if r.get("key") == key), None)
+            if row is None:
+                cells.append({})
+                continue
+            sign = "≤" if row.get("comparison") == procurement.AT_MOST else "≥"
+            required = f"{sign} {procurement.figure_text(row['required'], row['unit'])} {_unit(row['unit'])}".strip()
+            observed = row.get("observed")
+            cells.append(
+                {
+                    "status": row.get("status"),
+                    "observed": (
+                        f"{procurement.figure_text(observed, row['unit'])} {_unit(row['unit'])}".strip()
+                        if observed is not None
+                        else ""
+                    ),
+                    "runs": [f"run-{r}" for r in row.get("runs") or []],
+                }
+            )
+        table.append({"key": key, "name": _(procurement.FIT_NAMES.get(key, key)), "required": required, "cells": cells})
+    return table
+
+
+FIT_UNITS = {
+    "requests/GPU": gettext_noop("requests/GPU"),
+    "ms": "ms",
+    "tokens": gettext_noop("tokens"),
+    "tokens/s/GPU": gettext_noop("tokens/s per GPU"),
+    "GPUs": gettext_noop("GPUs"),
+    "share": "",
+}
+
+
+def _unit(unit: str) -> str:
+    text = FIT_UNITS.get(unit, unit)
+    return _(text) if text and text != "ms" else text
 
 
 def _dimension_block(dimension: str, dimension_names: dict, columns: list[dict], weights: dict) -> dict:

@@ -6,12 +6,16 @@ services' ``ValidationError`` back with :func:`attach_service_errors`.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import criteria as criteria_domain
-from selection.domain import limits
+from selection.domain import limits, procurement
 from selection.domain.capacity.model_config import shipped_models
 from selection.domain.roles import ROLE_LABELS
 from selection.i18n import criterion_name, dimension_name, person_name
@@ -23,6 +27,8 @@ from selection.models import (
     Membership,
     Selection,
     Team,
+    budget_message,
+    drafter_conflict,
     owner_conflicts,
 )
 from selection.web import AccessibleErrorsMixin, bound_numbers
@@ -136,9 +142,10 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
             teams = Team.objects.filter(membership__user=user, membership__role=Membership.Role.ARCHITECT)
         self.fields["team"].queryset = teams.order_by("name").distinct()
         members = get_user_model().objects.filter(memberships__team__in=teams).distinct().order_by("username")
+        label = user_labeller(members)
         for name in self.OWNER_FIELDS:
             self.fields[name].queryset = members
-            self.fields[name].label_from_instance = _user_label
+            self.fields[name].label_from_instance = label
         if teams.count() == 1:
             self.fields["team"].initial = teams.first().pk
         self.fields.update(procurement_fields())
@@ -148,20 +155,65 @@ class SelectionCreateForm(AccessibleErrorsMixin, forms.Form):
 
     def clean(self):
         data = super().clean()
-        team = data.get("team")
-        if team:
-            member_ids = set(Membership.objects.filter(team=team).values_list("user_id", flat=True))
-            for name in self.OWNER_FIELDS:
-                user = data.get(name)
-                if user is not None and user.pk not in member_ids:
-                    self.add_error(
-                        name,
-                        _("%(user)s is not a member of team %(team)s")
-                        % {"user": user.get_username(), "team": team.name},
-                    )
-        for name, message in owner_conflicts({n: data.get(n) for n in OWNER_FIELDS}).items():
-            if name not in self.errors:
-                self.add_error(name, message)
+        add_owner_errors(self, data.get("team"), data)
+        # the service's checks too, so that every error shows at once (not the owners first, then the budget)
+        budget = {name: data.get(name) for name in PROCUREMENT_FIELDS[:2]}
+        if "monthly_budget" not in self.errors and "budget_currency" not in self.errors:
+            problems = procurement.budget_problems(budget["monthly_budget"], budget["budget_currency"] or "")
+            for name, problem in problems.items():
+                self.add_error(name, budget_message(problem))
+        return data
+
+
+def add_owner_errors(form: forms.Form, team: Team | None, data: dict, changed: tuple[str, ...] = ()) -> None:
+    """The owners' rules on a form, all at once (the API's and the services' rules): each a member of the
+    team; the business, platform and security owners three different people; and a security owner who is
+    not the team's only architect, who could then never have the record drafted."""
+    fields = [name for name in (*OWNER_FIELDS, "observer") if name in form.fields]
+    if team:
+        member_ids = set(Membership.objects.filter(team=team).values_list("user_id", flat=True))
+        for name in fields:
+            user = data.get(name)
+            if user is not None and user.pk not in member_ids:
+                message = _("%(user)s is not a member of team %(team)s")
+                form.add_error(name, message % {"user": user_labeller([user])(user), "team": team.name})
+    for name, message in owner_conflicts({n: data.get(n) for n in OWNER_FIELDS}, changed=changed).items():
+        if name not in form.errors:
+            form.add_error(name, message)
+    problem = drafter_conflict(team, data.get("security_owner"))
+    if problem and "security_owner" not in form.errors:
+        form.add_error("security_owner", problem)
+
+
+class OwnersForm(AccessibleErrorsMixin, forms.Form):
+    """Who owns the decision (three different people) and who watches after launch, changed on the
+    overview with the API's rules; the security owner may not be the team's only architect."""
+
+    business_owner = forms.ModelChoiceField(label=_(ROLE_LABELS["business"]), queryset=None)
+    platform_owner = forms.ModelChoiceField(label=_(ROLE_LABELS["platform"]), queryset=None)
+    security_owner = forms.ModelChoiceField(
+        label=_(ROLE_LABELS["security"]),
+        queryset=None,
+        help_text=_("Three different people own the decision; the security owner does not draft its record."),
+    )
+    observer = forms.ModelChoiceField(
+        label=_("Post-launch observer"), queryset=None, required=False, help_text=_("May be one of the owners.")
+    )
+
+    def __init__(self, *args, selection: Selection, **kwargs):
+        kwargs.setdefault("initial", {name: getattr(selection, f"{name}_id") for name in (*OWNER_FIELDS, "observer")})
+        super().__init__(*args, **kwargs)
+        self.selection = selection
+        members = get_user_model().objects.filter(memberships__team=selection.team).order_by("username")
+        label = user_labeller(members)
+        for field in self.fields.values():
+            field.queryset = members
+            field.label_from_instance = label
+
+    def clean(self):
+        data = super().clean()
+        changed = tuple(name for name in self.changed_data if name in OWNER_FIELDS)
+        add_owner_errors(self, self.selection.team, data, changed=changed)
         return data
 
 
@@ -190,9 +242,18 @@ class ProcurementForm(AccessibleErrorsMixin, forms.ModelForm):
         return (self.cleaned_data.get("budget_currency") or "").strip().upper()
 
 
-def _user_label(user) -> str:
-    full = person_name(user) if (user.first_name or user.last_name) else ""
-    return f"{full} ({user.get_username()})" if full else user.get_username()
+def user_labeller(users) -> Callable[[Any], str]:
+    """How the people in `users` are offered in a choice: by their name, as their script writes it;
+    the login name is added only to tell apart two people of the same name (or shown alone when a
+    user has no name)."""
+    names = [person_name(user) if (user.first_name or user.last_name) else "" for user in users]
+    shared = {name for name in names if name and names.count(name) > 1}
+
+    def label(user) -> str:
+        full = person_name(user) if (user.first_name or user.last_name) else ""
+        return f"{full} ({user.get_username()})" if full in shared else full or user.get_username()
+
+    return label
 
 
 class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
@@ -220,7 +281,7 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
             if current and current not in configs:
                 choices.append((current, current))
             self.fields["target_model"] = forms.ChoiceField(
-                label=Constraints._meta.get_field("target_model").verbose_name,
+                label=capfirst(Constraints._meta.get_field("target_model").verbose_name),
                 choices=choices,
                 help_text=_("A model config shipped with kvselect."),
             )
@@ -229,6 +290,16 @@ class ConstraintsForm(AccessibleErrorsMixin, forms.ModelForm):
             field.unit = CONSTRAINT_UNITS.get(name, "")
             if isinstance(field.widget, forms.NumberInput):
                 field.widget.attrs.setdefault("inputmode", "decimal")
+
+    def _update_errors(self, errors):
+        """The model's cross-field rules add nothing to a field that already has its own error ("must be
+        at least 1" says it; "required when multi-turn is on" for a typed −5 would not)."""
+        if hasattr(errors, "error_dict"):
+            kept = {f: e for f, e in errors.error_dict.items() if f not in self._errors}
+            if not kept:
+                return
+            errors = ValidationError(kept)
+        super()._update_errors(errors)
 
     def groups(self):
         """(key, title, bound fields) per section, for the template."""

@@ -133,13 +133,28 @@ def _decided(selection: Selection, record: DecisionRecord) -> NextStep:
     return NextStep(_("Decided"), _("The signed decision record is ready for procurement."), url)
 
 
+def _latest_decided(scores):
+    """The newest scoring that recommends a candidate or names a tie (a tie is no leader, and no older
+    scoring's leader stands in for it)."""
+    for score in scores.only("leader", "coverage", "signable", "result")[:20]:
+        if score.leader or ((score.result or {}).get("tie") or {}).get("candidates"):
+            return score
+    return None
+
+
 def leading_candidate(selection: Selection) -> dict | None:
     """The latest scoring's leader and its evidence coverage (SIMULATED-only evidence is marked)."""
-    score = (
-        selection.scores.filter(include_simulated=False).exclude(leader="").first()
-        or selection.scores.exclude(leader="").first()
-    )
+    score = _latest_decided(selection.scores.filter(include_simulated=False)) or _latest_decided(selection.scores.all())
     if score is None:
         return None
-    leader = next((c for c in score.result.get("candidates", []) if c.get("candidate") == score.leader), {})
+    candidates = score.result.get("candidates", [])
+    tied = (score.result.get("tie") or {}).get("candidates") or []
+    if not score.leader and tied:  # a tie names no leader: the tied candidates, as a tie
+        labels = [c.get("label") for c in candidates if c.get("candidate") in tied]
+        return {
+            "label": _("tie: %(names)s") % {"names": ", ".join(labels)},
+            "coverage": None,
+            "simulated": not score.signable,
+        }
+    leader = next((c for c in candidates if c.get("candidate") == score.leader), {})
     return {"label": leader.get("label") or score.leader, "coverage": score.coverage, "simulated": not score.signable}

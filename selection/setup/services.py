@@ -6,12 +6,22 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from selection.audit import audit
 from selection.domain import criteria as criteria_domain
 from selection.domain.messages import Message, to_json
 from selection.domain.scenarios import infer_scenario
-from selection.models import OWNER_FIELDS, PROCUREMENT_FIELDS, Constraints, CriterionWeight, Gate, Membership, Selection
+from selection.models import (
+    OWNER_FIELDS,
+    PROCUREMENT_FIELDS,
+    Constraints,
+    CriterionWeight,
+    Gate,
+    Membership,
+    Selection,
+    drafter_conflict,
+)
 from selection.selectors import require_archiver, require_editor
 from selection.tasks import schedule_rescoring
 
@@ -48,6 +58,7 @@ def create_selection(
         **{k: v for k, v in procurement.items() if k in PROCUREMENT_FIELDS},
     )
     selection.full_clean()
+    _refuse_dead_end(selection)
     selection.save()
     audit(
         selection,
@@ -72,10 +83,19 @@ def update_selection(*, selection: Selection, user, **fields: Any) -> Selection:
     for key, value in changed.items():
         setattr(selection, key, value)
     selection.full_clean()
+    if {"security_owner", "team"} & set(changed):
+        _refuse_dead_end(selection)
     if changed:
         selection.save()
         audit(selection, user, "selection.changed", old=old, new={k: _shown(v) for k, v in changed.items()})
     return selection
+
+
+def _refuse_dead_end(selection: Selection) -> None:
+    """Owners that would stop the selection at its last step are refused when set (see `drafter_conflict`)."""
+    problem = drafter_conflict(selection.team, selection.security_owner)
+    if problem:
+        raise ValidationError({"security_owner": problem})
 
 
 def _shown(value: Any) -> Any:
@@ -102,13 +122,19 @@ def save_constraints(*, selection: Selection, user, data: dict[str, Any], justif
     constraints.full_clean(exclude=["selection"])
     constraints.save()
     new = constraints.as_domain()
-    changed = {k: (old.get(k) if old else None, v) for k, v in new.items() if not old or old.get(k) != v}
+    before = old or {}
+    changed = {k: (before.get(k), v) for k, v in new.items() if _blank(before.get(k)) != _blank(v)}
     for field, (before, after) in changed.items():
         audit(selection, user, "constraints.changed", field=field, old=before, new=after, justification=justification)
     _infer_and_apply(selection, user, new)
     if changed:  # the scenario, the preset weights and the budgets the indicators are judged against
         schedule_rescoring(selection.pk)
     return constraints
+
+
+def _blank(value: Any) -> Any:
+    """An empty text or list is no value: saving "" over None is not a change worth an audit entry."""
+    return None if value in ("", [], None) else value
 
 
 def _infer_and_apply(selection: Selection, user, constraints: dict[str, Any]) -> None:
@@ -219,7 +245,7 @@ def update_weights(*, selection: Selection, user, weights: dict[str, float], jus
         elif not isinstance(value, (int, float)) or value < 0 or value != value:
             errors[f"weights.{criterion}"] = f"must be a number >= 0, got {value!r}"
     if not errors and sum(weights.values()) <= 0:
-        errors["weights"] = "at least one weight must be positive"
+        errors["weights"] = _("At least one weight must be positive.")
     if errors:
         raise ValidationError(errors)
     existing = {w.criterion: w for w in selection.weights.select_for_update()}

@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -26,6 +27,7 @@ from selection.setup.forms import (
     CONSTRAINT_UNITS,
     ConstraintsForm,
     GatesForm,
+    OwnersForm,
     ProcurementForm,
     SelectionCreateForm,
     WeightsForm,
@@ -150,6 +152,35 @@ def selection_procurement(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         "selection/procurement.html",
         page_context(request, selection, "records", form=form),
+        status=400 if form.errors else 200,
+    )
+
+
+def _after_gates(selection: Selection) -> tuple[str, str]:
+    """(url, label) of the step after the gates: add candidates, else gather their evidence."""
+    if selectors.compared_candidates(selection).exists():
+        return reverse("selection:evidence", args=[selection.pk]), _("Next: the evidence")
+    return reverse("selection:candidates", args=[selection.pk]), _("Next: add the candidates to compare")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def selection_owners(request: HttpRequest, pk: int) -> HttpResponse:
+    """Change the owners and the observer: the API's rules (members of the team, three different people),
+    and a security owner who is not the team's only architect (else nobody could draft the record)."""
+    selection = get_selection(request, pk)
+    form = OwnersForm(request.POST or None, selection=selection)
+    if request.method == "POST":
+        require_edit(request, selection)
+        if form.is_valid() and service_saved(
+            form, lambda: update_selection(selection=selection, user=request.user, **form.cleaned_data)
+        ):
+            messages.success(request, _("Owners saved. The audit trail records the change."))
+            return redirect("selection:detail", pk=selection.pk)
+    return render(
+        request,
+        "selection/owners.html",
+        page_context(request, selection, "overview", form=form),
         status=400 if form.errors else 200,
     )
 
@@ -351,7 +382,7 @@ def _scenario_page(selection: Selection, form: WeightsForm, has_constraints: boo
         "scenario_name": scenario_name(selection.scenario),
         # short traffic at low concurrency: say up front that KV-cache management does not decide here
         "kv_not_decisive": kv_not_decisive(selection.constraints.as_domain()) if has_constraints else None,
-        "audit": recent_audit(selection, 30),
+        "audit": recent_audit(selection, 30, actions=("constraints.", "scenario.", "weight.")),
     }
 
 
@@ -383,6 +414,14 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
             form, lambda: set_gates(selection=selection, user=request.user, gates=form.gates()), prefixes=("gates",)
         ):
             # The >3 warning is shown on the page itself (server-side and live), not as a flash.
+            if not form.gates():
+                messages.warning(
+                    request,
+                    _(
+                        "Saved without gates: no candidate is screened out, the weights alone rank them, and the "
+                        "documentation screen uses the scenario's priority dimensions. The method recommends 2-3 gates."
+                    ),
+                )
             messages.success(request, _("Gates saved."))
             return redirect("selection:gates", pk=selection.pk)
     priorities = criteria_domain.SCENARIO_PRIORITIES.get(selection.scenario, ())
@@ -396,7 +435,9 @@ def gates(request: HttpRequest, pk: int) -> HttpResponse:
             form=form,
             max_gates=criteria_domain.MAX_GATES,
             gate_warnings=criteria_domain.gate_warnings(current),
-            audit=recent_audit(selection, 20),
+            # the next step once gates are set: candidates (none yet) or the evidence
+            next_step_url=None if not current else _after_gates(selection),
+            audit=recent_audit(selection, 20, actions=("gates.",)),
             priorities=[dimension_name(d) for d in priorities],
         ),
     )

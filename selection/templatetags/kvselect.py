@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
 from datetime import date, datetime
 
 from django import template
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist
 from django.utils import timezone
 from django.utils.formats import number_format
-from django.utils.translation import gettext_lazy
+from django.utils.text import capfirst
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
-from selection.i18n import domain_text, message_text, person_name, translate_test
+from selection.domain import criteria as criteria_domain
+from selection.i18n import certificate_name, criterion_name, domain_text, message_text, person_name, translate_test
 from selection.i18n import role_name as role_label
+from selection.models import Constraints
 from selection.records.staleness import staleness
+from selection.records.summary import item_label
 
 register = template.Library()
 
@@ -43,7 +50,13 @@ def verdict_status(status: str) -> str:
 
 @register.filter
 def person(user) -> str:
-    """A user's name as their script writes it (see i18n_names.person_name)."""
+    """A user's name as their script writes it (see i18n.person_name); a stored login name (a run's
+    "started by", an override's "kept by") reads as the person's name when they have one."""
+    if isinstance(user, str):
+        if not user:
+            return ""
+        found = get_user_model().objects.filter(username=user).first()
+        return person_name(found) if found is not None else user
     return person_name(user)
 
 
@@ -116,6 +129,17 @@ def plain_number(value: float) -> str:
 
 
 @register.filter
+def refused_file(bound_field) -> str:
+    """The name of the file a refused form was sent with, on its file field: a browser never keeps a
+    chosen file when the page comes back, so the page says which one to choose again ("" otherwise)."""
+    form = bound_field.form
+    if not (form.is_bound and form.errors) or getattr(bound_field.field.widget, "input_type", "") != "file":
+        return ""
+    chosen = form.files.get(bound_field.html_name)
+    return getattr(chosen, "name", "") or ""
+
+
+@register.filter
 def field_type(bound_field) -> str:
     """The widget's input type ("checkbox", "number", "select", ...) for styling."""
     widget = bound_field.field.widget
@@ -145,6 +169,12 @@ def test_name(value):
 
 
 @register.filter
+def clipped(value, columns: int) -> bool:
+    """Whether `clip` would cut the text at `columns`: page 1 then points to the annex that states it in full."""
+    return clip(value, columns) != " ".join(str(value or "").split())
+
+
+@register.filter
 def clip(value, columns: int) -> str:
     """Text cut to `columns` display columns with "…" (a CJK character takes two, as it does on the
     page): the record's one-page summary bounds each free text by the room it has, in any language."""
@@ -155,3 +185,127 @@ def clip(value, columns: int) -> str:
         if used > int(columns):
             return text[:index].rstrip() + "…"
     return text
+
+
+@register.filter
+def signer(subject):
+    """A certificate subject (an RFC 4514 DN) as the person it names: its common name."""
+    return certificate_name(subject)
+
+
+# How a signed PDF changed after a signature (pyHanko's modification levels), in words.
+MODIFICATION_LEVELS = {
+    "LTA_UPDATES": gettext_lazy("changed after this signature: validation data and timestamps only"),
+    "FORM_FILLING": gettext_lazy("changed after this signature: later owners' signatures filled in"),
+    "ANNOTATIONS": gettext_lazy("changed after this signature: annotations added"),
+    "OTHER": gettext_lazy("changed after this signature beyond signing"),
+}
+
+
+@register.filter
+def modification(level):
+    """A signature's modification level (FORM_FILLING, ...) as a sentence; "" for none."""
+    if not level or level == "NONE":
+        return ""
+    return str(MODIFICATION_LEVELS.get(level, MODIFICATION_LEVELS["OTHER"]))
+
+
+# What an audit entry records, in words (selection.audit's action codes).
+AUDIT_ACTIONS = {
+    "selection.created": gettext_lazy("Selection created"),
+    "selection.changed": gettext_lazy("Selection changed"),
+    "selection.archived": gettext_lazy("Selection archived"),
+    "selection.restored": gettext_lazy("Selection restored"),
+    "constraints.changed": gettext_lazy("Constraint changed"),
+    "scenario.inferred": gettext_lazy("Scenario inferred"),
+    "scenario.accepted": gettext_lazy("Scenario accepted"),
+    "weight.changed": gettext_lazy("Weight changed"),
+    "weight.removed": gettext_lazy("Weight removed"),
+    "weight.renormalised": gettext_lazy("Weights renormalised"),
+    "gates.changed": gettext_lazy("Gates changed"),
+    "candidate.added": gettext_lazy("Candidate added"),
+    "candidate.changed": gettext_lazy("Candidate changed"),
+    "candidate.archived": gettext_lazy("Candidate archived"),
+    "candidate.restored": gettext_lazy("Candidate restored"),
+    "candidate.deleted": gettext_lazy("Candidate deleted"),
+    "candidate.capacity_stated": gettext_lazy("Engine-stated capacity recorded"),
+    "candidate.screen_overridden": gettext_lazy("Kept despite the documentation screen"),
+    "trace.imported": gettext_lazy("Trace imported"),
+    "trace.accepted": gettext_lazy("Trace accepted as the constraints"),
+    "token.created": gettext_lazy("Upload token created"),
+    "token.revoked": gettext_lazy("Upload token revoked"),
+    "upload.confirmed_as_evidence": gettext_lazy("Upload confirmed as evidence"),
+    "validation.started": gettext_lazy("Validation run started"),
+    "validation.cancel_requested": gettext_lazy("Validation run cancel requested"),
+    "record.drafted": gettext_lazy("Record drafted"),
+    "record.edited": gettext_lazy("Record draft edited"),
+    "record.archived": gettext_lazy("Record draft archived"),
+    "record.restored": gettext_lazy("Record draft restored"),
+    "record.review_started": gettext_lazy("Record sent to review"),
+    "record.approved": gettext_lazy("Record approved"),
+    "record.fully_approved": gettext_lazy("Record approved by all three owners"),
+    "record.signature_prepared": gettext_lazy("Signature prepared"),
+    "record.signed": gettext_lazy("Record signed"),
+    "record.superseded": gettext_lazy("Record superseded"),
+    "record.reevaluation_started": gettext_lazy("Re-evaluation started"),
+    "record.open_item_closed": gettext_lazy("Open item closed"),
+    "owner.certificate_enrolled": gettext_lazy("Signing certificate enrolled"),
+}
+
+
+def words(code: str) -> str:
+    """A code as words ("cost_per_gpu_hour" -> "Cost per gpu hour"): never the identifier itself."""
+    text = " ".join(part for part in str(code).replace(".", " ").replace("_", " ").split())
+    return text[:1].upper() + text[1:]
+
+
+@register.filter
+def audit_action(action) -> str:
+    """An audit action code ("constraints.changed") in words, in the page's language."""
+    return str(AUDIT_ACTIONS.get(action) or words(action))
+
+
+@register.filter
+def audit_field(field) -> str:
+    """What an audit entry changed, in words: a constraint's or a criterion's name, "candidate #3",
+    "record v1 · Platform readiness: logs"; other fields as words, never as their codes."""
+    field = str(field or "")
+    kind, _sep, rest = field.partition(":")
+    if kind in ("candidate", "run") and rest.isdigit():
+        return f"{gettext('candidate') if kind == 'candidate' else gettext('run')} #{rest}"
+    if kind == "record" and rest.startswith("v"):
+        version, _sep, item = rest.partition(":")
+        section, _dot, name = item.partition(".")
+        label = f"{gettext('record')} {version}"
+        return f"{label} · {item_label(section, name)}" if item else label
+    if kind == "trace" and rest:
+        return f"{gettext('trace')} {rest}…"
+    if field in criteria_domain.CRITERIA_BY_ID:
+        return criterion_name(field)
+    try:
+        return capfirst(Constraints._meta.get_field(field).verbose_name)
+    except FieldDoesNotExist:
+        return words(field)
+
+
+@register.filter
+def structured(value) -> bool:
+    """Whether an audit value is a structure (shown as JSON in a code block, not flattened)."""
+    return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value))
+
+
+@register.filter
+def as_json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def names(values) -> str:
+    """Names joined as the page's language lists them ("a, b"; Chinese "a、b")."""
+    return pgettext("list separator between names", ", ").join(str(v) for v in values or [])
+
+
+@register.filter
+def clauses(values) -> str:
+    """Clauses joined as the page's language separates them ("a; b"; Chinese "a；b")."""
+    return pgettext("list separator between clauses", "; ").join(str(v) for v in values or [])

@@ -6,6 +6,34 @@
     if (document.readyState !== "loading") fn(); else document.addEventListener("DOMContentLoaded", fn);
   }
 
+  // A refusal re-rendered by an action URL (…/start/, …/action/, …/sign/upload/) shows the page it
+  // belongs to: the address bar says that page, and a reload opens it instead of posting again.
+  function pageUrl() {
+    var url = document.body.dataset.pageUrl;
+    if (url && window.history && window.location.pathname !== url) {
+      window.history.replaceState(null, "", url + window.location.hash);
+    }
+  }
+
+  // A file over the upload limit is refused before it is sent (a 200 MiB upload would otherwise
+  // travel to the server only to be refused there).
+  function fileLimits(root) {
+    root.querySelectorAll("input[type=file][data-max-bytes]").forEach(function (input) {
+      var note = document.createElement("p");
+      note.className = "errorlist"; note.setAttribute("role", "alert"); note.hidden = true;
+      input.insertAdjacentElement("afterend", note);
+      function tooLarge() {
+        var max = Number(input.dataset.maxBytes);
+        return Array.prototype.some.call(input.files || [], function (f) { return f.size > max; });
+      }
+      function check() { note.hidden = !tooLarge(); note.textContent = note.hidden ? "" : input.dataset.tooLarge; }
+      input.addEventListener("change", check);
+      if (input.form) input.form.addEventListener("submit", function (event) {
+        if (tooLarge()) { event.preventDefault(); check(); input.focus(); }
+      });
+    });
+  }
+
   // Language switcher: submit on change.
   function autosubmit(root) {
     root.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
@@ -164,9 +192,10 @@
 
   function init(root) {
     autosubmit(root); weights(root); gates(root); candidates(root); copyButtons(root); confirms(root); historyBack(root);
+    fileLimits(root);
     busy(root);
   }
   timeZone();
-  onReady(function () { init(document); });
+  onReady(function () { pageUrl(); init(document); });
   document.addEventListener("htmx:load", function (event) { if (event.target !== document.body) init(event.target); });
 })();

@@ -189,3 +189,11 @@ def test_validate_runs_on_the_receive_clock_asked_for(mock_engine, tmp_path):
     assert metadata["client_clock"]["reads"] is None  # not counted on this clock: missing, never 0
     with pytest.raises(CommandError, match="receive-clock"):
         call_command("validate", "--endpoint", mock_engine.url, "--model", "m", "--receive-clock", "wall")
+
+
+def test_validate_refuses_a_shared_flag_the_test_does_not_take():
+    endpoint = ("--endpoint", "http://127.0.0.1:9", "--model", "m")
+    with pytest.raises(CommandError, match=r"--duration: prefix_reuse has no duration setting \(its flags: "):
+        call_command("validate", *endpoint, "--test", "prefix_reuse", "--duration", "5")
+    with pytest.raises(CommandError, match="--kv-capacity-tokens: isolation has no KV capacity setting"):
+        call_command("validate", *endpoint, "--test", "isolation", "--kv-capacity-tokens", "1000")

@@ -13,6 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import translation
 
+from benchmarks import suite
 from benchmarks.models import BenchmarkRun, RunPoint
 from benchmarks.presentation import DEFINITION_TITLES
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
@@ -262,7 +263,7 @@ def test_validation_page_shows_the_five_tests_with_editable_parameters(client, a
     client.force_login(architect)
     body = client.get(url("selection:validation", selection, candidate)).content.decode()
     for test in ("concurrency_stress", "long_context", "swap_recovery", "prefix_reuse", "stability"):
-        assert f"Run {test}" in body
+        assert f"Run {suite.title_of(test)}" in body and f"Run {test}" not in body  # words, never the id
     assert 'name="concurrency_stress-concurrency" value="64"' in body  # peak concurrency from the constraints
     assert 'name="long_context-rungs"' in body and "No runs yet" in body
 
@@ -288,7 +289,7 @@ def test_run_button_queues_a_run_with_edited_parameters(client, architect, selec
     page = client.get(url("selection:validation", selection, candidate))
     form = next(card["form"] for card in page.context["cards"] if card["test"] == "concurrency_stress")
     data = {
-        f"concurrency_stress-{k}": ("on" if v is True else "" if v is False else v)
+        f"concurrency_stress-{k}": ("on" if v is True else "" if v is False or v is None else v)  # as a browser sends
         for k, v in ((name, form[name].value()) for name in form.fields)
     }
     data.update(
@@ -464,7 +465,8 @@ def test_the_run_page_names_criteria_parameters_and_provenance_in_words(client, 
     assert "TTFT p95 within the budget" in body and "(after the pause)" in body
     assert ">not judged<" in body  # an unjudged criterion is not shown as failed
     assert "Duration (s)" in body and "TTFT p95 budget (ms)" in body
-    assert '<dt title="engine">Engine</dt>' in body and '<dt title="model">Model</dt>' in body
+    assert '<dt data-key="engine">Engine</dt>' in body and '<dt data-key="model">Model</dt>' in body
+    assert 'title="ttft_p95_within_budget' not in body  # ids stay out of what people read, tooltips included
     with translation.override("zh-hans"):
         expected = [translation.gettext(t) for t in ("TTFT p95 within the budget", "not judged", "Engine")]
         expected.append(translation.gettext(DEFINITION_TITLES["ttft_ms"]))

@@ -318,3 +318,48 @@ def test_other_tests_show_their_heaviest_load_level_with_its_requests():
     ]
     rows = p.result_figures("concurrency_stress", points, {})
     assert [(r["name"], r["value"], r["n"]) for r in rows] == [("TTFT p95", "410.0", 320), ("error rate", "0", 320)]
+
+
+def test_traffic_groups_are_series_of_their_own_never_joined_to_a_load_point():
+    """The walk's M3: the run page read "21.17 · 2 req/s", "2 · short", "2 · long" and drew the groups at
+    x = 2 joined by a line to the overall point at x = 21."""
+    points = [
+        {"achieved_concurrency": 21.17, "request_rate": 2.0, "ttft_ms": {"p95": 400.0}, "tpot_ms": {"p95": 30.0}},
+        {"label": "short", "concurrency": 2, "ttft_ms": {"p95": 150.0}, "extra": {"traffic_group": "short"}},
+        {"label": "long", "concurrency": 2, "ttft_ms": {"p95": 900.0}, "extra": {"traffic_group": "long"}},
+    ]
+    series = p.latency_series("vLLM", points, translate=str.upper)
+    assert list(series) == ["vLLM", "vLLM · SHORT REQUESTS", "vLLM · LONG REQUESTS"]
+    assert series["vLLM"]["concurrency"] == [21.17] and series["vLLM"]["ttft_ms"] == [400.0]
+    assert series["vLLM · SHORT REQUESTS"] == {"concurrency": [2.0], "ttft_ms": [150.0], "tpot_ms": [None]}
+
+
+def test_provenance_lists_labels_and_keeps_structures_as_json_never_as_flattened_prose():
+    rows = p.provenance_rows(
+        {"engine": "vllm", "kv_after": {"kv_usage_ratio": 0.0, "swap_in": 0}, "odd_key_here": 3},
+        translate=str.upper,
+    )
+    by_key = {row["key"]: row for row in rows}
+    assert by_key["engine"] == {"key": "engine", "label": "ENGINE", "value": "vllm", "json": ""}
+    assert by_key["kv_after"]["label"] == "KV CACHE AFTER THE LOAD" and by_key["kv_after"]["value"] is None
+    assert '"kv_usage_ratio": 0.0' in by_key["kv_after"]["json"]  # for a code block, not "kv_usage_ratio: 0"
+    assert by_key["odd_key_here"]["label"] == "Odd key here"  # words, never the identifier
+
+
+def test_load_point_labels_read_as_words():
+    assert p.point_label("first_window") == "first window"
+    assert p.point_label("16K with_background", translate=str.upper) == "16K WITH BACKGROUND TRAFFIC"
+    assert p.point_label("c=32") == "c=32" and p.point_label("4 req/s") == "4 req/s"
+    assert p.point_label("some_new_phase") == "some new phase"
+    rows = p.percentile_rows([{"concurrency": 16, "label": "prefix_on"}])
+    assert rows[0]["label"] == "prefix caching on"
+
+
+def test_a_verdict_detail_written_as_a_message_is_rendered_in_the_pages_language():
+    from benchmarks import verdicts
+
+    judged = verdicts.judge_percentile("ttft_p95_within_budget", [10.0] * 5, 95, 100.0, "TTFT")
+    assert judged["detail"].startswith("TTFT p95 from 5 requests: at least 20 are needed")  # the API's English
+    rows = p.criterion_rows([judged], render_message=lambda value: "rendered" if isinstance(value, dict) else value)
+    assert rows[0]["detail"] == "rendered"
+    assert p.criterion_rows([{"name": "zero_errors", "passed": True, "detail": "old text"}])[0]["detail"] == "old text"

@@ -33,3 +33,11 @@ def test_demo_settings_are_a_copy_and_a_test_without_them_has_none():
     assert suite.demo_params("prefix_reuse")["requests"] == 64
     row = ValidationTest("probe", None, "Probe", "Probes.", "the probe's figures", ("kv_usage",))
     assert row.demo is None
+
+
+@pytest.mark.parametrize("test", suite.RUNNABLE_TEST_IDS)
+def test_every_shared_validate_flag_a_test_takes_sets_one_of_its_parameters(test):
+    names = set(workloads.SPECS[test].defaults())
+    for flag, name in suite.BY_ID[test].cli.items():
+        if flag != "trace":  # the trace's file goes to the run's length source, never to the form
+            assert name in names, f"{test}: --{flag} sets {name}, which is not one of its parameters"

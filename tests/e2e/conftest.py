@@ -157,7 +157,7 @@ def signed_records_cleanup(transactional_db):
 
     from django.db import connection
 
-    from selection.models import DecisionRecord, RecordApproval, RecordCitation
+    from selection.models import DecisionRecord, OpenItem, RecordApproval, RecordCitation
 
     migrations = [
         importlib.import_module(f"selection.migrations.{name}")
@@ -169,6 +169,7 @@ def signed_records_cleanup(transactional_db):
     try:
         RecordCitation.objects.all().delete()  # PROTECT their records, runs and candidates
         RecordApproval.objects.all().delete()  # PROTECTs its record
+        OpenItem.objects.all().delete()  # PROTECTs its record
         for record in DecisionRecord.objects.order_by("-version"):  # successors first: they PROTECT predecessors
             record.delete()
     finally:

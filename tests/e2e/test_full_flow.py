@@ -77,7 +77,7 @@ class Flow:
     base: str
     page: Any
     new_page: Callable[[], Any]
-    shot: Callable[[Any, str], None]
+    shot: Callable[[Any, str], Path]
     people: dict[str, Any]
     tmp_path: Path
     certs: Any
@@ -370,12 +370,16 @@ def download_and_verify(flow: Flow) -> None:
     """7d: download the signed PDF and verify it as procurement: three valid signatures by the named owners."""
     owner = flow.owner_pages["security"]
     owner.goto(flow.record_url)
-    flow.shot(owner, "10-record")
+    shots = flow.shot(owner, "10-record").parent
     with owner.expect_download() as download_info:
         owner.click("a:has-text('Download signed PDF')")
     pdf_path = flow.tmp_path / "record.pdf"
     download_info.value.save_as(pdf_path)
     assert pdf_path.read_bytes().startswith(b"%PDF")
+    # the record's first page, the one-page summary procurement reads (for the README; Poppler's pdftoppm)
+    page_one = shots / "10b-record-page-1"
+    subprocess.run(["pdftoppm", "-png", "-r", "80", "-f", "1", "-l", "1", "-singlefile", str(pdf_path), str(page_one)])
+    assert page_one.with_suffix(".png").is_file()
 
     verifier = flow.new_page()
     log_in(verifier, flow.base, "paula")

@@ -35,7 +35,7 @@ def test_create_selection_and_put_constraints(api, architect, team, selection_ow
     assert response.status_code == 201, response.json()
     sid = response.json()["id"]
     response = api.put(
-        f"/api/v1/selections/{sid}/constraints/", dict(SAMPLE_CONSTRAINTS, max_input_tokens=131072), format="json"
+        f"/api/v1/selections/{sid}/constraints/", dict(SAMPLE_CONSTRAINTS, max_input_tokens=130000), format="json"
     )
     assert response.status_code == 200, response.json()
     detail = api.get(f"/api/v1/selections/{sid}/").json()

@@ -116,11 +116,20 @@ def test_every_scenario_reason_rule_is_translated_with_its_numbers(constraints):
         assert [message_text(r) for r in reasons] == [str(r) for r in reasons]
 
 
+# the evidence's message templates: verdict details and why the load client set the pace
+EVIDENCE_MESSAGE_MODULES = (
+    "benchmarks/verdicts.py",
+    "benchmarks/harness/load.py",
+    "benchmarks/harness/workloads/common.py",
+)
+
+
 def _domain_templates() -> set[tuple[str | None, str]]:
-    """(context, msgid) of every template the pure domain marks for makemessages: `_("...")` and
-    `pgettext("context", "...")` calls in selection/domain/*.py."""
+    """(context, msgid) of every template the pure cores mark for makemessages: `_("...")` and
+    `pgettext("context", "...")` calls in selection/domain/*.py and the evidence's message modules."""
     found = set()
-    for path in (Path(settings.BASE_DIR) / "selection" / "domain").glob("*.py"):
+    base = Path(settings.BASE_DIR)
+    for path in [*(base / "selection" / "domain").glob("*.py"), *(base / name for name in EVIDENCE_MESSAGE_MODULES)]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Call)
@@ -194,7 +203,7 @@ PAGES = [
     ("selection:comparison", True, ["并排对比", "包含模拟（SIMULATED）证据"]),
     ("selection:records", True, ["决策记录", "起草决策记录"]),
     ("selection:record-verify", False, ["验证已签名的决策记录", "上传"]),
-    ("selection:profile", False, ["你的签名证书", "登记证书", "尚未登记证书"]),
+    ("selection:profile", False, ["您的签名证书", "登记证书", "尚未登记证书"]),
 ]
 
 
@@ -376,18 +385,31 @@ SCORING_SENTENCES = [
         ),
     ),
     (
-        "Tie-break applied: within the tie margin 0.02: SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; SGLang 0.5.5 is "
-        "preferred on higher total (observability and operating complexity equal).",
+        "Tie-break applied: close on the core dimensions (Memory allocation and reuse) or on the weighted total "
+        "(within the tie margin 0.02): SGLang 0.5.5 0.457, vLLM 0.11.0 0.448; tie on the core dimensions (Memory "
+        "allocation and reuse) between SGLang 0.5.5, vLLM 0.11.0, decided by observability (SGLang 0.5.5 0.90, "
+        "vLLM 0.11.0 0.40).",
         M(
             "Tie-break applied: %(explanation)s.",
             {
                 "explanation": M(
-                    "within the tie margin %(margin)s: %(names)s; %(first)s is preferred on %(deciding)s",
+                    "close on %(core)s or on the weighted total (within the tie margin %(margin)s): %(names)s; %(how)s",
                     {
+                        "core": M("the core dimensions (%(names)s)", {"names": NAME_SEPARATOR.join([MEMORY])}),
                         "margin": "0.02",
                         "names": NAME_SEPARATOR.join(["SGLang 0.5.5 0.457", "vLLM 0.11.0 0.448"]),
-                        "first": "SGLang 0.5.5",
-                        "deciding": M("higher total (observability and operating complexity equal)"),
+                        "how": M(
+                            "tie on %(core)s between %(names)s, decided by observability (%(name)s %(a)s, "
+                            "%(other)s %(b)s)",
+                            {
+                                "core": M("the core dimensions (%(names)s)", {"names": NAME_SEPARATOR.join([MEMORY])}),
+                                "names": NAME_SEPARATOR.join(["SGLang 0.5.5", "vLLM 0.11.0"]),
+                                "name": "SGLang 0.5.5",
+                                "a": "0.90",
+                                "other": "vLLM 0.11.0",
+                                "b": "0.40",
+                            },
+                        ),
                     },
                 )
             },
@@ -468,11 +490,11 @@ SCORING_SENTENCES = [
         M("Sensitivity needs at least two candidates that pass the gates."),
     ),
     (
-        "Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); total_upper "
-        "shows the most it could add",
+        "Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); the upper "
+        "bound (≤) shows the most it could add",
         M(
             "Some evidence is missing: totals are lower bounds (missing evidence contributes nothing); "
-            "total_upper shows the most it could add"
+            "the upper bound (≤) shows the most it could add"
         ),
     ),
     (
@@ -691,3 +713,56 @@ def test_every_signing_role_has_one_label():
     with translation.override("zh-hans"):
         assert all(CJK.search(role_name(role)) for role in ROLE_LABELS)
         assert role_name("observer") == "observer"
+
+
+def test_a_certificate_subject_reads_as_the_person_it_names():
+    from selection.i18n import certificate_name
+
+    dn = "OU=Business owner (DEVELOPMENT),O=kvselect development (not for production),CN=张伟"
+    assert certificate_name(dn) == "张伟"
+    assert certificate_name("O=No common name") == "O=No common name" and certificate_name("") == ""
+
+
+def test_test_ids_read_as_their_titles_in_both_languages():
+    from benchmarks import suite
+    from selection.i18n import translate_test
+
+    assert translate_test("long_context") == suite.title_of("long_context") != "long_context"
+    with translation.override("zh-hans"):
+        assert CJK.search(translate_test("long_context"))
+
+
+@pytest.mark.django_db
+def test_people_are_offered_by_name_and_told_apart_by_login_only_when_names_clash(django_user_model):
+    from selection.setup.forms import user_labeller
+
+    priya = django_user_model.objects.create_user("priya", first_name="Priya", last_name="Raman")
+    ana = django_user_model.objects.create_user("ana", first_name="Ana", last_name="Silva")
+    ana2 = django_user_model.objects.create_user("ana2", first_name="Ana", last_name="Silva")
+    nameless = django_user_model.objects.create_user("robot")
+    label = user_labeller([priya, ana, ana2, nameless])
+    labels = [label(u) for u in (priya, ana, ana2, nameless)]
+    assert labels == ["Priya Raman", "Ana Silva (ana)", "Ana Silva (ana2)", "robot"]
+
+
+def test_signature_modification_levels_read_as_sentences():
+    from selection.templatetags.kvselect import modification
+
+    assert modification("NONE") == "" and modification(None) == ""
+    assert "FORM_FILLING" not in modification("FORM_FILLING") and "signatures" in modification("FORM_FILLING")
+    with translation.override("zh-hans"):
+        assert CJK.search(modification("LTA_UPDATES"))
+
+
+def test_the_audit_trail_reads_in_words():
+    from selection.templatetags.kvselect import audit_action, audit_field
+
+    assert audit_action("constraints.changed") == "Constraint changed"
+    assert audit_action("something.new_here") == "Something new here"  # never the code
+    assert audit_field("candidate:3") == "candidate #3"
+    assert audit_field("record:v1:readiness.logs").startswith("record v1 · ") and "." not in audit_field(
+        "record:v1:readiness.logs"
+    )
+    assert audit_field("peak_concurrency") != "peak_concurrency" and "_" not in audit_field("peak_concurrency")
+    with translation.override("zh-hans"):
+        assert CJK.search(audit_action("scenario.inferred"))

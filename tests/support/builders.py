@@ -169,7 +169,7 @@ def chat_selection(architect, team, owners):
 def decided_selection(architect, team, owners, engines):
     """A selection with vLLM and SGLang candidates and measured stress evidence: enough to score and draft a record."""
     selection = chat_selection(architect, team, owners)
-    for slug, ttft in (("vllm", 300.0), ("sglang", 500.0)):
+    for slug, ttft in (("vllm", 700.0), ("sglang", 300.0)):
         candidate = add_candidate(
             selection=selection,
             user=architect,

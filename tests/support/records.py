@@ -88,7 +88,15 @@ def demo_like_selection(architect, team, owners, engines, settings, tmp_path):
                 tool_version="0.1",
                 raw_sha256=f"{index}{len(test)}".ljust(64, "a"),
                 verdicts=verdicts,
-                metadata={"derived": DERIVED[test], "largest_successful_rung": 32768},
+                # the candidates reuse a shared prefix differently (0.7, 0.55, 0.4 of the possible saving): the
+                # memory gate's core dimension separates them, so the scores name a winner (no tie)
+                metadata={
+                    "derived": {
+                        **DERIVED[test],
+                        **({"prefix_saving_ratio": 0.7 - 0.15 * index} if test == "prefix_reuse" else {}),
+                    },
+                    "largest_successful_rung": 32768,
+                },
             )
             RunPoint.objects.create(
                 run=run,

@@ -14,7 +14,8 @@ import aiohttp
 
 from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.client import Api, OpenAIClient, ReceiveClock, RequestRecord, RequestSpec
+from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client_timing import ReceiveClock, client_slack_ms, load_held
 from benchmarks.harness.lengths import distribution
 from benchmarks.harness.load import (
     LoadOutcome,
@@ -35,7 +36,26 @@ from benchmarks.verdicts import (
     compare,
     judge_percentile,
     not_applicable,
+    reasons_of,
     verdict,
+)
+from selection.domain.messages import NAME_SEPARATOR, Message, load
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+NOT_HELD = _("the client did not hold the load")
+NO_REQUEST = _("no request completed or failed")
+NO_FAILED_REQUEST = _("no failed requests of %(total)s")
+FAILED_REQUESTS = _("%(failed)s of %(total)s requests failed: %(classes)s")
+NOTHING_TO_MEASURE = _("no completed requests to measure the %(what)s p95")
+POINT_VS_BUDGET = _("%(what)s p95 %(value)s ms (n=%(n)s) vs budget %(budget)s ms")
+POINT_CLIENT_BOUND = _("%(detail)s; inconclusive (client-bound): %(reasons)s")
+FAILED_DESPITE_LATENCY = _(
+    "%(detail)s, but %(rate)s of requests failed (at most %(allowed)s allowed): a latency over the few that "
+    "succeeded is not a pass"
 )
 
 TOOL = "kvselect-harness"
@@ -78,7 +98,7 @@ class Target:
     # llama.cpp's per-request prompt cache: None sends nothing; False asks the engine not to reuse a
     # cached prefix (llama.cpp only: the prefix test's "off" run on the same endpoint)
     cache_prompt: bool | None = None
-    receive_clock: ReceiveClock = "kernel"  # kernel receive stamps, or user-space time (client.ReceiveClock)
+    receive_clock: ReceiveClock = "kernel"  # kernel receive stamps, or user-space time (client_timing.ReceiveClock)
     # the engine's documented cache model (the catalog's, as the launch flags deploy it): behaviour it
     # rules out is judged "not applicable" with its source; None: every behaviour is judged as observed
     cache_model: CacheModel | None = None
@@ -348,10 +368,25 @@ class Session:
 MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring's max_error_rate too)
 
 
+def client_bound_reasons(point: LoadPoint) -> list[Any]:
+    """Why a client-bound point's figures are partly the client's, as messages where the load client
+    wrote them (its English text otherwise); empty for a point the client held."""
+    if not point.client_bound:
+        return []
+    extra = point.extra or {}
+    stored = extra.get("client_bound_reason_messages")
+    return [load(m) for m in stored] if stored else list(extra.get("client_bound_reasons") or [Message(NOT_HELD)])
+
+
+def detail_message_of(judged: dict[str, Any]) -> Any:
+    """A verdict's detail as a Message (or Join) again, to extend it; its text when written as text."""
+    return load(judged.get("detail_message")) or judged["detail"]
+
+
 def make_verdict(
     name: str,
     passed: bool | None,
-    detail: str,
+    detail: str | Message,
     value: Any = None,
     threshold: Any = None,
     n: int | None = None,
@@ -371,11 +406,7 @@ def budget_verdicts(
     (default MAX_ERROR_RATE, as scoring's) fails whatever its p95; a client-bound point's failure is
     inconclusive. Without `records` (a point read back from a file) the point's own p95 is judged."""
     verdicts = []
-    reasons = (
-        ((point.extra or {}).get("client_bound_reasons") or ["the client did not hold the load"])
-        if (point.client_bound)
-        else []
-    )
+    reasons = client_bound_reasons(point)
     max_errors = float(params.get("max_error_rate", MAX_ERROR_RATE))
     too_many_errors = point.error_rate is not None and point.error_rate > max_errors
     ok = [r for r in records or [] if r.ok and not r.aborted]  # as summarize counts completed requests
@@ -402,22 +433,23 @@ def budget_verdicts(
             )
         elif stats.p95 is None:
             judged = make_verdict(
-                name, None, f"no completed requests to measure {key}", None, budget, status=INSUFFICIENT_DATA
+                name, None, Message(NOTHING_TO_MEASURE, {"what": what}), None, budget, status=INSUFFICIENT_DATA
             )
         else:
             n = point.requests_completed
             status = INSUFFICIENT_DATA if (n or 0) < MIN_SAMPLES else compare(stats.p95, None, float(budget))
-            detail = f"{what} p95 {stats.p95:.1f} ms (n={n}) vs budget {budget:g} ms"
+            figures = {"what": what, "value": f"{stats.p95:.1f}", "n": n, "budget": f"{budget:g}"}
+            detail = Message(POINT_VS_BUDGET, figures)
             if reasons and status in (PASS, FAIL):
                 status = INCONCLUSIVE
-                detail += f"; inconclusive (client-bound): {'; '.join(reasons)}"
+                detail = Message(POINT_CLIENT_BOUND, {"detail": detail, "reasons": reasons_of(reasons)})
             judged = make_verdict(name, None, detail, stats.p95, budget, n, status)
         if too_many_errors and judged["status"] != INSUFFICIENT_DATA:
+            rates = {"rate": f"{point.error_rate:.1%}", "allowed": f"{max_errors:.1%}"}
             judged = verdict(
                 name,
                 FAIL,
-                judged["detail"] + f", but {point.error_rate:.1%} of requests failed (at most {max_errors:.1%} "
-                "allowed): a latency over the few that succeeded is not a pass",
+                Message(FAILED_DESPITE_LATENCY, {"detail": detail_message_of(judged), **rates}),
                 judged["value"],
                 budget,
                 judged["n"],
@@ -425,25 +457,6 @@ def budget_verdicts(
             )
         verdicts.append(judged)
     return verdicts
-
-
-def client_slack_ms(point: LoadPoint) -> float | None:
-    """The most latency a client-bound client could have added to a request: its send lateness,
-    event-loop lag and late reads (p99 / max as measured); None when none was measured."""
-    extra = point.extra or {}
-    figures = [extra.get(k) for k in ("send_lateness_ms_p99", "loop_lag_ms_p99", "late_read_max_ms")]
-    known = [float(f) for f in figures if f is not None]
-    return max(known) if known else None
-
-
-def load_held(point: LoadPoint) -> bool:
-    """Whether the client applied the load it was asked for: closed loop, at least 95 % of the
-    concurrency held; open loop, under 1 % of sends late (an unset load counts as held)."""
-    extra = point.extra or {}
-    if point.concurrency:
-        return (point.achieved_concurrency or 0) >= 0.95 * point.concurrency
-    late = extra.get("late_sends_fraction")
-    return late is None or late < 0.01
 
 
 def errors_verdict(points: list[LoadPoint], name: str = "zero_errors") -> dict[str, Any]:
@@ -454,11 +467,18 @@ def errors_verdict(points: list[LoadPoint], name: str = "zero_errors") -> dict[s
         for k, v in (p.extra.get("errors_by_class") or {}).items():
             classes[k] = classes.get(k, 0) + v
     if total == 0:
-        return make_verdict(name, None, "no request completed or failed", 0, 0, 0, INSUFFICIENT_DATA)
+        return make_verdict(name, None, Message(NO_REQUEST), 0, 0, 0, INSUFFICIENT_DATA)
     detail = (
-        f"no failed requests of {total}"
+        Message(NO_FAILED_REQUEST, {"total": total})
         if not failed
-        else f"{failed} of {total} requests failed: " + ", ".join(f"{k} {v}" for k, v in sorted(classes.items()))
+        else Message(
+            FAILED_REQUESTS,
+            {
+                "failed": failed,
+                "total": total,
+                "classes": NAME_SEPARATOR.join(f"{k} {v}" for k, v in sorted(classes.items())),
+            },
+        )
     )
     return make_verdict(name, failed == 0, detail, failed, 0, total)
 

@@ -32,6 +32,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
@@ -58,7 +59,8 @@ PARAMS = (
     ParamSpec("use_priority", False, _("Send the priority field (priority scheduling)"), ""),
     ParamSpec("tenant_a_priority", 0, _("Tenant A priority (lower first)"), ""),
     ParamSpec("tenant_b_priority", 10, _("Tenant B priority (lower first)"), ""),
-    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x"),
+    # none (empty) when the TTFT budget decides: the plan leaves it out of the judgement then
+    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x", optional=True),
     *BUDGET_PARAMS,
 )
 
@@ -78,7 +80,7 @@ def estimate_isolation(params: Mapping[str, Any]) -> Load:
     return Load(number(p, "alone_s") + flood, concurrency, a_requests + b_requests, tokens)
 
 
-def plan_isolation(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_isolation(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
     tenants = max(int(constraint_value(constraints, "tenants", 2)), 2)
     rate = float(constraint_value(constraints, "request_rate", 4.0)) / tenants
     return {
@@ -91,9 +93,9 @@ def plan_isolation(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
         "alone_s": 30.0,  # A alone: its baseline
         "flood_lead_s": 5.0,  # B floods this long before A's measured window
         "flood_s": 30.0,  # A under B's flood
-        # send the `priority` field (vLLM --scheduling-policy priority: lower first); the validation
-        # plan turns it on when the candidate's launch flags enable priority scheduling
-        "use_priority": False,
+        # send the `priority` field (vLLM --scheduling-policy priority: lower first) when the candidate's
+        # launch flags enable priority scheduling (validate --priority from the command line)
+        "use_priority": bool(facts and facts.priority_scheduling),
         "tenant_a_priority": 0,
         "tenant_b_priority": 10,
         # A's TTFT p95 under the flood over alone; by default judged only without a TTFT budget (even a

@@ -39,11 +39,32 @@ class ParamSpec:
     unit: str
     help: str = ""
     minimum: float = 0
+    positive: bool = False  # a number strictly above zero when given (a rate of 0 would send nothing)
+    optional: bool = False  # may be left empty whatever the plan gives (the stress's rate: closed loop)
+
+    def problem(self, value: Any) -> tuple[str, dict[str, Any]] | None:
+        """Why `value` cannot be run for this number parameter, as (message template, parameters), or
+        None. Checked before a run is queued, so a run never fails on what the form could have said."""
+        numeric = isinstance(self.default, (int, float)) and not isinstance(self.default, bool)
+        if not (numeric or self.positive) or (value is None and self.optional):
+            return None
+        if value is None:
+            return _("a number is required"), {}
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            return _("must be a number, got %(value)s"), {"value": repr(value)}
+        if self.positive and not value > 0:
+            if self.optional:
+                return _("must be above 0; leave it empty to run without it"), {}
+            return _("must be above 0"), {}
+        if value < self.minimum:
+            return _("must be at least %(minimum)s"), {"minimum": f"{self.minimum:g}"}
+        return None
 
 
 @dataclass(frozen=True)
 class TestSpec:
-    """A validation test as the harness runs it: `plan(constraints, **kwargs) -> params`,
+    """A validation test as the harness runs it: `plan(constraints, facts, **kwargs) -> params` (facts:
+    `benchmarks.suite.base.CandidateFacts`, what the plan may read of the candidate),
     `run(target, params, cancel=None, progress=None) -> NormalizedResult` (a coroutine) and
     `estimate(params) -> Load | None` (benchmarks.harness.estimates)."""
 
@@ -60,6 +81,15 @@ class TestSpec:
 
     def defaults(self) -> dict[str, Any]:
         return {param.name: param.default for param in self.params}
+
+    def problems(self, params: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """name -> (message template, parameters) for each planned number `params` gives a value the
+        test cannot run with (see `ParamSpec.problem`); empty when they can all run."""
+        found = {}
+        for param in self.params:
+            if param.name in params and (problem := param.problem(params[param.name])) is not None:
+                found[param.name] = problem
+        return found
 
 
 # parameters several tests plan

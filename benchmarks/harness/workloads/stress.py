@@ -39,6 +39,7 @@ from benchmarks.harness.workloads.common import (
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.traces.replay import GROUPS
 from benchmarks.verdicts import (
     FAIL,
@@ -56,7 +57,14 @@ PARAMS = (
     *DISTRIBUTION_PARAMS,
     ParamSpec("abort_fraction", 0.05, _("Share of requests aborted mid-stream (0-1)"), "share"),
     ParamSpec("settle_s", 30.0, _("Settling time after the load (s)"), "s"),
-    ParamSpec("rate", None, _("Request rate, open loop (requests/s; empty: closed loop)"), "requests/s"),
+    ParamSpec(
+        "rate",
+        None,
+        _("Request rate, open loop (requests/s; empty: closed loop)"),
+        "requests/s",
+        positive=True,
+        optional=True,
+    ),
     ParamSpec("long_input_tokens", None, _("Long traffic group from (input tokens)"), "tokens"),
     *BUDGET_PARAMS,
 )
@@ -69,7 +77,9 @@ def estimate_concurrency_stress(params: Mapping[str, Any]) -> Load:
     return load._replace(seconds=loaded + number(params, "settle_s"))
 
 
-def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_concurrency_stress(
+    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None
+) -> dict[str, Any]:
     return {
         "concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
         "duration_s": 300.0,
@@ -290,6 +300,7 @@ def _group_points(
             measure_end=outcome.measure_end,
             client_bound=outcome.client_bound,
             client_bound_reasons=list(outcome.client_bound_reasons),
+            client_bound_messages=list(outcome.client_bound_messages),
         )
         group_point = summarize(part, label=group, slo=slo_of(params))
         group_point.extra["traffic_group"] = group

@@ -16,6 +16,7 @@ import aiohttp
 from benchmarks.harness import swap
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import RequestRecord, RequestSpec
+from benchmarks.harness.client_timing import client_slack_ms, load_held
 from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
@@ -33,11 +34,9 @@ from benchmarks.harness.workloads.common import (
     budget_params,
     budget_verdicts,
     build_result,
-    client_slack_ms,
     constraint_value,
     errors_verdict,
     format_ms,
-    load_held,
     require_param,
     settle_after_load,
 )
@@ -45,6 +44,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -117,7 +117,9 @@ def estimate_swap_recovery(params: Mapping[str, Any]) -> Load:
     return Load(seconds, max(parallel, pressure + never), requests, tokens)
 
 
-def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_swap_recovery(
+    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None
+) -> dict[str, Any]:
     """Sessions resumed after the idle period, each with a history of `history_tokens` (the
     conversation's earlier turns); the pressure's size comes from the KV capacity at run time
     (params.kv_capacity_tokens, else the engine's own statement in its metrics)."""
@@ -136,7 +138,8 @@ def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, A
         "turn_input_tokens": avg_input,
         "output_tokens": 32,
         "idle_s": float(constraint_value(constraints, "idle_seconds_between_turns", 60.0)),
-        "kv_capacity_tokens": None,  # the candidate's KV capacity (validation plan); else the engine's metrics
+        # the candidate's KV capacity sizes the pressure; None: the engine's metrics state it
+        "kv_capacity_tokens": facts.kv_capacity_tokens if facts else None,
         "pressure_factor": 1.5,  # unique tokens pushed through the pool while the sessions idle, x capacity
         "pressure_concurrency": int(constraint_value(constraints, "peak_concurrency", 32)),
         "pressure_input_tokens": None,  # None: from the capacity (larger requests, fewer of them)

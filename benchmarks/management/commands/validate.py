@@ -18,6 +18,8 @@ simulator through its POST /admin/restart instead. `--test isolation --priority`
 tenant's `priority` field (for engines launched with priority scheduling, e.g. vLLM
 `--scheduling-policy priority`). `--receive-clock user` times responses when the client reads them
 (less client CPU per token) instead of by the kernel's receive stamps (exact: the default).
+Which of these shared flags a test takes, and the parameter each sets, is its `cli` in its
+`benchmarks.suite` module; a flag the test does not take is refused.
 """
 
 from __future__ import annotations
@@ -31,12 +33,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.harness import safety, workloads
-from benchmarks.harness.client import RECEIVE_CLOCKS
-from benchmarks.suite import RUNNABLE_TEST_IDS
+from benchmarks.harness.client_timing import RECEIVE_CLOCKS
+from benchmarks.suite import BY_ID, RUNNABLE_TEST_IDS, TESTS
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 from benchmarks.validation.target import CATALOG_SLUGS, documented_cache_model
-
-TESTS_TAKING_TRACE_LENGTHS = ("concurrency_stress", "stability")
 
 
 class Command(BaseCommand):
@@ -215,42 +215,47 @@ def plan_params(opts: dict) -> tuple[str, dict]:
     else:
         params = workloads.plan(test, **({"max_context": opts["max_context"]} if opts["max_context"] else {}))
         if opts["trace"]:
-            if test not in TESTS_TAKING_TRACE_LENGTHS:
+            if "trace" not in BY_ID[test].cli:
+                taking = [row.id for row in TESTS if "trace" in row.cli]
                 raise CommandError(
                     f"--trace: {test} keeps its own request shapes; the trace's lengths apply to "
-                    f"{', '.join(TESTS_TAKING_TRACE_LENGTHS)} (or leave out --test to replay the trace)"
+                    f"{', '.join(taking)} (or leave out --test to replay the trace)"
                 )
             params.update(
-                length_trace=opts["trace"],
+                {BY_ID[test].cli["trace"]: opts["trace"]},
                 length_trace_format=opts["trace_format"],
                 length_trace_sample=opts["sample"] or 10_000,
             )
     return test, params
 
 
+# the shared flags a test may take (its suite module's `TEST.cli`: flag -> the parameter it sets), and
+# what each one is, in the refusal of a test that takes no such setting
+TEST_FLAGS = {
+    "concurrency": "concurrency setting",
+    "rate": "open-loop mode",
+    "duration": "duration setting",
+    "priority": "priority field",
+    "switch_endpoint": "second endpoint to switch to",
+    "switch_model": "second endpoint to switch to",
+    "kv_capacity_tokens": "KV capacity setting",
+}
+
+
 def apply_overrides(opts: dict, test: str, params: dict) -> None:
-    """The flags and `--param KEY=VALUE` that override planned parameters, checked against the test."""
-    if opts["rate"] is not None and "rate" not in params:
-        raise CommandError(f"--rate: {test} has no open-loop mode (concurrency_stress and overload have)")
-    if opts["switch_endpoint"] or opts["switch_model"]:
-        if test != "model_switch":
-            raise CommandError("--switch-endpoint: only the model_switch test moves traffic to a second endpoint")
-        params["switch_endpoint"] = (opts["switch_endpoint"] or "").rstrip("/")
-        params["switch_model"] = opts["switch_model"] or ""
-    if opts["priority"]:
-        if test != "isolation":
-            raise CommandError("--priority: only the isolation test sends the priority field")
-        params["use_priority"] = True
-    if opts["concurrency"] is not None:
-        params["target_concurrency" if test == "overload" else "concurrency"] = opts["concurrency"]
-    if opts["rate"] is not None:
-        if not opts["rate"] > 0:
-            raise CommandError(f"--rate: must be a positive number of requests/s, got {opts['rate']}")
-        params["rate"] = opts["rate"]
-    if opts["duration"] is not None:
-        params["step_duration_s" if test == "overload" else "duration_s"] = opts["duration"]
-    if opts["kv_capacity_tokens"] is not None:
-        params["kv_capacity_tokens"] = opts["kv_capacity_tokens"]
+    """The flags and `--param KEY=VALUE` that override planned parameters, checked against the test:
+    a shared flag sets the parameter its test's `cli` names, and a test without it refuses it."""
+    takes = BY_ID[test].cli
+    for flag, what in TEST_FLAGS.items():
+        value = opts.get(flag)
+        if value is None or value is False or value == "":
+            continue
+        if flag not in takes:
+            others = ", ".join(f"--{name.replace('_', '-')}" for name in takes if name in TEST_FLAGS) or "none"
+            raise CommandError(f"--{flag.replace('_', '-')}: {test} has no {what} (its flags: {others})")
+        if flag == "rate" and not value > 0:
+            raise CommandError(f"--rate: must be a positive number of requests/s, got {value}")
+        params[takes[flag]] = value.rstrip("/") if flag == "switch_endpoint" else value
     for item in opts["param"]:
         key, sep, value = item.partition("=")
         if not sep:

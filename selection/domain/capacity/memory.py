@@ -147,3 +147,15 @@ def weight_bytes_per_rank(spec: ModelSpec, tp: int, pp: int, weight_dtype: str |
     stage = max(len(r) for r in stage_layers(spec.num_layers, pp))
     edge = max(spec.params["embedding"], spec.params["lm_head"]) * 2.0
     return (layer_bytes * stage / spec.num_layers + edge) / tp
+
+
+def valid_tensor_parallel(spec: ModelSpec, largest: int) -> list[int]:
+    """The TP sizes up to `largest` the model can be split into (`validate_parallelism`'s rules)."""
+    valid = []
+    for tp in range(1, min(max(largest, 1), spec.num_attention_heads) + 1):  # a valid TP divides the heads
+        try:
+            validate_parallelism(spec, tp, 1)
+        except CapacityError:
+            continue
+        valid.append(tp)
+    return valid

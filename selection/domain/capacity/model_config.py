@@ -536,3 +536,20 @@ def _weight_quantization(cfg: Mapping):
         )
         return f"int{bits}", per, LINEAR_GROUPS, [note]
     raise CapacityError(f"config.quantization_config.quant_method: unsupported {method!r}")
+
+
+def model_spec(name: str) -> ModelSpec | None:
+    """The shipped model config `name` as a ModelSpec, or None when it is not one kvselect ships."""
+    if not (name or "").strip():
+        return None
+    try:
+        return validate_model_config(load_model_config(name))
+    except CapacityError:
+        return None
+
+
+def model_context(name: str) -> int | None:
+    """The context a shipped model serves (its max_position_embeddings), or None when the name is not a
+    shipped config or the config does not state it: the one-pager's longest request must fit in it."""
+    spec = model_spec(name)
+    return (spec.max_position_embeddings or None) if spec is not None else None

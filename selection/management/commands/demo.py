@@ -18,7 +18,6 @@ import io
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +35,8 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.suite import demo_params
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.plan import priority_order
+from config.celery import QUEUES
+from config.outage import retry_database
 from selection.candidates.screening import documentation_screen
 from selection.candidates.services import add_candidate, load_engine_catalog, update_candidate
 from selection.certificates.services import enrol_certificate
@@ -50,7 +51,18 @@ from selection.certificates.signing import (
 from selection.domain import launch_flags
 from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
-from selection.models import DecisionRecord, Engine, Membership, Selection, Team
+from selection.management.demo_processes import (
+    follow_moved_simulators,
+    free_port,
+    load_started,
+    save_started,
+    silent_local_endpoints,
+    simulator_command,
+    start_child,
+    stop_children,
+    stop_on_signals,
+)
+from selection.models import Candidate, DecisionRecord, Engine, Membership, Selection, Team
 from selection.records.services import approve, create_draft, start_review
 from selection.records.verification import verify_document
 from selection.scoring.services import latest_score, refresh_scores
@@ -142,6 +154,9 @@ DEMO_PROJECT_CHECKS = {
     },
     "watch": {"capacity": "Ana Silva", "cost": "Priya Raman", "stability": "Ana Silva"},
 }
+# Each step waits this long for a database that restarts under it (a step is safe to run again: it
+# gets or creates, and every service call is one transaction).
+DEMO_DATABASE_WAIT_S = 300.0
 PERSONS = {
     "business": ("business", "伟", "张"),
     "platform": ("platform", "Priya", "Raman"),
@@ -150,13 +165,26 @@ PERSONS = {
 }
 
 
-def free_port(preferred: int) -> int:
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", preferred)) != 0:
-            return preferred
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def simulator_plan(versions: dict[str, str]) -> list[tuple[str, str, int, str, list[str]]]:
+    """(engine, key, preferred port, profile, flags) of every simulator the demo starts, from
+    `DEMO_CANDIDATES` and each candidate's engine version: what `start_simulators` runs and what the
+    README's hand-start block shows (tests/test_readme.py compares them)."""
+    plan = []
+    for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
+        flags = [*extra, "--engine-version", versions[slug]]
+        plan.append((slug, slug, 8101 + index, profile, flags))
+        if slug in launch_flags.PREFIX_OFF_FLAGS:
+            plan.append((slug, f"{slug}-off", 8111 + index, profile, [*flags, "--no-prefix-caching"]))
+    return plan
+
+
+def demo_candidate(selection: Selection, slug: str, profile: str) -> Candidate:
+    """The demo's own candidate of an engine (its label names the simulator's profile), else the oldest
+    compared one of that engine: a second candidate of the engine added by a user is not the demo's."""
+    candidates = selection.candidates.filter(engine__slug=slug).select_related("engine").order_by("pk")
+    compared = [c for c in candidates if c.archived_at is None]
+    labelled = [c for c in compared if c.label.endswith(f"(simulated {profile})")]
+    return (labelled or compared or list(candidates))[0]
 
 
 class Command(BaseCommand):
@@ -178,11 +206,20 @@ class Command(BaseCommand):
     def step(self, message: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"==> {message}"))
 
+    def with_database(self, what: str, operation):
+        """Run a step's database work, again with back-off while the database restarts (before, the
+        demo died on a PostgreSQL restart at its scoring step)."""
+        return retry_database(operation, f"demo: {what}", budget_s=DEMO_DATABASE_WAIT_S)
+
     def handle(self, *args, **options):
         self.children: list[subprocess.Popen] = []
+        stop_on_signals()  # SIGTERM and SIGHUP stop the children as Ctrl+C does
         serve = not options["no_serve"] and os.environ.get("DEMO_SERVE", "1") != "0"
         if serve:
             self.check_port(options["port"])
+            # the server's own URL in what it writes (emails, the owners' signing command), not :8000
+            os.environ.setdefault("KVSELECT_BASE_URL", f"http://127.0.0.1:{options['port']}")
+            settings.KVSELECT_BASE_URL = os.environ["KVSELECT_BASE_URL"].rstrip("/")
         try:
             self.run_pipeline(options)
             if serve:
@@ -194,27 +231,31 @@ class Command(BaseCommand):
 
     def run_pipeline(self, options) -> None:
         self.step("Migrating the database")
-        call_command("migrate", interactive=False, verbosity=0)
+        self.with_database("migrate", lambda: call_command("migrate", interactive=False, verbosity=0))
         self.step("Loading the engine catalog")
-        self.stdout.write(f"    {load_engine_catalog()} engines")
+        self.stdout.write(f"    {self.with_database('catalog', load_engine_catalog)} engines")
         self.step("Creating the demo users, team and sample selection")
-        self.password = self.ensure_users()
-        selection = self.ensure_selection()
+        self.password = self.with_database("users", self.ensure_users)
+        selection = self.with_database("selection", self.ensure_selection)
         self.stdout.write(f"    selection #{selection.pk}: {selection.name} -> scenario {selection.scenario}")
         for reason in selection.scenario_reasons:
             self.stdout.write(f"      - {render(reason)}")
         self.step("Documentation screen of the candidates (decision step 3, before any test)")
-        for candidate in selection.candidates.select_related("engine"):
-            screen = documentation_screen(candidate)
+        screens = self.with_database(
+            "screen", lambda: [(c, documentation_screen(c)) for c in selection.candidates.select_related("engine")]
+        )
+        for candidate, screen in screens:
             reasons = "; ".join(render(r) for r in screen["reasons"])
             line = f"    {candidate.display_name}: {screen['status']}"
             self.stdout.write(line + (f" ({reasons})" if reasons else ""))
         self.step("Issuing development signing certificates (DEVELOPMENT CA, not for production)")
-        certs, passphrase = self.ensure_certs()
+        certs, passphrase = self.with_database("certificates", self.ensure_certs)
         self.step("Starting the simulated engines (SIMULATED) and a Celery worker")
         self.start_simulators(selection)
         self.start_worker()
-        signed = selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
+        signed = self.with_database(
+            "records", lambda: selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
+        )
         if signed is None or options["fresh"]:
             self.step(
                 "Running the validation tests on the gpu queue: "
@@ -228,10 +269,10 @@ class Command(BaseCommand):
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
             # both views now (the worker's rescoring after each run may still be queued): the pages
             # open on current snapshots
-            error = refresh_scores(selection.pk, force=True)
+            error = self.with_database("scoring", lambda: refresh_scores(selection.pk, force=True))
             if error:
                 raise CommandError(f"scoring failed: {error}")
-            score = latest_score(selection, include_simulated=True)
+            score = self.with_database("scores", lambda: latest_score(selection, include_simulated=True))
             for sentence in score.result.get("sentences", [])[:4]:
                 self.stdout.write(f"    {render(sentence)}")
             self.step("Decision record: review, approvals and three PAdES signatures")
@@ -240,12 +281,13 @@ class Command(BaseCommand):
         with signed.signed_pdf.open("rb") as handle:
             out.write_bytes(handle.read())
         self.stdout.write(self.style.SUCCESS(f"    signed PDF (marked SIMULATED): {out}"))
-        self.report_verification(out)
+        self.with_database("verification", lambda: self.report_verification(out))
         self.check_pdfsig(out)
-        self.export_monitoring(signed)
+        self.with_database("monitoring export", lambda: self.export_monitoring(signed))
         self.stdout.write(self.style.SUCCESS("Demo pipeline complete."))
         self.stdout.write(
-            f"    Log in as architect / {self.password}  (owners: business, platform, security — same password)"
+            f"    Log in as architect / {self.password}  (owners: business, platform, security; the post-launch "
+            "observer: observer — same password)"
         )
 
     def ensure_users(self) -> str:
@@ -351,17 +393,18 @@ class Command(BaseCommand):
         return paths, passphrase
 
     def start_simulators(self, selection: Selection) -> None:
-        """One simulator per candidate, and for engines with a prefix-caching-off flag (vLLM, SGLang) a
-        second one started with caching off: the prefix-reuse test's "off" endpoint. llama.cpp's off
-        run is its own endpoint with cache_prompt: false, as with the real server."""
-        for index, (slug, profile, extra) in enumerate(DEMO_CANDIDATES):
-            candidate = selection.candidates.get(engine__slug=slug)
-            # each simulator reports the version it stands in for (GET /version, kvsim_build_info)
-            extra = [*extra, "--engine-version", candidate.engine_version]
-            url = self.start_simulator(8101 + index, profile, extra)
-            off_url = ""
-            if slug in launch_flags.PREFIX_OFF_FLAGS:
-                off_url = self.start_simulator(8111 + index, profile, [*extra, "--no-prefix-caching"])
+        """The simulators of `simulator_plan`: one per candidate, and for engines with a prefix-caching-off
+        flag (vLLM, SGLang) a twin started with caching off, the prefix-reuse test's "off" endpoint
+        (llama.cpp's off run is its own endpoint with cache_prompt: false, as with the real server). Each
+        reports the engine version it stands in for (GET /version, kvsim_build_info). Candidates that
+        used the previous start's simulators follow them to their new ports; silent local endpoints are
+        named."""
+        candidates = {slug: demo_candidate(selection, slug, profile) for slug, profile, _extra in DEMO_CANDIDATES}
+        started: dict[str, str] = {}
+        for _slug, key, port, profile, flags in simulator_plan({s: c.engine_version for s, c in candidates.items()}):
+            started[key] = self.start_simulator(port, profile, flags)
+        for slug, profile, _extra in DEMO_CANDIDATES:
+            candidate, url, off_url = candidates[slug], started[slug], started.get(f"{slug}-off", "")
             candidate.endpoint_url, candidate.metrics_url = url, f"{url}/metrics"
             candidate.prefix_off_endpoint_url = off_url
             candidate.prefix_off_metrics_url = f"{off_url}/metrics" if off_url else ""
@@ -370,24 +413,31 @@ class Command(BaseCommand):
             )
             off = f", prefix caching off at {off_url}" if off_url else ", prefix caching off: cache_prompt false"
             self.stdout.write(f"    {candidate.display_name}: {url} (profile {profile}{off})")
+        self.follow_simulators(started)
+
+    def follow_simulators(self, started: dict[str, str]) -> None:
+        """After a restart on other ports: the candidates of any selection that pointed at the previous
+        simulators follow them (audited); local endpoints that answer nothing are named."""
+        state = Path(settings.VAR_DIR) / "demo-simulators.json"
+        for candidate in follow_moved_simulators(load_started(state), started):
+            self.stdout.write(
+                f"    moved with its simulator: {candidate.display_name} (selection #{candidate.selection_id}) "
+                f"-> {candidate.endpoint_url}"
+            )
+        save_started(state, started)
+        for candidate in silent_local_endpoints():
+            self.stdout.write(
+                self.style.WARNING(
+                    f"    nothing answers at {candidate.endpoint_url}: {candidate.display_name} "
+                    f"(selection #{candidate.selection_id}) cannot be tested until it does (edit its endpoint)"
+                )
+            )
 
     def start_simulator(self, preferred_port: int, profile: str, extra: list[str]) -> str:
         port = free_port(preferred_port)
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.simulator",
-            "--profile",
-            profile,
-            "--port",
-            str(port),
-            "--model",
-            "llama-3.1-8b",
-            "--gpu",
-            "H100",
-            *extra,
-        ]
-        self.children.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        start_child(
+            simulator_command(port, profile, extra), self.children, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         self.wait_for_port(port, f"simulator {profile}")
         return f"http://127.0.0.1:{port}"
 
@@ -401,30 +451,29 @@ class Command(BaseCommand):
         raise CommandError(f"{what} did not start on port {port}")
 
     def start_worker(self) -> None:
-        self.children.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "-B",
-                    "-Q",
-                    "default,gpu,render",
-                    "--pool",
-                    "threads",
-                    "-c",
-                    "6",
-                    "--loglevel",
-                    "WARNING",
-                    "-s",
-                    str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=open(Path(settings.VAR_DIR) / "demo-worker.log", "ab"),
-            )
+        start_child(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-B",
+                "-Q",
+                ",".join(QUEUES),
+                "--pool",
+                "threads",
+                "-c",
+                "6",
+                "--loglevel",
+                "WARNING",
+                "-s",
+                str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
+            ],
+            self.children,
+            stdout=subprocess.DEVNULL,
+            stderr=open(Path(settings.VAR_DIR) / "demo-worker.log", "ab"),
         )
 
     def run_validations(self, selection: Selection, all_tests: bool = False) -> None:
@@ -441,15 +490,23 @@ class Command(BaseCommand):
                 if not (priority or all_tests):
                     continue
                 runs.append(
-                    start_validation(
-                        candidate=candidate, test=test, user=architect, params=demo_params(test), label="demo"
+                    self.with_database(
+                        f"starting {test}",
+                        lambda candidate=candidate, test=test: start_validation(
+                            candidate=candidate, test=test, user=architect, params=demo_params(test), label="demo"
+                        ),
                     )
                 )
         # the simulators share this machine: their runs take turns (one validation at a time per host)
         deadline = time.monotonic() + 1800
         last = ""
         while time.monotonic() < deadline:
-            states = list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"))
+            states = self.with_database(
+                "progress",
+                lambda: list(
+                    BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine")
+                ),
+            )
             done = [r for r in states if r.is_terminal]
             percent = sum(100 if r.is_terminal else (r.progress or {}).get("percent") or 0 for r in states) / len(
                 states
@@ -464,46 +521,61 @@ class Command(BaseCommand):
             time.sleep(2)
         else:
             raise CommandError("validation runs did not finish within 30 minutes; see var/demo-worker.log")
-        for run in BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"):
+        finished = self.with_database(
+            "results",
+            lambda: list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine")),
+        )
+        width = max((len(run.candidate.engine.name) for run in finished), default=0)  # one column for the results
+        for run in finished:
             mark = self.style.SUCCESS("ok") if run.status == "succeeded" else self.style.ERROR(run.status)
             self.stdout.write(
-                f"    {run.candidate.engine.name:<14} {run.test:<20} {mark} {run.evidence} {run.error[:80]}"
+                f"    {run.candidate.engine.name:<{width}} {run.test:<20} {mark} {run.evidence} {run.error[:80]}"
             )
 
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
         User = get_user_model()
         architect = User.objects.get(username="architect")
-        record = create_draft(
-            selection=selection,
-            user=architect,
-            include_simulated=True,
-            rationale="Demonstration only: every figure comes from the simulator.",
-            project_checks=DEMO_PROJECT_CHECKS,
+        record = self.with_database(
+            "draft",
+            lambda: create_draft(
+                selection=selection,
+                user=architect,
+                include_simulated=True,
+                rationale="Demonstration only: every figure comes from the simulator.",
+                project_checks=DEMO_PROJECT_CHECKS,
+            ),
         )
-        record = start_review(record=record, user=architect)
+        record = self.with_database("review", lambda: start_review(record=record, user=architect))
         for role in OWNER_ROLES:
-            record = approve(
-                record=record, user=User.objects.get(username=role), role=role, comment_text="Approved for the demo."
-            )
+            record = self.with_database(f"{role} approval", lambda role=role, record=record: approve_once(record, role))
         # owner-side, as an owner with kvselect-sign would: kvselect prepares the revision, the key here
         # signs its attributes, kvselect checks and embeds the CMS (the PKCS#12 never goes to the server)
         passphrase_file = Path(settings.KVSELECT_DEV_CA_DIR) / "passphrase.txt"
         for role in OWNER_ROLES:
-            call_command(
-                "sign-record",
-                str(record.pk),
-                "--user",
-                role,
-                "--role",
-                role,
-                "--pkcs12",
-                str(certs[role]),
-                "--passphrase-file",
-                str(passphrase_file),
-                stdout=io.StringIO(),
+            self.with_database(
+                f"{role} signature", lambda role=role: self.sign_as(record, role, certs, passphrase_file)
             )
             self.stdout.write(f"    signed by the {role} owner (owner-side: prepared, signed locally, CMS embedded)")
-        return DecisionRecord.objects.get(pk=record.pk)
+        return self.with_database("signed record", lambda: DecisionRecord.objects.get(pk=record.pk))
+
+    def sign_as(self, record: DecisionRecord, role: str, certs, passphrase_file: Path) -> None:
+        """One owner signs owner-side (`sign-record`); a signature stored before the database went away
+        is not made again."""
+        if record.approvals.filter(role=role, signed_at__isnull=False).exists():
+            return
+        call_command(
+            "sign-record",
+            str(record.pk),
+            "--user",
+            role,
+            "--role",
+            role,
+            "--pkcs12",
+            str(certs[role]),
+            "--passphrase-file",
+            str(passphrase_file),
+            stdout=io.StringIO(),
+        )
 
     def export_monitoring(self, record: DecisionRecord) -> None:
         """The signed record's alert rules and dashboard under var/, checked by promtool when installed."""
@@ -566,11 +638,12 @@ class Command(BaseCommand):
         call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
 
     def stop_children(self) -> None:
-        for child in self.children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in self.children:
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        stop_children(self.children)
+
+
+def approve_once(record: DecisionRecord, role: str) -> DecisionRecord:
+    """The owner of `role` approves, unless the approval was stored before the database went away."""
+    if record.approvals.filter(role=role).exists():
+        return DecisionRecord.objects.get(pk=record.pk)
+    owner = get_user_model().objects.get(username=role)
+    return approve(record=record, user=owner, role=role, comment_text="Approved for the demo.")

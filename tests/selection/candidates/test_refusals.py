@@ -146,3 +146,42 @@ def test_the_form_refuses_with_the_field_named(client, architect, selection_with
     for words in ("GPU budget of 4", "has no", "KVSELECT_ALLOWED_TARGETS"):
         assert words in body, words
     assert not Candidate.objects.exists()
+
+
+def test_a_tp_the_target_model_cannot_be_split_over_is_refused_with_the_sizes_that_can(
+    selection_with_constraints, architect, engines
+):
+    """Issue 37 (walk m7): TP 3 on 3 GPUs was accepted, and only the capacity plan said it cannot work."""
+    from selection.setup.services import save_constraints
+
+    constraints = selection_with_constraints.constraints.as_domain()
+    save_constraints(
+        selection=selection_with_constraints,
+        user=architect,
+        data={**constraints, "target_model": "Llama-3.1-70B", "gpu_count_budget": 8},
+    )
+    errors = _refused(selection_with_constraints, architect, engines, gpu_count=3, tensor_parallel=3)
+    message = errors["tensor_parallel"][0]
+    assert "Llama-3.1-70B cannot be split over TP 3" in message and "possible here: 1, 2" in message
+    assert _add(selection_with_constraints, architect, engines, gpu_count=4, tensor_parallel=4).pk
+
+
+def test_the_form_shows_its_own_and_the_services_errors_at_once(client, selection_with_constraints, architect, engines):
+    """Issue 37 (walk n10): a form's errors came in rounds, its own first and the service's after a fix."""
+    from django.urls import reverse
+
+    client.force_login(architect)
+    budget = selection_with_constraints.constraints.gpu_count_budget
+    response = client.post(
+        reverse("selection:candidates", args=[selection_with_constraints.pk]),
+        {
+            "engine": engines["vllm"].pk,
+            "engine_version": "0.11.0",
+            "label": "x" * 500,  # too long for the form
+            "gpu_count": budget + 1,  # over the selection's budget: the service's rule
+            "tensor_parallel": 1,
+            "kv_precision": "bf16",
+        },
+    )
+    errors = response.context["form"].errors
+    assert "label" in errors and "exceed the selection's GPU budget" in errors["gpu_count"][0]

@@ -181,13 +181,17 @@ def test_a_winner_that_flips_within_the_measurement_noise_is_inconclusive():
     assert "within the measurement noise A is first in only 70.9% of 10,000 draws" in text(out["verdict_reason"])
 
 
-def test_a_tie_break_that_falls_through_to_the_total_is_inconclusive():
-    data = result(candidate("a", 0.787, 1.0), candidate("b", 0.774, 1.0))
-    data["tie_break"] = {"applied": True, "decided_by": "total", "noise": []}
+def test_a_tie_names_no_leader_and_says_what_would_separate_them():
+    data = result(candidate("a", 0.787, 1.0, rank=1), candidate("b", 0.787, 1.0, rank=1), winner=None)
+    data["tie_break"] = {"applied": True, "decided_by": "none", "noise": [], "explanation": "level on everything"}
+    data["tie"] = {"candidates": ["a", "b"], "separate": [Message("the evidence still missing on %(c)s", {"c": "x"})]}
     out = headline.decision_headline(data)
-    assert out["verdict"] == headline.INCONCLUSIVE
-    assert "A is within the tie margin 0.02 of B and their observability and operating complexity are equal" in text(
-        out["verdict_reason"]
+    assert out["verdict"] == headline.TIE and out["leader"] is None and out["share"] is None
+    assert text(out["lead"]) == "Tie between A, B: weighted totals A 0.787, B 0.787."
+    assert text(out["verdict_reason"]) == (
+        "Tie, no winner: level on everything. What would separate them: the evidence still missing on x."
     )
     data["tie_break"]["decided_by"] = "observability"  # the article's rule picked: a close call, decided
+    data["winner"], data["tie"] = "a", {}
+    data["candidates"][1]["total"] = data["candidates"][1]["total_upper"] = 0.774
     assert headline.decision_headline(data)["verdict"] == headline.CLOSE

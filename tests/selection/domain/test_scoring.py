@@ -196,14 +196,55 @@ def _obs_pair(margin):
     )
 
 
-def test_tie_within_margin_is_resolved_by_observability():
+def test_a_lead_on_the_core_dimensions_decides_though_the_totals_are_close():
+    """The article judges closeness on the core dimensions (scenario A: memory and scheduling): P leads
+    on cache reuse by 0.35, so the totals' 0.008 difference is no tie and observability does not decide."""
     result = _obs_pair(0.02)
     p, q = result.candidate("p"), result.candidate("q")
     assert p.total == pytest.approx(0.5 * 1.0 + 0.5 * (1 + 2 * 0.5) / 3)  # 0.8333
     assert q.total == pytest.approx(0.5 * 0.65 + 0.5 * 1.0)  # 0.825
-    assert result.weighted_sum_leader == "p"
-    assert result.winner == "q" and result.ranking == ["q", "p"]
-    assert result.tie_break["applied"] and result.tie_break["decided_by"] == "observability"
+    assert result.core_dimensions == ["memory", "scheduling"]
+    assert result.winner == "p" and result.ranking == ["p", "q"]
+    assert result.tie_break["applied"] and result.tie_break["decided_by"] == "core"
+    assert (
+        "leads Q on the core dimensions (Memory allocation and reuse, Concurrency scheduling and isolation) by 0.350"
+        in str(result.rests_on)
+    )
+
+
+def _core_tie(obs_q_error=0.05):
+    """Level on the core (a memory gate: cache reuse equal), P far ahead on context extension (not core),
+    Q better on observability."""
+    doc = DocumentedFeatures(prefix_cache="radix", metrics_exported=sc.KV_METRIC_CATEGORIES)
+    p = CandidateEvidence(
+        "p",
+        "P",
+        metrics({"prefix_saving_ratio": 0.9, "capacity_prediction_error": 0.275, "max_context_rung_reached": 32768.0}),
+        doc,
+    )
+    q = CandidateEvidence(
+        "q",
+        "Q",
+        metrics(
+            {"prefix_saving_ratio": 0.9, "capacity_prediction_error": obs_q_error, "max_context_rung_reached": 4096.0}
+        ),
+        doc,
+    )
+    weights = {"cache_reuse": 1, "observability": 1, "context_extension": 1}
+    return score_candidates("A", [p, q], CONS, weights, gates={"memory": 0.1})
+
+
+def test_close_on_the_core_dimensions_observability_decides_even_against_a_lead_elsewhere():
+    """The article's step 5: "when two candidates are close on the core dimensions, prefer the one with
+    better observability and lower operating complexity" (issue 36 item 3)."""
+    result = _core_tie()
+    p, q = result.candidate("p"), result.candidate("q")
+    assert p.total > q.total + 0.1 and result.weighted_sum_leader == "p"
+    assert result.core_dimensions == ["memory"]
+    assert result.winner == "q" and result.tie_break["decided_by"] == "observability"
+    assert str(result.rests_on).startswith(
+        "tie on the core dimensions (Memory allocation and reuse) between P, Q, decided by observability (Q"
+    )
     assert any("Tie-break applied" in str(s) and "observability" in str(s) for s in result.sentences)
 
 
@@ -258,7 +299,7 @@ def test_gate_failure_screens_out_but_keeps_the_candidate_in_the_comparison():
     assert s.total > w.total  # higher total, but ...
     assert s.screened_out and not w.screened_out
     assert result.winner == "weak" and result.ranking == ["weak", "strong"]
-    assert s.rank == 2 and s.screen_reasons == [s.gates[0].reason]
+    assert s.rank is None and s.screen_reasons == [s.gates[0].reason]  # a screened-out candidate is never ranked
     # the dimension (0.43) is above the gate, but its cache reuse cannot carry its allocation (0.20)
     assert str(s.screen_reasons[0]) == (
         "Memory allocation and reuse 0.43, but memory allocation strategy 0.20 < gate 0.30: "
@@ -790,36 +831,64 @@ def test_a_lead_beyond_the_noise_stands_and_no_interval_means_no_noise_claim():
     assert "robustness to measurement noise is unknown" in str(result.sensitivity["noise"]["sentence"])
 
 
-def test_a_close_pair_within_the_noise_is_inconclusive():
+def test_a_lead_within_the_noise_is_a_tie_that_names_no_winner():
     """Equal documented features, so the tie-break cannot pick on them; P's TTFT p95 is lower, but the
-    two intervals overlap widely: the first place flips within the noise."""
+    two intervals overlap widely: the first place flips within the noise. Issue 34 item 4: a lead
+    within the measurement noise names no winner anywhere, and weight robustness is not reported."""
     p = CandidateEvidence("p", "P", {"ttft_p95_ms": Metric(700.0, ("1",), MEASURED, (600.0, 900.0))}, FULL_DOC)
     q = CandidateEvidence("q", "Q", {"ttft_p95_ms": Metric(760.0, ("2",), MEASURED, (650.0, 950.0))}, FULL_DOC)
     result = score_candidates("A", [p, q], CONS, {"concurrency_control": 1}, options=ScoringOptions(tie_margin=0.0))
-    noise = result.sensitivity["noise"]
-    assert result.winner == "p" and noise["stable"] is False
-    assert 0.5 < noise["first_share"]["p"] < sc.noise_domain.STABLE_SHARE
-    first = str(result.sentences[0])
-    assert (
-        first.startswith("Inconclusive: P leads with a weighted total of") and "within the measurement noise" in first
-    )
+    assert result.winner is None and result.tie_break["decided_by"] == "none"
+    assert result.tie["candidates"] == ["p", "q"] and result.candidate("p").rank == result.candidate("q").rank == 1
+    assert str(result.sentences[0]).startswith("No candidate is recommended:")
+    assert "more requests per run, to narrow the overlapping 95% intervals" in [str(m) for m in result.tie["separate"]]
+    assert result.sensitivity["acceptability"] == {} and result.sensitivity["per_criterion"] == []
+    everything = " ".join(str(s) for s in result.sentences)
+    assert "weight vectors" not in everything and "stays first" not in everything and "preferred" not in everything
     out = headline.decision_headline(result.to_dict())
-    assert out["verdict"] == headline.INCONCLUSIVE
-    assert "within the measurement noise P is first in only" in str(out["verdict_reason"])
+    assert out["verdict"] == headline.TIE and out["leader"] is None
+    assert str(out["robustness"]) == "Weight robustness is not reported for a tie."
+    assert "What would separate them:" in str(out["verdict_reason"])
 
 
-def test_a_lead_within_the_tie_margin_on_equal_observability_and_complexity_is_inconclusive():
+def test_an_exact_tie_names_no_winner_and_says_what_would_separate_them():
+    """The real llama-server audit (D5): both totals 0.28324881..., the outputs said "Recommended: A",
+    "preferred on higher total" and "first in 100 % of 10,000 weight vectors"."""
+    a = cand("a", dict(FULL_METRICS))
+    b = cand("b", dict(FULL_METRICS))
+    result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1})
+    assert result.candidate("a").total == result.candidate("b").total
+    assert result.winner is None and result.tie_break["decided_by"] == "none" and result.tie["candidates"] == ["a", "b"]
+    separate = [str(m) for m in result.tie["separate"]]
+    assert separate[-1] == "they score the same on every weighted criterion: only new evidence can separate them"
+    assert "tie between A, B" in str(result.rests_on) and "no winner" in str(result.rests_on)
+    data = result.to_dict()
+    assert "higher total" not in json.dumps(data) and "Recommended" not in json.dumps(data)
+    assert all(c["rank"] == 1 for c in data["candidates"])
+    out = headline.decision_headline(data)
+    assert out["verdict"] == headline.TIE and [c["candidate"] for c in out["tied"]] == ["a", "b"]
+
+
+def test_a_lead_within_the_tie_margin_on_equal_observability_and_complexity_is_a_tie():
     """The demo: vLLM 0.787, SGLang 0.774, observability and complexity equal; the tie-break fell through
-    to the total and named vLLM; a re-run named SGLang. Only a lead the tie margin calls none picked."""
+    to the total and named vLLM; a re-run named SGLang. A lead the tie margin calls none picks nobody."""
     a = cand("a", dict(FULL_METRICS))
     b = cand("b", dict(FULL_METRICS, error_rate=0.02))
     result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1})
-    assert result.tie_break["applied"] and result.tie_break["decided_by"] == "total"
-    assert str(result.sentences[0]).startswith("Inconclusive: A leads")
-    assert "within the tie margin 0.02 of B and their observability and operating complexity are equal" in str(
-        result.sentences[0]
+    assert result.candidate("a").total > result.candidate("b").total
+    assert result.tie_break["applied"] and result.tie_break["decided_by"] == "none" and result.winner is None
+    separate = [str(m) for m in result.tie["separate"]]
+    assert "a justified weight change or gate on the criteria where they differ: concurrency control" in separate
+    assert headline.decision_headline(result.to_dict())["verdict"] == headline.TIE
+
+
+def test_a_lead_beyond_the_margin_after_equal_observability_and_complexity_is_decided_by_the_total():
+    a = cand("a", dict(FULL_METRICS))
+    b = cand("b", dict(FULL_METRICS, error_rate=0.02))
+    result = score_candidates(
+        "A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1}, options=ScoringOptions(tie_margin=0.001)
     )
-    assert headline.decision_headline(result.to_dict())["verdict"] == headline.INCONCLUSIVE
+    assert result.winner == "a" and result.tie_break["decided_by"] in ("core", "weighted_sum")
 
 
 @pytest.mark.parametrize("client_value", [1.0, 5000.0])

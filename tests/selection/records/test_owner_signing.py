@@ -398,8 +398,11 @@ def test_the_record_page_prepares_shows_the_commands_and_takes_the_signature(cli
     assert "Prepare my signature" in client.get(page).content.decode()
     response = client.post(f"{page}sign/prepare/", {"role": "business"})
     assert response.status_code == 302
-    html = client.get(page).content.decode()
+    html = client.get(page, HTTP_HOST="localhost:8123").content.decode()
     assert "kvselect-sign --request signature-request-" in html and "--pkcs11-module" in html
+    # the server's own URL (issue 37 item 5), not a configured default port; the client from this server
+    assert f"kvselect-sign --url http://localhost:8123 --record {approved.pk}" in html and ":8000" not in html
+    assert "pip install http://localhost:8123/clients/kvselect_sign-0.1.0-py3-none-any.whl" in html
     download = client.get(f"{page}sign/request.json?role=business")
     assert download.status_code == 200
     request = json.loads(download.content)
@@ -407,10 +410,13 @@ def test_the_record_page_prepares_shows_the_commands_and_takes_the_signature(cli
     cms = signing.sign_attributes(signer, base64.b64decode(request["signed_attributes"]))
     wrong = client.post(f"{page}sign/upload/", {"role": "business", "cms": SimpleUploadedFile("s.p7s", b"junk")})
     assert wrong.status_code == 400 and "not a DER CMS SignedData" in wrong.content.decode()
+    assert f'data-page-url="{page}"' in wrong.content.decode()  # the refusal shows at the record's URL
     response = client.post(f"{page}sign/upload/", {"role": "business", "cms": SimpleUploadedFile("s.p7s", cms)})
     assert response.status_code == 302
     approved.refresh_from_db()
     assert approved.approvals.get(role="business").signed_at is not None
+    after = client.get(page).content.decode()  # one signature of three: not yet a "signed PDF"
+    assert "Download PDF (1 of 3 signatures)" in after and "Download signed PDF" not in after
 
 
 def test_sign_record_refuses_a_user_who_is_not_the_roles_owner_and_signs_nothing(approved, owners, dev_certs, tmp_path):

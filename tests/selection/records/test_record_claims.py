@@ -154,7 +154,7 @@ def test_the_never_swap_sessions_are_claimed_warm_only_when_the_swap_test_saw_it
 
 STRESS_PASSED = [
     {"name": name, "status": "pass", "passed": True, "detail": "ok", "n": 320}
-    for name in ("concurrency_held", "ttft_p95_within_budget", "zero_errors")
+    for name in ("concurrency_held", "ttft_p95_within_budget", "tpot_p95_within_budget", "zero_errors")
 ]
 
 
@@ -189,7 +189,7 @@ def test_the_summary_fit_is_not_validated_beside_an_inconclusive_stress_verdict(
     assert fit["concurrency"]["unsettled"] == [f"The requested concurrency was held: inconclusive (run-{run.pk})"]
     assert snap["summary"]["fit_unsettled"] == fit["concurrency"]["unsettled"]
     gap = next(g for g in snap["summary"]["test_gaps"] if g["test"] == "Concurrency stress")
-    assert gap["detail"] == "concurrency_held (inconclusive)" and gap["run"] == f"run-{run.pk}"
+    assert gap["detail"] == "The requested concurrency was held (inconclusive)" and gap["run"] == f"run-{run.pk}"
     assert all(row["status"] != "pass" or not row["unsettled"] for row in snap["summary"]["fit"])
 
 

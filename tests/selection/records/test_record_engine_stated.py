@@ -22,7 +22,7 @@ def test_the_record_prints_the_engine_stated_capacity_with_its_source(demo_like,
     run.save(update_fields=["metadata"])
     record = start_review(record=create_draft(selection=demo_like, user=architect), user=architect)
     blocks = {block["candidate"]: block for block in record.snapshot["capacity"]}
-    row = next(r for r in blocks[run.candidate.display_name]["rows"] if r["quantity"] == "token capacity")
+    row = next(r for r in blocks[run.candidate.display_name]["rows"] if r["quantity"] == "Token capacity")
     assert row["measured"] == 470_000
     assert row["measured_source"] == (
         f"engine-stated: engine metrics of run {run.pk} (vllm:cache_config_info num_gpu_blocks 29375 x block_size 16)"

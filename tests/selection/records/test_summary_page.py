@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from selection.records.pdf import render_record
+from selection.records.pdf import render_record, render_record_html
 from tests.support.record_context import sample_record_context, sample_summary
 
 FILLER = {
@@ -40,8 +40,15 @@ def longest_summary(language: str) -> dict:
         }
         for title in TESTS
     ]
-    for row in summary["fit"]:  # each figure beside a verdict of its run that did not pass
-        row.update(status="not_validated", unsettled=[f"{row['constraint']}: inconclusive (run-1234)"])
+    for row in summary["fit"]:  # each figure beside a verdict of its run that did not pass, each a failed part
+        row.update(
+            status="not_validated",
+            unsettled=[f"{row['constraint']}: inconclusive (run-1234)"],
+            parts=["TTFT p95: fail"],
+        )
+    # what the choice rests on and every constraint it misses, each at its printed limit
+    summary["rests_on"] = filler
+    summary["misses"] = [filler] * 6
     for item in summary["open_items"]:
         item.update(note=filler, status="waived", reason=filler, decided_by="Priya Raman")
     return summary
@@ -57,8 +64,8 @@ def page_text(pdf: bytes, page: int, tmp_path) -> str:
 @pytest.mark.parametrize(
     ("language", "heading", "last_line", "section_one"),
     [
-        ("en", "Procurement summary", "kvselect shows their current state.", "1. Decision and rationale"),
-        ("zh-hans", "采购摘要", "当前状态以 kvselect 为准。", "1. 决策与理由"),
+        ("en", "Procurement summary", "Annex A: every term and reason in full.", "1. Decision and rationale"),
+        ("zh-hans", "采购摘要", "全文见附录 A。", "1. 决策与理由"),
     ],
 )
 def test_the_longest_summary_fits_the_first_page_alone(language, heading, last_line, section_one, tmp_path):
@@ -77,3 +84,29 @@ def test_the_longest_summary_fits_the_first_page_alone(language, heading, last_l
 def test_a_record_without_a_summary_renders_as_before(tmp_path):
     rendered = render_record(sample_record_context(simulated=False, n_charts=0))
     assert "Procurement summary" not in page_text(rendered.pdf, 1, tmp_path)
+
+
+def test_the_record_states_every_term_and_waiver_reason_in_full_in_annex_a():
+    """The walk's N1: page 1 read "… under the existing cloud contrac…" and "waived — Per-tenant error logs
+    ship in sprint 12; the…", and the full texts were nowhere in the signed PDF."""
+    context = sample_record_context(simulated=False, n_charts=0)
+    context["summary"] = sample_summary(open_items=1)
+    terms = "Apache-2.0 engine; no commercial licence; 8×H100 reserved instances under the existing cloud contract."
+    reason = "Per-tenant error logs ship in sprint 12; the gateway keeps them until then. " * 3
+    context["summary"]["licence"]["terms"] = terms
+    context["summary"]["open_items"][0].update(status="waived", reason=reason, decided_by="Priya Raman")
+    html = render_record_html(context)
+    page_one = html[: html.index("</section>")]
+    assert terms not in page_one and "under the existing cloud contr" in page_one and "(Annex A)" in page_one
+    annex = html[html.index('id="annex-a"') :]
+    assert terms in annex and reason.strip() in " ".join(annex.split())
+
+
+def test_screened_out_candidates_are_never_ranked_in_the_record():
+    """The walk's n3: the PDF ranked screened-out candidates 2 and 3 while the page said "screened out"."""
+    context = sample_record_context(simulated=False, n_charts=0)
+    rows = context["scores"]["rows"]
+    rows[1].update(screened_out=True, rank=2)
+    html = render_record_html(context)
+    ranks = html[html.index("Rank</th>") : html.index("</tr>", html.index("Rank</th>"))]
+    assert "screened out" in ranks and ">2<" not in ranks

@@ -28,14 +28,29 @@ def test_the_decision_is_the_headline_with_margin_coverage_robustness_and_verdic
     block = body[start : body.index("</section>", start)]
     assert 'data-verdict="' in block
     # the margin, signed (the isolation indicator of concurrency control has no run here: coverage 45 %)
-    assert "leads vLLM 0.11.0 by +0.010" in block
+    assert "leads vLLM 0.11.0 by +0.026" in block
     assert "Evidence coverage: SGLang 0.5.5 45%, vLLM 0.11.0 45%" in block and "could reach" in block
     assert "Robustness: SGLang 0.5.5 is first in 100% of 10,000 weight vectors" in block
     assert "robustness to measurement noise is unknown" in block
     verdict = block.split('data-verdict="')[1].split('"')[0]
     assert verdict in ("clear", "close", "inconclusive")
     assert ">Inconclusive<" in block  # half the weight is evidenced: the page says so in words
-    assert "Recommended: SGLang" in block  # the tie-break's choice (within the margin on a higher total)
+    assert "Recommended: SGLang" in block  # the weighted sum's choice: it leads on the core dimensions too
+    # what the choice rests on, and why it is not clear: the fit to two constraints is not validated
+    assert "The choice rests on" in block and "leads vLLM 0.11.0 on the core dimensions" in block
+    assert "is not validated" in block and "Longest input served" in block
+
+
+def test_the_comparison_shows_each_candidates_fit_with_a_figure_outside_its_limit_as_fail(client, architect, decided):
+    """Issue 33 item 1: one rule everywhere; the comparison prints every candidate's fit as the record does."""
+    run = BenchmarkRun.objects.get(candidate__selection=decided, candidate__engine__slug="sglang")
+    point = run.points.order_by("-concurrency").first()
+    point.ttft_ms = {"p95": 51329.0}
+    point.save()
+    decided = rescored(decided)
+    body = comparison(client, architect, decided)
+    row = body[body.index('data-fit="ttft"') : body.index("</tr>", body.index('data-fit="ttft"'))]
+    assert '51,329 ms · <span class="fail">fail</span>' in row
     assert body.index('class="decision decision--') < body.index("Totals and rank")  # before the tables
     caveat = body.index("robustness-caveat")
     assert body.index('id="sens-title"') < caveat  # the robustness section opens with coverage and upper bounds

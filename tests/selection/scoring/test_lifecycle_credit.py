@@ -7,9 +7,10 @@ import pytest
 
 from benchmarks.harness import swap
 from benchmarks.models import BenchmarkRun
+from benchmarks.suite.swap_recovery import idle_release_share
 from selection.candidates.services import add_candidate
 from selection.domain import scoring
-from selection.scoring.evidence import evidence_for, idle_release_share
+from selection.scoring.evidence import evidence_for
 
 WARM = [960] * 20
 # snapshots around the phases: an offloading engine stores KV out while the sessions idle, and loads

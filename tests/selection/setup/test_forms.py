@@ -108,7 +108,11 @@ def test_attach_service_errors_maps_prefixed_keys_to_fields():
         form, ValidationError({"gates.threshold_memory": ["too low"], "gates": ["bad set"]}), prefixes=("gates",)
     )
     assert form.errors["threshold_memory"] == ["too low"]
-    assert form.non_field_errors() == ["gates: bad set"]
+    assert form.non_field_errors() == ["bad set"]  # about the whole set: no "gates:" code in front
+    other = GatesForm({"use_memory": "on", "threshold_memory": "0.5"}, current={})
+    other.is_valid()
+    attach_service_errors(other, ValidationError({"kv_precisions_allowed": ["empty"]}))
+    assert other.non_field_errors() == ["Kv precisions allowed: empty"]  # a field the form lacks, in words
 
 
 @pytest.mark.django_db

@@ -107,3 +107,32 @@ def test_upload_token_is_stored_hashed_and_revocable(selection, architect):
     revoke_upload_token(token=token, user=architect)
     token.refresh_from_db()
     assert not token.active
+
+
+def test_the_longest_request_must_fit_the_target_models_context(selection, architect):
+    """Issue 37 (walk m6): a 1,000,000-token input for a 128K-context model was saved without a word."""
+    bad = dict(SAMPLE_CONSTRAINTS, target_model="Llama-3.1-70B", max_input_tokens=1_000_000)
+    with pytest.raises(ValidationError) as excinfo:
+        save_constraints(selection=selection, user=architect, data=bad)
+    assert "Llama-3.1-70B serves at most 131,072 tokens of context" in excinfo.value.message_dict["max_input_tokens"][0]
+    fits = dict(SAMPLE_CONSTRAINTS, target_model="Llama-3.1-70B", max_input_tokens=130_000, max_output_tokens=1024)
+    assert save_constraints(selection=selection, user=architect, data=fits).max_input_tokens == 130_000
+
+
+def test_a_blank_field_is_not_audited_as_a_change(selection, architect):
+    """Issue 37 (walk p-b): the first save wrote "constraints.changed notes — → —" for an empty field."""
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS, notes=""))
+    assert not AuditEntry.objects.filter(action="constraints.changed", field="notes").exists()
+    save_constraints(selection=selection, user=architect, data=dict(SAMPLE_CONSTRAINTS, notes="peak at 9am"))
+    assert AuditEntry.objects.filter(action="constraints.changed", field="notes").count() == 1
+
+
+def test_a_negative_turn_count_gets_one_error_not_also_required(client, selection, architect):
+    from django.urls import reverse
+
+    client.force_login(architect)
+    data = {k: v for k, v in SAMPLE_CONSTRAINTS.items() if v is not None and not isinstance(v, list)}
+    data.update({"multi_turn": "on", "average_turns": "-5"})
+    response = client.post(reverse("selection:constraints", args=[selection.pk]), data)
+    errors = response.context["form"].errors["average_turns"]
+    assert len(errors) == 1 and "required when multi-turn is on" not in errors[0]

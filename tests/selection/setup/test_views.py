@@ -338,7 +338,8 @@ def test_weights_all_zero_shows_service_error(client, architect, configured):
     client.force_login(architect)
     zeros = {c: 0 for c in configured.weights.values_list("criterion", flat=True)}
     response = client.post(url("selection:scenario", configured), {**zeros, "justification": "why"})
-    assert "at least one weight must be positive" in str(response.context["form"].non_field_errors())
+    errors = str(response.context["form"].non_field_errors())
+    assert "At least one weight must be positive." in errors and "weights:" not in errors
 
 
 # --- gates ----------------------------------------------------------------------------------

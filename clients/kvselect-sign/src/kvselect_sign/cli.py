@@ -3,8 +3,9 @@ write (or upload) the CMS.
 
 kvselect's server prepared the record revision and the CMS signed attributes over its /ByteRange
 digest (pyHanko's interrupted signing); here pyHanko's signer for the key builds the CMS over those
-attributes unchanged. This package is installed on its own (pip install ./clients/kvselect-sign),
-so it holds the few lines of pyHanko it needs instead of importing kvselect.
+attributes unchanged. This package is installed on its own (the kvselect server offers it as a wheel,
+or pip install ./clients/kvselect-sign), so it holds the few lines of pyHanko it needs instead of
+importing kvselect.
 """
 
 from __future__ import annotations

@@ -1,0 +1,184 @@
+"""What the page crawler refuses in a page's visible text (issue 37 item 2), as pure functions.
+
+Visible text is what a person reads: text outside code blocks (`code`, `pre`, `kbd`, `samp`), as
+the crawler's script collects it. Each check returns the offending fragments (empty: clean), so a
+failure names what to fix:
+
+* `identifiers`: code where words belong: snake_case ids (``long_context``, ``total_upper``),
+  constants (``FORM_FILLING``), dotted codes (``readiness.logs``), raw dicts, raw DNs
+  (``CN=…,O=…``).
+* `english_phrases`: English on a Chinese page: any Latin word of three letters or more that is
+  not an acronym, a unit or a name the allow-list holds (product names, people, what users typed).
+* `punctuation`: ASCII punctuation right after a Chinese character (full-width expected), and the
+  informal 你 where the product says 您.
+
+No Django and no browser here: the crawler (tests/e2e/crawler.py) feeds these functions.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+# Names, units and product names that stay as they are on a Chinese page (matched as whole words,
+# case-sensitively; longer entries are removed first so "llama.cpp (llama-server)" wins over "llama").
+PRODUCT_NAMES = (
+    "kvselect",
+    "kvselect-sign",
+    "vLLM",
+    "SGLang",
+    "llama.cpp",
+    "llama-server",
+    "LMDeploy",
+    "TensorRT-LLM",
+    "Text Generation Inference",
+    "TGI",
+    "Llama",
+    "Qwen",
+    "Mistral",
+    "Mixtral",
+    "DeepSeek",
+    "Prometheus",
+    "Grafana",
+    "promtool",
+    "pdfsig",
+    "Adobe Acrobat",
+    "Acrobat",
+    "Poppler",
+    "PAdES",
+    "Celery",
+    "Redis",
+    "PostgreSQL",
+    "SQLite",
+    "Django",
+    "Python",
+    "NVIDIA",
+    "NVML",
+    "OpenAI",
+    "Swagger UI",
+    "GitHub",
+    "Parquet",
+    "Apache",
+    "aiperf",
+    "genai-perf",
+    "guidellm",
+    "vegeta",
+    "locust",
+    "SoftHSM",
+    "PKCS#11",
+    "PKCS#12",
+    "YubiKey",
+    "Chromium",
+    "pip",
+    "CUDA",
+    "HuggingFace",
+    "Hugging Face",
+    "Linux",
+    "Docker",
+    "Kubernetes",
+    "simulator",  # the kvsim engine's own name in run provenance ("engine: simulator")
+    "kvsim",
+    "Noto Sans CJK",
+    "htmx",
+)
+# Units and measures written the same way in Chinese technical text (lowercased words).
+UNIT_WORDS = frozenset(
+    {
+        "token",
+        "tokens",
+        "tok",
+        "req",
+        "gib",
+        "mib",
+        "kib",
+        "gb",
+        "mb",
+        "kb",
+        "ms",
+        "min",
+        "eur",
+        "usd",
+        "cny",
+        "rmb",
+        "api",
+        "url",
+        "ttft",
+        "tpot",
+        "itl",
+        "e2e",
+        "topsis",
+        "bootstrap",
+    }
+)
+# What a code block would hold, never prose: URLs, e-mail addresses, file names, hashes.
+URL = re.compile(r"\b(?:https?|file)://\S+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+FILE_EXTENSIONS = frozenset(
+    {"pdf", "json", "yml", "yaml", "csv", "jsonl", "parquet", "p7s", "p12", "pem", "der", "txt", "html", "py", "gguf"}
+)
+FILE_NAME = re.compile(r"[\w.\-…]+\.(?:" + "|".join(sorted(FILE_EXTENSIONS)) + r")\b")
+HEX = re.compile(r"\b[0-9a-f]{8,}\b")
+
+IDENTIFIER = re.compile(r"(?<![\w.\-/@#])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w\-/@])")
+CONSTANT = re.compile(r"(?<![\w\-])[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+(?![\w\-])")
+DOTTED = re.compile(r"(?<![\w.\-/@#])([a-z][a-z_]*)\.([a-z][a-z_]*)(?![\w\-/@(])")
+RAW_DICT = re.compile(r"[{\[]\s*['\"]\w+['\"]\s*:|\{\s*\w+\s*:\s*|'\w+':\s")
+DN = re.compile(r"\b(?:CN|OU|O|L|ST|C|DC|E)=[^,\s=][^,=]*,\s*(?:CN|OU|O|L|ST|C|DC|E)=")
+
+LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+ASCII_AFTER_CJK = re.compile(rf"[{CJK}][,;:!?]|[{CJK}]\.(?!\w)")
+
+
+def without(text: str, allowed: Iterable[str]) -> str:
+    """`text` with every allowed string (whole words) and every URL, file name and hash blanked out."""
+    text = URL.sub(" ", text)
+    text = FILE_NAME.sub(" ", text)
+    text = HEX.sub(" ", text)
+    for name in sorted({a for a in allowed if a and a.strip()}, key=len, reverse=True):
+        pattern = r"(?<![A-Za-z0-9])" + re.escape(name.strip()) + r"(?![A-Za-z0-9])"
+        text = re.sub(pattern, " ", text)
+    return text
+
+
+def identifiers(text: str, allowed: Iterable[str] = ()) -> list[str]:
+    """Code identifiers, raw dicts and raw DNs in visible text (outside the allowed strings)."""
+    text = without(text, [*PRODUCT_NAMES, *allowed])
+    found = [m.group(0) for m in IDENTIFIER.finditer(text)]
+    found += [m.group(0) for m in CONSTANT.finditer(text)]
+    found += [
+        m.group(0)
+        for m in DOTTED.finditer(text)
+        if len(m.group(1)) > 1 and len(m.group(2)) > 1 and m.group(2) not in FILE_EXTENSIONS
+    ]
+    found += [m.group(0) for m in RAW_DICT.finditer(text)]
+    found += [m.group(0) for m in DN.finditer(text)]
+    return found
+
+
+def english_words(text: str, allowed: Iterable[str] = ()) -> list[str]:
+    """Latin words a Chinese reader would have to read as English: three letters or more, not all
+    capitals (acronyms, the SIMULATED badge), not a unit, not inside an allowed name."""
+    text = without(text, [*PRODUCT_NAMES, *allowed])
+    words = []
+    for match in LATIN_WORD.finditer(text):
+        word = match.group(0).strip("'’")
+        if len(word) < 3 or word.isupper() or word.lower() in UNIT_WORDS:
+            continue
+        words.append(word)
+    return words
+
+
+def english_phrases(text: str, allowed: Iterable[str] = ()) -> list[str]:
+    """The lines of `text` that hold English words (`english_words`), each once, for a report."""
+    lines = []
+    for line in text.splitlines():
+        if english_words(line, allowed):
+            lines.append(" ".join(line.split()))
+    return list(dict.fromkeys(lines))
+
+
+def punctuation(text: str) -> list[str]:
+    """ASCII punctuation right after a Chinese character, and 你 (the product says 您)."""
+    found = [text[max(0, m.start() - 6) : m.end() + 6] for m in ASCII_AFTER_CJK.finditer(text)]
+    found += [text[max(0, m.start() - 6) : m.end() + 6] for m in re.finditer("你", text)]
+    return found

@@ -1,0 +1,49 @@
+"""The crawler's text checks on their own (no browser): each refuses what it should and lets words,
+names, units, file names and URLs through."""
+
+from __future__ import annotations
+
+from tests.e2e import pagechecks
+
+
+def test_identifiers_finds_code_in_visible_text():
+    assert pagechecks.identifiers("Run long_context") == ["long_context"]
+    assert pagechecks.identifiers("Open item readiness.logs closed.") == ["readiness.logs"]
+    assert pagechecks.identifiers("total_upper shows how far it can rise") == ["total_upper"]
+    assert pagechecks.identifiers("business owner: Approves · FORM_FILLING") == ["FORM_FILLING"]
+    raw = pagechecks.identifiers("kv_after: {'kv_usage_ratio': 0}")
+    assert raw == ["kv_after", "kv_usage_ratio", "{'kv_usage_ratio':"]
+    dn = "Signed by (OU=Business owner (DEVELOPMENT),O=kvselect development,CN=张伟)"
+    assert pagechecks.identifiers(dn) == ["OU=Business owner (DEVELOPMENT),O="]
+
+
+def test_identifiers_lets_prose_names_files_and_urls_through():
+    text = (
+        "Download record-3-v1-alerts.yml and dashboard.json; llama.cpp (llama-server) serves at "
+        "http://127.0.0.1:8101/v1, e.g. with --kv_cache_dtype; sha 5fe294b86b1c; Customer-support (demo)."
+    )
+    assert pagechecks.identifiers(text) == []
+    assert pagechecks.identifiers("Selection my_team_bot", allowed={"my_team_bot"}) == []
+
+
+def test_english_words_on_a_chinese_page():
+    assert pagechecks.english_words("没有失败的请求，共 96 个") == []
+    assert pagechecks.english_words("no failed requests of 96") == ["failed", "requests"]
+    assert pagechecks.english_words("阶段：queued") == ["queued"]
+    # acronyms, the SIMULATED badge, units, product and people's names stay
+    assert pagechecks.english_words("vLLM 0.11.0 的 TTFT p95 为 300 ms，KV 缓存 1,024 tokens，SIMULATED") == []
+    assert pagechecks.english_words("Priya Raman 负责观察", allowed={"Priya Raman"}) == []
+    assert pagechecks.english_words("Ana Silva 负责观察 capacity", allowed={"Ana Silva"}) == ["capacity"]
+
+
+def test_english_phrases_reports_each_line_once():
+    text = "选型\nno failed requests\n选型\nno failed requests"
+    assert pagechecks.english_phrases(text) == ["no failed requests"]
+
+
+def test_punctuation_after_chinese_text():
+    assert pagechecks.punctuation("显存分配与复用，跨轮持久化与卸载。") == []
+    assert len(pagechecks.punctuation("显存分配与复用, 跨轮持久化与卸载.")) == 2
+    assert pagechecks.punctuation("名称: 该字段是必填项。") == ["名称: 该字段是必"]
+    assert pagechecks.punctuation("你的证书") == ["你的证书"]
+    assert pagechecks.punctuation("vLLM 0.11.0, fp8.") == []
