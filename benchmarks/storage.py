@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -166,11 +167,13 @@ def store_native_result(
     extra_files: dict[str, tuple[str, bytes]] | None = None,
     error: str = "",
     owned_by=None,
+    on_stored: Callable[[BenchmarkRun], None] | None = None,
 ) -> BenchmarkRun | None:
     """Store a result the harness or simulator produced for an existing run, with its native JSON.
 
     `owned_by`: a Q object the locked run must match (a worker's attempt that still owns it);
-    when it does not, nothing is written and None is returned.
+    when it does not, nothing is written and None is returned. `on_stored` runs in the same
+    transaction once the result is written (the selection's scoring inputs changed with it).
     """
 
     files = SavedFiles()
@@ -191,6 +194,8 @@ def store_native_result(
             files.save(locked, Artifact.Kind.NATIVE, f"run-{locked.pk}.json", native)
             for kind, (name, content) in (extra_files or {}).items():
                 files.save(locked, kind, name, content)
+            if on_stored is not None:
+                on_stored(locked)
     except BaseException:
         files.discard()
         raise

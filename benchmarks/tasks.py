@@ -11,7 +11,6 @@ import socket
 from datetime import datetime, timedelta
 
 from celery import shared_task
-from celery.utils.log import get_task_logger
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
@@ -20,15 +19,16 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.uploads.parse import parse_stored_upload
 from benchmarks.validation import worker
 from benchmarks.validation.engine import EngineUnavailable
-from config.celery import gpu_queue
-
-logger = get_task_logger(__name__)
+from config.celery import DatabaseTask, gpu_queue, publish
+from config.outage import retry_database
 
 UPLOAD_REQUEUE_AFTER = timedelta(seconds=30)  # an upload still `parsing` this long after arrival lost its task
+WAITING_FOR_QUEUE = {"phase": "waiting for the job queue"}  # the broker refused the task; beat sends it again
 
 
-@shared_task(name="benchmarks.tasks.parse_upload", acks_late=True, max_retries=3, default_retry_delay=5)
+@shared_task(name="benchmarks.tasks.parse_upload", base=DatabaseTask, acks_late=True)
 def parse_upload(run_id: int) -> str:
+    """Parse a large upload stored raw (the `parse` queue: never behind a backlog of rescorings)."""
     return parse_stored_upload(run_id).status
 
 
@@ -43,8 +43,9 @@ def parse_upload(run_id: int) -> str:
 )
 def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""
+    name = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
     try:
-        run = worker.claim(run_id, worker=f"{self.request.hostname or socket.gethostname()}:{self.request.id}")
+        run = retry_database(lambda: worker.claim(run_id, worker=name), f"run {run_id}: claiming")
     except worker.HardwareBusy as exc:  # wait for the run on this hardware; does not use up the retries
         BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).update(enqueued_at=timezone.now())
         raise self.retry(exc=exc, countdown=3, max_retries=self.max_retries + self.request.retries + 1) from exc
@@ -59,7 +60,7 @@ def run_validation(self, run_id: int) -> str:
         return worker.finish_failed(run, f"engine unreachable: {exc}").status
 
 
-@shared_task(name="benchmarks.tasks.reap_stale_runs")
+@shared_task(name="benchmarks.tasks.reap_stale_runs", base=DatabaseTask)
 def reap_stale_runs(now: datetime | None = None) -> list[int]:
     """Fail (or store the write-ahead result of) runs whose worker stopped sending heartbeats; queue
     again uploads whose parse task was lost and validation runs no worker will otherwise pick up."""
@@ -89,25 +90,20 @@ def unsent_validation_runs(now: datetime):
 
 
 def enqueue_parse(run: BenchmarkRun) -> bool:
-    """Queue parsing; if the broker is down the run stays `parsing` and the reaper re-queues it."""
-    try:
-        parse_upload.apply_async((run.pk,), retry=False)
+    """Queue parsing; if the broker is down the run stays `parsing`, says it waits for the job queue, and
+    the reaper queues it again."""
+    if publish(parse_upload, (run.pk,)):
         return True
-    except Exception as exc:  # kombu raises OperationalError and friends when the broker is down
-        logger.warning("broker unavailable, run %s waits for the reaper: %s", run.pk, exc)
-        BenchmarkRun.objects.filter(pk=run.pk).update(progress={"phase": "waiting for the job queue"})
-        return False
+    BenchmarkRun.objects.filter(pk=run.pk, status=BenchmarkRun.Status.PARSING).update(progress=WAITING_FOR_QUEUE)
+    return False
 
 
 def enqueue_validation(run: BenchmarkRun) -> bool:
     """Queue a validation run on its GPU pool's queue. If the broker is down the run says so and
     waits; the reaper sends it again (`unsent_validation_runs`), so no queued run is left behind."""
-    try:
-        run_validation.apply_async((run.pk,), queue=gpu_queue(run.candidate.gpu_pool or None), retry=False)
-    except Exception as exc:
-        logger.warning("could not queue validation run %s: %s", run.pk, exc)
+    if not publish(run_validation, (run.pk,), queue=gpu_queue(run.candidate.gpu_pool or None)):
         BenchmarkRun.objects.filter(pk=run.pk, status=BenchmarkRun.Status.QUEUED).update(
-            enqueued_at=None, progress={"phase": "waiting for the job queue", "percent": 0}
+            enqueued_at=None, progress={**WAITING_FOR_QUEUE, "percent": 0}
         )
         return False
     BenchmarkRun.objects.filter(pk=run.pk, status=BenchmarkRun.Status.QUEUED).update(

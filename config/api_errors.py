@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from config.errors import DATABASE_RETRY_AFTER_S
+from config.uploads import UploadSpoolFailure, storage_detail
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,9 @@ def exception_handler(exc, context):
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         )
+    if isinstance(exc, UploadSpoolFailure):  # the disk refused the spooled body: nothing was stored
+        logger.error("upload not stored (%s): %s", context.get("view").__class__.__name__, exc.error)
+        return Response({"detail": storage_detail(exc.error)}, status=status.HTTP_507_INSUFFICIENT_STORAGE)
     if isinstance(exc, DataError):
         # Input the database cannot hold or compare (a NUL character in PostgreSQL text, a number
         # out of range) that the serializers let through: the client's problem, not a server error.

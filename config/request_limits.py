@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 
 from django.conf import settings
@@ -22,6 +23,10 @@ from django.http import HttpResponse, JsonResponse
 from django.template import loader
 from django.utils import translation
 from django.utils.http import url_has_allowed_host_and_scheme
+
+from config.uploads import storage_detail
+
+logger = logging.getLogger(__name__)
 
 CHUNK = 1024 * 1024
 
@@ -81,16 +86,25 @@ class ChunkedBodyLimit:
         if not chunked or environ.get("CONTENT_LENGTH") or not environ.get("wsgi.input_terminated"):
             return self.application(environ, start_response)
         limit = body_limit()
-        spool = tempfile.TemporaryFile(dir=settings.FILE_UPLOAD_TEMP_DIR)
+        try:
+            spool = tempfile.TemporaryFile(dir=settings.FILE_UPLOAD_TEMP_DIR)
+        except OSError as exc:  # the upload directory is read-only or gone
+            drain_input(environ["wsgi.input"], limit)
+            return self.not_stored(environ, start_response, exc)
         size = 0
         source = environ["wsgi.input"]
-        while chunk := source.read(CHUNK):
-            size += len(chunk)
-            if size > limit:
-                spool.close()
-                return self.refuse(environ, start_response)
-            spool.write(chunk)
-        spool.seek(0)
+        try:
+            while chunk := source.read(CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    spool.close()
+                    return self.refuse(environ, start_response)
+                spool.write(chunk)
+            spool.seek(0)
+        except OSError as exc:  # disk full: the spool (already unlinked) is closed, nothing stays open
+            close_quietly(spool)
+            drain_input(source, limit - size)  # the client gets the 507, not a reset connection
+            return self.not_stored(environ, start_response, exc)
         environ = dict(environ, CONTENT_LENGTH=str(size))
         environ["wsgi.input"] = spool
         environ.pop("HTTP_TRANSFER_ENCODING", None)
@@ -98,6 +112,16 @@ class ChunkedBodyLimit:
             return self.application(environ, start_response)
         finally:
             spool.close()  # Django has read what it needs before returning its response
+
+    @staticmethod
+    def not_stored(environ, start_response, error: OSError):
+        """507, as `config.errors` answers when Django's own spooling fails."""
+        logger.error("chunked upload to %s not stored: %s", environ.get("PATH_INFO", ""), error)
+        body = json.dumps({"detail": storage_detail(error)}).encode()
+        start_response(
+            "507 Insufficient Storage", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        )
+        return [body]
 
     @staticmethod
     def refuse(environ, start_response):
@@ -112,3 +136,16 @@ class ChunkedBodyLimit:
             [("Content-Type", kind), ("Content-Length", str(len(body)))],
         )
         return [body]
+
+
+def close_quietly(handle) -> None:
+    try:
+        handle.close()
+    except OSError:  # a buffered tail the full disk refuses: the descriptor is closed anyway
+        pass
+
+
+def drain_input(source, budget: int) -> None:
+    """Read and drop up to `budget` bytes of a body the server will not store."""
+    while budget > 0 and (chunk := source.read(min(CHUNK, budget))):
+        budget -= len(chunk)

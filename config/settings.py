@@ -253,6 +253,12 @@ EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "kvselect <kvselect@localhost>")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Larger uploads are spooled to disk by a handler that removes its partial file when the disk refuses
+# a write (full, read-only): a 507 naming the problem, nothing left on disk or held open (config.uploads).
+FILE_UPLOAD_HANDLERS = [
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "config.uploads.SpoolingUploadHandler",
+]
 # Larger uploads arrive in a file here: beside MEDIA_ROOT, so storing one is a rename, not a copy.
 FILE_UPLOAD_TEMP_DIR = os.environ.get("KVSELECT_UPLOAD_TEMP_DIR") or str(MEDIA_ROOT / "incoming")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)

@@ -206,6 +206,14 @@ class Selection(models.Model):
     # last scoring failed (the field it names), so that pages say "being recomputed" or the error.
     scores_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     scoring_error = models.TextField(blank=True, default="", editable=False)
+    # Freshness is a stamp: every change of a scoring input (constraints, weights, gates, candidates,
+    # evidence, archiving) sets it in the change's own transaction; a snapshot is current when it was
+    # computed from the inputs of this stamp (`Score.inputs_changed_at`), so pages compare two times
+    # and rebuild nothing.
+    inputs_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When a `recompute_scores` task was handed to the broker and has not finished: at most one is
+    # pending per selection; changes meanwhile only mark the selection and that task picks them up.
+    rescoring_queued_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-updated_at"]
@@ -577,6 +585,9 @@ class Score(models.Model):
     coverage = models.FloatField(null=True, blank=True)
     result = models.JSONField()
     inputs = models.JSONField(default=dict)
+    # the selection's `inputs_changed_at` when these inputs were read: the snapshot is current while
+    # the selection's stamp is still this one
+    inputs_changed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-computed_at", "-id"]

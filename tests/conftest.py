@@ -12,6 +12,8 @@ import pytest
 from django.conf import settings
 from django.utils import translation
 
+from config.celery import BROKER
+from config.outage import DATABASE
 from selection.candidates.services import add_candidate, load_engine_catalog
 from selection.models import Engine, Membership, Team
 from selection.setup.services import create_selection, save_constraints
@@ -96,7 +98,7 @@ def selection_with_constraints(selection, architect):
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     """A real `celery worker` process on the test database and the configured broker."""
-    from config.celery import app
+    from config.celery import QUEUES, app
 
     with django_db_blocker.unblock():
         env = dict(os.environ)
@@ -108,7 +110,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         try:
             with app.connection_for_write() as connection:
                 connection.ensure_connection(max_retries=3)
-                for queue in ("default", "gpu", "render"):
+                for queue in QUEUES:
                     with connection.channel() as channel:
                         try:
                             channel.queue_purge(queue)
@@ -127,7 +129,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
                 "config",
                 "worker",
                 "-Q",
-                "default,gpu,render",
+                ",".join(QUEUES),
                 "--pool",
                 "threads",
                 "-c",
@@ -152,6 +154,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         else:
             process.kill()
             pytest.fail(f"Celery worker did not become ready:\n{log.read_text()[-3000:]}")
+        process.log_path = log  # tests read what the worker did (e.g. how many tasks it received)
         yield process
         process.terminate()
         try:
@@ -201,3 +204,12 @@ def _default_language():
     leaves its language active in the thread, and the next test would render in it."""
     yield
     translation.activate(settings.LANGUAGE_CODE)
+
+
+@pytest.fixture(autouse=True)
+def _no_outage_carried_over():
+    """Each test starts with the broker and the database up as far as this process knows: a test that
+    made the broker refuse a task leaves `publish` paused for a few seconds (config.celery)."""
+    BROKER.reset()
+    DATABASE.reset()
+    yield

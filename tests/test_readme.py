@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from config.celery import QUEUES
+from tests.support.readme import readme_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -27,6 +31,17 @@ def test_make_demo_passes_the_port_on():
     out = subprocess.run(["make", "-n", "demo", "PORT=8001"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert 'scripts/demo.sh --port "8001"' in out.stdout
     assert "make demo PORT=8001" in README and "Ctrl+C" in README
+
+
+def test_the_readmes_production_topology_is_gunicorn_a_worker_per_queue_and_one_beat():
+    """Issue 38 item 4 (tests/reliability/test_real_services.py starts these very lines)."""
+    commands = [shlex.split(line) for line in readme_topology()]
+    assert [c[0] for c in commands].count("gunicorn") == 1
+    assert sum(1 for c in commands if c[:4] == ["celery", "-A", "config", "beat"]) == 1
+    workers = [c for c in commands if c[:4] == ["celery", "-A", "config", "worker"]]
+    consumed = [c[c.index("--queues") + 1] for c in workers]
+    assert sorted(consumed) == sorted(q if q != "gpu" else "gpu.<pool>" for q in QUEUES)  # one worker each
+    assert all("-B" not in c and "--beat" not in c for c in workers)  # beat runs once, on its own
 
 
 def readme_hand_start_block() -> list[str]:
@@ -51,7 +66,7 @@ def test_the_readmes_hand_start_block_starts_what_the_demo_starts(engines):
     ]
     assert lines[: len(expected)] == expected
     worker = lines[len(expected)]
-    assert worker.startswith(".venv/bin/celery -A config worker -B -Q default,gpu,render") and worker.endswith("&")
+    assert worker.startswith(f".venv/bin/celery -A config worker -B -Q {','.join(QUEUES)} ") and worker.endswith("&")
     jobs = len(expected) + 1
     assert lines[-1].startswith("kill " + " ".join(f"%{n}" for n in range(1, jobs + 1)) + " ")
 

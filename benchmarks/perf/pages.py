@@ -100,8 +100,17 @@ def seed(n_candidates: int, n_runs: int):
     user = get_user_model().objects.create_user("bench", password="bench-password-1")
     team = Team.objects.create(name="bench")
     Membership.objects.create(team=team, user=user, role=Membership.Role.ARCHITECT)
+    owners = {}
+    for role in ("business", "platform", "security"):  # three different people (separation of duties)
+        owners[role] = get_user_model().objects.create_user(f"bench-{role}", password="bench-password-1")
+        Membership.objects.create(team=team, user=owners[role], role=Membership.Role.REVIEWER)
     selection = create_selection(
-        user=user, team=team, name="Bench", business_owner=user, platform_owner=user, security_owner=user
+        user=user,
+        team=team,
+        name="Bench",
+        business_owner=owners["business"],
+        platform_owner=owners["platform"],
+        security_owner=owners["security"],
     )
     save_constraints(
         selection=selection,

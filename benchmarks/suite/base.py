@@ -60,3 +60,13 @@ class ValidationTest:
     # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
     # --trace for a test that draws its requests' lengths from a trace); any other is refused
     cli: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CandidateFacts:
+    """What a test's plan may read of the candidate beyond the constraints; the validation plan
+    gathers them once per candidate (`benchmarks.validation.plan.candidate_facts`)."""
+
+    max_model_len: int | None = None  # the engine's longest sequence, as it stated it
+    kv_capacity_tokens: int | None = None  # engine-stated, else the capacity model's prediction
+    priority_scheduling: bool = False  # its launch flags turn priority scheduling on (and the catalog allows it)

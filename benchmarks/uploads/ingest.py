@@ -33,7 +33,7 @@ from django.db import IntegrityError, transaction
 
 from benchmarks.formats import HEAD_BYTES, detect_head, format_names
 from benchmarks.models import Artifact, BenchmarkRun
-from benchmarks.storage import SavedFiles, apply_result
+from benchmarks.storage import SavedFiles, StorageFailure, apply_result
 from benchmarks.suite import TEST_IDS
 from benchmarks.tasks import enqueue_parse
 from benchmarks.uploads.parse import parse_bytes, selection_slo
@@ -118,37 +118,64 @@ def _hash_file(handle: IO[bytes]) -> tuple[int, str]:
 
 
 def gunzip_to_disk(handle: IO[bytes], limit: int) -> StagedUpload:
-    """Decompress a gzip upload in chunks into a file on disk, refusing (413) once the output passes `limit`."""
-    spool = tempfile.NamedTemporaryFile(
-        prefix="kvselect-gunzip-", suffix=".upload", dir=spool_directory(), delete=False
-    )
+    """Decompress a gzip upload in chunks into a file on disk, refusing (413) once the output passes `limit`.
+    A disk that refuses the output (full, read-only) is a StorageFailure (507), not a bad gzip file."""
+    try:
+        spool = tempfile.NamedTemporaryFile(
+            prefix="kvselect-gunzip-", suffix=".upload", dir=spool_directory(), delete=False
+        )
+    except OSError as exc:
+        raise StorageFailure(f"could not store the decompressed upload: {exc.strerror or exc}") from exc
+    try:
+        size, digest = _gunzip(handle, spool, limit)
+    except BaseException:
+        discard_spool(spool)
+        raise
+    spool.seek(0)
+    return StagedUpload(SpooledUpload(spool, spool.name), size, digest, spooled=True)
+
+
+def _gunzip(handle: IO[bytes], spool: IO[bytes], limit: int) -> tuple[int, str]:
     digest, size = hashlib.sha256(), 0
     handle.seek(0)
-    try:
-        with gzip.GzipFile(fileobj=handle, mode="rb") as reader:
-            while chunk := reader.read(CHUNK):
-                size += len(chunk)
-                if size > limit:
-                    raise IngestError(
-                        "file", f"decompressed size exceeds the limit of {limit:,} bytes (gzip bomb?)", 413
-                    )
-                digest.update(chunk)
-                spool.write(chunk)
-        spool.flush()
-    except (OSError, EOFError, zlib.error) as exc:
-        spool.close()
-        os.unlink(spool.name)
-        raise IngestError("file", f"not a valid gzip file ({exc})") from None
-    except BaseException:
-        spool.close()
-        os.unlink(spool.name)
-        raise
+    with gzip.GzipFile(fileobj=handle, mode="rb") as reader:
+        while True:
+            try:
+                chunk = reader.read(CHUNK)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise IngestError("file", f"not a valid gzip file ({exc})") from None
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                raise IngestError("file", f"decompressed size exceeds the limit of {limit:,} bytes (gzip bomb?)", 413)
+            digest.update(chunk)
+            write_spool(spool, chunk)
+    write_spool(spool, b"", flush=True)
     if not size:
-        spool.close()
-        os.unlink(spool.name)
         raise IngestError("file", "the gzip file is empty")
-    spool.seek(0)
-    return StagedUpload(SpooledUpload(spool, spool.name), size, digest.hexdigest(), spooled=True)
+    return size, digest.hexdigest()
+
+
+def write_spool(spool: IO[bytes], chunk: bytes, flush: bool = False) -> None:
+    try:
+        spool.write(chunk)
+        if flush:
+            spool.flush()
+    except OSError as exc:  # the disk is full or read-only: the server's problem, not the file's
+        raise StorageFailure(f"could not store the decompressed upload: {exc.strerror or exc}") from exc
+
+
+def discard_spool(spool) -> None:
+    """Close and remove a spool file that will not be used (closing may fail on a full disk: still removed)."""
+    try:
+        spool.close()
+    except OSError:
+        pass
+    try:
+        os.unlink(spool.name)
+    except FileNotFoundError:
+        pass
 
 
 def stage_upload(upload: IO[bytes] | bytes, limit: int) -> StagedUpload:

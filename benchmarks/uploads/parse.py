@@ -44,8 +44,11 @@ def parse_stored_upload(run_id: int) -> BenchmarkRun:
             with raw.file.open("rb") as handle:
                 result = parse_bytes(handle.read(), filename, fmt, selection_slo(run.candidate))
     except ValueError as exc:
-        BenchmarkRun.objects.filter(pk=run.pk).update(
-            status=BenchmarkRun.Status.FAILED, error=str(exc)[:5000], finished_at=timezone.now()
+        BenchmarkRun.objects.filter(pk=run.pk, status=BenchmarkRun.Status.PARSING).update(
+            status=BenchmarkRun.Status.FAILED,
+            error=str(exc)[:5000],
+            finished_at=timezone.now(),
+            progress={"phase": BenchmarkRun.Status.FAILED, "percent": 100},
         )
         run.refresh_from_db()
         return run
@@ -55,6 +58,8 @@ def parse_stored_upload(run_id: int) -> BenchmarkRun:
             locked = BenchmarkRun.objects.select_for_update().get(pk=run.pk)
             if locked.status == BenchmarkRun.Status.PARSING:
                 locked.quality_warnings = warnings_for_candidate(result, run.candidate)
+                # a phase it showed while waiting ("waiting for the job queue") ends with the parse
+                locked.progress = {"phase": BenchmarkRun.Status.SUCCEEDED, "percent": 100}
                 apply_result(locked, result, files, BenchmarkRun.Status.SUCCEEDED)
                 schedule_rescoring(run.candidate.selection_id)
     except BaseException:

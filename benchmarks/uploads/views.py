@@ -114,7 +114,18 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
     form = ResultUploadForm(request.POST, request.FILES, candidates=selection.candidates.select_related("engine"))
     if not form.is_valid():
         return _uploads_page(request, selection, upload_form=form, status=400)
-    run, created, refusals = _ingest_form(form, request.user.get_username())
+    try:
+        run, created, refusals = _ingest_form(form, request.user.get_username())
+    except StorageFailure as error:  # the server's disk, not the file: 507, the page says what happened
+        form.add_error(
+            None,
+            _(
+                "The file could not be stored (%(error)s). Nothing was recorded; try again, and tell "
+                "an administrator if it keeps failing."
+            )
+            % {"error": error},
+        )
+        return _uploads_page(request, selection, upload_form=form, status=507)
     if run is None:
         return _uploads_page(request, selection, upload_form=form, refusals=refusals, status=400)
     if not created:
@@ -128,7 +139,7 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | None, bool, dict | None]:
     """Ingest a valid upload form's file: (run, created, None), or (None, False, the parsers' refusals or
-    None) with the reason attached to the form."""
+    None) with the reason attached to the form. A storage failure is raised (the caller answers 507)."""
     data, handle = form.cleaned_data, form.cleaned_data["file"]
     try:
         run, created = ingest_upload(
@@ -143,15 +154,6 @@ def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | 
         )
     except IngestError as error:
         form.add_error(error.field if error.field in UPLOAD_FIELDS else None, str(error))
-    except StorageFailure as error:
-        form.add_error(
-            None,
-            _(
-                "The file could not be stored (%(error)s). Nothing was recorded; try again, and tell "
-                "an administrator if it keeps failing."
-            )
-            % {"error": error},
-        )
     except ValueError as error:  # the parsers: UnrecognisedFormat (with .refusals) or FormatError
         refusals = getattr(error, "refusals", None)
         if refusals:

@@ -9,6 +9,7 @@ from typing import Any
 
 from benchmarks.harness import workloads
 from benchmarks.suite import by_priority
+from benchmarks.suite.base import CandidateFacts
 from selection.candidates.screening import selection_priorities
 from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
@@ -22,22 +23,25 @@ logger = logging.getLogger(__name__)
 PRIORITY_FLAGS = re.compile(r"--scheduling-policy(?:=|\s+)priority\b|--enable-priority-scheduling\b")
 
 
-def plan_for(candidate: Candidate, test: str) -> dict[str, Any]:
-    """The test's default parameters derived from the selection's constraints (editable)."""
+def plan_for(candidate: Candidate, test: str, facts: CandidateFacts | None = None) -> dict[str, Any]:
+    """The test's default parameters derived from the selection's constraints and the candidate's
+    facts (editable); `facts` as `candidate_facts` gives them, when the caller has them already."""
     constraints = candidate.selection.constraints.as_domain() if hasattr(candidate.selection, "constraints") else {}
     if candidate.selection.scenario:  # the soak's length and sessions follow the scenario
         constraints["scenario"] = candidate.selection.scenario
-    kwargs = {}
-    if test == "long_context":
-        kwargs["max_model_len"] = (candidate.measured_capacity or {}).get("max_model_len")
-    plan = workloads.plan(test, constraints, **kwargs)
-    # the tests planning `kv_capacity_tokens` turn the engine's KV usage ratio into tokens (prefix:
-    # peak KV; long context: KV per request; swap: the pressure that evicts the idle sessions)
-    if "kv_capacity_tokens" in plan and plan["kv_capacity_tokens"] is None:
-        plan["kv_capacity_tokens"] = kv_capacity_tokens(candidate)
-    if test == "isolation":
-        plan["use_priority"] = priority_scheduling_on(candidate)
-    return plan
+    return workloads.plan(test, constraints, facts if facts is not None else candidate_facts(candidate))
+
+
+def candidate_facts(candidate: Candidate) -> CandidateFacts:
+    """What the tests' plans read of the candidate: the longest sequence its engine stated, its KV
+    capacity in tokens (a KV usage ratio in tokens: the prefix test's peak KV, the long-context
+    ladder's KV per request, the pressure that evicts the swap test's idle sessions) and whether its
+    launch flags turn priority scheduling on (the isolation test then sends each tenant's priority)."""
+    return CandidateFacts(
+        max_model_len=(candidate.measured_capacity or {}).get("max_model_len"),
+        kv_capacity_tokens=kv_capacity_tokens(candidate),
+        priority_scheduling=priority_scheduling_on(candidate),
+    )
 
 
 def priority_scheduling_on(candidate: Candidate) -> bool:
@@ -67,7 +71,8 @@ def kv_capacity_tokens(candidate: Candidate) -> int | None:
 
 def validation_plan(candidate: Candidate) -> dict[str, dict[str, Any]]:
     """Every runnable test's parameters, the priority dimensions' tests first (`priority_order`)."""
-    return {test: plan_for(candidate, test) for test, _priority in priority_order(candidate)}
+    facts = candidate_facts(candidate)
+    return {test: plan_for(candidate, test, facts) for test, _priority in priority_order(candidate)}
 
 
 def priority_order(candidate: Candidate) -> list[tuple[str, bool]]:

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -56,6 +56,7 @@ from benchmarks.validation.target import (
     refused_urls,
     target_for,
 )
+from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
 from selection.capacity.measured import record_measured_capacity
 from selection.models import Candidate
@@ -66,7 +67,6 @@ logger = logging.getLogger(__name__)
 PROGRESS_MIN_INTERVAL_S = 1.0
 CANCEL_POLL_S = 0.5
 WORKER_LOST = "worker lost"  # how the reaper's verdict begins (a live worker may take its run back)
-RETRY_DELAY_MAX_S = 5.0
 
 
 def heartbeat_interval_s() -> float:
@@ -230,21 +230,9 @@ def owned_by(attempt: int) -> Q:
 
 def with_reconnect(operation, what: str, budget_s: float | None = None):
     """Run a database operation; on a lost connection (a restart, a failover) reconnect and retry
-    with backoff for up to `budget_s` (KVSELECT_STORE_RETRY_S), then raise the last error."""
-    budget = float(settings.KVSELECT_STORE_RETRY_S) if budget_s is None else budget_s
-    deadline = time.monotonic() + budget
-    delay = 0.25
-    while True:
-        try:
-            return operation()
-        except (OperationalError, InterfaceError) as exc:
-            if time.monotonic() + delay > deadline:
-                raise
-            logger.warning("%s: database unavailable, retrying in %.1f s: %s", what, delay, exc)
-            close_old_connections()
-            connection.close()  # never reuse a connection a restart killed
-            time.sleep(delay)
-            delay = min(delay * 2, RETRY_DELAY_MAX_S)
+    with backoff for up to `budget_s` (KVSELECT_STORE_RETRY_S), then raise the last error (one log
+    line per outage: `config.outage`)."""
+    return retry_database(operation, what, budget_s)
 
 
 class RunReporter:
@@ -319,8 +307,10 @@ class RunReporter:
                     if now - last_beat >= heartbeat_interval_s():
                         self._beat()
                         last_beat = now
+                    DATABASE.recovered()
                 except DatabaseError as exc:  # a restarting database must not silence the heartbeat for good
-                    logger.warning("run %s: reporter write failed, retrying: %s", self.run_id, exc)
+                    DATABASE.failed(exc, f"run {self.run_id}'s progress reporter")  # one line per outage
+                    logger.debug("run %s: reporter write failed, retrying: %s", self.run_id, exc)
                     connection.close()
         finally:
             connection.close()
@@ -380,7 +370,11 @@ def _execute_against_engine(
     except Exception as exc:  # the engine or network broke mid-test
         logger.exception("validation run %s failed", run.pk)
         return finish_failed(run, f"{type(exc).__name__}: {exc}")
-    record_host_activity(run, result, load_at_start)
+    try:
+        record_host_activity(run, result, load_at_start)
+    except (OperationalError, InterfaceError) as exc:  # never hold the result back for it: finish() writes it ahead
+        connection.close()  # a restart killed this connection; finish() stores on a fresh one
+        result.notes.append(f"Other runs on this hardware could not be checked: the database was unavailable ({exc}).")
     result.metadata["engine_host"] = {k: provenance[k] for k in ("at", "identity", "findings", "kept_model")}
     cancelled = reporter.cancelled()
     stopped = [p.extra["stopped_early"] for p in result.points if p.extra.get("stopped_early")]
@@ -404,6 +398,11 @@ def _execute_against_engine(
     if cancelled:
         result.partial = True
     return finish(run, result, status, error)
+
+
+def rescore(run: BenchmarkRun) -> None:
+    """A finished run is new evidence: stamp its selection and queue the rescoring (in the storing transaction)."""
+    schedule_rescoring(run.candidate.selection_id)
 
 
 def load_average() -> list[float] | None:
@@ -493,16 +492,13 @@ def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str 
     def store() -> BenchmarkRun | None:
         try:
             stored = store_native_result(
-                run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt)
+                run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt), on_stored=rescore
             )
         except (OperationalError, InterfaceError) as exc:
             if not envelope["store_error"]:  # the file says why the database does not have it yet
                 envelope["store_error"] = f"{type(exc).__name__}: {exc}".strip()[:500]
                 write_pending(run.pk, run.attempt, envelope)
             raise
-        if stored is not None:
-            with transaction.atomic():
-                schedule_rescoring(run.candidate.selection_id)
         return stored
 
     stored = with_reconnect(store, f"run {run.pk}: storing the result")
@@ -571,13 +567,16 @@ def _recover(run_id: int, attempt: int, envelope: dict[str, Any], still_stale: Q
         f"Stored by the reaper from the worker's write-ahead file (written {envelope.get('written_at')}): {cause}."
     )
     stored = store_native_result(
-        run=run, result=result, status=envelope["status"], error=envelope.get("error") or "", owned_by=still_stale
+        run=run,
+        result=result,
+        status=envelope["status"],
+        error=envelope.get("error") or "",
+        owned_by=still_stale,
+        on_stored=rescore,
     )
     if stored is None:
         return False
     discard_pending(run_id, attempt)
-    with transaction.atomic():
-        schedule_rescoring(run.candidate.selection_id)
     logger.warning("run %s: stored from its write-ahead file by the reaper (%s)", run_id, cause)
     return True
 

@@ -368,9 +368,13 @@ def load_engine_catalog(path: Path | None = None) -> int:
     version = str(document.get("catalog_version", "unversioned"))
     count = 0
     for entry in document["engines"]:
-        Engine.objects.update_or_create(
+        before = Engine.objects.filter(slug=entry["slug"]).values_list("data", flat=True).first()
+        engine, _ = Engine.objects.update_or_create(
             slug=entry["slug"],
             defaults={"name": entry.get("name", entry["slug"]), "catalog_version": version, "data": entry},
         )
+        if before is not None and before != entry:  # documented facts are scoring inputs
+            for selection_id in set(engine.candidates.values_list("selection_id", flat=True)):
+                schedule_rescoring(selection_id)
         count += 1
     return count

@@ -2,14 +2,20 @@
 
 Snapshots are written when evidence changes (the `recompute_scores` task, through `refresh_scores`)
 or when someone asks for them with a POST; pages only read them (`scores_state`), so a GET never
-writes. A snapshot is current when its inputs hash is the hash of today's inputs.
+writes. Freshness is a stamp: every change of a scoring input sets the selection's
+`inputs_changed_at` in its own transaction (`selection.tasks.schedule_rescoring`), and each snapshot
+keeps the stamp of the inputs it was computed from; a page compares the two times and rebuilds
+nothing. Writes compare the inputs hash (a snapshot is reused, and stamped, when today's inputs hash
+to its own), so a record never freezes a snapshot of other inputs.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Q
 
 from selection.domain import scoring
 from selection.models import Score, Selection
@@ -65,8 +71,25 @@ def scoring_inputs(selection: Selection, include_simulated: bool = False) -> Sco
     )
 
 
+def inputs_stamp(selection_id: int) -> datetime | None:
+    """When the selection's scoring inputs last changed. Read before the inputs themselves: a change
+    made meanwhile leaves the snapshot stale (and rescored), never falsely current."""
+    return Selection.objects.filter(pk=selection_id).values_list("inputs_changed_at", flat=True).first()
+
+
+def stamped(score: Score, stamp: datetime | None) -> Score:
+    """The snapshot, marked as covering the inputs of `stamp` (it was found to hash to them). A newer
+    stamp another task wrote meanwhile is kept."""
+    if score.inputs_changed_at != stamp:
+        newer = Q(inputs_changed_at__gt=stamp) if stamp is not None else Q(inputs_changed_at__isnull=False)
+        if Score.objects.filter(pk=score.pk).exclude(newer).update(inputs_changed_at=stamp):
+            score.inputs_changed_at = stamp
+    return score
+
+
 def compute_scores(selection: Selection, include_simulated: bool = False) -> Score:
     """Score every candidate of the selection and store the snapshot (a new row each time inputs change)."""
+    stamp = inputs_stamp(selection.pk)
     inputs = scoring_inputs(selection, include_simulated)
     result = scoring.score_candidates(
         inputs.scenario,
@@ -86,7 +109,7 @@ def compute_scores(selection: Selection, include_simulated: bool = False) -> Sco
         and latest.rules_version == data["rules_version"]
         and latest.result.get("sentences") == data["sentences"]
     ):
-        return latest
+        return stamped(latest, stamp)
     ranked = [c for c in data["candidates"] if c.get("rank") == 1]
     coverage = ranked[0]["coverage"] if ranked else None
     with transaction.atomic():
@@ -98,6 +121,7 @@ def compute_scores(selection: Selection, include_simulated: bool = False) -> Sco
             signable=bool(data.get("signable")),
             leader=str(data.get("winner") or ""),
             coverage=coverage,
+            inputs_changed_at=stamp,
             result=data,
             inputs={
                 "weights": inputs.weights,
@@ -110,9 +134,10 @@ def compute_scores(selection: Selection, include_simulated: bool = False) -> Sco
 def current_scores(selection: Selection, include_simulated: bool = False) -> Score:
     """The snapshot of today's inputs: the latest one when its hash matches, else computed now (for a
     POST, such as drafting a record, that must not build on a stale snapshot)."""
+    stamp = inputs_stamp(selection.pk)
     latest = latest_score(selection, include_simulated)
     if latest is not None and latest.inputs_hash == scoring_inputs(selection, include_simulated).inputs_hash:
-        return latest
+        return stamped(latest, stamp)
     return compute_scores(selection, include_simulated=include_simulated)
 
 
@@ -141,15 +166,20 @@ def refresh_scores(selection_id: int, *, force: bool = False) -> str:
 
 
 def scores_state(selection: Selection, include_simulated: bool = False) -> ScoresState:
-    """The latest snapshot and how it stands against today's inputs (reads only)."""
-    fresh = Selection.objects.filter(pk=selection.pk).values("scores_requested_at", "scoring_error").get()
+    """The latest snapshot and how it stands against today's inputs: two reads, nothing rebuilt (the
+    comparison page and its 2-second poll ask this). Current when the snapshot covers the selection's
+    latest input change under today's scoring rules."""
+    fresh = (
+        Selection.objects.filter(pk=selection.pk)
+        .values("scores_requested_at", "scoring_error", "inputs_changed_at")
+        .get()
+    )
     score = latest_score(selection, include_simulated)
-    current = False
-    if score is not None:
-        try:
-            current = score.inputs_hash == scoring_inputs(selection, include_simulated).inputs_hash
-        except ValueError:  # inputs that cannot be scored: no snapshot matches them
-            current = False
+    current = (
+        score is not None
+        and score.inputs_changed_at == fresh["inputs_changed_at"]
+        and score.rules_version == scoring.RULES_VERSION
+    )
     return ScoresState(
         score=score,
         current=current,

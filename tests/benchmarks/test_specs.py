@@ -12,7 +12,7 @@ from benchmarks import suite
 from benchmarks.api.serializers import StartValidationSerializer, UploadSerializer
 from benchmarks.harness import estimates, workloads
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, UNITS, ParamSpec, TestSpec
-from benchmarks.suite.base import ValidationTest
+from benchmarks.suite.base import CandidateFacts, ValidationTest
 from benchmarks.validation.forms import ValidationParamsForm, param_label
 
 BUDGET = {"ttft_p95_ms": 800.0, "tpot_p95_ms": 50.0, "e2e_p95_ms": 20000.0}
@@ -57,7 +57,7 @@ PROBE_PARAMS = (
 )
 
 
-def plan_probe(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_probe(constraints: dict[str, Any] | None = None, facts=None) -> dict[str, Any]:
     return {param.name: param.default for param in PROBE_PARAMS if param.default is not None}
 
 
@@ -117,3 +117,32 @@ def test_without_its_row_and_spec_the_test_is_refused():
     assert not StartValidationSerializer(data={"test": "probe"}).is_valid()
     with pytest.raises(workloads.PlanError):
         workloads.plan("probe")
+
+
+def test_a_plan_reads_the_candidates_facts_and_plans_without_them():
+    facts = CandidateFacts(max_model_len=8192, kv_capacity_tokens=50_000, priority_scheduling=True)
+    assert workloads.plan("isolation", None, facts)["use_priority"] is True
+    assert workloads.plan("isolation", None)["use_priority"] is False
+    ladder = workloads.plan("long_context", {"max_input_tokens": 32768}, facts)
+    assert ladder["max_model_len"] == 8192 and ladder["kv_capacity_tokens"] == 50_000
+    assert 8192 - workloads.LONG_OUTPUT_TOKENS in ladder["rungs"] and ladder["rungs"][-1] == 32768
+    for test in ("prefix_reuse", "swap_recovery"):
+        assert workloads.plan(test, None, facts)["kv_capacity_tokens"] == 50_000
+        assert workloads.plan(test, None)["kv_capacity_tokens"] is None
+
+
+@pytest.mark.parametrize("test", list(workloads.SPECS))
+def test_every_plan_passes_its_own_specs_checks_with_and_without_constraints_and_facts(test):
+    constraints = {
+        "peak_concurrency": 32,
+        "avg_input_tokens": 1000,
+        "avg_output_tokens": 200,
+        "max_input_tokens": 32768,
+        "request_rate": 8.0,
+        "tenants": 2,
+        **BUDGET,
+    }
+    facts = CandidateFacts(max_model_len=40960, kv_capacity_tokens=100_000, priority_scheduling=True)
+    spec = workloads.SPECS[test]
+    for planned in (spec.plan(None), spec.plan(constraints), spec.plan(constraints, facts)):
+        assert spec.problems(planned) == {}, planned  # what the plan proposes, the dispatch accepts

@@ -110,8 +110,8 @@ def build_demo_steps(settings, tmp_path, monkeypatch):
     from selection.scoring.services import refresh_scores
 
     settings.KVSELECT_DEV_CA_DIR = str(tmp_path / "dev-certs")
-    for test, changes in QUICK_PARAMS.items():
-        monkeypatch.setitem(demo_command.DEMO_PARAMS, test, {**demo_command.DEMO_PARAMS[test], **changes})
+    demo_params = demo_command.demo_params
+    monkeypatch.setattr(demo_command, "demo_params", lambda test: {**demo_params(test), **QUICK_PARAMS.get(test, {})})
     # every test kind once (the first candidate's priority tests), the stress on the others: the run
     # pages, the comparison and the record show each kind of result at half the demo's runs
     first = demo_command.Engine.objects.get(slug=demo_command.DEMO_CANDIDATES[0][0])

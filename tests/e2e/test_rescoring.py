@@ -27,7 +27,9 @@ def test_the_comparison_says_being_recomputed_and_reloads_itself_when_the_task_r
     selection = build_selection(people)
     stress_run(Candidate.objects.filter(selection=selection).first(), (10.0, 20.0))
     # what an evidence hook does, without sending the task: this test plays the worker below
-    Selection.objects.filter(pk=selection.pk).update(scores_requested_at=timezone.now())
+    Selection.objects.filter(pk=selection.pk).update(
+        scores_requested_at=timezone.now(), inputs_changed_at=timezone.now()
+    )
     page = new_page()
     log_in(page, live_server.url, "alice")
     page.goto(f"{live_server.url}/selections/{selection.pk}/comparison/")

@@ -5,6 +5,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+from django.db.models import Q
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.uploads.ingest import ingest_upload
@@ -12,6 +13,7 @@ from selection.candidates.services import add_candidate
 from selection.models import Score, Selection
 from selection.scoring.services import scoring_inputs
 from tests.support.servers import wait_for
+from tests.support.uploads import token_client, upload
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -31,9 +33,10 @@ def test_an_upload_leads_to_a_new_snapshot_written_by_the_worker(
     first = wait_for(lambda: Score.objects.filter(selection=selection, include_simulated=False).first(), timeout=60)
     wait_for(lambda: Selection.objects.get(pk=selection.pk).scores_requested_at is None, timeout=60)
 
-    # the candidate's model and engine, 1,000 requests: evidence without warnings, parsed by the worker
+    # the selection's model and the candidate's engine, 1,000 requests: evidence without warnings (an
+    # upload of another model than the selection's is held back), parsed by the worker
     data = gzip.decompress((FIXTURES / "vllm_0.33.0_bench_serve_c64_n1000.json.gz").read_bytes())
-    data = data.replace(b'"engine": "mock"', b'"engine": "vllm"')
+    data = data.replace(b'"engine": "mock"', b'"engine": "vllm"').replace(b'"mock-model"', b'"Llama-3.1-8B"')
     run, created = ingest_upload(
         candidate=candidate, data=data, filename="v.json", test="concurrency_stress", synchronous=False
     )
@@ -52,3 +55,39 @@ def test_an_upload_leads_to_a_new_snapshot_written_by_the_worker(
     assert latest.inputs_hash == scoring_inputs(selection).inputs_hash  # current: the page shows no notice
     assert Selection.objects.get(pk=selection.pk).scoring_error == ""
     assert celery_worker_process.poll() is None
+
+
+def test_twenty_uploads_in_a_burst_make_one_or_two_rescorings(
+    celery_worker_process, selection_with_constraints, architect, engines
+):
+    """Issue 38 item 1: before, each upload queued its own full rescoring (904 after a 60-s burst of
+    50 uploaders, draining at ~9 a minute). Now the first upload queues the task; the others mark
+    the selection, and the task scores again until nothing new is requested."""
+    selection = selection_with_constraints
+    candidate = add_candidate(
+        selection=selection,
+        user=architect,
+        data={"engine": engines["vllm"], "engine_version": "0.11.0", "model_name": "mock-model"},
+    )
+
+    def settled() -> bool:
+        pending = Q(scores_requested_at__isnull=False) | Q(rescoring_queued_at__isnull=False)
+        return not Selection.objects.filter(pending, pk=selection.pk).exists()
+
+    wait_for(settled, timeout=60)  # the candidate's own rescoring ran
+    log = celery_worker_process.log_path
+    offset = log.stat().st_size
+    client = token_client(selection, architect)
+    data = (FIXTURES / "vllm_bench_serve.json").read_bytes()
+    for number in range(20):
+        response = upload(client, candidate.pk, data, filename="v.json", key=f"burst-{number}")
+        assert response.status_code == 201, response.content
+    wait_for(settled, timeout=120)
+    received = [
+        line
+        for line in log.read_text(errors="replace")[offset:].splitlines()
+        if "selection.tasks.recompute_scores[" in line and "received" in line
+    ]
+    assert 1 <= len(received) <= 2, received
+    latest = Score.objects.filter(selection=selection, include_simulated=False).first()
+    assert latest.inputs_changed_at == Selection.objects.get(pk=selection.pk).inputs_changed_at  # current

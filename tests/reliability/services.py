@@ -231,7 +231,7 @@ class Stack:
         wait_until(lambda: http_status(app.url + "/accounts/login/") == 200, 60, "gunicorn serving")
         return app
 
-    def worker(self, name: str, queues: str = "gpu,default", beat: bool = False, **env: str) -> "App":
+    def worker(self, name: str, queues: str = "gpu,default,parse", beat: bool = False, **env: str) -> "App":
         argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues, "--pool", "threads"]
         argv += ["-c", "2", "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
         if beat:

@@ -8,17 +8,21 @@ bounded in time. The engine is the in-process mock (loopback).
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.support.environment import ROOT
+from tests.support.environment import IN_CI, ROOT
+from tests.support.readme import readme_topology
 
-from .services import PostgresCluster, RedisServer, Stack, http, wait_until
+from .services import PostgresCluster, RedisServer, Stack, free_port, http, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
@@ -287,3 +291,193 @@ def test_a_killed_worker_is_detected_within_a_minute_and_its_run_says_no_data(st
     assert detected <= 60, f"detected after {detected:.0f} s"
     assert row["status"] == "failed" and "worker lost" in row["error"] and "no data" in row["error"]
     assert row["progress"] == {"phase": "failed", "percent": 0} and not row["partial"] and row["points"] == 0
+
+
+# --- the production topology of the README (issue 38 item 4) ---------------------------------------
+
+
+def topology_argv(command: str, *, pool: str, port: int, directory: Path) -> list[str]:
+    """A README command as this test runs it: only the address, the beat schedule's place and the pool
+    differ; the program runs from this interpreter's environment."""
+    command = command.replace("<pool>", pool).replace("0.0.0.0:8000", f"127.0.0.1:{port}")
+    command = command.replace("/var/lib/kvselect/", f"{directory}/")
+    program, *arguments = shlex.split(command)
+    assert program in ("gunicorn", "celery"), command
+    return [sys.executable, "-m", program, *arguments]
+
+
+ACTIVE_QUEUES = """
+import json
+from config.celery import app
+replies = app.control.inspect(timeout=5).active_queues() or {}
+print(json.dumps({name.split("@")[0]: sorted(q["name"] for q in queues) for name, queues in replies.items()}))
+"""
+
+ON_POOL = """
+import json
+from selection.models import Candidate
+print(json.dumps(Candidate.objects.filter(pk=CANDIDATE).update(gpu_pool=POOL)))
+"""
+
+
+def multipart_upload(url: str, token: str, data: bytes, key: str) -> tuple[int, dict]:
+    boundary = uuid.uuid4().hex
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="test"\r\n\r\nconcurrency_stress\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="v.json"\r\n'
+            "Content-Type: application/json\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    status, _headers, answer = http(
+        url,
+        data=body,
+        headers={
+            "Authorization": f"Token {token}",
+            "Idempotency-Key": key,
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
+    return status, json.loads(answer or b"{}")
+
+
+@pytest.mark.timeout(420)
+def test_the_readmes_production_topology_runs_every_kind_of_work_on_its_own_process(stack):
+    """gunicorn, one worker per queue (`default`, `parse`, `render`, `gpu.<pool>`) and beat, started from
+    the README's own lines: each worker consumes exactly its queue, and a validation run, a large upload,
+    the rescoring after them and beat's reaper each happen on the process the README says."""
+    commands = readme_topology()
+    assert [shlex.split(c)[:2] for c in commands] == [["gunicorn", "config.wsgi:application"]] + [["celery", "-A"]] * 5
+    pool = f"p{uuid.uuid4().hex[:6]}"
+    port = free_port()
+    fast = {"KVSELECT_SYNC_PARSE_BYTES": "512", "KVSELECT_REAPER_INTERVAL_S": "2"}
+    processes = {}
+    for command in commands:  # all at once, as a deployment starts them; then each must come up
+        argv = topology_argv(command, pool=pool, port=port, directory=stack.directory)
+        name = "gunicorn" if "gunicorn" in argv[2] else ("beat" if "beat" in argv else argv[argv.index("--queues") + 1])
+        processes[name] = stack.start(f"topology-{name}", argv, ready=None, **fast)
+    web = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http(web + "/accounts/login/")[0] == 200, 180, "gunicorn serving")
+    for name, process in processes.items():
+        ready = "beat: Starting" if name == "beat" else "ready."
+        if name != "gunicorn":
+            wait_until(lambda process=process, ready=ready: ready in process.log(), 180, f"{name} ready")
+
+    queues = stack.django(ACTIVE_QUEUES)
+    assert queues == {
+        "default": ["default"],
+        "parse": ["parse"],
+        "render": ["render"],
+        f"gpu-{pool}": [f"gpu.{pool}"],
+    }, queues
+
+    world = stack.world
+    assert stack.django(ON_POOL.replace("CANDIDATE", str(world["candidate"])).replace("POOL", repr(pool))) == 1
+    web_app = processes["gunicorn"]
+    web_app.url = web
+    _, run = start_run(stack, web_app, dict(LOAD, duration_s=2.0))
+    data = (ROOT / "tests" / "benchmarks" / "formats" / "fixtures" / "vllm_bench_serve.json").read_bytes()
+    status, upload = multipart_upload(
+        f"{web}/api/v1/candidates/{world['candidate']}/results/", world["token"], data, "topology-1"
+    )
+    assert status == 202 and upload["status"] == "parsing", (status, upload)
+
+    row = wait_until(lambda: terminal(stack, run["id"]), 120, "the validation run on the GPU pool's worker")
+    assert row["status"] == "succeeded", row
+    worker = stack.postgres.query(
+        "SELECT worker FROM benchmarks_benchmarkrun WHERE id = %s", (run["id"],), database=stack.database
+    )[0][0]
+    assert worker.startswith(f"gpu-{pool}@"), worker
+    parsed = wait_until(lambda: terminal(stack, upload["id"]), 60, "the upload parsed on the parse worker")
+    assert parsed["status"] == "succeeded" and parsed["progress"] == {"phase": "succeeded", "percent": 100}
+
+    def rescored() -> bool:
+        rows = stack.postgres.query(
+            "SELECT scores_requested_at IS NULL AND rescoring_queued_at IS NULL FROM selection_selection WHERE id = %s",
+            (world["selection"],),
+            database=stack.database,
+        )
+        return rows[0][0]
+
+    wait_until(rescored, 120, "the rescoring after the run and the upload")
+    logs = {name: app.log() for name, app in processes.items()}
+    assert "benchmarks.tasks.parse_upload[" in logs["parse"]
+    assert "selection.tasks.recompute_scores[" in logs["default"]
+    assert "benchmarks.tasks.run_validation[" in logs[f"gpu.{pool}"]
+    for name in ("parse", "render", f"gpu.{pool}"):
+        assert "recompute_scores[" not in logs[name], name  # no other worker scores
+    assert "Sending due task reap-stale-runs" in logs["beat"]
+    wait_until(
+        lambda: "benchmarks.tasks.reap_stale_runs[" in processes["default"].log(), 30, "beat's reaper on default"
+    )
+
+
+# --- the media volume full or read-only (issue 38 item 2) ------------------------------------------
+
+
+@contextmanager
+def tiny_volume(path: Path, size: str):
+    """A tmpfs of `size` mounted at `path` (a full disk after `size`; `remount` makes it read-only)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        message = f"cannot mount a tmpfs ({mounted.stderr.decode().strip()}): needs root with CAP_SYS_ADMIN"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "--lazy", str(path)], capture_output=True)
+
+
+def remount(path: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(path)], check=True, capture_output=True)
+
+
+def open_under(path: Path) -> list[str]:
+    """Every process's open files under `path` (what kept the disk full until gunicorn was restarted)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or not ours to read
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(str(path)):
+                found.append(f"{pid}: {target}")
+    return found
+
+
+@pytest.mark.timeout(240)
+def test_uploads_to_a_read_only_or_full_media_volume_are_a_json_507_leaving_nothing_behind(stack):
+    """Before: a large upload got a 500 HTML page, and on a full disk its partial temporary file stayed on
+    disk, held open by the gunicorn worker, until the worker was restarted."""
+    small = (ROOT / "tests" / "benchmarks" / "formats" / "fixtures" / "vllm_bench_serve.json").read_bytes()
+    large = b'{"pad": "' + b"x" * (6 * 1024 * 1024) + b'"}'  # over the 5 MiB Django keeps in memory
+    url = f"/api/v1/candidates/{stack.world['candidate']}/results/"
+    with tiny_volume(stack.media, "1m") as volume:
+        web = stack.web()
+        incoming = volume / "incoming"
+        remount(volume, "ro")
+        for name, data in (("small", small), ("large", large)):
+            status, body = multipart_upload(web.url + url, stack.world["token"], data, f"ro-{name}")
+            assert status == 507 and "Read-only file system" in body["detail"], (name, status, body)
+        remount(volume, "rw")
+        status, body = multipart_upload(web.url + url, stack.world["token"], large, "full-large")
+        assert status == 507 and "No space left on device" in body["detail"], (status, body)
+        assert list(incoming.iterdir()) == []  # the partial file is gone...
+        assert open_under(volume) == []  # ...and no process holds it open
+        status, body = multipart_upload(web.url + url, stack.world["token"], small, "after")
+        assert status == 201, (status, body)  # the volume has its room back: nothing was left filling it
+        runs = stack.postgres.query(
+            "SELECT idempotency_key FROM benchmarks_benchmarkrun WHERE origin = 'upload'", database=stack.database
+        )
+        assert runs == [("after",)]  # nothing half-written by the refused uploads
+        web.kill()

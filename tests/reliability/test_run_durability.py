@@ -104,8 +104,9 @@ def test_a_result_the_database_refused_is_stored_by_the_reaper_with_the_cause(ca
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_validation_the_broker_refused_is_sent_again_by_the_reaper(candidate, architect):
+def test_a_validation_the_broker_refused_is_sent_again_by_the_reaper(candidate, architect, monkeypatch):
     """Before: the API answered 202 and the run stayed queued forever (only uploads were re-queued)."""
+    monkeypatch.setattr("config.celery.BROKER_PAUSE_S", 0.0)  # the reaper's next pass finds the broker back
     with mock.patch("benchmarks.tasks.run_validation.apply_async", side_effect=BrokerDown("Error 111")):
         run = start_validation(candidate=candidate, test="concurrency_stress", user=architect, params=SHORT)
     run.refresh_from_db()

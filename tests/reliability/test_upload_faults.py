@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 from datetime import timedelta
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -14,9 +15,12 @@ from kombu.exceptions import OperationalError as BrokerDown
 from benchmarks import tasks
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.storage import SavedFiles, StorageFailure, sha256_hex, store_native_result
+from benchmarks.uploads.parse import parse_stored_upload
 from tests.support.uploads import media_files, token_client, upload
 
 pytestmark = pytest.mark.reliability
+
+FIXTURES = Path(__file__).parents[1] / "benchmarks" / "formats" / "fixtures"
 
 # the head of a vLLM result (what the request sniffs before storing a file it parses later)
 LARGE = (
@@ -35,7 +39,8 @@ def ci(selection_with_constraints, architect):
     return token_client(selection_with_constraints, architect)
 
 
-def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(candidate, ci, media):
+def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(candidate, ci, media, monkeypatch):
+    monkeypatch.setattr("config.celery.BROKER_PAUSE_S", 0.0)  # the reaper's next pass finds the broker back
     with mock.patch("benchmarks.tasks.parse_upload.apply_async", side_effect=BrokerDown("Error 111 connecting")):
         response = upload(ci, candidate.pk, LARGE, key="ci-1")
     assert response.status_code == 202, response.content
@@ -54,7 +59,8 @@ def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(cand
         tasks.reap_stale_runs()
         assert not queued.called
         tasks.reap_stale_runs(now=timezone.now() + timedelta(minutes=1))
-    queued.assert_called_once_with((run.pk,), retry=False)
+    queued.assert_called_once()
+    assert queued.call_args.args[0] == (run.pk,) and queued.call_args.kwargs["retry"] is False
     run.refresh_from_db()
     assert run.status == "parsing"
     # A client retry with the same key while waiting gets the same run, not a second one.
@@ -62,6 +68,19 @@ def test_broker_down_upload_is_accepted_stored_and_requeued_when_it_returns(cand
         again = upload(ci, candidate.pk, LARGE, key="ci-1")
     assert again.status_code == 200 and again.json()["id"] == run.pk
     assert BenchmarkRun.objects.count() == 1
+
+
+@pytest.mark.parametrize("fixture, outcome", [("vllm_bench_serve.json", "succeeded"), (None, "failed")])
+def test_an_upload_parsed_after_a_broker_outage_no_longer_says_it_waits(candidate, ci, media, fixture, outcome):
+    """Before: uploads parsed after a broker outage ended `succeeded` still showing "waiting for the job queue"."""
+    data = (FIXTURES / fixture).read_bytes() if fixture else LARGE
+    with mock.patch("benchmarks.tasks.parse_upload.apply_async", side_effect=BrokerDown("Error 111 connecting")):
+        response = upload(ci, candidate.pk, data, filename="v.json", key="ci-later")
+    run = BenchmarkRun.objects.get(pk=response.json()["id"])
+    assert run.status == "parsing" and run.progress == {"phase": "waiting for the job queue"}
+    assert response.json()["progress"] == {"phase": "waiting for the job queue"}  # the API says it waits
+    parsed = parse_stored_upload(run.pk)  # the task, once the broker is back
+    assert parsed.status == outcome and parsed.progress == {"phase": outcome, "percent": 100}
 
 
 def test_broker_down_with_a_real_unreachable_url_still_accepts(candidate, ci, media, monkeypatch):

@@ -64,6 +64,7 @@ from benchmarks.harness.workloads.spec import ParamSpec, TestSpec
 from benchmarks.harness.workloads.stability import short_soak_note
 from benchmarks.harness.workloads.swap_recovery import run_swap_recovery
 from benchmarks.result import NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 
 __all__ = [
     "LONG_OUTPUT_TOKENS",
@@ -117,9 +118,12 @@ def spec_of(test: str) -> TestSpec:
     return SPECS[test]
 
 
-def plan(test: str, constraints: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
-    """The test's parameters planned from the constraints (a plain dict the user may edit)."""
-    return spec_of(test).plan(constraints, **kwargs)
+def plan(
+    test: str, constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """The test's parameters planned from the constraints and the candidate's facts (a plain dict the
+    user may edit)."""
+    return spec_of(test).plan(constraints, facts, **kwargs)
 
 
 async def run_test(test: str, target: Target, params: dict[str, Any], **kwargs: Any) -> NormalizedResult:

@@ -25,6 +25,7 @@ from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_s
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
+from benchmarks.harness.workloads.spec import PlanError
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
 from benchmarks.verdicts import (
     FAIL,
@@ -73,10 +74,6 @@ KV_BASELINE_TOLERANCE = 0.02
 # prefix reuse passes when the hit ratio reaches this share of the prompt's shared part (the
 # first request of each worker cannot hit, so the full shared share is out of reach)
 PREFIX_REUSE_MIN_SHARE = 0.5
-
-
-class PlanError(ValueError):
-    """Parameters that cannot run; the message names the field."""
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from benchmarks.harness.client import RequestSpec
-from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
+from benchmarks.harness.estimates import Load, closed_loop, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -26,12 +26,12 @@ from benchmarks.harness.workloads.common import (
     constraint_value,
     errors_verdict,
     make_verdict,
-    require_param,
 )
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
@@ -45,40 +45,41 @@ from benchmarks.verdicts import (
     verdict,
 )
 
+# each parameter once, with the bounds the form, the dispatch and the run all check (`SPEC.parse`)
 PARAMS = (
-    ParamSpec("tenant_a_rate", 2.0, _("Tenant A requests per second"), "requests/s"),
-    ParamSpec("tenant_a_input_tokens", 512, _("Tenant A input tokens per request"), "tokens"),
-    ParamSpec("tenant_a_output_tokens", 128, _("Tenant A output tokens per request"), "tokens"),
-    ParamSpec("tenant_b_concurrency", 4, _("Tenant B concurrent long requests"), "requests"),
-    ParamSpec("tenant_b_input_tokens", 32768, _("Tenant B input tokens per request"), "tokens"),
-    ParamSpec("tenant_b_output_tokens", 64, _("Tenant B output tokens per request"), "tokens"),
-    ParamSpec("alone_s", 30.0, _("Tenant A alone (s)"), "s"),
+    ParamSpec("tenant_a_rate", 2.0, _("Tenant A requests per second"), "requests/s", minimum=0.01),
+    ParamSpec("tenant_a_input_tokens", 512, _("Tenant A input tokens per request"), "tokens", minimum=1),
+    ParamSpec("tenant_a_output_tokens", 128, _("Tenant A output tokens per request"), "tokens", minimum=1),
+    ParamSpec("tenant_b_concurrency", 4, _("Tenant B concurrent long requests"), "requests", minimum=1),
+    ParamSpec("tenant_b_input_tokens", 32768, _("Tenant B input tokens per request"), "tokens", minimum=1),
+    ParamSpec("tenant_b_output_tokens", 64, _("Tenant B output tokens per request"), "tokens", minimum=1),
+    ParamSpec("alone_s", 30.0, _("Tenant A alone (s)"), "s", minimum=0.1),
     ParamSpec("flood_lead_s", 5.0, _("Tenant B's flood before tenant A is measured (s)"), "s"),
-    ParamSpec("flood_s", 30.0, _("Tenant A under the flood (s)"), "s"),
+    ParamSpec("flood_s", 30.0, _("Tenant A under the flood (s)"), "s", minimum=0.1),
     ParamSpec("use_priority", False, _("Send the priority field (priority scheduling)"), ""),
     ParamSpec("tenant_a_priority", 0, _("Tenant A priority (lower first)"), ""),
     ParamSpec("tenant_b_priority", 10, _("Tenant B priority (lower first)"), ""),
-    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x"),
+    # none (empty) when the TTFT budget decides: the plan leaves it out of the judgement then
+    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x", optional=True),
     *BUDGET_PARAMS,
 )
 
 
 def estimate_isolation(params: Mapping[str, Any]) -> Load:
     """Tenant A alone at its rate, then tenant B's flood (its lead, then beside A)."""
-    p = params
-    rate = number(p, "tenant_a_rate")
-    b_concurrency = number(p, "tenant_b_concurrency")
-    b_input = number(p, "tenant_b_input_tokens", 32768)
-    flood = number(p, "flood_lead_s") + number(p, "flood_s")
-    concurrency = b_concurrency + max(rate * request_seconds(p, output_key="tenant_a_output_tokens"), 1.0)
-    a_requests = rate * (number(p, "alone_s") + number(p, "flood_s"))
-    b_requests = closed_loop(b_concurrency, flood, request_seconds(p, b_input, "tenant_b_output_tokens"))
-    tokens = a_requests * (number(p, "tenant_a_input_tokens", 512) + number(p, "tenant_a_output_tokens", 128))
-    tokens += b_requests * (b_input + number(p, "tenant_b_output_tokens", 64))
-    return Load(number(p, "alone_s") + flood, concurrency, a_requests + b_requests, tokens)
+    p = SPEC.estimated(params)
+    flood = p.flood_lead_s + p.flood_s
+    a_seconds = request_seconds(params, output_key="tenant_a_output_tokens")
+    concurrency = p.tenant_b_concurrency + max(p.tenant_a_rate * a_seconds, 1.0)
+    a_requests = p.tenant_a_rate * (p.alone_s + p.flood_s)
+    b_seconds = request_seconds(params, p.tenant_b_input_tokens, "tenant_b_output_tokens")
+    b_requests = closed_loop(p.tenant_b_concurrency, flood, b_seconds)
+    tokens = a_requests * (p.tenant_a_input_tokens + p.tenant_a_output_tokens)
+    tokens += b_requests * (p.tenant_b_input_tokens + p.tenant_b_output_tokens)
+    return Load(p.alone_s + flood, concurrency, a_requests + b_requests, tokens)
 
 
-def plan_isolation(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_isolation(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
     tenants = max(int(constraint_value(constraints, "tenants", 2)), 2)
     rate = float(constraint_value(constraints, "request_rate", 4.0)) / tenants
     return {
@@ -91,9 +92,9 @@ def plan_isolation(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
         "alone_s": 30.0,  # A alone: its baseline
         "flood_lead_s": 5.0,  # B floods this long before A's measured window
         "flood_s": 30.0,  # A under B's flood
-        # send the `priority` field (vLLM --scheduling-policy priority: lower first); the validation
-        # plan turns it on when the candidate's launch flags enable priority scheduling
-        "use_priority": False,
+        # send the `priority` field (vLLM --scheduling-policy priority: lower first) when the candidate's
+        # launch flags enable priority scheduling (validate --priority from the command line)
+        "use_priority": bool(facts and facts.priority_scheduling),
         "tenant_a_priority": 0,
         "tenant_b_priority": 10,
         # A's TTFT p95 under the flood over alone; by default judged only without a TTFT budget (even a
@@ -107,16 +108,11 @@ async def run_isolation(
     target: Target, params: dict[str, Any], cancel: Any = None, progress: Callable[[dict[str, Any]], Any] | None = None
 ) -> NormalizedResult:
     """Tenant A's short interactive traffic alone, then under tenant B's flood of long requests."""
-    rate = require_param(params, "tenant_a_rate", float, 0.01)
-    a_input = require_param(params, "tenant_a_input_tokens", int, 1)
-    a_output = require_param(params, "tenant_a_output_tokens", int, 1)
-    b_concurrency = require_param(params, "tenant_b_concurrency", int, 1)
-    b_input = require_param(params, "tenant_b_input_tokens", int, 1)
-    b_output = require_param(params, "tenant_b_output_tokens", int, 1)
-    alone_s = require_param(params, "alone_s", float, 0.1)
-    lead_s = require_param(params, "flood_lead_s", float, 0)
-    flood_s = require_param(params, "flood_s", float, 0.1)
-    use_priority = bool(params.get("use_priority"))
+    p = SPEC.parse(params)
+    rate, a_input, a_output = p.tenant_a_rate, p.tenant_a_input_tokens, p.tenant_a_output_tokens
+    b_concurrency, b_input, b_output = p.tenant_b_concurrency, p.tenant_b_input_tokens, p.tenant_b_output_tokens
+    alone_s, lead_s, flood_s = p.alone_s, p.flood_lead_s, p.flood_s
+    use_priority = bool(p.use_priority)
     reporter = Reporter(progress, cancel)
     notes: list[str] = []
     total = alone_s + lead_s + flood_s
@@ -127,7 +123,7 @@ async def run_isolation(
         def tenant_body(tenant: str) -> dict[str, Any]:
             body: dict[str, Any] = {"user": f"kvselect-tenant-{tenant}"}
             if use_priority:
-                body["priority"] = int(params.get(f"tenant_{tenant}_priority") or 0)
+                body["priority"] = int(getattr(p, f"tenant_{tenant}_priority") or 0)
             return body
 
         def make_a(index: int, phase: str) -> RequestSpec:

@@ -36,6 +36,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     FAIL,
     INSUFFICIENT_DATA,
@@ -78,11 +79,14 @@ def estimate_long_context(params: Mapping[str, Any]) -> Load:
 
 
 def plan_long_context(
-    constraints: dict[str, Any] | None = None, max_model_len: int | None = None, max_context: int | None = None
+    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None, max_context: int | None = None
 ) -> dict[str, Any]:
     """The ladder climbs to the constraints' max input (its exact value is the last rung), with the
-    engine's max_model_len (minus the output) as a rung where it is lower; `max_context`
-    (validate --max-context) replaces the requirement. Without either: up to the engine's limit."""
+    engine's max_model_len (minus the output; one of the candidate's facts) as a rung where it is
+    lower; `max_context` (validate --max-context) replaces the requirement. Without either: up to the
+    engine's limit. The candidate's KV capacity turns its KV usage ratio into tokens per request."""
+    facts = facts or CandidateFacts()
+    max_model_len = facts.max_model_len
     output = LONG_OUTPUT_TOKENS
     required = (constraints or {}).get("max_input_tokens")
     engine_limit = int(max_model_len) - output if max_model_len else None
@@ -96,7 +100,7 @@ def plan_long_context(
         "max_model_len": max_model_len,
         "output_tokens": output,
         "repeats": 1,
-        "kv_capacity_tokens": None,  # from the capacity model: KV usage ratio -> tokens per request
+        "kv_capacity_tokens": facts.kv_capacity_tokens,  # KV usage ratio -> tokens per request
         # enough short streams that >= MIN_SAMPLES of them overlap each long request (when the peak allows)
         "background_concurrency": max(min(int(constraint_value(constraints, "peak_concurrency", 16)), 16), 1),
         "background_input_tokens": min(int(constraint_value(constraints, "avg_input_tokens", 256)), 2048),

@@ -35,6 +35,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -80,7 +81,7 @@ def estimate_model_switch(params: Mapping[str, Any]) -> Load:
     return steady_load(params, sum(number(params, key) for key in ("before_s", "switched_s", "after_s")))
 
 
-def plan_model_switch(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_model_switch(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
     avg_input = int(constraint_value(constraints, "avg_input_tokens", 512))
     sharing = float(constraint_value(constraints, "prefix_sharing_ratio", 0.5))
     return {

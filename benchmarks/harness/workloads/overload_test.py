@@ -33,6 +33,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, open_loop_rate, slo_of, trace_lengths
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     FAIL,
     INSUFFICIENT_DATA,
@@ -86,7 +87,7 @@ def estimate_overload(params: Mapping[str, Any]) -> Load:
     return Load(seconds, concurrency, requests, requests * request_tokens(p))
 
 
-def plan_overload(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_overload(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
     """Steps from the target load up to 3x it, then back down to the target (the recovery step).
     With the constraints' request rate the steps are open-loop rates (Poisson), else concurrencies."""
     rate = (constraints or {}).get("request_rate")

@@ -42,6 +42,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import SIMULATED, LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -77,7 +78,7 @@ def estimate_prefix_reuse(params: Mapping[str, Any]) -> Load:
     return Load(seconds, concurrency, requests, requests * (prompt + number(params, "output_tokens", 64)))
 
 
-def plan_prefix_reuse(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_prefix_reuse(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
     avg_input = int(constraint_value(constraints, "avg_input_tokens", 1024))
     return {
         "requests": 256,
@@ -85,7 +86,8 @@ def plan_prefix_reuse(constraints: dict[str, Any] | None = None) -> dict[str, An
         "prefix_tokens": max(int(avg_input * 0.75), 16),
         "suffix_tokens": max(avg_input - int(avg_input * 0.75), 8),
         "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 64)),
-        "kv_capacity_tokens": None,  # from the capacity model, for the "own allocation" comparison
+        # the candidate's KV capacity, for the "own allocation" comparison (None: the engine's metrics)
+        "kv_capacity_tokens": facts.kv_capacity_tokens if facts else None,
         **budget_params(constraints),
     }
 

@@ -30,6 +30,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.traces.replay import GROUPS
 
 PARAMS = (
@@ -46,7 +47,7 @@ def estimate_trace_replay(params: Mapping[str, Any]) -> Load | None:
     return generic(params)
 
 
-def plan_trace_replay(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_trace_replay(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
     return {
         "trace": None,  # the trace file (validate --trace FILE); its format is detected unless given
         "format": None,

@@ -12,9 +12,10 @@ Labels are English, marked with `_` (`gettext_noop`, imported as `_`, a no-op) s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Awaitable, Callable, Mapping
 
-from benchmarks.harness.estimates import Load
+from benchmarks.harness.estimates import Load, number
 
 
 def gettext_noop(text: str) -> str:
@@ -26,6 +27,10 @@ _ = gettext_noop
 
 # the units a parameter is counted in; "" for a switch or a free text (a URL, a JSON setting)
 UNITS = ("s", "ms", "tokens", "requests", "requests/s", "sessions", "share", "x", "%", "MiB", "count", "")
+
+
+class PlanError(ValueError):
+    """Parameters that cannot run; the message names the field."""
 
 
 @dataclass(frozen=True)
@@ -60,10 +65,31 @@ class ParamSpec:
             return _("must be at least %(minimum)s"), {"minimum": f"{self.minimum:g}"}
         return None
 
+    def read(self, params: Mapping[str, Any]) -> Any:
+        """This parameter as a run reads it from `params`: its default when absent, checked as the form
+        and the dispatch check it (`problem`; PlanError names it), a number as its default's type."""
+        value = params.get(self.name, self.default)
+        problem = self.problem(value)
+        if problem is not None:
+            template, values = problem
+            raise PlanError(f"params.{self.name}: {template % values}")
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        return int(value) if type(self.default) is int else float(value)
+
+    def estimated(self, params: Mapping[str, Any]) -> Any:
+        """This parameter as an estimate reads it: a finite, non-negative number as given, else its
+        default (0 for none); anything else as given (`harness.estimates.number`'s rule)."""
+        numeric = isinstance(self.default, (int, float)) and not isinstance(self.default, bool)
+        if not (numeric or self.positive):
+            return params.get(self.name, self.default)
+        return number(params, self.name, float(self.default or 0))
+
 
 @dataclass(frozen=True)
 class TestSpec:
-    """A validation test as the harness runs it: `plan(constraints, **kwargs) -> params`,
+    """A validation test as the harness runs it: `plan(constraints, facts, **kwargs) -> params` (facts:
+    `benchmarks.suite.base.CandidateFacts`, what the plan may read of the candidate),
     `run(target, params, cancel=None, progress=None) -> NormalizedResult` (a coroutine) and
     `estimate(params) -> Load | None` (benchmarks.harness.estimates)."""
 
@@ -80,6 +106,14 @@ class TestSpec:
 
     def defaults(self) -> dict[str, Any]:
         return {param.name: param.default for param in self.params}
+
+    def parse(self, params: Mapping[str, Any]) -> SimpleNamespace:
+        """Every parameter as the run reads it (`ParamSpec.read`), once: `SPEC.parse(params).flood_s`."""
+        return SimpleNamespace(**{param.name: param.read(params) for param in self.params})
+
+    def estimated(self, params: Mapping[str, Any]) -> SimpleNamespace:
+        """Every parameter as an estimate reads it (`ParamSpec.estimated`): never refused."""
+        return SimpleNamespace(**{param.name: param.estimated(params) for param in self.params})
 
     def problems(self, params: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
         """name -> (message template, parameters) for each planned number `params` gives a value the

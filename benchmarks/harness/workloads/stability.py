@@ -42,6 +42,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, slo_of, trace_lengths
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -83,7 +84,7 @@ def estimate_stability(params: Mapping[str, Any]) -> Load:
     return steady_load(params, number(params, "warmup_s") + number(params, "duration_s"))
 
 
-def plan_stability(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_stability(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
     """A soak as long as the scenario asks (`common.SOAK_BY_SCENARIO`: hours, 4 h for multi-turn
     sessions) at steady load, warm-up excluded, request lengths drawn from the constraints'
     distribution with mixed outputs, so fragmentation can appear; multi-turn traffic soaks as sessions

@@ -39,6 +39,7 @@ from benchmarks.harness.workloads.common import (
 from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.result import LoadPoint, NormalizedResult
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.traces.replay import GROUPS
 from benchmarks.verdicts import (
     FAIL,
@@ -76,7 +77,9 @@ def estimate_concurrency_stress(params: Mapping[str, Any]) -> Load:
     return load._replace(seconds=loaded + number(params, "settle_s"))
 
 
-def plan_concurrency_stress(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_concurrency_stress(
+    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None
+) -> dict[str, Any]:
     return {
         "concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
         "duration_s": 300.0,

@@ -44,6 +44,7 @@ from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -116,7 +117,9 @@ def estimate_swap_recovery(params: Mapping[str, Any]) -> Load:
     return Load(seconds, max(parallel, pressure + never), requests, tokens)
 
 
-def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, Any]:
+def plan_swap_recovery(
+    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None
+) -> dict[str, Any]:
     """Sessions resumed after the idle period, each with a history of `history_tokens` (the
     conversation's earlier turns); the pressure's size comes from the KV capacity at run time
     (params.kv_capacity_tokens, else the engine's own statement in its metrics)."""
@@ -135,7 +138,8 @@ def plan_swap_recovery(constraints: dict[str, Any] | None = None) -> dict[str, A
         "turn_input_tokens": avg_input,
         "output_tokens": 32,
         "idle_s": float(constraint_value(constraints, "idle_seconds_between_turns", 60.0)),
-        "kv_capacity_tokens": None,  # the candidate's KV capacity (validation plan); else the engine's metrics
+        # the candidate's KV capacity sizes the pressure; None: the engine's metrics state it
+        "kv_capacity_tokens": facts.kv_capacity_tokens if facts else None,
         "pressure_factor": 1.5,  # unique tokens pushed through the pool while the sessions idle, x capacity
         "pressure_concurrency": int(constraint_value(constraints, "peak_concurrency", 32)),
         "pressure_input_tokens": None,  # None: from the capacity (larger requests, fewer of them)

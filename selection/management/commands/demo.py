@@ -35,6 +35,8 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.suite import demo_params
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.plan import priority_order
+from config.celery import QUEUES
+from config.outage import retry_database
 from selection.candidates.screening import documentation_screen
 from selection.candidates.services import add_candidate, load_engine_catalog, update_candidate
 from selection.certificates.services import enrol_certificate
@@ -152,6 +154,9 @@ DEMO_PROJECT_CHECKS = {
     },
     "watch": {"capacity": "Ana Silva", "cost": "Priya Raman", "stability": "Ana Silva"},
 }
+# Each step waits this long for a database that restarts under it (a step is safe to run again: it
+# gets or creates, and every service call is one transaction).
+DEMO_DATABASE_WAIT_S = 300.0
 PERSONS = {
     "business": ("business", "伟", "张"),
     "platform": ("platform", "Priya", "Raman"),
@@ -201,6 +206,11 @@ class Command(BaseCommand):
     def step(self, message: str) -> None:
         self.stdout.write(self.style.MIGRATE_HEADING(f"==> {message}"))
 
+    def with_database(self, what: str, operation):
+        """Run a step's database work, again with back-off while the database restarts (before, the
+        demo died on a PostgreSQL restart at its scoring step)."""
+        return retry_database(operation, f"demo: {what}", budget_s=DEMO_DATABASE_WAIT_S)
+
     def handle(self, *args, **options):
         self.children: list[subprocess.Popen] = []
         stop_on_signals()  # SIGTERM and SIGHUP stop the children as Ctrl+C does
@@ -221,27 +231,31 @@ class Command(BaseCommand):
 
     def run_pipeline(self, options) -> None:
         self.step("Migrating the database")
-        call_command("migrate", interactive=False, verbosity=0)
+        self.with_database("migrate", lambda: call_command("migrate", interactive=False, verbosity=0))
         self.step("Loading the engine catalog")
-        self.stdout.write(f"    {load_engine_catalog()} engines")
+        self.stdout.write(f"    {self.with_database('catalog', load_engine_catalog)} engines")
         self.step("Creating the demo users, team and sample selection")
-        self.password = self.ensure_users()
-        selection = self.ensure_selection()
+        self.password = self.with_database("users", self.ensure_users)
+        selection = self.with_database("selection", self.ensure_selection)
         self.stdout.write(f"    selection #{selection.pk}: {selection.name} -> scenario {selection.scenario}")
         for reason in selection.scenario_reasons:
             self.stdout.write(f"      - {render(reason)}")
         self.step("Documentation screen of the candidates (decision step 3, before any test)")
-        for candidate in selection.candidates.select_related("engine"):
-            screen = documentation_screen(candidate)
+        screens = self.with_database(
+            "screen", lambda: [(c, documentation_screen(c)) for c in selection.candidates.select_related("engine")]
+        )
+        for candidate, screen in screens:
             reasons = "; ".join(render(r) for r in screen["reasons"])
             line = f"    {candidate.display_name}: {screen['status']}"
             self.stdout.write(line + (f" ({reasons})" if reasons else ""))
         self.step("Issuing development signing certificates (DEVELOPMENT CA, not for production)")
-        certs, passphrase = self.ensure_certs()
+        certs, passphrase = self.with_database("certificates", self.ensure_certs)
         self.step("Starting the simulated engines (SIMULATED) and a Celery worker")
         self.start_simulators(selection)
         self.start_worker()
-        signed = selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
+        signed = self.with_database(
+            "records", lambda: selection.records.filter(status=DecisionRecord.Status.SIGNED).first()
+        )
         if signed is None or options["fresh"]:
             self.step(
                 "Running the validation tests on the gpu queue: "
@@ -256,10 +270,10 @@ class Command(BaseCommand):
             self.step("Scoring (SIMULATED evidence included: the result is not signable for procurement)")
             # both views now (the worker's rescoring after each run may still be queued): the pages
             # open on current snapshots
-            error = refresh_scores(selection.pk, force=True)
+            error = self.with_database("scoring", lambda: refresh_scores(selection.pk, force=True))
             if error:
                 raise CommandError(f"scoring failed: {error}")
-            score = latest_score(selection, include_simulated=True)
+            score = self.with_database("scores", lambda: latest_score(selection, include_simulated=True))
             for sentence in score.result.get("sentences", [])[:4]:
                 self.stdout.write(f"    {render(sentence)}")
             self.step("Decision record: review, approvals and three PAdES signatures")
@@ -268,9 +282,9 @@ class Command(BaseCommand):
         with signed.signed_pdf.open("rb") as handle:
             out.write_bytes(handle.read())
         self.stdout.write(self.style.SUCCESS(f"    signed PDF (marked SIMULATED): {out}"))
-        self.report_verification(out)
+        self.with_database("verification", lambda: self.report_verification(out))
         self.check_pdfsig(out)
-        self.export_monitoring(signed)
+        self.with_database("monitoring export", lambda: self.export_monitoring(signed))
         self.stdout.write(self.style.SUCCESS("Demo pipeline complete."))
         self.stdout.write(
             f"    Log in as architect / {self.password}  (owners: business, platform, security; the post-launch "
@@ -448,7 +462,7 @@ class Command(BaseCommand):
                 "worker",
                 "-B",
                 "-Q",
-                "default,gpu,render",
+                ",".join(QUEUES),
                 "--pool",
                 "threads",
                 "-c",
@@ -477,8 +491,11 @@ class Command(BaseCommand):
                 if not (priority or all_tests):
                     continue
                 runs.append(
-                    start_validation(
-                        candidate=candidate, test=test, user=architect, params=demo_params(test), label="demo"
+                    self.with_database(
+                        f"starting {test}",
+                        lambda candidate=candidate, test=test: start_validation(
+                            candidate=candidate, test=test, user=architect, params=demo_params(test), label="demo"
+                        ),
                     )
                 )
         # each simulator is its own simulated GPU (benchmarks.validation.hardware): the candidates' runs
@@ -488,7 +505,12 @@ class Command(BaseCommand):
         deadline = began + 1800
         last = ""
         while time.monotonic() < deadline:
-            states = list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"))
+            states = self.with_database(
+                "progress",
+                lambda: list(
+                    BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine")
+                ),
+            )
             done = [r for r in states if r.is_terminal]
             percent = sum(100 if r.is_terminal else (r.progress or {}).get("percent") or 0 for r in states) / len(
                 states
@@ -503,7 +525,10 @@ class Command(BaseCommand):
             time.sleep(2)
         else:
             raise CommandError("validation runs did not finish within 30 minutes; see var/demo-worker.log")
-        finished = list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine"))
+        finished = self.with_database(
+            "results",
+            lambda: list(BenchmarkRun.objects.filter(pk__in=[r.pk for r in runs]).select_related("candidate__engine")),
+        )
         width = max((len(run.candidate.engine.name) for run in finished), default=0)  # one column for the results
         for run in finished:
             mark = self.style.SUCCESS("ok") if run.status == "succeeded" else self.style.ERROR(run.status)
@@ -520,37 +545,47 @@ class Command(BaseCommand):
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
         User = get_user_model()
         architect = User.objects.get(username="architect")
-        record = create_draft(
-            selection=selection,
-            user=architect,
-            include_simulated=True,
-            rationale="Demonstration only: every figure comes from the simulator.",
-            project_checks=DEMO_PROJECT_CHECKS,
+        record = self.with_database(
+            "draft",
+            lambda: create_draft(
+                selection=selection,
+                user=architect,
+                include_simulated=True,
+                rationale="Demonstration only: every figure comes from the simulator.",
+                project_checks=DEMO_PROJECT_CHECKS,
+            ),
         )
-        record = start_review(record=record, user=architect)
+        record = self.with_database("review", lambda: start_review(record=record, user=architect))
         for role in OWNER_ROLES:
-            record = approve(
-                record=record, user=User.objects.get(username=role), role=role, comment_text="Approved for the demo."
-            )
+            record = self.with_database(f"{role} approval", lambda role=role, record=record: approve_once(record, role))
         # owner-side, as an owner with kvselect-sign would: kvselect prepares the revision, the key here
         # signs its attributes, kvselect checks and embeds the CMS (the PKCS#12 never goes to the server)
         passphrase_file = Path(settings.KVSELECT_DEV_CA_DIR) / "passphrase.txt"
         for role in OWNER_ROLES:
-            call_command(
-                "sign-record",
-                str(record.pk),
-                "--user",
-                role,
-                "--role",
-                role,
-                "--pkcs12",
-                str(certs[role]),
-                "--passphrase-file",
-                str(passphrase_file),
-                stdout=io.StringIO(),
+            self.with_database(
+                f"{role} signature", lambda role=role: self.sign_as(record, role, certs, passphrase_file)
             )
             self.stdout.write(f"    signed by the {role} owner (owner-side: prepared, signed locally, CMS embedded)")
-        return DecisionRecord.objects.get(pk=record.pk)
+        return self.with_database("signed record", lambda: DecisionRecord.objects.get(pk=record.pk))
+
+    def sign_as(self, record: DecisionRecord, role: str, certs, passphrase_file: Path) -> None:
+        """One owner signs owner-side (`sign-record`); a signature stored before the database went away
+        is not made again."""
+        if record.approvals.filter(role=role, signed_at__isnull=False).exists():
+            return
+        call_command(
+            "sign-record",
+            str(record.pk),
+            "--user",
+            role,
+            "--role",
+            role,
+            "--pkcs12",
+            str(certs[role]),
+            "--passphrase-file",
+            str(passphrase_file),
+            stdout=io.StringIO(),
+        )
 
     def export_monitoring(self, record: DecisionRecord) -> None:
         """The signed record's alert rules and dashboard under var/, checked by promtool when installed."""
@@ -614,3 +649,11 @@ class Command(BaseCommand):
 
     def stop_children(self) -> None:
         stop_children(self.children)
+
+
+def approve_once(record: DecisionRecord, role: str) -> DecisionRecord:
+    """The owner of `role` approves, unless the approval was stored before the database went away."""
+    if record.approvals.filter(role=role).exists():
+        return DecisionRecord.objects.get(pk=record.pk)
+    owner = get_user_model().objects.get(username=role)
+    return approve(record=record, user=owner, role=role, comment_text="Approved for the demo.")

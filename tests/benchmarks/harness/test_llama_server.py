@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.harness import workloads as w
 from benchmarks.harness.tiny_gguf import write_tiny_llama
+from benchmarks.suite.base import CandidateFacts
 from benchmarks.validation.target import documented_cache_model
 from tests.support.llama import free_port, llama_server_binary
 
@@ -265,7 +266,7 @@ def test_long_context_ladder_to_the_slot_context_of_llama_server(llama_server_lo
     """The ladder climbs to llama-server's context per slot (-c / -np) and is served there; one
     rung past it is refused with the engine's own error, or cut (context shift): never a pass."""
     slot_context = 8192 // 4
-    params = w.plan("long_context", None, max_model_len=slot_context)
+    params = w.plan("long_context", None, CandidateFacts(max_model_len=slot_context))
     params |= {"background_lead_s": 1.0, "background_concurrency": 3, "background_output_tokens": 16}
     assert params["rungs"][-1] == slot_context - w.LONG_OUTPUT_TOKENS
     result = w.run_test_sync("long_context", target(llama_server_long), params)

@@ -162,3 +162,29 @@ def test_a_refused_restart_is_not_a_pass():
     v = by_name(result)
     assert v["switch_errors"]["status"] == "not_exercised" and "refused" in v["switch_errors"]["detail"]
     assert any("refused the restart (400)" in note for note in result.notes)
+
+
+def test_isolation_reads_each_parameter_once_with_the_bounds_the_form_checks():
+    from benchmarks.validation.forms import ValidationParamsForm
+
+    spec = w.SPECS["isolation"]
+    plan = w.plan("isolation")
+    read = spec.parse(plan)
+    assert (read.tenant_a_rate, read.tenant_b_input_tokens, read.flood_lead_s) == (2.0, 32768, 5.0)
+    assert isinstance(read.tenant_b_concurrency, int) and isinstance(read.alone_s, float)
+    for key, refused, accepted in (
+        ("tenant_a_rate", 0.001, 0.01),
+        ("tenant_b_concurrency", 0, 1),
+        ("flood_s", 0.05, 0.1),
+    ):
+        with pytest.raises(w.PlanError, match=f"params.{key}: must be at least"):
+            spec.parse(plan | {key: refused})
+        assert getattr(spec.parse(plan | {key: accepted}), key) == accepted
+        form = ValidationParamsForm(
+            {f"isolation-{k}": ("" if v is None else str(v)) for k, v in (plan | {key: refused}).items()},
+            plan=plan,
+            test="isolation",
+        )
+        assert not form.is_valid() and key in form.errors
+    with pytest.raises(w.PlanError, match="params.tenant_a_input_tokens: must be a number"):
+        spec.parse(plan | {"tenant_a_input_tokens": "many"})

@@ -9,6 +9,7 @@ from benchmarks.harness import workloads as w
 from benchmarks.harness.safety import TargetRefused
 from benchmarks.result import REQUEST_COLUMNS, LoadPoint, Stats
 from benchmarks.simulator.mock_server import MockConfig
+from benchmarks.suite.base import CandidateFacts
 
 CONSTRAINTS = {
     "peak_concurrency": 8,
@@ -36,7 +37,7 @@ def test_plans_come_from_constraints_and_are_editable():
     assert stress["concurrency"] == 8 and stress["input_tokens"] == 64 and stress["ttft_p95_ms"] == 1000
     ladder = w.plan("long_context", {"max_input_tokens": 100_000})
     assert ladder["rungs"] == [16384, 32768, 65536, 100_000] and ladder["required_tokens"] == 100_000
-    assert w.plan("long_context", None, max_model_len=40_000)["rungs"] == [16384, 32768, 39_968]
+    assert w.plan("long_context", None, CandidateFacts(max_model_len=40_000))["rungs"] == [16384, 32768, 39_968]
     assert w.plan("swap_recovery", CONSTRAINTS)["idle_s"] == 1.0
     json.dumps([w.plan(name, CONSTRAINTS) for name in w.PLANNERS])
     with pytest.raises(w.PlanError, match="test: must be one of"):
@@ -129,9 +130,11 @@ def test_long_context_ladder_with_background(with_mock):
 def test_the_ladder_climbs_to_the_requirement_and_the_engine_limit():
     assert w.context_ladder(100_000) == [16384, 32768, 65536, 100_000]
     # max_model_len 131072: the last rung is the engine's limit minus the output, not dropped
-    assert w.plan("long_context", None, max_model_len=131072)["rungs"][-1] == 131072 - w.LONG_OUTPUT_TOKENS
+    assert (
+        w.plan("long_context", None, CandidateFacts(max_model_len=131072))["rungs"][-1] == 131072 - w.LONG_OUTPUT_TOKENS
+    )
     # the requirement beyond the engine's limit is still sent (and fails with the engine's error)
-    plan = w.plan("long_context", {"max_input_tokens": 100_000}, max_model_len=65536)
+    plan = w.plan("long_context", {"max_input_tokens": 100_000}, CandidateFacts(max_model_len=65536))
     assert plan["rungs"] == [16384, 32768, 65504, 100_000]
     assert w.plan("long_context", {"max_input_tokens": 100_000}, max_context=8000)["rungs"] == [2000, 4000, 8000]
     with pytest.raises(w.PlanError, match="params.max_context"):

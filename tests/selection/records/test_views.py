@@ -8,13 +8,14 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 from weasyprint import HTML
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.certificates import signing
 from selection.domain.messages import render
-from selection.models import AuditEntry, DecisionRecord, Membership
+from selection.models import AuditEntry, DecisionRecord, Membership, Selection
 from selection.records.services import create_draft, start_review
 from tests.support.builders import DEV_PASSPHRASE as PASSPHRASE
 from tests.support.builders import ROLES, decided_selection, rescored
@@ -117,9 +118,11 @@ def test_comparison_reads_the_snapshot_and_the_task_rescores_new_evidence(client
     first = decided.scores.get(include_simulated=False)
     assert page(client, architect, "selection:comparison", decided.pk).status_code == 200
     _stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
+    # the inputs changed (stamped, as every evidence hook does) and no rescoring was requested
+    Selection.objects.filter(pk=decided.pk).update(inputs_changed_at=timezone.now())
     body = page(client, architect, "selection:comparison", decided.pk).content.decode()
     assert decided.scores.count() == 2  # a GET never rescores: the snapshot of both views stays
-    assert 'data-scores-state="stale"' in body and "Recompute now" in body  # written past the hooks
+    assert 'data-scores-state="stale"' in body and "Recompute now" in body
     rescored(decided)  # what the task does when evidence arrives through an upload or a run
     latest = decided.scores.filter(include_simulated=False).first()
     assert latest.pk != first.pk and latest.inputs_hash != first.inputs_hash

@@ -4,11 +4,15 @@ only read; the page says when the scores are being recomputed, out of date or no
 
 from __future__ import annotations
 
+import json
+import tempfile
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -18,22 +22,37 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.uploads.ingest import ingest_upload
 from benchmarks.uploads.parse import parse_stored_upload
 from benchmarks.uploads.quality import confirm_as_evidence
-from config.celery import app
+from config import celery as celery_config
+from config.celery import QUEUES, app
 from selection import tasks
-from selection.candidates.services import archive_candidate, restore_candidate, update_candidate
-from selection.models import CriterionWeight, Score, Selection
+from selection.candidates.services import (
+    CATALOG_PATH,
+    archive_candidate,
+    delete_candidate,
+    load_engine_catalog,
+    restore_candidate,
+    update_candidate,
+)
+from selection.models import CriterionWeight, Engine, Score, Selection
 from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, start_review
 from selection.scoring import services as scoring_services
-from selection.scoring.services import refresh_scores, scoring_inputs
+from selection.scoring.services import refresh_scores, scores_state, scoring_inputs
 from selection.setup.services import save_constraints, set_gates, update_weights
 from tests.support.builders import DEV_PASSPHRASE as PASSPHRASE
 from tests.support.builders import ROLES, enrol_owners, rescored, stress_run
+from tests.support.uploads import token_client, upload
 
 pytestmark = pytest.mark.django_db
 
 FIXTURES = Path(__file__).parents[2] / "benchmarks" / "formats" / "fixtures"
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+@pytest.fixture(autouse=True)
+def _no_quiet_period(monkeypatch):
+    """The task lets go at once after a pass (its wait for a burst to end is tested on its own)."""
+    monkeypatch.setattr(tasks, "RESCORING_QUIET_S", 0.0)
 
 
 @pytest.fixture
@@ -46,6 +65,14 @@ def sent(monkeypatch):
 
 def requested_at(selection: Selection):
     return Selection.objects.values_list("scores_requested_at", flat=True).get(pk=selection.pk)
+
+
+def inputs_changed_at(selection: Selection):
+    return Selection.objects.values_list("inputs_changed_at", flat=True).get(pk=selection.pk)
+
+
+def claimed_at(selection: Selection):
+    return Selection.objects.values_list("rescoring_queued_at", flat=True).get(pk=selection.pk)
 
 
 def writes(queries: CaptureQueriesContext) -> list[str]:
@@ -110,21 +137,50 @@ def _confirm(selection: Selection, architect) -> None:
     confirm_as_evidence(run=run, user=architect)
 
 
-@pytest.mark.parametrize(
-    "change",
-    [_upload, _weights, _gates, _constraints, _archive, _restore, _candidate_flags, _confirm],
-    ids=lambda f: f.__name__.strip("_"),
-)
-def test_every_evidence_change_marks_the_scores_and_queues_the_task_after_commit(
+def _delete_candidate(selection: Selection, architect) -> None:
+    delete_candidate(candidate=selection.candidates.get(engine__slug="sglang"), user=architect)
+
+
+def _catalog(selection: Selection, architect) -> None:
+    engine = Engine.objects.get(slug="vllm")
+    catalog = json.loads(CATALOG_PATH.read_text(encoding="utf-8"))
+    for entry in catalog["engines"]:
+        if entry["slug"] == engine.slug:
+            entry["name"] = "vLLM (catalog update)"
+    path = Path(tempfile.mkdtemp()) / "catalog.json"
+    path.write_text(json.dumps(catalog), encoding="utf-8")
+    load_engine_catalog(path)
+
+
+CHANGES = [
+    _upload,
+    _weights,
+    _gates,
+    _constraints,
+    _archive,
+    _restore,
+    _candidate_flags,
+    _confirm,
+    _delete_candidate,
+    _catalog,
+]
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=lambda f: f.__name__.strip("_"))
+def test_every_input_change_stamps_the_selection_marks_the_scores_and_queues_the_task_after_commit(
     decided, architect, sent, django_capture_on_commit_callbacks, change
 ):
     assert requested_at(decided) is None
+    before = inputs_changed_at(decided)
     with django_capture_on_commit_callbacks() as callbacks:
         change(decided, architect)
     assert requested_at(decided) is not None and sent == []  # nothing is sent before the commit
+    assert inputs_changed_at(decided) != before  # the stamp moved, in the change's transaction
     for callback in callbacks:
         callback()
     assert set(sent) == {decided.pk}
+    # the snapshot no longer covers the inputs: the page says so without rebuilding them
+    assert not scores_state(decided).current
 
 
 def test_the_task_is_named_routed_to_the_default_queue_and_resent_by_beat():
@@ -191,12 +247,136 @@ def test_a_refused_rescoring_stays_marked_and_the_beat_job_sends_it_again(
     monkeypatch.setattr(tasks.recompute_scores, "apply_async", broker_down)
     with django_capture_on_commit_callbacks(execute=True):
         tasks.schedule_rescoring(decided.pk)
-    assert "could not queue rescoring" in caplog.text and requested_at(decided) is not None
+        tasks.schedule_rescoring(decided.pk)
+    outage = [r for r in caplog.records if "job queue (broker) unavailable" in r.getMessage()]
+    assert len(outage) == 1  # one line for the outage, not one per request
+    assert requested_at(decided) is not None and claimed_at(decided) is None  # marked, and no task holds it
     sent: list[int] = []
     monkeypatch.setattr(tasks.recompute_scores, "apply_async", lambda args, **kwargs: sent.append(args[0]))
-    assert tasks.resend_rescoring() == [] and sent == []  # a fresh request's task may still be on its way
+    assert tasks.resend_rescoring() == [] and sent == []  # within BROKER_PAUSE_S of the refusal: not tried
+    monkeypatch.setattr(celery_config, "BROKER_PAUSE_S", 0.0)
+    assert tasks.resend_rescoring() == [decided.pk] and sent == [decided.pk]
+    assert claimed_at(decided) is not None
+    assert "job queue (broker) back after" in caplog.text
+    assert tasks.resend_rescoring() == [] and sent == [decided.pk]  # its task is pending: not sent twice
+
+
+def test_a_task_lost_with_its_broker_is_sent_again_once_its_claim_lapses(decided, sent):
+    tasks.schedule_rescoring(decided.pk)
+    assert tasks.send_rescoring(decided.pk) is True and sent == [decided.pk]
+    # the broker restarts without its data: the message is gone, the claim stays
+    assert tasks.resend_rescoring() == [] and sent == [decided.pk]
     later = timezone.now() + tasks.RESCORING_RESEND_AFTER + timedelta(seconds=1)
-    assert tasks.resend_rescoring(later) == [decided.pk] and sent == [decided.pk]
+    assert tasks.resend_rescoring(later) == [decided.pk] and sent == [decided.pk, decided.pk]
+
+
+# --- coalescing: one pending task per selection, whatever the number of changes -------------------
+
+
+def test_twenty_uploads_in_a_burst_queue_one_rescoring(decided, architect, sent, django_capture_on_commit_callbacks):
+    candidate = decided.candidates.get(engine__slug="vllm")
+    client = token_client(decided, architect)
+    data = (FIXTURES / "vllm_bench_serve.json").read_bytes()
+    stamps = set()
+    for number in range(20):
+        with django_capture_on_commit_callbacks(execute=True):
+            response = upload(client, candidate.pk, data, filename="v.json", key=f"ci-burst-{number}")
+        assert response.status_code == 201, response.content
+        stamps.add(inputs_changed_at(decided))
+    assert BenchmarkRun.objects.filter(candidate=candidate, idempotency_key__startswith="ci-burst-").count() == 20
+    assert sent == [decided.pk]  # the first upload queued the task; the other 19 only marked the selection
+    assert len(stamps) == 20 and requested_at(decided) is not None
+    assert tasks.recompute_scores(decided.pk) == ""  # the one task covers all twenty
+    assert requested_at(decided) is None and claimed_at(decided) is None
+    assert scores_state(decided).current
+
+
+def test_a_change_while_the_task_scores_is_picked_up_by_the_same_task(decided, sent, monkeypatch):
+    tasks.schedule_rescoring(decided.pk)
+    assert tasks.send_rescoring(decided.pk) and sent == [decided.pk]
+    passes: list[str] = []
+    real = tasks.refresh_scores
+
+    def evidence_arrives_during_the_first_pass(selection_id):
+        error = real(selection_id)  # the pass read the request, then scored
+        if not passes:  # new evidence lands before the pass ends
+            stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
+            with transaction.atomic():
+                tasks.schedule_rescoring(selection_id)  # its on_commit finds the task pending: no send
+        passes.append("pass")
+        return error
+
+    monkeypatch.setattr(tasks, "refresh_scores", evidence_arrives_during_the_first_pass)
+    assert tasks.recompute_scores(decided.pk) == ""
+    assert len(passes) == 2 and sent == [decided.pk]  # scored again by the same task, none sent
+    assert requested_at(decided) is None and claimed_at(decided) is None
+    assert scores_state(decided).current
+
+
+@pytest.mark.django_db(transaction=True)  # the burst's next upload commits from another thread
+def test_a_task_waits_for_a_burst_to_end_and_scores_what_arrives_meanwhile(decided, sent, monkeypatch):
+    monkeypatch.setattr(tasks, "RESCORING_QUIET_S", 1.0)
+    Selection.objects.filter(pk=decided.pk).update(rescoring_queued_at=None)  # the set-up's own task is done
+    tasks.schedule_rescoring(decided.pk)  # no test transaction: sent at once
+    assert sent == [decided.pk]
+    passes: list[float] = []
+    real = tasks.refresh_scores
+
+    def upload_half_a_second_after_the_first_pass(selection_id):
+        passes.append(time.monotonic())
+        error = real(selection_id)
+        if len(passes) == 1:
+
+            def later():
+                time.sleep(0.5)
+                tasks.schedule_rescoring(selection_id)  # the next upload of the burst
+                connection.close()
+
+            threading.Thread(target=later).start()
+        return error
+
+    monkeypatch.setattr(tasks, "refresh_scores", upload_half_a_second_after_the_first_pass)
+    started = time.monotonic()
+    assert tasks.recompute_scores(decided.pk) == ""
+    assert len(passes) == 2 and sent == [decided.pk]  # the same task scored the late upload
+    assert time.monotonic() - started >= 1.0  # and let go only once the inputs were quiet for 1 s
+    assert claimed_at(decided) is None and requested_at(decided) is None
+
+
+def test_a_task_scoring_past_its_budget_hands_over_to_a_fresh_task(decided, sent, monkeypatch):
+    tasks.schedule_rescoring(decided.pk)
+    assert tasks.send_rescoring(decided.pk)
+    monkeypatch.setattr(tasks, "RESCORING_TASK_BUDGET_S", 0.0)
+    real = tasks.refresh_scores
+
+    def always_a_new_change(selection_id):
+        error = real(selection_id)
+        tasks.schedule_rescoring(selection_id)
+        return error
+
+    monkeypatch.setattr(tasks, "refresh_scores", always_a_new_change)
+    assert tasks.recompute_scores(decided.pk) == ""
+    assert sent == [decided.pk, decided.pk]  # one pass, then the next task at the back of the queue
+    assert claimed_at(decided) is not None and requested_at(decided) is not None
+
+
+def test_a_task_that_crashes_gives_its_claim_up_for_the_resend_job(decided, sent, monkeypatch):
+    tasks.schedule_rescoring(decided.pk)
+    assert tasks.send_rescoring(decided.pk)
+
+    def crash(selection_id):
+        raise RuntimeError("a bug")
+
+    with monkeypatch.context() as patch, pytest.raises(RuntimeError):
+        patch.setattr(tasks, "refresh_scores", crash)
+        tasks.recompute_scores(decided.pk)
+    assert claimed_at(decided) is None and requested_at(decided) is not None
+    assert tasks.resend_rescoring() == [decided.pk] and sent == [decided.pk, decided.pk]
+
+
+def test_parsing_runs_on_its_own_queue():
+    assert app.conf.task_routes["benchmarks.tasks.parse_upload"] == {"queue": "parse"}
+    assert {q.name for q in app.conf.task_queues} == {"default", "parse", "gpu", "render"} == set(QUEUES)
 
 
 # --- the pages read the latest snapshot and say where it stands -----------------------------------
@@ -249,6 +429,8 @@ def test_without_a_snapshot_the_page_says_so_and_a_post_computes_it(client, deci
 def test_a_get_on_the_comparison_and_its_status_writes_nothing(client, decided, architect, state):
     if state in ("recomputing", "stale"):
         stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))
+    if state in ("stale", "error"):  # an input changed; no rescoring is pending (it failed, or was lost)
+        Selection.objects.filter(pk=decided.pk).update(inputs_changed_at=timezone.now())
     if state == "recomputing":
         tasks.schedule_rescoring(decided.pk)
     if state == "none":

@@ -1,0 +1,80 @@
+"""`manage.py demo` across a database restart (issue 38 item 3): each step's database work runs again
+with back-off instead of the demo dying (it died at its scoring step when PostgreSQL restarted), and
+running a step again never makes a second selection, candidate, approval or signature."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from django.db import OperationalError
+
+from config import outage
+from selection.management.commands import demo
+from selection.management.commands.demo import Command
+from selection.models import Candidate, Selection
+
+pytestmark = pytest.mark.django_db(transaction=True)  # a restart ends the connection: no test transaction
+
+
+class RestartsOnce:
+    """Calls through to `real`, except call number `at`, which fails as a restarting database does."""
+
+    def __init__(self, real, at: int) -> None:
+        self.real, self.at, self.calls = real, at, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.at:
+            raise OperationalError("terminating connection due to administrator command")
+        return self.real(*args, **kwargs)
+
+
+@pytest.fixture
+def command(settings, tmp_path, engines, monkeypatch):
+    settings.VAR_DIR = tmp_path
+    monkeypatch.setattr(outage, "BACKOFF_FIRST_S", 0.01)
+    command = Command(stdout=io.StringIO())
+    command.children = []
+    return command
+
+
+def test_the_selection_step_runs_again_whole_after_a_restart_mid_step(command, monkeypatch):
+    command.with_database("users", command.ensure_users)
+    flaky = RestartsOnce(demo.add_candidate, at=2)  # the second candidate's insert meets the restart
+    monkeypatch.setattr(demo, "add_candidate", flaky)
+    selection = command.with_database("selection", command.ensure_selection)
+    assert flaky.calls == 5  # two in the failed attempt (rolled back whole), then the three candidates
+    assert Selection.objects.filter(name=demo.DEMO_SELECTION).count() == 1
+    assert Candidate.objects.filter(selection=selection).count() == len(demo.DEMO_CANDIDATES)
+
+
+def test_the_scoring_step_waits_for_the_database_instead_of_dying(command, monkeypatch, caplog):
+    command.with_database("users", command.ensure_users)
+    selection = command.with_database("selection", command.ensure_selection)
+    flaky = RestartsOnce(demo.refresh_scores, at=1)
+    monkeypatch.setattr(demo, "refresh_scores", flaky)
+    assert command.with_database("scoring", lambda: demo.refresh_scores(selection.pk, force=True)) == ""
+    assert flaky.calls == 2
+    assert "database unavailable (first seen by demo: scoring" in caplog.text and "database back after" in caplog.text
+
+
+def test_an_approval_or_a_signature_stored_before_the_restart_is_not_made_again(command, monkeypatch):
+    command.with_database("users", command.ensure_users)
+    record = mock.Mock(pk=7)
+    stored = record.approvals.filter.return_value.exists
+    approve, sign = mock.Mock(return_value=record), mock.Mock()
+    monkeypatch.setattr(demo, "approve", approve)
+    monkeypatch.setattr(demo, "call_command", sign)
+    monkeypatch.setattr(demo.DecisionRecord, "objects", mock.Mock())
+    stored.return_value = True  # the first attempt's transaction committed before the connection dropped
+    demo.approve_once(record, "business")
+    command.sign_as(record, "business", {"business": Path("business.p12")}, Path("passphrase.txt"))
+    assert not approve.called and not sign.called
+    stored.return_value = False
+    assert demo.approve_once(record, "business") is record
+    command.sign_as(record, "business", {"business": Path("business.p12")}, Path("passphrase.txt"))
+    assert approve.call_args.kwargs["role"] == "business" and approve.call_args.kwargs["user"].username == "business"
+    assert sign.call_args.args[:2] == ("sign-record", "7")
