@@ -55,7 +55,7 @@ def stop_on_signals() -> None:
 
 
 def start_child(argv: list[str], children: list[subprocess.Popen], **kwargs) -> subprocess.Popen:
-    child = subprocess.Popen(argv, preexec_fn=die_with_parent, **kwargs)  # noqa: PLW1509 (no threads yet)
+    child = subprocess.Popen(argv, preexec_fn=die_with_parent, **kwargs)  # no threads yet
     children.append(child)
     return child
 
