@@ -465,15 +465,18 @@ def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in monitoring_domain.plan_signals(operations):
         alerts = ", ".join(rule["alert"] for rule in item["rules"])
-        parts = [_(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])]
-        parts.append((_("alert: %(alerts)s") % {"alerts": alerts}) if alerts else _("dashboard only"))
+        action = _(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])
         rows.append(
             {
                 "signal": item["signal"],
                 "title": _(item["title"]),
                 "metric": item["metric"] or _metric_absent(operations),
                 "threshold": monitoring_domain.render(item["threshold"], _),
-                "action": "; ".join(parts),
+                # the alerts by their rule names (code, as alerts.yml names them), set apart from the words
+                "action": action
+                if alerts
+                else pgettext("list separator between clauses", "; ").join([action, _("dashboard only")]),
+                "alerts": alerts,
                 "owner": monitoring_domain.watcher(operations, item["signal"]),
             }
         )
@@ -801,30 +804,35 @@ def _rollout_section(
 
 
 def _evidence_section(selection: Selection, runs: list[BenchmarkRun]) -> list[dict[str, str]]:
+    """The record's evidence table, written in the record's language (the active one); its kinds are keys
+    the record's schema checks, translated where the record shows them."""
     return [
         {
             "kind": "configuration",
-            "checks": "engine version, launch flags, model and hardware",
-            "evidence": "candidate configuration and capacity plan in this record",
-            "review": "versions kept in kvselect",
+            "checks": _("engine version, launch flags, model and hardware"),
+            "evidence": _("candidate configuration and capacity plan in this record"),
+            "review": _("versions kept in kvselect"),
         },
         {
             "kind": "runtime",
-            "checks": "latency, errors, KV usage",
-            "evidence": f"{len(runs)} validation runs listed in the manifest",
-            "review": "queryable per run in kvselect",
+            "checks": _("latency, errors, KV usage"),
+            "evidence": ngettext(
+                "%(n)s validation run listed in the manifest", "%(n)s validation runs listed in the manifest", len(runs)
+            )
+            % {"n": len(runs)},
+            "review": _("queryable per run in kvselect"),
         },
         {
             "kind": "responsibility",
-            "checks": "approval and ownership",
-            "evidence": "owners' approvals and signatures",
-            "review": "audit trail of the selection",
+            "checks": _("approval and ownership"),
+            "evidence": _("owners' approvals and signatures"),
+            "review": _("audit trail of the selection"),
         },
         {
             "kind": "review",
-            "checks": "degradation, rollback, next optimisation",
-            "evidence": "re-evaluation triggers and review-by date",
-            "review": f"observer: {person_name(selection.observer) or '—'}",
+            "checks": _("degradation, rollback, next optimisation"),
+            "evidence": _("re-evaluation triggers and review-by date"),
+            "review": _("observer: %(name)s") % {"name": person_name(selection.observer) or "—"},
         },
     ]
 
