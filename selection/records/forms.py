@@ -150,6 +150,7 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
         model = DecisionRecord
         fields = ["decision", "rationale", "applies_to", "does_not_apply_to", "review_by", "include_simulated"]
         labels = {
+            "decision": _("Chosen candidate"),  # the group is "Decision": not the same word twice
             "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)")
         }
         help_texts = {
