@@ -640,9 +640,7 @@ def phase_label(phase: str) -> messages.Message | str:
     if phase in PHASES:
         return messages.Message(PHASES[phase])
     if phase.startswith(WAITING_FOR_ENGINE):
-        return messages.Message(
-            _("waiting for the engine: %(reason)s"), {"reason": phase[len(WAITING_FOR_ENGINE) :]}
-        )
+        return messages.Message(_("waiting for the engine: %(reason)s"), {"reason": phase[len(WAITING_FOR_ENGINE) :]})
     return phase
 
 

@@ -722,7 +722,8 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
             # a version the catalog does not list is planned with the newest one's facts, and says so
             "version": " — ".join(filter(None, [cand.engine_version, probing.version_note(cand)])),
             "kept": not by_id.get(cid, {}).get("screened_out", False),
-            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language) or _("passes the gates"),
+            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
+            or _("passes the gates"),
             "documentation_screen": _documentation_screen_note(cand, language),
             # a pyproject or source file is cited as source, a page as documentation
             **_cited(cand.engine.data.get("homepage", {}).get("source") or ""),

@@ -151,7 +151,7 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
         fields = ["decision", "rationale", "applies_to", "does_not_apply_to", "review_by", "include_simulated"]
         labels = {
             "decision": _("Chosen candidate"),  # the group is "Decision": not the same word twice
-            "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)")
+            "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)"),
         }
         help_texts = {
             "decision": _("Optional: left empty, the winner of the comparison is named."),
