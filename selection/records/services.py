@@ -33,6 +33,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from benchmarks.models import BenchmarkRun
 from selection.audit import audit
@@ -50,7 +51,7 @@ from selection.certificates.trust import (
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain.records import OWNER_ROLES
-from selection.i18n import person_name
+from selection.i18n import person_name, role_name
 from selection.models import (
     OWNER_FIELDS,
     DecisionRecord,
@@ -95,6 +96,42 @@ def _check_project_checks(fields: dict[str, Any]) -> None:
         raise ValidationError({"project_checks": exc.problems}) from exc
 
 
+# The signing library's fixed refusals (selection.certificates.signing), in the owner's language; a
+# refusal that carries figures (digests, subjects, counts) is shown as the library wrote it.
+SIGNING_REFUSALS = (
+    gettext_noop("the certificate file is empty"),
+    gettext_noop(
+        "cannot open the certificate file - wrong passphrase or not a PKCS#12 file containing a private key and "
+        "certificate"
+    ),
+    gettext_noop("the file holds no usable private key and certificate"),
+    gettext_noop("not a DER CMS SignedData (the .p7s kvselect-sign writes)"),
+    gettext_noop("the signer's certificate is not in the CMS"),
+    gettext_noop("the signature has no messageDigest attribute"),
+    gettext_noop("the signed attributes differ from the ones kvselect prepared: sign them unchanged"),
+    gettext_noop("the signature does not verify with the enrolled certificate's public key"),
+    gettext_noop("the embedded signature does not cover the prepared revision: nothing was stored"),
+    gettext_noop(
+        "this signature is over an older revision of the record, prepared before the one now waiting for your "
+        "signature: fetch the current attributes and sign again"
+    ),
+)
+
+
+def _owner(role: str) -> str:
+    """ "business owner" (lower case inside a sentence), in the active language."""
+    return role_name(role).lower()
+
+
+def signing_refusal(exc: Exception, *prefixes: str) -> str:
+    """A SigningError as the owner reads it: without its field prefix, translated when it is one of
+    the library's fixed sentences."""
+    text = str(exc)
+    for prefix in prefixes:
+        text = text.removeprefix(f"{prefix}: ")
+    return _(text) if text in SIGNING_REFUSALS else text
+
+
 def owner_role(user, selection: Selection) -> list[str]:
     return owner_roles_of(user, selection)
 
@@ -102,8 +139,18 @@ def owner_role(user, selection: Selection) -> list[str]:
 def _refuse_drafter_as_security(record: DecisionRecord, user, role: str, action: str) -> None:
     if role == "security" and record.created_by_id == user.pk:
         raise PermissionDenied(
-            f"You drafted record v{record.version}: someone else must {action} it as security owner "
-            "(separation of duties)."
+            (
+                _(
+                    "You drafted record v%(version)s: someone else must approve it as security owner "
+                    "(separation of duties)."
+                )
+                if action == "approve"
+                else _(
+                    "You drafted record v%(version)s: someone else must sign it as security owner "
+                    "(separation of duties)."
+                )
+            )
+            % {"version": record.version}
         )
 
 
@@ -401,15 +448,21 @@ def _enrolled_certificate_for(record: DecisionRecord, user, role: str) -> str:
     expected = frozen.get("certificate_sha256")
     if not expected:
         raise ValidationError(
-            {"pkcs12": f"Record v{record.version} names no certificate for the {role} owner: create a new version."}
+            {
+                "pkcs12": _("Record v%(version)s names no certificate for the %(role)s: create a new version.")
+                % {"version": record.version, "role": _owner(role)}
+            }
         )
     current = current_certificate(user)
     if current is None or current.sha256 != expected:
         raise ValidationError(
             {
-                "pkcs12": f"Record v{record.version} was frozen with your certificate SHA-256 {expected[:16]}…, "
-                "which is no longer your enrolled certificate: this record can no longer be signed by you; "
-                "an architect creates a new version."
+                "pkcs12": _(
+                    "Record v%(version)s was frozen with your certificate SHA-256 %(sha)s…, which is no longer your "
+                    "enrolled certificate: this record can no longer be signed by you; an architect creates a new "
+                    "version."
+                )
+                % {"version": record.version, "sha": expected[:16]}
             }
         )
     return expected
@@ -419,12 +472,15 @@ def _check_key(pkcs12: bytes, passphrase: str, expected: str, user) -> signing.C
     try:
         info = signing.pkcs12_certificate(pkcs12, passphrase)
     except signing.SigningError as exc:
-        raise ValidationError({"pkcs12": str(exc)}) from exc
+        raise ValidationError({"pkcs12": signing_refusal(exc, "pkcs12")}) from exc
     if info.sha256 != expected:
         raise ValidationError(
             {
-                "pkcs12": f"This certificate ({info.short}) is not your enrolled signing certificate "
-                f"({person_name(user)}, SHA-256 {expected[:16]}…): sign with your own key."
+                "pkcs12": _(
+                    "This certificate (%(certificate)s) is not your enrolled signing certificate (%(name)s, SHA-256 "
+                    "%(sha)s…): sign with your own key."
+                )
+                % {"certificate": info.short, "name": person_name(user), "sha": expected[:16]}
             }
         )
     return info
@@ -437,16 +493,18 @@ def _locked_for_signing(record: DecisionRecord, user, role: str) -> tuple[Decisi
     if record.status != DecisionRecord.Status.APPROVED:
         raise ValidationError(
             {
-                "status": f"Record v{record.version} is {record.get_status_display()}: "
-                "only an approved record can be signed."
+                "status": _("Record v%(version)s is %(status)s: only an approved record can be signed.")
+                % {"version": record.version, "status": record.get_status_display()}
             }
         )
     if role not in owner_role(user, record.selection):
-        raise PermissionDenied(f"Only the named {role} owner can sign as {role} owner.")
+        raise PermissionDenied(_("Only the named %(role)s can sign as %(role)s.") % {"role": _owner(role)})
     _refuse_drafter_as_security(record, user, role, "sign")
     expected = next_signer_role(record)
     if role != expected:
-        raise ValidationError({"role": f"The {expected} owner signs next (order: business, platform, security)."})
+        raise ValidationError(
+            {"role": _("The %(role)s signs next (order: business, platform, security).") % {"role": _owner(expected)}}
+        )
     return record, _enrolled_certificate_for(record, user, role)
 
 
@@ -567,11 +625,16 @@ def _refuse_unusable_certificate(enrolled) -> None:
     configured CRL now revokes, cannot sign (the embed step would refuse its signature)."""
     if enrolled.not_after <= timezone.now():
         raise ValidationError(
-            {"__all__": f"Your enrolled certificate expired on {enrolled.not_after:%Y-%m-%d}: enrol a new one."}
+            {
+                "__all__": _("Your enrolled certificate expired on %(date)s: enrol a new one.")
+                % {"date": f"{enrolled.not_after:%Y-%m-%d}"}
+            }
         )
     _root, refusal = certification_refusal(enrolled.certificate_pem.encode())
     if refusal:
-        raise ValidationError({"__all__": f"Your enrolled certificate cannot sign: {refusal}."})
+        raise ValidationError(
+            {"__all__": _("Your enrolled certificate cannot sign: %(reason)s.") % {"reason": refusal}}
+        )
 
 
 def _discard_after_commit(names: list[str]) -> None:
@@ -617,14 +680,22 @@ def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -
         pending = pending_signature_request(record, user, role)
         if pending is None:
             raise ValidationError(
-                {"cms": f"No {role} signature is being prepared for you on record v{record.version}: prepare it first."}
+                {
+                    "cms": _(
+                        "No %(role)s signature is being prepared for you on record v%(version)s: prepare it first."
+                    )
+                    % {"role": _owner(role), "version": record.version}
+                }
             )
         current = _current_pdf(record)
         if hashlib.sha256(current).hexdigest() != pending.base_sha256 or pending.certificate_sha256 != fingerprint:
             raise ValidationError(
                 {
-                    "cms": f"The signature prepared at {pending.created_at:%Y-%m-%d %H:%M} UTC is stale: the record "
-                    "or your enrolled certificate changed since. Prepare it again and sign the new attributes."
+                    "cms": _(
+                        "The signature prepared at %(time)s UTC is stale: the record or your enrolled certificate "
+                        "changed since. Prepare it again and sign the new attributes."
+                    )
+                    % {"time": f"{pending.created_at:%Y-%m-%d %H:%M}"}
                 }
             )
         older = [
@@ -646,7 +717,7 @@ def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -
                 prepared, cms, fingerprint, base=current, older_digests=older, **_long_term()
             )
         except signing.SigningError as exc:
-            raise ValidationError({"cms": str(exc).removeprefix("cms: ").removeprefix("prepared: ")}) from exc
+            raise ValidationError({"cms": signing_refusal(exc, "cms", "prepared")}) from exc
         _discard_after_commit([pending.prepared_pdf.name])
         pending.completed_at, pending.prepared_pdf = timezone.now(), ""
         pending.save(update_fields=["completed_at", "prepared_pdf"])
@@ -664,7 +735,10 @@ def sign_with_hsm(*, record: DecisionRecord, user, role: str, pin: str) -> Decis
         raise ValidationError({"pin": str(exc)}) from exc
     if key is None:
         raise ValidationError(
-            {"pin": f"No HSM key is configured for {user.get_username()} (KVSELECT_HSM_KEYS): sign with kvselect-sign."}
+            {
+                "pin": _("No HSM key is configured for %(user)s (KVSELECT_HSM_KEYS): sign with kvselect-sign.")
+                % {"user": user.get_username()}
+            }
         )
     record = render_pdf(record)
     with transaction.atomic():

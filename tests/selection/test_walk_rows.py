@@ -89,3 +89,24 @@ def test_a_justification_over_the_limit_is_refused_not_cut(selection_with_constr
         override_screen(candidate=tgi, user=architect, justification="x" * 5000)
     kept = override_screen(candidate=tgi, user=architect, justification="y" * JUSTIFICATION_MAX)
     assert len(kept.screen_override["justification"]) == JUSTIFICATION_MAX
+
+
+@pytest.mark.parametrize(
+    ("url", "chinese"),
+    [
+        ("http://169.254.169.254/v1", "169.254.169.254 是云元数据地址，始终拒绝"),
+        ("http://user:pw@127.0.0.1:9/v1", "URL 中不接受凭据；请使用 API 密钥字段"),
+        ("http://10.9.8.7:8000/v1", "主机 10.9.8.7 不在 KVSELECT_ALLOWED_TARGETS 中（允许：127.0.0.1）"),
+    ],
+)
+def test_the_allow_lists_refusals_read_in_the_pages_language(url, chinese, settings):
+    """Walk m11: '169.254.169.254 is a cloud metadata address and is always refused' on a Chinese page."""
+    from benchmarks.validation.target import refused_urls
+    from selection.candidates.services import allow_list_reason
+
+    settings.KVSELECT_ALLOWED_TARGETS = ["127.0.0.1"]
+    reason = refused_urls({"endpoint_url": url}, resolver=lambda host, port: [])["endpoint_url"]
+    with translation.override("zh-hans"):
+        assert allow_list_reason(reason) == chinese
+    assert allow_list_reason(reason) == reason  # English stays as the check wrote it
+    assert allow_list_reason("something new") == "something new"
