@@ -137,7 +137,7 @@ def prefix_off_target_for(candidate: Candidate, target: workloads.Target) -> wor
 def is_simulator(url: str) -> bool:
     """True when the endpoint is kvselect's simulator (its /metrics carries kvsim_info)."""
     try:
-        with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", "/metrics"), timeout=3) as response:  # noqa: S310
+        with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", "/metrics"), timeout=3) as response:
             return b"kvsim_info" in response.read(2_000_000)
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -148,7 +148,7 @@ def healthy(url: str) -> bool:
     models. /v1/models is asked only when /health is missing (404) or unreachable."""
     for path in ("/health", "/v1/models"):
         try:
-            with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:  # noqa: S310
+            with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:
                 if response.status < 500:
                     return True
         except urllib.error.HTTPError as exc:
