@@ -32,6 +32,7 @@ WAITING_FOR_QUEUE = {"phase": "waiting for the job queue"}  # the broker refused
 def parse_upload(run_id: int) -> str:
     """Parse a large upload stored raw (the `parse` queue: never behind a backlog of rescorings)."""
     from benchmarks.uploads.parse import parse_stored_upload  # the parsers, loaded by the parse
+
     return parse_stored_upload(run_id).status
 
 
