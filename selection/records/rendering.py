@@ -1,4 +1,8 @@
-"""An approved record's PDF: the frozen snapshot rendered with its signature fields in place."""
+"""An approved record's PDF: the frozen snapshot rendered with its signature fields in place.
+
+`render_pdf` is the one service that renders: it loads the renderer (`records.pdf`, WeasyPrint and its
+Pango bindings, about a second) when a record is rendered, so the web and scoring processes and every
+`manage.py` command start without it (tests/architecture/test_lean_imports.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
 from selection.models import DecisionRecord, RecordApproval
 from selection.records.open_items import with_item_states
-from selection.records.pdf import render_record
 
 
 def stamp_font() -> Path | None:
@@ -49,6 +52,7 @@ def with_approvals(snapshot: dict[str, Any], approvals: list[RecordApproval]) ->
 
 def render_pdf(record: DecisionRecord) -> DecisionRecord:
     """Render the frozen snapshot to PDF with the three signature fields in place (idempotent)."""
+    from selection.records.pdf import render_record  # the renderer, loaded by the render (module docstring)
 
     record = DecisionRecord.objects.get(pk=record.pk)
     if record.pdf or record.status not in (DecisionRecord.Status.APPROVED,):
