@@ -33,7 +33,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Mapping
 
-from benchmarks.harness.metrics import EVIDENCE_HEADER, SIMULATED_LABEL, kv_capacity, parse_prometheus
+from benchmarks.harness.prometheus import EVIDENCE_HEADER, SIMULATED_LABEL, kv_capacity, parse_prometheus
 
 DEVICE_HEADER = "X-Kvsim-Device"  # the simulated GPU a simulator is (benchmarks.simulator.server)
 
@@ -185,7 +185,7 @@ Fetch = Callable[[str, Mapping[str, str], float], tuple[int, Mapping[str, str], 
 
 def _urllib_fetch(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, Mapping[str, str], bytes]:
     request = urllib.request.Request(url, headers=dict(headers))
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (allow-listed by the caller)
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # allow-listed by the caller
         return response.status, dict(response.headers), response.read(MAX_BYTES)
 
 

@@ -155,7 +155,7 @@ class _ResponseProtocol(asyncio.Protocol):
                         self.on_body(self, now, data[line_end + 2 : end])  # type: ignore[misc]
                         return
             self._consume(now, data)
-        except Exception as exc:  # noqa: BLE001 - any parse failure ends this request
+        except Exception as exc:  # any parse failure ends this request
             if self.done is not None and not self.done.done():
                 self.done.set_exception(exc if isinstance(exc, HTTPError) else HTTPError(str(exc)))
             self.keep_alive = False

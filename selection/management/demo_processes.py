@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
@@ -54,15 +55,17 @@ def stop_on_signals() -> None:
 
 
 def start_child(argv: list[str], children: list[subprocess.Popen], **kwargs) -> subprocess.Popen:
-    child = subprocess.Popen(argv, preexec_fn=die_with_parent, **kwargs)  # noqa: PLW1509 (no threads yet)
+    child = subprocess.Popen(argv, preexec_fn=die_with_parent, **kwargs)  # no threads yet
     children.append(child)
     return child
 
 
 def stop_children(children: list[subprocess.Popen], timeout: float = 10) -> None:
     """SIGTERM to every child still running, then wait; SIGKILL what does not stop in `timeout` seconds.
-    A second SIGTERM meanwhile does not interrupt the stopping."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    A second SIGTERM meanwhile does not interrupt the stopping (signal handlers belong to the main
+    thread: the demo's steps run in another one in the page crawler's test, where there is none to set)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
