@@ -30,6 +30,7 @@ from benchmarks.suite import (
     trace_replay,
 )
 from benchmarks.suite.base import ValidationTest
+from selection.domain.claims import Claim
 
 # the tests in the articles' order, then the two that are not numbered
 MODULES = (
@@ -48,6 +49,8 @@ TESTS: tuple[ValidationTest, ...] = tuple(module.TEST for module in MODULES)
 BY_ID: dict[str, ValidationTest] = {test.id: test for test in TESTS}
 TEST_IDS: tuple[str, ...] = tuple(test.id for test in TESTS)
 RUNNABLE_TEST_IDS: tuple[str, ...] = tuple(test.id for test in TESTS if test.runnable)
+# the record's behaviour claims, each stated by the module of the test that observes it
+CLAIMS: tuple[Claim, ...] = tuple(claim for test in TESTS for claim in test.claims)
 
 
 def title_of(test_id: str) -> str:
