@@ -213,7 +213,7 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
+def validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
     """A test's result in the record: its verdicts in words, each with the figure it judged, its
     sample size and interval (`judged`), and the figures the test measured (`metrics`: warm vs
     resumed vs recomputed, caching on vs off, per rung, ...), each with n and interval."""
@@ -729,7 +729,7 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
 
 def _validation_section(runs: list[BenchmarkRun], selection: Selection, colours: dict, engine_label: str) -> list:
     c = selection.constraints
-    return [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
+    return [validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
         {
             "test": "none",
             "candidate": engine_label,
