@@ -190,6 +190,14 @@ def provenance_rows(
     return rows
 
 
+def criterion_title(name: str) -> str | None:
+    """The English title of a verdict (its name without a [load point]): the shared table's, else the
+    one its test's module states (`TEST.verdict_titles`); None when neither knows it."""
+    if name in CRITERION_TITLES:
+        return CRITERION_TITLES[name]
+    return next((test.verdict_titles[name] for test in suite.TESTS if name in test.verdict_titles), None)
+
+
 def criterion_rows(
     verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text, render_message=messages.render
 ) -> list[dict[str, Any]]:
@@ -201,7 +209,7 @@ def criterion_rows(
         name = str(verdict.get("name") or "")
         base, _sep, qualifier = name.partition("[")
         qualifier = qualifier.rstrip("]")
-        title = CRITERION_TITLES.get(base)
+        title = criterion_title(base)
         rows.append(
             {
                 "name": name,
@@ -224,7 +232,8 @@ def verdict_label(name: str, translate=lambda text: text) -> str:
     the pause)"). A name the table lacks reads as its words, never as an identifier."""
     base, _sep, qualifier = str(name or "").partition("[")
     qualifier = qualifier.rstrip("]")
-    title = translate(CRITERION_TITLES[base]) if base in CRITERION_TITLES else base.replace("_", " ")
+    title = criterion_title(base)
+    title = translate(title) if title else base.replace("_", " ")
     if not qualifier:
         return title
     shown = translate(CRITERION_QUALIFIERS[qualifier]) if qualifier in CRITERION_QUALIFIERS else qualifier

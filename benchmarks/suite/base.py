@@ -88,6 +88,10 @@ class ValidationTest:
     # the decision record's behaviour claims its verdicts support (`selection.domain.claims` judges
     # them on the chosen engine's run of this test; each claim's `test` is this test's id)
     claims: tuple[Claim, ...] = ()
+    # the titles of verdicts only this test writes, by name (English, marked with `_`); the pages and
+    # the record read them beside `benchmarks.presentation.CRITERION_TITLES` (the tests' shared ones,
+    # and those of the tests written before this field)
+    verdict_titles: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

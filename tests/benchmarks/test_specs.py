@@ -132,6 +132,7 @@ def test_a_new_test_reaches_the_scoring_the_record_figures_its_claims_and_the_cl
     assert presentation.result_figures("isolation", [], {}) == []  # a test without figures: its heaviest level
 
     assert probe_suite.PROBED in suite.CLAIMS
+    assert presentation.verdict_label("probe_answered") == "The probe answered"
     outcome = claims.judge_verdicts(probe_suite.PROBED, run.id, list(run.verdicts), status_of)
     assert outcome.claimed and str(claims.sentence(outcome, "Probe, run 41")) == "the probe answered (Probe, run 41)"
 
@@ -204,6 +205,7 @@ def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_r
     )
     body = client.get(reverse("selection:run", args=[selection.pk, run.pk])).content.decode()
     assert "Probe" in body and 'data-test="probe"' in body and "Probe depth (requests)" in body
+    assert "The probe answered" in body and "probe_answered" not in body.replace('"probe_answered"', "")
 
     metric = measured_metrics(candidate, selection.constraints.as_domain())["isolation_ttft_p95_ms"]
     assert metric.value == 212.5 and metric.run_ids == (str(run.pk),)

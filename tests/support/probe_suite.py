@@ -78,6 +78,7 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     claims=(PROBED,),
+    verdict_titles={"probe_answered": "The probe answered"},
     cli={"concurrency": "probe_depth"},
 )
 SPEC = TestSpec("probe", PARAMS, plan_probe, run_probe, estimate_probe)
