@@ -35,7 +35,7 @@ import urllib.request
 from typing import Any, Callable, Mapping
 
 from benchmarks.harness import safety
-from benchmarks.harness.metrics import EVIDENCE_HEADER, SIMULATED_LABEL, kv_capacity, parse_prometheus
+from benchmarks.harness.prometheus import EVIDENCE_HEADER, SIMULATED_LABEL, kv_capacity, parse_prometheus
 
 DEVICE_HEADER = "X-Kvsim-Device"  # the simulated GPU a simulator is (benchmarks.simulator.server)
 

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
@@ -63,8 +64,10 @@ def stop_children(children: list[subprocess.Popen], timeout: float = 10) -> None
     """SIGTERM to every child still running, then wait; SIGKILL what does not stop in `timeout` seconds.
     A second SIGTERM meanwhile does not interrupt the stopping; the caller's SIGTERM handling is
     restored afterwards (an ignored SIGTERM is inherited by every process started later, which then
-    no longer stops when asked: the test runner's simulators did not)."""
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    no longer stops when asked: the test runner's simulators did not). Signal handlers belong to the
+    main thread: the demo's steps run in another one in the page crawler's test, where none is set."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN) if main else None
     try:
         for child in children:
             if child.poll() is None:
@@ -76,7 +79,8 @@ def stop_children(children: list[subprocess.Popen], timeout: float = 10) -> None
                 child.kill()
                 child.wait()
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def simulator_command(port: int, profile: str, extra: list[str], python: str = sys.executable) -> list[str]:
