@@ -57,7 +57,7 @@ from benchmarks.validation.target import (
 )
 from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
-from selection.capacity.measured import record_measured_capacity
+from selection.capacity.stating import record_measured_capacity
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
 
