@@ -42,6 +42,11 @@ def with_approvals(snapshot: dict[str, Any], approvals: list[RecordApproval]) ->
         owner["approved_at"] = approval.approved_at.isoformat()  # written in the record's time zone (`when`)
         owner["approved_by"] = person_name(approval.user)
         owner["approval_comment"] = approval.comment
+    tie = (context.get("decision") or {}).get("tie")
+    confirmed = next((a for a in approvals if a.confirmed_tie_ground), None)
+    if isinstance(tie, dict) and confirmed is not None:  # the business owner's confirmation of the stated ground
+        tie["confirmed_by"] = person_name(confirmed.user)
+        tie["confirmed_at"] = confirmed.approved_at.isoformat()
     return context
 
 

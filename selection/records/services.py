@@ -50,6 +50,7 @@ from selection.certificates.trust import (
 )
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
+from selection.domain import tie_ground as tie_domain
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import message_text, person_name
 from selection.models import (
@@ -79,6 +80,8 @@ DRAFT_FIELDS = (
     "review_by",
     "include_simulated",
     "project_checks",
+    "tie_choice",
+    "tie_ground",
 )
 
 
@@ -153,18 +156,22 @@ def create_draft(
             {"supersedes": _("Record v%(version)s already has a successor.") % {"version": supersedes.version}}
         )
     _check_project_checks(fields)
-    _check_decision(selection, fields)
     current = _draft_to_continue(selection, supersedes, user)
     if current is not None:  # a second attempt edits the open draft: no orphan version
         return update_draft(record=current, user=user, **fields)
+    _normalise_tie_fields(fields)
+    _check_tie_ground(selection, fields)
+    _check_decision(selection, fields)
     version = (selection.records.aggregate(v=Max("version"))["v"] or 0) + 1
     record = DecisionRecord(
         selection=selection,
         version=version,
         created_by=user,
         supersedes=supersedes,
-        **{k: v for k, v in fields.items() if k in DRAFT_FIELDS},
+        **{k: v for k, v in fields.items() if k in (*DRAFT_FIELDS, "tie_choice_id")},
     )
+    if record.tie_choice_id is not None:
+        record.tie_ground_by, record.tie_ground_at = user, timezone.now()
     record.full_clean()
     record.save()
     audit(
@@ -174,21 +181,83 @@ def create_draft(
         field=f"record:v{version}",
         new={"supersedes": supersedes.version if supersedes else None},
     )
+    _audit_tie_ground(record, user, None)
     return record
+
+
+def tied_candidates(selection: Selection, include_simulated: bool | None = None) -> list:
+    """The candidates the latest scores tie between (empty: they name a winner, or there are none yet)."""
+    score = latest_score(selection, include_simulated)
+    ids = tie_domain.tied(score.result or {}) if score is not None else []
+    return list(selection.candidates.filter(pk__in=[int(i) for i in ids if str(i).isdigit()]).select_related("engine"))
+
+
+def _normalise_tie_fields(fields: dict[str, Any]) -> None:
+    """`tie_choice` as a candidate id (a form or serializer gives the candidate), `tie_ground` stripped;
+    an empty ground is None (no ground)."""
+    if "tie_choice" in fields:
+        choice = fields.pop("tie_choice")
+        fields["tie_choice_id"] = getattr(choice, "pk", choice) or None
+    if "tie_ground" in fields:
+        fields["tie_ground"] = (fields["tie_ground"] or "").strip() or None
+
+
+def _check_tie_ground(selection: Selection, fields: dict[str, Any]) -> None:
+    """Refuse a draft that, when the scores tie, names no tied candidate or states no ground for it (and a
+    ground stated when the scores name a winner), each refusal on its field (domain/tie_ground.py)."""
+    score = latest_score(selection, bool(fields.get("include_simulated")))
+    problems = _tie_problems(selection, (score.result or {}) if score is not None else {}, fields)
+    if problems:
+        raise ValidationError(problems)
+
+
+def _tie_problems(selection: Selection, result: dict[str, Any], fields: dict[str, Any]) -> dict[str, list[str]]:
+    labels = {str(c.pk): c.display_name for c in selection.candidates.select_related("engine")}
+    winner = str(result.get("winner") or "")
+    problems = tie_domain.problems(
+        tie_domain.tied(result),
+        labels,
+        fields.get("tie_choice_id"),
+        fields.get("tie_ground"),
+        labels.get(winner) if winner else None,
+    )
+    return {field: [message_text(m) for m in messages] for field, messages in problems.items()}
+
+
+def _audit_tie_ground(record: DecisionRecord, user, old: dict[str, Any] | None) -> None:
+    """Audit the ground a drafter stated (or changed, or cleared) for choosing among tied candidates: who, when,
+    and the ground in full."""
+    new = {"candidate": record.tie_choice_id, "ground": record.tie_ground}
+    if old == new or (old is None and record.tie_choice_id is None):
+        return
+    audit(
+        record.selection,
+        user,
+        "record.tie_ground_stated" if record.tie_choice_id is not None else "record.tie_ground_cleared",
+        field=f"record:v{record.version}",
+        old=old,
+        new=new,
+        justification=record.tie_ground or "",
+    )
 
 
 def _check_decision(selection: Selection, fields: dict[str, Any]) -> None:
     """Refuse, when the draft is saved, a decision that names a candidate the record cannot choose."""
-    problem = decision_problem(selection, fields.get("decision") or "", bool(fields.get("include_simulated")))
+    problem = decision_problem(
+        selection, fields.get("decision") or "", bool(fields.get("include_simulated")), fields.get("tie_choice_id")
+    )
     if problem:
         raise ValidationError({"decision": problem})
 
 
-def decision_problem(selection: Selection, decision: str, include_simulated: bool) -> str | None:
+def decision_problem(
+    selection: Selection, decision: str, include_simulated: bool, tie_choice: int | str | None = None
+) -> str | None:
     """Why a draft's decision text cannot stand (or None): it names a candidate (the longest name it
     contains) that is archived, ruled out by the documentation screen, stopped by the gates, or not the
-    one the comparison recommends, which the record chooses. Free text naming no candidate is the
-    architect's summary and stands."""
+    one the comparison recommends, which the record chooses (when the scores tie: not the tied candidate
+    the draft chooses on its stated ground). Free text naming no candidate is the architect's summary and
+    stands."""
     text = decision.casefold()
     named = [c for c in selection.candidates.select_related("engine") if str(c).strip() and str(c).casefold() in text]
     if not named:
@@ -210,6 +279,21 @@ def decision_problem(selection: Selection, decision: str, include_simulated: boo
     entry = next((c for c in result.get("candidates", []) if c.get("candidate") == str(candidate.pk)), None)
     if entry is not None and entry.get("screened_out"):
         return _("“%(name)s” does not pass the gates (see the comparison): a record cannot choose it.") % name
+    tied = tie_domain.tied(result)
+    if tied and str(candidate.pk) != str(tie_choice or ""):
+        chosen = selection.candidates.filter(pk=tie_choice).select_related("engine").first() if tie_choice else None
+        if chosen is None:
+            return (
+                _(
+                    "The scores tie: “%(name)s” can be named only as the tied candidate chosen on a stated ground "
+                    "(“which tied candidate” and “ground for choosing it”)."
+                )
+                % name
+            )
+        return _("The record chooses “%(chosen)s” among the tied candidates on its stated ground, not “%(name)s”.") % {
+            **name,
+            "chosen": chosen.display_name,
+        }
     winner = str(result.get("winner") or "")
     if winner and winner != str(candidate.pk):
         chosen = selection.candidates.filter(pk=winner).select_related("engine").first()
@@ -294,11 +378,26 @@ def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionReco
             {"status": _("Draft v%(version)s is archived: restore it to edit it.") % {"version": record.version}}
         )
     _check_project_checks(fields)
-    _check_decision(record.selection, {"include_simulated": record.include_simulated, **fields})
-    old = {k: str(getattr(record, k)) for k in fields if k in DRAFT_FIELDS}
+    _normalise_tie_fields(fields)
+    merged = {
+        "include_simulated": record.include_simulated,
+        "tie_choice_id": record.tie_choice_id,
+        "tie_ground": record.tie_ground,
+        # the saved decision text is checked again when the tied candidate it must name changes
+        "decision": record.decision if "tie_choice_id" in fields else "",
+        **fields,
+    }
+    _check_tie_ground(record.selection, merged)
+    _check_decision(record.selection, merged)
+    tie_before = {"candidate": record.tie_choice_id, "ground": record.tie_ground}
+    editable = (*DRAFT_FIELDS, "tie_choice_id")
+    old = {k: str(getattr(record, k)) for k in fields if k in editable}
     for key, value in fields.items():
-        if key in DRAFT_FIELDS:
+        if key in editable:
             setattr(record, key, value)
+    if {"candidate": record.tie_choice_id, "ground": record.tie_ground} != tie_before:
+        stated = record.tie_choice_id is not None
+        record.tie_ground_by, record.tie_ground_at = (user, timezone.now()) if stated else (None, None)
     record.full_clean()
     record.save()
     audit(
@@ -309,6 +408,7 @@ def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionReco
         old=old,
         new={k: str(getattr(record, k)) for k in old},
     )
+    _audit_tie_ground(record, user, tie_before)
     return record
 
 
@@ -397,7 +497,11 @@ def comment(*, record: DecisionRecord, user, text: str) -> RecordComment:
 
 
 @transaction.atomic
-def approve(*, record: DecisionRecord, user, role: str, comment_text: str = "") -> DecisionRecord:
+def approve(
+    *, record: DecisionRecord, user, role: str, comment_text: str = "", confirm_tie_ground: bool = False
+) -> DecisionRecord:
+    """`role`'s approval. A record chosen among tied candidates on a stated ground is approved by the
+    business owner only with `confirm_tie_ground` (they confirm the ground as the snapshot froze it)."""
     record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
     if role not in OWNER_ROLES:
         raise ValidationError({"role": _("must be one of %(roles)s") % {"roles": ", ".join(OWNER_ROLES)}})
@@ -408,13 +512,25 @@ def approve(*, record: DecisionRecord, user, role: str, comment_text: str = "") 
         raise ValidationError({"status": _("Record v%(version)s is %(status)s, not in review.") % record_state(record)})
     if record.approvals.filter(role=role).exists():
         raise ValidationError({"role": _("The %(owner)s has already approved.") % {"owner": owner_name(role)}})
-    RecordApproval.objects.create(record=record, role=role, user=user, comment=comment_text)
+    ground = frozen_tie_ground(record)
+    refusal = tie_domain.confirmation_needed(role, ground is not None, confirm_tie_ground)
+    if refusal is not None:
+        raise ValidationError(
+            {
+                tie_domain.CONFIRM_FIELD: _("%(why)s The stated ground: “%(ground)s”")
+                % {"why": message_text(refusal), "ground": ground["ground"]}
+            }
+        )
+    confirmed = ground["ground"] if ground is not None and role == tie_domain.BUSINESS_CONFIRMS else None
+    RecordApproval.objects.create(
+        record=record, role=role, user=user, comment=comment_text, confirmed_tie_ground=confirmed
+    )
     audit(
         record.selection,
         user,
         "record.approved",
         field=f"record:v{record.version}",
-        new={"role": role},
+        new={"role": role, **({"confirmed_tie_ground": confirmed} if confirmed is not None else {})},
         justification=comment_text,
     )
     if record.approvals.count() == len(OWNER_ROLES):
@@ -423,6 +539,13 @@ def approve(*, record: DecisionRecord, user, role: str, comment_text: str = "") 
         audit(record.selection, user, "record.fully_approved", field=f"record:v{record.version}")
         transaction.on_commit(lambda: queue_render(record.pk))
     return record
+
+
+def frozen_tie_ground(record: DecisionRecord) -> dict[str, Any] | None:
+    """The choice among tied candidates as the record's snapshot froze it (chosen, tied, ground, who stated it
+    and when), or None: the record decides for the scores' recommendation."""
+    tie = ((record.snapshot or {}).get("decision") or {}).get("tie")
+    return tie if isinstance(tie, dict) and tie.get("ground") else None
 
 
 def next_signer_role(record: DecisionRecord) -> str | None:
@@ -814,6 +937,9 @@ def start_reevaluation(*, record: DecisionRecord, user) -> DecisionRecord:
     """Draft the record that supersedes signed ``record``: its decision fields carried over, a new
     review-by date. Linked both ways: the draft supersedes ``record``, which names it as successor."""
     fields = {name: getattr(record, name) for name in REEVALUATION_COPIED_FIELDS}
+    tied = {c.pk for c in tied_candidates(record.selection, record.include_simulated)}
+    if record.tie_choice_id in tied:  # still tied: the ground is carried over, stated again by whoever re-evaluates
+        fields.update(tie_choice_id=record.tie_choice_id, tie_ground=record.tie_ground)
     successor = create_draft(selection=record.selection, user=user, supersedes=record, **fields)
     audit(
         record.selection,
