@@ -40,6 +40,7 @@ from selection.domain import monitoring as monitoring_domain
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain import screening
+from selection.domain import tie_ground as tie_domain
 from selection.domain.capacity.base import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load, to_json
 from selection.domain.scenarios import SCENARIO_NAMES
@@ -647,19 +648,27 @@ def _lines(text: str | None) -> list[str]:
     return [line for line in (text or "").splitlines() if line.strip()]
 
 
-def _decision_section(record: DecisionRecord, selection: Selection, winner, sentences: list, language: str) -> dict:
+def _decision_section(
+    record: DecisionRecord, selection: Selection, winner, sentences: list, language: str, tie: dict | None = None
+) -> dict:
+    """Section 1. A choice among tied candidates says so (`tie`: tied on the evidence, chosen on the stated
+    ground, in full, with who stated it and when) and never reads as a recommendation."""
     c = selection.constraints
     engine_label = f"{winner.engine.name} {winner.engine_version}"
-    return {
+    section = {
         "chosen_engine": engine_label,
         "chosen_configuration": (
             f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
             f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"
         ),
         "summary": record.decision
+        or (tie or {}).get("summary")
         or _("Choose %(engine)s for %(selection)s.") % {"engine": engine_label, "selection": selection.name},
         "rationale": _lines(record.rationale) + [message_text(s, language) for s in sentences[:5]],
     }
+    if tie is not None:
+        section["tie"] = tie
+    return section
 
 
 def _risk_boundary(record: DecisionRecord, selection: Selection, winner, runs: list[BenchmarkRun]) -> dict:
@@ -855,23 +864,44 @@ def _record_header(record: DecisionRecord, selection: Selection, language: str) 
     }
 
 
-def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
-    """The recommended candidate; a tie has none, and a record names no winner the scores did not pick."""
+TIE_FIELD_LABELS = {
+    tie_domain.CHOICE_FIELD: gettext_noop("Which tied candidate"),
+    tie_domain.GROUND_FIELD: gettext_noop("Ground for choosing it"),
+}
+
+
+def _winner(
+    record: DecisionRecord, result: dict, candidates: dict[str, Candidate], language: str
+) -> tuple[Candidate, dict[str, Any] | None]:
+    """The candidate the record decides for, and its choice among tied candidates (None: the scores'
+    recommendation). When the scores tie the record decides only for the tied candidate its drafter chose on
+    a stated ground (domain/tie_ground.py); otherwise it is refused, each reason naming its field."""
     winner = candidates.get(str(result.get("winner") or ""))
-    tie = result.get("tie") or {}
-    if winner is None and tie.get("candidates"):
-        names = ", ".join(c.display_name for cid in tie["candidates"] if (c := candidates.get(str(cid))) is not None)
-        separate = "; ".join(message_text(m) for m in tie.get("separate") or [])
+    labels = {cid: c.display_name for cid, c in candidates.items()}
+    tied = tie_domain.tied(result)
+    problems = tie_domain.problems(
+        tied, labels, record.tie_choice_id, record.tie_ground, winner.display_name if winner else None
+    )
+    if problems:
+        lines = [f"{_(TIE_FIELD_LABELS[field])}: {message_text(m)}" for field, found in problems.items() for m in found]
+        separate = "; ".join(message_text(m) for m in (result.get("tie") or {}).get("separate") or [])
+        if tied and separate:
+            lines.append(_("What would separate the tied candidates: %(separate)s") % {"separate": separate})
+        raise records_domain.RecordContextError(lines)
+    if winner is not None:
+        return winner, None
+    chosen = candidates.get(str(record.tie_choice_id or ""))
+    if tied and chosen is None:  # tied, but no longer compared (archived since the draft)
         raise records_domain.RecordContextError(
             [
                 _(
-                    "The scores tie between %(names)s, so there is no winner to record; what would separate "
-                    "them: %(separate)s"
+                    "%(field)s: the chosen candidate is no longer compared (archived): choose one of the tied "
+                    "candidates."
                 )
-                % {"names": names, "separate": separate}
+                % {"field": _(TIE_FIELD_LABELS[tie_domain.CHOICE_FIELD])}
             ]
         )
-    if winner is None:
+    if chosen is None:
         raise records_domain.RecordContextError(
             [
                 _(
@@ -880,7 +910,20 @@ def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
                 )
             ]
         )
-    return winner
+    choice = tie_domain.TiedChoice(
+        chosen=chosen.display_name, ground=record.tie_ground or "", tied=tuple(labels[cid] for cid in tied)
+    )
+    return chosen, {
+        "chosen": choice.chosen,
+        "chosen_id": chosen.pk,
+        "tied": list(choice.tied),
+        "ground": choice.ground,  # in full: never clipped, on page 1 or anywhere
+        "statement": message_text(tie_domain.statement(choice), language),
+        "summary": message_text(tie_domain.summary(choice, record.selection.name), language),
+        "stated_by": person_name(record.tie_ground_by) or "",
+        "stated_at": record.tie_ground_at.isoformat() if record.tie_ground_at else "",
+        "confirmed_by_role": tie_domain.BUSINESS_CONFIRMS,
+    }
 
 
 def build_context(record: DecisionRecord) -> dict[str, Any]:
@@ -895,7 +938,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     candidates = {str(c.pk): c for c in compared_candidates(selection)}
     colours = candidate_colours([c.display_name for c in candidates.values()])  # one per candidate, every chart
     by_id = {c["candidate"]: c for c in result.get("candidates", [])}
-    winner = _winner(result, candidates)
+    language = record_language()
+    winner, tie = _winner(record, result, candidates, language)
     runs = _with_page_one_runs(
         record_runs(candidates.values(), include_simulated=record.include_simulated), result, score, winner
     )
@@ -907,7 +951,6 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     engine_label = f"{winner.engine.name} {winner.engine_version}"
     criteria_ids = [w.criterion for w in selection.weights.all()]
     _method, sentences = _method_and_sentences(result)
-    language = record_language()
     project_checks = _project_checks(record, selection, operations)
     operations["watchers"] = dict(project_checks["watch"])  # every alert names the record's watcher for its area
     summary = build_summary(selection, winner, runs, score, project_checks)
@@ -916,7 +959,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     context = {
         "record": _record_header(record, selection, language),
         "simulated": any(r.is_simulated for r in runs),
-        "decision": _decision_section(record, selection, winner, sentences, language),
+        "decision": _decision_section(record, selection, winner, sentences, language, tie),
         "risk_boundary": _risk_boundary(record, selection, winner, runs),
         "constraints": _constraints_rows(selection),
         "scenario": {

@@ -78,3 +78,26 @@ def test_an_approval_or_a_signature_stored_before_the_restart_is_not_made_again(
     command.sign_as(record, "business", {"business": Path("business.p12")}, Path("passphrase.txt"))
     assert approve.call_args.kwargs["role"] == "business" and approve.call_args.kwargs["user"].username == "business"
     assert sign.call_args.args[:2] == ("sign-record", "7")
+
+
+def test_pointing_the_candidates_at_their_simulators_waits_out_a_restart(command, monkeypatch):
+    """A real PostgreSQL restart while the simulators started killed the demo at the candidates' save."""
+    command.with_database("users", command.ensure_users)
+    selection = command.with_database("selection", command.ensure_selection)
+    monkeypatch.setattr(Command, "start_simulator", lambda self, port, profile, extra: f"http://127.0.0.1:{port}")
+    saves = []
+    real_save = Candidate.save
+
+    def save(self, *args, **kwargs):
+        saves.append(self.pk)
+        if len(saves) == 1:
+            raise OperationalError("terminating connection due to administrator command")
+        return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Candidate, "save", save)
+    silent = RestartsOnce(demo.silent_local_endpoints, at=1)
+    monkeypatch.setattr(demo, "silent_local_endpoints", silent)
+    command.start_simulators(selection)
+    assert len(saves) == len(demo.DEMO_CANDIDATES) + 1 and silent.calls == 2  # the failed ones ran again
+    urls = Candidate.objects.filter(selection=selection).values_list("endpoint_url", flat=True)
+    assert len(urls) == len(demo.DEMO_CANDIDATES) and all(url.startswith("http://127.0.0.1:") for url in urls)

@@ -178,6 +178,9 @@ def simulator_plan(versions: dict[str, str]) -> list[tuple[str, str, int, str, l
     return plan
 
 
+SIMULATOR_URL_FIELDS = ["endpoint_url", "metrics_url", "prefix_off_endpoint_url", "prefix_off_metrics_url"]
+
+
 def demo_candidate(selection: Selection, slug: str, profile: str) -> Candidate:
     """The demo's own candidate of an engine (its label names the simulator's profile), else the oldest
     compared one of that engine: a second candidate of the engine added by a user is not the demo's."""
@@ -400,7 +403,10 @@ class Command(BaseCommand):
         reports the engine version it stands in for (GET /version, kvsim_build_info). Candidates that
         used the previous start's simulators follow them to their new ports; silent local endpoints are
         named."""
-        candidates = {slug: demo_candidate(selection, slug, profile) for slug, profile, _extra in DEMO_CANDIDATES}
+        candidates = self.with_database(
+            "candidates",
+            lambda: {slug: demo_candidate(selection, slug, profile) for slug, profile, _extra in DEMO_CANDIDATES},
+        )
         started: dict[str, str] = {}
         for _slug, key, port, profile, flags in simulator_plan({s: c.engine_version for s, c in candidates.items()}):
             started[key] = self.start_simulator(port, profile, flags)
@@ -409,8 +415,8 @@ class Command(BaseCommand):
             candidate.endpoint_url, candidate.metrics_url = url, f"{url}/metrics"
             candidate.prefix_off_endpoint_url = off_url
             candidate.prefix_off_metrics_url = f"{off_url}/metrics" if off_url else ""
-            candidate.save(
-                update_fields=["endpoint_url", "metrics_url", "prefix_off_endpoint_url", "prefix_off_metrics_url"]
+            self.with_database(
+                f"{slug} endpoints", lambda candidate=candidate: candidate.save(update_fields=SIMULATOR_URL_FIELDS)
             )
             off = f", prefix caching off at {off_url}" if off_url else ", prefix caching off: cache_prompt false"
             self.stdout.write(f"    {candidate.display_name}: {url} (profile {profile}{off})")
@@ -420,13 +426,19 @@ class Command(BaseCommand):
         """After a restart on other ports: the candidates of any selection that pointed at the previous
         simulators follow them (audited); local endpoints that answer nothing are named."""
         state = Path(settings.VAR_DIR) / "demo-simulators.json"
-        for candidate in follow_moved_simulators(load_started(state), started):
+        previous = load_started(state)
+
+        def follow() -> list[Candidate]:
+            with transaction.atomic():  # all candidates moved, or none (then moved again whole)
+                return follow_moved_simulators(previous, started)
+
+        for candidate in self.with_database("simulators moved", follow):
             self.stdout.write(
                 f"    moved with its simulator: {candidate.display_name} (selection #{candidate.selection_id}) "
                 f"-> {candidate.endpoint_url}"
             )
         save_started(state, started)
-        for candidate in silent_local_endpoints():
+        for candidate in self.with_database("silent endpoints", silent_local_endpoints):
             self.stdout.write(
                 self.style.WARNING(
                     f"    nothing answers at {candidate.endpoint_url}: {candidate.display_name} "
@@ -480,10 +492,12 @@ class Command(BaseCommand):
     def run_validations(self, selection: Selection, all_tests: bool = False) -> None:
         """The tests the plan proposes first (those feeding the gates' dimensions); the optional ones
         only with --all-tests. A candidate the documentation screen rules out is not tested."""
-        architect = get_user_model().objects.get(username="architect")
+        architect = self.with_database("architect", lambda: get_user_model().objects.get(username="architect"))
+        plans = self.with_database(
+            "test plan", lambda: [(c, priority_order(c)) for c in selection.candidates.select_related("engine")]
+        )
         runs = []
-        for candidate in selection.candidates.select_related("engine"):
-            order = priority_order(candidate)
+        for candidate, order in plans:
             optional = [test for test, priority in order if not priority]
             if optional and not all_tests:
                 self.stdout.write(f"    {candidate.display_name}: optional, not run: {', '.join(optional)}")
@@ -543,8 +557,7 @@ class Command(BaseCommand):
         )
 
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
-        User = get_user_model()
-        architect = User.objects.get(username="architect")
+        architect = self.with_database("architect", lambda: get_user_model().objects.get(username="architect"))
         record = self.with_database(
             "draft",
             lambda: create_draft(
