@@ -104,7 +104,7 @@ def simulated_devices(candidate: Candidate) -> dict[str, str]:
     for url in urls:
         origin = origin_of(url)
         if origin is not None and origin not in devices:
-            device = identity.simulated_device(url)
+            device = identity.simulated_device(url, allowed_hosts=settings.KVSELECT_ALLOWED_TARGETS)
             if device:
                 devices[origin] = device
     return devices
