@@ -86,7 +86,11 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         (
             _("Input tokens"),
             _("average %(avg)s, p95 %(p95)s, max %(max)s")
-            % {"avg": f"{c.avg_input_tokens:,}", "p95": f"{c.p95_input_tokens:,}" if c.p95_input_tokens else "—", "max": f"{c.max_input_tokens:,}"},
+            % {
+                "avg": f"{c.avg_input_tokens:,}",
+                "p95": f"{c.p95_input_tokens:,}" if c.p95_input_tokens else "—",
+                "max": f"{c.max_input_tokens:,}",
+            },
         ),
         (
             _("Output tokens"),
