@@ -77,7 +77,7 @@ async def tokenize_count(client: OpenAIClient, text: str) -> int | None:
     ):
         try:
             status, data = await client.post_json("/tokenize", body, timeout_s=30.0)
-        except Exception:  # noqa: BLE001 - any failure means "no usable endpoint"
+        except Exception:  # any failure means "no usable endpoint"
             return None
         if status == 404:
             return None

@@ -50,7 +50,7 @@ def _child(job: Job, run: RunCoroutine, worker: int, stop: Any, conn: Connection
     def main() -> None:
         try:
             result = run(job(worker, stop.is_set, lambda payload: send(("progress", payload))))
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        except BaseException as exc:  # reported to the parent, which raises it
             send(("error", f"{type(exc).__name__}: {exc}"))
             return
         send(("result", result))

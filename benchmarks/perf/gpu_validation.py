@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.harness import workloads as w  # noqa: E402
-from benchmarks.harness.tiny_gguf import CHAT_TEMPLATE, train_tokenizer  # noqa: E402
+from benchmarks.harness import workloads as w
+from benchmarks.harness.tiny_gguf import CHAT_TEMPLATE, train_tokenizer
 
 
 def build_model(directory: Path, hidden: int, layers: int) -> None:

@@ -37,15 +37,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import aiohttp  # noqa: E402
+import aiohttp
 
-from benchmarks.harness.client import OpenAIClient, RequestSpec  # noqa: E402
-from benchmarks.harness.load import LoadConfig, run_async, run_load  # noqa: E402
-from benchmarks.harness.metrics import MetricsSampler  # noqa: E402
-from benchmarks.perf import side_by_side as sbs  # noqa: E402
-from benchmarks.perf.wire_mock import WireMockConfig  # noqa: E402
-from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock  # noqa: E402
-from benchmarks.simulator.mock_server import MockConfig, serve_forever  # noqa: E402
+from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.load import LoadConfig, run_async, run_load
+from benchmarks.harness.metrics import MetricsSampler
+from benchmarks.perf import side_by_side as sbs
+from benchmarks.perf.wire_mock import WireMockConfig
+from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock
+from benchmarks.simulator.mock_server import MockConfig, serve_forever
 
 REFERENCE_PEERS = {  # REFERENCE.md section 4, measured elsewhere on this kind of machine (printed when not installed)
     "vllm bench serve 0.33": {"req_per_cpu_s": 1100, "ttft_mean_error_ms": 7, "held_64_256_1024": "held"},

@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-import django  # noqa: E402  (after the path and settings above)
+import django  # after the path and settings above
 
 django.setup()  # the record template translates: Django's apps must be ready
 

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
@@ -54,24 +55,32 @@ def stop_on_signals() -> None:
 
 
 def start_child(argv: list[str], children: list[subprocess.Popen], **kwargs) -> subprocess.Popen:
-    child = subprocess.Popen(argv, preexec_fn=die_with_parent, **kwargs)  # noqa: PLW1509 (no threads yet)
+    child = subprocess.Popen(argv, preexec_fn=die_with_parent, **kwargs)  # no threads yet
     children.append(child)
     return child
 
 
 def stop_children(children: list[subprocess.Popen], timeout: float = 10) -> None:
     """SIGTERM to every child still running, then wait; SIGKILL what does not stop in `timeout` seconds.
-    A second SIGTERM meanwhile does not interrupt the stopping."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    for child in children:
-        try:
-            child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+    A second SIGTERM meanwhile does not interrupt the stopping; the caller's SIGTERM handling is
+    restored afterwards (an ignored SIGTERM is inherited by every process started later, which then
+    no longer stops when asked: the test runner's simulators did not). Signal handlers belong to the
+    main thread: the demo's steps run in another one in the page crawler's test, where none is set."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN) if main else None
+    try:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def simulator_command(port: int, profile: str, extra: list[str], python: str = sys.executable) -> list[str]:

@@ -47,7 +47,7 @@ DERIVED_METRICS = (
     "overload_handling",  # the overload test's level past the sustainable load (rejection 1.0 ... OOM 0.0)
     "isolation_ttft_p95_ms",  # the interactive client's TTFT p95 under the other's flood (isolation test)
 )
-# catalog capability -> scoring's scheduling feature (domain.scoring.SCHEDULING_FEATURES)
+# catalog capability -> scoring's scheduling feature (domain.scoring.base.SCHEDULING_FEATURES)
 SCHEDULING = {"priority_scheduling": "priority", "fair_scheduling": "fair", "admission_limit": "admission_limit"}
 
 ALLOCATION = {"paged": "paged", "radix": "paged", "static": "static", "contiguous": "preallocated"}

@@ -66,6 +66,16 @@ SCROLLERS = """() => Array.from(document.querySelectorAll('main *'))
             + ` (${(e.querySelector('caption, th') || e).textContent.trim().slice(0, 40)})`)"""
 
 
+def baseline_key(kind: str, what: str) -> str:
+    return f"{kind}\t" + re.sub(r"\d+", "#", " ".join(what.split()))
+
+
+def read_baseline(path) -> set[str]:
+    """The baseline's lines (`baseline_key`s), without its comments and blank lines."""
+    lines = (line.rstrip("\n") for line in open(path, encoding="utf-8"))
+    return {line for line in lines if line.strip() and not line.startswith("#")}
+
+
 @dataclass
 class Finding:
     """One refused thing on one page, as a person (in a language) met it."""
@@ -164,6 +174,12 @@ class Crawl:
 
     def add(self, kind: str, path: str, who: str, language: str, what: str) -> None:
         self.findings.append(Finding(kind, path, who, language, what))
+
+    def baseline_keys(self, kinds: Iterable[str]) -> set[str]:
+        """The distinct findings of `kinds` as baseline lines: kind, a tab, what was found with its
+        numbers (ids, counts, timings) written #, so the same defect on another run keys the same."""
+        wanted = set(kinds)
+        return {baseline_key(f.kind, f.what) for f in self.findings if f.kind in wanted}
 
     def report(self, kinds: Iterable[str] | None = None) -> str:
         """The findings of `kinds` (all by default), each distinct (kind, what) once with where it was seen."""

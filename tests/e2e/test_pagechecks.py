@@ -3,7 +3,14 @@ names, units, file names and URLs through."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.e2e import pagechecks
+from tests.e2e.crawler import read_baseline
+
+# The crawler's baseline of findings not fixed yet (issue 37 item 2): it only shrinks. Lower this
+# when you delete lines; raising it means accepting a new defect.
+BASELINE_CEILING = 551
 
 
 def test_identifiers_finds_code_in_visible_text():
@@ -47,3 +54,10 @@ def test_punctuation_after_chinese_text():
     assert pagechecks.punctuation("名称: 该字段是必填项。") == ["名称: 该字段是必"]
     assert pagechecks.punctuation("你的证书") == ["你的证书"]
     assert pagechecks.punctuation("vLLM 0.11.0, fp8.") == []
+
+
+def test_the_crawl_baseline_only_shrinks():
+    baseline = read_baseline(Path(__file__).with_name("crawl_baseline.txt"))
+    assert len(baseline) <= BASELINE_CEILING, f"{len(baseline)} baseline findings, above {BASELINE_CEILING}"
+    kinds = {line.split("\t")[0] for line in baseline}
+    assert kinds <= {"identifier", "english", "punctuation"}, kinds

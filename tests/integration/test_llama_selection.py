@@ -78,6 +78,7 @@ SHORT = {
     },
 }
 TESTS = tuple(SHORT)
+TIE_GROUND = "A's 4 slots serve the peak concurrency of 4 without queueing; B's 2 slots would make half of it wait."
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +286,35 @@ def start(api, candidate: dict, test: str, plan: dict) -> int:
     )["id"]
 
 
+def draft_record(api, sid: int, scores: dict):
+    """The record's draft, through the API. A tie names no winner anywhere (the API's headline, the record): the
+    draft is refused, naming the fields, until it names one tied candidate and the ground for choosing it."""
+    result = scores["result"]
+    response = api.post(f"/api/v1/selections/{sid}/records/", {}, format="json")
+    if result.get("winner"):
+        return response
+    tie = result.get("tie") or {}
+    assert tie.get("candidates"), result.get("rests_on")
+    decision = scores["decision"]
+    assert decision["verdict"] == "tie" and decision["recommended"] is None, decision
+    assert response.status_code == 400, response.content[:500]
+    assert {"tie_choice", "tie_ground"} <= set(response.json()), response.json()
+    return api.post(
+        f"/api/v1/selections/{sid}/records/",
+        {"tie_choice": int(tie["candidates"][0]), "tie_ground": TIE_GROUND},
+        format="json",
+    )
+
+
+def check_tie_choice(snapshot: dict, result: dict) -> None:
+    """A record drafted for one tied candidate says it was tied and chosen on the ground, in full."""
+    if result.get("winner"):
+        return
+    tie = snapshot["decision"]["tie"]
+    assert tie["ground"] == TIE_GROUND and tie["statement"].startswith("Tied on the evidence between ")
+    assert "Choose" not in snapshot["decision"]["summary"]
+
+
 def test_a_full_selection_against_two_real_llama_servers(
     api, team, selection_owners, engines, llama_servers, celery_worker_process, settings, tmp_path
 ):
@@ -351,16 +381,11 @@ def test_a_full_selection_against_two_real_llama_servers(
                 if indicator["indicator"] == "error_rate":
                     assert indicator["status"] != "missing", indicator
 
-    # the record: drafted and frozen for review (its owners enrolled) when the scoring names a winner; a tie
-    # names none
-    response = api.post(f"/api/v1/selections/{sid}/records/", {}, format="json")
-    if not result.get("winner"):
-        assert response.status_code == 400, response.content[:500]
-        return
-    record = ok(response)
+    record = ok(draft_record(api, sid, scores))
     enrol_owners(selection_owners, lifecycle_certs(tmp_path / "certs"), DEV_PASSPHRASE, settings)  # review needs them
     ok(api.post(f"/api/v1/records/{record['id']}/", {"action": "start_review"}, format="json"))
     snapshot = DecisionRecord.objects.get(pk=record["id"]).snapshot
+    check_tie_choice(snapshot, result)
     assert snapshot["rollout"]["headroom"]["percent"] == KV_HEADROOM_PERCENT
     assert snapshot["operations"]["engine"]["slug"] == "llama-cpp"
     assert {entry["candidate"] for entry in snapshot["validation"]} == {c["label"] for c in candidates.values()}

@@ -283,7 +283,7 @@ def http(
 ) -> tuple[int, dict[str, str], bytes]:
     request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback only
+        with urllib.request.urlopen(request, timeout=30) as response:  # loopback only
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()

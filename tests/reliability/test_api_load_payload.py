@@ -24,6 +24,6 @@ def test_the_load_benchmark_sets_up_its_world(db, capsys):
     """Its setup script imports the services where they live (it broke when the shells became folders)."""
     from benchmarks.perf.api_load import SETUP
 
-    exec(compile(SETUP, "api_load.SETUP", "exec"), {})  # noqa: S102 - the benchmark's own script
+    exec(compile(SETUP, "api_load.SETUP", "exec"), {})  # the benchmark's own script
     candidate, token = capsys.readouterr().out.split()[-2:]
     assert candidate.isdigit() and token.startswith("kvs_")

@@ -9,7 +9,8 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from selection.candidates.services import add_candidate
-from selection.capacity.measured import measured_capacity, state_capacity_from_log
+from selection.capacity.measured import measured_capacity
+from selection.capacity.stating import state_capacity_from_log
 from selection.models import AuditEntry
 
 pytestmark = pytest.mark.django_db

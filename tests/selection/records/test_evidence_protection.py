@@ -24,7 +24,7 @@ def files(root: Path) -> list[Path]:
 
 
 @pytest.fixture
-def in_review(decided, architect, media):  # noqa: F811
+def in_review(decided, architect, media):
     for run in BenchmarkRun.objects.filter(candidate__selection=decided):
         SavedFiles().save(run, Artifact.Kind.RAW, f"run-{run.pk}.json", b'{"raw": true}')
     return start_review(record=create_draft(selection=decided, user=architect), user=architect)

@@ -11,6 +11,7 @@ from django.utils import timezone
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.certificates import signing
 from selection.certificates.services import current_certificate
+from selection.i18n import person_name
 from selection.models import DecisionRecord, Membership, SigningCertificate
 from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, sign, start_review, update_draft
@@ -287,7 +288,11 @@ def test_the_drafter_never_owns_security(decided, architect, owners):
         approve(record=first, user=architect, role="security")
     with pytest.raises(ValidationError) as excinfo:
         start_review(record=second, user=architect)
-    assert any(p.startswith("security_owner: drafted this record") for p in excinfo.value.message_dict["snapshot"])
+    # issue 37 ("code where words belong"): the refusal names the person in words, not a field id
+    drafted = (
+        f"{person_name(architect)} drafted this record and is its security owner: another person must own security"
+    )
+    assert any(p.startswith(drafted) for p in excinfo.value.message_dict["snapshot"])
 
 
 def test_a_record_signed_by_a_non_owner_fails_verification_per_field(decided, architect, owners, dev_certs):

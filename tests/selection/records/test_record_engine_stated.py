@@ -11,7 +11,7 @@ from selection.records.services import create_draft, start_review
 pytestmark = pytest.mark.django_db
 
 
-def test_the_record_prints_the_engine_stated_capacity_with_its_source(demo_like, architect):  # noqa: F811
+def test_the_record_prints_the_engine_stated_capacity_with_its_source(demo_like, architect):
     run = BenchmarkRun.objects.filter(candidate__selection=demo_like, test="concurrency_stress").first()
     run.metadata = {
         **run.metadata,

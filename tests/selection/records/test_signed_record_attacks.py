@@ -222,7 +222,7 @@ def hide(pdf: bytes, cover: generic.Reference) -> bytes:
     cover = generic.Reference(cover.idnum, cover.generation, writer)
     writer.mark_update(cover)
     stream = writer.get_object(cover)
-    stream._data, stream._encoded_data = b"", None  # noqa: SLF001 - the attack rewrites the stream in place
+    stream._data, stream._encoded_data = b"", None  # the attack rewrites the stream in place
     stream[pdf_name("/Length")] = generic.NumberObject(0)
     stream.pop(pdf_name("/Filter"), None)
     return _written(writer)
@@ -507,7 +507,7 @@ def _revoked_certificate(certs) -> tuple[bytes, bytes]:
     ca_cert = x509.load_pem_x509_certificate(certs.ca_certificate.read_bytes())
     ca_key = serialization.load_pem_private_key(certs.ca_key.read_bytes(), password=None)
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = signing._leaf(  # noqa: SLF001 - the CA's own issuing routine, as the CA would issue it
+    cert = signing._leaf(  # the CA's own issuing routine, as the CA would issue it
         x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Oscar Outsider")]),
         key,
         ca_cert,
