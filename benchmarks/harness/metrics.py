@@ -35,6 +35,7 @@ from typing import Any
 
 import aiohttp
 
+from benchmarks.harness import safety
 from benchmarks.harness.prometheus import (
     CANONICAL_SERIES,
     ENGINE_ALIASES,
@@ -84,13 +85,23 @@ __all__ = [
 ]
 
 
-async def probe_simulator(endpoint_url: str, headers: dict[str, str] | None = None, timeout_s: float = 3.0) -> bool:
+async def probe_simulator(
+    endpoint_url: str,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 3.0,
+    allowed_hosts: safety.Allowed = None,
+) -> bool:
     """True when the endpoint answers as kvselect's simulator: its `/v1/models` carries the header
     `X-Kvsim-Evidence: SIMULATED` (every simulator response does). A metrics URL pointing elsewhere,
-    or none, must not let a simulated run pass for a measured one. Unreachable: False."""
+    or none, must not let a simulated run pass for a measured one. Unreachable: False. Asked through
+    the outbound guard when given the allow-list (`harness.safety`)."""
     url = endpoint_url.rstrip("/") + "/v1/models"
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), headers=headers) as session:
+        async with aiohttp.ClientSession(
+            connector=safety.tcp_connector(allowed_hosts),
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            headers=headers,
+        ) as session:
             async with session.get(url) as response:
                 return response.headers.get(EVIDENCE_HEADER, "").upper() == SIMULATED_LABEL
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
@@ -176,8 +187,10 @@ class MetricsSampler:
         timeout_s: float = 2.0,
         keep_raw: bool | None = None,
         headers: dict[str, str] | None = None,
+        allowed_hosts: safety.Allowed = None,
     ) -> None:
         self.url = url
+        self.allowed_hosts = allowed_hosts  # set: every scrape goes through the outbound guard
         self.engine = normalize_engine(engine)
         self.interval_s = interval_s
         self.time_zero = time.perf_counter() if time_zero is None else time_zero
@@ -201,21 +214,29 @@ class MetricsSampler:
         if not self.url:
             self.recording.absent = ["metrics endpoint (none configured)"]
             return
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s), headers=self.headers)
+        self._session = aiohttp.ClientSession(
+            connector=safety.tcp_connector(self.allowed_hosts),
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            headers=self.headers,
+        )
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> MetricsRecording:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-            await self.sample_once()  # one final sample: the state right after the load
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Stop sampling after one final sample. A refusal by the outbound guard (the metrics URL now
+        resolves to a forbidden address) is raised here: the run fails, nothing was sent there."""
+        try:
+            if self._task is not None:
+                task, self._task = self._task, None
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                await self.sample_once()  # one final sample: the state right after the load
+        finally:
+            if self._session is not None:
+                await self._session.close()
+                self._session = None
         self._finalize()
         return self.recording
 

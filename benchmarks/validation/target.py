@@ -54,6 +54,12 @@ def refused_urls(urls: Mapping[str, str], resolver: safety.Resolver | None = Non
     return refused
 
 
+def outbound(url: str | urllib.request.Request, timeout: float):
+    """urlopen through the outbound guard with the configured allow-list (`safety.urlopen`): the one
+    way kvselect's server and worker open a connection to an engine's URL outside the load harness."""
+    return safety.urlopen(url, settings.KVSELECT_ALLOWED_TARGETS, timeout=timeout)
+
+
 def lenient_resolver(host: str, port: int) -> list[str]:
     """DNS for a check at save time: a name that resolves to a forbidden address is refused, a name
     this server cannot resolve (yet) passes; the worker resolves again before each run."""
@@ -106,9 +112,10 @@ CATALOG_SLUGS = {harness: slug for slug, harness in ENGINE_SLUGS.items()}  # the
 
 
 def is_simulator(url: str) -> bool:
-    """True when the endpoint is kvselect's simulator (its /metrics carries kvsim_info)."""
+    """True when the endpoint is kvselect's simulator (its /metrics carries kvsim_info); asked through
+    the outbound guard (a refused target is not asked, and is not the simulator)."""
     try:
-        with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", "/metrics"), timeout=3) as response:
+        with outbound(urljoin(url.rstrip("/") + "/", "/metrics"), timeout=3) as response:
             return b"kvsim_info" in response.read(2_000_000)
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -116,10 +123,11 @@ def is_simulator(url: str) -> bool:
 
 def healthy(url: str) -> bool:
     """True when the engine answers. A 5xx from /health is final: a crashed engine may still list its
-    models. /v1/models is asked only when /health is missing (404) or unreachable."""
+    models. /v1/models is asked only when /health is missing (404) or unreachable. Asked through the
+    outbound guard: a refused target is not healthy."""
     for path in ("/health", "/v1/models"):
         try:
-            with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:
+            with outbound(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:
                 if response.status < 500:
                     return True
         except urllib.error.HTTPError as exc:

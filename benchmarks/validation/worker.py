@@ -57,7 +57,7 @@ from benchmarks.validation.target import (
 )
 from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
-from selection.capacity.measured import record_measured_capacity
+from selection.capacity.stating import record_measured_capacity
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
 
@@ -104,7 +104,7 @@ def simulated_devices(candidate: Candidate) -> dict[str, str]:
     for url in urls:
         origin = origin_of(url)
         if origin is not None and origin not in devices:
-            device = identity.simulated_device(url)
+            device = identity.simulated_device(url, allowed_hosts=settings.KVSELECT_ALLOWED_TARGETS)
             if device:
                 devices[origin] = device
     return devices

@@ -23,6 +23,10 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
+from benchmarks.suite.concurrency_stress import CONCURRENCY
+from benchmarks.suite.long_context import INPUT_LENGTH
+from benchmarks.suite.prefix_reuse import PREFIX_REUSE
+from benchmarks.suite.swap_recovery import CONTINUATION, NEVER_SWAP, SWAP_DELAY, SWAP_IN
 from selection.candidates import probing
 from selection.candidates.screening import documentation_screen
 from selection.capacity.measured import measured_capacity, stated_label
@@ -210,7 +214,7 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
+def validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
     """A test's result in the record: its verdicts in words, each with the figure it judged, its
     sample size and interval (`judged`), and the figures the test measured (`metrics`: warm vs
     resumed vs recomputed, caching on vs off, per rung, ...), each with n and interval."""
@@ -334,14 +338,14 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         flags = f"{winner.launch_flags or ''} {winner.launch_recipe or ''}"
         caps = launch_flags_domain.apply_to_capabilities(caps, winner.engine.slug, flags)
     metrics_off = (caps.get("off_in_launch_flags") or {}).get(launch_flags_domain.METRICS)
-    hit_ratio = None  # "validated" only when the prefix test showed the reuse (claims.PREFIX_REUSE)
+    hit_ratio = None  # "validated" only when the prefix test showed the reuse (the prefix test's PREFIX_REUSE)
     for run in runs:
         if run.candidate_id == winner.pk and run.test == "prefix_reuse":
             on = run.points.filter(label="prefix_on").first()
             hit_ratio = ((on.extra or {}).get("prefix_hit_ratio") if on else None) or hit_ratio
-    if not _claim(claims_domain.PREFIX_REUSE, winner, runs).claimed:
+    if not _claim(PREFIX_REUSE, winner, runs).claimed:
         hit_ratio = None
-    concurrency_held = _claim(claims_domain.CONCURRENCY, winner, runs).claimed
+    concurrency_held = _claim(CONCURRENCY, winner, runs).claimed
     longest_validated = _longest_validated_input(winner, runs)
     return {
         "record_id": f"DR-{selection.pk}-v{record.version}",
@@ -378,7 +382,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
 def _longest_validated_input(winner, runs: list[BenchmarkRun]) -> int | None:
     """The longest input the chosen engine's long-context run served, when its claim holds (the
     largest rung succeeded): the length an alert may call validated."""
-    if not _claim(claims_domain.INPUT_LENGTH, winner, runs).claimed:
+    if not _claim(INPUT_LENGTH, winner, runs).claimed:
         return None
     run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "long_context"), None)
     rungs = [
@@ -447,10 +451,10 @@ def _claim_text(outcome: claims_domain.Outcome, **params: Any) -> str:
 def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
     """The swap policy, only as strong as the chosen engine's swap test: swapping out and resuming
     is claimed when the test saw the eviction and resuming cost less than recomputing, the
-    continuation after a swap-in only then and when it matched (`claims.SWAP_IN`, `CONTINUATION`);
+    continuation after a swap-in only then and when it matched (the swap test's `SWAP_IN`, `CONTINUATION`);
     otherwise each says "not validated" and names the verdicts that stop it."""
-    sentences = [_claim_text(_claim(claims_domain.SWAP_IN, winner, runs))]
-    continuation = _claim(claims_domain.CONTINUATION, winner, runs)
+    sentences = [_claim_text(_claim(SWAP_IN, winner, runs))]
+    continuation = _claim(CONTINUATION, winner, runs)
     if continuation.run is not None:
         sentences.append(_claim_text(continuation))
     run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "swap_recovery"), None)
@@ -670,9 +674,9 @@ def _decision_section(
 def _risk_boundary(record: DecisionRecord, selection: Selection, winner, runs: list[BenchmarkRun]) -> dict:
     c = selection.constraints
     applies_to = _lines(record.applies_to) or [
-        _claim_text(_claim(claims_domain.CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
+        _claim_text(_claim(CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
         _claim_text(
-            _claim(claims_domain.INPUT_LENGTH, winner, runs),
+            _claim(INPUT_LENGTH, winner, runs),
             inp=f"{c.max_input_tokens:,}",
             out=f"{c.max_output_tokens:,}",
         ),
@@ -734,7 +738,7 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
 
 def _validation_section(runs: list[BenchmarkRun], selection: Selection, colours: dict, engine_label: str) -> list:
     c = selection.constraints
-    return [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
+    return [validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
         {
             "test": "none",
             "candidate": engine_label,
@@ -781,15 +785,13 @@ def _rollout_section(
     c = selection.constraints
     provenance = probing.evidence_provenance(winner, runs)
     never_swap = (
-        [_claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))]
-        if c.never_swap_sessions
-        else []
+        [_claim_text(_claim(NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))] if c.never_swap_sessions else []
     )
     single = _("Single-turn traffic: no session swap policy needed.")
     statement = _swap_statement(winner, runs) if c.multi_turn else single
     if c.multi_turn and c.swap_in_delay_budget_ms is not None:  # the class that accepts a delay, against its budget
         budget = f"{c.swap_in_delay_budget_ms:g}"
-        statement += " " + _claim_text(_claim(claims_domain.SWAP_DELAY, winner, runs), ms=budget)
+        statement += " " + _claim_text(_claim(SWAP_DELAY, winner, runs), ms=budget)
     return {
         "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
         "monitoring": _monitoring_rows(operations),
