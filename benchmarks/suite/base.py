@@ -66,7 +66,7 @@ class ValidationTest:
     charts: tuple[str, ...]  # chart kinds of `benchmarks.run_charts`, the test's own view first
     runnable: bool = True  # kvselect's harness runs it; False: uploads only
     # the evaluation dimensions (selection.domain.criteria) whose criteria its evidence feeds
-    # (selection.scoring.evidence, selection.domain.scoring's MAPPINGS): the plan puts the tests of
+    # (selection.scoring.evidence, selection.domain.scoring.mappings' MAPPINGS): the plan puts the tests of
     # the selection's priority dimensions first and marks the others optional
     feeds: tuple[str, ...] = ()
     # `make demo`'s settings over the plan: short enough that every test on three simulated
