@@ -2,7 +2,10 @@
 row, and is safe to run twice.
 
 Services enqueue through the helpers here; task bodies call modules that never import this one
-(`uploads.parse`, `validation.worker`), so imports stay one-way.
+(`uploads.parse`, `validation.worker`), so imports stay one-way. The parse task imports the parsers
+(`benchmarks.formats`, pyarrow) when it runs, as selection's render task imports the renderer: a
+process that only enqueues (the web, every `manage.py` command through the admin's services) starts
+without them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun
-from benchmarks.uploads.parse import parse_stored_upload
 from benchmarks.validation import worker
 from benchmarks.validation.engine import EngineUnavailable
 from config.celery import DatabaseTask, gpu_queue, publish
@@ -29,6 +31,8 @@ WAITING_FOR_QUEUE = {"phase": "waiting for the job queue"}  # the broker refused
 @shared_task(name="benchmarks.tasks.parse_upload", base=DatabaseTask, acks_late=True)
 def parse_upload(run_id: int) -> str:
     """Parse a large upload stored raw (the `parse` queue: never behind a backlog of rescorings)."""
+    from benchmarks.uploads.parse import parse_stored_upload  # the parsers, loaded by the parse
+
     return parse_stored_upload(run_id).status
 
 

@@ -617,6 +617,10 @@ class DecisionRecord(models.Model):
         "supersedes_id",
         "include_simulated",
         "project_checks",
+        "tie_choice_id",
+        "tie_ground",
+        "tie_ground_by_id",
+        "tie_ground_at",
     )
 
     selection = models.ForeignKey(Selection, on_delete=models.PROTECT, related_name="records")
@@ -641,6 +645,31 @@ class DecisionRecord(models.Model):
             "business acceptance and staged rollout), the security checklist and who watches after launch"
         ),
     )
+    # When the scores tie (domain/tie_ground.py): which tied candidate the record chooses and the ground
+    # its drafter stated for it, with who stated it and when (audited). Nullable without defaults: SQLite
+    # adds the columns in place (a table rebuild would drop the immutability triggers of migration 0003)
+    tie_choice = models.ForeignKey(
+        Candidate,
+        verbose_name=_("which tied candidate"),
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_("Only when the scores tie: the tied candidate this record chooses."),
+    )
+    tie_ground = models.TextField(
+        _("ground for choosing it"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "Only when the scores tie: why this candidate, in full. The record says it was tied on the evidence "
+            "and chosen on this ground; the business owner confirms it before approving."
+        ),
+    )
+    tie_ground_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    tie_ground_at = models.DateTimeField(null=True, blank=True)
     snapshot = models.JSONField(null=True, blank=True)
     snapshot_sha256 = models.CharField(max_length=64, blank=True)
     # Set by the periodic re-evaluation check (records/reevaluation.py) on a signed record: since
@@ -714,6 +743,9 @@ class RecordApproval(models.Model):
     development_certificate = models.BooleanField(
         default=False, help_text="Signed with a certificate from a kvselect development CA: not for procurement"
     )
+    # the stated ground of a record chosen among tied candidates, as the business owner confirmed it when
+    # approving (domain/tie_ground.py); null: nothing to confirm, or another owner
+    confirmed_tie_ground = models.TextField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["record", "role"], name="unique_approval_per_role")]

@@ -2,6 +2,9 @@
 
 Services enqueue through the helpers here (after their transaction commits); task bodies call
 modules that never import this one (scoring services, record rendering), so imports stay one-way.
+Every process that enqueues imports this module (the web, the scoring worker, each `manage.py`
+command through the admin's services), so the renderer and the signing library are imported by the
+render task when it runs (HackSoft's task bodies import what they run), never at start-up.
 
 Rescoring coalesces: every change of a scoring input stamps the selection and marks it for
 rescoring in the change's transaction (`schedule_rescoring`), but at most one `recompute_scores`
@@ -28,7 +31,6 @@ from selection.domain.messages import to_json
 from selection.domain.scenarios import infer_scenario
 from selection.models import DecisionRecord, Selection
 from selection.records.reevaluation import flag_records_due
-from selection.records.rendering import render_pdf
 from selection.scoring.services import refresh_scores
 
 logger = logging.getLogger(__name__)
@@ -105,6 +107,8 @@ def resend_rescoring(now: datetime | None = None) -> list[int]:
 )
 def render_record(record_id: int) -> str:
     """Render an approved record's frozen snapshot to PDF (the `render` queue)."""
+    from selection.records.rendering import render_pdf  # WeasyPrint and pyHanko, loaded by the render
+
     return render_pdf(DecisionRecord.objects.get(pk=record_id)).pdf_sha256
 
 

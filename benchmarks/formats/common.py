@@ -9,10 +9,12 @@ list") instead of a traceback.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from benchmarks.formats.base import FormatError, type_name
 from benchmarks.result import (
@@ -150,7 +152,11 @@ def cap_depth(value: Any, depth: int = MAX_METADATA_DEPTH) -> Any:
 
 
 def request_frame(columns: dict[str, Any], n: int) -> pd.DataFrame:
-    """The per-request table with exactly REQUEST_COLUMNS; absent columns are all-missing."""
+    """The per-request table with exactly REQUEST_COLUMNS; absent columns are all-missing. pandas is
+    loaded here, by the parse that builds a table, as the parsers load it: a process that only
+    sniffs an upload's head or lists the formats (the upload form, the web at start-up) never does."""
+    import pandas as pd
+
     data: dict[str, Any] = {}
     for column in REQUEST_COLUMNS:
         value = columns.get(column)

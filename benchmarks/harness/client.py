@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from benchmarks.harness import safety
 from benchmarks.harness.rawhttp import HTTPError, RawHTTPPool
 
 Api = Literal["chat", "completions"]
@@ -357,7 +358,10 @@ class OpenAIClient:
         keep_alive: bool = True,
         transport: Literal["auto", "raw", "aiohttp"] = "auto",
         kernel_timestamps: bool = True,
+        allowed_hosts: safety.Allowed = None,
     ) -> None:
+        """`allowed_hosts`: the outbound allow-list; when set, every connection goes to an address the
+        outbound guard checked (`harness.safety`), else (the harness by hand) no check."""
         # what clone() needs to open the same client again in a worker process
         self._settings = {
             "base_url": base_url,
@@ -369,7 +373,9 @@ class OpenAIClient:
             "max_connections": max_connections,
             "transport": transport,
             "kernel_timestamps": kernel_timestamps,
+            "allowed_hosts": allowed_hosts,
         }
+        self.allowed_hosts = allowed_hosts
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[:-3]
@@ -401,6 +407,7 @@ class OpenAIClient:
                 keep_alive=keep_alive,
                 connect_timeout_s=connect_timeout_s,
                 kernel_timestamps=kernel_timestamps,
+                allowed_hosts=allowed_hosts,
             )
             host_header = parts.netloc.rsplit("@", 1)[-1]
             auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
@@ -451,8 +458,8 @@ class OpenAIClient:
 
     async def open(self) -> None:
         if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self._max_connections, ttl_dns_cache=300, force_close=not self.keep_alive
+            connector = safety.tcp_connector(
+                self.allowed_hosts, limit=self._max_connections, ttl_dns_cache=300, force_close=not self.keep_alive
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self._timeout, headers=self._headers, auto_decompress=False

@@ -21,8 +21,9 @@ field comes from the engine's own surfaces, the first that answers:
   upload's metadata (`identity_from_upload`).
 
 `identity_from` is pure (responses in, a dict out); `probe` fetches the surfaces with a short timeout
-each (the caller checks the outbound allow-list first). `simulated_device` asks one endpoint only
-which simulated GPU it is (the header every simulator response carries): the hardware a run holds.
+each, every connection through the outbound guard (`safety.urlopen`, with the allow-list the caller
+gives). `simulated_device` asks one endpoint only which simulated GPU it is (the header every
+simulator response carries): the hardware a run holds.
 Pure Python: no Django.
 """
 
@@ -33,7 +34,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Mapping
 
-from benchmarks.harness.metrics import EVIDENCE_HEADER, SIMULATED_LABEL, kv_capacity, parse_prometheus
+from benchmarks.harness import safety
+from benchmarks.harness.prometheus import EVIDENCE_HEADER, SIMULATED_LABEL, kv_capacity, parse_prometheus
 
 DEVICE_HEADER = "X-Kvsim-Device"  # the simulated GPU a simulator is (benchmarks.simulator.server)
 
@@ -183,10 +185,24 @@ def identity_from(
 Fetch = Callable[[str, Mapping[str, str], float], tuple[int, Mapping[str, str], bytes]]
 
 
-def _urllib_fetch(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, Mapping[str, str], bytes]:
-    request = urllib.request.Request(url, headers=dict(headers))
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # allow-listed by the caller
-        return response.status, dict(response.headers), response.read(MAX_BYTES)
+def guarded_fetch(allowed_hosts: safety.Allowed) -> Fetch:
+    """A fetch whose every connection passes the outbound guard (`safety.urlopen`): refused hosts and
+    addresses raise `safety.TargetRefused` before anything is sent."""
+
+    def fetch(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, Mapping[str, str], bytes]:
+        request = urllib.request.Request(url, headers=dict(headers))
+        with safety.urlopen(request, allowed_hosts, timeout=timeout_s) as response:
+            return response.status, dict(response.headers), response.read(MAX_BYTES)
+
+    return fetch
+
+
+def _fetch_for(fetch: Fetch | None, allowed_hosts: safety.Allowed) -> Fetch:
+    if fetch is not None:
+        return fetch
+    if allowed_hosts is None:
+        raise ValueError("identity probe: no outbound allow-list given (pass allowed_hosts, or a fetch)")
+    return guarded_fetch(allowed_hosts)
 
 
 def probe(
@@ -195,10 +211,12 @@ def probe(
     headers: Mapping[str, str] | None = None,
     timeout_s: float = 2.0,
     fetch: Fetch | None = None,
+    allowed_hosts: safety.Allowed = None,
 ) -> dict[str, Any]:
     """Ask the engine what it is (see `identity_from`); a surface that does not answer is left out,
-    and an endpoint that refuses the connection is `reachable: False` after one try."""
-    fetch = fetch or _urllib_fetch
+    and an endpoint that refuses the connection is `reachable: False` after one try. Every request
+    goes through the outbound guard with `allowed_hosts` (a refused target answers nothing)."""
+    fetch = _fetch_for(fetch, allowed_hosts)
     base = endpoint_url.rstrip("/")
     base = base[: -len("/v1")] if base.endswith("/v1") else base  # the client's rule: the API root
     responses: dict[str, Any] = {}
@@ -237,12 +255,17 @@ def device_from_headers(headers: Mapping[str, str]) -> str | None:
 
 
 def simulated_device(
-    endpoint_url: str, headers: Mapping[str, str] | None = None, timeout_s: float = 1.0, fetch: Fetch | None = None
+    endpoint_url: str,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 1.0,
+    fetch: Fetch | None = None,
+    allowed_hosts: safety.Allowed = None,
 ) -> str | None:
     """Which simulated GPU the kvselect simulator at `endpoint_url` is (`GET /v1/models`'s
     `X-Kvsim-Device`); None for a real engine, an endpoint that does not answer, or an error: the
-    caller then keys the run by the engine's host, as for any real engine."""
-    fetch = fetch or _urllib_fetch
+    caller then keys the run by the engine's host, as for any real engine. Through the outbound guard
+    with `allowed_hosts`."""
+    fetch = _fetch_for(fetch, allowed_hosts)
     base = endpoint_url.rstrip("/")
     base = base[: -len("/v1")] if base.endswith("/v1") else base
     try:

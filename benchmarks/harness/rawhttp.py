@@ -21,7 +21,7 @@ import socket
 import time
 from typing import Any, Callable, Protocol
 
-from benchmarks.harness import wireclock
+from benchmarks.harness import safety, wireclock
 
 try:  # the per-token read in C (Linux, built by pip install); else the same read in Python
     from benchmarks.harness import framereader
@@ -307,8 +307,10 @@ class RawHTTPPool:
         keep_alive: bool = True,
         connect_timeout_s: float = 10.0,
         kernel_timestamps: bool = True,
+        allowed_hosts: safety.Allowed = None,
     ) -> None:
         self.host, self.port = host, port
+        self.allowed_hosts = allowed_hosts  # set: each connection goes to an address the outbound guard checked
         self.keep_alive = keep_alive
         self.connect_timeout_s = connect_timeout_s
         self.kernel_timestamps = kernel_timestamps and wireclock.SUPPORTED
@@ -349,15 +351,16 @@ class RawHTTPPool:
             if not protocol.closed and protocol.transport is not None and not protocol.transport.is_closing():
                 return protocol, True
         loop = asyncio.get_running_loop()
+        address = await safety.open_address(self.host, self.port, self.allowed_hosts)
         if self.kernel_timestamps:
-            return await asyncio.wait_for(self._open_stamped(loop), self.connect_timeout_s), False
+            return await asyncio.wait_for(self._open_stamped(loop, address), self.connect_timeout_s), False
         _, protocol = await asyncio.wait_for(
-            loop.create_connection(_ResponseProtocol, self.host, self.port), self.connect_timeout_s
+            loop.create_connection(_ResponseProtocol, address, self.port), self.connect_timeout_s
         )
         return protocol, False  # type: ignore[return-value]
 
-    async def _open_stamped(self, loop: asyncio.AbstractEventLoop) -> _ResponseProtocol:
-        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+    async def _open_stamped(self, loop: asyncio.AbstractEventLoop, address: str) -> _ResponseProtocol:
+        infos = await loop.getaddrinfo(address, self.port, type=socket.SOCK_STREAM)
         error: OSError = OSError(f"no address for {self.host}:{self.port}")
         for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)

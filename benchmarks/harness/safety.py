@@ -4,14 +4,28 @@ Why: a validation run makes a worker on a GPU node send requests to a user-suppl
 check it could be pointed at the cloud metadata service or internal hosts (SSRF). The check runs
 before any connection: the host must be in the allow-list, and neither the literal address nor
 any address the name resolves to may be link-local or a metadata address.
+
+One guard for every outbound connection (the load, the metrics scrape, the identity probe, the
+health and simulator checks): `checked_addresses` resolves the host once, refuses it by the rules
+above, and the connection is opened to an address it returned, never by resolving the name again
+(a DNS answer that changes between the check and the connection cannot slip past it). The
+connection makers: `urlopen` (urllib, redirects included: each hop is checked where it connects),
+`GuardedConnector` (aiohttp sessions) and `open_connection` (the raw HTTP pool).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import http.client
 import ipaddress
 import socket
-from typing import Callable, Iterable
+import urllib.request
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver
 
 METADATA_HOSTS = {
     "metadata.google.internal",
@@ -128,3 +142,184 @@ def check_target(url: str, allowed_hosts: Iterable[str] | str | None, resolver: 
             if reason:
                 raise TargetRefused(f"target.endpoint_url: {host!r} resolves to {text}, {reason}; refused")
     return host
+
+
+Allowed = Iterable[str] | str | None
+
+
+def checked_addresses(host: str, port: int, allowed_hosts: Allowed, resolver: Resolver | None = None) -> list[str]:
+    """The addresses a connection to `host:port` may be opened to: `host` allow-listed and not a
+    metadata host, resolved once (a literal address is its own), none of them forbidden. Raises
+    TargetRefused, also when the name resolves to nothing: the caller connects only to these."""
+    host = (host or "").lower().rstrip(".").strip("[]")
+    check_target(f"http://{'[' + host + ']' if ':' in host else host}:{port}/", allowed_hosts, resolver=_no_lookup)
+    try:
+        literal = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        literal = None
+    if literal is not None:
+        return [host]
+    try:
+        addresses = list((resolver or _resolve)(host, port))
+    except OSError as exc:
+        raise TargetRefused(f"target.endpoint_url: cannot resolve {host!r}: {exc}") from None
+    checked = []
+    for text in addresses:
+        try:
+            address = ipaddress.ip_address(text.split("%")[0])
+        except ValueError:
+            raise TargetRefused(
+                f"target.endpoint_url: {host!r} resolves to {text!r}, not an address; refused"
+            ) from None
+        reason = _forbidden_address(address)
+        if reason:
+            raise TargetRefused(f"target.endpoint_url: {host!r} resolves to {text}, {reason}; refused")
+        checked.append(text)
+    if not checked:
+        raise TargetRefused(f"target.endpoint_url: {host!r} resolves to no address")
+    return checked
+
+
+def _no_lookup(host: str, port: int) -> list[str]:
+    return []  # checked_addresses resolves (once) after the host's own rules
+
+
+def create_connection(
+    host: str,
+    port: int,
+    allowed_hosts: Allowed,
+    timeout: float | None = None,
+    source_address: tuple[str, int] | None = None,
+) -> socket.socket:
+    """A TCP connection to `host:port` opened to a checked address (`checked_addresses`)."""
+    error: OSError = OSError(f"no address for {host}:{port}")
+    for address in checked_addresses(host, port, allowed_hosts):
+        try:
+            return socket.create_connection((address, port), timeout, source_address)
+        except OSError as exc:
+            error = exc
+    raise error
+
+
+class _GuardedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args: Any, allowed_hosts: Allowed, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._allowed_hosts = allowed_hosts
+
+    def connect(self) -> None:
+        self.sock = create_connection(self.host, self.port, self._allowed_hosts, self.timeout, self.source_address)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _GuardedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, allowed_hosts: Allowed, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._allowed_hosts = allowed_hosts
+
+    def connect(self) -> None:
+        sock = create_connection(self.host, self.port, self._allowed_hosts, self.timeout, self.source_address)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
+class _GuardedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, allowed_hosts: Allowed) -> None:
+        super().__init__()
+        self.allowed_hosts = allowed_hosts
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(functools.partial(_GuardedHTTPConnection, allowed_hosts=self.allowed_hosts), req)
+
+
+class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, allowed_hosts: Allowed) -> None:
+        super().__init__()
+        self.allowed_hosts = allowed_hosts
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        connection = functools.partial(_GuardedHTTPSConnection, allowed_hosts=self.allowed_hosts)
+        return self.do_open(connection, req, context=self._context)
+
+
+def urlopen(url: str | urllib.request.Request, allowed_hosts: Allowed, timeout: float) -> Any:
+    """`urllib.request.urlopen` through the guard: http(s) only, no proxy, every connection (a
+    redirect's too) opened to an address `checked_addresses` allowed; TargetRefused otherwise."""
+    full_url = url.full_url if isinstance(url, urllib.request.Request) else url
+    check_target(full_url, allowed_hosts, resolver=_no_lookup)  # scheme, credentials, host: before anything
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        _GuardedHTTPHandler(allowed_hosts),
+        _GuardedHTTPSHandler(allowed_hosts),
+        urllib.request.HTTPRedirectHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+        urllib.request.UnknownHandler(),  # file:, ftp:, data: after a redirect: refused
+    ):
+        opener.add_handler(handler)
+    return opener.open(url, timeout=timeout)
+
+
+class GuardedResolver(AbstractResolver):
+    """aiohttp's DNS step through the guard: the addresses `checked_addresses` allows, or TargetRefused."""
+
+    def __init__(self, allowed_hosts: Allowed) -> None:
+        self.allowed_hosts = allowed_hosts
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        addresses = await loop.run_in_executor(None, checked_addresses, host, port, self.allowed_hosts)
+        return [
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+            for address in addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+class GuardedConnector(aiohttp.TCPConnector):
+    """An aiohttp connector whose every connection passes the guard: names through `GuardedResolver`,
+    literal addresses (which aiohttp does not resolve) checked before connecting."""
+
+    def __init__(self, allowed_hosts: Allowed, **kwargs: Any) -> None:
+        super().__init__(resolver=GuardedResolver(allowed_hosts), **kwargs)
+        self.allowed_hosts = allowed_hosts
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        host = req.url.raw_host or ""
+        if _is_literal(host):  # a name is checked by the resolver
+            checked_addresses(host, req.url.port or 80, self.allowed_hosts)
+        return await super().connect(req, traces, timeout)
+
+
+def tcp_connector(allowed_hosts: Allowed, **kwargs: Any) -> aiohttp.TCPConnector:
+    """The connector for an aiohttp session: guarded when an allow-list is given (None: no check, the
+    harness run by hand against a local engine), else aiohttp's own."""
+    if allowed_hosts is None:
+        return aiohttp.TCPConnector(**kwargs)
+    return GuardedConnector(allowed_hosts, **kwargs)
+
+
+async def open_address(host: str, port: int, allowed_hosts: Allowed) -> str:
+    """The address to open a raw connection to: `host` itself without an allow-list, else the first
+    address `checked_addresses` allows (resolved off the event loop)."""
+    if allowed_hosts is None:
+        return host
+    if _is_literal(host):  # no lookup: checked here, without a trip to the executor
+        return checked_addresses(host, port, allowed_hosts)[0]
+    loop = asyncio.get_running_loop()
+    return (await loop.run_in_executor(None, checked_addresses, host, port, allowed_hosts))[0]
+
+
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return True

@@ -29,7 +29,6 @@ spells it; a file no format accepts raises `UnrecognisedTrace` with every format
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
@@ -44,38 +43,56 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 
-COLUMNS = (
-    "line",  # line number in the file (1 = the first line), for messages and request ids
-    "arrival_s",  # seconds in the file's own time base (the stats and the replay rebase it)
-    "input_tokens",
-    "output_tokens",
-    "session_id",  # str or None
-    "tenant",  # str or None
-    "prefix_key",  # str or None: requests with the same key share their first prefix_tokens tokens
-    "prefix_tokens",  # float, NaN when not given
-    "ttft_ms",  # float, NaN when not observed
-    "e2e_ms",  # float, NaN when not observed
-    "failed",  # no output to replay (BurstGPT's failures, output 0)
+from benchmarks.traces.catalog import (
+    AZURE,
+    BLOCK_BYTES,
+    BURSTGPT,
+    COLUMNS,
+    FORMATS,
+    HEAD_BYTES,
+    KVSELECT,
+    MAX_TOKENS,
+    MOONCAKE,
+    MOONCAKE_BLOCK_TOKENS,
+    NEWLINE,
+    Head,
+    TraceError,
+    TraceFormat,
+    UnrecognisedTrace,
+    detect,
+    file_sha256,
+    file_size,
+    format_named,
+    open_streams,
+    read_head,
 )
-MOONCAKE_BLOCK_TOKENS = 512  # the Mooncake traces' block size (the length of hash_ids = ceil(input / 512))
-MAX_TOKENS = 10_000_000  # the constraints one-pager's own ceiling
-BLOCK_BYTES = 1024 * 1024  # per chunk: tens of thousands of rows, a few tens of MiB of work
-HEAD_BYTES = 64 * 1024
-NEWLINE = b"\n"
 
-
-class TraceError(ValueError):
-    """A trace that cannot be read; the message names the line and the column."""
-
-
-class UnrecognisedTrace(TraceError):
-    """No format accepts the file; `reasons` maps each format to why it refused."""
-
-    def __init__(self, reasons: dict[str, str]):
-        self.reasons = reasons
-        super().__init__(
-            "not a trace kvselect reads: " + "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
-        )
+__all__ = [  # the catalogue is re-exported: a reader of traces needs one import
+    "AZURE",
+    "BLOCK_BYTES",
+    "BURSTGPT",
+    "COLUMNS",
+    "FORMATS",
+    "HEAD_BYTES",
+    "Head",
+    "KVSELECT",
+    "MAX_TOKENS",
+    "MOONCAKE",
+    "MOONCAKE_BLOCK_TOKENS",
+    "NEWLINE",
+    "TraceChunk",
+    "TraceError",
+    "TraceFormat",
+    "UnrecognisedTrace",
+    "detect",
+    "file_sha256",
+    "file_size",
+    "format_named",
+    "open_streams",
+    "read_head",
+    "read_trace",
+    "write_kvselect_csv",
+]
 
 
 @dataclass
@@ -85,200 +102,6 @@ class TraceChunk:
     frame: pd.DataFrame
     hash_ids: pa.ListArray | None = None
     bytes_read: int = 0  # of the file on disk (compressed bytes for .gz), for progress
-
-
-@dataclass(frozen=True)
-class Head:
-    """The start of a file: what a sniff looks at."""
-
-    kind: str  # "jsonl" or "csv"
-    keys: tuple[str, ...]  # JSONL: the first object's keys; CSV: the header's columns
-    first: dict[str, Any] | None = None  # JSONL: the first object
-
-
-@dataclass(frozen=True)
-class TraceFormat:
-    name: str
-    title: str
-    source: str  # where the format is described
-    kind: str  # "jsonl", "csv" or "either"
-    fields: dict[str, tuple[str, ...]]  # canonical name -> the file's column names, first found wins
-    required: tuple[str, ...]  # canonical names that must be present
-    time_unit: str  # "s", "ms" or "datetime" ("s-or-datetime": numbers are seconds, strings ISO 8601)
-    jsonl_schema: pa.Schema | None = None
-
-    def sniff(self, head: Head) -> str | None:
-        """None when the file looks like this format, else why not."""
-        if self.kind != "either" and head.kind != self.kind:
-            return f"not {self.kind.upper()}"
-        missing = [self.fields[name][0] for name in self.required if not any(c in head.keys for c in self.fields[name])]
-        if missing:
-            return "no " + ", ".join(repr(m) for m in missing) + (" key" if head.kind == "jsonl" else " column")
-        return None
-
-    def column(self, name: str, keys: tuple[str, ...]) -> str | None:
-        return next((c for c in self.fields.get(name, ()) if c in keys), None)
-
-
-KVSELECT = TraceFormat(
-    name="kvselect",
-    title="kvselect request log (CSV or JSONL)",
-    source="docs/domain.md (Production traces)",
-    kind="either",
-    fields={
-        "arrival": ("timestamp",),
-        "input_tokens": ("input_tokens",),
-        "output_tokens": ("output_tokens",),
-        "session_id": ("session_id",),
-        "tenant": ("tenant",),
-        "prefix_key": ("prefix_group", "prefix_hash"),
-        "prefix_tokens": ("prefix_tokens",),
-        "ttft_ms": ("ttft_ms",),
-        "e2e_ms": ("e2e_ms",),
-    },
-    required=("arrival", "input_tokens", "output_tokens"),
-    time_unit="s-or-datetime",
-    jsonl_schema=pa.schema(
-        [
-            ("timestamp", pa.float64()),
-            ("input_tokens", pa.int64()),
-            ("output_tokens", pa.int64()),
-            ("session_id", pa.string()),
-            ("tenant", pa.string()),
-            ("prefix_group", pa.string()),
-            ("prefix_hash", pa.string()),
-            ("prefix_tokens", pa.float64()),
-            ("ttft_ms", pa.float64()),
-            ("e2e_ms", pa.float64()),
-        ]
-    ),
-)
-MOONCAKE = TraceFormat(
-    name="mooncake",
-    title="Mooncake trace (JSONL)",
-    source="https://github.com/kvcache-ai/Mooncake/tree/main/FAST25-release/traces",
-    kind="jsonl",
-    fields={
-        "arrival": ("timestamp",),
-        "input_tokens": ("input_length",),
-        "output_tokens": ("output_length",),
-        "session_id": ("session_id",),
-        "hash_ids": ("hash_ids",),
-    },
-    required=("arrival", "input_tokens", "output_tokens"),
-    time_unit="ms",
-    jsonl_schema=pa.schema(
-        [
-            ("timestamp", pa.float64()),
-            ("input_length", pa.int64()),
-            ("output_length", pa.int64()),
-            ("hash_ids", pa.list_(pa.int64())),
-            ("session_id", pa.string()),
-        ]
-    ),
-)
-AZURE = TraceFormat(
-    name="azure",
-    title="Azure LLM inference trace (CSV)",
-    source="https://github.com/Azure/AzurePublicDataset/blob/master/AzureLLMInferenceDataset2023.md",
-    kind="csv",
-    fields={
-        "arrival": ("TIMESTAMP",),
-        "input_tokens": ("ContextTokens",),
-        "output_tokens": ("GeneratedTokens",),
-    },
-    required=("arrival", "input_tokens", "output_tokens"),
-    time_unit="datetime",
-)
-BURSTGPT = TraceFormat(
-    name="burstgpt",
-    title="BurstGPT trace (CSV)",
-    source="https://github.com/HPMLL/BurstGPT#schema",
-    kind="csv",
-    fields={
-        "arrival": ("Timestamp",),
-        "input_tokens": ("Request tokens",),
-        "output_tokens": ("Response tokens",),
-        "session_id": ("Session ID", "SessionID"),
-    },
-    required=("arrival", "input_tokens", "output_tokens"),
-    time_unit="s",
-)
-
-# Sniffs are mutually exclusive (the required column names differ); order is for the messages.
-FORMATS: dict[str, TraceFormat] = {f.name: f for f in (KVSELECT, MOONCAKE, AZURE, BURSTGPT)}
-
-
-# --------------------------------------------------------------------------- files
-
-
-def file_size(path: str | Path) -> int:
-    return Path(path).stat().st_size
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of the file's bytes as stored (compressed for .gz), read in blocks."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _streams(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:
-    """(the file on disk, its decompressed stream): `.gz` files are read through gzip."""
-    raw = pa.OSFile(str(path), "rb")
-    if path.suffix.lower() == ".gz":
-        return raw, pa.CompressedInputStream(raw, "gzip")
-    return raw, raw
-
-
-def read_head(path: str | Path) -> Head:
-    """The first line of the file, as a JSONL object or a CSV header."""
-    path = Path(path)
-    try:
-        raw, stream = _streams(path)
-    except OSError as exc:
-        raise TraceError(f"{path.name}: cannot open ({exc})") from None
-    try:
-        data = stream.read(HEAD_BYTES)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise TraceError(f"{path.name}: cannot read ({exc})") from None
-    finally:
-        stream.close()
-        raw.close()
-    text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    if not first:
-        raise TraceError(f"{path.name}: the file is empty")
-    if first.lstrip().startswith("{"):
-        try:
-            obj = json.loads(first)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"line 1: not a JSON object ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise TraceError("line 1: not a JSON object")
-        return Head("jsonl", tuple(obj), obj)
-    header = next(csv.reader([first]))
-    return Head("csv", tuple(name.strip() for name in header))
-
-
-def detect(path: str | Path) -> TraceFormat:
-    """The format whose sniff accepts the file, or UnrecognisedTrace with every format's reason."""
-    head = read_head(path)
-    reasons = {}
-    for fmt in FORMATS.values():
-        reason = fmt.sniff(head)
-        if reason is None:
-            return fmt
-        reasons[fmt.name] = reason
-    raise UnrecognisedTrace(reasons)
-
-
-def format_named(name: str) -> TraceFormat:
-    if name not in FORMATS:
-        raise TraceError(f"format: must be one of {', '.join(FORMATS)}, got {name!r}")
-    return FORMATS[name]
 
 
 def read_trace(
@@ -308,7 +131,7 @@ def _csv_chunks(path: Path, fmt: TraceFormat, head: Head, chunk_rows: int) -> It
     (blank lines are skipped, as pyarrow skips them) and a ragged row names its line and column."""
     wanted = {name: fmt.column(name, head.keys) for name in fmt.fields}
     present = [c for cols in fmt.fields.values() for c in cols if c in head.keys]
-    raw, stream = _streams(path)
+    raw, stream = open_streams(path)
     block_bytes = min(BLOCK_BYTES, max(chunk_rows * 64, 256))
     try:
         line = 1  # the physical line the next block starts on
@@ -446,7 +269,7 @@ def _csv_block_error(path: Path, block: bytes, head: Head, first_line: int, exc:
 
 
 def _jsonl_chunks(path: Path, fmt: TraceFormat, chunk_rows: int) -> Iterator[TraceChunk]:
-    raw, stream = _streams(path)
+    raw, stream = open_streams(path)
     block_bytes = min(BLOCK_BYTES, max(chunk_rows * 128, 256))
     try:
         line = 1

@@ -36,7 +36,6 @@ plain data (JSON-ready). What it measures, and how:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -45,6 +44,7 @@ import pandas as pd
 from benchmarks.traces.cache import BlockKeys, LruBlocks
 from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceChunk, TraceError
 from benchmarks.traces.ordering import Disorder, OutOfOrder, in_order, sorted_chunks
+from benchmarks.traces.service_model import ServiceModel
 
 LONG_INPUT_TOKENS = 16_384  # scenario B's p95 line (selection.domain.scenarios.THRESHOLDS)
 SESSION_TIMEOUT_S = 1800.0
@@ -56,21 +56,6 @@ CHART_BINS = 40
 ARRIVAL_CHART_POINTS = 600
 # Observed latencies (ms) are counted in log-spaced bins (1.2 % wide): quantiles within that.
 LATENCY_EDGES = np.geomspace(0.01, 1e8, 1601)
-
-
-@dataclass(frozen=True)
-class ServiceModel:
-    """How long a request occupies the engine when the trace did not record it (ms)."""
-
-    ttft_ms: float = 500.0
-    tpot_ms: float = 50.0
-    source: str = "default"  # or "latency budget": where the two figures come from, said with the figure
-
-    def duration_s(self, output_tokens: np.ndarray) -> np.ndarray:
-        return (self.ttft_ms + self.tpot_ms * np.maximum(output_tokens - 1, 0)) / 1000.0
-
-    def describe(self) -> dict[str, Any]:
-        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "source": self.source}
 
 
 class _Counts:

@@ -11,11 +11,10 @@ from typing import Any
 from django.db import transaction
 from django.utils.translation import gettext
 
-from benchmarks.harness import workloads
 from benchmarks.models import BenchmarkRun
 from benchmarks.suite import RUNNABLE_TEST_IDS
 from benchmarks.tasks import enqueue_validation
-from benchmarks.validation import worker
+from benchmarks.validation import specs, worker
 from benchmarks.validation.plan import plan_for
 from benchmarks.validation.target import ValidationError, check_candidate_target
 from selection.audit import audit
@@ -47,7 +46,7 @@ def start_validation(
     check_candidate_target(candidate)
     merged = plan_for(candidate, test)
     merged.update(params or {})
-    spec = workloads.SPECS.get(test)
+    spec = specs.spec(test)
     problems = spec.problems(merged) if spec else {}
     if problems:  # refused now, not failed once queued
         name, (template, values) = next(iter(problems.items()))

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from django import forms
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from benchmarks import presentation
-from benchmarks.harness import workloads
-from benchmarks.harness.workloads.spec import ParamSpec
+from benchmarks.validation import specs
 from selection.web import AccessibleErrorsMixin
+
+if TYPE_CHECKING:
+    from benchmarks.harness.workloads.spec import ParamSpec
 
 # Labels of keys no test plans today (older runs' parameters, the command line's); a planned
 # parameter's label is its spec's (benchmarks.harness.workloads.spec), any other key is named by
@@ -44,8 +46,8 @@ def param_label(key: str, test: str | None = None) -> str:
 
 def param_spec(key: str, test: str | None = None) -> ParamSpec | None:
     """The spec of parameter `key` of `test`, else of whichever test plans it."""
-    spec = workloads.SPECS.get(test or "")
-    return (spec.param(key) if spec else None) or workloads.param_spec(key)
+    spec = specs.spec(test or "")
+    return (spec.param(key) if spec else None) or specs.param_spec(key)
 
 
 class ValidationParamsForm(AccessibleErrorsMixin, forms.Form):

@@ -7,9 +7,9 @@ import logging
 import re
 from typing import Any
 
-from benchmarks.harness import workloads
 from benchmarks.suite import by_priority
 from benchmarks.suite.base import CandidateFacts
+from benchmarks.validation import specs
 from selection.candidates.screening import selection_priorities
 from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
@@ -29,7 +29,7 @@ def plan_for(candidate: Candidate, test: str, facts: CandidateFacts | None = Non
     constraints = candidate.selection.constraints.as_domain() if hasattr(candidate.selection, "constraints") else {}
     if candidate.selection.scenario:  # the soak's length and sessions follow the scenario
         constraints["scenario"] = candidate.selection.scenario
-    return workloads.plan(test, constraints, facts if facts is not None else candidate_facts(candidate))
+    return specs.plan(test, constraints, facts if facts is not None else candidate_facts(candidate))
 
 
 def candidate_facts(candidate: Candidate) -> CandidateFacts:

@@ -1,22 +1,21 @@
 """The candidate's endpoint as a load target: the outbound allow-list check, the probes (is it
-up? is it kvselect's simulator?) and the harness `Target` built from the candidate."""
+up? is it kvselect's simulator?) and its documented cache model; the harness `Target` built from it
+is `loadtest`'s (the one module of the validation app that loads the load generator)."""
 
 from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from dataclasses import replace
 from typing import Mapping
 from urllib.parse import urljoin
 
 from django.conf import settings
 
-from benchmarks.harness import safety, workloads
+from benchmarks.harness import safety
 from benchmarks.harness.cache_model import CacheModel
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags
 from selection.models import Candidate
-from selection.secretbox import decrypt
 
 
 class ValidationError(ValueError):
@@ -53,6 +52,12 @@ def refused_urls(urls: Mapping[str, str], resolver: safety.Resolver | None = Non
             except safety.TargetRefused as exc:
                 refused[field] = str(exc).split(": ", 1)[-1]
     return refused
+
+
+def outbound(url: str | urllib.request.Request, timeout: float):
+    """urlopen through the outbound guard with the configured allow-list (`safety.urlopen`): the one
+    way kvselect's server and worker open a connection to an engine's URL outside the load harness."""
+    return safety.urlopen(url, settings.KVSELECT_ALLOWED_TARGETS, timeout=timeout)
 
 
 def lenient_resolver(host: str, port: int) -> list[str]:
@@ -106,38 +111,11 @@ def documented_cache_model(slug: str, version: str | None, flags: str = "", name
 CATALOG_SLUGS = {harness: slug for slug, harness in ENGINE_SLUGS.items()}  # the harness's engine name -> catalog
 
 
-def target_for(candidate: Candidate) -> workloads.Target:
-    simulated = is_simulator(candidate.metrics_url or candidate.endpoint_url)
-    engine = "simulator" if simulated else ENGINE_SLUGS.get(candidate.engine.slug, "auto")
-    base = candidate.endpoint_url.rstrip("/")
-    return workloads.Target(
-        endpoint_url=base,
-        model=candidate.model_name or "default",
-        api_key=decrypt(candidate.api_key_encrypted) or None,
-        metrics_url=candidate.metrics_url or f"{base}/metrics",
-        engine=engine,
-        evidence="SIMULATED" if simulated else "MEASURED",
-        allowed_hosts=list(settings.KVSELECT_ALLOWED_TARGETS),
-        receive_clock=settings.KVSELECT_RECEIVE_CLOCK,
-        cache_model=cache_model_for(candidate),
-    )
-
-
-def prefix_off_target_for(candidate: Candidate, target: workloads.Target) -> workloads.Target | None:
-    """The prefix-reuse test's caching-off target: the candidate's prefix-off endpoint, or for
-    llama.cpp the same endpoint with cache_prompt: false; None when the candidate has neither."""
-    if not candidate.prefix_off_endpoint_url and candidate.engine.slug == "llama-cpp":
-        # a simulated llama.cpp honours cache_prompt per request as the real one does
-        return replace(target, cache_prompt=False)
-    return workloads.prefix_off_target(
-        target, candidate.prefix_off_endpoint_url or None, candidate.prefix_off_metrics_url or None
-    )
-
-
 def is_simulator(url: str) -> bool:
-    """True when the endpoint is kvselect's simulator (its /metrics carries kvsim_info)."""
+    """True when the endpoint is kvselect's simulator (its /metrics carries kvsim_info); asked through
+    the outbound guard (a refused target is not asked, and is not the simulator)."""
     try:
-        with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", "/metrics"), timeout=3) as response:
+        with outbound(urljoin(url.rstrip("/") + "/", "/metrics"), timeout=3) as response:
             return b"kvsim_info" in response.read(2_000_000)
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -145,10 +123,11 @@ def is_simulator(url: str) -> bool:
 
 def healthy(url: str) -> bool:
     """True when the engine answers. A 5xx from /health is final: a crashed engine may still list its
-    models. /v1/models is asked only when /health is missing (404) or unreachable."""
+    models. /v1/models is asked only when /health is missing (404) or unreachable. Asked through the
+    outbound guard: a refused target is not healthy."""
     for path in ("/health", "/v1/models"):
         try:
-            with urllib.request.urlopen(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:
+            with outbound(urljoin(url.rstrip("/") + "/", path), timeout=3) as response:
                 if response.status < 500:
                     return True
         except urllib.error.HTTPError as exc:

@@ -11,8 +11,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from benchmarks import suite
-from benchmarks.harness import estimates, workloads
+from benchmarks.harness import estimates
 from benchmarks.presentation import run_progress_context
+from benchmarks.validation import specs
 from benchmarks.validation.dispatch import ValidationError, start_validation
 from benchmarks.validation.forms import ValidationParamsForm
 from benchmarks.validation.plan import priority_order, validation_plan
@@ -39,7 +40,7 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
                 "form": form,
                 "title": f"{info.number}. {_(info.title)}",
                 "text": _(info.description),
-                "estimate": estimate_view(workloads.estimate(test, params)),
+                "estimate": estimate_view(specs.estimate(test, params)),
                 "off_variant": prefix_off_view(candidate) if test == "prefix_reuse" else None,
                 "priority": priority.get(test, True),
                 "feeds": [DIMENSION_NAMES[d] for d in info.feeds],

@@ -6,7 +6,8 @@ while the engine is unreachable), finish (succeeded, failed, cancelled), cancel 
 and the reaper's verdict on a worker that stopped sending heartbeats. The run row is claimed
 atomically (a redelivered task never runs a live run twice), progress and a heartbeat are
 written to the row, cancellation is read from the row, and the result is stored in the same
-normalised form as CI uploads.
+normalised form as CI uploads. The load itself is `loadtest`'s, imported when a claimed run starts
+its load: claiming, reaping and cancelling (the web, beat) never load the load generator.
 
 Liveness: a background thread writes a heartbeat every `KVSELECT_HEARTBEAT_INTERVAL_S` (5 s) from
 the claim until the run is terminal (engine launch and storing included); a run without one for
@@ -35,7 +36,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.models import F, Q
 from django.utils import timezone
 
-from benchmarks.harness import identity, workloads
+from benchmarks.harness import identity
 from benchmarks.models import Artifact, BenchmarkRun, HardwareSlot
 from benchmarks.result import NormalizedResult
 from benchmarks.storage import (
@@ -52,13 +53,11 @@ from benchmarks.validation.target import (
     ValidationError,
     check_candidate_target,
     healthy,
-    prefix_off_target_for,
     refused_urls,
-    target_for,
 )
 from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
-from selection.capacity.measured import record_measured_capacity
+from selection.capacity.stating import record_measured_capacity
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
 
@@ -105,7 +104,7 @@ def simulated_devices(candidate: Candidate) -> dict[str, str]:
     for url in urls:
         origin = origin_of(url)
         if origin is not None and origin not in devices:
-            device = identity.simulated_device(url)
+            device = identity.simulated_device(url, allowed_hosts=settings.KVSELECT_ALLOWED_TARGETS)
             if device:
                 devices[origin] = device
     return devices
@@ -347,25 +346,27 @@ def _execute(run: BenchmarkRun, reporter: RunReporter) -> BenchmarkRun:
 def _execute_against_engine(
     run: BenchmarkRun, candidate: Candidate, reporter: RunReporter, launched: bool = False
 ) -> BenchmarkRun:
+    from benchmarks.validation import loadtest  # the load generator, loaded when a run starts its load
+
     if not healthy(candidate.endpoint_url):
         raise EngineUnavailable(f"{candidate.endpoint_url} did not answer /health or /v1/models")
     # what the engine runs as and on, asked before the load (the run records it; another model is refused)
     provenance = probe_before_run(candidate, launched=launched)
     if provenance["refusal"]:
         return finish_failed(run, f"model_name: {provenance['refusal']}")
-    target = target_for(candidate)
+    target = loadtest.target_for(candidate)
     extra: dict[str, Any] = {}
     if run.test == "prefix_reuse":
-        off = prefix_off_target_for(candidate, target)
+        off = loadtest.prefix_off_target_for(candidate, target)
         if off is not None and off.endpoint_url != target.endpoint_url and not healthy(off.endpoint_url):
             raise EngineUnavailable(f"prefix_off_endpoint_url: {off.endpoint_url} did not answer /health or /v1/models")
         extra["off_target"] = off
     load_at_start = load_average()
     try:
-        result = workloads.run_test_sync(
+        result = loadtest.run_test(
             run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress, **extra
         )
-    except (workloads.PlanError, ValueError) as exc:
+    except (loadtest.PlanError, ValueError) as exc:
         return finish_failed(run, f"params: {exc}")
     except Exception as exc:  # the engine or network broke mid-test
         logger.exception("validation run %s failed", run.pk)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -52,7 +53,13 @@ def probe_candidate(candidate: Candidate) -> dict[str, Any] | None:
         return None
     key = decrypt(candidate.api_key_encrypted) if candidate.api_key_encrypted else ""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    identity = identity_probe.probe(candidate.endpoint_url, candidate.metrics_url or None, headers)
+    # every request through the outbound guard: resolved once, refused names and addresses never contacted
+    identity = identity_probe.probe(
+        candidate.endpoint_url,
+        candidate.metrics_url or None,
+        headers,
+        allowed_hosts=settings.KVSELECT_ALLOWED_TARGETS,
+    )
     return {"at": timezone.now().isoformat(), "identity": identity, "findings": findings_for(candidate, identity)}
 
 

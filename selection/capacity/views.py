@@ -16,8 +16,9 @@ from benchmarks.presentation import chart_svg
 from benchmarks.run_charts import selection_colours
 from selection.capacity.display import concurrency_rows, memory_lines, split_estimates
 from selection.capacity.forms import CapacityWhatIfForm
-from selection.capacity.measured import LOG_ENGINES, measured_capacity, state_capacity_from_log
+from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
+from selection.capacity.stating import LOG_ENGINES, state_capacity_from_log
 from selection.domain.capacity.base import GPU_MEMORY_GIB, KV_DTYPES, CapacityError
 from selection.domain.procurement import MIN_KV_HEADROOM
 from selection.web import get_candidate, get_selection, page_context, require_edit

@@ -62,19 +62,25 @@ def start_child(argv: list[str], children: list[subprocess.Popen], **kwargs) -> 
 
 def stop_children(children: list[subprocess.Popen], timeout: float = 10) -> None:
     """SIGTERM to every child still running, then wait; SIGKILL what does not stop in `timeout` seconds.
-    A second SIGTERM meanwhile does not interrupt the stopping (signal handlers belong to the main
-    thread: the demo's steps run in another one in the page crawler's test, where there is none to set)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    for child in children:
-        try:
-            child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+    A second SIGTERM meanwhile does not interrupt the stopping; the caller's SIGTERM handling is
+    restored afterwards (an ignored SIGTERM is inherited by every process started later, which then
+    no longer stops when asked: the test runner's simulators did not). Signal handlers belong to the
+    main thread: the demo's steps run in another one in the page crawler's test, where none is set."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN) if main else None
+    try:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def simulator_command(port: int, profile: str, extra: list[str], python: str = sys.executable) -> list[str]:

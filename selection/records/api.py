@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from selection.domain import procurement
+from selection.domain import tie_ground as tie_domain
 from selection.domain.records import OWNER_ROLES
 from selection.models import DecisionRecord
 from selection.records.forms import MAX_CMS_BYTES
@@ -25,6 +26,7 @@ from selection.records.services import (
     comment,
     complete_signature,
     create_draft,
+    frozen_tie_ground,
     prepare_signature,
     sign,
     sign_with_hsm,
@@ -55,6 +57,28 @@ class RecordSerializer(serializers.ModelSerializer):
         help_text="Why the record is not ready for procurement (empty: ready): not_signed, simulated, "
         "development_certificate, open_items"
     )
+    tie_choice = serializers.IntegerField(
+        source="tie_choice_id",
+        min_value=1,
+        max_value=2**63 - 1,
+        required=False,
+        allow_null=True,
+        help_text="Only when the scores tie: the id of the tied candidate this record chooses (with tie_ground). "
+        "A draft under a tie without both is refused, naming the field.",
+    )
+    tie_ground = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=tie_domain.MAX_GROUND_CHARS,
+        help_text="Only when the scores tie: the ground for choosing tie_choice, in full (at least "
+        f"{tie_domain.MIN_GROUND_CHARS} characters). The record says 'tied on the evidence; chosen on the stated "
+        "ground: ...'; the business owner confirms it when approving (confirm_tie_ground).",
+    )
+    tie_ground_stated = serializers.SerializerMethodField(
+        help_text="Who stated the ground and when (null: no choice among tied candidates), and, once the record "
+        "is frozen, the statement it carries and the business owner's confirmation"
+    )
 
     class Meta:
         model = DecisionRecord
@@ -84,6 +108,9 @@ class RecordSerializer(serializers.ModelSerializer):
             "open_items",
             "procurement_summary",
             "procurement_blockers",
+            "tie_choice",
+            "tie_ground",
+            "tie_ground_stated",
         ]
         read_only_fields = [f for f in fields if f not in DRAFT_FIELDS]
 
@@ -112,6 +139,19 @@ class RecordSerializer(serializers.ModelSerializer):
                 {key: row.get(key) for key in ("key", "constraint", "required", "observed", "status", "runs")}
                 for row in summary.get("fit") or []
             ],
+        }
+
+    def get_tie_ground_stated(self, obj) -> dict | None:
+        if obj.tie_choice_id is None:
+            return None
+        frozen = frozen_tie_ground(obj) or {}
+        confirmed = obj.approvals.filter(confirmed_tie_ground__isnull=False).select_related("user").first()
+        return {
+            "by": obj.tie_ground_by.get_username() if obj.tie_ground_by else None,
+            "at": obj.tie_ground_at,
+            "statement": frozen.get("statement"),
+            "confirmed_by": confirmed.user.get_username() if confirmed else None,
+            "confirmed_at": confirmed.approved_at if confirmed else None,
         }
 
     def get_procurement_blockers(self, obj) -> list[str]:
@@ -159,8 +199,16 @@ class SelectionRecordsView(APIView):
 
 class RecordActionSerializer(serializers.Serializer):
     action = serializers.ChoiceField(choices=["start_review", "approve", "comment", "start_reevaluation"])
-    role = serializers.ChoiceField(choices=list(OWNER_ROLES), required=False)
+    role = serializers.ChoiceField(
+        choices=list(OWNER_ROLES), required=False, help_text="approve: the owner role you approve as (required)"
+    )
     comment = serializers.CharField(required=False, allow_blank=True)
+    confirm_tie_ground = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="approve as business owner of a record chosen among tied candidates: you confirm its stated "
+        "ground (refused without it)",
+    )
 
 
 class RecordDetailView(APIView):
@@ -198,6 +246,7 @@ class RecordDetailView(APIView):
                 user=request.user,
                 role=serializer.validated_data["role"],
                 comment_text=serializer.validated_data.get("comment", ""),
+                confirm_tie_ground=serializer.validated_data.get("confirm_tie_ground", False),
             )
         else:
             _call(comment, record=record, user=request.user, text=serializer.validated_data.get("comment", ""))

@@ -23,6 +23,10 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
+from benchmarks.suite.concurrency_stress import CONCURRENCY
+from benchmarks.suite.long_context import INPUT_LENGTH
+from benchmarks.suite.prefix_reuse import PREFIX_REUSE
+from benchmarks.suite.swap_recovery import CONTINUATION, NEVER_SWAP, SWAP_DELAY, SWAP_IN
 from selection.candidates import probing
 from selection.candidates.screening import documentation_screen
 from selection.capacity.measured import measured_capacity, stated_label
@@ -36,6 +40,7 @@ from selection.domain import monitoring as monitoring_domain
 from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain import screening
+from selection.domain import tie_ground as tie_domain
 from selection.domain.capacity.base import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load, to_json
 from selection.domain.scenarios import SCENARIO_NAMES
@@ -81,7 +86,11 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         (
             _("Input tokens"),
             _("average %(avg)s, p95 %(p95)s, max %(max)s")
-            % {"avg": f"{c.avg_input_tokens:,}", "p95": c.p95_input_tokens or "—", "max": f"{c.max_input_tokens:,}"},
+            % {
+                "avg": f"{c.avg_input_tokens:,}",
+                "p95": f"{c.p95_input_tokens:,}" if c.p95_input_tokens else "—",
+                "max": f"{c.max_input_tokens:,}",
+            },
         ),
         (
             _("Output tokens"),
@@ -209,7 +218,7 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
+def validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
     """A test's result in the record: its verdicts in words, each with the figure it judged, its
     sample size and interval (`judged`), and the figures the test measured (`metrics`: warm vs
     resumed vs recomputed, caching on vs off, per rung, ...), each with n and interval."""
@@ -229,6 +238,14 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
     }
 
 
+# The domain's re-evaluation triggers (`records_domain.REEVALUATION_TRIGGERS`, merged into every
+# record in English): marked here so the catalogue keeps them; the record template translates them.
+TRIGGER_TEXTS = (
+    gettext_noop("engine major version change"),
+    gettext_noop("model change"),
+    gettext_noop("hardware change (GPU generation or memory size)"),
+    gettext_noop("traffic profile change (concurrency, context lengths, multi-turn share)"),
+)
 SOAK_SHORT = gettext_noop(
     "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
     "hours. Slow leaks and fragmentation may not show in it."
@@ -333,14 +350,14 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         flags = f"{winner.launch_flags or ''} {winner.launch_recipe or ''}"
         caps = launch_flags_domain.apply_to_capabilities(caps, winner.engine.slug, flags)
     metrics_off = (caps.get("off_in_launch_flags") or {}).get(launch_flags_domain.METRICS)
-    hit_ratio = None  # "validated" only when the prefix test showed the reuse (claims.PREFIX_REUSE)
+    hit_ratio = None  # "validated" only when the prefix test showed the reuse (the prefix test's PREFIX_REUSE)
     for run in runs:
         if run.candidate_id == winner.pk and run.test == "prefix_reuse":
             on = run.points.filter(label="prefix_on").first()
             hit_ratio = ((on.extra or {}).get("prefix_hit_ratio") if on else None) or hit_ratio
-    if not _claim(claims_domain.PREFIX_REUSE, winner, runs).claimed:
+    if not _claim(PREFIX_REUSE, winner, runs).claimed:
         hit_ratio = None
-    concurrency_held = _claim(claims_domain.CONCURRENCY, winner, runs).claimed
+    concurrency_held = _claim(CONCURRENCY, winner, runs).claimed
     longest_validated = _longest_validated_input(winner, runs)
     return {
         "record_id": f"DR-{selection.pk}-v{record.version}",
@@ -377,7 +394,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
 def _longest_validated_input(winner, runs: list[BenchmarkRun]) -> int | None:
     """The longest input the chosen engine's long-context run served, when its claim holds (the
     largest rung succeeded): the length an alert may call validated."""
-    if not _claim(claims_domain.INPUT_LENGTH, winner, runs).claimed:
+    if not _claim(INPUT_LENGTH, winner, runs).claimed:
         return None
     run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "long_context"), None)
     rungs = [
@@ -446,10 +463,10 @@ def _claim_text(outcome: claims_domain.Outcome, **params: Any) -> str:
 def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
     """The swap policy, only as strong as the chosen engine's swap test: swapping out and resuming
     is claimed when the test saw the eviction and resuming cost less than recomputing, the
-    continuation after a swap-in only then and when it matched (`claims.SWAP_IN`, `CONTINUATION`);
+    continuation after a swap-in only then and when it matched (the swap test's `SWAP_IN`, `CONTINUATION`);
     otherwise each says "not validated" and names the verdicts that stop it."""
-    sentences = [_claim_text(_claim(claims_domain.SWAP_IN, winner, runs))]
-    continuation = _claim(claims_domain.CONTINUATION, winner, runs)
+    sentences = [_claim_text(_claim(SWAP_IN, winner, runs))]
+    continuation = _claim(CONTINUATION, winner, runs)
     if continuation.run is not None:
         sentences.append(_claim_text(continuation))
     run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "swap_recovery"), None)
@@ -646,27 +663,35 @@ def _lines(text: str | None) -> list[str]:
     return [line for line in (text or "").splitlines() if line.strip()]
 
 
-def _decision_section(record: DecisionRecord, selection: Selection, winner, sentences: list, language: str) -> dict:
+def _decision_section(
+    record: DecisionRecord, selection: Selection, winner, sentences: list, language: str, tie: dict | None = None
+) -> dict:
+    """Section 1. A choice among tied candidates says so (`tie`: tied on the evidence, chosen on the stated
+    ground, in full, with who stated it and when) and never reads as a recommendation."""
     c = selection.constraints
     engine_label = f"{winner.engine.name} {winner.engine_version}"
-    return {
+    section = {
         "chosen_engine": engine_label,
         "chosen_configuration": (
             f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
             f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"
         ),
         "summary": record.decision
+        or (tie or {}).get("summary")
         or _("Choose %(engine)s for %(selection)s.") % {"engine": engine_label, "selection": selection.name},
         "rationale": _lines(record.rationale) + [message_text(s, language) for s in sentences[:5]],
     }
+    if tie is not None:
+        section["tie"] = tie
+    return section
 
 
 def _risk_boundary(record: DecisionRecord, selection: Selection, winner, runs: list[BenchmarkRun]) -> dict:
     c = selection.constraints
     applies_to = _lines(record.applies_to) or [
-        _claim_text(_claim(claims_domain.CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
+        _claim_text(_claim(CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
         _claim_text(
-            _claim(claims_domain.INPUT_LENGTH, winner, runs),
+            _claim(INPUT_LENGTH, winner, runs),
             inp=f"{c.max_input_tokens:,}",
             out=f"{c.max_output_tokens:,}",
         ),
@@ -717,7 +742,8 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
             # a version the catalog does not list is planned with the newest one's facts, and says so
             "version": " — ".join(filter(None, [cand.engine_version, probing.version_note(cand)])),
             "kept": not by_id.get(cid, {}).get("screened_out", False),
-            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language) or "passes the gates",
+            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
+            or _("passes the gates"),
             "documentation_screen": _documentation_screen_note(cand, language),
             # a pyproject or source file is cited as source, a page as documentation
             **_cited(cand.engine.data.get("homepage", {}).get("source") or ""),
@@ -728,7 +754,7 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
 
 def _validation_section(runs: list[BenchmarkRun], selection: Selection, colours: dict, engine_label: str) -> list:
     c = selection.constraints
-    return [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
+    return [validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
         {
             "test": "none",
             "candidate": engine_label,
@@ -775,15 +801,13 @@ def _rollout_section(
     c = selection.constraints
     provenance = probing.evidence_provenance(winner, runs)
     never_swap = (
-        [_claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))]
-        if c.never_swap_sessions
-        else []
+        [_claim_text(_claim(NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))] if c.never_swap_sessions else []
     )
     single = _("Single-turn traffic: no session swap policy needed.")
     statement = _swap_statement(winner, runs) if c.multi_turn else single
     if c.multi_turn and c.swap_in_delay_budget_ms is not None:  # the class that accepts a delay, against its budget
         budget = f"{c.swap_in_delay_budget_ms:g}"
-        statement += " " + _claim_text(_claim(claims_domain.SWAP_DELAY, winner, runs), ms=budget)
+        statement += " " + _claim_text(_claim(SWAP_DELAY, winner, runs), ms=budget)
     return {
         "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
         "monitoring": _monitoring_rows(operations),
@@ -804,8 +828,7 @@ def _rollout_section(
 
 
 def _evidence_section(selection: Selection, runs: list[BenchmarkRun]) -> list[dict[str, str]]:
-    """The record's evidence table, written in the record's language (the active one); its kinds are keys
-    the record's schema checks, translated where the record shows them."""
+    """Section 11's rows in the record's language (`kind` stays the domain's id; the template names it)."""
     return [
         {
             "kind": "configuration",
@@ -861,23 +884,44 @@ def _record_header(record: DecisionRecord, selection: Selection, language: str) 
     }
 
 
-def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
-    """The recommended candidate; a tie has none, and a record names no winner the scores did not pick."""
+TIE_FIELD_LABELS = {
+    tie_domain.CHOICE_FIELD: gettext_noop("Which tied candidate"),
+    tie_domain.GROUND_FIELD: gettext_noop("Ground for choosing it"),
+}
+
+
+def _winner(
+    record: DecisionRecord, result: dict, candidates: dict[str, Candidate], language: str
+) -> tuple[Candidate, dict[str, Any] | None]:
+    """The candidate the record decides for, and its choice among tied candidates (None: the scores'
+    recommendation). When the scores tie the record decides only for the tied candidate its drafter chose on
+    a stated ground (domain/tie_ground.py); otherwise it is refused, each reason naming its field."""
     winner = candidates.get(str(result.get("winner") or ""))
-    tie = result.get("tie") or {}
-    if winner is None and tie.get("candidates"):
-        names = ", ".join(c.display_name for cid in tie["candidates"] if (c := candidates.get(str(cid))) is not None)
-        separate = "; ".join(message_text(m) for m in tie.get("separate") or [])
+    labels = {cid: c.display_name for cid, c in candidates.items()}
+    tied = tie_domain.tied(result)
+    problems = tie_domain.problems(
+        tied, labels, record.tie_choice_id, record.tie_ground, winner.display_name if winner else None
+    )
+    if problems:
+        lines = [f"{_(TIE_FIELD_LABELS[field])}: {message_text(m)}" for field, found in problems.items() for m in found]
+        separate = "; ".join(message_text(m) for m in (result.get("tie") or {}).get("separate") or [])
+        if tied and separate:
+            lines.append(_("What would separate the tied candidates: %(separate)s") % {"separate": separate})
+        raise records_domain.RecordContextError(lines)
+    if winner is not None:
+        return winner, None
+    chosen = candidates.get(str(record.tie_choice_id or ""))
+    if tied and chosen is None:  # tied, but no longer compared (archived since the draft)
         raise records_domain.RecordContextError(
             [
                 _(
-                    "The scores tie between %(names)s, so there is no winner to record; what would separate "
-                    "them: %(separate)s"
+                    "%(field)s: the chosen candidate is no longer compared (archived): choose one of the tied "
+                    "candidates."
                 )
-                % {"names": names, "separate": separate}
+                % {"field": _(TIE_FIELD_LABELS[tie_domain.CHOICE_FIELD])}
             ]
         )
-    if winner is None:
+    if chosen is None:
         raise records_domain.RecordContextError(
             [
                 _(
@@ -886,7 +930,20 @@ def _winner(result: dict, candidates: dict[str, Candidate]) -> Candidate:
                 )
             ]
         )
-    return winner
+    choice = tie_domain.TiedChoice(
+        chosen=chosen.display_name, ground=record.tie_ground or "", tied=tuple(labels[cid] for cid in tied)
+    )
+    return chosen, {
+        "chosen": choice.chosen,
+        "chosen_id": chosen.pk,
+        "tied": list(choice.tied),
+        "ground": choice.ground,  # in full: never clipped, on page 1 or anywhere
+        "statement": message_text(tie_domain.statement(choice), language),
+        "summary": message_text(tie_domain.summary(choice, record.selection.name), language),
+        "stated_by": person_name(record.tie_ground_by) or "",
+        "stated_at": record.tie_ground_at.isoformat() if record.tie_ground_at else "",
+        "confirmed_by_role": tie_domain.BUSINESS_CONFIRMS,
+    }
 
 
 def build_context(record: DecisionRecord) -> dict[str, Any]:
@@ -901,7 +958,8 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     candidates = {str(c.pk): c for c in compared_candidates(selection)}
     colours = candidate_colours([c.display_name for c in candidates.values()])  # one per candidate, every chart
     by_id = {c["candidate"]: c for c in result.get("candidates", [])}
-    winner = _winner(result, candidates)
+    language = record_language()
+    winner, tie = _winner(record, result, candidates, language)
     runs = _with_page_one_runs(
         record_runs(candidates.values(), include_simulated=record.include_simulated), result, score, winner
     )
@@ -913,7 +971,6 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     engine_label = f"{winner.engine.name} {winner.engine_version}"
     criteria_ids = [w.criterion for w in selection.weights.all()]
     _method, sentences = _method_and_sentences(result)
-    language = record_language()
     project_checks = _project_checks(record, selection, operations)
     operations["watchers"] = dict(project_checks["watch"])  # every alert names the record's watcher for its area
     summary = build_summary(selection, winner, runs, score, project_checks)
@@ -922,7 +979,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
     context = {
         "record": _record_header(record, selection, language),
         "simulated": any(r.is_simulated for r in runs),
-        "decision": _decision_section(record, selection, winner, sentences, language),
+        "decision": _decision_section(record, selection, winner, sentences, language, tie),
         "risk_boundary": _risk_boundary(record, selection, winner, runs),
         "constraints": _constraints_rows(selection),
         "scenario": {
@@ -948,7 +1005,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "observer": {
             "name": person_name(selection.observer) or person_name(selection.platform_owner),
             "team": selection.team.name,
-            "watches": "capacity, cost and stability after launch",
+            "watches": _("capacity, cost and stability after launch"),
         },
         "review": {
             "review_by": (

@@ -6,12 +6,14 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from selection.domain import project_checks as checks_domain
-from selection.models import DecisionRecord
+from selection.domain import tie_ground as tie_domain
+from selection.models import Candidate, DecisionRecord
 from selection.web import AccessibleErrorsMixin
 
 MAX_PKCS12_BYTES = 1_000_000
 MAX_CMS_BYTES = 64 * 1024  # an owner's CMS is a few KiB; the prepared revision reserves 16 KiB
 MAX_PDF_BYTES = 50 * 1024 * 1024
+TIE_FIELDS = (tie_domain.CHOICE_FIELD, tie_domain.GROUND_FIELD)
 
 
 STATUS_CHOICES = [("not_stated", _("not stated")), ("ready", _("ready")), ("not_ready", _("not ready"))]
@@ -50,8 +52,11 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
         ),
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, tied=None, **kwargs):
+        """`tied`: the candidates the scores tie between; the two fields of a choice among them (which tied
+        candidate, the ground for choosing it) are shown only then, or while the draft holds one."""
         super().__init__(*args, **kwargs)
+        self._tie_fields(list(tied or []))
         current = checks_domain.empty()
         try:
             current = checks_domain.normalise(
@@ -89,11 +94,29 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
                 help_text=_("Left empty: the selection's post-launch observer."),
             )
 
+    def _tie_fields(self, tied: list) -> None:
+        current = self.instance.tie_choice_id if self.instance.pk else None
+        if not tied and current is None:
+            del self.fields["tie_choice"], self.fields["tie_ground"]
+            return
+        ids = [c.pk for c in tied] + ([current] if current is not None else [])
+        choice = self.fields["tie_choice"]
+        choice.queryset = Candidate.objects.filter(pk__in=ids).select_related("engine")
+        choice.label_from_instance = lambda candidate: candidate.display_name
+        choice.required = self.fields["tie_ground"].required = False  # the service refuses in words, on the field
+        if tied:
+            choice.help_text = _(
+                "The scores tie between %(names)s: the evidence names no winner. The record may choose one of them "
+                "only on a ground you state; it says “tied on the evidence; chosen on the stated ground”."
+            ) % {"names": ", ".join(c.display_name for c in tied)}
+
     def groups(self):
         """(title, bound fields) per part of the form, for the template."""
-        draft = [self[name] for name in self.Meta.fields]
+        draft = [self[name] for name in self.Meta.fields if name in self.fields and name not in TIE_FIELDS]
+        tie = [self[name] for name in TIE_FIELDS if name in self.fields]
         return [
             (_("Decision"), draft),
+            *([(_("The scores tie: which tied candidate, and the ground for choosing it"), tie)] if tie else []),
             (_("1. Affected applications, teams and data"), [self[f"affected_{k}"] for k in AFFECTED_LABELS]),
             (
                 _("2. Platform readiness (the platform owner confirms)"),
@@ -148,9 +171,18 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
 
     class Meta:
         model = DecisionRecord
-        fields = ["decision", "rationale", "applies_to", "does_not_apply_to", "review_by", "include_simulated"]
+        fields = [
+            "decision",
+            "rationale",
+            "applies_to",
+            "does_not_apply_to",
+            "review_by",
+            "include_simulated",
+            *TIE_FIELDS,
+        ]
         labels = {
-            "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)")
+            "decision": _("Chosen candidate"),  # the group is "Decision": not the same word twice
+            "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)"),
         }
         help_texts = {
             "decision": _("Optional: left empty, the winner of the comparison is named."),
@@ -164,6 +196,7 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
             "applies_to": forms.Textarea(attrs={"rows": 3}),
             "does_not_apply_to": forms.Textarea(attrs={"rows": 3}),
             "review_by": forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+            "tie_ground": forms.Textarea(attrs={"rows": 4, "maxlength": tie_domain.MAX_GROUND_CHARS}),
         }
 
 

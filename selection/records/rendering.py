@@ -1,4 +1,8 @@
-"""An approved record's PDF: the frozen snapshot rendered with its signature fields in place."""
+"""An approved record's PDF: the frozen snapshot rendered with its signature fields in place.
+
+`render_pdf` is the one service that renders: it loads the renderer (`records.pdf`, WeasyPrint and its
+Pango bindings, about a second) when a record is rendered, so the web and scoring processes and every
+`manage.py` command start without it (tests/architecture/test_lean_imports.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
 from selection.models import DecisionRecord, RecordApproval
 from selection.records.open_items import with_item_states
-from selection.records.pdf import render_record
 
 
 def stamp_font() -> Path | None:
@@ -39,11 +42,17 @@ def with_approvals(snapshot: dict[str, Any], approvals: list[RecordApproval]) ->
         owner["approved_at"] = approval.approved_at.isoformat()  # written in the record's time zone (`when`)
         owner["approved_by"] = person_name(approval.user)
         owner["approval_comment"] = approval.comment
+    tie = (context.get("decision") or {}).get("tie")
+    confirmed = next((a for a in approvals if a.confirmed_tie_ground), None)
+    if isinstance(tie, dict) and confirmed is not None:  # the business owner's confirmation of the stated ground
+        tie["confirmed_by"] = person_name(confirmed.user)
+        tie["confirmed_at"] = confirmed.approved_at.isoformat()
     return context
 
 
 def render_pdf(record: DecisionRecord) -> DecisionRecord:
     """Render the frozen snapshot to PDF with the three signature fields in place (idempotent)."""
+    from selection.records.pdf import render_record  # the renderer, loaded by the render (module docstring)
 
     record = DecisionRecord.objects.get(pk=record.pk)
     if record.pdf or record.status not in (DecisionRecord.Status.APPROVED,):

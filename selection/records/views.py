@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from selection import selectors
 from selection.certificates.trust import HsmConfigurationError, hsm_key_for, production_roots
+from selection.domain import tie_ground as tie_domain
 from selection.domain.project_checks import CONFIRMED_BY
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import certificate_name, person_name, record_language, role_name
@@ -42,6 +43,7 @@ from selection.records.services import (
     comment,
     complete_signature,
     create_draft,
+    frozen_tie_ground,
     next_signer_role,
     owner_role,
     pending_signature_request,
@@ -52,6 +54,7 @@ from selection.records.services import (
     signature_request_document,
     start_reevaluation,
     start_review,
+    tied_candidates,
     update_draft,
 )
 from selection.records.summary import item_label
@@ -93,13 +96,13 @@ def record_list(request: HttpRequest, pk: int) -> HttpResponse:
     supersedes = _get_record(selection, params["supersedes"]) if params.get("supersedes") else None
     if request.method == "POST":
         require_edit(request, selection)
-        form = RecordDraftForm(request.POST)
+        form = RecordDraftForm(request.POST, tied=tied_candidates(selection))
         if form.is_valid():
             record = _create_draft(request, selection, supersedes, form)
             if record is not None:
                 return redirect("selection:record", pk=selection.pk, record_pk=record.pk)
     else:
-        form = RecordDraftForm(initial=_initial_from(supersedes))
+        form = RecordDraftForm(initial=_initial_from(supersedes), tied=tied_candidates(selection))
     records = list(selection.records.select_related("supersedes", "created_by").order_by("-version"))
     rows = [{"record": r, "successor": _successor(r)} for r in records if r.archived_at is None]
     return render(
@@ -252,7 +255,8 @@ def _record_forms(request: HttpRequest, selection: Selection, record: DecisionRe
     """The page's forms: the bound ones given, else empty ones (the draft form only where it can be edited)."""
     editable = selectors.can_edit(request.user, selection) and not record.frozen and not record.archived_at
     return {
-        "edit_form": forms.get("edit_form") or (RecordDraftForm(instance=record) if editable else None),
+        "edit_form": forms.get("edit_form")
+        or (RecordDraftForm(instance=record, tied=tied_candidates(selection)) if editable else None),
         "comment_form": forms.get("comment_form") or CommentForm(),
         "sign_form": forms.get("sign_form") or SignForm(),
         "hsm_form": forms.get("hsm_form") or HsmSignForm(),
@@ -293,6 +297,8 @@ def _owners_and_signing(
             "approval": next((a for a in approvals if a.role == role), None),
             "can_approve": in_review and role in mine and role not in approved_roles,
             "confirms": _confirms(role),
+            # the business owner confirms a stated ground for choosing among tied candidates when approving
+            "confirms_tie_ground": role == tie_domain.BUSINESS_CONFIRMS and frozen_tie_ground(record) is not None,
         }
         for role in OWNER_ROLES
     ]
@@ -315,7 +321,9 @@ def record_detail(request: HttpRequest, pk: int, record_pk: int) -> HttpResponse
     record = _get_record(selection, record_pk)
     if request.method == "POST":
         require_edit(request, selection)
-        form = RecordDraftForm(request.POST, instance=DecisionRecord.objects.get(pk=record.pk))
+        form = RecordDraftForm(
+            request.POST, instance=DecisionRecord.objects.get(pk=record.pk), tied=tied_candidates(selection)
+        )
         if form.is_valid():
             try:
                 update_draft(record=record, user=request.user, **form.cleaned_data)
@@ -375,7 +383,13 @@ def _comment(request: HttpRequest, selection: Selection, record: DecisionRecord)
 def _approve(request: HttpRequest, selection: Selection, record: DecisionRecord) -> HttpResponse:
     role = request.POST.get("role", "")
     try:
-        approve(record=record, user=request.user, role=role, comment_text=request.POST.get("comment", ""))
+        approve(
+            record=record,
+            user=request.user,
+            role=role,
+            comment_text=request.POST.get("comment", ""),
+            confirm_tie_ground=request.POST.get(tie_domain.CONFIRM_FIELD) in ("1", "on", "true"),
+        )
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     else:

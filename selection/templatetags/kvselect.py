@@ -266,6 +266,8 @@ AUDIT_ACTIONS = {
     "record.restored": gettext_lazy("Record draft restored"),
     "record.review_started": gettext_lazy("Record sent to review"),
     "record.approved": gettext_lazy("Record approved"),
+    "record.tie_ground_stated": gettext_lazy("Ground stated for choosing among tied candidates"),
+    "record.tie_ground_cleared": gettext_lazy("Ground for choosing among tied candidates cleared"),
     "record.fully_approved": gettext_lazy("Record approved by all three owners"),
     "record.signature_prepared": gettext_lazy("Signature prepared"),
     "record.signed": gettext_lazy("Record signed"),

@@ -6,7 +6,7 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from benchmarks.traces.formats import FORMATS
+from benchmarks.traces.catalog import FORMATS
 from selection.web import AccessibleErrorsMixin
 
 

@@ -3,7 +3,9 @@
 The parsing, statistics and proposal are `benchmarks.traces` (pure); here: who may, the KV pool of
 each candidate (its measured or planned capacity, for the prefix sharing it can reuse), the stored
 file with its SHA-256 (the same file twice is the same import), one transaction per write, the
-audit trail ("from trace <sha256>" on every constraint the proposal changed).
+audit trail ("from trace <sha256>" on every constraint the proposal changed). The readers and the
+statistics (pandas) are loaded by `import_trace`, the one service that reads a trace, so the pages and
+every other process start without them (tests/architecture/test_lean_imports.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from benchmarks.traces.formats import TraceError, detect, file_sha256, format_named, read_trace
+from benchmarks.traces.catalog import TraceError, detect, file_sha256, format_named
 from benchmarks.traces.proposal import proposal_values, propose_constraints
-from benchmarks.traces.stats import ServiceModel, trace_statistics
+from benchmarks.traces.service_model import ServiceModel
 from selection.audit import audit, jsonable
 from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
@@ -81,6 +83,9 @@ def import_trace(
 ) -> tuple[TraceImport, bool]:
     """Read the trace at `path` whole (nothing is stored unless it all reads), store it with its
     statistics and proposal. Returns (import, created); the same file again returns the first import."""
+    from benchmarks.traces.formats import read_trace  # the readers, loaded by the read (module docstring)
+    from benchmarks.traces.stats import trace_statistics
+
     require_editor(user, selection)
     path = Path(path)
     name = (name or path.name)[:255]

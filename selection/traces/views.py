@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from benchmarks import charts
-from benchmarks.traces.formats import FORMATS
+from benchmarks.traces.catalog import FORMATS
 from benchmarks.traces.proposal import concurrency_basis
 from selection.models import Constraints, Selection, TraceImport
 from selection.setup.forms import CONSTRAINT_UNITS

@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from rest_framework.test import APIClient
 from benchmarks.models import BenchmarkRun
 from benchmarks.uploads.tokens import create_upload_token
 from selection.candidates.services import add_candidate
+from tests.support.servers import port_open, stop_process, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,20 +38,10 @@ def simulator_process():
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if process.poll() is not None:
-                pytest.fail(f"the simulator exited with {process.returncode}")
-            time.sleep(0.2)
-        else:
-            pytest.fail("the simulator did not open its port within 60 s")
+        wait_until_ready(process, lambda: port_open(port), what="simulator")
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop_process(process)
 
 
 @pytest.fixture

@@ -231,6 +231,7 @@ def test_a_validation_started_while_redis_is_down_runs_once_redis_is_back(stack)
     stack.django(REAP.replace("LATER", "60"))  # the reaper's next pass, after its grace period
     row = wait_until(lambda: terminal(stack, run["id"]), 90, "the run picked up and finished")
     assert row["status"] == "succeeded" and row["attempt"] == 1, row
+    assert row["progress"] == {"phase": "succeeded", "percent": 100}, row  # no longer "waiting for the job queue"
 
 
 @pytest.mark.timeout(180)

@@ -17,7 +17,7 @@ import pytest
 
 from selection.candidates.services import add_candidate
 from selection.management.commands.demo import demo_candidate
-from selection.management.demo_processes import follow_moved_simulators, silent_local_endpoints
+from selection.management.demo_processes import follow_moved_simulators, silent_local_endpoints, stop_children
 from selection.models import AuditEntry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,19 @@ def wait_gone(pids: list[int], timeout: float = 20) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def test_stopping_children_leaves_the_callers_sigterm_handling_as_it_was():
+    """In-process callers (the demo's tests) must not come out ignoring SIGTERM: every process started
+    later would inherit it and no longer stop when asked (a simulator fixture's teardown then hung)."""
+    before = signal.getsignal(signal.SIGTERM)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stop_children([child], timeout=30)
+    assert child.returncode == -signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before
+    after = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    after.terminate()
+    assert after.wait(timeout=30) == -signal.SIGTERM  # a later child still stops on SIGTERM
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])

@@ -787,7 +787,7 @@ def test_team_roles_and_criterion_ids_read_as_words():
 
 def test_every_scoring_rule_reads_in_chinese():
     """The scoring rules table (comparison page, record): each rule's unit and formula is a msgid."""
-    from selection.domain.scoring import MAPPINGS
+    from selection.domain.scoring.mappings import MAPPINGS
 
     with translation.override("zh-hans"):
         untranslated = [t for m in MAPPINGS for t in (m.unit, m.formula) if not CJK.search(domain_text(t))]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from selection.candidates.services import add_candidate
 from selection.certificates.signing import issue_dev_certificates
 from selection.records.services import approve, sign
+from selection.scoring.services import compute_scores
 from tests.support.builders import DEV_PASSPHRASE, chat_selection, enrol_owners, stress_run
 
 PASSPHRASE = DEV_PASSPHRASE
@@ -34,6 +35,25 @@ def lifecycle_selection(architect, team, owners, engines, dev_certs, settings):
         )
         stress_run(candidate, (ttft,), concurrencies=(200,))
     selection.refresh_from_db()
+    return selection
+
+
+def tied_selection(architect, team, owners, engines, dev_certs, settings):
+    """A selection whose two vLLM candidates ("vLLM A", "vLLM B") measured the same: the scores tie exactly (no
+    winner), its owners enrolled."""
+    owners["business"].first_name, owners["business"].last_name = "伟", "张"
+    owners["business"].save()
+    enrol_owners(owners, dev_certs, DEV_PASSPHRASE, settings)
+    selection = chat_selection(architect, team, owners)
+    for label in ("vLLM A", "vLLM B"):
+        candidate = add_candidate(
+            selection=selection,
+            user=architect,
+            data={"engine": engines["vllm"], "engine_version": engines["vllm"].versions[0], "label": label},
+        )
+        stress_run(candidate, (300.0,), concurrencies=(200,))
+    selection.refresh_from_db()
+    compute_scores(selection)  # the scores the rescoring task would have stored: a tie
     return selection
 
 

@@ -52,3 +52,44 @@ class ThreadedServer:
     def __exit__(self, *exc):
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+
+
+# Under CI load (a Postgres, a Redis, a Celery worker and the suite on a few cores) a Python process
+# takes seconds just to import: wait for readiness itself, never a fixed sleep or a tight deadline.
+PROCESS_READY_S = 120.0
+
+
+def wait_until_ready(process, ready, timeout: float = PROCESS_READY_S, interval: float = 0.2, what: str = "process"):
+    """Poll `ready()` until it is true; fail at once, naming the exit status, if `process` exits first,
+    and after `timeout` seconds (load-tolerant) otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the {what} exited with status {process.returncode} before it was ready")
+        if ready():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"the {what} was not ready within {timeout:.0f} s")
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex((host, port)) == 0
+
+
+def stop_process(process, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL what has not exited within `timeout` seconds: a teardown never hangs or
+    errors on a slow (or SIGTERM-deaf) child."""
+    import subprocess
+
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+            return
+        except subprocess.TimeoutExpired:
+            process.kill()
+    process.wait(timeout=timeout)

@@ -133,6 +133,7 @@ class Target:
             keep_text=keep_text,
             keep_alive=self.engine != "llamacpp",
             kernel_timestamps=self.receive_clock == "kernel",
+            allowed_hosts=self.allowed_hosts,
         )
 
 
@@ -311,6 +312,7 @@ class Session:
             interval_s=metrics_interval_s,
             time_zero=self.time_zero,
             headers=headers,
+            allowed_hosts=target.allowed_hosts,
         )
         self.gpu = GpuSampler(interval_s=max(metrics_interval_s, 0.2), time_zero=self.time_zero)
         self.prompts: PromptFactory | None = None
@@ -318,7 +320,9 @@ class Session:
 
     async def __aenter__(self) -> "Session":
         headers = {"Authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else None
-        self.endpoint_simulated = await probe_simulator(self.target.endpoint_url, headers)
+        self.endpoint_simulated = await probe_simulator(
+            self.target.endpoint_url, headers, allowed_hosts=self.target.allowed_hosts
+        )
         await self.client.open()
         self.prompts = await calibrate(self.client, api=self.target.api)
         await self.metrics.start()
@@ -362,7 +366,7 @@ class Session:
         return await self.metrics.sample_once()
 
 
-MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring's max_error_rate too)
+MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring.inputs's max_error_rate too)
 
 
 def client_bound_reasons(point: LoadPoint) -> list[Any]:

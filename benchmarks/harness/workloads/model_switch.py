@@ -293,7 +293,9 @@ class _SwitchRun:
         headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
         metrics_b = params.get("switch_metrics_url") or params["switch_endpoint"].rstrip("/") + "/metrics"
         engine = target.engine if target.engine != "simulator" else "auto"
-        self.second = MetricsSampler(metrics_b, engine, time_zero=self.session.time_zero, headers=headers)
+        self.second = MetricsSampler(
+            metrics_b, engine, time_zero=self.session.time_zero, headers=headers, allowed_hosts=target.allowed_hosts
+        )
         await self.second.start()
 
     async def close_endpoint_b(self) -> None:

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from benchmarks.traces.formats import FORMATS, file_size
+from benchmarks.traces.catalog import FORMATS, file_size
 from selection.models import Constraints, Selection
 from selection.traces.services import import_trace
 

@@ -26,6 +26,9 @@ from selection.records.verification import expected_signers, finding_message, ve
 
 class Command(BaseCommand):
     help = "Verify the PAdES signatures of a decision-record PDF: signers, owners, trust roots, level."
+    # an offline check of one file: the system checks import the URL conf and every page (`manage.py check`
+    # runs them), which would triple the command's start-up
+    requires_system_checks: list = []
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="PDF to verify")

@@ -1,7 +1,8 @@
 """The candidate's documented cache model reaches the harness: the engine catalog's kind and source,
 with an offload tier only when the launch flags enable one (issue 34, item 1)."""
 
-from benchmarks.validation.target import cache_model_for, target_for
+from benchmarks.validation.loadtest import target_for
+from benchmarks.validation.target import cache_model_for
 from selection.candidates.services import add_candidate
 
 

@@ -7,7 +7,8 @@ from django.urls import reverse
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.server import ServerThread
 from benchmarks.validation.dispatch import ValidationError, start_validation
-from benchmarks.validation.target import check_candidate_target, prefix_off_target_for, target_for
+from benchmarks.validation.loadtest import prefix_off_target_for, target_for
+from benchmarks.validation.target import check_candidate_target
 from benchmarks.validation.worker import claim, execute
 from benchmarks.verdicts import NOT_EXERCISED, PASS
 from selection.candidates.services import add_candidate, update_candidate

@@ -3,7 +3,7 @@ decided selection) and the demo-like selection (tests.support.records)."""
 
 import pytest
 
-from tests.support.lifecycle import lifecycle_certs, lifecycle_selection
+from tests.support.lifecycle import lifecycle_certs, lifecycle_selection, tied_selection
 from tests.support.records import demo_like_selection
 
 
@@ -22,3 +22,9 @@ def dev_certs(tmp_path_factory):
 @pytest.fixture
 def decided(architect, team, owners, engines, dev_certs, settings):
     return lifecycle_selection(architect, team, owners, engines, dev_certs, settings)
+
+
+@pytest.fixture
+def tied(architect, team, owners, engines, dev_certs, settings):
+    """Two vLLM candidates that measured the same: the scores tie exactly, no winner."""
+    return tied_selection(architect, team, owners, engines, dev_certs, settings)

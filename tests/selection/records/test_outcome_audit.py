@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import translation
 from hypothesis import HealthCheck, Phase, example, given, settings
@@ -37,6 +38,7 @@ from benchmarks.models import BenchmarkRun, RunPoint
 from selection.api.views import decision_body
 from selection.candidates.services import add_candidate
 from selection.domain import monitoring as monitoring_domain
+from selection.domain import tie_ground
 from selection.domain.headline import decision_headline
 from selection.domain.messages import render
 from selection.domain.records import RecordContextError
@@ -452,7 +454,8 @@ def audit(architect, owners, engines, drawn: list[Drawn], gates: dict) -> list[s
     by_id = {str(c.pk): one for c, one in zip(made, drawn, strict=True)}
     score = compute_scores(selection)
     out = check_headline(score.result, by_id, problems)
-    record = create_draft(selection=selection, user=architect)
+    tied = tie_ground.tied(score.result)
+    record = draft_record(selection, architect, tied, problems)
     for language in ("en", "zh-hans"):
         with translation.override(language):
             try:
@@ -460,11 +463,14 @@ def audit(architect, owners, engines, drawn: list[Drawn], gates: dict) -> list[s
             except RecordContextError as error:
                 if score.result.get("winner") is not None:
                     problems.append(f"no record for a winner: {error}")
-                elif (score.result.get("tie") or {}).get("candidates") and "tie" not in str(error).lower():
-                    problems.append(f"a tie's record refusal does not say tie: {error}")
+                elif tied:
+                    problems.append(f"a tie's record with a stated ground is refused: {error}")
                 return problems
             page = render_record_html(snapshot)
-        chosen = next(one for c, one in zip(made, drawn, strict=True) if str(c.pk) == str(score.result["winner"]))
+        chosen_id = str(score.result.get("winner") or record.tie_choice_id)
+        chosen = next(one for c, one in zip(made, drawn, strict=True) if str(c.pk) == chosen_id)
+        if tied:
+            check_tie_choice(page, problems)
         check_page_one(page, language, truth(chosen), problems)
         if language == "en":
             check_claims(page, chosen, problems)
@@ -482,6 +488,34 @@ def audit(architect, owners, engines, drawn: list[Drawn], gates: dict) -> list[s
             if out["verdict"] == "misfit" and not api["misses"]:
                 problems.append("the headline says the recommendation misses constraints; the record's page 1 does not")
     return problems
+
+
+TIE_GROUND = "The platform team already runs this engine's flags in production; the other needs new runbooks."
+
+
+def draft_record(selection, architect, tied: list[str], problems: list[str]):
+    """The draft: for the recommendation, or, when the scores tie, refused without a stated ground and then
+    drafted for the first tied candidate on one (domain/tie_ground.py)."""
+    if not tied:
+        return create_draft(selection=selection, user=architect)
+    try:
+        with transaction.atomic():
+            create_draft(selection=selection, user=architect)
+        problems.append("a tie's record was drafted without a stated ground")
+    except ValidationError as error:
+        if "tie_ground" not in error.message_dict or "tie" not in str(error).lower():
+            problems.append(f"a tie's refusal does not name the ground's field: {error}")
+    return create_draft(selection=selection, user=architect, tie_choice=int(tied[0]), tie_ground=TIE_GROUND)
+
+
+def check_tie_choice(page: str, problems: list[str]) -> None:
+    """A record chosen among tied candidates says so, with the ground in full, and names no winner."""
+    body = _text(page)
+    if TIE_GROUND not in body:
+        problems.append("the record of a tie does not carry the stated ground in full")
+    for phrase in ("Recommended:", "clear recommendation", "preferred on higher total"):
+        if phrase in body:
+            problems.append(f"the record of a tie says {phrase!r}")
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from selection.candidates.services import (
     restore_candidate,
     update_candidate,
 )
+from selection.capacity.stating import record_measured_capacity, state_capacity_from_log
 from selection.models import CriterionWeight, Engine, Score, Selection
 from selection.records.rendering import render_pdf
 from selection.records.services import approve, create_draft, start_review
@@ -152,6 +153,18 @@ def _catalog(selection: Selection, architect) -> None:
     load_engine_catalog(path)
 
 
+VLLM_LOG = "INFO 11-29 10:02:11 [kv_cache_utils.py:1087] GPU KV cache size: 443,984 tokens\n"
+
+
+def _pasted_capacity_log(selection: Selection, architect) -> None:
+    state_capacity_from_log(candidate=selection.candidates.get(engine__slug="vllm"), user=architect, log_text=VLLM_LOG)
+
+
+def _launched_engines_log(selection: Selection, architect) -> None:
+    candidate = selection.candidates.get(engine__slug="vllm")
+    assert record_measured_capacity(candidate, VLLM_LOG, candidate.runs.first()) is not None
+
+
 CHANGES = [
     _upload,
     _weights,
@@ -163,6 +176,8 @@ CHANGES = [
     _confirm,
     _delete_candidate,
     _catalog,
+    _pasted_capacity_log,
+    _launched_engines_log,
 ]
 
 
@@ -200,7 +215,7 @@ def test_the_task_rescores_only_when_the_inputs_hash_changed(decided, monkeypatc
         raise AssertionError("scored although the inputs did not change")
 
     with monkeypatch.context() as patch:
-        patch.setattr(scoring_services.scoring, "score_candidates", refuse)
+        patch.setattr(scoring_services, "score_candidates", refuse)
         assert tasks.recompute_scores(decided.pk) == ""
     assert Score.objects.filter(selection=decided).count() == before
     stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))

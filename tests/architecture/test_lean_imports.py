@@ -1,0 +1,88 @@
+"""Start-up stays lean (issue 39): the URL conf, the models, the services and the task modules, which
+every web process, the scoring worker and each `manage.py` command import, load no PDF renderer, no
+pandas and no load-generator module. Those are imported by the request or task that needs them: the
+render task and `records.rendering` (WeasyPrint), the trace import and the parse task (pandas), a
+validation run's load (`benchmarks.validation.loadtest`) and the test specs a page shows
+(`benchmarks.validation.specs`).
+
+Checked in a fresh interpreter, since this test process has imported everything already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What the web and scoring processes import at start-up: the URL conf (every view, form and API
+# serializer), the models (django.setup), every service module and both apps' tasks.
+STARTUP = """
+import importlib, json, pathlib, sys
+import django
+django.setup()
+from django.urls import get_resolver
+get_resolver().url_patterns
+root = pathlib.Path.cwd()
+services = sorted(root.glob("selection/**/services.py")) + sorted(root.glob("benchmarks/**/services.py"))
+for path in services + [root / "benchmarks/validation/dispatch.py"]:
+    importlib.import_module(".".join(path.relative_to(root).with_suffix("").parts))
+importlib.import_module("selection.tasks")
+importlib.import_module("benchmarks.tasks")
+print(json.dumps(sorted(sys.modules)))
+"""
+
+FORBIDDEN = ("weasyprint", "pandas", "matplotlib")
+# The harness modules a page or a service may use: leaves with no HTTP client, event loop or trace
+# reader (the outbound allow-list, the candidate probes, the documented cache model, the estimates,
+# the client's timing rules). Anything else under benchmarks.harness is the load generator.
+HARNESS_LEAVES = {
+    "benchmarks.harness",
+    "benchmarks.harness.cache_model",
+    "benchmarks.harness.client_timing",
+    "benchmarks.harness.estimates",
+    "benchmarks.harness.identity",
+    "benchmarks.harness.nvml",
+    "benchmarks.harness.prometheus",
+    "benchmarks.harness.safety",
+}
+# The trace modules that read no file (the readers and the statistics load pandas).
+TRACE_LEAVES = {
+    "benchmarks.traces",
+    "benchmarks.traces.catalog",
+    "benchmarks.traces.proposal",
+    "benchmarks.traces.service_model",
+}
+
+
+def modules_at_startup() -> set[str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": "architecture-test"}
+    out = subprocess.run(
+        [sys.executable, "-c", STARTUP], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_the_web_and_scoring_processes_start_without_the_renderer_pandas_or_the_load_generator():
+    loaded = modules_at_startup()
+    heavy = sorted(m for m in loaded if m.split(".")[0] in FORBIDDEN)
+    harness = sorted(m for m in loaded if m.startswith("benchmarks.harness") and m not in HARNESS_LEAVES)
+    traces = sorted(m for m in loaded if m.startswith("benchmarks.traces") and m not in TRACE_LEAVES)
+    assert (heavy[:5], harness, traces) == ([], [], [])
+    assert "benchmarks.harness.workloads" not in loaded
+    assert "selection.records.pdf" not in loaded  # the renderer module itself, not only WeasyPrint
+
+
+def test_the_lazy_doors_load_what_they_promise():
+    """The modules that load the heavy parts on first use give the real ones (no stand-in)."""
+    from benchmarks.harness import workloads
+    from benchmarks.validation import specs
+
+    assert specs.registry() is workloads
+    assert specs.spec("concurrency_stress") is workloads.SPECS["concurrency_stress"]
+    assert specs.estimate("concurrency_stress", specs.plan("concurrency_stress", {}, None)) == workloads.estimate(
+        "concurrency_stress", workloads.plan("concurrency_stress", {}, None)
+    )
