@@ -13,9 +13,10 @@ import logging
 import math
 from typing import Any, Mapping, Sequence
 
-from benchmarks import charts
+from benchmarks import charts, suite
 from benchmarks import verdicts as verdict_status
 from benchmarks.result import DEFINITIONS, STAT_KEYS
+from benchmarks.suite.base import Figure
 from selection.domain import messages
 
 logger = logging.getLogger(__name__)
@@ -189,6 +190,14 @@ def provenance_rows(
     return rows
 
 
+def criterion_title(name: str) -> str | None:
+    """The English title of a verdict (its name without a [load point]): the shared table's, else the
+    one its test's module states (`TEST.verdict_titles`); None when neither knows it."""
+    if name in CRITERION_TITLES:
+        return CRITERION_TITLES[name]
+    return next((test.verdict_titles[name] for test in suite.TESTS if name in test.verdict_titles), None)
+
+
 def criterion_rows(
     verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text, render_message=messages.render
 ) -> list[dict[str, Any]]:
@@ -200,7 +209,7 @@ def criterion_rows(
         name = str(verdict.get("name") or "")
         base, _sep, qualifier = name.partition("[")
         qualifier = qualifier.rstrip("]")
-        title = CRITERION_TITLES.get(base)
+        title = criterion_title(base)
         rows.append(
             {
                 "name": name,
@@ -223,7 +232,8 @@ def verdict_label(name: str, translate=lambda text: text) -> str:
     the pause)"). A name the table lacks reads as its words, never as an identifier."""
     base, _sep, qualifier = str(name or "").partition("[")
     qualifier = qualifier.rstrip("]")
-    title = translate(CRITERION_TITLES[base]) if base in CRITERION_TITLES else base.replace("_", " ")
+    title = criterion_title(base)
+    title = translate(title) if title else base.replace("_", " ")
     if not qualifier:
         return title
     shown = translate(CRITERION_QUALIFIERS[qualifier]) if qualifier in CRITERION_QUALIFIERS else qualifier
@@ -281,129 +291,16 @@ def judged_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda t
     ]
 
 
-# What a result table calls each figure (the record translates them).
-FIGURE_NAMES = {
-    "warm": _("TTFT p50, warm (history still resident)"),
-    "resume": _("TTFT p50, resumed after the pause"),
-    "recompute": _("TTFT p50, recomputed (cache cleared)"),
-    "resume_over_recompute": _("resume / recompute (TTFT p50)"),
-    "resume_over_warm": _("resume / warm (TTFT p50)"),
-    "kv_on": _("peak KV tokens, prefix caching on"),
-    "kv_off": _("peak KV tokens, prefix caching off"),
-    "ttft_on": _("TTFT p50, prefix caching on"),
-    "ttft_off": _("TTFT p50, prefix caching off"),
-    "ttft_on_over_off": _("TTFT p50 on / off"),
-    "memory_saving": _("memory saving with prefix caching"),
-    "reuse_on": _("prompt tokens from the cache, prefix caching on"),
-    "reuse_off": _("prompt tokens from the cache, prefix caching off"),
-    "compute_saving": _("prefill compute saved with prefix caching"),
-    "rung": _("TTFT p50, %(tokens)s-token input alone"),
-    "rung_failed": _("%(tokens)s-token input alone: failed requests"),
-    "first_window": _("TTFT p99, first window"),
-    "last_window": _("TTFT p99, last window"),
-    "error_rate": _("error rate"),
-}
-
-
-def _figure(name: str, value: Any, unit: str, n: Any = None, interval: Any = None, translate=lambda t: t, **params):
-    label = translate(FIGURE_NAMES[name])
+def _shown(figure: Figure, translate) -> dict[str, Any]:
+    """A test's figure as its result table prints it: {name, value, unit, n, interval}."""
+    label = translate(figure.name)
     return {
-        "name": label % params if params else label,
-        "value": number(value),
-        "unit": unit if value is not None else "",
-        "n": n,
-        "interval": interval_text(interval),
+        "name": label % dict(figure.params) if figure.params else label,
+        "value": number(figure.value),
+        "unit": figure.unit if figure.value is not None else "",
+        "n": figure.n,
+        "interval": interval_text(figure.interval),
     }
-
-
-def _swap_figures(points: Mapping[str, Mapping[str, Any]], metadata: Mapping[str, Any], translate) -> list[dict]:
-    """Swap-out and recovery: warm, resumed and recomputed TTFT of the same histories, and the
-    ratios the test judged (resume / recompute decides whether a swap-in saved anything)."""
-    resume = metadata.get("resume") if isinstance(metadata.get("resume"), Mapping) else {}
-    rows = []
-    for phase in ("warm", "resume", "recompute"):
-        figures = resume.get(f"{phase}_ttft_ms") or {}
-        point = points.get(phase) or {}
-        value = figures.get("p50", (point.get("ttft_ms") or {}).get("p50"))
-        n = figures.get("n", point.get("requests_completed"))
-        rows.append(_figure(phase, value, "ms", n, figures.get("p50_interval"), translate))
-    for ratio in ("resume_over_recompute", "resume_over_warm"):
-        figures = resume.get(ratio) or {}
-        if figures.get("value") is not None:
-            rows.append(_figure(ratio, figures["value"], "x", figures.get("n"), figures.get("interval"), translate))
-    return rows
-
-
-def _prefix_figures(points: Mapping[str, Mapping[str, Any]], metadata: Mapping[str, Any], translate) -> list[dict]:
-    """Prefix reuse: peak KV tokens and TTFT with caching on and off (off "—" when not run)."""
-    seen = metadata.get("observed") if isinstance(metadata.get("observed"), Mapping) else {}
-    on, off = points.get("prefix_on") or {}, points.get("prefix_off") or {}
-    on_extra, off_extra = on.get("extra") or {}, off.get("extra") or {}
-    rows = [
-        _figure(
-            "kv_on",
-            seen.get("kv_peak_on_tokens", on_extra.get("kv_tokens_peak")),
-            "tokens",
-            seen.get("kv_samples_on", on_extra.get("kv_token_samples")),
-            translate=translate,
-        ),
-        _figure(
-            "kv_off",
-            seen.get("kv_peak_off_tokens", off_extra.get("kv_tokens_peak")),
-            "tokens",
-            seen.get("kv_samples_off", off_extra.get("kv_token_samples")),
-            translate=translate,
-        ),
-        _figure(
-            "ttft_on",
-            seen.get("ttft_p50_on_ms", (on.get("ttft_ms") or {}).get("p50")),
-            "ms",
-            seen.get("requests_on", on.get("requests_completed")),
-            translate=translate,
-        ),
-        _figure(
-            "ttft_off",
-            seen.get("ttft_p50_off_ms", (off.get("ttft_ms") or {}).get("p50")),
-            "ms",
-            seen.get("requests_off", off.get("requests_completed")),
-            translate=translate,
-        ),
-    ]
-    if seen.get("ttft_p50_on_over_off") is not None:
-        rows.append(
-            _figure(
-                "ttft_on_over_off",
-                seen["ttft_p50_on_over_off"],
-                "x",
-                seen.get("requests_on"),
-                seen.get("ttft_p50_on_over_off_interval"),
-                translate,
-            )
-        )
-    if seen.get("memory_saving") is not None:
-        rows.append(_figure("memory_saving", 100 * seen["memory_saving"], "%", translate=translate))
-    for name in ("reuse_on", "reuse_off", "compute_saving"):  # what the engine's own counters show
-        if seen.get(name) is not None:
-            rows.append(_figure(name, 100 * seen[name], "%", translate=translate))
-    return rows
-
-
-def _rung_figures(points: Sequence[Mapping[str, Any]], translate) -> list[dict]:
-    """Long context: each rung's request alone, its TTFT p50 and how many of its requests failed."""
-    rows = []
-    for point in points:
-        extra = point.get("extra") or {}
-        tokens = extra.get("input_tokens_requested")
-        if not str(point.get("label") or "").endswith("alone") or not tokens:
-            continue
-        shown = charts.token_label(float(tokens))
-        n = point.get("requests_completed")
-        rows.append(
-            _figure("rung", (point.get("ttft_ms") or {}).get("p50"), "ms", n, translate=translate, tokens=shown)
-        )
-        if point.get("requests_failed"):
-            rows.append(_figure("rung_failed", point["requests_failed"], "", translate=translate, tokens=shown))
-    return rows
 
 
 def _load_figures(points: Sequence[Mapping[str, Any]], translate) -> list[dict]:
@@ -422,36 +319,22 @@ def _load_figures(points: Sequence[Mapping[str, Any]], translate) -> list[dict]:
         if value is not None:
             rows.append({"name": f"{name} {percentile}", "value": f"{value:.1f}", "unit": "ms", "n": n, "interval": ""})
     if last.get("error_rate") is not None:
-        rows.append(_figure("error_rate", 100 * float(last["error_rate"]), "%", n, translate=translate))
+        rows.append(_shown(Figure(_("error rate"), 100 * float(last["error_rate"]), "%", n), translate))
     return rows
 
 
 def result_figures(
     test: str, points: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None, translate=lambda text: text
 ) -> list[dict[str, Any]]:
-    """The figures a test judged, for its result table: {name, value, unit, n, interval}. The swap
-    test's warm, resumed and recomputed TTFT; prefix reuse on and off; each context rung; the soak's
-    first and last window; any other test its heaviest load level (never a swap phase as a load)."""
-    by_label = {str(p.get("label") or ""): p for p in points}
-    metadata = metadata or {}
-    if test == "swap_recovery":
-        return _swap_figures(by_label, metadata, translate)
-    if test == "prefix_reuse":
-        return _prefix_figures(by_label, metadata, translate)
-    if test == "long_context":
-        return _rung_figures(points, translate)
-    if test == "stability" and "first_window" in by_label and "last_window" in by_label:
-        return [
-            _figure(
-                window,
-                (by_label[window].get("ttft_ms") or {}).get("p99"),
-                "ms",
-                by_label[window].get("requests_completed"),
-                translate=translate,
-            )
-            for window in ("first_window", "last_window")
-        ]
-    return _load_figures(points, translate)
+    """The figures a test judged, for its result table: {name, value, unit, n, interval}. Each test's
+    module under `benchmarks.suite` says which (its `TEST.figures`: the swap test's warm, resumed
+    and recomputed TTFT, prefix reuse on and off, each context rung, the soak's first and last
+    window); a test without them, or whose run lacks them, shows its heaviest load level."""
+    row = suite.BY_ID.get(test)
+    figures = row.figures(points, metadata or {}) if row is not None and row.figures is not None else None
+    if figures is None:
+        return _load_figures(points, translate)
+    return [_shown(figure, translate) for figure in figures]
 
 
 KV_SERIES_SUFFIX = "kv_usage_ratio"
@@ -600,15 +483,56 @@ def definition_rows(original: Mapping[str, Any], translate=lambda text: text) ->
         {
             "metric": key,
             "kvselect": translate(DEFINITION_TITLES[key]) if key in DEFINITION_TITLES else DEFINITIONS.get(key, ""),
-            "original": str((original or {}).get(key) or ""),
+            # the tool's own wording only where it differs: kvselect's harness writes kvselect's (English) definitions
+            "original": ""
+            if (original or {}).get(key) == DEFINITIONS.get(key)
+            else str((original or {}).get(key) or ""),
         }
         for key in keys
         if key in DEFINITIONS or (original or {}).get(key)
     ]
 
 
+# The phases a run reports (`validation.worker`, `tasks`, the workloads' reporters), in words the
+# page translates (a finished run shows no phase); a phase not listed (a load-point label, "up 2") is
+# shown as the run reported it.
+PHASES = {
+    "queued": _("queued"),
+    "starting": _("starting"),
+    "running": _("running"),
+    "parsing": _("parsing"),
+    "waiting for the hardware": _("waiting for the hardware"),
+    "waiting for the job queue": _("waiting for the job queue"),
+    "load": _("load"),
+    "warm": _("warm-up"),
+    "turn1": _("first turns"),
+    "resume": _("resume after the pause"),
+    "recompute": _("recompute with the cache cleared"),
+    "pressure": _("memory pressure"),
+    "never_swap": _("never-swap sessions"),
+    "replay": _("replay"),
+    "tenant A alone": _("tenant A alone"),
+    "tenant A under flood": _("tenant A under flood"),
+    "before": _("before the switch"),
+    "switched": _("after the switch"),
+    "rolled_back": _("after the rollback"),
+}
+WAITING_FOR_ENGINE = "waiting for the engine: "
+
+
+def phase_label(phase: str) -> messages.Message | str:
+    """A run's phase as people read it: a known phase as a message the page translates, the engine
+    wait with its (technical) reason, any other phase (a load-point label) as reported."""
+    if phase in PHASES:
+        return messages.Message(PHASES[phase])
+    if phase.startswith(WAITING_FOR_ENGINE):
+        return messages.Message(_("waiting for the engine: %(reason)s"), {"reason": phase[len(WAITING_FOR_ENGINE) :]})
+    return phase
+
+
 def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: bool) -> dict[str, Any]:
-    """The progress bar's figures: phase, percent clamped to 0-100, requests done, live TTFT p50."""
+    """The progress bar's figures: phase (and its label), percent clamped to 0-100, requests done,
+    live TTFT p50."""
     progress = progress or {}
     percent = _finite(progress.get("percent"))
     if terminal and status == "succeeded":
@@ -616,6 +540,7 @@ def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: boo
     percent = max(0.0, min(100.0, percent if percent is not None else 0.0))
     return {
         "phase": str(progress.get("phase") or status),
+        "phase_label": phase_label(str(progress.get("phase") or status)),
         "percent": round(percent, 1),
         "requests_done": progress.get("requests_done"),
         "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),

@@ -3,11 +3,15 @@
 Each module's `TEST` (`base.ValidationTest`) says what the test is (id, its number in the
 articles' order, title), what it does and what it measures (the validation page and the record
 print these), which charts its evidence is drawn as (`benchmarks.run_charts` draws them, for the
-record and the comparison), the evaluation dimensions its evidence feeds and `make demo`'s short
-settings. Every title, form choice, API enum, chart mapping and translation reads this registry;
-how a test runs (its parameters, plan, run and estimate) is its workload module's `SPEC`
-(`benchmarks.harness.workloads.spec`). Adding a test is a module here (added to `MODULES`), its
-workload module, a migration for the model's new choice and the catalog's translations.
+record and the comparison), the evaluation dimensions its evidence feeds, how its run becomes
+scoring's indicators (`indicators`, `uncredited`), the figures its result table shows on the run
+page and in the record (`figures`), the record's claims its verdicts support (`claims`), the
+titles of the verdicts only it writes, `make demo`'s short settings and the `validate` command's
+flags it takes. Every title, form choice, API enum, chart mapping, scoring indicator, result
+figure and claim reads this registry; how a test runs (its parameters, plan, run and estimate) is
+its workload module's `SPEC` (`benchmarks.harness.workloads.spec`). Adding a test is a module here
+(added to `MODULES`), its workload module, a migration for the model's new choice, the catalog's
+translations and a test of its run (docs/architecture.md, "Where to change X").
 
 The texts are English and marked with `_`, a no-op named so that `makemessages` collects them;
 pages and the record translate them when they show them. No Django here.
@@ -30,6 +34,7 @@ from benchmarks.suite import (
     trace_replay,
 )
 from benchmarks.suite.base import ValidationTest
+from selection.domain.claims import Claim
 
 # the tests in the articles' order, then the two that are not numbered
 MODULES = (
@@ -48,6 +53,8 @@ TESTS: tuple[ValidationTest, ...] = tuple(module.TEST for module in MODULES)
 BY_ID: dict[str, ValidationTest] = {test.id: test for test in TESTS}
 TEST_IDS: tuple[str, ...] = tuple(test.id for test in TESTS)
 RUNNABLE_TEST_IDS: tuple[str, ...] = tuple(test.id for test in TESTS if test.runnable)
+# the record's behaviour claims, each stated by the module of the test that observes it
+CLAIMS: tuple[Claim, ...] = tuple(claim for test in TESTS for claim in test.claims)
 
 
 def title_of(test_id: str) -> str:

@@ -7,7 +7,9 @@ without loading the harness.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
+
+from selection.domain.claims import Claim
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,25 @@ class RunFacts:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """One figure a test's result table shows (the run page and the record): its name (English,
+    marked with `_`, a template over `params`), its value and unit, the sample size and interval
+    it was judged with. `benchmarks.presentation` formats and translates it."""
+
+    name: str
+    value: Any
+    unit: str
+    n: Any = None
+    interval: Any = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+# A stored load point as the pages pass it to a test's `figures`: the model's fields as a dict
+# (label, extra, ttft_ms, tpot_ms, requests_completed, requests_failed, error_rate, ...).
+PointRow = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class ValidationTest:
     id: str
     number: int | None  # position in the articles' order; None for uploads that fit no test
@@ -45,7 +66,7 @@ class ValidationTest:
     charts: tuple[str, ...]  # chart kinds of `benchmarks.run_charts`, the test's own view first
     runnable: bool = True  # kvselect's harness runs it; False: uploads only
     # the evaluation dimensions (selection.domain.criteria) whose criteria its evidence feeds
-    # (selection.scoring.evidence, selection.domain.scoring's MAPPINGS): the plan puts the tests of
+    # (selection.scoring.evidence, selection.domain.scoring.mappings' MAPPINGS): the plan puts the tests of
     # the selection's priority dimensions first and marks the others optional
     feeds: tuple[str, ...] = ()
     # `make demo`'s settings over the plan: short enough that every test on three simulated
@@ -60,6 +81,17 @@ class ValidationTest:
     # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
     # --trace for a test that draws its requests' lengths from a trace); any other is refused
     cli: Mapping[str, str] = field(default_factory=dict)
+    # the figures its result table shows on the run page and in the record, from the run's points
+    # (in order) and metadata; None (or a function returning None): its heaviest load level
+    # (`benchmarks.presentation.result_figures`)
+    figures: Callable[[Sequence[PointRow], Mapping[str, Any]], list[Figure] | None] | None = None
+    # the decision record's behaviour claims its verdicts support (`selection.domain.claims` judges
+    # them on the chosen engine's run of this test; each claim's `test` is this test's id)
+    claims: tuple[Claim, ...] = ()
+    # the titles of verdicts only this test writes, by name (English, marked with `_`); the pages and
+    # the record read them beside `benchmarks.presentation.CRITERION_TITLES` (the tests' shared ones,
+    # and those of the tests written before this field)
+    verdict_titles: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

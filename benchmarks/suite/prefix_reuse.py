@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from benchmarks.suite.base import PointFacts, RunFacts, ValidationTest
+from benchmarks.suite.base import Figure, PointFacts, PointRow, RunFacts, ValidationTest
+from selection.domain.claims import Claim
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
@@ -53,6 +54,74 @@ def prefix_memory_saving(points: Mapping[str, PointFacts], params: Mapping[str, 
     }
 
 
+SHARES = {  # what the engine's own counters show, as a percentage
+    "reuse_on": _("prompt tokens from the cache, prefix caching on"),
+    "reuse_off": _("prompt tokens from the cache, prefix caching off"),
+    "compute_saving": _("prefill compute saved with prefix caching"),
+}
+
+
+def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure]:
+    """Peak KV tokens and TTFT with caching on and off (off "—" when not run), their ratio and the
+    savings the test measured."""
+    by_label = {str(p.get("label") or ""): p for p in points}
+    seen = metadata.get("observed") if isinstance(metadata.get("observed"), Mapping) else {}
+    on, off = by_label.get("prefix_on") or {}, by_label.get("prefix_off") or {}
+    on_extra, off_extra = on.get("extra") or {}, off.get("extra") or {}
+    rows = [
+        Figure(
+            _("peak KV tokens, prefix caching on"),
+            seen.get("kv_peak_on_tokens", on_extra.get("kv_tokens_peak")),
+            "tokens",
+            seen.get("kv_samples_on", on_extra.get("kv_token_samples")),
+        ),
+        Figure(
+            _("peak KV tokens, prefix caching off"),
+            seen.get("kv_peak_off_tokens", off_extra.get("kv_tokens_peak")),
+            "tokens",
+            seen.get("kv_samples_off", off_extra.get("kv_token_samples")),
+        ),
+        Figure(
+            _("TTFT p50, prefix caching on"),
+            seen.get("ttft_p50_on_ms", (on.get("ttft_ms") or {}).get("p50")),
+            "ms",
+            seen.get("requests_on", on.get("requests_completed")),
+        ),
+        Figure(
+            _("TTFT p50, prefix caching off"),
+            seen.get("ttft_p50_off_ms", (off.get("ttft_ms") or {}).get("p50")),
+            "ms",
+            seen.get("requests_off", off.get("requests_completed")),
+        ),
+    ]
+    if seen.get("ttft_p50_on_over_off") is not None:
+        rows.append(
+            Figure(
+                _("TTFT p50 on / off"),
+                seen["ttft_p50_on_over_off"],
+                "x",
+                seen.get("requests_on"),
+                seen.get("ttft_p50_on_over_off_interval"),
+            )
+        )
+    if seen.get("memory_saving") is not None:
+        rows.append(Figure(_("memory saving with prefix caching"), 100 * seen["memory_saving"], "%"))
+    for key, name in SHARES.items():
+        if seen.get(key) is not None:
+            rows.append(Figure(name, 100 * seen[key], "%"))
+    return rows
+
+
+# the record's behaviour claims this test's verdicts support (`selection.domain.claims` judges them)
+PREFIX_REUSE = Claim(
+    "prefix_reuse",
+    "prefix_reuse",
+    ("prefix_reused",),
+    _("the shared prefix is reused (%(evidence)s)"),
+    _("prefix reuse is not validated (%(evidence)s)"),
+)
+
+
 TEST = ValidationTest(
     "prefix_reuse",
     4,
@@ -68,5 +137,7 @@ TEST = ValidationTest(
     feeds=("memory",),
     demo={"requests": 64, "concurrency": 16},
     indicators=indicators,
+    figures=figures,
     cli={"concurrency": "concurrency", "kv_capacity_tokens": "kv_capacity_tokens"},
+    claims=(PREFIX_REUSE,),
 )

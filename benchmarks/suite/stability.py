@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from benchmarks.suite.base import RunFacts, ValidationTest
+from typing import Any, Mapping, Sequence
+
+from benchmarks.suite.base import Figure, PointRow, RunFacts, ValidationTest
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
@@ -16,6 +18,23 @@ def indicators(run: RunFacts) -> dict[str, float]:
     if drift and drift.get("value") is not None:
         return {"soak_drift_p99_ratio": max(0.0, 1.0 + float(drift["value"]) / 100.0)}
     return {}
+
+
+WINDOWS = {"first_window": _("TTFT p99, first window"), "last_window": _("TTFT p99, last window")}
+
+
+def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure] | None:
+    """The soak's first and last window, TTFT p99 (the drift it judged); None when a window is
+    missing (an upload without them shows its heaviest load level)."""
+    by_label = {str(p.get("label") or ""): p for p in points}
+    if not all(window in by_label for window in WINDOWS):
+        return None
+    return [
+        Figure(
+            name, (by_label[window].get("ttft_ms") or {}).get("p99"), "ms", by_label[window].get("requests_completed")
+        )
+        for window, name in WINDOWS.items()
+    ]
 
 
 TEST = ValidationTest(
@@ -39,5 +58,6 @@ TEST = ValidationTest(
         "soak_label": "demo",
     },
     indicators=indicators,
+    figures=figures,
     cli={"concurrency": "concurrency", "duration": "duration_s", "trace": "length_trace"},
 )

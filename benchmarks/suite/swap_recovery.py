@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from benchmarks.suite.base import PointFacts, RunFacts, ValidationTest
+from benchmarks.suite.base import Figure, PointFacts, PointRow, RunFacts, ValidationTest
 from benchmarks.verdicts import NOT_APPLICABLE, status_of
 from selection.domain import claims
+from selection.domain.claims import Claim
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
@@ -49,9 +50,9 @@ def uncredited(run: RunFacts) -> tuple[str, ...]:
 
 def swapped_in(run: RunFacts) -> bool:
     """Whether the swap test resumed sessions from a swapped-out cache: it saw the idle sessions'
-    KV evicted or offloaded and resuming cost less than recomputing (`claims.SWAP_IN`). A resume
+    KV evicted or offloaded and resuming cost less than recomputing (`SWAP_IN`). A resume
     that cost a recompute was one: recovery consistency is then not observed."""
-    return claims.judge_verdicts(claims.SWAP_IN, run.id, list(run.verdicts), status_of).claimed
+    return claims.judge_verdicts(SWAP_IN, run.id, list(run.verdicts), status_of).claimed
 
 
 def idle_release_share(eviction: Any) -> float | None:
@@ -97,6 +98,77 @@ def swap_resume_over_recompute(
     return float(resumed) / float(recomputed)
 
 
+PHASE_FIGURES = {
+    "warm": _("TTFT p50, warm (history still resident)"),
+    "resume": _("TTFT p50, resumed after the pause"),
+    "recompute": _("TTFT p50, recomputed (cache cleared)"),
+}
+RATIO_FIGURES = {
+    "resume_over_recompute": _("resume / recompute (TTFT p50)"),
+    "resume_over_warm": _("resume / warm (TTFT p50)"),
+}
+
+
+def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure]:
+    """Warm, resumed and recomputed TTFT of the same histories, and the ratios the test judged
+    (resume / recompute decides whether a swap-in saved anything); never a swap phase as a load."""
+    by_label = {str(p.get("label") or ""): p for p in points}
+    resume = metadata.get("resume") if isinstance(metadata.get("resume"), Mapping) else {}
+    rows = []
+    for phase, name in PHASE_FIGURES.items():
+        stated = resume.get(f"{phase}_ttft_ms") or {}
+        point = by_label.get(phase) or {}
+        value = stated.get("p50", (point.get("ttft_ms") or {}).get("p50"))
+        n = stated.get("n", point.get("requests_completed"))
+        rows.append(Figure(name, value, "ms", n, stated.get("p50_interval")))
+    for ratio, name in RATIO_FIGURES.items():
+        stated = resume.get(ratio) or {}
+        if stated.get("value") is not None:
+            rows.append(Figure(name, stated["value"], "x", stated.get("n"), stated.get("interval")))
+    return rows
+
+
+# the record's behaviour claims this test's verdicts support (`selection.domain.claims` judges them)
+SWAP_IN = Claim(
+    "swap_in",
+    "swap_recovery",
+    ("eviction_exercised", "resume_cheaper_than_recompute"),
+    _(
+        "Idle sessions may be swapped out of GPU memory: the swap test saw their KV evicted or offloaded, and "
+        "resuming one cost less than recomputing it (%(evidence)s)."
+    ),
+    _(
+        "Swapping idle sessions out and resuming them is not validated (%(evidence)s): plan for an idle "
+        "session's history to be recomputed when it resumes."
+    ),
+)
+CONTINUATION = Claim(
+    "continuation",
+    "swap_recovery",
+    ("eviction_exercised", "resume_cheaper_than_recompute", "continuation_identical"),
+    _("Sessions resumed after a swap-in continued as they did without it (%(evidence)s)."),
+    _("That a session continues correctly after a swap-in is not validated (%(evidence)s)."),
+)
+NEVER_SWAP = Claim(
+    "never_swap",
+    "swap_recovery",
+    # "while the idle ones were evicted": the eviction must have been seen too (issue 33's audit)
+    ("eviction_exercised", "never_swap_sessions_warm"),
+    _("%(n)s designated sessions: they stayed warm while the idle ones were evicted (%(evidence)s)"),
+    _("%(n)s designated sessions: that they stay warm is not validated (%(evidence)s)"),
+)
+SWAP_DELAY = Claim(
+    "swap_delay",
+    "swap_recovery",
+    ("eviction_exercised", "swap_in_delay_within_budget"),
+    _(
+        "The other sessions may be swapped out while idle: they resumed within the %(ms)s ms swap-in delay they "
+        "accept (%(evidence)s)."
+    ),
+    _("That the other sessions resume within the %(ms)s ms swap-in delay they accept is not validated (%(evidence)s)."),
+)
+
+
 TEST = ValidationTest(
     "swap_recovery",
     3,
@@ -113,5 +185,7 @@ TEST = ValidationTest(
     demo={"sessions": 20, "warm_sessions": 20, "idle_s": 6.0, "parallel": 16, "pressure_concurrency": 16},
     indicators=indicators,
     uncredited=uncredited,
+    figures=figures,
     cli={"kv_capacity_tokens": "kv_capacity_tokens"},
+    claims=(SWAP_IN, CONTINUATION, NEVER_SWAP, SWAP_DELAY),
 )

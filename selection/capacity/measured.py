@@ -27,7 +27,9 @@ def measured_capacity(candidate: Candidate) -> dict[str, Any]:
     metrics stated the KV capacity, with the prediction beside it; {} when the engine stated none."""
     if (candidate.measured_capacity or {}).get("token_capacity"):
         return {"stated_by": "engine log", **candidate.measured_capacity}
-    runs = candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED).only("pk", "evidence", "metadata")
+    # with its candidate_id: the related manager reads it on every row (a deferred field would cost a query each)
+    runs = candidate.runs.filter(status=BenchmarkRun.Status.SUCCEEDED)
+    runs = runs.only("pk", "candidate_id", "evidence", "metadata")
     for run in runs:  # newest first
         found = ((run.metadata or {}).get("engine_metrics") or {}).get("kv_capacity")
         if isinstance(found, dict) and isinstance(found.get("tokens"), int) and found["tokens"] > 0:

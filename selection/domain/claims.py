@@ -3,8 +3,9 @@
 A sentence of the record that says how the chosen engine behaves (it holds the target
 concurrency, serves the longest input, swaps idle sessions out and resumes them for less than a
 recompute, continues a resumed session correctly, keeps the never-swap sessions warm, reuses the
-shared prefix) is only as strong as the validation test that observed it. `CLAIMS` is the one
-table: per claim, the test that observes it and the verdicts that must all have passed. A verdict
+shared prefix) is only as strong as the validation test that observed it. Each test's module
+under `benchmarks.suite` states the claims its verdicts support (`TEST.claims`: per claim, the
+test and the verdicts that must all have passed; `benchmarks.suite.CLAIMS` lists them all). A verdict
 names its load point in brackets (`ttft_p95_within_budget[resume]`): every verdict of that name
 must pass. `judge` decides:
 
@@ -16,7 +17,7 @@ must pass. `judge` decides:
 `sentence` writes the claim as a message whose `evidence` names the test, its run and each verdict
 it rests on with its outcome (the shell writes that clause in the record's language). A claim the
 record can leave out (a monitoring threshold "validated" by a test) is absent unless claimed.
-Scoring's credits use the same rule (`SWAP_IN`: a session counts as swapped in only when the
+Scoring's credits use the same rule (the swap test's `SWAP_IN`: a session counts as swapped in only when the
 eviction was seen and resuming cost less than recomputing). No Django here.
 """
 
@@ -46,78 +47,6 @@ class Claim:
     verdicts: tuple[str, ...]  # verdict names (without a [load point]) that must all pass
     claimed: str  # the sentence when claimed: a message template with %(evidence)s
     not_validated: str  # the sentence otherwise (not validated or not run), with %(evidence)s
-
-
-CONCURRENCY = Claim(
-    "concurrency",
-    "concurrency_stress",
-    # "within the latency budget" is the TTFT and the TPOT budget: each part must pass (issue 33's audit)
-    ("concurrency_held", "ttft_p95_within_budget", "tpot_p95_within_budget", "zero_errors"),
-    _("up to %(n)s concurrent requests (held within the latency budget: %(evidence)s)"),
-    _("up to %(n)s concurrent requests: not validated (%(evidence)s)"),
-)
-INPUT_LENGTH = Claim(
-    "input_length",
-    "long_context",
-    ("largest_rung_succeeds",),
-    _("inputs up to %(inp)s tokens, outputs up to %(out)s (the longest input served: %(evidence)s)"),
-    _("inputs up to %(inp)s tokens, outputs up to %(out)s: the longest input is not validated (%(evidence)s)"),
-)
-SWAP_IN = Claim(
-    "swap_in",
-    "swap_recovery",
-    ("eviction_exercised", "resume_cheaper_than_recompute"),
-    _(
-        "Idle sessions may be swapped out of GPU memory: the swap test saw their KV evicted or offloaded, and "
-        "resuming one cost less than recomputing it (%(evidence)s)."
-    ),
-    _(
-        "Swapping idle sessions out and resuming them is not validated (%(evidence)s): plan for an idle "
-        "session's history to be recomputed when it resumes."
-    ),
-)
-CONTINUATION = Claim(
-    "continuation",
-    "swap_recovery",
-    ("eviction_exercised", "resume_cheaper_than_recompute", "continuation_identical"),
-    _("Sessions resumed after a swap-in continued as they did without it (%(evidence)s)."),
-    _("That a session continues correctly after a swap-in is not validated (%(evidence)s)."),
-)
-NEVER_SWAP = Claim(
-    "never_swap",
-    "swap_recovery",
-    # "while the idle ones were evicted": the eviction must have been seen too (issue 33's audit)
-    ("eviction_exercised", "never_swap_sessions_warm"),
-    _("%(n)s designated sessions: they stayed warm while the idle ones were evicted (%(evidence)s)"),
-    _("%(n)s designated sessions: that they stay warm is not validated (%(evidence)s)"),
-)
-SWAP_DELAY = Claim(
-    "swap_delay",
-    "swap_recovery",
-    ("eviction_exercised", "swap_in_delay_within_budget"),
-    _(
-        "The other sessions may be swapped out while idle: they resumed within the %(ms)s ms swap-in delay they "
-        "accept (%(evidence)s)."
-    ),
-    _("That the other sessions resume within the %(ms)s ms swap-in delay they accept is not validated (%(evidence)s)."),
-)
-PREFIX_REUSE = Claim(
-    "prefix_reuse",
-    "prefix_reuse",
-    ("prefix_reused",),
-    _("the shared prefix is reused (%(evidence)s)"),
-    _("prefix reuse is not validated (%(evidence)s)"),
-)
-CLAIMS: tuple[Claim, ...] = (
-    CONCURRENCY,
-    INPUT_LENGTH,
-    SWAP_IN,
-    CONTINUATION,
-    NEVER_SWAP,
-    SWAP_DELAY,
-    PREFIX_REUSE,
-)
-BY_ID: dict[str, Claim] = {claim.id: claim for claim in CLAIMS}
 
 
 @dataclass(frozen=True)

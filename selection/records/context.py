@@ -23,6 +23,10 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
+from benchmarks.suite.concurrency_stress import CONCURRENCY
+from benchmarks.suite.long_context import INPUT_LENGTH
+from benchmarks.suite.prefix_reuse import PREFIX_REUSE
+from benchmarks.suite.swap_recovery import CONTINUATION, NEVER_SWAP, SWAP_DELAY, SWAP_IN
 from selection.candidates import probing
 from selection.candidates.screening import documentation_screen
 from selection.capacity.measured import measured_capacity, stated_label
@@ -82,7 +86,11 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         (
             _("Input tokens"),
             _("average %(avg)s, p95 %(p95)s, max %(max)s")
-            % {"avg": f"{c.avg_input_tokens:,}", "p95": c.p95_input_tokens or "—", "max": f"{c.max_input_tokens:,}"},
+            % {
+                "avg": f"{c.avg_input_tokens:,}",
+                "p95": f"{c.p95_input_tokens:,}" if c.p95_input_tokens else "—",
+                "max": f"{c.max_input_tokens:,}",
+            },
         ),
         (
             _("Output tokens"),
@@ -210,7 +218,7 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
     }
 
 
-def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
+def validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str]) -> dict[str, Any]:
     """A test's result in the record: its verdicts in words, each with the figure it judged, its
     sample size and interval (`judged`), and the figures the test measured (`metrics`: warm vs
     resumed vs recomputed, caching on vs off, per rung, ...), each with n and interval."""
@@ -230,6 +238,14 @@ def _validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, st
     }
 
 
+# The domain's re-evaluation triggers (`records_domain.REEVALUATION_TRIGGERS`, merged into every
+# record in English): marked here so the catalogue keeps them; the record template translates them.
+TRIGGER_TEXTS = (
+    gettext_noop("engine major version change"),
+    gettext_noop("model change"),
+    gettext_noop("hardware change (GPU generation or memory size)"),
+    gettext_noop("traffic profile change (concurrency, context lengths, multi-turn share)"),
+)
 SOAK_SHORT = gettext_noop(
     "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
     "hours. Slow leaks and fragmentation may not show in it."
@@ -334,14 +350,14 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         flags = f"{winner.launch_flags or ''} {winner.launch_recipe or ''}"
         caps = launch_flags_domain.apply_to_capabilities(caps, winner.engine.slug, flags)
     metrics_off = (caps.get("off_in_launch_flags") or {}).get(launch_flags_domain.METRICS)
-    hit_ratio = None  # "validated" only when the prefix test showed the reuse (claims.PREFIX_REUSE)
+    hit_ratio = None  # "validated" only when the prefix test showed the reuse (the prefix test's PREFIX_REUSE)
     for run in runs:
         if run.candidate_id == winner.pk and run.test == "prefix_reuse":
             on = run.points.filter(label="prefix_on").first()
             hit_ratio = ((on.extra or {}).get("prefix_hit_ratio") if on else None) or hit_ratio
-    if not _claim(claims_domain.PREFIX_REUSE, winner, runs).claimed:
+    if not _claim(PREFIX_REUSE, winner, runs).claimed:
         hit_ratio = None
-    concurrency_held = _claim(claims_domain.CONCURRENCY, winner, runs).claimed
+    concurrency_held = _claim(CONCURRENCY, winner, runs).claimed
     longest_validated = _longest_validated_input(winner, runs)
     return {
         "record_id": f"DR-{selection.pk}-v{record.version}",
@@ -378,7 +394,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
 def _longest_validated_input(winner, runs: list[BenchmarkRun]) -> int | None:
     """The longest input the chosen engine's long-context run served, when its claim holds (the
     largest rung succeeded): the length an alert may call validated."""
-    if not _claim(claims_domain.INPUT_LENGTH, winner, runs).claimed:
+    if not _claim(INPUT_LENGTH, winner, runs).claimed:
         return None
     run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "long_context"), None)
     rungs = [
@@ -447,10 +463,10 @@ def _claim_text(outcome: claims_domain.Outcome, **params: Any) -> str:
 def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
     """The swap policy, only as strong as the chosen engine's swap test: swapping out and resuming
     is claimed when the test saw the eviction and resuming cost less than recomputing, the
-    continuation after a swap-in only then and when it matched (`claims.SWAP_IN`, `CONTINUATION`);
+    continuation after a swap-in only then and when it matched (the swap test's `SWAP_IN`, `CONTINUATION`);
     otherwise each says "not validated" and names the verdicts that stop it."""
-    sentences = [_claim_text(_claim(claims_domain.SWAP_IN, winner, runs))]
-    continuation = _claim(claims_domain.CONTINUATION, winner, runs)
+    sentences = [_claim_text(_claim(SWAP_IN, winner, runs))]
+    continuation = _claim(CONTINUATION, winner, runs)
     if continuation.run is not None:
         sentences.append(_claim_text(continuation))
     run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "swap_recovery"), None)
@@ -466,15 +482,18 @@ def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in monitoring_domain.plan_signals(operations):
         alerts = ", ".join(rule["alert"] for rule in item["rules"])
-        parts = [_(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])]
-        parts.append((_("alert: %(alerts)s") % {"alerts": alerts}) if alerts else _("dashboard only"))
+        action = _(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])
         rows.append(
             {
                 "signal": item["signal"],
                 "title": _(item["title"]),
                 "metric": item["metric"] or _metric_absent(operations),
                 "threshold": monitoring_domain.render(item["threshold"], _),
-                "action": "; ".join(parts),
+                # the alerts by their rule names (code, as alerts.yml names them), set apart from the words
+                "action": action
+                if alerts
+                else pgettext("list separator between clauses", "; ").join([action, _("dashboard only")]),
+                "alerts": alerts,
                 "owner": monitoring_domain.watcher(operations, item["signal"]),
             }
         )
@@ -670,9 +689,9 @@ def _decision_section(
 def _risk_boundary(record: DecisionRecord, selection: Selection, winner, runs: list[BenchmarkRun]) -> dict:
     c = selection.constraints
     applies_to = _lines(record.applies_to) or [
-        _claim_text(_claim(claims_domain.CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
+        _claim_text(_claim(CONCURRENCY, winner, runs), n=f"{c.peak_concurrency:,}"),
         _claim_text(
-            _claim(claims_domain.INPUT_LENGTH, winner, runs),
+            _claim(INPUT_LENGTH, winner, runs),
             inp=f"{c.max_input_tokens:,}",
             out=f"{c.max_output_tokens:,}",
         ),
@@ -723,7 +742,8 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
             # a version the catalog does not list is planned with the newest one's facts, and says so
             "version": " — ".join(filter(None, [cand.engine_version, probing.version_note(cand)])),
             "kept": not by_id.get(cid, {}).get("screened_out", False),
-            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language) or "passes the gates",
+            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
+            or _("passes the gates"),
             "documentation_screen": _documentation_screen_note(cand, language),
             # a pyproject or source file is cited as source, a page as documentation
             **_cited(cand.engine.data.get("homepage", {}).get("source") or ""),
@@ -734,7 +754,7 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
 
 def _validation_section(runs: list[BenchmarkRun], selection: Selection, colours: dict, engine_label: str) -> list:
     c = selection.constraints
-    return [_validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
+    return [validation_entry(r, Budgets(c.ttft_p95_ms, c.tpot_p95_ms), colours) for r in runs] or [
         {
             "test": "none",
             "candidate": engine_label,
@@ -781,15 +801,13 @@ def _rollout_section(
     c = selection.constraints
     provenance = probing.evidence_provenance(winner, runs)
     never_swap = (
-        [_claim_text(_claim(claims_domain.NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))]
-        if c.never_swap_sessions
-        else []
+        [_claim_text(_claim(NEVER_SWAP, winner, runs), n=str(c.never_swap_sessions))] if c.never_swap_sessions else []
     )
     single = _("Single-turn traffic: no session swap policy needed.")
     statement = _swap_statement(winner, runs) if c.multi_turn else single
     if c.multi_turn and c.swap_in_delay_budget_ms is not None:  # the class that accepts a delay, against its budget
         budget = f"{c.swap_in_delay_budget_ms:g}"
-        statement += " " + _claim_text(_claim(claims_domain.SWAP_DELAY, winner, runs), ms=budget)
+        statement += " " + _claim_text(_claim(SWAP_DELAY, winner, runs), ms=budget)
     return {
         "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
         "monitoring": _monitoring_rows(operations),
@@ -810,30 +828,34 @@ def _rollout_section(
 
 
 def _evidence_section(selection: Selection, runs: list[BenchmarkRun]) -> list[dict[str, str]]:
+    """Section 11's rows in the record's language (`kind` stays the domain's id; the template names it)."""
     return [
         {
             "kind": "configuration",
-            "checks": "engine version, launch flags, model and hardware",
-            "evidence": "candidate configuration and capacity plan in this record",
-            "review": "versions kept in kvselect",
+            "checks": _("engine version, launch flags, model and hardware"),
+            "evidence": _("candidate configuration and capacity plan in this record"),
+            "review": _("versions kept in kvselect"),
         },
         {
             "kind": "runtime",
-            "checks": "latency, errors, KV usage",
-            "evidence": f"{len(runs)} validation runs listed in the manifest",
-            "review": "queryable per run in kvselect",
+            "checks": _("latency, errors, KV usage"),
+            "evidence": ngettext(
+                "%(n)s validation run listed in the manifest", "%(n)s validation runs listed in the manifest", len(runs)
+            )
+            % {"n": len(runs)},
+            "review": _("queryable per run in kvselect"),
         },
         {
             "kind": "responsibility",
-            "checks": "approval and ownership",
-            "evidence": "owners' approvals and signatures",
-            "review": "audit trail of the selection",
+            "checks": _("approval and ownership"),
+            "evidence": _("owners' approvals and signatures"),
+            "review": _("audit trail of the selection"),
         },
         {
             "kind": "review",
-            "checks": "degradation, rollback, next optimisation",
-            "evidence": "re-evaluation triggers and review-by date",
-            "review": f"observer: {person_name(selection.observer) or '—'}",
+            "checks": _("degradation, rollback, next optimisation"),
+            "evidence": _("re-evaluation triggers and review-by date"),
+            "review": _("observer: %(name)s") % {"name": person_name(selection.observer) or "—"},
         },
     ]
 
@@ -983,7 +1005,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "observer": {
             "name": person_name(selection.observer) or person_name(selection.platform_owner),
             "team": selection.team.name,
-            "watches": "capacity, cost and stability after launch",
+            "watches": _("capacity, cost and stability after launch"),
         },
         "review": {
             "review_by": (

@@ -33,6 +33,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from benchmarks.models import BenchmarkRun
 from selection.audit import audit
@@ -102,12 +103,66 @@ def owner_role(user, selection: Selection) -> list[str]:
     return owner_roles_of(user, selection)
 
 
+# The signing library's fixed refusals (selection.certificates.signing), in the owner's language; a
+# refusal that carries figures (digests, subjects, counts) is shown as the library wrote it.
+SIGNING_REFUSALS = (
+    gettext_noop("the certificate file is empty"),
+    gettext_noop(
+        "cannot open the certificate file - wrong passphrase or not a PKCS#12 file containing a private key and "
+        "certificate"
+    ),
+    gettext_noop("the file holds no usable private key and certificate"),
+    gettext_noop("not a DER CMS SignedData (the .p7s kvselect-sign writes)"),
+    gettext_noop("the signer's certificate is not in the CMS"),
+    gettext_noop("the signature has no messageDigest attribute"),
+    gettext_noop("the signed attributes differ from the ones kvselect prepared: sign them unchanged"),
+    gettext_noop("the signature does not verify with the enrolled certificate's public key"),
+    gettext_noop("the embedded signature does not cover the prepared revision: nothing was stored"),
+    gettext_noop(
+        "this signature is over an older revision of the record, prepared before the one now waiting for your "
+        "signature: fetch the current attributes and sign again"
+    ),
+)
+
+
+def signing_refusal(exc: Exception, *prefixes: str) -> str:
+    """A SigningError as the owner reads it: without its field prefix, translated when it is one of
+    the library's fixed sentences (walk m11)."""
+    text = str(exc)
+    for prefix in prefixes:
+        text = text.removeprefix(f"{prefix}: ")
+    return _(text) if text in SIGNING_REFUSALS else text
+
+
+OWNER_NAMES = {
+    "business": gettext_lazy("business owner"),
+    "platform": gettext_lazy("platform owner"),
+    "security": gettext_lazy("security owner"),
+}
+
+
+def owner_name(role: str) -> str:
+    """An owner role as the refusals name it ("the business owner signs next"), in the active language."""
+    return str(OWNER_NAMES.get(role, role))
+
+
+def record_state(record: DecisionRecord) -> dict[str, Any]:
+    """A record's version and status (its label, in the active language), as the refusals name them."""
+    return {"version": record.version, "status": record.get_status_display()}
+
+
 def _refuse_drafter_as_security(record: DecisionRecord, user, role: str, action: str) -> None:
     if role == "security" and record.created_by_id == user.pk:
-        raise PermissionDenied(
-            f"You drafted record v{record.version}: someone else must {action} it as security owner "
-            "(separation of duties)."
-        )
+        refusals = {
+            "approve": _(
+                "You drafted record v%(version)s: someone else must approve it as security owner "
+                "(separation of duties)."
+            ),
+            "sign": _(
+                "You drafted record v%(version)s: someone else must sign it as security owner (separation of duties)."
+            ),
+        }
+        raise PermissionDenied(refusals[action] % {"version": record.version})
 
 
 @transaction.atomic
@@ -115,7 +170,7 @@ def create_draft(
     *, selection: Selection, user, supersedes: DecisionRecord | None = None, **fields: Any
 ) -> DecisionRecord:
     if not can_edit(user, selection):
-        raise PermissionDenied("Only architects of this selection's team can draft a decision record.")
+        raise PermissionDenied(_("Only architects of this selection's team can draft a decision record."))
     if selection.security_owner_id == user.pk:
         raise PermissionDenied(
             _(
@@ -125,10 +180,12 @@ def create_draft(
             )
         )
     if supersedes is not None and supersedes.status != DecisionRecord.Status.SIGNED:
-        raise ValidationError({"supersedes": "Only a signed record can be superseded."})
+        raise ValidationError({"supersedes": _("Only a signed record can be superseded.")})
     successor = DecisionRecord.objects.filter(supersedes=supersedes).first() if supersedes is not None else None
     if successor is not None and successor.status != DecisionRecord.Status.DRAFT:
-        raise ValidationError({"supersedes": f"Record v{supersedes.version} already has a successor."})
+        raise ValidationError(
+            {"supersedes": _("Record v%(version)s already has a successor.") % {"version": supersedes.version}}
+        )
     _check_project_checks(fields)
     current = _draft_to_continue(selection, supersedes, user)
     if current is not None:  # a second attempt edits the open draft: no orphan version
@@ -297,10 +354,10 @@ def archive_draft(*, record: DecisionRecord, user) -> DecisionRecord:
     draft: a record in review, approved or signed is never archived."""
     record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
     if not can_edit(user, record.selection):
-        raise PermissionDenied("Only architects can archive a draft.")
+        raise PermissionDenied(_("Only architects can archive a draft."))
     if record.status != DecisionRecord.Status.DRAFT:
         raise ValidationError(
-            {"status": f"Record v{record.version} is {record.get_status_display()}: only a draft can be archived."}
+            {"status": _("Record v%(version)s is %(status)s: only a draft can be archived.") % record_state(record)}
         )
     if record.archived_at is None:
         record.archived_at = timezone.now()
@@ -318,13 +375,16 @@ def restore_draft(*, record: DecisionRecord, user) -> DecisionRecord:
         .get(pk=record.pk)
     )
     if not can_edit(user, record.selection):
-        raise PermissionDenied("Only architects can restore a draft.")
+        raise PermissionDenied(_("Only architects can restore a draft."))
     if record.archived_at is None:
         return record
     other = open_draft(record.selection, record.supersedes)
     if other is not None:
         raise ValidationError(
-            {"status": f"Draft v{other.version} is open: archive it or send it to review before restoring this one."}
+            {
+                "status": _("Draft v%(version)s is open: archive it or send it to review before restoring this one.")
+                % {"version": other.version}
+            }
         )
     record.archived_at = None
     record.save(update_fields=["archived_at"])
@@ -336,16 +396,18 @@ def restore_draft(*, record: DecisionRecord, user) -> DecisionRecord:
 def update_draft(*, record: DecisionRecord, user, **fields: Any) -> DecisionRecord:
     record = DecisionRecord.objects.select_for_update().get(pk=record.pk)
     if not can_edit(user, record.selection):
-        raise PermissionDenied("Only architects can edit a draft.")
+        raise PermissionDenied(_("Only architects can edit a draft."))
     if record.status != DecisionRecord.Status.DRAFT:
         raise ValidationError(
             {
-                "status": f"Record v{record.version} is {record.get_status_display()}: frozen. "
-                "Create a new version instead."
+                "status": _("Record v%(version)s is %(status)s: frozen. Create a new version instead.")
+                % record_state(record)
             }
         )
     if record.archived_at is not None:
-        raise ValidationError({"status": f"Draft v{record.version} is archived: restore it to edit it."})
+        raise ValidationError(
+            {"status": _("Draft v%(version)s is archived: restore it to edit it.") % {"version": record.version}}
+        )
     _check_project_checks(fields)
     _normalise_tie_fields(fields)
     merged = {
@@ -387,15 +449,19 @@ def start_review(*, record: DecisionRecord, user) -> DecisionRecord:
 
     record = DecisionRecord.objects.select_for_update().get(pk=record.pk)
     if not can_edit(user, record.selection):
-        raise PermissionDenied("Only architects can send a record to review.")
+        raise PermissionDenied(_("Only architects can send a record to review."))
     if record.status != DecisionRecord.Status.DRAFT:
-        raise ValidationError({"status": f"Record v{record.version} is already {record.get_status_display()}."})
+        raise ValidationError({"status": _("Record v%(version)s is already %(status)s.") % record_state(record)})
     if record.archived_at is not None:
         raise ValidationError(
-            {"status": f"Draft v{record.version} is archived: restore it before sending it to review."}
+            {
+                "status": _("Draft v%(version)s is archived: restore it before sending it to review.")
+                % {"version": record.version}
+            }
         )
     selection = record.selection
-    duties = [str(message) for message in owner_conflicts({n: getattr(selection, n) for n in OWNER_FIELDS}).values()]
+    owners = {n: getattr(selection, n) for n in OWNER_FIELDS}
+    duties = [message_text(message) for message in owner_conflicts(owners).values()]
     if selection.security_owner_id == record.created_by_id:
         duties.append(
             _(
@@ -455,9 +521,9 @@ def cite_evidence(record: DecisionRecord) -> None:
 @transaction.atomic
 def comment(*, record: DecisionRecord, user, text: str) -> RecordComment:
     if not can_review(user, record.selection) and not owner_role(user, record.selection):
-        raise PermissionDenied("Only reviewers, architects and owners can comment.")
+        raise PermissionDenied(_("Only reviewers, architects and owners can comment."))
     if not text.strip():
-        raise ValidationError({"text": "A comment cannot be empty."})
+        raise ValidationError({"text": _("A comment cannot be empty.")})
     return RecordComment.objects.create(record=record, author=user, text=text.strip())
 
 
@@ -469,14 +535,14 @@ def approve(
     business owner only with `confirm_tie_ground` (they confirm the ground as the snapshot froze it)."""
     record = DecisionRecord.objects.select_for_update().select_related("selection").get(pk=record.pk)
     if role not in OWNER_ROLES:
-        raise ValidationError({"role": f"must be one of {', '.join(OWNER_ROLES)}"})
+        raise ValidationError({"role": _("must be one of %(roles)s") % {"roles": ", ".join(OWNER_ROLES)}})
     if role not in owner_role(user, record.selection):
-        raise PermissionDenied(f"Only the named {role} owner can approve as {role} owner.")
+        raise PermissionDenied(_("Only the named %(owner)s can approve as %(owner)s.") % {"owner": owner_name(role)})
     _refuse_drafter_as_security(record, user, role, "approve")
     if record.status != DecisionRecord.Status.IN_REVIEW:
-        raise ValidationError({"status": f"Record v{record.version} is {record.get_status_display()}, not in review."})
+        raise ValidationError({"status": _("Record v%(version)s is %(status)s, not in review.") % record_state(record)})
     if record.approvals.filter(role=role).exists():
-        raise ValidationError({"role": f"The {role} owner has already approved."})
+        raise ValidationError({"role": _("The %(owner)s has already approved.") % {"owner": owner_name(role)}})
     ground = frozen_tie_ground(record)
     refusal = tie_domain.confirmation_needed(role, ground is not None, confirm_tie_ground)
     if refusal is not None:
@@ -524,15 +590,21 @@ def _enrolled_certificate_for(record: DecisionRecord, user, role: str) -> str:
     expected = frozen.get("certificate_sha256")
     if not expected:
         raise ValidationError(
-            {"pkcs12": f"Record v{record.version} names no certificate for the {role} owner: create a new version."}
+            {
+                "pkcs12": _("Record v%(version)s names no certificate for the %(owner)s: create a new version.")
+                % {"version": record.version, "owner": owner_name(role)}
+            }
         )
     current = current_certificate(user)
     if current is None or current.sha256 != expected:
         raise ValidationError(
             {
-                "pkcs12": f"Record v{record.version} was frozen with your certificate SHA-256 {expected[:16]}…, "
-                "which is no longer your enrolled certificate: this record can no longer be signed by you; "
-                "an architect creates a new version."
+                "pkcs12": _(
+                    "Record v%(version)s was frozen with your certificate SHA-256 %(sha256)s…, which is no longer "
+                    "your enrolled certificate: this record can no longer be signed by you; an architect creates a "
+                    "new version."
+                )
+                % {"version": record.version, "sha256": expected[:16]}
             }
         )
     return expected
@@ -542,12 +614,15 @@ def _check_key(pkcs12: bytes, passphrase: str, expected: str, user) -> signing.C
     try:
         info = signing.pkcs12_certificate(pkcs12, passphrase)
     except signing.SigningError as exc:
-        raise ValidationError({"pkcs12": str(exc)}) from exc
+        raise ValidationError({"pkcs12": signing_refusal(exc, "pkcs12")}) from exc
     if info.sha256 != expected:
         raise ValidationError(
             {
-                "pkcs12": f"This certificate ({info.short}) is not your enrolled signing certificate "
-                f"({person_name(user)}, SHA-256 {expected[:16]}…): sign with your own key."
+                "pkcs12": _(
+                    "This certificate (%(certificate)s) is not your enrolled signing certificate "
+                    "(%(person)s, SHA-256 %(sha256)s…): sign with your own key."
+                )
+                % {"certificate": info.short, "person": person_name(user), "sha256": expected[:16]}
             }
         )
     return info
@@ -560,16 +635,21 @@ def _locked_for_signing(record: DecisionRecord, user, role: str) -> tuple[Decisi
     if record.status != DecisionRecord.Status.APPROVED:
         raise ValidationError(
             {
-                "status": f"Record v{record.version} is {record.get_status_display()}: "
-                "only an approved record can be signed."
+                "status": _("Record v%(version)s is %(status)s: only an approved record can be signed.")
+                % record_state(record)
             }
         )
     if role not in owner_role(user, record.selection):
-        raise PermissionDenied(f"Only the named {role} owner can sign as {role} owner.")
+        raise PermissionDenied(_("Only the named %(owner)s can sign as %(owner)s.") % {"owner": owner_name(role)})
     _refuse_drafter_as_security(record, user, role, "sign")
     expected = next_signer_role(record)
     if role != expected:
-        raise ValidationError({"role": f"The {expected} owner signs next (order: business, platform, security)."})
+        raise ValidationError(
+            {
+                "role": _("The %(owner)s signs next (order: business, platform, security).")
+                % {"owner": owner_name(expected)}
+            }
+        )
     return record, _enrolled_certificate_for(record, user, role)
 
 
@@ -584,7 +664,7 @@ def _long_term() -> dict[str, Any]:
     try:
         return {"timestamper": timestamper(), "validation_material": validation_material()}
     except signing.SigningError as exc:  # the configured TSA cannot be used: nothing is signed
-        raise ValidationError({"__all__": f"Timestamping is misconfigured: {exc}"}) from exc
+        raise ValidationError({"__all__": _("Timestamping is misconfigured: %(error)s") % {"error": exc}}) from exc
 
 
 def _signature_reason(record: DecisionRecord) -> str:
@@ -630,7 +710,7 @@ def sign(
                     **long_term,
                 )
         except signing.SigningError as exc:
-            raise ValidationError({"pkcs12": str(exc)}) from exc
+            raise ValidationError({"pkcs12": signing_refusal(exc, "pkcs12")}) from exc
         return _store_signature(record, user, role, signed, certificate, method="pkcs12")
 
 
@@ -690,11 +770,16 @@ def _refuse_unusable_certificate(enrolled) -> None:
     configured CRL now revokes, cannot sign (the embed step would refuse its signature)."""
     if enrolled.not_after <= timezone.now():
         raise ValidationError(
-            {"__all__": f"Your enrolled certificate expired on {enrolled.not_after:%Y-%m-%d}: enrol a new one."}
+            {
+                "__all__": _("Your enrolled certificate expired on %(date)s: enrol a new one.")
+                % {"date": f"{enrolled.not_after:%Y-%m-%d}"}
+            }
         )
     _root, refusal = certification_refusal(enrolled.certificate_pem.encode())
     if refusal:
-        raise ValidationError({"__all__": f"Your enrolled certificate cannot sign: {refusal}."})
+        raise ValidationError(
+            {"__all__": _("Your enrolled certificate cannot sign: %(reason)s.") % {"reason": refusal}}
+        )
 
 
 def _discard_after_commit(names: list[str]) -> None:
@@ -740,14 +825,22 @@ def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -
         pending = pending_signature_request(record, user, role)
         if pending is None:
             raise ValidationError(
-                {"cms": f"No {role} signature is being prepared for you on record v{record.version}: prepare it first."}
+                {
+                    "cms": _(
+                        "No %(owner)s's signature is being prepared for you on record v%(version)s: prepare it first."
+                    )
+                    % {"owner": owner_name(role), "version": record.version}
+                }
             )
         current = _current_pdf(record)
         if hashlib.sha256(current).hexdigest() != pending.base_sha256 or pending.certificate_sha256 != fingerprint:
             raise ValidationError(
                 {
-                    "cms": f"The signature prepared at {pending.created_at:%Y-%m-%d %H:%M} UTC is stale: the record "
-                    "or your enrolled certificate changed since. Prepare it again and sign the new attributes."
+                    "cms": _(
+                        "The signature prepared at %(time)s UTC is stale: the record or your enrolled certificate "
+                        "changed since. Prepare it again and sign the new attributes."
+                    )
+                    % {"time": f"{pending.created_at:%Y-%m-%d %H:%M}"}
                 }
             )
         older = [
@@ -769,7 +862,7 @@ def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -
                 prepared, cms, fingerprint, base=current, older_digests=older, **_long_term()
             )
         except signing.SigningError as exc:
-            raise ValidationError({"cms": str(exc).removeprefix("cms: ").removeprefix("prepared: ")}) from exc
+            raise ValidationError({"cms": signing_refusal(exc, "cms", "prepared")}) from exc
         _discard_after_commit([pending.prepared_pdf.name])
         pending.completed_at, pending.prepared_pdf = timezone.now(), ""
         pending.save(update_fields=["completed_at", "prepared_pdf"])
@@ -787,7 +880,10 @@ def sign_with_hsm(*, record: DecisionRecord, user, role: str, pin: str) -> Decis
         raise ValidationError({"pin": str(exc)}) from exc
     if key is None:
         raise ValidationError(
-            {"pin": f"No HSM key is configured for {user.get_username()} (KVSELECT_HSM_KEYS): sign with kvselect-sign."}
+            {
+                "pin": _("No HSM key is configured for %(user)s (KVSELECT_HSM_KEYS): sign with kvselect-sign.")
+                % {"user": user.get_username()}
+            }
         )
     record = render_pdf(record)
     with transaction.atomic():

@@ -1,4 +1,4 @@
-"""From stored runs and the catalog to scoring inputs (`domain.scoring.CandidateEvidence`).
+"""From stored runs and the catalog to scoring inputs (`domain.scoring.inputs.CandidateEvidence`).
 
 Measured metrics come from the latest succeeded run of each test per candidate. Standard ones are
 computed from the load points (TTFT/TPOT p95, error rate, achieved concurrency, goodput); test-
@@ -24,7 +24,15 @@ from benchmarks.suite.base import PointFacts, RunFacts
 from benchmarks.verdicts import status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
-from selection.domain import launch_flags, scoring
+from selection.domain import launch_flags
+from selection.domain.scoring.inputs import (
+    CandidateEvidence,
+    DocumentedFeatures,
+    Metric,
+    ScoringConstraints,
+    cost_per_million_output_tokens,
+    sustainable_concurrency,
+)
 from selection.models import Candidate, Selection
 from selection.selectors import compared_candidates
 
@@ -39,7 +47,7 @@ DERIVED_METRICS = (
     "overload_handling",  # the overload test's level past the sustainable load (rejection 1.0 ... OOM 0.0)
     "isolation_ttft_p95_ms",  # the interactive client's TTFT p95 under the other's flood (isolation test)
 )
-# catalog capability -> scoring's scheduling feature (domain.scoring.SCHEDULING_FEATURES)
+# catalog capability -> scoring's scheduling feature (domain.scoring.base.SCHEDULING_FEATURES)
 SCHEDULING = {"priority_scheduling": "priority", "fair_scheduling": "fair", "admission_limit": "admission_limit"}
 
 ALLOCATION = {"paged": "paged", "radix": "paged", "static": "static", "contiguous": "preallocated"}
@@ -90,13 +98,13 @@ def off_reason(state: dict[str, Any]) -> str:
     return "off by default in the launch flags"
 
 
-def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
+def documented_features(candidate: Candidate) -> DocumentedFeatures:
     """The catalog's facts for the candidate's engine, in scoring's vocabulary (None = unknown), as
     deployed: a feature its launch flags leave off counts as absent, with the reason."""
     try:
         caps = deployed_capabilities(candidate)
     except (catalog_domain.CatalogLookupError, catalog_domain.CatalogError):
-        return scoring.DocumentedFeatures()
+        return DocumentedFeatures()
     metrics = caps.get("metrics")
     exported = None
     if metrics is not None:
@@ -104,7 +112,7 @@ def documented_features(candidate: Candidate) -> scoring.DocumentedFeatures:
             cat for cat, needles in METRIC_CATEGORIES.items() if any(n in name for name in metrics for n in needles)
         )
     scheduling = {feature: caps.get(capability) for capability, feature in SCHEDULING.items()}
-    return scoring.DocumentedFeatures(
+    return DocumentedFeatures(
         allocation_strategy=ALLOCATION.get(caps.get("allocation_strategy") or "", None),
         prefix_cache=PREFIX_CACHE.get(caps.get("prefix_cache_kind") or "", None),
         kv_cache_dtypes=tuple(caps["kv_quant_dtypes"]) if caps.get("kv_quant_dtypes") is not None else None,
@@ -280,14 +288,12 @@ def late_interval(value: float, interval: tuple[float, float] | None, slack_ms: 
 RERUNS_READ = 4  # earlier runs of a test with the same parameters whose values widen the interval
 
 
-def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[str, scoring.Metric]:
+def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[str, Metric]:
     """The candidate's measured metrics (see `measured_evidence`)."""
     return measured_evidence(candidate, constraints)[0]
 
 
-def measured_evidence(
-    candidate: Candidate, constraints: dict[str, Any]
-) -> tuple[dict[str, scoring.Metric], dict[str, str]]:
+def measured_evidence(candidate: Candidate, constraints: dict[str, Any]) -> tuple[dict[str, Metric], dict[str, str]]:
     """The candidate's measured metrics from the latest run of each test, and the figures held out.
 
     A run with a client-bound load point (the load client, not the engine, set the pace or stamped
@@ -323,7 +329,7 @@ def measured_evidence(
     stated = measured_capacity(candidate)  # engine-stated: its log, else its metrics in a run
     measured, predicted = stated.get("token_capacity"), stated.get("predicted_token_capacity")
     if measured and predicted:
-        metrics["capacity_prediction_error"] = scoring.Metric(
+        metrics["capacity_prediction_error"] = Metric(
             value=abs(predicted - measured) / measured,
             run_ids=tuple(map(str, stated.get("run_ids", []))),
             evidence=stated.get("evidence", "MEASURED"),
@@ -335,7 +341,7 @@ def _first_clean(runs: list[BenchmarkRun]) -> BenchmarkRun | None:
     return next((run for run in runs if client_bound_reason(run) is None), None)
 
 
-def with_rerun(metric: scoring.Metric, rerun: scoring.Metric, run_id: str) -> scoring.Metric:
+def with_rerun(metric: Metric, rerun: Metric, run_id: str) -> Metric:
     """`metric` with its interval widened to span a re-run's value (and the re-run's interval)."""
     values = [float(metric.value), float(rerun.value)]
     for interval in (metric.interval, rerun.interval):
@@ -345,10 +351,10 @@ def with_rerun(metric: scoring.Metric, rerun: scoring.Metric, run_id: str) -> sc
 
 def metrics_from_runs(
     runs: dict[str, BenchmarkRun], candidate: Candidate, constraints: dict[str, Any]
-) -> tuple[dict[str, scoring.Metric], dict[str, str]]:
+) -> tuple[dict[str, Metric], dict[str, str]]:
     """Measured metrics from one run per test, and the figures held out (by name, with the reason):
     every figure a client-bound run measured, except those that do not depend on the pace."""
-    metrics: dict[str, scoring.Metric] = {}
+    metrics: dict[str, Metric] = {}
     held_out: dict[str, str] = {}
     judged: dict[Any, ClientJudgement] = {run.pk: judge_client(run) for run in runs.values()}
     for run in runs.values():  # a figure read from named points is judged on those points only
@@ -381,7 +387,7 @@ def metrics_from_runs(
                 held_out[name] = judgement.reason
                 return
         held_out.pop(name, None)
-        metrics[name] = scoring.Metric(
+        metrics[name] = Metric(
             value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=interval, client_bound=client_bound
         )
 
@@ -406,7 +412,7 @@ def metrics_from_runs(
                 if cost is not None:
                     put(
                         "cost_per_mtok",
-                        scoring.cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
+                        cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
                         stress,
                     )
         _sweep_sustainable(stress, points, constraints, gpus, put, judged[stress.pk].slack_ms)
@@ -440,7 +446,7 @@ def _sweep_sustainable(
         return
 
     def highest(slack: float) -> float | None:
-        return scoring.sustainable_concurrency(
+        return sustainable_concurrency(
             [
                 {
                     "concurrency": p.achieved_concurrency or p.concurrency,
@@ -494,9 +500,9 @@ def derived_intervals(run: BenchmarkRun, derived: dict[str, Any]) -> dict[str, t
     return intervals
 
 
-def scoring_constraints(selection: Selection) -> scoring.ScoringConstraints:
+def scoring_constraints(selection: Selection) -> ScoringConstraints:
     c = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
-    return scoring.ScoringConstraints(
+    return ScoringConstraints(
         target_concurrency=c.get("peak_concurrency"),
         ttft_p95_ms=c.get("ttft_p95_ms"),
         tpot_p95_ms=c.get("tpot_p95_ms"),
@@ -510,15 +516,13 @@ def scoring_constraints(selection: Selection) -> scoring.ScoringConstraints:
     )
 
 
-def evidence_for(
-    selection: Selection, candidates: Iterable[Candidate] | None = None
-) -> list[scoring.CandidateEvidence]:
+def evidence_for(selection: Selection, candidates: Iterable[Candidate] | None = None) -> list[CandidateEvidence]:
     constraints = selection.constraints.as_domain() if hasattr(selection, "constraints") else {}
     result = []
     for candidate in candidates if candidates is not None else compared_candidates(selection):
         metrics, held_out = measured_evidence(candidate, constraints)
         result.append(
-            scoring.CandidateEvidence(
+            CandidateEvidence(
                 candidate=str(candidate.pk),
                 label=candidate.display_name,
                 metrics=metrics,
@@ -531,7 +535,7 @@ def evidence_for(
     return result
 
 
-def run_verdicts(metrics: dict[str, scoring.Metric]) -> dict[str, dict[str, str]]:
+def run_verdicts(metrics: dict[str, Metric]) -> dict[str, dict[str, str]]:
     """Run id -> verdict name -> status, of every run a metric comes from: what settles each figure's
     fit to its constraint (`procurement.constraint_fit`)."""
     ids = sorted({int(run) for metric in metrics.values() for run in metric.run_ids if str(run).isdigit()})
@@ -541,5 +545,5 @@ def run_verdicts(metrics: dict[str, scoring.Metric]) -> dict[str, dict[str, str]
     }
 
 
-def uses_simulated(evidence: list[scoring.CandidateEvidence]) -> bool:
+def uses_simulated(evidence: list[CandidateEvidence]) -> bool:
     return any(m.evidence == SIMULATED for e in evidence for m in e.metrics.values())

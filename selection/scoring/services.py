@@ -17,7 +17,9 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Q
 
-from selection.domain import scoring
+from selection.domain.scoring.base import RULES_VERSION, json_safe
+from selection.domain.scoring.inputs import CandidateEvidence, ScoringConstraints, ScoringOptions
+from selection.domain.scoring.pipeline import inputs_hash, score_candidates
 from selection.models import Score, Selection
 from selection.scoring.evidence import evidence_for, scoring_constraints
 
@@ -29,17 +31,15 @@ class ScoringInputs:
     """Everything a scoring reads, gathered once: hashed to tell whether a snapshot is current."""
 
     scenario: str
-    evidence: list[scoring.CandidateEvidence]
-    constraints: scoring.ScoringConstraints
+    evidence: list[CandidateEvidence]
+    constraints: ScoringConstraints
     weights: dict[str, float]
     gates: dict[str, float]
-    options: scoring.ScoringOptions
+    options: ScoringOptions
 
     @property
     def inputs_hash(self) -> str:
-        return scoring.inputs_hash(
-            self.scenario, self.evidence, self.constraints, self.weights, self.gates, self.options
-        )
+        return inputs_hash(self.scenario, self.evidence, self.constraints, self.weights, self.gates, self.options)
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def scoring_inputs(selection: Selection, include_simulated: bool = False) -> Sco
         constraints=scoring_constraints(selection),
         weights={w.criterion: w.weight for w in selection.weights.all()},
         gates={g.dimension: g.threshold for g in selection.gates.all()},
-        options=scoring.ScoringOptions(include_simulated=include_simulated),
+        options=ScoringOptions(include_simulated=include_simulated),
     )
 
 
@@ -91,7 +91,7 @@ def compute_scores(selection: Selection, include_simulated: bool = False) -> Sco
     """Score every candidate of the selection and store the snapshot (a new row each time inputs change)."""
     stamp = inputs_stamp(selection.pk)
     inputs = scoring_inputs(selection, include_simulated)
-    result = scoring.score_candidates(
+    result = score_candidates(
         inputs.scenario,
         inputs.evidence,
         inputs.constraints,
@@ -178,7 +178,7 @@ def scores_state(selection: Selection, include_simulated: bool = False) -> Score
     current = (
         score is not None
         and score.inputs_changed_at == fresh["inputs_changed_at"]
-        and score.rules_version == scoring.RULES_VERSION
+        and score.rules_version == RULES_VERSION
     )
     return ScoresState(
         score=score,
@@ -188,9 +188,9 @@ def scores_state(selection: Selection, include_simulated: bool = False) -> Score
     )
 
 
-def _evidence_dict(evidence: scoring.CandidateEvidence) -> dict:
+def _evidence_dict(evidence: CandidateEvidence) -> dict:
 
-    return scoring.json_safe(asdict(evidence))
+    return json_safe(asdict(evidence))
 
 
 def latest_score(selection: Selection, include_simulated: bool | None = None) -> Score | None:

@@ -101,3 +101,29 @@ def test_pointing_the_candidates_at_their_simulators_waits_out_a_restart(command
     assert len(saves) == len(demo.DEMO_CANDIDATES) + 1 and silent.calls == 2  # the failed ones ran again
     urls = Candidate.objects.filter(selection=selection).values_list("endpoint_url", flat=True)
     assert len(urls) == len(demo.DEMO_CANDIDATES) and all(url.startswith("http://127.0.0.1:") for url in urls)
+
+
+def test_scores_that_tie_are_drafted_on_the_demos_stated_ground_not_a_dead_end(command):
+    """On a busy machine the simulated scores tie (more figures held out as client-bound, wider intervals):
+    the demo died at the review ("no winner to record"); it now drafts the first tied candidate on its
+    stated ground, says so, and the business owner confirms the ground."""
+    from selection.domain import tie_ground
+    from selection.models import Score
+
+    command.with_database("users", command.ensure_users)
+    selection = command.with_database("selection", command.ensure_selection)
+    ids = [str(c.pk) for c in selection.candidates.order_by("pk")[:2]]
+    Score.objects.create(selection=selection, include_simulated=True, rules_version="x", inputs_hash="x", result={})
+    assert command.tie_choice(selection) == {}  # a winner (or nothing tied): the ordinary draft
+    Score.objects.create(
+        selection=selection,
+        include_simulated=True,
+        rules_version="x",
+        inputs_hash="y",
+        result={"winner": None, "tie": {"candidates": ids}},
+    )
+    choice = command.tie_choice(selection)
+    assert choice == {"tie_choice": int(ids[0]), "tie_ground": demo.DEMO_TIE_GROUND}
+    labels = {str(c.pk): c.display_name for c in selection.candidates.all()}
+    assert tie_ground.problems(ids, labels, ids[0], choice["tie_ground"]) == {}  # a ground that stands
+    assert "the scores tie" in command.stdout.getvalue() and "business owner confirms" in command.stdout.getvalue()

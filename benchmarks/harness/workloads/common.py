@@ -366,7 +366,7 @@ class Session:
         return await self.metrics.sample_once()
 
 
-MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring's max_error_rate too)
+MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring.inputs's max_error_rate too)
 
 
 def client_bound_reasons(point: LoadPoint) -> list[Any]:

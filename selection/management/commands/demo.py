@@ -48,7 +48,7 @@ from selection.certificates.signing import (
     issue_dev_certificates,
     pkcs12_certificate,
 )
-from selection.domain import launch_flags
+from selection.domain import launch_flags, tie_ground
 from selection.domain.messages import render
 from selection.domain.records import OWNER_ROLES
 from selection.management.demo_processes import (
@@ -178,6 +178,11 @@ def simulator_plan(versions: dict[str, str]) -> list[tuple[str, str, int, str, l
     return plan
 
 
+# The demo's ground when its simulated scores tie: a ground a reader can weigh, saying what it is.
+DEMO_TIE_GROUND = (
+    "Demonstration only: the simulated candidates tie on this machine's evidence; the demo records the first "
+    "tied candidate to show the review and signing path. Not a procurement ground."
+)
 SIMULATOR_URL_FIELDS = ["endpoint_url", "metrics_url", "prefix_off_endpoint_url", "prefix_off_metrics_url"]
 
 
@@ -558,6 +563,7 @@ class Command(BaseCommand):
 
     def sign_record(self, selection: Selection, certs, passphrase: str) -> DecisionRecord:
         architect = self.with_database("architect", lambda: get_user_model().objects.get(username="architect"))
+        tie = self.with_database("tie", lambda: self.tie_choice(selection))
         record = self.with_database(
             "draft",
             lambda: create_draft(
@@ -566,11 +572,14 @@ class Command(BaseCommand):
                 include_simulated=True,
                 rationale="Demonstration only: every figure comes from the simulator.",
                 project_checks=DEMO_PROJECT_CHECKS,
+                **tie,
             ),
         )
         record = self.with_database("review", lambda: start_review(record=record, user=architect))
         for role in OWNER_ROLES:
-            record = self.with_database(f"{role} approval", lambda role=role, record=record: approve_once(record, role))
+            record = self.with_database(
+                f"{role} approval", lambda role=role, record=record: approve_once(record, role, confirm=bool(tie))
+            )
         # owner-side, as an owner with kvselect-sign would: kvselect prepares the revision, the key here
         # signs its attributes, kvselect checks and embeds the CMS (the PKCS#12 never goes to the server)
         passphrase_file = Path(settings.KVSELECT_DEV_CA_DIR) / "passphrase.txt"
@@ -580,6 +589,21 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"    signed by the {role} owner (owner-side: prepared, signed locally, CMS embedded)")
         return self.with_database("signed record", lambda: DecisionRecord.objects.get(pk=record.pk))
+
+    def tie_choice(self, selection: Selection) -> dict:
+        """When the scores tie (close simulated figures; on a busy machine more of them are held out as
+        client-bound, and the intervals widen), the draft names the first tied candidate on the demo's
+        stated ground, as an architect must (domain/tie_ground.py), and says so; {} when there is a winner."""
+        score = latest_score(selection, include_simulated=True)
+        tied = tie_ground.tied((score.result or {}) if score is not None else {})
+        if not tied:
+            return {}
+        names = {c.pk: c.display_name for c in selection.candidates.filter(pk__in=tied).select_related("engine")}
+        self.stdout.write(
+            f"    the scores tie ({', '.join(names.get(int(pk), pk) for pk in tied)}): the draft chooses "
+            f"{names.get(int(tied[0]), tied[0])} on a stated ground, which the business owner confirms"
+        )
+        return {"tie_choice": int(tied[0]), "tie_ground": DEMO_TIE_GROUND}
 
     def sign_as(self, record: DecisionRecord, role: str, certs, passphrase_file: Path) -> None:
         """One owner signs owner-side (`sign-record`); a signature stored before the database went away
@@ -664,9 +688,12 @@ class Command(BaseCommand):
         stop_children(self.children)
 
 
-def approve_once(record: DecisionRecord, role: str) -> DecisionRecord:
-    """The owner of `role` approves, unless the approval was stored before the database went away."""
+def approve_once(record: DecisionRecord, role: str, confirm: bool = False) -> DecisionRecord:
+    """The owner of `role` approves, unless the approval was stored before the database went away;
+    `confirm`: the business owner confirms a tie's stated ground."""
     if record.approvals.filter(role=role).exists():
         return DecisionRecord.objects.get(pk=record.pk)
     owner = get_user_model().objects.get(username=role)
-    return approve(record=record, user=owner, role=role, comment_text="Approved for the demo.")
+    return approve(
+        record=record, user=owner, role=role, comment_text="Approved for the demo.", confirm_tie_ground=confirm
+    )

@@ -94,3 +94,13 @@ def test_the_log_form_is_offered_only_for_engines_whose_log_kvselect_reads(clien
         "data-capacity-log"
         not in client.get(reverse("selection:capacity", args=[tgi.selection_id, tgi.pk])).content.decode()
     )
+
+
+def test_reading_a_capacity_no_run_stated_is_one_query_whatever_the_runs(vllm, django_assert_num_queries):
+    """The comparison page reads it per candidate: a deferred candidate_id once cost a query per run."""
+    from tests.support.builders import stress_run
+
+    for _ in range(5):
+        stress_run(vllm, (100.0, 200.0))
+    with django_assert_num_queries(1):
+        assert measured_capacity(vllm) == {}

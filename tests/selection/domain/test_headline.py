@@ -1,15 +1,17 @@
 """The comparison's headline (issue 19): leader, margin with its measurement interval, coverage,
 robustness with its caveat, and the verdict clear / close / inconclusive.
 
-The results are built in the shape `scoring.ScoringResult.to_dict()` stores, with issue 15's
+The results are built in the shape `ScoringResult.to_dict()` stores, with issue 15's
 measurement fields (each candidate's `total_interval`, the tie-break's `noise` list)."""
 
 from __future__ import annotations
 
 import pytest
 
-from selection.domain import headline, scoring
+from selection.domain import headline
 from selection.domain.messages import Message
+from selection.domain.scoring.inputs import CandidateEvidence, Metric, ScoringConstraints
+from selection.domain.scoring.pipeline import score_candidates
 
 
 def candidate(cid, total, coverage=0.9, upper=None, interval=None, rank=None, screened_out=False):
@@ -144,15 +146,15 @@ def test_a_side_without_an_interval_counts_at_its_total():
 def test_it_reads_a_real_scoring_result():
     """The keys it reads are the ones scoring writes (a rename there fails here)."""
     evidence = [
-        scoring.CandidateEvidence(
+        CandidateEvidence(
             candidate=cid,
             label=cid,
-            metrics={"ttft_p95_ms": scoring.Metric(ttft), "error_rate": scoring.Metric(0.0)},
+            metrics={"ttft_p95_ms": Metric(ttft), "error_rate": Metric(0.0)},
         )
         for cid, ttft in (("fast", 200.0), ("slow", 900.0))
     ]
-    scored = scoring.score_candidates(
-        "A", evidence, scoring.ScoringConstraints(ttft_p95_ms=800.0), {"concurrency_control": 1.0}
+    scored = score_candidates(
+        "A", evidence, ScoringConstraints(ttft_p95_ms=800.0), {"concurrency_control": 1.0}
     ).to_dict()
     out = headline.decision_headline(scored)
     assert out["leader"]["candidate"] == scored["winner"] == "fast"

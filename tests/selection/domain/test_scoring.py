@@ -9,18 +9,31 @@ import numpy as np
 import pytest
 
 from selection.domain import headline
-from selection.domain import scoring as sc
-from selection.domain.scoring import (
+from selection.domain.scoring.aggregation import score_matrix
+from selection.domain.scoring.base import (
+    DIMENSION_OF,
+    DIMENSIONS,
+    GATE_CRITERIA,
+    KV_METRIC_CATEGORIES,
     MEASURED,
+    RULES_VERSION,
     SIMULATED,
+    ScoringInputError,
+)
+from selection.domain.scoring.inputs import (
     CandidateEvidence,
     DocumentedFeatures,
     Metric,
     ScoringConstraints,
-    ScoringInputError,
     ScoringOptions,
-    score_candidates,
+    cost_per_million_output_tokens,
+    evidence_from_dict,
+    sustainable_concurrency,
 )
+from selection.domain.scoring.mappings import MAPPINGS, mapping_table
+from selection.domain.scoring.pipeline import score_candidates
+from selection.domain.scoring.ranking import topsis
+from selection.domain.scoring.sensitivity import analyse_sensitivity, nearest_tie, rank_acceptability, weights_with
 
 CONS = ScoringConstraints(
     target_concurrency=64,
@@ -79,8 +92,8 @@ def indicator(result, cid, criterion, name):
 
 
 def test_every_indicator_is_scored_by_hand_from_full_evidence():
-    values = dict(FULL_METRICS, cost_per_mtok=sc.cost_per_million_output_tokens(2000, 8, 3.0) * 0.75)
-    weights = {c: 1.0 for c in sc.DIMENSION_OF}
+    values = dict(FULL_METRICS, cost_per_mtok=cost_per_million_output_tokens(2000, 8, 3.0) * 0.75)
+    weights = {c: 1.0 for c in DIMENSION_OF}
     result = score_candidates("C", [cand("a", values)], CONS, weights)
     expected = {
         ("concurrency_control", "ttft_p95_vs_budget"): (1.5 - 0.8) / 1.0,  # 800/1000 = 0.8
@@ -108,7 +121,7 @@ def test_every_indicator_is_scored_by_hand_from_full_evidence():
         ("observability", "kv_metrics_exported"): 1.0,
         ("observability", "capacity_prediction_error"): (0.5 - 0.1) / 0.45,
     }
-    assert {(r.criterion, r.indicator) for r in sc.MAPPINGS} == set(expected)
+    assert {(r.criterion, r.indicator) for r in MAPPINGS} == set(expected)
     for (criterion, name), value in expected.items():
         got = indicator(result, "a", criterion, name)
         assert got.status == "ok", (name, got.reason)
@@ -123,9 +136,9 @@ def test_every_indicator_is_scored_by_hand_from_full_evidence():
 
 def test_cost_per_million_output_tokens():
     # 8 GPUs x 3/h = 24 per hour; 2000 tok/s = 7.2M tokens per hour -> 3.333 per million
-    assert sc.cost_per_million_output_tokens(2000, 8, 3.0) == pytest.approx(24 / 7.2)
+    assert cost_per_million_output_tokens(2000, 8, 3.0) == pytest.approx(24 / 7.2)
     with pytest.raises(ScoringInputError, match="goodput"):
-        sc.cost_per_million_output_tokens(0, 8, 3.0)
+        cost_per_million_output_tokens(0, 8, 3.0)
 
 
 def test_scenario_d_relaxes_latency_bounds():
@@ -139,7 +152,7 @@ def test_scenario_d_relaxes_latency_bounds():
     )
     assert a.score == 0.0
     assert d.score == pytest.approx((4.0 - 2.0) / 3.5)
-    row = next(r for r in sc.mapping_table("D") if r["indicator"] == "ttft_p95_vs_budget")
+    row = next(r for r in mapping_table("D") if r["indicator"] == "ttft_p95_vs_budget")
     assert (row["low"], row["high"]) == (0.5, 4.0) and ">= 4" in row["formula"]
 
 
@@ -188,7 +201,7 @@ def test_min_max_would_reverse_the_ranking_when_a_weak_candidate_joins_and_fixed
 
 
 def _obs_pair(margin):
-    doc = DocumentedFeatures(prefix_cache="radix", metrics_exported=sc.KV_METRIC_CATEGORIES)
+    doc = DocumentedFeatures(prefix_cache="radix", metrics_exported=KV_METRIC_CATEGORIES)
     p = CandidateEvidence("p", "P", metrics({"prefix_saving_ratio": 0.9, "capacity_prediction_error": 0.275}), doc)
     q = CandidateEvidence("q", "Q", metrics({"prefix_saving_ratio": 0.5325, "capacity_prediction_error": 0.05}), doc)
     return score_candidates(
@@ -215,7 +228,7 @@ def test_a_lead_on_the_core_dimensions_decides_though_the_totals_are_close():
 def _core_tie(obs_q_error=0.05):
     """Level on the core (a memory gate: cache reuse equal), P far ahead on context extension (not core),
     Q better on observability."""
-    doc = DocumentedFeatures(prefix_cache="radix", metrics_exported=sc.KV_METRIC_CATEGORIES)
+    doc = DocumentedFeatures(prefix_cache="radix", metrics_exported=KV_METRIC_CATEGORIES)
     p = CandidateEvidence(
         "p",
         "P",
@@ -456,8 +469,8 @@ def _check_flips_against_scan(seed):
     matrix = rng.uniform(0, 1, size=(4, 5))
     weights = rng.dirichlet(np.ones(5))
     ids = ["c0", "c1", "c2", "c3"]
-    analysis = sc.analyse_sensitivity(
-        matrix, weights, ids, list(sc.DIMENSION_OF)[:5], ScoringOptions(acceptability_draws=100)
+    analysis = analyse_sensitivity(
+        matrix, weights, ids, list(DIMENSION_OF)[:5], ScoringOptions(acceptability_draws=100)
     )
     leader = ids.index(analysis["leader"])
     assert leader == int(np.argmax(matrix @ weights))
@@ -470,7 +483,7 @@ def _check_flips_against_scan(seed):
             else:
                 assert scanned is not None
                 assert scanned == pytest.approx(entry[key]["to"], abs=2e-4)
-                totals = matrix @ sc.weights_with(weights, k, scanned)
+                totals = matrix @ weights_with(weights, k, scanned)
                 assert ids[int(np.argmax(totals))] == entry[key]["challenger"]
                 checked += 1
     return checked
@@ -479,7 +492,7 @@ def _check_flips_against_scan(seed):
 def test_flip_sentence_and_none_sentence():
     weights = np.array([0.5, 0.5])
     matrix = np.array([[0.9, 0.3], [0.5, 0.6]])  # vLLM 0.6 vs SGLang 0.55 at equal weights
-    analysis = sc.analyse_sensitivity(
+    analysis = analyse_sensitivity(
         matrix,
         weights,
         ["vllm", "sglang"],
@@ -494,7 +507,7 @@ def test_flip_sentence_and_none_sentence():
         "vLLM stays first unless the cache persistence weight rises by more than 0.07 (above 0.57, SGLang would lead)."
     )
     dominant = np.array([[0.9, 0.9], [0.5, 0.6]])
-    analysis = sc.analyse_sensitivity(
+    analysis = analyse_sensitivity(
         dominant, weights, ["a", "b"], ["cache_reuse", "cache_persistence"], ScoringOptions(acceptability_draws=1000)
     )
     assert str(analysis["per_criterion"][0]["sentence"]) == "a stays first for any cache reuse weight in [0, 1]."
@@ -521,7 +534,7 @@ def test_nearest_tie_is_the_smallest_l2_move_on_the_simplex(seed):
     weights = rng.dirichlet(np.ones(3) * 0.7)
     leader = int(np.argmax(matrix @ weights))
     challenger = 1 - leader
-    tie = sc.nearest_tie(matrix, weights, leader, challenger)
+    tie = nearest_tie(matrix, weights, leader, challenger)
     brute = _grid_min_tie_distance(matrix, weights, leader, challenger)
     if tie is None:
         assert brute == math.inf
@@ -542,7 +555,7 @@ def test_nearest_tie_matches_a_numerical_optimiser_in_more_dimensions(seed):
     weights = rng.dirichlet(np.ones(6) * 0.5)
     leader = int(np.argmax(matrix @ weights))
     d = matrix[leader] - matrix[1 - leader]
-    tie = sc.nearest_tie(matrix, weights, leader, 1 - leader)
+    tie = nearest_tie(matrix, weights, leader, 1 - leader)
     if tie is None:
         assert (d >= 0).all()
         return
@@ -561,7 +574,7 @@ def test_nearest_tie_matches_a_numerical_optimiser_in_more_dimensions(seed):
 def test_nearest_tie_closed_form_and_active_set():
     matrix = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5]])
     weights = np.array([0.6, 0.3, 0.1])
-    tie = sc.nearest_tie(matrix, weights, 0, 1)
+    tie = nearest_tie(matrix, weights, 0, 1)
     # d = (1, -1, 0); d~ = d; gap = 0.3; |delta| = 0.3 / sqrt(2); delta = (-0.15, +0.15, 0)
     assert tie["distance"] == pytest.approx(0.3 / math.sqrt(2))
     assert tie["delta"] == pytest.approx([-0.15, 0.15, 0.0])
@@ -569,7 +582,7 @@ def test_nearest_tie_closed_form_and_active_set():
     matrix = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
     weights = np.array([0.2, 0.7, 0.1])
     leader, challenger = 1, 0  # totals: 0.3 vs 0.7
-    tie = sc.nearest_tie(matrix, weights, leader, challenger)
+    tie = nearest_tie(matrix, weights, leader, challenger)
     assert (tie["weights"] >= 0).all() and tie["weights"] @ (matrix[1] - matrix[0]) == pytest.approx(0)
     assert tie["distance"] == pytest.approx(_grid_min_tie_distance(matrix, weights, leader, challenger), abs=0.01)
 
@@ -578,13 +591,13 @@ def test_rank_acceptability_is_reproducible_and_sums_to_one():
     rng = np.random.default_rng(7)
     matrix = rng.uniform(0, 1, size=(3, 4))
     weights = np.array([0.4, 0.3, 0.2, 0.1])
-    first = sc.rank_acceptability(matrix, weights, 10_000, 0.3, 42)
-    again = sc.rank_acceptability(matrix, weights, 10_000, 0.3, 42)
+    first = rank_acceptability(matrix, weights, 10_000, 0.3, 42)
+    again = rank_acceptability(matrix, weights, 10_000, 0.3, 42)
     assert (first == again).all() and first.sum() == pytest.approx(1.0)
-    still = sc.rank_acceptability(matrix, weights, 500, 0.0, 42)
+    still = rank_acceptability(matrix, weights, 500, 0.0, 42)
     assert still[int(np.argmax(matrix @ weights))] == 1.0
     with pytest.raises(ScoringInputError, match="acceptability_spread"):
-        sc.rank_acceptability(matrix, weights, 10, 1.5, 42)
+        rank_acceptability(matrix, weights, 10, 1.5, 42)
 
 
 # ------------------------------------------------------------------ cross-check with pymcdm
@@ -615,7 +628,7 @@ def test_weighted_sum_and_topsis_match_pymcdm():
     }
     result = score_candidates("A", _three_candidates(), CONS, weights)
     ids = [c.candidate for c in result.candidates]
-    matrix = sc.score_matrix(result.candidates, list(weights))
+    matrix = score_matrix(result.candidates, list(weights))
     w = np.array([result.weights[c] for c in weights])
     types = np.ones(len(w))
     wsm = WSM(normalization_function=lambda x, cost: x)(matrix, w, types)
@@ -634,7 +647,7 @@ def test_to_dict_is_json_safe_with_version_and_hash():
     result = score_candidates("A", _three_candidates(), CONS, weights)
     data = result.to_dict()
     text = json.dumps(data, allow_nan=False)
-    assert data["rules_version"] == sc.RULES_VERSION and len(data["inputs_hash"]) == 64
+    assert data["rules_version"] == RULES_VERSION and len(data["inputs_hash"]) == 64
     assert {"candidates", "sensitivity", "sentences", "mappings", "tie_break", "ranking"} <= set(data)
     assert "nan" not in text.lower().replace("nanoseconds", "")
     same = score_candidates("A", _three_candidates(), CONS, weights)
@@ -683,10 +696,10 @@ def test_sustainable_concurrency_is_the_highest_point_within_every_budget():
         {"concurrency": 64, "ttft_p95_ms": 1500, "tpot_p95_ms": 48, "error_rate": 0.0},  # over TTFT budget
         {"concurrency": 96, "ttft_p95_ms": 900, "tpot_p95_ms": 45, "error_rate": 0.02},  # too many errors
     ]
-    assert sc.sustainable_concurrency(points, 1000, 50) == 32
-    assert sc.sustainable_concurrency(points[3:], 1000, 50) is None
+    assert sustainable_concurrency(points, 1000, 50) == 32
+    assert sustainable_concurrency(points[3:], 1000, 50) is None
     with pytest.raises(ScoringInputError, match=r"points\[0\].concurrency"):
-        sc.sustainable_concurrency([{"ttft_p95_ms": 1}], 1000, 50)
+        sustainable_concurrency([{"ttft_p95_ms": 1}], 1000, 50)
 
 
 def test_evidence_round_trips_through_its_dict_form():
@@ -694,12 +707,12 @@ def test_evidence_round_trips_through_its_dict_form():
 
     original = cand("a", FULL_METRICS)
     data = json.loads(json.dumps(asdict(original)))
-    rebuilt = sc.evidence_from_dict(data)
+    rebuilt = evidence_from_dict(data)
     assert rebuilt == original
     with pytest.raises(ScoringInputError, match="evidence.metrics.x.evidence"):
-        sc.evidence_from_dict({"candidate": "a", "metrics": {"x": {"value": 1, "evidence": "GUESSED"}}})
+        evidence_from_dict({"candidate": "a", "metrics": {"x": {"value": 1, "evidence": "GUESSED"}}})
     with pytest.raises(ScoringInputError, match="unknown field"):
-        sc.evidence_from_dict({"candidate": "a", "documented": {"speed": "fast"}})
+        evidence_from_dict({"candidate": "a", "documented": {"speed": "fast"}})
 
 
 # ------------------------------------------------------------------ which ranking decides
@@ -736,8 +749,8 @@ def test_topsis_of_two_near_equal_candidates_is_near_equal_not_one_against_zero(
     result = score_candidates("A", [a, b], CONS, {"concurrency_control": 1, "cache_reuse": 1})
     ta, tb = result.candidate("a").topsis, result.candidate("b").topsis
     assert ta > tb and ta - tb < 0.02
-    alone = sc.topsis(np.array([[0.8, 0.5]]), np.array([0.5, 0.5]))  # set-independent: alone, the same scale
-    paired = sc.topsis(np.array([[0.8, 0.5], [0.2, 0.9]]), np.array([0.5, 0.5]))
+    alone = topsis(np.array([[0.8, 0.5]]), np.array([0.5, 0.5]))  # set-independent: alone, the same scale
+    paired = topsis(np.array([[0.8, 0.5], [0.2, 0.9]]), np.array([0.5, 0.5]))
     assert alone[0] == pytest.approx(paired[0])
 
 
@@ -942,10 +955,10 @@ def test_evidence_with_intervals_and_held_out_figures_round_trips():
         FULL_DOC,
         held_out={"error_rate": "client-bound (run 3)"},
     )
-    assert sc.evidence_from_dict(json.loads(json.dumps(asdict(original)))) == original
+    assert evidence_from_dict(json.loads(json.dumps(asdict(original)))) == original
 
 
 def test_each_dimensions_gate_criteria_are_its_own():
-    assert set(sc.GATE_CRITERIA) == set(sc.DIMENSIONS)
-    for dimension, members in sc.GATE_CRITERIA.items():
-        assert members and all(sc.DIMENSION_OF[c] == dimension for c in members)
+    assert set(GATE_CRITERIA) == set(DIMENSIONS)
+    for dimension, members in GATE_CRITERIA.items():
+        assert members and all(DIMENSION_OF[c] == dimension for c in members)

@@ -9,7 +9,9 @@ from benchmarks.harness import swap
 from benchmarks.models import BenchmarkRun
 from benchmarks.suite.swap_recovery import idle_release_share
 from selection.candidates.services import add_candidate
-from selection.domain import scoring
+from selection.domain.scoring.indicators import score_indicator
+from selection.domain.scoring.inputs import ScoringConstraints
+from selection.domain.scoring.mappings import MAPPINGS
 from selection.scoring.evidence import evidence_for
 
 WARM = [960] * 20
@@ -68,8 +70,8 @@ def candidates(selection_with_constraints, architect, engines):
 
 def lifecycle_score(selection, candidate) -> float:
     evidence = [e for e in evidence_for(selection) if e.candidate == str(candidate.pk)][0]
-    row = next(r for r in scoring.MAPPINGS if r.indicator == "idle_release_share")
-    return scoring.score_indicator(row, evidence, scoring.ScoringConstraints(), "C", include_simulated=True).score
+    row = next(r for r in MAPPINGS if r.indicator == "idle_release_share")
+    return score_indicator(row, evidence, ScoringConstraints(), "C", include_simulated=True).score
 
 
 def test_the_offloading_engine_is_credited_like_the_dropping_one(selection_with_constraints, candidates):

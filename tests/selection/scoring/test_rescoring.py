@@ -215,7 +215,7 @@ def test_the_task_rescores_only_when_the_inputs_hash_changed(decided, monkeypatc
         raise AssertionError("scored although the inputs did not change")
 
     with monkeypatch.context() as patch:
-        patch.setattr(scoring_services.scoring, "score_candidates", refuse)
+        patch.setattr(scoring_services, "score_candidates", refuse)
         assert tasks.recompute_scores(decided.pk) == ""
     assert Score.objects.filter(selection=decided).count() == before
     stress_run(decided.candidates.get(engine__slug="sglang"), (10.0, 20.0))

@@ -1,0 +1,84 @@
+"""A throwaway validation test, "probe", written as a new test's modules are: its row of the suite
+(`TEST`, as a `benchmarks/suite/<test>.py` states it: what it is, its indicators, the figures its
+result table shows, the claim it supports, `make demo`'s and the `validate` command's settings)
+and its spec (`SPEC`, as a `benchmarks/harness/workloads/<test>.py` states it: parameters, plan
+from the constraints and the candidate's facts, run, estimate). Here both live in one file so that
+tests/benchmarks/test_specs.py can register it with one module and follow it everywhere."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from benchmarks.harness import estimates
+from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
+from selection.domain.claims import Claim
+
+PARAMS = (
+    ParamSpec("probe_depth", 4, "Probe depth (requests)", "requests", minimum=1),
+    ParamSpec("probe_s", 20.0, "Probe time (s)", "s"),
+    ParamSpec("probe_shapes", [128, 256], "Probe shapes (tokens)", "tokens", help="two or more lengths"),
+    ParamSpec("probe_kv_tokens", None, "Probe KV capacity (tokens)", "tokens", optional=True),
+    *BUDGET_PARAMS,
+)
+
+
+def plan_probe(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
+    planned = {param.name: param.default for param in PARAMS if param.default is not None}
+    if constraints and constraints.get("peak_concurrency"):
+        planned["probe_depth"] = int(constraints["peak_concurrency"])
+    planned["probe_kv_tokens"] = facts.kv_capacity_tokens if facts is not None else None
+    return planned
+
+
+async def run_probe(target, params, cancel=None, progress=None):  # never run by the tests
+    raise AssertionError("not run")
+
+
+def estimate_probe(params: Mapping[str, Any]) -> estimates.Load:
+    seconds = estimates.number(params, "probe_s")
+    return estimates.Load(seconds, estimates.number(params, "probe_depth"), 7, 7 * 384)
+
+
+def indicators(run: RunFacts) -> dict[str, float]:
+    """isolation_ttft_p95_ms = the probe's TTFT p95, only when its verdict judged it."""
+    figures = run.metadata.get("probe") or {}
+    judged = run.verdict("probe_answered")
+    if judged is None or figures.get("ttft_p95_ms") is None:
+        return {}
+    return {"isolation_ttft_p95_ms": float(figures["ttft_p95_ms"])}
+
+
+def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure]:
+    stated = metadata.get("probe") or {}
+    return [
+        Figure(
+            "probe TTFT p95 at %(depth)s deep", stated.get("ttft_p95_ms"), "ms", stated.get("n"), params={"depth": 4}
+        )
+    ]
+
+
+PROBED = Claim(
+    "probed",
+    "probe",
+    ("probe_answered",),
+    "the probe answered (%(evidence)s)",
+    "that the probe answers is not validated (%(evidence)s)",
+)
+
+TEST = ValidationTest(
+    "probe",
+    9,
+    "Probe",
+    "Probes the endpoint.",
+    "the probe's figures",
+    ("kv_usage",),
+    feeds=("scheduling",),
+    demo={"probe_s": 2.0, "probe_depth": 2},
+    indicators=indicators,
+    figures=figures,
+    claims=(PROBED,),
+    verdict_titles={"probe_answered": "The probe answered"},
+    cli={"concurrency": "probe_depth"},
+)
+SPEC = TestSpec("probe", PARAMS, plan_probe, run_probe, estimate_probe)
