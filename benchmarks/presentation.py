@@ -483,7 +483,10 @@ def definition_rows(original: Mapping[str, Any], translate=lambda text: text) ->
         {
             "metric": key,
             "kvselect": translate(DEFINITION_TITLES[key]) if key in DEFINITION_TITLES else DEFINITIONS.get(key, ""),
-            "original": str((original or {}).get(key) or ""),
+            # the tool's own wording only where it differs: kvselect's harness writes kvselect's (English) definitions
+            "original": ""
+            if (original or {}).get(key) == DEFINITIONS.get(key)
+            else str((original or {}).get(key) or ""),
         }
         for key in keys
         if key in DEFINITIONS or (original or {}).get(key)

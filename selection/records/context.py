@@ -482,15 +482,18 @@ def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in monitoring_domain.plan_signals(operations):
         alerts = ", ".join(rule["alert"] for rule in item["rules"])
-        parts = [_(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])]
-        parts.append((_("alert: %(alerts)s") % {"alerts": alerts}) if alerts else _("dashboard only"))
+        action = _(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])
         rows.append(
             {
                 "signal": item["signal"],
                 "title": _(item["title"]),
                 "metric": item["metric"] or _metric_absent(operations),
                 "threshold": monitoring_domain.render(item["threshold"], _),
-                "action": "; ".join(parts),
+                # the alerts by their rule names (code, as alerts.yml names them), set apart from the words
+                "action": action
+                if alerts
+                else pgettext("list separator between clauses", "; ").join([action, _("dashboard only")]),
+                "alerts": alerts,
                 "owner": monitoring_domain.watcher(operations, item["signal"]),
             }
         )
