@@ -883,6 +883,11 @@ def length_distribution(
             widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
             ax.bar(edges[:-1], counts, width=widths, align="edge", color=_colour(i), edgecolor="white", linewidth=0.3)
             ax.set_xscale("log")
+            held = [k for k, count in enumerate(counts) if count]
+            if held:  # the axis spans the bins that hold requests, not the empty ones below them
+                low, high = edges[held[0]], edges[held[-1] + 1]
+                if 0 < low < high:
+                    ax.set_xlim(low, high)
         else:
             ax.text(0.5, 0.5, _("n/a"), ha="center", va="center", transform=ax.transAxes)
         ax.set_title(wrap(label, 40), fontsize=9)

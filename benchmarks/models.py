@@ -84,6 +84,12 @@ class BenchmarkRun(models.Model):
         return f"{self.test} #{self.pk}"
 
     @property
+    def origin_label(self) -> str:
+        """Where the run came from, as people read it: an upload (a CI job's or a person's, from the
+        page or the API) or a validation run. The stored choice's label stays "CI upload" (no migration)."""
+        return _("Upload") if self.origin == self.Origin.UPLOAD else _("Validation run")
+
+    @property
     def is_simulated(self) -> bool:
         return self.evidence == self.Evidence.SIMULATED
 

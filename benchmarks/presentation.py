@@ -483,15 +483,56 @@ def definition_rows(original: Mapping[str, Any], translate=lambda text: text) ->
         {
             "metric": key,
             "kvselect": translate(DEFINITION_TITLES[key]) if key in DEFINITION_TITLES else DEFINITIONS.get(key, ""),
-            "original": str((original or {}).get(key) or ""),
+            # the tool's own wording only where it differs: kvselect's harness writes kvselect's (English) definitions
+            "original": ""
+            if (original or {}).get(key) == DEFINITIONS.get(key)
+            else str((original or {}).get(key) or ""),
         }
         for key in keys
         if key in DEFINITIONS or (original or {}).get(key)
     ]
 
 
+# The phases a run reports (`validation.worker`, `tasks`, the workloads' reporters), in words the
+# page translates (a finished run shows no phase); a phase not listed (a load-point label, "up 2") is
+# shown as the run reported it.
+PHASES = {
+    "queued": _("queued"),
+    "starting": _("starting"),
+    "running": _("running"),
+    "parsing": _("parsing"),
+    "waiting for the hardware": _("waiting for the hardware"),
+    "waiting for the job queue": _("waiting for the job queue"),
+    "load": _("load"),
+    "warm": _("warm-up"),
+    "turn1": _("first turns"),
+    "resume": _("resume after the pause"),
+    "recompute": _("recompute with the cache cleared"),
+    "pressure": _("memory pressure"),
+    "never_swap": _("never-swap sessions"),
+    "replay": _("replay"),
+    "tenant A alone": _("tenant A alone"),
+    "tenant A under flood": _("tenant A under flood"),
+    "before": _("before the switch"),
+    "switched": _("after the switch"),
+    "rolled_back": _("after the rollback"),
+}
+WAITING_FOR_ENGINE = "waiting for the engine: "
+
+
+def phase_label(phase: str) -> messages.Message | str:
+    """A run's phase as people read it: a known phase as a message the page translates, the engine
+    wait with its (technical) reason, any other phase (a load-point label) as reported."""
+    if phase in PHASES:
+        return messages.Message(PHASES[phase])
+    if phase.startswith(WAITING_FOR_ENGINE):
+        return messages.Message(_("waiting for the engine: %(reason)s"), {"reason": phase[len(WAITING_FOR_ENGINE) :]})
+    return phase
+
+
 def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: bool) -> dict[str, Any]:
-    """The progress bar's figures: phase, percent clamped to 0-100, requests done, live TTFT p50."""
+    """The progress bar's figures: phase (and its label), percent clamped to 0-100, requests done,
+    live TTFT p50."""
     progress = progress or {}
     percent = _finite(progress.get("percent"))
     if terminal and status == "succeeded":
@@ -499,6 +540,7 @@ def progress_view(progress: Mapping[str, Any] | None, status: str, terminal: boo
     percent = max(0.0, min(100.0, percent if percent is not None else 0.0))
     return {
         "phase": str(progress.get("phase") or status),
+        "phase_label": phase_label(str(progress.get("phase") or status)),
         "percent": round(percent, 1),
         "requests_done": progress.get("requests_done"),
         "ttft_p50_ms": _finite(progress.get("ttft_p50_ms")),

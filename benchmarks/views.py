@@ -138,6 +138,7 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
     rows = presentation.percentile_rows(points, translate=_, render_message=message_text)
     latency_chart, kv_chart, kv_names = run_page_charts(selection, run, points)
     artifacts = list(run.artifacts.all())
+    has_data = run.status == BenchmarkRun.Status.SUCCEEDED or bool(rows)
     api_requests = reverse("run-requests", args=[run.pk])
     return dict(
         run=run,
@@ -155,6 +156,8 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         metadata=presentation.provenance_rows(run.metadata, label=param_label, translate=_),
         params=presentation.provenance_rows(run.params, label=lambda key: param_label(key, run.test), translate=_),
         verdicts=presentation.criterion_rows(run.verdicts, translate=_, render_message=message_text),
+        # the figures the test judged, as the record's result table shows them (its suite module's `figures`)
+        figures=presentation.result_figures(run.test, points, run.metadata, _) if has_data else [],
         observed=presentation.observed_line(run.metadata, run.is_simulated),
         engine_host=presentation.engine_host_line(run.metadata, translate=_),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
@@ -162,6 +165,6 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         progress=presentation.progress_view(run.progress, run.status, run.is_terminal),
         verdict=presentation.run_verdict(run.verdicts) if run.status == BenchmarkRun.Status.SUCCEEDED else None,
         # a run that stored nothing (refused parameters, an engine that never answered) measured nothing
-        has_data=run.status == BenchmarkRun.Status.SUCCEEDED or bool(rows),
+        has_data=has_data,
         advice=presentation.failure_advice(run.error, run.origin) if run.status == BenchmarkRun.Status.FAILED else "",
     )

@@ -4,13 +4,14 @@ Each module's `TEST` (`base.ValidationTest`) says what the test is (id, its numb
 articles' order, title), what it does and what it measures (the validation page and the record
 print these), which charts its evidence is drawn as (`benchmarks.run_charts` draws them, for the
 record and the comparison), the evaluation dimensions its evidence feeds, how its run becomes
-scoring's indicators (`indicators`, `uncredited`), the figures its result table shows in the record
-(`figures`), the record's claims its verdicts support (`claims`), the titles of the verdicts only it
-writes, `make demo`'s short settings and the `validate` command's flags it takes. Every title, form
-choice, API enum, chart mapping, scoring indicator, record figure and claim reads this registry;
-how a test runs (its parameters, plan, run and estimate) is its workload module's `SPEC`
-(`benchmarks.harness.workloads.spec`). Adding a test is a module here (added to `MODULES`), its
-workload module, a migration for the model's new choice and the catalog's translations.
+scoring's indicators (`indicators`, `uncredited`), the figures its result table shows on the run
+page and in the record (`figures`), the record's claims its verdicts support (`claims`), the
+titles of the verdicts only it writes, `make demo`'s short settings and the `validate` command's
+flags it takes. Every title, form choice, API enum, chart mapping, scoring indicator, result
+figure and claim reads this registry; how a test runs (its parameters, plan, run and estimate) is
+its workload module's `SPEC` (`benchmarks.harness.workloads.spec`). Adding a test is a module here
+(added to `MODULES`), its workload module, a migration for the model's new choice, the catalog's
+translations and a test of its run (docs/architecture.md, "Where to change X").
 
 The texts are English and marked with `_`, a no-op named so that `makemessages` collects them;
 pages and the record translate them when they show them. No Django here.

@@ -39,7 +39,7 @@ class RunFacts:
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure a test's result table shows in the record: its name (English,
+    """One figure a test's result table shows (the run page and the record): its name (English,
     marked with `_`, a template over `params`), its value and unit, the sample size and interval
     it was judged with. `benchmarks.presentation` formats and translates it."""
 
@@ -81,8 +81,8 @@ class ValidationTest:
     # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
     # --trace for a test that draws its requests' lengths from a trace); any other is refused
     cli: Mapping[str, str] = field(default_factory=dict)
-    # the figures its result table shows in the record, from the run's points (in order) and
-    # metadata; None (or a function returning None): its heaviest load level
+    # the figures its result table shows on the run page and in the record, from the run's points
+    # (in order) and metadata; None (or a function returning None): its heaviest load level
     # (`benchmarks.presentation.result_figures`)
     figures: Callable[[Sequence[PointRow], Mapping[str, Any]], list[Figure] | None] | None = None
     # the decision record's behaviour claims its verdicts support (`selection.domain.claims` judges

@@ -67,6 +67,9 @@ def refusal(candidate: Candidate) -> str | None:
     ) % {"reasons": reasons}
 
 
+JUSTIFICATION_MAX = 2000  # the page's input says the same (maxlength)
+
+
 @transaction.atomic
 def override_screen(*, candidate: Candidate, user, justification: str) -> Candidate:
     """Keep a candidate the documentation screen rules out, so it is tested anyway: who, when, why and
@@ -75,6 +78,13 @@ def override_screen(*, candidate: Candidate, user, justification: str) -> Candid
     justification = (justification or "").strip()
     if not justification:
         raise ValidationError({"justification": _("say why the candidate is kept despite the documentation screen")})
+    if len(justification) > JUSTIFICATION_MAX:
+        raise ValidationError(
+            {
+                "justification": _("a justification is at most %(max)s characters; this one has %(n)s")
+                % {"max": f"{JUSTIFICATION_MAX:,}", "n": f"{len(justification):,}"}
+            }
+        )
     candidate = Candidate.objects.select_for_update().select_related("selection", "engine").get(pk=candidate.pk)
     if archived_refusal(candidate):
         raise ValidationError({"justification": archived_refusal(candidate)})
@@ -87,7 +97,7 @@ def override_screen(*, candidate: Candidate, user, justification: str) -> Candid
     candidate.screen_override = {
         "by": user.get_username(),
         "at": timezone.now().isoformat(),
-        "justification": justification[:2000],
+        "justification": justification,
         "reasons": reasons,
         "reason_messages": to_json(screen["reasons"]),
     }

@@ -116,6 +116,7 @@ def plan_for_candidate(
     if constraints is not None:
         domain = constraints.as_domain()
         domain["gpu_budget"] = constraints.gpu_count_budget
+        domain["kv_precisions_allowed"] = list(constraints.kv_precisions_allowed or [])
         data["verdict"] = to_json(verdict(plan, domain))  # summary and reasons as message dicts
     measured = measured if measured is not None else (candidate.measured_capacity or {})
     if measured.get("token_capacity"):

@@ -59,6 +59,8 @@ class RecordSerializer(serializers.ModelSerializer):
     )
     tie_choice = serializers.IntegerField(
         source="tie_choice_id",
+        min_value=1,
+        max_value=2**63 - 1,
         required=False,
         allow_null=True,
         help_text="Only when the scores tie: the id of the tied candidate this record chooses (with tie_ground). "

@@ -86,7 +86,11 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
         (
             _("Input tokens"),
             _("average %(avg)s, p95 %(p95)s, max %(max)s")
-            % {"avg": f"{c.avg_input_tokens:,}", "p95": c.p95_input_tokens or "—", "max": f"{c.max_input_tokens:,}"},
+            % {
+                "avg": f"{c.avg_input_tokens:,}",
+                "p95": f"{c.p95_input_tokens:,}" if c.p95_input_tokens else "—",
+                "max": f"{c.max_input_tokens:,}",
+            },
         ),
         (
             _("Output tokens"),
@@ -234,6 +238,14 @@ def validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str
     }
 
 
+# The domain's re-evaluation triggers (`records_domain.REEVALUATION_TRIGGERS`, merged into every
+# record in English): marked here so the catalogue keeps them; the record template translates them.
+TRIGGER_TEXTS = (
+    gettext_noop("engine major version change"),
+    gettext_noop("model change"),
+    gettext_noop("hardware change (GPU generation or memory size)"),
+    gettext_noop("traffic profile change (concurrency, context lengths, multi-turn share)"),
+)
 SOAK_SHORT = gettext_noop(
     "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
     "hours. Slow leaks and fragmentation may not show in it."
@@ -470,15 +482,18 @@ def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for item in monitoring_domain.plan_signals(operations):
         alerts = ", ".join(rule["alert"] for rule in item["rules"])
-        parts = [_(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])]
-        parts.append((_("alert: %(alerts)s") % {"alerts": alerts}) if alerts else _("dashboard only"))
+        action = _(monitoring_domain.SIGNAL_ACTIONS[item["signal"]])
         rows.append(
             {
                 "signal": item["signal"],
                 "title": _(item["title"]),
                 "metric": item["metric"] or _metric_absent(operations),
                 "threshold": monitoring_domain.render(item["threshold"], _),
-                "action": "; ".join(parts),
+                # the alerts by their rule names (code, as alerts.yml names them), set apart from the words
+                "action": action
+                if alerts
+                else pgettext("list separator between clauses", "; ").join([action, _("dashboard only")]),
+                "alerts": alerts,
                 "owner": monitoring_domain.watcher(operations, item["signal"]),
             }
         )
@@ -727,7 +742,8 @@ def _candidates_section(candidates: dict[str, Candidate], by_id: dict[str, dict]
             # a version the catalog does not list is planned with the newest one's facts, and says so
             "version": " — ".join(filter(None, [cand.engine_version, probing.version_note(cand)])),
             "kept": not by_id.get(cid, {}).get("screened_out", False),
-            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language) or "passes the gates",
+            "screening_note": _clauses(by_id.get(cid, {}).get("screen_reasons") or [], language)
+            or _("passes the gates"),
             "documentation_screen": _documentation_screen_note(cand, language),
             # a pyproject or source file is cited as source, a page as documentation
             **_cited(cand.engine.data.get("homepage", {}).get("source") or ""),
@@ -812,30 +828,34 @@ def _rollout_section(
 
 
 def _evidence_section(selection: Selection, runs: list[BenchmarkRun]) -> list[dict[str, str]]:
+    """Section 11's rows in the record's language (`kind` stays the domain's id; the template names it)."""
     return [
         {
             "kind": "configuration",
-            "checks": "engine version, launch flags, model and hardware",
-            "evidence": "candidate configuration and capacity plan in this record",
-            "review": "versions kept in kvselect",
+            "checks": _("engine version, launch flags, model and hardware"),
+            "evidence": _("candidate configuration and capacity plan in this record"),
+            "review": _("versions kept in kvselect"),
         },
         {
             "kind": "runtime",
-            "checks": "latency, errors, KV usage",
-            "evidence": f"{len(runs)} validation runs listed in the manifest",
-            "review": "queryable per run in kvselect",
+            "checks": _("latency, errors, KV usage"),
+            "evidence": ngettext(
+                "%(n)s validation run listed in the manifest", "%(n)s validation runs listed in the manifest", len(runs)
+            )
+            % {"n": len(runs)},
+            "review": _("queryable per run in kvselect"),
         },
         {
             "kind": "responsibility",
-            "checks": "approval and ownership",
-            "evidence": "owners' approvals and signatures",
-            "review": "audit trail of the selection",
+            "checks": _("approval and ownership"),
+            "evidence": _("owners' approvals and signatures"),
+            "review": _("audit trail of the selection"),
         },
         {
             "kind": "review",
-            "checks": "degradation, rollback, next optimisation",
-            "evidence": "re-evaluation triggers and review-by date",
-            "review": f"observer: {person_name(selection.observer) or '—'}",
+            "checks": _("degradation, rollback, next optimisation"),
+            "evidence": _("re-evaluation triggers and review-by date"),
+            "review": _("observer: %(name)s") % {"name": person_name(selection.observer) or "—"},
         },
     ]
 
@@ -985,7 +1005,7 @@ def build_context(record: DecisionRecord) -> dict[str, Any]:
         "observer": {
             "name": person_name(selection.observer) or person_name(selection.platform_owner),
             "team": selection.team.name,
-            "watches": "capacity, cost and stability after launch",
+            "watches": _("capacity, cost and stability after launch"),
         },
         "review": {
             "review_by": (

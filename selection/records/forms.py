@@ -181,7 +181,8 @@ class RecordDraftForm(AccessibleErrorsMixin, forms.ModelForm):
             *TIE_FIELDS,
         ]
         labels = {
-            "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)")
+            "decision": _("Chosen candidate"),  # the group is "Decision": not the same word twice
+            "include_simulated": _("Include SIMULATED evidence (the record will not be signable for procurement)"),
         }
         help_texts = {
             "decision": _("Optional: left empty, the winner of the comparison is named."),

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import transaction
 
+from config.outage import retry_database
 from selection.certificates import signing
 from selection.domain.records import OWNER_ROLES
 from selection.i18n import person_name
@@ -62,11 +63,17 @@ def render_pdf(record: DecisionRecord) -> DecisionRecord:
     pdf = signing.prepare_signature_fields(
         rendered.pdf, {k: v for k, v in rendered.signature_boxes.items() if k in OWNER_ROLES or k == "seal"}
     )
-    with transaction.atomic():
-        locked = DecisionRecord.objects.select_for_update().get(pk=record.pk)
-        if locked.pdf:
-            return locked
-        locked.pdf.save(f"record-{locked.selection_id}-v{locked.version}.pdf", ContentFile(pdf), save=False)
-        locked.pdf_sha256 = hashlib.sha256(pdf).hexdigest()
-        locked.save(update_fields=["pdf", "pdf_sha256"])
-    return locked
+
+    def store() -> DecisionRecord:
+        with transaction.atomic():
+            locked = DecisionRecord.objects.select_for_update().get(pk=record.pk)
+            if locked.pdf:
+                return locked
+            locked.pdf.save(f"record-{locked.selection_id}-v{locked.version}.pdf", ContentFile(pdf), save=False)
+            locked.pdf_sha256 = hashlib.sha256(pdf).hexdigest()
+            locked.save(update_fields=["pdf", "pdf_sha256"])
+        return locked
+
+    # the render takes seconds to minutes: a database restarted meanwhile costs a retry of this write,
+    # not the render again (the connection it left idle is dead)
+    return retry_database(store, f"record {record.pk}: storing its PDF")

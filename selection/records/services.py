@@ -33,7 +33,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from benchmarks.models import BenchmarkRun
 from selection.audit import audit
@@ -102,6 +102,37 @@ def _check_project_checks(fields: dict[str, Any]) -> None:
 
 def owner_role(user, selection: Selection) -> list[str]:
     return owner_roles_of(user, selection)
+
+
+# The signing library's fixed refusals (selection.certificates.signing), in the owner's language; a
+# refusal that carries figures (digests, subjects, counts) is shown as the library wrote it.
+SIGNING_REFUSALS = (
+    gettext_noop("the certificate file is empty"),
+    gettext_noop(
+        "cannot open the certificate file - wrong passphrase or not a PKCS#12 file containing a private key and "
+        "certificate"
+    ),
+    gettext_noop("the file holds no usable private key and certificate"),
+    gettext_noop("not a DER CMS SignedData (the .p7s kvselect-sign writes)"),
+    gettext_noop("the signer's certificate is not in the CMS"),
+    gettext_noop("the signature has no messageDigest attribute"),
+    gettext_noop("the signed attributes differ from the ones kvselect prepared: sign them unchanged"),
+    gettext_noop("the signature does not verify with the enrolled certificate's public key"),
+    gettext_noop("the embedded signature does not cover the prepared revision: nothing was stored"),
+    gettext_noop(
+        "this signature is over an older revision of the record, prepared before the one now waiting for your "
+        "signature: fetch the current attributes and sign again"
+    ),
+)
+
+
+def signing_refusal(exc: Exception, *prefixes: str) -> str:
+    """A SigningError as the owner reads it: without its field prefix, translated when it is one of
+    the library's fixed sentences (walk m11)."""
+    text = str(exc)
+    for prefix in prefixes:
+        text = text.removeprefix(f"{prefix}: ")
+    return _(text) if text in SIGNING_REFUSALS else text
 
 
 OWNER_NAMES = {
@@ -584,7 +615,7 @@ def _check_key(pkcs12: bytes, passphrase: str, expected: str, user) -> signing.C
     try:
         info = signing.pkcs12_certificate(pkcs12, passphrase)
     except signing.SigningError as exc:
-        raise ValidationError({"pkcs12": str(exc)}) from exc
+        raise ValidationError({"pkcs12": signing_refusal(exc, "pkcs12")}) from exc
     if info.sha256 != expected:
         raise ValidationError(
             {
@@ -680,7 +711,7 @@ def sign(
                     **long_term,
                 )
         except signing.SigningError as exc:
-            raise ValidationError({"pkcs12": str(exc)}) from exc
+            raise ValidationError({"pkcs12": signing_refusal(exc, "pkcs12")}) from exc
         return _store_signature(record, user, role, signed, certificate, method="pkcs12")
 
 
@@ -832,7 +863,7 @@ def complete_signature(*, record: DecisionRecord, user, role: str, cms: bytes) -
                 prepared, cms, fingerprint, base=current, older_digests=older, **_long_term()
             )
         except signing.SigningError as exc:
-            raise ValidationError({"cms": str(exc).removeprefix("cms: ").removeprefix("prepared: ")}) from exc
+            raise ValidationError({"cms": signing_refusal(exc, "cms", "prepared")}) from exc
         _discard_after_commit([pending.prepared_pdf.name])
         pending.completed_at, pending.prepared_pdf = timezone.now(), ""
         pending.save(update_fields=["completed_at", "prepared_pdf"])

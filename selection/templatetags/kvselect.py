@@ -85,6 +85,20 @@ def when(value, precision: str = "") -> str:
     return ""
 
 
+# A team member's role (Membership.Role) as a sentence names it; the choices' labels say what each may do.
+MEMBER_ROLES = {
+    "architect": gettext_lazy("architect"),
+    "reviewer": gettext_lazy("reviewer"),
+    "procurement": gettext_lazy("procurement"),
+}
+
+
+@register.filter
+def member_role(role) -> str:
+    """A team role code ("reviewer") in words in the page's language; "member" without a role."""
+    return str(MEMBER_ROLES.get(role) or gettext("member"))
+
+
 @register.filter
 def role_name(role: str) -> str:
     """A signature field or owner role (business, platform, security, seal) in the active language."""
@@ -152,6 +166,15 @@ def field_type(bound_field) -> str:
 def domain_name(value):
     """A criterion/dimension/scenario name or description from selection.domain (as a snapshot
     stored it: the English text), translated."""
+    return domain_text(value)
+
+
+@register.filter
+def criterion(value):
+    """A criterion by its id ("cache_reuse", as scoring rules store it) or its stored English name, in
+    the active language: never the id itself."""
+    if value in criteria_domain.CRITERIA_BY_ID:
+        return criterion_name(value)
     return domain_text(value)
 
 

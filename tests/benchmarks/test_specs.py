@@ -206,6 +206,7 @@ def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_r
     body = client.get(reverse("selection:run", args=[selection.pk, run.pk])).content.decode()
     assert "Probe" in body and 'data-test="probe"' in body and "Probe depth (requests)" in body
     assert "The probe answered" in body and "probe_answered" not in body.replace('"probe_answered"', "")
+    assert '<td>probe TTFT p95 at 4 deep</td><td class="num">212 ms</td><td class="num">30</td>' in body
 
     metric = measured_metrics(candidate, selection.constraints.as_domain())["isolation_ttft_p95_ms"]
     assert metric.value == 212.5 and metric.run_ids == (str(run.pk),)

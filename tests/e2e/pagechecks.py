@@ -80,6 +80,17 @@ PRODUCT_NAMES = (
     "kvsim",
     "Noto Sans CJK",
     "htmx",
+    # the trace formats and benchmark tools an upload or a trace import accepts, by their names
+    "Mooncake",
+    "Azure",
+    "BurstGPT",
+    "LLMPerf",
+    "inference-perf",
+    "English",  # the language switch offers each language by its own name (English, 简体中文)
+    "kvselect-harness",  # kvselect's own load generator, named as a run's tool
+    # KV precisions as engines name them (fp8 and bf16 hold no three-letter word and pass anyway)
+    "int4",
+    "int8",
 )
 # Units and measures written the same way in Chinese technical text (lowercased words).
 UNIT_WORDS = frozenset(

@@ -69,6 +69,7 @@ def kind_of_page(url: str) -> str:
 
 def user_texts(selections) -> set[str]:
     """What people typed or are called: allowed to stay in its own language on any page."""
+    from django.conf import settings
     from django.contrib.auth import get_user_model
 
     from selection.i18n import person_name
@@ -80,9 +81,14 @@ def user_texts(selections) -> set[str]:
         texts |= {getattr(getattr(selection, "constraints", None), "notes", "")}
         for candidate in selection.candidates.all():
             texts |= {candidate.label, candidate.display_name, candidate.model_name}
+            texts |= set(candidate.runs.values_list("label", flat=True))  # what a run was labelled when started
         for record in selection.records.all():
             texts |= {record.rationale}
+    # people's names, and their login names (the user menu shows yours: you typed it to sign in)
     texts |= {person_name(user) for user in get_user_model().objects.all()}
+    texts |= {user.get_username() for user in get_user_model().objects.all()}
+    # the model catalog's names are product names (gpt-oss-120b, Qwen2.5-72B)
+    texts |= {path.stem for path in (Path(settings.BASE_DIR) / "selection/fixtures/model_configs").glob("*.json")}
     return {text for text in texts if text}
 
 

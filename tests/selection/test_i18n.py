@@ -771,3 +771,25 @@ def test_the_audit_trail_reads_in_words():
     assert audit_field("peak_concurrency") != "peak_concurrency" and "_" not in audit_field("peak_concurrency")
     with translation.override("zh-hans"):
         assert CJK.search(audit_action("scenario.inferred"))
+
+
+def test_team_roles_and_criterion_ids_read_as_words():
+    """The read-only notice names the reader's team role, and the record's scoring rules their
+    criteria, in words in the page's language (issue 37: "您的角色：reviewer", criterion ids)."""
+    from selection.templatetags.kvselect import criterion, member_role
+
+    assert member_role("reviewer") == "reviewer" and member_role(None) == "member"
+    assert criterion("cache_reuse") == "Cache reuse" == criterion("Cache reuse")
+    with translation.override("zh-hans"):
+        assert member_role("reviewer") == "评审人" and member_role("procurement") == "采购"
+        assert member_role("") == "成员"
+        assert criterion("cache_reuse") == criterion("Cache reuse") == "缓存复用"
+
+
+def test_every_scoring_rule_reads_in_chinese():
+    """The scoring rules table (comparison page, record): each rule's unit and formula is a msgid."""
+    from selection.domain.scoring.mappings import MAPPINGS
+
+    with translation.override("zh-hans"):
+        untranslated = [t for m in MAPPINGS for t in (m.unit, m.formula) if not CJK.search(domain_text(t))]
+    assert untranslated == []

@@ -44,6 +44,8 @@ def _read_constraints(constraints: Mapping[str, Any]) -> dict:
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
         raise CapacityError(f"constraints.gpu_budget: must be a positive integer, got {budget!r}")
     out["gpu_budget"] = budget
+    allowed = constraints.get("kv_precisions_allowed")  # optional: alternatives keep to these
+    out["kv_precisions_allowed"] = [str(p) for p in allowed] if isinstance(allowed, (list, tuple)) else []
     return out
 
 
@@ -67,23 +69,44 @@ def _assess(plan: CapacityPlan, c: dict) -> dict:
     }
 
 
+def _short_of_peak(aa: dict, c: dict) -> Message:
+    return Message(
+        _("at 80%% of the pool only %(seqs)s sequences of avg context fit (peak %(peak)s)"),
+        {"seqs": str(aa["seqs_80"]), "peak": str(c["peak_concurrency"])},
+    )
+
+
+def _above_budget(gpus: int, c: dict) -> Message:
+    return Message(
+        _("the plan uses %(gpus)s GPUs, above the budget of %(budget)s"),
+        {"gpus": str(gpus), "budget": str(c["gpu_budget"])},
+    )
+
+
 def _alternatives(plan: CapacityPlan, c: dict, a: dict, over_budget: bool) -> list[dict]:
     """Changes that would make the plan fit, each planned under the same engine rules: fp8 (or
-    int8) KV, a larger TP up to the GPU budget, or replicas of the plan as it is."""
+    int8) KV when the constraints allow that precision, a larger TP up to the GPU budget, or
+    replicas of the plan as it is. Each says what it changes in words (`label`; `change` is the
+    setting, for the API) and, when it does not fit, why (`why_not`)."""
     i, gpus = plan.inputs, plan.inputs.tp * plan.inputs.pp
     alternatives: list[dict] = []
     budget = c["gpu_budget"]
-    if i.kv_dtype in ("bf16", "fp16"):
+    kv_alt = "fp8" if i.engine != "llamacpp" else "int8"
+    allowed = c.get("kv_precisions_allowed") or []
+    if i.kv_dtype in ("bf16", "fp16") and (not allowed or kv_alt in allowed):
         try:
-            alt = plan_capacity(replace(i, kv_dtype="fp8" if i.engine != "llamacpp" else "int8"))
+            alt = plan_capacity(replace(i, kv_dtype=kv_alt))
             aa = _assess(alt, c)
+            fits = aa["fits_20"] and not over_budget
             alternatives.append(
                 {
                     "change": f"kv_dtype={alt.inputs.kv_dtype}",
+                    "label": Message(_("KV cache in %(dtype)s"), {"dtype": alt.inputs.kv_dtype}),
                     "gpus": gpus,
-                    "fits": aa["fits_20"] and not over_budget,
+                    "fits": fits,
                     "headroom_30": aa["fits_30"],
                     "sequences_at_80pct": aa["seqs_80"],
+                    "why_not": None if fits else (_above_budget(gpus, c) if over_budget else _short_of_peak(aa, c)),
                 }
             )
         except CapacityError:
@@ -99,10 +122,12 @@ def _alternatives(plan: CapacityPlan, c: dict, a: dict, over_budget: bool) -> li
         alternatives.append(
             {
                 "change": f"tp={k}",
+                "label": Message(_("tensor parallel %(tp)s"), {"tp": str(k)}),
                 "gpus": k * i.pp,
                 "fits": aa["fits_20"],
                 "headroom_30": aa["fits_30"],
                 "sequences_at_80pct": aa["seqs_80"],
+                "why_not": None if aa["fits_20"] else _short_of_peak(aa, c),
             }
         )
         if aa["fits_30"]:
@@ -111,13 +136,19 @@ def _alternatives(plan: CapacityPlan, c: dict, a: dict, over_budget: bool) -> li
         replicas = math.ceil(c["peak_concurrency"] / a["seqs_80"])
         if replicas > 1:
             n = replicas * gpus
+            fits = budget is None or n <= budget
             alternatives.append(
                 {
                     "change": f"{replicas} replicas of TP={i.tp}",
+                    "label": Message(
+                        _("%(replicas)s replicas of the plan (tensor parallel %(tp)s each)"),
+                        {"replicas": str(replicas), "tp": str(i.tp)},
+                    ),
                     "gpus": n,
-                    "fits": budget is None or n <= budget,
+                    "fits": fits,
                     "headroom_30": False,
                     "sequences_at_80pct": a["seqs_80"] * replicas,
+                    "why_not": None if fits else _above_budget(n, c),
                 }
             )
     return alternatives
@@ -227,7 +258,13 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
         best = min(good, key=lambda x: (x["gpus"], not x["headroom_30"]))
         summary = Message(
             _("does not fit as planned; fits with %(change)s (%(gpus)s GPUs)"),
-            {"change": best["change"], "gpus": str(best["gpus"])},
+            {"change": best["label"], "gpus": str(best["gpus"])},
+        )
+    elif not fits:  # the badge already says "does not fit": the summary says what follows from it
+        summary = Message(
+            _("does not fit as planned, nor with any alternative checked below")
+            if alternatives
+            else _("does not fit as planned, for the reasons below")
         )
     return {
         "fits": fits,

@@ -652,7 +652,32 @@ def test_verdict_does_not_fit_and_offers_tp_or_fp8():
     assert not changes["kv_dtype=fp8"]["fits"]  # 3.5 GiB of pool per GPU is too small either way
     assert not changes["tp=4"]["fits"] and changes["tp=8"]["fits"]
     assert "16" not in str([a["change"] for a in v["alternatives"]])  # beyond the 8-GPU budget
-    assert str(v["summary"]) == "does not fit as planned; fits with tp=8 (8 GPUs)"
+    assert str(v["summary"]) == "does not fit as planned; fits with tensor parallel 8 (8 GPUs)"
+    # each alternative in words, and why the ones that do not fit do not (issue 37, walk 1b#30-31)
+    assert str(changes["tp=8"]["label"]) == "tensor parallel 8" and changes["tp=8"]["why_not"] is None
+    assert str(changes["kv_dtype=fp8"]["label"]) == "KV cache in fp8"
+    assert str(changes["tp=4"]["why_not"]).startswith("at 80% of the pool only ")
+
+
+def test_an_alternative_keeps_to_the_kv_precisions_the_constraints_allow():
+    c = dict(CONSTRAINTS, peak_concurrency=100, avg_input_tokens=4000)
+    allowed = verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=2), dict(c, kv_precisions_allowed=["bf16", "fp8"]))
+    only_bf16 = verdict(plan("Llama-3.1-70B", gpu="H100-80GB", tp=2), dict(c, kv_precisions_allowed=["bf16"]))
+    assert "kv_dtype=fp8" in [a["change"] for a in allowed["alternatives"]]
+    assert "kv_dtype=fp8" not in [a["change"] for a in only_bf16["alternatives"]]
+
+
+def test_replicas_above_the_budget_say_so_and_the_summary_does_not_repeat_the_badge():
+    c = dict(CONSTRAINTS, peak_concurrency=400, gpu_budget=2)
+    v = verdict(plan("Llama-3.1-8B", gpu="H100-80GB"), c)
+    assert not v["fits"]
+    replicas = [a for a in v["alternatives"] if "replicas" in a["change"]]
+    assert replicas and not replicas[0]["fits"]
+    assert "above the budget of 2" in str(replicas[0]["why_not"])
+    assert str(v["summary"]) in (
+        "does not fit as planned, nor with any alternative checked below",
+        "does not fit as planned, for the reasons below",
+    )
 
 
 def test_verdict_context_beyond_the_model_is_a_reason():

@@ -162,6 +162,14 @@ def test_test_gaps_name_failed_inconclusive_and_unrun_tests_in_order():
     ]
 
 
+def test_a_test_the_engines_cache_model_rules_out_is_never_an_open_risk():
+    """Issue 34 item 1: llama.cpp's resident slots make the KV-release verdicts not applicable, by design."""
+    gaps = procurement.test_gaps(
+        ["concurrency_stress", "swap_recovery"], {"concurrency_stress": "not_applicable", "swap_recovery": "fail"}
+    )
+    assert gaps == [{"test": "swap_recovery", "outcome": "fail"}]
+
+
 def test_every_not_ready_becomes_an_open_item_with_its_confirming_owner():
     items = procurement.open_items_from_checks(sample_project_checks())
     assert [(i["key"], i["owner_roles"], i["note"]) for i in items] == [

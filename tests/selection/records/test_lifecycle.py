@@ -372,3 +372,38 @@ def test_the_overload_run_joins_the_record_after_the_five_with_its_step_chart(de
     assert entry["metrics"][0] == {"name": "TTFT p95", "value": "1850.0", "unit": "ms", "n": None, "interval": ""}
     assert "Overload: the way up and down" in [c["title"] for c in entry["charts"]]
     assert entries[("Concurrency stress", "vLLM")]["metrics"][0]["value"] != "9999.0"
+
+
+def test_signing_refusals_read_in_the_owners_language(decided, architect, owners, dev_certs):
+    """Walk m11: the owner-side signing refusals were English on Chinese pages."""
+    from django.utils import translation
+
+    record = approve_all(start_review(record=create_draft(selection=decided, user=architect), user=architect), owners)
+    with translation.override("zh-hans"):
+        with pytest.raises(ValidationError) as another_key:
+            sign(
+                record=record,
+                user=owners["business"],
+                role="business",
+                pkcs12=dev_certs.pkcs12["platform"].read_bytes(),
+                passphrase=PASSPHRASE,
+            )
+        with pytest.raises(ValidationError) as wrong_passphrase:
+            sign(
+                record=record,
+                user=owners["business"],
+                role="business",
+                pkcs12=dev_certs.pkcs12["business"].read_bytes(),
+                passphrase="not-the-passphrase",
+            )
+        with pytest.raises(ValidationError) as out_of_order:
+            sign(
+                record=record,
+                user=owners["platform"],
+                role="platform",
+                pkcs12=dev_certs.pkcs12["platform"].read_bytes(),
+                passphrase=PASSPHRASE,
+            )
+    assert "不是您登记的签名证书" in another_key.value.message_dict["pkcs12"][0]
+    assert wrong_passphrase.value.message_dict["pkcs12"][0].startswith("无法打开证书文件")
+    assert out_of_order.value.message_dict["role"][0] == "下一位签名者是业务负责人（顺序：业务、平台、安全）。"

@@ -1,0 +1,48 @@
+"""A decision record's PDF across a database restart (issue 38 item 3): the render takes seconds to
+minutes and leaves its connection idle; a restart meanwhile used to fail the write and render the whole
+record again on the retry (a demo signing step met a restart every 70 s and never finished). Now only
+the write runs again."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from django.db import OperationalError
+
+from config import outage
+from selection.certificates import signing
+from selection.models import DecisionRecord
+from selection.records import pdf, rendering
+
+pytestmark = pytest.mark.django_db(transaction=True)  # a restart ends the connection: no test transaction
+
+
+def test_a_restart_during_the_render_retries_the_write_not_the_render(
+    selection, architect, monkeypatch, settings, tmp_path
+):
+    settings.MEDIA_ROOT = tmp_path
+    monkeypatch.setattr(outage, "BACKOFF_FIRST_S", 0.01)
+    record = DecisionRecord.objects.create(
+        selection=selection, version=1, status=DecisionRecord.Status.APPROVED, created_by=architect, snapshot={}
+    )
+    renders = []
+    monkeypatch.setattr(
+        pdf,
+        "render_record",
+        lambda context: renders.append(1) or SimpleNamespace(pdf=b"%PDF-1.7 x", signature_boxes={}),
+    )
+    monkeypatch.setattr(signing, "prepare_signature_fields", lambda data, boxes: data)
+    selects = []
+    real = DecisionRecord.objects.select_for_update
+
+    def select_for_update(*args, **kwargs):
+        selects.append(1)
+        if len(selects) == 1:
+            raise OperationalError("terminating connection due to administrator command")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(DecisionRecord.objects, "select_for_update", select_for_update)
+    stored = rendering.render_pdf(record)
+    assert renders == [1] and len(selects) == 2  # rendered once, written on the second try
+    assert stored.pdf and DecisionRecord.objects.get(pk=record.pk).pdf_sha256 == stored.pdf_sha256 != ""
