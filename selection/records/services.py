@@ -52,6 +52,7 @@ from selection.domain import project_checks as project_checks_domain
 from selection.domain import records as records_domain
 from selection.domain import tie_ground as tie_domain
 from selection.domain.records import OWNER_ROLES
+from selection.domain.roles import ROLE_LABELS
 from selection.i18n import message_text, person_name
 from selection.models import (
     OWNER_FIELDS,
@@ -706,7 +707,7 @@ def sign(
                     field_name="seal",
                     signer_name="Organisation seal",
                     role="seal",
-                    reason=signing.ROLE_LABELS["seal"],
+                    reason=ROLE_LABELS["seal"],
                     **long_term,
                 )
         except signing.SigningError as exc:

@@ -706,6 +706,7 @@ def test_every_signing_role_has_one_label():
     """Owner roles and the seal are named in selection.domain.roles only: the model's choices, the
     pages (role_name) and the signed PDF (English) all read it."""
     from selection.certificates import signing
+    from selection.certificates.signing import dev_ca, reports, sign
     from selection.domain.records import OWNER_ROLES
     from selection.domain.roles import ROLE_LABELS
     from selection.i18n import role_name
@@ -713,7 +714,7 @@ def test_every_signing_role_has_one_label():
 
     assert set(ROLE_LABELS) == {*OWNER_ROLES, signing.SEAL_FIELD}
     assert {role: str(label) for role, label in RecordApproval.Role.choices} == {r: ROLE_LABELS[r] for r in OWNER_ROLES}
-    assert signing.ROLE_LABELS is ROLE_LABELS
+    assert sign.ROLE_LABELS is reports.ROLE_LABELS is dev_ca.ROLE_LABELS is ROLE_LABELS
     with translation.override("zh-hans"):
         assert all(CJK.search(role_name(role)) for role in ROLE_LABELS)
         assert role_name("observer") == "observer"

@@ -41,6 +41,7 @@ from weasyprint import HTML
 
 from selection.certificates import signing
 from selection.certificates.services import enrol_certificate
+from selection.certificates.signing import dev_ca
 from selection.domain import record_integrity as integrity
 from selection.records.verification import NOT_A_KVSELECT_RECORD, verification_report
 from tests.support import signed_records as sr
@@ -507,7 +508,7 @@ def _revoked_certificate(certs) -> tuple[bytes, bytes]:
     ca_cert = x509.load_pem_x509_certificate(certs.ca_certificate.read_bytes())
     ca_key = serialization.load_pem_private_key(certs.ca_key.read_bytes(), password=None)
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = signing._leaf(  # the CA's own issuing routine, as the CA would issue it
+    cert = dev_ca.leaf_certificate(  # the CA's own issuing routine, as the CA would issue it
         x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Oscar Outsider")]),
         key,
         ca_cert,

@@ -16,6 +16,7 @@ from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.sign.diff_analysis import DEFAULT_DIFF_POLICY
 
 from selection.certificates import signing
+from selection.certificates.signing import modifications
 from selection.records.pdf import render_record
 from tests.support.record_context import sample_record_context, with_drawn_charts
 
@@ -82,13 +83,13 @@ def test_verification_uses_the_fast_path(small_record, monkeypatch):
     """The diff policy verify_pdf passes really installs the on-demand table on each signed revision."""
     pdf, ca, _ = small_record
     installed = []
-    original = signing.install_on_demand_usages
+    original = modifications.install_on_demand_usages
 
     def spy(resolver):
         original(resolver)
         installed.append(type(resolver._indirect_object_access_cache))
 
-    monkeypatch.setattr(signing, "install_on_demand_usages", spy)
+    monkeypatch.setattr(modifications, "install_on_demand_usages", spy)
     assert signing.verify_pdf(pdf, [ca]).all_ok
     assert installed and set(installed) == {signing.UsagesOfRef}
 
