@@ -82,7 +82,10 @@ def baseline_key(kind: str, what: str) -> str:
 
 
 # A verdict's outcome and its signs differ between crawls of simulated runs on a loaded machine.
-OUTCOMES = re.compile(r"未通过|通过|无定论|未验证|不适用|容得下|容不下|\b(?:pass|fail|inconclusive|not judged)\b")
+OUTCOMES = re.compile(
+    r"未通过|通过|无定论|未验证|不适用|数据不足|容得下|容不下"
+    r"|\b(?:pass|fail|inconclusive|not judged|insufficient data)\b"
+)
 
 
 def settled(text: str, kind: str) -> str:
