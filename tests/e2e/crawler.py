@@ -78,7 +78,21 @@ def baseline_key(kind: str, what: str) -> str:
     which differs between runs on a loaded machine: the same untranslated sentence either way)."""
     text = pagechecks.FILE_NAME.sub("FILE", " ".join(what.split()))
     text = re.sub(r"\d+", "#", HASHLIKE.sub("HASH", text))
-    return f"{kind}\t" + (text.split("; ")[0] if kind == "english" else text)
+    return f"{kind}\t" + settled(text, kind)
+
+
+# A verdict's outcome and its signs differ between crawls of simulated runs on a loaded machine.
+OUTCOMES = re.compile(r"未通过|通过|无定论|未验证|不适用|容得下|容不下|\b(?:pass|fail|inconclusive|not judged)\b")
+
+
+def settled(text: str, kind: str) -> str:
+    """A keyed text without what varies from run to run: outcome words (OUTCOME), the sign of a
+    number, and for English lines what follows the first "; " or "client-bound (" (why a run was
+    inconclusive)."""
+    text = re.sub(r"[+\-−](?=#)", "", OUTCOMES.sub("OUTCOME", text))
+    if kind == "english":
+        text = text.split("; ")[0].split("client-bound (")[0]
+    return text
 
 
 def read_baseline(path) -> set[str]:
