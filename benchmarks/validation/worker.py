@@ -149,7 +149,7 @@ def claim(
             HardwareSlot.objects.get_or_create(key=key)
         list(HardwareSlot.objects.select_for_update().filter(key__in=keys).order_by("key"))
         Candidate.objects.select_for_update().filter(pk=candidate.pk).first()
-        holder = hardware_holder(run_id, candidate, keys, now)
+        holder = hardware_holder(run_id, candidate, keys, now) or earlier_queued_run(run_id, candidate)
         queued = BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED).exists()
         if holder is None or not queued:
             return _claim(run_id, worker, now, keys)
@@ -157,6 +157,34 @@ def claim(
         progress={"phase": "waiting for the hardware", "percent": 0, "waiting_for": holder}
     )
     raise HardwareBusy(holder)
+
+
+def earlier_queued_run(run_id: int, candidate: Candidate) -> dict[str, Any] | None:
+    """The candidate's oldest validation run queued before `run_id`, as a waiting run shows it: a
+    candidate's runs start in the order they were queued (whichever task retries first when the
+    hardware frees would otherwise take it). None when `run_id` is the oldest. A run whose message
+    was lost is sent again by the reaper (`tasks.unsent_validation_runs`), so nothing waits forever."""
+    earlier = (
+        BenchmarkRun.objects.filter(
+            candidate=candidate,
+            status=BenchmarkRun.Status.QUEUED,
+            origin=BenchmarkRun.Origin.HARNESS,
+            cancel_requested=False,
+            pk__lt=run_id,
+        )
+        .order_by("pk")
+        .first()
+    )
+    if earlier is None:
+        return None
+    return {
+        "run": earlier.pk,
+        "test": earlier.test,
+        "candidate": candidate.display_name,
+        "other_selection": False,
+        "hardware": [],
+        "since": None,
+    }
 
 
 def hardware_holder(run_id: int, candidate: Candidate, keys: list[str], now: datetime) -> dict[str, Any] | None:

@@ -250,3 +250,17 @@ def test_the_run_page_says_which_run_a_queued_run_waits_for(on_one_host, archite
     assert page.status_code == 200, page.status_code
     text = " ".join(page.content.decode().split())
     assert f"Waiting for run #{a.pk} (Concurrency stress, {first.display_name}) to finish: it is using host m1." in text
+
+
+def test_a_candidates_runs_start_in_the_order_they_were_queued(on_one_host, architect):
+    """Walk p-a: a stability run queued last ran before the prefix and swap runs queued earlier."""
+    first, _second = on_one_host
+    earlier = start_validation(candidate=first, test="concurrency_stress", user=architect, params=SHORT)
+    later = start_validation(candidate=first, test="prefix_reuse", user=architect)
+    with pytest.raises(HardwareBusy) as busy:
+        claim(later.pk, "w2", machine="m1")  # its task retried first: the earlier run goes first
+    assert busy.value.holder["run"] == earlier.pk and busy.value.holder["candidate"] == first.display_name
+    assert claim(earlier.pk, "w1", machine="m1") is not None
+    BenchmarkRun.objects.filter(pk=earlier.pk).update(status="succeeded", finished_at=timezone.now())
+    assert claim(later.pk, "w2", machine="m1") is not None
+    BenchmarkRun.objects.filter(pk=later.pk).update(status="succeeded", finished_at=timezone.now())
