@@ -165,12 +165,21 @@ def verdict(plan_or_inputs: CapacityPlan | CapacityInputs, constraints: Mapping[
     a = _assess(plan, c)
     reasons: list[Message] = []
     gib = lambda b: f"{b / GiB:.2f} GiB"  # noqa: E731
+    # a page of one token (SGLang) is a token slot: "blocks of 1 tokens" read as a typo (walk 1b#31)
+    pool_sentence = (
+        _(
+            "KV pool %(pool)s per GPU (%(blocks)s token slots); %(peak)s concurrent sequences "
+            "(one at max context %(max)s, the rest at avg %(avg)s) need %(need)s"
+        )
+        if plan.block_size == 1
+        else _(
+            "KV pool %(pool)s per GPU (%(blocks)s blocks of %(block)s tokens); %(peak)s concurrent sequences "
+            "(one at max context %(max)s, the rest at avg %(avg)s) need %(need)s"
+        )
+    )
     reasons.append(
         Message(
-            _(
-                "KV pool %(pool)s per GPU (%(blocks)s blocks of %(block)s tokens); %(peak)s concurrent sequences "
-                "(one at max context %(max)s, the rest at avg %(avg)s) need %(need)s"
-            ),
+            pool_sentence,
             {
                 "pool": gib(a["pool_bytes"]),
                 "blocks": str(plan.num_blocks),

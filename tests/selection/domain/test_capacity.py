@@ -812,3 +812,11 @@ def test_verdict_on_llamacpp_counts_its_slots_and_the_longest_sequence_a_slot_ho
 
 def test_every_engine_has_its_memory_rules():
     assert set(ENGINE_RULES) == set(ENGINES)
+
+
+def test_one_token_pages_are_token_slots_not_blocks_of_one_token():
+    """SGLang pages one token at a time: the pool sentence counts token slots (walk 1b#31)."""
+    sglang = verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="sglang"), CONSTRAINTS)
+    vllm = verdict(plan("Llama-3.1-8B", gpu="H100-80GB", engine="vllm"), CONSTRAINTS)
+    assert "token slots)" in str(sglang["reasons"][0]) and "blocks of" not in str(sglang["reasons"][0])
+    assert "blocks of 16 tokens" in str(vllm["reasons"][0])
