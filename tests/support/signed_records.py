@@ -18,6 +18,7 @@ from django.core.files.base import ContentFile
 from weasyprint import HTML
 
 from selection.certificates import signing
+from selection.certificates.signing import dev_ca
 from selection.models import DecisionRecord, RecordApproval
 
 ROLES = ("business", "platform", "security")
@@ -36,9 +37,10 @@ BOXES = {role: (0, 40 + 130 * i, 60, 160 + 130 * i, 140) for i, role in enumerat
 
 def production_like_ca(out: Path) -> signing.DevCertificatePaths:
     """A CA, CRL, TSA and PKCS#12s laid out as the development CA's, but not named as kvselect's development
-    CA: nothing it issues is flagged "development certificate"."""
+    CA: nothing it issues is flagged "development certificate". The names are patched where the CA is
+    issued (`signing.dev_ca`); the check that flags development certificates keeps the real ones."""
     with mock.patch.multiple(
-        signing,
+        dev_ca,
         DEV_ORGANISATION="Example Corp",
         DEV_CA_COMMON_NAME="Example Corp Signing Root",
         DEV_TSA_COMMON_NAME="Example Corp Time-Stamping",
