@@ -329,9 +329,12 @@ def test_a_change_while_the_task_scores_is_picked_up_by_the_same_task(decided, s
 
 
 @pytest.mark.django_db(transaction=True)  # the burst's next upload commits from another thread
-def test_a_task_waits_for_a_burst_to_end_and_scores_what_arrives_meanwhile(decided, sent, monkeypatch):
+def test_a_task_waits_for_a_burst_to_end_and_scores_what_arrives_meanwhile(sent, decided, monkeypatch):
+    # `sent` before `decided`: without a test transaction the set-up's own rescoring is sent on commit, and
+    # a real worker (CI runs one for the whole session) would score this selection beside the task below
     monkeypatch.setattr(tasks, "RESCORING_QUIET_S", 1.0)
     Selection.objects.filter(pk=decided.pk).update(rescoring_queued_at=None)  # the set-up's own task is done
+    sent.clear()
     tasks.schedule_rescoring(decided.pk)  # no test transaction: sent at once
     scheduled = time.monotonic()
     assert sent == [decided.pk]
