@@ -117,8 +117,10 @@ def test_a_queue_that_grows_at_the_same_load_fails_and_a_steady_one_passes():
 
 
 def stress_on(config: SimConfig, concurrency: int) -> w.NormalizedResult:
-    # vLLM's queue histogram (the simulator's) starts at 0.3 s: a limit of 500 ms is above its first bucket
-    params = w.plan("concurrency_stress", {"peak_concurrency": concurrency, "ttft_p95_ms": 1000})
+    # The limit is 2,500 ms (50 % of a 5 s TTFT budget), a bucket bound of vLLM's queue histogram (the
+    # simulator's): the roomy engine queues nothing of its own, but client and engine share one event loop,
+    # and on a loaded CI machine its lag alone showed a p95 of 715 ms; the cramped engine's p95 is seconds.
+    params = w.plan("concurrency_stress", {"peak_concurrency": concurrency, "ttft_p95_ms": 5000})
     params |= {"duration_s": 3.0, "warmup_s": 0.5, "settle_s": 0.5, "abort_fraction": 0.0}
     params |= {"input_tokens": 256, "output_tokens": 48, "input_distribution": None, "output_distribution": None}
 
@@ -134,14 +136,14 @@ def stress_on(config: SimConfig, concurrency: int) -> w.NormalizedResult:
 
 
 def test_the_stress_test_judges_each_requests_queue_wait_from_the_engine():
-    """The same load (24 in flight) on an engine that runs 64 sequences at once and on one that runs 2:
-    the first schedules every request at once, the second queues them behind the two it runs."""
+    """The same load (24 in flight) on an engine that runs 64 sequences at once and on one that runs 1:
+    the first schedules every request at once, the second queues them behind the one it runs."""
     roomy = stress_on(SimConfig(max_num_seqs=64, num_blocks=4000), 24)
     verdict = next(v for v in roomy.verdicts if v["name"] == "queue_wait_p95_within_budget")
     assert verdict["status"] == "pass" and verdict["n"] >= 20, verdict
     assert roomy.points[0].extra["queue_wait"]["metric"] == "vllm:request_queue_time_seconds"
-    cramped = stress_on(SimConfig(max_num_seqs=2, num_blocks=4000), 24)
+    cramped = stress_on(SimConfig(max_num_seqs=1, num_blocks=4000), 24)
     verdict = next(v for v in cramped.verdicts if v["name"] == "queue_wait_p95_within_budget")
-    assert verdict["status"] == "fail" and (verdict["interval"] is None or verdict["interval"][0] >= 500.0), verdict
+    assert verdict["status"] == "fail" and (verdict["interval"] is None or verdict["interval"][0] >= 2500.0), verdict
     assert "queue wait p95" in cramped.metadata["observed"]["line"]
     assert math.isfinite(cramped.metadata["observed"]["queue_wait_p95_ms"])
