@@ -46,7 +46,8 @@ def test_preemption_fragmentation_and_kv_details_render_in_chinese():
     )
     preemption, _ = stability._preemption_trend_verdict(rec, windows, {})
     assert preemption["detail"] == (
-        "preemptions 2 in the first window (12.0/min) -> 7 in the last (42.0/min) vs <= 2 x the first rate + 1 per window"
+        "preemptions 2 in the first window (12.0/min) -> 7 in the last (42.0/min) "
+        "vs <= 2 x the first rate + 1 per window"
     )
     assert "抢占：第一个窗口 2 次（12.0 次/分钟）" in chinese(preemption)
     fragmentation, _ = stability._fragmentation_verdict(rec, windows, {})
