@@ -27,7 +27,7 @@ from benchmarks.harness.safety import check_target
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
 
 # the plan helpers, named here too while some workload modules still plan (their rows of the suite will)
-from benchmarks.suite.params import PlanError
+from benchmarks.suite.params import MAX_ERROR_RATE, PlanError
 from benchmarks.suite.params import budget_params as budget_params
 from benchmarks.suite.params import constraint_value as constraint_value
 from benchmarks.suite.params import length_distributions as length_distributions
@@ -342,9 +342,6 @@ class Session:
 
     async def kv_now(self) -> dict[str, float] | None:
         return await self.metrics.sample_once()
-
-
-MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring.inputs's max_error_rate too)
 
 
 def client_bound_reasons(point: LoadPoint) -> list[Any]:
