@@ -2,7 +2,8 @@
 module per test, this package's registry on top.
 
 Each test's module exports `SPEC` (`spec.TestSpec`): its parameters (default, label, unit), its
-`plan(constraints) -> params` (a plain, JSON-serialisable dict the user may edit), its
+`plan(constraints) -> params` (a plain, JSON-serialisable dict the user may edit) and its estimate,
+all three its row's in `benchmarks.suite` where the row states them (`TestSpec.of`), and its
 `run(target, params, cancel=None, progress=None) -> NormalizedResult` whose `verdicts` say what was
 observed (`benchmarks.verdicts`: status, sample size, interval) and whose
 `metadata["observed"]["line"]` says it in one sentence, and its `estimate(params)` (duration and

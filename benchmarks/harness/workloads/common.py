@@ -16,7 +16,6 @@ from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
 from benchmarks.harness.client_timing import ReceiveClock, client_slack_ms, load_held
-from benchmarks.harness.lengths import distribution
 from benchmarks.harness.load import (
     LoadOutcome,
     requests_rows,
@@ -25,8 +24,13 @@ from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_s
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
-from benchmarks.harness.workloads.spec import PlanError
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
+
+# the plan helpers, named here too while some workload modules still plan (their rows of the suite will)
+from benchmarks.suite.params import MAX_ERROR_RATE, PlanError
+from benchmarks.suite.params import budget_params as budget_params
+from benchmarks.suite.params import constraint_value as constraint_value
+from benchmarks.suite.params import length_distributions as length_distributions
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -140,32 +144,6 @@ class Target:
             kernel_timestamps=self.receive_clock == "kernel",
             allowed_hosts=self.allowed_hosts,
         )
-
-
-def constraint_value(constraints: dict[str, Any] | None, key: str, default: Any) -> Any:
-    value = (constraints or {}).get(key)
-    return default if value is None else value
-
-
-def budget_params(constraints: dict[str, Any] | None) -> dict[str, float]:
-    budgets = {}
-    for key in ("ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"):
-        if (constraints or {}).get(key) is not None:
-            budgets[key] = float(constraints[key])  # type: ignore[index]
-    return budgets
-
-
-def length_distributions(constraints: dict[str, Any] | None) -> dict[str, Any]:
-    """Input and output length distributions from the constraints (average, p95, max)."""
-    c = constraints or {}
-    return {
-        "input_distribution": distribution(
-            c.get("avg_input_tokens"), c.get("p95_input_tokens"), c.get("max_input_tokens")
-        ),
-        "output_distribution": distribution(
-            c.get("avg_output_tokens"), c.get("p95_output_tokens"), c.get("max_output_tokens")
-        ),
-    }
 
 
 LONG_OUTPUT_TOKENS = 32
@@ -369,9 +347,6 @@ class Session:
 
     async def kv_now(self) -> dict[str, float] | None:
         return await self.metrics.sample_once()
-
-
-MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring.inputs's max_error_rate too)
 
 
 def client_bound_reasons(point: LoadPoint) -> list[Any]:
