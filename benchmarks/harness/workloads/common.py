@@ -74,9 +74,6 @@ TOOL = "kvselect-harness"
 FORMAT = "kvselect-harness"
 
 
-LADDER = (16384, 32768, 65536, 131072)
-
-
 KV_BASELINE_TOLERANCE = 0.02
 
 
@@ -146,34 +143,7 @@ class Target:
         )
 
 
-LONG_OUTPUT_TOKENS = 32
-
-
-DEFAULT_MAX_MODEL_LEN = 131072  # Llama-3.1's context: the ladder's top when nothing else says
-
-
 TRUNCATION_TOLERANCE = 0.9  # an engine reporting fewer prompt tokens than this share of the rung truncated it
-
-
-def context_ladder(top: int, engine_limit: int | None = None, start: int = LADDER[0]) -> list[int]:
-    """Rungs doubling from 16K below `top`, the engine's own limit where it is below `top`, then
-    `top` itself: the requirement is always sent exactly, even past the engine's limit (that rung
-    then fails with the engine's error, which is the finding). A top at or below 16K climbs a
-    quarter and a half of it first."""
-    if top < 1:
-        raise PlanError(f"params.rungs: the ladder's top must be a positive token count, got {top!r}")
-    rungs = set()
-    if top <= start:
-        rungs.update(r for r in (top // 4, top // 2) if r >= 1)
-    rung = start
-    while rung < top:
-        if engine_limit is None or rung <= engine_limit:
-            rungs.add(rung)
-        rung *= 2
-    if engine_limit is not None and 0 < engine_limit < top:
-        rungs.add(engine_limit)
-    rungs.add(top)
-    return sorted(rungs)
 
 
 # The soak's length. The articles soak "for hours" (medium concurrency; does fragmentation keep rising,
