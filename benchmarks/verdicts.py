@@ -63,6 +63,10 @@ FAILS_BEYOND_CLIENT = _(
     "%(detail)s; fails even allowing the client's %(slack)s %(unit)s of lateness (client-bound: %(reasons)s)"
 )
 CLIENT_BOUND = _("%(detail)s; inconclusive (client-bound): %(reasons)s")
+# What a verdict the engine's cache model makes moot says (`not_applicable`).
+NOT_APPLICABLE_WHY = _("not applicable: %(why)s")
+NOT_APPLICABLE_WHY_SOURCE = _("not applicable: %(why)s (%(source)s)")
+NOT_APPLICABLE_OBSERVED = _("%(detail)s; observed: %(observed)s")
 
 
 def verdict(
@@ -109,13 +113,22 @@ def reasons_of(reasons: Sequence[Any]) -> Join:
 
 
 def not_applicable(
-    name: str, why: str, reference: str | None, observed: str = "", threshold: Any = None
+    name: str,
+    why: str | Message,
+    reference: str | None,
+    observed: str | Message | Join = "",
+    threshold: Any = None,
 ) -> dict[str, Any]:
     """A verdict the engine's documented cache model makes moot: "not applicable: <why> (<source>)",
-    then what was observed anyway (figures for the reader, judged by nothing)."""
-    detail = f"not applicable: {why}" + (f" ({reference})" if reference else "")
+    then what was observed anyway (figures for the reader, judged by nothing). `why` and `observed`
+    may be messages: the detail is then a message too, shown in the page's language."""
+    detail: Message = (
+        Message(NOT_APPLICABLE_WHY_SOURCE, {"why": why, "source": reference})
+        if reference
+        else Message(NOT_APPLICABLE_WHY, {"why": why})
+    )
     if observed:
-        detail += f"; observed: {observed}"
+        detail = Message(NOT_APPLICABLE_OBSERVED, {"detail": detail, "observed": observed})
     return verdict(name, NOT_APPLICABLE, detail, None, threshold, None, reference=reference)
 
 

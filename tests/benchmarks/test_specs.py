@@ -41,6 +41,18 @@ def test_every_runnable_row_of_the_suite_has_exactly_one_spec():
     assert workloads.RUNNERS == {test: spec.run for test, spec in workloads.SPECS.items()}
 
 
+# the tests whose parameters, plan and estimate their row of the suite states (the workload keeps the run)
+ROW_PLANNED = [test for test in workloads.SPECS if suite.BY_ID[test].plan is not None]
+
+
+@pytest.mark.parametrize("test", ROW_PLANNED)
+def test_a_spec_plans_estimates_and_parses_as_its_row_of_the_suite_says(test):
+    row, spec = suite.BY_ID[test], workloads.SPECS[test]
+    assert (spec.params, spec.plan, spec.estimate) == (row.params, row.plan, row.estimate)
+    planned = row.plan(None)
+    assert vars(spec.parse(planned)) == vars(row.parse(planned)) and row.problems(planned) == {}
+
+
 @pytest.mark.parametrize("test", list(workloads.SPECS))
 def test_every_parameter_has_a_label_and_a_unit_and_the_plan_plans_the_spec(test):
     spec = workloads.SPECS[test]

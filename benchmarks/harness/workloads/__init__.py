@@ -2,7 +2,8 @@
 module per test, this package's registry on top.
 
 Each test's module exports `SPEC` (`spec.TestSpec`): its parameters (default, label, unit), its
-`plan(constraints) -> params` (a plain, JSON-serialisable dict the user may edit), its
+`plan(constraints) -> params` (a plain, JSON-serialisable dict the user may edit) and its estimate,
+all three its row's in `benchmarks.suite` where the row states them (`TestSpec.of`), and its
 `run(target, params, cancel=None, progress=None) -> NormalizedResult` whose `verdicts` say what was
 observed (`benchmarks.verdicts`: status, sample size, interval) and whose
 `metadata["observed"]["line"]` says it in one sentence, and its `estimate(params)` (duration and
@@ -37,13 +38,11 @@ from benchmarks.harness.workloads import (
     swap_recovery,
 )
 from benchmarks.harness.workloads.common import (
-    LONG_OUTPUT_TOKENS,
     MAX_ERROR_RATE,
     PREFIX_REUSE_MIN_SHARE,
     PlanError,
     Target,
     budget_verdicts,
-    context_ladder,
     format_ms,
 )
 from benchmarks.harness.workloads.model_switch import (
@@ -65,6 +64,7 @@ from benchmarks.harness.workloads.stability import short_soak_note
 from benchmarks.harness.workloads.swap_recovery import run_swap_recovery
 from benchmarks.result import NormalizedResult
 from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite.long_context import LONG_OUTPUT_TOKENS, context_ladder
 
 __all__ = [
     "LONG_OUTPUT_TOKENS",
