@@ -62,6 +62,11 @@ FAILED_DESPITE_LATENCY = _(
     "%(detail)s, but %(rate)s of requests failed (at most %(allowed)s allowed): a latency over the few that "
     "succeeded is not a pass"
 )
+# what the aborts left behind (`kv_verdicts`)
+NO_METRICS = _("the engine exports no metrics: cannot judge")
+NO_KV_METRIC = _("the engine exports no KV usage metric")
+RELEASED_AFTER_LOAD = _("%(running)s running, %(waiting)s waiting %(waited)s s after the load")
+KV_VS_BASELINE = _("KV usage %(kv)s vs baseline %(base)s (tolerance %(tolerance)s)")
 
 TOOL = "kvselect-harness"
 
@@ -491,7 +496,7 @@ def kv_verdicts(
     leak: that verdict is not applicable (with the source); the requests must still be released."""
     after = settled.get("after")
     if after is None:
-        return [make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no metrics: cannot judge")]
+        return [make_verdict("kv_back_to_baseline_after_aborts", None, Message(NO_METRICS))]
     verdicts = []
     running = after.get("running")
     if running is not None:
@@ -500,7 +505,10 @@ def kv_verdicts(
             make_verdict(
                 "requests_released_after_aborts",
                 running + waiting == 0,
-                f"{running:g} running, {waiting:g} waiting {settled['waited_s']} s after the load",
+                Message(
+                    RELEASED_AFTER_LOAD,
+                    {"running": f"{running:g}", "waiting": f"{waiting:g}", "waited": f"{settled['waited_s']}"},
+                ),
                 running + waiting,
                 0,
             )
@@ -509,7 +517,9 @@ def kv_verdicts(
     figures = (
         None
         if kv is None or base is None
-        else f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE})"
+        else Message(
+            KV_VS_BASELINE, {"kv": f"{kv:.3f}", "base": f"{base:.3f}", "tolerance": f"{KV_BASELINE_TOLERANCE}"}
+        )
     )
     if cache_model is not None and cache_model.keeps_finished_kv:
         verdicts.append(
@@ -521,7 +531,7 @@ def kv_verdicts(
             )
         )
     elif figures is None:
-        verdicts.append(make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no KV usage metric"))
+        verdicts.append(make_verdict("kv_back_to_baseline_after_aborts", None, Message(NO_KV_METRIC)))
     else:
         verdicts.append(
             make_verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, figures, kv, base)
