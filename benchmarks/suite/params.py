@@ -29,6 +29,9 @@ _ = gettext_noop
 UNITS = ("s", "ms", "tokens", "requests", "requests/s", "sessions", "share", "x", "%", "MiB", "count", "")
 
 
+MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring.inputs's max_error_rate too)
+
+
 class PlanError(ValueError):
     """Parameters that cannot run; the message names the field."""
 

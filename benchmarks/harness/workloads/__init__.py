@@ -38,13 +38,11 @@ from benchmarks.harness.workloads import (
     swap_recovery,
 )
 from benchmarks.harness.workloads.common import (
-    LONG_OUTPUT_TOKENS,
     MAX_ERROR_RATE,
     PREFIX_REUSE_MIN_SHARE,
     PlanError,
     Target,
     budget_verdicts,
-    context_ladder,
     format_ms,
 )
 from benchmarks.harness.workloads.model_switch import (
@@ -66,6 +64,7 @@ from benchmarks.harness.workloads.stability import short_soak_note
 from benchmarks.harness.workloads.swap_recovery import run_swap_recovery
 from benchmarks.result import NormalizedResult
 from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite.long_context import LONG_OUTPUT_TOKENS, context_ladder
 
 __all__ = [
     "LONG_OUTPUT_TOKENS",
