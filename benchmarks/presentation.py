@@ -290,9 +290,12 @@ def interval_text(interval: Any) -> str:
     return f"{number(interval[0])}–{number(interval[1])}"
 
 
-def judged_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text) -> list[dict[str, Any]]:
+def judged_rows(
+    verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text, render_message=messages.render
+) -> list[dict[str, Any]]:
     """Each verdict as the record's result table prints it: the criterion and its outcome in words,
-    the figure it judged against its limit, its sample size and interval, and the test's detail."""
+    the figure it judged against its limit, its sample size and interval, and the test's detail (a
+    message rendered by `render_message` in the record's language)."""
     return [
         {
             "criterion": verdict_label(row["name"], translate),
@@ -304,7 +307,7 @@ def judged_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda t
             "interval": interval_text(row["interval"]),
             "detail": row["detail"],
         }
-        for verdict, row in zip(verdicts or [], criterion_rows(verdicts, translate), strict=True)
+        for verdict, row in zip(verdicts or [], criterion_rows(verdicts, translate, render_message), strict=True)
     ]
 
 
@@ -676,11 +679,15 @@ def chart_svg(name: str, **arguments) -> str:
 PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA = "pass", "fail", "inconclusive", "insufficient_data"
 
 
-def observed_line(metadata: Mapping[str, Any] | None, simulated: bool) -> str:
+def observed_line(metadata: Mapping[str, Any] | None, simulated: bool, render_message=messages.render) -> str:
     """What a validation test observed, in one sentence with its figures and sample sizes (the
-    harness writes metadata["observed"]["line"]); empty for uploads, which carry figures only."""
+    harness writes metadata["observed"]["line"] in English and, where written as a message,
+    ["line_message"], rendered by `render_message` in the page's language); empty for uploads,
+    which carry figures only."""
     observed = (metadata or {}).get("observed")
-    line = observed.get("line") if isinstance(observed, Mapping) else None
+    if not isinstance(observed, Mapping):
+        return ""
+    line = render_message(observed.get("line_message")) or observed.get("line")
     if not line:
         return ""
     return f"SIMULATED — {line}" if simulated else str(line)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from benchmarks.harness.estimates import Load
+from benchmarks.suite.params import Parameters, ParamSpec
 from selection.domain.claims import Claim
 
 
@@ -57,7 +59,7 @@ PointRow = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class ValidationTest:
+class ValidationTest(Parameters):
     id: str
     number: int | None  # position in the articles' order; None for uploads that fit no test
     title: str
@@ -92,6 +94,15 @@ class ValidationTest:
     # the record read them beside `benchmarks.presentation.CRITERION_TITLES` (the tests' shared ones,
     # and those of the tests written before this field)
     verdict_titles: Mapping[str, str] = field(default_factory=dict)
+    # how it runs, short of the run itself (its workload module's, `harness.workloads.spec.TestSpec.of`):
+    # its parameters (`benchmarks.suite.params.ParamSpec`: default, label, unit, bounds; the form,
+    # the run page and the dispatch read them, the run parses them once), its plan
+    # `plan(constraints, facts, **kwargs) -> params` from the constraints and the candidate's facts
+    # (`CandidateFacts`; a plain, JSON-serialisable dict the user may edit) and its estimate
+    # `estimate(params) -> Load | None` (`benchmarks.harness.estimates`: duration and load before Run)
+    params: tuple[ParamSpec, ...] = ()
+    plan: Callable[..., dict[str, Any]] | None = None
+    estimate: Callable[[Mapping[str, Any]], Load | None] | None = None
 
 
 @dataclass(frozen=True)

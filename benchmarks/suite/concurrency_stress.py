@@ -1,13 +1,76 @@
-"""Test 1, concurrency stress: its row of the suite."""
+"""Test 1, concurrency stress: its row of the suite (its run: `benchmarks.harness.workloads.stress`)."""
 
 from __future__ import annotations
 
-from benchmarks.suite.base import RunFacts, ValidationTest
+from typing import Any, Mapping
+
+from benchmarks.harness.estimates import Load, number, steady_load
+from benchmarks.suite.base import CandidateFacts, RunFacts, ValidationTest
+from benchmarks.suite.params import (
+    BUDGET_PARAMS,
+    DISTRIBUTION_PARAMS,
+    ParamSpec,
+    budget_params,
+    constraint_value,
+    length_distributions,
+)
 from selection.domain.claims import Claim
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
     return text
+
+
+PARAMS = (
+    ParamSpec("concurrency", 64, _("Concurrent requests"), "requests"),
+    ParamSpec("duration_s", 300.0, _("Duration (s)"), "s"),
+    ParamSpec("warmup_s", 10.0, _("Warm-up (s)"), "s"),
+    ParamSpec("ramp_up_s", 0.0, _("Ramp-up (s)"), "s"),
+    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
+    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
+    *DISTRIBUTION_PARAMS,
+    ParamSpec("abort_fraction", 0.05, _("Share of requests aborted mid-stream (0-1)"), "share"),
+    ParamSpec("settle_s", 30.0, _("Settling time after the load (s)"), "s"),
+    ParamSpec(
+        "rate",
+        None,
+        _("Request rate, open loop (requests/s; empty: closed loop)"),
+        "requests/s",
+        positive=True,
+        optional=True,
+    ),
+    ParamSpec("long_input_tokens", None, _("Long traffic group from (input tokens)"), "tokens"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_concurrency_stress(params: Mapping[str, Any]) -> Load:
+    """Warm-up, ramp-up and the measured load at the target concurrency, then the settling time."""
+    loaded = number(params, "warmup_s") + number(params, "ramp_up_s") + number(params, "duration_s")
+    load = steady_load(params, loaded)
+    return load._replace(seconds=loaded + number(params, "settle_s"))
+
+
+def plan_concurrency_stress(
+    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None
+) -> dict[str, Any]:
+    return {
+        "concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
+        "duration_s": 300.0,
+        "warmup_s": 10.0,
+        "ramp_up_s": 0.0,
+        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
+        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
+        **length_distributions(constraints),
+        "abort_fraction": 0.05,  # requests closed mid-stream on purpose
+        "settle_s": 30.0,  # after the load: time allowed for KV usage to return to baseline
+        # open loop at the constraints' request rate (Poisson arrivals, requests/s); None: closed loop
+        "rate": float(constraints["request_rate"]) if (constraints or {}).get("request_rate") else None,
+        # requests with at least this many input tokens form the "long" traffic group (None: the
+        # constraints' p95 input, else benchmarks.traces.stats.LONG_INPUT_TOKENS)
+        "long_input_tokens": (constraints or {}).get("p95_input_tokens"),
+        **budget_params(constraints),
+    }
 
 
 def indicators(run: RunFacts) -> dict[str, float]:
@@ -51,4 +114,7 @@ TEST = ValidationTest(
     indicators=indicators,
     cli={"concurrency": "concurrency", "rate": "rate", "duration": "duration_s", "trace": "length_trace"},
     claims=(CONCURRENCY,),
+    params=PARAMS,
+    plan=plan_concurrency_stress,
+    estimate=estimate_concurrency_stress,
 )

@@ -228,9 +228,9 @@ def validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str
         "run": f"run-{run.pk}",
         "candidate": run.candidate.display_name,
         "summary": _summary(verdicts),
-        "observed": presentation.observed_line(run.metadata, run.is_simulated),
+        "observed": presentation.observed_line(run.metadata, run.is_simulated, message_text),
         "verdicts": [_verdict_line(v) for v in verdicts],
-        "judged": presentation.judged_rows(verdicts, _),
+        "judged": presentation.judged_rows(verdicts, _, message_text),
         "verdict": presentation.run_verdict(verdicts),
         "metrics": presentation.result_figures(run.test, list(run.points.values()), run.metadata, _),
         "charts": record_charts(run, budgets, colours),
@@ -470,7 +470,7 @@ def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
     if continuation.run is not None:
         sentences.append(_claim_text(continuation))
     run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "swap_recovery"), None)
-    line = ((run.metadata or {}).get("observed") or {}).get("line") if run is not None else None
+    line = presentation.observed_line(run.metadata, False, message_text) if run is not None else None
     if line:
         sentences.append(_("Observed: %(line)s.") % {"line": line})
     return " ".join(sentences)

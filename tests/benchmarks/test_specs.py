@@ -42,6 +42,16 @@ def test_every_runnable_row_of_the_suite_has_exactly_one_spec():
 
 
 @pytest.mark.parametrize("test", list(workloads.SPECS))
+def test_a_spec_plans_estimates_and_parses_as_its_row_of_the_suite_says(test):
+    """A test's parameters, plan and estimate are its row's (benchmarks/suite/<test>.py); its workload
+    module adds only the run."""
+    row, spec = suite.BY_ID[test], workloads.SPECS[test]
+    assert (spec.params, spec.plan, spec.estimate) == (row.params, row.plan, row.estimate)
+    planned = row.plan(None)
+    assert vars(spec.parse(planned)) == vars(row.parse(planned)) and row.problems(planned) == {}
+
+
+@pytest.mark.parametrize("test", list(workloads.SPECS))
 def test_every_parameter_has_a_label_and_a_unit_and_the_plan_plans_the_spec(test):
     spec = workloads.SPECS[test]
     names = [param.name for param in spec.params]

@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.estimates import Load, closed_loop, number, numbers, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -16,27 +15,21 @@ from benchmarks.harness.load import (
 )
 from benchmarks.harness.prompts import PromptFactory
 from benchmarks.harness.workloads.common import (
-    DEFAULT_MAX_MODEL_LEN,
-    LONG_OUTPUT_TOKENS,
     TRUNCATION_TOLERANCE,
     Cancelled,
     PlanError,
     Reporter,
     Session,
     Target,
-    budget_params,
     build_result,
-    constraint_value,
-    context_ladder,
     errors_verdict,
     format_ms,
     require_param,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
-from benchmarks.harness.workloads.spec import gettext_noop as _
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import long_context as suite_row
 from benchmarks.verdicts import (
     FAIL,
     INSUFFICIENT_DATA,
@@ -45,71 +38,6 @@ from benchmarks.verdicts import (
     judge_percentile,
     verdict,
 )
-
-PARAMS = (
-    ParamSpec("rungs", [16384, 32768, 65536, 131040], _("Context lengths to try (tokens)"), "tokens"),
-    ParamSpec("required_tokens", 131040, _("Required context (tokens)"), "tokens"),
-    ParamSpec("max_model_len", None, _("Engine context limit (tokens)"), "tokens"),
-    ParamSpec("output_tokens", 32, _("Output tokens per request"), "tokens"),
-    ParamSpec("repeats", 1, _("Repeats per context length"), "count"),
-    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
-    ParamSpec("background_concurrency", 16, _("Background concurrent requests"), "requests"),
-    ParamSpec("background_input_tokens", 256, _("Background input tokens per request"), "tokens"),
-    ParamSpec("background_output_tokens", 32, _("Background output tokens per request"), "tokens"),
-    ParamSpec("background_lead_s", 5.0, _("Background traffic before the long request (s)"), "s"),
-    ParamSpec("background_timeout_s", 60.0, _("Background request timeout (s)"), "s"),
-    ParamSpec("with_background", True, _("Run background traffic"), ""),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_long_context(params: Mapping[str, Any]) -> Load:
-    """Each rung's long request `repeats` times, each after the background's lead when it runs."""
-    rungs = numbers(params, "rungs")
-    repeats = max(number(params, "repeats", 1), 1)
-    with_background = bool(params.get("with_background"))
-    lead = number(params, "background_lead_s") if with_background else 0.0
-    seconds = repeats * sum(lead + request_seconds(params, rung) for rung in rungs)
-    background = number(params, "background_concurrency") if with_background else 0.0
-    per_background = number(params, "background_input_tokens", 256) + number(params, "background_output_tokens", 64)
-    long_requests = repeats * len(rungs)
-    requests = long_requests + closed_loop(background, seconds, request_seconds(params))
-    tokens = repeats * sum(rungs) + (requests - long_requests) * per_background
-    return Load(seconds, background + 1, requests, tokens)
-
-
-def plan_long_context(
-    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None, max_context: int | None = None
-) -> dict[str, Any]:
-    """The ladder climbs to the constraints' max input (its exact value is the last rung), with the
-    engine's max_model_len (minus the output; one of the candidate's facts) as a rung where it is
-    lower; `max_context` (validate --max-context) replaces the requirement. Without either: up to the
-    engine's limit. The candidate's KV capacity turns its KV usage ratio into tokens per request."""
-    facts = facts or CandidateFacts()
-    max_model_len = facts.max_model_len
-    output = LONG_OUTPUT_TOKENS
-    required = (constraints or {}).get("max_input_tokens")
-    engine_limit = int(max_model_len) - output if max_model_len else None
-    if max_context is not None and int(max_context) < 1:
-        raise PlanError(f"params.max_context: must be a positive token count, got {max_context!r}")
-    top = int(max_context or required or engine_limit or DEFAULT_MAX_MODEL_LEN - output)
-    rungs = context_ladder(top, engine_limit)
-    return {
-        "rungs": rungs,
-        "required_tokens": top,
-        "max_model_len": max_model_len,
-        "output_tokens": output,
-        "repeats": 1,
-        "kv_capacity_tokens": facts.kv_capacity_tokens,  # KV usage ratio -> tokens per request
-        # enough short streams that >= MIN_SAMPLES of them overlap each long request (when the peak allows)
-        "background_concurrency": max(min(int(constraint_value(constraints, "peak_concurrency", 16)), 16), 1),
-        "background_input_tokens": min(int(constraint_value(constraints, "avg_input_tokens", 256)), 2048),
-        "background_output_tokens": 32,
-        "background_lead_s": 5.0,  # short traffic alone before the long request (its baseline)
-        "background_timeout_s": 60.0,  # a short request stalled longer than this is a failure
-        "with_background": True,
-        **budget_params(constraints),
-    }
 
 
 async def run_long_context(
@@ -563,4 +491,4 @@ def _kv_delta_tokens(before: dict[str, float], peak: dict[str, float], capacity:
     return None
 
 
-SPEC = TestSpec("long_context", PARAMS, plan_long_context, run_long_context, estimate_long_context)
+SPEC = TestSpec.of(suite_row.TEST, run_long_context)
