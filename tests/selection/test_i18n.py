@@ -122,6 +122,7 @@ EVIDENCE_MESSAGE_MODULES = (
     "benchmarks/harness/load.py",
     "benchmarks/harness/workloads/common.py",
     "benchmarks/harness/workloads/stability.py",
+    "selection/scoring/evidence.py",
 )
 
 

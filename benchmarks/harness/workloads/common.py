@@ -25,12 +25,7 @@ from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
-
-# the plan helpers, named here too while some workload modules still plan (their rows of the suite will)
 from benchmarks.suite.params import MAX_ERROR_RATE, PlanError
-from benchmarks.suite.params import budget_params as budget_params
-from benchmarks.suite.params import constraint_value as constraint_value
-from benchmarks.suite.params import length_distributions as length_distributions
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
