@@ -59,8 +59,11 @@ def test_request_count_limit_and_warmup_count(with_mock):
 def test_open_loop_keeps_poisson_rate(with_mock):
     config = LoadConfig(mode="open", rate=100, duration_s=1.5, seed=3)
     outcome = with_mock(MockConfig(ttft_s=0.01), lambda s: load(s, config))
-    assert 100 * 0.7 < outcome.achieved_rate < 100 * 1.3
-    assert outcome.late_sends_fraction < 0.25  # a shared 2-core machine delays some sends by itself
+    assert outcome.achieved_rate < 100 * 1.3
+    # A client starved of its core cannot keep the schedule (on a loaded 2-core box it fell below 70/s
+    # or sent late): then the run must say it is client-bound, never pass a slower load off as 100/s
+    kept = outcome.achieved_rate > 100 * 0.7 and outcome.late_sends_fraction < 0.25
+    assert kept or outcome.client_bound, (outcome.achieved_rate, outcome.late_sends_fraction)
 
 
 def test_a_slow_engine_does_not_make_an_open_loop_client_look_late(with_mock):
@@ -158,8 +161,9 @@ def test_held_concurrency_never_exceeds_the_request(with_mock):
     loop noticed them used to end the window early and report more than was asked (64.2 of 64)."""
     config = LoadConfig(concurrency=16, duration_s=1.0)
     outcome = with_mock(MockConfig(ttft_s=0.01, itl_s=0.002), lambda s: load(s, config))
-    assert 14 <= outcome.achieved_concurrency <= 16
-    assert outcome.peak_concurrency <= 16
+    assert outcome.achieved_concurrency <= 16 and outcome.peak_concurrency <= 16
+    # a starved loop refills its slots late (below 14 of 16 on a loaded 2-core box): then the run says so
+    assert outcome.achieved_concurrency >= 14 or outcome.client_bound, outcome.achieved_concurrency
 
 
 def test_held_concurrency_of_sequential_requests_is_at_most_one():
