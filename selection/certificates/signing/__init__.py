@@ -42,6 +42,7 @@ from selection.certificates.signing.base import (
     SEAL_FIELD,
     Box,
     SigningError,
+    refusal,
 )
 from selection.certificates.signing.certificates import (
     CertificateInfo,
@@ -107,6 +108,8 @@ from selection.certificates.signing.reports import (
 from selection.certificates.signing.sign import (
     CJK_COLLECTIONS,
     CJK_FACE,
+    STAMP_HEADING,
+    StampWords,
     ValidationMaterial,
     add_document_timestamp,
     cjk_stamp_font,
@@ -136,6 +139,8 @@ __all__ = [
     "CJK_COLLECTIONS",
     "CJK_FACE",
     "CertificateInfo",
+    "STAMP_HEADING",
+    "StampWords",
     "DEV_CA_CERT",
     "DEV_CA_COMMON_NAME",
     "DEV_CA_CRL",
@@ -196,6 +201,7 @@ __all__ = [
     "pkcs12_certificate",
     "prepare_owner_signature",
     "prepare_signature_fields",
+    "refusal",
     "read_security_store",
     "run_coroutine",
     "sign_attributes",
