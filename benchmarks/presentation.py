@@ -144,6 +144,23 @@ METADATA_LABELS = {
     "observed": _("Observed"),
     "traffic_groups": _("Traffic groups"),
     "largest_successful_rung": _("Longest context served (tokens)"),
+    # what the validation tests record beside their points (the harness's workloads)
+    "sizing": _("Sizing"),
+    "eviction": _("Eviction"),
+    "resume": _("Resume"),
+    "continuation": _("Continuation"),
+    "never_swap": _("Sessions never swapped out"),
+    "active_turns": _("Active turns"),
+    "drift": _("Drift"),
+    "warmup_excluded": _("Warm-up excluded"),
+    "sessions": _("Sessions"),
+    "off_target": _("Endpoint with prefix caching off"),
+    "pace_independent": _("Figures independent of the client's pace"),
+    "host_activity": _("Load client's machine activity"),
+    "conclusions": _("Conclusions"),
+    "layout": _("Layout"),
+    "telemetry_stats": _("Telemetry statistics"),
+    "trace": _("Trace"),
 }
 # words a key's parts read as when no label is known ("kv_usage_ratio" -> "KV usage ratio")
 KEY_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "kv": "KV", "e2e": "end-to-end", "gpu": "GPU", "cpu": "CPU"}
@@ -273,9 +290,12 @@ def interval_text(interval: Any) -> str:
     return f"{number(interval[0])}–{number(interval[1])}"
 
 
-def judged_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text) -> list[dict[str, Any]]:
+def judged_rows(
+    verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text, render_message=messages.render
+) -> list[dict[str, Any]]:
     """Each verdict as the record's result table prints it: the criterion and its outcome in words,
-    the figure it judged against its limit, its sample size and interval, and the test's detail."""
+    the figure it judged against its limit, its sample size and interval, and the test's detail (a
+    message rendered by `render_message` in the record's language)."""
     return [
         {
             "criterion": verdict_label(row["name"], translate),
@@ -287,7 +307,7 @@ def judged_rows(verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda t
             "interval": interval_text(row["interval"]),
             "detail": row["detail"],
         }
-        for verdict, row in zip(verdicts or [], criterion_rows(verdicts, translate), strict=True)
+        for verdict, row in zip(verdicts or [], criterion_rows(verdicts, translate, render_message), strict=True)
     ]
 
 
@@ -659,11 +679,15 @@ def chart_svg(name: str, **arguments) -> str:
 PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA = "pass", "fail", "inconclusive", "insufficient_data"
 
 
-def observed_line(metadata: Mapping[str, Any] | None, simulated: bool) -> str:
+def observed_line(metadata: Mapping[str, Any] | None, simulated: bool, render_message=messages.render) -> str:
     """What a validation test observed, in one sentence with its figures and sample sizes (the
-    harness writes metadata["observed"]["line"]); empty for uploads, which carry figures only."""
+    harness writes metadata["observed"]["line"] in English and, where written as a message,
+    ["line_message"], rendered by `render_message` in the page's language); empty for uploads,
+    which carry figures only."""
     observed = (metadata or {}).get("observed")
-    line = observed.get("line") if isinstance(observed, Mapping) else None
+    if not isinstance(observed, Mapping):
+        return ""
+    line = render_message(observed.get("line_message")) or observed.get("line")
     if not line:
         return ""
     return f"SIMULATED — {line}" if simulated else str(line)

@@ -18,11 +18,12 @@ failure, nor a gap of the test.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, to_json
+
+if TYPE_CHECKING:  # numpy is imported by the functions that judge samples, not by every page (issue 39)
+    import numpy as np
 
 PASS = "pass"
 FAIL = "fail"
@@ -62,6 +63,10 @@ FAILS_BEYOND_CLIENT = _(
     "%(detail)s; fails even allowing the client's %(slack)s %(unit)s of lateness (client-bound: %(reasons)s)"
 )
 CLIENT_BOUND = _("%(detail)s; inconclusive (client-bound): %(reasons)s")
+# What a verdict the engine's cache model makes moot says (`not_applicable`).
+NOT_APPLICABLE_WHY = _("not applicable: %(why)s")
+NOT_APPLICABLE_WHY_SOURCE = _("not applicable: %(why)s (%(source)s)")
+NOT_APPLICABLE_OBSERVED = _("%(detail)s; observed: %(observed)s")
 
 
 def verdict(
@@ -108,13 +113,22 @@ def reasons_of(reasons: Sequence[Any]) -> Join:
 
 
 def not_applicable(
-    name: str, why: str, reference: str | None, observed: str = "", threshold: Any = None
+    name: str,
+    why: str | Message,
+    reference: str | None,
+    observed: str | Message | Join = "",
+    threshold: Any = None,
 ) -> dict[str, Any]:
     """A verdict the engine's documented cache model makes moot: "not applicable: <why> (<source>)",
-    then what was observed anyway (figures for the reader, judged by nothing)."""
-    detail = f"not applicable: {why}" + (f" ({reference})" if reference else "")
+    then what was observed anyway (figures for the reader, judged by nothing). `why` and `observed`
+    may be messages: the detail is then a message too, shown in the page's language."""
+    detail: Message = (
+        Message(NOT_APPLICABLE_WHY_SOURCE, {"why": why, "source": reference})
+        if reference
+        else Message(NOT_APPLICABLE_WHY, {"why": why})
+    )
     if observed:
-        detail += f"; observed: {observed}"
+        detail = Message(NOT_APPLICABLE_OBSERVED, {"detail": detail, "observed": observed})
     return verdict(name, NOT_APPLICABLE, detail, None, threshold, None, reference=reference)
 
 
@@ -140,6 +154,8 @@ def bootstrap_interval(
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of `statistic` (vectorised: it maps a (resamples, n) array to
     (resamples,)). None under two samples."""
+    import numpy as np
+
     data = np.asarray([v for v in values if v is not None], dtype=float)
     data = data[np.isfinite(data)]
     if data.size < 2:
@@ -153,6 +169,8 @@ def bootstrap_interval(
 
 
 def percentile_interval(values: Sequence[float], q: float) -> tuple[float, float] | None:
+    import numpy as np
+
     return bootstrap_interval(values, lambda sample: np.percentile(sample, q, axis=1))
 
 
@@ -165,6 +183,8 @@ def two_sample_interval(
     """Percentile bootstrap interval of combine(statistic(first), statistic(second)), each sample
     resampled on its own (first, then second, from the one fixed seed). None under two samples on
     either side, or when no resample gives a finite figure."""
+    import numpy as np
+
     a = np.asarray([v for v in first if v is not None], dtype=float)
     b = np.asarray([v for v in second if v is not None], dtype=float)
     if a.size < 2 or b.size < 2:
@@ -186,6 +206,8 @@ def ratio_interval(
     numerators: Sequence[float], denominators: Sequence[float], q: float = 50.0
 ) -> tuple[float, float] | None:
     """Interval of percentile(numerators) / percentile(denominators), both resampled independently."""
+    import numpy as np
+
     return two_sample_interval(numerators, denominators, lambda sample: np.percentile(sample, q, axis=1), np.divide)
 
 
@@ -227,6 +249,8 @@ def judge_percentile(
     have added (`client_slack_ms`: its measured send lateness, loop lag and late reads), and a pass
     stays a pass only when the load was held (`load_held`): then the client's lateness can only
     have added latency, and the engine met the threshold in spite of it."""
+    import numpy as np
+
     data = [float(v) for v in values if v is not None and np.isfinite(v)]
     n = len(data)
     figures = {"what": what, "q": f"{q:g}", "n": n, "sign": "<=" if at_most else ">=", "unit": unit}

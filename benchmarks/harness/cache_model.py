@@ -31,6 +31,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+# why a verdict does not apply (the verdict adds the source)
+RESIDENT_KV = _(
+    "%(engine)s keeps each slot's last prompt in its KV cache for reuse until another request takes "
+    "the slot, so KV usage stays up after requests end by design"
+)
+PER_SLOT_PREFIX = _(
+    "%(engine)s caches a prompt per slot and shares nothing between slots: every slot holds its own copy "
+    "of the shared prefix, so prefix caching saves prefill compute, not KV memory (judged by the prompt "
+    "tokens the engine processed instead)"
+)
+NO_OFFLOAD = _(
+    "%(engine)s as deployed has no offload tier: KV evicted from the GPU is dropped and a resumed "
+    "session's history is recomputed by design, so there is no swap-in to be cheaper than a recompute"
+)
+
 SLOT_RESIDENT = "slot_resident"
 RADIX_TREE = "radix_tree"
 PAGED_BLOCKS = "paged_blocks"
@@ -69,25 +91,15 @@ class CacheModel:
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "offload": self.offload, "source": self.source, "engine": self.engine}
 
-    # why a verdict does not apply (message text; the verdict adds the source)
-    def resident_kv_reason(self) -> str:
-        return (
-            f"{self.name} keeps each slot's last prompt in its KV cache for reuse until another request takes "
-            "the slot, so KV usage stays up after requests end by design"
-        )
+    # why a verdict does not apply, as messages (the verdict adds the source)
+    def resident_kv_reason(self) -> Message:
+        return Message(RESIDENT_KV, {"engine": self.name})
 
-    def per_slot_prefix_reason(self) -> str:
-        return (
-            f"{self.name} caches a prompt per slot and shares nothing between slots: every slot holds its own copy "
-            "of the shared prefix, so prefix caching saves prefill compute, not KV memory (judged by the prompt "
-            "tokens the engine processed instead)"
-        )
+    def per_slot_prefix_reason(self) -> Message:
+        return Message(PER_SLOT_PREFIX, {"engine": self.name})
 
-    def no_offload_reason(self) -> str:
-        return (
-            f"{self.name} as deployed has no offload tier: KV evicted from the GPU is dropped and a resumed "
-            "session's history is recomputed by design, so there is no swap-in to be cheaper than a recompute"
-        )
+    def no_offload_reason(self) -> Message:
+        return Message(NO_OFFLOAD, {"engine": self.name})
 
 
 def from_dict(data: dict[str, Any] | None) -> CacheModel | None:

@@ -14,19 +14,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from benchmarks.suite.params import distribution as distribution  # where the plans state one
+
 Z95 = 1.6448536269514722  # the standard normal's 95th percentile
 DEFAULT_P95_OVER_MEAN = 2.0  # when the constraints give no p95: a typical long-tailed chat mix
 SAMPLE_SEED = 7
-
-
-def distribution(mean: float | None, p95: float | None = None, maximum: float | None = None) -> dict[str, Any] | None:
-    if not mean:
-        return None
-    return {
-        "mean": float(mean),
-        "p95": None if p95 is None else float(p95),
-        "max": None if maximum is None else float(maximum),
-    }
 
 
 def draw(dist: dict[str, Any], n: int, seed: int = SAMPLE_SEED) -> list[int]:

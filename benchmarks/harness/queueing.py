@@ -37,12 +37,38 @@ from benchmarks.verdicts import (
     two_sample_interval,
     verdict,
 )
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
 
 QUEUE_WAIT = "queue_wait"
-NO_HISTOGRAM = (
+NO_HISTOGRAM = _(
     "the engine exports no queue-time histogram: the wait of each request is not measured, only the "
     "number of requests waiting"
 )
+NO_TTFT_BUDGET = _("no TTFT budget: the queue wait is reported, not judged")
+SHARE_OF_BUDGET = _("%(share)s of the %(budget)s ms TTFT budget")
+FEW_WAITS = _(
+    "queue wait from %(n)s requests (%(metric)s): at least %(min)s are needed (limit %(limit)s ms, %(share)s)"
+)
+BEYOND_LAST_BUCKET = _("above %(low)s ms (the histogram's last bucket)")
+IN_BUCKET = _("%(value)s ms (its histogram bucket %(low)s–%(high)s ms)")
+QUEUE_WAIT_P95 = _(
+    "queue wait p95 %(where)s, mean %(mean)s ms, n=%(n)s requests (%(metric)s) vs <= %(limit)s ms (%(share)s)"
+)
+LIMIT_IN_BUCKET = _("%(detail)s: the limit falls inside the bucket that holds the p95")
+NO_WAITING_GAUGE = _("the engine exports no waiting-requests gauge")
+FEW_QUEUE_SAMPLES = _("%(early)s and %(late)s queue-length samples in the windows")
+QUEUE_GROWTH = _(
+    "requests waiting %(first)s in the first window -> %(last)s in the last (%(change)s%(ci)s; "
+    "%(early)s and %(late)s samples)%(waits)s vs a rise <= %(limit)s at the same load"
+)
+QUEUE_GROWTH_CI = _(", 95%% CI %(low)s–%(high)s")
+QUEUE_WAIT_CHANGE = _("; queue wait p95 %(first)s -> %(last)s ms")
+GROWTH_STRADDLES = _("%(detail)s: the interval straddles the limit (a longer soak narrows it)")
 MIN_QUEUE_GROWTH = 1.0  # requests: a queue this much longer on average is within noise at any load
 QUEUE_GROWTH_SHARE = 0.1  # of the concurrency: the default allowed rise of the mean queue length
 
@@ -74,20 +100,22 @@ def queue_wait_verdict(
     """Queue wait p95 against QUEUE_WAIT_SHARE_OF_TTFT of the TTFT budget (the histogram bucket holding
     the p95 is its interval)."""
     if figures is None:
-        return verdict(name, NOT_JUDGED, NO_HISTOGRAM)
+        return verdict(name, NOT_JUDGED, Message(NO_HISTOGRAM))
     if not ttft_budget_ms:
-        return verdict(
-            name, NOT_JUDGED, "no TTFT budget: the queue wait is reported, not judged", None, None, figures["n"]
-        )
+        return verdict(name, NOT_JUDGED, Message(NO_TTFT_BUDGET), None, None, figures["n"])
     limit = QUEUE_WAIT_SHARE_OF_TTFT * float(ttft_budget_ms)
     n, value, bounds = figures["n"], figures.get("p95_ms"), figures.get("p95_bounds_ms")
-    share = f"{QUEUE_WAIT_SHARE_OF_TTFT:.0%} of the {float(ttft_budget_ms):g} ms TTFT budget"
+    share = Message(
+        SHARE_OF_BUDGET, {"share": f"{QUEUE_WAIT_SHARE_OF_TTFT:.0%}", "budget": f"{float(ttft_budget_ms):g}"}
+    )
     if n < MIN_SAMPLES or value is None or bounds is None:
         return verdict(
             name,
             INSUFFICIENT_DATA,
-            f"queue wait from {n} requests ({figures['metric']}): at least {MIN_SAMPLES} are needed "
-            f"(limit {limit:g} ms, {share})",
+            Message(
+                FEW_WAITS,
+                {"n": n, "metric": figures["metric"], "min": MIN_SAMPLES, "limit": f"{limit:g}", "share": share},
+            ),
             value,
             limit,
             n,
@@ -97,18 +125,25 @@ def queue_wait_verdict(
     # bucket starting at the limit is beyond it
     if high is None:  # beyond the histogram's last finite bucket: only its lower bound is known
         status = FAIL if low >= limit else INCONCLUSIVE
-        where = f"above {low:g} ms (the histogram's last bucket)"
+        where = Message(BEYOND_LAST_BUCKET, {"low": f"{low:g}"})
         interval = None
     else:
         status = PASS if high <= limit else FAIL if low >= limit else INCONCLUSIVE
-        where = f"{value:.1f} ms (its histogram bucket {low:g}–{high:g} ms)"
+        where = Message(IN_BUCKET, {"value": f"{value:.1f}", "low": f"{low:g}", "high": f"{high:g}"})
         interval = (low, high)
-    detail = (
-        f"queue wait p95 {where}, mean {figures['mean_ms']:.1f} ms, n={n} requests ({figures['metric']}) "
-        f"vs <= {limit:g} ms ({share})"
+    detail = Message(
+        QUEUE_WAIT_P95,
+        {
+            "where": where,
+            "mean": f"{figures['mean_ms']:.1f}",
+            "n": n,
+            "metric": figures["metric"],
+            "limit": f"{limit:g}",
+            "share": share,
+        },
     )
     if status == INCONCLUSIVE:
-        detail += ": the limit falls inside the bucket that holds the p95"
+        detail = Message(LIMIT_IN_BUCKET, {"detail": detail})
     return verdict(name, status, detail, value, limit, n, interval)
 
 
@@ -133,12 +168,12 @@ def queue_growth_verdict(
         "queue_wait_p95_last_ms": (waits["last_window"] or {}).get("p95_ms"),
     }
     if "waiting" not in recording.series:
-        return verdict(name, NOT_JUDGED, "the engine exports no waiting-requests gauge"), figures
+        return verdict(name, NOT_JUDGED, Message(NO_WAITING_GAUGE)), figures
     early = [v for t, v in recording.series["waiting"] if first[0] <= t <= first[1]]
     late = [v for t, v in recording.series["waiting"] if last[0] <= t <= last[1]]
     if len(early) < 2 or len(late) < 2:
         return (
-            verdict(name, INSUFFICIENT_DATA, f"{len(early)} and {len(late)} queue-length samples in the windows"),
+            verdict(name, INSUFFICIENT_DATA, Message(FEW_QUEUE_SAMPLES, {"early": len(early), "late": len(late)})),
             figures,
         )
     a, b = np.asarray(early, dtype=float), np.asarray(late, dtype=float)
@@ -146,16 +181,26 @@ def queue_growth_verdict(
     interval = two_sample_interval(late, early, lambda sample: sample.mean(axis=1), np.subtract)
     status = compare(value, interval, limit)
     figures.update(queue_waiting_first=float(a.mean()), queue_waiting_last=float(b.mean()))
-    wait_text = ""
+    waits_text: Message | str = ""
     if figures["queue_wait_p95_first_ms"] is not None and figures["queue_wait_p95_last_ms"] is not None:
-        wait_text = (
-            f"; queue wait p95 {figures['queue_wait_p95_first_ms']:.0f} -> {figures['queue_wait_p95_last_ms']:.0f} ms"
+        waits_text = Message(
+            QUEUE_WAIT_CHANGE,
+            {"first": f"{figures['queue_wait_p95_first_ms']:.0f}", "last": f"{figures['queue_wait_p95_last_ms']:.0f}"},
         )
-    ci = f", 95% CI {interval[0]:+.2f}–{interval[1]:+.2f}" if interval else ""
-    detail = (
-        f"requests waiting {a.mean():.2f} in the first window -> {b.mean():.2f} in the last ({value:+.2f}{ci}; "
-        f"{a.size} and {b.size} samples){wait_text} vs a rise <= {limit:g} at the same load"
+    ci = Message(QUEUE_GROWTH_CI, {"low": f"{interval[0]:+.2f}", "high": f"{interval[1]:+.2f}"}) if interval else ""
+    detail = Message(
+        QUEUE_GROWTH,
+        {
+            "first": f"{a.mean():.2f}",
+            "last": f"{b.mean():.2f}",
+            "change": f"{value:+.2f}",
+            "ci": ci,
+            "early": int(a.size),
+            "late": int(b.size),
+            "waits": waits_text,
+            "limit": f"{limit:g}",
+        },
     )
     if status == INCONCLUSIVE:
-        detail += ": the interval straddles the limit (a longer soak narrows it)"
+        detail = Message(GROWTH_STRADDLES, {"detail": detail})
     return verdict(name, status, detail, value, limit, int(a.size + b.size), interval), figures

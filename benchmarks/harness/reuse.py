@@ -20,6 +20,22 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+# where the share of cached prompt tokens came from (`reuse_share`)
+BY_COUNTERS = _("the engine's prefix-cache counters: %(hits)s of %(queries)s queried tokens hit")
+BY_ENGINE_COUNTERS = _("the engine's prefix-cache counters (%(engine)s): %(hits)s of %(queries)s queried tokens hit")
+BY_PROCESSED = _(
+    "the engine computed %(processed)s of the %(sent)s prompt tokens sent "
+    "(its prompt-token counter, llamacpp:prompt_tokens_total, against the responses' usage)"
+)
+BY_RESPONSES = _("the responses' %(field)s: %(cached)s of %(prompt)s prompt tokens cached")
+
 COUNTERS, PROCESSED, RESPONSES, TIMING = "engine_counters", "engine_processed_counter", "responses", "timing"
 SOURCES = (COUNTERS, PROCESSED, RESPONSES, TIMING)
 
@@ -59,36 +75,28 @@ def reuse_figures(
 
 def reuse_share(figures: dict[str, Any], engine: str = "") -> dict[str, Any] | None:
     """The share of the prompt tokens the engine took from its cache, by the strongest evidence in
-    `figures` (`reuse_figures`): {share, source, detail, n}; None when the engine gives none."""
+    `figures` (`reuse_figures`): {share, source, detail, message, n} (`detail` is the English text of
+    `message`); None when the engine gives none."""
     hits, queries = figures.get("counter_hits"), figures.get("counter_queries")
     if hits is not None and queries:
-        return {
-            "share": max(0.0, min(1.0, hits / queries)),
-            "source": COUNTERS,
-            "detail": f"the engine's prefix-cache counters{f' ({engine})' if engine else ''}: {hits:,.0f} of "
-            f"{queries:,.0f} queried tokens hit",
-            "n": figures.get("requests"),
-        }
+        counts = {"hits": f"{hits:,.0f}", "queries": f"{queries:,.0f}"}
+        message = Message(BY_ENGINE_COUNTERS, {**counts, "engine": engine}) if engine else Message(BY_COUNTERS, counts)
+        return _evidence(max(0.0, min(1.0, hits / queries)), COUNTERS, message, figures.get("requests"))
     processed, sent = figures.get("prompt_tokens_processed"), figures.get("prompt_tokens_sent")
     if processed is not None and sent:
-        return {
-            "share": max(0.0, min(1.0, 1.0 - processed / sent)),
-            "source": PROCESSED,
-            "detail": f"the engine computed {processed:,.0f} of the {sent:,.0f} prompt tokens sent "
-            "(its prompt-token counter, llamacpp:prompt_tokens_total, against the responses' usage)",
-            "n": figures.get("requests"),
-        }
+        message = Message(BY_PROCESSED, {"processed": f"{processed:,.0f}", "sent": f"{sent:,.0f}"})
+        return _evidence(max(0.0, min(1.0, 1.0 - processed / sent)), PROCESSED, message, figures.get("requests"))
     cached, prompt = figures.get("responses_cached_tokens"), figures.get("responses_prompt_tokens")
     if cached is not None and prompt:
         via = figures.get("responses_cached_source") or "usage"
         field = "timings (prompt_n)" if via == "timings" else "usage cached_tokens"
-        return {
-            "share": max(0.0, min(1.0, cached / prompt)),
-            "source": RESPONSES,
-            "detail": f"the responses' {field}: {cached:,.0f} of {prompt:,.0f} prompt tokens cached",
-            "n": figures.get("responses_with_cached"),
-        }
+        message = Message(BY_RESPONSES, {"field": field, "cached": f"{cached:,.0f}", "prompt": f"{prompt:,.0f}"})
+        return _evidence(max(0.0, min(1.0, cached / prompt)), RESPONSES, message, figures.get("responses_with_cached"))
     return None
+
+
+def _evidence(share: float, source: str, message: Message, n: Any) -> dict[str, Any]:
+    return {"share": share, "source": source, "detail": str(message), "message": message, "n": n}
 
 
 def in_flight_need(

@@ -7,11 +7,13 @@ record and the comparison), the evaluation dimensions its evidence feeds, how it
 scoring's indicators (`indicators`, `uncredited`), the figures its result table shows on the run
 page and in the record (`figures`), the record's claims its verdicts support (`claims`), the
 titles of the verdicts only it writes, `make demo`'s short settings and the `validate` command's
-flags it takes. Every title, form choice, API enum, chart mapping, scoring indicator, result
-figure and claim reads this registry; how a test runs (its parameters, plan, run and estimate) is
-its workload module's `SPEC` (`benchmarks.harness.workloads.spec`). Adding a test is a module here
-(added to `MODULES`), its workload module, a migration for the model's new choice, the catalog's
-translations and a test of its run (docs/architecture.md, "Where to change X").
+flags it takes, and (`params`, `plan`, `estimate`; `benchmarks.suite.params`) its parameters, its
+plan from the constraints and the candidate's facts and its estimate. Every title, form choice, API
+enum, chart mapping, scoring indicator, result figure and claim reads this registry; its workload
+module (`benchmarks.harness.workloads`) adds only the run (`TestSpec.of(TEST, run)`, its `SPEC`).
+Adding a test is a module here (added to `MODULES`), its workload module, a migration for the
+model's new choice, the catalog's translations and a test of its run (docs/architecture.md, "Where
+to change X").
 
 The texts are English and marked with `_`, a no-op named so that `makemessages` collects them;
 pages and the record translate them when they show them. No Django here.

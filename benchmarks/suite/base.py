@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from benchmarks.harness.estimates import Load
+from benchmarks.suite.params import Parameters, ParamSpec
 from selection.domain.claims import Claim
+from selection.domain.messages import Message
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ PointRow = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class ValidationTest:
+class ValidationTest(Parameters):
     id: str
     number: int | None  # position in the articles' order; None for uploads that fit no test
     title: str
@@ -92,6 +95,23 @@ class ValidationTest:
     # the record read them beside `benchmarks.presentation.CRITERION_TITLES` (the tests' shared ones,
     # and those of the tests written before this field)
     verdict_titles: Mapping[str, str] = field(default_factory=dict)
+    # how it runs, short of the run itself (its workload module's, `harness.workloads.spec.TestSpec.of`):
+    # its parameters (`benchmarks.suite.params.ParamSpec`: default, label, unit, bounds; the form,
+    # the run page and the dispatch read them, the run parses them once), its plan
+    # `plan(constraints, facts, **kwargs) -> params` from the constraints and the candidate's facts
+    # (`CandidateFacts`; a plain, JSON-serialisable dict the user may edit) and its estimate
+    # `estimate(params) -> Load | None` (`benchmarks.harness.estimates`: duration and load before Run)
+    # the record's monitoring thresholds its run validates (`thresholds(points, metadata, planned)`: its
+    # points as `figures` reads them, its metadata, and the constraints' planned figures by their
+    # field names), which the record calls validated only while each of its `claims` holds on the
+    # chosen engine's run (`selection.records.context`); None: it validates none
+    thresholds: Callable[[Sequence[PointRow], Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
+    # what the record adds under its result (a Message from its metadata: a soak shorter than planned);
+    # None, or a function returning None: nothing
+    record_note: Callable[[Mapping[str, Any]], Message | None] | None = None
+    params: tuple[ParamSpec, ...] = ()
+    plan: Callable[..., dict[str, Any]] | None = None
+    estimate: Callable[[Mapping[str, Any]], Load | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,88 @@
-"""Test 6, overload and rejection: its row of the suite."""
+"""Test 6, overload and rejection: its row of the suite (its run: `benchmarks.harness.workloads.overload_test`)."""
 
 from __future__ import annotations
 
-from benchmarks.suite.base import RunFacts, ValidationTest
+from typing import Any, Mapping
+
+from benchmarks.harness.estimates import Load, number, numbers, request_seconds, request_tokens
+from benchmarks.suite.base import CandidateFacts, RunFacts, ValidationTest
+from benchmarks.suite.params import (
+    BUDGET_PARAMS,
+    DISTRIBUTION_PARAMS,
+    MAX_ERROR_RATE,
+    ParamSpec,
+    budget_params,
+    constraint_value,
+    length_distributions,
+)
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
     return text
+
+
+PARAMS = (
+    ParamSpec("target_concurrency", 64, _("Target concurrent requests (first step)"), "requests"),
+    ParamSpec(
+        "rate",
+        None,
+        _("Request rate, open loop (requests/s; empty: closed loop)"),
+        "requests/s",
+        positive=True,
+        optional=True,
+    ),
+    ParamSpec("step_factors", [1.0, 1.5, 2.0, 2.5, 3.0], _("Steps up, as multiples of the target"), "x"),
+    ParamSpec("down_factors", [1.0], _("Steps back down, as multiples of the target"), "x"),
+    ParamSpec("step_duration_s", 30.0, _("Duration of each step (s)"), "s"),
+    ParamSpec("recovery_s", 60.0, _("Duration of the recovery step (s)"), "s"),
+    ParamSpec("recovery_bound_s", 30.0, _("Longest allowed time to recover (s)"), "s"),
+    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
+    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
+    *DISTRIBUTION_PARAMS,
+    ParamSpec("max_error_rate", 0.01, _("Largest error share of a sustainable step (0-1)"), "share"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_overload(params: Mapping[str, Any]) -> Load:
+    """The steps up, the steps back down and the recovery step; open loop at `rate` requests/s
+    (in flight ~ rate x request time, Little's law), else closed loop at the target x each step."""
+    p = params
+    factors, down = numbers(p, "step_factors"), numbers(p, "down_factors")
+    step, recovery = number(p, "step_duration_s"), number(p, "recovery_s")
+    seconds = step * (len(factors) + max(len(down) - 1, 0)) + recovery
+    per_request = request_seconds(p, number(p, "input_tokens"))
+    if p.get("rate"):
+        rate = float(p["rate"])
+        requests = rate * (step * (sum(factors) + sum(down[:-1])) + recovery * (down or [1])[-1])
+        concurrency = rate * max(factors, default=1.0) * per_request
+    else:
+        base = number(p, "target_concurrency", 1)
+        concurrency = base * max(factors, default=1.0)
+        loads = [base * f * step for f in factors] + [base * f * step for f in down[:-1]]
+        loads.append(base * (down or [1.0])[-1] * recovery)
+        requests = sum(load / per_request for load in loads) if per_request > 0 else 0.0
+    return Load(seconds, concurrency, requests, requests * request_tokens(p))
+
+
+def plan_overload(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
+    """Steps from the target load up to 3x it, then back down to the target (the recovery step).
+    With the constraints' request rate the steps are open-loop rates (Poisson), else concurrencies."""
+    rate = (constraints or {}).get("request_rate")
+    return {
+        "target_concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
+        "rate": float(rate) if rate else None,  # requests/s at the first step; None: closed loop
+        "step_factors": [1.0, 1.5, 2.0, 2.5, 3.0],  # of the target, on the way up (stops at errors)
+        "down_factors": [1.0],  # after the top, back down; the last one is the recovery step
+        "step_duration_s": 30.0,
+        "recovery_s": 60.0,  # how long the recovery step runs (the time to recover is measured in it)
+        "recovery_bound_s": 30.0,  # recovered within this after the overload ends, or it fails
+        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
+        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
+        **length_distributions(constraints),
+        "max_error_rate": MAX_ERROR_RATE,
+        **budget_params(constraints),
+    }
 
 
 def indicators(run: RunFacts) -> dict[str, float]:
@@ -44,4 +120,7 @@ TEST = ValidationTest(
     },
     indicators=indicators,
     cli={"concurrency": "target_concurrency", "rate": "rate", "duration": "step_duration_s"},
+    params=PARAMS,
+    plan=plan_overload,
+    estimate=estimate_overload,
 )

@@ -24,6 +24,9 @@ def assert_branded_503(response) -> None:
     body = response.content.decode()
     assert "kvselect is temporarily unavailable" in body and "data-unavailable" in body
     assert 'http-equiv="refresh" content="5"' in body  # it reloads itself once the database is back
+    # the branded error layout, as 403/404/413/500/507: the way back and the footer
+    assert 'data-error-page="503"' in body and "data-way-back" in body and "Back to your selections" in body
+    assert 'class="footer"' in body and "Simulated results are always labelled SIMULATED." in body
 
 
 @pytest.mark.parametrize("error", ERRORS)

@@ -1,18 +1,21 @@
 """A throwaway validation test, "probe", written as a new test's modules are: its row of the suite
-(`TEST`, as a `benchmarks/suite/<test>.py` states it: what it is, its indicators, the figures its
-result table shows, the claim it supports, `make demo`'s and the `validate` command's settings)
-and its spec (`SPEC`, as a `benchmarks/harness/workloads/<test>.py` states it: parameters, plan
-from the constraints and the candidate's facts, run, estimate). Here both live in one file so that
-tests/benchmarks/test_specs.py can register it with one module and follow it everywhere."""
+(`TEST`, as a `benchmarks/suite/<test>.py` states it: what it is, its parameters, its plan from the
+constraints and the candidate's facts, its estimate, its indicators, the figures its result table
+shows, the claim it supports, `make demo`'s and the `validate` command's settings) and its run
+(`SPEC`, as a `benchmarks/harness/workloads/<test>.py` states it: `TestSpec.of(TEST, run)`). Here
+both live in one file so that tests/benchmarks/test_specs.py can register it with one module and
+follow it everywhere."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
 from benchmarks.harness import estimates
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
+from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec
 from selection.domain.claims import Claim
+from selection.domain.messages import Message
 
 PARAMS = (
     ParamSpec("probe_depth", 4, "Probe depth (requests)", "requests", minimum=1),
@@ -58,6 +61,15 @@ def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Fig
     ]
 
 
+def thresholds(points: Sequence[PointRow], metadata: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
+    return {"validated_concurrency": planned.get("peak_concurrency")}
+
+
+def record_note(metadata: Mapping[str, Any]) -> Message | None:
+    stated = metadata.get("probe") or {}
+    return Message("The probe ran %(s)s s only.", {"s": stated["ran_s"]}) if stated.get("ran_s") else None
+
+
 PROBED = Claim(
     "probed",
     "probe",
@@ -78,7 +90,12 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     claims=(PROBED,),
+    thresholds=thresholds,
+    record_note=record_note,
     verdict_titles={"probe_answered": "The probe answered"},
     cli={"concurrency": "probe_depth"},
+    params=PARAMS,
+    plan=plan_probe,
+    estimate=estimate_probe,
 )
-SPEC = TestSpec("probe", PARAMS, plan_probe, run_probe, estimate_probe)
+SPEC = TestSpec.of(TEST, run_probe)

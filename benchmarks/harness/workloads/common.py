@@ -16,7 +16,6 @@ from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
 from benchmarks.harness.client_timing import ReceiveClock, client_slack_ms, load_held
-from benchmarks.harness.lengths import distribution
 from benchmarks.harness.load import (
     LoadOutcome,
     requests_rows,
@@ -25,8 +24,8 @@ from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_s
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
-from benchmarks.harness.workloads.spec import PlanError
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
+from benchmarks.suite.params import MAX_ERROR_RATE, PlanError
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -58,14 +57,16 @@ FAILED_DESPITE_LATENCY = _(
     "%(detail)s, but %(rate)s of requests failed (at most %(allowed)s allowed): a latency over the few that "
     "succeeded is not a pass"
 )
+# what the aborts left behind (`kv_verdicts`)
+NO_METRICS = _("the engine exports no metrics: cannot judge")
+NO_KV_METRIC = _("the engine exports no KV usage metric")
+RELEASED_AFTER_LOAD = _("%(running)s running, %(waiting)s waiting %(waited)s s after the load")
+KV_VS_BASELINE = _("KV usage %(kv)s vs baseline %(base)s (tolerance %(tolerance)s)")
 
 TOOL = "kvselect-harness"
 
 
 FORMAT = "kvselect-harness"
-
-
-LADDER = (16384, 32768, 65536, 131072)
 
 
 KV_BASELINE_TOLERANCE = 0.02
@@ -137,93 +138,7 @@ class Target:
         )
 
 
-def constraint_value(constraints: dict[str, Any] | None, key: str, default: Any) -> Any:
-    value = (constraints or {}).get(key)
-    return default if value is None else value
-
-
-def budget_params(constraints: dict[str, Any] | None) -> dict[str, float]:
-    budgets = {}
-    for key in ("ttft_p95_ms", "tpot_p95_ms", "e2e_p95_ms"):
-        if (constraints or {}).get(key) is not None:
-            budgets[key] = float(constraints[key])  # type: ignore[index]
-    return budgets
-
-
-def length_distributions(constraints: dict[str, Any] | None) -> dict[str, Any]:
-    """Input and output length distributions from the constraints (average, p95, max)."""
-    c = constraints or {}
-    return {
-        "input_distribution": distribution(
-            c.get("avg_input_tokens"), c.get("p95_input_tokens"), c.get("max_input_tokens")
-        ),
-        "output_distribution": distribution(
-            c.get("avg_output_tokens"), c.get("p95_output_tokens"), c.get("max_output_tokens")
-        ),
-    }
-
-
-LONG_OUTPUT_TOKENS = 32
-
-
-DEFAULT_MAX_MODEL_LEN = 131072  # Llama-3.1's context: the ladder's top when nothing else says
-
-
 TRUNCATION_TOLERANCE = 0.9  # an engine reporting fewer prompt tokens than this share of the rung truncated it
-
-
-def context_ladder(top: int, engine_limit: int | None = None, start: int = LADDER[0]) -> list[int]:
-    """Rungs doubling from 16K below `top`, the engine's own limit where it is below `top`, then
-    `top` itself: the requirement is always sent exactly, even past the engine's limit (that rung
-    then fails with the engine's error, which is the finding). A top at or below 16K climbs a
-    quarter and a half of it first."""
-    if top < 1:
-        raise PlanError(f"params.rungs: the ladder's top must be a positive token count, got {top!r}")
-    rungs = set()
-    if top <= start:
-        rungs.update(r for r in (top // 4, top // 2) if r >= 1)
-    rung = start
-    while rung < top:
-        if engine_limit is None or rung <= engine_limit:
-            rungs.add(rung)
-        rung *= 2
-    if engine_limit is not None and 0 < engine_limit < top:
-        rungs.add(engine_limit)
-    rungs.add(top)
-    return sorted(rungs)
-
-
-# The soak's length. The articles soak "for hours" (medium concurrency; does fragmentation keep rising,
-# do latencies after hours drift from the start?): a soak shorter than ARTICLES_SOAK_S says so. The plan
-# takes its length from the scenario (one table): multi-turn sessions (C) keep caches across turns and
-# build fragmentation slowly, so they soak longest.
-ARTICLES_SOAK_S = 2 * 3600.0  # "hours": the least that reads as more than one
-SOAK_BY_SCENARIO = {"A": 2 * 3600.0, "B": 2 * 3600.0, "C": 4 * 3600.0, "D": 2 * 3600.0}
-SOAK_S = ARTICLES_SOAK_S  # no scenario (and single-turn traffic)
-SOAK_MULTI_TURN_S = SOAK_BY_SCENARIO["C"]  # multi-turn sessions, whatever the scenario
-DEFAULT_SESSION_TURNS = 4  # turns per soak session when the constraints are multi-turn without an average
-
-
-def soak_seconds(constraints: dict[str, Any] | None) -> float:
-    """The plan's soak length: the scenario's (`SOAK_BY_SCENARIO`), at least the multi-turn length
-    when sessions persist across turns."""
-    scenario = (constraints or {}).get("scenario")
-    base = SOAK_BY_SCENARIO.get(str(scenario), SOAK_S)
-    return max(base, SOAK_MULTI_TURN_S) if is_multi_turn(constraints) else base
-
-
-def session_turns(constraints: dict[str, Any] | None) -> int:
-    """Turns per soak session: 1 (single requests) unless the traffic is multi-turn, then the
-    constraints' average turns (rounded, at least 2), else DEFAULT_SESSION_TURNS."""
-    if not is_multi_turn(constraints):
-        return 1
-    average = float((constraints or {}).get("average_turns") or 0)
-    return max(2, int(round(average))) if average >= 2 else DEFAULT_SESSION_TURNS
-
-
-def is_multi_turn(constraints: dict[str, Any] | None) -> bool:
-    c = constraints or {}
-    return bool(c.get("multi_turn")) or float(c.get("average_turns") or 0) >= 2 or c.get("scenario") == "C"
 
 
 class Reporter:
@@ -364,9 +279,6 @@ class Session:
 
     async def kv_now(self) -> dict[str, float] | None:
         return await self.metrics.sample_once()
-
-
-MAX_ERROR_RATE = 0.01  # above it a latency verdict fails (selection.domain.scoring.inputs's max_error_rate too)
 
 
 def client_bound_reasons(point: LoadPoint) -> list[Any]:
@@ -579,7 +491,7 @@ def kv_verdicts(
     leak: that verdict is not applicable (with the source); the requests must still be released."""
     after = settled.get("after")
     if after is None:
-        return [make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no metrics: cannot judge")]
+        return [make_verdict("kv_back_to_baseline_after_aborts", None, Message(NO_METRICS))]
     verdicts = []
     running = after.get("running")
     if running is not None:
@@ -588,7 +500,10 @@ def kv_verdicts(
             make_verdict(
                 "requests_released_after_aborts",
                 running + waiting == 0,
-                f"{running:g} running, {waiting:g} waiting {settled['waited_s']} s after the load",
+                Message(
+                    RELEASED_AFTER_LOAD,
+                    {"running": f"{running:g}", "waiting": f"{waiting:g}", "waited": f"{settled['waited_s']}"},
+                ),
                 running + waiting,
                 0,
             )
@@ -597,7 +512,9 @@ def kv_verdicts(
     figures = (
         None
         if kv is None or base is None
-        else f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE})"
+        else Message(
+            KV_VS_BASELINE, {"kv": f"{kv:.3f}", "base": f"{base:.3f}", "tolerance": f"{KV_BASELINE_TOLERANCE}"}
+        )
     )
     if cache_model is not None and cache_model.keeps_finished_kv:
         verdicts.append(
@@ -609,7 +526,7 @@ def kv_verdicts(
             )
         )
     elif figures is None:
-        verdicts.append(make_verdict("kv_back_to_baseline_after_aborts", None, "the engine exports no KV usage metric"))
+        verdicts.append(make_verdict("kv_back_to_baseline_after_aborts", None, Message(NO_KV_METRIC)))
     else:
         verdicts.append(
             make_verdict("kv_back_to_baseline_after_aborts", kv <= base + KV_BASELINE_TOLERANCE, figures, kv, base)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
 from benchmarks.harness.client import RequestSpec
-from benchmarks.harness.estimates import Load, closed_loop, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -20,18 +19,17 @@ from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
-    constraint_value,
+    detail_message_of,
     errors_verdict,
     make_verdict,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import isolation as suite_row
 from benchmarks.verdicts import (
     INCONCLUSIVE,
     INSUFFICIENT_DATA,
@@ -44,64 +42,7 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
-
-# each parameter once, with the bounds the form, the dispatch and the run all check (`SPEC.parse`)
-PARAMS = (
-    ParamSpec("tenant_a_rate", 2.0, _("Tenant A requests per second"), "requests/s", minimum=0.01),
-    ParamSpec("tenant_a_input_tokens", 512, _("Tenant A input tokens per request"), "tokens", minimum=1),
-    ParamSpec("tenant_a_output_tokens", 128, _("Tenant A output tokens per request"), "tokens", minimum=1),
-    ParamSpec("tenant_b_concurrency", 4, _("Tenant B concurrent long requests"), "requests", minimum=1),
-    ParamSpec("tenant_b_input_tokens", 32768, _("Tenant B input tokens per request"), "tokens", minimum=1),
-    ParamSpec("tenant_b_output_tokens", 64, _("Tenant B output tokens per request"), "tokens", minimum=1),
-    ParamSpec("alone_s", 30.0, _("Tenant A alone (s)"), "s", minimum=0.1),
-    ParamSpec("flood_lead_s", 5.0, _("Tenant B's flood before tenant A is measured (s)"), "s"),
-    ParamSpec("flood_s", 30.0, _("Tenant A under the flood (s)"), "s", minimum=0.1),
-    ParamSpec("use_priority", False, _("Send the priority field (priority scheduling)"), ""),
-    ParamSpec("tenant_a_priority", 0, _("Tenant A priority (lower first)"), ""),
-    ParamSpec("tenant_b_priority", 10, _("Tenant B priority (lower first)"), ""),
-    # none (empty) when the TTFT budget decides: the plan leaves it out of the judgement then
-    ParamSpec("max_ttft_slowdown", 10.0, _("Largest allowed TTFT slowdown of tenant A (x)"), "x", optional=True),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_isolation(params: Mapping[str, Any]) -> Load:
-    """Tenant A alone at its rate, then tenant B's flood (its lead, then beside A)."""
-    p = SPEC.estimated(params)
-    flood = p.flood_lead_s + p.flood_s
-    a_seconds = request_seconds(params, output_key="tenant_a_output_tokens")
-    concurrency = p.tenant_b_concurrency + max(p.tenant_a_rate * a_seconds, 1.0)
-    a_requests = p.tenant_a_rate * (p.alone_s + p.flood_s)
-    b_seconds = request_seconds(params, p.tenant_b_input_tokens, "tenant_b_output_tokens")
-    b_requests = closed_loop(p.tenant_b_concurrency, flood, b_seconds)
-    tokens = a_requests * (p.tenant_a_input_tokens + p.tenant_a_output_tokens)
-    tokens += b_requests * (p.tenant_b_input_tokens + p.tenant_b_output_tokens)
-    return Load(p.alone_s + flood, concurrency, a_requests + b_requests, tokens)
-
-
-def plan_isolation(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
-    tenants = max(int(constraint_value(constraints, "tenants", 2)), 2)
-    rate = float(constraint_value(constraints, "request_rate", 4.0)) / tenants
-    return {
-        "tenant_a_rate": round(min(max(rate, 0.5), 50.0), 2),  # A's interactive requests per second (open loop)
-        "tenant_a_input_tokens": min(int(constraint_value(constraints, "avg_input_tokens", 512)), 4096),
-        "tenant_a_output_tokens": min(int(constraint_value(constraints, "avg_output_tokens", 128)), 256),
-        "tenant_b_concurrency": min(max(int(constraint_value(constraints, "peak_concurrency", 16)) // 4, 2), 16),
-        "tenant_b_input_tokens": min(int(constraint_value(constraints, "max_input_tokens", 32768)), 32768),
-        "tenant_b_output_tokens": 64,
-        "alone_s": 30.0,  # A alone: its baseline
-        "flood_lead_s": 5.0,  # B floods this long before A's measured window
-        "flood_s": 30.0,  # A under B's flood
-        # send the `priority` field (vLLM --scheduling-policy priority: lower first) when the candidate's
-        # launch flags enable priority scheduling (validate --priority from the command line)
-        "use_priority": bool(facts and facts.priority_scheduling),
-        "tenant_a_priority": 0,
-        "tenant_b_priority": 10,
-        # A's TTFT p95 under the flood over alone; by default judged only without a TTFT budget (even a
-        # priority scheduler slows A down while B's long prefills share each step: the budget decides)
-        "max_ttft_slowdown": None if constraint_value(constraints, "ttft_p95_ms", None) is not None else 10.0,
-        **budget_params(constraints),
-    }
+from selection.domain.messages import Message
 
 
 async def run_isolation(
@@ -276,6 +217,27 @@ def _isolation_figures(
     return figures
 
 
+# The isolation test's verdict details, as message templates (pages show them in their language).
+FLOOD_HELD = _(
+    "tenant B held %(held)s of %(concurrency)s long requests in flight on average (%(completed)s completed, "
+    "%(failed)s failed)"
+)
+NEVER_FLOODED = _("tenant A never ran under the flood")
+NO_LIMIT = _("no slowdown limit (params.max_ttft_slowdown): the TTFT budget decides")
+NO_LIMIT_SLOWDOWN = _(
+    "tenant A TTFT p95 under the flood is %(slowdown)sx alone; no limit set (params.max_ttft_slowdown): the TTFT "
+    "budget decides"
+)
+FEW_REQUESTS = _("TTFT p95 ratio from %(flood)s and %(alone)s requests: at least %(min)s each are needed")
+SLOWDOWN_WITH_INTERVAL = _(
+    "tenant A TTFT p95 under the flood is %(slowdown)sx alone (95%% CI %(low)s–%(high)s), n=%(flood)s/%(alone)s, "
+    "vs <= %(limit)sx"
+)
+SLOWDOWN = _("tenant A TTFT p95 under the flood is %(slowdown)sx alone, n=%(flood)s/%(alone)s, vs <= %(limit)sx")
+STRADDLES_LIMIT = _("%(detail)s: the interval straddles the limit")
+FLOOD_DID_NOT_LOAD = _("%(detail)s; tenant B's flood did not load the engine")
+
+
 def _isolation_verdicts(
     points: list[LoadPoint],
     alone: LoadOutcome,
@@ -291,8 +253,15 @@ def _isolation_verdicts(
         make_verdict(
             "flood_held",
             None,
-            f"tenant B held {held or 0:.1f} of {b_concurrency} long requests in flight on average "
-            f"({figures['b_requests_completed']} completed, {figures['b_requests_failed']} failed)",
+            Message(
+                FLOOD_HELD,
+                {
+                    "held": f"{held or 0:.1f}",
+                    "concurrency": b_concurrency,
+                    "completed": figures["b_requests_completed"],
+                    "failed": figures["b_requests_failed"],
+                },
+            ),
             held,
             b_concurrency,
             (figures["b_requests_completed"] + figures["b_requests_failed"]),
@@ -301,9 +270,7 @@ def _isolation_verdicts(
     ]
     flood_point = next((p for p in points if p.label == "tenant_a_flood"), None)
     if flood_point is None or flood is None:
-        verdicts.append(
-            make_verdict("tenant_a_protected", None, "tenant A never ran under the flood", status=NOT_EXERCISED)
-        )
+        verdicts.append(make_verdict("tenant_a_protected", None, Message(NEVER_FLOODED), status=NOT_EXERCISED))
         return verdicts
     judged = [errors_verdict([flood_point], name="zero_errors[tenant_a_flood]")]
     judged += budget_verdicts(flood_point, params, label="tenant_a_flood", records=flood.records)
@@ -312,37 +279,37 @@ def _isolation_verdicts(
     n = min(len(alone_ttft), len(flood_ttft))
     slowdown, interval = figures["a_ttft_p95_slowdown"], figures["a_ttft_p95_slowdown_interval"]
     if limit is None:
-        detail = (
-            "no slowdown limit (params.max_ttft_slowdown): the TTFT budget decides"
-            if slowdown is None
-            else f"tenant A TTFT p95 under the flood is {slowdown:.2f}x alone; no limit set "
-            "(params.max_ttft_slowdown): the TTFT budget decides"
-        )
+        detail = Message(NO_LIMIT) if slowdown is None else Message(NO_LIMIT_SLOWDOWN, {"slowdown": f"{slowdown:.2f}"})
         judged.append(verdict("tenant_a_ttft_slowdown", NOT_JUDGED, detail, slowdown, None, n, interval))
     else:
         limit = float(limit)
         if n < MIN_SAMPLES or slowdown is None:
             status = INSUFFICIENT_DATA
-            detail = (
-                f"TTFT p95 ratio from {len(flood_ttft)} and {len(alone_ttft)} requests: "
-                f"at least {MIN_SAMPLES} each are needed"
-            )
+            detail = Message(FEW_REQUESTS, {"flood": len(flood_ttft), "alone": len(alone_ttft), "min": MIN_SAMPLES})
         else:
             status = compare(slowdown, interval, limit)
+            figures_shown = {
+                "slowdown": f"{slowdown:.2f}",
+                "flood": len(flood_ttft),
+                "alone": len(alone_ttft),
+                "limit": f"{limit:g}",
+            }
             detail = (
-                f"tenant A TTFT p95 under the flood is {slowdown:.2f}x alone"
-                + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
-                + f", n={len(flood_ttft)}/{len(alone_ttft)}, vs <= {limit:g}x"
+                Message(
+                    SLOWDOWN_WITH_INTERVAL, {**figures_shown, "low": f"{interval[0]:.2f}", "high": f"{interval[1]:.2f}"}
+                )
+                if interval
+                else Message(SLOWDOWN, figures_shown)
             )
             if status == INCONCLUSIVE:
-                detail += ": the interval straddles the limit"
+                detail = Message(STRADDLES_LIMIT, {"detail": detail})
         judged.append(verdict("tenant_a_ttft_slowdown", status, detail, slowdown, limit, n, interval))
     if not exercised:  # an unloaded engine protects nobody: these observed no isolation
         judged = [
             verdict(
                 v["name"],
                 NOT_EXERCISED,
-                v["detail"] + "; tenant B's flood did not load the engine",
+                Message(FLOOD_DID_NOT_LOAD, {"detail": detail_message_of(v)}),
                 v["value"],
                 v["threshold"],
                 v["n"],
@@ -373,4 +340,4 @@ def _isolation_observed(figures: dict[str, Any], scheduling: str, b_input: int, 
     return {"line": line, "scheduling": scheduling, **{k: v for k, v in figures.items()}}
 
 
-SPEC = TestSpec("isolation", PARAMS, plan_isolation, run_isolation, estimate_isolation)
+SPEC = TestSpec.of(suite_row.TEST, run_isolation)

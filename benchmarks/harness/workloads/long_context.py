@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.estimates import Load, closed_loop, number, numbers, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -16,27 +15,23 @@ from benchmarks.harness.load import (
 )
 from benchmarks.harness.prompts import PromptFactory
 from benchmarks.harness.workloads.common import (
-    DEFAULT_MAX_MODEL_LEN,
-    LONG_OUTPUT_TOKENS,
     TRUNCATION_TOLERANCE,
     Cancelled,
     PlanError,
     Reporter,
     Session,
     Target,
-    budget_params,
     build_result,
-    constraint_value,
-    context_ladder,
+    detail_message_of,
     errors_verdict,
     format_ms,
     require_param,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import long_context as suite_row
 from benchmarks.verdicts import (
     FAIL,
     INSUFFICIENT_DATA,
@@ -45,71 +40,35 @@ from benchmarks.verdicts import (
     judge_percentile,
     verdict,
 )
+from selection.domain.messages import Message
 
-PARAMS = (
-    ParamSpec("rungs", [16384, 32768, 65536, 131040], _("Context lengths to try (tokens)"), "tokens"),
-    ParamSpec("required_tokens", 131040, _("Required context (tokens)"), "tokens"),
-    ParamSpec("max_model_len", None, _("Engine context limit (tokens)"), "tokens"),
-    ParamSpec("output_tokens", 32, _("Output tokens per request"), "tokens"),
-    ParamSpec("repeats", 1, _("Repeats per context length"), "count"),
-    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
-    ParamSpec("background_concurrency", 16, _("Background concurrent requests"), "requests"),
-    ParamSpec("background_input_tokens", 256, _("Background input tokens per request"), "tokens"),
-    ParamSpec("background_output_tokens", 32, _("Background output tokens per request"), "tokens"),
-    ParamSpec("background_lead_s", 5.0, _("Background traffic before the long request (s)"), "s"),
-    ParamSpec("background_timeout_s", 60.0, _("Background request timeout (s)"), "s"),
-    ParamSpec("with_background", True, _("Run background traffic"), ""),
-    *BUDGET_PARAMS,
+# The long-context test's verdict details, as message templates (pages show them in their language;
+# an engine's own error is quoted as it wrote it).
+REQUIRED_SERVED = _(
+    "the required %(required)s tokens were sent and served (largest rung %(largest)s, %(served)s request(s) at or "
+    "above the requirement)"
 )
-
-
-def estimate_long_context(params: Mapping[str, Any]) -> Load:
-    """Each rung's long request `repeats` times, each after the background's lead when it runs."""
-    rungs = numbers(params, "rungs")
-    repeats = max(number(params, "repeats", 1), 1)
-    with_background = bool(params.get("with_background"))
-    lead = number(params, "background_lead_s") if with_background else 0.0
-    seconds = repeats * sum(lead + request_seconds(params, rung) for rung in rungs)
-    background = number(params, "background_concurrency") if with_background else 0.0
-    per_background = number(params, "background_input_tokens", 256) + number(params, "background_output_tokens", 64)
-    long_requests = repeats * len(rungs)
-    requests = long_requests + closed_loop(background, seconds, request_seconds(params))
-    tokens = repeats * sum(rungs) + (requests - long_requests) * per_background
-    return Load(seconds, background + 1, requests, tokens)
-
-
-def plan_long_context(
-    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None, max_context: int | None = None
-) -> dict[str, Any]:
-    """The ladder climbs to the constraints' max input (its exact value is the last rung), with the
-    engine's max_model_len (minus the output; one of the candidate's facts) as a rung where it is
-    lower; `max_context` (validate --max-context) replaces the requirement. Without either: up to the
-    engine's limit. The candidate's KV capacity turns its KV usage ratio into tokens per request."""
-    facts = facts or CandidateFacts()
-    max_model_len = facts.max_model_len
-    output = LONG_OUTPUT_TOKENS
-    required = (constraints or {}).get("max_input_tokens")
-    engine_limit = int(max_model_len) - output if max_model_len else None
-    if max_context is not None and int(max_context) < 1:
-        raise PlanError(f"params.max_context: must be a positive token count, got {max_context!r}")
-    top = int(max_context or required or engine_limit or DEFAULT_MAX_MODEL_LEN - output)
-    rungs = context_ladder(top, engine_limit)
-    return {
-        "rungs": rungs,
-        "required_tokens": top,
-        "max_model_len": max_model_len,
-        "output_tokens": output,
-        "repeats": 1,
-        "kv_capacity_tokens": facts.kv_capacity_tokens,  # KV usage ratio -> tokens per request
-        # enough short streams that >= MIN_SAMPLES of them overlap each long request (when the peak allows)
-        "background_concurrency": max(min(int(constraint_value(constraints, "peak_concurrency", 16)), 16), 1),
-        "background_input_tokens": min(int(constraint_value(constraints, "avg_input_tokens", 256)), 2048),
-        "background_output_tokens": 32,
-        "background_lead_s": 5.0,  # short traffic alone before the long request (its baseline)
-        "background_timeout_s": 60.0,  # a short request stalled longer than this is a failure
-        "with_background": True,
-        **budget_params(constraints),
-    }
+RUNG_FAILED_WITH_ERROR = _(
+    "rung %(rung)s failed with the engine's error: %(error)s; largest successful input %(largest)s tokens, "
+    "required %(required)s"
+)
+RUNG_FAILED = _("rung %(rung)s failed; largest successful input %(largest)s tokens, required %(required)s")
+NEVER_SENT = _(
+    "the required %(required)s tokens were never sent (rungs %(rungs)s): add the requirement as the last rung"
+)
+NEVER_SENT_LARGEST = _(
+    "the required %(required)s tokens were never sent (rungs %(rungs)s, largest served %(largest)s): add the "
+    "requirement as the last rung"
+)
+NOTHING_TO_COMPARE = _(
+    "no short request streamed before the long one and no TTFT budget: nothing to compare (%(during)s during, "
+    "%(failed)s failed)"
+)
+WIDEST_GAP = _("short requests' widest gap between tokens during the long request (before: p95 %(before)s ms, n=%(n)s)")
+SHORT_FAILED = _(
+    "%(failed)s short request(s) failed or stalled past %(timeout)s s while the long request ran (%(errors)s); "
+    "%(detail)s"
+)
 
 
 async def run_long_context(
@@ -246,8 +205,7 @@ def _largest_rung_verdict(
         return verdict(
             "largest_rung_succeeds",
             PASS,
-            f"the required {required} tokens were sent and served (largest rung {largest_ok}, "
-            f"{served} request(s) at or above the requirement)",
+            Message(REQUIRED_SERVED, {"required": required, "largest": largest_ok, "served": served}),
             largest_ok,
             required,
             served,
@@ -256,9 +214,11 @@ def _largest_rung_verdict(
         return verdict(
             "largest_rung_succeeds",
             FAIL,
-            f"rung {failed_rung} failed"
-            + (f" with the engine's error: {failure_error}" if failure_error else "")
-            + f"; largest successful input {largest_ok or 0} tokens, required {required}",
+            Message(
+                RUNG_FAILED_WITH_ERROR if failure_error else RUNG_FAILED,
+                {"rung": failed_rung, "largest": largest_ok or 0, "required": required}
+                | ({"error": failure_error} if failure_error else {}),
+            ),
             largest_ok,
             required,
             served,
@@ -266,9 +226,10 @@ def _largest_rung_verdict(
     return verdict(
         "largest_rung_succeeds",
         NOT_EXERCISED,
-        f"the required {required} tokens were never sent (rungs {rungs}"
-        + (f", largest served {largest_ok}" if largest_ok else "")
-        + "): add the requirement as the last rung",
+        Message(
+            NEVER_SENT_LARGEST if largest_ok else NEVER_SENT,
+            {"required": required, "rungs": f"{rungs}"} | ({"largest": largest_ok} if largest_ok else {}),
+        ),
         largest_ok,
         required,
         served,
@@ -290,23 +251,26 @@ def _isolation_verdict(point: LoadPoint, params: dict[str, Any]) -> dict[str, An
         return verdict(
             name,
             FAIL if failed else INSUFFICIENT_DATA,
-            f"no short request streamed before the long one and no TTFT budget: nothing to compare "
-            f"({len(during)} during, {failed} failed)",
+            Message(NOTHING_TO_COMPARE, {"during": len(during), "failed": failed}),
             None,
             None,
             len(during) + failed,
         )
-    what = (
-        "short requests' widest gap between tokens during the long request "
-        f"(before: p95 {before_p95 or 0:.1f} ms, n={bg['before']['n']})"
-    )
+    what = Message(WIDEST_GAP, {"before": f"{before_p95 or 0:.1f}", "n": bg["before"]["n"]})
     judged = judge_percentile(name, during, 95, limit, what)
     if failed:
         return verdict(
             name,
             FAIL,
-            f"{failed} short request(s) failed or stalled past {bg['timeout_s']:g} s while the long request ran "
-            f"({'; '.join(bg['during']['errors'][:3])}); " + judged["detail"],
+            Message(
+                SHORT_FAILED,
+                {
+                    "failed": failed,
+                    "timeout": f"{bg['timeout_s']:g}",
+                    "errors": "; ".join(bg["during"]["errors"][:3]),
+                    "detail": detail_message_of(judged),
+                },
+            ),
             judged["value"],
             limit,
             len(during) + failed,
@@ -563,4 +527,4 @@ def _kv_delta_tokens(before: dict[str, float], peak: dict[str, float], capacity:
     return None
 
 
-SPEC = TestSpec("long_context", PARAMS, plan_long_context, run_long_context, estimate_long_context)
+SPEC = TestSpec.of(suite_row.TEST, run_long_context)

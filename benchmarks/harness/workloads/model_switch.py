@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
-from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -23,19 +22,18 @@ from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
-    constraint_value,
+    detail_message_of,
     make_verdict,
     require_param,
     series_in,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import model_switch as suite_row
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -44,72 +42,31 @@ from benchmarks.verdicts import (
     PASS,
     verdict,
 )
+from selection.domain.messages import NAME_SEPARATOR, Message
 
 SWITCH_MODES = ("endpoint", "restart")
+
+# The switch test's verdict details, as message templates (pages show them in their language).
+RESTART_REFUSED = _("%(detail)s; the restart was refused (%(status)s), so no switch happened")
+SWITCH_ERRORS = _(
+    "%(errors)s of %(n)s requests failed across the switch and the rollback (at most %(allowed)s allowed); "
+    "requests failed for %(down)s s in all"
+)
+NOTHING_AFTER_SWITCH = _("no request was sent after the switch")
+THE_SWITCH = _("the switch")
+THE_ROLLBACK = _("the rollback")
+NEVER_HAPPENED = _("%(what)s never happened (cancelled first)")
+NO_LATENCY_BUDGET = _("no latency budget: errors only")
+TOO_FEW_AFTER = _("%(n)s requests after %(what)s: at least %(window)s are needed")
+NEVER_RECOVERED = _("no run of %(window)s good requests (%(budget)s) in the %(span)s s after %(what)s (n=%(n)s)")
+RECOVERED = _("the budget (%(budget)s) held again %(recovery)s s after %(what)s (limit %(limit)s s, n=%(n)s)")
+FAILED_BEFORE_TOO = _("%(detail)s; the budget did not hold before the switch either")
 
 
 SWITCH_PHASES = ("before", "switched", "rolled_back")
 
 
 SWITCH_ERROR_BACKOFF_S = 0.05  # a worker whose request failed waits this long: a down engine answers at once
-
-
-PARAMS = (
-    ParamSpec("concurrency", 8, _("Concurrent requests"), "requests"),
-    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
-    ParamSpec("prefix_tokens", 256, _("Shared prefix (tokens)"), "tokens"),
-    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
-    ParamSpec("before_s", 60.0, _("Steady load before the switch (s)"), "s"),
-    ParamSpec("switched_s", 60.0, _("Load on the new version (s)"), "s"),
-    ParamSpec("after_s", 60.0, _("Load after the rollback (s)"), "s"),
-    ParamSpec("switch_mode", "", _("How to switch (endpoint, or restart on the simulator)"), ""),
-    ParamSpec("switch_endpoint", "", _("Endpoint of the new version (URL)"), ""),
-    ParamSpec("switch_model", "", _("Served model name on the new endpoint"), ""),
-    ParamSpec("switch_metrics_url", "", _("Metrics URL of the new endpoint"), ""),
-    ParamSpec("restart_config", {}, _("Simulator settings of the new version (JSON)"), ""),
-    ParamSpec("restart_downtime_s", None, _("Simulator restart downtime (s)"), "s"),
-    ParamSpec("restart_graceful", None, _("Simulator restart is graceful (true/false)"), ""),
-    ParamSpec("recovery_requests", 10, _("Good requests in a row that mean recovered"), "requests"),
-    ParamSpec("max_switch_errors", 0, _("Failed requests allowed across the switch"), "requests"),
-    ParamSpec("max_recovery_s", 30.0, _("Longest allowed time back within the budget (s)"), "s"),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_model_switch(params: Mapping[str, Any]) -> Load:
-    """Steady load before the switch, on the new version and after the rollback."""
-    return steady_load(params, sum(number(params, key) for key in ("before_s", "switched_s", "after_s")))
-
-
-def plan_model_switch(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
-    avg_input = int(constraint_value(constraints, "avg_input_tokens", 512))
-    sharing = float(constraint_value(constraints, "prefix_sharing_ratio", 0.5))
-    return {
-        "concurrency": min(
-            max(int(constraint_value(constraints, "peak_concurrency", 16)) // 2, 1), 64
-        ),  # steady, not peak
-        "input_tokens": avg_input,
-        # a shared system prompt, so the cache-hit drop at the switch shows (a new KV format starts cold)
-        "prefix_tokens": max(min(int(avg_input * sharing), avg_input - 1), 0),
-        "output_tokens": min(int(constraint_value(constraints, "avg_output_tokens", 128)), 256),
-        "before_s": 60.0,  # steady load on the current recipe
-        "switched_s": 60.0,  # on the new recipe (endpoint B, or after the restart)
-        "after_s": 60.0,  # after the rollback
-        # endpoint: traffic moves to params.switch_endpoint and back (two deployments behind your
-        # gateway); restart: the simulator's POST /admin/restart. None: endpoint when one is given,
-        # else restart on the simulator
-        "switch_mode": "",
-        "switch_endpoint": "",
-        "switch_model": "",  # the served model name on switch_endpoint (default: the candidate's)
-        "switch_metrics_url": "",  # default: <switch_endpoint>/metrics
-        "restart_config": {},  # simulator settings of the new version, e.g. {"kv_bytes_per_token": 262144}
-        "restart_downtime_s": None,  # None: the simulator's own setting
-        "restart_graceful": None,
-        "recovery_requests": 10,  # the budget holds again at the first run of this many good requests
-        "max_switch_errors": 0,
-        "max_recovery_s": 30.0,
-        **budget_params(constraints),
-    }
 
 
 def switch_mode(target: Target, params: dict[str, Any]) -> str:
@@ -438,7 +395,7 @@ def _switch_verdicts(
             verdict(
                 v["name"],
                 NOT_EXERCISED,
-                v["detail"] + f"; the restart was refused ({refused[0]['status']}), so no switch happened",
+                Message(RESTART_REFUSED, {"detail": detail_message_of(v), "status": f"{refused[0]['status']}"}),
                 v["value"],
                 v["threshold"],
                 v["n"],
@@ -561,14 +518,9 @@ def _switch_errors_verdict(
     errors = figures["switch_errors"] + figures["rollback_errors"]
     n = figures["switch_requests"] + figures["rollback_requests"]
     down = (figures["switch_downtime_s"] or 0.0) + (figures["rollback_downtime_s"] or 0.0)
-    detail = (
-        f"{errors} of {n} requests failed across the switch and the rollback (at most {allowed} allowed); "
-        f"requests failed for {down:.2f} s in all"
-    )
+    detail = Message(SWITCH_ERRORS, {"errors": errors, "n": n, "allowed": allowed, "down": f"{down:.2f}"})
     if n == 0:
-        return make_verdict(
-            "switch_errors", None, "no request was sent after the switch", None, allowed, 0, INSUFFICIENT_DATA
-        )
+        return make_verdict("switch_errors", None, Message(NOTHING_AFTER_SWITCH), None, allowed, 0, INSUFFICIENT_DATA)
     return make_verdict("switch_errors", errors <= allowed, detail, errors, allowed, n)
 
 
@@ -584,30 +536,39 @@ def _recovery_verdict(
 ) -> dict[str, Any]:
     limit = float(params.get("max_recovery_s") or 30.0)
     n = len(records)
-    what = "the switch" if name.endswith("switch") else "the rollback"
+    what = Message(THE_SWITCH if name.endswith("switch") else THE_ROLLBACK)
     if not happened:
-        return make_verdict(name, None, f"{what} never happened (cancelled first)", None, limit, n, NOT_EXERCISED)
-    budget = (
-        ", ".join(
-            f"{k.replace('_p95_ms', '').upper()} <= {params[k]:g} ms"
-            for k in ("ttft_p95_ms", "tpot_p95_ms")
-            if params.get(k) is not None
-        )
-        or "no latency budget: errors only"
-    )
+        return make_verdict(name, None, Message(NEVER_HAPPENED, {"what": what}), None, limit, n, NOT_EXERCISED)
+    parts = [
+        f"{k.replace('_p95_ms', '').upper()} <= {params[k]:g} ms"  # figures and units: the same in every language
+        for k in ("ttft_p95_ms", "tpot_p95_ms")
+        if params.get(k) is not None
+    ]
+    budget = NAME_SEPARATOR.join(parts) if parts else Message(NO_LATENCY_BUDGET)
     if recovery is None and n < window and (any(_good_for_budget(r, params) for r in records) or span_s <= limit):
         return make_verdict(
-            name, None, f"{n} requests after {what}: at least {window} are needed", None, limit, n, INSUFFICIENT_DATA
+            name,
+            None,
+            Message(TOO_FEW_AFTER, {"n": n, "what": what, "window": window}),
+            None,
+            limit,
+            n,
+            INSUFFICIENT_DATA,
         )
     if recovery is None:  # no run of good requests: none within budget for longer than allowed
         status = FAIL
-        detail = f"no run of {window} good requests ({budget}) in the {span_s:.1f} s after {what} (n={n})"
+        detail = Message(
+            NEVER_RECOVERED, {"window": window, "budget": budget, "span": f"{span_s:.1f}", "what": what, "n": n}
+        )
     else:
         status = PASS if recovery <= limit else FAIL
-        detail = f"the budget ({budget}) held again {recovery:.2f} s after {what} (limit {limit:g} s, n={n})"
+        detail = Message(
+            RECOVERED,
+            {"budget": budget, "recovery": f"{recovery:.2f}", "what": what, "limit": f"{limit:g}", "n": n},
+        )
     if baseline_failed and status != PASS:
         status = INCONCLUSIVE
-        detail += "; the budget did not hold before the switch either"
+        detail = Message(FAILED_BEFORE_TOO, {"detail": detail})
     return make_verdict(name, None, detail, recovery, limit, n, status)
 
 
@@ -651,4 +612,4 @@ def _switch_observed(
     }
 
 
-SPEC = TestSpec("model_switch", PARAMS, plan_model_switch, run_model_switch, estimate_model_switch)
+SPEC = TestSpec.of(suite_row.TEST, run_model_switch)

@@ -4,11 +4,10 @@ the behaviour past it and the recovery (the judging rules: benchmarks.harness.ov
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from benchmarks.harness import overload
 from benchmarks.harness.client import RequestSpec
-from benchmarks.harness.estimates import Load, number, numbers, request_seconds, request_tokens
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -22,18 +21,14 @@ from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
     Target,
-    budget_params,
     build_result,
-    constraint_value,
-    length_distributions,
     make_verdict,
     require_param,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
-from benchmarks.harness.workloads.spec import gettext_noop as _
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, open_loop_rate, slo_of, trace_lengths
 from benchmarks.result import LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import overload as suite_row
 from benchmarks.verdicts import (
     FAIL,
     INSUFFICIENT_DATA,
@@ -42,69 +37,6 @@ from benchmarks.verdicts import (
     PASS,
     judge_percentile,
 )
-
-PARAMS = (
-    ParamSpec("target_concurrency", 64, _("Target concurrent requests (first step)"), "requests"),
-    ParamSpec(
-        "rate",
-        None,
-        _("Request rate, open loop (requests/s; empty: closed loop)"),
-        "requests/s",
-        positive=True,
-        optional=True,
-    ),
-    ParamSpec("step_factors", [1.0, 1.5, 2.0, 2.5, 3.0], _("Steps up, as multiples of the target"), "x"),
-    ParamSpec("down_factors", [1.0], _("Steps back down, as multiples of the target"), "x"),
-    ParamSpec("step_duration_s", 30.0, _("Duration of each step (s)"), "s"),
-    ParamSpec("recovery_s", 60.0, _("Duration of the recovery step (s)"), "s"),
-    ParamSpec("recovery_bound_s", 30.0, _("Longest allowed time to recover (s)"), "s"),
-    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
-    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
-    *DISTRIBUTION_PARAMS,
-    ParamSpec("max_error_rate", 0.01, _("Largest error share of a sustainable step (0-1)"), "share"),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_overload(params: Mapping[str, Any]) -> Load:
-    """The steps up, the steps back down and the recovery step; open loop at `rate` requests/s
-    (in flight ~ rate x request time, Little's law), else closed loop at the target x each step."""
-    p = params
-    factors, down = numbers(p, "step_factors"), numbers(p, "down_factors")
-    step, recovery = number(p, "step_duration_s"), number(p, "recovery_s")
-    seconds = step * (len(factors) + max(len(down) - 1, 0)) + recovery
-    per_request = request_seconds(p, number(p, "input_tokens"))
-    if p.get("rate"):
-        rate = float(p["rate"])
-        requests = rate * (step * (sum(factors) + sum(down[:-1])) + recovery * (down or [1])[-1])
-        concurrency = rate * max(factors, default=1.0) * per_request
-    else:
-        base = number(p, "target_concurrency", 1)
-        concurrency = base * max(factors, default=1.0)
-        loads = [base * f * step for f in factors] + [base * f * step for f in down[:-1]]
-        loads.append(base * (down or [1.0])[-1] * recovery)
-        requests = sum(load / per_request for load in loads) if per_request > 0 else 0.0
-    return Load(seconds, concurrency, requests, requests * request_tokens(p))
-
-
-def plan_overload(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
-    """Steps from the target load up to 3x it, then back down to the target (the recovery step).
-    With the constraints' request rate the steps are open-loop rates (Poisson), else concurrencies."""
-    rate = (constraints or {}).get("request_rate")
-    return {
-        "target_concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
-        "rate": float(rate) if rate else None,  # requests/s at the first step; None: closed loop
-        "step_factors": [1.0, 1.5, 2.0, 2.5, 3.0],  # of the target, on the way up (stops at errors)
-        "down_factors": [1.0],  # after the top, back down; the last one is the recovery step
-        "step_duration_s": 30.0,
-        "recovery_s": 60.0,  # how long the recovery step runs (the time to recover is measured in it)
-        "recovery_bound_s": 30.0,  # recovered within this after the overload ends, or it fails
-        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
-        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
-        **length_distributions(constraints),
-        "max_error_rate": MAX_ERROR_RATE,
-        **budget_params(constraints),
-    }
 
 
 async def run_overload(
@@ -488,4 +420,4 @@ def _overload_line(figures: dict[str, Any], unit: str) -> str:
     return "; ".join(parts) + f" ({len(steps)} steps, n={sum(s['n'] for s in steps)})"
 
 
-SPEC = TestSpec("overload", PARAMS, plan_overload, run_overload, estimate_overload)
+SPEC = TestSpec.of(suite_row.TEST, run_overload)

@@ -5,12 +5,11 @@ slopes, preemption trend and fragmentation.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
 from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -20,29 +19,23 @@ from benchmarks.harness.load import (
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.queueing import queue_growth_verdict, queue_wait_verdict
 from benchmarks.harness.workloads.common import (
-    ARTICLES_SOAK_S,
-    SOAK_S,
     PlanError,
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
-    constraint_value,
     errors_verdict,
     format_ms,
-    length_distributions,
     require_param,
     series_in,
-    session_turns,
-    soak_seconds,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, slo_of, trace_lengths
 from benchmarks.result import LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import stability as suite_row
+from benchmarks.suite.stability import ARTICLES_SOAK_S, SOAK_S
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -55,60 +48,7 @@ from benchmarks.verdicts import (
     two_sample_interval,
     verdict,
 )
-
-PARAMS = (
-    ParamSpec("concurrency", 16, _("Concurrent requests"), "requests"),
-    ParamSpec("duration_s", 7200.0, _("Duration (s)"), "s"),
-    ParamSpec("recommended_duration_s", 7200.0, _("Recommended soak duration (s)"), "s"),
-    ParamSpec("session_turns", 1, _("Turns per session (1: single requests)"), "count"),
-    ParamSpec("warmup_s", 60.0, _("Warm-up (s)"), "s"),
-    ParamSpec("window_s", 300.0, _("Drift window (s)"), "s"),
-    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
-    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
-    *DISTRIBUTION_PARAMS,
-    ParamSpec("max_drift_pct", 25.0, _("Largest allowed drift (%)"), "%"),
-    ParamSpec("max_kv_slope_per_hour", 0.05, _("Largest allowed KV usage rise per hour (0-1)"), "share"),
-    ParamSpec("max_gpu_memory_slope_mib_per_hour", 512.0, _("Largest allowed GPU memory rise per hour (MiB)"), "MiB"),
-    ParamSpec("max_preemption_rate_ratio", 2.0, _("Largest allowed preemption-rate growth (x)"), "x"),
-    ParamSpec("max_fragmentation_rise", 0.05, _("Largest allowed fragmentation rise (0-1)"), "share"),
-    ParamSpec("max_queue_growth", None, _("Largest allowed rise of the waiting queue (requests)"), "requests"),
-    ParamSpec("metrics_interval_s", 1.0, _("Engine metrics interval (s)"), "s"),
-    # not planned: `make demo` sets it so the short soak is named a demonstration wherever it is shown
-    ParamSpec("soak_label", None, _("Soak label (“demo”: a demonstration's short soak)"), ""),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_stability(params: Mapping[str, Any]) -> Load:
-    """The warm-up (run, then excluded) and the soak at a steady concurrency."""
-    return steady_load(params, number(params, "warmup_s") + number(params, "duration_s"))
-
-
-def plan_stability(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
-    """A soak as long as the scenario asks (`common.SOAK_BY_SCENARIO`: hours, 4 h for multi-turn
-    sessions) at steady load, warm-up excluded, request lengths drawn from the constraints'
-    distribution with mixed outputs, so fragmentation can appear; multi-turn traffic soaks as sessions
-    of its average turns, each turn sending the session's history."""
-    length = soak_seconds(constraints)
-    return {
-        "concurrency": max(int(constraint_value(constraints, "peak_concurrency", 32)) // 2, 1),
-        "duration_s": length,
-        "recommended_duration_s": length,
-        "session_turns": session_turns(constraints),
-        "warmup_s": 60.0,  # excluded: caches fill and the first prefills pile up
-        "window_s": 300.0,
-        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
-        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
-        **length_distributions(constraints),
-        "max_drift_pct": 25.0,
-        "max_kv_slope_per_hour": 0.05,  # KV usage (share of the pool) gained per hour at steady load
-        "max_gpu_memory_slope_mib_per_hour": 512.0,
-        "max_preemption_rate_ratio": 2.0,  # late preemptions per second / early, beyond one extra per window
-        "max_fragmentation_rise": 0.05,  # fragmentation ratio late minus early (engines that export it)
-        "max_queue_growth": None,  # requests waiting, last window minus first (None: 10 % of the concurrency)
-        "metrics_interval_s": 1.0,
-        **budget_params(constraints),
-    }
+from selection.domain.messages import Message
 
 
 async def run_stability(
@@ -338,6 +278,79 @@ def soak_length(params: dict[str, Any], duration: float) -> dict[str, Any]:
     }
 
 
+# The soak's verdict details, as message templates (pages show them in their language; `detail` keeps
+# the English text).
+DRIFT_FEW = _(
+    "%(what)s p%(q)s drift: %(first)s requests in the first window and %(last)s in the last; "
+    "at least %(min)s in each are needed to judge it (limit %(limit)s %%)"
+)
+DRIFT_BASE_ZERO = _("%(what)s p%(q)s of the first window is 0")
+DRIFT_WITH_INTERVAL = _(
+    "%(what)s p%(q)s %(base)s -> %(now)s ms (%(value)s %%, 95%% CI %(low)s–%(high)s %%; n=%(first)s first, "
+    "%(last)s last window) vs <= %(limit)s %%"
+)
+DRIFT = _(
+    "%(what)s p%(q)s %(base)s -> %(now)s ms (%(value)s %%; n=%(first)s first, %(last)s last window) vs <= %(limit)s %%"
+)
+STRADDLES_LIMIT = _("%(detail)s: the interval straddles the limit")
+NO_KV_METRIC = _("the engine exports no KV usage metric")
+KV_FEW = _("%(n)s KV usage samples at steady load after the warm-up fill: at least %(min)s are needed")
+KV_SLOPE = _(
+    "KV usage %(value)s of the pool per hour at steady load (95%% CI %(low)s–%(high)s, %(n)s samples over "
+    "%(seconds)s s) vs <= %(limit)s"
+)
+KV_AFTER_FILL = _(
+    "warm-up fill %(start)s -> %(end)s of the pool in the first %(seconds)s s (slots or blocks filling with cache: "
+    "not drift), then %(detail)s"
+)
+KV_STILL_SLOWING = _(
+    "%(detail)s: still rising, but slower and slower: a fill that has not levelled off yet, or a leak; "
+    "a longer soak tells them apart"
+)
+KV_LEAK = _(
+    "%(detail)s: it keeps rising at a steady rate after the warm-up fill (a leak, or fragmentation holding blocks)"
+)
+KV_STEADY_RISE = _("%(detail)s: a steady rise, not a warm-up fill that levels off")
+KV_STRADDLES = _("%(detail)s: the interval straddles the limit (a longer soak narrows it)")
+NO_NVML = _("no NVML on the client machine: GPU memory not measured (%(reason)s)")
+NO_GPU = _("no GPU")
+# why NVML could not be read (`benchmarks.harness.nvml` writes "unavailable: <why>"): the usual causes in
+# words; any other error is shown as NVML wrote it
+NVML_REASONS = {
+    "unavailable: nvidia-ml-py is not installed": _("unavailable: nvidia-ml-py is not installed"),
+    "unavailable: no GPU found": _("unavailable: no GPU found"),
+    "unavailable: NVML Shared Library Not Found": _("unavailable: the NVML library was not found"),
+    "unavailable: Driver Not Loaded": _("unavailable: the NVIDIA driver is not loaded"),
+}
+FEW_GPU_SAMPLES = _("too few GPU memory samples at steady load")
+GPU_SLOPE = _(
+    "%(device)s memory %(value)s MiB per hour at steady load (95%% CI %(low)s–%(high)s) vs <= %(limit)s MiB/h"
+)
+NO_PREEMPTION_COUNTER = _("the engine exports no preemption counter")
+FEW_PREEMPTION_SAMPLES = _("fewer than two preemption-counter samples in a window")
+PREEMPTION_TREND = _(
+    "preemptions %(first)s in the first window (%(first_rate)s/min) -> %(last)s in the last (%(last_rate)s/min) "
+    "vs <= %(ratio)s x the first rate + 1 per window"
+)
+NO_FRAGMENTATION_METRIC = _(
+    "the engine exports no fragmentation metric (vLLM, SGLang and llama.cpp have none); "
+    "the KV usage slope at steady load stands in for it"
+)
+FEW_FRAGMENTATION_SAMPLES = _("%(first)s and %(last)s fragmentation samples in the windows")
+FRAGMENTATION = _(
+    "fragmentation %(first)s -> %(last)s (%(value)s, 95%% CI %(low)s–%(high)s; %(first_n)s and %(last_n)s samples) "
+    "vs a rise <= %(limit)s"
+)
+
+
+def nvml_reason(reason: str | None) -> Message | str:
+    """Why NVML gave no figures, in words where the cause is a known one."""
+    if not reason:
+        return Message(NO_GPU)
+    known = NVML_REASONS.get(reason)
+    return Message(known) if known else reason
+
+
 def _drift_verdict(
     name: str, early: list[float | None], late: list[float | None], q: float, max_drift: float, what: str
 ) -> dict[str, Any]:
@@ -349,26 +362,47 @@ def _drift_verdict(
         return verdict(
             name,
             INSUFFICIENT_DATA,
-            f"{what} p{q:g} drift: {len(a)} requests in the first window and {len(b)} in the last; "
-            f"at least {MIN_SAMPLES} in each are needed to judge it (limit {max_drift:g} %)",
+            Message(
+                DRIFT_FEW,
+                {
+                    "what": what,
+                    "q": f"{q:g}",
+                    "first": len(a),
+                    "last": len(b),
+                    "min": MIN_SAMPLES,
+                    "limit": f"{max_drift:g}",
+                },
+            ),
             None,
             max_drift,
             n,
         )
     base, now = float(np.percentile(a, q)), float(np.percentile(b, q))
     if base <= 0:
-        return verdict(name, INSUFFICIENT_DATA, f"{what} p{q:g} of the first window is 0", None, max_drift, n)
+        return verdict(
+            name, INSUFFICIENT_DATA, Message(DRIFT_BASE_ZERO, {"what": what, "q": f"{q:g}"}), None, max_drift, n
+        )
     value = (now / base - 1.0) * 100.0
     ratio = ratio_interval(b, a, q)
     interval = None if ratio is None else ((ratio[0] - 1.0) * 100.0, (ratio[1] - 1.0) * 100.0)
     status = compare(value, interval, max_drift)
+    figures = {
+        "what": what,
+        "q": f"{q:g}",
+        "base": f"{base:.1f}",
+        "now": f"{now:.1f}",
+        "value": f"{value:+.1f}",
+        "first": len(a),
+        "last": len(b),
+        "limit": f"{max_drift:g}",
+    }
     detail = (
-        f"{what} p{q:g} {base:.1f} -> {now:.1f} ms ({value:+.1f} %"
-        + (f", 95% CI {interval[0]:+.1f}–{interval[1]:+.1f} %" if interval else "")
-        + f"; n={len(a)} first, {len(b)} last window) vs <= {max_drift:g} %"
+        Message(DRIFT_WITH_INTERVAL, {**figures, "low": f"{interval[0]:+.1f}", "high": f"{interval[1]:+.1f}"})
+        if interval
+        else Message(DRIFT, figures)
     )
     if status == INCONCLUSIVE:
-        detail += ": the interval straddles the limit"
+        detail = Message(STRADDLES_LIMIT, {"detail": detail})
     return verdict(name, status, detail, value, max_drift, n, interval)
 
 
@@ -422,7 +456,7 @@ def kv_slope_verdict(
     series = [p for p in recording.series.get("kv_usage_ratio", []) if steady[0] <= p[0] <= steady[1]]
     name = "kv_usage_slope"
     if not recording.series.get("kv_usage_ratio"):
-        return verdict(name, NOT_JUDGED, "the engine exports no KV usage metric"), {"kv_usage_slope_per_hour": None}
+        return verdict(name, NOT_JUDGED, Message(NO_KV_METRIC)), {"kv_usage_slope_per_hour": None}
     judged_from, filled_at = split_fill(series) if len(series) >= MIN_SLOPE_SAMPLES else (steady[0], None)
     fill = _fill_figures(series, judged_from, filled_at)
     after = [p for p in series if p[0] >= judged_from]
@@ -438,8 +472,7 @@ def kv_slope_verdict(
             verdict(
                 name,
                 INSUFFICIENT_DATA,
-                f"{len(settled)} KV usage samples at steady load after the warm-up fill: at least "
-                f"{MIN_SLOPE_SAMPLES} are needed",
+                Message(KV_FEW, {"n": len(settled), "min": MIN_SLOPE_SAMPLES}),
                 None,
                 limit,
                 len(settled),
@@ -449,29 +482,38 @@ def kv_slope_verdict(
     slope, (low, high) = fit
     value, interval = slope * 3600.0, (low * 3600.0, high * 3600.0)
     status = compare(value, interval, limit)
-    detail = (
-        f"KV usage {value:+.3f} of the pool per hour at steady load (95% CI {interval[0]:+.3f}–{interval[1]:+.3f}, "
-        f"{len(settled)} samples over {settled[-1][0] - settled[0][0]:.0f} s) vs <= {limit:g}"
+    detail = Message(
+        KV_SLOPE,
+        {
+            "value": f"{value:+.3f}",
+            "low": f"{interval[0]:+.3f}",
+            "high": f"{interval[1]:+.3f}",
+            "n": len(settled),
+            "seconds": f"{settled[-1][0] - settled[0][0]:.0f}",
+            "limit": f"{limit:g}",
+        },
     )
     if is_fill:
-        detail = (
-            f"warm-up fill {fill['kv_fill_from']:.3f} -> {fill['kv_fill_to']:.3f} of the pool in the first "
-            f"{fill['kv_fill_s']:.0f} s (slots or blocks filling with cache: not drift), then " + detail
+        detail = Message(
+            KV_AFTER_FILL,
+            {
+                "start": f"{fill['kv_fill_from']:.3f}",
+                "end": f"{fill['kv_fill_to']:.3f}",
+                "seconds": f"{fill['kv_fill_s']:.0f}",
+                "detail": detail,
+            },
         )
     else:
         fill = _fill_figures(series, series[0][0], None)
     if status == FAIL and is_fill and _still_slowing(settled):
         status = INCONCLUSIVE
-        detail += (
-            ": still rising, but slower and slower: a fill that has not levelled off yet, or a leak; "
-            "a longer soak tells them apart"
-        )
+        detail = Message(KV_STILL_SLOWING, {"detail": detail})
     elif status == FAIL and is_fill:
-        detail += ": it keeps rising at a steady rate after the warm-up fill (a leak, or fragmentation holding blocks)"
+        detail = Message(KV_LEAK, {"detail": detail})
     elif status == FAIL and filled_at is not None:
-        detail += ": a steady rise, not a warm-up fill that levels off"
+        detail = Message(KV_STEADY_RISE, {"detail": detail})
     elif status == INCONCLUSIVE:
-        detail += ": the interval straddles the limit (a longer soak narrows it)"
+        detail = Message(KV_STRADDLES, {"detail": detail})
     fill["kv_fill_levelled"] = bool(is_fill and status == PASS)
     return verdict(name, status, detail, value, limit, len(settled), interval), {
         "kv_usage_slope_per_hour": value,
@@ -517,9 +559,7 @@ def _gpu_memory_verdict(
     name = "gpu_memory_slope"
     if not gpu.available:
         return (
-            verdict(
-                name, NOT_JUDGED, f"no NVML on the client machine: GPU memory not measured ({gpu.reason or 'no GPU'})"
-            ),
+            verdict(name, NOT_JUDGED, Message(NO_NVML, {"reason": nvml_reason(gpu.reason)})),
             {"gpu_memory_slope_mib_per_hour": None},
         )
     slopes = []
@@ -531,16 +571,22 @@ def _gpu_memory_verdict(
             slopes.append((key, fit))
     if not slopes:
         return (
-            verdict(name, INSUFFICIENT_DATA, "too few GPU memory samples at steady load", None, limit),
+            verdict(name, INSUFFICIENT_DATA, Message(FEW_GPU_SAMPLES), None, limit),
             {"gpu_memory_slope_mib_per_hour": None},
         )
     key, (slope, (low, high)) = max(slopes, key=lambda item: item[1][0])
     value, interval = slope * 3600.0, (low * 3600.0, high * 3600.0)
     status = compare(value, interval, limit)
     samples = len(gpu.series[key])
-    detail = (
-        f"{key.replace('_memory_used_mib', '')} memory {value:+.0f} MiB per hour at steady load "
-        f"(95% CI {interval[0]:+.0f}–{interval[1]:+.0f}) vs <= {limit:g} MiB/h"
+    detail = Message(
+        GPU_SLOPE,
+        {
+            "device": "GPU " + key.removeprefix("gpu").removesuffix("_memory_used_mib"),
+            "value": f"{value:+.0f}",
+            "low": f"{interval[0]:+.0f}",
+            "high": f"{interval[1]:+.0f}",
+            "limit": f"{limit:g}",
+        },
     )
     return verdict(name, status, detail, value, limit, samples, interval), {
         "gpu_memory_slope_mib_per_hour": value,
@@ -565,22 +611,28 @@ def _preemption_trend_verdict(
     name = "preemption_rate_trend"
     if "preemptions" not in recording.series:
         return (
-            verdict(name, NOT_JUDGED, "the engine exports no preemption counter"),
+            verdict(name, NOT_JUDGED, Message(NO_PREEMPTION_COUNTER)),
             {"preemptions_per_min_first": None, "preemptions_per_min_last": None},
         )
     early = _counter_rate(recording, "preemptions", windows["first_window"])
     late = _counter_rate(recording, "preemptions", windows["last_window"])
     if early is None or late is None:
         return (
-            verdict(name, INSUFFICIENT_DATA, "fewer than two preemption-counter samples in a window"),
+            verdict(name, INSUFFICIENT_DATA, Message(FEW_PREEMPTION_SAMPLES)),
             {"preemptions_per_min_first": None, "preemptions_per_min_last": None},
         )
     early_rate, late_rate = early[0] / early[1], late[0] / late[1]
     allowed = early_rate * ratio_limit + 1.0 / late[1]
     figures = {"preemptions_per_min_first": early_rate * 60.0, "preemptions_per_min_last": late_rate * 60.0}
-    detail = (
-        f"preemptions {early[0]:.0f} in the first window ({early_rate * 60:.1f}/min) -> {late[0]:.0f} in the last "
-        f"({late_rate * 60:.1f}/min) vs <= {ratio_limit:g} x the first rate + 1 per window"
+    detail = Message(
+        PREEMPTION_TREND,
+        {
+            "first": f"{early[0]:.0f}",
+            "first_rate": f"{early_rate * 60:.1f}",
+            "last": f"{late[0]:.0f}",
+            "last_rate": f"{late_rate * 60:.1f}",
+            "ratio": f"{ratio_limit:g}",
+        },
     )
     status = PASS if late_rate <= allowed else FAIL
     return verdict(name, status, detail, late_rate * 60.0, allowed * 60.0, int(early[0] + late[0])), figures
@@ -598,8 +650,7 @@ def _fragmentation_verdict(
             verdict(
                 name,
                 NOT_JUDGED,
-                "the engine exports no fragmentation metric (vLLM, SGLang and llama.cpp have none); "
-                "the KV usage slope at steady load stands in for it",
+                Message(NO_FRAGMENTATION_METRIC),
             ),
             {"fragmentation_first": None, "fragmentation_last": None},
         )
@@ -607,16 +658,27 @@ def _fragmentation_verdict(
     late = series_in(recording, "fragmentation_ratio", *windows["last_window"])
     if len(early) < 2 or len(late) < 2:
         return (
-            verdict(name, INSUFFICIENT_DATA, f"{len(early)} and {len(late)} fragmentation samples in the windows"),
+            verdict(
+                name, INSUFFICIENT_DATA, Message(FEW_FRAGMENTATION_SAMPLES, {"first": len(early), "last": len(late)})
+            ),
             {"fragmentation_first": None, "fragmentation_last": None},
         )
     a, b = np.asarray(early), np.asarray(late)
     value = float(b.mean() - a.mean())
     interval = two_sample_interval(late, early, lambda sample: sample.mean(axis=1), np.subtract)
     status = compare(value, interval, limit)
-    detail = (
-        f"fragmentation {a.mean():.3f} -> {b.mean():.3f} ({value:+.3f}, 95% CI {interval[0]:+.3f}–{interval[1]:+.3f}; "
-        f"{a.size} and {b.size} samples) vs a rise <= {limit:g}"
+    detail = Message(
+        FRAGMENTATION,
+        {
+            "first": f"{a.mean():.3f}",
+            "last": f"{b.mean():.3f}",
+            "value": f"{value:+.3f}",
+            "low": f"{interval[0]:+.3f}",
+            "high": f"{interval[1]:+.3f}",
+            "first_n": int(a.size),
+            "last_n": int(b.size),
+            "limit": f"{limit:g}",
+        },
     )
     return verdict(name, status, detail, value, limit, int(a.size + b.size), interval), {
         "fragmentation_first": float(a.mean()),
@@ -707,4 +769,4 @@ def _stability_observed(
     }
 
 
-SPEC = TestSpec("stability", PARAMS, plan_stability, run_stability, estimate_stability)
+SPEC = TestSpec.of(suite_row.TEST, run_stability)

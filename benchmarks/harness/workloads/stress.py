@@ -5,10 +5,9 @@ traffic group, with deliberate aborts and KV release.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from benchmarks.harness.client import RequestRecord, RequestSpec
-from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.lengths import length_sampler
 from benchmarks.harness.load import (
     LoadConfig,
@@ -24,79 +23,24 @@ from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
-    constraint_value,
     errors_verdict,
     kv_verdicts,
-    length_distributions,
     make_verdict,
     require_param,
     series_in,
     settle_after_load,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
-from benchmarks.harness.workloads.spec import gettext_noop as _
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.result import LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import concurrency_stress as suite_row
 from benchmarks.traces.replay import GROUPS
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
     PASS,
 )
-
-PARAMS = (
-    ParamSpec("concurrency", 64, _("Concurrent requests"), "requests"),
-    ParamSpec("duration_s", 300.0, _("Duration (s)"), "s"),
-    ParamSpec("warmup_s", 10.0, _("Warm-up (s)"), "s"),
-    ParamSpec("ramp_up_s", 0.0, _("Ramp-up (s)"), "s"),
-    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
-    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
-    *DISTRIBUTION_PARAMS,
-    ParamSpec("abort_fraction", 0.05, _("Share of requests aborted mid-stream (0-1)"), "share"),
-    ParamSpec("settle_s", 30.0, _("Settling time after the load (s)"), "s"),
-    ParamSpec(
-        "rate",
-        None,
-        _("Request rate, open loop (requests/s; empty: closed loop)"),
-        "requests/s",
-        positive=True,
-        optional=True,
-    ),
-    ParamSpec("long_input_tokens", None, _("Long traffic group from (input tokens)"), "tokens"),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_concurrency_stress(params: Mapping[str, Any]) -> Load:
-    """Warm-up, ramp-up and the measured load at the target concurrency, then the settling time."""
-    loaded = number(params, "warmup_s") + number(params, "ramp_up_s") + number(params, "duration_s")
-    load = steady_load(params, loaded)
-    return load._replace(seconds=loaded + number(params, "settle_s"))
-
-
-def plan_concurrency_stress(
-    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None
-) -> dict[str, Any]:
-    return {
-        "concurrency": int(constraint_value(constraints, "peak_concurrency", 64)),
-        "duration_s": 300.0,
-        "warmup_s": 10.0,
-        "ramp_up_s": 0.0,
-        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
-        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
-        **length_distributions(constraints),
-        "abort_fraction": 0.05,  # requests closed mid-stream on purpose
-        "settle_s": 30.0,  # after the load: time allowed for KV usage to return to baseline
-        # open loop at the constraints' request rate (Poisson arrivals, requests/s); None: closed loop
-        "rate": float(constraints["request_rate"]) if (constraints or {}).get("request_rate") else None,
-        # requests with at least this many input tokens form the "long" traffic group (None: the
-        # constraints' p95 input, else benchmarks.traces.stats.LONG_INPUT_TOKENS)
-        "long_input_tokens": (constraints or {}).get("p95_input_tokens"),
-        **budget_params(constraints),
-    }
 
 
 async def run_concurrency_stress(
@@ -354,6 +298,4 @@ def attach_engine_stats(point: LoadPoint, recording: MetricsRecording, start: fl
         point.extra["queue_wait"] = queue_wait
 
 
-SPEC = TestSpec(
-    "concurrency_stress", PARAMS, plan_concurrency_stress, run_concurrency_stress, estimate_concurrency_stress
-)
+SPEC = TestSpec.of(suite_row.TEST, run_concurrency_stress)
