@@ -77,7 +77,7 @@ def build_record(var: Path, env: dict[str, str]) -> Path:
     )
     prepared = signing.prepare_signature_fields(rendered.pdf, rendered.signature_boxes)
     path = var / "startup-record.pdf"
-    path.write_bytes(sign_owner_side(prepared, certs, str(var)))
+    path.write_bytes(sign_owner_side(prepared, certs, str(var / "dev-certs")))  # the TSA is issued with the CA
     return path
 
 

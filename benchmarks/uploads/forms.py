@@ -11,7 +11,6 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from benchmarks import formats
 from benchmarks.suite import TEST_IDS
 from selection.i18n import translate_test
 from selection.selectors import archived_refusal
@@ -19,7 +18,9 @@ from selection.web import AccessibleErrorsMixin
 
 
 def format_choices() -> list[tuple[str, str]]:
-    """The result formats the parsers know ("" = detect automatically)."""
+    """The result formats the parsers know ("" = detect automatically): the parsers (numpy, pyarrow)
+    load with the first upload form, not with the URL conf (issue 39)."""
+    from benchmarks import formats
 
     names = getattr(formats, "format_names", lambda: [])()
     return [("", _("detect automatically"))] + [(name, name) for name in names]
