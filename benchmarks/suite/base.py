@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 from benchmarks.harness.estimates import Load
 from benchmarks.suite.params import Parameters, ParamSpec
 from selection.domain.claims import Claim
+from selection.domain.messages import Message
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,14 @@ class ValidationTest(Parameters):
     # `plan(constraints, facts, **kwargs) -> params` from the constraints and the candidate's facts
     # (`CandidateFacts`; a plain, JSON-serialisable dict the user may edit) and its estimate
     # `estimate(params) -> Load | None` (`benchmarks.harness.estimates`: duration and load before Run)
+    # the record's monitoring thresholds its run validates (`thresholds(points, metadata, planned)`: its
+    # points as `figures` reads them, its metadata, and the constraints' planned figures by their
+    # field names), which the record calls validated only while each of its `claims` holds on the
+    # chosen engine's run (`selection.records.context`); None: it validates none
+    thresholds: Callable[[Sequence[PointRow], Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
+    # what the record adds under its result (a Message from its metadata: a soak shorter than planned);
+    # None, or a function returning None: nothing
+    record_note: Callable[[Mapping[str, Any]], Message | None] | None = None
     params: tuple[ParamSpec, ...] = ()
     plan: Callable[..., dict[str, Any]] | None = None
     estimate: Callable[[Mapping[str, Any]], Load | None] | None = None

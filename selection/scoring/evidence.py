@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
-from benchmarks import suite
+from benchmarks import presentation, suite
 from benchmarks.harness.client_timing import client_slack_ms, load_held, rate_held
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
@@ -25,6 +25,7 @@ from benchmarks.verdicts import status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags
+from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message, load
 from selection.domain.scoring.inputs import (
     CandidateEvidence,
     DocumentedFeatures,
@@ -210,17 +211,47 @@ def _interval_of(run: BenchmarkRun, verdict_name: str) -> tuple[float, float] | 
     return _pair((verdict or {}).get("interval"))
 
 
-def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) -> str | None:
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+CLIENT_BOUND_RUN = _("client-bound (%(test)s run %(run)s, %(points)s)")
+CLIENT_BOUND_RUN_BECAUSE = _("client-bound (%(test)s run %(run)s, %(points)s: %(reasons)s)")
+POINT = _("point %(index)s")
+
+
+def _point_reasons(point: Any) -> list[Any]:
+    """Why the load client set a point's pace: the messages it stored, else its English text."""
+    extra = point.extra or {}
+    stored = extra.get("client_bound_reason_messages")
+    return [load(m) for m in stored] if stored else list(extra.get("client_bound_reasons") or [])
+
+
+def _point_name(point: Any) -> Message | str:
+    """A load point as people read it: a phase the harness names in words ("tenant A under the
+    flood"), any other label as it is ("c=32"), an unlabelled one by its index."""
+    if not point.label:
+        return Message(POINT, {"index": point.index})
+    phase = presentation.POINT_LABELS.get(point.label)
+    return Message(phase) if phase else presentation.point_label(point.label)
+
+
+def client_bound_reason(run: BenchmarkRun, points: Iterable[Any] | None = None) -> Message | None:
     """Why the run's figures (or those of `points`) are the client's and not the engine's: the
-    client-bound points with their reasons, or None when no point was client-bound (an unjudged
-    point, None, is not)."""
+    test by its title, the client-bound points and their reasons, as a message (pages show it in
+    their language), or None when no point was client-bound (an unjudged point, None, is not)."""
     bound = [p for p in (run.points.all() if points is None else points) if p.client_bound]
     if not bound:
         return None
-    reasons = dict.fromkeys(r for p in bound for r in (p.extra or {}).get("client_bound_reasons") or [])
-    where = ", ".join(p.label or f"point {p.index}" for p in bound)
-    why = f": {'; '.join(reasons)}" if reasons else ""
-    return f"client-bound ({run.test} run {run.pk}, {where}{why})"
+    reasons = dict.fromkeys(r for p in bound for r in _point_reasons(p))
+    figures = {
+        "test": Message(suite.title_of(run.test)),
+        "run": str(run.pk),
+        "points": NAME_SEPARATOR.join(_point_name(p) for p in bound),
+    }
+    if reasons:
+        return Message(CLIENT_BOUND_RUN_BECAUSE, {**figures, "reasons": CLAUSE_SEPARATOR.join(reasons)})
+    return Message(CLIENT_BOUND_RUN, figures)
 
 
 # figures that do not depend on the client's pace: whether a session continued identically, whether
@@ -251,7 +282,7 @@ class ClientJudgement:
     (`load_held`, the harness's rule), and the most latency the client could have added
     (`slack_ms`: its send lateness, loop lag and late reads; None when not measured)."""
 
-    reason: str | None = None
+    reason: Message | None = None
     load_held: bool = True
     slack_ms: float | None = None
 
@@ -293,7 +324,9 @@ def measured_metrics(candidate: Candidate, constraints: dict[str, Any]) -> dict[
     return measured_evidence(candidate, constraints)[0]
 
 
-def measured_evidence(candidate: Candidate, constraints: dict[str, Any]) -> tuple[dict[str, Metric], dict[str, str]]:
+def measured_evidence(
+    candidate: Candidate, constraints: dict[str, Any]
+) -> tuple[dict[str, Metric], dict[str, str | Message]]:
     """The candidate's measured metrics from the latest run of each test, and the figures held out.
 
     A run with a client-bound load point (the load client, not the engine, set the pace or stamped
@@ -351,11 +384,11 @@ def with_rerun(metric: Metric, rerun: Metric, run_id: str) -> Metric:
 
 def metrics_from_runs(
     runs: dict[str, BenchmarkRun], candidate: Candidate, constraints: dict[str, Any]
-) -> tuple[dict[str, Metric], dict[str, str]]:
+) -> tuple[dict[str, Metric], dict[str, str | Message]]:
     """Measured metrics from one run per test, and the figures held out (by name, with the reason):
     every figure a client-bound run measured, except those that do not depend on the pace."""
     metrics: dict[str, Metric] = {}
-    held_out: dict[str, str] = {}
+    held_out: dict[str, str | Message] = {}
     judged: dict[Any, ClientJudgement] = {run.pk: judge_client(run) for run in runs.values()}
     for run in runs.values():  # a figure read from named points is judged on those points only
         judged.update({(run.pk, name): judge_client(run, labels) for name, labels in FIGURE_POINTS.items()})

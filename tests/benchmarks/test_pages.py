@@ -275,8 +275,8 @@ def test_validation_plan_says_how_long_and_how_heavy_before_run(client, architec
     body = page.content.decode()
     cards = {card["test"]: card for card in page.context["cards"]}
     soak = cards["stability"]["estimate"]
-    # the soak's length comes from the scenario (issue 36 item 7, `common.SOAK_BY_SCENARIO`): 2 h here, plus
-    # the 60 s warm-up; the page states what the run will take
+    # the soak's length comes from the scenario (issue 36 item 7, `benchmarks.suite.stability.SOAK_BY_SCENARIO`):
+    # 2 h here, plus the 60 s warm-up; the page states what the run will take
     planned = plan_for(candidate, "stability")
     assert planned["duration_s"] == 2 * 3600 and planned["warmup_s"] == 60
     planned = planned["duration_s"] + planned["warmup_s"]

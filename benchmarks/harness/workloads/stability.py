@@ -5,12 +5,11 @@ slopes, preemption trend and fragmentation.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
 from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.estimates import Load, number, steady_load
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -20,29 +19,23 @@ from benchmarks.harness.load import (
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.queueing import queue_growth_verdict, queue_wait_verdict
 from benchmarks.harness.workloads.common import (
-    ARTICLES_SOAK_S,
-    SOAK_S,
     PlanError,
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
-    constraint_value,
     errors_verdict,
     format_ms,
-    length_distributions,
     require_param,
     series_in,
-    session_turns,
-    soak_seconds,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, DISTRIBUTION_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, lengths_meta, slo_of, trace_lengths
 from benchmarks.result import LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import stability as suite_row
+from benchmarks.suite.stability import ARTICLES_SOAK_S, SOAK_S
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -56,60 +49,6 @@ from benchmarks.verdicts import (
     verdict,
 )
 from selection.domain.messages import Message
-
-PARAMS = (
-    ParamSpec("concurrency", 16, _("Concurrent requests"), "requests"),
-    ParamSpec("duration_s", 7200.0, _("Duration (s)"), "s"),
-    ParamSpec("recommended_duration_s", 7200.0, _("Recommended soak duration (s)"), "s"),
-    ParamSpec("session_turns", 1, _("Turns per session (1: single requests)"), "count"),
-    ParamSpec("warmup_s", 60.0, _("Warm-up (s)"), "s"),
-    ParamSpec("window_s", 300.0, _("Drift window (s)"), "s"),
-    ParamSpec("input_tokens", 512, _("Input tokens per request"), "tokens"),
-    ParamSpec("output_tokens", 128, _("Output tokens per request"), "tokens"),
-    *DISTRIBUTION_PARAMS,
-    ParamSpec("max_drift_pct", 25.0, _("Largest allowed drift (%)"), "%"),
-    ParamSpec("max_kv_slope_per_hour", 0.05, _("Largest allowed KV usage rise per hour (0-1)"), "share"),
-    ParamSpec("max_gpu_memory_slope_mib_per_hour", 512.0, _("Largest allowed GPU memory rise per hour (MiB)"), "MiB"),
-    ParamSpec("max_preemption_rate_ratio", 2.0, _("Largest allowed preemption-rate growth (x)"), "x"),
-    ParamSpec("max_fragmentation_rise", 0.05, _("Largest allowed fragmentation rise (0-1)"), "share"),
-    ParamSpec("max_queue_growth", None, _("Largest allowed rise of the waiting queue (requests)"), "requests"),
-    ParamSpec("metrics_interval_s", 1.0, _("Engine metrics interval (s)"), "s"),
-    # not planned: `make demo` sets it so the short soak is named a demonstration wherever it is shown
-    ParamSpec("soak_label", None, _("Soak label (“demo”: a demonstration's short soak)"), ""),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_stability(params: Mapping[str, Any]) -> Load:
-    """The warm-up (run, then excluded) and the soak at a steady concurrency."""
-    return steady_load(params, number(params, "warmup_s") + number(params, "duration_s"))
-
-
-def plan_stability(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
-    """A soak as long as the scenario asks (`common.SOAK_BY_SCENARIO`: hours, 4 h for multi-turn
-    sessions) at steady load, warm-up excluded, request lengths drawn from the constraints'
-    distribution with mixed outputs, so fragmentation can appear; multi-turn traffic soaks as sessions
-    of its average turns, each turn sending the session's history."""
-    length = soak_seconds(constraints)
-    return {
-        "concurrency": max(int(constraint_value(constraints, "peak_concurrency", 32)) // 2, 1),
-        "duration_s": length,
-        "recommended_duration_s": length,
-        "session_turns": session_turns(constraints),
-        "warmup_s": 60.0,  # excluded: caches fill and the first prefills pile up
-        "window_s": 300.0,
-        "input_tokens": int(constraint_value(constraints, "avg_input_tokens", 512)),
-        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 128)),
-        **length_distributions(constraints),
-        "max_drift_pct": 25.0,
-        "max_kv_slope_per_hour": 0.05,  # KV usage (share of the pool) gained per hour at steady load
-        "max_gpu_memory_slope_mib_per_hour": 512.0,
-        "max_preemption_rate_ratio": 2.0,  # late preemptions per second / early, beyond one extra per window
-        "max_fragmentation_rise": 0.05,  # fragmentation ratio late minus early (engines that export it)
-        "max_queue_growth": None,  # requests waiting, last window minus first (None: 10 % of the concurrency)
-        "metrics_interval_s": 1.0,
-        **budget_params(constraints),
-    }
 
 
 async def run_stability(
@@ -830,4 +769,4 @@ def _stability_observed(
     }
 
 
-SPEC = TestSpec("stability", PARAMS, plan_stability, run_stability, estimate_stability)
+SPEC = TestSpec.of(suite_row.TEST, run_stability)
