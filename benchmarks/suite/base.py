@@ -84,6 +84,13 @@ class ValidationTest(Parameters):
     # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
     # --trace for a test that draws its requests' lengths from a trace); any other is refused
     cli: Mapping[str, str] = field(default_factory=dict)
+    # the `validate` command's flags it passes to its plan, each with the plan's keyword (--max-context);
+    # a test without the flag refuses it
+    plan_flags: Mapping[str, str] = field(default_factory=dict)
+    # its run compares with the engine with prefix caching off (`off_target`: a second endpoint when the
+    # candidate or `validate --prefix-off-endpoint` names one, else the same one, the cache reset); the
+    # validation page shows that variant and the worker checks its endpoint before the run
+    off_variant: bool = False
     # the figures its result table shows on the run page and in the record, from the run's points
     # (in order) and metadata; None (or a function returning None): its heaviest load level
     # (`benchmarks.presentation.result_figures`)

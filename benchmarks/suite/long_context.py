@@ -185,6 +185,7 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     cli={"kv_capacity_tokens": "kv_capacity_tokens"},
+    plan_flags={"max_context": "max_context"},
     params=PARAMS,
     plan=plan_long_context,
     estimate=estimate_long_context,

@@ -183,6 +183,7 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     cli={"concurrency": "concurrency", "kv_capacity_tokens": "kv_capacity_tokens"},
+    off_variant=True,
     params=PARAMS,
     plan=plan_prefix_reuse,
     estimate=estimate_prefix_reuse,
