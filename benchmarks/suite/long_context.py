@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from benchmarks.charts import token_label
+from benchmarks.charts.style import token_label
 from benchmarks.harness.estimates import Load, closed_loop, number, numbers, request_seconds
 from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec, PlanError, budget_params, constraint_value
@@ -185,6 +185,7 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     cli={"kv_capacity_tokens": "kv_capacity_tokens"},
+    plan_flags={"max_context": "max_context"},
     params=PARAMS,
     plan=plan_long_context,
     estimate=estimate_long_context,

@@ -227,6 +227,10 @@ def test_capacity_shows_what_a_runs_engine_metrics_measured(client, architect, s
     assert "has not stated its KV capacity" not in body and "within tolerance" in body
     assert f"engine metrics of run {run.pk}" in body and str(int(predicted * 0.98)) in body
     assert 'data-stated-by="engine metrics"' in body and "Predicted vs engine-stated" in body
+    # in Chinese the provenance reads in Chinese, the metric it was read from as code
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    body = client.get(url("selection:capacity", selection, candidate)).content.decode()
+    assert f"运行 {run.pk} 的引擎指标 <code>vllm:cache_config_info</code>" in body
 
 
 def test_capacity_of_llamacpp_follows_its_launch_flags(client, architect, selection):
