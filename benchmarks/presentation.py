@@ -144,6 +144,23 @@ METADATA_LABELS = {
     "observed": _("Observed"),
     "traffic_groups": _("Traffic groups"),
     "largest_successful_rung": _("Longest context served (tokens)"),
+    # what the validation tests record beside their points (the harness's workloads)
+    "sizing": _("Sizing"),
+    "eviction": _("Eviction"),
+    "resume": _("Resume"),
+    "continuation": _("Continuation"),
+    "never_swap": _("Sessions never swapped out"),
+    "active_turns": _("Active turns"),
+    "drift": _("Drift"),
+    "warmup_excluded": _("Warm-up excluded"),
+    "sessions": _("Sessions"),
+    "off_target": _("Endpoint with prefix caching off"),
+    "pace_independent": _("Figures independent of the client's pace"),
+    "host_activity": _("Load client's machine activity"),
+    "conclusions": _("Conclusions"),
+    "layout": _("Layout"),
+    "telemetry_stats": _("Telemetry statistics"),
+    "trace": _("Trace"),
 }
 # words a key's parts read as when no label is known ("kv_usage_ratio" -> "KV usage ratio")
 KEY_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "kv": "KV", "e2e": "end-to-end", "gpu": "GPU", "cpu": "CPU"}

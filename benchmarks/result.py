@@ -16,8 +16,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-
 NATIVE_SCHEMA = "kvselect.result/1"
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -108,6 +106,7 @@ class Stats:
     @classmethod
     def from_values(cls, values: Any) -> "Stats":
         """Statistics of raw samples (numpy's linear-interpolation percentiles)."""
+        import numpy as np  # loaded by the first statistics, not by every module that names a result
 
         array = np.asarray([v for v in values if v is not None], dtype=float)
         array = array[np.isfinite(array)]

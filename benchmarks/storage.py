@@ -7,6 +7,10 @@ Nothing finished is lost: a validation run's result is first written to its writ
 (`runs/<id>/pending/attempt-<n>.json`, atomically renamed into place) and only then stored in the
 database; the file is removed once the rows are committed. A worker that dies, or a database
 that stays away, between the two leaves the file for the reaper to store.
+
+pyarrow and the native format's validator load with the write that needs them: the app's `ready`
+imports this module for the artifact-file signal, and every process (each `manage.py` command)
+runs it (issue 39: start-up).
 """
 
 from __future__ import annotations
@@ -21,14 +25,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks.formats.native import validate as validate_native
 from benchmarks.models import Artifact, BenchmarkRun, RunPoint
 from benchmarks.result import NormalizedResult
 
@@ -94,6 +95,8 @@ def remove_artifact_file(sender, instance: Artifact, **kwargs) -> None:
 def requests_parquet(result: NormalizedResult) -> bytes | None:
     if result.requests is None or not len(result.requests):
         return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     table = (
         result.requests
@@ -255,6 +258,8 @@ def read_pending(run_id: int, attempt: int) -> dict[str, Any] | None:
         data = _pending_path(run_id, attempt).read_bytes()
     except FileNotFoundError:
         return None
+    from benchmarks.formats.native import validate as validate_native
+
     try:
         envelope = json.loads(data)
         envelope["result"] = validate_native(envelope["result"])

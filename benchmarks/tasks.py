@@ -3,9 +3,10 @@ row, and is safe to run twice.
 
 Services enqueue through the helpers here; task bodies call modules that never import this one
 (`uploads.parse`, `validation.worker`), so imports stay one-way. The parse task imports the parsers
-(`benchmarks.formats`, pyarrow) when it runs, as selection's render task imports the renderer: a
-process that only enqueues (the web, every `manage.py` command through the admin's services) starts
-without them.
+(`benchmarks.formats`, pyarrow) when it runs, and the validation tasks the worker (the storage, the
+identity probe, the run's bookkeeping), as selection's render task imports the renderer: a process
+that only enqueues (the web, every `manage.py` command through the admin's services) starts without
+them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun
-from benchmarks.validation import worker
 from benchmarks.validation.engine import EngineUnavailable
 from config.celery import DatabaseTask, gpu_queue, publish
 from config.outage import retry_database
@@ -47,6 +47,8 @@ def parse_upload(run_id: int) -> str:
 )
 def run_validation(self, run_id: int) -> str:
     """Run one validation test. Retries (with backoff) only while the engine is unreachable before load."""
+    from benchmarks.validation import worker  # the run's machinery, loaded by the task that runs
+
     name = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
     try:
         run = retry_database(lambda: worker.claim(run_id, worker=name), f"run {run_id}: claiming")
@@ -68,6 +70,8 @@ def run_validation(self, run_id: int) -> str:
 def reap_stale_runs(now: datetime | None = None) -> list[int]:
     """Fail (or store the write-ahead result of) runs whose worker stopped sending heartbeats; queue
     again uploads whose parse task was lost and validation runs no worker will otherwise pick up."""
+    from benchmarks.validation import worker
+
     now = now or timezone.now()
     stale = worker.reap_stale_runs(now)
     for run in BenchmarkRun.objects.filter(

@@ -18,11 +18,12 @@ failure, nor a gap of the test.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, to_json
+
+if TYPE_CHECKING:  # numpy is imported by the functions that judge samples, not by every page (issue 39)
+    import numpy as np
 
 PASS = "pass"
 FAIL = "fail"
@@ -153,6 +154,8 @@ def bootstrap_interval(
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of `statistic` (vectorised: it maps a (resamples, n) array to
     (resamples,)). None under two samples."""
+    import numpy as np
+
     data = np.asarray([v for v in values if v is not None], dtype=float)
     data = data[np.isfinite(data)]
     if data.size < 2:
@@ -166,6 +169,8 @@ def bootstrap_interval(
 
 
 def percentile_interval(values: Sequence[float], q: float) -> tuple[float, float] | None:
+    import numpy as np
+
     return bootstrap_interval(values, lambda sample: np.percentile(sample, q, axis=1))
 
 
@@ -178,6 +183,8 @@ def two_sample_interval(
     """Percentile bootstrap interval of combine(statistic(first), statistic(second)), each sample
     resampled on its own (first, then second, from the one fixed seed). None under two samples on
     either side, or when no resample gives a finite figure."""
+    import numpy as np
+
     a = np.asarray([v for v in first if v is not None], dtype=float)
     b = np.asarray([v for v in second if v is not None], dtype=float)
     if a.size < 2 or b.size < 2:
@@ -199,6 +206,8 @@ def ratio_interval(
     numerators: Sequence[float], denominators: Sequence[float], q: float = 50.0
 ) -> tuple[float, float] | None:
     """Interval of percentile(numerators) / percentile(denominators), both resampled independently."""
+    import numpy as np
+
     return two_sample_interval(numerators, denominators, lambda sample: np.percentile(sample, q, axis=1), np.divide)
 
 
@@ -240,6 +249,8 @@ def judge_percentile(
     have added (`client_slack_ms`: its measured send lateness, loop lag and late reads), and a pass
     stays a pass only when the load was held (`load_held`): then the client's lateness can only
     have added latency, and the engine met the threshold in spite of it."""
+    import numpy as np
+
     data = [float(v) for v in values if v is not None and np.isfinite(v)]
     n = len(data)
     figures = {"what": what, "q": f"{q:g}", "n": n, "sign": "<=" if at_most else ">=", "unit": unit}

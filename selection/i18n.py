@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation import get_language, gettext, pgettext
@@ -91,6 +89,9 @@ def certificate_name(subject: str) -> str:
     """Who a certificate names, as people read it: the common name of an RFC 4514 subject
     ("OU=Business owner (DEVELOPMENT),O=kvselect development,CN=张伟" reads 张伟); the subject itself
     when it holds no common name or does not parse."""
+    from cryptography import x509  # loaded by the first certificate shown, not by every process
+    from cryptography.x509.oid import NameOID
+
     try:
         name = x509.Name.from_rfc4514_string(subject or "")
     except ValueError:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from benchmarks.harness import safety
+from benchmarks.harness import safety, safety_aiohttp
 from benchmarks.harness.rawhttp import HTTPError, RawHTTPPool
 
 Api = Literal["chat", "completions"]
@@ -458,7 +458,7 @@ class OpenAIClient:
 
     async def open(self) -> None:
         if self._session is None:
-            connector = safety.tcp_connector(
+            connector = safety_aiohttp.tcp_connector(
                 self.allowed_hosts, limit=self._max_connections, ttl_dns_cache=300, force_close=not self.keep_alive
             )
             self._session = aiohttp.ClientSession(

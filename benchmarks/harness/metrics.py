@@ -35,7 +35,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.harness import safety
+from benchmarks.harness import safety, safety_aiohttp
 from benchmarks.harness.prometheus import (
     CANONICAL_SERIES,
     ENGINE_ALIASES,
@@ -98,7 +98,7 @@ async def probe_simulator(
     url = endpoint_url.rstrip("/") + "/v1/models"
     try:
         async with aiohttp.ClientSession(
-            connector=safety.tcp_connector(allowed_hosts),
+            connector=safety_aiohttp.tcp_connector(allowed_hosts),
             timeout=aiohttp.ClientTimeout(total=timeout_s),
             headers=headers,
         ) as session:
@@ -215,7 +215,7 @@ class MetricsSampler:
             self.recording.absent = ["metrics endpoint (none configured)"]
             return
         self._session = aiohttp.ClientSession(
-            connector=safety.tcp_connector(self.allowed_hosts),
+            connector=safety_aiohttp.tcp_connector(self.allowed_hosts),
             timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             headers=self.headers,
         )

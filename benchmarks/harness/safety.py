@@ -10,7 +10,8 @@ health and simulator checks): `checked_addresses` resolves the host once, refuse
 above, and the connection is opened to an address it returned, never by resolving the name again
 (a DNS answer that changes between the check and the connection cannot slip past it). The
 connection makers: `urlopen` (urllib, redirects included: each hop is checked where it connects),
-`GuardedConnector` (aiohttp sessions) and `open_connection` (the raw HTTP pool).
+`safety_aiohttp.tcp_connector` (aiohttp sessions: its own module, so that a process that only checks a
+URL loads no aiohttp) and `open_connection` (the raw HTTP pool).
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ import socket
 import urllib.request
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
-
-import aiohttp
-from aiohttp.abc import AbstractResolver
 
 METADATA_HOSTS = {
     "metadata.google.internal",
@@ -258,66 +256,19 @@ def urlopen(url: str | urllib.request.Request, allowed_hosts: Allowed, timeout: 
     return opener.open(url, timeout=timeout)
 
 
-class GuardedResolver(AbstractResolver):
-    """aiohttp's DNS step through the guard: the addresses `checked_addresses` allows, or TargetRefused."""
-
-    def __init__(self, allowed_hosts: Allowed) -> None:
-        self.allowed_hosts = allowed_hosts
-
-    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        addresses = await loop.run_in_executor(None, checked_addresses, host, port, self.allowed_hosts)
-        return [
-            {
-                "hostname": host,
-                "host": address,
-                "port": port,
-                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
-                "proto": 0,
-                "flags": socket.AI_NUMERICHOST,
-            }
-            for address in addresses
-        ]
-
-    async def close(self) -> None:
-        return None
-
-
-class GuardedConnector(aiohttp.TCPConnector):
-    """An aiohttp connector whose every connection passes the guard: names through `GuardedResolver`,
-    literal addresses (which aiohttp does not resolve) checked before connecting."""
-
-    def __init__(self, allowed_hosts: Allowed, **kwargs: Any) -> None:
-        super().__init__(resolver=GuardedResolver(allowed_hosts), **kwargs)
-        self.allowed_hosts = allowed_hosts
-
-    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
-        host = req.url.raw_host or ""
-        if _is_literal(host):  # a name is checked by the resolver
-            checked_addresses(host, req.url.port or 80, self.allowed_hosts)
-        return await super().connect(req, traces, timeout)
-
-
-def tcp_connector(allowed_hosts: Allowed, **kwargs: Any) -> aiohttp.TCPConnector:
-    """The connector for an aiohttp session: guarded when an allow-list is given (None: no check, the
-    harness run by hand against a local engine), else aiohttp's own."""
-    if allowed_hosts is None:
-        return aiohttp.TCPConnector(**kwargs)
-    return GuardedConnector(allowed_hosts, **kwargs)
-
-
 async def open_address(host: str, port: int, allowed_hosts: Allowed) -> str:
     """The address to open a raw connection to: `host` itself without an allow-list, else the first
     address `checked_addresses` allows (resolved off the event loop)."""
     if allowed_hosts is None:
         return host
-    if _is_literal(host):  # no lookup: checked here, without a trip to the executor
+    if is_literal_address(host):  # no lookup: checked here, without a trip to the executor
         return checked_addresses(host, port, allowed_hosts)[0]
     loop = asyncio.get_running_loop()
     return (await loop.run_in_executor(None, checked_addresses, host, port, allowed_hosts))[0]
 
 
-def _is_literal(host: str) -> bool:
+def is_literal_address(host: str) -> bool:
+    """Whether `host` is an IP address (which aiohttp connects to without a lookup), not a name."""
     try:
         ipaddress.ip_address(host.strip("[]").split("%")[0])
     except ValueError:

@@ -4,16 +4,18 @@ Each module's `TEST` (`base.ValidationTest`) says what the test is (id, its numb
 articles' order, title), what it does and what it measures (the validation page and the record
 print these), which charts its evidence is drawn as (`benchmarks.run_charts` draws them, for the
 record and the comparison), the evaluation dimensions its evidence feeds, how its run becomes
-scoring's indicators (`indicators`, `uncredited`), the figures its result table shows on the run
-page and in the record (`figures`), the record's claims its verdicts support (`claims`), the
+scoring's indicators (`readings` of its load points, `indicators`, `uncredited`), the figures its
+result table shows on the run page and in the record (`figures`), the record's claims its verdicts
+support (`claims`) and the monitoring thresholds they validate (`thresholds`), its note in the
+record (`record_note`), the
 titles of the verdicts only it writes, `make demo`'s short settings and the `validate` command's
 flags it takes, and (`params`, `plan`, `estimate`; `benchmarks.suite.params`) its parameters, its
 plan from the constraints and the candidate's facts and its estimate. Every title, form choice, API
 enum, chart mapping, scoring indicator, result figure and claim reads this registry; its workload
-module (`benchmarks.harness.workloads`) adds only the run (`TestSpec.of(TEST, run)`, its `SPEC`;
-tests whose row states no plan yet still plan there). Adding a test is a module here
-(added to `MODULES`), its workload module, a migration for the model's new choice, the catalog's
-translations and a test of its run (docs/architecture.md, "Where to change X").
+module (`benchmarks.harness.workloads`) adds only the run (`TestSpec.of(TEST, run)`, its `SPEC`).
+Adding a test is a module here (added to `MODULES`), its workload module, a migration for the
+model's new choice, the catalog's translations and a test of its run (docs/architecture.md, "Where
+to change X").
 
 The texts are English and marked with `_`, a no-op named so that `makemessages` collects them;
 pages and the record translate them when they show them. No Django here.

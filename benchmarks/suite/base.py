@@ -12,15 +12,23 @@ from typing import Any, Callable, Mapping, Sequence
 from benchmarks.harness.estimates import Load
 from benchmarks.suite.params import Parameters, ParamSpec
 from selection.domain.claims import Claim
+from selection.domain.messages import Message
 
 
 @dataclass(frozen=True)
 class PointFacts:
-    """One load point of a stored run, as a test's indicators read it."""
+    """One load point of a stored run, as a test's indicators and readings read it."""
 
     label: str
     extra: Mapping[str, Any]
     ttft_ms: Mapping[str, Any]
+    tpot_ms: Mapping[str, Any] = field(default_factory=dict)
+    concurrency: float | None = None
+    achieved_concurrency: float | None = None
+    error_rate: float | None = None
+    output_token_throughput: float | None = None
+    slo_attainment: float | None = None
+    client_bound: bool | None = None  # None: not judged
 
 
 @dataclass(frozen=True)
@@ -33,10 +41,36 @@ class RunFacts:
     metadata: Mapping[str, Any]
     verdicts: tuple[Mapping[str, Any], ...]
     points: Mapping[str, PointFacts]  # by label, in the run's order (a repeated label: the last one)
+    load_points: tuple[PointFacts, ...] = ()  # every point, in the run's order
 
     def verdict(self, name: str) -> Mapping[str, Any] | None:
         """The run's verdict called `name` (the first one), or None."""
         return next((v for v in self.verdicts if v.get("name") == name), None)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A scoring figure a test reads straight from its run's load points (before any figure a run
+    states): its value (None: not measured), the interval stored with the verdict that judged it,
+    and, for a run whose client was bound, `late` (its interval with the client's lateness taken off
+    the latencies) or `timing` (judged on the client's timings: held out without `late`)."""
+
+    name: str
+    value: Any
+    interval: Any = None
+    late: Any = None
+    timing: bool = False
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """What a test's `readings` read beside its run: the candidate's GPUs, the constraints (by their
+    field names: peak_concurrency, ttft_p95_ms, tpot_p95_ms, cost_per_gpu_hour, ...) and the most
+    latency the run's client added at its client-bound points (None: none bound, or not measured)."""
+
+    gpus: int
+    constraints: Mapping[str, Any]
+    client_slack_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,10 +113,25 @@ class ValidationTest(Parameters):
     # points' `extra` may state any indicator; selection.scoring.evidence merges them)
     indicators: Callable[[RunFacts], dict[str, float]] | None = None
     uncredited: Callable[[RunFacts], tuple[str, ...]] | None = None
+    # the scoring figures it reads straight from its run's load points (latency, errors, throughput and
+    # cost at the target load, the sustainable load), before any test's indicators or stated figures;
+    # the tests are read in the suite's order, so a later test's reading of a figure wins over an
+    # earlier one's (the overload test's sustainable load over the stress sweep's)
+    readings: Callable[[RunFacts, ScoringContext], list[Reading]] | None = None
+    # the test whose readings a run of this one stands in for when the candidate has no run of that
+    # test (an upload that fits no test is read as a concurrency stress)
+    stands_in_for: str | None = None
     # the `validate` command's shared flags it takes, each with the parameter it sets (--concurrency,
     # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
     # --trace for a test that draws its requests' lengths from a trace); any other is refused
     cli: Mapping[str, str] = field(default_factory=dict)
+    # the `validate` command's flags it passes to its plan, each with the plan's keyword (--max-context);
+    # a test without the flag refuses it
+    plan_flags: Mapping[str, str] = field(default_factory=dict)
+    # its run compares with the engine with prefix caching off (`off_target`: a second endpoint when the
+    # candidate or `validate --prefix-off-endpoint` names one, else the same one, the cache reset); the
+    # validation page shows that variant and the worker checks its endpoint before the run
+    off_variant: bool = False
     # the figures its result table shows on the run page and in the record, from the run's points
     # (in order) and metadata; None (or a function returning None): its heaviest load level
     # (`benchmarks.presentation.result_figures`)
@@ -100,6 +149,14 @@ class ValidationTest(Parameters):
     # `plan(constraints, facts, **kwargs) -> params` from the constraints and the candidate's facts
     # (`CandidateFacts`; a plain, JSON-serialisable dict the user may edit) and its estimate
     # `estimate(params) -> Load | None` (`benchmarks.harness.estimates`: duration and load before Run)
+    # the record's monitoring thresholds its run validates (`thresholds(points, metadata, planned)`: its
+    # points as `figures` reads them, its metadata, and the constraints' planned figures by their
+    # field names), which the record calls validated only while each of its `claims` holds on the
+    # chosen engine's run (`selection.records.context`); None: it validates none
+    thresholds: Callable[[Sequence[PointRow], Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
+    # what the record adds under its result (a Message from its metadata: a soak shorter than planned);
+    # None, or a function returning None: nothing
+    record_note: Callable[[Mapping[str, Any]], Message | None] | None = None
     params: tuple[ParamSpec, ...] = ()
     plan: Callable[..., dict[str, Any]] | None = None
     estimate: Callable[[Mapping[str, Any]], Load | None] | None = None

@@ -1,15 +1,52 @@
-"""Test 4, prefix reuse: its row of the suite."""
+"""Test 4, prefix reuse: its row of the suite (its run: `benchmarks.harness.workloads.prefix_reuse`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
-from benchmarks.suite.base import Figure, PointFacts, PointRow, RunFacts, ValidationTest
+from benchmarks.harness.estimates import Load, number, request_seconds
+from benchmarks.suite.base import CandidateFacts, Figure, PointFacts, PointRow, RunFacts, ValidationTest
+from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec, budget_params, constraint_value
 from selection.domain.claims import Claim
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
     return text
+
+
+PARAMS = (
+    ParamSpec("requests", 256, _("Requests"), "requests"),
+    ParamSpec("concurrency", 32, _("Concurrent requests"), "requests"),
+    ParamSpec("prefix_tokens", 768, _("Shared prefix (tokens)"), "tokens"),
+    ParamSpec("suffix_tokens", 256, _("Unique suffix (tokens)"), "tokens"),
+    ParamSpec("output_tokens", 64, _("Output tokens per request"), "tokens"),
+    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
+    *BUDGET_PARAMS,
+)
+
+
+def estimate_prefix_reuse(params: Mapping[str, Any]) -> Load:
+    """The requests in waves of `concurrency`, each with the shared prefix and its own suffix."""
+    requests = max(number(params, "requests", 1), 1)
+    concurrency = max(number(params, "concurrency", 1), 1)
+    prompt = number(params, "prefix_tokens") + number(params, "suffix_tokens")
+    seconds = math.ceil(requests / concurrency) * request_seconds(params, prompt)
+    return Load(seconds, concurrency, requests, requests * (prompt + number(params, "output_tokens", 64)))
+
+
+def plan_prefix_reuse(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
+    avg_input = int(constraint_value(constraints, "avg_input_tokens", 1024))
+    return {
+        "requests": 256,
+        "concurrency": min(int(constraint_value(constraints, "peak_concurrency", 32)), 256),
+        "prefix_tokens": max(int(avg_input * 0.75), 16),
+        "suffix_tokens": max(avg_input - int(avg_input * 0.75), 8),
+        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 64)),
+        # the candidate's KV capacity, for the "own allocation" comparison (None: the engine's metrics)
+        "kv_capacity_tokens": facts.kv_capacity_tokens if facts else None,
+        **budget_params(constraints),
+    }
 
 
 def indicators(run: RunFacts) -> dict[str, float]:
@@ -59,6 +96,13 @@ SHARES = {  # what the engine's own counters show, as a percentage
     "reuse_off": _("prompt tokens from the cache, prefix caching off"),
     "compute_saving": _("prefill compute saved with prefix caching"),
 }
+
+
+def thresholds(points: Sequence[PointRow], metadata: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's validated prefix-cache hit ratio: caching on's (its first `prefix_on` point)."""
+    on = next((p for p in points if p.get("label") == "prefix_on"), None)
+    ratio = (on.get("extra") or {}).get("prefix_hit_ratio") if on is not None else None
+    return {"prefix_hit_ratio_validated": ratio} if ratio else {}
 
 
 def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure]:
@@ -139,5 +183,10 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     cli={"concurrency": "concurrency", "kv_capacity_tokens": "kv_capacity_tokens"},
+    off_variant=True,
+    params=PARAMS,
+    plan=plan_prefix_reuse,
+    estimate=estimate_prefix_reuse,
     claims=(PREFIX_REUSE,),
+    thresholds=thresholds,
 )

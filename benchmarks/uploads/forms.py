@@ -11,18 +11,50 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from benchmarks import formats
 from benchmarks.suite import TEST_IDS
 from selection.i18n import translate_test
 from selection.selectors import archived_refusal
 from selection.web import AccessibleErrorsMixin
 
+# The result formats as people know them: the tool's name and the file it writes (the format ids,
+# "guidellm-csv", stay what the API's `format` field takes; the page offers the files by name).
+FORMAT_LABELS = {
+    "native": _("kvselect native result (JSON, CSV or JSONL)"),
+    "guidellm": "guidellm benchmarks.json",
+    "guidellm-csv": _("guidellm CSV export"),
+    "aiperf": "aiperf profile_export_aiperf.json",
+    "aiperf-csv": "aiperf profile_export_aiperf.csv",
+    "aiperf-jsonl": _("aiperf profile_export.jsonl (one record per request)"),
+    "genai-perf": "genai-perf profile_export_genai_perf.json",
+    "genai-perf-csv": "genai-perf profile_export_genai_perf.csv",
+    "perf-analyzer-raw": _("Perf Analyzer raw profile_export.json (timestamps in ns)"),
+    "vllm": _("vLLM benchmark result (JSON)"),
+    "sglang": _("SGLang benchmark result (JSONL)"),
+    "inference-perf": "inference-perf summary_lifecycle_metrics.json",
+    "inference-perf-prometheus": "inference-perf summary_prometheus_metrics.json",
+    "inference-perf-requests": "inference-perf per_request_lifecycle_metrics.json",
+    "llmperf": "LLMPerf *_summary.json",
+    "llmperf-responses": "LLMPerf *_individual_responses.json",
+}
+
+
+def format_label(name: str) -> str:
+    """A result format's name as the page shows it (an unknown one: its tool's file, by its description)."""
+    if name in FORMAT_LABELS:
+        return str(FORMAT_LABELS[name])
+    from benchmarks import formats  # the parsers, loaded by the page that lists them
+
+    described = {fmt.name: fmt.description for fmt in formats.FORMATS}
+    return described.get(name, name)
+
 
 def format_choices() -> list[tuple[str, str]]:
-    """The result formats the parsers know ("" = detect automatically)."""
+    """The result formats the parsers know ("" = detect automatically), each by its name. The parsers
+    (numpy, pyarrow) load with the first upload form, not with the URL conf (issue 39)."""
+    from benchmarks import formats
 
     names = getattr(formats, "format_names", lambda: [])()
-    return [("", _("detect automatically"))] + [(name, name) for name in names]
+    return [("", _("detect automatically"))] + [(name, format_label(name)) for name in names]
 
 
 class UploadTokenForm(AccessibleErrorsMixin, forms.Form):

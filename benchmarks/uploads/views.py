@@ -14,7 +14,6 @@ from django.views.decorators.http import require_GET, require_POST
 from benchmarks.models import BenchmarkRun
 from benchmarks.storage import StorageFailure
 from benchmarks.uploads.forms import ResultUploadForm, UploadTokenForm
-from benchmarks.uploads.ingest import IngestError, ingest_upload
 from benchmarks.uploads.quality import confirm_as_evidence
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
 from selection.models import Selection, UploadToken
@@ -140,6 +139,8 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
 def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | None, bool, dict | None]:
     """Ingest a valid upload form's file: (run, created, None), or (None, False, the parsers' refusals or
     None) with the reason attached to the form. A storage failure is raised (the caller answers 507)."""
+    from benchmarks.uploads.ingest import IngestError, ingest_upload  # the parsers: loaded by an upload
+
     data, handle = form.cleaned_data, form.cleaned_data["file"]
     try:
         run, created = ingest_upload(

@@ -14,7 +14,7 @@ from django.utils.translation import gettext
 from benchmarks.models import BenchmarkRun
 from benchmarks.suite import RUNNABLE_TEST_IDS
 from benchmarks.tasks import enqueue_validation
-from benchmarks.validation import specs, worker
+from benchmarks.validation import specs
 from benchmarks.validation.plan import plan_for
 from benchmarks.validation.target import ValidationError, check_candidate_target
 from selection.audit import audit
@@ -73,6 +73,8 @@ def request_cancel(run: BenchmarkRun, user) -> BenchmarkRun:
     require_editor(user, run.candidate.selection)
     if run.is_terminal:
         return run
+    from benchmarks.validation import worker  # the run's machinery: not loaded by every page (issue 39)
+
     with transaction.atomic():
         BenchmarkRun.objects.filter(pk=run.pk).update(cancel_requested=True)
         worker.cancel_queued(run.pk)  # a run no worker has picked up yet is cancelled at once

@@ -18,7 +18,7 @@ from django.utils.translation import gettext, gettext_lazy, pgettext
 from selection.domain import criteria as criteria_domain
 from selection.i18n import certificate_name, criterion_name, domain_text, message_text, person_name, translate_test
 from selection.i18n import role_name as role_label
-from selection.models import Constraints
+from selection.models import Constraints, Selection
 from selection.records.staleness import staleness
 from selection.records.summary import item_label
 
@@ -119,10 +119,12 @@ def audit_value(value) -> str:
     """An audit old/new JSON value as short readable text."""
     if value is None or value == "":
         return "—"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {audit_value(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, bool):  # a switch's state in words, never Python's True/False
+        return gettext("yes") if value else gettext("no")
+    if isinstance(value, dict):  # keys are field codes: named as the audit's "what" names them
+        return comma().join(f"{audit_field(k)}{colon()}{audit_value(v)}" for k, v in value.items()) or "—"
     if isinstance(value, list):
-        return ", ".join(audit_value(v) for v in value) or "—"
+        return comma().join(audit_value(v) for v in value) or "—"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return plain_number(value)
     return str(value)
@@ -189,6 +191,22 @@ def message(value):
 def test_name(value):
     """A validation test id (concurrency_stress, ...) in the active language."""
     return translate_test(value)
+
+
+@register.filter
+def trace_format(name) -> str:
+    """A production trace's format id ("mooncake") by its name in the active language."""
+    from selection.traces.forms import trace_format_title
+
+    return trace_format_title(str(name or ""))
+
+
+@register.filter
+def result_format(name) -> str:
+    """A result file's format id ("guidellm-csv") by its name: the tool and the file it wrote."""
+    from benchmarks.uploads.forms import format_label
+
+    return format_label(str(name or ""))
 
 
 @register.filter
@@ -290,6 +308,17 @@ def audit_action(action) -> str:
     return str(AUDIT_ACTIONS.get(action) or words(action))
 
 
+# What an audit entry's field names beyond constraints, criteria and selection fields (setup and
+# scoring services write these), in words.
+AUDIT_FIELDS = {
+    "gates": gettext_lazy("Gates"),
+    "scenario": gettext_lazy("Scenario"),
+    "mix": gettext_lazy("Scenario mix"),
+    "status": gettext_lazy("Status"),
+    "upload_token": gettext_lazy("Upload token"),
+}
+
+
 @register.filter
 def audit_field(field) -> str:
     """What an audit entry changed, in words: a constraint's or a criterion's name, "candidate #3",
@@ -307,10 +336,14 @@ def audit_field(field) -> str:
         return f"{gettext('trace')} {rest}…"
     if field in criteria_domain.CRITERIA_BY_ID:
         return criterion_name(field)
-    try:
-        return capfirst(Constraints._meta.get_field(field).verbose_name)
-    except FieldDoesNotExist:
-        return words(field)
+    if field in AUDIT_FIELDS:
+        return str(AUDIT_FIELDS[field])
+    for model in (Constraints, Selection):
+        try:
+            return capfirst(model._meta.get_field(field).verbose_name)
+        except FieldDoesNotExist:
+            continue
+    return gettext(words(field))  # in the page's language where the words are a msgid
 
 
 @register.filter
@@ -328,6 +361,31 @@ def as_json(value) -> str:
 def names(values) -> str:
     """Names joined as the page's language lists them ("a, b"; Chinese "a、b")."""
     return pgettext("list separator between names", ", ").join(str(v) for v in values or [])
+
+
+@register.simple_tag
+def colon() -> str:
+    """The separator between a label and its value as the page's language writes it (": "; Chinese
+    "："): a template writes `{% translate "Phase" %}{% colon %}`, never a literal ASCII colon."""
+    return pgettext("separator between a label and its value", ": ")
+
+
+@register.simple_tag
+def full_stop() -> str:
+    """The mark that ends a sentence a template puts together from pieces ("."; Chinese "。")."""
+    return pgettext("end of a sentence", ".")
+
+
+@register.simple_tag
+def comma() -> str:
+    """The separator between the items of a list written out in a template loop (", "; Chinese "、")."""
+    return pgettext("list separator between names", ", ")
+
+
+@register.simple_tag
+def semicolon() -> str:
+    """The separator between clauses written out in a template ("; "; Chinese "；")."""
+    return pgettext("list separator between clauses", "; ")
 
 
 @register.filter

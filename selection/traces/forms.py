@@ -9,6 +9,23 @@ from django.utils.translation import gettext_lazy as _
 from benchmarks.traces.catalog import FORMATS
 from selection.web import AccessibleErrorsMixin
 
+# The trace formats by their names in the page's language (the catalogue's titles are English; its
+# ids, "mooncake", stay what `manage.py import-trace --format` takes and are shown as code).
+TRACE_FORMAT_TITLES = {
+    "kvselect": _("kvselect request log (CSV or JSONL)"),
+    "mooncake": _("Mooncake trace (JSONL)"),
+    "azure": _("Azure LLM inference trace (CSV)"),
+    "burstgpt": _("BurstGPT trace (CSV)"),
+}
+
+
+def trace_format_title(name: str) -> str:
+    """A trace format's title in the active language (an unknown one: its catalogue title or id)."""
+    if name in TRACE_FORMAT_TITLES:
+        return str(TRACE_FORMAT_TITLES[name])
+    found = FORMATS.get(name)
+    return found.title if found else str(name or "")
+
 
 class TraceUploadForm(AccessibleErrorsMixin, forms.Form):
     file = forms.FileField(
@@ -21,7 +38,8 @@ class TraceUploadForm(AccessibleErrorsMixin, forms.Form):
     format = forms.ChoiceField(
         label=_("Format"),
         required=False,
-        choices=[("", _("detect from the file"))] + [(f.name, f.title) for f in FORMATS.values()],
+        choices=[("", _("detect from the file"))]
+        + [(f.name, TRACE_FORMAT_TITLES.get(f.name, f.title)) for f in FORMATS.values()],
     )
 
     def clean_file(self):

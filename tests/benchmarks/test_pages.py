@@ -227,6 +227,10 @@ def test_capacity_shows_what_a_runs_engine_metrics_measured(client, architect, s
     assert "has not stated its KV capacity" not in body and "within tolerance" in body
     assert f"engine metrics of run {run.pk}" in body and str(int(predicted * 0.98)) in body
     assert 'data-stated-by="engine metrics"' in body and "Predicted vs engine-stated" in body
+    # in Chinese the provenance reads in Chinese, the metric it was read from as code
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    body = client.get(url("selection:capacity", selection, candidate)).content.decode()
+    assert f"运行 {run.pk} 的引擎指标 <code>vllm:cache_config_info</code>" in body
 
 
 def test_capacity_of_llamacpp_follows_its_launch_flags(client, architect, selection):
@@ -275,8 +279,8 @@ def test_validation_plan_says_how_long_and_how_heavy_before_run(client, architec
     body = page.content.decode()
     cards = {card["test"]: card for card in page.context["cards"]}
     soak = cards["stability"]["estimate"]
-    # the soak's length comes from the scenario (issue 36 item 7, `common.SOAK_BY_SCENARIO`): 2 h here, plus
-    # the 60 s warm-up; the page states what the run will take
+    # the soak's length comes from the scenario (issue 36 item 7, `benchmarks.suite.stability.SOAK_BY_SCENARIO`):
+    # 2 h here, plus the 60 s warm-up; the page states what the run will take
     planned = plan_for(candidate, "stability")
     assert planned["duration_s"] == 2 * 3600 and planned["warmup_s"] == 60
     planned = planned["duration_s"] + planned["warmup_s"]

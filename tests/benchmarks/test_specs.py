@@ -24,7 +24,7 @@ from benchmarks.verdicts import status_of
 from selection.candidates.services import add_candidate
 from selection.domain import claims
 from selection.models import Team
-from selection.records.context import validation_entry
+from selection.records.context import validated_thresholds, validation_entry
 from selection.scoring.evidence import measured_metrics
 from tests.support import probe_suite
 from tests.support.builders import make_engine, make_selection, make_user, with_constraints
@@ -41,12 +41,10 @@ def test_every_runnable_row_of_the_suite_has_exactly_one_spec():
     assert workloads.RUNNERS == {test: spec.run for test, spec in workloads.SPECS.items()}
 
 
-# the tests whose parameters, plan and estimate their row of the suite states (the workload keeps the run)
-ROW_PLANNED = [test for test in workloads.SPECS if suite.BY_ID[test].plan is not None]
-
-
-@pytest.mark.parametrize("test", ROW_PLANNED)
+@pytest.mark.parametrize("test", list(workloads.SPECS))
 def test_a_spec_plans_estimates_and_parses_as_its_row_of_the_suite_says(test):
+    """A test's parameters, plan and estimate are its row's (benchmarks/suite/<test>.py); its workload
+    module adds only the run."""
     row, spec = suite.BY_ID[test], workloads.SPECS[test]
     assert (spec.params, spec.plan, spec.estimate) == (row.params, row.plan, row.estimate)
     planned = row.plan(None)
@@ -209,7 +207,7 @@ def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_r
         origin=BenchmarkRun.Origin.HARNESS,
         status=BenchmarkRun.Status.SUCCEEDED,
         params=queued.params,
-        metadata={"probe": {"ttft_p95_ms": 212.5, "n": 30}},
+        metadata={"probe": {"ttft_p95_ms": 212.5, "n": 30, "ran_s": 2}},
         verdicts=[{"name": "probe_answered", "status": "pass", "passed": True, "n": 30, "detail": "30 of 30"}],
     )
     RunPoint.objects.create(
@@ -220,14 +218,21 @@ def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_r
     assert "The probe answered" in body and "probe_answered" not in body.replace('"probe_answered"', "")
     assert '<td>probe TTFT p95 at 4 deep</td><td class="num">212 ms</td><td class="num">30</td>' in body
 
-    metric = measured_metrics(candidate, selection.constraints.as_domain())["isolation_ttft_p95_ms"]
+    measured = measured_metrics(candidate, selection.constraints.as_domain())
+    metric = measured["isolation_ttft_p95_ms"]  # its indicators
     assert metric.value == 212.5 and metric.run_ids == (str(run.pk),)
+    assert measured["achieved_concurrency"].value == 2.0  # its readings of its load points
 
     entry = validation_entry(run, Budgets(800.0, 50.0), {})
     assert entry["test"] == "Probe" and entry["run"] == f"run-{run.pk}"
     assert [(row["name"], row["value"], row["n"]) for row in entry["metrics"]] == [
         ("probe TTFT p95 at 4 deep", "212", 30)
     ]
+    assert entry["soak_length"] == "The probe ran 2 s only."  # its row's note under its result
+    # the monitoring thresholds its claim validates (the probe answered), none once the claim fails
+    assert validated_thresholds(candidate, [run], {"peak_concurrency": 64}) == {"validated_concurrency": 64}
+    run.verdicts = [{"name": "probe_answered", "status": "fail", "passed": False, "n": 30}]
+    assert validated_thresholds(candidate, [run], {"peak_concurrency": 64}) == {}
 
 
 def test_without_its_row_and_spec_the_test_is_refused():

@@ -52,6 +52,7 @@ PRODUCT_NAMES = (
     "SQLite",
     "Django",
     "Python",
+    "PyTorch",
     "NVIDIA",
     "NVML",
     "OpenAI",
@@ -88,6 +89,7 @@ PRODUCT_NAMES = (
     "inference-perf",
     "English",  # the language switch offers each language by its own name (English, 简体中文)
     "kvselect-harness",  # kvselect's own load generator, named as a run's tool
+    "Perf Analyzer",  # NVIDIA Triton's load client, named by a result format (perf_analyzer raw output)
     # KV precisions as engines name them (fp8 and bf16 hold no three-letter word and pass anyway)
     "int4",
     "int8",

@@ -43,7 +43,7 @@ def test_the_audit_trail_shows_numbers_as_numbers():
     assert audit_value(20000.0) == "20,000"
     assert audit_value(0.123456) == "0.1235"
     assert audit_value(1234567.5) == "1,234,567.5"
-    assert audit_value({"weight": 2e-05}) == "weight: 0.00002"
+    assert audit_value({"weight": 2e-05}) == "Weight: 0.00002"  # the key in words (audit_field)
     assert "e+" not in audit_value(1e12) and "e-" not in audit_value(1e-7)
 
 

@@ -12,9 +12,10 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.harness import estimates
 from benchmarks.harness.workloads.spec import TestSpec
-from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
+from benchmarks.suite.base import CandidateFacts, Figure, PointRow, Reading, RunFacts, ScoringContext, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec
 from selection.domain.claims import Claim
+from selection.domain.messages import Message
 
 PARAMS = (
     ParamSpec("probe_depth", 4, "Probe depth (requests)", "requests", minimum=1),
@@ -51,6 +52,12 @@ def indicators(run: RunFacts) -> dict[str, float]:
     return {"isolation_ttft_p95_ms": float(figures["ttft_p95_ms"])}
 
 
+def readings(run: RunFacts, context: ScoringContext) -> list[Reading]:
+    """The concurrency its first point held, per GPU of the candidate."""
+    first = next(iter(run.load_points), None)
+    return [] if first is None else [Reading("achieved_concurrency", (first.concurrency or 0) / context.gpus)]
+
+
 def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure]:
     stated = metadata.get("probe") or {}
     return [
@@ -58,6 +65,15 @@ def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Fig
             "probe TTFT p95 at %(depth)s deep", stated.get("ttft_p95_ms"), "ms", stated.get("n"), params={"depth": 4}
         )
     ]
+
+
+def thresholds(points: Sequence[PointRow], metadata: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
+    return {"validated_concurrency": planned.get("peak_concurrency")}
+
+
+def record_note(metadata: Mapping[str, Any]) -> Message | None:
+    stated = metadata.get("probe") or {}
+    return Message("The probe ran %(s)s s only.", {"s": stated["ran_s"]}) if stated.get("ran_s") else None
 
 
 PROBED = Claim(
@@ -78,8 +94,11 @@ TEST = ValidationTest(
     feeds=("scheduling",),
     demo={"probe_s": 2.0, "probe_depth": 2},
     indicators=indicators,
+    readings=readings,
     figures=figures,
     claims=(PROBED,),
+    thresholds=thresholds,
+    record_note=record_note,
     verdict_titles={"probe_answered": "The probe answered"},
     cli={"concurrency": "probe_depth"},
     params=PARAMS,

@@ -1,20 +1,20 @@
 """kvselect's validation tests (docs/domain.md), run against any OpenAI-compatible endpoint: one
 module per test, this package's registry on top.
 
-Each test's module exports `SPEC` (`spec.TestSpec`): its parameters (default, label, unit), its
-`plan(constraints) -> params` (a plain, JSON-serialisable dict the user may edit) and its estimate,
-all three its row's in `benchmarks.suite` where the row states them (`TestSpec.of`), and its
-`run(target, params, cancel=None, progress=None) -> NormalizedResult` whose `verdicts` say what was
-observed (`benchmarks.verdicts`: status, sample size, interval) and whose
-`metadata["observed"]["line"]` says it in one sentence, and its `estimate(params)` (duration and
-load before Run). The registry (`SPECS`, `plan`, `run_test`, `estimate`) is built from `MODULES`;
+Each test's module holds its run and exports `SPEC` (`spec.TestSpec.of(row, run)`): its parameters
+(default, label, unit), its `plan(constraints, facts) -> params` (a plain, JSON-serialisable dict the
+user may edit) and its `estimate(params)` (duration and load before Run) are its row's in
+`benchmarks.suite` (`benchmarks/suite/<test>.py`); its `run(target, params, cancel=None,
+progress=None) -> NormalizedResult` is the module's own, whose `verdicts` say what was observed
+(`benchmarks.verdicts`: status, sample size, interval) and whose `metadata["observed"]["line"]`
+says it in one sentence. The registry (`SPECS`, `plan`, `run_test`, `estimate`) is built from `MODULES`;
 the validation form, the run page and the estimate read the specs. Constraints use the field names
 of selection's Constraints (peak_concurrency, avg_input_tokens, max_input_tokens, ...); missing
 ones get defaults. `cancel` and `progress` behave as in `benchmarks.harness.load.run_load`
 (progress receives {phase, percent, requests_done, ttft_p50_ms, ...} with percent over the whole
 test). A cancelled test returns the data gathered so far with `partial=True`.
 
-Modules: `spec` (the spec types), `common` (target, session, verdict helpers, result builder),
+Modules: `spec` (a row and its run), `common` (target, session, verdict helpers, result builder),
 `stress` (1), `long_context` (2), `swap_recovery` (3), `prefix_reuse` (4), `stability` (5),
 `overload_test` (6), `model_switch` (7), `isolation` (8), `replay` (a production trace on its own
 clock).

@@ -26,12 +26,7 @@ from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
 from benchmarks.harness.safety import check_target
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
-
-# the plan helpers, named here too while some workload modules still plan (their rows of the suite will)
 from benchmarks.suite.params import MAX_ERROR_RATE, PlanError
-from benchmarks.suite.params import budget_params as budget_params
-from benchmarks.suite.params import constraint_value as constraint_value
-from benchmarks.suite.params import length_distributions as length_distributions
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -145,39 +140,6 @@ class Target:
 
 
 TRUNCATION_TOLERANCE = 0.9  # an engine reporting fewer prompt tokens than this share of the rung truncated it
-
-
-# The soak's length. The articles soak "for hours" (medium concurrency; does fragmentation keep rising,
-# do latencies after hours drift from the start?): a soak shorter than ARTICLES_SOAK_S says so. The plan
-# takes its length from the scenario (one table): multi-turn sessions (C) keep caches across turns and
-# build fragmentation slowly, so they soak longest.
-ARTICLES_SOAK_S = 2 * 3600.0  # "hours": the least that reads as more than one
-SOAK_BY_SCENARIO = {"A": 2 * 3600.0, "B": 2 * 3600.0, "C": 4 * 3600.0, "D": 2 * 3600.0}
-SOAK_S = ARTICLES_SOAK_S  # no scenario (and single-turn traffic)
-SOAK_MULTI_TURN_S = SOAK_BY_SCENARIO["C"]  # multi-turn sessions, whatever the scenario
-DEFAULT_SESSION_TURNS = 4  # turns per soak session when the constraints are multi-turn without an average
-
-
-def soak_seconds(constraints: dict[str, Any] | None) -> float:
-    """The plan's soak length: the scenario's (`SOAK_BY_SCENARIO`), at least the multi-turn length
-    when sessions persist across turns."""
-    scenario = (constraints or {}).get("scenario")
-    base = SOAK_BY_SCENARIO.get(str(scenario), SOAK_S)
-    return max(base, SOAK_MULTI_TURN_S) if is_multi_turn(constraints) else base
-
-
-def session_turns(constraints: dict[str, Any] | None) -> int:
-    """Turns per soak session: 1 (single requests) unless the traffic is multi-turn, then the
-    constraints' average turns (rounded, at least 2), else DEFAULT_SESSION_TURNS."""
-    if not is_multi_turn(constraints):
-        return 1
-    average = float((constraints or {}).get("average_turns") or 0)
-    return max(2, int(round(average))) if average >= 2 else DEFAULT_SESSION_TURNS
-
-
-def is_multi_turn(constraints: dict[str, Any] | None) -> bool:
-    c = constraints or {}
-    return bool(c.get("multi_turn")) or float(c.get("average_turns") or 0) >= 2 or c.get("scenario") == "C"
 
 
 class Reporter:

@@ -6,15 +6,13 @@ own counters show (benchmarks.harness.reuse); on a per-slot engine the saving is
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
 from benchmarks.harness import reuse
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.estimates import Load, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -28,10 +26,8 @@ from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
-    constraint_value,
     detail_message_of,
     errors_verdict,
     figure_or_na,
@@ -41,11 +37,10 @@ from benchmarks.harness.workloads.common import (
     reset_cache,
     reset_method,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
-from benchmarks.harness.workloads.spec import gettext_noop as _
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import SIMULATED, LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import prefix_reuse as suite_row
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -65,38 +60,9 @@ from benchmarks.verdicts import (
 )
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, load, to_json
 
-PARAMS = (
-    ParamSpec("requests", 256, _("Requests"), "requests"),
-    ParamSpec("concurrency", 32, _("Concurrent requests"), "requests"),
-    ParamSpec("prefix_tokens", 768, _("Shared prefix (tokens)"), "tokens"),
-    ParamSpec("suffix_tokens", 256, _("Unique suffix (tokens)"), "tokens"),
-    ParamSpec("output_tokens", 64, _("Output tokens per request"), "tokens"),
-    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
-    *BUDGET_PARAMS,
-)
 
-
-def estimate_prefix_reuse(params: Mapping[str, Any]) -> Load:
-    """The requests in waves of `concurrency`, each with the shared prefix and its own suffix."""
-    requests = max(number(params, "requests", 1), 1)
-    concurrency = max(number(params, "concurrency", 1), 1)
-    prompt = number(params, "prefix_tokens") + number(params, "suffix_tokens")
-    seconds = math.ceil(requests / concurrency) * request_seconds(params, prompt)
-    return Load(seconds, concurrency, requests, requests * (prompt + number(params, "output_tokens", 64)))
-
-
-def plan_prefix_reuse(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
-    avg_input = int(constraint_value(constraints, "avg_input_tokens", 1024))
-    return {
-        "requests": 256,
-        "concurrency": min(int(constraint_value(constraints, "peak_concurrency", 32)), 256),
-        "prefix_tokens": max(int(avg_input * 0.75), 16),
-        "suffix_tokens": max(avg_input - int(avg_input * 0.75), 8),
-        "output_tokens": int(constraint_value(constraints, "avg_output_tokens", 64)),
-        # the candidate's KV capacity, for the "own allocation" comparison (None: the engine's metrics)
-        "kv_capacity_tokens": facts.kv_capacity_tokens if facts else None,
-        **budget_params(constraints),
-    }
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
 
 
 # caching on must hold at most this share of the KV that caching off (or the theory of every request
@@ -876,4 +842,4 @@ def _observed_line(seen: dict[str, Any], cache_model: CacheModel | None) -> Mess
     )
 
 
-SPEC = TestSpec("prefix_reuse", PARAMS, plan_prefix_reuse, run_prefix_reuse, estimate_prefix_reuse)
+SPEC = TestSpec.of(suite_row.TEST, run_prefix_reuse)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from benchmarks.harness.client import RequestSpec
-from benchmarks.harness.estimates import Load, generic
 from benchmarks.harness.load import (
     LATE_SEND_MS,
     LoadConfig,
@@ -20,41 +19,22 @@ from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
     errors_verdict,
     make_verdict,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import trace_replay as suite_row
 from benchmarks.traces.replay import GROUPS
+from selection.domain.messages import Message
 
-PARAMS = (
-    ParamSpec("trace", None, _("Trace file"), ""),
-    ParamSpec("format", None, _("Trace format"), ""),
-    ParamSpec("speedup", 1.0, _("Clock speed-up (x)"), "x"),
-    ParamSpec("sample", None, _("Requests replayed (empty: all)"), "requests"),
-    *BUDGET_PARAMS,
-)
-
-
-def estimate_trace_replay(params: Mapping[str, Any]) -> Load | None:
-    """Unknown before the trace is read: its usual phase names, if any (`estimates.generic`)."""
-    return generic(params)
-
-
-def plan_trace_replay(constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None) -> dict[str, Any]:
-    return {
-        "trace": None,  # the trace file (validate --trace FILE); its format is detected unless given
-        "format": None,
-        "speedup": 1.0,  # 2: the same traffic in half the time (twice the rate)
-        "sample": None,  # replay the first N requests only
-        **budget_params(constraints),
-    }
+# the replay's clock verdict, as message templates (pages show them in their language)
+NOTHING_SENT = _("no request was sent")
+SEND_LATENESS = _("send lateness p99 %(lateness)s ms against the trace's clock (limit %(limit)s ms)")
 
 
 async def run_trace_replay(
@@ -94,9 +74,9 @@ async def run_trace_replay(
         make_verdict(
             "arrivals_on_time",
             None if lateness is None else lateness <= LATE_SEND_MS,
-            "no request was sent"
+            Message(NOTHING_SENT)
             if lateness is None
-            else f"send lateness p99 {lateness:.2f} ms against the trace's clock (limit {LATE_SEND_MS:g} ms)",
+            else Message(SEND_LATENESS, {"lateness": f"{lateness:.2f}", "limit": f"{LATE_SEND_MS:g}"}),
             lateness,
             LATE_SEND_MS,
         )
@@ -178,4 +158,4 @@ def _percentile_of(values: list[float], q: float) -> float | None:
     return ordered[min(max(math.ceil(q / 100.0 * len(ordered)) - 1, 0), len(ordered) - 1)]
 
 
-SPEC = TestSpec("trace_replay", PARAMS, plan_trace_replay, run_trace_replay, estimate_trace_replay)
+SPEC = TestSpec.of(suite_row.TEST, run_trace_replay)

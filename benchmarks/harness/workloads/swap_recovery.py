@@ -5,11 +5,10 @@ compare warm, resumed and recomputed turns.
 from __future__ import annotations
 
 import asyncio
-import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import aiohttp
 
@@ -17,7 +16,6 @@ from benchmarks.harness import swap
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.client_timing import client_slack_ms, load_held
-from benchmarks.harness.estimates import Load, closed_loop, number, request_seconds
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -34,10 +32,8 @@ from benchmarks.harness.workloads.common import (
     Reporter,
     Session,
     Target,
-    budget_params,
     budget_verdicts,
     build_result,
-    constraint_value,
     detail_message_of,
     errors_verdict,
     ms_or_na,
@@ -45,11 +41,10 @@ from benchmarks.harness.workloads.common import (
     reset_method_message,
     settle_after_load,
 )
-from benchmarks.harness.workloads.spec import BUDGET_PARAMS, ParamSpec, TestSpec
-from benchmarks.harness.workloads.spec import gettext_noop as _
+from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-from benchmarks.suite.base import CandidateFacts
+from benchmarks.suite import swap_recovery as suite_row
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -67,102 +62,9 @@ from benchmarks.verdicts import (
 )
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, load, to_json
 
-PARAMS = (
-    ParamSpec("sessions", 32, _("Sessions"), "sessions"),
-    ParamSpec("warm_sessions", 32, _("Sessions resumed at once (warm reference)"), "sessions"),
-    ParamSpec("never_swap_sessions", 0, _("Never-swap sessions (kept active, resumed last)"), "sessions"),
-    ParamSpec("history_tokens", 1536, _("Conversation history per session (tokens)"), "tokens"),
-    ParamSpec("turn_input_tokens", 512, _("Input tokens per turn"), "tokens"),
-    ParamSpec("output_tokens", 32, _("Output tokens per request"), "tokens"),
-    ParamSpec("idle_s", 60.0, _("Idle time between turns (s)"), "s"),
-    ParamSpec("kv_capacity_tokens", None, _("KV-cache capacity (tokens)"), "tokens"),
-    ParamSpec("pressure_factor", 1.5, _("Pressure: new tokens while idle, x KV capacity"), "x"),
-    ParamSpec("pressure_concurrency", 32, _("Concurrent requests while sessions are idle"), "requests"),
-    ParamSpec("pressure_input_tokens", None, _("Input tokens of that traffic"), "tokens"),
-    ParamSpec("max_pressure_requests", 5000, _("Most pressure requests"), "requests"),
-    ParamSpec("active_turn_gap_s", 0.2, _("Pause between the never-swap sessions' turns (s)"), "s"),
-    ParamSpec("parallel", 16, _("Sessions sent at once"), "sessions"),
-    ParamSpec("resume_parallel", 1, _("Timed turns sent at once"), "requests"),
-    ParamSpec("seed", 1234, _("Random seed"), ""),
-    ParamSpec("divergence_tolerance_token", 16, _("Continuation may diverge from token"), "tokens"),
-    ParamSpec("max_resume_over_recompute", 0.8, _("Largest resume / recompute TTFT ratio"), "x"),
-    ParamSpec("allow_cache_reset", True, _("Clear the engine's prefix cache for the recompute"), ""),
-    ParamSpec("settle_s", 15.0, _("Settling time after the load (s)"), "s"),
-    ParamSpec(
-        "swap_in_delay_budget_ms", None, _("Swap-in delay the other sessions accept (ms; empty: no budget)"), "ms"
-    ),
-    *BUDGET_PARAMS,
-)
 
-
-def estimate_swap_recovery(params: Mapping[str, Any]) -> Load:
-    """The first turns of every session, then the warm, resumed, never-swap and recomputed turns;
-    the pressure pushes pressure_factor x the KV capacity through (else runs for idle_s)."""
-    p = params
-    idle = max(number(p, "sessions", 1), 1)
-    warm = number(p, "warm_sessions", idle)
-    never = number(p, "never_swap_sessions")
-    parallel = max(number(p, "parallel", 16), 1)
-    timed = max(number(p, "resume_parallel", 1), 1)
-    history = number(p, "history_tokens", 512)
-    resumed = history + number(p, "output_tokens", 32) + number(p, "turn_input_tokens", 256)
-    first = math.ceil((idle + warm + never) / parallel) * request_seconds(p, history)
-    seconds = first + math.ceil((warm + 2 * idle + never) / timed) * request_seconds(p, resumed)
-    pressure = number(p, "pressure_concurrency")
-    capacity = number(p, "kv_capacity_tokens")
-    p_in = number(p, "pressure_input_tokens") or min(max(capacity // max(2 * pressure, 1), 256), 8192)
-    per_pressure = p_in + number(p, "output_tokens", 32)
-    if capacity and pressure:
-        pressure_requests = math.ceil(capacity * number(p, "pressure_factor", 1.5) / per_pressure)
-        seconds += max(math.ceil(pressure_requests / pressure) * request_seconds(p, p_in), number(p, "idle_s"))
-    else:
-        pressure_requests = closed_loop(pressure, number(p, "idle_s"), request_seconds(p, p_in))
-        seconds += number(p, "idle_s")
-    requests = idle + warm + never + warm + 2 * idle + never + pressure_requests
-    tokens = (idle + warm + never) * history + (warm + 2 * idle + never) * resumed + pressure_requests * per_pressure
-    return Load(seconds, max(parallel, pressure + never), requests, tokens)
-
-
-def plan_swap_recovery(
-    constraints: dict[str, Any] | None = None, facts: CandidateFacts | None = None
-) -> dict[str, Any]:
-    """Sessions resumed after the idle period, each with a history of `history_tokens` (the
-    conversation's earlier turns); the pressure's size comes from the KV capacity at run time
-    (params.kv_capacity_tokens, else the engine's own statement in its metrics)."""
-    avg_input = int(constraint_value(constraints, "avg_input_tokens", 512))
-    turns = max(int(constraint_value(constraints, "average_turns", 4)), 2)
-    sessions = max(int(constraint_value(constraints, "concurrent_sessions", 32)), MIN_SAMPLES)
-    return {
-        "sessions": sessions,  # idle, then resumed after the pressure (percentiles need >= 20)
-        "warm_sessions": sessions,  # resumed right after turn 1: the still-resident reference
-        "never_swap_sessions": int(
-            constraint_value(constraints, "never_swap_sessions", 0)
-        ),  # kept active, resumed last
-        "history_tokens": min(
-            avg_input * (turns - 1), int(constraint_value(constraints, "max_input_tokens", 32768)) // 2
-        ),
-        "turn_input_tokens": avg_input,
-        "output_tokens": 32,
-        "idle_s": float(constraint_value(constraints, "idle_seconds_between_turns", 60.0)),
-        # the candidate's KV capacity sizes the pressure; None: the engine's metrics state it
-        "kv_capacity_tokens": facts.kv_capacity_tokens if facts else None,
-        "pressure_factor": 1.5,  # unique tokens pushed through the pool while the sessions idle, x capacity
-        "pressure_concurrency": int(constraint_value(constraints, "peak_concurrency", 32)),
-        "pressure_input_tokens": None,  # None: from the capacity (larger requests, fewer of them)
-        "max_pressure_requests": 5000,
-        "active_turn_gap_s": 0.2,  # the never-swap sessions' pause between their turns
-        "parallel": 16,  # first turns in flight at once
-        "resume_parallel": 1,  # timed turns (warm, resume, recompute) in flight: 1 = each TTFT its own cost
-        "seed": 1234,
-        "divergence_tolerance_token": 16,
-        "max_resume_over_recompute": 0.8,  # resume TTFT p50 / recompute TTFT p50 above it: no benefit
-        "allow_cache_reset": True,  # False: never clear the engine's prefix cache (recompute: unique prompts)
-        "settle_s": 15.0,
-        # the session classes (constraints): the never-swap sessions come back warm; the others accept
-        # a swap-in delay up to this budget (None: the constraints name no such class)
-        "swap_in_delay_budget_ms": constraint_value(constraints, "swap_in_delay_budget_ms", None),
-        **budget_params(constraints),
-    }
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
 
 
 async def run_swap_recovery(
@@ -1212,4 +1114,4 @@ def _swap_observed_line(
     }
 
 
-SPEC = TestSpec("swap_recovery", PARAMS, plan_swap_recovery, run_swap_recovery, estimate_swap_recovery)
+SPEC = TestSpec.of(suite_row.TEST, run_swap_recovery)

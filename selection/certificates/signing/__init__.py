@@ -29,182 +29,120 @@ re-exports no private name), or from the module that defines them:
   PKCS#12 signer; `sign`: fields, stamps, `sign_pdf`, timestamps; `tokens`: PKCS#11 keys; `owner`:
   owner-side (interrupted) signing; `modifications`: the modification analysis; `reports`: what
   verification reports; `verification`: `verify_pdf`, revision by revision; `dev_ca`: the development CA.
+
+Importing this package loads nothing: each public name is resolved from its module on first use
+(PEP 562), so a module that only mentions ``signing.verify_pdf`` inside a function does not pull
+pyHanko, fontTools and HarfBuzz into every web process and ``manage.py`` command (issue 39). Code that
+needs a name at import time imports it from its module, which loads what that module needs.
 """
 
-from selection.certificates.signing.base import (
-    ALLOWED_AFTER_LAST,
-    ALLOWED_LATER_CHANGES,
-    CERTIFICATION_PERMISSION,
-    DEV_CA_COMMON_NAME,
-    DEV_ORGANISATION,
-    DEV_TSA_COMMON_NAME,
-    MD_ALGORITHM,
-    SEAL_FIELD,
-    Box,
-    SigningError,
-)
-from selection.certificates.signing.certificates import (
-    CertificateInfo,
-    anchor_info,
-    bundle_certificates,
-    certificate_info,
-    info_of,
-    load_asn1_cert,
-    load_asn1_crl,
-    load_signer,
-    pkcs12_certificate,
-    run_coroutine,
-    subject_line,
-    trust_root_of,
-)
-from selection.certificates.signing.dev_ca import (
-    DEV_CA_CERT,
-    DEV_CA_CRL,
-    DEV_CA_KEY,
-    DEV_CRL_URL,
-    DEV_SEAL_CERT,
-    DEV_TSA_CERT,
-    DEV_TSA_KEY,
-    DevCertificatePaths,
-    issue_certificate,
-    issue_dev_certificates,
-    leaf_certificate,
-)
-from selection.certificates.signing.modifications import (
-    DIFF_POLICY,
-    FIRST_SIGNATURE_POLICY,
-    MUTABLE_INFO_KEYS,
-    MUTABLE_XMP_PROPERTIES,
-    ObjStmIndexReader,
-    StrictDocInfoRule,
-    StrictMetadataRule,
-    UsagesOfRef,
-    in_revision,
-    install_on_demand_usages,
-)
-from selection.certificates.signing.owner import (
-    RESERVED_SIGNATURE_BYTES,
-    PreparedSignature,
-    check_owner_signature,
-    check_prepared_revision,
-    finish_owner_signature,
-    message_digest_of,
-    prepare_owner_signature,
-    sign_attributes,
-)
-from selection.certificates.signing.reports import (
-    PADES_SUBFILTER,
-    ExpectedSigner,
-    RecordPolicy,
-    SignatureReport,
-    VerificationReport,
-    describe_finding,
-    failed_report,
-    read_security_store,
-    signature_report,
-    validation_context_for,
-)
-from selection.certificates.signing.sign import (
-    CJK_COLLECTIONS,
-    CJK_FACE,
-    ValidationMaterial,
-    add_document_timestamp,
-    cjk_stamp_font,
-    dev_timestamper,
-    existing_signature_fields,
-    http_timestamper,
-    open_writer,
-    prepare_signature_fields,
-    sign_pdf,
-    sign_pdf_with,
-    signature_setup,
-)
-from selection.certificates.signing.tokens import (
-    Pkcs11Key,
-    pkcs11_session,
-)
-from selection.certificates.signing.verification import (
-    account_for_revisions,
-    verify_pdf,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ALLOWED_AFTER_LAST",
-    "ALLOWED_LATER_CHANGES",
-    "Box",
-    "CERTIFICATION_PERMISSION",
-    "CJK_COLLECTIONS",
-    "CJK_FACE",
-    "CertificateInfo",
-    "DEV_CA_CERT",
-    "DEV_CA_COMMON_NAME",
-    "DEV_CA_CRL",
-    "DEV_CA_KEY",
-    "DEV_CRL_URL",
-    "DEV_ORGANISATION",
-    "DEV_SEAL_CERT",
-    "DEV_TSA_CERT",
-    "DEV_TSA_COMMON_NAME",
-    "DEV_TSA_KEY",
-    "DIFF_POLICY",
-    "DevCertificatePaths",
-    "ExpectedSigner",
-    "FIRST_SIGNATURE_POLICY",
-    "MD_ALGORITHM",
-    "MUTABLE_INFO_KEYS",
-    "MUTABLE_XMP_PROPERTIES",
-    "ObjStmIndexReader",
-    "PADES_SUBFILTER",
-    "Pkcs11Key",
-    "PreparedSignature",
-    "RESERVED_SIGNATURE_BYTES",
-    "RecordPolicy",
-    "SEAL_FIELD",
-    "SignatureReport",
-    "SigningError",
-    "StrictDocInfoRule",
-    "StrictMetadataRule",
-    "UsagesOfRef",
-    "ValidationMaterial",
-    "VerificationReport",
-    "account_for_revisions",
-    "add_document_timestamp",
-    "anchor_info",
-    "bundle_certificates",
-    "certificate_info",
-    "check_owner_signature",
-    "check_prepared_revision",
-    "cjk_stamp_font",
-    "describe_finding",
-    "dev_timestamper",
-    "existing_signature_fields",
-    "failed_report",
-    "finish_owner_signature",
-    "http_timestamper",
-    "in_revision",
-    "info_of",
-    "install_on_demand_usages",
-    "issue_certificate",
-    "issue_dev_certificates",
-    "leaf_certificate",
-    "load_asn1_cert",
-    "load_asn1_crl",
-    "load_signer",
-    "message_digest_of",
-    "open_writer",
-    "pkcs11_session",
-    "pkcs12_certificate",
-    "prepare_owner_signature",
-    "prepare_signature_fields",
-    "read_security_store",
-    "run_coroutine",
-    "sign_attributes",
-    "sign_pdf",
-    "sign_pdf_with",
-    "signature_report",
-    "signature_setup",
-    "subject_line",
-    "trust_root_of",
-    "validation_context_for",
-    "verify_pdf",
-]
+import importlib
+
+# Each public name and the module (under this package) that defines it.
+_HOME = {
+    # base
+    "ALLOWED_AFTER_LAST": "base",
+    "ALLOWED_LATER_CHANGES": "base",
+    "Box": "base",
+    "DEV_CA_COMMON_NAME": "base",
+    "DEV_ORGANISATION": "base",
+    "DEV_TSA_COMMON_NAME": "base",
+    "MD_ALGORITHM": "base",
+    "SEAL_FIELD": "base",
+    "SigningError": "base",
+    # certificates
+    "CertificateInfo": "certificates",
+    "anchor_info": "certificates",
+    "bundle_certificates": "certificates",
+    "certificate_info": "certificates",
+    "info_of": "certificates",
+    "load_asn1_cert": "certificates",
+    "load_asn1_crl": "certificates",
+    "load_signer": "certificates",
+    "pkcs12_certificate": "certificates",
+    "run_coroutine": "certificates",
+    "subject_line": "certificates",
+    "trust_root_of": "certificates",
+    # dev_ca
+    "DEV_CA_CERT": "dev_ca",
+    "DEV_CA_CRL": "dev_ca",
+    "DEV_CA_KEY": "dev_ca",
+    "DEV_CRL_URL": "dev_ca",
+    "DEV_SEAL_CERT": "dev_ca",
+    "DEV_TSA_CERT": "dev_ca",
+    "DEV_TSA_KEY": "dev_ca",
+    "DevCertificatePaths": "dev_ca",
+    "issue_certificate": "dev_ca",
+    "issue_dev_certificates": "dev_ca",
+    "leaf_certificate": "dev_ca",
+    # modifications
+    "DIFF_POLICY": "modifications",
+    "FIRST_SIGNATURE_POLICY": "modifications",
+    "MUTABLE_INFO_KEYS": "modifications",
+    "MUTABLE_XMP_PROPERTIES": "modifications",
+    "ObjStmIndexReader": "modifications",
+    "StrictDocInfoRule": "modifications",
+    "StrictMetadataRule": "modifications",
+    "UsagesOfRef": "modifications",
+    "in_revision": "modifications",
+    "install_on_demand_usages": "modifications",
+    # owner
+    "PreparedSignature": "owner",
+    "RESERVED_SIGNATURE_BYTES": "owner",
+    "check_owner_signature": "owner",
+    "check_prepared_revision": "owner",
+    "finish_owner_signature": "owner",
+    "message_digest_of": "owner",
+    "prepare_owner_signature": "owner",
+    "sign_attributes": "owner",
+    # reports
+    "ExpectedSigner": "reports",
+    "PADES_SUBFILTER": "reports",
+    "RecordPolicy": "reports",
+    "SignatureReport": "reports",
+    "VerificationReport": "reports",
+    "describe_finding": "reports",
+    "failed_report": "reports",
+    "read_security_store": "reports",
+    "signature_report": "reports",
+    "validation_context_for": "reports",
+    # sign
+    "CERTIFICATION_PERMISSION": "sign",
+    "CJK_COLLECTIONS": "sign",
+    "CJK_FACE": "sign",
+    "ValidationMaterial": "sign",
+    "add_document_timestamp": "sign",
+    "cjk_stamp_font": "sign",
+    "dev_timestamper": "sign",
+    "existing_signature_fields": "sign",
+    "http_timestamper": "sign",
+    "open_writer": "sign",
+    "prepare_signature_fields": "sign",
+    "sign_pdf": "sign",
+    "sign_pdf_with": "sign",
+    "signature_setup": "sign",
+    # tokens
+    "Pkcs11Key": "tokens",
+    "pkcs11_session": "tokens",
+    # verification
+    "account_for_revisions": "verification",
+    "verify_pdf": "verification",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    """The public `name` from its module, imported now (and then kept here, like an eager import)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

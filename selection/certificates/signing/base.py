@@ -1,9 +1,8 @@
 """What every part of signing shares: the development names, the seal's field, what may follow a
-signature, the certification permission, a signature box, the digest algorithm, `SigningError`."""
+signature, a signature box, the digest algorithm, `SigningError`. It imports no pyHanko, so `SigningError`
+costs nothing to import."""
 
 from __future__ import annotations
-
-from pyhanko.sign.fields import MDPPerm
 
 DEV_CA_COMMON_NAME = "kvselect DEVELOPMENT CA \u2014 not for production"
 DEV_TSA_COMMON_NAME = "kvselect DEVELOPMENT TSA \u2014 not for production"
@@ -13,10 +12,6 @@ SEAL_FIELD = "seal"  # the organisational seal's field: signed last, by a config
 # signatures after any but the last; after the last, only validation data and document timestamps.
 ALLOWED_LATER_CHANGES = ("NONE", "LTA_UPDATES", "FORM_FILLING")
 ALLOWED_AFTER_LAST = ("NONE", "LTA_UPDATES")
-# The first signature certifies the document (DocMDP): later signatures in the existing fields and
-# validation data stay allowed; conforming readers flag any other change.
-CERTIFICATION_PERMISSION = MDPPerm.FILL_FORMS
-
 # A box is (page index starting at 0, x1, y1, x2, y2) in PDF points, origin bottom-left.
 Box = tuple[int, float, float, float, float]
 # The digest of every signature (the owner-side signed attributes and the timestamps).

@@ -27,12 +27,15 @@ from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator import ValidationContext
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
-from selection.certificates.signing.base import CERTIFICATION_PERMISSION, MD_ALGORITHM, Box, SigningError
+from selection.certificates.signing.base import MD_ALGORITHM, Box, SigningError
 from selection.certificates.signing.certificates import load_asn1_cert, load_asn1_crl, load_signer, subject_line
 from selection.certificates.signing.dev_ca import DEV_CA_CERT, DEV_TSA_CERT, DEV_TSA_KEY
 from selection.domain.roles import ROLE_LABELS
 
 log = logging.getLogger("selection.certificates.signing")  # one logger name for the package, as before
+# The first signature certifies the document (DocMDP): later signatures in the existing fields and
+# validation data stay allowed; conforming readers flag any other change.
+CERTIFICATION_PERMISSION = sig_fields.MDPPerm.FILL_FORMS
 
 
 def _check_box(name: str, box: Sequence) -> Box:

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 from typing import Mapping as TMapping
 
 from selection.domain import noise as noise_domain
+from selection.domain.messages import Message, is_message_dict, load
 from selection.domain.scoring.base import MEASURED, SIMULATED, ScoringInputError
 
 
@@ -26,7 +27,7 @@ class Metric:
     reruns: tuple[str, ...] = ()
     # measured by a client-bound run that still applied the load (the reason): a latency the client
     # can only have lengthened, scored with its lateness in the interval; "" when not client-bound
-    client_bound: str = ""
+    client_bound: str | Message = ""
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class CandidateEvidence:
     # metric key -> why a figure that was measured is not the engine's and is held out of the scoring
     # (e.g. "client-bound (held 9.1 requests in flight on average, 32 requested)"); such a metric is
     # missing, whatever value the run measured, so it can neither lift nor sink the candidate
-    held_out: dict[str, str] = field(default_factory=dict)
+    held_out: dict[str, str | Message] = field(default_factory=dict)
     # run id -> verdict name -> status, of the runs its metrics come from: what settles a figure's fit
     # to its constraint (`procurement.constraint_fit`)
     verdicts: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -150,6 +151,11 @@ def sustainable_concurrency(
     return best
 
 
+def _reason(stored: Any) -> str | Message:
+    """A stored reason back as the message it was written as (its text when written as text)."""
+    return load(stored) if is_message_dict(stored) else str(stored or "")
+
+
 def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
     """Rebuild a CandidateEvidence from its `dataclasses.asdict` / JSON form (e.g. a stored snapshot)."""
     try:
@@ -160,12 +166,12 @@ def evidence_from_dict(data: TMapping[str, Any]) -> CandidateEvidence:
                 evidence=m.get("evidence", MEASURED),
                 interval=tuple(m["interval"]) if m.get("interval") else None,
                 reruns=tuple(m.get("reruns") or ()),
-                client_bound=str(m.get("client_bound") or ""),
+                client_bound=_reason(m.get("client_bound")),
             )
             for key, m in (data.get("metrics") or {}).items()
         }
         documented = dict(data.get("documented") or {})
-        held_out = {str(key): str(reason) for key, reason in (data.get("held_out") or {}).items()}
+        held_out = {str(key): _reason(reason) for key, reason in (data.get("held_out") or {}).items()}
         verdicts = {
             str(run): {str(name): str(status) for name, status in (statuses or {}).items()}
             for run, statuses in (data.get("verdicts") or {}).items()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from selection.domain import procurement
-from selection.domain.messages import CLAUSE_SEPARATOR, Message
+from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message
 from selection.domain.scoring.base import SIMULATED
 from selection.domain.scoring.inputs import CandidateEvidence, ScoringConstraints
 from selection.domain.scoring.results import CandidateScore
@@ -15,6 +15,40 @@ from selection.domain.scoring.results import CandidateScore
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
     return text
+
+
+# Each measured figure (a `CandidateEvidence.metrics` key) as a reader names it: the held-out
+# sentences name figures in words, never by their keys. A key not listed reads as itself.
+METRIC_NAMES = {
+    "ttft_p95_ms": _("TTFT p95"),
+    "tpot_p95_ms": _("TPOT p95"),
+    "error_rate": _("Error rate"),
+    "achieved_concurrency": _("Concurrency held"),
+    "sustainable_concurrency_per_gpu": _("Concurrency within the latency budget (per GPU)"),
+    "output_tokens_per_s_per_gpu": _("Output throughput within the budget (per GPU)"),
+    "max_context_rung_reached": _("Longest input served"),
+    "kv_headroom_at_target": _("KV-cache headroom at the target load"),
+    "soak_drift_p99_ratio": _("Latency drift over the soak (p99, late against early)"),
+    "prefix_saving_ratio": _("Prefix-reuse saving"),
+    "swap_resume_ttft_ratio": _("Resume TTFT of an evicted session against a recompute"),
+    "continuation_correct": _("Identical continuation after a resume"),
+    "idle_release_share": _("Idle sessions whose cache was released"),
+    "overload_handling": _("Behaviour under overload"),
+    "isolation_ttft_p95_ms": _("TTFT p95 of interactive traffic under another client's flood"),
+    "capacity_prediction_error": _("Capacity prediction error"),
+    "cost_per_mtok": _("Cost per million output tokens"),
+}
+
+
+def metric_name(key: str) -> Message | str:
+    """A measured figure's name as people read it (its key when it has none)."""
+    name = METRIC_NAMES.get(key)
+    return Message(name) if name else key
+
+
+def metric_names(keys: Iterable[str]) -> Any:
+    """Figures' names as one list inside a sentence ("a, b" / "a、b")."""
+    return NAME_SEPARATOR.join(metric_name(key) for key in keys)
 
 
 def result_notes(
@@ -157,7 +191,7 @@ def held_out_sentences(evidence: Iterable[CandidateEvidence], labels: dict[str, 
                     _("%(name)s: %(metrics)s held out of the scoring: %(reasons)s."),
                     {
                         "name": name,
-                        "metrics": ", ".join(sorted(ev.held_out)),
+                        "metrics": metric_names(sorted(ev.held_out)),
                         "reasons": CLAUSE_SEPARATOR.join(dict.fromkeys(ev.held_out[k] for k in sorted(ev.held_out))),
                     },
                 )
@@ -172,7 +206,7 @@ def held_out_sentences(evidence: Iterable[CandidateEvidence], labels: dict[str, 
                     ),
                     {
                         "name": name,
-                        "metrics": ", ".join(late),
+                        "metrics": metric_names(late),
                         "reasons": CLAUSE_SEPARATOR.join(dict.fromkeys(late.values())),
                     },
                 )

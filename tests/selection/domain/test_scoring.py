@@ -920,7 +920,7 @@ def test_a_held_out_client_bound_figure_cannot_flip_the_winner(client_value):
     assert result.candidate("b").total_upper == unmeasured.candidate("b").total_upper
     ind = indicator(result, "b", "concurrency_control", "ttft_p95_vs_budget")
     assert ind.status == "missing" and ind.reason == f"ttft_p95_ms held out: {reason}"
-    assert f"B: ttft_p95_ms held out of the scoring: {reason}." in [str(s) for s in result.sentences]
+    assert f"B: TTFT p95 held out of the scoring: {reason}." in [str(s) for s in result.sentences]
     scored_anyway = score_candidates("A", [a, replace(b, held_out={})], CONS, weights)
     assert scored_anyway.winner == ("b" if client_value == 1.0 else "a")
 

@@ -3,12 +3,14 @@
 import json
 
 import pytest
+from django.utils import translation
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun, RunPoint
 from selection.candidates.services import add_candidate
 from selection.domain import headline
 from selection.domain.messages import render
+from selection.i18n import message_text
 from selection.scoring.evidence import documented_features, evidence_for
 from selection.scoring.services import compute_scores
 from selection.setup.services import accept_scenario, set_gates
@@ -140,8 +142,11 @@ def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candida
     evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
     for name in ("ttft_p95_ms", "tpot_p95_ms", "achieved_concurrency", "output_tokens_per_s_per_gpu"):
         assert name not in evidence.metrics
-        assert evidence.held_out[name].startswith(f"client-bound (concurrency_stress run {run.pk}, ")
-        assert "held 91 requests in flight on average, 200 requested" in evidence.held_out[name]
+        # the test by its title, not its id; the reason as a message a Chinese page renders in Chinese
+        assert str(evidence.held_out[name]).startswith(f"client-bound (Concurrency stress run {run.pk}, ")
+        assert "held 91 requests in flight on average, 200 requested" in str(evidence.held_out[name])
+        with translation.override("zh-hans"):
+            assert message_text(evidence.held_out[name]).startswith(f"受客户端限制（并发压力 运行 {run.pk}，")
     assert "kv_headroom_at_target" not in evidence.metrics and "kv_headroom_at_target" in evidence.held_out
     result = compute_scores(candidates[0].selection).result
     vllm = next(c for c in result["candidates"] if c["candidate"] == str(candidates[0].pk))
@@ -150,8 +155,9 @@ def test_a_client_bound_point_is_held_out_of_the_scoring_with_its_reason(candida
     )
     assert ttft["status"] == "missing" and ttft["reason"].startswith("ttft_p95_ms held out: client-bound")
     held = [render(s) for s in result["sentences"] if "held out of the scoring" in render(s)]
-    assert len(held) == 1 and held[0].startswith(f"{candidates[0].display_name}: achieved_concurrency, ")
-    assert "error_rate" not in held[0]
+    # the figures by name, in words (the keys' order: achieved_concurrency first)
+    assert len(held) == 1 and held[0].startswith(f"{candidates[0].display_name}: Concurrency held, ")
+    assert "Error rate" not in held[0] and "achieved_concurrency" not in held[0]
 
 
 @pytest.mark.parametrize("error_rate", [0.0, 0.4])
@@ -177,7 +183,7 @@ def test_a_client_that_held_the_load_but_read_late_scores_latencies_with_its_lat
     bind(add_run(candidates[0], ttft_p95=900.0), achieved=190.0, late_reads_ms=300.0)
     evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
     ttft = evidence.metrics["ttft_p95_ms"]
-    assert ttft.value == 900.0 and ttft.interval == (600.0, 900.0) and "stamped late" in ttft.client_bound
+    assert ttft.value == 900.0 and ttft.interval == (600.0, 900.0) and "stamped late" in str(ttft.client_bound)
     assert evidence.metrics["achieved_concurrency"].value == 190.0 and not evidence.metrics["error_rate"].client_bound
     assert not evidence.held_out
     sentences = [render(s) for s in compute_scores(candidates[0].selection).result["sentences"]]
@@ -431,6 +437,7 @@ def test_a_figure_is_judged_on_the_points_it_is_read_from(candidates):
     RunPoint.objects.filter(run=run).exclude(pk=alone.pk).update(client_bound=True, extra=late)
     evidence = evidence_for(candidates[0].selection, [candidates[0]])[0]
     assert "isolation_ttft_p95_ms" not in evidence.metrics
-    assert evidence.held_out["isolation_ttft_p95_ms"] == (
-        f"client-bound (isolation run {run.pk}, tenant_a_flood: 9% of sends were more than 10 ms behind schedule)"
+    assert str(evidence.held_out["isolation_ttft_p95_ms"]) == (
+        f"client-bound (Tenant isolation run {run.pk}, tenant A under the flood: 9% of sends were more than 10 ms "
+        "behind schedule)"
     )
