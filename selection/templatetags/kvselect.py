@@ -51,13 +51,15 @@ def verdict_status(status: str) -> str:
     return str(VERDICT_STATUS_LABELS.get(status, status))
 
 
-LAUNCH_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
+# a launch flag and the value that follows it ("--scheduling-policy priority", "--kv-offloading-size 8")
+LAUNCH_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*(?:[ =](?!-)[^\s;,，；）)]+)?")
 
 
 @register.filter
 def flags_as_code(text) -> str:
-    """Text with the engine launch flags it names ("--kv-offloading-size 8") set as code: a flag is
-    typed as it stands in any language, so a Chinese cost formula shows it apart from its words."""
+    """Text with the engine launch flags it names, each with its value ("--kv-offloading-size 8"), set as
+    code: a flag is typed as it stands in any language, so a Chinese cost formula or chosen configuration
+    shows it apart from its words."""
     escaped = str(conditional_escape(text if text is not None else ""))
     return mark_safe(LAUNCH_FLAG.sub(lambda m: f"<code>{m.group(0)}</code>", escaped))
 

@@ -68,3 +68,14 @@ def test_the_joins_follow_the_active_language():
         assert clauses(["甲", "乙"]) == "甲；乙" and names(["甲", "乙"]) == "甲、乙"
         assert sentences(["第一句。", "第二句。"]) == "第一句。第二句。"
         assert sentences(["see run-3", "第二句。"]) == "see run-3 第二句。"  # Latin text keeps its space
+
+
+def test_launch_flags_in_record_text_are_set_as_code_and_the_rest_escaped():
+    from selection.templatetags.kvselect import flags_as_code
+
+    assert flags_as_code("--kv-offloading-size 8 --scheduling-policy priority；TP=1, <b>") == (
+        "<code>--kv-offloading-size 8</code> <code>--scheduling-policy priority</code>；TP=1, &lt;b&gt;"
+    )
+    assert (
+        flags_as_code("8.0 GiB 主机内存（--hicache-ratio 2）") == "8.0 GiB 主机内存（<code>--hicache-ratio 2</code>）"
+    )
