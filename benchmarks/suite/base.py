@@ -118,6 +118,12 @@ class ValidationTest(Parameters):
     # the tests are read in the suite's order, so a later test's reading of a figure wins over an
     # earlier one's (the overload test's sustainable load over the stress sweep's)
     readings: Callable[[RunFacts, ScoringContext], list[Reading]] | None = None
+    # the load points each of its scoring figures is read from (the other points prepare it: a swap
+    # test's pressure, the isolation test's tenant A alone): only their client judgement counts for it
+    figure_points: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the scoring figures whose 95 % interval is one of its verdicts' own: figure -> (the verdict's
+    # name, the verdict's value as the figure), used when the figure is the verdict's value
+    figure_intervals: Mapping[str, tuple[str, Callable[[float], float]]] = field(default_factory=dict)
     # the test whose readings a run of this one stands in for when the candidate has no run of that
     # test (an upload that fits no test is read as a concurrency stress)
     stands_in_for: str | None = None

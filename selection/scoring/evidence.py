@@ -254,13 +254,6 @@ LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})
 # drift, the swap ratio, the overload test's level and sustainable step): no bound follows from the
 # lateness, so a client-bound run's are held out
 LATENCY_DERIVED = frozenset({"soak_drift_p99_ratio", "swap_resume_ttft_ratio", "overload_handling"})
-# the points a test's figure is read from (the other points prepare it: a swap test's pressure, the
-# isolation test's tenant A alone): only their client judgement counts for it
-FIGURE_POINTS = {
-    "isolation_ttft_p95_ms": ("tenant_a_flood", "tenant_b_flood"),
-    "swap_resume_ttft_ratio": ("resume", "recompute"),
-    "prefix_saving_ratio": ("prefix_on", "prefix_off"),
-}
 
 
 @dataclass(frozen=True)
@@ -379,7 +372,8 @@ def metrics_from_runs(
     held_out: dict[str, str | Message] = {}
     judged: dict[Any, ClientJudgement] = {run.pk: judge_client(run) for run in runs.values()}
     for run in runs.values():  # a figure read from named points is judged on those points only
-        judged.update({(run.pk, name): judge_client(run, labels) for name, labels in FIGURE_POINTS.items()})
+        figure_points = test.figure_points if (test := suite.BY_ID.get(run.test)) is not None else {}
+        judged.update({(run.pk, name): judge_client(run, labels) for name, labels in figure_points.items()})
 
     def put(
         name: str,
@@ -449,13 +443,11 @@ def reading_runs(runs: dict[str, BenchmarkRun]) -> list[tuple[ValidationTest, Be
 
 def derived_intervals(run: BenchmarkRun, derived: dict[str, Any]) -> dict[str, tuple[float, float]]:
     """The 95 % intervals of a run's derived figures that its verdicts measured, when the figure is the
-    verdict's own value: the soak's p99 drift (as the late / early ratio) and the swap test's resume /
-    recompute ratio."""
+    verdict's own value (its test's `figure_intervals`: the soak's p99 drift as the late / early ratio,
+    the swap test's resume / recompute ratio)."""
     intervals: dict[str, tuple[float, float]] = {}
-    for name, verdict_name, as_figure in (
-        ("soak_drift_p99_ratio", "ttft_p99_drift", lambda v: max(0.0, 1.0 + v / 100.0)),
-        ("swap_resume_ttft_ratio", "resume_cheaper_than_recompute", float),
-    ):
+    test = suite.BY_ID.get(run.test)
+    for name, (verdict_name, as_figure) in (test.figure_intervals if test is not None else {}).items():
         verdict = _verdict(run, verdict_name) or {}
         interval = _pair(verdict.get("interval"))
         value = derived.get(name)

@@ -622,6 +622,31 @@ def test_unrecognised_file_lists_each_format_tried(client, architect, selection,
     assert not BenchmarkRun.objects.exists()
 
 
+def test_the_parsers_refusals_read_in_the_pages_language(client, architect, selection, candidate, settings):
+    """Walk m11: "not UTF-8 text (invalid byte at offset 1)" on a Chinese upload page. Each format's reason
+    is a message; its figures (the offset) stay as they are."""
+    client.force_login(architect)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    garbage = upload_data(candidate, file=SimpleUploadedFile("garbage.json", b"{\xff\xfe garbage"))
+    body = client.post(url("selection:result-upload", selection), garbage).content.decode()
+    assert "data-refusals" in body and "不是 UTF-8 文本（偏移量 1 处的字节无效）" in body
+    assert "not UTF-8 text" not in body
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
+    garbage["file"].seek(0)
+    body = client.post(url("selection:result-upload", selection), garbage).content.decode()
+    assert "not UTF-8 text (invalid byte at offset 1)" in body, body[body.find("data-refusals") :][:1500]
+    assert not BenchmarkRun.objects.exists()
+
+
+def test_a_refusal_keeps_its_english_text_for_the_api():
+    from benchmarks.formats import detect
+
+    with pytest.raises(ValueError) as refused:
+        detect(b"{\xff\xfe garbage", "garbage.json")
+    reasons = refused.value.refusals
+    assert reasons["guidellm"] == reasons["native"] == "not UTF-8 text (invalid byte at offset 1)", reasons
+
+
 def test_upload_errors_name_the_field(client, architect, selection, candidate):
     client.force_login(architect)
     response = client.post(
