@@ -52,6 +52,7 @@ PRODUCT_NAMES = (
     "SQLite",
     "Django",
     "Python",
+    "PyTorch",
     "NVIDIA",
     "NVML",
     "OpenAI",
