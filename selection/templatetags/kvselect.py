@@ -398,7 +398,7 @@ LITERAL = re.compile(
     r"|(?<![\w.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?::\s(?:true|false))?(?![\w-])"
     r"|(?<![\w.-])[a-z]+\.<[a-z]+>"
     r"|(?<![\w./])\.(?:pem|crt|cer|der|p12|pfx|gz|csv|jsonl|json|yaml|yml|pdf)(?![\w])"
-    r"|(?<![\w/])/[a-z][a-z0-9_/-]*(?![\w/])"
+    r"|(?<![\w/<.])/[a-z][a-z0-9_-]+(?:/[a-z0-9_-]+)*(?![\w/>])"
     r"|(?<![\w/])true/false(?![\w/])"
 )
 
