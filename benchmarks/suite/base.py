@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 from benchmarks.harness.estimates import Load
 from benchmarks.suite.params import Parameters, ParamSpec
 from selection.domain.claims import Claim
+from selection.domain.messages import Message
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,13 @@ class ValidationTest(Parameters):
     # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
     # --trace for a test that draws its requests' lengths from a trace); any other is refused
     cli: Mapping[str, str] = field(default_factory=dict)
+    # the `validate` command's flags it passes to its plan, each with the plan's keyword (--max-context);
+    # a test without the flag refuses it
+    plan_flags: Mapping[str, str] = field(default_factory=dict)
+    # its run compares with the engine with prefix caching off (`off_target`: a second endpoint when the
+    # candidate or `validate --prefix-off-endpoint` names one, else the same one, the cache reset); the
+    # validation page shows that variant and the worker checks its endpoint before the run
+    off_variant: bool = False
     # the figures its result table shows on the run page and in the record, from the run's points
     # (in order) and metadata; None (or a function returning None): its heaviest load level
     # (`benchmarks.presentation.result_figures`)
@@ -100,6 +108,14 @@ class ValidationTest(Parameters):
     # `plan(constraints, facts, **kwargs) -> params` from the constraints and the candidate's facts
     # (`CandidateFacts`; a plain, JSON-serialisable dict the user may edit) and its estimate
     # `estimate(params) -> Load | None` (`benchmarks.harness.estimates`: duration and load before Run)
+    # the record's monitoring thresholds its run validates (`thresholds(points, metadata, planned)`: its
+    # points as `figures` reads them, its metadata, and the constraints' planned figures by their
+    # field names), which the record calls validated only while each of its `claims` holds on the
+    # chosen engine's run (`selection.records.context`); None: it validates none
+    thresholds: Callable[[Sequence[PointRow], Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
+    # what the record adds under its result (a Message from its metadata: a soak shorter than planned);
+    # None, or a function returning None: nothing
+    record_note: Callable[[Mapping[str, Any]], Message | None] | None = None
     params: tuple[ParamSpec, ...] = ()
     plan: Callable[..., dict[str, Any]] | None = None
     estimate: Callable[[Mapping[str, Any]], Load | None] | None = None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from benchmarks.harness.estimates import Load, number, steady_load
-from benchmarks.suite.base import CandidateFacts, RunFacts, ValidationTest
+from benchmarks.suite.base import CandidateFacts, PointRow, RunFacts, ValidationTest
 from benchmarks.suite.params import (
     BUDGET_PARAMS,
     DISTRIBUTION_PARAMS,
@@ -80,6 +80,23 @@ def indicators(run: RunFacts) -> dict[str, float]:
     return {} if peak is None else {"kv_headroom_at_target": max(0.0, 1.0 - float(peak))}
 
 
+def thresholds(points: Sequence[PointRow], metadata: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's validated load: the planned peak concurrency, and the output tokens per second one
+    replica served at the target load (its load point, traffic groups aside)."""
+    served = next(
+        (
+            p["output_token_throughput"]
+            for p in points
+            if not (p.get("extra") or {}).get("traffic_group") and p.get("output_token_throughput")
+        ),
+        None,
+    )
+    return {
+        "validated_concurrency": planned.get("peak_concurrency"),
+        "validated_output_tokens_per_s": None if served is None else float(served),
+    }
+
+
 # the record's behaviour claims this test's verdicts support (`selection.domain.claims` judges them)
 CONCURRENCY = Claim(
     "concurrency",
@@ -114,6 +131,7 @@ TEST = ValidationTest(
     indicators=indicators,
     cli={"concurrency": "concurrency", "rate": "rate", "duration": "duration_s", "trace": "length_trace"},
     claims=(CONCURRENCY,),
+    thresholds=thresholds,
     params=PARAMS,
     plan=plan_concurrency_stress,
     estimate=estimate_concurrency_stress,

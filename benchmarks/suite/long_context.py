@@ -115,6 +115,19 @@ def indicators(run: RunFacts) -> dict[str, float]:
     return {"max_context_rung_reached": float(rung)} if rung else {}
 
 
+def thresholds(points: Sequence[PointRow], metadata: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's validated input length: the longest rung served in full (no request failed)."""
+    rungs = [
+        int(extra["input_tokens_requested"])
+        for point in points
+        if isinstance(extra := point.get("extra") or {}, dict)
+        and extra.get("input_tokens_requested")
+        and not (point.get("requests_failed") or 0)
+        and (point.get("requests_completed") or 0) > 0
+    ]
+    return {"max_input_tokens": max(rungs)} if rungs else {}
+
+
 def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure]:
     """Each rung's request alone: its TTFT p50 and how many of its requests failed."""
     rows = []
@@ -172,8 +185,10 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     cli={"kv_capacity_tokens": "kv_capacity_tokens"},
+    plan_flags={"max_context": "max_context"},
     params=PARAMS,
     plan=plan_long_context,
     estimate=estimate_long_context,
     claims=(INPUT_LENGTH,),
+    thresholds=thresholds,
 )

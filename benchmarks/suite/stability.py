@@ -14,6 +14,7 @@ from benchmarks.suite.params import (
     constraint_value,
     length_distributions,
 )
+from selection.domain.messages import Message
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
@@ -120,6 +121,26 @@ def indicators(run: RunFacts) -> dict[str, float]:
 WINDOWS = {"first_window": _("TTFT p99, first window"), "last_window": _("TTFT p99, last window")}
 
 
+SOAK_SHORT = _(
+    "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
+    "hours. Slow leaks and fragmentation may not show in it."
+)
+
+
+def record_note(metadata: Mapping[str, Any]) -> Message | None:
+    """The record's sentence on a soak shorter than planned (or than the articles' hours); None otherwise."""
+    length = (metadata.get("observed") or {}).get("soak_length")
+    if not length or not length.get("shorter_than_planned"):
+        return None
+    duration = float(length["duration_s"])
+    ran = (
+        Message(_("%(n)s s"), {"n": f"{duration:g}"})
+        if duration < 3600
+        else Message(_("%(n)s h"), {"n": f"{duration / 3600:.2g}"})
+    )
+    return Message(SOAK_SHORT, {"ran": ran, "planned": f"{float(length['planned_s']) / 3600:g}"})
+
+
 def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure] | None:
     """The soak's first and last window, TTFT p99 (the drift it judged); None when a window is
     missing (an upload without them shows its heaviest load level)."""
@@ -160,4 +181,5 @@ TEST = ValidationTest(
     params=PARAMS,
     plan=plan_stability,
     estimate=estimate_stability,
+    record_note=record_note,
 )

@@ -41,7 +41,7 @@ def _plan_forms(candidate: Candidate, bound: ValidationParamsForm | None = None)
                 "title": f"{info.number}. {_(info.title)}",
                 "text": _(info.description),
                 "estimate": estimate_view(specs.estimate(test, params)),
-                "off_variant": prefix_off_view(candidate) if test == "prefix_reuse" else None,
+                "off_variant": prefix_off_view(candidate) if suite.BY_ID[test].off_variant else None,
                 "priority": priority.get(test, True),
                 "feeds": [DIMENSION_NAMES[d] for d in info.feeds],
             }

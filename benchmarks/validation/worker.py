@@ -36,6 +36,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.models import F, Q
 from django.utils import timezone
 
+from benchmarks import suite
 from benchmarks.harness import identity
 from benchmarks.models import Artifact, BenchmarkRun, HardwareSlot
 from benchmarks.result import NormalizedResult
@@ -384,7 +385,7 @@ def _execute_against_engine(
         return finish_failed(run, f"model_name: {provenance['refusal']}")
     target = loadtest.target_for(candidate)
     extra: dict[str, Any] = {}
-    if run.test == "prefix_reuse":
+    if suite.BY_ID[run.test].off_variant:
         off = loadtest.prefix_off_target_for(candidate, target)
         if off is not None and off.endpoint_url != target.endpoint_url and not healthy(off.endpoint_url):
             raise EngineUnavailable(f"prefix_off_endpoint_url: {off.endpoint_url} did not answer /health or /v1/models")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from selection.domain.messages import render
+
 GIB = 1024**3
 # Memory an engine holds besides the KV pool, as the plan's breakdown names it.
 FIXED_MEMORY_KEYS = ("weights", "activation_peak", "non_torch", "cuda_graphs")
@@ -46,27 +48,31 @@ def _(text: str) -> str:  # named `_` so `makemessages` collects the labels; the
     return text
 
 
-# The capacity model's estimated inputs (`selection.domain.capacity`, its `labelled_estimate` calls) in words.
+# The capacity model's estimated inputs (`selection.domain.capacity`, its `labelled_estimate` calls) in
+# words; the page shows the input's key beside its label as code (the name to pass a measured value by).
 ESTIMATE_LABELS = {
     "gpu_memory_bytes": _("GPU memory (bytes)"),
-    "gpu_memory_utilization": _("vLLM GPU memory share (gpu_memory_utilization)"),
+    "gpu_memory_utilization": _("vLLM GPU memory share"),
     "activation_peak_bytes": _("Activation peak during the profile run (bytes)"),
     "non_torch_bytes": _("Memory outside PyTorch: CUDA context, NCCL (bytes)"),
     "cuda_graph_bytes": _("CUDA graphs (bytes)"),
-    "mem_fraction_static": _("SGLang static memory share (mem_fraction_static)"),
-    "free_gpu_memory_fraction": _("TensorRT-LLM free-memory share (free_gpu_memory_fraction)"),
-    "cache_max_entry_count": _("LMDeploy KV share of free memory (cache_max_entry_count)"),
+    "mem_fraction_static": _("SGLang static memory share"),
+    "free_gpu_memory_fraction": _("TensorRT-LLM free-memory share"),
+    "cache_max_entry_count": _("LMDeploy KV share of free memory"),
     "compute_buffers_bytes": _("llama.cpp compute buffers and CUDA context (bytes)"),
     "runtime_overhead_bytes": _("Runtime overhead (bytes)"),
-    "max_num_batched_tokens": _("Tokens batched per step (max_num_batched_tokens)"),
+    "max_num_batched_tokens": _("Tokens batched per step"),
 }
 
 
 def split_estimates(
-    plan: Mapping[str, Any], translate: Callable[[str], str] = lambda text: text
+    plan: Mapping[str, Any],
+    translate: Callable[[str], str] = lambda text: text,
+    render_message: Callable[[Any], Any] = render,
 ) -> list[dict[str, Any]]:
     """Each estimated input with its label (through `translate`), whether it is an estimate or a
-    measured override, and its source (the capacity model's English sentence)."""
+    measured override, and its source: the stored message through `render_message` (the page
+    passes the one for its language), else the English text of a plan written before messages."""
     out = []
     for item in plan.get("estimates") or []:
         source = str(item.get("source") or "")
@@ -78,7 +84,11 @@ def split_estimates(
                 "label": translate(ESTIMATE_LABELS[name]) if name in ESTIMATE_LABELS else name,
                 "value": item.get("value"),
                 "estimated": estimated,
-                "source": source.split(": ", 1)[1] if ": " in source else source,
+                "source": render_message(item["source_message"])
+                if item.get("source_message")
+                else source.split(": ", 1)[1]
+                if ": " in source
+                else source,
             }
         )
     return out

@@ -21,6 +21,7 @@ from selection.capacity.plans import plan_for_candidate
 from selection.capacity.stating import LOG_ENGINES, state_capacity_from_log
 from selection.domain.capacity.base import GPU_MEMORY_GIB, KV_DTYPES, CapacityError
 from selection.domain.procurement import MIN_KV_HEADROOM
+from selection.i18n import message_text
 from selection.web import get_candidate, get_selection, page_context, require_edit
 
 HEADROOM = MIN_KV_HEADROOM  # the chart's dashed line: the record's headroom (docs/domain.md: plan with 20-30%)
@@ -71,7 +72,7 @@ def _plan_display(selection, candidate, plan: dict, peak: int | None) -> dict:
     """The plan's chart, estimates, concurrency table, and the comparison with the measured capacity."""
     return {
         "chart": _chart(plan, peak, selection_colours(selection).get(candidate.display_name)),
-        "estimates": split_estimates(plan, translate=_),
+        "estimates": split_estimates(plan, translate=_, render_message=message_text),
         "concurrency_rows": concurrency_rows(plan),
         "comparison": plan.get("predicted_vs_measured"),
         "measured": plan.get("measured"),

@@ -17,6 +17,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from selection.domain.messages import Message, pgettext
+
+
+def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
+    return text
+
+
 DEFAULT_CATALOG_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "engine_catalog.json"
 
 UNKNOWN = "unknown"
@@ -243,8 +250,18 @@ def capabilities(slug: str, version: str | None = None) -> dict[str, Any]:
     return default_catalog().capabilities(slug, version)
 
 
-def memory_default(slug: str, version: str | None = None) -> tuple[float, str] | None:
-    """The engine version's default memory fraction and the URL stating it, when the catalog has one."""
+MEMORY_DEFAULT_SOURCE = _("%(flag)s default of this engine version (%(source)s)")
+# the memory-budget flags in words for a Chinese reader (in English a flag reads as itself)
+MEMORY_FLAGS = {
+    "--gpu-memory-utilization": pgettext("engine flag in words", "--gpu-memory-utilization"),
+    "--mem-fraction-static": pgettext("engine flag in words", "--mem-fraction-static"),
+    "--cache-max-entry-count": pgettext("engine flag in words", "--cache-max-entry-count"),
+}
+
+
+def memory_default(slug: str, version: str | None = None) -> tuple[float, Message] | None:
+    """The engine version's default memory fraction and where it is stated (the flag and the URL, as a
+    message the capacity page shows in its language), when the catalog has one."""
     try:
         fact = features(slug, version).get("memory_budget")
     except CatalogLookupError:
@@ -254,7 +271,9 @@ def memory_default(slug: str, version: str | None = None) -> tuple[float, str] |
     value = fact.value
     if value.get("of") not in ("total", "free") or value.get("default") is None:
         return None
-    return float(value["default"]), f"{value['flag']} default of this engine version ({fact.source})"
+    return float(value["default"]), Message(
+        MEMORY_DEFAULT_SOURCE, {"flag": MEMORY_FLAGS.get(value["flag"], value["flag"]), "source": fact.source}
+    )
 
 
 def _build_fact(raw: Mapping[str, Any]) -> Fact:

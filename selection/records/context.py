@@ -25,7 +25,6 @@ from benchmarks.run_charts import Budgets, candidate_colours, record_charts
 from benchmarks.selectors import latest_runs
 from benchmarks.suite.concurrency_stress import CONCURRENCY
 from benchmarks.suite.long_context import INPUT_LENGTH
-from benchmarks.suite.prefix_reuse import PREFIX_REUSE
 from benchmarks.suite.swap_recovery import CONTINUATION, NEVER_SWAP, SWAP_DELAY, SWAP_IN
 from selection.candidates import probing
 from selection.candidates.screening import documentation_screen
@@ -234,7 +233,7 @@ def validation_entry(run: BenchmarkRun, budgets: Budgets, colours: dict[str, str
         "verdict": presentation.run_verdict(verdicts),
         "metrics": presentation.result_figures(run.test, list(run.points.values()), run.metadata, _),
         "charts": record_charts(run, budgets, colours),
-        "soak_length": _soak_length(run),
+        "soak_length": _record_note(run),  # the key records have stored it under
     }
 
 
@@ -246,20 +245,14 @@ TRIGGER_TEXTS = (
     gettext_noop("hardware change (GPU generation or memory size)"),
     gettext_noop("traffic profile change (concurrency, context lengths, multi-turn share)"),
 )
-SOAK_SHORT = gettext_noop(
-    "This soak ran %(ran)s, shorter than the %(planned)s h the plan asks for this traffic; the articles soak for "
-    "hours. Slow leaks and fragmentation may not show in it."
-)
 
 
-def _soak_length(run: BenchmarkRun) -> str:
-    """The record's sentence on a soak shorter than planned (or than the articles' hours), "" otherwise."""
-    length = ((run.metadata or {}).get("observed") or {}).get("soak_length") if run.test == "stability" else None
-    if not length or not length.get("shorter_than_planned"):
-        return ""
-    duration = float(length["duration_s"])
-    ran = _("%(n)s s") % {"n": f"{duration:g}"} if duration < 3600 else _("%(n)s h") % {"n": f"{duration / 3600:.2g}"}
-    return _(SOAK_SHORT) % {"ran": ran, "planned": f"{float(length['planned_s']) / 3600:g}"}
+def _record_note(run: BenchmarkRun) -> str:
+    """What the run's test adds under its result in the record (its row's `record_note`: a soak shorter
+    than planned), in the active language; "" for none."""
+    test = suite.BY_ID.get(run.test)
+    note = test.record_note(run.metadata or {}) if test is not None and test.record_note is not None else None
+    return "" if note is None else message_text(note)
 
 
 def _summary(verdicts: list[dict[str, Any]]) -> str:
@@ -350,15 +343,7 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
         flags = f"{winner.launch_flags or ''} {winner.launch_recipe or ''}"
         caps = launch_flags_domain.apply_to_capabilities(caps, winner.engine.slug, flags)
     metrics_off = (caps.get("off_in_launch_flags") or {}).get(launch_flags_domain.METRICS)
-    hit_ratio = None  # "validated" only when the prefix test showed the reuse (the prefix test's PREFIX_REUSE)
-    for run in runs:
-        if run.candidate_id == winner.pk and run.test == "prefix_reuse":
-            on = run.points.filter(label="prefix_on").first()
-            hit_ratio = ((on.extra or {}).get("prefix_hit_ratio") if on else None) or hit_ratio
-    if not _claim(PREFIX_REUSE, winner, runs).claimed:
-        hit_ratio = None
-    concurrency_held = _claim(CONCURRENCY, winner, runs).claimed
-    longest_validated = _longest_validated_input(winner, runs)
+    validated = validated_thresholds(winner, runs, {"peak_concurrency": c.peak_concurrency})
     return {
         "record_id": f"DR-{selection.pk}-v{record.version}",
         "engine": {
@@ -378,12 +363,12 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
             "tpot_p95_ms": c.tpot_p95_ms,
             "e2e_p95_ms": c.e2e_p95_ms,
             # the longest input a long-context run served, else the constraints' maximum, labelled planned
-            "max_input_tokens": longest_validated or c.max_input_tokens,
-            "max_input_validated": longest_validated is not None,
-            "validated_concurrency": c.peak_concurrency if concurrency_held else None,
+            "max_input_tokens": validated.get("max_input_tokens") or c.max_input_tokens,
+            "max_input_validated": validated.get("max_input_tokens") is not None,
+            "validated_concurrency": validated.get("validated_concurrency"),
             "planned_concurrency": c.peak_concurrency,
-            "validated_output_tokens_per_s": _validated_throughput(winner, runs) if concurrency_held else None,
-            "prefix_hit_ratio_validated": hit_ratio,
+            "validated_output_tokens_per_s": validated.get("validated_output_tokens_per_s"),
+            "prefix_hit_ratio_validated": validated.get("prefix_hit_ratio_validated"),
         },
         "evidence": "SIMULATED" if any(r.is_simulated for r in runs) else "MEASURED",
         "owner": person_name(selection.platform_owner),
@@ -391,33 +376,18 @@ def _operations(record: DecisionRecord, selection: Selection, winner, runs: list
     }
 
 
-def _longest_validated_input(winner, runs: list[BenchmarkRun]) -> int | None:
-    """The longest input the chosen engine's long-context run served, when its claim holds (the
-    largest rung succeeded): the length an alert may call validated."""
-    if not _claim(INPUT_LENGTH, winner, runs).claimed:
-        return None
-    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "long_context"), None)
-    rungs = [
-        int(extra["input_tokens_requested"])
-        for point in (run.points.all() if run is not None else [])
-        if isinstance(extra := point.extra or {}, dict)
-        and extra.get("input_tokens_requested")
-        and not (point.requests_failed or 0)
-        and (point.requests_completed or 0) > 0
-    ]
-    return max(rungs) if rungs else None
-
-
-def _validated_throughput(winner, runs: list[BenchmarkRun]) -> float | None:
-    """Output tokens per second one replica of the chosen engine served at the target load (its stress
-    run's load point, traffic groups aside)."""
-    run = next((r for r in runs if r.candidate_id == winner.pk and r.test == "concurrency_stress"), None)
-    if run is None:
-        return None
-    for point in run.points.order_by("index"):
-        if not (point.extra or {}).get("traffic_group") and point.output_token_throughput:
-            return float(point.output_token_throughput)
-    return None
+def validated_thresholds(winner, runs: list[BenchmarkRun], planned: dict[str, Any]) -> dict[str, Any]:
+    """The monitoring thresholds the chosen engine's runs validate: each test's row reads its own
+    (`thresholds`: the longest input served, the load held, the prefix hit ratio) from the engine's run
+    of it, counted only while every claim of that test holds on that run."""
+    validated: dict[str, Any] = {}
+    for test in suite.TESTS:
+        run = next((r for r in runs if r.candidate_id == winner.pk and r.test == test.id), None)
+        if test.thresholds is None or run is None:
+            continue
+        if all(_claim(claim, winner, runs).claimed for claim in test.claims):
+            validated.update(test.thresholds(list(run.points.values()), run.metadata or {}, planned))
+    return validated
 
 
 METRICS_OFF = gettext_noop("off in the launch flags: the engine exports it only when started with %(flag)s")

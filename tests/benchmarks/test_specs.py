@@ -24,7 +24,7 @@ from benchmarks.verdicts import status_of
 from selection.candidates.services import add_candidate
 from selection.domain import claims
 from selection.models import Team
-from selection.records.context import validation_entry
+from selection.records.context import validated_thresholds, validation_entry
 from selection.scoring.evidence import measured_metrics
 from tests.support import probe_suite
 from tests.support.builders import make_engine, make_selection, make_user, with_constraints
@@ -207,7 +207,7 @@ def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_r
         origin=BenchmarkRun.Origin.HARNESS,
         status=BenchmarkRun.Status.SUCCEEDED,
         params=queued.params,
-        metadata={"probe": {"ttft_p95_ms": 212.5, "n": 30}},
+        metadata={"probe": {"ttft_p95_ms": 212.5, "n": 30, "ran_s": 2}},
         verdicts=[{"name": "probe_answered", "status": "pass", "passed": True, "n": 30, "detail": "30 of 30"}],
     )
     RunPoint.objects.create(
@@ -226,6 +226,11 @@ def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_r
     assert [(row["name"], row["value"], row["n"]) for row in entry["metrics"]] == [
         ("probe TTFT p95 at 4 deep", "212", 30)
     ]
+    assert entry["soak_length"] == "The probe ran 2 s only."  # its row's note under its result
+    # the monitoring thresholds its claim validates (the probe answered), none once the claim fails
+    assert validated_thresholds(candidate, [run], {"peak_concurrency": 64}) == {"validated_concurrency": 64}
+    run.verdicts = [{"name": "probe_answered", "status": "fail", "passed": False, "n": 30}]
+    assert validated_thresholds(candidate, [run], {"peak_concurrency": 64}) == {}
 
 
 def test_without_its_row_and_spec_the_test_is_refused():

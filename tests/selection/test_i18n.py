@@ -122,6 +122,10 @@ EVIDENCE_MESSAGE_MODULES = (
     "benchmarks/harness/load.py",
     "benchmarks/harness/workloads/common.py",
     "benchmarks/harness/workloads/stability.py",
+    "benchmarks/harness/workloads/long_context.py",
+    "benchmarks/harness/workloads/model_switch.py",
+    "benchmarks/harness/workloads/isolation.py",
+    "benchmarks/harness/workloads/replay.py",
     "selection/scoring/evidence.py",
 )
 

@@ -15,6 +15,7 @@ from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec
 from selection.domain.claims import Claim
+from selection.domain.messages import Message
 
 PARAMS = (
     ParamSpec("probe_depth", 4, "Probe depth (requests)", "requests", minimum=1),
@@ -60,6 +61,15 @@ def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Fig
     ]
 
 
+def thresholds(points: Sequence[PointRow], metadata: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
+    return {"validated_concurrency": planned.get("peak_concurrency")}
+
+
+def record_note(metadata: Mapping[str, Any]) -> Message | None:
+    stated = metadata.get("probe") or {}
+    return Message("The probe ran %(s)s s only.", {"s": stated["ran_s"]}) if stated.get("ran_s") else None
+
+
 PROBED = Claim(
     "probed",
     "probe",
@@ -80,6 +90,8 @@ TEST = ValidationTest(
     indicators=indicators,
     figures=figures,
     claims=(PROBED,),
+    thresholds=thresholds,
+    record_note=record_note,
     verdict_titles={"probe_answered": "The probe answered"},
     cli={"concurrency": "probe_depth"},
     params=PARAMS,

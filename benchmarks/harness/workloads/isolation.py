@@ -21,10 +21,12 @@ from benchmarks.harness.workloads.common import (
     Target,
     budget_verdicts,
     build_result,
+    detail_message_of,
     errors_verdict,
     make_verdict,
 )
 from benchmarks.harness.workloads.spec import TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.suite import isolation as suite_row
@@ -40,6 +42,7 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
+from selection.domain.messages import Message
 
 
 async def run_isolation(
@@ -214,6 +217,27 @@ def _isolation_figures(
     return figures
 
 
+# The isolation test's verdict details, as message templates (pages show them in their language).
+FLOOD_HELD = _(
+    "tenant B held %(held)s of %(concurrency)s long requests in flight on average (%(completed)s completed, "
+    "%(failed)s failed)"
+)
+NEVER_FLOODED = _("tenant A never ran under the flood")
+NO_LIMIT = _("no slowdown limit (params.max_ttft_slowdown): the TTFT budget decides")
+NO_LIMIT_SLOWDOWN = _(
+    "tenant A TTFT p95 under the flood is %(slowdown)sx alone; no limit set (params.max_ttft_slowdown): the TTFT "
+    "budget decides"
+)
+FEW_REQUESTS = _("TTFT p95 ratio from %(flood)s and %(alone)s requests: at least %(min)s each are needed")
+SLOWDOWN_WITH_INTERVAL = _(
+    "tenant A TTFT p95 under the flood is %(slowdown)sx alone (95%% CI %(low)s–%(high)s), n=%(flood)s/%(alone)s, "
+    "vs <= %(limit)sx"
+)
+SLOWDOWN = _("tenant A TTFT p95 under the flood is %(slowdown)sx alone, n=%(flood)s/%(alone)s, vs <= %(limit)sx")
+STRADDLES_LIMIT = _("%(detail)s: the interval straddles the limit")
+FLOOD_DID_NOT_LOAD = _("%(detail)s; tenant B's flood did not load the engine")
+
+
 def _isolation_verdicts(
     points: list[LoadPoint],
     alone: LoadOutcome,
@@ -229,8 +253,15 @@ def _isolation_verdicts(
         make_verdict(
             "flood_held",
             None,
-            f"tenant B held {held or 0:.1f} of {b_concurrency} long requests in flight on average "
-            f"({figures['b_requests_completed']} completed, {figures['b_requests_failed']} failed)",
+            Message(
+                FLOOD_HELD,
+                {
+                    "held": f"{held or 0:.1f}",
+                    "concurrency": b_concurrency,
+                    "completed": figures["b_requests_completed"],
+                    "failed": figures["b_requests_failed"],
+                },
+            ),
             held,
             b_concurrency,
             (figures["b_requests_completed"] + figures["b_requests_failed"]),
@@ -239,9 +270,7 @@ def _isolation_verdicts(
     ]
     flood_point = next((p for p in points if p.label == "tenant_a_flood"), None)
     if flood_point is None or flood is None:
-        verdicts.append(
-            make_verdict("tenant_a_protected", None, "tenant A never ran under the flood", status=NOT_EXERCISED)
-        )
+        verdicts.append(make_verdict("tenant_a_protected", None, Message(NEVER_FLOODED), status=NOT_EXERCISED))
         return verdicts
     judged = [errors_verdict([flood_point], name="zero_errors[tenant_a_flood]")]
     judged += budget_verdicts(flood_point, params, label="tenant_a_flood", records=flood.records)
@@ -250,37 +279,37 @@ def _isolation_verdicts(
     n = min(len(alone_ttft), len(flood_ttft))
     slowdown, interval = figures["a_ttft_p95_slowdown"], figures["a_ttft_p95_slowdown_interval"]
     if limit is None:
-        detail = (
-            "no slowdown limit (params.max_ttft_slowdown): the TTFT budget decides"
-            if slowdown is None
-            else f"tenant A TTFT p95 under the flood is {slowdown:.2f}x alone; no limit set "
-            "(params.max_ttft_slowdown): the TTFT budget decides"
-        )
+        detail = Message(NO_LIMIT) if slowdown is None else Message(NO_LIMIT_SLOWDOWN, {"slowdown": f"{slowdown:.2f}"})
         judged.append(verdict("tenant_a_ttft_slowdown", NOT_JUDGED, detail, slowdown, None, n, interval))
     else:
         limit = float(limit)
         if n < MIN_SAMPLES or slowdown is None:
             status = INSUFFICIENT_DATA
-            detail = (
-                f"TTFT p95 ratio from {len(flood_ttft)} and {len(alone_ttft)} requests: "
-                f"at least {MIN_SAMPLES} each are needed"
-            )
+            detail = Message(FEW_REQUESTS, {"flood": len(flood_ttft), "alone": len(alone_ttft), "min": MIN_SAMPLES})
         else:
             status = compare(slowdown, interval, limit)
+            figures_shown = {
+                "slowdown": f"{slowdown:.2f}",
+                "flood": len(flood_ttft),
+                "alone": len(alone_ttft),
+                "limit": f"{limit:g}",
+            }
             detail = (
-                f"tenant A TTFT p95 under the flood is {slowdown:.2f}x alone"
-                + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
-                + f", n={len(flood_ttft)}/{len(alone_ttft)}, vs <= {limit:g}x"
+                Message(
+                    SLOWDOWN_WITH_INTERVAL, {**figures_shown, "low": f"{interval[0]:.2f}", "high": f"{interval[1]:.2f}"}
+                )
+                if interval
+                else Message(SLOWDOWN, figures_shown)
             )
             if status == INCONCLUSIVE:
-                detail += ": the interval straddles the limit"
+                detail = Message(STRADDLES_LIMIT, {"detail": detail})
         judged.append(verdict("tenant_a_ttft_slowdown", status, detail, slowdown, limit, n, interval))
     if not exercised:  # an unloaded engine protects nobody: these observed no isolation
         judged = [
             verdict(
                 v["name"],
                 NOT_EXERCISED,
-                v["detail"] + "; tenant B's flood did not load the engine",
+                Message(FLOOD_DID_NOT_LOAD, {"detail": detail_message_of(v)}),
                 v["value"],
                 v["threshold"],
                 v["n"],

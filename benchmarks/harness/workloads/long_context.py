@@ -22,11 +22,13 @@ from benchmarks.harness.workloads.common import (
     Session,
     Target,
     build_result,
+    detail_message_of,
     errors_verdict,
     format_ms,
     require_param,
 )
 from benchmarks.harness.workloads.spec import TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from benchmarks.suite import long_context as suite_row
@@ -37,6 +39,35 @@ from benchmarks.verdicts import (
     PASS,
     judge_percentile,
     verdict,
+)
+from selection.domain.messages import Message
+
+# The long-context test's verdict details, as message templates (pages show them in their language;
+# an engine's own error is quoted as it wrote it).
+REQUIRED_SERVED = _(
+    "the required %(required)s tokens were sent and served (largest rung %(largest)s, %(served)s request(s) at or "
+    "above the requirement)"
+)
+RUNG_FAILED_WITH_ERROR = _(
+    "rung %(rung)s failed with the engine's error: %(error)s; largest successful input %(largest)s tokens, "
+    "required %(required)s"
+)
+RUNG_FAILED = _("rung %(rung)s failed; largest successful input %(largest)s tokens, required %(required)s")
+NEVER_SENT = _(
+    "the required %(required)s tokens were never sent (rungs %(rungs)s): add the requirement as the last rung"
+)
+NEVER_SENT_LARGEST = _(
+    "the required %(required)s tokens were never sent (rungs %(rungs)s, largest served %(largest)s): add the "
+    "requirement as the last rung"
+)
+NOTHING_TO_COMPARE = _(
+    "no short request streamed before the long one and no TTFT budget: nothing to compare (%(during)s during, "
+    "%(failed)s failed)"
+)
+WIDEST_GAP = _("short requests' widest gap between tokens during the long request (before: p95 %(before)s ms, n=%(n)s)")
+SHORT_FAILED = _(
+    "%(failed)s short request(s) failed or stalled past %(timeout)s s while the long request ran (%(errors)s); "
+    "%(detail)s"
 )
 
 
@@ -174,8 +205,7 @@ def _largest_rung_verdict(
         return verdict(
             "largest_rung_succeeds",
             PASS,
-            f"the required {required} tokens were sent and served (largest rung {largest_ok}, "
-            f"{served} request(s) at or above the requirement)",
+            Message(REQUIRED_SERVED, {"required": required, "largest": largest_ok, "served": served}),
             largest_ok,
             required,
             served,
@@ -184,9 +214,11 @@ def _largest_rung_verdict(
         return verdict(
             "largest_rung_succeeds",
             FAIL,
-            f"rung {failed_rung} failed"
-            + (f" with the engine's error: {failure_error}" if failure_error else "")
-            + f"; largest successful input {largest_ok or 0} tokens, required {required}",
+            Message(
+                RUNG_FAILED_WITH_ERROR if failure_error else RUNG_FAILED,
+                {"rung": failed_rung, "largest": largest_ok or 0, "required": required}
+                | ({"error": failure_error} if failure_error else {}),
+            ),
             largest_ok,
             required,
             served,
@@ -194,9 +226,10 @@ def _largest_rung_verdict(
     return verdict(
         "largest_rung_succeeds",
         NOT_EXERCISED,
-        f"the required {required} tokens were never sent (rungs {rungs}"
-        + (f", largest served {largest_ok}" if largest_ok else "")
-        + "): add the requirement as the last rung",
+        Message(
+            NEVER_SENT_LARGEST if largest_ok else NEVER_SENT,
+            {"required": required, "rungs": f"{rungs}"} | ({"largest": largest_ok} if largest_ok else {}),
+        ),
         largest_ok,
         required,
         served,
@@ -218,23 +251,26 @@ def _isolation_verdict(point: LoadPoint, params: dict[str, Any]) -> dict[str, An
         return verdict(
             name,
             FAIL if failed else INSUFFICIENT_DATA,
-            f"no short request streamed before the long one and no TTFT budget: nothing to compare "
-            f"({len(during)} during, {failed} failed)",
+            Message(NOTHING_TO_COMPARE, {"during": len(during), "failed": failed}),
             None,
             None,
             len(during) + failed,
         )
-    what = (
-        "short requests' widest gap between tokens during the long request "
-        f"(before: p95 {before_p95 or 0:.1f} ms, n={bg['before']['n']})"
-    )
+    what = Message(WIDEST_GAP, {"before": f"{before_p95 or 0:.1f}", "n": bg["before"]["n"]})
     judged = judge_percentile(name, during, 95, limit, what)
     if failed:
         return verdict(
             name,
             FAIL,
-            f"{failed} short request(s) failed or stalled past {bg['timeout_s']:g} s while the long request ran "
-            f"({'; '.join(bg['during']['errors'][:3])}); " + judged["detail"],
+            Message(
+                SHORT_FAILED,
+                {
+                    "failed": failed,
+                    "timeout": f"{bg['timeout_s']:g}",
+                    "errors": "; ".join(bg["during"]["errors"][:3]),
+                    "detail": detail_message_of(judged),
+                },
+            ),
             judged["value"],
             limit,
             len(during) + failed,

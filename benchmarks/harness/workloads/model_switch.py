@@ -24,11 +24,13 @@ from benchmarks.harness.workloads.common import (
     Target,
     budget_verdicts,
     build_result,
+    detail_message_of,
     make_verdict,
     require_param,
     series_in,
 )
 from benchmarks.harness.workloads.spec import TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.suite import model_switch as suite_row
@@ -40,8 +42,25 @@ from benchmarks.verdicts import (
     PASS,
     verdict,
 )
+from selection.domain.messages import NAME_SEPARATOR, Message
 
 SWITCH_MODES = ("endpoint", "restart")
+
+# The switch test's verdict details, as message templates (pages show them in their language).
+RESTART_REFUSED = _("%(detail)s; the restart was refused (%(status)s), so no switch happened")
+SWITCH_ERRORS = _(
+    "%(errors)s of %(n)s requests failed across the switch and the rollback (at most %(allowed)s allowed); "
+    "requests failed for %(down)s s in all"
+)
+NOTHING_AFTER_SWITCH = _("no request was sent after the switch")
+THE_SWITCH = _("the switch")
+THE_ROLLBACK = _("the rollback")
+NEVER_HAPPENED = _("%(what)s never happened (cancelled first)")
+NO_LATENCY_BUDGET = _("no latency budget: errors only")
+TOO_FEW_AFTER = _("%(n)s requests after %(what)s: at least %(window)s are needed")
+NEVER_RECOVERED = _("no run of %(window)s good requests (%(budget)s) in the %(span)s s after %(what)s (n=%(n)s)")
+RECOVERED = _("the budget (%(budget)s) held again %(recovery)s s after %(what)s (limit %(limit)s s, n=%(n)s)")
+FAILED_BEFORE_TOO = _("%(detail)s; the budget did not hold before the switch either")
 
 
 SWITCH_PHASES = ("before", "switched", "rolled_back")
@@ -376,7 +395,7 @@ def _switch_verdicts(
             verdict(
                 v["name"],
                 NOT_EXERCISED,
-                v["detail"] + f"; the restart was refused ({refused[0]['status']}), so no switch happened",
+                Message(RESTART_REFUSED, {"detail": detail_message_of(v), "status": f"{refused[0]['status']}"}),
                 v["value"],
                 v["threshold"],
                 v["n"],
@@ -499,14 +518,9 @@ def _switch_errors_verdict(
     errors = figures["switch_errors"] + figures["rollback_errors"]
     n = figures["switch_requests"] + figures["rollback_requests"]
     down = (figures["switch_downtime_s"] or 0.0) + (figures["rollback_downtime_s"] or 0.0)
-    detail = (
-        f"{errors} of {n} requests failed across the switch and the rollback (at most {allowed} allowed); "
-        f"requests failed for {down:.2f} s in all"
-    )
+    detail = Message(SWITCH_ERRORS, {"errors": errors, "n": n, "allowed": allowed, "down": f"{down:.2f}"})
     if n == 0:
-        return make_verdict(
-            "switch_errors", None, "no request was sent after the switch", None, allowed, 0, INSUFFICIENT_DATA
-        )
+        return make_verdict("switch_errors", None, Message(NOTHING_AFTER_SWITCH), None, allowed, 0, INSUFFICIENT_DATA)
     return make_verdict("switch_errors", errors <= allowed, detail, errors, allowed, n)
 
 
@@ -522,30 +536,39 @@ def _recovery_verdict(
 ) -> dict[str, Any]:
     limit = float(params.get("max_recovery_s") or 30.0)
     n = len(records)
-    what = "the switch" if name.endswith("switch") else "the rollback"
+    what = Message(THE_SWITCH if name.endswith("switch") else THE_ROLLBACK)
     if not happened:
-        return make_verdict(name, None, f"{what} never happened (cancelled first)", None, limit, n, NOT_EXERCISED)
-    budget = (
-        ", ".join(
-            f"{k.replace('_p95_ms', '').upper()} <= {params[k]:g} ms"
-            for k in ("ttft_p95_ms", "tpot_p95_ms")
-            if params.get(k) is not None
-        )
-        or "no latency budget: errors only"
-    )
+        return make_verdict(name, None, Message(NEVER_HAPPENED, {"what": what}), None, limit, n, NOT_EXERCISED)
+    parts = [
+        f"{k.replace('_p95_ms', '').upper()} <= {params[k]:g} ms"  # figures and units: the same in every language
+        for k in ("ttft_p95_ms", "tpot_p95_ms")
+        if params.get(k) is not None
+    ]
+    budget = NAME_SEPARATOR.join(parts) if parts else Message(NO_LATENCY_BUDGET)
     if recovery is None and n < window and (any(_good_for_budget(r, params) for r in records) or span_s <= limit):
         return make_verdict(
-            name, None, f"{n} requests after {what}: at least {window} are needed", None, limit, n, INSUFFICIENT_DATA
+            name,
+            None,
+            Message(TOO_FEW_AFTER, {"n": n, "what": what, "window": window}),
+            None,
+            limit,
+            n,
+            INSUFFICIENT_DATA,
         )
     if recovery is None:  # no run of good requests: none within budget for longer than allowed
         status = FAIL
-        detail = f"no run of {window} good requests ({budget}) in the {span_s:.1f} s after {what} (n={n})"
+        detail = Message(
+            NEVER_RECOVERED, {"window": window, "budget": budget, "span": f"{span_s:.1f}", "what": what, "n": n}
+        )
     else:
         status = PASS if recovery <= limit else FAIL
-        detail = f"the budget ({budget}) held again {recovery:.2f} s after {what} (limit {limit:g} s, n={n})"
+        detail = Message(
+            RECOVERED,
+            {"budget": budget, "recovery": f"{recovery:.2f}", "what": what, "limit": f"{limit:g}", "n": n},
+        )
     if baseline_failed and status != PASS:
         status = INCONCLUSIVE
-        detail += "; the budget did not hold before the switch either"
+        detail = Message(FAILED_BEFORE_TOO, {"detail": detail})
     return make_verdict(name, None, detail, recovery, limit, n, status)
 
 

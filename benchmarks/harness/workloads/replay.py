@@ -25,10 +25,16 @@ from benchmarks.harness.workloads.common import (
     make_verdict,
 )
 from benchmarks.harness.workloads.spec import TestSpec
+from benchmarks.harness.workloads.spec import gettext_noop as _
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
 from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.suite import trace_replay as suite_row
 from benchmarks.traces.replay import GROUPS
+from selection.domain.messages import Message
+
+# the replay's clock verdict, as message templates (pages show them in their language)
+NOTHING_SENT = _("no request was sent")
+SEND_LATENESS = _("send lateness p99 %(lateness)s ms against the trace's clock (limit %(limit)s ms)")
 
 
 async def run_trace_replay(
@@ -68,9 +74,9 @@ async def run_trace_replay(
         make_verdict(
             "arrivals_on_time",
             None if lateness is None else lateness <= LATE_SEND_MS,
-            "no request was sent"
+            Message(NOTHING_SENT)
             if lateness is None
-            else f"send lateness p99 {lateness:.2f} ms against the trace's clock (limit {LATE_SEND_MS:g} ms)",
+            else Message(SEND_LATENESS, {"lateness": f"{lateness:.2f}", "limit": f"{LATE_SEND_MS:g}"}),
             lateness,
             LATE_SEND_MS,
         )

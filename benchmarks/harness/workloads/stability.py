@@ -48,7 +48,7 @@ from benchmarks.verdicts import (
     two_sample_interval,
     verdict,
 )
-from selection.domain.messages import Message
+from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message
 
 
 async def run_stability(
@@ -125,9 +125,9 @@ async def run_stability(
     verdicts.extend(budget_verdicts(overall, params, records=outcome.records))
     verdicts.append(queue_wait_verdict(overall.extra.get("queue_wait"), params.get("ttft_p95_ms")))
     overall.extra.update({k: v for k, v in drift.items() if not k.endswith("_interval")})
-    soak_note = short_soak_note(params, duration)
+    soak_note = short_soak_message(params, duration)
     if soak_note:
-        notes.append(soak_note)
+        notes.append(str(soak_note))
     if outcome.cancelled:
         notes.append("cancelled: partial data")
     observed = _stability_observed(
@@ -252,17 +252,33 @@ def _engine_drift_verdicts(
     return verdicts
 
 
-def short_soak_note(params: dict[str, Any], duration: float) -> str | None:
+SHORT_DEMO_SOAK = _("short demo soak")
+SHORT_SOAK = _("short soak")
+SOAK_NOTE = _("%(kind)s of %(length)s: not the %(planned)s h the plan asks for")
+SOAK_NOTE_MULTI_TURN = _("%(note)s; multi-turn sessions")
+SOAK_NOTE_HOURS = _("%(note)s (the articles soak for hours)")
+
+
+def short_soak_message(params: dict[str, Any], duration: float) -> Message | None:
     """The label of a soak shorter than the articles' hours (`ARTICLES_SOAK_S`) or than the length the
     plan takes from the scenario (`recommended_duration_s`): never silent."""
     recommended = max(float(params.get("recommended_duration_s") or SOAK_S), ARTICLES_SOAK_S)
     if duration >= recommended:
         return None
-    kind = "short demo soak" if params.get("soak_label") == "demo" else "short soak"
+    kind = Message(SHORT_DEMO_SOAK if params.get("soak_label") == "demo" else SHORT_SOAK)
     length = f"{duration:g} s" if duration < 3600 else f"{duration / 3600:.2g} h"
-    why = "; multi-turn sessions" if int(params.get("session_turns") or 1) > 1 else ""
-    hours = " (the articles soak for hours)" if duration < ARTICLES_SOAK_S else ""
-    return f"{kind} of {length}: not the {recommended / 3600:g} h the plan asks for{why}{hours}"
+    note = Message(SOAK_NOTE, {"kind": kind, "length": length, "planned": f"{recommended / 3600:g}"})
+    if int(params.get("session_turns") or 1) > 1:
+        note = Message(SOAK_NOTE_MULTI_TURN, {"note": note})
+    if duration < ARTICLES_SOAK_S:
+        note = Message(SOAK_NOTE_HOURS, {"note": note})
+    return note
+
+
+def short_soak_note(params: dict[str, Any], duration: float) -> str | None:
+    """`short_soak_message` as English text (the run's notes, the CLI)."""
+    note = short_soak_message(params, duration)
+    return None if note is None else str(note)
 
 
 def soak_length(params: dict[str, Any], duration: float) -> dict[str, Any]:
@@ -686,6 +702,27 @@ def _fragmentation_verdict(
     }
 
 
+# The soak's one-sentence summary, clause by clause (joined by the clause separator of the language).
+OBSERVED_LOAD = _(
+    "c=%(c)s for %(duration)s s after a %(warmup)s s warm-up (%(excluded)s requests excluded), %(measured)s measured "
+    "requests (n=%(first)s first, %(last)s last window)"
+)
+OBSERVED_TURNS = _("sessions of %(turns)s turns, each turn sending its history")
+OBSERVED_LATENCY = _(
+    "TTFT p99 %(ttft_first)s -> %(ttft_last)s (%(ttft_drift)s), TPOT p99 %(tpot_first)s -> %(tpot_last)s "
+    "(%(tpot_drift)s)"
+)
+OBSERVED_KV_NONE = _("KV usage slope n/a")
+OBSERVED_KV = _("KV usage slope %(slope)s points/h (95%% CI %(low)s to %(high)s)")
+OBSERVED_KV_AFTER_FILL = _("%(kv)s after a warm-up fill to %(fill)s in %(seconds)s s")
+OBSERVED_WAITING = _("requests waiting %(first)s -> %(last)s")
+OBSERVED_QUEUE_WAIT = _("queue wait p95 %(first)s -> %(last)s ms")
+OBSERVED_PREEMPTIONS = _("preemptions %(first)s -> %(last)s/min")
+OBSERVED_FRAGMENTATION = _("fragmentation %(first)s -> %(last)s")
+OBSERVED_GPU = _("GPU memory %(slope)s MiB/h")
+OBSERVED_NO_GPU = _("GPU memory not measured (no NVML)")
+
+
 def _stability_observed(
     params: dict[str, Any],
     concurrency: int,
@@ -695,10 +732,11 @@ def _stability_observed(
     early: list[RequestRecord],
     late: list[RequestRecord],
     drift: dict[str, Any],
-    soak_note: str | None,
+    soak_note: Message | None,
     gpu: Any,
 ) -> dict[str, Any]:
-    """The one-sentence summary of the soak, with its figures."""
+    """The one-sentence summary of the soak, with its figures: English text (`line`) and the message
+    pages render in their language (`line_message`)."""
 
     def pct(key: str) -> str:
         value = drift.get(key)
@@ -711,47 +749,90 @@ def _stability_observed(
     ttft_early, ttft_late = p(early, "ttft_ms", 99), p(late, "ttft_ms", 99)
     tpot_early, tpot_late = p(early, "tpot_ms", 99), p(late, "tpot_ms", 99)
     slope = drift.get("kv_usage_slope_per_hour")
-    parts = [
-        (soak_note + "; " if soak_note else "")
-        + f"c={concurrency} for {duration:g} s after a {warmup:g} s warm-up ({len(outcome.warmup)} requests excluded), "
-        f"{len(outcome.records)} measured requests (n={len(early)} first, {len(late)} last window)",
-        f"TTFT p99 {format_ms(ttft_early)} -> {format_ms(ttft_late)} ({pct('ttft_ms_p99_drift_pct')}), "
-        f"TPOT p99 {format_ms(tpot_early)} -> {format_ms(tpot_late)} ({pct('tpot_ms_p99_drift_pct')})",
-        "KV usage slope "
-        + (
-            "n/a"
-            if slope is None
-            else f"{slope * 100:+.1f} points/h (95% CI {drift['kv_usage_slope_interval'][0] * 100:+.1f} to "
-            f"{drift['kv_usage_slope_interval'][1] * 100:+.1f})"
+    if slope is None:
+        kv = Message(OBSERVED_KV_NONE)
+    else:
+        low, high = drift["kv_usage_slope_interval"]
+        kv = Message(
+            OBSERVED_KV, {"slope": f"{slope * 100:+.1f}", "low": f"{low * 100:+.1f}", "high": f"{high * 100:+.1f}"}
         )
-        + (
-            f" after a warm-up fill to {drift['kv_fill_to']:.0%} in {drift['kv_fill_s']:.0f} s"
-            if drift.get("kv_fill_to") is not None
-            else ""
-        ),
-    ]
+    if drift.get("kv_fill_to") is not None:
+        kv = Message(
+            OBSERVED_KV_AFTER_FILL,
+            {"kv": kv, "fill": f"{drift['kv_fill_to']:.0%}", "seconds": f"{drift['kv_fill_s']:.0f}"},
+        )
+    parts: list[Any] = [soak_note] if soak_note else []
+    parts.append(
+        Message(
+            OBSERVED_LOAD,
+            {
+                "c": concurrency,
+                "duration": f"{duration:g}",
+                "warmup": f"{warmup:g}",
+                "excluded": len(outcome.warmup),
+                "measured": len(outcome.records),
+                "first": len(early),
+                "last": len(late),
+            },
+        )
+    )
     turns = int(params.get("session_turns") or 1)
     if turns > 1:
-        parts.insert(1, f"sessions of {turns} turns, each turn sending its history")
+        parts.append(Message(OBSERVED_TURNS, {"turns": turns}))
+    parts.append(
+        Message(
+            OBSERVED_LATENCY,
+            {
+                "ttft_first": format_ms(ttft_early),
+                "ttft_last": format_ms(ttft_late),
+                "ttft_drift": pct("ttft_ms_p99_drift_pct"),
+                "tpot_first": format_ms(tpot_early),
+                "tpot_last": format_ms(tpot_late),
+                "tpot_drift": pct("tpot_ms_p99_drift_pct"),
+            },
+        )
+    )
+    parts.append(kv)
     if drift.get("queue_waiting_first") is not None:
-        parts.append(f"requests waiting {drift['queue_waiting_first']:.1f} -> {drift['queue_waiting_last']:.1f}")
+        parts.append(
+            Message(
+                OBSERVED_WAITING,
+                {"first": f"{drift['queue_waiting_first']:.1f}", "last": f"{drift['queue_waiting_last']:.1f}"},
+            )
+        )
     if drift.get("queue_wait_p95_first_ms") is not None and drift.get("queue_wait_p95_last_ms") is not None:
         parts.append(
-            f"queue wait p95 {drift['queue_wait_p95_first_ms']:.0f} -> {drift['queue_wait_p95_last_ms']:.0f} ms"
+            Message(
+                OBSERVED_QUEUE_WAIT,
+                {"first": f"{drift['queue_wait_p95_first_ms']:.0f}", "last": f"{drift['queue_wait_p95_last_ms']:.0f}"},
+            )
         )
     if drift.get("preemptions_per_min_first") is not None:
         parts.append(
-            f"preemptions {drift['preemptions_per_min_first']:.1f} -> {drift['preemptions_per_min_last']:.1f}/min"
+            Message(
+                OBSERVED_PREEMPTIONS,
+                {
+                    "first": f"{drift['preemptions_per_min_first']:.1f}",
+                    "last": f"{drift['preemptions_per_min_last']:.1f}",
+                },
+            )
         )
     if drift.get("fragmentation_first") is not None:
-        parts.append(f"fragmentation {drift['fragmentation_first']:.3f} -> {drift['fragmentation_last']:.3f}")
+        parts.append(
+            Message(
+                OBSERVED_FRAGMENTATION,
+                {"first": f"{drift['fragmentation_first']:.3f}", "last": f"{drift['fragmentation_last']:.3f}"},
+            )
+        )
     if drift.get("gpu_memory_slope_mib_per_hour") is not None:
-        parts.append(f"GPU memory {drift['gpu_memory_slope_mib_per_hour']:+.0f} MiB/h")
+        parts.append(Message(OBSERVED_GPU, {"slope": f"{drift['gpu_memory_slope_mib_per_hour']:+.0f}"}))
     else:
-        parts.append("GPU memory not measured (no NVML)")
+        parts.append(Message(OBSERVED_NO_GPU))
+    line = Join(parts, CLAUSE_SEPARATOR)
     return {
-        "line": "; ".join(parts),
-        "soak_note": soak_note,
+        "line": str(line),
+        "line_message": line.to_dict(),
+        "soak_note": None if soak_note is None else str(soak_note),
         "duration_s": duration,
         "recommended_duration_s": float(params.get("recommended_duration_s") or SOAK_S),
         "soak_length": soak_length(params, duration),

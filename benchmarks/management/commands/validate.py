@@ -35,6 +35,7 @@ from django.core.management.base import BaseCommand, CommandError
 from benchmarks.harness import safety, workloads
 from benchmarks.harness.client_timing import RECEIVE_CLOCKS
 from benchmarks.suite import BY_ID, RUNNABLE_TEST_IDS, TESTS
+from benchmarks.suite.trace_replay import TEST as TRACE_REPLAY
 from benchmarks.traces.formats import FORMATS as TRACE_FORMATS
 from benchmarks.validation.target import CATALOG_SLUGS, documented_cache_model
 
@@ -131,7 +132,7 @@ class Command(BaseCommand):
             cache_model=documented_cache_model(CATALOG_SLUGS.get(opts["engine"], ""), None, opts["launch_flags"]),
         )
         extra = {}
-        if test == "prefix_reuse":
+        if BY_ID[test].off_variant:
             extra["off_target"] = workloads.prefix_off_target(
                 target, opts.get("prefix_off_endpoint"), opts.get("prefix_off_metrics_url")
             )
@@ -144,7 +145,7 @@ class Command(BaseCommand):
 
     def report(self, result, test: str, out: str | None) -> None:
         """The replay summary and observed line on stderr; the native JSON to `out` or stdout."""
-        if test == "trace_replay":
+        if test == TRACE_REPLAY.id:
             self.stderr.write(replay_summary(result))
         observed = (result.metadata.get("observed") or {}).get("line")
         if observed:
@@ -190,13 +191,16 @@ def check_options(opts: dict) -> None:
         raise CommandError(f"--sample: must be a positive number of requests, got {opts['sample']}")
     if not opts["speedup"] > 0:
         raise CommandError(f"--speedup: must be positive, got {opts['speedup']}")
-    if (opts.get("prefix_off_endpoint") or opts.get("prefix_off_metrics_url")) and test != "prefix_reuse":
-        raise CommandError("--prefix-off-endpoint: only the prefix_reuse test runs a caching-off variant")
+    row = BY_ID.get(test or TRACE_REPLAY.id)
+    if (opts.get("prefix_off_endpoint") or opts.get("prefix_off_metrics_url")) and not row.off_variant:
+        taking = " or ".join(other.id for other in TESTS if other.off_variant)
+        raise CommandError(f"--prefix-off-endpoint: only the {taking} test runs a caching-off variant")
     if opts.get("prefix_off_metrics_url") and not opts.get("prefix_off_endpoint"):
         raise CommandError("--prefix-off-metrics-url: give --prefix-off-endpoint too")
     if opts["max_context"] is not None:
-        if test != "long_context":
-            raise CommandError("--max-context: applies to --test long_context only")
+        if "max_context" not in row.plan_flags:
+            taking = ", ".join(other.id for other in TESTS if "max_context" in other.plan_flags)
+            raise CommandError(f"--max-context: applies to --test {taking} only")
         if opts["max_context"] < 1:
             raise CommandError(f"--max-context: must be a positive number of tokens, got {opts['max_context']}")
     if opts["kv_capacity_tokens"] is not None and opts["kv_capacity_tokens"] < 1:
@@ -209,11 +213,12 @@ def plan_params(opts: dict) -> tuple[str, dict]:
     """The test to run (a trace replay without --test) and its planned parameters."""
     test = opts["test"]
     if test is None:
-        test = "trace_replay"
+        test = TRACE_REPLAY.id
         params = workloads.plan(test)
         params.update(trace=opts["trace"], format=opts["trace_format"], speedup=opts["speedup"], sample=opts["sample"])
     else:
-        params = workloads.plan(test, **({"max_context": opts["max_context"]} if opts["max_context"] else {}))
+        flags = BY_ID[test].plan_flags
+        params = workloads.plan(test, **{keyword: opts[flag] for flag, keyword in flags.items() if opts.get(flag)})
         if opts["trace"]:
             if "trace" not in BY_ID[test].cli:
                 taking = [row.id for row in TESTS if "trace" in row.cli]

@@ -4,6 +4,8 @@ how a figure or an estimate is written into a plan.
 
 from __future__ import annotations
 
+from selection.domain.messages import Message
+
 GiB = 1024**3
 
 ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy", "llamacpp")
@@ -47,10 +49,15 @@ def json_number(x: float) -> float | int:
     return int(x) if float(x).is_integer() else round(float(x), 4)
 
 
-def labelled_estimate(name: str, value: float, source: str, overridden: bool = False) -> dict:
-    """An estimated input as the plan lists it, its source saying whether it was measured/given."""
-    return {
+def labelled_estimate(name: str, value: float, source: str | Message, overridden: bool = False) -> dict:
+    """An estimated input as the plan lists it, its source saying whether it was measured/given:
+    `source` as English text (the API, the CLI), and, when written as a message, also as the stored
+    message (`source_message`) that pages render in their language."""
+    item = {
         "name": name,
         "value": json_number(value),
-        "source": ("measured/override: " if overridden else "estimate: ") + source,
+        "source": ("measured/override: " if overridden else "estimate: ") + str(source),
     }
+    if isinstance(source, Message):
+        item["source_message"] = source.to_dict()
+    return item

@@ -42,27 +42,52 @@ LMDEPLOY_MAX_BATCH_SIZE = {"a100": 384, "a800": 384, "h100": 1024, "h800": 1024,
 LMDEPLOY_OTHER_MAX_BATCH_SIZE = 128
 
 
-def _default_fraction(inputs: CapacityInputs, fallback: float, fallback_source: str) -> tuple[float, str]:
+# Where each estimated input comes from (the plan's `estimates`), as message templates: the capacity
+# page shows them in its language; the API and the CLI keep the English text.
+PASS_YOURS = _("%(source)s; pass the value you run")
+ACTIVATION_HEURISTIC = _(
+    "profile-run heuristic: %(tokens)s batched tokens x (3 x MLP width / TP + 6 x hidden) x 2 B + %(seqs)s seqs x "
+    "vocab logits fp32 x 2; replace with the engine log's 'activation peak' / torch peak"
+)
+VLLM_DEFAULT_SOURCE = _(
+    "vLLM default %(default)s in v0.33.0 (%(previous)s in v0.11.0 and before; vllm/config/cache.py)"
+)
+VLLM_NON_TORCH = _(
+    "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers under TP): ~0.25 GiB on "
+    "one GPU, ~1.5 GiB with TP/PP"
+)
+VLLM_CUDA_GRAPHS = _("vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)")
+SGLANG_DEFAULT_BY_TP = _(
+    "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer releases derive it "
+    "from GPU memory - pass the value you run"
+)
+TRTLLM_DEFAULT = _("TensorRT-LLM KvCacheConfig default 0.9")
+RUNTIME_OVERHEAD = _("CUDA context + runtime buffers (~1 GiB)")
+LMDEPLOY_DEFAULT = _("LMDeploy --cache-max-entry-count default 0.8 (lmdeploy/messages.py, v0.16.0)")
+CONTEXT_OUTSIDE_TORCH = _("CUDA context and NCCL buffers outside torch: ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP")
+LMDEPLOY_RUNTIME = _(
+    "LMDeploy PyTorch engine runtime reserve (max_prefill_token_num %(prefill)s + 2 x max_batch_size %(batches)s) x "
+    "vocab x 2 B, set aside before the fraction (lmdeploy/pytorch/engine/executor/base.py _get_runtime_size, v0.16.0)"
+)
+LLAMACPP_BUFFERS = _("llama.cpp compute buffers + CUDA context (~1 GiB)")
+
+
+def _default_fraction(inputs: CapacityInputs, fallback: float, fallback_source: Message) -> tuple[float, Message]:
     """The engine version's default memory fraction (from the catalog) when given, else `fallback`."""
     if inputs.memory_default is not None:
         value, source = inputs.memory_default
-        return float(value), f"{source}; pass the value you run"
-    return fallback, f"{fallback_source}; pass the value you run"
+        return float(value), Message(PASS_YOURS, {"source": source})
+    return fallback, Message(PASS_YOURS, {"source": fallback_source})
 
 
-def _activation_estimate(inputs: CapacityInputs) -> tuple[float, str]:
+def _activation_estimate(inputs: CapacityInputs) -> tuple[float, Message]:
     spec = inputs.model
     tokens = vllm_batched_tokens(inputs)
     inter = spec.intermediate_size or 4 * spec.hidden_size
     per_token = (3 * inter / inputs.tp + 6 * spec.hidden_size) * 2
     logits = inputs.max_num_seqs * spec.vocab_size / inputs.tp * 4 * 2
     value = tokens * per_token + logits
-    src = (
-        f"profile-run heuristic: {tokens} batched tokens x (3 x MLP width / TP + 6 x hidden) x 2 B "
-        f"+ {inputs.max_num_seqs} seqs x vocab logits fp32 x 2; replace with the engine log's "
-        f"'activation peak' / torch peak"
-    )
-    return value, src
+    return value, Message(ACTIVATION_HEURISTIC, {"tokens": tokens, "seqs": inputs.max_num_seqs})
 
 
 @dataclass
@@ -92,7 +117,7 @@ def _activation(inputs: CapacityInputs, estimates: list[dict]) -> float:
     return value
 
 
-def _overhead(inputs: CapacityInputs, name: str, default: float, source: str, estimates: list[dict]) -> float:
+def _overhead(inputs: CapacityInputs, name: str, default: float, source: Message, estimates: list[dict]) -> float:
     """Memory outside the engine's pools (`non_torch_bytes` when given, else `default`, an estimate)."""
     given = inputs.non_torch_bytes
     value = float(given) if given is not None else default
@@ -118,8 +143,13 @@ def _vllm_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
         util, source = _default_fraction(
             inputs,
             VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-            f"vLLM default {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.33.0 "
-            f"({VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION} in v0.11.0 and before; vllm/config/cache.py)",
+            Message(
+                VLLM_DEFAULT_SOURCE,
+                {
+                    "default": f"{VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}",
+                    "previous": f"{VLLM_PREVIOUS_DEFAULT_GPU_MEMORY_UTILIZATION}",
+                },
+            ),
         )
         estimates.append(labelled_estimate("gpu_memory_utilization", util, source))
     budget = total * util
@@ -128,8 +158,7 @@ def _vllm_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
         inputs,
         "non_torch_bytes",
         _context_overhead(inputs),
-        "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers "
-        "under TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
+        Message(VLLM_NON_TORCH),
         estimates,
     )
     cg = inputs.cuda_graph_bytes
@@ -138,7 +167,7 @@ def _vllm_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
         labelled_estimate(
             "cuda_graph_bytes",
             graphs,
-            "vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)",
+            Message(VLLM_CUDA_GRAPHS),
             cg is not None,
         )
     )
@@ -157,7 +186,7 @@ def _sglang_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
     total, estimates = float(inputs.gpu_memory_bytes), []
     frac = inputs.mem_fraction_static
     if frac is None and inputs.memory_default is not None:
-        frac, source = _default_fraction(inputs, 0.0, "")
+        frac, source = _default_fraction(inputs, 0.0, Message(SGLANG_DEFAULT_BY_TP))
         estimates.append(labelled_estimate("mem_fraction_static", frac, source))
     elif frac is None:
         frac = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83}.get(inputs.tp, 0.79 if inputs.tp >= 16 else 0.88)
@@ -165,8 +194,7 @@ def _sglang_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
             labelled_estimate(
                 "mem_fraction_static",
                 frac,
-                "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer "
-                "releases derive it from GPU memory - pass the value you run",
+                Message(SGLANG_DEFAULT_BY_TP),
             )
         )
     breakdown = {"static_budget": total * frac, "activations_and_graphs": total * (1 - frac)}
@@ -179,14 +207,10 @@ def _trtllm_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
     estimates: list[dict] = []
     frac = inputs.free_gpu_memory_fraction
     if frac is None:
-        frac, source = _default_fraction(
-            inputs, TRTLLM_DEFAULT_FREE_GPU_MEMORY_FRACTION, "TensorRT-LLM KvCacheConfig default 0.9"
-        )
+        frac, source = _default_fraction(inputs, TRTLLM_DEFAULT_FREE_GPU_MEMORY_FRACTION, Message(TRTLLM_DEFAULT))
         estimates.append(labelled_estimate("free_gpu_memory_fraction", frac, source))
     act = _activation(inputs, estimates)
-    runtime = _overhead(
-        inputs, "runtime_overhead_bytes", 1.0 * GiB, "CUDA context + runtime buffers (~1 GiB)", estimates
-    )
+    runtime = _overhead(inputs, "runtime_overhead_bytes", 1.0 * GiB, Message(RUNTIME_OVERHEAD), estimates)
     free = float(inputs.gpu_memory_bytes) - w_rank - act - runtime
     pool = KVPool(free * frac, {"free_after_load": free, "activation_peak": act, "runtime": runtime}, estimates)
     pool.notes.append(Message(_("TensorRT-LLM: free_gpu_memory_fraction applies to FREE memory after loading")))
@@ -206,14 +230,14 @@ def _lmdeploy_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool
         frac, source = _default_fraction(
             inputs,
             LMDEPLOY_DEFAULT_CACHE_MAX_ENTRY_COUNT,
-            "LMDeploy --cache-max-entry-count default 0.8 (lmdeploy/messages.py, v0.16.0)",
+            Message(LMDEPLOY_DEFAULT),
         )
         estimates.append(labelled_estimate("cache_max_entry_count", frac, source))
     non_torch = _overhead(
         inputs,
         "non_torch_bytes",
         _context_overhead(inputs),
-        "CUDA context and NCCL buffers outside torch: ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP",
+        Message(CONTEXT_OUTSIDE_TORCH),
         estimates,
     )
     batches = next(
@@ -227,9 +251,7 @@ def _lmdeploy_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool
         labelled_estimate(
             "activation_peak_bytes",
             runtime,
-            f"LMDeploy PyTorch engine runtime reserve (max_prefill_token_num {LMDEPLOY_MAX_PREFILL_TOKEN_NUM} "
-            f"+ 2 x max_batch_size {batches}) x vocab x 2 B, set aside before the fraction "
-            "(lmdeploy/pytorch/engine/executor/base.py _get_runtime_size, v0.16.0)",
+            Message(LMDEPLOY_RUNTIME, {"prefill": LMDEPLOY_MAX_PREFILL_TOKEN_NUM, "batches": batches}),
             inputs.activation_peak_bytes is not None,
         )
     )
@@ -261,9 +283,7 @@ def _llamacpp_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool
         )
     notes.append(Message(template, {"cells": layout.n_ctx, "slots": layout.slots, "per_sequence": layout.n_ctx_seq}))
     estimates: list[dict] = []
-    buffers = _overhead(
-        inputs, "compute_buffers_bytes", 1.0 * GiB, "llama.cpp compute buffers + CUDA context (~1 GiB)", estimates
-    )
+    buffers = _overhead(inputs, "compute_buffers_bytes", 1.0 * GiB, Message(LLAMACPP_BUFFERS), estimates)
     if w_rank + buffers + kv_mem > inputs.gpu_memory_bytes:
         notes.append(
             Message(

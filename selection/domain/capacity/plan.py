@@ -132,9 +132,12 @@ def _gpu_memory_estimates(inputs: CapacityInputs) -> list[dict]:
     """The GPU's total memory, listed as an estimate when it came from the table of GPUs."""
     total = float(inputs.gpu_memory_bytes)
     if inputs.gpu_name in GPU_MEMORY_GIB and int(GPU_MEMORY_GIB[inputs.gpu_name] * GiB) == int(total):
-        source = (
-            f"{inputs.gpu_name} total as torch/vLLM report it (approximate table value); pass the "
-            f"measured 'total_gpu_memory' to be exact"
+        source = Message(
+            _(
+                "%(gpu)s total as torch/vLLM report it (approximate table value); pass the measured "
+                "'total_gpu_memory' to be exact"
+            ),
+            {"gpu": inputs.gpu_name},
         )
         return [labelled_estimate("gpu_memory_bytes", total, source)]
     return []

@@ -12,6 +12,7 @@ from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.workloads.stability import SoakSessions, kv_slope_verdict
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.server import start_server
+from benchmarks.verdicts import MIN_SAMPLES
 
 CONSTRAINTS = {
     "peak_concurrency": 16,
@@ -22,10 +23,11 @@ CONSTRAINTS = {
     "max_output_tokens": 256,
     "ttft_p95_ms": 1000,
 }
-# a few seconds of soak: the KV slope can only be bounded loosely (points of the pool per hour)
+# a few seconds of soak: the KV slope can only be bounded loosely (points of the pool per hour); the
+# drift windows are 2.5 s (1.3 s held 5 to 9 requests on a loaded 2-core box, under the 20 a percentile needs)
 SHORT_SOAK = {
-    "duration_s": 4.0,
-    "window_s": 1.3,
+    "duration_s": 6.0,
+    "window_s": 2.5,
     "warmup_s": 0.5,
     "metrics_interval_s": 0.1,
     "max_kv_slope_per_hour": 15,
@@ -75,19 +77,34 @@ def test_a_steady_engine_holds_its_latency_and_kv_usage():
     assert v["fragmentation_stable"]["status"] != "fail", v["fragmentation_stable"]
     assert v["gpu_memory_slope"]["status"] == "not_judged" and "NVML" in v["gpu_memory_slope"]["detail"]
     assert v["preemption_rate_trend"]["status"] == "pass"
-    assert v["ttft_p50_drift"]["status"] != "fail" and v["ttft_p50_drift"]["n"] > 0
+    ttft = v["ttft_p50_drift"]
+    assert ttft["status"] != "fail" and ttft["n"] > 0
     # the lengths are mixed (drawn from the distribution), and the warm-up was left out
     prompts = result.requests["prompt_tokens"]
     assert prompts.max() > 3 * prompts.median()
     assert result.metadata["warmup_excluded"]["requests"] > 0
     observed = result.metadata["observed"]
-    assert observed["line"].startswith("short soak of 4 s: not the 2 h the plan asks for (the articles soak for hours)")
+    assert observed["line"].startswith("short soak of 6 s: not the 2 h the plan asks for (the articles soak for hours)")
     assert observed["soak_length"]["shorter_than_articles"] and observed["soak_length"]["planned_s"] == 7200
-    assert observed["first_window_n"] >= 20 and observed["kv_usage_slope_per_hour"] is not None
+    assert observed["kv_usage_slope_per_hour"] is not None
+    # the drift is judged on the windows' requests, and only with MIN_SAMPLES in each (how many a window
+    # holds depends on the box's speed: judged on a quiet one, insufficient data on a starved one)
+    windows = (observed["first_window_n"], observed["last_window_n"])
+    assert ttft["n"] == sum(windows) and min(windows) > 0, (ttft, windows)
+    assert (ttft["status"] != "insufficient_data") == (min(windows) >= MIN_SAMPLES), (ttft, windows)
+
+
+# The leak is judged per wall second, so it must not depend on how fast this process runs. At full speed
+# the simulator is CPU-bound: a loaded CI box finished 33 to 55 requests in 6 s, a quieter one over 100,
+# and the KV curve bent with the box's load (read as a warm-up fill: the slope passed at 4/h) while the
+# fragmentation ratio, near 1 after a fast soak, rose too little to judge (2 runs in 5 failed under load).
+# A quarter of real time makes the simulated engine the bottleneck (26 to 33 requests however loaded), and
+# a 16-block leak per request still climbs about 50/h against the 15/h limit and fragmentation by 0.3.
+LEAKING = SimConfig(num_blocks=4000, fault_kv_leak_blocks_per_request=16, time_scale=0.25)
 
 
 def test_a_leaking_engine_fails_on_its_kv_slope_and_fragmentation():
-    result = soak(SimConfig(num_blocks=4000, fault_kv_leak_blocks_per_request=8), {"duration_s": 6.0, "window_s": 2.0})
+    result = soak(LEAKING, {"duration_s": 6.0, "window_s": 2.0})
     v = verdicts(result)
     slope = v["kv_usage_slope"]
     assert slope["status"] == "fail" and slope["interval"][0] > slope["threshold"], slope

@@ -1,6 +1,7 @@
 """The soak's verdict details are messages: the English text the API and the CLI show stays as it
 was, and a Chinese page renders the same figures in Chinese."""
 
+import re
 from types import SimpleNamespace
 
 from benchmarks.harness.metrics import MetricsRecording
@@ -72,3 +73,57 @@ def test_no_nvml_says_why_in_words_in_both_languages():
         SimpleNamespace(available=False, reason="unavailable: Unknown Error"), (0, 1), {}
     )
     assert other["detail"].endswith("(unavailable: Unknown Error)")  # an unknown cause as NVML wrote it
+
+
+def test_the_short_soak_note_and_the_observed_line_render_in_chinese():
+    params = {"recommended_duration_s": 7200, "soak_label": "demo", "session_turns": 1}
+    note = stability.short_soak_message(params, 16)
+    assert (
+        str(note)
+        == stability.short_soak_note(params, 16)
+        == ("short demo soak of 16 s: not the 2 h the plan asks for (the articles soak for hours)")
+    )
+    assert (
+        message_text(note, "zh-hans")
+        == "演示用的短长稳测试，时长 16 s：不是计划要求的 2 小时（文章中的长稳测试以小时计）"
+    )
+    outcome = SimpleNamespace(warmup=[1, 2], records=[1, 2, 3])
+    drift = {"kv_usage_slope_per_hour": None, "fragmentation_first": 0.1, "fragmentation_last": 0.2}
+    gpu = SimpleNamespace(available=False)
+    observed = stability._stability_observed(params, 4, 16.0, 2.0, outcome, [], [], drift, note, gpu)
+    assert observed["line"].startswith(
+        "short demo soak of 16 s: not the 2 h the plan asks for (the articles soak for hours); c=4 for 16 s after a "
+        "2 s warm-up (2 requests excluded), 3 measured requests (n=0 first, 0 last window); TTFT p99 "
+    )
+    assert observed["line"].endswith("; fragmentation 0.100 -> 0.200; GPU memory not measured (no NVML)")
+    line = message_text(observed["line_message"], "zh-hans")
+    assert line.startswith("演示用的短长稳测试，时长 16 s：") and line.endswith(
+        "；碎片率 0.100 → 0.200；未测量 GPU 显存（没有 NVML）"
+    )
+
+
+def test_the_chinese_templates_hold_no_english_a_chinese_reader_would_meet():
+    from django.utils import translation
+
+    from benchmarks.harness.workloads import isolation, long_context, model_switch, replay
+    from selection.capacity import display
+    from selection.domain.capacity import engines
+    from selection.domain.scoring import sentences
+    from selection.scoring import evidence
+    from tests.e2e.pagechecks import english_words, identifiers
+
+    templates = [
+        value
+        for module in (stability, isolation, long_context, model_switch, replay, engines, evidence)
+        for name, value in vars(module).items()
+        if name.isupper() and isinstance(value, str) and len(value) > 3
+    ]
+    templates += list(sentences.METRIC_NAMES.values()) + list(display.ESTIMATE_LABELS.values())
+    templates += list(stability.NVML_REASONS.values())
+    with translation.override("zh-hans"):
+        translated = {t: translation.gettext(t) for t in templates}
+        translated = {t: text for t, text in translated.items() if text != t}  # the messages, not other constants
+        assert len(translated) > 80
+        for template, text in translated.items():
+            text = re.sub(r"%\(\w+\)s", "", text)
+            assert not english_words(text) and not identifiers(text), (template, text)
