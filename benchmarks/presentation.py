@@ -13,8 +13,10 @@ import logging
 import math
 from typing import Any, Mapping, Sequence
 
-from benchmarks import charts, suite
+from benchmarks import suite
 from benchmarks import verdicts as verdict_status
+from benchmarks.charts import catalog as chart_catalog
+from benchmarks.charts import style as chart_style
 from benchmarks.result import DEFINITIONS, STAT_KEYS
 from benchmarks.suite.base import Figure
 from selection.domain import messages
@@ -663,15 +665,15 @@ def inline_svg(svg: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _chart_cached(name: str, arguments: str, language: str) -> str:
-    return inline_svg(charts.CHARTS[name](**json.loads(arguments)))
+    return inline_svg(chart_catalog.CHARTS[name](**json.loads(arguments)))
 
 
 def chart_svg(name: str, **arguments) -> str:
     """A chart as inline SVG ("" when the input cannot be drawn); identical inputs in the same
     language render once."""
     try:
-        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str), charts.translation_key())
-    except (charts.ChartInputError, ValueError, TypeError) as error:
+        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str), chart_style.translation_key())
+    except (chart_style.ChartInputError, ValueError, TypeError) as error:
         logger.warning("chart %s not drawn: %s", name, error)
         return ""
 

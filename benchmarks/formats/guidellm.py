@@ -50,6 +50,12 @@ from benchmarks.formats.common import (
     stats_from_array,
 )
 from benchmarks.result import CANCELLED, LoadPoint, NormalizedResult, Stats
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 DEFINITIONS = {
     "ttft_ms": "guidellm time_to_first_token_ms: first token iteration - request start (same as kvselect)",
@@ -85,23 +91,23 @@ PERCENTILE_ORDER = ("p001", "p01", "p05", "p10", "p25", "p50", "p75", "p90", "p9
 # --- JSON ---------------------------------------------------------------------------------------
 
 
-def sniff_json(source: Source) -> str | None:
+def sniff_json(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "{":
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     doc = source.doc_with('"benchmarks"')
     if not isinstance(doc, dict):
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     if "benchmarks" not in doc:
-        return "no top-level 'benchmarks' key"
+        return Message(_("no top-level 'benchmarks' key"))
     benchmarks = doc["benchmarks"]
     if not isinstance(benchmarks, list):
         return None  # recognised; parse names the bad type
     extra = set(doc) - {"benchmarks", "args", "metadata", "config", "conclusions"}
     versioned = isinstance(doc.get("metadata"), dict) and "guidellm_version" in doc["metadata"]
     if extra and not versioned:  # a newer guidellm may add keys; an unversioned stranger may not
-        return f"unexpected top-level keys {sorted(extra)[:5]} for a guidellm report"
+        return Message(_("unexpected top-level keys %(keys)s for a guidellm report"), {"keys": str(sorted(extra)[:5])})
     if benchmarks and isinstance(benchmarks[0], dict) and "metrics" not in benchmarks[0]:
-        return "benchmarks[0] has no 'metrics'"
+        return Message(_("benchmarks[0] has no 'metrics'"))
     return None
 
 
@@ -534,13 +540,16 @@ def _csv_rows(source: Source) -> list[list[str]]:
         raise FormatError(f"unreadable CSV: {error}") from None
 
 
-def sniff_csv(source: Source) -> str | None:
+def sniff_csv(source: Source) -> str | Message | None:
     first = source.head.split("\n", 1)[0]
     if first.startswith("Type,Run Id,Id,Name,"):
         return None  # guidellm <=0.3: one header row
     if not (first.startswith("Run Info,") or first.startswith("Benchmark,")):
-        return (
-            "first CSV header row does not start with guidellm's 'Run Info'/'Benchmark' group (or 0.3's 'Type,Run Id')"
+        return Message(
+            _(
+                "first CSV header row does not start with guidellm's 'Run Info'/'Benchmark' group "
+                "(or 0.3's 'Type,Run Id')"
+            )
         )
     return None
 

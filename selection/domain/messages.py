@@ -144,9 +144,11 @@ def pgettext(context: str, msgid: str) -> Message:
     return Message(msgid, context=context)
 
 
-# The two list separators every sentence shares.
+# The separators every sentence shares: between names, between clauses, and between a label and its
+# value ("TTFT p95: pass"; Chinese "TTFT p95：通过").
 NAME_SEPARATOR = pgettext("list separator between names", ", ")
 CLAUSE_SEPARATOR = pgettext("list separator between clauses", "; ")
+LABEL_SEPARATOR = pgettext("separator between a label and its value", ": ")
 
 
 def is_message_dict(value: Any) -> bool:

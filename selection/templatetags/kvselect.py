@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.utils import timezone
 from django.utils.formats import number_format
-from django.utils.html import escape, format_html
+from django.utils.html import conditional_escape, escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy, pgettext
@@ -23,7 +23,7 @@ from selection.i18n import certificate_name, criterion_name, domain_text, messag
 from selection.i18n import role_name as role_label
 from selection.models import Constraints, Selection
 from selection.records.staleness import staleness
-from selection.records.summary import item_label
+from selection.records.summary import item_label, item_name
 
 register = template.Library()
 
@@ -49,6 +49,30 @@ VERDICT_STATUS_LABELS = {
 def verdict_status(status: str) -> str:
     """A verdict status (benchmarks.verdicts.STATUSES) in the reader's language."""
     return str(VERDICT_STATUS_LABELS.get(status, status))
+
+
+LAUNCH_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
+
+
+@register.filter
+def flags_as_code(text) -> str:
+    """Text with the engine launch flags it names ("--kv-offloading-size 8") set as code: a flag is
+    typed as it stands in any language, so a Chinese cost formula shows it apart from its words."""
+    escaped = str(conditional_escape(text if text is not None else ""))
+    return mark_safe(LAUNCH_FLAG.sub(lambda m: f"<code>{m.group(0)}</code>", escaped))
+
+
+@register.filter
+def check_item(item) -> str:
+    """A project check's item ("audit_trail") by its name in the active language."""
+    return item_name(str(item or ""))
+
+
+@register.filter
+def open_item(key) -> str:
+    """One of a record's open items ("readiness.logs", "acceptance.pilot_result") as a reader names it."""
+    section, _dot, item = str(key or "").partition(".")
+    return item_label(section, item) if item else item_name(section)
 
 
 @register.filter
