@@ -38,7 +38,18 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 # Each costs 0.05 to 0.5 s of every process's start-up (`python -X importtime manage.py check`).
-FORBIDDEN = ("weasyprint", "pandas", "matplotlib", "pyarrow", "pyhanko", "aiohttp", "numpy", "uharfbuzz", "fontTools")
+FORBIDDEN = (
+    "weasyprint",
+    "pandas",
+    "matplotlib",
+    "pyarrow",
+    "pyhanko",
+    "aiohttp",
+    "numpy",
+    "uharfbuzz",
+    "fontTools",
+    "prometheus_client",
+)
 # The harness modules a page or a service may use: leaves with no HTTP client, event loop or trace
 # reader (the outbound allow-list, the candidate probes, the documented cache model, the estimates,
 # the client's timing rules). Anything else under benchmarks.harness is the load generator.
