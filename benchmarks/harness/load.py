@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
 from benchmarks.harness import workers as worker_processes
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.stopping import LIMITS, EarlyStop
 from benchmarks.result import LoadPoint, Stats
 from selection.domain.messages import Message, to_json

@@ -7,13 +7,13 @@ import math
 import time
 from typing import Any, Callable
 
-from benchmarks.harness.client import RequestRecord
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
     summarize,
 )
 from benchmarks.harness.prompts import PromptFactory
+from benchmarks.harness.request_record import RequestRecord
 from benchmarks.harness.workloads.common import (
     TRUNCATION_TOLERANCE,
     Cancelled,

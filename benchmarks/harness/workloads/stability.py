@@ -9,7 +9,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.harness.client import RequestRecord
 from benchmarks.harness.load import (
     LoadConfig,
     LoadOutcome,
@@ -18,6 +17,7 @@ from benchmarks.harness.load import (
 )
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.queueing import queue_growth_verdict, queue_wait_verdict
+from benchmarks.harness.request_record import RequestRecord
 from benchmarks.harness.workloads.common import (
     PlanError,
     Reporter,

@@ -14,7 +14,6 @@ import aiohttp
 
 from benchmarks.harness import swap
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.client_timing import client_slack_ms, load_held
 from benchmarks.harness.load import (
     LoadConfig,
@@ -22,6 +21,7 @@ from benchmarks.harness.load import (
     run_load,
     summarize,
 )
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.workloads.common import (
     KV_BASELINE_TOLERANCE,
     NOT_HELD,

@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.harness import load as load_module
 from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client import OpenAIClient
 from benchmarks.harness.load import (
     PROCESS_CONCURRENCY,
     LoadConfig,
@@ -20,6 +20,7 @@ from benchmarks.harness.load import (
     run_load,
     summarize,
 )
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.perf.wire_mock import WireMockConfig, WireMockServer
 from benchmarks.simulator.mock_server import MockConfig
 
