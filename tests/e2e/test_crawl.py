@@ -82,7 +82,7 @@ def user_texts(selections) -> set[str]:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from benchmarks.charts import LEGEND_WIDTH, TICK_WIDTH, wrap
+    from benchmarks.charts.style import LEGEND_WIDTH, TICK_WIDTH, wrap
     from selection.i18n import person_name
 
     CHART_WRAP_WIDTHS = (TICK_WIDTH, LEGEND_WIDTH, 18, 36, 40, 90)  # the widths benchmarks.charts wraps at
