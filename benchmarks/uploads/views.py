@@ -11,7 +11,6 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from benchmarks.formats.base import reason_of
 from benchmarks.models import BenchmarkRun
 from benchmarks.storage import StorageFailure
 from benchmarks.uploads.forms import ResultUploadForm, UploadTokenForm
@@ -141,7 +140,8 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
 def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | None, bool, dict | None]:
     """Ingest a valid upload form's file: (run, created, None), or (None, False, the parsers' refusals or
     None) with the reason attached to the form. A storage failure is raised (the caller answers 507)."""
-    from benchmarks.uploads.ingest import IngestError, ingest_upload  # the parsers: loaded by an upload
+    from benchmarks.formats.base import reason_of  # the parsers (numpy): loaded by an upload
+    from benchmarks.uploads.ingest import IngestError, ingest_upload
 
     data, handle = form.cleaned_data, form.cleaned_data["file"]
     try:

@@ -38,7 +38,18 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 # Each costs 0.05 to 0.5 s of every process's start-up (`python -X importtime manage.py check`).
-FORBIDDEN = ("weasyprint", "pandas", "matplotlib", "pyarrow", "pyhanko", "aiohttp", "numpy", "uharfbuzz", "fontTools")
+FORBIDDEN = (
+    "weasyprint",
+    "pandas",
+    "matplotlib",
+    "pyarrow",
+    "pyhanko",
+    "aiohttp",
+    "numpy",
+    "uharfbuzz",
+    "fontTools",
+    "prometheus_client",
+)
 # The harness modules a page or a service may use: leaves with no HTTP client, event loop or trace
 # reader (the outbound allow-list, the candidate probes, the documented cache model, the estimates,
 # the client's timing rules). Anything else under benchmarks.harness is the load generator.
@@ -122,3 +133,31 @@ def test_the_verify_command_loads_the_verifier_but_not_the_signer_or_the_rendere
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert "pyhanko.sign.validation" in loaded
     assert sorted(m for m in loaded if m.split(".")[0] in ("uharfbuzz", "fontTools", "weasyprint", "pkcs11")) == []
+
+
+def test_every_task_module_imports_the_celery_app_itself():
+    """`config/__init__.py` does not import the Celery app (a command that runs no task starts without
+    Celery), so each module that defines a task must import `config.celery`: else its `@shared_task`
+    could bind to Celery's default app, with no broker settings, in a process that imported it first."""
+    import ast
+
+    missing = []
+    for path in sorted(ROOT.glob("selection/**/*.py")) + sorted(ROOT.glob("benchmarks/**/*.py")):
+        source = path.read_text(encoding="utf-8")
+        if "shared_task" not in source:
+            continue
+        tree = ast.parse(source)
+        imported = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
+        if "config.celery" not in imported:
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == []
+
+
+def test_celery_finds_the_app_from_the_config_package():
+    """`celery -A config worker` (the README's commands) resolves the app without the package importing it."""
+    from celery.app.utils import find_app
+
+    import config
+    from config.celery import app
+
+    assert find_app("config") is app and config.celery_app is app

@@ -15,15 +15,14 @@ import aiohttp
 
 from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client import OpenAIClient
 from benchmarks.harness.client_timing import ReceiveClock, client_slack_ms, load_held
-from benchmarks.harness.load import (
-    LoadOutcome,
-    requests_rows,
-)
+from benchmarks.harness.load_config import LoadOutcome
+from benchmarks.harness.load_summary import requests_rows
 from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_simulator
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
+from benchmarks.harness.request_record import Api, RequestRecord, RequestSpec
 from benchmarks.harness.safety import check_target
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
 from benchmarks.suite.params import MAX_ERROR_RATE, PlanError
