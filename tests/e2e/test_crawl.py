@@ -94,6 +94,7 @@ def user_texts(selections) -> set[str]:
         texts |= {getattr(getattr(selection, "constraints", None), "notes", "")}
         for candidate in selection.candidates.all():
             texts |= {candidate.label, candidate.display_name, candidate.model_name}
+            texts |= {candidate.launch_flags}  # the engine's flags as the architect typed them
             texts |= set(candidate.runs.values_list("label", flat=True))  # what a run was labelled when started
         for record in selection.records.all():
             texts |= {record.rationale}
