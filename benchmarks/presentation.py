@@ -144,6 +144,7 @@ METADATA_LABELS = {
     "kv_baseline": _("KV cache before the load"),
     "lengths": _("Request lengths"),
     "observed": _("Observed"),
+    "note_messages": _("Notes (in every language)"),
     "traffic_groups": _("Traffic groups"),
     "largest_successful_rung": _("Longest context served (tokens)"),
     # what the validation tests record beside their points (the harness's workloads)
@@ -693,6 +694,13 @@ def observed_line(metadata: Mapping[str, Any] | None, simulated: bool, render_me
     if not line:
         return ""
     return f"SIMULATED — {line}" if simulated else str(line)
+
+
+def run_notes(notes: Sequence[str] | None, metadata: Mapping[str, Any] | None, render_message=messages.render) -> list:
+    """A run's notes as its page shows them: each written as a message (metadata["note_messages"],
+    by the note's index) rendered by `render_message` in the page's language, the others as stored."""
+    stored = (metadata or {}).get("note_messages") or {}
+    return [render_message(stored[str(i)]) if str(i) in stored else note for i, note in enumerate(notes or [])]
 
 
 def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:

@@ -1,5 +1,6 @@
 """The paged KV block pool and its prefix cache: what the engine's scheduler allocates from.
 
+The GPU pool has `config.total_blocks` blocks of `effective_block_size` tokens.
 A block is one of: free; in use by running sequences (private to one, or shared through the
 prefix cache with a reference count); cached but unreferenced (evictable, LRU order). Blocks
 have no ids: only counts and, for cached blocks, their key (the hash chain of their tokens,

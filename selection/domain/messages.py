@@ -18,7 +18,7 @@ a `Join`: values with a separator that is itself a Message, so a list reads "aã€
   existed hold plain English strings.
 
 Templates are marked for ``makemessages`` where they are written: each domain module has a no-op
-``_`` (as ``benchmarks/charts.py`` does), and `pgettext` here marks a template with its context.
+``_`` (as ``benchmarks/harness/load_judging.py`` does), and `pgettext` here marks a template with its context.
 No Django here.
 """
 

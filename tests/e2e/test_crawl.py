@@ -82,7 +82,7 @@ def user_texts(selections) -> set[str]:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from benchmarks.charts import LEGEND_WIDTH, TICK_WIDTH, wrap
+    from benchmarks.charts.style import LEGEND_WIDTH, TICK_WIDTH, wrap
     from selection.i18n import person_name
 
     CHART_WRAP_WIDTHS = (TICK_WIDTH, LEGEND_WIDTH, 18, 36, 40, 90)  # the widths benchmarks.charts wraps at
@@ -94,6 +94,7 @@ def user_texts(selections) -> set[str]:
         texts |= {getattr(getattr(selection, "constraints", None), "notes", "")}
         for candidate in selection.candidates.all():
             texts |= {candidate.label, candidate.display_name, candidate.model_name}
+            texts |= {candidate.launch_flags}  # the engine's flags as the architect typed them
             texts |= set(candidate.runs.values_list("label", flat=True))  # what a run was labelled when started
         for record in selection.records.all():
             texts |= {record.rationale}

@@ -119,7 +119,7 @@ def test_every_scenario_reason_rule_is_translated_with_its_numbers(constraints):
 # the evidence's message templates: verdict details and why the load client set the pace
 EVIDENCE_MESSAGE_MODULES = (
     "benchmarks/verdicts.py",
-    "benchmarks/harness/load.py",
+    "benchmarks/harness/load_judging.py",
     "benchmarks/harness/workloads/common.py",
     "benchmarks/harness/workloads/stability.py",
     "benchmarks/harness/workloads/long_context.py",

@@ -17,10 +17,8 @@ from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client import OpenAIClient
 from benchmarks.harness.client_timing import ReceiveClock, client_slack_ms, load_held
-from benchmarks.harness.load import (
-    LoadOutcome,
-    requests_rows,
-)
+from benchmarks.harness.load_config import LoadOutcome
+from benchmarks.harness.load_summary import requests_rows
 from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_simulator
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate

@@ -13,12 +13,9 @@ import numpy as np
 
 from benchmarks.harness import reuse
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.workloads.common import (
     PREFIX_REUSE_MIN_SHARE,

@@ -8,12 +8,9 @@ import math
 from typing import Any, Callable
 
 from benchmarks.harness.lengths import length_sampler
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.queueing import queue_wait_figures, queue_wait_verdict
 from benchmarks.harness.request_record import RequestRecord, RequestSpec

@@ -15,12 +15,9 @@ import aiohttp
 from benchmarks.harness import swap
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
 from benchmarks.harness.client_timing import client_slack_ms, load_held
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.workloads.common import (
     KV_BASELINE_TOLERANCE,

@@ -188,7 +188,9 @@ def test_a_client_that_held_the_load_but_read_late_scores_latencies_with_its_lat
     assert not evidence.held_out
     sentences = [render(s) for s in compute_scores(candidates[0].selection).result["sentences"]]
     # the figure by its name, not its key
-    assert any(": TPOT p95, TTFT p95 scored with the client's lateness in their interval" in s for s in sentences)
+    assert any(": TPOT p95, TTFT p95 scored with the client's lateness in their interval" in s for s in sentences), (
+        sentences
+    )
     assert not any("ttft_p95_ms" in s for s in sentences)
 
 
