@@ -13,8 +13,10 @@ import logging
 import math
 from typing import Any, Mapping, Sequence
 
-from benchmarks import charts, suite
+from benchmarks import suite
 from benchmarks import verdicts as verdict_status
+from benchmarks.charts import catalog as chart_catalog
+from benchmarks.charts import style as chart_style
 from benchmarks.result import DEFINITIONS, STAT_KEYS
 from benchmarks.suite.base import Figure
 from selection.domain import messages
@@ -142,6 +144,7 @@ METADATA_LABELS = {
     "kv_baseline": _("KV cache before the load"),
     "lengths": _("Request lengths"),
     "observed": _("Observed"),
+    "note_messages": _("Notes (in every language)"),
     "traffic_groups": _("Traffic groups"),
     "largest_successful_rung": _("Longest context served (tokens)"),
     # what the validation tests record beside their points (the harness's workloads)
@@ -663,15 +666,15 @@ def inline_svg(svg: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _chart_cached(name: str, arguments: str, language: str) -> str:
-    return inline_svg(charts.CHARTS[name](**json.loads(arguments)))
+    return inline_svg(chart_catalog.CHARTS[name](**json.loads(arguments)))
 
 
 def chart_svg(name: str, **arguments) -> str:
     """A chart as inline SVG ("" when the input cannot be drawn); identical inputs in the same
     language render once."""
     try:
-        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str), charts.translation_key())
-    except (charts.ChartInputError, ValueError, TypeError) as error:
+        return _chart_cached(name, json.dumps(arguments, sort_keys=True, default=str), chart_style.translation_key())
+    except (chart_style.ChartInputError, ValueError, TypeError) as error:
         logger.warning("chart %s not drawn: %s", name, error)
         return ""
 
@@ -691,6 +694,13 @@ def observed_line(metadata: Mapping[str, Any] | None, simulated: bool, render_me
     if not line:
         return ""
     return f"SIMULATED — {line}" if simulated else str(line)
+
+
+def run_notes(notes: Sequence[str] | None, metadata: Mapping[str, Any] | None, render_message=messages.render) -> list:
+    """A run's notes as its page shows them: each written as a message (metadata["note_messages"],
+    by the note's index) rendered by `render_message` in the page's language, the others as stored."""
+    stored = (metadata or {}).get("note_messages") or {}
+    return [render_message(stored[str(i)]) if str(i) in stored else note for i, note in enumerate(notes or [])]
 
 
 def run_verdict(verdicts: Sequence[Mapping[str, Any]] | None) -> str:

@@ -37,7 +37,7 @@ DEFINITIONS: dict[str, str] = {
 STAT_KEYS = ("mean", "p50", "p90", "p95", "p99", "max")
 
 # A closed loop that held less than this share of the requested concurrency (time-weighted
-# requests in flight) is client-bound: the harness's rule (`benchmarks/harness/load.py`), applied
+# requests in flight) is client-bound: the harness's rule (`benchmarks/harness/load_judging.py`), applied
 # to uploads too, so an engine is never judged at a load its client did not send.
 CONCURRENCY_KEPT_FRACTION = 0.95
 # A request the client cancelled (a run cut at its end, a deliberate cancellation test) is marked

@@ -18,7 +18,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from benchmarks import charts, presentation, suite
+from benchmarks import presentation, suite
+from benchmarks.charts import candidates as candidate_charts
+from benchmarks.charts import phases as phase_charts
+from benchmarks.charts import style as chart_style
 from benchmarks.models import BenchmarkRun
 from selection.models import Selection
 from selection.selectors import compared_candidates
@@ -152,13 +155,13 @@ def swap_phase_figures(run: BenchmarkRun) -> dict[str, Any] | None:
 
 # --------------------------------------------------------------------------- drawings ({label: data})
 
-Colours = Mapping[str, str]  # candidate label -> colour (`charts.candidate_colours`)
+Colours = Mapping[str, str]  # candidate label -> colour (`chart_style.candidate_colours`)
 
 
 def candidate_colours(labels: Sequence[str]) -> dict[str, str]:
     """The colour of each candidate, by its position among the selection's candidates (`labels`, in
     the selection's order): one mapping for every chart of a page or a record."""
-    return charts.candidate_colours(labels)
+    return chart_style.candidate_colours(labels)
 
 
 def selection_colours(selection: Selection) -> dict[str, str]:
@@ -178,7 +181,7 @@ def _draw_latency(
         for group, values in (d.get("groups") or {}).items():  # a traffic group: its own series, its own points
             series[f"{label} · {group}"] = values
     title = _("TTFT and TPOT %(percentile)s per load point") % {"percentile": percentile}
-    return title, charts.latency_vs_concurrency(
+    return title, candidate_charts.latency_vs_concurrency(
         series,
         percentile=percentile,
         simulated=simulated,
@@ -205,19 +208,19 @@ def _draw_kv(
     data: Mapping[str, dict[str, list]], simulated: bool, budgets: Budgets, colours: Colours
 ) -> tuple[str, str]:
     series, series_colours = {}, {}
-    known = charts.series_colours(data, colours)  # the candidates' own, then spare ones
+    known = chart_style.series_colours(data, colours)  # the candidates' own, then spare ones
     for label, per_run in data.items():
         for name, points in per_run.items():
             shown = kv_series_label(label, name)
             series[shown] = points
             series_colours[shown] = known[label]  # the prefix-off series in its candidate's colour (dashed)
     title = _("KV-cache usage over time")
-    return title, charts.kv_usage_over_time(series, title=title, simulated=simulated, colours=series_colours)
+    return title, candidate_charts.kv_usage_over_time(series, title=title, simulated=simulated, colours=series_colours)
 
 
 def _draw_ladder(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
     title = _("TTFT against context length")
-    return title, charts.ttft_vs_context(
+    return title, candidate_charts.ttft_vs_context(
         dict(data), title=title, percentile="p50", simulated=simulated, colours=colours
     )
 
@@ -228,20 +231,22 @@ SOAK_TITLE = gettext_noop("Latency drift during the soak")
 
 
 def _draw_prefix(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
-    return _(PREFIX_TITLE), charts.prefix_on_off(
+    return _(PREFIX_TITLE), candidate_charts.prefix_on_off(
         dict(data), metric=_(PREFIX_METRIC), title=_(PREFIX_TITLE), simulated=simulated, colours=colours
     )
 
 
 def _draw_soak(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
-    return _(SOAK_TITLE), charts.soak_drift(dict(data), title=_(SOAK_TITLE), simulated=simulated, colours=colours)
+    return _(SOAK_TITLE), candidate_charts.soak_drift(
+        dict(data), title=_(SOAK_TITLE), simulated=simulated, colours=colours
+    )
 
 
 OVERLOAD_TITLE = gettext_noop("Overload: the way up and down")
 
 
 def _draw_overload(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
-    return _(OVERLOAD_TITLE), charts.overload_steps(
+    return _(OVERLOAD_TITLE), candidate_charts.overload_steps(
         dict(data), title=_(OVERLOAD_TITLE), simulated=simulated, ttft_budget_ms=budgets.ttft_p95_ms, colours=colours
     )
 
@@ -250,7 +255,9 @@ SWAP_TITLE = gettext_noop("Resume after the pause against warm and recomputed")
 
 
 def _draw_swap(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
-    return _(SWAP_TITLE), charts.swap_phases(dict(data), title=_(SWAP_TITLE), simulated=simulated, colours=colours)
+    return _(SWAP_TITLE), phase_charts.swap_phases(
+        dict(data), title=_(SWAP_TITLE), simulated=simulated, colours=colours
+    )
 
 
 SWITCH_TITLE = gettext_noop("TTFT across the switch and the rollback")
@@ -259,13 +266,13 @@ ISOLATION_METRIC = gettext_noop("tenant A TTFT p95 (ms)")
 
 
 def _draw_switch(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
-    return _(SWITCH_TITLE), charts.switch_timeline(
+    return _(SWITCH_TITLE), phase_charts.switch_timeline(
         dict(data), title=_(SWITCH_TITLE), budget_ms=budgets.ttft_p95_ms, simulated=simulated, colours=colours
     )
 
 
 def _draw_isolation(data: Mapping[str, Any], simulated: bool, budgets: Budgets, colours: Colours) -> tuple[str, str]:
-    return _(ISOLATION_TITLE), charts.tenant_isolation(
+    return _(ISOLATION_TITLE), phase_charts.tenant_isolation(
         dict(data),
         metric=_(ISOLATION_METRIC),
         title=_(ISOLATION_TITLE),
@@ -376,7 +383,7 @@ def _render(
 ) -> tuple[str, str] | None:
     try:
         return kind.draw(data, simulated, budgets, colours)
-    except (charts.ChartInputError, TypeError, ValueError):
+    except (chart_style.ChartInputError, TypeError, ValueError):
         logger.warning("chart %s for %s left out", kind.id, where, exc_info=True)
         return None
 

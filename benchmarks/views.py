@@ -159,6 +159,7 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         # the figures the test judged, as the record's result table shows them (its suite module's `figures`)
         figures=presentation.result_figures(run.test, points, run.metadata, _) if has_data else [],
         observed=presentation.observed_line(run.metadata, run.is_simulated, render_message=message_text),
+        notes=presentation.run_notes(run.notes, run.metadata, render_message=message_text),
         engine_host=presentation.engine_host_line(run.metadata, translate=_),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",

@@ -10,7 +10,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from selection.audit import audit
-from selection.candidates.services import delete_candidate
 from selection.models import (
     AuditEntry,
     Candidate,
@@ -167,7 +166,12 @@ class CandidateAdmin(admin.ModelAdmin):
         self.delete_queryset(request, [obj])
 
     def delete_queryset(self, request, queryset) -> None:
-        """Through the service: audited, the runs' files removed, refused for cited evidence."""
+        """Through the service: audited, the runs' files removed, refused for cited evidence. The
+        service is imported here: the admin is loaded by `django.setup()`, so a module-level import
+        would load the candidates' services (validation dispatch, probing, scoring) into every
+        `manage.py` command, `verify-record` included (issue 39)."""
+        from selection.candidates.services import delete_candidate
+
         for candidate in queryset:
             try:
                 delete_candidate(candidate=candidate, user=request.user)

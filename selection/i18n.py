@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation import get_language, gettext, pgettext
@@ -91,6 +89,9 @@ def certificate_name(subject: str) -> str:
     """Who a certificate names, as people read it: the common name of an RFC 4514 subject
     ("OU=Business owner (DEVELOPMENT),O=kvselect development,CN=张伟" reads 张伟); the subject itself
     when it holds no common name or does not parse."""
+    from cryptography import x509  # loaded by the first certificate shown, not by every process
+    from cryptography.x509.oid import NameOID
+
     try:
         name = x509.Name.from_rfc4514_string(subject or "")
     except ValueError:
@@ -112,3 +113,40 @@ def person_name(user) -> str:
     if first and last and _CJK_NAME.search(first + last):
         return f"{last}{first}"
     return user.get_full_name() or user.get_username()
+
+
+# Languages whose sentences follow one another without a space (their full stop, "。", is wide).
+UNSPACED_LANGUAGES = ("zh",)
+
+
+def labelled(label, value) -> str:
+    """`label` and its `value` as the active language writes them: "Observed: …", "观测：…" (never an
+    ASCII colon after Chinese text)."""
+    return f"{label}{message_text(messages.LABEL_SEPARATOR)}{value}"
+
+
+def clauses(parts) -> str:
+    """Clauses joined as the active language separates them ("a; b"; Chinese "a；b"), empty ones left out."""
+    return message_text(messages.CLAUSE_SEPARATOR).join(str(part) for part in parts if part)
+
+
+def names(parts) -> str:
+    """Names joined as the active language lists them ("a, b"; Chinese "a、b"), empty ones left out."""
+    return message_text(messages.NAME_SEPARATOR).join(str(part) for part in parts if part)
+
+
+def sentences(parts) -> str:
+    """Sentences one after another as the active language writes them: a space between them in English,
+    none after a Chinese full stop (a sentence that ends in Latin text keeps its space). Empty ones are
+    left out."""
+    parts = [str(part).strip() for part in parts if part and str(part).strip()]
+    if not (get_language() or "").lower().startswith(UNSPACED_LANGUAGES):
+        return " ".join(parts)
+    text = ""
+    for part in parts:
+        spaced = text and not _CJK_END.search(text)
+        text += (" " if spaced else "") + part
+    return text
+
+
+_CJK_END = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]$")

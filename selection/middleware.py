@@ -8,17 +8,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.utils import timezone
 from django.utils.translation import get_language, gettext
 
-from benchmarks import charts
+from benchmarks.charts import style as chart_style
 
 
 class ChartLanguageMiddleware:
-    """Charts drawn while handling a request use the request's language (see `benchmarks.charts.translated`)."""
+    """Charts drawn while handling a request use the request's language (see `benchmarks.charts.style.translated`)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        with charts.translated(gettext, language=get_language):
+        with chart_style.translated(gettext, language=get_language):
             return self.get_response(request)
 
 

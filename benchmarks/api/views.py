@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import FileResponse, Http404, HttpResponse
@@ -26,7 +24,6 @@ from benchmarks.api.serializers import (
 )
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.storage import StorageFailure
-from benchmarks.uploads.ingest import IngestError, ingest_upload
 from benchmarks.validation.dispatch import CandidateArchived, request_cancel, start_validation
 from benchmarks.validation.dispatch import ValidationError as RunValidationError
 from benchmarks.validation.plan import validation_plan
@@ -96,6 +93,8 @@ class CandidateResultsView(APIView):
 
 def _ingest(request, candidate, upload: UploadSerializer) -> tuple[BenchmarkRun, bool] | Response:
     """Ingest a validated upload: (run, created), or the refusal's response (bad file, storage failure)."""
+    from benchmarks.uploads.ingest import IngestError, ingest_upload  # the parsers: loaded by an upload
+
     handle = upload.validated_data["file"]
     try:
         return ingest_upload(
@@ -145,6 +144,9 @@ class RunRequestsView(APIView):
                 {"detail": "This run has no per-request records (the file held summaries only)."}, status=404
             )
         if request.query_params.get("as", "parquet") == "csv":
+            import pyarrow.csv as pacsv  # loaded by the one download that converts
+            import pyarrow.parquet as pq
+
             with artifact.file.open("rb") as handle:
                 table = pq.read_table(handle)
             buffer = io.BytesIO()

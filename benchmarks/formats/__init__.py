@@ -35,9 +35,17 @@ from benchmarks.formats.base import (
     FormatError,
     Source,
     UnrecognisedFormat,
+    reason_of,
+    where_in,
 )
 from benchmarks.formats.common import apply_slo, keep_simulated, validate_slo
 from benchmarks.result import STAT_KEYS, NormalizedResult
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 __all__ = [
     "FORMATS",
@@ -66,13 +74,13 @@ def format_names() -> list[str]:
     return [f.name for f in FORMATS]
 
 
-def _safe_sniff(fmt: Format, source: Source) -> str | None:
+def _safe_sniff(fmt: Format, source: Source) -> str | Message | None:
     try:
         return fmt.sniff(source)
     except FormatError as error:
-        return str(error)
+        return reason_of(error)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError, MemoryError) as error:
-        return f"could not inspect the file ({type(error).__name__})"
+        return Message(_("could not inspect the file (%(error)s)"), {"error": type(error).__name__})
 
 
 def _safe_parse(fmt: Format, source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
@@ -81,16 +89,18 @@ def _safe_parse(fmt: Format, source: Source, slo: dict[str, Any] | None) -> Norm
     except (FormatError, UnrecognisedFormat):
         raise
     except RecursionError:
-        raise FormatError(f"{fmt.name}: document nested too deeply") from None
+        raise FormatError(where_in(fmt.name, Message(_("document nested too deeply")))) from None
     except MemoryError:
-        raise FormatError(f"{fmt.name}: file too large to parse in memory") from None
+        raise FormatError(where_in(fmt.name, Message(_("file too large to parse in memory")))) from None
     except Exception as error:  # a parser bug must still surface as a clean rejection
-        raise FormatError(f"{fmt.name}: could not parse ({type(error).__name__}: {error})") from error
+        why = Message(_("could not parse (%(error)s)"), {"error": f"{type(error).__name__}: {error}"})
+        raise FormatError(where_in(fmt.name, why)) from error
     if not holds_evidence(result):
-        raise FormatError(
-            f"{fmt.name}: the file holds no request and no figure this format defines (no request counts, "
-            "latencies or throughputs); is it another tool's file?"
+        empty = _(
+            "the file holds no request and no figure this format defines (no request counts, latencies or "
+            "throughputs); is it another tool's file?"
         )
+        raise FormatError(where_in(fmt.name, Message(empty)))
     result.format = fmt.name
     return keep_simulated(result)
 
@@ -136,7 +146,7 @@ def detect_head(head: bytes, filename: str | None = None) -> Format:
     enough), or UnrecognisedFormat listing every refusal. A format whose marker keys are in the
     head counts as accepting: only the whole file (parsed later) can say more."""
     source = Source(bytes(head[:HEAD_BYTES]), filename, head_only=True)
-    refusals: dict[str, str] = {}
+    refusals: dict[str, str | Message] = {}
     for fmt in FORMATS:
         try:
             reason = _safe_sniff(fmt, source)
@@ -151,7 +161,7 @@ def detect_head(head: bytes, filename: str | None = None) -> Format:
 def detect(data: bytes, filename: str | None = None) -> Format:
     """The format that accepts the file, or UnrecognisedFormat listing every refusal."""
     source = Source(data, filename)
-    refusals: dict[str, str] = {}
+    refusals: dict[str, str | Message] = {}
     for fmt in FORMATS:
         reason = _safe_sniff(fmt, source)
         if reason is None:
@@ -196,9 +206,10 @@ def _detect_and_parse(source: Source, format: str | None, slo: dict[str, Any] | 
     if format is not None:
         chosen = next((f for f in FORMATS if f.name == format), None)
         if chosen is None:
-            raise UnrecognisedFormat({format: f"unknown format (known: {', '.join(format_names())})"}, filename)
+            unknown = Message(_("unknown format (known: %(known)s)"), {"known": ", ".join(format_names())})
+            raise UnrecognisedFormat({format: unknown}, filename)
         return _safe_parse(chosen, source, slo)
-    refusals: dict[str, str] = {}
+    refusals: dict[str, str | Message] = {}
     for fmt in FORMATS:
         reason = _safe_sniff(fmt, source)
         if reason is None:

@@ -38,6 +38,12 @@ from benchmarks.formats.metric_table import (
     unit_scale,
 )
 from benchmarks.result import CANCELLED, LoadPoint, NormalizedResult
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 KNOWN_SCHEMAS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
 
@@ -56,19 +62,21 @@ DEFINITIONS = {
 # --- summary JSON -------------------------------------------------------------------------------
 
 
-def sniff_json(source: Source) -> str | None:
+def sniff_json(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "{":
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     if source.is_jsonl:
-        return "newline-delimited records, not a summary"
+        return Message(_("newline-delimited records, not a summary"))
     doc = source.doc_with('"aiperf_version"', '"schema_version"', '"benchmark_id"', '"request_latency"')
     if not isinstance(doc, dict):
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     if "aiperf_version" in doc or "schema_version" in doc:
         return None
     if "request_latency" in doc and ("benchmark_id" in doc or {"was_cancelled", "error_summary"} <= set(doc)):
         return None  # aiperf <=0.4 (no schema_version): metric keys + was_cancelled/error_summary
-    return "no aiperf_version/schema_version/benchmark_id keys (nor was_cancelled/error_summary of aiperf <=0.4)"
+    return Message(
+        _("no aiperf_version/schema_version/benchmark_id keys (nor was_cancelled/error_summary of aiperf <=0.4)")
+    )
 
 
 def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
@@ -269,12 +277,12 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
 # --- CSV ----------------------------------------------------------------------------------------
 
 
-def sniff_csv(source: Source) -> str | None:
+def sniff_csv(source: Source) -> str | Message | None:
     first = source.head.split("\n", 1)[0].strip()
     if not first.startswith("Metric,avg,"):
-        return "first line is not aiperf/genai-perf's 'Metric,avg,...' table header"
+        return Message(_("first line is not aiperf/genai-perf's 'Metric,avg,...' table header"))
     if not any(marker in source.head for marker in AIPERF_CSV_MARKERS) and ",sum," not in first:
-        return "looks like genai-perf's CSV (no aiperf-only metrics)"
+        return Message(_("looks like genai-perf's CSV (no aiperf-only metrics)"))
     return None
 
 
@@ -289,16 +297,16 @@ JSONL_METRICS = (
 )
 
 
-def sniff_jsonl(source: Source) -> str | None:
+def sniff_jsonl(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "{":
-        return "not JSON lines"
+        return Message(_("not JSON lines"))
     first = source.first_line_json()
     if not isinstance(first, dict):
-        return "first line is not an object"
+        return Message(_("first line is not an object"))
     if not isinstance(first.get("metadata"), dict) or "metrics" not in first:
-        return "first record has no 'metadata'/'metrics' (aiperf profile_export.jsonl)"
+        return Message(_("first record has no 'metadata'/'metrics' (aiperf profile_export.jsonl)"))
     if "request_start_ns" not in first["metadata"]:
-        return "metadata has no request_start_ns"
+        return Message(_("metadata has no request_start_ns"))
     return None
 
 

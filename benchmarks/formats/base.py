@@ -18,14 +18,39 @@ from typing import Any, Callable
 import numpy as np
 
 from benchmarks.result import NormalizedResult
+from selection.domain.messages import LABEL_SEPARATOR, Message
 
 MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
 LARGE_FILE = 8 * 1024 * 1024  # above this, sniffers look only at the first 64 KiB
 HEAD_BYTES = 65536  # what a sniffer of a large file (or of an upload not read yet) looks at
 
 
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
+
 class FormatError(ValueError):
-    """A file of a recognised format that cannot be read; the message names the key path."""
+    """A file of a recognised format that cannot be read; the text names the key path.
+
+    Raised with a `Message` (a template and its figures: an offset, a key path, a line), the refusal
+    keeps it as `message`, so the upload page shows it in the reader's language (walk m11); the text
+    (`str(error)`) stays the English sentence the API and the logs give."""
+
+    def __init__(self, reason: str | Message = ""):
+        self.message = reason if isinstance(reason, Message) else None
+        super().__init__(str(reason))
+
+
+def reason_of(error: BaseException) -> str | Message:
+    """A refusal as a Message when it carries one, else its text."""
+    return getattr(error, "message", None) or str(error)
+
+
+def where_in(prefix: str | Message, reason: str | Message) -> Message:
+    """`reason` under the place it refers to ("line 1: invalid JSON ..."), the separator in the reader's language."""
+    return Message(
+        "%(where)s%(separator)s%(reason)s", {"where": prefix, "separator": LABEL_SEPARATOR, "reason": reason}
+    )
 
 
 class AcceptedOnHead(Exception):
@@ -50,7 +75,9 @@ def type_name(value: Any) -> str:
 
 
 def reject_constant(name: str) -> float:
-    raise FormatError(f"{name} is not valid JSON (NaN/Infinity are not allowed in this format)")
+    raise FormatError(
+        Message(_("%(name)s is not valid JSON (NaN/Infinity are not allowed in this format)"), {"name": name})
+    )
 
 
 def allow_constant(name: str) -> float:
@@ -80,21 +107,30 @@ def value_depth(value: Any) -> int:
     return deepest
 
 
-def decode_json(text: str, allow_nonfinite: bool = False, where: str = "") -> Any:
+def decode_json(text: str, allow_nonfinite: bool = False, where: str | Message = "") -> Any:
     """Strict JSON: NaN/Infinity only when the format writes them; depth capped."""
-    prefix = f"{where}: " if where else ""
+
+    def placed(reason: str | Message) -> FormatError:
+        return FormatError(where_in(where, reason) if where else reason)
+
+    too_deep = Message(_("document nested deeper than %(n)s levels"), {"n": MAX_DEPTH})
     try:
         value = json.loads(text, parse_constant=allow_constant if allow_nonfinite else reject_constant)
     except FormatError as error:
-        raise FormatError(f"{prefix}{error}") from None
+        raise placed(reason_of(error)) from None
     except json.JSONDecodeError as error:
-        raise FormatError(f"{prefix}invalid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
+        # json's own reason ("Expecting value") stays as Python wrote it
+        invalid = _("invalid JSON at line %(line)s column %(column)s: %(reason)s")
+        raise placed(Message(invalid, {"line": error.lineno, "column": error.colno, "reason": error.msg})) from None
     except RecursionError:
-        raise FormatError(f"{prefix}document nested deeper than {MAX_DEPTH} levels") from None
+        raise placed(too_deep) from None
     if (text.count("[") + text.count("{")) > MAX_DEPTH and naive_depth(text) > MAX_DEPTH:
         if value_depth(value) > MAX_DEPTH:
-            raise FormatError(f"{prefix}document nested deeper than {MAX_DEPTH} levels")
+            raise placed(too_deep)
     return value
+
+
+NOT_UTF8 = _("not UTF-8 text (invalid byte at offset %(offset)s)")
 
 
 @dataclass
@@ -117,11 +153,11 @@ class Source:
     @cached_property
     def text(self) -> str:
         if self.head_only:
-            raise FormatError("only the first bytes of the file were read")
+            raise FormatError(Message(_("only the first bytes of the file were read")))
         try:
             text = self.data.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+            raise FormatError(Message(NOT_UTF8, {"offset": error.start})) from None
         return text[1:] if text.startswith("\ufeff") else text
 
     @cached_property
@@ -134,7 +170,7 @@ class Source:
             if error.start >= len(chunk) - 4 and (self.head_only or self.size > len(chunk)):
                 text = chunk[: error.start].decode("utf-8")
             else:
-                raise FormatError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+                raise FormatError(Message(NOT_UTF8, {"offset": error.start})) from None
         return text[1:] if text.startswith("\ufeff") else text
 
     @property
@@ -153,7 +189,9 @@ class Source:
         head-only source a marker near the start is as far as sniffing can go (`AcceptedOnHead`).
         """
         if self.large and not any(marker in self.head for marker in markers):
-            raise FormatError(f"none of the keys {', '.join(markers)} near the start of a large file")
+            raise FormatError(
+                Message(_("none of the keys %(keys)s near the start of a large file"), {"keys": ", ".join(markers)})
+            )
         if self.head_only:
             raise AcceptedOnHead
         return self.json
@@ -174,9 +212,9 @@ class Source:
         for line in head.splitlines():
             if line.strip():
                 if len(line) == len(head) and self.head_is_partial:
-                    raise FormatError("first line longer than 64 KiB; not a JSONL record")
-                return decode_json(line, allow_nonfinite=allow_nonfinite, where="line 1")
-        raise FormatError("empty file")
+                    raise FormatError(Message(_("first line longer than 64 KiB; not a JSONL record")))
+                return decode_json(line, allow_nonfinite=allow_nonfinite, where=Message(_("line %(n)s"), {"n": 1}))
+        raise FormatError(Message(_("empty file")))
 
     @property
     def is_jsonl(self) -> bool:
@@ -227,15 +265,17 @@ class Format:
     name: str
     tool: str
     description: str
-    sniff: Callable[[Source], str | None]
+    sniff: Callable[[Source], str | Message | None]
     parse: Callable[[Source, dict[str, Any] | None], NormalizedResult]
 
 
 class UnrecognisedFormat(ValueError):
-    """No format accepted the file; `refusals` maps each format tried to its reason."""
+    """No format accepted the file; `refusals` maps each format tried to its reason in English, `reasons`
+    to the same reason as a Message where the sniffer wrote one (the upload page renders it)."""
 
-    def __init__(self, refusals: dict[str, str], filename: str | None = None):
-        self.refusals = refusals
+    def __init__(self, refusals: dict[str, str | Message], filename: str | None = None):
+        self.reasons = dict(refusals)
+        self.refusals = {name: str(reason) for name, reason in refusals.items()}
         label = f"{filename!r}" if filename else "the file"
         reasons = "; ".join(f"{name}: {reason}" for name, reason in refusals.items())
         super().__init__(f"{label} is not a recognised benchmark result format. Tried {reasons}")

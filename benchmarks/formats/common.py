@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-from benchmarks.formats.base import FormatError, type_name
+from benchmarks.formats.base import FormatError, type_name, where_in
 from benchmarks.result import (
     REQUEST_COLUMNS,
     SIMULATED,
@@ -26,8 +26,18 @@ from benchmarks.result import (
     concurrency_shortfall,
     is_cancelled,
 )
+from selection.domain.messages import Message
 
 MAX_METADATA_DEPTH = 8
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
+
+def refused(path: str, msgid: str, **params: Any) -> FormatError:
+    """A FormatError at the key `path` whose reason is `msgid` with `params`, kept as a Message."""
+    return FormatError(where_in(path, Message(msgid, params)))
 
 
 # --- path-aware accessors -------------------------------------------------------------------
@@ -35,19 +45,19 @@ MAX_METADATA_DEPTH = 8
 
 def expect_object(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise FormatError(f"{path}: expected an object, got {type_name(value)}")
+        raise refused(path, _("expected an object, got %(type)s"), type=type_name(value))
     return value
 
 
 def expect_list(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
-        raise FormatError(f"{path}: expected a list, got {type_name(value)}")
+        raise refused(path, _("expected a list, got %(type)s"), type=type_name(value))
     return value
 
 
 def require(mapping: dict[str, Any], key: str, path: str) -> Any:
     if key not in mapping:
-        raise FormatError(f"{join(path, key)}: missing required key")
+        raise refused(join(path, key), _("missing required key"))
     return mapping[key]
 
 
@@ -62,12 +72,12 @@ def number(value: Any, path: str, allow_none: bool = True, allow_inf: bool = Fal
     if value is None:
         if allow_none:
             return None
-        raise FormatError(f"{path}: expected a number, got null")
+        raise refused(path, _("expected a number, got %(type)s"), type="null")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FormatError(f"{path}: expected a number, got {type_name(value)}")
+        raise refused(path, _("expected a number, got %(type)s"), type=type_name(value))
     number_ = float(value)
     if math.isnan(number_) or (math.isinf(number_) and not allow_inf):
-        raise FormatError(f"{path}: expected a finite number, got {value!r}")
+        raise refused(path, _("expected a finite number, got %(value)s"), value=repr(value))
     return number_
 
 
@@ -84,7 +94,7 @@ def get_int(mapping: dict[str, Any], key: str, path: str, required: bool = False
     if value is None:
         return None
     if value != int(value) or value < 0:
-        raise FormatError(f"{join(path, key)}: expected a non-negative integer, got {mapping[key]!r}")
+        raise refused(join(path, key), _("expected a non-negative integer, got %(value)s"), value=repr(mapping[key]))
     return int(value)
 
 
@@ -173,7 +183,7 @@ def request_frame(columns: dict[str, Any], n: int) -> pd.DataFrame:
             data[column] = value
     frame = pd.DataFrame(data, columns=list(REQUEST_COLUMNS))
     if len(frame) != n:
-        raise FormatError(f"per-request columns have inconsistent lengths (expected {n} rows)")
+        raise FormatError(Message(_("per-request columns have inconsistent lengths (expected %(n)s rows)"), {"n": n}))
     return frame
 
 

@@ -36,6 +36,12 @@ from benchmarks.formats.metric_table import (
     parse_metric_csv,
 )
 from benchmarks.result import LoadPoint, NormalizedResult
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 DEFINITIONS = {
     "ttft_ms": "genai-perf time_to_first_token: first response - request start",
@@ -56,17 +62,17 @@ RAW_DEFINITIONS = {
 }
 
 
-def sniff_json(source: Source) -> str | None:
+def sniff_json(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "{":
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     doc = source.doc_with('"request_latency"', '"time_to_first_token"')
     if not isinstance(doc, dict):
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     if any(k in doc for k in ("aiperf_version", "schema_version", "benchmark_id")):
-        return "has aiperf provenance keys"
+        return Message(_("has aiperf provenance keys"))
     block = doc.get("request_latency") or doc.get("time_to_first_token")
     if not isinstance(block, dict) or "unit" not in block or "avg" not in block:
-        return "no genai-perf metric block {unit, avg, ...} for request_latency/time_to_first_token"
+        return Message(_("no genai-perf metric block {unit, avg, ...} for request_latency/time_to_first_token"))
     return None
 
 
@@ -109,12 +115,12 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     return finish(result, slo)
 
 
-def sniff_raw(source: Source) -> str | None:
+def sniff_raw(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "{":
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     doc = source.doc_with('"experiments"')
     if not isinstance(doc, dict) or "experiments" not in doc:
-        return "no 'experiments' key (perf_analyzer profile_export.json)"
+        return Message(_("no 'experiments' key (perf_analyzer profile_export.json)"))
     return None
 
 
@@ -197,12 +203,12 @@ def parse_raw(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     return finish(result, slo)
 
 
-def sniff_csv(source: Source) -> str | None:
+def sniff_csv(source: Source) -> str | Message | None:
     first = source.head.split("\n", 1)[0].strip()
     if not first.startswith("Metric,avg,"):
-        return "first line is not the 'Metric,avg,...' table header"
+        return Message(_("first line is not the 'Metric,avg,...' table header"))
     if any(marker in source.head for marker in AIPERF_CSV_MARKERS) or ",sum," in first:
-        return "looks like aiperf's CSV"
+        return Message(_("looks like aiperf's CSV"))
     return None
 
 

@@ -33,6 +33,12 @@ from benchmarks.formats.common import (
     stats_from_array,
 )
 from benchmarks.result import LoadPoint, NormalizedResult
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 KEYS = {"mean": "mean", "p50": "median", "p90": "p90", "p95": "p95", "p99": "p99", "max": "max"}
 DEFINITIONS = {
@@ -58,17 +64,17 @@ def _doc(source: Source) -> Any:
     return source.doc_with('"successes"', '"start_time"')
 
 
-def sniff_summary(source: Source) -> str | None:
+def sniff_summary(source: Source) -> str | Message | None:
     doc = _doc(source)
     if not isinstance(doc, dict) or "successes" not in doc or "load_summary" not in doc:
-        return "no 'load_summary'/'successes' keys"
+        return Message(_("no 'load_summary'/'successes' keys"))
     successes = doc["successes"]
     if (
         isinstance(successes, dict)
         and "latency" not in successes
         and ("rate" in successes or "kv_cache_usage_percentage" in successes)
     ):
-        return "this is the prometheus summary (no successes.latency)"
+        return Message(_("this is the prometheus summary (no successes.latency)"))
     return None
 
 
@@ -145,15 +151,15 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
     return finish(result, slo)
 
 
-def sniff_prometheus(source: Source) -> str | None:
+def sniff_prometheus(source: Source) -> str | Message | None:
     doc = _doc(source)
     if not isinstance(doc, dict) or "successes" not in doc:
-        return "no 'successes' key"
+        return Message(_("no 'successes' key"))
     successes = doc["successes"]
     if not isinstance(successes, dict) or "latency" in successes:
-        return "successes has client latency blocks (lifecycle summary, not prometheus)"
+        return Message(_("successes has client latency blocks (lifecycle summary, not prometheus)"))
     if not any(k in successes for k in ("kv_cache_usage_percentage", "rate", "queue_len")):
-        return "no engine metrics (kv_cache_usage_percentage/rate/queue_len) in successes"
+        return Message(_("no engine metrics (kv_cache_usage_percentage/rate/queue_len) in successes"))
     return None
 
 
@@ -191,15 +197,15 @@ def parse_prometheus(source: Source, slo: dict[str, Any] | None) -> NormalizedRe
     return finish(result, slo)
 
 
-def sniff_requests(source: Source) -> str | None:
+def sniff_requests(source: Source) -> str | Message | None:
     doc = _doc(source)
     if not isinstance(doc, list):
-        return "not a JSON list of request records"
+        return Message(_("not a JSON list of request records"))
     if not doc:
-        return "empty list"
+        return Message(_("empty list"))
     first = doc[0]
     if not isinstance(first, dict) or not {"start_time", "end_time", "info"} <= set(first):
-        return "records lack start_time/end_time/info"
+        return Message(_("records lack start_time/end_time/info"))
     return None
 
 

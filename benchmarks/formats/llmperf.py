@@ -26,6 +26,12 @@ from benchmarks.formats.common import (
     stats_from_array,
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 DEFINITIONS = {
     "ttft_ms": "llmperf ttft_s: first content chunk - start (seconds)",
@@ -54,14 +60,14 @@ def _stats(doc: dict[str, Any], metric: str) -> Stats:
     return Stats(**values)
 
 
-def sniff_summary(source: Source) -> str | None:
+def sniff_summary(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "{":
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     doc = source.doc_with('"num_concurrent_requests"', '"results_')
     if not isinstance(doc, dict):
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     if not any(k.startswith("results_") for k in doc) or "num_concurrent_requests" not in doc:
-        return "no flattened results_* keys / num_concurrent_requests"
+        return Message(_("no flattened results_* keys / num_concurrent_requests"))
     return None
 
 
@@ -115,14 +121,14 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
     return finish(result, slo)
 
 
-def sniff_responses(source: Source) -> str | None:
+def sniff_responses(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "[":
-        return "not a JSON list"
+        return Message(_("not a JSON list"))
     doc = source.doc_with('"ttft_s"')
     if not isinstance(doc, list) or not doc or not isinstance(doc[0], dict):
-        return "not a list of response records"
+        return Message(_("not a list of response records"))
     if not {"ttft_s", "end_to_end_latency_s"} <= set(doc[0]):
-        return "records lack ttft_s/end_to_end_latency_s"
+        return Message(_("records lack ttft_s/end_to_end_latency_s"))
     return None
 
 

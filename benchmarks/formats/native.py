@@ -47,6 +47,12 @@ from benchmarks.result import (
     Stats,
 )
 from benchmarks.suite import TEST_IDS
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 TOP_KEYS = {
     "schema",
@@ -82,15 +88,15 @@ POINT_KEYS = set(LoadPoint.__dataclass_fields__)
 NUMERIC_COLUMNS = ("start_s", "ttft_ms", "tpot_ms", "itl_ms_mean", "e2e_ms", "prompt_tokens", "output_tokens")
 
 
-def sniff(source: Source) -> str | None:
+def sniff(source: Source) -> str | Message | None:
     if '"schema"' not in source.head:
-        return "no 'schema' key"
+        return Message(_("no 'schema' key"))
     doc = source.doc_with('"schema"')
     if not isinstance(doc, dict):
-        return "not a JSON object"
+        return Message(_("not a JSON object"))
     schema = doc.get("schema")
     if not isinstance(schema, str) or not schema.startswith("kvselect.result/"):
-        return f"schema is {schema!r}, not kvselect.result/N"
+        return Message(_("schema is %(schema)s, not kvselect.result/N"), {"schema": repr(schema)})
     return None
 
 

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.formats.base import Format, FormatError, Source, decode_json, type_name
+from benchmarks.formats.base import Format, FormatError, Source, decode_json, reason_of, type_name
 from benchmarks.formats.vllm import parse_serving_docs
 from benchmarks.result import NormalizedResult
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 DEFINITIONS = {
     "ttft_ms": "SGLang: first non-empty chunk - request send (same as kvselect)",
@@ -35,7 +41,7 @@ def _lines(source: Source, strict: bool) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        value = decode_json(line, allow_nonfinite=True, where=f"line {number}")
+        value = decode_json(line, allow_nonfinite=True, where=Message(_("line %(n)s"), {"n": number}))
         if not isinstance(value, dict):
             raise FormatError(f"line {number}: expected an object, got {type_name(value)}")
         docs.append(value)
@@ -46,31 +52,33 @@ def _lines(source: Source, strict: bool) -> list[dict[str, Any]]:
     return docs
 
 
-def sniff(source: Source) -> str | None:
+def sniff(source: Source) -> str | Message | None:
     head = source.head
     if source.head_is_partial and head.lstrip().startswith("{") and "\n" not in head.strip():
         # one run with --output-details can make line 1 longer than the head: judge it by its keys
         missing = [k for k in REQUIRED if f'"{k}"' not in head]
         if missing:
-            return f"first line longer than the head, without the SGLang keys {missing}"
-        return "has vLLM's model_id key" if '"model_id"' in head else None
+            return Message(
+                _("first line longer than the head, without the SGLang keys %(keys)s"), {"keys": str(missing)}
+            )
+        return Message(_("has vLLM's model_id key")) if '"model_id"' in head else None
     try:
         doc = _lines(source, strict=False)[0]
     except FormatError as error:
         # a pretty-printed single object (as in shortened examples) is also accepted
         if source.large:
-            return str(error)
+            return reason_of(error)
         try:
             doc = source.json_lenient
         except FormatError:
-            return str(error)
+            return reason_of(error)
         if not isinstance(doc, dict):
-            return "not a JSON object"
+            return Message(_("not a JSON object"))
     missing = [k for k in REQUIRED if k not in doc]
     if missing:
-        return f"missing SGLang keys {missing}"
+        return Message(_("missing SGLang keys %(keys)s"), {"keys": str(missing)})
     if "model_id" in doc:
-        return "has vLLM's model_id key"
+        return Message(_("has vLLM's model_id key"))
     return None
 
 

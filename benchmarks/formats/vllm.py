@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats.base import Format, FormatError, Source, decode_json, type_name
+from benchmarks.formats.base import Format, FormatError, Source, decode_json, reason_of, type_name
 from benchmarks.formats.common import (
     cap_depth,
     expect_object,
@@ -44,6 +44,12 @@ from benchmarks.formats.common import (
     stats_from_array,
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
+
 
 DEFINITIONS = {
     "ttft_ms": "vLLM: first non-empty chunk - request send (same as kvselect)",
@@ -104,20 +110,20 @@ KNOWN_KEYS = {
 _STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_([a-z0-9_]+)_ms$")
 
 
-def sniff(source: Source) -> str | None:
+def sniff(source: Source) -> str | Message | None:
     if source.large:
         head = source.head
         if not head.lstrip().startswith("{"):
-            return "not a JSON object"
+            return Message(_("not a JSON object"))
         missing = [k for k in ('"model_id"', '"completed"', '"duration"') if k not in head]
-        return f"no {', '.join(missing)} key near the start" if missing else None
+        return Message(_("no %(keys)s key near the start"), {"keys": ", ".join(missing)}) if missing else None
     docs = _documents(source, strict=False)
     if docs is None:
-        return "not a JSON object (or newline-separated objects)"
+        return Message(_("not a JSON object (or newline-separated objects)"))
     doc = docs[0]
     missing = [k for k in ("model_id", "completed", "duration", "request_throughput") if k not in doc]
     if missing:
-        return f"missing vLLM keys {missing}"
+        return Message(_("missing vLLM keys %(keys)s"), {"keys": str(missing)})
     return None
 
 
@@ -138,7 +144,7 @@ def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
     docs = []
     for lineno, line in enumerate(source.text.splitlines(), start=1):
         if line.strip():
-            value = decode_json(line, where=f"line {lineno}")
+            value = decode_json(line, where=Message(_("line %(n)s"), {"n": lineno}))
             if not isinstance(value, dict):
                 if not strict:
                     return None
@@ -713,11 +719,11 @@ def _collect_metadata(doc: dict[str, Any], result: NormalizedResult, flavour: st
                 meta.setdefault("workload", {})[key] = doc[key]
 
 
-def _sniff_guard(source: Source) -> str | None:
+def _sniff_guard(source: Source) -> str | Message | None:
     try:
         return sniff(source)
     except FormatError as error:
-        return str(error)
+        return reason_of(error)
 
 
 FORMATS = [Format("vllm", "vllm", "vllm bench serve / benchmark_serving.py --save-result JSON", _sniff_guard, parse)]

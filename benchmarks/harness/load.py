@@ -12,6 +12,8 @@ when the requested concurrency or rate was not kept. It is cancellable within we
 Above PROCESS_CONCURRENCY requests in flight one event loop saturates its core, so a closed loop
 is split over worker processes (`benchmarks.harness.workers`), one per core it may use, and their
 records merged: held concurrency, peak, lateness and reads are computed on the merged records.
+
+What the outcome is judged by lives in `load_judging`, its summary in `load_summary`.
 """
 
 from __future__ import annotations
@@ -23,154 +25,27 @@ import math
 import random
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal
+from dataclasses import replace
+from typing import Any, Callable
 
 from benchmarks.harness import workers as worker_processes
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
-from benchmarks.harness.stopping import LIMITS, EarlyStop
-from benchmarks.result import LoadPoint, Stats
-from selection.domain.messages import Message, to_json
-
-
-def _(text: str) -> str:  # marks the reasons below for makemessages; pages translate them when shown
-    return text
-
-
-CLIENT_PROCESS = _("client process")
-CLIENT_WORKER = _("client worker %(index)s of %(count)s")
-CPU_BOUND = _(
-    "%(who)s needed %(busy)s of a core (ran %(cpu)s, waited for one %(waited)s): the client, not the engine, set "
-    "the pace"
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.load_config import CancelHook, LoadConfig, LoadOutcome, ProgressCallback
+from benchmarks.harness.load_judging import (
+    held_concurrency,
+    held_window_end,
+    judge,
+    kernel_clock,
+    peak_concurrency,
+    sending_rate,
 )
-CONCURRENCY_NOT_HELD = _("held %(held)s requests in flight on average, %(expected)s requested")
-SENDS_BEHIND = _("%(late)s of sends were more than %(ms)s ms behind schedule")
-SENDS_AFTER = _("%(late)s of sends were more than %(ms)s ms after the previous response ended")
-LATE_READS = _(
-    "%(late)s of tokens were read together with tokens sent one or more inter-token gaps (%(gap)s ms) earlier "
-    "while the event loop lagged (p99 %(lag)s ms): their TTFT/ITL are stamped late, by up to %(max)s ms"
-)
-RATE_NOT_HELD = _("sent %(rate)s requests/s, %(requested)s requested")
-LOOP_LAG = _("event-loop lag p99 %(lag)s ms: client timings are unreliable")
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
+from benchmarks.harness.stopping import EarlyStop
 
-
-def client_bound(outcome: LoadOutcome, template: str, params: dict[str, Any] | None = None) -> None:
-    """Record why the client, not the engine, may have set the pace: in English and as a message."""
-    message = Message(template, params)
-    outcome.client_bound_reasons.append(str(message))
-    outcome.client_bound_messages.append(message)
-
-
-Mode = Literal["closed", "open"]
-Arrival = Literal["poisson", "gamma", "constant"]
-ProgressCallback = Callable[[dict[str, Any]], Any]
-CancelHook = Any  # asyncio.Event | threading.Event | Callable[[], bool] | None
-
-# Thresholds for the client-bound flag.
-CONCURRENCY_KEPT_FRACTION = 0.95
-RATE_KEPT_FRACTION = 0.95
-LATE_SEND_MS = 10.0
-LATE_FRACTION = 0.05
-LOOP_LAG_P99_MS = 20.0
-CPU_BUSY_FRACTION = 0.90  # of one core, per client process (running or waiting to run)
-LATE_READ_FRACTION = 0.01  # of token events that shared a read with tokens more than one gap apart
-PACED_GAP_MS = 1.0  # a stream whose median gap between reads is at least this streams token by token
 # A closed loop above this many requests in flight runs in worker processes (one per usable core):
 # one process on vLLM-shaped streams (10 ms between tokens) nears a core at about this many
 # (benchmarks/perf/side_by_side.py prints each run's share of a core).
 PROCESS_CONCURRENCY = 512
-
-
-class LoadConfigError(ValueError):
-    """A load configuration that cannot run; the message names the field."""
-
-
-@dataclass
-class LoadConfig:
-    mode: Mode = "closed"
-    concurrency: int | None = None  # closed loop: requests kept in flight
-    rate: float | None = None  # open loop: requests per second
-    arrival: Arrival = "poisson"
-    gamma_shape: float = 1.0  # open loop, gamma: <1 burstier than Poisson, >1 smoother
-    # stop early, keeping the data, when the engine is gone (benchmarks.harness.stopping; None: never)
-    stop_after_connection_failures: int | None = LIMITS["consecutive_connection_failures"]
-    stop_after_s_without_success: float | None = LIMITS["seconds_without_success"]
-    max_concurrency: int | None = None  # open loop: cap on requests in flight (None: none)
-    duration_s: float | None = None  # measured window, after warm-up
-    max_requests: int | None = None  # measured requests to issue
-    warmup_s: float = 0.0
-    warmup_requests: int = 0
-    ramp_up_s: float = 0.0  # closed: workers start spread over this; open: rate rises linearly
-    drain_timeout_s: float = 60.0  # after the window: wait this long for requests in flight
-    progress_interval_s: float = 1.0
-    seed: int = 0
-    processes: int | None = None  # worker processes; None: one per usable core above PROCESS_CONCURRENCY
-
-    def validate(self) -> None:
-        if self.mode not in ("closed", "open"):
-            raise LoadConfigError(f"load.mode: must be 'closed' or 'open', got {self.mode!r}")
-        if self.mode == "closed" and (not isinstance(self.concurrency, int) or self.concurrency < 1):
-            raise LoadConfigError(
-                f"load.concurrency: must be a positive integer for a closed loop, got {self.concurrency!r}"
-            )
-        if self.mode == "open" and (self.rate is None or not self.rate > 0 or not math.isfinite(self.rate)):
-            raise LoadConfigError(
-                f"load.rate: must be a positive number of requests/s for an open loop, got {self.rate!r}"
-            )
-        if self.duration_s is None and self.max_requests is None:
-            raise LoadConfigError("load.duration_s: give a duration or load.max_requests (neither was set)")
-        if self.duration_s is not None and not self.duration_s > 0:
-            raise LoadConfigError(f"load.duration_s: must be positive, got {self.duration_s!r}")
-        if self.max_requests is not None and self.max_requests < 1:
-            raise LoadConfigError(f"load.max_requests: must be at least 1, got {self.max_requests!r}")
-        if self.arrival not in ("poisson", "gamma", "constant"):
-            raise LoadConfigError(f"load.arrival: must be poisson, gamma or constant, got {self.arrival!r}")
-        if self.arrival == "gamma" and not self.gamma_shape > 0:
-            raise LoadConfigError(f"load.gamma_shape: must be positive, got {self.gamma_shape!r}")
-        if self.processes is not None and (not isinstance(self.processes, int) or self.processes < 1):
-            raise LoadConfigError(f"load.processes: must be a positive integer or None, got {self.processes!r}")
-        if not 0 < self.progress_interval_s <= 2.0:
-            raise LoadConfigError(f"load.progress_interval_s: must be in (0, 2], got {self.progress_interval_s!r}")
-
-
-@dataclass
-class LoadOutcome:
-    """What a load run produced: the records and what the client actually delivered."""
-
-    config: LoadConfig
-    records: list[RequestRecord] = field(default_factory=list)  # measured window
-    warmup: list[RequestRecord] = field(default_factory=list)
-    run_start: float = 0.0  # perf_counter at start (time zero of start_s columns)
-    measure_start: float = 0.0
-    measure_end: float = 0.0
-    load_end: float = 0.0  # when the load stopped issuing (the deadline, or the last send): held concurrency ends here
-    stopped_early: str | None = None  # why the load stopped before its planned end (the engine is gone)
-    achieved_concurrency: float | None = None
-    peak_concurrency: int = 0
-    achieved_rate: float | None = None  # sends per second while the load issued requests (not the drain)
-    late_sends_fraction: float | None = None  # open loop: sends > LATE_SEND_MS behind schedule
-    send_lateness_ms_p99: float | None = None
-    loop_lag_ms_p99: float | None = None
-    client_cpu_s: float = 0.0
-    wall_s: float = 0.0  # the run's wall time, start to end (the client CPU check's denominator)
-    processes: int = 1  # worker processes that drove the load (their records merged here)
-    cpu_fractions: list[float] = field(default_factory=list)  # each client process's CPU time / wall time
-    # each client event loop's time running or waiting for a core / wall time: its demand for a core,
-    # which a shared machine may not meet (Linux schedstat; else equal to the CPU share)
-    busy_fractions: list[float] = field(default_factory=list)
-    late_read_fraction: float | None = None  # of token events read together with tokens a gap apart
-    late_read_max_ms: float | None = None  # how late such a read's earliest token may be stamped
-    client_clock: dict[str, Any] | None = None  # how response times were taken (OpenAIClient.timestamping)
-    client_bound: bool = False
-    client_bound_reasons: list[str] = field(default_factory=list)  # in English (logs, the API)
-    client_bound_messages: list[Message] = field(default_factory=list)  # the same, for pages in any language
-    cancelled: bool = False
-    send_lateness_ms: list[float] = field(default_factory=list, repr=False)  # raw, for judging and merging
-    loop_lags_ms: list[float] = field(default_factory=list, repr=False)
-
-    @property
-    def duration_s(self) -> float:
-        return max(self.measure_end - self.measure_start, 0.0)
 
 
 def _cancel_requested(cancel: CancelHook) -> bool:
@@ -267,7 +142,7 @@ async def run_load(
     else:
         outcome = await _run_here(client, make_request, config, cancel, progress, phase)
         outcome.client_clock = client.timestamping()
-    _judge(outcome, _kernel_clock(outcome.client_clock))
+    judge(outcome, kernel_clock(outcome.client_clock))
     return outcome
 
 
@@ -279,14 +154,6 @@ def _thread_busy_s() -> float | None:
         return (int(run_ns) + int(wait_ns)) / 1e9
     except (OSError, ValueError):
         return None
-
-
-def _kernel_clock(clock: dict[str, Any] | None) -> bool:
-    """Response times from kernel stamps: a few unstamped reads (stamping switching on just after
-    the first packets) do not make the run's times loop-dependent; many do."""
-    if not clock or not str(clock.get("receive_clock", "")).startswith("kernel"):
-        return False
-    return (clock.get("unstamped_reads") or 0) <= max(5, 0.01 * (clock.get("reads") or 0))
 
 
 async def _run_here(
@@ -688,97 +555,6 @@ async def _run_in_processes(
     return merged
 
 
-def held_window_end(outcome: "LoadOutcome") -> float:
-    """The end of the window held concurrency is averaged over: while the load still issued
-    requests. The drain after the deadline (and, for a fixed request count, the tail after the last
-    send) has workers that may not send again, so counting it would flag a client that kept the
-    load as one that did not."""
-    end = outcome.load_end or outcome.measure_end
-    if outcome.config.max_requests is not None and outcome.config.duration_s is None:
-        sends = [r.send_time for r in outcome.records if r.send_time > 0]
-        if sends:
-            end = min(end, max(sends))
-    return min(end, outcome.measure_end) if outcome.measure_end else end
-
-
-def sending_rate(sends: int, outcome: "LoadOutcome") -> float | None:
-    """Sends per second while the load issued requests: the drain after the deadline sends nothing,
-    so counting it would make a slow engine look like a client that fell behind."""
-    window = held_window_end(outcome) - outcome.measure_start
-    return sends / window if window > 0 else None
-
-
-def held_concurrency(records: list[RequestRecord], start: float, end: float) -> float | None:
-    """Requests in flight, time-weighted over [start, end]: each from its send to its last byte.
-
-    Both ends are perf_counter times of the same clock (the send just before the socket write, the
-    end the kernel's receive stamp of the last byte), and a closed-loop worker sends its next
-    request only after its previous one ended, so this never exceeds the concurrency asked for.
-    """
-    if end <= start:
-        return None
-    area = 0.0
-    for record in records:
-        if record.send_time <= 0:
-            continue  # never sent (no connection): nothing was in flight
-        stop = record.end_time if record.end_time is not None else end
-        if stop > start and record.send_time < end:
-            area += min(stop, end) - max(record.send_time, start)
-    return area / (end - start)
-
-
-def peak_concurrency(records: list[RequestRecord]) -> int:
-    """The most requests in flight at once, from the same send and end times."""
-    edges = sorted(
-        [(r.send_time, 1) for r in records if r.send_time > 0]
-        + [(r.end_time, -1) for r in records if r.send_time > 0 and r.end_time is not None],
-        key=lambda edge: (edge[0], edge[1]),
-    )
-    peak = current = 0
-    for _, step in edges:
-        current += step
-        peak = max(peak, current)
-    return peak
-
-
-def late_reads(records: list[RequestRecord]) -> tuple[float | None, float | None, float | None]:
-    """(fraction of token events that shared a read with earlier tokens of a paced stream, the most
-    such a read may have stamped its earliest token late, ms, the streams' median gap between tokens, ms).
-
-    A read is stamped with its newest packet's arrival. A stream the engine writes token by token
-    (its tokens at least PACED_GAP_MS apart on average) puts one token in each read while the
-    client keeps up; a read holding k of its tokens means the tokens queued, and its first token
-    arrived about (k - 1) gaps before the stamp. O(1) Python work per record (set and len in C).
-    """
-    shared = total = 0
-    worst = 0.0
-    paced_gaps: list[float] = []
-    for record in records:
-        times = record.chunk_times
-        count = len(times)
-        if count < 3:
-            continue
-        reads = len(set(times))
-        if reads < 3:
-            continue  # the whole stream in one or two reads: written at once, not paced
-        gap_ms = (times[-1] - times[0]) * 1000.0 / (count - 1)
-        if gap_ms < PACED_GAP_MS:
-            continue
-        paced_gaps.append(gap_ms)
-        total += count
-        if reads < count:
-            shared += count - reads
-            run = longest = 1
-            for previous, current in zip(times, times[1:], strict=False):
-                run = run + 1 if current == previous else 1
-                longest = max(longest, run)
-            worst = max(worst, (longest - 1) * gap_ms)
-    if not total:
-        return None, None, None
-    paced_gaps.sort()
-    return shared / total, worst, paced_gaps[len(paced_gaps) // 2]
-
-
 async def _sleep_until(deadline: float, stop: asyncio.Event) -> None:
     if math.isinf(deadline):
         await stop.wait()
@@ -787,176 +563,3 @@ async def _sleep_until(deadline: float, stop: asyncio.Event) -> None:
         await asyncio.wait_for(stop.wait(), timeout=max(deadline - time.perf_counter(), 0))
     except asyncio.TimeoutError:
         pass
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(int(math.ceil(q / 100.0 * len(ordered))) - 1, len(ordered) - 1)] if ordered else None
-
-
-def _judge(outcome: LoadOutcome, kernel_clock: bool = False) -> None:
-    """Decide whether the client kept the requested load and timed it truly; say why not.
-
-    `kernel_clock`: response times came from the kernel's receive stamps, so a lagging loop did
-    not skew them by itself; what it did to the load (late sends, concurrency not refilled, reads
-    of several tokens stamped with the last one's arrival, a saturated core) is judged by the
-    other checks.
-    """
-    config = outcome.config
-    reasons = outcome.client_bound_reasons
-    lateness, lags = outcome.send_lateness_ms, outcome.loop_lags_ms
-    outcome.loop_lag_ms_p99 = _percentile(lags, 99)
-    outcome.late_read_fraction, outcome.late_read_max_ms, gap_ms = late_reads(outcome.records)
-    if lateness:
-        outcome.late_sends_fraction = sum(1 for x in lateness if x > LATE_SEND_MS) / len(lateness)
-        outcome.send_lateness_ms_p99 = _percentile(lateness, 99)
-    if outcome.cancelled:
-        return
-    for index, busy in enumerate(outcome.busy_fractions):
-        if busy > CPU_BUSY_FRACTION:
-            count = len(outcome.busy_fractions)
-            who = (
-                Message(CLIENT_PROCESS) if count == 1 else Message(CLIENT_WORKER, {"index": index + 1, "count": count})
-            )
-            cpu = outcome.cpu_fractions[index] if index < len(outcome.cpu_fractions) else busy
-            figures = {"busy": f"{busy:.0%}", "cpu": f"{cpu:.0%}", "waited": f"{max(busy - cpu, 0):.0%}"}
-            client_bound(outcome, CPU_BOUND, {"who": who, **figures})
-    if config.mode == "closed" and outcome.achieved_concurrency is not None and config.concurrency:
-        expected = config.concurrency
-        if config.max_requests is not None:  # a short request-count run cannot hold more than it sends
-            expected = min(expected, config.max_requests)
-        if outcome.achieved_concurrency < CONCURRENCY_KEPT_FRACTION * expected and config.ramp_up_s == 0:
-            held = f"{outcome.achieved_concurrency:.1f}"
-            client_bound(outcome, CONCURRENCY_NOT_HELD, {"held": held, "expected": expected})
-    late = outcome.late_sends_fraction
-    if late is not None and late > LATE_FRACTION and not (config.mode == "open" and config.max_concurrency):
-        template = SENDS_BEHIND if config.mode == "open" else SENDS_AFTER
-        client_bound(outcome, template, {"late": f"{late:.0%}", "ms": f"{LATE_SEND_MS:.0f}"})
-    # A read of several paced tokens is the client's doing only when its loop fell more than a gap
-    # behind; a server (or a shared host) that sent them in a burst is not.
-    loop_late = outcome.loop_lag_ms_p99 is not None and gap_ms is not None and outcome.loop_lag_ms_p99 >= gap_ms
-    if outcome.late_read_fraction is not None and outcome.late_read_fraction > LATE_READ_FRACTION and loop_late:
-        figures = {"late": f"{outcome.late_read_fraction:.0%}", "gap": f"{gap_ms:.0f}"}
-        figures.update(lag=f"{outcome.loop_lag_ms_p99:.0f}", max=f"{outcome.late_read_max_ms:.0f}")
-        client_bound(outcome, LATE_READS, figures)
-    if config.mode == "open":
-        sends = len(outcome.records)
-        if (
-            outcome.achieved_rate is not None
-            and config.rate
-            and config.duration_s
-            and config.max_requests is None
-            and sends >= 20
-            and outcome.achieved_rate < RATE_KEPT_FRACTION * config.rate * _expected_rate_fraction(config, sends)
-        ):
-            client_bound(
-                outcome, RATE_NOT_HELD, {"rate": f"{outcome.achieved_rate:.1f}", "requested": f"{config.rate:g}"}
-            )
-    if outcome.loop_lag_ms_p99 is not None and outcome.loop_lag_ms_p99 > LOOP_LAG_P99_MS and not kernel_clock:
-        client_bound(outcome, LOOP_LAG, {"lag": f"{outcome.loop_lag_ms_p99:.1f}"})
-    outcome.client_bound = bool(reasons)
-
-
-def _expected_rate_fraction(config: LoadConfig, count: int) -> float:
-    """Poisson counts vary: allow 3 standard deviations below the requested count."""
-    return max(1.0 - 3.0 / math.sqrt(max(count, 1)), 0.5)
-
-
-def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | None = None) -> LoadPoint:
-    """One LoadPoint from a load outcome, in kvselect's definitions (see benchmarks.result)."""
-    records = outcome.records
-    finished = [r for r in records if r.error_class != "cancelled"]
-    completed = [r for r in finished if r.ok and not r.aborted]
-    failed = [r for r in finished if not r.ok]
-    window = outcome.duration_s or None
-    itl: list[float] = []
-    for record in completed:
-        itl.extend(record.itl_ms())
-    errors: dict[str, int] = {}
-    for record in failed:
-        errors[record.error_class or "unknown"] = errors.get(record.error_class or "unknown", 0) + 1
-    output_tokens = sum(r.output_tokens or 0 for r in completed)
-    prompt_tokens = sum(r.prompt_tokens or 0 for r in completed)
-    point = LoadPoint(
-        label=label,
-        concurrency=outcome.config.concurrency if outcome.config.mode == "closed" else outcome.config.max_concurrency,
-        request_rate=outcome.config.rate if outcome.config.mode == "open" else None,
-        achieved_concurrency=outcome.achieved_concurrency,
-        duration_s=window,
-        requests_completed=len(completed),
-        requests_failed=len(failed),
-        ttft_ms=Stats.from_values(r.ttft_ms for r in completed),
-        tpot_ms=Stats.from_values(r.tpot_ms for r in completed),
-        itl_ms=Stats.from_values(itl),
-        e2e_ms=Stats.from_values(r.e2e_ms for r in completed),
-        request_throughput=len(completed) / window if window else None,
-        output_token_throughput=output_tokens / window if window else None,
-        input_token_throughput=prompt_tokens / window
-        if window and any(r.prompt_tokens is not None for r in completed)
-        else None,
-        error_rate=len(failed) / len(finished) if finished else None,
-        client_bound=outcome.client_bound,
-        extra={
-            "errors_by_class": errors,
-            "aborted": sum(1 for r in records if r.aborted),
-            "cancelled_in_flight": sum(1 for r in records if r.error_class == "cancelled"),
-            "peak_concurrency": outcome.peak_concurrency,
-            "achieved_rate": outcome.achieved_rate,
-            "late_sends_fraction": outcome.late_sends_fraction,
-            "send_lateness_ms_p99": outcome.send_lateness_ms_p99,
-            "loop_lag_ms_p99": outcome.loop_lag_ms_p99,
-            "client_cpu_s": round(outcome.client_cpu_s, 3),
-            "client_processes": outcome.processes,
-            "client_cpu_fraction": round(max(outcome.cpu_fractions), 3) if outcome.cpu_fractions else None,
-            "client_busy_fraction": round(max(outcome.busy_fractions), 3) if outcome.busy_fractions else None,
-            "late_read_fraction": outcome.late_read_fraction,
-            "late_read_max_ms": outcome.late_read_max_ms,
-            "client_bound_reasons": list(outcome.client_bound_reasons),
-            "client_bound_reason_messages": to_json(outcome.client_bound_messages),
-            "usage_reported_fraction": (sum(1 for r in completed if r.usage_reported) / len(completed))
-            if completed
-            else None,
-            "warmup_requests": len(outcome.warmup),
-            "stopped_early": outcome.stopped_early,
-        },
-    )
-    if slo and completed:
-        good = [r for r in completed if _meets_slo(r, slo)]
-        point.slo_attainment = len(good) / len(completed)
-        point.goodput = len(good) / window if window else None
-    return point
-
-
-def _meets_slo(record: RequestRecord, slo: dict[str, float]) -> bool:
-    for key, limit in slo.items():
-        value = getattr(record, key, None)
-        if value is None or value > limit:
-            return False
-    return True
-
-
-def requests_rows(outcome: LoadOutcome, point_index: int = 0, time_zero: float | None = None) -> list[dict[str, Any]]:
-    """Rows of the per-request table (benchmarks.result.REQUEST_COLUMNS) for the measured records."""
-    zero = outcome.run_start if time_zero is None else time_zero
-    rows = []
-    for record in outcome.records:
-        itl = record.itl_ms()
-        rows.append(
-            {
-                "point": point_index,
-                "request_id": record.request_id,
-                "start_s": record.send_time - zero,
-                "ttft_ms": record.ttft_ms,
-                "tpot_ms": record.tpot_ms,
-                "itl_ms_mean": (sum(itl) / len(itl)) if itl else None,
-                "e2e_ms": record.e2e_ms,
-                "prompt_tokens": record.prompt_tokens,
-                "output_tokens": record.output_tokens,
-                "ok": record.ok and not record.aborted,
-                "error": record.error_class if not record.aborted else "aborted",
-                "finish_reason": record.finish_reason,
-            }
-        )
-    return rows

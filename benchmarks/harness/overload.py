@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from benchmarks.harness.client import RequestRecord
+from benchmarks.harness.request_record import RequestRecord
 from benchmarks.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS
 
 # What the engine did past the sustainable load, best first, with scoring's `overload_handling`

@@ -3,14 +3,14 @@ series, histograms, the KV capacity an engine states, and kvSelect's simulator m
 
 A leaf (prometheus_client's parser, no HTTP): the candidate probes (`identity`) read an engine's
 metrics with it without loading the scraper (`metrics`, aiohttp) into the web processes
-(tests/architecture/test_lean_imports.py). The series themselves are described in `metrics`.
+(tests/architecture/test_lean_imports.py). prometheus_client itself (its package loads the registry
+and the process collectors) is imported by the first parse, not with the URL conf (issue 39). The
+series themselves are described in `metrics`.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from prometheus_client.parser import text_string_to_metric_families
 
 # canonical -> candidate metric names (counter names without `_total`), first found wins.
 ENGINE_MAPS: dict[str, dict[str, list[str]]] = {
@@ -133,6 +133,8 @@ def normalize_engine(engine: str | None) -> str:
 
 def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Samples by name, with `_total` stripped from counter samples (names differ by version)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -14,7 +14,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.request_record import RequestSpec
 
 WORD_POOL = (
     "the key value cache stores attention keys and values for every token of request paged blocks memory "

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness.metrics import MetricsRecording, histogram_quantile
+from benchmarks.harness.metrics import HISTOGRAMS, MetricsRecording, histogram_quantile
 from benchmarks.verdicts import (
     FAIL,
     INCONCLUSIVE,
@@ -45,6 +45,8 @@ def _(text: str) -> str:  # marks the templates below for makemessages; pages tr
 
 
 QUEUE_WAIT = "queue_wait"
+# a queue-time histogram as a sentence names it: its metric name in English, what it is in other languages
+HISTOGRAM_CONTEXT = "queue-time histogram"
 NO_HISTOGRAM = _(
     "the engine exports no queue-time histogram: the wait of each request is not measured, only the "
     "number of requests waiting"
@@ -94,6 +96,12 @@ def queue_wait_figures(recording: MetricsRecording, start: float, end: float) ->
     return figures
 
 
+def histogram_name(metric: str) -> str | Message:
+    """A queue-time histogram's metric name as a message where kvselect knows it (`HISTOGRAMS`)."""
+    known = {name for names in HISTOGRAMS[QUEUE_WAIT].values() for name in names}
+    return Message(metric, context=HISTOGRAM_CONTEXT) if metric in known else metric
+
+
 def queue_wait_verdict(
     figures: dict[str, Any] | None, ttft_budget_ms: float | None, name: str = "queue_wait_p95_within_budget"
 ) -> dict[str, Any]:
@@ -114,7 +122,13 @@ def queue_wait_verdict(
             INSUFFICIENT_DATA,
             Message(
                 FEW_WAITS,
-                {"n": n, "metric": figures["metric"], "min": MIN_SAMPLES, "limit": f"{limit:g}", "share": share},
+                {
+                    "n": n,
+                    "metric": histogram_name(figures["metric"]),
+                    "min": MIN_SAMPLES,
+                    "limit": f"{limit:g}",
+                    "share": share,
+                },
             ),
             value,
             limit,
@@ -137,7 +151,7 @@ def queue_wait_verdict(
             "where": where,
             "mean": f"{figures['mean_ms']:.1f}",
             "n": n,
-            "metric": figures["metric"],
+            "metric": histogram_name(figures["metric"]),
             "limit": f"{limit:g}",
             "share": share,
         },

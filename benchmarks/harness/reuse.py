@@ -27,6 +27,8 @@ def _(text: str) -> str:  # marks the templates below for makemessages; pages tr
     return text
 
 
+# engines as the metrics name them, shown by their product names in other languages
+ENGINE_NAMES = ("vllm", "sglang", "llamacpp", "trtllm", "lmdeploy", "tgi")
 # where the share of cached prompt tokens came from (`reuse_share`)
 BY_COUNTERS = _("the engine's prefix-cache counters: %(hits)s of %(queries)s queried tokens hit")
 BY_ENGINE_COUNTERS = _("the engine's prefix-cache counters (%(engine)s): %(hits)s of %(queries)s queried tokens hit")
@@ -34,7 +36,8 @@ BY_PROCESSED = _(
     "the engine computed %(processed)s of the %(sent)s prompt tokens sent "
     "(its prompt-token counter, llamacpp:prompt_tokens_total, against the responses' usage)"
 )
-BY_RESPONSES = _("the responses' %(field)s: %(cached)s of %(prompt)s prompt tokens cached")
+BY_RESPONSE_USAGE = _("the responses' usage cached_tokens: %(cached)s of %(prompt)s prompt tokens cached")
+BY_RESPONSE_TIMINGS = _("the responses' timings (prompt_n): %(cached)s of %(prompt)s prompt tokens cached")
 
 COUNTERS, PROCESSED, RESPONSES, TIMING = "engine_counters", "engine_processed_counter", "responses", "timing"
 SOURCES = (COUNTERS, PROCESSED, RESPONSES, TIMING)
@@ -80,7 +83,8 @@ def reuse_share(figures: dict[str, Any], engine: str = "") -> dict[str, Any] | N
     hits, queries = figures.get("counter_hits"), figures.get("counter_queries")
     if hits is not None and queries:
         counts = {"hits": f"{hits:,.0f}", "queries": f"{queries:,.0f}"}
-        message = Message(BY_ENGINE_COUNTERS, {**counts, "engine": engine}) if engine else Message(BY_COUNTERS, counts)
+        named = Message(engine, context="engine") if engine in ENGINE_NAMES else engine
+        message = Message(BY_ENGINE_COUNTERS, {**counts, "engine": named}) if engine else Message(BY_COUNTERS, counts)
         return _evidence(max(0.0, min(1.0, hits / queries)), COUNTERS, message, figures.get("requests"))
     processed, sent = figures.get("prompt_tokens_processed"), figures.get("prompt_tokens_sent")
     if processed is not None and sent:
@@ -89,8 +93,8 @@ def reuse_share(figures: dict[str, Any], engine: str = "") -> dict[str, Any] | N
     cached, prompt = figures.get("responses_cached_tokens"), figures.get("responses_prompt_tokens")
     if cached is not None and prompt:
         via = figures.get("responses_cached_source") or "usage"
-        field = "timings (prompt_n)" if via == "timings" else "usage cached_tokens"
-        message = Message(BY_RESPONSES, {"field": field, "cached": f"{cached:,.0f}", "prompt": f"{prompt:,.0f}"})
+        template = BY_RESPONSE_TIMINGS if via == "timings" else BY_RESPONSE_USAGE
+        message = Message(template, {"cached": f"{cached:,.0f}", "prompt": f"{prompt:,.0f}"})
         return _evidence(max(0.0, min(1.0, cached / prompt)), RESPONSES, message, figures.get("responses_with_cached"))
     return None
 

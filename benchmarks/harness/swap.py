@@ -15,6 +15,31 @@ from typing import Any, Sequence
 import numpy as np
 
 from benchmarks.verdicts import MIN_SAMPLES, ratio_interval, two_sample_interval
+from selection.domain.messages import Message
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+# the evidence of an eviction or offload (`observe_eviction`'s `how`), as message templates
+CACHED_TOKENS_FELL = _(
+    "cached tokens (%(via)s): %(evicted)s of %(resumed)s resumed sessions got under %(share)s of the warm "
+    "sessions' %(warm)s"
+)
+VIA_TIMINGS = Message("llama.cpp timings.prompt_n", context="cached tokens source")
+VIA_USAGE = Message("usage cached_tokens", context="cached tokens source")
+HIT_RATIO_FELL = _("prefix-cache hit ratio %(resume)s on resume vs %(warm)s warm")
+EVICTION_COUNTER = _("the engine's eviction counter +%(tokens)s tokens while the sessions idled")
+OFFLOAD_COUNTER = _("offload/swap-out counter +%(value)s")
+LOAD_BACK = _("load back from the CPU tier +%(value)s during the resume")
+CPU_TIER_USAGE = _("CPU-tier KV usage up to %(usage)s")
+PREFILLED_AGAIN = _(
+    "resume TTFT p50 %(resumed)s ms is %(times)sx the warm %(warm)s ms (95%% CI %(low)s-%(high)sx, n=%(n)s)%(like)s: "
+    "the history was prefilled again (the engine reports no cached tokens or prefix hits)"
+)
+LIKE_RECOMPUTE = _(", like the recompute's %(recomputed)s ms")
+RESUME_RECOMPUTED = _("%(evidence)s; the resume recomputed %(recomputed)s of %(prompt)s prompt tokens")
 
 # a resumed session whose cached tokens fall under this share of the warm sessions' counts as evicted
 EVICTED_CACHED_SHARE = 0.5
@@ -121,7 +146,7 @@ def observe_eviction(
     Preemptions are reported but are no evidence on their own: they preempt running requests, not
     the idle sessions' cache. `snapshots` holds the metric values at warm_start, warm_end,
     pressure_start, resume_start and resume_end (None where the engine exports no metrics)."""
-    how: list[str] = []
+    how: list[Message] = []
     sources: list[str] = []  # what judged each piece of evidence, in the order of `how`
     warm_median = _median(warm_cached)
     resumed_known = [c for c in resumed_cached if c is not None]
@@ -130,30 +155,29 @@ def observe_eviction(
         evicted_sessions = sum(1 for c in resumed_known if c < EVICTED_CACHED_SHARE * warm_median)
         if evicted_sessions:
             sources.append("responses")
-            via = "llama.cpp timings.prompt_n" if cached_source == "timings" else "usage cached_tokens"
-            how.append(
-                f"cached tokens ({via}): {evicted_sessions} of {len(resumed_known)} resumed sessions got under "
-                f"{EVICTED_CACHED_SHARE:.0%} of the warm sessions' {warm_median:.0f}"
-            )
+            via = VIA_TIMINGS if cached_source == "timings" else VIA_USAGE
+            figures = {"via": via, "evicted": evicted_sessions, "resumed": len(resumed_known)}
+            figures |= {"share": f"{EVICTED_CACHED_SHARE:.0%}", "warm": f"{warm_median:.0f}"}
+            how.append(Message(CACHED_TOKENS_FELL, figures))
     warm_ratio = _hit_ratio(snapshots.get("warm_start"), snapshots.get("warm_end"))
     resume_ratio = _hit_ratio(snapshots.get("resume_start"), snapshots.get("resume_end"))
     if warm_ratio and resume_ratio is not None and resume_ratio < EVICTED_HIT_RATIO_SHARE * warm_ratio:
-        how.append(f"prefix-cache hit ratio {resume_ratio:.2f} on resume vs {warm_ratio:.2f} warm")
+        how.append(Message(HIT_RATIO_FELL, {"resume": f"{resume_ratio:.2f}", "warm": f"{warm_ratio:.2f}"}))
         sources.append("engine_counters")
     dropped = _delta(snapshots.get("pressure_start"), snapshots.get("resume_start"), "evicted")
     if dropped:
-        how.append(f"the engine's eviction counter +{dropped:,.0f} tokens while the sessions idled")
+        how.append(Message(EVICTION_COUNTER, {"tokens": f"{dropped:,.0f}"}))
         sources.append("engine_counters")
     store = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "swap_out")
     load = _delta(snapshots.get("resume_start"), snapshots.get("resume_end"), "swap_in")
     if store:
-        how.append(f"offload/swap-out counter +{store:.3g}")
+        how.append(Message(OFFLOAD_COUNTER, {"value": f"{store:.3g}"}))
         sources.append("offload_counters")
     if load:
-        how.append(f"load back from the CPU tier +{load:.3g} during the resume")
+        how.append(Message(LOAD_BACK, {"value": f"{load:.3g}"}))
         sources.append("offload_counters")
     if cpu_usage_max:
-        how.append(f"CPU-tier KV usage up to {cpu_usage_max:.3f}")
+        how.append(Message(CPU_TIER_USAGE, {"usage": f"{cpu_usage_max:.3f}"}))
         sources.append("offload_counters")
     metric_evidence = evicted_sessions is not None or warm_ratio is not None
     ttft = ttft_ms or {}
@@ -162,12 +186,10 @@ def observe_eviction(
         over = ratio_interval(resume_t, warm_t)
         resumed, warm, recomputed = _median(resume_t), _median(warm_t), _median(recompute_t)
         if over and warm and over[0] >= RECOMPUTED_OVER_WARM and (not recomputed or resumed >= 0.8 * recomputed):
-            how.append(
-                f"resume TTFT p50 {resumed:.0f} ms is {resumed / warm:.1f}x the warm {warm:.0f} ms "
-                f"(95% CI {over[0]:.1f}-{over[1]:.1f}x, n={len(resume_t)})"
-                + (f", like the recompute's {recomputed:.0f} ms" if recomputed else "")
-                + ": the history was prefilled again (the engine reports no cached tokens or prefix hits)"
-            )
+            figures = {"resumed": f"{resumed:.0f}", "times": f"{resumed / warm:.1f}", "warm": f"{warm:.0f}"}
+            figures |= {"low": f"{over[0]:.1f}", "high": f"{over[1]:.1f}", "n": len(resume_t)}
+            like = Message(LIKE_RECOMPUTE, {"recomputed": f"{recomputed:.0f}"}) if recomputed else ""
+            how.append(Message(PREFILLED_AGAIN, {**figures, "like": like}))
             sources.append("timing")
     preemptions = _delta(snapshots.get("pressure_start"), snapshots.get("resume_end"), "preemptions")
     offloaded = bool(store or load or cpu_usage_max)
@@ -182,10 +204,12 @@ def observe_eviction(
     prompt_total = sum(p for _c, p in pairs)
     recomputed = sum(max(p - c, 0) for c, p in pairs)
     if evicted_sessions and prompt_total:
-        how[0] += f"; the resume recomputed {recomputed:,} of {prompt_total:,} prompt tokens"
+        figures = {"evidence": how[0], "recomputed": f"{recomputed:,}", "prompt": f"{prompt_total:,}"}
+        how[0] = Message(RESUME_RECOMPUTED, figures)
     return {
         "observed": bool(how),
-        "how": how,
+        "how": [str(evidence) for evidence in how],  # English (the API, the CLI); how_messages for pages
+        "how_messages": [evidence.to_dict() for evidence in how],
         # what judged it, strongest first: the responses' cached tokens, the engine's own counters, its
         # offload counters; timing only when the engine reports none of them
         "judged_by": sorted(set(sources), key=sources.index),

@@ -35,8 +35,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client import OpenAIClient
 from benchmarks.harness.prompts import PromptFactory
+from benchmarks.harness.request_record import Api, RequestRecord, RequestSpec
 from benchmarks.traces.formats import detect, file_sha256, format_named, read_trace
 from benchmarks.traces.replay import ReplayPlan, Turn, build_plan
 

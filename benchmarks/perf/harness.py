@@ -39,9 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiohttp
 
-from benchmarks.harness.client import OpenAIClient, RequestSpec
-from benchmarks.harness.load import LoadConfig, run_async, run_load
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.load import run_async, run_load
+from benchmarks.harness.load_config import LoadConfig
 from benchmarks.harness.metrics import MetricsSampler
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.perf import side_by_side as sbs
 from benchmarks.perf.wire_mock import WireMockConfig
 from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock

@@ -53,9 +53,11 @@ import aiohttp
 
 from benchmarks.formats import detect_and_parse
 from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import OpenAIClient
 from benchmarks.harness.client_timing import ReceiveClock
-from benchmarks.harness.load import LoadConfig, run_async, run_load
+from benchmarks.harness.load import run_async, run_load
+from benchmarks.harness.load_config import LoadConfig
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.perf.wire_mock import WireMockConfig
 from benchmarks.perf.wire_mock import serve_forever as serve_wire_mock
 

@@ -5,12 +5,7 @@ simulated time `now` and returns how long it took (`StepOutcome.duration`). The 
 sleeps that long (scaled) and streams the tokens; the offline simulator just adds it to a
 virtual clock. Nothing here reads a clock or does I/O.
 
-Memory model. The GPU pool has `config.total_blocks` blocks of `effective_block_size` tokens.
-A block is one of: free; in use by running sequences (private to one, or shared through the
-prefix cache with a reference count); cached but unreferenced (evictable, LRU order). Blocks
-have no ids: only counts and, for cached blocks, their key (the hash chain of their tokens,
-or a symbolic key offline). `kv_cache_usage` = in-use blocks / total, as vLLM reports it
-(evictable cached blocks count as free).
+The memory model is the block pool's (`block_pool`).
 
 Decode is accounted in aggregate so that a step costs O(block_size), not O(batch): every
 decoding sequence advances with a global decode counter `G`; the blocks they need are counted
@@ -23,241 +18,15 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
-from itertools import repeat
-from typing import Any, Hashable, Protocol
+from collections import deque
+from typing import Any
 
+from benchmarks.simulator.block_pool import BlockPool
 from benchmarks.simulator.config import SimConfig, blocks_for
-from benchmarks.simulator.tokens import chain_hashes, corrupt, output_token, prompt_digest
+from benchmarks.simulator.errors import EngineCrashed, EngineOOM, RequestRejected, RequestTooLarge
+from benchmarks.simulator.sequence import DECODE, FINISHED, PREFILL, WAITING, Sequence, StepOutcome
 
-WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
 LEAK_CAP = 0.9  # fault_kv_leak_blocks_per_request stops leaking at this share of the pool
-
-
-class EngineError(Exception):
-    """Base of errors the engine returns for a request."""
-
-    status = 500
-
-
-class RequestRejected(EngineError):
-    """Admission limit reached under the 429 rejection policy."""
-
-    status = 429
-
-
-class RequestTooLarge(EngineError, ValueError):
-    """The request can never fit (context length or KV pool)."""
-
-    status = 400
-
-
-class EngineOOM(EngineError):
-    """Injected out-of-memory fault."""
-
-    status = 500
-
-
-class EngineCrashed(EngineOOM):
-    """Out of memory with `oom_without_admission="crash"`: the engine process dies."""
-
-    status = 503
-
-
-class BlockKeys(Protocol):
-    """Identity of the full blocks of a request's token stream (prompt then outputs)."""
-
-    def block_keys(self, start: int, stop: int, block_size: int) -> list[Hashable]: ...
-
-
-class TokenStream:
-    """Real token ids (live mode): prompt ids plus deterministic outputs, hashed as a chain."""
-
-    __slots__ = ("prompt", "outputs", "digest", "corrupted", "_hashes", "_hash_bs", "_salt")
-
-    def __init__(self, prompt: list[int], seed: int = 0, private_to: Any = None) -> None:
-        self.prompt = list(prompt)
-        self.outputs: list[int] = []
-        self.digest = prompt_digest(self.prompt, seed)
-        self.corrupted = False
-        self._hashes: list[Any] = []
-        self._hash_bs = 0
-        # a request that must not share its cache (llama.cpp `cache_prompt: false`): its chain
-        # starts from its own salt, so it neither hits cached blocks nor leaves any others can hit
-        self._salt = None if private_to is None else ("private", private_to)
-
-    def extend_outputs(self, count: int) -> list[int]:
-        """Generate outputs up to `count` tokens; returns the new ones."""
-        new = []
-        while len(self.outputs) < count:
-            token = output_token(self.digest, len(self.outputs))
-            if self.corrupted:
-                token = corrupt(token)
-            self.outputs.append(token)
-            new.append(token)
-        return new
-
-    def block_keys(self, start: int, stop: int, block_size: int) -> list[Hashable]:
-        if block_size != self._hash_bs:
-            self._hashes, self._hash_bs = [], block_size
-        if stop > len(self._hashes):
-            tokens = self.prompt + self.outputs
-            previous = self._hashes[-1] if self._hashes else self._salt
-            self._hashes.extend(chain_hashes(tokens[: stop * block_size], block_size, len(self._hashes), previous))
-        return self._hashes[start:stop]
-
-
-class KeySpace:
-    """Allocates integer key ranges to named streams for one simulation (see SymbolicKeys)."""
-
-    def __init__(self) -> None:
-        self._bases: dict[Any, int] = {}
-        self._next = 1
-
-    def base(self, name: Any = None) -> int:
-        """The base of a named stream (None: a fresh anonymous one)."""
-        if name is not None and name in self._bases:
-            return self._bases[name]
-        base = self._next
-        self._next += 1
-        if name is not None:
-            self._bases[name] = base
-        return base
-
-    def keys(self, prefix_id: Any = None, prefix_tokens: int = 0, session_id: Any = None) -> "SymbolicKeys":
-        return SymbolicKeys(self, prefix_id, prefix_tokens, session_id)
-
-
-class SymbolicKeys:
-    """Offline block identity without token ids: a shared prefix's blocks, then the session's
-    stream (append-only across turns), then the request's own blocks.
-
-    Keys are integers `stream_id + block_index * STEP` with an odd STEP larger than any stream
-    id: unique, spread over the hash table's low bits (Python hashes small ints to themselves),
-    and a run of keys is a `range`, so bulk cache operations stay in C."""
-
-    STEP = 0x9E3779B1
-
-    __slots__ = ("prefix_base", "prefix_blocks_tokens", "stream_base")
-
-    def __init__(self, space: KeySpace, prefix_id: Any = None, prefix_tokens: int = 0, session_id: Any = None) -> None:
-        self.prefix_base = space.base(("p", prefix_id)) if prefix_id is not None else 0
-        self.prefix_blocks_tokens = prefix_tokens if prefix_id is not None else 0
-        self.stream_base = space.base(("s", session_id, prefix_id)) if session_id is not None else space.base()
-
-    def block_keys(self, start: int, stop: int, block_size: int) -> list[Hashable]:
-        prefix_full = self.prefix_blocks_tokens // block_size
-        step = self.STEP
-        if stop <= prefix_full:
-            return list(range(self.prefix_base + start * step, self.prefix_base + stop * step, step))
-        if start >= prefix_full:
-            return list(range(self.stream_base + start * step, self.stream_base + stop * step, step))
-        return list(range(self.prefix_base + start * step, self.prefix_base + prefix_full * step, step)) + list(
-            range(self.stream_base + prefix_full * step, self.stream_base + stop * step, step)
-        )
-
-
-class Sequence:
-    """One request inside the engine."""
-
-    __slots__ = (
-        "request_id",
-        "prompt_len",
-        "max_tokens",
-        "arrival",
-        "keys",
-        "stream",
-        "status",
-        "order",
-        "computed",
-        "target",
-        "out_done",
-        "shared",
-        "private",
-        "enter_g",
-        "enter_kv",
-        "enter_out",
-        "finish_g",
-        "need_r",
-        "static",
-        "hit_tokens",
-        "preemptions",
-        "swapped_blocks",
-        "swapped_in",
-        "first_scheduled",
-        "first_token_t",
-        "finish_t",
-        "finish_reason",
-        "error",
-        "emitted",
-        "user",
-        "priority",
-        "slot",
-    )
-
-    def __init__(
-        self,
-        request_id: Any,
-        prompt_len: int,
-        max_tokens: int,
-        arrival: float,
-        keys: BlockKeys,
-        stream: TokenStream | None = None,
-        user: Any = None,
-        priority: int = 0,
-    ) -> None:
-        self.request_id, self.prompt_len, self.max_tokens, self.arrival = request_id, prompt_len, max_tokens, arrival
-        self.keys, self.stream, self.user = keys, stream, user
-        self.priority = priority  # lower first under the "priority" scheduling policy (vLLM's convention)
-        self.status = WAITING
-        self.order = 0
-        self.computed = 0
-        self.target = prompt_len
-        self.out_done = 0
-        self.shared: list[Hashable] = []
-        self.private = 0
-        self.enter_g = self.enter_kv = self.enter_out = 0
-        self.finish_g = -1
-        self.need_r = -1
-        self.static = False
-        self.hit_tokens = 0
-        self.preemptions = 0
-        self.swapped_blocks = 0
-        self.swapped_in = False
-        self.first_scheduled: float | None = None
-        self.first_token_t: float | None = None
-        self.finish_t: float | None = None
-        self.finish_reason: str | None = None
-        self.error: str | None = None
-        self.emitted = 0  # tokens handed to the client (live mode)
-        self.slot: int | None = None  # the llama.cpp-style slot it runs in (the `slots` strategy)
-
-
-class Slot:
-    """One llama.cpp slot (the `slots` strategy): the request it serves, or the tokens it keeps resident
-    (their chain keys) and the blocks they hold, until another request takes the slot."""
-
-    __slots__ = ("index", "seq", "keys", "blocks", "last_used")
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.seq: Sequence | None = None
-        self.keys: list[Hashable] = []
-        self.blocks = 0
-        self.last_used = 0.0
-
-
-SLOT_PROMPT_SIMILARITY = 0.5  # llama-server's --slot-prompt-similarity default
-
-
-def _common_prefix(first: list[Hashable], second: list[Hashable]) -> int:
-    count = 0
-    for a, b in zip(first, second, strict=False):
-        if a != b:
-            break
-        count += 1
-    return count
 
 
 def _rank(seq: Sequence) -> tuple[int, int]:
@@ -266,38 +35,14 @@ def _rank(seq: Sequence) -> tuple[int, int]:
     return (seq.priority, seq.order)
 
 
-@dataclass
-class StepOutcome:
-    duration: float
-    steps: int = 1
-    first_token: list[Sequence] = field(default_factory=list)  # prefill completed: emitted a token
-    decoded: list[Sequence] = field(default_factory=list)  # live mode: decode seqs that emitted one token
-    finished: list[Sequence] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-
-
-class Engine:
+class Engine(BlockPool):
     def __init__(self, config: SimConfig, coalesce: bool = False) -> None:
-        self.config = config
+        super().__init__(config)
         strategy = config.strategy
-        self.prefix_caching: bool = config.prefix_caching_on
         self.static: bool = strategy["static"]
-        self.offload: bool = strategy["offload"]
-        self.slots_mode: bool = bool(strategy.get("slots"))
-        self.slot_table = [Slot(i) for i in range(config.max_num_seqs)] if self.slots_mode else []
-        self.idle_slot_blocks = 0  # blocks idle slots keep resident (reclaimed LRU when the pool runs short)
-        self.bs = config.effective_block_size
-        self.total_blocks = config.total_blocks
-        self.cpu_capacity = config.total_cpu_blocks if (self.offload or config.preemption_mode == "swap") else 0
         self.coalesce = coalesce
         self.by_priority = config.scheduling_policy == "priority"
         self.static_blocks = blocks_for(config.max_model_len, self.bs)
-        # pool
-        self.free = self.total_blocks
-        self.ref: dict[Hashable, int] = {}  # cached block key -> reference count (>= 1: in use)
-        self.evictable: OrderedDict[Hashable, float] = OrderedDict()  # ref 0, LRU first; value: time freed
-        self.cpu: OrderedDict[Hashable, bool] = OrderedDict()  # CPU tier of cached blocks (LRU first)
-        self.cpu_swap_used = 0  # CPU blocks held by swap-preempted sequences
         # scheduler
         self.waiting: deque[Sequence] = deque()
         self.running: dict[int, Sequence] = {}  # admission order (the last is preempted first)
@@ -313,144 +58,6 @@ class Engine:
         self.peak_running = 0
         self._admitted = 0
         self.leaked = 0  # blocks never returned (fault_kv_leak_blocks_per_request): a leak / fragmentation
-        self.stats: dict[str, int] = dict.fromkeys(
-            (
-                "prefix_queries",
-                "prefix_hits",
-                "preemptions",
-                "swap_in_blocks",
-                "swap_out_blocks",
-                "offload_store_blocks",
-                "offload_load_blocks",
-                "prompt_tokens",
-                "generation_tokens",
-                "requests_success",
-                "requests_aborted",
-                "requests_rejected",
-                "requests_oom",
-                "evictions",
-            ),
-            0,
-        )
-
-    # --- pool ------------------------------------------------------------------------------
-    @property
-    def available(self) -> int:
-        return self.free + len(self.evictable) + self.idle_slot_blocks
-
-    @property
-    def used_blocks(self) -> int:
-        """Blocks holding KV: an idle slot's resident prompt counts (llama.cpp reports it as used)."""
-        return self.total_blocks - self.free - len(self.evictable)
-
-    def kv_cache_usage(self) -> float:
-        return self.used_blocks / self.total_blocks if self.total_blocks else 0.0
-
-    def _allocate(self, count: int) -> None:
-        if self.slots_mode and count > self.free:
-            self._reclaim_slots(count)
-        if count <= self.free:
-            self.free -= count
-            return
-        evict = count - self.free
-        self.free = 0
-        self.stats["evictions"] += evict
-        evicted = map(self.evictable.popitem, repeat(False, evict))  # oldest first, in C
-        if self.offload:
-            for key, _ in list(evicted):
-                self._store_cpu(key)
-        else:
-            deque(evicted, maxlen=0)
-
-    def _reclaim_slots(self, count: int) -> None:
-        """Overwrite idle slots, least recently used first, until `count` blocks are free."""
-        for slot in sorted((s for s in self.slot_table if s.seq is None and s.blocks), key=lambda s: s.last_used):
-            if self.free >= count:
-                return
-            self.free += slot.blocks
-            self.idle_slot_blocks -= slot.blocks
-            self.stats["evictions"] += slot.blocks
-            slot.blocks, slot.keys = 0, []
-
-    def _admit_to_slot(self, seq: Sequence, budget: int) -> int:
-        """The `slots` strategy's admission: the idle slot holding the longest common prefix with the
-        prompt (else the least recently used) takes the request; that prefix is reused, the rest of
-        what the slot held is dropped. Returns the first chunk, or -1 when no slot or room is free."""
-        idle = [slot for slot in self.slot_table if slot.seq is None]
-        if not idle:
-            return -1
-        keys = seq.keys.block_keys(0, max(seq.target - 1, 0), 1) if self.config.prefix_caching else []
-        best, reused = min(idle, key=lambda slot: slot.last_used), 0
-        for slot in idle:
-            common = _common_prefix(keys, slot.keys) if keys and slot.keys else 0
-            # llama-server's --slot-prompt-similarity (0.5): a slot is chosen for what it holds only when
-            # the prompt shares more than half of it; otherwise the least recently used slot is taken
-            if common > reused and common > SLOT_PROMPT_SIMILARITY * len(slot.keys):
-                best, reused = slot, common
-        if reused == 0 and keys and best.keys:
-            reused = _common_prefix(keys, best.keys)  # the LRU slot's own common prefix is still reused
-        chunk = min(seq.target - reused, budget)
-        if self.free + self.idle_slot_blocks - reused < chunk:
-            return -1
-        self.idle_slot_blocks -= best.blocks
-        self.free += best.blocks - reused
-        best.seq, best.keys, best.blocks = seq, [], 0
-        seq.slot = best.index
-        self._allocate(chunk)
-        seq.private = reused + chunk
-        seq.computed = reused
-        seq.hit_tokens += reused
-        self.stats["prefix_queries"] += seq.target
-        self.stats["prefix_hits"] += reused
-        return chunk
-
-    def _release_to_slot(self, seq: Sequence, now: float) -> None:
-        """A finished (or aborted) request's KV stays in its slot for the next prompt with its prefix."""
-        slot = self.slot_table[seq.slot] if seq.slot is not None else None
-        blocks = len(seq.shared) + seq.private
-        seq.shared, seq.private, seq.slot = [], 0, None
-        if slot is None:
-            self.free += blocks
-            return
-        slot.seq, slot.blocks, slot.last_used = None, blocks, now
-        slot.keys = seq.keys.block_keys(0, min(seq.computed, blocks), 1) if self.config.prefix_caching else []
-        self.idle_slot_blocks += blocks
-
-    def _store_cpu(self, key: Hashable) -> None:
-        if self.cpu_capacity <= self.cpu_swap_used:
-            return
-        if key in self.cpu:
-            self.cpu.move_to_end(key)
-            return
-        while len(self.cpu) + self.cpu_swap_used >= self.cpu_capacity:
-            self.cpu.popitem(last=False)
-        self.cpu[key] = True
-        self.stats["offload_store_blocks"] += 1
-
-    def _decref(self, key: Hashable, now: float) -> None:
-        count = self.ref[key] - 1
-        if count:
-            self.ref[key] = count
-        else:
-            del self.ref[key]
-            self.evictable[key] = now
-
-    def offload_idle(self, now: float) -> int:
-        """Move cached blocks idle for `offload_after_s` to the CPU tier (paged-offload)."""
-        if not self.offload:
-            return 0
-        moved = 0
-        limit = now - self.config.offload_after_s
-        evictable = self.evictable
-        while evictable:
-            key, freed_at = next(iter(evictable.items()))
-            if freed_at > limit:
-                break
-            evictable.popitem(last=False)
-            self.free += 1
-            self._store_cpu(key)
-            moved += 1
-        return moved
 
     # --- admission -------------------------------------------------------------------------
     def add(self, seq: Sequence, now: float) -> None:
@@ -528,51 +135,17 @@ class Engine:
         seq.finish_reason = "abort"
         self.stats["requests_aborted"] += 1
 
-    def reset_prefix_cache(self) -> int:
-        """Drop every cached block no request holds (GPU evictable and the CPU tier), as vLLM's
-        `POST /reset_prefix_cache` and SGLang's `POST /flush_cache` do: the next request with the
-        same history recomputes it. Returns the blocks dropped; swapped-out sequences keep theirs."""
-        if self.slots_mode:
-            return 0  # llama.cpp has no cache reset (the server answers 404)
-        dropped = len(self.evictable) + len(self.cpu)
-        self.free += len(self.evictable)
-        self.evictable.clear()
-        self.cpu.clear()
-        return dropped
-
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
-
-    def _lookup(self, seq: Sequence) -> tuple[list[Hashable], int, int]:
-        """Prefix-cache hits for a sequence about to be scheduled: (keys, GPU hits, CPU hits)."""
-        if not self.prefix_caching:
-            return [], 0, 0
-        limit = (seq.target - 1) // self.bs  # at least one token is always computed
-        keys = seq.keys.block_keys(0, limit, self.bs)
-        ref, evictable = self.ref, self.evictable
-        gpu_hits = 0
-        for key in keys:
-            if key not in ref and key not in evictable:
-                break
-            gpu_hits += 1
-        cpu_hits = 0
-        if self.offload:
-            cpu = self.cpu
-            for index in range(gpu_hits, len(keys)):
-                key = keys[index]
-                if key not in cpu or key in ref or key in evictable:
-                    break
-                cpu_hits += 1
-        return keys, gpu_hits, cpu_hits
 
     def _try_admit(self, seq: Sequence, budget: int, now: float, outcome_extra: list[float]) -> int:
         """Admit the head of the queue if its first chunk fits; returns the chunk size, or -1."""
         if self.slots_mode:
-            return self._admit_to_slot(seq, budget)
+            return self.admit_to_slot(seq, budget)
         if seq.swapped_blocks:  # swap-preempted: bring its blocks back
             if self.available < seq.swapped_blocks:
                 return -1
-            self._allocate(seq.swapped_blocks)
+            self.allocate(seq.swapped_blocks)
             seq.private = seq.swapped_blocks
             self.cpu_swap_used -= seq.swapped_blocks
             self.stats["swap_in_blocks"] += seq.swapped_blocks
@@ -580,7 +153,7 @@ class Engine:
             seq.swapped_blocks = 0
             self._mark_swapped_in(seq)
             return 0
-        keys, gpu_hits, cpu_hits = self._lookup(seq)
+        keys, gpu_hits, cpu_hits = self.lookup(seq)
         hit_blocks = gpu_hits + cpu_hits
         computed = hit_blocks * self.bs
         chunk = min(seq.target - computed, budget)
@@ -606,7 +179,7 @@ class Engine:
         cpu_keys = keys[gpu_hits:hit_blocks]
         for key in cpu_keys:  # take them out first so eviction into the CPU tier cannot drop them
             del self.cpu[key]
-        self._allocate(need_new)
+        self.allocate(need_new)
         for key in cpu_keys:  # swap CPU-tier hits back in
             ref[key] = 1
         seq.shared.extend(cpu_keys)
@@ -672,7 +245,7 @@ class Engine:
         Blocks join the LRU tail-first, so a chain's later blocks are evicted before its head. Under the
         `slots` strategy the request's KV stays resident in its slot instead."""
         if self.slots_mode:
-            self._release_to_slot(seq, now)
+            self.release_to_slot(seq, now)
             return
         ref, evictable = self.ref, self.evictable
         private = seq.private
@@ -729,7 +302,7 @@ class Engine:
             and self.cpu_capacity - self.cpu_swap_used - len(self.cpu) >= blocks
         ):
             for key in seq.shared:
-                self._decref(key, now)
+                self.decref(key, now)
             self.free += seq.private
             seq.shared, seq.private = [], 0
             seq.swapped_blocks = blocks
@@ -868,7 +441,7 @@ class Engine:
         growth = self._crossings(steps)
         if growth > self.available:  # nothing left to preempt: stall this step's decode
             steps, growth = 0, 0
-        self._allocate(growth)
+        self.allocate(growth)
         self.growth += growth
         used = self.total_blocks - self.free - len(self.evictable)
         if used > self.peak_used_blocks:
@@ -925,7 +498,7 @@ class Engine:
             seq.computed += chunk
             self.stats["prompt_tokens"] += chunk
             if self.prefix_caching:
-                self._register_full_blocks(seq)
+                self.register_full_blocks(seq)
             if seq.computed >= seq.target:
                 seq.out_done += 1
                 self.stats["generation_tokens"] += 1
@@ -968,7 +541,7 @@ class Engine:
             extra.append(self._preempt(seq, now))
             outcome.preempted.append(seq)
             return budget
-        self._allocate(need)
+        self.allocate(need)
         seq.private += need
         chunks.append((seq, chunk))
         return budget - chunk
@@ -1000,23 +573,6 @@ class Engine:
                     high = mid - 1
             steps = low
         return steps
-
-    def _register_full_blocks(self, seq: Sequence) -> None:
-        """Publish newly computed full blocks in the prefix cache (still referenced by `seq`)."""
-        start = len(seq.shared)
-        full = min(seq.computed // self.bs, start + seq.private)
-        if full <= start:
-            return
-        keys = seq.keys.block_keys(start, full, self.bs)
-        ref, evictable = self.ref, self.evictable
-        if not (ref.keys().isdisjoint(keys) and evictable.keys().isdisjoint(keys)):
-            for index, key in enumerate(keys):
-                if key in ref or key in evictable:  # computed twice concurrently: keep ours (and later ones) private
-                    keys = keys[:index]
-                    break
-        ref.update(dict.fromkeys(keys, 1))
-        seq.shared.extend(keys)
-        seq.private -= len(keys)
 
     def _finish(self, seq: Sequence, end: float, reason: str) -> None:
         self._leave_running(seq)

@@ -12,8 +12,10 @@ import asyncio
 import itertools
 from typing import Any, Callable
 
+from benchmarks.simulator.block_keys import TokenStream
 from benchmarks.simulator.config import SimConfig
-from benchmarks.simulator.engine import Engine, Sequence, TokenStream
+from benchmarks.simulator.engine import Engine
+from benchmarks.simulator.sequence import Sequence
 
 DONE = object()
 

@@ -13,7 +13,8 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from benchmarks.simulator.engine import Engine, Sequence
+from benchmarks.simulator.engine import Engine
+from benchmarks.simulator.sequence import Sequence
 
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py)
 TTFT_BUCKETS = (

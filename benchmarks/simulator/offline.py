@@ -39,8 +39,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from benchmarks.result import REQUEST_COLUMNS, SIMULATED, LoadPoint, NormalizedResult, Stats
+from benchmarks.simulator.block_keys import KeySpace
 from benchmarks.simulator.config import SimConfig
-from benchmarks.simulator.engine import Engine, EngineError, KeySpace, Sequence
+from benchmarks.simulator.engine import Engine
+from benchmarks.simulator.errors import EngineError
+from benchmarks.simulator.sequence import Sequence
 from benchmarks.traces.formats import MOONCAKE_BLOCK_TOKENS, read_head, read_trace
 from benchmarks.traces.formats import TraceError as TraceFormatError
 from benchmarks.traces.replay import ReplayPlan, build_plan

@@ -37,8 +37,8 @@ from typing import Any, Callable
 from aiohttp import web
 
 from benchmarks.simulator.config import SimConfig, SimConfigError
-from benchmarks.simulator.engine import EngineCrashed, EngineError
 from benchmarks.simulator.engine_streams import EngineStream
+from benchmarks.simulator.errors import EngineCrashed, EngineError
 from benchmarks.simulator.live import LiveEngine, LiveRequest
 from benchmarks.simulator.metrics import SimMetrics
 from benchmarks.simulator.tokens import detokenize, render_chat, tokenize

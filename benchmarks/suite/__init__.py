@@ -4,8 +4,10 @@ Each module's `TEST` (`base.ValidationTest`) says what the test is (id, its numb
 articles' order, title), what it does and what it measures (the validation page and the record
 print these), which charts its evidence is drawn as (`benchmarks.run_charts` draws them, for the
 record and the comparison), the evaluation dimensions its evidence feeds, how its run becomes
-scoring's indicators (`indicators`, `uncredited`), the figures its result table shows on the run
-page and in the record (`figures`), the record's claims its verdicts support (`claims`), the
+scoring's indicators (`readings` of its load points, `indicators`, `uncredited`), the figures its
+result table shows on the run page and in the record (`figures`), the record's claims its verdicts
+support (`claims`) and the monitoring thresholds they validate (`thresholds`), its note in the
+record (`record_note`), the
 titles of the verdicts only it writes, `make demo`'s short settings and the `validate` command's
 flags it takes, and (`params`, `plan`, `estimate`; `benchmarks.suite.params`) its parameters, its
 plan from the constraints and the candidate's facts and its estimate. Every title, form choice, API

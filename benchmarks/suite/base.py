@@ -17,11 +17,18 @@ from selection.domain.messages import Message
 
 @dataclass(frozen=True)
 class PointFacts:
-    """One load point of a stored run, as a test's indicators read it."""
+    """One load point of a stored run, as a test's indicators and readings read it."""
 
     label: str
     extra: Mapping[str, Any]
     ttft_ms: Mapping[str, Any]
+    tpot_ms: Mapping[str, Any] = field(default_factory=dict)
+    concurrency: float | None = None
+    achieved_concurrency: float | None = None
+    error_rate: float | None = None
+    output_token_throughput: float | None = None
+    slo_attainment: float | None = None
+    client_bound: bool | None = None  # None: not judged
 
 
 @dataclass(frozen=True)
@@ -34,10 +41,36 @@ class RunFacts:
     metadata: Mapping[str, Any]
     verdicts: tuple[Mapping[str, Any], ...]
     points: Mapping[str, PointFacts]  # by label, in the run's order (a repeated label: the last one)
+    load_points: tuple[PointFacts, ...] = ()  # every point, in the run's order
 
     def verdict(self, name: str) -> Mapping[str, Any] | None:
         """The run's verdict called `name` (the first one), or None."""
         return next((v for v in self.verdicts if v.get("name") == name), None)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A scoring figure a test reads straight from its run's load points (before any figure a run
+    states): its value (None: not measured), the interval stored with the verdict that judged it,
+    and, for a run whose client was bound, `late` (its interval with the client's lateness taken off
+    the latencies) or `timing` (judged on the client's timings: held out without `late`)."""
+
+    name: str
+    value: Any
+    interval: Any = None
+    late: Any = None
+    timing: bool = False
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """What a test's `readings` read beside its run: the candidate's GPUs, the constraints (by their
+    field names: peak_concurrency, ttft_p95_ms, tpot_p95_ms, cost_per_gpu_hour, ...) and the most
+    latency the run's client added at its client-bound points (None: none bound, or not measured)."""
+
+    gpus: int
+    constraints: Mapping[str, Any]
+    client_slack_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +113,20 @@ class ValidationTest(Parameters):
     # points' `extra` may state any indicator; selection.scoring.evidence merges them)
     indicators: Callable[[RunFacts], dict[str, float]] | None = None
     uncredited: Callable[[RunFacts], tuple[str, ...]] | None = None
+    # the scoring figures it reads straight from its run's load points (latency, errors, throughput and
+    # cost at the target load, the sustainable load), before any test's indicators or stated figures;
+    # the tests are read in the suite's order, so a later test's reading of a figure wins over an
+    # earlier one's (the overload test's sustainable load over the stress sweep's)
+    readings: Callable[[RunFacts, ScoringContext], list[Reading]] | None = None
+    # the load points each of its scoring figures is read from (the other points prepare it: a swap
+    # test's pressure, the isolation test's tenant A alone): only their client judgement counts for it
+    figure_points: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the scoring figures whose 95 % interval is one of its verdicts' own: figure -> (the verdict's
+    # name, the verdict's value as the figure), used when the figure is the verdict's value
+    figure_intervals: Mapping[str, tuple[str, Callable[[float], float]]] = field(default_factory=dict)
+    # the test whose readings a run of this one stands in for when the candidate has no run of that
+    # test (an upload that fits no test is read as a concurrency stress)
+    stands_in_for: str | None = None
     # the `validate` command's shared flags it takes, each with the parameter it sets (--concurrency,
     # --rate, --duration, --priority, --switch-endpoint, --switch-model, --kv-capacity-tokens, and
     # --trace for a test that draws its requests' lengths from a trace); any other is refused

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from benchmarks.harness.estimates import Load, number, steady_load
-from benchmarks.suite.base import CandidateFacts, PointRow, RunFacts, ValidationTest
+from benchmarks.suite.base import (
+    CandidateFacts,
+    PointFacts,
+    PointRow,
+    Reading,
+    RunFacts,
+    ScoringContext,
+    ValidationTest,
+)
 from benchmarks.suite.params import (
     BUDGET_PARAMS,
     DISTRIBUTION_PARAMS,
@@ -15,6 +23,7 @@ from benchmarks.suite.params import (
     length_distributions,
 )
 from selection.domain.claims import Claim
+from selection.domain.scoring.inputs import cost_per_million_output_tokens, sustainable_concurrency
 
 
 def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
@@ -80,6 +89,84 @@ def indicators(run: RunFacts) -> dict[str, float]:
     return {} if peak is None else {"kv_headroom_at_target": max(0.0, 1.0 - float(peak))}
 
 
+def readings(run: RunFacts, context: ScoringContext) -> list[Reading]:
+    """Scoring's headline figures at the target load (the point nearest the constraints' peak
+    concurrency, traffic groups aside: a group's point is a part of the load, not a load of its own):
+    TTFT and TPOT p95 with the intervals their budget verdicts measured (uploads have none), the
+    error rate, the concurrency held, the goodput per GPU and its cost; and the sweep's sustainable
+    concurrency per GPU."""
+    points = [p for p in run.load_points if not (p.extra or {}).get("traffic_group")]
+    found = []
+    point = target_point(points, context.constraints.get("peak_concurrency"))
+    if point is not None:
+        found += [
+            Reading(
+                "ttft_p95_ms", point.ttft_ms.get("p95"), (run.verdict("ttft_p95_within_budget") or {}).get("interval")
+            ),
+            Reading(
+                "tpot_p95_ms", point.tpot_ms.get("p95"), (run.verdict("tpot_p95_within_budget") or {}).get("interval")
+            ),
+            Reading("error_rate", point.error_rate),
+            Reading("achieved_concurrency", point.achieved_concurrency or point.concurrency),
+        ]
+        goodput_tokens = point.output_token_throughput
+        if goodput_tokens is not None and point.slo_attainment is not None:
+            goodput_tokens *= point.slo_attainment
+        if goodput_tokens:
+            found.append(Reading("output_tokens_per_s_per_gpu", goodput_tokens / context.gpus))
+            cost = context.constraints.get("cost_per_gpu_hour")
+            if cost is not None:
+                cost_per_mtok = cost_per_million_output_tokens(goodput_tokens, context.gpus, float(cost))
+                found.append(Reading("cost_per_mtok", cost_per_mtok))
+    found.append(sweep_sustainable(points, context))
+    return found
+
+
+def target_point(points: list[PointFacts], target: float | None) -> PointFacts | None:
+    """The point nearest the target concurrency (the higher of two as near), else the last one."""
+    with_concurrency = [p for p in points if p.concurrency is not None]
+    if target and with_concurrency:
+        return min(with_concurrency, key=lambda p: (abs(p.concurrency - target), -p.concurrency))
+    return points[-1] if points else None
+
+
+def sweep_sustainable(points: list[PointFacts], context: ScoringContext) -> Reading:
+    """The sweep's sustainable concurrency per GPU (its highest point within every budget; none without
+    both budgets); with a client-bound client's lateness, its interval runs up to the value with that
+    lateness taken off the client-bound points' latencies. Judged on the client's timings: without a
+    measured lateness, a client-bound sweep's is held out."""
+    constraints, gpus = context.constraints, context.gpus
+    if not (constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points):
+        return Reading("sustainable_concurrency_per_gpu", None)
+
+    def highest(slack: float) -> float | None:
+        return sustainable_concurrency(
+            [
+                {
+                    "concurrency": p.achieved_concurrency or p.concurrency,
+                    "ttft_p95_ms": _less(p.ttft_ms.get("p95"), slack if p.client_bound else 0.0),
+                    "tpot_p95_ms": _less(p.tpot_ms.get("p95"), slack if p.client_bound else 0.0),
+                    "error_rate": p.error_rate,
+                }
+                for p in points
+                if (p.achieved_concurrency or p.concurrency) is not None
+            ],
+            constraints["ttft_p95_ms"],
+            constraints["tpot_p95_ms"],
+        )
+
+    sustainable, late = highest(0.0), None
+    slack_ms = context.client_slack_ms
+    if sustainable is not None and slack_ms is not None and any(p.client_bound for p in points):
+        late = (sustainable / gpus, (highest(slack_ms) or sustainable) / gpus)
+    value = None if sustainable is None else sustainable / gpus
+    return Reading("sustainable_concurrency_per_gpu", value, late=late, timing=True)
+
+
+def _less(value: Any, slack: float) -> float | None:
+    return None if value is None else max(0.0, float(value) - slack)
+
+
 def thresholds(points: Sequence[PointRow], metadata: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, Any]:
     """The record's validated load: the planned peak concurrency, and the output tokens per second one
     replica served at the target load (its load point, traffic groups aside)."""
@@ -131,6 +218,7 @@ TEST = ValidationTest(
     indicators=indicators,
     cli={"concurrency": "concurrency", "rate": "rate", "duration": "duration_s", "trace": "length_trace"},
     claims=(CONCURRENCY,),
+    readings=readings,
     thresholds=thresholds,
     params=PARAMS,
     plan=plan_concurrency_stress,

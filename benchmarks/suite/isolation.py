@@ -100,6 +100,7 @@ TEST = ValidationTest(
     # about 20 s on the simulator: tenant A at 4 req/s alone, then beside eight 32K-token requests
     demo={"alone_s": 6.0, "flood_lead_s": 1.0, "flood_s": 6.0, "tenant_a_output_tokens": 32},
     indicators=indicators,
+    figure_points={"isolation_ttft_p95_ms": ("tenant_a_flood", "tenant_b_flood")},
     cli={"priority": "use_priority"},
     params=PARAMS,
     plan=plan_isolation,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from benchmarks.charts import token_label
+from benchmarks.charts.style import token_label
 from benchmarks.harness.estimates import Load, closed_loop, number, numbers, request_seconds
 from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec, PlanError, budget_params, constraint_value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from benchmarks.harness.estimates import Load, number, numbers, request_seconds, request_tokens
-from benchmarks.suite.base import CandidateFacts, RunFacts, ValidationTest
+from benchmarks.suite.base import CandidateFacts, Reading, RunFacts, ScoringContext, ValidationTest
 from benchmarks.suite.params import (
     BUDGET_PARAMS,
     DISTRIBUTION_PARAMS,
@@ -95,6 +95,33 @@ def indicators(run: RunFacts) -> dict[str, float]:
     return {}
 
 
+def sustainable_concurrency_of(run: RunFacts) -> float | None:
+    """Its sustainable concurrency: the highest step within the budget with under 1 % errors (closed
+    loop). An open-loop run's sustainable level is a rate: the concurrency the engine held at that step
+    stands for it. None when no step qualified or it was client-bound."""
+    figures = run.metadata.get("overload") or {}
+    sustainable = figures.get("sustainable")
+    if sustainable is None:  # an uploaded result may state it among its derived figures
+        stated = (run.metadata.get("derived") or {}).get("sustainable_concurrency")
+        return None if stated is None else float(stated)
+    if figures.get("mode") != "open":
+        return float(sustainable)
+    for point in run.load_points:
+        extra = point.extra or {}
+        if extra.get("direction") == "up" and extra.get("level") == sustainable and not point.client_bound:
+            return point.achieved_concurrency
+    return None
+
+
+def readings(run: RunFacts, context: ScoringContext) -> list[Reading]:
+    """The sustainable concurrency per GPU, measured step by step against the budget on the client's
+    timings: it wins over a one-level stress's (read after it, in the suite's order)."""
+    sustainable = sustainable_concurrency_of(run)
+    if sustainable is None:
+        return []
+    return [Reading("sustainable_concurrency_per_gpu", sustainable / context.gpus, timing=True)]
+
+
 TEST = ValidationTest(
     "overload",
     6,
@@ -119,6 +146,7 @@ TEST = ValidationTest(
         "recovery_bound_s": 20.0,
     },
     indicators=indicators,
+    readings=readings,
     cli={"concurrency": "target_concurrency", "rate": "rate", "duration": "step_duration_s"},
     params=PARAMS,
     plan=plan_overload,

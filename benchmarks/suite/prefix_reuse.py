@@ -181,6 +181,7 @@ TEST = ValidationTest(
     feeds=("memory",),
     demo={"requests": 64, "concurrency": 16},
     indicators=indicators,
+    figure_points={"prefix_saving_ratio": ("prefix_on", "prefix_off")},
     figures=figures,
     cli={"concurrency": "concurrency", "kv_capacity_tokens": "kv_capacity_tokens"},
     off_variant=True,

@@ -141,6 +141,11 @@ def record_note(metadata: Mapping[str, Any]) -> Message | None:
     return Message(SOAK_SHORT, {"ran": ran, "planned": f"{float(length['planned_s']) / 3600:g}"})
 
 
+def drift_as_ratio(drift_pct: float) -> float:
+    """A drift verdict's value (late vs early, %) as the soak_drift ratio scoring reads (late / early)."""
+    return max(0.0, 1.0 + drift_pct / 100.0)
+
+
 def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure] | None:
     """The soak's first and last window, TTFT p99 (the drift it judged); None when a window is
     missing (an upload without them shows its heaviest load level)."""
@@ -176,6 +181,7 @@ TEST = ValidationTest(
         "soak_label": "demo",
     },
     indicators=indicators,
+    figure_intervals={"soak_drift_p99_ratio": ("ttft_p99_drift", drift_as_ratio)},
     figures=figures,
     cli={"concurrency": "concurrency", "duration": "duration_s", "trace": "length_trace"},
     params=PARAMS,

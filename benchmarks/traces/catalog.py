@@ -1,9 +1,9 @@
 """The trace formats kvselect reads (`benchmarks.traces.formats` reads them): each format's columns
 and sniff, the normalised columns, the errors, a file's head and its SHA-256.
 
-No pandas: the pages and forms that list the formats, and the services that detect one, import this
-catalogue; the readers (pandas) are loaded by the import that reads a trace
-(tests/architecture/test_lean_imports.py).
+No pandas, and pyarrow only inside the functions that open a file: the pages and forms that list the
+formats, and the services that detect one, import this catalogue; the readers (pandas) are loaded by
+the import that reads a trace (tests/architecture/test_lean_imports.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 COLUMNS = (
     "line",  # line number in the file (1 = the first line), for messages and request ids
@@ -69,7 +70,21 @@ class TraceFormat:
     fields: dict[str, tuple[str, ...]]  # canonical name -> the file's column names, first found wins
     required: tuple[str, ...]  # canonical names that must be present
     time_unit: str  # "s", "ms" or "datetime" ("s-or-datetime": numbers are seconds, strings ISO 8601)
-    jsonl_schema: pa.Schema | None = None
+    # JSONL: each column's name and pyarrow type (a `pyarrow` factory's name, `list_int64` a list of
+    # int64): the reader's explicit schema, built by `jsonl_schema` when a file is read
+    jsonl_columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def jsonl_schema(self) -> pa.Schema | None:
+        """The explicit schema the JSONL reader parses with (None: let pyarrow infer it)."""
+        if not self.jsonl_columns:
+            return None
+        import pyarrow as pa
+
+        types = {"list_int64": lambda: pa.list_(pa.int64())}
+        return pa.schema(
+            [(name, types[kind]() if kind in types else getattr(pa, kind)()) for name, kind in self.jsonl_columns]
+        )
 
     def sniff(self, head: Head) -> str | None:
         """None when the file looks like this format, else why not."""
@@ -102,19 +117,17 @@ KVSELECT = TraceFormat(
     },
     required=("arrival", "input_tokens", "output_tokens"),
     time_unit="s-or-datetime",
-    jsonl_schema=pa.schema(
-        [
-            ("timestamp", pa.float64()),
-            ("input_tokens", pa.int64()),
-            ("output_tokens", pa.int64()),
-            ("session_id", pa.string()),
-            ("tenant", pa.string()),
-            ("prefix_group", pa.string()),
-            ("prefix_hash", pa.string()),
-            ("prefix_tokens", pa.float64()),
-            ("ttft_ms", pa.float64()),
-            ("e2e_ms", pa.float64()),
-        ]
+    jsonl_columns=(
+        ("timestamp", "float64"),
+        ("input_tokens", "int64"),
+        ("output_tokens", "int64"),
+        ("session_id", "string"),
+        ("tenant", "string"),
+        ("prefix_group", "string"),
+        ("prefix_hash", "string"),
+        ("prefix_tokens", "float64"),
+        ("ttft_ms", "float64"),
+        ("e2e_ms", "float64"),
     ),
 )
 MOONCAKE = TraceFormat(
@@ -131,14 +144,12 @@ MOONCAKE = TraceFormat(
     },
     required=("arrival", "input_tokens", "output_tokens"),
     time_unit="ms",
-    jsonl_schema=pa.schema(
-        [
-            ("timestamp", pa.float64()),
-            ("input_length", pa.int64()),
-            ("output_length", pa.int64()),
-            ("hash_ids", pa.list_(pa.int64())),
-            ("session_id", pa.string()),
-        ]
+    jsonl_columns=(
+        ("timestamp", "float64"),
+        ("input_length", "int64"),
+        ("output_length", "int64"),
+        ("hash_ids", "list_int64"),
+        ("session_id", "string"),
     ),
 )
 AZURE = TraceFormat(
@@ -191,6 +202,8 @@ def file_sha256(path: str | Path) -> str:
 
 def open_streams(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:
     """(the file on disk, its decompressed stream): `.gz` files are read through gzip."""
+    import pyarrow as pa
+
     raw = pa.OSFile(str(path), "rb")
     if path.suffix.lower() == ".gz":
         return raw, pa.CompressedInputStream(raw, "gzip")
@@ -199,6 +212,8 @@ def open_streams(path: Path) -> tuple[pa.NativeFile, pa.NativeFile]:
 
 def read_head(path: str | Path) -> Head:
     """The first line of the file, as a JSONL object or a CSV header."""
+    import pyarrow as pa
+
     path = Path(path)
     try:
         raw, stream = open_streams(path)

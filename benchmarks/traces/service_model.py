@@ -5,9 +5,10 @@ from the selection's latency budget without loading the readers (pandas)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first durations (the trace statistics), not with the pages
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class ServiceModel:
     source: str = "default"  # or "latency budget": where the two figures come from, said with the figure
 
     def duration_s(self, output_tokens: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         return (self.ttft_ms + self.tpot_ms * np.maximum(output_tokens - 1, 0)) / 1000.0
 
     def describe(self) -> dict[str, Any]:

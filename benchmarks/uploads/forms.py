@@ -11,7 +11,6 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from benchmarks import formats
 from benchmarks.suite import TEST_IDS
 from selection.i18n import translate_test
 from selection.selectors import archived_refusal
@@ -43,12 +42,16 @@ def format_label(name: str) -> str:
     """A result format's name as the page shows it (an unknown one: its tool's file, by its description)."""
     if name in FORMAT_LABELS:
         return str(FORMAT_LABELS[name])
+    from benchmarks import formats  # the parsers, loaded by the page that lists them
+
     described = {fmt.name: fmt.description for fmt in formats.FORMATS}
     return described.get(name, name)
 
 
 def format_choices() -> list[tuple[str, str]]:
-    """The result formats the parsers know ("" = detect automatically), each by its name."""
+    """The result formats the parsers know ("" = detect automatically), each by its name. The parsers
+    (numpy, pyarrow) load with the first upload form, not with the URL conf (issue 39)."""
+    from benchmarks import formats
 
     names = getattr(formats, "format_names", lambda: [])()
     return [("", _("detect automatically"))] + [(name, format_label(name)) for name in names]

@@ -38,17 +38,24 @@ from benchmarks.suite import TEST_IDS
 from benchmarks.tasks import enqueue_parse
 from benchmarks.uploads.parse import parse_bytes, selection_slo
 from benchmarks.uploads.quality import warnings_for_candidate
+from selection.domain.messages import Message
 from selection.models import Candidate
 from selection.selectors import archived_refusal
 from selection.tasks import schedule_rescoring
 
 
-class IngestError(ValueError):
-    """An upload that cannot be accepted; `field` names the request field at fault."""
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
+    return text
 
-    def __init__(self, field: str, message: str, status: int = 400):
-        super().__init__(message)
+
+class IngestError(ValueError):
+    """An upload that cannot be accepted; `field` names the request field at fault. Given a `Message`, the
+    refusal keeps it (`message`) for the upload page to show in its language; the text stays English."""
+
+    def __init__(self, field: str, message: str | Message, status: int = 400):
+        super().__init__(str(message))
         self.field, self.status = field, status
+        self.message = message if isinstance(message, Message) else None
 
 
 def _validate_upload_fields(test: str, fmt: str | None) -> None:
@@ -143,17 +150,20 @@ def _gunzip(handle: IO[bytes], spool: IO[bytes], limit: int) -> tuple[int, str]:
             try:
                 chunk = reader.read(CHUNK)
             except (OSError, EOFError, zlib.error) as exc:
-                raise IngestError("file", f"not a valid gzip file ({exc})") from None
+                raise IngestError(
+                    "file", Message(_("not a valid gzip file (%(error)s)"), {"error": str(exc)})
+                ) from None
             if not chunk:
                 break
             size += len(chunk)
             if size > limit:
-                raise IngestError("file", f"decompressed size exceeds the limit of {limit:,} bytes (gzip bomb?)", 413)
+                too_large = _("decompressed size exceeds the limit of %(limit)s bytes (gzip bomb?)")
+                raise IngestError("file", Message(too_large, {"limit": f"{limit:,}"}), 413)
             digest.update(chunk)
             write_spool(spool, chunk)
     write_spool(spool, b"", flush=True)
     if not size:
-        raise IngestError("file", "the gzip file is empty")
+        raise IngestError("file", Message(_("the gzip file is empty")))
     return size, digest.hexdigest()
 
 
@@ -183,9 +193,10 @@ def stage_upload(upload: IO[bytes] | bytes, limit: int) -> StagedUpload:
     handle = File(io.BytesIO(upload)) if isinstance(upload, (bytes, bytearray)) else upload
     size, digest = _hash_file(handle)
     if size > limit:
-        raise IngestError("file", f"{size:,} bytes exceeds the limit of {limit:,}", 413)
+        too_large = _("%(size)s bytes exceeds the limit of %(limit)s")
+        raise IngestError("file", Message(too_large, {"size": f"{size:,}", "limit": f"{limit:,}"}), 413)
     if not size:
-        raise IngestError("file", "the file is empty")
+        raise IngestError("file", Message(_("the file is empty")))
     head = handle.read(2)
     handle.seek(0)
     if head == GZIP_MAGIC:

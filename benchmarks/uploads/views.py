@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 from benchmarks.models import BenchmarkRun
 from benchmarks.storage import StorageFailure
 from benchmarks.uploads.forms import ResultUploadForm, UploadTokenForm
-from benchmarks.uploads.ingest import IngestError, ingest_upload
 from benchmarks.uploads.quality import confirm_as_evidence
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
+from selection.i18n import message_text
 from selection.models import Selection, UploadToken
 from selection.selectors import compared_candidates
 from selection.web import action_of, attach_service_errors, get_selection, page_context, page_url, require_edit
@@ -140,6 +140,9 @@ def result_upload(request: HttpRequest, pk: int) -> HttpResponse:
 def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | None, bool, dict | None]:
     """Ingest a valid upload form's file: (run, created, None), or (None, False, the parsers' refusals or
     None) with the reason attached to the form. A storage failure is raised (the caller answers 507)."""
+    from benchmarks.formats.base import reason_of  # the parsers (numpy): loaded by an upload
+    from benchmarks.uploads.ingest import IngestError, ingest_upload
+
     data, handle = form.cleaned_data, form.cleaned_data["file"]
     try:
         run, created = ingest_upload(
@@ -153,9 +156,11 @@ def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | 
             idempotency_key=data.get("idempotency_key") or "",
         )
     except IngestError as error:
-        form.add_error(error.field if error.field in UPLOAD_FIELDS else None, str(error))
+        form.add_error(error.field if error.field in UPLOAD_FIELDS else None, message_text(reason_of(error)))
     except ValueError as error:  # the parsers: UnrecognisedFormat (with .refusals) or FormatError
-        refusals = getattr(error, "refusals", None)
+        # each format's reason in the page's language (a Message where the parser wrote one; walk m11)
+        reasons = getattr(error, "reasons", None) or getattr(error, "refusals", None) or {}
+        refusals = {name: message_text(reason) for name, reason in reasons.items()}
         if refusals:
             form.add_error(
                 "file",
@@ -168,7 +173,8 @@ def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | 
         else:
             form.add_error(
                 "file",
-                _("The file was recognised but could not be read: %(error)s. Nothing was stored.") % {"error": error},
+                _("The file was recognised but could not be read: %(error)s. Nothing was stored.")
+                % {"error": message_text(reason_of(error))},
             )
         return None, False, refusals
     else:

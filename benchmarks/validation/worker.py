@@ -59,6 +59,7 @@ from benchmarks.validation.target import (
 from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
 from selection.capacity.stating import record_measured_capacity
+from selection.domain.messages import NAME_SEPARATOR, Message
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
 
@@ -483,6 +484,36 @@ def overlapping_runs(run: BenchmarkRun, until: datetime) -> list[dict[str, Any]]
     return found
 
 
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+# the host-activity notes (`record_host_activity`): English in run.notes, messages beside them
+# (metadata["note_messages"], by the note's index) for pages in any language
+RAN_BESIDE = _(
+    "Run %(run)s (%(test)s) ran beside this one for %(seconds)s s on %(where)s: latencies and throughput here may "
+    "carry its load."
+)
+SAME_LOAD_CLIENT = _("the same load client")
+SATURATED = _(
+    "The load client's machine was saturated (1-minute load average %(load)s on %(cpus)s CPUs): client timings may "
+    "carry other work."
+)
+
+
+TEST_CONTEXT = "validation test id"  # a test's id in an English note, its title in other languages
+
+
+def _test_name(test_id: str) -> str | Message:
+    return Message(test_id, context=TEST_CONTEXT) if test_id in suite.BY_ID else test_id
+
+
+def add_note(result: NormalizedResult, note: Message) -> None:
+    """A run note: its English text in `notes` (the API, the CLI), its message beside it."""
+    result.notes.append(str(note))
+    result.metadata.setdefault("note_messages", {})[str(len(result.notes) - 1)] = note.to_dict()
+
+
 def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_start: list[float] | None) -> None:
     """What else ran on the run's hardware and load client while it ran, and how busy the load
     client's machine was (its load average against its CPUs), in `metadata["host_activity"]`; a note
@@ -499,17 +530,12 @@ def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_st
         "overlapping_runs": overlaps,
     }
     for item in overlaps:
-        where = ", ".join(item["shared_hardware"]) or "the same load client"
-        result.notes.append(
-            f"Run {item['run']} ({item['test']}) ran beside this one for {item['overlap_s']:g} s on {where}: "
-            "latencies and throughput here may carry its load."
-        )
+        where = NAME_SEPARATOR.join(item["shared_hardware"]) if item["shared_hardware"] else Message(SAME_LOAD_CLIENT)
+        figures = {"run": item["run"], "test": _test_name(item["test"]), "where": where}
+        add_note(result, Message(RAN_BESIDE, {**figures, "seconds": f"{item['overlap_s']:g}"}))
     busiest = max((loads[0] for loads in (load_at_start, at_end) if loads), default=None)
     if busiest is not None and busiest > cpus:
-        result.notes.append(
-            f"The load client's machine was saturated (1-minute load average {busiest:g} on {cpus} CPUs): "
-            "client timings may carry other work."
-        )
+        add_note(result, Message(SATURATED, {"load": f"{busiest:g}", "cpus": cpus}))
 
 
 def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str = "") -> BenchmarkRun:

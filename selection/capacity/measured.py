@@ -15,11 +15,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from benchmarks.models import BenchmarkRun
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity.base import CapacityError
+from selection.domain.messages import Message
 from selection.models import Candidate
+
+# where an engine-stated capacity read from a run's metrics comes from, as the page shows it in its
+# language (the metric expression itself is shown apart, as code)
+ENGINE_METRICS_OF_RUN = gettext_noop("engine metrics of run %(run)s")
 
 
 def measured_capacity(candidate: Candidate) -> dict[str, Any]:
@@ -37,6 +43,8 @@ def measured_capacity(candidate: Candidate) -> dict[str, Any]:
                 "token_capacity": found["tokens"],
                 "stated_by": "engine metrics",
                 "source": f"engine metrics of run {run.pk} ({found.get('source') or 'KV capacity'})",
+                "source_message": Message(ENGINE_METRICS_OF_RUN, {"run": run.pk}).to_dict(),
+                "metric_source": found.get("source") or "",
                 "run_ids": [run.pk],
                 "evidence": run.evidence,
             }

@@ -18,7 +18,7 @@ a `Join`: values with a separator that is itself a Message, so a list reads "a�
   existed hold plain English strings.
 
 Templates are marked for ``makemessages`` where they are written: each domain module has a no-op
-``_`` (as ``benchmarks/charts.py`` does), and `pgettext` here marks a template with its context.
+``_`` (as ``benchmarks/harness/load_judging.py`` does), and `pgettext` here marks a template with its context.
 No Django here.
 """
 
@@ -144,9 +144,11 @@ def pgettext(context: str, msgid: str) -> Message:
     return Message(msgid, context=context)
 
 
-# The two list separators every sentence shares.
+# The separators every sentence shares: between names, between clauses, and between a label and its
+# value ("TTFT p95: pass"; Chinese "TTFT p95：通过").
 NAME_SEPARATOR = pgettext("list separator between names", ", ")
 CLAUSE_SEPARATOR = pgettext("list separator between clauses", "; ")
+LABEL_SEPARATOR = pgettext("separator between a label and its value", ": ")
 
 
 def is_message_dict(value: Any) -> bool:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first draw, not with every module that names DRAWS (issue 39)
+    import numpy as np
 
 STABLE_SHARE = 0.95  # the winner must hold in this share of the draws of the measurements
 DRAWS = 10_000
@@ -48,6 +49,8 @@ class Part:
 
 
 def _generator(seed: int, candidate: str, name: str) -> np.random.Generator:
+    import numpy as np
+
     digest = hashlib.sha256(f"{seed}:{candidate}:{name}".encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
@@ -57,6 +60,8 @@ def draw_scores(
 ) -> np.ndarray:
     """Draws x candidates x criteria: each candidate's criterion scores with every part that has an
     interval drawn uniformly within it (see the module's rules)."""
+    import numpy as np
+
     samples = np.zeros((draws, len(candidates), columns))
     for row, (candidate, own) in enumerate(zip(candidates, parts, strict=True)):
         for part in own:
@@ -76,6 +81,8 @@ def winners(
     rule: the row's top total and those within `margin` of it on the total or on the core (`cores`,
     the same shape; None: the totals), then the best core and those within `margin` of it, then the
     lowest `preference` (the tie-break's order), then the highest total, then the lowest index."""
+    import numpy as np
+
     cores = totals if cores is None else cores
     rows = np.arange(totals.shape[0])
     top = np.argmax(totals, axis=1)
@@ -101,6 +108,8 @@ def first_shares(
 ) -> np.ndarray:
     """The share of the measurement draws in which each candidate wins (`core_weights`: the weights of
     the core criteria, summing to 1, the others 0; None: the core is the total)."""
+    import numpy as np
+
     weights = np.asarray(weights, dtype=float)
     samples = draw_scores(parts, candidates, len(weights), draws, seed)
     cores = None if core_weights is None else samples @ np.asarray(core_weights, dtype=float)

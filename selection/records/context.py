@@ -43,7 +43,8 @@ from selection.domain import tie_ground as tie_domain
 from selection.domain.capacity.base import CapacityError
 from selection.domain.messages import CLAUSE_SEPARATOR, load, to_json
 from selection.domain.scenarios import SCENARIO_NAMES
-from selection.i18n import message_text, person_name, record_language
+from selection.i18n import clauses, labelled, message_text, person_name, record_language
+from selection.i18n import sentences as joined_sentences
 from selection.models import Candidate, DecisionRecord, Selection
 from selection.records.summary import build_summary
 from selection.scoring.economics import economics_table
@@ -61,7 +62,7 @@ def _cost_text(c) -> str:
         parts.append(_("%(cost)s per GPU-hour") % {"cost": c.cost_per_gpu_hour})
     if c.host_memory_cost_per_gib_month is not None:
         parts.append(_("host memory %(cost)s per GiB-month") % {"cost": c.host_memory_cost_per_gib_month})
-    return "; ".join(parts) or "—"
+    return clauses(parts) or "—"
 
 
 def _growth_text(c) -> str:
@@ -79,7 +80,7 @@ def _constraints_rows(selection: Selection) -> list[dict[str, str]]:
             _("Concurrency"),
             _("peak %(n)s concurrent requests") % {"n": f"{c.peak_concurrency:,}"}
             + (_(", p95 %(n)s") % {"n": f"{c.p95_concurrency:,}"} if c.p95_concurrency is not None else "")
-            + (f", {c.request_rate:g} req/s" if c.request_rate else "")
+            + (_(", %(rate)s req/s") % {"rate": f"{c.request_rate:g}"} if c.request_rate else "")
             + (_(", %(n)s tenants") % {"n": c.tenants} if c.tenants else ""),
         ),
         (
@@ -190,7 +191,7 @@ def _manifest_entries(run: BenchmarkRun) -> list[dict[str, Any]]:
         entries.append(
             {
                 "kind": "artifact",
-                "name": f"run-{run.pk} {artifact.get_kind_display()}: {Path(artifact.file.name).name}",
+                "name": labelled(f"run-{run.pk} {artifact.get_kind_display()}", Path(artifact.file.name).name),
                 "tool": run.tool or run.origin,
                 "version": run.tool_version or "—",
                 "sha256": artifact.sha256,
@@ -209,7 +210,8 @@ def _manifest_entry(run: BenchmarkRun) -> dict[str, Any]:
     )
     return {
         "kind": "run",
-        "name": f"run-{run.pk} {run.test} ({run.candidate.display_name})",
+        # the test by its title in the record's language (its id is code: the run's page names it)
+        "name": f"run-{run.pk} {_(suite.title_of(run.test))} ({run.candidate.display_name})",
         "tool": run.tool or run.origin,
         "version": run.tool_version or "—",
         "sha256": sha,
@@ -277,7 +279,7 @@ def _verdict_line(verdict: dict[str, Any]) -> str:
     size = f" (n={n})" if n is not None and f"n={n}" not in str(detail or "") else ""
     name = presentation.verdict_label(str(verdict.get("name") or ""), _)
     outcome = presentation.status_label(verdict_status.status_of(verdict), _)
-    return f"{name}: {outcome}{size}" + (f" — {detail}" if detail else "")
+    return labelled(name, outcome) + size + (f" — {detail}" if detail else "")
 
 
 def _in_articles_order(runs: list[BenchmarkRun], candidates: list) -> list[BenchmarkRun]:
@@ -443,7 +445,7 @@ def _swap_statement(winner, runs: list[BenchmarkRun]) -> str:
     line = presentation.observed_line(run.metadata, False, message_text) if run is not None else None
     if line:
         sentences.append(_("Observed: %(line)s.") % {"line": line})
-    return " ".join(sentences)
+    return joined_sentences(sentences)
 
 
 def _monitoring_rows(operations: dict[str, Any]) -> list[dict[str, Any]]:
@@ -642,9 +644,12 @@ def _decision_section(
     engine_label = f"{winner.engine.name} {winner.engine_version}"
     section = {
         "chosen_engine": engine_label,
-        "chosen_configuration": (
-            f"{winner.launch_flags or 'default flags'}; TP={winner.tensor_parallel}, "
-            f"KV {winner.kv_precision}, {winner.gpu_count}x {winner.gpu_model or c.gpu_model}"
+        "chosen_configuration": clauses(
+            [
+                winner.launch_flags or _("default flags"),
+                f"TP={winner.tensor_parallel}, KV {winner.kv_precision}, "
+                f"{winner.gpu_count}x {winner.gpu_model or c.gpu_model}",
+            ]
         ),
         "summary": record.decision
         or (tie or {}).get("summary")
@@ -777,15 +782,19 @@ def _rollout_section(
     statement = _swap_statement(winner, runs) if c.multi_turn else single
     if c.multi_turn and c.swap_in_delay_budget_ms is not None:  # the class that accepts a delay, against its budget
         budget = f"{c.swap_in_delay_budget_ms:g}"
-        statement += " " + _claim_text(_claim(SWAP_DELAY, winner, runs), ms=budget)
+        statement = joined_sentences([statement, _claim_text(_claim(SWAP_DELAY, winner, runs), ms=budget)])
     return {
         "headroom": {"percent": records_domain.PLANNED_HEADROOM_PERCENT, "statement": _headroom_statement(winner_plan)},
         "monitoring": _monitoring_rows(operations),
         "swap_policy": {"statement": statement, "never_swap": never_swap},
         # what the evidence ran on (the engine host, never the load client) against the target
-        "hardware": f"{provenance['statement']} "
-        + _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
-        % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+        "hardware": joined_sentences(
+            [
+                provenance["statement"],
+                _("Valid for %(gpu)s with %(mem)s GiB; re-validate on any other GPU or memory size.")
+                % {"gpu": c.gpu_model, "mem": f"{c.gpu_memory_gib:g}"},
+            ]
+        ),
         "provenance_flags": provenance["flags"],
         "kv_format_compatibility": _(
             "Check KV-cache format compatibility before engine or model upgrades: an "
@@ -873,8 +882,10 @@ def _winner(
         tied, labels, record.tie_choice_id, record.tie_ground, winner.display_name if winner else None
     )
     if problems:
-        lines = [f"{_(TIE_FIELD_LABELS[field])}: {message_text(m)}" for field, found in problems.items() for m in found]
-        separate = "; ".join(message_text(m) for m in (result.get("tie") or {}).get("separate") or [])
+        lines = [
+            labelled(_(TIE_FIELD_LABELS[field]), message_text(m)) for field, found in problems.items() for m in found
+        ]
+        separate = clauses(message_text(m) for m in (result.get("tie") or {}).get("separate") or [])
         if tied and separate:
             lines.append(_("What would separate the tied candidates: %(separate)s") % {"separate": separate})
         raise records_domain.RecordContextError(lines)

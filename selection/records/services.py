@@ -31,7 +31,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, gettext_noop
 
@@ -53,7 +53,7 @@ from selection.domain import records as records_domain
 from selection.domain import tie_ground as tie_domain
 from selection.domain.records import OWNER_ROLES
 from selection.domain.roles import ROLE_LABELS
-from selection.i18n import message_text, person_name
+from selection.i18n import message_text, person_name, role_name
 from selection.models import (
     OWNER_FIELDS,
     DecisionRecord,
@@ -105,7 +105,7 @@ def owner_role(user, selection: Selection) -> list[str]:
 
 
 # The signing library's fixed refusals (selection.certificates.signing), in the owner's language; a
-# refusal that carries figures (digests, subjects, counts) is shown as the library wrote it.
+# refusal that carries figures (digests, subjects, counts) comes with its Message (`SigningError.message`).
 SIGNING_REFUSALS = (
     gettext_noop("the certificate file is empty"),
     gettext_noop(
@@ -128,7 +128,11 @@ SIGNING_REFUSALS = (
 
 def signing_refusal(exc: Exception, *prefixes: str) -> str:
     """A SigningError as the owner reads it: without its field prefix, translated when it is one of
-    the library's fixed sentences (walk m11)."""
+    the library's fixed sentences or carries its sentence as a message (digests, subjects, counts as
+    its params; walk m11)."""
+    message = getattr(exc, "message", None)
+    if message is not None:  # a refusal carrying figures: its template translated, the figures as they are
+        return message_text(message)
     text = str(exc)
     for prefix in prefixes:
         text = text.removeprefix(f"{prefix}: ")
@@ -672,6 +676,19 @@ def _signature_reason(record: DecisionRecord) -> str:
     return f"Approves decision record v{record.version}"
 
 
+# The stamp's heading (`signing.STAMP_HEADING`), marked for the catalogue; drawn in the record's language.
+STAMP_HEADING = gettext_noop("Digitally signed (PAdES)")
+
+
+def stamp_words(record: DecisionRecord, role: str) -> signing.StampWords:
+    """The visible stamp's heading and `role`'s label in the language the record is written in (its
+    snapshot's), whoever signs it and in whatever language their page is (walk p8: a Chinese record's
+    stamps read "Digitally signed (PAdES) business owner")."""
+    language = ((record.snapshot or {}).get("record") or {}).get("language") or "en"
+    with translation.override(language):
+        return signing.StampWords(heading=_(STAMP_HEADING), role=role_name(role))
+
+
 def sign(
     *, record: DecisionRecord, user, role: str, pkcs12: bytes, passphrase: str, seal: tuple[bytes, str] | None = None
 ) -> DecisionRecord:
@@ -696,6 +713,7 @@ def sign(
                 role=f"{role} owner",
                 reason=_signature_reason(record),
                 stamp_font=stamp_font(),
+                stamp_words=stamp_words(record, role),
                 expected_certificate_sha256=fingerprint,
                 **long_term,
             )
@@ -708,6 +726,8 @@ def sign(
                     signer_name="Organisation seal",
                     role="seal",
                     reason=ROLE_LABELS["seal"],
+                    stamp_font=stamp_font(),
+                    stamp_words=stamp_words(record, "seal"),
                     **long_term,
                 )
         except signing.SigningError as exc:
@@ -735,6 +755,7 @@ def prepare_signature(*, record: DecisionRecord, user, role: str) -> SignatureRe
                 role=f"{role} owner",
                 reason=_signature_reason(record),
                 stamp_font=stamp_font(),
+                stamp_words=stamp_words(record, role),
             )
         except signing.SigningError as exc:
             raise ValidationError({"__all__": str(exc)}) from exc
@@ -894,9 +915,15 @@ def sign_with_hsm(*, record: DecisionRecord, user, role: str, pin: str) -> Decis
             with signing.pkcs11_session(key, pin) as signer:
                 certificate = signing.certificate_info(signer.signing_cert.dump())
                 if certificate.sha256 != fingerprint:
-                    raise signing.SigningError(
-                        f"pin: the HSM key {key.key_label!r} holds {certificate.short}, not your enrolled "
-                        f"certificate (SHA-256 {fingerprint[:16]}…)"
+                    raise signing.refusal(
+                        "pin",
+                        gettext_noop(
+                            "the HSM key %(key)s holds %(certificate)s, not your enrolled certificate "
+                            "(SHA-256 %(sha256)s…)"
+                        ),
+                        key=repr(key.key_label),
+                        certificate=certificate.short,
+                        sha256=fingerprint[:16],
                     )
                 signed = signing.sign_pdf_with(
                     _current_pdf(record),
@@ -906,10 +933,11 @@ def sign_with_hsm(*, record: DecisionRecord, user, role: str, pin: str) -> Decis
                     role=f"{role} owner",
                     reason=_signature_reason(record),
                     stamp_font=stamp_font(),
+                    stamp_words=stamp_words(record, role),
                     **long_term,
                 )
         except signing.SigningError as exc:
-            raise ValidationError({"pin": str(exc).removeprefix("pin: ")}) from exc
+            raise ValidationError({"pin": signing_refusal(exc, "pin")}) from exc
         return _store_signature(record, user, role, signed, certificate, method="hsm")
 
 

@@ -20,7 +20,7 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.models import BenchmarkRun
 from selection.domain import catalog as catalog_domain
 from selection.domain import procurement
-from selection.i18n import message_text
+from selection.i18n import clauses, labelled, message_text
 from selection.models import Candidate, Score, Selection
 from selection.scoring.economics import economics_headline
 
@@ -98,12 +98,13 @@ def _fit_rows(selection: Selection, winner: Candidate, score: Score, runs: list[
                 # the verdicts that leave the figure not validated (or fail it), in words: "TTFT p95 within
                 # the budget: inconclusive (run-12)"
                 "unsettled": [
-                    f"{presentation.verdict_label(name, _)}: {presentation.status_label(status, _)} (run-{run})"
+                    labelled(presentation.verdict_label(name, _), presentation.status_label(status, _))
+                    + f" (run-{run})"
                     for run, name, status in row.get("unsettled") or []
                 ],
                 # the parts of a compound claim that did not pass: "TTFT p95: fail"
                 "parts": [
-                    f"{_(FIT_LABELS[part])}: {_(PART_STATUS[status])}" for part, status in row.get("parts") or []
+                    labelled(_(FIT_LABELS[part]), _(PART_STATUS[status])) for part, status in row.get("parts") or []
                 ],
                 "simulated": row["simulated"],
                 "configuration": row["key"] == "gpu_budget",
@@ -139,6 +140,8 @@ def _licence(winner: Candidate) -> dict[str, Any]:
 ITEM_LABELS = {
     "readiness": gettext_noop("Platform readiness: %(item)s"),
     "security": gettext_noop("Security checklist: %(item)s"),
+    "affected": gettext_noop("Affected: %(item)s"),
+    "acceptance": gettext_noop("Business acceptance: %(item)s"),
 }
 ITEMS = {
     "permissions": gettext_noop("permissions"),
@@ -147,12 +150,22 @@ ITEMS = {
     "capacity": gettext_noop("capacity"),
     "rollback": gettext_noop("rollback"),
     "audit_trail": gettext_noop("audit trail"),
+    # the record's other open items (`project_checks.record_section`): what is affected, the pilot's result
+    "applications": gettext_noop("applications"),
+    "teams": gettext_noop("teams"),
+    "data": gettext_noop("data"),
+    "pilot_result": gettext_noop("pilot result"),
 }
+
+
+def item_name(item: str) -> str:
+    """A project check's item ("audit_trail") by its name in the active language, never its key."""
+    return _(ITEMS[item]) if item in ITEMS else item.replace("_", " ")
 
 
 def item_label(section: str, item: str) -> str:
     """An open item as a reader names it ("Platform readiness: logs"), in the active language."""
-    name = _(ITEMS[item]) if item in ITEMS else item
+    name = item_name(item)
     return _(ITEM_LABELS[section]) % {"item": name} if section in ITEM_LABELS else name
 
 
@@ -187,7 +200,7 @@ def _test_gaps(winner: Candidate, runs: list[BenchmarkRun]) -> list[dict[str, st
             {
                 "test": _(suite.title_of(gap["test"])),
                 "outcome": _(OUTCOMES.get(gap["outcome"], gap["outcome"])),
-                "detail": _("; ").join(failed),
+                "detail": clauses(failed),
                 "run": f"run-{run.pk}" if run is not None else "",
             }
         )

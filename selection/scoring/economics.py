@@ -21,6 +21,7 @@ from selection.capacity.plans import plan_for_candidate
 from selection.domain import economics as eco
 from selection.domain import launch_flags
 from selection.domain.capacity.base import CapacityError
+from selection.i18n import clauses, names
 from selection.models import Candidate, Score, Selection
 
 SIMULATED = "SIMULATED"
@@ -190,7 +191,7 @@ def source_text(figure: dict[str, Any] | None) -> str:
 
 
 def missing_text(reasons: Iterable[str]) -> str:
-    return "; ".join(_(MISSING_TEXT[r]) if r in MISSING_TEXT else r for r in dict.fromkeys(reasons))
+    return clauses(_(MISSING_TEXT[r]) if r in MISSING_TEXT else r for r in dict.fromkeys(reasons))
 
 
 def budget_verdict(deployment: dict[str, Any], currency: str) -> tuple[str, str]:
@@ -304,7 +305,7 @@ def growth_text(data: dict[str, Any], currency: str) -> tuple[str, str, str]:
     }
     status, verdict = budget_verdict(grown, currency)
     if grown["gpu_budget"] is not None and grown["gpu_budget"]["status"] == eco.OVER:
-        verdict += "; " + _("over the GPU budget of %(n)s") % {"n": grown["gpu_budget"]["budget"]}
+        verdict = clauses([verdict, _("over the GPU budget of %(n)s") % {"n": grown["gpu_budget"]["budget"]}])
         status = eco.OVER
     return text, verdict, status
 
@@ -421,7 +422,7 @@ def economics_headline(selection: Selection, winner: Candidate, score: Score) ->
         "status": status,
         # page 1's short form; the sources, the breakdown and every candidate are in section 7
         "limits_short": (
-            _("Traffic growth: %(limits)s (sources and breakdown: section 7)") % {"limits": ", ".join(short)}
+            _("Traffic growth: %(limits)s (sources and breakdown: section 7)") % {"limits": names(short)}
             if short
             else ""
         ),
@@ -432,5 +433,5 @@ def economics_headline(selection: Selection, winner: Candidate, score: Score) ->
         "growth": grown,
         "growth_verdict": grown_verdict,
         "growth_status": grown_status,
-        "limits": "; ".join(limits),
+        "limits": clauses(limits),
     }

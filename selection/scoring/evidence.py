@@ -20,7 +20,7 @@ from benchmarks.harness.client_timing import client_slack_ms, load_held, rate_he
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import SIMULATED
 from benchmarks.selectors import run_history
-from benchmarks.suite.base import PointFacts, RunFacts
+from benchmarks.suite.base import PointFacts, RunFacts, ScoringContext, ValidationTest
 from benchmarks.verdicts import status_of
 from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
@@ -31,8 +31,6 @@ from selection.domain.scoring.inputs import (
     DocumentedFeatures,
     Metric,
     ScoringConstraints,
-    cost_per_million_output_tokens,
-    sustainable_concurrency,
 )
 from selection.models import Candidate, Selection
 from selection.selectors import compared_candidates
@@ -157,41 +155,31 @@ def uncredited(run: BenchmarkRun) -> tuple[str, ...]:
 
 
 def run_facts(run: BenchmarkRun) -> RunFacts:
-    """The stored run as plain data, what a test's indicators read."""
+    """The stored run as plain data, what a test's indicators and readings read."""
+    points = tuple(
+        PointFacts(
+            p.label,
+            p.extra or {},
+            p.ttft_ms or {},
+            p.tpot_ms or {},
+            p.concurrency,
+            p.achieved_concurrency,
+            p.error_rate,
+            p.output_token_throughput,
+            p.slo_attainment,
+            p.client_bound,
+        )
+        for p in run.points.all()
+    )
     return RunFacts(
         id=str(run.pk),
         test=run.test,
         params=run.params or {},
         metadata=run.metadata or {},
         verdicts=tuple(run.verdicts or ()),
-        points={p.label: PointFacts(p.label, p.extra or {}, p.ttft_ms or {}) for p in run.points.all()},
+        points={point.label: point for point in points},
+        load_points=points,
     )
-
-
-def overload_sustainable_concurrency(run: BenchmarkRun) -> float | None:
-    """The overload test's sustainable concurrency: its highest step within the budget with under
-    1 % errors (closed loop). An open-loop run's sustainable level is a rate: the concurrency the
-    engine held at that step stands for it. None when no step qualified or it was client-bound."""
-    metadata = run.metadata or {}
-    figures = metadata.get("overload") or {}
-    sustainable = figures.get("sustainable")
-    if sustainable is None:  # an uploaded result may state it among its derived figures
-        stated = (metadata.get("derived") or {}).get("sustainable_concurrency")
-        return None if stated is None else float(stated)
-    if figures.get("mode") != "open":
-        return float(sustainable)
-    for point in run.points.all():
-        extra = point.extra or {}
-        if extra.get("direction") == "up" and extra.get("level") == sustainable and not point.client_bound:
-            return point.achieved_concurrency
-    return None
-
-
-def _target_point(points: list, target: float | None):
-    with_concurrency = [p for p in points if p.concurrency is not None]
-    if target and with_concurrency:
-        return min(with_concurrency, key=lambda p: (abs(p.concurrency - target), -p.concurrency))
-    return points[-1] if points else None
 
 
 def _pair(interval: Any) -> tuple[float, float] | None:
@@ -266,13 +254,6 @@ LATENCIES = frozenset({"ttft_p95_ms", "tpot_p95_ms", "isolation_ttft_p95_ms"})
 # drift, the swap ratio, the overload test's level and sustainable step): no bound follows from the
 # lateness, so a client-bound run's are held out
 LATENCY_DERIVED = frozenset({"soak_drift_p99_ratio", "swap_resume_ttft_ratio", "overload_handling"})
-# the points a test's figure is read from (the other points prepare it: a swap test's pressure, the
-# isolation test's tenant A alone): only their client judgement counts for it
-FIGURE_POINTS = {
-    "isolation_ttft_p95_ms": ("tenant_a_flood", "tenant_b_flood"),
-    "swap_resume_ttft_ratio": ("resume", "recompute"),
-    "prefix_saving_ratio": ("prefix_on", "prefix_off"),
-}
 
 
 @dataclass(frozen=True)
@@ -391,7 +372,8 @@ def metrics_from_runs(
     held_out: dict[str, str | Message] = {}
     judged: dict[Any, ClientJudgement] = {run.pk: judge_client(run) for run in runs.values()}
     for run in runs.values():  # a figure read from named points is judged on those points only
-        judged.update({(run.pk, name): judge_client(run, labels) for name, labels in FIGURE_POINTS.items()})
+        figure_points = test.figure_points if (test := suite.BY_ID.get(run.test)) is not None else {}
+        judged.update({(run.pk, name): judge_client(run, labels) for name, labels in figure_points.items()})
 
     def put(
         name: str,
@@ -424,36 +406,11 @@ def metrics_from_runs(
             value=value, run_ids=(str(run.pk),), evidence=run.evidence, interval=interval, client_bound=client_bound
         )
 
-    stress = runs.get("concurrency_stress") or runs.get("custom")
     gpus = max(candidate.gpu_count, 1)
-    if stress is not None:
-        # a traffic group's point (short, long) is a part of the load, not a load of its own
-        points = [p for p in stress.points.all() if not (p.extra or {}).get("traffic_group")]
-        point = _target_point(points, constraints.get("peak_concurrency"))
-        if point is not None:
-            # the harness's budget verdicts carry the p95's bootstrap interval (uploads have none)
-            put("ttft_p95_ms", point.ttft_ms.get("p95"), stress, _interval_of(stress, "ttft_p95_within_budget"))
-            put("tpot_p95_ms", point.tpot_ms.get("p95"), stress, _interval_of(stress, "tpot_p95_within_budget"))
-            put("error_rate", point.error_rate, stress)
-            put("achieved_concurrency", point.achieved_concurrency or point.concurrency, stress)
-            goodput_tokens = point.output_token_throughput
-            if goodput_tokens is not None and point.slo_attainment is not None:
-                goodput_tokens *= point.slo_attainment
-            if goodput_tokens:
-                put("output_tokens_per_s_per_gpu", goodput_tokens / gpus, stress)
-                cost = constraints.get("cost_per_gpu_hour")
-                if cost is not None:
-                    put(
-                        "cost_per_mtok",
-                        cost_per_million_output_tokens(goodput_tokens, gpus, float(cost)),
-                        stress,
-                    )
-        _sweep_sustainable(stress, points, constraints, gpus, put, judged[stress.pk].slack_ms)
-    overloaded = runs.get("overload")
-    if overloaded is not None:  # the overload test measured it step by step: it wins over a one-level stress
-        sustainable = overload_sustainable_concurrency(overloaded)
-        if sustainable is not None:  # each step judged against the budget on the client's timings
-            put("sustainable_concurrency_per_gpu", sustainable / gpus, overloaded, timing=True)
+    for test, run in reading_runs(runs):  # in the suite's order: a later test's figure wins
+        context = ScoringContext(gpus, constraints, judged[run.pk].slack_ms)
+        for reading in test.readings(run_facts(run), context):
+            put(reading.name, reading.value, run, reading.interval, late=reading.late, timing=reading.timing)
     for run in runs.values():
         derived = derived_from_run(run)
         derived.update((run.metadata or {}).get("derived") or {})
@@ -469,56 +426,28 @@ def metrics_from_runs(
     return metrics, held_out
 
 
-def _sweep_sustainable(
-    stress: BenchmarkRun, points: list, constraints: dict[str, Any], gpus: int, put, slack_ms: float | None
-) -> None:
-    """The stress sweep's sustainable concurrency per GPU (highest point within every budget); with a
-    client-bound client's lateness, its interval runs up to the value with that lateness taken off
-    the client-bound points' latencies."""
-    if not (constraints.get("ttft_p95_ms") and constraints.get("tpot_p95_ms") and points):
-        return
-
-    def highest(slack: float) -> float | None:
-        return sustainable_concurrency(
-            [
-                {
-                    "concurrency": p.achieved_concurrency or p.concurrency,
-                    "ttft_p95_ms": _less(p.ttft_ms.get("p95"), slack if p.client_bound else 0.0),
-                    "tpot_p95_ms": _less(p.tpot_ms.get("p95"), slack if p.client_bound else 0.0),
-                    "error_rate": p.error_rate,
-                }
-                for p in points
-                if (p.achieved_concurrency or p.concurrency) is not None
-            ],
-            constraints["ttft_p95_ms"],
-            constraints["tpot_p95_ms"],
-        )
-
-    sustainable, late = highest(0.0), None
-    if sustainable is not None and slack_ms is not None and any(p.client_bound for p in points):
-        late = (sustainable / gpus, (highest(slack_ms) or sustainable) / gpus)
-    put(
-        "sustainable_concurrency_per_gpu",
-        None if sustainable is None else sustainable / gpus,
-        stress,
-        late=late,
-        timing=True,  # without a measured lateness, a client-bound sweep's is held out
-    )
-
-
-def _less(value: Any, slack: float) -> float | None:
-    return None if value is None else max(0.0, float(value) - slack)
+def reading_runs(runs: dict[str, BenchmarkRun]) -> list[tuple[ValidationTest, BenchmarkRun]]:
+    """Each test that reads scoring figures from its load points (`readings`) with its run, in the
+    suite's order; a test without a run is read from a run of a test that stands in for it (an
+    upload that fits no test, for the concurrency stress)."""
+    found = []
+    for test in suite.TESTS:
+        if test.readings is None:
+            continue
+        stand_ins = (runs.get(other.id) for other in suite.TESTS if other.stands_in_for == test.id)
+        run = runs.get(test.id) or next((run for run in stand_ins if run is not None), None)
+        if run is not None:
+            found.append((test, run))
+    return found
 
 
 def derived_intervals(run: BenchmarkRun, derived: dict[str, Any]) -> dict[str, tuple[float, float]]:
     """The 95 % intervals of a run's derived figures that its verdicts measured, when the figure is the
-    verdict's own value: the soak's p99 drift (as the late / early ratio) and the swap test's resume /
-    recompute ratio."""
+    verdict's own value (its test's `figure_intervals`: the soak's p99 drift as the late / early ratio,
+    the swap test's resume / recompute ratio)."""
     intervals: dict[str, tuple[float, float]] = {}
-    for name, verdict_name, as_figure in (
-        ("soak_drift_p99_ratio", "ttft_p99_drift", lambda v: max(0.0, 1.0 + v / 100.0)),
-        ("swap_resume_ttft_ratio", "resume_cheaper_than_recompute", float),
-    ):
+    test = suite.BY_ID.get(run.test)
+    for name, (verdict_name, as_figure) in (test.figure_intervals if test is not None else {}).items():
         verdict = _verdict(run, verdict_name) or {}
         interval = _pair(verdict.get("interval"))
         value = derived.get(name)

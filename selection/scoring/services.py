@@ -19,11 +19,25 @@ from django.db.models import Q
 
 from selection.domain.scoring.base import RULES_VERSION, json_safe
 from selection.domain.scoring.inputs import CandidateEvidence, ScoringConstraints, ScoringOptions
-from selection.domain.scoring.pipeline import inputs_hash, score_candidates
 from selection.models import Score, Selection
 from selection.scoring.evidence import evidence_for, scoring_constraints
 
 BOTH_VIEWS = (True, False)  # with SIMULATED evidence, then the final (signable) scoring
+
+
+def score_candidates(*args, **kwargs):
+    """`domain.scoring.pipeline.score_candidates`, imported by the first scoring: the pipeline loads
+    numpy, which the pages and commands that only import this module do not need (issue 39)."""
+    from selection.domain.scoring import pipeline
+
+    return pipeline.score_candidates(*args, **kwargs)
+
+
+def inputs_hash(*args, **kwargs) -> str:
+    """`domain.scoring.pipeline.inputs_hash`, imported on first use (see `score_candidates`)."""
+    from selection.domain.scoring import pipeline
+
+    return pipeline.inputs_hash(*args, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from django.utils.translation import get_language, gettext_noop
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from benchmarks import charts
+from benchmarks.charts import candidates as candidate_charts
+from benchmarks.charts import style as chart_style
 from benchmarks.models import BenchmarkRun
 from benchmarks.run_charts import Budgets, comparison_charts, selection_colours
 from benchmarks.selectors import latest_runs, simulated_run_count
@@ -171,7 +172,7 @@ def _dimension_bars(table: dict, score, colours: dict[str, str]) -> str:
     if not bars or not any(bars.values()):
         return ""
     try:
-        return charts.dimension_bars(
+        return candidate_charts.dimension_bars(
             bars,
             dimensions=[b["id"] for b in table["dimensions"]],
             labels={b["id"]: b["name"] for b in table["dimensions"]},
@@ -180,7 +181,7 @@ def _dimension_bars(table: dict, score, colours: dict[str, str]) -> str:
             title=_("Score per dimension"),
             colours=colours,
         )
-    except charts.ChartInputError:
+    except chart_style.ChartInputError:
         return ""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from datetime import date, datetime
 
@@ -12,6 +13,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.utils import timezone
 from django.utils.formats import number_format
+from django.utils.html import conditional_escape, escape, format_html
+from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
@@ -20,7 +23,7 @@ from selection.i18n import certificate_name, criterion_name, domain_text, messag
 from selection.i18n import role_name as role_label
 from selection.models import Constraints, Selection
 from selection.records.staleness import staleness
-from selection.records.summary import item_label
+from selection.records.summary import item_label, item_name
 
 register = template.Library()
 
@@ -46,6 +49,32 @@ VERDICT_STATUS_LABELS = {
 def verdict_status(status: str) -> str:
     """A verdict status (benchmarks.verdicts.STATUSES) in the reader's language."""
     return str(VERDICT_STATUS_LABELS.get(status, status))
+
+
+# a launch flag and the value that follows it ("--scheduling-policy priority", "--kv-offloading-size 8")
+LAUNCH_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*(?:[ =](?!-)[^\s;,，；）)]+)?")
+
+
+@register.filter
+def flags_as_code(text) -> str:
+    """Text with the engine launch flags it names, each with its value ("--kv-offloading-size 8"), set as
+    code: a flag is typed as it stands in any language, so a Chinese cost formula or chosen configuration
+    shows it apart from its words."""
+    escaped = str(conditional_escape(text if text is not None else ""))
+    return mark_safe(LAUNCH_FLAG.sub(lambda m: f"<code>{m.group(0)}</code>", escaped))
+
+
+@register.filter
+def check_item(item) -> str:
+    """A project check's item ("audit_trail") by its name in the active language."""
+    return item_name(str(item or ""))
+
+
+@register.filter
+def open_item(key) -> str:
+    """One of a record's open items ("readiness.logs", "acceptance.pilot_result") as a reader names it."""
+    section, _dot, item = str(key or "").partition(".")
+    return item_label(section, item) if item else item_name(section)
 
 
 @register.filter
@@ -191,6 +220,28 @@ def message(value):
 def test_name(value):
     """A validation test id (concurrency_stress, ...) in the active language."""
     return translate_test(value)
+
+
+# Engines and tools by the names their projects use: ids in data (an engine's capacity rules "vllm",
+# an upload's tool "llmperf") are shown as these names, as the product's own copy writes them.
+PRODUCT_NAMES = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "llamacpp": "llama.cpp",
+    "llama-cpp": "llama.cpp",
+    "lmdeploy": "LMDeploy",
+    "trtllm": "TensorRT-LLM",
+    "tgi": "TGI",
+    "llmperf": "LLMPerf",
+    "perf_analyzer": "Perf Analyzer",
+}
+
+
+@register.filter
+def product_name(value) -> str:
+    """An engine's or tool's id ("vllm", "llamacpp") by its product name ("vLLM", "llama.cpp")."""
+    text = str(value or "")
+    return PRODUCT_NAMES.get(text.lower(), text)
 
 
 @register.filter
@@ -361,6 +412,32 @@ def as_json(value) -> str:
 def names(values) -> str:
     """Names joined as the page's language lists them ("a, b"; Chinese "a、b")."""
     return pgettext("list separator between names", ", ").join(str(v) for v in values or [])
+
+
+# What a person types or reads verbatim inside a form's label or help text: a command-line flag
+# (--disable-radix-cache), a field or metric name with its value (cache_prompt: false,
+# mem_fraction_static), a queue name (gpu.<label>), a file extension (.pem), a URL path (/metrics),
+# a switch's values (true/false). Shown as code, the words around it as prose.
+LITERAL = re.compile(
+    r"(?<![\w.])manage\.py [a-z][\w-]*(?: (?:--[a-z][\w-]*|[A-Z]+))*"  # a command, with its arguments
+    r"|(?<![\w-])--[a-z][\w-]*"
+    r"|(?<![\w.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?::\s(?:true|false))?(?![\w-])"
+    r"|(?<![\w.-])[a-z]+\.<[a-z]+>"
+    r"|(?<![\w./])\.(?:pem|crt|cer|der|p12|pfx|gz|csv|jsonl|json|yaml|yml|pdf)(?![\w])"
+    r"|(?<![\w/<.])/[a-z][a-z0-9_-]+(?:/[a-z0-9_-]+)*(?![\w/>])"
+    r"|(?<![\w/])true/false(?![\w/])"
+)
+
+
+@register.filter
+def literals(text) -> str:
+    """A form's label or help text with the literals in it (`LITERAL`) as <code>, the rest escaped."""
+    text = str(text or "")
+    parts, last = [], 0
+    for match in LITERAL.finditer(text):
+        parts += [escape(text[last : match.start()]), format_html("<code>{}</code>", match.group(0))]
+        last = match.end()
+    return mark_safe("".join([*parts, escape(text[last:])]))  # every piece is escaped above
 
 
 @register.simple_tag

@@ -19,7 +19,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from benchmarks import charts
+from benchmarks.charts import style as chart_style
+from benchmarks.charts import traces as trace_charts
 from benchmarks.traces.catalog import FORMATS
 from benchmarks.traces.proposal import concurrency_basis
 from selection.models import Constraints, Selection, TraceImport
@@ -125,24 +126,28 @@ def _proposal_rows(trace: TraceImport, constraints: Constraints | None) -> list[
 def _charts(trace: TraceImport) -> list[dict]:
     data = (trace.statistics or {}).get("charts") or {}
     drawn = []
-    with charts.translated(_):
+    with chart_style.translated(_):
         for title, draw in (
             (
                 _("Input and output lengths"),
-                lambda title: charts.length_distribution(
+                lambda title: trace_charts.length_distribution(
                     {_("input tokens"): data["input_tokens"], _("output tokens"): data["output_tokens"]}, title=title
                 ),
             ),
             (
                 _("Arrivals over time"),
-                lambda title: charts.arrival_rate(
+                lambda title: trace_charts.arrival_rate(
                     data["arrivals"]["points"], title=title, mean_rps=trace.statistics["rate"]["mean_rps"]
                 ),
             ),
         ):
             try:
                 drawn.append({"title": title, "svg": draw(title)})
-            except (KeyError, TypeError, charts.ChartInputError) as exc:  # a chart the data cannot make is left out
+            except (
+                KeyError,
+                TypeError,
+                chart_style.ChartInputError,
+            ) as exc:  # a chart the data cannot make is left out
                 logger.info("trace %s: chart %r not drawn: %s", trace.pk, title, exc)
     return drawn
 

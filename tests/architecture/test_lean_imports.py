@@ -1,9 +1,11 @@
 """Start-up stays lean (issue 39): the URL conf, the models, the services and the task modules, which
 every web process, the scoring worker and each `manage.py` command import, load no PDF renderer, no
-pandas and no load-generator module. Those are imported by the request or task that needs them: the
-render task and `records.rendering` (WeasyPrint), the trace import and the parse task (pandas), a
-validation run's load (`benchmarks.validation.loadtest`) and the test specs a page shows
-(`benchmarks.validation.specs`).
+signing library, no data-frame or array library, no HTTP client and no load-generator module. Those
+are imported by the request or task that needs them: the render task and `records.rendering`
+(WeasyPrint), signing and verification (pyHanko, through the `signing` package's names, resolved on
+first use), the trace import and the parse task (pandas, pyarrow), scoring and the statistics
+(numpy), a validation run's load (`benchmarks.validation.loadtest`, aiohttp through
+`harness.safety_aiohttp`) and the test specs a page shows (`benchmarks.validation.specs`).
 
 Checked in a fresh interpreter, since this test process has imported everything already.
 """
@@ -35,7 +37,19 @@ importlib.import_module("benchmarks.tasks")
 print(json.dumps(sorted(sys.modules)))
 """
 
-FORBIDDEN = ("weasyprint", "pandas", "matplotlib")
+# Each costs 0.05 to 0.5 s of every process's start-up (`python -X importtime manage.py check`).
+FORBIDDEN = (
+    "weasyprint",
+    "pandas",
+    "matplotlib",
+    "pyarrow",
+    "pyhanko",
+    "aiohttp",
+    "numpy",
+    "uharfbuzz",
+    "fontTools",
+    "prometheus_client",
+)
 # The harness modules a page or a service may use: leaves with no HTTP client, event loop or trace
 # reader (the outbound allow-list, the candidate probes, the documented cache model, the estimates,
 # the client's timing rules). Anything else under benchmarks.harness is the load generator.
@@ -72,6 +86,7 @@ def test_the_web_and_scoring_processes_start_without_the_renderer_pandas_or_the_
     harness = sorted(m for m in loaded if m.startswith("benchmarks.harness") and m not in HARNESS_LEAVES)
     traces = sorted(m for m in loaded if m.startswith("benchmarks.traces") and m not in TRACE_LEAVES)
     assert (heavy[:5], harness, traces) == ([], [], [])
+    assert not [m for m in loaded if m.startswith("selection.certificates.signing.")]  # only the package
     assert "benchmarks.harness.workloads" not in loaded
     assert "selection.records.pdf" not in loaded  # the renderer module itself, not only WeasyPrint
 
@@ -86,3 +101,63 @@ def test_the_lazy_doors_load_what_they_promise():
     assert specs.estimate("concurrency_stress", specs.plan("concurrency_stress", {}, None)) == workloads.estimate(
         "concurrency_stress", workloads.plan("concurrency_stress", {}, None)
     )
+
+
+def test_the_signing_package_gives_every_public_name_from_its_module():
+    """The package imports nothing until a name is used; each name is the defining module's object."""
+    import importlib
+
+    from selection.certificates import signing
+
+    for name in signing.__all__:
+        module = importlib.import_module(f"selection.certificates.signing.{signing._HOME[name]}")
+        assert getattr(signing, name) is getattr(module, name), name
+    assert set(signing.__all__) <= set(dir(signing))
+
+
+def test_the_verify_command_loads_the_verifier_but_not_the_signer_or_the_renderer():
+    """`verify-record` (issue 39: under 1.5 s whole) needs pyHanko's validation, not the stamp fonts
+    (HarfBuzz, fontTools), the PKCS#11 tokens or WeasyPrint."""
+    script = STARTUP.replace(
+        "print(json.dumps",
+        "from django.core.management import load_command_class\n"
+        "load_command_class('selection', 'verify-record')\n"
+        "from selection.records import verification\n"
+        "from selection.certificates.signing import verification as pdf_verification\n"
+        "print(json.dumps",
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "SECRET_KEY": "architecture-test"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True
+    )
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "pyhanko.sign.validation" in loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in ("uharfbuzz", "fontTools", "weasyprint", "pkcs11")) == []
+
+
+def test_every_task_module_imports_the_celery_app_itself():
+    """`config/__init__.py` does not import the Celery app (a command that runs no task starts without
+    Celery), so each module that defines a task must import `config.celery`: else its `@shared_task`
+    could bind to Celery's default app, with no broker settings, in a process that imported it first."""
+    import ast
+
+    missing = []
+    for path in sorted(ROOT.glob("selection/**/*.py")) + sorted(ROOT.glob("benchmarks/**/*.py")):
+        source = path.read_text(encoding="utf-8")
+        if "shared_task" not in source:
+            continue
+        tree = ast.parse(source)
+        imported = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
+        if "config.celery" not in imported:
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == []
+
+
+def test_celery_finds_the_app_from_the_config_package():
+    """`celery -A config worker` (the README's commands) resolves the app without the package importing it."""
+    from celery.app.utils import find_app
+
+    import config
+    from config.celery import app
+
+    assert find_app("config") is app and config.celery_app is app

@@ -227,6 +227,10 @@ def test_capacity_shows_what_a_runs_engine_metrics_measured(client, architect, s
     assert "has not stated its KV capacity" not in body and "within tolerance" in body
     assert f"engine metrics of run {run.pk}" in body and str(int(predicted * 0.98)) in body
     assert 'data-stated-by="engine metrics"' in body and "Predicted vs engine-stated" in body
+    # in Chinese the provenance reads in Chinese, the metric it was read from as code
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    body = client.get(url("selection:capacity", selection, candidate)).content.decode()
+    assert f"运行 {run.pk} 的引擎指标 <code>vllm:cache_config_info</code>" in body
 
 
 def test_capacity_of_llamacpp_follows_its_launch_flags(client, architect, selection):
@@ -616,6 +620,31 @@ def test_unrecognised_file_lists_each_format_tried(client, architect, selection,
     assert response.status_code == 400 and "data-refusals" in body
     assert "no &#x27;ttfts&#x27; key" in body and "guidellm" in body and "No parser recognised this file" in body
     assert not BenchmarkRun.objects.exists()
+
+
+def test_the_parsers_refusals_read_in_the_pages_language(client, architect, selection, candidate, settings):
+    """Walk m11: "not UTF-8 text (invalid byte at offset 1)" on a Chinese upload page. Each format's reason
+    is a message; its figures (the offset) stay as they are."""
+    client.force_login(architect)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    garbage = upload_data(candidate, file=SimpleUploadedFile("garbage.json", b"{\xff\xfe garbage"))
+    body = client.post(url("selection:result-upload", selection), garbage).content.decode()
+    assert "data-refusals" in body and "不是 UTF-8 文本（偏移量 1 处的字节无效）" in body
+    assert "not UTF-8 text" not in body
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "en"
+    garbage["file"].seek(0)
+    body = client.post(url("selection:result-upload", selection), garbage).content.decode()
+    assert "not UTF-8 text (invalid byte at offset 1)" in body, body[body.find("data-refusals") :][:1500]
+    assert not BenchmarkRun.objects.exists()
+
+
+def test_a_refusal_keeps_its_english_text_for_the_api():
+    from benchmarks.formats import detect
+
+    with pytest.raises(ValueError) as refused:
+        detect(b"{\xff\xfe garbage", "garbage.json")
+    reasons = refused.value.refusals
+    assert reasons["guidellm"] == reasons["native"] == "not UTF-8 text (invalid byte at offset 1)", reasons
 
 
 def test_upload_errors_name_the_field(client, architect, selection, candidate):

@@ -218,8 +218,10 @@ def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_r
     assert "The probe answered" in body and "probe_answered" not in body.replace('"probe_answered"', "")
     assert '<td>probe TTFT p95 at 4 deep</td><td class="num">212 ms</td><td class="num">30</td>' in body
 
-    metric = measured_metrics(candidate, selection.constraints.as_domain())["isolation_ttft_p95_ms"]
+    measured = measured_metrics(candidate, selection.constraints.as_domain())
+    metric = measured["isolation_ttft_p95_ms"]  # its indicators
     assert metric.value == 212.5 and metric.run_ids == (str(run.pk),)
+    assert measured["achieved_concurrency"].value == 2.0  # its readings of its load points
 
     entry = validation_entry(run, Budgets(800.0, 50.0), {})
     assert entry["test"] == "Probe" and entry["run"] == f"run-{run.pk}"

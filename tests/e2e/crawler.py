@@ -28,8 +28,11 @@ SKIPPED = re.compile(
 # The page's visible text, outside code blocks: text nodes, one line per block element, and the
 # labels people read on controls (title, placeholder, aria-label, alt). Closed <details> count:
 # opening them is one click away. An SVG chart's <metadata> (its format and the tool that drew it) is
-# never rendered.
+# never rendered. A frozen record's text shown in the language it was written in (`data-written-in`,
+# "en" on a Chinese page: a signed document is never re-worded) is the record's, not the page's: it is
+# checked where the page's language is the record's.
 VISIBLE_TEXT = """() => {
+  const page = (document.documentElement.lang || '').slice(0, 2);
   const skip = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'CODE', 'PRE', 'KBD', 'SAMP', 'TEXTAREA',
                         'METADATA']);
   const lines = [];
@@ -39,6 +42,8 @@ VISIBLE_TEXT = """() => {
     for (const child of node.childNodes) {
       if (child.nodeType === Node.TEXT_NODE) { line.push(child.textContent); continue; }
       if (child.nodeType !== Node.ELEMENT_NODE || skip.has(child.tagName.toUpperCase())) continue;
+      const written = child.getAttribute('data-written-in');
+      if (written && written.slice(0, 2) !== page) continue;
       if (child.classList.contains('visually-hidden') && child.closest('label') === null) { walk(child); continue; }
       const display = getComputedStyle(child).display;
       const block = !display.startsWith('inline') && display !== 'contents';

@@ -67,12 +67,25 @@ def kind_of_page(url: str) -> str:
     return (selection or "") + re.sub(r"\d+", "N", rest) + (f"?{query}" if query else "")
 
 
+def typed_leaves(value, key: str = "") -> set[str]:
+    """The texts people typed into a structure (a record's project checks): every string leaf but the
+    states they picked from a list ("ready", "not_ready"), which the page shows in words."""
+    if isinstance(value, dict):
+        return {text for k, v in value.items() for text in typed_leaves(v, str(k))}
+    if isinstance(value, list):
+        return {text for v in value for text in typed_leaves(v, key)}
+    return {value} if isinstance(value, str) and key != "status" else set()
+
+
 def user_texts(selections) -> set[str]:
     """What people typed or are called: allowed to stay in its own language on any page."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
+    from benchmarks.charts.style import LEGEND_WIDTH, TICK_WIDTH, wrap
     from selection.i18n import person_name
+
+    CHART_WRAP_WIDTHS = (TICK_WIDTH, LEGEND_WIDTH, 18, 36, 40, 90)  # the widths benchmarks.charts wraps at
 
     texts: set[str] = set()
     for selection in selections:
@@ -81,14 +94,22 @@ def user_texts(selections) -> set[str]:
         texts |= {getattr(getattr(selection, "constraints", None), "notes", "")}
         for candidate in selection.candidates.all():
             texts |= {candidate.label, candidate.display_name, candidate.model_name}
+            texts |= {candidate.launch_flags}  # the engine's flags as the architect typed them
             texts |= set(candidate.runs.values_list("label", flat=True))  # what a run was labelled when started
         for record in selection.records.all():
             texts |= {record.rationale}
+            texts |= typed_leaves(record.project_checks)  # the draft's project checks: notes, teams, stages
+            texts |= set(record.approvals.values_list("comment", flat=True))  # what an owner wrote approving
+            texts |= set(record.comments.values_list("text", flat=True))
+            texts |= {t for item in record.open_items.all() for t in (item.note, item.reason)}
+        texts |= set(selection.audit.values_list("justification", flat=True))  # why a person changed something
     # people's names, and their login names (the user menu shows yours: you typed it to sign in)
     texts |= {person_name(user) for user in get_user_model().objects.all()}
     texts |= {user.get_username() for user in get_user_model().objects.all()}
     # the model catalog's names are product names (gpt-oss-120b, Qwen2.5-72B)
     texts |= {path.stem for path in (Path(settings.BASE_DIR) / "selection/fixtures/model_configs").glob("*.json")}
+    # a chart wraps a long name onto lines ("vLLM (simulated" / "paged-offload)"): each line is the name's
+    texts |= {line for text in texts if text for width in CHART_WRAP_WIDTHS for line in wrap(text, width).splitlines()}
     return {text for text in texts if text}
 
 

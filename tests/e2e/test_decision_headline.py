@@ -70,7 +70,7 @@ def chart_svgs(page) -> list[str]:
 def test_the_decision_heads_the_comparison_in_english_and_chinese_with_one_colour_per_candidate(
     live_server, people, new_page, shot, screenshot_dir
 ):
-    from benchmarks import charts
+    from benchmarks.charts import style as chart_style
 
     selection = build_selection(people)
     base = live_server.url
@@ -93,7 +93,7 @@ def test_the_decision_heads_the_comparison_in_english_and_chinese_with_one_colou
     assert "These figures hold for the evidence so far" in page.inner_text("#sens-title + .robustness-caveat")
 
     # one colour per candidate across every chart of the page (bars by rank, evidence by order)
-    expected = {label: colour.lower() for label, colour in charts.candidate_colours(LABELS).items()}
+    expected = {label: colour.lower() for label, colour in chart_style.candidate_colours(LABELS).items()}
     seen: dict[str, set[str]] = {}
     svgs = chart_svgs(page)
     assert len(svgs) >= 4  # scores, latency, KV usage, context ladder

@@ -12,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.harness.client import RequestRecord, SSEParser, _handle_complete_response, _handle_payload, parse_sse
+from benchmarks.harness.completion_payloads import handle_complete_response, handle_payload
 from benchmarks.harness.metrics import MetricsSampler, map_samples, map_trtllm_json, parse_prometheus
+from benchmarks.harness.request_record import RequestRecord
+from benchmarks.harness.sse import SSEParser, parse_sse
 
 pytestmark = pytest.mark.reliability
 
@@ -87,15 +89,15 @@ def test_sse_well_formed_events_round_trip(payloads, newline, comments):
 def test_a_hostile_stream_chunk_never_raises(value, api):
     record = RequestRecord()
     payload = json.dumps(value).encode()
-    _handle_payload(record, payload, 1.0, api, True)
-    _handle_complete_response(RequestRecord(), payload, api, True)
+    handle_payload(record, payload, 1.0, api, True)
+    handle_complete_response(RequestRecord(), payload, api, True)
 
 
 @FUZZ
 @given(data=st.binary(max_size=300))
 def test_arbitrary_chunk_bytes_never_raise(data):
-    _handle_payload(RequestRecord(), data, 1.0, "chat", False)
-    _handle_complete_response(RequestRecord(), data, "chat", False)
+    handle_payload(RequestRecord(), data, 1.0, "chat", False)
+    handle_complete_response(RequestRecord(), data, "chat", False)
 
 
 metric_names = st.sampled_from(

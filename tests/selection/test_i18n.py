@@ -119,7 +119,7 @@ def test_every_scenario_reason_rule_is_translated_with_its_numbers(constraints):
 # the evidence's message templates: verdict details and why the load client set the pace
 EVIDENCE_MESSAGE_MODULES = (
     "benchmarks/verdicts.py",
-    "benchmarks/harness/load.py",
+    "benchmarks/harness/load_judging.py",
     "benchmarks/harness/workloads/common.py",
     "benchmarks/harness/workloads/stability.py",
     "benchmarks/harness/workloads/long_context.py",
@@ -665,12 +665,14 @@ def test_the_capacity_page_shows_the_verdict_in_chinese(zh_client, architect, fl
 def test_charts_on_a_chinese_page_have_chinese_axes():
     from django.utils import translation
 
-    from benchmarks import charts
+    from benchmarks.charts import candidates as candidate_charts
     from selection.middleware import ChartLanguageMiddleware
 
     with translation.override("zh-hans"):
         svg = ChartLanguageMiddleware(
-            lambda request: charts.capacity_memory_vs_context([4096, 8192], {"vLLM": [1.0, 2.0]}, gpu_memory_gib=80.0)
+            lambda request: candidate_charts.capacity_memory_vs_context(
+                [4096, 8192], {"vLLM": [1.0, 2.0]}, gpu_memory_gib=80.0
+            )
         )(None)
     assert "显存（GiB）" in svg and "上下文长度（token）" in svg
 

@@ -114,3 +114,43 @@ def test_the_traces_page_names_its_formats_in_chinese(client, architect, team, s
     html = client.get(reverse("selection:traces", args=[selection.pk])).content.decode()
     assert "Mooncake 请求轨迹（JSONL）" in html and "<code>mooncake</code>" in html
     assert "Mooncake trace (JSONL)" not in html
+
+
+def test_template_strings_with_a_percent_sign_are_translated():
+    """A template's {% translate "95% interval" %} looks up "95%% interval": the catalogue must hold
+    that msgid, or the Chinese page shows the English (the run page's figures table did)."""
+    found = set()
+    for path in TEMPLATES.rglob("*.html"):
+        found |= set(re.findall(r'\{% translate "([^"]*%[^"]*)" %\}', path.read_text()))
+    assert found
+    untranslated = [text for text in sorted(found) if not CJK.search(render(f'{{% translate "{text}" %}}', "zh-hans"))]
+    assert untranslated == []
+
+
+def test_literals_in_form_labels_and_help_read_as_code():
+    from selection.templatetags.kvselect import literals
+
+    shown = str(
+        literals("测试会向同一端点发送 cache_prompt: false（SGLang --disable-radix-cache），队列 gpu.<label>。")
+    )
+    assert "<code>cache_prompt: false</code>" in shown and "<code>--disable-radix-cache</code>" in shown
+    assert "<code>gpu.&lt;label&gt;</code>" in shown
+    assert str(literals("<b>typed</b>")) == "&lt;b&gt;typed&lt;/b&gt;"  # everything else stays escaped
+    outside_code = re.sub(r"<code>.*?</code>", "", shown)
+    assert not pagechecks.identifiers(outside_code) and not pagechecks.english_words(outside_code)
+
+
+@pytest.mark.django_db
+def test_the_candidates_page_shows_literal_flags_as_code_in_chinese(client, architect, team, selection_owners):
+    from django.urls import reverse
+
+    from selection.setup.services import create_selection
+
+    owners = {f"{role}_owner": user for role, user in selection_owners.items()}
+    selection = create_selection(user=architect, team=team, name="Chat", **owners)
+    client.force_login(architect)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    html = client.get(reverse("selection:candidates", args=[selection.pk])).content.decode()
+    assert "<code>cache_prompt: false</code>" in html
+    prose = re.sub(r"<code[^>]*>.*?</code>", "", html, flags=re.S)
+    assert "cache_prompt" not in prose and "gpu.&lt;label&gt;" not in prose

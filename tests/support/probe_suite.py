@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.harness import estimates
 from benchmarks.harness.workloads.spec import TestSpec
-from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
+from benchmarks.suite.base import CandidateFacts, Figure, PointRow, Reading, RunFacts, ScoringContext, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec
 from selection.domain.claims import Claim
 from selection.domain.messages import Message
@@ -52,6 +52,12 @@ def indicators(run: RunFacts) -> dict[str, float]:
     return {"isolation_ttft_p95_ms": float(figures["ttft_p95_ms"])}
 
 
+def readings(run: RunFacts, context: ScoringContext) -> list[Reading]:
+    """The concurrency its first point held, per GPU of the candidate."""
+    first = next(iter(run.load_points), None)
+    return [] if first is None else [Reading("achieved_concurrency", (first.concurrency or 0) / context.gpus)]
+
+
 def figures(points: Sequence[PointRow], metadata: Mapping[str, Any]) -> list[Figure]:
     stated = metadata.get("probe") or {}
     return [
@@ -88,6 +94,7 @@ TEST = ValidationTest(
     feeds=("scheduling",),
     demo={"probe_s": 2.0, "probe_depth": 2},
     indicators=indicators,
+    readings=readings,
     figures=figures,
     claims=(PROBED,),
     thresholds=thresholds,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from benchmarks import charts
+from benchmarks.charts import candidates as candidate_charts
 from selection.domain import catalog, project_checks
 
 
@@ -39,12 +39,12 @@ def drawn_chart_svg(index: int, title: str) -> str:
     made verification slow (issue 17); `sample_chart_svg` creates none."""
     if index % 3 == 0:
         points = [(t * 2.0, 0.3 + 0.4 * abs(math.sin(t / 20 + index))) for t in range(300)]
-        return charts.kv_usage_over_time({"vLLM 0.33.0": points}, title=title, limit=0.9, simulated=True)
+        return candidate_charts.kv_usage_over_time({"vLLM 0.33.0": points}, title=title, limit=0.9, simulated=True)
     if index % 3 == 1:
         load = [1, 2, 4, 8, 16, 32, 64, 128, 256]
         series = {"concurrency": load, "ttft_ms": [40 + 3 * c for c in load], "tpot_ms": [10 + c / 10 for c in load]}
-        return charts.latency_vs_concurrency({"vLLM 0.33.0": series}, percentile="p99", simulated=True)
-    return charts.ttft_vs_context(
+        return candidate_charts.latency_vs_concurrency({"vLLM 0.33.0": series}, percentile="p99", simulated=True)
+    return candidate_charts.ttft_vs_context(
         {"vLLM 0.33.0": [(2**k, 30 * k) for k in range(9, 16)]}, percentile="p50", simulated=True
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -14,15 +15,14 @@ import aiohttp
 
 from benchmarks.harness import HARNESS_VERSION
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.client import Api, OpenAIClient, RequestRecord, RequestSpec
+from benchmarks.harness.client import OpenAIClient
 from benchmarks.harness.client_timing import ReceiveClock, client_slack_ms, load_held
-from benchmarks.harness.load import (
-    LoadOutcome,
-    requests_rows,
-)
+from benchmarks.harness.load_config import LoadOutcome
+from benchmarks.harness.load_summary import requests_rows
 from benchmarks.harness.metrics import MetricsRecording, MetricsSampler, probe_simulator
 from benchmarks.harness.nvml import GpuSampler
 from benchmarks.harness.prompts import PromptFactory, calibrate
+from benchmarks.harness.request_record import Api, RequestRecord, RequestSpec
 from benchmarks.harness.safety import check_target
 from benchmarks.result import MEASURED, SIMULATED, LoadPoint, NormalizedResult
 from benchmarks.suite.params import MAX_ERROR_RATE, PlanError
@@ -535,6 +535,16 @@ def kv_verdicts(
 
 
 CACHE_RESET_PATHS = ("/reset_prefix_cache", "/flush_cache")  # vLLM's (dev mode in some versions), SGLang's
+# how the cache was emptied, as a page shows it: each endpoint by its purpose (its path is the English text)
+RESET_CONTEXT = "cache reset method"
+RESET_BY_PATH = {
+    "/reset_prefix_cache": Message("POST /reset_prefix_cache", context=RESET_CONTEXT),
+    "/flush_cache": Message("POST /flush_cache", context=RESET_CONTEXT),
+}
+NO_CACHE_RESET = _("none: the engine offers no cache reset")
+NO_SLOT_COUNT = _("none: the engine states no slot count (GET /props total_slots)")
+SLOTS_ERASED = _("%(slots)s slots erased (POST /slots/{id}?action=erase)")
+FRESH_SLOTS = _("fresh slots: each of the %(slots)s slots overwritten with an unrelated %(tokens)s-token prompt")
 FILLER_TOKENS = 16  # each llama.cpp slot is overwritten with a prompt this long when its cache cannot be erased
 
 
@@ -551,16 +561,16 @@ async def reset_cache(session: Session) -> dict[str, Any]:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             continue
         if 200 <= status < 300:
-            return {"method": f"POST {path}", "reset": True}
+            return _reset_state(RESET_BY_PATH[path], True)
     model = session.target.cache_model
     if session.target.engine != "llamacpp" and (model is None or model.kind != SLOT_RESIDENT):
-        return {"method": "none: the engine offers no cache reset", "reset": False}
+        return _reset_state(Message(NO_CACHE_RESET), False)
     try:
         slots = int((await client.get_json("/props")).get("total_slots") or 0)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError, TypeError):
         slots = 0
     if slots <= 0:
-        return {"method": "none: the engine states no slot count (GET /props total_slots)", "reset": False}
+        return _reset_state(Message(NO_SLOT_COUNT), False)
     erased = 0
     for slot in range(slots):
         try:
@@ -571,7 +581,7 @@ async def reset_cache(session: Session) -> dict[str, Any]:
             break
         erased += 1
     if erased == slots:
-        return {"method": f"{slots} slots erased (POST /slots/{{id}}?action=erase)", "reset": True, "slots": slots}
+        return _reset_state(Message(SLOTS_ERASED, {"slots": slots}), True, slots)
     assert session.prompts is not None
     for index in range(slots):  # least recently used slot first: each filler takes another slot
         filler = RequestSpec(
@@ -584,11 +594,41 @@ async def reset_cache(session: Session) -> dict[str, Any]:
             request_id=f"fresh-slot-{index}",
         )
         await client.send(filler)
-    return {
-        "method": f"fresh slots: each of the {slots} slots overwritten with an unrelated {FILLER_TOKENS}-token prompt",
-        "reset": True,
-        "slots": slots,
-    }
+    return _reset_state(Message(FRESH_SLOTS, {"slots": slots, "tokens": FILLER_TOKENS}), True, slots)
+
+
+def _reset_state(method: Message, reset: bool, slots: int | None = None) -> dict[str, Any]:
+    """`reset_cache`'s answer: the method in English (`reset_method` reads it back as a message)."""
+    state: dict[str, Any] = {"method": str(method), "reset": reset}
+    if slots is not None:
+        state["slots"] = slots
+    return state
+
+
+def reset_method(state: dict[str, Any] | None) -> Any:
+    """How the cache was emptied (`reset_cache`'s state) as a message where kvselect wrote the method,
+    else its text as stored; "" without a state."""
+    return reset_method_message((state or {}).get("method"))
+
+
+_SLOTS_ERASED = re.compile(r"(\d+) slots erased \(POST /slots/\{id\}\?action=erase\)")
+_FRESH_SLOTS = re.compile(r"fresh slots: each of the (\d+) slots overwritten with an unrelated (\d+)-token prompt")
+
+
+def reset_method_message(method: str | None) -> Any:
+    """A cache-reset method's English text (`reset_cache`'s, or "POST <path>") as its message, so a
+    page shows it in its language; a text kvselect did not write passes unchanged."""
+    if not method:
+        return ""
+    if method.startswith("POST ") and method[5:] in RESET_BY_PATH:
+        return RESET_BY_PATH[method[5:]]
+    if method in (NO_CACHE_RESET, NO_SLOT_COUNT):
+        return Message(method)
+    if found := _SLOTS_ERASED.fullmatch(method):
+        return Message(SLOTS_ERASED, {"slots": int(found[1])})
+    if found := _FRESH_SLOTS.fullmatch(method):
+        return Message(FRESH_SLOTS, {"slots": int(found[1]), "tokens": int(found[2])})
+    return method
 
 
 def require_param(params: dict[str, Any], key: str, kind: type, minimum: float = 0) -> Any:
@@ -600,3 +640,16 @@ def require_param(params: dict[str, Any], key: str, kind: type, minimum: float =
 
 def format_ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f} ms"
+
+
+NOT_AVAILABLE = _("n/a")
+
+
+def ms_or_na(value: float | None) -> str | Message:
+    """`format_ms` inside a message: "n/a" is a word, translated where shown."""
+    return Message(NOT_AVAILABLE) if value is None else f"{value:.0f} ms"
+
+
+def figure_or_na(value: Any, spec: str) -> str | Message:
+    """A figure formatted by `spec` ("{:,.0f}", "{:.0%}"), or "n/a" (translated where shown) when missing."""
+    return Message(NOT_AVAILABLE) if value is None else spec.format(value)

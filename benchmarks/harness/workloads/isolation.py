@@ -8,13 +8,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.harness.client import RequestSpec
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.workloads.common import (
     Reporter,
     Session,

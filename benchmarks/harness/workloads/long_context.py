@@ -7,13 +7,10 @@ import math
 import time
 from typing import Any, Callable
 
-from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    summarize,
-)
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.prompts import PromptFactory
+from benchmarks.harness.request_record import RequestRecord
 from benchmarks.harness.workloads.common import (
     TRUNCATION_TOLERANCE,
     Cancelled,

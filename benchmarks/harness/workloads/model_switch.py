@@ -9,13 +9,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    summarize,
-)
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.metrics import MetricsSampler
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.safety import check_target
 from benchmarks.harness.workloads.common import (
     PlanError,

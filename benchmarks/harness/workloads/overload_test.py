@@ -7,13 +7,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from benchmarks.harness import overload
-from benchmarks.harness.client import RequestSpec
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.workloads.common import (
     KV_BASELINE_TOLERANCE,
     MAX_ERROR_RATE,

@@ -13,12 +13,9 @@ import numpy as np
 
 from benchmarks.harness import reuse
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.workloads.common import (
     PREFIX_REUSE_MIN_SHARE,
@@ -28,11 +25,14 @@ from benchmarks.harness.workloads.common import (
     Target,
     budget_verdicts,
     build_result,
+    detail_message_of,
     errors_verdict,
-    format_ms,
+    figure_or_na,
     make_verdict,
+    ms_or_na,
     require_param,
     reset_cache,
+    reset_method,
 )
 from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.stress import attach_engine_stats, slo_of
@@ -52,6 +52,15 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
+from benchmarks.verdicts import (
+    STRADDLES as STRADDLES_THRESHOLD,
+)
+from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, load, to_json
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
 
 # caching on must hold at most this share of the KV that caching off (or the theory of every request
 # holding its own prompt) holds: "clearly below", the article's verdict
@@ -74,6 +83,85 @@ KV_RESIDENT_SHARE = 0.5
 
 
 STRADDLES = ": the interval straddles the threshold"
+
+# What the prefix test's verdicts say and what it observed, as message templates (pages show them
+# in their language; the English text is the API's and the CLI's).
+NO_REQUEST_IN_FLIGHT = _("no request in flight during a KV sample")
+NEED = _(
+    "%(tokens)s tokens for the %(requests)s requests in flight at the peak (prompts %(prompts)s + outputs so far "
+    "%(outputs)s)"
+)
+NEED_CAPPED = _(
+    "%(tokens)s tokens for the %(requests)s requests in flight at the peak (prompts %(prompts)s + outputs so far "
+    "%(outputs)s, capped by the %(pool)s-token pool)"
+)
+NO_KV_COUNT = _("no KV token count from the engine (give params.kv_capacity_tokens to convert its usage ratio)")
+FEW_KV_SAMPLES = _("%(n)s KV samples with the load at its height: at least %(min)s are needed to judge it")
+CI_AFTER_COMMA = _(", 95%% CI %(low)s–%(high)s")
+CI_IN_BRACKETS = _(" (95%% CI %(low)s–%(high)s)")
+KV_VS_NEED = _(
+    "KV held with caching on %(held)s of what the requests in flight need without sharing (p%(q)s of %(n)s "
+    "samples with the load at its height%(ci)s); at the peak %(peak)s of %(need)s; at most %(limit)s to pass"
+)
+NO_OFF_RUN = _(
+    "no prefix-caching-off run (a second endpoint started with caching off, or llama.cpp's cache_prompt: "
+    "false): on vs off was not exercised"
+)
+NO_KV_COUNT_ON_ONE = _("no KV token count from the engine on one of the two runs")
+FEW_ON_OFF_SAMPLES = _(
+    "%(on)s and %(off)s KV samples (on, off), off held %(held_off)s tokens: at least %(min)s samples each and a "
+    "non-zero off figure are needed"
+)
+KV_VS_OFF = _(
+    "KV held with caching on %(on)s vs off %(off)s tokens (p%(q)s of %(n_on)s and %(n_off)s samples; peaks "
+    "%(peak_on)s vs %(peak_off)s; both from an emptied cache): on/off %(ratio)s%(ci)s; at most %(limit)s to pass"
+)
+STILL_HELD = _("%(run)s: %(after)s tokens still held after the load (peak %(peak)s)")
+RESIDENT_NOT_JUDGED = _(
+    "%(detail)s. Not judged: the engine keeps finished requests' KV resident (%(held)s), so the KV a load adds "
+    "cannot be told from the earlier contents it overwrites"
+)
+REUSED = _(
+    "%(share)s of the prompt tokens came from the cache: %(evidence)s; threshold %(needed)s (%(min)s of the "
+    "prompt's shared share %(shared)s)"
+)
+NO_TIMING = _("the engine reports no cached tokens or prefix hits, and no caching-off run gives a timing to compare")
+FEW_TIMINGS = _("timing only (the engine reports no cached tokens): %(n)s requests, at least %(min)s are needed")
+ON_OFF_RATIO = _(", on/off %(ratio)s")
+CI_AND_N = _(" (95%% CI %(low)s–%(high)s, n=%(n)s)")
+N_ONLY = _(" (n=%(n)s)")
+BY_TIMING = _(
+    "timing only (the engine reports no cached tokens or prefix hits): TTFT p50 with caching on %(on)s ms vs off "
+    "%(off)s ms%(ratio)s%(ci)s; at most %(limit)s to pass"
+)
+TIMING_CLIENT_BOUND = _("%(detail)s; inconclusive (client-bound)")
+# the two runs, as a detail names them
+RUN_NAMES = {
+    "prefix_on": Message("prefix_on", context="prefix test run"),
+    "prefix_off": Message("prefix_off", context="prefix test run"),
+}
+# the observed line
+PER_SLOT_ON = _(
+    "%(engine)s caches a prompt per slot, so caching saves prefill, not memory: with caching on it computed "
+    "%(processed)s of %(sent)s prompt tokens sent (%(share)s from the cache)"
+)
+PER_SLOT_OFF = _("%(line)s, with it off %(processed)s of %(sent)s (%(share)s)")
+COMPUTE_SAVED = _("%(line)s: compute saved %(saving)s of the prompt")
+HELD_OF_NEED = _(
+    "with caching on the requests in flight held %(share)s of the KV they need without sharing (at the peak "
+    "%(peak)s of %(need)s)"
+)
+HELD_OF_NEED_OFF = _("%(line)s, with caching off %(share)s of theirs")
+MEMORY_SAVED = _("%(line)s: caching saved %(saving)s of the KV")
+MEMORY_SAVED_AT_MOST = _("%(line)s: caching saved %(saving)s of the KV (at most %(best)s with the prefix held once)")
+FROM_CACHE = _("%(line)s; %(share)s of the prompt tokens came from the cache")
+OBSERVED_ON = _(
+    "%(line)s; TTFT p50 on %(ttft)s; throughput on %(rate)s tok/s (n=%(n)s); each run from an emptied cache (%(state)s)"
+)
+OBSERVED_ON_OFF = _(
+    "%(line)s; TTFT p50 on %(ttft)s vs off %(ttft_off)s; throughput on %(rate)s tok/s vs off %(rate_off)s tok/s "
+    "(n=%(n)s/%(n_off)s); each run from an emptied cache (%(state)s)"
+)
 
 
 def prefix_off_target(target: Target, endpoint_url: str | None = None, metrics_url: str | None = None) -> Target | None:
@@ -275,6 +363,7 @@ def _prefix_point(
         reuse_share=share["share"] if share else None,
         reuse_source=share["source"] if share else None,
         reuse_detail=share["detail"] if share else None,
+        reuse_detail_message=to_json(share["message"]) if share else None,
     )
     return point
 
@@ -333,7 +422,7 @@ def _prefix_verdicts(run: _PrefixRun, cache_model: CacheModel | None) -> list[di
     if cache_model is not None and not cache_model.shares_prefix:
         # per-slot prompt caches (llama.cpp): each slot holds its own copy, nothing to save in memory
         verdicts.extend(
-            not_applicable(v["name"], cache_model.per_slot_prefix_reason(), cache_model.source, v["detail"])
+            not_applicable(v["name"], cache_model.per_slot_prefix_reason(), cache_model.source, detail_message_of(v))
             for v in memory
         )
     else:
@@ -349,15 +438,19 @@ def _unjudged_when_resident(verdict: dict[str, Any], resident: dict[str, tuple[f
     credit a saving never observed."""
     if not resident or verdict["status"] not in (PASS, FAIL, INCONCLUSIVE):
         return verdict
-    held = "; ".join(
-        f"{label}: {after:.0f} tokens still held after the load (peak {peak:.0f})"
-        for label, (after, peak) in resident.items()
+    held = Join(
+        (
+            Message(STILL_HELD, {"run": RUN_NAMES.get(label, label), "after": f"{after:.0f}", "peak": f"{peak:.0f}"})
+            for label, (after, peak) in resident.items()
+        ),
+        CLAUSE_SEPARATOR,
     )
-    figures = verdict["detail"].removesuffix(STRADDLES)
-    detail = (
-        f"{figures}. Not judged: the engine keeps finished requests' KV resident ({held}), so the KV a load "
-        "adds cannot be told from the earlier contents it overwrites"
-    )
+    figures = detail_message_of(verdict)
+    if isinstance(figures, Message) and figures.msgid == STRADDLES_THRESHOLD:
+        figures = figures.params["detail"]
+    elif isinstance(figures, str):
+        figures = figures.removesuffix(STRADDLES)
+    detail = Message(RESIDENT_NOT_JUDGED, {"detail": figures, "held": held})
     return make_verdict(
         verdict["name"],
         None,
@@ -372,15 +465,26 @@ def _unjudged_when_resident(verdict: dict[str, Any], resident: dict[str, tuple[f
 
 def need_text(need: dict[str, Any] | None) -> str:
     """The no-sharing need at the peak with its inputs, in words."""
+    return str(need_message(need))
+
+
+def need_message(need: dict[str, Any] | None) -> Message:
+    """The no-sharing need at the peak with its inputs, as a message."""
     if not need:
-        return "no request in flight during a KV sample"
-    text = (
-        f"{need['tokens']:,.0f} tokens for the {need['requests']} requests in flight at the peak (prompts "
-        f"{need['prompt_tokens']:,} + outputs so far {need['output_tokens']:,}"
-    )
+        return Message(NO_REQUEST_IN_FLIGHT)
+    figures = {
+        "tokens": f"{need['tokens']:,.0f}",
+        "requests": need["requests"],
+        "prompts": f"{need['prompt_tokens']:,}",
+        "outputs": f"{need['output_tokens']:,}",
+    }
     if need.get("capped_by_pool"):
-        text += f", capped by the {need['pool_tokens']:,.0f}-token pool"
-    return text + ")"
+        return Message(NEED_CAPPED, {**figures, "pool": f"{need['pool_tokens']:,.0f}"})
+    return Message(NEED, figures)
+
+
+def _ci(template: str, interval: Any) -> Message | str:
+    return Message(template, {"low": f"{interval[0]:.2f}", "high": f"{interval[1]:.2f}"}) if interval else ""
 
 
 def _kv_vs_need(ratios: list[float], on: LoadPoint) -> dict[str, Any]:
@@ -391,7 +495,7 @@ def _kv_vs_need(ratios: list[float], on: LoadPoint) -> dict[str, Any]:
         return make_verdict(
             name,
             None,
-            "no KV token count from the engine (give params.kv_capacity_tokens to convert its usage ratio)",
+            Message(NO_KV_COUNT),
             None,
             limit,
             0,
@@ -400,7 +504,7 @@ def _kv_vs_need(ratios: list[float], on: LoadPoint) -> dict[str, Any]:
         return make_verdict(
             name,
             None,
-            f"{len(ratios)} KV samples with the load at its height: at least {MIN_KV_SAMPLES} are needed to judge it",
+            Message(FEW_KV_SAMPLES, {"n": len(ratios), "min": MIN_KV_SAMPLES}),
             _held(ratios),
             limit,
             len(ratios),
@@ -410,15 +514,20 @@ def _kv_vs_need(ratios: list[float], on: LoadPoint) -> dict[str, Any]:
     assert held is not None
     interval = percentile_interval(ratios, PREFIX_HELD_PERCENTILE)
     status = compare(held, interval, limit)
-    detail = (
-        f"KV held with caching on {held:.2f} of what the requests in flight need without sharing "
-        f"(p{PREFIX_HELD_PERCENTILE} of {len(ratios)} samples with the load at its height"
-        + (f", 95% CI {interval[0]:.2f}–{interval[1]:.2f}" if interval else "")
-        + f"); at the peak {extra.get('kv_tokens_peak') or 0:,.0f} of {need_text(extra.get('kv_need_at_peak'))}"
-        + f"; at most {limit:.2f} to pass"
+    detail = Message(
+        KV_VS_NEED,
+        {
+            "held": f"{held:.2f}",
+            "q": PREFIX_HELD_PERCENTILE,
+            "n": len(ratios),
+            "ci": _ci(CI_AFTER_COMMA, interval),
+            "peak": f"{extra.get('kv_tokens_peak') or 0:,.0f}",
+            "need": need_message(extra.get("kv_need_at_peak")),
+            "limit": f"{limit:.2f}",
+        },
     )
     if status == INCONCLUSIVE:
-        detail += STRADDLES
+        detail = Message(STRADDLES_THRESHOLD, {"detail": detail})
     return make_verdict(name, None, detail, held, limit, len(ratios), status, interval)
 
 
@@ -428,15 +537,14 @@ def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[
         return make_verdict(
             name,
             None,
-            "no prefix-caching-off run (a second endpoint started with caching off, or llama.cpp's cache_prompt: "
-            "false): on vs off was not exercised",
+            Message(NO_OFF_RUN),
             None,
             limit,
             0,
             NOT_EXERCISED,
         )
     if not on or not off:
-        return make_verdict(name, None, "no KV token count from the engine on one of the two runs", None, limit, 0)
+        return make_verdict(name, None, Message(NO_KV_COUNT_ON_ONE), None, limit, 0)
     held_on, held_off = _held(on), _held(off)
     assert held_on is not None and held_off is not None
     n = min(len(on), len(off))
@@ -444,8 +552,10 @@ def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[
         return make_verdict(
             name,
             None,
-            f"{len(on)} and {len(off)} KV samples (on, off), off held {held_off:.0f} tokens: at least "
-            f"{MIN_KV_SAMPLES} samples each and a non-zero off figure are needed",
+            Message(
+                FEW_ON_OFF_SAMPLES,
+                {"on": len(on), "off": len(off), "held_off": f"{held_off:.0f}", "min": MIN_KV_SAMPLES},
+            ),
             None if held_off <= 0 else held_on / held_off,
             limit,
             n,
@@ -454,15 +564,23 @@ def _kv_vs_off(on: list[float], off: list[float] | None, off_ran: bool) -> dict[
     ratio = held_on / held_off
     interval = ratio_interval(on, off, PREFIX_HELD_PERCENTILE)
     status = compare(ratio, interval, limit)
-    detail = (
-        f"KV held with caching on {held_on:.0f} vs off {held_off:.0f} tokens (p{PREFIX_HELD_PERCENTILE} of "
-        f"{len(on)} and {len(off)} samples; peaks {max(on):.0f} vs {max(off):.0f}; both from an emptied cache): "
-        f"on/off {ratio:.2f}"
-        + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
-        + f"; at most {limit:.2f} to pass"
+    detail = Message(
+        KV_VS_OFF,
+        {
+            "on": f"{held_on:.0f}",
+            "off": f"{held_off:.0f}",
+            "q": PREFIX_HELD_PERCENTILE,
+            "n_on": len(on),
+            "n_off": len(off),
+            "peak_on": f"{max(on):.0f}",
+            "peak_off": f"{max(off):.0f}",
+            "ratio": f"{ratio:.2f}",
+            "ci": _ci(CI_IN_BRACKETS, interval),
+            "limit": f"{limit:.2f}",
+        },
     )
     if status == INCONCLUSIVE:
-        detail += STRADDLES
+        detail = Message(STRADDLES_THRESHOLD, {"detail": detail})
     return make_verdict(name, None, detail, ratio, limit, n, status, interval)
 
 
@@ -478,8 +596,16 @@ def _prefix_reused(run: _PrefixRun) -> dict[str, Any]:
         return verdict(
             "prefix_reused",
             PASS if share >= needed else FAIL,
-            f"{share:.0%} of the prompt tokens came from the cache: {on.extra['reuse_detail']}; threshold "
-            f"{needed:.3g} ({PREFIX_REUSE_MIN_SHARE:.0%} of the prompt's shared share {shared:.2f})",
+            Message(
+                REUSED,
+                {
+                    "share": f"{share:.0%}",
+                    "evidence": load(on.extra.get("reuse_detail_message")) or on.extra["reuse_detail"],
+                    "needed": f"{needed:.3g}",
+                    "min": f"{PREFIX_REUSE_MIN_SHARE:.0%}",
+                    "shared": f"{shared:.2f}",
+                },
+            ),
             share,
             needed,
             on.requests_completed,
@@ -495,7 +621,7 @@ def _reused_by_timing(run: _PrefixRun) -> dict[str, Any]:
         return verdict(
             "prefix_reused",
             NOT_JUDGED,
-            "the engine reports no cached tokens or prefix hits, and no caching-off run gives a timing to compare",
+            Message(NO_TIMING),
             None,
             limit,
             0,
@@ -508,7 +634,7 @@ def _reused_by_timing(run: _PrefixRun) -> dict[str, Any]:
         return verdict(
             "prefix_reused",
             INSUFFICIENT_DATA,
-            f"timing only (the engine reports no cached tokens): {n} requests, at least {MIN_SAMPLES} are needed",
+            Message(FEW_TIMINGS, {"n": n, "min": MIN_SAMPLES}),
             None,
             limit,
             n,
@@ -518,15 +644,20 @@ def _reused_by_timing(run: _PrefixRun) -> dict[str, Any]:
     interval = ratio_interval(on_ttft, off_ttft, 50)
     status = INCONCLUSIVE if ratio is None else compare(ratio, interval, limit)
     bound = run.points[0].client_bound or run.points[1].client_bound
-    detail = (
-        "timing only (the engine reports no cached tokens or prefix hits): TTFT p50 with caching on "
-        f"{np.median(on_ttft):.0f} ms vs off {np.median(off_ttft):.0f} ms"
-        + (f", on/off {ratio:.2f}" if ratio is not None else "")
-        + (f" (95% CI {interval[0]:.2f}–{interval[1]:.2f}, n={n})" if interval else f" (n={n})")
-        + f"; at most {limit:.2f} to pass"
+    detail = Message(
+        BY_TIMING,
+        {
+            "on": f"{np.median(on_ttft):.0f}",
+            "off": f"{np.median(off_ttft):.0f}",
+            "ratio": Message(ON_OFF_RATIO, {"ratio": f"{ratio:.2f}"}) if ratio is not None else "",
+            "ci": Message(CI_AND_N, {"low": f"{interval[0]:.2f}", "high": f"{interval[1]:.2f}", "n": n})
+            if interval
+            else Message(N_ONLY, {"n": n}),
+            "limit": f"{limit:.2f}",
+        },
     )
     if bound and status in (PASS, FAIL):
-        status, detail = INCONCLUSIVE, detail + "; inconclusive (client-bound)"
+        status, detail = INCONCLUSIVE, Message(TIMING_CLIENT_BOUND, {"detail": detail})
     return verdict("prefix_reused", status, detail, ratio, limit, n, interval, source=reuse.TIMING)
 
 
@@ -544,11 +675,15 @@ def _prefix_observed(run: _PrefixRun, cache_model: CacheModel | None) -> dict[st
         ttft_interval = ratio_interval(on_ttft, off_ttft, 50)
         on.extra["ttft_p50_on_over_off"] = ttft_ratio
     saving = _compute_saving(run) if per_slot else _memory_saving(run)
-    states = sorted({(p.extra.get("cache_state") or {}).get("method") or "" for p in run.points})
+    methods = {
+        str(reset_method(p.extra.get("cache_state"))): reset_method(p.extra.get("cache_state")) for p in run.points
+    }
+    states = sorted(methods)
     figures = {
         "off_run": off is not None,
         "per_slot_cache": per_slot,
         "cache_state": "; ".join(states),
+        "cache_state_message": Join([methods[state] for state in states], CLAUSE_SEPARATOR),
         "kv_peak_on_tokens": on.extra.get("kv_tokens_peak"),
         "kv_peak_off_tokens": off.extra.get("kv_tokens_peak") if off is not None else None,
         "kv_held_on_tokens": on.extra.get("kv_tokens_held"),
@@ -578,7 +713,9 @@ def _prefix_observed(run: _PrefixRun, cache_model: CacheModel | None) -> dict[st
         "kv_samples_on": on.extra.get("kv_token_samples"),
         "kv_samples_off": off.extra.get("kv_token_samples") if off is not None else None,
     }
-    figures["line"] = _observed_line(figures, cache_model)
+    line = _observed_line(figures, cache_model)
+    del figures["cache_state_message"]  # in the line's message; the figures keep the English text
+    figures["line"], figures["line_message"] = str(line), to_json(line)
     return figures
 
 
@@ -627,53 +764,79 @@ def _compute_saving(run: _PrefixRun) -> dict[str, Any]:
     }
 
 
-def _tokens(value: Any) -> str:
-    return "n/a" if value is None else f"{value:,.0f}"
+def _tokens(value: Any) -> str | Message:
+    return figure_or_na(value, "{:,.0f}")
 
 
-def _share(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.0%}"
+def _share(value: Any) -> str | Message:
+    return figure_or_na(value, "{:.0%}")
 
 
-def _observed_line(seen: dict[str, Any], cache_model: CacheModel | None) -> str:
+def _observed_line(seen: dict[str, Any], cache_model: CacheModel | None) -> Message:
     """One sentence that explains the on/off comparison: memory against the in-flight need where
     requests share a prefix, prefill compute where the engine caches per slot."""
     if seen["per_slot_cache"]:
         assert cache_model is not None
-        line = (
-            f"{cache_model.name} caches a prompt per slot, so caching saves prefill, not memory: with caching on it "
-            f"computed {_tokens(seen['prompt_tokens_processed_on'])} of {_tokens(seen['prompt_tokens_sent_on'])} "
-            f"prompt tokens sent ({_share(seen['reuse_on'])} from the cache)"
+        line = Message(
+            PER_SLOT_ON,
+            {
+                "engine": cache_model.name,
+                "processed": _tokens(seen["prompt_tokens_processed_on"]),
+                "sent": _tokens(seen["prompt_tokens_sent_on"]),
+                "share": _share(seen["reuse_on"]),
+            },
         )
         if seen["off_run"]:
-            line += (
-                f", with it off {_tokens(seen['prompt_tokens_processed_off'])} of "
-                f"{_tokens(seen['prompt_tokens_sent_off'])} ({_share(seen['reuse_off'])})"
+            line = Message(
+                PER_SLOT_OFF,
+                {
+                    "line": line,
+                    "processed": _tokens(seen["prompt_tokens_processed_off"]),
+                    "sent": _tokens(seen["prompt_tokens_sent_off"]),
+                    "share": _share(seen["reuse_off"]),
+                },
             )
         if seen.get("compute_saving") is not None:
-            line += f": compute saved {seen['compute_saving']:.0%} of the prompt"
+            line = Message(COMPUTE_SAVED, {"line": line, "saving": f"{seen['compute_saving']:.0%}"})
     else:
         need = seen.get("need_at_peak_on") or {}
-        line = (
-            f"with caching on the requests in flight held {_share(seen['kv_over_need_on'])} of the KV they need "
-            f"without sharing (at the peak {_tokens(seen['kv_peak_on_tokens'])} of {need_text(need or None)})"
+        line = Message(
+            HELD_OF_NEED,
+            {
+                "share": _share(seen["kv_over_need_on"]),
+                "peak": _tokens(seen["kv_peak_on_tokens"]),
+                "need": need_message(need or None),
+            },
         )
         if seen["off_run"]:
-            line += f", with caching off {_share(seen['kv_over_need_off'])} of theirs"
+            line = Message(HELD_OF_NEED_OFF, {"line": line, "share": _share(seen["kv_over_need_off"])})
         if seen.get("memory_saving") is not None:
-            line += f": caching saved {seen['memory_saving']:.0%} of the KV"
-            if seen.get("theoretical_saving"):
-                line += f" (at most {seen['theoretical_saving']:.0%} with the prefix held once)"
+            saving = {"line": line, "saving": f"{seen['memory_saving']:.0%}"}
+            line = (
+                Message(MEMORY_SAVED_AT_MOST, {**saving, "best": f"{seen['theoretical_saving']:.0%}"})
+                if seen.get("theoretical_saving")
+                else Message(MEMORY_SAVED, saving)
+            )
         if seen.get("reuse_on") is not None:
-            line += f"; {_share(seen['reuse_on'])} of the prompt tokens came from the cache"
-    line += f"; TTFT p50 on {format_ms(seen['ttft_p50_on_ms'])}"
-    if seen["off_run"]:
-        line += f" vs off {format_ms(seen['ttft_p50_off_ms'])}"
-    on_rate, off_rate = seen["throughput_on_tok_s"], seen["throughput_off_tok_s"]
-    line += f"; throughput on {_tokens(on_rate)} tok/s"
-    line += f" vs off {_tokens(off_rate)} tok/s" if seen["off_run"] else ""
-    line += f" (n={seen['requests_on'] or 0}" + (f"/{seen['requests_off'] or 0}" if seen["off_run"] else "") + ")"
-    return line + f"; each run from an emptied cache ({seen['cache_state']})"
+            line = Message(FROM_CACHE, {"line": line, "share": _share(seen["reuse_on"])})
+    figures = {
+        "line": line,
+        "ttft": ms_or_na(seen["ttft_p50_on_ms"]),
+        "rate": _tokens(seen["throughput_on_tok_s"]),
+        "n": seen["requests_on"] or 0,
+        "state": seen.get("cache_state_message") or seen["cache_state"],
+    }
+    if not seen["off_run"]:
+        return Message(OBSERVED_ON, figures)
+    return Message(
+        OBSERVED_ON_OFF,
+        {
+            **figures,
+            "ttft_off": ms_or_na(seen["ttft_p50_off_ms"]),
+            "rate_off": _tokens(seen["throughput_off_tok_s"]),
+            "n_off": seen["requests_off"] or 0,
+        },
+    )
 
 
 SPEC = TestSpec.of(suite_row.TEST, run_prefix_reuse)

@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from benchmarks.harness.client import RequestSpec
-from benchmarks.harness.load import (
-    LATE_SEND_MS,
-    LoadConfig,
-    LoadOutcome,
-    summarize,
-)
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_judging import LATE_SEND_MS
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.prompts import measure_template
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.trace_replay import PromptBuilder, ReplayOutcome, load_plan, run_replay
 from benchmarks.harness.workloads.common import (
     PlanError,

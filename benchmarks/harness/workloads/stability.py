@@ -9,15 +9,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.harness.client import RequestRecord
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.queueing import queue_growth_verdict, queue_wait_verdict
+from benchmarks.harness.request_record import RequestRecord
 from benchmarks.harness.workloads.common import (
     PlanError,
     Reporter,

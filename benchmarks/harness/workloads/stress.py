@@ -7,16 +7,13 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.lengths import length_sampler
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.queueing import queue_wait_figures, queue_wait_verdict
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.trace_replay import lengths_from_trace
 from benchmarks.harness.workloads.common import (
     PlanError,
@@ -37,10 +34,38 @@ from benchmarks.result import LoadPoint, NormalizedResult
 from benchmarks.suite import concurrency_stress as suite_row
 from benchmarks.traces.replay import GROUPS
 from benchmarks.verdicts import (
+    CLIENT_BOUND,
     FAIL,
     INCONCLUSIVE,
     PASS,
+    reasons_of,
 )
+from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, to_json
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
+
+
+# the load the stress test held (its verdicts) and what it observed (metadata.observed's line)
+RATE_SENT = _("sent %(sent)s of %(rate)s requests/s (Poisson), %(held)s in flight on average")
+CONCURRENCY_HELD = _("held %(held)s of %(concurrency)s on average")
+OBSERVED_RATE = _("sent %(sent)s of %(rate)s req/s open loop")
+OBSERVED_HELD = _("held %(held)s of %(concurrency)s")
+OBSERVED_TTFT = _("TTFT p95 %(value)s ms")
+OBSERVED_NO_TTFT = _("TTFT p95 n/a")
+OBSERVED_FAILED = _("%(failed)s of %(n)s failed")
+OBSERVED_KV_PEAK = _("KV peak %(share)s")
+OBSERVED_QUEUE_WAIT = _("queue wait p95 %(value)s ms (engine, n=%(n)s)")
+OBSERVED_GROUP = _("%(group)s TTFT p95 %(value)s ms (n=%(n)s)")
+OBSERVED_GROUP_NO_TTFT = _("%(group)s TTFT p95 n/a (n=%(n)s)")
+OBSERVED_LINE = _("%(parts)s (n=%(n)s)")
+# a traffic group's name inside a sentence (benchmarks.traces.replay.GROUPS)
+GROUP_NAMES = {
+    "short": Message("short", context="traffic group"),
+    "long": Message("long", context="traffic group"),
+    "multi_turn": Message("multi_turn", context="traffic group"),
+}
 
 
 async def run_concurrency_stress(
@@ -91,14 +116,18 @@ async def run_concurrency_stress(
             )
     verdicts = budget_verdicts(point, params, records=outcome.records) + [errors_verdict([point])]
     verdicts.append(queue_wait_verdict(point.extra.get("queue_wait"), params.get("ttft_p95_ms")))
-    bound_note = (
-        f"; inconclusive (client-bound): {'; '.join(outcome.client_bound_reasons)}" if outcome.client_bound else ""
-    )
+
+    def bound(detail: Message) -> Message:
+        if not outcome.client_bound:
+            return detail
+        reasons = outcome.client_bound_messages or outcome.client_bound_reasons
+        return Message(CLIENT_BOUND, {"detail": detail, "reasons": reasons_of(reasons)})
+
     if rate:  # open loop: the engine cannot hold a rate, the client sends it; what it achieved is reported
         sent = point.extra.get("achieved_rate")
         status = INCONCLUSIVE if outcome.client_bound else PASS if (sent or 0) >= 0.9 * rate else FAIL
-        detail = f"sent {sent or 0:.2f} of {rate:g} requests/s (Poisson), {_held_text(point)} in flight on average"
-        verdicts.append(make_verdict("rate_held", None, detail + bound_note, sent, rate, len(outcome.records), status))
+        detail = Message(RATE_SENT, {"sent": f"{sent or 0:.2f}", "rate": f"{rate:g}", "held": _held_text(point)})
+        verdicts.append(make_verdict("rate_held", None, bound(detail), sent, rate, len(outcome.records), status))
     else:
         held = point.achieved_concurrency
         if outcome.client_bound:
@@ -109,7 +138,7 @@ async def run_concurrency_stress(
             make_verdict(
                 "concurrency_held",
                 None,
-                f"held {held or 0:.1f} of {concurrency} on average" + bound_note,
+                bound(Message(CONCURRENCY_HELD, {"held": f"{held or 0:.1f}", "concurrency": concurrency})),
                 held,
                 concurrency,
                 point.requests_completed,
@@ -150,28 +179,35 @@ def _stress_observed(point: LoadPoint, groups: list[LoadPoint], rate: float | No
     """The stress test's observed sentence and figures (metadata.observed)."""
     n = (point.requests_completed or 0) + (point.requests_failed or 0)
     load = (
-        f"sent {point.extra.get('achieved_rate') or 0:.1f} of {rate:g} req/s open loop"
+        Message(OBSERVED_RATE, {"sent": f"{point.extra.get('achieved_rate') or 0:.1f}", "rate": f"{rate:g}"})
         if rate
-        else f"held {point.achieved_concurrency or 0:.1f} of {concurrency}"
+        else Message(OBSERVED_HELD, {"held": f"{point.achieved_concurrency or 0:.1f}", "concurrency": concurrency})
     )
     ttft = point.ttft_ms.p95
-    parts = [
+    parts: list[Message] = [
         load,
-        f"TTFT p95 {ttft:.0f} ms" if ttft is not None else "TTFT p95 n/a",
-        f"{point.requests_failed or 0} of {n} failed",
+        Message(OBSERVED_TTFT, {"value": f"{ttft:.0f}"}) if ttft is not None else Message(OBSERVED_NO_TTFT),
+        Message(OBSERVED_FAILED, {"failed": point.requests_failed or 0, "n": n}),
     ]
     kv = point.extra.get("kv_usage_ratio_max")
     if kv is not None:
-        parts.append(f"KV peak {kv:.0%}")
+        parts.append(Message(OBSERVED_KV_PEAK, {"share": f"{kv:.0%}"}))
     queue_wait = point.extra.get("queue_wait") or {}
     if queue_wait.get("p95_ms") is not None:
-        parts.append(f"queue wait p95 {queue_wait['p95_ms']:.0f} ms (engine, n={queue_wait['n']})")
+        parts.append(Message(OBSERVED_QUEUE_WAIT, {"value": f"{queue_wait['p95_ms']:.0f}", "n": queue_wait["n"]}))
     for group in groups:
         gn = (group.requests_completed or 0) + (group.requests_failed or 0)
         value = group.ttft_ms.p95
-        parts.append(f"{group.label} TTFT p95 " + (f"{value:.0f} ms" if value is not None else "n/a") + f" (n={gn})")
+        name = GROUP_NAMES.get(group.label, group.label)
+        parts.append(
+            Message(OBSERVED_GROUP, {"group": name, "value": f"{value:.0f}", "n": gn})
+            if value is not None
+            else Message(OBSERVED_GROUP_NO_TTFT, {"group": name, "n": gn})
+        )
+    line = Message(OBSERVED_LINE, {"parts": Join(parts, CLAUSE_SEPARATOR), "n": n})
     return {
-        "line": "; ".join(parts) + f" (n={n})",
+        "line": str(line),
+        "line_message": to_json(line),
         "requests": n,
         "ttft_p95_ms": ttft,
         "error_rate": point.error_rate,

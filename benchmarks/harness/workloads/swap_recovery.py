@@ -14,16 +14,16 @@ import aiohttp
 
 from benchmarks.harness import swap
 from benchmarks.harness.cache_model import SLOT_RESIDENT, CacheModel
-from benchmarks.harness.client import RequestRecord, RequestSpec
 from benchmarks.harness.client_timing import client_slack_ms, load_held
-from benchmarks.harness.load import (
-    LoadConfig,
-    LoadOutcome,
-    run_load,
-    summarize,
-)
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig, LoadOutcome
+from benchmarks.harness.load_summary import summarize
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.workloads.common import (
     KV_BASELINE_TOLERANCE,
+    NOT_HELD,
+    RESET_BY_PATH,
+    RESET_CONTEXT,
     Cancelled,
     PlanError,
     Reporter,
@@ -31,9 +31,11 @@ from benchmarks.harness.workloads.common import (
     Target,
     budget_verdicts,
     build_result,
+    detail_message_of,
     errors_verdict,
-    format_ms,
+    ms_or_na,
     require_param,
+    reset_method_message,
     settle_after_load,
 )
 from benchmarks.harness.workloads.spec import TestSpec
@@ -55,6 +57,11 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
+from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, load, to_json
+
+
+def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
+    return text
 
 
 async def run_swap_recovery(
@@ -428,14 +435,14 @@ class _SwapRun:
         extra_body = None
         model = self.target.cache_model
         if method is None and (self.target.engine == "llamacpp" or (model is not None and model.kind == SLOT_RESIDENT)):
-            method, extra_body = "cache_prompt=false", {"cache_prompt": False}
+            method, extra_body = CACHE_PROMPT_OFF, {"cache_prompt": False}
         if method is not None:
             jobs = [
                 self.send(i, self.turn_spec(i, self.next_user(i), "recompute", extra_body), "recompute")
                 for i in self.ok_idle
             ]
         else:
-            method = "unique prompt of the same length (no cache reset on this engine)"
+            method = UNIQUE_PROMPT
             same = self.config.history_tokens + self.config.output_tokens + self.config.turn_tokens
             jobs = [
                 self.send(
@@ -521,7 +528,12 @@ def _swap_result(run: _SwapRun, baseline: dict[str, float] | None) -> Normalized
     if not eviction["observed"]:
         budget = [
             verdict(
-                v["name"], NOT_EXERCISED, "no eviction observed: " + v["detail"], v["value"], v["threshold"], v["n"]
+                v["name"],
+                NOT_EXERCISED,
+                Message(NO_EVICTION_BUDGET, {"detail": detail_message_of(v)}),
+                v["value"],
+                v["threshold"],
+                v["n"],
             )
             for v in budget
         ]
@@ -565,20 +577,23 @@ def _delay_class_verdict(run: _SwapRun, resume_point: LoadPoint, eviction: dict[
     warm = _ttfts(run.records["warm"])
     warm_p50 = statistics.median(warm) if warm else None
     if warm_p50 is None:
-        return verdict(name, NOT_JUDGED, "no warm turn to measure the swap-in delay against", None, budget, 0)
+        return verdict(name, NOT_JUDGED, Message(NO_WARM_TURN), None, budget, 0)
     delays = [ttft - warm_p50 for ttft in _ttfts(run.records["resume"])]
-    what = f"swap-in delay (resume TTFT over the warm p50 {warm_p50:.0f} ms)"
+    what = Message(SWAP_IN_DELAY, {"warm": f"{warm_p50:.0f}"})
     if not eviction["observed"]:
         return verdict(
             name,
             NOT_EXERCISED,
-            f"no eviction observed, so no session was swapped in: {what} of {len(delays)} sessions",
+            Message(NO_SWAP_IN, {"what": what, "n": len(delays)}),
             None,
             budget,
             len(delays),
         )
-    reasons = (resume_point.extra or {}).get("client_bound_reasons") or (
-        ["the client did not hold the load"] if resume_point.client_bound else []
+    extra = resume_point.extra or {}
+    reasons = (
+        [load(m) for m in extra.get("client_bound_reason_messages") or []]
+        or extra.get("client_bound_reasons")
+        or ([Message(NOT_HELD)] if resume_point.client_bound else [])
     )
     judged = judge_percentile(
         name,
@@ -590,8 +605,8 @@ def _delay_class_verdict(run: _SwapRun, resume_point: LoadPoint, eviction: dict[
         client_slack_ms=client_slack_ms(resume_point),
         load_held=load_held(resume_point),
     )
-    judged["detail"] = "sessions that accept a swap-in delay: " + judged["detail"]
-    return judged
+    detail = Message(DELAY_CLASS, {"detail": detail_message_of(judged)})
+    return judged | {"detail": str(detail), "detail_message": to_json(detail)}
 
 
 async def _clear_cache(session: Session) -> str | None:
@@ -706,6 +721,97 @@ def _never_swap(records: dict[str, dict[int, RequestRecord]], never_ids: list[in
     }
 
 
+# What the swap test's verdicts say and what it observed, as message templates (pages show them in
+# their language; the English text is the API's and the CLI's).
+NO_EVICTION_BUDGET = _("no eviction observed: %(detail)s")
+NO_WARM_TURN = _("no warm turn to measure the swap-in delay against")
+SWAP_IN_DELAY = _("swap-in delay (resume TTFT over the warm p50 %(warm)s ms)")
+NO_SWAP_IN = _("no eviction observed, so no session was swapped in: %(what)s of %(n)s sessions")
+DELAY_CLASS = _("sessions that accept a swap-in delay: %(detail)s")
+SIZED = _(
+    "the idle sessions' histories needed %(need)s KV tokens of a %(pool)s-token pool; %(pressure)s pressure requests"
+)
+UNSIZED = _("KV capacity unknown; %(pressure)s pressure requests")
+EVIDENCE_SIZED = _("%(evidence)s (%(sized)s)")
+NO_REUSE_BETWEEN_TURNS = _(
+    "the engine reused no KV between turns (the warm sessions got 0 cached tokens): every resume recomputes, there "
+    "is nothing to evict (%(sized)s)"
+)
+NO_EVICTION_SEEN = _(
+    "no eviction or offload observed: cached tokens on resume p50 %(resume)s vs warm %(warm)s, no offload series "
+    "moved (%(sized)s); raise params.pressure_factor or give params.kv_capacity_tokens"
+)
+RESUME_FIGURES = _("resume TTFT p50 %(resume)s vs recompute %(recompute)s vs warm %(warm)s (recompute: %(method)s)")
+NO_EVICTION_RESUME = _("no eviction observed, so the resume cost says nothing about swapping: %(figures)s")
+NO_RESUME_TTFT = _("no resume or recompute TTFT: %(figures)s")
+FEW_RESUMES = _("%(figures)s from %(n)s sessions: at least %(min)s are needed to judge it")
+RESUME_RATIO = _("%(figures)s: ratio %(ratio)s (95%% CI %(low)s–%(high)s, n=%(n)s) vs <= %(limit)s")
+RESUME_STRADDLES = _("%(detail)s: the interval straddles the threshold")
+NO_OFFLOAD_BENEFIT = _("%(detail)s: resuming an evicted session costs as much as recomputing it (no offload benefit)")
+GREEDY_CAVEAT = _(
+    "greedy decoding (temperature 0, fixed seed); real GPUs are not bit-deterministic, so a divergence at or after "
+    "token %(tolerance)s is reported, not failed"
+)
+NO_REFERENCE = _("no eviction-free reference: the engine offers no cache reset")
+NOTHING_TO_COMPARE = _("no resumed session to compare with its reference")
+CONTINUATION = _(
+    "%(identical)s of %(compared)s resumed sessions identical to the reference (%(reference)s), %(late)s diverged "
+    "late, %(failed)s failed%(sessions)s%(divergence)s, matching %(matching)s on average; %(caveat)s"
+)
+FAILED_SESSIONS = _(" (sessions %(sessions)s)")
+FIRST_DIVERGENCE = _("; first divergence at token %(token)s")
+NO_DIVERGENCE = _("; no divergence")
+NO_EVICTION_CONTINUATION = _("no eviction observed, so no session came back from one: %(detail)s")
+NEVER_SWAP = _(
+    "%(warm_count)s of %(total)s never-swap sessions (kept active, resumed last) came back warm: TTFT p50 %(ttft)s "
+    "vs warm %(warm)s"
+)
+NEVER_SWAP_SHARE = _("%(detail)s, cached share %(share)s+ vs warm %(warm_share)s")
+NO_EVICTION_NEVER_SWAP = _("no eviction observed, so staying warm proves nothing: %(detail)s")
+RELEASED = _(
+    "KV usage %(kv)s vs baseline %(base)s (tolerance %(tolerance)s) %(waited)s s after every session closed; "
+    "%(busy)s requests still running or waiting"
+)
+NO_KV_METRIC = _("the engine exports no KV usage metric")
+# how the recompute reference was made (`_SwapRun.recompute`), as a page shows it
+CACHE_PROMPT_OFF = "cache_prompt=false"
+UNIQUE_PROMPT = _("unique prompt of the same length (no cache reset on this engine)")
+# the observed line
+OBSERVED_EVICTED = _("evicted %(evicted)s of %(sessions)s idle sessions")
+OBSERVED_OFFLOADED = _("offloaded the %(sessions)s idle sessions' KV")
+OBSERVED_UNCOUNTED = _("evictions seen (not counted per session) for %(sessions)s idle sessions")
+OBSERVED_NO_REUSE = _("no KV kept between turns for %(sessions)s idle sessions (every resume recomputes)")
+OBSERVED_NO_EVICTION = _("no eviction of %(sessions)s idle sessions")
+OBSERVED_SIZED = _(
+    " (their histories needed %(need)s of %(pool)s KV tokens; %(pressure)s pressure requests; preemptions "
+    "+%(preemptions)s)"
+)
+OBSERVED_UNSIZED = _(" (%(pressure)s pressure requests; KV capacity unknown)")
+OBSERVED_RECOMPUTING = _("%(what)s, the resume recomputing %(recomputed)s of %(prompt)s prompt tokens (%(via)s)")
+VIA_LLAMACPP_TIMINGS = _("llama.cpp timings")
+VIA_RESPONSES_USAGE = _("the responses' usage")
+OBSERVED_LINE = _(
+    "%(what)s%(held)s; resume TTFT p50 %(resume)s vs warm %(warm)s vs recompute %(recompute)s "
+    "(n=%(n)s)%(continuation)s%(never_swap)s"
+)
+OBSERVED_CONTINUATION = _("; continuation identical in %(identical)s of %(compared)s")
+OBSERVED_NEVER_SWAP = _("; never-swap %(warm)s of %(sessions)s warm")
+
+
+def method_message(method: str | None) -> Any:
+    """How the recompute reference was made (`_SwapRun.recompute`'s method) as a message where
+    kvselect wrote it, else the text as stored."""
+    if method is None:
+        return ""
+    if method.startswith("POST ") and method[5:] in RESET_BY_PATH:
+        return reset_method_message(method)
+    if method == CACHE_PROMPT_OFF:
+        return Message(CACHE_PROMPT_OFF, context=RESET_CONTEXT)
+    if method == UNIQUE_PROMPT:
+        return Message(UNIQUE_PROMPT)
+    return method
+
+
 def _swap_verdicts(
     eviction: dict[str, Any],
     resume: dict[str, Any],
@@ -719,16 +825,23 @@ def _swap_verdicts(
     observed = eviction["observed"]
     resumed_n = eviction["sessions"]
     sized = (
-        f"the idle sessions' histories needed {eviction['idle_kv_tokens']} KV tokens of a "
-        f"{eviction['kv_capacity_tokens']}-token pool; {eviction['pressure_requests']} pressure requests"
+        Message(
+            SIZED,
+            {
+                "need": f"{eviction['idle_kv_tokens']}",
+                "pool": f"{eviction['kv_capacity_tokens']}",
+                "pressure": eviction["pressure_requests"],
+            },
+        )
         if eviction.get("kv_capacity_tokens")
-        else f"KV capacity unknown; {eviction['pressure_requests']} pressure requests"
+        else Message(UNSIZED, {"pressure": eviction["pressure_requests"]})
     )
     if observed:
+        how = [load(m) for m in eviction.get("how_messages") or []] or eviction["how"]
         exercised = verdict(
             "eviction_exercised",
             PASS,
-            "; ".join(eviction["how"]) + f" ({sized})",
+            Message(EVIDENCE_SIZED, {"evidence": Join(how, CLAUSE_SEPARATOR), "sized": sized}),
             eviction.get("evicted_sessions"),
             None,
             resumed_n,
@@ -738,8 +851,7 @@ def _swap_verdicts(
         exercised = verdict(
             "eviction_exercised",
             NOT_EXERCISED,
-            "the engine reused no KV between turns (the warm sessions got 0 cached tokens): every resume "
-            f"recomputes, there is nothing to evict ({sized})",
+            Message(NO_REUSE_BETWEEN_TURNS, {"sized": sized}),
             0,
             None,
             resumed_n,
@@ -748,19 +860,28 @@ def _swap_verdicts(
         exercised = verdict(
             "eviction_exercised",
             NOT_EXERCISED,
-            f"no eviction or offload observed: cached tokens on resume p50 {eviction['cached_tokens_resume_p50']} "
-            f"vs warm {eviction['cached_tokens_warm_p50']}, no offload series moved ({sized}); "
-            "raise params.pressure_factor or give params.kv_capacity_tokens",
+            Message(
+                NO_EVICTION_SEEN,
+                {
+                    "resume": f"{eviction['cached_tokens_resume_p50']}",
+                    "warm": f"{eviction['cached_tokens_warm_p50']}",
+                    "sized": sized,
+                },
+            ),
             0,
             None,
             resumed_n,
         )
     verdicts = [exercised]
     ratio = resume["resume_over_recompute"]
-    figures = (
-        f"resume TTFT p50 {format_ms(resume['resume_ttft_ms']['p50'])} "
-        f"vs recompute {format_ms(resume['recompute_ttft_ms']['p50'])}"
-        f" vs warm {format_ms(resume['warm_ttft_ms']['p50'])} (recompute: {resume['recompute_method']})"
+    figures = Message(
+        RESUME_FIGURES,
+        {
+            "resume": ms_or_na(resume["resume_ttft_ms"]["p50"]),
+            "recompute": ms_or_na(resume["recompute_ttft_ms"]["p50"]),
+            "warm": ms_or_na(resume["warm_ttft_ms"]["p50"]),
+            "method": method_message(resume["recompute_method"]) or "None",
+        },
     )
     cache_model = session.target.cache_model
     if cache_model is not None and not cache_model.offload:
@@ -778,26 +899,34 @@ def _swap_verdicts(
     return verdicts
 
 
-def _resume_verdict(observed: bool, ratio: dict[str, Any], figures: str, max_ratio: float) -> dict[str, Any]:
+def _resume_verdict(observed: bool, ratio: dict[str, Any], figures: Message, max_ratio: float) -> dict[str, Any]:
     """Resuming an evicted session against recomputing it (the offload's benefit)."""
     if not observed:
         status = NOT_EXERCISED
-        detail = "no eviction observed, so the resume cost says nothing about swapping: " + figures
+        detail = Message(NO_EVICTION_RESUME, {"figures": figures})
     elif ratio["value"] is None:
-        status, detail = NOT_JUDGED, "no resume or recompute TTFT: " + figures
+        status, detail = NOT_JUDGED, Message(NO_RESUME_TTFT, {"figures": figures})
     elif ratio["n"] < MIN_SAMPLES:
         status = INSUFFICIENT_DATA
-        detail = f"{figures} from {ratio['n']} sessions: at least {MIN_SAMPLES} are needed to judge it"
+        detail = Message(FEW_RESUMES, {"figures": figures, "n": ratio["n"], "min": MIN_SAMPLES})
     else:
         status = compare(ratio["value"], ratio["interval"], max_ratio)
         low, high = ratio["interval"] or (ratio["value"], ratio["value"])
-        detail = (
-            f"{figures}: ratio {ratio['value']:.2f} (95% CI {low:.2f}–{high:.2f}, n={ratio['n']}) vs <= {max_ratio:g}"
+        detail = Message(
+            RESUME_RATIO,
+            {
+                "figures": figures,
+                "ratio": f"{ratio['value']:.2f}",
+                "low": f"{low:.2f}",
+                "high": f"{high:.2f}",
+                "n": ratio["n"],
+                "limit": f"{max_ratio:g}",
+            },
         )
         if status == INCONCLUSIVE:
-            detail += ": the interval straddles the threshold"
+            detail = Message(RESUME_STRADDLES, {"detail": detail})
         elif status == FAIL:
-            detail += ": resuming an evicted session costs as much as recomputing it (no offload benefit)"
+            detail = Message(NO_OFFLOAD_BENEFIT, {"detail": detail})
     return verdict(
         "resume_cheaper_than_recompute", status, detail, ratio["value"], max_ratio, ratio["n"], ratio["interval"]
     )
@@ -806,47 +935,63 @@ def _resume_verdict(observed: bool, ratio: dict[str, Any], figures: str, max_rat
 def _continuation_verdict(continuation: dict[str, Any], observed: bool) -> dict[str, Any]:
     """Each resumed session's output against the eviction-free reference."""
     tolerance = continuation["tolerance_token"]
-    caveat = (
-        f"greedy decoding (temperature 0, fixed seed); real GPUs are not bit-deterministic, so a divergence at or "
-        f"after token {tolerance} is reported, not failed"
-    )
+    caveat = Message(GREEDY_CAVEAT, {"tolerance": tolerance})
     compared = continuation.get("compared") or 0
     if continuation.get("reference") is None:
-        status, detail = NOT_JUDGED, "no eviction-free reference: the engine offers no cache reset"
+        status, detail = NOT_JUDGED, Message(NO_REFERENCE)
     elif not compared:
-        status, detail = NOT_JUDGED, "no resumed session to compare with its reference"
+        status, detail = NOT_JUDGED, Message(NOTHING_TO_COMPARE)
     else:
-        detail = (
-            f"{continuation['identical']} of {compared} resumed sessions identical to the reference "
-            f"({continuation['reference']}), {continuation['late_divergence']} diverged late, "
-            f"{continuation['failed']} failed"
-            + (f" (sessions {continuation['failed_sessions']})" if continuation["failed"] else "")
-            + (
-                f"; first divergence at token {continuation['first_divergence_min']}"
-                if continuation["first_divergence_min"] is not None
-                else "; no divergence"
-            )
-            + f", matching {continuation['matching_fraction_mean']:.0%} on average; {caveat}"
+        first = continuation["first_divergence_min"]
+        detail = Message(
+            CONTINUATION,
+            {
+                "identical": continuation["identical"],
+                "compared": compared,
+                "reference": method_message(continuation["reference"]),
+                "late": continuation["late_divergence"],
+                "failed": continuation["failed"],
+                "sessions": Message(FAILED_SESSIONS, {"sessions": f"{continuation['failed_sessions']}"})
+                if continuation["failed"]
+                else "",
+                "divergence": Message(FIRST_DIVERGENCE, {"token": first})
+                if first is not None
+                else Message(NO_DIVERGENCE),
+                "matching": f"{continuation['matching_fraction_mean']:.0%}",
+                "caveat": caveat,
+            },
         )
         status = PASS if not continuation["failed"] else FAIL
         if not observed:
-            status, detail = NOT_EXERCISED, "no eviction observed, so no session came back from one: " + detail
+            status, detail = NOT_EXERCISED, Message(NO_EVICTION_CONTINUATION, {"detail": detail})
     return verdict("continuation_identical", status, detail, continuation.get("failed"), 0, compared)
 
 
 def _never_swap_verdict(never: dict[str, Any], observed: bool) -> dict[str, Any]:
     """The never-swap sessions came back warm while the idle ones were evicted."""
     warm_count, total = never["warm_count"], never["sessions"]
-    detail = (
-        f"{warm_count} of {total} never-swap sessions (kept active, resumed last) came back warm: TTFT p50 "
-        f"{format_ms(never['ttft_ms']['p50'])} vs warm {format_ms(never['warm_ttft_p50_ms'])}"
+    detail = Message(
+        NEVER_SWAP,
+        {
+            "warm_count": warm_count,
+            "total": total,
+            "ttft": ms_or_na(never["ttft_ms"]["p50"]),
+            "warm": ms_or_na(never["warm_ttft_p50_ms"]),
+        },
     )
     if never["warm_cached_share"] is not None:
         shares = [s.get("cached_share") for s in never["per_session"] if s.get("cached_share") is not None]
-        detail += f", cached share {min(shares, default=0):.2f}+ vs warm {never['warm_cached_share']:.2f}"
+        detail = Message(
+            NEVER_SWAP_SHARE,
+            {
+                "detail": detail,
+                "share": f"{min(shares, default=0):.2f}",
+                "warm_share": f"{never['warm_cached_share']:.2f}",
+            },
+        )
     status = PASS if warm_count == total else FAIL
     if not observed:
-        status, detail = NOT_EXERCISED, "no eviction observed, so staying warm proves nothing: " + detail
+        status, detail = NOT_EXERCISED, Message(NO_EVICTION_NEVER_SWAP, {"detail": detail})
     return verdict("never_swap_sessions_warm", status, detail, warm_count, total, total)
 
 
@@ -861,13 +1006,21 @@ def _released_verdict(
     figures = (
         None
         if kv is None or base is None
-        else f"KV usage {kv:.3f} vs baseline {base:.3f} (tolerance {KV_BASELINE_TOLERANCE}) {settled['waited_s']} s "
-        f"after every session closed; {busy:g} requests still running or waiting"
+        else Message(
+            RELEASED,
+            {
+                "kv": f"{kv:.3f}",
+                "base": f"{base:.3f}",
+                "tolerance": f"{KV_BASELINE_TOLERANCE}",
+                "waited": f"{settled['waited_s']}",
+                "busy": f"{busy:g}",
+            },
+        )
     )
     if cache_model is not None and cache_model.keeps_finished_kv:
         return not_applicable("idle_kv_released", cache_model.resident_kv_reason(), cache_model.source, figures or "")
     if figures is None:
-        return verdict("idle_kv_released", NOT_JUDGED, "the engine exports no KV usage metric")
+        return verdict("idle_kv_released", NOT_JUDGED, Message(NO_KV_METRIC))
     released = kv <= base + KV_BASELINE_TOLERANCE and busy == 0
     return verdict("idle_kv_released", PASS if released else FAIL, figures, kv, base + KV_BASELINE_TOLERANCE)
 
@@ -881,41 +1034,67 @@ def _swap_observed_line(
 ) -> dict[str, Any]:
     """metadata["observed"]: one sentence with the key figures and sample sizes, and the figures."""
     n = resume["resume_ttft_ms"]["n"]
+    sessions = {"sessions": eviction["sessions"]}
     if eviction["observed"]:
         evicted = eviction.get("evicted_sessions")
         what = (
-            f"evicted {evicted} of {eviction['sessions']} idle sessions"
+            Message(OBSERVED_EVICTED, {**sessions, "evicted": evicted})
             if evicted
-            else f"offloaded the {eviction['sessions']} idle sessions' KV"
+            else Message(OBSERVED_OFFLOADED, sessions)
             if eviction["offloaded"]
-            else f"evictions seen (not counted per session) for {eviction['sessions']} idle sessions"
+            else Message(OBSERVED_UNCOUNTED, sessions)
         )
     elif eviction.get("cache_reuse_seen") is False:
-        what = f"no KV kept between turns for {eviction['sessions']} idle sessions (every resume recomputes)"
+        what = Message(OBSERVED_NO_REUSE, sessions)
     else:
-        what = f"no eviction of {eviction['sessions']} idle sessions"
+        what = Message(OBSERVED_NO_EVICTION, sessions)
     capacity = sizing.get("kv_capacity_tokens")
     held = (
-        f" (their histories needed {sizing.get('idle_kv_tokens')} of {capacity} KV tokens; "
-        f"{eviction['pressure_requests']} pressure requests; preemptions +{eviction.get('preemptions') or 0:g})"
+        Message(
+            OBSERVED_SIZED,
+            {
+                "need": f"{sizing.get('idle_kv_tokens')}",
+                "pool": f"{capacity}",
+                "pressure": eviction["pressure_requests"],
+                "preemptions": f"{eviction.get('preemptions') or 0:g}",
+            },
+        )
         if capacity
-        else f" ({eviction['pressure_requests']} pressure requests; KV capacity unknown)"
+        else Message(OBSERVED_UNSIZED, {"pressure": eviction["pressure_requests"]})
     )
     if eviction.get("resume_recomputed_tokens") is not None:
-        via = "llama.cpp timings" if eviction.get("cached_tokens_source") == "timings" else "the responses' usage"
+        via = VIA_LLAMACPP_TIMINGS if eviction.get("cached_tokens_source") == "timings" else VIA_RESPONSES_USAGE
         recomputed, prompt = eviction["resume_recomputed_tokens"], eviction["resume_prompt_tokens"]
-        what += f", the resume recomputing {recomputed:,} of {prompt:,} prompt tokens ({via})"
-    line = (
-        f"{what}{held}; resume TTFT p50 {format_ms(resume['resume_ttft_ms']['p50'])} vs warm "
-        f"{format_ms(resume['warm_ttft_ms']['p50'])} "
-        f"vs recompute {format_ms(resume['recompute_ttft_ms']['p50'])} (n={n})"
+        what = Message(
+            OBSERVED_RECOMPUTING,
+            {"what": what, "recomputed": f"{recomputed:,}", "prompt": f"{prompt:,}", "via": Message(via)},
+        )
+    identical = (
+        Message(OBSERVED_CONTINUATION, {"identical": continuation["identical"], "compared": continuation["compared"]})
+        if continuation.get("compared")
+        else ""
     )
-    if continuation.get("compared"):
-        line += f"; continuation identical in {continuation['identical']} of {continuation['compared']}"
-    if never["sessions"]:
-        line += f"; never-swap {never['warm_count']} of {never['sessions']} warm"
+    never_swap = (
+        Message(OBSERVED_NEVER_SWAP, {"warm": never["warm_count"], "sessions": never["sessions"]})
+        if never["sessions"]
+        else ""
+    )
+    line = Message(
+        OBSERVED_LINE,
+        {
+            "what": what,
+            "held": held,
+            "resume": ms_or_na(resume["resume_ttft_ms"]["p50"]),
+            "warm": ms_or_na(resume["warm_ttft_ms"]["p50"]),
+            "recompute": ms_or_na(resume["recompute_ttft_ms"]["p50"]),
+            "n": n,
+            "continuation": identical,
+            "never_swap": never_swap,
+        },
+    )
     return {
-        "line": line,
+        "line": str(line),
+        "line_message": to_json(line),
         "eviction_observed": eviction["observed"],
         "evicted_sessions": eviction.get("evicted_sessions"),
         "idle_sessions": eviction["sessions"],

@@ -52,6 +52,7 @@ _HOME = {
     "MD_ALGORITHM": "base",
     "SEAL_FIELD": "base",
     "SigningError": "base",
+    "refusal": "base",
     # certificates
     "CertificateInfo": "certificates",
     "anchor_info": "certificates",
@@ -115,6 +116,8 @@ _HOME = {
     "ValidationMaterial": "sign",
     "add_document_timestamp": "sign",
     "cjk_stamp_font": "sign",
+    "STAMP_HEADING": "sign",
+    "StampWords": "sign",
     "dev_timestamper": "sign",
     "existing_signature_fields": "sign",
     "http_timestamper": "sign",

@@ -21,14 +21,20 @@ from pyhanko.sign.validation.generic_cms import validate_sig_integrity
 from pyhanko_certvalidator import CertificateValidator, ValidationContext
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
-from selection.certificates.signing.base import MD_ALGORITHM, SigningError
+from selection.certificates.signing.base import MD_ALGORITHM, SigningError, refusal
 from selection.certificates.signing.certificates import load_asn1_cert, run_coroutine, subject_line
 from selection.certificates.signing.sign import (
+    StampWords,
     ValidationMaterial,
     existing_signature_fields,
     open_writer,
     signature_setup,
 )
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; pages translate them when shown
+    return text
+
 
 # --------------------------------------------------------------------------- owner-side signing
 #
@@ -61,6 +67,7 @@ def prepare_owner_signature(
     role: str,
     reason: str,
     stamp_font: Path | str | None = None,
+    stamp_words: StampWords | None = None,
 ) -> PreparedSignature:
     """Prepare ``field_name``'s signature for the owner of ``certificate`` (PEM or DER), who signs it elsewhere."""
     if not field_name:
@@ -78,7 +85,14 @@ def prepare_owner_signature(
         signing_cert=cert, cert_registry=SimpleCertificateStore.from_certs([cert]), signature_value=bytes(512)
     )
     meta, stamp_style, text = signature_setup(
-        field_name, signer_name, role, reason, cert, stamp_font, certify=not any(present.values())
+        field_name,
+        signer_name,
+        role,
+        reason,
+        cert,
+        stamp_font,
+        certify=not any(present.values()),
+        stamp_words=stamp_words,
     )
     pdf_signer = signers.PdfSigner(meta, signer=placeholder, stamp_style=stamp_style)
 
@@ -161,7 +175,7 @@ def _owner_signer_info(cms_bytes: bytes) -> tuple[cms.SignerInfo, asn1_x509.Cert
     except Exception as exc:
         raise SigningError("cms: not a DER CMS SignedData (the .p7s kvselect-sign writes)") from exc
     if len(infos) != 1:
-        raise SigningError(f"cms: holds {len(infos)} signatures, expected exactly one")
+        raise refusal("cms", _("holds %(count)s signatures, expected exactly one"), count=len(infos))
     info = infos[0]
     sid = info["sid"]
     for cert in certs:
@@ -181,10 +195,15 @@ def check_owner_signature(
     info, cert, certs = _owner_signer_info(cms_bytes)
     actual = cert.sha256.hex()
     if actual != expected_certificate_sha256.lower():
-        raise SigningError(
-            f"cms: signed with {subject_line(cert)} (certificate SHA-256 {actual[:16]}…), which is not the "
-            f"enrolled certificate of this owner (SHA-256 {expected_certificate_sha256[:16]}…): sign with your "
-            "enrolled key"
+        raise refusal(
+            "cms",
+            _(
+                "signed with %(subject)s (certificate SHA-256 %(actual)s…), which is not the enrolled certificate "
+                "of this owner (SHA-256 %(expected)s…): sign with your enrolled key"
+            ),
+            subject=subject_line(cert),
+            actual=actual[:16],
+            expected=expected_certificate_sha256[:16],
         )
     theirs = info["signed_attrs"]
     try:
@@ -197,14 +216,23 @@ def check_owner_signature(
                 "cms: this signature is over an older revision of the record, prepared before the one now "
                 "waiting for your signature: fetch the current attributes and sign again"
             )
-        raise SigningError(
-            f"cms: this signature is over another document digest ({digest.hex()[:16]}…), not the revision "
-            f"prepared for you ({prepared.document_digest.hex()[:16]}…)"
+        raise refusal(
+            "cms",
+            _(
+                "this signature is over another document digest (%(digest)s…), not the revision prepared for you "
+                "(%(prepared)s…)"
+            ),
+            digest=digest.hex()[:16],
+            prepared=prepared.document_digest.hex()[:16],
         )
     if theirs.untag().dump() != cms.CMSAttributes.load(prepared.signed_attributes).dump():
         raise SigningError("cms: the signed attributes differ from the ones kvselect prepared: sign them unchanged")
     if info["digest_algorithm"]["algorithm"].native != MD_ALGORITHM:
-        raise SigningError(f"cms: digest algorithm {info['digest_algorithm']['algorithm'].native}, expected sha256")
+        raise refusal(
+            "cms",
+            _("digest algorithm %(algorithm)s, expected sha256"),
+            algorithm=str(info["digest_algorithm"]["algorithm"].native),
+        )
     try:
         _intact, valid = validate_sig_integrity(info, cert, "data", prepared.document_digest)
     except Exception as exc:
@@ -228,10 +256,14 @@ def check_prepared_revision(prepared: PreparedSignature, base: bytes | None = No
         raise SigningError("prepared: the prepared revision does not extend the record it was prepared on")
     digest = hashlib.new(MD_ALGORITHM, data[:start] + data[end:]).digest()
     if digest != prepared.document_digest:
-        raise SigningError(
-            f"prepared: the prepared revision changed since it was prepared (its digest is {digest.hex()[:16]}…, "
-            f"the one kept when it was prepared {prepared.document_digest.hex()[:16]}…): nothing was embedded; "
-            "prepare the signature again"
+        raise refusal(
+            "prepared",
+            _(
+                "the prepared revision changed since it was prepared (its digest is %(digest)s…, the one kept when "
+                "it was prepared %(kept)s…): nothing was embedded; prepare the signature again"
+            ),
+            digest=digest.hex()[:16],
+            kept=prepared.document_digest.hex()[:16],
         )
 
 

@@ -27,10 +27,15 @@ from pyhanko.stamp import TextStampStyle
 from pyhanko_certvalidator import ValidationContext
 from pyhanko_certvalidator.registry import SimpleCertificateStore
 
-from selection.certificates.signing.base import MD_ALGORITHM, Box, SigningError
+from selection.certificates.signing.base import MD_ALGORITHM, Box, SigningError, refusal
 from selection.certificates.signing.certificates import load_asn1_cert, load_asn1_crl, load_signer, subject_line
 from selection.certificates.signing.dev_ca import DEV_CA_CERT, DEV_TSA_CERT, DEV_TSA_KEY
 from selection.domain.roles import ROLE_LABELS
+
+
+def _(text: str) -> str:  # marks the refusals' templates for makemessages; pages translate them when shown
+    return text
+
 
 log = logging.getLogger("selection.certificates.signing")  # one logger name for the package, as before
 # The first signature certifies the document (DocMDP): later signatures in the existing fields and
@@ -115,21 +120,23 @@ def _font_covers(font_path: Path, text: str) -> bool:
     return all(ord(ch) in cmap for ch in text if not ch.isspace())
 
 
-def _stamp_text_style(signer_line: str, stamp_font: Path | str | None) -> tuple[str, TextBoxStyle | None]:
-    """The signer line and the font to draw it in.
+def _stamp_text_style(signer_line: str, words: str, stamp_font: Path | str | None) -> tuple[str, TextBoxStyle | None]:
+    """The signer line and the font to draw the stamp in (`words`: its other text, heading and role).
 
-    Latin-1 text uses a standard PDF font (nothing embedded, fast). Other scripts use
-    `stamp_font`, embedded as a subset, when it has every glyph; otherwise the stamp says where
-    the name is (the record template prints it in any script above the signature box).
+    With `stamp_font` (an OpenType face covering Latin and CJK, see `cjk_stamp_font`) every stamp is
+    drawn in it, embedded as a subset, whatever script the signer's name or the record's language is
+    written in: the stamps of one record look alike (a standard PDF font for the Latin names beside a
+    CJK face for one Chinese name read as two designs, walk p8). Without it Latin-1 text uses a
+    standard PDF font, and a name outside Latin-1 is replaced by where it stands (the record template
+    prints it in any script above the signature box).
     """
+    if stamp_font is not None and _font_covers(Path(stamp_font), signer_line + words):
+        return signer_line, TextBoxStyle(font=GlyphAccumulatorFactory(str(stamp_font), font_size=10))
     try:
         signer_line.encode("latin-1")
         return signer_line, None
     except UnicodeEncodeError:
-        pass
-    if stamp_font is not None and _font_covers(Path(stamp_font), signer_line):
-        return signer_line, TextBoxStyle(font=GlyphAccumulatorFactory(str(stamp_font), font_size=10))
-    return "signer: see name above", None
+        return "signer: see name above", None
 
 
 class _OfflineEmbeddingIsIntended(logging.Filter):
@@ -183,6 +190,20 @@ def dev_timestamper(cert_dir: str | Path):
     return DummyTimeStamper(tsa_cert=tsa_cert, tsa_key=tsa_key, certs_to_embed=SimpleCertificateStore.from_certs([ca]))
 
 
+# The stamp's heading in English: `StampWords` carries it (and the role) in the record's language.
+STAMP_HEADING = "Digitally signed (PAdES)"
+
+
+@dataclass(frozen=True)
+class StampWords:
+    """The visible stamp's fixed words in the record's language, translated by the caller (this package
+    has no Django): its heading and the signer's role. A word left None is the English one. Only the
+    drawn stamp uses them; the signature dictionary's name and reason stay as given."""
+
+    heading: str | None = None
+    role: str | None = None
+
+
 def signature_setup(
     field_name: str,
     signer_name: str,
@@ -193,15 +214,19 @@ def signature_setup(
     validation_material: ValidationMaterial | None = None,
     *,
     certify: bool = False,
+    stamp_words: StampWords | None = None,
 ) -> tuple[signers.PdfSignatureMetadata, TextStampStyle, dict[str, str]]:
     """The signature dictionary's metadata, the visible stamp and its text for one owner's field; the
     document's first signature (``certify``) is its certification signature (DocMDP, form filling
-    and signing allowed after it)."""
+    and signing allowed after it). ``stamp_words`` writes the stamp in the record's language."""
     role_label = ROLE_LABELS.get(role, role)
+    words = stamp_words or StampWords()
+    heading = words.heading or STAMP_HEADING
+    stamp_role = words.role or role_label
     cert_cn = certificate.subject.native.get("common_name", "")
-    signer_line, text_box_style = _stamp_text_style(cert_cn or signer_name, stamp_font)
+    signer_line, text_box_style = _stamp_text_style(cert_cn or signer_name, heading + stamp_role, stamp_font)
     stamp_style = TextStampStyle(
-        stamp_text=("Digitally signed (PAdES)\n%(role)s\n%(signer_line)s\n%(ts)s"),
+        stamp_text="%(heading)s\n%(role)s\n%(signer_line)s\n%(ts)s",
         timestamp_format="%Y-%m-%d %H:%M:%S UTC",
         border_width=0,
         background=None,
@@ -220,7 +245,7 @@ def signature_setup(
         docmdp_permissions=CERTIFICATION_PERMISSION,
         **ltv,
     )
-    return meta, stamp_style, {"role": role_label, "signer_line": signer_line}
+    return meta, stamp_style, {"heading": heading, "role": stamp_role, "signer_line": signer_line}
 
 
 def _new_field_spec(pdf_bytes: bytes, field_name: str, box: Sequence | None):
@@ -243,9 +268,16 @@ def _check_expected(certificate: asn1_x509.Certificate, expected_sha256: str | N
         return
     actual = certificate.sha256.hex()
     if actual != expected_sha256.lower():
-        raise SigningError(
-            f"{what}: this certificate ({subject_line(certificate)}, SHA-256 {actual[:16]}…) is not "
-            f"the enrolled certificate for field {field_name!r} (SHA-256 {expected_sha256[:16]}…)"
+        raise refusal(
+            what,
+            _(
+                "this certificate (%(subject)s, SHA-256 %(actual)s…) is not the enrolled certificate for field "
+                "%(field)s (SHA-256 %(expected)s…)"
+            ),
+            subject=subject_line(certificate),
+            actual=actual[:16],
+            field=repr(field_name),
+            expected=expected_sha256[:16],
         )
 
 
@@ -263,6 +295,7 @@ def sign_pdf(
     expected_certificate_sha256: str | None = None,
     timestamper=None,
     validation_material: ValidationMaterial | None = None,
+    stamp_words: StampWords | None = None,
 ) -> bytes:
     """Append one PAdES signature into ``field_name`` with the key of a PKCS#12, as an incremental update.
 
@@ -291,6 +324,7 @@ def sign_pdf(
         stamp_font,
         timestamper=timestamper,
         validation_material=validation_material,
+        stamp_words=stamp_words,
     )
 
 
@@ -306,6 +340,7 @@ def sign_pdf_with(
     *,
     timestamper=None,
     validation_material: ValidationMaterial | None = None,
+    stamp_words: StampWords | None = None,
 ) -> bytes:
     """``sign_pdf`` with a signer already opened: a PKCS#12's (``load_signer``) or a token's (``pkcs11_session``)."""
     new_field_spec = _new_field_spec(pdf_bytes, field_name, box)
@@ -318,6 +353,7 @@ def sign_pdf_with(
         stamp_font,
         validation_material,
         certify=not any(existing_signature_fields(pdf_bytes).values()),
+        stamp_words=stamp_words,
     )
     pdf_signer = signers.PdfSigner(
         meta, signer=signer, stamp_style=stamp_style, new_field_spec=new_field_spec, timestamper=timestamper

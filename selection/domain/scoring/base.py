@@ -5,9 +5,8 @@ error, and `json_safe` for what is stored."""
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
-
-import numpy as np
 
 from selection.domain.messages import Join, Message, to_json
 
@@ -108,12 +107,13 @@ def json_safe(value: Any) -> Any:
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
-    if isinstance(value, (np.floating, float)):
+    np = sys.modules.get("numpy")  # a numpy scalar exists only once numpy is loaded: no import here
+    if isinstance(value, float) or (np is not None and isinstance(value, np.floating)):
         number = float(value)
         return number if math.isfinite(number) else None
-    if isinstance(value, np.integer):
+    if np is not None and isinstance(value, np.integer):
         return int(value)
-    if isinstance(value, np.bool_):
+    if np is not None and isinstance(value, np.bool_):
         return bool(value)
     return value
 

@@ -257,7 +257,7 @@ def test_the_head_of_a_real_file_is_accepted(name, fmt):
 
 
 def test_uploads_are_judged_by_the_harness_rule():
-    from benchmarks.harness import load
+    from benchmarks.harness import load_judging
     from benchmarks.result import CONCURRENCY_KEPT_FRACTION
 
-    assert CONCURRENCY_KEPT_FRACTION == load.CONCURRENCY_KEPT_FRACTION
+    assert CONCURRENCY_KEPT_FRACTION == load_judging.CONCURRENCY_KEPT_FRACTION

@@ -3,7 +3,9 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec, classify_error_text
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.completion_payloads import classify_error_text
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.simulator.mock_server import MockConfig
 
 from .conftest import run

@@ -7,13 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.harness import client as client_module
-from benchmarks.harness.client import (
-    RequestRecord,
-    RequestSpec,
-    StreamRecorder,
-    parse_sse,
-)
+from benchmarks.harness import stream_recorder as recorder_module
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
+from benchmarks.harness.sse import parse_sse
+from benchmarks.harness.stream_recorder import StreamRecorder
 from benchmarks.simulator.engine_streams import SHAPES, EngineStream
 from benchmarks.simulator.mock_server import MockConfig
 
@@ -57,8 +54,8 @@ def test_client_counts_each_shape_from_the_mock(with_mock, shape, api):
 
 def feed_counting_parses(monkeypatch, data, reads, **recorder_kwargs):
     parses = []
-    original = client_module._handle_payload
-    monkeypatch.setattr(client_module, "_handle_payload", lambda *a: (parses.append(a[1]), original(*a)))
+    original = recorder_module.handle_payload
+    monkeypatch.setattr(recorder_module, "handle_payload", lambda *a: (parses.append(a[1]), original(*a)))
     record = RequestRecord()
     recorder = StreamRecorder(record, "chat", recorder_kwargs.get("keep_text", False), None)
     for index, piece in enumerate(reads(data)):

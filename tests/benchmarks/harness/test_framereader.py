@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 
 from benchmarks.harness import rawhttp, wireclock
-from benchmarks.harness.client import RequestRecord, StreamRecorder
+from benchmarks.harness.request_record import RequestRecord
+from benchmarks.harness.stream_recorder import StreamRecorder
 from tests.benchmarks.harness.test_sse import CHUNKED_STREAM_CASES, chunked_reads, sse_event
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="recvmsg stamps are Linux-only")

@@ -5,21 +5,13 @@ import time
 
 import pytest
 
-from benchmarks.harness import load as load_module
-from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec
-from benchmarks.harness.load import (
-    PROCESS_CONCURRENCY,
-    LoadConfig,
-    LoadConfigError,
-    held_concurrency,
-    late_reads,
-    peak_concurrency,
-    process_count,
-    requests_rows,
-    run_load,
-    summarize,
-)
+from benchmarks.harness import load_judging, wireclock
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.load import PROCESS_CONCURRENCY, process_count, run_load
+from benchmarks.harness.load_config import LoadConfig, LoadConfigError
+from benchmarks.harness.load_judging import held_concurrency, late_reads, peak_concurrency
+from benchmarks.harness.load_summary import requests_rows, summarize
+from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.perf.wire_mock import WireMockConfig, WireMockServer
 from benchmarks.simulator.mock_server import MockConfig
 
@@ -190,7 +182,7 @@ def test_a_cpu_starved_client_is_flagged_and_says_why(with_mock):
     assert busy > 0.7, busy  # the client's own work fills its core (a shared CI box may still take some of it)
     # The CPU reason is given exactly when the measured need crosses the threshold.
     cpu_reason = any("of a core" in reason for reason in outcome.client_bound_reasons)
-    assert cpu_reason == (busy > load_module.CPU_BUSY_FRACTION), outcome.client_bound_reasons
+    assert cpu_reason == (busy > load_judging.CPU_BUSY_FRACTION), outcome.client_bound_reasons
 
 
 def test_reads_of_tokens_sent_apart_are_flagged_as_stamped_late():

@@ -151,7 +151,8 @@ def test_sampler_derives_prefix_ratio_from_counters_and_records_absence(with_moc
     async def go(server):
         sampler = MetricsSampler(server.url + "/metrics", engine="auto", interval_s=0.1)
         await sampler.start()
-        from benchmarks.harness.client import OpenAIClient, RequestSpec
+        from benchmarks.harness.client import OpenAIClient
+        from benchmarks.harness.request_record import RequestSpec
 
         async with OpenAIClient(server.url, "m") as client:
             shared = " ".join(f"w{i}" for i in range(64))

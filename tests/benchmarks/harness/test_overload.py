@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.harness import overload as o
 from benchmarks.harness import workloads as w
-from benchmarks.harness.client import RequestRecord
+from benchmarks.harness.request_record import RequestRecord
 from benchmarks.simulator.config import SimConfig, SimConfigError
 from benchmarks.simulator.server import ServerThread
 from benchmarks.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS

@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.harness.client import SSEParser, parse_sse
+from benchmarks.harness.sse import SSEParser, parse_sse
 
 
 def test_events_split_on_blank_lines_and_done_marker():
@@ -54,7 +54,8 @@ def test_any_split_of_a_stream_gives_the_same_events(items, newline, cuts):
 import asyncio  # noqa: E402
 import json  # noqa: E402
 
-from benchmarks.harness.client import OpenAIClient, RequestRecord, RequestSpec  # noqa: E402
+from benchmarks.harness.client import OpenAIClient  # noqa: E402
+from benchmarks.harness.request_record import RequestRecord, RequestSpec  # noqa: E402
 
 
 class _FakeContent:
@@ -174,7 +175,7 @@ def test_whole_chunk_reads_counted_before_the_http_parser_record_what_it_records
     from unittest import mock
 
     from benchmarks.harness import rawhttp
-    from benchmarks.harness.client import StreamRecorder
+    from benchmarks.harness.stream_recorder import StreamRecorder
 
     events = [sse_event(kind, api, compact) for kind in kinds] + [sse_event("done", api, compact)]
     reads = chunked_reads(events, cuts, merge)

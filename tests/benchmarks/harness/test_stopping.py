@@ -10,8 +10,11 @@ import time
 import pytest
 
 from benchmarks.harness import workloads as w
-from benchmarks.harness.client import OpenAIClient, RequestSpec
-from benchmarks.harness.load import LoadConfig, requests_rows, run_load, summarize
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.load import run_load
+from benchmarks.harness.load_config import LoadConfig
+from benchmarks.harness.load_summary import requests_rows, summarize
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.stopping import LIMITS, EarlyStop
 from benchmarks.simulator.mock_server import MockConfig
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.harness import workloads as w
-from benchmarks.harness.client import RequestRecord
+from benchmarks.harness.request_record import RequestRecord
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.server import ServerThread
 

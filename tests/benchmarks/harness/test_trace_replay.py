@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from benchmarks.harness import workloads as w
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import OpenAIClient
 from benchmarks.harness.prompts import PromptFactory, calibrate, measure_template
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.trace_replay import PromptBuilder, lengths_from_trace, load_plan, run_replay
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.mock_server import MockConfig

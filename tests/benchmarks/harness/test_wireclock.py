@@ -10,7 +10,8 @@ import time
 import pytest
 
 from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.request_record import RequestSpec
 
 from .conftest import run
 

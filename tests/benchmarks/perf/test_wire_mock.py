@@ -8,7 +8,8 @@ import urllib.request
 import pytest
 
 from benchmarks.harness import wireclock
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.perf.wire_mock import WireMockConfig, WireMockServer
 
 pytestmark = pytest.mark.skipif(not wireclock.SUPPORTED, reason="kernel receive stamps are Linux-only")

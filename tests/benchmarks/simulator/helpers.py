@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from benchmarks.simulator.block_keys import KeySpace
 from benchmarks.simulator.config import SimConfig
-from benchmarks.simulator.engine import Engine, KeySpace, Sequence
+from benchmarks.simulator.engine import Engine
+from benchmarks.simulator.sequence import Sequence
 
 
 def small_config(**changes) -> SimConfig:

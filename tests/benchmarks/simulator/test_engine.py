@@ -6,8 +6,11 @@ import random
 
 import pytest
 
+from benchmarks.simulator.block_keys import TokenStream
 from benchmarks.simulator.config import SimConfig, SimConfigError, blocks_for
-from benchmarks.simulator.engine import Engine, EngineOOM, RequestRejected, RequestTooLarge, Sequence, TokenStream
+from benchmarks.simulator.engine import Engine
+from benchmarks.simulator.errors import EngineOOM, RequestRejected, RequestTooLarge
+from benchmarks.simulator.sequence import Sequence
 from benchmarks.simulator.tokens import reference_output
 
 from .helpers import Driver, small_config
@@ -305,7 +308,7 @@ def test_long_context_memory_grows_linearly_and_ttft_superlinearly():
 
 
 def test_without_admission_control_an_exhausted_pool_is_an_oom_or_a_crash():
-    from benchmarks.simulator.engine import EngineCrashed
+    from benchmarks.simulator.errors import EngineCrashed
 
     driver = Driver(small_config(num_blocks=20, oom_without_admission="fail"))
     driver.request(100, 60)  # 10 blocks of 16 tokens claimed at once

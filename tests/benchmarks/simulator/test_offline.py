@@ -49,7 +49,8 @@ def test_coalesced_offline_run_matches_step_by_step_timing():
     coalesced = simulate(records, SimConfig(num_blocks=1500))
     # the same workload step by step (no coalescing): finish times must agree
     engine = Engine(SimConfig(num_blocks=1500), coalesce=False)
-    from benchmarks.simulator.engine import KeySpace, Sequence
+    from benchmarks.simulator.block_keys import KeySpace
+    from benchmarks.simulator.sequence import Sequence
 
     space, now, index, seqs = KeySpace(), 0.0, 0, []
     while index < len(records) or engine.has_work():

@@ -8,7 +8,8 @@ import json
 import aiohttp
 import pytest
 
-from benchmarks.harness.client import OpenAIClient, RequestSpec
+from benchmarks.harness.client import OpenAIClient
+from benchmarks.harness.request_record import RequestSpec
 from benchmarks.simulator.config import SimConfig, SimConfigError
 from benchmarks.simulator.engine_streams import SHAPES
 from benchmarks.simulator.server import start_server

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from benchmarks.simulator.config import SimConfig, SimConfigError
-from benchmarks.simulator.engine import Sequence
+from benchmarks.simulator.sequence import Sequence
 from benchmarks.simulator.server import start_server
 
 from .helpers import Driver, small_config

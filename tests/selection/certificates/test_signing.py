@@ -245,8 +245,9 @@ def _stamp_appearance(pdf: bytes, field: str) -> tuple[bytes, set[str]]:
 
 
 def test_a_cjk_signer_name_is_drawn_in_an_embedded_cjk_font(unsigned_pdf, certs, ca, tmp_path):
-    """张伟's stamp embeds a subset of Noto Sans CJK (extracted once from the system collection);
-    Latin names keep the standard font, and without a CJK font the stamp points to the name."""
+    """张伟's stamp embeds a subset of Noto Sans CJK (extracted once from the system collection); a Latin
+    name's stamp beside it is drawn in the same face (walk p8: one record's stamps looked different), and
+    without a CJK font the stamp points to the name."""
     font = signing.cjk_stamp_font(tmp_path / "fonts")
     assert font is not None and font.stat().st_size > 1_000_000  # system-deps installs fonts-noto-cjk
     assert signing.cjk_stamp_font(tmp_path / "fonts") == font  # cached
@@ -275,10 +276,43 @@ def test_a_cjk_signer_name_is_drawn_in_an_embedded_cjk_font(unsigned_pdf, certs,
         stamp_font=font,
     )
     _, fonts = _stamp_appearance(latin, "platform")
-    assert not any("NotoSansCJK" in name for name in fonts), fonts
+    assert fonts and all("NotoSansCJK" in name for name in fonts), fonts
 
     without = signing.sign_pdf(
         unsigned_pdf, certs.pkcs12["business"].read_bytes(), PASS, "business", NAMES["business"], "business", "approve"
     )
     data, fonts = _stamp_appearance(without, "business")
     assert not any("NotoSansCJK" in name for name in fonts)
+
+
+def test_a_stamp_is_written_in_the_words_it_is_given(unsigned_pdf, certs, ca, tmp_path):
+    """Walk p8: the stamp's heading and role in the record's language (the caller translates them), in the
+    CJK face with the CJK name; the signature dictionary keeps its English reason."""
+    font = signing.cjk_stamp_font(tmp_path / "fonts")
+    words = signing.StampWords(heading="已数字签名（PAdES）", role="平台负责人")
+    pdf = signing.sign_pdf(
+        unsigned_pdf,
+        certs.pkcs12["platform"].read_bytes(),
+        PASS,
+        "platform",
+        NAMES["platform"],
+        "platform",
+        "approve",
+        stamp_font=font,
+        stamp_words=words,
+    )
+    _, fonts = _stamp_appearance(pdf, "platform")
+    assert fonts and all("NotoSansCJK" in name for name in fonts), fonts
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(pdf)
+    text = subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, text=True).stdout
+    assert "已数字签名（PAdES）" in text and "平台负责人" in text and NAMES["platform"] in text, text
+    assert "Digitally signed" not in text
+    report = signing.verify_pdf(pdf, [ca])
+    assert report.signatures[0].valid
+    english = signing.sign_pdf(
+        unsigned_pdf, certs.pkcs12["platform"].read_bytes(), PASS, "platform", NAMES["platform"], "platform", "approve"
+    )
+    path.write_bytes(english)
+    text = subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, text=True).stdout
+    assert signing.STAMP_HEADING in text and "Platform owner" in text

@@ -407,3 +407,21 @@ def test_signing_refusals_read_in_the_owners_language(decided, architect, owners
     assert "不是您登记的签名证书" in another_key.value.message_dict["pkcs12"][0]
     assert wrong_passphrase.value.message_dict["pkcs12"][0].startswith("无法打开证书文件")
     assert out_of_order.value.message_dict["role"][0] == "下一位签名者是业务负责人（顺序：业务、平台、安全）。"
+
+
+def test_a_chinese_records_stamps_read_in_chinese_whoever_signs_it(decided, architect, owners, dev_certs, tmp_path):
+    """Walk p8: the stamps of a record written in 简体中文 read "Digitally signed (PAdES) business owner";
+    they are written in the record's language (the owners here sign from English pages), each in the
+    same CJK-capable face."""
+    from django.utils import translation
+
+    with translation.override("zh-hans"):
+        record = start_review(record=create_draft(selection=decided, user=architect), user=architect)
+    record = sign_all(approve_all(record, owners), owners, dev_certs)
+    path = tmp_path / "signed.pdf"
+    with record.signed_pdf.open("rb") as handle:
+        path.write_bytes(handle.read())
+    text = subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, text=True).stdout
+    assert text.count("已数字签名（PAdES）") == 3, text[-800:]
+    assert all(label in text for label in ("业务负责人", "平台负责人", "安全负责人"))
+    assert "Digitally signed" not in text and "business owner" not in text

@@ -429,3 +429,49 @@ def test_sign_record_refuses_a_user_who_is_not_the_roles_owner_and_signs_nothing
         )  # fmt: skip
     assert unchanged(approved, "business", approved.signed_sha256)
     assert not approved.signature_requests.exists()
+
+
+def test_refusals_carrying_digests_read_in_the_owners_language(approved, owners, dev_certs):
+    """Walk m11: a refusal with a subject or digests was shown as the library wrote it, in English; it is
+    a message whose figures stay as they are."""
+    from django.utils import translation
+
+    request = prepare_signature(record=approved, user=owners["business"], role="business")
+    stranger_p12, _info = signing.issue_certificate(dev_certs.ca_certificate.parent, "Mallory", "mallory-pass")
+    p12 = dev_certs.pkcs12["business"].read_bytes()
+    other_pdf = signing.prepare_signature_fields(
+        HTML(string="<p>another document</p>").write_pdf(), {"business": (0, 40, 60, 160, 140)}
+    )
+    certificate = signing.pkcs12_certificate(p12, PASSPHRASE)
+    other = signing.prepare_owner_signature(other_pdf, certificate.pem.encode(), "business", "x", "business", "r")
+    refusals = {}
+    for case, cms in (
+        ("stranger", foreign_cms(request, stranger_p12, "mallory-pass")),
+        ("digest", signing.sign_attributes(signing.load_signer(p12, PASSPHRASE), other.signed_attributes)),
+    ):
+        for language in ("en", "zh-hans"):
+            with translation.override(language), pytest.raises(ValidationError) as excinfo:
+                complete_signature(record=approved, user=owners["business"], role="business", cms=cms)
+            refusals[case, language] = excinfo.value.message_dict["cms"][0]
+    assert refusals["stranger", "en"].startswith("signed with Mallory")
+    assert refusals["stranger", "zh-hans"].startswith("签名所用证书为 Mallory")
+    assert "不是该负责人登记的证书" in refusals["stranger", "zh-hans"]
+    assert f"SHA-256 {approved.snapshot['owners'][0]['certificate_sha256'][:16]}…" in refusals["stranger", "zh-hans"]
+    assert refusals["digest", "en"].startswith("this signature is over another document digest (")
+    assert refusals["digest", "zh-hans"].startswith("该签名针对的是另一个文档摘要（")
+    assert request.document_digest[:16] in refusals["digest", "zh-hans"]
+    assert unchanged(approved, "business", approved.signed_sha256)
+
+
+def test_the_library_refusals_with_figures_are_messages_with_a_chinese_translation():
+    """Every SigningError the library builds with `refusal` keeps its English text and has a msgid the
+    catalogue translates (the figures are params, never part of the msgid)."""
+    from django.utils import translation
+
+    from selection.certificates.signing.base import refusal
+    from selection.i18n import message_text
+
+    error = refusal("cms", "holds %(count)s signatures, expected exactly one", count=2)
+    assert str(error) == "cms: holds 2 signatures, expected exactly one"
+    with translation.override("zh-hans"):
+        assert message_text(error.message) == "包含 2 个签名，应恰好为一个"

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from benchmarks import charts
+from benchmarks.charts import style as chart_style
 from selection.candidates.services import add_candidate
 from selection.records.services import create_draft, start_review
 from tests.support.builders import chat_selection, rescored, stress_run
@@ -17,7 +17,7 @@ from tests.support.svg import legend_colours
 
 pytestmark = pytest.mark.django_db
 
-BLUE, ORANGE = (colour.lower() for colour in charts.PALETTE[:2])
+BLUE, ORANGE = (colour.lower() for colour in chart_style.PALETTE[:2])
 
 
 @pytest.fixture
