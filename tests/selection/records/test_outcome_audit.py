@@ -379,7 +379,7 @@ def sections(page: str) -> dict[str, str]:
     parts = re.split(r'<div class="test">', page)[1:]
     out = {}
     for part in parts:
-        found = re.search(r"· (run-\d+):", _text(part[: part.index("</h3>")]))
+        found = re.search(r"· (run-\d+)[:：]", _text(part[: part.index("</h3>")]))
         if found:
             out[found.group(1)] = _text(part)
     return out
