@@ -20,14 +20,11 @@ from benchmarks.charts import style as chart_style
 from benchmarks.result import DEFINITIONS, STAT_KEYS
 from benchmarks.suite.base import Figure
 from selection.domain import messages
+from selection.domain.messages import marked as _
 
 logger = logging.getLogger(__name__)
 
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the texts below; the page translates them
-    return text
 
 
 # The pass criteria the validation tests state ({name, passed, detail}), by name; a criterion a

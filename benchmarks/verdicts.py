@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, to_json
+from selection.domain.messages import marked as _
 
 if TYPE_CHECKING:  # numpy is imported by the functions that judge samples, not by every page (issue 39)
     import numpy as np
@@ -42,10 +43,6 @@ CONFIDENCE = 0.95
 BOOTSTRAP_SEED = 20261201  # fixed: the same requests give the same interval on every run
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_WORK = 20_000_000  # resamples x samples kept under this (large runs get fewer resamples)
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
 
 
 # What a judged percentile says (`judge_percentile`), as message templates.

@@ -19,14 +19,11 @@ import numpy as np
 
 from benchmarks.result import NormalizedResult
 from selection.domain.messages import LABEL_SEPARATOR, Message
+from selection.domain.messages import marked as _
 
 MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
 LARGE_FILE = 8 * 1024 * 1024  # above this, sniffers look only at the first 64 KiB
 HEAD_BYTES = 65536  # what a sniffer of a large file (or of an upload not read yet) looks at
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
-    return text
 
 
 class FormatError(ValueError):

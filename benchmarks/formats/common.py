@@ -27,12 +27,9 @@ from benchmarks.result import (
     is_cancelled,
 )
 from selection.domain.messages import Message
+from selection.domain.messages import marked as _
 
 MAX_METADATA_DEPTH = 8
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
-    return text
 
 
 def refused(path: str, msgid: str, **params: Any) -> FormatError:

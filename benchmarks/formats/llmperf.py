@@ -27,11 +27,7 @@ from benchmarks.formats.common import (
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
-    return text
-
+from selection.domain.messages import marked as _
 
 DEFINITIONS = {
     "ttft_ms": "llmperf ttft_s: first content chunk - start (seconds)",

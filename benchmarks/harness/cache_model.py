@@ -32,11 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # why a verdict does not apply (the verdict adds the source)
 RESIDENT_KV = _(

@@ -12,11 +12,7 @@ from typing import Any
 from benchmarks.harness.load_config import LoadConfig, LoadOutcome
 from benchmarks.harness.request_record import RequestRecord
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # marks the reasons below for makemessages; pages translate them when shown
-    return text
-
+from selection.domain.messages import marked as _
 
 CLIENT_PROCESS = _("client process")
 CLIENT_WORKER = _("client worker %(index)s of %(count)s")
@@ -108,7 +104,7 @@ def peak_concurrency(records: list[RequestRecord]) -> int:
         key=lambda edge: (edge[0], edge[1]),
     )
     peak = current = 0
-    for _, step in edges:
+    for _at, step in edges:
         current += step
         peak = max(peak, current)
     return peak

@@ -21,11 +21,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # engines as the metrics name them, shown by their product names in other languages
 ENGINE_NAMES = ("vllm", "sglang", "llamacpp", "trtllm", "lmdeploy", "tgi")

@@ -16,11 +16,7 @@ import numpy as np
 
 from benchmarks.verdicts import MIN_SAMPLES, ratio_interval, two_sample_interval
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # the evidence of an eviction or offload (`observe_eviction`'s `how`), as message templates
 CACHED_TOKENS_FELL = _(

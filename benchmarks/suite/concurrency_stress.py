@@ -23,12 +23,8 @@ from benchmarks.suite.params import (
     length_distributions,
 )
 from selection.domain.claims import Claim
+from selection.domain.messages import marked as _
 from selection.domain.scoring.inputs import cost_per_million_output_tokens, sustainable_concurrency
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
-    return text
-
 
 PARAMS = (
     ParamSpec("concurrency", 64, _("Concurrent requests"), "requests"),

@@ -9,11 +9,7 @@ from benchmarks.harness.estimates import Load, closed_loop, number, numbers, req
 from benchmarks.suite.base import CandidateFacts, Figure, PointRow, RunFacts, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec, PlanError, budget_params, constraint_value
 from selection.domain.claims import Claim
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # the context ladder's rungs double from its first
 LADDER = (16384, 32768, 65536, 131072)

@@ -15,11 +15,7 @@ from benchmarks.suite.params import (
     constraint_value,
     length_distributions,
 )
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 PARAMS = (
     ParamSpec("target_concurrency", 64, _("Target concurrent requests (first step)"), "requests"),

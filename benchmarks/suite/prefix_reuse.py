@@ -9,11 +9,7 @@ from benchmarks.harness.estimates import Load, number, request_seconds
 from benchmarks.suite.base import CandidateFacts, Figure, PointFacts, PointRow, RunFacts, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec, budget_params, constraint_value
 from selection.domain.claims import Claim
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 PARAMS = (
     ParamSpec("requests", 256, _("Requests"), "requests"),

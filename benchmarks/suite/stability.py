@@ -15,11 +15,7 @@ from benchmarks.suite.params import (
     length_distributions,
 )
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # The soak's length. The articles soak "for hours" (medium concurrency; does fragmentation keep rising,
 # do latencies after hours drift from the start?): a soak shorter than ARTICLES_SOAK_S says so. The plan

@@ -8,11 +8,7 @@ from typing import Any, Mapping
 from benchmarks.harness.estimates import Load, generic
 from benchmarks.suite.base import CandidateFacts, ValidationTest
 from benchmarks.suite.params import BUDGET_PARAMS, ParamSpec, budget_params
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the texts; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 PARAMS = (
     ParamSpec("trace", None, _("Trace file"), ""),

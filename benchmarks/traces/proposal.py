@@ -27,11 +27,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from selection.domain.messages import marked as _
+
 MULTI_TURN_SHARE = 0.10
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def _basis(message: str, **params: Any) -> dict[str, Any]:

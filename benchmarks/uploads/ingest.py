@@ -39,13 +39,10 @@ from benchmarks.tasks import enqueue_parse
 from benchmarks.uploads.parse import parse_bytes, selection_slo
 from benchmarks.uploads.quality import warnings_for_candidate
 from selection.domain.messages import Message
+from selection.domain.messages import marked as _
 from selection.models import Candidate
 from selection.selectors import archived_refusal
 from selection.tasks import schedule_rescoring
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
-    return text
 
 
 class IngestError(ValueError):

@@ -60,6 +60,7 @@ from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
 from selection.capacity.stating import record_measured_capacity
 from selection.domain.messages import NAME_SEPARATOR, Message
+from selection.domain.messages import marked as _
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
 
@@ -482,10 +483,6 @@ def overlapping_runs(run: BenchmarkRun, until: datetime) -> list[dict[str, Any]]
             }
         )
     return found
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
 
 
 # the host-activity notes (`record_host_activity`): English in run.notes, messages beside them

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from selection.domain.messages import marked as _
 from selection.domain.messages import render
 
 GIB = 1024**3
@@ -42,10 +43,6 @@ def memory_lines(
         values = [round((fixed + n * float(row.get("bytes_per_sequence") or 0)) / GIB, 3) for row in rows]
         lines[label(n)] = [v if clip_gib is None or v <= clip_gib else None for v in values]
     return contexts, lines
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the labels; the page translates them
-    return text
 
 
 # The capacity model's estimated inputs (`selection.domain.capacity`, its `labelled_estimate` calls) in

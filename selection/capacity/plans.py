@@ -12,6 +12,7 @@ from selection.domain.capacity.model_config import load_model_config, shipped_mo
 from selection.domain.capacity.plan import plan_for_model
 from selection.domain.capacity.verdict import verdict
 from selection.domain.messages import Message, to_json
+from selection.domain.messages import marked as _
 from selection.models import Candidate
 
 # Catalog engines -> the capacity model's memory semantics. Engines whose memory rules the model
@@ -26,10 +27,6 @@ ENGINE_SEMANTICS = {
     "llamacpp": "llamacpp",
     "llama.cpp": "llamacpp",
 }
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def semantics_for(engine_slug: str) -> tuple[str, Message | None]:

@@ -18,11 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from selection.domain.messages import Message, pgettext
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 DEFAULT_CATALOG_PATH = Path(__file__).resolve().parent.parent / "fixtures" / "engine_catalog.json"
 

@@ -28,11 +28,6 @@ from typing import Any, Mapping
 
 from selection.domain.messages import Message
 
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
-
 CLAIMED = "claimed"
 NOT_VALIDATED = "not_validated"
 NOT_RUN = "not_run"

@@ -11,12 +11,9 @@ from dataclasses import dataclass
 from typing import Collection, Literal
 
 from selection.domain.messages import Message
+from selection.domain.messages import marked as _
 
 Source = Literal["measured", "documented", "both"]
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the names; `selection.i18n` translates them shown
-    return text
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,12 @@ from typing import Any, Callable, Iterable, Mapping
 Translate = Callable[[str, str | None], str]  # (msgid, context) -> the template in some language
 
 
+def marked(text: str) -> str:
+    """Marks a message template where it is defined (import it as `_`, so `makemessages` collects it); the
+    template stays English here and is translated where it is shown."""
+    return text
+
+
 def english(msgid: str, context: str | None = None) -> str:
     """The translate function for English: a msgid is its own English template."""
     return msgid

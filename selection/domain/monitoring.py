@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.verdicts import QUEUE_WAIT_SHARE_OF_TTFT
+from selection.domain.messages import marked as _
 
 HISTOGRAM_WINDOW = "5m"
 CRITICAL_KV_USAGE = 0.95
@@ -58,10 +59,6 @@ DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # GPU utilisation in %, per GPU (dcgm-ex
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # framebuffer memory used, MiB
 DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"  # framebuffer memory free, MiB
 GRAFANA_SCHEMA_VERSION = 39  # the classic dashboard JSON model (Grafana 10.x/11.x)
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def _message(message: str, **params: Any) -> dict[str, Any]:

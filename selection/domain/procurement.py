@@ -34,11 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from selection.domain.messages import NAME_SEPARATOR, Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 PASS, FAIL, NOT_VALIDATED = "pass", "fail", "not_validated"
 NOT_APPLICABLE = "not_applicable"  # benchmarks.verdicts.NOT_APPLICABLE: a test the engine's cache model rules out

@@ -7,10 +7,7 @@ reason, stamp, development certificates); pages and the record translate it with
 
 from __future__ import annotations
 
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the labels; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 ROLE_LABELS: dict[str, str] = {
     "business": _("Business owner"),

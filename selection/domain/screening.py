@@ -25,11 +25,7 @@ from urllib.parse import urlparse
 from selection.domain import catalog
 from selection.domain.criteria import DIMENSIONS, SCENARIO_PRIORITIES
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 DOCUMENTATION, SOURCE = "documentation", "source"
 # a URL whose file is one of these is code, not a page written for readers

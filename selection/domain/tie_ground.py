@@ -27,15 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from selection.domain.messages import NAME_SEPARATOR, Message
+from selection.domain.messages import marked as _
 
 CHOICE_FIELD, GROUND_FIELD, CONFIRM_FIELD = "tie_choice", "tie_ground", "confirm_tie_ground"
 MIN_GROUND_CHARS = 20  # a ground is a reason a reader can weigh, not "ok" or a candidate's name
 MAX_GROUND_CHARS = 2000
 BUSINESS_CONFIRMS = "business"  # the owner who confirms the ground before approving
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 @dataclass(frozen=True)

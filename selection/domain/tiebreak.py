@@ -33,11 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from selection.domain.messages import NAME_SEPARATOR, Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 EPS = 1e-12
 WEIGHTED_SUM, CORE, OBSERVABILITY, COMPLEXITY, TOTAL, NONE = (

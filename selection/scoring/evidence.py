@@ -26,6 +26,7 @@ from selection.capacity.measured import measured_capacity
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags
 from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message, load
+from selection.domain.messages import marked as _
 from selection.domain.scoring.inputs import (
     CandidateEvidence,
     DocumentedFeatures,
@@ -197,10 +198,6 @@ def _interval_of(run: BenchmarkRun, verdict_name: str) -> tuple[float, float] | 
     """The interval a harness verdict measured (its value's 95 % bootstrap interval)."""
     verdict = next((v for v in run.verdicts or [] if v.get("name") == verdict_name), None)
     return _pair((verdict or {}).get("interval"))
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
 
 
 CLIENT_BOUND_RUN = _("client-bound (%(test)s run %(run)s, %(points)s)")

@@ -17,10 +17,7 @@ from benchmarks.formats.common import (
 from benchmarks.formats.guidellm.definitions import DEFINITIONS, PERCENTILE_ORDER, worker_metadata
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
-    return text
+from selection.domain.messages import marked as _
 
 
 def _csv_rows(source: Source) -> list[list[str]]:

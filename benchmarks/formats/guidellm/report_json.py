@@ -27,11 +27,7 @@ from benchmarks.formats.common import (
 from benchmarks.formats.guidellm.definitions import DEFINITIONS, worker_metadata
 from benchmarks.result import CANCELLED, LoadPoint, NormalizedResult, Stats
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; the upload page translates them
-    return text
-
+from selection.domain.messages import marked as _
 
 LAYOUTS = {
     "benchmarks": "guidellm <=0.3 ({benchmarks})",

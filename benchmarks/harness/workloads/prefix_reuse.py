@@ -56,11 +56,7 @@ from benchmarks.verdicts import (
     STRADDLES as STRADDLES_THRESHOLD,
 )
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, load, to_json
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # caching on must hold at most this share of the KV that caching off (or the theory of every request
 # holding its own prompt) holds: "clearly below", the article's verdict

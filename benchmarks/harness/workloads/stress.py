@@ -41,11 +41,7 @@ from benchmarks.verdicts import (
     reasons_of,
 )
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, to_json
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # the load the stress test held (its verdicts) and what it observed (metadata.observed's line)
 RATE_SENT = _("sent %(sent)s of %(rate)s requests/s (Poisson), %(held)s in flight on average")

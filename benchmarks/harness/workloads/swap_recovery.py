@@ -58,10 +58,7 @@ from benchmarks.verdicts import (
     verdict,
 )
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, load, to_json
-
-
-def _(text: str) -> str:  # marks the templates below for makemessages; pages translate them when shown
-    return text
+from selection.domain.messages import marked as _
 
 
 async def run_swap_recovery(

@@ -30,11 +30,7 @@ from selection.certificates.signing.sign import (
     open_writer,
     signature_setup,
 )
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; pages translate them when shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # --------------------------------------------------------------------------- owner-side signing
 #

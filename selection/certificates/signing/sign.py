@@ -30,12 +30,8 @@ from pyhanko_certvalidator.registry import SimpleCertificateStore
 from selection.certificates.signing.base import MD_ALGORITHM, Box, SigningError, refusal
 from selection.certificates.signing.certificates import load_asn1_cert, load_asn1_crl, load_signer, subject_line
 from selection.certificates.signing.dev_ca import DEV_CA_CERT, DEV_TSA_CERT, DEV_TSA_KEY
+from selection.domain.messages import marked as _
 from selection.domain.roles import ROLE_LABELS
-
-
-def _(text: str) -> str:  # marks the refusals' templates for makemessages; pages translate them when shown
-    return text
-
 
 log = logging.getLogger("selection.certificates.signing")  # one logger name for the package, as before
 # The first signature certifies the document (DocMDP): later signatures in the existing fields and

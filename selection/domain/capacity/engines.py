@@ -22,11 +22,7 @@ from selection.domain.capacity.llamacpp import llamacpp_layout, llamacpp_pool_by
 from selection.domain.capacity.memory import KVBytes
 from selection.domain.capacity.paging import vllm_batched_tokens
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # Used only when the engine version's own default is not given (plans for candidates take it from
 # the catalog): 0.92 in vllm/config/cache.py of v0.33.0, 0.9 in v0.11.0 and before.

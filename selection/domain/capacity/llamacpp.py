@@ -16,11 +16,7 @@ from selection.domain.capacity.inputs import CapacityInputs
 from selection.domain.capacity.memory import KVBytes, stage_layers
 from selection.domain.capacity.paging import state_bytes
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # llama.cpp (tools/server/README.md at 00dc805): -np -1 = auto = 4 slots over a unified buffer;
 # -ub 512; cells padded to 256 (src/llama-context.cpp, src/llama-kv-cache-iswa.cpp).

@@ -17,11 +17,7 @@ from typing import Any, Mapping
 
 from selection.domain.capacity.base import DTYPE_BYTES, CapacityError
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 FIXTURES_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "model_configs"
 

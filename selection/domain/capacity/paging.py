@@ -24,11 +24,7 @@ from selection.domain.capacity.base import DTYPE_BYTES, CapacityError, GiB
 from selection.domain.capacity.inputs import CapacityInputs
 from selection.domain.capacity.memory import KVBytes, stage_layers
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 DEFAULT_BLOCK_SIZE = {"vllm": 16, "sglang": 1, "trtllm": 32, "lmdeploy": 64, "llamacpp": 1}
 VLLM_MLA_BLOCK_SIZE = 64

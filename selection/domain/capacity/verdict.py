@@ -13,11 +13,7 @@ from selection.domain.capacity.base import CapacityError, GiB
 from selection.domain.capacity.inputs import CapacityInputs
 from selection.domain.capacity.plan import CapacityPlan, plan_capacity
 from selection.domain.messages import Message
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 _CONSTRAINT_KEYS = (
     "peak_concurrency",

@@ -9,11 +9,7 @@ import sys
 from typing import Any
 
 from selection.domain.messages import Join, Message, to_json
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
+from selection.domain.messages import marked as _
 
 # 8: the article's tie rule (closeness on the core dimensions, then observability, then operating complexity;
 # a tie names no winner), the fit to each constraint per candidate, screened-out candidates unranked

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Mapping as TMapping
 
 from selection.domain.messages import Message
+from selection.domain.messages import marked as _
 from selection.domain.scoring.base import (
     CRITERION_LABELS,
     DIMENSION_OF,
@@ -15,10 +16,6 @@ from selection.domain.scoring.base import (
     ScoringInputError,
 )
 from selection.domain.scoring.results import CriterionScore, DimensionScore, GateOutcome
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def _gate_members(dimension: str, criteria: dict[str, CriterionScore]) -> list[CriterionScore]:

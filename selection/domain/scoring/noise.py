@@ -10,15 +10,12 @@ import numpy as np
 
 from selection.domain import noise as noise_domain
 from selection.domain.messages import CLAUSE_SEPARATOR, Message
+from selection.domain.messages import marked as _
 from selection.domain.scoring.base import ScoringInputError
 from selection.domain.scoring.inputs import ScoringOptions
 from selection.domain.scoring.mappings import M
 from selection.domain.scoring.results import CandidateScore
 from selection.domain.scoring.ties import complexity_rank, observability_score
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def _noise_parts(candidate: CandidateScore, criteria_ids: list[str]) -> list[noise_domain.Part]:

@@ -14,6 +14,7 @@ import numpy as np
 from selection.domain import tiebreak
 from selection.domain.headline import INCONCLUSIVE, decision_headline
 from selection.domain.messages import CLAUSE_SEPARATOR, Message
+from selection.domain.messages import marked as _
 from selection.domain.scoring.aggregation import candidate_score, normalise_weights, score_matrix
 from selection.domain.scoring.base import RULES_VERSION, ScoringInputError, check_scenario, json_safe
 from selection.domain.scoring.gates import validate_gates
@@ -33,10 +34,6 @@ from selection.domain.scoring.ties import (
     tie_break_dict,
     tie_section,
 )
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def inputs_hash(

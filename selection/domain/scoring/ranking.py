@@ -9,12 +9,9 @@ from typing import Any
 import numpy as np
 
 from selection.domain.messages import NAME_SEPARATOR, Message
+from selection.domain.messages import marked as _
 from selection.domain.scoring.base import CRITERION_LABELS
 from selection.domain.scoring.results import CandidateScore
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def topsis(matrix: np.ndarray, weights: np.ndarray) -> np.ndarray:

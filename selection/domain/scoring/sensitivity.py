@@ -9,12 +9,9 @@ from typing import Any
 import numpy as np
 
 from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message
+from selection.domain.messages import marked as _
 from selection.domain.scoring.base import CRITERION_LABELS, OR_SEPARATOR, ScoringInputError
 from selection.domain.scoring.inputs import ScoringOptions
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def weights_with(weights: np.ndarray, k: int, t: float) -> np.ndarray:

@@ -8,14 +8,10 @@ from typing import Any, Iterable
 
 from selection.domain import procurement
 from selection.domain.messages import CLAUSE_SEPARATOR, NAME_SEPARATOR, Message
+from selection.domain.messages import marked as _
 from selection.domain.scoring.base import SIMULATED
 from selection.domain.scoring.inputs import CandidateEvidence, ScoringConstraints
 from selection.domain.scoring.results import CandidateScore
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
-
 
 # Each measured figure (a `CandidateEvidence.metrics` key) as a reader names it: the held-out
 # sentences name figures in words, never by their keys. A key not listed reads as itself.

@@ -13,12 +13,9 @@ from selection.domain import noise as noise_domain
 from selection.domain import tiebreak
 from selection.domain.criteria import SCENARIO_PRIORITIES
 from selection.domain.messages import NAME_SEPARATOR, Message
+from selection.domain.messages import marked as _
 from selection.domain.scoring.base import COMPLEXITY_RANK, CRITERION_LABELS, DIMENSION_OF, DIMENSIONS
 from selection.domain.scoring.results import CandidateScore, CriterionScore
-
-
-def _(text: str) -> str:  # named `_` so `makemessages` collects the templates; translated where shown
-    return text
 
 
 def observability_score(c: CandidateScore) -> float:
