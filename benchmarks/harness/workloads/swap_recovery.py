@@ -50,6 +50,7 @@ from benchmarks.verdicts import (
     NOT_EXERCISED,
     NOT_JUDGED,
     PASS,
+    STRADDLES,
     compare,
     judge_percentile,
     not_applicable,
@@ -743,7 +744,6 @@ NO_EVICTION_RESUME = _("no eviction observed, so the resume cost says nothing ab
 NO_RESUME_TTFT = _("no resume or recompute TTFT: %(figures)s")
 FEW_RESUMES = _("%(figures)s from %(n)s sessions: at least %(min)s are needed to judge it")
 RESUME_RATIO = _("%(figures)s: ratio %(ratio)s (95%% CI %(low)s–%(high)s, n=%(n)s) vs <= %(limit)s")
-RESUME_STRADDLES = _("%(detail)s: the interval straddles the threshold")
 NO_OFFLOAD_BENEFIT = _("%(detail)s: resuming an evicted session costs as much as recomputing it (no offload benefit)")
 GREEDY_CAVEAT = _(
     "greedy decoding (temperature 0, fixed seed); real GPUs are not bit-deterministic, so a divergence at or after "
@@ -921,7 +921,7 @@ def _resume_verdict(observed: bool, ratio: dict[str, Any], figures: Message, max
             },
         )
         if status == INCONCLUSIVE:
-            detail = Message(RESUME_STRADDLES, {"detail": detail})
+            detail = Message(STRADDLES, {"detail": detail})
         elif status == FAIL:
             detail = Message(NO_OFFLOAD_BENEFIT, {"detail": detail})
     return verdict(
