@@ -396,6 +396,14 @@ def series_in(recording: MetricsRecording, name: str, start: float, end: float) 
     return [v for t, v in recording.series.get(name, []) if start <= t <= end]
 
 
+def stored_notes(notes: list[str | Message]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """A run's notes as a result stores them: each as English text (the API, the CLI), and each written
+    as a `Message` also as the message, by its index (metadata["note_messages"]: pages show it in their
+    language, `presentation.run_notes`)."""
+    written = [str(note) for note in notes]
+    return written, {str(i): note.to_dict() for i, note in enumerate(notes) if isinstance(note, Message)}
+
+
 def build_result(
     test: str,
     session: Session,
@@ -403,10 +411,11 @@ def build_result(
     points: list[LoadPoint],
     outcomes: list[LoadOutcome],
     verdicts: list[dict[str, Any]],
-    notes: list[str],
+    notes: list[str | Message],
     partial: bool,
     extra_meta: dict[str, Any] | None = None,
 ) -> NormalizedResult:
+    """The test's normalized result; its notes as `stored_notes` keeps them."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -440,6 +449,10 @@ def build_result(
     }
     if extra_meta:
         metadata.update(extra_meta)
+    written, note_messages = stored_notes(notes)
+    notes[:] = written  # the caller's list stays the result's: some workloads add notes after building it
+    if note_messages:
+        metadata["note_messages"] = note_messages
     from benchmarks.result import DEFINITIONS
 
     return NormalizedResult(

@@ -72,7 +72,7 @@ async def run_stability(
     if turns < 1:
         raise PlanError(f"params.session_turns: must be an integer >= 1, got {params.get('session_turns')!r}")
     reporter = Reporter(progress, cancel)
-    notes: list[str] = []
+    notes: list[str | Message] = []
     async with Session(target, metrics_interval_s=interval) as session:
         prompts = session.prompts
         assert prompts is not None
@@ -124,7 +124,7 @@ async def run_stability(
     overall.extra.update({k: v for k, v in drift.items() if not k.endswith("_interval")})
     soak_note = short_soak_message(params, duration)
     if soak_note:
-        notes.append(str(soak_note))
+        notes.append(soak_note)  # English in the notes, the message beside it (`build_result`)
     if outcome.cancelled:
         notes.append("cancelled: partial data")
     observed = _stability_observed(
