@@ -3,13 +3,13 @@ the main the walk was made on: an endpoint serving another model than the select
 naming both models (walk M2; it was accepted silently), and kept only with a reason that the
 candidates page then shows; a recommendation that misses the TTFT budget is headed "misfit", naming
 the budget, never "Clear" (walk N2); a stress run's traffic groups are series of their own on its
-chart and on the comparison's, never joined to its load point (M3); a prefix-reuse run judges memory against what the
-requests in flight at the peak need, and a per-slot engine's memory verdicts say why they do not
-apply (M4); a Chinese owner's record PDF has section 11, the re-evaluation triggers and the evidence
-kinds in Chinese (M5); the signed PDF states the licence terms and a waiver's reason whole (N1).
-The runs are started on the page and run by the real worker on simulators; the worker renders the
-records' PDFs. On 36fc4d7 (the walked commit) M3, M4 and N1 fail on their row's assertion, M5 on
-3ff0e6b (its fix's parent: all eight English phrases found)."""
+chart and on the comparison's, never joined to its load point (M3); a prefix-reuse run judges
+memory against what the requests in flight at the peak need, and a per-slot engine's memory
+verdicts say why they do not apply (M4); a Chinese owner's record PDF has section 11, the
+re-evaluation triggers and the evidence kinds in Chinese (M5); the signed PDF states the licence
+terms and a waiver's reason whole (N1). The runs are started on the page and run by the real worker
+on simulators; the worker renders the records' PDFs. On 36fc4d7 (the walked commit) M3, M4 and N1
+fail on their row's assertion, M5 on 3ff0e6b (its fix's parent: all eight English phrases found)."""
 
 from __future__ import annotations
 
