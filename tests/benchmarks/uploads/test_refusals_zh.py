@@ -98,7 +98,7 @@ def refusal_text(body: str) -> str:
     """The upload form's error box as a reader sees it, code blocks left out (the crawler does not read them)."""
     alert = ALERT.search(body)
     assert alert, body[:3000]
-    return html.unescape(TAG.sub(" ", CODE.sub(" ", alert.group(1))))
+    return html.unescape(TAG.sub("", CODE.sub(" ", alert.group(1))))
 
 
 @pytest.mark.parametrize("name, content, path, reason", MALFORMED, ids=[m[0] for m in MALFORMED])

@@ -173,17 +173,23 @@ def test_a_truetype_stamp_font_embeds_what_pyhankos_own_engine_embeds(
     assert ours == theirs
 
 
-def test_every_stamp_of_a_record_is_drawn_in_the_cjk_face_and_verifies(unsigned_pdf, certs, cjk_font):
-    """Two signatures in one process (the second from the cache): both stamps in the CJK face, both valid."""
-    pdf = _sign(unsigned_pdf, certs, "business", cjk_font, WORDS)
+def test_every_stamp_of_a_record_is_drawn_in_the_cjk_face_and_verifies(unsigned_pdf, certs, cjk_font, tmp_path):
+    """Two signatures in one process (the second from the cache): both stamps in the CJK face, each an
+    incremental update, both valid to kvselect's verification and to pdfsig."""
+    first = _sign(unsigned_pdf, certs, "business", cjk_font, WORDS)
     parsed = fonts._cid_keyed_face.cache_info().misses
-    pdf = _sign(pdf, certs, "platform", cjk_font)
+    pdf = _sign(first, certs, "platform", cjk_font)
     assert fonts._cid_keyed_face.cache_info().misses == parsed  # the second signature parses no font
+    assert first.startswith(unsigned_pdf) and pdf.startswith(first) and len(pdf) > len(first)
     for role in ("business", "platform"):
         names = [font["name"] for font in _embedded_fonts(pdf, role) if "name" in font]
         assert names and all("NotoSansCJKsc-Regular" in name for name in names), names
     report = signing.verify_pdf(pdf, [certs.ca_certificate.read_bytes()])
     assert len(report.signatures) == 2 and all(s.intact and s.valid for s in report.signatures)
+    path = tmp_path / "signed.pdf"
+    path.write_bytes(pdf)
+    out = subprocess.run(["pdfsig", str(path)], capture_output=True, text=True, timeout=60).stdout
+    assert out.count("Signature Validation: Signature is Valid.") == 2, out
 
 
 def test_the_font_file_is_read_once_per_version(tmp_path, cjk_font):
