@@ -169,10 +169,11 @@ class NormalizedResult:
     notes: list[str] = field(default_factory=list)
     partial: bool = False
 
-    def add_note(self, note: str | Message) -> None:
-        """A run note: its English text in `notes` (the API, the CLI) and, written as a message, the
-        message beside it (metadata["note_messages"], by the note's index) for pages in any language."""
-        self.notes.append(str(note))
+    def add_note(self, note: str | Message, text: str | None = None) -> None:
+        """A run note: its English text in `notes` (the API, the CLI; `text` when it differs from the
+        page's English) and, written as a message, the message beside it (metadata["note_messages"], by
+        the note's index) for pages in any language."""
+        self.notes.append(str(note) if text is None else text)
         if isinstance(note, Message):
             self.metadata.setdefault("note_messages", {})[str(len(self.notes) - 1)] = note.to_dict()
 

@@ -511,11 +511,15 @@ WRITE_REFUSED = _("the database refused the worker's write (%(error)s) and the w
 WORKER_STOPPED = _("the worker stopped (killed or crashed) after the test finished, before it was stored")
 
 
-TEST_CONTEXT = "validation test id"  # a test's id in an English note, its title in other languages
+# Notes stored before pages named a test by its title held Message(test id, TEST_CONTEXT): the .po keeps
+# those entries so they still read as titles in Chinese.
+TEST_CONTEXT = "validation test id"
 
 
-def _test_name(test_id: str) -> str | Message:
-    return Message(test_id, context=TEST_CONTEXT) if test_id in suite.BY_ID else test_id
+def _test_title(test_id: str) -> str | Message:
+    """A test as a page's note names it: its title in the page's language (an English page shows
+    "Concurrency stress", never `concurrency_stress`); an id the suite does not know as it is."""
+    return Message(suite.title_of(test_id)) if test_id in suite.BY_ID else test_id
 
 
 def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_start: list[float] | None) -> None:
@@ -535,8 +539,12 @@ def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_st
     }
     for item in overlaps:
         where = NAME_SEPARATOR.join(item["shared_hardware"]) if item["shared_hardware"] else Message(SAME_LOAD_CLIENT)
-        figures = {"run": item["run"], "test": _test_name(item["test"]), "where": where}
-        result.add_note(Message(RAN_BESIDE, {**figures, "seconds": f"{item['overlap_s']:g}"}))
+        figures = {"run": item["run"], "where": where, "seconds": f"{item['overlap_s']:g}"}
+        # the API's English names the test by its id (what scripts pass), the pages by its title
+        result.add_note(
+            Message(RAN_BESIDE, {**figures, "test": _test_title(item["test"])}),
+            str(Message(RAN_BESIDE, {**figures, "test": item["test"]})),
+        )
     busiest = max((loads[0] for loads in (load_at_start, at_end) if loads), default=None)
     if busiest is not None and busiest > cpus:
         result.add_note(Message(SATURATED, {"load": f"{busiest:g}", "cpus": cpus}))

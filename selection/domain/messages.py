@@ -138,6 +138,13 @@ class Join:
         return hash((self.items, self.separator))
 
 
+class Code(str):
+    """A value a page shows as code (`<code>`): a key path, a column name, a value quoted from a file. It is
+    plain text everywhere else (the English sentence, the stored JSON); `selection.i18n.message_html` marks it."""
+
+    __slots__ = ()
+
+
 def _checked(value: Any, where: str) -> Any:
     if isinstance(value, (Message, Join, str, int, float)) or value is None:
         return value

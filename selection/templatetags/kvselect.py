@@ -64,6 +64,22 @@ def flags_as_code(text) -> str:
     return mark_safe(LAUNCH_FLAG.sub(lambda m: f"<code>{m.group(0)}</code>", escaped))
 
 
+# An engine's Prometheus metric as a verdict's detail quotes it ("vllm:request_queue_time_seconds",
+# "trtllm_request_queue_time_seconds"): the name to look up on the engine's /metrics, code in any language.
+ENGINE_METRIC = re.compile(
+    r"(?<![\w:./-])(?:vllm|sglang|lmdeploy|llamacpp|trtllm|tgi)[:_][a-z0-9_:]*[a-z0-9](?![\w:/-])"
+)
+
+
+@register.filter
+def metrics_as_code(text, css_class: str = "") -> str:
+    """Text with the engine metrics it names (`ENGINE_METRIC`) set as code (with `css_class`, the record's
+    "mono"), the rest escaped: a verdict's detail reads as prose around the metric it was read from."""
+    escaped = str(conditional_escape(text if text is not None else ""))
+    opening = format_html('<code class="{}">', css_class) if css_class else "<code>"
+    return mark_safe(ENGINE_METRIC.sub(lambda m: f"{opening}{m.group(0)}</code>", escaped))
+
+
 @register.filter
 def check_item(item) -> str:
     """A project check's item ("audit_trail") by its name in the active language."""

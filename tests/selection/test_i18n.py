@@ -140,12 +140,13 @@ EVIDENCE_MESSAGE_MODULES = (
 def _domain_templates() -> set[tuple[str | None, str]]:
     """(context, msgid) of every template the pure cores mark for makemessages: `_("...")` and
     `pgettext("context", "...")` calls in selection/domain/ (its subpackages, such as capacity/, included: makemessages
-    walks them too) and the evidence's message modules."""
+    walks them too), the evidence's message modules and the result-file parsers."""
     found = set()
     base = Path(settings.BASE_DIR)
     for path in [
         *sorted((base / "selection" / "domain").rglob("*.py")),
         *(base / name for name in EVIDENCE_MESSAGE_MODULES),
+        *sorted((base / "benchmarks" / "formats").rglob("*.py")),  # the parsers' refusals of a file
     ]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (

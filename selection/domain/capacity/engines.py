@@ -66,6 +66,10 @@ LMDEPLOY_RUNTIME = _(
     "vocab x 2 B, set aside before the fraction (lmdeploy/pytorch/engine/executor/base.py _get_runtime_size, v0.16.0)"
 )
 LLAMACPP_BUFFERS = _("llama.cpp compute buffers + CUDA context (~1 GiB)")
+# the settings in words: a note is prose on the capacity page (the flags and keys are the inputs' code)
+VLLM_KV_CACHE_SET = _(
+    "vLLM's KV cache size is set: the KV pool is exactly that size, and the GPU memory share is ignored"
+)
 
 
 def _default_fraction(inputs: CapacityInputs, fallback: float, fallback_source: Message) -> tuple[float, Message]:
@@ -131,9 +135,7 @@ def _vllm_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
     memory and CUDA graphs; kv_cache_memory_bytes, when set, is the pool."""
     if inputs.kv_cache_memory_bytes:
         kv_mem = float(inputs.kv_cache_memory_bytes)
-        note = Message(
-            _("vLLM --kv-cache-memory-bytes set: the KV pool is exactly that, --gpu-memory-utilization ignored")
-        )
+        note = Message(VLLM_KV_CACHE_SET)
         return KVPool(kv_mem, {"kv_cache_memory_bytes": kv_mem}, notes=[note])
     total, estimates = float(inputs.gpu_memory_bytes), []
     util = inputs.gpu_memory_utilization
