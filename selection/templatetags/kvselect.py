@@ -81,6 +81,13 @@ def metrics_as_code(text, css_class: str = "") -> str:
 
 
 @register.filter
+def as_code(value) -> str:
+    """A name typed as it stands in every language (a file, a scrape job, a label) set as code, escaped:
+    for a translated sentence that names it (`{% blocktranslate with job=job|as_code %}`)."""
+    return format_html('<code class="mono">{}</code>', value if value is not None else "")
+
+
+@register.filter
 def check_item(item) -> str:
     """A project check's item ("audit_trail") by its name in the active language."""
     return item_name(str(item or ""))
