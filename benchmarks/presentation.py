@@ -101,15 +101,7 @@ POINT_LABELS = {
     "with_background": _("with background traffic"),
 }
 # A verdict's status in words (benchmarks.verdicts.STATUSES).
-STATUS_LABELS = {
-    verdict_status.PASS: _("pass"),
-    verdict_status.FAIL: _("fail"),
-    verdict_status.INCONCLUSIVE: _("inconclusive"),
-    verdict_status.INSUFFICIENT_DATA: _("insufficient data"),
-    verdict_status.NOT_EXERCISED: _("not exercised"),
-    verdict_status.NOT_JUDGED: _("not judged"),
-    verdict_status.NOT_APPLICABLE: _("not applicable"),
-}
+STATUS_LABELS = verdict_status.STATUS_LABELS
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
     "engine_host": _("Engine host (what the engine ran as and on)"),

@@ -14,6 +14,8 @@ import re
 
 from django.conf import settings
 from django.utils import translation
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language, gettext, pgettext
 
 from benchmarks import suite
@@ -69,6 +71,24 @@ def message_text(value, language: str | None = None):
         return messages.render(value, _gettext)
     with translation.override(language):
         return messages.render(value, _gettext)
+
+
+def message_html(value) -> SafeString:
+    """`message_text` as HTML for a page: the text escaped, every `messages.Code` value (a key path, a column,
+    a value quoted from an uploaded file) in `<code>`, as a page shows identifiers."""
+    value = messages.load(value)
+    if isinstance(value, messages.Message):
+        values = {name: message_html(param) for name, param in value.params.items()}
+        try:
+            return mark_safe(conditional_escape(_gettext(value.msgid, value.context)) % values)
+        except (KeyError, ValueError, TypeError):  # a translation that lost or mistyped a placeholder
+            return mark_safe(conditional_escape(value.msgid) % values)
+    if isinstance(value, messages.Join):
+        separator = message_html(value.separator)
+        return mark_safe(separator.join(message_html(item) for item in value.items))
+    if isinstance(value, messages.Code):
+        return format_html("<code>{}</code>", str(value))
+    return conditional_escape(value)
 
 
 def record_language() -> str:

@@ -124,8 +124,9 @@ def latency_vs_concurrency(
                 )
             data[candidate][key] = y
     # a traffic group's series ("vLLM · short requests"): its candidate's colour, markers only, no line to
-    # the load points (a part of one load, at its own concurrency)
-    parent = {name: name.split(" · ")[0] for name in data if " · " in name and name.split(" · ")[0] in data}
+    # the load points (a part of one load, at its own concurrency); the group is the name's last part, so a
+    # candidate named "SGLang · H100" owns "SGLang · H100 · short requests"
+    parent = {name: name.rsplit(" · ", 1)[0] for name in data if " · " in name and name.rsplit(" · ", 1)[0] in data}
     palette.update({name: palette[owner] for name, owner in parent.items()})
     bars = _single_load(d["x"] for name, d in data.items() if name not in parent)
     fig, (ax_ttft, ax_tpot) = new_figure(title, simulated, size=(8.0, 3.6), ncols=2)

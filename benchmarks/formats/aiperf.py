@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats.base import Format, FormatError, Source
+from benchmarks.formats.base import Format, FormatError, Source, where_in
 from benchmarks.formats.common import (
     cancelled_mask,
     cap_depth,
@@ -25,6 +25,7 @@ from benchmarks.formats.common import (
     number,
     per_request_tpot,
     pooled_itl_mean,
+    refused,
     request_frame,
     stats_from_array,
 )
@@ -38,9 +39,10 @@ from benchmarks.formats.metric_table import (
     unit_scale,
 )
 from benchmarks.result import CANCELLED, LoadPoint, NormalizedResult
-from selection.domain.messages import Message
+from selection.domain.messages import Code, Message
 from selection.domain.messages import marked as _
 
+JSONL = "profile_export.jsonl"
 KNOWN_SCHEMAS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
 
 DEFINITIONS = {
@@ -79,9 +81,8 @@ def parse_json(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     doc = expect_object(source.json, "(root)")
     schema = doc.get("schema_version")
     if schema is not None and (not isinstance(schema, str) or schema not in KNOWN_SCHEMAS):
-        raise FormatError(
-            f"schema_version: unsupported aiperf schema {schema!r} (this parser reads {', '.join(KNOWN_SCHEMAS)})"
-        )
+        why = _("unsupported aiperf schema %(schema)s (this parser reads %(known)s)")
+        raise refused("schema_version", why, schema=repr(schema), known=", ".join(KNOWN_SCHEMAS))
     result = NormalizedResult(tool="aiperf", format="aiperf", definitions=dict(DEFINITIONS))
     version = doc.get("aiperf_version")
     result.tool_version = version if isinstance(version, str) else None
@@ -349,14 +350,14 @@ def read_jsonl_table(data: bytes | str) -> Any:
         return pa.Table.from_batches(list(reader), schema=reader.schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
         message = str(error).splitlines()[0]
-        raise FormatError(f"profile_export.jsonl: {message}") from None
+        raise FormatError(where_in(JSONL, Code(message))) from None  # pyarrow's reason, as pyarrow wrote it
 
 
 def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     table = read_jsonl_table(source.path or source.data)  # a stored file is read in blocks, never whole
     n = table.num_rows
     if n == 0:
-        raise FormatError("profile_export.jsonl: no records")
+        raise refused(JSONL, _("no records"))
     frame, starts, end_ns, keep = _jsonl_frame(table)
     result = NormalizedResult(tool="aiperf", format="aiperf-jsonl", definitions=dict(DEFINITIONS))
     result.metadata["layout"] = "aiperf profile_export.jsonl (per-request records)"
@@ -394,11 +395,12 @@ def _jsonl_frame(table: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         try:
             column.validate(full=True)  # pyarrow does not check UTF-8 while parsing
         except pa.ArrowInvalid:
-            raise FormatError(f"{name}: not valid UTF-8 text") from None
+            raise refused(name, _("not valid UTF-8 text")) from None
     start_ns = meta.field("request_start_ns")
     if start_ns.null_count:
         bad = int(np.flatnonzero(start_ns.is_null().to_numpy(zero_copy_only=False))[0])
-        raise FormatError(f"line {bad + 1}: metadata.request_start_ns: missing required key")
+        missing = where_in("metadata.request_start_ns", Message(_("missing required key")))
+        raise FormatError(where_in(Message(_("line %(n)s"), {"n": bad + 1}), missing))
     phase = meta.field("benchmark_phase")
     keep = pc.fill_null(pc.not_equal(phase, "warmup"), True).to_numpy(zero_copy_only=False)
 
@@ -454,7 +456,7 @@ def _jsonl_metric_ms(metrics: Any, name: str, time: bool) -> np.ndarray:
         return values
     units = pc.unique(column.field("unit").drop_null()).to_pylist()
     if len(units) > 1:
-        raise FormatError(f"metrics.{name}.unit: mixed units {units} across records")
+        raise refused(f"metrics.{name}.unit", _("mixed units %(units)s across records"), units=str(units))
     return values * (unit_scale(units[0], f"metrics.{name}.unit") if units else 1.0)
 
 

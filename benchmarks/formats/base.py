@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from benchmarks.result import NormalizedResult
-from selection.domain.messages import LABEL_SEPARATOR, Message
+from selection.domain.messages import CLAUSE_SEPARATOR, LABEL_SEPARATOR, Code, Message, pgettext
 from selection.domain.messages import marked as _
 
 MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
@@ -44,10 +44,10 @@ def reason_of(error: BaseException) -> str | Message:
 
 
 def where_in(prefix: str | Message, reason: str | Message) -> Message:
-    """`reason` under the place it refers to ("line 1: invalid JSON ..."), the separator in the reader's language."""
-    return Message(
-        "%(where)s%(separator)s%(reason)s", {"where": prefix, "separator": LABEL_SEPARATOR, "reason": reason}
-    )
+    """`reason` under the place it refers to ("line 1: invalid JSON ..."), the separator in the reader's language;
+    a key path (a string: "benchmarks[0].metrics") is shown as code."""
+    where = Code(prefix) if isinstance(prefix, str) else prefix
+    return Message("%(where)s%(separator)s%(reason)s", {"where": where, "separator": LABEL_SEPARATOR, "reason": reason})
 
 
 class AcceptedOnHead(Exception):
@@ -55,19 +55,24 @@ class AcceptedOnHead(Exception):
     the head looks like that format, and only the whole file could tell more."""
 
 
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
+# A JSON value's type as a refusal names it ("expected a list, got object"): English in the text, a word in the
+# reader's language on a page.
+JSON_TYPES = {
+    type(None): pgettext("JSON value type", "null"),
+    bool: pgettext("JSON value type", "boolean"),
+    int: pgettext("JSON value type", "number"),
+    float: pgettext("JSON value type", "number"),
+    str: pgettext("JSON value type", "string"),
+    list: pgettext("JSON value type", "list"),
+    dict: pgettext("JSON value type", "object"),
+}
+
+
+def type_name(value: Any) -> Message | str:
+    """The JSON type of `value` as a Message (`str()` is the English word); another Python type by its name."""
+    for kind in (type(None), bool, int, float, str, list, dict):
+        if isinstance(value, kind):
+            return JSON_TYPES[kind]
     return type(value).__name__
 
 
@@ -273,6 +278,10 @@ class UnrecognisedFormat(ValueError):
     def __init__(self, refusals: dict[str, str | Message], filename: str | None = None):
         self.reasons = dict(refusals)
         self.refusals = {name: str(reason) for name, reason in refusals.items()}
-        label = f"{filename!r}" if filename else "the file"
-        reasons = "; ".join(f"{name}: {reason}" for name, reason in refusals.items())
-        super().__init__(f"{label} is not a recognised benchmark result format. Tried {reasons}")
+        label = Code(repr(filename)) if filename else Message(_("the file"))
+        tried = CLAUSE_SEPARATOR.join(where_in(name, reason) for name, reason in refusals.items())
+        self.message = Message(
+            _("%(file)s is not a recognised benchmark result format. Tried %(reasons)s"),
+            {"file": label, "reasons": tried},
+        )
+        super().__init__(str(self.message))

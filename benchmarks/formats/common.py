@@ -26,29 +26,52 @@ from benchmarks.result import (
     concurrency_shortfall,
     is_cancelled,
 )
-from selection.domain.messages import Message
+from selection.domain.messages import Code, Message
 from selection.domain.messages import marked as _
 
 MAX_METADATA_DEPTH = 8
 
 
-def refused(path: str, msgid: str, **params: Any) -> FormatError:
-    """A FormatError at the key `path` whose reason is `msgid` with `params`, kept as a Message."""
-    return FormatError(where_in(path, Message(msgid, params)))
+def refused(path: str | Message, msgid: str, **params: Any) -> FormatError:
+    """A FormatError at `path` (a key path, or a place such as "CSV line 4, column …") whose reason is `msgid`
+    with `params`, kept as a Message. Text params are what the file holds (a value, a key, a column) or
+    identifiers (allowed keys): a page shows them as code."""
+    return FormatError(where_in(path, Message(msgid, coded(params))))
 
+
+def coded(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` with each plain string marked as code (`Code`); Messages and numbers unchanged."""
+    return {name: Code(value) if isinstance(value, str) else value for name, value in params.items()}
+
+
+def at(msgid: str, **params: Any) -> Message:
+    """A place in a file that is not a key path ("CSV line 4, column Benchmark / Strategy"), its text params as code."""
+    return Message(msgid, coded(params))
+
+
+# Places in a CSV file, and a CSV the csv module cannot read (its own reason, in English, as code).
+CSV_LINE = _("CSV line %(line)s")
+CSV_COLUMN = _("CSV line %(line)s, column %(column)s")
+UNREADABLE_CSV = _("unreadable CSV: %(error)s")
+LINE = _("line %(n)s")
+EXPECTED_OBJECT = _("expected an object, got %(type)s")
+EXPECTED_LIST = _("expected a list, got %(type)s")
+EXPECTED_NUMBERS = _("expected numbers, got %(type)s")
+EXPECTED_STRING = _("expected a string, got %(type)s")
+EXPECTED_BOOLEAN = _("expected a boolean, got %(type)s")
 
 # --- path-aware accessors -------------------------------------------------------------------
 
 
 def expect_object(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise refused(path, _("expected an object, got %(type)s"), type=type_name(value))
+        raise refused(path, EXPECTED_OBJECT, type=type_name(value))
     return value
 
 
 def expect_list(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
-        raise refused(path, _("expected a list, got %(type)s"), type=type_name(value))
+        raise refused(path, EXPECTED_LIST, type=type_name(value))
     return value
 
 
@@ -69,7 +92,7 @@ def number(value: Any, path: str, allow_none: bool = True, allow_inf: bool = Fal
     if value is None:
         if allow_none:
             return None
-        raise refused(path, _("expected a number, got %(type)s"), type="null")
+        raise refused(path, _("expected a number, got %(type)s"), type=type_name(None))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise refused(path, _("expected a number, got %(type)s"), type=type_name(value))
     number_ = float(value)
@@ -199,18 +222,19 @@ SLO_KEYS = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_ms"}
 
 
 def validate_slo(slo: dict[str, Any] | None) -> dict[str, float]:
+    """The latency budget checked key by key; a bad one is a FormatError (a ValueError) naming `slo.<key>`."""
     if not slo:
         return {}
     if not isinstance(slo, dict):
-        raise ValueError(f"slo: expected a dict, got {type_name(slo)}")
+        raise refused("slo", _("expected a dict, got %(type)s"), type=type_name(slo))
     cleaned = {}
     for key, value in slo.items():
         if key not in SLO_KEYS:
-            raise ValueError(f"slo.{key}: unknown SLO (allowed: {', '.join(SLO_KEYS)})")
+            raise refused(f"slo.{key}", _("unknown SLO (allowed: %(allowed)s)"), allowed=", ".join(SLO_KEYS))
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"slo.{key}: must be a positive number of ms, got {value!r}")
+            raise refused(f"slo.{key}", _("must be a positive number of ms, got %(value)s"), value=repr(value))
         cleaned[key] = float(value)
     return cleaned
 

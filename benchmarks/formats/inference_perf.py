@@ -56,7 +56,7 @@ PROM_DEFINITIONS = {
 
 def _doc(source: Source) -> Any:
     if source.head.lstrip()[:1] not in ("{", "["):
-        raise FormatError("not JSON")
+        raise FormatError(Message(_("not JSON")))
     return source.doc_with('"successes"', '"start_time"')
 
 

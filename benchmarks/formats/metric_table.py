@@ -13,8 +13,20 @@ import math
 from typing import Any
 
 from benchmarks.formats.base import FormatError, Source, type_name
-from benchmarks.formats.common import expect_object, finish, number, pooled_itl_mean
+from benchmarks.formats.common import (
+    CSV_LINE,
+    UNREADABLE_CSV,
+    at,
+    coded,
+    expect_object,
+    finish,
+    number,
+    pooled_itl_mean,
+    refused,
+)
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
+from selection.domain.messages import Message
+from selection.domain.messages import marked as _
 
 TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0}
 STAT_MAP = {"mean": "avg", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "max": "max"}
@@ -26,12 +38,18 @@ SUM_ROWS = ("Decode Duration", "Output Sequence Length")
 TIMED = ("Decode Duration",)
 
 
-def unit_scale(unit: Any, path: str) -> float:
+# Places in the `Metric,avg,...` table (table 1) and the `Metric,Value` tables: a line and its metric's name.
+TABLE_ROW = _("CSV table 1 line %(line)s (%(name)s)")
+TABLE_CELL = _("CSV table 1 line %(line)s (%(name)s), column %(column)s")
+VALUE_ROW = _("CSV Metric,Value table line %(line)s (%(name)s)")
+
+
+def unit_scale(unit: Any, path: str | Message) -> float:
     if not isinstance(unit, str):
-        raise FormatError(f"{path}: expected a unit string, got {type_name(unit)}")
+        raise refused(path, _("expected a unit string, got %(type)s"), type=type_name(unit))
     scale = TIME_UNITS.get(unit.strip().lower())
     if scale is None:
-        raise FormatError(f"{path}: unknown time unit {unit!r} (expected ns, us, ms or sec)")
+        raise refused(path, _("unknown time unit %(unit)s (expected ns, us, ms or sec)"), unit=repr(unit))
     return scale
 
 
@@ -107,12 +125,13 @@ def parse_metric_csv(
     try:
         tables = csv_tables(source.text)
     except csv.Error as error:
-        raise FormatError(f"unreadable CSV: {error}") from None
+        raise FormatError(Message(UNREADABLE_CSV, coded({"error": str(error)}))) from None
     if not tables:
-        raise FormatError("CSV: empty")
+        raise refused("CSV", _("empty"))
     header = tables[0][0]
     if header[:2] != ["Metric", "avg"]:
-        raise FormatError(f"CSV table 1: expected header 'Metric,avg,...', got {','.join(header[:3])!r}")
+        why = _("expected header 'Metric,avg,...', got %(header)s")
+        raise refused(at(_("CSV table 1")), why, header=repr(",".join(header[:3])))
     result = NormalizedResult(tool=tool, format=f"{tool}-csv", definitions=dict(definitions))
     point = LoadPoint(label=tool)
     sums = _read_stat_table(tables[0], point)
@@ -133,20 +152,21 @@ def _read_stat_table(table: list[list[str]], point: LoadPoint) -> dict[str, floa
     sums: dict[str, float] = {}
     for line, row in enumerate(table[1:], start=2):
         if len(row) != len(header):
-            raise FormatError(f"CSV table 1 line {line}: has {len(row)} columns, header has {len(header)}")
+            why = _("has %(n)s columns, header has %(width)s")
+            raise refused(at(_("CSV table 1 line %(line)s"), line=line), why, n=len(row), width=len(header))
         name, unit = unit_of(row[0])
         cells = dict(zip(header, row, strict=False))
         if name in SUM_ROWS:
             total = _cell(cells, "sum", line, row[0])
             if total is not None:
-                sums[name] = total * (unit_scale(unit, f"CSV table 1 line {line} ({row[0]})") if name in TIMED else 1.0)
+                sums[name] = total * (unit_scale(unit, at(TABLE_ROW, line=line, name=row[0])) if name in TIMED else 1.0)
         if name == "Effective Concurrency":  # aiperf: time-weighted requests in flight
             point.achieved_concurrency = _cell(cells, "avg", line, row[0])
             continue
         target = CSV_LATENCY.get(name)
         if target is None and name != "Inter Chunk Latency":
             continue
-        scale = unit_scale(unit, f"CSV table 1 line {line} ({row[0]})")
+        scale = unit_scale(unit, at(TABLE_ROW, line=line, name=row[0]))
         values = {}
         for ours, theirs in STAT_MAP.items():
             v = _cell(cells, theirs, line, row[0])
@@ -162,21 +182,20 @@ def _read_value_table(table: list[list[str]], point: LoadPoint, error_rate: floa
     """One `Metric,Value` table into `point`; returns the request error rate (a fraction) if it gives one."""
     for line, row in enumerate(table[1:], start=2):
         if len(row) < 2:
-            raise FormatError(f"CSV Metric,Value table line {line}: expected two columns")
+            raise refused(at(_("CSV Metric,Value table line %(line)s"), line=line), _("expected two columns"))
         name, unit = unit_of(row[0])
         try:
             value = float(row[1])
         except ValueError:
-            raise FormatError(
-                f"CSV Metric,Value table line {line} ({row[0]}): expected a number, got {row[1][:30]!r}"
-            ) from None
+            where = at(VALUE_ROW, line=line, name=row[0])
+            raise refused(where, _("expected a number, got %(type)s"), type=repr(row[1][:30])) from None
         if not math.isfinite(value):
-            raise FormatError(f"CSV Metric,Value table line {line} ({row[0]}): expected a finite number")
+            raise refused(at(VALUE_ROW, line=line, name=row[0]), _("expected a finite number"))
         key = name.lower()
         if key in VALUE_FIGURES:
             setattr(point, VALUE_FIGURES[key], value)
         elif key == "benchmark duration":
-            point.duration_s = value * unit_scale(unit or "sec", f"CSV line {line}") / 1000.0
+            point.duration_s = value * unit_scale(unit or "sec", at(CSV_LINE, line=line)) / 1000.0
         elif key in ("request count", "completed requests"):
             point.requests_completed = int(value)
         elif key == "completed requests (success + error)":
@@ -195,7 +214,8 @@ def _complete_point(
     """What the rows give together: an all-failed run, the failed count, the per-token ITL mean."""
     if point.ttft_ms.is_empty() and point.e2e_ms.is_empty():
         if "error_request_count" not in point.extra:
-            raise FormatError("CSV: no Time to First Token or Request Latency row, nor an Error Request Count")
+            why = _("no Time to First Token or Request Latency row, nor an Error Request Count")
+            raise refused("CSV", why)
         result.notes.append("every request failed: no latency rows in the CSV")
         if point.requests_completed is None:
             point.requests_completed = 0
@@ -221,9 +241,9 @@ def _cell(cells: dict[str, str], column: str, line: int, name: str) -> float | N
     try:
         value = float(raw)
     except ValueError:
-        raise FormatError(
-            f"CSV table 1 line {line} ({name}), column {column}: expected a number, got {raw[:30]!r}"
-        ) from None
+        where = at(TABLE_CELL, line=line, name=name, column=column)
+        raise refused(where, _("expected a number, got %(type)s"), type=repr(raw[:30])) from None
     if not math.isfinite(value):
-        raise FormatError(f"CSV table 1 line {line} ({name}), column {column}: expected a finite number, got {raw!r}")
+        where = at(TABLE_CELL, line=line, name=name, column=column)
+        raise refused(where, _("expected a finite number, got %(value)s"), value=repr(raw))
     return value

@@ -28,13 +28,16 @@ from typing import Any
 import numpy as np
 
 from benchmarks import verdicts as verdict_status
-from benchmarks.formats.base import Format, FormatError, Source, type_name
+from benchmarks.formats.base import Format, Source, type_name
 from benchmarks.formats.common import (
+    EXPECTED_BOOLEAN,
+    EXPECTED_STRING,
     expect_list,
     expect_object,
     finish,
     join,
     number,
+    refused,
     request_frame,
 )
 from benchmarks.result import (
@@ -100,14 +103,12 @@ def _string(doc: dict[str, Any], key: str, path: str, required: bool = False) ->
     value = doc.get(key)
     if value is None:
         if required:
-            raise FormatError(
-                f"{join(path, key)}: missing required key"
-                if key not in doc
-                else f"{join(path, key)}: expected a string, got null"
-            )
+            if key not in doc:
+                raise refused(join(path, key), _("missing required key"))
+            raise refused(join(path, key), EXPECTED_STRING, type=type_name(None))
         return None
     if not isinstance(value, str):
-        raise FormatError(f"{join(path, key)}: expected a string, got {type_name(value)}")
+        raise refused(join(path, key), EXPECTED_STRING, type=type_name(value))
     return value
 
 
@@ -117,7 +118,8 @@ def _stats(value: Any, path: str) -> Stats:
     value = expect_object(value, path)
     unknown = set(value) - set(STAT_KEYS)
     if unknown:
-        raise FormatError(f"{path}: unknown statistic {sorted(unknown)[0]!r} (allowed: {', '.join(STAT_KEYS)})")
+        why = _("unknown statistic %(name)s (allowed: %(allowed)s)")
+        raise refused(path, why, name=repr(sorted(unknown)[0]), allowed=", ".join(STAT_KEYS))
     return Stats(**{k: number(value.get(k), join(path, k)) for k in STAT_KEYS})
 
 
@@ -125,28 +127,28 @@ def _point(value: Any, path: str) -> LoadPoint:
     value = expect_object(value, path)
     unknown = set(value) - POINT_KEYS
     if unknown:
-        raise FormatError(f"{join(path, sorted(unknown)[0])}: unknown key")
+        raise refused(join(path, sorted(unknown)[0]), _("unknown key"))
     point = LoadPoint()
     label = value.get("label", "")
     if not isinstance(label, str):
-        raise FormatError(f"{join(path, 'label')}: expected a string, got {type_name(label)}")
+        raise refused(join(path, "label"), EXPECTED_STRING, type=type_name(label))
     point.label = label
     for key in POINT_NUMBERS:
         setattr(point, key, number(value.get(key), join(path, key)))
     for key in POINT_INTS:
         n = number(value.get(key), join(path, key))
         if n is not None and (n != int(n) or n < 0):
-            raise FormatError(f"{join(path, key)}: expected a non-negative integer, got {value[key]!r}")
+            raise refused(join(path, key), _("expected a non-negative integer, got %(value)s"), value=repr(value[key]))
         setattr(point, key, None if n is None else int(n))
     for fraction in ("error_rate", "slo_attainment"):
         v = getattr(point, fraction)
         if v is not None and not 0 <= v <= 1:
-            raise FormatError(f"{join(path, fraction)}: must be between 0 and 1, got {v}")
+            raise refused(join(path, fraction), _("must be between 0 and 1, got %(value)s"), value=str(v))
     for metric in LATENCY_METRICS:
         setattr(point, metric, _stats(value.get(metric), join(path, metric)))
     bound = value.get("client_bound")
     if bound is not None and not isinstance(bound, bool):
-        raise FormatError(f"{join(path, 'client_bound')}: expected a boolean, got {type_name(bound)}")
+        raise refused(join(path, "client_bound"), EXPECTED_BOOLEAN, type=type_name(bound))
     point.client_bound = bound
     extra = value.get("extra") or {}
     point.extra = dict(expect_object(extra, join(path, "extra")))
@@ -157,24 +159,25 @@ def _requests(value: Any, n_points: int) -> Any:
     value = expect_object(value, "requests")
     unknown = set(value) - set(REQUEST_COLUMNS)
     if unknown:
-        raise FormatError(f"requests.{sorted(unknown)[0]}: unknown column (allowed: {', '.join(REQUEST_COLUMNS)})")
+        why = _("unknown column (allowed: %(allowed)s)")
+        raise refused(f"requests.{sorted(unknown)[0]}", why, allowed=", ".join(REQUEST_COLUMNS))
     lengths = {k: len(expect_list(v, f"requests.{k}")) for k, v in value.items()}
     if not lengths:
         return None
     n = next(iter(lengths.values()))
     for key, length in lengths.items():
         if length != n:
-            raise FormatError(f"requests.{key}: has {length} rows, other columns have {n}")
+            raise refused(f"requests.{key}", _("has %(rows)s rows, other columns have %(n)s"), rows=length, n=n)
     columns: dict[str, Any] = {}
     for key, items in value.items():
         path = f"requests.{key}"
         if key in NUMERIC_COLUMNS or key == "point":
             for i, item in enumerate(items):
                 if item is not None and (isinstance(item, bool) or not isinstance(item, (int, float))):
-                    raise FormatError(f"{path}[{i}]: expected a number or null, got {type_name(item)}")
+                    raise refused(f"{path}[{i}]", _("expected a number or null, got %(type)s"), type=type_name(item))
             array = np.array([np.nan if v is None else v for v in items], dtype=float)
             if np.isinf(array).any():
-                raise FormatError(f"{path}: non-finite number")
+                raise refused(path, _("non-finite number"))
             if key == "point":
                 if (
                     np.isnan(array).any()
@@ -182,18 +185,19 @@ def _requests(value: Any, n_points: int) -> Any:
                     or (array < 0).any()
                     or (array >= max(n_points, 1)).any()
                 ):
-                    raise FormatError(f"{path}: every row must name a point index 0..{n_points - 1}")
+                    why = _("every row must name a point index 0..%(last)s")
+                    raise refused(path, why, last=n_points - 1)
                 array = array.astype(np.int32)
             columns[key] = array
         elif key == "ok":
             for i, item in enumerate(items):
                 if not isinstance(item, bool):
-                    raise FormatError(f"{path}[{i}]: expected a boolean, got {type_name(item)}")
+                    raise refused(f"{path}[{i}]", EXPECTED_BOOLEAN, type=type_name(item))
             columns[key] = np.array(items, dtype=bool)
         else:
             for i, item in enumerate(items):
                 if item is not None and not isinstance(item, str):
-                    raise FormatError(f"{path}[{i}]: expected a string or null, got {type_name(item)}")
+                    raise refused(f"{path}[{i}]", _("expected a string or null, got %(type)s"), type=type_name(item))
             columns[key] = np.array(items, dtype=object)
     return request_frame(columns, n)
 
@@ -205,7 +209,8 @@ def _timeseries(doc: dict[str, Any]) -> dict[str, Any]:
         for i, pair in enumerate(expect_list(series, f"timeseries.{name}")):
             pair = expect_list(pair, f"timeseries.{name}[{i}]")
             if len(pair) != 2:
-                raise FormatError(f"timeseries.{name}[{i}]: expected [t_s, value], got {len(pair)} items")
+                why = _("expected [t_s, value], got %(n)s items")
+                raise refused(f"timeseries.{name}[{i}]", why, n=len(pair))
             for j, item in enumerate(pair):
                 number(item, f"timeseries.{name}[{i}][{j}]", allow_none=False)
     return timeseries
@@ -217,19 +222,18 @@ def _verdicts(doc: dict[str, Any]) -> list[Any]:
     for i, verdict in enumerate(verdicts):
         verdict = expect_object(verdict, f"verdicts[{i}]")
         if not isinstance(verdict.get("name"), str):
-            raise FormatError(f"verdicts[{i}].name: expected a string, got {type_name(verdict.get('name'))}")
+            raise refused(f"verdicts[{i}].name", EXPECTED_STRING, type=type_name(verdict.get("name")))
         status = verdict.get("status")
         if status is not None and status not in verdict_status.STATUSES:
-            raise FormatError(
-                f"verdicts[{i}].status: expected one of {', '.join(verdict_status.STATUSES)}, got {status!r}"
-            )
+            why = _("expected one of %(allowed)s, got %(value)s")
+            raise refused(f"verdicts[{i}].status", why, allowed=", ".join(verdict_status.STATUSES), value=repr(status))
         passed = verdict.get("passed")
         if not isinstance(passed, bool) and not (passed is None and status is not None):
-            raise FormatError(
-                f"verdicts[{i}].passed: expected a boolean (or null with a status), got {type_name(passed)}"
-            )
+            why = _("expected a boolean (or null with a status), got %(type)s")
+            raise refused(f"verdicts[{i}].passed", why, type=type_name(passed))
         if status is not None and passed is not (True if status == "pass" else False if status == "fail" else None):
-            raise FormatError(f"verdicts[{i}].passed: {passed!r} contradicts status {status!r}")
+            why = _("%(passed)s contradicts status %(status)s")
+            raise refused(f"verdicts[{i}].passed", why, passed=repr(passed), status=repr(status))
     return verdicts
 
 
@@ -238,19 +242,21 @@ def validate(doc: Any) -> NormalizedResult:
     doc = expect_object(doc, "(root)")
     for key in REQUIRED:
         if key not in doc:
-            raise FormatError(f"{key}: missing required key")
+            raise refused(key, _("missing required key"))
     schema = doc["schema"]
     if schema != NATIVE_SCHEMA:
-        raise FormatError(f"schema: unsupported version {schema!r} (this kvselect reads {NATIVE_SCHEMA})")
+        why = _("unsupported version %(version)s (this kvselect reads %(schema)s)")
+        raise refused("schema", why, version=repr(schema), schema=NATIVE_SCHEMA)
     unknown = set(doc) - TOP_KEYS
     if unknown:
-        raise FormatError(f"{sorted(unknown)[0]}: unknown key in {NATIVE_SCHEMA}")
+        raise refused(sorted(unknown)[0], _("unknown key in %(schema)s"), schema=NATIVE_SCHEMA)
     evidence = doc["evidence"]
     if evidence not in ("MEASURED", "SIMULATED"):
-        raise FormatError(f"evidence: must be MEASURED or SIMULATED, got {evidence!r}")
+        raise refused("evidence", _("must be MEASURED or SIMULATED, got %(value)s"), value=repr(evidence))
     test = doc.get("test")
     if test is not None and test not in TEST_IDS:
-        raise FormatError(f"test: must be one of {', '.join(TEST_IDS)}, got {test!r}")
+        why = _("must be one of %(allowed)s, got %(value)s")
+        raise refused("test", why, allowed=", ".join(TEST_IDS), value=repr(test))
     result = NormalizedResult(
         tool=_string(doc, "tool", "", required=True),
         format="native",
@@ -262,7 +268,7 @@ def validate(doc: Any) -> NormalizedResult:
     definitions = expect_object(doc.get("definitions") or {}, "definitions")
     for key, value in definitions.items():
         if not isinstance(value, str):
-            raise FormatError(f"definitions.{key}: expected a string, got {type_name(value)}")
+            raise refused(f"definitions.{key}", EXPECTED_STRING, type=type_name(value))
     result.definitions = dict(definitions)
     points = expect_list(doc["points"], "points")
     result.points = [_point(p, f"points[{i}]") for i, p in enumerate(points)]
@@ -273,11 +279,11 @@ def validate(doc: Any) -> NormalizedResult:
     notes = expect_list(doc.get("notes") or [], "notes")
     for i, note in enumerate(notes):
         if not isinstance(note, str):
-            raise FormatError(f"notes[{i}]: expected a string, got {type_name(note)}")
+            raise refused(f"notes[{i}]", EXPECTED_STRING, type=type_name(note))
     result.notes = list(notes)
     partial = doc.get("partial", False)
     if not isinstance(partial, bool):
-        raise FormatError(f"partial: expected a boolean, got {type_name(partial)}")
+        raise refused("partial", EXPECTED_BOOLEAN, type=type_name(partial))
     result.partial = partial
     if doc.get("requests") is not None:
         result.requests = _requests(doc["requests"], len(result.points))

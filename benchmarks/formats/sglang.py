@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.formats.base import Format, FormatError, Source, decode_json, reason_of, type_name
+from benchmarks.formats.common import EXPECTED_OBJECT, LINE, refused
 from benchmarks.formats.vllm import parse_serving_docs
 from benchmarks.result import NormalizedResult
 from selection.domain.messages import Message
@@ -37,14 +38,14 @@ def _lines(source: Source, strict: bool) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        value = decode_json(line, allow_nonfinite=True, where=Message(_("line %(n)s"), {"n": number}))
+        value = decode_json(line, allow_nonfinite=True, where=Message(LINE, {"n": number}))
         if not isinstance(value, dict):
-            raise FormatError(f"line {number}: expected an object, got {type_name(value)}")
+            raise refused(Message(LINE, {"n": number}), EXPECTED_OBJECT, type=type_name(value))
         docs.append(value)
         if not strict:
             break
     if not docs:
-        raise FormatError("empty file")
+        raise FormatError(Message(_("empty file")))
     return docs
 
 
@@ -84,7 +85,7 @@ def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     except FormatError:
         doc = source.json_lenient
         if not isinstance(doc, dict):
-            raise FormatError(f"(root): expected an object, got {type_name(doc)}") from None
+            raise refused("(root)", EXPECTED_OBJECT, type=type_name(doc)) from None
         docs = [doc]
     return parse_serving_docs(docs, "sglang", DEFINITIONS, slo)
 

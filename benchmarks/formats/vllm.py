@@ -29,6 +29,11 @@ import numpy as np
 
 from benchmarks.formats.base import Format, FormatError, Source, decode_json, reason_of, type_name
 from benchmarks.formats.common import (
+    EXPECTED_LIST,
+    EXPECTED_NUMBERS,
+    EXPECTED_OBJECT,
+    EXPECTED_STRING,
+    LINE,
     cap_depth,
     expect_object,
     finish,
@@ -40,6 +45,7 @@ from benchmarks.formats.common import (
     number,
     per_request_tpot,
     pooled_itl_mean,
+    refused,
     request_frame,
     stats_from_array,
 )
@@ -123,6 +129,9 @@ def sniff(source: Source) -> str | Message | None:
     return None
 
 
+ENTRIES_BUT_TTFTS = _("has %(entries)s entries but ttfts has %(n)s")
+
+
 def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
     """The object(s) in the file: one, or several appended by --append-result."""
     try:
@@ -130,7 +139,7 @@ def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
         if isinstance(doc, dict):
             return [doc]
         if strict:
-            raise FormatError(f"(root): expected an object, got {type_name(doc)}")
+            raise refused("(root)", EXPECTED_OBJECT, type=type_name(doc))
         return None
     except FormatError as error:
         if "Extra data" not in str(error):
@@ -140,11 +149,11 @@ def _documents(source: Source, strict: bool) -> list[dict[str, Any]] | None:
     docs = []
     for lineno, line in enumerate(source.text.splitlines(), start=1):
         if line.strip():
-            value = decode_json(line, where=Message(_("line %(n)s"), {"n": lineno}))
+            value = decode_json(line, where=Message(LINE, {"n": lineno}))
             if not isinstance(value, dict):
                 if not strict:
                     return None
-                raise FormatError(f"line {lineno}: expected an object, got {type_name(value)}")
+                raise refused(Message(LINE, {"n": lineno}), EXPECTED_OBJECT, type=type_name(value))
             docs.append(value)
     return docs or None
 
@@ -155,7 +164,7 @@ def parse(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     else:
         docs = _documents(source, strict=True)
         if not docs:
-            raise FormatError("(root): no JSON object found")
+            raise refused("(root)", _("no JSON object found"))
     return parse_serving_docs(docs, "vllm", DEFINITIONS, slo)
 
 
@@ -194,9 +203,9 @@ def _read_large(data: bytes) -> dict[str, Any]:
             parse_options=pj.ParseOptions(newlines_in_values=True),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
-        raise FormatError(f"(root): unreadable JSON ({str(error).splitlines()[0]})") from None
+        raise refused("(root)", _("unreadable JSON (%(error)s)"), error=str(error).splitlines()[0]) from None
     if table.num_rows != 1:
-        raise FormatError(f"(root): expected one JSON object, found {table.num_rows}")
+        raise refused("(root)", _("expected one JSON object, found %(n)s"), n=table.num_rows)
     doc: dict[str, Any] = {}  # per-request lists become ("arrays", numpy...) tuples
     arrays: dict[str, Any] = {}
     for name in table.column_names:
@@ -210,26 +219,27 @@ def _read_large(data: bytes) -> dict[str, Any]:
         if name in ("generated_texts", "queue_times"):
             continue
         if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type):
-            raise FormatError(f"{name}: expected a list, got {column.type}")
+            raise refused(name, EXPECTED_LIST, type=str(column.type))
         values = column.values  # the one row's list
         if name == "itls":
             if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
-                raise FormatError(f"itls: expected a list of lists, got list of {values.type}")
+                raise refused("itls", _("expected a list of lists, got list of %(type)s"), type=str(values.type))
             offsets = values.offsets.to_numpy(zero_copy_only=False)
             counts = np.diff(offsets)
             flat = values.flatten()
             if not (pa.types.is_floating(flat.type) or pa.types.is_integer(flat.type) or pa.types.is_null(flat.type)):
-                raise FormatError(f"itls: expected numbers, got {flat.type}")
+                raise refused("itls", EXPECTED_NUMBERS, type=str(flat.type))
             doc["itls"] = ("arrays", flat.to_numpy(zero_copy_only=False).astype(float, copy=False), counts)
         elif name == "errors":
             if not (pa.types.is_string(values.type) or pa.types.is_null(values.type)):
-                raise FormatError(f"errors: expected strings, got {values.type}")
+                raise refused("errors", _("expected strings, got %(type)s"), type=str(values.type))
             doc["errors"] = ("arrays", values)
         else:
             if not (
                 pa.types.is_floating(values.type) or pa.types.is_integer(values.type) or pa.types.is_null(values.type)
             ):
-                raise FormatError(f"{name}: expected a list of numbers, got list of {values.type}")
+                why = _("expected a list of numbers, got list of %(type)s")
+                raise refused(name, why, type=str(values.type))
             doc[name] = ("arrays", values.to_numpy(zero_copy_only=False).astype(float, copy=False))
     return doc
 
@@ -244,10 +254,10 @@ def _float_array(doc: dict[str, Any], key: str, path: str) -> np.ndarray | None:
     if isinstance(value, tuple) and value and value[0] == "arrays":
         return value[1]
     if not isinstance(value, list):
-        raise FormatError(f"{join(path, key)}: expected a list, got {type_name(value)}")
+        raise refused(join(path, key), EXPECTED_LIST, type=type_name(value))
     for i, item in enumerate(value):
         if item is not None and (isinstance(item, bool) or not isinstance(item, (int, float))):
-            raise FormatError(f"{join(path, key)}[{i}]: expected a number, got {type_name(item)}")
+            raise refused(f"{join(path, key)}[{i}]", _("expected a number, got %(type)s"), type=type_name(item))
     return np.array([np.nan if v is None else v for v in value], dtype=float)
 
 
@@ -258,18 +268,18 @@ def _itl_arrays(doc: dict[str, Any], path: str) -> tuple[np.ndarray, np.ndarray]
     if isinstance(value, tuple) and value and value[0] == "arrays":
         return value[1], value[2]
     if not isinstance(value, list):
-        raise FormatError(f"{join(path, 'itls')}: expected a list, got {type_name(value)}")
+        raise refused(join(path, "itls"), EXPECTED_LIST, type=type_name(value))
     counts = np.empty(len(value), dtype=np.int64)
     for i, row in enumerate(value):
         if not isinstance(row, list):
-            raise FormatError(f"{join(path, 'itls')}[{i}]: expected a list, got {type_name(row)}")
+            raise refused(f"{join(path, 'itls')}[{i}]", EXPECTED_LIST, type=type_name(row))
         counts[i] = len(row)
     flat = [x for row in value for x in row]
     for i, item in enumerate(flat):
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             # locate the offending row for the message
             row = int(np.searchsorted(np.cumsum(counts), i, side="right"))
-            raise FormatError(f"{join(path, 'itls')}[{row}]: expected numbers, got {type_name(item)}")
+            raise refused(f"{join(path, 'itls')}[{row}]", EXPECTED_NUMBERS, type=type_name(item))
     return np.asarray(flat, dtype=float), counts
 
 
@@ -289,14 +299,14 @@ def _errors(doc: dict[str, Any], path: str, n: int) -> tuple[np.ndarray, list[An
             messages = np.full(len(arr), None, dtype=object)
         return ok, messages
     if not isinstance(value, list):
-        raise FormatError(f"{join(path, 'errors')}: expected a list, got {type_name(value)}")
+        raise refused(join(path, "errors"), EXPECTED_LIST, type=type_name(value))
     ok = np.ones(len(value), dtype=bool)
     messages: list[Any] = [None] * len(value)
     for i, item in enumerate(value):
         if item is None or item == "":
             continue
         if not isinstance(item, str):
-            raise FormatError(f"{join(path, 'errors')}[{i}]: expected a string, got {type_name(item)}")
+            raise refused(f"{join(path, 'errors')}[{i}]", EXPECTED_STRING, type=type_name(item))
         ok[i] = False
         messages[i] = item
     return ok, np.asarray(messages, dtype=object)
@@ -335,7 +345,7 @@ def _rate(value: Any, path: str) -> float | None:
     if value is None or value in ("inf", "Infinity", "trace"):
         return None
     if isinstance(value, str):
-        raise FormatError(f'{path}: expected a number or "inf", got {value!r}')
+        raise refused(path, _("expected a number or %(inf)s, got %(value)s"), inf='"inf"', value=repr(value))
     rate = number(value, path, allow_inf=True)
     return None if rate is None or math.isinf(rate) else rate
 
@@ -364,7 +374,7 @@ def _summary_point(
     """The load point the tool's summary figures give, and the file's total output tokens."""
     for key in ("duration", "completed"):
         if key not in doc:
-            raise FormatError(f"{join(path, key)}: missing required key")
+            raise refused(join(path, key), _("missing required key"))
     duration = get_number(doc, "duration", path, required=True)
     completed = get_int(doc, "completed", path, required=True)
     failed = get_int(doc, "failed", path)
@@ -459,9 +469,9 @@ def _request_lists(doc: dict[str, Any], path: str) -> _RequestLists | None:
         ("start_times", start_times),
     ):
         if array is not None and len(array) != n:
-            raise FormatError(f"{join(path, key)}: has {len(array)} entries but ttfts has {n}")
+            raise refused(join(path, key), ENTRIES_BUT_TTFTS, entries=len(array), n=n)
     if itls is not None and len(itls[1]) != n:
-        raise FormatError(f"{join(path, 'itls')}: has {len(itls[1])} entries but ttfts has {n}")
+        raise refused(join(path, "itls"), ENTRIES_BUT_TTFTS, entries=len(itls[1]), n=n)
     return _RequestLists(ttfts, output_lens, input_lens, latencies, start_times, itls)
 
 
@@ -571,7 +581,7 @@ def _per_request(
     n = lists.n
     errors = _errors(doc, path, n)
     if errors is not None and len(errors[0]) != n:
-        raise FormatError(f"{join(path, 'errors')}: has {len(errors[0])} entries but ttfts has {n}")
+        raise refused(join(path, "errors"), ENTRIES_BUT_TTFTS, entries=len(errors[0]), n=n)
     ok = (
         errors[0]
         if errors is not None

@@ -14,10 +14,8 @@ Seeds a throwaway SQLite database like `benchmarks.perf.pages`, scores it once, 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 
 
@@ -62,30 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args(argv)
 
-    var = tempfile.mkdtemp(prefix="kvselect-freshness-")
-    os.environ.update(
-        {
-            "KVSELECT_VAR_DIR": var,
-            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-only"),
-            "DATABASE_URL": f"sqlite:///{var}/bench.sqlite3",
-            "CELERY_TASK_ALWAYS_EAGER": "0",
-            "LOG_LEVEL": "ERROR",
-        }
-    )
-    os.environ.pop("CELERY_BROKER_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
+    from benchmarks.perf.pages import seed, set_up_django
 
-    django.setup()
-    from django.core.management import call_command
+    set_up_django("kvselect-freshness-", LOG_LEVEL="ERROR")
     from django.test import Client
     from django.urls import reverse
 
-    from benchmarks.perf.pages import seed
     from selection.scoring import services, views
     from selection.scoring.services import refresh_scores, scores_state
 
-    call_command("migrate", verbosity=0)
     selection, _candidate, _run = seed(args.candidates, args.runs)
     assert refresh_scores(selection.pk) == "", "the seeded selection must score"
     client = Client()

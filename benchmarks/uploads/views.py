@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -16,7 +18,7 @@ from benchmarks.storage import StorageFailure
 from benchmarks.uploads.forms import ResultUploadForm, UploadTokenForm
 from benchmarks.uploads.quality import confirm_as_evidence
 from benchmarks.uploads.tokens import create_upload_token, revoke_upload_token
-from selection.i18n import message_text
+from selection.i18n import message_html
 from selection.models import Selection, UploadToken
 from selection.selectors import compared_candidates
 from selection.web import action_of, attach_service_errors, get_selection, page_context, page_url, require_edit
@@ -156,11 +158,12 @@ def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | 
             idempotency_key=data.get("idempotency_key") or "",
         )
     except IngestError as error:
-        form.add_error(error.field if error.field in UPLOAD_FIELDS else None, message_text(reason_of(error)))
+        form.add_error(error.field if error.field in UPLOAD_FIELDS else None, message_html(reason_of(error)))
     except ValueError as error:  # the parsers: UnrecognisedFormat (with .refusals) or FormatError
-        # each format's reason in the page's language (a Message where the parser wrote one; walk m11)
+        # each format's reason in the page's language (a Message where the parser wrote one; walk m11), the
+        # key paths and the values quoted from the file as code
         reasons = getattr(error, "reasons", None) or getattr(error, "refusals", None) or {}
-        refusals = {name: message_text(reason) for name, reason in reasons.items()}
+        refusals = {name: message_html(reason) for name, reason in reasons.items()}
         if refusals:
             form.add_error(
                 "file",
@@ -171,11 +174,9 @@ def _ingest_form(form: ResultUploadForm, uploader: str) -> tuple[BenchmarkRun | 
                 ),
             )
         else:
-            form.add_error(
-                "file",
-                _("The file was recognised but could not be read: %(error)s. Nothing was stored.")
-                % {"error": message_text(reason_of(error))},
-            )
+            unreadable = _("The file was recognised but could not be read: %(error)s. Nothing was stored.")
+            why = message_html(reason_of(error))
+            form.add_error("file", mark_safe(conditional_escape(unreadable) % {"error": why}))  # both parts escaped
         return None, False, refusals
     else:
         return run, created, None

@@ -24,6 +24,7 @@ from benchmarks.harness import nvml
 from benchmarks.validation.target import candidate_urls, lenient_resolver, refused_urls
 from selection.domain import catalog as catalog_domain
 from selection.domain import provenance
+from selection.i18n import clauses, message_text
 from selection.models import Candidate, Constraints
 from selection.secretbox import decrypt
 
@@ -170,9 +171,17 @@ def run_identity(run: Any) -> dict[str, Any]:
     return {}
 
 
+# what the evidence shows, with the runs that show it: "1× H100 (80 GiB) (run-1, run-2 · SIMULATED)"
+SHOWN_BY_RUNS = gettext_noop("%(what)s (%(runs)s)")
+
+
 def _runs_label(runs: list[Any]) -> str:
     simulated = any(getattr(r, "is_simulated", False) for r in runs)
     return ", ".join(f"run-{r.pk}" for r in runs) + (" · SIMULATED" if simulated else "")
+
+
+def _shown_by(what: str, runs: str) -> str:
+    return _(SHOWN_BY_RUNS) % {"what": what, "runs": runs}
 
 
 def evidence_provenance(candidate: Candidate, runs: list[Any]) -> dict[str, Any]:
@@ -187,14 +196,14 @@ def evidence_provenance(candidate: Candidate, runs: list[Any]) -> dict[str, Any]
     flags: list[str] = []
     for run in mine:
         identity = run_identity(run)
-        described = provenance.validated_on(identity.get("gpu"))
+        described = message_text(provenance.validated_on_message(identity.get("gpu")))  # in the active language
         if described:
             hardware.setdefault(described, []).append(run)
         for finding in findings_for(candidate, identity):
             if finding["code"] != provenance.CONTEXT_SHORT:
-                flags.append(f"{finding_text(finding)} (run-{run.pk})")
+                flags.append(_shown_by(finding_text(finding), f"run-{run.pk}"))
     if hardware:
-        validated = "; ".join(f"{gpu} ({_runs_label(rs)})" for gpu, rs in hardware.items())
+        validated = clauses(_shown_by(gpu, _runs_label(rs)) for gpu, rs in hardware.items())
         statement = _("Validated on %(validated)s; target %(target)s.") % {"validated": validated, "target": target}
     else:
         statement = _(

@@ -21,11 +21,15 @@ from benchmarks.models import BenchmarkRun
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity.base import CapacityError
 from selection.domain.messages import Message
+from selection.i18n import message_text
 from selection.models import Candidate
 
 # where an engine-stated capacity read from a run's metrics comes from, as the page shows it in its
 # language (the metric expression itself is shown apart, as code)
 ENGINE_METRICS_OF_RUN = gettext_noop("engine metrics of run %(run)s")
+# and from an engine's start-up log (the worker's, after a run it launched; or one an architect pasted)
+ENGINE_LOG_OF_RUN = gettext_noop("engine log of run %(run)s")
+ENGINE_LOG_PASTED = gettext_noop("engine log pasted by %(user)s on %(date)s")
 
 
 def measured_capacity(candidate: Candidate) -> dict[str, Any]:
@@ -56,9 +60,20 @@ def measured_capacity(candidate: Candidate) -> dict[str, Any]:
     return {}
 
 
-def stated_label(measured: dict[str, Any]) -> str:
-    """How an engine-stated capacity reads in the record: "engine-stated: <source>", SIMULATED marked."""
+def stated_label(measured: dict[str, Any]) -> dict[str, Any]:
+    """How an engine-stated capacity reads in the record, in the active language: the label in words
+    ("engine-stated: engine metrics of run 4"), the metric expression it was read from apart (the record
+    sets it as code: "vllm:cache_config_info num_gpu_blocks 27809 x block_size 16") and whether the run
+    was SIMULATED; {} when the engine stated none. A capacity stored before its source was a message
+    reads as stored."""
     if not measured.get("token_capacity"):
-        return ""
-    label = _("engine-stated: %(source)s") % {"source": measured.get("source") or measured.get("stated_by", "")}
-    return label + (" (SIMULATED)" if measured.get("evidence") == "SIMULATED" else "")
+        return {}
+    if measured.get("source_message"):
+        source, metric = message_text(measured["source_message"]), measured.get("metric_source") or ""
+    else:
+        source, metric = measured.get("source") or measured.get("stated_by", ""), ""
+    return {
+        "source": _("engine-stated: %(source)s") % {"source": source},
+        "metric": metric,
+        "simulated": measured.get("evidence") == "SIMULATED",
+    }

@@ -17,9 +17,11 @@ from django.utils.translation import gettext as _
 from benchmarks.models import BenchmarkRun
 from benchmarks.result import MEASURED
 from selection.audit import audit
+from selection.capacity.measured import ENGINE_LOG_OF_RUN, ENGINE_LOG_PASTED
 from selection.capacity.plans import plan_for_candidate
 from selection.domain.capacity.base import CapacityError
 from selection.domain.capacity.measured import parse_engine_capacity_log
+from selection.domain.messages import Message
 from selection.models import Candidate
 from selection.selectors import require_editor
 from selection.tasks import schedule_rescoring
@@ -31,7 +33,8 @@ def record_measured_capacity(candidate: Candidate, log_text: str, run: Benchmark
     found = parse_engine_capacity_log(log_text)
     if not found.get("kv_cache_tokens"):
         return None
-    measured = stated_in_log(candidate, found, source=f"engine log of run {run.pk}", run_ids=[run.pk])
+    source = Message(ENGINE_LOG_OF_RUN, {"run": run.pk})
+    measured = stated_in_log(candidate, found, source=source, run_ids=[run.pk])
     measured["evidence"] = run.evidence
     with transaction.atomic():
         Candidate.objects.filter(pk=candidate.pk).update(measured_capacity=measured)
@@ -39,12 +42,16 @@ def record_measured_capacity(candidate: Candidate, log_text: str, run: Benchmark
     return measured
 
 
-def stated_in_log(candidate: Candidate, found: dict[str, Any], *, source: str, run_ids: list[int]) -> dict[str, Any]:
-    """The candidate's engine-stated capacity from a parsed start-up log, with the prediction beside it."""
+def stated_in_log(
+    candidate: Candidate, found: dict[str, Any], *, source: Message, run_ids: list[int]
+) -> dict[str, Any]:
+    """The candidate's engine-stated capacity from a parsed start-up log, with the prediction beside it; its
+    source in English and as a message (`source_message`) that pages and records render in their language."""
     measured = {
         "token_capacity": found["kv_cache_tokens"],
         "stated_by": "engine log",
-        "source": source,
+        "source": str(source),
+        "source_message": source.to_dict(),
         "run_ids": run_ids,
         "evidence": MEASURED,
         **{k: v for k, v in found.items() if k != "kv_cache_tokens"},
@@ -101,7 +108,7 @@ def state_capacity_from_log(*, candidate: Candidate, user, log_text: str) -> dic
                 }
             }
         )
-    source = f"engine log pasted by {user.get_username()} on {timezone.now():%Y-%m-%d}"
+    source = Message(ENGINE_LOG_PASTED, {"user": user.get_username(), "date": f"{timezone.now():%Y-%m-%d}"})
     measured = stated_in_log(candidate, found, source=source, run_ids=[])
     old = candidate.measured_capacity or None
     Candidate.objects.filter(pk=candidate.pk).update(measured_capacity=measured)
@@ -113,6 +120,6 @@ def state_capacity_from_log(*, candidate: Candidate, user, log_text: str) -> dic
         "candidate.capacity_stated",
         field=f"candidate:{candidate.pk}",
         old=old,
-        new={"token_capacity": measured["token_capacity"], "source": source, "engine": found.get("engine")},
+        new={"token_capacity": measured["token_capacity"], "source": str(source), "engine": found.get("engine")},
     )
     return measured

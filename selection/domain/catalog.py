@@ -272,6 +272,48 @@ def memory_default(slug: str, version: str | None = None) -> tuple[float, Messag
     )
 
 
+# Where a fact's note says the catalog read it: "<field> in the <version> wheel metadata", "<field> in
+# <file>", then a remark after "; ". The field ("License-Expression: Apache-2.0") is quoted from the
+# source and set as code; where it was read and the remark are sentences, shown in the reader's language.
+READ_IN_WHEEL = _("in the %(version)s wheel metadata")
+READ_IN_FILE = _("in %(file)s")
+# the catalog's remarks after a licence field (their English is their msgid)
+LICENCE_REMARKS = (_("some C++ batch-manager headers carry the NVIDIA TensorRT Source Code License"),)
+_READ_IN = re.compile(r"^(?P<field>[A-Za-z-]+: [^;]+?) in (?P<where>[^;]+?)(?:; (?P<remark>.+))?$")
+_WHEEL = re.compile(r"^the (?P<version>\S+) wheel metadata$")
+_FILE = re.compile(r"^[\w./-]+\.\w+$")
+
+
+@dataclass(frozen=True)
+class ReadNote:
+    """A fact's note taken apart: the quoted field (code), where it was read and a remark (messages)."""
+
+    field: str
+    where: Message
+    remark: Message | None = None
+
+
+def read_note(note: str | None) -> ReadNote | None:
+    """The note of a fact read from a package or a file ("License-Expression: Apache-2.0 in the 0.11.0
+    wheel metadata") taken apart, so that a reader sees the field as code and the rest in their language;
+    None for any other note (shown as written)."""
+    match = _READ_IN.match((note or "").strip())
+    if match is None:
+        return None
+    where = match["where"].strip()
+    wheel = _WHEEL.match(where)
+    if wheel is not None:
+        message = Message(READ_IN_WHEEL, {"version": wheel["version"]})
+    elif _FILE.match(where):
+        message = Message(READ_IN_FILE, {"file": where})
+    else:
+        return None
+    remark = match["remark"]
+    if remark is not None and remark.strip() not in LICENCE_REMARKS:
+        return None
+    return ReadNote(field=match["field"].strip(), where=message, remark=Message(remark.strip()) if remark else None)
+
+
 def _build_fact(raw: Mapping[str, Any]) -> Fact:
     return Fact(value=raw["value"], source=raw["source"], note=raw.get("note"))
 

@@ -25,6 +25,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
+from selection.domain.messages import NAME_SEPARATOR, Message
+from selection.domain.messages import marked as _
+
 MODEL_MISMATCH, MODEL_NOT_SERVED = "model_mismatch", "model_not_served"
 VERSION_MISMATCH, VERSION_NOT_IN_CATALOG = "version_mismatch", "version_not_in_catalog"
 GPU_MISMATCH, CONTEXT_SHORT = "gpu_mismatch", "context_short"
@@ -148,14 +151,29 @@ def assumed_version(stated: str, catalog_versions: list[str]) -> str | None:
     return catalog_versions[0]
 
 
-def validated_on(gpu: Mapping[str, Any] | None) -> str:
-    """ "2× H100 (80 GiB, driver 550.54)" from an engine host's GPU description ("" when none)."""
+# An engine host's GPUs as the record and the pages read them: "1× H100 (80 GiB, driver 550.54)"; the
+# simulator reports its driver as "simulated" (words, not a version).
+GPU_WITH_DETAILS = _("%(gpu)s (%(details)s)")
+DRIVER_VERSION = _("driver %(driver)s")
+DRIVER_SIMULATED = _("driver simulated")
+
+
+def validated_on_message(gpu: Mapping[str, Any] | None) -> Message | str:
+    """An engine host's GPU description as a message ("2× H100 (80 GiB, driver 550.54)"); "" when none."""
     if not gpu or not gpu.get("model"):
         return ""
     count = f"{gpu['count']}× " if gpu.get("count") else ""
-    details = []
+    details: list[Any] = []
     if gpu.get("memory_gib"):
         details.append(f"{float(gpu['memory_gib']):g} GiB")
     if gpu.get("driver"):
-        details.append(f"driver {gpu['driver']}")
-    return f"{count}{gpu['model']}" + (f" ({', '.join(details)})" if details else "")
+        driver = str(gpu["driver"])
+        simulated = driver == "simulated"
+        details.append(Message(DRIVER_SIMULATED) if simulated else Message(DRIVER_VERSION, {"driver": driver}))
+    name = f"{count}{gpu['model']}"
+    return Message(GPU_WITH_DETAILS, {"gpu": name, "details": NAME_SEPARATOR.join(details)}) if details else name
+
+
+def validated_on(gpu: Mapping[str, Any] | None) -> str:
+    """ "2× H100 (80 GiB, driver 550.54)" from an engine host's GPU description ("" when none), in English."""
+    return str(validated_on_message(gpu))

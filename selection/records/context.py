@@ -578,7 +578,8 @@ def _capacity_block(candidate: Candidate, plan: dict[str, Any], gpu_model: str) 
                 "unit": _("tokens"),
                 "predicted": plan["token_capacity"],
                 "measured": stated.get("token_capacity"),
-                "measured_source": stated_label(stated),
+                # in words in the record's language, the metric expression apart (set as code)
+                **{f"measured_{key}": value for key, value in stated_label(stated).items()},
             },
         ],
     }

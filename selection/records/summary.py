@@ -134,7 +134,13 @@ def _licence(winner: Candidate) -> dict[str, Any]:
     if winner.engine.slug not in catalog.slugs:
         return {"value": "", "source": "", "note": ""}
     fact = catalog.engine(winner.engine.slug).licence
-    return {"value": str(fact.value) if fact.known else "", "source": fact.source or "", "note": fact.note or ""}
+    licence = {"value": str(fact.value) if fact.known else "", "source": fact.source or "", "note": fact.note or ""}
+    read = catalog_domain.read_note(fact.note)
+    if read is not None:  # the quoted field as code, where it was read in the record's language
+        licence["note_field"] = read.field
+        licence["note_where"] = message_text(read.where)
+        licence["note_remark"] = message_text(read.remark) if read.remark else ""
+    return licence
 
 
 ITEM_LABELS = {

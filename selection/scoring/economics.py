@@ -257,7 +257,8 @@ def limit_text(figure: dict[str, Any] | None) -> str:
     value = factor(figure["value"])
     if figure.get("lower_bound"):
         value = _("%(factor)s or more (the highest load tested was within the budget)") % {"factor": value}
-    return f"{value} ({source_text(figure)})"
+    # its source in brackets as the language writes them ("×9.5 (…)"; Chinese "×9.5（…）")
+    return _("%(limit)s (%(source)s)") % {"limit": value, "source": source_text(figure)}
 
 
 ROW_LABELS = {

@@ -19,7 +19,15 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from selection.domain import criteria as criteria_domain
-from selection.i18n import certificate_name, criterion_name, domain_text, message_text, person_name, translate_test
+from selection.i18n import (
+    certificate_name,
+    criterion_name,
+    domain_text,
+    message_html,
+    message_text,
+    person_name,
+    translate_test,
+)
 from selection.i18n import role_name as role_label
 from selection.models import Constraints, Selection
 from selection.records.staleness import staleness
@@ -62,6 +70,29 @@ def flags_as_code(text) -> str:
     shows it apart from its words."""
     escaped = str(conditional_escape(text if text is not None else ""))
     return mark_safe(LAUNCH_FLAG.sub(lambda m: f"<code>{m.group(0)}</code>", escaped))
+
+
+# An engine's Prometheus metric as a verdict's detail quotes it ("vllm:request_queue_time_seconds",
+# "trtllm_request_queue_time_seconds"): the name to look up on the engine's /metrics, code in any language.
+ENGINE_METRIC = re.compile(
+    r"(?<![\w:./-])(?:vllm|sglang|lmdeploy|llamacpp|trtllm|tgi)[:_][a-z0-9_:]*[a-z0-9](?![\w:/-])"
+)
+
+
+@register.filter
+def metrics_as_code(text, css_class: str = "") -> str:
+    """Text with the engine metrics it names (`ENGINE_METRIC`) set as code (with `css_class`, the record's
+    "mono"), the rest escaped: a verdict's detail reads as prose around the metric it was read from."""
+    escaped = str(conditional_escape(text if text is not None else ""))
+    opening = format_html('<code class="{}">', css_class) if css_class else "<code>"
+    return mark_safe(ENGINE_METRIC.sub(lambda m: f"{opening}{m.group(0)}</code>", escaped))
+
+
+@register.filter
+def as_code(value) -> str:
+    """A name typed as it stands in every language (a file, a scrape job, a label) set as code, escaped:
+    for a translated sentence that names it (`{% blocktranslate with job=job|as_code %}`)."""
+    return format_html('<code class="mono">{}</code>', value if value is not None else "")
 
 
 @register.filter
@@ -214,6 +245,12 @@ def message(value):
     """A sentence from selection.domain (scenario reason, scoring sentence, note or reason, capacity
     verdict), stored as a message, in the active language; plain text is shown unchanged."""
     return message_text(value)
+
+
+@register.filter(name="message_html")
+def message_as_html(value):
+    """`message` with what it quotes from a file (a key path, a column, a value) as code: a refusal of an upload."""
+    return message_html(value)
 
 
 @register.filter

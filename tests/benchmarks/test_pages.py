@@ -24,7 +24,7 @@ from selection.candidates.services import add_candidate
 from selection.domain.messages import render
 from selection.models import AuditEntry, Membership, Team, UploadToken
 from selection.setup.services import accept_scenario, set_gates
-from tests.support.builders import make_engine, make_selection, make_user, with_constraints
+from tests.support.builders import make_candidate, make_engine, make_selection, make_user, with_constraints
 
 pytestmark = pytest.mark.django_db
 
@@ -58,20 +58,7 @@ def selection(architect, team):
 
 @pytest.fixture
 def candidate(selection, architect):
-    return add_candidate(
-        selection=selection,
-        user=architect,
-        data={
-            "engine": make_engine(),
-            "engine_version": "0.8.5",
-            "label": "vLLM prefix on",
-            "model_name": "Llama-3.1-8B",
-            "endpoint_url": "http://127.0.0.1:8001/v1",
-            "gpu_model": "H100",
-            "tensor_parallel": 1,
-            "kv_precision": "bf16",
-        },
-    )
+    return make_candidate(selection, architect)
 
 
 def make_run(candidate, **fields):

@@ -11,7 +11,6 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from benchmarks.harness.workloads.common import stored_notes
 from benchmarks.harness.workloads.stability import short_soak_message
 from benchmarks.models import BenchmarkRun
 from selection.candidates.services import add_candidate
@@ -91,12 +90,13 @@ def test_the_capacity_page_names_the_attention_and_sets_engine_keys_as_code(clie
     zh = page(client, "zh-hans", "selection:capacity", selection.pk, vllm.pk)
     assert 'Llama-3.1-8B <span class="muted">(标准注意力)</span>' in zh
     assert findings(between(zh, 'id="figures-title">', "</section>")) == []
-    for candidate in (vllm, sglang):  # the estimates' sources and the notes, in English too
+    for candidate in (vllm, sglang):  # the estimates' sources and the notes, in both languages
+        zh = page(client, "zh-hans", "selection:capacity", selection.pk, candidate.pk)
+        assert findings(between(zh, 'id="est-title">', "</section>")) == []
         en = page(client, "en", "selection:capacity", selection.pk, candidate.pk)
         assert findings(between(en, 'id="est-title">', "</section>"), chinese=False) == []
-    assert "<code>enforce_eager</code>" in page(client, "en", "selection:capacity", selection.pk, vllm.pk)
-    sglang_en = page(client, "en", "selection:capacity", selection.pk, sglang.pk)
-    assert "<code>mem_fraction_static</code>" in sglang_en and "<code>server_args</code>" in sglang_en
+    assert "<code>--enforce-eager</code>" in page(client, "en", "selection:capacity", selection.pk, vllm.pk)
+    assert "<code>--mem-fraction-static</code>" in page(client, "en", "selection:capacity", selection.pk, sglang.pk)
 
 
 def test_the_validation_page_sets_fields_and_flags_as_code(client, architect, selection):
@@ -126,7 +126,7 @@ def soak_run(candidate) -> BenchmarkRun:
     queue-wait verdict naming the engine's histogram, prefix reuse's pace-independent figure and the
     short soak's note (English, with its message beside it)."""
     note = short_soak_message({"soak_label": "demo", "session_turns": 5, "recommended_duration_s": 14400}, 8.0)
-    notes, note_messages = stored_notes([note])
+    notes, note_messages = [str(note)], {"0": note.to_dict()}  # as NormalizedResult.add_note stores it
     return BenchmarkRun.objects.create(
         candidate=candidate,
         test="stability",

@@ -21,13 +21,12 @@ from benchmarks.validation import dispatch
 from benchmarks.validation.forms import ValidationParamsForm, param_label
 from benchmarks.validation.plan import candidate_facts, priority_order, validation_plan
 from benchmarks.verdicts import status_of
-from selection.candidates.services import add_candidate
 from selection.domain import claims
 from selection.models import Team
 from selection.records.context import validated_thresholds, validation_entry
 from selection.scoring.evidence import measured_metrics
 from tests.support import probe_suite
-from tests.support.builders import make_engine, make_selection, make_user, with_constraints
+from tests.support.builders import make_candidate, make_selection, make_user, with_constraints
 
 BUDGET = {"ttft_p95_ms": 800.0, "tpot_p95_ms": 50.0, "e2e_p95_ms": 20000.0}
 
@@ -161,20 +160,7 @@ def probed_candidate(db):
     team = Team.objects.create(name="Platform")
     architect = make_user("architect", team)
     selection = with_constraints(make_selection(architect, team), architect)
-    return architect, add_candidate(
-        selection=selection,
-        user=architect,
-        data={
-            "engine": make_engine(),
-            "engine_version": "0.8.5",
-            "label": "vLLM prefix on",
-            "model_name": "Llama-3.1-8B",
-            "endpoint_url": "http://127.0.0.1:8001/v1",
-            "gpu_model": "H100",
-            "tensor_parallel": 1,
-            "kv_precision": "bf16",
-        },
-    )
+    return architect, make_candidate(selection, architect)
 
 
 def test_a_new_test_reaches_the_plan_the_demo_the_run_page_the_scoring_and_the_record(

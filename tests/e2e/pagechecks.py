@@ -130,6 +130,10 @@ FILE_EXTENSIONS = frozenset(
 )
 FILE_NAME = re.compile(r"[\w.\-…]+\.(?:" + "|".join(sorted(FILE_EXTENSIONS)) + r")\b")
 HEX = re.compile(r"\b[0-9a-f]{8,}\b")
+# References that name a thing the same way in every language, as ids do: a run ("run-12", the name its
+# files, API paths and both languages' records share, as "DR-1-v2" names a record) and a build from a
+# git ref ("master@00dc805", how llama-server reports its version).
+REFERENCE = re.compile(r"(?<![\w-])run-\d+(?![\w-])|\b[\w.-]+@[0-9a-f]{7,40}\b")
 
 IDENTIFIER = re.compile(r"(?<![\w.\-/@#])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w\-/@])")
 CONSTANT = re.compile(r"(?<![\w\-])[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+(?![\w\-])")
@@ -142,11 +146,37 @@ CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 ASCII_AFTER_CJK = re.compile(rf"[{CJK}][,;:!?]|[{CJK}]\.(?!\w)")
 
 
+# An allowed text cut short on a page ("Community support only; the platform team runs it, with a
+# 4-hour response during busi…") is still what was typed, from this many characters on.
+SHORTENED_MINIMUM = 16
+
+
+def without_shortened(text: str, allowed: Iterable[str]) -> str:
+    """`text` with every allowed text that a page cut short with "…" blanked out, the ellipsis too."""
+    if "…" not in text:
+        return text
+    for name in {a.strip() for a in allowed if a and len(a.strip()) > SHORTENED_MINIMUM}:
+        start = text.find(name[:SHORTENED_MINIMUM])
+        while start >= 0:
+            length = SHORTENED_MINIMUM
+            while length < len(name) and start + length < len(text) and text[start + length] == name[length]:
+                length += 1
+            # the page's own cut may drop the trailing space before the ellipsis
+            end = start + length + len(text[start + length :]) - len(text[start + length :].lstrip(" "))
+            if text[end : end + 1] == "…":
+                text = text[:start] + " " + text[end + 1 :]
+            start = text.find(name[:SHORTENED_MINIMUM], start + 1)
+    return text
+
+
 def without(text: str, allowed: Iterable[str]) -> str:
-    """`text` with every allowed string (whole words) and every URL, file name and hash blanked out."""
+    """`text` with every allowed string (whole words, or cut short with "…") and every URL, file name,
+    hash and reference blanked out."""
     text = URL.sub(" ", text)
     text = FILE_NAME.sub(" ", text)
     text = HEX.sub(" ", text)
+    text = REFERENCE.sub(" ", text)
+    text = without_shortened(text, allowed)
     for name in sorted({a for a in allowed if a and a.strip()}, key=len, reverse=True):
         pattern = r"(?<![A-Za-z0-9])" + re.escape(name.strip()) + r"(?![A-Za-z0-9])"
         text = re.sub(pattern, " ", text)

@@ -10,7 +10,7 @@ from tests.e2e.crawler import read_baseline
 
 # The crawler's baseline of findings not fixed yet (issue 37 item 2): it only shrinks. Lower this
 # when you delete lines; raising it means accepting a new defect.
-BASELINE_CEILING = 140
+BASELINE_CEILING = 102
 
 
 def test_identifiers_finds_code_in_visible_text():
@@ -41,6 +41,19 @@ def test_english_words_on_a_chinese_page():
     assert pagechecks.english_words("vLLM 0.11.0 的 TTFT p95 为 300 ms，KV 缓存 1,024 tokens，SIMULATED") == []
     assert pagechecks.english_words("Priya Raman 负责观察", allowed={"Priya Raman"}) == []
     assert pagechecks.english_words("Ana Silva 负责观察 capacity", allowed={"Ana Silva"}) == ["capacity"]
+
+
+def test_references_and_shortened_typed_text_are_not_english():
+    # a run's reference and a git-ref build are ids in every language; prose around them is not
+    assert pagechecks.english_words("run-12 并发压力 · 版本 master@00dc805") == []
+    assert pagechecks.english_words("run-12 passed") == ["passed"]
+    assert pagechecks.english_words("rerun-12 版本 master@00dc") == ["rerun", "master"]
+    typed = "Community support only; the platform team runs it, with a 4-hour response"
+    assert pagechecks.english_words("Community support only; the platform te…（附录 A）", allowed={typed}) == []
+    cut_then_prose = "Community support only; the platform te… and more"
+    assert pagechecks.english_words(cut_then_prose, allowed={typed}) == ["and", "more"]
+    # a different text that starts alike is not the typed one
+    assert pagechecks.english_words("Community support only; we pay nothing…", allowed={typed}) != []
 
 
 def test_english_phrases_reports_each_line_once():

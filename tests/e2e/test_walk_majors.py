@@ -3,13 +3,13 @@ the main the walk was made on: an endpoint serving another model than the select
 naming both models (walk M2; it was accepted silently), and kept only with a reason that the
 candidates page then shows; a recommendation that misses the TTFT budget is headed "misfit", naming
 the budget, never "Clear" (walk N2); a stress run's traffic groups are series of their own on its
-chart, never joined to its load point (M3); a prefix-reuse run judges memory against what the
-requests in flight at the peak need, and a per-slot engine's memory verdicts say why they do not
-apply (M4); a Chinese owner's record PDF has section 11, the re-evaluation triggers and the evidence
-kinds in Chinese (M5); the signed PDF states the licence terms and a waiver's reason whole (N1).
-The runs are started on the page and run by the real worker on simulators; the worker renders the
-records' PDFs. On 36fc4d7 (the walked commit) M3, M4 and N1 fail on their row's assertion, M5 on
-3ff0e6b (its fix's parent: all eight English phrases found)."""
+chart and on the comparison's, never joined to its load point (M3); a prefix-reuse run judges
+memory against what the requests in flight at the peak need, and a per-slot engine's memory
+verdicts say why they do not apply (M4); a Chinese owner's record PDF has section 11, the
+re-evaluation triggers and the evidence kinds in Chinese (M5); the signed PDF states the licence
+terms and a waiver's reason whole (N1). The runs are started on the page and run by the real worker
+on simulators; the worker renders the records' PDFs. On 36fc4d7 (the walked commit) M3, M4 and N1
+fail on their row's assertion, M5 on 3ff0e6b (its fix's parent: all eight English phrases found)."""
 
 from __future__ import annotations
 
@@ -174,18 +174,33 @@ def run_page(page, base: str, run) -> str:
     return page.inner_text("main")
 
 
-def test_a_stress_runs_traffic_groups_are_series_of_their_own_on_its_chart(
+def latency_chart(page) -> str:
+    """The page's "TTFT and TPOT … per load point" chart as SVG text (`tests.support.svg` reads it)."""
+    svgs = page.locator("figure.chart svg").evaluate_all(
+        "els => els.map(e => new XMLSerializer().serializeToString(e))"
+    )
+    [svg] = [svg for svg in svgs if "per load point</title>" in svg]
+    return svg
+
+
+def test_a_stress_runs_traffic_groups_are_series_of_their_own_on_its_chart_and_the_comparisons(
     live_server, celery_worker_process, people, new_page, shot
 ):
     """Walk M3: the run page's rows read "21.17 · 2 req/s", "2 · short", "2 · long" and its chart drew
-    the short and long groups at x = 2 joined by one line to the load point at x = 21. Now each group
-    is a series of its own in the legend ("… · short requests"), drawn as markers without a line."""
+    the short and long groups at x = 2 joined by one line to the load point at x = 21; the comparison's
+    "TTFT and TPOT p95 per load point" chart did the same (vLLM: x ≈ 4 → 95). Now on both pages each
+    group is a series of its own in the legend ("vLLM · short requests"), in the candidate's colour,
+    and no line joins a group's point to the load point. The comparison's chart was fixed with the run
+    page's (c375c14); this test's comparison half fails on 36fc4d7, the walked commit (no group in the
+    legend, and a line from x = 2 to the load point)."""
     from benchmarks.simulator.config import SimConfig
     from benchmarks.simulator.server import ServerThread
+    from tests.support.builders import rescored
+    from tests.support.svg import legend_colours, lines_in
 
     server = ServerThread(SimConfig(profile="paged-prefix", time_scale=50.0)).start()
     try:
-        _selection, [candidate] = selection_with_candidates(
+        selection, [candidate] = selection_with_candidates(
             people, "Walk M3: traffic groups", [("vllm", "vLLM", server, None)]
         )
         base = live_server.url
@@ -203,6 +218,19 @@ def test_a_stress_runs_traffic_groups_are_series_of_their_own_on_its_chart(
         assert "vLLM · short requests" in legend and "vLLM · long requests" in legend, legend
         assert "vLLM" in legend, legend  # the load point keeps its own series
         shot(page, "walk-m3-traffic-groups")
+
+        # the comparison, SIMULATED evidence included (the run is simulated), scored now rather than
+        # when the worker's rescoring reaches the queue
+        rescored(selection)
+        page.goto(f"{base}/selections/{selection.pk}/comparison/?simulated=1")
+        svg = latency_chart(page)
+        colours = legend_colours(svg)
+        assert {"vLLM", "vLLM · short requests", "vLLM · long requests"} <= set(colours), colours
+        assert colours["vLLM · short requests"] == colours["vLLM · long requests"] == colours["vLLM"], colours
+        # one load point and two groups, all in vLLM's colour: a line in that colour would join a group's
+        # point to another point
+        assert lines_in(svg, colours["vLLM"]) == [], lines_in(svg, colours["vLLM"])
+        shot(page, "walk-m3-traffic-groups-comparison")
     finally:
         server.stop()
 

@@ -126,6 +126,13 @@ EVIDENCE_MESSAGE_MODULES = (
     "benchmarks/harness/workloads/model_switch.py",
     "benchmarks/harness/workloads/isolation.py",
     "benchmarks/harness/workloads/replay.py",
+    "benchmarks/harness/workloads/overload_test.py",
+    "benchmarks/harness/workloads/swap_recovery.py",
+    "benchmarks/harness/workloads/prefix_reuse.py",
+    "benchmarks/harness/overload.py",
+    "benchmarks/harness/stopping.py",
+    "benchmarks/harness/safety.py",
+    "benchmarks/validation/worker.py",
     "selection/scoring/evidence.py",
 )
 
@@ -133,12 +140,13 @@ EVIDENCE_MESSAGE_MODULES = (
 def _domain_templates() -> set[tuple[str | None, str]]:
     """(context, msgid) of every template the pure cores mark for makemessages: `_("...")` and
     `pgettext("context", "...")` calls in selection/domain/ (its subpackages, such as capacity/, included: makemessages
-    walks them too) and the evidence's message modules."""
+    walks them too), the evidence's message modules and the result-file parsers."""
     found = set()
     base = Path(settings.BASE_DIR)
     for path in [
         *sorted((base / "selection" / "domain").rglob("*.py")),
         *(base / name for name in EVIDENCE_MESSAGE_MODULES),
+        *sorted((base / "benchmarks" / "formats").rglob("*.py")),  # the parsers' refusals of a file
     ]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (

@@ -126,6 +126,21 @@ def make_engine(slug: str = "vllm", versions=("0.6.3", "0.8.5")) -> Engine:
     )
 
 
+def make_candidate(selection, user, **overrides):
+    """A vLLM 0.8.5 candidate serving Llama-3.1-8B on one H100, added through the service as a user would."""
+    data = {
+        "engine": make_engine(),
+        "engine_version": "0.8.5",
+        "label": "vLLM prefix on",
+        "model_name": "Llama-3.1-8B",
+        "endpoint_url": "http://127.0.0.1:8001/v1",
+        "gpu_model": "H100",
+        "tensor_parallel": 1,
+        "kv_precision": "bf16",
+    }
+    return add_candidate(selection=selection, user=user, data={**data, **overrides})
+
+
 def stress_run(candidate, ttfts, evidence="MEASURED", concurrencies=(50, 200)):
     """A concurrency-stress run at these concurrencies (50 and 200) with these TTFT p95s."""
     run = BenchmarkRun.objects.create(

@@ -50,3 +50,28 @@ def legend_colours(svg: str) -> dict[str, str]:
 def colours_used(svg: str) -> set[str]:
     """Every colour the chart fills or strokes with (lower case)."""
     return {c.lower() for c in COLOUR.findall(svg)}
+
+
+def lines_in(svg: str, colour: str) -> list[list[tuple[float, float]]]:
+    """The vertices of every line the chart draws in `colour` that joins two points or more: an open
+    path of straight segments stroked in that colour, outside <defs> (a marker's shape) and the legend
+    (its swatches). Bars are closed shapes and markers are <use> of a <defs> shape, so in a latency
+    chart these are the series' lines from one load point to another."""
+    root = ET.fromstring(svg.encode())
+    skipped = {
+        id(node)
+        for group in root.iter()
+        if group.tag == f"{SVG}defs" or (group.get("id") or "").startswith("legend_")
+        for node in group.iter()
+    }
+    stroke = re.compile(r"(?:^|;)\s*stroke:\s*" + re.escape(colour) + r"\b", re.IGNORECASE)
+    found = []
+    for path in root.iter(f"{SVG}path"):
+        d = path.get("d") or ""
+        if id(path) in skipped or not stroke.search(path.get("style") or "") or re.search(r"[^MLml\s\d.eE+-]", d):
+            continue  # not this colour's line, or a curve, an arc, a closed shape
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?", d)]
+        points = list(zip(numbers[::2], numbers[1::2], strict=True))
+        if len({(round(x, 2), round(y, 2)) for x, y in points}) > 1:
+            found.append(points)
+    return found

@@ -10,9 +10,15 @@ from typing import Any
 
 from benchmarks.formats.base import FormatError, Source
 from benchmarks.formats.common import (
+    CSV_COLUMN,
+    CSV_LINE,
+    UNREADABLE_CSV,
+    at,
+    coded,
     finish,
     mean_only,
     number,
+    refused,
 )
 from benchmarks.formats.guidellm.definitions import DEFINITIONS, PERCENTILE_ORDER, worker_metadata
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
@@ -24,7 +30,7 @@ def _csv_rows(source: Source) -> list[list[str]]:
     try:
         return list(csv.reader(io.StringIO(source.text)))
     except csv.Error as error:
-        raise FormatError(f"unreadable CSV: {error}") from None
+        raise FormatError(Message(UNREADABLE_CSV, coded({"error": str(error)}))) from None
 
 
 def sniff_csv(source: Source) -> str | Message | None:
@@ -41,6 +47,7 @@ def sniff_csv(source: Source) -> str | Message | None:
     return None
 
 
+UNREADABLE_STRATEGY = _("unreadable strategy %(strategy)s")
 V03_LIST = "[min, 0.1, 1, 5, 10, 25, 75, 90, 95, 99, max]"
 V03_ORDER = ("min", "p001", "p01", "p05", "p10", "p25", "p75", "p90", "p95", "p99", "max")
 
@@ -53,10 +60,11 @@ def _parse_csv_v03(rows: list[list[str]], slo: dict[str, Any] | None) -> Normali
     for index, row in enumerate(r for r in rows[1:] if any(c.strip() for c in r)):
         line = index + 2
         if len(row) != len(header):
-            raise FormatError(f"CSV line {line}: has {len(row)} columns, the header has {len(header)}")
+            why = _("has %(n)s columns, the header has %(width)s")
+            raise refused(at(CSV_LINE, line=line), why, n=len(row), width=len(header))
         result.points.append(_v03_point(dict(zip(header, row, strict=False)), line, result))
     if not result.points:
-        raise FormatError("CSV: no benchmark rows after the header row")
+        raise refused("CSV", _("no benchmark rows after the header row"))
     return finish(result, slo)
 
 
@@ -76,11 +84,12 @@ def _v03_stats(cells: dict[str, str], metric: str, line: int, scale: float = 1.0
         try:
             values = json.loads(raw)
         except ValueError:
-            raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected a JSON list") from None
+            raise refused(at(CSV_COLUMN, line=line, column=f"{base} {V03_LIST}"), _("expected a JSON list")) from None
         if not isinstance(values, list) or len(values) != len(V03_ORDER):
-            raise FormatError(f"CSV line {line}, column {base} {V03_LIST}: expected {len(V03_ORDER)} values")
+            where = at(CSV_COLUMN, line=line, column=f"{base} {V03_LIST}")
+            raise refused(where, _("expected %(n)s values"), n=len(V03_ORDER))
         for ours in ("p90", "p95", "p99", "max"):
-            v = number(values[V03_ORDER.index(ours)], f"CSV line {line}, column {base} {V03_LIST}")
+            v = number(values[V03_ORDER.index(ours)], at(CSV_COLUMN, line=line, column=f"{base} {V03_LIST}"))
             setattr(out, ours, None if v is None else v * scale)
     return out
 
@@ -105,7 +114,7 @@ def _v03_point(cells: dict[str, str], line: int, result: NormalizedResult) -> Lo
         elif kind in ("constant", "poisson", "async") and value:
             point.request_rate = float(value)
     except ValueError:
-        raise FormatError(f"CSV line {line}, column Name: unreadable strategy {name!r}") from None
+        raise refused(at(CSV_COLUMN, line=line, column="Name"), UNREADABLE_STRATEGY, strategy=repr(name)) from None
     completed, failed = num("Successful Requests"), num("Errored Requests")
     point.requests_completed = None if completed is None else int(completed)
     point.requests_failed = None if failed is None else int(failed)
@@ -137,11 +146,13 @@ def parse_csv(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     if rows and rows[0][:4] == ["Type", "Run Id", "Id", "Name"]:
         return _parse_csv_v03(rows, slo)
     if len(rows) < 3:
-        raise FormatError(f"CSV: expected three header rows (group, metric, statistic), found {len(rows)} rows")
+        why = _("expected three header rows (group, metric, statistic), found %(n)s rows")
+        raise refused("CSV", why, n=len(rows))
     width = len(rows[0])
     for r, row in enumerate(rows[:3]):
         if len(row) != width:
-            raise FormatError(f"CSV header row {r + 1}: has {len(row)} columns, row 1 has {width}")
+            where = at(_("CSV header row %(row)s"), row=r + 1)
+            raise refused(where, _("has %(n)s columns, row 1 has %(width)s"), n=len(row), width=width)
     keys = list(zip(rows[0], rows[1], rows[2], strict=False))
     result = NormalizedResult(tool="guidellm", format="guidellm-csv", definitions=dict(DEFINITIONS))
     result.metadata["layout"] = "guidellm CSV (three header rows)"
@@ -149,11 +160,12 @@ def parse_csv(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     for index, row in enumerate(data_rows):
         line = index + 4
         if len(row) != width:
-            raise FormatError(f"CSV line {line}: has {len(row)} columns, the header has {width}")
+            why = _("has %(n)s columns, the header has %(width)s")
+            raise refused(at(CSV_LINE, line=line), why, n=len(row), width=width)
         cells = {key: value for key, value in zip(keys, row, strict=False)}
         result.points.append(_csv_point(cells, line, result, index))
     if not result.points:
-        raise FormatError("CSV: no benchmark rows after the three header rows")
+        raise refused("CSV", _("no benchmark rows after the three header rows"))
     return finish(result, slo)
 
 
@@ -164,13 +176,11 @@ def _csv_number(cells: dict[tuple[str, str, str], str], key: tuple[str, str, str
     try:
         value = float(raw)
     except ValueError:
-        raise FormatError(
-            f"CSV line {line}, column {' / '.join(k for k in key if k)}: expected a number, got {raw[:40]!r}"
-        ) from None
+        where = at(CSV_COLUMN, line=line, column=" / ".join(k for k in key if k))
+        raise refused(where, _("expected a number, got %(type)s"), type=repr(raw[:40])) from None
     if not math.isfinite(value):
-        raise FormatError(
-            f"CSV line {line}, column {' / '.join(k for k in key if k)}: expected a finite number, got {raw!r}"
-        )
+        where = at(CSV_COLUMN, line=line, column=" / ".join(k for k in key if k))
+        raise refused(where, _("expected a finite number, got %(value)s"), value=repr(raw))
     return value
 
 
@@ -183,19 +193,16 @@ def _csv_stats(cells: dict[tuple[str, str, str], str], group: str, metric: str, 
         try:
             values = json.loads(raw)
         except ValueError:
-            raise FormatError(
-                f"CSV line {line}, column {group} / {metric} / Percentiles: expected a JSON list, got {raw[:40]!r}"
-            ) from None
+            where = at(CSV_COLUMN, line=line, column=f"{group} / {metric} / Percentiles")
+            raise refused(where, _("expected a JSON list, got %(value)s"), value=repr(raw[:40])) from None
         if not isinstance(values, list) or len(values) != len(PERCENTILE_ORDER):
-            raise FormatError(
-                f"CSV line {line}, column {group} / {metric} / Percentiles: expected {len(PERCENTILE_ORDER)} values "
-                "(p001..p999)"
-            )
+            where = at(CSV_COLUMN, line=line, column=f"{group} / {metric} / Percentiles")
+            raise refused(where, _("expected %(n)s values (p001..p999)"), n=len(PERCENTILE_ORDER))
         mapping = dict(zip(PERCENTILE_ORDER, values, strict=False))
         for ours in ("p90", "p95", "p99"):
             value = number(
                 mapping[ours],
-                f"CSV line {line}, column {group} / {metric} / Percentiles[{PERCENTILE_ORDER.index(ours)}]",
+                at(CSV_COLUMN, line=line, column=f"{group} / {metric} / Percentiles[{PERCENTILE_ORDER.index(ours)}]"),
             )
             setattr(stats, ours, None if value is None else value * scale)
     return stats
@@ -215,7 +222,8 @@ def _csv_point(cells: dict[tuple[str, str, str], str], line: int, result: Normal
         elif kind in ("constant", "poisson", "async") and value:
             rate = float(value)
     except ValueError:
-        raise FormatError(f"CSV line {line}, column Benchmark / Strategy: unreadable strategy {strategy!r}") from None
+        where = at(CSV_COLUMN, line=line, column="Benchmark / Strategy")
+        raise refused(where, UNREADABLE_STRATEGY, strategy=repr(strategy)) from None
     completed = _csv_number(cells, ("Request Counts", "Successful", ""), line)
     failed = _csv_number(cells, ("Request Counts", "Errored", ""), line)
     point = LoadPoint(

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.formats.base import FormatError, Source
+from benchmarks.formats.base import Source
 from benchmarks.formats.common import (
     cap_depth,
     expect_list,
@@ -21,6 +21,7 @@ from benchmarks.formats.common import (
     join,
     mean_only,
     number,
+    refused,
     request_frame,
     stats_from_array,
 )
@@ -73,7 +74,8 @@ def _layout(doc: dict[str, Any]) -> str:
             return "metadata1"
         if version == 2:
             return "metadata2"
-        raise FormatError(f"metadata.version: unsupported guidellm report version {version!r} (known: 1, 2)")
+        why = _("unsupported guidellm report version %(version)s (known: 1, 2)")
+        raise refused("metadata.version", why, version=repr(version))
     if "args" in doc:
         return "args"
     return "benchmarks"

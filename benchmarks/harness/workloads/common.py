@@ -43,6 +43,7 @@ from selection.domain.messages import NAME_SEPARATOR, Message, load
 from selection.domain.messages import marked as _
 
 NOT_HELD = _("the client did not hold the load")
+CANCELLED = _("cancelled: partial data")  # the run note of a test cancelled midway
 NO_REQUEST = _("no request completed or failed")
 NO_FAILED_REQUEST = _("no failed requests of %(total)s")
 FAILED_REQUESTS = _("%(failed)s of %(total)s requests failed: %(classes)s")
@@ -396,14 +397,6 @@ def series_in(recording: MetricsRecording, name: str, start: float, end: float) 
     return [v for t, v in recording.series.get(name, []) if start <= t <= end]
 
 
-def stored_notes(notes: list[str | Message]) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """A run's notes as a result stores them: each as English text (the API, the CLI), and each written
-    as a `Message` also as the message, by its index (metadata["note_messages"]: pages show it in their
-    language, `presentation.run_notes`)."""
-    written = [str(note) for note in notes]
-    return written, {str(i): note.to_dict() for i, note in enumerate(notes) if isinstance(note, Message)}
-
-
 def build_result(
     test: str,
     session: Session,
@@ -415,7 +408,8 @@ def build_result(
     partial: bool,
     extra_meta: dict[str, Any] | None = None,
 ) -> NormalizedResult:
-    """The test's normalized result; its notes as `stored_notes` keeps them."""
+    """The test's result; `notes` written as messages keep their message beside the English text
+    (NormalizedResult.add_note): add a note to the finished result with `result.add_note`."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -449,13 +443,9 @@ def build_result(
     }
     if extra_meta:
         metadata.update(extra_meta)
-    written, note_messages = stored_notes(notes)
-    notes[:] = written  # the caller's list stays the result's: some workloads add notes after building it
-    if note_messages:
-        metadata["note_messages"] = note_messages
     from benchmarks.result import DEFINITIONS
 
-    return NormalizedResult(
+    result = NormalizedResult(
         tool=TOOL,
         format=FORMAT,
         tool_version=HARNESS_VERSION,
@@ -467,9 +457,11 @@ def build_result(
         requests=frame,
         timeseries=timeseries,
         verdicts=verdicts,
-        notes=notes,
         partial=partial,
     )
+    for note in notes:
+        result.add_note(note)
+    return result
 
 
 async def settle_after_load(

@@ -26,7 +26,8 @@ The package is split by concern. Import the public names from here (this file li
 re-exports no private name), or from the module that defines them:
 
 * `base`: shared names and `SigningError`; `certificates`: a certificate's facts, its trust root, a
-  PKCS#12 signer; `sign`: fields, stamps, `sign_pdf`, timestamps; `tokens`: PKCS#11 keys; `owner`:
+  PKCS#12 signer; `sign`: fields, stamps, `sign_pdf`, timestamps; `fonts`: the stamp's
+  CJK face, parsed once per process; `tokens`: PKCS#11 keys; `owner`:
   owner-side (interrupted) signing; `modifications`: the modification analysis; `reports`: what
   verification reports; `verification`: `verify_pdf`, revision by revision; `dev_ca`: the development CA.
 
@@ -78,6 +79,12 @@ _HOME = {
     "issue_certificate": "dev_ca",
     "issue_dev_certificates": "dev_ca",
     "leaf_certificate": "dev_ca",
+    # fonts
+    "CJK_COLLECTIONS": "fonts",
+    "CJK_FACE": "fonts",
+    "cjk_stamp_font": "fonts",
+    "font_covers": "fonts",
+    "stamp_font_engine": "fonts",
     # modifications
     "DIFF_POLICY": "modifications",
     "FIRST_SIGNATURE_POLICY": "modifications",
@@ -111,11 +118,8 @@ _HOME = {
     "validation_context_for": "reports",
     # sign
     "CERTIFICATION_PERMISSION": "sign",
-    "CJK_COLLECTIONS": "sign",
-    "CJK_FACE": "sign",
     "ValidationMaterial": "sign",
     "add_document_timestamp": "sign",
-    "cjk_stamp_font": "sign",
     "STAMP_HEADING": "sign",
     "StampWords": "sign",
     "dev_timestamper": "sign",

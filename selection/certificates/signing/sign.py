@@ -14,9 +14,7 @@ from typing import Mapping, Sequence
 from asn1crypto import keys as asn1_keys
 from asn1crypto import x509 as asn1_x509
 from cryptography.hazmat.primitives import serialization
-from fontTools.ttLib import TTCollection, TTFont
 from pkcs11.exceptions import PKCS11Error
-from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from pyhanko.pdf_utils.reader import PdfFileReader
 from pyhanko.pdf_utils.text import TextBoxStyle
@@ -30,6 +28,7 @@ from pyhanko_certvalidator.registry import SimpleCertificateStore
 from selection.certificates.signing.base import MD_ALGORITHM, Box, SigningError, refusal
 from selection.certificates.signing.certificates import load_asn1_cert, load_asn1_crl, load_signer, subject_line
 from selection.certificates.signing.dev_ca import DEV_CA_CERT, DEV_TSA_CERT, DEV_TSA_KEY
+from selection.certificates.signing.fonts import font_covers, stamp_font_engine
 from selection.domain.messages import marked as _
 from selection.domain.roles import ROLE_LABELS
 
@@ -79,43 +78,6 @@ def prepare_signature_fields(pdf_bytes: bytes, boxes: Mapping[str, Sequence]) ->
     return out.getvalue()
 
 
-# Debian's fonts-noto-cjk (scripts/install-system-deps.sh): a collection, of which pyHanko can
-# embed only single faces, so the Simplified Chinese face is extracted once into a cache.
-CJK_COLLECTIONS = ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",)
-CJK_FACE = "Noto Sans CJK SC"
-
-
-def cjk_stamp_font(cache_dir: Path) -> Path | None:
-    """An OpenType face covering Latin and CJK for signature stamps, or None where there is none.
-
-    Extracted from the system's Noto Sans CJK collection into `cache_dir` on first use (about a
-    second); later calls find the file.
-    """
-    target = Path(cache_dir) / "NotoSansCJKsc-Regular.otf"
-    if target.is_file():
-        return target
-
-    for source in CJK_COLLECTIONS:
-        if not Path(source).is_file():
-            continue
-        for font in TTCollection(source, lazy=True).fonts:
-            if font["name"].getDebugName(1) == CJK_FACE:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-                font.save(partial)
-                partial.replace(target)  # atomic: a concurrent signer never reads half a font
-                return target
-    log.warning("no CJK font for signature stamps (looked for %s in %s)", CJK_FACE, ", ".join(CJK_COLLECTIONS))
-    return None
-
-
-def _font_covers(font_path: Path, text: str) -> bool:
-
-    with TTFont(font_path, lazy=True) as font:
-        cmap = font.getBestCmap() or {}
-    return all(ord(ch) in cmap for ch in text if not ch.isspace())
-
-
 def _stamp_text_style(signer_line: str, words: str, stamp_font: Path | str | None) -> tuple[str, TextBoxStyle | None]:
     """The signer line and the font to draw the stamp in (`words`: its other text, heading and role).
 
@@ -126,8 +88,8 @@ def _stamp_text_style(signer_line: str, words: str, stamp_font: Path | str | Non
     standard PDF font, and a name outside Latin-1 is replaced by where it stands (the record template
     prints it in any script above the signature box).
     """
-    if stamp_font is not None and _font_covers(Path(stamp_font), signer_line + words):
-        return signer_line, TextBoxStyle(font=GlyphAccumulatorFactory(str(stamp_font), font_size=10))
+    if stamp_font is not None and font_covers(stamp_font, signer_line + words):
+        return signer_line, TextBoxStyle(font=stamp_font_engine(stamp_font, font_size=10))
     try:
         signer_line.encode("latin-1")
         return signer_line, None

@@ -165,8 +165,8 @@ MAPPINGS: tuple[Mapping, ...] = (
         0.0,
         1.0,
         "share",
-        "share of {priority, fair, admission_limit} documented; the overload test confirms the admission limit "
-        "(rejection or queueing past the sustainable load) or refutes it (OOM or a crash)",
+        "share of {priority, fair, admission limit} scheduling documented; the overload test confirms the admission "
+        "limit (rejection or queueing past the sustainable load) or refutes it (OOM or a crash)",
         1.0,
     ),
     # context
@@ -324,7 +324,7 @@ MAPPINGS: tuple[Mapping, ...] = (
         0.0,
         1.0,
         "share",
-        "share of {kv_usage, prefix_hit_rate, preemptions, queue_depth} exported",
+        "share of {KV usage, prefix hit rate, preemptions, queue depth} metrics exported",
         1.0,
     ),
     Mapping(

@@ -3,12 +3,13 @@ live run holds waits and says which run holds it; a finished run records what el
 
 import contextlib
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun
-from benchmarks.presentation import progress_view
+from benchmarks.presentation import progress_view, run_notes
 from benchmarks.result import NormalizedResult
 from benchmarks.simulator.config import SimConfig
 from benchmarks.simulator.server import start_server
@@ -16,7 +17,9 @@ from benchmarks.validation import hardware
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.worker import HardwareBusy, claim, overlapping_runs, record_host_activity
 from selection.candidates.services import add_candidate
+from selection.i18n import message_text
 from selection.setup.services import create_selection, save_constraints
+from tests.e2e import pagechecks
 from tests.support.builders import SAMPLE_CONSTRAINTS
 from tests.support.servers import ThreadedServer
 
@@ -223,6 +226,14 @@ def test_a_run_records_what_ran_beside_it(on_one_host, architect, engines, selec
     assert activity["hardware"] == ["host:m1"] and activity["load_client"] == "celery@m1"
     assert activity["overlapping_runs"][0]["run"] == beside.pk
     assert any(f"Run {beside.pk} (concurrency_stress) ran beside this one" in note for note in result.notes)
+    # a page names the test by its title in its own language, never by its id (the API's English keeps it)
+    english, chinese = (
+        " ".join(run_notes(result.notes, result.metadata, partial(message_text, language=language)))
+        for language in ("en", "zh-hans")
+    )
+    assert f"Run {beside.pk} (Concurrency stress) ran beside this one" in english
+    assert pagechecks.identifiers(english) == [] and pagechecks.identifiers(chinese) == [], (english, chinese)
+    assert "并发压力" in chinese and pagechecks.english_words(chinese) == [], chinese
 
 
 def test_a_run_alone_on_its_hardware_records_that_nothing_overlapped(on_one_host, architect):

@@ -404,6 +404,20 @@ def test_vllm_issue_12330_worked_example_from_the_kv_memory():
     assert p.token_capacity == pytest.approx(5691 * 16, rel=0.01)
 
 
+def test_a_set_kv_cache_size_is_noted_in_words_in_both_languages():
+    """The note names vLLM's settings in words: the capacity page shows it as prose (the inputs' keys are
+    its code), so neither `kv_cache_memory_bytes` nor `gpu_memory_utilization` appears in it."""
+    from selection.i18n import message_text
+    from tests.e2e import pagechecks
+
+    p = plan("Llama-3-8B", gpu="A100-40GB", kv_cache_memory_bytes=int(11.12 * GiB), contexts=(8192,))
+    english = " ".join(str(message_text(note, "en")) for note in p.notes)
+    chinese = " ".join(str(message_text(note, "zh-hans")) for note in p.notes)
+    assert "KV cache size is set" in english and pagechecks.identifiers(english) == [], english
+    assert "KV 缓存大小" in chinese and pagechecks.identifiers(chinese) == [], chinese
+    assert pagechecks.english_words(chinese) == [], chinese
+
+
 def test_vllm_issue_12330_worked_example_through_gpu_memory_utilization():
     """The same example through vLLM's rule: 39.39 GiB x 0.90 - weights - non-KV overheads.
     Weights are counted from the config (14.96 GiB); the activation/non-torch overheads are not

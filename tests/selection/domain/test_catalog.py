@@ -257,3 +257,19 @@ def test_major_versions_follow_semantic_versioning():
     assert newer_major_versions("0.6.3", ["0.6.9", "0.11.0", "master@x"]) == ["0.11.0"]
     assert newer_major_versions("1.4.0", ["1.9.0", "2.0.0rc1"]) == ["2.0.0rc1"]
     assert newer_major_versions("master@00dc805", ["1.0"]) == []
+
+
+def test_a_note_read_from_a_package_or_a_file_is_taken_apart_into_its_field_and_where():
+    from selection.domain.catalog import read_note
+
+    wheel = read_note("License-Expression: Apache-2.0 in the 0.11.0 wheel metadata")
+    assert wheel.field == "License-Expression: Apache-2.0"  # quoted from the source: shown as code
+    assert str(wheel.where) == "in the 0.11.0 wheel metadata" and wheel.where.params == {"version": "0.11.0"}
+    in_file = read_note(
+        "SPDX-License-Identifier: Apache-2.0 in tensorrt_llm/version.py; some C++ batch-manager headers carry "
+        "the NVIDIA TensorRT Source Code License"
+    )
+    assert in_file.field == "SPDX-License-Identifier: Apache-2.0" and str(in_file.where) == "in tensorrt_llm/version.py"
+    assert str(in_file.remark).startswith("some C++ batch-manager headers")
+    assert read_note("catalog assessment") is None and read_note(None) is None  # shown as written
+    assert read_note("License: MIT in the 1.0 wheel metadata; an unknown remark") is None

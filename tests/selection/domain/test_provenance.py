@@ -64,3 +64,13 @@ def test_a_version_not_in_the_catalog_assumes_the_newest_and_says_so():
 def test_validated_on_describes_the_engine_hosts_gpus():
     assert p.validated_on(SIM_8B["gpu"]) == "1× H100 (80 GiB, driver simulated)"
     assert p.validated_on(None) == ""
+
+
+def test_validated_on_is_a_message_whose_driver_reads_in_words_when_simulated():
+    from selection.domain.messages import render
+
+    chinese = {"%(gpu)s (%(details)s)": "%(gpu)s（%(details)s）", "driver simulated": "驱动：模拟", ", ": "、"}
+    message = p.validated_on_message(SIM_8B["gpu"])
+    assert render(message, lambda msgid, context: chinese.get(msgid, msgid)) == "1× H100（80 GiB、驱动：模拟）"
+    assert p.validated_on({"model": "H100", "driver": "550.54"}) == "H100 (driver 550.54)"
+    assert p.validated_on({"model": "H100"}) == "H100"

@@ -220,3 +220,19 @@ def test_the_next_step_of_a_signed_record_names_its_open_items(in_review, owners
     step = next_step(Selection.objects.get(pk=in_review.selection_id), gate_count=1)
     assert "not for procurement" in step.label
     assert "2 open items are neither resolved nor waived" in step.hint
+
+
+@pytest.mark.parametrize(
+    "language, unstated", [("en", "Security checklist: permissions"), ("zh-hans", "安全检查清单：权限")]
+)
+def test_the_record_page_names_open_project_checks_in_words(client, in_review, architect, language, unstated):
+    """Never by their keys (security.permissions): the record page's open project checks name each item
+    as a reader does, in the page's language."""
+    from tests.e2e import pagechecks
+
+    client.force_login(architect)
+    client.cookies["django_language"] = language
+    record = client.get(reverse("selection:record", args=[in_review.selection_id, in_review.pk])).content.decode()
+    start = record.index('<dd class="warn">', record.index("data-written-in"))
+    checks = record[start : record.index("</dd>", start)]
+    assert unstated in checks and pagechecks.identifiers(checks) == [], checks

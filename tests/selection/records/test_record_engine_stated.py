@@ -24,8 +24,8 @@ def test_the_record_prints_the_engine_stated_capacity_with_its_source(demo_like,
     blocks = {block["candidate"]: block for block in record.snapshot["capacity"]}
     row = next(r for r in blocks[run.candidate.display_name]["rows"] if r["quantity"] == "Token capacity")
     assert row["measured"] == 470_000
-    assert row["measured_source"] == (
-        f"engine-stated: engine metrics of run {run.pk} (vllm:cache_config_info num_gpu_blocks 29375 x block_size 16)"
-    )
+    assert row["measured_source"] == f"engine-stated: engine metrics of run {run.pk}"
+    assert row["measured_metric"] == "vllm:cache_config_info num_gpu_blocks 29375 x block_size 16"  # set as code
+    assert row["measured_simulated"] is False
     others = [b for name, b in blocks.items() if name != run.candidate.display_name]
     assert all(r.get("measured") is None for b in others for r in b["rows"])  # nothing stated: "not measured"

@@ -109,3 +109,18 @@ def test_page_one_and_the_body_and_the_comparison_say_the_same(priced, architect
     page = client.get(reverse("selection:comparison", args=[priced.pk])).content.decode()
     assert "Cost against the budget and growth" in page
     assert winner_monthly in page and page_one["verdict"] in page
+
+
+def test_the_chinese_cost_table_sets_the_offload_flag_as_code_and_the_sources_in_wide_brackets(
+    priced, architect, client, settings
+):
+    """Issue 37 item 2: the flag in the cost formula is typed as it stands (code, which the crawler
+    does not read as English); a limit's source sits in Chinese brackets, not ASCII ones."""
+    compute_scores(priced)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    client.force_login(architect)
+    page = client.get(reverse("selection:comparison", args=[priced.pk])).content.decode()
+    cost = page[page.index('id="cost-title"') : page.index('id="sens-title"')]
+    assert "主机内存（<code>--kv-offloading-size 8</code>）" in cost
+    row = cost[cost.index('data-row="kv_limit"') : cost.index("</tr>", cost.index('data-row="kv_limit"'))]
+    assert "（容量规划（未实测））" in row or "（引擎自述" in row, row

@@ -4,6 +4,7 @@ written as."""
 
 import re
 
+import pytest
 from django.utils import translation
 
 from selection.domain.messages import Message
@@ -62,3 +63,26 @@ def test_a_stored_snapshot_keeps_the_reasons_as_messages():
     assert again.held_out["soak_drift_p99_ratio"] == REASON and again.metrics["ttft_p95_ms"].client_bound == REASON
     legacy = evidence_from_dict({"candidate": "1", "held_out": {"ttft_p95_ms": "client-bound (old text)"}})
     assert legacy.held_out["ttft_p95_ms"] == "client-bound (old text)"
+
+
+@pytest.mark.django_db
+def test_a_client_bound_soak_names_its_test_and_windows_in_words_in_both_languages(candidate):
+    """The reason a soak's drift is held out names the test by its title and its phases in words, never
+    `stability`, `first_window` or `last_window` (the crawler's identifier rule, in both languages)."""
+    from benchmarks.models import BenchmarkRun, RunPoint
+    from selection.scoring.evidence import client_bound_reason
+    from tests.e2e import pagechecks
+
+    run = BenchmarkRun.objects.create(candidate=candidate, test="stability", origin="validation", status="succeeded")
+    for index, label in enumerate(("all", "first_window", "last_window")):
+        RunPoint.objects.create(
+            run=run, index=index, label=label, client_bound=True, extra={"client_bound_reasons": ["late sends"]}
+        )
+    reason = client_bound_reason(run)
+    english, chinese = message_text(reason, "en"), message_text(reason, "zh-hans")
+    assert (
+        english
+        == f"client-bound (Long-run stability run {run.pk}, all requests, first window, last window: late sends)"
+    )
+    assert "长时稳定性" in chinese and "第一个窗口" in chinese
+    assert pagechecks.identifiers(english) == [] and pagechecks.identifiers(chinese) == []
