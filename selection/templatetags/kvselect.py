@@ -19,7 +19,15 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from selection.domain import criteria as criteria_domain
-from selection.i18n import certificate_name, criterion_name, domain_text, message_text, person_name, translate_test
+from selection.i18n import (
+    certificate_name,
+    criterion_name,
+    domain_text,
+    message_html,
+    message_text,
+    person_name,
+    translate_test,
+)
 from selection.i18n import role_name as role_label
 from selection.models import Constraints, Selection
 from selection.records.staleness import staleness
@@ -237,6 +245,12 @@ def message(value):
     """A sentence from selection.domain (scenario reason, scoring sentence, note or reason, capacity
     verdict), stored as a message, in the active language; plain text is shown unchanged."""
     return message_text(value)
+
+
+@register.filter(name="message_html")
+def message_as_html(value):
+    """`message` with what it quotes from a file (a key path, a column, a value) as code: a refusal of an upload."""
+    return message_html(value)
 
 
 @register.filter
