@@ -20,7 +20,12 @@ from selection.models import Candidate
 
 
 class ValidationError(ValueError):
-    """A run that cannot start; the message begins with the field at fault ("endpoint_url: ...")."""
+    """A run that cannot start; the message begins with the field at fault ("endpoint_url: ..."). `reason`,
+    when given, is what follows the field as a message (a page renders it in its language)."""
+
+    def __init__(self, text: str, reason: Message | None = None) -> None:
+        super().__init__(text)
+        self.reason = reason
 
 
 def check_candidate_target(candidate: Candidate) -> None:
@@ -29,7 +34,7 @@ def check_candidate_target(candidate: Candidate) -> None:
         raise ValidationError("endpoint_url: the candidate has no endpoint to test")
     refused = refused_urls(candidate_urls(candidate))
     for field, reason in refused.items():
-        raise ValidationError(f"{field}: {reason}")
+        raise ValidationError(f"{field}: {reason}", reason)
 
 
 def candidate_urls(candidate: Candidate) -> dict[str, str]:

@@ -20,7 +20,7 @@ from benchmarks.validation.plan import priority_order, validation_plan
 from selection.candidates.screening import documentation_screen, offered_for_tests
 from selection.domain import launch_flags
 from selection.domain.screening import DIMENSION_NAMES
-from selection.i18n import translate_test
+from selection.i18n import message_text, translate_test
 from selection.models import Candidate, Selection
 from selection.selectors import archived_refusal
 from selection.web import action_of, get_candidate, get_selection, page_context, page_url, require_edit
@@ -151,7 +151,8 @@ def validation_start(request: HttpRequest, pk: int, candidate_pk: int, test: str
         )
     except ValidationError as error:
         field, _sep, reason = str(error).partition(": ")
-        refusal = {"test": test, "field": field if reason else "", "reason": reason or field}
+        shown = message_text(error.reason) if error.reason is not None else reason or field  # the page's language
+        refusal = {"test": test, "field": field if reason else "", "reason": shown}
         return _validation_page(request, selection, candidate, bound=form, refusal=refusal, status=400)
     messages.success(
         request,

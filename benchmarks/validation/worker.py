@@ -59,7 +59,7 @@ from benchmarks.validation.target import (
 from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
 from selection.capacity.stating import record_measured_capacity
-from selection.domain.messages import NAME_SEPARATOR, Message, load
+from selection.domain.messages import LABEL_SEPARATOR, NAME_SEPARATOR, Code, Join, Message, load
 from selection.domain.messages import marked as _
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
@@ -356,8 +356,10 @@ def _execute(run: BenchmarkRun, reporter: RunReporter) -> BenchmarkRun:
     candidate = run.candidate
     try:
         check_candidate_target(candidate)
-    except ValidationError as exc:
-        return finish_failed(run, str(exc))
+    except ValidationError as exc:  # the allow-list refused a URL: the page says why in its language
+        field = str(exc).partition(": ")[0]
+        shown = None if exc.reason is None else Join([Code(field), exc.reason], LABEL_SEPARATOR)
+        return finish_failed(run, str(exc), shown)
     engine = (
         LaunchedEngine(candidate.launch_recipe, candidate.endpoint_url) if candidate.launch_recipe.strip() else None
     )
@@ -578,11 +580,15 @@ def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str 
     return stored
 
 
-def finish_failed(run: BenchmarkRun, error: str) -> BenchmarkRun:
+def finish_failed(run: BenchmarkRun, error: str, message: Message | Join | None = None) -> BenchmarkRun:
+    """The run failed: `error` is the English the API gives; `message`, when given, the same as a message
+    the run page renders in its language (BenchmarkRun.error_message)."""
+
     def write() -> None:
         BenchmarkRun.objects.filter(owned_by(run.attempt), pk=run.pk).update(
             status=BenchmarkRun.Status.FAILED,
             error=error[:5000],
+            error_message=None if message is None else message.to_dict(),
             finished_at=timezone.now(),
             progress={"phase": "failed", "percent": (run.progress or {}).get("percent", 0)},
         )

@@ -684,3 +684,17 @@ def test_upload_form_preselects_the_candidate_a_link_came_from(client, architect
         .initial.get("candidate")
         is None
     )
+
+
+def test_a_refused_endpoint_reads_in_the_pages_language(client, architect, selection, candidate):
+    candidate.endpoint_url = "http://169.254.169.254/latest"
+    candidate.save()
+    client.force_login(architect)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    page = client.get(url("selection:validation", selection, candidate))
+    form = next(card["form"] for card in page.context["cards"] if card["test"] == "stability")
+    data = {f"stability-{name}": form[name].value() for name in form.fields if form[name].value() is not None}
+    response = client.post(url("selection:validation-start", selection, candidate, "stability"), data)
+    body = response.content.decode()
+    assert response.status_code == 400 and "169.254.169.254 是云元数据地址，始终拒绝" in body
+    assert "is always refused" not in body and not BenchmarkRun.objects.exists()

@@ -6,12 +6,14 @@ import socket
 from unittest import mock
 
 import pytest
+from django.utils import translation
 from rest_framework.test import APIClient
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import ValidationError, start_validation
 from benchmarks.validation.worker import claim, execute
 from selection.candidates.services import add_candidate
+from selection.i18n import message_html
 from selection.models import Candidate
 
 pytestmark = pytest.mark.reliability
@@ -71,6 +73,13 @@ def test_dns_rebinding_between_start_and_execution_is_refused_by_the_worker(
         done = execute(claim(run.pk, "w1"))
     assert done.status == "failed" and "endpoint_url" in done.error
     assert no_connections == []
+    # the run page says why in its language: the field as code, the refusal translated (the API keeps the English)
+    assert done.error == (
+        "endpoint_url: 'engine.internal' resolves to 169.254.169.254, a cloud metadata address; refused"
+    )
+    with translation.override("zh-hans"):
+        shown = str(message_html(done.error_message))
+    assert shown == "<code>endpoint_url</code>：engine.internal 解析为 169.254.169.254，属于云元数据地址；已拒绝"
 
 
 @pytest.mark.parametrize(
