@@ -171,17 +171,17 @@ def without_shortened(text: str, allowed: Iterable[str]) -> str:
 
 def without(text: str, allowed: Iterable[str]) -> str:
     """`text` with every allowed string (whole words, or cut short with "…") and every URL, file name,
-    hash and reference blanked out. URLs go first (a product name inside one must not split it), then the
-    allowed strings: a typed text that names a file ("alerts.yml and dashboard.json exported from this
-    record") is still what was typed."""
+    hash and reference blanked out. An allowed text that names a file ("alerts.yml and dashboard.json
+    exported from this record", typed in a project check) goes before the file names, or it would no
+    longer be found as typed."""
     names = sorted({a.strip() for a in allowed if a and a.strip()}, key=len, reverse=True)
     text = URL.sub(" ", text)
-    text = without_shortened(text, allowed)
-    for name in names:  # not the start of a file name ("run-1" of "run-1.json"): that goes whole below
-        text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9]|\.\w)", " ", text)
+    for name in (name for name in names if FILE_NAME.search(name)):
+        text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", " ", text)
     text = FILE_NAME.sub(" ", text)
     text = HEX.sub(" ", text)
     text = REFERENCE.sub(" ", text)
+    text = without_shortened(text, allowed)
     for name in names:
         text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", " ", text)
     return text

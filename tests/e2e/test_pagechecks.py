@@ -46,7 +46,7 @@ def test_english_words_on_a_chinese_page():
     assert pagechecks.english_words(f"说明：{typed}", allowed={typed}) == []
     assert pagechecks.english_words("alerts.yml and dashboard.json exported") == ["and", "exported"]
     assert pagechecks.english_words("run-1.json 原生结果", allowed={"run-1"}) == []  # the file goes whole
-    assert pagechecks.identifiers("kvselect.local", allowed={"kvselect"}) == []
+    assert pagechecks.english_words("run-2 原生结果 JSON：run-2.json", allowed={"2"}) == []  # and the reference
 
 
 def test_references_and_shortened_typed_text_are_not_english():
