@@ -46,6 +46,9 @@ class BenchmarkRun(models.Model):
     notes = models.JSONField(default=list, blank=True)
     partial = models.BooleanField(default=False)
     error = models.TextField(blank=True)
+    # the same error as a message (`Message.to_dict`) where one was written: a page renders it in its reader's
+    # language (a malformed upload parsed in the background names its key path); `error` stays the English text
+    error_message = models.JSONField(null=True, blank=True)
     progress = models.JSONField(default=dict, blank=True)
     cancel_requested = models.BooleanField(default=False)
     idempotency_key = models.CharField(max_length=200, blank=True)

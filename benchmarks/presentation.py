@@ -21,6 +21,7 @@ from benchmarks.result import DEFINITIONS, STAT_KEYS
 from benchmarks.suite.base import Figure
 from selection.domain import messages
 from selection.domain.messages import marked as _
+from selection.domain.scoring.sentences import METRIC_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -100,15 +101,7 @@ POINT_LABELS = {
     "with_background": _("with background traffic"),
 }
 # A verdict's status in words (benchmarks.verdicts.STATUSES).
-STATUS_LABELS = {
-    verdict_status.PASS: _("pass"),
-    verdict_status.FAIL: _("fail"),
-    verdict_status.INCONCLUSIVE: _("inconclusive"),
-    verdict_status.INSUFFICIENT_DATA: _("insufficient data"),
-    verdict_status.NOT_EXERCISED: _("not exercised"),
-    verdict_status.NOT_JUDGED: _("not judged"),
-    verdict_status.NOT_APPLICABLE: _("not applicable"),
-}
+STATUS_LABELS = verdict_status.STATUS_LABELS
 # Provenance keys a run's metadata commonly holds (tools add their own, shown as they are).
 METADATA_LABELS = {
     "engine_host": _("Engine host (what the engine ran as and on)"),
@@ -162,6 +155,8 @@ METADATA_LABELS = {
     "telemetry_stats": _("Telemetry statistics"),
     "trace": _("Trace"),
 }
+# metadata keys whose value lists measured figures by their keys (prefix reuse's `pace_independent`)
+FIGURE_LIST_KEYS = frozenset({"pace_independent"})
 # words a key's parts read as when no label is known ("kv_usage_ratio" -> "KV usage ratio")
 KEY_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "kv": "KV", "e2e": "end-to-end", "gpu": "GPU", "cpu": "CPU"}
 DEFINITION_TITLES = {
@@ -188,19 +183,26 @@ def provenance_rows(
     metadata: Mapping[str, Any] | None, label=lambda key: key_words(key), translate=lambda text: text
 ) -> list[dict[str, Any]]:
     """A run's provenance as the page lists it: each key's label (`METADATA_LABELS`, else `label`),
-    a plain value as it is, and a structured one (a dict, a list of dicts) as indented JSON for a
-    code block, never flattened into "key: value" prose."""
+    a plain value as it is, a list of measured figures (`FIGURE_LIST_KEYS`) as each figure's name with
+    its key (`figures`: the page sets the key as code), and a structured one (a dict, a list of dicts)
+    as indented JSON for a code block, never flattened into "key: value" prose."""
     rows = []
     for key, value in sorted((metadata or {}).items()):
         name = translate(METADATA_LABELS[key]) if key in METADATA_LABELS else label(key)
         structured = isinstance(value, dict) or (
             isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value)
         )
+        figures = key in FIGURE_LIST_KEYS and isinstance(value, list) and not structured
         rows.append(
             {
                 "key": key,
                 "label": name,
-                "value": None if structured else value,
+                "value": None if structured or figures else value,
+                "figures": [
+                    {"key": str(k), "name": translate(METRIC_NAMES[k]) if k in METRIC_NAMES else ""} for k in value
+                ]
+                if figures
+                else [],
                 "json": json.dumps(value, indent=2, ensure_ascii=False, default=str) if structured else "",
             }
         )
@@ -789,30 +791,36 @@ GPU_SOURCES = {
 }
 
 
-def engine_host_line(metadata: Mapping[str, Any] | None, translate=lambda text: text) -> str:
-    """What the engine ran as and on, as the run's probe before the load recorded it (served model,
-    version, the engine host's GPUs and where they were read; never the load client's): "" when the
-    run recorded none."""
+def engine_host(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the engine ran as and on, as the run's probe before the load recorded it (served models,
+    version and where it was read, the engine host's GPUs and where they were read; never the load
+    client's), as facts for the run page to put in words and code (`benchmarks/_engine_host.html`);
+    None when the run recorded none.
+
+    The version's source is a request ("GET /version", shown as code), a metric ("metric
+    vllm:build_info": the word, then the name as code) or the upload's metadata (words). A GPU's
+    driver is a version (code), or "simulated" for the simulator's (words)."""
     host = (metadata or {}).get("engine_host")
     if not isinstance(host, Mapping):
-        return ""
+        return None
     identity = host.get("identity") or {}
-    parts = []
-    served = ", ".join([*(identity.get("served_models") or []), *(identity.get("model_paths") or [])])
-    if served:
-        parts.append(translate(_("model %(served)s")) % {"served": served})
-    if identity.get("engine_version"):
-        parts.append(
-            translate(_("version %(version)s (%(source)s)"))
-            % {"version": identity["engine_version"], "source": identity.get("version_source") or ""}
-        )
+    source = str(identity.get("version_source") or "")
+    metric = source.removeprefix("metric ") if source.startswith("metric ") else ""
     gpu = identity.get("gpu") or {}
-    if gpu.get("model"):
-        count = f"{gpu['count']}× " if gpu.get("count") else ""
-        memory = f" {float(gpu['memory_gib']):g} GiB" if gpu.get("memory_gib") else ""
-        driver = f", driver {gpu['driver']}" if gpu.get("driver") else ""
-        source = translate(GPU_SOURCES[gpu["source"]]) if gpu.get("source") in GPU_SOURCES else ""
-        parts.append(f"{count}{gpu['model']}{memory}{driver} {source}".strip())
-    else:
-        parts.append(translate(_("GPUs not reported by the engine host")))
-    return "; ".join(parts)
+    return {
+        "models": [str(m) for m in (*(identity.get("served_models") or []), *(identity.get("model_paths") or []))],
+        "version": str(identity.get("engine_version") or ""),
+        "version_request": source if source.startswith("GET ") else "",
+        "version_metric": metric,
+        "version_from_upload": source == "upload metadata",
+        "gpu": {
+            "count": gpu.get("count") or "",
+            "model": str(gpu["model"]),
+            "memory_gib": f"{float(gpu['memory_gib']):g}" if gpu.get("memory_gib") else "",
+            "driver": str(gpu.get("driver") or ""),
+            "simulated_driver": gpu.get("driver") == "simulated",
+            "source": GPU_SOURCES.get(gpu.get("source") or ""),
+        }
+        if gpu.get("model")
+        else None,
+    }

@@ -16,6 +16,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from selection.domain.messages import Message
+
 NATIVE_SCHEMA = "kvselect.result/1"
 MEASURED = "MEASURED"
 SIMULATED = "SIMULATED"
@@ -166,6 +168,14 @@ class NormalizedResult:
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # pass criteria: {name, passed, detail}
     notes: list[str] = field(default_factory=list)
     partial: bool = False
+
+    def add_note(self, note: str | Message, text: str | None = None) -> None:
+        """A run note: its English text in `notes` (the API, the CLI; `text` when it differs from the
+        page's English) and, written as a message, the message beside it (metadata["note_messages"], by
+        the note's index) for pages in any language."""
+        self.notes.append(str(note) if text is None else text)
+        if isinstance(note, Message):
+            self.metadata.setdefault("note_messages", {})[str(len(self.notes) - 1)] = note.to_dict()
 
     def to_native(self, include_requests: bool = True) -> dict[str, Any]:
         """The native JSON document (`kvselect.result/1`)."""

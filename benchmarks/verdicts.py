@@ -34,6 +34,16 @@ NOT_EXERCISED = "not_exercised"  # the behaviour the test is about never happene
 NOT_JUDGED = "not_judged"  # the engine exports nothing to judge it by
 NOT_APPLICABLE = "not_applicable"  # the engine's documented cache model rules the behaviour out (why, source)
 STATUSES = (PASS, FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, NOT_JUDGED, NOT_APPLICABLE)
+# A status in words (pages, and sentences that name one: `status_word`).
+STATUS_LABELS = {
+    PASS: _("pass"),
+    FAIL: _("fail"),
+    INCONCLUSIVE: _("inconclusive"),
+    INSUFFICIENT_DATA: _("insufficient data"),
+    NOT_EXERCISED: _("not exercised"),
+    NOT_JUDGED: _("not judged"),
+    NOT_APPLICABLE: _("not applicable"),
+}
 
 MIN_SAMPLES = 20  # below it a percentile is "insufficient data", never a pass
 # the share of the TTFT budget a request may spend waiting in the engine's queue: the harness's queue-wait
@@ -97,6 +107,11 @@ def verdict(
     if reference:
         result["reference"] = reference
     return result
+
+
+def status_word(status: str) -> Message | str:
+    """A status inside a sentence, as a message ("insufficient data"); an unknown one as its text."""
+    return Message(STATUS_LABELS[status]) if status in STATUS_LABELS else str(status).replace("_", " ")
 
 
 def detail_of(item: dict[str, Any]) -> Any:

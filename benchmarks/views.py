@@ -160,7 +160,7 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         figures=presentation.result_figures(run.test, points, run.metadata, _) if has_data else [],
         observed=presentation.observed_line(run.metadata, run.is_simulated, render_message=message_text),
         notes=presentation.run_notes(run.notes, run.metadata, render_message=message_text),
-        engine_host=presentation.engine_host_line(run.metadata, translate=_),
+        engine_host=presentation.engine_host(run.metadata),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",
         progress=presentation.progress_view(run.progress, run.status, run.is_terminal),

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from benchmarks.result import NormalizedResult
-from selection.domain.messages import LABEL_SEPARATOR, Code, Message, pgettext
+from selection.domain.messages import CLAUSE_SEPARATOR, LABEL_SEPARATOR, Code, Message, pgettext
 from selection.domain.messages import marked as _
 
 MAX_DEPTH = 64  # deeper nesting than any real result file; guards recursion in consumers
@@ -278,6 +278,10 @@ class UnrecognisedFormat(ValueError):
     def __init__(self, refusals: dict[str, str | Message], filename: str | None = None):
         self.reasons = dict(refusals)
         self.refusals = {name: str(reason) for name, reason in refusals.items()}
-        label = f"{filename!r}" if filename else "the file"
-        reasons = "; ".join(f"{name}: {reason}" for name, reason in refusals.items())
-        super().__init__(f"{label} is not a recognised benchmark result format. Tried {reasons}")
+        label = Code(repr(filename)) if filename else Message(_("the file"))
+        tried = CLAUSE_SEPARATOR.join(where_in(name, reason) for name, reason in refusals.items())
+        self.message = Message(
+            _("%(file)s is not a recognised benchmark result format. Tried %(reasons)s"),
+            {"file": label, "reasons": tried},
+        )
+        super().__init__(str(self.message))

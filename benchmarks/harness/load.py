@@ -250,6 +250,7 @@ class _LocalLoad:
                 and not self.stop.is_set()
             ):
                 outcome.stopped_early = self.stopper.reason  # a dead engine is not hammered until the planned end
+                outcome.stopped_early_message = self.stopper.reason_message
                 self.stop.set()
             if measured:
                 outcome.records.append(record)
@@ -389,6 +390,7 @@ class _LocalLoad:
                 requested = _cancel_requested(cancel)
             if self.stopper.check(now) and not stop.is_set():
                 outcome.stopped_early = self.stopper.reason
+                outcome.stopped_early_message = self.stopper.reason_message
                 stop.set()
             if requested and not stop.is_set():
                 outcome.cancelled = True
@@ -531,7 +533,9 @@ async def _run_in_processes(
     merged.measure_start = min(part.measure_start for part in outcomes)
     merged.measure_end = max(part.measure_end for part in outcomes)
     merged.cancelled = any(part.cancelled for part in outcomes)
-    merged.stopped_early = next((part.stopped_early for part in outcomes if part.stopped_early), None)
+    stopped = next((part for part in outcomes if part.stopped_early), None)
+    if stopped is not None:
+        merged.stopped_early, merged.stopped_early_message = stopped.stopped_early, stopped.stopped_early_message
     merged.client_cpu_s += time.process_time() - cpu_start  # the parent's own share (relaying, merging)
     merged.wall_s = time.perf_counter() - wall_start
     merged.load_end = max(part.load_end for part in outcomes)

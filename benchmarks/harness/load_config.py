@@ -82,6 +82,7 @@ class LoadOutcome:
     measure_end: float = 0.0
     load_end: float = 0.0  # when the load stopped issuing (the deadline, or the last send): held concurrency ends here
     stopped_early: str | None = None  # why the load stopped before its planned end (the engine is gone)
+    stopped_early_message: Message | None = None  # the same as a message (pages in any language)
     achieved_concurrency: float | None = None
     peak_concurrency: int = 0
     achieved_rate: float | None = None  # sends per second while the load issued requests (not the drain)

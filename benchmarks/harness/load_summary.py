@@ -67,6 +67,11 @@ def summarize(outcome: LoadOutcome, label: str = "", slo: dict[str, float] | Non
             else None,
             "warmup_requests": len(outcome.warmup),
             "stopped_early": outcome.stopped_early,
+            **(
+                {"stopped_early_message": outcome.stopped_early_message.to_dict()}
+                if outcome.stopped_early_message is not None
+                else {}
+            ),
         },
     )
     if slo and completed:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from benchmarks.harness.request_record import RequestRecord
-from benchmarks.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS
+from benchmarks.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS, reasons_of
+from selection.domain.messages import NAME_SEPARATOR, Message, pgettext
+from selection.domain.messages import marked as _
 
 # What the engine did past the sustainable load, best first, with scoring's `overload_handling`
 # level (selection.domain.scoring: rejection 1.0, queueing 0.7, latency collapse 0.3, OOM or crash 0.0).
@@ -43,6 +45,61 @@ RECOVERY_LATENCY_TOLERANCE = 0.2
 # drains, stands in sample after sample.
 RECOVERY_SERIES_RUN = 2
 STATUS_ORDER = (FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, PASS)  # worst first
+
+# The behaviours by name, as sentences show them (the English name is the stored figure).
+BEHAVIOUR_NAMES = {
+    REJECTION: pgettext("overload behaviour", "rejection"),
+    QUEUEING: pgettext("overload behaviour", "queueing"),
+    COLLAPSE: pgettext("overload behaviour", "collapse"),
+    OOM: pgettext("overload behaviour", "oom"),
+    CRASH: pgettext("overload behaviour", "crash"),
+}
+# what `classify` found, one message a reason
+NEVER_PASSED = _("every step up to the top met the budget: the load never passed the sustainable level")
+DEAD_ENGINE = _("%(n)s requests met a dead engine (connection refused or dropped, or 503 saying it died)")
+DEAD_ENGINE_STOPPED = _(
+    "%(n)s requests met a dead engine (connection refused or dropped, or 503 saying it died); the load stopped "
+    "early: %(why)s"
+)
+OOM_FAILURES = _("%(n)s requests failed with out-of-memory errors")
+TTFT_COLLAPSED = _("at %(level)s: TTFT p95 %(ttft)s ms, over %(factor)sx the reference %(reference)s ms")
+QUEUE_GREW = _(
+    "at %(level)s: completed %(share)s of the offered requests and rejected none: the queue grew without bound"
+)
+THROUGHPUT_FELL = _("at %(level)s: throughput %(throughput)s req/s, under half the best step's")
+REFUSED = _("%(n)s requests refused with HTTP 429/503, the others served in bounded time")
+BOUNDED = _("no request failed; latency rose past the budget but stayed bounded")
+BOUNDED_WAITING = _(
+    "no request failed; latency rose past the budget but stayed bounded (up to %(waiting)s requests waiting)"
+)
+# what `judge_recovery` says
+NOTHING_TO_RECOVER = _("no overload happened: nothing to recover from")
+CRASHED = _("the engine crashed: it did not come back")
+NO_STEP_DOWN = _("no step back down ran after the overload")
+FEW_RECOVERY_REQUESTS = _("%(n)s requests in the recovery step")
+RECOVERED = _("back to the first step's level %(seconds)s s after the overload ended (%(parts)s)")
+PART_SECONDS = _("%(part)s %(seconds)s s")
+NOT_BACK = _("not back to the first step's level (%(lagging)s) by the end of the recovery step")
+LOWEST_MEDIAN = _(
+    "%(detail)s; lowest %(window)s-request median TTFT %(median)s ms vs the first step's p95 %(baseline)s ms "
+    "(+%(tolerance)s allowed)"
+)
+RECOVERY_CLIENT_BOUND = _("%(detail)s; client-bound, so the latency is not the engine's alone: %(reasons)s")
+# what came back to its level (`recovery_time`'s parts), by name; the English is the part's key
+PART_NAMES = {
+    "latency": pgettext("overload recovery part", "latency"),
+    "waiting": pgettext("overload recovery part", "waiting"),
+    "kv_usage_ratio": pgettext("overload recovery part", "kv_usage_ratio"),
+}
+
+
+def behaviour_name(behaviour: str) -> Message | str:
+    """A behaviour by name in a sentence (its English name is its id)."""
+    return BEHAVIOUR_NAMES.get(behaviour, behaviour)
+
+
+def part_name(part: str) -> Message | str:
+    return PART_NAMES.get(part, part)
 
 
 def failure_kinds(records: Iterable[RequestRecord]) -> dict[str, int]:
@@ -85,7 +142,7 @@ class Step:
     throughput: float | None = None  # completed requests per second
     completion_ratio: float | None = None  # open loop: completions / offered requests
     waiting_max: float | None = None
-    stopped_early: str | None = None
+    stopped_early: str | Message | None = None  # why the load stopped early (a message where the runner wrote one)
 
 
 def sustainable_level(steps: Sequence[Step]) -> float | None:
@@ -101,60 +158,53 @@ def sustainable_level(steps: Sequence[Step]) -> float | None:
     return best
 
 
-def classify(steps: Sequence[Step], latency_reference_ms: float | None) -> tuple[str | None, list[str]]:
-    """What the engine did on the up-steps past the sustainable one: (behaviour, reasons), the
+def classify(steps: Sequence[Step], latency_reference_ms: float | None) -> tuple[str | None, list[Message]]:
+    """What the engine did on the up-steps past the sustainable one: (behaviour, reasons as messages), the
     worst of crash > oom > collapse > rejection > queueing. (None, [...]) when no step was past it."""
     sustainable = sustainable_level(steps)
     up = [step for step in steps if step.direction == "up"]
     past = [step for step in up if sustainable is None or step.level > sustainable]
     if not past:
-        return None, ["every step up to the top met the budget: the load never passed the sustainable level"]
-    reasons: list[str] = []
+        return None, [Message(NEVER_PASSED)]
+    reasons: list[Message] = []
     totals = {kind: sum(step.failures.get(kind, 0) for step in past) for kind in ("rejected", "oom", "crash")}
     gone = [step for step in past if step.stopped_early]
     if totals["crash"] or gone:
         reasons.append(
-            f"{totals['crash']} requests met a dead engine (connection refused or dropped, or 503 saying it died)"
-            + (f"; the load stopped early: {gone[0].stopped_early}" if gone else "")
+            Message(DEAD_ENGINE_STOPPED, {"n": totals["crash"], "why": gone[0].stopped_early})
+            if gone
+            else Message(DEAD_ENGINE, {"n": totals["crash"]})
         )
         return CRASH, reasons
     if totals["oom"]:
-        reasons.append(f"{totals['oom']} requests failed with out-of-memory errors")
+        reasons.append(Message(OOM_FAILURES, {"n": totals["oom"]}))
         return OOM, reasons
     best_throughput = max((step.throughput or 0.0) for step in up) if up else 0.0
     for step in past:
-        where = f"at {step.level:g}"
+        where = f"{step.level:g}"
         if (
             latency_reference_ms
             and step.ttft_p95_ms is not None
             and step.ttft_p95_ms > COLLAPSE_FACTOR * latency_reference_ms
         ):
+            figures = {"ttft": f"{step.ttft_p95_ms:.0f}", "factor": f"{COLLAPSE_FACTOR:g}"}
             reasons.append(
-                f"{where}: TTFT p95 {step.ttft_p95_ms:.0f} ms, over {COLLAPSE_FACTOR:g}x the reference "
-                f"{latency_reference_ms:.0f} ms"
+                Message(TTFT_COLLAPSED, {"level": where, **figures, "reference": f"{latency_reference_ms:.0f}"})
             )
         if (
             step.completion_ratio is not None
             and step.completion_ratio < COMPLETION_KEPT
             and not step.failures.get("rejected")
         ):
-            reasons.append(
-                f"{where}: completed {step.completion_ratio:.0%} of the offered requests and rejected none: "
-                "the queue grew without bound"
-            )
+            reasons.append(Message(QUEUE_GREW, {"level": where, "share": f"{step.completion_ratio:.0%}"}))
         if best_throughput and step.throughput is not None and step.throughput < THROUGHPUT_KEPT * best_throughput:
-            reasons.append(f"{where}: throughput {step.throughput:.1f} req/s, under half the best step's")
+            reasons.append(Message(THROUGHPUT_FELL, {"level": where, "throughput": f"{step.throughput:.1f}"}))
     if reasons:
         return COLLAPSE, reasons
     if totals["rejected"]:
-        return REJECTION, [
-            f"{totals['rejected']} requests refused with HTTP 429/503, the others served in bounded time"
-        ]
+        return REJECTION, [Message(REFUSED, {"n": totals["rejected"]})]
     waiting = max((step.waiting_max or 0.0) for step in past)
-    return QUEUEING, [
-        "no request failed; latency rose past the budget but stayed bounded"
-        + (f" (up to {waiting:g} requests waiting)" if waiting else "")
-    ]
+    return QUEUEING, [Message(BOUNDED_WAITING, {"waiting": f"{waiting:g}"}) if waiting else Message(BOUNDED)]
 
 
 def recovery_time(
@@ -214,35 +264,38 @@ def judge_recovery(
     recovery: dict[str, Any] | None,
     n_recovery: int,
     bound_s: float,
-    client_bound_reasons: Sequence[str] = (),
-) -> tuple[str, str]:
-    """The recovery verdict's status and detail from `recovery_time`'s answer (with its
+    client_bound_reasons: Sequence[Any] = (),
+) -> tuple[str, Message]:
+    """The recovery verdict's status and detail (a message) from `recovery_time`'s answer (with its
     `baseline`). A latency that never came back while the client was bound (in the first step, which
     set the baseline, or in the recovery step) is the client's lag as much as the engine's:
     inconclusive, with the reasons; the engine's own series (waiting, KV) decide regardless."""
     if behaviour is None:
-        return NOT_EXERCISED, "no overload happened: nothing to recover from"
+        return NOT_EXERCISED, Message(NOTHING_TO_RECOVER)
     if behaviour == CRASH:
-        return FAIL, "the engine crashed: it did not come back"
+        return FAIL, Message(CRASHED)
     if recovery is None:
-        return INSUFFICIENT_DATA, "no step back down ran after the overload"
+        return INSUFFICIENT_DATA, Message(NO_STEP_DOWN)
     if n_recovery < RECOVERY_WINDOW:
-        return INSUFFICIENT_DATA, f"{n_recovery} requests in the recovery step"
+        return INSUFFICIENT_DATA, Message(FEW_RECOVERY_REQUESTS, {"n": n_recovery})
     recovered = recovery["recovered_s"]
     if recovered is not None:
-        parts = ", ".join(f"{k} {v:.1f} s" for k, v in recovery["parts_s"].items() if v is not None)
-        detail = f"back to the first step's level {recovered:.1f} s after the overload ended ({parts})"
+        parts = NAME_SEPARATOR.join(
+            Message(PART_SECONDS, {"part": part_name(k), "seconds": f"{v:.1f}"})
+            for k, v in recovery["parts_s"].items()
+            if v is not None
+        )
+        detail = Message(RECOVERED, {"seconds": f"{recovered:.1f}", "parts": parts})
         return (PASS if recovered <= bound_s else FAIL), detail
     lagging = [k for k, v in recovery["parts_s"].items() if v is None]
-    detail = f"not back to the first step's level ({', '.join(lagging)}) by the end of the recovery step"
+    detail = Message(NOT_BACK, {"lagging": NAME_SEPARATOR.join(part_name(k) for k in lagging)})
     baseline_ms = (recovery.get("baseline") or {}).get("ttft_p95_ms")
     if "latency" in lagging and recovery.get("latency_median_ms") is not None and baseline_ms is not None:
-        detail += (
-            f"; lowest {RECOVERY_WINDOW}-request median TTFT {recovery['latency_median_ms']:.1f} ms"
-            f" vs the first step's p95 {baseline_ms:.1f} ms (+{RECOVERY_LATENCY_TOLERANCE:.0%} allowed)"
-        )
+        figures = {"window": RECOVERY_WINDOW, "median": f"{recovery['latency_median_ms']:.1f}"}
+        figures |= {"baseline": f"{baseline_ms:.1f}", "tolerance": f"{RECOVERY_LATENCY_TOLERANCE:.0%}"}
+        detail = Message(LOWEST_MEDIAN, {"detail": detail, **figures})
     if lagging == ["latency"] and client_bound_reasons:
-        return INCONCLUSIVE, detail + "; client-bound, so the latency is not the engine's alone: " + "; ".join(
-            client_bound_reasons
+        return INCONCLUSIVE, Message(
+            RECOVERY_CLIENT_BOUND, {"detail": detail, "reasons": reasons_of(list(client_bound_reasons))}
         )
     return FAIL, detail

@@ -25,6 +25,9 @@ import urllib.request
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
+from selection.domain.messages import NAME_SEPARATOR, Message, pgettext
+from selection.domain.messages import marked as _
+
 METADATA_HOSTS = {
     "metadata.google.internal",
     "metadata.goog",
@@ -39,8 +42,36 @@ METADATA_ADDRESSES = {
 }
 
 
+# Why a URL is refused, as message templates (pages say them in their language; the exception's
+# text is the English with the field: "target.endpoint_url: ..."). Hosts are quoted as Python's repr.
+BAD_SCHEME = _("scheme must be http or https, got '%(scheme)s'")
+NO_HOST = _("no host in %(url)s")
+CREDENTIALS = _("credentials in the URL are not accepted; use the API key field")
+BAD_PORT = _("invalid port in %(url)s: it must be a number from 0 to 65535")
+METADATA_HOST = _("'%(host)s' is a cloud metadata host and is always refused")
+ALWAYS_REFUSED = _("%(host)s is %(kind)s and is always refused")
+NOT_ALLOWED = _("host '%(host)s' is not in KVSELECT_ALLOWED_TARGETS (allowed: %(allowed)s)")
+NOTHING_ALLOWED = pgettext("outbound allow-list", "empty")
+CANNOT_RESOLVE = _("cannot resolve '%(host)s': %(error)s")
+RESOLVES_FORBIDDEN = _("'%(host)s' resolves to %(address)s, %(kind)s; refused")
+NOT_AN_ADDRESS = _("'%(host)s' resolves to %(address)s, not an address; refused")
+NO_ADDRESS = _("'%(host)s' resolves to no address")
+# the addresses refused whatever the allow-list says, by kind
+METADATA_ADDRESS = _("a cloud metadata address")
+LINK_LOCAL = _("link-local (169.254.0.0/16 or fe80::/10)")
+MULTICAST = _("multicast or unspecified")
+
+
 class TargetRefused(ValueError):
-    """The target URL may not be contacted; the message says which rule refused it."""
+    """The target URL may not be contacted. `reason` says which rule refused it, as a message (a page
+    renders it in its language); the exception's text is its English, after the field at fault."""
+
+    def __init__(self, reason: Message) -> None:
+        self.reason = reason
+        super().__init__(f"target.endpoint_url: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason,))
 
 
 Resolver = Callable[[str, int], Iterable[str]]
@@ -56,15 +87,15 @@ def resolve(host: str, port: int) -> list[str]:
     return _resolve(host, port)
 
 
-def _forbidden_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+def _forbidden_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> Message | None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     if address in METADATA_ADDRESSES:
-        return "a cloud metadata address"
+        return Message(METADATA_ADDRESS)
     if address.is_link_local:
-        return "link-local (169.254.0.0/16 or fe80::/10)"
+        return Message(LINK_LOCAL)
     if address.is_multicast or address.is_unspecified:
-        return "multicast or unspecified"
+        return Message(MULTICAST)
     return None
 
 
@@ -101,18 +132,18 @@ def check_target(url: str, allowed_hosts: Iterable[str] | str | None, resolver: 
         allowed = list(allowed_hosts or [])
     parts = urlsplit(url or "")
     if parts.scheme not in ("http", "https"):
-        raise TargetRefused(f"target.endpoint_url: scheme must be http or https, got {parts.scheme or 'none'!r}")
+        raise TargetRefused(Message(BAD_SCHEME, {"scheme": parts.scheme or "none"}))
     host = (parts.hostname or "").lower().rstrip(".")
     if not host:
-        raise TargetRefused(f"target.endpoint_url: no host in {url!r}")
+        raise TargetRefused(Message(NO_HOST, {"url": repr(url)}))
     if parts.username or parts.password:
-        raise TargetRefused("target.endpoint_url: credentials in the URL are not accepted; use the API key field")
+        raise TargetRefused(Message(CREDENTIALS))
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        raise TargetRefused(f"target.endpoint_url: {exc}") from None
+    except ValueError:
+        raise TargetRefused(Message(BAD_PORT, {"url": repr(url)})) from None
     if host in METADATA_HOSTS:
-        raise TargetRefused(f"target.endpoint_url: {host!r} is a cloud metadata host and is always refused")
+        raise TargetRefused(Message(METADATA_HOST, {"host": host}))
     try:
         literal = ipaddress.ip_address(host)
     except ValueError:
@@ -120,17 +151,15 @@ def check_target(url: str, allowed_hosts: Iterable[str] | str | None, resolver: 
     if literal is not None:
         reason = _forbidden_address(literal)
         if reason:
-            raise TargetRefused(f"target.endpoint_url: {host} is {reason} and is always refused")
+            raise TargetRefused(Message(ALWAYS_REFUSED, {"host": host, "kind": reason}))
     if not _host_allowed(host, allowed):
-        listed = ", ".join(allowed) if allowed else "empty"
-        raise TargetRefused(
-            f"target.endpoint_url: host {host!r} is not in KVSELECT_ALLOWED_TARGETS (allowed: {listed})"
-        )
+        listed = NAME_SEPARATOR.join(allowed) if allowed else NOTHING_ALLOWED
+        raise TargetRefused(Message(NOT_ALLOWED, {"host": host, "allowed": listed}))
     if literal is None:
         try:
             addresses = list((resolver or _resolve)(host, port))
         except OSError as exc:
-            raise TargetRefused(f"target.endpoint_url: cannot resolve {host!r}: {exc}") from None
+            raise TargetRefused(Message(CANNOT_RESOLVE, {"host": host, "error": str(exc)})) from None
         for text in addresses:
             try:
                 address = ipaddress.ip_address(text.split("%")[0])
@@ -138,7 +167,7 @@ def check_target(url: str, allowed_hosts: Iterable[str] | str | None, resolver: 
                 continue
             reason = _forbidden_address(address)
             if reason:
-                raise TargetRefused(f"target.endpoint_url: {host!r} resolves to {text}, {reason}; refused")
+                raise TargetRefused(Message(RESOLVES_FORBIDDEN, {"host": host, "address": text, "kind": reason}))
     return host
 
 
@@ -160,21 +189,19 @@ def checked_addresses(host: str, port: int, allowed_hosts: Allowed, resolver: Re
     try:
         addresses = list((resolver or _resolve)(host, port))
     except OSError as exc:
-        raise TargetRefused(f"target.endpoint_url: cannot resolve {host!r}: {exc}") from None
+        raise TargetRefused(Message(CANNOT_RESOLVE, {"host": host, "error": str(exc)})) from None
     checked = []
     for text in addresses:
         try:
             address = ipaddress.ip_address(text.split("%")[0])
         except ValueError:
-            raise TargetRefused(
-                f"target.endpoint_url: {host!r} resolves to {text!r}, not an address; refused"
-            ) from None
+            raise TargetRefused(Message(NOT_AN_ADDRESS, {"host": host, "address": repr(text)})) from None
         reason = _forbidden_address(address)
         if reason:
-            raise TargetRefused(f"target.endpoint_url: {host!r} resolves to {text}, {reason}; refused")
+            raise TargetRefused(Message(RESOLVES_FORBIDDEN, {"host": host, "address": text, "kind": reason}))
         checked.append(text)
     if not checked:
-        raise TargetRefused(f"target.endpoint_url: {host!r} resolves to no address")
+        raise TargetRefused(Message(NO_ADDRESS, {"host": host}))
     return checked
 
 

@@ -17,8 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from selection.domain.messages import Message
+from selection.domain.messages import marked as _
+
 CONNECTION_ERRORS = frozenset({"connect", "disconnect"})
 LIMITS = {"consecutive_connection_failures": 50, "seconds_without_success": 30.0}
+# why the load stopped, as a message (`reason` is its English text); `last` is the last error as the client saw it
+CONNECTIONS_LOST = _(
+    "%(n)s consecutive requests could not connect or lost their connection (last: %(last)s); the engine is not "
+    "answering"
+)
+NO_SUCCESS = _("no request succeeded for %(seconds)s s while %(failed)s failed (last: %(last)s)")
 
 
 @dataclass
@@ -28,6 +37,7 @@ class EarlyStop:
     consecutive_connection_failures: int | None = LIMITS["consecutive_connection_failures"]
     seconds_without_success: float | None = LIMITS["seconds_without_success"]
     reason: str | None = None
+    reason_message: Message | None = None
     _consecutive: int = 0
     _failed_since_success: int = 0
     _last_success: float | None = None
@@ -49,10 +59,7 @@ class EarlyStop:
         self._consecutive = self._consecutive + 1 if error_class in CONNECTION_ERRORS else 0
         limit = self.consecutive_connection_failures
         if limit and self._consecutive >= limit and self.reason is None:
-            self.reason = (
-                f"{self._consecutive} consecutive requests could not connect or lost their connection "
-                f"(last: {self._last_error[:200]}); the engine is not answering"
-            )
+            self._stop(Message(CONNECTIONS_LOST, {"n": self._consecutive, "last": self._last_error[:200]}))
         return self.reason is not None
 
     def check(self, now: float) -> bool:
@@ -60,8 +67,9 @@ class EarlyStop:
         limit = self.seconds_without_success
         if limit and self.reason is None and self._failed_since_success and self._last_success is not None:
             if now - self._last_success >= limit:
-                self.reason = (
-                    f"no request succeeded for {now - self._last_success:.0f} s while {self._failed_since_success} "
-                    f"failed (last: {self._last_error[:200]})"
-                )
+                figures = {"seconds": f"{now - self._last_success:.0f}", "failed": self._failed_since_success}
+                self._stop(Message(NO_SUCCESS, {**figures, "last": self._last_error[:200]}))
         return self.reason is not None
+
+    def _stop(self, why: Message) -> None:
+        self.reason_message, self.reason = why, str(why)

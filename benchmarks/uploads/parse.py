@@ -9,10 +9,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.formats import detect_and_parse, detect_and_parse_file
+from benchmarks.formats.base import reason_of
 from benchmarks.models import Artifact, BenchmarkRun
 from benchmarks.result import NormalizedResult
 from benchmarks.storage import SavedFiles, apply_result, local_path
 from benchmarks.uploads.quality import warnings_for_candidate
+from selection.domain.messages import Message
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
 
@@ -44,9 +46,11 @@ def parse_stored_upload(run_id: int) -> BenchmarkRun:
             with raw.file.open("rb") as handle:
                 result = parse_bytes(handle.read(), filename, fmt, selection_slo(run.candidate))
     except ValueError as exc:
+        reason = reason_of(exc)
         BenchmarkRun.objects.filter(pk=run.pk, status=BenchmarkRun.Status.PARSING).update(
             status=BenchmarkRun.Status.FAILED,
             error=str(exc)[:5000],
+            error_message=reason.to_dict() if isinstance(reason, Message) else None,
             finished_at=timezone.now(),
             progress={"phase": BenchmarkRun.Status.FAILED, "percent": 100},
         )

@@ -15,6 +15,7 @@ from benchmarks.harness import safety
 from benchmarks.harness.cache_model import CacheModel
 from selection.domain import catalog as catalog_domain
 from selection.domain import launch_flags
+from selection.domain.messages import Message
 from selection.models import Candidate
 
 
@@ -41,16 +42,17 @@ def candidate_urls(candidate: Candidate) -> dict[str, str]:
     }
 
 
-def refused_urls(urls: Mapping[str, str], resolver: safety.Resolver | None = None) -> dict[str, str]:
-    """field -> why, for each URL the outbound allow-list refuses (the rule the worker applies before
-    any connection); empty URLs pass. `resolver` replaces the DNS lookup (see `lenient_resolver`)."""
+def refused_urls(urls: Mapping[str, str], resolver: safety.Resolver | None = None) -> dict[str, Message]:
+    """field -> why (the refusal's message: str() is its English), for each URL the outbound allow-list
+    refuses (the rule the worker applies before any connection); empty URLs pass. `resolver` replaces
+    the DNS lookup (see `lenient_resolver`)."""
     refused = {}
     for field, url in urls.items():
         if url:
             try:
                 safety.check_target(url, settings.KVSELECT_ALLOWED_TARGETS, resolver=resolver)
             except safety.TargetRefused as exc:
-                refused[field] = str(exc).split(": ", 1)[-1]
+                refused[field] = exc.reason
     return refused
 
 

@@ -59,7 +59,7 @@ from benchmarks.validation.target import (
 from config.outage import DATABASE, retry_database
 from selection.candidates.probing import probe_before_run
 from selection.capacity.stating import record_measured_capacity
-from selection.domain.messages import NAME_SEPARATOR, Message
+from selection.domain.messages import NAME_SEPARATOR, Message, load
 from selection.domain.messages import marked as _
 from selection.models import Candidate
 from selection.tasks import schedule_rescoring
@@ -406,19 +406,21 @@ def _execute_against_engine(
         record_host_activity(run, result, load_at_start)
     except (OperationalError, InterfaceError) as exc:  # never hold the result back for it: finish() writes it ahead
         connection.close()  # a restart killed this connection; finish() stores on a fresh one
-        result.notes.append(f"Other runs on this hardware could not be checked: the database was unavailable ({exc}).")
+        result.add_note(Message(HOST_ACTIVITY_UNCHECKED, {"error": str(exc)}))
     result.metadata["engine_host"] = {k: provenance[k] for k in ("at", "identity", "findings", "kept_model")}
     cancelled = reporter.cancelled()
-    stopped = [p.extra["stopped_early"] for p in result.points if p.extra.get("stopped_early")]
+    stopped_points = [p for p in result.points if p.extra.get("stopped_early")]
+    stopped = [p.extra["stopped_early"] for p in stopped_points]
     engine_alive = cancelled or (not stopped and healthy(candidate.endpoint_url))
     error = ""
     if stopped and not cancelled:
         result.partial = True
-        result.notes.append(f"The load stopped early: {stopped[0]}. The data below is partial.")
+        why = load(stopped_points[0].extra.get("stopped_early_message")) or stopped[0]
+        result.add_note(Message(STOPPED_EARLY, {"why": why}))
         error = f"stopped early: {stopped[0]} (partial data kept)"
     elif not engine_alive:
         result.partial = True
-        result.notes.append("The engine stopped answering during the test: the data below is partial.")
+        result.add_note(Message(ENGINE_GONE))
         error = "engine stopped answering during the test (partial data kept)"
     status = (
         BenchmarkRun.Status.CANCELLED
@@ -498,6 +500,17 @@ SATURATED = _(
 )
 
 
+# the worker's other notes (English in run.notes, messages beside them)
+HOST_ACTIVITY_UNCHECKED = _(
+    "Other runs on this hardware could not be checked: the database was unavailable (%(error)s)."
+)
+STOPPED_EARLY = _("The load stopped early: %(why)s. The data below is partial.")
+ENGINE_GONE = _("The engine stopped answering during the test: the data below is partial.")
+STORED_BY_REAPER = _("Stored by the reaper from the worker's write-ahead file (written %(written)s): %(cause)s.")
+WRITE_REFUSED = _("the database refused the worker's write (%(error)s) and the worker stopped before a retry succeeded")
+WORKER_STOPPED = _("the worker stopped (killed or crashed) after the test finished, before it was stored")
+
+
 # Notes stored before pages named a test by its title held Message(test id, TEST_CONTEXT): the .po keeps
 # those entries so they still read as titles in Chinese.
 TEST_CONTEXT = "validation test id"
@@ -507,13 +520,6 @@ def _test_title(test_id: str) -> str | Message:
     """A test as a page's note names it: its title in the page's language (an English page shows
     "Concurrency stress", never `concurrency_stress`); an id the suite does not know as it is."""
     return Message(suite.title_of(test_id)) if test_id in suite.BY_ID else test_id
-
-
-def add_note(result: NormalizedResult, note: Message, text: str | None = None) -> None:
-    """A run note: its English text in `notes` (the API, the CLI; `text` when it differs from the
-    page's English), its message beside it."""
-    result.notes.append(str(note) if text is None else text)
-    result.metadata.setdefault("note_messages", {})[str(len(result.notes) - 1)] = note.to_dict()
 
 
 def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_start: list[float] | None) -> None:
@@ -535,14 +541,13 @@ def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_st
         where = NAME_SEPARATOR.join(item["shared_hardware"]) if item["shared_hardware"] else Message(SAME_LOAD_CLIENT)
         figures = {"run": item["run"], "where": where, "seconds": f"{item['overlap_s']:g}"}
         # the API's English names the test by its id (what scripts pass), the pages by its title
-        add_note(
-            result,
+        result.add_note(
             Message(RAN_BESIDE, {**figures, "test": _test_title(item["test"])}),
             str(Message(RAN_BESIDE, {**figures, "test": item["test"]})),
         )
     busiest = max((loads[0] for loads in (load_at_start, at_end) if loads), default=None)
     if busiest is not None and busiest > cpus:
-        add_note(result, Message(SATURATED, {"load": f"{busiest:g}", "cpus": cpus}))
+        result.add_note(Message(SATURATED, {"load": f"{busiest:g}", "cpus": cpus}))
 
 
 def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str = "") -> BenchmarkRun:
@@ -621,14 +626,11 @@ def _recover(run_id: int, attempt: int, envelope: dict[str, Any], still_stale: Q
         return False
     result: NormalizedResult = envelope["result"]
     cause = (
-        f"the database refused the worker's write ({envelope['store_error']}) and the worker stopped "
-        "before a retry succeeded"
+        Message(WRITE_REFUSED, {"error": str(envelope["store_error"])})
         if envelope.get("store_error")
-        else "the worker stopped (killed or crashed) after the test finished, before it was stored"
+        else Message(WORKER_STOPPED)
     )
-    result.notes.append(
-        f"Stored by the reaper from the worker's write-ahead file (written {envelope.get('written_at')}): {cause}."
-    )
+    result.add_note(Message(STORED_BY_REAPER, {"written": str(envelope.get("written_at")), "cause": cause}))
     stored = store_native_result(
         run=run,
         result=result,

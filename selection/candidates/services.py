@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
 
 from benchmarks.models import BenchmarkRun
 from benchmarks.validation.dispatch import request_cancel
@@ -23,6 +21,7 @@ from selection.domain import catalog as catalog_domain
 from selection.domain import limits
 from selection.domain.capacity.memory import valid_tensor_parallel
 from selection.domain.capacity.model_config import model_spec
+from selection.i18n import message_text
 from selection.models import KV_PRECISION_CHOICES, Candidate, Constraints, Engine, Selection, breach_message
 from selection.secretbox import encrypt
 from selection.selectors import archived_refusal
@@ -270,60 +269,8 @@ def candidate_errors(candidate: Candidate) -> dict[str, str]:
         ) % {"label": label}
     refused = refused_urls(candidate_urls(candidate), resolver=lenient_resolver)
     for field, reason in refused.items():
-        errors[field] = _("the outbound allow-list refuses this URL: %(reason)s") % {
-            "reason": allow_list_reason(reason)
-        }
+        errors[field] = _("the outbound allow-list refuses this URL: %(reason)s") % {"reason": message_text(reason)}
     return errors
-
-
-# The outbound allow-list's refusals (benchmarks.harness.safety, English for the worker's log and the
-# CLI), as the page's language says them; a refusal of another shape is shown as the check wrote it.
-_FORBIDDEN_KINDS = {
-    "a cloud metadata address": gettext_noop("a cloud metadata address"),
-    "link-local (169.254.0.0/16 or fe80::/10)": gettext_noop("link-local (169.254.0.0/16 or fe80::/10)"),
-    "multicast or unspecified": gettext_noop("multicast or unspecified"),
-}
-_ALLOW_LIST_REFUSALS = (
-    (
-        re.compile(r"^(?P<host>\S+) is (?P<kind>.+) and is always refused$"),
-        gettext_noop("%(host)s is %(kind)s and is always refused"),
-    ),
-    (
-        re.compile(r"^'(?P<host>[^']+)' is a cloud metadata host and is always refused$"),
-        gettext_noop("%(host)s is a cloud metadata host and is always refused"),
-    ),
-    (
-        re.compile(r"^host '(?P<host>[^']+)' is not in KVSELECT_ALLOWED_TARGETS \(allowed: (?P<allowed>.*)\)$"),
-        gettext_noop("host %(host)s is not in KVSELECT_ALLOWED_TARGETS (allowed: %(allowed)s)"),
-    ),
-    (
-        re.compile(r"^'(?P<host>[^']+)' resolves to (?P<address>\S+), (?P<kind>.+); refused$"),
-        gettext_noop("%(host)s resolves to %(address)s, %(kind)s; refused"),
-    ),
-    (
-        re.compile(r"^credentials in the URL are not accepted; use the API key field$"),
-        gettext_noop("credentials in the URL are not accepted; use the API key field"),
-    ),
-    (
-        re.compile(r"^scheme must be http or https, got '?(?P<scheme>[^']*)'?$"),
-        gettext_noop("scheme must be http or https, got %(scheme)s"),
-    ),
-)
-
-
-def allow_list_reason(reason: str) -> str:
-    """One refusal of the outbound allow-list in the active language (names and addresses kept)."""
-    for pattern, msgid in _ALLOW_LIST_REFUSALS:
-        found = pattern.match(reason)
-        if found:
-            values = found.groupdict()
-            if "kind" in values:
-                kind = _FORBIDDEN_KINDS.get(values["kind"])
-                if kind is None:
-                    continue
-                values["kind"] = _(kind)
-            return _(msgid) % values if values else _(msgid)
-    return reason
 
 
 def tensor_parallel_problem(candidate: Candidate, constraints: Constraints | None) -> str | None:

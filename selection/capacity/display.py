@@ -62,6 +62,18 @@ ESTIMATE_LABELS = {
 }
 
 
+# The model's attention kind as the plan states it (`ModelSpec.attention`), in words.
+ATTENTION_LABELS = {
+    "standard": _("standard attention"),
+    "mla": _("multi-head latent attention (MLA)"),
+}
+
+
+def attention_label(kind: str, translate: Callable[[str], str] = lambda text: text) -> str:
+    """The plan's attention kind ("standard", "mla") in words through `translate`; an unknown kind as it is."""
+    return translate(ATTENTION_LABELS[kind]) if kind in ATTENTION_LABELS else kind
+
+
 def split_estimates(
     plan: Mapping[str, Any],
     translate: Callable[[str], str] = lambda text: text,

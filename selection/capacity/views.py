@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks.presentation import chart_svg
 from benchmarks.run_charts import selection_colours
-from selection.capacity.display import concurrency_rows, memory_lines, split_estimates
+from selection.capacity.display import attention_label, concurrency_rows, memory_lines, split_estimates
 from selection.capacity.forms import CapacityWhatIfForm
 from selection.capacity.measured import measured_capacity
 from selection.capacity.plans import plan_for_candidate
@@ -72,6 +72,7 @@ def _plan_display(selection, candidate, plan: dict, peak: int | None) -> dict:
     """The plan's chart, estimates, concurrency table, and the comparison with the measured capacity."""
     return {
         "chart": _chart(plan, peak, selection_colours(selection).get(candidate.display_name)),
+        "attention": attention_label(str(plan.get("attention") or ""), translate=_),
         "estimates": split_estimates(plan, translate=_, render_message=message_text),
         "concurrency_rows": concurrency_rows(plan),
         "comparison": plan.get("predicted_vs_measured"),

@@ -140,7 +140,8 @@ class Join:
 
 class Code(str):
     """A value a page shows as code (`<code>`): a key path, a column name, a value quoted from a file. It is
-    plain text everywhere else (the English sentence, the stored JSON); `selection.i18n.message_html` marks it."""
+    plain text in the sentence (English or translated); stored, it is ``{"code": "..."}``; a page's
+    `selection.i18n.message_html` sets it as code."""
 
     __slots__ = ()
 
@@ -170,10 +171,12 @@ def is_message_dict(value: Any) -> bool:
 
 
 def load(value: Any) -> Any:
-    """A stored message or join back as a Message or Join; anything else (plain text, a number)
+    """A stored message, join or code value back as a Message, Join or Code; anything else (plain text, a number)
     unchanged."""
     if is_message_dict(value):
         return Message.from_dict(value)
+    if isinstance(value, Mapping) and set(value) == {"code"} and isinstance(value["code"], str):
+        return Code(value["code"])
     if isinstance(value, Mapping) and "items" in value and "separator" in value:
         return Join.from_dict(value)
     return value
@@ -193,6 +196,8 @@ def to_json(value: Any) -> Any:
     walked), ready for a JSON field."""
     if isinstance(value, (Message, Join)):
         return value.to_dict()
+    if isinstance(value, Code):
+        return {"code": str(value)}
     if isinstance(value, Mapping):
         return {key: to_json(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

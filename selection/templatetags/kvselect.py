@@ -13,13 +13,21 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.utils import timezone
 from django.utils.formats import number_format
-from django.utils.html import conditional_escape, escape, format_html
+from django.utils.html import conditional_escape, escape, format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from selection.domain import criteria as criteria_domain
-from selection.i18n import certificate_name, criterion_name, domain_text, message_text, person_name, translate_test
+from selection.i18n import (
+    certificate_name,
+    criterion_name,
+    domain_text,
+    message_html,
+    message_text,
+    person_name,
+    translate_test,
+)
 from selection.i18n import role_name as role_label
 from selection.models import Constraints, Selection
 from selection.records.staleness import staleness
@@ -239,6 +247,12 @@ def message(value):
     return message_text(value)
 
 
+@register.filter(name="message_html")
+def message_as_html(value):
+    """`message` with what it quotes from a file (a key path, a column, a value) as code: a refusal of an upload."""
+    return message_html(value)
+
+
 @register.filter
 def test_name(value):
     """A validation test id (concurrency_stress, ...) in the active language."""
@@ -437,14 +451,18 @@ def names(values) -> str:
     return pgettext("list separator between names", ", ").join(str(v) for v in values or [])
 
 
-# What a person types or reads verbatim inside a form's label or help text: a command-line flag
-# (--disable-radix-cache), a field or metric name with its value (cache_prompt: false,
-# mem_fraction_static), a queue name (gpu.<label>), a file extension (.pem), a URL path (/metrics),
-# a switch's values (true/false). Shown as code, the words around it as prose.
+# What a person types or reads verbatim inside a form's label or help text, a test's description or a
+# sentence from the domain: a span a translation marks as code with Markdown backticks (`priority`), a
+# command-line flag (--disable-radix-cache), a field or metric name with its value (cache_prompt: false,
+# cache_prompt false, mem_fraction_static), an engine's metric (vllm:request_queue_time_seconds), a queue
+# name (gpu.<label>), a file extension (.pem), a URL path (/metrics), a switch's values (true/false). Shown
+# as code, the words around it as prose.
 LITERAL = re.compile(
-    r"(?<![\w.])manage\.py [a-z][\w-]*(?: (?:--[a-z][\w-]*|[A-Z]+))*"  # a command, with its arguments
+    r"`(?P<quoted>[^`\n]+)`"
+    r"|(?<![\w.])manage\.py [a-z][\w-]*(?: (?:--[a-z][\w-]*|[A-Z]+))*"  # a command, with its arguments
     r"|(?<![\w-])--[a-z][\w-]*"
-    r"|(?<![\w.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?::\s(?:true|false))?(?![\w-])"
+    r"|(?<![\w.-])[a-z][a-z0-9]*:[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w-])"
+    r"|(?<![\w.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?::?\s(?:true|false)(?![\w-]))?(?![\w-])"
     r"|(?<![\w.-])[a-z]+\.<[a-z]+>"
     r"|(?<![\w./])\.(?:pem|crt|cer|der|p12|pfx|gz|csv|jsonl|json|yaml|yml|pdf)(?![\w])"
     r"|(?<![\w/<.])/[a-z][a-z0-9_-]+(?:/[a-z0-9_-]+)*(?![\w/>])"
@@ -453,12 +471,22 @@ LITERAL = re.compile(
 
 
 @register.filter
+def codes(values) -> str:
+    """A value typed or read verbatim (a model id, a version, a request) as <code>; a list of them each as
+    <code>, joined as the page's language lists names ("a, b"; Chinese "a、b")."""
+    items = [values] if isinstance(values, str) else list(values or [])
+    return format_html_join(comma(), "<code>{}</code>", ((item,) for item in items))
+
+
+@register.filter
 def literals(text) -> str:
-    """A form's label or help text with the literals in it (`LITERAL`) as <code>, the rest escaped."""
+    """A form's label or help text, a test's description or a domain sentence with the literals in it
+    (`LITERAL`) as <code> (a backticked span without its backticks), the rest escaped."""
     text = str(text or "")
     parts, last = [], 0
     for match in LITERAL.finditer(text):
-        parts += [escape(text[last : match.start()]), format_html("<code>{}</code>", match.group(0))]
+        literal = match.group("quoted") or match.group(0)
+        parts += [escape(text[last : match.start()]), format_html("<code>{}</code>", literal)]
         last = match.end()
     return mark_safe("".join([*parts, escape(text[last:])]))  # every piece is escaped above
 

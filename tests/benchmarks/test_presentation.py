@@ -336,11 +336,19 @@ def test_traffic_groups_are_series_of_their_own_never_joined_to_a_load_point():
 
 def test_provenance_lists_labels_and_keeps_structures_as_json_never_as_flattened_prose():
     rows = p.provenance_rows(
-        {"engine": "vllm", "kv_after": {"kv_usage_ratio": 0.0, "swap_in": 0}, "odd_key_here": 3},
+        {
+            "engine": "vllm",
+            "kv_after": {"kv_usage_ratio": 0.0, "swap_in": 0},
+            "odd_key_here": 3,
+            "pace_independent": ["prefix_saving_ratio"],
+        },
         translate=str.upper,
     )
     by_key = {row["key"]: row for row in rows}
-    assert by_key["engine"] == {"key": "engine", "label": "ENGINE", "value": "vllm", "json": ""}
+    assert by_key["engine"] == {"key": "engine", "label": "ENGINE", "value": "vllm", "figures": [], "json": ""}
+    # a list of measured figures: each by its name, its key beside it (the page sets it as code)
+    assert by_key["pace_independent"]["figures"] == [{"key": "prefix_saving_ratio", "name": "PREFIX-REUSE SAVING"}]
+    assert by_key["pace_independent"]["value"] is None
     assert by_key["kv_after"]["label"] == "KV CACHE AFTER THE LOAD" and by_key["kv_after"]["value"] is None
     assert '"kv_usage_ratio": 0.0' in by_key["kv_after"]["json"]  # for a code block, not "kv_usage_ratio: 0"
     assert by_key["odd_key_here"]["label"] == "Odd key here"  # words, never the identifier

@@ -126,6 +126,13 @@ EVIDENCE_MESSAGE_MODULES = (
     "benchmarks/harness/workloads/model_switch.py",
     "benchmarks/harness/workloads/isolation.py",
     "benchmarks/harness/workloads/replay.py",
+    "benchmarks/harness/workloads/overload_test.py",
+    "benchmarks/harness/workloads/swap_recovery.py",
+    "benchmarks/harness/workloads/prefix_reuse.py",
+    "benchmarks/harness/overload.py",
+    "benchmarks/harness/stopping.py",
+    "benchmarks/harness/safety.py",
+    "benchmarks/validation/worker.py",
     "selection/scoring/evidence.py",
 )
 

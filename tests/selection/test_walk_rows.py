@@ -102,11 +102,11 @@ def test_a_justification_over_the_limit_is_refused_not_cut(selection_with_constr
 def test_the_allow_lists_refusals_read_in_the_pages_language(url, chinese, settings):
     """Walk m11: '169.254.169.254 is a cloud metadata address and is always refused' on a Chinese page."""
     from benchmarks.validation.target import refused_urls
-    from selection.candidates.services import allow_list_reason
+    from selection.i18n import message_text
 
     settings.KVSELECT_ALLOWED_TARGETS = ["127.0.0.1"]
     reason = refused_urls({"endpoint_url": url}, resolver=lambda host, port: [])["endpoint_url"]
     with translation.override("zh-hans"):
-        assert allow_list_reason(reason) == chinese
-    assert allow_list_reason(reason).replace("'", "") == reason.replace("'", "")  # English: the check's words
-    assert allow_list_reason("something new") == "something new"
+        assert message_text(reason) == chinese
+    with translation.override("en"):
+        assert message_text(reason) == str(reason)  # English: the check's words

@@ -43,6 +43,7 @@ from selection.domain.messages import NAME_SEPARATOR, Message, load
 from selection.domain.messages import marked as _
 
 NOT_HELD = _("the client did not hold the load")
+CANCELLED = _("cancelled: partial data")  # the run note of a test cancelled midway
 NO_REQUEST = _("no request completed or failed")
 NO_FAILED_REQUEST = _("no failed requests of %(total)s")
 FAILED_REQUESTS = _("%(failed)s of %(total)s requests failed: %(classes)s")
@@ -403,10 +404,12 @@ def build_result(
     points: list[LoadPoint],
     outcomes: list[LoadOutcome],
     verdicts: list[dict[str, Any]],
-    notes: list[str],
+    notes: list[str | Message],
     partial: bool,
     extra_meta: dict[str, Any] | None = None,
 ) -> NormalizedResult:
+    """The test's result; `notes` written as messages keep their message beside the English text
+    (NormalizedResult.add_note): add a note to the finished result with `result.add_note`."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -442,7 +445,7 @@ def build_result(
         metadata.update(extra_meta)
     from benchmarks.result import DEFINITIONS
 
-    return NormalizedResult(
+    result = NormalizedResult(
         tool=TOOL,
         format=FORMAT,
         tool_version=HARNESS_VERSION,
@@ -454,9 +457,11 @@ def build_result(
         requests=frame,
         timeseries=timeseries,
         verdicts=verdicts,
-        notes=notes,
         partial=partial,
     )
+    for note in notes:
+        result.add_note(note)
+    return result
 
 
 async def settle_after_load(

@@ -13,6 +13,7 @@ from benchmarks.harness.load_config import LoadConfig, LoadOutcome
 from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     Reporter,
     Session,
     Target,
@@ -52,7 +53,7 @@ async def run_isolation(
     alone_s, lead_s, flood_s = p.alone_s, p.flood_lead_s, p.flood_s
     use_priority = bool(p.use_priority)
     reporter = Reporter(progress, cancel)
-    notes: list[str] = []
+    notes: list[str | Message] = []
     total = alone_s + lead_s + flood_s
     async with Session(target) as session:
         prompts = session.prompts
@@ -148,7 +149,7 @@ async def run_isolation(
     figures = _isolation_figures(alone, flood, b_outcome, b_concurrency)
     verdicts = _isolation_verdicts(points, alone, flood, b_outcome, figures, params, b_concurrency)
     if cancelled:
-        notes.append("cancelled: partial data")
+        notes.append(Message(CANCELLED))
     reporter.close()
     scheduling = "priority" if use_priority else "fcfs"
     return build_result(

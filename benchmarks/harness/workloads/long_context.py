@@ -12,6 +12,7 @@ from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.prompts import PromptFactory
 from benchmarks.harness.request_record import RequestRecord
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     TRUNCATION_TOLERANCE,
     Cancelled,
     PlanError,
@@ -38,6 +39,10 @@ from benchmarks.verdicts import (
     verdict,
 )
 from selection.domain.messages import Message
+
+# the run's note when a rung fails (the engine's own error quoted as it wrote it)
+RUNG_NOTE = _("rung %(rung)s failed; larger rungs not attempted")
+RUNG_NOTE_WITH_ERROR = _("rung %(rung)s failed with the engine's error: %(error)s; larger rungs not attempted")
 
 # The long-context test's verdict details, as message templates (pages show them in their language;
 # an engine's own error is quoted as it wrote it).
@@ -91,7 +96,7 @@ async def run_long_context(
     reporter = Reporter(progress, cancel)
     points: list[LoadPoint] = []
     outcomes: list[LoadOutcome] = []
-    notes: list[str] = []
+    notes: list[str | Message] = []
     largest_ok: int | None = None
     failed_rung: int | None = None
     failure_error: str | None = None
@@ -126,14 +131,14 @@ async def run_long_context(
                 else:
                     failed_rung = rung
                     notes.append(
-                        f"rung {rung} failed"
-                        + (f" with the engine's error: {failure_error}" if failure_error else "")
-                        + "; larger rungs not attempted"
+                        Message(RUNG_NOTE_WITH_ERROR, {"rung": rung, "error": failure_error})
+                        if failure_error
+                        else Message(RUNG_NOTE, {"rung": rung})
                     )
                     break
         except Cancelled:
             partial = True
-            notes.append("cancelled: partial data")
+            notes.append(Message(CANCELLED))
     required = int(params.get("required_tokens") or rungs[-1])
     verdicts = [_largest_rung_verdict(required, rungs, largest_ok, failed_rung, failure_error, points)]
     verdicts.append(errors_verdict(points))

@@ -16,6 +16,7 @@ from benchmarks.harness.metrics import MetricsSampler
 from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.safety import check_target
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     PlanError,
     Reporter,
     Session,
@@ -40,9 +41,15 @@ from benchmarks.verdicts import (
     PASS,
     verdict,
 )
-from selection.domain.messages import NAME_SEPARATOR, Message
+from selection.domain.messages import NAME_SEPARATOR, Message, pgettext
 
 SWITCH_MODES = ("endpoint", "restart")
+# the run's note when the simulator's restart hook refused (its answer quoted as it wrote it)
+HOOK_REFUSED = _("%(event)s: the simulator refused the restart (%(status)s): %(answer)s")
+EVENT_NAMES = {
+    "switch": pgettext("model switch event", "switch"),
+    "rollback": pgettext("model switch event", "rollback"),
+}
 
 # The switch test's verdict details, as message templates (pages show them in their language).
 RESTART_REFUSED = _("%(detail)s; the restart was refused (%(status)s), so no switch happened")
@@ -228,7 +235,7 @@ class _SwitchRun:
         self.target, self.session, self.params, self.config, self.reporter = target, session, params, config, reporter
         assert session.prompts is not None
         self.prompts = session.prompts
-        self.notes: list[str] = []
+        self.notes: list[str | Message] = []
         self.phase = "before"
         self.events: dict[str, float] = {}
         self.sent: list[RequestRecord] = []
@@ -277,7 +284,12 @@ class _SwitchRun:
             status, answer = None, {"error": f"{type(exc).__name__}: {exc}"}
         self.triggers.append({"event": event, "status": status, "answer": answer})
         if status != 202:
-            self.notes.append(f"{event}: the simulator refused the restart ({status}): {answer}")
+            self.notes.append(
+                Message(
+                    HOOK_REFUSED,
+                    {"event": EVENT_NAMES.get(event, event), "status": str(status), "answer": str(answer)},
+                )
+            )
 
     def make(self, index: int, name: str) -> RequestSpec:
         config = self.config
@@ -423,7 +435,7 @@ def _switch_result(run: _SwitchRun) -> NormalizedResult:
     figures = _switch_figures(by_phase, events, session, second, params, run.config.window, bounds)
     verdicts = _switch_verdicts(run, points, by_phase, figures, bounds)
     if run.cancelled:
-        run.notes.append("cancelled: partial data")
+        run.notes.append(Message(CANCELLED))
     run.reporter.close()
     result = build_result(
         "model_switch",

@@ -12,6 +12,7 @@ from benchmarks.harness.load_config import LoadConfig, LoadOutcome
 from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     KV_BASELINE_TOLERANCE,
     MAX_ERROR_RATE,
     PlanError,
@@ -19,7 +20,10 @@ from benchmarks.harness.workloads.common import (
     Session,
     Target,
     build_result,
+    client_bound_reasons,
+    detail_message_of,
     make_verdict,
+    ms_or_na,
     require_param,
 )
 from benchmarks.harness.workloads.spec import TestSpec
@@ -33,7 +37,44 @@ from benchmarks.verdicts import (
     NOT_EXERCISED,
     PASS,
     judge_percentile,
+    reasons_of,
+    status_word,
 )
+from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, pgettext, to_json
+from selection.domain.messages import marked as _
+
+# a level's unit in a sentence (the English is the stored figures' `unit`)
+UNIT_NAMES = {
+    "req/s": pgettext("overload level unit", "req/s"),
+    "concurrent": pgettext("overload level unit", "concurrent"),
+}
+# the run's notes
+STOPPED_CLIMBING = _("stopped climbing at %(level)s %(unit)s: %(share)s of requests failed")
+STOPPED_ANSWERING = _("the engine stopped answering at %(level)s %(unit)s: %(why)s")
+# the verdicts' details
+NO_STEP_RAN = _("no step ran")
+SUSTAINABLE = _(
+    "sustainable %(level)s %(unit)s (highest step within the latency budget with at most %(errors)s errors) vs "
+    "target %(target)s"
+)
+FIRST_STEP_MISSED = _("the first step (%(level)s %(unit)s) did not meet the budget: %(status)s")
+AT_THE_TARGET = _("%(detail)s; at the target: %(budget)s")
+PAST_SUSTAINABLE = _("past the sustainable load: %(behaviour)s; %(reasons)s")
+# the observed line
+OBSERVED_LINE = _("%(parts)s (%(steps)s steps, n=%(n)s)")
+NO_OVERLOAD_STEP = _("no overload step ran")
+SUSTAINABLE_OF_TARGET = _("sustainable %(level)s %(unit)s of target %(target)s")
+TARGET_NOT_SUSTAINED = _("target %(target)s %(unit)s not sustained")
+TARGET_SUSTAINABILITY = _("target %(target)s %(unit)s sustainability %(status)s")
+AT_THE_TOP = _("at %(level)s TTFT p95 %(ttft)s, %(errors)s of %(n)s failed")
+PAST_IT = _("past it: %(behaviour)s")
+NOT_REACHED = _("not reached")
+RECOVERED_IN = _("recovered in %(seconds)s s")
+DID_NOT_RECOVER = _("did not recover")
+
+
+def unit_name(unit: str) -> Message | str:
+    return UNIT_NAMES.get(unit, unit)
 
 
 async def run_overload(
@@ -61,7 +102,7 @@ async def run_overload(
     plan_steps = [("up", level_of(f)) for f in up_factors] + [("down", level_of(f)) for f in down_factors]
     total_s = step_s * (len(plan_steps) - 1) + recovery_s
     reporter = Reporter(progress, cancel)
-    notes: list[str] = []
+    notes: list[str | Message] = []
     points: list[LoadPoint] = []
     outcomes: list[LoadOutcome] = []
     steps: list[overload.Step] = []
@@ -92,7 +133,7 @@ async def run_overload(
                 max(bound_s, step_s),
                 index_base,
                 cancel,
-                reporter.phase(f"{direction} {level:g}", pct0, pct1),
+                reporter.phase(step_label(direction, level, bool(rate)), pct0, pct1),  # no words to translate
             )
             index_base += len(outcome.records) + len(outcome.warmup)
             point = _step_point(session, outcome, params, direction, level, bool(rate), unit, recovery)
@@ -102,15 +143,18 @@ async def run_overload(
             steps.append(step)
             if outcome.cancelled:
                 partial = True
-                notes.append("cancelled: partial data")
+                notes.append(Message(CANCELLED))
                 break
             if direction == "up" and (
                 (point.error_rate or 0.0) > max_errors or outcome.stopped_early or step.failures.get("crash")
             ):
                 climbing_done = True  # up to 3x or until errors
-                notes.append(f"stopped climbing at {level:g} {unit}: {point.error_rate or 0:.1%} of requests failed")
+                figures = {"level": f"{level:g}", "unit": unit_name(unit)}
+                notes.append(Message(STOPPED_CLIMBING, {**figures, "share": f"{point.error_rate or 0:.1%}"}))
             if outcome.stopped_early:
-                notes.append(f"the engine stopped answering at {level:g} {unit}: {outcome.stopped_early}")
+                figures = {"level": f"{level:g}", "unit": unit_name(unit)}
+                why = outcome.stopped_early_message or outcome.stopped_early
+                notes.append(Message(STOPPED_ANSWERING, {**figures, "why": why}))
                 break
     verdicts, figures = _overload_verdicts(steps, points, outcomes, params, session, base, unit, bound_s)
     reporter.close()
@@ -160,9 +204,7 @@ def _step_point(
     recovery: bool,
 ) -> LoadPoint:
     """The step's point, labelled with its direction and level, with the engine's stats over its window."""
-    arrow = "↑" if direction == "up" else "↓"
-    label = f"{arrow} {level:g} req/s" if open_loop else f"{arrow} c={level:g}"
-    point = summarize(outcome, label=label, slo=slo_of(params))
+    point = summarize(outcome, label=step_label(direction, level, open_loop), slo=slo_of(params))
     window = (outcome.measure_start - session.time_zero, outcome.measure_end - session.time_zero)
     attach_engine_stats(point, session.metrics.recording, *window)
     point.extra.update(
@@ -175,6 +217,12 @@ def _step_point(
     return point
 
 
+def step_label(direction: str, level: float, open_loop: bool) -> str:
+    """A step's label (its point's, and its progress phase): "↑ c=16", "↓ 2.5 req/s"."""
+    arrow = "↑" if direction == "up" else "↓"
+    return f"{arrow} {level:g} req/s" if open_loop else f"{arrow} c={level:g}"
+
+
 def _overload_result(
     session: Session,
     params: dict[str, Any],
@@ -182,7 +230,7 @@ def _overload_result(
     outcomes: list[LoadOutcome],
     verdicts: list[dict[str, Any]],
     figures: dict[str, Any],
-    notes: list[str],
+    notes: list[str | Message],
     partial: bool,
     lengths: Callable[[int], tuple[int, int]],
     unit: str,
@@ -199,8 +247,10 @@ def _overload_result(
         partial,
         {"overload": figures, **lengths_meta(lengths)},
     )
+    line = _overload_line(figures, unit)
     result.metadata["observed"] = {
-        "line": _overload_line(figures, unit),
+        "line": str(line),
+        "line_message": to_json(line),
         **{k: v for k, v in figures.items() if k != "steps"},
     }
     derived = result.metadata.setdefault("derived", {})
@@ -226,9 +276,7 @@ def _overload_step(
     point: LoadPoint, outcome: LoadOutcome, params: dict[str, Any], direction: str, level: float, max_errors: float
 ) -> overload.Step:
     """The step's budget judgement (n and interval per budget, in point.extra["budget"]) and figures."""
-    reasons = (
-        (point.extra.get("client_bound_reasons") or ["the client did not hold the load"]) if point.client_bound else []
-    )
+    reasons = client_bound_reasons(point)
     ok = [r for r in outcome.records if r.ok and not r.aborted]
     judged = []
     for key, attr in (("ttft_p95_ms", "ttft_ms"), ("tpot_p95_ms", "tpot_ms"), ("e2e_p95_ms", "e2e_ms")):
@@ -267,7 +315,7 @@ def _overload_step(
         throughput=point.request_throughput,
         completion_ratio=completion,
         waiting_max=point.extra.get("waiting_max"),
-        stopped_early=outcome.stopped_early,
+        stopped_early=outcome.stopped_early_message or outcome.stopped_early,
     )
 
 
@@ -283,18 +331,23 @@ def _overload_verdicts(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     verdicts: list[dict[str, Any]] = []
     if not steps:
-        return [make_verdict("sustainable_load_meets_target", None, "no step ran", status=INSUFFICIENT_DATA)], {}
+        return [make_verdict("sustainable_load_meets_target", None, Message(NO_STEP_RAN), status=INSUFFICIENT_DATA)], {}
     first, first_point = steps[0], points[0]
     sustainable = overload.sustainable_level(steps)
     ttft_first = next((v for v in first_point.extra.get("budget") or [] if v["name"].startswith("ttft")), None)
+    errors = f"{float(params.get('max_error_rate', MAX_ERROR_RATE)):.0%}"
     detail = (
-        f"sustainable {sustainable:g} {unit} (highest step within the latency budget with at most "
-        f"{float(params.get('max_error_rate', MAX_ERROR_RATE)):.0%} errors) vs target {base:g}"
+        Message(
+            SUSTAINABLE, {"level": f"{sustainable:g}", "unit": unit_name(unit), "errors": errors, "target": f"{base:g}"}
+        )
         if sustainable is not None
-        else f"the first step ({first.level:g} {unit}) did not meet the budget: {first.status.replace('_', ' ')}"
+        else Message(
+            FIRST_STEP_MISSED,
+            {"level": f"{first.level:g}", "unit": unit_name(unit), "status": status_word(first.status)},
+        )
     )
     if ttft_first:
-        detail += f"; at the target: {ttft_first['detail']}"
+        detail = Message(AT_THE_TARGET, {"detail": detail, "budget": detail_message_of(ttft_first)})
     verdicts.append(
         make_verdict(
             "sustainable_load_meets_target",
@@ -319,7 +372,9 @@ def _overload_verdicts(
         make_verdict(
             "overload_handled_gracefully",
             None,
-            (f"past the sustainable load: {behaviour}; " if behaviour else "") + "; ".join(reasons),
+            Message(PAST_SUSTAINABLE, {"behaviour": overload.behaviour_name(behaviour), "reasons": reasons_of(reasons)})
+            if behaviour
+            else reasons_of(reasons),
             behaviour,
             "rejection or bounded queueing",
             past_n,
@@ -351,13 +406,8 @@ def _overload_verdicts(
         recovery["baseline"] = {"ttft_p95_ms": first.ttft_p95_ms, **baselines}
     recovered = None if recovery is None else recovery["recovered_s"]
     n_recovery = steps[last].requests if recovery is not None else 0
-    client_bound_reasons = [
-        reason
-        for point in (first_point, points[last])
-        if point.client_bound
-        for reason in point.extra.get("client_bound_reasons") or ["the client did not hold the load"]
-    ]
-    status, detail = overload.judge_recovery(behaviour, recovery, n_recovery, bound_s, client_bound_reasons)
+    bound_reasons = [reason for point in (first_point, points[last]) for reason in client_bound_reasons(point)]
+    status, detail = overload.judge_recovery(behaviour, recovery, n_recovery, bound_s, bound_reasons)
     verdicts.append(make_verdict("recovered_within_bound", None, detail, recovered, bound_s, n_recovery, status))
     figures = {
         "mode": "open" if params.get("rate") else "closed",
@@ -367,7 +417,7 @@ def _overload_verdicts(
         "top": max((s.level for s in steps if s.direction == "up"), default=None),
         "behaviour": behaviour,
         "handling_level": None if behaviour is None else overload.HANDLING_LEVEL[behaviour],
-        "reasons": reasons,
+        "reasons": [str(reason) for reason in reasons],
         "recovery_s": recovered,
         "recovery": recovery,
         "steps": [
@@ -388,33 +438,35 @@ def _overload_verdicts(
     return verdicts, figures
 
 
-def _overload_line(figures: dict[str, Any], unit: str) -> str:
-    """One sentence of what the overload test observed (the record and the closing note)."""
+def _overload_line(figures: dict[str, Any], unit: str) -> Message:
+    """One sentence of what the overload test observed (the record and the closing note), as a message."""
     if not figures:
-        return "no overload step ran"
+        return Message(NO_OVERLOAD_STEP)
     steps = figures["steps"]
     sustainable = figures["sustainable"]
     first_status = steps[0]["status"] if steps else None
+    target = {"target": f"{figures['target']:g}", "unit": unit_name(unit)}
+    parts: list[Message] = []
     if sustainable is not None:
-        parts = [f"sustainable {sustainable:g} {unit} of target {figures['target']:g}"]
+        parts.append(Message(SUSTAINABLE_OF_TARGET, {"level": f"{sustainable:g}", **target}))
     elif first_status == FAIL:
-        parts = [f"target {figures['target']:g} {unit} not sustained"]
+        parts.append(Message(TARGET_NOT_SUSTAINED, target))
     else:  # inconclusive (client-bound, or the interval straddles the budget) or too few requests
-        parts = [f"target {figures['target']:g} {unit} sustainability {str(first_status).replace('_', ' ')}"]
+        parts.append(Message(TARGET_SUSTAINABILITY, {**target, "status": status_word(str(first_status))}))
     top = next((s for s in reversed(steps) if s["direction"] == "up"), None)
     if top is not None:
-        errors = sum(top["failures"].values())
-        parts.append(
-            f"at {top['level']:g} TTFT p95 "
-            + (f"{top['ttft_p95_ms']:.0f} ms" if top["ttft_p95_ms"] is not None else "n/a")
-            + f", {errors} of {top['n']} failed"
-        )
-    parts.append(f"past it: {figures['behaviour'] or 'not reached'}")
+        figures_at_top = {"level": f"{top['level']:g}", "ttft": ms_or_na(top["ttft_p95_ms"])}
+        parts.append(Message(AT_THE_TOP, {**figures_at_top, "errors": sum(top["failures"].values()), "n": top["n"]}))
+    behaviour = figures["behaviour"]
+    parts.append(
+        Message(PAST_IT, {"behaviour": overload.behaviour_name(behaviour) if behaviour else Message(NOT_REACHED)})
+    )
     if figures.get("recovery_s") is not None:
-        parts.append(f"recovered in {figures['recovery_s']:.1f} s")
-    elif figures.get("behaviour"):
-        parts.append("did not recover")
-    return "; ".join(parts) + f" ({len(steps)} steps, n={sum(s['n'] for s in steps)})"
+        parts.append(Message(RECOVERED_IN, {"seconds": f"{figures['recovery_s']:.1f}"}))
+    elif behaviour:
+        parts.append(Message(DID_NOT_RECOVER))
+    n = sum(s["n"] for s in steps)
+    return Message(OBSERVED_LINE, {"parts": Join(parts, CLAUSE_SEPARATOR), "steps": len(steps), "n": n})
 
 
 SPEC = TestSpec.of(suite_row.TEST, run_overload)

@@ -18,6 +18,7 @@ from benchmarks.harness.load_config import LoadConfig, LoadOutcome
 from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     PREFIX_REUSE_MIN_SHARE,
     PlanError,
     Reporter,
@@ -103,6 +104,12 @@ NO_OFF_RUN = _(
     "no prefix-caching-off run (a second endpoint started with caching off, or llama.cpp's cache_prompt: "
     "false): on vs off was not exercised"
 )
+# the run's notes
+NO_OFF_RUN_NOTE = _(
+    "No prefix-caching-off run: caching on is judged against the KV its requests in flight need without sharing; "
+    "on vs off was not measured."
+)
+NOT_EMPTIED = _("%(run)s: the cache could not be emptied first (%(method)s)")
 NO_KV_COUNT_ON_ONE = _("no KV token count from the engine on one of the two runs")
 FEW_ON_OFF_SAMPLES = _(
     "%(on)s and %(off)s KV samples (on, off), off held %(held_off)s tokens: at least %(min)s samples each and a "
@@ -229,7 +236,7 @@ async def run_prefix_reuse(
             outcome = await _one_configuration(session, label, run, cancel, reporter.phase(label, *_span(n, configs)))
             if outcome.cancelled:
                 run.partial = True
-                run.notes.append("cancelled: partial data")
+                run.notes.append(Message(CANCELLED))
                 break
     reporter.close()
     return _prefix_result(run, target)
@@ -263,7 +270,7 @@ class _PrefixRun:
         self.ratios: dict[str, list[float]] = {}  # label -> KV held / the in-flight need, per sample
         self.resident: dict[str, tuple[float, float]] = {}  # label -> (KV tokens after the load, its raw peak)
         self.sessions: list[Session] = []
-        self.notes: list[str] = []
+        self.notes: list[str | Message] = []
         self.partial = False
 
 
@@ -377,9 +384,9 @@ def _prefix_result(run: _PrefixRun, target: Target) -> NormalizedResult:
     off = run.points[1] if len(run.points) == 2 else None
     verdicts = _prefix_verdicts(run, target.cache_model)
     observed = _prefix_observed(run, target.cache_model)
-    sessions, notes = run.sessions, run.notes
+    sessions = run.sessions
     result = build_result(
-        "prefix_reuse", sessions[0], run.params, run.points, run.outcomes, verdicts, notes, run.partial
+        "prefix_reuse", sessions[0], run.params, run.points, run.outcomes, verdicts, run.notes, run.partial
     )
     if any(s.simulated for s in sessions):  # the caching-off endpoint counts too: nothing simulated passes as measured
         result.evidence = SIMULATED
@@ -389,14 +396,11 @@ def _prefix_result(run: _PrefixRun, target: Target) -> NormalizedResult:
         # token counts, and KV against the requests actually in flight, do not depend on the client's pace
         result.metadata["pace_independent"] = ["prefix_saving_ratio"]
     if off is None:
-        notes.append(
-            "No prefix-caching-off run: caching on is judged against the KV its requests in flight need without "
-            "sharing; on vs off was not measured."
-        )
+        result.add_note(Message(NO_OFF_RUN_NOTE))
     for point in run.points:
         if not (point.extra.get("cache_state") or {}).get("reset"):
-            method = point.extra["cache_state"]["method"]
-            notes.append(f"{point.label}: the cache could not be emptied first ({method})")
+            name = RUN_NAMES.get(point.label, point.label)
+            result.add_note(Message(NOT_EMPTIED, {"run": name, "method": reset_method(point.extra["cache_state"])}))
     if len(sessions) == 2:
         result.metadata["off_target"] = sessions[1].target.describe()
         for name, values in sessions[1].metrics.recording.series.items():

@@ -12,6 +12,7 @@ from benchmarks.harness.prompts import measure_template
 from benchmarks.harness.request_record import RequestSpec
 from benchmarks.harness.trace_replay import PromptBuilder, ReplayOutcome, load_plan, run_replay
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     PlanError,
     Reporter,
     Session,
@@ -31,6 +32,7 @@ from selection.domain.messages import Message
 
 # the replay's clock verdict, as message templates (pages show them in their language)
 NOTHING_SENT = _("no request was sent")
+NEVER_SENT = _("%(n)s turns were never sent")  # a run note
 SEND_LATENESS = _("send lateness p99 %(lateness)s ms against the trace's clock (limit %(limit)s ms)")
 
 
@@ -47,7 +49,7 @@ async def run_trace_replay(
     if plan.requests == 0:
         raise PlanError("params.trace: the trace has no request to replay (every row failed)")
     reporter = Reporter(progress, cancel)
-    notes: list[str] = []
+    notes: list[str | Message] = []
     async with Session(target, keep_text=plan.has_history) as session:
         prompts = session.prompts
         assert prompts is not None
@@ -79,9 +81,9 @@ async def run_trace_replay(
         )
     )
     if replayed.cancelled:
-        notes.append("cancelled: partial data")
+        notes.append(Message(CANCELLED))
     if replayed.unsent:
-        notes.append(f"{replayed.unsent} turns were never sent")
+        notes.append(Message(NEVER_SENT, {"n": replayed.unsent}))
     reporter.close()
     return build_result(
         "trace_replay",

@@ -16,6 +16,7 @@ from benchmarks.harness.metrics import MetricsRecording
 from benchmarks.harness.queueing import queue_growth_verdict, queue_wait_verdict
 from benchmarks.harness.request_record import RequestRecord
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     PlanError,
     Reporter,
     Session,
@@ -72,7 +73,7 @@ async def run_stability(
     if turns < 1:
         raise PlanError(f"params.session_turns: must be an integer >= 1, got {params.get('session_turns')!r}")
     reporter = Reporter(progress, cancel)
-    notes: list[str] = []
+    notes: list[str | Message] = []
     async with Session(target, metrics_interval_s=interval) as session:
         prompts = session.prompts
         assert prompts is not None
@@ -124,9 +125,9 @@ async def run_stability(
     overall.extra.update({k: v for k, v in drift.items() if not k.endswith("_interval")})
     soak_note = short_soak_message(params, duration)
     if soak_note:
-        notes.append(str(soak_note))
+        notes.append(soak_note)
     if outcome.cancelled:
-        notes.append("cancelled: partial data")
+        notes.append(Message(CANCELLED))
     observed = _stability_observed(
         params, concurrency, duration, warmup, outcome, early_ok, late_ok, drift, soak_note, session.gpu.recording
     )

@@ -16,6 +16,7 @@ from benchmarks.harness.queueing import queue_wait_figures, queue_wait_verdict
 from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.trace_replay import lengths_from_trace
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     PlanError,
     Reporter,
     Session,
@@ -75,7 +76,7 @@ async def run_concurrency_stress(
     lengths = trace_lengths(params, input_tokens, output_tokens)
     rate = open_loop_rate(params)
     reporter = Reporter(progress, cancel)
-    notes: list[str] = []
+    notes: list[str | Message] = []
     async with Session(target) as session:
         baseline = await session.kv_now()
         prompts = session.prompts
@@ -147,7 +148,7 @@ async def run_concurrency_stress(
     if abort_every:
         verdicts.extend(kv_verdicts(baseline, settled, target.cache_model))
     if outcome.cancelled:
-        notes.append("cancelled: partial data")
+        notes.append(Message(CANCELLED))
     reporter.close()
     empty = [LoadOutcome(config=outcome.config, run_start=outcome.run_start) for _ in groups]  # rows sit at point 0
     result = build_result(

@@ -20,6 +20,7 @@ from benchmarks.harness.load_config import LoadConfig, LoadOutcome
 from benchmarks.harness.load_summary import summarize
 from benchmarks.harness.request_record import RequestRecord, RequestSpec
 from benchmarks.harness.workloads.common import (
+    CANCELLED,
     KV_BASELINE_TOLERANCE,
     NOT_HELD,
     RESET_BY_PATH,
@@ -60,6 +61,15 @@ from benchmarks.verdicts import (
 )
 from selection.domain.messages import CLAUSE_SEPARATOR, Join, Message, load, to_json
 from selection.domain.messages import marked as _
+
+# the run's notes (the parameters named as the plan's form shows them, their keys in the English text)
+PRESSURE_CAPPED = _("pressure capped by params.max_pressure_requests: it may not cover the KV capacity")
+NO_KV_CAPACITY = _(
+    "no KV capacity (params.kv_capacity_tokens or the engine's metrics): the pressure ran for idle_s only; the "
+    "eviction verdict says whether that was enough"
+)
+NO_WARM_REUSE = _("the warm sessions got 0 cached tokens: the engine keeps no KV between turns, no pressure")
+PRESSURE_FAILED = _("%(n)s pressure requests failed (the pressure's own errors)")
 
 
 async def run_swap_recovery(
@@ -209,7 +219,7 @@ class _SwapRun:
         self.recompute_method: str | None = None
         self.settled: dict[str, Any] = {"after": None, "waited_s": 0}
         self.active_turns = 0
-        self.notes: list[str] = []
+        self.notes: list[str | Message] = []
         self.partial = False
         self.semaphore = asyncio.Semaphore(config.parallel)
         self.measured = asyncio.Semaphore(config.resume_parallel)  # timed turns: each TTFT its own cost, not a queue's
@@ -368,12 +378,9 @@ class _SwapRun:
             "pressure_tokens_planned": planned["tokens"],
         }
         if planned.get("capped"):
-            self.notes.append("pressure capped by params.max_pressure_requests: it may not cover the KV capacity")
+            self.notes.append(Message(PRESSURE_CAPPED))
         if capacity is None:
-            self.notes.append(
-                "no KV capacity (params.kv_capacity_tokens or the engine's metrics): the pressure ran for "
-                "idle_s only; the eviction verdict says whether that was enough"
-            )
+            self.notes.append(Message(NO_KV_CAPACITY))
         return p_in, planned
 
     async def pressure(self, p_in: int, planned: dict[str, Any]) -> None:
@@ -386,9 +393,7 @@ class _SwapRun:
         warm_cached = [r.cached_tokens for r in self.records["warm"].values() if r.ok]
         no_reuse = bool(warm_cached) and all(c == 0 for c in warm_cached)  # reported, and always 0
         if no_reuse:
-            self.notes.append(
-                "the warm sessions got 0 cached tokens: the engine keeps no KV between turns, no pressure"
-            )
+            self.notes.append(Message(NO_WARM_REUSE))
         elif config.pressure_c > 0 and (planned["requests"] or config.idle_s > 0):
             self.pressure_outcome = await run_load(
                 session.client,
@@ -453,7 +458,7 @@ class _SwapRun:
 
     async def cancelled(self) -> None:
         self.partial = True
-        self.notes.append("cancelled: partial data")
+        self.notes.append(Message(CANCELLED))
         self.stop_active.set()
         for task in self.active:
             task.cancel()
@@ -539,7 +544,7 @@ def _swap_result(run: _SwapRun, baseline: dict[str, float] | None) -> Normalized
     if params.get("swap_in_delay_budget_ms") is not None:
         verdicts.append(_delay_class_verdict(run, points[2], eviction))
     if pressure_point is not None and (pressure_point.requests_failed or 0):
-        notes.append(f"{pressure_point.requests_failed} pressure requests failed (the pressure's own errors)")
+        notes.append(Message(PRESSURE_FAILED, {"n": pressure_point.requests_failed}))
     observed = _swap_observed_line(eviction, resume, continuation, never, run.sizing)
     run.reporter.close()
     return build_result(

@@ -49,13 +49,13 @@ VLLM_DEFAULT_SOURCE = _(
     "vLLM default %(default)s in v0.33.0 (%(previous)s in v0.11.0 and before; vllm/config/cache.py)"
 )
 VLLM_NON_TORCH = _(
-    "typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers under TP): ~0.25 GiB on "
-    "one GPU, ~1.5 GiB with TP/PP"
+    "typical vLLM memory outside torch (CUDA context allocations, NCCL buffers under TP): ~0.25 GiB on one GPU, "
+    "~1.5 GiB with TP/PP"
 )
-VLLM_CUDA_GRAPHS = _("vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)")
+VLLM_CUDA_GRAPHS = _("vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with --enforce-eager)")
 SGLANG_DEFAULT_BY_TP = _(
-    "SGLang server_args default by TP (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer releases derive it "
-    "from GPU memory - pass the value you run"
+    "SGLang default by TP in server_args.py (1: 0.88, 2: 0.87, 4: 0.85, 8: 0.83, 16: 0.79); newer releases derive "
+    "it from GPU memory - pass the value you run"
 )
 TRTLLM_DEFAULT = _("TensorRT-LLM KvCacheConfig default 0.9")
 RUNTIME_OVERHEAD = _("CUDA context + runtime buffers (~1 GiB)")
@@ -198,7 +198,9 @@ def _sglang_pool(inputs: CapacityInputs, kv: KVBytes, w_rank: float) -> KVPool:
             )
         )
     breakdown = {"static_budget": total * frac, "activations_and_graphs": total * (1 - frac)}
-    note = Message(_("SGLang: mem_fraction_static of total memory covers weights + KV pool"))
+    note = Message(
+        _("SGLang: the static memory fraction (--mem-fraction-static) of total memory covers weights + KV pool")
+    )
     return KVPool(total * frac - w_rank, breakdown, estimates, [note])
 
 

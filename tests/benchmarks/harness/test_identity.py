@@ -112,7 +112,7 @@ def test_the_workers_nvml_describes_the_engine_host_it_launched():
 
 
 def test_the_run_page_says_what_the_engine_ran_as_and_on():
-    from benchmarks.presentation import engine_host_line
+    from benchmarks.presentation import GPU_SOURCES, engine_host
 
     host = {
         "identity": {
@@ -123,12 +123,25 @@ def test_the_run_page_says_what_the_engine_ran_as_and_on():
             "gpu": {"model": "H100", "count": 1, "memory_gib": 80.0, "driver": "simulated", "source": "engine_metrics"},
         }
     }
-    assert engine_host_line({"engine_host": host}) == (
-        "model kvsim-llama-3.1-8b, llama-3.1-8b; version 0.11.0 (GET /version); "
-        "1× H100 80 GiB, driver simulated from the engine's metrics"
-    )
-    assert engine_host_line({"engine_host": {"identity": {}}}) == "GPUs not reported by the engine host"
-    assert engine_host_line({"gpu": {"available": True}}) == ""  # the load client's NVML is not the engine host's
+    assert engine_host({"engine_host": host}) == {
+        "models": ["kvsim-llama-3.1-8b", "llama-3.1-8b"],
+        "version": "0.11.0",
+        "version_request": "GET /version",
+        "version_metric": "",
+        "version_from_upload": False,
+        "gpu": {
+            "count": 1,
+            "model": "H100",
+            "memory_gib": "80",
+            "driver": "simulated",
+            "simulated_driver": True,
+            "source": GPU_SOURCES["engine_metrics"],
+        },
+    }
+    host["identity"]["version_source"] = "metric vllm:build_info"
+    assert engine_host({"engine_host": host})["version_metric"] == "vllm:build_info"
+    assert engine_host({"engine_host": {"identity": {}}})["gpu"] is None  # "GPUs not reported by the engine host"
+    assert engine_host({"gpu": {"available": True}}) is None  # the load client's NVML is not the engine host's
 
 
 def test_a_simulator_names_its_simulated_gpu_and_nothing_else_does():

@@ -192,10 +192,11 @@ def not_recovered(parts):
 
 def test_recovery_judgement_fails_what_never_came_back_and_says_by_how_much():
     status, detail = o.judge_recovery(o.REJECTION, not_recovered({"latency": None, "waiting": 0.5}), 40, 2.0)
-    assert status == FAIL and "(latency)" in detail and "140.0 ms vs the first step's p95 100.0 ms" in detail
+    assert status == FAIL and "(latency)" in str(detail)
+    assert "140.0 ms vs the first step's p95 100.0 ms" in str(detail)
     back = {"recovered_s": 0.4, "parts_s": {"latency": 0.4, "waiting": 0.1}, "latency_median_ms": 90.0}
     status, detail = o.judge_recovery(o.REJECTION, back, 40, 2.0)
-    assert status == PASS and "0.4 s after the overload ended (latency 0.4 s, waiting 0.1 s)" in detail
+    assert status == PASS and "0.4 s after the overload ended (latency 0.4 s, waiting 0.1 s)" in str(detail)
     assert o.judge_recovery(o.REJECTION, back, 40, 0.2)[0] == FAIL  # back, but past the bound
     assert o.judge_recovery(o.REJECTION, back, o.RECOVERY_WINDOW - 1, 2.0)[0] == INSUFFICIENT_DATA
     assert o.judge_recovery(None, back, 40, 2.0)[0] == NOT_EXERCISED
@@ -206,7 +207,7 @@ def test_a_client_bound_run_leaves_latency_recovery_inconclusive_but_not_the_eng
     reasons = ["client at 97% of a core"]
     latency_only = not_recovered({"latency": None, "waiting": 0.5})
     status, detail = o.judge_recovery(o.REJECTION, latency_only, 40, 2.0, reasons)
-    assert status == INCONCLUSIVE and "client at 97% of a core" in detail
+    assert status == INCONCLUSIVE and "client at 97% of a core" in str(detail)
     queue_left = not_recovered({"latency": None, "waiting": None})  # the engine's queue never drained
     assert o.judge_recovery(o.REJECTION, queue_left, 40, 2.0, reasons)[0] == FAIL
 

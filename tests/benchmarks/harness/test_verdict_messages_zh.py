@@ -294,11 +294,11 @@ def test_a_cache_reset_method_reads_back_as_its_message(method):
 
 def test_a_saturated_load_client_note_is_english_in_the_notes_and_chinese_on_the_page():
     from benchmarks.result import NormalizedResult
-    from benchmarks.validation.worker import SATURATED, add_note
+    from benchmarks.validation.worker import SATURATED
     from selection.domain.messages import Message
 
     result = NormalizedResult(tool="kvselect-harness", format="kvselect-harness", notes=["cancelled: partial data"])
-    add_note(result, Message(SATURATED, {"load": "12.3", "cpus": 2}))
+    result.add_note(Message(SATURATED, {"load": "12.3", "cpus": 2}))
     assert result.notes[1] == (
         "The load client's machine was saturated (1-minute load average 12.3 on 2 CPUs): client timings may carry "
         "other work."

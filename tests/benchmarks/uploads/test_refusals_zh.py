@@ -13,8 +13,12 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import translation
 
+from benchmarks.formats import UnrecognisedFormat, detect
 from benchmarks.models import BenchmarkRun
+from benchmarks.uploads.parse import parse_stored_upload
+from selection.i18n import message_text
 from tests.e2e.pagechecks import english_words, punctuation
 
 pytestmark = pytest.mark.django_db
@@ -135,3 +139,41 @@ def test_the_same_refusal_stays_english_on_an_english_page(client, architect, ca
     }
     body = client.post(reverse("selection:result-upload", args=[candidate.selection.pk]), data).content.decode()
     assert "<code>ttfts[1]</code>: expected a number, got string" in body, refusal_text(body)
+
+
+def test_a_large_malformed_file_parsed_in_the_background_fails_in_chinese(
+    client, architect, candidate, media, settings, django_capture_on_commit_callbacks
+):
+    """Above KVSELECT_SYNC_PARSE_BYTES the file is stored and parsed later: the run keeps the English reason
+    (`error`, for the API) and its message, which the run page renders in the reader's language."""
+    settings.KVSELECT_SYNC_PARSE_BYTES = 10
+    client.force_login(architect)
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "zh-hans"
+    content = edited("guidellm.json", "benchmarks", 0, "metrics", "request_latency", value="slow")
+    data = {
+        "candidate": candidate.pk,
+        "test": "concurrency_stress",
+        "file": SimpleUploadedFile("guidellm.json", content),
+        "idempotency_key": "zh-large",
+    }
+    with django_capture_on_commit_callbacks():  # the parse is not queued: it runs below, as the worker would
+        response = client.post(reverse("selection:result-upload", args=[candidate.selection.pk]), data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = parse_stored_upload(BenchmarkRun.objects.get().pk)
+    assert run.status == "failed"
+    assert run.error == "benchmarks[0].metrics.request_latency: expected an object, got string"
+    body = client.get(response["Location"]).content.decode()
+    assert "<code>benchmarks[0].metrics.request_latency</code>" in body
+    text = refusal_text(body)
+    assert "应为对象，实际为字符串" in re.sub(r"\s", "", text), text
+    assert english_words(text) == [] and punctuation(text) == [], text
+
+
+def test_a_file_no_format_accepts_keeps_every_reason_as_a_message():
+    with pytest.raises(UnrecognisedFormat) as refused:
+        detect(b'{"a": 1}', "x.json")
+    assert str(refused.value).startswith("'x.json' is not a recognised benchmark result format. Tried native: ")
+    assert str(refused.value.message) == str(refused.value)
+    with translation.override("zh-hans"):
+        text = message_text(refused.value.message)
+    assert text.startswith("'x.json' 不是可识别的基准测试结果格式。已尝试：native：没有 'schema' 键；guidellm："), text

@@ -47,10 +47,12 @@ def test_the_english_sources_read_as_before():
     sources = {i["name"]: i["source"] for i in plan["estimates"]}
     assert sources["activation_peak_bytes"].startswith("estimate: profile-run heuristic: ")
     assert sources["non_torch_bytes"] == (
-        "estimate: typical vLLM 'non_torch_memory' (CUDA context allocations outside torch, NCCL buffers under "
-        "TP): ~0.25 GiB on one GPU, ~1.5 GiB with TP/PP"
+        "estimate: typical vLLM memory outside torch (CUDA context allocations, NCCL buffers under TP): ~0.25 GiB "
+        "on one GPU, ~1.5 GiB with TP/PP"
     )
-    assert sources["cuda_graph_bytes"] == "estimate: vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with enforce_eager)"
+    assert sources["cuda_graph_bytes"] == (
+        "estimate: vLLM CUDA-graph capture estimate (~0.5 GiB; 0 with --enforce-eager)"
+    )
     default = catalog.memory_default("vllm", "0.11.0")
     assert str(default[1]).startswith("--gpu-memory-utilization default of this engine version (https://")
     assert zh(default[1]).startswith("vLLM 显存占用比例在本引擎版本中的默认值（https://")
