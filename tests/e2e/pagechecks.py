@@ -171,15 +171,19 @@ def without_shortened(text: str, allowed: Iterable[str]) -> str:
 
 def without(text: str, allowed: Iterable[str]) -> str:
     """`text` with every allowed string (whole words, or cut short with "…") and every URL, file name,
-    hash and reference blanked out."""
+    hash and reference blanked out. An allowed text that names a file ("alerts.yml and dashboard.json
+    exported from this record", typed in a project check) goes before the file names, or it would no
+    longer be found as typed."""
+    names = sorted({a.strip() for a in allowed if a and a.strip()}, key=len, reverse=True)
     text = URL.sub(" ", text)
+    for name in (name for name in names if FILE_NAME.search(name)):
+        text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", " ", text)
     text = FILE_NAME.sub(" ", text)
     text = HEX.sub(" ", text)
     text = REFERENCE.sub(" ", text)
     text = without_shortened(text, allowed)
-    for name in sorted({a for a in allowed if a and a.strip()}, key=len, reverse=True):
-        pattern = r"(?<![A-Za-z0-9])" + re.escape(name.strip()) + r"(?![A-Za-z0-9])"
-        text = re.sub(pattern, " ", text)
+    for name in names:
+        text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(name) + r"(?![A-Za-z0-9])", " ", text)
     return text
 
 

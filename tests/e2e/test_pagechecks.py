@@ -41,6 +41,12 @@ def test_english_words_on_a_chinese_page():
     assert pagechecks.english_words("vLLM 0.11.0 的 TTFT p95 为 300 ms，KV 缓存 1,024 tokens，SIMULATED") == []
     assert pagechecks.english_words("Priya Raman 负责观察", allowed={"Priya Raman"}) == []
     assert pagechecks.english_words("Ana Silva 负责观察 capacity", allowed={"Ana Silva"}) == ["capacity"]
+    # a typed text that names files is allowed as typed (file names are not blanked out of it first)
+    typed = "alerts.yml and dashboard.json exported from this record"
+    assert pagechecks.english_words(f"说明：{typed}", allowed={typed}) == []
+    assert pagechecks.english_words("alerts.yml and dashboard.json exported") == ["and", "exported"]
+    assert pagechecks.english_words("run-1.json 原生结果", allowed={"run-1"}) == []  # the file goes whole
+    assert pagechecks.english_words("run-2 原生结果 JSON：run-2.json", allowed={"2"}) == []  # and the reference
 
 
 def test_references_and_shortened_typed_text_are_not_english():
