@@ -18,6 +18,7 @@ from benchmarks import verdicts as verdict_status
 from benchmarks.charts import catalog as chart_catalog
 from benchmarks.charts import style as chart_style
 from benchmarks.result import DEFINITIONS, STAT_KEYS
+from benchmarks.suite import overload as overload_spec
 from benchmarks.suite.base import Figure
 from selection.domain import messages
 from selection.domain.messages import marked as _
@@ -292,6 +293,21 @@ def interval_text(interval: Any) -> str:
     return f"{number(interval[0])}–{number(interval[1])}"
 
 
+# Figures a verdict states in words, stored as their English ids (the overload test's behaviour,
+# "queueing"), shown in the reader's language; any other word figure is a translated template.
+WORD_FIGURES = overload_spec.BEHAVIOUR_NAMES
+
+
+def figure_text(value: Any, translate=lambda text: text, render_message=messages.render) -> str:
+    """A verdict's figure or limit as the result table prints it: a number formatted, a word in the
+    reader's language, nothing when there is none."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return str(render_message(WORD_FIGURES[value])) if value in WORD_FIGURES else str(translate(value))
+    return number(value)
+
+
 def judged_rows(
     verdicts: Sequence[Mapping[str, Any]] | None, translate=lambda text: text, render_message=messages.render
 ) -> list[dict[str, Any]]:
@@ -303,8 +319,8 @@ def judged_rows(
             "criterion": verdict_label(row["name"], translate),
             "status": row["status"],
             "outcome": status_label(row["status"], translate),
-            "value": number(verdict.get("value")) if verdict.get("value") is not None else "",
-            "threshold": number(verdict.get("threshold")) if verdict.get("threshold") is not None else "",
+            "value": figure_text(verdict.get("value"), translate, render_message),
+            "threshold": figure_text(verdict.get("threshold"), translate, render_message),
             "n": row["n"],
             "interval": interval_text(row["interval"]),
             "detail": row["detail"],

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from benchmarks.harness.request_record import RequestRecord
+from benchmarks.suite.overload import BEHAVIOUR_NAMES, COLLAPSE, CRASH, OOM, QUEUEING, REJECTION
 from benchmarks.verdicts import FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, NOT_EXERCISED, PASS, reasons_of
 from selection.domain.messages import NAME_SEPARATOR, Message, pgettext
 from selection.domain.messages import marked as _
 
 # What the engine did past the sustainable load, best first, with scoring's `overload_handling`
 # level (selection.domain.scoring: rejection 1.0, queueing 0.7, latency collapse 0.3, OOM or crash 0.0).
-REJECTION, QUEUEING, COLLAPSE, OOM, CRASH = "rejection", "queueing", "collapse", "oom", "crash"
 HANDLING_LEVEL = {REJECTION: 1.0, QUEUEING: 0.7, COLLAPSE: 0.3, OOM: 0.0, CRASH: 0.0}
 GRACEFUL = (REJECTION, QUEUEING)
 REJECT_STATUSES = (429, 503)  # "too many requests" / "overloaded": the engine refused the work
@@ -46,14 +46,6 @@ RECOVERY_LATENCY_TOLERANCE = 0.2
 RECOVERY_SERIES_RUN = 2
 STATUS_ORDER = (FAIL, INCONCLUSIVE, INSUFFICIENT_DATA, PASS)  # worst first
 
-# The behaviours by name, as sentences show them (the English name is the stored figure).
-BEHAVIOUR_NAMES = {
-    REJECTION: pgettext("overload behaviour", "rejection"),
-    QUEUEING: pgettext("overload behaviour", "queueing"),
-    COLLAPSE: pgettext("overload behaviour", "collapse"),
-    OOM: pgettext("overload behaviour", "oom"),
-    CRASH: pgettext("overload behaviour", "crash"),
-}
 # what `classify` found, one message a reason
 NEVER_PASSED = _("every step up to the top met the budget: the load never passed the sustainable level")
 DEAD_ENGINE = _("%(n)s requests met a dead engine (connection refused or dropped, or 503 saying it died)")

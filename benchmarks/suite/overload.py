@@ -16,6 +16,18 @@ from benchmarks.suite.params import (
     length_distributions,
 )
 from selection.domain.messages import marked as _
+from selection.domain.messages import pgettext
+
+# What an engine does past the load it sustains (the verdict's stored figure is the English id), and
+# each by name as a reader sees it: the run's sentences and the record's result table.
+REJECTION, QUEUEING, COLLAPSE, OOM, CRASH = "rejection", "queueing", "collapse", "oom", "crash"
+BEHAVIOUR_NAMES = {
+    REJECTION: pgettext("overload behaviour", "rejection"),
+    QUEUEING: pgettext("overload behaviour", "queueing"),
+    COLLAPSE: pgettext("overload behaviour", "collapse"),
+    OOM: pgettext("overload behaviour", "oom"),
+    CRASH: pgettext("overload behaviour", "crash"),
+}
 
 PARAMS = (
     ParamSpec("target_concurrency", 64, _("Target concurrent requests (first step)"), "requests"),

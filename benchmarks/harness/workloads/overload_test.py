@@ -48,6 +48,8 @@ UNIT_NAMES = {
     "req/s": pgettext("overload level unit", "req/s"),
     "concurrent": pgettext("overload level unit", "concurrent"),
 }
+# the overload verdict's limit, in words (stored in English, shown in the reader's language)
+GRACEFUL_LIMIT = _("rejection or bounded queueing")
 # the run's notes
 STOPPED_CLIMBING = _("stopped climbing at %(level)s %(unit)s: %(share)s of requests failed")
 STOPPED_ANSWERING = _("the engine stopped answering at %(level)s %(unit)s: %(why)s")
@@ -376,7 +378,7 @@ def _overload_verdicts(
             if behaviour
             else reasons_of(reasons),
             behaviour,
-            "rejection or bounded queueing",
+            GRACEFUL_LIMIT,
             past_n,
             status,
         )

@@ -408,3 +408,28 @@ def test_a_refusal_survives_pickling_with_its_message():
     refused = safety.TargetRefused(Message(safety.CREDENTIALS))
     again = pickle.loads(pickle.dumps(refused))
     assert again.reason == refused.reason and str(again) == str(refused)
+
+
+def test_the_records_result_table_names_the_overload_behaviour_and_its_limit_in_the_records_language():
+    """The overload verdict stores its behaviour ("queueing") and limit ("rejection or bounded queueing")
+    in English words; the record's table shows them in its language, as it shows a number formatted."""
+    from django.utils.translation import gettext
+
+    from benchmarks import presentation
+    from benchmarks.harness.workloads.overload_test import GRACEFUL_LIMIT
+
+    stored = {
+        "name": "overload_handled_gracefully",
+        "status": PASS,
+        "value": "queueing",
+        "threshold": GRACEFUL_LIMIT,
+        "n": 96,
+        "interval": None,
+        "detail": "",
+    }
+    with translation.override("zh-hans"):
+        (row,) = presentation.judged_rows([stored], gettext, message_text)
+    assert (row["value"], row["threshold"]) == ("排队", "拒绝请求或有界排队")
+    with translation.override("en"):
+        (row,) = presentation.judged_rows([stored], gettext, message_text)
+    assert (row["value"], row["threshold"]) == ("queueing", "rejection or bounded queueing")
