@@ -13,11 +13,10 @@ from django.urls import reverse
 
 from benchmarks.harness.workloads.stability import short_soak_message
 from benchmarks.models import BenchmarkRun
-from selection.candidates.services import add_candidate
 from selection.models import Team
 from selection.setup.services import accept_scenario
 from tests.e2e import pagechecks
-from tests.support.builders import make_engine, make_selection, make_user, with_constraints
+from tests.support.builders import make_candidate, make_engine, make_selection, make_user, with_constraints
 
 pytestmark = pytest.mark.django_db
 
@@ -63,20 +62,8 @@ def selection(architect, team):
 
 
 def candidate_of(selection, architect, engine="vllm", version="0.8.5", label="vLLM prefix on"):
-    return add_candidate(
-        selection=selection,
-        user=architect,
-        data={
-            "engine": make_engine(engine, versions=(version,)),
-            "engine_version": version,
-            "label": label,
-            "model_name": "Llama-3.1-8B",
-            "endpoint_url": "http://127.0.0.1:8001/v1",
-            "gpu_model": "H100",
-            "tensor_parallel": 1,
-            "kv_precision": "bf16",
-        },
-    )
+    engine_row = make_engine(engine, versions=(version,))
+    return make_candidate(selection, architect, engine=engine_row, engine_version=version, label=label)
 
 
 def page(client, language: str, name: str, *args) -> str:

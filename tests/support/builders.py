@@ -129,7 +129,6 @@ def make_engine(slug: str = "vllm", versions=("0.6.3", "0.8.5")) -> Engine:
 def make_candidate(selection, user, **overrides):
     """A vLLM 0.8.5 candidate serving Llama-3.1-8B on one H100, added through the service as a user would."""
     data = {
-        "engine": make_engine(),
         "engine_version": "0.8.5",
         "label": "vLLM prefix on",
         "model_name": "Llama-3.1-8B",
@@ -138,7 +137,10 @@ def make_candidate(selection, user, **overrides):
         "tensor_parallel": 1,
         "kv_precision": "bf16",
     }
-    return add_candidate(selection=selection, user=user, data={**data, **overrides})
+    data |= overrides
+    if "engine" not in data:
+        data["engine"] = make_engine()
+    return add_candidate(selection=selection, user=user, data=data)
 
 
 def stress_run(candidate, ttfts, evidence="MEASURED", concurrencies=(50, 200)):
