@@ -10,7 +10,7 @@ from tests.e2e.crawler import read_baseline
 
 # The crawler's baseline of findings not fixed yet (issue 37 item 2): it only shrinks. Lower this
 # when you delete lines; raising it means accepting a new defect.
-BASELINE_CEILING = 97
+BASELINE_CEILING = 0
 
 
 def test_identifiers_finds_code_in_visible_text():
