@@ -45,6 +45,16 @@ from selection.domain.messages import marked as _
 JSONL = "profile_export.jsonl"
 KNOWN_SCHEMAS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
 
+# run notes (English in `notes`; the message beside it for pages in any language)
+NO_SUCCESS = _("no successful request: every latency metric is null")
+REPORTED_CANCELLED = _("aiperf reports the run as cancelled/incomplete")
+RECOMPUTED = _("summary statistics recomputed from per-request records; throughput over first start -> last end")
+NO_REQUESTED_LOAD = _(
+    "the requested concurrency or rate is not in %(file)s (it is in %(other)s): the run cannot be judged "
+    "client-bound from this file alone"
+)
+
+
 DEFINITIONS = {
     "ttft_ms": "aiperf time_to_first_token: first content response - request start (reasoning counts)",
     "tpot_ms": "aiperf inter_token_latency = (request_latency - TTFT)/(OSL - 1) per request (= kvselect TPOT)",
@@ -173,7 +183,7 @@ def _request_counts(doc: dict[str, Any], point: LoadPoint, result: NormalizedRes
     point.requests_failed = None if errors is None else int(errors)
     if point.requests_completed is None and errors and metric_block(doc, "request_latency") is None:
         point.requests_completed = 0  # aiperf leaves request_count null when nothing succeeded
-        result.notes.append("no successful request: every latency metric is null")
+        result.add_note(Message(NO_SUCCESS))
 
 
 def _requested_load(doc: dict[str, Any], point: LoadPoint) -> None:
@@ -268,7 +278,7 @@ def _metadata(doc: dict[str, Any], result: NormalizedResult) -> None:
             result.metadata["hardware"] = gpus
     if doc.get("was_cancelled") is True or doc.get("is_complete") is False:
         result.partial = True
-        result.notes.append("aiperf reports the run as cancelled/incomplete")
+        result.add_note(Message(REPORTED_CANCELLED))
 
 
 # --- CSV ----------------------------------------------------------------------------------------
@@ -364,12 +374,9 @@ def parse_jsonl(source: Source, slo: dict[str, Any] | None) -> NormalizedResult:
     point = _jsonl_point(frame, starts[keep] / 1e9, np.asarray(end_ns, dtype=float)[keep] / 1e9)
     result.requests = frame
     result.points.append(point)
-    result.notes.append(
-        "summary statistics recomputed from per-request records; throughput over first start -> last end"
-    )
-    result.notes.append(
-        "the requested concurrency or rate is not in profile_export.jsonl (it is in profile_export_aiperf.json): "
-        "the run cannot be judged client-bound from this file alone"
+    result.add_note(Message(RECOMPUTED))
+    result.add_note(
+        Message(NO_REQUESTED_LOAD, {"file": Code("profile_export.jsonl"), "other": Code("profile_export_aiperf.json")})
     )
     return finish(result, slo)
 

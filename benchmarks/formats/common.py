@@ -26,10 +26,20 @@ from benchmarks.result import (
     concurrency_shortfall,
     is_cancelled,
 )
-from selection.domain.messages import Code, Message
+from selection.domain.messages import CLAUSE_SEPARATOR, Code, Join, Message
 from selection.domain.messages import marked as _
 
 MAX_METADATA_DEPTH = 8
+
+# run notes the parsers add (English in `notes`; the message beside it for pages in any language)
+NO_METRIC = _("%(n)s successful requests have no %(metric)s")
+GOODPUT_NOT_DERIVABLE = _("point %(index)s: goodput/SLO attainment not derivable: %(why)s in the file")
+GOODPUT_SAMPLED = _(
+    "point %(index)s: goodput/SLO attainment estimated from a sample of %(total)s of %(expected)s requests"
+)
+STORED_SIMULATED = _(
+    "Stored as SIMULATED although the file says %(evidence)s: it comes from kvselect's simulator (%(marks)s)."
+)
 
 
 def refused(path: str | Message, msgid: str, **params: Any) -> FormatError:
@@ -278,7 +288,7 @@ def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> Normalize
             continue
         ok = rows["ok"].to_numpy(dtype=bool)
         good = ok.copy()
-        undetermined: list[str] = []
+        undetermined: list[Message] = []
         for metric, limit in budget.items():
             values = rows[metric].to_numpy(dtype=float)
             meets = values <= limit
@@ -288,11 +298,11 @@ def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> Normalize
                 meets |= unknown & (tokens <= 1)
                 unknown &= ~(tokens <= 1)
             if (unknown & ok).any():
-                undetermined.append(f"{int((unknown & ok).sum())} successful requests have no {metric}")
+                undetermined.append(Message(NO_METRIC, {"n": int((unknown & ok).sum()), "metric": Code(metric)}))
             good &= meets
         if undetermined:
-            result.notes.append(
-                f"point {index}: goodput/SLO attainment not derivable: {'; '.join(undetermined)} in the file"
+            result.add_note(
+                Message(GOODPUT_NOT_DERIVABLE, {"index": index, "why": Join(undetermined, CLAUSE_SEPARATOR)})
             )
             continue
         good_count = int(good.sum())
@@ -303,9 +313,7 @@ def apply_slo(result: NormalizedResult, slo: dict[str, Any] | None) -> Normalize
         point.slo_attainment = good_count / total
         ok_rows = int(ok.sum())
         if expected is not None and expected != total:
-            result.notes.append(
-                f"point {index}: goodput/SLO attainment estimated from a sample of {total} of {expected} requests"
-            )
+            result.add_note(Message(GOODPUT_SAMPLED, {"index": index, "total": total, "expected": expected}))
         if point.request_throughput is not None and ok_rows:
             # the tool's own throughput scaled by the good share of the successes: never above it, whatever
             # window the tool divided by (guidellm counts records that overlap its window, over a longer span)
@@ -424,9 +432,8 @@ def keep_simulated(result: NormalizedResult) -> NormalizedResult:
     marks = simulator_marks(result)
     if marks:
         if result.evidence != SIMULATED:
-            result.notes.append(
-                f"Stored as SIMULATED although the file says {result.evidence}: it comes from kvselect's simulator "
-                f"({'; '.join(marks[:3])})."
+            result.add_note(
+                Message(STORED_SIMULATED, {"evidence": Code(result.evidence), "marks": Code("; ".join(marks[:3]))})
             )
         result.evidence = SIMULATED
     return result

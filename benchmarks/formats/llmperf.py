@@ -26,7 +26,7 @@ from benchmarks.formats.common import (
     stats_from_array,
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-from selection.domain.messages import Message
+from selection.domain.messages import Code, Message
 from selection.domain.messages import marked as _
 
 DEFINITIONS = {
@@ -45,6 +45,10 @@ QUANTILES = {
     "mean": "mean",
     "max": "max",
 }
+
+# run notes (English in `notes`; the message beside it for pages in any language)
+ITL_DERIVED = _("%(metric)s derived from mean e2e, mean TTFT and mean output tokens")
+NO_TIMESTAMPS = _("individual responses carry no timestamps: duration and throughput unknown")
 
 
 def _stats(doc: dict[str, Any], metric: str) -> Stats:
@@ -112,7 +116,7 @@ def parse_summary(source: Source, slo: dict[str, Any] | None) -> NormalizedResul
         point.itl_ms = mean_only(
             pooled_itl_mean(point.e2e_ms.mean * completed, point.ttft_ms.mean * completed, (out_mean - 1) * completed)
         )
-        result.notes.append("itl_ms.mean derived from mean e2e, mean TTFT and mean output tokens")
+        result.add_note(Message(ITL_DERIVED, {"metric": Code("itl_ms.mean")}))
     result.points.append(point)
     return finish(result, slo)
 
@@ -175,7 +179,7 @@ def parse_responses(source: Source, slo: dict[str, Any] | None) -> NormalizedRes
         point.itl_ms = mean_only(
             pooled_itl_mean(float(e2e_ms[valid].sum()), float(ttft_ms[valid].sum()), float((out[valid] - 1).sum()))
         )
-    result.notes.append("individual responses carry no timestamps: duration and throughput unknown")
+    result.add_note(Message(NO_TIMESTAMPS))
     result.points.append(point)
     result.requests = frame
     return finish(result, slo)

@@ -37,6 +37,14 @@ CSV_LATENCY = {"Time to First Token": "ttft_ms", "Inter Token Latency": "tpot_ms
 SUM_ROWS = ("Decode Duration", "Output Sequence Length")
 TIMED = ("Decode Duration",)
 
+# run notes (English in `notes`; the message beside it for pages in any language)
+NO_RUN_CONFIGURATION = _("CSV export carries no run configuration; the requested concurrency/rate is unknown")
+EVERY_REQUEST_FAILED = _("every request failed: no latency rows in the CSV")
+CANCELLED_UNKNOWN = _(
+    "the CSV does not say which errors were requests the client cancelled (the JSON export does): all are counted "
+    "as failed"
+)
+
 
 # Places in the `Metric,avg,...` table (table 1) and the `Metric,Value` tables: a line and its metric's name.
 TABLE_ROW = _("CSV table 1 line %(line)s (%(name)s)")
@@ -140,7 +148,7 @@ def parse_metric_csv(
         if table[0][:2] == ["Metric", "Value"]:
             error_rate = _read_value_table(table, point, error_rate)
     _complete_point(point, result, error_rate, sums)
-    result.notes.append("CSV export carries no run configuration; the requested concurrency/rate is unknown")
+    result.add_note(Message(NO_RUN_CONFIGURATION))
     result.points.append(point)
     return finish(result, slo)
 
@@ -216,7 +224,7 @@ def _complete_point(
         if "error_request_count" not in point.extra:
             why = _("no Time to First Token or Request Latency row, nor an Error Request Count")
             raise refused("CSV", why)
-        result.notes.append("every request failed: no latency rows in the CSV")
+        result.add_note(Message(EVERY_REQUEST_FAILED))
         if point.requests_completed is None:
             point.requests_completed = 0
     if error_rate is not None:
@@ -224,10 +232,7 @@ def _complete_point(
         if point.requests_failed is None and error_rate == 0 and point.requests_completed is not None:
             point.requests_failed = 0  # aiperf writes no Error Request Count row when nothing failed
     if point.requests_failed:
-        result.notes.append(
-            "the CSV does not say which errors were requests the client cancelled (the JSON export does): all are "
-            "counted as failed"
-        )
+        result.add_note(Message(CANCELLED_UNKNOWN))
     decode, osl, count = sums.get("Decode Duration"), sums.get("Output Sequence Length"), point.requests_completed
     if point.itl_ms.is_empty() and decode is not None and osl is not None and count:
         # per-token ITL mean = total decode time (latency - TTFT) / total token gaps, exact for any chunking

@@ -50,7 +50,7 @@ from benchmarks.formats.common import (
     stats_from_array,
 )
 from benchmarks.result import LoadPoint, NormalizedResult, Stats
-from selection.domain.messages import Message
+from selection.domain.messages import Code, Message
 from selection.domain.messages import marked as _
 
 DEFINITIONS = {
@@ -64,6 +64,30 @@ DEFINITIONS = {
     "latencies; vLLM's max_concurrent_requests counts requests active in a 1-second bucket and is not a concurrency",
     "goodput": "vLLM request_goodput: requests meeting --goodput SLOs / duration (SLOs not saved in the file)",
 }
+
+# run notes (English in `notes`; the message beside it for pages in any language)
+FAILED_DERIVED = _("point %(index)s: failed requests derived as %(formula)s (file has no '%(key)s')")
+NOT_FROM_LISTS = _(
+    "point %(index)s: per-request e2e, TPOT and ITL not derived from the inter-token lists: %(why)s; the tool's own "
+    "summary figures are kept and the figures they do not give are missing"
+)
+LISTS_PARTIAL = _("they do not hold every request, so they cannot be checked")
+LISTS_NO_MEAN = _("the file has no mean TPOT to check them against")
+LISTS_NO_TPOT = _("they give no TPOT")
+LISTS_DIFFER = _("their mean TPOT is %(recomputed)s ms, the tool's is %(file_mean)s ms (gaps missing)")
+LISTS_DO_NOT_ADD_UP = _(
+    "point %(index)s: the inter-token lists of %(n)s requests do not add up to their latency - TTFT: per-request ITL "
+    "not derived"
+)
+LISTS_TRIMMED = _(
+    "point %(index)s: per-request lists hold %(n)s of %(total)s requests (trimmed); summary statistics taken from the "
+    "tool's aggregates"
+)
+ITL_PER_CHUNK = _(
+    "point %(index)s: per-token ITL missing: the tool's ITL is per chunk (kept in %(key)s) and neither whole "
+    "per-request lists nor a mean e2e latency give it per token"
+)
+
 
 KNOWN_KEYS = {
     "date",
@@ -381,7 +405,9 @@ def _summary_point(
     num_prompts = get_int(doc, "num_prompts", path)
     if failed is None and flavour == "vllm" and num_prompts is not None and num_prompts >= completed:
         failed = num_prompts - completed
-        result.notes.append(f"point {index}: failed requests derived as num_prompts - completed (file has no 'failed')")
+        result.add_note(
+            Message(FAILED_DERIVED, {"index": index, "formula": Code("num_prompts - completed"), "key": Code("failed")})
+        )
     rate_value = doc.get("request_rate")
     request_rate = _rate(rate_value, join(path, "request_rate"))
     concurrency = get_number(doc, "max_concurrency", path)
@@ -541,19 +567,13 @@ def _drop_cut_lists(
             figures.e2e_ms[:] = np.nan
             figures.tpot_ms[:] = np.nan
             figures.itl_mean[:] = np.nan
-            result.notes.append(
-                f"point {index}: per-request e2e, TPOT and ITL not derived from the inter-token lists: {why}; "
-                "the tool's own summary figures are kept and the figures they do not give are missing"
-            )
+            result.add_note(Message(NOT_FROM_LISTS, {"index": index, "why": why}))
         return
     e2e_ms, ttft_ms = figures.e2e_ms, figures.ttft_ms
     whole = np.isclose(figures.itl_sum_ms, e2e_ms - ttft_ms, rtol=1e-3, atol=0.5) | ~np.isfinite(e2e_ms)
     if not whole.all():
         figures.itl_mean[:] = np.nan
-        result.notes.append(
-            f"point {index}: the inter-token lists of {int((~whole).sum())} requests do not add up to their "
-            "latency - TTFT: per-request ITL not derived"
-        )
+        result.add_note(Message(LISTS_DO_NOT_ADD_UP, {"index": index, "n": int((~whole).sum())}))
 
 
 def _pooled_token_itl(lists: _RequestLists, figures: _RequestFigures, every_request: bool) -> Stats | None:
@@ -611,10 +631,7 @@ def _per_request(
     if every_request:
         _use_every_request(lists, figures, point)
     else:
-        result.notes.append(
-            f"point {index}: per-request lists hold {n} of {completed + (failed or 0)} requests (trimmed); "
-            "summary statistics taken from the tool's aggregates"
-        )
+        result.add_note(Message(LISTS_TRIMMED, {"index": index, "n": n, "total": completed + (failed or 0)}))
     return frame, itl_pooled
 
 
@@ -662,27 +679,26 @@ def _per_token_itl(
     if point.itl_ms.is_empty() and e2e.mean is not None and ttft.mean is not None and total_output and completed:
         point.itl_ms = mean_only(pooled_itl_mean(e2e.mean * completed, ttft.mean * completed, total_output - completed))
     if point.itl_ms.is_empty() and not itl_chunk.is_empty():
-        result.notes.append(
-            f"point {index}: per-token ITL missing: the tool's ITL is per chunk (kept in extra.itl_chunk_ms) "
-            "and neither whole per-request lists nor a mean e2e latency give it per token"
-        )
+        result.add_note(Message(ITL_PER_CHUNK, {"index": index, "key": Code("extra.itl_chunk_ms")}))
 
 
-def _lists_reproduce_tpot(tpot_ms: np.ndarray, file_mean: float | None, every_request: bool) -> tuple[bool, str]:
+def _lists_reproduce_tpot(
+    tpot_ms: np.ndarray, file_mean: float | None, every_request: bool
+) -> tuple[bool, Message | None]:
     """Whether TPOT recomputed from the per-request lists matches the tool's own mean TPOT (then
     no gap is missing from them). Real files agree to rounding (checked on vLLM 0.8.5
     benchmark_serving.py files with 1-6 tokens per chunk: 1e-6 relative)."""
     if not every_request:
-        return False, "they do not hold every request, so they cannot be checked"
+        return False, Message(LISTS_PARTIAL)
     if file_mean is None:
-        return False, "the file has no mean TPOT to check them against"
+        return False, Message(LISTS_NO_MEAN)
     values = tpot_ms[np.isfinite(tpot_ms)]
     if not values.size:
-        return False, "they give no TPOT"
+        return False, Message(LISTS_NO_TPOT)
     recomputed = float(values.mean())
     if math.isclose(recomputed, file_mean, rel_tol=1e-3, abs_tol=1e-3):
-        return True, ""
-    return False, f"their mean TPOT is {recomputed:.4g} ms, the tool's is {file_mean:.4g} ms (gaps missing)"
+        return True, None
+    return False, Message(LISTS_DIFFER, {"recomputed": f"{recomputed:.4g}", "file_mean": f"{file_mean:.4g}"})
 
 
 def _collect_metadata(doc: dict[str, Any], result: NormalizedResult, flavour: str) -> None:

@@ -44,6 +44,17 @@ MEAN_METRICS = (
     ("goodput", "request_goodput"),
 )
 
+# run notes (English in `notes`; the message beside it for pages in any language)
+OUTSIDE_WINDOW = _(
+    "point %(index)s: %(n)s request records lie outside guidellm's measurement window (warm-up, cool-down or after "
+    "its end) and are left out, as guidellm's own totals leave them out"
+)
+SAMPLED_RECORDS = _(
+    "point %(index)s: the file holds %(held)s of the %(counted)s requests guidellm counted (sampled); TPOT "
+    "(kvselect definition) not derivable from guidellm's token-weighted aggregates"
+)
+TOTALS_MISSING = _("point %(index)s: guidellm's request totals are missing; TPOT not derived from its records")
+
 
 def sniff_json(source: Source) -> str | Message | None:
     if source.head.lstrip()[:1] != "{":
@@ -292,21 +303,17 @@ def _use_records(
     expected = {"successful": completed or 0, "errored": failed or 0, "incomplete": incomplete or 0}
     left_out = sum(len(mask) - int(mask.sum()) for mask in counted.values())
     if window is not None and left_out:
-        result.notes.append(
-            f"point {index}: {left_out} request records lie outside guidellm's measurement window (warm-up, "
-            "cool-down or after its end) and are left out, as guidellm's own totals leave them out"
-        )
+        result.add_note(Message(OUTSIDE_WINDOW, {"index": index, "n": left_out}))
     complete = totals_known and all(by_status.get(k, 0) == v for k, v in expected.items())
     ok = frame[frame["ok"]]
     if complete and ok["tpot_ms"].notna().any():
         point.tpot_ms = stats_from_array(ok["tpot_ms"].to_numpy(dtype=float))
     elif not complete:
         held = sum(by_status.values())
-        result.notes.append(
-            f"point {index}: the file holds {held} of the {sum(expected.values())} requests guidellm counted "
-            "(sampled); TPOT (kvselect definition) not derivable from guidellm's token-weighted aggregates"
+        result.add_note(
+            Message(SAMPLED_RECORDS, {"index": index, "held": held, "counted": sum(expected.values())})
             if totals_known
-            else f"point {index}: guidellm's request totals are missing; TPOT not derived from its records"
+            else Message(TOTALS_MISSING, {"index": index})
         )
     if complete and window is not None:
         point.achieved_concurrency = held_concurrency(spans[0], spans[1], window)
