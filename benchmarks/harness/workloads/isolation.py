@@ -22,6 +22,7 @@ from benchmarks.harness.workloads.common import (
     detail_message_of,
     errors_verdict,
     make_verdict,
+    ms_or_na,
 )
 from benchmarks.harness.workloads.spec import TestSpec
 from benchmarks.harness.workloads.spec import gettext_noop as _
@@ -40,7 +41,7 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
-from selection.domain.messages import Message
+from selection.domain.messages import Code, Message, to_json
 
 
 async def run_isolation(
@@ -235,6 +236,15 @@ SLOWDOWN = _("tenant A TTFT p95 under the flood is %(slowdown)sx alone, n=%(floo
 STRADDLES_LIMIT = _("%(detail)s: the interval straddles the limit")
 FLOOD_DID_NOT_LOAD = _("%(detail)s; tenant B's flood did not load the engine")
 
+# what the test observed (metadata.observed's line)
+OBSERVED_LINE = _(
+    "tenant A TTFT p95 %(ttft_alone)s alone (n=%(n_alone)s) vs %(ttft_flood)s under tenant B's flood "
+    "(n=%(n_flood)s)%(slowdown)s%(interval)s; TPOT p95 %(tpot_alone)s vs %(tpot_flood)s; B held %(held)s of "
+    "%(concurrency)s requests of %(input)s tokens; scheduling %(scheduling)s"
+)
+OBSERVED_SLOWDOWN = _(", x%(factor)s")
+OBSERVED_INTERVAL = _(" (95%% CI %(low)s–%(high)s)")
+
 
 def _isolation_verdicts(
     points: list[LoadPoint],
@@ -321,21 +331,30 @@ def _isolation_verdicts(
 
 
 def _isolation_observed(figures: dict[str, Any], scheduling: str, b_input: int, b_concurrency: int) -> dict[str, Any]:
-    def ms(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.0f} ms"
-
+    """What the test observed in one sentence with its figures (metadata.observed: the English `line` and the
+    `line_message` pages render in their language)."""
     slowdown = figures["a_ttft_p95_slowdown"]
     interval = figures["a_ttft_p95_slowdown_interval"]
-    line = (
-        f"tenant A TTFT p95 {ms(figures['a_ttft_p95_alone_ms'])} alone (n={figures['a_ttft_n_alone']}) vs "
-        f"{ms(figures['a_ttft_p95_flood_ms'])} under tenant B's flood (n={figures['a_ttft_n_flood']})"
-        + ("" if slowdown is None else f", x{slowdown:.1f}")
-        + ("" if not interval else f" (95% CI {interval[0]:.1f}–{interval[1]:.1f})")
-        + f"; TPOT p95 {ms(figures['a_tpot_p95_alone_ms'])} vs {ms(figures['a_tpot_p95_flood_ms'])}; "
-        f"B held {figures['b_held_concurrency'] or 0:.1f} of {b_concurrency} requests of {b_input} tokens; "
-        f"scheduling {scheduling}"
+    line = Message(
+        OBSERVED_LINE,
+        {
+            "ttft_alone": ms_or_na(figures["a_ttft_p95_alone_ms"]),
+            "n_alone": figures["a_ttft_n_alone"],
+            "ttft_flood": ms_or_na(figures["a_ttft_p95_flood_ms"]),
+            "n_flood": figures["a_ttft_n_flood"],
+            "slowdown": "" if slowdown is None else Message(OBSERVED_SLOWDOWN, {"factor": f"{slowdown:.1f}"}),
+            "interval": ""
+            if not interval
+            else Message(OBSERVED_INTERVAL, {"low": f"{interval[0]:.1f}", "high": f"{interval[1]:.1f}"}),
+            "tpot_alone": ms_or_na(figures["a_tpot_p95_alone_ms"]),
+            "tpot_flood": ms_or_na(figures["a_tpot_p95_flood_ms"]),
+            "held": f"{figures['b_held_concurrency'] or 0:.1f}",
+            "concurrency": b_concurrency,
+            "input": b_input,
+            "scheduling": Code(scheduling),
+        },
     )
-    return {"line": line, "scheduling": scheduling, **{k: v for k, v in figures.items()}}
+    return {"line": str(line), "line_message": to_json(line), "scheduling": scheduling, **dict(figures.items())}
 
 
 SPEC = TestSpec.of(suite_row.TEST, run_isolation)

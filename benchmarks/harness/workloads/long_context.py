@@ -22,7 +22,7 @@ from benchmarks.harness.workloads.common import (
     build_result,
     detail_message_of,
     errors_verdict,
-    format_ms,
+    ms_or_na,
     require_param,
 )
 from benchmarks.harness.workloads.spec import TestSpec
@@ -38,11 +38,26 @@ from benchmarks.verdicts import (
     judge_percentile,
     verdict,
 )
-from selection.domain.messages import Message
+from selection.domain.messages import CLAUSE_SEPARATOR, Code, Join, Message, to_json
 
 # the run's note when a rung fails (the engine's own error quoted as it wrote it)
 RUNG_NOTE = _("rung %(rung)s failed; larger rungs not attempted")
 RUNG_NOTE_WITH_ERROR = _("rung %(rung)s failed with the engine's error: %(error)s; larger rungs not attempted")
+
+# what the ladder observed (metadata.observed's line): its clauses, joined by the clause separator
+OBSERVED_LARGEST = _("largest rung served %(largest)s of %(required)s required tokens")
+OBSERVED_RUNG_FAILED = _("rung %(rung)s failed")
+OBSERVED_RUNG_FAILED_ERROR = _("rung %(rung)s failed (%(error)s)")
+OBSERVED_RUNG = _("%(rung)s TTFT %(ttft)s%(short)s")
+OBSERVED_RUNG_KV = _("%(rung)s TTFT %(ttft)s, KV %(kv)s tok%(short)s")
+OBSERVED_SHORT = _(
+    ", short requests before -> during: TTFT p95 %(ttft_before)s -> %(ttft_during)s, TPOT p95 %(tpot_before)s -> "
+    "%(tpot_during)s, widest token gap p95 %(gap_before)s -> %(gap_during)s (n=%(n)s)"
+)
+OBSERVED_SHORT_FAILED = _(
+    ", short requests before -> during: TTFT p95 %(ttft_before)s -> %(ttft_during)s, TPOT p95 %(tpot_before)s -> "
+    "%(tpot_during)s, widest token gap p95 %(gap_before)s -> %(gap_during)s (n=%(n)s, %(failed)s stalled/failed)"
+)
 
 # The long-context test's verdict details, as message templates (pages show them in their language;
 # an engine's own error is quoted as it wrote it).
@@ -313,32 +328,49 @@ def _long_context_observed(
                 "short_failed_during": bg["during"]["failed"] if bg else None,
             }
         )
-    parts = []
+    parts: list[Message] = []
     for item in rungs:
         if not item["served"]:
             continue
-        text = f"{rung_label(item['rung'])} TTFT {format_ms(item['ttft_ms'])}"
-        if item["kv_tokens_per_request"] is not None:
-            text += f", KV {item['kv_tokens_per_request']:.0f} tok"
+        short: str | Message = ""
         if item["short_during_n"] is not None:
-            text += (
-                f", short requests before -> during: TTFT p95 {format_ms(item['short_ttft_p95_before_ms'])} -> "
-                f"{format_ms(item['short_ttft_p95_during_ms'])}, "
-                f"TPOT p95 {format_ms(item['short_tpot_p95_before_ms'])} -> "
-                f"{format_ms(item['short_tpot_p95_during_ms'])}, widest token gap p95 "
-                f"{format_ms(item['short_stall_p95_before_ms'])} -> {format_ms(item['short_stall_p95_during_ms'])}"
-                f" (n={item['short_during_n']}"
-                + (f", {item['short_failed_during']} stalled/failed" if item["short_failed_during"] else "")
-                + ")"
+            failed = item["short_failed_during"]
+            short = Message(
+                OBSERVED_SHORT_FAILED if failed else OBSERVED_SHORT,
+                {
+                    "ttft_before": ms_or_na(item["short_ttft_p95_before_ms"]),
+                    "ttft_during": ms_or_na(item["short_ttft_p95_during_ms"]),
+                    "tpot_before": ms_or_na(item["short_tpot_p95_before_ms"]),
+                    "tpot_during": ms_or_na(item["short_tpot_p95_during_ms"]),
+                    "gap_before": ms_or_na(item["short_stall_p95_before_ms"]),
+                    "gap_during": ms_or_na(item["short_stall_p95_during_ms"]),
+                    "n": item["short_during_n"],
+                    **({"failed": failed} if failed else {}),
+                },
             )
-        parts.append(text)
-    line = f"largest rung served {largest_ok or 0} of {required} required tokens"
+        kv = item["kv_tokens_per_request"]
+        parts.append(
+            Message(
+                OBSERVED_RUNG_KV if kv is not None else OBSERVED_RUNG,
+                {
+                    "rung": rung_label(item["rung"]),
+                    "ttft": ms_or_na(item["ttft_ms"]),
+                    "short": short,
+                    **({"kv": f"{kv:.0f}"} if kv is not None else {}),
+                },
+            )
+        )
+    clauses: list[Message] = [Message(OBSERVED_LARGEST, {"largest": largest_ok or 0, "required": required})]
     if failed_rung is not None:
-        line += f"; rung {failed_rung} failed" + (f" ({failure_error[:120]})" if failure_error else "")
-    if parts:
-        line += "; " + "; ".join(parts)
+        clauses.append(
+            Message(OBSERVED_RUNG_FAILED_ERROR, {"rung": failed_rung, "error": Code(failure_error[:120])})
+            if failure_error
+            else Message(OBSERVED_RUNG_FAILED, {"rung": failed_rung})
+        )
+    line = Join(clauses + parts, CLAUSE_SEPARATOR)
     return {
-        "line": line,
+        "line": str(line),
+        "line_message": to_json(line),
         "largest_successful_rung": largest_ok,
         "required_tokens": required,
         "failed_rung": failed_rung,

@@ -24,6 +24,7 @@ from benchmarks.harness.workloads.common import (
     budget_verdicts,
     build_result,
     detail_message_of,
+    figure_or_na,
     make_verdict,
     require_param,
     series_in,
@@ -41,7 +42,7 @@ from benchmarks.verdicts import (
     PASS,
     verdict,
 )
-from selection.domain.messages import NAME_SEPARATOR, Message, pgettext
+from selection.domain.messages import NAME_SEPARATOR, Message, pgettext, to_json
 
 SWITCH_MODES = ("endpoint", "restart")
 # the run's note when the simulator's restart hook refused (its answer quoted as it wrote it)
@@ -66,6 +67,17 @@ TOO_FEW_AFTER = _("%(n)s requests after %(what)s: at least %(window)s are needed
 NEVER_RECOVERED = _("no run of %(window)s good requests (%(budget)s) in the %(span)s s after %(what)s (n=%(n)s)")
 RECOVERED = _("the budget (%(budget)s) held again %(recovery)s s after %(what)s (limit %(limit)s s, n=%(n)s)")
 FAILED_BEFORE_TOO = _("%(detail)s; the budget did not hold before the switch either")
+
+# what the test observed (metadata.observed's line)
+OBSERVED_LINE = _(
+    "switch by %(how)s: %(errors)s errors, requests failing %(down)s s, longest stall %(stall)s; budget held again "
+    "%(switch_recovery)s after the switch and %(rollback_recovery)s after the rollback; KV usage %(kv_before)s "
+    "before, peak %(kv_peak)s after; cache hit %(hit_before)s before vs %(hit_after)s right after "
+    "(n=%(n_before)s/%(n_switched)s/%(n_rolled_back)s)"
+)
+OBSERVED_BY_ENDPOINT = _("endpoint pair")
+OBSERVED_BY_RESTART = _("restart")
+OBSERVED_NEVER = pgettext("a time that never came", "never")
 
 
 SWITCH_PHASES = ("before", "switched", "rolled_back")
@@ -585,22 +597,34 @@ def _recovery_verdict(
 def _switch_observed(
     mode: str, params: dict[str, Any], figures: dict[str, Any], by_phase: dict[str, list[RequestRecord]]
 ) -> dict[str, Any]:
-    def seconds(value: float | None) -> str:
-        return "never" if value is None else f"{value:.2f} s"
+    """What the test observed in one sentence with its figures (metadata.observed: the English `line` and the
+    `line_message` pages render in their language)."""
 
-    def ratio(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.1%}"
+    def seconds(value: float | None) -> str | Message:
+        return OBSERVED_NEVER if value is None else f"{value:.2f} s"
+
+    def ratio(value: float | None) -> str | Message:
+        return figure_or_na(value, "{:.1%}")
 
     errors = figures["switch_errors"] + figures["rollback_errors"]
     down = (figures["switch_downtime_s"] or 0.0) + (figures["rollback_downtime_s"] or 0.0)
-    how = "endpoint pair" if mode == "endpoint" else "restart"
-    line = (
-        f"switch by {how}: {errors} errors, requests failing {down:.2f} s, longest stall "
-        f"{seconds(figures['switch_stall_s'])}; budget held again {seconds(figures['switch_recovery_s'])} after the "
-        f"switch and {seconds(figures['rollback_recovery_s'])} after the rollback; KV usage "
-        f"{ratio(figures['kv_usage_before_mean'])} before, peak {ratio(figures['kv_usage_switched_peak'])} after; "
-        f"cache hit {ratio(figures['hit_ratio_before'])} before vs {ratio(figures['hit_ratio_after_switch'])} right "
-        f"after (n={len(by_phase['before'])}/{len(by_phase['switched'])}/{len(by_phase['rolled_back'])})"
+    line = Message(
+        OBSERVED_LINE,
+        {
+            "how": Message(OBSERVED_BY_ENDPOINT if mode == "endpoint" else OBSERVED_BY_RESTART),
+            "errors": errors,
+            "down": f"{down:.2f}",
+            "stall": seconds(figures["switch_stall_s"]),
+            "switch_recovery": seconds(figures["switch_recovery_s"]),
+            "rollback_recovery": seconds(figures["rollback_recovery_s"]),
+            "kv_before": ratio(figures["kv_usage_before_mean"]),
+            "kv_peak": ratio(figures["kv_usage_switched_peak"]),
+            "hit_before": ratio(figures["hit_ratio_before"]),
+            "hit_after": ratio(figures["hit_ratio_after_switch"]),
+            "n_before": len(by_phase["before"]),
+            "n_switched": len(by_phase["switched"]),
+            "n_rolled_back": len(by_phase["rolled_back"]),
+        },
     )
     keys = (
         "switch_errors",
@@ -617,7 +641,7 @@ def _switch_observed(
         "hit_ratio_after_switch",
         "hit_drop",
     )
-    return {"line": line, "mode": mode, **{key: figures[key] for key in keys}} | {
+    return {"line": str(line), "line_message": to_json(line), "mode": mode, **{key: figures[key] for key in keys}} | {
         f"requests_{name}": len(records) for name, records in by_phase.items()
     }
 
