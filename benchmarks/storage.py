@@ -169,6 +169,7 @@ def store_native_result(
     status: str,
     extra_files: dict[str, tuple[str, bytes]] | None = None,
     error: str = "",
+    error_message: dict[str, Any] | None = None,
     owned_by=None,
     on_stored: Callable[[BenchmarkRun], None] | None = None,
 ) -> BenchmarkRun | None:
@@ -192,8 +193,9 @@ def store_native_result(
             native = json.dumps(result.to_native(include_requests=False), default=str).encode()
             locked.raw_sha256 = sha256_hex(native)
             locked.error = error[:5000]
+            locked.error_message = error_message  # the same reason as a message the run page renders
             locked.progress = {"phase": status, "percent": 100}
-            locked.save(update_fields=["raw_sha256", "error", "progress"])
+            locked.save(update_fields=["raw_sha256", "error", "error_message", "progress"])
             files.save(locked, Artifact.Kind.NATIVE, f"run-{locked.pk}.json", native)
             for kind, (name, content) in (extra_files or {}).items():
                 files.save(locked, kind, name, content)
@@ -238,7 +240,14 @@ def write_pending(run_id: int, attempt: int, envelope: dict[str, Any]) -> None:
 
 
 def pending_envelope(
-    *, run_id: int, attempt: int, status: str, error: str, result: NormalizedResult, store_error: str = ""
+    *,
+    run_id: int,
+    attempt: int,
+    status: str,
+    error: str,
+    result: NormalizedResult,
+    store_error: str = "",
+    error_message: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "kind": "kvselect.pending-result/1",
@@ -246,6 +255,7 @@ def pending_envelope(
         "attempt": attempt,
         "status": status,
         "error": error,
+        "error_message": error_message,
         "store_error": store_error,
         "written_at": timezone.now().isoformat(),
         "result": result.to_native(include_requests=True),

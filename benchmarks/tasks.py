@@ -23,6 +23,7 @@ from benchmarks.models import BenchmarkRun
 from benchmarks.validation.engine import EngineUnavailable
 from config.celery import DatabaseTask, gpu_queue, publish
 from config.outage import retry_database
+from selection.domain.messages import Code, Message
 
 UPLOAD_REQUEUE_AFTER = timedelta(seconds=30)  # an upload still `parsing` this long after arrival lost its task
 WAITING_FOR_QUEUE = {"phase": "waiting for the job queue"}  # the broker refused the task; beat sends it again
@@ -63,7 +64,9 @@ def run_validation(self, run_id: int) -> str:
         if self.request.retries < self.max_retries:
             worker.requeue(run_id, f"waiting for the engine: {exc}")
             raise self.retry(exc=exc, countdown=5 * 2**self.request.retries) from exc
-        return worker.finish_failed(run, f"engine unreachable: {exc}").status
+        why = exc.message if exc.message is not None else Code(str(exc))
+        shown = Message(worker.ENGINE_UNREACHABLE, {"why": why})
+        return worker.finish_failed(run, f"engine unreachable: {exc}", shown).status
 
 
 @shared_task(name="benchmarks.tasks.reap_stale_runs", base=DatabaseTask)

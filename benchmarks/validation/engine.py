@@ -10,10 +10,26 @@ import tempfile
 import time
 
 from benchmarks.validation.target import ValidationError, healthy
+from selection.domain.messages import LABEL_SEPARATOR, Code, Join, Message
+from selection.domain.messages import marked as _
+
+COULD_NOT_START = _("could not start %(program)s: %(why)s")
+EXITED_EARLY = _("the engine exited with status %(status)s before it was healthy; last log lines: %(tail)s")
+NOT_HEALTHY = _("not healthy within %(seconds)s s")
+
+
+def launch_problem(message: Message) -> Join:
+    """A launch recipe's failure as the run page shows it: the field as code, then why."""
+    return Join([Code("launch_recipe"), message], LABEL_SEPARATOR)
 
 
 class EngineUnavailable(RuntimeError):
-    """The engine did not answer before the load started (the task may retry)."""
+    """The engine did not answer before the load started (the task may retry). `message`, when given, is the
+    same reason as a message the run page renders in its language; the English text is the API's."""
+
+    def __init__(self, text: str, message=None):
+        super().__init__(text)
+        self.message = message
 
 
 class LaunchedEngine:
@@ -39,19 +55,29 @@ class LaunchedEngine:
                 self.argv, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
             )
         except OSError as exc:
-            raise EngineUnavailable(f"launch_recipe: could not start {self.argv[0]!r}: {exc.strerror or exc}") from exc
+            why = exc.strerror or exc
+            raise EngineUnavailable(
+                f"launch_recipe: could not start {self.argv[0]!r}: {why}",
+                launch_problem(Message(COULD_NOT_START, {"program": Code(self.argv[0]), "why": Code(str(why))})),
+            ) from exc
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                tail = self.tail()
                 raise EngineUnavailable(
                     f"launch_recipe: the engine exited with status {self.process.returncode} "
-                    f"before it was healthy; last log lines: {self.tail()}"
+                    f"before it was healthy; last log lines: {tail}",
+                    launch_problem(Message(EXITED_EARLY, {"status": self.process.returncode, "tail": Code(tail)})),
                 )
             if healthy(self.endpoint_url):
                 return self
             time.sleep(1.0)
         self.stop()
-        raise EngineUnavailable(f"launch_recipe: not healthy within {self.startup_timeout_s:.0f} s")
+        seconds = f"{self.startup_timeout_s:.0f}"
+        raise EngineUnavailable(
+            f"launch_recipe: not healthy within {seconds} s",
+            launch_problem(Message(NOT_HEALTHY, {"seconds": seconds})),
+        )
 
     def __exit__(self, *exc) -> None:
         self.stop()

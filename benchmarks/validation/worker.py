@@ -229,6 +229,7 @@ def _claim(run_id: int, worker: str, now, hardware: list[str]) -> BenchmarkRun |
         started_at=now,
         heartbeat_at=now,
         error="",
+        error_message=None,
         progress={"phase": "starting", "percent": 0},
     )
     taken = BenchmarkRun.objects.filter(pk=run_id, status=BenchmarkRun.Status.QUEUED, cancel_requested=False).update(
@@ -320,7 +321,8 @@ class RunReporter:
         revived = BenchmarkRun.objects.filter(owned_by(self.attempt), pk=self.run_id).exclude(
             status=BenchmarkRun.Status.RUNNING
         )
-        if revived.update(status=BenchmarkRun.Status.RUNNING, error="", finished_at=None, heartbeat_at=now):
+        revive = {"status": BenchmarkRun.Status.RUNNING, "error": "", "error_message": None, "finished_at": None}
+        if revived.update(**revive, heartbeat_at=now):
             logger.warning("run %s: reaped as lost while its worker was alive; taken back", self.run_id)
 
     def _loop(self) -> None:
@@ -382,17 +384,25 @@ def _execute_against_engine(
     from benchmarks.validation import loadtest  # the load generator, loaded when a run starts its load
 
     if not healthy(candidate.endpoint_url):
-        raise EngineUnavailable(f"{candidate.endpoint_url} did not answer /health or /v1/models")
+        raise EngineUnavailable(
+            f"{candidate.endpoint_url} did not answer /health or /v1/models", no_answer(candidate.endpoint_url)
+        )
     # what the engine runs as and on, asked before the load (the run records it; another model is refused)
     provenance = probe_before_run(candidate, launched=launched)
     if provenance["refusal"]:
-        return finish_failed(run, f"model_name: {provenance['refusal']}")
+        refused = provenance.get("refusal_message") or Code(provenance["refusal"])
+        return finish_failed(
+            run, f"model_name: {provenance['refusal']}", Join([Code("model_name"), refused], LABEL_SEPARATOR)
+        )
     target = loadtest.target_for(candidate)
     extra: dict[str, Any] = {}
     if suite.BY_ID[run.test].off_variant:
         off = loadtest.prefix_off_target_for(candidate, target)
         if off is not None and off.endpoint_url != target.endpoint_url and not healthy(off.endpoint_url):
-            raise EngineUnavailable(f"prefix_off_endpoint_url: {off.endpoint_url} did not answer /health or /v1/models")
+            raise EngineUnavailable(
+                f"prefix_off_endpoint_url: {off.endpoint_url} did not answer /health or /v1/models",
+                Join([Code("prefix_off_endpoint_url"), no_answer(off.endpoint_url)], LABEL_SEPARATOR),
+            )
         extra["off_target"] = off
     load_at_start = load_average()
     try:
@@ -400,10 +410,11 @@ def _execute_against_engine(
             run.test, target, dict(run.params), cancel=reporter.cancelled, progress=reporter.progress, **extra
         )
     except (loadtest.PlanError, ValueError) as exc:
-        return finish_failed(run, f"params: {exc}")
+        return finish_failed(run, f"params: {exc}", Message(PARAMS_REFUSED, {"problem": Code(str(exc))}))
     except Exception as exc:  # the engine or network broke mid-test
         logger.exception("validation run %s failed", run.pk)
-        return finish_failed(run, f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        return finish_failed(run, error, Message(STOPPED_ON_ERROR, {"error": Code(error)}))
     try:
         record_host_activity(run, result, load_at_start)
     except (OperationalError, InterfaceError) as exc:  # never hold the result back for it: finish() writes it ahead
@@ -414,15 +425,17 @@ def _execute_against_engine(
     stopped_points = [p for p in result.points if p.extra.get("stopped_early")]
     stopped = [p.extra["stopped_early"] for p in stopped_points]
     engine_alive = cancelled or (not stopped and healthy(candidate.endpoint_url))
-    error = ""
+    error, message = "", None
     if stopped and not cancelled:
         result.partial = True
-        why = load(stopped_points[0].extra.get("stopped_early_message")) or stopped[0]
-        result.add_note(Message(STOPPED_EARLY, {"why": why}))
+        why = load(stopped_points[0].extra.get("stopped_early_message")) or Code(stopped[0])
+        message = Message(STOPPED_EARLY, {"why": why})
+        result.add_note(message)
         error = f"stopped early: {stopped[0]} (partial data kept)"
     elif not engine_alive:
         result.partial = True
-        result.add_note(Message(ENGINE_GONE))
+        message = Message(ENGINE_GONE)
+        result.add_note(message)
         error = "engine stopped answering during the test (partial data kept)"
     status = (
         BenchmarkRun.Status.CANCELLED
@@ -433,7 +446,12 @@ def _execute_against_engine(
     )
     if cancelled:
         result.partial = True
-    return finish(run, result, status, error)
+    return finish(run, result, status, error, message)
+
+
+def no_answer(url: str) -> Message:
+    """The engine at `url` answered neither health check (EngineUnavailable's message)."""
+    return Message(NO_ANSWER, {"url": Code(url), "health": Code("/health"), "models": Code("/v1/models")})
 
 
 def rescore(run: BenchmarkRun) -> None:
@@ -510,6 +528,14 @@ STOPPED_EARLY = _("The load stopped early: %(why)s. The data below is partial.")
 ENGINE_GONE = _("The engine stopped answering during the test: the data below is partial.")
 STORED_BY_REAPER = _("Stored by the reaper from the worker's write-ahead file (written %(written)s): %(cause)s.")
 WRITE_REFUSED = _("the database refused the worker's write (%(error)s) and the worker stopped before a retry succeeded")
+NO_ANSWER = _("%(url)s did not answer %(health)s or %(models)s")
+ENGINE_UNREACHABLE = _("the engine could not be reached: %(why)s")
+PARAMS_REFUSED = _("the test's parameters cannot run: %(problem)s")
+STOPPED_ON_ERROR = _("the test stopped on an error: %(error)s")
+WORKER_LOST_MESSAGE = _(
+    "the worker sent no heartbeat for more than %(seconds)s s (killed or crashed); no result was stored, "
+    "so the run has no data"
+)
 WORKER_STOPPED = _("the worker stopped (killed or crashed) after the test finished, before it was stored")
 
 
@@ -552,17 +578,28 @@ def record_host_activity(run: BenchmarkRun, result: NormalizedResult, load_at_st
         result.add_note(Message(SATURATED, {"load": f"{busiest:g}", "cpus": cpus}))
 
 
-def finish(run: BenchmarkRun, result: NormalizedResult, status: str, error: str = "") -> BenchmarkRun:
+def finish(
+    run: BenchmarkRun, result: NormalizedResult, status: str, error: str = "", message: Message | Join | None = None
+) -> BenchmarkRun:
     """Store a finished test's result: the write-ahead file first, then the database (retried on a
     fresh connection while it restarts). If the database stays away, the file is left for the
     reaper with the reason, and the error is raised."""
-    envelope = pending_envelope(run_id=run.pk, attempt=run.attempt, status=status, error=error, result=result)
+    error_message = None if message is None else message.to_dict()
+    envelope = pending_envelope(
+        run_id=run.pk, attempt=run.attempt, status=status, error=error, result=result, error_message=error_message
+    )
     write_pending(run.pk, run.attempt, envelope)
 
     def store() -> BenchmarkRun | None:
         try:
             stored = store_native_result(
-                run=run, result=result, status=status, error=error, owned_by=owned_by(run.attempt), on_stored=rescore
+                run=run,
+                result=result,
+                status=status,
+                error=error,
+                error_message=error_message,
+                owned_by=owned_by(run.attempt),
+                on_stored=rescore,
             )
         except (OperationalError, InterfaceError) as exc:
             if not envelope["store_error"]:  # the file says why the database does not have it yet
@@ -621,6 +658,7 @@ def reap_stale_runs(now: datetime | None = None) -> list[int]:
             progress={"phase": "failed", "percent": 0},
             error=f"{WORKER_LOST}: no heartbeat for more than {seconds} s (killed or crashed); "
             "no result was stored, so the run has no data",
+            error_message=Message(WORKER_LOST_MESSAGE, {"seconds": seconds}).to_dict(),
         )
     return [run_id for run_id, _ in stale]
 
@@ -642,6 +680,7 @@ def _recover(run_id: int, attempt: int, envelope: dict[str, Any], still_stale: Q
         result=result,
         status=envelope["status"],
         error=envelope.get("error") or "",
+        error_message=envelope.get("error_message"),
         owned_by=still_stale,
         on_stored=rescore,
     )

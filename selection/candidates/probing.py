@@ -24,6 +24,7 @@ from benchmarks.harness import nvml
 from benchmarks.validation.target import candidate_urls, lenient_resolver, refused_urls
 from selection.domain import catalog as catalog_domain
 from selection.domain import provenance
+from selection.domain.messages import Code, Message
 from selection.i18n import clauses, message_text
 from selection.models import Candidate, Constraints
 from selection.secretbox import decrypt
@@ -74,12 +75,20 @@ def kept(candidate: Candidate, mismatch: dict[str, Any]) -> bool:
     return bool(justified.get("justification")) and justified.get("target") == mismatch["target"]
 
 
+REFUSAL = gettext_noop(
+    "the endpoint serves %(served)s, not the selection's model %(target)s: evidence about another model "
+    "is not evidence about this one (point the candidate at an endpoint serving %(target)s, or keep it "
+    "with a justification)"
+)
+
+
 def refusal(mismatch: dict[str, Any]) -> str:
-    return _(
-        "the endpoint serves %(served)s, not the selection's model %(target)s: evidence about another model "
-        "is not evidence about this one (point the candidate at an endpoint serving %(target)s, or keep it "
-        "with a justification)"
-    ) % {"served": mismatch["served"], "target": mismatch["target"]}
+    return _(REFUSAL) % {"served": mismatch["served"], "target": mismatch["target"]}
+
+
+def refusal_message(mismatch: dict[str, Any]) -> Message:
+    """The refusal as a message the run page renders in its language (the model names as code)."""
+    return Message(REFUSAL, {"served": Code(str(mismatch["served"])), "target": Code(str(mismatch["target"]))})
 
 
 FINDING_TEXT = {
@@ -157,7 +166,12 @@ def probe_before_run(candidate: Candidate, *, launched: bool) -> dict[str, Any]:
     Candidate.objects.filter(pk=candidate.pk).update(endpoint_probe=probe)
     mismatch = model_mismatch(probe)
     refused = mismatch is not None and not kept(candidate, mismatch)
-    return {**probe, "kept_model": candidate.model_justification, "refusal": refusal(mismatch) if refused else ""}
+    return {
+        **probe,
+        "kept_model": candidate.model_justification,
+        "refusal": refusal(mismatch) if refused else "",
+        "refusal_message": refusal_message(mismatch) if refused else None,
+    }
 
 
 def run_identity(run: Any) -> dict[str, Any]:
