@@ -26,7 +26,7 @@ from benchmarks.run_charts import run_page_charts
 from benchmarks.validation.dispatch import request_cancel
 from benchmarks.validation.forms import param_label
 from selection import selectors
-from selection.i18n import message_text
+from selection.i18n import message_literals, message_text
 from selection.models import Selection
 from selection.web import get_selection, page_context, require_edit
 
@@ -159,7 +159,7 @@ def _run_page(selection: Selection, run: BenchmarkRun) -> dict:
         # the figures the test judged, as the record's result table shows them (its suite module's `figures`)
         figures=presentation.result_figures(run.test, points, run.metadata, _) if has_data else [],
         observed=presentation.observed_line(run.metadata, run.is_simulated, render_message=message_text),
-        notes=presentation.run_notes(run.notes, run.metadata, render_message=message_text),
+        notes=presentation.run_notes(run.notes, run.metadata, render_message=message_literals),
         engine_host=presentation.engine_host(run.metadata),
         passed=sum(1 for v in run.verdicts or [] if v.get("passed")),
         load_kind=rows[0]["load_kind"] if rows else "",

@@ -91,6 +91,23 @@ def message_html(value) -> SafeString:
     return conditional_escape(value)
 
 
+def message_literals(value):
+    """`message_text` for text a page passes through the `literals` filter (a run's notes): every `messages.Code`
+    value in backticks, which the filter sets as `<code>`."""
+    value = messages.load(value)
+    if isinstance(value, messages.Message):
+        values = {name: message_literals(param) for name, param in value.params.items()}
+        try:
+            return _gettext(value.msgid, value.context) % values
+        except (KeyError, ValueError, TypeError):  # a translation that lost or mistyped a placeholder
+            return value.msgid % values
+    if isinstance(value, messages.Join):
+        return str(message_literals(value.separator)).join(str(message_literals(item)) for item in value.items)
+    if isinstance(value, messages.Code):
+        return f"`{value}`" if "`" not in value else str(value)
+    return value
+
+
 def record_language() -> str:
     """The language a new record snapshot is written in: the active one (the architect's who sends
     it to review) when kvselect offers it, else English. The PDF renders in it whoever opens it."""

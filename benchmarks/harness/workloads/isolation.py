@@ -41,7 +41,7 @@ from benchmarks.verdicts import (
     ratio_interval,
     verdict,
 )
-from selection.domain.messages import Code, Message, to_json
+from selection.domain.messages import Code, Message, pgettext, to_json
 
 
 async def run_isolation(
@@ -244,6 +244,11 @@ OBSERVED_LINE = _(
 )
 OBSERVED_SLOWDOWN = _(", x%(factor)s")
 OBSERVED_INTERVAL = _(" (95%% CI %(low)s–%(high)s)")
+# the engine's scheduling policy inside the sentence (vLLM's --scheduling-policy values)
+SCHEDULING_NAMES = {
+    "priority": pgettext("scheduling policy", "priority"),
+    "fcfs": pgettext("scheduling policy", "fcfs"),
+}
 
 
 def _isolation_verdicts(
@@ -351,7 +356,7 @@ def _isolation_observed(figures: dict[str, Any], scheduling: str, b_input: int, 
             "held": f"{figures['b_held_concurrency'] or 0:.1f}",
             "concurrency": b_concurrency,
             "input": b_input,
-            "scheduling": Code(scheduling),
+            "scheduling": SCHEDULING_NAMES.get(scheduling, Code(scheduling)),
         },
     )
     return {"line": str(line), "line_message": to_json(line), "scheduling": scheduling, **dict(figures.items())}

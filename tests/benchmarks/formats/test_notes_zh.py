@@ -15,7 +15,8 @@ from benchmarks.formats import detect_and_parse_file, vllm
 from benchmarks.formats.common import keep_simulated
 from benchmarks.result import MEASURED, NormalizedResult
 from selection.domain.messages import Message
-from selection.i18n import message_html, message_text
+from selection.i18n import message_html, message_literals, message_text
+from selection.templatetags.kvselect import literals
 from tests.benchmarks.formats.conftest import FIXTURES
 from tests.e2e.pagechecks import english_words
 
@@ -93,3 +94,29 @@ def test_why_the_inter_token_lists_were_not_used_reads_in_chinese(reason):
     assert result.notes[0].startswith("point 0: per-request e2e, TPOT and ITL not derived from the inter-token lists: ")
     assert str(reason) in result.notes[0]
     assert_chinese_notes(result)
+
+
+@pytest.mark.parametrize(
+    ("name", "slo", "code"),
+    [
+        ("llmperf_summary.json", None, "<code>itl_ms.mean</code>"),
+        ("aiperf.profile_export.jsonl", None, "<code>profile_export.jsonl</code>"),
+        ("recon_vllm_legacy_benchmark_serving.json", None, "<code>num_prompts - completed</code>"),
+        ("sglang_bench_serving.json", {"ttft_ms": 200, "tpot_ms": 30}, "<code>tpot_ms</code>"),
+    ],
+)
+def test_the_run_page_sets_a_notes_identifiers_as_code(name, slo, code):
+    """The run page renders notes with `message_literals` through the `literals` filter: identifiers in <code>,
+    no English outside them on a Chinese page; the English page reads the notes with the same code marks."""
+    result = detect_and_parse_file(str(FIXTURES / name), name, slo=slo)
+    for language in ("zh-hans", "en"):
+        with translation.override(language):
+            notes = presentation.run_notes(result.notes, result.metadata, render_message=message_literals)
+            page = [str(literals(note)) for note in notes]
+        assert any(code in note for note in page), page
+        if language == "en":
+            assert [html.unescape(re.sub(r"</?code>", "", note)) for note in page] == result.notes
+        else:
+            for note in page:
+                prose = html.unescape(CODE.sub(" ", note))
+                assert english_words(prose, NAMES) == [] and "`" not in prose, note
