@@ -12,7 +12,7 @@ import uuid
 import pytest
 from django.conf import settings
 
-from selection.candidates.services import add_candidate
+from tests.support.builders import mock_engine_candidate
 from tests.support.environment import ROOT, database_url_for_worker
 
 
@@ -114,15 +114,6 @@ def killable_worker(tmp_path, gpu_pool_label):
 @pytest.fixture
 def engine_candidate(selection_with_constraints, architect, engines, mock_engine, gpu_pool_label):
     """A vLLM candidate pointing at the in-process mock engine, on a private GPU pool queue."""
-    return add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={
-            "engine": engines["vllm"],
-            "engine_version": "0.11.0",
-            "endpoint_url": mock_engine.url,
-            "metrics_url": mock_engine.url + "/metrics",
-            "model_name": "mock",
-            "gpu_pool": gpu_pool_label,
-        },
+    return mock_engine_candidate(
+        selection_with_constraints, architect, engines["vllm"], mock_engine.url, gpu_pool=gpu_pool_label
     )

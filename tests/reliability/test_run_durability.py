@@ -21,7 +21,7 @@ from benchmarks.storage import pending_name, read_pending
 from benchmarks.validation import worker
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.worker import claim, execute, stale_after
-from selection.candidates.services import add_candidate
+from tests.support.builders import mock_engine_candidate
 
 pytestmark = pytest.mark.reliability
 
@@ -43,17 +43,7 @@ SHORT = {
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines, mock_engine):
-    return add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={
-            "engine": engines["vllm"],
-            "engine_version": "0.11.0",
-            "endpoint_url": mock_engine.url,
-            "metrics_url": mock_engine.url + "/metrics",
-            "model_name": "mock",
-        },
-    )
+    return mock_engine_candidate(selection_with_constraints, architect, engines["vllm"], mock_engine.url)
 
 
 def test_lost_workers_are_detected_within_a_minute_by_the_shipped_defaults():

@@ -143,6 +143,20 @@ def make_candidate(selection, user, **overrides):
     return add_candidate(selection=selection, user=user, data=data)
 
 
+def mock_engine_candidate(selection, user, engine: Engine, url: str, *, api_key: str = "", **data):
+    """A vLLM 0.11.0 candidate serving the model "mock" at `url` (the in-process mock engine or a
+    simulator), its metrics at `url`/metrics; `data` adds fields (gpu_pool, label)."""
+    fields = {
+        "engine": engine,
+        "engine_version": "0.11.0",
+        "endpoint_url": url,
+        "metrics_url": url + "/metrics",
+        "model_name": "mock",
+        **data,
+    }
+    return add_candidate(selection=selection, user=user, data=fields, api_key=api_key)
+
+
 def stress_run(candidate, ttfts, evidence="MEASURED", concurrencies=(50, 200)):
     """A concurrency-stress run at these concurrencies (50 and 200) with these TTFT p95s."""
     run = BenchmarkRun.objects.create(

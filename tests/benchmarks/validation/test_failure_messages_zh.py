@@ -18,9 +18,9 @@ from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.engine import EngineUnavailable, LaunchedEngine
 from benchmarks.validation.worker import claim, execute
 from selection.candidates import probing
-from selection.candidates.services import add_candidate
 from selection.i18n import message_html
 from tests.e2e.pagechecks import english_words, punctuation
+from tests.support.builders import mock_engine_candidate
 
 SHORT = {
     "concurrency": 4,
@@ -37,17 +37,8 @@ TAG = re.compile(r"<[^>]+>")
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines, mock_engine):
-    return add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={
-            "engine": engines["vllm"],
-            "engine_version": "0.11.0",
-            "endpoint_url": mock_engine.url,
-            "metrics_url": mock_engine.url + "/metrics",
-            "model_name": "mock",
-        },
-        api_key="sk-test",
+    return mock_engine_candidate(
+        selection_with_constraints, architect, engines["vllm"], mock_engine.url, api_key="sk-test"
     )
 
 

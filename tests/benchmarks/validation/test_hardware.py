@@ -16,11 +16,10 @@ from benchmarks.simulator.server import start_server
 from benchmarks.validation import hardware
 from benchmarks.validation.dispatch import start_validation
 from benchmarks.validation.worker import HardwareBusy, claim, overlapping_runs, record_host_activity
-from selection.candidates.services import add_candidate
 from selection.i18n import message_text
 from selection.setup.services import create_selection, save_constraints
 from tests.e2e import pagechecks
-from tests.support.builders import SAMPLE_CONSTRAINTS
+from tests.support.builders import SAMPLE_CONSTRAINTS, mock_engine_candidate
 from tests.support.servers import ThreadedServer
 
 SHORT = {"concurrency": 2, "duration_s": 1.0, "warmup_s": 0.0, "input_tokens": 16, "output_tokens": 8}
@@ -101,19 +100,7 @@ def test_runs_on_two_simulators_of_one_machine_run_at_once_and_one_simulator_run
 
 
 def _candidate(selection, user, engines, url, pool=""):
-    return add_candidate(
-        selection=selection,
-        user=user,
-        data={
-            "engine": engines["vllm"],
-            "engine_version": "0.11.0",
-            "endpoint_url": url,
-            "metrics_url": url + "/metrics",
-            "model_name": "mock",
-            "gpu_pool": pool,
-            "label": url.split("//")[1],
-        },
-    )
+    return mock_engine_candidate(selection, user, engines["vllm"], url, gpu_pool=pool, label=url.split("//")[1])
 
 
 @pytest.fixture

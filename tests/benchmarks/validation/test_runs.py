@@ -17,21 +17,13 @@ from benchmarks.validation.plan import plan_for, validation_plan
 from benchmarks.validation.worker import HardwareBusy, claim, execute, finish_failed
 from selection.candidates.services import add_candidate
 from selection.models import Candidate
+from tests.support.builders import mock_engine_candidate
 
 
 @pytest.fixture
 def candidate(selection_with_constraints, architect, engines, mock_engine):
-    return add_candidate(
-        selection=selection_with_constraints,
-        user=architect,
-        data={
-            "engine": engines["vllm"],
-            "engine_version": "0.11.0",
-            "endpoint_url": mock_engine.url,
-            "metrics_url": mock_engine.url + "/metrics",
-            "model_name": "mock",
-        },
-        api_key="sk-test",
+    return mock_engine_candidate(
+        selection_with_constraints, architect, engines["vllm"], mock_engine.url, api_key="sk-test"
     )
 
 
