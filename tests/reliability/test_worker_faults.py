@@ -93,7 +93,9 @@ def test_redelivery_after_a_silent_worker_restarts_clean_once(engine_candidate, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_engine_crash_knob_mid_test_fails_the_run_keeping_partial_data(selection_with_constraints, architect, engines):
+def test_engine_crash_knob_mid_test_fails_the_run_keeping_partial_data(
+    selection_with_constraints, architect, engines, gpu_pool_label
+):
     from benchmarks.simulator.config import SimConfig
     from benchmarks.simulator.server import ServerThread
 
@@ -108,6 +110,7 @@ def test_engine_crash_knob_mid_test_fails_the_run_keeping_partial_data(selection
                 "endpoint_url": server.url,
                 "metrics_url": server.url + "/metrics",
                 "model_name": config.served_model_name,
+                "gpu_pool": gpu_pool_label,  # a queue no worker listens to: this test claims the run itself
             },
         )
         params = dict(LONG, concurrency=4, duration_s=4.0, settle_s=0.2)
@@ -132,7 +135,7 @@ def _free_port() -> int:
 
 @pytest.mark.django_db(transaction=True)
 def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(
-    selection_with_constraints, architect, engines
+    selection_with_constraints, architect, engines, gpu_pool_label
 ):
     """The simulator as its own process with the hard crash knob (os._exit), like a killed llama-server."""
     import subprocess
@@ -170,6 +173,7 @@ def test_engine_process_dies_mid_test_fails_the_run_keeping_partial_data(
                 "endpoint_url": url,
                 "metrics_url": url + "/metrics",
                 "model_name": "kvsim-llama-3.1-8b",
+                "gpu_pool": gpu_pool_label,  # a queue no worker listens to: this test claims the run itself
             },
         )
         # the crash comes after the 8th completion however slowly a loaded machine serves them: the run
