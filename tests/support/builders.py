@@ -143,6 +143,18 @@ def make_candidate(selection, user, **overrides):
     return add_candidate(selection=selection, user=user, data=data)
 
 
+# A concurrency stress of one second against the mock engine: enough requests to judge, quick to run.
+SHORT_STRESS = {
+    "concurrency": 4,
+    "duration_s": 1.0,
+    "warmup_s": 0.0,
+    "input_tokens": 16,
+    "output_tokens": 8,
+    "settle_s": 0.5,
+    "abort_fraction": 0.0,
+}
+
+
 def mock_engine_candidate(selection, user, engine: Engine, url: str, *, api_key: str = "", **data):
     """A vLLM 0.11.0 candidate serving the model "mock" at `url` (the in-process mock engine or a
     simulator), its metrics at `url`/metrics; `data` adds fields (gpu_pool, label)."""

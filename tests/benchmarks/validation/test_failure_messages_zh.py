@@ -20,17 +20,9 @@ from benchmarks.validation.worker import claim, execute
 from selection.candidates import probing
 from selection.i18n import message_html
 from tests.e2e.pagechecks import english_words, punctuation
+from tests.support.builders import SHORT_STRESS as SHORT
 from tests.support.builders import mock_engine_candidate
 
-SHORT = {
-    "concurrency": 4,
-    "duration_s": 1.0,
-    "warmup_s": 0.0,
-    "input_tokens": 16,
-    "output_tokens": 8,
-    "settle_s": 0.5,
-    "abort_fraction": 0.0,
-}
 CODE = re.compile(r"<code>.*?</code>", re.S)
 TAG = re.compile(r"<[^>]+>")
 

@@ -17,6 +17,7 @@ from benchmarks.validation.plan import plan_for, validation_plan
 from benchmarks.validation.worker import HardwareBusy, claim, execute, finish_failed
 from selection.candidates.services import add_candidate
 from selection.models import Candidate
+from tests.support.builders import SHORT_STRESS as SHORT
 from tests.support.builders import mock_engine_candidate
 
 
@@ -25,17 +26,6 @@ def candidate(selection_with_constraints, architect, engines, mock_engine):
     return mock_engine_candidate(
         selection_with_constraints, architect, engines["vllm"], mock_engine.url, api_key="sk-test"
     )
-
-
-SHORT = {
-    "concurrency": 4,
-    "duration_s": 1.0,
-    "warmup_s": 0.0,
-    "input_tokens": 16,
-    "output_tokens": 8,
-    "settle_s": 0.5,
-    "abort_fraction": 0.0,
-}
 
 
 def test_plan_derives_parameters_from_constraints(candidate):
