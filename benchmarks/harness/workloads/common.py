@@ -646,11 +646,11 @@ def format_ms(value: float | None) -> str:
 NOT_AVAILABLE = _("n/a")
 
 
-def ms_or_na(value: float | None) -> str | Message:
-    """`format_ms` inside a message: "n/a" is a word, translated where shown."""
-    return Message(NOT_AVAILABLE) if value is None else f"{value:.0f} ms"
-
-
 def figure_or_na(value: Any, spec: str) -> str | Message:
     """A figure formatted by `spec` ("{:,.0f}", "{:.0%}"), or "n/a" (translated where shown) when missing."""
     return Message(NOT_AVAILABLE) if value is None else spec.format(value)
+
+
+def ms_or_na(value: float | None) -> str | Message:
+    """`format_ms` inside a message: "n/a" is a word, translated where shown."""
+    return figure_or_na(value, "{:.0f} ms")
